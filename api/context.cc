@@ -1,0 +1,344 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "api/internal.h"
+#include "core/topology.h"
+#include "pollux/context.h"
+
+namespace pollux {
+namespace detail {
+
+namespace {
+// Waits for a poller to acknowledge a closing channel; bounded so a wedged transport cannot
+// hang close() forever.
+template <typename Ch>
+bool wait_drained(const Ch& ch, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!ch.drained.load(std::memory_order_acquire)) {  // pairs with the poller's release
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+}  // namespace
+
+StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic) {
+  StreamCounters c;
+  const std::string scope = absl::StrFormat("%s stream %u %s", publisher ? "pub" : "sub", stream_id, topic);
+  core::CountersFile& f = *counters;
+  c.messages = f.allocate(scope, "messages", stream_id);
+  c.bytes = f.allocate(scope, "bytes", stream_id);
+  if (publisher) {
+    c.back_pressure = f.allocate(scope, "back_pressure", stream_id);
+    c.not_connected = f.allocate(scope, "not_connected", stream_id);
+    c.too_large = f.allocate(scope, "too_large", stream_id);
+  } else {
+    c.gaps = f.allocate(scope, "gaps", stream_id);
+    c.lost = f.allocate(scope, "messages_lost", stream_id);
+    c.overruns = f.allocate(scope, "overruns", stream_id);
+    c.events = f.allocate(scope, "stream_events", stream_id);
+  }
+  return c;
+}
+
+absl::Status ContextImpl::start() {
+  core::Clock::init();
+  auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name);
+  if (!cf.ok()) return cf.status();
+  counters = std::move(*cf);
+
+  int device_node = -1;
+  if (!cfg.runtime.device.empty()) {
+    auto loc = core::topology().locate_device(cfg.runtime.device);
+    if (!loc.ok()) return absl::NotFoundError(absl::StrCat(cfg.source, ": runtime.device: ", loc.status().message()));
+    device_node = loc->numa_node;
+  }
+  if (cfg.pool.numa_node < 0) cfg.pool.numa_node = device_node;
+
+  // The pool is needed whenever frames are built in slots (every mode but inline shm) or a
+  // transport must register it.
+  if (cfg.runtime.threading != core::ThreadingMode::kInline || cfg.transport != core::TransportKind::kShm) {
+    if (absl::Status s = ensure_pool(); !s.ok()) return s;
+  }
+  transport::TransportEnv env{&cfg, pool_.get(), counters.get()};
+  auto t = transport::make_transport(env);
+  if (!t.ok()) return t.status();
+  transport = std::move(*t);
+  if (pool_ != nullptr) {
+    if (absl::Status s = transport->register_memory(*pool_); !s.ok()) return s;
+  }
+
+  std::uint32_t npollers = 0;
+  if (cfg.runtime.threading == core::ThreadingMode::kDedicated) npollers = cfg.runtime.pollers;
+  if (cfg.runtime.threading == core::ThreadingMode::kShared) npollers = 1;
+  const std::vector<int> node_cpus = core::topology().cpus_on_node(device_node);
+  for (std::uint32_t i = 0; i < npollers; ++i) {
+    int cpu = -1;  // shared mode: one unpinned poller
+    if (cfg.runtime.threading == core::ThreadingMode::kDedicated) {
+      if (!cfg.runtime.poller_cores.empty()) {
+        cpu = cfg.runtime.poller_cores[i];
+      } else if (!node_cpus.empty()) {
+        // Highest-numbered cores on the device's node: CPU 0 usually takes the OS's interrupts.
+        cpu = node_cpus[(node_cpus.size() - 1 - i % node_cpus.size())];
+      }
+    }
+    auto p = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
+    if (absl::Status s = p->start(cfg.runtime.idle, cpu); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(cfg.source, ": runtime.poller_cores: ", s.message()));
+    }
+    pollers.push_back(std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ContextImpl::ensure_pool() {
+  if (pool_ != nullptr) return absl::OkStatus();
+  core::PoolOptions o;
+  o.slot_size = cfg.pool.slot_size;
+  o.slots = cfg.pool.slots;
+  o.hugepages = cfg.pool.hugepages;
+  o.numa_node = cfg.pool.numa_node;
+  auto p = core::BufferPool::create(o);
+  if (!p.ok()) return p.status();
+  pool_ = std::move(*p);
+  return absl::OkStatus();
+}
+
+core::Poller* ContextImpl::poller_for(std::uint32_t stream_id) {
+  if (pollers.empty()) return nullptr;
+  // All endpoints of one stream live on one poller (a shm stream has a single writer).
+  return pollers[stream_id % pollers.size()].get();
+}
+
+absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::string_view topic) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return absl::FailedPreconditionError("context is closed");
+  auto p = std::make_shared<PublisherImpl>();
+  p->stream_id = cfg.stream_id(topic);
+  p->topic = std::string(topic);
+  const core::StreamConfig* sc = cfg.find_stream(p->stream_id);
+  p->trace = sc != nullptr && sc->trace;
+  p->trace_every = sc != nullptr ? sc->trace_every : 1;
+  p->trace_countdown = p->trace_every;
+  const transport::EndpointSpec spec{p->stream_id, p->topic, sc};
+  const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
+  core::Poller* poller = inline_mode ? nullptr : poller_for(p->stream_id);
+
+  // The transport endpoint: shared per stream (shm) or one per publisher.
+  std::shared_ptr<transport::TxEndpoint> ep;
+  if (transport->shared_tx_endpoint()) {
+    auto it = shared_tx_.find(p->stream_id);
+    if (it != shared_tx_.end()) {
+      if (inline_mode) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "topic \"%s\" (stream %u) already has a publisher in this process; in inline mode a shm stream has one "
+            "publishing thread (use runtime.threading = \"dedicated\" for several)",
+            topic, p->stream_id));
+      }
+      ep = it->second.ep;
+      ++it->second.refs;
+    } else {
+      auto opened = transport->open_tx(spec);
+      if (!opened.ok()) return opened.status();
+      ep = std::shared_ptr<transport::TxEndpoint>(std::move(*opened));
+      shared_tx_[p->stream_id] = SharedTx{ep, poller, 1};
+    }
+  } else {
+    auto opened = transport->open_tx(spec);
+    if (!opened.ok()) return opened.status();
+    ep = std::shared_ptr<transport::TxEndpoint>(std::move(*opened));
+  }
+  p->ep = ep;
+  const std::uint32_t trace_bytes = p->trace ? sizeof(core::StageTrace) : 0;
+  p->counters = make_counters(true, p->stream_id, topic);
+
+  if (inline_mode && cfg.transport == core::TransportKind::kShm) {
+    p->mode = PublisherImpl::Mode::kShmDirect;
+    p->shm = static_cast<transport::shm::ShmTxEndpoint*>(ep.get());
+    p->max_payload = ep->max_frame() - core::kFrameHeaderSize - trace_bytes;
+  } else {
+    if (absl::Status s = ensure_pool(); !s.ok()) return s;
+    p->pool = pool_.get();
+    const std::uint32_t max_frame = std::min(ep->max_frame(), pool_->slot_size());
+    p->max_payload = max_frame - core::kFrameHeaderSize - trace_bytes;
+    const std::uint32_t nslots = inline_mode ? cfg.rings.capacity : cfg.rings.capacity + 2 * cfg.rings.burst;
+    auto range = pool_->carve(nslots);
+    if (!range.ok()) return range.status();
+    p->free_slots.reset(*range);
+    if (inline_mode) {
+      p->mode = PublisherImpl::Mode::kInlinePost;
+    } else {
+      p->mode = PublisherImpl::Mode::kQueued;
+      auto ch = std::make_shared<core::TxChannel>(cfg.rings.capacity, nslots);
+      ch->slots = *range;
+      ch->ep = ep;
+      ch->stream_id = p->stream_id;
+      ch->pool = pool_.get();
+      const std::string scope = absl::StrFormat("poller %d stream %u", poller->index(), p->stream_id);
+      ch->posted = counters->allocate(scope, "posted", p->stream_id);
+      ch->back_pressure = counters->allocate(scope, "transport_back_pressure", p->stream_id);
+      p->channel = ch;
+      p->poller = poller;
+      poller->run_on_poller([poller, ch] { poller->add_tx(ch); });
+    }
+  }
+  p->ctx = this;
+  pubs_.push_back(p);
+  return p;
+}
+
+absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std::string_view topic) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return absl::FailedPreconditionError("context is closed");
+  auto s = std::make_shared<SubscriberImpl>();
+  s->stream_id = cfg.stream_id(topic);
+  s->topic = std::string(topic);
+  const transport::EndpointSpec spec{s->stream_id, s->topic, cfg.find_stream(s->stream_id)};
+  auto ep = transport->open_rx(spec);
+  if (!ep.ok()) return ep.status();
+  s->counters = make_counters(false, s->stream_id, topic);
+  if (cfg.runtime.threading == core::ThreadingMode::kInline) {
+    s->mode = SubscriberImpl::Mode::kInline;
+    s->ep = std::move(*ep);
+    if (cfg.transport == core::TransportKind::kShm) s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
+  } else {
+    s->mode = SubscriberImpl::Mode::kQueued;
+    core::Poller* poller = poller_for(s->stream_id);
+    auto ch = std::make_shared<core::RxChannel>(cfg.rings.capacity);
+    ch->ep = std::move(*ep);
+    ch->stream_id = s->stream_id;
+    s->channel = ch;
+    s->poller = poller;
+    poller->run_on_poller([poller, ch] { poller->add_rx(ch); });
+  }
+  s->ctx = this;
+  subs_.push_back(s);
+  return s;
+}
+
+void ContextImpl::release_publisher(PublisherImpl* p) {
+  std::shared_ptr<transport::TxEndpoint> ep = p->ep;
+  if (p->channel != nullptr) {
+    p->channel->closing.store(true, std::memory_order_release);  // pairs with the poller's acquire
+    if (!wait_drained(*p->channel, std::chrono::seconds(5))) {
+      std::fprintf(stderr, "pollux: publisher on stream %u closed with frames still queued (transport back-pressured)\n",
+                   p->stream_id);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  core::Poller* poller = p->poller;
+  auto close_ep = [&] {
+    if (poller != nullptr) {
+      poller->run_on_poller([ep] { ep->close_st(); });
+    } else {
+      ep->close_st();
+    }
+  };
+  auto it = shared_tx_.find(p->stream_id);
+  if (it != shared_tx_.end() && it->second.ep == ep) {
+    if (--it->second.refs == 0) {
+      close_ep();
+      shared_tx_.erase(it);
+    }
+  } else {
+    close_ep();
+  }
+}
+
+void ContextImpl::release_subscriber(SubscriberImpl* s) {
+  if (s->channel != nullptr) {
+    s->channel->closing.store(true, std::memory_order_release);
+    (void)wait_drained(*s->channel, std::chrono::seconds(5));
+    s->channel->ep->close_st();  // the poller no longer touches it
+  } else if (s->ep != nullptr) {
+    s->ep->close_st();
+  }
+}
+
+ContextImpl::~ContextImpl() {
+  std::vector<std::shared_ptr<PublisherImpl>> pubs;
+  std::vector<std::shared_ptr<SubscriberImpl>> subs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    for (auto& w : pubs_) {
+      if (auto p = w.lock()) pubs.push_back(std::move(p));
+    }
+    for (auto& w : subs_) {
+      if (auto s = w.lock()) subs.push_back(std::move(s));
+    }
+  }
+  // Close every handle still open (lock order: handle, then context - as in close()).
+  for (auto& p : pubs) p->close();
+  for (auto& s : subs) s->close();
+  for (auto& p : pollers) p->stop();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, tx] : shared_tx_) tx.ep->close_st();
+  shared_tx_.clear();
+  if (transport != nullptr) transport->close();
+}
+
+std::string ContextImpl::describe() const {
+  std::string s;
+  absl::StrAppendFormat(&s, "config:    %s\n", cfg.source);
+  absl::StrAppendFormat(&s, "threading: %s, idle %s, transport %s\n", core::threading_name(cfg.runtime.threading),
+                        core::idle_kind_name(cfg.runtime.idle), core::transport_name(cfg.transport));
+  absl::StrAppendFormat(&s, "clock:     %s\n", core::Clock::describe());
+  absl::StrAppendFormat(&s, "topology:  %s\n", core::topology().describe());
+  absl::StrAppendFormat(&s, "pool:      %s\n", pool_ != nullptr ? pool_->describe() : "none (inline shm needs none)");
+  for (const auto& p : pollers) {
+    absl::StrAppendFormat(&s, "poller %d:  %s\n", p->index(), p->cpu() >= 0 ? absl::StrCat("pinned to cpu ", p->cpu()) : "unpinned");
+  }
+  absl::StrAppendFormat(&s, "counters:  %s\n", counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
+  return s;
+}
+
+}  // namespace detail
+
+// ---- handle -------------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<Context>> Context::from_string(std::string_view toml, std::string_view source_name) {
+  auto cfg = core::parse_config(toml, source_name);
+  if (!cfg.ok()) return cfg.status();
+  std::unique_ptr<Context> c(new Context());
+  c->impl_ = std::make_unique<detail::ContextImpl>();
+  c->impl_->cfg = std::move(*cfg);
+  if (absl::Status s = c->impl_->start(); !s.ok()) return s;
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Context>> Context::from_file(const std::string& path) {
+  auto cfg = core::load_config_file(path);
+  if (!cfg.ok()) return cfg.status();
+  std::unique_ptr<Context> c(new Context());
+  c->impl_ = std::make_unique<detail::ContextImpl>();
+  c->impl_->cfg = std::move(*cfg);
+  if (absl::Status s = c->impl_->start(); !s.ok()) return s;
+  return c;
+}
+
+Context::~Context() = default;
+
+absl::StatusOr<Publisher> Context::publisher(std::string_view topic) {
+  auto p = impl_->open_publisher(topic);
+  if (!p.ok()) return p.status();
+  return Publisher(std::move(*p));
+}
+
+absl::StatusOr<Subscriber> Context::subscriber(std::string_view topic) {
+  auto s = impl_->open_subscriber(topic);
+  if (!s.ok()) return s.status();
+  return Subscriber(std::move(*s));
+}
+
+std::uint32_t Context::stream_id(std::string_view topic) const { return impl_->cfg.stream_id(topic); }
+std::string Context::effective_config() const { return impl_->cfg.to_toml(); }
+std::string Context::describe() const { return impl_->describe(); }
+std::string Context::counters_path() const { return impl_->counters->path(); }
+
+}  // namespace pollux

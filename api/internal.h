@@ -1,0 +1,140 @@
+// Implementation classes behind the public handles (not installed).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/counters.h"
+#include "core/poller.h"
+#include "core/trace.h"
+#include "pollux/publisher.h"
+#include "pollux/subscriber.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/transport.h"
+
+namespace pollux::detail {
+
+class ContextImpl;
+
+// Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic").
+struct StreamCounters {
+  core::Counter messages, bytes, back_pressure, not_connected, too_large;  // publisher side
+  core::Counter gaps, lost, overruns, events;                              // subscriber side
+};
+
+class PublisherImpl {
+ public:
+  enum class Mode : std::uint8_t {
+    kShmDirect,   // inline mode on shm: the application thread writes the log itself
+    kInlinePost,  // inline mode on other transports: pool slot + post_st per message
+    kQueued,      // dedicated/shared: pool slot + SPSC ring to the poller
+  };
+
+  std::int64_t offer(std::span<const std::byte> payload) noexcept;
+  std::int64_t claim(std::size_t len, Claim& c) noexcept;
+  std::int64_t commit(Claim& c) noexcept;
+  void abort(Claim& c) noexcept;
+  bool connected() const noexcept;
+  void close() noexcept;
+
+  // --- set up by ContextImpl ---
+  Mode mode = Mode::kShmDirect;
+  std::atomic<bool> closed{false};
+  std::uint32_t stream_id = 0;
+  std::string topic;
+  bool trace = false;
+  std::uint32_t trace_every = 1;
+  std::uint32_t trace_countdown = 1;
+  std::size_t max_payload = 0;
+  StreamCounters counters;
+  // kShmDirect
+  transport::shm::ShmTxEndpoint* shm = nullptr;
+  // kInlinePost / kQueued
+  std::shared_ptr<transport::TxEndpoint> ep;
+  core::BufferPool* pool = nullptr;
+  core::SlotStack free_slots;
+  std::shared_ptr<core::TxChannel> channel;
+  core::Poller* poller = nullptr;
+  std::uint64_t offered = 0;  // kQueued/kInlinePost position: bytes of frames offered
+  // Control.
+  std::mutex control_mu;
+  ContextImpl* ctx = nullptr;  // null once the context is gone
+
+ private:
+  // Returns the trace block to fill (or null) and the flags for this message.
+  bool take_trace() noexcept {
+    if (__builtin_expect(!trace, 1)) return false;
+    if (--trace_countdown != 0) return false;
+    trace_countdown = trace_every;
+    return true;
+  }
+  std::int64_t check_state(std::size_t len, bool traced) noexcept;
+  bool pop_slot(std::uint32_t* slot) noexcept;
+  std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
+};
+
+class SubscriberImpl {
+ public:
+  enum class Mode : std::uint8_t { kInline, kQueued };
+  int poll(const Handlers& h, int limit) noexcept;
+  bool connected() const noexcept;
+  void close() noexcept;
+
+  Mode mode = Mode::kInline;
+  std::atomic<bool> closed{false};
+  std::uint32_t stream_id = 0;
+  std::string topic;
+  StreamCounters counters;
+  std::uint64_t received = 0, lost = 0, gaps = 0;
+  // kInline
+  std::unique_ptr<transport::RxEndpoint> ep;
+  transport::shm::ShmRxEndpoint* shm = nullptr;  // same object as ep when the transport is shm
+  // kQueued
+  std::shared_ptr<core::RxChannel> channel;
+  core::Poller* poller = nullptr;
+  std::mutex control_mu;
+  ContextImpl* ctx = nullptr;
+};
+
+class ContextImpl {
+ public:
+  ~ContextImpl();
+  absl::Status start();
+  absl::StatusOr<std::shared_ptr<PublisherImpl>> open_publisher(std::string_view topic);
+  absl::StatusOr<std::shared_ptr<SubscriberImpl>> open_subscriber(std::string_view topic);
+  // Called by PublisherImpl::close() (control path).
+  void release_publisher(PublisherImpl* p);
+  void release_subscriber(SubscriberImpl* s);
+  std::string describe() const;
+
+  core::Config cfg;
+  std::unique_ptr<core::CountersFile> counters;
+  std::unique_ptr<transport::Transport> transport;
+  std::vector<std::unique_ptr<core::Poller>> pollers;
+
+ private:
+  absl::Status ensure_pool();
+  core::Poller* poller_for(std::uint32_t stream_id);
+  StreamCounters make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic);
+
+  std::mutex mu_;
+  std::unique_ptr<core::BufferPool> pool_;
+  struct SharedTx {
+    std::shared_ptr<transport::TxEndpoint> ep;
+    core::Poller* poller = nullptr;
+    int refs = 0;
+  };
+  std::map<std::uint32_t, SharedTx> shared_tx_;
+  std::vector<std::weak_ptr<PublisherImpl>> pubs_;
+  std::vector<std::weak_ptr<SubscriberImpl>> subs_;
+  bool closed_ = false;
+};
+
+}  // namespace pollux::detail

@@ -1,0 +1,78 @@
+// Publisher: one application thread's handle on one stream (topic).
+//
+// A Publisher is used by one thread at a time (like Aeron's ExclusivePublication): its post path
+// takes no lock. In dedicated/shared mode it owns an SPSC ring to its poller and a slice of the
+// buffer pool; in inline mode offer() writes to the transport itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "pollux/types.h"
+
+namespace pollux {
+
+namespace detail {
+class PublisherImpl;
+}
+
+// A zero-copy reservation: fill buffer(), then Publisher::commit() (or abort()).
+class Claim {
+ public:
+  std::span<std::byte> buffer() const noexcept { return {data_, size_}; }
+
+ private:
+  friend class detail::PublisherImpl;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::byte* frame_ = nullptr;
+  std::uint64_t position_ = 0;
+  std::uint32_t frame_length_ = 0;
+  std::uint32_t aligned_ = 0;
+  std::uint32_t slot_ = 0;
+  std::uint16_t flags_ = 0;
+  bool active_ = false;
+};
+
+class Publisher {
+ public:
+  Publisher() = default;
+  Publisher(Publisher&&) noexcept;
+  Publisher& operator=(Publisher&&) noexcept;
+  ~Publisher();
+
+  // Copies `payload` into a frame and publishes it. Returns the new position (>= 0) or
+  // kBackPressured, kNotConnected, kClosed, kMessageTooLarge.
+  [[nodiscard]] std::int64_t offer(std::span<const std::byte> payload) noexcept;
+  [[nodiscard]] std::int64_t offer(const void* data, std::size_t len) noexcept {
+    return offer(std::span<const std::byte>(static_cast<const std::byte*>(data), len));
+  }
+
+  // Reserves `len` payload bytes in place (the shm log itself in inline mode, a pool slot
+  // otherwise). Returns >= 0 with `claim` filled, or an error code. At most one claim may be
+  // open at a time; it must be committed or aborted before the next offer/claim.
+  [[nodiscard]] std::int64_t claim(std::size_t len, Claim& claim) noexcept;
+  [[nodiscard]] std::int64_t commit(Claim& claim) noexcept;
+  void abort(Claim& claim) noexcept;
+
+  // True when at least one subscriber can receive.
+  bool is_connected() const noexcept;
+  bool is_closed() const noexcept;
+  std::size_t max_payload() const noexcept;
+  std::uint32_t stream_id() const noexcept;
+  std::string_view topic() const noexcept;
+
+  // Flushes what is queued for the poller (bounded wait) and releases the stream.
+  void close() noexcept;
+
+ private:
+  friend class Context;
+  explicit Publisher(std::shared_ptr<detail::PublisherImpl> impl);
+  std::shared_ptr<detail::PublisherImpl> impl_;
+  detail::PublisherImpl* p_ = nullptr;  // impl_.get(), cached for the hot path
+};
+
+}  // namespace pollux

@@ -1,0 +1,67 @@
+// Result codes and the views handed to subscribers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace pollux {
+
+// offer()/claim()/commit() return a position (>= 0) or one of these. Back-pressure is not an
+// error: retry later (or drop, by your own policy).
+inline constexpr std::int64_t kBackPressured = -1;   // transport or ring full
+inline constexpr std::int64_t kNotConnected = -2;    // no subscriber can receive yet
+inline constexpr std::int64_t kClosed = -3;          // publisher or context closed
+inline constexpr std::int64_t kMessageTooLarge = -4; // payload exceeds max_payload()
+
+// Name of a result code, for logs ("back-pressured", ...). Positions map to "ok".
+std::string_view result_name(std::int64_t r);
+
+// Stage timestamps of a traced message (nanoseconds, the publisher host's Clock); 0 = the
+// message did not pass that stage (e.g. inline mode has no ring hops).
+struct StageTimes {
+  enum Stage { kOffer, kRingEnqueue, kPollerDequeue, kPost, kReceive, kRingToSubscriber, kDelivery, kCount };
+  std::int64_t ns[kCount];
+  static std::string_view name(int stage);
+};
+
+// A received message: a zero-copy view valid only during the handler call.
+struct Message {
+  std::span<const std::byte> payload;
+  std::uint32_t stream_id;
+  std::uint32_t session_id;    // publisher incarnation
+  std::uint64_t sequence;      // per (stream, session), +1 per message, from 1
+  std::int64_t publisher_ns;   // publisher clock when offered
+  const StageTimes* trace;     // non-null for traced messages
+};
+
+enum class GapReason : std::uint16_t {
+  kLapped = 0,   // the publisher overwrote messages before this subscriber read them
+  kOverrun = 1,  // messages were overwritten while being delivered: the views just handed out may have been torn
+  kLost = 2,     // lost on the network and not repairable
+};
+
+// `count` messages starting at sequence `from` will never be delivered (count 0: unknown,
+// for kOverrun).
+struct Gap {
+  std::uint32_t stream_id;
+  std::uint32_t session_id;
+  std::uint64_t from;
+  std::uint64_t count;
+  GapReason reason;
+};
+
+enum class StreamEventKind : std::uint16_t {
+  kEndOfStream = 0,   // publisher closed the stream
+  kPublisherDied = 1, // publisher vanished without closing
+  kNewSession = 2,    // a (new) publisher started; sequences restart at its first message
+};
+
+struct StreamEvent {
+  StreamEventKind kind;
+  std::uint32_t stream_id;
+  std::uint32_t session_id;
+};
+
+}  // namespace pollux

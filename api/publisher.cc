@@ -1,0 +1,270 @@
+#include <cstring>
+
+#include "api/internal.h"
+#include "core/frame.h"
+
+namespace pollux {
+namespace detail {
+
+using core::FrameHeader;
+using core::kFrameHeaderSize;
+using core::StageTrace;
+
+namespace {
+constexpr std::uint32_t kTraceBytes = sizeof(StageTrace);
+
+void format_header(std::byte* frame, std::uint32_t frame_len, std::uint16_t flags, std::uint32_t stream_id,
+                   std::int64_t now) noexcept {
+  auto* h = reinterpret_cast<FrameHeader*>(frame);
+  h->frame_length = frame_len;
+  h->magic = core::kFrameMagic;
+  h->version = core::kFrameVersion;
+  h->flags = flags;
+  h->stream_id = stream_id;
+  h->session_id = 0;  // the transport's writer owns sessions and sequences
+  h->sequence = 0;
+  h->timestamp_ns = now;
+}
+
+void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {
+  auto* t = reinterpret_cast<StageTrace*>(block);
+  std::memset(t, 0, sizeof *t);
+  core::stamp(t, core::Stage::kOffer, now);
+  if (!queued) core::stamp(t, core::Stage::kPost, now);  // inline: offer is the post
+}
+}  // namespace
+
+bool PublisherImpl::connected() const noexcept {
+  if (closed.load(std::memory_order_relaxed)) return false;
+  if (mode == Mode::kShmDirect) return shm->connected();
+  return ep->connected();
+}
+
+// Common admission checks; returns 0 when the message may proceed.
+std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
+  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return kClosed;
+  (void)traced;  // max_payload already reserves the trace block on traced streams
+  if (__builtin_expect(len > max_payload, 0)) {
+    counters.too_large.add();
+    return kMessageTooLarge;
+  }
+  const bool conn = mode == Mode::kShmDirect ? shm->connected() : ep->connected();
+  if (__builtin_expect(!conn, 0)) {
+    counters.not_connected.add();
+    return kNotConnected;
+  }
+  return 0;
+}
+
+bool PublisherImpl::pop_slot(std::uint32_t* slot) noexcept {
+  if (free_slots.pop(slot)) return true;
+  std::uint32_t back[core::kMaxBurst];
+  std::uint32_t n;
+  if (mode == Mode::kQueued) {
+    n = channel->returns.pop_burst(back, core::kMaxBurst);
+  } else {
+    // Inline: this thread reaps the transport's completions itself.
+    n = ep->reap_st({back, core::kMaxBurst});
+    (void)ep->housekeeping_st(core::Clock::now_ns());
+  }
+  for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
+  return free_slots.pop(slot);
+}
+
+std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept {
+  const transport::TxDesc d{slot, frame_len, flags, 0, 0};
+  if (mode == Mode::kQueued) {
+    if (flags & core::kFlagTraced) {
+      core::stamp(reinterpret_cast<StageTrace*>(pool->slot(slot) + kFrameHeaderSize), core::Stage::kRingEnqueue,
+                  core::Clock::now_ns());
+    }
+    if (!channel->submit.try_push(d)) {
+      free_slots.push(slot);
+      counters.back_pressure.add();
+      return kBackPressured;
+    }
+  } else if (ep->post_st({&d, 1}) != 1) {
+    free_slots.push(slot);
+    counters.back_pressure.add();
+    return kBackPressured;
+  }
+  offered += core::align_up(frame_len, core::kFrameAlignment);
+  return static_cast<std::int64_t>(offered);
+}
+
+std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
+  const bool traced = take_trace();
+  if (std::int64_t r = check_state(payload.size(), traced); r != 0) return r;
+  const std::uint32_t frame_len =
+      static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + payload.size());
+  const std::int64_t now = core::Clock::now_ns();
+  const std::uint16_t flags = traced ? core::kFlagTraced : core::kFlagNone;
+  if (mode == Mode::kShmDirect) {
+    transport::shm::LogWriter& w = shm->writer();
+    transport::shm::LogWriter::Claim c;
+    if (!w.try_claim(frame_len, &c)) {
+      counters.back_pressure.add();
+      return kBackPressured;
+    }
+    std::byte* p = c.frame + kFrameHeaderSize;
+    if (traced) {
+      start_trace(p, now, false);
+      p += kTraceBytes;
+    }
+    std::memcpy(p, payload.data(), payload.size());
+    w.commit(c, flags, now);
+    counters.messages.add();
+    counters.bytes.add(payload.size());
+    shm->maybe_heartbeat(now);
+    return static_cast<std::int64_t>(w.position());
+  }
+  std::uint32_t slot;
+  if (!pop_slot(&slot)) {
+    counters.back_pressure.add();
+    return kBackPressured;
+  }
+  std::byte* frame = pool->slot(slot);
+  format_header(frame, frame_len, flags, stream_id, now);
+  std::byte* p = frame + kFrameHeaderSize;
+  if (traced) {
+    start_trace(p, now, mode == Mode::kQueued);
+    p += kTraceBytes;
+  }
+  std::memcpy(p, payload.data(), payload.size());
+  const std::int64_t r = submit(slot, frame_len, flags);
+  if (r >= 0) {
+    counters.messages.add();
+    counters.bytes.add(payload.size());
+  }
+  return r;
+}
+
+std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
+  if (c.active_) return kClosed;  // misuse: a claim is already open on this Claim object
+  const bool traced = take_trace();
+  if (std::int64_t r = check_state(len, traced); r != 0) return r;
+  const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + len);
+  const std::int64_t now = core::Clock::now_ns();
+  c.flags_ = traced ? core::kFlagTraced : core::kFlagNone;
+  c.frame_length_ = frame_len;
+  c.size_ = len;
+  if (mode == Mode::kShmDirect) {
+    transport::shm::LogWriter::Claim lc;
+    if (!shm->writer().try_claim(frame_len, &lc)) {
+      counters.back_pressure.add();
+      return kBackPressured;
+    }
+    c.frame_ = lc.frame;
+    c.position_ = lc.position;
+    c.aligned_ = lc.aligned;
+  } else {
+    std::uint32_t slot;
+    if (!pop_slot(&slot)) {
+      counters.back_pressure.add();
+      return kBackPressured;
+    }
+    c.slot_ = slot;
+    c.frame_ = pool->slot(slot);
+    c.position_ = offered;
+    c.aligned_ = static_cast<std::uint32_t>(core::align_up(frame_len, core::kFrameAlignment));
+  }
+  c.data_ = c.frame_ + kFrameHeaderSize;
+  if (traced) {
+    start_trace(c.data_, now, mode == Mode::kQueued);
+    c.data_ += kTraceBytes;
+  }
+  c.active_ = true;
+  return static_cast<std::int64_t>(c.position_ + c.aligned_);
+}
+
+std::int64_t PublisherImpl::commit(Claim& c) noexcept {
+  if (!c.active_) return kClosed;
+  c.active_ = false;
+  const std::int64_t now = core::Clock::now_ns();
+  if (mode == Mode::kShmDirect) {
+    transport::shm::LogWriter& w = shm->writer();
+    const transport::shm::LogWriter::Claim lc{c.frame_, c.position_, c.frame_length_, c.aligned_};
+    w.commit(lc, c.flags_, now);
+    counters.messages.add();
+    counters.bytes.add(c.size_);
+    shm->maybe_heartbeat(now);
+    return static_cast<std::int64_t>(w.position());
+  }
+  format_header(c.frame_, c.frame_length_, c.flags_, stream_id, now);
+  const std::int64_t r = submit(c.slot_, c.frame_length_, c.flags_);
+  if (r >= 0) {
+    counters.messages.add();
+    counters.bytes.add(c.size_);
+  }
+  return r;
+}
+
+void PublisherImpl::abort(Claim& c) noexcept {
+  if (!c.active_) return;
+  c.active_ = false;
+  if (mode == Mode::kShmDirect) {
+    shm->writer().abort({c.frame_, c.position_, c.frame_length_, c.aligned_});
+  } else {
+    free_slots.push(c.slot_);
+  }
+}
+
+void PublisherImpl::close() noexcept {
+  std::lock_guard<std::mutex> lock(control_mu);
+  if (closed.exchange(true)) return;
+  if (ctx != nullptr) ctx->release_publisher(this);
+  ctx = nullptr;
+}
+
+}  // namespace detail
+
+// ---- handle -------------------------------------------------------------------------------------
+
+Publisher::Publisher(std::shared_ptr<detail::PublisherImpl> impl) : impl_(std::move(impl)), p_(impl_.get()) {}
+Publisher::Publisher(Publisher&& o) noexcept : impl_(std::move(o.impl_)), p_(o.p_) { o.p_ = nullptr; }
+Publisher& Publisher::operator=(Publisher&& o) noexcept {
+  if (this != &o) {
+    close();
+    impl_ = std::move(o.impl_);
+    p_ = o.p_;
+    o.p_ = nullptr;
+  }
+  return *this;
+}
+Publisher::~Publisher() { close(); }
+
+std::int64_t Publisher::offer(std::span<const std::byte> payload) noexcept {
+  return p_ != nullptr ? p_->offer(payload) : kClosed;
+}
+std::int64_t Publisher::claim(std::size_t len, Claim& claim) noexcept {
+  return p_ != nullptr ? p_->claim(len, claim) : kClosed;
+}
+std::int64_t Publisher::commit(Claim& claim) noexcept { return p_ != nullptr ? p_->commit(claim) : kClosed; }
+void Publisher::abort(Claim& claim) noexcept {
+  if (p_ != nullptr) p_->abort(claim);
+}
+bool Publisher::is_connected() const noexcept { return p_ != nullptr && p_->connected(); }
+bool Publisher::is_closed() const noexcept { return p_ == nullptr || p_->closed.load(std::memory_order_relaxed); }
+std::size_t Publisher::max_payload() const noexcept { return p_ != nullptr ? p_->max_payload : 0; }
+std::uint32_t Publisher::stream_id() const noexcept { return p_ != nullptr ? p_->stream_id : 0; }
+std::string_view Publisher::topic() const noexcept { return p_ != nullptr ? std::string_view(p_->topic) : ""; }
+void Publisher::close() noexcept {
+  if (p_ != nullptr) p_->close();
+}
+
+std::string_view result_name(std::int64_t r) {
+  if (r >= 0) return "ok";
+  switch (r) {
+    case kBackPressured: return "back-pressured";
+    case kNotConnected: return "not connected";
+    case kClosed: return "closed";
+    case kMessageTooLarge: return "message too large";
+  }
+  return "unknown";
+}
+
+std::string_view StageTimes::name(int stage) {
+  return stage >= 0 && stage < kCount ? core::kStageNames[static_cast<std::size_t>(stage)] : "?";
+}
+
+}  // namespace pollux

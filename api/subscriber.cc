@@ -1,0 +1,140 @@
+#include <algorithm>
+#include <cstring>
+
+#include "api/internal.h"
+
+namespace pollux {
+namespace detail {
+
+using transport::RxDesc;
+using transport::RxKind;
+
+namespace {
+constexpr int kChunk = 64;
+
+GapReason gap_reason(std::uint16_t r) {
+  switch (r) {
+    case transport::kGapOverrun: return GapReason::kOverrun;
+    case transport::kGapLost: return GapReason::kLost;
+    default: return GapReason::kLapped;
+  }
+}
+}  // namespace
+
+bool SubscriberImpl::connected() const noexcept {
+  if (closed.load(std::memory_order_relaxed)) return false;
+  return mode == Mode::kInline ? ep->connected() : channel->ep->connected();
+}
+
+int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
+  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
+  RxDesc buf[kChunk];
+  RxDesc rel[kChunk];
+  int handled = 0;
+  while (handled < limit) {
+    const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+    std::uint32_t n;
+    if (mode == Mode::kInline) {
+      n = shm != nullptr ? shm->poll_st({buf, want}) : ep->poll_st({buf, want});
+    } else {
+      n = channel->deliver.pop_burst(buf, want);
+    }
+    if (n == 0) break;
+    std::uint32_t nrel = 0;
+    std::uint64_t bytes = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const RxDesc& d = buf[i];
+      if (__builtin_expect(d.kind == RxKind::kMessage, 1)) {
+        const core::FrameHeader* f = d.frame;
+        std::uint32_t off = core::kFrameHeaderSize;
+        const StageTimes* trace = nullptr;
+        StageTimes st;
+        if (__builtin_expect(f->flags & core::kFlagTraced, 0)) {
+          const auto* t = reinterpret_cast<const core::StageTrace*>(reinterpret_cast<const std::byte*>(f) + off);
+          std::memcpy(st.ns, t->stamp_ns, sizeof st.ns);
+          const std::int64_t now = core::Clock::now_ns();
+          st.ns[StageTimes::kReceive] = d.receive_ns != 0 ? d.receive_ns : now;
+          st.ns[StageTimes::kRingToSubscriber] = d.ring_ns;
+          st.ns[StageTimes::kDelivery] = now;
+          trace = &st;
+          off += sizeof(core::StageTrace);
+        }
+        const Message m{{reinterpret_cast<const std::byte*>(f) + off, d.length - off},
+                        f->stream_id,
+                        f->session_id,
+                        f->sequence,
+                        f->timestamp_ns,
+                        trace};
+        h.on_message(h.ctx, m);
+        bytes += d.length - off;
+        rel[nrel++] = d;
+      } else if (d.kind == RxKind::kGap) {
+        const Gap g{stream_id, d.session_id, d.gap_from, d.gap_count, gap_reason(d.reason)};
+        ++gaps;
+        lost += d.gap_count;
+        counters.gaps.add();
+        counters.lost.add(d.gap_count);
+        if (d.reason == transport::kGapOverrun) counters.overruns.add();
+        h.on_gap(h.ctx, g);
+      } else {
+        StreamEvent ev{StreamEventKind::kNewSession, stream_id, d.session_id};
+        if (d.kind == RxKind::kEndOfStream) {
+          ev.kind = d.reason == 0 ? StreamEventKind::kEndOfStream : StreamEventKind::kPublisherDied;
+        }
+        counters.events.add();
+        h.on_event(h.ctx, ev);
+      }
+    }
+    received += nrel;
+    counters.messages.add(nrel);
+    counters.bytes.add(bytes);
+    if (mode == Mode::kInline) {
+      if (shm != nullptr) {
+        shm->release_st({rel, nrel});
+      } else {
+        ep->release_st({rel, nrel});
+      }
+    } else if (nrel > 0) {
+      // Cannot fail: the poller never has more messages outstanding than this ring holds.
+      (void)channel->release.push_burst(rel, nrel);
+    }
+    handled += static_cast<int>(n);
+    if (n < want) break;
+  }
+  return handled;
+}
+
+void SubscriberImpl::close() noexcept {
+  std::lock_guard<std::mutex> lock(control_mu);
+  if (closed.exchange(true)) return;
+  if (ctx != nullptr) ctx->release_subscriber(this);
+  ctx = nullptr;
+}
+
+}  // namespace detail
+
+Subscriber::Subscriber(std::shared_ptr<detail::SubscriberImpl> impl) : impl_(std::move(impl)) {}
+Subscriber::Subscriber(Subscriber&& o) noexcept = default;
+Subscriber& Subscriber::operator=(Subscriber&& o) noexcept {
+  if (this != &o) {
+    close();
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+Subscriber::~Subscriber() { close(); }
+
+int Subscriber::poll_impl(const detail::Handlers& h, int limit) noexcept {
+  return impl_ != nullptr ? impl_->poll(h, limit) : 0;
+}
+bool Subscriber::is_connected() const noexcept { return impl_ != nullptr && impl_->connected(); }
+std::uint32_t Subscriber::stream_id() const noexcept { return impl_ != nullptr ? impl_->stream_id : 0; }
+std::string_view Subscriber::topic() const noexcept { return impl_ != nullptr ? std::string_view(impl_->topic) : ""; }
+std::uint64_t Subscriber::messages_received() const noexcept { return impl_ != nullptr ? impl_->received : 0; }
+std::uint64_t Subscriber::messages_lost() const noexcept { return impl_ != nullptr ? impl_->lost : 0; }
+std::uint64_t Subscriber::gaps_reported() const noexcept { return impl_ != nullptr ? impl_->gaps : 0; }
+void Subscriber::close() noexcept {
+  if (impl_ != nullptr) impl_->close();
+}
+
+}  // namespace pollux

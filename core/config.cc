@@ -1,0 +1,514 @@
+#include "core/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace pollux::core {
+
+std::string_view threading_name(ThreadingMode m) {
+  switch (m) {
+    case ThreadingMode::kDedicated: return "dedicated";
+    case ThreadingMode::kShared: return "shared";
+    case ThreadingMode::kInline: return "inline";
+  }
+  return "?";
+}
+std::string_view transport_name(TransportKind k) {
+  switch (k) {
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kUdp: return "udp";
+    case TransportKind::kRdma: return "rdma";
+  }
+  return "?";
+}
+std::string_view flow_control_name(FlowControl f) {
+  return f == FlowControl::kLossy ? "lossy" : "backpressure";
+}
+
+namespace {
+
+// ---- value helpers: each returns "" on success or the message after "key: " ----------------
+
+std::string describe(const toml::node& n) {
+  if (auto s = n.value<std::string>(); s && n.is_string()) return absl::StrFormat("\"%s\"", *s);
+  if (n.is_integer()) return absl::StrCat(*n.value<std::int64_t>());
+  if (n.is_floating_point()) return absl::StrCat(*n.value<double>());
+  if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
+  if (n.is_table()) return "a table";
+  if (n.is_array()) return "an array";
+  return "a date/time";
+}
+
+std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std::int64_t* out) {
+  if (!n.is_integer()) return absl::StrCat("expected an integer, got ", describe(n));
+  const std::int64_t v = *n.value<std::int64_t>();
+  if (v < lo || v > hi) return absl::StrFormat("expected %d..%d, got %d", lo, hi, v);
+  *out = v;
+  return "";
+}
+
+// Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB".
+std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
+  std::uint64_t v = 0;
+  if (n.is_integer()) {
+    const std::int64_t i = *n.value<std::int64_t>();
+    if (i < 0) return absl::StrCat("expected a size, got ", i);
+    v = static_cast<std::uint64_t>(i);
+  } else if (n.is_string()) {
+    std::string s = absl::AsciiStrToLower(*n.value<std::string>());
+    std::uint64_t mult = 1;
+    for (auto [suffix, m] : {std::pair{"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"b", 1ull}}) {
+      if (s.size() > std::strlen(suffix) && s.compare(s.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
+        s.resize(s.size() - std::strlen(suffix));
+        mult = m;
+        break;
+      }
+    }
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &v)) {
+      return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
+    }
+    v *= mult;
+  } else {
+    return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
+  }
+  if (v < lo || v > hi) return absl::StrFormat("expected %u..%u bytes, got %u", lo, hi, v);
+  *out = v;
+  return "";
+}
+
+std::string want_bool(const toml::node& n, bool* out) {
+  if (!n.is_boolean()) return absl::StrCat("expected true|false, got ", describe(n));
+  *out = *n.value<bool>();
+  return "";
+}
+
+std::string want_string(const toml::node& n, std::string* out) {
+  if (!n.is_string()) return absl::StrCat("expected a string, got ", describe(n));
+  *out = *n.value<std::string>();
+  return "";
+}
+
+template <typename E>
+std::string want_enum(const toml::node& n, std::initializer_list<std::pair<const char*, E>> choices, E* out) {
+  std::vector<std::string> names;
+  for (auto& c : choices) names.emplace_back(c.first);
+  if (n.is_string()) {
+    const std::string s = *n.value<std::string>();
+    for (auto& c : choices) {
+      if (s == c.first) {
+        *out = c.second;
+        return "";
+      }
+    }
+  }
+  return absl::StrFormat("expected %s, got %s", absl::StrJoin(names, "|"), describe(n));
+}
+
+bool is_pow2(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+std::string quote(std::string_view s) { return absl::StrFormat("\"%s\"", s); }
+
+// ---- the table ----------------------------------------------------------------------------------
+
+struct Field {
+  const char* key;
+  const char* help;
+  std::function<std::string(Config&, const toml::node&)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = {
+      // [runtime]
+      {"runtime.threading",
+       "dedicated: pollers on their own (pinned) cores own the transports; shared: one poller for "
+       "everything; inline: no poller, the application's offer()/poll() drive the transport",
+       [](Config& c, const toml::node& n) {
+         return want_enum<ThreadingMode>(n, {{"dedicated", ThreadingMode::kDedicated}, {"shared", ThreadingMode::kShared},
+                                             {"inline", ThreadingMode::kInline}}, &c.runtime.threading);
+       },
+       [](const Config& c) { return quote(threading_name(c.runtime.threading)); }},
+      {"runtime.pollers", "number of poller threads in dedicated mode (shared mode uses 1)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 64, &v);
+         if (e.empty()) c.runtime.pollers = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.pollers); }},
+      {"runtime.poller_cores", "OS CPU numbers for the pollers, in order; [] = automatic (cores on the device's NUMA node, highest first)",
+       [](Config& c, const toml::node& n) -> std::string {
+         const toml::array* a = n.as_array();
+         if (a == nullptr) return absl::StrCat("expected an array of CPU numbers, got ", describe(n));
+         c.runtime.poller_cores.clear();
+         for (const toml::node& e : *a) {
+           std::int64_t v;
+           if (auto err = want_int(e, 0, 4095, &v); !err.empty()) return absl::StrCat("element: ", err);
+           c.runtime.poller_cores.push_back(static_cast<int>(v));
+         }
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat("[", absl::StrJoin(c.runtime.poller_cores, ", "), "]"); }},
+      {"runtime.idle", "what an idle poller does: busy-spin (lowest latency, burns the core), yield, backoff (spin, then yield, then park up to 1 ms)",
+       [](Config& c, const toml::node& n) {
+         return want_enum<IdleKind>(n, {{"busy-spin", IdleKind::kBusySpin}, {"yield", IdleKind::kYield},
+                                        {"backoff", IdleKind::kBackoff}}, &c.runtime.idle);
+       },
+       [](const Config& c) { return quote(idle_kind_name(c.runtime.idle)); }},
+      {"runtime.name", "instance name, used in shared-memory file names",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::string s;
+         if (auto e = want_string(n, &s); !e.empty()) return e;
+         if (s.empty() || s.size() > 40 || s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != std::string::npos) {
+           return absl::StrCat("expected 1-40 characters from [A-Za-z0-9_.-], got ", quote(s));
+         }
+         c.runtime.name = s;
+         return "";
+       },
+       [](const Config& c) { return quote(c.runtime.name); }},
+      {"runtime.shm_dir", "directory for shared-memory files (a tmpfs)",
+       [](Config& c, const toml::node& n) { return want_string(n, &c.runtime.shm_dir); },
+       [](const Config& c) { return quote(c.runtime.shm_dir); }},
+      {"runtime.counters", "publish counters in <shm_dir>/pollux-<name>-<pid>.counters for pollux-stat",
+       [](Config& c, const toml::node& n) { return want_bool(n, &c.runtime.counters); },
+       [](const Config& c) { return std::string(c.runtime.counters ? "true" : "false"); }},
+      {"runtime.device", "network or RDMA device (e.g. \"mlx5_0\", \"eth0\") whose NUMA node gets the pollers and the pool; \"\" = none",
+       [](Config& c, const toml::node& n) { return want_string(n, &c.runtime.device); },
+       [](const Config& c) { return quote(c.runtime.device); }},
+      // [pool]
+      {"pool.slot_size", "bytes per buffer slot: the largest frame (32-byte header + payload) a publisher can offer in dedicated/shared mode",
+       [](Config& c, const toml::node& n) {
+         std::uint64_t v;
+         auto e = want_size(n, 128, 16u << 20, &v);
+         if (e.empty()) c.pool.slot_size = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.pool.slot_size); }},
+      {"pool.slots", "buffer slots in the pool (shared by all endpoints of the context)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 64, 1 << 24, &v);
+         if (e.empty()) c.pool.slots = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.pool.slots); }},
+      {"pool.hugepages", "auto: 2 MiB pages when reserved, else normal pages; on: fail without them; off",
+       [](Config& c, const toml::node& n) {
+         return want_enum<HugePages>(n, {{"auto", HugePages::kAuto}, {"on", HugePages::kOn}, {"off", HugePages::kOff}},
+                                     &c.pool.hugepages);
+       },
+       [](const Config& c) {
+         return quote(c.pool.hugepages == HugePages::kAuto ? "auto" : c.pool.hugepages == HugePages::kOn ? "on" : "off");
+       }},
+      {"pool.numa_node", "NUMA node for the pool; -1 = the device's node, or unbound",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, -1, 1023, &v);
+         if (e.empty()) c.pool.numa_node = static_cast<int>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.pool.numa_node); }},
+      // [rings]
+      {"rings.capacity", "descriptors per application<->poller ring (power of two)",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::int64_t v;
+         if (auto e = want_int(n, 2, 1 << 20, &v); !e.empty()) return e;
+         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
+         c.rings.capacity = static_cast<std::uint32_t>(v);
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.rings.capacity); }},
+      {"rings.burst", "most descriptors a poller moves through one ring per duty cycle",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 256, &v);
+         if (e.empty()) c.rings.burst = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.rings.burst); }},
+      // [transport]
+      {"transport.kind", "shm (processes on one host), udp, rdma",
+       [](Config& c, const toml::node& n) {
+         return want_enum<TransportKind>(n, {{"shm", TransportKind::kShm}, {"udp", TransportKind::kUdp},
+                                             {"rdma", TransportKind::kRdma}}, &c.transport);
+       },
+       [](const Config& c) { return quote(transport_name(c.transport)); }},
+      // [shm]
+      {"shm.log_size", "bytes of each stream's broadcast log (power of two, 64KiB..4GiB); the largest message is log_size/32",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::uint64_t v;
+         if (auto e = want_size(n, 64u << 10, 4ull << 30, &v); !e.empty()) return e;
+         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
+         c.shm.log_size = v;
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.shm.log_size); }},
+      {"shm.flow_control", "lossy: the publisher never waits, a lapped subscriber gets a gap report; backpressure: offer() returns kBackPressured while the slowest live subscriber is a whole log behind",
+       [](Config& c, const toml::node& n) {
+         return want_enum<FlowControl>(n, {{"lossy", FlowControl::kLossy}, {"backpressure", FlowControl::kBackpressure}},
+                                       &c.shm.flow_control);
+       },
+       [](const Config& c) { return quote(flow_control_name(c.shm.flow_control)); }},
+      {"shm.max_subscribers", "subscriber slots per stream log",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 64, &v);
+         if (e.empty()) c.shm.max_subscribers = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.shm.max_subscribers); }},
+      {"shm.liveness_timeout_ms", "a publisher or subscriber silent (no heartbeat, process gone) this long is considered dead",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 10, 3'600'000, &v);
+         if (e.empty()) c.shm.liveness_timeout_ms = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
+  };
+  return table;
+}
+
+struct StreamField {
+  const char* key;
+  const char* help;
+  std::function<std::string(StreamConfig&, const toml::node&)> set;
+  std::function<std::string(const StreamConfig&)> get;
+};
+
+const std::vector<StreamField>& stream_fields() {
+  static const std::vector<StreamField> table = {
+      {"topic", "topic name applications use", [](StreamConfig& s, const toml::node& n) -> std::string {
+         if (auto e = want_string(n, &s.topic); !e.empty()) return e;
+         if (s.topic.empty()) return "expected a non-empty topic";
+         return "";
+       },
+       [](const StreamConfig& s) { return quote(s.topic); }},
+      {"id", "stream id on the wire (1..2147483647)", [](StreamConfig& s, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 0x7fffffff, &v);
+         if (e.empty()) s.id = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const StreamConfig& s) { return absl::StrCat(s.id); }},
+      {"trace", "carry stage timestamps on this stream", [](StreamConfig& s, const toml::node& n) { return want_bool(n, &s.trace); },
+       [](const StreamConfig& s) { return std::string(s.trace ? "true" : "false"); }},
+      {"trace_every", "trace one message in N", [](StreamConfig& s, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 1 << 30, &v);
+         if (e.empty()) s.trace_every = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const StreamConfig& s) { return absl::StrCat(s.trace_every); }},
+  };
+  return table;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(std::string_view key, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = 4;
+  for (const std::string& k : known) {
+    const std::size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : absl::StrFormat(" (did you mean %s?)", best);
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  absl::Status error(const toml::source_region& where, std::string_view key, std::string_view msg) const {
+    return absl::InvalidArgumentError(absl::StrFormat("%s:%d: %s: %s", source_, where.begin.line, key, msg));
+  }
+
+  absl::Status run(const toml::table& root, Config* cfg) {
+    std::map<std::string, const Field*> by_key;
+    std::vector<std::string> known;
+    std::set<std::string> sections;
+    for (const Field& f : fields()) {
+      by_key[f.key] = &f;
+      known.emplace_back(f.key);
+      std::string k(f.key);
+      sections.insert(k.substr(0, k.find('.')));
+    }
+    known.emplace_back("streams");
+    for (auto&& [k, v] : root) {
+      const std::string section(k.str());
+      if (section == "streams") {
+        if (absl::Status s = parse_streams(v, cfg); !s.ok()) return s;
+        continue;
+      }
+      if (sections.count(section) == 0 || !v.is_table()) {
+        if (sections.count(section) != 0) return error(v.source(), section, absl::StrCat("expected a table [", section, "], got ", describe(v)));
+        std::vector<std::string> secs(sections.begin(), sections.end());
+        secs.emplace_back("streams");
+        return error(k.source(), section, absl::StrCat("unknown key", did_you_mean(section, secs)));
+      }
+      for (auto&& [k2, v2] : *v.as_table()) {
+        const std::string full = section + "." + std::string(k2.str());
+        auto it = by_key.find(full);
+        if (it == by_key.end()) return error(k2.source(), full, absl::StrCat("unknown key", did_you_mean(full, known)));
+        if (std::string e = it->second->set(*cfg, v2); !e.empty()) return error(v2.source(), full, e);
+        lines_[full] = static_cast<int>(v2.source().begin.line);
+      }
+    }
+    return validate(*cfg);
+  }
+
+ private:
+  absl::Status parse_streams(const toml::node& v, Config* cfg) {
+    const toml::array* arr = v.as_array();
+    if (arr == nullptr) return error(v.source(), "streams", "expected an array of tables ([[streams]]), got " + describe(v));
+    std::vector<std::string> known;
+    for (const StreamField& f : stream_fields()) known.emplace_back(f.key);
+    std::set<std::uint32_t> ids;
+    std::set<std::string> topics;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& e = *arr->get(i);
+      const std::string prefix = absl::StrFormat("streams[%d]", i);
+      const toml::table* t = e.as_table();
+      if (t == nullptr) return error(e.source(), prefix, "expected a table, got " + describe(e));
+      StreamConfig sc;
+      sc.line = static_cast<int>(e.source().begin.line);
+      for (auto&& [k, fv] : *t) {
+        const std::string name(k.str());
+        const StreamField* f = nullptr;
+        for (const StreamField& sf : stream_fields()) {
+          if (name == sf.key) f = &sf;
+        }
+        if (f == nullptr) return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", did_you_mean(name, known)));
+        if (std::string err = f->set(sc, fv); !err.empty()) return error(fv.source(), prefix + "." + name, err);
+      }
+      if (sc.topic.empty()) return error(e.source(), prefix + ".topic", "missing (every [[streams]] entry needs a topic)");
+      if (sc.id == 0) return error(e.source(), prefix + ".id", "missing (every [[streams]] entry needs an id)");
+      if (!ids.insert(sc.id).second) return error(e.source(), prefix + ".id", absl::StrCat("duplicate stream id ", sc.id));
+      if (!topics.insert(sc.topic).second) return error(e.source(), prefix + ".topic", absl::StrCat("duplicate topic ", quote(sc.topic)));
+      cfg->streams.push_back(std::move(sc));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status at(std::string_view key, std::string_view msg) const {
+    auto it = lines_.find(std::string(key));
+    const int line = it == lines_.end() ? 0 : it->second;
+    if (line == 0) return absl::InvalidArgumentError(absl::StrFormat("%s: %s: %s", source_, key, msg));
+    return absl::InvalidArgumentError(absl::StrFormat("%s:%d: %s: %s", source_, line, key, msg));
+  }
+
+  absl::Status validate(const Config& c) const {
+    if (c.shm.log_size / 32 < c.pool.slot_size && c.transport == TransportKind::kShm) {
+      return at("pool.slot_size", absl::StrFormat("%u is larger than shm.log_size/32 = %u: frames that big do not fit the log; raise shm.log_size",
+                                                  c.pool.slot_size, c.shm.log_size / 32));
+    }
+    if (c.runtime.threading == ThreadingMode::kDedicated && !c.runtime.poller_cores.empty() &&
+        c.runtime.poller_cores.size() < c.runtime.pollers) {
+      return at("runtime.poller_cores", absl::StrFormat("lists %d core(s) for %d pollers", c.runtime.poller_cores.size(),
+                                                        c.runtime.pollers));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string source_;
+  std::map<std::string, int> lines_;
+};
+
+std::uint32_t fnv1a(std::string_view s) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::uint32_t Config::stream_id(std::string_view topic) const {
+  for (const StreamConfig& s : streams) {
+    if (s.topic == topic) return s.id;
+  }
+  return fnv1a(topic) | 0x80000000u;
+}
+
+const StreamConfig* Config::find_stream(std::uint32_t id) const {
+  for (const StreamConfig& s : streams) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
+}
+
+std::string Config::to_toml() const {
+  std::ostringstream out;
+  out << "# effective pollux configuration (source: " << source << ")\n";
+  std::string section;
+  for (const Field& f : fields()) {
+    const std::string key(f.key);
+    const std::string sec = key.substr(0, key.find('.'));
+    if (sec != section) {
+      out << (section.empty() ? "" : "\n") << "[" << sec << "]\n";
+      section = sec;
+    }
+    out << key.substr(key.find('.') + 1) << " = " << f.get(*this) << "  # " << f.help << "\n";
+  }
+  for (const StreamConfig& s : streams) {
+    out << "\n[[streams]]\n";
+    for (const StreamField& f : stream_fields()) out << f.key << " = " << f.get(s) << "  # " << f.help << "\n";
+  }
+  return out.str();
+}
+
+absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view source_name) {
+  Config cfg;
+  cfg.source = std::string(source_name);
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s:%d:%d: TOML syntax error: %s", source_name,
+                                                      e.source().begin.line, e.source().begin.column,
+                                                      e.description()));
+  }
+  Parser p(source_name);
+  if (absl::Status s = p.run(root, &cfg); !s.ok()) return s;
+  return cfg;
+}
+
+absl::StatusOr<Config> load_config_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrFormat("%s: cannot open config file: %s", path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+}  // namespace pollux::core

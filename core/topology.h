@@ -1,0 +1,64 @@
+// Machine topology and placement through hwloc: NUMA nodes, cores, the NUMA node of a named
+// network or RDMA device, thread pinning and node-bound memory.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pollux::core {
+
+struct CoreInfo {
+  int core_index;        // logical index of the core (hwloc)
+  int first_pu_os_index; // OS CPU number of its first hardware thread (what pin_thread takes)
+  int numa_node;         // OS index of its NUMA node (0 on single-node machines)
+};
+
+struct DeviceLocation {
+  std::string name;
+  std::string kind;   // "net" or "rdma"
+  int numa_node;      // -1 when the device has no NUMA affinity (virtual devices, 1-node hosts)
+  std::string source; // "hwloc" or "/sys/class/..." - where the answer came from
+};
+
+class Topology {
+ public:
+  static absl::StatusOr<std::unique_ptr<Topology>> load();
+  ~Topology();
+
+  int numa_nodes() const noexcept { return numa_nodes_; }
+  const std::vector<CoreInfo>& cores() const noexcept { return cores_; }
+  std::vector<int> cpus_on_node(int node) const;  // OS CPU numbers, one per core
+
+  // NUMA node of a network interface ("eth0", "veth1") or RDMA device ("mlx5_0", "rxe0").
+  // NotFound with the places searched when no such device exists.
+  absl::StatusOr<DeviceLocation> locate_device(std::string_view name) const;
+  // All RDMA devices hwloc or sysfs know of, in name order.
+  std::vector<std::string> rdma_devices() const;
+
+  // Pins the calling thread to one OS CPU.
+  absl::Status pin_current_thread(int os_cpu) const;
+
+  // Binds [addr, addr+len) to a NUMA node (-1 = leave it to the kernel's first-touch policy).
+  absl::Status bind_memory(void* addr, std::size_t len, int numa_node) const;
+
+  // One line per node/core, for logs and `--print-config`.
+  std::string describe() const;
+
+ private:
+  Topology() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int numa_nodes_ = 1;
+  std::vector<CoreInfo> cores_;
+};
+
+// Process-wide topology, loaded on first use (hwloc discovery takes a few ms).
+const Topology& topology();
+
+}  // namespace pollux::core

@@ -1,0 +1,161 @@
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+
+namespace pollux::core {
+namespace {
+
+std::string error_of(std::string_view toml, std::string_view source = "feed.toml") {
+  auto c = parse_config(toml, source);
+  EXPECT_FALSE(c.ok()) << "expected an error for:\n" << toml;
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(ConfigTest, EmptyIsAllDefaults) {
+  auto c = parse_config("", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->runtime.threading, ThreadingMode::kDedicated);
+  EXPECT_EQ(c->runtime.idle, IdleKind::kBackoff);
+  EXPECT_EQ(c->transport, TransportKind::kShm);
+  EXPECT_EQ(c->shm.log_size, 16u << 20);
+  EXPECT_EQ(c->shm.flow_control, FlowControl::kLossy);
+  EXPECT_EQ(c->rings.capacity, 1024u);
+  EXPECT_TRUE(c->streams.empty());
+}
+
+TEST(ConfigTest, ParsesEveryKind) {
+  auto c = parse_config(R"(
+[runtime]
+threading = "inline"
+pollers = 2
+poller_cores = [1, 0]
+idle = "yield"
+name = "feed-a"
+[pool]
+slot_size = "4KiB"
+hugepages = "off"
+[rings]
+capacity = 256
+[shm]
+log_size = "1MiB"
+flow_control = "backpressure"
+[[streams]]
+topic = "itch.0"
+id = 7
+trace = true
+trace_every = 100
+)",
+                        "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->runtime.threading, ThreadingMode::kInline);
+  EXPECT_EQ(c->runtime.pollers, 2u);
+  EXPECT_EQ(c->runtime.poller_cores, (std::vector<int>{1, 0}));
+  EXPECT_EQ(c->runtime.idle, IdleKind::kYield);
+  EXPECT_EQ(c->runtime.name, "feed-a");
+  EXPECT_EQ(c->pool.slot_size, 4096u);
+  EXPECT_EQ(c->pool.hugepages, HugePages::kOff);
+  EXPECT_EQ(c->rings.capacity, 256u);
+  EXPECT_EQ(c->shm.log_size, 1u << 20);
+  EXPECT_EQ(c->shm.flow_control, FlowControl::kBackpressure);
+  ASSERT_EQ(c->streams.size(), 1u);
+  EXPECT_EQ(c->streams[0].topic, "itch.0");
+  EXPECT_EQ(c->stream_id("itch.0"), 7u);
+  EXPECT_TRUE(c->streams[0].trace);
+  EXPECT_EQ(c->streams[0].trace_every, 100u);
+}
+
+TEST(ConfigTest, BadEnumNamesFileLineKeyAndChoices) {
+  EXPECT_EQ(error_of("# comment\n\n[runtime]\npollers = 1\nthreading = \"dedicted\"\n"),
+            "feed.toml:5: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
+}
+
+TEST(ConfigTest, UnknownKeyIsAnErrorWithSuggestion) {
+  EXPECT_EQ(error_of("[runtime]\ntreading = \"inline\"\n"),
+            "feed.toml:2: runtime.treading: unknown key (did you mean runtime.threading?)");
+  EXPECT_EQ(error_of("[runtim]\nthreading = \"inline\"\n"), "feed.toml:1: runtim: unknown key (did you mean runtime?)");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\ntrase = true\n"),
+            "feed.toml:4: streams[0].trase: unknown key (did you mean trace?)");
+}
+
+TEST(ConfigTest, WrongTypeAndRange) {
+  EXPECT_EQ(error_of("[runtime]\npollers = \"two\"\n"), "feed.toml:2: runtime.pollers: expected an integer, got \"two\"");
+  EXPECT_EQ(error_of("[runtime]\npollers = 0\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 0");
+  EXPECT_EQ(error_of("[runtime]\ncounters = 1\n"), "feed.toml:2: runtime.counters: expected true|false, got 1");
+  EXPECT_EQ(error_of("[runtime]\npoller_cores = 3\n"),
+            "feed.toml:2: runtime.poller_cores: expected an array of CPU numbers, got 3");
+  EXPECT_EQ(error_of("[runtime]\nname = \"a b\"\n"),
+            "feed.toml:2: runtime.name: expected 1-40 characters from [A-Za-z0-9_.-], got \"a b\"");
+  EXPECT_EQ(error_of("runtime = 5\n"), "feed.toml:1: runtime: expected a table [runtime], got 5");
+}
+
+TEST(ConfigTest, SizesAndPowersOfTwo) {
+  EXPECT_EQ(error_of("[rings]\ncapacity = 1000\n"), "feed.toml:2: rings.capacity: expected a power of two, got 1000");
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"3MiB\"\n"), "feed.toml:2: shm.log_size: expected a power of two, got 3145728");
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"lots\"\n"),
+            "feed.toml:2: shm.log_size: expected a size like 16777216 or \"16MiB\", got \"lots\"");
+  EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"), "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
+}
+
+TEST(ConfigTest, StreamsAreValidated) {
+  EXPECT_EQ(error_of("[[streams]]\nid = 1\n"), "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\n"), "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"b\"\nid = 1\n"),
+            "feed.toml:4: streams[1].id: duplicate stream id 1");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"a\"\nid = 2\n"),
+            "feed.toml:4: streams[1].topic: duplicate topic \"a\"");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 0\n"), "feed.toml:3: streams[0].id: expected 1..2147483647, got 0");
+  EXPECT_EQ(error_of("streams = 3\n"), "feed.toml:1: streams: expected an array of tables ([[streams]]), got 3");
+}
+
+TEST(ConfigTest, CrossFieldChecksPointAtTheKey) {
+  EXPECT_EQ(error_of("[pool]\nslot_size = 8192\n[shm]\nlog_size = \"128KiB\"\n"),
+            "feed.toml:2: pool.slot_size: 8192 is larger than shm.log_size/32 = 4096: frames that big do not fit the "
+            "log; raise shm.log_size");
+  EXPECT_EQ(error_of("[runtime]\npollers = 3\npoller_cores = [1]\n"),
+            "feed.toml:3: runtime.poller_cores: lists 1 core(s) for 3 pollers");
+}
+
+TEST(ConfigTest, SyntaxErrorHasLineAndColumn) {
+  const std::string e = error_of("[runtime]\nthreading = \n");
+  EXPECT_EQ(e.rfind("feed.toml:2:", 0), 0u) << e;
+  EXPECT_NE(e.find("TOML syntax error"), std::string::npos) << e;
+}
+
+TEST(ConfigTest, MissingFileNamesThePath) {
+  auto c = load_config_file("/nonexistent/dir/feed.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/nonexistent/dir/feed.toml"), absl::string_view::npos);
+}
+
+TEST(ConfigTest, FileErrorsUseThePath) {
+  const std::string path = ::testing::TempDir() + "/pollux_cfg_test.toml";
+  std::ofstream(path) << "[transport]\nkind = \"tcp\"\n";
+  auto c = load_config_file(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(std::string(c.status().message()), path + ":2: transport.kind: expected shm|udp|rdma, got \"tcp\"");
+}
+
+TEST(ConfigTest, EffectiveConfigRoundTrips) {
+  auto c = parse_config("[runtime]\nthreading = \"shared\"\n[shm]\nlog_size = \"2MiB\"\n[[streams]]\ntopic = \"t\"\nid = 9\n",
+                        "a.toml");
+  ASSERT_TRUE(c.ok());
+  const std::string printed = c->to_toml();
+  EXPECT_NE(printed.find("threading = \"shared\""), std::string::npos) << printed;
+  EXPECT_NE(printed.find("# "), std::string::npos);  // help text
+  auto again = parse_config(printed, "printed");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << printed;
+  EXPECT_EQ(again->to_toml().substr(again->to_toml().find('\n')), printed.substr(printed.find('\n')));
+}
+
+TEST(ConfigTest, UnconfiguredTopicsGetStableHighBitIds) {
+  Config c;
+  const std::uint32_t a = c.stream_id("alpha");
+  EXPECT_EQ(a, c.stream_id("alpha"));
+  EXPECT_NE(a, c.stream_id("beta"));
+  EXPECT_NE(a & 0x80000000u, 0u);
+}
+
+}  // namespace
+}  // namespace pollux::core

@@ -1,0 +1,411 @@
+// Single-writer broadcast log over a shm Segment: the writer never waits for a lossy reader;
+// every reader keeps its own position; a lapped reader learns exactly how many messages it lost.
+//
+// Frame publication (writer, per frame):
+//   1. claim: [pad frame to the ring's end if the frame does not fit] + reserve the frame;
+//      zero the sequence word of the header slot that follows the frame ("zero-ahead"), so a
+//      reader at the live edge always sees 0 there, never a stale header from an older lap.
+//   2. write payload and header fields, then store the header's `sequence` with release: a
+//      reader that acquire-loads a sequence equal to the one it expects sees the whole frame.
+//   3. store `tail` (position after the frame) and issue a release fence, so every store of
+//      the NEXT frame is ordered after this tail value (the seqlock pattern).
+// Reader: at position p it expects sequence s. It acquire-loads the sequence word at p:
+//   == s -> frame complete; 0 -> nothing yet (live edge); anything else -> possibly lapped.
+// Lapping is decided against `tail`: bytes the writer may be overwriting right now belong to
+// old positions within `margin` (= 2 * max_frame + 64) after tail - log_size, so data at
+// q >= tail - log_size + margin is intact. Readers check this (acquire fence, then load tail)
+// after delivering each batch (a failed check is reported as an overrun gap: the zero-copy
+// views handed out may have been torn), when a header looks wrong, and every 256 empty polls.
+// Data stores are plain memcpy/field stores ordered by the fences above, as in every seqlock;
+// the sequence and tail words are atomics.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/frame.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace pollux::transport::shm {
+
+inline std::atomic_ref<std::uint64_t> seq_word(std::byte* frame) noexcept {
+  return std::atomic_ref<std::uint64_t>(reinterpret_cast<core::FrameHeader*>(frame)->sequence);
+}
+
+inline std::uint64_t margin_for(std::uint64_t log_size) noexcept { return 2 * (log_size / 32) + 64; }
+
+class LogWriter {
+ public:
+  struct Claim {
+    std::byte* frame = nullptr;  // FrameHeader at frame, payload after it
+    std::uint64_t position = 0;
+    std::uint32_t length = 0;    // frame_length
+    std::uint32_t aligned = 0;
+  };
+
+  void init(Segment* seg, core::FlowControl fc) noexcept {
+    seg_ = seg;
+    log_ = seg->log();
+    size_ = seg->log_size();
+    mask_ = size_ - 1;
+    margin_ = margin_for(size_);
+    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+    ws_ = &seg->header()->writer;
+    cps_ = &seg->header()->checkpoints;
+    stream_id_ = seg->header()->layout.stream_id;
+    session_id_ = seg->header()->layout.session_id;
+    max_frame_ = seg->header()->layout.max_frame;
+    slots_ = seg->header()->layout.subscriber_slots;
+    backpressure_ = fc == core::FlowControl::kBackpressure;
+    pos_ = 0;
+    seq_ = 1;
+    next_checkpoint_ = 0;
+    limit_ = backpressure_ ? 0 : ~std::uint64_t{0};
+  }
+
+  std::uint32_t max_frame() const noexcept { return max_frame_; }
+  std::uint64_t position() const noexcept { return pos_; }
+  std::uint64_t next_sequence() const noexcept { return seq_; }
+  std::uint32_t stream_id() const noexcept { return stream_id_; }
+  std::uint32_t session_id() const noexcept { return session_id_; }
+  std::uint64_t back_pressure_events() const noexcept { return bp_events_; }
+
+  // Subscribers currently attached (they register themselves in the segment).
+  std::uint32_t subscribers() const noexcept { return ws_->subscribers.load(std::memory_order_relaxed); }
+
+  // Reserves a frame of `frame_length` bytes (header included). False: back-pressured (only
+  // with flow_control = backpressure). The caller checked frame_length <= max_frame().
+  [[nodiscard]] bool try_claim(std::uint32_t frame_length, Claim* c) noexcept {
+    const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
+    const std::uint64_t idx = pos_ & mask_;
+    const std::uint64_t pad = idx + aligned > size_ ? size_ - idx : 0;
+    const std::uint64_t end = pos_ + pad + aligned;
+    if (end > limit_) {
+      refresh_limit();
+      if (end > limit_) {
+        ++bp_events_;
+        return false;
+      }
+    }
+    if (pad != 0) {
+      // Zero-ahead for the frame we are about to claim at the start of the ring, then publish
+      // the padding frame (it carries the sequence the next message will have).
+      seq_word(log_).store(0, std::memory_order_relaxed);
+      auto* h = reinterpret_cast<core::FrameHeader*>(log_ + idx);
+      h->frame_length = static_cast<std::uint32_t>(pad);
+      h->magic = core::kFrameMagic;
+      h->version = core::kFrameVersion;
+      h->flags = core::kFlagPadding;
+      h->stream_id = stream_id_;
+      h->session_id = session_id_;
+      h->timestamp_ns = 0;
+      seq_word(log_ + idx).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
+      checkpoint(pos_);
+      pos_ += pad;
+      publish_tail();
+    }
+    // Zero-ahead: the header slot after this frame must read 0 until its frame is published.
+    seq_word(log_ + ((pos_ + aligned) & mask_)).store(0, std::memory_order_relaxed);
+    c->frame = log_ + (pos_ & mask_);
+    c->position = pos_;
+    c->length = frame_length;
+    c->aligned = aligned;
+    return true;
+  }
+
+  // Publishes a claimed frame. Header fields other than the sequence are written here.
+  void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
+    auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
+    h->frame_length = c.length;
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->flags = flags;
+    h->stream_id = stream_id_;
+    h->session_id = session_id_;
+    h->timestamp_ns = timestamp_ns;
+    seq_word(c.frame).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(c.position);
+    ++seq_;
+    pos_ = c.position + c.aligned;
+    publish_tail();
+  }
+
+  // Gives a claim back: it becomes a padding frame (readers skip it).
+  void abort(const Claim& c) noexcept {
+    auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
+    h->frame_length = c.aligned;
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->flags = core::kFlagPadding;
+    h->stream_id = stream_id_;
+    h->session_id = session_id_;
+    h->timestamp_ns = 0;
+    seq_word(c.frame).store(seq_, std::memory_order_release);
+    checkpoint(c.position);
+    pos_ = c.position + c.aligned;
+    publish_tail();
+  }
+
+  void heartbeat(std::int64_t now_ns) noexcept {
+    ws_->heartbeat_ns.store(now_ns, std::memory_order_relaxed);
+    ws_->next_sequence.store(seq_, std::memory_order_relaxed);
+  }
+
+  void close() noexcept {
+    // Release: a reader that sees closed == 1 and then reads tail sees the final tail.
+    ws_->closed.store(1, std::memory_order_release);
+  }
+
+  // Control path (housekeeping): frees slots of dead subscribers and, in backpressure mode,
+  // evicts a live subscriber that has made no progress for `stall_ns` while it blocks the
+  // writer (it will be lapped and told how much it lost). Returns slots changed.
+  int reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noexcept;
+
+  std::uint64_t evictions() const noexcept { return evictions_; }
+
+ private:
+  void publish_tail() noexcept {
+    // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
+    // release fence then orders this tail before every store of the next frame, which is what
+    // the readers' post-delivery validation relies on.
+    ws_->tail.store(pos_, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+
+  void checkpoint(std::uint64_t frame_pos) noexcept {
+    if (frame_pos >= next_checkpoint_) {
+      cps_->pos[(frame_pos >> block_shift_) & (kCheckpoints - 1)].store(frame_pos, std::memory_order_release);
+      next_checkpoint_ = ((frame_pos >> block_shift_) + 1) << block_shift_;
+    }
+  }
+
+  void refresh_limit() noexcept {
+    if (!backpressure_) return;
+    std::uint64_t min_pos = ~std::uint64_t{0};
+    for (std::uint32_t i = 0; i < slots_; ++i) {
+      SubscriberSlot* s = seg_->slot(i);
+      // Acquire pairs with the subscriber's release of state/position: data it has consumed
+      // (positions below its position) may be overwritten.
+      if (s->state.load(std::memory_order_acquire) != kSlotActive) continue;
+      min_pos = std::min(min_pos, s->position.load(std::memory_order_acquire));
+    }
+    // No subscriber: nothing to protect (offer() reports kNotConnected before we get here).
+    limit_ = min_pos == ~std::uint64_t{0} ? pos_ + size_ - margin_ : min_pos + size_ - margin_;
+  }
+
+  Segment* seg_ = nullptr;
+  std::byte* log_ = nullptr;
+  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
+  std::uint32_t block_shift_ = 0;
+  WriterState* ws_ = nullptr;
+  Checkpoints* cps_ = nullptr;
+  std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0, slots_ = 0;
+  bool backpressure_ = false;
+  std::uint64_t pos_ = 0, seq_ = 1, next_checkpoint_ = 0, limit_ = 0;
+  std::uint64_t bp_events_ = 0, evictions_ = 0, seen_bp_events_ = 0;
+  // Publisher-private progress tracking for eviction.
+  std::uint64_t seen_pos_[kMaxSubscriberSlots] = {};
+  std::int64_t seen_ns_[kMaxSubscriberSlots] = {};
+};
+
+class LogReader {
+ public:
+  // join_at_start: read from the log's oldest intact frame (a new session after a publisher
+  // restart); otherwise join at the live position.
+  void init(Segment* seg, SubscriberSlot* slot, bool join_at_start) noexcept {
+    seg_ = seg;
+    log_ = seg->log();
+    size_ = seg->log_size();
+    mask_ = size_ - 1;
+    margin_ = margin_for(size_);
+    ws_ = &seg->header()->writer;
+    cps_ = &seg->header()->checkpoints;
+    slot_ = slot;
+    stream_id_ = seg->header()->layout.stream_id;
+    session_id_ = seg->header()->layout.session_id;
+    max_frame_ = seg->header()->layout.max_frame;
+    const std::uint64_t tail = ws_->tail.load(std::memory_order_acquire);
+    expected_ = 0;
+    announce_gap_ = false;  // nothing was expected yet
+    resync_ = true;
+    if (join_at_start && tail + margin_ <= size_) {
+      pos_ = 0;  // first lap: everything the session wrote is still there
+    } else if (join_at_start) {
+      jump_oldest(tail);
+    } else {
+      pos_ = tail;  // the header slot at tail was zeroed before tail was published
+    }
+    if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
+  }
+
+  std::uint64_t position() const noexcept { return pos_; }
+  std::uint64_t expected_sequence() const noexcept { return expected_; }
+  std::uint32_t session_id() const noexcept { return session_id_; }
+  std::uint64_t malformed() const noexcept { return malformed_; }
+  std::uint64_t lapped_events() const noexcept { return lapped_; }
+
+  // Fills up to `max` events (messages and gaps).
+  std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept {
+    std::uint32_t n = 0;
+    if (pending_overrun_ && max > 0) {
+      out[n++] = gap_event(expected_, 0, kGapOverrun);
+      pending_overrun_ = false;
+    }
+    int recoveries = 0;  // bounds the work of one call even against a hostile writer
+    while (n < max) {
+      std::byte* p = log_ + (pos_ & mask_);
+      const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);  // pairs with LogWriter's release
+      if (seq == 0) {
+        // Live edge - or lapped onto bytes that happen to be zero: check now and then.
+        if (++empty_polls_ >= 256) {
+          empty_polls_ = 0;
+          if (lapped(pos_) && recoveries++ < 4) {
+            recover();
+            continue;
+          }
+        }
+        break;
+      }
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
+      if (__builtin_expect(resync_ || seq != expected_ || !plausible(h, pos_), 0)) {
+        const bool ok_here = resync_ && plausible(h, pos_) && seq >= expected_ && !lapped(pos_);
+        if (!ok_here) {
+          if (!lapped(pos_)) ++malformed_;  // not overwritten, yet wrong: foreign/corrupt bytes
+          if (recoveries++ >= 4) break;
+          recover();
+          continue;
+        }
+        // Resynchronised on an intact frame after a jump (or on joining).
+        if (announce_gap_ && seq > expected_) {
+          out[n++] = gap_event(expected_, seq - expected_, kGapLapped);
+        }
+        expected_ = seq;
+        resync_ = false;
+        announce_gap_ = true;
+        if (n >= max) break;
+      }
+      empty_polls_ = 0;
+      const std::uint32_t len = h->frame_length;
+      if (h->flags & core::kFlagPadding) {
+        pos_ += len;
+        continue;
+      }
+      const std::uint64_t aligned = core::align_up(len, core::kFrameAlignment);
+      RxDesc& d = out[n++];
+      d.frame = h;
+      d.token = pos_ + aligned;
+      d.length = len;
+      d.kind = RxKind::kMessage;
+      d.session_id = session_id_;
+      d.receive_ns = 0;
+      pos_ += aligned;
+      ++expected_;
+    }
+    return n;
+  }
+
+  // After delivery: publish the consumed position and check the views were not overwritten.
+  void release(const RxDesc* done, std::uint32_t n) noexcept {
+    std::uint64_t first = ~std::uint64_t{0}, last = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (done[i].kind != RxKind::kMessage) continue;
+      first = std::min(first, done[i].token - core::align_up(done[i].length, core::kFrameAlignment));
+      last = std::max(last, done[i].token);
+    }
+    if (last == 0) return;
+    // Release pairs with the writer's acquire in refresh_limit(): our reads of the frames
+    // happen before it may overwrite them (backpressure mode).
+    if (slot_ != nullptr) slot_->position.store(last, std::memory_order_release);
+    if (lapped(first)) {
+      ++overruns_;
+      pending_overrun_ = true;
+      if (lapped(pos_)) recover();
+    }
+  }
+
+  std::uint64_t overruns() const noexcept { return overruns_; }
+
+  // Live-edge state for end-of-stream detection.
+  bool caught_up() const noexcept {
+    return !resync_ && ws_->tail.load(std::memory_order_acquire) == pos_;
+  }
+
+ private:
+  // A frame header a writer of this session could have produced at `pos`.
+  bool plausible(const core::FrameHeader* h, std::uint64_t pos) const noexcept {
+    const std::uint64_t len = h->frame_length;
+    const std::uint64_t room = size_ - (pos & mask_);
+    const bool padding = (h->flags & core::kFlagPadding) != 0;
+    return h->magic == core::kFrameMagic && h->version == core::kFrameVersion && h->stream_id == stream_id_ &&
+           h->session_id == session_id_ && len >= core::kFrameHeaderSize &&
+           (padding ? (len == room || len <= max_frame_) && len % core::kFrameAlignment == 0
+                    : len <= max_frame_ && core::align_up(len, core::kFrameAlignment) <= room);
+  }
+
+  // True when data at log position q may already have been overwritten.
+  bool lapped(std::uint64_t q) const noexcept {
+    // Acquire fence: the loads of frame data before this point are ordered before the tail
+    // load (pairs with the writer's release fence after each tail store).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint64_t tail = ws_->tail.load(std::memory_order_relaxed);
+    return q + size_ < tail + margin_;
+  }
+
+  // Moves to the oldest frame that is still intact and not behind `floor` (checkpoints mark
+  // frame starts), or to the live edge when there is none.
+  void jump_oldest(std::uint64_t tail, std::uint64_t floor = 0) noexcept {
+    std::uint64_t lo = tail + margin_ > size_ ? tail + margin_ - size_ : 0;
+    lo = std::max(lo, floor);
+    std::uint64_t best = tail;
+    for (std::uint32_t k = 0; k < kCheckpoints; ++k) {
+      const std::uint64_t c = cps_->pos[k].load(std::memory_order_acquire);
+      if (c >= lo && c < best) best = c;
+    }
+    pos_ = best;
+  }
+
+  // Forward only: never re-delivers what was already delivered.
+  void recover() noexcept {
+    ++lapped_;
+    jump_oldest(ws_->tail.load(std::memory_order_acquire), pos_ + 1);
+    resync_ = true;
+    empty_polls_ = 0;
+    if (slot_ != nullptr) {
+      slot_->position.store(pos_, std::memory_order_relaxed);
+      // An evicted subscriber (backpressure mode) rejoins flow control from its new position;
+      // release pairs with the writer's acquire of state in refresh_limit().
+      if (slot_->state.load(std::memory_order_relaxed) == kSlotEvicted) {
+        slot_->state.store(kSlotActive, std::memory_order_release);
+      }
+    }
+  }
+
+  RxDesc gap_event(std::uint64_t from, std::uint64_t count, std::uint16_t reason) const noexcept {
+    RxDesc d{};
+    d.kind = RxKind::kGap;
+    d.gap_from = from;
+    d.gap_count = count;
+    d.reason = reason;
+    d.session_id = session_id_;
+    return d;
+  }
+
+  Segment* seg_ = nullptr;
+  std::byte* log_ = nullptr;
+  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
+  WriterState* ws_ = nullptr;
+  Checkpoints* cps_ = nullptr;
+  SubscriberSlot* slot_ = nullptr;
+  std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0;
+  std::uint64_t pos_ = 0, expected_ = 0;
+  bool resync_ = true, announce_gap_ = false, pending_overrun_ = false;
+  std::uint32_t empty_polls_ = 0;
+  std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
+};
+
+}  // namespace pollux::transport::shm

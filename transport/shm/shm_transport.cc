@@ -1,0 +1,288 @@
+#include "transport/shm/shm_transport.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+
+namespace pollux::transport::shm {
+namespace {
+
+std::uint32_t random_nonzero() {
+  std::random_device rd;
+  std::uint32_t v = 0;
+  while (v == 0) v = rd();
+  return v;
+}
+
+}  // namespace
+
+int LogWriter::reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noexcept {
+  int changed = 0;
+  const bool blocked = bp_events_ != seen_bp_events_;
+  seen_bp_events_ = bp_events_;
+  for (std::uint32_t i = 0; i < slots_; ++i) {
+    SubscriberSlot* s = seg_->slot(i);
+    const std::uint32_t st = s->state.load(std::memory_order_acquire);
+    if (st != kSlotActive && st != kSlotEvicted) continue;
+    if (!process_alive(s->pid)) {
+      std::uint32_t expect = st;
+      if (s->state.compare_exchange_strong(expect, kSlotFree, std::memory_order_acq_rel)) {
+        ws_->subscribers.fetch_sub(1, std::memory_order_relaxed);
+        ++changed;
+      }
+      continue;
+    }
+    if (!backpressure_ || st != kSlotActive) continue;
+    const std::uint64_t p = s->position.load(std::memory_order_acquire);
+    if (p != seen_pos_[i] || seen_ns_[i] == 0) {
+      seen_pos_[i] = p;
+      seen_ns_[i] = now_ns;
+    } else if (blocked && now_ns - seen_ns_[i] > stall_ns && p + size_ - margin_ < pos_ + 2 * max_frame_) {
+      // Live but stuck for longer than the liveness timeout while holding the writer back:
+      // untether it (Aeron's untethered subscriber). It will be lapped and told what it lost.
+      std::uint32_t expect = kSlotActive;
+      if (s->state.compare_exchange_strong(expect, kSlotEvicted, std::memory_order_acq_rel)) {
+        ++evictions_;
+        ++changed;
+        seen_ns_[i] = 0;
+      }
+    }
+  }
+  if (changed) limit_ = 0;  // force a refresh on the next claim
+  return changed;
+}
+
+// ---- publisher endpoint ------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+  const core::Config& cfg = *env.config;
+  Segment::Options o;
+  o.path = segment_path(cfg, spec.stream_id);
+  o.stream_id = spec.stream_id;
+  o.session_id = random_nonzero();
+  o.log_size = cfg.shm.log_size;
+  o.subscriber_slots = cfg.shm.max_subscribers;
+  o.flow_control = cfg.shm.flow_control;
+  auto seg = Segment::create(o);
+  if (!seg.ok()) return seg.status();
+  std::unique_ptr<ShmTxEndpoint> ep(new ShmTxEndpoint());
+  ep->seg_ = std::move(*seg);
+  ep->writer_.init(ep->seg_.get(), cfg.shm.flow_control);
+  ep->pool_ = env.pool;
+  ep->stream_id_ = spec.stream_id;
+  ep->session_id_ = o.session_id;
+  ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
+  ep->writer_.heartbeat(core::Clock::now_ns());
+  return ep;
+}
+
+ShmTxEndpoint::~ShmTxEndpoint() { close_st(); }
+
+std::uint32_t ShmTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
+  std::uint32_t n = 0;
+  for (const TxDesc& d : frames) {
+    if (done_n_ == kMaxDone || d.length > writer_.max_frame()) break;
+    LogWriter::Claim c;
+    if (!writer_.try_claim(d.length, &c)) break;  // back-pressured: the rest stay queued
+    const std::byte* src = pool_->slot(d.slot);
+    const auto* sh = reinterpret_cast<const core::FrameHeader*>(src);
+    std::memcpy(c.frame + core::kFrameHeaderSize, src + core::kFrameHeaderSize, d.length - core::kFrameHeaderSize);
+    writer_.commit(c, sh->flags, sh->timestamp_ns);
+    done_[done_n_++] = d.slot;
+    ++n;
+  }
+  return n;
+}
+
+std::uint32_t ShmTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
+  // The log holds its own copy, so a slot is free as soon as post_st() copied it.
+  const std::uint32_t n = std::min<std::uint32_t>(done_n_, static_cast<std::uint32_t>(freed.size()));
+  std::memcpy(freed.data(), done_, n * sizeof(std::uint32_t));
+  std::memmove(done_, done_ + n, (done_n_ - n) * sizeof(std::uint32_t));
+  done_n_ -= n;
+  return n;
+}
+
+int ShmTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  int work = 0;
+  if (now_ns - last_heartbeat_ns_ > 100'000'000) {
+    writer_.heartbeat(now_ns);
+    last_heartbeat_ns_ = now_ns;
+    ++work;
+  }
+  if (now_ns - last_reap_ns_ > liveness_ns_ / 4) {
+    last_reap_ns_ = now_ns;
+    work += writer_.reap_subscribers(now_ns, liveness_ns_);
+  }
+  return work;
+}
+
+void ShmTxEndpoint::close_st() noexcept {
+  if (closed_ || seg_ == nullptr) return;
+  closed_ = true;
+  writer_.heartbeat(core::Clock::now_ns());
+  writer_.close();
+  seg_->unlink();
+}
+
+std::string ShmTxEndpoint::describe() const {
+  return absl::StrFormat("shm publisher stream %u session %08x log %s (%u KiB), %u subscriber(s)", stream_id_,
+                         session_id_, seg_->path(), seg_->log_size() >> 10, writer_.subscribers());
+}
+
+// ---- subscriber endpoint -----------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+  const core::Config& cfg = *env.config;
+  std::unique_ptr<ShmRxEndpoint> ep(new ShmRxEndpoint());
+  ep->path_ = segment_path(cfg, spec.stream_id);
+  ep->stream_id_ = spec.stream_id;
+  ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
+  ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
+  if (!ep->try_attach(false)) {
+    // No publisher yet is normal (we attach when it appears); a segment that exists but is
+    // corrupted, of another version or unreadable is an error the user must see now.
+    if (!absl::IsNotFound(ep->attach_status_) && !absl::IsUnavailable(ep->attach_status_)) return ep->attach_status_;
+  }
+  return ep;
+}
+
+ShmRxEndpoint::~ShmRxEndpoint() { close_st(); }
+
+bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
+  auto seg = Segment::attach(path_, stream_id_);
+  if (!seg.ok()) {
+    attach_status_ = seg.status();
+    return false;
+  }
+  SegmentHeader* h = (*seg)->header();
+  if (h->writer.closed.load(std::memory_order_acquire) != 0 || !process_alive(h->layout.publisher_pid)) {
+    attach_status_ = absl::UnavailableError(absl::StrFormat("%s: publisher pid %d has %s; waiting for a new one", path_,
+                                                            h->layout.publisher_pid,
+                                                            h->writer.closed.load() ? "closed the stream" : "exited"));
+    return false;
+  }
+  SubscriberSlot* slot = nullptr;
+  for (std::uint32_t i = 0; i < h->layout.subscriber_slots && slot == nullptr; ++i) {
+    std::uint32_t expect = kSlotFree;
+    if ((*seg)->slot(i)->state.compare_exchange_strong(expect, kSlotClaiming, std::memory_order_acq_rel)) {
+      slot = (*seg)->slot(i);
+    }
+  }
+  if (slot == nullptr) {
+    attach_status_ = absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: all %u subscriber slots are in use (raise shm.max_subscribers at the publisher)", path_,
+        h->layout.subscriber_slots));
+    return false;
+  }
+  slot->pid = getpid();
+  slot->subscriber_id = subscriber_id_;
+  seg_ = std::move(*seg);
+  slot_ = slot;
+  reader_.init(seg_.get(), slot_, new_session);
+  // Release pairs with the writer's acquire in refresh_limit()/reap_subscribers(): pid and
+  // position are set before the slot counts.
+  slot_->state.store(kSlotActive, std::memory_order_release);
+  h->writer.subscribers.fetch_add(1, std::memory_order_relaxed);
+  attach_status_ = absl::OkStatus();
+  ended_ = false;
+  if (new_session) {
+    pending_new_session_ = true;
+    new_session_id_ = h->layout.session_id;
+  }
+  ever_attached_ = true;
+  return true;
+}
+
+void ShmRxEndpoint::detach() noexcept {
+  if (seg_ == nullptr) return;
+  std::uint32_t st = slot_->state.load(std::memory_order_relaxed);
+  // The writer may have freed our slot already if it thought us dead; only undo our own claim.
+  if ((st == kSlotActive || st == kSlotEvicted) &&
+      slot_->state.compare_exchange_strong(st, kSlotFree, std::memory_order_acq_rel)) {
+    seg_->header()->writer.subscribers.fetch_sub(1, std::memory_order_relaxed);
+  }
+  slot_ = nullptr;
+  seg_.reset();
+}
+
+std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
+  std::uint32_t n = 0;
+  const std::uint32_t max = static_cast<std::uint32_t>(out.size());
+  if (pending_end_ && n < max) {
+    RxDesc& d = out[n++];
+    d = RxDesc{};
+    d.kind = RxKind::kEndOfStream;
+    d.reason = end_reason_;
+    d.session_id = reader_.session_id();
+    pending_end_ = false;
+    ended_ = true;
+  }
+  if (pending_new_session_ && n < max) {
+    RxDesc& d = out[n++];
+    d = RxDesc{};
+    d.kind = RxKind::kNewSession;
+    d.session_id = new_session_id_;
+    pending_new_session_ = false;
+  }
+  if (seg_ != nullptr && !ended_) n += reader_.poll(out.data() + n, max - n);
+  if (n == 0 && (++empty_polls_ & 4095) == 0) housekeeping_st(core::Clock::now_ns());
+  return n;
+}
+
+int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  if (now_ns < next_check_ns_) return 0;
+  next_check_ns_ = now_ns + std::min<std::int64_t>(liveness_ns_ / 4, 50'000'000);
+  if (seg_ == nullptr) return try_attach(ever_attached_) ? 1 : 0;
+  SegmentHeader* h = seg_->header();
+  struct stat st;
+  const bool replaced = ::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != seg_->inode();
+  if (ended_) {
+    // The stream ended: drop the old segment and wait for a new publisher (new session).
+    detach();
+    return try_attach(true) ? 1 : 0;
+  }
+  if (pending_end_) return 0;
+  const bool closed = h->writer.closed.load(std::memory_order_acquire) != 0;
+  const bool dead = !closed && !process_alive(h->layout.publisher_pid);
+  if ((closed || dead || replaced) && reader_.caught_up()) {
+    pending_end_ = true;
+    end_reason_ = closed ? 0 : 1;
+    return 1;
+  }
+  if (replaced && !closed && !dead) {
+    // A new publisher replaced the file while the old one still looked alive (pid reuse is
+    // the only way): treat the old stream as ended.
+    pending_end_ = true;
+    end_reason_ = 1;
+    return 1;
+  }
+  return 0;
+}
+
+void ShmRxEndpoint::close_st() noexcept { detach(); }
+
+std::string ShmRxEndpoint::describe() const {
+  if (seg_ == nullptr) return absl::StrFormat("shm subscriber stream %u (%s)", stream_id_, attach_status_.ToString());
+  return absl::StrFormat("shm subscriber stream %u session %08x log %s position %u", stream_id_, reader_.session_id(),
+                         path_, reader_.position());
+}
+
+absl::StatusOr<std::unique_ptr<TxEndpoint>> ShmTransport::open_tx(const EndpointSpec& spec) {
+  auto ep = ShmTxEndpoint::open(env_, spec);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<TxEndpoint>(std::move(*ep));
+}
+
+absl::StatusOr<std::unique_ptr<RxEndpoint>> ShmTransport::open_rx(const EndpointSpec& spec) {
+  auto ep = ShmRxEndpoint::open(env_, spec);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<RxEndpoint>(std::move(*ep));
+}
+
+}  // namespace pollux::transport::shm

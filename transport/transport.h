@@ -1,0 +1,145 @@
+// The transport interface, shaped for verbs from day one (and implemented first by shm).
+//
+// Control plane (virtual, may allocate, returns absl::Status): a Transport opens endpoints,
+// registers the buffer pool once, connects (tx) or joins (rx) a stream, and closes.
+// Data plane (per endpoint, resolved once at open): batch calls over spans that return counts -
+// post() a burst of frames with one doorbell, reap() completions (which hand buffers back to
+// the pool), poll() a burst of received frames, release() them after delivery. These are
+// virtual calls on `final` classes, made once per burst, never once per message; the inline
+// threading mode additionally calls the concrete shm writer directly (api/publisher.cc).
+// try_arm()/disarm() are the interrupt-mode hooks (seastar's protocol): try_arm() arms the
+// source's notification and returns false if work is already pending.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/buffer_pool.h"
+#include "core/config.h"
+#include "core/counters.h"
+#include "core/frame.h"
+
+namespace pollux::transport {
+
+// A formatted frame (FrameHeader + optional trace + payload) in a pool slot.
+struct TxDesc {
+  std::uint32_t slot;
+  std::uint32_t length;  // frame_length
+  std::uint16_t flags;   // copy of FrameHeader::flags (kFlagTraced: stamp stages without touching the slot)
+  std::uint16_t reserved;
+  std::uint32_t reserved2;
+};
+static_assert(sizeof(TxDesc) == 16);
+
+enum class RxKind : std::uint16_t {
+  kMessage = 0,      // frame points at a complete frame (zero-copy)
+  kGap = 1,          // gap_count messages starting at gap_from will never arrive
+  kEndOfStream = 2,  // the publisher closed (reason 0) or died (reason 1)
+  kNewSession = 3,   // a new publisher incarnation (session) started on the stream
+};
+
+enum GapReason : std::uint16_t {
+  kGapLapped = 0,    // lossy shm: the publisher overwrote data before it was read
+  kGapOverrun = 1,   // lossy shm: data was overwritten while being delivered (views were torn)
+  kGapLost = 2,      // network loss that could not be repaired
+};
+
+struct RxDesc {
+  const core::FrameHeader* frame;  // kMessage
+  std::uint64_t token;             // transport's own (shm: log position after the frame)
+  std::uint64_t gap_from;          // kGap: first missing sequence
+  std::uint64_t gap_count;         // kGap: number of messages lost (0 = unknown, overrun)
+  std::int64_t receive_ns;         // traced frames: when the transport saw it
+  std::int64_t ring_ns;            // traced frames: when a poller pushed it to the subscriber ring
+  std::uint32_t length;            // kMessage: frame_length
+  RxKind kind;
+  std::uint16_t reason;            // GapReason, or end-of-stream reason (0 closed, 1 publisher died)
+  std::uint32_t session_id;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(RxDesc) == 64);
+
+class TxEndpoint {
+ public:
+  virtual ~TxEndpoint() = default;
+  // Posts up to frames.size() frames in order; returns how many were accepted (the rest stay
+  // with the caller: back-pressure). One doorbell per call.
+  virtual std::uint32_t post_st(std::span<const TxDesc> frames) noexcept = 0;
+  // Writes indices of pool slots the transport no longer needs; returns their number.
+  virtual std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept = 0;
+  // Timers: heartbeats, liveness, reconnects. Returns work done.
+  virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
+  virtual bool try_arm_st() noexcept { return true; }
+  virtual void disarm_st() noexcept {}
+  // False until a subscriber can receive (offer() then returns kNotConnected).
+  virtual bool connected() const noexcept = 0;
+  // Largest frame (header included) this endpoint can send.
+  virtual std::uint32_t max_frame() const noexcept = 0;
+  virtual void close_st() noexcept = 0;
+  virtual std::string describe() const = 0;
+
+  std::uint32_t stream_id() const noexcept { return stream_id_; }
+  std::uint32_t session_id() const noexcept { return session_id_; }
+
+ protected:
+  std::uint32_t stream_id_ = 0;
+  std::uint32_t session_id_ = 0;
+};
+
+class RxEndpoint {
+ public:
+  virtual ~RxEndpoint() = default;
+  // Fills up to out.size() events; returns their number.
+  virtual std::uint32_t poll_st(std::span<RxDesc> out) noexcept = 0;
+  // Hands back delivered kMessage events (in order). A transport that finds the views were
+  // overwritten during delivery reports it as a kGap/kGapOverrun event on the next poll.
+  virtual void release_st(std::span<const RxDesc> done) noexcept = 0;
+  virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
+  virtual bool try_arm_st() noexcept { return true; }
+  virtual void disarm_st() noexcept {}
+  virtual bool connected() const noexcept = 0;
+  virtual void close_st() noexcept = 0;
+  virtual std::string describe() const = 0;
+
+  std::uint32_t stream_id() const noexcept { return stream_id_; }
+
+ protected:
+  std::uint32_t stream_id_ = 0;
+};
+
+struct EndpointSpec {
+  std::uint32_t stream_id = 0;
+  std::string topic;
+  const core::StreamConfig* stream = nullptr;  // null when the topic is not configured
+};
+
+// What a transport gets from the context.
+struct TransportEnv {
+  const core::Config* config = nullptr;
+  core::BufferPool* pool = nullptr;
+  core::CountersFile* counters = nullptr;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Registers the whole pool once (RDMA: ibv_reg_mr per protection domain). No-op for shm.
+  virtual absl::Status register_memory(core::BufferPool& pool) = 0;
+  virtual absl::StatusOr<std::unique_ptr<TxEndpoint>> open_tx(const EndpointSpec& spec) = 0;
+  virtual absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) = 0;
+  virtual void close() = 0;
+  // True when all publishers of a stream in one process must share one tx endpoint (shm: a
+  // stream has a single writer); false when each publisher gets its own (a QP, a socket).
+  virtual bool shared_tx_endpoint() const noexcept { return false; }
+};
+
+// The transport named by config.transport.
+absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& env);
+
+}  // namespace pollux::transport
