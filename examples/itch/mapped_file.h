@@ -1,0 +1,38 @@
+// Read-only memory mapping of a whole file (RAII).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pollux::itch {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  // Maps `path` with PROT_READ/MAP_PRIVATE and advises sequential access (the readers
+  // stream through it once). An empty file is an error: mmap cannot map zero bytes, and
+  // an empty capture is never what the caller meant ("itch: offset 0: empty file '<path>'").
+  [[nodiscard]] static absl::StatusOr<MappedFile> Open(const std::string& path);
+
+  [[nodiscard]] std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }
+  [[nodiscard]] size_t size() const noexcept { return size_; }
+
+ private:
+  MappedFile(const uint8_t* data, size_t size) noexcept : data_(data), size_(size) {}
+  void Unmap() noexcept;
+
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace pollux::itch

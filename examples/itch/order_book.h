@@ -1,0 +1,159 @@
+// Price-level (L2) book of one symbol.
+//
+// Design: each side is a vector of levels sorted so that the best price is at the back
+// (bids ascending, asks descending; internally asks use the key ~price so both sides share
+// one ascending code path). The level an order message touches is found by a branch-free
+// binary search; inserting or erasing a level moves only the levels better than it, which
+// are few because market data concentrates near the inside.
+//
+// Cost per update: O(log n) to find the level plus O(d) to insert/erase one, where n is
+// the number of levels on that side and d the touched level's distance from the inside.
+// For ITCH flow both are small and bounded in practice (n ~ 10-30, d mostly < 5), which
+// makes the expected cost O(1); top of book is O(1) and depth(k) is O(k). A dense price ladder would make
+// the find O(1) too but needs a tick size and a price window per symbol, and re-centring
+// when the price walks away; the sorted vector needs neither and keeps the levels
+// contiguous in cache. Vectors keep their capacity when levels go away, so a book that
+// has seen its peak depth never allocates again.
+//
+// The book only aggregates levels; order identity (reference -> side/price/shares) lives
+// in BookSet's OrderMap, because ITCH references are unique across all symbols.
+// Crossed or locked books are kept exactly as the feed reports them: nothing is matched.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace pollux::itch {
+
+enum class Side : uint8_t { kBuy = 0, kSell = 1 };
+
+struct PriceLevel {
+  uint32_t price = 0;   // raw ITCH price, 4 implied decimals
+  uint32_t orders = 0;  // resting orders at this price
+  uint64_t shares = 0;  // their total shares
+
+  friend bool operator==(const PriceLevel&, const PriceLevel&) = default;
+};
+
+class OrderBook {
+ public:
+  // Levels reserved per side up front, so typical books never grow.
+  static constexpr size_t kDefaultLevelsPerSide = 64;
+
+  explicit OrderBook(uint16_t stock_locate = 0, size_t levels_per_side = kDefaultLevelsPerSide);
+
+  // A new order of `shares` at `price` joins its level (created if needed).
+  void Add(Side side, uint32_t price, uint32_t shares) noexcept;
+
+  // `shares` leave the level at `price`; `order_gone` says the order left the book, which
+  // drops the level's order count. A level with no orders left is removed. Returns false
+  // (and changes nothing) if there is no level at `price`: the caller's order map and the
+  // book disagree, which BookSet counts.
+  bool Reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept;
+
+  // Best level of a side, or nullopt if the side is empty.
+  [[nodiscard]] std::optional<PriceLevel> best_bid() const noexcept;
+  [[nodiscard]] std::optional<PriceLevel> best_ask() const noexcept;
+
+  // Copies up to out.size() levels of `side`, best first; returns how many were copied.
+  size_t Depth(Side side, std::span<PriceLevel> out) const noexcept;
+  // The best `n` levels of `side` (all of them by default), best first.
+  [[nodiscard]] std::vector<PriceLevel> Depth(Side side, size_t n = SIZE_MAX) const;
+
+  [[nodiscard]] size_t levels(Side side) const noexcept { return Levels(side).size(); }
+  [[nodiscard]] bool empty() const noexcept { return bids_.empty() && asks_.empty(); }
+  // Best bid >= best ask (locked or crossed), as the feed can report.
+  [[nodiscard]] bool crossed() const noexcept;
+
+  [[nodiscard]] uint16_t stock_locate() const noexcept { return stock_locate_; }
+  // Trimmed symbol from the Stock Directory (or the first add), "" if not yet known.
+  [[nodiscard]] std::string_view symbol() const noexcept {
+    return {symbol_.data(), symbol_size_};
+  }
+  // Stores the first 8 characters of `padded`, trimmed.
+  void set_symbol(std::string_view padded) noexcept;
+
+  // Removes every level, keeping capacity and the symbol.
+  void Clear() noexcept;
+
+ private:
+  // key = price for bids, ~price for asks: ascending keys, best at the back, on both sides.
+  struct Level {
+    uint32_t key;
+    uint32_t orders;
+    uint64_t shares;
+  };
+  static_assert(sizeof(Level) == 16);
+
+  static uint32_t Key(Side side, uint32_t price) noexcept {
+    return side == Side::kBuy ? price : ~price;
+  }
+  static uint32_t Price(Side side, uint32_t key) noexcept {
+    return side == Side::kBuy ? key : ~key;
+  }
+  [[nodiscard]] std::vector<Level>& Levels(Side side) noexcept {
+    return side == Side::kBuy ? bids_ : asks_;
+  }
+  [[nodiscard]] const std::vector<Level>& Levels(Side side) const noexcept {
+    return side == Side::kBuy ? bids_ : asks_;
+  }
+  // Index one past the last level whose key is <= key (where `key` is, or would go).
+  static size_t UpperBound(const std::vector<Level>& levels, uint32_t key) noexcept;
+  static void InsertLevel(std::vector<Level>& levels, size_t at, Level level) noexcept;
+  // 64 bytes, so BookSet can keep every book in one contiguous array indexed by locate.
+  std::vector<Level> bids_;
+  std::vector<Level> asks_;
+  std::array<char, 8> symbol_{};
+  uint8_t symbol_size_ = 0;
+  uint16_t stock_locate_;
+};
+
+// The update path is inline so BookSet's per-message code compiles into one function.
+
+inline size_t OrderBook::UpperBound(const std::vector<Level>& levels, uint32_t key) noexcept {
+  // Branch-free binary search: how deep an update lands is random, so a scan that exits
+  // early (or a search that branches on the comparison) mispredicts on most messages.
+  // The loop count depends only on the side's size, which the predictor learns.
+  const Level* base = levels.data();
+  size_t len = levels.size();
+  if (len == 0) return 0;
+  while (len > 1) {
+    const size_t half = len / 2;
+    base = base[half].key <= key ? base + half : base;
+    len -= half;
+  }
+  return static_cast<size_t>(base - levels.data()) + (base->key <= key);
+}
+
+inline void OrderBook::Add(Side side, uint32_t price, uint32_t shares) noexcept {
+  std::vector<Level>& levels = Levels(side);
+  const uint32_t key = Key(side, price);
+  const size_t i = UpperBound(levels, key);
+  if (i > 0 && levels[i - 1].key == key) {
+    Level& l = levels[i - 1];
+    ++l.orders;
+    l.shares += shares;
+    return;
+  }
+  InsertLevel(levels, i, Level{key, 1, shares});
+}
+
+inline bool OrderBook::Reduce(Side side, uint32_t price, uint32_t shares,
+                              bool order_gone) noexcept {
+  std::vector<Level>& levels = Levels(side);
+  const uint32_t key = Key(side, price);
+  const size_t i = UpperBound(levels, key);
+  if (i == 0 || levels[i - 1].key != key) [[unlikely]] return false;
+  Level& l = levels[i - 1];
+  l.shares -= shares < l.shares ? shares : l.shares;
+  l.orders -= order_gone;
+  if (l.orders == 0) levels.erase(levels.begin() + static_cast<ptrdiff_t>(i - 1));
+  return true;
+}
+
+}  // namespace pollux::itch

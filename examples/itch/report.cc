@@ -1,0 +1,92 @@
+#include "itch/report.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace pollux::itch {
+namespace {
+
+// Symbols are printable ASCII in practice; escape anything else rather than emit bad JSON.
+void WriteJsonString(std::string_view s, std::ostream& out) {
+  out << '"';
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      out << absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+}
+
+void WriteSide(const OrderBook& book, Side side, std::ostream& out) {
+  out << '[';
+  bool first = true;
+  for (const PriceLevel& l : book.Depth(side)) {
+    if (!first) out << ", ";
+    first = false;
+    out << '[' << l.price << ", " << l.shares << ']';
+  }
+  out << ']';
+}
+
+template <class Fn>
+absl::Status WriteToPath(const std::string& path, Fn&& fn) {
+  std::ofstream f(path, std::ios::out | std::ios::trunc);
+  if (!f) {
+    return absl::UnavailableError(
+        absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
+  }
+  fn(f);
+  f.flush();
+  if (!f) {
+    return absl::UnavailableError(
+        absl::StrCat("itch: cannot write '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void WriteBooksJsonl(const BookSet& books, std::ostream& out) {
+  books.ForEachBook([&out](const OrderBook& book) {
+    out << "{\"symbol\": ";
+    WriteJsonString(book.symbol(), out);
+    out << ", \"bids\": ";
+    WriteSide(book, Side::kBuy, out);
+    out << ", \"asks\": ";
+    WriteSide(book, Side::kSell, out);
+    out << "}\n";
+  });
+}
+
+absl::Status WriteBooksJsonl(const BookSet& books, const std::string& path) {
+  return WriteToPath(path, [&books](std::ostream& out) { WriteBooksJsonl(books, out); });
+}
+
+void WriteCountsJson(const MessageCounts& counts, std::ostream& out) {
+  out << '{';
+  bool first = true;
+  for (int t = 0; t < 256; ++t) {
+    const char c = static_cast<char>(t);
+    if (counts[c] == 0) continue;
+    if (!first) out << ", ";
+    first = false;
+    WriteJsonString(std::string_view(&c, 1), out);
+    out << ": " << counts[c];
+  }
+  out << "}\n";
+}
+
+absl::Status WriteCountsJson(const MessageCounts& counts, const std::string& path) {
+  return WriteToPath(path, [&counts](std::ostream& out) { WriteCountsJson(counts, out); });
+}
+
+}  // namespace pollux::itch

@@ -1,0 +1,26 @@
+// JSON outputs of a replay: final books and message counts (the feed handler's
+// --book-out and --counts-out).
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "itch/book_set.h"
+
+namespace pollux::itch {
+
+// One JSON object per line per book, in stock locate order:
+//   {"symbol": "ALC", "bids": [[price, shares], ...], "asks": [[price, shares], ...]}
+// Levels best first (bids descending, asks ascending), prices as raw ITCH integers (4
+// implied decimals), symbols trimmed of padding. Books named by R but never traded appear
+// with empty sides.
+void WriteBooksJsonl(const BookSet& books, std::ostream& out);
+[[nodiscard]] absl::Status WriteBooksJsonl(const BookSet& books, const std::string& path);
+
+// One JSON object of the message counts by type letter, in ASCII order of the letter,
+// types never seen left out, e.g. {"A": 4997, "D": 1745, "E": 198}. Ends with a newline.
+void WriteCountsJson(const MessageCounts& counts, std::ostream& out);
+[[nodiscard]] absl::Status WriteCountsJson(const MessageCounts& counts, const std::string& path);
+
+}  // namespace pollux::itch
