@@ -1,0 +1,147 @@
+// The synthetic generator: determinism, framing variants, option validation, and the
+// invariants the order flow promises (see itch/generator.h).
+#include "itch/generator.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "itch/book_set.h"
+#include "itch/reader.h"
+
+namespace pollux::itch {
+namespace {
+
+GeneratorOptions Options(uint32_t symbols, uint64_t messages, uint64_t seed) {
+  GeneratorOptions o;
+  o.symbols = symbols;
+  o.messages = messages;
+  o.seed = seed;
+  return o;
+}
+
+TEST(ItchGeneratorTest, SameSeedSameBytesOtherSeedOtherBytes) {
+  const std::vector<uint8_t> a = *GenerateItch(Options(5, 20'000, 1));
+  const std::vector<uint8_t> b = *GenerateItch(Options(5, 20'000, 1));
+  const std::vector<uint8_t> c = *GenerateItch(Options(5, 20'000, 2));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+TEST(ItchGeneratorTest, ZeroLengthFramingCarriesTheSameMessages) {
+  GeneratorOptions o = Options(4, 10'000, 3);
+  const std::vector<uint8_t> real = *GenerateItch(o);
+  o.framing = Framing::kZeroLengthPrefix;
+  const std::vector<uint8_t> zero = *GenerateItch(o);
+  ASSERT_EQ(real.size(), zero.size());
+  std::vector<std::vector<uint8_t>> msgs[2];
+  int i = 0;
+  for (const auto* buf : {&real, &zero}) {
+    ASSERT_TRUE(ForEachMessage(*buf, [&](MessageView m) {
+                  msgs[i].emplace_back(m.data(), m.data() + m.size());
+                }).ok());
+    ++i;
+  }
+  EXPECT_EQ(msgs[0], msgs[1]);
+  EXPECT_EQ(msgs[0].size(), o.messages);
+  EXPECT_EQ(zero[0], 0);
+  EXPECT_EQ(zero[1], 0);
+  EXPECT_EQ(real[1], 12);  // S is first: length 12
+}
+
+TEST(ItchGeneratorTest, RejectsBadOptions) {
+  EXPECT_FALSE(GenerateItch(Options(0, 100, 1)).ok());
+  EXPECT_FALSE(GenerateItch(Options(70'000, 1'000'000, 1)).ok());
+  absl::StatusOr<std::vector<uint8_t>> r = GenerateItch(Options(8, 21, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "itch generator: messages must be at least 22 for 8 symbols (S x 6 + R and H per "
+            "symbol), got 21");
+  EXPECT_EQ(GenerateItch(Options(8, 22, 1))->size(), 6u * 14 + 8u * (41 + 27));
+}
+
+// Replays a stream and checks, message by message, what the generator promises.
+TEST(ItchGeneratorTest, FlowInvariantsHold) {
+  const GeneratorOptions o = Options(12, 150'000, 77);
+  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<std::string> names = GeneratedSymbols(o.symbols, o.seed);
+  ASSERT_EQ(names.size(), o.symbols);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+
+  BookSet books;
+  uint64_t last_ts = 0;
+  uint64_t last_ref = 0;
+  uint64_t last_match = 0;
+  uint64_t decreasing_ts = 0, non_increasing_ref = 0, crossed = 0, bad_locate = 0;
+  std::string system_events;
+  ParseResult r = ForEachMessage(bytes, [&](MessageView m) {
+    if (m.timestamp() < last_ts) ++decreasing_ts;
+    last_ts = m.timestamp();
+    uint64_t new_ref = 0;
+    uint64_t match = 0;
+    switch (m.type()) {
+      case 'S': system_events.push_back(m.As<SystemEvent>().event_code()); break;
+      case 'R': {
+        const auto d = m.As<StockDirectory>();
+        if (TrimPadding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
+        break;
+      }
+      case 'A': new_ref = m.As<AddOrder>().order_reference(); break;
+      case 'F': new_ref = m.As<AddOrderMpid>().order_reference(); break;
+      case 'U': new_ref = m.As<OrderReplace>().new_order_reference(); break;
+      case 'E': match = m.As<OrderExecuted>().match_number(); break;
+      case 'C': match = m.As<OrderExecutedWithPrice>().match_number(); break;
+      case 'P': match = m.As<Trade>().match_number(); break;
+      default: break;
+    }
+    if (new_ref != 0) {
+      if (new_ref <= last_ref) ++non_increasing_ref;
+      last_ref = new_ref;
+    }
+    if (match != 0) {
+      EXPECT_EQ(match, last_match + 1);
+      last_match = match;
+    }
+    if (m.stock_locate() > o.symbols) ++bad_locate;
+    books.Apply(m);
+    if (const OrderBook* b = books.book(m.stock_locate()); b != nullptr && b->crossed()) ++crossed;
+  });
+  ASSERT_TRUE(r.ok()) << r.ToStatus();
+  EXPECT_EQ(r.messages, o.messages);
+  EXPECT_EQ(system_events, "OSQMEC");
+  EXPECT_EQ(decreasing_ts, 0u);
+  EXPECT_EQ(non_increasing_ref, 0u);
+  EXPECT_EQ(crossed, 0u);  // limit orders arrive behind the opposite best
+  EXPECT_EQ(bad_locate, 0u);
+  const BookStats& s = books.stats();
+  EXPECT_EQ(s.unknown_execute + s.unknown_cancel + s.unknown_delete + s.unknown_replace, 0u);
+  EXPECT_EQ(s.duplicate_add + s.overfill + s.bad_side + s.level_mismatch, 0u);
+  // The mix: adds ~40%, deletes ~30%, the rest a few % each.
+  const MessageCounts& c = books.counts();
+  const double n = static_cast<double>(o.messages);
+  EXPECT_NEAR((c['A'] + c['F']) / n, 0.42, 0.05);
+  EXPECT_NEAR(c['D'] / n, 0.32, 0.05);
+  EXPECT_GT(c['E'], 0u);
+  EXPECT_GT(c['C'], 0u);
+  EXPECT_GT(c['X'], 0u);
+  EXPECT_GT(c['U'], 0u);
+  EXPECT_GT(c['P'], 0u);
+  EXPECT_GT(c['F'], 0u);
+  EXPECT_EQ(c['R'], o.symbols);
+  EXPECT_EQ(c['H'], o.symbols);
+}
+
+TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
+  const std::vector<uint8_t> bytes = *GenerateItch(Options(2, 1000, 9));
+  const std::string path = ::testing::TempDir() + "/gen.itch";
+  ASSERT_TRUE(WriteBinaryFile(path, bytes).ok());
+  absl::StatusOr<Reader> r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r->data().begin(), r->data().end()));
+  EXPECT_FALSE(WriteBinaryFile("/nonexistent-dir/gen.itch", bytes).ok());
+}
+
+}  // namespace
+}  // namespace pollux::itch

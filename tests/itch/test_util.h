@@ -1,0 +1,52 @@
+// Helpers shared by the ITCH tests.
+#pragma once
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+namespace pollux::itch::testing {
+
+// Bytes from a hex string; spaces are ignored so messages can be written field by field:
+//   Hex("41 0002 0003 0a1b2c3d4e5f ...")
+inline std::vector<uint8_t> Hex(std::string_view hex) {
+  std::vector<uint8_t> out;
+  int hi = -1;
+  for (const char c : hex) {
+    if (c == ' ') continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c))) throw std::invalid_argument("bad hex");
+    const int v = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                                                              : std::tolower(c) - 'a' + 10;
+    if (hi < 0) {
+      hi = v;
+    } else {
+      out.push_back(static_cast<uint8_t>(hi << 4 | v));
+      hi = -1;
+    }
+  }
+  if (hi >= 0) throw std::invalid_argument("odd hex length");
+  return out;
+}
+
+// Prepends a BinaryFILE length prefix (`length`, by default the body size).
+inline std::vector<uint8_t> Framed(const std::vector<uint8_t>& body, int length = -1) {
+  const uint16_t len = length < 0 ? static_cast<uint16_t>(body.size()) : static_cast<uint16_t>(length);
+  // Sized up front: GCC 12 reports a bogus -Warray-bounds for insert() into a tiny vector.
+  std::vector<uint8_t> out(body.size() + 2);
+  out[0] = static_cast<uint8_t>(len >> 8);
+  out[1] = static_cast<uint8_t>(len);
+  std::copy(body.begin(), body.end(), out.begin() + 2);
+  return out;
+}
+
+inline void Append(std::vector<uint8_t>& to, const std::vector<uint8_t>& bytes) {
+  const size_t at = to.size();
+  to.resize(at + bytes.size());
+  std::copy(bytes.begin(), bytes.end(), to.begin() + static_cast<ptrdiff_t>(at));
+}
+
+}  // namespace pollux::itch::testing
