@@ -391,6 +391,14 @@ inline void CallIfInvocable(V& v, const uint8_t* p) {
 }
 }  // namespace detail
 
+// Builds a visitor from lambdas: Dispatch(m, Overloaded{[](const AddOrder&) {...}, ...}).
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
 // Calls `v(TypedView)` for the message's type if `v` accepts that view type; types it
 // does not accept are ignored, so a visitor can handle just the messages it cares about
 // (an overload set of lambdas, or a class with operator() overloads). Precondition: `m`

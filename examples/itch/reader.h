@@ -16,7 +16,7 @@
 // Nothing is ever skipped silently and malformed input never reads out of bounds.
 //
 // Hot path: ForEachMessage/VisitMessages are templates that inline the caller's callback;
-// the per-message work is one table lookup, two compares and the callback. Errors are
+// the per-message work is one table lookup, three compares and the callback. Errors are
 // returned as a plain ParseResult (no allocation); ToStatus() builds the message.
 #pragma once
 

@@ -320,6 +320,15 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
   EXPECT_EQ(v.deletes, 1);
   EXPECT_EQ(v.last_ref, 7u);
 
+  // Lambdas combined with Overloaded.
+  int adds = 0, deletes = 0;
+  const auto lambdas = Overloaded{[&](const AddOrder&) { ++adds; },
+                                  [&](const OrderDelete&) { ++deletes; }};
+  Dispatch(*DecodeMessage(add), lambdas);
+  Dispatch(*DecodeMessage(sys), lambdas);
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(deletes, 0);
+
   // A generic lambda sees every type.
   std::string seen;
   auto all = [&seen](auto m) { seen.push_back(m.type()); };
