@@ -84,6 +84,9 @@ class SubscriberImpl {
  public:
   enum class Mode : std::uint8_t { kInline, kQueued };
   int poll(const Handlers& h, int limit) noexcept;
+  void report_gap(const Handlers& h, const Gap& g) noexcept;
+  void flush_dropped_gap(const Handlers& h) noexcept;
+  Gap pending_gap{};  // dropped views not yet reported (merged with what follows)
   bool connected() const noexcept;
   void close() noexcept;
 

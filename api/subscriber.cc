@@ -16,6 +16,7 @@ GapReason gap_reason(std::uint16_t r) {
   switch (r) {
     case transport::kGapOverrun: return GapReason::kOverrun;
     case transport::kGapLost: return GapReason::kLost;
+    case transport::kGapMalformed: return GapReason::kMalformed;
     default: return GapReason::kLapped;
   }
 }
@@ -24,6 +25,24 @@ GapReason gap_reason(std::uint16_t r) {
 bool SubscriberImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
   return mode == Mode::kInline ? ep->connected() : channel->ep->connected();
+}
+
+void SubscriberImpl::flush_dropped_gap(const Handlers& h) noexcept {
+  if (pending_gap.count == 0) return;
+  report_gap(h, pending_gap);
+  pending_gap.count = 0;
+}
+
+void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
+  ++gaps;
+  counters.gaps.add();
+  if (g.reason == GapReason::kOverrun) {
+    counters.overruns.add(g.count);  // delivered, but possibly torn: not lost
+  } else {
+    lost += g.count;
+    counters.lost.add(g.count);
+  }
+  h.on_gap(h.ctx, g);
 }
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
@@ -40,11 +59,33 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       n = channel->deliver.pop_burst(buf, want);
     }
     if (n == 0) break;
-    std::uint32_t nrel = 0;
+    std::uint32_t nrel = 0, delivered = 0;
     std::uint64_t bytes = 0;
+    // Dedicated/shared modes: the poller read these frames a while ago. Views into a lossy
+    // shm log may have been overwritten since: check before and after delivery (one load of
+    // the writer's tail each time) and report, never deliver, what was lost.
+    // Consecutive losses (dropped views, then the reader's own lapped gap) are merged into one
+    // report, held until a message or event follows or a poll finds nothing more waiting.
+    const bool check = mode == Mode::kQueued;
+    const std::uint64_t floor = check ? channel->ep->safe_floor() : 0;
+    Gap& dropped = pending_gap;
+    auto flush_dropped = [&] {
+      if (dropped.count == 0) return;
+      report_gap(h, dropped);
+      dropped.count = 0;
+    };
     for (std::uint32_t i = 0; i < n; ++i) {
       const RxDesc& d = buf[i];
       if (__builtin_expect(d.kind == RxKind::kMessage, 1)) {
+        if (__builtin_expect(check && transport::shm::LogReader::start_of(d) < floor, 0)) {
+          if (dropped.count != 0 && d.sequence != dropped.from + dropped.count) flush_dropped();
+          if (dropped.count++ == 0) {
+            dropped = Gap{stream_id, d.session_id, d.sequence, 1, GapReason::kLapped};
+          }
+          rel[nrel++] = d;  // still handed back: the poller counts outstanding descriptors
+          continue;
+        }
+        flush_dropped();
         const core::FrameHeader* f = d.frame;
         std::uint32_t off = core::kFrameHeaderSize;
         const StageTimes* trace = nullptr;
@@ -68,15 +109,17 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         h.on_message(h.ctx, m);
         bytes += d.length - off;
         rel[nrel++] = d;
+        ++delivered;
       } else if (d.kind == RxKind::kGap) {
-        const Gap g{stream_id, d.session_id, d.gap_from, d.gap_count, gap_reason(d.reason)};
-        ++gaps;
-        lost += d.gap_count;
-        counters.gaps.add();
-        counters.lost.add(d.gap_count);
-        if (d.reason == transport::kGapOverrun) counters.overruns.add();
-        h.on_gap(h.ctx, g);
+        const Gap g{stream_id, d.session_id, d.sequence, d.gap_count, gap_reason(d.reason)};
+        if (dropped.count != 0 && g.reason == GapReason::kLapped && g.from == dropped.from + dropped.count) {
+          dropped.count += g.count;  // the same hole, seen by the poller after our drops
+          continue;
+        }
+        flush_dropped();
+        report_gap(h, g);
       } else {
+        flush_dropped();
         StreamEvent ev{StreamEventKind::kNewSession, stream_id, d.session_id};
         if (d.kind == RxKind::kEndOfStream) {
           ev.kind = d.reason == 0 ? StreamEventKind::kEndOfStream : StreamEventKind::kPublisherDied;
@@ -85,14 +128,28 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         h.on_event(h.ctx, ev);
       }
     }
-    received += nrel;
-    counters.messages.add(nrel);
+    if (check && delivered != 0) {
+      // Views torn during delivery (overwritten while the handler ran) are reported at once.
+      const std::uint64_t after = channel->ep->safe_floor();
+      Gap torn{stream_id, 0, 0, 0, GapReason::kOverrun};
+      for (std::uint32_t i = 0; i < nrel; ++i) {
+        if (transport::shm::LogReader::start_of(rel[i]) < floor) continue;  // dropped, not delivered
+        if (transport::shm::LogReader::start_of(rel[i]) >= after) break;
+        if (torn.count++ == 0) {
+          torn.from = rel[i].sequence;
+          torn.session_id = rel[i].session_id;
+        }
+      }
+      if (torn.count != 0) report_gap(h, torn);
+    }
+    received += delivered;
+    counters.messages.add(delivered);
     counters.bytes.add(bytes);
     if (mode == Mode::kInline) {
       if (shm != nullptr) {
-        shm->release_st({rel, nrel});
+        shm->release_st({rel, nrel}, true);
       } else {
-        ep->release_st({rel, nrel});
+        ep->release_st({rel, nrel}, true);
       }
     } else if (nrel > 0) {
       // Cannot fail: the poller never has more messages outstanding than this ring holds.
@@ -101,6 +158,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     handled += static_cast<int>(n);
     if (n < want) break;
   }
+  if (handled == 0) flush_dropped_gap(h);
   return handled;
 }
 

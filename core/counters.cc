@@ -38,8 +38,14 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
     mem = mmap(nullptr, f->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return absl::ResourceExhaustedError("cannot map counters memory");
   } else {
-    f->path_ = absl::StrFormat("%s/pollux-%s-%d.counters", dir, name, getpid());
-    int fd = ::open(f->path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    // One file per context: several contexts in one process must not share (or truncate)
+    // each other's file.
+    static std::atomic<int> instance{0};
+    const int n = instance.fetch_add(1, std::memory_order_relaxed);
+    f->path_ = n == 0 ? absl::StrFormat("%s/pollux-%s-%d.counters", dir, name, getpid())
+                      : absl::StrFormat("%s/pollux-%s-%d-%d.counters", dir, name, getpid(), n);
+    ::unlink(f->path_.c_str());  // a stale file from a dead process with our pid
+    int fd = ::open(f->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       return absl::PermissionDeniedError(absl::StrFormat(
           "cannot create counters file %s: %s (set runtime.shm_dir to a writable tmpfs, or "

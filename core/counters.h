@@ -1,4 +1,4 @@
-// Counters kept in a shared-memory file (<shm_dir>/pollux-<name>-<pid>.counters) so another
+// Counters kept in a shared-memory file (<shm_dir>/pollux-<name>-<pid>[-<n>].counters) so another
 // process (tools/pollux-stat) can read them while this one runs, as Aeron's CnC file allows.
 //
 // Layout: a 4 KiB header, then `capacity` 128-byte labels, then `capacity` 128-byte values.

@@ -139,14 +139,14 @@ int Poller::tx_duty(std::int64_t now) noexcept {
   return work;
 }
 
-int Poller::rx_duty(std::int64_t now) noexcept {
+int Poller::rx_duty(std::int64_t /*now*/) noexcept {
   int work = 0;
   transport::RxDesc buf[kMaxBurst];
   for (std::size_t i = 0; i < rx_.size(); ++i) {
     RxChannel& ch = *rx_[i];
     const std::uint32_t nr = ch.release.pop_burst(buf, burst_);
     if (nr > 0) {
-      ch.ep->release_st({buf, nr});
+      ch.ep->release_st({buf, nr}, /*validate=*/false);  // the subscriber validated
       ch.outstanding -= nr;
       work += static_cast<int>(nr);
     }
@@ -168,8 +168,9 @@ int Poller::rx_duty(std::int64_t now) noexcept {
       if (buf[k].kind != transport::RxKind::kMessage) continue;
       ++msgs;
       if (__builtin_expect(buf[k].frame->flags & kFlagTraced, 0)) {
-        buf[k].receive_ns = now;
-        buf[k].ring_ns = Clock::now_ns();
+        // Fresh reads: the cycle's `now` predates what this cycle's tx duty posted.
+        buf[k].receive_ns = Clock::now_ns();
+        buf[k].ring_ns = buf[k].receive_ns;
       }
     }
     (void)ch.deliver.push_burst(buf, n);  // fits: n <= room <= free space

@@ -38,7 +38,7 @@ static_assert(sizeof(TxDesc) == 16);
 
 enum class RxKind : std::uint16_t {
   kMessage = 0,      // frame points at a complete frame (zero-copy)
-  kGap = 1,          // gap_count messages starting at gap_from will never arrive
+  kGap = 1,          // gap_count messages starting at `sequence` will never arrive
   kEndOfStream = 2,  // the publisher closed (reason 0) or died (reason 1)
   kNewSession = 3,   // a new publisher incarnation (session) started on the stream
 };
@@ -47,12 +47,13 @@ enum GapReason : std::uint16_t {
   kGapLapped = 0,    // lossy shm: the publisher overwrote data before it was read
   kGapOverrun = 1,   // lossy shm: data was overwritten while being delivered (views were torn)
   kGapLost = 2,      // network loss that could not be repaired
+  kGapMalformed = 3, // a corrupt frame was dropped
 };
 
 struct RxDesc {
   const core::FrameHeader* frame;  // kMessage
   std::uint64_t token;             // transport's own (shm: log position after the frame)
-  std::uint64_t gap_from;          // kGap: first missing sequence
+  std::uint64_t sequence;          // kMessage: the frame's sequence; kGap: first missing one
   std::uint64_t gap_count;         // kGap: number of messages lost (0 = unknown, overrun)
   std::int64_t receive_ns;         // traced frames: when the transport saw it
   std::int64_t ring_ns;            // traced frames: when a poller pushed it to the subscriber ring
@@ -96,9 +97,14 @@ class RxEndpoint {
   virtual ~RxEndpoint() = default;
   // Fills up to out.size() events; returns their number.
   virtual std::uint32_t poll_st(std::span<RxDesc> out) noexcept = 0;
-  // Hands back delivered kMessage events (in order). A transport that finds the views were
-  // overwritten during delivery reports it as a kGap/kGapOverrun event on the next poll.
-  virtual void release_st(std::span<const RxDesc> done) noexcept = 0;
+  // Hands back delivered kMessage events (in order). With `validate`, a transport whose
+  // buffers can be overwritten (lossy shm) checks the views survived delivery and reports any
+  // that did not as a kGap/kGapOverrun event on the next poll. The dedicated/shared modes
+  // validate on the application thread instead (safe_floor()) and pass false.
+  virtual void release_st(std::span<const RxDesc> done, bool validate) noexcept = 0;
+  // Thread-safe: a message view whose log position (token - aligned length) is below this
+  // may have been overwritten. 0 for transports that own their receive buffers until release.
+  virtual std::uint64_t safe_floor() const noexcept { return 0; }
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
   virtual bool try_arm_st() noexcept { return true; }
   virtual void disarm_st() noexcept {}

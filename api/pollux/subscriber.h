@@ -65,7 +65,7 @@ class Subscriber {
   std::string_view topic() const noexcept;
   // Totals since creation.
   std::uint64_t messages_received() const noexcept;
-  std::uint64_t messages_lost() const noexcept;  // sum of Gap::count
+  std::uint64_t messages_lost() const noexcept;  // sum of Gap::count, kOverrun excluded
   std::uint64_t gaps_reported() const noexcept;  // number of Gap notifications
 
   void close() noexcept;

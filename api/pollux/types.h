@@ -40,10 +40,12 @@ enum class GapReason : std::uint16_t {
   kLapped = 0,   // the publisher overwrote messages before this subscriber read them
   kOverrun = 1,  // messages were overwritten while being delivered: the views just handed out may have been torn
   kLost = 2,     // lost on the network and not repairable
+  kMalformed = 3,  // a corrupt frame was counted and dropped
 };
 
-// `count` messages starting at sequence `from` will never be delivered (count 0: unknown,
-// for kOverrun).
+// `count` messages starting at sequence `from` will never be delivered - except for kOverrun,
+// where they WERE delivered but the publisher overwrote them while the handler ran, so those
+// views may have been torn (lossy shm only; they are not counted in messages_lost()).
 struct Gap {
   std::uint32_t stream_id;
   std::uint32_t session_id;

@@ -235,10 +235,16 @@ class LogReader {
     resync_ = true;
     if (join_at_start && tail + margin_ <= size_) {
       pos_ = 0;  // first lap: everything the session wrote is still there
+      expected_ = 1;
+      announce_gap_ = true;
     } else if (join_at_start) {
       jump_oldest(tail);
     } else {
       pos_ = tail;  // the header slot at tail was zeroed before tail was published
+      // Learn which sequence the next frame will carry, so that being lapped before reading
+      // anything is still reported with the exact count.
+      expected_ = sequence_at(tail);
+      announce_gap_ = expected_ != 0;
     }
     if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
   }
@@ -253,7 +259,7 @@ class LogReader {
   std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept {
     std::uint32_t n = 0;
     if (pending_overrun_ && max > 0) {
-      out[n++] = gap_event(expected_, 0, kGapOverrun);
+      out[n++] = gap_event(overrun_from_, overrun_count_, kGapOverrun);
       pending_overrun_ = false;
     }
     int recoveries = 0;  // bounds the work of one call even against a hostile writer
@@ -275,14 +281,19 @@ class LogReader {
       if (__builtin_expect(resync_ || seq != expected_ || !plausible(h, pos_), 0)) {
         const bool ok_here = resync_ && plausible(h, pos_) && seq >= expected_ && !lapped(pos_);
         if (!ok_here) {
-          if (!lapped(pos_)) ++malformed_;  // not overwritten, yet wrong: foreign/corrupt bytes
           if (recoveries++ >= 4) break;
-          recover();
+          if (!lapped(pos_)) {
+            // Not overwritten, yet wrong: foreign or corrupted bytes. Drop this one frame.
+            ++malformed_;
+            skip_malformed();
+          } else {
+            recover();
+          }
           continue;
         }
         // Resynchronised on an intact frame after a jump (or on joining).
         if (announce_gap_ && seq > expected_) {
-          out[n++] = gap_event(expected_, seq - expected_, kGapLapped);
+          out[n++] = gap_event(expected_, seq - expected_, resync_reason_);
         }
         expected_ = seq;
         resync_ = false;
@@ -302,30 +313,53 @@ class LogReader {
       d.length = len;
       d.kind = RxKind::kMessage;
       d.session_id = session_id_;
+      d.sequence = seq;
       d.receive_ns = 0;
+      d.ring_ns = 0;
       pos_ += aligned;
       ++expected_;
     }
     return n;
   }
 
-  // After delivery: publish the consumed position and check the views were not overwritten.
-  void release(const RxDesc* done, std::uint32_t n) noexcept {
-    std::uint64_t first = ~std::uint64_t{0}, last = 0;
+  // After delivery: publish the consumed position and (validate) check that the views were
+  // not overwritten while the application used them.
+  void release(const RxDesc* done, std::uint32_t n, bool validate = true) noexcept {
+    std::uint64_t last = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
-      if (done[i].kind != RxKind::kMessage) continue;
-      first = std::min(first, done[i].token - core::align_up(done[i].length, core::kFrameAlignment));
-      last = std::max(last, done[i].token);
+      if (done[i].kind == RxKind::kMessage) last = std::max(last, done[i].token);
     }
     if (last == 0) return;
     // Release pairs with the writer's acquire in refresh_limit(): our reads of the frames
     // happen before it may overwrite them (backpressure mode).
     if (slot_ != nullptr) slot_->position.store(last, std::memory_order_release);
-    if (lapped(first)) {
+    if (!validate) return;
+    const std::uint64_t floor = safe_floor();
+    std::uint64_t torn = 0, from = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (done[i].kind != RxKind::kMessage || start_of(done[i]) >= floor) continue;
+      if (torn++ == 0) from = done[i].sequence;
+    }
+    if (torn != 0) {
       ++overruns_;
       pending_overrun_ = true;
+      overrun_from_ = from;
+      overrun_count_ = torn;
       if (lapped(pos_)) recover();
     }
+  }
+
+  static std::uint64_t start_of(const RxDesc& d) noexcept {
+    return d.token - core::align_up(d.length, core::kFrameAlignment);
+  }
+
+  // Any thread: frames starting below this position may have been overwritten.
+  std::uint64_t safe_floor() const noexcept {
+    // Acquire fence: loads of frame data before this call are ordered before the tail load
+    // (pairs with the writer's release fence after each tail store).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint64_t tail = ws_->tail.load(std::memory_order_relaxed);
+    return tail + margin_ > size_ ? tail + margin_ - size_ : 0;
   }
 
   std::uint64_t overruns() const noexcept { return overruns_; }
@@ -348,12 +382,33 @@ class LogReader {
   }
 
   // True when data at log position q may already have been overwritten.
-  bool lapped(std::uint64_t q) const noexcept {
-    // Acquire fence: the loads of frame data before this point are ordered before the tail
-    // load (pairs with the writer's release fence after each tail store).
-    std::atomic_thread_fence(std::memory_order_acquire);
-    const std::uint64_t tail = ws_->tail.load(std::memory_order_relaxed);
-    return q + size_ < tail + margin_;
+  bool lapped(std::uint64_t q) const noexcept { return q < safe_floor(); }
+
+  // Sequence of the frame that will start at `tail` (the live edge), found by walking the
+  // frames from the last checkpoint before it; 0 if it cannot be determined safely. Join-time
+  // only (up to one checkpoint block of headers).
+  std::uint64_t sequence_at(std::uint64_t tail) const noexcept {
+    if (tail == 0) return 1;
+    const std::uint64_t lo = tail + margin_ > size_ ? tail + margin_ - size_ : 0;
+    std::uint64_t c = ~std::uint64_t{0};
+    for (std::uint32_t k = 0; k < kCheckpoints; ++k) {
+      const std::uint64_t p = cps_->pos[k].load(std::memory_order_acquire);
+      if (p >= lo && p < tail && (c == ~std::uint64_t{0} || p > c)) c = p;
+    }
+    if (c == ~std::uint64_t{0}) return 0;
+    const std::uint64_t start = c;
+    std::uint64_t next = 0;
+    while (c < tail) {
+      std::byte* p = log_ + (c & mask_);
+      const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
+      if (seq == 0 || !plausible(h, c)) return 0;
+      const bool padding = (h->flags & core::kFlagPadding) != 0;
+      next = padding ? seq : seq + 1;
+      c += padding ? h->frame_length : core::align_up(h->frame_length, core::kFrameAlignment);
+    }
+    if (c != tail || lapped(start)) return 0;
+    return next;
   }
 
   // Moves to the oldest frame that is still intact and not behind `floor` (checkpoints mark
@@ -369,9 +424,30 @@ class LogReader {
     pos_ = best;
   }
 
+  // A corrupt header at pos_ (not lapped): find the next plausible frame header - one of this
+  // session carrying the expected sequence (after a corrupt padding frame) or the next one -
+  // at most one frame further on, so only the corrupt frame is lost.
+  void skip_malformed() noexcept {
+    const std::uint64_t tail = ws_->tail.load(std::memory_order_acquire);
+    const std::uint64_t limit = std::min(tail, pos_ + max_frame_ + core::kFrameAlignment);
+    for (std::uint64_t q = pos_ + core::kFrameAlignment; q < limit; q += core::kFrameAlignment) {
+      std::byte* p = log_ + (q & mask_);
+      const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);
+      if ((seq == expected_ || seq == expected_ + 1) && plausible(reinterpret_cast<const core::FrameHeader*>(p), q)) {
+        pos_ = q;
+        resync_ = true;
+        resync_reason_ = kGapMalformed;
+        return;
+      }
+    }
+    recover();
+    resync_reason_ = kGapMalformed;
+  }
+
   // Forward only: never re-delivers what was already delivered.
   void recover() noexcept {
     ++lapped_;
+    resync_reason_ = kGapLapped;
     jump_oldest(ws_->tail.load(std::memory_order_acquire), pos_ + 1);
     resync_ = true;
     empty_polls_ = 0;
@@ -388,7 +464,7 @@ class LogReader {
   RxDesc gap_event(std::uint64_t from, std::uint64_t count, std::uint16_t reason) const noexcept {
     RxDesc d{};
     d.kind = RxKind::kGap;
-    d.gap_from = from;
+    d.sequence = from;
     d.gap_count = count;
     d.reason = reason;
     d.session_id = session_id_;
@@ -404,6 +480,8 @@ class LogReader {
   std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0;
   std::uint64_t pos_ = 0, expected_ = 0;
   bool resync_ = true, announce_gap_ = false, pending_overrun_ = false;
+  std::uint16_t resync_reason_ = kGapLapped;
+  std::uint64_t overrun_from_ = 0, overrun_count_ = 0;
   std::uint32_t empty_polls_ = 0;
   std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
 };

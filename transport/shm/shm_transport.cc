@@ -231,7 +231,7 @@ std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     pending_new_session_ = false;
   }
   if (seg_ != nullptr && !ended_) n += reader_.poll(out.data() + n, max - n);
-  if (n == 0 && (++empty_polls_ & 4095) == 0) housekeeping_st(core::Clock::now_ns());
+  if (n == 0 && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // rate-limited inside
   return n;
 }
 

@@ -53,7 +53,10 @@ class ShmRxEndpoint final : public RxEndpoint {
   ~ShmRxEndpoint() override;
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
-  void release_st(std::span<const RxDesc> done) noexcept override { reader_.release(done.data(), static_cast<std::uint32_t>(done.size())); }
+  void release_st(std::span<const RxDesc> done, bool validate) noexcept override {
+    reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
+  }
+  std::uint64_t safe_floor() const noexcept override { return seg_ != nullptr ? reader_.safe_floor() : 0; }
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   bool connected() const noexcept override { return seg_ != nullptr && !ended_; }
   void close_st() noexcept override;

@@ -1,0 +1,364 @@
+// In-process tests of the public API: threading modes, result codes, tracing, stream events,
+// counters and error reporting.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/counters.h"
+#include "pollux/pollux.h"
+#include "tests/shm/test_util.h"
+
+namespace pollux {
+namespace {
+
+using testing::check_payload;
+using testing::fill_payload;
+using testing::payload_len;
+using testing::unique_name;
+
+std::string cfg(const std::string& name, const std::string& threading, const std::string& extra = "",
+                const std::string& shm_extra = "") {
+  return "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading +
+         "\"\nidle = \"yield\"\n[shm]\nflow_control = \"backpressure\"\nlog_size = \"256KiB\"\n" + shm_extra + extra;
+}
+
+std::unique_ptr<Context> make(const std::string& toml) {
+  auto c = Context::from_string(toml, "test.toml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+template <typename Pred>
+bool poll_until(Subscriber& s, Pred done, std::vector<Message>* /*unused*/ = nullptr, int seconds = 30) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (s.poll([](const Message&) {}, 0) == 0) std::this_thread::yield();
+  }
+  return true;
+}
+
+void wait_connected(Publisher& p, Subscriber& s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!p.is_connected() || !s.is_connected()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "never connected";
+    (void)s.poll([](const Message&) {}, 1);
+    std::this_thread::yield();
+  }
+}
+
+// What a subscriber saw, reduced to something comparable across runs.
+struct Record {
+  std::uint64_t seq;
+  std::uint32_t len;
+  std::uint64_t sum;
+  bool operator==(const Record&) const = default;
+};
+
+std::vector<Record> run_stream(const std::string& threading, std::uint64_t count) {
+  const std::string name = unique_name("modes");
+  auto pub_ctx = make(cfg(name, threading));
+  auto sub_ctx = make(cfg(name, threading));
+  auto pub = pub_ctx->publisher("orders");
+  auto sub = sub_ctx->subscriber("orders");
+  EXPECT_TRUE(pub.ok() && sub.ok());
+  wait_connected(*pub, *sub);
+  std::thread producer([&] {
+    std::byte buf[2048];
+    for (std::uint64_t i = 1; i <= count; ++i) {
+      const std::uint32_t len = payload_len(i, 1500);
+      for (;;) {
+        std::int64_t r;
+        if (i % 3 == 0) {  // a third through zero-copy claims
+          Claim c;
+          r = pub->claim(len, c);
+          if (r >= 0) {
+            fill_payload(c.buffer().data(), len, i);
+            r = pub->commit(c);
+          }
+        } else {
+          fill_payload(buf, len, i);
+          r = pub->offer(buf, len);
+        }
+        if (r >= 0) break;
+        EXPECT_EQ(r, kBackPressured) << result_name(r);
+        std::this_thread::yield();
+      }
+    }
+  });
+  std::vector<Record> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    const int n = sub->poll(
+        [&](const Message& m) {
+          std::uint64_t sum = 0;
+          for (std::byte b : m.payload) sum = sum * 31 + static_cast<std::uint8_t>(b);
+          EXPECT_TRUE(check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence));
+          got.push_back({m.sequence, static_cast<std::uint32_t>(m.payload.size()), sum});
+        },
+        [&](const Gap& g) { ADD_FAILURE() << "unexpected gap from " << g.from << " count " << g.count; }, 64);
+    if (n == 0) std::this_thread::yield();
+  }
+  producer.join();
+  return got;
+}
+
+TEST(ApiTest, SameStreamDeliveredIdenticallyInAllThreadingModes) {
+  constexpr std::uint64_t kCount = 30000;
+  const std::vector<Record> in_line = run_stream("inline", kCount);
+  ASSERT_EQ(in_line.size(), kCount);
+  for (std::uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(in_line[i].seq, i + 1);
+  EXPECT_EQ(run_stream("dedicated", kCount), in_line);
+  EXPECT_EQ(run_stream("shared", kCount), in_line);
+}
+
+TEST(ApiTest, ResultCodes) {
+  const std::string name = unique_name("codes");
+  auto ctx = make(cfg(name, "inline"));
+  auto pub = ctx->publisher("codes");
+  ASSERT_TRUE(pub.ok());
+  const char msg[] = "hello";
+  EXPECT_EQ(pub->offer(msg, sizeof msg), kNotConnected);
+  auto sub = ctx->subscriber("codes");
+  ASSERT_TRUE(sub.ok());
+  wait_connected(*pub, *sub);
+  EXPECT_GE(pub->offer(msg, sizeof msg), 0);
+  std::vector<std::byte> big(pub->max_payload() + 1);
+  EXPECT_EQ(pub->offer(big.data(), big.size()), kMessageTooLarge);
+  EXPECT_EQ(big.size() - 1, 256u * 1024 / 32 - 32) << "max payload = log_size/32 - header";
+  EXPECT_GE(pub->offer(big.data(), big.size() - 1), 0);
+  std::string got;
+  ASSERT_TRUE(poll_until(*sub, [&] {
+    (void)sub->poll([&](const Message& m) {
+      if (got.empty()) got.assign(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+    }, 10);
+    return !got.empty();
+  }));
+  EXPECT_EQ(got, std::string(msg, sizeof msg));
+  pub->close();
+  EXPECT_EQ(pub->offer(msg, sizeof msg), kClosed);
+  EXPECT_TRUE(pub->is_closed());
+}
+
+TEST(ApiTest, BackPressureIsReportedNotBlocking) {
+  const std::string name = unique_name("bp");
+  auto ctx = make(cfg(name, "inline"));
+  auto pub = ctx->publisher("bp");
+  auto sub = ctx->subscriber("bp");
+  wait_connected(*pub, *sub);
+  std::byte buf[1000] = {};
+  int ok = 0;
+  std::int64_t r;
+  while ((r = pub->offer(buf, sizeof buf)) >= 0) ++ok;
+  EXPECT_EQ(r, kBackPressured);
+  EXPECT_GT(ok, 200);  // most of the 256 KiB log
+  int got = 0;
+  while (sub->poll([&](const Message&) { ++got; }, 1000) > 0) {
+  }
+  EXPECT_EQ(got, ok);
+  EXPECT_GE(pub->offer(buf, sizeof buf), 0) << "space again after the subscriber caught up";
+}
+
+TEST(ApiTest, InlineModeRefusesASecondPublisherOnOneStream) {
+  auto ctx = make(cfg(unique_name("two"), "inline"));
+  auto a = ctx->publisher("x");
+  ASSERT_TRUE(a.ok());
+  auto b = ctx->publisher("x");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("already has a publisher in this process"), absl::string_view::npos);
+}
+
+TEST(ApiTest, DedicatedModeTakesSeveralPublishingThreadsOnOneStream) {
+  const std::string name = unique_name("multi");
+  auto ctx = make(cfg(name, "dedicated"));
+  auto sub = ctx->subscriber("multi");
+  ASSERT_TRUE(sub.ok());
+  constexpr int kThreads = 3, kEach = 5000;
+  std::vector<std::thread> threads;
+  std::atomic<int> done{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto pub = ctx->publisher("multi");  // one publisher (endpoint, ring) per thread
+      ASSERT_TRUE(pub.ok()) << pub.status();
+      while (!pub->is_connected()) std::this_thread::yield();
+      for (std::uint32_t i = 0; i < kEach; ++i) {
+        const std::uint64_t v = (static_cast<std::uint64_t>(t) << 32) | i;
+        while (pub->offer(&v, sizeof v) < 0) std::this_thread::yield();
+      }
+      // Keep the stream open until every thread is done: closing the last publisher of a
+      // stream ends it (a later one would start a new session).
+      done.fetch_add(1);
+      while (done.load() < kThreads) std::this_thread::yield();
+    });
+  }
+  std::vector<std::uint32_t> next(kThreads, 0);
+  int total = 0;
+  std::uint64_t last_seq = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (total < kThreads * kEach && std::chrono::steady_clock::now() < deadline) {
+    (void)sub->poll([&](const Message& m) {
+      std::uint64_t v;
+      std::memcpy(&v, m.payload.data(), 8);
+      const int t = static_cast<int>(v >> 32);
+      EXPECT_EQ(static_cast<std::uint32_t>(v), next[t]++) << "per-thread order";
+      EXPECT_EQ(m.sequence, last_seq + 1) << "one stream, one sequence";
+      last_seq = m.sequence;
+      ++total;
+    }, 256);
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(total, kThreads * kEach);
+}
+
+TEST(ApiTest, TracedMessagesCarryOrderedStageTimes) {
+  for (const std::string mode : {"inline", "dedicated"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = unique_name("trace");
+    auto ctx = make(cfg(name, mode, "[[streams]]\ntopic = \"tr\"\nid = 42\ntrace = true\ntrace_every = 10\n"));
+    auto pub = ctx->publisher("tr");
+    auto sub = ctx->subscriber("tr");
+    ASSERT_EQ(pub->stream_id(), 42u);
+    wait_connected(*pub, *sub);
+    for (std::uint64_t i = 1; i <= 100; ++i) {
+      while (pub->offer(&i, sizeof i) < 0) std::this_thread::yield();
+    }
+    int traced = 0, seen = 0;
+    ASSERT_TRUE(poll_until(*sub, [&] {
+      (void)sub->poll([&](const Message& m) {
+        ++seen;
+        std::uint64_t v;
+        ASSERT_EQ(m.payload.size(), 8u);  // the trace block is not part of the payload
+        std::memcpy(&v, m.payload.data(), 8);
+        EXPECT_EQ(v, m.sequence);
+        if (m.trace == nullptr) return;
+        ++traced;
+        const auto& t = m.trace->ns;
+        EXPECT_GT(t[StageTimes::kOffer], 0);
+        EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kPost]);
+        EXPECT_LE(t[StageTimes::kPost], t[StageTimes::kReceive]);
+        EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
+        if (mode == "dedicated") {
+          EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kRingEnqueue]);
+          EXPECT_LE(t[StageTimes::kRingEnqueue], t[StageTimes::kPollerDequeue]);
+          EXPECT_LE(t[StageTimes::kPollerDequeue], t[StageTimes::kPost]);
+          EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kRingToSubscriber]);
+          EXPECT_LE(t[StageTimes::kRingToSubscriber], t[StageTimes::kDelivery]);
+        } else {
+          EXPECT_EQ(t[StageTimes::kRingEnqueue], 0);
+          EXPECT_EQ(t[StageTimes::kRingToSubscriber], 0);
+        }
+      }, 100);
+      return seen == 100;
+    }));
+    EXPECT_EQ(traced, 10) << "one message in 10";
+  }
+}
+
+TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
+  const std::string name = unique_name("eos");
+  auto sub_ctx = make(cfg(name, "inline", "", "liveness_timeout_ms = 40\n"));
+  auto sub = sub_ctx->subscriber("eos");
+  ASSERT_TRUE(sub.ok());
+  std::vector<StreamEventKind> events;
+  std::vector<std::uint64_t> seqs;
+  auto drain = [&](int seconds, std::size_t want_events) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (events.size() < want_events && std::chrono::steady_clock::now() < deadline) {
+      if (sub->poll([&](const Message& m) { seqs.push_back(m.sequence); }, [](const Gap&) {},
+                    [&](const StreamEvent& e) { events.push_back(e.kind); }, 64) == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  };
+  for (int round = 0; round < 2; ++round) {
+    auto pub_ctx = make(cfg(name, "inline"));
+    auto pub = pub_ctx->publisher("eos");
+    ASSERT_TRUE(pub.ok());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!pub->is_connected()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      (void)sub->poll([](const Message&) {}, 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    for (std::uint64_t i = 1; i <= 5; ++i) ASSERT_GE(pub->offer(&i, sizeof i), 0);
+    pub->close();
+    drain(10, round == 0 ? 1 : 3);
+  }
+  // Round 1: 5 messages then end of stream; round 2: new session, 5 messages, end of stream.
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0], StreamEventKind::kEndOfStream);
+  EXPECT_EQ(events[1], StreamEventKind::kNewSession);
+  EXPECT_EQ(events[2], StreamEventKind::kEndOfStream);
+  EXPECT_EQ(seqs, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}));
+}
+
+TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
+  const std::string name = unique_name("corrupt");
+  auto ctx = make(cfg(name, "inline"));
+  const std::uint32_t id = ctx->stream_id("bad");
+  const std::string path = "/dev/shm/pollux-" + name + "-stream-" + std::to_string(id) + ".log";
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<char> junk(1 << 20, 'Z');
+  ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  ::close(fd);
+  auto sub = ctx->subscriber("bad");
+  ASSERT_FALSE(sub.ok());
+  EXPECT_NE(sub.status().message().find("bad magic"), absl::string_view::npos) << sub.status();
+  EXPECT_NE(sub.status().message().find(path), absl::string_view::npos) << sub.status();
+  ::unlink(path.c_str());
+}
+
+TEST(ApiTest, ConfigErrorsSurfaceFromTheContext) {
+  auto c = Context::from_string("[runtime]\nthreading = \"dedicted\"\n", "feed.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(std::string(c.status().message()), "feed.toml:2: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
+  auto d = Context::from_string("[runtime]\ndevice = \"mlx5_99\"\n", "feed.toml");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("device 'mlx5_99' not found"), absl::string_view::npos) << d.status();
+  auto t = Context::from_string("[transport]\nkind = \"udp\"\n", "feed.toml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("not available in this build"), absl::string_view::npos) << t.status();
+}
+
+TEST(ApiTest, CountersAreReadableFromTheFile) {
+  const std::string name = unique_name("ctr");
+  auto ctx = make(cfg(name, "inline"));
+  auto pub = ctx->publisher("ctr");
+  auto sub = ctx->subscriber("ctr");
+  wait_connected(*pub, *sub);
+  for (std::uint64_t i = 0; i < 10; ++i) ASSERT_GE(pub->offer(&i, sizeof i), 0);
+  int n = 0;
+  while (n < 10) n += sub->poll([](const Message&) {}, 10);
+  auto snap = core::read_counters_file(ctx->counters_path());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  std::uint64_t pub_msgs = 0, sub_msgs = 0, pub_bytes = 0;
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind("pub stream", 0) == 0 && c.name == "messages") pub_msgs = c.value;
+    if (c.scope.rfind("pub stream", 0) == 0 && c.name == "bytes") pub_bytes = c.value;
+    if (c.scope.rfind("sub stream", 0) == 0 && c.name == "messages") sub_msgs = c.value;
+  }
+  EXPECT_EQ(pub_msgs, 10u);
+  EXPECT_EQ(pub_bytes, 80u);
+  EXPECT_EQ(sub_msgs, 10u);
+}
+
+TEST(ApiTest, HandlesOutliveTheContext) {
+  auto ctx = make(cfg(unique_name("life"), "dedicated"));
+  auto pub = ctx->publisher("life");
+  auto sub = ctx->subscriber("life");
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  ctx.reset();
+  const int v = 1;
+  EXPECT_EQ(pub->offer(&v, sizeof v), kClosed);
+  EXPECT_EQ(sub->poll([](const Message&) {}, 10), 0);
+  EXPECT_FALSE(sub->is_connected());
+}
+
+}  // namespace
+}  // namespace pollux
