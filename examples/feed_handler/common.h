@@ -1,0 +1,46 @@
+// Pieces shared by the publisher and subscriber roles.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/cache.h"
+#include "core/idle.h"
+
+namespace pollux::feed {
+
+// The feed handler's own loops (pacing, polling) idle like Pollux's pollers: the strategy is
+// runtime.idle, picked once here; one switch per idle call is noise next to a sched_yield.
+class AppIdle {
+ public:
+  explicit AppIdle(core::IdleKind kind) noexcept : kind_(kind) {}
+  void idle(int work) noexcept {
+    switch (kind_) {
+      case core::IdleKind::kBusySpin: spin_.idle(work); break;
+      case core::IdleKind::kYield: yield_.idle(work); break;
+      case core::IdleKind::kBackoff: backoff_.idle(work); break;
+    }
+  }
+  void reset() noexcept { backoff_.reset(); }
+
+ private:
+  core::IdleKind kind_;
+  core::BusySpinIdle spin_;
+  core::YieldIdle yield_;
+  core::BackoffIdle backoff_;
+};
+
+// Live counters of a role, written by its thread (relaxed stores, once per frame at most) and
+// read by the progress printer - possibly in another process, through a shared mapping - so
+// each sits on its own pair of cache lines.
+struct alignas(core::kFalseSharingRange) RoleProgress {
+  enum State : std::uint32_t { kStarting = 0, kReady = 1, kDone = 2, kFailed = 3 };
+  std::atomic<std::uint64_t> messages{0};
+  std::atomic<std::uint64_t> frames{0};
+  std::atomic<std::uint64_t> gaps{0};   // subscribers: gap notifications
+  std::atomic<std::uint64_t> lost{0};   // subscribers: messages lost (Pollux messages)
+  std::atomic<std::uint32_t> state{kStarting};
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "RoleProgress is shared between processes");
+
+}  // namespace pollux::feed

@@ -1,0 +1,80 @@
+// pollux-feed configuration: one TOML file holds Pollux's own tables and a [feed] table.
+//
+// The file is split before Pollux sees it: [feed] is validated here (table-driven, like
+// core/config.cc: every key has a default and a help text, unknown keys are errors, and an
+// error names file:line:key), and Pollux gets the rest of the text with the [feed] lines
+// blanked, so its own errors keep their line numbers and its parser stays strict about
+// every other key. Command-line overrides (--set key=value) go through the same checks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config.h"
+
+namespace pollux::feed {
+
+enum class SourceKind { kGenerator, kFile };
+enum class ReplayMode { kOriginal, kSpeed, kRate, kMax };
+enum class SubscriberMode { kProcess, kThread };
+
+std::string_view SourceName(SourceKind s);
+std::string_view ReplayName(ReplayMode r);
+
+struct FeedConfig {
+  SourceKind source = SourceKind::kGenerator;
+  std::string file;                 // BinaryFILE to replay when source = "file"
+  std::uint32_t symbols = 100;      // generator
+  std::uint64_t messages = 5'000'000;
+  std::uint64_t seed = 1;
+  std::uint32_t orders_per_symbol = 64;
+  ReplayMode replay = ReplayMode::kMax;
+  double speed = 1.0;               // replay = "speed"
+  std::uint64_t rate = 1'000'000;   // replay = "rate", messages per second
+  std::uint32_t max_gap_ms = 100;   // original/speed: longest pause between two messages
+  std::uint32_t streams = 4;        // partitions by stock locate
+  std::string topic = "itch";       // topics are "<topic>.<partition>"
+  std::uint32_t batch_bytes = 8000; // 0: one bare ITCH message per Pollux message
+  std::uint32_t subscribers = 1;
+  SubscriberMode subscriber_mode = SubscriberMode::kProcess;
+  std::uint32_t progress_ms = 1000; // 0: no progress lines
+  std::uint32_t top = 20;           // top-of-book lines in the summary
+  std::uint32_t connect_timeout_ms = 10'000;
+
+  // Where each key was set ("file:line"), for errors found after parsing.
+  std::map<std::string, std::string> where;
+
+  // Topic of partition `i` (0 <= i < streams).
+  std::string Topic(std::uint32_t i) const;
+  // The [feed] table as TOML, every key with its help text.
+  std::string ToToml() const;
+};
+
+struct LoadedConfig {
+  FeedConfig feed;
+  std::string pollux_toml;    // for pollux::Context::from_string
+  std::string pollux_source;  // its source name (errors start with it)
+  core::Config pollux;        // what Pollux will make of pollux_toml (threading, idle, ...)
+};
+
+// `s` as a TOML basic string (quoted, escaped), for building overrides such as --itch.
+std::string TomlString(std::string_view s);
+
+// Splits and validates `text` (source name `source` in errors), then applies `overrides`
+// ("section.key=value", value in TOML syntax or a bare word taken as a string). Pollux's
+// part is checked by Pollux's own parser here too, so every configuration error surfaces
+// before anything starts.
+absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view source,
+                                         const std::vector<std::string>& overrides = {});
+absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path,
+                                            const std::vector<std::string>& overrides = {});
+
+// The built-in default (examples/feed_handler/feed.toml) and its source name.
+std::string_view EmbeddedConfig();
+inline constexpr std::string_view kEmbeddedConfigName = "<embedded feed.toml>";
+
+}  // namespace pollux::feed

@@ -1,0 +1,336 @@
+#include "feed_handler/feed_publisher.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "itch/reader.h"
+
+namespace pollux::feed {
+
+namespace {
+
+using core::Clock;
+
+// Slack after each batch buffer: the packing loop copies a fixed 64 bytes per message (one
+// unrolled copy instead of a length-dependent memcpy call) and may write past the message.
+constexpr std::uint32_t kCopySlack = 64;
+
+// Offset (ns from the start of the replay) at which each message is due.
+struct RateSchedule {
+  std::uint64_t rate;
+  std::uint64_t i = 0;
+  std::int64_t first(itch::MessageView) noexcept { return 0; }
+  std::int64_t next(itch::MessageView) noexcept {
+    ++i;
+    return static_cast<std::int64_t>(static_cast<unsigned __int128>(i) * 1'000'000'000u / rate);
+  }
+};
+
+// The feed's own timestamps (ns since midnight) divided by `speed`; a pause longer than
+// max_gap_ns is shortened to it, so pre-open and after-close silences do not stall a replay.
+struct TimestampSchedule {
+  double speed;
+  std::int64_t max_gap_ns;
+  std::uint64_t prev_ts = 0;
+  std::int64_t t = 0;
+  std::int64_t first(itch::MessageView m) noexcept {
+    prev_ts = m.timestamp();
+    return 0;
+  }
+  std::int64_t next(itch::MessageView m) noexcept {
+    const std::uint64_t ts = m.timestamp();
+    if (ts > prev_ts) {
+      const double d = static_cast<double>(ts - prev_ts) / speed;
+      t += d > static_cast<double>(max_gap_ns) ? max_gap_ns : static_cast<std::int64_t>(d);
+      prev_ts = ts;
+    }
+    return t;
+  }
+};
+
+struct NoSchedule {};
+
+void SleepNs(std::int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx, const FeedConfig& cfg,
+                                                                   core::IdleKind idle) {
+  std::unique_ptr<FeedPublisher> fp(new FeedPublisher(cfg, idle));
+  for (std::uint32_t p = 0; p < cfg.streams; ++p) {
+    absl::StatusOr<Publisher> pub = ctx.publisher(cfg.Topic(p));
+    if (!pub.ok()) return pub.status();
+    if (cfg.batch_bytes > pub->max_payload()) {
+      auto it = cfg.where.find("feed.batch_bytes");
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: feed.batch_bytes: %d does not fit one Pollux message: this configuration's max_payload is %d bytes "
+          "(raise pool.slot_size for dedicated/shared threading, shm.log_size for inline, or lower feed.batch_bytes)",
+          it != cfg.where.end() ? it->second : "<defaults>", cfg.batch_bytes, pub->max_payload()));
+    }
+    fp->pubs_.push_back(std::move(*pub));
+  }
+  fp->batch_bytes_ = cfg.batch_bytes;
+  fp->sent_.assign(cfg.streams, 0);
+  if (cfg.batch_bytes != 0) {
+    const std::size_t stride = cfg.batch_bytes + kCopySlack;
+    fp->storage_.assign(stride * cfg.streams, 0);  // touched now, not on the first message
+    fp->batches_.resize(cfg.streams);
+    for (std::uint32_t p = 0; p < cfg.streams; ++p) fp->batches_[p].data = fp->storage_.data() + p * stride;
+  }
+  return fp;
+}
+
+absl::Status FeedPublisher::WaitConnected(const std::atomic<bool>& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg_.connect_timeout_ms);
+  for (;;) {
+    std::uint32_t missing = 0, first = 0;
+    for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
+      if (!pubs_[p].is_connected() && missing++ == 0) first = p;
+    }
+    if (missing == 0) return absl::OkStatus();
+    if (stop.load(std::memory_order_relaxed)) return absl::CancelledError("stopped while waiting for subscribers");
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "no subscriber on %d of %d stream(s) (first: topic \"%s\") after %d ms (feed.connect_timeout_ms)", missing,
+          pubs_.size(), cfg_.Topic(first), cfg_.connect_timeout_ms));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void FeedPublisher::Publish() noexcept {
+  if (progress_ == nullptr) return;
+  progress_->messages.store(result_.messages, std::memory_order_relaxed);
+  progress_->frames.store(result_.frames, std::memory_order_relaxed);
+}
+
+bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept {
+  std::int64_t not_connected_since = 0;
+  for (;;) {
+    const std::int64_t r = pubs_[p].offer(data, len);
+    if (r >= 0) [[likely]] {
+      ++sent_[p];
+      ++result_.frames;
+      result_.bytes += len;
+      return true;
+    }
+    if (r == kBackPressured) {
+      ++result_.back_pressured;
+    } else if (r == kNotConnected) {
+      // Every subscriber of this stream went away mid-replay (lossy shm reports this rather
+      // than back-pressure): give them the connect timeout to come back.
+      const std::int64_t now = Clock::now_ns();
+      if (not_connected_since == 0) not_connected_since = now;
+      if (now - not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
+        status_ = absl::UnavailableError(absl::StrFormat("topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)",
+                                                         cfg_.Topic(p), cfg_.connect_timeout_ms));
+        return false;
+      }
+    } else {
+      status_ = absl::InternalError(absl::StrFormat("topic \"%s\": offer of %d bytes failed: %s", cfg_.Topic(p), len,
+                                                    std::string(result_name(r))));
+      return false;
+    }
+    if (stop_->load(std::memory_order_relaxed)) {
+      result_.stopped = true;
+      return false;
+    }
+    idle_.idle(0);
+  }
+}
+
+bool FeedPublisher::Flush(std::uint32_t p) noexcept {
+  Batch& b = batches_[p];
+  if (b.len == 0) return true;
+  if (stop_->load(std::memory_order_relaxed)) [[unlikely]] {
+    result_.stopped = true;
+    return false;
+  }
+  if (!Offer(p, b.data, b.len)) return false;
+  b.len = 0;
+  b.messages = 0;
+  Publish();
+  return true;
+}
+
+bool FeedPublisher::FlushAll() noexcept {
+  for (std::uint32_t p = 0; p < batches_.size(); ++p) {
+    if (!Flush(p)) return false;
+  }
+  return true;
+}
+
+template <bool kPacked, bool kPaced, class Schedule>
+absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule schedule) {
+  const std::uint32_t streams = static_cast<std::uint32_t>(pubs_.size());
+  const std::uint8_t* const end = data.data() + data.size();
+  const std::uint32_t limit = batch_bytes_;
+  itch::MessageCounts& counts = result_.counts;
+  std::uint64_t messages = 0;
+
+  // The per-message path: partition, pack (or offer), count.
+  auto route = [&](itch::MessageView m) noexcept -> bool {
+    const std::uint32_t p = streams == 1 ? 0 : m.stock_locate() % streams;
+    const std::uint32_t size = static_cast<std::uint32_t>(m.size());
+    if constexpr (kPacked) {
+      Batch* b = &batches_[p];
+      if (b->len + 2 + size > limit) [[unlikely]] {
+        result_.messages = messages;
+        if (!Flush(p)) return false;
+      }
+      std::uint8_t* d = b->data + b->len;
+      d[0] = 0;
+      d[1] = static_cast<std::uint8_t>(size);
+      if (m.data() + kCopySlack <= end) [[likely]] {
+        std::memcpy(d + 2, m.data(), kCopySlack);  // fixed size: inlined, no call
+      } else {
+        std::memcpy(d + 2, m.data(), size);
+      }
+      b->len += 2 + size;
+      ++b->messages;
+    } else {
+      if (stop_->load(std::memory_order_relaxed)) [[unlikely]] {
+        result_.stopped = true;
+        return false;
+      }
+      if (!Offer(p, m.data(), size)) return false;
+    }
+    counts.Add(m.type_byte());
+    ++messages;
+    if constexpr (!kPacked) {
+      result_.messages = messages;
+      Publish();
+    }
+    return true;
+  };
+  // After a stop or an error: what was packed but never offered was not published.
+  auto unsent = [&] {
+    std::uint64_t n = 0;
+    for (const Batch& b : batches_) n += b.messages;
+    return n;
+  };
+
+  result_.start_ns = Clock::now_ns();
+  if constexpr (!kPaced) {
+    bool ok = true;
+    const itch::ParseResult r = itch::ForEachMessage(data, [&](itch::MessageView m) { return ok = route(m); });
+    if (!ok) {
+      result_.messages = messages - unsent();
+      return status_;
+    }
+    if (!r.ok()) return r.ToStatus();
+  } else {
+    itch::MessageCursor cur(data);
+    itch::MessageView m;
+    bool have = cur.Next(&m);
+    std::int64_t due = have ? schedule.first(m) : 0;
+    const std::int64_t t0 = result_.start_ns;
+    while (have) {
+      const std::int64_t elapsed = Clock::now_ns() - t0;
+      if (due > elapsed) {
+        if (stop_->load(std::memory_order_relaxed)) {
+          result_.stopped = true;
+          break;
+        }
+        // Far from the next message: sleep most of the way, then let the idle strategy
+        // (busy-spin for the tightest schedule) cover the last millisecond.
+        if (due - elapsed > 2'000'000) {
+          SleepNs(due - elapsed - 1'000'000);
+        } else {
+          idle_.idle(0);
+        }
+        continue;
+      }
+      const std::int64_t oldest = due;
+      std::uint32_t n = 0;
+      // Everything due goes out now, packed per partition; a round is capped so that a
+      // replay running behind still flushes (and re-reads the clock) regularly.
+      while (have && due <= elapsed && n < 4096) {
+        if (!route(m)) {
+          result_.messages = messages - unsent();
+          return status_;
+        }
+        ++n;
+        have = cur.Next(&m);
+        if (have) due = schedule.next(m);
+      }
+      if constexpr (kPacked) {
+        result_.messages = messages;
+        if (!FlushAll()) {
+          result_.messages = messages - unsent();
+          return status_;
+        }
+      }
+      result_.lag.record_n(Clock::now_ns() - (t0 + oldest), n);
+      idle_.reset();
+    }
+    if (!cur.result().ok()) return cur.result().ToStatus();
+  }
+  result_.messages = messages;
+  if constexpr (kPacked) {
+    if (!FlushAll()) {
+      result_.messages = messages - unsent();
+      return status_;
+    }
+  }
+  Publish();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t> data, RoleProgress* progress,
+                                                   const std::atomic<bool>& stop) {
+  result_ = ReplayResult{};
+  progress_ = progress;
+  stop_ = &stop;
+  status_ = absl::OkStatus();
+  if (progress_ != nullptr) progress_->state.store(RoleProgress::kReady, std::memory_order_relaxed);
+  const bool packed = batch_bytes_ != 0;
+  absl::Status s;
+  switch (cfg_.replay) {
+    case ReplayMode::kMax:
+      s = packed ? Run<true, false>(data, NoSchedule{}) : Run<false, false>(data, NoSchedule{});
+      break;
+    case ReplayMode::kRate:
+      s = packed ? Run<true, true>(data, RateSchedule{cfg_.rate}) : Run<false, true>(data, RateSchedule{cfg_.rate});
+      break;
+    case ReplayMode::kOriginal:
+    case ReplayMode::kSpeed: {
+      const TimestampSchedule ts{cfg_.replay == ReplayMode::kOriginal ? 1.0 : cfg_.speed,
+                                 static_cast<std::int64_t>(cfg_.max_gap_ms) * 1'000'000};
+      s = packed ? Run<true, true>(data, ts) : Run<false, true>(data, ts);
+      break;
+    }
+  }
+  result_.end_ns = Clock::now_ns();
+  Publish();
+  if (progress_ != nullptr) {
+    progress_->state.store(s.ok() ? RoleProgress::kDone : RoleProgress::kFailed, std::memory_order_relaxed);
+  }
+  if (!s.ok() && !result_.stopped) return s;
+  return std::move(result_);
+}
+
+void FeedPublisher::Close() {
+  for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
+    // Bounded: a subscriber that is gone must not hold up the shutdown.
+    for (int tries = 0; sent_[p] == 0 && tries < 1000; ++tries) {
+      const std::int64_t r = pubs_[p].offer(nullptr, 0);
+      if (r >= 0) ++sent_[p];
+      if (r != kBackPressured) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    pubs_[p].close();
+  }
+}
+
+}  // namespace pollux::feed

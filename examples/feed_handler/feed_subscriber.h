@@ -1,0 +1,65 @@
+// Subscriber role: subscribes to every partition, rebuilds every book, and measures
+// publish-to-book latency.
+//
+// Latency is taken once per Pollux message: Clock::now_ns() after the last ITCH message of
+// the frame has been applied, minus Message::publisher_ns (the publisher's clock when it
+// offered the frame; Pollux's clock is calibrated host-wide, so the two processes'
+// readings compare). It is recorded once for each ITCH message of the frame, so percentiles
+// are per ITCH message and an upper bound for all but the frame's last one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/histogram.h"
+#include "feed_handler/common.h"
+#include "feed_handler/feed_config.h"
+#include "itch/book_set.h"
+#include "pollux/pollux.h"
+
+namespace pollux::feed {
+
+struct SubscribeResult {
+  std::uint64_t messages = 0;    // ITCH messages applied
+  std::uint64_t frames = 0;      // Pollux messages received
+  std::uint64_t bytes = 0;
+  std::uint64_t gaps = 0;        // Gap notifications (kOverrun ones included)
+  std::uint64_t lost = 0;        // Pollux messages lost (sum of Gap::count, kOverrun excluded)
+  std::uint64_t overruns = 0;    // Pollux messages possibly torn while being applied (lossy shm)
+  std::uint64_t malformed = 0;   // payloads that failed ITCH validation (not applied past the error)
+  std::string first_malformed;   // the reader's error for the first of them
+  std::uint32_t ended = 0;       // streams that reported kEndOfStream
+  std::uint32_t died = 0;        // streams whose publisher vanished (kPublisherDied)
+  bool stopped = false;          // interrupted before every stream ended
+  std::int64_t first_ns = 0, last_ns = 0;  // Clock after the first and the last frame
+  core::Histogram latency;       // publish-to-book, ns, one count per ITCH message
+  std::unique_ptr<itch::BookSet> books;
+};
+
+class FeedSubscriber {
+ public:
+  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg,
+                                                              core::IdleKind idle);
+
+  // Polls every partition until each has ended (kEndOfStream or kPublisherDied) or `stop`.
+  // `progress->state` turns kReady once every partition is connected to its publisher; it
+  // is an error if that takes longer than feed.connect_timeout_ms.
+  absl::Status Run(RoleProgress* progress, const std::atomic<bool>& stop);
+
+  SubscribeResult& result() noexcept { return result_; }
+
+ private:
+  FeedSubscriber(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_(idle) {}
+
+  FeedConfig cfg_;
+  AppIdle idle_;
+  std::vector<Subscriber> subs_;
+  SubscribeResult result_;
+};
+
+}  // namespace pollux::feed

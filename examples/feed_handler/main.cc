@@ -1,0 +1,675 @@
+// pollux-feed: replays an ITCH 5.0 feed over Pollux to subscribers that rebuild the order
+// books. docs/FEED.md is the manual; `pollux-feed --help` the summary.
+//
+// Roles: `--role all` (the default) publishes from this process and starts the subscribers
+// - as processes running this binary with `--role sub` and three hidden arguments (an index,
+// a shared mapping for live progress, a pipe for the final report), or as threads - then
+// prints the summary. `--role pub` and `--role sub` run one side alone, e.g. on two hosts
+// once a network transport is configured.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "feed_handler/feed_config.h"
+#include "feed_handler/feed_publisher.h"
+#include "feed_handler/feed_subscriber.h"
+#include "feed_handler/source.h"
+#include "feed_handler/summary.h"
+#include "itch/report.h"
+#include "pollux/pollux.h"
+
+namespace pollux::feed {
+namespace {
+
+constexpr char kUsage[] = R"(usage: pollux-feed [options]
+
+Replays an ITCH 5.0 feed through Pollux to subscribers that rebuild every order book, then
+prints a summary (messages by type, rates, publish-to-book latency, top of book).
+
+  --config FILE        TOML configuration (default: the embedded examples/feed_handler/feed.toml)
+  --itch FILE          replay this ITCH 5.0 BinaryFILE (same as --set feed.source=file
+                       --set feed.file=FILE)
+  --set KEY=VALUE      override one key, e.g. --set feed.messages=1000000
+                       --set feed.replay=rate --set runtime.threading=shared (repeatable)
+  --book-out FILE      final book of every symbol as JSON lines (written by subscriber 0)
+  --counts-out FILE    message counts by type letter as JSON (written by subscriber 0)
+  --summary-json FILE  the summary's figures as JSON
+  --role all|pub|sub   all (default): publish and start feed.subscribers subscribers;
+                       pub / sub: only that side (start the subscribers first)
+  --print-config       print the effective configuration (every key, with help) and exit
+  --quiet              no progress lines on stderr
+  -h, --help           this text
+
+Configuration keys, output formats and the summary: docs/FEED.md.
+)";
+
+enum class Role { kAll, kPub, kSub };
+
+struct Args {
+  std::string config;  // empty: the embedded default
+  std::vector<std::string> overrides;
+  std::string book_out, counts_out, summary_json;
+  Role role = Role::kAll;
+  bool print_config = false;
+  bool quiet = false;
+  // Hidden: set by --role all for the subscriber processes it starts.
+  std::uint32_t sub_index = 0;
+  int progress_fd = -1;
+  int report_fd = -1;
+};
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void OnSignal(int) {
+  g_stop.store(true, std::memory_order_relaxed);
+  // A second Ctrl-C kills outright.
+  signal(SIGINT, SIG_DFL);
+}
+
+void Fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
+
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+      has_value = true;
+    }
+    auto take = [&]() -> absl::StatusOr<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      return std::string(argv[++i]);
+    };
+    auto take_int = [&](int* out) -> absl::Status {
+      absl::StatusOr<std::string> v = take();
+      if (!v.ok()) return v.status();
+      if (!absl::SimpleAtoi(*v, out)) return absl::InvalidArgumentError(absl::StrCat(arg, ": not a number: ", *v));
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" ||
+               arg == "--counts-out" || arg == "--summary-json" || arg == "--role") {
+      absl::StatusOr<std::string> v = take();
+      if (!v.ok()) return v.status();
+      if (arg == "--config") a.config = *v;
+      if (arg == "--itch") {
+        a.overrides.push_back("feed.source=\"file\"");
+        a.overrides.push_back("feed.file=" + TomlString(*v));
+      }
+      if (arg == "--set") a.overrides.push_back(*v);
+      if (arg == "--book-out") a.book_out = *v;
+      if (arg == "--counts-out") a.counts_out = *v;
+      if (arg == "--summary-json") a.summary_json = *v;
+      if (arg == "--role") {
+        if (*v == "all") a.role = Role::kAll;
+        else if (*v == "pub") a.role = Role::kPub;
+        else if (*v == "sub") a.role = Role::kSub;
+        else return absl::InvalidArgumentError(absl::StrCat("--role: expected all|pub|sub, got \"", *v, "\""));
+      }
+    } else if (arg == "--print-config") {
+      a.print_config = true;
+    } else if (arg == "--quiet") {
+      a.quiet = true;
+    } else if (arg == "--sub-index") {
+      int v = 0;
+      s = take_int(&v);
+      a.sub_index = static_cast<std::uint32_t>(v);
+    } else if (arg == "--progress-fd") {
+      s = take_int(&a.progress_fd);
+    } else if (arg == "--report-fd") {
+      s = take_int(&a.report_fd);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", argv[i], "\" (see --help)"));
+    }
+    if (!s.ok()) return s;
+  }
+  return a;
+}
+
+// ---- progress ---------------------------------------------------------------------------------
+
+// Prints one progress line every feed.progress_ms while the replay runs, from totals that the
+// roles publish in RoleProgress blocks (the subscribers' may live in other processes).
+class ProgressPrinter {
+ public:
+  ProgressPrinter(const RoleProgress* pub, std::uint64_t total, const RoleProgress* subs, std::uint32_t nsubs)
+      : pub_(pub), total_(total), subs_(subs), nsubs_(nsubs), last_(1 + nsubs, 0) {
+    start_ = std::chrono::steady_clock::now();
+    prev_ = start_;
+  }
+
+  void Print() {
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - prev_).count();
+    prev_ = now;
+    std::string line = absl::StrFormat("[%6.1fs]", std::chrono::duration<double>(now - start_).count());
+    auto rate = [&](std::uint64_t cur, std::uint64_t* last) {
+      const double r = dt > 0 ? static_cast<double>(cur - *last) / dt : 0;
+      *last = cur;
+      return r >= 1e6 ? absl::StrFormat("%.2fM/s", r / 1e6) : absl::StrFormat("%.0fk/s", r / 1e3);
+    };
+    if (pub_ != nullptr) {
+      const std::uint64_t m = pub_->messages.load(std::memory_order_relaxed);
+      absl::StrAppendFormat(&line, " pub %s", Commas(m));
+      if (total_ != 0) absl::StrAppendFormat(&line, "/%s (%.0f%%)", Commas(total_), 100.0 * static_cast<double>(m) / static_cast<double>(total_));
+      absl::StrAppendFormat(&line, " %s", rate(m, &last_[0]));
+    }
+    for (std::uint32_t i = 0; i < nsubs_; ++i) {
+      const RoleProgress& s = subs_[i];
+      const std::uint64_t m = s.messages.load(std::memory_order_relaxed);
+      absl::StrAppendFormat(&line, " | sub%d %s %s gaps %s", i, Commas(m), rate(m, &last_[1 + i]),
+                            Commas(s.gaps.load(std::memory_order_relaxed)));
+      const std::uint64_t lost = s.lost.load(std::memory_order_relaxed);
+      if (lost != 0) absl::StrAppendFormat(&line, " lost %s", Commas(lost));
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+ private:
+  const RoleProgress* pub_;
+  std::uint64_t total_;
+  const RoleProgress* subs_;
+  std::uint32_t nsubs_;
+  std::vector<std::uint64_t> last_;
+  std::chrono::steady_clock::time_point start_, prev_;
+};
+
+// Runs `check` every 20 ms and the printer every `interval_ms` on a helper thread.
+class Monitor {
+ public:
+  template <class Check>
+  Monitor(ProgressPrinter* printer, std::uint32_t interval_ms, Check check)
+      : thread_([this, printer, interval_ms, check] {
+          auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
+          while (!done_.load(std::memory_order_acquire)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            check();
+            if (printer != nullptr && interval_ms != 0 && std::chrono::steady_clock::now() >= next) {
+              printer->Print();
+              next += std::chrono::milliseconds(interval_ms);
+            }
+          }
+        }) {}
+  ~Monitor() { Stop(); }
+  void Stop() {
+    done_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// ---- subscriber processes ------------------------------------------------------------------
+
+struct ChildProc {
+  pid_t pid = -1;
+  int report_fd = -1;  // read end
+  std::string report;
+  bool exited = false;
+  int status = 0;
+};
+
+// A shared anonymous mapping of RoleProgress blocks that survives exec (memfd).
+struct SharedProgress {
+  int fd = -1;
+  RoleProgress* blocks = nullptr;
+  std::size_t size = 0;
+};
+
+absl::StatusOr<SharedProgress> CreateSharedProgress(std::uint32_t n) {
+  SharedProgress sp;
+  sp.fd = memfd_create("pollux-feed-progress", MFD_CLOEXEC);
+  if (sp.fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  sp.size = sizeof(RoleProgress) * n;
+  if (ftruncate(sp.fd, static_cast<off_t>(sp.size)) != 0) {
+    return absl::InternalError(absl::StrCat("ftruncate: ", std::strerror(errno)));
+  }
+  void* p = mmap(nullptr, sp.size, PROT_READ | PROT_WRITE, MAP_SHARED, sp.fd, 0);
+  if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap: ", std::strerror(errno)));
+  sp.blocks = static_cast<RoleProgress*>(p);
+  for (std::uint32_t i = 0; i < n; ++i) new (&sp.blocks[i]) RoleProgress();
+  return sp;
+}
+
+absl::StatusOr<RoleProgress*> MapChildProgress(int fd, std::uint32_t index) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(RoleProgress) * (index + 1)) {
+    return absl::InvalidArgumentError("--progress-fd: not a progress mapping of this run");
+  }
+  void* p = mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap progress: ", std::strerror(errno)));
+  close(fd);
+  return static_cast<RoleProgress*>(p) + index;
+}
+
+absl::StatusOr<ChildProc> SpawnSubscriber(int argc, char** argv, std::uint32_t index, int progress_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  // Everything the child needs is built before fork(): after it, only async-signal-safe calls
+  // (the parent may already run poller threads).
+  std::vector<std::string> args(argv, argv + argc);
+  for (const std::string& extra : {std::string("--role"), std::string("sub"), std::string("--sub-index"),
+                                   absl::StrCat(index), std::string("--progress-fd"), absl::StrCat(progress_fd),
+                                   std::string("--report-fd"), absl::StrCat(fds[1])}) {
+    args.push_back(extra);
+  }
+  std::vector<char*> av;
+  for (std::string& s : args) av.push_back(s.data());
+  av.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    // The subscriber must not outlive a killed parent (it would wait for its publisher).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    fcntl(progress_fd, F_SETFD, 0);
+    fcntl(fds[1], F_SETFD, 0);
+    execv("/proc/self/exe", av.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  ChildProc c;
+  c.pid = pid;
+  c.report_fd = fds[0];
+  return c;
+}
+
+// True once the child has exited (collected without reaping it, so waitpid later still works).
+bool ChildExited(const ChildProc& c) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == c.pid;
+}
+
+// Reads every child's report until EOF (or `deadline`), then reaps the children.
+void CollectChildren(std::vector<ChildProc>& children, std::chrono::steady_clock::time_point deadline) {
+  for (ChildProc& c : children) {
+    char buf[8192];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        kill(c.pid, SIGKILL);
+        break;
+      }
+      pollfd p{c.report_fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
+      const ssize_t n = read(c.report_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      c.report.append(buf, static_cast<std::size_t>(n));
+    }
+    close(c.report_fd);
+    int st = 0;
+    waitpid(c.pid, &st, 0);
+    c.exited = true;
+    c.status = st;
+  }
+}
+
+// ---- roles -----------------------------------------------------------------------------------
+
+absl::Status WriteOutputs(const Args& a, const itch::BookSet& books) {
+  if (!a.book_out.empty()) {
+    if (absl::Status s = itch::WriteBooksJsonl(books, a.book_out); !s.ok()) return s;
+  }
+  if (!a.counts_out.empty()) {
+    if (absl::Status s = itch::WriteCountsJson(books.counts(), a.counts_out); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
+                              const LoadedConfig& cfg) {
+  if (a.summary_json.empty()) return absl::OkStatus();
+  std::ofstream f(a.summary_json, std::ios::trunc);
+  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux);
+  f.flush();
+  if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", a.summary_json, ": ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Context>> MakeContext(const LoadedConfig& cfg) {
+  return Context::from_string(cfg.pollux_toml, cfg.pollux_source);
+}
+
+// One subscriber, in this process: runs it and reports (book and counts files for index 0).
+SubscriberReport RunSubscriberHere(Context& ctx, const LoadedConfig& cfg, const Args& a, std::uint32_t index,
+                                   RoleProgress* progress) {
+  SubscriberReport rep;
+  rep.index = index;
+  rep.pid = getpid();
+  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.runtime.idle);
+  if (!sub.ok()) {
+    rep.error = std::string(sub.status().message());
+    progress->state.store(RoleProgress::kFailed, std::memory_order_release);
+    return rep;
+  }
+  const absl::Status s = (*sub)->Run(progress, g_stop);
+  rep = MakeReport(index, getpid(), (*sub)->result(), cfg.feed, index == 0);
+  if (!s.ok()) rep.error = std::string(s.message());
+  if (s.ok() && index == 0) {
+    if (absl::Status w = WriteOutputs(a, *(*sub)->result().books); !w.ok()) rep.error = std::string(w.message());
+  }
+  return rep;
+}
+
+int RunSub(const Args& a, const LoadedConfig& cfg) {
+  const bool child = a.report_fd >= 0;
+  RoleProgress local;
+  RoleProgress* progress = &local;
+  if (child && a.progress_fd >= 0) {
+    absl::StatusOr<RoleProgress*> p = MapChildProgress(a.progress_fd, a.sub_index);
+    if (!p.ok()) {
+      Fail(std::string(p.status().message()));
+      return 2;
+    }
+    progress = *p;
+  }
+  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
+  SubscriberReport rep;
+  if (!ctx.ok()) {
+    rep.index = a.sub_index;
+    rep.pid = getpid();
+    rep.error = std::string(ctx.status().message());
+    progress->state.store(RoleProgress::kFailed, std::memory_order_release);
+  } else {
+    std::optional<ProgressPrinter> printer;
+    std::optional<Monitor> monitor;
+    if (!child && !a.quiet) {
+      std::fprintf(stderr, "pollux-feed: subscribing to %d stream(s) \"%s.*\" (%s, threading %s)\n", cfg.feed.streams,
+                   cfg.feed.topic.c_str(), std::string(core::transport_name(cfg.pollux.transport)).c_str(),
+                   std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+      printer.emplace(nullptr, 0, progress, 1);
+      monitor.emplace(&*printer, cfg.feed.progress_ms, [] {});
+    }
+    rep = RunSubscriberHere(**ctx, cfg, a, a.sub_index, progress);
+    if (monitor) monitor->Stop();
+  }
+  if (child) {
+    const std::string text = Serialize(rep);
+    for (std::size_t off = 0; off < text.size();) {
+      const ssize_t n = write(a.report_fd, text.data() + off, text.size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+    close(a.report_fd);
+    return rep.error.empty() ? 0 : 1;
+  }
+  std::printf("== pollux-feed summary (subscriber) ==\n%s", FormatSubscriber(rep).c_str());
+  if (absl::Status s = WriteSummaryJson(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
+  return rep.error.empty() ? 0 : 1;
+}
+
+int RunPub(const Args& a, const LoadedConfig& cfg) {
+  absl::StatusOr<std::unique_ptr<Source>> src = OpenSource(cfg.feed);
+  if (!src.ok()) {
+    Fail(std::string(src.status().message()));
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
+  if (!ctx.ok()) {
+    Fail(std::string(ctx.status().message()));
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.runtime.idle);
+  if (!pub.ok()) {
+    Fail(std::string(pub.status().message()));
+    return 2;
+  }
+  if (!a.quiet) {
+    std::fprintf(stderr, "pollux-feed: %s messages ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
+                 Commas((*src)->messages).c_str(), cfg.feed.streams, cfg.feed.topic.c_str());
+  }
+  if (absl::Status s = (*pub)->WaitConnected(g_stop); !s.ok()) {
+    Fail(std::string(s.message()));
+    return 1;
+  }
+  RoleProgress progress;
+  ProgressPrinter printer(&progress, (*src)->messages, nullptr, 0);
+  std::optional<Monitor> monitor;
+  if (!a.quiet) monitor.emplace(&printer, cfg.feed.progress_ms, [] {});
+  absl::StatusOr<ReplayResult> r = (*pub)->Replay((*src)->data, &progress, g_stop);
+  (*pub)->Close();
+  if (monitor) monitor->Stop();
+  if (!r.ok()) {
+    Fail(std::string(r.status().message()));
+    return 1;
+  }
+  std::printf("== pollux-feed summary (publisher) ==\n%s",
+              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux).c_str());
+  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg); !s.ok()) Fail(std::string(s.message()));
+  return r->stopped ? 1 : 0;
+}
+
+int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
+  const FeedConfig& fc = cfg.feed;
+  const std::uint32_t nsubs = fc.subscribers;
+  const bool processes = fc.subscriber_mode == SubscriberMode::kProcess;
+  // The source first: a bad file fails before anything is started.
+  absl::StatusOr<std::unique_ptr<Source>> src = OpenSource(fc);
+  if (!src.ok()) {
+    Fail(std::string(src.status().message()));
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
+  if (!ctx.ok()) {
+    Fail(std::string(ctx.status().message()));
+    return 1;
+  }
+  // Publishers first: their streams exist before any subscriber looks for them.
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.runtime.idle);
+  if (!pub.ok()) {
+    Fail(std::string(pub.status().message()));
+    return 2;
+  }
+
+  std::vector<RoleProgress> thread_progress(processes ? 0 : nsubs);
+  SharedProgress shared;
+  RoleProgress* sub_progress = thread_progress.data();
+  std::vector<ChildProc> children;
+  std::vector<std::thread> threads;
+  std::vector<SubscriberReport> reports(nsubs);
+  if (processes) {
+    absl::StatusOr<SharedProgress> sp = CreateSharedProgress(nsubs);
+    if (!sp.ok()) {
+      Fail(std::string(sp.status().message()));
+      return 1;
+    }
+    shared = *sp;
+    sub_progress = shared.blocks;
+    for (std::uint32_t i = 0; i < nsubs; ++i) {
+      absl::StatusOr<ChildProc> c = SpawnSubscriber(argc, argv, i, shared.fd);
+      if (!c.ok()) {
+        Fail(std::string(c.status().message()));
+        g_stop.store(true);
+        break;
+      }
+      children.push_back(*c);
+    }
+  } else {
+    for (std::uint32_t i = 0; i < nsubs; ++i) {
+      threads.emplace_back([&, i] { reports[i] = RunSubscriberHere(**ctx, cfg, a, i, &sub_progress[i]); });
+    }
+  }
+
+  // Stops the replay if a subscriber fails or its process exits before the end.
+  std::atomic<bool> sub_failed{false};
+  std::atomic<bool> replay_over{false};
+  auto check = [&] {
+    if (replay_over.load(std::memory_order_acquire)) return;
+    for (std::uint32_t i = 0; i < nsubs; ++i) {
+      const bool failed = sub_progress[i].state.load(std::memory_order_acquire) == RoleProgress::kFailed ||
+                          (processes && i < children.size() && ChildExited(children[i]));
+      if (failed && !sub_failed.exchange(true)) g_stop.store(true);
+    }
+  };
+
+  RoleProgress pub_progress;
+  ProgressPrinter printer(&pub_progress, (*src)->messages, sub_progress, nsubs);
+  std::optional<Monitor> monitor;
+  monitor.emplace(a.quiet ? nullptr : &printer, fc.progress_ms, check);
+
+  absl::Status status;
+  if (!a.quiet) {
+    std::fprintf(stderr, "pollux-feed: %s messages (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
+                 Commas((*src)->messages).c_str(), (*src)->description.c_str(), fc.streams, nsubs,
+                 processes ? "process(es)" : "thread(s)", std::string(core::transport_name(cfg.pollux.transport)).c_str(),
+                 std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+  }
+  // Every subscriber connected on every stream before the first message: nothing is missed.
+  if (status.ok()) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(fc.connect_timeout_ms);
+    for (;;) {
+      std::uint32_t ready = 0;
+      for (std::uint32_t i = 0; i < nsubs; ++i) {
+        ready += sub_progress[i].state.load(std::memory_order_acquire) != RoleProgress::kStarting;
+      }
+      if (ready == nsubs) break;
+      if (g_stop.load()) {
+        status = absl::CancelledError("a subscriber failed or the run was interrupted before the replay started");
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        status = absl::DeadlineExceededError(absl::StrFormat(
+            "%d of %d subscriber(s) not ready after %d ms (feed.connect_timeout_ms)", nsubs - ready, nsubs,
+            fc.connect_timeout_ms));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (status.ok() && !sub_failed.load()) status = (*pub)->WaitConnected(g_stop);
+
+  std::optional<ReplayResult> replay;
+  if (status.ok() && !sub_failed.load()) {
+    absl::StatusOr<ReplayResult> r = (*pub)->Replay((*src)->data, &pub_progress, g_stop);
+    if (r.ok()) {
+      replay = std::move(*r);
+    } else {
+      status = r.status();
+    }
+  }
+  replay_over.store(true, std::memory_order_release);
+  // End of stream for every subscriber (after they have read everything that was sent).
+  (*pub)->Close();
+  if (!status.ok()) g_stop.store(true);
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(fc.connect_timeout_ms) +
+                        std::chrono::seconds(10);
+  if (processes) {
+    CollectChildren(children, deadline);
+    for (std::uint32_t i = 0; i < nsubs; ++i) {
+      reports[i].index = i;
+      if (i >= children.size()) {
+        reports[i].error = "not started";
+        continue;
+      }
+      reports[i].pid = children[i].pid;
+      absl::StatusOr<SubscriberReport> rep = ParseReport(children[i].report);
+      if (rep.ok()) {
+        reports[i] = std::move(*rep);
+      } else {
+        const int st = children[i].status;
+        reports[i].error = WIFSIGNALED(st) ? absl::StrFormat("process killed by signal %d", WTERMSIG(st))
+                                           : absl::StrFormat("process exited with status %d without a report",
+                                                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      }
+    }
+  } else {
+    for (std::thread& t : threads) t.join();
+  }
+  monitor->Stop();
+  if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.Print();
+
+  int rc = 0;
+  std::printf("== pollux-feed summary ==\n");
+  if (replay) {
+    std::printf("%s", FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux).c_str());
+    if (replay->stopped) rc = 1;
+  }
+  for (const SubscriberReport& r : reports) {
+    std::printf("%s", FormatSubscriber(r).c_str());
+    if (!r.error.empty()) rc = 1;
+  }
+  std::printf("%s", FormatAgreement(reports).c_str());
+  std::fflush(stdout);
+  if (!status.ok()) {
+    Fail(std::string(status.message()));
+    rc = 1;
+  }
+  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg); !s.ok()) {
+    Fail(std::string(s.message()));
+    rc = 1;
+  }
+  return rc;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) {
+    Fail(std::string(args.status().message()));
+    return 2;
+  }
+  const Args& a = *args;
+  absl::StatusOr<LoadedConfig> cfg = a.config.empty()
+                                         ? LoadConfig(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
+                                         : LoadConfigFile(a.config, a.overrides);
+  if (!cfg.ok()) {
+    Fail(std::string(cfg.status().message()));
+    return 2;
+  }
+  if (a.print_config) {
+    std::printf("# pollux-feed effective configuration (source: %s)\n\n%s\n%s", cfg->pollux_source.c_str(),
+                cfg->feed.ToToml().c_str(), cfg->pollux.to_toml().c_str());
+    return 0;
+  }
+  // Ctrl-C ends the replay early and still prints the summary. A subscriber process leaves
+  // that decision to its parent (it gets the terminal's SIGINT too) and ends with the streams.
+  if (a.report_fd >= 0) {
+    signal(SIGINT, SIG_IGN);
+  } else {
+    signal(SIGINT, OnSignal);
+  }
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  switch (a.role) {
+    case Role::kAll: return RunAll(argc, argv, a, *cfg);
+    case Role::kPub: return RunPub(a, *cfg);
+    case Role::kSub: return RunSub(a, *cfg);
+  }
+  return 2;
+}
+
+}  // namespace
+}  // namespace pollux::feed
+
+int main(int argc, char** argv) { return pollux::feed::Main(argc, argv); }

@@ -1,0 +1,372 @@
+#include "feed_handler/summary.h"
+
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "itch/messages.h"
+#include "itch/report.h"
+
+namespace pollux::feed {
+
+namespace {
+
+std::string_view TypeName(char t) {
+  switch (t) {
+    case 'S': return "system event";
+    case 'R': return "stock directory";
+    case 'H': return "stock trading action";
+    case 'Y': return "reg SHO restriction";
+    case 'L': return "market participant position";
+    case 'V': return "MWCB decline level";
+    case 'W': return "MWCB status";
+    case 'K': return "IPO quoting period";
+    case 'J': return "LULD auction collar";
+    case 'h': return "operational halt";
+    case 'A': return "add order";
+    case 'F': return "add order (MPID)";
+    case 'E': return "order executed";
+    case 'C': return "order executed with price";
+    case 'X': return "order cancel";
+    case 'D': return "order delete";
+    case 'U': return "order replace";
+    case 'P': return "trade (non-cross)";
+    case 'Q': return "cross trade";
+    case 'B': return "broken trade";
+    case 'I': return "NOII";
+    case 'N': return "retail price improvement";
+    case 'O': return "direct listing with capital raise";
+  }
+  return "?";
+}
+
+std::string Price(std::uint32_t p) { return absl::StrFormat("%d.%04d", p / 10000, p % 10000); }
+
+std::string Us(std::int64_t ns) { return absl::StrFormat("%.2f", static_cast<double>(ns) / 1e3); }
+
+std::string Rate(double per_s) {
+  if (per_s >= 1e6) return absl::StrFormat("%.2f M", per_s / 1e6);
+  if (per_s >= 1e3) return absl::StrFormat("%.1f k", per_s / 1e3);
+  return absl::StrFormat("%.0f ", per_s);
+}
+
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
+  const itch::BookSet& books = *r.books;
+  std::string out;
+  const itch::MessageCounts& c = books.counts();
+  const std::uint64_t total = c.total();
+  absl::StrAppend(&out, "  messages by type:\n");
+  for (char t : itch::kMessageTypes) {
+    if (c[t] == 0) continue;
+    absl::StrAppendFormat(&out, "    %c  %-34s %14s  %5.1f%%\n", t, TypeName(t), Commas(c[t]),
+                          100.0 * static_cast<double>(c[t]) / static_cast<double>(total ? total : 1));
+  }
+  absl::StrAppendFormat(&out, "       %-34s %14s\n", "total", Commas(total));
+
+  const itch::BookStats& s = books.stats();
+  std::vector<std::string> anomalies;
+  auto note = [&](const char* what, std::uint64_t v) {
+    if (v != 0) anomalies.push_back(absl::StrCat(what, " ", Commas(v)));
+  };
+  note("unknown-reference executes", s.unknown_execute);
+  note("cancels", s.unknown_cancel);
+  note("deletes", s.unknown_delete);
+  note("replaces", s.unknown_replace);
+  note("duplicate adds", s.duplicate_add);
+  note("overfills", s.overfill);
+  note("bad sides", s.bad_side);
+  note("level mismatches", s.level_mismatch);
+  absl::StrAppend(&out, "  book anomalies (counted, not fatal): ",
+                  anomalies.empty() ? "none" : absl::StrJoin(anomalies, ", "), "\n");
+
+  std::uint64_t nbooks = 0;
+  books.ForEachBook([&](const itch::OrderBook&) { ++nbooks; });
+  const std::uint64_t shown = std::min<std::uint64_t>(nbooks, cfg.top);
+  if (shown == 0) return out;
+  absl::StrAppendFormat(&out, "  top of book, %s of %s books in stock locate order%s:\n", Commas(shown), Commas(nbooks),
+                        shown < nbooks ? " (--book-out FILE writes every book, every level)" : "");
+  absl::StrAppendFormat(&out, "    %6s  %-8s %12s %12s %12s %12s  %s\n", "locate", "symbol", "bid shares", "bid", "ask",
+                        "ask shares", "levels bid/ask");
+  std::uint64_t i = 0;
+  books.ForEachBook([&](const itch::OrderBook& b) {
+    if (i++ >= shown) return;
+    const auto bid = b.best_bid();
+    const auto ask = b.best_ask();
+    absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(), b.symbol(),
+                          bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-", ask ? Price(ask->price) : "-",
+                          ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy), b.levels(itch::Side::kSell),
+                          b.crossed() ? "  crossed" : "");
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string Commas(std::uint64_t v) {
+  const std::string digits = absl::StrCat(v);
+  std::string out;
+  out.reserve(digits.size() + digits.size() / 3);
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::uint64_t BooksDigest(const itch::BookSet& books) {
+  std::ostringstream os;
+  itch::WriteBooksJsonl(books, os);
+  itch::WriteCountsJson(books.counts(), os);
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : os.str()) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
+                            bool detail) {
+  SubscriberReport s;
+  s.index = index;
+  s.pid = pid;
+  s.messages = r.messages;
+  s.frames = r.frames;
+  s.bytes = r.bytes;
+  s.gaps = r.gaps;
+  s.lost = r.lost;
+  s.overruns = r.overruns;
+  s.malformed = r.malformed;
+  s.first_malformed = r.first_malformed;
+  s.ended = r.ended;
+  s.died = r.died;
+  s.stopped = r.stopped;
+  s.seconds = r.last_ns > r.first_ns ? static_cast<double>(r.last_ns - r.first_ns) / 1e9 : 0;
+  s.latency_count = r.latency.count();
+  s.p50 = r.latency.percentile(50);
+  s.p90 = r.latency.percentile(90);
+  s.p99 = r.latency.percentile(99);
+  s.p999 = r.latency.percentile(99.9);
+  s.p9999 = r.latency.percentile(99.99);
+  s.max = r.latency.max();
+  s.mean = r.latency.mean();
+  s.digest = BooksDigest(*r.books);
+  r.books->ForEachBook([&](const itch::OrderBook&) { ++s.books; });
+  s.live_orders = r.books->live_orders();
+  if (detail) s.detail = Detail(r, cfg);
+  return s;
+}
+
+// One "key=value" line per field, then "detail:" and the detail text up to the end.
+std::string Serialize(const SubscriberReport& r) {
+  std::string out;
+  auto kv = [&](const char* k, const auto& v) { absl::StrAppend(&out, k, "=", v, "\n"); };
+  kv("index", r.index);
+  kv("pid", r.pid);
+  kv("error", OneLine(r.error));
+  kv("messages", r.messages);
+  kv("frames", r.frames);
+  kv("bytes", r.bytes);
+  kv("gaps", r.gaps);
+  kv("lost", r.lost);
+  kv("overruns", r.overruns);
+  kv("malformed", r.malformed);
+  kv("first_malformed", OneLine(r.first_malformed));
+  kv("ended", r.ended);
+  kv("died", r.died);
+  kv("stopped", r.stopped ? 1 : 0);
+  kv("seconds", absl::StrFormat("%.9f", r.seconds));
+  kv("latency_count", r.latency_count);
+  kv("p50", r.p50);
+  kv("p90", r.p90);
+  kv("p99", r.p99);
+  kv("p999", r.p999);
+  kv("p9999", r.p9999);
+  kv("max", r.max);
+  kv("mean", absl::StrFormat("%.3f", r.mean));
+  kv("digest", r.digest);
+  kv("books", r.books);
+  kv("live_orders", r.live_orders);
+  absl::StrAppend(&out, "detail:\n", r.detail);
+  return out;
+}
+
+absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
+  SubscriberReport r;
+  const std::size_t d = text.find("detail:\n");
+  if (d == std::string_view::npos) return absl::DataLossError("subscriber report is incomplete (no detail section)");
+  r.detail = std::string(text.substr(d + 8));
+  bool ok = true;
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), d), '\n', absl::SkipEmpty())) {
+    const std::size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) return absl::DataLossError(absl::StrCat("bad subscriber report line: ", line));
+    const absl::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
+    auto u64 = [&](std::uint64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
+    auto i64 = [&](std::int64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
+    auto u32 = [&](std::uint32_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
+    if (k == "index") u32(&r.index);
+    else if (k == "pid") i64(&r.pid);
+    else if (k == "error") r.error = std::string(v);
+    else if (k == "messages") u64(&r.messages);
+    else if (k == "frames") u64(&r.frames);
+    else if (k == "bytes") u64(&r.bytes);
+    else if (k == "gaps") u64(&r.gaps);
+    else if (k == "lost") u64(&r.lost);
+    else if (k == "overruns") u64(&r.overruns);
+    else if (k == "malformed") u64(&r.malformed);
+    else if (k == "first_malformed") r.first_malformed = std::string(v);
+    else if (k == "ended") u32(&r.ended);
+    else if (k == "died") u32(&r.died);
+    else if (k == "stopped") r.stopped = v == "1";
+    else if (k == "seconds") ok = ok && absl::SimpleAtod(v, &r.seconds);
+    else if (k == "latency_count") u64(&r.latency_count);
+    else if (k == "p50") i64(&r.p50);
+    else if (k == "p90") i64(&r.p90);
+    else if (k == "p99") i64(&r.p99);
+    else if (k == "p999") i64(&r.p999);
+    else if (k == "p9999") i64(&r.p9999);
+    else if (k == "max") i64(&r.max);
+    else if (k == "mean") ok = ok && absl::SimpleAtod(v, &r.mean);
+    else if (k == "digest") u64(&r.digest);
+    else if (k == "books") u64(&r.books);
+    else if (k == "live_orders") u64(&r.live_orders);
+    if (!ok) return absl::DataLossError(absl::StrCat("bad subscriber report value: ", line));
+  }
+  return r;
+}
+
+std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
+                            const FeedConfig& cfg, const core::Config& pc) {
+  std::string out;
+  const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
+  std::string pace;
+  switch (cfg.replay) {
+    case ReplayMode::kMax: pace = "as fast as possible"; break;
+    case ReplayMode::kRate: pace = absl::StrCat("fixed rate ", Commas(cfg.rate), " msg/s"); break;
+    case ReplayMode::kOriginal: pace = absl::StrFormat("original timestamps (pauses cut to %d ms)", cfg.max_gap_ms); break;
+    case ReplayMode::kSpeed:
+      pace = absl::StrFormat("original timestamps x %g (pauses cut to %d ms)", cfg.speed, cfg.max_gap_ms);
+      break;
+  }
+  absl::StrAppendFormat(&out, "source:     %s (ready in %.2f s)\n", source, prepare_seconds);
+  absl::StrAppendFormat(&out, "pollux:     transport %s, threading %s, idle %s, %s flow control, %d stream(s) \"%s.*\"\n",
+                        core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
+                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control),
+                        cfg.streams, cfg.topic);
+  absl::StrAppendFormat(&out, "framing:    %s\n",
+                        cfg.batch_bytes == 0
+                            ? std::string("one bare ITCH message per Pollux message")
+                            : absl::StrFormat("up to %d bytes of length-prefixed ITCH messages per Pollux message",
+                                              cfg.batch_bytes));
+  absl::StrAppendFormat(&out, "publisher:  %s messages in %.3f s = %smsg/s (%.1f MB/s), %s Pollux messages (%.1f per), "
+                              "%s back-pressured offers, %s%s\n",
+                        Commas(r.messages), secs, Rate(secs > 0 ? static_cast<double>(r.messages) / secs : 0),
+                        secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0, Commas(r.frames),
+                        r.frames ? static_cast<double>(r.messages) / static_cast<double>(r.frames) : 0.0,
+                        Commas(r.back_pressured), pace, r.stopped ? " - STOPPED EARLY" : "");
+  if (r.lag.count() != 0) {
+    absl::StrAppendFormat(&out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
+                          Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
+                          Us(r.lag.percentile(99.9)), Us(r.lag.percentile(99.99)), Us(r.lag.max()));
+  }
+  return out;
+}
+
+std::string FormatSubscriber(const SubscriberReport& r) {
+  std::string out;
+  if (!r.error.empty()) {
+    absl::StrAppendFormat(&out, "subscriber %d (pid %d): FAILED: %s\n", r.index, r.pid, r.error);
+    return out;
+  }
+  const double rate = r.seconds > 0 ? static_cast<double>(r.messages) / r.seconds : 0;
+  absl::StrAppendFormat(&out, "subscriber %d (pid %d): %s messages in %.3f s = %smsg/s, %s Pollux messages, "
+                              "streams ended %d%s%s\n",
+                        r.index, r.pid, Commas(r.messages), r.seconds, Rate(rate), Commas(r.frames), r.ended,
+                        r.died ? absl::StrFormat(", publisher died on %d", r.died) : "",
+                        r.stopped ? " - STOPPED EARLY" : "");
+  absl::StrAppendFormat(&out, "  gaps %s (%s Pollux messages lost), overruns %s, malformed %s%s\n", Commas(r.gaps),
+                        Commas(r.lost), Commas(r.overruns), Commas(r.malformed),
+                        r.first_malformed.empty() ? "" : absl::StrCat(" (first: ", r.first_malformed, ")"));
+  absl::StrAppendFormat(&out, "  publish-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s  "
+                              "(mean %s, n=%s)\n",
+                        Us(r.p50), Us(r.p90), Us(r.p99), Us(r.p999), Us(r.p9999), Us(r.max),
+                        Us(static_cast<std::int64_t>(r.mean)), Commas(r.latency_count));
+  absl::StrAppendFormat(&out, "  books: %s, %s live orders, digest %016x\n", Commas(r.books), Commas(r.live_orders),
+                        r.digest);
+  out += r.detail;
+  return out;
+}
+
+std::string FormatAgreement(const std::vector<SubscriberReport>& subs) {
+  if (subs.size() < 2) return "";
+  std::vector<std::uint32_t> differ;
+  for (const SubscriberReport& s : subs) {
+    if (s.digest != subs[0].digest) differ.push_back(s.index);
+  }
+  if (differ.empty()) return absl::StrFormat("all %d subscribers built identical books\n", subs.size());
+  return absl::StrFormat("BOOKS DIFFER: subscriber(s) %s disagree with subscriber 0\n", absl::StrJoin(differ, ", "));
+}
+
+std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
+                        const core::Config& pc) {
+  std::string out = "{\n";
+  absl::StrAppendFormat(&out, "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
+                              "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
+                              "\"rate\": %d, \"speed\": %g},\n",
+                        core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
+                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control), cfg.streams,
+                        cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
+  if (pub != nullptr) {
+    const double secs = static_cast<double>(pub->end_ns - pub->start_ns) / 1e9;
+    absl::StrAppendFormat(&out, "  \"publisher\": {\"messages\": %d, \"frames\": %d, \"bytes\": %d, \"seconds\": %.6f, "
+                                "\"messages_per_s\": %.0f, \"back_pressured\": %d, \"stopped\": %s, "
+                                "\"lag_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, \"max\": %d}},\n",
+                          pub->messages, pub->frames, pub->bytes, secs,
+                          secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0, pub->back_pressured,
+                          pub->stopped ? "true" : "false", pub->lag.percentile(50), pub->lag.percentile(90),
+                          pub->lag.percentile(99), pub->lag.percentile(99.9), pub->lag.percentile(99.99), pub->lag.max());
+  }
+  absl::StrAppend(&out, "  \"subscribers\": [");
+  for (std::size_t i = 0; i < subs.size(); ++i) {
+    const SubscriberReport& s = subs[i];
+    absl::StrAppendFormat(&out, "%s\n    {\"index\": %d, \"pid\": %d, \"error\": %s, \"messages\": %d, \"frames\": %d, "
+                                "\"seconds\": %.6f, \"messages_per_s\": %.0f, \"gaps\": %d, \"lost\": %d, "
+                                "\"overruns\": %d, \"malformed\": %d, \"streams_ended\": %d, \"publisher_died\": %d, "
+                                "\"latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, "
+                                "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
+                                "\"digest\": \"%016x\"}",
+                          i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
+                          s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.gaps, s.lost,
+                          s.overruns, s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean,
+                          s.latency_count, s.books, s.live_orders, s.digest);
+  }
+  absl::StrAppend(&out, "\n  ]\n}\n");
+  return out;
+}
+
+}  // namespace pollux::feed

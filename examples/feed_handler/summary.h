@@ -1,0 +1,60 @@
+// The end-of-run summary: what each role reports, how a subscriber process hands its report
+// to the process that prints the summary, and the text and JSON forms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config.h"
+#include "feed_handler/feed_config.h"
+#include "feed_handler/feed_publisher.h"
+#include "feed_handler/feed_subscriber.h"
+
+namespace pollux::feed {
+
+// A subscriber's outcome, reduced to what the summary needs; plain data so a subscriber
+// process can send it to its parent as text (Serialize / ParseReport).
+struct SubscriberReport {
+  std::uint32_t index = 0;
+  std::int64_t pid = 0;
+  std::string error;  // empty when the subscriber finished normally
+  std::uint64_t messages = 0, frames = 0, bytes = 0, gaps = 0, lost = 0, overruns = 0, malformed = 0;
+  std::string first_malformed;
+  std::uint32_t ended = 0, died = 0;
+  bool stopped = false;
+  double seconds = 0;  // first to last frame
+  // Publish-to-book latency, ns.
+  std::uint64_t latency_count = 0;
+  std::int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
+  double mean = 0;
+  std::uint64_t digest = 0;  // FNV-1a of the books JSON lines and the counts JSON
+  std::uint64_t books = 0, live_orders = 0;
+  std::string detail;        // messages by type, anomalies, top of book (preformatted)
+};
+
+// Fills a report from a finished subscriber; `detail` adds the by-type table and top of book.
+SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
+                            bool detail);
+std::string Serialize(const SubscriberReport& r);
+absl::StatusOr<SubscriberReport> ParseReport(std::string_view text);
+
+// FNV-1a over exactly what --book-out and --counts-out would write.
+std::uint64_t BooksDigest(const itch::BookSet& books);
+
+std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
+                            const FeedConfig& cfg, const core::Config& pc);
+std::string FormatSubscriber(const SubscriberReport& r);
+// "subscribers agree" line (or the disagreement) when there is more than one.
+std::string FormatAgreement(const std::vector<SubscriberReport>& subs);
+
+// Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
+std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
+                        const core::Config& pc);
+
+// 1234567 -> "1,234,567".
+std::string Commas(std::uint64_t v);
+
+}  // namespace pollux::feed

@@ -1,0 +1,171 @@
+// pollux-feed configuration: [feed] keys are validated by the feed handler with Pollux's
+// error format (file:line: key: message), everything else still by Pollux's own parser, and
+// splitting the two keeps Pollux's line numbers.
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "feed_handler/feed_config.h"
+#include "feed_handler/feed_publisher.h"
+#include "pollux/pollux.h"
+
+namespace pollux::feed {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(toml, "x.toml", overrides);
+  EXPECT_FALSE(c.ok()) << "accepted:\n" << toml;
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(FeedConfig, EmbeddedDefaultLoads) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(EmbeddedConfig(), kEmbeddedConfigName);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.source, SourceKind::kGenerator);
+  EXPECT_EQ(c->feed.replay, ReplayMode::kMax);
+  EXPECT_EQ(c->feed.streams, 4u);
+  EXPECT_EQ(c->pollux.transport, core::TransportKind::kShm);
+  EXPECT_EQ(c->pollux.shm.flow_control, core::FlowControl::kBackpressure);
+  EXPECT_EQ(c->pollux_toml.find("\n[feed]"), std::string::npos);
+  EXPECT_EQ(c->pollux_toml.find("\nsymbols"), std::string::npos);
+  EXPECT_EQ(c->feed.Topic(3), "itch.3");
+}
+
+TEST(FeedConfig, ValuesAndWhere) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(R"([feed]
+source = "file"
+file = "/data/day.itch"
+replay = "speed"
+speed = 2.5
+rate = 250_000
+streams = 8
+batch_bytes = 0
+subscribers = 3
+subscriber_mode = "thread"
+)",
+                                              "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.source, SourceKind::kFile);
+  EXPECT_EQ(c->feed.file, "/data/day.itch");
+  EXPECT_EQ(c->feed.replay, ReplayMode::kSpeed);
+  EXPECT_DOUBLE_EQ(c->feed.speed, 2.5);
+  EXPECT_EQ(c->feed.rate, 250'000u);
+  EXPECT_EQ(c->feed.streams, 8u);
+  EXPECT_EQ(c->feed.batch_bytes, 0u);
+  EXPECT_EQ(c->feed.subscribers, 3u);
+  EXPECT_EQ(c->feed.subscriber_mode, SubscriberMode::kThread);
+  EXPECT_EQ(c->feed.where.at("feed.streams"), "x.toml:7");
+}
+
+TEST(FeedConfig, UnknownKeyNamesFileLineKeyWithSuggestion) {
+  EXPECT_EQ(ErrorOf("[runtime]\nthreading = \"inline\"\n\n[feed]\nsymbols = 3\nsymbolz = 4\n"),
+            "x.toml:6: feed.symbolz: unknown key (did you mean feed.symbols?)");
+}
+
+TEST(FeedConfig, TypeRangeAndEnumErrors) {
+  EXPECT_EQ(ErrorOf("[feed]\nmessages = \"many\"\n"), "x.toml:2: feed.messages: expected an integer, got \"many\"");
+  EXPECT_EQ(ErrorOf("[feed]\n\nstreams = 0\n"), "x.toml:3: feed.streams: expected 1..256, got 0");
+  EXPECT_EQ(ErrorOf("[feed]\nreplay = \"fast\"\n"),
+            "x.toml:2: feed.replay: expected original|speed|rate|max, got \"fast\"");
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = -1.0\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got -1");
+  EXPECT_EQ(ErrorOf("[feed]\nbatch_bytes = 10\n"), "x.toml:2: feed.batch_bytes: expected 0 or 64..16777216, got 10");
+  EXPECT_EQ(ErrorOf("[feed]\nsubscriber_mode = true\n"),
+            "x.toml:2: feed.subscriber_mode: expected process|thread, got true");
+  EXPECT_EQ(ErrorOf("feed = 3\n"), "x.toml:1: feed: expected a table [feed], got 3");
+}
+
+TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
+  EXPECT_EQ(ErrorOf("[feed]\nsymbols = 2\nsource = \"file\"\n"),
+            "x.toml:3: feed.file: missing: source = \"file\" needs feed.file (or --itch FILE)");
+  EXPECT_THAT(ErrorOf("[feed]\nsymbols = 100\nmessages = 50\n"),
+              StartsWith("x.toml:3: feed.messages: 50 is too few for 100 symbols"));
+}
+
+TEST(FeedConfig, PolluxKeysStillValidatedByPolluxWithTheirLineNumbers) {
+  // [feed] comes first and spans lines (multi-line value): Pollux must still report line 9.
+  const std::string toml = R"([feed]
+topic = "md"
+streams = 2
+file = """
+/data/x.itch
+"""
+
+[runtime]
+threading = "dedicted"
+)";
+  EXPECT_EQ(ErrorOf(toml), "x.toml:9: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
+  // The feed table's keys never reach Pollux, but unknown tables still fail there.
+  EXPECT_THAT(ErrorOf("[feeds]\nsymbols = 3\n"), StartsWith("x.toml:1: feeds: unknown key"));
+  EXPECT_THAT(ErrorOf("[shm]\nlog_sise = 65536\n[feed]\nsymbols = 3\n"),
+              StartsWith("x.toml:2: shm.log_sise: unknown key"));
+}
+
+TEST(FeedConfig, InlineAndDottedFeedTables) {
+  absl::StatusOr<LoadedConfig> c =
+      LoadConfig("feed = { symbols = 3, messages = 100 }\n[runtime]\nthreading = \"shared\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.symbols, 3u);
+  EXPECT_EQ(c->pollux.runtime.threading, core::ThreadingMode::kShared);
+  c = LoadConfig("feed.symbols = 5\nfeed.messages = 500\n[runtime]\nthreading = \"inline\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.symbols, 5u);
+  EXPECT_EQ(ErrorOf("feed.symbols = 5\nfeed.sybmols = 5\n"), "x.toml:2: feed.sybmols: unknown key (did you mean feed.symbols?)");
+}
+
+TEST(FeedConfig, SyntaxErrorNamesLineAndColumn) {
+  EXPECT_THAT(ErrorOf("[feed]\nsymbols = = 3\n"), StartsWith("x.toml:2:"));
+  EXPECT_THAT(ErrorOf("[feed]\nsymbols = = 3\n"), HasSubstr("TOML syntax error"));
+}
+
+TEST(FeedConfig, Overrides) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig("[feed]\nsymbols = 3\n", "x.toml",
+                                              {"feed.messages=1000", "feed.replay=rate", "runtime.threading=shared",
+                                               "shm.log_size=\"1MiB\"", "feed.file=\"/a b\"", "feed.source=file"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.messages, 1000u);
+  EXPECT_EQ(c->feed.replay, ReplayMode::kRate);
+  EXPECT_EQ(c->feed.source, SourceKind::kFile);
+  EXPECT_EQ(c->feed.file, "/a b");
+  EXPECT_EQ(c->pollux.runtime.threading, core::ThreadingMode::kShared);
+  EXPECT_EQ(c->pollux.shm.log_size, 1u << 20);
+  EXPECT_EQ(c->feed.where.at("feed.messages"), "--set");
+
+  EXPECT_EQ(ErrorOf("", {"feed.bogus=1"}), "--set: feed.bogus: unknown key");
+  EXPECT_EQ(ErrorOf("", {"feed.streams=0"}), "--set: feed.streams: expected 1..256, got 0");
+  EXPECT_THAT(ErrorOf("", {"runtime.threading=fast"}), HasSubstr("runtime.threading: expected dedicated|shared|inline"));
+  EXPECT_THAT(ErrorOf("", {"nodot"}), StartsWith("--set nodot: expected section.key=value"));
+  EXPECT_THAT(ErrorOf("", {"runtime.nosuchkey=1"}), HasSubstr("runtime.nosuchkey: unknown key"));
+}
+
+TEST(FeedConfig, PrintedFeedTableParsesBack) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(EmbeddedConfig(), kEmbeddedConfigName);
+  ASSERT_TRUE(c.ok());
+  const std::string printed = c->feed.ToToml();
+  absl::StatusOr<LoadedConfig> again = LoadConfig(printed, "printed");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << printed;
+  EXPECT_EQ(again->feed.ToToml(), printed);
+}
+
+TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
+  const std::string name = "feedcfg-" + std::to_string(getpid());
+  const std::string toml = "[runtime]\nname = \"" + name +
+                           "\"\nthreading = \"shared\"\nidle = \"yield\"\n[pool]\nslot_size = 2048\n\n[feed]\n"
+                           "streams = 1\nbatch_bytes = 4000\n";
+  absl::StatusOr<LoadedConfig> c = LoadConfig(toml, "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<std::unique_ptr<Context>> ctx = Context::from_string(c->pollux_toml, c->pollux_source);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, c->feed, core::IdleKind::kYield);
+  ASSERT_FALSE(pub.ok());
+  EXPECT_THAT(std::string(pub.status().message()), StartsWith("x.toml:10: feed.batch_bytes: 4000 does not fit one Pollux message"));
+}
+
+}  // namespace
+}  // namespace pollux::feed

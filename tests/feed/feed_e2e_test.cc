@@ -1,0 +1,303 @@
+// End-to-end: build/bin/pollux-feed replays a feed from its process to subscriber processes
+// over shared memory; the books and counts they write must equal those of an in-process
+// replay (BookSet fed straight from the reader), in every threading mode.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "itch/book_set.h"
+#include "itch/generator.h"
+#include "itch/reader.h"
+#include "itch/report.h"
+
+namespace pollux::feed {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct RunOutput {
+  int rc = -1;
+  std::string out;  // stdout and stderr, interleaved
+};
+
+// Runs pollux-feed with `args`, collecting its output; kills it after `seconds`.
+RunOutput RunFeed(const std::vector<std::string>& args, int seconds = 300) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  std::vector<std::string> argv = {POLLUX_FEED_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> av;
+  for (std::string& s : argv) av.push_back(s.data());
+  av.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  RunOutput r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  char buf[4096];
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      const ssize_t n = read(fds[0], buf, sizeof buf);
+      if (n > 0) {
+        r.out.append(buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n == 0) break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      r.out += "\n[test: killed after timeout]\n";
+      break;
+    }
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/pollux-feed-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    if (!::testing::Test::HasFailure()) (void)!system(("rm -rf " + path_).c_str());
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+struct Expected {
+  std::string books, counts;
+};
+
+// The in-process replay: a BookSet fed straight from the reader.
+Expected Reference(std::span<const std::uint8_t> data) {
+  itch::BookSet books;
+  const itch::ParseResult r = books.ApplyAll(data);
+  EXPECT_TRUE(r.ok()) << r.ToStatus();
+  std::ostringstream b, c;
+  itch::WriteBooksJsonl(books, b);
+  itch::WriteCountsJson(books.counts(), c);
+  return {b.str(), c.str()};
+}
+
+std::string UniqueName() {
+  static int n = 0;
+  return "feedtest-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+// A configuration for one replay: every test gets its own shm names.
+std::string Config(const std::string& threading, const std::string& feed_extra, std::uint32_t batch_bytes,
+                   std::uint32_t streams, std::uint32_t subscribers) {
+  return "[runtime]\nname = \"" + UniqueName() + "\"\nthreading = \"" + threading +
+         "\"\nidle = \"yield\"\ncounters = false\n\n[pool]\nslot_size = \"8KiB\"\nslots = 2048\n\n"
+         "[rings]\ncapacity = 128\n\n"
+         "[shm]\nlog_size = \"1MiB\"\nflow_control = \"backpressure\"\n\n[feed]\nstreams = " +
+         std::to_string(streams) + "\nbatch_bytes = " + std::to_string(batch_bytes) +
+         "\nsubscribers = " + std::to_string(subscribers) + "\nprogress_ms = 0\n" + feed_extra;
+}
+
+bool HaveSample() { return access(POLLUX_ITCH_SAMPLE_FILE, R_OK) == 0; }
+
+struct Case {
+  std::string threading;
+  std::uint32_t batch_bytes;
+  std::uint32_t streams;
+  std::uint32_t subscribers;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.threading << ", batch_bytes " << c.batch_bytes << ", " << c.streams << " stream(s), " << c.subscribers
+      << " subscriber(s)";
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.threading + "_batch" + std::to_string(info.param.batch_bytes) + "_streams" +
+         std::to_string(info.param.streams) + "_subs" + std::to_string(info.param.subscribers);
+}
+
+class FeedReplay : public ::testing::TestWithParam<Case> {
+ protected:
+  // Replays with `extra_args`, then checks every subscriber's summary and subscriber 0's files.
+  void ReplayAndCompare(const std::string& feed_keys, const std::vector<std::string>& extra_args,
+                        const Expected& want, std::uint64_t messages) {
+    const Case& c = GetParam();
+    TempDir dir;
+    const std::string cfg = dir / "feed.toml";
+    WriteFile(cfg, Config(c.threading, feed_keys, c.batch_bytes, c.streams, c.subscribers));
+    std::vector<std::string> args = {"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out",
+                                     dir / "counts.json", "--summary-json", dir / "summary.json", "--quiet"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    const RunOutput r = RunFeed(args);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
+    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    const std::string json = ReadFile(dir / "summary.json");
+    EXPECT_THAT(json, HasSubstr("\"messages\": " + std::to_string(messages) + ", \"frames\""));
+    for (std::uint32_t i = 0; i < c.subscribers; ++i) {
+      EXPECT_THAT(r.out, HasSubstr("subscriber " + std::to_string(i) + " (pid "));
+    }
+    EXPECT_THAT(json, Not(HasSubstr("\"gaps\": 1")));
+    EXPECT_THAT(r.out, HasSubstr("gaps 0 (0 Pollux messages lost), overruns 0, malformed 0"));
+    EXPECT_THAT(r.out, HasSubstr("streams ended " + std::to_string(c.streams)));
+    if (c.subscribers > 1) {
+      EXPECT_THAT(r.out, HasSubstr("subscribers built identical books"));
+    }
+  }
+};
+
+TEST_P(FeedReplay, GeneratorBooksMatchInProcessReplay) {
+  itch::GeneratorOptions o;
+  o.symbols = 37;
+  o.messages = 150'000;
+  o.seed = 7;
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  ASSERT_TRUE(g.ok());
+  ReplayAndCompare("source = \"generator\"\nsymbols = 37\nmessages = 150_000\nseed = 7\n", {}, Reference(*g),
+                   o.messages);
+}
+
+TEST_P(FeedReplay, SharedSampleBooksMatchInProcessReplay) {
+  if (!HaveSample()) GTEST_SKIP() << POLLUX_ITCH_SAMPLE_FILE << " is absent";
+  absl::StatusOr<itch::Reader> reader = itch::Reader::Open(POLLUX_ITCH_SAMPLE_FILE);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ReplayAndCompare("", {"--itch", POLLUX_ITCH_SAMPLE_FILE}, Reference(reader->data()), 12'012);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FeedReplay,
+                         ::testing::Values(Case{"dedicated", 2000, 3, 1}, Case{"shared", 0, 1, 1},
+                                           Case{"inline", 8000, 4, 2}, Case{"dedicated", 0, 2, 1},
+                                           Case{"shared", 8000, 5, 2}, Case{"inline", 0, 3, 1}),
+                         CaseName);
+
+// Paced replays (fixed rate, scaled timestamps) and subscriber threads take the other paths.
+TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
+  itch::GeneratorOptions o;
+  o.symbols = 10;
+  o.messages = 30'000;
+  o.seed = 3;
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  ASSERT_TRUE(g.ok());
+  const Expected want = Reference(*g);
+  const std::string gen = "symbols = 10\nmessages = 30_000\nseed = 3\n";
+  struct Variant {
+    std::string threading, feed;
+    std::uint32_t batch;
+  };
+  for (const Variant& v : {Variant{"inline", gen + "replay = \"rate\"\nrate = 300_000\n", 4000},
+                           Variant{"dedicated", gen + "replay = \"rate\"\nrate = 100_000\n", 0},
+                           // The generator's day spans 6.5 hours: 1e5 x faster with pauses capped.
+                           Variant{"shared", gen + "replay = \"speed\"\nspeed = 100_000.0\nmax_gap_ms = 5\n", 2000},
+                           Variant{"inline", gen + "subscriber_mode = \"thread\"\n", 2000},
+                           Variant{"dedicated", gen + "subscriber_mode = \"thread\"\nreplay = \"rate\"\nrate = 200_000\n", 1000}}) {
+    SCOPED_TRACE(v.threading + "\n" + v.feed);
+    TempDir dir;
+    const std::string cfg = dir / "feed.toml";
+    WriteFile(cfg, Config(v.threading, v.feed, v.batch, 2, 2));
+    const RunOutput r = RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
+    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("all 2 subscribers built identical books")) << r.out;
+    if (v.feed.find("replay") != std::string::npos) {
+      EXPECT_THAT(r.out, HasSubstr("send lag behind schedule"));
+    }
+  }
+}
+
+TEST(FeedErrors, MissingItchFileNamesThePath) {
+  const RunOutput r = RunFeed({"--itch", "/nonexistent/dir/day.itch", "--quiet", "--set", "feed.connect_timeout_ms=2000",
+                         "--set", "runtime.name=" + UniqueName()});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr("itch: cannot open '/nonexistent/dir/day.itch': No such file or directory")) << r.out;
+}
+
+TEST(FeedErrors, MalformedItchFileGivesTheReadersErrorWithThePath) {
+  TempDir dir;
+  // One valid system event, then an unknown type at offset 14.
+  std::string bytes = {0, 12, 'S', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'O', 0, 5, 'Z', 1, 2, 3, 4};
+  const std::string bad = dir / "bad.itch";
+  WriteFile(bad, bytes);
+  RunOutput r = RunFeed({"--itch", bad, "--quiet", "--set", "runtime.name=" + UniqueName()});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr(bad + ": itch: offset 14: unknown message type 0x5a ('Z')")) << r.out;
+
+  const std::string cut = dir / "cut.itch";
+  WriteFile(cut, std::string(bytes.data(), 9));
+  r = RunFeed({"--itch", cut, "--quiet", "--set", "runtime.name=" + UniqueName()});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr(cut + ": itch: offset 0: truncated message type 'S'")) << r.out;
+}
+
+TEST(FeedErrors, ConfigErrorsNameFileLineAndKey) {
+  TempDir dir;
+  const std::string cfg = dir / "bad.toml";
+  WriteFile(cfg, "[runtime]\nthreading = \"inline\"\n\n[feed]\nreplay = \"rate\"\nrate = 0\n");
+  RunOutput r = RunFeed({"--config", cfg});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr(cfg + ":6: feed.rate: expected 1..1000000000, got 0")) << r.out;
+
+  WriteFile(cfg, "[feed]\nstreams = 2\n[runtime]\nthreading = \"inlin\"\n");
+  r = RunFeed({"--config", cfg});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr(cfg + ":4: runtime.threading: expected dedicated|shared|inline, got \"inlin\"")) << r.out;
+
+  r = RunFeed({"--set", "feed.replay=warp"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("--set: feed.replay: expected original|speed|rate|max, got \"warp\"")) << r.out;
+
+  r = RunFeed({"--bogus"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.out, HasSubstr("unknown argument \"--bogus\"")) << r.out;
+}
+
+TEST(FeedCli, PrintConfigShowsBothTablesAndHelpWorks) {
+  RunOutput r = RunFeed({"--print-config"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("[feed]\nsource = \"generator\""));
+  EXPECT_THAT(r.out, HasSubstr("[runtime]\nthreading = \"inline\""));
+  EXPECT_THAT(r.out, HasSubstr("flow_control = \"backpressure\""));
+  r = RunFeed({"--help"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_THAT(r.out, HasSubstr("--book-out FILE"));
+}
+
+}  // namespace
+}  // namespace pollux::feed
