@@ -41,6 +41,7 @@ class PublisherImpl {
   std::int64_t claim(std::size_t len, Claim& c) noexcept;
   std::int64_t commit(Claim& c) noexcept;
   void abort(Claim& c) noexcept;
+  int service() noexcept;
   bool connected() const noexcept;
   void close() noexcept;
 

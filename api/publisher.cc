@@ -209,6 +209,19 @@ void PublisherImpl::abort(Claim& c) noexcept {
   }
 }
 
+int PublisherImpl::service() noexcept {
+  if (closed.load(std::memory_order_relaxed) || mode == Mode::kQueued) return 0;
+  const std::int64_t now = core::Clock::now_ns();
+  if (mode == Mode::kShmDirect) {
+    shm->maybe_heartbeat(now);
+    return 0;
+  }
+  std::uint32_t back[core::kMaxBurst];
+  const std::uint32_t n = ep->reap_st({back, core::kMaxBurst});
+  for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
+  return static_cast<int>(n) + ep->housekeeping_st(now);
+}
+
 void PublisherImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
   if (closed.exchange(true)) return;
@@ -243,6 +256,7 @@ std::int64_t Publisher::commit(Claim& claim) noexcept { return p_ != nullptr ? p
 void Publisher::abort(Claim& claim) noexcept {
   if (p_ != nullptr) p_->abort(claim);
 }
+int Publisher::service() noexcept { return p_ != nullptr ? p_->service() : 0; }
 bool Publisher::is_connected() const noexcept { return p_ != nullptr && p_->connected(); }
 bool Publisher::is_closed() const noexcept { return p_ == nullptr || p_->closed.load(std::memory_order_relaxed); }
 std::size_t Publisher::max_payload() const noexcept { return p_ != nullptr ? p_->max_payload : 0; }

@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -117,7 +119,45 @@ std::string want_enum(const toml::node& n, std::initializer_list<std::pair<const
   return absl::StrFormat("expected %s, got %s", absl::StrJoin(names, "|"), describe(n));
 }
 
+// Smallest frame on the wire (a bare 32-byte header): bounds the frames per datagram.
+constexpr std::uint32_t kFrameHeaderSizeForConfig = 32;
+
 bool is_pow2(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// A probability 0..1 (integers 0 and 1 accepted too).
+std::string want_probability(const toml::node& n, double* out) {
+  double v;
+  if (n.is_floating_point()) {
+    v = *n.value<double>();
+  } else if (n.is_integer()) {
+    v = static_cast<double>(*n.value<std::int64_t>());
+  } else {
+    return absl::StrCat("expected a probability 0.0..1.0, got ", describe(n));
+  }
+  if (!(v >= 0 && v <= 1)) return absl::StrCat("expected a probability 0.0..1.0, got ", v);
+  *out = v;
+  return "";
+}
+
+// A dotted-quad IPv4 address; sets *multicast when it is in 224.0.0.0/4.
+std::string want_ipv4(const toml::node& n, std::string* out, bool* multicast = nullptr) {
+  std::string s;
+  if (auto e = want_string(n, &s); !e.empty()) return e;
+  in_addr a{};
+  if (inet_pton(AF_INET, s.c_str(), &a) != 1) return absl::StrFormat("expected an IPv4 address like \"239.255.0.1\", got \"%s\"", s);
+  if (multicast != nullptr) *multicast = (ntohl(a.s_addr) >> 28) == 0xE;
+  *out = s;
+  return "";
+}
+
+// An unsigned integer field of the [udp] table.
+template <typename T>
+std::string want_udp_int(const toml::node& n, std::int64_t lo, std::int64_t hi, T* out) {
+  std::int64_t v;
+  auto e = want_int(n, lo, hi, &v);
+  if (e.empty()) *out = static_cast<T>(v);
+  return e;
+}
 
 std::string quote(std::string_view s) { return absl::StrFormat("\"%s\"", s); }
 
@@ -278,6 +318,109 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
+      // [udp]
+      {"udp.address", "multicast group (224.0.0.0/4: every subscriber joins it) or unicast IPv4 address (the subscriber's) the publishers send to; [[streams]] udp_address overrides it per stream",
+       [](Config& c, const toml::node& n) { return want_ipv4(n, &c.udp.address); },
+       [](const Config& c) { return quote(c.udp.address); }},
+      {"udp.port", "UDP port of the data (subscribers bind it; publishers send from an ephemeral port that receives NAKs); [[streams]] udp_port overrides it per stream",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 65535, &c.udp.port); },
+       [](const Config& c) { return absl::StrCat(c.udp.port); }},
+      {"udp.interface", "local interface for multicast (sending and joining) and the address subscribers bind for unicast: a name (\"eth0\") or an IPv4 address; \"\" = the kernel's routing choice. The default keeps traffic on this host",
+       [](Config& c, const toml::node& n) { return want_string(n, &c.udp.interface); },
+       [](const Config& c) { return quote(c.udp.interface); }},
+      {"udp.ttl", "multicast TTL (1 = never routed beyond the local subnet)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 255, &c.udp.ttl); },
+       [](const Config& c) { return absl::StrCat(c.udp.ttl); }},
+      {"udp.loopback", "deliver multicast to subscribers on the publishing host too (IP_MULTICAST_LOOP)",
+       [](Config& c, const toml::node& n) { return want_bool(n, &c.udp.loopback); },
+       [](const Config& c) { return std::string(c.udp.loopback ? "true" : "false"); }},
+      {"udp.mtu", "IP MTU of the path (576..65535): a datagram carries up to mtu - 28 bytes of frames; the largest message is mtu - 60 bytes (no fragmentation)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 576, 65535, &c.udp.mtu); },
+       [](const Config& c) { return absl::StrCat(c.udp.mtu); }},
+      {"udp.tx_batch", "most datagrams per sendmmsg call",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1024, &c.udp.tx_batch); },
+       [](const Config& c) { return absl::StrCat(c.udp.tx_batch); }},
+      {"udp.rx_batch", "most datagrams per recvmmsg call (the batch adapts between 1 and this to the traffic)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1024, &c.udp.rx_batch); },
+       [](const Config& c) { return absl::StrCat(c.udp.rx_batch); }},
+      {"udp.rx_buffers", "datagram buffers per subscriber (each mtu - 28 bytes, rounded up to 64): frames are delivered from them without a copy",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 16, 1 << 20, &c.udp.rx_buffers); },
+       [](const Config& c) { return absl::StrCat(c.udp.rx_buffers); }},
+      {"udp.busy_poll_us", "SO_BUSY_POLL on subscriber sockets in microseconds (0 = off; needs CAP_NET_ADMIN to raise above net.core.busy_read; refused is reported, not fatal)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.busy_poll_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.busy_poll_us); }},
+      {"udp.socket_rcvbuf", "SO_RCVBUF of subscriber sockets (the kernel caps it at net.core.rmem_max; the effective size is in describe())",
+       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_rcvbuf); },
+       [](const Config& c) { return absl::StrCat(c.udp.socket_rcvbuf); }},
+      {"udp.socket_sndbuf", "SO_SNDBUF of publisher sockets (capped at net.core.wmem_max)",
+       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_sndbuf); },
+       [](const Config& c) { return absl::StrCat(c.udp.socket_sndbuf); }},
+      {"udp.retransmit_buffer", "bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..4GiB); a subscriber that falls further behind gets an unrecoverable gap",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::uint64_t v;
+         if (auto e = want_size(n, 64u << 10, 4ull << 30, &v); !e.empty()) return e;
+         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
+         c.udp.retransmit_buffer = v;
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.udp.retransmit_buffer); }},
+      {"udp.reorder_window", "sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each per session",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::int64_t v;
+         if (auto e = want_int(n, 256, 1 << 24, &v); !e.empty()) return e;
+         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
+         c.udp.reorder_window = static_cast<std::uint32_t>(v);
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.udp.reorder_window); }},
+      {"udp.max_sessions", "publisher sessions (publishers, or restarts of one) a subscriber follows at once on one stream",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 64, &c.udp.max_sessions); },
+       [](const Config& c) { return absl::StrCat(c.udp.max_sessions); }},
+      {"udp.nak_delay_us", "a subscriber NAKs a new gap after a random delay in [0, this]: reordered datagrams fill it meanwhile, and many subscribers missing the same datagram spread their NAKs (the publisher repairs once)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.nak_delay_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_delay_us); }},
+      {"udp.nak_retry_us", "an unrepaired gap is NAKed again after this, doubling per attempt",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 10'000'000, &c.udp.nak_retry_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_retry_us); }},
+      {"udp.nak_retry_max_us", "longest interval between two NAKs of one gap",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 60'000'000, &c.udp.nak_retry_max_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_retry_max_us); }},
+      {"udp.nak_give_up_ms", "a gap still unrepaired after this (while the publisher is alive) is reported lost",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 3'600'000, &c.udp.nak_give_up_ms); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_give_up_ms); }},
+      {"udp.retransmit_linger_us", "after repairing a range the publisher ignores further NAKs for it this long (they were sent before the repair arrived)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 10'000'000, &c.udp.retransmit_linger_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.retransmit_linger_us); }},
+      {"udp.heartbeat_interval_us", "an idle publisher sends a heartbeat (next sequence, oldest repairable) this often; one also follows 1 ms after the last data",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 100, 10'000'000, &c.udp.heartbeat_interval_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.heartbeat_interval_us); }},
+      {"udp.status_interval_ms", "subscribers send a status message (position) to each publisher this often; publishers count subscribers by them",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 60'000, &c.udp.status_interval_ms); },
+       [](const Config& c) { return absl::StrCat(c.udp.status_interval_ms); }},
+      {"udp.session_timeout_ms", "a publisher silent this long is reported dead (end of stream); a subscriber silent this long is forgotten by the publisher (offer() returns kNotConnected with none left)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 3'600'000, &c.udp.session_timeout_ms); },
+       [](const Config& c) { return absl::StrCat(c.udp.session_timeout_ms); }},
+      {"udp.linger_ms", "Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of stream (0 = close at once)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 600'000, &c.udp.linger_ms); },
+       [](const Config& c) { return absl::StrCat(c.udp.linger_ms); }},
+      {"udp.coalesce_us", "0: every post sends at once (lowest latency); > 0: a partly filled datagram waits up to this long for more frames (fewer, fuller datagrams; inline publishers must keep calling offer() or service())",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.coalesce_us); },
+       [](const Config& c) { return absl::StrCat(c.udp.coalesce_us); }},
+      {"udp.fault_loss", "testing: probability that a received datagram is dropped before the protocol sees it",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_loss); },
+       [](const Config& c) { return absl::StrCat(c.udp.fault_loss); }},
+      {"udp.fault_duplicate", "testing: probability that a received datagram is delivered twice",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_duplicate); },
+       [](const Config& c) { return absl::StrCat(c.udp.fault_duplicate); }},
+      {"udp.fault_reorder", "testing: probability that a received datagram is held back behind 1..8 later ones",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_reorder); },
+       [](const Config& c) { return absl::StrCat(c.udp.fault_reorder); }},
+      {"udp.fault_tx_loss", "testing: probability that a datagram is not sent (loss every subscriber sees)",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_tx_loss); },
+       [](const Config& c) { return absl::StrCat(c.udp.fault_tx_loss); }},
+      {"udp.fault_seed", "testing: seed of the fault injector (same seed, same faults)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, INT64_MAX, &c.udp.fault_seed); },
+       [](const Config& c) { return absl::StrCat(c.udp.fault_seed); }},
   };
   return table;
 }
@@ -313,6 +456,21 @@ const std::vector<StreamField>& stream_fields() {
          return e;
        },
        [](const StreamConfig& s) { return absl::StrCat(s.trace_every); }},
+      {"udp_address", "udp: group/address of this stream (\"\" = udp.address)", [](StreamConfig& s, const toml::node& n) -> std::string {
+         std::string v;
+         if (n.is_string() && n.value<std::string>()->empty()) {
+           s.udp_address.clear();
+           return "";
+         }
+         if (auto e = want_ipv4(n, &v); !e.empty()) return e;
+         s.udp_address = v;
+         return "";
+       },
+       [](const StreamConfig& s) { return quote(s.udp_address); }},
+      {"udp_port", "udp: port of this stream (0 = udp.port)", [](StreamConfig& s, const toml::node& n) {
+         return want_udp_int(n, 0, 65535, &s.udp_port);
+       },
+       [](const StreamConfig& s) { return absl::StrCat(s.udp_port); }},
   };
   return table;
 }
@@ -429,6 +587,24 @@ class Parser {
     if (c.shm.log_size / 32 < c.pool.slot_size && c.transport == TransportKind::kShm) {
       return at("pool.slot_size", absl::StrFormat("%u is larger than shm.log_size/32 = %u: frames that big do not fit the log; raise shm.log_size",
                                                   c.pool.slot_size, c.shm.log_size / 32));
+    }
+    if (c.transport == TransportKind::kUdp) {
+      const std::uint32_t datagram = c.udp.mtu - 28;
+      if (c.udp.reorder_window < 2 * (datagram / kFrameHeaderSizeForConfig)) {
+        return at("udp.reorder_window", absl::StrFormat("%u cannot hold two datagrams of %u bytes (up to %u frames each); raise it to at least %u or lower udp.mtu",
+                                                        c.udp.reorder_window, datagram, datagram / kFrameHeaderSizeForConfig,
+                                                        2 * (datagram / kFrameHeaderSizeForConfig)));
+      }
+      if (c.udp.retransmit_buffer < 4ull * datagram) {
+        return at("udp.retransmit_buffer", absl::StrFormat("%u bytes hold fewer than 4 datagrams of %u bytes (udp.mtu %u); raise it",
+                                                           c.udp.retransmit_buffer, datagram, c.udp.mtu));
+      }
+      if (c.udp.nak_retry_us > c.udp.nak_retry_max_us) {
+        return at("udp.nak_retry_us", absl::StrFormat("%u is above udp.nak_retry_max_us (%u)", c.udp.nak_retry_us, c.udp.nak_retry_max_us));
+      }
+      if (c.udp.fault_loss + c.udp.fault_duplicate + c.udp.fault_reorder > 1.0) {
+        return at("udp.fault_loss", "udp.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
+      }
     }
     if (c.runtime.threading == ThreadingMode::kDedicated && !c.runtime.poller_cores.empty() &&
         c.runtime.poller_cores.size() < c.runtime.pollers) {

@@ -28,6 +28,8 @@ struct StreamConfig {
   std::uint32_t id = 0;
   bool trace = false;            // carry stage timestamps
   std::uint32_t trace_every = 1; // trace one message in N
+  std::string udp_address;       // udp: this stream's group/address ("" = udp.address)
+  std::uint32_t udp_port = 0;    // udp: this stream's port (0 = udp.port)
   int line = 0;                  // where it was defined (for later diagnostics)
 };
 
@@ -61,6 +63,41 @@ struct ShmConfig {
   std::uint32_t liveness_timeout_ms = 2000;  // publisher considered dead after this silence
 };
 
+// [udp]: the UDP unicast/multicast transport with NAK-based recovery (transport/udp/,
+// docs/PROTOCOL.md). Durations are in the unit their name says.
+struct UdpConfig {
+  std::string address = "239.255.0.1";  // multicast group (224.0.0.0/4) or unicast IPv4 address
+  std::uint32_t port = 40456;
+  std::string interface = "lo";          // name or IPv4 address; "" = the kernel's choice
+  std::uint32_t ttl = 1;                 // multicast TTL (1: never leaves the subnet)
+  bool loopback = true;                  // IP_MULTICAST_LOOP: subscribers on this host receive
+  std::uint32_t mtu = 1500;              // IP MTU of the path: datagrams carry up to mtu - 28 bytes
+  std::uint32_t tx_batch = 32;           // datagrams per sendmmsg
+  std::uint32_t rx_batch = 32;           // datagrams per recvmmsg (adaptive below this)
+  std::uint32_t rx_buffers = 2048;       // datagram buffers per subscriber endpoint
+  std::uint32_t busy_poll_us = 0;        // SO_BUSY_POLL on subscriber sockets (0 = off)
+  std::uint64_t socket_rcvbuf = 4u << 20;  // SO_RCVBUF
+  std::uint64_t socket_sndbuf = 4u << 20;  // SO_SNDBUF
+  std::uint64_t retransmit_buffer = 16u << 20;  // bytes of sent frames kept for repairs (power of two)
+  std::uint32_t reorder_window = 16384;  // sequences a subscriber holds ahead of a gap (power of two)
+  std::uint32_t max_sessions = 4;        // publisher sessions a subscriber follows at once
+  std::uint32_t nak_delay_us = 100;      // first NAK after a random delay in [0, this]
+  std::uint32_t nak_retry_us = 2000;     // NAK retry interval, doubling per attempt ...
+  std::uint32_t nak_retry_max_us = 50000;  // ... up to this
+  std::uint32_t nak_give_up_ms = 5000;   // a gap unrepaired this long is reported lost
+  std::uint32_t retransmit_linger_us = 1000;  // NAKs for data repaired this recently are ignored
+  std::uint32_t heartbeat_interval_us = 10000;  // idle publisher heartbeat
+  std::uint32_t status_interval_ms = 100;  // subscriber status messages
+  std::uint32_t session_timeout_ms = 2000;  // silent publisher/subscriber considered gone
+  std::uint32_t linger_ms = 500;         // publisher close waits this long for subscribers to catch up
+  std::uint32_t coalesce_us = 0;         // hold a partly filled datagram this long for more frames
+  double fault_loss = 0;                 // fault injection on received datagrams: drop ...
+  double fault_duplicate = 0;            // ... duplicate ...
+  double fault_reorder = 0;              // ... reorder (probabilities 0..1)
+  double fault_tx_loss = 0;              // drop sent datagrams
+  std::uint64_t fault_seed = 1;
+};
+
 struct Config {
   std::string source = "<defaults>";  // file path or "<string>"
   RuntimeConfig runtime;
@@ -68,6 +105,7 @@ struct Config {
   RingsConfig rings;
   TransportKind transport = TransportKind::kShm;
   ShmConfig shm;
+  UdpConfig udp;
   std::vector<StreamConfig> streams;
 
   // Stream id for a topic: the configured one, else a stable id derived from the topic name

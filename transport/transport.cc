@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/udp/udp_transport.h"
 
 namespace pollux::transport {
 
@@ -10,6 +11,7 @@ absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& en
     case core::TransportKind::kShm:
       return std::unique_ptr<Transport>(new shm::ShmTransport(env));
     case core::TransportKind::kUdp:
+      return std::unique_ptr<Transport>(new udp::UdpTransport(env));
     case core::TransportKind::kRdma:
       break;
   }

@@ -77,6 +77,9 @@ class TxEndpoint {
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
   virtual bool try_arm_st() noexcept { return true; }
   virtual void disarm_st() noexcept {}
+  // Readable when an armed source has work (an epoll fd a poller can wait on, or add to its own
+  // epoll set); -1 when the transport has none (shm: nothing to wait on but memory).
+  virtual int notify_fd() const noexcept { return -1; }
   // False until a subscriber can receive (offer() then returns kNotConnected).
   virtual bool connected() const noexcept = 0;
   // Largest frame (header included) this endpoint can send.
@@ -108,6 +111,7 @@ class RxEndpoint {
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
   virtual bool try_arm_st() noexcept { return true; }
   virtual void disarm_st() noexcept {}
+  virtual int notify_fd() const noexcept { return -1; }  // as TxEndpoint::notify_fd()
   virtual bool connected() const noexcept = 0;
   virtual void close_st() noexcept = 0;
   virtual std::string describe() const = 0;

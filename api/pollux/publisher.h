@@ -58,6 +58,15 @@ class Publisher {
   [[nodiscard]] std::int64_t commit(Claim& claim) noexcept;
   void abort(Claim& claim) noexcept;
 
+  // Inline mode: runs this publisher's transport duties that do not come with a message -
+  // reclaiming sent buffers, answering NAKs with repairs, heartbeats (UDP: subscribers declare a
+  // publisher dead after udp.session_timeout_ms of silence), status from subscribers (which is
+  // what makes is_connected() true). offer()/claim() do this too, rate-limited; call service()
+  // whenever the thread has nothing to offer (like Aeron's agent duty cycle). Cheap when there
+  // is nothing to do (a clock read; one recvmmsg per 250 us at most). Same thread as offer().
+  // Dedicated/shared modes: the poller does all of this; returns 0. Returns work done.
+  int service() noexcept;
+
   // True when at least one subscriber can receive.
   bool is_connected() const noexcept;
   bool is_closed() const noexcept;

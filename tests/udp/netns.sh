@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Private test network for the UDP transport: network namespaces joined by veth pairs to a
+# bridge that lives in its own namespace, so nothing is created in (or routed through) the
+# host's namespace. Addresses are 10.<net>.0.0/24 (private), multicast stays on the bridge
+# (TTL 1 in the tests).
+#
+#   netns.sh up   <prefix> <net> <host>...   creates <prefix>br (bridge) and <prefix><host>
+#                                            (one per host, eth0 = 10.<net>.0.<index+1>)
+#   netns.sh loss <prefix><host> <port> <percent>   drops <percent>% of UDP datagrams to <port>
+#                                            on their way into that namespace (nftables)
+#   netns.sh dup  <prefix><host> <port> <percent> <group>  duplicates <percent>% of UDP datagrams
+#                                            that namespace sends to <group>:<port>
+#   netns.sh down <prefix>                   deletes every namespace named <prefix>*
+set -euo pipefail
+
+cmd=${1:-}
+case "$cmd" in
+  up)
+    prefix=$2 net=$3
+    shift 3
+    ip netns add "${prefix}br"
+    ip -n "${prefix}br" link set lo up
+    ip -n "${prefix}br" link add br0 type bridge mcast_snooping 0
+    ip -n "${prefix}br" link set br0 up
+    i=1
+    for h in "$@"; do
+      ns="${prefix}${h}"
+      ip netns add "$ns"
+      ip -n "$ns" link set lo up
+      # Create the pair inside the host namespace's view of the new namespace only: both ends
+      # are created in $ns, then one end moves to the bridge namespace.
+      ip -n "$ns" link add eth0 type veth peer name "p${i}"
+      ip -n "$ns" link set "p${i}" netns "${prefix}br"
+      ip -n "${prefix}br" link set "p${i}" master br0
+      ip -n "${prefix}br" link set "p${i}" up
+      ip -n "$ns" addr add "10.${net}.0.${i}/24" dev eth0
+      ip -n "$ns" link set eth0 up
+      i=$((i + 1))
+    done
+    ;;
+  loss)
+    ns=$2 port=$3 pct=$4
+    ip netns exec "$ns" nft -f - <<NFT
+table ip pollux_loss {
+  chain in {
+    type filter hook prerouting priority raw; policy accept;
+    udp dport ${port} numgen random mod 100 < ${pct} counter drop
+  }
+}
+NFT
+    ;;
+  dup)
+    ns=$2 port=$3 pct=$4 group=$5
+    ip netns exec "$ns" nft -f - <<NFT
+table ip pollux_dup {
+  chain out {
+    type filter hook postrouting priority 0; policy accept;
+    ip daddr ${group} udp dport ${port} numgen random mod 100 < ${pct} counter dup to ${group} device eth0
+  }
+}
+NFT
+    ;;
+  down)
+    prefix=$2
+    for ns in $(ip netns list | awk '{print $1}' | grep "^${prefix}" || true); do
+      ip netns del "$ns" || true
+    done
+    ;;
+  *)
+    echo "usage: $0 up|loss|dup|down ..." >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,637 @@
+// White-box tests of the transport-agnostic reliability protocol (transport/reliability/):
+// no sockets, a stub clock, an in-memory network with the seeded fault injector.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "transport/reliability/fault_injector.h"
+#include "transport/reliability/receive_window.h"
+#include "transport/reliability/receiver.h"
+#include "transport/reliability/sender.h"
+#include "transport/reliability/sender_log.h"
+#include "transport/reliability/wire.h"
+
+namespace pollux::transport::reliability {
+namespace {
+
+constexpr std::uint32_t kStream = 7;
+constexpr std::uint32_t kSession = 0xABCD;
+
+// A frame with `payload` bytes whose first 8 carry `tag` (the publisher leaves session/sequence 0).
+std::vector<std::byte> make_frame(std::uint32_t payload, std::uint64_t tag) {
+  std::vector<std::byte> f(core::kFrameHeaderSize + payload);
+  auto* h = reinterpret_cast<core::FrameHeader*>(f.data());
+  h->frame_length = static_cast<std::uint32_t>(f.size());
+  h->stream_id = kStream;
+  h->timestamp_ns = 1;
+  if (payload >= 8) std::memcpy(f.data() + core::kFrameHeaderSize, &tag, 8);
+  return f;
+}
+
+std::uint64_t tag_of(const core::FrameHeader* h) {
+  std::uint64_t t;
+  std::memcpy(&t, reinterpret_cast<const std::byte*>(h) + core::kFrameHeaderSize, 8);
+  return t;
+}
+
+// ---- SenderLog -----------------------------------------------------------------------------------
+
+TEST(SenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
+  SenderLog log;
+  ASSERT_TRUE(log.init({64u << 10, 256, kStream, kSession}).ok());
+  for (int i = 0; i < 10; ++i) {
+    auto f = make_frame(20, i);  // 52 bytes -> 56 on the wire
+    ASSERT_TRUE(log.append(f.data(), static_cast<std::uint32_t>(f.size())));
+  }
+  EXPECT_EQ(log.next(), 11u);
+  FrameRun r = log.next_unsent();
+  EXPECT_EQ(r.first_seq, 1u);
+  EXPECT_EQ(r.count, 4u);  // 4 * 56 = 224 <= 256 < 280
+  EXPECT_EQ(r.bytes, 224u);
+  FrameCursor cur(r.data, r.bytes);
+  for (std::uint64_t s = 1; s <= 4; ++s) {
+    const core::FrameHeader* h = cur.next();
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->sequence, s);
+    EXPECT_EQ(h->session_id, kSession);
+    EXPECT_EQ(h->stream_id, kStream);
+    EXPECT_EQ(h->magic, core::kFrameMagic);
+    EXPECT_EQ(tag_of(h), s - 1);
+  }
+  EXPECT_EQ(cur.next(), nullptr);
+  EXPECT_FALSE(cur.malformed());
+  log.mark_sent(5);
+  r = log.next_unsent();
+  EXPECT_EQ(r.first_seq, 5u);
+  // A retransmission of an arbitrary range re-reads the same bytes.
+  r = log.run_at(2, 4);
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_EQ(reinterpret_cast<const core::FrameHeader*>(r.data)->sequence, 2u);
+}
+
+TEST(SenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
+  SenderLog log;
+  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession}).ok());
+  auto f = make_frame(1000 - 32, 0);  // 1000 bytes -> 1000 on the wire
+  int appended = 0;
+  while (log.append(f.data(), 1000)) ++appended;
+  EXPECT_EQ(appended, 65);  // 65 * 1000 <= 65536, nothing sent: back-pressure
+  log.mark_sent(log.next());
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(log.append(f.data(), 1000));
+    log.mark_sent(log.next());
+  }
+  // Only about one ring of frames is retained; everything retained is intact and in order.
+  EXPECT_GT(log.oldest(), 1u);
+  EXPECT_LE(log.next() - log.oldest(), 66u);
+  EXPECT_GE(log.next() - log.oldest(), 60u);
+  for (std::uint64_t s = log.oldest(); s < log.next(); ++s) {
+    const FrameRun r = log.run_at(s, s + 1);
+    ASSERT_EQ(r.count, 1u) << s;
+    EXPECT_EQ(reinterpret_cast<const core::FrameHeader*>(r.data)->sequence, s);
+  }
+  EXPECT_EQ(log.run_at(log.oldest() - 1, log.next()).count, 0u);
+}
+
+TEST(SenderLog, RejectsBadCapacity) {
+  SenderLog log;
+  EXPECT_FALSE(log.init({100000, 1472, 1, 1}).ok());
+  EXPECT_FALSE(log.init({32u << 10, 1472, 1, 1}).ok());
+}
+
+// ---- ReceiveWindow ------------------------------------------------------------------------------
+
+class WindowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WindowOptions o;
+    o.window = 1024;
+    o.nak_delay_ns = 0;
+    o.nak_retry_ns = 1000;
+    o.nak_retry_max_ns = 8000;
+    o.give_up_ns = 1'000'000;
+    w.init(o, 42);
+    w.reset(1);
+  }
+  const core::FrameHeader* frame(std::uint64_t seq) {
+    auto& f = frames[seq];
+    if (f.empty()) f = make_frame(8, seq);
+    auto* h = reinterpret_cast<core::FrameHeader*>(f.data());
+    h->sequence = seq;
+    return h;
+  }
+  ReceiveWindow::Accept put(std::uint64_t seq, std::int64_t now = 0) { return w.accept(seq, frame(seq), 0, now); }
+  // Drains everything deliverable: returns messages' sequences, gaps as -count.
+  std::vector<std::int64_t> drain(std::uint64_t limit = UINT64_MAX) {
+    std::vector<std::int64_t> out;
+    RxDesc d[64];
+    for (;;) {
+      const std::uint32_t n = w.drain(d, 64, kSession, limit);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        if (d[i].kind == RxKind::kMessage) {
+          EXPECT_EQ(tag_of(d[i].frame), d[i].sequence);
+          out.push_back(static_cast<std::int64_t>(d[i].sequence));
+        } else {
+          EXPECT_EQ(d[i].kind, RxKind::kGap);
+          EXPECT_EQ(d[i].reason, kGapLost);
+          out.push_back(-static_cast<std::int64_t>(d[i].gap_count));
+        }
+      }
+      if (n < 64) return out;
+    }
+  }
+  ReceiveWindow w;
+  std::map<std::uint64_t, std::vector<std::byte>> frames;
+};
+
+TEST_F(WindowTest, InOrderAndDuplicates) {
+  for (std::uint64_t s = 1; s <= 5; ++s) EXPECT_EQ(put(s), ReceiveWindow::Accept::kStored);
+  EXPECT_EQ(put(3), ReceiveWindow::Accept::kDuplicate);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(put(2), ReceiveWindow::Accept::kDuplicate);  // already delivered
+  EXPECT_EQ(w.stats().duplicates, 2u);
+  EXPECT_EQ(w.gaps(), 0u);
+}
+
+TEST_F(WindowTest, ReorderedFramesAreDeliveredInOrder) {
+  put(1);
+  put(4);
+  put(3);
+  EXPECT_EQ(w.gaps(), 1u);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1}));
+  put(2);
+  EXPECT_EQ(w.gaps(), 0u);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_EQ(w.stats().fills, 2u);  // 3 and 2 arrived below the highest seen
+}
+
+TEST_F(WindowTest, NaksGapsWithBackoff) {
+  put(1, 0);
+  put(5, 0);   // gap [2,5)
+  put(9, 0);   // gap [6,9)
+  NakRange r[8];
+  ASSERT_EQ(w.collect_naks(0, r, 8), 2u);
+  EXPECT_EQ(r[0].from, 2u);
+  EXPECT_EQ(r[0].count, 3u);
+  EXPECT_EQ(r[1].from, 6u);
+  EXPECT_EQ(r[1].count, 3u);
+  EXPECT_EQ(w.collect_naks(999, r, 8), 0u);  // retry after 1000 ns
+  EXPECT_EQ(w.next_nak_ns(), 1000);
+  put(3, 500);  // splits [2,5) into [2,3) and [4,5)
+  ASSERT_EQ(w.collect_naks(1000, r, 8), 3u);
+  EXPECT_EQ(r[0].from, 2u);
+  EXPECT_EQ(r[0].count, 1u);
+  EXPECT_EQ(r[1].from, 4u);
+  EXPECT_EQ(r[1].count, 1u);
+  EXPECT_EQ(w.next_nak_ns(), 3000);  // second retry: 2000 later
+  EXPECT_EQ(w.collect_naks(3000, r, 8), 3u);
+  EXPECT_EQ(w.next_nak_ns(), 7000);
+  EXPECT_EQ(w.collect_naks(7000, r, 8), 3u);
+  EXPECT_EQ(w.next_nak_ns(), 15000);  // capped at 8000
+}
+
+TEST_F(WindowTest, HeartbeatRevealsALostTail) {
+  put(1);
+  put(2);
+  w.on_heartbeat(6, 1, 0);
+  EXPECT_EQ(w.gaps(), 1u);
+  NakRange r[4];
+  ASSERT_EQ(w.collect_naks(0, r, 4), 1u);
+  EXPECT_EQ(r[0].from, 3u);
+  EXPECT_EQ(r[0].count, 3u);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1, 2}));
+}
+
+TEST_F(WindowTest, UnrecoverableGapIsReportedWithItsSize) {
+  put(1);
+  put(2);
+  put(10);
+  put(12);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1, 2}));
+  // The publisher can only retransmit from 11 on: 3..10 minus 10 are gone (7 messages).
+  w.on_heartbeat(13, 11, 0);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{-7, 10}));
+  EXPECT_EQ(w.expected(), 11u);
+  put(11);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{11, 12}));
+  EXPECT_EQ(w.stats().lost, 7u);
+  EXPECT_EQ(w.stats().loss_reports, 1u);
+}
+
+TEST_F(WindowTest, OldestBeyondEverythingSeenSkipsToIt) {
+  put(1);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1}));
+  w.on_heartbeat(5000, 4000, 0);  // far beyond the 1024 window
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{-3998}));
+  EXPECT_EQ(w.expected(), 4000u);
+  EXPECT_EQ(put(4000), ReceiveWindow::Accept::kStored);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{4000}));
+}
+
+TEST_F(WindowTest, FramesBeyondTheWindowAreDropped) {
+  put(1);
+  EXPECT_EQ(put(1 + 1024), ReceiveWindow::Accept::kBeyond);
+  EXPECT_EQ(put(1024), ReceiveWindow::Accept::kStored);
+  EXPECT_EQ(w.stats().beyond, 1u);
+}
+
+TEST_F(WindowTest, GivesUpOnAGapThatIsNeverRepaired) {
+  put(1, 0);
+  put(3, 0);
+  NakRange r[4];
+  EXPECT_EQ(w.collect_naks(0, r, 4), 1u);
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(w.collect_naks(2'000'000, r, 4), 0u);  // older than give_up: lost
+  EXPECT_EQ(drain(), (std::vector<std::int64_t>{-1, 3}));
+  EXPECT_EQ(w.stats().gaps_given_up, 1u);
+}
+
+TEST_F(WindowTest, ForgottenFrameIsNakedAgainImmediately) {
+  put(1);
+  put(3);
+  const core::FrameHeader* f3 = frame(3);
+  EXPECT_TRUE(w.forget(3, f3, 100));
+  EXPECT_FALSE(w.forget(3, f3, 100));
+  NakRange r[4];
+  ASSERT_EQ(w.collect_naks(100, r, 4), 1u);
+  EXPECT_EQ(r[0].from, 2u);
+  EXPECT_EQ(r[0].count, 2u);  // [2,3) and the forgotten 3 merged
+}
+
+TEST_F(WindowTest, DrainStopsAtTheEndOfStream) {
+  for (std::uint64_t s = 1; s <= 5; ++s) put(s);
+  EXPECT_EQ(drain(3), (std::vector<std::int64_t>{1, 2}));
+}
+
+// ---- FaultInjector --------------------------------------------------------------------------------
+
+TEST(FaultInjector, DeterministicForASeedAndCloseToTheRates) {
+  FaultOptions o{0.05, 0.02, 0.03, 8, 99};
+  FaultInjector a(o), b(o);
+  int drops = 0, dups = 0, delays = 0;
+  for (int i = 0; i < 100000; ++i) {
+    const auto x = a.decide();
+    ASSERT_EQ(x, b.decide());
+    std::uint32_t rel[FaultInjector::kMaxDelayed];
+    a.tick(rel);
+    b.tick(rel);
+    if (x == FaultInjector::Action::kDrop) ++drops;
+    if (x == FaultInjector::Action::kDuplicate) ++dups;
+    if (x == FaultInjector::Action::kDelay) {
+      ++delays;
+      a.delay(i);
+      b.delay(i);
+    }
+  }
+  EXPECT_NEAR(drops, 5000, 400);
+  EXPECT_NEAR(dups, 2000, 300);
+  EXPECT_NEAR(delays, 3000, 350);
+}
+
+TEST(FaultInjector, DelayLineReleasesWithinMaxDelay) {
+  FaultInjector f({0, 0, 1.0, 4, 7});
+  std::uint32_t rel[FaultInjector::kMaxDelayed];
+  ASSERT_EQ(f.decide(), FaultInjector::Action::kDelay);
+  f.delay(100);
+  int ticks = 0;
+  std::uint32_t n = 0;
+  while (n == 0 && ticks < 10) {
+    n = f.tick(rel);
+    ++ticks;
+  }
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(rel[0], 100u);
+  EXPECT_LE(ticks, 4);
+}
+
+// ---- sender + receivers over an in-memory network -------------------------------------------------
+
+// Stores every datagram it is given (they stay alive for the whole test: receivers hold views).
+struct Wire {
+  std::deque<std::vector<std::uint64_t>> storage;
+  const std::byte* keep(const std::byte* p, std::uint32_t len) {
+    storage.emplace_back((len + 7) / 8);
+    std::memcpy(storage.back().data(), p, len);
+    return reinterpret_cast<const std::byte*>(storage.back().data());
+  }
+};
+
+struct Sub;
+
+struct Network : DatagramSink, ControlSink {
+  std::vector<Sub*> subs;
+  FaultInjector tx_loss{FaultOptions{}};
+  std::deque<std::vector<std::byte>> control;  // subscriber -> publisher
+  FaultInjector control_loss{FaultOptions{}};
+  std::uint64_t datagrams = 0;
+  std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept override;
+  void send_control(const PeerAddress&, const std::byte* msg, std::uint32_t len) noexcept override {
+    if (control_loss.decide() == FaultInjector::Action::kDrop) return;
+    control.emplace_back(msg, msg + len);
+  }
+};
+
+struct Sub {
+  explicit Sub(std::uint64_t id, const FaultOptions& faults, std::uint32_t window = 4096) : faults(faults) {
+    ReceiverOptions o;
+    o.window.window = window;
+    o.window.nak_delay_ns = 50'000;
+    o.window.nak_retry_ns = 500'000;
+    o.window.nak_retry_max_ns = 5'000'000;
+    o.window.give_up_ns = 2'000'000'000;
+    o.stream_id = kStream;
+    o.receiver_id = id;
+    o.seed = id;
+    o.session_timeout_ns = 500'000'000;
+    o.status_interval_ns = 10'000'000;
+    rx.init(o);
+  }
+  // One datagram arrives (after the fault injector had its say).
+  void arrive(const std::byte* p, std::uint32_t len, std::int64_t now) {
+    std::uint32_t rel[FaultInjector::kMaxDelayed];
+    const auto a = faults.decide();
+    const std::uint32_t n = faults.tick(rel);
+    const std::uint32_t idx = static_cast<std::uint32_t>(inbox.size());
+    inbox.push_back({p, len});
+    switch (a) {
+      case FaultInjector::Action::kDrop: break;
+      case FaultInjector::Action::kDuplicate:
+        rx.on_datagram(p, len, peer, idx, now);
+        rx.on_datagram(p, len, peer, idx, now);
+        break;
+      case FaultInjector::Action::kDelay: faults.delay(idx); break;
+      case FaultInjector::Action::kPass: rx.on_datagram(p, len, peer, idx, now); break;
+    }
+    for (std::uint32_t i = 0; i < n; ++i) rx.on_datagram(inbox[rel[i]].first, inbox[rel[i]].second, peer, rel[i], now);
+  }
+  void idle_flush(std::int64_t now) {
+    std::uint32_t rel[FaultInjector::kMaxDelayed];
+    const std::uint32_t n = faults.flush(rel);
+    for (std::uint32_t i = 0; i < n; ++i) rx.on_datagram(inbox[rel[i]].first, inbox[rel[i]].second, peer, rel[i], now);
+  }
+  // Delivers what is ready; checks order and exactly-once.
+  void consume() {
+    RxDesc d[256];
+    for (;;) {
+      const std::uint32_t n = rx.poll(d, 256);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        switch (d[i].kind) {
+          case RxKind::kMessage:
+            EXPECT_EQ(d[i].sequence, next) << "out of order or duplicate";
+            EXPECT_EQ(tag_of(d[i].frame), d[i].sequence);
+            next = d[i].sequence + 1;
+            ++messages;
+            break;
+          case RxKind::kGap:
+            EXPECT_EQ(d[i].sequence, next);
+            lost += d[i].gap_count;
+            next = d[i].sequence + d[i].gap_count;
+            ++gaps;
+            break;
+          case RxKind::kNewSession:
+            ++sessions;
+            next = d[i].sequence;
+            break;
+          case RxKind::kEndOfStream:
+            ++ends;
+            end_reason = d[i].reason;
+            break;
+        }
+      }
+      if (n < 256) return;
+    }
+  }
+  ReliableReceiver rx;
+  FaultInjector faults;
+  PeerAddress peer{};
+  std::vector<std::pair<const std::byte*, std::uint32_t>> inbox;
+  std::uint64_t next = 0, messages = 0, lost = 0, gaps = 0, sessions = 0, ends = 0;
+  std::uint16_t end_reason = 99;
+  bool partitioned = false;  // receives nothing, sends nothing
+  std::int64_t now = 0;
+};
+
+Wire g_wire;
+
+std::uint32_t Network::send_datagrams(std::span<const Datagram> d) noexcept {
+  for (const Datagram& x : d) {
+    ++datagrams;
+    if (tx_loss.decide() == FaultInjector::Action::kDrop) continue;  // lost for everyone
+    const std::byte* p = g_wire.keep(x.data, x.bytes);
+    for (Sub* s : subs) {
+      if (!s->partitioned) s->arrive(p, x.bytes, s->now);
+    }
+  }
+  return static_cast<std::uint32_t>(d.size());
+}
+
+struct Sim {
+  explicit Sim(std::uint64_t log_bytes = 1u << 20, std::uint32_t session = kSession, std::int64_t start_ns = 1'000'000'000)
+      : now(start_ns) {
+    SenderOptions o;
+    o.log = {log_bytes, 1472, kStream, session};
+    o.heartbeat_interval_ns = 5'000'000;
+    o.tail_heartbeat_ns = 200'000;
+    o.retransmit_linger_ns = 300'000;
+    o.receiver_timeout_ns = 500'000'000;
+    EXPECT_TRUE(tx.init(o).ok());
+  }
+  void add(Sub* s) { net.subs.push_back(s); }
+  // One 10 us step: publish `k` messages, run timers everywhere, move control messages.
+  void step(int k) {
+    now += 10'000;
+    for (Sub* s : net.subs) s->now = now;
+    for (int i = 0; i < k; ++i) {
+      auto f = make_frame(32, tx.log().next());
+      ASSERT_TRUE(tx.append(f.data(), static_cast<std::uint32_t>(f.size())));
+    }
+    tx.flush(net, now);
+    for (Sub* s : net.subs) {
+      if (s->partitioned) continue;
+      if (k == 0) s->idle_flush(now);
+      s->consume();
+      s->rx.service(now, net);
+      s->consume();
+    }
+    while (!net.control.empty()) {
+      tx.on_control(net.control.front().data(), static_cast<std::uint32_t>(net.control.front().size()), now);
+      net.control.pop_front();
+    }
+    tx.service(net, now);
+  }
+  void drain(int steps = 20000) {
+    for (int i = 0; i < steps; ++i) {
+      step(0);
+      bool done = true;
+      for (Sub* s : net.subs) {
+        if (!s->partitioned && s->next < tx.log().next()) done = false;
+      }
+      if (done) return;
+    }
+  }
+  ReliableSender tx;
+  Network net;
+  std::int64_t now;
+};
+
+TEST(Protocol, EverySubscriberGetsEverythingOnceInOrderDespiteLossDupAndReorder) {
+  Sim sim;
+  std::vector<std::unique_ptr<Sub>> subs;
+  for (int i = 0; i < 3; ++i) {
+    subs.push_back(std::make_unique<Sub>(100 + i, FaultOptions{0.05, 0.03, 0.05, 8, 1000u + i}));
+    sim.add(subs.back().get());
+  }
+  sim.net.control_loss = FaultInjector({0.05, 0, 0, 1, 5});
+  sim.step(0);  // heartbeat: everyone joins at sequence 1
+  constexpr std::uint64_t kMessages = 200'000;
+  while (sim.tx.log().next() <= kMessages) sim.step(static_cast<int>(std::min<std::uint64_t>(20, kMessages + 1 - sim.tx.log().next())));
+  sim.drain();
+  for (auto& s : subs) {
+    EXPECT_EQ(s->sessions, 1u);
+    EXPECT_EQ(s->messages, kMessages);
+    EXPECT_EQ(s->lost, 0u);
+    EXPECT_EQ(s->gaps, 0u);
+    EXPECT_EQ(s->next, kMessages + 1);
+    EXPECT_GT(s->rx.window_stats().fills, 0u);
+    EXPECT_GT(s->rx.stats().naks_sent, 0u);
+  }
+  EXPECT_GT(sim.tx.stats().retransmit_frames, 0u);
+  EXPECT_EQ(sim.tx.receivers(), 3u);
+}
+
+TEST(Protocol, ManySubscribersMissingTheSameDatagramCostOneRepair) {
+  Sim sim;
+  std::vector<std::unique_ptr<Sub>> subs;
+  for (int i = 0; i < 8; ++i) {
+    subs.push_back(std::make_unique<Sub>(200 + i, FaultOptions{}));
+    sim.add(subs.back().get());
+  }
+  sim.net.tx_loss = FaultInjector({0.02, 0, 0, 1, 77});  // every subscriber misses the same datagrams
+  sim.step(0);
+  sim.net.tx_loss = FaultInjector({0.02, 0, 0, 1, 77});
+  sim.net.tx_loss.decide();  // keep the heartbeat out of the loss pattern
+  constexpr std::uint64_t kMessages = 100'000;
+  while (sim.tx.log().next() <= kMessages) sim.step(20);
+  sim.drain();
+  for (auto& s : subs) {
+    EXPECT_EQ(s->messages, kMessages);
+    EXPECT_EQ(s->lost, 0u);
+  }
+  const SenderStats& st = sim.tx.stats();
+  const std::uint64_t lost_datagrams = sim.net.tx_loss.stats().dropped;
+  ASSERT_GT(lost_datagrams, 20u);
+  // Several of the 8 subscribers NAK each loss (the others' random NAK delay is still running
+  // when the multicast repair arrives, which cancels their NAK); the publisher suppresses the
+  // duplicates, so repairs stay close to one per lost datagram.
+  EXPECT_GT(st.nak_ranges, lost_datagrams + lost_datagrams / 2);
+  EXPECT_GT(st.naks_suppressed, lost_datagrams / 2);
+  EXPECT_LT(st.retransmit_datagrams, lost_datagrams + lost_datagrams / 2)
+      << "nak ranges " << st.nak_ranges << " suppressed " << st.naks_suppressed << " lost " << lost_datagrams;
+  std::printf("lost datagrams %llu, NAK ranges received %llu, suppressed %llu, repair datagrams %llu\n",
+              static_cast<unsigned long long>(lost_datagrams), static_cast<unsigned long long>(st.nak_ranges),
+              static_cast<unsigned long long>(st.naks_suppressed),
+              static_cast<unsigned long long>(st.retransmit_datagrams));
+}
+
+TEST(Protocol, RetransmitBufferTooSmallGivesAnUnrecoverableGapWithTheRightCount) {
+  Sim sim(64u << 10);  // 64 KiB: ~1000 frames of 64 bytes
+  Sub a(1, FaultOptions{}), b(2, FaultOptions{});
+  sim.add(&a);
+  sim.add(&b);
+  sim.step(0);
+  for (int i = 0; i < 100; ++i) sim.step(10);  // 1000 messages, both have them
+  b.partitioned = true;
+  for (int i = 0; i < 500; ++i) sim.step(10);  // 5000 messages b never sees
+  b.partitioned = false;
+  for (int i = 0; i < 100; ++i) sim.step(10);
+  sim.drain();
+  const std::uint64_t total = sim.tx.log().next() - 1;
+  EXPECT_EQ(a.messages, total);
+  EXPECT_EQ(a.lost, 0u);
+  EXPECT_EQ(b.messages + b.lost, total);
+  EXPECT_EQ(b.gaps, 1u);
+  EXPECT_GE(b.lost, 5000u - 1100u);  // the log still held the last ~1000 of the 5000
+  EXPECT_LE(b.lost, 5000u);
+  EXPECT_EQ(b.next, total + 1);
+  // b learnt from the heartbeats' "oldest" that the data was gone, without asking first.
+  EXPECT_GT(b.rx.window_stats().loss_reports, 0u);
+}
+
+TEST(Protocol, LateJoinerStartsAtTheLivePosition) {
+  Sim sim;
+  Sub a(1, FaultOptions{});
+  sim.add(&a);
+  sim.step(0);
+  for (int i = 0; i < 50; ++i) sim.step(10);
+  Sub late(2, FaultOptions{});
+  sim.add(&late);
+  for (int i = 0; i < 50; ++i) sim.step(10);
+  sim.drain();
+  EXPECT_EQ(a.messages, 1000u);
+  EXPECT_EQ(late.sessions, 1u);
+  EXPECT_EQ(late.messages, 500u);  // from the first datagram it saw, nothing before
+  EXPECT_EQ(late.lost, 0u);
+  EXPECT_EQ(late.next, 1001u);
+}
+
+TEST(Protocol, EndOfStreamAfterTheLastMessageAndConfirmation) {
+  Sim sim;
+  Sub a(1, FaultOptions{0.1, 0, 0, 1, 3});
+  sim.add(&a);
+  sim.step(0);
+  for (int i = 0; i < 100; ++i) sim.step(10);
+  sim.tx.send_end_of_stream(sim.net, sim.now);
+  for (int i = 0; i < 2000 && a.ends == 0; ++i) {
+    sim.step(0);
+    if (i % 50 == 0) sim.tx.send_end_of_stream(sim.net, sim.now);  // the publisher's linger loop
+  }
+  EXPECT_EQ(a.messages, 1000u);
+  EXPECT_EQ(a.ends, 1u);
+  EXPECT_EQ(a.end_reason, 0u);
+  sim.step(0);
+  sim.step(0);
+  EXPECT_TRUE(sim.tx.all_caught_up());
+  EXPECT_EQ(sim.tx.receivers(), 0u);  // it said it was leaving
+}
+
+TEST(Protocol, SilentPublisherIsReportedDeadAndANewSessionIsFollowed) {
+  Sub a(1, FaultOptions{});
+  std::int64_t now = 0;
+  {
+    Sim sim;
+    sim.add(&a);
+    sim.step(0);
+    for (int i = 0; i < 10; ++i) sim.step(10);
+    // The publisher vanishes: no heartbeats any more.
+    now = sim.now;
+    Network quiet;
+    for (int i = 0; i < 100 && a.ends == 0; ++i) {
+      now += 10'000'000;
+      a.rx.service(now, quiet);
+      a.consume();
+    }
+    a.rx.service(now, quiet);  // frees the ended session
+  }
+  EXPECT_EQ(a.messages, 100u);
+  EXPECT_EQ(a.ends, 1u);
+  EXPECT_EQ(a.end_reason, 1u);  // died
+  EXPECT_EQ(a.rx.sessions(), 0u);
+  // A restarted publisher: a new session id, sequences from 1 again.
+  Sim sim2(1u << 20, kSession + 1, now);
+  sim2.add(&a);
+  a.end_reason = 99;
+  sim2.step(0);
+  for (int i = 0; i < 10; ++i) sim2.step(10);
+  sim2.drain();
+  EXPECT_EQ(a.sessions, 2u);
+  EXPECT_EQ(a.messages, 200u);
+  EXPECT_EQ(a.next, 101u);
+  EXPECT_EQ(a.lost, 0u);
+}
+
+}  // namespace
+}  // namespace pollux::transport::reliability

@@ -1,0 +1,285 @@
+#include "transport/reliability/receiver.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace pollux::transport::reliability {
+
+void ReliableReceiver::init(const ReceiverOptions& o) {
+  opt_ = o;
+  nslots_ = std::clamp<std::uint32_t>(o.max_sessions, 1, kMaxSessions);
+  sessions_.reset(new Session[nslots_]);
+  rng_.state = o.seed;
+  for (std::uint32_t i = 0; i < nslots_; ++i) sessions_[i].win.init(o.window, rng_.next());
+}
+
+ReliableReceiver::Session* ReliableReceiver::find(std::uint32_t session_id) noexcept {
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    if (sessions_[i].state != State::kFree && sessions_[i].session_id == session_id) return &sessions_[i];
+  }
+  return nullptr;
+}
+
+bool ReliableReceiver::tombstoned(std::uint32_t session_id, std::int64_t now_ns) const noexcept {
+  for (const Tomb& t : tombs_) {
+    if (t.session_id == session_id && t.until_ns > now_ns) return true;
+  }
+  return false;
+}
+
+ReliableReceiver::Session* ReliableReceiver::start(std::uint32_t session_id, std::uint64_t first_seq,
+                                                   const PeerAddress& from, std::int64_t now_ns) noexcept {
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    Session& s = sessions_[i];
+    if (s.state != State::kFree) continue;
+    s.state = State::kActive;
+    s.session_id = session_id;
+    s.peer = from;
+    s.win.reset(first_seq);  // late joiners start at the live position
+    s.last_heard_ns = now_ns;
+    s.next_status_ns = now_ns;
+    s.end_seq = UINT64_MAX;
+    s.announce = true;
+    s.timed_out = false;
+    s.status_now = true;  // tell the publisher at once that someone listens
+    s.end_reason = 0;
+    ++active_;
+    ++stats_.sessions_started;
+    return &s;
+  }
+  return nullptr;
+}
+
+std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t len, const PeerAddress& from,
+                                            std::uint32_t token, std::int64_t now_ns) noexcept {
+  ++stats_.datagrams;
+  now_ns_ = now_ns;
+  FrameCursor cur(data, len);
+  const core::FrameHeader* f = cur.next();
+  if (f == nullptr) {
+    ++stats_.malformed;
+    return 0;
+  }
+  if (f->stream_id != opt_.stream_id) {
+    ++stats_.other_stream;
+    return 0;
+  }
+  Session* s = find(f->session_id);
+  if (s == nullptr) {
+    if (tombstoned(f->session_id, now_ns)) {
+      ++stats_.stale_session;
+      return 0;
+    }
+    if (f->flags & core::kFlagEndOfStream) return 0;  // the end of a session we never joined
+    // A heartbeat's sequence is the next one to be sent; a data frame's is its own.
+    s = start(f->session_id, f->sequence, from, now_ns);
+    if (s == nullptr) {
+      ++stats_.sessions_refused;
+      return 0;
+    }
+  }
+  if (s->state != State::kActive) {
+    ++stats_.stale_session;
+    return 0;
+  }
+  s->last_heard_ns = now_ns;
+  std::uint32_t stored = 0;
+  for (; f != nullptr; f = cur.next()) {
+    if (__builtin_expect(f->session_id != s->session_id || f->stream_id != opt_.stream_id, 0)) {
+      ++stats_.malformed;  // a publisher never mixes sessions in one datagram
+      return stored;
+    }
+    if (__builtin_expect(f->flags & (core::kFlagHeartbeat | core::kFlagPadding), 0)) {
+      if (f->flags & core::kFlagHeartbeat) {
+        ++stats_.heartbeats;
+        const HeartbeatBody b = heartbeat_body(f);
+        s->win.on_heartbeat(f->sequence, b.oldest, now_ns);
+        if ((f->flags & core::kFlagEndOfStream) && s->end_seq == UINT64_MAX) {
+          s->end_seq = f->sequence;
+          s->status_now = true;  // the publisher lingers until we confirm
+        }
+      }
+      continue;
+    }
+    if (s->win.accept(f->sequence, f, token, now_ns) == ReceiveWindow::Accept::kStored) ++stored;
+  }
+  if (cur.malformed()) ++stats_.malformed;
+  return stored;
+}
+
+std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
+  std::uint32_t n = 0;
+  for (std::uint32_t k = 0; k < nslots_ && n < max; ++k) {
+    Session& s = sessions_[(rr_ + k) % nslots_];
+    if (s.state != State::kActive) continue;
+    if (s.announce) {
+      RxDesc& d = out[n++];
+      d = RxDesc{};
+      d.kind = RxKind::kNewSession;
+      d.session_id = s.session_id;
+      d.sequence = s.win.expected();
+      s.announce = false;
+      if (n == max) break;
+    }
+    n += s.win.drain(out + n, max - n, s.session_id, s.end_seq);
+    if (n == max) break;
+    const bool clean_end = s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq;
+    const bool died = s.timed_out && s.win.expected() >= s.win.lost_through() && s.win.held() == 0;
+    if (clean_end || died) {
+      RxDesc& d = out[n++];
+      d = RxDesc{};
+      d.kind = RxKind::kEndOfStream;
+      d.reason = clean_end ? 0 : 1;
+      d.session_id = s.session_id;
+      d.sequence = s.win.expected();
+      s.end_reason = d.reason;
+      s.state = State::kEnding;  // service() confirms to the publisher and frees the slot
+    }
+  }
+  if (nslots_ > 1) rr_ = (rr_ + 1) % nslots_;
+  return n;
+}
+
+void ReliableReceiver::send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept {
+  ControlHeader c{};
+  c.length = sizeof c;
+  c.magic = kControlMagic;
+  c.version = kControlVersion;
+  c.type = kControlStatus;
+  c.stream_id = opt_.stream_id;
+  c.session_id = s.session_id;
+  c.receiver_id = opt_.receiver_id;
+  c.position = s.win.expected();
+  c.highest = s.win.hwm();
+  c.flags = flags;
+  if (s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq) c.flags |= kControlFlagEndSeen;
+  sink.send_control(s.peer, reinterpret_cast<const std::byte*>(&c), sizeof c);
+  ++stats_.status_sent;
+  s.status_now = false;
+  s.next_status_ns = now_ns + opt_.status_interval_ns;
+}
+
+int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
+  int work = 0;
+  now_ns_ = now_ns;
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    Session& s = sessions_[i];
+    if (s.state == State::kFree) continue;
+    if (s.state == State::kEnding) {
+      if (s.end_reason == 0) send_status(s, now_ns, sink, kControlFlagLeaving);
+      tombs_[next_tomb_] = Tomb{s.session_id, now_ns + opt_.session_timeout_ns};
+      next_tomb_ = (next_tomb_ + 1) % kTombs;
+      s.state = State::kFree;
+      --active_;
+      ++stats_.sessions_ended;
+      ++work;
+      continue;
+    }
+    if (s.timed_out) continue;
+    if (now_ns - s.last_heard_ns > opt_.session_timeout_ns) {
+      // The publisher went silent: nothing missing can be repaired any more.
+      s.timed_out = true;
+      s.win.declare_lost(s.end_seq != UINT64_MAX ? s.end_seq : s.win.hwm());
+      ++stats_.sessions_timed_out;
+      ++work;
+      continue;
+    }
+    if (s.win.next_nak_ns() <= now_ns) {
+      alignas(8) std::byte buf[kMaxControlLength];
+      auto* ranges = reinterpret_cast<NakRange*>(buf + sizeof(ControlHeader));
+      const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges);
+      if (k > 0) {
+        ControlHeader c{};
+        c.length = static_cast<std::uint32_t>(sizeof c + k * sizeof(NakRange));
+        c.magic = kControlMagic;
+        c.version = kControlVersion;
+        c.type = kControlNak;
+        c.stream_id = opt_.stream_id;
+        c.session_id = s.session_id;
+        c.receiver_id = opt_.receiver_id;
+        c.position = s.win.expected();
+        c.highest = s.win.hwm();
+        c.range_count = static_cast<std::uint16_t>(k);
+        std::memcpy(buf, &c, sizeof c);
+        sink.send_control(s.peer, buf, c.length);
+        ++stats_.naks_sent;
+        s.next_status_ns = now_ns + opt_.status_interval_ns;  // a NAK carries the status fields
+        ++work;
+      }
+    }
+    if (s.status_now || now_ns >= s.next_status_ns) {
+      send_status(s, now_ns, sink, 0);
+      ++work;
+    }
+  }
+  return work;
+}
+
+std::int64_t ReliableReceiver::next_deadline() const noexcept {
+  std::int64_t t = INT64_MAX;
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    const Session& s = sessions_[i];
+    if (s.state == State::kFree) continue;
+    if (s.state == State::kEnding || s.status_now) return 0;
+    if (s.timed_out) continue;
+    t = std::min({t, s.win.next_nak_ns(), s.next_status_ns, s.last_heard_ns + opt_.session_timeout_ns + 1});
+  }
+  return t;
+}
+
+bool ReliableReceiver::forget(std::uint32_t session_id, std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept {
+  Session* s = find(session_id);
+  return s != nullptr && s->win.forget(seq, frame, now_ns);
+}
+
+void ReliableReceiver::close(ControlSink& sink) noexcept {
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    Session& s = sessions_[i];
+    if (s.state == State::kActive && !s.timed_out) send_status(s, now_ns_, sink, kControlFlagLeaving);
+  }
+}
+
+bool ReliableReceiver::ready() const noexcept {
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    const Session& s = sessions_[i];
+    if (s.state != State::kActive) continue;
+    if (s.announce || (s.win.deliverable() && s.win.expected() < s.end_seq)) return true;
+    if (s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq) return true;
+    if (s.timed_out && s.win.expected() >= s.win.lost_through() && s.win.held() == 0) return true;
+  }
+  return false;
+}
+
+std::uint32_t ReliableReceiver::held() const noexcept {
+  std::uint32_t h = 0;
+  for (std::uint32_t i = 0; i < nslots_; ++i) h += sessions_[i].win.held();
+  return h;
+}
+
+WindowStats ReliableReceiver::window_stats() const noexcept {
+  WindowStats t;
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    const WindowStats& w = sessions_[i].win.stats();
+    t.frames += w.frames;
+    t.duplicates += w.duplicates;
+    t.beyond += w.beyond;
+    t.fills += w.fills;
+    t.gaps_opened += w.gaps_opened;
+    t.nak_ranges += w.nak_ranges;
+    t.lost += w.lost;
+    t.loss_reports += w.loss_reports;
+    t.gaps_given_up += w.gaps_given_up;
+  }
+  return t;
+}
+
+ReliableReceiver::SessionInfo ReliableReceiver::session_info(std::uint32_t i) const noexcept {
+  for (std::uint32_t k = 0; k < nslots_; ++k) {
+    const Session& s = sessions_[k];
+    if (s.state == State::kFree) continue;
+    if (i-- == 0) return SessionInfo{s.session_id, s.win.expected(), s.win.hwm(), s.win.gaps(), s.win.held()};
+  }
+  return SessionInfo{};
+}
+
+}  // namespace pollux::transport::reliability

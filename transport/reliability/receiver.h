@@ -1,0 +1,131 @@
+// Subscriber side of the reliability protocol for one stream: the publisher sessions heard on
+// it (each with its ReceiveWindow), session start (late joiners start at the live position),
+// end of stream (clean, or the publisher went silent), NAKs and status messages back to each
+// publisher.
+//
+// Transport-agnostic: datagrams come in through on_datagram() with an opaque token the
+// transport uses to keep the buffer alive while frames of it are held or delivered; control
+// messages go out through a ControlSink. The clock is the caller's. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/reliability/receive_window.h"
+#include "transport/reliability/wire.h"
+#include "transport/transport.h"
+
+namespace pollux::transport::reliability {
+
+class ControlSink {
+ public:
+  virtual ~ControlSink() = default;
+  // Sends one control message to a publisher (best effort: a lost NAK is retried by timer).
+  virtual void send_control(const PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept = 0;
+};
+
+struct ReceiverOptions {
+  WindowOptions window;
+  std::uint32_t stream_id = 0;
+  std::uint32_t max_sessions = 4;
+  std::int64_t session_timeout_ns = 2'000'000'000;  // silent publisher session = ended (died)
+  std::int64_t status_interval_ns = 100'000'000;    // status messages to each publisher
+  std::uint64_t receiver_id = 0;                    // must be unique per subscriber endpoint
+  std::uint64_t seed = 1;                           // NAK jitter
+};
+
+struct ReceiverStats {
+  std::uint64_t datagrams = 0;
+  std::uint64_t heartbeats = 0;
+  std::uint64_t malformed = 0;        // datagrams (or their tails) that are not valid frames
+  std::uint64_t other_stream = 0;     // datagrams of another stream on the same address
+  std::uint64_t stale_session = 0;    // datagrams of a session that already ended
+  std::uint64_t sessions_refused = 0; // new sessions while max_sessions were active
+  std::uint64_t sessions_started = 0, sessions_ended = 0, sessions_timed_out = 0;
+  std::uint64_t naks_sent = 0, status_sent = 0;
+};
+
+class ReliableReceiver {
+ public:
+  static constexpr std::uint32_t kMaxSessions = 64;
+
+  void init(const ReceiverOptions& o);
+
+  // A datagram from `from`. Frames stay in place; the returned count is how many of them are
+  // now held in windows (the caller keeps the buffer `token` alive until each is delivered and
+  // released, or forgotten).
+  std::uint32_t on_datagram(const std::byte* data, std::uint32_t len, const PeerAddress& from, std::uint32_t token,
+                            std::int64_t now_ns) noexcept;
+
+  // Messages, gaps and session events in order (per session), up to out.size().
+  std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept;
+
+  // NAKs due, status messages, session time-outs. Returns work done.
+  int service(std::int64_t now_ns, ControlSink& sink) noexcept;
+  // When service() next has something to do.
+  std::int64_t next_deadline() const noexcept;
+
+  // Gives a held frame back (buffer pressure); it is NAKed again. See ReceiveWindow::forget.
+  bool forget(std::uint32_t session_id, std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept;
+
+  // Tells every publisher this subscriber is leaving.
+  void close(ControlSink& sink) noexcept;
+
+  // poll() would return something now.
+  bool ready() const noexcept;
+
+  bool connected() const noexcept { return active_ > 0; }
+  std::uint32_t sessions() const noexcept { return active_; }
+  // Frames held in all windows (delivered ones excluded).
+  std::uint32_t held() const noexcept;
+  std::uint32_t window() const noexcept { return opt_.window.window; }
+  const ReceiverStats& stats() const noexcept { return stats_; }
+  // Sum of the windows' statistics (sessions past and present).
+  WindowStats window_stats() const noexcept;
+  // Session details for describe()/tests: expected, hwm of session `i` (0 <= i < sessions()).
+  struct SessionInfo {
+    std::uint32_t session_id;
+    std::uint64_t expected, hwm;
+    std::uint32_t gaps, held;
+  };
+  SessionInfo session_info(std::uint32_t i) const noexcept;
+
+ private:
+  enum class State : std::uint8_t { kFree, kActive, kEnding };
+  struct Session {
+    State state = State::kFree;
+    std::uint32_t session_id = 0;
+    PeerAddress peer{};
+    ReceiveWindow win;
+    std::int64_t last_heard_ns = 0;
+    std::int64_t next_status_ns = 0;
+    std::uint64_t end_seq = UINT64_MAX;  // end-of-stream sequence, once seen
+    bool announce = false;      // kNewSession not yet delivered
+    bool timed_out = false;     // silent: everything missing was declared lost
+    bool status_now = false;
+    std::uint16_t end_reason = 0;
+  };
+
+  Session* find(std::uint32_t session_id) noexcept;
+  Session* start(std::uint32_t session_id, std::uint64_t first_seq, const PeerAddress& from, std::int64_t now_ns) noexcept;
+  void send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept;
+  bool tombstoned(std::uint32_t session_id, std::int64_t now_ns) const noexcept;
+
+  ReceiverOptions opt_;
+  std::unique_ptr<Session[]> sessions_;
+  std::uint32_t nslots_ = 0;
+  std::uint32_t active_ = 0;
+  std::uint32_t rr_ = 0;  // round-robin start for poll()
+  std::int64_t now_ns_ = 0;
+  struct Tomb {
+    std::uint32_t session_id;
+    std::int64_t until_ns;
+  };
+  static constexpr std::uint32_t kTombs = 16;
+  Tomb tombs_[kTombs] = {};
+  std::uint32_t next_tomb_ = 0;
+  ReceiverStats stats_;
+  SplitMix64 rng_{1};
+};
+
+}  // namespace pollux::transport::reliability

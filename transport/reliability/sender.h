@@ -1,0 +1,129 @@
+// Publisher side of the reliability protocol (docs/PROTOCOL.md): the send log (which doubles as
+// the bounded retransmit buffer), heartbeats, the table of subscribers heard from, and NAK
+// servicing with suppression (one repair per loss, however many subscribers NAK it).
+//
+// Transport-agnostic: frames come in through append(), datagrams go out through a
+// DatagramSink (one virtual call per batch of datagrams), control messages from subscribers
+// come in through on_control(). The clock is the caller's. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "transport/reliability/sender_log.h"
+#include "transport/reliability/wire.h"
+
+namespace pollux::transport::reliability {
+
+// Where a sender's datagrams go (UDP: sendmmsg to the group; RDMA UD: a post of send WRs).
+class DatagramSink {
+ public:
+  struct Datagram {
+    const std::byte* data;
+    std::uint32_t bytes;
+  };
+  virtual ~DatagramSink() = default;
+  // Sends `d` in order with one doorbell/syscall where possible; returns how many went out
+  // (the rest would block: the caller retries later).
+  virtual std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept = 0;
+};
+
+struct SenderOptions {
+  SenderLog::Options log;
+  std::int64_t heartbeat_interval_ns = 10'000'000;   // idle heartbeat period
+  std::int64_t tail_heartbeat_ns = 1'000'000;        // heartbeat this long after the last data
+  std::int64_t receiver_timeout_ns = 2'000'000'000;  // a subscriber silent this long is forgotten
+  std::int64_t retransmit_linger_ns = 1'000'000;     // NAKs for a range repaired this recently are ignored
+  std::uint32_t max_datagrams_per_call = 64;         // bounds the work of flush()/service()
+  std::int64_t coalesce_ns = 0;                      // > 0: a partly filled last datagram waits this long
+};
+
+struct SenderStats {
+  std::uint64_t datagrams = 0, bytes = 0;            // everything sent (data, repairs, heartbeats)
+  std::uint64_t data_datagrams = 0;                  // first transmissions
+  std::uint64_t heartbeats = 0;
+  std::uint64_t send_blocked = 0;                    // the sink took fewer datagrams than offered
+  std::uint64_t naks = 0, nak_ranges = 0;
+  std::uint64_t naks_suppressed = 0;                 // ranges (or parts) already being repaired
+  std::uint64_t naks_unavailable = 0;                // ranges (or parts) older than the log holds
+  std::uint64_t retransmit_frames = 0, retransmit_datagrams = 0;
+  std::uint64_t status_messages = 0;
+  std::uint64_t control_malformed = 0;               // not a control message of this stream/session
+  std::uint64_t receivers_joined = 0, receivers_left = 0, receivers_timed_out = 0;
+};
+
+class ReliableSender {
+ public:
+  static constexpr std::uint32_t kMaxReceivers = 64;
+  static constexpr std::uint32_t kMaxRepairs = 64;
+
+  absl::Status init(const SenderOptions& o);
+
+  // Data path -----------------------------------------------------------------------------------
+  // Copies a frame into the log (it gets the next sequence); false = back-pressure.
+  [[nodiscard]] bool append(const std::byte* frame, std::uint32_t length) noexcept {
+    return log_.append(frame, length);
+  }
+  // Sends frames never sent, as runs packed up to the datagram size (with coalescing, a partly
+  // filled last datagram only once it waited coalesce_ns). Returns datagrams sent.
+  std::uint32_t flush(DatagramSink& sink, std::int64_t now_ns) noexcept;
+
+  // Control path (still hot-ish: called for every control datagram) ------------------------------
+  // A datagram a subscriber sent us. Schedules repairs, updates the subscriber table; a NAK for
+  // data the log no longer holds triggers an immediate heartbeat carrying log.oldest().
+  void on_control(const std::byte* data, std::uint32_t len, std::int64_t now_ns) noexcept;
+
+  // Timers: repairs, heartbeats, subscriber time-outs. Returns work done.
+  int service(DatagramSink& sink, std::int64_t now_ns) noexcept;
+
+  // Sends an end-of-stream heartbeat (call on close, possibly repeatedly while lingering).
+  void send_end_of_stream(DatagramSink& sink, std::int64_t now_ns) noexcept;
+
+  // Subscribers heard from within receiver_timeout.
+  std::uint32_t receivers() const noexcept { return nreceivers_; }
+  bool connected() const noexcept { return nreceivers_ > 0; }
+  // Every known subscriber confirmed everything sent (or saw the end of stream).
+  bool all_caught_up() const noexcept;
+  // Repairs scheduled and not yet sent.
+  bool repairs_pending() const noexcept;
+  // When service() next has something to do (heartbeat or repair).
+  std::int64_t next_deadline(std::int64_t now_ns) const noexcept;
+
+  const SenderLog& log() const noexcept { return log_; }
+  const SenderStats& stats() const noexcept { return stats_; }
+
+ private:
+  struct Receiver {
+    std::uint64_t id;
+    std::uint64_t position;
+    std::uint64_t highest;
+    std::int64_t last_ns;
+    std::uint16_t flags;
+  };
+  struct Repair {
+    std::uint64_t from, to;      // [from, to)
+    std::int64_t linger_until;   // 0 while pending (not fully sent yet)
+  };
+
+  void schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns) noexcept;
+  int send_repairs(DatagramSink& sink, std::int64_t now_ns) noexcept;
+  void send_heartbeat(DatagramSink& sink, std::int64_t now_ns, bool end) noexcept;
+  Receiver* receiver(std::uint64_t id, std::int64_t now_ns) noexcept;
+
+  SenderOptions opt_;
+  SenderLog log_;
+  SenderStats stats_;
+  Receiver receivers_[kMaxReceivers] = {};
+  std::uint32_t nreceivers_ = 0;
+  Repair repairs_[kMaxRepairs] = {};
+  std::uint32_t nrepairs_ = 0;
+  std::int64_t last_heartbeat_ns_ = 0;
+  std::int64_t last_data_ns_ = 0;
+  bool data_since_heartbeat_ = false;
+  std::int64_t unsent_since_ns_ = 0;  // coalescing: when a partial datagram started waiting
+  bool heartbeat_now_ = true;  // announce the session at once
+  alignas(8) std::byte heartbeat_[kHeartbeatFrameLength] = {};
+};
+
+}  // namespace pollux::transport::reliability

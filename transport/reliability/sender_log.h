@@ -1,0 +1,140 @@
+// The publisher's send log, which is also its retransmit buffer: a byte ring of frames in
+// sequence order, plus an index from sequence to position.
+//
+// post copies each frame into the log once (the pool slot goes back to the application at
+// once), and datagrams are sent straight from the log as runs of contiguous frames, so a
+// retransmission re-sends the very bytes of the original: no second copy, no re-encoding. The
+// log never blocks on subscribers: old frames are overwritten (and reported as unrecoverable
+// to whoever NAKs them later). It only refuses a frame when that would overwrite frames not
+// yet sent even once, i.e. when the transport below cannot keep up (back-pressure).
+//
+// Transport-agnostic: UDP sends runs with sendmmsg, an RDMA UD path would post them as
+// scatter-gather entries of a registered region. Single-threaded (the endpoint's owner).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "absl/status/status.h"
+#include "core/frame.h"
+#include "transport/reliability/wire.h"
+
+namespace pollux::transport::reliability {
+
+// A run of consecutive frames that is sent as one datagram.
+struct FrameRun {
+  const std::byte* data = nullptr;
+  std::uint32_t bytes = 0;
+  std::uint32_t count = 0;      // frames
+  std::uint64_t first_seq = 0;  // sequence of the first frame
+};
+
+class SenderLog {
+ public:
+  struct Options {
+    std::uint64_t capacity = 16u << 20;  // bytes, power of two
+    std::uint32_t max_datagram = 1472;   // largest run (bytes); also the largest frame
+    std::uint32_t stream_id = 0;
+    std::uint32_t session_id = 0;
+  };
+
+  SenderLog() = default;
+  SenderLog(const SenderLog&) = delete;
+  SenderLog& operator=(const SenderLog&) = delete;
+
+  // Allocates and pre-touches the ring and the index (capacity / 32 entries: a frame is at
+  // least a 32-byte header). InvalidArgument on a bad capacity.
+  absl::Status init(const Options& o);
+
+  // Copies a frame (header + payload, `length` bytes, length <= max_frame()) into the log and
+  // stamps its header: magic, version, length, stream, session and the next sequence. Returns
+  // false (nothing changed) when the log is full of unsent frames.
+  [[nodiscard]] bool append(const std::byte* frame, std::uint32_t length) noexcept {
+    const std::uint32_t wl = wire_size(length);
+    std::uint64_t pos = head_;
+    const std::uint64_t off = pos & mask_;
+    if (off + wl > capacity_) pos += capacity_ - off;  // never split a frame: skip to the ring's start
+    const std::uint64_t end = pos + wl;
+    if (!reclaim(end)) return false;
+    std::byte* dst = buf_.get() + (pos & mask_);
+    std::memcpy(dst, frame, length);
+    if (wl != length) std::memset(dst + length, 0, wl - length);  // no stale bytes on the wire
+    auto* h = reinterpret_cast<core::FrameHeader*>(dst);
+    h->frame_length = length;
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->stream_id = stream_id_;
+    h->session_id = session_id_;
+    h->sequence = next_seq_;
+    index_[next_seq_ & imask_] = pos;
+    head_ = end;
+    ++next_seq_;
+    return true;
+  }
+
+  // The datagram that starts at `seq` (oldest() <= seq < limit <= next()): as many contiguous
+  // frames below `limit` as fit in max_datagram. count == 0 when seq is out of range.
+  FrameRun run_at(std::uint64_t seq, std::uint64_t limit) const noexcept {
+    FrameRun r;
+    if (seq < oldest_seq_ || seq >= limit || limit > next_seq_) return r;
+    const std::uint64_t start = index_[seq & imask_];
+    std::uint64_t cur = start;
+    std::uint64_t s = seq;
+    while (s < limit && index_[s & imask_] == cur) {
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(buf_.get() + (cur & mask_));
+      const std::uint32_t wl = wire_size(h->frame_length);
+      if (cur + wl - start > max_datagram_) break;
+      cur += wl;
+      ++s;
+    }
+    r.data = buf_.get() + (start & mask_);
+    r.bytes = static_cast<std::uint32_t>(cur - start);
+    r.count = static_cast<std::uint32_t>(s - seq);
+    r.first_seq = seq;
+    return r;
+  }
+
+  // The next datagram never sent (count == 0: everything was sent).
+  FrameRun next_unsent() const noexcept { return run_at(sent_seq_, next_seq_); }
+  // Frames up to `seq` (exclusive) went out at least once.
+  void mark_sent(std::uint64_t seq) noexcept {
+    if (seq > sent_seq_) sent_seq_ = seq;
+  }
+
+  std::uint64_t next() const noexcept { return next_seq_; }     // sequence the next append gets
+  std::uint64_t sent() const noexcept { return sent_seq_; }     // first sequence never sent
+  std::uint64_t oldest() const noexcept { return oldest_seq_; } // oldest retransmittable
+  bool has_unsent() const noexcept { return sent_seq_ != next_seq_; }
+  std::uint32_t max_frame() const noexcept { return max_datagram_ & ~(kWireAlignment - 1); }
+  std::uint64_t capacity() const noexcept { return capacity_; }
+  std::uint32_t session_id() const noexcept { return session_id_; }
+  std::uint32_t stream_id() const noexcept { return stream_id_; }
+
+ private:
+  // Forgets the oldest frames that a write ending at `end` would overwrite (and any beyond the
+  // index's reach). False when one of them was never sent.
+  bool reclaim(std::uint64_t end) noexcept {
+    while (oldest_seq_ < next_seq_ &&
+           (index_[oldest_seq_ & imask_] + capacity_ < end || next_seq_ - oldest_seq_ > imask_)) {
+      if (oldest_seq_ >= sent_seq_) return false;
+      ++oldest_seq_;
+    }
+    return true;
+  }
+
+  struct AlignedFree {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte[], AlignedFree> buf_;
+  std::unique_ptr<std::uint64_t[]> index_;
+  std::uint64_t capacity_ = 0, mask_ = 0, imask_ = 0;
+  std::uint32_t max_datagram_ = 0, stream_id_ = 0, session_id_ = 0;
+  std::uint64_t head_ = 0;       // byte position after the newest frame
+  std::uint64_t next_seq_ = 1;   // sequences start at 1 (0 means "none" in FrameHeader)
+  std::uint64_t sent_seq_ = 1;
+  std::uint64_t oldest_seq_ = 1;
+};
+
+}  // namespace pollux::transport::reliability

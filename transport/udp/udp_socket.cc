@@ -1,0 +1,200 @@
+#include "transport/udp/udp_socket.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace pollux::transport::udp {
+namespace {
+
+struct Iface {
+  std::string name;
+  in_addr addr;
+};
+
+std::vector<Iface> ipv4_interfaces() {
+  std::vector<Iface> out;
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return out;
+  for (ifaddrs* p = ifa; p != nullptr; p = p->ifa_next) {
+    if (p->ifa_addr == nullptr || p->ifa_addr->sa_family != AF_INET) continue;
+    out.push_back({p->ifa_name, reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr});
+  }
+  freeifaddrs(ifa);
+  return out;
+}
+
+std::string list(const std::vector<Iface>& ifs) {
+  std::vector<std::string> v;
+  for (const Iface& i : ifs) v.push_back(absl::StrCat(i.name, " ", inet_ntoa(i.addr)));
+  return v.empty() ? "none" : absl::StrJoin(v, ", ");
+}
+
+absl::Status sys_error(const core::Config& cfg, std::string_view key, std::string_view what, int err) {
+  return absl::UnavailableError(absl::StrFormat("%s: %s: %s: %s", cfg.source, key, what, std::strerror(err)));
+}
+
+}  // namespace
+
+std::string to_string(const sockaddr_in& a) {
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+  return absl::StrFormat("%s:%u", buf, ntohs(a.sin_port));
+}
+
+absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::StreamConfig* stream) {
+  const core::UdpConfig& u = cfg.udp;
+  Channel ch;
+  const std::string address = stream != nullptr && !stream->udp_address.empty() ? stream->udp_address : u.address;
+  const std::uint32_t port = stream != nullptr && stream->udp_port != 0 ? stream->udp_port : u.port;
+  const char* addr_key = stream != nullptr && !stream->udp_address.empty() ? "streams.udp_address" : "udp.address";
+  ch.dest.sin_family = AF_INET;
+  ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: \"%s\" is not an IPv4 address", cfg.source, addr_key, address));
+  }
+  ch.multicast = (ntohl(ch.dest.sin_addr.s_addr) >> 28) == 0xE;
+  ch.iface.s_addr = htonl(INADDR_ANY);
+  if (!u.interface.empty()) {
+    const std::vector<Iface> ifs = ipv4_interfaces();
+    in_addr a{};
+    bool found = false;
+    if (inet_pton(AF_INET, u.interface.c_str(), &a) == 1) {
+      for (const Iface& i : ifs) {
+        if (i.addr.s_addr == a.s_addr) {
+          ch.iface_name = i.name;
+          found = true;
+        }
+      }
+      if (!found) {
+        return absl::NotFoundError(absl::StrFormat("%s: udp.interface: no local interface has address %s (have: %s)",
+                                                   cfg.source, u.interface, list(ifs)));
+      }
+      ch.iface = a;
+    } else {
+      for (const Iface& i : ifs) {
+        if (i.name == u.interface && !found) {
+          ch.iface = i.addr;
+          found = true;
+        }
+      }
+      if (!found) {
+        return absl::NotFoundError(absl::StrFormat("%s: udp.interface: no IPv4 interface named \"%s\" (have: %s)",
+                                                   cfg.source, u.interface, list(ifs)));
+      }
+      ch.iface_name = u.interface;
+    }
+    ch.ifindex = static_cast<int>(if_nametoindex(ch.iface_name.c_str()));
+  }
+  ch.text = absl::StrFormat("%s %s", ch.multicast ? "multicast" : "unicast", to_string(ch.dest));
+  if (ch.multicast) {
+    absl::StrAppendFormat(&ch.text, " via %s", ch.iface_name.empty() ? std::string("the default route")
+                                                                      : absl::StrCat(ch.iface_name, " (", inet_ntoa(ch.iface), ")"));
+  }
+  return ch;
+}
+
+absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch) {
+  const core::UdpConfig& u = cfg.udp;
+  SocketInfo si;
+  si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
+  auto fail = [&](std::string_view key, std::string_view what) {
+    const int err = errno;
+    ::close(si.fd);
+    return sys_error(cfg, key, what, err);
+  };
+  int v = static_cast<int>(std::min<std::uint64_t>(u.socket_sndbuf, INT32_MAX));
+  if (setsockopt(si.fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0) {
+    (void)setsockopt(si.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);  // capped at net.core.wmem_max
+  }
+  socklen_t len = sizeof si.sndbuf;
+  getsockopt(si.fd, SOL_SOCKET, SO_SNDBUF, &si.sndbuf, &len);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  local.sin_port = 0;  // ephemeral: subscribers learn it from the datagrams and NAK to it
+  local.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (ch.multicast) {
+    // Source address on the chosen interface, so NAKs come back the same way.
+    local.sin_addr = ch.iface;
+    ip_mreqn m{};
+    m.imr_address = ch.iface;
+    m.imr_ifindex = ch.ifindex;
+    if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof m) != 0) {
+      return fail("udp.interface", absl::StrCat("IP_MULTICAST_IF ", ch.iface_name));
+    }
+    const int ttl = static_cast<int>(u.ttl);
+    if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl) != 0) return fail("udp.ttl", "IP_MULTICAST_TTL");
+    const int loop = u.loopback ? 1 : 0;
+    if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop) != 0) {
+      return fail("udp.loopback", "IP_MULTICAST_LOOP");
+    }
+  }
+  if (::bind(si.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+    return fail("udp.interface", absl::StrCat("bind ", to_string(local)));
+  }
+  return si;
+}
+
+absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch) {
+  const core::UdpConfig& u = cfg.udp;
+  SocketInfo si;
+  si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
+  auto fail = [&](std::string_view key, std::string_view what) {
+    const int err = errno;
+    ::close(si.fd);
+    return sys_error(cfg, key, what, err);
+  };
+  const int one = 1;
+  // Several subscribers of one group on a host each bind the port (each gets every datagram).
+  if (setsockopt(si.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) return fail("udp.port", "SO_REUSEADDR");
+  int v = static_cast<int>(std::min<std::uint64_t>(u.socket_rcvbuf, INT32_MAX));
+  if (setsockopt(si.fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) != 0) {
+    (void)setsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);  // capped at net.core.rmem_max
+  }
+  socklen_t len = sizeof si.rcvbuf;
+  getsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &si.rcvbuf, &len);
+  if (static_cast<std::uint64_t>(si.rcvbuf) < u.socket_rcvbuf) {
+    absl::StrAppendFormat(&si.notes, "SO_RCVBUF capped at %d (raise net.core.rmem_max); ", si.rcvbuf);
+  }
+  if (u.busy_poll_us > 0) {
+    const int us = static_cast<int>(u.busy_poll_us);
+    if (setsockopt(si.fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof us) == 0) {
+      si.busy_poll = true;
+    } else {
+      absl::StrAppendFormat(&si.notes, "SO_BUSY_POLL refused (%s: needs CAP_NET_ADMIN); ", std::strerror(errno));
+    }
+  }
+  // Bound to the group (or the unicast address) itself: the socket then gets only this
+  // channel's datagrams, not every datagram for the port.
+  sockaddr_in local = ch.dest;
+  if (::bind(si.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+    return fail(ch.multicast ? "udp.port" : "udp.address", absl::StrCat("bind ", to_string(local)));
+  }
+  if (ch.multicast) {
+    const int zero = 0;
+    (void)setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
+    ip_mreqn m{};
+    m.imr_multiaddr = ch.dest.sin_addr;
+    m.imr_address = ch.iface;
+    m.imr_ifindex = ch.ifindex;
+    if (setsockopt(si.fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+      return fail("udp.interface", absl::StrCat("joining ", to_string(ch.dest), " on ",
+                                                ch.iface_name.empty() ? "the default interface" : ch.iface_name));
+    }
+  }
+  return si;
+}
+
+}  // namespace pollux::transport::udp

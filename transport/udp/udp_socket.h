@@ -1,0 +1,46 @@
+// Control plane of the UDP transport: resolving a stream's channel (address, port,
+// interface) and opening its non-blocking sockets with every option set, or an actionable
+// error naming the config key.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/config.h"
+
+namespace pollux::transport::udp {
+
+// Where one stream's datagrams go.
+struct Channel {
+  sockaddr_in dest{};          // group or unicast address + port
+  bool multicast = false;
+  in_addr iface{};             // multicast interface address (INADDR_ANY: the kernel's choice)
+  int ifindex = 0;             // 0: unknown / the kernel's choice
+  std::string iface_name;      // for describe()
+  std::string text;            // "239.255.0.1:40456 via lo (127.0.0.1)"
+};
+
+// Resolves [udp] + the stream's [[streams]] overrides. Errors name the key
+// ("<file>: udp.interface: no IPv4 interface named \"eth9\" (have: lo 127.0.0.1, ...)").
+absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::StreamConfig* stream);
+
+struct SocketInfo {
+  int fd = -1;
+  int rcvbuf = 0, sndbuf = 0;  // effective sizes (the kernel doubles what it was asked)
+  bool busy_poll = false;      // SO_BUSY_POLL accepted
+  std::string notes;           // what was refused (not fatal), for describe()
+};
+
+// Publisher socket: non-blocking, bound to an ephemeral port (NAKs and status messages come
+// back to it), multicast interface/TTL/loop set.
+absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch);
+// Subscriber socket: non-blocking, SO_REUSEADDR, bound to the group (or unicast address) and
+// port, group joined on the interface, receive buffer and busy polling set.
+absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch);
+
+std::string to_string(const sockaddr_in& a);
+
+}  // namespace pollux::transport::udp

@@ -1,0 +1,634 @@
+#include "transport/udp/udp_transport.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+
+namespace pollux::transport::udp {
+namespace {
+
+using reliability::DatagramSink;
+using reliability::FaultInjector;
+using reliability::PeerAddress;
+
+// Publishers look for NAKs/status messages at least this often while posting (inline mode:
+// offer() is the only call the application makes); each look is one recvmmsg.
+constexpr std::int64_t kControlPollNs = 250'000;
+// Control messages received per look, at most.
+constexpr std::uint32_t kControlBatch = 8;
+constexpr std::uint32_t kControlBufSize = 576;
+
+std::uint64_t random_u64() {
+  std::random_device rd;
+  std::uint64_t v = 0;
+  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) | rd();
+  return v;
+}
+
+std::int64_t us(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000; }
+std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'000; }
+
+}  // namespace
+
+// ---- Waiter -----------------------------------------------------------------------------------
+
+Waiter::~Waiter() {
+  if (timerfd_ >= 0) ::close(timerfd_);
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+absl::Status Waiter::open(int socket_fd) {
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (epfd_ < 0 || timerfd_ < 0) return absl::UnavailableError(absl::StrCat("epoll/timerfd: ", std::strerror(errno)));
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: a datagram queued before the sleep still wakes it
+  ev.data.fd = socket_fd;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, socket_fd, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  ev.data.fd = timerfd_;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+bool Waiter::pending() const noexcept {
+  epoll_event ev[2];
+  return epoll_wait(epfd_, ev, 2, 0) > 0;
+}
+
+void Waiter::arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
+  std::uint64_t expirations;
+  (void)::read(timerfd_, &expirations, sizeof expirations);  // clear an old expiry
+  itimerspec t{};
+  if (deadline_ns != INT64_MAX) {
+    const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
+    t.it_value.tv_sec = rel / 1'000'000'000;
+    t.it_value.tv_nsec = rel % 1'000'000'000;
+  }
+  (void)timerfd_settime(timerfd_, 0, &t, nullptr);
+}
+
+void Waiter::disarm() noexcept {
+  itimerspec t{};
+  (void)timerfd_settime(timerfd_, 0, &t, nullptr);
+  std::uint64_t expirations;
+  (void)::read(timerfd_, &expirations, sizeof expirations);
+}
+
+// ---- publisher ----------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+  const core::Config& cfg = *env.config;
+  const core::UdpConfig& u = cfg.udp;
+  auto ch = resolve_channel(cfg, spec.stream);
+  if (!ch.ok()) return ch.status();
+  auto sock = open_tx_socket(cfg, *ch);
+  if (!sock.ok()) return sock.status();
+  std::unique_ptr<UdpTxEndpoint> ep(new UdpTxEndpoint());
+  ep->ch_ = *ch;
+  ep->sock_ = *sock;
+  ep->stream_id_ = spec.stream_id;
+  ep->session_id_ = static_cast<std::uint32_t>(random_u64() | 1);
+  reliability::SenderOptions so;
+  so.log.capacity = u.retransmit_buffer;
+  so.log.max_datagram = u.mtu - 28;
+  so.log.stream_id = spec.stream_id;
+  so.log.session_id = ep->session_id_;
+  so.heartbeat_interval_ns = us(u.heartbeat_interval_us);
+  so.tail_heartbeat_ns = std::min<std::int64_t>(1'000'000, so.heartbeat_interval_ns);
+  so.receiver_timeout_ns = ms(u.session_timeout_ms);
+  so.retransmit_linger_ns = us(u.retransmit_linger_us);
+  so.max_datagrams_per_call = std::max<std::uint32_t>(u.tx_batch, 64);
+  so.coalesce_ns = us(u.coalesce_us);
+  if (absl::Status s = ep->sender_.init(so); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": udp.retransmit_buffer: ", s.message()));
+  }
+  ep->tx_loss_ = u.fault_tx_loss;
+  ep->tx_faults_ = FaultInjector(reliability::FaultOptions{u.fault_tx_loss, 0, 0, 1, u.fault_seed});
+  ep->pool_ = env.pool;
+  ep->max_frame_ = ep->sender_.log().max_frame();
+  ep->tx_batch_ = u.tx_batch;
+  ep->linger_ns_ = ms(u.linger_ms);
+  ep->done_cap_ = env.pool != nullptr ? env.pool->slots() : 4096;
+  ep->done_.reset(new std::uint32_t[ep->done_cap_]);
+  ep->msgs_.reset(new ::mmsghdr[ep->tx_batch_]());
+  ep->iov_.reset(new iovec[ep->tx_batch_]());
+  for (std::uint32_t i = 0; i < ep->tx_batch_; ++i) {
+    msghdr& h = ep->msgs_[i].msg_hdr;
+    h.msg_name = &ep->ch_.dest;
+    h.msg_namelen = sizeof ep->ch_.dest;
+    h.msg_iov = &ep->iov_[i];
+    h.msg_iovlen = 1;
+  }
+  if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  if (env.counters != nullptr) {
+    const std::string scope = absl::StrFormat("udp pub stream %u session %08x", spec.stream_id, ep->session_id_);
+    core::CountersFile& f = *env.counters;
+    Counters& c = ep->c_;
+    c.datagrams = f.allocate(scope, "datagrams_sent", spec.stream_id);
+    c.bytes = f.allocate(scope, "bytes_sent", spec.stream_id);
+    c.heartbeats = f.allocate(scope, "heartbeats_sent", spec.stream_id);
+    c.naks = f.allocate(scope, "naks_received", spec.stream_id);
+    c.nak_ranges = f.allocate(scope, "nak_ranges_received", spec.stream_id);
+    c.naks_suppressed = f.allocate(scope, "naks_suppressed", spec.stream_id);
+    c.naks_unavailable = f.allocate(scope, "naks_unavailable", spec.stream_id);
+    c.retransmit_frames = f.allocate(scope, "retransmitted_frames", spec.stream_id);
+    c.retransmit_datagrams = f.allocate(scope, "retransmitted_datagrams", spec.stream_id);
+    c.receivers = f.allocate(scope, "receivers", spec.stream_id);
+    c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
+    c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
+    c.control_malformed = f.allocate(scope, "control_malformed", spec.stream_id);
+    c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
+  }
+  // Announce the session at once: subscribers join and report, which connects us.
+  const std::int64_t now = core::Clock::now_ns();
+  ep->sender_.service(*ep, now);
+  return ep;
+}
+
+UdpTxEndpoint::~UdpTxEndpoint() {
+  close_st();
+  if (sock_.fd >= 0) ::close(sock_.fd);
+}
+
+std::uint32_t UdpTxEndpoint::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
+  if (__builtin_expect(sock_.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
+  std::uint32_t total = 0;
+  std::uint32_t idx[1024];
+  while (total < d.size()) {
+    const std::uint32_t k = std::min<std::uint32_t>(static_cast<std::uint32_t>(d.size()) - total, tx_batch_);
+    std::uint32_t m = 0;
+    for (std::uint32_t i = 0; i < k; ++i) {
+      if (__builtin_expect(tx_loss_ > 0, 0) && tx_faults_.decide() == FaultInjector::Action::kDrop) continue;
+      iov_[m].iov_base = const_cast<std::byte*>(d[total + i].data);
+      iov_[m].iov_len = d[total + i].bytes;
+      idx[m++] = i;
+    }
+    std::uint32_t consumed = k;
+    if (m > 0) {
+      const int r = ::sendmmsg(sock_.fd, msgs_.get(), m, 0);
+      if (r < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+          consumed = idx[0];  // nothing went out; datagrams dropped by the fault injector before it did
+        } else {
+          // Unreachable network, filtered, ...: count and move on (subscribers NAK what they
+          // missed once the path is back) rather than spin on the same datagrams.
+          ++send_errors_;
+          last_errno_ = errno;
+        }
+      } else if (static_cast<std::uint32_t>(r) < m) {
+        consumed = idx[r];
+      }
+    }
+    total += consumed;
+    if (consumed < k) break;
+  }
+  return total;
+}
+
+std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
+  std::uint32_t n = 0;
+  for (const TxDesc& d : frames) {
+    if (__builtin_expect(done_n_ == done_cap_, 0)) break;
+    if (__builtin_expect(d.length > max_frame_ || d.length < core::kFrameHeaderSize, 0)) {
+      // Cannot be sent in one datagram (Publisher::max_payload() prevents this): drop it.
+      done_[done_n_++] = d.slot;
+      ++n;
+      continue;
+    }
+    if (!sender_.append(pool_->slot(d.slot), d.length)) break;  // back-pressure: socket cannot keep up
+    done_[done_n_++] = d.slot;
+    ++n;
+  }
+  const std::int64_t now = core::Clock::now_ns();
+  sender_.flush(*this, now);
+  if (__builtin_expect(now >= next_service_ns_, 0)) housekeeping_st(now);
+  return n;
+}
+
+std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
+  // Frames were copied into the send log by post_st(): their slots are free already.
+  const std::uint32_t n = std::min<std::uint32_t>(done_n_, static_cast<std::uint32_t>(freed.size()));
+  done_n_ -= n;
+  std::memcpy(freed.data(), done_.get() + done_n_, n * sizeof(std::uint32_t));
+  // Pollers reap every duty cycle: look for NAKs now and then between their 1 ms timers.
+  if ((++reaps_ & 63) == 0) {
+    const std::int64_t now = core::Clock::now_ns();
+    if (now >= next_service_ns_) housekeeping_st(now);
+  }
+  return n;
+}
+
+int UdpTxEndpoint::receive_control(std::int64_t now_ns) noexcept {
+  if (sock_.fd < 0) return 0;
+  alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
+  ::mmsghdr m[kControlBatch] = {};
+  iovec iov[kControlBatch];
+  int work = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (std::uint32_t i = 0; i < kControlBatch; ++i) {
+      iov[i] = {bufs[i], kControlBufSize};
+      m[i].msg_hdr.msg_iov = &iov[i];
+      m[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int r = ::recvmmsg(sock_.fd, m, kControlBatch, MSG_DONTWAIT, nullptr);
+    if (r <= 0) break;
+    for (int i = 0; i < r; ++i) sender_.on_control(bufs[i], m[i].msg_len, now_ns);
+    work += r;
+    if (r < static_cast<int>(kControlBatch)) break;
+  }
+  return work;
+}
+
+int UdpTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  if (sock_.fd < 0) return 0;
+  // Publisher::service() may call this in a tight idle loop: the recvmmsg for control messages
+  // runs at most every kControlPollNs unless a protocol deadline is due.
+  if (now_ns < next_service_ns_ && sender_.next_deadline(now_ns) > now_ns) return 0;
+  int work = receive_control(now_ns);
+  work += sender_.service(*this, now_ns);
+  next_service_ns_ = now_ns + kControlPollNs;
+  publish_counters();
+  return work;
+}
+
+bool UdpTxEndpoint::try_arm_st() noexcept {
+  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t deadline = sender_.next_deadline(now);
+  if (deadline <= now) return false;
+  waiter_.arm(deadline, now);
+  return !waiter_.pending();  // a NAK already queued: stay awake
+}
+
+void UdpTxEndpoint::close_st() noexcept {
+  if (closed_ || sock_.fd < 0) return;
+  closed_ = true;
+  std::int64_t now = core::Clock::now_ns();
+  sender_.service(*this, now);
+  sender_.send_end_of_stream(*this, now);
+  if (linger_ns_ > 0 && sender_.receivers() > 0) {
+    // Keep repairing until every subscriber we know of confirmed the end (or the linger time
+    // is up): a publisher that exits right after its last offer() must not strand the tail.
+    const std::int64_t deadline = now + linger_ns_;
+    std::int64_t last_end = now;
+    while (now < deadline && !sender_.all_caught_up()) {
+      pollfd p{sock_.fd, POLLIN, 0};
+      (void)::poll(&p, 1, 1);
+      now = core::Clock::now_ns();
+      receive_control(now);
+      sender_.service(*this, now);
+      if (now - last_end >= 5'000'000) {
+        sender_.send_end_of_stream(*this, now);
+        last_end = now;
+      }
+    }
+    sender_.send_end_of_stream(*this, now);
+  }
+  publish_counters();
+  ::close(sock_.fd);
+  sock_.fd = -1;
+}
+
+void UdpTxEndpoint::publish_counters() noexcept {
+  if (!c_.datagrams.valid()) return;
+  const reliability::SenderStats& s = sender_.stats();
+  c_.datagrams.set(s.datagrams);
+  c_.bytes.set(s.bytes);
+  c_.heartbeats.set(s.heartbeats);
+  c_.naks.set(s.naks);
+  c_.nak_ranges.set(s.nak_ranges);
+  c_.naks_suppressed.set(s.naks_suppressed);
+  c_.naks_unavailable.set(s.naks_unavailable);
+  c_.retransmit_frames.set(s.retransmit_frames);
+  c_.retransmit_datagrams.set(s.retransmit_datagrams);
+  c_.receivers.set(sender_.receivers());
+  c_.send_blocked.set(s.send_blocked);
+  c_.send_errors.set(send_errors_);
+  c_.control_malformed.set(s.control_malformed);
+  c_.fault_dropped.set(tx_faults_.stats().dropped);
+}
+
+std::string UdpTxEndpoint::describe() const {
+  const reliability::SenderStats& s = sender_.stats();
+  std::string out = absl::StrFormat(
+      "udp publisher stream %u session %08x -> %s, max frame %u, sndbuf %d, retransmit buffer %u KiB "
+      "(oldest %u, next %u), %u subscriber(s); sent %u datagrams, %u heartbeats, %u NAKs (%u suppressed, %u "
+      "unavailable), %u frames repaired",
+      stream_id_, session_id_, ch_.text, max_frame_, sock_.sndbuf, sender_.log().capacity() >> 10,
+      sender_.log().oldest(), sender_.log().next(), sender_.receivers(), s.datagrams, s.heartbeats, s.naks,
+      s.naks_suppressed, s.naks_unavailable, s.retransmit_frames);
+  if (send_errors_ != 0) absl::StrAppendFormat(&out, "; %u send errors (last: %s)", send_errors_, std::strerror(last_errno_));
+  return out;
+}
+
+// ---- subscriber ---------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+  const core::Config& cfg = *env.config;
+  const core::UdpConfig& u = cfg.udp;
+  auto ch = resolve_channel(cfg, spec.stream);
+  if (!ch.ok()) return ch.status();
+  auto sock = open_rx_socket(cfg, *ch);
+  if (!sock.ok()) return sock.status();
+  std::unique_ptr<UdpRxEndpoint> ep(new UdpRxEndpoint());
+  ep->ch_ = *ch;
+  ep->sock_ = *sock;
+  ep->stream_id_ = spec.stream_id;
+  const std::uint32_t datagram = u.mtu - 28;
+  ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
+  ep->nbufs_ = u.rx_buffers;
+  // Value-initialised: pre-touched, so the first datagrams do not page-fault.
+  ep->bufs_.reset(new (std::align_val_t(64)) std::byte[static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_]());
+  ep->free_.reset(new std::uint32_t[ep->nbufs_]);
+  ep->refs_.reset(new std::uint32_t[ep->nbufs_]());
+  ep->len_.reset(new std::uint32_t[ep->nbufs_]());
+  ep->src_.reset(new sockaddr_in[ep->nbufs_]());
+  for (std::uint32_t i = ep->nbufs_; i-- > 0;) ep->free_buffer(i);
+  ep->rx_batch_ = std::min(u.rx_batch, ep->nbufs_);
+  ep->batch_buf_.reset(new std::uint32_t[ep->rx_batch_]);
+  ep->msgs_.reset(new ::mmsghdr[ep->rx_batch_]());
+  ep->iov_.reset(new iovec[ep->rx_batch_]());
+  for (std::uint32_t i = 0; i < ep->rx_batch_; ++i) {
+    ep->msgs_[i].msg_hdr.msg_iov = &ep->iov_[i];
+    ep->msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
+  reliability::ReceiverOptions ro;
+  ro.window.window = u.reorder_window;
+  ro.window.nak_delay_ns = us(u.nak_delay_us);
+  ro.window.nak_retry_ns = us(u.nak_retry_us);
+  ro.window.nak_retry_max_ns = us(u.nak_retry_max_us);
+  ro.window.give_up_ns = ms(u.nak_give_up_ms);
+  ro.stream_id = spec.stream_id;
+  ro.max_sessions = u.max_sessions;
+  ro.session_timeout_ns = ms(u.session_timeout_ms);
+  ro.status_interval_ns = ms(u.status_interval_ms);
+  ro.receiver_id = random_u64();
+  ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
+  ep->receiver_.init(ro);
+  ep->faults_ = FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
+  if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  if (env.counters != nullptr) {
+    const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
+    core::CountersFile& f = *env.counters;
+    Counters& c = ep->c_;
+    c.datagrams = f.allocate(scope, "datagrams_received", spec.stream_id);
+    c.frames = f.allocate(scope, "frames_received", spec.stream_id);
+    c.heartbeats = f.allocate(scope, "heartbeats_received", spec.stream_id);
+    c.duplicates = f.allocate(scope, "duplicates_dropped", spec.stream_id);
+    c.beyond_window = f.allocate(scope, "beyond_window_dropped", spec.stream_id);
+    c.fills = f.allocate(scope, "gap_fills", spec.stream_id);
+    c.gaps = f.allocate(scope, "gaps_detected", spec.stream_id);
+    c.nak_ranges = f.allocate(scope, "nak_ranges_sent", spec.stream_id);
+    c.naks = f.allocate(scope, "naks_sent", spec.stream_id);
+    c.lost = f.allocate(scope, "messages_unrecoverable", spec.stream_id);
+    c.loss_reports = f.allocate(scope, "loss_reports", spec.stream_id);
+    c.sessions = f.allocate(scope, "sessions_started", spec.stream_id);
+    c.sessions_ended = f.allocate(scope, "sessions_ended", spec.stream_id);
+    c.status_sent = f.allocate(scope, "status_sent", spec.stream_id);
+    c.malformed = f.allocate(scope, "malformed", spec.stream_id);
+    c.other_stream = f.allocate(scope, "other_stream", spec.stream_id);
+    c.evictions = f.allocate(scope, "buffer_evictions", spec.stream_id);
+    c.fault_dropped = f.allocate(scope, "fault_dropped", spec.stream_id);
+    c.fault_duplicated = f.allocate(scope, "fault_duplicated", spec.stream_id);
+    c.fault_reordered = f.allocate(scope, "fault_reordered", spec.stream_id);
+  }
+  return ep;
+}
+
+UdpRxEndpoint::~UdpRxEndpoint() {
+  close_st();
+  if (sock_.fd >= 0) ::close(sock_.fd);
+}
+
+void UdpRxEndpoint::send_control(const PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept {
+  if (sock_.fd < 0 || to.length != sizeof(sockaddr_in)) return;
+  sockaddr_in sa;
+  std::memcpy(&sa, to.bytes, sizeof sa);
+  if (::sendto(sock_.fd, msg, len, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) < 0) {
+    ++control_errors_;  // best effort: NAKs are retried by timer, status messages are periodic
+  }
+}
+
+void UdpRxEndpoint::process(std::uint32_t b, int times, std::int64_t now_ns) noexcept {
+  PeerAddress from;
+  std::memcpy(from.bytes, &src_[b], sizeof(sockaddr_in));
+  from.length = sizeof(sockaddr_in);
+  std::uint32_t stored = 0;
+  for (int t = 0; t < times; ++t) stored += receiver_.on_datagram(buffer(b), len_[b], from, b, now_ns);
+  refs_[b] += stored;
+  if (refs_[b] == 0) free_buffer(b);  // heartbeats, duplicates, other streams: nothing kept
+}
+
+std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
+  const std::uint32_t window = receiver_.window();
+  const std::uint32_t held = receiver_.held();
+  // Deliverable frames are waiting for the application: take no more until it drained some
+  // (frames beyond the window would be dropped). Frames held behind a gap do not count: the
+  // repair must still get in.
+  if (held > window / 2 && receiver_.ready()) return 0;
+  if (free_n_ == 0 && held > 0 && !receiver_.ready()) evict(now_ns);
+  std::uint32_t k = std::min(cur_batch_, free_n_);
+  k = std::min(k, std::max<std::uint32_t>(1, (window / 2) / frames_per_dgram_));
+  if (k == 0) return 0;
+  for (std::uint32_t i = 0; i < k; ++i) {
+    const std::uint32_t b = free_[--free_n_];
+    batch_buf_[i] = b;
+    iov_[i].iov_base = buffer(b);
+    iov_[i].iov_len = buf_size_;
+    msghdr& h = msgs_[i].msg_hdr;
+    h.msg_name = &src_[b];
+    h.msg_namelen = sizeof(sockaddr_in);
+    h.msg_flags = 0;
+  }
+  int r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
+  if (r < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+    r = 0;
+  }
+  const std::uint32_t got = static_cast<std::uint32_t>(r);
+  for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
+  // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
+  // empty second slot), doubling up to rx_batch while every slot gets filled.
+  if (got == k && k == cur_batch_) {
+    cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+  } else if (got < k) {
+    cur_batch_ = std::max<std::uint32_t>(1, got);
+  }
+  if (got == 0) return 0;
+  last_rx_ns_ = now_ns;
+  for (std::uint32_t i = 0; i < got; ++i) {
+    const std::uint32_t b = batch_buf_[i];
+    len_[b] = msgs_[i].msg_len;
+    if (__builtin_expect(msgs_[i].msg_hdr.msg_flags & MSG_TRUNC, 0)) {
+      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+      free_buffer(b);
+      continue;
+    }
+    if (__builtin_expect(!faults_.enabled(), 1)) {
+      process(b, 1, now_ns);
+      continue;
+    }
+    std::uint32_t released[FaultInjector::kMaxDelayed];
+    const FaultInjector::Action a = faults_.decide();
+    const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
+    switch (a) {
+      case FaultInjector::Action::kDrop: free_buffer(b); break;
+      case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
+      case FaultInjector::Action::kDelay: faults_.delay(b); break;
+      case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
+    }
+    for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+  }
+  next_service_ns_ = std::min(next_service_ns_, receiver_.next_deadline());
+  return got;
+}
+
+void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {
+  // Every buffer is referenced and nothing is deliverable: frames are held behind a gap whose
+  // repair now has nowhere to land. Give back the datagrams with the highest sequences (they
+  // are NAKed again later) until a batch of buffers is free.
+  const std::uint32_t target = std::min(rx_batch_, nbufs_ / 4 + 1);
+  for (int round = 0; round < 64 && free_n_ < target; ++round) {
+    std::uint32_t best = UINT32_MAX;
+    std::uint64_t best_seq = 0;
+    for (std::uint32_t b = 0; b < nbufs_; ++b) {
+      if (refs_[b] == 0) continue;
+      const auto* f = reinterpret_cast<const core::FrameHeader*>(buffer(b));
+      if (f->sequence >= best_seq) {
+        best_seq = f->sequence;
+        best = b;
+      }
+    }
+    if (best == UINT32_MAX) return;
+    reliability::FrameCursor cur(buffer(best), len_[best]);
+    for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
+      if (f->flags & core::kFlagHeartbeat) continue;
+      if (receiver_.forget(f->session_id, f->sequence, f, now_ns)) --refs_[best];
+    }
+    if (refs_[best] != 0) return;  // frames of it are with the application: wait for releases
+    free_buffer(best);
+    ++evictions_;
+  }
+}
+
+std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
+  if (__builtin_expect(closed_, 0)) return 0;
+  const std::uint32_t max = static_cast<std::uint32_t>(out.size());
+  const std::int64_t now = core::Clock::now_ns();  // once per call
+  std::uint32_t n = receiver_.poll(out.data(), max);
+  if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
+  if (__builtin_expect(now >= next_service_ns_, 0)) housekeeping_st(now);
+  return n;
+}
+
+void UdpRxEndpoint::release_st(std::span<const RxDesc> done, bool /*validate*/) noexcept {
+  // Buffers are ours until released: views cannot be overwritten, nothing to validate.
+  for (const RxDesc& d : done) {
+    if (d.kind != RxKind::kMessage) continue;
+    if (--refs_[d.token] == 0) free_buffer(d.token);
+  }
+}
+
+int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  if (closed_) return 0;
+  int work = receiver_.service(now_ns, *this);
+  if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {
+    // Traffic stopped: let the reordered datagrams in rather than hold them forever.
+    std::uint32_t released[FaultInjector::kMaxDelayed];
+    const std::uint32_t n = faults_.flush(released);
+    for (std::uint32_t j = 0; j < n; ++j) process(released[j], 1, now_ns);
+    work += static_cast<int>(n);
+  }
+  next_service_ns_ = std::min(receiver_.next_deadline(), now_ns + 1'000'000);
+  if (faults_.delayed() > 0) next_service_ns_ = std::min(next_service_ns_, now_ns + 1'000'000);
+  publish_counters();
+  return work;
+}
+
+bool UdpRxEndpoint::try_arm_st() noexcept {
+  if (receiver_.ready() || faults_.delayed() > 0) return false;
+  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t deadline = receiver_.next_deadline();
+  if (deadline <= now) return false;
+  waiter_.arm(deadline, now);
+  return !waiter_.pending();
+}
+
+void UdpRxEndpoint::close_st() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  receiver_.close(*this);  // publishers stop waiting for us
+  publish_counters();
+}
+
+void UdpRxEndpoint::publish_counters() noexcept {
+  if (!c_.datagrams.valid()) return;
+  const reliability::ReceiverStats& s = receiver_.stats();
+  const reliability::WindowStats w = receiver_.window_stats();
+  const reliability::FaultStats& f = faults_.stats();
+  c_.datagrams.set(s.datagrams);
+  c_.frames.set(w.frames);
+  c_.heartbeats.set(s.heartbeats);
+  c_.duplicates.set(w.duplicates);
+  c_.beyond_window.set(w.beyond);
+  c_.fills.set(w.fills);
+  c_.gaps.set(w.gaps_opened);
+  c_.nak_ranges.set(w.nak_ranges);
+  c_.naks.set(s.naks_sent);
+  c_.lost.set(w.lost);
+  c_.loss_reports.set(w.loss_reports);
+  c_.sessions.set(s.sessions_started);
+  c_.sessions_ended.set(s.sessions_ended);
+  c_.status_sent.set(s.status_sent);
+  c_.malformed.set(s.malformed + truncated_);
+  c_.other_stream.set(s.other_stream);
+  c_.evictions.set(evictions_);
+  c_.fault_dropped.set(f.dropped);
+  c_.fault_duplicated.set(f.duplicated);
+  c_.fault_reordered.set(f.delayed);
+}
+
+std::string UdpRxEndpoint::describe() const {
+  const reliability::ReceiverStats& s = receiver_.stats();
+  const reliability::WindowStats w = receiver_.window_stats();
+  std::string out = absl::StrFormat(
+      "udp subscriber stream %u on %s, rcvbuf %d, busy poll %s, %u/%u buffers free; %u datagrams, %u frames, %u "
+      "duplicates, %u gaps, %u NAKs, %u fills, %u unrecoverable",
+      stream_id_, ch_.text, sock_.rcvbuf, sock_.busy_poll ? "on" : "off", free_n_, nbufs_, s.datagrams, w.frames,
+      w.duplicates, w.gaps_opened, s.naks_sent, w.fills, w.lost);
+  for (std::uint32_t i = 0; i < receiver_.sessions(); ++i) {
+    const auto si = receiver_.session_info(i);
+    absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,
+                          si.gaps, si.held);
+  }
+  if (!sock_.notes.empty()) absl::StrAppend(&out, "; ", sock_.notes);
+  return out;
+}
+
+// ---- transport ----------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<TxEndpoint>> UdpTransport::open_tx(const EndpointSpec& spec) {
+  auto ep = UdpTxEndpoint::open(env_, spec);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<TxEndpoint>(std::move(*ep));
+}
+
+absl::StatusOr<std::unique_ptr<RxEndpoint>> UdpTransport::open_rx(const EndpointSpec& spec) {
+  auto ep = UdpRxEndpoint::open(env_, spec);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<RxEndpoint>(std::move(*ep));
+}
+
+}  // namespace pollux::transport::udp

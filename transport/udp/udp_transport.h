@@ -1,0 +1,175 @@
+// UDP transport: unicast or multicast datagrams carrying runs of frames, made reliable by the
+// NAK protocol of transport/reliability/ (docs/PROTOCOL.md).
+//
+// Data plane per burst: post_st() copies frames into the publisher's send log (its retransmit
+// buffer) and sends them as datagrams packed up to the MTU with one sendmmsg; poll_st() takes
+// up to rx_batch datagrams with one recvmmsg into buffers the frames are then delivered from
+// without a copy. NAKs, status messages and heartbeats ride on the same sockets and are
+// handled by housekeeping_st() (pollers call it every ms) and, rate-limited, by the data calls
+// themselves. try_arm_st()/disarm_st(): each endpoint owns an epoll set (its socket + a
+// timerfd for its next protocol deadline) exposed as notify_fd().
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <memory>
+#include <vector>
+
+#include "transport/reliability/fault_injector.h"
+#include "transport/reliability/receiver.h"
+#include "transport/reliability/sender.h"
+#include "transport/transport.h"
+#include "transport/udp/udp_socket.h"
+
+struct mmsghdr;
+
+namespace pollux::transport::udp {
+
+// Epoll set of one endpoint: its socket and a timerfd for protocol deadlines.
+class Waiter {
+ public:
+  ~Waiter();
+  absl::Status open(int socket_fd);
+  // True when the socket is readable or the timer fired (non-blocking check).
+  bool pending() const noexcept;
+  // Arms the timer for `deadline_ns` (core::Clock time; INT64_MAX: no timer).
+  void arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept;
+  void disarm() noexcept;
+  int fd() const noexcept { return epfd_; }
+
+ private:
+  int epfd_ = -1;
+  int timerfd_ = -1;
+};
+
+class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink {
+ public:
+  static absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec);
+  ~UdpTxEndpoint() override;
+
+  std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
+  std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
+  int housekeeping_st(std::int64_t now_ns) noexcept override;
+  bool try_arm_st() noexcept override;
+  void disarm_st() noexcept override { waiter_.disarm(); }
+  int notify_fd() const noexcept override { return waiter_.fd(); }
+  bool connected() const noexcept override { return sender_.connected(); }
+  std::uint32_t max_frame() const noexcept override { return max_frame_; }
+  void close_st() noexcept override;
+  std::string describe() const override;
+
+  const reliability::ReliableSender& sender() const noexcept { return sender_; }
+  const SocketInfo& socket_info() const noexcept { return sock_; }
+
+ private:
+  UdpTxEndpoint() = default;
+  std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
+  int receive_control(std::int64_t now_ns) noexcept;
+  void publish_counters() noexcept;
+
+  Channel ch_;
+  SocketInfo sock_;
+  Waiter waiter_;
+  reliability::ReliableSender sender_;
+  reliability::FaultInjector tx_faults_;
+  double tx_loss_ = 0;
+  core::BufferPool* pool_ = nullptr;
+  std::uint32_t max_frame_ = 0;
+  std::uint32_t tx_batch_ = 32;
+  std::int64_t linger_ns_ = 0;
+  std::int64_t next_service_ns_ = 0;
+  std::uint32_t reaps_ = 0;
+  bool closed_ = false;
+  // Slots copied into the log and not yet handed back by reap_st().
+  std::unique_ptr<std::uint32_t[]> done_;
+  std::uint32_t done_n_ = 0, done_cap_ = 0;
+  std::unique_ptr<::mmsghdr[]> msgs_;
+  std::unique_ptr<iovec[]> iov_;
+  alignas(8) std::byte ctl_[2048];
+  std::uint64_t send_errors_ = 0;
+  int last_errno_ = 0;
+  struct Counters {
+    core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
+        retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
+        fault_dropped;
+  } c_;
+};
+
+class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
+ public:
+  static absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec);
+  ~UdpRxEndpoint() override;
+
+  std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
+  void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
+  int housekeeping_st(std::int64_t now_ns) noexcept override;
+  bool try_arm_st() noexcept override;
+  void disarm_st() noexcept override { waiter_.disarm(); }
+  int notify_fd() const noexcept override { return waiter_.fd(); }
+  bool connected() const noexcept override { return receiver_.connected(); }
+  void close_st() noexcept override;
+  std::string describe() const override;
+
+  const reliability::ReliableReceiver& receiver() const noexcept { return receiver_; }
+  const reliability::FaultInjector& faults() const noexcept { return faults_; }
+  std::uint32_t free_buffers() const noexcept { return free_n_; }
+  const SocketInfo& socket_info() const noexcept { return sock_; }
+
+ private:
+  UdpRxEndpoint() = default;
+  void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
+  std::uint32_t receive(std::int64_t now_ns) noexcept;
+  void process(std::uint32_t b, int times, std::int64_t now_ns) noexcept;
+  void evict(std::int64_t now_ns) noexcept;
+  void free_buffer(std::uint32_t b) noexcept { free_[free_n_++] = b; }
+  std::byte* buffer(std::uint32_t b) const noexcept { return bufs_.get() + static_cast<std::size_t>(b) * buf_size_; }
+  void publish_counters() noexcept;
+
+  Channel ch_;
+  SocketInfo sock_;
+  Waiter waiter_;
+  reliability::ReliableReceiver receiver_;
+  reliability::FaultInjector faults_;
+  struct AlignedFree {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte[], AlignedFree> bufs_;
+  std::uint32_t buf_size_ = 0, nbufs_ = 0;
+  std::unique_ptr<std::uint32_t[]> free_;
+  std::uint32_t free_n_ = 0;
+  std::unique_ptr<std::uint32_t[]> refs_;     // frames of the buffer held or delivered-unreleased
+  std::unique_ptr<std::uint32_t[]> len_;      // datagram length
+  std::unique_ptr<sockaddr_in[]> src_;        // datagram source
+  std::unique_ptr<std::uint32_t[]> batch_buf_;  // buffers handed to the current recvmmsg
+  std::unique_ptr<::mmsghdr[]> msgs_;
+  std::unique_ptr<iovec[]> iov_;
+  std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
+  std::int64_t next_service_ns_ = 0;
+  std::int64_t last_rx_ns_ = 0;
+  std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
+  bool closed_ = false;
+  struct Counters {
+    core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
+        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, evictions, fault_dropped,
+        fault_duplicated, fault_reordered;
+  } c_;
+};
+
+class UdpTransport final : public Transport {
+ public:
+  explicit UdpTransport(const TransportEnv& env) : env_(env) {}
+  std::string_view name() const override { return "udp"; }
+  // Frames are copied into the send log, so the pool needs no registration.
+  absl::Status register_memory(core::BufferPool&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<TxEndpoint>> open_tx(const EndpointSpec& spec) override;
+  absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
+  void close() override {}
+  // A socket (and session) per publisher: publishers on different threads never share one.
+  bool shared_tx_endpoint() const noexcept override { return false; }
+
+ private:
+  TransportEnv env_;
+};
+
+}  // namespace pollux::transport::udp
