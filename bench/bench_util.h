@@ -1,0 +1,59 @@
+// Shared helpers for the latency benchmarks: machine description, clock cost, pinning.
+#pragma once
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/clock.h"
+#include "core/histogram.h"
+#include "core/topology.h"
+
+namespace pollux::bench {
+
+inline std::string machine_description() {
+  std::string model = "?";
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  utsname u{};
+  uname(&u);
+  return model + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs, kernel " + u.release + ", clock " +
+         core::Clock::describe();
+}
+
+// Cost of one Clock::now_ns() call, measured as the median of batches.
+inline double clock_cost_ns() {
+  core::Histogram h;
+  for (int r = 0; r < 200; ++r) {
+    const std::int64_t a = core::Clock::now_ns();
+    std::int64_t x = 0;
+    for (int i = 0; i < 100; ++i) x += core::Clock::now_ns();
+    const std::int64_t b = core::Clock::now_ns();
+    h.record((b - a) * 10);  // tenths of ns per call
+    if (x == 42) std::puts("");
+  }
+  return static_cast<double>(h.percentile(50)) / 1000.0;
+}
+
+inline void pin(int cpu) {
+  if (cpu < 0) return;
+  if (auto s = core::topology().pin_current_thread(cpu); !s.ok()) {
+    std::fprintf(stderr, "warning: %s\n", std::string(s.message()).c_str());
+  }
+}
+
+inline void print_hist(const char* label, const core::Histogram& h) {
+  std::printf("%-34s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  p99.99 %8.3f  max %9.3f us  (n=%llu)\n", label,
+              h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3, h.percentile(99.9) / 1e3,
+              h.percentile(99.99) / 1e3, static_cast<double>(h.max()) / 1e3, static_cast<unsigned long long>(h.count()));
+}
+
+}  // namespace pollux::bench

@@ -1,0 +1,280 @@
+// pollux-bench-shm: shared-memory latency and throughput between two processes, next to the
+// physical floor measured in the same run.
+//
+//   pollux-bench-shm [--count N] [--runs R] [--cases floor,inline32,inline256,dedicated32,dedicated256,tput]
+//
+// floor:       a bare cache-line ping-pong between two processes (one 128-byte-padded line
+//              per direction) - the least any shm transport can do on these two cores.
+// inline/dedicated N: Pollux ping-pong, N-byte payload: the parent offers on "ping" and spins
+//              on "pong"; the child echoes. Round-trip time per message, HDR histogram.
+// tput:        one-way 32-byte messages, publisher process -> subscriber process, inline mode,
+//              back-pressure flow control (nothing lost), rate measured at the subscriber.
+// Processes are pinned to CPUs 0 and 1 (the pollers of dedicated mode share those cores).
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/cache.h"
+#include "pollux/pollux.h"
+
+namespace {
+
+using pollux::core::Clock;
+using pollux::core::Histogram;
+
+std::string config(const std::string& name, const std::string& threading, const std::string& idle, int poller_cpu,
+                   const std::string& flow = "lossy") {
+  std::string c = "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading + "\"\nidle = \"" + idle +
+                  "\"\ncounters = true\n";
+  if (poller_cpu >= 0) c += "poller_cores = [" + std::to_string(poller_cpu) + "]\n";
+  c += "[shm]\nlog_size = \"16MiB\"\nflow_control = \"" + flow + "\"\n";
+  return c;
+}
+
+// ---- floor ------------------------------------------------------------------------------------
+
+struct alignas(128) Line {
+  std::atomic<std::uint64_t> v{0};
+};
+
+Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
+  auto* lines = static_cast<Line*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (&lines[0]) Line();
+  new (&lines[1]) Line();
+  const std::uint64_t total = count + warmup;
+  const pid_t child = fork();
+  if (child == 0) {
+    pollux::bench::pin(1);
+    for (std::uint64_t i = 1; i <= total; ++i) {
+      while (lines[0].v.load(std::memory_order_acquire) != i) pollux::core::cpu_relax();
+      lines[1].v.store(i, std::memory_order_release);
+    }
+    _exit(0);
+  }
+  pollux::bench::pin(0);
+  Histogram h;
+  for (std::uint64_t i = 1; i <= total; ++i) {
+    const std::int64_t t0 = Clock::now_ns();
+    lines[0].v.store(i, std::memory_order_release);
+    while (lines[1].v.load(std::memory_order_acquire) != i) pollux::core::cpu_relax();
+    const std::int64_t t1 = Clock::now_ns();
+    if (i > warmup) h.record(t1 - t0);
+  }
+  waitpid(child, nullptr, 0);
+  munmap(lines, 4096);
+  return h;
+}
+
+// ---- Pollux ping-pong ---------------------------------------------------------------------------
+
+int pong_child(const std::string& name, const std::string& threading, const std::string& idle, bool dedicated,
+               std::uint64_t total, const int* sync) {
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1), "bench");
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
+    return 2;
+  }
+  auto sub = (*ctx)->subscriber("ping");
+  auto pub = (*ctx)->publisher("pong");
+  while (!pub->is_connected() || !sub->is_connected()) {
+    (void)sub->poll([](const pollux::Message&) {}, 1);
+    std::this_thread::yield();
+  }
+  (void)!write(sync[1], "x", 1);
+  std::uint64_t n = 0;
+  while (n < total) {
+    const int k = sub->poll(
+        [&](const pollux::Message& m) {
+          while (pub->offer(m.payload) < 0) {
+          }
+        },
+        16);
+    n += static_cast<std::uint64_t>(k);
+    // Dedicated mode: this thread shares its CPU with its poller; give it the CPU.
+    if (k == 0 && dedicated) sched_yield();
+  }
+  // Keep the pong stream open until the parent has read the last reply.
+  char c;
+  (void)!read(sync[0], &c, 1);
+  return 0;
+}
+
+Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::uint64_t count, std::uint64_t warmup) {
+  const std::string name = "bench" + std::to_string(getpid());
+  const bool dedicated = threading == "dedicated";
+  // Dedicated mode on 2 CPUs: each process's poller shares the CPU of its application thread;
+  // busy-spinning pollers would fight the application for it, so pollers yield.
+  const std::string idle = dedicated ? "yield" : "busy-spin";
+  const std::uint64_t total = count + warmup;
+  int sync[2];
+  if (pipe(sync) != 0) std::abort();
+  const pid_t child = fork();
+  if (child == 0) {
+    pollux::bench::pin(1);
+    _exit(pong_child(name, threading, idle, dedicated, total, sync));
+  }
+  pollux::bench::pin(0);
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1), "bench");
+
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
+    std::exit(2);
+  }
+  auto pub = (*ctx)->publisher("ping");
+  auto sub = (*ctx)->subscriber("pong");
+  char c;
+  while (!pub->is_connected() || !sub->is_connected()) {
+    (void)sub->poll([](const pollux::Message&) {}, 1);
+    std::this_thread::yield();
+  }
+  if (read(sync[0], &c, 1) != 1) std::abort();
+  std::vector<std::byte> payload(size, std::byte{7});
+  Histogram h;
+  for (std::uint64_t i = 0; i < total; ++i) {
+    bool got = false;
+    const std::int64_t t0 = Clock::now_ns();
+    while (pub->offer(payload) < 0) {
+    }
+    while (!got) {
+      if (sub->poll([&](const pollux::Message&) { got = true; }, 1) == 0 && dedicated) sched_yield();
+    }
+    const std::int64_t t1 = Clock::now_ns();
+    if (i >= warmup) h.record(t1 - t0);
+  }
+  (void)!write(sync[1], "x", 1);
+  waitpid(child, nullptr, 0);
+  close(sync[0]);
+  close(sync[1]);
+  return h;
+}
+
+// ---- throughput ---------------------------------------------------------------------------------
+
+int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result);
+
+double pollux_throughput(std::uint64_t count) {
+  const std::string name = "tput" + std::to_string(getpid());
+  int ready[2], result[2];
+  if (pipe(ready) != 0 || pipe(result) != 0) std::abort();
+  const pid_t child = fork();
+  if (child == 0) {
+    pollux::bench::pin(1);
+    _exit(tput_child(name, count, ready, result));
+  }
+  pollux::bench::pin(0);
+  auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure"), "bench");
+  auto pub = (*ctx)->publisher("tput");
+  char c;
+  if (read(ready[0], &c, 1) != 1) std::abort();
+  while (!pub->is_connected()) std::this_thread::yield();
+  std::byte msg[32] = {};
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::memcpy(msg, &i, 8);
+    while (pub->offer(msg, sizeof msg) < 0) pollux::core::cpu_relax();
+  }
+  double rate = 0;
+  if (read(result[0], &rate, sizeof rate) != sizeof rate) std::abort();
+  waitpid(child, nullptr, 0);
+  return rate;
+}
+
+int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result) {
+  {
+    auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure"), "bench");
+    auto sub = (*ctx)->subscriber("tput");
+    while (!sub->is_connected()) {
+      (void)sub->poll([](const pollux::Message&) {}, 1);
+      std::this_thread::yield();
+    }
+    (void)!write(ready[1], "r", 1);
+    std::uint64_t n = 0, sum = 0;
+    std::int64_t t0 = 0;
+    while (n < count) {
+      const int k = sub->poll(
+          [&](const pollux::Message& m) {
+            std::uint64_t v;
+            std::memcpy(&v, m.payload.data(), 8);
+            sum += v;
+          },
+          1024);
+      if (k > 0 && n == 0) t0 = Clock::now_ns();
+      n += static_cast<std::uint64_t>(k);
+    }
+    const double secs = static_cast<double>(Clock::now_ns() - t0) / 1e9;
+    const double rate = static_cast<double>(count) / secs;
+    if (sum != count * (count - 1) / 2) std::fprintf(stderr, "tput: checksum mismatch\n");
+    (void)!write(result[1], &rate, sizeof rate);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t count = 200'000;
+  int runs = 3;
+  std::string cases = "floor,inline32,inline256,dedicated32,dedicated256,tput";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--count" && i + 1 < argc) count = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (a == "--cases" && i + 1 < argc) cases = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--count N] [--runs R] [--cases list]\n", argv[0]);
+      return 64;
+    }
+  }
+  Clock::init();
+  std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n\n", pollux::bench::machine_description().c_str(),
+              pollux::bench::clock_cost_ns());
+  std::vector<std::string> wanted;
+  for (std::size_t b = 0, e; b <= cases.size(); b = e + 1) {
+    e = cases.find(',', b);
+    if (e == std::string::npos) e = cases.size();
+    wanted.push_back(cases.substr(b, e - b));
+  }
+  auto has = [&](const char* c) { return std::find(wanted.begin(), wanted.end(), c) != wanted.end(); };
+  const std::uint64_t warmup = count / 10;
+  for (int r = 1; r <= runs; ++r) {
+    std::printf("--- run %d (round trips, %llu samples after %llu warm-up)\n", r, static_cast<unsigned long long>(count),
+                static_cast<unsigned long long>(warmup));
+    double floor50 = 0;
+    if (has("floor")) {
+      Histogram h = floor_pingpong(count, warmup);
+      floor50 = static_cast<double>(h.percentile(50));
+      pollux::bench::print_hist("floor (bare cache-line ping-pong)", h);
+    }
+    for (const auto& [key, mode, size] : {std::tuple{"inline32", "inline", 32}, std::tuple{"inline256", "inline", 256},
+                                          std::tuple{"dedicated32", "dedicated", 32},
+                                          std::tuple{"dedicated256", "dedicated", 256}}) {
+      if (!has(key)) continue;
+      const std::uint64_t n = std::string(mode) == "dedicated" ? count / 4 : count;  // slower: fewer samples
+      Histogram h = pollux_pingpong(mode, static_cast<std::size_t>(size), n, n / 10);
+      char label[64];
+      std::snprintf(label, sizeof label, "pollux %s %d B", mode, size);
+      pollux::bench::print_hist(label, h);
+      if (floor50 > 0) {
+        std::printf("%-34s p50/floor p50 = %.2fx, p99.99/p50 = %.1fx\n", "",
+                    static_cast<double>(h.percentile(50)) / floor50,
+                    static_cast<double>(h.percentile(99.99)) / static_cast<double>(h.percentile(50)));
+      }
+    }
+    if (has("tput")) {
+      const double rate = pollux_throughput(count * 100);
+      std::printf("%-34s %.1f million msgs/s (%llu messages, inline, backpressure)\n", "pollux one-way 32 B throughput",
+                  rate / 1e6, static_cast<unsigned long long>(count * 100));
+    }
+  }
+  return 0;
+}

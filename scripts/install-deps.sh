@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Pollux needs that are not installed yet.
+#   scripts/install-deps.sh          build + run (library, examples, benchmarks)
+#   scripts/install-deps.sh --test   also what the test suite needs (Soft-RoCE VM, namespaces)
+# Runs apt-get only when something is missing, so a second run costs ~1 s.
+set -euo pipefail
+
+BUILD_PKGS=(
+  build-essential cmake pkg-config git
+  libboost-dev          # Boost.Lockfree spsc_queue (one of the two descriptor rings)
+  libhwloc-dev          # topology, NUMA node of a NIC, pinning, node-bound memory
+  libabsl-dev           # absl::Status/StatusOr and string formatting on the control path
+  libtomlplusplus-dev   # TOML configuration
+  libibverbs-dev librdmacm-dev ibverbs-providers   # RDMA transport (verbs, rdma_cm, rxe/mlx5 providers)
+  libgtest-dev libgmock-dev   # tests
+  libbenchmark-dev            # micro-benchmarks
+)
+TEST_PKGS=(
+  # Soft-RoCE VM for the RDMA tests (tests/rdma/run-in-vm.sh)
+  qemu-system-x86 busybox-static ibverbs-utils rdma-core perftest rdmacm-utils
+  kmod cpio xz-utils binutils file
+  # multi-host tests in network namespaces, wire loss with nftables
+  iproute2 nftables
+)
+
+want=("${BUILD_PKGS[@]}")
+if [ "${1:-}" = "--test" ]; then want+=("${TEST_PKGS[@]}"); fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[deps] all ${#want[@]} packages present"
+  exit 0
+fi
+echo "[deps] installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "[deps] need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Try without refreshing the index first (fast when the cache is current), then refresh.
+if ! $SUDO apt-get install -y --no-install-recommends "${missing[@]}" </dev/null; then
+  $SUDO apt-get update </dev/null
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+fi
