@@ -297,6 +297,67 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   EXPECT_EQ(seqs, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}));
 }
 
+// Found by the feed handler (examples/feed_handler): a subscriber that joined a stream and
+// received nothing before the publisher closed it never saw kEndOfStream.
+TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
+  for (const char* mode : {"inline", "shared", "dedicated"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = unique_name("eos-empty");
+    auto pub_ctx = make(cfg(name, mode));
+    auto sub_ctx = make(cfg(name, mode));
+    auto pub = pub_ctx->publisher("empty");
+    auto sub = sub_ctx->subscriber("empty");
+    ASSERT_TRUE(pub.ok() && sub.ok());
+    wait_connected(*pub, *sub);
+    pub->close();
+    int ended = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
+      if (sub->poll([](const Message&) {}, [](const Gap&) {},
+                    [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64) == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    EXPECT_EQ(ended, 1);
+  }
+}
+
+// Found by the feed handler: in queued modes the poller unmapped an ended stream's log while
+// the application still held undelivered views into it (SIGSEGV reading the payload).
+TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
+  for (const char* mode : {"shared", "dedicated"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = unique_name("eos-views");
+    auto pub_ctx = make(cfg(name, mode));
+    auto sub_ctx = make(cfg(name, mode));
+    auto pub = pub_ctx->publisher("views");
+    auto sub = sub_ctx->subscriber("views");
+    ASSERT_TRUE(pub.ok() && sub.ok());
+    wait_connected(*pub, *sub);
+    std::byte buf[512];
+    constexpr std::uint64_t kCount = 100;  // fewer than the poller hands out without releases
+    for (std::uint64_t i = 1; i <= kCount; ++i) {
+      fill_payload(buf, sizeof buf, i);
+      while (pub->offer(buf, sizeof buf) == kBackPressured) std::this_thread::yield();
+    }
+    pub->close();
+    // The poller reads everything, sees the end and runs its housekeeping while we hold back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::uint64_t good = 0;
+    int ended = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
+      (void)sub->poll(
+          [&](const Message& m) {
+            good += check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence);
+          },
+          [](const Gap&) {}, [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64);
+    }
+    EXPECT_EQ(good, kCount);
+    EXPECT_EQ(ended, 1);
+  }
+}
+
 TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
   const std::string name = unique_name("corrupt");
   auto ctx = make(cfg(name, "inline"));

@@ -365,8 +365,10 @@ class LogReader {
   std::uint64_t overruns() const noexcept { return overruns_; }
 
   // Live-edge state for end-of-stream detection.
+  // Nothing left to read. Not tied to resync_: a reader that joined at the live edge and
+  // never received a frame is caught up too (it must still see the end of the stream).
   bool caught_up() const noexcept {
-    return !resync_ && ws_->tail.load(std::memory_order_acquire) == pos_;
+    return ws_->tail.load(std::memory_order_acquire) == pos_;
   }
 
  private:

@@ -230,7 +230,11 @@ std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     d.session_id = new_session_id_;
     pending_new_session_ = false;
   }
-  if (seg_ != nullptr && !ended_) n += reader_.poll(out.data() + n, max - n);
+  if (seg_ != nullptr && !ended_) {
+    const std::uint32_t got = reader_.poll(out.data() + n, max - n);
+    for (std::uint32_t k = n; k < n + got; ++k) held_ += out[k].kind == RxKind::kMessage;
+    n += got;
+  }
   if (n == 0 && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // rate-limited inside
   return n;
 }
@@ -243,7 +247,9 @@ int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   struct stat st;
   const bool replaced = ::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != seg_->inode();
   if (ended_) {
-    // The stream ended: drop the old segment and wait for a new publisher (new session).
+    // The stream ended: drop the old segment and wait for a new publisher (new session) -
+    // once the application has released every view into it.
+    if (held_ != 0) return 0;
     detach();
     return try_attach(true) ? 1 : 0;
   }

@@ -54,6 +54,7 @@ class ShmRxEndpoint final : public RxEndpoint {
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override {
+    for (const RxDesc& d : done) held_ -= d.kind == RxKind::kMessage;
     reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
   }
   std::uint64_t safe_floor() const noexcept override { return seg_ != nullptr ? reader_.safe_floor() : 0; }
@@ -86,6 +87,9 @@ class ShmRxEndpoint final : public RxEndpoint {
   absl::Status attach_status_;
   bool ever_attached_ = false;
   std::uint32_t empty_polls_ = 0;
+  // Messages handed out by poll_st() and not yet released: their views point into the
+  // segment, so an ended stream is unmapped only once this is 0 (queued modes release late).
+  std::uint64_t held_ = 0;
 };
 
 class ShmTransport final : public Transport {
