@@ -80,7 +80,6 @@ absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx,
     fp->pubs_.push_back(std::move(*pub));
   }
   fp->batch_bytes_ = cfg.batch_bytes;
-  fp->sent_.assign(cfg.streams, 0);
   if (cfg.batch_bytes != 0) {
     const std::size_t stride = cfg.batch_bytes + kCopySlack;
     fp->storage_.assign(stride * cfg.streams, 0);  // touched now, not on the first message
@@ -119,7 +118,6 @@ bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32
   for (;;) {
     const std::int64_t r = pubs_[p].offer(data, len);
     if (r >= 0) [[likely]] {
-      ++sent_[p];
       ++result_.frames;
       result_.bytes += len;
       return true;
@@ -321,16 +319,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t>
 }
 
 void FeedPublisher::Close() {
-  for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
-    // Bounded: a subscriber that is gone must not hold up the shutdown.
-    for (int tries = 0; sent_[p] == 0 && tries < 1000; ++tries) {
-      const std::int64_t r = pubs_[p].offer(nullptr, 0);
-      if (r >= 0) ++sent_[p];
-      if (r != kBackPressured) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    pubs_[p].close();
-  }
+  for (Publisher& p : pubs_) p.close();
 }
 
 }  // namespace pollux::feed

@@ -58,9 +58,6 @@ class FeedPublisher {
                                       const std::atomic<bool>& stop);
 
   // Ends every stream (subscribers get kEndOfStream once they have read everything).
-  // A partition that carried nothing gets one empty Pollux message first: the shm transport
-  // only reports end-of-stream to a subscriber that has received at least one frame (see
-  // docs/FEED.md); subscribers ignore empty payloads.
   void Close();
 
   std::uint32_t streams() const noexcept { return static_cast<std::uint32_t>(pubs_.size()); }
@@ -88,7 +85,6 @@ class FeedPublisher {
   AppIdle idle_;
   std::vector<Publisher> pubs_;
   std::vector<Batch> batches_;
-  std::vector<std::uint64_t> sent_;  // Pollux messages offered per partition
   std::vector<std::uint8_t> storage_;
   std::uint32_t batch_bytes_ = 0;
   ReplayResult result_;

@@ -38,7 +38,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
   auto on_message = [&](const Message& msg) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(msg.payload.data());
     const std::size_t len = msg.payload.size();
-    if (len == 0) return;  // the publisher's end marker for a partition that carried nothing
+    if (len == 0) return;  // carries no ITCH message (pollux-feed never sends one; others may)
     std::uint64_t applied = 0;
     itch::ParseResult pr;
     if (len != 0 && p[0] == 0) {
