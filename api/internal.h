@@ -38,6 +38,7 @@ class PublisherImpl {
   };
 
   std::int64_t offer(std::span<const std::byte> payload) noexcept;
+  std::int64_t offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept;
   std::int64_t claim(std::size_t len, Claim& c) noexcept;
   std::int64_t commit(Claim& c) noexcept;
   void abort(Claim& c) noexcept;

@@ -139,6 +139,51 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   return r;
 }
 
+std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept {
+  if (mode != Mode::kShmDirect) {
+    std::int64_t n = 0;
+    for (const auto& m : msgs) {
+      const std::int64_t r = offer(m);
+      if (r < 0) return n > 0 ? n : r;
+      ++n;
+    }
+    return n;
+  }
+  if (msgs.empty()) return 0;
+  transport::shm::LogWriter& w = shm->writer();
+  const std::int64_t now = core::Clock::now_ns();
+  std::int64_t n = 0;
+  std::uint64_t bytes = 0;
+  for (const auto& m : msgs) {
+    const bool traced = take_trace();
+    if (std::int64_t r = check_state(m.size(), traced); r != 0) {
+      if (n == 0) return r;
+      break;
+    }
+    const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + m.size());
+    transport::shm::LogWriter::Claim c;
+    if (!w.try_claim(frame_len, &c)) {
+      counters.back_pressure.add();
+      if (n == 0) return kBackPressured;
+      break;
+    }
+    std::byte* p = c.frame + kFrameHeaderSize;
+    if (traced) {
+      start_trace(p, now, false);
+      p += kTraceBytes;
+    }
+    std::memcpy(p, m.data(), m.size());
+    w.commit_deferred(c, traced ? core::kFlagTraced : core::kFlagNone, now);
+    bytes += m.size();
+    ++n;
+  }
+  w.flush_tail();
+  counters.messages.add(static_cast<std::uint64_t>(n));
+  counters.bytes.add(bytes);
+  shm->maybe_heartbeat(now);
+  return n;
+}
+
 std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
   if (c.active_) return kClosed;  // misuse: a claim is already open on this Claim object
   const bool traced = take_trace();
@@ -248,6 +293,9 @@ Publisher::~Publisher() { close(); }
 
 std::int64_t Publisher::offer(std::span<const std::byte> payload) noexcept {
   return p_ != nullptr ? p_->offer(payload) : kClosed;
+}
+std::int64_t Publisher::offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept {
+  return p_ != nullptr ? p_->offer_batch(msgs) : kClosed;
 }
 std::int64_t Publisher::claim(std::size_t len, Claim& claim) noexcept {
   return p_ != nullptr ? p_->claim(len, claim) : kClosed;

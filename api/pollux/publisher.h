@@ -51,6 +51,11 @@ class Publisher {
     return offer(std::span<const std::byte>(static_cast<const std::byte*>(data), len));
   }
 
+  // Offers several messages with one clock read (they share a timestamp) and, on shm, one
+  // publication of the log tail. Returns how many were offered (fewer than msgs.size() when
+  // back-pressured part-way), or an error code when none was.
+  [[nodiscard]] std::int64_t offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept;
+
   // Reserves `len` payload bytes in place (the shm log itself in inline mode, a pool slot
   // otherwise). Returns >= 0 with `claim` filled, or an error code. At most one claim may be
   // open at a time; it must be committed or aborted before the next offer/claim.

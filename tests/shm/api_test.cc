@@ -358,6 +358,43 @@ TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
   }
 }
 
+TEST(ApiTest, OfferBatchDeliversEveryMessageInOrder) {
+  for (const char* mode : {"inline", "dedicated"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = unique_name("batch");
+    auto ctx = make(cfg(name, mode));
+    auto pub = ctx->publisher("batch");
+    auto sub = ctx->subscriber("batch");
+    ASSERT_TRUE(pub.ok() && sub.ok());
+    wait_connected(*pub, *sub);
+    constexpr std::uint64_t kCount = 50000;  // several laps of the 256 KiB log, in batches of 100
+    std::vector<std::vector<std::byte>> bufs(100);
+    std::vector<std::span<const std::byte>> views(100);
+    std::uint64_t next_out = 1, next_in = 1;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (next_in <= kCount && std::chrono::steady_clock::now() < deadline) {
+      if (next_out <= kCount) {
+        const std::uint64_t n = std::min<std::uint64_t>(100, kCount - next_out + 1);
+        for (std::uint64_t k = 0; k < n; ++k) {
+          const std::uint64_t s = next_out + k;
+          bufs[k].resize(payload_len(s, 300));
+          fill_payload(bufs[k].data(), static_cast<std::uint32_t>(bufs[k].size()), s);
+          views[k] = bufs[k];
+        }
+        const std::int64_t r = pub->offer_batch({views.data(), n});
+        if (r > 0) next_out += static_cast<std::uint64_t>(r);
+        else ASSERT_EQ(r, kBackPressured);
+      }
+      (void)sub->poll([&](const Message& m) {
+        ASSERT_EQ(m.sequence, next_in);
+        ASSERT_TRUE(check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), next_in));
+        ++next_in;
+      }, [](const Gap& g) { FAIL() << "gap " << g.from << "+" << g.count; }, 256);
+    }
+    EXPECT_EQ(next_in, kCount + 1);
+  }
+}
+
 TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
   const std::string name = unique_name("corrupt");
   auto ctx = make(cfg(name, "inline"));

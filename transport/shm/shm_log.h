@@ -120,6 +120,15 @@ class LogWriter {
 
   // Publishes a claimed frame. Header fields other than the sequence are written here.
   void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
+    commit_deferred(c, flags, timestamp_ns);
+    publish_tail();
+  }
+
+  // As commit(), but the tail is published later (flush_tail(), or automatically once the
+  // unpublished frames reach max_frame bytes, which keeps every in-progress write inside the
+  // readers' safety margin). Readers see each frame as soon as its sequence is stored; only
+  // joiners, lap checks and back-pressure use the tail. For batches.
+  void commit_deferred(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
     auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
     h->frame_length = c.length;
     h->magic = core::kFrameMagic;
@@ -132,7 +141,12 @@ class LogWriter {
     checkpoint(c.position);
     ++seq_;
     pos_ = c.position + c.aligned;
-    publish_tail();
+    unpublished_ += c.aligned;
+    if (unpublished_ >= max_frame_) publish_tail();
+  }
+
+  void flush_tail() noexcept {
+    if (unpublished_ != 0) publish_tail();
   }
 
   // Gives a claim back: it becomes a padding frame (readers skip it).
@@ -170,6 +184,7 @@ class LogWriter {
 
  private:
   void publish_tail() noexcept {
+    unpublished_ = 0;
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
     // release fence then orders this tail before every store of the next frame, which is what
     // the readers' post-delivery validation relies on.
@@ -206,7 +221,7 @@ class LogWriter {
   Checkpoints* cps_ = nullptr;
   std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0, slots_ = 0;
   bool backpressure_ = false;
-  std::uint64_t pos_ = 0, seq_ = 1, next_checkpoint_ = 0, limit_ = 0;
+  std::uint64_t pos_ = 0, seq_ = 1, next_checkpoint_ = 0, limit_ = 0, unpublished_ = 0;
   std::uint64_t bp_events_ = 0, evictions_ = 0, seen_bp_events_ = 0;
   // Publisher-private progress tracking for eviction.
   std::uint64_t seen_pos_[kMaxSubscriberSlots] = {};
