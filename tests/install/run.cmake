@@ -1,0 +1,21 @@
+file(REMOVE_RECURSE ${WORK})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix
+                        -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring a project with find_package(pollux) failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building against the installed pollux failed (${rc})")
+endif()
+execute_process(COMMAND ${WORK}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "consumer: ${out}${err}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "received 1000 messages")
+  message(FATAL_ERROR "the consumer program failed (${rc})")
+endif()
