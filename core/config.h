@@ -74,12 +74,12 @@ struct UdpConfig {
   std::uint32_t mtu = 1500;              // IP MTU of the path: datagrams carry up to mtu - 28 bytes
   std::uint32_t tx_batch = 32;           // datagrams per sendmmsg
   std::uint32_t rx_batch = 32;           // datagrams per recvmmsg (adaptive below this)
-  std::uint32_t rx_buffers = 2048;       // datagram buffers per subscriber endpoint
+  std::uint32_t rx_buffers = 4096;       // datagram buffers per subscriber endpoint
   std::uint32_t busy_poll_us = 0;        // SO_BUSY_POLL on subscriber sockets (0 = off)
   std::uint64_t socket_rcvbuf = 4u << 20;  // SO_RCVBUF
   std::uint64_t socket_sndbuf = 4u << 20;  // SO_SNDBUF
   std::uint64_t retransmit_buffer = 16u << 20;  // bytes of sent frames kept for repairs (power of two)
-  std::uint32_t reorder_window = 16384;  // sequences a subscriber holds ahead of a gap (power of two)
+  std::uint32_t reorder_window = 65536;  // sequences a subscriber holds ahead of a gap (power of two)
   std::uint32_t max_sessions = 4;        // publisher sessions a subscriber follows at once
   std::uint32_t nak_delay_us = 100;      // first NAK after a random delay in [0, this]
   std::uint32_t nak_retry_us = 2000;     // NAK retry interval, doubling per attempt ...

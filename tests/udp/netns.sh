@@ -6,8 +6,10 @@
 #
 #   netns.sh up   <prefix> <net> <host>...   creates <prefix>br (bridge) and <prefix><host>
 #                                            (one per host, eth0 = 10.<net>.0.<index+1>)
-#   netns.sh loss <prefix><host> <port> <percent>   drops <percent>% of UDP datagrams to <port>
-#                                            on their way into that namespace (nftables)
+#   netns.sh loss <prefix><host> dport|sport <port> <percent>   drops <percent>% of the UDP
+#                                            datagrams to (dport) or from (sport) <port> on their
+#                                            way into that namespace (nftables); 100 = partition
+#   netns.sh unloss <prefix><host>           removes that namespace's loss rules
 #   netns.sh dup  <prefix><host> <port> <percent> <group>  duplicates <percent>% of UDP datagrams
 #                                            that namespace sends to <group>:<port>
 #   netns.sh down <prefix>                   deletes every namespace named <prefix>*
@@ -39,15 +41,27 @@ case "$cmd" in
     done
     ;;
   loss)
-    ns=$2 port=$3 pct=$4
+    ns=$2 dir=$3 port=$4 pct=$5
+    case "$dir" in dport|sport) ;; *) echo "loss: expected dport|sport, got $dir" >&2; exit 2 ;; esac
+    rule="udp ${dir} ${port} numgen random mod 100 < ${pct} counter drop"
+    if [ "$pct" -ge 100 ]; then rule="udp ${dir} ${port} counter drop"; fi
     ip netns exec "$ns" nft -f - <<NFT
 table ip pollux_loss {
   chain in {
     type filter hook prerouting priority raw; policy accept;
-    udp dport ${port} numgen random mod 100 < ${pct} counter drop
+    ${rule}
   }
 }
 NFT
+    ;;
+  unloss)
+    ip netns exec "$2" nft delete table ip pollux_loss 2>/dev/null || true
+    ;;
+  counters)
+    # Packets matched by the loss/dup rules: "<drops> <dups>".
+    d=$(ip netns exec "$2" nft list ruleset 2>/dev/null | awk '/counter packets/ && / drop/ {for (i = 1; i <= NF; i++) if ($i == "packets") s += $(i+1)} END {print s+0}')
+    u=$(ip netns exec "$2" nft list ruleset 2>/dev/null | awk '/counter packets/ && /dup to/ {for (i = 1; i <= NF; i++) if ($i == "packets") s += $(i+1)} END {print s+0}')
+    echo "$d $u"
     ;;
   dup)
     ns=$2 port=$3 pct=$4 group=$5
@@ -67,7 +81,7 @@ NFT
     done
     ;;
   *)
-    echo "usage: $0 up|loss|dup|down ..." >&2
+    echo "usage: $0 up|loss|unloss|dup|counters|down ..." >&2
     exit 2
     ;;
 esac

@@ -10,7 +10,7 @@ void ReceiveWindow::init(const WindowOptions& o, std::uint64_t seed) {
   std::uint32_t w = 64;
   while (w < o.window) w <<= 1;
   mask_ = w - 1;
-  slots_.reset(new Slot[w]());  // value-initialised: pre-touched, every slot empty
+  slots_ = Region<Slot>(w);  // zeroed and pre-touched: every slot empty
   rng_.state = seed;
   reset(1);
 }

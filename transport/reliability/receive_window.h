@@ -17,13 +17,14 @@
 #include <memory>
 
 #include "core/frame.h"
+#include "transport/reliability/region.h"
 #include "transport/reliability/wire.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::reliability {
 
 struct WindowOptions {
-  std::uint32_t window = 16384;                  // sequences, power of two
+  std::uint32_t window = 65536;                  // sequences, power of two
   std::int64_t nak_delay_ns = 100'000;           // first NAK after a random delay in [0, this]
   std::int64_t nak_retry_ns = 2'000'000;         // then after this, doubling per attempt
   std::int64_t nak_retry_max_ns = 50'000'000;    // up to this
@@ -106,7 +107,7 @@ class ReceiveWindow {
   }
 
   WindowOptions opt_;
-  std::unique_ptr<Slot[]> slots_;
+  Region<Slot> slots_;
   std::uint32_t mask_ = 0;
   std::uint64_t expected_ = 1, hwm_ = 1, lost_through_ = 0;
   std::uint32_t held_ = 0;

@@ -22,9 +22,8 @@ absl::Status SenderLog::init(const Options& o) {
   max_datagram_ = o.max_datagram;
   stream_id_ = o.stream_id;
   session_id_ = o.session_id;
-  // Value-initialised: every page is touched now, not on the first messages.
-  buf_.reset(new (std::align_val_t(64)) std::byte[capacity_]());
-  index_.reset(new std::uint64_t[imask_ + 1]());
+  buf_ = Region<std::byte>(capacity_);
+  index_ = Region<std::uint64_t>(imask_ + 1);
   head_ = 0;
   next_seq_ = sent_seq_ = oldest_seq_ = 1;
   return absl::OkStatus();

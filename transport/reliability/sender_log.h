@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "core/frame.h"
+#include "transport/reliability/region.h"
 #include "transport/reliability/wire.h"
 
 namespace pollux::transport::reliability {
@@ -83,6 +84,9 @@ class SenderLog {
     std::uint64_t cur = start;
     std::uint64_t s = seq;
     while (s < limit && index_[s & imask_] == cur) {
+      // Contiguous positions are contiguous bytes only up to the ring's end: a frame that starts
+      // exactly there is at offset 0 of the ring, and begins the next datagram.
+      if (cur != start && (cur & mask_) == 0) break;
       const auto* h = reinterpret_cast<const core::FrameHeader*>(buf_.get() + (cur & mask_));
       const std::uint32_t wl = wire_size(h->frame_length);
       if (cur + wl - start > max_datagram_) break;
@@ -124,11 +128,8 @@ class SenderLog {
     return true;
   }
 
-  struct AlignedFree {
-    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<std::byte[], AlignedFree> buf_;
-  std::unique_ptr<std::uint64_t[]> index_;
+  Region<std::byte> buf_;
+  Region<std::uint64_t> index_;
   std::uint64_t capacity_ = 0, mask_ = 0, imask_ = 0;
   std::uint32_t max_datagram_ = 0, stream_id_ = 0, session_id_ = 0;
   std::uint64_t head_ = 0;       // byte position after the newest frame

@@ -348,8 +348,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   const std::uint32_t datagram = u.mtu - 28;
   ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
   ep->nbufs_ = u.rx_buffers;
-  // Value-initialised: pre-touched, so the first datagrams do not page-fault.
-  ep->bufs_.reset(new (std::align_val_t(64)) std::byte[static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_]());
+  ep->bufs_ = reliability::Region<std::byte>(static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_);
   ep->free_.reset(new std::uint32_t[ep->nbufs_]);
   ep->refs_.reset(new std::uint32_t[ep->nbufs_]());
   ep->len_.reset(new std::uint32_t[ep->nbufs_]());

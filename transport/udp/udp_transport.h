@@ -18,6 +18,7 @@
 
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/receiver.h"
+#include "transport/reliability/region.h"
 #include "transport/reliability/sender.h"
 #include "transport/transport.h"
 #include "transport/udp/udp_socket.h"
@@ -131,10 +132,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   Waiter waiter_;
   reliability::ReliableReceiver receiver_;
   reliability::FaultInjector faults_;
-  struct AlignedFree {
-    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<std::byte[], AlignedFree> bufs_;
+  reliability::Region<std::byte> bufs_;
   std::uint32_t buf_size_ = 0, nbufs_ = 0;
   std::unique_ptr<std::uint32_t[]> free_;
   std::uint32_t free_n_ = 0;

@@ -1,0 +1,367 @@
+// Multi-host UDP tests: a publisher in one network namespace, subscribers in two others,
+// joined by veth pairs to a bridge in a fourth (tests/udp/netns.sh). Everything is created by
+// the test and removed afterwards; traffic never leaves the namespaces (private 10.77.0.0/24,
+// multicast 239.255.77.1 with TTL 1). Wire loss and duplication come from nftables inside the
+// namespaces, reordering from the transport's fault injector. Needs root and `ip netns`; skipped
+// otherwise.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "tests/shm/process.h"
+
+namespace {
+
+using pollux::testing::Child;
+
+const std::string kPeer = POLLUX_UDP_PEER;
+const std::string kNetns = std::string("bash ") + POLLUX_NETNS_SH;
+constexpr const char* kGroup = "239.255.77.1";
+constexpr int kPort = 41777;
+
+std::string g_prefix;   // namespace name prefix, unique per test process
+std::string g_dir;      // config files
+std::string g_skip;     // why the suite is skipped ("" = it runs)
+
+std::string ns(const std::string& host) { return g_prefix + host; }
+
+int sh(const std::string& cmd) {
+  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string sh_out(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, f) != nullptr) out += buf;
+  pclose(f);
+  return out;
+}
+
+// A peer process with its stdout read incrementally.
+class Peer {
+ public:
+  Peer(const std::string& host, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/sbin/ip", "netns", "exec", ns(host), kPeer};
+    if (access(argv[0].c_str(), X_OK) != 0) argv[0] = "/sbin/ip";
+    argv.insert(argv.end(), args.begin(), args.end());
+    c_ = pollux::testing::spawn(argv);
+  }
+  ~Peer() {
+    if (!exited_ && c_.pid > 0) {
+      kill(c_.pid, SIGKILL);
+      waitpid(c_.pid, nullptr, 0);
+    }
+    if (c_.out_fd >= 0) close(c_.out_fd);
+  }
+  // Reads what is available within `ms`.
+  void pump(int ms) {
+    pollfd p{c_.out_fd, POLLIN, 0};
+    if (c_.out_fd < 0 || ::poll(&p, 1, ms) <= 0) return;
+    char buf[8192];
+    const ssize_t n = read(c_.out_fd, buf, sizeof buf);
+    if (n > 0) out_.append(buf, static_cast<std::size_t>(n));
+  }
+  bool wait_for(const std::function<bool(const std::string&)>& pred, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!pred(out_)) {
+      if (std::chrono::steady_clock::now() > deadline || exited_) return pred(out_);
+      pump(20);
+      reap();
+    }
+    return true;
+  }
+  bool wait_line(const std::string& text, int seconds) {
+    return wait_for([&](const std::string& o) { return o.find(text) != std::string::npos; }, seconds);
+  }
+  // Last value of "key=<number>" printed so far (-1: none).
+  long long last(const std::string& key) const {
+    const std::string k = key + "=";
+    std::size_t p = out_.rfind(k);
+    while (p != std::string::npos && p > 0 && out_[p - 1] != ' ' && out_[p - 1] != '\n') p = out_.rfind(k, p - 1);
+    return p == std::string::npos ? -1 : std::atoll(out_.c_str() + p + k.size());
+  }
+  bool wait_value(const std::string& key, long long at_least, int seconds) {
+    return wait_for([&](const std::string&) { return last(key) >= at_least; }, seconds);
+  }
+  int wait_exit(int seconds) {
+    wait_for([&](const std::string&) { return exited_; }, seconds);
+    if (!exited_) {
+      kill(c_.pid, SIGKILL);
+      waitpid(c_.pid, nullptr, 0);
+      exited_ = true;
+      code_ = -1;
+    }
+    for (int i = 0; i < 50; ++i) pump(1);
+    return code_;
+  }
+  void signal(int sig) { kill(c_.pid, sig); }
+  const std::string& out() const { return out_; }
+  // The summary line ("sub done ..." / "pub done ...").
+  std::string summary() const {
+    const std::size_t p = out_.rfind(" done ");
+    if (p == std::string::npos) return "";
+    const std::size_t b = out_.rfind('\n', p);
+    const std::size_t e = out_.find('\n', p);
+    return out_.substr(b == std::string::npos ? 0 : b + 1, e == std::string::npos ? std::string::npos : e - b - 1);
+  }
+  long long summary_value(const std::string& key) const {
+    const std::string s = " " + summary() + " ";
+    const std::size_t p = s.find(" " + key + "=");
+    return p == std::string::npos ? -1 : std::atoll(s.c_str() + p + key.size() + 2);
+  }
+
+ private:
+  void reap() {
+    int status;
+    if (!exited_ && waitpid(c_.pid, &status, WNOHANG) == c_.pid) {
+      exited_ = true;
+      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      for (int i = 0; i < 50; ++i) pump(1);
+    }
+  }
+  Child c_;
+  std::string out_;
+  bool exited_ = false;
+  int code_ = -1;
+};
+
+// Config of a peer in namespace `host` (eth0 = 10.77.0.<index>).
+std::string write_config(const std::string& name, const std::string& extra) {
+  const std::string path = g_dir + "/" + name + ".toml";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fprintf(f,
+               "[runtime]\nthreading = \"inline\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
+               "[transport]\nkind = \"udp\"\n"
+               "[udp]\naddress = \"%s\"\nport = %d\ninterface = \"eth0\"\nttl = 1\n"
+               "session_timeout_ms = 1000\nlinger_ms = 1000\n%s\n",
+               name.c_str(), kGroup, kPort, extra.c_str());
+  std::fclose(f);
+  return path;
+}
+
+class UdpNetns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      g_skip = "needs root to create network namespaces (CI runs as root)";
+      return;
+    }
+    if (sh("ip netns list") != 0) {
+      g_skip = "`ip netns` is unavailable (install iproute2)";
+      return;
+    }
+    if (sh("command -v nft") != 0) {
+      g_skip = "nft is unavailable (install nftables)";
+      return;
+    }
+    g_prefix = absl::StrFormat("pxu%d", getpid() % 100000);
+    sh(kNetns + " down " + g_prefix);
+    if (sh(absl::StrFormat("%s up %s 77 pub s1 s2", kNetns, g_prefix)) != 0) {
+      g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
+      sh(kNetns + " down " + g_prefix);
+      return;
+    }
+    char tmpl[] = "/tmp/pollux-udp-netns-XXXXXX";
+    g_dir = mkdtemp(tmpl);
+  }
+  static void TearDownTestSuite() {
+    if (!g_prefix.empty()) sh(kNetns + " down " + g_prefix);
+    if (!g_dir.empty()) sh("rm -rf " + g_dir);
+    sh("rm -f /dev/shm/pollux-pxu-*.counters");
+  }
+  void SetUp() override {
+    if (!g_skip.empty()) GTEST_SKIP() << g_skip;
+  }
+  void TearDown() override {
+    if (!g_skip.empty()) return;
+    for (const char* h : {"pub", "s1", "s2"}) {
+      sh(absl::StrFormat("%s unloss %s", kNetns, ns(h)));
+      sh(absl::StrFormat("ip netns exec %s nft delete table ip pollux_dup", ns(h)));
+    }
+  }
+  static void loss(const std::string& host, int pct, const char* dir = "dport", int port = kPort) {
+    ASSERT_EQ(sh(absl::StrFormat("%s loss %s %s %d %d", kNetns, ns(host), dir, port, pct)), 0);
+  }
+  static void unloss(const std::string& host) { sh(absl::StrFormat("%s unloss %s", kNetns, ns(host))); }
+  static void dup(const std::string& host, int pct) {
+    ASSERT_EQ(sh(absl::StrFormat("%s dup %s %d %d %s", kNetns, ns(host), kPort, pct, kGroup)), 0);
+  }
+  // {dropped, duplicated} packets counted by the namespace's nftables rules.
+  static std::pair<long long, long long> nft_counts(const std::string& host) {
+    long long d = 0, u = 0;
+    std::sscanf(sh_out(absl::StrFormat("%s counters %s", kNetns, ns(host))).c_str(), "%lld %lld", &d, &u);
+    return {d, u};
+  }
+};
+
+// 1,000,000 messages, 5% loss on the way into each subscriber and on the NAKs into the
+// publisher, 5% duplication at the publisher, 5% of datagrams reordered by the subscribers'
+// fault injectors: every subscriber delivers every message exactly once, in order.
+TEST_F(UdpNetns, MillionMessagesWithLossDuplicationAndReordering) {
+  loss("s1", 5);
+  loss("s2", 5);
+  loss("pub", 5, "sport");  // NAKs and status messages come from the subscribers' port
+  dup("pub", 5);
+  const std::string pub_cfg = write_config("pub", "retransmit_buffer = \"32MiB\"\ncoalesce_us = 20");
+  const std::string s1_cfg = write_config("s1", "fault_reorder = 0.05\nfault_seed = 2");
+  const std::string s2_cfg = write_config("s2", "fault_reorder = 0.05\nfault_seed = 3");
+  constexpr long long kCount = 1'000'000;
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "120"});
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "120"});
+  const std::string go = g_dir + "/go-million";
+  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "400000",
+                   "--go-file", go});
+  // Both subscribers joined the session before the first message: nothing is "before join".
+  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
+  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
+  std::fclose(std::fopen(go.c_str(), "w"));
+  EXPECT_EQ(pub.wait_exit(120), 0) << pub.out();
+  EXPECT_EQ(s1.wait_exit(60), 0) << s1.out();
+  EXPECT_EQ(s2.wait_exit(60), 0) << s2.out();
+  std::printf("%s\n%s\n%s\n", pub.summary().c_str(), s1.summary().c_str(), s2.summary().c_str());
+  for (Peer* s : {&s1, &s2}) {
+    EXPECT_EQ(s->summary_value("received"), kCount) << s->summary();
+    EXPECT_EQ(s->summary_value("lost"), 0) << s->summary();
+    EXPECT_EQ(s->summary_value("order_errors"), 0) << s->summary();
+    EXPECT_EQ(s->summary_value("sessions"), 1) << s->summary();
+    EXPECT_GT(s->summary_value("gap_fills"), 0) << s->summary();
+    EXPECT_GT(s->summary_value("naks_sent"), 0) << s->summary();
+    EXPECT_GT(s->summary_value("duplicates_dropped"), 0) << s->summary();
+    EXPECT_GT(s->summary_value("fault_reordered"), 0) << s->summary();
+    EXPECT_EQ(s->summary_value("messages_unrecoverable"), 0) << s->summary();
+  }
+  EXPECT_EQ(pub.summary_value("sent"), kCount);
+  EXPECT_GT(pub.summary_value("retransmitted_frames"), 0) << pub.summary();
+  EXPECT_GT(pub.summary_value("naks_received"), 0) << pub.summary();
+  const auto c1 = nft_counts("s1"), c2 = nft_counts("s2"), cp = nft_counts("pub");
+  std::printf("nftables: s1 dropped %lld, s2 dropped %lld, publisher duplicated %lld and dropped %lld control\n",
+              c1.first, c2.first, cp.second, cp.first);
+  EXPECT_GT(c1.first, 1000);
+  EXPECT_GT(c2.first, 1000);
+  EXPECT_GT(cp.second, 1000);
+}
+
+// A subscriber killed with SIGKILL and restarted joins at the live position and reports exactly
+// which sequences it missed (its last delivered sequence survives in a mapped state file); the
+// other subscriber is not disturbed.
+TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
+  loss("s1", 2);
+  loss("s2", 2);
+  const std::string pub_cfg = write_config("pub-k", "coalesce_us = 20");
+  const std::string s1_cfg = write_config("s1-k", "");
+  const std::string s2_cfg = write_config("s2-k", "");
+  const std::string state = g_dir + "/s1.state";
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--timeout", "60"});
+  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000"});
+  ASSERT_TRUE(s1.wait_value("progress", 20000, 30)) << s1.out();
+  s1.signal(SIGKILL);
+  s1.wait_exit(5);
+  const long long at_kill = pub.last("sent");
+  ASSERT_TRUE(pub.wait_value("sent", at_kill + 20000, 30)) << pub.out();  // ~0.2 s of traffic missed
+  Peer s1b("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--expect", "30000", "--timeout", "60"});
+  ASSERT_TRUE(s1b.wait_line("resume missed=", 20)) << s1b.out();
+  EXPECT_EQ(s1b.wait_exit(60), 0) << s1b.out();
+  pub.signal(SIGTERM);
+  EXPECT_EQ(pub.wait_exit(30), 0) << pub.out();
+  EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
+  std::printf("restarted subscriber:\n%s\n", s1b.out().substr(0, 400).c_str());
+  const long long missed = s1b.last("missed");
+  const long long from = s1b.last("from"), to = s1b.last("to");
+  EXPECT_GE(missed, 10000) << s1b.out();   // it was down while >= 20000 messages went by
+  EXPECT_EQ(missed, to - from + 1);
+  EXPECT_EQ(s1b.summary_value("lost"), 0) << s1b.summary();
+  EXPECT_EQ(s1b.summary_value("order_errors"), 0) << s1b.summary();
+  EXPECT_GE(s1b.summary_value("received"), 30000) << s1b.summary();
+  // The other subscriber got every message of the session, exactly once, in order.
+  EXPECT_EQ(s2.summary_value("received"), pub.summary_value("sent")) << s2.summary() << "\n" << pub.summary();
+  EXPECT_EQ(s2.summary_value("lost"), 0) << s2.summary();
+  EXPECT_EQ(s2.summary_value("order_errors"), 0) << s2.summary();
+}
+
+// The publisher is killed and restarted: subscribers report the old session dead, join the new
+// one (a new session id, sequences from 1) and deliver all of it.
+TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
+  loss("s1", 2);
+  loss("s2", 2);
+  const std::string pub_cfg = write_config("pub-r", "coalesce_us = 20");
+  const std::string s1_cfg = write_config("s1-r", "max_sessions = 2");
+  const std::string s2_cfg = write_config("s2-r", "max_sessions = 2");
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
+  std::string first_session;
+  {
+    Peer a("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000"});
+    ASSERT_TRUE(s1.wait_value("progress", 10000, 30)) << s1.out();
+    ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
+    a.signal(SIGKILL);
+    a.wait_exit(5);
+  }
+  constexpr long long kSecond = 200000;  // 2 s: longer than the 1 s session timeout that reports the first one dead
+  Peer b("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kSecond), "--rate", "100000"});
+  EXPECT_EQ(b.wait_exit(60), 0) << b.out();
+  EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
+  EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
+  for (Peer* s : {&s1, &s2}) {
+    EXPECT_EQ(s->summary_value("sessions"), 2) << s->out().substr(0, 2000);
+    EXPECT_EQ(s->summary_value("died"), 1) << s->summary();  // the killed publisher
+    EXPECT_EQ(s->summary_value("ends"), 2) << s->summary();  // + the clean close of the second
+    EXPECT_EQ(s->summary_value("order_errors"), 0) << s->summary();
+    // The second session was delivered completely from sequence 1.
+    const std::string& o = s->out();
+    std::size_t p = o.rfind("first session=");
+    ASSERT_NE(p, std::string::npos);
+    EXPECT_EQ(o.substr(o.find("seq=", p), 6), "seq=1\n") << o.substr(p, 60);
+    const std::string sid = o.substr(p + 14, 8);
+    const std::string line = "session=" + sid + " received=" + std::to_string(kSecond) + " lost=0";
+    EXPECT_NE(o.find(line), std::string::npos) << "missing \"" << line << "\" in\n" << s->summary();
+  }
+}
+
+// The retransmit buffer (64 KiB, ~20 ms of this traffic) is too small for a subscriber cut off
+// for longer: it reports an unrecoverable gap whose size is exactly what it did not get, then
+// continues in order. The subscriber that was not cut off loses nothing.
+TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCount) {
+  const std::string pub_cfg = write_config("pub-u", "retransmit_buffer = \"64KiB\"\ncoalesce_us = 20");
+  const std::string s1_cfg = write_config("s1-u", "");
+  const std::string s2_cfg = write_config("s2-u", "");
+  constexpr long long kCount = 60000;
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
+  const std::string go = g_dir + "/go-unrecoverable";
+  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "50000",
+                   "--go-file", go});
+  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
+  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
+  std::fclose(std::fopen(go.c_str(), "w"));
+  ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
+  loss("s2", 100);  // partition
+  const long long at_cut = pub.last("sent");
+  ASSERT_TRUE(pub.wait_value("sent", at_cut + 20000, 30)) << pub.out();
+  unloss("s2");
+  EXPECT_EQ(pub.wait_exit(60), 0) << pub.out();
+  EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
+  EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
+  std::printf("%s\n%s\n", s2.summary().c_str(), pub.summary().c_str());
+  EXPECT_EQ(s1.summary_value("received"), kCount) << s1.summary();
+  EXPECT_EQ(s1.summary_value("lost"), 0) << s1.summary();
+  const long long got = s2.summary_value("received"), lost = s2.summary_value("lost");
+  EXPECT_GE(lost, 10000) << s2.summary();  // >= 20000 sent while cut off, ~1000 still repairable
+  EXPECT_EQ(got + lost, kCount) << s2.summary();
+  EXPECT_EQ(s2.summary_value("order_errors"), 0) << s2.summary();  // every gap starts where delivery stopped
+  EXPECT_GE(s2.summary_value("gaps"), 1) << s2.summary();
+  EXPECT_NE(s2.out().find("reason=2"), std::string::npos);  // GapReason::kLost
+}
+
+}  // namespace
