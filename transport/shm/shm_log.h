@@ -96,18 +96,7 @@ class LogWriter {
       // Zero-ahead for the frame we are about to claim at the start of the ring, then publish
       // the padding frame (it carries the sequence the next message will have).
       seq_word(log_).store(0, std::memory_order_relaxed);
-      auto* h = reinterpret_cast<core::FrameHeader*>(log_ + idx);
-      h->frame_length = static_cast<std::uint32_t>(pad);
-      h->magic = core::kFrameMagic;
-      h->version = core::kFrameVersion;
-      h->flags = core::kFlagPadding;
-      h->stream_id = stream_id_;
-      h->session_id = session_id_;
-      h->timestamp_ns = 0;
-      seq_word(log_ + idx).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
-      checkpoint(pos_);
-      pos_ += pad;
-      publish_tail();
+      publish_padding(log_ + idx, pos_, static_cast<std::uint32_t>(pad));
     }
     // Zero-ahead: the header slot after this frame must read 0 until its frame is published.
     seq_word(log_ + ((pos_ + aligned) & mask_)).store(0, std::memory_order_relaxed);
@@ -129,14 +118,7 @@ class LogWriter {
   // readers' safety margin). Readers see each frame as soon as its sequence is stored; only
   // joiners, lap checks and back-pressure use the tail. For batches.
   void commit_deferred(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
-    auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
-    h->frame_length = c.length;
-    h->magic = core::kFrameMagic;
-    h->version = core::kFrameVersion;
-    h->flags = flags;
-    h->stream_id = stream_id_;
-    h->session_id = session_id_;
-    h->timestamp_ns = timestamp_ns;
+    write_header(c.frame, c.length, flags, timestamp_ns);
     seq_word(c.frame).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
     checkpoint(c.position);
     ++seq_;
@@ -150,20 +132,7 @@ class LogWriter {
   }
 
   // Gives a claim back: it becomes a padding frame (readers skip it).
-  void abort(const Claim& c) noexcept {
-    auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
-    h->frame_length = c.aligned;
-    h->magic = core::kFrameMagic;
-    h->version = core::kFrameVersion;
-    h->flags = core::kFlagPadding;
-    h->stream_id = stream_id_;
-    h->session_id = session_id_;
-    h->timestamp_ns = 0;
-    seq_word(c.frame).store(seq_, std::memory_order_release);
-    checkpoint(c.position);
-    pos_ = c.position + c.aligned;
-    publish_tail();
-  }
+  void abort(const Claim& c) noexcept { publish_padding(c.frame, c.position, c.aligned); }
 
   void heartbeat(std::int64_t now_ns) noexcept {
     ws_->heartbeat_ns.store(now_ns, std::memory_order_relaxed);
@@ -183,6 +152,27 @@ class LogWriter {
   std::uint64_t evictions() const noexcept { return evictions_; }
 
  private:
+  // Every header field but the sequence, which the caller stores last (release).
+  void write_header(std::byte* frame, std::uint32_t length, std::uint16_t flags, std::int64_t ts) noexcept {
+    auto* h = reinterpret_cast<core::FrameHeader*>(frame);
+    h->frame_length = length;
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->flags = flags;
+    h->stream_id = stream_id_;
+    h->session_id = session_id_;
+    h->timestamp_ns = ts;
+  }
+
+  // A padding frame carries the sequence the next message will have; readers skip it.
+  void publish_padding(std::byte* frame, std::uint64_t position, std::uint32_t length) noexcept {
+    write_header(frame, length, core::kFlagPadding, 0);
+    seq_word(frame).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(position);
+    pos_ = position + length;
+    publish_tail();
+  }
+
   void publish_tail() noexcept {
     unpublished_ = 0;
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
