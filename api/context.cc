@@ -302,24 +302,29 @@ std::string ContextImpl::describe() const {
 
 // ---- handle -------------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<Context>> Context::from_string(std::string_view toml, std::string_view source_name) {
-  auto cfg = core::parse_config(toml, source_name);
+namespace {
+absl::StatusOr<std::unique_ptr<detail::ContextImpl>> make_impl(absl::StatusOr<core::Config> cfg) {
   if (!cfg.ok()) return cfg.status();
+  auto impl = std::make_unique<detail::ContextImpl>();
+  impl->cfg = std::move(*cfg);
+  if (absl::Status s = impl->start(); !s.ok()) return s;
+  return impl;
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Context>> Context::adopt(absl::StatusOr<std::unique_ptr<detail::ContextImpl>> impl) {
+  if (!impl.ok()) return impl.status();
   std::unique_ptr<Context> c(new Context());
-  c->impl_ = std::make_unique<detail::ContextImpl>();
-  c->impl_->cfg = std::move(*cfg);
-  if (absl::Status s = c->impl_->start(); !s.ok()) return s;
+  c->impl_ = std::move(*impl);
   return c;
 }
 
+absl::StatusOr<std::unique_ptr<Context>> Context::from_string(std::string_view toml, std::string_view source_name) {
+  return adopt(make_impl(core::parse_config(toml, source_name)));
+}
+
 absl::StatusOr<std::unique_ptr<Context>> Context::from_file(const std::string& path) {
-  auto cfg = core::load_config_file(path);
-  if (!cfg.ok()) return cfg.status();
-  std::unique_ptr<Context> c(new Context());
-  c->impl_ = std::make_unique<detail::ContextImpl>();
-  c->impl_->cfg = std::move(*cfg);
-  if (absl::Status s = c->impl_->start(); !s.ok()) return s;
-  return c;
+  return adopt(make_impl(core::load_config_file(path)));
 }
 
 Context::~Context() = default;

@@ -41,6 +41,7 @@ class Context {
 
  private:
   Context() = default;
+  static absl::StatusOr<std::unique_ptr<Context>> adopt(absl::StatusOr<std::unique_ptr<detail::ContextImpl>> impl);
   std::unique_ptr<detail::ContextImpl> impl_;
 };
 
