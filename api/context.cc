@@ -57,6 +57,9 @@ absl::Status ContextImpl::start() {
     auto loc = core::topology().locate_device(cfg.runtime.device);
     if (!loc.ok()) return absl::NotFoundError(absl::StrCat(cfg.source, ": runtime.device: ", loc.status().message()));
     device_node = loc->numa_node;
+  } else if (const std::string dev = transport::placement_device(cfg); !dev.empty()) {
+    // The transport's own device (rdma.device): place pollers and pool near it when hwloc knows it.
+    if (auto loc = core::topology().locate_device(dev); loc.ok()) device_node = loc->numa_node;
   }
   if (cfg.pool.numa_node < 0) cfg.pool.numa_node = device_node;
 
@@ -125,9 +128,9 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
   p->trace = sc != nullptr && sc->trace;
   p->trace_every = sc != nullptr ? sc->trace_every : 1;
   p->trace_countdown = p->trace_every;
-  const transport::EndpointSpec spec{p->stream_id, p->topic, sc};
   const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
   core::Poller* poller = inline_mode ? nullptr : poller_for(p->stream_id);
+  const transport::EndpointSpec spec{p->stream_id, p->topic, sc, poller != nullptr ? poller->index() : -1};
 
   // The transport endpoint: shared per stream (shm) or one per publisher.
   std::shared_ptr<transport::TxEndpoint> ep;
@@ -198,7 +201,9 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   auto s = std::make_shared<SubscriberImpl>();
   s->stream_id = cfg.stream_id(topic);
   s->topic = std::string(topic);
-  const transport::EndpointSpec spec{s->stream_id, s->topic, cfg.find_stream(s->stream_id)};
+  core::Poller* rx_poller = cfg.runtime.threading == core::ThreadingMode::kInline ? nullptr : poller_for(s->stream_id);
+  const transport::EndpointSpec spec{s->stream_id, s->topic, cfg.find_stream(s->stream_id),
+                                     rx_poller != nullptr ? rx_poller->index() : -1};
   auto ep = transport->open_rx(spec);
   if (!ep.ok()) return ep.status();
   s->counters = make_counters(false, s->stream_id, topic);
@@ -254,7 +259,14 @@ void ContextImpl::release_subscriber(SubscriberImpl* s) {
   if (s->channel != nullptr) {
     s->channel->closing.store(true, std::memory_order_release);
     (void)wait_drained(*s->channel, std::chrono::seconds(5));
-    s->channel->ep->close_st();  // the poller no longer touches it
+    // On the poller thread: the endpoint may share per-poller state with endpoints it still
+    // drives (RDMA: the CQ and SRQ).
+    core::RxChannel* ch = s->channel.get();
+    if (s->poller != nullptr) {
+      s->poller->run_on_poller([ch] { ch->ep->close_st(); });
+    } else {
+      ch->ep->close_st();
+    }
   } else if (s->ep != nullptr) {
     s->ep->close_st();
   }

@@ -39,6 +39,7 @@ std::string_view transport_name(TransportKind k) {
 std::string_view flow_control_name(FlowControl f) {
   return f == FlowControl::kLossy ? "lossy" : "backpressure";
 }
+std::string_view rdma_mode_name(RdmaMode m) { return m == RdmaMode::kRc ? "rc" : "ud_mcast"; }
 
 namespace {
 
@@ -123,6 +124,49 @@ std::string want_enum(const toml::node& n, std::initializer_list<std::pair<const
 constexpr std::uint32_t kFrameHeaderSizeForConfig = 32;
 
 bool is_pow2(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Dotted-quad IPv4 ("10.0.0.2"); returns false on anything else.
+bool parse_ipv4(std::string_view s, std::uint32_t* host_order) {
+  std::uint32_t v = 0;
+  int parts = 0;
+  std::size_t i = 0;
+  while (parts < 4) {
+    std::size_t j = i;
+    std::uint32_t octet = 0;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9' && j - i < 3) octet = octet * 10 + static_cast<std::uint32_t>(s[j++] - '0');
+    if (j == i || octet > 255) return false;
+    v = (v << 8) | octet;
+    ++parts;
+    i = j;
+    if (parts < 4) {
+      if (i >= s.size() || s[i] != '.') return false;
+      ++i;
+    }
+  }
+  if (i != s.size()) return false;
+  *host_order = v;
+  return true;
+}
+
+// "ip:port" with a dotted-quad IPv4 address (rdma_cm peers).
+std::string check_ip_port(const std::string& s) {
+  const std::size_t colon = s.rfind(':');
+  std::uint32_t ip;
+  std::uint32_t port = 0;
+  if (colon == std::string::npos || !parse_ipv4(std::string_view(s).substr(0, colon), &ip) ||
+      !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::StrFormat("expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got \"%s\"", s);
+  }
+  return "";
+}
+
+template <typename T>
+std::string want_uint(const toml::node& n, std::int64_t lo, std::int64_t hi, T* out) {
+  std::int64_t v;
+  auto e = want_int(n, lo, hi, &v);
+  if (e.empty()) *out = static_cast<T>(v);
+  return e;
+}
 
 // A probability 0..1 (integers 0 and 1 accepted too).
 std::string want_probability(const toml::node& n, double* out) {
@@ -318,6 +362,103 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
+      // [rdma]
+      {"rdma.device", "RDMA device (e.g. \"mlx5_0\", \"rxe0\"), or \"auto\": runtime.device if it names one, else the first device with an active port; its NUMA node gets the pollers and the pool",
+       [](Config& c, const toml::node& n) -> std::string {
+         if (auto e = want_string(n, &c.rdma.device); !e.empty()) return e;
+         if (c.rdma.device.empty()) return "expected a device name or \"auto\", got \"\"";
+         return "";
+       },
+       [](const Config& c) { return quote(c.rdma.device); }},
+      {"rdma.port", "device port number (1-based)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 255, &c.rdma.port); },
+       [](const Config& c) { return absl::StrCat(c.rdma.port); }},
+      {"rdma.gid_index", "GID table index (ibv_devinfo -v, `show_gids`); -1 = the port's RoCEv2 IPv4-mapped GID",
+       [](Config& c, const toml::node& n) { return want_uint(n, -1, 4095, &c.rdma.gid_index); },
+       [](const Config& c) { return absl::StrCat(c.rdma.gid_index); }},
+      {"rdma.mode", "rc: reliable connection per (publisher thread, subscriber) via rdma_cm; ud_mcast: unreliable datagrams to rdma.multicast_group, loss reported as gaps",
+       [](Config& c, const toml::node& n) {
+         return want_enum<RdmaMode>(n, {{"rc", RdmaMode::kRc}, {"ud_mcast", RdmaMode::kUdMulticast}}, &c.rdma.mode);
+       },
+       [](const Config& c) { return quote(rdma_mode_name(c.rdma.mode)); }},
+      {"rdma.listen_port", "rc: port (rdma_cm, TCP port space) on the device's IPv4 address where subscribers accept publishers",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 65535, &c.rdma.listen_port); },
+       [](const Config& c) { return absl::StrCat(c.rdma.listen_port); }},
+      {"rdma.peers", "rc: subscribers every publisher connects to, as [\"a.b.c.d:port\", ...] (their device address and rdma.listen_port)",
+       [](Config& c, const toml::node& n) -> std::string {
+         const toml::array* a = n.as_array();
+         if (a == nullptr) return absl::StrCat("expected an array of \"a.b.c.d:port\" strings, got ", describe(n));
+         c.rdma.peers.clear();
+         for (const toml::node& e : *a) {
+           std::string s;
+           if (auto err = want_string(e, &s); !err.empty()) return absl::StrCat("element: ", err);
+           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element: ", err);
+           c.rdma.peers.push_back(s);
+         }
+         if (c.rdma.peers.size() > 64) return "at most 64 peers";
+         return "";
+       },
+       [](const Config& c) {
+         std::vector<std::string> q;
+         for (const std::string& p : c.rdma.peers) q.push_back(quote(p));
+         return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
+       }},
+      {"rdma.multicast_group", "ud_mcast: IPv4 multicast group (224.0.0.0/4) all streams are sent to; subscribers filter by stream id",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::string s;
+         if (auto e = want_string(n, &s); !e.empty()) return e;
+         std::uint32_t ip;
+         if (!parse_ipv4(s, &ip) || (ip >> 28) != 0xE) return absl::StrFormat("expected an IPv4 multicast address (224.0.0.0 - 239.255.255.255), got \"%s\"", s);
+         c.rdma.multicast_group = s;
+         return "";
+       },
+       [](const Config& c) { return quote(c.rdma.multicast_group); }},
+      {"rdma.inline_threshold", "frames up to this many bytes are copied into the work request (inline: no DMA read of the buffer); capped by the QP's max_inline_data; 0 = never",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 4096, &c.rdma.inline_threshold); },
+       [](const Config& c) { return absl::StrCat(c.rdma.inline_threshold); }},
+      {"rdma.send_queue_depth", "work requests per send queue (one QP per publisher and subscriber)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 16, 32768, &c.rdma.send_queue_depth); },
+       [](const Config& c) { return absl::StrCat(c.rdma.send_queue_depth); }},
+      {"rdma.recv_queue_depth", "receive buffers (pool slots) per poller's shared receive queue, or per QP without an SRQ; keep it above rings.capacity, or a subscriber holding a full ring leaves none posted (RC then stalls on RNR retries, UD drops)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 16, 65536, &c.rdma.recv_queue_depth); },
+       [](const Config& c) { return absl::StrCat(c.rdma.recv_queue_depth); }},
+      {"rdma.cq_depth", "completion queue entries per poller (inline mode: per endpoint); grown when QPs need more",
+       [](Config& c, const toml::node& n) { return want_uint(n, 64, 1 << 22, &c.rdma.cq_depth); },
+       [](const Config& c) { return absl::StrCat(c.rdma.cq_depth); }},
+      {"rdma.signal_every", "request a completion for one send in N (selective signalling); the rest complete silently",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 4096, &c.rdma.signal_every); },
+       [](const Config& c) { return absl::StrCat(c.rdma.signal_every); }},
+      {"rdma.recv_batch", "released receive buffers are re-posted in batches of this many (one post call each)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.rdma.recv_batch); },
+       [](const Config& c) { return absl::StrCat(c.rdma.recv_batch); }},
+      {"rdma.srq", "shared receive queue per poller: auto (when the device has SRQs), on (fail without), off (a receive queue per QP)",
+       [](Config& c, const toml::node& n) {
+         return want_enum<RdmaSrq>(n, {{"auto", RdmaSrq::kAuto}, {"on", RdmaSrq::kOn}, {"off", RdmaSrq::kOff}}, &c.rdma.srq);
+       },
+       [](const Config& c) { return quote(c.rdma.srq == RdmaSrq::kAuto ? "auto" : c.rdma.srq == RdmaSrq::kOn ? "on" : "off"); }},
+      {"rdma.mlx5dv", "auto: mlx5 direct-verbs send path (BlueFlame, pre-built WQEs) when mlx5dv_is_supported(); off: plain verbs everywhere",
+       [](Config& c, const toml::node& n) {
+         return want_enum<RdmaMlx5>(n, {{"auto", RdmaMlx5::kAuto}, {"off", RdmaMlx5::kOff}}, &c.rdma.mlx5dv);
+       },
+       [](const Config& c) { return quote(c.rdma.mlx5dv == RdmaMlx5::kAuto ? "auto" : "off"); }},
+      {"rdma.cq_moderation_count", "interrupt moderation (ibv_modify_cq): raise a completion event after this many CQEs; 0 with cq_moderation_usec 0 = off",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 65535, &c.rdma.cq_moderation_count); },
+       [](const Config& c) { return absl::StrCat(c.rdma.cq_moderation_count); }},
+      {"rdma.cq_moderation_usec", "interrupt moderation: or after this many microseconds",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 65535, &c.rdma.cq_moderation_usec); },
+       [](const Config& c) { return absl::StrCat(c.rdma.cq_moderation_usec); }},
+      {"rdma.heartbeat_ms", "ud_mcast: publishers send a heartbeat (with the next sequence, so tail loss shows as a gap) this often when idle",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.rdma.heartbeat_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.heartbeat_ms); }},
+      {"rdma.liveness_timeout_ms", "ud_mcast: a publisher silent this long is reported dead (end of stream)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 3'600'000, &c.rdma.liveness_timeout_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.liveness_timeout_ms); }},
+      {"rdma.reconnect_ms", "rc: a publisher retries an unreachable, rejecting or lost subscriber this often",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.reconnect_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.reconnect_ms); }},
+      {"rdma.connect_timeout_ms", "rc: rdma_cm address and route resolution timeout",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.connect_timeout_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.connect_timeout_ms); }},
       // [udp]
       {"udp.address", "multicast group (224.0.0.0/4: every subscriber joins it) or unicast IPv4 address (the subscriber's) the publishers send to; [[streams]] udp_address overrides it per stream",
        [](Config& c, const toml::node& n) { return want_ipv4(n, &c.udp.address); },
@@ -587,6 +728,16 @@ class Parser {
     if (c.shm.log_size / 32 < c.pool.slot_size && c.transport == TransportKind::kShm) {
       return at("pool.slot_size", absl::StrFormat("%u is larger than shm.log_size/32 = %u: frames that big do not fit the log; raise shm.log_size",
                                                   c.pool.slot_size, c.shm.log_size / 32));
+    }
+    if (c.rdma.signal_every > c.rdma.send_queue_depth / 2) {
+      return at("rdma.signal_every", absl::StrFormat("%u is more than half of rdma.send_queue_depth (%u): the send queue "
+                                                     "would fill before a completion frees it; lower it or raise the depth",
+                                                     c.rdma.signal_every, c.rdma.send_queue_depth));
+    }
+    if (c.rdma.recv_batch > c.rdma.recv_queue_depth / 2) {
+      return at("rdma.recv_batch", absl::StrFormat("%u is more than half of rdma.recv_queue_depth (%u): too few buffers "
+                                                   "would stay posted; lower it or raise the depth",
+                                                   c.rdma.recv_batch, c.rdma.recv_queue_depth));
     }
     if (c.transport == TransportKind::kUdp) {
       const std::uint32_t datagram = c.udp.mtu - 28;

@@ -63,6 +63,36 @@ struct ShmConfig {
   std::uint32_t liveness_timeout_ms = 2000;  // publisher considered dead after this silence
 };
 
+enum class RdmaMode { kRc, kUdMulticast };
+enum class RdmaSrq { kAuto, kOn, kOff };
+enum class RdmaMlx5 { kAuto, kOff };
+std::string_view rdma_mode_name(RdmaMode m);
+
+// [rdma]: the verbs transport (transport/rdma/, docs/RDMA.md).
+struct RdmaConfig {
+  std::string device = "auto";           // RDMA device name, or "auto": first with an active port
+  std::uint32_t port = 1;                // device port
+  int gid_index = -1;                    // -1: the port's RoCEv2 IPv4-mapped GID
+  RdmaMode mode = RdmaMode::kRc;
+  std::uint32_t listen_port = 7471;      // rc: subscribers accept publishers here (rdma_cm, TCP port space)
+  std::vector<std::string> peers;        // rc: "ip:port" of the subscribers a publisher connects to
+  std::string multicast_group = "239.255.77.1";  // ud_mcast: IPv4 group shared by every stream
+  std::uint32_t inline_threshold = 256;  // send frames up to this many bytes inline (capped by the QP)
+  std::uint32_t send_queue_depth = 256;  // work requests per QP send queue
+  std::uint32_t recv_queue_depth = 2048; // receive buffers per poller (SRQ) or per QP (no SRQ)
+  std::uint32_t cq_depth = 8192;         // completions per poller CQ
+  std::uint32_t signal_every = 16;       // one signalled send in N
+  std::uint32_t recv_batch = 16;         // receive buffers re-posted per post call
+  RdmaSrq srq = RdmaSrq::kAuto;
+  RdmaMlx5 mlx5dv = RdmaMlx5::kAuto;
+  std::uint32_t cq_moderation_count = 0; // 0/0: no interrupt moderation
+  std::uint32_t cq_moderation_usec = 0;
+  std::uint32_t heartbeat_ms = 100;      // ud_mcast: publisher heartbeat period (carries the next sequence)
+  std::uint32_t liveness_timeout_ms = 2000;  // ud_mcast: publisher silent this long = died
+  std::uint32_t reconnect_ms = 250;      // rc: a publisher retries an unreachable/lost subscriber this often
+  std::uint32_t connect_timeout_ms = 2000;   // rc: address/route resolution timeout
+};
+
 // [udp]: the UDP unicast/multicast transport with NAK-based recovery (transport/udp/,
 // docs/PROTOCOL.md). Durations are in the unit their name says.
 struct UdpConfig {
@@ -106,6 +136,7 @@ struct Config {
   TransportKind transport = TransportKind::kShm;
   ShmConfig shm;
   UdpConfig udp;
+  RdmaConfig rdma;
   std::vector<StreamConfig> streams;
 
   // Stream id for a topic: the configured one, else a stable id derived from the topic name

@@ -2,6 +2,10 @@
 
 #include "absl/strings/str_format.h"
 #include "transport/shm/shm_transport.h"
+#if POLLUX_HAVE_RDMA
+#include "transport/rdma/device.h"
+#include "transport/rdma/rdma_transport.h"
+#endif
 #include "transport/udp/udp_transport.h"
 
 namespace pollux::transport {
@@ -13,11 +17,26 @@ absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& en
     case core::TransportKind::kUdp:
       return std::unique_ptr<Transport>(new udp::UdpTransport(env));
     case core::TransportKind::kRdma:
+#if POLLUX_HAVE_RDMA
+      return rdma::RdmaTransport::create(env);
+#else
       break;
+#endif
   }
   return absl::UnimplementedError(absl::StrFormat(
       "%s: transport.kind = \"%s\" is not available in this build (only \"shm\" is)", env.config->source,
       core::transport_name(env.config->transport)));
+}
+
+std::string placement_device(const core::Config& config) {
+  if (!config.runtime.device.empty()) return config.runtime.device;
+#if POLLUX_HAVE_RDMA
+  if (config.transport == core::TransportKind::kRdma) {
+    auto name = rdma::resolve_device_name(config.rdma, "");
+    if (name.ok()) return *name;
+  }
+#endif
+  return "";
 }
 
 }  // namespace pollux::transport

@@ -126,6 +126,9 @@ struct EndpointSpec {
   std::uint32_t stream_id = 0;
   std::string topic;
   const core::StreamConfig* stream = nullptr;  // null when the topic is not configured
+  // Index of the poller that will drive the endpoint, -1 when an application thread drives it
+  // (inline mode). Endpoints on one poller may share per-thread resources (RDMA: one CQ, one SRQ).
+  int poller = -1;
 };
 
 // What a transport gets from the context.
@@ -151,5 +154,9 @@ class Transport {
 
 // The transport named by config.transport.
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& env);
+
+// The device whose NUMA node should host the pollers and the pool: runtime.device, else the
+// device the transport will open (rdma: rdma.device, "auto" resolved), else "".
+std::string placement_device(const core::Config& config);
 
 }  // namespace pollux::transport

@@ -1,0 +1,607 @@
+// In-process tests of the RDMA transport, run inside the Soft-RoCE VM only (rdma_vm_suite):
+// publishers on rxe0 (10.0.0.1), subscribers on rxe1 (10.0.0.2), so every frame crosses the veth
+// wire. Covers RC in every threading mode, the per-poller shared CQ/SRQ, the no-SRQ fallback,
+// per-thread QPs, the interrupt hooks, the data-path guarantees (no ibv_reg_mr, allocation or
+// lock per message) and the documented errors.
+#include <dlfcn.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/capability.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/counters.h"
+#include "core/frame.h"
+#include "tests/rdma/rdma_test_util.h"
+#include "tests/shm/test_util.h"
+#include "transport/rdma/rdma_endpoints.h"
+#include "transport/rdma/rdma_transport.h"
+
+// ---- data-path probes: calls made by this thread while `g_counting` is set -----------------------
+namespace {
+thread_local bool g_counting = false;
+thread_local long g_allocs = 0;
+thread_local long g_mutex_locks = 0;
+thread_local long g_spin_locks = 0;
+}  // namespace
+
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+
+void* malloc(size_t n) {
+  if (g_counting) ++g_allocs;
+  return __libc_malloc(n);
+}
+void* calloc(size_t a, size_t b) {
+  if (g_counting) ++g_allocs;
+  return __libc_calloc(a, b);
+}
+void* realloc(void* p, size_t n) {
+  if (g_counting) ++g_allocs;
+  return __libc_realloc(p, n);
+}
+void* memalign(size_t a, size_t n) {
+  if (g_counting) ++g_allocs;
+  return __libc_memalign(a, n);
+}
+int posix_memalign(void** out, size_t a, size_t n) {
+  if (g_counting) ++g_allocs;
+  *out = __libc_memalign(a, n);
+  return *out == nullptr ? 12 : 0;
+}
+void* aligned_alloc(size_t a, size_t n) {
+  if (g_counting) ++g_allocs;
+  return __libc_memalign(a, n);
+}
+int pthread_mutex_lock(pthread_mutex_t* m) {
+  using Fn = int (*)(pthread_mutex_t*);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_mutex_lock"));
+  if (g_counting) ++g_mutex_locks;
+  return real(m);
+}
+int pthread_spin_lock(pthread_spinlock_t* l) {
+  using Fn = int (*)(pthread_spinlock_t*);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_spin_lock"));
+  if (g_counting) ++g_spin_locks;
+  return real(l);
+}
+}
+
+namespace pollux {
+namespace {
+
+using rdmatest::make;
+using rdmatest::next_port;
+using rdmatest::pub_config;
+using rdmatest::sub_config;
+using rdmatest::wait_for;
+using testing::check_payload;
+using testing::fill_payload;
+using testing::payload_len;
+
+struct Seen {
+  std::uint64_t received = 0, bad = 0, out_of_order = 0, gaps = 0, lost = 0, sessions = 0, ends = 0, died = 0;
+  std::map<std::uint32_t, std::uint64_t> next;  // per session
+};
+
+// Drains `sub` until `count` messages arrived (or `seconds` passed), checking order and payload.
+void receive(Subscriber& sub, std::uint64_t count, Seen* s, int seconds = 120) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (s->received < count && std::chrono::steady_clock::now() < deadline) {
+    const int n = sub.poll(
+        [&](const Message& m) {
+          std::uint64_t tag = 0;
+          std::memcpy(&tag, m.payload.data(), 8);
+          if (tag != m.sequence || !check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag))
+            ++s->bad;
+          auto& nx = s->next[m.session_id];
+          if (nx != 0 && m.sequence != nx) ++s->out_of_order;
+          nx = m.sequence + 1;
+          ++s->received;
+        },
+        [&](const Gap& g) {
+          ++s->gaps;
+          s->lost += g.count;
+        },
+        [&](const StreamEvent& e) {
+          if (e.kind == StreamEventKind::kNewSession) ++s->sessions;
+          if (e.kind != StreamEventKind::kNewSession) ++s->ends;
+          if (e.kind == StreamEventKind::kPublisherDied) ++s->died;
+        },
+        256);
+    if (n == 0) std::this_thread::yield();
+  }
+}
+
+void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200) {
+  std::byte buf[4096];
+  for (std::uint64_t i = 1; i <= count; ++i) {
+    const std::uint32_t len = payload_len(i, max_size);
+    fill_payload(buf, len, i);
+    std::uint64_t spins = 0;
+    for (;;) {
+      const std::int64_t r = pub.offer(buf, len);
+      if (r >= 0) break;
+      ASSERT_TRUE(r == kBackPressured || r == kNotConnected) << result_name(r);
+      if (++spins % 64 == 0) std::this_thread::yield();
+      ASSERT_LT(spins, 2'000'000'000ull) << "stuck at " << i;
+    }
+  }
+}
+
+void wait_connected(Publisher& pub, Subscriber& sub) {
+  ASSERT_TRUE(wait_for([&] {
+    (void)sub.poll([](const Message&) {}, 1);
+    return pub.is_connected();
+  })) << "publisher never connected";
+}
+
+void run_rc(const std::string& threading, std::uint64_t count, const std::string& extra = "",
+            const std::string& runtime_extra = "") {
+  const int port = next_port();
+  auto sub_ctx = make(sub_config(threading, port, extra, runtime_extra));
+  auto pub_ctx = make(pub_config(threading, port, extra, runtime_extra));
+  ASSERT_TRUE(sub_ctx && pub_ctx);
+  auto sub = sub_ctx->subscriber("md");
+  auto pub = pub_ctx->publisher("md");
+  ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
+  wait_connected(*pub, *sub);
+  std::thread producer([&] { offer_all(*pub, count); });
+  Seen s;
+  receive(*sub, count, &s);
+  producer.join();
+  EXPECT_EQ(s.received, count);
+  EXPECT_EQ(s.bad, 0u);
+  EXPECT_EQ(s.out_of_order, 0u);
+  EXPECT_EQ(s.gaps, 0u);
+  EXPECT_EQ(s.sessions, 1u);
+  // A clean close reaches the subscriber as end of stream (not "died").
+  pub->close();
+  Seen e;
+  ASSERT_TRUE(wait_for([&] {
+    receive(*sub, 0, &e, 0);
+    (void)sub->poll([](const Message&) {}, [](const Gap&) {}, [&](const StreamEvent& ev) { e.ends += ev.kind != StreamEventKind::kNewSession; e.died += ev.kind == StreamEventKind::kPublisherDied; }, 64);
+    return e.ends > 0;
+  }, 20)) << "no end of stream after close";
+  EXPECT_EQ(e.died, 0u);
+}
+
+TEST(RdmaRc, InlineModeInOrder) {
+  POLLUX_REQUIRE_RXE();
+  run_rc("inline", 20000);
+}
+
+TEST(RdmaRc, DedicatedModeInOrder) {
+  POLLUX_REQUIRE_RXE();
+  run_rc("dedicated", 20000);
+}
+
+TEST(RdmaRc, SharedModeInOrder) {
+  POLLUX_REQUIRE_RXE();
+  run_rc("shared", 10000);
+}
+
+TEST(RdmaRc, WithoutSrqReceiveQueuePerQp) {
+  POLLUX_REQUIRE_RXE();
+  // Fewer receive buffers than a full subscriber ring would hold: RC back-pressures (RNR).
+  run_rc("dedicated", 10000, "srq = \"off\"\nrecv_queue_depth = 256\n");
+}
+
+TEST(RdmaRc, NoInlineAndSignalEveryOne) {
+  POLLUX_REQUIRE_RXE();
+  run_rc("inline", 5000, "inline_threshold = 0\nsignal_every = 1\nrecv_batch = 1\n");
+}
+
+TEST(RdmaRc, LargeFramesNotInline) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("inline", port));
+  auto pub_ctx = make(pub_config("inline", port));
+  auto sub = sub_ctx->subscriber("big");
+  auto pub = pub_ctx->publisher("big");
+  ASSERT_TRUE(sub.ok() && pub.ok());
+  wait_connected(*pub, *sub);
+  EXPECT_EQ(pub->max_payload(), 2048u - 32u);
+  std::thread producer([&] { offer_all(*pub, 3000, 2000); });
+  Seen s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (s.received < 3000 && std::chrono::steady_clock::now() < deadline) {
+    (void)sub->poll([&](const Message& m) {
+      std::uint64_t tag;
+      std::memcpy(&tag, m.payload.data(), 8);
+      if (tag != m.sequence || m.payload.size() != payload_len(tag, 2000) ||
+          !check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag))
+        ++s.bad;
+      ++s.received;
+    }, 64);
+  }
+  producer.join();
+  EXPECT_EQ(s.received, 3000u);
+  EXPECT_EQ(s.bad, 0u);
+}
+
+// Two streams on one poller on each side: one CQ and one SRQ per poller serve both QPs.
+TEST(RdmaRc, TwoStreamsShareOnePollersCqAndSrq) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("dedicated", port, "", "pollers = 1\n"));
+  auto pub_ctx = make(pub_config("dedicated", port, "", "pollers = 1\n"));
+  auto s1 = sub_ctx->subscriber("a");
+  auto s2 = sub_ctx->subscriber("b");
+  auto p1 = pub_ctx->publisher("a");
+  auto p2 = pub_ctx->publisher("b");
+  ASSERT_TRUE(s1.ok() && s2.ok() && p1.ok() && p2.ok());
+  wait_connected(*p1, *s1);
+  wait_connected(*p2, *s2);
+  std::thread t1([&] { offer_all(*p1, 8000); });
+  std::thread t2([&] { offer_all(*p2, 8000); });
+  Seen a, b;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while ((a.received < 8000 || b.received < 8000) && std::chrono::steady_clock::now() < deadline) {
+    receive(*s1, std::min<std::uint64_t>(8000, a.received + 64), &a, 1);
+    receive(*s2, std::min<std::uint64_t>(8000, b.received + 64), &b, 1);
+  }
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a.received, 8000u);
+  EXPECT_EQ(b.received, 8000u);
+  EXPECT_EQ(a.bad + b.bad + a.out_of_order + b.out_of_order + a.gaps + b.gaps, 0u);
+}
+
+// Two application threads publish on one stream: each Publisher has its own endpoint, QP and
+// session, posted by its own poller channel without any lock; the subscriber sees two sessions,
+// each complete and in order.
+TEST(RdmaRc, TwoPublishingThreadsOwnQpsStress) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("dedicated", port));
+  auto pub_ctx = make(pub_config("dedicated", port, "", "pollers = 1\n"));
+  auto sub = sub_ctx->subscriber("md");
+  auto p1 = pub_ctx->publisher("md");
+  auto p2 = pub_ctx->publisher("md");
+  ASSERT_TRUE(sub.ok() && p1.ok() && p2.ok());
+  wait_connected(*p1, *sub);
+  wait_connected(*p2, *sub);
+  constexpr std::uint64_t kEach = 15000;
+  std::thread t1([&] { offer_all(*p1, kEach); });
+  std::thread t2([&] { offer_all(*p2, kEach); });
+  Seen s;
+  receive(*sub, 2 * kEach, &s, 180);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(s.received, 2 * kEach);
+  EXPECT_EQ(s.next.size(), 2u) << "expected two sessions (one QP per publishing thread)";
+  for (auto& [session, next] : s.next) EXPECT_EQ(next, kEach + 1) << "session " << session;
+  EXPECT_EQ(s.bad, 0u);
+  EXPECT_EQ(s.out_of_order, 0u);
+  EXPECT_EQ(s.sessions, 2u);
+}
+
+std::uint64_t counter(Context& ctx, const std::string& name) {
+  auto snap = core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return ~0ull;
+  std::uint64_t v = 0;
+  for (const auto& c : snap->counters) {
+    if (c.name == name) v += c.value;
+  }
+  return v;
+}
+
+// The data path (offer -> post_st, poll -> poll_st -> release_st) after warm-up: no ibv_reg_mr
+// (counter), no heap allocation and no mutex on either thread (interposed malloc and
+// pthread_mutex_lock count what this thread calls). Provider spinlocks are reported, not
+// asserted: rxe's ibv_post_send/ibv_poll_cq take their own (uncontended) queue spinlocks.
+TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("inline", port, "", "counters = true\n"));
+  auto pub_ctx = make(pub_config("inline", port, "", "counters = true\n"));
+  auto sub = sub_ctx->subscriber("md");
+  auto pub = pub_ctx->publisher("md");
+  ASSERT_TRUE(sub.ok() && pub.ok());
+  wait_connected(*pub, *sub);
+  constexpr std::uint64_t kWarm = 3000, kMeasured = 20000;
+  std::atomic<long> pub_allocs{-1}, pub_mutex{-1}, pub_spin{-1};
+  std::thread producer([&] {
+    std::byte buf[256];
+    for (std::uint64_t i = 1; i <= kWarm + kMeasured; ++i) {
+      const std::uint32_t len = payload_len(i, 200);
+      fill_payload(buf, len, i);
+      g_counting = i > kWarm;
+      while (pub->offer(buf, len) < 0) {
+      }
+      g_counting = false;
+    }
+    pub_allocs = g_allocs;
+    pub_mutex = g_mutex_locks;
+    pub_spin = g_spin_locks;
+  });
+  Seen s;
+  std::uint64_t polls = 0;
+  while (s.received < kWarm + kMeasured) {
+    g_counting = s.received >= kWarm;
+    const int n = sub->poll([&](const Message& m) {
+      if (m.sequence != s.received + 1) ++s.out_of_order;
+      ++s.received;
+    }, 64);
+    g_counting = false;
+    ++polls;
+    if (n == 0) std::this_thread::yield();
+  }
+  producer.join();
+  EXPECT_EQ(s.out_of_order, 0u);
+  std::printf("publisher thread: %ld allocations, %ld mutex locks, %ld provider spinlocks in %llu offers\n",
+              pub_allocs.load(), pub_mutex.load(), pub_spin.load(), static_cast<unsigned long long>(kMeasured));
+  std::printf("subscriber thread: %ld allocations, %ld mutex locks, %ld provider spinlocks in %llu polls\n", g_allocs,
+              g_mutex_locks, g_spin_locks, static_cast<unsigned long long>(polls));
+  EXPECT_EQ(pub_allocs.load(), 0);
+  EXPECT_EQ(pub_mutex.load(), 0);
+  EXPECT_EQ(g_allocs, 0);
+  EXPECT_EQ(g_mutex_locks, 0);
+  // One registration per context (protection domain), made at start-up.
+  EXPECT_EQ(counter(*pub_ctx, "mr_registrations"), 1u);
+  EXPECT_EQ(counter(*sub_ctx, "mr_registrations"), 1u);
+  EXPECT_GE(counter(*pub_ctx, "inline_sends"), kMeasured);
+  // Selective signalling: about one completion per signal_every (16) sends.
+  EXPECT_LT(counter(*pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
+  // Batched re-posting: fewer post calls than buffers.
+  EXPECT_LT(counter(*sub_ctx, "recv_post_calls") * 4, counter(*sub_ctx, "recv_buffers_posted"));
+}
+
+// ---- transport level: endpoints driven directly --------------------------------------------------
+
+struct RawPair {
+  rdmatest::RawTransport pub, sub;
+  std::unique_ptr<transport::TxEndpoint> tx;
+  std::unique_ptr<transport::RxEndpoint> rx;
+  core::SlotRange slots;
+};
+
+void open_pair(RawPair* p, const std::string& extra = "") {
+  const int port = next_port();
+  ASSERT_TRUE(rdmatest::open_raw(sub_config("inline", port, extra), &p->sub).ok());
+  ASSERT_TRUE(rdmatest::open_raw(pub_config("inline", port, extra), &p->pub).ok());
+  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  p->rx = std::move(*rx);
+  auto tx = p->pub.t->open_tx({7, "raw", nullptr, -1});
+  ASSERT_TRUE(tx.ok()) << tx.status();
+  p->tx = std::move(*tx);
+  auto r = p->pub.pool->carve(64);
+  ASSERT_TRUE(r.ok());
+  p->slots = *r;
+  transport::RxDesc ev[8];
+  ASSERT_TRUE(wait_for([&] {
+    (void)p->rx->poll_st(ev);
+    return p->tx->connected();
+  }));
+}
+
+std::uint32_t frame(RawPair& p, std::uint32_t i, std::uint32_t payload = 16) {
+  const std::uint32_t slot = p.slots.first + i % p.slots.count;
+  auto* h = reinterpret_cast<core::FrameHeader*>(p.pub.pool->slot(slot));
+  h->frame_length = core::kFrameHeaderSize + payload;
+  h->magic = core::kFrameMagic;
+  h->version = core::kFrameVersion;
+  h->flags = 0;
+  h->stream_id = 7;
+  h->session_id = 0;
+  h->sequence = 0;
+  h->timestamp_ns = 1;
+  return slot;
+}
+
+std::uint32_t drain(transport::RxEndpoint& rx, std::vector<transport::RxDesc>* msgs = nullptr) {
+  transport::RxDesc out[64];
+  std::uint32_t got = 0;
+  for (int k = 0; k < 5; ++k) {
+    const std::uint32_t n = rx.poll_st(out);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (out[i].kind != transport::RxKind::kMessage) continue;
+      ++got;
+      if (msgs != nullptr) msgs->push_back(out[i]);
+    }
+    rx.release_st({out, n}, true);
+    if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return got;
+}
+
+// Interrupt-mode hooks: try_arm() arms the CQ and reports pending work; the completion channel's
+// fd becomes readable when a frame arrives while armed.
+TEST(RdmaInterrupt, ArmWakesOnArrivalAndReportsPendingWork) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p);
+  auto* rx = static_cast<transport::rdma::RdmaRxEndpoint*>(p.rx.get());
+  const int fd = rx->notify_fd();
+  ASSERT_GE(fd, 0);
+  (void)drain(*p.rx);
+  ASSERT_TRUE(p.rx->try_arm_st()) << "nothing pending, yet try_arm refused";
+  pollfd pf{fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&pf, 1, 50), 0) << "readable without any arrival";
+  const transport::TxDesc d{frame(p, 0), core::kFrameHeaderSize + 16, 0, 0, 0};
+  ASSERT_EQ(p.tx->post_st({&d, 1}), 1u);
+  EXPECT_EQ(::poll(&pf, 1, 10000), 1) << "armed CQ raised no event for an arrival";
+  p.rx->disarm_st();
+  std::vector<transport::RxDesc> got;
+  EXPECT_TRUE(wait_for([&] { return drain(*p.rx, &got) > 0 || !got.empty(); }, 10));
+  EXPECT_EQ(got.size(), 1u);
+  // The race re-check: a frame that arrived before arming makes try_arm() return false.
+  const transport::TxDesc d2{frame(p, 1), core::kFrameHeaderSize + 16, 0, 0, 0};
+  ASSERT_EQ(p.tx->post_st({&d2, 1}), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let rxe deliver it
+  EXPECT_FALSE(p.rx->try_arm_st()) << "work was pending";
+  p.rx->disarm_st();
+  got.clear();
+  (void)drain(*p.rx, &got);
+  EXPECT_EQ(got.size(), 1u);
+}
+
+// CQ moderation: applied where the device supports ibv_modify_cq, reported (not fatal) where
+// it refuses - rxe refuses.
+TEST(RdmaInterrupt, CqModerationOutcomeIsReported) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p, "cq_moderation_count = 16\ncq_moderation_usec = 10\n");
+  auto* rx = static_cast<transport::rdma::RdmaRxEndpoint*>(p.rx.get());
+  const std::string note = rx->group()->moderation_note();
+  std::printf("moderation: %s\n", note.c_str());
+  EXPECT_NE(note, "");
+  EXPECT_NE(rx->describe().find("moderation"), std::string::npos) << rx->describe();
+}
+
+TEST(RdmaTransport, SequencesAndSessionsAreStampedByTheTransport) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p);
+  transport::TxDesc d[10];
+  for (std::uint32_t i = 0; i < 10; ++i) d[i] = {frame(p, i, 8 + i), core::kFrameHeaderSize + 8 + i, 0, 0, 0};
+  std::uint32_t sent = 0;
+  while (sent < 10) sent += p.tx->post_st({d + sent, 10 - sent});
+  std::vector<transport::RxDesc> got;
+  ASSERT_TRUE(wait_for([&] {
+    (void)drain(*p.rx, &got);
+    return got.size() >= 10;
+  }));
+  for (std::uint32_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(got[i].sequence, i + 1);
+    EXPECT_EQ(got[i].session_id, p.tx->session_id());
+    EXPECT_EQ(got[i].length, core::kFrameHeaderSize + 8 + i);
+  }
+  // Completed slots come back to the publisher: these 10 sends were all unsignalled
+  // (signal_every = 16); an idle housekeeping period flushes them with a signalled heartbeat.
+  std::uint32_t freed[64];
+  std::uint32_t back = p.tx->reap_st(freed);
+  EXPECT_EQ(back, 0u);
+  (void)p.tx->housekeeping_st(1);  // notes the position
+  (void)p.tx->housekeeping_st(2);  // idle since: heartbeat
+  ASSERT_TRUE(wait_for([&] {
+    back += p.tx->reap_st(freed);
+    return back >= 10;
+  }, 10)) << back;
+  // ... and the subscriber takes the heartbeat without reporting anything.
+  got.clear();
+  (void)drain(*p.rx, &got);
+  EXPECT_TRUE(got.empty());
+}
+
+// ---- errors a user can act on --------------------------------------------------------------------
+
+std::string context_error(const std::string& toml) {
+  auto c = Context::from_string(toml, "feed.toml");
+  EXPECT_FALSE(c.ok());
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(RdmaErrors, BadGidIndex) {
+  POLLUX_REQUIRE_RXE();
+  std::string toml = rdmatest::rdma_config("inline", "rxe1", "");
+  toml.replace(toml.find("gid_index = 1"), 13, "gid_index = 7");
+  const std::string e = context_error(toml);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("rdma.gid_index = 7"), std::string::npos) << e;
+  EXPECT_NE(e.find("rxe1 port 1 has no GID at index 7"), std::string::npos) << e;
+  EXPECT_NE(e.find("1 (::ffff:10.0.0.2, RoCE v2)"), std::string::npos) << e;
+  // Index 0 exists but is the IPv6 link-local GID: also refused, with the reason.
+  toml.replace(toml.find("gid_index = 7"), 13, "gid_index = 0");
+  const std::string e0 = context_error(toml);
+  EXPECT_NE(e0.find("not an IPv4-mapped address"), std::string::npos) << e0;
+}
+
+TEST(RdmaErrors, MissingDevice) {
+  POLLUX_REQUIRE_RXE();
+  const std::string e = context_error(rdmatest::rdma_config("inline", "mlx5_9", ""));
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("rdma.device = \"mlx5_9\": no such RDMA device; available: rxe0, rxe1"), std::string::npos) << e;
+  EXPECT_EQ(e.rfind("feed.toml: ", 0), 0u) << e;
+}
+
+TEST(RdmaErrors, PeerUnreachableAndNobodyListening) {
+  POLLUX_REQUIRE_RXE();
+  // 10.0.0.9 does not exist on the wire; 10.0.0.2 exists but nobody listens on that port.
+  for (const std::string peer : {"10.0.0.9:7471", "10.0.0.2:7999"}) {
+    rdmatest::RawTransport t;
+    std::string toml = rdmatest::rdma_config("inline", "rxe0",
+                                             "peers = [\"" + peer + "\"]\nconnect_timeout_ms = 500\nreconnect_ms = 100\n");
+    ASSERT_TRUE(rdmatest::open_raw(toml, &t).ok());
+    auto tx = t.t->open_tx({9, "x", nullptr, -1});
+    ASSERT_TRUE(tx.ok());
+    auto* ep = static_cast<transport::rdma::RdmaTxEndpoint*>(tx->get());
+    EXPECT_TRUE(wait_for([&] { return !ep->status().empty(); }, 30)) << peer;
+    std::printf("%s -> %s\n", peer.c_str(), ep->status().c_str());
+    EXPECT_FALSE(ep->connected());
+    EXPECT_NE(ep->status().find("cannot connect to subscriber " + peer), std::string::npos) << ep->status();
+    (*tx)->close_st();
+  }
+}
+
+TEST(RdmaErrors, RcPublisherWithoutPeers) {
+  POLLUX_REQUIRE_RXE();
+  auto ctx = make(rdmatest::rdma_config("inline", "rxe0", ""));
+  ASSERT_TRUE(ctx);
+  auto pub = ctx->publisher("md");
+  ASSERT_FALSE(pub.ok());
+  EXPECT_NE(pub.status().message().find("rdma.peers is empty"), std::string::npos) << pub.status();
+}
+
+TEST(RdmaErrors, SecondSubscriberOnTheSameListenPort) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto a = make(sub_config("inline", port));
+  auto b = make(sub_config("inline", port));
+  ASSERT_TRUE(a && b);
+  auto s1 = a->subscriber("md");
+  ASSERT_TRUE(s1.ok());
+  auto s2 = b->subscriber("md");
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.status().message().find("already taken"), std::string::npos) << s2.status();
+}
+
+// The memlock message, for real: a child without CAP_IPC_LOCK and a 64 KiB limit.
+TEST(RdmaErrors, MemlockTooLowNamesUlimit) {
+  POLLUX_REQUIRE_RXE();
+  int pfd[2];
+  ASSERT_EQ(pipe(pfd), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pfd[0]);
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    syscall(SYS_capget, &hdr, data);
+    data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    syscall(SYS_capset, &hdr, data);
+    rlimit rl{64 << 10, 64 << 10};
+    setrlimit(RLIMIT_MEMLOCK, &rl);
+    auto c = Context::from_string(rdmatest::rdma_config("inline", "rxe1", ""), "feed.toml");
+    const std::string msg = c.ok() ? "OK" : std::string(c.status().message());
+    (void)!write(pfd[1], msg.data(), msg.size());
+    _exit(0);
+  }
+  close(pfd[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pfd[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  close(pfd[0]);
+  waitpid(pid, nullptr, 0);
+  std::printf("%s\n", msg.c_str());
+  EXPECT_NE(msg.find("`ulimit -l"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("64 KiB"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace pollux

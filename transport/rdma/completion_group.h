@@ -1,0 +1,178 @@
+// The per-poller verbs resources: one completion queue (with its completion channel, for the
+// interrupt-mode hooks) shared by every QP whose endpoint that poller owns, and one shared
+// receive queue (SRQ) whose buffers any of those QPs may consume. An endpoint driven inline by
+// an application thread gets a group of its own, since a CQ is polled by one thread only.
+//
+// Whichever endpoint of the group runs first in a duty cycle polls the CQ (a burst of up to
+// kPollBurst completions) and dispatches each completion to the endpoint that owns its QP, by
+// qp_num: sends free pool slots of the publishing endpoint, receives queue frames on the
+// subscribing endpoint. All of that happens on the owning thread, without locks.
+//
+// The control plane (the connection manager thread, open/close on the application thread)
+// hands new and dead QPs to the owning thread through announce(): a mutex-protected list plus
+// a generation counter the owner checks with one acquire load per call (sync()).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/buffer_pool.h"
+#include "core/counters.h"
+#include "transport/rdma/conn.h"
+#include "transport/rdma/mlx5_dv.h"
+
+namespace pollux::transport::rdma {
+
+class Device;
+
+// Where the owning thread hands a dead or closed QP for destruction (the transport: the
+// connection manager thread disconnects and destroys RC QPs; UD QPs are destroyed at once).
+class ConnRetirer {
+ public:
+  virtual ~ConnRetirer() = default;
+  virtual void retire(Conn* c) = 0;
+};
+
+struct GroupOptions {
+  int poller = -1;                 // -1: a private group of one inline endpoint
+  bool ud = false;                 // receive buffers start with a 40-byte GRH
+  bool srq = true;                 // use a shared receive queue (else a receive queue per QP)
+  std::uint32_t recv_depth = 1024;
+  std::uint32_t recv_batch = 16;
+  std::uint32_t cq_depth = 4096;
+  std::uint32_t moderation_count = 0;
+  std::uint32_t moderation_usec = 0;
+};
+
+class CompletionGroup {
+ public:
+  static constexpr int kPollBurst = 32;
+
+  static absl::StatusOr<std::unique_ptr<CompletionGroup>> create(Device& dev, core::BufferPool& pool,
+                                                                 const GroupOptions& opt, ConnRetirer* retirer,
+                                                                 core::CountersFile* counters);
+  ~CompletionGroup();
+  CompletionGroup(const CompletionGroup&) = delete;
+  CompletionGroup& operator=(const CompletionGroup&) = delete;
+
+  // ---- control plane (any thread) ----------------------------------------------------------
+  ibv_cq* cq() const noexcept { return cq_; }
+  // Null until enable_receives() (publish-only groups never post a receive buffer).
+  ibv_srq* srq() const noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    return srq_;
+  }
+  // First subscriber on this group: creates the SRQ and carves its buffers from the pool; the
+  // owning thread posts them on its next sync().
+  absl::Status enable_receives();
+  int poller() const noexcept { return opt_.poller; }
+  // Reserves CQ room for a QP's worst case (every posted request flushed on error). Fails with
+  // the config key to raise when the CQ is too small.
+  absl::Status reserve_cqes(std::uint32_t n);
+  void unreserve_cqes(std::uint32_t n);
+  // Hands a QP to the owning thread: gone = false adopts it (it starts receiving/sending),
+  // gone = true tells its owner the peer is gone.
+  void announce(Conn* c, bool gone);
+  // Drops announcements of a conn about to be destroyed (connection manager, under its lock).
+  void forget(Conn* c);
+  // The mlx5dv send CQ for QPs on the fast path (created on first use; null off mlx5).
+  absl::StatusOr<ibv_cq*> dv_send_cq(Device& dev);
+  // Moderation outcome, for describe() and tests ("" when none was asked for).
+  const std::string& moderation_note() const noexcept { return moderation_note_; }
+  std::string describe() const;
+
+  // ---- owning thread ----------------------------------------------------------------------
+  // Adopts announced QPs; one acquire load when nothing changed.
+  void sync() noexcept {
+    // Acquire pairs with announce()'s release increment: the announced list is complete.
+    if (gen_.load(std::memory_order_acquire) != seen_gen_) sync_slow();
+  }
+  // Polls one burst of completions and dispatches them; returns how many.
+  int progress() noexcept;
+  // Interrupt hooks: arm the CQ's completion event, then poll once more (a completion that
+  // arrived between the last poll and the arm would raise no event). False = work pending.
+  bool try_arm() noexcept;
+  // Consumes and acknowledges completion events (the fd is non-blocking).
+  void disarm() noexcept;
+  int notify_fd() const noexcept { return channel_ != nullptr ? channel_->fd : -1; }
+
+  // A receive buffer is free again: re-posted lazily, recv_batch at a time with one post call.
+  void recycle(std::uint32_t slot) noexcept;
+  // Posts whatever is batched (when the queue runs low, and from housekeeping).
+  void flush_recycled() noexcept;
+  // Owner: stop using a QP. Moves it to the error state, waits (asynchronously) for its own
+  // receive buffers to flush back when it has its own receive queue, then hands it to the
+  // retirer. The Conn must not be touched by the caller afterwards.
+  void retire(Conn* c) noexcept;
+  // Receive buffer geometry: frames start this far into a slot (UD: after the GRH).
+  std::uint32_t frame_offset() const noexcept { return opt_.ud ? 40u : 0u; }
+  std::byte* slot_ptr(std::uint32_t slot) const noexcept { return pool_->slot(slot); }
+  std::uint32_t recv_buffers() const noexcept { return recv_total_; }
+  std::uint32_t srq_posted() const noexcept { return srq_posted_; }
+  bool uses_srq() const noexcept { return opt_.srq; }
+  std::uint64_t stale_completions() const noexcept { return stale_; }
+
+ private:
+  struct Route {
+    std::uint32_t qp_num;
+    Conn* conn;
+  };
+
+  CompletionGroup(Device& dev, core::BufferPool& pool, const GroupOptions& opt, ConnRetirer* retirer)
+      : dev_(dev), pool_(&pool), opt_(opt), retirer_(retirer) {}
+  void sync_slow() noexcept;
+  void adopt(Conn* c) noexcept;
+  Conn* route(std::uint32_t qp_num) noexcept;
+  void remove_route(Conn* c) noexcept;
+  void dispatch(const ibv_wc& wc) noexcept;
+  void post_srq(const std::uint32_t* slots, std::uint32_t n) noexcept;
+  bool post_rq(Conn* c, std::uint32_t n) noexcept;
+  void refill_rqs() noexcept;
+  void finish_retire(Conn* c) noexcept;
+  int progress_dv() noexcept;
+
+  Device& dev_;
+  core::BufferPool* pool_;
+  const GroupOptions opt_;
+  ConnRetirer* retirer_;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_srq* srq_ = nullptr;
+  std::string moderation_note_;
+
+  // Control plane.
+  mutable std::mutex mu_;
+  std::vector<std::pair<Conn*, bool>> announced_;  // (conn, gone)
+  std::vector<std::uint32_t> incoming_;            // new SRQ buffers for the owner to post
+  bool receives_enabled_ = false;
+  std::uint32_t reserved_cqes_ = 0;
+  std::unique_ptr<mlx5::DvCq> dv_cq_;
+  std::atomic<std::uint32_t> gen_{0};
+  std::atomic<ibv_cq*> dv_cq_raw_{nullptr};
+
+  // Owning thread.
+  std::uint32_t seen_gen_ = 0;
+  ibv_srq* osrq_ = nullptr;            // the owner's copy of srq_ (set in sync_slow)
+  std::vector<Route> routes_;          // live QPs of this group (a few per poller: linear scan)
+  Route last_{0, nullptr};             // one-entry cache: bursts come from one QP
+  std::vector<std::uint32_t> free_;    // receive buffers not posted anywhere
+  std::vector<std::uint32_t> pending_; // recycled, waiting for a batch
+  std::vector<Conn*> rq_conns_;        // QPs with their own receive queue (no SRQ)
+  std::vector<Conn*> draining_;        // retired, waiting for their receive buffers to flush
+  std::size_t rq_next_ = 0;
+  std::uint32_t recv_total_ = 0;
+  std::uint32_t srq_posted_ = 0;
+  std::uint32_t unacked_events_ = 0;
+  std::uint64_t stale_ = 0;
+  core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_;
+};
+
+}  // namespace pollux::transport::rdma

@@ -1,0 +1,690 @@
+#include "transport/rdma/rdma_endpoints.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "core/frame.h"
+#include "transport/rdma/device.h"
+#include "transport/rdma/mlx5_dv.h"
+#include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/verbs_errors.h"
+#include "transport/rdma/wire.h"
+
+namespace pollux::transport::rdma {
+namespace {
+
+std::uint64_t pow2_at_least(std::uint64_t v) {
+  std::uint64_t c = 1;
+  while (c < v) c <<= 1;
+  return c;
+}
+
+// Send-queue entries kept free for control frames (heartbeat, end of stream).
+constexpr std::uint32_t kControlReserve = 2;
+
+}  // namespace
+
+// ================================ publisher ======================================================
+
+RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec,
+                               std::uint32_t session_id, std::uint32_t ring_slots, std::uint32_t control_slot)
+    : t_(t),
+      group_(group),
+      pool_(&t.pool()),
+      ud_(t.ud()),
+      lkey_(t.device().lkey()),
+      signal_every_(t.cfg().signal_every),
+      inline_threshold_(t.cfg().inline_threshold),
+      control_slot_(control_slot),
+      heartbeat_ns_(static_cast<std::int64_t>(t.cfg().heartbeat_ms) * 1'000'000) {
+  stream_id_ = spec.stream_id;
+  session_id_ = session_id;
+  // UD: one datagram per frame (path MTU), and the receiver's buffer also holds the 40-byte GRH.
+  max_frame_ = ud_ ? std::min(t.device().mtu_bytes(), pool_->slot_size() - kGrhBytes) : pool_->slot_size();
+  inflight_.assign(pow2_at_least(ring_slots + kMaxPost), 0);
+  mask_ = inflight_.size() - 1;
+  core::CountersFile& f = t.counters();
+  const std::string scope = absl::StrFormat("rdma tx stream %u %08x", spec.stream_id, session_id);
+  c_frames_ = f.allocate(scope, "frames_posted", spec.stream_id);
+  c_inline_ = f.allocate(scope, "inline_sends", spec.stream_id);
+  c_doorbells_ = f.allocate(scope, "post_calls", spec.stream_id);
+  c_signalled_ = f.allocate(scope, "signalled_sends", spec.stream_id);
+  c_dropped_ = f.allocate(scope, "dropped_no_subscriber", spec.stream_id);
+  c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
+  c_qp_errors_ = f.allocate(scope, "qp_errors", spec.stream_id);
+  c_back_pressure_ = f.allocate(scope, "send_queue_full", spec.stream_id);
+}
+
+RdmaTxEndpoint::~RdmaTxEndpoint() {
+  if (!closed_) close_st();
+}
+
+void RdmaTxEndpoint::set_status(const std::string& s) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  status_ = s;
+}
+
+std::string RdmaTxEndpoint::status() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return status_;
+}
+
+void RdmaTxEndpoint::adopt(Conn* c) noexcept {
+  if (closed_ || nconns_ == kMaxConns) {
+    if (nconns_ == kMaxConns) {
+      std::fprintf(stderr, "pollux rdma: stream %u: more than %u subscribers; dropping %s\n", stream_id_, kMaxConns,
+                   c->peer.c_str());
+    }
+    if (!ud_) add_ready(-1);
+    group_->retire(c);
+    return;
+  }
+  // A subscriber that joins now gets frames from the next one on.
+  c->posted = c->completed = posted_;
+  c->unsignalled = 0;
+  c->index = nconns_;
+  conns_[nconns_++] = c;
+}
+
+void RdmaTxEndpoint::kill(Conn* c) noexcept {
+  const std::uint32_t i = c->index;
+  conns_[i] = conns_[--nconns_];
+  conns_[i]->index = i;
+  conns_[nconns_] = nullptr;
+  add_ready(-1);
+  group_->retire(c);
+}
+
+void RdmaTxEndpoint::on_gone(Conn* c) noexcept {
+  if (c->state != Conn::State::kLive || c->owner != this) return;
+  kill(c);
+}
+
+void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) noexcept {
+  if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
+    if (status != IBV_WC_WR_FLUSH_ERR) {
+      c_qp_errors_.add();
+      std::fprintf(stderr, "pollux rdma: stream %u: send to subscriber %s failed: %s (%s); dropping the connection\n",
+                   stream_id_, c->peer.c_str(), ibv_wc_status_str(status), std::string(wc_status_hint(status)).c_str());
+    }
+    c->error = status;
+    kill(c);
+    return;
+  }
+  const std::uint64_t v = wr_id & kWrValueMask;
+  // In-order completion: a signalled send completes every send posted before it on this QP.
+  const std::uint64_t done = (wr_id & kWrControl) != 0 ? v : v + 1;
+  if (done > c->completed) c->completed = done;
+}
+
+std::uint32_t RdmaTxEndpoint::sq_room(const Conn& c) const noexcept {
+  const std::uint64_t used = c.posted - c.completed + kControlReserve;
+  return used >= c.sq_depth ? 0 : static_cast<std::uint32_t>(c.sq_depth - used);
+}
+
+std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
+  group_->sync();
+  if (__builtin_expect(closed_, 0)) return 0;
+  std::uint32_t n = static_cast<std::uint32_t>(std::min<std::size_t>(frames.size(), kMaxPost));
+  n = std::min<std::uint32_t>(n, static_cast<std::uint32_t>(inflight_.size() - (posted_ - freed_)));
+  // Inline mode reaps only when the publisher runs out of slots: poll completions here as well
+  // once a send queue is half full, so its room never depends on that.
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    if (conns_[k]->posted - conns_[k]->completed >= conns_[k]->sq_depth / 2) {
+      (void)group_->progress();
+      break;
+    }
+  }
+  for (std::uint32_t k = 0; k < nconns_; ++k) n = std::min(n, sq_room(*conns_[k]));
+  if (n == 0) {
+    c_back_pressure_.add();
+    (void)group_->progress();  // completions may free room for the next call
+    return 0;
+  }
+  ibv_send_wr wr[kMaxPost];
+  ibv_sge sge[kMaxPost];
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const TxDesc& d = frames[i];
+    std::byte* p = pool_->slot(d.slot);
+    auto* h = reinterpret_cast<core::FrameHeader*>(p);
+    // The transport owns sessions and sequences (the publisher left them 0).
+    h->session_id = session_id_;
+    h->sequence = next_seq_++;
+    inflight_[(posted_ + i) & mask_] = d.slot;
+    sge[i].addr = reinterpret_cast<std::uintptr_t>(p);
+    sge[i].length = d.length;
+    sge[i].lkey = lkey_;
+    wr[i].wr_id = posted_ + i;
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].opcode = IBV_WR_SEND;
+    wr[i].send_flags = 0;
+    wr[i].next = &wr[i + 1];
+  }
+  wr[n - 1].next = nullptr;
+  if (__builtin_expect(nconns_ == 0, 0)) {
+    // Nobody to send to (RC: every subscriber left since offer() checked): the frames are
+    // consumed - their sequence numbers too - and their slots come back on the next reap.
+    c_dropped_.add(n);
+  }
+  const std::uint64_t end = posted_ + n;
+  std::uint32_t inlined = 0, signalled = 0;
+  for (std::uint32_t k = 0; k < nconns_;) {
+    Conn* c = conns_[k];
+    const std::uint32_t inl = std::min(c->max_inline, inline_threshold_);
+    // One signalled send in signal_every (<= half the queue, checked by the config): a
+    // completion is always owed before the queue can fill. The unsignalled tail of a burst
+    // completes with the next signalled send (or the end-of-stream frame at close).
+    for (std::uint32_t i = 0; i < n; ++i) {
+      unsigned flags = sge[i].length <= inl ? IBV_SEND_INLINE : 0;
+      if (++c->unsignalled >= signal_every_) {
+        flags |= IBV_SEND_SIGNALED;
+        c->unsignalled = 0;
+        ++signalled;
+      }
+      inlined += (flags & IBV_SEND_INLINE) != 0;
+      wr[i].send_flags = flags;
+      if (ud_) {
+        wr[i].wr.ud.ah = c->ah;
+        wr[i].wr.ud.remote_qpn = kMulticastQpn;
+        wr[i].wr.ud.remote_qkey = kUdQkey;
+      }
+    }
+    bool ok;
+    if (c->dv != nullptr) {
+      mlx5::WqeWriter& w = c->dv->writer();
+      ok = true;
+      for (std::uint32_t i = 0; i < n && ok; ++i) {
+        ok = w.send(reinterpret_cast<const void*>(sge[i].addr), sge[i].length, (wr[i].send_flags & IBV_SEND_INLINE) != 0,
+                    (wr[i].send_flags & IBV_SEND_SIGNALED) != 0, wr[i].wr_id);
+      }
+      w.ring();
+    } else {
+      ibv_send_wr* bad = nullptr;
+      ok = ibv_post_send(c->qp, wr, &bad) == 0;  // the whole list, one doorbell
+    }
+    c_doorbells_.add();
+    if (__builtin_expect(!ok, 0)) {
+      c_qp_errors_.add();
+      std::fprintf(stderr, "pollux rdma: stream %u: posting to subscriber %s failed; dropping the connection\n",
+                   stream_id_, c->peer.c_str());
+      kill(c);  // swaps another conn into slot k
+      continue;
+    }
+    c->posted = end;
+    ++k;
+  }
+  posted_ = end;
+  c_frames_.add(n);
+  c_inline_.add(inlined);
+  c_signalled_.add(signalled);
+  return n;
+}
+
+std::uint32_t RdmaTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
+  (void)group_->progress();
+  std::uint64_t floor = posted_;
+  for (std::uint32_t k = 0; k < nconns_; ++k) floor = std::min(floor, conns_[k]->completed);
+  const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(floor - freed_, freed.size()));
+  for (std::uint32_t i = 0; i < n; ++i) freed[i] = inflight_[(freed_ + i) & mask_];
+  freed_ += n;
+  return n;
+}
+
+bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept {
+  if (sq_room(*c) + kControlReserve == 0) return false;
+  core::FrameHeader h{};
+  h.frame_length = core::kFrameHeaderSize;
+  h.magic = core::kFrameMagic;
+  h.version = core::kFrameVersion;
+  h.flags = flags;
+  h.stream_id = stream_id_;
+  h.session_id = session_id_;
+  h.sequence = next_seq_;  // the next data sequence: anything below it not seen is lost
+  h.timestamp_ns = now_ns;
+  const bool inl = c->max_inline >= sizeof h;
+  const void* src = &h;
+  if (!inl) {
+    // Without inline support the bytes must come from registered memory.
+    std::memcpy(pool_->slot(control_slot_), &h, sizeof h);
+    src = pool_->slot(control_slot_);
+  }
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(sizeof h), lkey_};
+  ibv_send_wr wr{};
+  wr.wr_id = kWrControl | posted_;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+  if (ud_) {
+    wr.wr.ud.ah = c->ah;
+    wr.wr.ud.remote_qpn = kMulticastQpn;
+    wr.wr.ud.remote_qkey = kUdQkey;
+  }
+  c->unsignalled = 0;
+  bool ok;
+  if (c->dv != nullptr) {
+    ok = c->dv->writer().send(src, sizeof h, inl, true, wr.wr_id);
+    c->dv->writer().ring();
+  } else {
+    ibv_send_wr* bad = nullptr;
+    ok = ibv_post_send(c->qp, &wr, &bad) == 0;
+  }
+  if (ok) c_heartbeats_.add();
+  return ok;
+}
+
+int RdmaTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  group_->sync();
+  if (closed_ || nconns_ == 0) return 0;
+  if (ud_) {
+    // UD: a heartbeat carries liveness and the next sequence (so a lost last frame shows as a
+    // gap); sent every heartbeat period, whether or not data went out.
+    if (now_ns - last_send_ns_ < heartbeat_ns_) return 0;
+    last_send_ns_ = now_ns;
+    return post_control(conns_[0], core::kFlagHeartbeat, now_ns) ? 1 : 0;
+  }
+  // RC: frames after the last signalled send complete silently, so their slots would wait for
+  // the next burst. A publisher idle for a whole housekeeping period sends one signalled
+  // heartbeat per connection with such a tail; its completion frees them.
+  int work = 0;
+  if (posted_ == idle_check_posted_) {
+    for (std::uint32_t k = 0; k < nconns_; ++k) {
+      Conn* c = conns_[k];
+      if (c->unsignalled != 0 && c->completed < c->posted) work += post_control(c, core::kFlagHeartbeat, now_ns) ? 1 : 0;
+    }
+  }
+  idle_check_posted_ = posted_;
+  return work;
+}
+
+bool RdmaTxEndpoint::try_arm_st() noexcept {
+  // Only completions (which free slots) can wake a publisher; nothing to do if none are owed.
+  if (posted_ == freed_) return true;
+  return group_->try_arm();
+}
+
+void RdmaTxEndpoint::disarm_st() noexcept { group_->disarm(); }
+
+void RdmaTxEndpoint::close_st() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  closed_flag_.store(true, std::memory_order_relaxed);
+  if (!ud_ && t_.cm() != nullptr) t_.cm()->remove_publisher(this);
+  group_->sync();
+  // End of stream to everyone, then wait (bounded) until it completed - the subscriber has it
+  // before the disconnect reaches it.
+  const std::int64_t now = core::Clock::now_ns();
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    (void)post_control(conns_[k], core::kFlagEndOfStream, now);
+    // UD may lose it: send it twice (a subscriber ignores the repeat), and a lost pair still ends
+    // the stream through the liveness timeout.
+    if (ud_) (void)post_control(conns_[k], core::kFlagEndOfStream, now);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  for (;;) {
+    bool pending = false;
+    for (std::uint32_t k = 0; k < nconns_; ++k) pending |= conns_[k]->completed < posted_;
+    if (!pending || std::chrono::steady_clock::now() > deadline) break;
+    if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  while (nconns_ > 0) {
+    Conn* c = conns_[--nconns_];
+    conns_[nconns_] = nullptr;
+    add_ready(-1);
+    group_->retire(c);
+  }
+}
+
+std::string RdmaTxEndpoint::describe() const {
+  return absl::StrFormat("rdma %s publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s",
+                         ud_ ? "ud_mcast" : "rc", stream_id_, session_id_, ready_.load(std::memory_order_relaxed),
+                         posted_, max_frame_, status().empty() ? "" : "; ", status());
+}
+
+// ================================ subscriber =====================================================
+
+RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
+    : t_(t),
+      group_(group),
+      ud_(t.ud()),
+      offset_(t.ud() ? kGrhBytes : 0),
+      liveness_ns_(static_cast<std::int64_t>(t.cfg().liveness_timeout_ms) * 1'000'000) {
+  stream_id_ = spec.stream_id;
+  max_frame_ = t.pool().slot_size() - offset_;
+  held_.assign(t.pool().slots(), 0);
+  closing_.reserve(kMaxConns);
+  grow_ready(256);
+  core::CountersFile& f = t.counters();
+  const std::string scope = absl::StrFormat("rdma rx stream %u", spec.stream_id);
+  c_messages_ = f.allocate(scope, "messages", spec.stream_id);
+  c_gaps_ = f.allocate(scope, "gaps", spec.stream_id);
+  c_lost_ = f.allocate(scope, "messages_lost", spec.stream_id);
+  c_stale_ = f.allocate(scope, "stale_or_duplicate", spec.stream_id);
+  c_malformed_ = f.allocate(scope, "malformed", spec.stream_id);
+  c_foreign_ = f.allocate(scope, "other_stream", spec.stream_id);
+  c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
+  c_ends_ = f.allocate(scope, "ends_of_stream", spec.stream_id);
+}
+
+RdmaRxEndpoint::~RdmaRxEndpoint() {
+  if (!closed_) close_st();
+}
+
+void RdmaRxEndpoint::set_multicast(Conn* qp, const ibv_gid& mgid, int igmp_socket) noexcept {
+  mcast_qp_ = qp;
+  mgid_ = mgid;
+  igmp_fd_ = igmp_socket;
+}
+
+void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
+  if (need <= ready_.size()) return;
+  // Control event (adoption): re-linearise into a larger ring.
+  std::vector<Ready> r(pow2_at_least(need));
+  std::uint64_t i = 0;
+  for (std::uint64_t k = ready_head_; k != ready_tail_; ++k) r[i++] = ready_[k & ready_mask_];
+  ready_.swap(r);
+  ready_head_ = 0;
+  ready_tail_ = i;
+  ready_mask_ = ready_.size() - 1;
+}
+
+void RdmaRxEndpoint::adopt(Conn* c) noexcept {
+  if (closed_ || nconns_ == kMaxConns) {
+    if (nconns_ == kMaxConns) {
+      std::fprintf(stderr, "pollux rdma: stream %u: more than %u publishers; dropping %s\n", stream_id_, kMaxConns,
+                   c->peer.c_str());
+    }
+    group_->retire(c);
+    return;
+  }
+  c->index = nconns_;
+  conns_[nconns_++] = c;
+  // Every buffer the group owns could land here, plus one end marker per connection.
+  grow_ready(group_->recv_buffers() + 2 * kMaxConns + 64);
+  if (!ud_) {
+    live_.fetch_add(1, std::memory_order_relaxed);
+    // A publisher endpoint reconnecting (its QP failed, or the network did): continue its
+    // session, so frames lost with the old QP are reported as a gap, not silently skipped.
+    for (auto& e : sessions_.entries()) {
+      if (e.session_id == c->remote_session && e.session_id != 0) {
+        c->seq = e.seq;
+        c->announced_session = true;
+      }
+    }
+  }
+}
+
+void RdmaRxEndpoint::on_gone(Conn* c) noexcept {
+  if (c->owner != this || c->state != Conn::State::kLive) return;
+  if (std::find(closing_.begin(), closing_.end(), c) == closing_.end()) closing_.push_back(c);
+}
+
+void RdmaRxEndpoint::on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len) noexcept {
+  // Cannot overflow: the ring holds every receive buffer of the group plus the end markers.
+  ready_[ready_tail_++ & ready_mask_] = Ready{c, slot, byte_len};
+}
+
+void RdmaRxEndpoint::push_event(const RxDesc& d) noexcept {
+  if (ev_tail_ - ev_head_ == events_.size()) return;  // cannot happen: at most one per session
+  events_[ev_tail_++ % events_.size()] = d;
+}
+
+void RdmaRxEndpoint::retire_conn(Conn* c) noexcept {
+  if (!ud_ && c->seq.started()) {
+    // Remember where this publisher's session stood (see adopt()).
+    bool created;
+    auto* e = sessions_.find_or_add(c->remote_session, core::Clock::now_ns(), &created);
+    e->seq = c->seq;
+  }
+  const std::uint32_t i = c->index;
+  if (i < nconns_ && conns_[i] == c) {
+    conns_[i] = conns_[--nconns_];
+    conns_[i]->index = i;
+    conns_[nconns_] = nullptr;
+  }
+  if (!ud_ && !c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
+  c->ended = true;
+  if (c == mcast_qp_) {
+    (void)ibv_detach_mcast(c->qp, &mgid_, 0);
+    mcast_qp_ = nullptr;
+  }
+  group_->retire(c);
+}
+
+std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
+  if (__builtin_expect(closed_, 0)) return 0;
+  const int got = group_->progress();
+  std::uint32_t n = 0;
+  // Peers that went away end after everything they delivered: once a poll drained the CQ.
+  if (__builtin_expect(!closing_.empty(), 0) && got < CompletionGroup::kPollBurst) {
+    for (Conn* c : closing_) ready_[ready_tail_++ & ready_mask_] = Ready{c, kEndMarker, 0};
+    closing_.clear();
+  }
+  while (ev_head_ != ev_tail_ && n < out.size()) out[n++] = events_[ev_head_++ % events_.size()];
+  std::int64_t now = 0;
+  while (ready_head_ != ready_tail_ && room(out, n)) {
+    const Ready r = ready_[ready_head_++ & ready_mask_];
+    Conn* c = r.conn;
+    if (__builtin_expect(r.slot == kEndMarker, 0)) {
+      if (!c->ended) {
+        RxDesc& d = out[n++];
+        d = RxDesc{};
+        d.kind = RxKind::kEndOfStream;
+        d.reason = c->eos_seen ? 0 : 1;  // no end-of-stream frame: the publisher died
+        d.session_id = c->remote_session;
+        c_ends_.add();
+      }
+      retire_conn(c);
+      continue;
+    }
+    const std::byte* p = group_->slot_ptr(r.slot) + offset_;
+    const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
+    if (__builtin_expect(r.len < offset_ + core::kFrameHeaderSize || h->magic != core::kFrameMagic ||
+                             h->version != core::kFrameVersion || h->frame_length < core::kFrameHeaderSize ||
+                             h->frame_length > r.len - offset_,
+                         0)) {
+      c_malformed_.add();
+      group_->recycle(r.slot);
+      RxDesc& d = out[n++];
+      d = RxDesc{};
+      d.kind = RxKind::kGap;
+      d.gap_count = 1;
+      d.reason = kGapMalformed;
+      continue;
+    }
+    if (__builtin_expect(h->stream_id != stream_id_, 0)) {
+      c_foreign_.add();  // UD: the group carries every stream
+      group_->recycle(r.slot);
+      continue;
+    }
+    SequenceTracker* seq;
+    if (ud_) {
+      if (now == 0) now = core::Clock::now_ns();
+      bool created;
+      auto* s = sessions_.find_or_add(h->session_id, now, &created);
+      const bool is_control = (h->flags & (core::kFlagHeartbeat | core::kFlagEndOfStream)) != 0;
+      if (__builtin_expect(!created && s->ended && is_control, 0)) {
+        group_->recycle(r.slot);  // a repeated end of stream, or a heartbeat after it: nothing new
+        continue;
+      }
+      if (created || s->ended) {
+        if (!created) {
+          s->seq = SequenceTracker{};
+          s->ended = false;
+        }
+        s->announced = true;
+        RxDesc& d = out[n++];
+        d = RxDesc{};
+        d.kind = RxKind::kNewSession;
+        d.session_id = h->session_id;
+        d.sequence = h->sequence;
+        int live = 0;
+        for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
+        live_.store(live, std::memory_order_relaxed);
+      }
+      s->last_heard_ns = now;
+      seq = &s->seq;
+    } else {
+      if (!c->announced_session) {
+        c->announced_session = true;
+        RxDesc& d = out[n++];
+        d = RxDesc{};
+        d.kind = RxKind::kNewSession;
+        d.session_id = c->remote_session;
+        d.sequence = h->sequence;
+      }
+      seq = &c->seq;
+    }
+    SequenceStep step;
+    const bool control = (h->flags & (core::kFlagHeartbeat | core::kFlagEndOfStream)) != 0;
+    step = control ? seq->on_next(h->sequence) : seq->on_frame(h->sequence);
+    if (step.gap_count != 0) {
+      c_gaps_.add();
+      c_lost_.add(step.gap_count);
+      RxDesc& d = out[n++];
+      d = RxDesc{};
+      d.kind = RxKind::kGap;
+      d.sequence = step.gap_from;
+      d.gap_count = step.gap_count;
+      d.reason = kGapLost;
+      d.session_id = h->session_id;
+    }
+    if (control) {
+      const bool eos = (h->flags & core::kFlagEndOfStream) != 0;
+      const std::uint32_t session = h->session_id;
+      c_heartbeats_.add();
+      group_->recycle(r.slot);
+      if (eos) {
+        c_ends_.add();
+        RxDesc& d = out[n++];
+        d = RxDesc{};
+        d.kind = RxKind::kEndOfStream;
+        d.reason = 0;
+        d.session_id = session;
+        if (ud_) {
+          bool created;
+          sessions_.find_or_add(session, now, &created)->ended = true;
+          int live = 0;
+          for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
+          live_.store(live, std::memory_order_relaxed);
+        } else {
+          c->eos_seen = true;
+          if (!c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
+          c->ended = true;
+        }
+      }
+      continue;
+    }
+    if (step.stale) {
+      c_stale_.add();
+      group_->recycle(r.slot);
+      continue;
+    }
+    RxDesc& d = out[n++];
+    d.frame = h;
+    d.token = r.slot;
+    d.sequence = h->sequence;
+    d.gap_count = 0;
+    d.receive_ns = 0;
+    d.ring_ns = 0;
+    d.length = h->frame_length;
+    d.kind = RxKind::kMessage;
+    d.reason = 0;
+    d.session_id = h->session_id;
+    d.reserved = 0;
+    held_[r.slot] = 1;
+    ++messages_;
+  }
+  if (n == 0) {
+    // Inline mode has no timer duty: check liveness now and then from the poll loop.
+    if ((++empty_polls_ & 1023) == 0) (void)housekeeping_st(core::Clock::now_ns());
+  } else {
+    c_messages_.set(messages_);
+  }
+  return n;
+}
+
+void RdmaRxEndpoint::release_st(std::span<const RxDesc> done, bool /*validate*/) noexcept {
+  // Receive buffers belong to the subscriber until released: nothing can tear a view.
+  for (const RxDesc& d : done) {
+    if (d.kind != RxKind::kMessage) continue;
+    const auto slot = static_cast<std::uint32_t>(d.token);
+    held_[slot] = 0;
+    group_->recycle(slot);
+  }
+}
+
+int RdmaRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  group_->sync();
+  if (closed_) return 0;
+  group_->flush_recycled();
+  if (!ud_) return 0;
+  int work = 0;
+  bool changed = false;
+  for (auto& e : sessions_.entries()) {
+    if (e.session_id == 0 || e.ended || now_ns - e.last_heard_ns < liveness_ns_) continue;
+    // No frame and no heartbeat for the liveness timeout: the publisher is presumed dead.
+    e.ended = true;
+    changed = true;
+    RxDesc d{};
+    d.kind = RxKind::kEndOfStream;
+    d.reason = 1;
+    d.session_id = e.session_id;
+    push_event(d);
+    c_ends_.add();
+    ++work;
+  }
+  if (changed) {
+    int live = 0;
+    for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
+    live_.store(live, std::memory_order_relaxed);
+  }
+  return work;
+}
+
+bool RdmaRxEndpoint::try_arm_st() noexcept {
+  if (ready_head_ != ready_tail_ || ev_head_ != ev_tail_ || !closing_.empty()) return false;
+  return group_->try_arm() && ready_head_ == ready_tail_;
+}
+
+void RdmaRxEndpoint::disarm_st() noexcept { group_->disarm(); }
+
+void RdmaRxEndpoint::close_st() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  if (!ud_ && t_.cm() != nullptr) t_.cm()->remove_subscriber(this);
+  group_->sync();
+  // Buffers queued for delivery or still held by the application go back to the group.
+  for (; ready_head_ != ready_tail_; ++ready_head_) {
+    const Ready& r = ready_[ready_head_ & ready_mask_];
+    if (r.slot != kEndMarker) group_->recycle(r.slot);
+  }
+  for (std::uint32_t s = 0; s < held_.size(); ++s) {
+    if (held_[s] != 0) {
+      held_[s] = 0;
+      group_->recycle(s);
+    }
+  }
+  while (nconns_ > 0) retire_conn(conns_[nconns_ - 1]);
+  closing_.clear();
+  if (igmp_fd_ >= 0) {
+    ::close(igmp_fd_);  // leaves the kernel multicast group
+    igmp_fd_ = -1;
+  }
+  live_.store(0, std::memory_order_relaxed);
+}
+
+std::string RdmaRxEndpoint::describe() const {
+  return absl::StrFormat("rdma %s subscriber stream %u: %d live publisher(s), %u messages, %s", ud_ ? "ud_mcast" : "rc",
+                         stream_id_, live_.load(std::memory_order_relaxed), messages_, group_->describe());
+}
+
+}  // namespace pollux::transport::rdma

@@ -1,0 +1,180 @@
+// The RDMA transport's data plane: a publishing endpoint (one per publishing application thread,
+// owning one QP per connected subscriber for RC, or one UD QP for multicast) and a subscribing
+// endpoint (one QP per connected publisher for RC, or one UD QP attached to the group). Both
+// are driven by exactly one thread - their poller, or the application thread in inline mode -
+// and take no lock, allocate nothing and never register memory on the data path.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "core/counters.h"
+#include "transport/rdma/completion_group.h"
+#include "transport/rdma/conn.h"
+#include "transport/rdma/sequence.h"
+#include "transport/transport.h"
+
+namespace pollux::transport::rdma {
+
+class RdmaTransport;
+
+class RdmaTxEndpoint final : public TxEndpoint {
+ public:
+  static constexpr std::uint32_t kMaxConns = 64;  // subscribers per publishing endpoint
+  static constexpr std::uint32_t kMaxPost = 64;   // frames per post call (one doorbell per QP)
+
+  RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec, std::uint32_t session_id,
+                 std::uint32_t ring_slots, std::uint32_t control_slot);
+  ~RdmaTxEndpoint() override;
+
+  std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
+  std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
+  int housekeeping_st(std::int64_t now_ns) noexcept override;
+  bool try_arm_st() noexcept override;
+  void disarm_st() noexcept override;
+  bool connected() const noexcept override { return ready_.load(std::memory_order_relaxed) > 0 && !closed_flag_.load(std::memory_order_relaxed); }
+  std::uint32_t max_frame() const noexcept override { return max_frame_; }
+  void close_st() noexcept override;
+  std::string describe() const override;
+
+  // --- CompletionGroup callbacks (owning thread) ---
+  void adopt(Conn* c) noexcept;
+  void on_gone(Conn* c) noexcept;
+  void on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) noexcept;
+
+  // --- control plane ---
+  // The connection manager announced (+1) a connection; the owner retired (-1) one.
+  void add_ready(int d) noexcept { ready_.fetch_add(d, std::memory_order_relaxed); }
+  // Last connection problem per peer, for describe() and tests (control path, locked).
+  void set_status(const std::string& s);
+  std::string status() const;
+  CompletionGroup* group() const noexcept { return group_; }
+  int notify_fd() const noexcept { return group_->notify_fd(); }
+  bool ud() const noexcept { return ud_; }
+  // Frames handed to post_st and frames whose slots went back (for tests).
+  std::uint64_t frames_posted() const noexcept { return posted_; }
+  std::uint32_t live_connections() const noexcept { return nconns_; }
+
+ private:
+  void kill(Conn* c) noexcept;
+  bool post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept;
+  std::uint32_t sq_room(const Conn& c) const noexcept;
+  void drop_unconnected(std::span<const TxDesc> frames, std::uint32_t n) noexcept;
+
+  RdmaTransport& t_;
+  CompletionGroup* const group_;
+  core::BufferPool* const pool_;
+  const bool ud_;
+  const std::uint32_t lkey_;
+  std::uint32_t max_frame_ = 0;
+  const std::uint32_t signal_every_;
+  const std::uint32_t inline_threshold_;
+  const std::uint32_t control_slot_;   // a pool slot for heartbeat / end-of-stream frames
+  const std::int64_t heartbeat_ns_;
+
+  std::array<Conn*, kMaxConns> conns_{};
+  std::uint32_t nconns_ = 0;
+  // Slots in flight, by endpoint frame index (free-running, masked).
+  std::vector<std::uint32_t> inflight_;
+  std::uint64_t mask_ = 0;
+  std::uint64_t posted_ = 0;  // frames posted (next frame index)
+  std::uint64_t freed_ = 0;   // frames whose slots went back to the publisher
+  std::uint64_t next_seq_ = 1;
+  std::int64_t last_send_ns_ = 0;
+  std::uint64_t idle_check_posted_ = 0;  // posted_ at the previous housekeeping call
+  std::uint32_t housekeeping_countdown_ = 0;
+  bool closed_ = false;
+  std::atomic<bool> closed_flag_{false};
+  std::atomic<int> ready_{0};
+
+  mutable std::mutex status_mu_;  // control path only
+  std::string status_;
+
+  core::Counter c_frames_, c_inline_, c_doorbells_, c_signalled_, c_dropped_, c_heartbeats_, c_qp_errors_,
+      c_back_pressure_;
+};
+
+class RdmaRxEndpoint final : public RxEndpoint {
+ public:
+  static constexpr std::uint32_t kMaxConns = 64;  // publishers (QPs) per subscribing endpoint
+
+  RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec);
+  ~RdmaRxEndpoint() override;
+
+  std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
+  void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
+  int housekeeping_st(std::int64_t now_ns) noexcept override;
+  bool try_arm_st() noexcept override;
+  void disarm_st() noexcept override;
+  bool connected() const noexcept override { return live_.load(std::memory_order_relaxed) > 0; }
+  void close_st() noexcept override;
+  std::string describe() const override;
+
+  // --- CompletionGroup callbacks (owning thread) ---
+  void adopt(Conn* c) noexcept;
+  void on_gone(Conn* c) noexcept;
+  void on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len) noexcept;
+
+  // --- control plane ---
+  std::uint32_t max_frame() const noexcept { return max_frame_; }  // what a receive buffer holds
+  CompletionGroup* group() const noexcept { return group_; }
+  int notify_fd() const noexcept { return group_->notify_fd(); }
+  // UD: the multicast membership (ibv_attach_mcast + kernel IGMP join) made at open.
+  void set_multicast(Conn* qp, const ibv_gid& mgid, int igmp_socket) noexcept;
+  std::uint64_t messages() const noexcept { return messages_; }
+
+ private:
+  struct Ready {
+    Conn* conn;
+    std::uint32_t slot;  // kEndMarker: the connection ended (after everything it delivered)
+    std::uint32_t len;
+  };
+  static constexpr std::uint32_t kEndMarker = 0xffffffffu;
+  struct Session {
+    std::uint32_t id;
+    SequenceTracker* seq;
+    bool* announced;
+  };
+
+  void grow_ready(std::uint32_t need) noexcept;
+  void push_event(const RxDesc& d) noexcept;
+  void end_conn(Conn* c) noexcept;
+  void retire_conn(Conn* c) noexcept;
+  bool room(std::span<RxDesc> out, std::uint32_t n) const noexcept { return out.size() - n >= 3; }
+
+  RdmaTransport& t_;
+  CompletionGroup* const group_;
+  const bool ud_;
+  const std::uint32_t offset_;   // frame offset in a receive buffer (UD: GRH)
+  std::uint32_t max_frame_ = 0;
+  const std::int64_t liveness_ns_;
+
+  std::array<Conn*, kMaxConns> conns_{};
+  std::uint32_t nconns_ = 0;
+  std::vector<Conn*> closing_;        // peer gone: end once the CQ has been drained
+  std::vector<Ready> ready_;          // frames the group dispatched to us, in arrival order
+  std::uint64_t ready_head_ = 0, ready_tail_ = 0, ready_mask_ = 0;
+  std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st (liveness)
+  std::uint32_t ev_head_ = 0, ev_tail_ = 0;
+  SessionTable<16> sessions_;         // UD: publishers heard on the group; RC: where ended ones stood
+  std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released
+  std::atomic<int> live_{0};
+  std::uint32_t empty_polls_ = 0;
+  std::uint64_t messages_ = 0;
+  bool closed_ = false;
+  // UD membership.
+  Conn* mcast_qp_ = nullptr;
+  ibv_gid mgid_{};
+  int igmp_fd_ = -1;
+
+  core::Counter c_messages_, c_gaps_, c_lost_, c_stale_, c_malformed_, c_foreign_, c_heartbeats_, c_ends_;
+};
+
+}  // namespace pollux::transport::rdma

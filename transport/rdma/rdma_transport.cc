@@ -1,0 +1,239 @@
+#include "transport/rdma/rdma_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "transport/rdma/qp.h"
+#include "transport/rdma/rdma_endpoints.h"
+#include "transport/rdma/verbs_errors.h"
+#include "transport/rdma/wire.h"
+
+namespace pollux::transport::rdma {
+namespace {
+
+std::uint32_t random_session() {
+  std::random_device rd;
+  std::uint32_t v = 0;
+  while (v == 0) v = rd();
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> RdmaTransport::create(const TransportEnv& env) {
+  std::unique_ptr<RdmaTransport> t(new RdmaTransport(env));
+  auto dev = Device::open(env.config->rdma, env.config->runtime.device);
+  if (!dev.ok()) {
+    return absl::Status(dev.status().code(), absl::StrFormat("%s: %s", env.config->source, dev.status().message()));
+  }
+  t->dev_ = std::move(*dev);
+  t->c_registrations_ = env.counters->allocate(absl::StrFormat("rdma %s", t->dev_->name()), "mr_registrations");
+  if (!t->ud()) {
+    t->cm_ = std::make_unique<ConnectionManager>(*t);
+    if (absl::Status s = t->cm_->start(); !s.ok()) return s;
+  } else {
+    std::uint32_t group;
+    if (!parse_ipv4(env.config->rdma.multicast_group, &group)) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: rdma.multicast_group: \"%s\" is not an IPv4 address",
+                                                        env.config->source, env.config->rdma.multicast_group));
+    }
+  }
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+RdmaTransport::~RdmaTransport() { close(); }
+
+absl::Status RdmaTransport::register_memory(core::BufferPool& pool) {
+  absl::Status s = dev_->register_pool(pool);
+  c_registrations_.set(dev_->registrations());
+  return s;
+}
+
+absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return absl::FailedPreconditionError("rdma: transport is closed");
+  if (poller >= 0) {
+    auto it = groups_.find(poller);
+    if (it != groups_.end()) return it->second.get();
+  }
+  GroupOptions o;
+  o.poller = poller;
+  o.ud = ud();
+  const core::RdmaConfig& c = cfg();
+  if (c.srq == core::RdmaSrq::kOn && !dev_->srq_supported()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "rdma.srq = \"on\" but %s has no shared receive queues; set rdma.srq = \"auto\" or \"off\"", dev_->name()));
+  }
+  o.srq = c.srq == core::RdmaSrq::kOn || (c.srq == core::RdmaSrq::kAuto && dev_->srq_supported());
+  o.recv_depth = c.recv_queue_depth;
+  o.recv_batch = c.recv_batch;
+  o.cq_depth = c.cq_depth;
+  o.moderation_count = c.cq_moderation_count;
+  o.moderation_usec = c.cq_moderation_usec;
+  auto g = CompletionGroup::create(*dev_, *env_.pool, o, this, env_.counters);
+  if (!g.ok()) return g.status();
+  CompletionGroup* raw = g->get();
+  if (poller >= 0) {
+    groups_[poller] = std::move(*g);
+  } else {
+    inline_groups_.push_back(std::move(*g));
+  }
+  return raw;
+}
+
+absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const EndpointSpec& spec) {
+  if (env_.pool == nullptr || dev_->lkey() == 0) {
+    return absl::FailedPreconditionError("rdma: open_tx before the buffer pool was registered");
+  }
+  if (!ud() && cfg().peers.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: rdma.peers is empty: an RC publisher (topic \"%s\", stream %u) connects to its subscribers, so list "
+        "each as \"address:port\" (the subscriber's RDMA device IPv4 address and its rdma.listen_port), or use "
+        "rdma.mode = \"ud_mcast\"",
+        config().source, spec.topic, spec.stream_id));
+  }
+  auto g = group_for(spec.poller);
+  if (!g.ok()) return g.status();
+  auto control = env_.pool->carve(1);
+  if (!control.ok()) return control.status();
+  const core::Config& c = config();
+  const std::uint32_t ring = c.rings.capacity + 2 * c.rings.burst;
+  auto ep = std::make_unique<RdmaTxEndpoint>(*this, *g, spec, random_session(), ring, control->first);
+  if (ud()) {
+    std::uint32_t group = 0;
+    (void)parse_ipv4(cfg().multicast_group, &group);
+    Conn* conn = new Conn();
+    conn->kind = Conn::Kind::kTx;
+    conn->owner = ep.get();
+    conn->peer = cfg().multicast_group;
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.port_num = dev_->port();
+    aa.grh.dgid = multicast_gid(group);
+    aa.grh.sgid_index = static_cast<std::uint8_t>(dev_->gid_index());
+    aa.grh.hop_limit = 1;  // IP TTL 1: market data stays on the local segment
+    conn->ah = ibv_create_ah(dev_->pd(), &aa);
+    if (conn->ah == nullptr) {
+      const int err = errno;
+      delete conn;
+      return absl::UnavailableError(absl::StrFormat(
+          "rdma: cannot address multicast group %s from %s (ibv_create_ah: %s); check that a route for 224.0.0.0/4 "
+          "leaves through the netdev under %s",
+          cfg().multicast_group, dev_->name(), std::strerror(err), dev_->name()));
+    }
+    QpSpec qs;
+    qs.type = IBV_QPT_UD;
+    qs.group = *g;
+    qs.publisher = true;
+    qs.sq_depth = cfg().send_queue_depth;
+    qs.inline_bytes = cfg().inline_threshold;
+    qs.ah = conn->ah;
+    absl::Status s = create_qp(*dev_, qs, conn);
+    if (s.ok()) s = ud_to_rts(conn->qp, dev_->port());
+    if (!s.ok()) {
+      destroy_qp(conn);
+      delete conn;
+      return s;
+    }
+    ep->add_ready(1);
+    (*g)->announce(conn, false);
+  } else {
+    cm_->add_publisher(ep.get());
+  }
+  return std::unique_ptr<TxEndpoint>(std::move(ep));
+}
+
+absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const EndpointSpec& spec) {
+  if (env_.pool == nullptr || dev_->lkey() == 0) {
+    return absl::FailedPreconditionError("rdma: open_rx before the buffer pool was registered");
+  }
+  auto g = group_for(spec.poller);
+  if (!g.ok()) return g.status();
+  if (absl::Status s = (*g)->enable_receives(); !s.ok()) return s;
+  auto ep = std::make_unique<RdmaRxEndpoint>(*this, *g, spec);
+  if (!ud()) {
+    if (absl::Status s = cm_->add_subscriber(ep.get()); !s.ok()) return s;
+    return std::unique_ptr<RxEndpoint>(std::move(ep));
+  }
+  std::uint32_t group = 0;
+  (void)parse_ipv4(cfg().multicast_group, &group);
+  Conn* conn = new Conn();
+  conn->kind = Conn::Kind::kRx;
+  conn->owner = ep.get();
+  conn->peer = cfg().multicast_group;
+  QpSpec qs;
+  qs.type = IBV_QPT_UD;
+  qs.group = *g;
+  qs.publisher = false;
+  qs.sq_depth = 1;
+  qs.rq_depth = cfg().recv_queue_depth;
+  absl::Status s = create_qp(*dev_, qs, conn);
+  if (s.ok()) s = ud_to_rts(conn->qp, dev_->port());
+  const ibv_gid mgid = multicast_gid(group);
+  if (s.ok() && ibv_attach_mcast(conn->qp, &mgid, 0) != 0) {
+    s = absl::UnavailableError(absl::StrFormat("rdma: ibv_attach_mcast(%s) on %s: %s", cfg().multicast_group,
+                                               dev_->name(), std::strerror(errno)));
+  }
+  // The kernel must also be a member of the group, or Soft-RoCE (and the IP stack under any
+  // RoCE NIC doing IGMP snooping) drops the datagrams: join on the device's address.
+  int fd = -1;
+  if (s.ok()) {
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ip_mreq m{};
+    m.imr_multiaddr.s_addr = htonl(group);
+    m.imr_interface.s_addr = htonl(dev_->ipv4());
+    if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+      s = absl::UnavailableError(absl::StrFormat(
+          "rdma: cannot join multicast group %s on %s (IP_ADD_MEMBERSHIP: %s); the netdev under %s needs that IPv4 "
+          "address and multicast enabled",
+          cfg().multicast_group, format_ipv4(dev_->ipv4()), std::strerror(errno), dev_->name()));
+    }
+  }
+  if (!s.ok()) {
+    if (fd >= 0) ::close(fd);
+    if (conn->qp != nullptr) (void)ibv_detach_mcast(conn->qp, &mgid, 0);
+    destroy_qp(conn);
+    delete conn;
+    return s;
+  }
+  ep->set_multicast(conn, mgid, fd);
+  (*g)->announce(conn, false);
+  return std::unique_ptr<RxEndpoint>(std::move(ep));
+}
+
+void RdmaTransport::retire(Conn* c) {
+  if (cm_ != nullptr && c->id != nullptr) {
+    cm_->retire(c);  // disconnect and destroy on the connection manager thread
+    return;
+  }
+  destroy_qp(c);
+  delete c;
+}
+
+void RdmaTransport::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  if (cm_ != nullptr) cm_->stop();
+  groups_.clear();
+  inline_groups_.clear();
+  cm_.reset();
+  dev_.reset();
+}
+
+std::string RdmaTransport::describe() const {
+  std::string s = absl::StrFormat("rdma %s on %s", core::rdma_mode_name(cfg().mode), dev_ != nullptr ? dev_->describe() : "closed");
+  if (cm_ != nullptr) absl::StrAppend(&s, "; ", cm_->describe());
+  return s;
+}
+
+}  // namespace pollux::transport::rdma

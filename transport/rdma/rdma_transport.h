@@ -1,0 +1,57 @@
+// The RDMA transport's control plane (transport.kind = "rdma", docs/RDMA.md): opens the device,
+// registers the pool once in its protection domain, owns the per-poller completion groups and
+// the RC connection manager, and opens endpoints.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/rdma/completion_group.h"
+#include "transport/rdma/connection_manager.h"
+#include "transport/rdma/device.h"
+#include "transport/transport.h"
+
+namespace pollux::transport::rdma {
+
+class RdmaTransport final : public Transport, public ConnRetirer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Transport>> create(const TransportEnv& env);
+  ~RdmaTransport() override;
+
+  std::string_view name() const override { return "rdma"; }
+  absl::Status register_memory(core::BufferPool& pool) override;
+  absl::StatusOr<std::unique_ptr<TxEndpoint>> open_tx(const EndpointSpec& spec) override;
+  absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
+  void close() override;
+  bool shared_tx_endpoint() const noexcept override { return false; }  // a QP per publishing thread
+
+  void retire(Conn* c) override;
+
+  // Internal, for endpoints and the connection manager.
+  const core::RdmaConfig& cfg() const noexcept { return env_.config->rdma; }
+  const core::Config& config() const noexcept { return *env_.config; }
+  Device& device() noexcept { return *dev_; }
+  core::BufferPool& pool() noexcept { return *env_.pool; }
+  core::CountersFile& counters() noexcept { return *env_.counters; }
+  ConnectionManager* cm() noexcept { return cm_.get(); }
+  bool ud() const noexcept { return cfg().mode == core::RdmaMode::kUdMulticast; }
+  std::string describe() const;
+
+ private:
+  explicit RdmaTransport(const TransportEnv& env) : env_(env) {}
+  absl::StatusOr<CompletionGroup*> group_for(int poller);
+
+  TransportEnv env_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<ConnectionManager> cm_;
+  std::mutex mu_;  // control plane: groups
+  std::map<int, std::unique_ptr<CompletionGroup>> groups_;     // by poller index
+  std::vector<std::unique_ptr<CompletionGroup>> inline_groups_; // one per inline endpoint
+  bool closed_ = false;
+  core::Counter c_registrations_;
+};
+
+}  // namespace pollux::transport::rdma
