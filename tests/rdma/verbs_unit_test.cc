@@ -1,2 +1,469 @@
+// Host unit tests of the RDMA transport's device-free parts: [rdma] config parsing, the rdma_cm
+// private data, sequence/gap tracking, the error messages, and the mlx5 WQE/CQE layout of the
+// direct-verbs send path (built into plain memory: no device needed, none used).
+#include <endian.h>
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include <gtest/gtest.h>
-TEST(VerbsUnit, Placeholder) {}
+
+#include "core/config.h"
+#include "transport/rdma/mlx5_dv.h"
+#include "transport/rdma/sequence.h"
+#include "transport/rdma/verbs_errors.h"
+#include "transport/rdma/wire.h"
+
+namespace pollux::transport::rdma {
+namespace {
+
+// ---- config --------------------------------------------------------------------------------------
+
+std::string config_error(std::string_view toml) {
+  auto c = core::parse_config(toml, "feed.toml");
+  EXPECT_FALSE(c.ok()) << toml;
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(RdmaConfig, Defaults) {
+  auto c = core::parse_config("", "x.toml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->rdma.device, "auto");
+  EXPECT_EQ(c->rdma.gid_index, -1);
+  EXPECT_EQ(c->rdma.mode, core::RdmaMode::kRc);
+  EXPECT_EQ(c->rdma.srq, core::RdmaSrq::kAuto);
+  EXPECT_EQ(c->rdma.mlx5dv, core::RdmaMlx5::kAuto);
+  EXPECT_TRUE(c->rdma.peers.empty());
+  EXPECT_LE(c->rdma.signal_every, c->rdma.send_queue_depth / 2);
+  EXPECT_GT(c->rdma.recv_queue_depth, c->rings.capacity);
+}
+
+TEST(RdmaConfig, ParsesEveryKey) {
+  auto c = core::parse_config(R"(
+[transport]
+kind = "rdma"
+[rdma]
+device = "mlx5_0"
+port = 2
+gid_index = 3
+mode = "ud_mcast"
+listen_port = 9000
+peers = ["10.0.0.2:9000", "10.0.0.3:9001"]
+multicast_group = "239.1.2.3"
+inline_threshold = 128
+send_queue_depth = 512
+recv_queue_depth = 4096
+cq_depth = 16384
+signal_every = 32
+recv_batch = 8
+srq = "off"
+mlx5dv = "off"
+cq_moderation_count = 16
+cq_moderation_usec = 8
+heartbeat_ms = 10
+liveness_timeout_ms = 500
+reconnect_ms = 100
+connect_timeout_ms = 1000
+)",
+                              "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const core::RdmaConfig& r = c->rdma;
+  EXPECT_EQ(c->transport, core::TransportKind::kRdma);
+  EXPECT_EQ(r.device, "mlx5_0");
+  EXPECT_EQ(r.port, 2u);
+  EXPECT_EQ(r.gid_index, 3);
+  EXPECT_EQ(r.mode, core::RdmaMode::kUdMulticast);
+  EXPECT_EQ(r.listen_port, 9000u);
+  ASSERT_EQ(r.peers.size(), 2u);
+  EXPECT_EQ(r.peers[1], "10.0.0.3:9001");
+  EXPECT_EQ(r.multicast_group, "239.1.2.3");
+  EXPECT_EQ(r.inline_threshold, 128u);
+  EXPECT_EQ(r.send_queue_depth, 512u);
+  EXPECT_EQ(r.recv_queue_depth, 4096u);
+  EXPECT_EQ(r.cq_depth, 16384u);
+  EXPECT_EQ(r.signal_every, 32u);
+  EXPECT_EQ(r.recv_batch, 8u);
+  EXPECT_EQ(r.srq, core::RdmaSrq::kOff);
+  EXPECT_EQ(r.mlx5dv, core::RdmaMlx5::kOff);
+  EXPECT_EQ(r.cq_moderation_count, 16u);
+  EXPECT_EQ(r.cq_moderation_usec, 8u);
+  EXPECT_EQ(r.heartbeat_ms, 10u);
+  EXPECT_EQ(r.liveness_timeout_ms, 500u);
+  EXPECT_EQ(r.reconnect_ms, 100u);
+  EXPECT_EQ(r.connect_timeout_ms, 1000u);
+  // The effective config prints the section, every key with its help text, and round-trips.
+  const std::string toml = c->to_toml();
+  EXPECT_NE(toml.find("[rdma]"), std::string::npos);
+  EXPECT_NE(toml.find("peers = [\"10.0.0.2:9000\", \"10.0.0.3:9001\"]  # "), std::string::npos) << toml;
+  EXPECT_NE(toml.find("mode = \"ud_mcast\""), std::string::npos);
+  std::string stripped;
+  for (std::size_t pos = 0; pos < toml.size();) {
+    std::size_t eol = toml.find('\n', pos);
+    std::string line = toml.substr(pos, eol - pos);
+    if (auto h = line.find("  # "); h != std::string::npos) line.resize(h);
+    stripped += line + "\n";
+    pos = eol == std::string::npos ? toml.size() : eol + 1;
+  }
+  auto again = core::parse_config(stripped, "again.toml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << stripped;
+  EXPECT_EQ(again->rdma.peers, r.peers);
+  EXPECT_EQ(again->rdma.mode, r.mode);
+}
+
+TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
+  EXPECT_EQ(config_error("[rdma]\npeers = [\"10.0.0.2\"]\n"),
+            "feed.toml:2: rdma.peers: element: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
+            "\"10.0.0.2\"");
+  EXPECT_EQ(config_error("[rdma]\n\nmulticast_group = \"10.0.0.1\"\n"),
+            "feed.toml:3: rdma.multicast_group: expected an IPv4 multicast address (224.0.0.0 - 239.255.255.255), got "
+            "\"10.0.0.1\"");
+  EXPECT_EQ(config_error("[rdma]\nmode = \"ud\"\n"), "feed.toml:2: rdma.mode: expected rc|ud_mcast, got \"ud\"");
+  EXPECT_EQ(config_error("[rdma]\ngid_index = -2\n"), "feed.toml:2: rdma.gid_index: expected -1..4095, got -2");
+  EXPECT_EQ(config_error("[rdma]\ndevice = \"\"\n"), "feed.toml:2: rdma.device: expected a device name or \"auto\", got \"\"");
+  EXPECT_EQ(config_error("[rdma]\nsrq = \"maybe\"\n"), "feed.toml:2: rdma.srq: expected auto|on|off, got \"maybe\"");
+  EXPECT_NE(config_error("[rdma]\nsend_queue_depth = 32\nsignal_every = 17\n")
+                .find("feed.toml:3: rdma.signal_every: 17 is more than half of rdma.send_queue_depth (32)"),
+            std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nrecv_batch = 600\nrecv_queue_depth = 1024\n")
+                .find("feed.toml:2: rdma.recv_batch: 600 is more than half of rdma.recv_queue_depth (1024)"),
+            std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nsignal_evry = 4\n").find("(did you mean rdma.signal_every?)"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.2:0\"]\n").find("port 1..65535"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.256:7\"]\n").find("expected \"a.b.c.d:port\""), std::string::npos);
+}
+
+// ---- rdma_cm private data ------------------------------------------------------------------------
+
+TEST(RdmaWire, RequestRoundTripAndRejections) {
+  const ConnectRequest req = make_request(42, 0xabcd, 2048);
+  std::uint8_t buf[56] = {};  // rdma_cm pads private data with zeros
+  std::memcpy(buf, &req, sizeof req);
+  ConnectRequest got;
+  std::string why;
+  EXPECT_EQ(check_request(buf, sizeof buf, &got, &why), kAccepted);
+  EXPECT_EQ(got.stream_id, 42u);
+  EXPECT_EQ(got.session_id, 0xabcdu);
+  EXPECT_EQ(got.max_frame, 2048u);
+
+  EXPECT_EQ(check_request(buf, 10, &got, &why), kRejectBadMagic);
+  EXPECT_NE(why.find("10 bytes of private data"), std::string::npos) << why;
+  ConnectRequest bad = req;
+  bad.magic = 0x12345678;
+  std::memcpy(buf, &bad, sizeof bad);
+  EXPECT_EQ(check_request(buf, sizeof buf, &got, &why), kRejectBadMagic);
+  EXPECT_NE(why.find("not Pollux's"), std::string::npos) << why;
+  bad = req;
+  bad.version = kProtocolVersion + 1;
+  std::memcpy(buf, &bad, sizeof bad);
+  EXPECT_EQ(check_request(buf, sizeof buf, &got, &why), kRejectBadVersion);
+  EXPECT_NE(why.find("run the same Pollux release on both ends"), std::string::npos) << why;
+  bad = req;
+  bad.stream_id = 0;
+  std::memcpy(buf, &bad, sizeof bad);
+  EXPECT_EQ(check_request(buf, sizeof buf, &got, &why), kRejectBadMagic);
+}
+
+TEST(RdmaWire, Replies) {
+  ConnectReply got;
+  ConnectReply ok = make_reply(7, kAccepted, 2048);
+  EXPECT_TRUE(check_reply(&ok, sizeof ok, 7, &got).ok());
+  EXPECT_EQ(got.max_frame, 2048u);
+  ConnectReply other = make_reply(8, kAccepted, 2048);
+  EXPECT_FALSE(check_reply(&other, sizeof other, 7, &got).ok());
+  ConnectReply rej = make_reply(7, kRejectNoSubscriber, 0);
+  auto s = check_reply(&rej, sizeof rej, 7, &got);
+  EXPECT_EQ(s.message(), "the subscriber rejected stream 7: no subscriber for this stream");
+  ConnectReply ver = make_reply(7, kRejectBadVersion, 0);
+  ver.version = 9;
+  EXPECT_NE(check_reply(&ver, sizeof ver, 7, &got).message().find("protocol version 9"), std::string::npos);
+  EXPECT_NE(check_reply(&ok, 3, 7, &got).message().find("not a Pollux reply"), std::string::npos);
+}
+
+// ---- sequences and gaps --------------------------------------------------------------------------
+
+TEST(RdmaSequence, InOrderGapsStaleAndTail) {
+  SequenceTracker t;
+  EXPECT_FALSE(t.started());
+  auto s = t.on_frame(5);  // late join: the first frame sets the baseline, no gap
+  EXPECT_EQ(s.gap_count, 0u);
+  EXPECT_EQ(t.next(), 6u);
+  s = t.on_frame(6);
+  EXPECT_EQ(s.gap_count, 0u);
+  s = t.on_frame(10);
+  EXPECT_EQ(s.gap_from, 7u);
+  EXPECT_EQ(s.gap_count, 3u);
+  s = t.on_frame(8);  // late duplicate or reordered: dropped
+  EXPECT_TRUE(s.stale);
+  EXPECT_EQ(t.next(), 11u);
+  s = t.on_next(14);  // heartbeat: 11..13 never arrived
+  EXPECT_EQ(s.gap_from, 11u);
+  EXPECT_EQ(s.gap_count, 3u);
+  s = t.on_next(14);  // repeated heartbeat: nothing new
+  EXPECT_EQ(s.gap_count, 0u);
+  SequenceTracker h;
+  s = h.on_next(1);  // heartbeat before any data sets the baseline at 1
+  EXPECT_EQ(s.gap_count, 0u);
+  s = h.on_frame(3);  // so losing the very first frames is visible
+  EXPECT_EQ(s.gap_from, 1u);
+  EXPECT_EQ(s.gap_count, 2u);
+}
+
+TEST(RdmaSequence, SessionTableEvictsLeastRecentlyHeard) {
+  SessionTable<2> t;
+  bool created;
+  auto* a = t.find_or_add(1, 100, &created);
+  EXPECT_TRUE(created);
+  a->last_heard_ns = 100;
+  auto* b = t.find_or_add(2, 200, &created);
+  EXPECT_TRUE(created);
+  b->last_heard_ns = 200;
+  EXPECT_EQ(t.find_or_add(1, 300, &created), a);
+  EXPECT_FALSE(created);
+  a->last_heard_ns = 300;
+  auto* c = t.find_or_add(3, 400, &created);  // evicts session 2 (heard at 200)
+  EXPECT_TRUE(created);
+  EXPECT_EQ(c, b);
+  EXPECT_EQ(c->session_id, 3u);
+  EXPECT_FALSE(c->seq.started());
+}
+
+// ---- error messages ------------------------------------------------------------------------------
+
+TEST(RdmaErrorsText, MemlockNamesUlimitValue) {
+  MemlockLimit lim{64 << 10, 64 << 10, false};
+  auto s = check_memlock(16u << 20, lim, "mlx5_0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  const std::string m(s.message());
+  EXPECT_NE(m.find("16.0 MiB buffer pool with mlx5_0"), std::string::npos) << m;
+  EXPECT_NE(m.find("is 64 KiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("`ulimit -l unlimited` (or at least `ulimit -l 21504`)"), std::string::npos) << m;
+  EXPECT_NE(m.find("LimitMEMLOCK=infinity"), std::string::npos) << m;
+  EXPECT_TRUE(check_memlock(16u << 20, {std::numeric_limits<std::uint64_t>::max(), 0, false}, "x").ok());
+  EXPECT_TRUE(check_memlock(16u << 20, {64 << 10, 64 << 10, true}, "x").ok()) << "CAP_IPC_LOCK lifts the limit";
+  EXPECT_TRUE(check_memlock(1 << 20, {2 << 20, 2 << 20, false}, "x").ok());
+  auto r = reg_mr_error(ENOMEM, 16u << 20, lim, "rxe0");
+  EXPECT_NE(r.message().find("ibv_reg_mr(16.0 MiB) on rxe0 failed"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("`ulimit -l"), std::string::npos) << r.message();
+  auto p = reg_mr_error(EACCES, 1 << 20, lim, "rxe0");
+  EXPECT_EQ(p.code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(RdmaErrorsText, DevicesPortsAndGids) {
+  auto none = no_device_error("auto", {});
+  EXPECT_NE(none.message().find("no RDMA device found"), std::string::npos);
+  EXPECT_NE(none.message().find("rdma link add rxe0 type rxe netdev"), std::string::npos);
+  auto missing = no_device_error("mlx5_9", {"rxe0", "rxe1"});
+  EXPECT_EQ(missing.message(), "rdma: rdma.device = \"mlx5_9\": no such RDMA device; available: rxe0, rxe1");
+  auto down = port_down_error("rxe0", 1, IBV_PORT_DOWN, 3);
+  EXPECT_NE(down.message().find("rxe0 port 1 is DOWN (physical state 3 = disabled)"), std::string::npos) << down.message();
+  EXPECT_NE(down.message().find("ip link set <netdev> up"), std::string::npos);
+  auto perm = open_device_error(EACCES, "mlx5_0");
+  EXPECT_EQ(perm.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(perm.message().find("rdma` group"), std::string::npos) << perm.message();
+
+  ibv_gid ll{};
+  ll.raw[0] = 0xfe;
+  ll.raw[1] = 0x80;
+  ll.raw[15] = 1;
+  ibv_gid v4 = multicast_gid((10u << 24) | 2);  // ::ffff:10.0.0.2
+  EXPECT_EQ(format_gid(v4), "::ffff:10.0.0.2");
+  EXPECT_EQ(gid_ipv4(v4).value(), (10u << 24) | 2u);
+  EXPECT_FALSE(gid_ipv4(ll).has_value());
+  EXPECT_EQ(format_ipv4((239u << 24) | (255u << 16) | (77u << 8) | 1u), "239.255.77.1");
+  const std::vector<GidEntry> gids = {{0, ll, true}, {1, v4, false}, {2, v4, true}};
+  EXPECT_EQ(pick_roce_v2_ipv4(gids), 2) << "RoCEv2 and IPv4-mapped";
+  EXPECT_EQ(pick_roce_v2_ipv4({{0, ll, true}}), -1);
+  auto bad = bad_gid_error("rxe1", 1, 7, "has no GID at index 7", {{0, ll, true}, {1, v4, true}});
+  EXPECT_EQ(bad.message(),
+            "rdma: rdma.gid_index = 7: rxe1 port 1 has no GID at index 7; valid GIDs: 0 (fe80::1, RoCE v2), 1 "
+            "(::ffff:10.0.0.2, RoCE v2). Use -1 to pick the RoCEv2 IPv4 GID, and make sure the Ethernet interface "
+            "under the device has an IPv4 address");
+  EXPECT_NE(std::string(wc_status_hint(IBV_WC_RETRY_EXC_ERR)).find("peer stopped acknowledging"), std::string::npos);
+  std::uint32_t ip;
+  std::uint16_t port;
+  EXPECT_TRUE(parse_ip_port("10.0.0.2:7471", &ip, &port));
+  EXPECT_EQ(ip, (10u << 24) | 2u);
+  EXPECT_EQ(port, 7471);
+  EXPECT_FALSE(parse_ip_port("10.0.0.2", &ip, &port));
+  EXPECT_FALSE(parse_ip_port("10.0.0.2:70000", &ip, &port));
+}
+
+// ---- mlx5 WQE layout -----------------------------------------------------------------------------
+#if POLLUX_HAVE_MLX5DV
+
+// A send queue in plain memory, with a fake doorbell record and BlueFlame register.
+struct FakeSq {
+  static constexpr std::uint32_t kBbs = 8;
+  alignas(64) std::byte ring[kBbs * 64];
+  std::uint32_t dbrec[2] = {0, 0};
+  alignas(64) std::byte bf[2 * 256];
+  mlx5::SqLayout layout() {
+    std::memset(ring, 0xee, sizeof ring);
+    std::memset(bf, 0, sizeof bf);
+    return {ring, kBbs, dbrec, bf, 256};
+  }
+};
+
+std::uint32_t be32_at(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return be32toh(v);
+}
+std::uint64_t be64_at(const std::byte* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return be64toh(v);
+}
+
+constexpr std::uint32_t kQpn = 0x1234;
+constexpr std::uint32_t kLkey = 0xa5a5;
+
+TEST(Mlx5Wqe, RcSendFromTemplate) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  w.init(sq.layout(), kQpn, kLkey, nullptr, 128);
+  EXPECT_EQ(w.template_ds(), 2u);  // ctrl + data segment
+  char payload[100];
+  ASSERT_TRUE(w.send(payload, 100, false, true, 77));
+  const std::byte* wqe = sq.ring;
+  // Control segment (PRM): opmod | wqe index << 8 | opcode; qpn << 8 | ds; fm_ce_se.
+  EXPECT_EQ(be32_at(wqe + 0), (0u << 8) | 0x0a);
+  EXPECT_EQ(be32_at(wqe + 4), (kQpn << 8) | 2u);
+  EXPECT_EQ(static_cast<std::uint8_t>(wqe[11]), 0x08) << "signalled: CQ_UPDATE";
+  // Data segment: byte count, lkey, address.
+  EXPECT_EQ(be32_at(wqe + 16), 100u);
+  EXPECT_EQ(be32_at(wqe + 20), kLkey);
+  EXPECT_EQ(be64_at(wqe + 24), reinterpret_cast<std::uintptr_t>(payload));
+  EXPECT_EQ(w.producer(), 1u);
+  // The next WQE carries index 1 and no signal bit.
+  ASSERT_TRUE(w.send(payload, 60, false, false, 78));
+  EXPECT_EQ(be32_at(sq.ring + 64), (1u << 8) | 0x0a);
+  EXPECT_EQ(static_cast<std::uint8_t>(sq.ring[64 + 11]), 0);
+}
+
+TEST(Mlx5Wqe, InlineSendSpansBasicBlocks) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  w.init(sq.layout(), kQpn, kLkey, nullptr, 128);
+  std::byte data[100];
+  for (int i = 0; i < 100; ++i) data[i] = static_cast<std::byte>(i + 1);
+  ASSERT_TRUE(w.send(data, 100, true, false, 5));
+  // ds = ctrl (1) + inline header + 100 bytes rounded to 16 (7) = 8 -> 128 bytes, two WQEBBs.
+  EXPECT_EQ(be32_at(sq.ring + 4), (kQpn << 8) | 8u);
+  EXPECT_EQ(be32_at(sq.ring + 16), 100u | 0x80000000u);
+  EXPECT_EQ(std::memcmp(sq.ring + 20, data, 100), 0);
+  EXPECT_EQ(w.producer(), 2u);
+  EXPECT_FALSE(w.send(data, 129, true, false, 6)) << "over max_inline";
+}
+
+TEST(Mlx5Wqe, InlineDataWrapsAtTheRingEnd) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  w.init(sq.layout(), kQpn, kLkey, nullptr, 128);
+  char small[8] = {};
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(w.send(small, 8, false, false, static_cast<std::uint64_t>(i)));
+    (void)w.complete(static_cast<std::uint16_t>(i));
+  }
+  EXPECT_EQ(w.producer(), 7u);  // last basic block of the ring
+  std::byte data[100];
+  for (int i = 0; i < 100; ++i) data[i] = static_cast<std::byte>(200 - i);
+  ASSERT_TRUE(w.send(data, 100, true, true, 99));
+  const std::byte* last = sq.ring + 7 * 64;
+  EXPECT_EQ(be32_at(last), (7u << 8) | 0x0a);
+  EXPECT_EQ(be32_at(last + 16), 100u | 0x80000000u);
+  // 44 bytes fit behind the inline header in the last block, the rest continues at the start.
+  EXPECT_EQ(std::memcmp(last + 20, data, 44), 0);
+  EXPECT_EQ(std::memcmp(sq.ring, data + 44, 56), 0);
+  EXPECT_EQ(w.producer(), 9u);
+  EXPECT_EQ(w.complete(7), 99u);
+  EXPECT_EQ(w.consumer(), 9u);
+}
+
+TEST(Mlx5Wqe, UdTemplateCarriesTheAddressVector) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  std::byte av[48];
+  for (int i = 0; i < 48; ++i) av[i] = static_cast<std::byte>(i);
+  w.init(sq.layout(), kQpn, kLkey, av, 128);
+  EXPECT_EQ(w.template_ds(), 5u);  // ctrl + 48-byte datagram segment + data
+  char payload[40];
+  ASSERT_TRUE(w.send(payload, 40, false, false, 1));
+  const std::byte* wqe = sq.ring;
+  EXPECT_EQ(be32_at(wqe + 4), (kQpn << 8) | 5u);
+  // Datagram segment: Q_Key in the key field, remote QPN (multicast) with the extended-AV bit.
+  EXPECT_EQ(be32_at(wqe + 16), kUdQkey);
+  EXPECT_EQ(be32_at(wqe + 24), 0xffffffu | 0x80000000u);
+  EXPECT_EQ(std::memcmp(wqe + 28, av + 12, 36), 0) << "rest of the AV copied verbatim";
+  // Data segment in the second basic block.
+  EXPECT_EQ(be32_at(wqe + 64), 40u);
+  EXPECT_EQ(be32_at(wqe + 68), kLkey);
+  EXPECT_EQ(w.producer(), 2u);
+}
+
+TEST(Mlx5Wqe, DoorbellRecordAndBlueFlame) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  w.init(sq.layout(), kQpn, kLkey, nullptr, 128);
+  char payload[32];
+  // One WQE: doorbell record = producer, whole WQE (rounded to 64 B) copied to BlueFlame half 0.
+  ASSERT_TRUE(w.send(payload, 32, false, true, 1));
+  w.ring();
+  EXPECT_EQ(be32toh(sq.dbrec[1]), 1u);
+  EXPECT_EQ(std::memcmp(sq.bf, sq.ring, 64), 0);
+  EXPECT_EQ(w.bf_offset(), 256u) << "BlueFlame halves alternate";
+  // A burst of three: only the last WQE's first 8 bytes go to the register (doorbell).
+  std::memset(sq.bf, 0, sizeof sq.bf);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(w.send(payload, 32, false, i == 2, 2 + static_cast<std::uint64_t>(i)));
+  w.ring();
+  EXPECT_EQ(be32toh(sq.dbrec[1]), 4u);
+  EXPECT_EQ(std::memcmp(sq.bf + 256, sq.ring + 3 * 64, 8), 0);
+  const std::byte zero[8] = {};
+  EXPECT_EQ(std::memcmp(sq.bf + 256 + 8, zero, 8), 0) << "nothing past the 8-byte doorbell";
+  EXPECT_EQ(w.bf_offset(), 0u);
+  // Ringing with nothing new writes nothing.
+  std::memset(sq.bf, 0, sizeof sq.bf);
+  w.ring();
+  EXPECT_EQ(std::memcmp(sq.bf, zero, 8), 0);
+}
+
+TEST(Mlx5Wqe, FullQueueAndInOrderCompletions) {
+  FakeSq sq;
+  mlx5::WqeWriter w;
+  w.init(sq.layout(), kQpn, kLkey, nullptr, 128);
+  char p[8];
+  for (std::uint64_t i = 0; i < FakeSq::kBbs; ++i) ASSERT_TRUE(w.send(p, 8, false, i % 4 == 3, 100 + i));
+  EXPECT_FALSE(w.send(p, 8, false, false, 0)) << "ring full";
+  EXPECT_EQ(w.complete(3), 103u);  // a signalled WQE completes everything before it
+  EXPECT_EQ(w.consumer(), 4u);
+  EXPECT_TRUE(w.send(p, 8, false, false, 200));
+}
+
+TEST(Mlx5Cqe, OwnershipOpcodeAndError) {
+  alignas(64) std::byte cqe[64] = {};
+  const std::uint32_t qpn_be = htobe32(0x001234u);
+  const std::uint16_t ctr_be = htobe16(513);
+  std::memcpy(cqe + 56, &qpn_be, 4);
+  std::memcpy(cqe + 60, &ctr_be, 2);
+  cqe[63] = static_cast<std::byte>((0 /*REQ*/ << 4) | 0);  // owner bit 0: valid on even passes
+  mlx5::DvCompletion c{};
+  ASSERT_TRUE(mlx5::parse_cqe(cqe, 5, 8, &c));
+  EXPECT_EQ(c.qp_num, 0x1234u);
+  EXPECT_EQ(c.wqe_counter, 513);
+  EXPECT_TRUE(c.ok);
+  EXPECT_FALSE(mlx5::parse_cqe(cqe, 8 + 5, 8, &c)) << "second pass expects owner bit 1";
+  cqe[63] = static_cast<std::byte>((15 /*INVALID*/ << 4) | 0);
+  EXPECT_FALSE(mlx5::parse_cqe(cqe, 5, 8, &c));
+  cqe[63] = static_cast<std::byte>((13 /*REQ_ERR*/ << 4) | 1);
+  cqe[55] = static_cast<std::byte>(0x15);  // syndrome
+  ASSERT_TRUE(mlx5::parse_cqe(cqe, 8 + 5, 8, &c));
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.opcode, 13);
+  EXPECT_EQ(c.syndrome, 0x15);
+}
+
+#endif  // POLLUX_HAVE_MLX5DV
+
+}  // namespace
+}  // namespace pollux::transport::rdma
