@@ -80,11 +80,14 @@ absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx,
     fp->pubs_.push_back(std::move(*pub));
   }
   fp->batch_bytes_ = cfg.batch_bytes;
+  fp->batches_.resize(cfg.streams);
   if (cfg.batch_bytes != 0) {
     const std::size_t stride = cfg.batch_bytes + kCopySlack;
     fp->storage_.assign(stride * cfg.streams, 0);  // touched now, not on the first message
-    fp->batches_.resize(cfg.streams);
     for (std::uint32_t p = 0; p < cfg.streams; ++p) fp->batches_[p].data = fp->storage_.data() + p * stride;
+  } else {
+    fp->bare_storage_.resize(std::size_t{kBareBatch} * cfg.streams);
+    for (std::uint32_t p = 0; p < cfg.streams; ++p) fp->batches_[p].bare = fp->bare_storage_.data() + p * kBareBatch;
   }
   return fp;
 }
@@ -103,7 +106,7 @@ absl::Status FeedPublisher::WaitConnected(const std::atomic<bool>& stop) {
           "no subscriber on %d of %d stream(s) (first: topic \"%s\") after %d ms (feed.connect_timeout_ms)", missing,
           pubs_.size(), cfg_.Topic(first), cfg_.connect_timeout_ms));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
@@ -111,6 +114,38 @@ void FeedPublisher::Publish() noexcept {
   if (progress_ == nullptr) return;
   progress_->messages.store(result_.messages, std::memory_order_relaxed);
   progress_->frames.store(result_.frames, std::memory_order_relaxed);
+}
+
+int FeedPublisher::Service() noexcept {
+  int work = 0;
+  for (Publisher& p : pubs_) work += p.service();
+  return work;
+}
+
+bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept {
+  if (r == kBackPressured) {
+    ++result_.back_pressured;
+  } else if (r == kNotConnected) {
+    // Every subscriber of this stream went away mid-replay (lossy shm reports this rather
+    // than back-pressure): give them the connect timeout to come back.
+    const std::int64_t now = Clock::now_ns();
+    if (*not_connected_since == 0) *not_connected_since = now;
+    if (now - *not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
+      status_ = absl::UnavailableError(absl::StrFormat("topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)",
+                                                       cfg_.Topic(p), cfg_.connect_timeout_ms));
+      return false;
+    }
+  } else {
+    status_ = absl::InternalError(
+        absl::StrFormat("topic \"%s\": offer failed: %s", cfg_.Topic(p), std::string(result_name(r))));
+    return false;
+  }
+  if (stop_->load(std::memory_order_relaxed)) {
+    result_.stopped = true;
+    return false;
+  }
+  idle_.idle(0);
+  return true;
 }
 
 bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept {
@@ -122,39 +157,44 @@ bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32
       result_.bytes += len;
       return true;
     }
-    if (r == kBackPressured) {
-      ++result_.back_pressured;
-    } else if (r == kNotConnected) {
-      // Every subscriber of this stream went away mid-replay (lossy shm reports this rather
-      // than back-pressure): give them the connect timeout to come back.
-      const std::int64_t now = Clock::now_ns();
-      if (not_connected_since == 0) not_connected_since = now;
-      if (now - not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
-        status_ = absl::UnavailableError(absl::StrFormat("topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)",
-                                                         cfg_.Topic(p), cfg_.connect_timeout_ms));
-        return false;
-      }
-    } else {
-      status_ = absl::InternalError(absl::StrFormat("topic \"%s\": offer of %d bytes failed: %s", cfg_.Topic(p), len,
-                                                    std::string(result_name(r))));
-      return false;
-    }
-    if (stop_->load(std::memory_order_relaxed)) {
-      result_.stopped = true;
-      return false;
-    }
-    idle_.idle(0);
+    if (!Retry(p, r, &not_connected_since)) return false;
   }
+}
+
+bool FeedPublisher::OfferBare(std::uint32_t p) noexcept {
+  Batch& b = batches_[p];
+  std::int64_t not_connected_since = 0;
+  std::uint32_t done = 0;
+  while (done < b.messages) {
+    const std::int64_t r = pubs_[p].offer_batch({b.bare + done, b.messages - done});
+    if (r > 0) [[likely]] {
+      for (std::uint32_t i = done; i < done + static_cast<std::uint32_t>(r); ++i) result_.bytes += b.bare[i].size();
+      done += static_cast<std::uint32_t>(r);
+      result_.frames += static_cast<std::uint64_t>(r);
+      continue;
+    }
+    if (!Retry(p, r == 0 ? kBackPressured : r, &not_connected_since)) {
+      // Keep what was not offered at the front, so the caller's count of unsent messages holds.
+      std::copy(b.bare + done, b.bare + b.messages, b.bare);
+      b.messages -= done;
+      return false;
+    }
+  }
+  return true;
 }
 
 bool FeedPublisher::Flush(std::uint32_t p) noexcept {
   Batch& b = batches_[p];
-  if (b.len == 0) return true;
+  if (b.messages == 0) return true;
   if (stop_->load(std::memory_order_relaxed)) [[unlikely]] {
     result_.stopped = true;
     return false;
   }
-  if (!Offer(p, b.data, b.len)) return false;
+  if (batch_bytes_ != 0) {
+    if (!Offer(p, b.data, b.len)) return false;
+  } else if (!OfferBare(p)) {
+    return false;
+  }
   b.len = 0;
   b.messages = 0;
   Publish();
@@ -197,18 +237,19 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
       b->len += 2 + size;
       ++b->messages;
     } else {
-      if (stop_->load(std::memory_order_relaxed)) [[unlikely]] {
-        result_.stopped = true;
-        return false;
+      // Bare: views into the source (it outlives the replay), offered kBareBatch at a time.
+      Batch* b = &batches_[p];
+      b->bare[b->messages++] = {reinterpret_cast<const std::byte*>(m.data()), size};
+      counts.Add(m.type_byte());
+      ++messages;
+      if (b->messages == kBareBatch) [[unlikely]] {
+        result_.messages = messages;
+        return Flush(p);
       }
-      if (!Offer(p, m.data(), size)) return false;
+      return true;
     }
     counts.Add(m.type_byte());
     ++messages;
-    if constexpr (!kPacked) {
-      result_.messages = messages;
-      Publish();
-    }
     return true;
   };
   // After a stop or an error: what was packed but never offered was not published.
@@ -242,8 +283,9 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
         }
         // Far from the next message: sleep most of the way, then let the idle strategy
         // (busy-spin for the tightest schedule) cover the last millisecond.
+        if (Service() != 0) continue;
         if (due - elapsed > 2'000'000) {
-          SleepNs(due - elapsed - 1'000'000);
+          SleepNs(std::min<std::int64_t>(due - elapsed - 1'000'000, 10'000'000));
         } else {
           idle_.idle(0);
         }
@@ -262,12 +304,10 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
         have = cur.Next(&m);
         if (have) due = schedule.next(m);
       }
-      if constexpr (kPacked) {
-        result_.messages = messages;
-        if (!FlushAll()) {
-          result_.messages = messages - unsent();
-          return status_;
-        }
+      result_.messages = messages;
+      if (!FlushAll()) {
+        result_.messages = messages - unsent();
+        return status_;
       }
       result_.lag.record_n(Clock::now_ns() - (t0 + oldest), n);
       idle_.reset();
@@ -275,11 +315,9 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
     if (!cur.result().ok()) return cur.result().ToStatus();
   }
   result_.messages = messages;
-  if constexpr (kPacked) {
-    if (!FlushAll()) {
-      result_.messages = messages - unsent();
-      return status_;
-    }
+  if (!FlushAll()) {
+    result_.messages = messages - unsent();
+    return status_;
   }
   Publish();
   return absl::OkStatus();

@@ -57,26 +57,37 @@ class FeedPublisher {
   absl::StatusOr<ReplayResult> Replay(std::span<const std::uint8_t> data, RoleProgress* progress,
                                       const std::atomic<bool>& stop);
 
+  // Runs the publishers' transport duties while this thread has nothing to offer (inline
+  // mode: heartbeats, status from subscribers, repairs; see Publisher::service()).
+  int Service() noexcept;
+
   // Ends every stream (subscribers get kEndOfStream once they have read everything).
   void Close();
 
   std::uint32_t streams() const noexcept { return static_cast<std::uint32_t>(pubs_.size()); }
 
  private:
+  // What waits to be offered on one partition: packed bytes (batch_bytes > 0), or views of
+  // bare messages in the source for one offer_batch() call.
   struct Batch {
     std::uint8_t* data = nullptr;
     std::uint32_t len = 0;
     std::uint32_t messages = 0;
+    std::span<const std::byte>* bare = nullptr;
   };
+  static constexpr std::uint32_t kBareBatch = 64;
 
   FeedPublisher(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_(idle) {}
 
   template <bool kPacked, bool kPaced, class Schedule>
   absl::Status Run(std::span<const std::uint8_t> data, Schedule schedule);
 
-  // Offers `len` bytes on partition `p`, retrying while back-pressured. False on a fatal
+  // Offers what partition `p` has pending, retrying while back-pressured. False on a fatal
   // result or a stop request (status_ says which).
   bool Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept;
+  bool OfferBare(std::uint32_t p) noexcept;
+  // After a failed attempt: true to retry (after idling), false to give up.
+  bool Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept;
   bool Flush(std::uint32_t p) noexcept;
   bool FlushAll() noexcept;
   void Publish() noexcept;  // progress counters
@@ -86,6 +97,7 @@ class FeedPublisher {
   std::vector<Publisher> pubs_;
   std::vector<Batch> batches_;
   std::vector<std::uint8_t> storage_;
+  std::vector<std::span<const std::byte>> bare_storage_;
   std::uint32_t batch_bytes_ = 0;
   ReplayResult result_;
   RoleProgress* progress_ = nullptr;

@@ -564,7 +564,8 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
             fc.connect_timeout_ms));
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      // Inline mode: heartbeats and subscriber status need the publishing thread.
+      if ((*pub)->Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   if (status.ok() && !sub_failed.load()) status = (*pub)->WaitConnected(g_stop);

@@ -242,6 +242,33 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
   }
 }
 
+// The same binary over another transport: only the configuration changes (UDP multicast on
+// this host; a Pollux message must fit a datagram, hence the smaller batches).
+TEST(FeedReplayTransports, UdpBooksMatchInProcessReplay) {
+  itch::GeneratorOptions o;
+  o.symbols = 20;
+  o.messages = 60'000;
+  o.seed = 11;
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  ASSERT_TRUE(g.ok());
+  const Expected want = Reference(*g);
+  for (const std::string threading : {"inline", "shared"}) {
+    for (const std::uint32_t batch : {0u, 1400u}) {
+      SCOPED_TRACE(threading + " batch " + std::to_string(batch));
+      TempDir dir;
+      const std::string cfg = dir / "feed.toml";
+      WriteFile(cfg, "[transport]\nkind = \"udp\"\n" +
+                         Config(threading, "symbols = 20\nmessages = 60_000\nseed = 11\n", batch, 3, 1));
+      const RunOutput r =
+          RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
+      ASSERT_EQ(r.rc, 0) << r.out;
+      EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
+      EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+      EXPECT_THAT(r.out, HasSubstr("transport udp")) << r.out;
+    }
+  }
+}
+
 TEST(FeedErrors, MissingItchFileNamesThePath) {
   const RunOutput r = RunFeed({"--itch", "/nonexistent/dir/day.itch", "--quiet", "--set", "feed.connect_timeout_ms=2000",
                          "--set", "runtime.name=" + UniqueName()});
