@@ -335,16 +335,20 @@ class LogReader {
       if (done[i].kind == RxKind::kMessage) last = std::max(last, done[i].token);
     }
     if (last == 0) return;
+    // Validate before handing the space back: once the position is published, a
+    // back-pressured writer may legitimately overwrite these frames at once, and a check
+    // made after that reported them as torn although they were read intact.
+    std::uint64_t torn = 0, from = 0;
+    if (validate) {
+      const std::uint64_t floor = safe_floor();
+      for (std::uint32_t i = 0; i < n; ++i) {
+        if (done[i].kind != RxKind::kMessage || start_of(done[i]) >= floor) continue;
+        if (torn++ == 0) from = done[i].sequence;
+      }
+    }
     // Release pairs with the writer's acquire in refresh_limit(): our reads of the frames
     // happen before it may overwrite them (backpressure mode).
     if (slot_ != nullptr) slot_->position.store(last, std::memory_order_release);
-    if (!validate) return;
-    const std::uint64_t floor = safe_floor();
-    std::uint64_t torn = 0, from = 0;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      if (done[i].kind != RxKind::kMessage || start_of(done[i]) >= floor) continue;
-      if (torn++ == 0) from = done[i].sequence;
-    }
     if (torn != 0) {
       ++overruns_;
       pending_overrun_ = true;
