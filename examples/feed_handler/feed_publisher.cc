@@ -73,8 +73,9 @@ absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx,
     if (cfg.batch_bytes > pub->max_payload()) {
       auto it = cfg.where.find("feed.batch_bytes");
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: feed.batch_bytes: %d does not fit one Pollux message: this configuration's max_payload is %d bytes "
-          "(raise pool.slot_size for dedicated/shared threading, shm.log_size for inline, or lower feed.batch_bytes)",
+          "%s: feed.batch_bytes: %d does not fit one Pollux message: the largest this configuration takes is %d "
+          "bytes (Publisher::max_payload(): pool.slot_size - 32 in dedicated/shared threading, shm.log_size/32 - 32 "
+          "in inline shm, udp.mtu - 60 over UDP); lower feed.batch_bytes or raise the limit",
           it != cfg.where.end() ? it->second : "<defaults>", cfg.batch_bytes, pub->max_payload()));
     }
     fp->pubs_.push_back(std::move(*pub));

@@ -424,7 +424,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     close(a.report_fd);
     return rep.error.empty() ? 0 : 1;
   }
-  std::printf("== pollux-feed summary (subscriber) ==\n%s", FormatSubscriber(rep).c_str());
+  std::printf("== pollux-feed summary (subscriber) ==\n%s", FormatSubscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
   if (absl::Status s = WriteSummaryJson(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
   return rep.error.empty() ? 0 : 1;
 }
@@ -618,10 +618,11 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
-    std::printf("%s", FormatSubscriber(r).c_str());
+    std::printf("%s", FormatSubscriber(r, fc.replay == ReplayMode::kMax).c_str());
     if (!r.error.empty()) rc = 1;
   }
   std::printf("%s", FormatAgreement(reports).c_str());
+  if (replay) std::printf("%s", FormatEndToEnd(*replay, reports).c_str());
   std::fflush(stdout);
   if (!status.ok()) {
     Fail(std::string(status.message()));

@@ -1,5 +1,6 @@
 #include "feed_handler/summary.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -167,6 +168,8 @@ SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const Subscri
   s.died = r.died;
   s.stopped = r.stopped;
   s.seconds = r.last_ns > r.first_ns ? static_cast<double>(r.last_ns - r.first_ns) / 1e9 : 0;
+  s.first_ns = r.first_ns;
+  s.last_ns = r.last_ns;
   s.latency_count = r.latency.count();
   s.p50 = r.latency.percentile(50);
   s.p90 = r.latency.percentile(90);
@@ -201,6 +204,8 @@ std::string Serialize(const SubscriberReport& r) {
   kv("died", r.died);
   kv("stopped", r.stopped ? 1 : 0);
   kv("seconds", absl::StrFormat("%.9f", r.seconds));
+  kv("first_ns", r.first_ns);
+  kv("last_ns", r.last_ns);
   kv("latency_count", r.latency_count);
   kv("p50", r.p50);
   kv("p90", r.p90);
@@ -244,6 +249,8 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
     else if (k == "died") u32(&r.died);
     else if (k == "stopped") r.stopped = v == "1";
     else if (k == "seconds") ok = ok && absl::SimpleAtod(v, &r.seconds);
+    else if (k == "first_ns") i64(&r.first_ns);
+    else if (k == "last_ns") i64(&r.last_ns);
     else if (k == "latency_count") u64(&r.latency_count);
     else if (k == "p50") i64(&r.p50);
     else if (k == "p90") i64(&r.p90);
@@ -297,7 +304,7 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
   return out;
 }
 
-std::string FormatSubscriber(const SubscriberReport& r) {
+std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible) {
   std::string out;
   if (!r.error.empty()) {
     absl::StrAppendFormat(&out, "subscriber %d (pid %d): FAILED: %s\n", r.index, r.pid, r.error);
@@ -316,6 +323,10 @@ std::string FormatSubscriber(const SubscriberReport& r) {
                               "(mean %s, n=%s)\n",
                         Us(r.p50), Us(r.p90), Us(r.p99), Us(r.p999), Us(r.p9999), Us(r.max),
                         Us(static_cast<std::int64_t>(r.mean)), Commas(r.latency_count));
+  if (as_fast_as_possible && r.latency_count != 0) {
+    absl::StrAppend(&out, "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
+                          "replay = \"rate\" measures the pipeline)\n");
+  }
   absl::StrAppendFormat(&out, "  books: %s, %s live orders, digest %016x\n", Commas(r.books), Commas(r.live_orders),
                         r.digest);
   out += r.detail;
@@ -330,6 +341,23 @@ std::string FormatAgreement(const std::vector<SubscriberReport>& subs) {
   }
   if (differ.empty()) return absl::StrFormat("all %d subscribers built identical books\n", subs.size());
   return absl::StrFormat("BOOKS DIFFER: subscriber(s) %s disagree with subscriber 0\n", absl::StrJoin(differ, ", "));
+}
+
+double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
+  std::int64_t last = 0;
+  for (const SubscriberReport& s : subs) {
+    if (!s.error.empty() || s.messages == 0) return 0;
+    last = std::max(last, s.last_ns);
+  }
+  return last > pub.start_ns ? static_cast<double>(last - pub.start_ns) / 1e9 : 0;
+}
+
+std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
+  const double secs = EndToEndSeconds(pub, subs);
+  if (secs <= 0) return "";
+  return absl::StrFormat("end to end: %s messages in %.3f s = %smsg/s (first offer to the last subscriber's last "
+                         "book update)\n",
+                         Commas(pub.messages), secs, Rate(static_cast<double>(pub.messages) / secs));
 }
 
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
@@ -350,6 +378,11 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
                           secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0, pub->back_pressured,
                           pub->stopped ? "true" : "false", pub->lag.percentile(50), pub->lag.percentile(90),
                           pub->lag.percentile(99), pub->lag.percentile(99.9), pub->lag.percentile(99.99), pub->lag.max());
+  }
+  if (pub != nullptr) {
+    const double e2e = EndToEndSeconds(*pub, subs);
+    absl::StrAppendFormat(&out, "  \"end_to_end\": {\"seconds\": %.6f, \"messages_per_s\": %.0f},\n", e2e,
+                          e2e > 0 ? static_cast<double>(pub->messages) / e2e : 0.0);
   }
   absl::StrAppend(&out, "  \"subscribers\": [");
   for (std::size_t i = 0; i < subs.size(); ++i) {

@@ -26,6 +26,7 @@ struct SubscriberReport {
   std::uint32_t ended = 0, died = 0;
   bool stopped = false;
   double seconds = 0;  // first to last frame
+  std::int64_t first_ns = 0, last_ns = 0;  // Clock (host-wide) at the first and last frame
   // Publish-to-book latency, ns.
   std::uint64_t latency_count = 0;
   std::int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
@@ -46,9 +47,16 @@ std::uint64_t BooksDigest(const itch::BookSet& books);
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
                             const FeedConfig& cfg, const core::Config& pc);
-std::string FormatSubscriber(const SubscriberReport& r);
+// `as_fast_as_possible`: the replay was not paced, so the latency line is mostly time spent
+// queued behind the publisher, and says so.
+std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible);
 // "subscribers agree" line (or the disagreement) when there is more than one.
 std::string FormatAgreement(const std::vector<SubscriberReport>& subs);
+
+// From the publisher's first offer to the last book update of the slowest subscriber that
+// finished; 0 when unknown (the clock is host-wide, so this only holds on one host).
+double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
+std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
