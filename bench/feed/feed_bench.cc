@@ -1,0 +1,217 @@
+// pollux-bench-feed: end-to-end feed-handler figures, measured by running pollux-feed itself
+// (a publisher process and a subscriber process that rebuilds every book, over shm).
+//
+//   1. replay rate: a generated feed (cached as a BinaryFILE under $TMPDIR, so a second run
+//      skips the generation) replayed as fast as possible, --reps times; messages/s from the
+//      publisher's first offer to the subscriber's last book update.
+//   2. latency: a fixed-rate (open-loop) replay, publish-to-book percentiles per ITCH message
+//      and the publisher's lag behind its schedule (coordinated omission shows there).
+//
+//   pollux-bench-feed [--messages N] [--symbols S] [--reps R] [--rate MSGS_PER_S]
+//                     [--latency-messages N] [--idle busy-spin|yield|backoff]
+//                     [--threading inline|shared|dedicated] [--streams N] [--batch-bytes N]
+//                     [--itch FILE] [--feed-bin PATH] [--skip-rate] [--skip-latency]
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/clock.h"
+#include "itch/generator.h"
+
+namespace {
+
+struct Options {
+  std::uint64_t messages = 50'000'000;
+  std::uint32_t symbols = 1000;
+  int reps = 3;
+  std::uint64_t rate = 1'000'000;
+  std::uint64_t latency_messages = 10'000'000;
+  std::string idle = "busy-spin";
+  std::string threading = "inline";
+  std::uint32_t streams = 4;
+  std::uint32_t batch_bytes = 8000;
+  std::string itch;
+  std::string feed_bin;
+  bool skip_rate = false, skip_latency = false;
+};
+
+[[noreturn]] void Usage(const char* msg) {
+  std::fprintf(stderr, "pollux-bench-feed: %s\n(see the comment at the top of bench/feed/feed_bench.cc)\n", msg);
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) Usage((a + " needs a value").c_str());
+      return argv[++i];
+    };
+    if (a == "--messages") o.messages = std::stoull(next());
+    else if (a == "--symbols") o.symbols = static_cast<std::uint32_t>(std::stoul(next()));
+    else if (a == "--reps") o.reps = std::stoi(next());
+    else if (a == "--rate") o.rate = std::stoull(next());
+    else if (a == "--latency-messages") o.latency_messages = std::stoull(next());
+    else if (a == "--idle") o.idle = next();
+    else if (a == "--threading") o.threading = next();
+    else if (a == "--streams") o.streams = static_cast<std::uint32_t>(std::stoul(next()));
+    else if (a == "--batch-bytes") o.batch_bytes = static_cast<std::uint32_t>(std::stoul(next()));
+    else if (a == "--itch") o.itch = next();
+    else if (a == "--feed-bin") o.feed_bin = next();
+    else if (a == "--skip-rate") o.skip_rate = true;
+    else if (a == "--skip-latency") o.skip_latency = true;
+    else Usage(("unknown argument " + a).c_str());
+  }
+  return o;
+}
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<std::size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The number after "key": following the first occurrence of "section" in pollux-feed's
+// --summary-json output (flat enough for this).
+double Num(const std::string& json, const std::string& section, const std::string& key) {
+  std::size_t p = section.empty() ? 0 : json.find("\"" + section + "\"");
+  if (p == std::string::npos) return -1;
+  p = json.find("\"" + key + "\": ", p);
+  if (p == std::string::npos) return -1;
+  return std::atof(json.c_str() + p + key.size() + 4);
+}
+
+// Runs pollux-feed with `args` (stdout to /dev/null, stderr kept); returns the summary JSON.
+std::string RunFeed(const Options& o, std::vector<std::string> args) {
+  const std::string json = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/pollux-bench-feed-" +
+                           std::to_string(getpid()) + ".json";
+  args.insert(args.begin(), o.feed_bin);
+  for (const std::string& s : {std::string("--quiet"), std::string("--summary-json"), json, std::string("--set"),
+                               "runtime.idle=" + o.idle, std::string("--set"), "runtime.threading=" + o.threading,
+                               std::string("--set"), "feed.streams=" + std::to_string(o.streams),
+                               std::string("--set"), "feed.batch_bytes=" + std::to_string(o.batch_bytes),
+                               std::string("--set"), "runtime.name=bench-feed-" + std::to_string(getpid())}) {
+    args.push_back(s);
+  }
+  std::vector<char*> av;
+  for (std::string& s : args) av.push_back(s.data());
+  av.push_back(nullptr);
+  std::fflush(stdout);  // or the child's freopen would print what is buffered a second time
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    std::fprintf(stderr, "pollux-bench-feed: %s failed (status %d)\n", o.feed_bin.c_str(), st);
+    std::exit(1);
+  }
+  std::string out = ReadFile(json);
+  unlink(json.c_str());
+  return out;
+}
+
+std::string EnsureFeedFile(const Options& o) {
+  if (!o.itch.empty()) return o.itch;
+  const std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/pollux-bench-feed-s" +
+                           std::to_string(o.symbols) + "-m" + std::to_string(o.messages) + "-seed1.itch";
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && st.st_size > 0) {
+    std::printf("feed file: %s (cached, %.0f MB)\n", path.c_str(), static_cast<double>(st.st_size) / 1e6);
+    return path;
+  }
+  pollux::itch::GeneratorOptions g;
+  g.symbols = o.symbols;
+  g.messages = o.messages;
+  g.seed = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto bytes = pollux::itch::GenerateItch(g);
+  if (!bytes.ok()) Usage(std::string(bytes.status().message()).c_str());
+  const std::string tmp = path + ".tmp";
+  if (auto s = pollux::itch::WriteBinaryFile(tmp, *bytes); !s.ok()) Usage(std::string(s.message()).c_str());
+  rename(tmp.c_str(), path.c_str());
+  std::printf("feed file: %s (generated in %.1f s, %.0f MB)\n", path.c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              static_cast<double>(bytes->size()) / 1e6);
+  return path;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  if (o.feed_bin.empty()) o.feed_bin = SelfDir() + "/pollux-feed";
+  if (access(o.feed_bin.c_str(), X_OK) != 0) Usage(("cannot run " + o.feed_bin + " (use --feed-bin)").c_str());
+  pollux::core::Clock::init();
+  std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n", pollux::bench::machine_description().c_str(),
+              pollux::bench::clock_cost_ns());
+  std::printf("pollux-feed: %s; shm, threading %s, idle %s, %u stream(s), batch_bytes %u, backpressure\n\n",
+              o.feed_bin.c_str(), o.threading.c_str(), o.idle.c_str(), o.streams, o.batch_bytes);
+
+  if (!o.skip_rate) {
+    const std::string file = EnsureFeedFile(o);
+    std::vector<double> e2e, pub, sub;
+    for (int r = 0; r < o.reps; ++r) {
+      const std::string j = RunFeed(o, {"--itch", file, "--set", "feed.replay=max"});
+      e2e.push_back(Num(j, "end_to_end", "messages_per_s"));
+      pub.push_back(Num(j, "publisher", "messages_per_s"));
+      sub.push_back(Num(j, "subscribers", "messages_per_s"));
+      const double msgs = Num(j, "publisher", "messages");
+      std::printf("replay %d: %.0f messages, end to end %.2f M msg/s (%.2f s), publisher %.2f M/s, subscriber "
+                  "%.2f M/s, gaps %.0f\n",
+                  r + 1, msgs, e2e.back() / 1e6, Num(j, "end_to_end", "seconds"), pub.back() / 1e6, sub.back() / 1e6,
+                  Num(j, "subscribers", "gaps"));
+    }
+    std::vector<double> s = e2e;
+    std::sort(s.begin(), s.end());
+    const double median = s[s.size() / 2];
+    std::printf("end-to-end replay: median %.2f M msg/s, best %.2f M msg/s over %d run(s); a 400M-message day "
+                "at the median: %.1f s\n\n",
+                median / 1e6, s.back() / 1e6, o.reps, median > 0 ? 400e6 / median : 0.0);
+  }
+
+  if (!o.skip_latency) {
+    const std::string j =
+        RunFeed(o, {"--set", "feed.source=generator", "--set", "feed.symbols=" + std::to_string(o.symbols), "--set",
+                    "feed.messages=" + std::to_string(o.latency_messages), "--set", "feed.replay=rate", "--set",
+                    "feed.rate=" + std::to_string(o.rate)});
+    auto us = [&](const char* section, const char* key) { return Num(j, section, key) / 1e3; };
+    std::printf("fixed rate %.2f M msg/s, %.0f messages (%.1f s): achieved %.3f M msg/s, %.0f Pollux messages "
+                "(%.2f ITCH messages each), gaps %.0f\n",
+                static_cast<double>(o.rate) / 1e6, Num(j, "publisher", "messages"), Num(j, "publisher", "seconds"),
+                Num(j, "publisher", "messages_per_s") / 1e6, Num(j, "publisher", "frames"),
+                Num(j, "publisher", "messages") / std::max(1.0, Num(j, "publisher", "frames")),
+                Num(j, "subscribers", "gaps"));
+    std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f  p99.9 %8.2f  p99.99 %8.2f  max %9.2f us\n",
+                "publish-to-book latency", us("latency_ns", "p50"), us("latency_ns", "p90"), us("latency_ns", "p99"),
+                us("latency_ns", "p99.9"), us("latency_ns", "p99.99"), us("latency_ns", "max"));
+    std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f  p99.9 %8.2f  p99.99 %8.2f  max %9.2f us\n",
+                "publisher lag behind schedule", us("lag_ns", "p50"), us("lag_ns", "p90"), us("lag_ns", "p99"),
+                us("lag_ns", "p99.9"), us("lag_ns", "p99.99"), us("lag_ns", "max"));
+  }
+  return 0;
+}
