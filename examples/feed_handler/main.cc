@@ -438,7 +438,7 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
   absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
   if (!ctx.ok()) {
     Fail(std::string(ctx.status().message()));
-    return 1;
+    return 2;
   }
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.runtime.idle);
   if (!pub.ok()) {
@@ -483,7 +483,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
   if (!ctx.ok()) {
     Fail(std::string(ctx.status().message()));
-    return 1;
+    return 2;
   }
   // Publishers first: their streams exist before any subscriber looks for them.
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.runtime.idle);
