@@ -174,7 +174,8 @@ class ProgressPrinter {
     auto rate = [&](std::uint64_t cur, std::uint64_t* last) {
       const double r = dt > 0 ? static_cast<double>(cur - *last) / dt : 0;
       *last = cur;
-      return r >= 1e6 ? absl::StrFormat("%.2fM/s", r / 1e6) : absl::StrFormat("%.0fk/s", r / 1e3);
+      if (r >= 1e6) return absl::StrFormat("%.2fM/s", r / 1e6);
+      return r >= 1e4 ? absl::StrFormat("%.0fk/s", r / 1e3) : absl::StrFormat("%.0f/s", r);
     };
     if (pub_ != nullptr) {
       const std::uint64_t m = pub_->messages.load(std::memory_order_relaxed);
