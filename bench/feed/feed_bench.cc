@@ -8,7 +8,10 @@
 //      and the publisher's lag behind its schedule (coordinated omission shows there).
 //
 //   pollux-bench-feed [--messages N] [--symbols S] [--reps R] [--rate MSGS_PER_S]
-//                     [--latency-messages N] [--idle busy-spin|yield|backoff]
+//                     [--latency-messages N] [--idle busy-spin|yield|backoff] (both parts;
+//                     default: yield for the replay rate - the two processes may share a core
+//                     with other load, and a back-pressured publisher should give it up -
+//                     busy-spin for latency)
 //                     [--threading inline|shared|dedicated] [--streams N] [--batch-bytes N]
 //                     [--itch FILE] [--feed-bin PATH] [--skip-rate] [--skip-latency]
 #include <stdlib.h>
@@ -37,7 +40,7 @@ struct Options {
   int reps = 3;
   std::uint64_t rate = 1'000'000;
   std::uint64_t latency_messages = 10'000'000;
-  std::string idle = "busy-spin";
+  std::string idle;  // empty: yield for the rate, busy-spin for latency
   std::string threading = "inline";
   std::uint32_t streams = 4;
   std::uint32_t batch_bytes = 8000;
@@ -103,12 +106,12 @@ double Num(const std::string& json, const std::string& section, const std::strin
 }
 
 // Runs pollux-feed with `args` (stdout to /dev/null, stderr kept); returns the summary JSON.
-std::string RunFeed(const Options& o, std::vector<std::string> args) {
+std::string RunFeed(const Options& o, const std::string& idle, std::vector<std::string> args) {
   const std::string json = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/pollux-bench-feed-" +
                            std::to_string(getpid()) + ".json";
   args.insert(args.begin(), o.feed_bin);
   for (const std::string& s : {std::string("--quiet"), std::string("--summary-json"), json, std::string("--set"),
-                               "runtime.idle=" + o.idle, std::string("--set"), "runtime.threading=" + o.threading,
+                               "runtime.idle=" + idle, std::string("--set"), "runtime.threading=" + o.threading,
                                std::string("--set"), "feed.streams=" + std::to_string(o.streams),
                                std::string("--set"), "feed.batch_bytes=" + std::to_string(o.batch_bytes),
                                std::string("--set"), "runtime.name=bench-feed-" + std::to_string(getpid())}) {
@@ -169,14 +172,18 @@ int main(int argc, char** argv) {
   pollux::core::Clock::init();
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n", pollux::bench::machine_description().c_str(),
               pollux::bench::clock_cost_ns());
-  std::printf("pollux-feed: %s; shm, threading %s, idle %s, %u stream(s), batch_bytes %u, backpressure\n\n",
-              o.feed_bin.c_str(), o.threading.c_str(), o.idle.c_str(), o.streams, o.batch_bytes);
+  const std::string rate_idle = o.idle.empty() ? "yield" : o.idle;
+  const std::string latency_idle = o.idle.empty() ? "busy-spin" : o.idle;
+  std::printf("pollux-feed: %s; shm, threading %s, idle %s (rate) / %s (latency), %u stream(s), batch_bytes %u, "
+              "backpressure\n\n",
+              o.feed_bin.c_str(), o.threading.c_str(), rate_idle.c_str(), latency_idle.c_str(), o.streams,
+              o.batch_bytes);
 
   if (!o.skip_rate) {
     const std::string file = EnsureFeedFile(o);
     std::vector<double> e2e, pub, sub;
     for (int r = 0; r < o.reps; ++r) {
-      const std::string j = RunFeed(o, {"--itch", file, "--set", "feed.replay=max"});
+      const std::string j = RunFeed(o, rate_idle, {"--itch", file, "--set", "feed.replay=max"});
       e2e.push_back(Num(j, "end_to_end", "messages_per_s"));
       pub.push_back(Num(j, "publisher", "messages_per_s"));
       sub.push_back(Num(j, "subscribers", "messages_per_s"));
@@ -196,7 +203,7 @@ int main(int argc, char** argv) {
 
   if (!o.skip_latency) {
     const std::string j =
-        RunFeed(o, {"--set", "feed.source=generator", "--set", "feed.symbols=" + std::to_string(o.symbols), "--set",
+        RunFeed(o, latency_idle, {"--set", "feed.source=generator", "--set", "feed.symbols=" + std::to_string(o.symbols), "--set",
                     "feed.messages=" + std::to_string(o.latency_messages), "--set", "feed.replay=rate", "--set",
                     "feed.rate=" + std::to_string(o.rate)});
     auto us = [&](const char* section, const char* key) { return Num(j, section, key) / 1e3; };
