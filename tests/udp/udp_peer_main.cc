@@ -38,14 +38,11 @@ void on_term(int) { g_stop = 1; }
 std::map<std::string, std::string> parse_args(int argc, char** argv, int from) {
   std::map<std::string, std::string> a;
   for (int i = from; i < argc; ++i) {
-    std::string k = argv[i];
+    const std::string k(argv[i]);
     if (k.rfind("--", 0) != 0) continue;
-    k = k.substr(2);
-    if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
-      a[k] = argv[++i];
-    } else {
-      a[k] = "1";
-    }
+    // Constructed, not assigned from a literal: GCC 12 reports a bogus -Wrestrict there.
+    std::string v(i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0 ? argv[++i] : "1");
+    a.emplace(k.substr(2), std::move(v));
   }
   return a;
 }

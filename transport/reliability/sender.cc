@@ -43,6 +43,13 @@ absl::Status ReliableSender::init(const SenderOptions& o) {
 }
 
 std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noexcept {
+  if (opt_.coalesce_ns > 0 && log_.unsent_bytes() < opt_.log.max_datagram &&
+      (unsent_since_ns_ == 0 || now_ns - unsent_since_ns_ < opt_.coalesce_ns)) {
+    // Not a full datagram yet and not waited long enough: O(1) per post, not a walk of the
+    // pending frames.
+    if (log_.has_unsent() && unsent_since_ns_ == 0) unsent_since_ns_ = now_ns;
+    return 0;
+  }
   std::uint32_t total = 0;
   DatagramSink::Datagram d[64];
   std::uint64_t ends[64];

@@ -111,6 +111,8 @@ class SenderLog {
   std::uint64_t sent() const noexcept { return sent_seq_; }     // first sequence never sent
   std::uint64_t oldest() const noexcept { return oldest_seq_; } // oldest retransmittable
   bool has_unsent() const noexcept { return sent_seq_ != next_seq_; }
+  // Bytes of frames never sent (padding at a ring wrap included): O(1), for coalescing.
+  std::uint64_t unsent_bytes() const noexcept { return has_unsent() ? head_ - index_[sent_seq_ & imask_] : 0; }
   std::uint32_t max_frame() const noexcept { return max_datagram_ & ~(kWireAlignment - 1); }
   std::uint64_t capacity() const noexcept { return capacity_; }
   std::uint32_t session_id() const noexcept { return session_id_; }

@@ -143,6 +143,13 @@ absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel
   if (::bind(si.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
     return fail("udp.interface", absl::StrCat("bind ", to_string(local)));
   }
+  if (!ch.multicast) {
+    sockaddr_in dest = ch.dest;
+    if (::connect(si.fd, reinterpret_cast<sockaddr*>(&dest), sizeof dest) != 0) {
+      return fail("udp.address", absl::StrCat("connect ", to_string(dest)));
+    }
+    si.connected = true;
+  }
   return si;
 }
 

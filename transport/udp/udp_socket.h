@@ -31,11 +31,14 @@ struct SocketInfo {
   int fd = -1;
   int rcvbuf = 0, sndbuf = 0;  // effective sizes (the kernel doubles what it was asked)
   bool busy_poll = false;      // SO_BUSY_POLL accepted
+  bool connected = false;      // unicast publisher: connect()ed to the subscriber (no per-send route lookup)
   std::string notes;           // what was refused (not fatal), for describe()
 };
 
 // Publisher socket: non-blocking, bound to an ephemeral port (NAKs and status messages come
-// back to it), multicast interface/TTL/loop set.
+// back to it), multicast interface/TTL/loop set. Unicast: connect()ed to the subscriber's
+// address, which is also where its NAKs come from (it binds that address), so nothing is
+// filtered and every send skips the route lookup.
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch);
 // Subscriber socket: non-blocking, SO_REUSEADDR, bound to the group (or unicast address) and
 // port, group joined on the interface, receive buffer and busy polling set.

@@ -54,36 +54,24 @@ absl::Status Waiter::open(int socket_fd) {
   timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (epfd_ < 0 || timerfd_ < 0) return absl::UnavailableError(absl::StrCat("epoll/timerfd: ", std::strerror(errno)));
   epoll_event ev{};
-  ev.events = EPOLLIN;  // level-triggered: a datagram queued before the sleep still wakes it
+  ev.events = EPOLLIN;
   ev.data.fd = socket_fd;
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, socket_fd, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  ev.events = EPOLLIN | EPOLLET;  // each expiry is one edge; the count is never read
   ev.data.fd = timerfd_;
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
   return absl::OkStatus();
 }
 
-bool Waiter::pending() const noexcept {
-  epoll_event ev[2];
-  return epoll_wait(epfd_, ev, 2, 0) > 0;
-}
-
 void Waiter::arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
-  std::uint64_t expirations;
-  (void)::read(timerfd_, &expirations, sizeof expirations);  // clear an old expiry
+  if (armed_ns_ > now_ns && armed_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
+  if (deadline_ns == INT64_MAX) return;                         // nothing to wake up for but data
   itimerspec t{};
-  if (deadline_ns != INT64_MAX) {
-    const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
-    t.it_value.tv_sec = rel / 1'000'000'000;
-    t.it_value.tv_nsec = rel % 1'000'000'000;
-  }
+  const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
+  t.it_value.tv_sec = rel / 1'000'000'000;
+  t.it_value.tv_nsec = rel % 1'000'000'000;
   (void)timerfd_settime(timerfd_, 0, &t, nullptr);
-}
-
-void Waiter::disarm() noexcept {
-  itimerspec t{};
-  (void)timerfd_settime(timerfd_, 0, &t, nullptr);
-  std::uint64_t expirations;
-  (void)::read(timerfd_, &expirations, sizeof expirations);
+  armed_ns_ = now_ns + rel;
 }
 
 // ---- publisher ----------------------------------------------------------------------------------
@@ -126,8 +114,8 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   ep->iov_.reset(new iovec[ep->tx_batch_]());
   for (std::uint32_t i = 0; i < ep->tx_batch_; ++i) {
     msghdr& h = ep->msgs_[i].msg_hdr;
-    h.msg_name = &ep->ch_.dest;
-    h.msg_namelen = sizeof ep->ch_.dest;
+    h.msg_name = ep->sock_.connected ? nullptr : &ep->ch_.dest;
+    h.msg_namelen = ep->sock_.connected ? 0 : sizeof ep->ch_.dest;
     h.msg_iov = &ep->iov_[i];
     h.msg_iovlen = 1;
   }
@@ -177,7 +165,14 @@ std::uint32_t UdpTxEndpoint::send_datagrams(std::span<const DatagramSink::Datagr
     }
     std::uint32_t consumed = k;
     if (m > 0) {
-      const int r = ::sendmmsg(sock_.fd, msgs_.get(), m, 0);
+      // One datagram (a latency-bound publisher, a heartbeat): send()/sendto() is a shorter
+      // kernel path than sendmmsg; measurable on a ping-pong (bench/udp).
+      const int r = m == 1 ? (::sendto(sock_.fd, iov_[0].iov_base, iov_[0].iov_len, 0,
+                                       static_cast<const sockaddr*>(msgs_[0].msg_hdr.msg_name),
+                                       msgs_[0].msg_hdr.msg_namelen) >= 0
+                                  ? 1
+                                  : -1)
+                           : ::sendmmsg(sock_.fd, msgs_.get(), m, 0);
       if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
           consumed = idx[0];  // nothing went out; datagrams dropped by the fault injector before it did
@@ -268,7 +263,7 @@ bool UdpTxEndpoint::try_arm_st() noexcept {
   const std::int64_t deadline = sender_.next_deadline(now);
   if (deadline <= now) return false;
   waiter_.arm(deadline, now);
-  return !waiter_.pending();  // a NAK already queued: stay awake
+  return true;  // a NAK already queued keeps the (level-triggered) socket readable
 }
 
 void UdpTxEndpoint::close_st() noexcept {
@@ -451,7 +446,21 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
     h.msg_namelen = sizeof(sockaddr_in);
     h.msg_flags = 0;
   }
-  int r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
+  int r;
+  if (k == 1) {
+    // Sparse traffic (the adaptive batch is 1): recvfrom() is a shorter kernel path than
+    // recvmmsg. MSG_TRUNC makes it return the real length, so truncation is still seen.
+    socklen_t alen = sizeof(sockaddr_in);
+    const ssize_t n = ::recvfrom(sock_.fd, iov_[0].iov_base, buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&src_[batch_buf_[0]]), &alen);
+    r = n < 0 ? -1 : 1;
+    if (n >= 0) {
+      msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
+      msgs_[0].msg_hdr.msg_flags = n > static_cast<ssize_t>(buf_size_) ? MSG_TRUNC : 0;
+    }
+  } else {
+    r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
+  }
   if (r < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
     r = 0;
@@ -562,7 +571,7 @@ bool UdpRxEndpoint::try_arm_st() noexcept {
   const std::int64_t deadline = receiver_.next_deadline();
   if (deadline <= now) return false;
   waiter_.arm(deadline, now);
-  return !waiter_.pending();
+  return true;  // a datagram already queued keeps the (level-triggered) socket readable
 }
 
 void UdpRxEndpoint::close_st() noexcept {

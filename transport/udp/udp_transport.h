@@ -27,21 +27,23 @@ struct mmsghdr;
 
 namespace pollux::transport::udp {
 
-// Epoll set of one endpoint: its socket and a timerfd for protocol deadlines.
+// Epoll set of one endpoint: its socket (level-triggered: a datagram that arrived before the
+// caller went to sleep still wakes it, so arming needs no "is anything pending" syscall) and a
+// timerfd for the next protocol deadline (edge-triggered: an expiry wakes once, nothing to read).
+// Steady state costs no syscall per arm: the timer is only re-armed when the deadline moves
+// earlier or the armed one has passed; a timer that fires early only causes an empty poll.
 class Waiter {
  public:
   ~Waiter();
   absl::Status open(int socket_fd);
-  // True when the socket is readable or the timer fired (non-blocking check).
-  bool pending() const noexcept;
-  // Arms the timer for `deadline_ns` (core::Clock time; INT64_MAX: no timer).
+  // Arms the timer for `deadline_ns` (core::Clock time; INT64_MAX: none needed).
   void arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept;
-  void disarm() noexcept;
   int fd() const noexcept { return epfd_; }
 
  private:
   int epfd_ = -1;
   int timerfd_ = -1;
+  std::int64_t armed_ns_ = INT64_MAX;  // when the timer fires (INT64_MAX: not armed)
 };
 
 class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink {
@@ -53,7 +55,7 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   bool try_arm_st() noexcept override;
-  void disarm_st() noexcept override { waiter_.disarm(); }
+  void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
   bool connected() const noexcept override { return sender_.connected(); }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
@@ -106,7 +108,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   bool try_arm_st() noexcept override;
-  void disarm_st() noexcept override { waiter_.disarm(); }
+  void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
   bool connected() const noexcept override { return receiver_.connected(); }
   void close_st() noexcept override;
