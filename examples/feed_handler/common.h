@@ -1,6 +1,8 @@
 // Pieces shared by the publisher and subscriber roles.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -29,6 +31,14 @@ class AppIdle {
   core::YieldIdle yield_;
   core::BackoffIdle backoff_;
 };
+
+// CPU time of the calling thread, ns: the load-independent half of a rate on a shared
+// machine (wall-clock rates drop when other processes take the cores).
+inline std::int64_t ThreadCpuNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // Live counters of a role, written by its thread (relaxed stores, once per frame at most) and
 // read by the progress printer - possibly in another process, through a shared mapping - so

@@ -145,7 +145,12 @@ bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_con
     result_.stopped = true;
     return false;
   }
-  idle_.idle(0);
+  if (r == kBackPressured) {
+    backpressured_ = true;
+    backpressure_idle_.idle(0);
+  } else {
+    idle_.idle(0);
+  }
   return true;
 }
 
@@ -156,6 +161,10 @@ bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32
     if (r >= 0) [[likely]] {
       ++result_.frames;
       result_.bytes += len;
+      if (backpressured_) [[unlikely]] {
+        backpressured_ = false;
+        backpressure_idle_.reset();
+      }
       return true;
     }
     if (!Retry(p, r, &not_connected_since)) return false;
@@ -172,6 +181,10 @@ bool FeedPublisher::OfferBare(std::uint32_t p) noexcept {
       for (std::uint32_t i = done; i < done + static_cast<std::uint32_t>(r); ++i) result_.bytes += b.bare[i].size();
       done += static_cast<std::uint32_t>(r);
       result_.frames += static_cast<std::uint64_t>(r);
+      if (backpressured_) [[unlikely]] {
+        backpressured_ = false;
+        backpressure_idle_.reset();
+      }
       continue;
     }
     if (!Retry(p, r == 0 ? kBackPressured : r, &not_connected_since)) {
@@ -332,6 +345,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t>
   status_ = absl::OkStatus();
   if (progress_ != nullptr) progress_->state.store(RoleProgress::kReady, std::memory_order_relaxed);
   const bool packed = batch_bytes_ != 0;
+  const std::int64_t cpu0 = ThreadCpuNs();
   absl::Status s;
   switch (cfg_.replay) {
     case ReplayMode::kMax:
@@ -349,6 +363,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t>
     }
   }
   result_.end_ns = Clock::now_ns();
+  result_.cpu_ns = ThreadCpuNs() - cpu0;
   Publish();
   if (progress_ != nullptr) {
     progress_->state.store(s.ok() ? RoleProgress::kDone : RoleProgress::kFailed, std::memory_order_relaxed);

@@ -35,6 +35,7 @@ struct ReplayResult {
   std::uint64_t bytes = 0;          // payload bytes
   std::uint64_t back_pressured = 0; // offers retried after kBackPressured
   std::int64_t start_ns = 0, end_ns = 0;
+  std::int64_t cpu_ns = 0;          // the replaying thread's CPU time over the replay
   bool stopped = false;             // interrupted before the end of the source
   itch::MessageCounts counts;       // by type, as published
   // Paced modes: how late each message was offered against its schedule (upper bound: per
@@ -94,6 +95,17 @@ class FeedPublisher {
 
   FeedConfig cfg_;
   AppIdle idle_;
+  // Back-pressure waits park instead of idling with runtime.idle: the publisher is ahead of
+  // the slowest subscriber by a whole log (milliseconds of feed), and spinning or yielding
+  // there takes the CPU that subscriber needs whenever the two share a core.
+  core::BackoffIdle backpressure_idle_ = [] {
+    core::BackoffIdle b;
+    b.max_spins = 100;
+    b.max_yields = 10;
+    b.max_park_ns = 200'000;
+    return b;
+  }();
+  bool backpressured_ = false;
   std::vector<Publisher> pubs_;
   std::vector<Batch> batches_;
   std::vector<std::uint8_t> storage_;

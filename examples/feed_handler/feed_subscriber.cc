@@ -34,6 +34,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
   const std::size_t n = subs_.size();
   std::vector<std::uint8_t> ended(n, 0);
   std::size_t open = n;
+  std::int64_t cpu0 = 0;
 
   auto on_message = [&](const Message& msg) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(msg.payload.data());
@@ -60,7 +61,10 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
     }
     const std::int64_t now = Clock::now_ns();
     r.latency.record_n(now - msg.publisher_ns, applied);
-    if (r.first_ns == 0) r.first_ns = now;
+    if (r.first_ns == 0) [[unlikely]] {
+      r.first_ns = now;
+      cpu0 = ThreadCpuNs();
+    }
     r.last_ns = now;
     r.messages += applied;
     r.bytes += len;
@@ -128,6 +132,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
     }
     idle_.idle(0);
   }
+  if (cpu0 != 0) r.cpu_ns = ThreadCpuNs() - cpu0;
   if (progress != nullptr) {
     progress->messages.store(r.messages, std::memory_order_relaxed);
     progress->frames.store(r.frames, std::memory_order_relaxed);

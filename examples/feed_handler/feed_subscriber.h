@@ -37,6 +37,9 @@ struct SubscribeResult {
   std::uint32_t died = 0;        // streams whose publisher vanished (kPublisherDied)
   bool stopped = false;          // interrupted before every stream ended
   std::int64_t first_ns = 0, last_ns = 0;  // Clock after the first and the last frame
+  // The polling thread's CPU time from the first frame to the end of the last stream (so it
+  // includes idle polling while caught up, and until the end-of-stream notices arrive).
+  std::int64_t cpu_ns = 0;
   core::Histogram latency;       // publish-to-book, ns, one count per ITCH message
   std::unique_ptr<itch::BookSet> books;
 };

@@ -170,6 +170,7 @@ SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const Subscri
   s.seconds = r.last_ns > r.first_ns ? static_cast<double>(r.last_ns - r.first_ns) / 1e9 : 0;
   s.first_ns = r.first_ns;
   s.last_ns = r.last_ns;
+  s.cpu_seconds = static_cast<double>(r.cpu_ns) / 1e9;
   s.latency_count = r.latency.count();
   s.p50 = r.latency.percentile(50);
   s.p90 = r.latency.percentile(90);
@@ -204,6 +205,7 @@ std::string Serialize(const SubscriberReport& r) {
   kv("died", r.died);
   kv("stopped", r.stopped ? 1 : 0);
   kv("seconds", absl::StrFormat("%.9f", r.seconds));
+  kv("cpu_seconds", absl::StrFormat("%.6f", r.cpu_seconds));
   kv("first_ns", r.first_ns);
   kv("last_ns", r.last_ns);
   kv("latency_count", r.latency_count);
@@ -249,6 +251,7 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
     else if (k == "died") u32(&r.died);
     else if (k == "stopped") r.stopped = v == "1";
     else if (k == "seconds") ok = ok && absl::SimpleAtod(v, &r.seconds);
+    else if (k == "cpu_seconds") ok = ok && absl::SimpleAtod(v, &r.cpu_seconds);
     else if (k == "first_ns") i64(&r.first_ns);
     else if (k == "last_ns") i64(&r.last_ns);
     else if (k == "latency_count") u64(&r.latency_count);
@@ -296,6 +299,10 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
                         secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0, Commas(r.frames),
                         r.frames ? static_cast<double>(r.messages) / static_cast<double>(r.frames) : 0.0,
                         Commas(r.back_pressured), pace, r.stopped ? " - STOPPED EARLY" : "");
+  absl::StrAppendFormat(&out, "  cpu %.3f s in the replaying thread (%.0f%% of the replay; %smsg per cpu-second)\n",
+                        static_cast<double>(r.cpu_ns) / 1e9,
+                        secs > 0 ? 100.0 * static_cast<double>(r.cpu_ns) / 1e9 / secs : 0.0,
+                        Rate(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
   if (r.lag.count() != 0) {
     absl::StrAppendFormat(&out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
                           Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
@@ -316,6 +323,12 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
                         r.index, r.pid, Commas(r.messages), r.seconds, Rate(rate), Commas(r.frames), r.ended,
                         r.died ? absl::StrFormat(", publisher died on %d", r.died) : "",
                         r.stopped ? " - STOPPED EARLY" : "");
+  if (r.cpu_seconds > 0) {
+    absl::StrAppendFormat(&out, "  cpu %.3f s in the polling thread, first message to end of stream (%.0f%% of it; "
+                                "%smsg per cpu-second)\n",
+                          r.cpu_seconds, r.seconds > 0 ? 100.0 * r.cpu_seconds / r.seconds : 0.0,
+                          Rate(static_cast<double>(r.messages) / r.cpu_seconds));
+  }
   absl::StrAppendFormat(&out, "  gaps %s (%s Pollux messages lost), overruns %s, malformed %s%s\n", Commas(r.gaps),
                         Commas(r.lost), Commas(r.overruns), Commas(r.malformed),
                         r.first_malformed.empty() ? "" : absl::StrCat(" (first: ", r.first_malformed, ")"));
@@ -372,10 +385,11 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
   if (pub != nullptr) {
     const double secs = static_cast<double>(pub->end_ns - pub->start_ns) / 1e9;
     absl::StrAppendFormat(&out, "  \"publisher\": {\"messages\": %d, \"frames\": %d, \"bytes\": %d, \"seconds\": %.6f, "
-                                "\"messages_per_s\": %.0f, \"back_pressured\": %d, \"stopped\": %s, "
+                                "\"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"back_pressured\": %d, \"stopped\": %s, "
                                 "\"lag_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, \"max\": %d}},\n",
                           pub->messages, pub->frames, pub->bytes, secs,
-                          secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0, pub->back_pressured,
+                          secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0,
+                          static_cast<double>(pub->cpu_ns) / 1e9, pub->back_pressured,
                           pub->stopped ? "true" : "false", pub->lag.percentile(50), pub->lag.percentile(90),
                           pub->lag.percentile(99), pub->lag.percentile(99.9), pub->lag.percentile(99.99), pub->lag.max());
   }
@@ -388,13 +402,14 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
   for (std::size_t i = 0; i < subs.size(); ++i) {
     const SubscriberReport& s = subs[i];
     absl::StrAppendFormat(&out, "%s\n    {\"index\": %d, \"pid\": %d, \"error\": %s, \"messages\": %d, \"frames\": %d, "
-                                "\"seconds\": %.6f, \"messages_per_s\": %.0f, \"gaps\": %d, \"lost\": %d, "
+                                "\"seconds\": %.6f, \"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"gaps\": %d, \"lost\": %d, "
                                 "\"overruns\": %d, \"malformed\": %d, \"streams_ended\": %d, \"publisher_died\": %d, "
                                 "\"latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, "
                                 "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
                                 "\"digest\": \"%016x\"}",
                           i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
-                          s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.gaps, s.lost,
+                          s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps,
+                          s.lost,
                           s.overruns, s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean,
                           s.latency_count, s.books, s.live_orders, s.digest);
   }

@@ -27,6 +27,7 @@ struct SubscriberReport {
   bool stopped = false;
   double seconds = 0;  // first to last frame
   std::int64_t first_ns = 0, last_ns = 0;  // Clock (host-wide) at the first and last frame
+  double cpu_seconds = 0;  // polling thread, first frame to end of stream
   // Publish-to-book latency, ns.
   std::uint64_t latency_count = 0;
   std::int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
