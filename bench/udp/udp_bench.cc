@@ -18,6 +18,7 @@
 //   tput-dedicated           dedicated pollers on both sides (4 threads on the 2 CPUs)
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -424,9 +425,20 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
     }
   }
   close(res[1]);
+  // Keep answering NAKs until the subscriber has everything (the tail may have been dropped by
+  // the kernel and need a repair).
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = read(res[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  for (;;) {
+    pollfd p{res[0], POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) {
+      pub->service();
+      continue;
+    }
+    const ssize_t n = read(res[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
   (void)!write(ready[1], "x", 1);
   pub->close();
   waitpid(child, nullptr, 0);
