@@ -233,6 +233,32 @@ TEST(RdmaRc, LargeFramesNotInline) {
   EXPECT_EQ(s.bad, 0u);
 }
 
+// poll() with a limit of 1: a frame that yields several descriptors (new session + message)
+// hands them out over successive calls, in order.
+TEST(RdmaRc, PollOneAtATime) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("inline", port));
+  auto pub_ctx = make(pub_config("inline", port));
+  auto sub = sub_ctx->subscriber("md");
+  auto pub = pub_ctx->publisher("md");
+  ASSERT_TRUE(sub.ok() && pub.ok());
+  wait_connected(*pub, *sub);
+  std::thread producer([&] { offer_all(*pub, 3000); });
+  Seen s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (s.received < 3000 && std::chrono::steady_clock::now() < deadline) {
+    (void)sub->poll([&](const Message& m) {
+      if (m.sequence != s.received + 1) ++s.out_of_order;
+      ++s.received;
+    }, [](const Gap&) {}, [&](const StreamEvent& e) { s.sessions += e.kind == StreamEventKind::kNewSession; }, 1);
+  }
+  producer.join();
+  EXPECT_EQ(s.received, 3000u);
+  EXPECT_EQ(s.out_of_order, 0u);
+  EXPECT_EQ(s.sessions, 1u);
+}
+
 // Two streams on one poller on each side: one CQ and one SRQ per poller serve both QPs.
 TEST(RdmaRc, TwoStreamsShareOnePollersCqAndSrq) {
   POLLUX_REQUIRE_RXE();

@@ -55,6 +55,8 @@
 #   RXEVM_KERNEL_DEB=<linux-image-*.deb> (use this file instead of apt-get download;
 #     handy for CI caches - Debian drops old kernel ABIs from the mirror)
 #   RXEVM_PROBE_TIMEOUT=120 (s, for the --probe boot)
+#   RXEVM_APPEND="..." (extra guest kernel arguments, e.g. "clocksource=tsc
+#     tsc=reliable": TCG guests otherwise pick HPET, where clock_gettime costs ~1.4 us)
 #   RXEVM_PARALLEL=1 (do not serialise VMs sharing one RXEVM_WORK; by default a
 #     second run waits, since two TCG VMs on a 2-core host starve each other)
 #   RXEVM_REASON_FILE=<file> (a fatal error's reason is also written there)
@@ -359,7 +361,7 @@ run_vm() {
   timeout -k 10 "$TIMEOUT" qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
     -machine q35 -accel "$accel" -cpu "$cpu" -smp "$SMP" -m "$MEM" \
     -kernel "$KIMG" -initrd "$WORK/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 quiet mitigations=off" \
+    -append "console=ttyS0 panic=-1 quiet mitigations=off${RXEVM_APPEND:+ $RXEVM_APPEND}" \
     -serial "file:$run/console.log" -monitor none -nic none -pidfile "$run/qemu.pid" \
     -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \

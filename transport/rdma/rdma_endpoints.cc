@@ -469,18 +469,27 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     closing_.clear();
   }
   while (ev_head_ != ev_tail_ && n < out.size()) out[n++] = events_[ev_head_++ % events_.size()];
+  // One frame may yield up to three descriptors (new session, gap, message); what does not fit
+  // the caller's span waits in events_ and goes out first on the next call, in order.
+  auto emit = [&](const RxDesc& d) {
+    if (n < out.size()) {
+      out[n++] = d;
+    } else {
+      push_event(d);
+    }
+  };
   std::int64_t now = 0;
-  while (ready_head_ != ready_tail_ && room(out, n)) {
+  while (ready_head_ != ready_tail_ && n < out.size()) {
     const Ready r = ready_[ready_head_++ & ready_mask_];
     Conn* c = r.conn;
     if (__builtin_expect(r.slot == kEndMarker, 0)) {
       if (!c->ended) {
-        RxDesc& d = out[n++];
-        d = RxDesc{};
+        RxDesc d{};
         d.kind = RxKind::kEndOfStream;
         d.reason = c->eos_seen ? 0 : 1;  // no end-of-stream frame: the publisher died
         d.session_id = c->remote_session;
         c_ends_.add();
+        emit(d);
       }
       retire_conn(c);
       continue;
@@ -493,11 +502,11 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
                          0)) {
       c_malformed_.add();
       group_->recycle(r.slot);
-      RxDesc& d = out[n++];
-      d = RxDesc{};
+      RxDesc d{};
       d.kind = RxKind::kGap;
       d.gap_count = 1;
       d.reason = kGapMalformed;
+      emit(d);
       continue;
     }
     if (__builtin_expect(h->stream_id != stream_id_, 0)) {
@@ -521,11 +530,11 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
           s->ended = false;
         }
         s->announced = true;
-        RxDesc& d = out[n++];
-        d = RxDesc{};
+        RxDesc d{};
         d.kind = RxKind::kNewSession;
         d.session_id = h->session_id;
         d.sequence = h->sequence;
+        emit(d);
         int live = 0;
         for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
         live_.store(live, std::memory_order_relaxed);
@@ -535,11 +544,11 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     } else {
       if (!c->announced_session) {
         c->announced_session = true;
-        RxDesc& d = out[n++];
-        d = RxDesc{};
+        RxDesc d{};
         d.kind = RxKind::kNewSession;
         d.session_id = c->remote_session;
         d.sequence = h->sequence;
+        emit(d);
       }
       seq = &c->seq;
     }
@@ -549,13 +558,13 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     if (step.gap_count != 0) {
       c_gaps_.add();
       c_lost_.add(step.gap_count);
-      RxDesc& d = out[n++];
-      d = RxDesc{};
+      RxDesc d{};
       d.kind = RxKind::kGap;
       d.sequence = step.gap_from;
       d.gap_count = step.gap_count;
       d.reason = kGapLost;
       d.session_id = h->session_id;
+      emit(d);
     }
     if (control) {
       const bool eos = (h->flags & core::kFlagEndOfStream) != 0;
@@ -564,11 +573,11 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       group_->recycle(r.slot);
       if (eos) {
         c_ends_.add();
-        RxDesc& d = out[n++];
-        d = RxDesc{};
+        RxDesc d{};
         d.kind = RxKind::kEndOfStream;
         d.reason = 0;
         d.session_id = session;
+        emit(d);
         if (ud_) {
           bool created;
           sessions_.find_or_add(session, now, &created)->ended = true;
@@ -588,7 +597,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       group_->recycle(r.slot);
       continue;
     }
-    RxDesc& d = out[n++];
+    RxDesc d;
     d.frame = h;
     d.token = r.slot;
     d.sequence = h->sequence;
@@ -600,6 +609,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     d.reason = 0;
     d.session_id = h->session_id;
     d.reserved = 0;
+    emit(d);
     held_[r.slot] = 1;
     ++messages_;
   }

@@ -147,7 +147,6 @@ class RdmaRxEndpoint final : public RxEndpoint {
   void push_event(const RxDesc& d) noexcept;
   void end_conn(Conn* c) noexcept;
   void retire_conn(Conn* c) noexcept;
-  bool room(std::span<RxDesc> out, std::uint32_t n) const noexcept { return out.size() - n >= 3; }
 
   RdmaTransport& t_;
   CompletionGroup* const group_;
@@ -161,7 +160,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
   std::vector<Conn*> closing_;        // peer gone: end once the CQ has been drained
   std::vector<Ready> ready_;          // frames the group dispatched to us, in arrival order
   std::uint64_t ready_head_ = 0, ready_tail_ = 0, ready_mask_ = 0;
-  std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st (liveness)
+  std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st, and overflow of it
   std::uint32_t ev_head_ = 0, ev_tail_ = 0;
   SessionTable<16> sessions_;         // UD: publishers heard on the group; RC: where ended ones stood
   std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released

@@ -1,0 +1,220 @@
+// pollux-bench-rdma-pingpong: round trip of a small message through Pollux over RDMA RC, the
+// figure to hold against perftest's ib_send_lat (raw verbs SEND ping-pong) on the same devices.
+//
+//   server: pollux-bench-rdma-pingpong server --device rxe1 --listen 7600 --peer 10.0.0.1:7601
+//   client: pollux-bench-rdma-pingpong client --device rxe0 --listen 7601 --peer 10.0.0.2:7600
+//
+// Each side has one context with a publisher (RC to the other side's listener) and a subscriber.
+// The client offers a ping, polls until the pong arrives, and records the round trip with
+// CLOCK_MONOTONIC (under TCG emulation the TSC calibration is unreliable); the server answers
+// every ping. ib_send_lat reports half the round trip ("t_typical" is the median of RTT/2), so
+// the client prints both RTT and RTT/2 percentiles; the comparison uses RTT/2 medians.
+//
+// Options: --threading inline|dedicated (inline: the application thread posts and polls, no
+// poller; dedicated: a poller thread per context moves messages through SPSC rings), --idle
+// busy-spin|yield (dedicated pollers), --poller-cpu N, --cpu N (the application thread),
+// --iters N (5000), --warmup N (1000), --size BYTES (2, like ib_send_lat -s 2).
+#include <sched.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "core/counters.h"
+#include "core/histogram.h"
+#include "pollux/pollux.h"
+
+namespace {
+
+struct Args {
+  std::string role;
+  std::string threading = "inline";
+  std::string idle = "busy-spin";
+  std::string device = "auto";
+  std::string peer;  // ip:port of the other side's listener
+  int listen = 7600;
+  int poller_cpu = -1;
+  int cpu = -1;
+  std::uint64_t iters = 5000, warmup = 1000;
+  std::uint32_t size = 2;
+};
+
+// Interval timer for the loop: the TSC where there is one (a few ns even under emulation),
+// converted with a rate measured against CLOCK_MONOTONIC over the whole run - no per-sample
+// calibration to go wrong. CLOCK_MONOTONIC itself costs ~1.4 us per call in the TCG guest (HPET
+// clocksource), which would add ~3 us to every measured round trip.
+std::uint64_t ticks() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(ts.tv_nsec);
+#endif
+}
+
+std::int64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string config(const Args& a) {
+  std::string c = "[runtime]\nname = \"pingpong-" + a.role + "\"\nthreading = \"" + a.threading + "\"\nidle = \"" +
+                  a.idle + "\"\ncounters = true\npollers = 1\n";
+  if (a.poller_cpu >= 0) c += "poller_cores = [" + std::to_string(a.poller_cpu) + "]\n";
+  c += "[pool]\nslots = 4096\n[transport]\nkind = \"rdma\"\n[rdma]\ndevice = \"" + a.device +
+       "\"\nlisten_port = " + std::to_string(a.listen) + "\npeers = [\"" + a.peer + "\"]\nreconnect_ms = 20\n";
+  return c;
+}
+
+// Stall diagnostics: every rdma counter of this process (its counters file).
+void dump_counters(const pollux::Context& ctx, const char* why) {
+  auto snap = pollux::core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return;
+  std::fprintf(stderr, "---- %s: counters of pid %d\n", why, snap->pid);
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind("rdma", 0) == 0 || c.scope.rfind("poller", 0) == 0) {
+      std::fprintf(stderr, "  %-40s %-28s %llu\n", c.scope.c_str(), c.name.c_str(), static_cast<unsigned long long>(c.value));
+    }
+  }
+}
+
+int run(const Args& a) {
+  auto ctx = pollux::Context::from_string(config(a), "pingpong.toml");
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
+    return 2;
+  }
+  const bool client = a.role == "client";
+  auto pub = (*ctx)->publisher(client ? "ping" : "pong");
+  auto sub = (*ctx)->subscriber(client ? "pong" : "ping");
+  if (!pub.ok() || !sub.ok()) {
+    std::fprintf(stderr, "%s\n", std::string((pub.ok() ? sub.status() : pub.status()).message()).c_str());
+    return 2;
+  }
+  pollux::bench::pin(a.cpu);
+  std::uint64_t got = 0;
+  auto on_msg = [&](const pollux::Message&) { ++got; };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  // The other side may be ready (and ping) first: count what arrives while waiting.
+  while (!pub->is_connected() || !sub->is_connected()) {
+    (void)sub->poll(on_msg, 16);
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "%s: the other side never connected\n", a.role.c_str());
+      return 3;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::byte msg[4096] = {};
+  const std::uint64_t total = a.warmup + a.iters;
+  auto send = [&] {
+    while (pub->offer(msg, a.size) < 0) {
+    }
+  };
+  // With pollers the application threads must give the CPU away when idle: 2 processes x
+  // (application thread + poller) share the VM's 2 vCPUs, and a spinning thread would hold its
+  // CPU for a whole scheduler slice while its poller waits.
+  const bool yield = a.threading != "inline";
+  if (!client) {
+    std::uint64_t idle = 0;
+    for (std::uint64_t answered = 0; answered < total;) {
+      if (got > answered) {
+        send();
+        ++answered;
+        idle = 0;
+      } else if (sub->poll(on_msg, 1) == 0) {
+        if (yield) sched_yield();
+        if ((++idle & 0xfffff) == 0) dump_counters(**ctx, "server waiting for a ping");
+      }
+    }
+    // Let the last pong complete before the context closes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return 0;
+  }
+  std::vector<std::uint64_t> samples;
+  samples.reserve(a.iters);
+  std::int64_t start_ns = 0;
+  std::uint64_t start_ticks = 0;
+  for (std::uint64_t i = 0; i < total; ++i) {
+    if (i == a.warmup) {
+      start_ns = mono_ns();
+      start_ticks = ticks();
+    }
+    const std::uint64_t want = got + 1;
+    const std::uint64_t t0 = ticks();
+    send();
+    std::uint64_t idle = 0;
+    while (got < want) {
+      if (sub->poll(on_msg, 1) == 0) {
+        if (yield) sched_yield();
+        if ((++idle & 0xfffff) == 0) dump_counters(**ctx, "client waiting for a pong");
+      }
+    }
+    const std::uint64_t t1 = ticks();
+    if (i >= a.warmup) samples.push_back(t1 - t0);
+  }
+  const double ns_per_tick =
+      static_cast<double>(mono_ns() - start_ns) / static_cast<double>(ticks() - start_ticks);
+  pollux::core::Histogram h;
+  for (std::uint64_t t : samples) h.record(static_cast<std::int64_t>(static_cast<double>(t) * ns_per_tick));
+  std::printf("pollux rdma pingpong: %s, Clock::now_ns %.0f ns/call, %u-byte payload (%u-byte frame), threading %s%s, "
+              "%llu iterations after %llu warm-up\n",
+              pollux::bench::machine_description().c_str(), pollux::bench::clock_cost_ns(), a.size, a.size + 32,
+              a.threading.c_str(),
+              a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.iters),
+              static_cast<unsigned long long>(a.warmup));
+  pollux::bench::print_hist("round trip (RTT)", h);
+  std::printf("RESULT threading=%s rtt_p50_us=%.3f half_rtt_p50_us=%.3f rtt_p90_us=%.3f rtt_p99_us=%.3f "
+              "rtt_avg_us=%.3f rtt_min_us=%.3f\n",
+              a.threading.c_str(), h.percentile(50) / 1e3, h.percentile(50) / 2e3, h.percentile(90) / 1e3,
+              h.percentile(99) / 1e3, h.mean() / 1e3, static_cast<double>(h.min()) / 1e3);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "server") != 0 && std::strcmp(argv[1], "client") != 0)) {
+    std::fprintf(stderr, "usage: %s server|client --device D --listen PORT --peer IP:PORT [options]\n", argv[0]);
+    return 64;
+  }
+  Args a;
+  a.role = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", f.c_str());
+      return 64;
+    }
+    const char* v = argv[++i];
+    if (f == "--threading") a.threading = v;
+    else if (f == "--idle") a.idle = v;
+    else if (f == "--device") a.device = v;
+    else if (f == "--peer") a.peer = v;
+    else if (f == "--listen") a.listen = std::atoi(v);
+    else if (f == "--poller-cpu") a.poller_cpu = std::atoi(v);
+    else if (f == "--cpu") a.cpu = std::atoi(v);
+    else if (f == "--iters") a.iters = std::strtoull(v, nullptr, 10);
+    else if (f == "--warmup") a.warmup = std::strtoull(v, nullptr, 10);
+    else if (f == "--size") a.size = static_cast<std::uint32_t>(std::atoi(v));
+    else {
+      std::fprintf(stderr, "unknown option %s\n", f.c_str());
+      return 64;
+    }
+  }
+  if (a.peer.empty()) {
+    std::fprintf(stderr, "--peer IP:PORT (the other side's --listen port on its device address) is required\n");
+    return 64;
+  }
+  return run(a);
+}

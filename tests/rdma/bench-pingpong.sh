@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tests/rdma/bench-pingpong.sh - the RDMA latency benchmark: Pollux RC ping-pong
+# (build/bin/pollux-bench-rdma-pingpong) next to perftest's ib_send_lat, rxe0 -> rxe1 over the
+# veth wire, interleaved in ONE VM boot (the floor moves ~1.5x between boots). Runs INSIDE the VM:
+#     tests/rdma/run-in-vm.sh 'tests/rdma/bench-pingpong.sh 3'
+# Each round: ib_send_lat (2-byte SEND ping-pong, -n ITERS), then Pollux inline, then Pollux
+# dedicated. Both report half the round trip (ib_send_lat's t_typical is the median of RTT/2);
+# the figure that matters is the ratio of medians, Pollux / ib_send_lat, per round.
+# Knobs: ITERS=5000, SIZE=2, BUILD=<repo>/build, DEDICATED_IDLE=yield (busy-spin pollers would
+# need 4 vCPUs: 2 processes x (application thread + poller) on the VM's 2).
+set -u
+export LC_ALL=C
+ROUNDS="${1:-3}"; ITERS="${ITERS:-5000}"; SIZE="${SIZE:-2}"; T="${T:-300}"
+HERE="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
+BUILD="${BUILD:-$HERE/../../build}"
+PP="$BUILD/bin/pollux-bench-rdma-pingpong"
+IDLE="${DEDICATED_IDLE:-yield}"
+[ -e /sys/class/infiniband/rxe1 ] || { echo "run me inside the rxe VM (tests/rdma/run-in-vm.sh)" >&2; exit 2; }
+[ -x "$PP" ] || { echo "missing $PP (build it: cmake --build build --target pollux-bench-rdma-pingpong)" >&2; exit 2; }
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+port=7600
+
+floor() { # one ib_send_lat run -> t_typical (median of RTT/2) from a side with finite numbers
+  timeout "$T" ib_send_lat -d rxe1 -x 1 -F -n "$ITERS" -s "$SIZE" > "$tmp/s" 2>&1 & local sp=$!
+  sleep 1
+  timeout "$T" ib_send_lat -d rxe0 -x 1 -F -n "$ITERS" -s "$SIZE" 10.0.0.2 > "$tmp/c" 2>&1
+  wait "$sp"
+  local f v
+  for f in "$tmp/c" "$tmp/s"; do
+    v="$(awk '/t_typical/{h=1; next} h && $1 ~ /^[0-9]+$/ && NF >= 9 { if ($5 ~ /^[0-9.]+$/) print $5; exit }' "$f")"
+    [ -n "$v" ] && { echo "$v"; return 0; }
+  done
+  echo "n/a"; tail -n 3 "$tmp/c" "$tmp/s" >&2
+}
+
+pollux() { # pollux <threading> -> half-RTT median (us), full RESULT line to stderr
+  local th="$1" s=$((port)) c=$((port + 1)) pin_s=() pin_c=(); port=$((port + 2))
+  # Dedicated: each process keeps its application thread and its poller on one vCPU.
+  [ "$th" = dedicated ] && { pin_s=(--cpu 1 --poller-cpu 1); pin_c=(--cpu 0 --poller-cpu 0); }
+  timeout "$T" "$PP" server --threading "$th" --idle "$IDLE" --device rxe1 --listen "$s" --peer "10.0.0.1:$c" \
+    --iters "$ITERS" --size "$SIZE" "${pin_s[@]}" > "$tmp/ps" 2>&1 & local sp=$!
+  timeout "$T" "$PP" client --threading "$th" --idle "$IDLE" --device rxe0 --listen "$c" --peer "10.0.0.2:$s" \
+    --iters "$ITERS" --size "$SIZE" "${pin_c[@]}" > "$tmp/pc" 2>&1
+  wait "$sp"
+  local line; line="$(grep '^RESULT' "$tmp/pc")"
+  if [ -z "$line" ]; then echo "n/a"; tail -n 5 "$tmp/pc" "$tmp/ps" >&2; return; fi
+  echo "$line" >&2
+  [ "${VERBOSE:-0}" = 1 ] && cat "$tmp/pc" >&2
+  sed -n 's/.*half_rtt_p50_us=\([0-9.]*\).*/\1/p' <<<"$line"
+}
+
+echo "RDMA ping-pong, $(nproc) vCPU, kernel $(uname -r), $ITERS iterations, $SIZE-byte payload; dedicated pollers idle=$IDLE"
+printf '%-6s %14s %14s %14s %10s %10s\n' round ib_send_lat inline dedicated inline/x dedic/x
+for r in $(seq 1 "$ROUNDS"); do
+  f="$(floor)"; i="$(pollux inline)"; d="$(pollux dedicated)"
+  ri=n/a; rd=n/a
+  [ "$f" != n/a ] && [ "$i" != n/a ] && ri="$(awk -v a="$i" -v b="$f" 'BEGIN{printf "%.2f", a/b}')"
+  [ "$f" != n/a ] && [ "$d" != n/a ] && rd="$(awk -v a="$d" -v b="$f" 'BEGIN{printf "%.2f", a/b}')"
+  printf '%-6s %14s %14s %14s %10s %10s\n' "$r" "$f" "$i" "$d" "$ri" "$rd"
+done
+echo "(medians of RTT/2 in usec; ratio = Pollux / ib_send_lat in the same round)"
