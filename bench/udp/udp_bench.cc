@@ -2,11 +2,13 @@
 // in the same run (the kernel's floor), and loopback multicast throughput.
 //
 //   pollux-bench-udp [--count N] [--warmup N] [--runs R] [--tput-count N]
-//                    [--cases bare-busy,bare-block,api-busy,ep-busy,ep-block,tput-inline,tput-dedicated]
+//                    [--cases bare-busy,bare-block,bare-epoll,api-busy,ep-busy,ep-block,tput-inline,tput-dedicated]
 //
 // Ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1 (unicast),
 // round-trip time per message into an HDR histogram.
 //   bare-busy / bare-block   two connected UDP sockets; spin on recv(MSG_DONTWAIT) / block in recv
+//   bare-epoll               the same, sleeping in epoll_wait on the socket, then recv (the
+//                            interrupt-mode style: a poller that multiplexes sources waits so)
 //   api-busy                 Pollux public API, inline mode: offer() + spin on Subscriber::poll()
 //   ep-busy / ep-block       the UDP transport's data plane without the API layer (post_st /
 //                            poll_st); ep-block sleeps in epoll_wait(notify_fd()) after try_arm_st()
@@ -70,14 +72,32 @@ int bound_socket(int port, int peer_port, bool nonblocking) {
   return fd;
 }
 
-void recv_one(int fd, char* buf, bool busy) {
+enum class Wait { kBusy, kBlock, kEpoll };
+
+// kEpoll: the interrupt-mode style of a poller that multiplexes sources - sleep in epoll_wait
+// on the (level-triggered) socket, then read it.
+void recv_one(int fd, int epfd, char* buf, Wait w) {
   for (;;) {
-    const ssize_t n = ::recv(fd, buf, 2048, busy ? MSG_DONTWAIT : 0);
+    if (w == Wait::kEpoll) {
+      epoll_event ev;
+      (void)epoll_wait(epfd, &ev, 1, -1);
+    }
+    const ssize_t n = ::recv(fd, buf, 2048, w == Wait::kBlock ? 0 : MSG_DONTWAIT);
     if (n > 0) return;
   }
 }
 
-Histogram bare_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
+int epoll_for(int fd) {
+  const int ep = epoll_create1(0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) std::abort();
+  return ep;
+}
+
+Histogram bare_pingpong(Wait w, std::uint64_t count, std::uint64_t warmup) {
+  const bool busy = w != Wait::kBlock;
   const int pa = base_port(), pb = base_port() + 1;
   const std::uint64_t total = count + warmup;
   int sync[2];
@@ -86,16 +106,18 @@ Histogram bare_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
   if (child == 0) {
     pollux::bench::pin(1);
     const int fd = bound_socket(pb, pa, busy);
+    const int ep = epoll_for(fd);
     (void)!write(sync[1], "x", 1);
     char buf[2048];
     for (std::uint64_t i = 0; i < total; ++i) {
-      recv_one(fd, buf, busy);
+      recv_one(fd, ep, buf, w);
       (void)!::send(fd, buf, kPayload, 0);
     }
     _exit(0);
   }
   pollux::bench::pin(0);
   const int fd = bound_socket(pa, pb, busy);
+  const int ep = epoll_for(fd);
   char c;
   if (read(sync[0], &c, 1) != 1) std::abort();
   char buf[2048] = {};
@@ -103,12 +125,13 @@ Histogram bare_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
   for (std::uint64_t i = 0; i < total; ++i) {
     const std::int64_t t0 = Clock::now_ns();
     (void)!::send(fd, buf, kPayload, 0);
-    recv_one(fd, buf, busy);
+    recv_one(fd, ep, buf, w);
     const std::int64_t t1 = Clock::now_ns();
     if (i >= warmup) h.record(t1 - t0);
   }
   waitpid(child, nullptr, 0);
   ::close(fd);
+  ::close(ep);
   close(sync[0]);
   close(sync[1]);
   return h;
@@ -242,10 +265,17 @@ struct Side {
     std::uint32_t freed[8];
     (void)tx->reap_st({freed, 8});
   }
-  // Waits for one message (busy: spin on poll_st; otherwise arm and sleep in epoll_wait).
+  // Waits for one message (busy: spin on poll_st; otherwise arm first and sleep in epoll_wait:
+  // the socket is level-triggered, so a datagram that is already there returns at once and
+  // the empty poll before sleeping - one more syscall - is not needed).
   void receive(bool busy, std::byte* out) {
     pollux::transport::RxDesc d[8];
     for (;;) {
+      if (!busy && rx->try_arm_st()) {
+        epoll_event ev;
+        (void)epoll_wait(ep_fd, &ev, 1, 10);
+        rx->disarm_st();
+      }
       const std::uint32_t n = rx->poll_st({d, 8});
       bool got = false;
       for (std::uint32_t i = 0; i < n; ++i) {
@@ -256,11 +286,6 @@ struct Side {
       }
       rx->release_st({d, n}, false);
       if (got) return;
-      if (!busy && n == 0 && rx->try_arm_st()) {
-        epoll_event ev;
-        (void)epoll_wait(ep_fd, &ev, 1, 10);
-        rx->disarm_st();
-      }
     }
   }
   void settle() {
@@ -420,6 +445,8 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
     std::memcpy(payload, &i, 8);
     if (pub->offer(payload, kPayload) >= 0) {
       ++i;
+    } else if (dedicated) {
+      sched_yield();  // back-pressured: the poller that drains the ring shares this CPU
     } else {
       pub->service();
     }
@@ -462,7 +489,7 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
 int main(int argc, char** argv) {
   std::uint64_t count = 200'000, warmup = 20'000, tput_count = 20'000'000;
   int runs = 3;
-  std::string cases = "bare-busy,api-busy,ep-busy,bare-block,ep-block,tput-inline,tput-dedicated";
+  std::string cases = "bare-busy,api-busy,ep-busy,bare-block,bare-epoll,ep-block,tput-inline,tput-dedicated";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
@@ -482,10 +509,11 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<Histogram>> results;
   // Interleaved runs: slow drifts of the machine affect every case alike.
   for (int r = 0; r < runs; ++r) {
-    if (want("bare-busy")) results["bare-busy"].push_back(bare_pingpong(true, count, warmup));
+    if (want("bare-busy")) results["bare-busy"].push_back(bare_pingpong(Wait::kBusy, count, warmup));
     if (want("api-busy")) results["api-busy"].push_back(api_pingpong(count, warmup));
     if (want("ep-busy")) results["ep-busy"].push_back(ep_pingpong(true, count, warmup));
-    if (want("bare-block")) results["bare-block"].push_back(bare_pingpong(false, count, warmup));
+    if (want("bare-block")) results["bare-block"].push_back(bare_pingpong(Wait::kBlock, count, warmup));
+    if (want("bare-epoll")) results["bare-epoll"].push_back(bare_pingpong(Wait::kEpoll, count, warmup));
     if (want("ep-block")) results["ep-block"].push_back(ep_pingpong(false, count, warmup));
   }
   auto merged = [&](const std::string& k) {
@@ -493,7 +521,7 @@ int main(int argc, char** argv) {
     for (const Histogram& x : results[k]) h.merge(x);
     return h;
   };
-  for (const char* k : {"bare-busy", "api-busy", "ep-busy", "bare-block", "ep-block"}) {
+  for (const char* k : {"bare-busy", "api-busy", "ep-busy", "bare-block", "bare-epoll", "ep-block"}) {
     if (results.count(k) == 0) continue;
     for (std::size_t r = 0; r < results[k].size(); ++r) {
       pollux::bench::print_hist(absl::StrFormat("%s run %d RTT", k, r + 1).c_str(), results[k][r]);
@@ -511,6 +539,7 @@ int main(int argc, char** argv) {
   ratio("api-busy", "bare-busy");
   ratio("ep-busy", "bare-busy");
   ratio("ep-block", "bare-block");
+  ratio("ep-block", "bare-epoll");
   for (const char* k : {"tput-inline", "tput-dedicated"}) {
     if (!want(k)) continue;
     for (int r = 0; r < runs; ++r) {
