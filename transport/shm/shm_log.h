@@ -234,6 +234,8 @@ class LogReader {
     stream_id_ = seg->header()->layout.stream_id;
     session_id_ = seg->header()->layout.session_id;
     max_frame_ = seg->header()->layout.max_frame;
+    backpressure_ = seg->header()->layout.flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
+    pending_n_ = 0;
     const std::uint64_t tail = ws_->tail.load(std::memory_order_acquire);
     expected_ = 0;
     announce_gap_ = false;  // nothing was expected yet
@@ -263,6 +265,7 @@ class LogReader {
   // Fills up to `max` events (messages and gaps).
   std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept {
     std::uint32_t n = 0;
+    if (pending_n_ != 0) check_pending();
     if (pending_overrun_ && max > 0) {
       out[n++] = gap_event(overrun_from_, overrun_count_, kGapOverrun);
       pending_overrun_ = false;
@@ -329,33 +332,78 @@ class LogReader {
 
   // After delivery: publish the consumed position and (validate) check that the views were
   // not overwritten while the application used them.
+  //
+  // How the check is made depends on the flow control, to keep a cross-core cache miss off
+  // the application's critical path:
+  //  - backpressure: the writer never overwrites what an active subscriber has not released,
+  //    so it is enough that our slot is still active (our own cache line; the writer writes
+  //    it only to evict a stalled subscriber). Only after an eviction is `tail` consulted.
+  //  - lossy: the views are checked against `tail` at the start of the next poll() (the
+  //    writer's line is then read while the application waits for data anyway). A failure
+  //    is reported as an overrun gap for those messages.
   void release(const RxDesc* done, std::uint32_t n, bool validate = true) noexcept {
     std::uint64_t last = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
       if (done[i].kind == RxKind::kMessage) last = std::max(last, done[i].token);
     }
     if (last == 0) return;
-    // Validate before handing the space back: once the position is published, a
-    // back-pressured writer may legitimately overwrite these frames at once, and a check
-    // made after that reported them as torn although they were read intact.
-    std::uint64_t torn = 0, from = 0;
-    if (validate) {
-      const std::uint64_t floor = safe_floor();
-      for (std::uint32_t i = 0; i < n; ++i) {
-        if (done[i].kind != RxKind::kMessage || start_of(done[i]) >= floor) continue;
-        if (torn++ == 0) from = done[i].sequence;
+    if (validate && backpressure_) {
+      // Validate before handing the space back: once the position is published the writer
+      // may legitimately overwrite these frames at once.
+      if (!slot_active()) check_now(done, n);
+    } else if (validate) {
+      for (std::uint32_t i = 0; i < n && pending_n_ < kMaxPending; ++i) {
+        if (done[i].kind != RxKind::kMessage) continue;
+        pending_start_[pending_n_] = start_of(done[i]);
+        pending_seq_[pending_n_++] = done[i].sequence;
       }
     }
     // Release pairs with the writer's acquire in refresh_limit(): our reads of the frames
     // happen before it may overwrite them (backpressure mode).
     if (slot_ != nullptr) slot_->position.store(last, std::memory_order_release);
-    if (torn != 0) {
-      ++overruns_;
-      pending_overrun_ = true;
-      overrun_from_ = from;
-      overrun_count_ = torn;
-      if (lapped(pos_)) recover();
+  }
+
+  // Checks delivered views against the writer's tail now.
+  void check_now(const RxDesc* done, std::uint32_t n) noexcept {
+    const std::uint64_t floor = safe_floor();
+    std::uint64_t torn = 0, from = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (done[i].kind != RxKind::kMessage || start_of(done[i]) >= floor) continue;
+      if (torn++ == 0) from = done[i].sequence;
     }
+    note_overrun(from, torn);
+  }
+
+  // The lossy-mode check deferred from release().
+  void check_pending() noexcept {
+    const std::uint64_t floor = safe_floor();
+    std::uint64_t torn = 0, from = 0;
+    for (std::uint32_t i = 0; i < pending_n_; ++i) {
+      if (pending_start_[i] >= floor) break;  // positions increase: the rest are intact
+      if (torn++ == 0) from = pending_seq_[i];
+    }
+    pending_n_ = 0;
+    note_overrun(from, torn);
+  }
+
+  void note_overrun(std::uint64_t from, std::uint64_t torn) noexcept {
+    if (torn == 0) return;
+    ++overruns_;
+    if (!pending_overrun_) {
+      overrun_from_ = from;
+      overrun_count_ = 0;
+    }
+    pending_overrun_ = true;
+    overrun_count_ += torn;
+    if (lapped(pos_)) recover();
+  }
+
+  // Our subscriber slot is still under the writer's flow control (not evicted).
+  bool slot_active() const noexcept {
+    // Acquire fence: our reads of the frames are ordered before this load; pairs with the
+    // writer's release fence (publish_tail) between an eviction and any later overwrite.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return slot_ != nullptr && slot_->state.load(std::memory_order_relaxed) == kSlotActive;
   }
 
   static std::uint64_t start_of(const RxDesc& d) noexcept {
@@ -493,6 +541,12 @@ class LogReader {
   bool resync_ = true, announce_gap_ = false, pending_overrun_ = false;
   std::uint16_t resync_reason_ = kGapLapped;
   std::uint64_t overrun_from_ = 0, overrun_count_ = 0;
+  bool backpressure_ = false;
+  // Lossy mode: delivered views still to be checked (release() -> next poll()).
+  static constexpr std::uint32_t kMaxPending = 256;
+  std::uint32_t pending_n_ = 0;
+  std::uint64_t pending_start_[kMaxPending];
+  std::uint64_t pending_seq_[kMaxPending];
   std::uint32_t empty_polls_ = 0;
   std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
 };
