@@ -128,7 +128,12 @@ absl::Status CompletionGroup::enable_receives() {
       auto range = pool_->carve(opt_.recv_depth);
       if (!range.ok()) {
         ibv_destroy_srq(srq);
-        return range.status();
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "rdma: the shared receive queue of %s needs rdma.recv_queue_depth = %u pool slots, but only %u of %u are "
+            "left; raise pool.slots or lower rdma.recv_queue_depth (in inline mode every subscriber has its own "
+            "receive queue, in dedicated/shared mode every poller)",
+            opt_.poller >= 0 ? absl::StrFormat("poller %d", opt_.poller) : std::string("an inline subscriber"),
+            opt_.recv_depth, pool_->slots_free(), pool_->slots()));
       }
       srq_ = srq;
       reserved_cqes_ += opt_.recv_depth;

@@ -148,6 +148,11 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     (void)group_->progress();  // completions may free room for the next call
     return 0;
   }
+  if (__builtin_expect(ud_ && posted_ == 0 && nconns_ > 0, 0)) {
+    // UD: a heartbeat right before the first frame sets every listening subscriber's baseline at
+    // sequence 1, so losing the first frames shows as a gap rather than as a late join.
+    (void)post_control(conns_[0], core::kFlagHeartbeat, core::Clock::now_ns());
+  }
   ibv_send_wr wr[kMaxPost];
   ibv_sge sge[kMaxPost];
   for (std::uint32_t i = 0; i < n; ++i) {
