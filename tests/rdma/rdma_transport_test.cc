@@ -525,6 +525,84 @@ TEST(RdmaTransport, SequencesAndSessionsAreStampedByTheTransport) {
   EXPECT_TRUE(got.empty());
 }
 
+// A QP that fails under a live stream (NIC or path error): the subscriber sees the stream end
+// (publisher presumed dead), the publisher reconnects by itself, and the frames that died with
+// the old QP are reported as a gap in the same session - never silently skipped.
+TEST(RdmaTransport, QpErrorEndsTheStreamThenReconnectReportsTheLossAsAGap) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p);
+  auto* tx = static_cast<transport::rdma::RdmaTxEndpoint*>(p.tx.get());
+  std::uint32_t freed[64];
+  auto send = [&](std::uint32_t count) {
+    for (std::uint32_t i = 0; i < count;) {
+      transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
+      i += p.tx->post_st({&d, 1});
+      (void)p.tx->reap_st(freed);
+    }
+  };
+  send(100);
+  std::vector<transport::RxDesc> all;
+  transport::RxDesc out[64];
+  auto pump = [&] {
+    const std::uint32_t n = p.rx->poll_st(out);
+    for (std::uint32_t i = 0; i < n; ++i) all.push_back(out[i]);
+    p.rx->release_st({out, n}, true);
+    return n;
+  };
+  auto messages = [&] {
+    std::uint32_t m = 0;
+    for (const auto& d : all) m += d.kind == transport::RxKind::kMessage;
+    return m;
+  };
+  ASSERT_TRUE(wait_for([&] {
+    (void)pump();
+    return messages() >= 100;
+  }));
+  tx->fail_connections_for_test();
+  send(50);  // posted on (or dropped with) the failed QP: lost
+  ASSERT_TRUE(wait_for([&] {
+    (void)pump();
+    (void)p.tx->reap_st(freed);
+    return tx->live_connections() == 0;
+  }, 30)) << "the publisher did not notice the failed QP";
+  std::printf("after failure: %s\n", tx->describe().c_str());
+  ASSERT_TRUE(wait_for([&] {
+    (void)pump();
+    (void)p.tx->reap_st(freed);
+    return tx->live_connections() == 1 && p.tx->connected();
+  }, 30)) << "no reconnect: " << tx->describe();
+  send(50);
+  ASSERT_TRUE(wait_for([&] {
+    (void)pump();
+    return messages() >= 150;
+  }, 30)) << messages();
+  std::uint64_t lost = 0, ends = 0, died = 0, gaps = 0, next = 1, out_of_order = 0;
+  for (const auto& d : all) {
+    if (d.kind == transport::RxKind::kEndOfStream) {
+      ++ends;
+      died += d.reason == 1;
+    } else if (d.kind == transport::RxKind::kGap) {
+      ++gaps;
+      lost += d.gap_count;
+      if (d.sequence != next) ++out_of_order;
+      next = d.sequence + d.gap_count;
+    } else if (d.kind == transport::RxKind::kMessage) {
+      if (d.sequence != next) ++out_of_order;
+      next = d.sequence + 1;
+    }
+  }
+  std::printf("messages %u, gaps %llu (%llu lost), ends %llu (died %llu)\n", messages(),
+              static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(lost),
+              static_cast<unsigned long long>(ends), static_cast<unsigned long long>(died));
+  EXPECT_EQ(ends, 1u);
+  EXPECT_EQ(died, 1u) << "no end-of-stream frame came: the subscriber must call it a death";
+  EXPECT_EQ(out_of_order, 0u) << "every sequence delivered or inside a gap";
+  EXPECT_EQ(messages() + lost, 200u);
+  EXPECT_GE(gaps, 1u);
+  EXPECT_EQ(next, 201u);
+}
+
 // ---- errors a user can act on --------------------------------------------------------------------
 
 std::string context_error(const std::string& toml) {

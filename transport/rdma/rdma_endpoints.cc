@@ -94,6 +94,12 @@ void RdmaTxEndpoint::adopt(Conn* c) noexcept {
 }
 
 void RdmaTxEndpoint::kill(Conn* c) noexcept {
+  if (!closed_) {
+    // Error path (rare): the status string may allocate.
+    set_status(absl::StrFormat("lost the connection to %s (%s); reconnecting every %u ms", c->peer,
+                               c->error != IBV_WC_SUCCESS ? ibv_wc_status_str(c->error) : "disconnected",
+                               t_.cfg().reconnect_ms));
+  }
   const std::uint32_t i = c->index;
   conns_[i] = conns_[--nconns_];
   conns_[i]->index = i;
@@ -241,6 +247,14 @@ std::uint32_t RdmaTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
   for (std::uint32_t i = 0; i < n; ++i) freed[i] = inflight_[(freed_ + i) & mask_];
   freed_ += n;
   return n;
+}
+
+void RdmaTxEndpoint::fail_connections_for_test() noexcept {
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(conns_[k]->qp, &a, IBV_QP_STATE);
+  }
 }
 
 bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept {

@@ -61,6 +61,10 @@ class RdmaTxEndpoint final : public TxEndpoint {
   // Frames handed to post_st and frames whose slots went back (for tests).
   std::uint64_t frames_posted() const noexcept { return posted_; }
   std::uint32_t live_connections() const noexcept { return nconns_; }
+  // Tests: moves every connection's QP to the error state, as a NIC or path failure would
+  // (owner thread). The next post or completion poll notices, drops the connection, and the
+  // connection manager reconnects.
+  void fail_connections_for_test() noexcept;
 
  private:
   void kill(Conn* c) noexcept;
