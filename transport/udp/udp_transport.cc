@@ -254,6 +254,7 @@ int UdpTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   int work = receive_control(now_ns);
   work += sender_.service(*this, now_ns);
   next_service_ns_ = now_ns + kControlPollNs;
+  connected_.store(sender_.connected(), std::memory_order_relaxed);
   publish_counters();
   return work;
 }
@@ -290,6 +291,7 @@ void UdpTxEndpoint::close_st() noexcept {
     }
     sender_.send_end_of_stream(*this, now);
   }
+  connected_.store(false, std::memory_order_relaxed);
   publish_counters();
   ::close(sock_.fd);
   sock_.fd = -1;
@@ -537,6 +539,9 @@ std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
   if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
+  if (__builtin_expect(receiver_.connected() != connected_.load(std::memory_order_relaxed), 0)) {
+    connected_.store(receiver_.connected(), std::memory_order_relaxed);
+  }
   if (__builtin_expect(now >= next_service_ns_, 0)) housekeeping_st(now);
   return n;
 }
@@ -561,6 +566,7 @@ int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   }
   next_service_ns_ = std::min(receiver_.next_deadline(), now_ns + 1'000'000);
   if (faults_.delayed() > 0) next_service_ns_ = std::min(next_service_ns_, now_ns + 1'000'000);
+  connected_.store(receiver_.connected(), std::memory_order_relaxed);
   publish_counters();
   return work;
 }
@@ -578,6 +584,7 @@ void UdpRxEndpoint::close_st() noexcept {
   if (closed_) return;
   closed_ = true;
   receiver_.close(*this);  // publishers stop waiting for us
+  connected_.store(false, std::memory_order_relaxed);
   publish_counters();
 }
 

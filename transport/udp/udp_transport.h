@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -57,7 +58,9 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
-  bool connected() const noexcept override { return sender_.connected(); }
+  // Any thread (Publisher::is_connected() / offer() on the application thread in queued
+  // modes): a relaxed flag the owner thread refreshes; nothing is published through it.
+  bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
   void close_st() noexcept override;
   std::string describe() const override;
@@ -84,6 +87,7 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   std::int64_t next_service_ns_ = 0;
   std::uint32_t reaps_ = 0;
   bool closed_ = false;
+  std::atomic<bool> connected_{false};  // sender_.connected(), refreshed by the owner thread
   // Slots copied into the log and not yet handed back by reap_st().
   std::unique_ptr<std::uint32_t[]> done_;
   std::uint32_t done_n_ = 0, done_cap_ = 0;
@@ -110,7 +114,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
-  bool connected() const noexcept override { return receiver_.connected(); }
+  // Any thread (Subscriber::is_connected()): see UdpTxEndpoint::connected().
+  bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -149,6 +154,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
   bool closed_ = false;
+  std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
   struct Counters {
     core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
         loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, evictions, fault_dropped,
