@@ -45,8 +45,9 @@ class SpscRing {
     const std::uint64_t tail = prod_.tail.load(std::memory_order_relaxed);  // own index
     std::uint64_t free = capacity() - (tail - prod_.cached_head);
     if (free < n) {
-      // Looks full: refresh the consumer's index. Acquire pairs with the consumer's release
-      // store of head in pop_burst(): slots it has released may be overwritten.
+      // Looks too full: refresh the consumer's index, so a burst that fits is never cut
+      // short by a stale view (callers rely on it). Acquire pairs with the consumer's
+      // release store of head in pop_burst(): slots it has released may be overwritten.
       prod_.cached_head = cons_.head.load(std::memory_order_acquire);
       free = capacity() - (tail - prod_.cached_head);
       if (free == 0) return 0;
@@ -82,14 +83,15 @@ class SpscRing {
   [[nodiscard]] std::uint32_t pop_burst(T* out, std::uint32_t n) noexcept {
     const std::uint64_t head = cons_.head.load(std::memory_order_relaxed);  // own index
     std::uint64_t avail = cons_.cached_tail - head;
-    if (avail < n) {
-      // Looks empty (or short): refresh the producer's index. Acquire pairs with the
-      // producer's release store of tail in push_burst().
+    if (avail == 0) {
+      // Looks empty: only now touch the producer's line (a burst may come back short: the
+      // caller polls again). Acquire pairs with the producer's release store of tail in
+      // push_burst().
       cons_.cached_tail = prod_.tail.load(std::memory_order_acquire);
       avail = cons_.cached_tail - head;
       if (avail == 0) return 0;
-      if (avail < n) n = static_cast<std::uint32_t>(avail);
     }
+    if (avail < n) n = static_cast<std::uint32_t>(avail);
     for (std::uint32_t i = 0; i < n; ++i) out[i] = slots_[(head + i) & mask_];
     // Release pairs with the producer's acquire load of head: we have finished reading these
     // slots before the producer may reuse them.
