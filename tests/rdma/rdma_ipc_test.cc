@@ -154,7 +154,7 @@ TEST(RdmaIpc, RcPublisherKilledMidStreamThenNewConnectionWorks) {
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   Child sub = spawn(peer({"sub", sc, "md", "5000", "--sessions", "2", "--ready-fd", std::to_string(ready[1]),
-                          "--signal-after", "1000", "--timeout", "300"}),
+                          "--signal-after", "1000", "--late-join", "--timeout", "300"}),
                     {ready[1]});
   Child pub1 = spawn(peer({"pub", pc, "md", "0", "--until-killed", "--rate", "5000"}));
   ASSERT_TRUE(wait_byte(ready[0], 120)) << "subscriber never got 1000 messages";
@@ -168,6 +168,7 @@ TEST(RdmaIpc, RcPublisherKilledMidStreamThenNewConnectionWorks) {
   EXPECT_EQ(field(sub.output, "sessions"), 2);
   EXPECT_EQ(field(sub.output, "died"), 1) << "the killed publisher must be reported dead";
   EXPECT_GE(field(sub.output, "complete"), 1) << "the new publisher's session must be complete";
+  EXPECT_LE(field(sub.output, "late_start"), 1) << "only the killed publisher (--until-killed) may start late";
   EXPECT_EQ(field(sub.output, "out_of_order"), 0);
   EXPECT_EQ(field(sub.output, "bad"), 0);
 }
@@ -187,7 +188,7 @@ TEST(RdmaIpc, RcSubscriberKilledMidStreamThenNewSubscriberConnects) {
   ASSERT_TRUE(wait_byte(ready[0], 120)) << "subscriber 1 never got 1000 messages";
   kill_child(sub1);
   ASSERT_TRUE(read_until(pub, "pub: disconnected", 120)) << "publisher did not notice: " << pub.output;
-  Child sub2 = spawn(peer({"sub", sc, "md", "3000", "--no-loss", "--require-complete", "--timeout", "300"}));
+  Child sub2 = spawn(peer({"sub", sc, "md", "3000", "--no-loss", "--require-complete", "--late-join", "--timeout", "300"}));
   const int src = wait_child(sub2, 300);
   kill_child(pub);
   std::printf("%s%s", pub.output.c_str(), sub2.output.c_str());

@@ -4,7 +4,7 @@
 //   pollux-rdma-peer pub CONFIG TOPIC COUNT [--threads N] [--start-fd F] [--ready-fd F]
 //                        [--max-size N] [--rate MSGS_PER_S] [--until-killed] [--timeout S]
 //   pollux-rdma-peer sub CONFIG TOPIC COUNT [--sessions N] [--ready-fd F] [--signal-after N]
-//                        [--no-loss] [--require-complete] [--timeout S]
+//                        [--no-loss] [--require-complete] [--late-join] [--timeout S]
 //
 // Each publishing thread has its own Publisher (so its own endpoint, QP and session) and offers
 // COUNT messages whose payload starts with the message's 1-based index, followed by a pattern
@@ -14,7 +14,8 @@
 // The subscriber checks every view - the pattern matches the index, and per session the index
 // and the sequence advance together (a Gap must account for every hole) - until it has seen
 // SESSIONS sessions, each complete (COUNT messages delivered or reported lost) or ended (with
-// --require-complete: complete, ended or not). It
+// --require-complete: complete, ended or not), and every session starting at sequence 1 (unless
+// --late-join: the subscriber started mid-stream). It
 // prints one summary line and exits 0 only if everything checked out.
 #include <unistd.h>
 
@@ -40,7 +41,7 @@ struct Args {
   std::uint64_t count = 0;
   std::uint32_t max_size = 200, threads = 1, sessions = 1;
   std::uint64_t rate = 0, signal_after = 0;
-  bool no_loss = false, until_killed = false, require_complete = false;
+  bool no_loss = false, until_killed = false, require_complete = false, late_join = false;
   int ready_fd = -1, start_fd = -1;
   int timeout_s = 300;
 };
@@ -121,6 +122,7 @@ struct SessionStats {
   std::uint64_t received = 0, lost = 0, gaps = 0, bad = 0, out_of_order = 0;
   std::int64_t offset = 0;  // index - sequence (constant within a session)
   std::uint64_t next = 0;   // next expected sequence
+  std::uint64_t first = 0;  // first sequence seen (delivered or in a gap)
   bool ended = false, died = false;
   int order = 0;
 };
@@ -150,7 +152,10 @@ int run_sub(const Args& a, pollux::Context& ctx) {
       ++s.bad;
     }
     const std::int64_t off = static_cast<std::int64_t>(tag) - static_cast<std::int64_t>(m.sequence);
-    if (s.received + s.lost == 0) s.offset = off;
+    if (s.received + s.lost == 0) {
+      s.offset = off;
+      s.first = m.sequence;
+    }
     if (off != s.offset || (s.next != 0 && m.sequence != s.next)) ++s.out_of_order;
     s.next = m.sequence + 1;
     ++s.received;
@@ -161,7 +166,10 @@ int run_sub(const Args& a, pollux::Context& ctx) {
     ++s.gaps;
     s.lost += g.count;
     if (s.next != 0 && g.from != s.next) ++s.out_of_order;
-    if (s.next == 0 && s.received == 0) s.offset = 0;  // lost from the start: index == sequence
+    if (s.next == 0 && s.received == 0) {
+      s.offset = 0;  // lost from the start: index == sequence
+      s.first = g.from;
+    }
     s.next = g.from + g.count;
     std::fprintf(stderr, "sub: session %08x gap from %llu count %llu reason %d\n", g.session_id,
                  static_cast<unsigned long long>(g.from), static_cast<unsigned long long>(g.count),
@@ -206,7 +214,7 @@ int run_sub(const Args& a, pollux::Context& ctx) {
       signal_fd(a.ready_fd);
     }
   }
-  std::uint64_t received = 0, lost = 0, gaps = 0, bad = 0, ooo = 0, ended = 0, died = 0, complete = 0;
+  std::uint64_t received = 0, lost = 0, gaps = 0, bad = 0, ooo = 0, ended = 0, died = 0, complete = 0, late = 0;
   bool ok = sessions.size() >= a.sessions;
   std::string lines;
   for (auto& [id, s] : sessions) {
@@ -217,6 +225,7 @@ int run_sub(const Args& a, pollux::Context& ctx) {
     ooo += s.out_of_order;
     ended += s.ended;
     died += s.died;
+    late += s.first != 1;  // joined after sequence 1 (or the first frames vanished without a gap)
     // >=: a subscriber of a stream that goes on stops after COUNT, within one poll burst.
     const bool full = s.received + s.lost >= a.count;
     complete += full;
@@ -228,13 +237,14 @@ int run_sub(const Args& a, pollux::Context& ctx) {
     if (!full && (!s.ended || a.require_complete)) ok = false;
   }
   std::printf("sub sessions=%zu complete=%llu received=%llu lost=%llu gaps=%llu bad=%llu out_of_order=%llu ended=%llu "
-              "died=%llu\n",
+              "died=%llu late_start=%llu\n",
               sessions.size(), static_cast<unsigned long long>(complete), static_cast<unsigned long long>(received),
               static_cast<unsigned long long>(lost), static_cast<unsigned long long>(gaps),
               static_cast<unsigned long long>(bad), static_cast<unsigned long long>(ooo),
-              static_cast<unsigned long long>(ended), static_cast<unsigned long long>(died));
+              static_cast<unsigned long long>(ended), static_cast<unsigned long long>(died),
+              static_cast<unsigned long long>(late));
   std::fputs(lines.c_str(), stdout);  // after the summary line: tests parse its key=value fields
-  ok = ok && bad == 0 && ooo == 0 && (!a.no_loss || lost == 0);
+  ok = ok && bad == 0 && ooo == 0 && (!a.no_loss || lost == 0) && (a.late_join || late == 0);
   return ok ? 0 : 1;
 }
 
@@ -266,6 +276,7 @@ int main(int argc, char** argv) {
     else if (f == "--signal-after") a.signal_after = std::strtoull(next(), nullptr, 10);
     else if (f == "--no-loss") a.no_loss = true;
     else if (f == "--require-complete") a.require_complete = true;
+    else if (f == "--late-join") a.late_join = true;
     else if (f == "--until-killed") a.until_killed = true;
     else if (f == "--ready-fd") a.ready_fd = std::atoi(next());
     else if (f == "--start-fd") a.start_fd = std::atoi(next());

@@ -94,6 +94,7 @@ using testing::payload_len;
 
 struct Seen {
   std::uint64_t received = 0, bad = 0, out_of_order = 0, gaps = 0, lost = 0, sessions = 0, ends = 0, died = 0;
+  std::uint64_t late_start = 0;  // sessions whose first message was not sequence 1
   std::map<std::uint32_t, std::uint64_t> next;  // per session
 };
 
@@ -109,6 +110,7 @@ void receive(Subscriber& sub, std::uint64_t count, Seen* s, int seconds = 120) {
             ++s->bad;
           auto& nx = s->next[m.session_id];
           if (nx != 0 && m.sequence != nx) ++s->out_of_order;
+          if (nx == 0 && m.sequence != 1) ++s->late_start;
           nx = m.sequence + 1;
           ++s->received;
         },
@@ -168,6 +170,7 @@ void run_rc(const std::string& threading, std::uint64_t count, const std::string
   EXPECT_EQ(s.out_of_order, 0u);
   EXPECT_EQ(s.gaps, 0u);
   EXPECT_EQ(s.sessions, 1u);
+  EXPECT_EQ(s.late_start, 0u) << "frames offered once connected must all reach the subscriber";
   // A clean close reaches the subscriber as end of stream (not "died").
   pub->close();
   Seen e;
@@ -313,6 +316,7 @@ TEST(RdmaRc, TwoPublishingThreadsOwnQpsStress) {
   for (auto& [session, next] : s.next) EXPECT_EQ(next, kEach + 1) << "session " << session;
   EXPECT_EQ(s.bad, 0u);
   EXPECT_EQ(s.out_of_order, 0u);
+  EXPECT_EQ(s.late_start, 0u);
   EXPECT_EQ(s.sessions, 2u);
 }
 

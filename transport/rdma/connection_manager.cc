@@ -496,8 +496,11 @@ void ConnectionManager::on_connect_response(Conn* c, const Event& ev) {
   l.failures = 0;
   l.last_error.clear();
   l.ep->set_status(absl::StrFormat("connected to %s", l.peer));
-  l.ep->add_ready(1);
+  // Announce before counting it ready: a publisher that sees connected() may post at once, and
+  // its post_st must then find the connection to adopt (add_ready's release pairs with the
+  // acquire in connected(); announce() happened before it).
   c->group->announce(c, false);
+  l.ep->add_ready(1);
 }
 
 void ConnectionManager::on_connect_request(const Event& ev) {

@@ -39,7 +39,11 @@ class RdmaTxEndpoint final : public TxEndpoint {
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override;
-  bool connected() const noexcept override { return ready_.load(std::memory_order_relaxed) > 0 && !closed_flag_.load(std::memory_order_relaxed); }
+  // Acquire pairs with add_ready(+1)'s release: the announcement of the connection that made
+  // this true is visible to the owner's next sync() (through whatever hands it the frames).
+  bool connected() const noexcept override {
+    return ready_.load(std::memory_order_acquire) > 0 && !closed_flag_.load(std::memory_order_relaxed);
+  }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
   void close_st() noexcept override;
   std::string describe() const override;
@@ -51,7 +55,9 @@ class RdmaTxEndpoint final : public TxEndpoint {
 
   // --- control plane ---
   // The connection manager announced (+1) a connection; the owner retired (-1) one.
-  void add_ready(int d) noexcept { ready_.fetch_add(d, std::memory_order_relaxed); }
+  // Release: everything the caller did before (announcing the connection) happens before a
+  // thread that sees the new count in connected().
+  void add_ready(int d) noexcept { ready_.fetch_add(d, std::memory_order_release); }
   // Last connection problem per peer, for describe() and tests (control path, locked).
   void set_status(const std::string& s);
   std::string status() const;

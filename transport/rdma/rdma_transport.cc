@@ -142,8 +142,8 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
       delete conn;
       return s;
     }
-    ep->add_ready(1);
     (*g)->announce(conn, false);
+    ep->add_ready(1);
   } else {
     cm_->add_publisher(ep.get());
   }
