@@ -262,6 +262,39 @@ TEST(RdmaRc, PollOneAtATime) {
   EXPECT_EQ(s.sessions, 1u);
 }
 
+// Inline subscribers each have their own receive queue (pool slots carved for good); closing one
+// leaves it for the next instead of leaking it: 6 open/close rounds fit a pool that holds 2.
+TEST(RdmaRc, InlineSubscribersReuseReceiveQueues) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  auto sub_ctx = make(sub_config("inline", port));
+  auto pub_ctx = make(pub_config("inline", port));
+  ASSERT_TRUE(sub_ctx && pub_ctx);
+  // One publisher throughout (publishers carve their slots per open in every transport); it
+  // reconnects to each new subscriber.
+  auto pub = pub_ctx->publisher("md");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  for (int round = 0; round < 6; ++round) {
+    auto sub = sub_ctx->subscriber("md");
+    ASSERT_TRUE(sub.ok()) << "round " << round << ": " << sub.status();
+    wait_connected(*pub, *sub);
+    std::uint64_t got = 0, out_of_order = 0, next = 0;
+    std::byte buf[64] = {};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (got < 500 && std::chrono::steady_clock::now() < deadline) {
+      (void)pub->offer(buf, sizeof buf);
+      (void)sub->poll([&](const Message& m) {
+        if (next != 0 && m.sequence != next) ++out_of_order;
+        next = m.sequence + 1;
+        ++got;
+      }, 64);
+    }
+    EXPECT_GE(got, 500u) << "round " << round;
+    EXPECT_EQ(out_of_order, 0u);
+    sub->close();
+  }
+}
+
 // Two streams on one poller on each side: one CQ and one SRQ per poller serve both QPs.
 TEST(RdmaRc, TwoStreamsShareOnePollersCqAndSrq) {
   POLLUX_REQUIRE_RXE();

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 
@@ -53,7 +55,9 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   }
   g->pending_.reserve(std::max<std::uint32_t>(opt.recv_batch, 1) * 2 + 64);
   g->free_.reserve(opt.recv_depth);
-  const std::string scope = opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller) : std::string("rdma inline");
+  static std::atomic<int> inline_groups{0};
+  const std::string scope = opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
+                                            : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
   g->c_cqes_ = counters->allocate(scope, "completions");
   g->c_polls_ = counters->allocate(scope, "cq_polls_nonempty");
   g->c_recv_posts_ = counters->allocate(scope, "recv_post_calls");
@@ -173,7 +177,7 @@ void CompletionGroup::sync_slow() noexcept {
     seen_gen_ = gen_.load(std::memory_order_relaxed);
   }
   if (!buffers.empty()) {
-    recv_total_ += static_cast<std::uint32_t>(buffers.size());
+    recv_total_.fetch_add(static_cast<std::uint32_t>(buffers.size()), std::memory_order_relaxed);
     for (std::size_t i = 0; i < buffers.size(); i += 64) {
       post_srq(buffers.data() + i, static_cast<std::uint32_t>(std::min<std::size_t>(64, buffers.size() - i)));
     }
@@ -201,7 +205,7 @@ void CompletionGroup::adopt(Conn* c) noexcept {
       auto range = pool_->carve(opt_.recv_depth - static_cast<std::uint32_t>(free_.size()));
       if (range.ok()) {
         for (std::uint32_t i = 0; i < range->count; ++i) free_.push_back(range->first + i);
-        recv_total_ += range->count;
+        recv_total_.fetch_add(range->count, std::memory_order_relaxed);
       } else {
         std::fprintf(stderr, "pollux rdma: %s\n", std::string(range.status().message()).c_str());
       }
@@ -455,6 +459,14 @@ void CompletionGroup::retire(Conn* c) noexcept {
   finish_retire(c);
 }
 
+bool CompletionGroup::drain_retired(int max_ms) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
+  while (!draining_.empty() && std::chrono::steady_clock::now() < deadline) {
+    if (progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return draining_.empty();
+}
+
 void CompletionGroup::finish_retire(Conn* c) noexcept {
   c->state = Conn::State::kRetired;
   remove_route(c);
@@ -465,7 +477,7 @@ void CompletionGroup::finish_retire(Conn* c) noexcept {
 std::string CompletionGroup::describe() const {
   return absl::StrFormat("cq %d entries%s, %s, %u receive buffers%s", cq_->cqe,
                          dv_cq_raw_.load(std::memory_order_relaxed) != nullptr ? " (+ mlx5dv send cq)" : "",
-                         opt_.srq ? "srq" : "receive queue per QP", recv_total_,
+                         opt_.srq ? "srq" : "receive queue per QP", recv_total_.load(std::memory_order_relaxed),
                          moderation_note_.empty() ? "" : absl::StrCat(", ", moderation_note_));
 }
 

@@ -112,10 +112,13 @@ class CompletionGroup {
   // receive buffers to flush back when it has its own receive queue, then hands it to the
   // retirer. The Conn must not be touched by the caller afterwards.
   void retire(Conn* c) noexcept;
+  // Polls (bounded by `max_ms`) until every retired QP's receive buffers have flushed back;
+  // true when none is left draining. Used when an endpoint closes.
+  bool drain_retired(int max_ms) noexcept;
   // Receive buffer geometry: frames start this far into a slot (UD: after the GRH).
   std::uint32_t frame_offset() const noexcept { return opt_.ud ? 40u : 0u; }
   std::byte* slot_ptr(std::uint32_t slot) const noexcept { return pool_->slot(slot); }
-  std::uint32_t recv_buffers() const noexcept { return recv_total_; }
+  std::uint32_t recv_buffers() const noexcept { return recv_total_.load(std::memory_order_relaxed); }
   std::uint32_t srq_posted() const noexcept { return srq_posted_; }
   bool uses_srq() const noexcept { return opt_.srq; }
   std::uint64_t stale_completions() const noexcept { return stale_; }
@@ -168,7 +171,7 @@ class CompletionGroup {
   std::vector<Conn*> rq_conns_;        // QPs with their own receive queue (no SRQ)
   std::vector<Conn*> draining_;        // retired, waiting for their receive buffers to flush
   std::size_t rq_next_ = 0;
-  std::uint32_t recv_total_ = 0;
+  std::atomic<std::uint32_t> recv_total_{0};  // written by the owner, read by describe()
   std::uint32_t srq_posted_ = 0;
   std::uint32_t unacked_events_ = 0;
   std::uint64_t stale_ = 0;

@@ -360,12 +360,14 @@ void RdmaTxEndpoint::close_st() noexcept {
     add_ready(-1);
     group_->retire(c);
   }
+  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
 }
 
 std::string RdmaTxEndpoint::describe() const {
+  // Any thread: counters and atomics only, never the owner's fields.
   return absl::StrFormat("rdma %s publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s",
                          ud_ ? "ud_mcast" : "rc", stream_id_, session_id_, ready_.load(std::memory_order_relaxed),
-                         posted_, max_frame_, status().empty() ? "" : "; ", status());
+                         c_frames_.get(), max_frame_, status().empty() ? "" : "; ", status());
 }
 
 // ================================ subscriber =====================================================
@@ -709,11 +711,13 @@ void RdmaRxEndpoint::close_st() noexcept {
     igmp_fd_ = -1;
   }
   live_.store(0, std::memory_order_relaxed);
+  group_->flush_recycled();
+  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
 }
 
 std::string RdmaRxEndpoint::describe() const {
   return absl::StrFormat("rdma %s subscriber stream %u: %d live publisher(s), %u messages, %s", ud_ ? "ud_mcast" : "rc",
-                         stream_id_, live_.load(std::memory_order_relaxed), messages_, group_->describe());
+                         stream_id_, live_.load(std::memory_order_relaxed), c_messages_.get(), group_->describe());
 }
 
 }  // namespace pollux::transport::rdma

@@ -62,6 +62,10 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
   if (poller >= 0) {
     auto it = groups_.find(poller);
     if (it != groups_.end()) return it->second.get();
+  } else if (!idle_inline_groups_.empty()) {
+    CompletionGroup* g = idle_inline_groups_.back();
+    idle_inline_groups_.pop_back();
+    return g;
   }
   GroupOptions o;
   o.poller = poller;
@@ -208,6 +212,11 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   return std::unique_ptr<RxEndpoint>(std::move(ep));
 }
 
+void RdmaTransport::release_inline_group(CompletionGroup* g) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_) idle_inline_groups_.push_back(g);
+}
+
 void RdmaTransport::retire(Conn* c) {
   if (cm_ != nullptr && c->id != nullptr) {
     cm_->retire(c);  // disconnect and destroy on the connection manager thread
@@ -225,6 +234,7 @@ void RdmaTransport::close() {
   }
   if (cm_ != nullptr) cm_->stop();
   groups_.clear();
+  idle_inline_groups_.clear();
   inline_groups_.clear();
   cm_.reset();
   dev_.reset();

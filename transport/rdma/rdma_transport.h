@@ -29,6 +29,10 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   bool shared_tx_endpoint() const noexcept override { return false; }  // a QP per publishing thread
 
   void retire(Conn* c) override;
+  // An inline endpoint closed: its private group (CQ, and SRQ with pool slots carved for good)
+  // is kept for the next inline endpoint instead of being leaked. Any thread; the mutex hands
+  // the group's owner-thread state over to its next owner.
+  void release_inline_group(CompletionGroup* g);
 
   // Internal, for endpoints and the connection manager.
   const core::RdmaConfig& cfg() const noexcept { return env_.config->rdma; }
@@ -50,6 +54,7 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   std::mutex mu_;  // control plane: groups
   std::map<int, std::unique_ptr<CompletionGroup>> groups_;     // by poller index
   std::vector<std::unique_ptr<CompletionGroup>> inline_groups_; // one per inline endpoint
+  std::vector<CompletionGroup*> idle_inline_groups_;            // released, reusable
   bool closed_ = false;
   core::Counter c_registrations_;
 };
