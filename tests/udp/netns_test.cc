@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -73,6 +74,13 @@ class Peer {
     char buf[8192];
     const ssize_t n = read(c_.out_fd, buf, sizeof buf);
     if (n > 0) out_.append(buf, static_cast<std::size_t>(n));
+  }
+  // Reads everything the process has written so far.
+  void drain() {
+    for (std::size_t before = out_.size() + 1; before != out_.size();) {
+      before = out_.size();
+      pump(10);
+    }
   }
   bool wait_for(const std::function<bool(const std::string&)>& pred, int seconds) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -266,13 +274,20 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   const std::string state = g_dir + "/s1.state";
   Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
   Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--timeout", "60"});
-  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000"});
+  const std::string go = g_dir + "/go-killed";
+  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000", "--go-file", go});
+  // Both joined before the first message (a subscriber joins on a heartbeat; one lost to the
+  // 2% loss would make it join a little later, and s2 must see the whole session).
+  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
+  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
+  std::fclose(std::fopen(go.c_str(), "w"));
   ASSERT_TRUE(s1.wait_value("progress", 20000, 30)) << s1.out();
   s1.signal(SIGKILL);
   s1.wait_exit(5);
-  // What the publisher had sent is at least what s1 had delivered (pub's own "sent=" lines may
-  // not have been read yet).
-  const long long at_kill = s1.last("progress");
+  // Where the publisher is now: its own latest "sent=" line (read everything it wrote), or
+  // what s1 had delivered if that is further.
+  pub.drain();
+  const long long at_kill = std::max(s1.last("progress"), pub.last("sent"));
   ASSERT_TRUE(pub.wait_value("sent", at_kill + 20000, 30)) << pub.out();  // ~0.2 s of traffic missed
   Peer s1b("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--expect", "30000", "--timeout", "60"});
   ASSERT_TRUE(s1b.wait_line("resume missed=", 20)) << s1b.out();
@@ -304,16 +319,32 @@ TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
   const std::string s2_cfg = write_config("s2-r", "max_sessions = 2");
   Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
   Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
-  std::string first_session;
+  auto joined = [](int n) {
+    return [n](const std::string& o) {
+      int k = 0;
+      for (std::size_t p = o.find("joined"); p != std::string::npos; p = o.find("joined", p + 1)) ++k;
+      return k >= n;
+    };
+  };
   {
-    Peer a("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000"});
+    const std::string go = g_dir + "/go-restart-a";
+    Peer a("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000", "--go-file", go});
+    ASSERT_TRUE(s1.wait_for(joined(1), 20)) << s1.out();
+    ASSERT_TRUE(s2.wait_for(joined(1), 20)) << s2.out();
+    std::fclose(std::fopen(go.c_str(), "w"));
     ASSERT_TRUE(s1.wait_value("progress", 10000, 30)) << s1.out();
     ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
     a.signal(SIGKILL);
     a.wait_exit(5);
   }
   constexpr long long kSecond = 200000;  // 2 s: longer than the 1 s session timeout that reports the first one dead
-  Peer b("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kSecond), "--rate", "100000"});
+  const std::string go_b = g_dir + "/go-restart-b";
+  Peer b("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kSecond), "--rate", "100000",
+                 "--go-file", go_b});
+  // Both follow the new session (they join it on its first heartbeat they hear) before it sends.
+  ASSERT_TRUE(s1.wait_for(joined(2), 20)) << s1.out();
+  ASSERT_TRUE(s2.wait_for(joined(2), 20)) << s2.out();
+  std::fclose(std::fopen(go_b.c_str(), "w"));
   EXPECT_EQ(b.wait_exit(60), 0) << b.out();
   EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
   EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
@@ -334,13 +365,14 @@ TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
 }
 
 // The retransmit buffer (64 KiB, ~20 ms of this traffic) is too small for a subscriber cut off
-// for longer: it reports an unrecoverable gap whose size is exactly what it did not get, then
-// continues in order. The subscriber that was not cut off loses nothing.
+// for longer (>= 10000 messages, 0.2 s): it reports an unrecoverable gap whose size is exactly
+// what it did not get, then continues in order. The subscriber that was not cut off loses
+// nothing.
 TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCount) {
   const std::string pub_cfg = write_config("pub-u", "retransmit_buffer = \"64KiB\"\ncoalesce_us = 20");
   const std::string s1_cfg = write_config("s1-u", "");
   const std::string s2_cfg = write_config("s2-u", "");
-  constexpr long long kCount = 60000;
+  constexpr long long kCount = 150000;  // 3 s at 50000/s: room for a slow harness before and after the cut
   Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
   Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
   const std::string go = g_dir + "/go-unrecoverable";
@@ -351,9 +383,13 @@ TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCo
   std::fclose(std::fopen(go.c_str(), "w"));
   ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
   loss("s2", 100);  // partition
-  const long long at_cut = s2.last("progress");  // the publisher is at least there
-  ASSERT_TRUE(pub.wait_value("sent", at_cut + 20000, 30)) << pub.out();
+  pub.drain();
+  const long long at_cut = std::max(s2.last("progress"), pub.last("sent"));  // within 10000 of the publisher
+  const bool cut_long_enough = pub.wait_value("sent", at_cut + 20000, 30);
   unloss("s2");
+  ASSERT_TRUE(cut_long_enough) << "the publisher never got 20000 messages past the cut at " << at_cut
+                               << " (machine too slow?)\n" << pub.out();
+  ASSERT_LE(at_cut + 20000, kCount - 10000) << "the cut came too late to be followed by repairable traffic";
   EXPECT_EQ(pub.wait_exit(60), 0) << pub.out();
   EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
   EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
@@ -361,7 +397,7 @@ TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCo
   EXPECT_EQ(s1.summary_value("received"), kCount) << s1.summary();
   EXPECT_EQ(s1.summary_value("lost"), 0) << s1.summary();
   const long long got = s2.summary_value("received"), lost = s2.summary_value("lost");
-  EXPECT_GE(lost, 10000) << s2.summary();  // >= 20000 sent while cut off, ~1000 still repairable
+  EXPECT_GE(lost, 5000) << s2.summary();  // >= 10000 sent while cut off, ~1000 still repairable
   EXPECT_EQ(got + lost, kCount) << s2.summary();
   EXPECT_EQ(s2.summary_value("order_errors"), 0) << s2.summary();  // every gap starts where delivery stopped
   EXPECT_GE(s2.summary_value("gaps"), 1) << s2.summary();

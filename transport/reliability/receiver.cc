@@ -70,8 +70,14 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
       ++stats_.stale_session;
       return 0;
     }
-    if (f->flags & core::kFlagEndOfStream) return 0;  // the end of a session we never joined
-    // A heartbeat's sequence is the next one to be sent; a data frame's is its own.
+    // Join only on a heartbeat, at the next sequence it announces: a data datagram may be a
+    // repair of old data multicast for another subscriber, and joining there would start a
+    // late joiner in the past (possibly before what the publisher still holds). Heartbeats
+    // come every udp.heartbeat_interval_us even while data flows.
+    if (!(f->flags & core::kFlagHeartbeat) || (f->flags & core::kFlagEndOfStream)) {
+      ++stats_.before_join;
+      return 0;
+    }
     s = start(f->session_id, f->sequence, from, now_ns);
     if (s == nullptr) {
       ++stats_.sessions_refused;

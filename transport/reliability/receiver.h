@@ -1,5 +1,6 @@
 // Subscriber side of the reliability protocol for one stream: the publisher sessions heard on
-// it (each with its ReceiveWindow), session start (late joiners start at the live position),
+// it (each with its ReceiveWindow), session start (at the next sequence of the first heartbeat
+// heard: late joiners start at the live position, never at a repair of old data),
 // end of stream (clean, or the publisher went silent), NAKs and status messages back to each
 // publisher.
 //
@@ -41,6 +42,7 @@ struct ReceiverStats {
   std::uint64_t other_stream = 0;     // datagrams of another stream on the same address
   std::uint64_t stale_session = 0;    // datagrams of a session that already ended
   std::uint64_t sessions_refused = 0; // new sessions while max_sessions were active
+  std::uint64_t before_join = 0;      // data of a session not joined yet (joining waits for a heartbeat)
   std::uint64_t sessions_started = 0, sessions_ended = 0, sessions_timed_out = 0;
   std::uint64_t naks_sent = 0, status_sent = 0;
 };
