@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <thread>
 #include <vector>
@@ -742,6 +743,29 @@ TEST(RdmaErrors, MemlockTooLowNamesUlimit) {
   std::printf("%s\n", msg.c_str());
   EXPECT_NE(msg.find("`ulimit -l"), std::string::npos) << msg;
   EXPECT_NE(msg.find("64 KiB"), std::string::npos) << msg;
+}
+
+std::string port_state(const char* dev) {
+  std::ifstream f(std::string("/sys/class/infiniband/") + dev + "/ports/1/state");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+// Port down: take the netdev under rxe1 down, expect the documented error, bring it back (with
+// the runner's policy route, which the kernel drops with the link) and check RC works again.
+// Kept last: it briefly breaks the VM's wire.
+TEST(RdmaErrorsZ, PortDownThenBackUp) {
+  POLLUX_REQUIRE_RXE();
+  ASSERT_EQ(system("ip link set veth1 down"), 0);
+  EXPECT_TRUE(wait_for([] { return port_state("rxe1").find("DOWN") != std::string::npos; }, 10)) << port_state("rxe1");
+  const std::string e = context_error(rdmatest::rdma_config("inline", "rxe1", ""));
+  std::printf("%s\n", e.c_str());
+  ASSERT_EQ(system("ip link set veth1 up && ip route replace 10.0.0.1 dev veth1 src 10.0.0.2 table 101"), 0);
+  EXPECT_NE(e.find("rxe1 port 1 is DOWN"), std::string::npos) << e;
+  EXPECT_NE(e.find("ip link set <netdev> up"), std::string::npos) << e;
+  ASSERT_TRUE(wait_for([] { return port_state("rxe1").find("ACTIVE") != std::string::npos; }, 30)) << port_state("rxe1");
+  run_rc("inline", 1000);
 }
 
 }  // namespace
