@@ -40,7 +40,7 @@ std::uint64_t tag_of(const core::FrameHeader* h) {
 
 // ---- SenderLog -----------------------------------------------------------------------------------
 
-TEST(SenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
+TEST(ReliabilitySenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
   SenderLog log;
   ASSERT_TRUE(log.init({64u << 10, 256, kStream, kSession}).ok());
   for (int i = 0; i < 10; ++i) {
@@ -73,7 +73,7 @@ TEST(SenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
   EXPECT_EQ(reinterpret_cast<const core::FrameHeader*>(r.data)->sequence, 2u);
 }
 
-TEST(SenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
+TEST(ReliabilitySenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
   SenderLog log;
   ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession}).ok());
   auto f = make_frame(1000 - 32, 0);  // 1000 bytes -> 1000 on the wire
@@ -97,7 +97,7 @@ TEST(SenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
   EXPECT_EQ(log.run_at(log.oldest() - 1, log.next()).count, 0u);
 }
 
-TEST(SenderLog, DatagramsNeverRunPastTheEndOfTheRing) {
+TEST(ReliabilitySenderLog, DatagramsNeverRunPastTheEndOfTheRing) {
   SenderLog log;
   ASSERT_TRUE(log.init({64u << 10, 1472, kStream, kSession}).ok());
   auto f = make_frame(32, 0);  // 64 bytes: 1024 of them fill the ring exactly, no padding
@@ -117,7 +117,7 @@ TEST(SenderLog, DatagramsNeverRunPastTheEndOfTheRing) {
   EXPECT_EQ(checked, 35000u);
 }
 
-TEST(SenderLog, RejectsBadCapacity) {
+TEST(ReliabilitySenderLog, RejectsBadCapacity) {
   SenderLog log;
   EXPECT_FALSE(log.init({100000, 1472, 1, 1}).ok());
   EXPECT_FALSE(log.init({32u << 10, 1472, 1, 1}).ok());
@@ -125,7 +125,7 @@ TEST(SenderLog, RejectsBadCapacity) {
 
 // ---- ReceiveWindow ------------------------------------------------------------------------------
 
-class WindowTest : public ::testing::Test {
+class ReliabilityWindow : public ::testing::Test {
  protected:
   void SetUp() override {
     WindowOptions o;
@@ -168,7 +168,7 @@ class WindowTest : public ::testing::Test {
   std::map<std::uint64_t, std::vector<std::byte>> frames;
 };
 
-TEST_F(WindowTest, InOrderAndDuplicates) {
+TEST_F(ReliabilityWindow, InOrderAndDuplicates) {
   for (std::uint64_t s = 1; s <= 5; ++s) EXPECT_EQ(put(s), ReceiveWindow::Accept::kStored);
   EXPECT_EQ(put(3), ReceiveWindow::Accept::kDuplicate);
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{1, 2, 3, 4, 5}));
@@ -177,7 +177,7 @@ TEST_F(WindowTest, InOrderAndDuplicates) {
   EXPECT_EQ(w.gaps(), 0u);
 }
 
-TEST_F(WindowTest, ReorderedFramesAreDeliveredInOrder) {
+TEST_F(ReliabilityWindow, ReorderedFramesAreDeliveredInOrder) {
   put(1);
   put(4);
   put(3);
@@ -189,7 +189,7 @@ TEST_F(WindowTest, ReorderedFramesAreDeliveredInOrder) {
   EXPECT_EQ(w.stats().fills, 2u);  // 3 and 2 arrived below the highest seen
 }
 
-TEST_F(WindowTest, NaksGapsWithBackoff) {
+TEST_F(ReliabilityWindow, NaksGapsWithBackoff) {
   put(1, 0);
   put(5, 0);   // gap [2,5)
   put(9, 0);   // gap [6,9)
@@ -214,7 +214,7 @@ TEST_F(WindowTest, NaksGapsWithBackoff) {
   EXPECT_EQ(w.next_nak_ns(), 15000);  // capped at 8000
 }
 
-TEST_F(WindowTest, HeartbeatRevealsALostTail) {
+TEST_F(ReliabilityWindow, HeartbeatRevealsALostTail) {
   put(1);
   put(2);
   w.on_heartbeat(6, 1, 0);
@@ -226,7 +226,7 @@ TEST_F(WindowTest, HeartbeatRevealsALostTail) {
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{1, 2}));
 }
 
-TEST_F(WindowTest, UnrecoverableGapIsReportedWithItsSize) {
+TEST_F(ReliabilityWindow, UnrecoverableGapIsReportedWithItsSize) {
   put(1);
   put(2);
   put(10);
@@ -242,7 +242,7 @@ TEST_F(WindowTest, UnrecoverableGapIsReportedWithItsSize) {
   EXPECT_EQ(w.stats().loss_reports, 1u);
 }
 
-TEST_F(WindowTest, OldestBeyondEverythingSeenSkipsToIt) {
+TEST_F(ReliabilityWindow, OldestBeyondEverythingSeenSkipsToIt) {
   put(1);
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{1}));
   w.on_heartbeat(5000, 4000, 0);  // far beyond the 1024 window
@@ -252,14 +252,14 @@ TEST_F(WindowTest, OldestBeyondEverythingSeenSkipsToIt) {
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{4000}));
 }
 
-TEST_F(WindowTest, FramesBeyondTheWindowAreDropped) {
+TEST_F(ReliabilityWindow, FramesBeyondTheWindowAreDropped) {
   put(1);
   EXPECT_EQ(put(1 + 1024), ReceiveWindow::Accept::kBeyond);
   EXPECT_EQ(put(1024), ReceiveWindow::Accept::kStored);
   EXPECT_EQ(w.stats().beyond, 1u);
 }
 
-TEST_F(WindowTest, GivesUpOnAGapThatIsNeverRepaired) {
+TEST_F(ReliabilityWindow, GivesUpOnAGapThatIsNeverRepaired) {
   put(1, 0);
   put(3, 0);
   NakRange r[4];
@@ -270,7 +270,7 @@ TEST_F(WindowTest, GivesUpOnAGapThatIsNeverRepaired) {
   EXPECT_EQ(w.stats().gaps_given_up, 1u);
 }
 
-TEST_F(WindowTest, ForgottenFrameIsNakedAgainImmediately) {
+TEST_F(ReliabilityWindow, ForgottenFrameIsNakedAgainImmediately) {
   put(1);
   put(3);
   const core::FrameHeader* f3 = frame(3);
@@ -282,14 +282,14 @@ TEST_F(WindowTest, ForgottenFrameIsNakedAgainImmediately) {
   EXPECT_EQ(r[0].count, 2u);  // [2,3) and the forgotten 3 merged
 }
 
-TEST_F(WindowTest, DrainStopsAtTheEndOfStream) {
+TEST_F(ReliabilityWindow, DrainStopsAtTheEndOfStream) {
   for (std::uint64_t s = 1; s <= 5; ++s) put(s);
   EXPECT_EQ(drain(3), (std::vector<std::int64_t>{1, 2}));
 }
 
 // ---- FaultInjector --------------------------------------------------------------------------------
 
-TEST(FaultInjector, DeterministicForASeedAndCloseToTheRates) {
+TEST(ReliabilityFaultInjector, DeterministicForASeedAndCloseToTheRates) {
   FaultOptions o{0.05, 0.02, 0.03, 8, 99};
   FaultInjector a(o), b(o);
   int drops = 0, dups = 0, delays = 0;
@@ -312,7 +312,7 @@ TEST(FaultInjector, DeterministicForASeedAndCloseToTheRates) {
   EXPECT_NEAR(delays, 3000, 350);
 }
 
-TEST(FaultInjector, DelayLineReleasesWithinMaxDelay) {
+TEST(ReliabilityFaultInjector, DelayLineReleasesWithinMaxDelay) {
   FaultInjector f({0, 0, 1.0, 4, 7});
   std::uint32_t rel[FaultInjector::kMaxDelayed];
   ASSERT_EQ(f.decide(), FaultInjector::Action::kDelay);
@@ -498,7 +498,7 @@ struct Sim {
   std::int64_t now;
 };
 
-TEST(Protocol, EverySubscriberGetsEverythingOnceInOrderDespiteLossDupAndReorder) {
+TEST(ReliabilityProtocol, EverySubscriberGetsEverythingOnceInOrderDespiteLossDupAndReorder) {
   Sim sim;
   std::vector<std::unique_ptr<Sub>> subs;
   for (int i = 0; i < 3; ++i) {
@@ -523,7 +523,7 @@ TEST(Protocol, EverySubscriberGetsEverythingOnceInOrderDespiteLossDupAndReorder)
   EXPECT_EQ(sim.tx.receivers(), 3u);
 }
 
-TEST(Protocol, ManySubscribersMissingTheSameDatagramCostOneRepair) {
+TEST(ReliabilityProtocol, ManySubscribersMissingTheSameDatagramCostOneRepair) {
   Sim sim;
   std::vector<std::unique_ptr<Sub>> subs;
   for (int i = 0; i < 8; ++i) {
@@ -557,7 +557,7 @@ TEST(Protocol, ManySubscribersMissingTheSameDatagramCostOneRepair) {
               static_cast<unsigned long long>(st.retransmit_datagrams));
 }
 
-TEST(Protocol, RetransmitBufferTooSmallGivesAnUnrecoverableGapWithTheRightCount) {
+TEST(ReliabilityProtocol, RetransmitBufferTooSmallGivesAnUnrecoverableGapWithTheRightCount) {
   Sim sim(64u << 10);  // 64 KiB: ~1000 frames of 64 bytes
   Sub a(1, FaultOptions{}), b(2, FaultOptions{});
   sim.add(&a);
@@ -581,7 +581,7 @@ TEST(Protocol, RetransmitBufferTooSmallGivesAnUnrecoverableGapWithTheRightCount)
   EXPECT_GT(b.rx.window_stats().loss_reports, 0u);
 }
 
-TEST(Protocol, LateJoinerStartsAtTheLivePosition) {
+TEST(ReliabilityProtocol, LateJoinerStartsAtTheLivePosition) {
   Sim sim;
   Sub a(1, FaultOptions{0.05, 0, 0, 1, 9});  // its losses make the publisher multicast repairs
   sim.add(&a);
@@ -603,7 +603,7 @@ TEST(Protocol, LateJoinerStartsAtTheLivePosition) {
   EXPECT_EQ(late.next, total + 1);
 }
 
-TEST(Protocol, EndOfStreamAfterTheLastMessageAndConfirmation) {
+TEST(ReliabilityProtocol, EndOfStreamAfterTheLastMessageAndConfirmation) {
   Sim sim;
   Sub a(1, FaultOptions{0.1, 0, 0, 1, 3});
   sim.add(&a);
@@ -623,7 +623,7 @@ TEST(Protocol, EndOfStreamAfterTheLastMessageAndConfirmation) {
   EXPECT_EQ(sim.tx.receivers(), 0u);  // it said it was leaving
 }
 
-TEST(Protocol, SilentPublisherIsReportedDeadAndANewSessionIsFollowed) {
+TEST(ReliabilityProtocol, SilentPublisherIsReportedDeadAndANewSessionIsFollowed) {
   Sub a(1, FaultOptions{});
   std::int64_t now = 0;
   {
