@@ -134,7 +134,7 @@ class ReliabilityWindow : public ::testing::Test {
     o.nak_retry_ns = 1000;
     o.nak_retry_max_ns = 8000;
     o.give_up_ns = 1'000'000;
-    w.init(o, 42);
+    ASSERT_TRUE(w.init(o, 42));
     w.reset(1);
   }
   const core::FrameHeader* frame(std::uint64_t seq) {
@@ -368,7 +368,7 @@ struct Sub {
     o.seed = id;
     o.session_timeout_ns = 500'000'000;
     o.status_interval_ns = 10'000'000;
-    rx.init(o);
+    EXPECT_TRUE(rx.init(o).ok());
   }
   // One datagram arrives (after the fault injector had its say).
   void arrive(const std::byte* p, std::uint32_t len, std::int64_t now) {

@@ -5,14 +5,17 @@
 
 namespace pollux::transport::reliability {
 
-void ReceiveWindow::init(const WindowOptions& o, std::uint64_t seed) {
+bool ReceiveWindow::init(const WindowOptions& o, std::uint64_t seed) {
   opt_ = o;
   std::uint32_t w = 64;
   while (w < o.window) w <<= 1;
-  mask_ = w - 1;
   slots_ = Region<Slot>(w);  // zeroed and pre-touched: every slot empty
+  if (!slots_.ok()) return false;
+  mask_ = w - 1;
   rng_.state = seed;
+  expected_ = hwm_ = 1;
   reset(1);
+  return true;
 }
 
 void ReceiveWindow::reset(std::uint64_t start) noexcept {

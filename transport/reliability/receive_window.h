@@ -47,7 +47,8 @@ class ReceiveWindow {
  public:
   static constexpr std::uint32_t kMaxGaps = 128;
 
-  void init(const WindowOptions& o, std::uint64_t seed);
+  // False when the slots cannot be allocated (out of memory).
+  [[nodiscard]] bool init(const WindowOptions& o, std::uint64_t seed);
   // Starts a session at `start` (late joiners: the first sequence seen).
   void reset(std::uint64_t start) noexcept;
 

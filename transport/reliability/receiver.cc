@@ -3,14 +3,23 @@
 #include <algorithm>
 #include <climits>
 
+#include "absl/strings/str_format.h"
+
 namespace pollux::transport::reliability {
 
-void ReliableReceiver::init(const ReceiverOptions& o) {
+absl::Status ReliableReceiver::init(const ReceiverOptions& o) {
   opt_ = o;
   nslots_ = std::clamp<std::uint32_t>(o.max_sessions, 1, kMaxSessions);
   sessions_.reset(new Session[nslots_]);
   rng_.state = o.seed;
-  for (std::uint32_t i = 0; i < nslots_; ++i) sessions_[i].win.init(o.window, rng_.next());
+  for (std::uint32_t i = 0; i < nslots_; ++i) {
+    if (!sessions_[i].win.init(o.window, rng_.next())) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot allocate %u reorder windows of %u sequences (%u MiB each): out of memory", nslots_,
+          o.window.window, (static_cast<std::uint64_t>(o.window.window) * 16) >> 20));
+    }
+  }
+  return absl::OkStatus();
 }
 
 ReliableReceiver::Session* ReliableReceiver::find(std::uint32_t session_id) noexcept {

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
+
 #include "transport/reliability/receive_window.h"
 #include "transport/reliability/wire.h"
 #include "transport/transport.h"
@@ -51,7 +53,8 @@ class ReliableReceiver {
  public:
   static constexpr std::uint32_t kMaxSessions = 64;
 
-  void init(const ReceiverOptions& o);
+  // ResourceExhausted when the windows cannot be allocated.
+  absl::Status init(const ReceiverOptions& o);
 
   // A datagram from `from`. Frames stay in place; the returned count is how many of them are
   // now held in windows (the caller keeps the buffer `token` alive until each is delivered and

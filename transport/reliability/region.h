@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstring>
-#include <new>
 #include <utility>
 
 namespace pollux::transport::reliability {
@@ -17,14 +16,16 @@ template <typename T>
 class Region {
  public:
   Region() = default;
-  // `count` value-initialised (zeroed) elements; throws std::bad_alloc (control path only).
-  explicit Region(std::size_t count) : count_(count) {
-    bytes_ = (count * sizeof(T) + kHuge - 1) & ~(kHuge - 1);
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    (void)::madvise(p, bytes_, MADV_HUGEPAGE);  // best effort (THP "madvise" mode)
-    std::memset(p, 0, bytes_);                  // pre-touch
+  // `count` zeroed elements. On failure (no memory) the region is empty: check ok().
+  explicit Region(std::size_t count) {
+    const std::size_t bytes = (count * sizeof(T) + kHuge - 1) & ~(kHuge - 1);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    (void)::madvise(p, bytes, MADV_HUGEPAGE);  // best effort (THP "madvise" mode)
+    std::memset(p, 0, bytes);                  // pre-touch
     p_ = static_cast<T*>(p);
+    count_ = count;
+    bytes_ = bytes;
   }
   ~Region() { reset(); }
   Region(Region&& o) noexcept { *this = std::move(o); }
@@ -40,6 +41,7 @@ class Region {
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
+  bool ok() const noexcept { return p_ != nullptr; }
   T* get() const noexcept { return p_; }
   T& operator[](std::size_t i) const noexcept { return p_[i]; }
   std::size_t size() const noexcept { return count_; }

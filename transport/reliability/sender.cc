@@ -24,6 +24,11 @@ absl::Status SenderLog::init(const Options& o) {
   session_id_ = o.session_id;
   buf_ = Region<std::byte>(capacity_);
   index_ = Region<std::uint64_t>(imask_ + 1);
+  if (!buf_.ok() || !index_.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map a retransmit buffer of %u bytes (+ %u of index): out of memory", capacity_,
+                        (imask_ + 1) * sizeof(std::uint64_t)));
+  }
   head_ = 0;
   next_seq_ = sent_seq_ = oldest_seq_ = 1;
   return absl::OkStatus();

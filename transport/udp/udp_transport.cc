@@ -346,6 +346,11 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
   ep->nbufs_ = u.rx_buffers;
   ep->bufs_ = reliability::Region<std::byte>(static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_);
+  if (!ep->bufs_.ok()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: udp.rx_buffers: cannot map %u datagram buffers of %u bytes: out of memory (lower udp.rx_buffers or udp.mtu)",
+        cfg.source, ep->nbufs_, ep->buf_size_));
+  }
   ep->free_.reset(new std::uint32_t[ep->nbufs_]);
   ep->refs_.reset(new std::uint32_t[ep->nbufs_]());
   ep->len_.reset(new std::uint32_t[ep->nbufs_]());
@@ -372,7 +377,9 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.status_interval_ns = ms(u.status_interval_ms);
   ro.receiver_id = random_u64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
-  ep->receiver_.init(ro);
+  if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
+  }
   ep->faults_ = FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
   if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
   if (env.counters != nullptr) {
