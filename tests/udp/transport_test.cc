@@ -25,7 +25,7 @@ std::uint32_t base_port() { return 20000 + static_cast<std::uint32_t>(getpid() %
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
 std::string udp_config(const std::string& threading, std::uint32_t port_offset, const std::string& extra = "",
-                       const std::string& address = "") {
+                       const std::string& address = "", const std::string& iface = "lo") {
   return absl::StrFormat(R"(
 [runtime]
 threading = "%s"
@@ -36,7 +36,7 @@ kind = "udp"
 [udp]
 address = "%s"
 port = %u
-interface = "lo"
+interface = "%s"
 ttl = 1
 session_timeout_ms = 500
 status_interval_ms = 20
@@ -46,7 +46,7 @@ nak_retry_us = 1000
 linger_ms = 200
 %s
 )",
-                         threading, address.empty() ? group() : address, base_port() + port_offset, extra);
+                         threading, address.empty() ? group() : address, base_port() + port_offset, iface, extra);
 }
 
 struct Received {
@@ -137,10 +137,10 @@ TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
 // ---- public API, inline mode ------------------------------------------------------------------------
 
 void publish_and_check(const std::string& threading, const std::string& extra, std::uint64_t count,
-                       const std::string& address = "") {
-  auto pctx = Context::from_string(udp_config(threading, 1, extra, address), "pub.toml");
+                       const std::string& address = "", const std::string& iface = "lo") {
+  auto pctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(udp_config(threading, 1, extra, address), "sub.toml");
+  auto sctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("t");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -194,6 +194,11 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
 TEST(UdpApi, InlineMulticastLoopback) { publish_and_check("inline", "", 20000); }
 
 TEST(UdpApi, InlineUnicastLoopback) { publish_and_check("inline", "", 20000, "127.0.0.1"); }
+
+// The interface named by its address instead of its name.
+TEST(UdpApi, InterfaceByAddress) { publish_and_check("inline", "", 5000, "", "127.0.0.1"); }
+
+TEST(UdpApi, SharedPoller) { publish_and_check("shared", "fault_loss = 0.02\nfault_seed = 8", 20000); }
 
 TEST(UdpApi, InlineWithInjectedLossDuplicationAndReordering) {
   publish_and_check("inline", "fault_loss = 0.05\nfault_duplicate = 0.03\nfault_reorder = 0.05\nfault_seed = 11", 50000);
