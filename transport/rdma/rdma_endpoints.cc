@@ -430,22 +430,15 @@ void RdmaRxEndpoint::adopt(Conn* c) noexcept {
   conns_[nconns_++] = c;
   // Every buffer the group owns could land here, plus one end marker per connection.
   grow_ready(group_->recv_buffers() + 2 * kMaxConns + 64);
-  if (!ud_) {
-    live_.fetch_add(1, std::memory_order_relaxed);
-    // A publisher endpoint reconnecting (its QP failed, or the network did): continue its
-    // session, so frames lost with the old QP are reported as a gap, not silently skipped.
-    for (auto& e : sessions_.entries()) {
-      if (e.session_id == c->remote_session && e.session_id != 0) {
-        c->seq = e.seq;
-        c->announced_session = true;
-      }
-    }
-  }
+  if (!ud_) live_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void RdmaRxEndpoint::on_gone(Conn* c) noexcept {
-  if (c->owner != this || c->state != Conn::State::kLive) return;
-  if (std::find(closing_.begin(), closing_.end(), c) == closing_.end()) closing_.push_back(c);
+  // Once per connection: the disconnect event and the QP's error completions may both report it,
+  // and a second end marker would outlive the retired Conn.
+  if (c->owner != this || c->state != Conn::State::kLive || c->end_queued) return;
+  c->end_queued = true;
+  closing_.push_back(c);
 }
 
 void RdmaRxEndpoint::on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len) noexcept {
@@ -459,12 +452,6 @@ void RdmaRxEndpoint::push_event(const RxDesc& d) noexcept {
 }
 
 void RdmaRxEndpoint::retire_conn(Conn* c) noexcept {
-  if (!ud_ && c->seq.started()) {
-    // Remember where this publisher's session stood (see adopt()).
-    bool created;
-    auto* e = sessions_.find_or_add(c->remote_session, core::Clock::now_ns(), &created);
-    e->seq = c->seq;
-  }
   const std::uint32_t i = c->index;
   if (i < nconns_ && conns_[i] == c) {
     conns_[i] = conns_[--nconns_];
@@ -504,7 +491,13 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     const Ready r = ready_[ready_head_++ & ready_mask_];
     Conn* c = r.conn;
     if (__builtin_expect(r.slot == kEndMarker, 0)) {
-      if (!c->ended) {
+      // The publisher may already be back on a new connection of the same session (its old
+      // QP failed and it reconnected before we heard of the failure): then the session goes on.
+      bool successor = false;
+      for (std::uint32_t k = 0; k < nconns_; ++k) {
+        successor |= conns_[k] != c && !conns_[k]->ended && conns_[k]->remote_session == c->remote_session;
+      }
+      if (!c->ended && !successor) {
         RxDesc d{};
         d.kind = RxKind::kEndOfStream;
         d.reason = c->eos_seen ? 0 : 1;  // no end-of-stream frame: the publisher died
@@ -563,15 +556,24 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       s->last_heard_ns = now;
       seq = &s->seq;
     } else {
-      if (!c->announced_session) {
-        c->announced_session = true;
+      // RC: sequences are tracked per session, not per connection, so when a publisher endpoint
+      // reconnects (its QP failed) the frames that died with the old QP show as a gap.
+      auto* s = rc_session_;
+      if (__builtin_expect(s == nullptr || s->session_id != h->session_id, 0)) {
+        bool created;
+        s = sessions_.find_or_add(h->session_id, static_cast<std::int64_t>(messages_), &created);
+        rc_session_ = s;
+      }
+      s->last_heard_ns = static_cast<std::int64_t>(messages_);  // LRU order, no clock needed
+      if (!s->announced) {
+        s->announced = true;
         RxDesc d{};
         d.kind = RxKind::kNewSession;
-        d.session_id = c->remote_session;
+        d.session_id = h->session_id;
         d.sequence = h->sequence;
         emit(d);
       }
-      seq = &c->seq;
+      seq = &s->seq;
     }
     SequenceStep step;
     const bool control = (h->flags & (core::kFlagHeartbeat | core::kFlagEndOfStream)) != 0;

@@ -172,7 +172,8 @@ class RdmaRxEndpoint final : public RxEndpoint {
   std::uint64_t ready_head_ = 0, ready_tail_ = 0, ready_mask_ = 0;
   std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st, and overflow of it
   std::uint32_t ev_head_ = 0, ev_tail_ = 0;
-  SessionTable<16> sessions_;         // UD: publishers heard on the group; RC: where ended ones stood
+  SessionTable<16> sessions_;         // publisher sessions heard on this stream (UD and RC)
+  SessionTable<16>::Entry* rc_session_ = nullptr;  // RC: the last one looked up (checked by id)
   std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released
   std::atomic<int> live_{0};
   std::uint32_t empty_polls_ = 0;
