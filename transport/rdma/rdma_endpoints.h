@@ -101,7 +101,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::uint64_t idle_check_posted_ = 0;  // posted_ at the previous housekeeping call
   std::uint32_t housekeeping_countdown_ = 0;
   bool closed_ = false;
-  std::atomic<bool> closed_flag_{false};
+  std::atomic<bool> closed_flag_{false};  // closed_ for other threads (connected()); a plain flag, relaxed
   std::atomic<int> ready_{0};
 
   mutable std::mutex status_mu_;  // control path only
@@ -175,7 +175,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
   SessionTable<16> sessions_;         // publisher sessions heard on this stream (UD and RC)
   SessionTable<16>::Entry* rc_session_ = nullptr;  // RC: the last one looked up (checked by id)
   std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released
-  std::atomic<int> live_{0};
+  std::atomic<int> live_{0};  // live publishers, written by the owner, read by connected(): relaxed (no data guarded)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t messages_ = 0;
   bool closed_ = false;
