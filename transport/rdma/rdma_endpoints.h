@@ -62,7 +62,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   void set_status(const std::string& s);
   std::string status() const;
   CompletionGroup* group() const noexcept { return group_; }
-  int notify_fd() const noexcept { return group_->notify_fd(); }
+  int notify_fd() const noexcept override { return group_->notify_fd(); }
   bool ud() const noexcept { return ud_; }
   // Frames handed to post_st and frames whose slots went back (for tests).
   std::uint64_t frames_posted() const noexcept { return posted_; }
@@ -135,7 +135,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
   // --- control plane ---
   std::uint32_t max_frame() const noexcept { return max_frame_; }  // what a receive buffer holds
   CompletionGroup* group() const noexcept { return group_; }
-  int notify_fd() const noexcept { return group_->notify_fd(); }
+  int notify_fd() const noexcept override { return group_->notify_fd(); }
   // UD: the multicast membership (ibv_attach_mcast + kernel IGMP join) made at open.
   void set_multicast(Conn* qp, const ibv_gid& mgid, int igmp_socket) noexcept;
   std::uint64_t messages() const noexcept { return messages_; }
