@@ -10,6 +10,8 @@
 // tput:        one-way 32-byte messages, publisher process -> subscriber process, inline mode,
 //              back-pressure flow control (nothing lost), rate measured at the subscriber.
 // Processes are pinned to CPUs 0 and 1 (the pollers of dedicated mode share those cores).
+// --rt runs both processes SCHED_FIFO (root), so other processes on the host cannot preempt
+// them (the kernel's RT throttling still leaves 5% of each second to everything else).
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -244,17 +246,29 @@ int main(int argc, char** argv) {
   std::uint64_t count = 200'000;
   int runs = 3;
   std::string cases = "floor,inline32,inline256,dedicated32,dedicated256,tput";
+  bool rt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--count" && i + 1 < argc) count = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
     else if (a == "--cases" && i + 1 < argc) cases = argv[++i];
+    else if (a == "--rt") rt = true;
     else {
-      std::fprintf(stderr, "usage: %s [--count N] [--runs R] [--cases list]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--count N] [--runs R] [--cases list] [--rt]\n", argv[0]);
       return 64;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible through pipes
+  if (rt) {
+    sched_param sp{};
+    sp.sched_priority = 50;
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+      std::perror("sched_setscheduler(SCHED_FIFO) (needs root)");
+      return 1;
+    }
+  }
   Clock::init();
+  std::printf("scheduling: %s\n", rt ? "SCHED_FIFO 50 (--rt)" : "SCHED_OTHER");
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n\n", pollux::bench::machine_description().c_str(),
               pollux::bench::clock_cost_ns());
   std::vector<std::string> wanted;
