@@ -1,6 +1,7 @@
 // Shared helpers for the latency benchmarks: machine description, clock cost, pinning.
 #pragma once
 
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -48,6 +49,20 @@ inline void pin(int cpu) {
   if (auto s = core::topology().pin_current_thread(cpu); !s.ok()) {
     std::fprintf(stderr, "warning: %s\n", std::string(s.message()).c_str());
   }
+}
+
+// fork() whose child runs on `child_cpu` from its first instruction: the parent moves the child
+// there before returning. (A parent pinned to a CPU and running SCHED_FIFO would otherwise keep
+// a same-priority child, which inherits its affinity, from ever running to pin itself.)
+inline pid_t fork_on(int child_cpu) {
+  const pid_t child = fork();
+  if (child > 0 && child_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(child_cpu, &set);
+    if (sched_setaffinity(child, sizeof set, &set) != 0) std::perror("warning: sched_setaffinity(child)");
+  }
+  return child;
 }
 
 inline void print_hist(const char* label, const core::Histogram& h) {

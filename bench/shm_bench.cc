@@ -57,7 +57,7 @@ Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
   new (&lines[0]) Line();
   new (&lines[1]) Line();
   const std::uint64_t total = count + warmup;
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     for (std::uint64_t i = 1; i <= total; ++i) {
@@ -123,7 +123,7 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
   const std::uint64_t total = count + warmup;
   int sync[2];
   if (pipe(sync) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     _exit(pong_child(name, threading, idle, dedicated, total, sync));
@@ -171,7 +171,7 @@ double pollux_throughput(std::uint64_t count, std::uint32_t batch) {
   const std::string name = "tput" + std::to_string(getpid());
   int ready[2], result[2];
   if (pipe(ready) != 0 || pipe(result) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     _exit(tput_child(name, count, ready, result));

@@ -102,7 +102,7 @@ Histogram bare_pingpong(Wait w, std::uint64_t count, std::uint64_t warmup) {
   const std::uint64_t total = count + warmup;
   int sync[2];
   if (pipe(sync) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     const int fd = bound_socket(pb, pa, busy);
@@ -199,7 +199,7 @@ Histogram api_pingpong(std::uint64_t count, std::uint64_t warmup) {
   const std::uint64_t total = count + warmup;
   int sync[2];
   if (pipe(sync) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) _exit(api_pong(total, sync));
   pollux::bench::pin(0);
   auto ctx = pollux::Context::from_string(pingpong_config("udpbench-ping", "busy-spin"), "bench");
@@ -311,7 +311,7 @@ Histogram ep_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
   const std::uint64_t total = count + warmup;
   int sync[2], ready[2];
   if (pipe(sync) != 0 || pipe(ready) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     Side s("udpbench-ep-pong", "pong", "ping");
@@ -396,7 +396,7 @@ struct TputResult {
 TputResult throughput(bool dedicated, std::uint64_t count) {
   int res[2], ready[2];
   if (pipe(res) != 0 || pipe(ready) != 0) std::abort();
-  const pid_t child = fork();
+  const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
     auto ctx = pollux::Context::from_string(tput_config("udpbench-sub", dedicated, 1), "bench");
