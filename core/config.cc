@@ -616,32 +616,6 @@ const std::vector<StreamField>& stream_fields() {
   return table;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string did_you_mean(std::string_view key, const std::vector<std::string>& known) {
-  std::string best;
-  std::size_t best_d = 4;
-  for (const std::string& k : known) {
-    const std::size_t d = edit_distance(key, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
-  return best.empty() ? "" : absl::StrFormat(" (did you mean %s?)", best);
-}
-
 class Parser {
  public:
   explicit Parser(std::string_view source) : source_(source) {}
@@ -779,6 +753,32 @@ std::uint32_t fnv1a(std::string_view s) {
 }
 
 }  // namespace
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(std::string_view key, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = 4;
+  for (const std::string& k : known) {
+    const std::size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best.empty() ? "" : absl::StrFormat(" (did you mean %s?)", best);
+}
 
 std::uint32_t Config::stream_id(std::string_view topic) const {
   for (const StreamConfig& s : streams) {

@@ -152,4 +152,9 @@ struct Config {
 absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view source_name);
 absl::StatusOr<Config> load_config_file(const std::string& path);
 
+// Levenshtein distance, and " (did you mean X?)" for the closest of `known` within 3 edits
+// (empty when none is): for error messages about unknown keys.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+std::string did_you_mean(std::string_view key, const std::vector<std::string>& known);
+
 }  // namespace pollux::core

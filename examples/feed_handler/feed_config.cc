@@ -187,31 +187,10 @@ const std::vector<Field>& Fields() {
   return table;
 }
 
-std::size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string DidYouMean(std::string_view key) {
-  std::string best;
-  std::size_t best_d = 4;
-  for (const Field& f : Fields()) {
-    const std::string k = absl::StrCat("feed.", f.key);
-    const std::size_t d = EditDistance(key, k);
-    if (d < best_d) {
-      best_d = d;
-      best = k;
-    }
-  }
-  return best.empty() ? "" : absl::StrFormat(" (did you mean %s?)", best);
+  std::vector<std::string> known;
+  for (const Field& f : Fields()) known.push_back(absl::StrCat("feed.", f.key));
+  return pollux::core::did_you_mean(key, known);
 }
 
 const Field* FindField(std::string_view name) {
