@@ -106,7 +106,10 @@ int pong_child(const std::string& name, const std::string& threading, const std:
         16);
     n += static_cast<std::uint64_t>(k);
     // Dedicated mode: this thread shares its CPU with its poller; give it the CPU.
-    if (k == 0 && dedicated) sched_yield();
+    if (k == 0) {
+      if (dedicated) sched_yield();
+      else pollux::core::cpu_relax();  // busy-spin idle step, as the floor's spin loop
+    }
   }
   // Keep the pong stream open until the parent has read the last reply.
   char c;
@@ -151,7 +154,10 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
     while (pub->offer(payload) < 0) {
     }
     while (!got) {
-      if (sub->poll([&](const pollux::Message&) { got = true; }, 1) == 0 && dedicated) sched_yield();
+      if (sub->poll([&](const pollux::Message&) { got = true; }, 1) == 0) {
+        if (dedicated) sched_yield();
+        else pollux::core::cpu_relax();
+      }
     }
     const std::int64_t t1 = Clock::now_ns();
     if (i >= warmup) h.record(t1 - t0);
