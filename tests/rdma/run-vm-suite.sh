@@ -16,6 +16,8 @@
 #   POLLUX_RDMA_REQUIRE=1       VM unavailable is a FAILURE (exit 1), not a skip
 #   POLLUX_RDMA_SKIP=1          skip deliberately (still loud, exit 77)
 #   POLLUX_RDMA_FILTER=<ERE>    only run programs whose name matches
+#   POLLUX_RDMA_EXPECT="a b"    programs that must exist in <build>/bin (set by ctest)
+#   POLLUX_RDMA_NOT_BUILT=1     the build has no RDMA transport: loud skip (set by ctest)
 #   POLLUX_RDMA_TEST_TIMEOUT=900  seconds per program inside the VM
 #   POLLUX_RDMA_GTEST_ARGS="--gtest_brief=1"  extra args for the gtest binaries
 #   GTEST_FILTER etc. are passed into the guest; so is anything in RXEVM_PASSENV.
@@ -72,10 +74,28 @@ fi
 BUILD="${1:-$REPO/build}"
 [ -d "$BUILD" ] && BUILD="$(cd "$BUILD" && pwd)"
 
+if [ "${POLLUX_RDMA_NOT_BUILT:-0}" = 1 ]; then
+  bar="###############################################################################"
+  echo "$bar"
+  echo "## RDMA TESTS SKIPPED: this build has no RDMA transport (POLLUX_WITH_RDMA=OFF, or"
+  echo "## libibverbs-dev/librdmacm-dev missing at configure time): no rdma_*_test to run."
+  echo "$bar"
+  echo "0 passed, 0 failed, 1 skipped"
+  exit 77
+fi
+
 names=(smoke); progs=("$HERE/smoke.sh")
 for f in "$BUILD"/bin/rdma_*_test; do
   [ -f "$f" ] && [ -x "$f" ] || continue
   names+=("$(basename "$f")"); progs+=("$f")
+done
+# Programs the build promised (ctest sets this): one missing is a failure, not a smaller suite.
+for want in ${POLLUX_RDMA_EXPECT:-}; do
+  if [ ! -x "$BUILD/bin/$want" ]; then
+    echo "RDMA TESTS: $BUILD/bin/$want was not built (expected by this build's configuration)"
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+  fi
 done
 if [ -n "${POLLUX_RDMA_FILTER:-}" ]; then
   fn=(); fp=()
