@@ -157,6 +157,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
     ep = std::shared_ptr<transport::TxEndpoint>(std::move(*opened));
   }
   p->ep = ep;
+  p->kind = kind_of(ep.get());
   const std::uint32_t trace_bytes = p->trace ? sizeof(core::StageTrace) : 0;
   p->counters = make_counters(true, p->stream_id, topic);
 
@@ -210,7 +211,7 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   if (cfg.runtime.threading == core::ThreadingMode::kInline) {
     s->mode = SubscriberImpl::Mode::kInline;
     s->ep = std::move(*ep);
-    if (cfg.transport == core::TransportKind::kShm) s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
+    s->kind = kind_of(s->ep.get());
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = poller_for(s->stream_id);

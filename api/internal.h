@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/direct.h"
 #include "core/buffer_pool.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -60,6 +61,7 @@ class PublisherImpl {
   transport::shm::ShmTxEndpoint* shm = nullptr;
   // kInlinePost / kQueued
   std::shared_ptr<transport::TxEndpoint> ep;
+  EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
   core::BufferPool* pool = nullptr;
   core::SlotStack free_slots;
   std::shared_ptr<core::TxChannel> channel;
@@ -100,7 +102,7 @@ class SubscriberImpl {
   std::uint64_t received = 0, lost = 0, gaps = 0;
   // kInline
   std::unique_ptr<transport::RxEndpoint> ep;
-  transport::shm::ShmRxEndpoint* shm = nullptr;  // same object as ep when the transport is shm
+  EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
   // kQueued
   std::shared_ptr<core::RxChannel> channel;
   core::Poller* poller = nullptr;

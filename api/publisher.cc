@@ -37,7 +37,7 @@ void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {
 bool PublisherImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
   if (mode == Mode::kShmDirect) return shm->connected();
-  return ep->connected();
+  return with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
 }
 
 // Common admission checks; returns 0 when the message may proceed.
@@ -48,7 +48,8 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
     counters.too_large.add();
     return kMessageTooLarge;
   }
-  const bool conn = mode == Mode::kShmDirect ? shm->connected() : ep->connected();
+  const bool conn =
+      mode == Mode::kShmDirect ? shm->connected() : with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
   if (__builtin_expect(!conn, 0)) {
     counters.not_connected.add();
     return kNotConnected;
@@ -64,8 +65,11 @@ bool PublisherImpl::pop_slot(std::uint32_t* slot) noexcept {
     n = channel->returns.pop_burst(back, core::kMaxBurst);
   } else {
     // Inline: this thread reaps the transport's completions itself.
-    n = ep->reap_st({back, core::kMaxBurst});
-    (void)ep->housekeeping_st(core::Clock::now_ns());
+    n = with_tx(kind, ep.get(), [&](auto* e) {
+      const std::uint32_t k = e->reap_st({back, core::kMaxBurst});
+      (void)e->housekeeping_st(core::Clock::now_ns());
+      return k;
+    });
   }
   for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
   return free_slots.pop(slot);
@@ -83,7 +87,7 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
       counters.back_pressure.add();
       return kBackPressured;
     }
-  } else if (ep->post_st({&d, 1}) != 1) {
+  } else if (with_tx(kind, ep.get(), [&](auto* e) { return e->post_st({&d, 1}); }) != 1) {
     free_slots.push(slot);
     counters.back_pressure.add();
     return kBackPressured;
@@ -262,9 +266,11 @@ int PublisherImpl::service() noexcept {
     return 0;
   }
   std::uint32_t back[core::kMaxBurst];
-  const std::uint32_t n = ep->reap_st({back, core::kMaxBurst});
-  for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
-  return static_cast<int>(n) + ep->housekeeping_st(now);
+  return with_tx(kind, ep.get(), [&](auto* e) {
+    const std::uint32_t n = e->reap_st({back, core::kMaxBurst});
+    for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
+    return static_cast<int>(n) + e->housekeeping_st(now);
+  });
 }
 
 void PublisherImpl::close() noexcept {

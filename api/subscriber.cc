@@ -24,7 +24,8 @@ GapReason gap_reason(std::uint16_t r) {
 
 bool SubscriberImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
-  return mode == Mode::kInline ? ep->connected() : channel->ep->connected();
+  if (mode == Mode::kInline) return with_rx(kind, ep.get(), [](auto* e) { return e->connected(); });
+  return channel->ep->connected();
 }
 
 void SubscriberImpl::flush_dropped_gap(const Handlers& h) noexcept {
@@ -54,7 +55,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
     std::uint32_t n;
     if (mode == Mode::kInline) {
-      n = shm != nullptr ? shm->poll_st({buf, want}) : ep->poll_st({buf, want});
+      n = with_rx(kind, ep.get(), [&](auto* e) { return e->poll_st({buf, want}); });
     } else {
       n = channel->deliver.pop_burst(buf, want);
     }
@@ -146,11 +147,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     counters.messages.add(delivered);
     counters.bytes.add(bytes);
     if (mode == Mode::kInline) {
-      if (shm != nullptr) {
-        shm->release_st({rel, nrel}, true);
-      } else {
-        ep->release_st({rel, nrel}, true);
-      }
+      with_rx(kind, ep.get(), [&](auto* e) { e->release_st({rel, nrel}, true); });
     } else if (nrel > 0) {
       // Cannot fail: the poller never has more messages outstanding than this ring holds.
       (void)channel->release.push_burst(rel, nrel);

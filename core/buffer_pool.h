@@ -91,23 +91,28 @@ class SlotStack {
  public:
   SlotStack() = default;
   explicit SlotStack(SlotRange r) { reset(r); }
+  // Control path: the one allocation, sized for every slot of the range.
   void reset(SlotRange r) {
-    free_.clear();
-    free_.reserve(r.count);
-    for (std::uint32_t i = r.count; i-- > 0;) free_.push_back(r.first + i);
+    free_ = std::make_unique<std::uint32_t[]>(r.count);
+    cap_ = r.count;
+    top_ = 0;
+    for (std::uint32_t i = r.count; i-- > 0;) free_[top_++] = r.first + i;
   }
   bool pop(std::uint32_t* idx) noexcept {
-    if (free_.empty()) return false;
-    *idx = free_.back();
-    free_.pop_back();
+    if (top_ == 0) return false;
+    *idx = free_[--top_];
     return true;
   }
-  // Never grows past the reserved capacity: a slot returns only after it was popped.
-  void push(std::uint32_t idx) noexcept { free_.push_back(idx); }
-  std::size_t size() const noexcept { return free_.size(); }
+  // A slot returns only after it was popped, so the stack never holds more than the range;
+  // the bound check keeps a caller's double release from writing past the array.
+  void push(std::uint32_t idx) noexcept {
+    if (__builtin_expect(top_ < cap_, 1)) free_[top_++] = idx;
+  }
+  std::size_t size() const noexcept { return top_; }
 
  private:
-  std::vector<std::uint32_t> free_;
+  std::unique_ptr<std::uint32_t[]> free_;
+  std::uint32_t cap_ = 0, top_ = 0;
 };
 
 }  // namespace pollux::core

@@ -83,5 +83,16 @@ TEST(SlotStackTest, LifoWithinRange) {
   EXPECT_EQ(d, b);
 }
 
+TEST(SlotStackTest, NeverHoldsMoreThanItsRange) {
+  SlotStack s(SlotRange{0, 2});
+  EXPECT_EQ(s.size(), 2u);
+  s.push(7);  // a double release: ignored, not written past the array
+  EXPECT_EQ(s.size(), 2u);
+  std::uint32_t a, b, c;
+  ASSERT_TRUE(s.pop(&a) && s.pop(&b));
+  EXPECT_FALSE(s.pop(&c));
+  EXPECT_EQ(std::set<std::uint32_t>({a, b}), std::set<std::uint32_t>({0, 1}));
+}
+
 }  // namespace
 }  // namespace pollux::core

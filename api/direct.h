@@ -1,0 +1,65 @@
+// The data plane resolved once per endpoint. Publishers and subscribers remember which
+// concrete endpoint class they hold (found once, at open, by dynamic_cast) and call it through
+// a pointer of that `final` type, so every data-path call (post, poll, release, reap,
+// connected) is a direct call chosen by a switch on a per-endpoint constant - a branch that
+// always goes the same way - instead of a virtual call per message. Endpoint classes this
+// does not know (none today) fall back to the virtual interface.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/shm/shm_transport.h"
+#include "transport/transport.h"
+#include "transport/udp/udp_transport.h"
+#if POLLUX_HAVE_RDMA
+#include "transport/rdma/rdma_endpoints.h"
+#endif
+
+namespace pollux::detail {
+
+enum class EndpointKind : std::uint8_t { kVirtual, kShm, kUdp, kRdma };
+
+inline EndpointKind kind_of(transport::TxEndpoint* ep) {
+  if (dynamic_cast<transport::shm::ShmTxEndpoint*>(ep) != nullptr) return EndpointKind::kShm;
+  if (dynamic_cast<transport::udp::UdpTxEndpoint*>(ep) != nullptr) return EndpointKind::kUdp;
+#if POLLUX_HAVE_RDMA
+  if (dynamic_cast<transport::rdma::RdmaTxEndpoint*>(ep) != nullptr) return EndpointKind::kRdma;
+#endif
+  return EndpointKind::kVirtual;
+}
+
+inline EndpointKind kind_of(transport::RxEndpoint* ep) {
+  if (dynamic_cast<transport::shm::ShmRxEndpoint*>(ep) != nullptr) return EndpointKind::kShm;
+  if (dynamic_cast<transport::udp::UdpRxEndpoint*>(ep) != nullptr) return EndpointKind::kUdp;
+#if POLLUX_HAVE_RDMA
+  if (dynamic_cast<transport::rdma::RdmaRxEndpoint*>(ep) != nullptr) return EndpointKind::kRdma;
+#endif
+  return EndpointKind::kVirtual;
+}
+
+// f(concrete endpoint pointer); `k` must be kind_of(ep).
+template <class F>
+inline decltype(auto) with_tx(EndpointKind k, transport::TxEndpoint* ep, F&& f) noexcept {
+  switch (k) {
+    case EndpointKind::kShm: return f(static_cast<transport::shm::ShmTxEndpoint*>(ep));
+    case EndpointKind::kUdp: return f(static_cast<transport::udp::UdpTxEndpoint*>(ep));
+#if POLLUX_HAVE_RDMA
+    case EndpointKind::kRdma: return f(static_cast<transport::rdma::RdmaTxEndpoint*>(ep));
+#endif
+    default: return f(ep);
+  }
+}
+
+template <class F>
+inline decltype(auto) with_rx(EndpointKind k, transport::RxEndpoint* ep, F&& f) noexcept {
+  switch (k) {
+    case EndpointKind::kShm: return f(static_cast<transport::shm::ShmRxEndpoint*>(ep));
+    case EndpointKind::kUdp: return f(static_cast<transport::udp::UdpRxEndpoint*>(ep));
+#if POLLUX_HAVE_RDMA
+    case EndpointKind::kRdma: return f(static_cast<transport::rdma::RdmaRxEndpoint*>(ep));
+#endif
+    default: return f(ep);
+  }
+}
+
+}  // namespace pollux::detail
