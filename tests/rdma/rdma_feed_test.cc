@@ -51,9 +51,21 @@ class RdmaFeed : public ::testing::Test {
     ASSERT_EQ(wait_child(ref, 600), 0) << ref.output;
   }
 
+  // The shm replay of `source` (e.g. {"--itch", FILE}) that an RDMA replay with reference
+  // `ref` is compared with; made once.
+  static void reference(const std::string& ref, const std::vector<std::string>& source) {
+    if (std::ifstream(dir_ + "/" + ref + "_books.jsonl").good()) return;
+    std::vector<std::string> args = {"--set", "runtime.name=" + rdmatest::unique_name("fshm"), "--book-out",
+                                     dir_ + "/" + ref + "_books.jsonl", "--counts-out", dir_ + "/" + ref + "_counts.json"};
+    args.insert(args.end(), source.begin(), source.end());
+    Child c = feed(args);
+    ASSERT_EQ(wait_child(c, 600), 0) << c.output;
+  }
+
   // Subscriber on rxe1 started first (it must be listening / joined), then the publisher on rxe0.
+  // `source` selects the feed (default: the generator of kCommon); `ref` names its shm replay.
   void replay(const std::string& tag, const std::vector<std::string>& sub_extra, const std::vector<std::string>& pub_extra,
-              int start_delay_ms) {
+              int start_delay_ms, const std::vector<std::string>& source = {}, const std::string& ref = "shm") {
     std::vector<std::string> sub = {"--role", "sub", "--set", "runtime.name=" + rdmatest::unique_name("fsub"),
                                     "--book-out", dir_ + "/" + tag + "_books.jsonl", "--counts-out",
                                     dir_ + "/" + tag + "_counts.json", "--set", "transport.kind=rdma",
@@ -66,6 +78,7 @@ class RdmaFeed : public ::testing::Test {
                                     "--set", "transport.kind=rdma", "--set", "rdma.device=rxe0", "--set",
                                     "rdma.gid_index=1", "--set", "pool.slot_size=2048", "--set", "pool.slots=8192"};
     pub.insert(pub.end(), pub_extra.begin(), pub_extra.end());
+    pub.insert(pub.end(), source.begin(), source.end());
     Child s = feed(sub);
     std::this_thread::sleep_for(std::chrono::milliseconds(start_delay_ms));
     Child p = feed(pub);
@@ -75,12 +88,12 @@ class RdmaFeed : public ::testing::Test {
                 tag.c_str(), src, s.output.c_str());
     EXPECT_EQ(prc, 0);
     EXPECT_EQ(src, 0);
-    const std::string want_books = slurp(dir_ + "/shm_books.jsonl");
+    const std::string want_books = slurp(dir_ + "/" + ref + "_books.jsonl");
     const std::string got_books = slurp(dir_ + "/" + tag + "_books.jsonl");
     ASSERT_FALSE(want_books.empty());
     EXPECT_TRUE(got_books == want_books) << "books differ from the shm replay (" << got_books.size() << " vs "
                                          << want_books.size() << " bytes)";
-    EXPECT_EQ(slurp(dir_ + "/" + tag + "_counts.json"), slurp(dir_ + "/shm_counts.json"));
+    EXPECT_EQ(slurp(dir_ + "/" + tag + "_counts.json"), slurp(dir_ + "/" + ref + "_counts.json"));
   }
 
   static std::string dir_;
@@ -101,6 +114,35 @@ TEST_F(RdmaFeed, OverUdMulticastBuildsTheSameBooksAsShm) {
   std::vector<std::string> pub = ud;
   for (const char* s : {"--set", "feed.replay=rate", "--set", "feed.rate=200000"}) pub.emplace_back(s);
   replay("ud", ud, pub, 3000);
+}
+// The ITCH 5.0 sample (../shared/data/itch/, 12,012 messages; the host's file system is the
+// VM's) when it is there, else the project's own BinaryFILE fixture (tests/data).
+std::string itch_file() {
+#ifdef POLLUX_ITCH_SAMPLE_FILE
+  if (std::ifstream(POLLUX_ITCH_SAMPLE_FILE).good()) return POLLUX_ITCH_SAMPLE_FILE;
+#endif
+  return POLLUX_ITCH_FIXTURE_FILE;
+}
+
+TEST_F(RdmaFeed, ItchFileOverRcBuildsTheSameBooksAsShm) {
+  POLLUX_REQUIRE_RXE();
+  const std::vector<std::string> source = {"--itch", itch_file()};
+  std::printf("ITCH file: %s\n", itch_file().c_str());
+  reference("shm_file", source);
+  const std::string port = std::to_string(rdmatest::next_port());
+  replay("rc_file", {"--set", "rdma.listen_port=" + port}, {"--set", "rdma.peers=[\"10.0.0.2:" + port + "\"]"}, 500,
+         source, "shm_file");
+}
+
+TEST_F(RdmaFeed, ItchFileOverUdMulticastBuildsTheSameBooksAsShm) {
+  POLLUX_REQUIRE_RXE();
+  const std::vector<std::string> source = {"--itch", itch_file()};
+  reference("shm_file", source);
+  const std::vector<std::string> ud = {"--set", "rdma.mode=ud_mcast", "--set", "rdma.multicast_group=239.255.78.10",
+                                       "--set", "rdma.heartbeat_ms=20"};
+  std::vector<std::string> pub = ud;
+  for (const char* s : {"--set", "feed.replay=rate", "--set", "feed.rate=200000"}) pub.emplace_back(s);
+  replay("ud_file", ud, pub, 3000, source, "shm_file");
 }
 #else
 TEST(RdmaFeed, NotBuilt) { GTEST_SKIP() << "pollux-feed (examples/feed_handler) is not part of this build"; }
