@@ -438,7 +438,11 @@ void UdpNetns::feed_over_udp_with_loss(const std::string& tag, const std::vector
   loss("s1", 2, "dport", port);
   const std::vector<std::string> udp = {"--set", "transport.kind=udp", "--set", absl::StrFormat("udp.address=%s", kGroup),
                                         "--set", absl::StrFormat("udp.port=%d", port), "--set", "udp.interface=eth0",
-                                        "--set", "feed.connect_timeout_ms=30000"};
+                                        "--set", "feed.connect_timeout_ms=30000",
+                                        // Holds the whole replay (~31 MB for 1M messages): a subscriber
+                                        // starved by a busy machine can always be repaired, so the
+                                        // result does not depend on timing.
+                                        "--set", "udp.retransmit_buffer=64MiB"};
   std::vector<std::string> sub = {"/usr/sbin/ip", "netns", "exec", ns("s1"), feed, "--role", "sub", "--set",
                                   "runtime.name=pxu-" + tag + "-sub", "--book-out", d + "/" + tag + "_udp_books.jsonl",
                                   "--counts-out", d + "/" + tag + "_udp_counts.json"};
