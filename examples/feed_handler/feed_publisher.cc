@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -373,7 +374,17 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t>
 }
 
 void FeedPublisher::Close() {
-  for (Publisher& p : pubs_) p.close();
+  // Streams close together: a closing publisher may linger to repair its subscribers' last
+  // gaps (UDP), and closing them one after another would leave the later streams silent -
+  // no heartbeats - for that time. The replay is over, so no other thread uses them.
+  if (pubs_.size() <= 1) {
+    for (Publisher& p : pubs_) p.close();
+    return;
+  }
+  std::vector<std::thread> closers;
+  closers.reserve(pubs_.size());
+  for (Publisher& p : pubs_) closers.emplace_back([&p] { p.close(); });
+  for (std::thread& t : closers) t.join();
 }
 
 }  // namespace pollux::feed
