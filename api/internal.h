@@ -79,6 +79,7 @@ class PublisherImpl {
     trace_countdown = trace_every;
     return true;
   }
+  bool transport_connected() const noexcept;
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;

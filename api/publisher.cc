@@ -34,10 +34,14 @@ void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {
 }
 }  // namespace
 
+// Every mode (kShmDirect included: its endpoint's kind is kShm) asks the endpoint directly.
+bool PublisherImpl::transport_connected() const noexcept {
+  return with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
+}
+
 bool PublisherImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
-  if (mode == Mode::kShmDirect) return shm->connected();
-  return with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
+  return transport_connected();
 }
 
 // Common admission checks; returns 0 when the message may proceed.
@@ -48,9 +52,7 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
     counters.too_large.add();
     return kMessageTooLarge;
   }
-  const bool conn =
-      mode == Mode::kShmDirect ? shm->connected() : with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
-  if (__builtin_expect(!conn, 0)) {
+  if (__builtin_expect(!transport_connected(), 0)) {
     counters.not_connected.add();
     return kNotConnected;
   }
