@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/itch_data.h"
 #include "tests/rdma/rdma_test_util.h"
 #include "tests/shm/process.h"
 
@@ -115,14 +116,8 @@ TEST_F(RdmaFeed, OverUdMulticastBuildsTheSameBooksAsShm) {
   for (const char* s : {"--set", "feed.replay=rate", "--set", "feed.rate=200000"}) pub.emplace_back(s);
   replay("ud", ud, pub, 3000);
 }
-// The ITCH 5.0 sample (../shared/data/itch/, 12,012 messages; the host's file system is the
-// VM's) when it is there, else the project's own BinaryFILE fixture (tests/data).
-std::string itch_file() {
-#ifdef POLLUX_ITCH_SAMPLE_FILE
-  if (std::ifstream(POLLUX_ITCH_SAMPLE_FILE).good()) return POLLUX_ITCH_SAMPLE_FILE;
-#endif
-  return POLLUX_ITCH_FIXTURE_FILE;
-}
+// The ITCH sample (the host's file system is the VM's), or the project's fixture.
+std::string itch_file() { return testing::itch_sample_or_fixture(); }
 
 TEST_F(RdmaFeed, ItchFileOverRcBuildsTheSameBooksAsShm) {
   POLLUX_REQUIRE_RXE();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "tests/itch_data.h"
 #include "tests/shm/process.h"
 
 namespace {
@@ -481,10 +482,7 @@ TEST_F(UdpNetns, FeedHandlerOverMulticastWithWireLossBuildsTheSameBooksAsShm) {
 // project's own BinaryFILE fixture (tests/data). Small batches (~5 messages a datagram, ~2,500
 // datagrams) so that 2% loss certainly hits some.
 TEST_F(UdpNetns, FeedHandlerReplaysTheItchFileOverMulticastWithWireLoss) {
-  std::string file = POLLUX_ITCH_FIXTURE_FILE;
-#ifdef POLLUX_ITCH_SAMPLE_FILE
-  if (std::ifstream(POLLUX_ITCH_SAMPLE_FILE).good()) file = POLLUX_ITCH_SAMPLE_FILE;
-#endif
+  const std::string file = pollux::testing::itch_sample_or_fixture();
   std::printf("ITCH file: %s\n", file.c_str());
   feed_over_udp_with_loss("file", {"--itch", file, "--set", "feed.batch_bytes=200"}, kPort + 11);
 }
