@@ -64,6 +64,8 @@ std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std:
 }
 
 // Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB".
+// A string whose value does not fit in 64 bits (digits alone, or after the suffix's
+// multiplication) is an error of its own: it must never wrap into a small, valid size.
 std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
   std::uint64_t v = 0;
   if (n.is_integer()) {
@@ -80,9 +82,15 @@ std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, s
         break;
       }
     }
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &v)) {
+    const absl::string_view digits = absl::StripAsciiWhitespace(s);
+    const auto too_large = [&] {
+      return absl::StrFormat("%s does not fit in 64 bits; expected %u..%u bytes", describe(n), lo, hi);
+    };
+    if (!absl::SimpleAtoi(digits, &v)) {
+      if (!digits.empty() && digits.find_first_not_of("0123456789") == absl::string_view::npos) return too_large();
       return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
     }
+    if (v > std::numeric_limits<std::uint64_t>::max() / mult) return too_large();
     v *= mult;
   } else {
     return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
@@ -238,9 +246,9 @@ const std::vector<Field>& fields() {
          const toml::array* a = n.as_array();
          if (a == nullptr) return absl::StrCat("expected an array of CPU numbers, got ", describe(n));
          c.runtime.poller_cores.clear();
-         for (const toml::node& e : *a) {
+         for (std::size_t i = 0; i < a->size(); ++i) {
            std::int64_t v;
-           if (auto err = want_int(e, 0, 4095, &v); !err.empty()) return absl::StrCat("element: ", err);
+           if (auto err = want_int(*a->get(i), 0, 4095, &v); !err.empty()) return absl::StrCat("element ", i, ": ", err);
            c.runtime.poller_cores.push_back(static_cast<int>(v));
          }
          return "";
@@ -388,14 +396,14 @@ const std::vector<Field>& fields() {
        [](Config& c, const toml::node& n) -> std::string {
          const toml::array* a = n.as_array();
          if (a == nullptr) return absl::StrCat("expected an array of \"a.b.c.d:port\" strings, got ", describe(n));
+         if (a->size() > 64) return absl::StrCat("at most 64 peers, got ", a->size());
          c.rdma.peers.clear();
-         for (const toml::node& e : *a) {
+         for (std::size_t i = 0; i < a->size(); ++i) {
            std::string s;
-           if (auto err = want_string(e, &s); !err.empty()) return absl::StrCat("element: ", err);
-           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element: ", err);
+           if (auto err = want_string(*a->get(i), &s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
+           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
            c.rdma.peers.push_back(s);
          }
-         if (c.rdma.peers.size() > 64) return "at most 64 peers";
          return "";
        },
        [](const Config& c) {
