@@ -123,6 +123,48 @@ TEST(ReliabilitySenderLog, RejectsBadCapacity) {
   EXPECT_FALSE(log.init({32u << 10, 1472, 1, 1}).ok());
 }
 
+// ---- FrameCursor (decoding hostile datagrams) ----------------------------------------------------
+
+// The datagram of issue #9 item 1, byte for byte: a 32-byte frame whose flags say "traced" (a
+// 64-byte trace block follows the header), stream 7, session 0xABCD, sequence 11.
+constexpr std::uint8_t kShortTracedFrame[32] = {
+    0x20, 0x00, 0x00, 0x00, 0xA7, 0x01, 0x02, 0x00,  // frame_length 32, magic, version, flags = traced
+    0x07, 0x00, 0x00, 0x00, 0xCD, 0xAB, 0x00, 0x00,  // stream 7, session 0xABCD
+    0x0B, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // sequence 11
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // timestamp
+};
+
+TEST(ReliabilityFrameCursor, RejectsATracedFrameShorterThanItsTraceBlock) {
+  alignas(8) std::byte d[32];
+  std::memcpy(d, kShortTracedFrame, sizeof d);
+  FrameCursor cur(d, sizeof d);
+  EXPECT_EQ(cur.next(), nullptr);
+  EXPECT_TRUE(cur.malformed());
+  // The same frame as a plain (untraced) one is fine, and so is a traced one with its block.
+  d[6] = std::byte{0};
+  FrameCursor plain(d, sizeof d);
+  EXPECT_NE(plain.next(), nullptr);
+  EXPECT_FALSE(plain.malformed());
+  alignas(8) std::byte t[96] = {};
+  std::memcpy(t, kShortTracedFrame, sizeof kShortTracedFrame);
+  t[0] = std::byte{96};
+  FrameCursor traced(t, sizeof t);
+  EXPECT_NE(traced.next(), nullptr);
+  EXPECT_FALSE(traced.malformed());
+}
+
+// A receiver counts it as malformed and keeps nothing of it.
+TEST(ReliabilityFrameCursor, ReceiverCountsTheShortTracedFrameAsMalformed) {
+  ReliableReceiver rx;
+  ReceiverOptions o;
+  o.stream_id = kStream;
+  ASSERT_TRUE(rx.init(o).ok());
+  alignas(8) std::byte d[32];
+  std::memcpy(d, kShortTracedFrame, sizeof d);
+  EXPECT_EQ(rx.on_datagram(d, sizeof d, PeerAddress{}, 0, 1), 0u);
+  EXPECT_EQ(rx.stats().malformed, 1u);
+}
+
 // ---- ReceiveWindow ------------------------------------------------------------------------------
 
 class ReliabilityWindow : public ::testing::Test {

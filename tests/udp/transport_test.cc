@@ -1,7 +1,12 @@
 // UDP transport over loopback only (127.0.0.1 unicast, multicast on `lo` with TTL 1): endpoint
 // tests and the public API in inline and dedicated modes, with the fault injector.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,10 +16,12 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "api/internal.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "transport/reliability/wire.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -429,6 +436,272 @@ TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRi
               static_cast<unsigned long long>(lost), static_cast<unsigned long long>(gaps));
   EXPECT_GE(gaps, 1u);
   EXPECT_EQ(e.rx->receiver().window_stats().lost, lost);
+}
+
+// ---- hostile peers -----------------------------------------------------------------------------
+// What an attacker on the network does: listen to the group (a multicast datagram reaches
+// everyone who joined), learn the publisher's address, stream and session from its heartbeats,
+// and send datagrams that claim to come from it (a raw socket forges the source address and
+// port, so nothing tells them apart from the publisher's own).
+
+// A socket joined to the group on `lo` that sees the publisher's datagrams.
+class Eavesdropper {
+ public:
+  Eavesdropper(const std::string& grp, std::uint32_t port) {
+    fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    inet_pton(AF_INET, grp.c_str(), &a.sin_addr);
+    ok_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ip_mreqn m{};
+    m.imr_multiaddr = a.sin_addr;
+    inet_pton(AF_INET, "127.0.0.1", &m.imr_address);
+    ok_ = ok_ && setsockopt(fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) == 0;
+    group_ = a;
+  }
+  ~Eavesdropper() { ::close(fd_); }
+  bool ok() const { return ok_; }
+  // Reads what arrived; remembers the publisher (source), stream, session and the highest
+  // `next` its heartbeats announced.
+  void pump() {
+    alignas(8) std::byte buf[2048];
+    for (;;) {
+      sockaddr_in src{};
+      socklen_t sl = sizeof src;
+      const ssize_t n = ::recvfrom(fd_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&src), &sl);
+      if (n < static_cast<ssize_t>(core::kFrameHeaderSize)) return;
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(buf);
+      if (h->magic != core::kFrameMagic) continue;
+      publisher = src;
+      stream_id = h->stream_id;
+      session_id = h->session_id;
+      if (h->flags & core::kFlagHeartbeat) {
+        next = std::max(next, h->sequence);
+        std::memcpy(&oldest, buf + core::kFrameHeaderSize, 8);
+        ++heartbeats;
+      }
+    }
+  }
+  const sockaddr_in& group() const { return group_; }
+  sockaddr_in publisher{};
+  std::uint32_t stream_id = 0, session_id = 0;
+  std::uint64_t next = 0, oldest = 0, heartbeats = 0;
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  sockaddr_in group_{};
+};
+
+// Sends one UDP datagram from `src` to `dst` through a raw socket (IP_HDRINCL), i.e. with a
+// forged source address and port. Returns false when raw sockets are refused (no CAP_NET_RAW).
+bool send_spoofed(const sockaddr_in& src, const sockaddr_in& dst, const void* payload, std::size_t len) {
+  const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+  if (fd < 0) return false;
+  in_addr lo{};
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo);
+  std::vector<std::uint8_t> pkt(sizeof(iphdr) + sizeof(udphdr) + len);
+  auto* ip = reinterpret_cast<iphdr*>(pkt.data());
+  ip->version = 4;
+  ip->ihl = 5;
+  ip->ttl = 1;
+  ip->protocol = IPPROTO_UDP;
+  ip->tot_len = htons(static_cast<std::uint16_t>(pkt.size()));
+  ip->saddr = src.sin_addr.s_addr;
+  ip->daddr = dst.sin_addr.s_addr;  // the kernel fills in the id and the header checksum
+  auto* udp = reinterpret_cast<udphdr*>(pkt.data() + sizeof(iphdr));
+  udp->source = src.sin_port;
+  udp->dest = dst.sin_port;
+  udp->len = htons(static_cast<std::uint16_t>(sizeof(udphdr) + len));
+  udp->check = 0;  // IPv4: no checksum
+  std::memcpy(pkt.data() + sizeof(iphdr) + sizeof(udphdr), payload, len);
+  const bool sent = ::sendto(fd, pkt.data(), pkt.size(), 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst) ==
+                    static_cast<ssize_t>(pkt.size());
+  ::close(fd);
+  return sent;
+}
+
+bool raw_sockets_allowed() {
+  const int fd = ::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// `toml` (from udp_config) with the counters file on, named `name`.
+std::string with_counters(std::string toml, const std::string& name) {
+  const std::string off = "counters = false";
+  toml.replace(toml.find(off), off.size(), absl::StrFormat("counters = true\nname = \"%s\"", name));
+  return toml;
+}
+
+// Counter `name` in the first scope starting with `scope` of this context's counters file.
+std::uint64_t counter(const Context& ctx, const std::string& scope, const std::string& name) {
+  auto snap = core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return 0;
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind(scope, 0) == 0 && c.name == name) return c.value;
+  }
+  return 0;
+}
+
+// Issue #9 item 1: a 32-byte frame flagged "traced" (a 64-byte trace block should follow the
+// header) claims a payload of 32 - 96 bytes = 4294967232 as an unsigned length. Sent by a
+// spoofer with the live session's next sequence, it must be counted and dropped at decode;
+// the real message with that sequence is then delivered as usual.
+TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
+  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  auto sctx = Context::from_string(with_counters(udp_config("inline", 8), "udp-hostile-trace"), "sub.toml");
+  auto pctx = Context::from_string(udp_config("inline", 8), "pub.toml");
+  ASSERT_TRUE(sctx.ok() && pctx.ok());
+  Eavesdropper eve(group(), base_port() + 8);
+  ASSERT_TRUE(eve.ok());
+  auto sub = (*sctx)->subscriber("t");
+  auto pub = (*pctx)->publisher("t");
+  ASSERT_TRUE(sub.ok() && pub.ok());
+  std::uint64_t delivered = 0, wrong = 0, max_size = 0, lost = 0, next = 0;
+  auto poll = [&] {
+    return sub->poll(
+        [&](const Message& m) {
+          max_size = std::max<std::uint64_t>(max_size, m.payload.size());
+          std::uint64_t v = 0;
+          if (m.payload.size() == 16) std::memcpy(&v, m.payload.data(), 8);  // never read a lying view
+          if (m.payload.size() != 16 || v != m.sequence || (next != 0 && m.sequence != next)) ++wrong;
+          next = m.sequence + 1;
+          ++delivered;
+        },
+        [&](const Gap& g) { lost += g.count; }, [](const StreamEvent&) {}, 256);
+  };
+  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, 3000, [&] {
+    pub->service();
+    poll();
+  }));
+  auto publish = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t i = from; i <= to; ++i) {
+      std::uint64_t v[2] = {i, 0};
+      while (pub->offer(v, sizeof v) < 0) poll();
+    }
+  };
+  publish(1, 10);
+  ASSERT_TRUE(spin_until([&] { return delivered >= 10 && eve.next >= 11; }, 5000, [&] {
+    pub->service();
+    poll();
+    eve.pump();
+  })) << "delivered " << delivered << ", eavesdropped next " << eve.next;
+  alignas(8) std::byte forged[32] = {};
+  auto* h = reinterpret_cast<core::FrameHeader*>(forged);
+  h->frame_length = 32;
+  h->magic = core::kFrameMagic;
+  h->version = core::kFrameVersion;
+  h->flags = core::kFlagTraced;
+  h->stream_id = eve.stream_id;
+  h->session_id = eve.session_id;
+  h->sequence = 11;  // the next one the publisher will send
+  ASSERT_TRUE(send_spoofed(eve.publisher, eve.group(), forged, sizeof forged));
+  // Let it arrive before the real 11 (the subscriber reads its socket in order).
+  for (int i = 0; i < 20; ++i) poll();
+  publish(11, 20);
+  EXPECT_TRUE(spin_until([&] { return delivered + lost >= 20; }, 5000, [&] {
+    pub->service();
+    poll();
+  })) << "delivered " << delivered << " lost " << lost;
+  EXPECT_EQ(max_size, 16u) << "a frame shorter than its trace block was delivered";
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(delivered, 20u);
+  EXPECT_EQ(lost, 0u);
+  EXPECT_TRUE(spin_until([&] { return counter(**sctx, "udp sub stream", "malformed") >= 1; }, 2000, [&] { poll(); }))
+      << "the forged frame was not counted as malformed";
+}
+
+// The same defence one layer up, for every transport (RDMA included): whatever a transport
+// hands the subscriber, a frame too short for its header + trace block is counted, dropped and
+// reported as a one-message kMalformed gap. Driven through SubscriberImpl with an endpoint that
+// returns such descriptors (the UDP cursor above no longer lets one through).
+class ScriptedRx final : public transport::RxEndpoint {
+ public:
+  std::vector<transport::RxDesc> script;
+  std::vector<transport::RxDesc> released;
+  std::uint32_t poll_st(std::span<transport::RxDesc> out) noexcept override {
+    const std::uint32_t n = static_cast<std::uint32_t>(std::min(out.size(), script.size()));
+    std::copy(script.begin(), script.begin() + n, out.begin());
+    script.erase(script.begin(), script.begin() + n);
+    return n;
+  }
+  void release_st(std::span<const transport::RxDesc> done, bool) noexcept override {
+    released.insert(released.end(), done.begin(), done.end());
+  }
+  int housekeeping_st(std::int64_t) noexcept override { return 0; }
+  bool connected() const noexcept override { return true; }
+  void close_st() noexcept override {}
+  std::string describe() const override { return "scripted"; }
+};
+
+TEST(SubscriberDefence, FrameShorterThanItsTraceBlockIsAMalformedGapOnAnyTransport) {
+  auto counters = core::CountersFile::create("", "defence");
+  ASSERT_TRUE(counters.ok());
+  detail::SubscriberImpl sub;
+  sub.mode = detail::SubscriberImpl::Mode::kInline;
+  sub.kind = detail::EndpointKind::kVirtual;
+  sub.stream_id = 5;
+  auto& f = **counters;
+  for (auto* c : {&sub.counters.messages, &sub.counters.bytes, &sub.counters.gaps, &sub.counters.lost,
+                  &sub.counters.overruns, &sub.counters.events, &sub.counters.malformed}) {
+    *c = f.allocate("sub", "c", 5);
+  }
+  sub.counters.malformed = f.allocate("sub", "malformed", 5);
+  auto ep = std::make_unique<ScriptedRx>();
+  ScriptedRx* rx = ep.get();
+  // Frame bytes as a datagram would carry them: 1 = a traced 32-byte frame (no room for its
+  // 64-byte trace block), 2 = a 20-byte "frame", 3 = a valid traced frame with 8 payload bytes.
+  alignas(8) std::byte short_traced[32] = {}, tiny[32] = {}, good[104] = {};
+  auto head = [](std::byte* p, std::uint32_t len, std::uint16_t flags, std::uint64_t seq) {
+    auto* h = reinterpret_cast<core::FrameHeader*>(p);
+    h->frame_length = len;
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->flags = flags;
+    h->stream_id = 5;
+    h->session_id = 9;
+    h->sequence = seq;
+  };
+  head(short_traced, 32, core::kFlagTraced, 1);
+  head(tiny, 20, 0, 2);
+  head(good, 104, core::kFlagTraced, 3);
+  auto desc = [](const std::byte* p, std::uint32_t len, std::uint64_t seq) {
+    transport::RxDesc d{};
+    d.frame = reinterpret_cast<const core::FrameHeader*>(p);
+    d.sequence = seq;
+    d.length = len;
+    d.kind = transport::RxKind::kMessage;
+    d.session_id = 9;
+    return d;
+  };
+  rx->script = {desc(short_traced, 32, 1), desc(tiny, 20, 2), desc(good, 104, 3)};
+  sub.ep = std::move(ep);
+  std::vector<std::size_t> sizes;
+  std::vector<Gap> gaps;
+  struct Ctx {
+    std::vector<std::size_t>* sizes;
+    std::vector<Gap>* gaps;
+  } ctx{&sizes, &gaps};
+  detail::Handlers h{&ctx, [](void* c, const Message& m) { static_cast<Ctx*>(c)->sizes->push_back(m.payload.size()); },
+                     [](void* c, const Gap& g) { static_cast<Ctx*>(c)->gaps->push_back(g); },
+                     [](void*, const StreamEvent&) {}};
+  EXPECT_EQ(sub.poll(h, 16), 3);
+  EXPECT_EQ(sizes, std::vector<std::size_t>{8});  // only the valid frame, with its real payload size
+  ASSERT_EQ(gaps.size(), 2u);
+  EXPECT_EQ(gaps[0].from, 1u);
+  EXPECT_EQ(gaps[0].count, 1u);
+  EXPECT_EQ(gaps[0].reason, GapReason::kMalformed);
+  EXPECT_EQ(gaps[1].from, 2u);
+  EXPECT_EQ(sub.counters.malformed.get(), 2u);
+  EXPECT_EQ(sub.lost, 2u);
+  EXPECT_EQ(sub.received, 1u);
+  EXPECT_EQ(rx->released.size(), 3u);  // the dropped ones' buffers are handed back too
 }
 
 }  // namespace
