@@ -549,23 +549,34 @@ std::uint64_t counter(const Context& ctx, const std::string& scope, const std::s
   return 0;
 }
 
-// Issue #9 item 1: a 32-byte frame flagged "traced" (a 64-byte trace block should follow the
-// header) claims a payload of 32 - 96 bytes = 4294967232 as an unsigned length. Sent by a
-// spoofer with the live session's next sequence, it must be counted and dropped at decode;
-// the real message with that sequence is then delivered as usual.
-TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
-  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
-  auto sctx = Context::from_string(with_counters(udp_config("inline", 8), "udp-hostile-trace"), "sub.toml");
-  auto pctx = Context::from_string(udp_config("inline", 8), "pub.toml");
-  ASSERT_TRUE(sctx.ok() && pctx.ok());
-  Eavesdropper eve(group(), base_port() + 8);
-  ASSERT_TRUE(eve.ok());
-  auto sub = (*sctx)->subscriber("t");
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  std::uint64_t delivered = 0, wrong = 0, max_size = 0, lost = 0, next = 0;
-  auto poll = [&] {
-    return sub->poll(
+// A live multicast session on `lo` (inline publisher and subscriber driven by the test
+// thread) with an eavesdropper on the group: what each hostile test starts from. Every message
+// carries its own sequence in a 16-byte payload, so anything forged that is delivered shows.
+class HostileSession {
+ public:
+  HostileSession(std::uint32_t port_offset, const std::string& name, const std::string& extra = "")
+      : eve_(group(), base_port() + port_offset) {
+    auto s = Context::from_string(with_counters(udp_config("inline", port_offset, extra), name + "-sub"), "sub.toml");
+    auto p = Context::from_string(with_counters(udp_config("inline", port_offset, extra), name + "-pub"), "pub.toml");
+    EXPECT_TRUE(s.ok() && p.ok() && eve_.ok());
+    if (!s.ok() || !p.ok()) return;
+    sctx = std::move(*s);
+    pctx = std::move(*p);
+    auto sub_or = sctx->subscriber("t");
+    auto pub_or = pctx->publisher("t");
+    EXPECT_TRUE(sub_or.ok() && pub_or.ok());
+    if (!sub_or.ok() || !pub_or.ok()) return;
+    sub = std::move(*sub_or);
+    pub = std::move(*pub_or);
+    ok_ = spin_until([&] { return pub.is_connected(); }, 3000, [&] {
+      pub.service();
+      poll();
+    });
+    EXPECT_TRUE(ok_) << "the publisher never saw the subscriber";
+  }
+  bool ok() const { return ok_; }
+  int poll() {
+    return sub.poll(
         [&](const Message& m) {
           max_size = std::max<std::uint64_t>(max_size, m.payload.size());
           std::uint64_t v = 0;
@@ -574,47 +585,139 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
           next = m.sequence + 1;
           ++delivered;
         },
-        [&](const Gap& g) { lost += g.count; }, [](const StreamEvent&) {}, 256);
-  };
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, 3000, [&] {
-    pub->service();
-    poll();
-  }));
-  auto publish = [&](std::uint64_t from, std::uint64_t to) {
+        [&](const Gap& g) { lost += g.count; },
+        [&](const StreamEvent& e) {
+          if (e.kind == StreamEventKind::kNewSession) {
+            ++sessions;
+          } else {
+            ++ends;
+          }
+        },
+        256);
+  }
+  void publish(std::uint64_t from, std::uint64_t to) {
     for (std::uint64_t i = from; i <= to; ++i) {
       std::uint64_t v[2] = {i, 0};
-      while (pub->offer(v, sizeof v) < 0) poll();
+      while (pub.offer(v, sizeof v) < 0) poll();
     }
-  };
-  publish(1, 10);
-  ASSERT_TRUE(spin_until([&] { return delivered >= 10 && eve.next >= 11; }, 5000, [&] {
-    pub->service();
-    poll();
-    eve.pump();
-  })) << "delivered " << delivered << ", eavesdropped next " << eve.next;
-  alignas(8) std::byte forged[32] = {};
-  auto* h = reinterpret_cast<core::FrameHeader*>(forged);
-  h->frame_length = 32;
-  h->magic = core::kFrameMagic;
-  h->version = core::kFrameVersion;
-  h->flags = core::kFlagTraced;
-  h->stream_id = eve.stream_id;
-  h->session_id = eve.session_id;
-  h->sequence = 11;  // the next one the publisher will send
-  ASSERT_TRUE(send_spoofed(eve.publisher, eve.group(), forged, sizeof forged));
+  }
+  // Until `n` messages were delivered (or reported lost) and the eavesdropper heard a heartbeat
+  // announcing n + 1 (it then knows the publisher's address, stream and session).
+  bool settle(std::uint64_t n) {
+    return spin_until([&] { return delivered + lost >= n && eve_.next >= n + 1; }, 5000, [&] {
+      pub.service();
+      poll();
+      eve_.pump();
+    });
+  }
+  // Sends `d` to the group as if from the publisher.
+  void spoof(const void* d, std::size_t len) { ASSERT_TRUE(send_spoofed(eve_.publisher, eve_.group(), d, len)); }
+  // A frame header of the live session.
+  core::FrameHeader header(std::uint32_t length, std::uint16_t flags, std::uint64_t seq) const {
+    core::FrameHeader h{};
+    h.frame_length = length;
+    h.magic = core::kFrameMagic;
+    h.version = core::kFrameVersion;
+    h.flags = flags;
+    h.stream_id = eve_.stream_id;
+    h.session_id = eve_.session_id;
+    h.sequence = seq;
+    return h;
+  }
+  void spoof_heartbeat(std::uint64_t next, std::uint64_t oldest, std::uint16_t flags = core::kFlagHeartbeat) {
+    alignas(8) std::byte d[transport::reliability::kHeartbeatFrameLength] = {};
+    const core::FrameHeader h = header(sizeof d, flags, next);
+    std::memcpy(d, &h, sizeof h);
+    std::memcpy(d + sizeof h, &oldest, 8);
+    spoof(d, sizeof d);
+  }
+  std::uint64_t sub_counter(const std::string& name) const { return counter(*sctx, "udp sub stream", name); }
+  std::uint64_t pub_counter(const std::string& name) const { return counter(*pctx, "udp pub stream", name); }
+  Eavesdropper& eve() { return eve_; }
+
+  std::unique_ptr<Context> sctx, pctx;
+  Subscriber sub;
+  Publisher pub;
+  std::uint64_t delivered = 0, wrong = 0, max_size = 0, lost = 0, next = 0, ends = 0, sessions = 0;
+
+ private:
+  Eavesdropper eve_;
+  bool ok_ = false;
+};
+
+// Issue #9 item 1: a 32-byte frame flagged "traced" (a 64-byte trace block should follow the
+// header) claims a payload of 32 - 96 bytes = 4294967232 as an unsigned length. Sent by a
+// spoofer with the live session's next sequence, it must be counted and dropped at decode;
+// the real message with that sequence is then delivered as usual.
+TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
+  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  HostileSession t(8, "udp-hostile-trace");
+  ASSERT_TRUE(t.ok());
+  t.publish(1, 10);
+  ASSERT_TRUE(t.settle(10)) << "delivered " << t.delivered << ", eavesdropped next " << t.eve().next;
+  const core::FrameHeader forged = t.header(32, core::kFlagTraced, 11);  // the next sequence the publisher sends
+  t.spoof(&forged, sizeof forged);
   // Let it arrive before the real 11 (the subscriber reads its socket in order).
-  for (int i = 0; i < 20; ++i) poll();
-  publish(11, 20);
-  EXPECT_TRUE(spin_until([&] { return delivered + lost >= 20; }, 5000, [&] {
-    pub->service();
-    poll();
-  })) << "delivered " << delivered << " lost " << lost;
-  EXPECT_EQ(max_size, 16u) << "a frame shorter than its trace block was delivered";
-  EXPECT_EQ(wrong, 0u);
-  EXPECT_EQ(delivered, 20u);
-  EXPECT_EQ(lost, 0u);
-  EXPECT_TRUE(spin_until([&] { return counter(**sctx, "udp sub stream", "malformed") >= 1; }, 2000, [&] { poll(); }))
+  for (int i = 0; i < 20; ++i) t.poll();
+  t.publish(11, 20);
+  EXPECT_TRUE(t.settle(20)) << "delivered " << t.delivered << " lost " << t.lost;
+  EXPECT_EQ(t.max_size, 16u) << "a frame shorter than its trace block was delivered";
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.delivered, 20u);
+  EXPECT_EQ(t.lost, 0u);
+  EXPECT_TRUE(spin_until([&] { return t.sub_counter("malformed") >= 1; }, 2000, [&] { t.poll(); }))
       << "the forged frame was not counted as malformed";
+}
+
+// Issue #9 item 5: forged heartbeats (sequence 2^63 as in the issue; 2^40, below the
+// plausibility bound but far past the window; oldest beyond next) and a forged end of stream
+// at the live position, each followed by more real traffic: every real message is delivered
+// in order, nothing is reported lost, the stream does not end, and each forgery is counted.
+TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
+  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  HostileSession t(9, "udp-hostile-hb");
+  ASSERT_TRUE(t.ok());
+  t.publish(1, 10);
+  ASSERT_TRUE(t.settle(10));
+  t.spoof_heartbeat(1ull << 63, 1ull << 63);
+  t.publish(11, 20);
+  ASSERT_TRUE(t.settle(20)) << "delivered " << t.delivered << " lost " << t.lost;
+  t.spoof_heartbeat(1ull << 40, 1ull << 40);
+  t.publish(21, 30);
+  ASSERT_TRUE(t.settle(30)) << "delivered " << t.delivered << " lost " << t.lost;
+  t.spoof_heartbeat(31, 1000);
+  t.publish(31, 40);
+  ASSERT_TRUE(t.settle(40)) << "delivered " << t.delivered << " lost " << t.lost;
+  // An end of stream at the live position, then the publisher goes on: its next frame (already
+  // queued behind the forgery) contradicts it.
+  t.spoof_heartbeat(41, 1, core::kFlagHeartbeat | core::kFlagEndOfStream);
+  t.publish(41, 50);
+  ASSERT_TRUE(t.settle(50)) << "delivered " << t.delivered << " lost " << t.lost << " ends " << t.ends;
+  // A plain datagram (not spoofed) with the session's id, from another socket.
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  in_addr lo{};
+  inet_pton(AF_INET, "127.0.0.1", &lo);
+  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo), 0);
+  const core::FrameHeader h = t.header(48, core::kFlagHeartbeat | core::kFlagEndOfStream, 51);
+  alignas(8) std::byte hb[48] = {};
+  std::memcpy(hb, &h, sizeof h);
+  ASSERT_EQ(::sendto(fd, hb, sizeof hb, 0, reinterpret_cast<const sockaddr*>(&t.eve().group()), sizeof(sockaddr_in)), 48);
+  ::close(fd);
+  t.publish(51, 60);
+  ASSERT_TRUE(t.settle(60)) << "delivered " << t.delivered << " lost " << t.lost << " ends " << t.ends;
+  EXPECT_EQ(t.delivered, 60u);
+  EXPECT_EQ(t.lost, 0u);
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.ends, 0u);
+  EXPECT_EQ(t.sessions, 1u);
+  EXPECT_TRUE(t.sub.is_connected());
+  EXPECT_TRUE(spin_until(
+      [&] {
+        return t.sub_counter("malformed") >= 2 && t.sub_counter("ends_refuted") >= 1 && t.sub_counter("wrong_source") >= 1;
+      },
+      2000, [&] { t.poll(); }))
+      << "malformed " << t.sub_counter("malformed") << ", ends_refuted " << t.sub_counter("ends_refuted")
+      << ", wrong_source " << t.sub_counter("wrong_source");
 }
 
 // The same defence one layer up, for every transport (RDMA included): whatever a transport

@@ -256,7 +256,8 @@ bool ReliableSender::repairs_pending() const noexcept {
 
 void ReliableSender::send_heartbeat(DatagramSink& sink, std::int64_t now_ns, bool end) noexcept {
   auto* h = reinterpret_cast<core::FrameHeader*>(heartbeat_);
-  h->flags = static_cast<std::uint16_t>(core::kFlagHeartbeat | (end ? core::kFlagEndOfStream : 0));
+  ending_ = ending_ || end;
+  h->flags = static_cast<std::uint16_t>(core::kFlagHeartbeat | (ending_ ? core::kFlagEndOfStream : 0));
   h->sequence = log_.sent();
   h->timestamp_ns = now_ns;
   HeartbeatBody b{};

@@ -78,6 +78,8 @@ class ReliableSender {
   int service(DatagramSink& sink, std::int64_t now_ns) noexcept;
 
   // Sends an end-of-stream heartbeat (call on close, possibly repeatedly while lingering).
+  // Every heartbeat after it carries end of stream too: subscribers take a plain heartbeat
+  // after an end as proof that the end was forged.
   void send_end_of_stream(DatagramSink& sink, std::int64_t now_ns) noexcept;
 
   // Subscribers heard from within receiver_timeout.
@@ -123,6 +125,7 @@ class ReliableSender {
   bool data_since_heartbeat_ = false;
   std::int64_t unsent_since_ns_ = 0;  // coalescing: when a partial datagram started waiting
   bool heartbeat_now_ = true;  // announce the session at once
+  bool ending_ = false;        // send_end_of_stream() was called
   alignas(8) std::byte heartbeat_[kHeartbeatFrameLength] = {};
 };
 

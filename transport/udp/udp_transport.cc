@@ -371,6 +371,9 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.window.nak_retry_ns = us(u.nak_retry_us);
   ro.window.nak_retry_max_ns = us(u.nak_retry_max_us);
   ro.window.give_up_ns = ms(u.nak_give_up_ms);
+  // Publishers heartbeat at least this often (same key on both sides): a forged claim is
+  // refuted by a real heartbeat before it can be confirmed.
+  ro.window.confirm_ns = 2 * us(u.heartbeat_interval_us);
   ro.stream_id = spec.stream_id;
   ro.max_sessions = u.max_sessions;
   ro.session_timeout_ns = ms(u.session_timeout_ms);
@@ -402,6 +405,10 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     c.status_sent = f.allocate(scope, "status_sent", spec.stream_id);
     c.malformed = f.allocate(scope, "malformed", spec.stream_id);
     c.other_stream = f.allocate(scope, "other_stream", spec.stream_id);
+    c.wrong_source = f.allocate(scope, "wrong_source", spec.stream_id);
+    c.claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", spec.stream_id);
+    c.ends_refuted = f.allocate(scope, "ends_refuted", spec.stream_id);
+    c.sessions_refused = f.allocate(scope, "sessions_refused", spec.stream_id);
     c.evictions = f.allocate(scope, "buffer_evictions", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_dropped", spec.stream_id);
     c.fault_duplicated = f.allocate(scope, "fault_duplicated", spec.stream_id);
@@ -476,6 +483,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   }
   const std::uint32_t got = static_cast<std::uint32_t>(r);
   for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
+  if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
   // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
   // empty second slot), doubling up to rx_batch while every slot gets filled.
   if (got == k && k == cur_batch_) {
@@ -616,6 +624,10 @@ void UdpRxEndpoint::publish_counters() noexcept {
   c_.status_sent.set(s.status_sent);
   c_.malformed.set(s.malformed + truncated_);
   c_.other_stream.set(s.other_stream);
+  c_.wrong_source.set(s.wrong_source);
+  c_.claims_refuted.set(w.claims_refuted);
+  c_.ends_refuted.set(s.ends_refuted);
+  c_.sessions_refused.set(s.sessions_refused);
   c_.evictions.set(evictions_);
   c_.fault_dropped.set(f.dropped);
   c_.fault_duplicated.set(f.duplicated);

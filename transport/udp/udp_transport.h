@@ -157,7 +157,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
   struct Counters {
     core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
-        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, evictions, fault_dropped,
+        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
+        ends_refuted, sessions_refused, evictions, fault_dropped,
         fault_duplicated, fault_reordered;
   } c_;
 };
