@@ -901,5 +901,162 @@ TEST(ReliabilityForged, DatagramsFromAnotherSourceAreDropped) {
   EXPECT_EQ(o.rx.wrong_source, 2u);
 }
 
+// ---- forged NAKs (issue #9 item 6) ------------------------------------------------------------------
+// The attack of the issue against a publisher with a full log, on the stub clock: NAKs of 30
+// ranges asking for everything the log holds (528 bytes each, 315 of them = 166 KB).
+
+std::vector<std::byte> control(std::uint16_t type, std::uint64_t receiver, std::uint64_t position,
+                               std::vector<NakRange> ranges = {}) {
+  std::vector<std::byte> m(sizeof(ControlHeader) + ranges.size() * sizeof(NakRange));
+  ControlHeader c{};
+  c.length = static_cast<std::uint32_t>(m.size());
+  c.magic = kControlMagic;
+  c.version = kControlVersion;
+  c.type = type;
+  c.stream_id = kStream;
+  c.session_id = kSession;
+  c.receiver_id = receiver;
+  c.position = position;
+  c.highest = position;
+  c.range_count = static_cast<std::uint16_t>(ranges.size());
+  std::memcpy(m.data(), &c, sizeof c);
+  if (!ranges.empty()) std::memcpy(m.data() + sizeof c, ranges.data(), ranges.size() * sizeof(NakRange));
+  return m;
+}
+
+struct CountingSink : DatagramSink {
+  std::uint64_t bytes = 0;
+  std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept override {
+    for (const Datagram& x : d) bytes += x.bytes;
+    return static_cast<std::uint32_t>(d.size());
+  }
+};
+
+struct NakAttack {
+  explicit NakAttack(SenderOptions o) {
+    o.log = {8u << 20, 1472, kStream, kSession};
+    o.retransmit_linger_ns = 1'000'000;
+    EXPECT_TRUE(tx.init(o).ok());
+    auto f = make_frame(32, 0);
+    for (int i = 0; i < 100'000; ++i) {  // 6.4 MB of 64-byte frames, all sent
+      EXPECT_TRUE(tx.append(f.data(), 64));
+      if (i % 64 == 63) tx.flush(sink, now);
+    }
+    tx.flush(sink, now);
+    sent_before = sink.bytes;
+  }
+  void send(const std::vector<std::byte>& m) {
+    nak_bytes += m.size();
+    tx.on_control(m.data(), static_cast<std::uint32_t>(m.size()), now);
+  }
+  // `naks` NAKs of 30 whole-log ranges from `ids` subscribers (announced first with a status
+  // message when `announce`), spread over `duration_ns`; the publisher services its timers
+  // every 100 us throughout and for 10 ms after.
+  void run(int naks, int ids, bool announce, std::int64_t duration_ns) {
+    const std::uint64_t sent_seq = tx.log().sent();
+    std::vector<NakRange> all(30, NakRange{1, sent_seq});
+    if (announce) {
+      for (int i = 0; i < ids; ++i) send(control(kControlStatus, 1000 + i, sent_seq));
+    }
+    const std::int64_t start = now, step = duration_ns / naks;
+    for (int k = 0; k < naks; ++k) {
+      send(control(kControlNak, announce ? 1000 + k % ids : 5000 + k, sent_seq, all));
+      const std::int64_t until = start + (k + 1) * step;
+      while (now < until) {
+        now = std::min(until, now + 100'000);
+        tx.service(sink, now);
+      }
+    }
+    for (int i = 0; i < 100; ++i) {
+      now += 100'000;
+      tx.service(sink, now);
+    }
+    elapsed_s = static_cast<double>(now - start) * 1e-9;
+  }
+  std::uint64_t repair_bytes() const { return tx.stats().retransmit_bytes; }
+  ReliableSender tx;
+  CountingSink sink;
+  std::int64_t now = 1'000'000'000;
+  std::uint64_t nak_bytes = 0, sent_before = 0;
+  double elapsed_s = 0;
+};
+
+// Without limits the issue's attack makes the publisher resend its log over and over.
+TEST(ReliabilityNakAttack, UnlimitedIsTheIssuesAmplification) {
+  SenderOptions o;
+  o.repair_rate = 0;
+  o.repair_rate_total = 0;
+  o.nak_max_range = 1ull << 40;
+  NakAttack a(o);
+  a.run(315, 1, true, 50'000'000);
+  std::printf("unlimited: %llu NAK bytes -> %llu repair bytes (%.0fx)\n", static_cast<unsigned long long>(a.nak_bytes),
+              static_cast<unsigned long long>(a.repair_bytes()), static_cast<double>(a.repair_bytes()) / a.nak_bytes);
+  EXPECT_GT(a.repair_bytes(), 100 * a.nak_bytes);
+}
+
+// A NAK from a subscriber never heard before is not served (it registers it): the issue's
+// attack with a made-up subscriber per NAK gets nothing at all.
+TEST(ReliabilityNakAttack, UnannouncedRequestersGetNothing) {
+  NakAttack a{SenderOptions{}};
+  a.run(315, 315, false, 50'000'000);
+  EXPECT_EQ(a.repair_bytes(), 0u);
+  EXPECT_EQ(a.tx.stats().naks_unannounced, 315u);
+}
+
+// An announced forger: what it gets is bounded by its token bucket - burst + rate x time - and,
+// with the rate sized as the issue asks, it is at most 2x its own bytes beyond the burst.
+TEST(ReliabilityNakAttack, OneAnnouncedRequesterIsBoundedByItsBucket) {
+  SenderOptions o;
+  o.repair_rate = 256u << 10;
+  o.repair_burst = 64u << 10;
+  NakAttack a(o);
+  a.run(315, 1, true, 1'000'000'000);  // 166 KB/s of NAKs for 1 s
+  const double bound = static_cast<double>(o.repair_burst) + static_cast<double>(o.repair_rate) * a.elapsed_s;
+  std::printf("one announced forger: %llu NAK bytes -> %llu repair bytes in %.2f s (bound %.0f; %.2fx beyond the burst)\n",
+              static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()), a.elapsed_s,
+              bound, static_cast<double>(a.repair_bytes() - std::min<std::uint64_t>(a.repair_bytes(), o.repair_burst)) / a.nak_bytes);
+  EXPECT_LE(static_cast<double>(a.repair_bytes()), bound);
+  EXPECT_LE(a.repair_bytes(), 2 * a.nak_bytes + o.repair_burst);
+  EXPECT_GT(a.tx.stats().repairs_rate_limited, 0u);
+  EXPECT_GT(a.tx.stats().repair_bytes_refused, 0u);
+  EXPECT_GT(a.tx.stats().nak_ranges_capped, 0u);  // 100,000-sequence ranges cut to 16,384
+}
+
+// Many announced forgers: the total bucket bounds them all together.
+TEST(ReliabilityNakAttack, ManyAnnouncedRequestersAreBoundedByTheTotalBucket) {
+  SenderOptions o;
+  o.repair_rate = 1u << 20;
+  o.repair_burst = 64u << 10;
+  o.repair_rate_total = 256u << 10;
+  o.repair_burst_total = 128u << 10;
+  NakAttack a(o);
+  a.run(315, 60, true, 1'000'000'000);
+  const double bound = static_cast<double>(o.repair_burst_total) + static_cast<double>(o.repair_rate_total) * a.elapsed_s;
+  std::printf("60 announced forgers: %llu NAK bytes -> %llu repair bytes in %.2f s (bound %.0f)\n",
+              static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()), a.elapsed_s, bound);
+  EXPECT_LE(static_cast<double>(a.repair_bytes()), bound);
+  EXPECT_LE(a.repair_bytes(), 2 * a.nak_bytes + o.repair_burst_total);
+}
+
+// The defaults still repair legitimate loss completely (the in-memory protocol tests above run
+// with them too): a 2% lossy subscriber next to an announced forger flooding NAKs.
+TEST(ReliabilityNakAttack, LegitimateRepairGoesOnDuringAnAttack) {
+  Sim sim;
+  Sub a(1, FaultOptions{0.02, 0, 0, 1, 21});
+  sim.add(&a);
+  sim.step(0);
+  const std::vector<NakRange> all(30, NakRange{1, 1ull << 40});
+  sim.tx.on_control(control(kControlStatus, 666, 1).data(), sizeof(ControlHeader), sim.now);
+  while (sim.tx.log().next() <= 20'000) {
+    sim.step(20);
+    const auto m = control(kControlNak, 666, 1, all);
+    sim.tx.on_control(m.data(), static_cast<std::uint32_t>(m.size()), sim.now);
+  }
+  sim.drain();
+  EXPECT_EQ(a.messages, 20'000u);
+  EXPECT_EQ(a.lost, 0u);
+  EXPECT_GT(sim.tx.stats().repairs_rate_limited, 0u);
+}
+
 }  // namespace
 }  // namespace pollux::transport::reliability

@@ -99,6 +99,11 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   so.retransmit_linger_ns = us(u.retransmit_linger_us);
   so.max_datagrams_per_call = std::max<std::uint32_t>(u.tx_batch, 64);
   so.coalesce_ns = us(u.coalesce_us);
+  so.nak_max_range = u.nak_max_range;
+  so.repair_rate = u.repair_rate;
+  so.repair_burst = u.repair_burst;
+  so.repair_rate_total = u.repair_rate_total;
+  so.repair_burst_total = 4 * u.repair_burst;
   if (absl::Status s = ep->sender_.init(so); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": udp.retransmit_buffer: ", s.message()));
   }
@@ -137,6 +142,12 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
     c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
     c.control_malformed = f.allocate(scope, "control_malformed", spec.stream_id);
+    c.control_bytes = f.allocate(scope, "control_bytes_received", spec.stream_id);
+    c.retransmit_bytes = f.allocate(scope, "retransmitted_bytes", spec.stream_id);
+    c.naks_unannounced = f.allocate(scope, "naks_unannounced", spec.stream_id);
+    c.nak_ranges_capped = f.allocate(scope, "nak_ranges_capped", spec.stream_id);
+    c.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", spec.stream_id);
+    c.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
   }
   // Announce the session at once: subscribers join and report, which connects us.
@@ -313,6 +324,12 @@ void UdpTxEndpoint::publish_counters() noexcept {
   c_.send_blocked.set(s.send_blocked);
   c_.send_errors.set(send_errors_);
   c_.control_malformed.set(s.control_malformed);
+  c_.control_bytes.set(s.control_bytes);
+  c_.retransmit_bytes.set(s.retransmit_bytes);
+  c_.naks_unannounced.set(s.naks_unannounced);
+  c_.nak_ranges_capped.set(s.nak_ranges_capped);
+  c_.repairs_rate_limited.set(s.repairs_rate_limited);
+  c_.repair_bytes_refused.set(s.repair_bytes_refused);
   c_.fault_dropped.set(tx_faults_.stats().dropped);
 }
 

@@ -99,7 +99,8 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   struct Counters {
     core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
         retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
-        fault_dropped;
+        control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
+        repair_bytes_refused, fault_dropped;
   } c_;
 };
 
