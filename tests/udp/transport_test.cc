@@ -1,6 +1,7 @@
 // UDP transport over loopback only (127.0.0.1 unicast, multicast on `lo` with TTL 1): endpoint
 // tests and the public API in inline and dedicated modes, with the fault injector.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
@@ -139,6 +140,91 @@ TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("udp.interface"), std::string::npos) << p.status();
   EXPECT_NE(p.status().message().find("nosuchif0"), std::string::npos) << p.status();
+}
+
+// ---- a port already in use ---------------------------------------------------------------------
+
+int open_fds() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+// A unicast subscriber whose port another socket holds (bound without SO_REUSEADDR): a clear
+// error naming the address, the port and the key, and nothing left behind - no descriptor, no
+// half-open subscriber; the same context opens it once the port is free.
+TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
+  const std::uint32_t port = base_port() + 16;
+  const int holder = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  auto ctx = Context::from_string(udp_config("inline", 16, "", "127.0.0.1"), "sub.toml");
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  const int before = open_fds();
+  auto sub = (*ctx)->subscriber("t");
+  ASSERT_FALSE(sub.ok());
+  const std::string msg(sub.status().message());
+  EXPECT_EQ(sub.status().code(), absl::StatusCode::kAlreadyExists) << msg;
+  EXPECT_NE(msg.find("sub.toml: udp.port"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(absl::StrFormat("127.0.0.1:%u", port)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("already in use"), std::string::npos) << msg;
+  EXPECT_EQ(open_fds(), before) << "a descriptor was left behind";
+  std::printf("%s\n", msg.c_str());
+  ::close(holder);
+  auto again = (*ctx)->subscriber("t");
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// Two unicast subscribers on one port: the kernel would give each datagram to one of them
+// only, so the second is refused (it used to bind with SO_REUSEADDR and silently take half).
+TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
+  auto c1 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml");
+  auto c2 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml");
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  auto first = (*c1)->subscriber("t");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = (*c2)->subscriber("t");
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("b.toml: udp.port"), std::string::npos) << second.status();
+  // A [[streams]] override is named as such.
+  auto c3 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1") +
+                                     absl::StrFormat("[[streams]]\ntopic = \"u\"\nid = 9\nudp_port = %u\n", base_port() + 17),
+                                 "c.toml");
+  ASSERT_TRUE(c3.ok()) << c3.status();
+  auto third = (*c3)->subscriber("u");
+  ASSERT_FALSE(third.ok());
+  EXPECT_NE(third.status().message().find("c.toml: streams.udp_port"), std::string::npos) << third.status();
+}
+
+// Multicast subscribers share the port (each gets every datagram), but not with a socket that
+// holds it exclusively.
+TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
+  auto c1 = Context::from_string(udp_config("inline", 18), "a.toml");
+  auto c2 = Context::from_string(udp_config("inline", 18), "b.toml");
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  auto s1 = (*c1)->subscriber("t");
+  auto s2 = (*c2)->subscriber("t");
+  EXPECT_TRUE(s1.ok() && s2.ok());
+  const std::uint32_t port = base_port() + 19;
+  const int holder = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  auto c3 = Context::from_string(udp_config("inline", 19), "c.toml");
+  ASSERT_TRUE(c3.ok());
+  const int before = open_fds();
+  auto s3 = (*c3)->subscriber("t");
+  ASSERT_FALSE(s3.ok());
+  EXPECT_NE(s3.status().message().find(absl::StrFormat("c.toml: udp.port: port %u of group %s", port, group())),
+            std::string::npos)
+      << s3.status();
+  EXPECT_EQ(open_fds(), before);
+  ::close(holder);
 }
 
 // ---- public API, inline mode ------------------------------------------------------------------------
