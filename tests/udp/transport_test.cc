@@ -247,15 +247,33 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
   })) << "publisher never saw the subscriber";
   std::uint64_t sent = 0;
   const bool inline_mode = threading == "inline";
+  // Queued modes: a consumer thread owns `r` until it is joined; the main thread only sees its
+  // progress (messages + losses), published with a release store after each drain.
   std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> progress{0};
   std::thread consumer;
   if (!inline_mode) {
     consumer = std::thread([&] {
       while (!stop.load(std::memory_order_relaxed)) {
-        if (drain(*sub, r) == 0) std::this_thread::yield();
+        if (drain(*sub, r) == 0) {
+          std::this_thread::yield();
+        } else {
+          progress.store(r.seqs.size() + r.lost, std::memory_order_release);  // pairs with seen()'s acquire
+        }
       }
     });
   }
+  struct Joiner {  // also on an early return of a failed ASSERT
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop.store(true, std::memory_order_relaxed);
+      if (t.joinable()) t.join();
+    }
+  } joiner{stop, consumer};
+  auto seen = [&]() -> std::uint64_t {
+    return inline_mode ? r.seqs.size() + r.lost : progress.load(std::memory_order_acquire);
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (sent < count && std::chrono::steady_clock::now() < deadline) {
     std::uint64_t payload[4] = {sent + 1, 0, 0, 0};
@@ -269,12 +287,12 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
     if (inline_mode && (sent % 16 == 0 || rc < 0)) drain(*sub, r);
   }
   ASSERT_EQ(sent, count);
-  const bool ok = spin_until([&] { return r.seqs.size() + r.lost >= count; }, 30000, [&] {
+  const bool ok = spin_until([&] { return seen() >= count; }, 30000, [&] {
     pub->service();
     if (inline_mode) drain(*sub, r);
   });
   stop = true;
-  if (consumer.joinable()) consumer.join();
+  if (consumer.joinable()) consumer.join();  // r is the main thread's from here on
   EXPECT_TRUE(ok) << "received " << r.seqs.size() << " lost " << r.lost;
   EXPECT_EQ(r.seqs.size(), count);
   EXPECT_EQ(r.lost, 0u);
