@@ -237,6 +237,11 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
       ++work;
       continue;
     }
+    if (s.status_now) {
+      // Before any NAK: publishers serve NAKs only from subscribers they heard before.
+      send_status(s, now_ns, sink, 0);
+      ++work;
+    }
     if (s.win.next_nak_ns() <= now_ns) {
       alignas(8) std::byte buf[kMaxControlLength];
       auto* ranges = reinterpret_cast<NakRange*>(buf + sizeof(ControlHeader));
@@ -260,7 +265,7 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
         ++work;
       }
     }
-    if (s.status_now || now_ns >= s.next_status_ns) {
+    if (now_ns >= s.next_status_ns) {
       send_status(s, now_ns, sink, 0);
       ++work;
     }
