@@ -42,6 +42,7 @@ StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_i
     c.lost = f.allocate(scope, "messages_lost", stream_id);
     c.overruns = f.allocate(scope, "overruns", stream_id);
     c.events = f.allocate(scope, "stream_events", stream_id);
+    c.malformed = f.allocate(scope, "malformed", stream_id);
   }
   return c;
 }

@@ -555,6 +555,18 @@ const std::vector<Field>& fields() {
       {"udp.coalesce_us", "0: every post sends at once (lowest latency); > 0: a partly filled datagram waits up to this long for more frames (fewer, fuller datagrams; inline publishers must keep calling offer() or service())",
        [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.coalesce_us); },
        [](const Config& c) { return absl::StrCat(c.udp.coalesce_us); }},
+      {"udp.nak_max_range", "most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for the rest again)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1 << 24, &c.udp.nak_max_range); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_max_range); }},
+      {"udp.repair_rate", "repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds what forged NAKs can make it send. Keep it above the stream's rate, or a subscriber that fell behind cannot catch up while the stream runs",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_rate); }},
+      {"udp.repair_burst", "repair bytes a publisher sends for one subscriber at once (the bucket of udp.repair_rate; the bucket of udp.repair_rate_total holds 4x this)",
+       [](Config& c, const toml::node& n) { return want_size(n, 1024, 1ull << 36, &c.udp.repair_burst); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_burst); }},
+      {"udp.repair_rate_total", "repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate_total); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_rate_total); }},
       {"udp.fault_loss", "testing: probability that a received datagram is dropped before the protocol sees it",
        [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_loss); },
        [](const Config& c) { return absl::StrCat(c.udp.fault_loss); }},
@@ -731,6 +743,10 @@ class Parser {
       if (c.udp.retransmit_buffer < 4ull * datagram) {
         return at("udp.retransmit_buffer", absl::StrFormat("%u bytes hold fewer than 4 datagrams of %u bytes (udp.mtu %u); raise it",
                                                            c.udp.retransmit_buffer, datagram, c.udp.mtu));
+      }
+      if (c.udp.repair_burst < datagram) {
+        return at("udp.repair_burst", absl::StrFormat("%u bytes are less than one datagram of %u bytes (udp.mtu %u): no repair could ever be sent; raise it",
+                                                      c.udp.repair_burst, datagram, c.udp.mtu));
       }
       if (c.udp.nak_retry_us > c.udp.nak_retry_max_us) {
         return at("udp.nak_retry_us", absl::StrFormat("%u is above udp.nak_retry_max_us (%u)", c.udp.nak_retry_us, c.udp.nak_retry_max_us));
