@@ -48,7 +48,7 @@ StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_i
 }
 
 absl::Status ContextImpl::start() {
-  core::Clock::init();
+  core::Clock::init(cfg.runtime.shm_dir);
   auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name);
   if (!cf.ok()) return cf.status();
   counters = std::move(*cf);

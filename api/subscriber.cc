@@ -133,7 +133,9 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         flush_dropped();
         StreamEvent ev{StreamEventKind::kNewSession, stream_id, d.session_id};
         if (d.kind == RxKind::kEndOfStream) {
-          ev.kind = d.reason == 0 ? StreamEventKind::kEndOfStream : StreamEventKind::kPublisherDied;
+          ev.kind = d.reason == transport::kEndClosed      ? StreamEventKind::kEndOfStream
+                    : d.reason == transport::kEndTruncated ? StreamEventKind::kSegmentTruncated
+                                                           : StreamEventKind::kPublisherDied;
         }
         counters.events.add();
         h.on_event(h.ctx, ev);

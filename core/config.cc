@@ -370,6 +370,9 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
+      {"shm.group", "\"\": segments are 0600 and only files of this user are attached; a group name (or gid): segments are created 0660 with that group and files of that group (any owner, group-writable) are attached too; never files others may write",
+       [](Config& c, const toml::node& n) { return want_string(n, &c.shm.group); },
+       [](const Config& c) { return quote(c.shm.group); }},
       // [rdma]
       {"rdma.device", "RDMA device (e.g. \"mlx5_0\", \"rxe0\"), or \"auto\": runtime.device if it names one, else the first device with an active port; its NUMA node gets the pollers and the pool",
        [](Config& c, const toml::node& n) -> std::string {

@@ -61,6 +61,7 @@ struct ShmConfig {
   FlowControl flow_control = FlowControl::kLossy;
   std::uint32_t max_subscribers = 32;
   std::uint32_t liveness_timeout_ms = 2000;  // publisher considered dead after this silence
+  std::string group;               // "" : segments 0600, same uid only; else 0660 with this group
 };
 
 enum class RdmaMode { kRc, kUdMulticast };
