@@ -174,6 +174,8 @@ mode = "rc"
 peers = ["10.0.0.2:7471", "10.0.0.3:7471"]
 signal_every = 8
 )"},
+      {"string_forms.toml", "[runtime]\nname = \"md_1\"\ndevice = \"eth\\u0030\"\nshm_dir = '/dev/shm'\n"
+                            "[[streams]]\ntopic = \"\"\"multi\nline\"\"\"\nid = 5\n"},
       {"inline_errors.toml", "[runtime]\nthreading = \"inline\"\n[shm]\nlog_size = 17592186044432\n"},
   };
   for (const auto& [name, text] : files) {
