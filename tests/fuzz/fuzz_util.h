@@ -23,7 +23,22 @@
     }                                                                                      \
   } while (0)
 
+// FUZZ_TRACE prints what a harness does, only when POLLUX_FUZZ_TRACE is set in the
+// environment: for reading a crash input step by step (`POLLUX_FUZZ_TRACE=1 fuzz_x CRASH`).
+#define FUZZ_TRACE(...)                                    \
+  do {                                                     \
+    if (::pollux::fuzz::tracing()) [[unlikely]] {          \
+      std::fprintf(stderr, "trace: " __VA_ARGS__);         \
+      std::fputc('\n', stderr);                            \
+    }                                                      \
+  } while (0)
+
 namespace pollux::fuzz {
+
+inline bool tracing() noexcept {
+  static const bool on = std::getenv("POLLUX_FUZZ_TRACE") != nullptr;
+  return on;
+}
 
 class FuzzInput {
  public:

@@ -88,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         f->sequence = seq;
         const std::uint32_t token = static_cast<std::uint32_t>(frames.size());
         const rel::ReceiveWindow::Accept a = w.accept(seq, f.get(), token, now);
+        FUZZ_TRACE("accept(%llu) -> %d", static_cast<unsigned long long>(seq), static_cast<int>(a));
         const rel::ReceiveWindow::Accept want = seq < exp0                 ? rel::ReceiveWindow::Accept::kDuplicate
                                                 : seq - exp0 >= window     ? rel::ReceiveWindow::Accept::kBeyond
                                                 : held.count(seq) != 0     ? rel::ReceiveWindow::Accept::kDuplicate
@@ -103,6 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const u64 next = pick_seq(in, w);
         const u64 oldest = pick_seq(in, w);
         w.on_heartbeat(next, oldest, now);
+        FUZZ_TRACE("heartbeat(next %llu, oldest %llu)", static_cast<unsigned long long>(next),
+                   static_cast<unsigned long long>(oldest));
         break;
       }
       case op::kDrain:
@@ -110,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint32_t max = 1 + in.u8() % 64;
         const u64 limit = in.flag() ? UINT64_MAX : pick_seq(in, w);
         const std::uint32_t n = w.drain(out, max, kSession, limit);
+        FUZZ_TRACE("drain(max %u, limit %llu) -> %u events", max, static_cast<unsigned long long>(limit), n);
         FUZZ_CHECK(n <= max, "drain returned %u > max %u", n, max);
         u64 cursor = exp0;
         for (std::uint32_t i = 0; i < n; ++i) {
@@ -148,6 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         now += static_cast<std::int64_t>(in.u16()) * 10'000;
         const std::uint32_t max = 1 + in.u8() % 32;
         const std::uint32_t k = w.collect_naks(now, naks, max);
+        FUZZ_TRACE("collect_naks(now %lld, max %u) -> %u ranges", static_cast<long long>(now), max, k);
         FUZZ_CHECK(k <= max, "%u NAK ranges > max %u", k, max);
         const u64 lo = std::max(w.expected(), w.lost_through());
         for (std::uint32_t i = 0; i < k; ++i) {
@@ -163,8 +168,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const bool pick_held = in.flag();
         auto it = held.find(seq);
         const bool right = it != held.end() && pick_held;
-        const core::FrameHeader* f = right ? it->second.first : frames.empty() ? nullptr : frames.back().get();
+        static const core::FrameHeader kNotHeld{};  // forget() is never called without a frame
+        const core::FrameHeader* f = right ? it->second.first : frames.empty() ? &kNotHeld : frames.back().get();
         const bool want = it != held.end() && it->second.first == f;
+        FUZZ_TRACE("forget(%llu, %s frame)", static_cast<unsigned long long>(seq), want ? "its" : "another");
         FUZZ_CHECK(w.forget(seq, f, now) == want, "forget(%llu) disagrees with the model (held: %d)",
                    static_cast<unsigned long long>(seq), it != held.end());
         if (want) held.erase(it);
@@ -172,11 +179,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case op::kSilence:  // the publisher went silent: the receiver declares everything missing lost
         now += static_cast<std::int64_t>(in.u32()) * 1'000;
+        FUZZ_TRACE("silence: declare_lost(%llu)", static_cast<unsigned long long>(w.hwm()));
         w.declare_lost(w.hwm());
         break;
       default: {  // a new session replaces the old one in this slot
         if (!in.flag()) break;
         const u64 start = pick_seq(in, w);
+        FUZZ_TRACE("reset(%llu)", static_cast<unsigned long long>(start));
         w.reset(start);
         held.clear();
         FUZZ_CHECK(w.expected() == start && w.hwm() == start && w.held() == 0, "reset(%llu) left state behind",
@@ -184,6 +193,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         continue;
       }
     }
+    FUZZ_TRACE("  expected %llu hwm %llu lost_through %llu held %u gaps %u", static_cast<unsigned long long>(w.expected()),
+               static_cast<unsigned long long>(w.hwm()), static_cast<unsigned long long>(w.lost_through()), w.held(),
+               w.gaps());
     // Invariants after every event.
     FUZZ_CHECK(w.expected() <= w.hwm(), "expected %llu > hwm %llu", static_cast<unsigned long long>(w.expected()),
                static_cast<unsigned long long>(w.hwm()));

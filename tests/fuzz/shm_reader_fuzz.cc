@@ -111,14 +111,14 @@ std::size_t patch_offset(FuzzInput& in, std::size_t size, std::uint32_t header_s
     case 1: return offsetof(shm::SegmentHeader, writer) + v % sizeof(shm::WriterState);  // tail, closed...
     case 2: return offsetof(shm::SegmentHeader, checkpoints) + v % sizeof(shm::Checkpoints);
     case 3: return sizeof(shm::SegmentHeader) + v % (4 * sizeof(shm::SubscriberSlot));  // slots
-    case 4: return header_size + (v * core::kFrameAlignment + in.u8() % 32) % kLogSize;  // a frame header
+    case 4: return header_size + (v * core::kFrameAlignment + in.u8() % 32) % (size - header_size);  // a frame header
     default: return v % size;
   }
 }
 
 void apply_patches(FuzzInput& in, std::byte* base, std::size_t size, std::uint32_t header_size, int count) {
   for (int i = 0; i < count && !in.empty(); ++i) {
-    const std::size_t at = patch_offset(in, size, header_size);
+    const std::size_t at = size > header_size ? patch_offset(in, size, header_size) : in.u32() % (size + 1);
     std::size_t got = 0;
     const std::uint8_t* src = in.bytes(1 + in.u8() % 16, &got);
     const std::size_t n = std::min(got, size - std::min(at, size));
