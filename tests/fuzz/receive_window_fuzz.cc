@@ -13,8 +13,15 @@
 //  - expected <= hwm; every held sequence is in [expected, hwm); NAK ranges lie in
 //    [max(expected, lost_through), hwm) and are not empty;
 //  - one event (one datagram) never moves the window's reach (hwm, lost_through) further
-//    than one window beyond where delivery stands: a forged heartbeat may cost a window's
-//    worth of loss at most, not the stream (issue #9 item 5).
+//    than one window beyond where delivery stands, unless an earlier heartbeat already claimed
+//    that far: a single forged heartbeat must not cost more than a window (issue #9 item 5).
+//    (How a claim becomes believed - e.g. confirmed by a later consistent heartbeat - is the
+//    window's business; that it takes more than the one datagram is checked here.)
+//
+// The window is fed what ReliableReceiver passes it: sequences in [1, 2^62] (the receiver
+// refuses larger ones as forgeries, they would overflow window arithmetic), heartbeats with
+// oldest <= next, sessions starting at a sequence in [1, 2^62]. Inputs outside that contract
+// are skipped here; the udp_receiver harness feeds them to the receiver itself.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +44,9 @@ using pollux::transport::RxKind;
 
 using u64 = std::uint64_t;
 constexpr std::uint32_t kSession = 0x5e55;
+
+// The receiver's plausibility bound (ReliableReceiver::kMaxSequence once issue #9 item 5 is in).
+constexpr u64 kMaxSequence = u64{1} << 62;
 
 u64 sat_add(u64 a, u64 b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
@@ -68,13 +78,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const u64 window = w.window();
   FUZZ_CHECK(window >= o.window && (window & (window - 1)) == 0, "window %llu for %u asked",
              static_cast<unsigned long long>(window), o.window);
-  w.reset(1 + (in.u64() >> 1));  // a session starts at the first heartbeat's sequence
+  w.reset(1 + in.u64() % kMaxSequence);  // a session starts at the first heartbeat's sequence
 
   std::map<u64, std::pair<const core::FrameHeader*, std::uint32_t>> held;  // the model
   std::vector<std::unique_ptr<core::FrameHeader>> frames;  // every frame offered, kept alive
   std::int64_t now = 1'000'000'000;
   RxDesc out[64];
   rel::NakRange naks[32];
+  u64 claimed = 0;    // the furthest sequence an earlier heartbeat claimed (its next: oldest <= next)
+  u64 last_next = 0;  // the claim of the event being checked
 
   for (int ops = 0; !in.empty() && ops < 4096; ++ops) {
     const u64 exp0 = w.expected(), hwm0 = w.hwm(), lost0 = w.lost_through();
@@ -86,6 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         auto f = std::make_unique<core::FrameHeader>();
         f->frame_length = core::kFrameHeaderSize + in.u8();
         f->sequence = seq;
+        if (seq == 0 || seq > kMaxSequence) continue;  // the receiver drops it
         const std::uint32_t token = static_cast<std::uint32_t>(frames.size());
         const rel::ReceiveWindow::Accept a = w.accept(seq, f.get(), token, now);
         FUZZ_TRACE("accept(%llu) -> %d", static_cast<unsigned long long>(seq), static_cast<int>(a));
@@ -103,7 +116,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case op::kHeartbeat: {
         const u64 next = pick_seq(in, w);
         const u64 oldest = pick_seq(in, w);
+        if (next > kMaxSequence || oldest > next) continue;  // the receiver drops it as malformed
         w.on_heartbeat(next, oldest, now);
+        last_next = next;
         FUZZ_TRACE("heartbeat(next %llu, oldest %llu)", static_cast<unsigned long long>(next),
                    static_cast<unsigned long long>(oldest));
         break;
@@ -185,6 +200,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       default: {  // a new session replaces the old one in this slot
         if (!in.flag()) break;
         const u64 start = pick_seq(in, w);
+        if (start == 0 || start > kMaxSequence) continue;  // the receiver refuses such a session
         FUZZ_TRACE("reset(%llu)", static_cast<unsigned long long>(start));
         w.reset(start);
         held.clear();
@@ -205,12 +221,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                static_cast<unsigned long long>(held.begin()->first), static_cast<unsigned long long>(held.rbegin()->first),
                static_cast<unsigned long long>(w.expected()), static_cast<unsigned long long>(w.hwm()));
     FUZZ_CHECK(w.gaps() <= rel::ReceiveWindow::kMaxGaps, "%u gaps", w.gaps());
-    const u64 reach = std::max(hwm0, sat_add(exp0, window));
+    const u64 reach = std::max({hwm0, sat_add(exp0, window), claimed});
     FUZZ_CHECK(w.hwm() <= reach && (w.lost_through() <= std::max(lost0, reach)),
-               "one event moved hwm %llu -> %llu, lost_through %llu -> %llu with delivery at %llu (window %llu)",
+               "one event moved hwm %llu -> %llu, lost_through %llu -> %llu with delivery at %llu (window %llu, "
+               "earlier heartbeats claimed up to %llu)",
                static_cast<unsigned long long>(hwm0), static_cast<unsigned long long>(w.hwm()),
                static_cast<unsigned long long>(lost0), static_cast<unsigned long long>(w.lost_through()),
-               static_cast<unsigned long long>(exp0), static_cast<unsigned long long>(window));
+               static_cast<unsigned long long>(exp0), static_cast<unsigned long long>(window),
+               static_cast<unsigned long long>(claimed));
+    if (last_next != 0) claimed = std::max(claimed, last_next);  // this heartbeat's claim counts from now on
+    last_next = 0;
   }
   return 0;
 }
