@@ -211,7 +211,24 @@ std::string want_udp_int(const toml::node& n, std::int64_t lo, std::int64_t hi, 
   return e;
 }
 
-std::string quote(std::string_view s) { return absl::StrFormat("\"%s\"", s); }
+// A TOML basic string: quotes, backslashes and control characters escaped, so that what
+// to_toml() prints parses back to the same value (found by tests/fuzz/config_fuzz.cc).
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += absl::StrFormat("\\u%04X", u);
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
 
 // ---- the table ----------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ TEST_PKGS=(
   kmod cpio xz-utils binutils file
   # multi-host tests in network namespaces, wire loss with nftables
   iproute2 nftables
+  # libFuzzer harnesses (scripts/fuzz.sh): Debian's clang and its sanitizer/fuzzer runtimes
+  clang libclang-rt-14-dev
 )
 
 want=("${BUILD_PKGS[@]}")

@@ -93,7 +93,6 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   std::uint32_t done_n_ = 0, done_cap_ = 0;
   std::unique_ptr<::mmsghdr[]> msgs_;
   std::unique_ptr<iovec[]> iov_;
-  alignas(8) std::byte ctl_[2048];
   std::uint64_t send_errors_ = 0;
   int last_errno_ = 0;
   struct Counters {

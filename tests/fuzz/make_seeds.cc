@@ -1,0 +1,403 @@
+// Writes the seed corpora of tests/fuzz/corpus/ from the product's own encoders: ITCH records
+// cut from the project's fixture and written by itch::Encoder, configurations checked by
+// parse_config (and the printed defaults), datagrams sent by a real ReliableSender, control
+// messages sent by a real ReliableReceiver, wrapped in the harnesses' input formats (formats.h).
+//
+//   fuzz_make_seeds CORPUS_DIR ITCH_FIXTURE     (scripts/fuzz.sh --make-seeds runs it)
+// Deterministic: running it again rewrites the same bytes. Also writes CORPUS_DIR/../config.dict.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/frame.h"
+#include "itch/encoder.h"
+#include "itch/messages.h"
+#include "itch/reader.h"
+#include "tests/fuzz/formats.h"
+#include "transport/reliability/receiver.h"
+#include "transport/reliability/sender.h"
+#include "transport/reliability/wire.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace itch = pollux::itch;
+namespace rel = pollux::transport::reliability;
+namespace core = pollux::core;
+namespace fz = pollux::fuzz;
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "fuzz_make_seeds: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+// Little-endian byte writer matching FuzzInput.
+class Out {
+ public:
+  Out& u8(std::uint64_t v) { return put(v, 1); }
+  Out& u16(std::uint64_t v) { return put(v, 2); }
+  Out& u32(std::uint64_t v) { return put(v, 4); }
+  Out& u64(std::uint64_t v) { return put(v, 8); }
+  Out& raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+    return *this;
+  }
+  // A sequence for pick_seq: base + delta (-128..127), or a raw 64-bit value.
+  Out& seq(fz::seq::Base base, int delta) { return u8(static_cast<std::uint8_t>(delta)).u8(base); }
+  Out& seq_raw(std::uint64_t v) { return u8(0).u8(fz::seq::kRaw).u64(v); }
+  std::vector<std::uint8_t> bytes;
+
+ private:
+  Out& put(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    return *this;
+  }
+};
+
+void write(const fs::path& p, std::span<const std::uint8_t> b) {
+  fs::create_directories(p.parent_path());
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  if (!f) die("cannot write " + p.string());
+  std::printf("  %s (%zu bytes)\n", p.c_str(), b.size());
+}
+void write(const fs::path& p, const std::string& s) {
+  write(p, std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
+}
+
+// ---- itch_reader -------------------------------------------------------------------------------
+
+void itch_seeds(const fs::path& dir, const std::string& fixture) {
+  auto r = itch::Reader::Open(fixture);
+  if (!r.ok()) die(r.status().ToString());
+  std::vector<itch::MessageView> all;
+  if (absl::Status s = r->ForEach([&](itch::MessageView m) { all.push_back(m); }); !s.ok()) die(s.ToString());
+  auto frame = [](std::span<const itch::MessageView> ms) {
+    std::vector<std::uint8_t> v;
+    itch::Encoder e(&v);
+    for (const itch::MessageView& m : ms) e.AppendRaw(m.bytes());
+    return v;
+  };
+  write(dir / "fixture_head.itch", frame(std::span(all).first(std::min<std::size_t>(all.size(), 10))));
+  if (all.size() > 2040) write(dir / "fixture_book_run.itch", frame(std::span(all).subspan(2000, 40)));
+  std::vector<itch::MessageView> one_each;
+  std::set<char> types;
+  for (const itch::MessageView& m : all) {
+    if (types.insert(m.type()).second) one_each.push_back(m);
+  }
+  write(dir / "fixture_one_of_each_type.itch", frame(one_each));
+
+  // A whole order life cycle written by the encoder, with real and with zero length prefixes.
+  for (const itch::Framing framing : {itch::Framing::kLengthPrefix, itch::Framing::kZeroLengthPrefix}) {
+    std::vector<std::uint8_t> v;
+    itch::Encoder e(&v, framing);
+    itch::Header h{7, 0, 34'200'000'000'000};
+    e.AppendSystemEvent(h, 'O');
+    e.AppendStockDirectory(h, "ACME");
+    e.AppendStockTradingAction(h, "ACME", 'T');
+    e.AppendAddOrder(h, 1, 'B', 100, "ACME", 1'234'500);
+    e.AppendAddOrderMpid(h, 2, 'S', 200, "ACME", 1'235'000, "MPID");
+    e.AppendOrderExecuted(h, 1, 40, 900);
+    e.AppendOrderExecutedWithPrice(h, 2, 50, 901, 'Y', 1'234'900);
+    e.AppendOrderCancel(h, 1, 10);
+    e.AppendOrderReplace(h, 2, 3, 120, 1'236'000);
+    e.AppendOrderDelete(h, 1);
+    e.AppendTrade(h, 4, 'B', 300, "ACME", 1'235'500, 902);
+    e.AppendOrderDelete(h, 3);
+    write(dir / (framing == itch::Framing::kLengthPrefix ? "encoder_order_life.itch" : "encoder_order_life_zero_prefix.itch"), v);
+  }
+  std::vector<std::uint8_t> bare;
+  itch::Encoder(&bare, itch::Framing::kNone).AppendAddOrder(itch::Header{1, 2, 3}, 42, 'S', 10, "XYZ", 99);
+  write(dir / "payload_add_order.bin", bare);
+}
+
+// ---- config ------------------------------------------------------------------------------------
+
+void config_seeds(const fs::path& dir, const fs::path& dict) {
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"shm_backpressure.toml", R"([runtime]
+threading = "dedicated"
+pollers = 2
+poller_cores = [2, 3]
+name = "md-shm"
+[pool]
+slot_size = "4KiB"
+slots = 4096
+[shm]
+log_size = "64MiB"
+flow_control = "backpressure"
+[[streams]]
+topic = "itch.nasdaq"
+id = 1
+trace = true
+trace_every = 100
+)"},
+      {"udp_multicast.toml", R"([transport]
+kind = "udp"
+[udp]
+address = "239.1.2.3"
+port = 40000
+interface = "lo"
+mtu = 9000
+reorder_window = 65536
+retransmit_buffer = "64MiB"
+nak_delay_us = 50
+fault_loss = 0.01
+fault_reorder = 0.001
+[[streams]]
+topic = "a"
+id = 1
+udp_address = "239.1.2.4"
+udp_port = 40001
+[[streams]]
+topic = "b"
+id = 2
+)"},
+      {"rdma_rc.toml", R"([transport]
+kind = "rdma"
+[runtime]
+threading = "shared"
+idle = "busy-spin"
+device = "mlx5_0"
+[rdma]
+device = "mlx5_0"
+mode = "rc"
+peers = ["10.0.0.2:7471", "10.0.0.3:7471"]
+signal_every = 8
+)"},
+      {"string_forms.toml", "[runtime]\nname = \"md_1\"\ndevice = \"eth\\u0030\"\nshm_dir = '/dev/shm'\n"
+                            "[[streams]]\ntopic = \"\"\"multi\nline\"\"\"\nid = 5\n"},
+      {"inline_errors.toml", "[runtime]\nthreading = \"inline\"\n[shm]\nlog_size = 17592186044432\n"},
+  };
+  for (const auto& [name, text] : files) {
+    auto c = core::parse_config(text, name);
+    if (!c.ok() && name != "inline_errors.toml") die(name + " does not parse: " + c.status().ToString());
+    write(dir / name, text);
+  }
+  auto d = core::parse_config("", "<defaults>");
+  if (!d.ok()) die(d.status().ToString());
+  const std::string printed = d->to_toml();
+  write(dir / "defaults_printed.toml", printed);
+
+  // The dictionary: every section and key the table knows, and the TOML punctuation.
+  std::set<std::string> words = {"[", "]", "[[streams]]", "=", "\"", "'", "\"\"\"", "true", "false", "#",
+                                 "KiB", "MiB", "GiB", "{", "}", ",", ".", "\n", "0x", "1e9", "inf", "nan"};
+  std::string section;
+  for (std::size_t at = 0; at < printed.size();) {
+    std::size_t eol = printed.find('\n', at);
+    if (eol == std::string::npos) eol = printed.size();
+    const std::string line = printed.substr(at, eol - at);
+    at = eol + 1;
+    if (line.size() > 2 && line[0] == '[') words.insert(line.substr(1, line.find(']') - 1));
+    const std::size_t eq = line.find(" = ");
+    if (eq != std::string::npos && line[0] != '#') {
+      words.insert(line.substr(0, eq));
+      const std::string value = line.substr(eq + 3, line.find("  #") - eq - 3);
+      if (value.size() > 2 && value[0] == '"') words.insert(value.substr(1, value.size() - 2));
+    }
+  }
+  for (const char* w : {"dedicated", "shared", "inline", "busy-spin", "yield", "backoff", "shm", "udp", "rdma", "lossy",
+                        "backpressure", "rc", "ud_mcast", "auto", "on", "off", "topic", "id", "trace", "trace_every",
+                        "udp_address", "udp_port"}) {
+    words.insert(w);
+  }
+  std::string out = "# libFuzzer dictionary for the config harness (written by fuzz_make_seeds)\n";
+  for (const std::string& w : words) {
+    std::string esc;
+    for (char ch : w) {
+      if (ch == '"' || ch == '\\') {
+        esc += '\\';
+        esc += ch;
+      } else if (ch == '\n') {
+        esc += "\\x0A";
+      } else {
+        esc += ch;
+      }
+    }
+    out += "\"" + esc + "\"\n";
+  }
+  write(dict, out);
+}
+
+// ---- datagrams and control messages from the real protocol endpoints ---------------------------
+
+struct Capture final : rel::DatagramSink, rel::ControlSink {
+  std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept override {
+    for (const Datagram& g : d) datagrams.emplace_back(g.data, g.data + g.bytes);
+    return static_cast<std::uint32_t>(d.size());
+  }
+  void send_control(const rel::PeerAddress&, const std::byte* msg, std::uint32_t len) noexcept override {
+    controls.emplace_back(msg, msg + len);
+  }
+  std::vector<std::vector<std::byte>> datagrams, controls;
+};
+
+// A sender of stream 7 (the harnesses' stream): a heartbeat, then `frames` messages.
+Capture send(std::uint32_t session, int frames, bool end) {
+  rel::SenderOptions o;
+  o.log.capacity = 64u << 10;
+  o.log.max_datagram = 1472;
+  o.log.stream_id = 7;
+  o.log.session_id = session;
+  rel::ReliableSender s;
+  if (!s.init(o).ok()) die("sender init");
+  Capture c;
+  s.service(c, 1'000'000'000);  // the session's first heartbeat
+  alignas(8) std::byte f[256] = {};
+  for (int i = 0; i < frames; ++i) {
+    for (int b = 32; b < 32 + 8 * (i % 20); ++b) f[b] = static_cast<std::byte>(i ^ b);
+    if (!s.append(f, 32 + 8 * (i % 20))) die("append");
+    if (i % 4 == 3) s.flush(c, 1'000'000'000);  // a few frames per datagram
+  }
+  s.flush(c, 1'000'000'000);
+  if (end) s.send_end_of_stream(c, 1'000'000'000);
+  return c;
+}
+
+void datagram_op(Out& o, const std::vector<std::byte>& d) {
+  o.u8(fz::udp::kDatagram).u8(1).u16(d.size()).raw(d.data(), d.size()).u8(255);
+}
+
+void udp_seeds(const fs::path& dir) {
+  {
+    const Capture c = send(0x51, 24, true);
+    Out o;
+    o.u8(0);  // window 1024
+    for (const auto& d : c.datagrams) datagram_op(o, d);
+    o.u8(fz::udp::kPoll).u8(63).u8(fz::udp::kPoll).u8(63).u8(fz::udp::kService).u16(1000);
+    write(dir / "in_order_then_end.bin", o.bytes);
+  }
+  {  // the second data datagram is lost, NAKed after a while, then repaired
+    const Capture c = send(0x51, 24, false);
+    Out o;
+    o.u8(0);
+    for (std::size_t i = 0; i < c.datagrams.size(); ++i) {
+      if (i != 2) datagram_op(o, c.datagrams[i]);
+    }
+    o.u8(fz::udp::kPoll).u8(63).u8(fz::udp::kService).u16(50).u8(fz::udp::kService).u16(300);
+    datagram_op(o, c.datagrams[2]);
+    o.u8(fz::udp::kPoll).u8(63).u8(fz::udp::kService).u16(2000);
+    write(dir / "loss_nak_repair.bin", o.bytes);
+  }
+  {  // two publishers on the stream, interleaved, one of them goes silent
+    const Capture a = send(0x51, 12, false), b = send(0x52, 12, true);
+    Out o;
+    o.u8(1);  // window 64
+    for (std::size_t i = 0; i < std::max(a.datagrams.size(), b.datagrams.size()); ++i) {
+      if (i < a.datagrams.size()) datagram_op(o, a.datagrams[i]);
+      if (i < b.datagrams.size()) datagram_op(o, b.datagrams[i]);
+    }
+    o.u8(fz::udp::kPoll).u8(20).u8(fz::udp::kTime).u32(3'000'000).u8(fz::udp::kService).u16(10).u8(fz::udp::kPoll).u8(63);
+    write(dir / "two_sessions_one_silent.bin", o.bytes);
+  }
+}
+
+void control_seeds(const fs::path& dir) {
+  // A receiver hears the harness's publisher (stream 7, session 0x77) with one datagram lost,
+  // and answers with a status message and a NAK: those are the seeds' control datagrams.
+  const Capture c = send(0x77, 20, false);
+  rel::ReceiverOptions ro;
+  ro.window.window = 1024;
+  ro.stream_id = 7;
+  ro.receiver_id = 5;
+  rel::ReliableReceiver r;
+  if (!r.init(ro).ok()) die("receiver init");
+  Capture out;
+  rel::PeerAddress from{};
+  std::vector<std::vector<std::byte>> bufs = c.datagrams;  // frames are held in place
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    if (i != 2) r.on_datagram(bufs[i].data(), static_cast<std::uint32_t>(bufs[i].size()), from, 0, 1'000'000'000);
+  }
+  r.service(1'000'000'000, out);          // status ("I am here")
+  r.service(1'010'000'000, out);          // the NAK, after its random delay
+  if (out.controls.size() < 2) die("the receiver sent no NAK");
+  Out o;
+  o.u8(0);  // no coalescing
+  o.u8(255).u8(fz::control::kAppend).u8(20);
+  for (int i = 0; i < 20; ++i) o.u8(8 * (i % 20));
+  for (const auto& m : out.controls) o.u8(255).u8(fz::control::kControl).u8(1).u16(m.size()).raw(m.data(), m.size());
+  o.u8(255).u8(fz::control::kService).u16(10).u8(255).u8(fz::control::kTime).u32(2000).u8(255).u8(fz::control::kService).u16(10);
+  write(dir / "status_nak_repair.bin", o.bytes);
+  // The subscriber leaves (kControlFlagLeaving), the publisher ends.
+  r.close(out);
+  Out e;
+  e.u8(1);  // coalescing
+  e.u8(255).u8(fz::control::kAppend).u8(5).u8(8).u8(16).u8(24).u8(32).u8(40);
+  e.u8(255).u8(fz::control::kControl).u8(1).u16(out.controls[0].size()).raw(out.controls[0].data(), out.controls[0].size());
+  e.u8(255).u8(fz::control::kControl).u8(1).u16(out.controls.back().size()).raw(out.controls.back().data(), out.controls.back().size());
+  e.u8(3).u8(1).u8(fz::control::kService).u16(100).u8(255).u8(fz::control::kEndOfStream);
+  write(dir / "status_leave_end.bin", e.bytes);
+}
+
+// ---- receive_window and shm_reader: event lists ------------------------------------------------
+
+void window_seeds(const fs::path& dir) {
+  namespace w = fz::window;
+  {
+    Out o;
+    o.u8(2).u64(0);  // window 1024, start at 1
+    for (int i = 0; i < 12; ++i) o.u8(w::kData).seq(fz::seq::kHwm, 0).u8(i);
+    o.u8(w::kDrain).u8(63).u8(1);
+    write(dir / "in_order.bin", o.bytes);
+  }
+  {
+    Out o;
+    o.u8(0).u64(200);  // window 64, start at 101
+    o.u8(w::kData).seq(fz::seq::kHwm, 0).u8(0).u8(w::kData).seq(fz::seq::kHwm, 3).u8(0);
+    o.u8(w::kNaks).u16(20).u8(8).u8(w::kData).seq(fz::seq::kExpected, 2).u8(0);
+    o.u8(w::kForget).seq(fz::seq::kHwm, -1).u8(1).u8(w::kNaks).u16(300).u8(8);
+    o.u8(w::kData).seq(fz::seq::kExpected, 1).u8(0).u8(w::kDrain).u8(63).u8(1);
+    o.u8(w::kData).seq(fz::seq::kExpected, 3).u8(0).u8(w::kData).seq(fz::seq::kExpected, 2).u8(0);
+    o.u8(w::kDrain).u8(63).u8(1);
+    write(dir / "gap_nak_fill_forget.bin", o.bytes);
+  }
+  {
+    Out o;
+    o.u8(1).u64(0);  // window 128
+    o.u8(w::kData).seq(fz::seq::kHwm, 0).u8(0);
+    o.u8(w::kHeartbeat).seq(fz::seq::kHwm, 20).seq(fz::seq::kExpected, 0);  // a lost tail
+    o.u8(w::kHeartbeat).seq(fz::seq::kHwm, 0).seq(fz::seq::kExpected, 5);   // part of it gone for good
+    o.u8(w::kDrain).u8(4).u8(0).seq(fz::seq::kExpected, 10).u8(w::kNaks).u16(10).u8(30);
+    o.u8(w::kSilence).u32(3'000'000).u8(w::kDrain).u8(63).u8(1);
+    o.u8(w::kReset).u8(1).seq(fz::seq::kOther, 50).u8(w::kData).seq(fz::seq::kHwm, 0).u8(0).u8(w::kDrain).u8(63).u8(1);
+    write(dir / "heartbeat_loss_silence_reset.bin", o.bytes);
+  }
+}
+
+void shm_seeds(const fs::path& dir) {
+  for (const auto& [t, name] : {std::pair{fz::shm::kShort, "short"}, {fz::shm::kWrapped, "wrapped"},
+                                {fz::shm::kClosed, "closed"}}) {
+    for (int join_at_start = 0; join_at_start < 2; ++join_at_start) {
+      Out o;
+      o.u8(t).u8(0).u8(0).u8(200).u8(1).u8(0).u8(join_at_start);
+      for (int i = 0; i < 6; ++i) o.u8(200).u8(15).u8(1).u8(1);
+      write(dir / (std::string(name) + (join_at_start ? "_from_start.bin" : "_live_edge.bin")), o.bytes);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR ITCH_FIXTURE\n", argv[0]);
+    return 2;
+  }
+  const fs::path root(argv[1]);
+  itch_seeds(root / "itch_reader", argv[2]);
+  config_seeds(root / "config", root.parent_path() / "config.dict");
+  udp_seeds(root / "udp_receiver");
+  control_seeds(root / "reliability_control");
+  window_seeds(root / "receive_window");
+  shm_seeds(root / "shm_reader");
+  return 0;
+}
