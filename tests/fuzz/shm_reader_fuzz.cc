@@ -154,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ::unlink(path.c_str());
   if (!seg.ok()) return 0;
   shm::Segment& s = **seg;
-  const shm::SegmentLayout& l = s.header()->layout;
+  const shm::SegmentLayout l = s.header()->layout;  // a copy: live patches may rewrite the mapped one
   FUZZ_CHECK(image.size() == l.header_size + l.log_size && s.log_size() == l.log_size &&
                  s.log() == reinterpret_cast<std::byte*>(s.header()) + l.header_size,
              "attached a %zu-byte file with header %u + log %llu", image.size(), l.header_size,
