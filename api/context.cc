@@ -42,12 +42,13 @@ StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_i
     c.lost = f.allocate(scope, "messages_lost", stream_id);
     c.overruns = f.allocate(scope, "overruns", stream_id);
     c.events = f.allocate(scope, "stream_events", stream_id);
+    c.malformed = f.allocate(scope, "malformed", stream_id);
   }
   return c;
 }
 
 absl::Status ContextImpl::start() {
-  core::Clock::init();
+  core::Clock::init(cfg.runtime.shm_dir);
   auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name);
   if (!cf.ok()) return cf.status();
   counters = std::move(*cf);

@@ -27,7 +27,7 @@ class ContextImpl;
 // Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic").
 struct StreamCounters {
   core::Counter messages, bytes, back_pressure, not_connected, too_large;  // publisher side
-  core::Counter gaps, lost, overruns, events;                              // subscriber side
+  core::Counter gaps, lost, overruns, events, malformed;                   // subscriber side
 };
 
 class PublisherImpl {

@@ -88,18 +88,28 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         }
         flush_dropped();
         const core::FrameHeader* f = d.frame;
-        std::uint32_t off = core::kFrameHeaderSize;
+        const bool traced = f->flags & core::kFlagTraced;
+        const std::uint32_t off = core::kFrameHeaderSize + (traced ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
+        if (__builtin_expect(d.length < off, 0)) {
+          // Too short for its header (+ trace block): the payload length would wrap around to a
+          // 4 GiB view. Whatever transport let it through (each validates too), it is counted,
+          // dropped and reported as a one-message malformed gap, never delivered.
+          counters.malformed.add();
+          report_gap(h, Gap{stream_id, d.session_id, d.sequence, 1, GapReason::kMalformed});
+          rel[nrel++] = d;
+          continue;
+        }
         const StageTimes* trace = nullptr;
         StageTimes st;
-        if (__builtin_expect(f->flags & core::kFlagTraced, 0)) {
-          const auto* t = reinterpret_cast<const core::StageTrace*>(reinterpret_cast<const std::byte*>(f) + off);
+        if (__builtin_expect(traced, 0)) {
+          const auto* t =
+              reinterpret_cast<const core::StageTrace*>(reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize);
           std::memcpy(st.ns, t->stamp_ns, sizeof st.ns);
           const std::int64_t now = core::Clock::now_ns();
           st.ns[StageTimes::kReceive] = d.receive_ns != 0 ? d.receive_ns : now;
           st.ns[StageTimes::kRingToSubscriber] = d.ring_ns;
           st.ns[StageTimes::kDelivery] = now;
           trace = &st;
-          off += sizeof(core::StageTrace);
         }
         const Message m{{reinterpret_cast<const std::byte*>(f) + off, d.length - off},
                         f->stream_id,
@@ -123,7 +133,9 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         flush_dropped();
         StreamEvent ev{StreamEventKind::kNewSession, stream_id, d.session_id};
         if (d.kind == RxKind::kEndOfStream) {
-          ev.kind = d.reason == 0 ? StreamEventKind::kEndOfStream : StreamEventKind::kPublisherDied;
+          ev.kind = d.reason == transport::kEndClosed      ? StreamEventKind::kEndOfStream
+                    : d.reason == transport::kEndTruncated ? StreamEventKind::kSegmentTruncated
+                                                           : StreamEventKind::kPublisherDied;
         }
         counters.events.add();
         h.on_event(h.ctx, ev);

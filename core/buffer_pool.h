@@ -6,6 +6,13 @@
 // not a page fault. Slots are handed out in contiguous ranges (carve()) to endpoints; each range
 // is then managed by its owner thread with a SlotStack, and freed slots travel back to their
 // owner through an SPSC ring, so the pool itself takes no lock on the data path.
+//
+// The pool is not mlock'ed (pre-touching keeps the first message from faulting; hugepages
+// are never swapped), and MAP_HUGETLB mappings are not charged to RLIMIT_MEMLOCK, so the
+// locked-memory limit does not concern it: only an RDMA transport's registration pins the
+// region against that limit, and it checks the limit first with an error naming it, the
+// pool size and `ulimit -l` (transport/rdma/verbs_errors.h; tests/core/pool_test.cc shows a
+// 16 MiB pool and a shm context working under a 64 KiB limit).
 #pragma once
 
 #include <cstddef>

@@ -2,9 +2,10 @@
 //
 // On x86-64 with an invariant TSC (constant_tsc + nonstop_tsc) Clock::now_ns() is one rdtsc and
 // a 128-bit multiply: ns = base_ns + ((tsc - base_tsc) * mult) >> 32. The calibration (mult and
-// the anchor) is shared by every Pollux process on the host through a small file under
-// /dev/shm, so timestamps taken in one process and compared in another use the same
-// conversion and differ only by the real elapsed time. The anchor is CLOCK_MONOTONIC, so
+// the anchor) is shared by every Pollux process on the host through a small file in
+// runtime.shm_dir (checked before it is trusted, see init()), so timestamps taken in one
+// process and compared in another use the same conversion and differ only by the real elapsed
+// time. The anchor is CLOCK_MONOTONIC, so
 // values are also comparable with the fallback. Without a usable TSC (or with
 // POLLUX_CLOCK=monotonic in the environment) now_ns() is clock_gettime(CLOCK_MONOTONIC).
 #pragma once
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <ctime>
 #include <string>
+#include <string_view>
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -32,9 +34,16 @@ inline ClockCalibration g_clock;  // written once by Clock::init() before any th
 
 class Clock {
  public:
-  // Calibrates (or loads the host-wide calibration) once per process. Idempotent and
-  // thread-safe; called by Context creation. Before init() now_ns() uses clock_gettime.
-  static void init();
+  // Calibrates (or loads the host-wide calibration <shm_dir>/pollux-clock) once per process;
+  // the first call's directory wins. Idempotent and thread-safe; called by Context creation with
+  // runtime.shm_dir. Before init() now_ns() uses clock_gettime.
+  //
+  // The shared file is trusted only if it is a regular file (not a link) owned by this user or
+  // root, not writable by others, of this boot, and a fresh 5 ms calibration agrees with its
+  // rate (0.1%) and anchor (1 ms + 50 ppm of its age). Otherwise this process calibrates itself
+  // (50 ms), replaces the file if it was ours, or keeps its calibration private; describe()
+  // says which. "" = never share.
+  static void init(std::string_view shm_dir = "/dev/shm");
 
   static std::int64_t monotonic_ns() noexcept {
     timespec ts;

@@ -64,6 +64,8 @@ std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std:
 }
 
 // Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB".
+// A string whose value does not fit in 64 bits (digits alone, or after the suffix's
+// multiplication) is an error of its own: it must never wrap into a small, valid size.
 std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
   std::uint64_t v = 0;
   if (n.is_integer()) {
@@ -80,9 +82,15 @@ std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, s
         break;
       }
     }
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &v)) {
+    const absl::string_view digits = absl::StripAsciiWhitespace(s);
+    const auto too_large = [&] {
+      return absl::StrFormat("%s does not fit in 64 bits; expected %u..%u bytes", describe(n), lo, hi);
+    };
+    if (!absl::SimpleAtoi(digits, &v)) {
+      if (!digits.empty() && digits.find_first_not_of("0123456789") == absl::string_view::npos) return too_large();
       return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
     }
+    if (v > std::numeric_limits<std::uint64_t>::max() / mult) return too_large();
     v *= mult;
   } else {
     return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
@@ -255,9 +263,9 @@ const std::vector<Field>& fields() {
          const toml::array* a = n.as_array();
          if (a == nullptr) return absl::StrCat("expected an array of CPU numbers, got ", describe(n));
          c.runtime.poller_cores.clear();
-         for (const toml::node& e : *a) {
+         for (std::size_t i = 0; i < a->size(); ++i) {
            std::int64_t v;
-           if (auto err = want_int(e, 0, 4095, &v); !err.empty()) return absl::StrCat("element: ", err);
+           if (auto err = want_int(*a->get(i), 0, 4095, &v); !err.empty()) return absl::StrCat("element ", i, ": ", err);
            c.runtime.poller_cores.push_back(static_cast<int>(v));
          }
          return "";
@@ -379,6 +387,9 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
+      {"shm.group", "\"\": segments are 0600 and only files of this user are attached; a group name (or gid): segments are created 0660 with that group and files of that group (any owner, group-writable) are attached too; never files others may write",
+       [](Config& c, const toml::node& n) { return want_string(n, &c.shm.group); },
+       [](const Config& c) { return quote(c.shm.group); }},
       // [rdma]
       {"rdma.device", "RDMA device (e.g. \"mlx5_0\", \"rxe0\"), or \"auto\": runtime.device if it names one, else the first device with an active port; its NUMA node gets the pollers and the pool",
        [](Config& c, const toml::node& n) -> std::string {
@@ -405,14 +416,14 @@ const std::vector<Field>& fields() {
        [](Config& c, const toml::node& n) -> std::string {
          const toml::array* a = n.as_array();
          if (a == nullptr) return absl::StrCat("expected an array of \"a.b.c.d:port\" strings, got ", describe(n));
+         if (a->size() > 64) return absl::StrCat("at most 64 peers, got ", a->size());
          c.rdma.peers.clear();
-         for (const toml::node& e : *a) {
+         for (std::size_t i = 0; i < a->size(); ++i) {
            std::string s;
-           if (auto err = want_string(e, &s); !err.empty()) return absl::StrCat("element: ", err);
-           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element: ", err);
+           if (auto err = want_string(*a->get(i), &s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
+           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
            c.rdma.peers.push_back(s);
          }
-         if (c.rdma.peers.size() > 64) return "at most 64 peers";
          return "";
        },
        [](const Config& c) {
@@ -564,6 +575,18 @@ const std::vector<Field>& fields() {
       {"udp.coalesce_us", "0: every post sends at once (lowest latency); > 0: a partly filled datagram waits up to this long for more frames (fewer, fuller datagrams; inline publishers must keep calling offer() or service())",
        [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.coalesce_us); },
        [](const Config& c) { return absl::StrCat(c.udp.coalesce_us); }},
+      {"udp.nak_max_range", "most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for the rest again)",
+       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1 << 24, &c.udp.nak_max_range); },
+       [](const Config& c) { return absl::StrCat(c.udp.nak_max_range); }},
+      {"udp.repair_rate", "repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds what forged NAKs can make it send. Keep it above the stream's rate, or a subscriber that fell behind cannot catch up while the stream runs",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_rate); }},
+      {"udp.repair_burst", "repair bytes a publisher sends for one subscriber at once (the bucket of udp.repair_rate; the bucket of udp.repair_rate_total holds 4x this)",
+       [](Config& c, const toml::node& n) { return want_size(n, 1024, 1ull << 36, &c.udp.repair_burst); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_burst); }},
+      {"udp.repair_rate_total", "repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate_total); },
+       [](const Config& c) { return absl::StrCat(c.udp.repair_rate_total); }},
       {"udp.fault_loss", "testing: probability that a received datagram is dropped before the protocol sees it",
        [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_loss); },
        [](const Config& c) { return absl::StrCat(c.udp.fault_loss); }},
@@ -740,6 +763,10 @@ class Parser {
       if (c.udp.retransmit_buffer < 4ull * datagram) {
         return at("udp.retransmit_buffer", absl::StrFormat("%u bytes hold fewer than 4 datagrams of %u bytes (udp.mtu %u); raise it",
                                                            c.udp.retransmit_buffer, datagram, c.udp.mtu));
+      }
+      if (c.udp.repair_burst < datagram) {
+        return at("udp.repair_burst", absl::StrFormat("%u bytes are less than one datagram of %u bytes (udp.mtu %u): no repair could ever be sent; raise it",
+                                                      c.udp.repair_burst, datagram, c.udp.mtu));
       }
       if (c.udp.nak_retry_us > c.udp.nak_retry_max_us) {
         return at("udp.nak_retry_us", absl::StrFormat("%u is above udp.nak_retry_max_us (%u)", c.udp.nak_retry_us, c.udp.nak_retry_max_us));

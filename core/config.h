@@ -61,6 +61,7 @@ struct ShmConfig {
   FlowControl flow_control = FlowControl::kLossy;
   std::uint32_t max_subscribers = 32;
   std::uint32_t liveness_timeout_ms = 2000;  // publisher considered dead after this silence
+  std::string group;               // "" : segments 0600, same uid only; else 0660 with this group
 };
 
 enum class RdmaMode { kRc, kUdMulticast };
@@ -121,6 +122,10 @@ struct UdpConfig {
   std::uint32_t session_timeout_ms = 2000;  // silent publisher/subscriber considered gone
   std::uint32_t linger_ms = 500;         // publisher close waits this long for subscribers to catch up
   std::uint32_t coalesce_us = 0;         // hold a partly filled datagram this long for more frames
+  std::uint32_t nak_max_range = 16384;   // sequences one NAK range may ask a publisher for
+  std::uint64_t repair_rate = 64u << 20;        // repair bytes/s a publisher sends per subscriber (0 = unlimited)
+  std::uint64_t repair_burst = 1u << 20;        // ... at most this many at once (all subscribers: 4x)
+  std::uint64_t repair_rate_total = 256u << 20; // repair bytes/s a publisher sends in all (0 = unlimited)
   double fault_loss = 0;                 // fault injection on received datagrams: drop ...
   double fault_duplicate = 0;            // ... duplicate ...
   double fault_reorder = 0;              // ... reorder (probabilities 0..1)

@@ -14,12 +14,15 @@
 #include <ctime>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/mapping_guard.h"
 
 namespace pollux::core {
 namespace {
 constexpr std::size_t kHeaderRegion = 4096;
 constexpr std::size_t kSlot = 128;
+constexpr std::size_t kMaxCountersFile = 256u << 20;
 
 void copy_str(char* dst, std::size_t cap, std::string_view s) {
   const std::size_t n = std::min(cap - 1, s.size());
@@ -44,27 +47,21 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
     const int n = instance.fetch_add(1, std::memory_order_relaxed);
     f->path_ = n == 0 ? absl::StrFormat("%s/pollux-%s-%d.counters", dir, name, getpid())
                       : absl::StrFormat("%s/pollux-%s-%d-%d.counters", dir, name, getpid(), n);
-    ::unlink(f->path_.c_str());  // a stale file from a dead process with our pid
-    int fd = ::open(f->path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return absl::PermissionDeniedError(absl::StrFormat(
-          "cannot create counters file %s: %s (set runtime.shm_dir to a writable tmpfs, or "
-          "runtime.counters = false)",
-          f->path_, std::strerror(errno)));
-    }
-    if (ftruncate(fd, static_cast<off_t>(f->bytes_)) != 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(f->path_.c_str());
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("cannot size counters file %s: %s", f->path_, std::strerror(e)));
-    }
-    mem = mmap(nullptr, f->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
+    auto hint = [](absl::Status s) {
+      return absl::Status(s.code(), absl::StrCat(s.message(), " (or set runtime.counters = false)"));
+    };
+    // Built unnamed and renamed into place once complete (replacing a stale file of a dead
+    // process that had our pid): a failure leaves nothing behind, a reader never sees half a file.
+    if (absl::Status s = f->file_.create(f->path_, 0600, FileAccess::kNoGroup, "counters file"); !s.ok()) return hint(s);
+    // tmpfs: reserve the pages now, or writing the header below raises SIGBUS on a full /dev/shm.
+    if (absl::Status s = reserve_file(f->file_.fd(), f->bytes_, f->path_, "counters file"); !s.ok()) return hint(s);
+    mem = mmap(nullptr, f->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, f->file_.fd(), 0);
     if (mem == MAP_FAILED) {
-      ::unlink(f->path_.c_str());
       return absl::ResourceExhaustedError(absl::StrFormat("cannot map %s: %s", f->path_, std::strerror(errno)));
     }
+    // A process truncating the file must not kill this one in Counter::add(): the counters then
+    // continue in private memory (pollux-stat no longer sees them).
+    f->guard_ = guard_mapping(mem, f->bytes_);
   }
   f->base_ = static_cast<std::byte*>(mem);
   auto* h = new (f->base_) CountersHeader{};
@@ -81,12 +78,26 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
   copy_str(h->name, sizeof h->name, name);
   // Magic last, with release: a reader that sees the magic sees a complete header.
   std::atomic_ref<std::uint64_t>(h->magic).store(kCountersMagic, std::memory_order_release);
+  if (!f->path_.empty()) {
+    if (absl::Status s = f->file_.publish(); !s.ok()) {
+      f->path_.clear();  // nothing of ours to unlink
+      return s;
+    }
+    struct stat st;
+    if (::fstat(f->file_.fd(), &st) == 0) f->inode_ = static_cast<std::uint64_t>(st.st_ino);
+    ::close(f->file_.release_fd());
+  }
   return f;
 }
 
 CountersFile::~CountersFile() {
+  if (guard_ >= 0) unguard_mapping(guard_);
   if (base_ != nullptr) munmap(base_, bytes_);
-  if (!path_.empty()) ::unlink(path_.c_str());
+  // Only our own file (a process reusing our pid may have replaced a stale one).
+  struct stat st;
+  if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == inode_) {
+    ::unlink(path_.c_str());
+  }
 }
 
 Counter CountersFile::allocate(std::string_view scope, std::string_view name, std::uint32_t stream_id) {
@@ -117,18 +128,33 @@ std::uint32_t CountersFile::allocated() const noexcept {
 }
 
 absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrFormat("%s: %s", path, std::strerror(errno)));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < kHeaderRegion) {
-    ::close(fd);
-    return absl::DataLossError(absl::StrFormat("%s: too small to be a counters file", path));
+  // Any user may leave a file named like ours: never follow a link, never block on a FIFO, and
+  // copy the file instead of mapping it (a mapping faults with SIGBUS if it is truncated while
+  // we read it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrFormat("%s: %s", path, std::strerror(errno)));
+    return open_error(errno, path, "counters file");
   }
-  const std::size_t len = static_cast<std::size_t>(st.st_size);
-  void* mem = mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) < kHeaderRegion ||
+      static_cast<std::size_t>(st.st_size) > kMaxCountersFile) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrFormat(
+        "%s: not a regular file of %u..%u bytes: not a counters file", path, kHeaderRegion, kMaxCountersFile));
+  }
+  std::vector<std::uint64_t> copy((static_cast<std::size_t>(st.st_size) + 7) / 8);
+  std::size_t len = 0;
+  while (len < static_cast<std::size_t>(st.st_size)) {
+    const ssize_t r = ::pread(fd, reinterpret_cast<char*>(copy.data()) + len, static_cast<std::size_t>(st.st_size) - len,
+                              static_cast<off_t>(len));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;  // shrank while we read: parse what we have
+    len += static_cast<std::size_t>(r);
+  }
   ::close(fd);
-  if (mem == MAP_FAILED) return absl::InternalError(absl::StrFormat("%s: mmap: %s", path, std::strerror(errno)));
-  auto* base = static_cast<const std::byte*>(mem);
+  if (len < kHeaderRegion) return absl::DataLossError(absl::StrFormat("%s: too small to be a counters file", path));
+  auto* base = reinterpret_cast<const std::byte*>(copy.data());
   const auto* h = reinterpret_cast<const CountersHeader*>(base);
   CountersFileSnapshot out;
   out.path = path;
@@ -142,12 +168,9 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
              kHeaderRegion + 2 * kSlot * static_cast<std::size_t>(h->capacity) > len) {
     bad = absl::DataLossError(absl::StrFormat("%s: inconsistent layout sizes", path));
   }
-  if (!bad.ok()) {
-    munmap(mem, len);
-    return bad;
-  }
+  if (!bad.ok()) return bad;
   out.pid = h->pid;
-  out.alive = kill(h->pid, 0) == 0 || errno == EPERM;
+  out.alive = h->pid > 0 && (kill(h->pid, 0) == 0 || errno == EPERM);
   out.start_ns = h->start_ns;
   out.name.assign(h->name, strnlen(h->name, sizeof h->name));
   const std::uint32_t n = std::min(h->allocated.load(std::memory_order_acquire), h->capacity);
@@ -159,7 +182,6 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
                             std::string(label->name, strnlen(label->name, sizeof label->name)),
                             label->stream_id, v->load(std::memory_order_relaxed)});
   }
-  munmap(mem, len);
   return out;
 }
 

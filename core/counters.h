@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/shm_file.h"
 
 namespace pollux::core {
 
@@ -65,7 +66,9 @@ class Counter {
 
 class CountersFile {
  public:
-  // Creates the file (mode 0600). With dir empty the counters live in anonymous memory only.
+  // Creates the file (mode 0600; the space reserved, so a full tmpfs is an error here and not a
+  // SIGBUS later; guarded against truncation by another process, core/mapping_guard.h). With
+  // dir empty the counters live in anonymous memory only.
   static absl::StatusOr<std::unique_ptr<CountersFile>> create(std::string_view dir, std::string_view name,
                                                               std::uint32_t capacity = 2048);
   ~CountersFile();  // unmaps and unlinks the file
@@ -80,6 +83,9 @@ class CountersFile {
  private:
   CountersFile() = default;
   std::string path_;
+  NewFile file_;          // until published
+  std::uint64_t inode_ = 0;
+  int guard_ = -1;
   std::byte* base_ = nullptr;
   std::size_t bytes_ = 0;
   std::uint32_t capacity_ = 0;

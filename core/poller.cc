@@ -98,7 +98,7 @@ int Poller::do_work() noexcept {
   return work;
 }
 
-int Poller::tx_duty(std::int64_t now) noexcept {
+int Poller::tx_duty(std::int64_t /*now*/) noexcept {
   int work = 0;
   std::uint32_t freed[kMaxBurst];
   for (std::size_t i = 0; i < tx_.size(); ++i) {
@@ -106,10 +106,13 @@ int Poller::tx_duty(std::int64_t now) noexcept {
     if (ch.pending_n == ch.pending_off) {
       ch.pending_off = 0;
       ch.pending_n = ch.submit.pop_burst(ch.pending, burst_);
+      std::int64_t dequeued = 0;  // read after the pop, not the cycle's `now`: the app thread may
+                                  // have stamped kRingEnqueue after this cycle began
       for (std::uint32_t k = 0; k < ch.pending_n; ++k) {
         if (__builtin_expect(ch.pending[k].flags & kFlagTraced, 0)) {
           auto* t = reinterpret_cast<StageTrace*>(ch.pool->slot(ch.pending[k].slot) + kFrameHeaderSize);
-          stamp(t, Stage::kPollerDequeue, now);
+          if (dequeued == 0) dequeued = Clock::now_ns();
+          stamp(t, Stage::kPollerDequeue, dequeued);
           stamp(t, Stage::kPost, Clock::now_ns());
         }
       }

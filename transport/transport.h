@@ -39,7 +39,7 @@ static_assert(sizeof(TxDesc) == 16);
 enum class RxKind : std::uint16_t {
   kMessage = 0,      // frame points at a complete frame (zero-copy)
   kGap = 1,          // gap_count messages starting at `sequence` will never arrive
-  kEndOfStream = 2,  // the publisher closed (reason 0) or died (reason 1)
+  kEndOfStream = 2,  // the publisher closed, died or lost its medium (EndReason)
   kNewSession = 3,   // a new publisher incarnation (session) started on the stream
 };
 
@@ -48,6 +48,12 @@ enum GapReason : std::uint16_t {
   kGapOverrun = 1,   // lossy shm: data was overwritten while being delivered (views were torn)
   kGapLost = 2,      // network loss that could not be repaired
   kGapMalformed = 3, // a corrupt frame was dropped
+};
+
+enum EndReason : std::uint16_t {
+  kEndClosed = 0,         // the publisher closed the stream
+  kEndPublisherDied = 1,  // the publisher vanished without closing
+  kEndTruncated = 2,      // shm: the segment file was truncated under the stream
 };
 
 struct RxDesc {
@@ -59,7 +65,7 @@ struct RxDesc {
   std::int64_t ring_ns;            // traced frames: when a poller pushed it to the subscriber ring
   std::uint32_t length;            // kMessage: frame_length
   RxKind kind;
-  std::uint16_t reason;            // GapReason, or end-of-stream reason (0 closed, 1 publisher died)
+  std::uint16_t reason;            // GapReason, or EndReason
   std::uint32_t session_id;
   std::uint32_t reserved;
 };

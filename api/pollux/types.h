@@ -58,6 +58,9 @@ enum class StreamEventKind : std::uint16_t {
   kEndOfStream = 0,   // publisher closed the stream
   kPublisherDied = 1, // publisher vanished without closing
   kNewSession = 2,    // a (new) publisher started; sequences restart at its first message
+  kSegmentTruncated = 3,  // shm: another process truncated the stream's segment; the stream ended
+                          // (its unread messages are lost) and the publisher's next segment comes
+                          // as kNewSession
 };
 
 struct StreamEvent {

@@ -66,10 +66,17 @@ std::string WantInt(const toml::node& n, std::int64_t lo, std::int64_t hi, T* ou
   return "";
 }
 
+// Integers are converted here: toml++'s value<double>() is empty for one beyond 2^53.
 std::string WantDouble(const toml::node& n, double lo, double hi, double* out) {
-  if (!n.is_integer() && !n.is_floating_point()) return absl::StrCat("expected a number, got ", Describe(n));
-  const double v = *n.value<double>();
-  if (!(v >= lo && v <= hi)) return absl::StrFormat("expected %g..%g, got %g", lo, hi, v);
+  double v;
+  if (n.is_floating_point()) {
+    v = *n.value<double>();
+  } else if (n.is_integer()) {
+    v = static_cast<double>(*n.value<std::int64_t>());
+  } else {
+    return absl::StrCat("expected a number, got ", Describe(n));
+  }
+  if (!(v >= lo && v <= hi)) return absl::StrFormat("expected %g..%g, got %s", lo, hi, Describe(n));
   *out = v;
   return "";
 }

@@ -224,9 +224,9 @@ bool FeedPublisher::FlushAll() noexcept {
 }
 
 template <bool kPacked, bool kPaced, class Schedule>
-absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule schedule) {
+absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
   const std::uint32_t streams = static_cast<std::uint32_t>(pubs_.size());
-  const std::uint8_t* const end = data.data() + data.size();
+  const std::uint8_t* end = nullptr;  // of the current window: the packing copy never reads past it
   const std::uint32_t limit = batch_bytes_;
   itch::MessageCounts& counts = result_.counts;
   std::uint64_t messages = 0;
@@ -252,7 +252,8 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
       b->len += 2 + size;
       ++b->messages;
     } else {
-      // Bare: views into the source (it outlives the replay), offered kBareBatch at a time.
+      // Bare: views into the source window, offered kBareBatch at a time (and all of them
+      // before the window is replaced).
       Batch* b = &batches_[p];
       b->bare[b->messages++] = {reinterpret_cast<const std::byte*>(m.data()), size};
       counts.Add(m.type_byte());
@@ -273,62 +274,95 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
     for (const Batch& b : batches_) n += b.messages;
     return n;
   };
-
-  result_.start_ns = Clock::now_ns();
-  if constexpr (!kPaced) {
-    bool ok = true;
-    const itch::ParseResult r = itch::ForEachMessage(data, [&](itch::MessageView m) { return ok = route(m); });
-    if (!ok) {
-      result_.messages = messages - unsent();
-      return status_;
-    }
-    if (!r.ok()) return r.ToStatus();
-  } else {
-    itch::MessageCursor cur(data);
-    itch::MessageView m;
-    bool have = cur.Next(&m);
-    std::int64_t due = have ? schedule.first(m) : 0;
-    const std::int64_t t0 = result_.start_ns;
-    while (have) {
-      const std::int64_t elapsed = Clock::now_ns() - t0;
-      if (due > elapsed) {
-        if (stop_->load(std::memory_order_relaxed)) {
-          result_.stopped = true;
-          break;
-        }
-        // Far from the next message: sleep most of the way, then let the idle strategy
-        // (busy-spin for the tightest schedule) cover the last millisecond.
-        if (Service() != 0) continue;
-        if (due - elapsed > 2'000'000) {
-          SleepNs(std::min<std::int64_t>(due - elapsed - 1'000'000, 10'000'000));
-        } else {
-          idle_.idle(0);
-        }
-        continue;
-      }
-      const std::int64_t oldest = due;
-      std::uint32_t n = 0;
-      // Everything due goes out now, packed per partition; a round is capped so that a
-      // replay running behind still flushes (and re-reads the clock) regularly.
-      while (have && due <= elapsed && n < 4096) {
-        if (!route(m)) {
-          result_.messages = messages - unsent();
-          return status_;
-        }
-        ++n;
-        have = cur.Next(&m);
-        if (have) due = schedule.next(m);
-      }
+  bool halted = false;  // an offer failed or a stop was requested: status_ says which
+  // Once per window (1 MiB of a file): bare batches point into it.
+  auto before_advance = [&]() noexcept {
+    if constexpr (!kPacked) {
       result_.messages = messages;
       if (!FlushAll()) {
-        result_.messages = messages - unsent();
-        return status_;
+        halted = true;
+        return false;
       }
-      result_.lag.record_n(Clock::now_ns() - (t0 + oldest), n);
-      idle_.reset();
     }
-    if (!cur.result().ok()) return cur.result().ToStatus();
+    return true;
+  };
+
+  result_.start_ns = Clock::now_ns();
+  absl::Status scanned;
+  if constexpr (!kPaced) {
+    scanned = ScanSource(
+        src,
+        [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
+          end = w.data() + w.size();
+          bool ok = true;
+          *r = itch::ForEachMessage(w, [&](itch::MessageView m) { return ok = route(m); });
+          if (!ok) halted = true;
+          return ok;
+        },
+        before_advance);
+  } else {
+    const std::int64_t t0 = result_.start_ns;
+    bool first = true;
+    std::int64_t due = 0;
+    scanned = ScanSource(
+        src,
+        [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
+          end = w.data() + w.size();
+          itch::MessageCursor cur(w);
+          itch::MessageView m;
+          bool have = cur.Next(&m);
+          if (have) {
+            due = first ? schedule.first(m) : schedule.next(m);
+            first = false;
+          }
+          while (have) {
+            const std::int64_t elapsed = Clock::now_ns() - t0;
+            if (due > elapsed) {
+              if (stop_->load(std::memory_order_relaxed)) {
+                result_.stopped = true;
+                return false;
+              }
+              // Far from the next message: sleep most of the way, then let the idle strategy
+              // (busy-spin for the tightest schedule) cover the last millisecond.
+              if (Service() != 0) continue;
+              if (due - elapsed > 2'000'000) {
+                SleepNs(std::min<std::int64_t>(due - elapsed - 1'000'000, 10'000'000));
+              } else {
+                idle_.idle(0);
+              }
+              continue;
+            }
+            const std::int64_t oldest = due;
+            std::uint32_t n = 0;
+            // Everything due goes out now, packed per partition; a round is capped so that a
+            // replay running behind still flushes (and re-reads the clock) regularly.
+            while (have && due <= elapsed && n < 4096) {
+              if (!route(m)) {
+                halted = true;
+                return false;
+              }
+              ++n;
+              have = cur.Next(&m);
+              if (have) due = schedule.next(m);
+            }
+            result_.messages = messages;
+            if (!FlushAll()) {
+              halted = true;
+              return false;
+            }
+            result_.lag.record_n(Clock::now_ns() - (t0 + oldest), n);
+            idle_.reset();
+          }
+          *r = cur.result();
+          return true;
+        },
+        before_advance);
   }
+  if (halted) {
+    result_.messages = messages - unsent();
+    return status_;
+  }
+  if (!scanned.ok()) return scanned;
   result_.messages = messages;
   if (!FlushAll()) {
     result_.messages = messages - unsent();
@@ -338,7 +372,7 @@ absl::Status FeedPublisher::Run(std::span<const std::uint8_t> data, Schedule sch
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t> data, RoleProgress* progress,
+absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* progress,
                                                    const std::atomic<bool>& stop) {
   result_ = ReplayResult{};
   progress_ = progress;
@@ -350,16 +384,16 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(std::span<const std::uint8_t>
   absl::Status s;
   switch (cfg_.replay) {
     case ReplayMode::kMax:
-      s = packed ? Run<true, false>(data, NoSchedule{}) : Run<false, false>(data, NoSchedule{});
+      s = packed ? Run<true, false>(src, NoSchedule{}) : Run<false, false>(src, NoSchedule{});
       break;
     case ReplayMode::kRate:
-      s = packed ? Run<true, true>(data, RateSchedule{cfg_.rate}) : Run<false, true>(data, RateSchedule{cfg_.rate});
+      s = packed ? Run<true, true>(src, RateSchedule{cfg_.rate}) : Run<false, true>(src, RateSchedule{cfg_.rate});
       break;
     case ReplayMode::kOriginal:
     case ReplayMode::kSpeed: {
       const TimestampSchedule ts{cfg_.replay == ReplayMode::kOriginal ? 1.0 : cfg_.speed,
                                  static_cast<std::int64_t>(cfg_.max_gap_ms) * 1'000'000};
-      s = packed ? Run<true, true>(data, ts) : Run<false, true>(data, ts);
+      s = packed ? Run<true, true>(src, ts) : Run<false, true>(src, ts);
       break;
     }
   }

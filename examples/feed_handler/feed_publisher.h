@@ -24,6 +24,7 @@
 #include "core/histogram.h"
 #include "feed_handler/common.h"
 #include "feed_handler/feed_config.h"
+#include "feed_handler/source.h"
 #include "itch/book_set.h"
 #include "pollux/pollux.h"
 
@@ -53,10 +54,12 @@ class FeedPublisher {
   // Waits until every partition has a subscriber, up to feed.connect_timeout_ms (or `stop`).
   absl::Status WaitConnected(const std::atomic<bool>& stop);
 
-  // Replays `data` (validated BinaryFILE) at the configured pace. `progress` gets the running
-  // totals; `stop` (set by another thread) ends the replay early, with the result so far.
-  absl::StatusOr<ReplayResult> Replay(std::span<const std::uint8_t> data, RoleProgress* progress,
-                                      const std::atomic<bool>& stop);
+  // Replays `src` (validated, at its first window) at the configured pace. `progress` gets
+  // the running totals; `stop` (set by another thread) ends the replay early, with the result
+  // so far. Errors: an offer that failed, or the source's (a file truncated while it is
+  // replayed: "<path>: input truncated at offset N: ...", framing that changed since the
+  // validating pass).
+  absl::StatusOr<ReplayResult> Replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop);
 
   // Runs the publishers' transport duties while this thread has nothing to offer (inline
   // mode: heartbeats, status from subscribers, repairs; see Publisher::service()).
@@ -81,7 +84,7 @@ class FeedPublisher {
   FeedPublisher(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_(idle) {}
 
   template <bool kPacked, bool kPaced, class Schedule>
-  absl::Status Run(std::span<const std::uint8_t> data, Schedule schedule);
+  absl::Status Run(Source& src, Schedule schedule);
 
   // Offers what partition `p` has pending, retrying while back-pressured. False on a fatal
   // result or a stop request (status_ says which).

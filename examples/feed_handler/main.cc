@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,11 +81,47 @@ struct Args {
 };
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};  // the signal that set g_stop, for the closing message
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "set from a signal handler");
 
-extern "C" void OnSignal(int) {
+extern "C" void OnSignal(int sig) {
+  g_signal.store(sig, std::memory_order_relaxed);
   g_stop.store(true, std::memory_order_relaxed);
-  // A second Ctrl-C kills outright.
-  signal(SIGINT, SIG_DFL);
+}
+
+// SIGINT, SIGTERM and SIGHUP end the replay early: the streams are closed, the subscribers
+// finish, every shared-memory file is removed and the summary is printed. sigaction without
+// SA_RESTART: a blocking call the signal interrupts fails with EINTR instead of resuming, so
+// no wait can swallow the request. SA_RESETHAND on SIGINT: a second Ctrl-C kills outright.
+// A subscriber process leaves Ctrl-C to its parent (it gets the terminal's SIGINT too) and
+// ends with the streams.
+void InstallSignalHandlers(bool subscriber_child) {
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = OnSignal;
+  sa.sa_flags = 0;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  if (subscriber_child) {
+    sa.sa_handler = SIG_IGN;
+  } else {
+    sa.sa_flags = SA_RESETHAND;
+  }
+  sigaction(SIGINT, &sa, nullptr);
+  struct sigaction ign {};
+  sigemptyset(&ign.sa_mask);
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ign, nullptr);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+  }
+  return "a signal";
 }
 
 void Fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
@@ -325,6 +362,7 @@ void CollectChildren(std::vector<ChildProc>& children, std::chrono::steady_clock
       pollfd p{c.report_fd, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 100))) <= 0) continue;
       const ssize_t n = read(c.report_fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       c.report.append(buf, static_cast<std::size_t>(n));
     }
@@ -419,6 +457,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     const std::string text = Serialize(rep);
     for (std::size_t off = 0; off < text.size();) {
       const ssize_t n = write(a.report_fd, text.data() + off, text.size() - off);
+      if (n < 0 && errno == EINTR) continue;  // a SIGTERM while the pipe is full
       if (n <= 0) break;
       off += static_cast<std::size_t>(n);
     }
@@ -458,7 +497,7 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
   ProgressPrinter printer(&progress, (*src)->messages, nullptr, 0);
   std::optional<Monitor> monitor;
   if (!a.quiet) monitor.emplace(&printer, cfg.feed.progress_ms, [] {});
-  absl::StatusOr<ReplayResult> r = (*pub)->Replay((*src)->data, &progress, g_stop);
+  absl::StatusOr<ReplayResult> r = (*pub)->Replay(**src, &progress, g_stop);
   (*pub)->Close();
   if (monitor) monitor->Stop();
   if (!r.ok()) {
@@ -573,7 +612,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
 
   std::optional<ReplayResult> replay;
   if (status.ok() && !sub_failed.load()) {
-    absl::StatusOr<ReplayResult> r = (*pub)->Replay((*src)->data, &pub_progress, g_stop);
+    absl::StatusOr<ReplayResult> r = (*pub)->Replay(**src, &pub_progress, g_stop);
     if (r.ok()) {
       replay = std::move(*r);
     } else {
@@ -643,6 +682,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Args& a = *args;
+  // First: reading a configuration may block (a FIFO), and a signal must end that too.
+  InstallSignalHandlers(a.report_fd >= 0);
   absl::StatusOr<LoadedConfig> cfg = a.config.empty()
                                          ? LoadConfig(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
                                          : LoadConfigFile(a.config, a.overrides);
@@ -655,21 +696,17 @@ int Main(int argc, char** argv) {
                 cfg->feed.ToToml().c_str(), cfg->pollux.to_toml().c_str());
     return 0;
   }
-  // Ctrl-C ends the replay early and still prints the summary. A subscriber process leaves
-  // that decision to its parent (it gets the terminal's SIGINT too) and ends with the streams.
-  if (a.report_fd >= 0) {
-    signal(SIGINT, SIG_IGN);
-  } else {
-    signal(SIGINT, OnSignal);
-  }
-  signal(SIGTERM, OnSignal);
-  signal(SIGPIPE, SIG_IGN);
+  int rc = 2;
   switch (a.role) {
-    case Role::kAll: return RunAll(argc, argv, a, *cfg);
-    case Role::kPub: return RunPub(a, *cfg);
-    case Role::kSub: return RunSub(a, *cfg);
+    case Role::kAll: rc = RunAll(argc, argv, a, *cfg); break;
+    case Role::kPub: rc = RunPub(a, *cfg); break;
+    case Role::kSub: rc = RunSub(a, *cfg); break;
   }
-  return 2;
+  if (const int sig = g_signal.load(std::memory_order_relaxed); sig != 0 && a.report_fd < 0) {
+    Fail(absl::StrCat("stopped by ", SignalName(sig)));
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }
 
 }  // namespace

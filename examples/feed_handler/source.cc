@@ -19,25 +19,32 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
     o.orders_per_symbol = cfg.orders_per_symbol;
     absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
     if (!g.ok()) return g.status();
-    src->generated = std::move(*g);
-    src->data = src->generated;
+    src->generated_ = std::move(*g);
+    src->name_ = "generated feed";
     src->description = absl::StrFormat("generator: %d symbols, seed %d, %d orders per symbol", cfg.symbols, cfg.seed,
                                        cfg.orders_per_symbol);
   } else {
-    absl::StatusOr<itch::Reader> r = itch::Reader::Open(cfg.file);
-    if (!r.ok()) return r.status();  // already names the path
-    src->reader.emplace(std::move(*r));
-    src->data = src->reader->data();
-    src->description = absl::StrFormat("file %s (%d bytes)", cfg.file, src->data.size());
+    absl::StatusOr<itch::ChunkReader> f = itch::ChunkReader::Open(cfg.file);
+    if (!f.ok()) return f.status();  // already names the path
+    src->description = absl::StrFormat("file %s (%d bytes)", cfg.file, f->size());
+    src->file_.emplace(std::move(*f));
+    src->name_ = cfg.file;
   }
-  // One validating pass (a few ns a message): the replay can then trust the framing, and the
-  // progress line knows the total.
-  const itch::ParseResult r = itch::ForEachMessage(src->data, [](itch::MessageView) {});
-  if (!r.ok()) {
-    const std::string name = cfg.source == SourceKind::kFile ? cfg.file : "generated feed";
-    return absl::Status(r.ToStatus().code(), absl::StrCat(name, ": ", r.ToStatus().message()));
-  }
-  src->messages = r.messages;
+  // One validating pass (a few ns a message): the replay can then expect the framing to
+  // hold (it checks it again: a file can change between the passes), and the progress line
+  // knows the total.
+  std::uint64_t messages = 0;
+  absl::Status s = ScanSource(
+      *src,
+      [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
+        *r = itch::ForEachMessage(w, [](itch::MessageView) {});
+        messages += r->messages;
+        return true;
+      },
+      [] { return true; });
+  if (s.ok()) s = src->Rewind();
+  if (!s.ok()) return s;
+  src->messages = messages;
   src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return src;
 }

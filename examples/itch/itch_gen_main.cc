@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "itch/generator.h"
 
@@ -21,11 +24,44 @@ ABSL_FLAG(bool, zero_length_prefix, false,
           "Write every 2-byte length prefix as 0, like NASDAQ's sample files.");
 ABSL_FLAG(uint32_t, orders_per_symbol, 64, "Live orders per symbol the flow hovers around.");
 
+namespace {
+
+constexpr const char* kFlags[] = {"symbols", "messages", "seed", "out", "zero_length_prefix", "orders_per_symbol"};
+
+// --help lists this program's flags and exits 0. Abseil's own --help matches flags by the
+// source file's name (none here) and exits 1.
+void PrintHelp() {
+  std::printf("usage: pollux-itch-gen --out FILE [--symbols N] [--messages M] [--seed S] [--zero_length_prefix]\n"
+              "                       [--orders_per_symbol K]\n\n"
+              "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n\n");
+  for (const char* name : kFlags) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f == nullptr) continue;
+    std::printf("  --%-20s %s (default: %s)\n", name, f->Help().c_str(),
+                f->DefaultValue().empty() ? "\"\"" : f->DefaultValue().c_str());
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a == "-h" || a == "--help" || a == "-help") {
+      PrintHelp();
+      return 0;
+    }
+  }
   absl::SetProgramUsageMessage(
       "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE.\n"
       "  pollux-itch-gen --symbols N --messages M --seed S --out FILE");
-  absl::ParseCommandLine(argc, argv);
+  // Unknown flags end the program (Abseil: "Unknown command line flag"); stray words too.
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "pollux-itch-gen: unexpected argument \"%s\" (flags only, see --help)\n", positional[1]);
+    return 2;
+  }
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     std::fprintf(stderr, "pollux-itch-gen: --out FILE is required (see --help)\n");

@@ -1,8 +1,6 @@
 #include "itch/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "itch/file_input.h"
 
 namespace pollux::itch {
 namespace {
@@ -43,26 +42,13 @@ void MappedFile::Unmap() noexcept {
 }
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot open", path);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError(err, "cannot stat", path);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("itch: not a regular file '", path, "'"));
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("itch: offset 0: empty file '", path, "'"));
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  uint64_t size64 = 0;
+  absl::StatusOr<int> fd = OpenRegularFile(path, &size64);
+  if (!fd.ok()) return fd.status();
+  const size_t size = static_cast<size_t>(size64);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, *fd, 0);
   const int err = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
+  ::close(*fd);  // the mapping keeps its own reference to the file
   if (p == MAP_FAILED) return ErrnoError(err, "cannot mmap", path);
   ::madvise(p, size, MADV_SEQUENTIAL);
   return MappedFile(static_cast<const uint8_t*>(p), size);

@@ -20,8 +20,12 @@ class MappedFile {
   ~MappedFile();
 
   // Maps `path` with PROT_READ/MAP_PRIVATE and advises sequential access (the readers
-  // stream through it once). An empty file is an error: mmap cannot map zero bytes, and
-  // an empty capture is never what the caller meant ("itch: offset 0: empty file '<path>'").
+  // stream through it once). The file must be regular and non-empty (OpenRegularFile in
+  // file_input.h: a FIFO or a device is refused without blocking; mmap cannot map zero
+  // bytes, and an empty capture is never what the caller meant: "itch: offset 0: empty file
+  // '<path>'"). A mapping is only as stable as the file: if another process truncates it,
+  // touching the removed pages raises SIGBUS, and its writes show through. Input that others
+  // may modify is read with ChunkReader (file_input.h) instead.
   [[nodiscard]] static absl::StatusOr<MappedFile> Open(const std::string& path);
 
   [[nodiscard]] std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }

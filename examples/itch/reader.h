@@ -74,11 +74,18 @@ namespace detail {
   r.available = available;
   return r;
 }
+[[nodiscard]] inline ParseResult Done(uint64_t offset, uint64_t messages) {
+  ParseResult r;
+  r.offset = offset;
+  r.messages = messages;
+  return r;
+}
 }  // namespace detail
 
 // Scans BinaryFILE records in `buf` and calls `f(MessageView)` for each valid message, in
 // order. If `f` returns bool, returning false stops the scan early (result is ok and
-// `offset` is where the next record starts). An empty buffer holds no messages and is ok.
+// `offset` is where the next record starts, whatever the bytes there hold). An empty buffer
+// holds no messages and is ok. On an error, `f` has seen every message before it.
 template <class F>
 [[nodiscard]] inline ParseResult ForEachMessage(std::span<const uint8_t> buf, F&& f) {
   const uint8_t* const data = buf.data();
@@ -104,19 +111,19 @@ template <class F>
     off += kLengthPrefixSize + want;
     ++n;
     if constexpr (std::is_same_v<std::invoke_result_t<F&, MessageView>, bool>) {
-      if (!f(m)) break;
+      // A stop is ok whatever follows: the bytes after this record are not looked at (a
+      // cursor resumes there and reports them then), so a message before a damaged tail
+      // is never dropped.
+      if (!f(m)) return detail::Done(off, n);
     } else {
       f(m);
     }
   }
-  if (off < size && size - off < kLengthPrefixSize + 1) [[unlikely]] {
+  if (off < size) [[unlikely]] {
     // 1 or 2 stray bytes: a cut-off length prefix, or a prefix with no type byte.
     return detail::Fail(ParseError::kTruncated, off, n, 0, 0, size - off);
   }
-  ParseResult r;
-  r.offset = off;
-  r.messages = n;
-  return r;
+  return detail::Done(off, n);
 }
 
 // ForEachMessage with typed dispatch: calls `v(TypedView)` for every message whose view

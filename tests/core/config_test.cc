@@ -98,6 +98,53 @@ TEST(ConfigTest, SizesAndPowersOfTwo) {
   EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"), "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
 }
 
+// Issue #9 item 7: a size whose suffix multiplication overflows 64 bits wrapped around
+// ("17592186044432MiB" = 2^64 + 16 MiB was accepted as 16 MiB). Every size key goes through
+// the same conversion; each overflow is an error naming file:line:key.
+TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044432MiB\"\n"),
+            "feed.toml:2: shm.log_size: \"17592186044432MiB\" does not fit in 64 bits; expected 65536..4294967296 bytes");
+  EXPECT_EQ(error_of("[udp]\nretransmit_buffer = \"17179869185GiB\"\n"),
+            "feed.toml:2: udp.retransmit_buffer: \"17179869185GiB\" does not fit in 64 bits; expected 65536..4294967296 "
+            "bytes");
+  EXPECT_EQ(error_of("\n[pool]\nslot_size = \"18014398509481985KiB\"\n"),
+            "feed.toml:3: pool.slot_size: \"18014398509481985KiB\" does not fit in 64 bits; expected 128..16777216 bytes");
+  EXPECT_EQ(error_of("[udp]\nsocket_rcvbuf = \"18446744073709551616\"\n"),
+            "feed.toml:2: udp.socket_rcvbuf: \"18446744073709551616\" does not fit in 64 bits; expected 4096..2147483648 "
+            "bytes");
+  // The largest sizes that do fit are range errors, not overflows.
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044415MiB\"\n"),
+            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073708503040");
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"18446744073709551615B\"\n"),
+            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073709551615");
+  // Suffixes still work, in any case, with spaces.
+  auto c = parse_config("[shm]\nlog_size = \"4GiB\"\n[udp]\nretransmit_buffer = \" 64 kib\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shm.log_size, 4ull << 30);
+  EXPECT_EQ(c->udp.retransmit_buffer, 64u << 10);
+}
+
+// The other numeric conversions: integers beyond int64 are TOML errors with line and column;
+// every integer key is range-checked before it is narrowed; negative sizes are refused.
+TEST(ConfigTest, IntegerConversionsNeverWrap) {
+  const std::string big = error_of("[runtime]\npollers = 9223372036854775808\n");
+  EXPECT_EQ(big.rfind("feed.toml:2:", 0), 0u) << big;
+  EXPECT_EQ(error_of("[runtime]\npollers = 4294967297\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 4294967297");
+  EXPECT_EQ(error_of("[udp]\nport = 4294967297\n"), "feed.toml:2: udp.port: expected 1..65535, got 4294967297");
+  EXPECT_EQ(error_of("[udp]\nnak_retry_max_us = -1\n"), "feed.toml:2: udp.nak_retry_max_us: expected 10..60000000, got -1");
+  EXPECT_EQ(error_of("[rdma]\ngid_index = -2\n"), "feed.toml:2: rdma.gid_index: expected -1..4095, got -2");
+  EXPECT_EQ(error_of("[udp]\nfault_seed = -1\n"), "feed.toml:2: udp.fault_seed: expected 0..9223372036854775807, got -1");
+  EXPECT_EQ(error_of("[shm]\nlog_size = -65536\n"), "feed.toml:2: shm.log_size: expected a size, got -65536");
+  EXPECT_EQ(error_of("[shm]\nliveness_timeout_ms = 1e3\n"),
+            "feed.toml:2: shm.liveness_timeout_ms: expected an integer, got 1000");
+  EXPECT_EQ(error_of("[udp]\nfault_loss = nan\n"), "feed.toml:2: udp.fault_loss: expected a probability 0.0..1.0, got nan");
+  EXPECT_EQ(error_of("[runtime]\npoller_cores = [0, 4096]\n"),
+            "feed.toml:2: runtime.poller_cores: element 1: expected 0..4095, got 4096");
+  EXPECT_EQ(error_of("[rdma]\npeers = [\"10.0.0.1:7471\", \"10.0.0.2:4294967297\"]\n"),
+            "feed.toml:2: rdma.peers: element 1: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
+            "\"10.0.0.2:4294967297\"");
+}
+
 TEST(ConfigTest, StreamsAreValidated) {
   EXPECT_EQ(error_of("[[streams]]\nid = 1\n"), "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)");
   EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\n"), "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)");

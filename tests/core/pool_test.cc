@@ -1,8 +1,24 @@
+#include <dirent.h>
+#include <linux/capability.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
 #include <set>
+#include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "core/buffer_pool.h"
+#include "pollux/pollux.h"
 
 namespace pollux::core {
 namespace {
@@ -70,6 +86,102 @@ TEST(BufferPoolTest, RegistrationHookIsRecordedPerOwner) {
   EXPECT_EQ((*pool)->registration(&owner_a)->lkey, 11u);
   EXPECT_EQ((*pool)->registration(&owner_b)->lkey, 22u);
   EXPECT_FALSE((*pool)->registration(pool->get()).has_value());
+}
+
+// "memlock too low" (issue #9): what RLIMIT_MEMLOCK affects without RDMA. The pool never
+// locks its memory (no mlock, no MAP_LOCKED; it is pre-touched instead), and MAP_HUGETLB
+// mappings are not charged to the limit (only SHM_HUGETLB segments are), so a pool, and a
+// whole shm context, work under a 64 KiB limit. Only RDMA registration (ibv_reg_mr) pins
+// memory against it; transport/rdma checks the limit first and names it (tests/rdma).
+// The child drops CAP_IPC_LOCK (root ignores the limit otherwise) and proves the limit is in
+// force: an mlock of the pool fails.
+std::string VmLckLine() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmLck:", 0) == 0) return line;
+  }
+  return "VmLck: ?";
+}
+
+std::string RunWithLowMemlock() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return "capget failed";
+  data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+  if (syscall(SYS_capset, &hdr, data) != 0) return absl::StrCat("capset: ", std::strerror(errno));
+  rlimit rl{64 << 10, 64 << 10};
+  if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) return absl::StrCat("setrlimit: ", std::strerror(errno));
+  std::string out;
+  for (const HugePages h : {HugePages::kOff, HugePages::kAuto}) {
+    PoolOptions o;
+    o.slot_size = 2048;
+    o.slots = 8192;  // 16 MiB, 256 times the limit
+    o.hugepages = h;
+    auto pool = BufferPool::create(o);
+    if (!pool.ok()) return absl::StrCat("pool: ", pool.status().message());
+    if ((*pool)->bytes() < (16u << 20)) return "pool smaller than asked";
+    absl::StrAppend(&out, "pool ok ", (*pool)->describe(), "; ", VmLckLine(), "; ");
+    if (mlock((*pool)->base(), (*pool)->bytes()) == 0) return "mlock of the pool succeeded: the limit is not in force";
+    absl::StrAppend(&out, "mlock refused (", std::strerror(errno), "); ");
+  }
+  {
+    const std::string name = absl::StrCat("memlock-", getpid());
+    auto ctx = Context::from_string("[runtime]\nname = \"" + name +
+                                        "\"\nthreading = \"inline\"\ncounters = true\n[shm]\nlog_size = \"1MiB\"\n",
+                                    "low-memlock.toml");
+    if (!ctx.ok()) return absl::StrCat("context: ", ctx.status().message());
+    auto pub = (*ctx)->publisher("m");
+    auto sub = (*ctx)->subscriber("m");
+    if (!pub.ok() || !sub.ok()) return "publisher/subscriber failed";
+    int got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (bool sent = false; got == 0 && std::chrono::steady_clock::now() < deadline;) {
+      if (!sent) sent = pub->offer("hello", 5) >= 0;
+      if (sub->poll([&](const Message& m) { got += m.payload.size() == 5; }, 16) == 0) std::this_thread::yield();
+    }
+    if (got != 1) return "no message through the shm context";
+    absl::StrAppend(&out, "shm context ok; ", VmLckLine(), "; ");
+  }
+  int left = 0;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) left += std::string(e->d_name).find(absl::StrCat("memlock-", getpid())) != std::string::npos;
+    closedir(d);
+  }
+  absl::StrAppend(&out, "files left ", left);
+  return out;
+}
+
+TEST(BufferPoolTest, LowMemlockLimitAffectsNothingWithoutRdma) {
+  int pfd[2];
+  ASSERT_EQ(pipe(pfd), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pfd[0]);
+    const std::string msg = RunWithLowMemlock();
+    (void)!write(pfd[1], msg.data(), msg.size());
+    _exit(0);
+  }
+  close(pfd[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pfd[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  close(pfd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << msg;
+  std::printf("%s\n", msg.c_str());
+  EXPECT_EQ(msg.find("pool ok"), 0u) << msg;
+  EXPECT_NE(msg.find("mlock refused"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shm context ok"), std::string::npos) << msg;
+  int vmlck = 0;
+  for (std::size_t at = msg.find("VmLck:"); at != std::string::npos; at = msg.find("VmLck:", at + 1)) {
+    ++vmlck;
+    EXPECT_EQ(msg.substr(at, msg.find(';', at) - at).find_first_of("123456789"), std::string::npos)
+        << "memory was locked: " << msg;
+  }
+  EXPECT_EQ(vmlck, 3) << msg;
+  EXPECT_NE(msg.find("files left 0"), std::string::npos) << msg;
 }
 
 TEST(SlotStackTest, LifoWithinRange) {

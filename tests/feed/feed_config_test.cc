@@ -81,6 +81,22 @@ TEST(FeedConfig, TypeRangeAndEnumErrors) {
   EXPECT_EQ(ErrorOf("feed = 3\n"), "x.toml:1: feed: expected a table [feed], got 3");
 }
 
+// An integer for a number key is converted exactly or refused: toml++ gives no double for an
+// integer beyond 2^53, and dereferencing that empty optional read garbage (issue #9 item 7's
+// class of bug: a numeric conversion that does not check).
+TEST(FeedConfig, NumberKeysTakeAnyIntegerWithoutUndefinedConversions) {
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = 9007199254740993\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993");
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = -9223372036854775808\n"),
+            "x.toml:2: feed.speed: expected 1e-06..1e+12, got -9223372036854775808");
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = 0\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 0");
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = nan\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got nan");
+  EXPECT_EQ(ErrorOf("[feed]\nmessages = 1099511627777\n"), "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777");
+  EXPECT_EQ(ErrorOf("[feed]\nrate = 4294967297\n"), "x.toml:2: feed.rate: expected 1..1000000000, got 4294967297");
+  absl::StatusOr<LoadedConfig> c = LoadConfig("[feed]\nreplay = \"speed\"\nspeed = 1_000_000_000_000\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->feed.speed, 1e12);
+}
+
 TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
   EXPECT_EQ(ErrorOf("[feed]\nsymbols = 2\nsource = \"file\"\n"),
             "x.toml:3: feed.file: missing: source = \"file\" needs feed.file (or --itch FILE)");

@@ -22,6 +22,7 @@
 #include "itch/generator.h"
 #include "itch/reader.h"
 #include "itch/report.h"
+#include "tests/feed/feed_process.h"
 
 namespace pollux::feed {
 namespace {
@@ -36,46 +37,10 @@ struct RunOutput {
 
 // Runs pollux-feed with `args`, collecting its output; kills it after `seconds`.
 RunOutput RunFeed(const std::vector<std::string>& args, int seconds = 300) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  std::vector<std::string> argv = {POLLUX_FEED_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> av;
-  for (std::string& s : argv) av.push_back(s.data());
-  av.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    execv(av[0], av.data());
-    _exit(127);
-  }
-  close(fds[1]);
+  feedtest::FeedProcess p(args);
   RunOutput r;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  char buf[4096];
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      const ssize_t n = read(fds[0], buf, sizeof buf);
-      if (n > 0) {
-        r.out.append(buf, static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n == 0) break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      r.out += "\n[test: killed after timeout]\n";
-      break;
-    }
-  }
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.rc = p.Wait(seconds);
+  r.out = p.output();
   return r;
 }
 
@@ -239,6 +204,40 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
     if (v.feed.find("replay") != std::string::npos) {
       EXPECT_THAT(r.out, HasSubstr("send lag behind schedule"));
     }
+  }
+}
+
+// A file replay spans many read windows (1 MiB each): records cut by a window's end, bare
+// views flushed before a window is replaced, the pacing schedule carried across windows.
+TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
+  itch::GeneratorOptions o;
+  o.symbols = 30;
+  o.messages = 150'000;
+  o.seed = 13;
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_GT(g->size(), 4u << 20);
+  const Expected want = Reference(*g);
+  TempDir files;
+  const std::string day = files / "day.itch";
+  std::ofstream(day, std::ios::binary).write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
+  struct Variant {
+    std::string threading, feed;
+    std::uint32_t batch;
+  };
+  for (const Variant& v : {Variant{"inline", "", 0}, Variant{"inline", "", 8000},
+                           Variant{"dedicated", "replay = \"rate\"\nrate = 500_000\n", 2000},
+                           Variant{"shared", "replay = \"rate\"\nrate = 500_000\n", 0}}) {
+    SCOPED_TRACE(v.threading + " batch " + std::to_string(v.batch) + "\n" + v.feed);
+    TempDir dir;
+    const std::string cfg = dir / "feed.toml";
+    WriteFile(cfg, Config(v.threading, v.feed, v.batch, 3, 1));
+    const RunOutput r = RunFeed({"--config", cfg, "--itch", day, "--book-out", dir / "books.jsonl", "--counts-out",
+                                 dir / "counts.json", "--summary-json", dir / "summary.json", "--quiet"});
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
+    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    EXPECT_THAT(ReadFile(dir / "summary.json"), HasSubstr("\"messages\": 150000, \"frames\""));
   }
 }
 

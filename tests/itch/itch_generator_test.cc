@@ -2,9 +2,15 @@
 // invariants the order flow promises (see itch/generator.h).
 #include "itch/generator.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -141,6 +147,44 @@ TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r->data().begin(), r->data().end()));
   EXPECT_FALSE(WriteBinaryFile("/nonexistent-dir/gen.itch", bytes).ok());
+}
+
+// pollux-itch-gen's command line: --help exits 0 and lists the flags (Abseil's own --help
+// listed none and exited 1), unknown flags and stray arguments are refused.
+struct Cli {
+  int rc;
+  std::string out;
+};
+Cli RunGen(const std::string& args) {
+  const std::string log = ::testing::TempDir() + "/itch_gen_cli_" + std::to_string(getpid()) + ".txt";
+  const int st = std::system((std::string(POLLUX_ITCH_GEN_BIN) + " " + args + " >" + log + " 2>&1").c_str());
+  std::ifstream f(log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(log.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ss.str()};
+}
+
+TEST(ItchGeneratorCliTest, HelpUnknownFlagsAndStrayArguments) {
+  for (const char* help : {"--help", "-h"}) {
+    const Cli h = RunGen(help);
+    EXPECT_EQ(h.rc, 0) << h.out;
+    for (const char* flag : {"--out", "--symbols", "--messages", "--seed", "--zero_length_prefix", "--orders_per_symbol"}) {
+      EXPECT_NE(h.out.find(flag), std::string::npos) << flag << "\n" << h.out;
+    }
+  }
+  const Cli bogus = RunGen("--bogus");
+  EXPECT_NE(bogus.rc, 0);
+  EXPECT_NE(bogus.out.find("Unknown command line flag 'bogus'"), std::string::npos) << bogus.out;
+  const std::string out = ::testing::TempDir() + "/itch_gen_cli_" + std::to_string(getpid()) + ".itch";
+  const Cli stray = RunGen("--out " + out + " --messages 100 extra");
+  EXPECT_EQ(stray.rc, 2) << stray.out;
+  EXPECT_NE(stray.out.find("unexpected argument \"extra\""), std::string::npos) << stray.out;
+  EXPECT_FALSE(std::ifstream(out).good()) << "wrote a file despite the stray argument";
+  const Cli ok = RunGen("--out " + out + " --messages 100 --symbols 3");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_TRUE(std::ifstream(out).good());
+  std::remove(out.c_str());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,70 @@ TEST(ItchReaderTest, CursorMatchesForEachAndStopsAtTheError) {
   EXPECT_EQ(n, 2);
   EXPECT_TRUE(good.result().ok());
   EXPECT_EQ(good.offset(), 59u);
+}
+
+// Stray trailing bytes after good records (committed vectors, tests/data/itch/README.md):
+// every way of reading hands out all seven messages, then reports the same truncated tail.
+// A callback that stops at the last good message gets an ok result, as documented.
+std::vector<uint8_t> ReadVector(const std::string& name) {
+  std::ifstream f(std::string(POLLUX_ITCH_VECTORS_DIR) + "/" + name, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
+  struct Vector {
+    const char* file;
+    size_t stray;
+    const char* error;
+  };
+  for (const Vector& v : {Vector{"seven_good.itch", 0, ""},
+                          Vector{"seven_good_then_1_stray_byte.itch", 1,
+                                 "itch: offset 218: truncated length prefix: 1 byte(s) left"},
+                          Vector{"seven_good_then_2_stray_bytes.itch", 2,
+                                 "itch: offset 218: truncated record: length prefix without a message type"}}) {
+    SCOPED_TRACE(v.file);
+    const std::vector<uint8_t> buf = ReadVector(v.file);
+    ASSERT_EQ(buf.size(), 218 + v.stray);
+
+    std::string plain;
+    const ParseResult all = ForEachMessage(buf, [&](MessageView m) { plain.push_back(m.type()); });
+    EXPECT_EQ(plain, "SRRRHHH");
+    EXPECT_EQ(all.messages, 7u);
+    EXPECT_EQ(all.ToStatus().message(), v.error);
+    if (v.stray != 0) {
+      EXPECT_EQ(all.error, ParseError::kTruncated);
+      EXPECT_EQ(all.offset, 218u);
+      EXPECT_EQ(all.available, v.stray);
+    }
+
+    std::string until_true;
+    const ParseResult r_true = ForEachMessage(buf, [&](MessageView m) {
+      until_true.push_back(m.type());
+      return true;
+    });
+    EXPECT_EQ(until_true, "SRRRHHH");
+    EXPECT_EQ(r_true.error, all.error);
+    EXPECT_EQ(r_true.offset, all.offset);
+    EXPECT_EQ(r_true.messages, 7u);
+
+    // Stopping at the seventh message: ok, and the offset is where the next record starts.
+    int calls = 0;
+    const ParseResult stopped = ForEachMessage(buf, [&](MessageView) { return ++calls < 7; });
+    EXPECT_TRUE(stopped.ok()) << stopped.ToStatus();
+    EXPECT_EQ(calls, 7);
+    EXPECT_EQ(stopped.messages, 7u);
+    EXPECT_EQ(stopped.offset, 218u);
+
+    MessageCursor c(buf);
+    std::string pulled;
+    for (MessageView m; c.Next(&m);) pulled.push_back(m.type());
+    EXPECT_EQ(pulled, "SRRRHHH");
+    EXPECT_EQ(c.result().error, all.error);
+    EXPECT_EQ(c.result().offset, all.offset);
+    EXPECT_EQ(c.result().messages, all.messages);
+    EXPECT_EQ(c.result().available, all.available);
+    EXPECT_EQ(c.result().ToStatus().message(), v.error);
+  }
 }
 
 TEST(ItchReaderTest, DecodeSingleMessageErrors) {

@@ -47,7 +47,7 @@ struct Fixture {
     rd->seg = std::move(*s);
     rd->slot = rd->seg->slot(nslots++);
     rd->slot->pid = getpid();
-    rd->r.init(rd->seg.get(), rd->slot, at_start);
+    EXPECT_TRUE(rd->r.init(rd->seg.get(), rd->slot, at_start));
     rd->slot->state.store(kSlotActive);
     rd->seg->header()->writer.subscribers.fetch_add(1);
     return rd;

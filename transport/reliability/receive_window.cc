@@ -20,7 +20,8 @@ bool ReceiveWindow::init(const WindowOptions& o, std::uint64_t seed) {
 
 void ReceiveWindow::reset(std::uint64_t start) noexcept {
   for (std::uint64_t s = expected_; s < hwm_ && s - expected_ <= mask_; ++s) slots_[s & mask_] = Slot{};
-  expected_ = hwm_ = start;
+  expected_ = hwm_ = confirmed_next_ = start;
+  pending_ = Claim{};
   lost_through_ = 0;
   held_ = 0;
   ngaps_ = 0;
@@ -58,7 +59,9 @@ ReceiveWindow::Accept ReceiveWindow::accept(std::uint64_t seq, const core::Frame
 }
 
 void ReceiveWindow::on_heartbeat(std::uint64_t next, std::uint64_t oldest, std::int64_t now_ns) noexcept {
-  if (oldest > expected_) declare_lost(oldest);
+  // A lost tail is NAKed at once: the gap is bounded by the window, and NAKs for what was never
+  // sent cost the publisher nothing (it clips them). It is not given up on before a confirmed
+  // heartbeat says it was sent (collect_naks), so a forged `next` cannot make it a loss.
   if (next > hwm_) {
     const std::uint64_t to = std::min<std::uint64_t>(next, expected_ + mask_ + 1);
     if (to > hwm_) {
@@ -66,6 +69,29 @@ void ReceiveWindow::on_heartbeat(std::uint64_t next, std::uint64_t oldest, std::
       hwm_ = to;
     }
   }
+  // Claims: confirmed by a later consistent heartbeat at least confirm_ns on, refuted by one
+  // that claims less (forged, or an older heartbeat reordered behind a newer one: then the
+  // confirmation only starts again).
+  if (!pending_.valid) {
+    pending_ = Claim{next, oldest, now_ns, true};
+    return;
+  }
+  if (next < pending_.next || oldest < pending_.oldest) {
+    ++stats_.claims_refuted;
+    pending_ = Claim{next, oldest, now_ns, true};
+    return;
+  }
+  if (now_ns - pending_.since_ns >= opt_.confirm_ns) {
+    adopt(pending_);
+    pending_ = Claim{next, oldest, now_ns, true};
+  }
+}
+
+void ReceiveWindow::adopt(const Claim& c) noexcept {
+  confirmed_next_ = std::max(confirmed_next_, c.next);
+  // However far: the publisher's log no longer has anything below c.oldest, and a confirmed
+  // claim is the publisher's word (delivery reports the exact count and resumes there).
+  if (c.oldest > expected_) declare_lost(c.oldest);
 }
 
 void ReceiveWindow::declare_lost(std::uint64_t seq) noexcept {
@@ -209,9 +235,17 @@ std::uint32_t ReceiveWindow::drain(RxDesc* out, std::uint32_t max, std::uint32_t
 std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max) noexcept {
   // Gaps past the give-up age are reported rather than left to stall delivery (publisher
   // unreachable, or every repair lost): everything up to the newest such gap is declared lost.
+  // Only what a confirmed heartbeat says was sent can be given up: a gap reaching beyond it
+  // (a lost tail not yet confirmed, or one a forged frame or heartbeat opened) has not started
+  // its give-up clock, so it never makes unsent - or forged - sequences "lost".
   std::uint64_t give_up_to = 0;
   for (std::uint32_t i = 0; i < ngaps_; ++i) {
-    if (gaps_[i].next_nak_ns <= now_ns && now_ns - gaps_[i].first_ns > opt_.give_up_ns) give_up_to = gaps_[i].to;
+    Gap& g = gaps_[i];
+    if (g.to > confirmed_next_) {
+      g.first_ns = now_ns;
+    } else if (g.next_nak_ns <= now_ns && now_ns - g.first_ns > opt_.give_up_ns) {
+      give_up_to = g.to;
+    }
   }
   if (give_up_to != 0) {
     ++stats_.gaps_given_up;

@@ -11,6 +11,18 @@
 // Invariants: expected_ <= hwm_; every gap lies in [max(expected_, lost_through_), hwm_);
 // a sequence in [expected_, hwm_) is either in a slot or missing; missing sequences below
 // lost_through_ are unrecoverable and reported as such when delivery reaches them.
+//
+// Hostile input (docs/PROTOCOL.md, "Trust model"): any datagram may be forged, so no single one
+// may move the window arbitrarily far. A data frame is stored only within the window, and the
+// gap it or a heartbeat's `next` opens is bounded by the window too. Declaring sequences
+// unrecoverable is what a forgery could abuse (a heartbeat with oldest = 2^63 used to report a
+// gap of 9.2e18 and stall delivery for good), so a heartbeat's claims - `oldest` (what can no
+// longer be repaired) and `next` (what was sent, which bounds the give-up timeout) - take
+// effect only once confirmed: a later heartbeat, at least confirm_ns after it, claims as much
+// or more, and no heartbeat in between claimed less (a publisher's next and oldest never go
+// back). A live publisher heartbeats more often than confirm_ns, so its next heartbeat refutes
+// a forged claim before it can be confirmed; a genuine jump (the publisher far ahead after a
+// stall) is believed confirm_ns later, with the exact count of what was lost.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +41,9 @@ struct WindowOptions {
   std::int64_t nak_retry_ns = 2'000'000;         // then after this, doubling per attempt
   std::int64_t nak_retry_max_ns = 50'000'000;    // up to this
   std::int64_t give_up_ns = 5'000'000'000;       // a gap older than this is reported lost
+  // A heartbeat's claims are believed once a later one, this much later, confirms them (see
+  // above); longer than the publishers' heartbeat interval (UDP: twice udp.heartbeat_interval_us).
+  std::int64_t confirm_ns = 20'000'000;
 };
 
 struct WindowStats {
@@ -41,6 +56,7 @@ struct WindowStats {
   std::uint64_t lost = 0;          // sequences reported unrecoverable
   std::uint64_t loss_reports = 0;  // gap events
   std::uint64_t gaps_given_up = 0; // declared lost by the give-up timeout
+  std::uint64_t claims_refuted = 0;  // heartbeats whose next/oldest went back: a pending claim was dropped
 };
 
 class ReceiveWindow {
@@ -56,7 +72,9 @@ class ReceiveWindow {
   Accept accept(std::uint64_t seq, const core::FrameHeader* frame, std::uint32_t token, std::int64_t now_ns) noexcept;
 
   // A heartbeat: `next` is the next sequence the publisher will send (a lost tail becomes a
-  // gap), `oldest` the oldest it can still retransmit (older gaps become losses).
+  // gap at once, bounded by the window), `oldest` the oldest it can still retransmit (older
+  // gaps become losses once the claim is confirmed, see above). The caller checked
+  // oldest <= next.
   void on_heartbeat(std::uint64_t next, std::uint64_t oldest, std::int64_t now_ns) noexcept;
 
   // Everything missing below `seq` is unrecoverable.
@@ -81,6 +99,8 @@ class ReceiveWindow {
   std::uint64_t expected() const noexcept { return expected_; }
   std::uint64_t hwm() const noexcept { return hwm_; }
   std::uint64_t lost_through() const noexcept { return lost_through_; }
+  // `next` of the newest confirmed heartbeat: what the publisher has certainly sent.
+  std::uint64_t confirmed_next() const noexcept { return confirmed_next_; }
   std::uint32_t held() const noexcept { return held_; }
   std::uint32_t gaps() const noexcept { return ngaps_; }
   std::uint32_t window() const noexcept { return mask_ + 1; }
@@ -100,7 +120,14 @@ class ReceiveWindow {
     std::uint32_t attempts;
   };
 
+  struct Claim {  // a heartbeat's (next, oldest), not yet confirmed
+    std::uint64_t next, oldest;
+    std::int64_t since_ns;
+    bool valid;
+  };
+
   bool present(std::uint64_t s) const noexcept { return slots_[s & mask_].frame != nullptr; }
+  void adopt(const Claim& c) noexcept;
   void open_gap(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, std::int64_t first_nak_ns) noexcept;
   void fill(std::uint64_t seq) noexcept;
   std::int64_t first_delay() noexcept {
@@ -111,6 +138,8 @@ class ReceiveWindow {
   Region<Slot> slots_;
   std::uint32_t mask_ = 0;
   std::uint64_t expected_ = 1, hwm_ = 1, lost_through_ = 0;
+  std::uint64_t confirmed_next_ = 1;
+  Claim pending_{};
   std::uint32_t held_ = 0;
   Gap gaps_[kMaxGaps];
   std::uint32_t ngaps_ = 0;

@@ -48,6 +48,7 @@ ReliableReceiver::Session* ReliableReceiver::start(std::uint32_t session_id, std
     s.last_heard_ns = now_ns;
     s.next_status_ns = now_ns;
     s.end_seq = UINT64_MAX;
+    s.end_since_ns = 0;
     s.announce = true;
     s.timed_out = false;
     s.status_now = true;  // tell the publisher at once that someone listens
@@ -57,6 +58,11 @@ ReliableReceiver::Session* ReliableReceiver::start(std::uint32_t session_id, std
     return &s;
   }
   return nullptr;
+}
+
+void ReliableReceiver::refute_end(Session& s) noexcept {
+  s.end_seq = UINT64_MAX;
+  ++stats_.ends_refuted;
 }
 
 std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t len, const PeerAddress& from,
@@ -87,11 +93,20 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
       ++stats_.before_join;
       return 0;
     }
+    if (f->sequence == 0 || f->sequence > kMaxSequence || heartbeat_body(f).oldest > f->sequence) {
+      ++stats_.malformed;
+      return 0;
+    }
     s = start(f->session_id, f->sequence, from, now_ns);
     if (s == nullptr) {
       ++stats_.sessions_refused;
       return 0;
     }
+  } else if (__builtin_expect(!(from == s->peer), 0)) {
+    // A session's datagrams all come from one socket (the address its joining heartbeat came
+    // from): anything else is a forgery or a misrouted copy. A forger must also fake the source.
+    ++stats_.wrong_source;
+    return 0;
   }
   if (s->state != State::kActive) {
     ++stats_.stale_session;
@@ -104,18 +119,41 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
       ++stats_.malformed;  // a publisher never mixes sessions in one datagram
       return stored;
     }
+    if (__builtin_expect(f->sequence > kMaxSequence, 0)) {
+      ++stats_.malformed;  // no publisher gets there: a forgery (it would overflow window arithmetic)
+      return stored;
+    }
     if (__builtin_expect(f->flags & (core::kFlagHeartbeat | core::kFlagPadding), 0)) {
       if (f->flags & core::kFlagHeartbeat) {
-        ++stats_.heartbeats;
         const HeartbeatBody b = heartbeat_body(f);
-        s->win.on_heartbeat(f->sequence, b.oldest, now_ns);
-        if ((f->flags & core::kFlagEndOfStream) && s->end_seq == UINT64_MAX) {
-          s->end_seq = f->sequence;
-          s->status_now = true;  // the publisher lingers until we confirm
+        if (b.oldest > f->sequence) {
+          ++stats_.malformed;  // a publisher's oldest retransmittable is never beyond its next
+          continue;
         }
+        ++stats_.heartbeats;
+        if (f->flags & core::kFlagEndOfStream) {
+          // The end is believed once nothing contradicted it for confirm_ns: a closing publisher
+          // only sends end-of-stream heartbeats from then on, and never data at or beyond the
+          // end, so a live one refutes a forged end with its next heartbeat or frame.
+          if (s->end_seq == UINT64_MAX) {
+            if (f->sequence < s->win.hwm()) {
+              ++stats_.ends_refuted;  // frames at or past this "end" were seen already
+            } else {
+              s->end_seq = f->sequence;
+              s->end_since_ns = now_ns;
+              s->status_now = true;  // the publisher lingers until we confirm
+            }
+          } else if (f->sequence != s->end_seq) {
+            refute_end(*s);
+          }
+        } else if (s->end_seq != UINT64_MAX) {
+          refute_end(*s);
+        }
+        s->win.on_heartbeat(f->sequence, b.oldest, now_ns);
       }
       continue;
     }
+    if (__builtin_expect(f->sequence >= s->end_seq, 0)) refute_end(*s);
     if (s->win.accept(f->sequence, f, token, now_ns) == ReceiveWindow::Accept::kStored) ++stored;
   }
   if (cur.malformed()) ++stats_.malformed;
@@ -138,7 +176,7 @@ std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
     }
     n += s.win.drain(out + n, max - n, s.session_id, s.end_seq);
     if (n == max) break;
-    const bool clean_end = s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq;
+    const bool clean_end = end_due(s);
     const bool died = s.timed_out && s.win.expected() >= s.win.lost_through() && s.win.held() == 0;
     if (clean_end || died) {
       RxDesc& d = out[n++];
@@ -199,6 +237,11 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
       ++work;
       continue;
     }
+    if (s.status_now) {
+      // Before any NAK: publishers serve NAKs only from subscribers they heard before.
+      send_status(s, now_ns, sink, 0);
+      ++work;
+    }
     if (s.win.next_nak_ns() <= now_ns) {
       alignas(8) std::byte buf[kMaxControlLength];
       auto* ranges = reinterpret_cast<NakRange*>(buf + sizeof(ControlHeader));
@@ -222,7 +265,7 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
         ++work;
       }
     }
-    if (s.status_now || now_ns >= s.next_status_ns) {
+    if (now_ns >= s.next_status_ns) {
       send_status(s, now_ns, sink, 0);
       ++work;
     }
@@ -238,6 +281,10 @@ std::int64_t ReliableReceiver::next_deadline() const noexcept {
     if (s.state == State::kEnding || s.status_now) return 0;
     if (s.timed_out) continue;
     t = std::min({t, s.win.next_nak_ns(), s.next_status_ns, s.last_heard_ns + opt_.session_timeout_ns + 1});
+    // The end becomes deliverable then (once the transport saw its queue empty after it).
+    if (s.end_seq != UINT64_MAX && drained_ns_ - s.end_since_ns < opt_.window.confirm_ns) {
+      t = std::min(t, s.end_since_ns + opt_.window.confirm_ns);
+    }
   }
   return t;
 }
@@ -259,7 +306,7 @@ bool ReliableReceiver::ready() const noexcept {
     const Session& s = sessions_[i];
     if (s.state != State::kActive) continue;
     if (s.announce || (s.win.deliverable() && s.win.expected() < s.end_seq)) return true;
-    if (s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq) return true;
+    if (end_due(s)) return true;
     if (s.timed_out && s.win.expected() >= s.win.lost_through() && s.win.held() == 0) return true;
   }
   return false;
@@ -284,6 +331,7 @@ WindowStats ReliableReceiver::window_stats() const noexcept {
     t.lost += w.lost;
     t.loss_reports += w.loss_reports;
     t.gaps_given_up += w.gaps_given_up;
+    t.claims_refuted += w.claims_refuted;
   }
   return t;
 }

@@ -45,6 +45,8 @@ struct ReceiverStats {
   std::uint64_t stale_session = 0;    // datagrams of a session that already ended
   std::uint64_t sessions_refused = 0; // new sessions while max_sessions were active
   std::uint64_t before_join = 0;      // data of a session not joined yet (joining waits for a heartbeat)
+  std::uint64_t wrong_source = 0;     // datagrams of a session from another address than its heartbeats'
+  std::uint64_t ends_refuted = 0;     // end-of-stream claims contradicted by later datagrams (ignored)
   std::uint64_t sessions_started = 0, sessions_ended = 0, sessions_timed_out = 0;
   std::uint64_t naks_sent = 0, status_sent = 0;
 };
@@ -52,6 +54,9 @@ struct ReceiverStats {
 class ReliableReceiver {
  public:
   static constexpr std::uint32_t kMaxSessions = 64;
+  // Sequences start at 1 and grow by one per frame: 2^62 is over a century at 10^9 frames/s.
+  // Anything larger is malformed (and no sum of sequences below it can overflow).
+  static constexpr std::uint64_t kMaxSequence = 1ull << 62;
 
   // ResourceExhausted when the windows cannot be allocated.
   absl::Status init(const ReceiverOptions& o);
@@ -64,6 +69,12 @@ class ReliableReceiver {
 
   // Messages, gaps and session events in order (per session), up to out.size().
   std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept;
+
+  // The transport found nothing more to read at `now_ns` (its socket or queue was empty): every
+  // datagram sent before then was seen. An end of stream is reported only once nothing
+  // contradicted it for confirm_ns of *seen* traffic, so a subscriber that was itself stalled
+  // reads what is queued before it believes an end.
+  void drained(std::int64_t now_ns) noexcept { drained_ns_ = now_ns; }
 
   // NAKs due, status messages, session time-outs. Returns work done.
   int service(std::int64_t now_ns, ControlSink& sink) noexcept;
@@ -104,7 +115,8 @@ class ReliableReceiver {
     ReceiveWindow win;
     std::int64_t last_heard_ns = 0;
     std::int64_t next_status_ns = 0;
-    std::uint64_t end_seq = UINT64_MAX;  // end-of-stream sequence, once seen
+    std::uint64_t end_seq = UINT64_MAX;  // end-of-stream sequence, once seen (and not refuted)
+    std::int64_t end_since_ns = 0;       // when it was seen: reported confirm_ns later
     bool announce = false;      // kNewSession not yet delivered
     bool timed_out = false;     // silent: everything missing was declared lost
     bool status_now = false;
@@ -115,6 +127,10 @@ class ReliableReceiver {
   Session* start(std::uint32_t session_id, std::uint64_t first_seq, const PeerAddress& from, std::int64_t now_ns) noexcept;
   void send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept;
   bool tombstoned(std::uint32_t session_id, std::int64_t now_ns) const noexcept;
+  void refute_end(Session& s) noexcept;
+  bool end_due(const Session& s) const noexcept {
+    return s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq && drained_ns_ - s.end_since_ns >= opt_.window.confirm_ns;
+  }
 
   ReceiverOptions opt_;
   std::unique_ptr<Session[]> sessions_;
@@ -122,6 +138,7 @@ class ReliableReceiver {
   std::uint32_t active_ = 0;
   std::uint32_t rr_ = 0;  // round-robin start for poll()
   std::int64_t now_ns_ = 0;
+  std::int64_t drained_ns_ = 0;  // the transport last found nothing more to read (drained())
   struct Tomb {
     std::uint32_t session_id;
     std::int64_t until_ns;

@@ -44,6 +44,8 @@ absl::Status ReliableSender::init(const SenderOptions& o) {
   h->version = core::kFrameVersion;
   h->stream_id = o.log.stream_id;
   h->session_id = o.log.session_id;
+  opt_.nak_max_range = std::max<std::uint64_t>(o.nak_max_range, 1);
+  total_ = TokenBucket{o.repair_burst_total, 0};
   return absl::OkStatus();
 }
 
@@ -99,10 +101,14 @@ std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noe
   return total;
 }
 
-ReliableSender::Receiver* ReliableSender::receiver(std::uint64_t id, std::int64_t now_ns) noexcept {
+ReliableSender::Receiver* ReliableSender::find_receiver(std::uint64_t id) noexcept {
   for (std::uint32_t i = 0; i < nreceivers_; ++i) {
     if (receivers_[i].id == id) return &receivers_[i];
   }
+  return nullptr;
+}
+
+ReliableSender::Receiver* ReliableSender::add_receiver(std::uint64_t id, std::int64_t now_ns) noexcept {
   std::uint32_t slot = nreceivers_;
   if (slot == kMaxReceivers) {
     // Full: replace the one heard from least recently (only diagnostics and linger use it).
@@ -114,11 +120,12 @@ ReliableSender::Receiver* ReliableSender::receiver(std::uint64_t id, std::int64_
     ++nreceivers_;
   }
   ++stats_.receivers_joined;
-  receivers_[slot] = Receiver{id, 0, 0, now_ns, 0};
+  receivers_[slot] = Receiver{id, 0, 0, now_ns, 0, TokenBucket{opt_.repair_burst, now_ns}};
   return &receivers_[slot];
 }
 
 void ReliableSender::on_control(const std::byte* data, std::uint32_t len, std::int64_t now_ns) noexcept {
+  stats_.control_bytes += len;
   const ControlHeader* c = parse_control(data, len);
   if (c == nullptr || c->stream_id != log_.stream_id() || c->session_id != log_.session_id()) {
     ++stats_.control_malformed;  // or meant for an earlier incarnation of this publisher
@@ -134,7 +141,9 @@ void ReliableSender::on_control(const std::byte* data, std::uint32_t len, std::i
     }
     return;
   }
-  Receiver* r = receiver(c->receiver_id, now_ns);
+  Receiver* r = find_receiver(c->receiver_id);
+  const bool announced = r != nullptr;
+  if (r == nullptr) r = add_receiver(c->receiver_id, now_ns);
   r->position = std::max(r->position, c->position);
   r->highest = std::max(r->highest, c->highest);
   r->last_ns = now_ns;
@@ -144,12 +153,26 @@ void ReliableSender::on_control(const std::byte* data, std::uint32_t len, std::i
     return;
   }
   ++stats_.naks;
+  if (!announced) {
+    // Served only once the subscriber was heard before (it sends a status message when it
+    // joins; a lost one costs a NAK retry): a one-shot NAK from a made-up subscriber gets
+    // nothing. It is registered now, so its next NAK is served.
+    ++stats_.naks_unannounced;
+    return;
+  }
+  r->bucket.refill(now_ns, opt_.repair_rate, opt_.repair_burst);
+  total_.refill(now_ns, opt_.repair_rate_total, opt_.repair_burst_total);
   const NakRange* ranges = nak_ranges(c);
   for (std::uint32_t i = 0; i < c->range_count; ++i) {
     ++stats_.nak_ranges;
     std::uint64_t from = ranges[i].from;
     if (from >= log_.sent() || ranges[i].count == 0) continue;  // never "repair" what was not sent yet
-    const std::uint64_t to = from + std::min(ranges[i].count, log_.sent() - from);
+    std::uint64_t count = ranges[i].count;
+    if (count > opt_.nak_max_range) {
+      count = opt_.nak_max_range;  // the subscriber asks for the rest again
+      ++stats_.nak_ranges_capped;
+    }
+    const std::uint64_t to = from + std::min(count, log_.sent() - from);
     if (from < log_.oldest()) {
       // Gone from the log: say so at once (the heartbeat carries oldest()), so subscribers
       // report the gap now rather than after more NAKs.
@@ -158,14 +181,42 @@ void ReliableSender::on_control(const std::byte* data, std::uint32_t len, std::i
       from = log_.oldest();
       if (from >= to) continue;
     }
-    schedule_repair(from, to, now_ns);
+    schedule_repair(from, to, now_ns, *r);
   }
+}
+
+std::uint64_t ReliableSender::charge(std::uint64_t from, std::uint64_t to, Receiver& r) noexcept {
+  const bool limit_r = opt_.repair_rate != 0, limit_total = opt_.repair_rate_total != 0;
+  if (!limit_r && !limit_total) return to;
+  const std::uint64_t budget = std::min(limit_r ? r.bucket.tokens : UINT64_MAX, limit_total ? total_.tokens : UINT64_MAX);
+  const std::uint64_t base = log_.position(from);
+  const std::uint64_t bytes = log_.position(to) - base;
+  std::uint64_t end = to;
+  if (bytes > budget) {
+    // The longest prefix the tokens pay for (positions grow with sequences): O(log range).
+    std::uint64_t lo = from, hi = to;  // position(lo) - base <= budget < position(hi) - base
+    while (hi - lo > 1) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (log_.position(mid) - base <= budget) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    end = lo;
+    ++stats_.repairs_rate_limited;
+    stats_.repair_bytes_refused += bytes - (log_.position(end) - base);
+  }
+  const std::uint64_t paid = log_.position(end) - base;
+  if (limit_r) r.bucket.tokens -= paid;
+  if (limit_total) total_.tokens -= paid;
+  return end;
 }
 
 // Adds [from, to) minus what is already being repaired or was repaired within the linger
 // time: that is the suppression that makes many subscribers missing the same datagram cost
 // one repair (their NAKs arrive within the random NAK delay of each other).
-void ReliableSender::schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns) noexcept {
+void ReliableSender::schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, Receiver& rcv) noexcept {
   // Expire lingering entries first so they do not suppress a legitimate re-request.
   for (std::uint32_t i = 0; i < nrepairs_;) {
     if (repairs_[i].linger_until != 0 && repairs_[i].linger_until <= now_ns) {
@@ -192,7 +243,9 @@ void ReliableSender::schedule_repair(std::uint64_t from, std::uint64_t to, std::
       continue;
     }
     if (nrepairs_ == kMaxRepairs) break;  // the subscriber will NAK the rest again
-    repairs_[nrepairs_++] = Repair{from, next_start, 0};
+    const std::uint64_t paid = charge(from, next_start, rcv);
+    if (paid > from) repairs_[nrepairs_++] = Repair{from, paid, 0};
+    if (paid < next_start) break;  // out of tokens: the rest is refused (NAKed again later)
     from = next_start;
   }
   if (suppressed) ++stats_.naks_suppressed;
@@ -231,6 +284,7 @@ int ReliableSender::send_repairs(DatagramSink& sink, std::int64_t now_ns) noexce
       for (std::uint32_t k = 0; k < sent; ++k) {
         r.from += counts[k];
         stats_.retransmit_frames += counts[k];
+        stats_.retransmit_bytes += d[k].bytes;
         stats_.bytes += d[k].bytes;
       }
       stats_.retransmit_datagrams += sent;
@@ -256,7 +310,8 @@ bool ReliableSender::repairs_pending() const noexcept {
 
 void ReliableSender::send_heartbeat(DatagramSink& sink, std::int64_t now_ns, bool end) noexcept {
   auto* h = reinterpret_cast<core::FrameHeader*>(heartbeat_);
-  h->flags = static_cast<std::uint16_t>(core::kFlagHeartbeat | (end ? core::kFlagEndOfStream : 0));
+  ending_ = ending_ || end;
+  h->flags = static_cast<std::uint16_t>(core::kFlagHeartbeat | (ending_ ? core::kFlagEndOfStream : 0));
   h->sequence = log_.sent();
   h->timestamp_ns = now_ns;
   HeartbeatBody b{};

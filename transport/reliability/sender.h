@@ -7,6 +7,7 @@
 // come in through on_control(). The clock is the caller's. Single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -37,6 +38,14 @@ struct SenderOptions {
   std::int64_t retransmit_linger_ns = 1'000'000;     // NAKs for a range repaired this recently are ignored
   std::uint32_t max_datagrams_per_call = 64;         // bounds the work of flush()/service()
   std::int64_t coalesce_ns = 0;                      // > 0: a partly filled last datagram waits this long
+  // NAK service limits (docs/PROTOCOL.md, "Trust model"): a NAK range asks for at most this
+  // many sequences; repairs are paid from a token bucket (bytes) per subscriber and one for
+  // all of them, charged when scheduled. A rate of 0 is unlimited.
+  std::uint64_t nak_max_range = 16384;
+  std::uint64_t repair_rate = 64ull << 20;           // bytes/s per subscriber
+  std::uint64_t repair_burst = 1ull << 20;           // bytes (what a subscriber can get at once)
+  std::uint64_t repair_rate_total = 256ull << 20;    // bytes/s, all subscribers together
+  std::uint64_t repair_burst_total = 4ull << 20;     // bytes
 };
 
 struct SenderStats {
@@ -50,6 +59,12 @@ struct SenderStats {
   std::uint64_t retransmit_frames = 0, retransmit_datagrams = 0;
   std::uint64_t status_messages = 0;
   std::uint64_t control_malformed = 0;               // not a control message of this stream/session
+  std::uint64_t control_bytes = 0;                   // bytes of every control datagram received
+  std::uint64_t retransmit_bytes = 0;                // bytes of repair datagrams sent
+  std::uint64_t naks_unannounced = 0;                // NAKs from a subscriber not heard before: not served
+  std::uint64_t nak_ranges_capped = 0;               // ranges cut to nak_max_range
+  std::uint64_t repairs_rate_limited = 0;            // ranges (or parts) refused for want of tokens
+  std::uint64_t repair_bytes_refused = 0;            // bytes of them
   std::uint64_t receivers_joined = 0, receivers_left = 0, receivers_timed_out = 0;
 };
 
@@ -78,6 +93,8 @@ class ReliableSender {
   int service(DatagramSink& sink, std::int64_t now_ns) noexcept;
 
   // Sends an end-of-stream heartbeat (call on close, possibly repeatedly while lingering).
+  // Every heartbeat after it carries end of stream too: subscribers take a plain heartbeat
+  // after an end as proof that the end was forged.
   void send_end_of_stream(DatagramSink& sink, std::int64_t now_ns) noexcept;
 
   // Subscribers heard from within receiver_timeout.
@@ -94,22 +111,40 @@ class ReliableSender {
   const SenderStats& stats() const noexcept { return stats_; }
 
  private:
+  // Bytes of repair one may still cause, refilled at `rate` per second up to `burst`.
+  struct TokenBucket {
+    std::uint64_t tokens;
+    std::int64_t last_ns;
+    void refill(std::int64_t now_ns, std::uint64_t rate, std::uint64_t burst) noexcept {
+      if (now_ns > last_ns) {
+        // Seconds since the last refill, capped: no overflow, and a full bucket after 1000 s anyway.
+        const double add = static_cast<double>(rate) * static_cast<double>(std::min<std::int64_t>(now_ns - last_ns, 1'000'000'000'000)) * 1e-9;
+        tokens = add >= static_cast<double>(burst - std::min(tokens, burst)) ? burst : tokens + static_cast<std::uint64_t>(add);
+        last_ns = now_ns;
+      }
+    }
+  };
   struct Receiver {
     std::uint64_t id;
     std::uint64_t position;
     std::uint64_t highest;
     std::int64_t last_ns;
     std::uint16_t flags;
+    TokenBucket bucket;
   };
   struct Repair {
     std::uint64_t from, to;      // [from, to)
     std::int64_t linger_until;   // 0 while pending (not fully sent yet)
   };
 
-  void schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns) noexcept;
+  void schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, Receiver& r) noexcept;
+  // Pays for repairing [from, to) from r's and the total bucket; returns the end of what they
+  // afford (from: nothing).
+  std::uint64_t charge(std::uint64_t from, std::uint64_t to, Receiver& r) noexcept;
   int send_repairs(DatagramSink& sink, std::int64_t now_ns) noexcept;
   void send_heartbeat(DatagramSink& sink, std::int64_t now_ns, bool end) noexcept;
-  Receiver* receiver(std::uint64_t id, std::int64_t now_ns) noexcept;
+  Receiver* find_receiver(std::uint64_t id) noexcept;
+  Receiver* add_receiver(std::uint64_t id, std::int64_t now_ns) noexcept;
 
   SenderOptions opt_;
   SenderLog log_;
@@ -118,11 +153,13 @@ class ReliableSender {
   std::uint32_t nreceivers_ = 0;
   Repair repairs_[kMaxRepairs] = {};
   std::uint32_t nrepairs_ = 0;
+  TokenBucket total_{};
   std::int64_t last_heartbeat_ns_ = 0;
   std::int64_t last_data_ns_ = 0;
   bool data_since_heartbeat_ = false;
   std::int64_t unsent_since_ns_ = 0;  // coalescing: when a partial datagram started waiting
   bool heartbeat_now_ = true;  // announce the session at once
+  bool ending_ = false;        // send_end_of_stream() was called
   alignas(8) std::byte heartbeat_[kHeartbeatFrameLength] = {};
 };
 

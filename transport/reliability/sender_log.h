@@ -107,6 +107,11 @@ class SenderLog {
     if (seq > sent_seq_) sent_seq_ = seq;
   }
 
+  // Byte position of frame `seq` in the ring's history (oldest() <= seq <= next(); next():
+  // the end of the newest frame): [a, b) spans position(b) - position(a) bytes on the wire,
+  // padding at a ring wrap included. O(1).
+  std::uint64_t position(std::uint64_t seq) const noexcept { return seq >= next_seq_ ? head_ : index_[seq & imask_]; }
+
   std::uint64_t next() const noexcept { return next_seq_; }     // sequence the next append gets
   std::uint64_t sent() const noexcept { return sent_seq_; }     // first sequence never sent
   std::uint64_t oldest() const noexcept { return oldest_seq_; } // oldest retransmittable

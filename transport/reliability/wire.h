@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "core/frame.h"
+#include "core/trace.h"
 
 namespace pollux::transport::reliability {
 
@@ -121,6 +122,11 @@ inline const NakRange* nak_ranges(const ControlHeader* h) noexcept {
   return reinterpret_cast<const NakRange*>(reinterpret_cast<const std::byte*>(h) + sizeof(ControlHeader));
 }
 
+// Shortest valid frame with these flags: the header, plus the StageTrace block of a traced frame.
+inline constexpr std::uint32_t min_frame_length(std::uint16_t flags) noexcept {
+  return core::kFrameHeaderSize + ((flags & core::kFlagTraced) ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
+}
+
 // Walks the frames of a data datagram. next() returns null at the end or at the first frame
 // that does not fit / does not look like a frame (the rest of the datagram is ignored and
 // counted as malformed by the caller: a valid publisher never produces it).
@@ -135,7 +141,9 @@ class FrameCursor {
     }
     const auto* h = reinterpret_cast<const core::FrameHeader*>(p_);
     const std::uint32_t len = h->frame_length;
-    if (h->magic != core::kFrameMagic || h->version != core::kFrameVersion || len < core::kFrameHeaderSize ||
+    // A traced frame must hold its trace block: the subscriber takes the payload after it, and a
+    // shorter frame would make that length wrap around (a 4 GiB view of a 32-byte frame).
+    if (h->magic != core::kFrameMagic || h->version != core::kFrameVersion || len < min_frame_length(h->flags) ||
         static_cast<std::ptrdiff_t>(len) > end_ - p_) {
       malformed_ = true;
       return nullptr;

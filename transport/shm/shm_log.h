@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "core/trace.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
@@ -38,6 +39,16 @@ inline std::atomic_ref<std::uint64_t> seq_word(std::byte* frame) noexcept {
 }
 
 inline std::uint64_t margin_for(std::uint64_t log_size) noexcept { return 2 * (log_size / 32) + 64; }
+
+// Smallest frame_length a frame with these flags can have: a traced frame carries its trace
+// block (a shorter one would make `length - header - trace` wrap to a 4 GiB payload).
+inline constexpr std::uint32_t kMinTracedFrame = core::kFrameHeaderSize + sizeof(core::StageTrace);
+
+// A log position a frame can start at: 32-byte aligned (so the 32-byte header lies inside the
+// log) and far from overflow. Tails and checkpoints read from the segment are checked with it.
+inline bool valid_position(std::uint64_t p) noexcept {
+  return (p & (core::kFrameAlignment - 1)) == 0 && p <= kMaxLogPosition;
+}
 
 class LogWriter {
  public:
@@ -57,10 +68,10 @@ class LogWriter {
     block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
-    stream_id_ = seg->header()->layout.stream_id;
-    session_id_ = seg->header()->layout.session_id;
-    max_frame_ = seg->header()->layout.max_frame;
-    slots_ = seg->header()->layout.subscriber_slots;
+    stream_id_ = seg->layout().stream_id;
+    session_id_ = seg->layout().session_id;
+    max_frame_ = seg->layout().max_frame;
+    slots_ = seg->layout().subscriber_slots;
     backpressure_ = fc == core::FlowControl::kBackpressure;
     pos_ = 0;
     seq_ = 1;
@@ -221,8 +232,11 @@ class LogWriter {
 class LogReader {
  public:
   // join_at_start: read from the log's oldest intact frame (a new session after a publisher
-  // restart); otherwise join at the live position.
-  void init(Segment* seg, SubscriberSlot* slot, bool join_at_start) noexcept {
+  // restart); otherwise join at the live position. False (nothing set up) when the writer's
+  // tail is not a valid frame position: the segment is corrupt.
+  [[nodiscard]] bool init(Segment* seg, SubscriberSlot* slot, bool join_at_start) noexcept {
+    const std::uint64_t tail = seg->header()->writer.tail.load(std::memory_order_acquire);
+    if (!valid_position(tail)) return false;
     seg_ = seg;
     log_ = seg->log();
     size_ = seg->log_size();
@@ -231,12 +245,11 @@ class LogReader {
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
-    stream_id_ = seg->header()->layout.stream_id;
-    session_id_ = seg->header()->layout.session_id;
-    max_frame_ = seg->header()->layout.max_frame;
-    backpressure_ = seg->header()->layout.flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
+    stream_id_ = seg->layout().stream_id;
+    session_id_ = seg->layout().session_id;
+    max_frame_ = seg->layout().max_frame;
+    backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
     pending_n_ = 0;
-    const std::uint64_t tail = ws_->tail.load(std::memory_order_acquire);
     expected_ = 0;
     announce_gap_ = false;  // nothing was expected yet
     resync_ = true;
@@ -254,6 +267,7 @@ class LogReader {
       announce_gap_ = expected_ != 0;
     }
     if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
+    return true;
   }
 
   std::uint64_t position() const noexcept { return pos_; }
@@ -410,6 +424,15 @@ class LogReader {
     return d.token - core::align_up(d.length, core::kFrameAlignment);
   }
 
+  // Any thread: frames of segment `s` starting below this position may have been overwritten.
+  static std::uint64_t floor_of(const Segment& s) noexcept {
+    // Acquire fence: as in safe_floor().
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const std::uint64_t tail = s.header()->writer.tail.load(std::memory_order_relaxed);
+    const std::uint64_t size = s.log_size(), margin = margin_for(size);
+    return tail + margin > size ? tail + margin - size : 0;
+  }
+
   // Any thread: frames starting below this position may have been overwritten.
   std::uint64_t safe_floor() const noexcept {
     // Acquire fence: loads of frame data before this call are ordered before the tail load
@@ -434,10 +457,11 @@ class LogReader {
     const std::uint64_t len = h->frame_length;
     const std::uint64_t room = size_ - (pos & mask_);
     const bool padding = (h->flags & core::kFlagPadding) != 0;
+    const std::uint64_t min_len = (h->flags & core::kFlagTraced) != 0 ? kMinTracedFrame : core::kFrameHeaderSize;
     return h->magic == core::kFrameMagic && h->version == core::kFrameVersion && h->stream_id == stream_id_ &&
            h->session_id == session_id_ && len >= core::kFrameHeaderSize &&
            (padding ? (len == room || len <= max_frame_) && len % core::kFrameAlignment == 0
-                    : len <= max_frame_ && core::align_up(len, core::kFrameAlignment) <= room);
+                    : len >= min_len && len <= max_frame_ && core::align_up(len, core::kFrameAlignment) <= room);
   }
 
   // True when data at log position q may already have been overwritten.
@@ -452,9 +476,12 @@ class LogReader {
     std::uint64_t c = ~std::uint64_t{0};
     for (std::uint32_t k = 0; k < kCheckpoints; ++k) {
       const std::uint64_t p = cps_->pos[k].load(std::memory_order_acquire);
-      if (p >= lo && p < tail && (c == ~std::uint64_t{0} || p > c)) c = p;
+      if (valid_position(p) && p >= lo && p < tail && (c == ~std::uint64_t{0} || p > c)) c = p;
     }
     if (c == ~std::uint64_t{0}) return 0;
+    // The newest checkpoint is at most one block plus one frame before the tail; a farther one
+    // is stale or forged, and walking from it would cost up to a whole log of headers.
+    if (tail - c > size_ / kCheckpoints + 2 * static_cast<std::uint64_t>(max_frame_)) return 0;
     const std::uint64_t start = c;
     std::uint64_t next = 0;
     while (c < tail) {
@@ -472,13 +499,16 @@ class LogReader {
 
   // Moves to the oldest frame that is still intact and not behind `floor` (checkpoints mark
   // frame starts), or to the live edge when there is none.
+  // `tail` and the checkpoints come from shared memory: only an aligned position in range may
+  // become pos_ (a misaligned one would read a header across the end of the log).
   void jump_oldest(std::uint64_t tail, std::uint64_t floor = 0) noexcept {
+    tail = std::min(tail, kMaxLogPosition) & ~std::uint64_t{core::kFrameAlignment - 1};
     std::uint64_t lo = tail + margin_ > size_ ? tail + margin_ - size_ : 0;
     lo = std::max(lo, floor);
     std::uint64_t best = tail;
     for (std::uint32_t k = 0; k < kCheckpoints; ++k) {
       const std::uint64_t c = cps_->pos[k].load(std::memory_order_acquire);
-      if (c >= lo && c < best) best = c;
+      if (valid_position(c) && c >= lo && c < best) best = c;
     }
     pos_ = best;
   }

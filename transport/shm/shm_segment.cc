@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
 #include "absl/strings/str_format.h"
+#include "core/mapping_guard.h"
 
 namespace pollux::transport::shm {
 
@@ -18,7 +21,70 @@ std::string segment_path(const core::Config& cfg, std::uint32_t stream_id) {
   return absl::StrFormat("%s/pollux-%s-stream-%u.log", cfg.runtime.shm_dir, cfg.runtime.name, stream_id);
 }
 
-bool process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+std::uint64_t process_start_time(int pid) noexcept {
+  if (pid <= 0) return 0;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  // "pid (comm) state ppid ... starttime(22) ...": comm may hold spaces and ')', so fields are
+  // counted from the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  int field = 2;
+  for (++p; *p != '\0'; ++p) {
+    if (*p == ' ' && ++field == 22) return std::strtoull(p + 1, nullptr, 10);
+  }
+  return 0;
+}
+
+std::uint64_t self_start_time() noexcept {
+  // Cached per pid: a forked child has its own start time.
+  static std::atomic<std::uint64_t> cached{0};
+  static std::atomic<int> cached_pid{0};
+  const int me = getpid();
+  if (cached_pid.load(std::memory_order_acquire) != me) {
+    cached.store(process_start_time(me), std::memory_order_relaxed);
+    cached_pid.store(me, std::memory_order_release);  // pairs with the acquire above
+  }
+  return cached.load(std::memory_order_relaxed);
+}
+
+std::uint64_t boot_id_hash() noexcept {
+  static const std::uint64_t h = [] {
+    char buf[64] = {};
+    const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::uint64_t{0};
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    std::uint64_t v = 0xcbf29ce484222325ull;  // FNV-1a
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '\n') break;
+      v = (v ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+    }
+    return n > 0 ? v : std::uint64_t{0};
+  }();
+  return h;
+}
+
+bool process_alive(int pid, std::uint64_t start) noexcept {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  if (start == 0) return true;
+  const std::uint64_t now = process_start_time(pid);
+  return now == 0 || now == start;  // unknown (hidepid): trust the pid
+}
+
+bool publisher_alive(const SegmentLayout& l) noexcept {
+  const std::uint64_t boot = boot_id_hash();
+  if (l.boot_id != 0 && boot != 0 && l.boot_id != boot) return false;  // written before a reboot
+  return process_alive(l.publisher_pid, l.publisher_start);
+}
 
 std::uint32_t Segment::header_bytes(std::uint32_t subscriber_slots) {
   const std::size_t raw = sizeof(SegmentHeader) + sizeof(SubscriberSlot) * subscriber_slots;
@@ -26,76 +92,116 @@ std::uint32_t Segment::header_bytes(std::uint32_t subscriber_slots) {
 }
 
 Segment::~Segment() {
+  if (guard_ >= 0) core::unguard_mapping(guard_);
   if (header_ != nullptr) munmap(header_, map_len_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Segment::map_guard() noexcept {
+  guard_ = core::guard_mapping(header_, map_len_, &header_->writer.tail, kPoisonTail);
+}
+
+bool Segment::truncated() const noexcept {
+  if (guard_ >= 0 && (core::mapping_faults(guard_) != 0 || core::mapping_neutralized(guard_))) return true;
+  struct stat st;
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < map_len_;
+}
+
+void Segment::neutralize() noexcept {
+  if (guard_ >= 0 && core::neutralize_mapping(guard_)) return;
+  if (guard_ >= 0 && core::mapping_neutralized(guard_)) return;
+  // Not guarded (table full): replace it here the same way.
+  if (mmap(header_, map_len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+    header_->writer.tail.store(kPoisonTail, std::memory_order_relaxed);
+  }
+}
+
+void Segment::release_file() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 void Segment::unlink() {
   if (owner_ && !path_.empty()) {
     // Only remove the file if it is still ours (a new publisher may have replaced it).
     struct stat st;
-    if (::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == inode_) ::unlink(path_.c_str());
+    if (::lstat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) == inode_) ::unlink(path_.c_str());
     owner_ = false;
   }
 }
 
 namespace {
 
-absl::Status check_existing(const std::string& path, std::uint32_t stream_id) {
-  auto existing = Segment::attach(path, stream_id);
-  if (!existing.ok()) return absl::OkStatus();  // absent or unreadable garbage: replace it
-  const SegmentHeader* h = (*existing)->header();
-  if (h->writer.closed.load(std::memory_order_acquire) == 0 && h->layout.publisher_pid != getpid() &&
-      process_alive(h->layout.publisher_pid)) {
-    return absl::AlreadyExistsError(absl::StrFormat(
-        "stream %u already has a live publisher (pid %d, segment %s); a shm stream has one publisher "
-        "process (use several threads in dedicated mode, or another stream id)",
-        stream_id, h->layout.publisher_pid, path));
+bool ours(const struct stat& st, const core::FileAccess& access) {
+  return st.st_uid == geteuid() || (access.group != core::FileAccess::kNoGroup && st.st_gid == access.group);
+}
+
+// May a new publisher replace whatever is at opt.path?
+absl::Status check_existing(const Segment::Options& opt) {
+  struct stat lst;
+  if (::lstat(opt.path.c_str(), &lst) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return core::open_error(errno, opt.path, "shm segment");
   }
-  return absl::OkStatus();
+  auto existing = Segment::attach(opt.path, opt.stream_id, opt.access);
+  if (existing.ok()) {
+    const SegmentLayout& l = (*existing)->layout();
+    const SegmentHeader* h = (*existing)->header();
+    if (h->writer.closed.load(std::memory_order_acquire) == 0 && l.publisher_pid != getpid() && publisher_alive(l)) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "stream %u already has a live publisher (pid %d, segment %s, owned by uid %u); a shm stream has one "
+          "publisher process (use several threads in dedicated mode, or another stream id). If pid %d is not a "
+          "pollux publisher of this stream, remove %s",
+          opt.stream_id, l.publisher_pid, opt.path, lst.st_uid, l.publisher_pid, opt.path));
+    }
+    return absl::OkStatus();  // closed, or its publisher is gone (a reused pid does not count)
+  }
+  // Too many open files and the like: creating would fail the same way.
+  if (absl::IsResourceExhausted(existing.status())) return existing.status();
+  // Garbage, another layout version, a link, a file others may write: replace it if it is ours
+  // (rename replaces the name, never follows it). Another user's file is theirs to remove.
+  if (ours(lst, opt.access)) return absl::OkStatus();
+  return existing.status();
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
-  if ((opt.log_size & (opt.log_size - 1)) != 0 || opt.log_size < (64u << 10)) {
-    return absl::InvalidArgumentError(absl::StrFormat("shm.log_size must be a power of two >= 64KiB, got %u", opt.log_size));
+  if ((opt.log_size & (opt.log_size - 1)) != 0 || opt.log_size < kMinLogSize || opt.log_size > kMaxLogSize) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm.log_size must be a power of two in 64KiB..4GiB, got %u", opt.log_size));
   }
   if (opt.subscriber_slots == 0 || opt.subscriber_slots > kMaxSubscriberSlots) {
     return absl::InvalidArgumentError(absl::StrFormat("shm.max_subscribers must be 1..%u", kMaxSubscriberSlots));
   }
-  if (absl::Status s = check_existing(opt.path, opt.stream_id); !s.ok()) return s;
+  if (absl::Status s = check_existing(opt); !s.ok()) return s;
 
   std::unique_ptr<Segment> seg(new Segment());
   const std::uint32_t hdr = header_bytes(opt.subscriber_slots);
   seg->map_len_ = hdr + opt.log_size;
   seg->log_size_ = opt.log_size;
   seg->path_ = opt.path;
-  const std::string tmp = absl::StrFormat("%s.%d.tmp", opt.path, getpid());
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(absl::StrFormat("cannot create shm segment %s: %s (check runtime.shm_dir)",
-                                                       tmp, std::strerror(errno)));
+  // Unnamed until complete: a failure (or a crash) below leaves no file behind.
+  core::NewFile file;
+  if (absl::Status s = file.create(opt.path, opt.access.shared_mode(), opt.access.group, "shm segment"); !s.ok()) {
+    return s;
   }
-  (void)fchmod(fd, 0600);  // independent of the umask
-  if (ftruncate(fd, static_cast<off_t>(seg->map_len_)) != 0) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return absl::ResourceExhaustedError(absl::StrFormat("cannot size shm segment %s to %u bytes: %s (is %s full?)",
-                                                        tmp, seg->map_len_, std::strerror(e), opt.path));
-  }
-  void* mem = mmap(nullptr, seg->map_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  struct stat st;
-  fstat(fd, &st);
-  ::close(fd);
+  // tmpfs allocates pages on first touch: without a reservation a full /dev/shm raises SIGBUS
+  // in the pre-touch below (or later in the data path) instead of failing here.
+  if (absl::Status s = core::reserve_file(file.fd(), seg->map_len_, opt.path, "shm segment"); !s.ok()) return s;
+  void* mem = mmap(nullptr, seg->map_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd(), 0);
   if (mem == MAP_FAILED) {
-    ::unlink(tmp.c_str());
-    return absl::ResourceExhaustedError(absl::StrFormat("cannot map %s: %s", tmp, std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrFormat("cannot map shm segment %s (%u bytes): %s", opt.path,
+                                                        seg->map_len_, std::strerror(errno)));
   }
-  seg->inode_ = static_cast<std::uint64_t>(st.st_ino);
   seg->header_ = static_cast<SegmentHeader*>(mem);
   seg->log_ = static_cast<std::byte*>(mem) + hdr;
-  seg->owner_ = true;
+  seg->map_guard();
+  struct stat st;
+  if (::fstat(file.fd(), &st) != 0) {
+    return absl::InternalError(absl::StrFormat("%s: fstat: %s", opt.path, std::strerror(errno)));
+  }
+  seg->inode_ = static_cast<std::uint64_t>(st.st_ino);
   // The file is fresh (zero-filled); fill the layout, magic last.
   SegmentLayout& l = seg->header_->layout;
   l.version = kSegmentVersion;
@@ -114,32 +220,32 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   l.created_ns = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
+  l.publisher_start = self_start_time();
+  l.boot_id = boot_id_hash();
   // Pre-touch the log so the first lap does not fault page by page (MAP_POPULATE did the
   // mapping; writing makes the pages dirty and resident in this process's page tables).
   for (std::uint64_t off = 0; off < opt.log_size; off += 4096) seg->log_[off] = std::byte{0};
+  seg->layout_ = l;
+  seg->layout_.magic = kSegmentMagic;
   // Release: an attacher that acquire-loads the magic sees the complete layout.
   std::atomic_ref<std::uint64_t>(l.magic).store(kSegmentMagic, std::memory_order_release);
   // Atomically replace any previous segment: its subscribers keep their mapping of the old
   // inode and notice the change (closed flag / dead pid / new inode) on their liveness check.
-  if (::rename(tmp.c_str(), opt.path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return absl::PermissionDeniedError(absl::StrFormat("cannot publish shm segment %s: %s", opt.path, std::strerror(e)));
-  }
+  if (absl::Status s = file.publish(); !s.ok()) return s;
+  seg->fd_ = file.release_fd();
+  seg->owner_ = true;
   return seg;
 }
 
-absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path, std::uint32_t expect_stream_id) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrFormat("%s: no publisher yet", path));
-    return absl::PermissionDeniedError(absl::StrFormat("cannot open shm segment %s: %s", path, std::strerror(errno)));
-  }
+absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path, std::uint32_t expect_stream_id,
+                                                         const core::FileAccess& access) {
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ::close(fd);
-    return absl::InternalError(absl::StrFormat("%s: fstat: %s", path, std::strerror(errno)));
+  auto opened = core::open_shared_file(path, O_RDWR, access, "shm segment", &st);
+  if (!opened.ok()) {
+    if (absl::IsNotFound(opened.status())) return absl::NotFoundError(absl::StrFormat("%s: no publisher yet", path));
+    return opened.status();
   }
+  const int fd = *opened;
   const std::size_t size = static_cast<std::size_t>(st.st_size);
   auto bad = [&](absl::Status s) {
     ::close(fd);
@@ -167,30 +273,36 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path
   }
   const bool pow2 = l.log_size != 0 && (l.log_size & (l.log_size - 1)) == 0;
   if (l.frame_header_size != core::kFrameHeaderSize || l.frame_alignment != core::kFrameAlignment || !pow2 ||
-      l.subscriber_slot_size != sizeof(SubscriberSlot) || l.subscriber_slots == 0 ||
-      l.subscriber_slots > kMaxSubscriberSlots || l.header_size != header_bytes(l.subscriber_slots) ||
-      l.max_frame != l.log_size / 32 || l.checkpoint_count != kCheckpoints ||
-      static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
+      l.log_size < kMinLogSize || l.log_size > kMaxLogSize || l.subscriber_slot_size != sizeof(SubscriberSlot) ||
+      l.subscriber_slots == 0 || l.subscriber_slots > kMaxSubscriberSlots ||
+      l.header_size != header_bytes(l.subscriber_slots) || l.max_frame != l.log_size / 32 ||
+      l.checkpoint_count != kCheckpoints || l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) ||
+      l.publisher_pid <= 0 || static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
     return bad(absl::DataLossError(absl::StrFormat(
-        "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, file "
-        "%u bytes): corrupted or written by an incompatible build",
+        "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, flow "
+        "control %u, pid %d, file %u bytes): corrupted or written by an incompatible build",
         path, l.frame_header_size, l.frame_alignment, l.log_size, l.header_size, l.subscriber_slots,
-        l.subscriber_slot_size, size)));
+        l.subscriber_slot_size, l.flow_control, l.publisher_pid, size)));
   }
   if (l.stream_id != expect_stream_id) {
     return bad(absl::FailedPreconditionError(
         absl::StrFormat("shm segment %s carries stream %u, expected %u", path, l.stream_id, expect_stream_id)));
   }
   void* mem = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (mem == MAP_FAILED) return absl::ResourceExhaustedError(absl::StrFormat("cannot map %s: %s", path, std::strerror(errno)));
+  if (mem == MAP_FAILED) {
+    return bad(absl::ResourceExhaustedError(absl::StrFormat("cannot map %s: %s", path, std::strerror(errno))));
+  }
   std::unique_ptr<Segment> seg(new Segment());
   seg->header_ = static_cast<SegmentHeader*>(mem);
   seg->log_ = static_cast<std::byte*>(mem) + l.header_size;
   seg->map_len_ = size;
   seg->log_size_ = l.log_size;
   seg->inode_ = static_cast<std::uint64_t>(st.st_ino);
+  seg->layout_ = l;
   seg->path_ = path;
+  seg->fd_ = fd;
+  // Truncated between fstat and here: the guard turns the faults into zeros, truncated() says so.
+  seg->map_guard();
   return seg;
 }
 

@@ -1,12 +1,20 @@
-// Shared-memory stream segment: one file per stream under shm_dir, mode 0600, holding a
-// single-writer broadcast log.
+// Shared-memory stream segment: one file per stream under shm_dir, mode 0600 (0660 with
+// shm.group), holding a single-writer broadcast log.
 //
 //   [ SegmentHeader | checkpoints | subscriber slots ]  header_size bytes (4 KiB multiple)
 //   [ log: log_size bytes (power of two) of 32-byte-aligned frames ]
 //
 // The header starts with magic + version + layout sizes and is validated on attach; the
-// publisher writes the magic last and publishes the file with rename(), so an attacher never
-// sees a half-built segment.
+// publisher reserves the whole file (posix_fallocate), builds it unnamed (O_TMPFILE), writes
+// the magic last and publishes it with rename(), so an attacher never sees a half-built
+// segment and a failed create leaves nothing behind. Attach opens with O_NOFOLLOW and refuses
+// files of other users and files others may write (core/shm_file.h). Every layout field is
+// validated once and the validated copy (Segment::layout()) is what readers and writers use
+// afterwards, so a later change of the shared header cannot move them outside the mapping.
+//
+// The mapping is guarded against truncation (core/mapping_guard.h): a SIGBUS in it replaces
+// it with zero memory and poisons the writer's tail (every view reads as overwritten);
+// truncated() tells the owner on its control path.
 #pragma once
 
 #include <atomic>
@@ -19,13 +27,22 @@
 #include "core/cache.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "core/shm_file.h"
 
 namespace pollux::transport::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31474553584c5050ull;  // "PPLXSEG1"
-inline constexpr std::uint32_t kSegmentVersion = 1;
+// 2: publisher_start, boot_id; SubscriberSlot::start.
+inline constexpr std::uint32_t kSegmentVersion = 2;
 inline constexpr std::uint32_t kCheckpoints = 16;
 inline constexpr std::uint32_t kMaxSubscriberSlots = 64;
+inline constexpr std::uint64_t kMinLogSize = 64u << 10;
+inline constexpr std::uint64_t kMaxLogSize = 4ull << 30;
+// Log positions are free-running byte counts; a writer needs centuries to pass 2^62 bytes, so a
+// larger tail or checkpoint is corruption (and keeps position arithmetic far from overflow).
+inline constexpr std::uint64_t kMaxLogPosition = 1ull << 62;
+// The tail value a truncated (replaced) mapping is poisoned with: every position is "lapped".
+inline constexpr std::uint64_t kPoisonTail = kMaxLogPosition;
 
 enum SubscriberState : std::uint32_t { kSlotFree = 0, kSlotActive = 1, kSlotEvicted = 2, kSlotClaiming = 3 };
 
@@ -46,6 +63,10 @@ struct alignas(core::kFalseSharingRange) SegmentLayout {
   std::uint32_t flow_control;      // core::FlowControl
   std::uint32_t checkpoint_count;  // kCheckpoints
   std::int64_t created_ns;         // CLOCK_REALTIME
+  // Identity of the publisher process beyond its pid, which the kernel reuses: its start time
+  // (clock ticks after boot, /proc/<pid>/stat field 22) and a hash of the boot id.
+  std::uint64_t publisher_start;
+  std::uint64_t boot_id;
 };
 
 // Written by the publisher on every frame (tail) or rarely (the rest).
@@ -71,6 +92,7 @@ struct alignas(core::kFalseSharingRange) SubscriberSlot {
   std::atomic<std::uint64_t> position; // consumed up to here (released after delivery)
   std::atomic<std::int64_t> last_progress_ns;  // publisher-side bookkeeping for eviction
   std::uint64_t subscriber_id;
+  std::uint64_t start;                 // start time of pid (see SegmentLayout::publisher_start)
 };
 
 struct SegmentHeader {
@@ -87,6 +109,8 @@ static_assert(offsetof(SegmentHeader, writer) == 128);
 static_assert(offsetof(SegmentHeader, checkpoints) == 256);
 static_assert(sizeof(SegmentHeader) == 384);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(offsetof(SegmentLayout, publisher_start) == 72 && offsetof(SegmentLayout, boot_id) == 80);
+static_assert(offsetof(SegmentHeader, writer) + offsetof(WriterState, tail) == 128);
 
 // A mapped segment (either side). Unmaps on destruction; the creator unlinks on close().
 class Segment {
@@ -98,16 +122,22 @@ class Segment {
     std::uint64_t log_size = 1u << 24;
     std::uint32_t subscriber_slots = 32;
     core::FlowControl flow_control = core::FlowControl::kLossy;
+    core::FileAccess access;  // shm.group
   };
-  // Publisher side: creates the file (replacing a segment whose publisher is dead or closed;
-  // AlreadyExists when a live publisher owns the stream).
+  // Publisher side: creates the file (replacing a segment of ours whose publisher is dead or
+  // closed; AlreadyExists when a live publisher owns the stream, PermissionDenied when the file
+  // there belongs to someone else; ResourceExhausted when the directory is full).
   static absl::StatusOr<std::unique_ptr<Segment>> create(const Options& opt);
   // Subscriber side: maps and validates an existing segment. NotFound if there is none yet;
-  // FailedPrecondition/DataLoss with the reason when the header is wrong.
-  static absl::StatusOr<std::unique_ptr<Segment>> attach(const std::string& path, std::uint32_t expect_stream_id);
+  // PermissionDenied/FailedPrecondition when the file is not one we may trust (owner, mode,
+  // type); DataLoss/FailedPrecondition with the reason when the header is wrong.
+  static absl::StatusOr<std::unique_ptr<Segment>> attach(const std::string& path, std::uint32_t expect_stream_id,
+                                                         const core::FileAccess& access = {});
   ~Segment();
 
   SegmentHeader* header() const noexcept { return header_; }
+  // The layout as validated at attach (or written at create): use this, never the shared copy.
+  const SegmentLayout& layout() const noexcept { return layout_; }
   SubscriberSlot* slot(std::uint32_t i) const noexcept {
     return reinterpret_cast<SubscriberSlot*>(reinterpret_cast<std::byte*>(header_) + sizeof(SegmentHeader)) + i;
   }
@@ -118,20 +148,42 @@ class Segment {
   // Removes the file (publisher on close); mappings stay valid.
   void unlink();
 
+  // Control path: true once the file is shorter than the mapping (fstat) or a SIGBUS was
+  // absorbed in it. The mapping is then replaced by zero memory (neutralize()).
+  bool truncated() const noexcept;
+  // Replaces the mapping by zero-filled private memory with a poisoned tail; idempotent. The
+  // addresses stay valid (views and other threads reading the header never fault).
+  void neutralize() noexcept;
+  // Closes the file descriptor (a retired, neutralized segment keeps only its addresses).
+  void release_file() noexcept;
+
   static std::uint32_t header_bytes(std::uint32_t subscriber_slots);
 
  private:
   Segment() = default;
+  void map_guard() noexcept;
   SegmentHeader* header_ = nullptr;
   std::byte* log_ = nullptr;
   std::size_t map_len_ = 0;
   std::uint64_t log_size_ = 0;
   std::uint64_t inode_ = 0;
+  SegmentLayout layout_{};
   std::string path_;
+  int fd_ = -1;     // kept open to fstat the size on the control path
+  int guard_ = -1;  // core::guard_mapping id
   bool owner_ = false;
 };
 
 std::string segment_path(const core::Config& cfg, std::uint32_t stream_id);
-bool process_alive(int pid);
+
+// Process identity: a pid plus the process's start time, so a reused pid is not taken for the
+// process that wrote it.
+std::uint64_t process_start_time(int pid) noexcept;  // 0 when unknown (no /proc, hidepid)
+std::uint64_t self_start_time() noexcept;
+std::uint64_t boot_id_hash() noexcept;
+// `start` 0: the pid alone decides (kill(pid, 0)).
+bool process_alive(int pid, std::uint64_t start = 0) noexcept;
+// The segment's publisher is running: same boot, pid alive with the recorded start time.
+bool publisher_alive(const SegmentLayout& l) noexcept;
 
 }  // namespace pollux::transport::shm

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 
@@ -19,6 +20,21 @@ std::uint32_t random_nonzero() {
   return v;
 }
 
+core::Counter make_counter(core::CountersFile* f, const std::string& scope, const char* name, std::uint32_t stream,
+                           std::atomic<std::uint64_t>* local) {
+  return f != nullptr ? f->allocate(scope, name, stream) : core::Counter(local);
+}
+
+// Keeps `old` mapped (as zero memory, its file released) for a while: another thread may still
+// be reading its header through a pointer it loaded before the switch.
+void retire(std::vector<std::unique_ptr<Segment>>& retired, std::unique_ptr<Segment> old) {
+  if (old == nullptr) return;
+  old->neutralize();
+  old->release_file();
+  if (retired.size() >= kRetiredSegments) retired.erase(retired.begin());
+  retired.push_back(std::move(old));
+}
+
 }  // namespace
 
 int LogWriter::reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noexcept {
@@ -29,7 +45,7 @@ int LogWriter::reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noex
     SubscriberSlot* s = seg_->slot(i);
     const std::uint32_t st = s->state.load(std::memory_order_acquire);
     if (st != kSlotActive && st != kSlotEvicted) continue;
-    if (!process_alive(s->pid)) {
+    if (!process_alive(s->pid, s->start)) {
       std::uint32_t expect = st;
       if (s->state.compare_exchange_strong(expect, kSlotFree, std::memory_order_acq_rel)) {
         ws_->subscribers.fetch_sub(1, std::memory_order_relaxed);
@@ -61,6 +77,8 @@ int LogWriter::reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noex
 
 absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
   const core::Config& cfg = *env.config;
+  auto access = core::resolve_file_access(cfg.shm.group);
+  if (!access.ok()) return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": ", access.status().message()));
   Segment::Options o;
   o.path = segment_path(cfg, spec.stream_id);
   o.stream_id = spec.stream_id;
@@ -68,17 +86,55 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   o.log_size = cfg.shm.log_size;
   o.subscriber_slots = cfg.shm.max_subscribers;
   o.flow_control = cfg.shm.flow_control;
+  o.access = *access;
   auto seg = Segment::create(o);
   if (!seg.ok()) return seg.status();
   std::unique_ptr<ShmTxEndpoint> ep(new ShmTxEndpoint());
+  ep->opt_ = o;
   ep->seg_ = std::move(*seg);
   ep->writer_.init(ep->seg_.get(), cfg.shm.flow_control);
+  // Release pairs with connected()'s acquire.
+  ep->ws_pub_.store(&ep->seg_->header()->writer, std::memory_order_release);
   ep->pool_ = env.pool;
   ep->stream_id_ = spec.stream_id;
   ep->session_id_ = o.session_id;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
+  ep->truncated_counter_ = make_counter(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id),
+                                        "segment_truncated", spec.stream_id, &ep->truncated_local_);
   ep->writer_.heartbeat(core::Clock::now_ns());
   return ep;
+}
+
+int ShmTxEndpoint::check_segment_st() noexcept {
+  if (closed_ || seg_ == nullptr) return 0;
+  if (!broken_) {
+    if (!seg_->truncated()) return 0;
+    // Someone truncated our file: every page of it may be gone. The guard already replaced the
+    // mapping if we touched a lost page; make sure it is, then start a new session.
+    seg_->neutralize();
+    broken_ = true;
+    ++truncations_;
+    truncated_counter_.add();
+    ws_pub_.store(nullptr, std::memory_order_release);  // offer() -> kNotConnected until replaced
+  }
+  return recreate_st() ? 1 : 0;
+}
+
+bool ShmTxEndpoint::recreate_st() noexcept {
+  Segment::Options o = opt_;
+  o.session_id = random_nonzero();
+  auto seg = Segment::create(o);
+  if (!seg.ok()) return false;  // e.g. /dev/shm full: retried on the next check
+  std::unique_ptr<Segment> old = std::move(seg_);
+  seg_ = std::move(*seg);
+  writer_.init(seg_.get(), o.flow_control);
+  session_id_ = o.session_id;
+  writer_.heartbeat(core::Clock::now_ns());
+  // Release pairs with connected()'s acquire: the new writer state is initialised.
+  ws_pub_.store(&seg_->header()->writer, std::memory_order_release);
+  retire(retired_, std::move(old));
+  broken_ = false;
+  return true;
 }
 
 ShmTxEndpoint::~ShmTxEndpoint() { close_st(); }
@@ -114,6 +170,7 @@ int ShmTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
     writer_.heartbeat(now_ns);
     last_heartbeat_ns_ = now_ns;
     ++work;
+    work += check_segment_st();
   }
   if (now_ns - last_reap_ns_ > liveness_ns_ / 4) {
     last_reap_ns_ = now_ns;
@@ -139,11 +196,18 @@ std::string ShmTxEndpoint::describe() const {
 
 absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
   const core::Config& cfg = *env.config;
+  auto access = core::resolve_file_access(cfg.shm.group);
+  if (!access.ok()) return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": ", access.status().message()));
   std::unique_ptr<ShmRxEndpoint> ep(new ShmRxEndpoint());
   ep->path_ = segment_path(cfg, spec.stream_id);
+  ep->access_ = *access;
   ep->stream_id_ = spec.stream_id;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
   ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
+  const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
+  ep->truncated_counter_ = make_counter(env.counters, scope, "segment_truncated", spec.stream_id, &ep->local_[0]);
+  ep->attach_errors_ = make_counter(env.counters, scope, "attach_errors", spec.stream_id, &ep->local_[1]);
+  ep->malformed_ = make_counter(env.counters, scope, "malformed_frames", spec.stream_id, &ep->local_[2]);
   if (!ep->try_attach(false)) {
     // No publisher yet is normal (we attach when it appears); a segment that exists but is
     // corrupted, of another version or unreadable is an error the user must see now.
@@ -155,20 +219,23 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
 ShmRxEndpoint::~ShmRxEndpoint() { close_st(); }
 
 bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
-  auto seg = Segment::attach(path_, stream_id_);
+  auto seg = Segment::attach(path_, stream_id_, access_);
   if (!seg.ok()) {
+    // Counted once per distinct failure, not once per retry.
+    if (!absl::IsNotFound(seg.status()) && seg.status() != attach_status_) attach_errors_.add();
     attach_status_ = seg.status();
     return false;
   }
   SegmentHeader* h = (*seg)->header();
-  if (h->writer.closed.load(std::memory_order_acquire) != 0 || !process_alive(h->layout.publisher_pid)) {
+  const SegmentLayout& l = (*seg)->layout();
+  const bool closed = h->writer.closed.load(std::memory_order_acquire) != 0;
+  if (closed || !publisher_alive(l)) {
     attach_status_ = absl::UnavailableError(absl::StrFormat("%s: publisher pid %d has %s; waiting for a new one", path_,
-                                                            h->layout.publisher_pid,
-                                                            h->writer.closed.load() ? "closed the stream" : "exited"));
+                                                            l.publisher_pid, closed ? "closed the stream" : "exited"));
     return false;
   }
   SubscriberSlot* slot = nullptr;
-  for (std::uint32_t i = 0; i < h->layout.subscriber_slots && slot == nullptr; ++i) {
+  for (std::uint32_t i = 0; i < l.subscriber_slots && slot == nullptr; ++i) {
     std::uint32_t expect = kSlotFree;
     if ((*seg)->slot(i)->state.compare_exchange_strong(expect, kSlotClaiming, std::memory_order_acq_rel)) {
       slot = (*seg)->slot(i);
@@ -177,14 +244,25 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   if (slot == nullptr) {
     attach_status_ = absl::ResourceExhaustedError(absl::StrFormat(
         "%s: all %u subscriber slots are in use (raise shm.max_subscribers at the publisher)", path_,
-        h->layout.subscriber_slots));
+        l.subscriber_slots));
     return false;
   }
   slot->pid = getpid();
+  slot->start = self_start_time();
   slot->subscriber_id = subscriber_id_;
+  if (!reader_.init(seg->get(), slot, new_session)) {
+    const std::uint64_t tail = h->writer.tail.load(std::memory_order_relaxed);
+    slot->state.store(kSlotFree, std::memory_order_release);
+    const absl::Status s = absl::DataLossError(absl::StrFormat(
+        "shm segment %s: writer tail %u is not a frame position (32-byte aligned, below 2^62): corrupted; the "
+        "publisher (pid %d) must recreate it",
+        path_, tail, l.publisher_pid));
+    if (s != attach_status_) attach_errors_.add();
+    attach_status_ = s;
+    return false;
+  }
   seg_ = std::move(*seg);
   slot_ = slot;
-  reader_.init(seg_.get(), slot_, new_session);
   // Release pairs with the writer's acquire in refresh_limit()/reap_subscribers(): pid and
   // position are set before the slot counts.
   slot_->state.store(kSlotActive, std::memory_order_release);
@@ -193,9 +271,12 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   ended_ = false;
   if (new_session) {
     pending_new_session_ = true;
-    new_session_id_ = h->layout.session_id;
+    new_session_id_ = l.session_id;
   }
   ever_attached_ = true;
+  // Release pairs with safe_floor()'s acquire on other threads: the segment is complete.
+  floor_seg_.store(seg_.get(), std::memory_order_release);
+  live_.store(true, std::memory_order_relaxed);
   return true;
 }
 
@@ -208,7 +289,10 @@ void ShmRxEndpoint::detach() noexcept {
     seg_->header()->writer.subscribers.fetch_sub(1, std::memory_order_relaxed);
   }
   slot_ = nullptr;
-  seg_.reset();
+  live_.store(false, std::memory_order_relaxed);
+  floor_seg_.store(nullptr, std::memory_order_release);
+  // Another thread may have loaded floor_seg_ just before: keep the mapping for a while.
+  retire(retired_, std::move(seg_));
 }
 
 std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
@@ -222,6 +306,7 @@ std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     d.session_id = reader_.session_id();
     pending_end_ = false;
     ended_ = true;
+    live_.store(false, std::memory_order_relaxed);
   }
   if (pending_new_session_ && n < max) {
     RxDesc& d = out[n++];
@@ -230,7 +315,7 @@ std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     d.session_id = new_session_id_;
     pending_new_session_ = false;
   }
-  if (seg_ != nullptr && !ended_) {
+  if (seg_ != nullptr && !ended_ && !pending_end_) {
     const std::uint32_t got = reader_.poll(out.data() + n, max - n);
     for (std::uint32_t k = n; k < n + got; ++k) held_ += out[k].kind == RxKind::kMessage;
     n += got;
@@ -243,6 +328,7 @@ int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   if (now_ns < next_check_ns_) return 0;
   next_check_ns_ = now_ns + std::min<std::int64_t>(liveness_ns_ / 4, 50'000'000);
   if (seg_ == nullptr) return try_attach(ever_attached_) ? 1 : 0;
+  malformed_.set(reader_.malformed());
   SegmentHeader* h = seg_->header();
   struct stat st;
   const bool replaced = ::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != seg_->inode();
@@ -254,18 +340,33 @@ int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
     return try_attach(true) ? 1 : 0;
   }
   if (pending_end_) return 0;
+  if (seg_->truncated()) {
+    // The file was cut under us (fstat, or the guard absorbed a SIGBUS): what it held is gone.
+    // Make the mapping zero memory with a poisoned tail (views still out read as overwritten)
+    // and end the stream; a new segment at the path is a new session.
+    seg_->neutralize();
+    ++truncations_;
+    truncated_counter_.add();
+    attach_status_ = absl::DataLossError(absl::StrFormat(
+        "shm segment %s was truncated while in use (by another process: check who writes to %s); the stream ended, "
+        "waiting for the publisher's new segment",
+        path_, path_));
+    pending_end_ = true;
+    end_reason_ = kEndTruncated;
+    return 1;
+  }
   const bool closed = h->writer.closed.load(std::memory_order_acquire) != 0;
-  const bool dead = !closed && !process_alive(h->layout.publisher_pid);
+  const bool dead = !closed && !publisher_alive(seg_->layout());
   if ((closed || dead || replaced) && reader_.caught_up()) {
     pending_end_ = true;
-    end_reason_ = closed ? 0 : 1;
+    end_reason_ = closed ? kEndClosed : kEndPublisherDied;
     return 1;
   }
   if (replaced && !closed && !dead) {
     // A new publisher replaced the file while the old one still looked alive (pid reuse is
     // the only way): treat the old stream as ended.
     pending_end_ = true;
-    end_reason_ = 1;
+    end_reason_ = kEndPublisherDied;
     return 1;
   }
   return 0;

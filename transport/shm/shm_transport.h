@@ -2,13 +2,20 @@
 // processes on one host through a broadcast log per stream (transport/shm/shm_log.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <vector>
 
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::shm {
+
+// Segments an endpoint stopped using but another thread may still read (the application thread
+// in safe_floor()/connected()): kept mapped - as zero memory, the file released - for the next
+// kRetiredSegments replacements, then unmapped.
+inline constexpr std::size_t kRetiredSegments = 8;
 
 class ShmTxEndpoint final : public TxEndpoint {
  public:
@@ -18,7 +25,12 @@ class ShmTxEndpoint final : public TxEndpoint {
   std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
   std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
   int housekeeping_st(std::int64_t now_ns) noexcept override;
-  bool connected() const noexcept override { return writer_.subscribers() > 0; }
+  // Any thread. Acquire pairs with the release in open()/check_segment_st(): the writer state
+  // it points to is that of a complete (or retired, still mapped) segment.
+  bool connected() const noexcept override {
+    const WriterState* w = ws_pub_.load(std::memory_order_acquire);
+    return w != nullptr && w->subscribers.load(std::memory_order_relaxed) > 0;
+  }
   std::uint32_t max_frame() const noexcept override { return writer_.max_frame(); }
   void close_st() noexcept override;
   std::string describe() const override;
@@ -29,18 +41,34 @@ class ShmTxEndpoint final : public TxEndpoint {
     if (now_ns - last_heartbeat_ns_ > 100'000'000) {
       writer_.heartbeat(now_ns);
       last_heartbeat_ns_ = now_ns;
+      (void)check_segment_st();
     }
   }
+  // Times the segment was found truncated (and replaced by a new session).
+  std::uint64_t truncations() const noexcept { return truncations_; }
 
  private:
   ShmTxEndpoint() = default;
+  // Control path, writer's thread, at most every 100 ms: a truncated segment (fstat, or a
+  // SIGBUS absorbed by the guard) is replaced by a new one - a new session, which subscribers
+  // report after the truncation. Returns work done.
+  int check_segment_st() noexcept;
+  bool recreate_st() noexcept;
+
   std::unique_ptr<Segment> seg_;
+  std::vector<std::unique_ptr<Segment>> retired_;
+  Segment::Options opt_;
   LogWriter writer_;
+  std::atomic<const WriterState*> ws_pub_{nullptr};  // for connected(); null while broken
   core::BufferPool* pool_ = nullptr;
   std::int64_t last_heartbeat_ns_ = 0;
   std::int64_t last_reap_ns_ = 0;
   std::int64_t liveness_ns_ = 0;
   bool closed_ = false;
+  bool broken_ = false;  // truncated and not yet replaced (create failed): retried
+  std::uint64_t truncations_ = 0;
+  core::Counter truncated_counter_;
+  std::atomic<std::uint64_t> truncated_local_{0};  // backs the counter without a counters file
   // Slots copied into the log by post_st() and not yet handed back by reap_st().
   static constexpr std::uint32_t kMaxDone = 256;
   std::uint32_t done_[kMaxDone];
@@ -57,15 +85,23 @@ class ShmRxEndpoint final : public RxEndpoint {
     for (const RxDesc& d : done) held_ -= d.kind == RxKind::kMessage;
     reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
   }
-  std::uint64_t safe_floor() const noexcept override { return seg_ != nullptr ? reader_.safe_floor() : 0; }
+  // Any thread. Acquire pairs with the release in try_attach(): the segment (its header and
+  // log size) is complete. A segment detached meanwhile stays mapped (retired_) - as zero
+  // memory with a poisoned tail, so the floor then says "everything overwritten".
+  std::uint64_t safe_floor() const noexcept override {
+    const Segment* s = floor_seg_.load(std::memory_order_acquire);
+    return s != nullptr ? LogReader::floor_of(*s) : 0;
+  }
   int housekeeping_st(std::int64_t now_ns) noexcept override;
-  bool connected() const noexcept override { return seg_ != nullptr && !ended_; }
+  // Any thread. Relaxed: a hint (attached and the end not yet reported), no data depends on it.
+  bool connected() const noexcept override { return live_.load(std::memory_order_relaxed); }
   void close_st() noexcept override;
   std::string describe() const override;
 
   LogReader& reader() noexcept { return reader_; }
   // Last attach failure (kept for diagnostics; NotFound while no publisher exists).
   const absl::Status& attach_status() const noexcept { return attach_status_; }
+  std::uint64_t truncations() const noexcept { return truncations_; }
 
  private:
   ShmRxEndpoint() = default;
@@ -73,7 +109,11 @@ class ShmRxEndpoint final : public RxEndpoint {
   void detach() noexcept;
 
   std::string path_;
+  core::FileAccess access_;
   std::unique_ptr<Segment> seg_;
+  std::vector<std::unique_ptr<Segment>> retired_;
+  std::atomic<const Segment*> floor_seg_{nullptr};
+  std::atomic<bool> live_{false};
   SubscriberSlot* slot_ = nullptr;
   LogReader reader_;
   std::int64_t liveness_ns_ = 0;
@@ -90,6 +130,9 @@ class ShmRxEndpoint final : public RxEndpoint {
   // Messages handed out by poll_st() and not yet released: their views point into the
   // segment, so an ended stream is unmapped only once this is 0 (queued modes release late).
   std::uint64_t held_ = 0;
+  std::uint64_t truncations_ = 0;
+  core::Counter truncated_counter_, attach_errors_, malformed_;
+  std::atomic<std::uint64_t> local_[3] = {};  // back the counters without a counters file
 };
 
 class ShmTransport final : public Transport {

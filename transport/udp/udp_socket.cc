@@ -58,6 +58,8 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
   const std::string address = stream != nullptr && !stream->udp_address.empty() ? stream->udp_address : u.address;
   const std::uint32_t port = stream != nullptr && stream->udp_port != 0 ? stream->udp_port : u.port;
   const char* addr_key = stream != nullptr && !stream->udp_address.empty() ? "streams.udp_address" : "udp.address";
+  ch.address_key = addr_key;
+  ch.port_key = stream != nullptr && stream->udp_port != 0 ? "streams.udp_port" : "udp.port";
   ch.dest.sin_family = AF_INET;
   ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
@@ -165,7 +167,10 @@ absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel
   };
   const int one = 1;
   // Several subscribers of one group on a host each bind the port (each gets every datagram).
-  if (setsockopt(si.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) return fail("udp.port", "SO_REUSEADDR");
+  // Not for unicast: two sockets on one unicast port would split the datagrams between them.
+  if (ch.multicast && setsockopt(si.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+    return fail(ch.port_key, "SO_REUSEADDR");
+  }
   int v = static_cast<int>(std::min<std::uint64_t>(u.socket_rcvbuf, INT32_MAX));
   if (setsockopt(si.fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) != 0) {
     (void)setsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);  // capped at net.core.rmem_max
@@ -187,7 +192,27 @@ absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel
   // channel's datagrams, not every datagram for the port.
   sockaddr_in local = ch.dest;
   if (::bind(si.fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
-    return fail(ch.multicast ? "udp.port" : "udp.address", absl::StrCat("bind ", to_string(local)));
+    const int err = errno;
+    ::close(si.fd);
+    if (err == EADDRINUSE && ch.multicast) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "%s: %s: port %u of group %s (%s) is held by a socket that does not share it (bound without "
+          "SO_REUSEADDR, by another program?): choose another %s or stop that program",
+          cfg.source, ch.port_key, ntohs(ch.dest.sin_port), inet_ntoa(ch.dest.sin_addr), ch.address_key, ch.port_key));
+    }
+    if (err == EADDRINUSE) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "%s: %s: %s (%s %s, %s %u) is already in use by another socket - another unicast subscriber of it, "
+          "or another program: a unicast subscriber needs the port to itself; choose another %s or stop the other one",
+          cfg.source, ch.port_key, to_string(ch.dest), ch.address_key, inet_ntoa(ch.dest.sin_addr), ch.port_key,
+          ntohs(ch.dest.sin_port), ch.port_key));
+    }
+    if (err == EADDRNOTAVAIL && !ch.multicast) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s: cannot bind %s: no local interface has address %s (a unicast subscriber binds its own address)",
+          cfg.source, ch.address_key, to_string(local), inet_ntoa(ch.dest.sin_addr)));
+    }
+    return sys_error(cfg, ch.multicast ? ch.port_key : ch.address_key, absl::StrCat("bind ", to_string(local)), err);
   }
   if (ch.multicast) {
     const int zero = 0;

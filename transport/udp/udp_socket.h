@@ -21,6 +21,8 @@ struct Channel {
   int ifindex = 0;             // 0: unknown / the kernel's choice
   std::string iface_name;      // for describe()
   std::string text;            // "239.255.0.1:40456 via lo (127.0.0.1)"
+  const char* address_key = "udp.address";  // the config keys that chose dest ([[streams]] overrides)
+  const char* port_key = "udp.port";
 };
 
 // Resolves [udp] + the stream's [[streams]] overrides. Errors name the key
@@ -40,8 +42,11 @@ struct SocketInfo {
 // address, which is also where its NAKs come from (it binds that address), so nothing is
 // filtered and every send skips the route lookup.
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch);
-// Subscriber socket: non-blocking, SO_REUSEADDR, bound to the group (or unicast address) and
-// port, group joined on the interface, receive buffer and busy polling set.
+// Subscriber socket: non-blocking, bound to the group (or unicast address) and port, group
+// joined on the interface, receive buffer and busy polling set. Multicast sockets set
+// SO_REUSEADDR (every subscriber on the host gets every datagram); unicast ones do not, since
+// the kernel would hand each datagram to only one of two sockets sharing the port: a port in
+// use is an error naming the address, the port and its key.
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch);
 
 std::string to_string(const sockaddr_in& a);

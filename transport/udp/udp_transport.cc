@@ -99,6 +99,11 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   so.retransmit_linger_ns = us(u.retransmit_linger_us);
   so.max_datagrams_per_call = std::max<std::uint32_t>(u.tx_batch, 64);
   so.coalesce_ns = us(u.coalesce_us);
+  so.nak_max_range = u.nak_max_range;
+  so.repair_rate = u.repair_rate;
+  so.repair_burst = u.repair_burst;
+  so.repair_rate_total = u.repair_rate_total;
+  so.repair_burst_total = 4 * u.repair_burst;
   if (absl::Status s = ep->sender_.init(so); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": udp.retransmit_buffer: ", s.message()));
   }
@@ -137,6 +142,12 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
     c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
     c.control_malformed = f.allocate(scope, "control_malformed", spec.stream_id);
+    c.control_bytes = f.allocate(scope, "control_bytes_received", spec.stream_id);
+    c.retransmit_bytes = f.allocate(scope, "retransmitted_bytes", spec.stream_id);
+    c.naks_unannounced = f.allocate(scope, "naks_unannounced", spec.stream_id);
+    c.nak_ranges_capped = f.allocate(scope, "nak_ranges_capped", spec.stream_id);
+    c.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", spec.stream_id);
+    c.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
   }
   // Announce the session at once: subscribers join and report, which connects us.
@@ -313,6 +324,12 @@ void UdpTxEndpoint::publish_counters() noexcept {
   c_.send_blocked.set(s.send_blocked);
   c_.send_errors.set(send_errors_);
   c_.control_malformed.set(s.control_malformed);
+  c_.control_bytes.set(s.control_bytes);
+  c_.retransmit_bytes.set(s.retransmit_bytes);
+  c_.naks_unannounced.set(s.naks_unannounced);
+  c_.nak_ranges_capped.set(s.nak_ranges_capped);
+  c_.repairs_rate_limited.set(s.repairs_rate_limited);
+  c_.repair_bytes_refused.set(s.repair_bytes_refused);
   c_.fault_dropped.set(tx_faults_.stats().dropped);
 }
 
@@ -371,6 +388,9 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.window.nak_retry_ns = us(u.nak_retry_us);
   ro.window.nak_retry_max_ns = us(u.nak_retry_max_us);
   ro.window.give_up_ns = ms(u.nak_give_up_ms);
+  // Publishers heartbeat at least this often (same key on both sides): a forged claim is
+  // refuted by a real heartbeat before it can be confirmed.
+  ro.window.confirm_ns = 2 * us(u.heartbeat_interval_us);
   ro.stream_id = spec.stream_id;
   ro.max_sessions = u.max_sessions;
   ro.session_timeout_ns = ms(u.session_timeout_ms);
@@ -402,6 +422,10 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     c.status_sent = f.allocate(scope, "status_sent", spec.stream_id);
     c.malformed = f.allocate(scope, "malformed", spec.stream_id);
     c.other_stream = f.allocate(scope, "other_stream", spec.stream_id);
+    c.wrong_source = f.allocate(scope, "wrong_source", spec.stream_id);
+    c.claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", spec.stream_id);
+    c.ends_refuted = f.allocate(scope, "ends_refuted", spec.stream_id);
+    c.sessions_refused = f.allocate(scope, "sessions_refused", spec.stream_id);
     c.evictions = f.allocate(scope, "buffer_evictions", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_dropped", spec.stream_id);
     c.fault_duplicated = f.allocate(scope, "fault_duplicated", spec.stream_id);
@@ -476,6 +500,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   }
   const std::uint32_t got = static_cast<std::uint32_t>(r);
   for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
+  if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
   // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
   // empty second slot), doubling up to rx_batch while every slot gets filled.
   if (got == k && k == cur_batch_) {
@@ -616,6 +641,10 @@ void UdpRxEndpoint::publish_counters() noexcept {
   c_.status_sent.set(s.status_sent);
   c_.malformed.set(s.malformed + truncated_);
   c_.other_stream.set(s.other_stream);
+  c_.wrong_source.set(s.wrong_source);
+  c_.claims_refuted.set(w.claims_refuted);
+  c_.ends_refuted.set(s.ends_refuted);
+  c_.sessions_refused.set(s.sessions_refused);
   c_.evictions.set(evictions_);
   c_.fault_dropped.set(f.dropped);
   c_.fault_duplicated.set(f.duplicated);

@@ -98,7 +98,8 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   struct Counters {
     core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
         retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
-        fault_dropped;
+        control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
+        repair_bytes_refused, fault_dropped;
   } c_;
 };
 
@@ -156,7 +157,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
   struct Counters {
     core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
-        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, evictions, fault_dropped,
+        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
+        ends_refuted, sessions_refused, evictions, fault_dropped,
         fault_duplicated, fault_reordered;
   } c_;
 };

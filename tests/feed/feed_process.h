@@ -1,0 +1,114 @@
+// build/bin/pollux-feed as a child process of a test: its stdout and stderr (interleaved) are
+// collected through a pipe, every wait is bounded (the process is killed when the bound
+// passes, and the test then fails on killed_after_timeout()), and signals can be sent while
+// it runs. Nothing here sleeps for a fixed time: waits poll the pipe until a condition holds.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pollux::feedtest {
+
+class FeedProcess {
+ public:
+  explicit FeedProcess(const std::vector<std::string>& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    std::vector<std::string> argv = {POLLUX_FEED_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> av;
+    for (std::string& s : argv) av.push_back(s.data());
+    av.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      execv(av[0], av.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    fd_ = fds[0];
+  }
+  FeedProcess(const FeedProcess&) = delete;
+  FeedProcess& operator=(const FeedProcess&) = delete;
+  ~FeedProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      Reap();
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Reads output until `done(output())` holds (true), or the process closed its output or
+  // `seconds` passed (false).
+  bool WaitForOutput(const std::function<bool(const std::string&)>& done, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!done(out_)) {
+      if (eof_ || std::chrono::steady_clock::now() > deadline) return done(out_);
+      ReadSome(100);
+    }
+    return true;
+  }
+
+  void Signal(int sig) const {
+    if (pid_ > 0 && !reaped_) kill(pid_, sig);
+  }
+
+  // Reads the rest of the output and reaps the process, killing it after `seconds`.
+  // Returns the exit status, or 128 + the signal that ended it.
+  int Wait(int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!eof_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid_, SIGKILL);
+        killed_ = true;
+        out_ += "\n[test: killed after timeout]\n";
+        break;
+      }
+      ReadSome(100);
+    }
+    Reap();
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+
+  const std::string& output() const { return out_; }
+  bool killed_after_timeout() const { return killed_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  void ReadSome(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return;
+    char buf[4096];
+    const ssize_t n = read(fd_, buf, sizeof buf);
+    if (n > 0) {
+      out_.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      eof_ = true;
+    }
+  }
+  void Reap() {
+    if (reaped_ || pid_ <= 0) return;
+    waitpid(pid_, &status_, 0);
+    reaped_ = true;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string out_;
+  bool eof_ = false;
+  bool killed_ = false;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+}  // namespace pollux::feedtest

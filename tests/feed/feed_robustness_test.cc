@@ -1,0 +1,183 @@
+// pollux-feed under hostile conditions (issue #9 item 11): an input that is not a regular file,
+// SIGTERM in the middle of a paced replay or while waiting for subscribers, and an input file
+// truncated while it is replayed. Each run must end within a bounded time (the harness kills
+// it otherwise and the test fails), by itself and without a signal, with a clear message, and
+// leave no shared-memory segment, counters file or subscriber process behind.
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "itch/generator.h"
+#include "tests/feed/feed_process.h"
+
+namespace pollux::feed {
+namespace {
+
+using ::testing::HasSubstr;
+using feedtest::FeedProcess;
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent = "/tmp") {
+    std::string tmpl = parent + "/pollux-feed-robust-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    if (!::testing::Test::HasFailure()) (void)!system(("rm -rf " + path_).c_str());
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+std::string UniqueName() {
+  static int n = 0;
+  return "robust-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+// Shared-memory files (segments and counters, counters on) in `shm_dir`; two streams, two
+// subscriber processes, progress lines every 50 ms so a test can see the replay running.
+std::string Config(const std::string& shm_dir, const std::string& feed_extra) {
+  return "[runtime]\nname = \"" + UniqueName() + "\"\nshm_dir = \"" + shm_dir +
+         "\"\nthreading = \"inline\"\nidle = \"yield\"\ncounters = true\n\n"
+         "[shm]\nlog_size = \"1MiB\"\nflow_control = \"backpressure\"\n\n"
+         "[feed]\nstreams = 2\nsubscribers = 2\nbatch_bytes = 2000\nprogress_ms = 50\n" +
+         feed_extra;
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A progress line with a publisher count above zero: the replay is under way.
+bool Publishing(const std::string& out) { return std::regex_search(out, std::regex(" pub [1-9]")); }
+
+// The subscriber processes a run reported ("subscriber 1 (pid 4711)") no longer exist.
+void ExpectSubscribersGone(const std::string& out) {
+  const std::regex re("subscriber [0-9]+ \\(pid ([0-9]+)\\)");
+  int seen = 0;
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) {
+    const pid_t pid = std::stoi((*it)[1].str());
+    errno = 0;
+    EXPECT_EQ(kill(pid, 0), -1) << "subscriber pid " << pid << " still exists";
+    EXPECT_EQ(errno, ESRCH);
+    ++seen;
+  }
+  EXPECT_GT(seen, 0) << out;
+}
+
+TEST(FeedInput, FifoIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir / "day.itch";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Nobody ever opens the FIFO for writing: opening it for reading without O_NONBLOCK blocks.
+  FeedProcess p({"--itch", fifo, "--quiet", "--set", "runtime.name=" + UniqueName()});
+  const int rc = p.Wait(30);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  EXPECT_EQ(rc, 2) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("itch: '" + fifo + "' is a FIFO, not a regular file")) << p.output();
+}
+
+TEST(FeedInput, DirectoryAndDeviceAreRefused) {
+  TempDir dir;
+  for (const std::string& path : {dir.path(), std::string("/dev/null")}) {
+    FeedProcess p({"--itch", path, "--quiet", "--set", "runtime.name=" + UniqueName()});
+    const int rc = p.Wait(30);
+    EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+    EXPECT_EQ(rc, 2) << p.output();
+    EXPECT_THAT(p.output(), HasSubstr("itch: '" + path + "' is a")) << p.output();
+    EXPECT_THAT(p.output(), HasSubstr("not a regular file")) << p.output();
+  }
+}
+
+// 200,000 messages at 20,000/s: ten seconds of replay, interrupted as soon as it runs.
+TEST(FeedSignals, SigtermDuringAPacedReplayEndsCleanly) {
+  TempDir dir;
+  TempDir shm("/dev/shm");
+  const std::string cfg = dir / "feed.toml";
+  WriteFile(cfg, Config(shm.path(), "messages = 200_000\nsymbols = 20\nreplay = \"rate\"\nrate = 20_000\n"));
+  FeedProcess p({"--config", cfg});
+  ASSERT_TRUE(p.WaitForOutput(Publishing, 60)) << p.output();
+  EXPECT_THAT(ListDir(shm.path()), ::testing::Not(::testing::IsEmpty()));
+  p.Signal(SIGTERM);
+  const int rc = p.Wait(60);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  EXPECT_EQ(rc, 1) << p.output();  // stopped early: not a complete replay
+  EXPECT_THAT(p.output(), HasSubstr("stopped by SIGTERM")) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("STOPPED EARLY")) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("all 2 subscribers built identical books")) << p.output();
+  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+  ExpectSubscribersGone(p.output());
+}
+
+TEST(FeedSignals, SigtermWhileWaitingForSubscribersEndsCleanly) {
+  TempDir dir;
+  TempDir shm("/dev/shm");
+  const std::string cfg = dir / "feed.toml";
+  WriteFile(cfg, Config(shm.path(), "messages = 1000\nsymbols = 5\nconnect_timeout_ms = 600_000\n"));
+  FeedProcess p({"--config", cfg, "--role", "pub"});
+  ASSERT_TRUE(p.WaitForOutput([](const std::string& o) { return o.find("waiting for subscribers") != std::string::npos; },
+                              60))
+      << p.output();
+  p.Signal(SIGTERM);
+  const int rc = p.Wait(60);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  EXPECT_EQ(rc, 1) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("stopped while waiting for subscribers")) << p.output();
+  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+}
+
+// The input shrinks to 4 KiB while a paced replay is in its first megabyte: the replay
+// stops with an error naming the file and the offset; no SIGBUS, nothing left behind.
+TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
+  itch::GeneratorOptions o;
+  o.symbols = 20;
+  o.messages = 400'000;
+  o.seed = 5;
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  ASSERT_TRUE(g.ok());
+  ASSERT_GT(g->size(), 4u << 20);
+  TempDir dir;
+  TempDir shm("/dev/shm");
+  const std::string file = dir / "day.itch";
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
+  const std::string cfg = dir / "feed.toml";
+  WriteFile(cfg, Config(shm.path(), "replay = \"rate\"\nrate = 100_000\n"));
+  FeedProcess p({"--config", cfg, "--itch", file});
+  ASSERT_TRUE(p.WaitForOutput(Publishing, 60)) << p.output();
+  ASSERT_EQ(truncate(file.c_str(), 4096), 0);
+  const int rc = p.Wait(60);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  EXPECT_EQ(rc, 1) << p.output();  // 135 = killed by SIGBUS
+  EXPECT_THAT(p.output(), HasSubstr(file + ": input truncated at offset ")) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("the file has 4096 bytes now, " + std::to_string(g->size()) + " when it was opened"))
+      << p.output();
+  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+  ExpectSubscribersGone(p.output());
+}
+
+}  // namespace
+}  // namespace pollux::feed
