@@ -165,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   shm::LogReader reader;
   shm::SubscriberSlot* slot = in.flag() ? s.slot(in.u8() % l.subscriber_slots) : nullptr;
-  reader.init(&s, slot, in.flag());
+  if (!reader.init(&s, slot, in.flag())) return 0;  // a corrupt tail: the subscriber reports it, reads nothing
 
   RxDesc out[64];
   std::uint64_t last_seq = 0;
