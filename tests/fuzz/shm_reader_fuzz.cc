@@ -154,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   ::unlink(path.c_str());
   if (!seg.ok()) return 0;
   shm::Segment& s = **seg;
-  const shm::SegmentLayout& l = s.header()->layout;
+  const shm::SegmentLayout l = s.header()->layout;  // a copy: live patches may rewrite the mapped one
   FUZZ_CHECK(image.size() == l.header_size + l.log_size && s.log_size() == l.log_size &&
                  s.log() == reinterpret_cast<std::byte*>(s.header()) + l.header_size,
              "attached a %zu-byte file with header %u + log %llu", image.size(), l.header_size,
@@ -165,7 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   shm::LogReader reader;
   shm::SubscriberSlot* slot = in.flag() ? s.slot(in.u8() % l.subscriber_slots) : nullptr;
-  reader.init(&s, slot, in.flag());
+  if (!reader.init(&s, slot, in.flag())) return 0;  // a corrupt tail: the subscriber reports it, reads nothing
 
   RxDesc out[64];
   std::uint64_t last_seq = 0;
