@@ -10,8 +10,9 @@
 
 #include <dirent.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -73,14 +74,22 @@ std::string Config(const std::string& shm_dir, const std::string& feed_extra) {
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // A progress line with a publisher count above zero: the replay is under way.
-bool Publishing(const std::string& out) { return std::regex_search(out, std::regex(" pub [1-9]")); }
+bool Publishing(const std::string& out) {
+  for (std::size_t at = out.find(" pub "); at != std::string::npos; at = out.find(" pub ", at + 1)) {
+    if (at + 5 < out.size() && out[at + 5] >= '1' && out[at + 5] <= '9') return true;
+  }
+  return false;
+}
 
 // The subscriber processes a run reported ("subscriber 1 (pid 4711)") no longer exist.
 void ExpectSubscribersGone(const std::string& out) {
-  const std::regex re("subscriber [0-9]+ \\(pid ([0-9]+)\\)");
   int seen = 0;
-  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) {
-    const pid_t pid = std::stoi((*it)[1].str());
+  for (std::size_t at = out.find("subscriber "); at != std::string::npos; at = out.find("subscriber ", at + 1)) {
+    std::size_t i = at + 11;
+    while (i < out.size() && std::isdigit(static_cast<unsigned char>(out[i]))) ++i;
+    if (i == at + 11 || out.compare(i, 6, " (pid ") != 0) continue;
+    const pid_t pid = std::atoi(out.c_str() + i + 6);
+    if (pid <= 0) continue;
     errno = 0;
     EXPECT_EQ(kill(pid, 0), -1) << "subscriber pid " << pid << " still exists";
     EXPECT_EQ(errno, ESRCH);
