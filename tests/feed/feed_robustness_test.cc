@@ -122,12 +122,12 @@ TEST(FeedInput, DirectoryAndDeviceAreRefused) {
   }
 }
 
-// 200,000 messages at 20,000/s: ten seconds of replay, interrupted as soon as it runs.
+// 400,000 messages at 20,000/s: twenty seconds of replay, interrupted as soon as it runs.
 TEST(FeedSignals, SigtermDuringAPacedReplayEndsCleanly) {
   TempDir dir;
   TempDir shm("/dev/shm");
   const std::string cfg = dir / "feed.toml";
-  WriteFile(cfg, Config(shm.path(), "messages = 200_000\nsymbols = 20\nreplay = \"rate\"\nrate = 20_000\n"));
+  WriteFile(cfg, Config(shm.path(), "messages = 400_000\nsymbols = 20\nreplay = \"rate\"\nrate = 20_000\n"));
   FeedProcess p({"--config", cfg});
   ASSERT_TRUE(p.WaitForOutput(Publishing, 60)) << p.output();
   EXPECT_THAT(ListDir(shm.path()), ::testing::Not(::testing::IsEmpty()));
@@ -174,7 +174,7 @@ TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
   const std::string file = dir / "day.itch";
   std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
   const std::string cfg = dir / "feed.toml";
-  WriteFile(cfg, Config(shm.path(), "replay = \"rate\"\nrate = 100_000\n"));
+  WriteFile(cfg, Config(shm.path(), "replay = \"rate\"\nrate = 20_000\n"));  // 20 s of replay
   FeedProcess p({"--config", cfg, "--itch", file});
   ASSERT_TRUE(p.WaitForOutput(Publishing, 60)) << p.output();
   ASSERT_EQ(truncate(file.c_str(), 4096), 0);
