@@ -44,12 +44,15 @@ class TempDir {
   std::string path_;
 };
 
+// The files a run leaves in the shm directory, less the clock calibration: `pollux-clock` is the
+// host-wide TSC calibration every Pollux process shares through runtime.shm_dir (core/clock.h), kept
+// on purpose so later processes agree on the conversion; it belongs to no stream or process.
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
+      if (n != "." && n != ".." && n != "pollux-clock") names.push_back(n);
     }
     closedir(d);
   }
