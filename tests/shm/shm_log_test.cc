@@ -309,6 +309,23 @@ TEST(ShmLogTest, MisalignedCheckpointsAreNeverJumpedTo) {
   EXPECT_EQ(rd->r.position() % core::kFrameAlignment, 0u);
 }
 
+// Found by tests/fuzz (shm_reader, sequence_wraps_at_2_64.bin; fixed on main by 351b3f5, whose
+// kMaxShmSequence check this takes as is): a frame whose sequence word was
+// rewritten to 2^64-1 while the reader (re)synchronised was accepted, expected_ wrapped to 0 and
+// the next frames were delivered "after" it - backwards. Sequences beyond 2^62 are forged.
+TEST(ShmLogTest, ForgedHugeSequenceIsMalformedAndDeliveryNeverGoesBack) {
+  Fixture f(64 << 10);
+  for (std::uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(f.write(s, 100));
+  seq_word(f.seg->log()).store(~std::uint64_t{0});  // frame 1
+  auto rd = f.reader(/*at_start=*/true);            // resynchronises on its first frame
+  Drained d = drain(rd->r);
+  for (std::size_t i = 1; i < d.seqs.size(); ++i) EXPECT_GT(d.seqs[i], d.seqs[i - 1]) << "went backwards";
+  EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(rd->r.malformed(), 1u);
+  for (const RxDesc& g : d.gaps) EXPECT_LE(g.gap_count, 1u) << "gap of " << g.gap_count;
+  EXPECT_LE(rd->r.expected_sequence(), 6u);
+}
+
 TEST(ShmLogTest, AbortedClaimBecomesPadding) {
   Fixture f(64 << 10);
   auto rd = f.reader();
