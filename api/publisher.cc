@@ -54,6 +54,9 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
   }
   if (__builtin_expect(!transport_connected(), 0)) {
     counters.not_connected.add();
+    // Inline shm: the application thread is the writer, and its segment checks (a truncated
+    // segment is replaced) run with the heartbeat, which offers that fail here never reach.
+    if (mode == Mode::kShmDirect) shm->maybe_heartbeat(core::Clock::now_ns());
     return kNotConnected;
   }
   return 0;

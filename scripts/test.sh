@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
-stages="release,asan"
+stages="release,asan,tsan,fuzz"
 fuzz_seconds=30
 ctest_args=()
 while [ $# -gt 0 ]; do

@@ -5,6 +5,10 @@
 //
 // --watch repeats every SECONDS and shows per-second rates; --clean removes the files of
 // processes that no longer exist; zero counters are hidden unless --all.
+//
+// Any local user can leave a file named pollux-*.counters in a shared directory: files are
+// copied, not mapped (no SIGBUS if one is truncated while read), links and FIFOs are refused,
+// and names from the files are printed with control characters escaped.
 #include <unistd.h>
 
 #include <chrono>
@@ -16,18 +20,49 @@
 
 #include "core/counters.h"
 
+namespace {
+
+// Scope and counter names come from files anyone may have written: no terminal escapes.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+constexpr char kUsage[] = "usage: %s [--dir DIR] [--watch SECONDS] [--clean] [--all]\n";
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string dir = "/dev/shm";
   double watch = 0;
   bool clean = false, all = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, argv[0]);
+      std::printf(
+          "Prints the counters of the Pollux processes whose counters files are in DIR (default /dev/shm).\n"
+          "  --watch SECONDS  repeat every SECONDS, with per-second rates\n"
+          "  --clean          remove the files of processes that no longer exist\n"
+          "  --all            show zero counters too\n");
+      return 0;
+    }
     if (a == "--dir" && i + 1 < argc) dir = argv[++i];
     else if (a == "--watch" && i + 1 < argc) watch = std::atof(argv[++i]);
     else if (a == "--clean") clean = true;
     else if (a == "--all") all = true;
     else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--watch SECONDS] [--clean] [--all]\n", argv[0]);
+      std::fprintf(stderr, "pollux-stat: unknown argument '%s'\n", printable(a).c_str());
+      std::fprintf(stderr, kUsage, argv[0]);
       return 64;
     }
   }
@@ -38,19 +73,21 @@ int main(int argc, char** argv) {
     for (const std::string& path : files) {
       auto snap = pollux::core::read_counters_file(path);
       if (!snap.ok()) {
-        std::printf("%s: %s\n", path.c_str(), std::string(snap.status().message()).c_str());
+        std::printf("%s: %s\n", printable(path).c_str(), printable(std::string(snap.status().message())).c_str());
         continue;
       }
       if (!snap->alive && clean) {
-        std::printf("removing %s (pid %d is gone)\n", path.c_str(), snap->pid);
+        std::printf("removing %s (pid %d is gone)\n", printable(path).c_str(), snap->pid);
         ::unlink(path.c_str());
         continue;
       }
-      std::printf("== %s  pid %d%s  (%s)\n", snap->name.c_str(), snap->pid, snap->alive ? "" : " [exited]", path.c_str());
+      std::printf("== %s  pid %d%s  (%s)\n", printable(snap->name).c_str(), snap->pid, snap->alive ? "" : " [exited]",
+                  printable(path).c_str());
       for (const auto& c : snap->counters) {
         if (c.value == 0 && !all) continue;
         const std::string key = path + "|" + c.scope + "|" + c.name;
-        std::printf("  %-40s %-24s %16llu", c.scope.c_str(), c.name.c_str(), static_cast<unsigned long long>(c.value));
+        std::printf("  %-40s %-24s %16llu", printable(c.scope).c_str(), printable(c.name).c_str(),
+                    static_cast<unsigned long long>(c.value));
         if (watch > 0 && prev.count(key)) {
           std::printf("  %14.0f/s", static_cast<double>(c.value - prev[key]) / watch);
         }

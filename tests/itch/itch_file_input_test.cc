@@ -119,7 +119,8 @@ TEST(ItchFileInputTest, StrayTrailingBytesAreReportedLikeOnePass) {
 // record's file offset, as in one pass.
 TEST(ItchFileInputTest, TruncatedLastRecordAcrossAWindowIsAtItsFileOffset) {
   std::vector<uint8_t> bytes = ReadAll(POLLUX_ITCH_FIXTURE_FILE);
-  bytes.resize(bytes.size() - 5);
+  ASSERT_GT(bytes.size(), 5u);
+  bytes.erase(bytes.end() - 5, bytes.end());  // (resize() trips a bogus GCC 12 -Wstringop-overflow here)
   const std::string path = TempPath("cut.itch");
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                static_cast<std::streamsize>(bytes.size()));

@@ -113,7 +113,7 @@ connect_timeout_ms = 1000
 
 TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(config_error("[rdma]\npeers = [\"10.0.0.2\"]\n"),
-            "feed.toml:2: rdma.peers: element: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
+            "feed.toml:2: rdma.peers: element 0: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
             "\"10.0.0.2\"");
   EXPECT_EQ(config_error("[rdma]\n\nmulticast_group = \"10.0.0.1\"\n"),
             "feed.toml:3: rdma.multicast_group: expected an IPv4 multicast address (224.0.0.0 - 239.255.255.255), got "

@@ -243,6 +243,72 @@ TEST(ShmLogTest, CorruptFrameIsCountedAndSkippedNotDelivered) {
   EXPECT_EQ(b.gaps[0].gap_count, 1u);
 }
 
+// Issue #9 item 1: a frame flagged traced but shorter than header + trace block (96 bytes) made
+// the subscriber compute payload = length - 96, a 4 GiB view. The reader must drop it as
+// malformed (one compare in plausible()), and still accept a traced frame of exactly 96 bytes.
+TEST(ShmLogTest, TracedFrameShorterThanItsTraceBlockIsMalformed) {
+  Fixture f(64 << 10);
+  auto rd = f.reader();
+  ASSERT_TRUE(f.write(1, 100));
+  LogWriter::Claim c;
+  ASSERT_TRUE(f.writer.try_claim(core::kFrameHeaderSize + 8, &c));  // 40 bytes, "traced"
+  fill_payload(c.frame + core::kFrameHeaderSize, 8, 2);
+  f.writer.commit(c, core::kFlagTraced, 2);
+  ASSERT_TRUE(f.writer.try_claim(kMinTracedFrame, &c));  // exactly header + trace block
+  std::memset(c.frame + core::kFrameHeaderSize, 0, kMinTracedFrame - core::kFrameHeaderSize);
+  f.writer.commit(c, core::kFlagTraced, 3);
+  ASSERT_TRUE(f.write(4, 100));
+  std::vector<RxDesc> buf(16);
+  std::vector<std::uint64_t> seqs;
+  std::vector<RxDesc> gaps;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t n = rd->r.poll(buf.data(), 16);
+    for (std::uint32_t k = 0; k < n; ++k) {
+      if (buf[k].kind == RxKind::kMessage) {
+        seqs.push_back(buf[k].sequence);
+        EXPECT_GE(buf[k].length, (buf[k].frame->flags & core::kFlagTraced) ? kMinTracedFrame : core::kFrameHeaderSize);
+      } else {
+        gaps.push_back(buf[k]);
+      }
+    }
+    rd->r.release(buf.data(), n);
+  }
+  EXPECT_EQ(seqs, (std::vector<std::uint64_t>{1, 3, 4}));
+  EXPECT_EQ(rd->r.malformed(), 1u);
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_EQ(gaps[0].reason, kGapMalformed);
+  EXPECT_EQ(gaps[0].sequence, 2u);
+  EXPECT_EQ(gaps[0].gap_count, 1u);
+}
+
+// Issue #9 item 9: checkpoints come from shared memory. A misaligned one used to become the
+// lapped reader's position (UBSan: misaligned loads; headers read across the end of the log);
+// only aligned positions in range may be jumped to.
+TEST(ShmLogTest, MisalignedCheckpointsAreNeverJumpedTo) {
+  constexpr std::uint64_t kLog = 64 << 10;
+  Fixture f(kLog);
+  auto rd = f.reader();
+  for (std::uint64_t s = 1; s <= 10; ++s) ASSERT_TRUE(f.write(s, 200));
+  ASSERT_EQ(drain(rd->r).seqs.size(), 10u);
+  // The reader stalls, the writer laps it; then every checkpoint is forged to a misaligned
+  // position inside the window a lapped reader may resume from.
+  std::uint64_t s = 11;
+  for (; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 200));
+  const std::uint64_t tail = f.seg->header()->writer.tail.load();
+  for (std::uint32_t k = 0; k < kCheckpoints; ++k) f.seg->header()->checkpoints.pos[k].store(tail - 8 - 32 * k);
+  Drained d = drain(rd->r);
+  EXPECT_EQ(rd->r.position() % core::kFrameAlignment, 0u) << rd->r.position();
+  EXPECT_EQ(rd->r.malformed(), 0u);
+  // It resynchronised at the live edge: the next message arrives intact after one lapped gap.
+  ASSERT_TRUE(f.write(s, 200));
+  Drained e = drain(rd->r);
+  EXPECT_TRUE(d.payload_ok && e.payload_ok);
+  ASSERT_FALSE(e.seqs.empty());
+  EXPECT_EQ(e.seqs.back(), s);
+  EXPECT_EQ(rd->r.malformed(), 0u);
+  EXPECT_EQ(rd->r.position() % core::kFrameAlignment, 0u);
+}
+
 TEST(ShmLogTest, AbortedClaimBecomesPadding) {
   Fixture f(64 << 10);
   auto rd = f.reader();

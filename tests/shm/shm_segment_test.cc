@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -139,6 +140,136 @@ TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   ASSERT_TRUE(third.ok()) << third.status();
   close(ready[0]);
   close(ready[1]);
+}
+
+// Issue #9 item 9: attach accepted a log smaller than create's minimum (64 KiB).
+TEST_F(SegmentTest, RejectsALogSmallerThanCreatesMinimum) {
+  auto s = Segment::create(opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::ifstream in(opt.path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  s->reset();
+  // A self-consistent segment with a 4 KiB log (max_frame 128).
+  SegmentLayout l;
+  std::memcpy(&l, bytes.data(), sizeof l);
+  l.log_size = 4096;
+  l.max_frame = 128;
+  std::memcpy(bytes.data(), &l, sizeof l);
+  bytes.resize(l.header_size + 4096);
+  std::ofstream(opt.path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_NE(attach_error().find("inconsistent layout"), std::string::npos);
+}
+
+// Issue #9 item 3: attach followed links and opened anything at the path.
+TEST_F(SegmentTest, RefusesSymlinksFifosAndDirectories) {
+  Segment::Options real = opt;
+  real.path = opt.path + ".real";
+  auto s = Segment::create(real);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(::symlink(real.path.c_str(), opt.path.c_str()), 0);
+  std::string e = attach_error();
+  EXPECT_NE(e.find("is a symbolic link: refused"), std::string::npos) << e;
+  // A publisher replaces its own stale link (rename replaces the name, never the target).
+  auto pub = Segment::create(opt);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  struct stat st;
+  ASSERT_EQ(::lstat(opt.path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_TRUE(Segment::attach(real.path, opt.stream_id).ok()) << "the link's target must be left alone";
+  (*pub)->unlink();
+  ASSERT_EQ(::mkfifo(opt.path.c_str(), 0600), 0);  // opening must not block
+  e = attach_error();
+  EXPECT_NE(e.find("is a FIFO, not a regular file"), std::string::npos) << e;
+  ::unlink(opt.path.c_str());
+  ASSERT_EQ(::mkdir(opt.path.c_str(), 0700), 0);
+  auto a = Segment::attach(opt.path, opt.stream_id);
+  EXPECT_FALSE(a.ok());
+  ::rmdir(opt.path.c_str());
+  (*s)->unlink();
+}
+
+// Issue #9 item 3: a world- or group-writable segment was attached silently.
+TEST_F(SegmentTest, RefusesSegmentsOthersMayWrite) {
+  auto s = Segment::create(opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(::chmod(opt.path.c_str(), 0666), 0);
+  std::string e = attach_error();
+  EXPECT_NE(e.find("has mode 0666: writable by every user, refused"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(opt.path.c_str(), 0620), 0);
+  e = attach_error();
+  EXPECT_NE(e.find("writable by its group, which is not shm.group"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(opt.path.c_str(), 0644), 0);  // readable is fine
+  EXPECT_TRUE(Segment::attach(opt.path, opt.stream_id).ok());
+}
+
+// Issue #9 item 3: a segment of another uid (root attaching included) is refused, and a
+// publisher is told who owns the file in its way instead of being blocked silently.
+TEST_F(SegmentTest, RefusesAnotherUsersSegmentAndSaysWhoseItIs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another uid";
+  auto s = Segment::create(opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(::chown(opt.path.c_str(), 65534, 65534), 0);
+  auto a = Segment::attach(opt.path, opt.stream_id);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(a.status().message().find("is owned by uid 65534, not by this process's uid 0: refused"),
+            absl::string_view::npos)
+      << a.status();
+  EXPECT_NE(a.status().message().find(opt.path), absl::string_view::npos);
+  auto pub = Segment::create(opt);
+  ASSERT_FALSE(pub.ok());
+  EXPECT_EQ(pub.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(pub.status().message().find("owned by uid 65534"), absl::string_view::npos) << pub.status();
+}
+
+// shm.group: segments are created 0660 with the group, and files of that group are accepted
+// from another owner and group-writable - never other-writable.
+TEST_F(SegmentTest, GroupSharingAcceptsTheConfiguredGroupOnly) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to chown files";
+  auto access = core::resolve_file_access("65534");
+  ASSERT_TRUE(access.ok()) << access.status();
+  opt.access = *access;
+  auto s = Segment::create(opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  struct stat st;
+  ASSERT_EQ(::stat(opt.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, 65534u);
+  ASSERT_EQ(::chown(opt.path.c_str(), 65534, -1), 0);  // another member of the group created it
+  EXPECT_TRUE(Segment::attach(opt.path, opt.stream_id, *access).ok());
+  EXPECT_FALSE(Segment::attach(opt.path, opt.stream_id).ok()) << "without shm.group: another user's file";
+  ASSERT_EQ(::chmod(opt.path.c_str(), 0662), 0);
+  auto a = Segment::attach(opt.path, opt.stream_id, *access);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("writable by every user"), absl::string_view::npos) << a.status();
+  EXPECT_FALSE(core::resolve_file_access("no-such-group-pollux").ok());
+}
+
+// Issue #9 item 3: a segment whose publisher_pid names a live process that is not its
+// publisher (a reused pid, or a planted one) blocked every new publisher.
+TEST_F(SegmentTest, LivePidWithAnotherStartTimeDoesNotBlockThePublisher) {
+  auto forge = [&](int pid, std::uint64_t start) {
+    auto s = Segment::create(opt);
+    ASSERT_TRUE(s.ok()) << s.status();
+    (*s)->header()->layout.publisher_pid = pid;
+    (*s)->header()->layout.publisher_start = start;
+    s->reset();  // left behind, not closed
+  };
+  const std::uint64_t init_start = process_start_time(1);
+  ASSERT_NE(init_start, 0u) << "needs /proc";
+  forge(1, init_start + 1);  // pid 1 is alive, but it is not the process that wrote this
+  auto pub = Segment::create(opt);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  pub->reset();
+  forge(1, init_start);  // as far as we can tell it IS that process: refused, and said so
+  auto refused = Segment::create(opt);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("live publisher (pid 1, segment " + opt.path), absl::string_view::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("If pid 1 is not a pollux publisher of this stream, remove"),
+            absl::string_view::npos)
+      << refused.status();
 }
 
 }  // namespace

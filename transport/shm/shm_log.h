@@ -43,6 +43,10 @@ inline std::uint64_t margin_for(std::uint64_t log_size) noexcept { return 2 * (l
 // Smallest frame_length a frame with these flags can have: a traced frame carries its trace
 // block (a shorter one would make `length - header - trace` wrap to a 4 GiB payload).
 inline constexpr std::uint32_t kMinTracedFrame = core::kFrameHeaderSize + sizeof(core::StageTrace);
+// Sequences at or above this are corrupt (as the UDP protocol's kMaxSequence): a publisher at 1e9
+// messages/s needs 146 years to reach it, and resynchronising on such a value would let
+// `expected_` wrap past 2^64 and delivery go backwards.
+inline constexpr std::uint64_t kMaxShmSequence = std::uint64_t{1} << 62;
 
 // A log position a frame can start at: 32-byte aligned (so the 32-byte header lies inside the
 // log) and far from overflow. Tails and checkpoints read from the segment are checked with it.
@@ -301,7 +305,8 @@ class LogReader {
       }
       const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
       if (__builtin_expect(resync_ || seq != expected_ || !plausible(h, pos_), 0)) {
-        const bool ok_here = resync_ && plausible(h, pos_) && seq >= expected_ && !lapped(pos_);
+        const bool ok_here =
+            resync_ && plausible(h, pos_) && seq >= expected_ && seq < kMaxShmSequence && !lapped(pos_);
         if (!ok_here) {
           if (recoveries++ >= 4) break;
           if (!lapped(pos_)) {
@@ -488,7 +493,7 @@ class LogReader {
       std::byte* p = log_ + (c & mask_);
       const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);
       const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
-      if (seq == 0 || !plausible(h, c)) return 0;
+      if (seq == 0 || seq >= kMaxShmSequence || !plausible(h, c)) return 0;
       const bool padding = (h->flags & core::kFlagPadding) != 0;
       next = padding ? seq : seq + 1;
       c += padding ? h->frame_length : core::align_up(h->frame_length, core::kFrameAlignment);
