@@ -1,8 +1,6 @@
 // Issue #9 (shm): what another local process can do to a stream's segment - truncate it under a
 // publisher and its subscribers, forge its writer state - and the cross-thread state of the
-// shm endpoints (run this binary under TSan too: configure a build dir with
-// -DCMAKE_CXX_FLAGS="-fsanitize=thread -Wno-tsan" and -fsanitize=thread linker flags; g++ 12
-// warns that TSan does not model atomic_thread_fence, which -Werror would make fatal).
+// shm endpoints (the TSan stage runs this binary: `scripts/test.sh --stages tsan`, build-tsan/).
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
