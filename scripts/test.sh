@@ -54,8 +54,7 @@ failed=()
 stage_time() { printf '[test] stage %s: %s in %d s\n' "$1" "$2" "$(( $(date +%s) - $3 ))"; }
 
 run_stage() {
-  local s=$1 t0
-  t0=$(date +%s)
+  local s=$1
   echo "[test] ===== stage $s ====="
   case "$s" in
     release)
