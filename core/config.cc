@@ -271,12 +271,21 @@ const std::vector<Field>& fields() {
          return "";
        },
        [](const Config& c) { return absl::StrCat("[", absl::StrJoin(c.runtime.poller_cores, ", "), "]"); }},
-      {"runtime.idle", "what an idle poller does: busy-spin (lowest latency, burns the core), yield, backoff (spin, then yield, then park up to 1 ms)",
+      {"runtime.idle", "what an idle poller does: adaptive (busy-polls under load, spins briefly then sleeps on the transport's notifications when sparse, sleeps when idle), interrupt (sleeps after every empty cycle), busy-spin (lowest latency, burns the core), yield, backoff (spin, then yield, then park up to 1 ms)",
        [](Config& c, const toml::node& n) {
-         return want_enum<IdleKind>(n, {{"busy-spin", IdleKind::kBusySpin}, {"yield", IdleKind::kYield},
+         return want_enum<IdleKind>(n, {{"adaptive", IdleKind::kAdaptive}, {"interrupt", IdleKind::kInterrupt},
+                                        {"busy-spin", IdleKind::kBusySpin}, {"yield", IdleKind::kYield},
                                         {"backoff", IdleKind::kBackoff}}, &c.runtime.idle);
        },
        [](const Config& c) { return quote(idle_kind_name(c.runtime.idle)); }},
+      {"runtime.sleep_timer_ms", "adaptive/interrupt: a sleeping poller wakes at least this often to run its timers (heartbeats, liveness, retransmits); 0 = only when woken (heartbeats then stop while idle)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 60'000, &v);
+         if (e.empty()) c.runtime.sleep_timer_ms = static_cast<std::uint32_t>(v);
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.sleep_timer_ms); }},
       {"runtime.name", "instance name, used in shared-memory file names",
        [](Config& c, const toml::node& n) -> std::string {
          std::string s;

@@ -37,7 +37,8 @@ struct RuntimeConfig {
   ThreadingMode threading = ThreadingMode::kDedicated;
   std::uint32_t pollers = 1;
   std::vector<int> poller_cores;   // empty: chosen automatically (NUMA node of `device`)
-  IdleKind idle = IdleKind::kBackoff;
+  IdleKind idle = IdleKind::kAdaptive;
+  std::uint32_t sleep_timer_ms = 10;  // a sleeping poller runs its timers at least this often (0: only when woken)
   std::string name = "pollux";     // instance name: prefixes shm files
   std::string shm_dir = "/dev/shm";
   bool counters = true;            // publish counters in <shm_dir>/pollux-<name>-<pid>.counters
