@@ -771,18 +771,33 @@ class Parser {
         secs.emplace_back("streams");
         return error(k.source(), section, absl::StrCat("unknown key", did_you_mean(section, secs)));
       }
-      for (auto&& [k2, v2] : *v.as_table()) {
-        const std::string full = section + "." + std::string(k2.str());
-        auto it = by_key.find(full);
-        if (it == by_key.end()) return error(k2.source(), full, absl::StrCat("unknown key", did_you_mean(full, known)));
-        if (std::string e = it->second->set(*cfg, v2); !e.empty()) return error(v2.source(), full, e);
-        lines_[full] = static_cast<int>(v2.source().begin.line);
-      }
+      if (absl::Status s = run_table(section, *v.as_table(), by_key, known, cfg); !s.ok()) return s;
     }
     return validate(*cfg);
   }
 
  private:
+  // The keys of one table; a sub-table (runtime.adaptive) is walked when keys with its prefix
+  // exist, so `[runtime.adaptive]` and `adaptive.x = 1` inside [runtime] both work.
+  absl::Status run_table(const std::string& prefix, const toml::table& t, const std::map<std::string, const Field*>& by_key,
+                         const std::vector<std::string>& known, Config* cfg) {
+    for (auto&& [k2, v2] : t) {
+      const std::string full = prefix + "." + std::string(k2.str());
+      auto it = by_key.find(full);
+      if (it == by_key.end() && v2.is_table()) {
+        auto sub = by_key.lower_bound(full + ".");
+        if (sub != by_key.end() && sub->first.rfind(full + ".", 0) == 0) {
+          if (absl::Status s = run_table(full, *v2.as_table(), by_key, known, cfg); !s.ok()) return s;
+          continue;
+        }
+      }
+      if (it == by_key.end()) return error(k2.source(), full, absl::StrCat("unknown key", did_you_mean(full, known)));
+      if (std::string e = it->second->set(*cfg, v2); !e.empty()) return error(v2.source(), full, e);
+      lines_[full] = static_cast<int>(v2.source().begin.line);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status parse_streams(const toml::node& v, Config* cfg) {
     const toml::array* arr = v.as_array();
     if (arr == nullptr) return error(v.source(), "streams", "expected an array of tables ([[streams]]), got " + describe(v));

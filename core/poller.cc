@@ -278,7 +278,7 @@ Poller::Slept Poller::sleep() noexcept {
   sleeping_.store(kAwake, std::memory_order_relaxed);
   for (std::size_t i = sources_.size(); i-- > 0;) sources_[i]->disarm();
   (void)doorbell_fd_.drain();
-  if (!by_event) next_timer_ns_ = 0;  // the timer woke us: run the timers now
+  next_timer_ns_ = 0;  // run the timers right after every wakeup (core/progress.h promises it)
   return by_event ? Slept::kEvent : Slept::kTimeout;
 }
 
