@@ -559,7 +559,8 @@ struct Shared {
   // Parent -> child: the publisher is closed (the child may close its subscriber).
   std::atomic<int> parent_closed{0};
 
-  Histogram hist;
+  Histogram hist;        // now - t_k (scheduled), measured messages
+  Histogram hist_offer;  // now - Message::publisher_ns (the successful offer), measured messages
   std::uint64_t received = 0, measured = 0, gap_lost = 0, gaps = 0, malformed = 0;
   CpuPct cpu;
   char error[1024] = {};
@@ -604,6 +605,16 @@ bool wait_child_state(Shared* sh, pid_t child, std::string* err) {
   }
 }
 
+// 1-minute load average: other processes on a 2-CPU machine move every figure.
+double loadavg() {
+  double l = -1;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 void sleep_ns(std::int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
@@ -617,10 +628,12 @@ struct PointResult {
   std::string app_idle;
   std::string error;
   Histogram lat;       // now - t_k at the subscriber, measured messages
+  Histogram lat_offer; // now - the successful offer's timestamp (not corrected: for comparison)
   Histogram send_lag;  // offer return - t_k at the publisher, measured messages
   std::uint64_t scheduled = 0, sent = 0, unsent = 0, received = 0, measured = 0, lost = 0, gaps = 0;
   std::uint64_t retries = 0, malformed = 0;
   CpuPct pub_cpu, sub_cpu;
+  double load = 0;  // loadavg before the point
 };
 
 int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, std::uint64_t warm_n, Shared* sh) {
@@ -641,6 +654,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
   AppIdle idle{app_idle_for(o, p.mode, p.strategy), {}};
   Histogram& h = sh->hist;
+  Histogram& ho = sh->hist_offer;
   std::uint64_t received = 0, measured = 0, gap_lost = 0, gaps = 0, malformed = 0;
   std::int64_t t_measure = 0, t_end = 0, drain_deadline = 0;
   CpuSample s0, s1;
@@ -661,6 +675,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
           ++received;
           if (k >= warm_n) {
             h.record(now - tk);
+            ho.record(now - m.publisher_ns);
             ++measured;
           }
         },
@@ -711,6 +726,7 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   r.spec = p;
   r.rate = rp;
   r.app_idle = app_idle_name(app_idle_for(o, p.mode, p.strategy));
+  r.load = loadavg();
   const Schedule sched = Schedule::make(o, rp);
   const std::uint64_t warm_n = o.warmup_s > 0 ? sched.count_for(o.warmup_s) : 0;
   const std::uint64_t meas_n = sched.count_for(o.duration_s);
@@ -799,9 +815,13 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
     }
     std::memcpy(payload.data(), &tk, 8);
     std::memcpy(payload.data() + 8, &k, 8);
+    bool offered = false;
     for (;;) {
       const std::int64_t res = pub.offer(payload.data(), payload.size());
-      if (res >= 0) break;
+      if (res >= 0) {
+        offered = true;
+        break;
+      }
       if (res == pollux::kClosed || res == pollux::kMessageTooLarge) {
         err = absl::StrCat("offer: ", std::string(pollux::result_name(res)));
         fatal = true;
@@ -817,12 +837,14 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
     }
     if (fatal) break;
     const std::int64_t now = Clock::now_ns();
+    if (offered) {
+      ++sent;
+      if (k >= warm_n) r.send_lag.record(now - tk);
+    }
     if (now > cap) {
-      r.unsent = total - k;  // this one was not offered either
+      r.unsent = total - k - (offered ? 1 : 0);
       break;
     }
-    ++sent;
-    if (k >= warm_n) r.send_lag.record(now - tk);
   }
   // Close the window on the wall clock if the last message was offered before t_end.
   while (have0 && !have1) {
@@ -853,6 +875,7 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   r.retries = retries;
   if (have0) r.pub_cpu = cpu_between(s0, s1);
   r.lat = sh->hist;
+  r.lat_offer = sh->hist_offer;
   r.received = sh->received;
   r.measured = sh->measured;
   r.gaps = sh->gaps;
@@ -867,9 +890,11 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
 struct RttResult {
   PointSpec spec;
   std::string error;
-  Histogram rtt;
-  std::uint64_t pings = 0, replies = 0, timeouts = 0;
+  Histogram rtt;      // reply - scheduled ping time, measured pings
+  Histogram rtt_svc;  // reply - actual ping send time (not corrected: for comparison)
+  std::uint64_t pings = 0, replies = 0, timeouts = 0, skipped = 0;
   CpuPct ping_cpu, pong_cpu;
+  double load = 0;
 };
 
 template <typename F>
@@ -935,6 +960,7 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
 RttResult run_rtt(const Options& o, const PointSpec& p) {
   RttResult r;
   r.spec = p;
+  r.load = loadavg();
   const bool split = o.pin == "split";
   const std::string name = absl::StrFormat("rtt%dp%d", getpid(), p.index);
   const std::vector<std::string> topics{"ping", "pong"};
@@ -1007,8 +1033,14 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
       have1 = true;
     }
   };
+  // A pinger that fell this far behind (starved application threads) stops; the rest is skipped.
+  const std::int64_t cap = t_end + std::max<std::int64_t>(2'000'000'000, static_cast<std::int64_t>(o.rtt_duration_s * 1e9));
   for (std::uint64_t k = 0; k < total; ++k) {
     const std::int64_t tk = t0 + static_cast<std::int64_t>(k) * interval;
+    if (Clock::now_ns() > cap) {
+      r.skipped = total - k;
+      break;
+    }
     // Between pings the application keeps polling (sched_yield between empty polls).
     for (std::int64_t now = Clock::now_ns(); now < tk; now = Clock::now_ns()) {
       tick(now);
@@ -1022,7 +1054,9 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
     }
     ++r.pings;
     bool got = false;
-    const std::int64_t give_up = tk + 1'000'000'000;
+    const std::int64_t sent_at = Clock::now_ns();
+    // From the actual send: a pinger that fell behind must not time out every later ping.
+    const std::int64_t give_up = sent_at + 1'000'000'000;
     while (!got) {
       yield_poll(sub, pub, inline_mode, [&](const pollux::Message& m) {
         if (m.payload.size() < 16) return;
@@ -1031,7 +1065,10 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
         if (kk != k) return;  // a late reply to an earlier ping that timed out
         got = true;
         const std::int64_t now = Clock::now_ns();
-        if (k >= warm_n) r.rtt.record(now - tk);
+        if (k >= warm_n) {
+          r.rtt.record(now - tk);
+          r.rtt_svc.record(now - sent_at);
+        }
       });
       const std::int64_t now = Clock::now_ns();
       tick(now);
@@ -1066,30 +1103,31 @@ std::string rate_text(const PointResult& r) {
 }
 
 void print_rate_header() {
-  std::printf("%-4s %-9s %-10s %-12s %9s %9s %9s %9s %9s %9s %7s %7s %6s %6s %6s %6s\n", "tr", "mode", "strategy",
-              "rate", "p50 us", "p99 us", "p99.9 us", "max us", "sent", "recv", "lost", "unsent", "pubP%", "subP%",
-              "pubA%", "subA%");
+  std::printf("%-4s %-9s %-10s %-10s %9s %9s %9s %9s %8s %9s %9s %6s %7s %6s %6s %6s %6s %5s\n", "tr", "mode",
+              "strategy", "rate", "p50 us", "p99 us", "p99.9 us", "max us", "offer50", "sent", "recv", "lost", "unsent",
+              "pubP%", "subP%", "pubA%", "subA%", "load");
 }
 
 void print_rate_row(const PointResult& r) {
   if (!r.error.empty()) {
-    std::printf("%-4s %-9s %-10s %-12s ERROR: %s\n", r.spec.transport.c_str(), r.spec.mode.c_str(),
+    std::printf("%-4s %-9s %-10s %-10s ERROR: %s\n", r.spec.transport.c_str(), r.spec.mode.c_str(),
                 r.spec.strategy.c_str(), rate_text(r).c_str(), r.error.c_str());
     return;
   }
   const Histogram& h = r.lat;
-  std::printf("%-4s %-9s %-10s %-12s %9.1f %9.1f %9.1f %9.1f %9llu %9llu %7llu %7llu %6.1f %6.1f %6.1f %6.1f\n",
+  std::printf("%-4s %-9s %-10s %-10s %9.1f %9.1f %9.1f %9.1f %8.1f %9llu %9llu %6llu %7llu %6.1f %6.1f %6.1f %6.1f %5.2f\n",
               r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
               us(h.percentile(50)), us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()),
-              static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
+              us(r.lat_offer.percentile(50)), static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
               static_cast<unsigned long long>(r.lost), static_cast<unsigned long long>(r.unsent), r.pub_cpu.lib,
-              r.sub_cpu.lib, r.pub_cpu.app, r.sub_cpu.app);
+              r.sub_cpu.lib, r.pub_cpu.app, r.sub_cpu.app, r.load);
   std::fflush(stdout);
 }
 
 void print_rtt_header() {
-  std::printf("%-4s %-9s %-10s %7s %9s %9s %9s %9s %5s %7s %7s %7s %7s\n", "tr", "mode", "strategy", "n", "p50 us",
-              "p99 us", "p99.9 us", "max us", "tmo", "pingP%", "pongP%", "pingA%", "pongA%");
+  std::printf("%-4s %-9s %-10s %6s %9s %9s %9s %9s %8s %4s %5s %7s %7s %7s %7s %5s\n", "tr", "mode", "strategy", "n",
+              "p50 us", "p99 us", "p99.9 us", "max us", "send50", "tmo", "skip", "pingP%", "pongP%", "pingA%", "pongA%",
+              "load");
 }
 
 void print_rtt_row(const RttResult& r) {
@@ -1099,11 +1137,12 @@ void print_rtt_row(const RttResult& r) {
     return;
   }
   const Histogram& h = r.rtt;
-  std::printf("%-4s %-9s %-10s %7llu %9.1f %9.1f %9.1f %9.1f %5llu %7.1f %7.1f %7.1f %7.1f\n",
+  std::printf("%-4s %-9s %-10s %6llu %9.1f %9.1f %9.1f %9.1f %8.1f %4llu %5llu %7.1f %7.1f %7.1f %7.1f %5.2f\n",
               r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(),
               static_cast<unsigned long long>(h.count()), us(h.percentile(50)), us(h.percentile(99)),
-              us(h.percentile(99.9)), us(h.max()), static_cast<unsigned long long>(r.timeouts), r.ping_cpu.lib,
-              r.pong_cpu.lib, r.ping_cpu.app, r.pong_cpu.app);
+              us(h.percentile(99.9)), us(h.max()), us(r.rtt_svc.percentile(50)),
+              static_cast<unsigned long long>(r.timeouts), static_cast<unsigned long long>(r.skipped), r.ping_cpu.lib,
+              r.pong_cpu.lib, r.ping_cpu.app, r.pong_cpu.app, r.load);
   std::fflush(stdout);
 }
 
@@ -1143,20 +1182,21 @@ std::string json_rate(const Options& o, const PointResult& r) {
   return absl::StrFormat(
       R"({"kind": "rate", %s, "pattern": "%s", "rate_label": "%s", "rate": %.1f, "burst_size": %u, "burst_rate": %.1f, )"
       R"("duration_s": %.3f, "app_idle": "%s", "scheduled": %u, "sent": %u, "unsent": %u, "received": %u, "measured": %u, )"
-      R"("lost": %u, "gaps": %u, "offer_retries": %u, "malformed": %u, "latency_ns": %s, "send_lag_ns": %s, )"
-      R"("cpu_pct": {"pub": %s, "sub": %s}})",
+      R"("lost": %u, "gaps": %u, "offer_retries": %u, "malformed": %u, "latency_ns": %s, "latency_from_offer_ns": %s, )"
+      R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s}, "loadavg": %.2f})",
       json_common(o, r.spec, r.error), r.rate.burst ? "burst" : "fixed", r.rate.label, r.rate.rate,
       r.rate.burst ? o.burst_size : 1, r.rate.burst ? o.burst_rate : r.rate.rate, o.duration_s, r.app_idle,
       r.scheduled, r.sent, r.unsent, r.received, r.measured, r.lost, r.gaps, r.retries, r.malformed,
-      json_hist(r.lat), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu));
+      json_hist(r.lat), json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu), r.load);
 }
 
 std::string json_rtt(const Options& o, const RttResult& r) {
   return absl::StrFormat(
       R"({"kind": "rtt", %s, "interval_ms": %.3f, "duration_s": %.3f, "app_idle": "yield", "pings": %u, "replies": %u, )"
-      R"("timeouts": %u, "rtt_ns": %s, "cpu_pct": {"ping": %s, "pong": %s}})",
+      R"("timeouts": %u, "skipped": %u, "rtt_ns": %s, "rtt_from_send_ns": %s, "cpu_pct": {"ping": %s, "pong": %s}, )"
+      R"("loadavg": %.2f})",
       json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts,
-      json_hist(r.rtt), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu));
+      r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu), r.load);
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -1280,6 +1320,9 @@ int main(int argc, char** argv) {
     std::printf("rtt: one round trip every %.3f ms, %.1f s measured after %.1f s warm-up, apps sched_yield between "
                 "empty polls; RTT from the scheduled ping time\n",
                 o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);
+    std::printf("columns: RTT from the scheduled ping time; send50 = p50 from the actual send (not corrected); "
+                "tmo = no reply within 1 s; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
+                "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process\n");
     print_rtt_header();
     for (auto p : specs) {
       p.index = index++;
@@ -1292,7 +1335,9 @@ int main(int argc, char** argv) {
     std::printf("sweep: %.2f s measured after %.2f s warm-up per point; burst = %u messages at %.0f msg/s, average "
                 "%.0f msg/s; latency from the scheduled send time\n",
                 o.duration_s, o.warmup_s, o.burst_size, o.burst_rate, o.burst_avg);
-    std::printf("columns: P%% = poller threads' CPU, A%% = application thread's CPU (%% of one core), pub/sub process\n");
+    std::printf("columns: latency from the scheduled send time; offer50 = p50 from the successful offer (not "
+                "corrected); P%% = poller threads' CPU, A%% = application thread's CPU (%% of one core) of the "
+                "publisher/subscriber process; load = 1-min loadavg before the point\n");
     print_rate_header();
     std::vector<PointResult> results;
     for (auto p : specs) {
