@@ -28,6 +28,7 @@ set xlabel "offered rate (messages/s)"
 set key outside right top
 
 set logscale y
+set format y "%g"
 set ylabel "latency from scheduled send (us)"
 plot for [i=1:n] file(i) using 1:2 with linespoints lc i dt 2 pt 6 title word(strategies, i) . " p50", \
      for [i=1:n] file(i) using 1:3 with linespoints lc i dt 1 pt 7 title word(strategies, i) . " p99"
