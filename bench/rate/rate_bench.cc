@@ -104,6 +104,7 @@ struct Options {
   bool rtt = false;
   double rtt_interval_ms = 5.0;
   double rtt_duration_s = 10.0;
+  double rtt_timeout_ms = 1000.0;
 };
 
 constexpr const char* kHelp = R"(pollux-bench-rate: open-loop fixed-rate latency sweep (coordinated omission corrected)
@@ -152,6 +153,7 @@ RTT mode:
                         two processes, apps polling with sched_yield, dedicated pollers
   --rtt-interval-ms MS  (default 5)
   --rtt-duration S      measured seconds per (transport, mode, strategy) (default 10, --quick 2)
+  --rtt-timeout-ms MS   a ping without a reply this long after its send is a timeout (1000)
 
 Output:
   --json FILE           one JSON object per point (fields: docs/BENCHMARKS.md)
@@ -316,6 +318,9 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--rtt-interval-ms") {
       o.rtt_interval_ms = parse_number(flag, arg());
       if (o.rtt_interval_ms <= 0) usage_error("--rtt-interval-ms must be > 0");
+    } else if (flag == "--rtt-timeout-ms") {
+      o.rtt_timeout_ms = parse_number(flag, arg());
+      if (o.rtt_timeout_ms <= 0) usage_error("--rtt-timeout-ms must be > 0");
     } else if (flag == "--rtt-duration") {
       o.rtt_duration_s = parse_number(flag, arg());
       rtt_duration_given = true;
@@ -1076,7 +1081,7 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
     bool got = false;
     const std::int64_t sent_at = Clock::now_ns();
     // From the actual send: a pinger that fell behind must not time out every later ping.
-    const std::int64_t give_up = sent_at + 1'000'000'000;
+    const std::int64_t give_up = sent_at + static_cast<std::int64_t>(o.rtt_timeout_ms * 1e6);
     while (!got) {
       yield_poll(sub, pub, inline_mode, [&](const pollux::Message& m) {
         if (m.payload.size() < 16) return;
@@ -1341,7 +1346,7 @@ int main(int argc, char** argv) {
                 "empty polls; RTT from the scheduled ping time\n",
                 o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);
     std::printf("columns: RTT from the scheduled ping time; send50 = p50 from the actual send (not corrected); "
-                "tmo = no reply within 1 s; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
+                "tmo = no reply within --rtt-timeout-ms; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
                 "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process\n");
     print_rtt_header();
     for (auto p : specs) {

@@ -17,7 +17,8 @@ set -e
 [ $rc -eq 2 ] || fail "unknown flag exited $rc, want 2"
 grep -q "unknown flag" "$T/err" || fail "unknown flag not named: $(cat "$T/err")"
 
-tiny=(--rates 1k --duration 0.05 --warmup 0.01 --drain 0.5)
+# --drain: generous, the subscriber stops as soon as everything arrived.
+tiny=(--rates 1k --duration 0.05 --warmup 0.01 --drain 10)
 set +e
 "$BIN" "${tiny[@]}" --transports shm --modes inline --strategies not-a-strategy,yield \
   --json "$T/r.json" >"$T/out" 2>"$T/err"; rc=$?
@@ -43,7 +44,7 @@ if command -v python3 >/dev/null; then
   python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]' "$T/r.json" || fail "JSON does not parse"
 fi
 
-"$BIN" --rtt --rtt-duration 0.05 --warmup 0.01 --transports shm --strategies yield --json "$T/t.json" \
+"$BIN" --rtt --rtt-duration 0.05 --warmup 0.01 --rtt-timeout-ms 20000 --transports shm --strategies yield --json "$T/t.json" \
   >"$T/out" || fail "rtt exited $?: $(cat "$T/out")"
 grep -q '"kind": "rtt"' "$T/t.json" || fail "no rtt point: $(cat "$T/t.json")"
 grep -q '"replies": 12,' "$T/t.json" || fail "want 12 replies (10 measured + 2 warm-up): $(cat "$T/t.json")"
