@@ -1140,6 +1140,15 @@ void print_rate_row(const PointResult& r) {
     return;
   }
   const Histogram& h = r.lat;
+  if (h.count() == 0) {
+    std::printf("%-4s %-9s %-10s %-10s no measured message delivered (sent %llu, received %llu, unsent %llu: the "
+                "sender did not get past the warm-up)\n",
+                r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
+                static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
+                static_cast<unsigned long long>(r.unsent));
+    std::fflush(stdout);
+    return;
+  }
   std::printf("%-4s %-9s %-10s %-10s %9.1f %9.1f %9.1f %9.1f %8.1f %9llu %9llu %6llu %7llu %6.1f %6.1f %6.1f %6.1f %5.2f\n",
               r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
               us(h.percentile(50)), us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()),
