@@ -422,7 +422,21 @@ struct CpuSample {
   std::int64_t ns = 0;
   std::uint64_t app_ticks = 0, lib_ticks = 0;
   int lib_threads = 0;
+  // The whole machine (/proc/stat "cpu" line): busy = user+nice+system+irq+softirq, steal.
+  std::uint64_t host_busy = 0, host_steal = 0;
 };
+
+void read_host_ticks(CpuSample* s) {
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return;
+  unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq,
+                  &softirq, &steal) == 8) {
+    s->host_busy = user + nice + sys + irq + softirq;
+    s->host_steal = steal;
+  }
+  std::fclose(f);
+}
 
 // Splits the process's tasks into the benchmark's own (those alive before the Context was
 // created) and the library's (created by it: the pollers in dedicated/shared mode).
@@ -434,6 +448,7 @@ class CpuSampler {
   CpuSample sample() const {
     CpuSample s;
     s.ns = Clock::monotonic_ns();
+    read_host_ticks(&s);
     for (pid_t t : list_tasks()) {
       const std::uint64_t v = task_ticks(t);
       if (own_.count(t) != 0) {
@@ -453,7 +468,13 @@ class CpuSampler {
 struct CpuPct {
   double app = 0, lib = 0, window_s = 0;
   int lib_threads = 0;
+  double host_busy = 0, host_steal = 0;  // the whole machine, % of one core (2 CPUs: up to 200)
 };
+
+// CPU the rest of the machine used meanwhile: all busy time minus both processes' threads.
+double others_pct(const CpuPct& mine, const CpuPct& peer) {
+  return std::max(0.0, mine.host_busy - mine.app - mine.lib - peer.app - peer.lib);
+}
 
 CpuPct cpu_between(const CpuSample& a, const CpuSample& b) {
   CpuPct p;
@@ -464,6 +485,8 @@ CpuPct cpu_between(const CpuSample& a, const CpuSample& b) {
   p.lib = 100.0 * static_cast<double>(b.lib_ticks - a.lib_ticks) / hz / secs;
   p.window_s = secs;
   p.lib_threads = b.lib_threads;
+  p.host_busy = 100.0 * static_cast<double>(b.host_busy - a.host_busy) / hz / secs;
+  p.host_steal = 100.0 * static_cast<double>(b.host_steal - a.host_steal) / hz / secs;
   return p;
 }
 
@@ -684,6 +707,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
   std::int64_t t_measure = 0, t_end = 0, drain_deadline = 0;
   CpuSample s0, s1;
   bool have0 = false, have1 = false;
+  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
   const std::int64_t drain_ns = static_cast<std::int64_t>(o.drain_s * 1e9);
   for (;;) {
     const int n = sub->poll(
@@ -716,9 +740,10 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
       if (t_measure != 0 && now >= t_measure) {
         t_end = sh->t_end.load(std::memory_order_relaxed);
         s0 = cpu.sample();
+        t_close = std::max(t_end, now + (t_end - t_measure));
         have0 = true;
       }
-    } else if (!have1 && now >= t_end) {
+    } else if (!have1 && now >= t_close) {
       s1 = cpu.sample();
       have1 = true;
     }
@@ -813,6 +838,7 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   const std::int64_t cap = t_end + std::max<std::int64_t>(250'000'000, static_cast<std::int64_t>(o.duration_s * 1e9));
   CpuSample s0, s1;
   bool have0 = false, have1 = false;
+  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
   std::uint64_t sent = 0, retries = 0;
   bool fatal = false;
   for (std::uint64_t k = 0; k < total && !fatal; ++k) {
@@ -821,8 +847,9 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
       const std::int64_t now = Clock::now_ns();
       if (!have0 && now >= t_measure) {
         s0 = cpu.sample();
+        t_close = std::max(t_end, now + (t_end - t_measure));
         have0 = true;
-      } else if (have0 && !have1 && now >= t_end) {
+      } else if (have0 && !have1 && now >= t_close) {
         s1 = cpu.sample();
         have1 = true;
       }
@@ -871,9 +898,9 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
       break;
     }
   }
-  // Close the window on the wall clock if the last message was offered before t_end.
+  // Close the window on the wall clock if the last message was offered before its end.
   while (have0 && !have1) {
-    if (Clock::now_ns() >= t_end) {
+    if (Clock::now_ns() >= t_close) {
       s1 = cpu.sample();
       have1 = true;
     } else {
@@ -950,6 +977,7 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
   const bool inline_mode = p.mode == "inline";
   CpuSample s0, s1;
   bool have0 = false, have1 = false;
+  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
   std::int64_t t_end = 0;
   while (sh->sender_done.load(std::memory_order_acquire) == 0) {  // pairs with the pinger's release
     yield_poll(*sub, *pub, inline_mode, [&](const pollux::Message& m) {
@@ -964,9 +992,10 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
       if (tm != 0 && now >= tm) {
         t_end = sh->t_end.load(std::memory_order_relaxed);
         s0 = cpu.sample();
+        t_close = std::max(t_end, now + (t_end - tm));
         have0 = true;
       }
-    } else if (!have1 && now >= t_end) {
+    } else if (!have1 && now >= t_close) {
       s1 = cpu.sample();
       have1 = true;
     }
@@ -1049,11 +1078,13 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   std::vector<std::byte> payload(o.payload, std::byte{0x5a});
   CpuSample s0, s1;
   bool have0 = false, have1 = false;
+  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
   auto tick = [&](std::int64_t now) {
     if (!have0 && now >= t_measure) {
       s0 = cpu.sample();
+      t_close = std::max(t_end, now + (t_end - t_measure));
       have0 = true;
-    } else if (have0 && !have1 && now >= t_end) {
+    } else if (have0 && !have1 && now >= t_close) {
       s1 = cpu.sample();
       have1 = true;
     }
@@ -1130,7 +1161,7 @@ std::string rate_text(const PointResult& r) {
 void print_rate_header() {
   std::printf("%-4s %-9s %-10s %-10s %9s %9s %9s %9s %8s %9s %9s %6s %7s %6s %6s %6s %6s %5s\n", "tr", "mode",
               "strategy", "rate", "p50 us", "p99 us", "p99.9 us", "max us", "offer50", "sent", "recv", "lost", "unsent",
-              "pubP%", "subP%", "pubA%", "subA%", "load");
+              "pubP%", "subP%", "pubA%", "subA%", "oth%");
 }
 
 void print_rate_row(const PointResult& r) {
@@ -1154,14 +1185,14 @@ void print_rate_row(const PointResult& r) {
               us(h.percentile(50)), us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()),
               us(r.lat_offer.percentile(50)), static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
               static_cast<unsigned long long>(r.lost), static_cast<unsigned long long>(r.unsent), r.pub_cpu.lib,
-              r.sub_cpu.lib, r.pub_cpu.app, r.sub_cpu.app, r.load);
+              r.sub_cpu.lib, r.pub_cpu.app, r.sub_cpu.app, others_pct(r.pub_cpu, r.sub_cpu));
   std::fflush(stdout);
 }
 
 void print_rtt_header() {
   std::printf("%-4s %-9s %-10s %6s %9s %9s %9s %9s %8s %4s %5s %7s %7s %7s %7s %5s\n", "tr", "mode", "strategy", "n",
               "p50 us", "p99 us", "p99.9 us", "max us", "send50", "tmo", "skip", "pingP%", "pongP%", "pingA%", "pongA%",
-              "load");
+              "oth%");
 }
 
 void print_rtt_row(const RttResult& r) {
@@ -1176,7 +1207,7 @@ void print_rtt_row(const RttResult& r) {
               static_cast<unsigned long long>(h.count()), us(h.percentile(50)), us(h.percentile(99)),
               us(h.percentile(99.9)), us(h.max()), us(r.rtt_svc.percentile(50)),
               static_cast<unsigned long long>(r.timeouts), static_cast<unsigned long long>(r.skipped), r.ping_cpu.lib,
-              r.pong_cpu.lib, r.ping_cpu.app, r.pong_cpu.app, r.load);
+              r.pong_cpu.lib, r.ping_cpu.app, r.pong_cpu.app, others_pct(r.ping_cpu, r.pong_cpu));
   std::fflush(stdout);
 }
 
@@ -1217,20 +1248,23 @@ std::string json_rate(const Options& o, const PointResult& r) {
       R"({"kind": "rate", %s, "pattern": "%s", "rate_label": "%s", "rate": %.1f, "burst_size": %u, "burst_rate": %.1f, )"
       R"("duration_s": %.3f, "app_idle": "%s", "scheduled": %u, "sent": %u, "unsent": %u, "received": %u, "measured": %u, )"
       R"("lost": %u, "gaps": %u, "offer_retries": %u, "malformed": %u, "latency_ns": %s, "latency_from_offer_ns": %s, )"
-      R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s}, "loadavg": %.2f})",
+      R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s, "others": %.2f, "steal": %.2f}, "loadavg": %.2f})",
       json_common(o, r.spec, r.error), r.rate.burst ? "burst" : "fixed", r.rate.label, r.rate.rate,
       r.rate.burst ? o.burst_size : 1, r.rate.burst ? o.burst_rate : r.rate.rate, o.duration_s, r.app_idle,
       r.scheduled, r.sent, r.unsent, r.received, r.measured, r.lost, r.gaps, r.retries, r.malformed,
-      json_hist(r.lat), json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu), r.load);
+      json_hist(r.lat), json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu),
+      others_pct(r.pub_cpu, r.sub_cpu), r.pub_cpu.host_steal, r.load);
 }
 
 std::string json_rtt(const Options& o, const RttResult& r) {
   return absl::StrFormat(
       R"({"kind": "rtt", %s, "interval_ms": %.3f, "duration_s": %.3f, "app_idle": "yield", "pings": %u, "replies": %u, )"
-      R"("timeouts": %u, "skipped": %u, "rtt_ns": %s, "rtt_from_send_ns": %s, "cpu_pct": {"ping": %s, "pong": %s}, )"
+      R"("timeouts": %u, "skipped": %u, "rtt_ns": %s, "rtt_from_send_ns": %s, "cpu_pct": {"ping": %s, "pong": %s, )"
+      R"("others": %.2f, "steal": %.2f}, )"
       R"("loadavg": %.2f})",
       json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts,
-      r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu), r.load);
+      r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu),
+      others_pct(r.ping_cpu, r.pong_cpu), r.ping_cpu.host_steal, r.load);
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -1356,7 +1390,8 @@ int main(int argc, char** argv) {
                 o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);
     std::printf("columns: RTT from the scheduled ping time; send50 = p50 from the actual send (not corrected); "
                 "tmo = no reply within --rtt-timeout-ms; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
-                "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process\n");
+                "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process; oth%% = other "
+                "processes' CPU meanwhile (of 200)\n");
     print_rtt_header();
     for (auto p : specs) {
       p.index = index++;
@@ -1371,7 +1406,8 @@ int main(int argc, char** argv) {
                 o.duration_s, o.warmup_s, o.burst_size, o.burst_rate, o.burst_avg);
     std::printf("columns: latency from the scheduled send time; offer50 = p50 from the successful offer (not "
                 "corrected); P%% = poller threads' CPU, A%% = application thread's CPU (%% of one core) of the "
-                "publisher/subscriber process; load = 1-min loadavg before the point\n");
+                "publisher/subscriber process; oth%% = CPU used meanwhile by every other process on the machine "
+                "(/proc/stat busy minus both processes; of 200)\n");
     print_rate_header();
     std::vector<PointResult> results;
     for (auto p : specs) {
