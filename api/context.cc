@@ -91,11 +91,22 @@ absl::Status ContextImpl::start() {
         cpu = node_cpus[(node_cpus.size() - 1 - i % node_cpus.size())];
       }
     }
-    auto p = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
-    if (absl::Status s = p->start(cfg.runtime.idle, cpu); !s.ok()) {
+    PollerSlot slot;
+    slot.poller = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
+    slot.tx = std::make_unique<AppTxSource>(slot.poller->burst());
+    slot.rx = std::make_unique<AppRxSource>(slot.poller->burst());
+    auto src = transport->poller_source(static_cast<int>(i));
+    if (!src.ok()) return src.status();
+    slot.transport = *src;
+    // Duty-cycle order: post what the applications queued, progress the transport (completions,
+    // receives), then deliver to the subscribers.
+    slot.poller->add_source(slot.tx.get());
+    slot.poller->add_source(slot.transport);
+    slot.poller->add_source(slot.rx.get());
+    if (absl::Status s = slot.poller->start(cfg.runtime.idle, cpu); !s.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(cfg.source, ": runtime.poller_cores: ", s.message()));
     }
-    pollers.push_back(std::move(p));
+    pollers.push_back(std::move(slot));
   }
   return absl::OkStatus();
 }
@@ -113,10 +124,10 @@ absl::Status ContextImpl::ensure_pool() {
   return absl::OkStatus();
 }
 
-core::Poller* ContextImpl::poller_for(std::uint32_t stream_id) {
+PollerSlot* ContextImpl::poller_for(std::uint32_t stream_id) {
   if (pollers.empty()) return nullptr;
   // All endpoints of one stream live on one poller (a shm stream has a single writer).
-  return pollers[stream_id % pollers.size()].get();
+  return &pollers[stream_id % pollers.size()];
 }
 
 absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::string_view topic) {
@@ -130,7 +141,8 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
   p->trace_every = sc != nullptr ? sc->trace_every : 1;
   p->trace_countdown = p->trace_every;
   const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
-  core::Poller* poller = inline_mode ? nullptr : poller_for(p->stream_id);
+  PollerSlot* slot = inline_mode ? nullptr : poller_for(p->stream_id);
+  core::Poller* poller = slot != nullptr ? slot->poller.get() : nullptr;
   const transport::EndpointSpec spec{p->stream_id, p->topic, sc, poller != nullptr ? poller->index() : -1};
 
   // The transport endpoint: shared per stream (shm) or one per publisher.
@@ -179,7 +191,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       p->mode = PublisherImpl::Mode::kInlinePost;
     } else {
       p->mode = PublisherImpl::Mode::kQueued;
-      auto ch = std::make_shared<core::TxChannel>(cfg.rings.capacity, nslots);
+      auto ch = std::make_shared<TxChannel>(cfg.rings.capacity, nslots, cfg.rings.kind);
       ch->slots = *range;
       ch->ep = ep;
       ch->stream_id = p->stream_id;
@@ -189,7 +201,8 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       ch->back_pressure = counters->allocate(scope, "transport_back_pressure", p->stream_id);
       p->channel = ch;
       p->poller = poller;
-      poller->run_on_poller([poller, ch] { poller->add_tx(ch); });
+      AppTxSource* src = slot->tx.get();
+      poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
   p->ctx = this;
@@ -203,9 +216,9 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   auto s = std::make_shared<SubscriberImpl>();
   s->stream_id = cfg.stream_id(topic);
   s->topic = std::string(topic);
-  core::Poller* rx_poller = cfg.runtime.threading == core::ThreadingMode::kInline ? nullptr : poller_for(s->stream_id);
+  PollerSlot* slot = cfg.runtime.threading == core::ThreadingMode::kInline ? nullptr : poller_for(s->stream_id);
   const transport::EndpointSpec spec{s->stream_id, s->topic, cfg.find_stream(s->stream_id),
-                                     rx_poller != nullptr ? rx_poller->index() : -1};
+                                     slot != nullptr ? slot->poller->index() : -1};
   auto ep = transport->open_rx(spec);
   if (!ep.ok()) return ep.status();
   s->counters = make_counters(false, s->stream_id, topic);
@@ -215,13 +228,17 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
     s->kind = kind_of(s->ep.get());
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
-    core::Poller* poller = poller_for(s->stream_id);
-    auto ch = std::make_shared<core::RxChannel>(cfg.rings.capacity);
+    core::Poller* poller = slot->poller.get();
+    auto ch = std::make_shared<RxChannel>(cfg.rings.capacity, cfg.rings.kind);
+    auto ready = core::EventFd::create();
+    if (!ready.ok()) return ready.status();
+    ch->ready = std::move(*ready);
     ch->ep = std::move(*ep);
     ch->stream_id = s->stream_id;
     s->channel = ch;
     s->poller = poller;
-    poller->run_on_poller([poller, ch] { poller->add_rx(ch); });
+    AppRxSource* src = slot->rx.get();
+    poller->run_on_poller([src, ch] { src->add(ch); });
   }
   s->ctx = this;
   subs_.push_back(s);
@@ -263,7 +280,7 @@ void ContextImpl::release_subscriber(SubscriberImpl* s) {
     (void)wait_drained(*s->channel, std::chrono::seconds(5));
     // On the poller thread: the endpoint may share per-poller state with endpoints it still
     // drives (RDMA: the CQ and SRQ).
-    core::RxChannel* ch = s->channel.get();
+    RxChannel* ch = s->channel.get();
     if (s->poller != nullptr) {
       s->poller->run_on_poller([ch] { ch->ep->close_st(); });
     } else {
@@ -290,7 +307,7 @@ ContextImpl::~ContextImpl() {
   // Close every handle still open (lock order: handle, then context - as in close()).
   for (auto& p : pubs) p->close();
   for (auto& s : subs) s->close();
-  for (auto& p : pollers) p->stop();
+  for (auto& p : pollers) p.poller->stop();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, tx] : shared_tx_) tx.ep->close_st();
   shared_tx_.clear();
@@ -306,7 +323,8 @@ std::string ContextImpl::describe() const {
   absl::StrAppendFormat(&s, "topology:  %s\n", core::topology().describe());
   absl::StrAppendFormat(&s, "pool:      %s\n", pool_ != nullptr ? pool_->describe() : "none (inline shm needs none)");
   for (const auto& p : pollers) {
-    absl::StrAppendFormat(&s, "poller %d:  %s\n", p->index(), p->cpu() >= 0 ? absl::StrCat("pinned to cpu ", p->cpu()) : "unpinned");
+    absl::StrAppendFormat(&s, "poller %d:  %s\n", p.poller->index(),
+                          p.poller->cpu() >= 0 ? absl::StrCat("pinned to cpu ", p.poller->cpu()) : "unpinned");
   }
   absl::StrAppendFormat(&s, "counters:  %s\n", counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
   return s;

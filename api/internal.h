@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/channels.h"
 #include "api/direct.h"
 #include "core/buffer_pool.h"
 #include "core/clock.h"
@@ -64,7 +65,7 @@ class PublisherImpl {
   EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
   core::BufferPool* pool = nullptr;
   core::SlotStack free_slots;
-  std::shared_ptr<core::TxChannel> channel;
+  std::shared_ptr<TxChannel> channel;
   core::Poller* poller = nullptr;
   std::uint64_t offered = 0;  // kQueued/kInlinePost position: bytes of frames offered
   // Control.
@@ -89,6 +90,12 @@ class SubscriberImpl {
  public:
   enum class Mode : std::uint8_t { kInline, kQueued };
   int poll(const Handlers& h, int limit) noexcept;
+  // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
+  // calling thread only; see Subscriber::wait().
+  bool wait(std::int64_t timeout_ns) noexcept;
+  bool arm() noexcept;
+  void disarm() noexcept;
+  int notify_fd() const noexcept;
   void report_gap(const Handlers& h, const Gap& g) noexcept;
   void flush_dropped_gap(const Handlers& h) noexcept;
   Gap pending_gap{};  // dropped views not yet reported (merged with what follows)
@@ -105,7 +112,7 @@ class SubscriberImpl {
   std::unique_ptr<transport::RxEndpoint> ep;
   EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
   // kQueued
-  std::shared_ptr<core::RxChannel> channel;
+  std::shared_ptr<RxChannel> channel;
   core::Poller* poller = nullptr;
   std::mutex control_mu;
   ContextImpl* ctx = nullptr;
@@ -125,11 +132,11 @@ class ContextImpl {
   core::Config cfg;
   std::unique_ptr<core::CountersFile> counters;
   std::unique_ptr<transport::Transport> transport;
-  std::vector<std::unique_ptr<core::Poller>> pollers;
+  std::vector<PollerSlot> pollers;
 
  private:
   absl::Status ensure_pool();
-  core::Poller* poller_for(std::uint32_t stream_id);
+  PollerSlot* poller_for(std::uint32_t stream_id);
   StreamCounters make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic);
 
   std::mutex mu_;

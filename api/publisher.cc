@@ -92,6 +92,7 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
       counters.back_pressure.add();
       return kBackPressured;
     }
+    poller->wake();  // after the push (release): pairs with the poller's sleep announcement
   } else if (with_tx(kind, ep.get(), [&](auto* e) { return e->post_st({&d, 1}); }) != 1) {
     free_slots.push(slot);
     counters.back_pressure.add();

@@ -1,3 +1,7 @@
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -78,7 +82,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     for (std::uint32_t i = 0; i < n; ++i) {
       const RxDesc& d = buf[i];
       if (__builtin_expect(d.kind == RxKind::kMessage, 1)) {
-        if (__builtin_expect(check && transport::shm::LogReader::start_of(d) < floor, 0)) {
+        if (__builtin_expect(check && transport::view_start(d) < floor, 0)) {
           if (dropped.count != 0 && d.sequence != dropped.from + dropped.count) flush_dropped();
           if (dropped.count++ == 0) {
             dropped = Gap{stream_id, d.session_id, d.sequence, 1, GapReason::kLapped};
@@ -146,8 +150,8 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       const std::uint64_t after = channel->ep->safe_floor();
       Gap torn{stream_id, 0, 0, 0, GapReason::kOverrun};
       for (std::uint32_t i = 0; i < nrel; ++i) {
-        if (transport::shm::LogReader::start_of(rel[i]) < floor) continue;  // dropped, not delivered
-        if (transport::shm::LogReader::start_of(rel[i]) >= after) break;
+        if (transport::view_start(rel[i]) < floor) continue;  // dropped, not delivered
+        if (transport::view_start(rel[i]) >= after) break;
         if (torn.count++ == 0) {
           torn.from = rel[i].sequence;
           torn.session_id = rel[i].session_id;
@@ -163,12 +167,75 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     } else if (nrel > 0) {
       // Cannot fail: the poller never has more messages outstanding than this ring holds.
       (void)channel->release.push_burst(rel, nrel);
+      poller->wake();  // the poller may sleep with messages outstanding: they are its work now
     }
     handled += static_cast<int>(n);
     if (n < want) break;
   }
   if (handled == 0) flush_dropped_gap(h);
   return handled;
+}
+
+bool SubscriberImpl::arm() noexcept {
+  if (closed.load(std::memory_order_relaxed)) return false;
+  if (mode == Mode::kQueued) {
+    if (pending_gap.count != 0) return false;
+    channel->app_waiting.store(1, std::memory_order_relaxed);
+    // Pairs with RxChannel::notify_app()'s waker_barrier(): store app_waiting -> load the
+    // ring's tail; the poller stores the tail -> loads app_waiting.
+    core::sleeper_barrier();
+    if (!channel->deliver.empty_approx()) {
+      disarm();
+      return false;
+    }
+    return true;
+  }
+  return with_rx(kind, ep.get(), [](auto* e) { return e->try_arm_st(); });
+}
+
+void SubscriberImpl::disarm() noexcept {
+  if (mode == Mode::kQueued) {
+    channel->app_waiting.store(0, std::memory_order_relaxed);
+    (void)channel->ready.drain();
+    return;
+  }
+  with_rx(kind, ep.get(), [](auto* e) { e->disarm_st(); });
+}
+
+int SubscriberImpl::notify_fd() const noexcept {
+  if (mode == Mode::kQueued) return channel->ready.fd();
+  return ep->notify_fd();
+}
+
+bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
+  if (closed.load(std::memory_order_relaxed)) return false;
+  if (!arm()) {
+    if (mode == Mode::kQueued || closed.load(std::memory_order_relaxed)) return true;  // data is waiting
+    // Inline: the endpoint has data, or cannot wake us (it says so by refusing): poll again
+    // soon, without burning the core.
+    timespec ts{0, 20'000};
+    nanosleep(&ts, nullptr);
+    return true;
+  }
+  int fd = notify_fd();
+  int r = 0;
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    const int ms = timeout_ns < 0 ? -1 : static_cast<int>((timeout_ns + 999'999) / 1'000'000);
+    r = ::poll(&p, 1, ms);
+  } else {
+    core::FutexWait waits[16];
+    const std::uint32_t n = with_rx(kind, ep.get(), [&](auto* e) { return e->futex_waits_st({waits, 16}); });
+    if (n > 0) {
+      r = core::futex_wait_any({waits, n}, timeout_ns) == ETIMEDOUT ? 0 : 1;
+    } else {
+      timespec ts{0, 20'000};  // armed, but nothing to sleep on: a short nap, then poll
+      nanosleep(&ts, nullptr);
+      r = 1;
+    }
+  }
+  disarm();
+  return r > 0;
 }
 
 void SubscriberImpl::close() noexcept {
@@ -194,6 +261,14 @@ Subscriber::~Subscriber() { close(); }
 int Subscriber::poll_impl(const detail::Handlers& h, int limit) noexcept {
   return impl_ != nullptr ? impl_->poll(h, limit) : 0;
 }
+bool Subscriber::wait(std::int64_t timeout_us) noexcept {
+  return impl_ != nullptr && impl_->wait(timeout_us < 0 ? -1 : timeout_us * 1000);
+}
+bool Subscriber::arm() noexcept { return impl_ != nullptr && impl_->arm(); }
+void Subscriber::disarm() noexcept {
+  if (impl_ != nullptr) impl_->disarm();
+}
+int Subscriber::notify_fd() const noexcept { return impl_ != nullptr ? impl_->notify_fd() : -1; }
 bool Subscriber::is_connected() const noexcept { return impl_ != nullptr && impl_->connected(); }
 std::uint32_t Subscriber::stream_id() const noexcept { return impl_ != nullptr ? impl_->stream_id : 0; }
 std::string_view Subscriber::topic() const noexcept { return impl_ != nullptr ? std::string_view(impl_->topic) : ""; }

@@ -1,5 +1,9 @@
 // Idle strategies: small policy objects the agent runner calls with the work count of each
-// duty cycle. Chosen by name in config (runtime.idle): "busy-spin", "yield", "backoff".
+// duty cycle. Chosen by name in config (runtime.idle): "busy-spin", "yield", "backoff" (the
+// static ones below), "interrupt" (sleep on the sources' notifications after every empty
+// cycle) and "adaptive" (the default: core/controller.h moves each poller between busy
+// polling, spin-then-sleep and interrupt mode by load). The last two are run by the poller
+// itself (core/poller.cc), since sleeping means arming its progress sources.
 #pragma once
 
 #include <sched.h>
@@ -21,12 +25,14 @@ concept IdleStrategy = requires(I i, int work) {
   { i.reset() } noexcept;
 };
 
-enum class IdleKind { kBusySpin, kYield, kBackoff };
+enum class IdleKind { kBusySpin, kYield, kBackoff, kInterrupt, kAdaptive };
 
 inline std::optional<IdleKind> parse_idle_kind(std::string_view s) {
   if (s == "busy-spin") return IdleKind::kBusySpin;
   if (s == "yield") return IdleKind::kYield;
   if (s == "backoff") return IdleKind::kBackoff;
+  if (s == "interrupt") return IdleKind::kInterrupt;
+  if (s == "adaptive") return IdleKind::kAdaptive;
   return std::nullopt;
 }
 inline std::string_view idle_kind_name(IdleKind k) {
@@ -34,6 +40,8 @@ inline std::string_view idle_kind_name(IdleKind k) {
     case IdleKind::kBusySpin: return "busy-spin";
     case IdleKind::kYield: return "yield";
     case IdleKind::kBackoff: return "backoff";
+    case IdleKind::kInterrupt: return "interrupt";
+    case IdleKind::kAdaptive: return "adaptive";
   }
   return "?";
 }

@@ -1,41 +1,95 @@
 #include "core/poller.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <boost/lockfree/queue.hpp>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "core/agent.h"
 #include "core/clock.h"
 #include "core/topology.h"
-#include "core/trace.h"
 
 namespace pollux::core {
 
+namespace {
+constexpr std::int64_t kTimerPeriodNs = 1'000'000;  // timers while polling: every 1 ms
+constexpr std::uint32_t kMaxFutexWaits = 64;
+}  // namespace
+
 Poller::Poller(int index, const Config& cfg, CountersFile* counters)
-    : index_(index), burst_(std::min(cfg.rings.burst, kMaxBurst)) {
+    : index_(index),
+      burst_(std::min(cfg.rings.burst, kMaxBurst)),
+      sleep_timer_ns_(static_cast<std::int64_t>(cfg.runtime.sleep_timer_ms) * 1'000'000),
+      ctl_opts_(cfg.runtime.adaptive),
+      cmds_(std::make_unique<boost::lockfree::queue<Command*>>(64)) {
   const std::string scope = absl::StrFormat("poller %d", index);
   c_cycles_ = counters->allocate(scope, "duty_cycles");
   c_work_ = counters->allocate(scope, "work_items");
   c_idle_ = counters->allocate(scope, "idle_cycles");
   c_mode_switches_ = counters->allocate(scope, "mode_switches");
+  c_sleeps_ = counters->allocate(scope, "sleeps");
+  c_wakeups_ = counters->allocate(scope, "wakeups");
+  c_timer_wakeups_ = counters->allocate(scope, "timer_wakeups");
+  c_spurious_ = counters->allocate(scope, "spurious_wakeups");
+  c_time_in_[0] = counters->allocate(scope, "time_busy_ns");
+  c_time_in_[1] = counters->allocate(scope, "time_spin_ns");
+  c_time_in_[2] = counters->allocate(scope, "time_interrupt_ns");
+  c_spin_budget_ = counters->allocate(scope, "spin_budget_ns");
+  c_arm_refused_ = counters->allocate(scope, "arm_refused");
+  c_doorbells_ = counters->allocate(scope, "doorbells");
+  c_mode_ = counters->allocate(scope, "mode");  // 0 busy, 1 spin, 2 interrupt (PollMode)
+  init_membarrier();
+  if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epfd_ >= 0 && doorbell_fd_.fd() >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    (void)epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_fd_.fd(), &ev);
+  }
 }
 
-Poller::~Poller() { stop(); }
+Poller::~Poller() {
+  stop();
+  Command* c;
+  while (cmds_->pop(c)) {
+    c->fn();
+    c->done.set_value();
+  }
+  if (epfd_ >= 0) close(epfd_);
+}
 
 absl::Status Poller::start(IdleKind idle, int cpu) {
+  if (epfd_ < 0 || doorbell_fd_.fd() < 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat("poller %d: cannot create its epoll set or eventfd: %s",
+                                                        index_, std::strerror(errno)));
+  }
   cpu_ = cpu;
   running_.store(true, std::memory_order_release);
   std::promise<absl::Status> started;
   auto fut = started.get_future();
   thread_ = std::thread([this, idle, cpu, &started] {
+    const std::string name = absl::StrFormat("pollux-poll-%d", index_);
+    pthread_setname_np(pthread_self(), name.c_str());
+    tid_.store(static_cast<int>(syscall(SYS_gettid)), std::memory_order_release);
     absl::Status pin = cpu >= 0 ? topology().pin_current_thread(cpu) : absl::OkStatus();
     started.set_value(pin);
     if (!pin.ok()) return;
     switch (idle) {
-      case IdleKind::kBusySpin: AgentRunner<Poller, BusySpinIdle>(*this, {}, running_).run(); break;
-      case IdleKind::kYield: AgentRunner<Poller, YieldIdle>(*this, {}, running_).run(); break;
-      case IdleKind::kBackoff: AgentRunner<Poller, BackoffIdle>(*this, {}, running_).run(); break;
+      case IdleKind::kBusySpin: run_static(BusySpinIdle{}); break;
+      case IdleKind::kYield: run_static(YieldIdle{}); break;
+      case IdleKind::kBackoff: run_static(BackoffIdle{}); break;
+      case IdleKind::kInterrupt:
+      case IdleKind::kAdaptive: run_sleeping(idle); break;
     }
+    on_close();
   });
   absl::Status s = fut.get();
   if (!s.ok()) {
@@ -47,7 +101,12 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
 
 void Poller::stop() {
   if (!thread_.joinable()) return;
-  running_.store(false, std::memory_order_release);  // pairs with AgentRunner's acquire
+  running_.store(false, std::memory_order_release);  // pairs with the run loops' acquire
+  wake();
+  // A poller asleep on a futex of its own doorbell or in epoll is woken above; ring anyway in
+  // case it announced its sleep after our check (it re-checks running_ before sleeping).
+  ring(kSleepEpoll);
+  ring(kSleepFutex);
   thread_.join();
 }
 
@@ -56,38 +115,51 @@ void Poller::run_on_poller(const std::function<void()>& fn) {
     fn();
     return;
   }
-  std::promise<void> done;
-  auto fut = done.get_future();
-  {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
-    cmds_.push_back({fn, &done});
-  }
-  // Release pairs with the poller's acquire in do_work(): the command is queued first.
-  has_cmds_.store(true, std::memory_order_release);
+  Command c{fn, {}};
+  auto fut = c.done.get_future();
+  // The queue pushes the pointer with release semantics; the counter below pairs with the
+  // acquire load in do_work() and is what makes a sleeping poller's re-check see the command.
+  while (!cmds_->push(&c)) std::this_thread::yield();
+  ncmds_.fetch_add(1, std::memory_order_release);
+  wake();
   fut.wait();
 }
 
 void Poller::run_commands() noexcept {
-  std::vector<Command> cmds;
-  {
-    std::lock_guard<std::mutex> lock(cmd_mu_);
-    cmds.swap(cmds_);
-    has_cmds_.store(false, std::memory_order_relaxed);
-  }
-  for (Command& c : cmds) {
-    c.fn();
-    c.done->set_value();
+  Command* c;
+  while (cmds_->pop(c)) {
+    ncmds_.fetch_sub(1, std::memory_order_relaxed);
+    c->fn();
+    c->done.set_value();
   }
 }
 
-void Poller::add_tx(std::shared_ptr<TxChannel> ch) { tx_.push_back(std::move(ch)); }
-void Poller::add_rx(std::shared_ptr<RxChannel> ch) { rx_.push_back(std::move(ch)); }
+void Poller::add_source(ProgressSource* s) {
+  sources_.push_back(s);
+  if (const int fd = s->notify_fd(); fd >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = s;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0) ++fd_sources_;
+  }
+}
+
+void Poller::remove_source(ProgressSource* s) {
+  auto it = std::find(sources_.begin(), sources_.end(), s);
+  if (it == sources_.end()) return;
+  sources_.erase(it);
+  if (const int fd = s->notify_fd(); fd >= 0) {
+    if (epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr) == 0) --fd_sources_;
+  }
+}
 
 int Poller::do_work() noexcept {
-  if (has_cmds_.load(std::memory_order_acquire)) run_commands();
+  // Acquire pairs with run_on_poller's release increment.
+  if (ncmds_.load(std::memory_order_acquire) != 0) run_commands();
   const std::int64_t now = Clock::now_ns();  // once per cycle
-  int work = tx_duty(now);
-  work += rx_duty(now);
+  now_ = now;
+  int work = 0;
+  for (ProgressSource* s : sources_) work += s->progress(now);
   work += timers(now);
   c_cycles_.add();
   if (work > 0) {
@@ -98,104 +170,122 @@ int Poller::do_work() noexcept {
   return work;
 }
 
-int Poller::tx_duty(std::int64_t /*now*/) noexcept {
-  int work = 0;
-  std::uint32_t freed[kMaxBurst];
-  for (std::size_t i = 0; i < tx_.size(); ++i) {
-    TxChannel& ch = *tx_[i];
-    if (ch.pending_n == ch.pending_off) {
-      ch.pending_off = 0;
-      ch.pending_n = ch.submit.pop_burst(ch.pending, burst_);
-      std::int64_t dequeued = 0;  // read after the pop, not the cycle's `now`: the app thread may
-                                  // have stamped kRingEnqueue after this cycle began
-      for (std::uint32_t k = 0; k < ch.pending_n; ++k) {
-        if (__builtin_expect(ch.pending[k].flags & kFlagTraced, 0)) {
-          auto* t = reinterpret_cast<StageTrace*>(ch.pool->slot(ch.pending[k].slot) + kFrameHeaderSize);
-          if (dequeued == 0) dequeued = Clock::now_ns();
-          stamp(t, Stage::kPollerDequeue, dequeued);
-          stamp(t, Stage::kPost, Clock::now_ns());
-        }
-      }
-    }
-    if (ch.pending_n > ch.pending_off) {
-      const std::uint32_t want = ch.pending_n - ch.pending_off;
-      const std::uint32_t done = ch.ep->post_st({ch.pending + ch.pending_off, want});
-      ch.pending_off += done;
-      ch.posted.add(done);
-      if (done < want) ch.back_pressure.add();
-      work += static_cast<int>(done);
-    }
-    // Completions. A shared endpoint (shm) completes synchronously inside post_st, so the
-    // slots it hands back here are this channel's.
-    const std::uint32_t nf = ch.ep->reap_st({freed, kMaxBurst});
-    if (nf > 0) {
-      // Cannot fail: the return ring holds as many entries as the channel has slots.
-      (void)ch.returns.push_burst(freed, nf);
-    }
-    if (__builtin_expect(ch.closing.load(std::memory_order_acquire), 0) && ch.pending_n == ch.pending_off &&
-        ch.submit.empty_approx()) {
-      ch.drained.store(true, std::memory_order_release);  // pairs with the closing thread's acquire
-      tx_.erase(tx_.begin() + static_cast<std::ptrdiff_t>(i));
-      --i;
-    }
-  }
-  return work;
-}
-
-int Poller::rx_duty(std::int64_t /*now*/) noexcept {
-  int work = 0;
-  transport::RxDesc buf[kMaxBurst];
-  for (std::size_t i = 0; i < rx_.size(); ++i) {
-    RxChannel& ch = *rx_[i];
-    const std::uint32_t nr = ch.release.pop_burst(buf, burst_);
-    if (nr > 0) {
-      ch.ep->release_st({buf, nr}, /*validate=*/false);  // the subscriber validated
-      ch.outstanding -= nr;
-      work += static_cast<int>(nr);
-    }
-    if (__builtin_expect(ch.closing.load(std::memory_order_acquire), 0)) {
-      ch.drained.store(true, std::memory_order_release);
-      rx_.erase(rx_.begin() + static_cast<std::ptrdiff_t>(i));
-      --i;
-      continue;
-    }
-    // Never hand out more than the subscriber can give back through `release`.
-    const std::uint32_t room =
-        std::min({burst_, ch.deliver.capacity() - ch.outstanding, ch.deliver.free_approx()});
-    if (room == 0) continue;
-    const std::uint32_t n = ch.ep->poll_st({buf, room});
-    if (n == 0) continue;
-    std::uint32_t msgs = 0;
-    for (std::uint32_t k = 0; k < n; ++k) {
-      // Only messages come back through `release`: gaps and events hold no transport resource.
-      if (buf[k].kind != transport::RxKind::kMessage) continue;
-      ++msgs;
-      if (__builtin_expect(buf[k].frame->flags & kFlagTraced, 0)) {
-        // Fresh reads: the cycle's `now` predates what this cycle's tx duty posted.
-        buf[k].receive_ns = Clock::now_ns();
-        buf[k].ring_ns = buf[k].receive_ns;
-      }
-    }
-    (void)ch.deliver.push_burst(buf, n);  // fits: n <= room <= free space
-    ch.outstanding += msgs;
-    work += static_cast<int>(n);
-  }
-  return work;
-}
-
 int Poller::timers(std::int64_t now) noexcept {
   if (now < next_timer_ns_) return 0;
-  next_timer_ns_ = now + 1'000'000;  // 1 ms
+  next_timer_ns_ = now + kTimerPeriodNs;
   int work = 0;
-  for (auto& ch : tx_) work += ch->ep->housekeeping_st(now);
-  for (auto& ch : rx_) work += ch->ep->housekeeping_st(now);
+  for (ProgressSource* s : sources_) work += s->housekeeping(now);
   return work;
+}
+
+template <typename I>
+void Poller::run_static(I idle) noexcept {
+  // Acquire pairs with stop()'s release store.
+  while (running_.load(std::memory_order_acquire)) idle.idle(do_work());
+}
+
+void Poller::run_sleeping(IdleKind kind) noexcept {
+  ControllerOptions o = ctl_opts_;
+  o.policy = kind == IdleKind::kInterrupt ? ControllerPolicy::kInterrupt : ControllerPolicy::kAdaptive;
+  PollController ctl(o, Clock::now_ns());
+  std::uint32_t publish_countdown = 0;
+  // Acquire pairs with stop()'s release store.
+  while (running_.load(std::memory_order_acquire)) {
+    const int work = do_work();
+    if (ctl.on_cycle(now_, work) == PollAction::kPoll) {
+      if (work == 0) cpu_relax();
+      if (++publish_countdown == 4096) {
+        publish_countdown = 0;
+        publish_mode(ctl, now_);
+      }
+      continue;
+    }
+    publish_mode(ctl, now_);
+    switch (sleep()) {
+      case Slept::kRefused: ctl.on_arm_refused(now_); break;
+      case Slept::kEvent: ctl.on_wakeup(Clock::now_ns(), true); break;
+      case Slept::kTimeout: ctl.on_wakeup(Clock::now_ns(), false); break;
+    }
+  }
+  publish_mode(ctl, Clock::now_ns());
+}
+
+void Poller::publish_mode(const PollController& ctl, std::int64_t now) noexcept {
+  const ControllerCounters& k = ctl.counters();
+  c_mode_.set(static_cast<std::uint64_t>(ctl.mode()));
+  c_mode_switches_.set(k.transitions);
+  c_wakeups_.set(k.wakeups);
+  c_timer_wakeups_.set(k.timer_wakeups);
+  c_spurious_.set(k.spurious_wakeups);
+  c_spin_budget_.set(static_cast<std::uint64_t>(ctl.spin_budget_ns()));
+  for (int m = 0; m < kPollModes; ++m) {
+    c_time_in_[m].set(static_cast<std::uint64_t>(ctl.time_in_mode_ns(static_cast<PollMode>(m), now)));
+  }
+}
+
+void Poller::ring(std::uint32_t how) noexcept {
+  c_doorbells_.add_shared();
+  if (how == kSleepFutex) {
+    // Release pairs with the acquire snapshot in sleep(): the word changes after the work was
+    // published, so a poller that has not yet blocked sees a different value and returns.
+    doorbell_word_.fetch_add(1, std::memory_order_release);
+    (void)futex_wake(&doorbell_word_, 1, /*shared=*/false);
+  } else {
+    doorbell_fd_.signal();
+  }
+}
+
+Poller::Slept Poller::sleep() noexcept {
+  FutexWait waits[kMaxFutexWaits];
+  std::uint32_t nwaits = 0;
+  // Snapshot the futex doorbell before announcing the sleep (see ring()).
+  const std::uint32_t bell = doorbell_word_.load(std::memory_order_acquire);
+  // The announcement: the kind is fixed now (futex if any source needs futex words, else
+  // epoll); a source's futex words are only known once armed, so announce epoll first when
+  // there are fd sources, futex otherwise.
+  const std::uint32_t how = fd_sources_ > 0 ? kSleepEpoll : kSleepFutex;
+  sleeping_.store(how, std::memory_order_relaxed);
+  sleeper_barrier();  // pairs with wake()'s waker_barrier(): store sleeping_ -> load rings
+  std::size_t armed = 0;
+  bool ok = running_.load(std::memory_order_acquire) && ncmds_.load(std::memory_order_acquire) == 0;
+  for (; ok && armed < sources_.size(); ++armed) {
+    if (!sources_[armed]->try_arm()) {
+      ok = false;
+      break;
+    }
+    nwaits += sources_[armed]->futex_waits({waits + nwaits, kMaxFutexWaits - 1 - nwaits});
+  }
+  // Epoll and futex words cannot be waited on together: a poller has one transport, so this
+  // only happens with a source that is misconfigured; keep polling rather than miss a wakeup.
+  if (ok && nwaits > 0 && how == kSleepEpoll) ok = false;
+  if (!ok) {
+    for (std::size_t i = armed; i-- > 0;) sources_[i]->disarm();
+    sleeping_.store(kAwake, std::memory_order_relaxed);
+    c_arm_refused_.add();
+    return Slept::kRefused;
+  }
+  c_sleeps_.add();
+  const std::int64_t timeout = sleep_timer_ns_ > 0 ? sleep_timer_ns_ : -1;
+  bool by_event;
+  if (how == kSleepFutex) {
+    waits[nwaits++] = FutexWait{&doorbell_word_, bell, false};
+    by_event = futex_wait_any({waits, nwaits}, timeout) != ETIMEDOUT;
+  } else {
+    epoll_event evs[16];
+    timespec ts{static_cast<time_t>(timeout / 1'000'000'000), static_cast<long>(timeout % 1'000'000'000)};
+    by_event = epoll_pwait2(epfd_, evs, 16, timeout < 0 ? nullptr : &ts, nullptr) != 0;
+  }
+  sleeping_.store(kAwake, std::memory_order_relaxed);
+  for (std::size_t i = sources_.size(); i-- > 0;) sources_[i]->disarm();
+  (void)doorbell_fd_.drain();
+  if (!by_event) next_timer_ns_ = 0;  // the timer woke us: run the timers now
+  return by_event ? Slept::kEvent : Slept::kTimeout;
 }
 
 void Poller::on_close() noexcept {
   // Endpoints are closed by their owners (context/publisher close) through run_on_poller or,
   // once the thread has stopped, directly; nothing to flush here beyond pending commands.
-  if (has_cmds_.load(std::memory_order_acquire)) run_commands();
+  if (ncmds_.load(std::memory_order_acquire) != 0) run_commands();
 }
 
 }  // namespace pollux::core

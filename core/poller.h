@@ -1,7 +1,12 @@
-// The poller: an agent that owns transport endpoints and moves descriptors between them and
-// the application threads' SPSC rings. Its duty cycle has a fixed order and a cap per duty:
-// commands -> tx (drain app rings, post, reap completions) -> rx (releases, poll, deliver) ->
-// timers. The clock is read once per cycle.
+// The poller: a thread that drives progress sources (core/progress.h) - the application
+// rings (api/channels.h) and one source per transport - once per duty cycle, in the order
+// they were added, and decides after each cycle whether to poll again or sleep:
+//   commands -> sources in order (api tx, transport, api rx) -> timers (~1 ms) -> idle decision.
+// The clock is read once per cycle. With runtime.idle = "adaptive" or "interrupt" a poller
+// sleeps by arming every source (all must agree) and blocking on epoll (the sources'
+// notify_fd()s plus its own eventfd doorbell) or on futex words (shm) plus its own futex
+// doorbell. Any thread that hands a poller work calls wake() after publishing it: free while
+// the poller polls (a compiler barrier and one load), a syscall only when it sleeps.
 #pragma once
 
 #include <atomic>
@@ -9,51 +14,26 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "core/buffer_pool.h"
+#include "absl/status/status.h"
 #include "core/config.h"
+#include "core/controller.h"
 #include "core/counters.h"
-#include "core/ring.h"
-#include "transport/transport.h"
+#include "core/idle.h"
+#include "core/progress.h"
+#include "core/wakeup.h"
+
+namespace boost::lockfree {
+template <typename T, typename... Options>
+class queue;
+}
 
 namespace pollux::core {
 
 inline constexpr std::uint32_t kMaxBurst = 256;
-
-// Publisher side of one (application thread, stream): the app pushes formatted frames (pool
-// slots) into `submit`; the poller posts them and hands finished slots back on `returns`.
-struct TxChannel {
-  TxChannel(std::uint32_t capacity, std::uint32_t return_capacity) : submit(capacity), returns(return_capacity) {}
-  DescRing<transport::TxDesc> submit;
-  DescRing<std::uint32_t> returns;
-  SlotRange slots;
-  std::shared_ptr<transport::TxEndpoint> ep;
-  std::uint32_t stream_id = 0;
-  BufferPool* pool = nullptr;
-  std::atomic<bool> closing{false};  // set by the app thread on close()
-  std::atomic<bool> drained{false};  // set by the poller when closing and nothing is left
-  // Poller-private.
-  transport::TxDesc pending[kMaxBurst];
-  std::uint32_t pending_n = 0, pending_off = 0;
-  Counter posted, back_pressure;
-};
-
-// Subscriber side: the poller polls the endpoint and pushes events into `deliver`; the app
-// hands delivered messages back on `release` so the transport can recycle them.
-struct RxChannel {
-  explicit RxChannel(std::uint32_t capacity) : deliver(capacity), release(capacity) {}
-  DescRing<transport::RxDesc> deliver;
-  DescRing<transport::RxDesc> release;
-  std::unique_ptr<transport::RxEndpoint> ep;
-  std::uint32_t stream_id = 0;
-  std::atomic<bool> closing{false};
-  std::atomic<bool> drained{false};
-  std::uint32_t outstanding = 0;  // poller-private: pushed to deliver, not yet released
-};
 
 class Poller {
  public:
@@ -62,45 +42,80 @@ class Poller {
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Agent interface.
+  // Agent interface (core/agent.h).
   int do_work() noexcept;
   void on_close() noexcept;
 
-  // Control path. start() spawns the thread (pinned to `cpu` if >= 0).
+  // Control path. start() spawns the thread (pinned to `cpu` if >= 0), named "pollux-poll-N".
   absl::Status start(IdleKind idle, int cpu);
   void stop();
-  // Runs fn on the poller thread (or inline if the poller is not running) and waits.
+  // Runs fn on the poller thread (or here if the poller is not running) and waits for it. fn
+  // must not block: the poller drives every other stream meanwhile.
   void run_on_poller(const std::function<void()>& fn);
 
-  void add_tx(std::shared_ptr<TxChannel> ch);  // poller thread
-  void add_rx(std::shared_ptr<RxChannel> ch);  // poller thread
+  // Poller thread (inside run_on_poller) or before start(). Sources are driven in the order
+  // added; a source stays owned by its creator, who removes it before destroying it.
+  void add_source(ProgressSource* s);
+  void remove_source(ProgressSource* s);
+
+  // Any thread, after making work for this poller visible (a release store into a ring the
+  // poller reads). Pairs with the sleeper_barrier() in sleep(): either the poller's re-check
+  // after announcing its sleep sees the work, or this call sees the announcement and rings.
+  void wake() noexcept {
+    waker_barrier();
+    const std::uint32_t s = sleeping_.load(std::memory_order_relaxed);
+    if (__builtin_expect(s != kAwake, 0)) ring(s);
+  }
+
   int index() const noexcept { return index_; }
   int cpu() const noexcept { return cpu_; }
+  std::uint32_t burst() const noexcept { return burst_; }
+  // The poller's kernel thread id (for /proc/self/task/TID/stat), 0 before start().
+  int tid() const noexcept { return tid_.load(std::memory_order_acquire); }
 
  private:
-  int tx_duty(std::int64_t now) noexcept;
-  int rx_duty(std::int64_t now) noexcept;
+  static constexpr std::uint32_t kAwake = 0, kSleepEpoll = 1, kSleepFutex = 2;
+  template <typename I>
+  void run_static(I idle) noexcept;
+  void run_sleeping(IdleKind kind) noexcept;
+  enum class Slept { kRefused, kEvent, kTimeout };
+  // Arms every source and waits; kRefused (having undone everything) when a source refused
+  // or there was pending work.
+  Slept sleep() noexcept;
+  void publish_mode(const PollController& ctl, std::int64_t now) noexcept;
+  void ring(std::uint32_t how) noexcept;
   int timers(std::int64_t now) noexcept;
   void run_commands() noexcept;
 
   const int index_;
   const std::uint32_t burst_;
+  const std::int64_t sleep_timer_ns_;
+  const ControllerOptions ctl_opts_;
+  std::int64_t now_ = 0;  // the current cycle's clock reading
   int cpu_ = -1;
-  std::vector<std::shared_ptr<TxChannel>> tx_;
-  std::vector<std::shared_ptr<RxChannel>> rx_;
+  std::vector<ProgressSource*> sources_;
   std::int64_t next_timer_ns_ = 0;
 
   struct Command {
     std::function<void()> fn;
-    std::promise<void>* done;
+    std::promise<void> done;
   };
-  std::mutex cmd_mu_;
-  std::vector<Command> cmds_;
-  std::atomic<bool> has_cmds_{false};
+  // Multi-producer command queue (control path: any thread; consumer: the poller).
+  std::unique_ptr<boost::lockfree::queue<Command*>> cmds_;
+  std::atomic<std::uint32_t> ncmds_{0};
   std::atomic<bool> running_{false};
+  std::atomic<int> tid_{0};
   std::thread thread_;
 
-  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_;
+  // Sleeping: what the poller waits on, and how wakers reach it.
+  std::atomic<std::uint32_t> sleeping_{kAwake};
+  std::atomic<std::uint32_t> doorbell_word_{0};
+  EventFd doorbell_fd_;
+  int epfd_ = -1;
+  int fd_sources_ = 0;  // sources with a notify_fd() in the epoll set
+
+  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_, c_sleeps_, c_wakeups_, c_timer_wakeups_, c_spurious_,
+      c_arm_refused_, c_doorbells_, c_mode_, c_time_in_[kPollModes], c_spin_budget_;
 };
 
 }  // namespace pollux::core

@@ -7,8 +7,12 @@
 // the pool), poll() a burst of received frames, release() them after delivery. These are
 // virtual calls on `final` classes, made once per burst, never once per message; the inline
 // threading mode additionally calls the concrete shm writer directly (api/publisher.cc).
-// try_arm()/disarm() are the interrupt-mode hooks (seastar's protocol): try_arm() arms the
-// source's notification and returns false if work is already pending.
+// Progress: each transport gives each poller one core::ProgressSource (poller_source()) that
+// progresses every endpoint opened on that poller; those endpoints are passive (they post and
+// queue, the source polls the CQ / sockets). An endpoint driven by an application thread
+// (inline mode, spec.poller == -1) progresses itself inside poll_st()/reap_st(), and its
+// try_arm_st()/disarm_st()/notify_fd()/futex_waits_st() let that thread wait instead of
+// spinning (core/progress.h gives the protocol; the defaults refuse to arm).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "core/frame.h"
+#include "core/progress.h"
 
 namespace pollux::transport {
 
@@ -71,6 +76,12 @@ struct RxDesc {
 };
 static_assert(sizeof(RxDesc) == 64);
 
+// Where a kMessage view starts in its transport's position space (for RxEndpoint::safe_floor()
+// checks): a transport sets token to the position just past the frame's aligned length.
+inline std::uint64_t view_start(const RxDesc& d) noexcept {
+  return d.token - core::align_up(d.length, core::kFrameAlignment);
+}
+
 class TxEndpoint {
  public:
   virtual ~TxEndpoint() = default;
@@ -81,11 +92,14 @@ class TxEndpoint {
   virtual std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept = 0;
   // Timers: heartbeats, liveness, reconnects. Returns work done.
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
-  virtual bool try_arm_st() noexcept { return true; }
+  // Inline mode's interrupt hooks (core/progress.h): false = work pending, or this endpoint
+  // cannot wake its thread (the default: never claim a wakeup that will not come).
+  virtual bool try_arm_st() noexcept { return false; }
   virtual void disarm_st() noexcept {}
-  // Readable when an armed source has work (an epoll fd a poller can wait on, or add to its own
-  // epoll set); -1 when the transport has none (shm: nothing to wait on but memory).
+  // Readable when an armed endpoint has work (an epoll fd); -1 when it wakes through futex
+  // words (futex_waits_st) or cannot wake at all.
   virtual int notify_fd() const noexcept { return -1; }
+  virtual std::uint32_t futex_waits_st(std::span<core::FutexWait> /*out*/) noexcept { return 0; }
   // False until a subscriber can receive (offer() then returns kNotConnected).
   virtual bool connected() const noexcept = 0;
   // Largest frame (header included) this endpoint can send.
@@ -111,13 +125,14 @@ class RxEndpoint {
   // that did not as a kGap/kGapOverrun event on the next poll. The dedicated/shared modes
   // validate on the application thread instead (safe_floor()) and pass false.
   virtual void release_st(std::span<const RxDesc> done, bool validate) noexcept = 0;
-  // Thread-safe: a message view whose log position (token - aligned length) is below this
-  // may have been overwritten. 0 for transports that own their receive buffers until release.
+  // Thread-safe: a message view whose view_start() is below this may have been overwritten.
+  // 0 for transports that own their receive buffers until release.
   virtual std::uint64_t safe_floor() const noexcept { return 0; }
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
-  virtual bool try_arm_st() noexcept { return true; }
+  virtual bool try_arm_st() noexcept { return false; }  // as TxEndpoint::try_arm_st()
   virtual void disarm_st() noexcept {}
   virtual int notify_fd() const noexcept { return -1; }  // as TxEndpoint::notify_fd()
+  virtual std::uint32_t futex_waits_st(std::span<core::FutexWait> /*out*/) noexcept { return 0; }
   virtual bool connected() const noexcept = 0;
   virtual void close_st() noexcept = 0;
   virtual std::string describe() const = 0;
@@ -152,13 +167,31 @@ class Transport {
   virtual absl::Status register_memory(core::BufferPool& pool) = 0;
   virtual absl::StatusOr<std::unique_ptr<TxEndpoint>> open_tx(const EndpointSpec& spec) = 0;
   virtual absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) = 0;
+  // The progress source of poller `poller` (>= 0): one per poller, created on the first call
+  // (control path, before the poller's first endpoint opens), owned by the transport until
+  // close(). It progresses every endpoint opened with spec.poller == poller, and implements
+  // that poller's half of interrupt mode for this transport. Called from the poller thread
+  // only after the poller added it (Poller::add_source).
+  virtual absl::StatusOr<core::ProgressSource*> poller_source(int poller) = 0;
   virtual void close() = 0;
   // True when all publishers of a stream in one process must share one tx endpoint (shm: a
   // stream has a single writer); false when each publisher gets its own (a QP, a socket).
   virtual bool shared_tx_endpoint() const noexcept { return false; }
 };
 
-// The transport named by config.transport.
+// A poller source for endpoints that progress themselves (inside poll_st/reap_st) and have no
+// way to wake a sleeping poller: it never lets the poller sleep (try_arm() refuses).
+class SelfProgressingSource final : public core::ProgressSource {
+ public:
+  explicit SelfProgressingSource(std::string_view name) : name_(name) {}
+  int progress(std::int64_t) noexcept override { return 0; }
+  std::string_view name() const noexcept override { return name_; }
+
+ private:
+  std::string_view name_;
+};
+
+// The transport named by config.transport (api/transport_factory.cc).
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& env);
 
 // The device whose NUMA node should host the pollers and the pool: runtime.device, else the

@@ -59,6 +59,21 @@ class Subscriber {
     return poll_impl(h, limit);
   }
 
+  // Waiting instead of spinning (every threading mode). wait() blocks until poll() would
+  // find something, or `timeout_us` passes (< 0: no limit); returns true when woken by
+  // data (poll now), false on timeout. Spurious true returns are possible: poll, then wait
+  // again. Dedicated/shared modes: sleeps on an eventfd the poller signals only while
+  // someone waits. Inline mode: the calling thread arms the transport itself (UDP socket,
+  // RDMA completion channel, shm futex) and sleeps on it.
+  bool wait(std::int64_t timeout_us) noexcept;
+  // For your own epoll/poll loop: arm(), then wait for notify_fd() to become readable, then
+  // disarm() and poll(). arm() returns false when messages are already waiting (poll first,
+  // nothing was armed). notify_fd() is -1 when this subscriber cannot be woken through a
+  // file descriptor (inline mode on shm: use wait()).
+  [[nodiscard]] bool arm() noexcept;
+  void disarm() noexcept;
+  int notify_fd() const noexcept;
+
   // True while a publisher is attached and the stream has not ended.
   bool is_connected() const noexcept;
   std::uint32_t stream_id() const noexcept;

@@ -27,6 +27,12 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
   void close() override;
   bool shared_tx_endpoint() const noexcept override { return false; }  // a QP per publishing thread
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
+    while (sources_.size() <= static_cast<std::size_t>(poller)) {
+      sources_.push_back(std::make_unique<SelfProgressingSource>("rdma"));
+    }
+    return sources_[static_cast<std::size_t>(poller)].get();
+  }
 
   void retire(Conn* c) override;
   // An inline endpoint closed: its private group (CQ, and SRQ with pool slots carved for good)
@@ -49,6 +55,7 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   absl::StatusOr<CompletionGroup*> group_for(int poller);
 
   TransportEnv env_;
+  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ConnectionManager> cm_;
   std::mutex mu_;  // control plane: groups

@@ -145,7 +145,15 @@ class ShmTransport final : public Transport {
   void close() override {}
   bool shared_tx_endpoint() const noexcept override { return true; }
 
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
+    while (sources_.size() <= static_cast<std::size_t>(poller)) {
+      sources_.push_back(std::make_unique<SelfProgressingSource>("shm"));
+    }
+    return sources_[static_cast<std::size_t>(poller)].get();
+  }
+
  private:
+  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
   TransportEnv env_;
 };
 

@@ -175,7 +175,15 @@ class UdpTransport final : public Transport {
   // A socket (and session) per publisher: publishers on different threads never share one.
   bool shared_tx_endpoint() const noexcept override { return false; }
 
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
+    while (sources_.size() <= static_cast<std::size_t>(poller)) {
+      sources_.push_back(std::make_unique<SelfProgressingSource>("udp"));
+    }
+    return sources_[static_cast<std::size_t>(poller)].get();
+  }
+
  private:
+  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
   TransportEnv env_;
 };
 

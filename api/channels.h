@@ -1,0 +1,106 @@
+// The application <-> poller rings and the two progress sources that move descriptors between
+// them and the transport endpoints: AppTxSource (drain publishers' rings, post, reap) and
+// AppRxSource (take releases back, poll endpoints, deliver to subscribers' rings). A poller
+// drives them around its transport's own source: app-tx, transport, app-rx.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/buffer_pool.h"
+#include "core/counters.h"
+#include "core/poller.h"
+#include "core/progress.h"
+#include "core/ring.h"
+#include "core/wakeup.h"
+#include "transport/transport.h"
+
+namespace pollux::detail {
+
+using core::kMaxBurst;
+
+// Publisher side of one (application thread, stream): the app pushes formatted frames (pool
+// slots) into `submit`; the poller posts them and hands finished slots back on `returns`.
+struct TxChannel {
+  TxChannel(std::uint32_t capacity, std::uint32_t return_capacity, core::RingKind kind)
+      : submit(capacity, kind), returns(return_capacity, kind) {}
+  core::DescRing<transport::TxDesc> submit;
+  core::DescRing<std::uint32_t> returns;
+  core::SlotRange slots;
+  std::shared_ptr<transport::TxEndpoint> ep;
+  std::uint32_t stream_id = 0;
+  core::BufferPool* pool = nullptr;
+  std::atomic<bool> closing{false};  // set by the app thread on close()
+  std::atomic<bool> drained{false};  // set by the poller when closing and nothing is left
+  // Poller-private.
+  transport::TxDesc pending[kMaxBurst];
+  std::uint32_t pending_n = 0, pending_off = 0;
+  core::Counter posted, back_pressure;
+};
+
+// Subscriber side: the poller polls the endpoint and pushes events into `deliver`; the app
+// hands delivered messages back on `release` so the transport can recycle them.
+// An application thread that waits (Subscriber::wait) announces it in `app_waiting` and
+// sleeps on `ready`; the poller signals `ready` after a delivery only when someone waits
+// (the same protocol as Poller::wake(), with the roles swapped).
+struct RxChannel {
+  RxChannel(std::uint32_t capacity, core::RingKind kind) : deliver(capacity, kind), release(capacity, kind) {}
+  core::DescRing<transport::RxDesc> deliver;
+  core::DescRing<transport::RxDesc> release;
+  std::unique_ptr<transport::RxEndpoint> ep;
+  std::uint32_t stream_id = 0;
+  std::atomic<bool> closing{false};
+  std::atomic<bool> drained{false};
+  std::atomic<std::uint32_t> app_waiting{0};
+  core::EventFd ready;
+  std::uint32_t outstanding = 0;  // poller-private: pushed to deliver, not yet released
+
+  // Poller thread, after pushing to `deliver`. Pairs with the waiter's sleeper_barrier().
+  void notify_app() noexcept {
+    core::waker_barrier();
+    if (__builtin_expect(app_waiting.load(std::memory_order_relaxed) != 0, 0)) ready.signal();
+  }
+};
+
+class AppTxSource final : public core::ProgressSource {
+ public:
+  explicit AppTxSource(std::uint32_t burst) : burst_(burst) {}
+  int progress(std::int64_t now) noexcept override;
+  bool try_arm() noexcept override;
+  void disarm() noexcept override {}
+  std::string_view name() const noexcept override { return "app-tx"; }
+  void add(std::shared_ptr<TxChannel> ch) { tx_.push_back(std::move(ch)); }  // poller thread
+  int housekeeping(std::int64_t now) noexcept override;
+
+ private:
+  const std::uint32_t burst_;
+  std::vector<std::shared_ptr<TxChannel>> tx_;
+};
+
+class AppRxSource final : public core::ProgressSource {
+ public:
+  explicit AppRxSource(std::uint32_t burst) : burst_(burst) {}
+  int progress(std::int64_t now) noexcept override;
+  bool try_arm() noexcept override;
+  void disarm() noexcept override {}
+  std::string_view name() const noexcept override { return "app-rx"; }
+  void add(std::shared_ptr<RxChannel> ch) { rx_.push_back(std::move(ch)); }  // poller thread
+  int housekeeping(std::int64_t now) noexcept override;
+
+ private:
+  const std::uint32_t burst_;
+  std::vector<std::shared_ptr<RxChannel>> rx_;
+};
+
+// A poller with its three sources, as the context sets it up.
+struct PollerSlot {
+  std::unique_ptr<core::Poller> poller;
+  std::unique_ptr<AppTxSource> tx;
+  std::unique_ptr<AppRxSource> rx;
+  core::ProgressSource* transport = nullptr;  // owned by the transport
+};
+
+}  // namespace pollux::detail
