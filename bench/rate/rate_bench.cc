@@ -137,10 +137,12 @@ Setup:
                         subscriber process + its poller on the second; none: no pinning, the
                         library's default poller placement
   --cpus A,B            CPUs for --pin split (default 0,1)
-  --app-idle MODE       what application threads do after an empty poll: yield (sched_yield),
-                        spin (pause), mirror (the strategy's own step: busy-spin -> pause,
-                        yield -> sched_yield, backoff -> spin/yield/park; others -> yield),
-                        auto (default: mirror in inline mode, yield otherwise)
+  --app-idle MODE       what the subscriber's thread does after an empty poll: yield
+                        (sched_yield), spin (pause), wait (Subscriber::wait, 1 ms at most),
+                        mirror (the strategy's own step: busy-spin -> pause, yield ->
+                        sched_yield, backoff -> spin/yield/park, interrupt -> wait, adaptive ->
+                        1000 spins then wait; others -> yield), auto (default: mirror in inline
+                        mode, yield otherwise). --rtt always yields (the issue's setup)
   --shm-flow MODE       shm.flow_control: backpressure (default; nothing lost, waits count)
                         or lossy
   --udp-address A       127.0.0.1 (default, unicast) or a 239.255.x.y group (multicast on lo,
@@ -285,8 +287,9 @@ Options parse_options(int argc, char** argv) {
       o.cpu_b = static_cast<int>(parse_number(flag, l[1]));
     } else if (flag == "--app-idle") {
       o.app_idle = arg();
-      if (o.app_idle != "auto" && o.app_idle != "yield" && o.app_idle != "spin" && o.app_idle != "mirror") {
-        usage_error("--app-idle: auto, yield, spin or mirror, got \"" + o.app_idle + "\"");
+      if (o.app_idle != "auto" && o.app_idle != "yield" && o.app_idle != "spin" && o.app_idle != "mirror" &&
+          o.app_idle != "wait") {
+        usage_error("--app-idle: auto, yield, spin, wait or mirror, got \"" + o.app_idle + "\"");
       }
     } else if (flag == "--shm-flow") {
       o.shm_flow = arg();
@@ -492,13 +495,15 @@ CpuPct cpu_between(const CpuSample& a, const CpuSample& b) {
 
 // ---- application idle step ------------------------------------------------------------------------
 
-enum class AppIdleKind { kSpin, kYield, kBackoff };
+enum class AppIdleKind { kSpin, kYield, kBackoff, kWait, kSpinWait };
 
 std::string app_idle_name(AppIdleKind k) {
   switch (k) {
     case AppIdleKind::kSpin: return "spin";
     case AppIdleKind::kYield: return "yield";
     case AppIdleKind::kBackoff: return "backoff";
+    case AppIdleKind::kWait: return "wait";
+    case AppIdleKind::kSpinWait: return "spin-wait";
   }
   return "?";
 }
@@ -508,8 +513,11 @@ AppIdleKind app_idle_for(const Options& o, const std::string& mode, const std::s
   if (m == "auto") m = mode == "inline" ? "mirror" : "yield";
   if (m == "spin") return AppIdleKind::kSpin;
   if (m == "yield") return AppIdleKind::kYield;
+  if (m == "wait") return AppIdleKind::kWait;
   if (strategy == "busy-spin") return AppIdleKind::kSpin;
   if (strategy == "backoff") return AppIdleKind::kBackoff;
+  if (strategy == "interrupt") return AppIdleKind::kWait;
+  if (strategy == "adaptive") return AppIdleKind::kSpinWait;
   return AppIdleKind::kYield;
 }
 
@@ -521,9 +529,12 @@ inline void cpu_pause() noexcept {
 
 // The application's step after an empty poll. kBackoff copies the library's backoff strategy
 // with its defaults (1000 spins, 100 yields, then parks from 1 us doubling to 1 ms), kept here so
-// the benchmark depends only on the public API for what it measures.
+// the benchmark depends only on the public API for what it measures. kWait sleeps in
+// Subscriber::wait() (1 ms at most, so the loop's timed duties still run); kSpinWait spins
+// 1000 times first.
 struct AppIdle {
   AppIdleKind kind;
+  pollux::Subscriber* sub = nullptr;
   std::int64_t spins = 0, yields = 0, park_ns = 1'000;
   void idle(int work) noexcept {
     if (work > 0) {
@@ -545,6 +556,20 @@ struct AppIdle {
           const timespec ts{0, static_cast<long>(park_ns)};
           nanosleep(&ts, nullptr);
           park_ns = std::min<std::int64_t>(park_ns * 2, 1'000'000);
+        }
+        break;
+      case AppIdleKind::kSpinWait:
+        if (spins < 1000) {
+          ++spins;
+          cpu_pause();
+          break;
+        }
+        [[fallthrough]];
+      case AppIdleKind::kWait:
+        if (sub != nullptr) {
+          (void)sub->wait(1000);
+        } else {
+          sched_yield();
         }
         break;
     }
@@ -700,7 +725,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
     return 2;
   }
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-  AppIdle idle{app_idle_for(o, p.mode, p.strategy)};
+  AppIdle idle{app_idle_for(o, p.mode, p.strategy), &*sub};
   Histogram& h = sh->hist;
   Histogram& ho = sh->hist_offer;
   std::uint64_t received = 0, measured = 0, gap_lost = 0, gaps = 0, malformed = 0;
