@@ -79,7 +79,7 @@ struct Options {
   std::vector<std::string> transports{"shm", "udp"};
   std::vector<std::string> modes{"inline", "dedicated"};
   bool modes_given = false;
-  std::vector<std::string> strategies{"busy-spin", "yield", "backoff"};
+  std::vector<std::string> strategies{"busy-spin", "yield", "backoff", "interrupt", "adaptive"};
   std::vector<RatePoint> rates;
   double duration_s = 2.0;
   double warmup_s = 0.3;
@@ -117,7 +117,7 @@ Sweep:
   --transports LIST     shm,udp,rdma (default shm,udp; rdma needs --extra-toml with [rdma])
   --modes LIST          inline,dedicated,shared (default inline,dedicated; --rtt: dedicated)
   --strategies LIST     runtime.idle values, passed to the config as given (default
-                        busy-spin,yield,backoff); a value the config rejects is reported and
+                        busy-spin,yield,backoff,interrupt,adaptive); a value the config rejects is reported and
                         skipped, and the exit status is 1 unless --allow-missing
   --rates LIST          messages/s with k/M suffixes, and "burst" (default 1k,10k,100k,1M,burst)
   --burst N             burst pattern: messages per burst (default 100)
@@ -125,7 +125,7 @@ Sweep:
   --burst-avg R         average rate of the burst pattern (default 10k)
   --duration S          measured seconds per point (default 2)
   --warmup S            seconds at the same rate before measuring (default 0.3)
-  --quick               duration 0.25 s, warm-up 0.1 s, drain 0.5 s (~30 s for the default sweep)
+  --quick               duration 0.15 s, warm-up 0.05 s, drain 0.5 s (~30 s for the default sweep)
   --payload BYTES       payload size, >= 16 (default 32)
   --drain S             after the last offer, how long the subscriber waits for stragglers
                         before counting them lost (default 1)
@@ -332,8 +332,8 @@ Options parse_options(int argc, char** argv) {
     }
   }
   if (o.quick) {
-    if (!duration_given) o.duration_s = 0.25;
-    if (!warmup_given) o.warmup_s = 0.1;
+    if (!duration_given) o.duration_s = 0.15;
+    if (!warmup_given) o.warmup_s = 0.05;
     if (!drain_given) o.drain_s = 0.5;
     if (!rtt_duration_given) o.rtt_duration_s = 2.0;
   }
