@@ -56,6 +56,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "core/config.h"
+#include "core/counters.h"
 #include "pollux/pollux.h"
 
 #ifndef POLLUX_RATE_PLOT_SCRIPT
@@ -588,7 +589,7 @@ int g_base_port = 0;
 std::string make_config(const Options& o, const PointSpec& p, const std::string& name, int poller_cpu,
                         const std::vector<std::string>& topics) {
   std::string c = absl::StrFormat(
-      "[runtime]\nname = \"%s\"\nthreading = \"%s\"\nidle = \"%s\"\ncounters = false\npollers = 1\n", name, p.mode,
+      "[runtime]\nname = \"%s\"\nthreading = \"%s\"\nidle = \"%s\"\ncounters = true\npollers = 1\n", name, p.mode,
       p.strategy);
   if (poller_cpu >= 0 && p.mode != "inline") absl::StrAppendFormat(&c, "poller_cores = [%d]\n", poller_cpu);
   absl::StrAppendFormat(&c, "[pool]\nhugepages = \"off\"\n[transport]\nkind = \"%s\"\n", p.transport);
@@ -636,6 +637,7 @@ struct Shared {
   Histogram hist_offer;  // now - Message::publisher_ns (the successful offer), measured messages
   std::uint64_t received = 0, measured = 0, gap_lost = 0, gaps = 0, malformed = 0;
   CpuPct cpu;
+  char counters[2048] = {};  // the child's poller_counters_json()
   char error[1024] = {};
 };
 
@@ -651,6 +653,21 @@ Shared* map_shared() {
 void unmap_shared(Shared* s) {
   s->~Shared();
   munmap(s, sizeof(Shared));
+}
+
+// The process's poller counters (every counter of a "poller N" scope, summed over pollers, the
+// nonzero ones) as a JSON object: sleeps, wakeups, arm refusals... whatever this version of the
+// library counts. Read at the end of the point, so the warm-up is included.
+std::string poller_counters_json(const pollux::Context& ctx) {
+  std::map<std::string, std::uint64_t> sums;
+  if (auto snap = pollux::core::read_counters_file(ctx.counters_path()); snap.ok()) {
+    for (const auto& c : snap->counters) {
+      if (c.scope.rfind("poller", 0) == 0 && c.value != 0) sums[c.name] += c.value;
+    }
+  }
+  std::string out = "{";
+  for (const auto& [k, v] : sums) absl::StrAppendFormat(&out, "%s\"%s\": %u", out.size() > 1 ? ", " : "", k, v);
+  return out + "}";
 }
 
 void set_error(Shared* sh, const std::string& e) { std::snprintf(sh->error, sizeof sh->error, "%s", e.c_str()); }
@@ -706,6 +723,7 @@ struct PointResult {
   std::uint64_t scheduled = 0, sent = 0, unsent = 0, received = 0, measured = 0, lost = 0, gaps = 0;
   std::uint64_t retries = 0, malformed = 0;
   CpuPct pub_cpu, sub_cpu;
+  std::string pub_counters = "{}", sub_counters = "{}";
   double load = 0;  // loadavg before the point
 };
 
@@ -786,6 +804,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
   sh->gaps = gaps;
   sh->malformed = malformed;
   if (have0) sh->cpu = cpu_between(s0, s1);
+  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
   sh->child_done.store(1, std::memory_order_release);  // pairs with the sender's acquire
   // Stay until the publisher has closed: a UDP publisher's close lingers for our confirmation.
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
@@ -947,6 +966,8 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
     }
   }
   pub.close();
+  r.pub_counters = poller_counters_json(**ctx);
+  r.sub_counters = sh->counters;
   ctx->reset();
   r.sent = sent;
   r.retries = retries;
@@ -971,6 +992,7 @@ struct RttResult {
   Histogram rtt_svc;  // reply - actual ping send time (not corrected: for comparison)
   std::uint64_t pings = 0, replies = 0, timeouts = 0, skipped = 0;
   CpuPct ping_cpu, pong_cpu;
+  std::string ping_counters = "{}", pong_counters = "{}";
   double load = 0;
 };
 
@@ -1027,6 +1049,7 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
   }
   if (have0 && !have1) s1 = cpu.sample();
   if (have0) sh->cpu = cpu_between(s0, s1);
+  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
   sh->child_done.store(1, std::memory_order_release);  // pairs with the pinger's acquire
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
   while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) {
@@ -1170,6 +1193,8 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   }
   r.pong_cpu = sh->cpu;
   pub.close();
+  r.ping_counters = poller_counters_json(**ctx);
+  r.pong_counters = sh->counters;
   ctx->reset();
   return finish("");
 }
@@ -1273,12 +1298,13 @@ std::string json_rate(const Options& o, const PointResult& r) {
       R"({"kind": "rate", %s, "pattern": "%s", "rate_label": "%s", "rate": %.1f, "burst_size": %u, "burst_rate": %.1f, )"
       R"("duration_s": %.3f, "app_idle": "%s", "scheduled": %u, "sent": %u, "unsent": %u, "received": %u, "measured": %u, )"
       R"("lost": %u, "gaps": %u, "offer_retries": %u, "malformed": %u, "latency_ns": %s, "latency_from_offer_ns": %s, )"
-      R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s, "others": %.2f, "steal": %.2f}, "loadavg": %.2f})",
+      R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s, "others": %.2f, "steal": %.2f}, "loadavg": %.2f, )"
+      R"("poller_counters": {"pub": %s, "sub": %s}})",
       json_common(o, r.spec, r.error), r.rate.burst ? "burst" : "fixed", r.rate.label, r.rate.rate,
       r.rate.burst ? o.burst_size : 1, r.rate.burst ? o.burst_rate : r.rate.rate, o.duration_s, r.app_idle,
       r.scheduled, r.sent, r.unsent, r.received, r.measured, r.lost, r.gaps, r.retries, r.malformed,
       json_hist(r.lat), json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu),
-      others_pct(r.pub_cpu, r.sub_cpu), r.pub_cpu.host_steal, r.load);
+      others_pct(r.pub_cpu, r.sub_cpu), r.pub_cpu.host_steal, r.load, r.pub_counters, r.sub_counters);
 }
 
 std::string json_rtt(const Options& o, const RttResult& r) {
@@ -1286,10 +1312,10 @@ std::string json_rtt(const Options& o, const RttResult& r) {
       R"({"kind": "rtt", %s, "interval_ms": %.3f, "duration_s": %.3f, "app_idle": "yield", "pings": %u, "replies": %u, )"
       R"("timeouts": %u, "skipped": %u, "rtt_ns": %s, "rtt_from_send_ns": %s, "cpu_pct": {"ping": %s, "pong": %s, )"
       R"("others": %.2f, "steal": %.2f}, )"
-      R"("loadavg": %.2f})",
+      R"("loadavg": %.2f, "poller_counters": {"ping": %s, "pong": %s}})",
       json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts,
       r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu),
-      others_pct(r.ping_cpu, r.pong_cpu), r.ping_cpu.host_steal, r.load);
+      others_pct(r.ping_cpu, r.pong_cpu), r.ping_cpu.host_steal, r.load, r.ping_counters, r.pong_counters);
 }
 
 bool write_file(const std::string& path, const std::string& text) {
