@@ -14,6 +14,7 @@ BUILD_PKGS=(
   libibverbs-dev librdmacm-dev ibverbs-providers   # RDMA transport (verbs, rdma_cm, rxe/mlx5 providers)
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # micro-benchmarks
+  gnuplot-nox                 # pollux-bench-rate --plot (PNG charts, pngcairo terminal)
 )
 TEST_PKGS=(
   # Soft-RoCE VM for the RDMA tests (tests/rdma/run-in-vm.sh)
