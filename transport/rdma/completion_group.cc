@@ -387,8 +387,12 @@ int CompletionGroup::progress_dv() noexcept {
 }
 
 bool CompletionGroup::try_arm() noexcept {
-  // Announcements not yet synced: let the next progress() adopt them (the bell would wake us at
-  // once anyway). Acquire pairs with announce()'s release increment.
+  // The bell first, then the generation: a signal this drain consumed was written after its
+  // announcement's increment (eventfd read/write serialise in the kernel), so the load below
+  // sees that increment and refuses; a signal it did not consume leaves the fd readable for the
+  // sleep. Either way no announcement is slept through. Announcements not yet synced: let the
+  // next progress() adopt them. Acquire pairs with announce()'s release increment.
+  (void)bell_.drain();
   if (gen_.load(std::memory_order_acquire) != seen_gen_) {
     c_arm_refused_.add();
     return false;
@@ -414,15 +418,19 @@ bool CompletionGroup::try_arm() noexcept {
     c_arm_races_.add();
     return false;
   }
-  if (timer_fd_ >= 0 && !routes_.empty()) {
-    // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep.
+  if (timer_fd_ >= 0 && (!routes_.empty() || timer_set_)) {
+    // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep
+    // (which also clears an expiration left from an earlier one); stopped once no QP is left.
     itimerspec ts{};
-    ts.it_value.tv_sec = static_cast<time_t>(opt_.timer_ns / 1'000'000'000);
-    ts.it_value.tv_nsec = static_cast<long>(opt_.timer_ns % 1'000'000'000);
+    if (!routes_.empty()) {
+      ts.it_value.tv_sec = static_cast<time_t>(opt_.timer_ns / 1'000'000'000);
+      ts.it_value.tv_nsec = static_cast<long>(opt_.timer_ns % 1'000'000'000);
+    }
     if (timerfd_settime(timer_fd_, 0, &ts, nullptr) != 0) {
       c_arm_refused_.add();
       return false;  // no timer: sleeping would stop the heartbeats
     }
+    timer_set_ = !routes_.empty();
   }
   return true;
 }
@@ -442,11 +450,8 @@ void CompletionGroup::disarm() noexcept {
       unacked_events_ = 0;
     }
   }
-  (void)bell_.drain();
-  if (timer_fd_ >= 0) {
-    std::uint64_t expirations;
-    (void)!read(timer_fd_, &expirations, sizeof expirations);  // non-blocking: EAGAIN if it did not fire
-  }
+  // The bell is drained by the next try_arm() (before it checks the generation), and the ud
+  // timer is reset by it (timerfd_settime clears expirations): nothing else to undo here.
 }
 
 void CompletionGroup::post_srq(const std::uint32_t* slots, std::uint32_t n) noexcept {

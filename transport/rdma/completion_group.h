@@ -118,7 +118,8 @@ class CompletionGroup {
   // poll once more (a completion that arrived between the last poll and the arm raises no
   // event). Completions found by that poll are dispatched (never lost) and make it refuse.
   bool try_arm() noexcept;
-  // Consumes the completion events (acknowledged in batches) and the bell; never blocks.
+  // Consumes the completion events (acknowledged in batches); never blocks. (The bell is
+  // drained by try_arm, before it checks for announcements.)
   void disarm() noexcept;
   // Stable for the group's lifetime: an epoll fd over the completion channel and the bell.
   int notify_fd() const noexcept { return epfd_; }
@@ -150,6 +151,8 @@ class CompletionGroup {
   std::uint32_t srq_posted() const noexcept { return srq_posted_; }
   bool uses_srq() const noexcept { return opt_.srq; }
   std::uint64_t stale_completions() const noexcept { return stale_; }
+  // Every ibv_poll_cq on the CQ so far (any thread may read: a relaxed counter load).
+  std::uint64_t cq_polls() const noexcept { return c_cq_polls_.get(); }
 
  private:
   struct Route {
@@ -209,6 +212,7 @@ class CompletionGroup {
   std::uint64_t completions_ = 0;
   std::uint64_t event_wakeups_ = 0;
   bool drained_ = true;
+  bool timer_set_ = false;
   bool moderation_unsupported_ = false;
   core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,
       c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_;
