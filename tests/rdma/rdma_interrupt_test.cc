@@ -285,6 +285,17 @@ TEST(RdmaPollerSource, ModerationAppliedOrRefusedOnceAndCounted) {
 
 // ---- lost-wakeup stress -------------------------------------------------------------------------
 
+void dump_counters(Context& ctx, const char* who) {
+  auto snap = core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return;
+  std::printf("---- %s counters\n", who);
+  for (const auto& c : snap->counters) {
+    if (c.value != 0 && (c.scope.rfind("rdma", 0) == 0 || c.scope.rfind("poller", 0) == 0)) {
+      std::printf("  %-36s %-28s %llu\n", c.scope.c_str(), c.name.c_str(), static_cast<unsigned long long>(c.value));
+    }
+  }
+}
+
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
   auto snap = core::read_counters_file(ctx.counters_path());
   if (!snap.ok()) return 0;
@@ -301,12 +312,19 @@ std::uint64_t poller_counter(Context& ctx, const std::string& name) {
 // publisher's signalled sends) and the subscriber ring's eventfd. No safety timer
 // (sleep_timer_ms = 0): a lost wakeup leaves its message undelivered until the next message,
 // which never comes - the test sees it as a message later than 100 ms (and as lost after 10 s).
+// Lateness is judged net of measured VM stalls (see the stall detector below): under TCG on
+// shared cores the whole VM freezes for 100+ ms at times, polling pollers included.
 TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   POLLUX_REQUIRE_RXE();
   const char* env = std::getenv("POLLUX_RDMA_STRESS_SECONDS");
   const int seconds = env != nullptr ? std::atoi(env) : 60;
   const int port = next_port();
-  const std::string rt = "idle = \"interrupt\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
+  // POLLUX_RDMA_STRESS_IDLE=yield runs the same traffic with polling pollers: the control run
+  // that tells environment stalls (emulation, host load, rxe retransmits) from lost wakeups.
+  const char* idle_env = std::getenv("POLLUX_RDMA_STRESS_IDLE");
+  const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
+  const bool sleeping = idle == "interrupt" || idle == "adaptive";
+  const std::string rt = "idle = \"" + idle + "\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
   // rdma_config() sets idle = "yield"; TOML forbids a second idle key, so swap that line.
   auto cfg = [&](const std::string& base) {
     const std::string from = "idle = \"yield\"\n";
@@ -328,6 +346,32 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   std::atomic<bool> stop{false};
   std::uint64_t late = 0, bad = 0, out_of_order = 0, gaps = 0;
   std::int64_t worst_ns = 0;
+  struct Slow {
+    std::uint64_t tag;
+    std::int64_t offered, delivered;
+  };
+  std::vector<Slow> slow;  // consumer thread until joined
+  slow.reserve(4096);
+  // Stall detector (cyclictest-style): a thread that sleeps 2 ms at a time and records every
+  // oversleep beyond 10 ms - time the emulated VM was frozen or starved by the host (2 shared
+  // cores), which delays every thread alike, polling or sleeping. A message's lateness is
+  // judged net of the stalls that overlap its offer->delivery window: a lost wakeup shows no
+  // matching stall (and, with no safety timer, never ends: "lost").
+  struct Stall {
+    std::int64_t from, to;
+  };
+  std::vector<Stall> stalls;
+  stalls.reserve(65536);
+  std::atomic<bool> stop_monitor{false};
+  std::thread monitor([&] {
+    while (!stop_monitor.load(std::memory_order_relaxed)) {
+      const std::int64_t t0 = mono_ns();
+      timespec ts{0, 2'000'000};
+      nanosleep(&ts, nullptr);
+      const std::int64_t t1 = mono_ns();
+      if (t1 - t0 > 10'000'000 && stalls.size() < stalls.capacity()) stalls.push_back({t0 + 2'000'000, t1});
+    }
+  });
   std::thread consumer([&] {
     std::uint64_t next = 1;
     while (!stop.load(std::memory_order_acquire)) {
@@ -346,7 +390,7 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
             next = tag + 1;
             const std::int64_t lat = now - offered;
             worst_ns = std::max(worst_ns, lat);
-            if (lat > 100'000'000) ++late;
+            if (lat > 100'000'000 && slow.size() < slow.capacity()) slow.push_back({tag, offered, now});
             // Release pairs with the producer's acquire load: it then offers the next one.
             delivered.store(static_cast<std::uint32_t>(tag), std::memory_order_release);
             (void)core::futex_wake(&delivered, 1, false);
@@ -387,33 +431,58 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
     }
     if (d != static_cast<std::uint32_t>(tag)) {
       lost = 1;
+      std::printf("lost: message %llu not delivered after 10 s (last delivered %u)\n",
+                  static_cast<unsigned long long>(tag), d);
+      dump_counters(*pub_ctx, "publisher context");
+      dump_counters(*sub_ctx, "subscriber context");
       break;
     }
   }
   stop.store(true, std::memory_order_release);
   consumer.join();
+  stop_monitor.store(true, std::memory_order_relaxed);
+  monitor.join();
+  std::int64_t stalled_ns = 0;
+  for (const Stall& st : stalls) stalled_ns += st.to - st.from;
+  for (const Slow& m : slow) {
+    std::int64_t excused = 0;
+    for (const Stall& st : stalls) {
+      excused += std::max<std::int64_t>(0, std::min(st.to, m.delivered) - std::max(st.from, m.offered));
+    }
+    const std::int64_t net = m.delivered - m.offered - excused;
+    if (net > 100'000'000) ++late;
+    if (net > 100'000'000 || slow.size() <= 20) {
+      std::printf("slow: message %llu delivered %.3f ms after its offer, %.3f ms of it in measured VM stalls%s\n",
+                  static_cast<unsigned long long>(m.tag), (m.delivered - m.offered) / 1e6, excused / 1e6,
+                  net > 100'000'000 ? " - LATE" : "");
+    }
+  }
   const std::uint64_t sleeps = poller_counter(*sub_ctx, "sleeps") + poller_counter(*pub_ctx, "sleeps") - sleeps0;
   const std::uint64_t wake_sub = poller_counter(*sub_ctx, "wakeups") - wakeups_sub0;
   const std::uint64_t wake_pub = poller_counter(*pub_ctx, "wakeups") - wakeups_pub0;
-  std::printf("lost-wakeup stress over rxe: %d s, %llu messages, %llu poller sleeps (subscriber side %llu wakeups, "
-              "publisher side %llu), worst offer->delivery %.3f ms, late(>100ms) %llu, lost %llu, spurious sub %llu pub %llu\n",
-              seconds, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sleeps),
+  std::printf("lost-wakeup stress over rxe (idle %s): %d s, %llu messages, %llu poller sleeps (subscriber side %llu wakeups, "
+              "publisher side %llu), worst offer->delivery %.3f ms, %zu over 100 ms of which late net of VM stalls %llu, lost %llu, "
+              "spurious sub %llu pub %llu; VM stalls > 10 ms: %zu, %.1f ms in all\n",
+              idle.c_str(), seconds, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sleeps),
               static_cast<unsigned long long>(wake_sub), static_cast<unsigned long long>(wake_pub), worst_ns / 1e6,
-              static_cast<unsigned long long>(late), static_cast<unsigned long long>(lost),
+              slow.size(), static_cast<unsigned long long>(late), static_cast<unsigned long long>(lost),
               static_cast<unsigned long long>(poller_counter(*sub_ctx, "spurious_wakeups")),
-              static_cast<unsigned long long>(poller_counter(*pub_ctx, "spurious_wakeups")));
+              static_cast<unsigned long long>(poller_counter(*pub_ctx, "spurious_wakeups")), stalls.size(),
+              stalled_ns / 1e6);
   RecordProperty("messages", static_cast<int>(sent));
   RecordProperty("sleeps", static_cast<int>(sleeps));
   EXPECT_EQ(lost, 0u) << "a message was never delivered: a lost wakeup";
-  EXPECT_EQ(late, 0u) << "messages delivered later than 100 ms after their offer";
+  EXPECT_EQ(late, 0u) << "messages delivered later than 100 ms after their offer (net of measured VM stalls)";
   EXPECT_EQ(bad + out_of_order + gaps, 0u);
   EXPECT_GT(sent, 100u);
   // The pollers really slept: a source that refused to arm would pass the checks above while
   // spinning. Every message must have woken the subscriber's poller at least once (it can only
   // be woken, never spin, between messages) - allow for a handful of messages that arrived
   // while it was still awake.
-  EXPECT_GE(wake_sub, sent / 2) << "the subscriber's poller hardly slept";
-  EXPECT_GE(wake_pub, sent / 2) << "the publisher's poller hardly slept";
+  if (sleeping) {
+    EXPECT_GE(wake_sub, sent / 2) << "the subscriber's poller hardly slept";
+    EXPECT_GE(wake_pub, sent / 2) << "the publisher's poller hardly slept";
+  }
 }
 
 }  // namespace
