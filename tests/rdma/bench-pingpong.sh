@@ -37,7 +37,7 @@ floor() { # one ib_send_lat run -> t_typical (median of RTT/2) from a side with 
 }
 
 pollux() { # pollux <threading> [idle] -> half-RTT median (us), full RESULT line to stderr
-  local th="$1" IDLE="${2:-$IDLE}" s=$((port)) c=$((port + 1)) pin_s=() pin_c=(); port=$((port + 2))
+  local th="$1" IDLE="${2:-yield}" s=$((port)) c=$((port + 1)) pin_s=() pin_c=(); port=$((port + 2))
   # Dedicated: each process keeps its application thread and its poller on one vCPU.
   [ "$th" = dedicated ] && { pin_s=(--cpu 1 --poller-cpu 1); pin_c=(--cpu 0 --poller-cpu 0); }
   timeout "$T" "$PP" server --threading "$th" --idle "$IDLE" --device rxe1 --listen "$s" --peer "10.0.0.1:$c" \

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/moderation.h"
+
 namespace pollux::transport::rdma {
 
 struct CqModerationSetting {
@@ -34,6 +36,27 @@ class CqModerationPolicy {
   virtual void restart(std::int64_t now_ns, std::uint64_t completions_total, std::uint64_t wakeups_total) noexcept = 0;
   // The device refused ibv_modify_cq.
   virtual void set_unsupported() noexcept = 0;
+};
+
+// The CQ moderation tuner of core/moderation.h behind the seam: what a poller's source uses in
+// interrupt/adaptive mode when no static rdma.cq_moderation_count/usec is configured.
+class TunerPolicy final : public CqModerationPolicy {
+ public:
+  TunerPolicy(const core::ModerationOptions& o, std::int64_t now_ns) : tuner_(o, now_ns) {}
+  std::optional<CqModerationSetting> update(std::int64_t now_ns, std::uint64_t completions_total,
+                                            std::uint64_t wakeups_total) noexcept override {
+    auto m = tuner_.update(now_ns, completions_total, wakeups_total);
+    if (!m) return std::nullopt;
+    return CqModerationSetting{m->count, m->period_us};
+  }
+  void restart(std::int64_t now_ns, std::uint64_t completions_total, std::uint64_t wakeups_total) noexcept override {
+    tuner_.restart(now_ns, completions_total, wakeups_total);
+  }
+  void set_unsupported() noexcept override { tuner_.set_unsupported(); }
+  const core::CqModerationTuner& tuner() const noexcept { return tuner_; }
+
+ private:
+  core::CqModerationTuner tuner_;
 };
 
 }  // namespace pollux::transport::rdma

@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
-#include "core/moderation.h"
 #include "transport/rdma/qp.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/verbs_errors.h"
@@ -19,26 +18,6 @@
 
 namespace pollux::transport::rdma {
 namespace {
-
-// The CQ moderation tuner of core/moderation.h (libvma AIM / rdma_dim model) behind the
-// source's policy seam.
-class TunerPolicy final : public CqModerationPolicy {
- public:
-  TunerPolicy(const core::ModerationOptions& o, std::int64_t now_ns) : tuner_(o, now_ns) {}
-  std::optional<CqModerationSetting> update(std::int64_t now_ns, std::uint64_t completions_total,
-                                            std::uint64_t wakeups_total) noexcept override {
-    auto m = tuner_.update(now_ns, completions_total, wakeups_total);
-    if (!m) return std::nullopt;
-    return CqModerationSetting{m->count, m->period_us};
-  }
-  void restart(std::int64_t now_ns, std::uint64_t completions_total, std::uint64_t wakeups_total) noexcept override {
-    tuner_.restart(now_ns, completions_total, wakeups_total);
-  }
-  void set_unsupported() noexcept override { tuner_.set_unsupported(); }
-
- private:
-  core::CqModerationTuner tuner_;
-};
 
 std::uint32_t random_session() {
   std::random_device rd;
