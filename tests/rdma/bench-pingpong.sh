@@ -7,7 +7,10 @@
 # dedicated. Both report half the round trip (ib_send_lat's t_typical is the median of RTT/2);
 # the figure that matters is the ratio of medians, Pollux / ib_send_lat, per round.
 # Knobs: ITERS=5000, SIZE=2, BUILD=<repo>/build, DEDICATED_IDLE=yield (busy-spin pollers would
-# need 4 vCPUs: 2 processes x (application thread + poller) on the VM's 2).
+# need 4 vCPUs: 2 processes x (application thread + poller) on the VM's 2). DEDICATED_IDLE may
+# list several modes ("yield interrupt"): one dedicated column per mode, e.g. interrupt-mode
+# pollers (woken by the CQ's completion channel) next to polling ones and to inline, where the
+# application thread busy-polls the CQ itself (the busy-spin reference on 2 vCPUs).
 set -u
 export LC_ALL=C
 ROUNDS="${1:-3}"; ITERS="${ITERS:-5000}"; SIZE="${SIZE:-2}"; T="${T:-300}"
@@ -33,8 +36,8 @@ floor() { # one ib_send_lat run -> t_typical (median of RTT/2) from a side with 
   echo "n/a"; tail -n 3 "$tmp/c" "$tmp/s" >&2
 }
 
-pollux() { # pollux <threading> -> half-RTT median (us), full RESULT line to stderr
-  local th="$1" s=$((port)) c=$((port + 1)) pin_s=() pin_c=(); port=$((port + 2))
+pollux() { # pollux <threading> [idle] -> half-RTT median (us), full RESULT line to stderr
+  local th="$1" IDLE="${2:-yield}" s=$((port)) c=$((port + 1)) pin_s=() pin_c=(); port=$((port + 2))
   # Dedicated: each process keeps its application thread and its poller on one vCPU.
   [ "$th" = dedicated ] && { pin_s=(--cpu 1 --poller-cpu 1); pin_c=(--cpu 0 --poller-cpu 0); }
   timeout "$T" "$PP" server --threading "$th" --idle "$IDLE" --device rxe1 --listen "$s" --peer "10.0.0.1:$c" \
@@ -50,12 +53,19 @@ pollux() { # pollux <threading> -> half-RTT median (us), full RESULT line to std
 }
 
 echo "RDMA ping-pong, $(nproc) vCPU, kernel $(uname -r), $ITERS iterations, $SIZE-byte payload; dedicated pollers idle=$IDLE"
-printf '%-6s %14s %14s %14s %10s %10s\n' round ib_send_lat inline dedicated inline/x dedic/x
+hdr="$(printf '%-6s %12s %12s' round ib_send_lat inline)"
+for m in $IDLE; do hdr+="$(printf ' %12s' "ded-$m")"; done
+hdr+="$(printf ' %9s' inline/x)"
+for m in $IDLE; do hdr+="$(printf ' %9s' "$m/x")"; done
+echo "$hdr"
+ratio() { [ "$1" != n/a ] && [ "$2" != n/a ] && awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}' || echo n/a; }
 for r in $(seq 1 "$ROUNDS"); do
-  f="$(floor)"; i="$(pollux inline)"; d="$(pollux dedicated)"
-  ri=n/a; rd=n/a
-  [ "$f" != n/a ] && [ "$i" != n/a ] && ri="$(awk -v a="$i" -v b="$f" 'BEGIN{printf "%.2f", a/b}')"
-  [ "$f" != n/a ] && [ "$d" != n/a ] && rd="$(awk -v a="$d" -v b="$f" 'BEGIN{printf "%.2f", a/b}')"
-  printf '%-6s %14s %14s %14s %10s %10s\n' "$r" "$f" "$i" "$d" "$ri" "$rd"
+  f="$(floor)"; i="$(pollux inline)"; ds=()
+  for m in $IDLE; do ds+=("$(pollux dedicated "$m")"); done
+  line="$(printf '%-6s %12s %12s' "$r" "$f" "$i")"
+  for d in "${ds[@]}"; do line+="$(printf ' %12s' "$d")"; done
+  line+="$(printf ' %9s' "$(ratio "$i" "$f")")"
+  for d in "${ds[@]}"; do line+="$(printf ' %9s' "$(ratio "$d" "$f")")"; done
+  echo "$line"
 done
 echo "(medians of RTT/2 in usec; ratio = Pollux / ib_send_lat in the same round)"

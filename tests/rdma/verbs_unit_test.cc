@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/sequence.h"
 #include "transport/rdma/verbs_errors.h"
@@ -24,6 +25,45 @@ std::string config_error(std::string_view toml) {
   auto c = core::parse_config(toml, "feed.toml");
   EXPECT_FALSE(c.ok()) << toml;
   return c.ok() ? "" : std::string(c.status().message());
+}
+
+// ---- CQ moderation seam (what RdmaPollerSource::housekeeping feeds and applies) -----------------
+
+// The source hands the tuner running totals (completions polled, wakeups by completion events)
+// and applies what comes back; after the device refused once, nothing more comes back.
+TEST(RdmaModeration, TunerPolicyPassesTotalsAndStopsWhenUnsupported) {
+  constexpr std::int64_t kMs = 1'000'000;
+  TunerPolicy p(core::ModerationOptions{}, 0);
+  std::uint64_t completions = 0, wakeups = 0;
+  std::int64_t now = 0;
+  // Idle-ish: 1k completions/s, one wakeup each - no moderation asked for.
+  for (int i = 0; i < 5; ++i) {
+    now += 100 * kMs;
+    completions += 100;
+    wakeups += 100;
+    EXPECT_FALSE(p.update(now, completions, wakeups).has_value());
+  }
+  // 1M completions/s with 400k wakeups/s: moderated, within the default caps.
+  now += 100 * kMs;
+  completions += 100'000;
+  wakeups += 40'000;
+  auto m = p.update(now, completions, wakeups);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_GT(m->count, 1);
+  EXPECT_LE(m->count, core::ModerationOptions{}.max_count);
+  EXPECT_LE(m->period_us, core::ModerationOptions{}.max_period_us);
+  // A polling phase restarts the interval: its totals do not count as interrupts.
+  p.restart(now, completions + 5'000'000, wakeups);
+  // The device refused (rxe): the tuner is back at {1, 0} and never asks again.
+  p.set_unsupported();
+  EXPECT_TRUE(p.tuner().unsupported());
+  EXPECT_FALSE(p.tuner().current().moderated());
+  for (int i = 0; i < 5; ++i) {
+    now += 100 * kMs;
+    completions += 100'000;
+    wakeups += 40'000;
+    EXPECT_FALSE(p.update(now, completions, wakeups).has_value());
+  }
 }
 
 TEST(RdmaConfig, Defaults) {

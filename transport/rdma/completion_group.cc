@@ -1,6 +1,9 @@
 #include "transport/rdma/completion_group.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,24 +38,6 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
         "rdma: ibv_create_cq(%d entries) on %s: %s; lower rdma.cq_depth (device max %d) or raise `ulimit -l`", depth,
         dev.name(), std::strerror(errno), dev.attr().max_cqe));
   }
-  if (opt.moderation_count != 0 || opt.moderation_usec != 0) {
-    ibv_modify_cq_attr ma{};
-    ma.attr_mask = IBV_CQ_ATTR_MODERATE;
-    ma.moderate.cq_count = static_cast<std::uint16_t>(opt.moderation_count);
-    ma.moderate.cq_period = static_cast<std::uint16_t>(opt.moderation_usec);
-    const int rc = ibv_modify_cq(g->cq_, &ma);
-    if (rc != 0) {
-      // Not fatal: moderation only shapes interrupt mode. Say so once, loudly.
-      g->moderation_note_ = absl::StrFormat(
-          "CQ moderation (%u completions / %u us) refused by %s: %s; interrupt mode raises one event per armed "
-          "completion",
-          opt.moderation_count, opt.moderation_usec, dev.name(), std::strerror(rc));
-      std::fprintf(stderr, "pollux rdma: %s (rdma.cq_moderation_count/usec)\n", g->moderation_note_.c_str());
-    } else {
-      g->moderation_note_ = absl::StrFormat("CQ moderation %u completions / %u us", opt.moderation_count,
-                                            opt.moderation_usec);
-    }
-  }
   g->pending_.reserve(std::max<std::uint32_t>(opt.recv_batch, 1) * 2 + 64);
   g->free_.reserve(opt.recv_depth);
   static std::atomic<int> inline_groups{0};
@@ -66,6 +51,52 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   g->c_cq_errors_ = counters->allocate(scope, "cq_poll_errors");
   g->c_arms_ = counters->allocate(scope, "cq_arms");
   g->c_arm_races_ = counters->allocate(scope, "cq_arm_races");
+  g->c_cq_polls_ = counters->allocate(scope, "cq_polls");
+  g->c_cq_events_ = counters->allocate(scope, "cq_events");
+  g->c_arm_refused_ = counters->allocate(scope, "cq_arm_refused");
+  g->c_mod_unsupported_ = counters->allocate(scope, "cq_moderation_unsupported");
+  g->c_mod_changes_ = counters->allocate(scope, "cq_moderation_changes");
+  // The owner's wake-up fd: completion events and control-plane announcements, as one fd.
+  auto bell = core::EventFd::create();
+  if (!bell.ok()) return bell.status();
+  g->bell_ = std::move(*bell);
+  g->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (g->epfd_ < 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat("rdma: epoll_create1 for the completion group of %s: %s",
+                                                        dev.name(), std::strerror(errno)));
+  }
+  if (opt.timer_ns > 0) {
+    g->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (g->timer_fd_ < 0) {
+      return absl::ResourceExhaustedError(absl::StrFormat("rdma: timerfd_create for the completion group of %s: %s",
+                                                          dev.name(), std::strerror(errno)));
+    }
+  }
+  for (const int fd : {g->channel_->fd, g->bell_.fd(), g->timer_fd_}) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(g->epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("rdma: epoll_ctl(ADD) for the completion group of %s: %s", dev.name(), std::strerror(errno)));
+    }
+  }
+  if (opt.moderation_count != 0 || opt.moderation_usec != 0) {
+    const auto count = static_cast<std::uint16_t>(std::min<std::uint32_t>(opt.moderation_count, 0xffff));
+    const auto usec = static_cast<std::uint16_t>(std::min<std::uint32_t>(opt.moderation_usec, 0xffff));
+    if (!g->set_moderation(count, usec)) {
+      // Not fatal: moderation only shapes interrupt mode. Say so once (control path, at open).
+      g->moderation_note_ = absl::StrFormat(
+          "CQ moderation (%u completions / %u us) refused by %s; interrupt mode raises one event per armed "
+          "completion",
+          opt.moderation_count, opt.moderation_usec, dev.name());
+      std::fprintf(stderr, "pollux rdma: %s (rdma.cq_moderation_count/usec)\n", g->moderation_note_.c_str());
+    } else {
+      g->moderation_note_ = absl::StrFormat("CQ moderation %u completions / %u us", opt.moderation_count,
+                                            opt.moderation_usec);
+    }
+  }
   g->routes_.reserve(256);
   g->rq_conns_.reserve(64);
   g->draining_.reserve(64);
@@ -78,6 +109,24 @@ CompletionGroup::~CompletionGroup() {
   if (srq_ != nullptr) ibv_destroy_srq(srq_);
   if (cq_ != nullptr) ibv_destroy_cq(cq_);
   if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
+  if (epfd_ >= 0) close(epfd_);
+  if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+bool CompletionGroup::set_moderation(std::uint16_t count, std::uint16_t period_us) noexcept {
+  if (moderation_unsupported_) return false;
+  ibv_modify_cq_attr ma{};
+  ma.attr_mask = IBV_CQ_ATTR_MODERATE;
+  ma.moderate.cq_count = count;
+  ma.moderate.cq_period = period_us;
+  if (ibv_modify_cq(cq_, &ma) != 0) {
+    // rxe (and some other providers) do not implement it: record it once, never ask again.
+    moderation_unsupported_ = true;
+    c_mod_unsupported_.set(1);
+    return false;
+  }
+  c_mod_changes_.add();
+  return true;
 }
 
 absl::Status CompletionGroup::reserve_cqes(std::uint32_t n) {
@@ -106,6 +155,11 @@ void CompletionGroup::announce(Conn* c, bool gone) {
   }
   // Release pairs with sync()'s acquire load.
   gen_.fetch_add(1, std::memory_order_release);
+  // Then the bell, always (a control event: one write). An owner asleep in interrupt mode wakes
+  // (notify_fd() covers the bell); one that is polling finds the eventfd readable at its next
+  // sleep, wakes at once and syncs - the write comes after the increment, so the wakeup can
+  // never precede the announcement it is for.
+  bell_.signal();
 }
 
 absl::Status CompletionGroup::enable_receives() {
@@ -146,6 +200,7 @@ absl::Status CompletionGroup::enable_receives() {
     receives_enabled_ = true;
   }
   gen_.fetch_add(1, std::memory_order_release);  // pairs with sync()'s acquire
+  bell_.signal();  // as in announce(): the owner posts the new buffers on its next sync()
   return absl::OkStatus();
 }
 
@@ -251,13 +306,16 @@ void CompletionGroup::remove_route(Conn* c) noexcept {
 int CompletionGroup::progress() noexcept {
   sync();
   ibv_wc wc[kPollBurst];
+  c_cq_polls_.add();
   const int n = ibv_poll_cq(cq_, kPollBurst, wc);
   int done = 0;
+  drained_ = n < kPollBurst;
   if (__builtin_expect(n < 0, 0)) {
     c_cq_errors_.add();
   } else if (n > 0) {
     c_polls_.add();
     c_cqes_.add(static_cast<std::uint64_t>(n));
+    completions_ += static_cast<std::uint64_t>(n);
     for (int i = 0; i < n; ++i) dispatch(wc[i]);
     done = n;
   }
@@ -329,13 +387,50 @@ int CompletionGroup::progress_dv() noexcept {
 }
 
 bool CompletionGroup::try_arm() noexcept {
+  // The bell first, then the generation: a signal this drain consumed was written after its
+  // announcement's increment (eventfd read/write serialise in the kernel), so the load below
+  // sees that increment and refuses; a signal it did not consume leaves the fd readable for the
+  // sleep. Either way no announcement is slept through. Announcements not yet synced: let the
+  // next progress() adopt them. Acquire pairs with announce()'s release increment.
+  (void)bell_.drain();
+  if (gen_.load(std::memory_order_acquire) != seen_gen_) {
+    c_arm_refused_.add();
+    return false;
+  }
+  // The mlx5dv send CQ has no completion channel: its completions (which free publishers'
+  // slots) could never wake us. A group using it keeps its poller polling.
+  if (__builtin_expect(dv_cq_raw_.load(std::memory_order_relaxed) != nullptr, 0)) {
+    c_arm_refused_.add();
+    return false;
+  }
+  // Receive buffers batched for re-posting go to the SRQ now, not after the sleep.
+  if (!pending_.empty()) flush_recycled();
   c_arms_.add();
-  if (ibv_req_notify_cq(cq_, 0) != 0) return false;  // cannot arm: keep polling
+  if (ibv_req_notify_cq(cq_, 0) != 0) {  // cannot arm: keep polling
+    c_arm_refused_.add();
+    return false;
+  }
   // The race re-check: a completion that landed after our last poll but before the arm raises
-  // no event, so poll once more. Anything found means work: stay awake.
+  // no event, so poll once more. Whatever it finds is dispatched to its endpoint as in any
+  // cycle (nothing is lost) and means work: stay awake. (The CQ stays armed: at worst its next
+  // event makes one later sleep return at once, which disarm() consumes.)
   if (progress() > 0) {
     c_arm_races_.add();
     return false;
+  }
+  if (timer_fd_ >= 0 && (!routes_.empty() || timer_set_)) {
+    // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep
+    // (which also clears an expiration left from an earlier one); stopped once no QP is left.
+    itimerspec ts{};
+    if (!routes_.empty()) {
+      ts.it_value.tv_sec = static_cast<time_t>(opt_.timer_ns / 1'000'000'000);
+      ts.it_value.tv_nsec = static_cast<long>(opt_.timer_ns % 1'000'000'000);
+    }
+    if (timerfd_settime(timer_fd_, 0, &ts, nullptr) != 0) {
+      c_arm_refused_.add();
+      return false;  // no timer: sleeping would stop the heartbeats
+    }
+    timer_set_ = !routes_.empty();
   }
   return true;
 }
@@ -343,12 +438,20 @@ bool CompletionGroup::try_arm() noexcept {
 void CompletionGroup::disarm() noexcept {
   ibv_cq* cq;
   void* ctx;
-  while (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ++unacked_events_;
-  // Acknowledging takes a mutex inside libibverbs: batch it (and only interrupt mode gets here).
-  if (unacked_events_ >= 16) {
-    ibv_ack_cq_events(cq_, unacked_events_);
-    unacked_events_ = 0;
+  std::uint32_t got = 0;
+  while (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ++got;  // the channel fd is non-blocking
+  if (got != 0) {
+    unacked_events_ += got;
+    ++event_wakeups_;
+    c_cq_events_.add(got);
+    // Acknowledging takes a mutex inside libibverbs: batch it (only interrupt mode gets here).
+    if (unacked_events_ >= 16) {
+      ibv_ack_cq_events(cq_, unacked_events_);
+      unacked_events_ = 0;
+    }
   }
+  // The bell is drained by the next try_arm() (before it checks the generation), and the ud
+  // timer is reset by it (timerfd_settime clears expirations): nothing else to undo here.
 }
 
 void CompletionGroup::post_srq(const std::uint32_t* slots, std::uint32_t n) noexcept {

@@ -3,14 +3,22 @@
 // receive queue (SRQ) whose buffers any of those QPs may consume. An endpoint driven inline by
 // an application thread gets a group of its own, since a CQ is polled by one thread only.
 //
-// Whichever endpoint of the group runs first in a duty cycle polls the CQ (a burst of up to
-// kPollBurst completions) and dispatches each completion to the endpoint that owns its QP, by
-// qp_num: sends free pool slots of the publishing endpoint, receives queue frames on the
-// subscribing endpoint. All of that happens on the owning thread, without locks.
+// A poller's group is driven by the poller's RDMA progress source (RdmaPollerSource,
+// rdma_transport.h): once per duty cycle it polls the CQ (a burst of up to kPollBurst
+// completions) and dispatches each completion to the endpoint that owns its QP, by qp_num:
+// sends free pool slots of the publishing endpoint, receives queue frames on the subscribing
+// endpoint. Those endpoints are passive (they post, and hand out what was dispatched to them);
+// only an inline endpoint's private group is polled by the endpoint itself. All of that happens
+// on the owning thread, without locks.
 //
 // The control plane (the connection manager thread, open/close on the application thread)
 // hands new and dead QPs to the owning thread through announce(): a mutex-protected list plus
-// a generation counter the owner checks with one acquire load per call (sync()).
+// a generation counter the owner checks with one acquire load per call (sync()), plus an
+// eventfd (the "bell") that wakes an owner asleep in interrupt mode.
+//
+// Interrupt mode: notify_fd() is an epoll fd over the CQ's completion channel and the bell, so
+// one fd wakes the owner for a completion and for a connection-manager event alike (ud_mcast:
+// and a timerfd, for heartbeats and liveness while the owner sleeps).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -26,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
 #include "core/counters.h"
+#include "core/wakeup.h"
 #include "transport/rdma/conn.h"
 #include "transport/rdma/mlx5_dv.h"
 
@@ -50,6 +59,9 @@ struct GroupOptions {
   std::uint32_t cq_depth = 4096;
   std::uint32_t moderation_count = 0;
   std::uint32_t moderation_usec = 0;
+  // ud_mcast: while armed, a timer wakes the owner this often so heartbeats go out and
+  // liveness is checked even with runtime.sleep_timer_ms = 0 (RC needs no timer). 0 = none.
+  std::int64_t timer_ns = 0;
 };
 
 class CompletionGroup {
@@ -95,14 +107,31 @@ class CompletionGroup {
     // Acquire pairs with announce()'s release increment: the announced list is complete.
     if (gen_.load(std::memory_order_acquire) != seen_gen_) sync_slow();
   }
-  // Polls one burst of completions and dispatches them; returns how many.
+  // Polls one burst of completions and dispatches them; returns how many. The one place the
+  // CQ is polled (counted in "cq_polls").
   int progress() noexcept;
-  // Interrupt hooks: arm the CQ's completion event, then poll once more (a completion that
-  // arrived between the last poll and the arm would raise no event). False = work pending.
+  // True when the last poll returned less than a full burst (the CQ was drained then): a
+  // subscriber ends a vanished peer only after everything it delivered was dispatched.
+  bool drained() const noexcept { return drained_; }
+  // Interrupt hooks: refuse when a control-plane announcement is pending or the group has a CQ
+  // that cannot raise events (the mlx5dv send CQ); otherwise arm the CQ's completion event, then
+  // poll once more (a completion that arrived between the last poll and the arm raises no
+  // event). Completions found by that poll are dispatched (never lost) and make it refuse.
   bool try_arm() noexcept;
-  // Consumes and acknowledges completion events (the fd is non-blocking).
+  // Consumes the completion events (acknowledged in batches); never blocks. (The bell is
+  // drained by try_arm, before it checks for announcements.)
   void disarm() noexcept;
-  int notify_fd() const noexcept { return channel_ != nullptr ? channel_->fd : -1; }
+  // Stable for the group's lifetime: an epoll fd over the completion channel and the bell.
+  int notify_fd() const noexcept { return epfd_; }
+  // Totals for the moderation tuner: completions polled, and wakeups (disarms that consumed at
+  // least one completion event).
+  std::uint64_t completions_total() const noexcept { return completions_; }
+  std::uint64_t event_wakeups_total() const noexcept { return event_wakeups_; }
+  // Applies CQ moderation (owning thread, or the control plane before the group is used).
+  // False when the device refuses: then "cq_moderation_unsupported" is set to 1, once, and
+  // every later call returns false without asking the device again.
+  bool set_moderation(std::uint16_t count, std::uint16_t period_us) noexcept;
+  bool moderation_unsupported() const noexcept { return moderation_unsupported_; }
 
   // A receive buffer is free again: re-posted lazily, recv_batch at a time with one post call.
   void recycle(std::uint32_t slot) noexcept;
@@ -122,6 +151,8 @@ class CompletionGroup {
   std::uint32_t srq_posted() const noexcept { return srq_posted_; }
   bool uses_srq() const noexcept { return opt_.srq; }
   std::uint64_t stale_completions() const noexcept { return stale_; }
+  // Every ibv_poll_cq on the CQ so far (any thread may read: a relaxed counter load).
+  std::uint64_t cq_polls() const noexcept { return c_cq_polls_.get(); }
 
  private:
   struct Route {
@@ -148,6 +179,9 @@ class CompletionGroup {
   ConnRetirer* retirer_;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  core::EventFd bell_;  // announce()/enable_receives() -> a sleeping owner
+  int epfd_ = -1;       // notify_fd(): channel_->fd + bell_ (+ timer_fd_)
+  int timer_fd_ = -1;   // ud_mcast timers while armed (GroupOptions::timer_ns)
   ibv_srq* srq_ = nullptr;
   std::string moderation_note_;
 
@@ -175,7 +209,13 @@ class CompletionGroup {
   std::uint32_t srq_posted_ = 0;
   std::uint32_t unacked_events_ = 0;
   std::uint64_t stale_ = 0;
-  core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_;
+  std::uint64_t completions_ = 0;
+  std::uint64_t event_wakeups_ = 0;
+  bool drained_ = true;
+  bool timer_set_ = false;
+  bool moderation_unsupported_ = false;
+  core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,
+      c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_;
 };
 
 }  // namespace pollux::transport::rdma

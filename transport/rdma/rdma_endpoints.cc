@@ -37,6 +37,7 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
                                std::uint32_t session_id, std::uint32_t ring_slots, std::uint32_t control_slot)
     : t_(t),
       group_(group),
+      self_progress_(group->poller() < 0),
       pool_(&t.pool()),
       ud_(t.ud()),
       lkey_(t.device().lkey()),
@@ -141,17 +142,20 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   std::uint32_t n = static_cast<std::uint32_t>(std::min<std::size_t>(frames.size(), kMaxPost));
   n = std::min<std::uint32_t>(n, static_cast<std::uint32_t>(inflight_.size() - (posted_ - freed_)));
   // Inline mode reaps only when the publisher runs out of slots: poll completions here as well
-  // once a send queue is half full, so its room never depends on that.
-  for (std::uint32_t k = 0; k < nconns_; ++k) {
-    if (conns_[k]->posted - conns_[k]->completed >= conns_[k]->sq_depth / 2) {
-      (void)group_->progress();
-      break;
+  // once a send queue is half full, so its room never depends on that. (A poller's endpoint is
+  // passive: its poller's source polls the CQ once per cycle, right after this post.)
+  if (self_progress_) {
+    for (std::uint32_t k = 0; k < nconns_; ++k) {
+      if (conns_[k]->posted - conns_[k]->completed >= conns_[k]->sq_depth / 2) {
+        (void)group_->progress();
+        break;
+      }
     }
   }
   for (std::uint32_t k = 0; k < nconns_; ++k) n = std::min(n, sq_room(*conns_[k]));
   if (n == 0) {
     c_back_pressure_.add();
-    (void)group_->progress();  // completions may free room for the next call
+    if (self_progress_) (void)group_->progress();  // completions may free room for the next call
     return 0;
   }
   if (__builtin_expect(ud_ && posted_ == 0 && nconns_ > 0, 0)) {
@@ -240,7 +244,7 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
 }
 
 std::uint32_t RdmaTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
-  (void)group_->progress();
+  if (self_progress_) (void)group_->progress();  // a poller's source already polled this cycle
   std::uint64_t floor = posted_;
   for (std::uint32_t k = 0; k < nconns_; ++k) floor = std::min(floor, conns_[k]->completed);
   const std::uint32_t n = static_cast<std::uint32_t>(std::min<std::uint64_t>(floor - freed_, freed.size()));
@@ -375,6 +379,7 @@ std::string RdmaTxEndpoint::describe() const {
 RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
     : t_(t),
       group_(group),
+      self_progress_(group->poller() < 0),
       ud_(t.ud()),
       offset_(t.ud() ? kGrhBytes : 0),
       liveness_ns_(static_cast<std::int64_t>(t.cfg().liveness_timeout_ms) * 1'000'000) {
@@ -469,10 +474,12 @@ void RdmaRxEndpoint::retire_conn(Conn* c) noexcept {
 
 std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   if (__builtin_expect(closed_, 0)) return 0;
-  const int got = group_->progress();
+  // Inline: this endpoint's private group is polled here. A poller's endpoint is passive: the
+  // poller's source polled the shared CQ once this cycle and dispatched into ready_.
+  if (self_progress_) (void)group_->progress();
   std::uint32_t n = 0;
   // Peers that went away end after everything they delivered: once a poll drained the CQ.
-  if (__builtin_expect(!closing_.empty(), 0) && got < CompletionGroup::kPollBurst) {
+  if (__builtin_expect(!closing_.empty(), 0) && group_->drained()) {
     for (Conn* c : closing_) ready_[ready_tail_++ & ready_mask_] = Ready{c, kEndMarker, 0};
     closing_.clear();
   }

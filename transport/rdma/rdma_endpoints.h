@@ -2,7 +2,10 @@
 // owning one QP per connected subscriber for RC, or one UD QP for multicast) and a subscribing
 // endpoint (one QP per connected publisher for RC, or one UD QP attached to the group). Both
 // are driven by exactly one thread - their poller, or the application thread in inline mode -
-// and take no lock, allocate nothing and never register memory on the data path.
+// and take no lock, allocate nothing and never register memory on the data path. A poller's
+// endpoints are passive: post_st posts, poll_st/reap_st hand out what the poller's source
+// (RdmaPollerSource: one CQ poll per duty cycle) dispatched to them. An inline endpoint polls
+// its private completion group itself, inside poll_st/reap_st/post_st.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -80,6 +83,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
 
   RdmaTransport& t_;
   CompletionGroup* const group_;
+  const bool self_progress_;  // inline: polls its private group itself; else passive
   core::BufferPool* const pool_;
   const bool ud_;
   const std::uint32_t lkey_;
@@ -160,6 +164,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
 
   RdmaTransport& t_;
   CompletionGroup* const group_;
+  const bool self_progress_;  // inline: polls its private group itself; else passive
   const bool ud_;
   const std::uint32_t offset_;   // frame offset in a receive buffer (UD: GRH)
   std::uint32_t max_frame_ = 0;

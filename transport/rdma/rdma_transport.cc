@@ -10,6 +10,7 @@
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "core/clock.h"
 #include "transport/rdma/qp.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/verbs_errors.h"
@@ -81,6 +82,11 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
   o.cq_depth = c.cq_depth;
   o.moderation_count = c.cq_moderation_count;
   o.moderation_usec = c.cq_moderation_usec;
+  if (ud()) {
+    // Heartbeats every heartbeat_ms, liveness checked at that granularity too.
+    o.timer_ns = static_cast<std::int64_t>(std::max<std::uint32_t>(1, std::min(c.heartbeat_ms, c.liveness_timeout_ms))) *
+                 1'000'000;
+  }
   auto g = CompletionGroup::create(*dev_, *env_.pool, o, this, env_.counters);
   if (!g.ok()) return g.status();
   CompletionGroup* raw = g->get();
@@ -90,6 +96,48 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
     inline_groups_.push_back(std::move(*g));
   }
   return raw;
+}
+
+absl::StatusOr<core::ProgressSource*> RdmaTransport::poller_source(int poller) {
+  if (poller < 0) {
+    return absl::InvalidArgumentError("rdma: poller_source needs a poller index (inline endpoints progress themselves)");
+  }
+  auto g = group_for(poller);
+  if (!g.ok()) return g.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<RdmaPollerSource>& s = sources_[poller];
+  if (s == nullptr) {
+    s = std::make_unique<RdmaPollerSource>(*g);
+    // Adaptive moderation only where the poller sleeps, and only when no static setting was
+    // asked for (rdma.cq_moderation_count/usec), and not on a device that already refused.
+    const core::IdleKind idle = config().runtime.idle;
+    if ((idle == core::IdleKind::kInterrupt || idle == core::IdleKind::kAdaptive) && cfg().cq_moderation_count == 0 &&
+        cfg().cq_moderation_usec == 0 && !(*g)->moderation_unsupported()) {
+      s->set_moderation_policy(std::make_unique<TunerPolicy>(core::ModerationOptions{}, core::Clock::now_ns()));
+    }
+  }
+  return s.get();
+}
+
+int RdmaPollerSource::housekeeping(std::int64_t now_ns) noexcept {
+  group_->sync();
+  group_->flush_recycled();
+  if (policy_ != nullptr && !group_->moderation_unsupported()) {
+    if (auto m = policy_->update(now_ns, group_->completions_total(), group_->event_wakeups_total())) {
+      if (!group_->set_moderation(m->count, m->period_us)) policy_->set_unsupported();
+    }
+  }
+  return 0;
+}
+
+bool RdmaPollerSource::try_arm() noexcept {
+  if (!group_->try_arm()) return false;
+  if (policy_ != nullptr && last_now_ns_ - last_arm_ns_ > kPollingPhaseNs) {
+    // First sleep after a polling phase: moderation measures interrupts from here on.
+    policy_->restart(last_now_ns_, group_->completions_total(), group_->event_wakeups_total());
+  }
+  last_arm_ns_ = last_now_ns_;
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const EndpointSpec& spec) {
@@ -233,6 +281,7 @@ void RdmaTransport::close() {
     closed_ = true;
   }
   if (cm_ != nullptr) cm_->stop();
+  sources_.clear();
   groups_.clear();
   idle_inline_groups_.clear();
   inline_groups_.clear();

@@ -11,10 +11,45 @@
 
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/connection_manager.h"
+#include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/device.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::rdma {
+
+// One per poller: the only code that polls the poller's shared CQ. progress() polls it once per
+// duty cycle (a burst of up to CompletionGroup::kPollBurst completions) and dispatches every
+// completion to its endpoint; the poller's endpoints are passive. Interrupt mode:
+// try_arm() = CompletionGroup::try_arm() (ibv_req_notify_cq, then one more poll; refuses when
+// that finds work, whose completions stay dispatched), disarm() consumes completion events
+// (acknowledged in batches) and the control-plane bell, notify_fd() is the group's epoll fd
+// over its completion channel and the bell (connection-manager announcements).
+// housekeeping() re-posts batched receive buffers and drives CQ moderation (cq_moderation.h).
+class RdmaPollerSource final : public core::ProgressSource {
+ public:
+  explicit RdmaPollerSource(CompletionGroup* g) : group_(g) {}
+  int progress(std::int64_t now_ns) noexcept override {
+    last_now_ns_ = now_ns;
+    return group_->progress();
+  }
+  int housekeeping(std::int64_t now_ns) noexcept override;
+  bool try_arm() noexcept override;
+  void disarm() noexcept override { group_->disarm(); }
+  int notify_fd() const noexcept override { return group_->notify_fd(); }
+  std::string_view name() const noexcept override { return "rdma"; }
+
+  // Control path, before the poller drives the source (or on its thread).
+  void set_moderation_policy(std::unique_ptr<CqModerationPolicy> p) { policy_ = std::move(p); }
+  CompletionGroup* group() const noexcept { return group_; }
+
+ private:
+  // A poller that did not arm for this long was polling: the moderation interval restarts.
+  static constexpr std::int64_t kPollingPhaseNs = 10'000'000;
+  CompletionGroup* const group_;
+  std::unique_ptr<CqModerationPolicy> policy_;
+  std::int64_t last_now_ns_ = 0;
+  std::int64_t last_arm_ns_ = 0;
+};
 
 class RdmaTransport final : public Transport, public ConnRetirer {
  public:
@@ -27,12 +62,9 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
   void close() override;
   bool shared_tx_endpoint() const noexcept override { return false; }  // a QP per publishing thread
-  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
-    while (sources_.size() <= static_cast<std::size_t>(poller)) {
-      sources_.push_back(std::make_unique<SelfProgressingSource>("rdma"));
-    }
-    return sources_[static_cast<std::size_t>(poller)].get();
-  }
+  // The poller's source wraps the poller's completion group (created here if needed, so its
+  // notify_fd() exists before the poller adds the source).
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override;
 
   void retire(Conn* c) override;
   // An inline endpoint closed: its private group (CQ, and SRQ with pool slots carved for good)
@@ -55,7 +87,7 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   absl::StatusOr<CompletionGroup*> group_for(int poller);
 
   TransportEnv env_;
-  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
+  std::map<int, std::unique_ptr<RdmaPollerSource>> sources_;  // by poller index (under mu_)
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ConnectionManager> cm_;
   std::mutex mu_;  // control plane: groups
