@@ -249,6 +249,7 @@ void ContextImpl::release_publisher(PublisherImpl* p) {
   std::shared_ptr<transport::TxEndpoint> ep = p->ep;
   if (p->channel != nullptr) {
     p->channel->closing.store(true, std::memory_order_release);  // pairs with the poller's acquire
+    p->poller->wake();  // a sleeping poller must see the close (app-tx refuses to arm while closing)
     if (!wait_drained(*p->channel, std::chrono::seconds(5))) {
       std::fprintf(stderr, "pollux: publisher on stream %u closed with frames still queued (transport back-pressured)\n",
                    p->stream_id);
@@ -277,6 +278,7 @@ void ContextImpl::release_publisher(PublisherImpl* p) {
 void ContextImpl::release_subscriber(SubscriberImpl* s) {
   if (s->channel != nullptr) {
     s->channel->closing.store(true, std::memory_order_release);
+    s->poller->wake();
     (void)wait_drained(*s->channel, std::chrono::seconds(5));
     // On the poller thread: the endpoint may share per-poller state with endpoints it still
     // drives (RDMA: the CQ and SRQ).
