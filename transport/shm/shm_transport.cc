@@ -482,9 +482,6 @@ std::uint32_t ShmPollerSource::futex_waits(std::span<core::FutexWait> out) noexc
   for (std::uint32_t i = 0; i < armed_; ++i) {
     std::atomic<std::uint32_t>* w = eps_[i]->armed_word();
     if (w == nullptr) continue;
-    bool dup = false;  // two subscribers of one stream on this poller share the segment's word
-    for (std::uint32_t j = 0; j < k && !dup; ++j) dup = out[j].word == w;
-    if (dup) continue;
     if (k == out.size()) {
       // More words than the poller can wait on: make the wait return at once (a spurious
       // wake-up, then another attempt) rather than sleep deaf to a segment.
