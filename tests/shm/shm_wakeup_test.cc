@@ -352,8 +352,12 @@ std::uint64_t counter(const std::string& path, const std::string& scope, const s
   return v;
 }
 
+// late: delivered > 100 ms after its offer. A lost wake-up (with sleep_timer_ms = 0 nothing else
+// ends the wait) shows as a wait that times out (kWaitUs) followed by the message: late_lost.
+// A late message whose wait was ended by a wake-up was late for the scheduler (an overloaded
+// host), not for the protocol: late_sched, reported, not a failure.
 struct Result {
-  std::uint64_t received = 0, late = 0, bad = 0, sleeps = 0, waits_timed_out = 0;
+  std::uint64_t received = 0, late_lost = 0, late_sched = 0, bad = 0, sleeps = 0, waits_timed_out = 0;
   std::int64_t max_delay_ns = 0;
   int failed = 0;
 };
@@ -396,6 +400,7 @@ Result run_side(Context& ctx, const char* in, const char* out, std::uint64_t rou
     }
   };
   std::uint64_t next = 0;  // the value expected next
+  bool timed_out = false;  // the last wait ended by its timeout, not by a wake-up
   std::int64_t last_progress = core::Clock::now_ns();
   if (initiator && !offer(0)) r.failed = 3;
   while (r.failed == 0 && next < rounds) {
@@ -406,14 +411,17 @@ Result run_side(Context& ctx, const char* in, const char* out, std::uint64_t rou
           if (m.payload.size() == sizeof v) std::memcpy(&v, m.payload.data(), sizeof v);
           const std::int64_t delay = core::Clock::now_ns() - m.publisher_ns;
           r.max_delay_ns = std::max(r.max_delay_ns, delay);
-          if (delay > kLateNs) ++r.late;
+          if (delay > kLateNs) ++(timed_out ? r.late_lost : r.late_sched);
           if (v != next) ++r.bad;
           next = v + 1;
           ++r.received;
           ++got_any;
         },
         [&](const Gap&) { ++r.bad; }, [&](const StreamEvent&) {}, 16);
-    if (n > 0) last_progress = core::Clock::now_ns();
+    if (n > 0) {
+      last_progress = core::Clock::now_ns();
+      timed_out = false;
+    }
     if (got_any != 0) {
       // Answer (echo) or send the next ping.
       if (initiator ? next < rounds : true) {
@@ -422,7 +430,8 @@ Result run_side(Context& ctx, const char* in, const char* out, std::uint64_t rou
       continue;
     }
     if (n > 0) continue;
-    if (!sub->wait(kWaitUs)) ++r.waits_timed_out;
+    timed_out = !sub->wait(kWaitUs);
+    if (timed_out) ++r.waits_timed_out;
     if (core::Clock::now_ns() - last_progress > kStallNs) r.failed = 5;  // a lost wake-up, for good
   }
   return r;
@@ -499,15 +508,18 @@ void check(const StressOutcome& o, std::uint64_t rounds, std::uint64_t transitio
   EXPECT_EQ(o.parent.received, rounds);
   EXPECT_EQ(o.child.received, rounds);
   EXPECT_EQ(o.parent.bad + o.child.bad, 0u) << "out of order or gaps";
-  EXPECT_EQ(o.parent.late + o.child.late, 0u) << "messages delivered > 100 ms after their offer: lost wake-ups";
-  EXPECT_EQ(o.parent.waits_timed_out + o.child.waits_timed_out, 0u);
+  EXPECT_EQ(o.parent.late_lost + o.child.late_lost, 0u)
+      << "messages delivered > 100 ms after their offer, found after a wait timed out: lost wake-ups";
+  EXPECT_EQ(o.parent.waits_timed_out + o.child.waits_timed_out, 0u) << "a wait of 2 s ended by its timeout";
   std::printf(
       "rounds %llu in %.1f s (%.1f us/round): sleep/wake transitions %llu (child waits %llu, parent waits %llu, "
-      "parent poller sleeps %llu wakeups %llu); max delay parent %.1f us child %.1f us\n",
+      "parent poller sleeps %llu wakeups %llu); max delay parent %.1f us child %.1f us; late (> 100 ms) after a "
+      "wake-up (scheduling) %llu\n",
       static_cast<unsigned long long>(rounds), o.seconds, o.seconds * 1e6 / static_cast<double>(rounds),
       static_cast<unsigned long long>(transitions), static_cast<unsigned long long>(o.child_sleeps),
       static_cast<unsigned long long>(o.parent_sleeps), static_cast<unsigned long long>(o.poller_sleeps),
-      static_cast<unsigned long long>(o.poller_wakeups), o.parent.max_delay_ns / 1e3, o.child.max_delay_ns / 1e3);
+      static_cast<unsigned long long>(o.poller_wakeups), o.parent.max_delay_ns / 1e3, o.child.max_delay_ns / 1e3,
+      static_cast<unsigned long long>(o.parent.late_sched + o.child.late_sched));
   // Nearly every message must have found its reader asleep, or the test proves little.
   EXPECT_GE(transitions, rounds) << "too few sleeps: the test did not exercise the wake-up path";
 }
