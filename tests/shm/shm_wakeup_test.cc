@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "core/counters.h"
+#include "core/poller.h"
 #include "core/wakeup.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
@@ -33,6 +34,16 @@ namespace {
 using pollux::testing::unique_name;
 
 // ---- in one process: the arm protocol, step by step ------------------------------------------------
+
+std::uint64_t counter_value(const std::string& path, const std::string& scope, const std::string& name) {
+  auto snap = core::read_counters_file(path);
+  if (!snap.ok()) return 0;
+  std::uint64_t v = 0;
+  for (const auto& c : snap->counters) {
+    if (c.scope == scope && c.name == name) v += c.value;
+  }
+  return v;
+}
 
 class WakeFixture : public ::testing::Test {
  protected:
@@ -255,6 +266,35 @@ TEST_F(WakeFixture, AReaderThatCannotBeWokenKeepsItsPollerAwake) {
   g_sleeper_global_barrier = core::global_sleeper_barrier;
   EXPECT_TRUE(source_->try_arm());
   source_->disarm();
+}
+
+// The same through a real poller in interrupt mode (sleep_timer_ms = 0): it never sleeps, and
+// counts the refusals; once the reader can be woken again, it sleeps.
+TEST_F(WakeFixture, APollerWithAnUnwakeableReaderNeverSleeps) {
+  if (tx_->writer().full_fence()) GTEST_SKIP() << "no global expedited membarrier on this kernel";
+  g_sleeper_global_barrier = []() noexcept { return false; };
+  ShmRxEndpoint* ep = add_rx(0);
+  ASSERT_NE(ep, nullptr);
+  auto counters = core::CountersFile::create("/dev/shm", unique_name("wakepoller"));
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  auto value = [&](const char* name) { return counter_value((*counters)->path(), "poller 0", name); };
+  {
+    core::Poller poller(0, cfg_, counters->get());
+    poller.add_source(source_);
+    ASSERT_TRUE(poller.start(core::IdleKind::kInterrupt, -1).ok());
+    while (value("arm_refused") < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(value("sleeps"), 0u);
+    poller.stop();
+  }
+  g_sleeper_global_barrier = core::global_sleeper_barrier;
+  {
+    core::Poller poller(0, cfg_, counters->get());
+    poller.add_source(source_);
+    ASSERT_TRUE(poller.start(core::IdleKind::kInterrupt, -1).ok());
+    while (value("sleeps") == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    poller.stop();
+  }
+  EXPECT_GT(ep->unwakeable(), 0u);
 }
 
 TEST_F(WakeFixture, NoPublisherMeansNoSleepWithoutATimer) {
