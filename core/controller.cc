@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
+// Upper bound of the durations added to timestamps (~13 days): keeps the sums far from overflow.
+constexpr std::int64_t kMaxInterval = std::int64_t{1} << 50;
 
 absl::Status bad(const std::string& field, const std::string& want, const std::string& got) {
   return absl::InvalidArgumentError(absl::StrCat("runtime.adaptive.", field, ": expected ", want,
@@ -29,15 +31,15 @@ ControllerOptions clamped(ControllerOptions o) {
   o.min_spin_ns = std::clamp<std::int64_t>(o.min_spin_ns, 0, o.max_spin_ns);
   o.dense_gap_ns = std::clamp<std::int64_t>(o.dense_gap_ns, 0, PollController::kMaxGap);
   o.busy_exit_gap_ns = std::clamp<std::int64_t>(o.busy_exit_gap_ns, o.dense_gap_ns, PollController::kMaxGap);
-  o.busy_linger_ns = std::max<std::int64_t>(o.busy_linger_ns, 0);
-  o.idle_after_ns = std::max<std::int64_t>(o.idle_after_ns, 1);
+  o.busy_linger_ns = std::clamp<std::int64_t>(o.busy_linger_ns, 0, kMaxInterval);
+  o.idle_after_ns = std::clamp<std::int64_t>(o.idle_after_ns, 1, kMaxInterval);
   o.sparse_wakeups = std::max<std::uint32_t>(o.sparse_wakeups, 1);
   o.max_exit_streak = std::clamp<std::uint32_t>(o.max_exit_streak, 1, 1u << 20);
   o.window = std::clamp<std::uint32_t>(o.window, 1, 1u << 20);
   o.recompute_every = std::max<std::uint32_t>(o.recompute_every, 1);
   o.min_samples = std::max<std::uint32_t>(o.min_samples, 1);
-  o.arm_retry_min_ns = std::max<std::int64_t>(o.arm_retry_min_ns, 1);
-  o.arm_retry_max_ns = std::max(o.arm_retry_max_ns, o.arm_retry_min_ns);
+  o.arm_retry_min_ns = std::clamp<std::int64_t>(o.arm_retry_min_ns, 1, kMaxInterval);
+  o.arm_retry_max_ns = std::clamp<std::int64_t>(o.arm_retry_max_ns, o.arm_retry_min_ns, kMaxInterval);
   return o;
 }
 
@@ -77,17 +79,20 @@ absl::Status ControllerOptions::validate() const {
   if (busy_exit_gap_ns < dense_gap_ns || busy_exit_gap_ns > PollController::kMaxGap)
     return bad("busy_exit_gap_ns", absl::StrCat("dense_gap_ns (", dense_gap_ns, ")..2147483647"),
                absl::StrCat(busy_exit_gap_ns));
-  if (busy_linger_ns < 0) return bad("busy_linger_ns", ">= 0", absl::StrCat(busy_linger_ns));
-  if (idle_after_ns <= 0) return bad("idle_after_ns", ">= 1", absl::StrCat(idle_after_ns));
+  if (busy_linger_ns < 0 || busy_linger_ns > kMaxInterval)
+    return bad("busy_linger_ns", "0..2^50", absl::StrCat(busy_linger_ns));
+  if (idle_after_ns <= 0 || idle_after_ns > kMaxInterval)
+    return bad("idle_after_ns", "1..2^50 (e.g. 10000000 = 10 ms)", absl::StrCat(idle_after_ns));
   if (sparse_wakeups == 0) return bad("sparse_wakeups", ">= 1", "0");
   if (max_exit_streak == 0 || max_exit_streak > (1u << 20))
     return bad("max_exit_streak", "1..1048576", absl::StrCat(max_exit_streak));
   if (window == 0 || window > (1u << 20)) return bad("window", "1..1048576", absl::StrCat(window));
   if (recompute_every == 0) return bad("recompute_every", ">= 1", "0");
   if (min_samples == 0) return bad("min_samples", ">= 1", "0");
-  if (arm_retry_min_ns <= 0) return bad("arm_retry_min_ns", ">= 1", absl::StrCat(arm_retry_min_ns));
-  if (arm_retry_max_ns < arm_retry_min_ns)
-    return bad("arm_retry_max_ns", absl::StrCat(">= arm_retry_min_ns (", arm_retry_min_ns, ")"),
+  if (arm_retry_min_ns <= 0 || arm_retry_min_ns > kMaxInterval)
+    return bad("arm_retry_min_ns", "1..2^50", absl::StrCat(arm_retry_min_ns));
+  if (arm_retry_max_ns < arm_retry_min_ns || arm_retry_max_ns > kMaxInterval)
+    return bad("arm_retry_max_ns", absl::StrCat("arm_retry_min_ns (", arm_retry_min_ns, ")..2^50"),
                absl::StrCat(arm_retry_max_ns));
   return absl::OkStatus();
 }

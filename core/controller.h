@@ -66,8 +66,9 @@
 //                 else kSpin; the histogram is cleared (it described the idle period).
 //                 exit_streak starts at 1 ("the first sign of load"), doubles (up to
 //                 max_exit_streak) each time kSpin falls back to kInterrupt by the sparse
-//                 rule below, and resets to 1 on a gap >= idle_after_ns: that is the
-//                 hysteresis that keeps Poisson-like traffic near the threshold from flapping.
+//                 rule below, and resets to 1 on a gap >= idle_after_ns or when kInterrupt
+//                 is entered by the idle rule: that is the hysteresis that keeps
+//                 Poisson-like traffic near the threshold from flapping.
 //   kSpin -> kBusy             at a recomputation (every recompute_every gaps) when the
 //                 histogram holds >= min_samples gaps, the quantile gap <= dense_gap_ns and
 //                 the newest gap <= dense_gap_ns too.

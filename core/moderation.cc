@@ -41,12 +41,12 @@ CqModeration CqModerationTuner::compute(const ModerationOptions& opts, double ev
   // is the rest of one target interval after one event gap, so it rarely fires before count.
   const std::uint16_t max_count = std::max<std::uint16_t>(opts.max_count, 1);
   const double want = std::round(events_per_s / target);
-  std::uint16_t count = max_count < 2 ? 1
-                                      : static_cast<std::uint16_t>(std::clamp(want, 2.0, static_cast<double>(max_count)));
-  const double period_us = 1e6 / target - 1e6 / events_per_s;
-  std::uint16_t period =
-      static_cast<std::uint16_t>(std::clamp(std::round(period_us), 1.0, std::max(1.0, static_cast<double>(opts.max_period_us))));
-  if (opts.max_period_us == 0) period = 0;
+  std::uint16_t count =
+      max_count < 2 ? 1 : static_cast<std::uint16_t>(std::clamp(want, 2.0, static_cast<double>(max_count)));
+  const double period_us = std::round(1e6 / target - 1e6 / events_per_s);
+  std::uint16_t period = 0;
+  if (opts.max_period_us > 0)
+    period = static_cast<std::uint16_t>(std::clamp(period_us, 1.0, static_cast<double>(opts.max_period_us)));
   if (count == 1 && period == 0) return CqModeration{};  // nothing left to moderate with
 
   if (on) {

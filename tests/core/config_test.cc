@@ -17,7 +17,7 @@ TEST(ConfigTest, EmptyIsAllDefaults) {
   auto c = parse_config("", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->runtime.threading, ThreadingMode::kDedicated);
-  EXPECT_EQ(c->runtime.idle, IdleKind::kBackoff);
+  EXPECT_EQ(c->runtime.idle, IdleKind::kAdaptive);
   EXPECT_EQ(c->transport, TransportKind::kShm);
   EXPECT_EQ(c->shm.log_size, 16u << 20);
   EXPECT_EQ(c->shm.flow_control, FlowControl::kLossy);
@@ -204,5 +204,33 @@ TEST(ConfigTest, UnconfiguredTopicsGetStableHighBitIds) {
   EXPECT_NE(a & 0x80000000u, 0u);
 }
 
+}  // namespace
+}  // namespace pollux::core
+
+namespace pollux::core {
+namespace {
+TEST(ConfigAdaptive, SubTableAndDottedKeysAndErrorsWithLines) {
+  auto a = parse_config("[runtime.adaptive]\nwakeup_cost_ns = 7000\nspin_quantile = 0.5\n", "a.toml");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->runtime.adaptive.wakeup_cost_ns, 7000);
+  EXPECT_EQ(a->runtime.adaptive.spin_quantile, 0.5);
+  auto b = parse_config("[runtime]\nidle = \"interrupt\"\nadaptive.max_spin_ns = 5000\n", "b.toml");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->runtime.adaptive.max_spin_ns, 5000);
+  EXPECT_EQ(b->runtime.idle, IdleKind::kInterrupt);
+  auto c = parse_config("[runtime.adaptive]\nwakeup_cost = 1\n", "c.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("c.toml:2: runtime.adaptive.wakeup_cost: unknown key"), std::string::npos)
+      << c.status();
+  // Cross-field rule from ControllerOptions::validate(), reported at the offending key's line.
+  auto d = parse_config("[runtime.adaptive]\ndense_gap_ns = 50000\nbusy_exit_gap_ns = 1000\n", "d.toml");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(std::string(d.status().message()).find("d.toml:3: runtime.adaptive.busy_exit_gap_ns"), std::string::npos)
+      << d.status();
+  auto e = parse_config("[rings]\nkind = \"boost\"\n", "e.toml");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->rings.kind, RingKind::kBoost);
+  EXPECT_FALSE(parse_config("[rings]\nkind = \"mpmc\"\n", "f.toml").ok());
+}
 }  // namespace
 }  // namespace pollux::core

@@ -262,7 +262,8 @@ TEST(PollControllerTest, LeavesInterruptOnTheFirstBurst) {
   add_periodic(s.arrivals, load, 2 * kUs, load + 5 * kMs);
   s.run_until(load + 5 * kMs);
   EXPECT_EQ(s.mode_sequence(), (std::vector<PollMode>{PollMode::kInterrupt, PollMode::kBusy}));
-  EXPECT_LE(s.modes[1].first, load + 2 * (s.wake_latency_ns + s.cycle_ns) + 2 * kUs) << "second wakeup at the latest";
+  EXPECT_LE(s.modes[1].first, load + 2 * (s.wake_latency_ns + s.cycle_ns) + 2 * kUs)
+      << "second wakeup at the latest";
   EXPECT_EQ(s.arms_between(load + 30 * kUs, s.now), 0);
   expect_accounting(s);
 }
@@ -441,7 +442,9 @@ std::int64_t poisson_transitions(std::uint32_t max_exit_streak) {
   Sim s(o);
   std::mt19937_64 rng(7);
   std::exponential_distribution<double> gap(1.0 / (100.0 * kUs));
-  for (std::int64_t t = 1 * kMs; t < 400 * kMs; t += static_cast<std::int64_t>(gap(rng)) + 1) s.arrivals.push_back(t);
+  for (std::int64_t t = 1 * kMs; t < 400 * kMs; t += static_cast<std::int64_t>(gap(rng)) + 1) {
+    s.arrivals.push_back(t);
+  }
   s.run_until(400 * kMs);
   expect_accounting(s);
   return static_cast<std::int64_t>(s.ctl.counters().transitions);
