@@ -18,6 +18,12 @@
 // views handed out may have been torn), when a header looks wrong, and every 256 empty polls.
 // Data stores are plain memcpy/field stores ordered by the fences above, as in every seqlock;
 // the sequence and tail words are atomics.
+//
+// Interrupt mode (docs/ARCHITECTURE.md, "Wakeup protocol: shm"): a reader that wants to sleep
+// sets its bit in WakeState::sleepers, runs the store->load barrier, re-checks the tail and the
+// header slot at its position (LogReader::idle_at_edge) and then waits on WakeState::word. The
+// writer, after every tail store, runs its half of the barrier and loads `sleepers`; only when
+// a bit is set does it clear them, bump `word` and FUTEX_WAKE (LogWriter::wake_sleepers).
 #pragma once
 
 #include <algorithm>
@@ -29,6 +35,7 @@
 #include "core/config.h"
 #include "core/frame.h"
 #include "core/trace.h"
+#include "core/wakeup.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
@@ -72,10 +79,14 @@ class LogWriter {
     block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
+    wake_ = &seg->header()->wake;
     stream_id_ = seg->layout().stream_id;
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
     slots_ = seg->layout().subscriber_slots;
+    // Written by this process at create (Segment::create): registered for the global expedited
+    // membarrier, or not - then every tail store is followed by a full fence.
+    full_fence_ = (seg->layout().wake_flags & kWakeWriterMembarrier) == 0;
     backpressure_ = fc == core::FlowControl::kBackpressure;
     pos_ = 0;
     seq_ = 1;
@@ -89,6 +100,9 @@ class LogWriter {
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   std::uint32_t session_id() const noexcept { return session_id_; }
   std::uint64_t back_pressure_events() const noexcept { return bp_events_; }
+  // Times this writer woke sleeping readers (a FUTEX_WAKE each), and whether it fences fully.
+  std::uint64_t wakes() const noexcept { return wakes_; }
+  bool full_fence() const noexcept { return full_fence_; }
 
   // Subscribers currently attached (they register themselves in the segment).
   std::uint32_t subscribers() const noexcept { return ws_->subscribers.load(std::memory_order_relaxed); }
@@ -157,6 +171,10 @@ class LogWriter {
   void close() noexcept {
     // Release: a reader that sees closed == 1 and then reads tail sees the final tail.
     ws_->closed.store(1, std::memory_order_release);
+    // Sleeping readers must learn of the end: store closed -> load sleepers, as in publish_tail
+    // (a full fence here: control path).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (wake_->sleepers.load(std::memory_order_relaxed) != 0) wake_sleepers();
   }
 
   // Control path (housekeeping): frees slots of dead subscribers and, in backpressure mode,
@@ -195,6 +213,33 @@ class LogWriter {
     // the readers' post-delivery validation relies on.
     ws_->tail.store(pos_, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
+    // The waker's half of the Dekker pair with LogReader::arm(): the stores above (this tail and
+    // the frames' sequence words) must be ordered before the load of `sleepers` below - the
+    // store->load order x86 does not give for free. Registered for the global expedited
+    // membarrier (kWakeWriterMembarrier), a compiler barrier suffices: the sleeper's
+    // membarrier(GLOBAL_EXPEDITED) runs a full barrier on this CPU between its bit store and
+    // its re-check. Otherwise a full fence, paired with the sleeper's seq_cst fence.
+    if (__builtin_expect(full_fence_, 0)) {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    } else {
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+    // Relaxed: ordered by the barrier above. Nobody sleeps: one load of a line this core holds.
+    if (__builtin_expect(wake_->sleepers.load(std::memory_order_relaxed) != 0, 0)) wake_sleepers();
+  }
+
+  // Someone advertised a sleep (or a hostile/dead reader left a bit set: that costs this call,
+  // never correctness). Clears every bit - each sleeper is woken below, and one that sets its
+  // bit after the exchange re-checks the tail we already stored - then bumps the word and wakes.
+  [[gnu::noinline, gnu::cold]] void wake_sleepers() noexcept {
+    // acq_rel: pairs with the sleepers' fetch_or in LogReader::arm(); a bit set after this
+    // exchange reads-from it and so sees our tail store.
+    if (wake_->sleepers.exchange(0, std::memory_order_acq_rel) == 0) return;
+    // Release pairs with the sleeper's acquire snapshot of the word (taken before it set its
+    // bit): a sleeper not yet blocked sees a new value and futex_wait returns at once.
+    wake_->word.fetch_add(1, std::memory_order_release);
+    (void)core::futex_wake(&wake_->word, 0x7fffffff, /*shared=*/true);
+    ++wakes_;
   }
 
   void checkpoint(std::uint64_t frame_pos) noexcept {
@@ -224,10 +269,12 @@ class LogWriter {
   std::uint32_t block_shift_ = 0;
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
+  WakeState* wake_ = nullptr;
   std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0, slots_ = 0;
   bool backpressure_ = false;
+  bool full_fence_ = true;
   std::uint64_t pos_ = 0, seq_ = 1, next_checkpoint_ = 0, limit_ = 0, unpublished_ = 0;
-  std::uint64_t bp_events_ = 0, evictions_ = 0, seen_bp_events_ = 0;
+  std::uint64_t bp_events_ = 0, evictions_ = 0, seen_bp_events_ = 0, wakes_ = 0;
   // Publisher-private progress tracking for eviction.
   std::uint64_t seen_pos_[kMaxSubscriberSlots] = {};
   std::int64_t seen_ns_[kMaxSubscriberSlots] = {};
@@ -448,6 +495,60 @@ class LogReader {
   }
 
   std::uint64_t overruns() const noexcept { return overruns_; }
+
+  // Interrupt mode, the sleeper's half (docs/ARCHITECTURE.md, "Wakeup protocol: shm"):
+  // announces that the reader in subscriber slot `slot_index` sleeps, runs the barrier and
+  // re-checks. True: armed - wait on `*word` while it equals `*expected` (a shared futex), then
+  // disarm(slot_index). False (nothing left set): something is readable or pending, or this
+  // process cannot pair with the writer's barrier (the writer relies on membarrier and
+  // `global_barrier` failed) - the caller must keep polling.
+  bool arm(std::uint32_t slot_index, bool (*global_barrier)() noexcept, std::atomic<std::uint32_t>** word,
+           std::uint32_t* expected) noexcept {
+    if (pending_overrun_) return false;  // an overrun gap to report on the next poll
+    WakeState* w = &seg_->header()->wake;
+    const std::uint64_t bit = std::uint64_t{1} << (slot_index & 63);
+    // Acquire pairs with the writer's release increment in wake_sleepers(). Snapshot first:
+    // a wake-up issued after this load changes the word, so the futex wait cannot miss it.
+    const std::uint32_t snap = w->word.load(std::memory_order_acquire);
+    // acq_rel: pairs with the writer's exchange in wake_sleepers() (a bit set after it reads
+    // from it and sees the tail stored before it).
+    w->sleepers.fetch_or(bit, std::memory_order_acq_rel);
+    // The sleeper's half of the Dekker pair with LogWriter::publish_tail(): our bit store must
+    // be ordered before the loads of the tail and the header slot below.
+    if ((seg_->layout().wake_flags & kWakeWriterMembarrier) != 0) {
+      // The writer issues only a compiler barrier: membarrier(GLOBAL_EXPEDITED) runs a full
+      // barrier on every CPU running its (registered) process. Unavailable here: cannot sleep.
+      if (!global_barrier()) {
+        disarm(slot_index);
+        return false;
+      }
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writer's seq_cst fence
+    }
+    if (!idle_at_edge()) {
+      disarm(slot_index);
+      return false;
+    }
+    *word = &w->word;
+    *expected = snap;
+    return true;
+  }
+
+  // Clears our advertisement. Relaxed: a bit seen late only costs the writer one more wake-up.
+  void disarm(std::uint32_t slot_index) noexcept {
+    seg_->header()->wake.sleepers.fetch_and(~(std::uint64_t{1} << (slot_index & 63)), std::memory_order_relaxed);
+  }
+
+  // Nothing readable at our position: the tail is ours and the header slot there reads 0 (the
+  // writer zeroes it before publishing the tail before it). Anything else - data, a deferred
+  // tail, a poisoned (truncated) tail, lapped or hostile bytes - is for poll() to sort out.
+  bool idle_at_edge() const noexcept {
+    // Acquire pairs with the writer's release stores of tail and of the sequence word.
+    if (ws_->tail.load(std::memory_order_acquire) != pos_) return false;
+    if (seq_word(log_ + (pos_ & mask_)).load(std::memory_order_acquire) != 0) return false;
+    // Acquire pairs with LogWriter::close(): the end of the stream is an event to deliver.
+    return ws_->closed.load(std::memory_order_acquire) == 0;
+  }
 
   // Live-edge state for end-of-stream detection.
   // Nothing left to read. Not tied to resync_: a reader that joined at the live edge and

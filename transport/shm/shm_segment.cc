@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/mapping_guard.h"
+#include "core/wakeup.h"
 
 namespace pollux::transport::shm {
 
@@ -222,6 +223,11 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
   l.created_ns = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
   l.publisher_start = self_start_time();
   l.boot_id = boot_id_hash();
+  // The writer's half of interrupt mode (shm_log.h, LogWriter::publish_tail): registered for the
+  // global expedited membarrier, this process lets sleepers pay for the store->load barrier;
+  // otherwise its writer fences after every tail store. Fixed for the segment's lifetime.
+  (void)core::init_membarrier();
+  l.wake_flags = core::global_membarrier_registered() ? kWakeWriterMembarrier : 0u;
   // Pre-touch the log so the first lap does not fault page by page (MAP_POPULATE did the
   // mapping; writing makes the pages dirty and resident in this process's page tables).
   for (std::uint64_t off = 0; off < opt.log_size; off += 4096) seg->log_[off] = std::byte{0};

@@ -1,7 +1,7 @@
 // Shared-memory stream segment: one file per stream under shm_dir, mode 0600 (0660 with
 // shm.group), holding a single-writer broadcast log.
 //
-//   [ SegmentHeader | checkpoints | subscriber slots ]  header_size bytes (4 KiB multiple)
+//   [ SegmentHeader (layout | writer | checkpoints | wake) | subscriber slots ]  header_size bytes (4 KiB multiple)
 //   [ log: log_size bytes (power of two) of 32-byte-aligned frames ]
 //
 // The header starts with magic + version + layout sizes and is validated on attach; the
@@ -32,8 +32,8 @@
 namespace pollux::transport::shm {
 
 inline constexpr std::uint64_t kSegmentMagic = 0x31474553584c5050ull;  // "PPLXSEG1"
-// 2: publisher_start, boot_id; SubscriberSlot::start.
-inline constexpr std::uint32_t kSegmentVersion = 2;
+// 2: publisher_start, boot_id; SubscriberSlot::start. 3: wake_flags, WakeState (interrupt mode).
+inline constexpr std::uint32_t kSegmentVersion = 3;
 inline constexpr std::uint32_t kCheckpoints = 16;
 inline constexpr std::uint32_t kMaxSubscriberSlots = 64;
 inline constexpr std::uint64_t kMinLogSize = 64u << 10;
@@ -67,7 +67,16 @@ struct alignas(core::kFalseSharingRange) SegmentLayout {
   // (clock ticks after boot, /proc/<pid>/stat field 22) and a hash of the boot id.
   std::uint64_t publisher_start;
   std::uint64_t boot_id;
+  // How the writer orders its tail store before its load of WakeState::sleepers (kWake*). A
+  // reader may only sleep if it can pair with it (LogReader::arm); any value is safe to read.
+  std::uint32_t wake_flags;
 };
+
+// SegmentLayout::wake_flags. Without kWakeWriterMembarrier the writer issues a full fence
+// (seq_cst) after every tail store, which a sleeper pairs with its own full fence. With it the
+// writer's process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED and the writer issues only
+// a compiler barrier: a sleeper must then run membarrier(GLOBAL_EXPEDITED) (or not sleep).
+inline constexpr std::uint32_t kWakeWriterMembarrier = 1;
 
 // Written by the publisher on every frame (tail) or rarely (the rest).
 struct alignas(core::kFalseSharingRange) WriterState {
@@ -95,21 +104,39 @@ struct alignas(core::kFalseSharingRange) SubscriberSlot {
   std::uint64_t start;                 // start time of pid (see SegmentLayout::publisher_start)
 };
 
+// Interrupt mode (docs/ARCHITECTURE.md, "Wakeup protocol: shm"). On its own line: subscribers
+// write it only when they go to sleep or wake up, the writer reads it after every tail store
+// (a load that hits its cache while nobody sleeps) and writes it only to wake sleepers.
+struct alignas(core::kFalseSharingRange) WakeState {
+  // Bit i: the subscriber in slot i sleeps (or is about to) and wants a FUTEX_WAKE on `word`.
+  // Set by that subscriber, cleared by it on wake-up and by the writer when it wakes everyone.
+  std::atomic<std::uint64_t> sleepers;
+  // The futex word sleepers wait on (shared futex); the writer adds 1 before each FUTEX_WAKE.
+  std::atomic<std::uint32_t> word;
+  std::uint32_t reserved;
+};
+
 struct SegmentHeader {
   SegmentLayout layout;
   WriterState writer;
   Checkpoints checkpoints;
+  WakeState wake;
   // SubscriberSlot slots[layout.subscriber_slots] follow.
 };
 static_assert(sizeof(SegmentLayout) == 128);
 static_assert(sizeof(WriterState) == 128);
 static_assert(sizeof(Checkpoints) == 128);
+static_assert(sizeof(WakeState) == 128);
 static_assert(sizeof(SubscriberSlot) == 128);
 static_assert(offsetof(SegmentHeader, writer) == 128);
 static_assert(offsetof(SegmentHeader, checkpoints) == 256);
-static_assert(sizeof(SegmentHeader) == 384);
+static_assert(offsetof(SegmentHeader, wake) == 384);
+static_assert(sizeof(SegmentHeader) == 512);
+static_assert(kMaxSubscriberSlots <= 64, "WakeState::sleepers has one bit per slot");
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free && sizeof(std::atomic<std::uint32_t>) == 4);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(offsetof(SegmentLayout, publisher_start) == 72 && offsetof(SegmentLayout, boot_id) == 80);
+static_assert(offsetof(SegmentLayout, wake_flags) == 88);
 static_assert(offsetof(SegmentHeader, writer) + offsetof(WriterState, tail) == 128);
 
 // A mapped segment (either side). Unmaps on destruction; the creator unlinks on close().

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/wakeup.h"
 
 namespace pollux::transport::shm {
 namespace {
@@ -208,6 +209,10 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->truncated_counter_ = make_counter(env.counters, scope, "segment_truncated", spec.stream_id, &ep->local_[0]);
   ep->attach_errors_ = make_counter(env.counters, scope, "attach_errors", spec.stream_id, &ep->local_[1]);
   ep->malformed_ = make_counter(env.counters, scope, "malformed_frames", spec.stream_id, &ep->local_[2]);
+  ep->sleeps_counter_ = make_counter(env.counters, scope, "sleeps", spec.stream_id, &ep->local_[3]);
+  // A sleeping reader may have to issue membarrier(GLOBAL_EXPEDITED) (when the writer relies on
+  // it); core::global_sleeper_barrier() needs this process's registration attempt first.
+  (void)core::init_membarrier();
   if (!ep->try_attach(false)) {
     // No publisher yet is normal (we attach when it appears); a segment that exists but is
     // corrupted, of another version or unreadable is an error the user must see now.
@@ -263,6 +268,10 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   }
   seg_ = std::move(*seg);
   slot_ = slot;
+  slot_index_ = static_cast<std::uint32_t>(slot - seg_->slot(0));
+  // A previous holder of the slot (dead, its slot reaped) may have left our bit set: clear it
+  // (it would only cost the writer a wake-up). Relaxed: as LogReader::disarm.
+  h->wake.sleepers.fetch_and(~(std::uint64_t{1} << slot_index_), std::memory_order_relaxed);
   // Release pairs with the writer's acquire in refresh_limit()/reap_subscribers(): pid and
   // position are set before the slot counts.
   slot_->state.store(kSlotActive, std::memory_order_release);
@@ -281,6 +290,7 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
 }
 
 void ShmRxEndpoint::detach() noexcept {
+  disarm_st();
   if (seg_ == nullptr) return;
   std::uint32_t st = slot_->state.load(std::memory_order_relaxed);
   // The writer may have freed our slot already if it thought us dead; only undo our own claim.
@@ -296,6 +306,11 @@ void ShmRxEndpoint::detach() noexcept {
 }
 
 std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
+  // Poller mode: join the poller's source on the poller thread (the first poll runs there).
+  if (__builtin_expect(source_ != nullptr && !registered_, 0)) {
+    source_->join(this);
+    registered_ = true;
+  }
   std::uint32_t n = 0;
   const std::uint32_t max = static_cast<std::uint32_t>(out.size());
   if (pending_end_ && n < max) {
@@ -372,7 +387,121 @@ int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   return 0;
 }
 
-void ShmRxEndpoint::close_st() noexcept { detach(); }
+void ShmRxEndpoint::close_st() noexcept {
+  detach();
+  if (registered_) {
+    source_->leave(this);  // the poller thread (Context closes poller endpoints there)
+    registered_ = false;
+  }
+}
+
+// ---- interrupt mode: the reader's half (shm_log.h, LogReader::arm) ------------------------------
+
+bool ShmRxEndpoint::arm(bool wakes_without_data) noexcept {
+  if (armed_) return true;
+  // Events the next poll must deliver (the end of the stream, a new session): do not sleep.
+  if (pending_end_ || pending_new_session_) return false;
+  if (seg_ == nullptr || ended_) {
+    // No writer to wake us: only a caller with a timer may sleep (its housekeeping attaches).
+    if (!wakes_without_data) return false;
+    armed_ = true;
+    armed_word_ = nullptr;
+    return true;
+  }
+  std::atomic<std::uint32_t>* word = nullptr;
+  std::uint32_t expected = 0;
+  if (!reader_.arm(slot_index_, g_sleeper_global_barrier, &word, &expected)) {
+    // Either readable, or this process cannot pair with the writer's compiler-only barrier.
+    // Tell the two apart only for the statistics (cold: we just found no data, or cannot sleep).
+    if (reader_.idle_at_edge()) ++unwakeable_;
+    return false;
+  }
+  armed_ = true;
+  armed_bit_ = true;
+  armed_word_ = word;
+  armed_expected_ = expected;
+  ++sleeps_;
+  sleeps_counter_.add();
+  return true;
+}
+
+void ShmRxEndpoint::disarm_st() noexcept {
+  if (!armed_) return;
+  armed_ = false;
+  if (armed_bit_ && seg_ != nullptr) reader_.disarm(slot_index_);
+  armed_bit_ = false;
+  armed_word_ = nullptr;
+}
+
+std::uint32_t ShmRxEndpoint::futex_waits_st(std::span<core::FutexWait> out) noexcept {
+  if (!armed_ || armed_word_ == nullptr || out.empty()) return 0;
+  out[0] = core::FutexWait{armed_word_, armed_expected_, /*shared=*/true};
+  return 1;
+}
+
+// ---- the poller's source -------------------------------------------------------------------------
+
+void ShmPollerSource::join(ShmRxEndpoint* ep) noexcept {
+  if (n_ == kMaxEndpoints) {
+    ++overflow_;  // cannot wait on it: this poller will not sleep while it is open
+    return;
+  }
+  eps_[n_++] = ep;
+}
+
+void ShmPollerSource::leave(ShmRxEndpoint* ep) noexcept {
+  for (std::uint32_t i = 0; i < n_; ++i) {
+    if (eps_[i] != ep) continue;
+    eps_[i] = eps_[--n_];
+    eps_[n_] = nullptr;
+    armed_ = 0;  // never between try_arm() and disarm(): commands run inside do_work()
+    return;
+  }
+  if (overflow_ > 0) --overflow_;
+}
+
+bool ShmPollerSource::try_arm() noexcept {
+  armed_ = 0;
+  if (overflow_ != 0) return false;
+  for (; armed_ < n_; ++armed_) {
+    if (!eps_[armed_]->arm(timer_wakes_)) {
+      disarm();
+      return false;
+    }
+  }
+  return true;
+}
+
+void ShmPollerSource::disarm() noexcept {
+  for (std::uint32_t i = armed_; i-- > 0;) eps_[i]->disarm_st();
+  armed_ = 0;
+}
+
+std::uint32_t ShmPollerSource::futex_waits(std::span<core::FutexWait> out) noexcept {
+  std::uint32_t k = 0;
+  for (std::uint32_t i = 0; i < armed_; ++i) {
+    std::atomic<std::uint32_t>* w = eps_[i]->armed_word();
+    if (w == nullptr) continue;
+    if (k == out.size()) {
+      // More words than the poller can wait on: make the wait return at once (a spurious
+      // wake-up, then another attempt) rather than sleep deaf to a segment.
+      if (out.empty()) return 0;
+      out[0] = core::FutexWait{&never_, 0, /*shared=*/false};
+      return 1;
+    }
+    out[k++] = core::FutexWait{w, eps_[i]->armed_expected(), /*shared=*/true};
+  }
+  return k;
+}
+
+ShmPollerSource* ShmTransport::source(int poller) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool timer = env_.config != nullptr && env_.config->runtime.sleep_timer_ms > 0;
+  while (sources_.size() <= static_cast<std::size_t>(poller)) {
+    sources_.push_back(std::make_unique<ShmPollerSource>(timer));
+  }
+  return sources_[static_cast<std::size_t>(poller)].get();
+}
 
 std::string ShmRxEndpoint::describe() const {
   if (seg_ == nullptr) return absl::StrFormat("shm subscriber stream %u (%s)", stream_id_, attach_status_.ToString());
@@ -389,6 +518,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> ShmTransport::open_tx(const Endpoint
 absl::StatusOr<std::unique_ptr<RxEndpoint>> ShmTransport::open_rx(const EndpointSpec& spec) {
   auto ep = ShmRxEndpoint::open(env_, spec);
   if (!ep.ok()) return ep.status();
+  if (spec.poller >= 0) (*ep)->source_ = source(spec.poller);
   return std::unique_ptr<RxEndpoint>(std::move(*ep));
 }
 

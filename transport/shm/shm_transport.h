@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <vector>
 
 #include "transport/shm/shm_log.h"
@@ -16,6 +18,13 @@ namespace pollux::transport::shm {
 // in safe_floor()/connected()): kept mapped - as zero memory, the file released - for the next
 // kRetiredSegments replacements, then unmapped.
 inline constexpr std::size_t kRetiredSegments = 8;
+
+// The cross-process barrier a sleeping reader issues when the writer relies on membarrier
+// (core::global_sleeper_barrier). A variable so tests can make it fail (a process where the
+// barrier is unavailable must refuse to sleep); set it before opening endpoints.
+inline bool (*g_sleeper_global_barrier)() noexcept = core::global_sleeper_barrier;
+
+class ShmPollerSource;
 
 class ShmTxEndpoint final : public TxEndpoint {
  public:
@@ -93,12 +102,31 @@ class ShmRxEndpoint final : public RxEndpoint {
     return s != nullptr ? LogReader::floor_of(*s) : 0;
   }
   int housekeeping_st(std::int64_t now_ns) noexcept override;
+  // Inline mode's interrupt hooks (Subscriber::wait): the reader's half of the shm wake-up
+  // protocol for this endpoint; futex_waits_st() gives the segment's wake word (shared).
+  // Refuses while attached to nothing (no publisher yet, or the stream ended): no writer can
+  // wake us then, and Subscriber::wait naps and polls instead.
+  bool try_arm_st() noexcept override { return arm(/*wakes_without_data=*/false); }
+  void disarm_st() noexcept override;
+  std::uint32_t futex_waits_st(std::span<core::FutexWait> out) noexcept override;
+  // Shared by try_arm_st() and the poller source: `wakes_without_data` - the caller wakes by
+  // itself now and then (a poller with runtime.sleep_timer_ms > 0), so arming while there is no
+  // segment to wait on is fine (the timer's housekeeping attaches).
+  bool arm(bool wakes_without_data) noexcept;
+  bool armed() const noexcept { return armed_; }
+  // The futex word while armed (null when armed without a segment).
+  std::atomic<std::uint32_t>* armed_word() const noexcept { return armed_word_; }
+  std::uint32_t armed_expected() const noexcept { return armed_expected_; }
+  // Successful arms, and arms refused because this process cannot pair with the writer's barrier.
+  std::uint64_t sleeps() const noexcept { return sleeps_; }
+  std::uint64_t unwakeable() const noexcept { return unwakeable_; }
   // Any thread. Relaxed: a hint (attached and the end not yet reported), no data depends on it.
   bool connected() const noexcept override { return live_.load(std::memory_order_relaxed); }
   void close_st() noexcept override;
   std::string describe() const override;
 
   LogReader& reader() noexcept { return reader_; }
+  Segment* segment() const noexcept { return seg_.get(); }
   // Last attach failure (kept for diagnostics; NotFound while no publisher exists).
   const absl::Status& attach_status() const noexcept { return attach_status_; }
   std::uint64_t truncations() const noexcept { return truncations_; }
@@ -131,8 +159,50 @@ class ShmRxEndpoint final : public RxEndpoint {
   // segment, so an ended stream is unmapped only once this is 0 (queued modes release late).
   std::uint64_t held_ = 0;
   std::uint64_t truncations_ = 0;
-  core::Counter truncated_counter_, attach_errors_, malformed_;
-  std::atomic<std::uint64_t> local_[3] = {};  // back the counters without a counters file
+  core::Counter truncated_counter_, attach_errors_, malformed_, sleeps_counter_;
+  std::atomic<std::uint64_t> local_[4] = {};  // back the counters without a counters file
+  // Interrupt mode.
+  std::uint32_t slot_index_ = 0;   // our slot: our bit in WakeState::sleepers
+  bool armed_ = false;
+  bool armed_bit_ = false;         // our bit is set (armed on a segment)
+  std::atomic<std::uint32_t>* armed_word_ = nullptr;
+  std::uint32_t armed_expected_ = 0;
+  std::uint64_t sleeps_ = 0, unwakeable_ = 0;
+  // Poller mode: the poller's source, which this endpoint joins on its first poll (on the
+  // poller thread) and leaves on close.
+  ShmPollerSource* source_ = nullptr;
+  bool registered_ = false;
+  friend class ShmTransport;
+};
+
+// The per-poller source (Transport::poller_source): the rx endpoints polled by that poller
+// join it; progress is 0 (AppRxSource polls the logs), try_arm() arms every endpoint (refusing
+// if one refuses), futex_waits() returns their segments' wake words. Poller thread only.
+class ShmPollerSource final : public core::ProgressSource {
+ public:
+  // Endpoints one source can wait on; more, and it refuses to arm (keeps its poller polling).
+  static constexpr std::uint32_t kMaxEndpoints = 32;
+  explicit ShmPollerSource(bool timer_wakes) : timer_wakes_(timer_wakes) {}
+  int progress(std::int64_t) noexcept override { return 0; }
+  bool try_arm() noexcept override;
+  void disarm() noexcept override;
+  std::uint32_t futex_waits(std::span<core::FutexWait> out) noexcept override;
+  std::string_view name() const noexcept override { return "shm"; }
+  // Poller thread (ShmRxEndpoint::poll_st / close_st).
+  void join(ShmRxEndpoint* ep) noexcept;
+  void leave(ShmRxEndpoint* ep) noexcept;
+  std::uint32_t endpoints() const noexcept { return n_; }
+  bool timer_wakes() const noexcept { return timer_wakes_; }
+
+ private:
+  const bool timer_wakes_;  // the poller has runtime.sleep_timer_ms > 0
+  ShmRxEndpoint* eps_[kMaxEndpoints] = {};
+  std::uint32_t n_ = 0;
+  std::uint32_t overflow_ = 0;  // endpoints that did not fit: refuse to arm while any
+  std::uint32_t armed_ = 0;     // eps_[0..armed_) armed by the last try_arm()
+  // Never equal to 0: waiting for 0 on it returns at once (futex_waits' answer when `out` is
+  // too small - a spurious wake-up, never a lost one).
+  std::atomic<std::uint32_t> never_{1};
 };
 
 class ShmTransport final : public Transport {
@@ -145,15 +215,12 @@ class ShmTransport final : public Transport {
   void close() override {}
   bool shared_tx_endpoint() const noexcept override { return true; }
 
-  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
-    while (sources_.size() <= static_cast<std::size_t>(poller)) {
-      sources_.push_back(std::make_unique<SelfProgressingSource>("shm"));
-    }
-    return sources_[static_cast<std::size_t>(poller)].get();
-  }
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override { return source(poller); }
 
  private:
-  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
+  ShmPollerSource* source(int poller);
+  std::mutex mu_;  // sources_ (control path: context set-up, open_rx)
+  std::vector<std::unique_ptr<ShmPollerSource>> sources_;
   TransportEnv env_;
 };
 
