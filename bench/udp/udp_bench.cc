@@ -294,7 +294,15 @@ struct Side {
         disarm();
         if (source != nullptr) (void)source->housekeeping(Clock::now_ns());  // as a poller after a wakeup
       }
-      if (source != nullptr) (void)source->progress(Clock::now_ns());
+      if (source != nullptr) {
+        // As a poller: progress every cycle, timers about once per millisecond.
+        const std::int64_t now = Clock::now_ns();
+        (void)source->progress(now);
+        if (now >= next_timer_ns) {
+          (void)source->housekeeping(now);
+          next_timer_ns = now + 1'000'000;
+        }
+      }
       const std::uint32_t n = rx->poll_st({d, 8});
       bool got = false;
       for (std::uint32_t i = 0; i < n; ++i) {
@@ -331,6 +339,7 @@ struct Side {
   std::unique_ptr<pollux::transport::udp::UdpTxEndpoint> tx;
   std::unique_ptr<pollux::transport::udp::UdpRxEndpoint> rx;
   int ep_fd = -1;
+  std::int64_t next_timer_ns = 0;
 };
 
 Histogram ep_pingpong(bool busy, bool via_source, std::uint64_t count, std::uint64_t warmup) {
