@@ -25,7 +25,8 @@ using core::kMaxBurst;
 // Publisher side of one (application thread, stream): the app pushes formatted frames (pool
 // slots) into `submit`; the poller posts them and hands finished slots back on `returns`.
 struct TxChannel {
-  TxChannel(std::uint32_t capacity, std::uint32_t return_capacity) : submit(capacity), returns(return_capacity) {}
+  TxChannel(std::uint32_t capacity, std::uint32_t return_capacity, core::RingKind kind)
+      : submit(capacity, kind), returns(return_capacity, kind) {}
   core::DescRing<transport::TxDesc> submit;
   core::DescRing<std::uint32_t> returns;
   core::SlotRange slots;
@@ -46,7 +47,7 @@ struct TxChannel {
 // sleeps on `ready`; the poller signals `ready` after a delivery only when someone waits
 // (the same protocol as Poller::wake(), with the roles swapped).
 struct RxChannel {
-  explicit RxChannel(std::uint32_t capacity) : deliver(capacity), release(capacity) {}
+  RxChannel(std::uint32_t capacity, core::RingKind kind) : deliver(capacity, kind), release(capacity, kind) {}
   core::DescRing<transport::RxDesc> deliver;
   core::DescRing<transport::RxDesc> release;
   std::unique_ptr<transport::RxEndpoint> ep;

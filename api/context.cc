@@ -191,7 +191,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       p->mode = PublisherImpl::Mode::kInlinePost;
     } else {
       p->mode = PublisherImpl::Mode::kQueued;
-      auto ch = std::make_shared<TxChannel>(cfg.rings.capacity, nslots);
+      auto ch = std::make_shared<TxChannel>(cfg.rings.capacity, nslots, cfg.rings.kind);
       ch->slots = *range;
       ch->ep = ep;
       ch->stream_id = p->stream_id;
@@ -229,7 +229,7 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = slot->poller.get();
-    auto ch = std::make_shared<RxChannel>(cfg.rings.capacity);
+    auto ch = std::make_shared<RxChannel>(cfg.rings.capacity, cfg.rings.kind);
     auto ready = core::EventFd::create();
     if (!ready.ok()) return ready.status();
     ch->ready = std::move(*ready);

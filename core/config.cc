@@ -286,6 +286,76 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.runtime.sleep_timer_ms); }},
+      {"runtime.adaptive.wakeup_cost_ns", "adaptive: what one sleep + wakeup costs the next message (ns); spinning through a silence pays only when it is shorter than wakeup_cost_ns * spin_factor",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.wakeup_cost_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.wakeup_cost_ns); }},
+      {"runtime.adaptive.max_spin_ns", "adaptive: upper bound of the spin budget after the last message (ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.max_spin_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.max_spin_ns); }},
+      {"runtime.adaptive.min_spin_ns", "adaptive: floor of a non-zero spin budget (ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.min_spin_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.min_spin_ns); }},
+      {"runtime.adaptive.dense_gap_ns", "adaptive: busy mode starts when the observed inter-arrival gap quantile is at most this (ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.dense_gap_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.dense_gap_ns); }},
+      {"runtime.adaptive.busy_exit_gap_ns", "adaptive: busy mode ends when the gap quantile exceeds this (ns; >= dense_gap_ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.busy_exit_gap_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.busy_exit_gap_ns); }},
+      {"runtime.adaptive.busy_linger_ns", "adaptive: busy mode ends after this much silence (ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 0, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.busy_linger_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.busy_linger_ns); }},
+      {"runtime.adaptive.idle_after_ns", "adaptive: silence after which a poller is idle and goes to interrupt mode (ns)",
+       [](Config& c, const toml::node& n) {
+         std::int64_t v;
+         auto e = want_int(n, 1, 2147483647, &v);
+         if (e.empty()) c.runtime.adaptive.idle_after_ns = v;
+         return e;
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.idle_after_ns); }},
+      {"runtime.adaptive.spin_factor", "adaptive: spin threshold = wakeup_cost_ns * spin_factor",
+       [](Config& c, const toml::node& n) -> std::string {
+         if (!n.is_number()) return absl::StrCat("expected a number, got ", describe(n));
+         c.runtime.adaptive.spin_factor = n.is_floating_point() ? *n.value<double>() : static_cast<double>(*n.value<std::int64_t>());
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.spin_factor); }},
+      {"runtime.adaptive.spin_quantile", "adaptive: spin through a silence only if P(gap <= budget) >= this (0..1]",
+       [](Config& c, const toml::node& n) -> std::string {
+         if (!n.is_number()) return absl::StrCat("expected a number, got ", describe(n));
+         c.runtime.adaptive.spin_quantile = n.is_floating_point() ? *n.value<double>() : static_cast<double>(*n.value<std::int64_t>());
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.runtime.adaptive.spin_quantile); }},
       {"runtime.name", "instance name, used in shared-memory file names",
        [](Config& c, const toml::node& n) -> std::string {
          std::string s;
@@ -357,6 +427,11 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.rings.burst); }},
+      {"rings.kind", "implementation of the application<->poller rings: spsc (Pollux's own, cached indices; the default) or boost (boost::lockfree::spsc_queue); bench/ring_bench.cc compares them",
+       [](Config& c, const toml::node& n) {
+         return want_enum<RingKind>(n, {{"spsc", RingKind::kSpsc}, {"boost", RingKind::kBoost}}, &c.rings.kind);
+       },
+       [](const Config& c) { return quote(ring_kind_name(c.rings.kind)); }},
       // [transport]
       {"transport.kind", "shm (processes on one host), udp, rdma",
        [](Config& c, const toml::node& n) {
@@ -783,6 +858,17 @@ class Parser {
       if (c.udp.fault_loss + c.udp.fault_duplicate + c.udp.fault_reorder > 1.0) {
         return at("udp.fault_loss", "udp.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
       }
+    }
+    if (absl::Status a = c.runtime.adaptive.validate(); !a.ok()) {
+      // The message names the field as runtime.adaptive.<field>; point at that key's line.
+      std::string key = "runtime.adaptive";
+      const std::string m(a.message());
+      if (auto p = m.find("runtime.adaptive."); p != std::string::npos) {
+        auto end = m.find_first_of(" :", p);
+        key = m.substr(p, end == std::string::npos ? std::string::npos : end - p);
+      }
+      const auto colon = m.find(": ");
+      return at(key, colon == std::string::npos ? m : m.substr(colon + 2));
     }
     if (c.runtime.threading == ThreadingMode::kDedicated && !c.runtime.poller_cores.empty() &&
         c.runtime.poller_cores.size() < c.runtime.pollers) {

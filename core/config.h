@@ -11,7 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
+#include "core/controller.h"
 #include "core/idle.h"
+#include "core/ring.h"
 
 namespace pollux::core {
 
@@ -39,6 +41,7 @@ struct RuntimeConfig {
   std::vector<int> poller_cores;   // empty: chosen automatically (NUMA node of `device`)
   IdleKind idle = IdleKind::kAdaptive;
   std::uint32_t sleep_timer_ms = 10;  // a sleeping poller runs its timers at least this often (0: only when woken)
+  ControllerOptions adaptive;         // runtime.adaptive.*: the controller's knobs (core/controller.h)
   std::string name = "pollux";     // instance name: prefixes shm files
   std::string shm_dir = "/dev/shm";
   bool counters = true;            // publish counters in <shm_dir>/pollux-<name>-<pid>.counters
@@ -55,6 +58,7 @@ struct PoolConfig {
 struct RingsConfig {
   std::uint32_t capacity = 1024;  // descriptors per application<->poller ring (power of two)
   std::uint32_t burst = 32;       // max descriptors a poller moves per ring per duty cycle
+  RingKind kind = RingKind::kSpsc;  // spsc (ours) or boost (boost::lockfree::spsc_queue)
 };
 
 struct ShmConfig {

@@ -27,6 +27,7 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
     : index_(index),
       burst_(std::min(cfg.rings.burst, kMaxBurst)),
       sleep_timer_ns_(static_cast<std::int64_t>(cfg.runtime.sleep_timer_ms) * 1'000'000),
+      ctl_opts_(cfg.runtime.adaptive),
       cmds_(std::make_unique<boost::lockfree::queue<Command*>>(64)) {
   const std::string scope = absl::StrFormat("poller %d", index);
   c_cycles_ = counters->allocate(scope, "duty_cycles");
@@ -35,10 +36,15 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
   c_mode_switches_ = counters->allocate(scope, "mode_switches");
   c_sleeps_ = counters->allocate(scope, "sleeps");
   c_wakeups_ = counters->allocate(scope, "wakeups");
+  c_timer_wakeups_ = counters->allocate(scope, "timer_wakeups");
   c_spurious_ = counters->allocate(scope, "spurious_wakeups");
+  c_time_in_[0] = counters->allocate(scope, "time_busy_ns");
+  c_time_in_[1] = counters->allocate(scope, "time_spin_ns");
+  c_time_in_[2] = counters->allocate(scope, "time_interrupt_ns");
+  c_spin_budget_ = counters->allocate(scope, "spin_budget_ns");
   c_arm_refused_ = counters->allocate(scope, "arm_refused");
   c_doorbells_ = counters->allocate(scope, "doorbells");
-  c_mode_ = counters->allocate(scope, "mode");
+  c_mode_ = counters->allocate(scope, "mode");  // 0 busy, 1 spin, 2 interrupt (PollMode)
   init_membarrier();
   if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -151,6 +157,7 @@ int Poller::do_work() noexcept {
   // Acquire pairs with run_on_poller's release increment.
   if (ncmds_.load(std::memory_order_acquire) != 0) run_commands();
   const std::int64_t now = Clock::now_ns();  // once per cycle
+  now_ = now;
   int work = 0;
   for (ProgressSource* s : sources_) work += s->progress(now);
   work += timers(now);
@@ -159,10 +166,6 @@ int Poller::do_work() noexcept {
     c_work_.add(static_cast<std::uint64_t>(work));
   } else {
     c_idle_.add();
-  }
-  if (just_woke_) {
-    just_woke_ = false;
-    if (work == 0) c_spurious_.add();
   }
   return work;
 }
@@ -182,11 +185,41 @@ void Poller::run_static(I idle) noexcept {
 }
 
 void Poller::run_sleeping(IdleKind kind) noexcept {
-  (void)kind;
+  ControllerOptions o = ctl_opts_;
+  o.policy = kind == IdleKind::kInterrupt ? ControllerPolicy::kInterrupt : ControllerPolicy::kAdaptive;
+  PollController ctl(o, Clock::now_ns());
+  std::uint32_t publish_countdown = 0;
+  // Acquire pairs with stop()'s release store.
   while (running_.load(std::memory_order_acquire)) {
     const int work = do_work();
-    if (work > 0) continue;
-    if (!sleep(Clock::now_ns())) cpu_relax();
+    if (ctl.on_cycle(now_, work) == PollAction::kPoll) {
+      if (work == 0) cpu_relax();
+      if (++publish_countdown == 4096) {
+        publish_countdown = 0;
+        publish_mode(ctl, now_);
+      }
+      continue;
+    }
+    publish_mode(ctl, now_);
+    switch (sleep()) {
+      case Slept::kRefused: ctl.on_arm_refused(now_); break;
+      case Slept::kEvent: ctl.on_wakeup(Clock::now_ns(), true); break;
+      case Slept::kTimeout: ctl.on_wakeup(Clock::now_ns(), false); break;
+    }
+  }
+  publish_mode(ctl, Clock::now_ns());
+}
+
+void Poller::publish_mode(const PollController& ctl, std::int64_t now) noexcept {
+  const ControllerCounters& k = ctl.counters();
+  c_mode_.set(static_cast<std::uint64_t>(ctl.mode()));
+  c_mode_switches_.set(k.transitions);
+  c_wakeups_.set(k.wakeups);
+  c_timer_wakeups_.set(k.timer_wakeups);
+  c_spurious_.set(k.spurious_wakeups);
+  c_spin_budget_.set(static_cast<std::uint64_t>(ctl.spin_budget_ns()));
+  for (int m = 0; m < kPollModes; ++m) {
+    c_time_in_[m].set(static_cast<std::uint64_t>(ctl.time_in_mode_ns(static_cast<PollMode>(m), now)));
   }
 }
 
@@ -202,7 +235,7 @@ void Poller::ring(std::uint32_t how) noexcept {
   }
 }
 
-bool Poller::sleep(std::int64_t now) noexcept {
+Poller::Slept Poller::sleep() noexcept {
   FutexWait waits[kMaxFutexWaits];
   std::uint32_t nwaits = 0;
   // Snapshot the futex doorbell before announcing the sleep (see ring()).
@@ -229,26 +262,24 @@ bool Poller::sleep(std::int64_t now) noexcept {
     for (std::size_t i = armed; i-- > 0;) sources_[i]->disarm();
     sleeping_.store(kAwake, std::memory_order_relaxed);
     c_arm_refused_.add();
-    return false;
+    return Slept::kRefused;
   }
   c_sleeps_.add();
-  const std::int64_t timeout = sleep_timer_ns_ > 0 ? std::max<std::int64_t>(sleep_timer_ns_, 0) : -1;
+  const std::int64_t timeout = sleep_timer_ns_ > 0 ? sleep_timer_ns_ : -1;
+  bool by_event;
   if (how == kSleepFutex) {
     waits[nwaits++] = FutexWait{&doorbell_word_, bell, false};
-    (void)futex_wait_any({waits, nwaits}, timeout);
+    by_event = futex_wait_any({waits, nwaits}, timeout) != ETIMEDOUT;
   } else {
     epoll_event evs[16];
     timespec ts{static_cast<time_t>(timeout / 1'000'000'000), static_cast<long>(timeout % 1'000'000'000)};
-    (void)epoll_pwait2(epfd_, evs, 16, timeout < 0 ? nullptr : &ts, nullptr);
+    by_event = epoll_pwait2(epfd_, evs, 16, timeout < 0 ? nullptr : &ts, nullptr) != 0;
   }
   sleeping_.store(kAwake, std::memory_order_relaxed);
   for (std::size_t i = sources_.size(); i-- > 0;) sources_[i]->disarm();
   (void)doorbell_fd_.drain();
-  c_wakeups_.add();
-  just_woke_ = true;
-  next_timer_ns_ = 0;  // run timers right after a wakeup
-  (void)now;
-  return true;
+  if (!by_event) next_timer_ns_ = 0;  // the timer woke us: run the timers now
+  return by_event ? Slept::kEvent : Slept::kTimeout;
 }
 
 void Poller::on_close() noexcept {

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "core/config.h"
+#include "core/controller.h"
 #include "core/counters.h"
 #include "core/idle.h"
 #include "core/progress.h"
@@ -77,9 +78,11 @@ class Poller {
   template <typename I>
   void run_static(I idle) noexcept;
   void run_sleeping(IdleKind kind) noexcept;
-  // Arms every source and waits; returns false (having undone everything) when a source
-  // refused or there was pending work.
-  bool sleep(std::int64_t now) noexcept;
+  enum class Slept { kRefused, kEvent, kTimeout };
+  // Arms every source and waits; kRefused (having undone everything) when a source refused
+  // or there was pending work.
+  Slept sleep() noexcept;
+  void publish_mode(const PollController& ctl, std::int64_t now) noexcept;
   void ring(std::uint32_t how) noexcept;
   int timers(std::int64_t now) noexcept;
   void run_commands() noexcept;
@@ -87,6 +90,8 @@ class Poller {
   const int index_;
   const std::uint32_t burst_;
   const std::int64_t sleep_timer_ns_;
+  const ControllerOptions ctl_opts_;
+  std::int64_t now_ = 0;  // the current cycle's clock reading
   int cpu_ = -1;
   std::vector<ProgressSource*> sources_;
   std::int64_t next_timer_ns_ = 0;
@@ -109,9 +114,8 @@ class Poller {
   int epfd_ = -1;
   int fd_sources_ = 0;  // sources with a notify_fd() in the epoll set
 
-  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_, c_sleeps_, c_wakeups_, c_spurious_, c_arm_refused_,
-      c_doorbells_, c_mode_;
-  bool just_woke_ = false;
+  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_, c_sleeps_, c_wakeups_, c_timer_wakeups_, c_spurious_,
+      c_arm_refused_, c_doorbells_, c_mode_, c_time_in_[kPollModes], c_spin_budget_;
 };
 
 }  // namespace pollux::core

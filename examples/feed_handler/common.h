@@ -20,7 +20,11 @@ class AppIdle {
     switch (kind_) {
       case core::IdleKind::kBusySpin: spin_.idle(work); break;
       case core::IdleKind::kYield: yield_.idle(work); break;
-      case core::IdleKind::kBackoff: backoff_.idle(work); break;
+      // The application's own loops have no progress sources to arm: the sleeping strategies
+      // (the pollers') back off here.
+      case core::IdleKind::kBackoff:
+      case core::IdleKind::kInterrupt:
+      case core::IdleKind::kAdaptive: backoff_.idle(work); break;
     }
   }
   void reset() noexcept { backoff_.reset(); }
