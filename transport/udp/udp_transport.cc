@@ -920,6 +920,10 @@ int UdpPollerSource::sweep(std::int64_t now_ns) noexcept {
 
 int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
   if (members_.empty()) return 0;
+  if (__builtin_expect(now_ns >= service_ns_, 0)) {
+    next_sweep_ns_ = now_ns + kSweepNs;
+    return housekeeping(now_ns);  // one sweep (it reads the timerfd) + every member's timers
+  }
   if (single_rx_ != nullptr && now_ns < next_sweep_ns_) return static_cast<int>(single_rx_->receive(now_ns));
   // Several subscriber sockets (or a sweep is due): one epoll_wait round for all of them.
   int work = sweep(now_ns);
@@ -935,6 +939,7 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
 }
 
 int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
+  service_ns_ = INT64_MAX;  // served now; the next try_arm() sets it again
   if (members_.empty()) return 0;
   int work = sweep(now_ns);  // also consumes a fired timerfd
   for (std::size_t i = 0; i < members_.size(); ++i) {
@@ -996,10 +1001,12 @@ bool UdpPollerSource::try_arm() noexcept {
     if (!ok) break;
   }
   if (!ok || deadline <= now) {
+    if (deadline <= now) service_ns_ = deadline;  // the next progress() serves it
     if (c_arm_refused_.valid()) c_arm_refused_.add();
     return false;
   }
   arm_timer(deadline, now);
+  service_ns_ = timer_ns_;
   return true;
 }
 

@@ -229,7 +229,10 @@ class UdpPollerSource final : public core::ProgressSource {
   int progress(std::int64_t now_ns) noexcept override;
   int housekeeping(std::int64_t now_ns) noexcept override;
   bool try_arm() noexcept override;
-  void disarm() noexcept override {}  // level-triggered sockets; an early timer only costs an empty cycle
+  // Nothing to undo (level-triggered sockets; an early timer only costs an empty cycle), but
+  // the poller may have slept: the next progress() sweeps every socket (a publisher's NAK may
+  // be what woke it), not just the subscriber it reads directly.
+  void disarm() noexcept override { next_sweep_ns_ = 0; }
   int notify_fd() const noexcept override { return epfd_; }
   std::string_view name() const noexcept override { return "udp"; }
 
@@ -275,6 +278,10 @@ class UdpPollerSource final : public core::ProgressSource {
   int epfd_ = -1;
   int timerfd_ = -1;
   std::int64_t timer_ns_ = INT64_MAX;  // when the armed timer fires (INT64_MAX: not armed)
+  // progress() runs housekeeping() once now reaches this: the armed timer's deadline, or one
+  // try_arm() found due. Pollers run timers only every ~1 ms and after a timer wakeup; a
+  // deadline that woke us through the timerfd (an epoll event) is served here at once.
+  std::int64_t service_ns_ = INT64_MAX;
   std::vector<std::unique_ptr<Member>> members_;
   UdpRxEndpoint* single_rx_ = nullptr;  // the only member, a subscriber: read directly
   std::uint32_t nlinger_ = 0;
