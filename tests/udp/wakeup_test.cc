@@ -11,10 +11,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -66,6 +70,17 @@ std::uint64_t counter(const Context& ctx, const std::string& scope, const std::s
     if (c.scope == scope && c.name == name) return c.value;
   }
   return 0;
+}
+
+// Sum of counter `name` over the scopes starting with `prefix`.
+std::uint64_t counter_sum(const Context& ctx, const std::string& prefix, const std::string& name) {
+  auto snap = core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return 0;
+  std::uint64_t v = 0;
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind(prefix, 0) == 0 && c.name == name) v += c.value;
+  }
+  return v;
 }
 
 // `n` streams (ids 1..n, topics s1..sn) on consecutive ports of 127.0.0.1.
@@ -315,6 +330,68 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
 
 // ---- lost-wakeup stress ----------------------------------------------------------------------
 
+// Scheduler stalls of the machine itself (a shared 2-CPU VM: other work, or the host, can keep
+// a CPU from us for hundreds of milliseconds - the busy-spin benchmarks see it too): one thread
+// pinned to each CPU sleeps 1 ms at a time and records every time it overslept by > 20 ms. A
+// late message is the machine's, not a lost wakeup, only if it would have been in time without
+// the stalled time (a lost wakeup waits for a 1 s protocol timer, or a 1 s application wait,
+// or forever).
+class StallMonitor {
+ public:
+  StallMonitor() {
+    const int ncpu = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int cpu = 0; cpu < std::min(ncpu, 2); ++cpu) {
+      threads_.emplace_back([this, cpu] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        while (!stop_.load(std::memory_order_relaxed)) {
+          const std::int64_t t0 = core::Clock::now_ns();
+          timespec ts{0, 1'000'000};
+          nanosleep(&ts, nullptr);
+          const std::int64_t t1 = core::Clock::now_ns();
+          if (t1 - t0 > 21'000'000) {
+            std::lock_guard<std::mutex> l(mu_);
+            stalls_.push_back({cpu, t0, t1});
+          }
+        }
+      });
+    }
+  }
+  ~StallMonitor() { stop(); }
+  void stop() {
+    stop_.store(true, std::memory_order_relaxed);
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // How much of [from, to] one CPU spent stalled (the larger of the two CPUs' totals).
+  std::int64_t stalled_ns(std::int64_t from, std::int64_t to) {
+    std::lock_guard<std::mutex> l(mu_);
+    std::int64_t per_cpu[2] = {0, 0};
+    for (const Stall& st : stalls_) {
+      const std::int64_t a = std::max(st.from, from), b = std::min(st.to, to);
+      if (b > a) per_cpu[st.cpu & 1] += b - a;
+    }
+    return std::max(per_cpu[0], per_cpu[1]);
+  }
+  std::size_t stalls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stalls_.size();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  struct Stall {
+    int cpu;
+    std::int64_t from, to;
+  };
+  std::vector<Stall> stalls_;
+  std::vector<std::thread> threads_;
+};
+
 std::uint64_t env_u64(const char* name, std::uint64_t dflt) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : dflt;
@@ -354,6 +431,8 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   }));
 
   constexpr std::int64_t kLateNs = 100'000'000;
+  StallMonitor monitor;
+  std::vector<std::pair<std::int64_t, std::int64_t>> a_late, b_late_at;  // (offered, delivered)
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> b_late{0}, b_waits{0};
   // B: echo every ping, stamping when it offered the pong.
@@ -364,12 +443,15 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
         std::uint64_t p[3];
         std::memcpy(p, m.payload.data(), sizeof p);
         const std::int64_t now = core::Clock::now_ns();
-        if (now - static_cast<std::int64_t>(p[1]) > kLateNs) ++late;
+        if (now - static_cast<std::int64_t>(p[1]) > kLateNs) {
+          if (b_late_at.size() < 10'000) b_late_at.push_back({static_cast<std::int64_t>(p[1]), now});
+          ++late;
+        }
         p[2] = static_cast<std::uint64_t>(now);
         while (b_pub->offer(p, sizeof p) < 0 && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
       }, 16);
       if (n == 0) {
-        (void)b_sub->wait(100'000);  // 100 ms: only so that `stop` is seen
+        (void)b_sub->wait(1'000'000);  // 1 s: so that `stop` is seen (and a lost wakeup is late)
         ++waits;
       }
     }
@@ -397,11 +479,14 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
         if (q[0] != round_trips + 1) return;  // not ours (cannot happen: one in flight)
         const std::int64_t now = core::Clock::now_ns();
         worst_ns = std::max(worst_ns, now - static_cast<std::int64_t>(q[1]));
-        if (now - static_cast<std::int64_t>(q[2]) > kLateNs) ++late;
+        if (now - static_cast<std::int64_t>(q[2]) > kLateNs) {
+          if (a_late.size() < 10'000) a_late.push_back({static_cast<std::int64_t>(q[2]), now});
+          ++late;
+        }
         got = true;
       }, 16);
       if (n == 0) {
-        (void)a_sub->wait(100'000);
+        (void)a_sub->wait(1'000'000);
         ++a_waits;
       }
     }
@@ -418,6 +503,18 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   const double secs = static_cast<double>(core::Clock::now_ns() - start) / 1e9;
   stop.store(true, std::memory_order_relaxed);
   echo.join();
+  monitor.stop();
+  // Late deliveries the machine's own stalls do not explain.
+  std::uint64_t unexplained = 0;
+  for (const auto* v : {&a_late, &b_late_at}) {
+    for (const auto& [from, to] : *v) {
+      // Excused only if, without the time the machine stalled, it would have been in time.
+      if (to - from - monitor.stalled_ns(from, to) >= kLateNs) {
+        ++unexplained;
+        std::printf("late by %.3f ms with no scheduler stall seen meanwhile\n", static_cast<double>(to - from) / 1e6);
+      }
+    }
+  }
   const std::uint64_t pw = poller_wakeups() - wakeups0;
   transitions = pw + a_waits + b_waits.load(std::memory_order_relaxed);
   std::printf("%lu round trips in %.1f s: %lu poller sleep->wake transitions, %lu + %lu application waits "
@@ -427,9 +524,25 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
               static_cast<unsigned long>(transitions), static_cast<double>(worst_ns) / 1e6,
               static_cast<unsigned long>(late), static_cast<unsigned long>(b_late.load()),
               static_cast<unsigned long>(lost));
+  // Network-level repairs (a datagram the kernel dropped costs a NAK round, not a wakeup).
+  std::uint64_t naks = 0, gaps = 0, send_errors = 0, repaired = 0, arm_refused = 0;
+  for (const Context* c : {actx->get(), bctx->get()}) {
+    naks += counter_sum(*c, "udp sub", "naks_sent");
+    gaps += counter_sum(*c, "udp sub", "gaps_detected");
+    send_errors += counter_sum(*c, "udp pub", "send_errors");
+    repaired += counter_sum(*c, "udp pub", "retransmitted_frames");
+    arm_refused += counter_sum(*c, "udp poller", "arm_refused");
+  }
+  std::printf("network: %lu gaps, %lu NAKs, %lu frames repaired, %lu send errors; udp source refused to arm %lu times\n",
+              static_cast<unsigned long>(gaps), static_cast<unsigned long>(naks), static_cast<unsigned long>(repaired),
+              static_cast<unsigned long>(send_errors), static_cast<unsigned long>(arm_refused));
   EXPECT_EQ(lost, 0u) << "a round trip never completed: a lost wakeup";
-  EXPECT_EQ(late, 0u);
-  EXPECT_EQ(b_late.load(), 0u);
+  std::printf("late (> 100 ms) %lu + %lu, of which %lu during a scheduler stall of the machine (%zu stalls > 20 ms "
+              "seen); unexplained %lu\n",
+              static_cast<unsigned long>(late), static_cast<unsigned long>(b_late.load()),
+              static_cast<unsigned long>(late + b_late.load() - unexplained), monitor.stalls(),
+              static_cast<unsigned long>(unexplained));
+  EXPECT_EQ(unexplained, 0u) << "messages delivered > 100 ms after their offer on a running machine: lost wakeups";
   EXPECT_GT(round_trips, 0u);
   // The pollers really slept (interrupt mode works end to end): at least one wakeup per
   // message on each side.
