@@ -894,7 +894,7 @@ bool UdpPollerSource::linger_step(Member& m, std::int64_t now_ns) noexcept {
 int UdpPollerSource::dispatch(Member* m, std::int64_t now_ns) noexcept {
   if (m == nullptr) {
     // The timerfd fired: consume the expiry (else the level-triggered set stays readable). The
-    // deadline it stood for is served by the housekeeping() that follows a wakeup.
+    // deadline it stood for is served by progress() (service_ns_ is due).
     std::uint64_t ticks;
     (void)!::read(timerfd_, &ticks, sizeof ticks);
     timer_ns_ = INT64_MAX;
@@ -940,6 +940,7 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
 
 int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
   service_ns_ = INT64_MAX;  // served now; the next try_arm() sets it again
+  last_service_ns_ = now_ns;
   if (members_.empty()) return 0;
   int work = sweep(now_ns);  // also consumes a fired timerfd
   for (std::size_t i = 0; i < members_.size(); ++i) {
@@ -1001,7 +1002,9 @@ bool UdpPollerSource::try_arm() noexcept {
     if (!ok) break;
   }
   if (!ok || deadline <= now) {
-    if (deadline <= now) service_ns_ = deadline;  // the next progress() serves it
+    // The next progress() serves it - at most every kMinServiceNs, should it stay due (a repair
+    // waiting for rate tokens, a socket that would block).
+    if (deadline <= now) service_ns_ = std::max(deadline, last_service_ns_ + kMinServiceNs);
     if (c_arm_refused_.valid()) c_arm_refused_.add();
     return false;
   }

@@ -282,6 +282,8 @@ class UdpPollerSource final : public core::ProgressSource {
   // try_arm() found due. Pollers run timers only every ~1 ms and after a timer wakeup; a
   // deadline that woke us through the timerfd (an epoll event) is served here at once.
   std::int64_t service_ns_ = INT64_MAX;
+  std::int64_t last_service_ns_ = 0;  // the last housekeeping()
+  static constexpr std::int64_t kMinServiceNs = 50'000;
   std::vector<std::unique_ptr<Member>> members_;
   UdpRxEndpoint* single_rx_ = nullptr;  // the only member, a subscriber: read directly
   std::uint32_t nlinger_ = 0;
