@@ -2,7 +2,8 @@
 // in the same run (the kernel's floor), and loopback multicast throughput.
 //
 //   pollux-bench-udp [--count N] [--warmup N] [--runs R] [--tput-count N]
-//                    [--cases bare-busy,bare-block,bare-epoll,api-busy,ep-busy,ep-block,tput-inline,tput-dedicated]
+//                    [--cases bare-busy,bare-block,bare-epoll,api-busy,ep-busy,ep-block,src-busy,src-block,
+//                             tput-inline,tput-dedicated]
 //
 // Ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1 (unicast),
 // round-trip time per message into an HDR histogram.
@@ -11,8 +12,12 @@
 //                            interrupt-mode style: a poller that multiplexes sources waits so)
 //   api-busy                 Pollux public API, inline mode: offer() + spin on Subscriber::poll()
 //   ep-busy / ep-block       the UDP transport's data plane without the API layer (post_st /
-//                            poll_st); ep-block sleeps in epoll_wait(notify_fd()) after try_arm_st()
-//                            (the API has no blocking receive: pollers are busy/yield/backoff)
+//                            poll_st), inline endpoints (they read their own socket in poll_st);
+//                            ep-block sleeps in epoll_wait(notify_fd()) after try_arm_st()
+//   src-busy / src-block     the same endpoints opened on a poller (passive), driven as a poller
+//                            drives them: UdpPollerSource::progress() then poll_st(); src-block
+//                            sleeps in epoll_wait(source notify_fd()) after the source's try_arm()
+//                            (what an interrupt-mode poller does, minus its own outer epoll)
 // Throughput: 32-byte messages from a publisher process to a subscriber process over loopback
 // multicast (239.255.x.y on lo, TTL 1), batched datagrams; rate measured at the subscriber
 // from its first to its last message; losses (kernel drops) are repaired by NAKs and counted.
@@ -236,7 +241,7 @@ Histogram api_pingpong(std::uint64_t count, std::uint64_t warmup) {
 // ---- endpoint-level ping-pong (the transport's data plane) -----------------------------------
 
 struct Side {
-  Side(const std::string& name, const std::string& tx_topic, const std::string& rx_topic) {
+  Side(const std::string& name, const std::string& tx_topic, const std::string& rx_topic, bool via_source) {
     auto c = pollux::core::parse_config(pingpong_config(name, "busy-spin"), "bench");
     if (!c.ok()) std::abort();
     cfg = *c;
@@ -248,9 +253,21 @@ struct Side {
     counters = std::move(*pollux::core::CountersFile::create("", name));
     env = pollux::transport::TransportEnv{&cfg, pool.get(), counters.get()};
     const std::uint32_t tx_id = cfg.stream_id(tx_topic), rx_id = cfg.stream_id(rx_topic);
-    tx = std::move(*pollux::transport::udp::UdpTxEndpoint::open(env, {tx_id, tx_topic, cfg.find_stream(tx_id)}));
-    rx = std::move(*pollux::transport::udp::UdpRxEndpoint::open(env, {rx_id, rx_topic, cfg.find_stream(rx_id)}));
-    ep_fd = rx->notify_fd();
+    if (via_source) source = std::move(*pollux::transport::udp::UdpPollerSource::create(0, counters.get()));
+    const int poller = via_source ? 0 : -1;
+    tx = std::move(*pollux::transport::udp::UdpTxEndpoint::open(env, {tx_id, tx_topic, cfg.find_stream(tx_id), poller},
+                                                                source.get()));
+    rx = std::move(*pollux::transport::udp::UdpRxEndpoint::open(env, {rx_id, rx_topic, cfg.find_stream(rx_id), poller},
+                                                                source.get()));
+    ep_fd = via_source ? source->notify_fd() : rx->notify_fd();
+  }
+  bool try_arm() { return source != nullptr ? source->try_arm() : rx->try_arm_st(); }
+  void disarm() {
+    if (source != nullptr) {
+      source->disarm();
+    } else {
+      rx->disarm_st();
+    }
   }
   void send(const std::byte* payload) {
     std::byte* f = pool->slot(0);
@@ -271,10 +288,20 @@ struct Side {
   void receive(bool busy, std::byte* out) {
     pollux::transport::RxDesc d[8];
     for (;;) {
-      if (!busy && rx->try_arm_st()) {
+      if (!busy && try_arm()) {
         epoll_event ev;
         (void)epoll_wait(ep_fd, &ev, 1, 10);
-        rx->disarm_st();
+        disarm();
+        if (source != nullptr) (void)source->housekeeping(Clock::now_ns());  // as a poller after a wakeup
+      }
+      if (source != nullptr) {
+        // As a poller: progress every cycle, timers about once per millisecond.
+        const std::int64_t now = Clock::now_ns();
+        (void)source->progress(now);
+        if (now >= next_timer_ns) {
+          (void)source->housekeeping(now);
+          next_timer_ns = now + 1'000'000;
+        }
       }
       const std::uint32_t n = rx->poll_st({d, 8});
       bool got = false;
@@ -293,6 +320,12 @@ struct Side {
     const std::int64_t until = Clock::now_ns() + 300'000'000;
     pollux::transport::RxDesc d[16];
     while (Clock::now_ns() < until && !(tx->connected() && rx->connected())) {
+      if (source != nullptr) {
+        (void)source->progress(Clock::now_ns());
+        (void)source->housekeeping(Clock::now_ns());
+      }
+      std::uint32_t freed[8];
+      (void)tx->reap_st({freed, 8});  // poller mode: the endpoint joins the source on its first call
       const std::uint32_t n = rx->poll_st({d, 16});
       rx->release_st({d, n}, false);
       tx->housekeeping_st(Clock::now_ns());
@@ -302,19 +335,21 @@ struct Side {
   std::unique_ptr<pollux::core::BufferPool> pool;
   std::unique_ptr<pollux::core::CountersFile> counters;
   pollux::transport::TransportEnv env;
+  std::unique_ptr<pollux::transport::udp::UdpPollerSource> source;  // declared first: destroyed last
   std::unique_ptr<pollux::transport::udp::UdpTxEndpoint> tx;
   std::unique_ptr<pollux::transport::udp::UdpRxEndpoint> rx;
   int ep_fd = -1;
+  std::int64_t next_timer_ns = 0;
 };
 
-Histogram ep_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
+Histogram ep_pingpong(bool busy, bool via_source, std::uint64_t count, std::uint64_t warmup) {
   const std::uint64_t total = count + warmup;
   int sync[2], ready[2];
   if (pipe(sync) != 0 || pipe(ready) != 0) std::abort();
   const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
-    Side s("udpbench-ep-pong", "pong", "ping");
+    Side s("udpbench-ep-pong", "pong", "ping", via_source);
     (void)!write(ready[1], "x", 1);
     s.settle();
     std::byte buf[kPayload];
@@ -327,7 +362,7 @@ Histogram ep_pingpong(bool busy, std::uint64_t count, std::uint64_t warmup) {
     _exit(0);
   }
   pollux::bench::pin(0);
-  Side s("udpbench-ep-ping", "ping", "pong");
+  Side s("udpbench-ep-ping", "ping", "pong", via_source);
   char c;
   if (read(ready[0], &c, 1) != 1) std::abort();
   s.settle();
@@ -493,7 +528,8 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
 int main(int argc, char** argv) {
   std::uint64_t count = 200'000, warmup = 20'000, tput_count = 20'000'000;
   int runs = 3;
-  std::string cases = "bare-busy,api-busy,ep-busy,bare-block,bare-epoll,ep-block,tput-inline,tput-dedicated";
+  std::string cases =
+      "bare-busy,api-busy,ep-busy,src-busy,bare-block,bare-epoll,ep-block,src-block,tput-inline,tput-dedicated";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
@@ -515,17 +551,19 @@ int main(int argc, char** argv) {
   for (int r = 0; r < runs; ++r) {
     if (want("bare-busy")) results["bare-busy"].push_back(bare_pingpong(Wait::kBusy, count, warmup));
     if (want("api-busy")) results["api-busy"].push_back(api_pingpong(count, warmup));
-    if (want("ep-busy")) results["ep-busy"].push_back(ep_pingpong(true, count, warmup));
+    if (want("ep-busy")) results["ep-busy"].push_back(ep_pingpong(true, false, count, warmup));
+    if (want("src-busy")) results["src-busy"].push_back(ep_pingpong(true, true, count, warmup));
     if (want("bare-block")) results["bare-block"].push_back(bare_pingpong(Wait::kBlock, count, warmup));
     if (want("bare-epoll")) results["bare-epoll"].push_back(bare_pingpong(Wait::kEpoll, count, warmup));
-    if (want("ep-block")) results["ep-block"].push_back(ep_pingpong(false, count, warmup));
+    if (want("ep-block")) results["ep-block"].push_back(ep_pingpong(false, false, count, warmup));
+    if (want("src-block")) results["src-block"].push_back(ep_pingpong(false, true, count, warmup));
   }
   auto merged = [&](const std::string& k) {
     Histogram h;
     for (const Histogram& x : results[k]) h.merge(x);
     return h;
   };
-  for (const char* k : {"bare-busy", "api-busy", "ep-busy", "bare-block", "bare-epoll", "ep-block"}) {
+  for (const char* k : {"bare-busy", "api-busy", "ep-busy", "src-busy", "bare-block", "bare-epoll", "ep-block", "src-block"}) {
     if (results.count(k) == 0) continue;
     for (std::size_t r = 0; r < results[k].size(); ++r) {
       pollux::bench::print_hist(absl::StrFormat("%s run %d RTT", k, r + 1).c_str(), results[k][r]);
@@ -544,6 +582,8 @@ int main(int argc, char** argv) {
   ratio("ep-busy", "bare-busy");
   ratio("ep-block", "bare-block");
   ratio("ep-block", "bare-epoll");
+  ratio("src-busy", "ep-busy");
+  ratio("src-block", "bare-epoll");
   for (const char* k : {"tput-inline", "tput-dedicated"}) {
     if (!want(k)) continue;
     for (int r = 0; r < runs; ++r) {

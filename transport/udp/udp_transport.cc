@@ -29,6 +29,8 @@ constexpr std::int64_t kControlPollNs = 250'000;
 // Control messages received per look, at most.
 constexpr std::uint32_t kControlBatch = 8;
 constexpr std::uint32_t kControlBufSize = 576;
+// A lingering publisher repeats its end-of-stream heartbeat this often.
+constexpr std::int64_t kEndResendNs = 5'000'000;
 
 std::uint64_t random_u64() {
   std::random_device rd;
@@ -76,7 +78,8 @@ void Waiter::arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
 
 // ---- publisher ----------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec,
+                                                                   UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
   const core::UdpConfig& u = cfg.udp;
   auto ch = resolve_channel(cfg, spec.stream);
@@ -84,8 +87,11 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   auto sock = open_tx_socket(cfg, *ch);
   if (!sock.ok()) return sock.status();
   std::unique_ptr<UdpTxEndpoint> ep(new UdpTxEndpoint());
-  ep->ch_ = *ch;
-  ep->sock_ = *sock;
+  ep->core_ = std::make_unique<TxCore>();
+  TxCore& t = *ep->core_;
+  t.ch = *ch;
+  t.sock = *sock;
+  ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
   ep->session_id_ = static_cast<std::uint32_t>(random_u64() | 1);
   reliability::SenderOptions so;
@@ -104,31 +110,33 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   so.repair_burst = u.repair_burst;
   so.repair_rate_total = u.repair_rate_total;
   so.repair_burst_total = 4 * u.repair_burst;
-  if (absl::Status s = ep->sender_.init(so); !s.ok()) {
+  if (absl::Status s = t.sender.init(so); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": udp.retransmit_buffer: ", s.message()));
   }
-  ep->tx_loss_ = u.fault_tx_loss;
-  ep->tx_faults_ = FaultInjector(reliability::FaultOptions{u.fault_tx_loss, 0, 0, 1, u.fault_seed});
+  t.tx_loss = u.fault_tx_loss;
+  t.tx_faults = FaultInjector(reliability::FaultOptions{u.fault_tx_loss, 0, 0, 1, u.fault_seed});
   ep->pool_ = env.pool;
-  ep->max_frame_ = ep->sender_.log().max_frame();
-  ep->tx_batch_ = u.tx_batch;
+  ep->max_frame_ = t.sender.log().max_frame();
+  t.tx_batch = u.tx_batch;
   ep->linger_ns_ = ms(u.linger_ms);
   ep->done_cap_ = env.pool != nullptr ? env.pool->slots() : 4096;
   ep->done_.reset(new std::uint32_t[ep->done_cap_]);
-  ep->msgs_.reset(new ::mmsghdr[ep->tx_batch_]());
-  ep->iov_.reset(new iovec[ep->tx_batch_]());
-  for (std::uint32_t i = 0; i < ep->tx_batch_; ++i) {
-    msghdr& h = ep->msgs_[i].msg_hdr;
-    h.msg_name = ep->sock_.connected ? nullptr : &ep->ch_.dest;
-    h.msg_namelen = ep->sock_.connected ? 0 : sizeof ep->ch_.dest;
-    h.msg_iov = &ep->iov_[i];
+  t.msgs.reset(new ::mmsghdr[t.tx_batch]());
+  t.iov.reset(new iovec[t.tx_batch]());
+  for (std::uint32_t i = 0; i < t.tx_batch; ++i) {
+    msghdr& h = t.msgs[i].msg_hdr;
+    h.msg_name = t.sock.connected ? nullptr : &t.ch.dest;
+    h.msg_namelen = t.sock.connected ? 0 : sizeof t.ch.dest;
+    h.msg_iov = &t.iov[i];
     h.msg_iovlen = 1;
   }
-  if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  if (source == nullptr) {
+    if (absl::Status s = ep->waiter_.open(t.sock.fd); !s.ok()) return s;
+  }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp pub stream %u session %08x", spec.stream_id, ep->session_id_);
     core::CountersFile& f = *env.counters;
-    Counters& c = ep->c_;
+    TxCore::Counters& c = t.c;
     c.datagrams = f.allocate(scope, "datagrams_sent", spec.stream_id);
     c.bytes = f.allocate(scope, "bytes_sent", spec.stream_id);
     c.heartbeats = f.allocate(scope, "heartbeats_sent", spec.stream_id);
@@ -152,46 +160,47 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   }
   // Announce the session at once: subscribers join and report, which connects us.
   const std::int64_t now = core::Clock::now_ns();
-  ep->sender_.service(*ep, now);
+  t.sender.service(t, now);
   return ep;
 }
 
-UdpTxEndpoint::~UdpTxEndpoint() {
-  close_st();
-  if (sock_.fd >= 0) ::close(sock_.fd);
+UdpTxEndpoint::~UdpTxEndpoint() { close_st(); }
+
+TxCore::~TxCore() {
+  if (sock.fd >= 0) ::close(sock.fd);
 }
 
-std::uint32_t UdpTxEndpoint::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
-  if (__builtin_expect(sock_.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
+std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
+  if (__builtin_expect(sock.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
   std::uint32_t total = 0;
   std::uint32_t idx[1024];
   while (total < d.size()) {
-    const std::uint32_t k = std::min<std::uint32_t>(static_cast<std::uint32_t>(d.size()) - total, tx_batch_);
+    const std::uint32_t k = std::min<std::uint32_t>(static_cast<std::uint32_t>(d.size()) - total, tx_batch);
     std::uint32_t m = 0;
     for (std::uint32_t i = 0; i < k; ++i) {
-      if (__builtin_expect(tx_loss_ > 0, 0) && tx_faults_.decide() == FaultInjector::Action::kDrop) continue;
-      iov_[m].iov_base = const_cast<std::byte*>(d[total + i].data);
-      iov_[m].iov_len = d[total + i].bytes;
+      if (__builtin_expect(tx_loss > 0, 0) && tx_faults.decide() == FaultInjector::Action::kDrop) continue;
+      iov[m].iov_base = const_cast<std::byte*>(d[total + i].data);
+      iov[m].iov_len = d[total + i].bytes;
       idx[m++] = i;
     }
     std::uint32_t consumed = k;
     if (m > 0) {
       // One datagram (a latency-bound publisher, a heartbeat): send()/sendto() is a shorter
       // kernel path than sendmmsg; measurable on a ping-pong (bench/udp).
-      const int r = m == 1 ? (::sendto(sock_.fd, iov_[0].iov_base, iov_[0].iov_len, 0,
-                                       static_cast<const sockaddr*>(msgs_[0].msg_hdr.msg_name),
-                                       msgs_[0].msg_hdr.msg_namelen) >= 0
+      const int r = m == 1 ? (::sendto(sock.fd, iov[0].iov_base, iov[0].iov_len, 0,
+                                       static_cast<const sockaddr*>(msgs[0].msg_hdr.msg_name),
+                                       msgs[0].msg_hdr.msg_namelen) >= 0
                                   ? 1
                                   : -1)
-                           : ::sendmmsg(sock_.fd, msgs_.get(), m, 0);
+                           : ::sendmmsg(sock.fd, msgs.get(), m, 0);
       if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
           consumed = idx[0];  // nothing went out; datagrams dropped by the fault injector before it did
         } else {
           // Unreachable network, filtered, ...: count and move on (subscribers NAK what they
           // missed once the path is back) rather than spin on the same datagrams.
-          ++send_errors_;
-          last_errno_ = errno;
+          ++send_errors;
+          last_errno = errno;
         }
       } else if (static_cast<std::uint32_t>(r) < m) {
         consumed = idx[r];
@@ -203,8 +212,45 @@ std::uint32_t UdpTxEndpoint::send_datagrams(std::span<const DatagramSink::Datagr
   return total;
 }
 
+int TxCore::receive_control(std::int64_t now_ns) noexcept {
+  if (sock.fd < 0) return 0;
+  alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
+  ::mmsghdr m[kControlBatch] = {};
+  iovec v[kControlBatch];
+  int work = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (std::uint32_t i = 0; i < kControlBatch; ++i) {
+      v[i] = {bufs[i], kControlBufSize};
+      m[i].msg_hdr.msg_iov = &v[i];
+      m[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int r = ::recvmmsg(sock.fd, m, kControlBatch, MSG_DONTWAIT, nullptr);
+    if (r <= 0) break;
+    for (int i = 0; i < r; ++i) sender.on_control(bufs[i], m[i].msg_len, now_ns);
+    work += r;
+    if (r < static_cast<int>(kControlBatch)) break;
+  }
+  return work;
+}
+
+void UdpTxEndpoint::attach() noexcept {
+  attached_ = true;
+  source_->attach(this);
+}
+
 std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
+  if (__builtin_expect(!attached_ && source_ != nullptr, 0)) attach();
   std::uint32_t n = 0;
+  if (__builtin_expect(closed_ && core_ == nullptr, 0)) {
+    // Closed in poller mode (the socket lingers with the source): nothing more goes out.
+    for (const TxDesc& d : frames) {
+      if (done_n_ == done_cap_) break;
+      done_[done_n_++] = d.slot;
+      ++n;
+    }
+    return n;
+  }
+  TxCore& t = *core_;
   for (const TxDesc& d : frames) {
     if (__builtin_expect(done_n_ == done_cap_, 0)) break;
     if (__builtin_expect(d.length > max_frame_ || d.length < core::kFrameHeaderSize, 0)) {
@@ -213,142 +259,166 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
       ++n;
       continue;
     }
-    if (!sender_.append(pool_->slot(d.slot), d.length)) break;  // back-pressure: socket cannot keep up
+    if (!t.sender.append(pool_->slot(d.slot), d.length)) break;  // back-pressure: socket cannot keep up
     done_[done_n_++] = d.slot;
     ++n;
   }
   const std::int64_t now = core::Clock::now_ns();
-  sender_.flush(*this, now);
-  if (__builtin_expect(now >= next_service_ns_, 0)) housekeeping_st(now);
+  t.sender.flush(t, now);
+  // Inline mode: the publisher's own timers ride on its calls. Poller mode: the source's.
+  if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
   return n;
 }
 
 std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
+  if (__builtin_expect(!attached_ && source_ != nullptr, 0)) attach();
   // Frames were copied into the send log by post_st(): their slots are free already.
   const std::uint32_t n = std::min<std::uint32_t>(done_n_, static_cast<std::uint32_t>(freed.size()));
   done_n_ -= n;
   std::memcpy(freed.data(), done_.get() + done_n_, n * sizeof(std::uint32_t));
-  // Pollers reap every duty cycle: look for NAKs now and then between their 1 ms timers.
-  if ((++reaps_ & 63) == 0) {
+  // Inline: look for NAKs now and then between the application's service() calls.
+  if (source_ == nullptr && (++reaps_ & 63) == 0) {
     const std::int64_t now = core::Clock::now_ns();
     if (now >= next_service_ns_) housekeeping_st(now);
   }
   return n;
 }
 
-int UdpTxEndpoint::receive_control(std::int64_t now_ns) noexcept {
-  if (sock_.fd < 0) return 0;
-  alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
-  ::mmsghdr m[kControlBatch] = {};
-  iovec iov[kControlBatch];
-  int work = 0;
-  for (int round = 0; round < 4; ++round) {
-    for (std::uint32_t i = 0; i < kControlBatch; ++i) {
-      iov[i] = {bufs[i], kControlBufSize};
-      m[i].msg_hdr.msg_iov = &iov[i];
-      m[i].msg_hdr.msg_iovlen = 1;
-    }
-    const int r = ::recvmmsg(sock_.fd, m, kControlBatch, MSG_DONTWAIT, nullptr);
-    if (r <= 0) break;
-    for (int i = 0; i < r; ++i) sender_.on_control(bufs[i], m[i].msg_len, now_ns);
-    work += r;
-    if (r < static_cast<int>(kControlBatch)) break;
-  }
+int UdpTxEndpoint::service(std::int64_t now_ns) noexcept {
+  TxCore& t = *core_;
+  const int work = t.sender.service(t, now_ns);
+  next_service_ns_ = now_ns + kControlPollNs;
+  connected_.store(t.sender.connected(), std::memory_order_relaxed);
+  t.publish_counters();
   return work;
+}
+
+int UdpTxEndpoint::on_readable(std::int64_t now_ns) noexcept {
+  TxCore& t = *core_;
+  const int got = t.receive_control(now_ns);
+  if (got == 0) return 0;
+  // Repairs the NAKs asked for at once, and notices new subscribers (connected()).
+  return got + service(now_ns);
 }
 
 int UdpTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
-  if (sock_.fd < 0) return 0;
+  if (source_ != nullptr) {
+    // Poller mode: the source runs the timers; attach in case this is the first call.
+    if (!attached_ && !closed_) attach();
+    return 0;
+  }
+  if (core_ == nullptr || core_->sock.fd < 0) return 0;
   // Publisher::service() may call this in a tight idle loop: the recvmmsg for control messages
   // runs at most every kControlPollNs unless a protocol deadline is due.
-  if (now_ns < next_service_ns_ && sender_.next_deadline(now_ns) > now_ns) return 0;
-  int work = receive_control(now_ns);
-  work += sender_.service(*this, now_ns);
-  next_service_ns_ = now_ns + kControlPollNs;
-  connected_.store(sender_.connected(), std::memory_order_relaxed);
-  publish_counters();
-  return work;
+  if (now_ns < next_service_ns_ && core_->sender.next_deadline(now_ns) > now_ns) return 0;
+  const int work = core_->receive_control(now_ns);
+  return work + service(now_ns);
 }
 
 bool UdpTxEndpoint::try_arm_st() noexcept {
+  if (source_ != nullptr || core_ == nullptr) return false;  // poller mode: the source arms
   const std::int64_t now = core::Clock::now_ns();
-  const std::int64_t deadline = sender_.next_deadline(now);
+  const std::int64_t deadline = core_->sender.next_deadline(now);
   if (deadline <= now) return false;
   waiter_.arm(deadline, now);
   return true;  // a NAK already queued keeps the (level-triggered) socket readable
 }
 
 void UdpTxEndpoint::close_st() noexcept {
-  if (closed_ || sock_.fd < 0) return;
+  if (closed_ || core_ == nullptr || core_->sock.fd < 0) return;
   closed_ = true;
+  TxCore& t = *core_;
   std::int64_t now = core::Clock::now_ns();
-  sender_.service(*this, now);
-  sender_.send_end_of_stream(*this, now);
-  if (linger_ns_ > 0 && sender_.receivers() > 0) {
-    // Keep repairing until every subscriber we know of confirmed the end (or the linger time
-    // is up): a publisher that exits right after its last offer() must not strand the tail.
+  t.sender.service(t, now);
+  t.sender.send_end_of_stream(t, now);
+  connected_.store(false, std::memory_order_relaxed);
+  const bool linger = linger_ns_ > 0 && t.sender.receivers() > 0 && !t.sender.all_caught_up();
+  if (source_ != nullptr) {
+    // Poller mode: never block the poller (it drives every other stream). The source keeps
+    // the socket and the sender, serves NAKs and waits for the end confirmations in its
+    // housekeeping, then closes the socket; this endpoint may be destroyed right away.
+    if (attached_) source_->detach(this);
+    attached_ = false;
+    if (linger) {
+      source_->linger(this, std::move(core_), now + linger_ns_, now);
+    } else {
+      t.publish_counters();
+      core_.reset();  // closes the socket
+    }
+    return;
+  }
+  if (linger) {
+    // Inline: the application's thread closes, so it lingers here. Keep repairing until every
+    // subscriber we know of confirmed the end (or the linger time is up): a publisher that
+    // exits right after its last offer() must not strand the tail.
     const std::int64_t deadline = now + linger_ns_;
     std::int64_t last_end = now;
-    while (now < deadline && !sender_.all_caught_up()) {
-      pollfd p{sock_.fd, POLLIN, 0};
+    while (now < deadline && !t.sender.all_caught_up()) {
+      pollfd p{t.sock.fd, POLLIN, 0};
       (void)::poll(&p, 1, 1);
       now = core::Clock::now_ns();
-      receive_control(now);
-      sender_.service(*this, now);
-      if (now - last_end >= 5'000'000) {
-        sender_.send_end_of_stream(*this, now);
+      t.receive_control(now);
+      t.sender.service(t, now);
+      if (now - last_end >= kEndResendNs) {
+        t.sender.send_end_of_stream(t, now);
         last_end = now;
       }
     }
-    sender_.send_end_of_stream(*this, now);
+    t.sender.send_end_of_stream(t, now);
   }
-  connected_.store(false, std::memory_order_relaxed);
-  publish_counters();
-  ::close(sock_.fd);
-  sock_.fd = -1;
+  t.publish_counters();
+  ::close(t.sock.fd);
+  t.sock.fd = -1;
 }
 
-void UdpTxEndpoint::publish_counters() noexcept {
-  if (!c_.datagrams.valid()) return;
-  const reliability::SenderStats& s = sender_.stats();
-  c_.datagrams.set(s.datagrams);
-  c_.bytes.set(s.bytes);
-  c_.heartbeats.set(s.heartbeats);
-  c_.naks.set(s.naks);
-  c_.nak_ranges.set(s.nak_ranges);
-  c_.naks_suppressed.set(s.naks_suppressed);
-  c_.naks_unavailable.set(s.naks_unavailable);
-  c_.retransmit_frames.set(s.retransmit_frames);
-  c_.retransmit_datagrams.set(s.retransmit_datagrams);
-  c_.receivers.set(sender_.receivers());
-  c_.send_blocked.set(s.send_blocked);
-  c_.send_errors.set(send_errors_);
-  c_.control_malformed.set(s.control_malformed);
-  c_.control_bytes.set(s.control_bytes);
-  c_.retransmit_bytes.set(s.retransmit_bytes);
-  c_.naks_unannounced.set(s.naks_unannounced);
-  c_.nak_ranges_capped.set(s.nak_ranges_capped);
-  c_.repairs_rate_limited.set(s.repairs_rate_limited);
-  c_.repair_bytes_refused.set(s.repair_bytes_refused);
-  c_.fault_dropped.set(tx_faults_.stats().dropped);
+void TxCore::publish_counters() noexcept {
+  if (!c.datagrams.valid()) return;
+  const reliability::SenderStats& s = sender.stats();
+  c.datagrams.set(s.datagrams);
+  c.bytes.set(s.bytes);
+  c.heartbeats.set(s.heartbeats);
+  c.naks.set(s.naks);
+  c.nak_ranges.set(s.nak_ranges);
+  c.naks_suppressed.set(s.naks_suppressed);
+  c.naks_unavailable.set(s.naks_unavailable);
+  c.retransmit_frames.set(s.retransmit_frames);
+  c.retransmit_datagrams.set(s.retransmit_datagrams);
+  c.receivers.set(sender.receivers());
+  c.send_blocked.set(s.send_blocked);
+  c.send_errors.set(send_errors);
+  c.control_malformed.set(s.control_malformed);
+  c.control_bytes.set(s.control_bytes);
+  c.retransmit_bytes.set(s.retransmit_bytes);
+  c.naks_unannounced.set(s.naks_unannounced);
+  c.nak_ranges_capped.set(s.nak_ranges_capped);
+  c.repairs_rate_limited.set(s.repairs_rate_limited);
+  c.repair_bytes_refused.set(s.repair_bytes_refused);
+  c.fault_dropped.set(tx_faults.stats().dropped);
 }
 
 std::string UdpTxEndpoint::describe() const {
-  const reliability::SenderStats& s = sender_.stats();
+  if (core_ == nullptr) {
+    return absl::StrFormat("udp publisher stream %u session %08x: closed (lingering with its poller or done)",
+                           stream_id_, session_id_);
+  }
+  const TxCore& t = *core_;
+  const reliability::SenderStats& s = t.sender.stats();
   std::string out = absl::StrFormat(
       "udp publisher stream %u session %08x -> %s, max frame %u, sndbuf %d, retransmit buffer %u KiB "
       "(oldest %u, next %u), %u subscriber(s); sent %u datagrams, %u heartbeats, %u NAKs (%u suppressed, %u "
       "unavailable), %u frames repaired",
-      stream_id_, session_id_, ch_.text, max_frame_, sock_.sndbuf, sender_.log().capacity() >> 10,
-      sender_.log().oldest(), sender_.log().next(), sender_.receivers(), s.datagrams, s.heartbeats, s.naks,
+      stream_id_, session_id_, t.ch.text, max_frame_, t.sock.sndbuf, t.sender.log().capacity() >> 10,
+      t.sender.log().oldest(), t.sender.log().next(), t.sender.receivers(), s.datagrams, s.heartbeats, s.naks,
       s.naks_suppressed, s.naks_unavailable, s.retransmit_frames);
-  if (send_errors_ != 0) absl::StrAppendFormat(&out, "; %u send errors (last: %s)", send_errors_, std::strerror(last_errno_));
+  if (t.send_errors != 0) {
+    absl::StrAppendFormat(&out, "; %u send errors (last: %s)", t.send_errors, std::strerror(t.last_errno));
+  }
   return out;
 }
-
 // ---- subscriber ---------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
+absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec,
+                                                                   UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
   const core::UdpConfig& u = cfg.udp;
   auto ch = resolve_channel(cfg, spec.stream);
@@ -358,6 +428,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   std::unique_ptr<UdpRxEndpoint> ep(new UdpRxEndpoint());
   ep->ch_ = *ch;
   ep->sock_ = *sock;
+  ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
   const std::uint32_t datagram = u.mtu - 28;
   ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
@@ -401,7 +472,9 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     return absl::ResourceExhaustedError(absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
   }
   ep->faults_ = FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
-  if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  if (source == nullptr) {
+    if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
     core::CountersFile& f = *env.counters;
@@ -565,9 +638,19 @@ void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {
   }
 }
 
+void UdpRxEndpoint::attach() noexcept {
+  attached_ = true;
+  source_->attach(this);
+}
+
 std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   if (__builtin_expect(closed_, 0)) return 0;
   const std::uint32_t max = static_cast<std::uint32_t>(out.size());
+  if (source_ != nullptr) {
+    // Poller mode: the source read the socket this cycle; hand out what it queued.
+    if (__builtin_expect(!attached_, 0)) attach();
+    return receiver_.poll(out.data(), max);
+  }
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
   if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
@@ -588,6 +671,15 @@ void UdpRxEndpoint::release_st(std::span<const RxDesc> done, bool /*validate*/) 
 
 int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   if (closed_) return 0;
+  if (source_ != nullptr) {
+    // Poller mode: the source runs the timers (service()); attach in case this is the first call.
+    if (!attached_) attach();
+    return 0;
+  }
+  return service(now_ns);
+}
+
+int UdpRxEndpoint::service(std::int64_t now_ns) noexcept {
   int work = receiver_.service(now_ns, *this);
   if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {
     // Traffic stopped: let the reordered datagrams in rather than hold them forever.
@@ -604,7 +696,8 @@ int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
 }
 
 bool UdpRxEndpoint::try_arm_st() noexcept {
-  if (receiver_.ready() || faults_.delayed() > 0) return false;
+  if (source_ != nullptr || closed_) return false;  // poller mode: the source arms
+  if (has_queued()) return false;
   const std::int64_t now = core::Clock::now_ns();
   const std::int64_t deadline = receiver_.next_deadline();
   if (deadline <= now) return false;
@@ -618,6 +711,8 @@ void UdpRxEndpoint::close_st() noexcept {
   receiver_.close(*this);  // publishers stop waiting for us
   connected_.store(false, std::memory_order_relaxed);
   publish_counters();
+  if (attached_) source_->detach(this);  // poller mode: on the poller thread (context.cc)
+  attached_ = false;
 }
 
 void UdpRxEndpoint::publish_counters() noexcept {
@@ -668,18 +763,312 @@ std::string UdpRxEndpoint::describe() const {
   return out;
 }
 
+// ---- the poller's source ------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int poller, core::CountersFile* counters) {
+  std::unique_ptr<UdpPollerSource> s(new UdpPollerSource());
+  s->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  s->timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (s->epfd_ < 0 || s->timerfd_ < 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "udp: poller %d: cannot create its epoll set or timerfd: %s (raise the open-files limit, ulimit -n)", poller,
+        std::strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: read (or re-armed, which resets it) once it fired
+  ev.data.ptr = nullptr;
+  if (epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->timerfd_, &ev) != 0) {
+    return absl::ResourceExhaustedError(absl::StrFormat("udp: poller %d: epoll_ctl(timerfd): %s", poller, std::strerror(errno)));
+  }
+  if (counters != nullptr) {
+    const std::string scope = absl::StrFormat("udp poller %d", poller);
+    s->c_epoll_waits_ = counters->allocate(scope, "epoll_waits");
+    s->c_lingers_ = counters->allocate(scope, "lingering_closes");
+    s->c_linger_timeouts_ = counters->allocate(scope, "linger_timeouts");
+    s->c_arm_refused_ = counters->allocate(scope, "arm_refused");
+  }
+  return s;
+}
+
+UdpPollerSource::~UdpPollerSource() {
+  members_.clear();  // lingering sockets close with their TxCore
+  if (timerfd_ >= 0) ::close(timerfd_);
+  if (epfd_ >= 0) ::close(epfd_);
+}
+
+void UdpPollerSource::recount() noexcept {
+  nlinger_ = 0;
+  std::uint32_t nrx = 0;
+  UdpRxEndpoint* rx = nullptr;
+  for (const auto& m : members_) {
+    if (m->linger != nullptr) ++nlinger_;
+    if (m->rx != nullptr) {
+      ++nrx;
+      rx = m->rx;
+    }
+  }
+  // One subscriber: read its socket directly every cycle (no epoll_wait), as an inline
+  // endpoint does; publishers' control sockets (and the timerfd) are swept every kSweepNs.
+  // Several: one epoll_wait round per cycle finds the ready ones.
+  single_rx_ = nrx == 1 ? rx : nullptr;
+}
+
+void UdpPollerSource::add(std::unique_ptr<Member> m) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: see try_arm()
+  ev.data.ptr = m.get();
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
+    // Cannot happen for a valid socket short of ENOMEM; the member is still swept through its
+    // own reads in housekeeping (rx: poll on each sweep), but cannot wake a sleeping poller:
+    // say so by never letting it sleep.
+    m->fd = -m->fd - 2;  // marks "not in the set"
+  }
+  members_.push_back(std::move(m));
+  recount();
+  next_sweep_ns_ = 0;
+}
+
+void UdpPollerSource::attach(UdpRxEndpoint* ep) noexcept {
+  auto m = std::make_unique<Member>();
+  m->rx = ep;
+  m->fd = ep->sock_.fd;
+  add(std::move(m));
+}
+
+void UdpPollerSource::attach(UdpTxEndpoint* ep) noexcept {
+  auto m = std::make_unique<Member>();
+  m->tx = ep;
+  m->fd = ep->core_->sock.fd;
+  add(std::move(m));
+}
+
+void UdpPollerSource::remove_at(std::size_t i) noexcept {
+  Member& m = *members_[i];
+  if (m.fd >= 0) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
+  members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(i));
+  recount();
+}
+
+void UdpPollerSource::detach(const void* ep) noexcept {
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i]->rx == ep || members_[i]->tx == ep) {
+      remove_at(i);
+      return;
+    }
+  }
+}
+
+void UdpPollerSource::linger(const UdpTxEndpoint* ep, std::unique_ptr<TxCore> core, std::int64_t deadline_ns,
+                             std::int64_t now_ns) noexcept {
+  (void)ep;
+  auto m = std::make_unique<Member>();
+  m->fd = core->sock.fd;
+  m->linger = std::move(core);
+  m->linger_deadline_ns = deadline_ns;
+  m->last_end_ns = now_ns;
+  ++lingers_;
+  if (c_lingers_.valid()) c_lingers_.set(lingers_);
+  add(std::move(m));
+}
+
+bool UdpPollerSource::linger_step(Member& m, std::int64_t now_ns) noexcept {
+  TxCore& t = *m.linger;
+  t.sender.service(t, now_ns);
+  const bool confirmed = t.sender.all_caught_up();
+  if (!confirmed && now_ns < m.linger_deadline_ns) {
+    if (now_ns - m.last_end_ns >= kEndResendNs) {
+      t.sender.send_end_of_stream(t, now_ns);
+      m.last_end_ns = now_ns;
+    }
+    return false;
+  }
+  t.sender.send_end_of_stream(t, now_ns);
+  if (!confirmed) {
+    ++linger_timeouts_;
+    if (c_linger_timeouts_.valid()) c_linger_timeouts_.set(linger_timeouts_);
+  }
+  t.publish_counters();
+  return true;
+}
+
+int UdpPollerSource::dispatch(Member* m, std::int64_t now_ns) noexcept {
+  if (m == nullptr) {
+    // The timerfd fired: consume the expiry (else the level-triggered set stays readable). The
+    // deadline it stood for is served by progress() (service_ns_ is due).
+    std::uint64_t ticks;
+    (void)!::read(timerfd_, &ticks, sizeof ticks);
+    timer_ns_ = INT64_MAX;
+    return 0;
+  }
+  if (m->rx != nullptr) return static_cast<int>(m->rx->receive(now_ns));
+  if (m->tx != nullptr) return m->tx->on_readable(now_ns);
+  // Lingering: NAKs and end confirmations; the next housekeeping() ends the linger.
+  const int got = m->linger->receive_control(now_ns);
+  if (got > 0) m->linger->sender.service(*m->linger, now_ns);
+  return got;
+}
+
+int UdpPollerSource::sweep(std::int64_t now_ns) noexcept {
+  constexpr int kMaxEvents = 64;
+  epoll_event evs[kMaxEvents];
+  const int n = epoll_wait(epfd_, evs, kMaxEvents, 0);
+  ++epoll_waits_;
+  int work = 0;
+  for (int i = 0; i < n; ++i) work += dispatch(static_cast<Member*>(evs[i].data.ptr), now_ns);
+  return work;
+}
+
+int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
+  if (members_.empty()) return 0;
+  if (__builtin_expect(now_ns >= service_ns_, 0)) {
+    next_sweep_ns_ = now_ns + kSweepNs;
+    return housekeeping(now_ns);  // one sweep (it reads the timerfd) + every member's timers
+  }
+  if (single_rx_ != nullptr && now_ns < next_sweep_ns_) return static_cast<int>(single_rx_->receive(now_ns));
+  // Several subscriber sockets (or a sweep is due): one epoll_wait round for all of them.
+  int work = sweep(now_ns);
+  if (now_ns >= next_sweep_ns_) {
+    // Publishers' own deadlines between the poller's 1 ms timers (repairs, coalesced tails).
+    for (const auto& m : members_) {
+      if (m->tx != nullptr && m->tx->core_->sender.next_deadline(now_ns) <= now_ns) work += m->tx->service(now_ns);
+    }
+    next_sweep_ns_ = now_ns + kSweepNs;
+  }
+  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  return work;
+}
+
+int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
+  service_ns_ = INT64_MAX;  // served now; the next try_arm() sets it again
+  last_service_ns_ = now_ns;
+  if (members_.empty()) return 0;
+  int work = sweep(now_ns);  // also consumes a fired timerfd
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    Member& m = *members_[i];
+    if (m.rx != nullptr) {
+      if (m.fd < -1) work += static_cast<int>(m.rx->receive(now_ns));  // not in the epoll set
+      work += m.rx->service(now_ns);
+    } else if (m.tx != nullptr) {
+      if (m.fd < -1) work += m.tx->on_readable(now_ns);
+      work += m.tx->service(now_ns);
+    } else if (linger_step(m, now_ns)) {
+      remove_at(i--);  // closes the socket
+      ++work;
+    }
+  }
+  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  return work;
+}
+
+void UdpPollerSource::arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
+  if (timer_ns_ > now_ns && timer_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
+  itimerspec t{};  // all zero: disarms, and resets an expiry nobody read
+  if (deadline_ns != INT64_MAX) {
+    const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
+    t.it_value.tv_sec = rel / 1'000'000'000;
+    t.it_value.tv_nsec = rel % 1'000'000'000;
+    timer_ns_ = now_ns + rel;
+  } else {
+    if (timer_ns_ == INT64_MAX) return;
+    timer_ns_ = INT64_MAX;
+  }
+  (void)timerfd_settime(timerfd_, 0, &t, nullptr);  // re-arming also clears a pending expiry
+}
+
+// Runs after the poller announced its sleep. Data in the sockets needs no re-check: they are
+// level-triggered in our set (and our set in the poller's), so a datagram that arrived before,
+// during or after this call makes notify_fd() readable. What epoll cannot see is what is
+// already in user space, and the protocol's own deadlines.
+bool UdpPollerSource::try_arm() noexcept {
+  if (members_.empty()) {
+    arm_timer(INT64_MAX, 0);
+    return true;
+  }
+  const std::int64_t now = core::Clock::now_ns();
+  std::int64_t deadline = INT64_MAX;
+  bool ok = true;
+  for (const auto& mp : members_) {
+    const Member& m = *mp;
+    if (m.fd < -1) ok = false;  // not in the epoll set: cannot wake us
+    if (m.rx != nullptr) {
+      if (m.rx->has_queued()) ok = false;
+      deadline = std::min(deadline, m.rx->receiver_.next_deadline());
+    } else if (m.tx != nullptr) {
+      deadline = std::min(deadline, m.tx->core_->sender.next_deadline(now));
+    } else {
+      deadline = std::min({deadline, m.linger_deadline_ns, m.last_end_ns + kEndResendNs,
+                           m.linger->sender.next_deadline(now)});
+    }
+    if (!ok) break;
+  }
+  if (!ok || deadline <= now) {
+    // The next progress() serves it - at most every kMinServiceNs, should it stay due (a repair
+    // waiting for rate tokens, a socket that would block).
+    if (deadline <= now) service_ns_ = std::max(deadline, last_service_ns_ + kMinServiceNs);
+    if (c_arm_refused_.valid()) c_arm_refused_.add();
+    return false;
+  }
+  arm_timer(deadline, now);
+  service_ns_ = timer_ns_;
+  return true;
+}
+
+void UdpPollerSource::finish_lingers() noexcept {
+  while (nlinger_ > 0) {
+    pollfd p{epfd_, POLLIN, 0};
+    (void)::poll(&p, 1, 1);
+    const std::int64_t now = core::Clock::now_ns();
+    (void)sweep(now);
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i]->linger != nullptr && linger_step(*members_[i], now)) remove_at(i--);
+    }
+  }
+}
+
 // ---- transport ----------------------------------------------------------------------------------
 
+absl::StatusOr<core::ProgressSource*> UdpTransport::poller_source(int poller) {
+  if (poller < 0) return absl::InvalidArgumentError("udp: poller_source: poller index must be >= 0");
+  while (sources_.size() <= static_cast<std::size_t>(poller)) {
+    auto s = UdpPollerSource::create(static_cast<int>(sources_.size()), env_.counters);
+    if (!s.ok()) return s.status();
+    sources_.push_back(std::move(*s));
+  }
+  return sources_[static_cast<std::size_t>(poller)].get();
+}
+
+absl::StatusOr<UdpPollerSource*> UdpTransport::source_for(const EndpointSpec& spec) {
+  if (spec.poller < 0) return nullptr;
+  if (static_cast<std::size_t>(spec.poller) >= sources_.size()) {
+    // The context asks for every poller's source before it opens endpoints on it.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "udp: stream %u: endpoint for poller %d, which has no progress source (poller_source() first)",
+        spec.stream_id, spec.poller));
+  }
+  return sources_[static_cast<std::size_t>(spec.poller)].get();
+}
+
 absl::StatusOr<std::unique_ptr<TxEndpoint>> UdpTransport::open_tx(const EndpointSpec& spec) {
-  auto ep = UdpTxEndpoint::open(env_, spec);
+  auto src = source_for(spec);
+  if (!src.ok()) return src.status();
+  auto ep = UdpTxEndpoint::open(env_, spec, *src);
   if (!ep.ok()) return ep.status();
   return std::unique_ptr<TxEndpoint>(std::move(*ep));
 }
 
 absl::StatusOr<std::unique_ptr<RxEndpoint>> UdpTransport::open_rx(const EndpointSpec& spec) {
-  auto ep = UdpRxEndpoint::open(env_, spec);
+  auto src = source_for(spec);
+  if (!src.ok()) return src.status();
+  auto ep = UdpRxEndpoint::open(env_, spec, *src);
   if (!ep.ok()) return ep.status();
   return std::unique_ptr<RxEndpoint>(std::move(*ep));
+}
+
+void UdpTransport::close() {
+  // The pollers have stopped (ContextImpl stops them first): publishers that closed just before
+  // still get their tail repaired and their end confirmed, as an inline close would.
+  for (auto& s : sources_) s->finish_lingers();
+  sources_.clear();
 }
 
 }  // namespace pollux::transport::udp

@@ -2,12 +2,21 @@
 // NAK protocol of transport/reliability/ (docs/PROTOCOL.md).
 //
 // Data plane per burst: post_st() copies frames into the publisher's send log (its retransmit
-// buffer) and sends them as datagrams packed up to the MTU with one sendmmsg; poll_st() takes
-// up to rx_batch datagrams with one recvmmsg into buffers the frames are then delivered from
-// without a copy. NAKs, status messages and heartbeats ride on the same sockets and are
-// handled by housekeeping_st() (pollers call it every ms) and, rate-limited, by the data calls
-// themselves. try_arm_st()/disarm_st(): each endpoint owns an epoll set (its socket + a
-// timerfd for its next protocol deadline) exposed as notify_fd().
+// buffer) and sends them as datagrams packed up to the MTU with one sendmmsg; received
+// datagrams land in buffers the frames are then delivered from without a copy.
+//
+// Who reads the sockets depends on who drives the endpoint:
+//   - poller mode (spec.poller >= 0): the poller's UdpPollerSource owns one epoll set over the
+//     sockets of every endpoint opened on that poller (plus one timerfd for the earliest
+//     protocol deadline). Its progress() reads the ready sockets in bursts (one epoll_wait
+//     round per cycle, recvmmsg per ready socket) and hands datagrams to their endpoints;
+//     endpoints are passive: poll_st() returns what the source queued, post_st() sends, and
+//     the source's housekeeping() runs the protocol timers. close_st() never blocks: a
+//     publisher that must linger (serve NAKs until its subscribers confirmed the end) hands its
+//     socket and sender state to the source, which finishes the linger in housekeeping.
+//   - inline mode (spec.poller == -1): the endpoint progresses itself inside poll_st() /
+//     post_st() / housekeeping_st(), and owns a Waiter (its socket + a timerfd) exposed as
+//     notify_fd() for Subscriber::wait().
 #pragma once
 
 #include <netinet/in.h>
@@ -28,11 +37,13 @@ struct mmsghdr;
 
 namespace pollux::transport::udp {
 
-// Epoll set of one endpoint: its socket (level-triggered: a datagram that arrived before the
-// caller went to sleep still wakes it, so arming needs no "is anything pending" syscall) and a
-// timerfd for the next protocol deadline (edge-triggered: an expiry wakes once, nothing to read).
-// Steady state costs no syscall per arm: the timer is only re-armed when the deadline moves
-// earlier or the armed one has passed; a timer that fires early only causes an empty poll.
+class UdpPollerSource;
+
+// Epoll set of one inline endpoint: its socket (level-triggered: a datagram that arrived before
+// the caller went to sleep still wakes it, so arming needs no "is anything pending" syscall) and
+// a timerfd for the next protocol deadline (edge-triggered: an expiry wakes once, nothing to
+// read). Steady state costs no syscall per arm: the timer is only re-armed when the deadline
+// moves earlier or the armed one has passed; a timer that fires early only causes an empty poll.
 class Waiter {
  public:
   ~Waiter();
@@ -47,14 +58,44 @@ class Waiter {
   std::int64_t armed_ns_ = INT64_MAX;  // when the timer fires (INT64_MAX: not armed)
 };
 
-class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink {
+// A publisher's socket, protocol state and send path: what must outlive the endpoint when its
+// close lingers (UdpPollerSource keeps it until the subscribers confirmed the end).
+struct TxCore final : reliability::DatagramSink {
+  ~TxCore() override;
+  std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
+  // Reads NAKs / status messages (a few recvmmsg of kControlBatch); returns how many.
+  int receive_control(std::int64_t now_ns) noexcept;
+  void publish_counters() noexcept;
+
+  Channel ch;
+  SocketInfo sock;
+  reliability::ReliableSender sender;
+  reliability::FaultInjector tx_faults;
+  double tx_loss = 0;
+  std::uint32_t tx_batch = 32;
+  std::unique_ptr<::mmsghdr[]> msgs;
+  std::unique_ptr<iovec[]> iov;
+  std::uint64_t send_errors = 0;
+  int last_errno = 0;
+  struct Counters {
+    core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
+        retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
+        control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
+        repair_bytes_refused, fault_dropped;
+  } c;
+};
+
+class UdpTxEndpoint final : public TxEndpoint {
  public:
-  static absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec);
+  static absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec,
+                                                             UdpPollerSource* source = nullptr);
   ~UdpTxEndpoint() override;
 
   std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
   std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
+  // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
+  // Inline mode only (poller mode: false / -1, the poller's source arms instead).
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
@@ -62,55 +103,50 @@ class UdpTxEndpoint final : public TxEndpoint, private reliability::DatagramSink
   // modes): a relaxed flag the owner thread refreshes; nothing is published through it.
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
+  // Inline mode: lingers here (up to udp.linger_ms) for the subscribers' end confirmations.
+  // Poller mode: returns at once; the poller's source lingers with the socket.
   void close_st() noexcept override;
   std::string describe() const override;
 
-  const reliability::ReliableSender& sender() const noexcept { return sender_; }
-  const SocketInfo& socket_info() const noexcept { return sock_; }
+  // Valid until close_st() in poller mode (the state then moves to the source).
+  const reliability::ReliableSender& sender() const noexcept { return core_->sender; }
+  const SocketInfo& socket_info() const noexcept { return core_->sock; }
 
  private:
+  friend class UdpPollerSource;
   UdpTxEndpoint() = default;
-  std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
-  int receive_control(std::int64_t now_ns) noexcept;
-  void publish_counters() noexcept;
+  void attach() noexcept;
+  // Poller mode, called by the source: the socket is readable / the timers.
+  int on_readable(std::int64_t now_ns) noexcept;
+  int service(std::int64_t now_ns) noexcept;
 
-  Channel ch_;
-  SocketInfo sock_;
-  Waiter waiter_;
-  reliability::ReliableSender sender_;
-  reliability::FaultInjector tx_faults_;
-  double tx_loss_ = 0;
+  std::unique_ptr<TxCore> core_;
+  UdpPollerSource* source_ = nullptr;  // poller mode; null inline
+  bool attached_ = false;              // poller mode: in the source's epoll set
+  Waiter waiter_;                      // inline mode
   core::BufferPool* pool_ = nullptr;
   std::uint32_t max_frame_ = 0;
-  std::uint32_t tx_batch_ = 32;
   std::int64_t linger_ns_ = 0;
   std::int64_t next_service_ns_ = 0;
   std::uint32_t reaps_ = 0;
   bool closed_ = false;
-  std::atomic<bool> connected_{false};  // sender_.connected(), refreshed by the owner thread
+  std::atomic<bool> connected_{false};  // sender.connected(), refreshed by the owner thread
   // Slots copied into the log and not yet handed back by reap_st().
   std::unique_ptr<std::uint32_t[]> done_;
   std::uint32_t done_n_ = 0, done_cap_ = 0;
-  std::unique_ptr<::mmsghdr[]> msgs_;
-  std::unique_ptr<iovec[]> iov_;
-  std::uint64_t send_errors_ = 0;
-  int last_errno_ = 0;
-  struct Counters {
-    core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
-        retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
-        control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
-        repair_bytes_refused, fault_dropped;
-  } c_;
 };
 
 class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
  public:
-  static absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec);
+  static absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> open(const TransportEnv& env, const EndpointSpec& spec,
+                                                             UdpPollerSource* source = nullptr);
   ~UdpRxEndpoint() override;
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
+  // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
+  // Inline mode only (poller mode: false / -1, the poller's source arms instead).
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override {}  // see Waiter: nothing to undo
   int notify_fd() const noexcept override { return waiter_.fd(); }
@@ -125,9 +161,15 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   const SocketInfo& socket_info() const noexcept { return sock_; }
 
  private:
+  friend class UdpPollerSource;
   UdpRxEndpoint() = default;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
+  void attach() noexcept;
   std::uint32_t receive(std::int64_t now_ns) noexcept;
+  int service(std::int64_t now_ns) noexcept;
+  // Frames queued in user space (deliverable, or delayed by the fault injector): the source
+  // must not sleep on them.
+  bool has_queued() const noexcept { return receiver_.ready() || faults_.delayed() > 0; }
   void process(std::uint32_t b, int times, std::int64_t now_ns) noexcept;
   void evict(std::int64_t now_ns) noexcept;
   void free_buffer(std::uint32_t b) noexcept { free_[free_n_++] = b; }
@@ -136,7 +178,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
   Channel ch_;
   SocketInfo sock_;
-  Waiter waiter_;
+  UdpPollerSource* source_ = nullptr;  // poller mode; null inline
+  bool attached_ = false;              // poller mode: in the source's epoll set
+  Waiter waiter_;                      // inline mode
   reliability::ReliableReceiver receiver_;
   reliability::FaultInjector faults_;
   reliability::Region<std::byte> bufs_;
@@ -163,27 +207,109 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   } c_;
 };
 
+// The progress source of one poller (Transport::poller_source): one epoll set over the sockets
+// of every endpoint opened on that poller, lingering publisher sockets, and one timerfd.
+// Poller thread only (endpoints attach themselves on their first data-plane call, which the
+// poller makes; close_st() runs there too).
+//
+// progress(): with exactly one subscriber socket, reads it directly (one recvfrom/recvmmsg per
+// cycle, as an inline endpoint does); otherwise one epoll_wait(0) round over the whole set and
+// a burst read of each ready socket. Publisher sockets (NAKs, status messages) and the timerfd
+// are also swept at least every kSweepNs and in every housekeeping().
+// try_arm(): the sockets are level-triggered in the set, so a datagram that arrives at any
+// time keeps notify_fd() readable and nothing needs re-checking after the arm; the source
+// refuses when frames are queued in user space (deliverable but not yet polled, delayed by the
+// fault injector) or a protocol deadline is due, and otherwise sets the timerfd to the earliest
+// deadline (heartbeat, NAK, status, linger) so the poller wakes for it.
+class UdpPollerSource final : public core::ProgressSource {
+ public:
+  static absl::StatusOr<std::unique_ptr<UdpPollerSource>> create(int poller, core::CountersFile* counters);
+  ~UdpPollerSource() override;
+
+  int progress(std::int64_t now_ns) noexcept override;
+  int housekeeping(std::int64_t now_ns) noexcept override;
+  bool try_arm() noexcept override;
+  // Nothing to undo (level-triggered sockets; an early timer only costs an empty cycle), but
+  // the poller may have slept: the next progress() sweeps every socket (a publisher's NAK may
+  // be what woke it), not just the subscriber it reads directly.
+  void disarm() noexcept override { next_sweep_ns_ = 0; }
+  int notify_fd() const noexcept override { return epfd_; }
+  std::string_view name() const noexcept override { return "udp"; }
+
+  // Control path (the application thread, after the poller stopped): serves every lingering
+  // close to its end (confirmations or deadline), blocking. Called by UdpTransport::close().
+  void finish_lingers() noexcept;
+
+  // Diagnostics and tests.
+  std::uint64_t epoll_waits() const noexcept { return epoll_waits_; }
+  std::uint32_t members() const noexcept { return static_cast<std::uint32_t>(members_.size()); }
+  std::uint32_t lingering() const noexcept { return nlinger_; }
+  std::uint64_t lingers_timed_out() const noexcept { return linger_timeouts_; }
+
+  // Endpoint side (poller thread).
+  void attach(UdpRxEndpoint* ep) noexcept;
+  void attach(UdpTxEndpoint* ep) noexcept;
+  void detach(const void* ep) noexcept;
+  // Takes over a closing publisher's socket and sender until `deadline_ns`.
+  void linger(const UdpTxEndpoint* ep, std::unique_ptr<TxCore> core, std::int64_t deadline_ns,
+              std::int64_t now_ns) noexcept;
+
+  // Publishers sweep their sockets for control messages at least this often while polling.
+  static constexpr std::int64_t kSweepNs = 250'000;
+
+ private:
+  struct Member {
+    UdpRxEndpoint* rx = nullptr;
+    UdpTxEndpoint* tx = nullptr;
+    std::unique_ptr<TxCore> linger;  // a closed publisher's state, lingering
+    std::int64_t linger_deadline_ns = 0, last_end_ns = 0;
+    int fd = -1;
+  };
+  UdpPollerSource() = default;
+  void add(std::unique_ptr<Member> m) noexcept;
+  int sweep(std::int64_t now_ns) noexcept;
+  int dispatch(Member* m, std::int64_t now_ns) noexcept;
+  // Returns true when the linger is over (the member must be removed).
+  bool linger_step(Member& m, std::int64_t now_ns) noexcept;
+  void remove_at(std::size_t i) noexcept;
+  void arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept;
+  void recount() noexcept;
+
+  int epfd_ = -1;
+  int timerfd_ = -1;
+  std::int64_t timer_ns_ = INT64_MAX;  // when the armed timer fires (INT64_MAX: not armed)
+  // progress() runs housekeeping() once now reaches this: the armed timer's deadline, or one
+  // try_arm() found due. Pollers run timers only every ~1 ms and after a timer wakeup; a
+  // deadline that woke us through the timerfd (an epoll event) is served here at once.
+  std::int64_t service_ns_ = INT64_MAX;
+  std::int64_t last_service_ns_ = 0;  // the last housekeeping()
+  static constexpr std::int64_t kMinServiceNs = 50'000;
+  std::vector<std::unique_ptr<Member>> members_;
+  UdpRxEndpoint* single_rx_ = nullptr;  // the only member, a subscriber: read directly
+  std::uint32_t nlinger_ = 0;
+  std::int64_t next_sweep_ns_ = 0;
+  std::uint64_t epoll_waits_ = 0, linger_timeouts_ = 0, lingers_ = 0;
+  core::Counter c_epoll_waits_, c_lingers_, c_linger_timeouts_, c_arm_refused_;
+};
+
 class UdpTransport final : public Transport {
  public:
   explicit UdpTransport(const TransportEnv& env) : env_(env) {}
+  ~UdpTransport() override { close(); }
   std::string_view name() const override { return "udp"; }
   // Frames are copied into the send log, so the pool needs no registration.
   absl::Status register_memory(core::BufferPool&) override { return absl::OkStatus(); }
   absl::StatusOr<std::unique_ptr<TxEndpoint>> open_tx(const EndpointSpec& spec) override;
   absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
-  void close() override {}
+  // Finishes lingering closes (the pollers have stopped), then drops the sources.
+  void close() override;
   // A socket (and session) per publisher: publishers on different threads never share one.
   bool shared_tx_endpoint() const noexcept override { return false; }
-
-  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override {
-    while (sources_.size() <= static_cast<std::size_t>(poller)) {
-      sources_.push_back(std::make_unique<SelfProgressingSource>("udp"));
-    }
-    return sources_[static_cast<std::size_t>(poller)].get();
-  }
+  absl::StatusOr<core::ProgressSource*> poller_source(int poller) override;
 
  private:
-  std::vector<std::unique_ptr<core::ProgressSource>> sources_;
+  absl::StatusOr<UdpPollerSource*> source_for(const EndpointSpec& spec);
+  std::vector<std::unique_ptr<UdpPollerSource>> sources_;
   TransportEnv env_;
 };
 
