@@ -278,7 +278,7 @@ const std::vector<Field>& fields() {
                                         {"backoff", IdleKind::kBackoff}}, &c.runtime.idle);
        },
        [](const Config& c) { return quote(idle_kind_name(c.runtime.idle)); }},
-      {"runtime.sleep_timer_ms", "adaptive/interrupt: a sleeping poller wakes at least this often to run its timers (heartbeats, liveness, retransmits); 0 = only when woken (heartbeats then stop while idle)",
+      {"runtime.sleep_timer_ms", "adaptive/interrupt: a sleeping poller wakes at least this often to run its timers (heartbeats, liveness, retransmits); 0 = only when woken (transports that need timers while asleep arm their own: UDP and RDMA ud_mcast keep heartbeats going with a timerfd; shm then notices a dead publisher only with its next data)",
        [](Config& c, const toml::node& n) {
          std::int64_t v;
          auto e = want_int(n, 0, 60'000, &v);
