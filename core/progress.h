@@ -52,7 +52,10 @@ class ProgressSource {
   // source has work; -1 if the source wakes through futex words instead (or never needs to).
   virtual int notify_fd() const noexcept { return -1; }
   // While armed: appends the futex words to wait on (shm) to `out`; returns how many were
-  // written. A source with more words than `out` holds must refuse to arm instead.
+  // written. Each `expected` must be the word's value read in try_arm() BEFORE its re-check
+  // for work (a notification after the re-check then changes the word and the wait returns at
+  // once); reading it here instead loses exactly that wakeup. A source with more words than
+  // `out` holds must refuse to arm, or return a word that already differs.
   virtual std::uint32_t futex_waits(std::span<FutexWait> /*out*/) noexcept { return 0; }
   // For counters and diagnostics ("shm", "udp", "rdma", "app-tx", "app-rx").
   virtual std::string_view name() const noexcept = 0;

@@ -44,6 +44,9 @@ class HandoffSource final : public ProgressSource {
   bool try_arm() noexcept override {
     arms.fetch_add(1, std::memory_order_relaxed);
     if (how_ == Wake::kNone) return false;  // cannot wake the poller
+    // The futex value to wait on is read BEFORE the re-check (core/progress.h): a notification
+    // after the check changes the word from this snapshot, so the wait returns at once.
+    snapshot_ = word.load(std::memory_order_acquire);
     // Re-check after the poller announced its sleep (its sleeper barrier ran before us).
     return offered.load(std::memory_order_acquire) == consumed.load(std::memory_order_relaxed);
   }
@@ -53,7 +56,7 @@ class HandoffSource final : public ProgressSource {
   int notify_fd() const noexcept override { return how_ == Wake::kFd ? efd_.fd() : -1; }
   std::uint32_t futex_waits(std::span<FutexWait> out) noexcept override {
     if (how_ != Wake::kFutex || out.empty()) return 0;
-    out[0] = FutexWait{&word, word.load(std::memory_order_acquire), false};
+    out[0] = FutexWait{&word, snapshot_, false};
     return 1;
   }
   std::string_view name() const noexcept override { return "test"; }
@@ -77,6 +80,7 @@ class HandoffSource final : public ProgressSource {
  private:
   Wake how_;
   EventFd efd_;
+  std::uint32_t snapshot_ = 0;
 };
 
 struct Fixture {
@@ -151,7 +155,9 @@ TEST(Poller, CommandsReachASleepingPoller) {
 
 // Many sleep/wake transitions through the source's own notification (what a transport does),
 // on both wait paths; one item at a time, so nearly every item finds the poller asleep.
-void stress(HandoffSource::Wake how, int n) {
+// doorbell: the item is announced only by Poller::wake() (an application ring push), not by the
+// source.
+void stress(HandoffSource::Wake how, int n, bool doorbell = false) {
   Fixture f;
   Poller p(0, f.cfg, f.counters.get());
   HandoffSource s(how);
@@ -161,7 +167,12 @@ void stress(HandoffSource::Wake how, int n) {
   int late = 0;
   for (int i = 0; i < n; ++i) {
     const std::int64_t t0 = Clock::now_ns();
-    s.offer_with_notification();
+    if (doorbell) {
+      s.offered.fetch_add(1, std::memory_order_release);
+      p.wake();
+    } else {
+      s.offer_with_notification();
+    }
     const std::uint64_t want = s.offered.load();
     while (s.consumed.load(std::memory_order_acquire) != want) {
       if (Clock::now_ns() - t0 > 100'000'000) break;  // 100 ms: a lost wakeup
@@ -187,12 +198,14 @@ int stress_n() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return 5'000;
 #else
-  return 50'000;
+  return 200'000;
 #endif
 }
 
 TEST(Poller, NoLostWakeupEpoll) { stress(HandoffSource::Wake::kFd, stress_n()); }
 TEST(Poller, NoLostWakeupFutex) { stress(HandoffSource::Wake::kFutex, stress_n()); }
+TEST(Poller, NoLostWakeupDoorbellEpoll) { stress(HandoffSource::Wake::kFd, stress_n(), true); }
+TEST(Poller, NoLostWakeupDoorbellFutex) { stress(HandoffSource::Wake::kFutex, stress_n(), true); }
 
 // CPU time of one thread of this process, from /proc (utime + stime, clock ticks).
 double thread_cpu_seconds(int tid) {
