@@ -356,6 +356,13 @@ const std::vector<Field>& fields() {
          return "";
        },
        [](const Config& c) { return absl::StrCat(c.runtime.adaptive.spin_quantile); }},
+      {"runtime.poll_yield", "adaptive/interrupt: an empty cycle while polling (busy or spin mode) calls sched_yield (true: application threads sharing the poller's CPU keep running; measured on 2 vCPUs: 100k msg/s p50 7 us instead of 471 us) or only a pause instruction (false: lowest latency when every poller has a core of its own)",
+       [](Config& c, const toml::node& n) -> std::string {
+         if (!n.is_boolean()) return absl::StrCat("expected true or false, got ", describe(n));
+         c.runtime.poll_yield = *n.value<bool>();
+         return "";
+       },
+       [](const Config& c) { return std::string(c.runtime.poll_yield ? "true" : "false"); }},
       {"runtime.name", "instance name, used in shared-memory file names",
        [](Config& c, const toml::node& n) -> std::string {
          std::string s;

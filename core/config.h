@@ -42,6 +42,7 @@ struct RuntimeConfig {
   IdleKind idle = IdleKind::kAdaptive;
   std::uint32_t sleep_timer_ms = 10;  // a sleeping poller runs its timers at least this often (0: only when woken)
   ControllerOptions adaptive;         // runtime.adaptive.*: the controller's knobs (core/controller.h)
+  bool poll_yield = true;             // adaptive/interrupt: sched_yield (true) or cpu_relax on an empty polling cycle
   std::string name = "pollux";     // instance name: prefixes shm files
   std::string shm_dir = "/dev/shm";
   bool counters = true;            // publish counters in <shm_dir>/pollux-<name>-<pid>.counters

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -28,6 +29,7 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
       burst_(std::min(cfg.rings.burst, kMaxBurst)),
       sleep_timer_ns_(static_cast<std::int64_t>(cfg.runtime.sleep_timer_ms) * 1'000'000),
       ctl_opts_(cfg.runtime.adaptive),
+      poll_yield_(cfg.runtime.poll_yield),
       cmds_(std::make_unique<boost::lockfree::queue<Command*>>(64)) {
   const std::string scope = absl::StrFormat("poller %d", index);
   c_cycles_ = counters->allocate(scope, "duty_cycles");
@@ -193,7 +195,15 @@ void Poller::run_sleeping(IdleKind kind) noexcept {
   while (running_.load(std::memory_order_acquire)) {
     const int work = do_work();
     if (ctl.on_cycle(now_, work) == PollAction::kPoll) {
-      if (work == 0) cpu_relax();
+      // Empty cycle while polling: give the CPU to a runnable application thread if there is
+      // one (returns at once otherwise), or just pause (runtime.poll_yield = false).
+      if (work == 0) {
+        if (poll_yield_) {
+          sched_yield();
+        } else {
+          cpu_relax();
+        }
+      }
       if (++publish_countdown == 4096) {
         publish_countdown = 0;
         publish_mode(ctl, now_);

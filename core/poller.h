@@ -91,6 +91,7 @@ class Poller {
   const std::uint32_t burst_;
   const std::int64_t sleep_timer_ns_;
   const ControllerOptions ctl_opts_;
+  const bool poll_yield_;
   std::int64_t now_ = 0;  // the current cycle's clock reading
   int cpu_ = -1;
   std::vector<ProgressSource*> sources_;
