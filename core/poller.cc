@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "core/agent.h"
 #include "core/clock.h"
 #include "core/topology.h"
 

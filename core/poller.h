@@ -42,7 +42,7 @@ class Poller {
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Agent interface (core/agent.h).
+  // One duty cycle (commands, sources, timers); returns the work done.
   int do_work() noexcept;
   void on_close() noexcept;
 

@@ -179,18 +179,6 @@ class Transport {
   virtual bool shared_tx_endpoint() const noexcept { return false; }
 };
 
-// A poller source for endpoints that progress themselves (inside poll_st/reap_st) and have no
-// way to wake a sleeping poller: it never lets the poller sleep (try_arm() refuses).
-class SelfProgressingSource final : public core::ProgressSource {
- public:
-  explicit SelfProgressingSource(std::string_view name) : name_(name) {}
-  int progress(std::int64_t) noexcept override { return 0; }
-  std::string_view name() const noexcept override { return name_; }
-
- private:
-  std::string_view name_;
-};
-
 // The transport named by config.transport (api/transport_factory.cc).
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& env);
 
