@@ -1,14 +1,19 @@
 // pollux-bench-shm-wakeup: what a wake-up costs in shm interrupt mode, next to the bare futex
 // floor measured in the same run, and what the writer pays per offer when nobody sleeps.
 //
-//   pollux-bench-shm-wakeup [--count N] [--cases futex,inline,dedicated,offer]
+//   pollux-bench-shm-wakeup [--count N] [--cases futex,inline,futex-chain,dedicated,offer] [--json FILE]
 //
 // futex:     two processes ping-pong through a MAP_SHARED page, each blocking in FUTEX_WAIT
 //            until the other's FUTEX_WAKE: round trip / 2 = one cross-process wake-up.
 // inline:    Pollux ping-pong, inline mode, runtime.idle = "interrupt", sleep_timer_ms = 0; both
 //            sides block in Subscriber::wait(-1) (the shm futex protocol). Round trip / 2.
-// dedicated: as inline, but the parent's subscriber is driven by a dedicated poller in interrupt
-//            mode (the poller sleeps on the segment's word, the app thread on its ring's eventfd).
+// dedicated: as inline, but the parent's publisher and subscriber are driven by a dedicated poller
+//            in interrupt mode, pinned to the parent's CPU (the poller sleeps on the segment's word
+//            and its doorbell, the app thread on its ring's eventfd): a round trip crosses up to
+//            four sleeping threads (app -> poller -> child -> poller -> app), not two.
+// futex-chain: the bare floor of that topology: the parent's thread wakes a relay thread on the
+//            same CPU, the relay wakes the child, the child wakes the relay, the relay wakes the
+//            parent's thread; every hop is a FUTEX_WAKE of a thread blocked in FUTEX_WAIT.
 // offer:     one process, inline publisher, one attached subscriber that never sleeps (lossy
 //            flow control, so the writer never waits): ns per offer() of a 32-byte message.
 //            The writer's wake check is one load of WakeState::sleepers after each tail store.
@@ -19,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -34,9 +40,10 @@ namespace {
 using pollux::core::Clock;
 using pollux::core::Histogram;
 
-std::string config(const std::string& name, const std::string& threading, const char* flow) {
-  return "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading +
-         "\"\npollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\ncounters = false\n[shm]\nlog_size = \"1MiB\"\n"
+std::string config(const std::string& name, const std::string& threading, const char* flow, int poller_cpu = -1) {
+  const std::string cores = poller_cpu >= 0 ? "poller_cores = [" + std::to_string(poller_cpu) + "]\n" : "";
+  return "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading + "\"\n" + cores +
+         "pollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\ncounters = false\n[shm]\nlog_size = \"1MiB\"\n"
          "flow_control = \"" +
          flow + "\"\n";
 }
@@ -77,6 +84,55 @@ Histogram futex_pingpong(std::uint64_t count, std::uint64_t warmup) {
     wait_for(&w[1].v, i);
     if (i > warmup) h.record((Clock::now_ns() - t0) / 2);
   }
+  waitpid(child, nullptr, 0);
+  munmap(w, 4096);
+  return h;
+}
+
+// The bare floor of the dedicated topology: A (parent thread) -> P (relay, parent process, same
+// CPU as A) -> C (child) -> P -> A, each hop a futex wake of a blocked thread.
+Histogram futex_chain(std::uint64_t count, std::uint64_t warmup) {
+  struct alignas(128) Word {
+    std::atomic<std::uint32_t> v{0};
+  };
+  constexpr int kWords = 4;  // 0: A -> P, 1: P -> C, 2: C -> P, 3: P -> A
+  auto* w = static_cast<Word*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  for (int i = 0; i < kWords; ++i) new (&w[i]) Word();
+  const std::uint64_t total = count + warmup;
+  auto wait_for = [](std::atomic<std::uint32_t>* a, std::uint32_t want) {
+    for (std::uint32_t cur; (cur = a->load(std::memory_order_acquire)) != want;) (void)futex(a, FUTEX_WAIT, cur);
+  };
+  auto post = [](std::atomic<std::uint32_t>* a, std::uint32_t v) {
+    a->store(v, std::memory_order_release);  // pairs with wait_for()'s acquire
+    (void)futex(a, FUTEX_WAKE, 1);
+  };
+  const pid_t child = pollux::bench::fork_on(1);
+  if (child == 0) {
+    pollux::bench::pin(1);
+    for (std::uint32_t i = 1; i <= total; ++i) {
+      wait_for(&w[1].v, i);
+      post(&w[2].v, i);
+    }
+    _exit(0);
+  }
+  pollux::bench::pin(0);
+  std::thread relay([&] {
+    pollux::bench::pin(0);
+    for (std::uint32_t i = 1; i <= total; ++i) {
+      wait_for(&w[0].v, i);
+      post(&w[1].v, i);
+      wait_for(&w[2].v, i);
+      post(&w[3].v, i);
+    }
+  });
+  Histogram h;
+  for (std::uint32_t i = 1; i <= total; ++i) {
+    const std::int64_t t0 = Clock::now_ns();
+    post(&w[0].v, i);
+    wait_for(&w[3].v, i);
+    if (i > warmup) h.record((Clock::now_ns() - t0) / 2);
+  }
+  relay.join();
   waitpid(child, nullptr, 0);
   munmap(w, 4096);
   return h;
@@ -127,7 +183,8 @@ Histogram pollux_pingpong(const std::string& threading, std::uint64_t count, std
   pollux::bench::pin(0);
   Histogram h;
   {
-    auto ctx = pollux::Context::from_string(config(name, threading, "backpressure"), "bench");
+    auto ctx = pollux::Context::from_string(config(name, threading, "backpressure", threading == "inline" ? -1 : 0),
+                                            "bench");
     if (!ctx.ok()) {
       std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
       kill(child, SIGKILL);
@@ -186,33 +243,124 @@ Histogram offer_cost(std::uint64_t count) {
 
 }  // namespace
 
+constexpr const char* kHelp = R"(pollux-bench-shm-wakeup: what a wake-up costs in shm interrupt mode, next to
+bare futex floors measured in the same run, and what the writer pays per offer when nobody sleeps.
+Two processes pinned to CPUs 0 and 1 (the parent's poller, in the dedicated case, on CPU 0).
+
+  --count N        round trips per case (default 100000; 10% more are run first as warm-up)
+  --cases LIST     comma-separated, in this order (default all):
+                     futex        bare FUTEX_WAIT/FUTEX_WAKE ping-pong between the two processes
+                     inline       Pollux, inline mode, runtime.idle = "interrupt", both sides in
+                                  Subscriber::wait(-1): one sleeping thread per direction
+                     futex-chain  bare floor of the dedicated topology (app -> relay -> child ->
+                                  relay -> app, each hop a futex wake)
+                     dedicated    Pollux, the parent's streams on a dedicated interrupt-mode poller
+                     offer        ns per offer() of 32 bytes with an attached subscriber awake
+  --json FILE      also write one JSON object per case (name, p50_ns, p90_ns, p99_ns,
+                   p99_9_ns, max_ns, count) and the ratios to their floors
+  --help           this text
+
+Reported: RTT/2 percentiles; ratio lines inline/futex and dedicated/futex-chain (p50).
+)";
+
+std::string json_case(const std::string& name, const Histogram& h) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                R"({"case": "%s", "p50_ns": %lld, "p90_ns": %lld, "p99_ns": %lld, "p99_9_ns": %lld, "max_ns": %lld, "count": %llu})",
+                name.c_str(), static_cast<long long>(h.percentile(50)), static_cast<long long>(h.percentile(90)),
+                static_cast<long long>(h.percentile(99)), static_cast<long long>(h.percentile(99.9)),
+                static_cast<long long>(h.max()), static_cast<unsigned long long>(h.count()));
+  return buf;
+}
+
 int main(int argc, char** argv) {
   std::uint64_t count = 100'000;
-  std::string cases = "futex,inline,dedicated,offer";
+  std::string cases = "futex,inline,futex-chain,dedicated,offer";
+  std::string json_path;
+  auto usage = [&](const std::string& why) {
+    std::fprintf(stderr, "pollux-bench-shm-wakeup: %s (see --help)\n", why.c_str());
+    std::exit(64);
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--count" && i + 1 < argc) {
-      count = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--cases" && i + 1 < argc) {
-      cases = argv[++i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (a == "--count" || a == "--cases" || a == "--json") {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      const std::string v = argv[++i];
+      if (a == "--count") {
+        char* end = nullptr;
+        count = std::strtoull(v.c_str(), &end, 10);
+        if (end == v.c_str() || *end != 0 || count == 0) usage("--count: a positive integer, got \"" + v + "\"");
+      } else if (a == "--cases") {
+        cases = v;
+      } else {
+        json_path = v;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--count N] [--cases futex,inline,dedicated,offer]\n", argv[0]);
-      return 64;
+      usage("unknown flag \"" + a + "\"");
     }
+  }
+  const char* known[] = {"futex", "inline", "futex-chain", "dedicated", "offer"};
+  for (size_t b = 0; b <= cases.size();) {
+    const size_t e = std::min(cases.find(',', b), cases.size());
+    const std::string c = cases.substr(b, e - b);
+    if (std::find(std::begin(known), std::end(known), c) == std::end(known)) usage("--cases: unknown case \"" + c + "\"");
+    b = e + 1;
   }
   std::printf("%s\n", pollux::bench::machine_description().c_str());
   const std::uint64_t warmup = count / 10;
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
-  if (want("futex")) pollux::bench::print_hist("bare futex wake (RTT/2)", futex_pingpong(count, warmup));
-  if (want("inline")) pollux::bench::print_hist("shm inline interrupt (RTT/2)", pollux_pingpong("inline", count, warmup));
-  if (want("dedicated")) {
-    pollux::bench::print_hist("shm dedicated interrupt (RTT/2)", pollux_pingpong("dedicated", count, warmup));
+  std::string json;
+  Histogram futex_h, inline_h, chain_h, ded_h;
+  if (want("futex")) {
+    futex_h = futex_pingpong(count, warmup);
+    pollux::bench::print_hist("bare futex wake (RTT/2)", futex_h);
+    json += json_case("futex", futex_h) + "\n";
   }
+  if (want("inline")) {
+    inline_h = pollux_pingpong("inline", count, warmup);
+    pollux::bench::print_hist("shm inline interrupt (RTT/2)", inline_h);
+    json += json_case("inline", inline_h) + "\n";
+  }
+  if (want("futex-chain")) {
+    chain_h = futex_chain(count, warmup);
+    pollux::bench::print_hist("bare futex chain, 4 hops (RTT/2)", chain_h);
+    json += json_case("futex-chain", chain_h) + "\n";
+  }
+  if (want("dedicated")) {
+    ded_h = pollux_pingpong("dedicated", count, warmup);
+    pollux::bench::print_hist("shm dedicated interrupt (RTT/2)", ded_h);
+    json += json_case("dedicated", ded_h) + "\n";
+  }
+  auto ratio = [&](const char* what, const Histogram& a, const Histogram& b) {
+    if (a.count() == 0 || b.count() == 0 || b.percentile(50) == 0) return;
+    const double r = static_cast<double>(a.percentile(50)) / static_cast<double>(b.percentile(50));
+    std::printf("ratio p50 %-28s %.2fx\n", what, r);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, R"({"ratio": "%s", "p50": %.3f})", what, r);
+    json += std::string(buf) + "\n";
+  };
+  ratio("inline / futex", inline_h, futex_h);
+  ratio("dedicated / futex-chain", ded_h, chain_h);
+  ratio("dedicated / futex", ded_h, futex_h);
   if (want("offer")) {
     const Histogram h = offer_cost(count * 100);
     std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f ns/offer (n=%llu batches of 1000)\n",
                 "offer(), nobody sleeping", h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3,
                 static_cast<unsigned long long>(h.count()));
+    char buf[200];
+    std::snprintf(buf, sizeof buf, R"({"case": "offer", "p50_ns_per_offer": %.3f, "p99_ns_per_offer": %.3f})",
+                  h.percentile(50) / 1e3, h.percentile(99) / 1e3);
+    json += std::string(buf) + "\n";
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "pollux-bench-shm-wakeup: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
   }
   return 0;
 }

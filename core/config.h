@@ -40,7 +40,7 @@ struct RuntimeConfig {
   std::uint32_t pollers = 1;
   std::vector<int> poller_cores;   // empty: chosen automatically (NUMA node of `device`)
   IdleKind idle = IdleKind::kAdaptive;
-  std::uint32_t sleep_timer_ms = 10;  // a sleeping poller runs its timers at least this often (0: only when woken)
+  std::uint32_t sleep_timer_ms = 50;  // a sleeping poller runs its timers at least this often (0: only when woken)
   ControllerOptions adaptive;         // runtime.adaptive.*: the controller's knobs (core/controller.h)
   bool poll_yield = true;             // adaptive/interrupt: sched_yield (true) or cpu_relax on an empty polling cycle
   std::string name = "pollux";     // instance name: prefixes shm files
@@ -123,7 +123,7 @@ struct UdpConfig {
   std::uint32_t nak_retry_max_us = 50000;  // ... up to this
   std::uint32_t nak_give_up_ms = 5000;   // a gap unrepaired this long is reported lost
   std::uint32_t retransmit_linger_us = 1000;  // NAKs for data repaired this recently are ignored
-  std::uint32_t heartbeat_interval_us = 10000;  // idle publisher heartbeat
+  std::uint32_t heartbeat_interval_us = 50000;  // idle publisher heartbeat
   std::uint32_t status_interval_ms = 100;  // subscriber status messages
   std::uint32_t session_timeout_ms = 2000;  // silent publisher/subscriber considered gone
   std::uint32_t linger_ms = 500;         // publisher close waits this long for subscribers to catch up

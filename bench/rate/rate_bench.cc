@@ -15,7 +15,7 @@
 //
 // CPU%: utime+stime deltas of /proc/self/task/TID/stat over the measurement window (the
 // scheduled times of the first and the last measured message), per process. Poller threads
-// have no name, so "library threads" are the tasks of the process that did not exist before
+// are counted as "library threads":  are the tasks of the process that did not exist before
 // its Context was created (the benchmark's own thread is the only other one); in dedicated mode
 // those are the pollers. Resolution: one clock tick (10 ms) per thread per window.
 //
@@ -99,6 +99,7 @@ struct Options {
   std::string shm_flow = "backpressure";
   std::string udp_address = "127.0.0.1";
   std::string extra_toml;  // contents of --extra-toml
+  std::vector<std::pair<std::string, std::string>> sets;  // --set KEY=VALUE: (section, "key = value")
   std::int64_t sleep_above_ns = 150'000;
   std::int64_t sleep_margin_ns = 100'000;
   double drain_s = 1.0;
@@ -106,6 +107,7 @@ struct Options {
   double rtt_interval_ms = 5.0;
   double rtt_duration_s = 10.0;
   double rtt_timeout_ms = 1000.0;
+  double idle_s = 0;  // --idle: seconds without traffic per point (0: not in idle mode)
 };
 
 constexpr const char* kHelp = R"(pollux-bench-rate: open-loop fixed-rate latency sweep (coordinated omission corrected)
@@ -150,6 +152,9 @@ Setup:
                         TTL 1); no other address is accepted
   --extra-toml FILE     TOML appended to both processes' configs (sections the benchmark does
                         not write, e.g. [rdma])
+  --set KEY=VALUE       one config key for both processes, VALUE in TOML syntax (strings
+                        quoted), e.g. --set runtime.sleep_timer_ms=50 --set 'udp.address="239.255.0.9"';
+                        repeatable; it goes into the section the benchmark writes (or a new one)
 
 RTT mode:
   --rtt                 instead of the sweep: one round trip every --rtt-interval-ms between
@@ -157,6 +162,14 @@ RTT mode:
   --rtt-interval-ms MS  (default 5)
   --rtt-duration S      measured seconds per (transport, mode, strategy) (default 10, --quick 2)
   --rtt-timeout-ms MS   a ping without a reply this long after its send is a timeout (1000)
+
+Idle mode:
+  --idle S              instead of the sweep: per (transport, mode, strategy) two processes open
+                        a stream (publisher / subscriber, dedicated pollers), exchange one
+                        message, then send nothing for S seconds while both application threads
+                        sleep (Subscriber::wait / nanosleep); reports each process's poller CPU%
+                        over those S seconds and the pollers' sleep/wakeup counters. Modes:
+                        dedicated or shared (default dedicated; inline has no poller)
 
 Output:
   --json FILE           one JSON object per point (fields: docs/BENCHMARKS.md)
@@ -307,6 +320,15 @@ Options parse_options(int argc, char** argv) {
       std::stringstream ss;
       ss << f.rdbuf();
       o.extra_toml = ss.str();
+    } else if (flag == "--set") {
+      const std::string kv = arg();
+      const auto eq = kv.find('=');
+      const auto dot = kv.find('.');
+      if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq ||
+          eq + 1 == kv.size()) {
+        usage_error("--set: SECTION.KEY=VALUE, got \"" + kv + "\"");
+      }
+      o.sets.emplace_back(kv.substr(0, dot), kv.substr(dot + 1, eq - dot - 1) + " = " + kv.substr(eq + 1));
     } else if (flag == "--json") {
       o.json = arg();
     } else if (flag == "--plot") {
@@ -325,6 +347,9 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--rtt-timeout-ms") {
       o.rtt_timeout_ms = parse_number(flag, arg());
       if (o.rtt_timeout_ms <= 0) usage_error("--rtt-timeout-ms must be > 0");
+    } else if (flag == "--idle") {
+      o.idle_s = parse_number(flag, arg());
+      if (o.idle_s <= 0) usage_error("--idle must be > 0 seconds");
     } else if (flag == "--rtt-duration") {
       o.rtt_duration_s = parse_number(flag, arg());
       rtt_duration_given = true;
@@ -339,6 +364,13 @@ Options parse_options(int argc, char** argv) {
     if (!rtt_duration_given) o.rtt_duration_s = 2.0;
   }
   if (o.rtt && !o.modes_given) o.modes = {"dedicated"};
+  if (o.rtt && o.idle_s > 0) usage_error("--rtt and --idle are separate modes: give one");
+  if (o.idle_s > 0) {
+    if (!o.modes_given) o.modes = {"dedicated"};
+    for (const auto& m : o.modes) {
+      if (m == "inline") usage_error("--idle measures poller threads: inline mode has none (use dedicated or shared)");
+    }
+  }
   if (o.burst_rate <= 0 || o.burst_avg <= 0) usage_error("--burst-rate and --burst-avg must be > 0");
   if (o.burst_avg >= o.burst_rate) usage_error("--burst-avg must be below --burst-rate");
   for (const auto& r : parse_list("--rates", rates)) {
@@ -603,6 +635,14 @@ std::string make_config(const Options& o, const PointSpec& p, const std::string&
                           "socket_sndbuf = \"8MiB\"\nretransmit_buffer = \"64MiB\"\nreorder_window = 1048576\n"
                           "rx_buffers = 4096\n",
                           o.udp_address);
+  }
+  for (const auto& [section, line] : o.sets) {
+    const std::string head = "[" + section + "]\n";
+    if (const auto at = c.find(head); at != std::string::npos) {
+      c.insert(at + head.size(), line + "\n");
+    } else {
+      c += head + line + "\n";
+    }
   }
   int port = g_base_port + p.index * 4;
   std::uint32_t id = 1;
@@ -1199,6 +1239,143 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   return finish("");
 }
 
+
+// ---- idle mode ----------------------------------------------------------------------------------
+
+struct IdleResult {
+  PointSpec spec;
+  std::string error;
+  CpuPct pub_cpu, sub_cpu;
+  std::string pub_counters = "{}", sub_counters = "{}";
+  std::uint64_t stray = 0;  // messages the subscriber got during the idle window (expected 0)
+  double load = 0;
+};
+
+// The subscriber side: receives the one message, then sleeps in Subscriber::wait() until t_end
+// (anything delivered meanwhile is counted in `stray`), sampling its CPU over [t_measure, t_end].
+int idle_child(const std::string& cfg, Shared* sh) {
+  CpuSampler cpu;
+  cpu.capture_own();
+  auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate --idle (subscriber)");
+  if (!ctx.ok()) {
+    set_error(sh, std::string(ctx.status().message()));
+    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+    return 2;
+  }
+  auto sub = (*ctx)->subscriber("idle");
+  if (!sub.ok()) {
+    set_error(sh, std::string(sub.status().message()));
+    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+    return 2;
+  }
+  sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+  std::uint64_t got = 0;
+  const std::int64_t give_up = Clock::monotonic_ns() + 20'000'000'000;
+  while (got == 0 && Clock::monotonic_ns() < give_up) {
+    if (sub->poll([&](const pollux::Message&) { ++got; }, 16) == 0) (void)sub->wait(10'000);
+  }
+  sh->received = got;
+  std::int64_t tm = 0;
+  while ((tm = sh->t_measure.load(std::memory_order_acquire)) == 0 &&  // pairs with the parent's release
+         Clock::monotonic_ns() < give_up) {
+    (void)sub->wait(1'000);
+  }
+  const std::int64_t t_end = sh->t_end.load(std::memory_order_relaxed);
+  while (Clock::now_ns() < tm) sleep_ns(std::min<std::int64_t>(tm - Clock::now_ns(), 100'000'000));
+  const CpuSample s0 = cpu.sample();
+  std::uint64_t stray = 0;
+  for (std::int64_t now = Clock::now_ns(); now < t_end; now = Clock::now_ns()) {
+    stray += static_cast<std::uint64_t>(sub->poll([](const pollux::Message&) {}, 16));
+    (void)sub->wait(std::max<std::int64_t>(1, (t_end - now) / 1000));
+  }
+  const CpuSample s1 = cpu.sample();
+  sh->cpu = cpu_between(s0, s1);
+  sh->measured = stray;
+  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
+  sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
+  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
+  while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) {
+    (void)sub->wait(1'000);
+  }
+  return 0;
+}
+
+IdleResult run_idle(const Options& o, const PointSpec& p) {
+  IdleResult r;
+  r.spec = p;
+  r.load = loadavg();
+  const bool split = o.pin == "split";
+  const std::string name = absl::StrFormat("idle%dp%d", getpid(), p.index);
+  const std::vector<std::string> topics{"idle"};
+  const std::string sub_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
+  const std::string pub_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
+  Shared* sh = map_shared();
+  std::fflush(stdout);
+  const pid_t child = pollux::bench::fork_on(split ? o.cpu_b : -1);
+  if (child < 0) {
+    r.error = absl::StrCat("fork: ", std::strerror(errno));
+    unmap_shared(sh);
+    return r;
+  }
+  if (child == 0) {
+    if (split) pollux::bench::pin(o.cpu_b);
+    _exit(idle_child(sub_cfg, sh));
+  }
+  auto finish = [&](const std::string& err) {
+    if (!err.empty()) {
+      r.error = err;
+      kill(child, SIGKILL);
+    }
+    sh->t_measure.store(1, std::memory_order_release);      // unblocks a child still waiting for it
+    sh->parent_closed.store(1, std::memory_order_release);  // pairs with the child's acquire
+    int status = 0;
+    waitpid(child, &status, 0);
+    unmap_shared(sh);
+    return r;
+  };
+  std::string err;
+  if (!wait_child_state(sh, child, &err)) return finish(err);
+  CpuSampler cpu;
+  cpu.capture_own();
+  auto ctx = pollux::Context::from_string(pub_cfg, "pollux-bench-rate --idle (publisher)");
+  if (!ctx.ok()) return finish(absl::StrCat("publisher process: ", ctx.status().message()));
+  auto pub_or = (*ctx)->publisher("idle");
+  if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
+  pollux::Publisher& pub = *pub_or;
+  {
+    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
+    while (!pub.is_connected()) {
+      if (Clock::monotonic_ns() > deadline) return finish("stream not connected after 10 s");
+      usleep(1000);
+    }
+  }
+  std::vector<std::byte> payload(o.payload, std::byte{0x5a});
+  while (pub.offer(payload.data(), payload.size()) < 0) usleep(100);
+  // Half a second to settle (the controller leaves its busy/spin states after idle_after_ns).
+  const std::int64_t t_measure = Clock::now_ns() + 500'000'000;
+  const std::int64_t t_end = t_measure + static_cast<std::int64_t>(o.idle_s * 1e9);
+  sh->t_end.store(t_end, std::memory_order_relaxed);
+  sh->t_measure.store(t_measure, std::memory_order_release);  // pairs with the child's acquire
+  while (Clock::now_ns() < t_measure) sleep_ns(std::min<std::int64_t>(t_measure - Clock::now_ns(), 100'000'000));
+  const CpuSample s0 = cpu.sample();
+  while (Clock::now_ns() < t_end) sleep_ns(std::min<std::int64_t>(t_end - Clock::now_ns(), 100'000'000));
+  const CpuSample s1 = cpu.sample();
+  r.pub_cpu = cpu_between(s0, s1);
+  const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
+  while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
+    if (Clock::monotonic_ns() > deadline) return finish("subscriber did not finish");
+    usleep(1000);
+  }
+  if (sh->received == 0) return finish("the subscriber never received the first message");
+  r.sub_cpu = sh->cpu;
+  r.stray = sh->measured;
+  r.pub_counters = poller_counters_json(**ctx);
+  r.sub_counters = sh->counters;
+  pub.close();
+  ctx->reset();
+  return finish("");
+}
+
 // ---- output -------------------------------------------------------------------------------------
 
 double us(std::int64_t ns) { return static_cast<double>(ns) / 1e3; }
@@ -1261,6 +1438,24 @@ void print_rtt_row(const RttResult& r) {
   std::fflush(stdout);
 }
 
+void print_idle_header() {
+  std::printf("%-4s %-9s %-10s %8s %8s %8s %8s %6s  %s\n", "tr", "mode", "strategy", "window s", "pubP%", "subP%",
+              "oth%", "stray", "poller counters (pub | sub, whole run)");
+}
+
+void print_idle_row(const IdleResult& r) {
+  if (!r.error.empty()) {
+    std::printf("%-4s %-9s %-10s ERROR: %s\n", r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(),
+                r.error.c_str());
+    return;
+  }
+  std::printf("%-4s %-9s %-10s %8.2f %8.2f %8.2f %8.2f %6llu  %s | %s\n", r.spec.transport.c_str(),
+              r.spec.mode.c_str(), r.spec.strategy.c_str(), r.pub_cpu.window_s, r.pub_cpu.lib, r.sub_cpu.lib,
+              others_pct(r.pub_cpu, r.sub_cpu), static_cast<unsigned long long>(r.stray), r.pub_counters.c_str(),
+              r.sub_counters.c_str());
+  std::fflush(stdout);
+}
+
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -1316,6 +1511,14 @@ std::string json_rtt(const Options& o, const RttResult& r) {
       json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts,
       r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu),
       others_pct(r.ping_cpu, r.pong_cpu), r.ping_cpu.host_steal, r.load, r.ping_counters, r.pong_counters);
+}
+
+std::string json_idle(const Options& o, const IdleResult& r) {
+  return absl::StrFormat(
+      R"({"kind": "idle", %s, "idle_s": %.3f, "stray_messages": %u, "cpu_pct": {"pub": %s, "sub": %s, "others": %.2f, )"
+      R"("steal": %.2f}, "loadavg": %.2f, "poller_counters": {"pub": %s, "sub": %s}})",
+      json_common(o, r.spec, r.error), o.idle_s, r.stray, json_cpu(r.pub_cpu), json_cpu(r.sub_cpu),
+      others_pct(r.pub_cpu, r.sub_cpu), r.pub_cpu.host_steal, r.load, r.pub_counters, r.sub_counters);
 }
 
 bool write_file(const std::string& path, const std::string& text) {
@@ -1435,7 +1638,18 @@ int main(int argc, char** argv) {
     }
   }
   std::string json;
-  if (o.rtt) {
+  if (o.idle_s > 0) {
+    std::printf("idle: one message, then %.1f s without traffic per point; apps asleep; pollers' CPU over the window\n",
+                o.idle_s);
+    print_idle_header();
+    for (auto p : specs) {
+      p.index = index++;
+      const IdleResult r = run_idle(o, p);
+      print_idle_row(r);
+      if (!r.error.empty()) failed = true;
+      json += json_idle(o, r) + "\n";
+    }
+  } else if (o.rtt) {
     std::printf("rtt: one round trip every %.3f ms, %.1f s measured after %.1f s warm-up, apps sched_yield between "
                 "empty polls; RTT from the scheduled ping time\n",
                 o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);

@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "pollux/pollux.h"
 
@@ -188,16 +190,62 @@ Histogram poller(const std::string& idle, std::uint64_t count, int gap_us) {
 
 }  // namespace
 
+constexpr const char* kHelp = R"(pollux-bench-udp-wakeup: how long a sleeping interrupt-mode poller takes to get a
+UDP datagram, next to bare epoll wakeups measured in the same run (the kernel's floor). One
+process; the sender on CPU 0, the sleeper on CPU 1; one message every --gap-us so that every
+one finds the sleeper asleep.
+
+  --count N       messages per case and run (default 20000)
+  --gap-us G      microseconds between messages (default 200)
+  --runs R        interleaved rounds of all cases (default 3; the histograms are merged)
+  --cases LIST    bare-eventfd,bare-udp,poller-interrupt,poller-busy (default all):
+                    bare-eventfd      a thread asleep in epoll_wait on an eventfd
+                    bare-udp          a thread asleep in epoll_wait on a UDP socket (127.0.0.1)
+                    poller-interrupt  a Pollux dedicated poller, runtime.idle = "interrupt",
+                                      sleep_timer_ms = 0: offer -> the frame in the subscriber ring
+                    poller-busy       the same with runtime.idle = "busy-spin" (no sleep)
+  --json FILE     also write one JSON object per case (p50_ns ... max_ns, count) and the
+                  poller-interrupt / bare-udp p50 ratio
+  --help          this text
+)";
+
 int main(int argc, char** argv) {
   std::uint64_t count = 20'000;
   int gap_us = 200, runs = 3;
   std::string cases = "bare-eventfd,bare-udp,poller-interrupt,poller-busy";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string json_path;
+  auto usage = [](const std::string& why) {
+    std::fprintf(stderr, "pollux-bench-udp-wakeup: %s (see --help)\n", why.c_str());
+    std::exit(64);
+  };
+  auto number = [&](const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != 0 || n <= 0) usage(flag + ": a positive integer, got \"" + v + "\"");
+    return n;
+  };
+  for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
-    if (k == "--gap-us") gap_us = std::atoi(argv[i + 1]);
-    if (k == "--runs") runs = std::atoi(argv[i + 1]);
-    if (k == "--cases") cases = argv[i + 1];
+    if (k == "--help" || k == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (k != "--count" && k != "--gap-us" && k != "--runs" && k != "--cases" && k != "--json") {
+      usage("unknown flag \"" + k + "\"");
+    }
+    if (i + 1 >= argc) usage(k + " needs a value");
+    const std::string v = argv[++i];
+    if (k == "--count") count = static_cast<std::uint64_t>(number(k, v));
+    if (k == "--gap-us") gap_us = static_cast<int>(number(k, v));
+    if (k == "--runs") runs = static_cast<int>(number(k, v));
+    if (k == "--cases") cases = v;
+    if (k == "--json") json_path = v;
+  }
+  const std::vector<std::string> known{"bare-eventfd", "bare-udp", "poller-interrupt", "poller-busy"};
+  for (const auto& c : absl::StrSplit(cases, ',')) {
+    if (std::find(known.begin(), known.end(), std::string(c)) == known.end()) {
+      usage("--cases: unknown case \"" + std::string(c) + "\"");
+    }
   }
   g_port = 31000 + (getpid() % 1000) * 4;
   Clock::init();
@@ -212,8 +260,28 @@ int main(int argc, char** argv) {
     if (want("poller-interrupt")) all["poller-interrupt"].merge(poller("interrupt", count, gap_us));
     if (want("poller-busy")) all["poller-busy"].merge(poller("busy-spin", count, gap_us));
   }
-  for (const char* k : {"bare-eventfd", "bare-udp", "poller-interrupt", "poller-busy"}) {
-    if (all.count(k) != 0) pollux::bench::print_hist(k, all[k]);
+  std::string json;
+  for (const auto& k : known) {
+    if (all.count(k) == 0) continue;
+    const Histogram& h = all[k];
+    pollux::bench::print_hist(k.c_str(), h);
+    absl::StrAppendFormat(&json,
+                          R"({"case": "%s", "p50_ns": %d, "p90_ns": %d, "p99_ns": %d, "p99_9_ns": %d, "max_ns": %d, "count": %u})"
+                          "\n",
+                          k, h.percentile(50), h.percentile(90), h.percentile(99), h.percentile(99.9), h.max(), h.count());
+  }
+  if (all.count("poller-interrupt") != 0 && all.count("bare-udp") != 0 && all["bare-udp"].percentile(50) > 0) {
+    const double r = static_cast<double>(all["poller-interrupt"].percentile(50)) /
+                     static_cast<double>(all["bare-udp"].percentile(50));
+    std::printf("ratio p50 poller-interrupt / bare-udp  %.2fx\n", r);
+    absl::StrAppendFormat(&json, R"({"ratio": "poller-interrupt / bare-udp", "p50": %.3f})" "\n", r);
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "pollux-bench-udp-wakeup: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
   }
   return 0;
 }
