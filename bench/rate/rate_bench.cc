@@ -14,10 +14,9 @@
 // poller run on the first CPU of --cpus, the subscriber process and its poller on the second.
 //
 // CPU%: utime+stime deltas of /proc/self/task/TID/stat over the measurement window (the
-// scheduled times of the first and the last measured message), per process. Poller threads
-// are counted as "library threads":  are the tasks of the process that did not exist before
-// its Context was created (the benchmark's own thread is the only other one); in dedicated mode
-// those are the pollers. Resolution: one clock tick (10 ms) per thread per window.
+// scheduled times of the first and the last measured message), per process. "Library threads"
+// are the tasks of the process that did not exist before its Context was created (the
+// benchmark's own thread is the only other one); in dedicated mode those are the pollers. Resolution: one clock tick (10 ms) per thread per window.
 //
 // --rtt: one round trip every --rtt-interval-ms between two processes, application threads
 // polling with sched_yield between empty polls, dedicated pollers on both sides; RTT measured
@@ -34,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -108,6 +108,7 @@ struct Options {
   double rtt_duration_s = 10.0;
   double rtt_timeout_ms = 1000.0;
   double idle_s = 0;  // --idle: seconds without traffic per point (0: not in idle mode)
+  int rounds = 1;     // --rounds: the whole sweep / RTT / idle run repeated, points interleaved
 };
 
 constexpr const char* kHelp = R"(pollux-bench-rate: open-loop fixed-rate latency sweep (coordinated omission corrected)
@@ -170,6 +171,11 @@ Idle mode:
                         sleep (Subscriber::wait / nanosleep); reports each process's poller CPU%
                         over those S seconds and the pollers' sleep/wakeup counters. Modes:
                         dedicated or shared (default dedicated; inline has no poller)
+
+ --rounds N             repeat the whole run N times (default 1); every point of the sweep is
+                        run once per round, strategies back to back at each rate, so drifts of
+                        the machine hit every strategy alike; JSON lines carry "round"
+                        (bench/rate/targets.py takes medians over rounds)
 
 Output:
   --json FILE           one JSON object per point (fields: docs/BENCHMARKS.md)
@@ -347,6 +353,9 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--rtt-timeout-ms") {
       o.rtt_timeout_ms = parse_number(flag, arg());
       if (o.rtt_timeout_ms <= 0) usage_error("--rtt-timeout-ms must be > 0");
+    } else if (flag == "--rounds") {
+      o.rounds = static_cast<int>(parse_number(flag, arg()));
+      if (o.rounds < 1 || o.rounds > 1000) usage_error("--rounds must be in 1..1000");
     } else if (flag == "--idle") {
       o.idle_s = parse_number(flag, arg());
       if (o.idle_s <= 0) usage_error("--idle must be > 0 seconds");
@@ -614,6 +623,7 @@ struct AppIdle {
 struct PointSpec {
   std::string transport, mode, strategy;
   int index = 0;  // unique per point: ports and names
+  int round = 1;  // --rounds: which repetition of the sweep
 };
 
 int g_base_port = 0;
@@ -1484,8 +1494,8 @@ std::string json_cpu(const CpuPct& c) {
 
 std::string json_common(const Options& o, const PointSpec& p, const std::string& error) {
   return absl::StrFormat(
-      R"("transport": "%s", "mode": "%s", "strategy": "%s", "processes": 2, "pin": "%s", "payload": %u, "warmup_s": %.3f, "error": "%s")",
-      p.transport, p.mode, p.strategy, o.pin, o.payload, o.warmup_s, json_escape(error));
+      R"("transport": "%s", "mode": "%s", "strategy": "%s", "round": %d, "processes": 2, "pin": "%s", "payload": %u, "warmup_s": %.3f, "error": "%s")",
+      p.transport, p.mode, p.strategy, p.round, o.pin, o.payload, o.warmup_s, json_escape(error));
 }
 
 std::string json_rate(const Options& o, const PointResult& r) {
@@ -1554,27 +1564,30 @@ bool write_plots(const Options& o, const std::vector<PointResult>& results) {
     for (const auto& m : o.modes) {
       std::vector<std::string> plotted;
       for (const auto& s : o.strategies) {
-        std::string data = "# rate_msgs_per_s p50_us p99_us pollers_cpu_pct(pub+sub) app_cpu_pct(pub+sub) p99_9_us\n";
-        int rows = 0;
+        // One row per rate: the median over rounds (--rounds) of each column.
+        std::map<double, std::vector<std::array<double, 5>>> by_rate;
         for (const auto& r : results) {
           if (r.spec.transport != t || r.spec.mode != m || r.spec.strategy != s || r.rate.burst || !r.error.empty()) {
             continue;
           }
           if (r.lat.count() == 0) continue;
-          absl::StrAppendFormat(&data, "%.1f %.3f %.3f %.2f %.2f %.3f\n", r.rate.rate, us(r.lat.percentile(50)),
-                                us(r.lat.percentile(99)), r.pub_cpu.lib + r.sub_cpu.lib, r.pub_cpu.app + r.sub_cpu.app,
-                                us(r.lat.percentile(99.9)));
-          ++rows;
+          by_rate[r.rate.rate].push_back({us(r.lat.percentile(50)), us(r.lat.percentile(99)),
+                                          r.pub_cpu.lib + r.sub_cpu.lib, r.pub_cpu.app + r.sub_cpu.app,
+                                          us(r.lat.percentile(99.9))});
         }
-        if (rows == 0) continue;
-        std::vector<std::pair<double, std::string>> lines;  // sorted by rate for linespoints
-        std::istringstream is(data);
-        std::string header, line;
-        std::getline(is, header);
-        while (std::getline(is, line)) lines.emplace_back(std::atof(line.c_str()), line);
-        std::sort(lines.begin(), lines.end());
-        std::string sorted = header + "\n";
-        for (const auto& l : lines) sorted += l.second + "\n";
+        if (by_rate.empty()) continue;
+        std::string sorted = "# rate_msgs_per_s p50_us p99_us pollers_cpu_pct(pub+sub) app_cpu_pct(pub+sub) p99_9_us"
+                             " (medians over rounds)\n";
+        for (auto& [rate, rows] : by_rate) {
+          double med[5];
+          for (int c = 0; c < 5; ++c) {
+            std::vector<double> v;
+            for (const auto& row : rows) v.push_back(row[c]);
+            std::sort(v.begin(), v.end());
+            med[c] = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+          }
+          absl::StrAppendFormat(&sorted, "%.1f %.3f %.3f %.2f %.2f %.3f\n", rate, med[0], med[1], med[2], med[3], med[4]);
+        }
         ok &= write_file(absl::StrFormat("%s/rate-%s-%s-%s.dat", o.plot_dir, t, m, s), sorted);
         plotted.push_back(s);
       }
@@ -1613,7 +1626,7 @@ int main(int argc, char** argv) {
   if (o.pin == "split") std::printf(" (publisher + its poller on CPU %d, subscriber + its poller on CPU %d)", o.cpu_a, o.cpu_b);
   std::printf(", %zu-byte payload, udp %s on lo\n", o.payload, o.udp_address.c_str());
   std::printf("cpu: %% of one core over the measurement window from /proc/self/task/*/stat; pollers = tasks created "
-              "by the Context (poller threads have no name), app = the benchmark's own thread\n");
+              "by the Context (pollux-poll-N in dedicated mode), app = the benchmark's own thread\n");
 
   // Validate each strategy once per (transport, mode) with the library's own parser, so a
   // rejected value is reported with the config's message and skipped.
@@ -1642,8 +1655,9 @@ int main(int argc, char** argv) {
     std::printf("idle: one message, then %.1f s without traffic per point; apps asleep; pollers' CPU over the window\n",
                 o.idle_s);
     print_idle_header();
-    for (auto p : specs) {
+    for (int round = 1; round <= o.rounds; ++round) for (auto p : specs) {
       p.index = index++;
+      p.round = round;
       const IdleResult r = run_idle(o, p);
       print_idle_row(r);
       if (!r.error.empty()) failed = true;
@@ -1658,8 +1672,9 @@ int main(int argc, char** argv) {
                 "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process; oth%% = other "
                 "processes' CPU meanwhile (of 200)\n");
     print_rtt_header();
-    for (auto p : specs) {
+    for (int round = 1; round <= o.rounds; ++round) for (auto p : specs) {
       p.index = index++;
+      p.round = round;
       const RttResult r = run_rtt(o, p);
       print_rtt_row(r);
       if (!r.error.empty()) failed = true;
@@ -1675,9 +1690,14 @@ int main(int argc, char** argv) {
                 "(/proc/stat busy minus both processes; of 200)\n");
     print_rate_header();
     std::vector<PointResult> results;
-    for (auto p : specs) {
-      for (const auto& rp : o.rates) {
+    // Per (transport, mode), rate by rate, the strategies back to back: a comparison between
+    // strategies at one rate is then minutes apart at most within a round.
+    for (int round = 1; round <= o.rounds; ++round) for (const auto& t : o.transports) for (const auto& m : o.modes)
+    for (const auto& rp : o.rates) for (auto p : specs) {
+      if (p.transport != t || p.mode != m) continue;
+      {
         p.index = index++;
+        p.round = round;
         results.push_back(run_point(o, p, rp));
         print_rate_row(results.back());
         if (!results.back().error.empty()) failed = true;
