@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs the fixed-rate sweep and the RTT mode of pollux-bench-rate and keeps everything in one
 # directory: machine.txt (lscpu summary, kernel, date, load), sweep.txt/sweep.json, the PNGs
-# (one per transport and mode), rtt.txt/rtt.json.
+# (one per transport and mode), rtt.txt/rtt.json, idle.txt/idle.json (10 s without traffic
+# per strategy), targets.txt (bench/rate/targets.py: issue 10's dominance / 100k verdicts).
 #
 #   bench/rate/run.sh [OUT_DIR] [flags for both runs, e.g. --quick --strategies busy-spin,yield]
 #
 # OUT_DIR defaults to build/rate-results; BIN overrides the binary (default
 # build/bin/pollux-bench-rate). Extra flags go to both runs, so both accept the same ones;
-# SWEEP_FLAGS / RTT_FLAGS add flags to one run only. Exit status: the first failing run's.
+# SWEEP_FLAGS / RTT_FLAGS / IDLE_FLAGS add flags to one run only (the idle run takes only
+# IDLE_FLAGS, default "--idle 10"). Exit status: the first failing run's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-build/bin/pollux-bench-rate}
@@ -29,5 +31,10 @@ rc=0
 "$BIN" --json "$OUT/sweep.json" --plot "$OUT" "$@" ${SWEEP_FLAGS:-} | tee "$OUT/sweep.txt" || rc=$?
 # shellcheck disable=SC2086
 "$BIN" --rtt --json "$OUT/rtt.json" "$@" ${RTT_FLAGS:-} | tee "$OUT/rtt.txt" || { [ $rc -ne 0 ] || rc=$?; }
+# shellcheck disable=SC2086
+"$BIN" --json "$OUT/idle.json" ${IDLE_FLAGS:---idle 10} | tee "$OUT/idle.txt" || { [ $rc -ne 0 ] || rc=$?; }
+if command -v python3 >/dev/null; then
+  python3 bench/rate/targets.py "$OUT/sweep.json" | tee "$OUT/targets.txt" || { [ $rc -ne 0 ] || rc=$?; }
+fi
 echo "results in $OUT"
 exit $rc

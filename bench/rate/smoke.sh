@@ -49,6 +49,20 @@ fi
 grep -q '"kind": "rtt"' "$T/t.json" || fail "no rtt point: $(cat "$T/t.json")"
 grep -q '"replies": 12,' "$T/t.json" || fail "want 12 replies (10 measured + 2 warm-up): $(cat "$T/t.json")"
 
+# --idle: one message, then silence; the subscriber must have got it (else the point errors)
+# and nothing after it; inline mode is refused (it has no poller to measure).
+"$BIN" --idle 0.2 --transports shm,udp --strategies interrupt --set runtime.sleep_timer_ms=20 --json "$T/i.json" \
+  >"$T/out" || fail "idle exited $?: $(cat "$T/out")"
+[ "$(grep -c '"kind": "idle"' "$T/i.json")" = 2 ] || fail "want 2 idle points: $(cat "$T/i.json")"
+grep -q '"stray_messages": 0,' "$T/i.json" || fail "stray messages in an idle window: $(cat "$T/i.json")"
+[ "$(grep -c '"error": ""' "$T/i.json")" = 2 ] || fail "idle point failed: $(cat "$T/i.json")"
+"$BIN" --idle 1 --modes inline >/dev/null 2>&1 && fail "--idle with inline mode accepted"
+"$BIN" --set nodot=1 >/dev/null 2>&1 && fail "--set without SECTION.KEY accepted"
+if command -v python3 >/dev/null; then
+  python3 "$(dirname "$0")/targets.py" "$T/r.json" >"$T/targets" || fail "targets.py failed on the sweep's JSON"
+  grep -q "summary" "$T/targets" || fail "targets.py printed no summary: $(cat "$T/targets")"
+fi
+
 if command -v gnuplot >/dev/null; then
   "$BIN" "${tiny[@]}" --transports shm --modes inline --strategies yield,busy-spin --plot "$T/plots" \
     >/dev/null || fail "--plot exited $?"
