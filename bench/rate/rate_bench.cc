@@ -722,6 +722,49 @@ std::string poller_counters_json(const pollux::Context& ctx) {
 
 void set_error(Shared* sh, const std::string& e) { std::snprintf(sh->error, sizeof sh->error, "%s", e.c_str()); }
 
+// The parent's way out of a point: on an error, records it and kills the child; then releases
+// a child still waiting for the parent (every flag it may wait on), reaps it and unmaps the page.
+void end_child(Shared* sh, pid_t child, const std::string& err, std::string* error_out) {
+  if (!err.empty()) {
+    *error_out = err;
+    kill(child, SIGKILL);
+  }
+  // Release stores pair with the child's acquire loads of each flag.
+  sh->t_measure.store(1, std::memory_order_release);  // only read by a child still before the window
+  sh->sender_done.store(1, std::memory_order_release);
+  sh->parent_closed.store(1, std::memory_order_release);
+  int status = 0;
+  waitpid(child, &status, 0);
+  unmap_shared(sh);
+}
+
+// Forks the point's child process (the subscriber or ponger side), pinned to the second CPU
+// with --pin split; the child runs child_main() and exits with its result. -1 (and *err) if
+// fork failed, after unmapping the shared page.
+template <typename F>
+pid_t fork_child(const Options& o, Shared* sh, std::string* err, F&& child_main) {
+  const bool split = o.pin == "split";
+  std::fflush(stdout);
+  const pid_t child = pollux::bench::fork_on(split ? o.cpu_b : -1);
+  if (child < 0) {
+    *err = absl::StrCat("fork: ", std::strerror(errno));
+    unmap_shared(sh);
+    return -1;
+  }
+  if (child == 0) {
+    if (split) pollux::bench::pin(o.cpu_b);
+    _exit(child_main());
+  }
+  return child;
+}
+
+// A child process could not open its side: says why to the parent, which reports it.
+int child_failed(Shared* sh, const absl::Status& st) {
+  set_error(sh, std::string(st.message()));
+  sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+  return 2;
+}
+
 // Waits for the child to open its side; false (with `err`) if it failed or died.
 bool wait_child_state(Shared* sh, pid_t child, std::string* err) {
   const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
@@ -781,17 +824,9 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
   CpuSampler cpu;
   cpu.capture_own();
   auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate (subscriber)");
-  if (!ctx.ok()) {
-    set_error(sh, std::string(ctx.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!ctx.ok()) return child_failed(sh, ctx.status());
   auto sub = (*ctx)->subscriber("rate");
-  if (!sub.ok()) {
-    set_error(sh, std::string(sub.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!sub.ok()) return child_failed(sh, sub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
   AppIdle idle{app_idle_for(o, p.mode, p.strategy), &*sub};
   Histogram& h = sh->hist;
@@ -881,26 +916,10 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   const std::string sub_cfg = make_config(o, p, name, split ? o.cpu_b : -1, {"rate"});
   const std::string pub_cfg = make_config(o, p, name, split ? o.cpu_a : -1, {"rate"});
   Shared* sh = map_shared();
-  std::fflush(stdout);
-  const pid_t child = pollux::bench::fork_on(split ? o.cpu_b : -1);
-  if (child < 0) {
-    r.error = absl::StrCat("fork: ", std::strerror(errno));
-    unmap_shared(sh);
-    return r;
-  }
-  if (child == 0) {
-    if (split) pollux::bench::pin(o.cpu_b);
-    _exit(receiver_main(o, p, sub_cfg, warm_n, sh));
-  }
+  const pid_t child = fork_child(o, sh, &r.error, [&] { return receiver_main(o, p, sub_cfg, warm_n, sh); });
+  if (child < 0) return r;
   auto finish = [&](const std::string& err) {
-    if (!err.empty()) {
-      r.error = err;
-      kill(child, SIGKILL);
-    }
-    sh->parent_closed.store(1, std::memory_order_release);  // pairs with the child's acquire
-    int status = 0;
-    waitpid(child, &status, 0);
-    unmap_shared(sh);
+    end_child(sh, child, err, &r.error);
     return r;
   };
   std::string err;
@@ -1058,18 +1077,10 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
   CpuSampler cpu;
   cpu.capture_own();
   auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate --rtt (ponger)");
-  if (!ctx.ok()) {
-    set_error(sh, std::string(ctx.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!ctx.ok()) return child_failed(sh, ctx.status());
   auto sub = (*ctx)->subscriber("ping");
   auto pub = (*ctx)->publisher("pong");
-  if (!sub.ok() || !pub.ok()) {
-    set_error(sh, std::string(!sub.ok() ? sub.status().message() : pub.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!sub.ok() || !pub.ok()) return child_failed(sh, !sub.ok() ? sub.status() : pub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
   const bool inline_mode = p.mode == "inline";
   CpuSample s0, s1;
@@ -1119,27 +1130,10 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   const std::string pong_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
   const std::string ping_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
   Shared* sh = map_shared();
-  std::fflush(stdout);
-  const pid_t child = pollux::bench::fork_on(split ? o.cpu_b : -1);
-  if (child < 0) {
-    r.error = absl::StrCat("fork: ", std::strerror(errno));
-    unmap_shared(sh);
-    return r;
-  }
-  if (child == 0) {
-    if (split) pollux::bench::pin(o.cpu_b);
-    _exit(ponger_main(p, pong_cfg, sh));
-  }
+  const pid_t child = fork_child(o, sh, &r.error, [&] { return ponger_main(p, pong_cfg, sh); });
+  if (child < 0) return r;
   auto finish = [&](const std::string& err) {
-    if (!err.empty()) {
-      r.error = err;
-      kill(child, SIGKILL);
-    }
-    sh->sender_done.store(1, std::memory_order_release);      // pairs with the ponger's acquire
-    sh->parent_closed.store(1, std::memory_order_release);    // pairs with the ponger's acquire
-    int status = 0;
-    waitpid(child, &status, 0);
-    unmap_shared(sh);
+    end_child(sh, child, err, &r.error);
     return r;
   };
   std::string err;
@@ -1267,17 +1261,9 @@ int idle_child(const std::string& cfg, Shared* sh) {
   CpuSampler cpu;
   cpu.capture_own();
   auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate --idle (subscriber)");
-  if (!ctx.ok()) {
-    set_error(sh, std::string(ctx.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!ctx.ok()) return child_failed(sh, ctx.status());
   auto sub = (*ctx)->subscriber("idle");
-  if (!sub.ok()) {
-    set_error(sh, std::string(sub.status().message()));
-    sh->child_state.store(-1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
-    return 2;
-  }
+  if (!sub.ok()) return child_failed(sh, sub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
   std::uint64_t got = 0;
   const std::int64_t give_up = Clock::monotonic_ns() + 20'000'000'000;
@@ -1320,27 +1306,10 @@ IdleResult run_idle(const Options& o, const PointSpec& p) {
   const std::string sub_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
   const std::string pub_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
   Shared* sh = map_shared();
-  std::fflush(stdout);
-  const pid_t child = pollux::bench::fork_on(split ? o.cpu_b : -1);
-  if (child < 0) {
-    r.error = absl::StrCat("fork: ", std::strerror(errno));
-    unmap_shared(sh);
-    return r;
-  }
-  if (child == 0) {
-    if (split) pollux::bench::pin(o.cpu_b);
-    _exit(idle_child(sub_cfg, sh));
-  }
+  const pid_t child = fork_child(o, sh, &r.error, [&] { return idle_child(sub_cfg, sh); });
+  if (child < 0) return r;
   auto finish = [&](const std::string& err) {
-    if (!err.empty()) {
-      r.error = err;
-      kill(child, SIGKILL);
-    }
-    sh->t_measure.store(1, std::memory_order_release);      // unblocks a child still waiting for it
-    sh->parent_closed.store(1, std::memory_order_release);  // pairs with the child's acquire
-    int status = 0;
-    waitpid(child, &status, 0);
-    unmap_shared(sh);
+    end_child(sh, child, err, &r.error);
     return r;
   };
   std::string err;
