@@ -43,9 +43,11 @@ struct TxChannel {
 
 // Subscriber side: the poller polls the endpoint and pushes events into `deliver`; the app
 // hands delivered messages back on `release` so the transport can recycle them.
-// An application thread that waits (Subscriber::wait) announces it in `app_waiting` and
-// sleeps on `ready`; the poller signals `ready` after a delivery only when someone waits
-// (the same protocol as Poller::wake(), with the roles swapped).
+// An application thread that waits announces it in `app_waiting` and sleeps: Subscriber::wait()
+// on the futex word `ready_word` (kWaitFutex), a caller of arm() + notify_fd() on the eventfd
+// `ready` (kWaitFd); the poller wakes it after a delivery only when someone waits (the same
+// protocol as Poller::wake(), with the roles swapped). The futex saves wait() the read() an
+// eventfd needs after every wakeup.
 struct RxChannel {
   RxChannel(std::uint32_t capacity, core::RingKind kind) : deliver(capacity, kind), release(capacity, kind) {}
   core::DescRing<transport::RxDesc> deliver;
@@ -54,14 +56,25 @@ struct RxChannel {
   std::uint32_t stream_id = 0;
   std::atomic<bool> closing{false};
   std::atomic<bool> drained{false};
-  std::atomic<std::uint32_t> app_waiting{0};
+  static constexpr std::uint32_t kWaitNone = 0, kWaitFd = 1, kWaitFutex = 2;
+  std::atomic<std::uint32_t> app_waiting{kWaitNone};
   core::EventFd ready;
+  std::atomic<std::uint32_t> ready_word{0};
   std::uint32_t outstanding = 0;  // poller-private: pushed to deliver, not yet released
 
   // Poller thread, after pushing to `deliver`. Pairs with the waiter's sleeper_barrier().
   void notify_app() noexcept {
     core::waker_barrier();
-    if (__builtin_expect(app_waiting.load(std::memory_order_relaxed) != 0, 0)) ready.signal();
+    const std::uint32_t w = app_waiting.load(std::memory_order_relaxed);
+    if (__builtin_expect(w == kWaitNone, 1)) return;
+    if (w == kWaitFutex) {
+      // Release pairs with the waiter's acquire snapshot taken before it announced itself: a
+      // changed word makes its futex_wait return at once if it has not blocked yet.
+      ready_word.fetch_add(1, std::memory_order_release);
+      (void)core::futex_wake(&ready_word, 1, /*shared=*/false);
+    } else {
+      ready.signal();
+    }
   }
 };
 

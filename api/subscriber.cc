@@ -180,7 +180,7 @@ bool SubscriberImpl::arm() noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
   if (mode == Mode::kQueued) {
     if (pending_gap.count != 0) return false;
-    channel->app_waiting.store(1, std::memory_order_relaxed);
+    channel->app_waiting.store(RxChannel::kWaitFd, std::memory_order_relaxed);
     // Pairs with RxChannel::notify_app()'s waker_barrier(): store app_waiting -> load the
     // ring's tail; the poller stores the tail -> loads app_waiting.
     core::sleeper_barrier();
@@ -195,8 +195,10 @@ bool SubscriberImpl::arm() noexcept {
 
 void SubscriberImpl::disarm() noexcept {
   if (mode == Mode::kQueued) {
-    channel->app_waiting.store(0, std::memory_order_relaxed);
-    (void)channel->ready.drain();
+    // Only the eventfd needs draining; a futex waiter (wait()) leaves nothing behind.
+    if (channel->app_waiting.exchange(RxChannel::kWaitNone, std::memory_order_relaxed) == RxChannel::kWaitFd) {
+      (void)channel->ready.drain();
+    }
     return;
   }
   with_rx(kind, ep.get(), [](auto* e) { e->disarm_st(); });
@@ -209,6 +211,20 @@ int SubscriberImpl::notify_fd() const noexcept {
 
 bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
+  if (mode == Mode::kQueued) {
+    if (pending_gap.count != 0) return true;
+    // Snapshot the word before announcing (see RxChannel::notify_app): a delivery after the
+    // re-check below bumps it, and futex_wait then returns at once instead of sleeping.
+    const std::uint32_t seen = channel->ready_word.load(std::memory_order_acquire);
+    channel->app_waiting.store(RxChannel::kWaitFutex, std::memory_order_relaxed);
+    core::sleeper_barrier();  // pairs with notify_app()'s waker_barrier(), as in arm()
+    bool woken = true;
+    if (channel->deliver.empty_approx() && !closed.load(std::memory_order_relaxed)) {
+      woken = core::futex_wait(&channel->ready_word, seen, /*shared=*/false, timeout_ns) != ETIMEDOUT;
+    }
+    channel->app_waiting.store(RxChannel::kWaitNone, std::memory_order_relaxed);
+    return woken;
+  }
   if (!arm()) {
     if (mode == Mode::kQueued || closed.load(std::memory_order_relaxed)) return true;  // data is waiting
     // Inline: the endpoint has data, or cannot wake us (it says so by refusing): poll again
