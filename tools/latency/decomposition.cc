@@ -183,7 +183,7 @@ std::vector<StageRow> stage_rows(const Decomposer& d, const PointNotes& notes) {
       r.count = x.n;
       r.share_pct = total != 0 ? 100.0 * r.mean_ns / total : 0.0;
     } else if (d.state(p) == PointState::kAlias) {
-      r.note = absl::StrCat("not stamped separately (same clock read as ", point_name(d.alias_of(p)), ")");
+      r.note = absl::StrCat("not stamped separately (same clock read as ", std::string(point_name(d.alias_of(p))), ")");
     } else if (!notes[p].empty()) {
       r.note = notes[p];
     } else {

@@ -338,7 +338,8 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   toml::table& runtime = TableOf(root, "runtime");
   runtime.insert_or_assign("name", absl::StrFormat("lat%dr%d", static_cast<int>(getpid()), run));
   const bool udp = user->transport == core::TransportKind::kUdp;
-  // Ports: per invocation and run, away from pollux-bench-rate's 20000-51999 range.
+  // Ports (UDP streams, RDMA RC listeners): per invocation and run, away from
+  // pollux-bench-rate's 20000-51999 range.
   const int port = 52000 + static_cast<int>(getpid() % 800) * 16 + (run % 4) * 4;
   toml::array* streams = nullptr;
   if (root.get("streams") == nullptr) root.insert("streams", toml::array{});
@@ -353,17 +354,35 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     if (udp) t.insert("udp_port", static_cast<std::int64_t>(port + i));
     streams->push_back(std::move(t));
   }
+  // RDMA RC on one host: each side listens on its own port and lists the other as its peer
+  // (the host part comes from the configuration's first rdma.peers entry: the device's IPv4).
+  std::string rdma_host;
+  if (user->transport == core::TransportKind::kRdma && user->rdma.mode == core::RdmaMode::kRc) {
+    if (user->rdma.peers.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: rdma.peers is empty: pollux-latency runs both RC sides on this host and needs its RDMA device's IPv4 "
+          "address, given as rdma.peers = [\"<address>:<any port>\"] (each side then listens on its own port and "
+          "lists the other)",
+          rc.source));
+    }
+    rdma_host = user->rdma.peers[0].substr(0, user->rdma.peers[0].rfind(':'));
+  }
   const bool pin_pollers = o.pin_split && user->runtime.threading != core::ThreadingMode::kInline &&
                            user->runtime.poller_cores.empty() && user->runtime.pollers == 1;
-  auto side = [&](int cpu) -> absl::StatusOr<std::string> {
+  auto side = [&](int cpu, int self) -> absl::StatusOr<std::string> {
     if (pin_pollers) runtime.insert_or_assign("poller_cores", toml::array{static_cast<std::int64_t>(cpu)});
+    if (!rdma_host.empty()) {
+      toml::table& rdma = TableOf(root, "rdma");
+      rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(port + self));
+      rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, port + 1 - self)});
+    }
     std::string s = Serialize(root);
     if (absl::StatusOr<core::Config> c = core::parse_config(s, rc.source); !c.ok()) return c.status();
     return s;
   };
-  absl::StatusOr<std::string> a = side(o.cpu_a);
+  absl::StatusOr<std::string> a = side(o.cpu_a, 0);
   if (!a.ok()) return a.status();
-  absl::StatusOr<std::string> b = side(o.cpu_b);
+  absl::StatusOr<std::string> b = side(o.cpu_b, 1);
   if (!b.ok()) return b.status();
   rc.ping_toml = *a;
   rc.pong_toml = *b;
@@ -682,13 +701,13 @@ bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppId
     const std::int64_t r = pub.offer(data, len);
     if (r >= 0) return true;
     if (r == pollux::kClosed || r == pollux::kMessageTooLarge) {
-      *err = absl::StrCat("offer: ", pollux::result_name(r));
+      *err = absl::StrCat("offer: ", std::string(pollux::result_name(r)));
       return false;
     }
     const std::int64_t now = Clock::now_ns();
     if (deadline == 0) deadline = now + timeout_ns;
     if (now > deadline) {
-      *err = absl::StrCat("offer: still ", pollux::result_name(r), " after the timeout");
+      *err = absl::StrCat("offer: still ", std::string(pollux::result_name(r)), " after the timeout");
       return false;
     }
     idle.service();
@@ -1258,11 +1277,17 @@ bool WritePlots(const Options& o, const std::string& title, const std::vector<Pl
     }
   }
   std::string dat = "config";
-  for (int s : stages) dat += "\t" + std::string(point_name(s + 1));
+  for (int s : stages) {
+    dat.push_back('\t');
+    dat.append(point_name(s + 1));
+  }
   dat += "\n";
   for (const PlotConfig& c : cfgs) {
     dat += c.label;
-    for (int s : stages) absl::StrAppendFormat(&dat, "\t%.3f", c.dec->stage_present(s) ? c.dec->stage(s).mean() / 1e3 : 0.0);
+    // A stage shorter than the clock read subtracted from it can have a mean below 0: drawn as 0.
+    for (int s : stages) {
+      absl::StrAppendFormat(&dat, "\t%.3f", c.dec->stage_present(s) ? std::max(0.0, c.dec->stage(s).mean() / 1e3) : 0.0);
+    }
     dat += "\n";
   }
   bool ok = WriteFile(dir + "/latency-stages.dat", dat);
