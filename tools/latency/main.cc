@@ -1160,8 +1160,8 @@ std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& note
     absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", name, Us(a), Us(b), absl::StrFormat("%+.3f", sp.median / 1e3),
                           absl::StrFormat("[%+.3f, %+.3f]", sp.lo / 1e3, sp.hi / 1e3));
   };
-  line("end-to-end mean (sum of stages)", [](const RunResult& r) { return r.dec->end_to_end().mean(); });
-  line("end-to-end p50", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
+  line("end-to-end mean (sum of stages; pairs' mean)", [](const RunResult& r) { return r.dec->end_to_end().mean(); });
+  line("end-to-end p50 (pairs' mean)", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
   line(absl::StrCat("untraced ", Method(o), " p50 (pairs' mean)").c_str(),
        [](const RunResult& r) { return static_cast<double>(r.untraced.p(50)); });
   return out;
@@ -1323,12 +1323,13 @@ bool WritePlots(const Options& o, const std::string& title, const std::vector<Pl
   }
   std::string gp2 = absl::StrFormat(
       "set terminal pngcairo size 1100,650 noenhanced\nset output %s\nset title %s\nset logscale x\nset logscale y\n"
-      "set xtics ('0%%' 1, '90%%' 10, '99%%' 100, '99.9%%' 1000, '99.99%%' 10000, '99.999%%' 100000)\n"
+      "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, '99.999%%%%' 100000)\n"
       "set xlabel 'percentile'\nset ylabel 'latency (us)'\nset grid\nset key left top\n",
       GnuplotQuote(dir + "/latency-percentiles.png"), GnuplotQuote(title + ": percentiles"));
   gp2 += plots.empty() ? "set label 'no data' at graph 0.4,0.5\nplot 1 notitle\n" : "plot " + plots + "\n";
   ok &= WriteFile(dir + "/latency-percentiles.gp", gp2);
   if (!ok) return false;
+  std::fflush(stdout);
   for (const char* script : {"/latency-stages.gp", "/latency-percentiles.gp"}) {
     const std::string path = dir + script;
     const pid_t pid = fork();
@@ -1338,8 +1339,11 @@ bool WritePlots(const Options& o, const std::string& title, const std::vector<Pl
     }
     int status = 0;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      std::fprintf(stderr, "pollux-latency: gnuplot %s failed (status %d; exit 127 = gnuplot not installed: "
-                   "apt-get install gnuplot-nox); its data files are in %s\n", path.c_str(), status, dir.c_str());
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      absl::FPrintF(stderr, "pollux-latency: gnuplot %s failed (%s); the data files stay in %s\n", path,
+                    code == 127 ? "gnuplot is not installed: apt-get install gnuplot-nox"
+                                : absl::StrFormat("exit status %d", code),
+                    dir);
       return false;
     }
   }
