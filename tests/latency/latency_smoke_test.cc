@@ -27,12 +27,12 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using jsonlite::Value;
 
-struct Run {
+struct ToolRun {
   int status;
   std::string out;
 };
 
-Run RunTool(const std::vector<std::string>& args, int seconds = 120) {
+ToolRun RunTool(const std::vector<std::string>& args, int seconds = 120) {
   feedtest::FeedProcess p(args);
   const int st = p.Wait(seconds);
   return {st, p.output()};
@@ -72,7 +72,7 @@ class LatencySmoke : public ::testing::Test {
   }
 
   // Checks one run's table and JSON; returns the parsed JSON.
-  Value CheckRun(const Run& r, const std::string& transport, const fs::path& json) {
+  Value CheckRun(const ToolRun& r, const std::string& transport, const fs::path& json) {
     EXPECT_EQ(r.status, 0) << r.out;
     const std::vector<std::string> lines = StageLines(r.out);
     EXPECT_EQ(lines.size(), static_cast<std::size_t>(kStageCount)) << r.out;
@@ -125,7 +125,9 @@ class LatencySmoke : public ::testing::Test {
     }
     const Value* u = v->get("untraced");
     EXPECT_TRUE(u != nullptr && u->get("rtt_half_p50_ns") != nullptr && u->get("rtt_half_p50_ns")->is_number()) << text;
-    if (u != nullptr && u->get("rtt_half_p50_ns") != nullptr) EXPECT_GT(u->get("rtt_half_p50_ns")->num, 0);
+    if (u != nullptr && u->get("rtt_half_p50_ns") != nullptr) {
+      EXPECT_GT(u->get("rtt_half_p50_ns")->num, 0);
+    }
     return *v;
   }
 
@@ -133,27 +135,27 @@ class LatencySmoke : public ::testing::Test {
 };
 
 TEST_F(LatencySmoke, HelpAndUnknownFlags) {
-  Run h = RunTool({"--help"});
+  ToolRun h = RunTool({"--help"});
   EXPECT_EQ(h.status, 0);
   for (const char* f : {"--config", "--set", "--count", "--rate", "--json", "--hgrm", "--plot", "--ab", "--pairs",
                         "--trace-every"}) {
     EXPECT_THAT(h.out, HasSubstr(f));
   }
-  Run u = RunTool({"--no-such-flag"});
+  ToolRun u = RunTool({"--no-such-flag"});
   EXPECT_EQ(u.status, 64) << u.out;
   EXPECT_THAT(u.out, HasSubstr("unknown flag \"--no-such-flag\""));
-  Run bad_ab = RunTool({"--ab", "runtime.idle=yield"});
+  ToolRun bad_ab = RunTool({"--ab", "runtime.idle=yield"});
   EXPECT_EQ(bad_ab.status, 64) << bad_ab.out;
-  Run bad_key = RunTool({"--set", "runtime.no_such_key=1"});
+  ToolRun bad_key = RunTool({"--set", "runtime.no_such_key=1"});
   EXPECT_EQ(bad_key.status, 64) << bad_key.out;
   EXPECT_THAT(bad_key.out, HasSubstr("runtime.no_such_key"));
-  Run few_pairs = RunTool({"--ab", "runtime.idle=yield,backoff", "--pairs", "2"});
+  ToolRun few_pairs = RunTool({"--ab", "runtime.idle=yield,backoff", "--pairs", "2"});
   EXPECT_EQ(few_pairs.status, 64) << few_pairs.out;
 }
 
 TEST_F(LatencySmoke, ShmDedicatedPingPong) {
   const fs::path json = dir_ / "shm.json", hgrm = dir_ / "shm.hgrm";
-  Run r = RunTool({"--count", "400", "--warmup", "50", "--json", json, "--hgrm", hgrm});
+  ToolRun r = RunTool({"--count", "400", "--warmup", "50", "--json", json, "--hgrm", hgrm});
   const Value v = CheckRun(r, "shm", json);
   // Dedicated mode passes both rings: the app ring stage is present.
   if (const Value* st = v.get("stages")) {
@@ -173,7 +175,7 @@ TEST_F(LatencySmoke, ShmDedicatedPingPong) {
 
 TEST_F(LatencySmoke, ShmInlineShowsTheRingStagesAsAbsent) {
   const fs::path json = dir_ / "inline.json";
-  Run r = RunTool({"--set", "runtime.threading=inline", "--count", "400", "--warmup", "50", "--json", json});
+  ToolRun r = RunTool({"--set", "runtime.threading=inline", "--count", "400", "--warmup", "50", "--json", json});
   const Value v = CheckRun(r, "shm", json);
   if (const Value* st = v.get("stages")) {
     ASSERT_EQ(st->arr.size(), static_cast<std::size_t>(kStageCount));
@@ -187,7 +189,7 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
   for (const char* mode : {"dedicated", "inline"}) {
     SCOPED_TRACE(mode);
     const fs::path json = dir_ / (std::string("udp-") + mode + ".json");
-    Run r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count", "300",
+    ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count", "300",
                      "--warmup", "30", "--json", json});
     const Value v = CheckRun(r, "udp", json);
     EXPECT_THAT(r.out, HasSubstr("SO_TIMESTAMPING"));  // the send-completion stage says it is not measured
@@ -198,7 +200,7 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
 
 TEST_F(LatencySmoke, RateMode) {
   const fs::path json = dir_ / "rate.json";
-  Run r = RunTool({"--rate", "20k", "--count", "500", "--warmup", "50", "--json", json});
+  ToolRun r = RunTool({"--rate", "20k", "--count", "500", "--warmup", "50", "--json", json});
   const Value v = CheckRun(r, "shm", json);
   const Value* mode = v.get("mode");
   EXPECT_TRUE(mode != nullptr && mode->str == "rate");
@@ -208,7 +210,7 @@ TEST_F(LatencySmoke, RateMode) {
 
 TEST_F(LatencySmoke, AbPairs) {
   const fs::path json = dir_ / "ab.json";
-  Run r = RunTool({"--ab", "runtime.idle=yield,backoff", "--count", "100", "--warmup", "10", "--json", json}, 300);
+  ToolRun r = RunTool({"--ab", "runtime.idle=yield,backoff", "--count", "100", "--warmup", "10", "--json", json}, 300);
   const Value v = CheckRun(r, "shm", json);
   EXPECT_THAT(r.out, HasSubstr("A/B runtime.idle: yield (A, before) vs backoff (B, after), 3 interleaved pairs"));
   const Value* ab = v.get("ab");
