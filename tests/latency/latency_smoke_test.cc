@@ -153,6 +153,20 @@ TEST_F(LatencySmoke, HelpAndUnknownFlags) {
   EXPECT_EQ(few_pairs.status, 64) << few_pairs.out;
 }
 
+// The VM runs RDMA; here only the configuration is checked: an RC config gets a listener and
+// a peer per side (each pointing at the other), and one without rdma.peers is refused.
+TEST_F(LatencySmoke, RdmaConfigurationIsComposedPerSide) {
+  ToolRun r = RunTool({"--set", "transport.kind=rdma", "--set", "rdma.peers=[\"10.0.0.1:7471\"]", "--print-config"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("kind = \"rdma\""));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("listen_port = [0-9]+"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("peers = \\[\"10\\.0\\.0\\.1:[0-9]+\"\\]"));
+  EXPECT_THAT(r.out, HasSubstr("topic = \"lat.ping.t\""));
+  ToolRun no_peers = RunTool({"--set", "transport.kind=rdma"});
+  EXPECT_EQ(no_peers.status, 64) << no_peers.out;
+  EXPECT_THAT(no_peers.out, HasSubstr("rdma.peers is empty"));
+}
+
 TEST_F(LatencySmoke, ShmDedicatedPingPong) {
   const fs::path json = dir_ / "shm.json", hgrm = dir_ / "shm.hgrm";
   ToolRun r = RunTool({"--count", "400", "--warmup", "50", "--json", json, "--hgrm", hgrm});

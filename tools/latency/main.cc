@@ -59,6 +59,7 @@
 #include "pollux/pollux.h"
 #include "tools/common/config_override.h"
 #include "tools/latency/decomposition.h"
+#include "tools/latency/rdma_caps.h"
 
 namespace pollux::latency {
 namespace {
@@ -1377,7 +1378,13 @@ int Main(int argc, char** argv) {
   if (o.pin_split) bench::pin(o.cpu_a);
   const double clock_cost = bench::clock_cost_ns();
   const std::string transport = TransportName(base->cfg);
-  const PointNotes notes = transport_notes(transport);
+  PointNotes notes = transport_notes(transport);
+  if (base->cfg.transport == core::TransportKind::kRdma) {
+    // Asked once, of the ping side's device (both sides use the same configuration).
+    const std::string ts = rdma_completion_timestamp_note(base->cfg);
+    notes[kKernelRx] = ts;
+    notes[kSendCompletion] = "not measured by this version (the send CQE is not stamped); " + ts;
+  }
   absl::PrintF("pollux-latency: %s, %s, idle %s; %s traced and untraced interleaved, %d per variant (+%d warm-up), "
                "trace 1 in %d\n",
                transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
