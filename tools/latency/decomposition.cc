@@ -16,10 +16,10 @@ constexpr std::string_view kPointNames[kPointCount] = {
 constexpr std::string_view kStageLabels[kStageCount] = {
     "API call (offer -> app ring)",
     "app ring (-> poller dequeue)",
-    "poller (dequeue -> post: WR/sendmmsg/log write)",
+    "poller (dequeue -> transport call)",
     "local send completion",
     "kernel/NIC + wire (-> RX timestamp)",
-    "transport receive (-> receiver sees the frame)",
+    "transport (post call -> receiver sees frame)",
     "receiver poller -> subscriber ring",
     "subscriber ring -> handler",
 };
@@ -205,7 +205,12 @@ double Checks::coverage_pct(const Decomposer& d) const noexcept {
 }
 
 namespace {
-std::string us(double ns) { return absl::StrFormat("%.3f", ns / 1e3); }
+// Microseconds, 3 decimals; no "-0.000" for a stage that rounds to nothing.
+std::string us(double ns) {
+  const double v = ns / 1e3;
+  return absl::StrFormat("%.3f", std::fabs(v) < 0.0005 ? 0.0 : v);
+}
+double pct(double v) { return std::fabs(v) < 0.05 ? 0.0 : v; }
 }  // namespace
 
 std::string format_table(const Decomposer& d, const PointNotes& notes, const Checks& c) {
@@ -215,7 +220,7 @@ std::string format_table(const Decomposer& d, const PointNotes& notes, const Che
     if (r.present) {
       absl::StrAppendFormat(&out, "%-48s %-36s %10s %10s %10s %6.1f%%\n", r.label, absl::StrCat(r.from, " -> ", r.name),
                             us(r.mean_ns), us(static_cast<double>(r.p50_ns)), us(static_cast<double>(r.p99_ns)),
-                            r.share_pct);
+                            pct(r.share_pct));
     } else {
       absl::StrAppendFormat(&out, "%-48s %-36s %10s  %s\n", r.label, absl::StrCat("-> ", r.name), "absent", r.note);
     }
