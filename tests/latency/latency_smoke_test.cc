@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -210,6 +211,35 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
     const Value* floor = v.get("floor");
     EXPECT_TRUE(floor != nullptr && floor->is_object()) << r.out;
   }
+}
+
+TEST_F(LatencySmoke, ConfigFileAndPlots) {
+  const fs::path cfg = dir_ / "lat.toml";
+  {
+    std::ofstream f(cfg);
+    f << "[runtime]\nthreading = \"shared\"\nidle = \"yield\"\n[pool]\nhugepages = \"off\"\n";
+  }
+  const fs::path json = dir_ / "cfg.json", plots = dir_ / "plots";
+  const bool have_gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  std::vector<std::string> args = {"--config", cfg, "--count", "200", "--warmup", "20", "--json", json};
+  if (have_gnuplot) {
+    args.push_back("--plot");
+    args.push_back(plots);
+  }
+  ToolRun r = RunTool(args);
+  const Value v = CheckRun(r, "shm", json);
+  EXPECT_THAT(r.out, HasSubstr(cfg.string()));
+  const Value* threading = v.get("threading");
+  EXPECT_TRUE(threading != nullptr && threading->str == "shared") << r.out;
+  if (have_gnuplot) {
+    for (const char* png : {"latency-stages.png", "latency-percentiles.png"}) {
+      const std::string data = ReadFile(plots / png);
+      EXPECT_EQ(data.substr(0, 4), "\x89PNG") << png << "\n" << r.out;
+    }
+  }
+  ToolRun missing = RunTool({"--config", (dir_ / "nope.toml").string()});
+  EXPECT_EQ(missing.status, 64) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("nope.toml: cannot open config file"));
 }
 
 TEST_F(LatencySmoke, RateMode) {
