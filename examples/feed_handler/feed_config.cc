@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "feed_handler/embedded_config.h"
 #include "itch/generator.h"
+#include "tools/common/config_override.h"
 
 namespace pollux::feed {
 
@@ -252,28 +253,6 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
   return absl::OkStatus();
 }
 
-// Parses "section.key=value" into (section, key, node). A value that is not valid TOML is taken
-// as a bare string, so --set runtime.threading=inline works without shell-quoted quotes.
-absl::Status ParseOverride(const std::string& o, std::string* section, std::string* key, toml::table* holder) {
-  const std::size_t eq = o.find('=');
-  const std::string path = o.substr(0, eq);
-  const std::size_t dot = path.find('.');
-  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == path.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--set %s: expected section.key=value (e.g. feed.messages=1000000, runtime.threading=shared)", o));
-  }
-  *section = path.substr(0, dot);
-  *key = path.substr(dot + 1);
-  const std::string value = o.substr(eq + 1);
-  try {
-    *holder = toml::parse(std::string_view("v = " + value), std::string_view("--set"));
-  } catch (const toml::parse_error&) {
-    holder->clear();
-    holder->insert("v", value);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string FeedConfig::ToToml() const {
@@ -328,23 +307,14 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
   bool pollux_overridden = false;
   root.erase("feed");
   for (const std::string& o : overrides) {
-    std::string section, key;
-    toml::table holder;
-    if (absl::Status s = ParseOverride(o, &section, &key, &holder); !s.ok()) return s;
-    const toml::node& v = *holder.get("v");
-    if (section == "feed") {
-      if (absl::Status s = SetFeedKey(&out.feed, key, v, "--set"); !s.ok()) return s;
+    absl::StatusOr<tools::ConfigOverride> ov =
+        tools::ParseOverride(o, "--set", "feed.messages=1000000, runtime.threading=shared");
+    if (!ov.ok()) return ov.status();
+    if (ov->section == "feed") {
+      if (absl::Status s = SetFeedKey(&out.feed, ov->key, ov->value(), "--set"); !s.ok()) return s;
       continue;
     }
-    toml::node* sec = root.get(section);
-    if (sec == nullptr) {
-      root.insert(section, toml::table{});
-      sec = root.get(section);
-    }
-    if (!sec->is_table()) {
-      return Error("--set", section, absl::StrCat("cannot override keys of ", Describe(*sec), " from the command line"));
-    }
-    sec->as_table()->insert_or_assign(key, v);
+    if (absl::Status s = tools::ApplyOverride(root, *ov, "--set"); !s.ok()) return s;
     pollux_overridden = true;
   }
   if (absl::Status s = ValidateFeed(out.feed, source); !s.ok()) return s;

@@ -1,0 +1,276 @@
+// Smoke test of build/bin/pollux-latency: short real runs on shm and UDP (127.0.0.1), inline and
+// dedicated, checking the command-line contract (--help exits 0, unknown flags exit 64), the
+// table's structure (stages in path order, the end-to-end line, the honesty checks), the JSON
+// schema (parsed with tests/latency/json_lite.h), the .hgrm files and --ab. No figure is
+// asserted: only that there are figures where the stages are present.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/latency/json_lite.h"
+#include "tools/latency/decomposition.h"
+
+// tests/feed/feed_process.h runs a program as a bounded child process; it names the program
+// by this macro.
+#define POLLUX_FEED_BIN POLLUX_LATENCY_BIN
+#include "tests/feed/feed_process.h"
+
+namespace pollux::latency {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using jsonlite::Value;
+
+struct ToolRun {
+  int status;
+  std::string out;
+};
+
+ToolRun RunTool(const std::vector<std::string>& args, int seconds = 120) {
+  feedtest::FeedProcess p(args);
+  const int st = p.Wait(seconds);
+  return {st, p.output()};
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class LatencySmoke : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("pollux-latency-test-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The stage lines of the table, in order (the lines between the header and the end-to-end line).
+  static std::vector<std::string> StageLines(const std::string& out) {
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    std::string line;
+    bool in_table = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("stage ", 0) == 0 && line.find("from -> to") != std::string::npos) {
+        in_table = true;
+        continue;
+      }
+      if (!in_table) continue;
+      if (line.rfind("end-to-end", 0) == 0) break;
+      lines.push_back(line);
+    }
+    return lines;
+  }
+
+  // Checks one run's table and JSON; returns the parsed JSON.
+  Value CheckRun(const ToolRun& r, const std::string& transport, const fs::path& json) {
+    EXPECT_EQ(r.status, 0) << r.out;
+    const std::vector<std::string> lines = StageLines(r.out);
+    EXPECT_EQ(lines.size(), static_cast<std::size_t>(kStageCount)) << r.out;
+    for (std::size_t s = 0; s < lines.size(); ++s) {
+      EXPECT_THAT(lines[s], HasSubstr(std::string(stage_label(static_cast<int>(s))))) << r.out;
+      EXPECT_THAT(lines[s], HasSubstr(std::string(point_name(static_cast<int>(s) + 1)))) << r.out;
+    }
+    EXPECT_THAT(r.out, HasSubstr("end-to-end (one-way, sum of stages)"));
+    EXPECT_THAT(r.out, HasSubstr("perturbation:"));
+    EXPECT_THAT(r.out, HasSubstr("the stages account for"));
+    EXPECT_THAT(r.out, HasSubstr("subtracted once per stamp"));
+    std::string err;
+    const std::string text = ReadFile(json);
+    auto v = jsonlite::Parse(text, &err);
+    EXPECT_TRUE(v.has_value()) << err << "\n" << text;
+    if (!v) return Value{};
+    EXPECT_TRUE(v->is_object());
+    const Value* t = v->get("transport");
+    EXPECT_TRUE(t != nullptr && t->is_string() && t->str == transport) << text;
+    const Value* stages = v->get("stages");
+    EXPECT_TRUE(stages != nullptr && stages->is_array()) << text;
+    if (stages == nullptr) return *v;
+    EXPECT_EQ(stages->arr.size(), static_cast<std::size_t>(kStageCount));
+    int present = 0;
+    double share = 0;
+    for (std::size_t s = 0; s < stages->arr.size(); ++s) {
+      const Value& st = stages->arr[s];
+      const Value* name = st.get("name");
+      EXPECT_TRUE(name != nullptr && name->is_string() && name->str == point_name(static_cast<int>(s) + 1)) << text;
+      const Value* absent = st.get("absent");
+      EXPECT_TRUE(absent != nullptr && absent->is_bool());
+      if (absent == nullptr) continue;
+      for (const char* k : {"mean_ns", "p50_ns", "p99_ns", "share_pct"}) {
+        const Value* x = st.get(k);
+        EXPECT_TRUE(x != nullptr && (absent->b ? x->is_null() : x->is_number())) << k << " in " << text;
+      }
+      if (!absent->b) {
+        ++present;
+        share += st.get("share_pct")->num;
+      }
+    }
+    EXPECT_GE(present, 1) << text;
+    EXPECT_NEAR(share, 100.0, 0.01 * present) << text;  // 3 decimals per share
+    const Value* e = v->get("end_to_end");
+    EXPECT_TRUE(e != nullptr && e->is_object()) << text;
+    if (e != nullptr) {
+      for (const char* k : {"mean_ns", "p50_ns", "p99_ns"}) {
+        EXPECT_TRUE(e->get(k) != nullptr && e->get(k)->is_number()) << k;
+      }
+    }
+    const Value* u = v->get("untraced");
+    EXPECT_TRUE(u != nullptr && u->get("rtt_half_p50_ns") != nullptr && u->get("rtt_half_p50_ns")->is_number()) << text;
+    if (u != nullptr && u->get("rtt_half_p50_ns") != nullptr) {
+      EXPECT_GT(u->get("rtt_half_p50_ns")->num, 0);
+    }
+    return *v;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LatencySmoke, HelpAndUnknownFlags) {
+  ToolRun h = RunTool({"--help"});
+  EXPECT_EQ(h.status, 0);
+  for (const char* f : {"--config", "--set", "--count", "--rate", "--json", "--hgrm", "--plot", "--ab", "--pairs",
+                        "--trace-every"}) {
+    EXPECT_THAT(h.out, HasSubstr(f));
+  }
+  ToolRun u = RunTool({"--no-such-flag"});
+  EXPECT_EQ(u.status, 64) << u.out;
+  EXPECT_THAT(u.out, HasSubstr("unknown flag \"--no-such-flag\""));
+  ToolRun bad_ab = RunTool({"--ab", "runtime.idle=yield"});
+  EXPECT_EQ(bad_ab.status, 64) << bad_ab.out;
+  ToolRun bad_key = RunTool({"--set", "runtime.no_such_key=1"});
+  EXPECT_EQ(bad_key.status, 64) << bad_key.out;
+  EXPECT_THAT(bad_key.out, HasSubstr("runtime.no_such_key"));
+  ToolRun few_pairs = RunTool({"--ab", "runtime.idle=yield,backoff", "--pairs", "2"});
+  EXPECT_EQ(few_pairs.status, 64) << few_pairs.out;
+}
+
+// The VM runs RDMA; here only the configuration is checked: an RC config gets a listener and
+// a peer per side (each pointing at the other), and one without rdma.peers is refused.
+TEST_F(LatencySmoke, RdmaConfigurationIsComposedPerSide) {
+  ToolRun r = RunTool({"--set", "transport.kind=rdma", "--set", "rdma.peers=[\"10.0.0.1:7471\"]", "--print-config"});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("kind = \"rdma\""));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("listen_port = [0-9]+"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("peers = \\[\"10\\.0\\.0\\.1:[0-9]+\"\\]"));
+  EXPECT_THAT(r.out, HasSubstr("topic = \"lat.ping.t\""));
+  ToolRun no_peers = RunTool({"--set", "transport.kind=rdma"});
+  EXPECT_EQ(no_peers.status, 64) << no_peers.out;
+  EXPECT_THAT(no_peers.out, HasSubstr("rdma.peers is empty"));
+}
+
+TEST_F(LatencySmoke, ShmDedicatedPingPong) {
+  const fs::path json = dir_ / "shm.json", hgrm = dir_ / "shm.hgrm";
+  ToolRun r = RunTool({"--count", "400", "--warmup", "50", "--json", json, "--hgrm", hgrm});
+  const Value v = CheckRun(r, "shm", json);
+  // Dedicated mode passes both rings: the app ring stage is present.
+  if (const Value* st = v.get("stages")) {
+    ASSERT_EQ(st->arr.size(), static_cast<std::size_t>(kStageCount));
+    EXPECT_FALSE(st->arr[kPollerDequeue - 1].get("absent")->b) << r.out;
+    EXPECT_TRUE(st->arr[kSendCompletion - 1].get("absent")->b) << r.out;
+  }
+  const Value* floor = v.get("floor");
+  EXPECT_TRUE(floor != nullptr && floor->is_object() && floor->get("rtt_half_p50_ns")->is_number()) << r.out;
+  const std::string h = ReadFile(hgrm);
+  EXPECT_THAT(h, HasSubstr("1/(1-Percentile)"));
+  EXPECT_THAT(h, HasSubstr("#[Mean    ="));
+  EXPECT_TRUE(fs::exists(dir_ / "shm.untraced.hgrm"));
+  EXPECT_TRUE(fs::exists(dir_ / "shm.floor.hgrm"));
+  EXPECT_TRUE(fs::exists(dir_ / "shm.ring_enqueue.hgrm"));
+}
+
+TEST_F(LatencySmoke, ShmInlineShowsTheRingStagesAsAbsent) {
+  const fs::path json = dir_ / "inline.json";
+  ToolRun r = RunTool({"--set", "runtime.threading=inline", "--count", "400", "--warmup", "50", "--json", json});
+  const Value v = CheckRun(r, "shm", json);
+  if (const Value* st = v.get("stages")) {
+    ASSERT_EQ(st->arr.size(), static_cast<std::size_t>(kStageCount));
+    EXPECT_TRUE(st->arr[kRingEnqueue - 1].get("absent")->b) << r.out;
+    EXPECT_TRUE(st->arr[kPollerDequeue - 1].get("absent")->b) << r.out;
+  }
+  EXPECT_THAT(r.out, HasSubstr("absent"));
+}
+
+TEST_F(LatencySmoke, UdpDedicatedAndInline) {
+  for (const char* mode : {"dedicated", "inline"}) {
+    SCOPED_TRACE(mode);
+    const fs::path json = dir_ / (std::string("udp-") + mode + ".json");
+    ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count", "300",
+                     "--warmup", "30", "--json", json});
+    const Value v = CheckRun(r, "udp", json);
+    EXPECT_THAT(r.out, HasSubstr("SO_TIMESTAMPING"));  // the send-completion stage says it is not measured
+    const Value* floor = v.get("floor");
+    EXPECT_TRUE(floor != nullptr && floor->is_object()) << r.out;
+  }
+}
+
+TEST_F(LatencySmoke, ConfigFileAndPlots) {
+  const fs::path cfg = dir_ / "lat.toml";
+  {
+    std::ofstream f(cfg);
+    f << "[runtime]\nthreading = \"shared\"\nidle = \"yield\"\n[pool]\nhugepages = \"off\"\n";
+  }
+  const fs::path json = dir_ / "cfg.json", plots = dir_ / "plots";
+  const bool have_gnuplot = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+  std::vector<std::string> args = {"--config", cfg, "--count", "200", "--warmup", "20", "--json", json};
+  if (have_gnuplot) {
+    args.push_back("--plot");
+    args.push_back(plots);
+  }
+  ToolRun r = RunTool(args);
+  const Value v = CheckRun(r, "shm", json);
+  EXPECT_THAT(r.out, HasSubstr(cfg.string()));
+  const Value* threading = v.get("threading");
+  EXPECT_TRUE(threading != nullptr && threading->str == "shared") << r.out;
+  if (have_gnuplot) {
+    for (const char* png : {"latency-stages.png", "latency-percentiles.png"}) {
+      const std::string data = ReadFile(plots / png);
+      EXPECT_EQ(data.substr(0, 4), "\x89PNG") << png << "\n" << r.out;
+    }
+  }
+  ToolRun missing = RunTool({"--config", (dir_ / "nope.toml").string()});
+  EXPECT_EQ(missing.status, 64) << missing.out;
+  EXPECT_THAT(missing.out, HasSubstr("nope.toml: cannot open config file"));
+}
+
+TEST_F(LatencySmoke, RateMode) {
+  const fs::path json = dir_ / "rate.json";
+  ToolRun r = RunTool({"--rate", "20k", "--count", "500", "--warmup", "50", "--json", json});
+  const Value v = CheckRun(r, "shm", json);
+  const Value* mode = v.get("mode");
+  EXPECT_TRUE(mode != nullptr && mode->str == "rate");
+  const Value* received = v.get("received");
+  EXPECT_TRUE(received != nullptr && received->num == 1100) << r.out;  // 2 x (500 + 50)
+}
+
+TEST_F(LatencySmoke, AbPairs) {
+  const fs::path json = dir_ / "ab.json";
+  ToolRun r = RunTool({"--ab", "runtime.idle=yield,backoff", "--count", "100", "--warmup", "10", "--json", json}, 300);
+  const Value v = CheckRun(r, "shm", json);
+  EXPECT_THAT(r.out, HasSubstr("A/B runtime.idle: yield (A, before) vs backoff (B, after), 3 interleaved pairs"));
+  const Value* ab = v.get("ab");
+  ASSERT_TRUE(ab != nullptr && ab->is_array() && ab->arr.size() == 1) << r.out;
+  const Value& e = ab->arr[0];
+  EXPECT_EQ(e.get("key")->str, "runtime.idle");
+  EXPECT_EQ(e.get("a")->str, "yield");
+  EXPECT_EQ(e.get("b")->str, "backoff");
+  ASSERT_TRUE(e.get("pairs") != nullptr && e.get("pairs")->is_array());
+  EXPECT_EQ(e.get("pairs")->arr.size(), 3u);
+  EXPECT_TRUE(e.get("delta_ns") != nullptr && e.get("delta_ns")->is_number());
+  for (const Value& p : e.get("pairs")->arr) {
+    EXPECT_TRUE(p.get("a") != nullptr && p.get("a")->get("stages") != nullptr);
+    EXPECT_TRUE(p.get("b") != nullptr && p.get("b")->get("stages") != nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace pollux::latency

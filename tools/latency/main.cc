@@ -1,0 +1,1498 @@
+// pollux-latency: the latency decomposition tool (docs/BENCHMARKS.md, "Latency decomposition:
+// pollux-latency"). `pollux-latency --help` is the summary.
+//
+// One run: the tool forks itself (no exec); the parent is the ping side, the child the pong
+// side, pinned like pollux-bench-rate (--pin split: parent + its poller on the first CPU of
+// --cpus, child + its poller on the second). Both read core::Clock with the calibration the
+// parent made before forking, so every stamp of both processes is one TSC on one host and a
+// ping's stamps (offer ... delivery, taken in both processes) subtract directly. Across hosts
+// only the RTT/2 would be meaningful; this tool does not run across hosts.
+//
+// Ping-pong (default): round trips alternate between a traced pair of streams (lat.ping.t ->
+// lat.pong.t, `trace = true`, `trace_every` = --trace-every) and an untraced pair (lat.ping.u
+// -> lat.pong.u) in the same Contexts, so the untraced RTT/2 - the honesty check - is measured
+// in the same run, interleaved message by message. The pong side copies the ping's stage
+// stamps (Message::trace, as it saw the ping) into its echo; the ping side decomposes them
+// (tools/latency/decomposition.h). Before the Contexts start, the same two processes measure
+// the transport's floor: a bare cache-line ping-pong (shm) or two bare UDP sockets on
+// 127.0.0.1 (udp).
+//
+// --rate R: a fixed-rate one-way stream instead (open loop, message k scheduled at t0 + k/R,
+// alternating between lat.ping.t and lat.ping.u); the receiving process decomposes and
+// records delivery - t_k of both streams into a shared mapping.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "core/cache.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "latency/embedded_config.h"
+#include "pollux/pollux.h"
+#include "tools/common/config_override.h"
+#include "tools/latency/decomposition.h"
+#include "tools/latency/rdma_caps.h"
+
+namespace pollux::latency {
+namespace {
+
+using core::Clock;
+
+constexpr int kExitUsage = 64;
+
+constexpr char kHelp[] = R"(usage: pollux-latency [options]
+
+Measures where the time of a message goes: a traced ping-pong (or, with --rate, a fixed-rate
+one-way stream) between two processes of this host, over the configured transport, printed
+as the stages of the message's path (offer -> app ring -> poller -> post -> local send
+completion -> kernel RX -> receive -> subscriber ring -> handler) with mean, p50, p99 and
+share of the total, the end-to-end line, and the honesty checks: the same path untraced
+(RTT/2 p50, same run, interleaved), how much tracing perturbs it, and what share of the
+untraced one-way the stages account for. Stamps of both processes come from one TSC (one
+host); across hosts only RTT/2 would be meaningful.
+
+Configuration:
+  --config FILE        Pollux TOML configuration (default: the embedded
+                       tools/latency/latency.toml: shm, dedicated pollers, idle = yield)
+  --set KEY=VALUE      override one key, e.g. --set transport.kind=udp
+                       --set runtime.threading=inline (repeatable; VALUE in TOML syntax or a
+                       bare word taken as a string)
+  --print-config       print the effective configuration of the ping side and exit
+
+Measurement:
+  --count N            measured round trips (ping-pong) or messages (--rate) per variant:
+                       N traced and N untraced, interleaved (default 20000)
+  --warmup N           round trips / messages per variant before measuring (default 2000)
+  --trace-every N      trace one message in N on the traced streams (default 1: every one)
+  --rate MSG_PER_S     fixed-rate one-way stream instead of ping-pong (open loop: latency from
+                       the scheduled send time; traced and untraced streams alternate, each
+                       at half the rate); k/M suffixes accepted
+  --payload BYTES      ping payload size, >= 16 (default 32); the pong carries 72 bytes
+  --timeout-ms MS      a round trip without its echo this long is counted as a timeout (1000)
+  --pin split|none     split (default): ping process + its poller on the first CPU of --cpus,
+                       pong process + its poller on the second; none: no pinning
+  --cpus A,B           CPUs for --pin split (default 0,1)
+
+A/B switches:
+  --ab KEY=A,B         run interleaved pairs, each a full run with KEY=A then KEY=B, and print
+                       the before/after tables with per-stage deltas and their spread over the
+                       pairs, e.g. --ab runtime.idle=busy-spin,interrupt
+                       --ab rdma.inline_threshold=0,256 --ab udp.busy_poll_us=0,50
+                       (repeatable: each KEY is its own experiment; values cannot contain ',')
+  --pairs N            pairs per --ab (default 3, at least 3)
+
+Output:
+  --json FILE          one JSON object: transport, stages (path order), end_to_end, untraced,
+                       traced, perturbation_pct, coverage_pct, floor, and with --ab "ab"
+  --hgrm FILE          the end-to-end distribution in HdrHistogram's percentile format (values
+                       in us), and beside it FILE's stem + .<stage>.hgrm per present stage,
+                       .untraced.hgrm and .floor.hgrm (with --ab: + .<key>=<value> per side)
+  --plot DIR           gnuplot PNGs in DIR: stacked stage means per configuration
+                       (latency-stages.png) and percentile curves on a log "nines" axis,
+                       Pollux against its floor (latency-percentiles.png); needs gnuplot
+  -h, --help           this text
+
+Exit status: 0 done, 1 a run failed, 64 bad usage.
+)";
+
+[[noreturn]] void UsageError(const std::string& msg) {
+  std::fprintf(stderr, "pollux-latency: %s (see --help)\n", msg.c_str());
+  std::exit(kExitUsage);
+}
+
+struct AbSpec {
+  std::string key;  // section.key
+  std::string a, b;
+};
+
+struct Options {
+  std::string config_path;
+  std::vector<std::string> sets;
+  std::uint64_t count = 20000;
+  std::uint64_t warmup = 2000;
+  std::uint32_t trace_every = 1;
+  double rate = 0;  // 0: ping-pong
+  std::size_t payload = 32;
+  double timeout_ms = 1000;
+  bool pin_split = true;
+  int cpu_a = 0, cpu_b = 1;
+  std::vector<AbSpec> ab;
+  int pairs = 3;
+  std::string json, hgrm, plot_dir;
+  bool print_config = false;
+};
+
+double ParseNumber(const std::string& flag, const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || errno != 0 || end == s.c_str()) UsageError(flag + ": not a number: \"" + s + "\"");
+  const std::string suffix(end);
+  double mult = 1;
+  if (suffix == "k" || suffix == "K") {
+    mult = 1e3;
+  } else if (suffix == "M") {
+    mult = 1e6;
+  } else if (!suffix.empty()) {
+    UsageError(flag + ": unexpected \"" + suffix + "\" in \"" + s + "\"");
+  }
+  if (!std::isfinite(v) || v < 0) UsageError(flag + ": out of range: \"" + s + "\"");
+  return v * mult;
+}
+
+std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uint64_t lo, std::uint64_t hi) {
+  const double v = ParseNumber(flag, s);
+  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
+    UsageError(absl::StrFormat("%s: expected a whole number in %d..%d, got \"%s\"", flag, lo, hi, s));
+  }
+  return static_cast<std::uint64_t>(v);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    bool has_value = false;
+    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    auto arg = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) UsageError(flag + " needs a value");
+      return argv[++i];
+    };
+    auto no_value = [&] {
+      if (has_value) UsageError(flag + " takes no value");
+    };
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    } else if (flag == "--config") {
+      o.config_path = arg();
+    } else if (flag == "--set") {
+      const std::string kv = arg();
+      if (absl::StatusOr<tools::ConfigOverride> ov = tools::ParseOverride(kv); !ov.ok()) {
+        UsageError(std::string(ov.status().message()));
+      }
+      o.sets.push_back(kv);
+    } else if (flag == "--print-config") {
+      no_value();
+      o.print_config = true;
+    } else if (flag == "--count") {
+      o.count = ParseCount(flag, arg(), 1, std::uint64_t{1} << 32);
+    } else if (flag == "--warmup") {
+      o.warmup = ParseCount(flag, arg(), 0, std::uint64_t{1} << 32);
+    } else if (flag == "--trace-every") {
+      o.trace_every = static_cast<std::uint32_t>(ParseCount(flag, arg(), 1, 1 << 30));
+    } else if (flag == "--rate") {
+      o.rate = ParseNumber(flag, arg());
+      if (o.rate <= 0 || o.rate > 1e8) UsageError("--rate: expected (0, 100M] messages per second");
+    } else if (flag == "--payload") {
+      o.payload = static_cast<std::size_t>(ParseCount(flag, arg(), 16, 1 << 16));
+    } else if (flag == "--timeout-ms") {
+      o.timeout_ms = ParseNumber(flag, arg());
+      if (o.timeout_ms <= 0) UsageError("--timeout-ms must be > 0");
+    } else if (flag == "--pin") {
+      const std::string v = arg();
+      if (v != "split" && v != "none") UsageError("--pin: split or none, got \"" + v + "\"");
+      o.pin_split = v == "split";
+    } else if (flag == "--cpus") {
+      std::vector<std::string> l;
+      for (absl::string_view p : absl::StrSplit(arg(), ',')) l.emplace_back(p);
+      if (l.size() != 2) UsageError("--cpus: two CPU numbers, e.g. 0,1");
+      o.cpu_a = static_cast<int>(ParseCount(flag, l[0], 0, 4095));
+      o.cpu_b = static_cast<int>(ParseCount(flag, l[1], 0, 4095));
+    } else if (flag == "--ab") {
+      const std::string v = arg();
+      const auto eq = v.find('=');
+      std::vector<std::string> ab;
+      if (eq != std::string::npos) {
+        for (absl::string_view p : absl::StrSplit(v.substr(eq + 1), ',')) ab.emplace_back(p);
+      }
+      if (eq == std::string::npos || ab.size() != 2 || ab[0].empty() || ab[1].empty()) {
+        UsageError("--ab: expected KEY=A,B (e.g. runtime.idle=busy-spin,interrupt), got \"" + v + "\"");
+      }
+      const std::string key = v.substr(0, eq);
+      if (absl::StatusOr<tools::ConfigOverride> ov = tools::ParseOverride(key + "=" + ab[0], "--ab"); !ov.ok()) {
+        UsageError(std::string(ov.status().message()));
+      }
+      o.ab.push_back({key, ab[0], ab[1]});
+    } else if (flag == "--pairs") {
+      o.pairs = static_cast<int>(ParseCount(flag, arg(), 3, 1000));
+    } else if (flag == "--json") {
+      o.json = arg();
+    } else if (flag == "--hgrm") {
+      o.hgrm = arg();
+    } else if (flag == "--plot") {
+      o.plot_dir = arg();
+    } else {
+      UsageError("unknown flag \"" + std::string(argv[i]) + "\"");
+    }
+  }
+  return o;
+}
+
+// ---- configuration ----------------------------------------------------------------------------
+
+constexpr std::uint32_t kStreamIdBase = 2147480001u;
+constexpr const char* kTopics[4] = {"lat.ping.t", "lat.pong.t", "lat.ping.u", "lat.pong.u"};
+enum TopicIndex { kPingT = 0, kPongT = 1, kPingU = 2, kPongU = 3 };
+
+struct RunConfig {
+  std::string ping_toml, pong_toml;  // the two processes' configurations
+  core::Config cfg;                  // the ping side's, parsed
+  std::string source;
+};
+
+absl::StatusOr<std::string> BaseText(const Options& o, std::string* source) {
+  if (o.config_path.empty()) {
+    *source = "<embedded latency.toml>";
+    return std::string(kEmbeddedLatencyToml);
+  }
+  std::ifstream f(o.config_path, std::ios::binary);
+  if (!f) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot open config file: %s", o.config_path, std::strerror(errno)));
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *source = o.config_path;
+  return ss.str();
+}
+
+toml::table& TableOf(toml::table& root, const char* name) {
+  if (root.get(name) == nullptr || !root.get(name)->is_table()) root.insert_or_assign(name, toml::table{});
+  return *root.get(name)->as_table();
+}
+
+std::string Serialize(const toml::table& t) {
+  std::ostringstream os;
+  os << toml::toml_formatter(t);
+  return os.str();
+}
+
+// The configuration of run `run` (unique runtime.name, own UDP ports), with `extra` overrides
+// (an A/B side) after --set.
+absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::string>& extra, int run) {
+  RunConfig rc;
+  std::string source;
+  absl::StatusOr<std::string> text = BaseText(o, &source);
+  if (!text.ok()) return text.status();
+  toml::table root;
+  try {
+    root = toml::parse(*text, std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s:%d:%d: TOML syntax error: %s", source, e.source().begin.line,
+                                                      e.source().begin.column, e.description()));
+  }
+  // The user's configuration is checked as written first, so its errors name the user's lines.
+  if (absl::StatusOr<core::Config> c = core::parse_config(*text, source); !c.ok()) return c.status();
+  std::vector<std::string> all = o.sets;
+  all.insert(all.end(), extra.begin(), extra.end());
+  for (const std::string& s : all) {
+    absl::StatusOr<tools::ConfigOverride> ov = tools::ParseOverride(s);
+    if (!ov.ok()) return ov.status();
+    if (absl::Status st = tools::ApplyOverride(root, *ov); !st.ok()) return st;
+  }
+  rc.source = all.empty() ? source : absl::StrCat(source, " + --set");
+  absl::StatusOr<core::Config> user = core::parse_config(Serialize(root), rc.source);
+  if (!user.ok()) return user.status();
+  for (const core::StreamConfig& s : user->streams) {
+    for (int i = 0; i < 4; ++i) {
+      if (s.topic == kTopics[i] || s.id == kStreamIdBase + static_cast<std::uint32_t>(i)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: [[streams]] \"%s\" (id %d) collides with pollux-latency's own streams (topics lat.ping.t, "
+            "lat.pong.t, lat.ping.u, lat.pong.u; ids %d-%d): rename it or remove it from the file",
+            rc.source, s.topic, s.id, kStreamIdBase, kStreamIdBase + 3));
+      }
+    }
+  }
+  toml::table& runtime = TableOf(root, "runtime");
+  runtime.insert_or_assign("name", absl::StrFormat("lat%dr%d", static_cast<int>(getpid()), run));
+  const bool udp = user->transport == core::TransportKind::kUdp;
+  // Ports (UDP streams, RDMA RC listeners): per invocation and run, away from
+  // pollux-bench-rate's 20000-51999 range.
+  const int port = 52000 + static_cast<int>(getpid() % 800) * 16 + (run % 4) * 4;
+  toml::array* streams = nullptr;
+  if (root.get("streams") == nullptr) root.insert("streams", toml::array{});
+  streams = root.get("streams")->as_array();
+  if (streams == nullptr) return absl::InvalidArgumentError(rc.source + ": streams: expected [[streams]] tables");
+  for (int i = 0; i < 4; ++i) {
+    toml::table t;
+    t.insert("topic", kTopics[i]);
+    t.insert("id", static_cast<std::int64_t>(kStreamIdBase) + i);
+    t.insert("trace", i == kPingT || i == kPongT);
+    if (i == kPingT || i == kPongT) t.insert("trace_every", static_cast<std::int64_t>(o.trace_every));
+    if (udp) t.insert("udp_port", static_cast<std::int64_t>(port + i));
+    streams->push_back(std::move(t));
+  }
+  // RDMA RC on one host: each side listens on its own port and lists the other as its peer
+  // (the host part comes from the configuration's first rdma.peers entry: the device's IPv4).
+  std::string rdma_host;
+  if (user->transport == core::TransportKind::kRdma && user->rdma.mode == core::RdmaMode::kRc) {
+    if (user->rdma.peers.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: rdma.peers is empty: pollux-latency runs both RC sides on this host and needs its RDMA device's IPv4 "
+          "address, given as rdma.peers = [\"<address>:<any port>\"] (each side then listens on its own port and "
+          "lists the other)",
+          rc.source));
+    }
+    rdma_host = user->rdma.peers[0].substr(0, user->rdma.peers[0].rfind(':'));
+  }
+  const bool pin_pollers = o.pin_split && user->runtime.threading != core::ThreadingMode::kInline &&
+                           user->runtime.poller_cores.empty() && user->runtime.pollers == 1;
+  auto side = [&](int cpu, int self) -> absl::StatusOr<std::string> {
+    if (pin_pollers) runtime.insert_or_assign("poller_cores", toml::array{static_cast<std::int64_t>(cpu)});
+    if (!rdma_host.empty()) {
+      toml::table& rdma = TableOf(root, "rdma");
+      rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(port + self));
+      rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, port + 1 - self)});
+    }
+    std::string s = Serialize(root);
+    if (absl::StatusOr<core::Config> c = core::parse_config(s, rc.source); !c.ok()) return c.status();
+    return s;
+  };
+  absl::StatusOr<std::string> a = side(o.cpu_a, 0);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<std::string> b = side(o.cpu_b, 1);
+  if (!b.ok()) return b.status();
+  rc.ping_toml = *a;
+  rc.pong_toml = *b;
+  absl::StatusOr<core::Config> parsed = core::parse_config(rc.ping_toml, rc.source);
+  if (!parsed.ok()) return parsed.status();
+  rc.cfg = *parsed;
+  return rc;
+}
+
+std::string TransportName(const core::Config& c) { return std::string(core::transport_name(c.transport)); }
+
+// ---- shared state between the two processes of a run ---------------------------------------------
+
+struct alignas(core::kFalseSharingRange) PaddedWord {
+  std::atomic<std::uint64_t> v{0};
+};
+
+struct Shared {
+  // Child -> parent: 1 = floor side ready, 2 = Context and streams open, -1 = failed (error[]
+  // written before; the release store pairs with the parent's acquire loads in WaitChild).
+  std::atomic<int> child_state{0};
+  // Parent -> child: 1 = floor finished (open the Context), 2 = measurement over (close),
+  // 3 = parent closed. Release stores; the child's acquire loads pair with them.
+  std::atomic<int> phase{0};
+  // Child -> parent: its results below are written (release; the parent acquires).
+  std::atomic<int> child_done{0};
+  // shm floor: the ping and pong words on their own lines (release/acquire pairs, one per hop).
+  PaddedWord ping, pong;
+  // udp floor: the two sockets' ports (child's written before child_state = 1; the parent's
+  // before its store to udp_ready, release; the child acquires).
+  std::atomic<int> child_port{0};
+  std::atomic<int> parent_port{0};
+  std::atomic<int> udp_ready{0};
+  // Child -> parent: the pong publishers are connected (release; the parent acquires before
+  // its first ping, so the first echo does not wait for a UDP status message).
+  std::atomic<int> pongs_connected{0};
+  // --rate: the sender's totals, then sender_done (release; the child's acquire).
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<int> sender_done{0};
+  // --rate, child -> parent (valid after child_done).
+  std::uint64_t received = 0, lost = 0, gaps = 0, malformed = 0;
+  Dist traced_one_way, untraced_one_way;
+  Decomposer dec;
+  char error[1024] = {};
+};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
+              "Shared is used by two processes");
+
+Shared* MapShared(double clock_cost) {
+  void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  Shared* sh = new (p) Shared();
+  sh->dec.reset(clock_cost);
+  return sh;
+}
+
+void UnmapShared(Shared* sh) {
+  sh->~Shared();
+  munmap(sh, sizeof(Shared));
+}
+
+void SetError(Shared* sh, const std::string& e) {
+  std::snprintf(sh->error, sizeof sh->error, "%s", e.c_str());
+  sh->child_state.store(-1, std::memory_order_release);  // pairs with WaitChild's acquire
+}
+
+inline void CpuPause() noexcept {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Waits until the child reaches `state`; false with `err` if it failed, died or took 20 s.
+bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
+  const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
+  for (;;) {
+    const int s = sh->child_state.load(std::memory_order_acquire);  // pairs with the child's release
+    if (s >= state) return true;
+    if (s == -1) {
+      *err = absl::StrCat("pong process: ", sh->error);
+      return false;
+    }
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      *err = absl::StrFormat("pong process exited early (status %d)", status);
+      return false;
+    }
+    if (Clock::monotonic_ns() > deadline) {
+      *err = "pong process did not get ready within 20 s";
+      return false;
+    }
+    usleep(200);
+  }
+}
+
+// Waits (pause, then yield) until `pred` or `timeout_ns`; false on timeout.
+template <typename Pred>
+bool SpinUntil(Pred&& pred, std::int64_t timeout_ns) {
+  std::int64_t deadline = 0;
+  for (std::uint32_t spins = 0;; ++spins) {
+    if (pred()) return true;
+    if ((spins & 1023) == 1023) {
+      const std::int64_t now = Clock::now_ns();
+      if (deadline == 0) deadline = now + timeout_ns;
+      if (now > deadline) return false;
+      if (spins > 1'000'000) sched_yield();
+    }
+    CpuPause();
+  }
+}
+
+// ---- floors ---------------------------------------------------------------------------------------
+
+enum class FloorKind { kNone, kShm, kUdp };
+
+FloorKind FloorFor(const core::Config& c) {
+  switch (c.transport) {
+    case core::TransportKind::kShm: return FloorKind::kShm;
+    case core::TransportKind::kUdp: return FloorKind::kUdp;
+    case core::TransportKind::kRdma: return FloorKind::kNone;
+  }
+  return FloorKind::kNone;
+}
+
+std::string FloorName(FloorKind k) {
+  switch (k) {
+    case FloorKind::kShm: return "bare cache-line ping-pong between the two processes";
+    case FloorKind::kUdp: return "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)";
+    case FloorKind::kNone: return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
+  }
+  return "?";
+}
+
+int BoundUdpSocket(int* port) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+bool ConnectLoopback(int fd, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  return connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+// Child side of the floor: echoes until the parent moves to phase 1.
+void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
+  auto over = [&] { return sh->phase.load(std::memory_order_acquire) >= 1; };  // pairs with the parent's release
+  if (kind == FloorKind::kShm) {
+    sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
+    std::uint64_t seen = 0;
+    while (!over()) {
+      // Checking `phase` costs a load of another line only every 256 spins.
+      for (int k = 0; k < 256; ++k) {
+        const std::uint64_t v = sh->ping.v.load(std::memory_order_acquire);  // pairs with the parent's release
+        if (v != seen) {
+          seen = v;
+          sh->pong.v.store(v, std::memory_order_release);  // pairs with the parent's acquire
+        }
+        CpuPause();
+      }
+    }
+    return;
+  }
+  if (kind == FloorKind::kUdp) {
+    int port = 0;
+    const int fd = BoundUdpSocket(&port);
+    if (fd < 0) {
+      SetError(sh, absl::StrCat("floor: UDP socket on 127.0.0.1: ", std::strerror(errno)));
+      return;
+    }
+    sh->child_port.store(port, std::memory_order_relaxed);
+    sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
+    if (!SpinUntil([&] { return sh->udp_ready.load(std::memory_order_acquire) != 0 || over(); }, 20'000'000'000) ||
+        over() || !ConnectLoopback(fd, sh->parent_port.load(std::memory_order_relaxed))) {
+      close(fd);
+      return;
+    }
+    std::vector<char> buf(std::max<std::size_t>(payload, 64));
+    for (std::uint32_t spins = 0;; ++spins) {
+      const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+      if (n > 0) {
+        if (send(fd, buf.data(), static_cast<std::size_t>(n), 0) < 0) break;
+        continue;
+      }
+      if ((spins & 255) == 0 && over()) break;
+    }
+    close(fd);
+    return;
+  }
+  sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
+}
+
+// Parent side: `warm` + `count` round trips; RTT/2 (one clock read subtracted) into `out`.
+// Returns "" or what went wrong.
+std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std::uint64_t count, std::size_t payload,
+                            double clock_cost, std::int64_t timeout_ns, Dist* out) {
+  if (kind == FloorKind::kShm) {
+    for (std::uint64_t i = 1; i <= warm + count; ++i) {
+      const std::int64_t t0 = Clock::now_ns();
+      sh->ping.v.store(i, std::memory_order_release);  // pairs with the child's acquire
+      if (!SpinUntil([&] { return sh->pong.v.load(std::memory_order_acquire) == i; }, timeout_ns)) {  // pairs with the child's release
+        return "floor: no echo from the pong process";
+      }
+      const std::int64_t t1 = Clock::now_ns();
+      if (i > warm) out->add((static_cast<double>(t1 - t0) - clock_cost) / 2.0);
+    }
+    return "";
+  }
+  if (kind == FloorKind::kUdp) {
+    int port = 0;
+    const int fd = BoundUdpSocket(&port);
+    if (fd < 0) return absl::StrCat("floor: UDP socket on 127.0.0.1: ", std::strerror(errno));
+    if (!ConnectLoopback(fd, sh->child_port.load(std::memory_order_relaxed))) {
+      close(fd);
+      return absl::StrCat("floor: connect: ", std::strerror(errno));
+    }
+    sh->parent_port.store(port, std::memory_order_relaxed);
+    sh->udp_ready.store(1, std::memory_order_release);  // pairs with the child's acquire
+    std::vector<char> buf(std::max<std::size_t>(payload, 64), 0);
+    std::string err;
+    std::uint64_t losses = 0;
+    for (std::uint64_t i = 1; i <= warm + count && err.empty(); ++i) {
+      std::memcpy(buf.data(), &i, sizeof i);
+      const std::int64_t t0 = Clock::now_ns();
+      if (send(fd, buf.data(), payload, 0) < 0) {
+        err = absl::StrCat("floor: send: ", std::strerror(errno));
+        break;
+      }
+      std::uint64_t got = 0;
+      const bool ok = SpinUntil(
+          [&] {
+            const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+            if (n >= static_cast<ssize_t>(sizeof got)) std::memcpy(&got, buf.data(), sizeof got);
+            return n > 0 && got == i;
+          },
+          timeout_ns);
+      const std::int64_t t1 = Clock::now_ns();
+      if (!ok) {
+        if (++losses > 100) err = "floor: more than 100 UDP round trips without an echo";
+        continue;
+      }
+      if (i > warm) out->add((static_cast<double>(t1 - t0) - clock_cost) / 2.0);
+    }
+    close(fd);
+    return err;
+  }
+  return "";
+}
+
+// ---- one run --------------------------------------------------------------------------------------
+
+struct RunResult {
+  std::string error;
+  std::string transport, threading, idle;
+  std::unique_ptr<Decomposer> dec;
+  Dist traced, untraced;  // RTT/2 (ping-pong) or one-way from the scheduled send (--rate)
+  Dist floor;
+  FloorKind floor_kind = FloorKind::kNone;
+  std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
+  Checks checks() const {
+    Checks c;
+    c.have_untraced = untraced.n > 0 && traced.n > 0;
+    c.untraced_p50_ns = static_cast<double>(untraced.p(50));
+    c.traced_p50_ns = static_cast<double>(traced.p(50));
+    c.floor_p50_ns = floor.n ? static_cast<double>(floor.p(50)) : 0.0;
+    return c;
+  }
+};
+
+// Pong payload: sequence, a has-trace word, the ping's 7 stamps as the pong side saw them.
+constexpr std::size_t kPongBytes = 8 + 8 + 7 * 8;
+
+// The application loop's step after an empty poll: inline mode spins (the thread is the I/O
+// path; pinned, one per CPU) and runs the publishers' duties every 64 empty polls; with
+// pollers it yields the CPU (an application thread and a poller share each CPU).
+struct AppIdle {
+  bool inline_mode;
+  pollux::Publisher* pubs[2];
+  std::uint32_t empty = 0;
+  void idle() noexcept {
+    if (inline_mode) {
+      if ((++empty & 63) == 0) {
+        for (pollux::Publisher* p : pubs) (void)p->service();
+      }
+      CpuPause();
+    } else {
+      sched_yield();
+    }
+  }
+  void service() noexcept {
+    if (inline_mode) {
+      for (pollux::Publisher* p : pubs) (void)p->service();
+    }
+  }
+};
+
+// Offers until accepted; false on kClosed/kMessageTooLarge or after `timeout_ns`.
+bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppIdle& idle, std::int64_t timeout_ns,
+                std::string* err) {
+  std::int64_t deadline = 0;
+  for (;;) {
+    const std::int64_t r = pub.offer(data, len);
+    if (r >= 0) return true;
+    if (r == pollux::kClosed || r == pollux::kMessageTooLarge) {
+      *err = absl::StrCat("offer: ", std::string(pollux::result_name(r)));
+      return false;
+    }
+    const std::int64_t now = Clock::now_ns();
+    if (deadline == 0) deadline = now + timeout_ns;
+    if (now > deadline) {
+      *err = absl::StrCat("offer: still ", std::string(pollux::result_name(r)), " after the timeout");
+      return false;
+    }
+    idle.service();
+    if (!idle.inline_mode) sched_yield();
+  }
+}
+
+int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh) {
+  FloorEchoChild(sh, floor, o.payload);
+  if (sh->child_state.load(std::memory_order_relaxed) == -1) return 2;
+  auto ctx = pollux::Context::from_string(rc.pong_toml, "pollux-latency (pong side)");
+  if (!ctx.ok()) {
+    SetError(sh, std::string(ctx.status().message()));
+    return 2;
+  }
+  const bool rate = o.rate > 0;
+  absl::StatusOr<pollux::Subscriber> sub_t = (*ctx)->subscriber(kTopics[kPingT]);
+  absl::StatusOr<pollux::Subscriber> sub_u = (*ctx)->subscriber(kTopics[kPingU]);
+  if (!sub_t.ok() || !sub_u.ok()) {
+    SetError(sh, std::string((!sub_t.ok() ? sub_t : sub_u).status().message()));
+    return 2;
+  }
+  pollux::Publisher pub_t, pub_u;
+  if (!rate) {
+    absl::StatusOr<pollux::Publisher> pt = (*ctx)->publisher(kTopics[kPongT]);
+    absl::StatusOr<pollux::Publisher> pu = (*ctx)->publisher(kTopics[kPongU]);
+    if (!pt.ok() || !pu.ok()) {
+      SetError(sh, std::string((!pt.ok() ? pt : pu).status().message()));
+      return 2;
+    }
+    pub_t = std::move(*pt);
+    pub_u = std::move(*pu);
+  }
+  // Wait for the parent (phase 1) before reporting ready: the floor is over by then.
+  while (sh->phase.load(std::memory_order_acquire) < 1) usleep(100);  // pairs with the parent's release
+  sh->child_state.store(2, std::memory_order_release);                 // pairs with WaitChild's acquire
+  const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
+  AppIdle idle{inline_mode, {&pub_t, &pub_u}};
+  const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
+  std::string err;
+  auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2; };  // pairs with the parent's release
+  if (!rate) {
+    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
+    while (!pub_t.is_connected() || !pub_u.is_connected()) {
+      idle.service();
+      (void)sub_t->poll([](const pollux::Message&) {}, 16);  // inline: the status to the ping side
+      (void)sub_u->poll([](const pollux::Message&) {}, 16);
+      if (Clock::monotonic_ns() > deadline) {
+        SetError(sh, "pong side: publishers not connected to the ping side after 10 s");
+        return 2;
+      }
+      usleep(100);
+    }
+    sh->pongs_connected.store(1, std::memory_order_release);  // pairs with the parent's acquire
+    unsigned char pong[kPongBytes];
+    auto echo = [&](pollux::Publisher& pub, const pollux::Message& m) {
+      std::memset(pong, 0, sizeof pong);
+      if (m.payload.size() >= 8) std::memcpy(pong, m.payload.data(), 8);
+      if (m.trace != nullptr) {
+        const std::uint64_t one = 1;
+        std::memcpy(pong + 8, &one, 8);
+        std::memcpy(pong + 16, m.trace->ns, 7 * 8);
+      }
+      if (!OfferRetry(pub, pong, sizeof pong, idle, timeout_ns, &err)) return;
+    };
+    for (std::uint32_t k = 0; err.empty(); ++k) {
+      int n = sub_t->poll([&](const pollux::Message& m) { echo(pub_t, m); }, 16);
+      n += sub_u->poll([&](const pollux::Message& m) { echo(pub_u, m); }, 16);
+      if (n == 0) {
+        if ((k & 255) == 0 && done()) break;
+        idle.idle();
+      }
+    }
+  } else {
+    const std::uint64_t warm = o.warmup;
+    auto on_msg = [&](bool traced, const pollux::Message& m) {
+      const std::int64_t now = Clock::now_ns();
+      if (m.payload.size() < 16) {
+        ++sh->malformed;
+        return;
+      }
+      std::int64_t tk;
+      std::uint64_t k;
+      std::memcpy(&tk, m.payload.data(), 8);
+      std::memcpy(&k, m.payload.data() + 8, 8);
+      ++sh->received;
+      if (k / 2 < warm) return;
+      const double lat = static_cast<double>(now - tk) - sh->dec.clock_cost_ns();
+      if (traced) {
+        sh->traced_one_way.add(lat);
+        if (m.trace != nullptr) (void)sh->dec.add(sample_from_stage_times(m.trace->ns));
+      } else {
+        sh->untraced_one_way.add(lat);
+      }
+    };
+    auto on_gap = [&](const pollux::Gap& g) {
+      ++sh->gaps;
+      if (g.reason != pollux::GapReason::kOverrun) sh->lost += g.count;
+    };
+    std::int64_t drain_deadline = 0;
+    for (std::uint32_t k = 0;; ++k) {
+      int n = sub_t->poll([&](const pollux::Message& m) { on_msg(true, m); }, on_gap, 64);
+      n += sub_u->poll([&](const pollux::Message& m) { on_msg(false, m); }, on_gap, 64);
+      if (n > 0) continue;
+      if (sh->sender_done.load(std::memory_order_acquire) != 0) {  // pairs with the sender's release
+        const std::uint64_t sent = sh->sent.load(std::memory_order_relaxed);
+        if (sh->received + sh->lost >= sent) break;
+        const std::int64_t now = Clock::now_ns();
+        if (drain_deadline == 0) drain_deadline = now + 2'000'000'000;
+        if (now > drain_deadline) break;
+      } else if ((k & 1023) == 0 && done()) {
+        break;
+      }
+      idle.idle();
+    }
+  }
+  if (!err.empty()) std::snprintf(sh->error, sizeof sh->error, "pong side: %s", err.c_str());
+  sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
+  // Stay until the parent has closed its side: a UDP publisher's close lingers for our status.
+  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
+  while (sh->phase.load(std::memory_order_acquire) < 3 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
+    (void)sub_t->poll([](const pollux::Message&) {}, 64);
+    (void)sub_u->poll([](const pollux::Message&) {}, 64);
+    idle.service();
+    usleep(50);
+  }
+  if (!rate) {
+    pub_t.close();
+    pub_u.close();
+  }
+  return 0;
+}
+
+void SleepNs(std::int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  nanosleep(&ts, nullptr);
+}
+
+RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
+  RunResult r;
+  r.transport = TransportName(rc.cfg);
+  r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
+  r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
+  r.dec = std::make_unique<Decomposer>(clock_cost);
+  const bool rate = o.rate > 0;
+  r.floor_kind = rate ? FloorKind::kNone : FloorFor(rc.cfg);
+  Shared* sh = MapShared(clock_cost);
+  if (sh == nullptr) {
+    r.error = absl::StrCat("mmap: ", std::strerror(errno));
+    return r;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = bench::fork_on(o.pin_split ? o.cpu_b : -1);
+  if (child < 0) {
+    r.error = absl::StrCat("fork: ", std::strerror(errno));
+    UnmapShared(sh);
+    return r;
+  }
+  if (child == 0) {
+    if (o.pin_split) bench::pin(o.cpu_b);
+    _exit(PongMain(o, rc, r.floor_kind, sh));
+  }
+  auto finish = [&](const std::string& err) {
+    if (!err.empty() && r.error.empty()) r.error = err;
+    if (!r.error.empty()) kill(child, SIGKILL);
+    sh->phase.store(3, std::memory_order_release);  // pairs with the child's acquire
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (r.error.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      r.error = absl::StrFormat("pong process ended with status %d", status);
+    }
+    if (r.error.empty() && sh->error[0] != 0) r.error = sh->error;
+    UnmapShared(sh);
+    return std::move(r);
+  };
+  std::string err;
+  const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
+  if (!WaitChild(sh, child, 1, &err)) return finish(err);
+  if (r.floor_kind != FloorKind::kNone) {
+    const std::uint64_t n = std::min<std::uint64_t>(o.count, 100000);
+    err = FloorPingParent(sh, r.floor_kind, std::min<std::uint64_t>(o.warmup, 10000), n, o.payload, clock_cost,
+                          timeout_ns, &r.floor);
+    if (!err.empty()) return finish(err);
+  }
+  sh->phase.store(1, std::memory_order_release);  // pairs with the child's acquire
+  if (!WaitChild(sh, child, 2, &err)) return finish(err);
+  auto ctx = pollux::Context::from_string(rc.ping_toml, "pollux-latency (ping side)");
+  if (!ctx.ok()) return finish(absl::StrCat("ping side: ", ctx.status().message()));
+  absl::StatusOr<pollux::Publisher> pt = (*ctx)->publisher(kTopics[kPingT]);
+  absl::StatusOr<pollux::Publisher> pu = (*ctx)->publisher(kTopics[kPingU]);
+  if (!pt.ok() || !pu.ok()) return finish(absl::StrCat("ping side: ", (!pt.ok() ? pt : pu).status().message()));
+  pollux::Subscriber sub_t, sub_u;
+  if (!rate) {
+    absl::StatusOr<pollux::Subscriber> st = (*ctx)->subscriber(kTopics[kPongT]);
+    absl::StatusOr<pollux::Subscriber> su = (*ctx)->subscriber(kTopics[kPongU]);
+    if (!st.ok() || !su.ok()) return finish(absl::StrCat("ping side: ", (!st.ok() ? st : su).status().message()));
+    sub_t = std::move(*st);
+    sub_u = std::move(*su);
+  }
+  const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
+  AppIdle idle{inline_mode, {&*pt, &*pu}};
+  {
+    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
+    while (!pt->is_connected() || !pu->is_connected() ||
+           (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
+      if (sh->child_state.load(std::memory_order_acquire) == -1) return finish(absl::StrCat("pong process: ", sh->error));
+      idle.service();
+      if (!rate) {
+        (void)sub_t.poll([](const pollux::Message&) {}, 16);
+        (void)sub_u.poll([](const pollux::Message&) {}, 16);
+      }
+      if (Clock::monotonic_ns() > deadline) return finish("ping side: publishers not connected to the pong side after 10 s");
+      usleep(100);
+    }
+  }
+  std::vector<unsigned char> payload(o.payload, 0x5a);
+  if (!rate) {
+    // Round trip i: traced when i is even. The echo is matched by sequence; a late echo of a
+    // timed-out round trip is counted as stale and ignored.
+    const std::uint64_t total = 2 * (o.warmup + o.count);
+    std::uint64_t consecutive_timeouts = 0;
+    for (std::uint64_t i = 0; i < total && err.empty(); ++i) {
+      const bool traced = (i % 2) == 0;
+      const bool measured = i >= 2 * o.warmup;
+      pollux::Publisher& pub = traced ? *pt : *pu;
+      pollux::Subscriber& sub = traced ? sub_t : sub_u;
+      const std::uint64_t seq = i + 1;
+      std::memcpy(payload.data(), &seq, 8);
+      bool got = false;
+      std::int64_t t1 = 0;
+      Sample sample;
+      bool have_trace = false;
+      auto on_pong = [&](const pollux::Message& m) {
+        const std::int64_t now = Clock::now_ns();
+        std::uint64_t s = 0;
+        if (m.payload.size() < kPongBytes) return;
+        std::memcpy(&s, m.payload.data(), 8);
+        if (s != seq) {
+          ++r.stale;
+          return;
+        }
+        t1 = now;
+        got = true;
+        std::uint64_t flag = 0;
+        std::memcpy(&flag, m.payload.data() + 8, 8);
+        if (flag == 1) {
+          std::int64_t ns7[7];
+          std::memcpy(ns7, m.payload.data() + 16, sizeof ns7);
+          sample = sample_from_stage_times(ns7);
+          have_trace = true;
+        }
+      };
+      const std::int64_t t0 = Clock::now_ns();
+      if (!OfferRetry(pub, payload.data(), payload.size(), idle, timeout_ns, &err)) break;
+      std::int64_t deadline = 0;
+      for (std::uint32_t k = 0; !got; ++k) {
+        if (sub.poll(on_pong, 16) > 0) continue;
+        if ((k & 255) == 255) {
+          const std::int64_t now = Clock::now_ns();
+          if (deadline == 0) deadline = now + timeout_ns;
+          if (now > deadline) break;
+        }
+        idle.idle();
+      }
+      if (!got) {
+        ++r.timeouts;
+        if (++consecutive_timeouts > 20) err = "20 round trips in a row without an echo";
+        continue;
+      }
+      consecutive_timeouts = 0;
+      if (!measured) continue;
+      const double half = (static_cast<double>(t1 - t0) - clock_cost) / 2.0;
+      (traced ? r.traced : r.untraced).add(half);
+      if (have_trace) (void)r.dec->add(sample);
+    }
+  } else {
+    // Open loop: message k at t0 + k / rate, on the traced stream when k is even.
+    const std::uint64_t total = 2 * (o.warmup + o.count);
+    const double period = 1e9 / o.rate;
+    const std::int64_t t0 = Clock::now_ns() + 2'000'000;
+    std::uint64_t sent = 0;
+    for (std::uint64_t k = 0; k < total && err.empty(); ++k) {
+      const std::int64_t tk = t0 + static_cast<std::int64_t>(static_cast<double>(k) * period);
+      for (;;) {
+        const std::int64_t rem = tk - Clock::now_ns();
+        if (rem <= 0) break;
+        if (rem > 150'000) {
+          idle.service();
+          SleepNs(rem - 100'000);
+        } else if (rem > 5'000) {
+          idle.service();
+          sched_yield();
+        } else {
+          CpuPause();
+        }
+      }
+      std::memcpy(payload.data(), &tk, 8);
+      std::memcpy(payload.data() + 8, &k, 8);
+      if (!OfferRetry((k % 2) == 0 ? *pt : *pu, payload.data(), payload.size(), idle, timeout_ns, &err)) break;
+      ++sent;
+    }
+    r.sent = sent;
+    sh->sent.store(sent, std::memory_order_relaxed);
+    sh->sender_done.store(1, std::memory_order_release);  // pairs with the child's acquire
+  }
+  sh->phase.store(2, std::memory_order_release);  // pairs with the child's acquire
+  {
+    const std::int64_t deadline = Clock::monotonic_ns() + 15'000'000'000;
+    while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
+      idle.service();
+      if (!rate) {
+        (void)sub_t.poll([](const pollux::Message&) {}, 16);
+        (void)sub_u.poll([](const pollux::Message&) {}, 16);
+      }
+      sched_yield();
+      if (Clock::monotonic_ns() > deadline) {
+        if (err.empty()) err = "pong process did not finish";
+        break;
+      }
+    }
+  }
+  pt->close();
+  pu->close();
+  if (rate) {
+    r.dec->merge(sh->dec);
+    r.traced.merge(sh->traced_one_way);
+    r.untraced.merge(sh->untraced_one_way);
+    r.received = sh->received;
+    r.lost = sh->lost;
+    r.gaps = sh->gaps;
+  }
+  ctx->reset();
+  return finish(err);
+}
+
+// ---- output -----------------------------------------------------------------------------------------
+
+std::string Method(const Options& o) { return o.rate > 0 ? "one-way (from the scheduled send)" : "RTT/2"; }
+
+Checks ChecksOf(const Options& o, const RunResult& r) {
+  Checks c = r.checks();
+  c.method = Method(o);
+  return c;
+}
+
+std::string Us(double ns) { return absl::StrFormat("%.3f", ns / 1e3); }
+
+std::string RunJson(const Options& o, const RunResult& r, const PointNotes& notes) {
+  const Checks c = ChecksOf(o, r);
+  std::string out = "{" + json_decomposition(*r.dec, notes);
+  absl::StrAppendFormat(&out,
+                        ", \"untraced\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
+                        "\"count\": %u, \"method\": %s}",
+                        r.untraced.p(50), r.untraced.p(50), r.untraced.p(99), json_number(r.untraced.mean()), r.untraced.n,
+                        json_string(Method(o)));
+  absl::StrAppendFormat(&out,
+                        ", \"traced\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
+                        "\"count\": %u, \"method\": %s}",
+                        r.traced.p(50), r.traced.p(50), r.traced.p(99), json_number(r.traced.mean()), r.traced.n,
+                        json_string(Method(o)));
+  absl::StrAppendFormat(&out, ", \"perturbation_pct\": %s, \"coverage_pct\": %s",
+                        c.have_untraced ? json_number(c.perturbation_pct()) : "null",
+                        c.have_untraced ? json_number(c.coverage_pct(*r.dec)) : "null");
+  if (r.floor.n > 0) {
+    absl::StrAppendFormat(&out, ", \"floor\": {\"kind\": %s, \"rtt_half_p50_ns\": %d, \"rtt_half_p99_ns\": %d, \"count\": %u}",
+                          json_string(FloorName(r.floor_kind)), r.floor.p(50), r.floor.p(99), r.floor.n);
+  } else {
+    absl::StrAppendFormat(&out, ", \"floor\": null, \"floor_note\": %s",
+                          json_string(o.rate > 0 ? "no floor in --rate mode" : FloorName(r.floor_kind)));
+  }
+  absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u", r.timeouts, r.stale);
+  if (o.rate > 0) {
+    absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received, r.lost,
+                          r.gaps);
+  }
+  return out + "}";
+}
+
+std::string RunTable(const Options& o, const RunResult& r, const PointNotes& notes) {
+  std::string out = format_table(*r.dec, notes, ChecksOf(o, r));
+  if (r.floor.n == 0 && o.rate <= 0) absl::StrAppendFormat(&out, "floor: %s\n", FloorName(r.floor_kind));
+  if (r.timeouts || r.stale) absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
+  if (o.rate > 0) {
+    absl::StrAppendFormat(&out, "sent %u, received %u, lost %u (%u gaps)\n", r.sent, r.received, r.lost, r.gaps);
+  }
+  return out;
+}
+
+// A/B: per-pair deltas (B - A).
+struct Spread {
+  double median = 0, lo = 0, hi = 0;
+  bool valid = false;
+};
+Spread SpreadOf(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.valid = true;
+  s.lo = v.front();
+  s.hi = v.back();
+  const std::size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+  return s;
+}
+
+struct AbResult {
+  AbSpec spec;
+  std::vector<RunResult> a, b;  // one per pair
+  Decomposer merged_a, merged_b;
+  Dist untraced_a, untraced_b, traced_a, traced_b, floor_a, floor_b;
+  bool merged_ok = true;
+};
+
+std::string SideLabel(const AbSpec& s, bool b) { return absl::StrCat(s.key, "=", b ? s.b : s.a); }
+
+std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& notes) {
+  std::string out;
+  const int pairs = static_cast<int>(ab.a.size());
+  std::vector<StageRow> ra = stage_rows(ab.merged_a, notes), rb = stage_rows(ab.merged_b, notes);
+  absl::StrAppendFormat(&out, "\nA/B %s: %s (A, before) vs %s (B, after), %d interleaved pairs\n", ab.spec.key, ab.spec.a,
+                        ab.spec.b, pairs);
+  absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", "stage (mean us)", "A", "B", "B-A median", "B-A spread (pairs)");
+  for (int s = 0; s < kStageCount; ++s) {
+    const bool pa = ra[s].present, pb = rb[s].present;
+    if (!pa && !pb) {
+      absl::StrAppendFormat(&out, "%-48s %10s %10s\n", ra[s].label, "absent", "absent");
+      continue;
+    }
+    std::vector<double> d;
+    for (int i = 0; i < pairs; ++i) {
+      if (ab.a[i].dec->stage_present(s) && ab.b[i].dec->stage_present(s)) {
+        d.push_back(ab.b[i].dec->stage(s).mean() - ab.a[i].dec->stage(s).mean());
+      }
+    }
+    const Spread sp = SpreadOf(d);
+    absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", ra[s].label, pa ? Us(ra[s].mean_ns) : "absent",
+                          pb ? Us(rb[s].mean_ns) : "absent", sp.valid ? absl::StrFormat("%+.3f", sp.median / 1e3) : "-",
+                          sp.valid ? absl::StrFormat("[%+.3f, %+.3f]", sp.lo / 1e3, sp.hi / 1e3) : "-");
+  }
+  auto line = [&](const char* name, auto get) {
+    std::vector<double> d;
+    for (int i = 0; i < pairs; ++i) d.push_back(get(ab.b[i]) - get(ab.a[i]));
+    const Spread sp = SpreadOf(d);
+    double a = 0, b = 0;
+    for (int i = 0; i < pairs; ++i) {
+      a += get(ab.a[i]) / pairs;
+      b += get(ab.b[i]) / pairs;
+    }
+    absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", name, Us(a), Us(b), absl::StrFormat("%+.3f", sp.median / 1e3),
+                          absl::StrFormat("[%+.3f, %+.3f]", sp.lo / 1e3, sp.hi / 1e3));
+  };
+  line("end-to-end mean (sum of stages; pairs' mean)", [](const RunResult& r) { return r.dec->end_to_end().mean(); });
+  line("end-to-end p50 (pairs' mean)", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
+  line(absl::StrCat("untraced ", Method(o), " p50 (pairs' mean)").c_str(),
+       [](const RunResult& r) { return static_cast<double>(r.untraced.p(50)); });
+  return out;
+}
+
+std::string AbJson(const Options& o, const AbResult& ab, const PointNotes& notes) {
+  const int pairs = static_cast<int>(ab.a.size());
+  std::string out = absl::StrFormat("{\"key\": %s, \"a\": %s, \"b\": %s, \"pairs\": [", json_string(ab.spec.key),
+                                    json_string(ab.spec.a), json_string(ab.spec.b));
+  for (int i = 0; i < pairs; ++i) {
+    if (i) out += ", ";
+    absl::StrAppendFormat(&out, "{\"a\": %s, \"b\": %s}", RunJson(o, ab.a[i], notes), RunJson(o, ab.b[i], notes));
+  }
+  std::vector<double> de, dp, du;
+  for (int i = 0; i < pairs; ++i) {
+    de.push_back(ab.b[i].dec->end_to_end().mean() - ab.a[i].dec->end_to_end().mean());
+    dp.push_back(static_cast<double>(ab.b[i].dec->end_to_end().p(50) - ab.a[i].dec->end_to_end().p(50)));
+    du.push_back(static_cast<double>(ab.b[i].untraced.p(50) - ab.a[i].untraced.p(50)));
+  }
+  const Spread se = SpreadOf(de), sp = SpreadOf(dp), su = SpreadOf(du);
+  absl::StrAppendFormat(&out,
+                        "], \"delta_ns\": %s, \"delta_spread_ns\": [%s, %s], \"delta_p50_ns\": %s, "
+                        "\"delta_p50_spread_ns\": [%s, %s], \"untraced_delta_p50_ns\": %s, "
+                        "\"untraced_delta_p50_spread_ns\": [%s, %s], \"stage_deltas\": [",
+                        json_number(se.median), json_number(se.lo), json_number(se.hi), json_number(sp.median),
+                        json_number(sp.lo), json_number(sp.hi), json_number(su.median), json_number(su.lo),
+                        json_number(su.hi));
+  for (int s = 0; s < kStageCount; ++s) {
+    std::vector<double> d;
+    for (int i = 0; i < pairs; ++i) {
+      if (ab.a[i].dec->stage_present(s) && ab.b[i].dec->stage_present(s)) {
+        d.push_back(ab.b[i].dec->stage(s).mean() - ab.a[i].dec->stage(s).mean());
+      }
+    }
+    const Spread x = SpreadOf(d);
+    if (s) out += ", ";
+    absl::StrAppendFormat(&out, "{\"name\": %s, \"delta_mean_ns\": %s, \"spread_ns\": [%s, %s]}",
+                          json_string(point_name(s + 1)), x.valid ? json_number(x.median) : "null",
+                          x.valid ? json_number(x.lo) : "null", x.valid ? json_number(x.hi) : "null");
+  }
+  absl::StrAppendFormat(&out, "], \"a_merged\": {%s}, \"b_merged\": {%s}}", json_decomposition(ab.merged_a, notes),
+                        json_decomposition(ab.merged_b, notes));
+  return out;
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "pollux-latency: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+// FILE.hgrm -> FILE<infix>.hgrm
+std::string WithInfix(const std::string& path, const std::string& infix) {
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + infix;
+  return path.substr(0, dot) + infix + path.substr(dot);
+}
+
+bool WriteHgrms(const std::string& path, const std::string& side, const Decomposer& d, const Dist& untraced,
+                const Dist& floor) {
+  bool ok = WriteFile(WithInfix(path, side), hgrm(d.end_to_end()));
+  for (int s = 0; s < kStageCount; ++s) {
+    if (d.stage_present(s)) ok &= WriteFile(WithInfix(path, side + "." + std::string(point_name(s + 1))), hgrm(d.stage(s)));
+  }
+  if (untraced.n) ok &= WriteFile(WithInfix(path, side + ".untraced"), hgrm(untraced));
+  if (floor.n) ok &= WriteFile(WithInfix(path, side + ".floor"), hgrm(floor));
+  return ok;
+}
+
+// One configuration of the plots.
+struct PlotConfig {
+  std::string label;
+  const Decomposer* dec;
+  const Dist* untraced;
+  const Dist* floor;
+};
+
+std::string GnuplotQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "''";
+    else out.push_back(c);
+  }
+  return out + "'";
+}
+
+std::string PercentileData(const Dist& d) {
+  std::string out;
+  for (const PercentilePoint& p : percentile_points(d)) {
+    if (p.pct >= 100.0) break;
+    absl::StrAppendFormat(&out, "%.6f %.3f\n", 1.0 / (1.0 - p.pct / 100.0), static_cast<double>(p.value_ns) / 1e3);
+  }
+  return out;
+}
+
+bool WritePlots(const Options& o, const std::string& title, const std::vector<PlotConfig>& cfgs) {
+  const std::string& dir = o.plot_dir;
+  mkdir(dir.c_str(), 0755);
+  // Stacked bars: one row per configuration, one column per stage present in any.
+  std::vector<int> stages;
+  for (int s = 0; s < kStageCount; ++s) {
+    for (const PlotConfig& c : cfgs) {
+      if (c.dec->stage_present(s)) {
+        stages.push_back(s);
+        break;
+      }
+    }
+  }
+  std::string dat = "config";
+  for (int s : stages) {
+    dat.push_back('\t');
+    dat.append(point_name(s + 1));
+  }
+  dat += "\n";
+  for (const PlotConfig& c : cfgs) {
+    dat += c.label;
+    // A stage shorter than the clock read subtracted from it can have a mean below 0: drawn as 0.
+    for (int s : stages) {
+      absl::StrAppendFormat(&dat, "\t%.3f", c.dec->stage_present(s) ? std::max(0.0, c.dec->stage(s).mean() / 1e3) : 0.0);
+    }
+    dat += "\n";
+  }
+  bool ok = WriteFile(dir + "/latency-stages.dat", dat);
+  std::string gp = absl::StrFormat(
+      "set terminal pngcairo size 1100,650 noenhanced\nset output %s\nset datafile separator tab\n"
+      "set title %s\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 border -1\n"
+      "set boxwidth 0.6\nset key outside right top\nset ylabel 'mean one-way latency per stage (us)'\n"
+      "set yrange [0:*]\nset xtics rotate by -20\n",
+      GnuplotQuote(dir + "/latency-stages.png"), GnuplotQuote(title + ": stage means"));
+  if (stages.empty()) {
+    gp += "set label 'no stage measured' at graph 0.4,0.5\nplot 0 notitle\n";
+  } else {
+    absl::StrAppendFormat(&gp, "plot for [i=2:%d] %s using i:xtic(1) title columnheader(i)\n", stages.size() + 1,
+                          GnuplotQuote(dir + "/latency-stages.dat"));
+  }
+  ok &= WriteFile(dir + "/latency-stages.gp", gp);
+  // Percentile curves on a nines axis: x = 1/(1-p).
+  std::string plots;
+  int k = 0;
+  auto curve = [&](const Dist& d, const std::string& name) {
+    if (d.n == 0) return;
+    const std::string file = absl::StrFormat("%s/latency-pct-%d.dat", dir, k++);
+    ok &= WriteFile(file, PercentileData(d));
+    if (!plots.empty()) plots += ", \\\n     ";
+    plots += absl::StrFormat("%s using 1:2 with lines lw 2 title %s", GnuplotQuote(file), GnuplotQuote(name));
+  };
+  for (std::size_t i = 0; i < cfgs.size(); ++i) {
+    const PlotConfig& c = cfgs[i];
+    const std::string pre = cfgs.size() > 1 ? c.label + ": " : "";
+    curve(c.dec->end_to_end(), pre + "traced one-way (sum of stages)");
+    curve(*c.untraced, pre + "untraced " + Method(o));
+    if (i == 0 && c.floor != nullptr) curve(*c.floor, pre + "floor RTT/2");
+  }
+  std::string gp2 = absl::StrFormat(
+      "set terminal pngcairo size 1100,650 noenhanced\nset output %s\nset title %s\nset logscale x\nset logscale y\n"
+      "set xtics ('0%%%%' 1, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, '99.99%%%%' 10000, '99.999%%%%' 100000)\n"
+      "set xlabel 'percentile'\nset ylabel 'latency (us)'\nset grid\nset key left top\n",
+      GnuplotQuote(dir + "/latency-percentiles.png"), GnuplotQuote(title + ": percentiles"));
+  gp2 += plots.empty() ? "set label 'no data' at graph 0.4,0.5\nplot 1 notitle\n" : "plot " + plots + "\n";
+  ok &= WriteFile(dir + "/latency-percentiles.gp", gp2);
+  if (!ok) return false;
+  std::fflush(stdout);
+  for (const char* script : {"/latency-stages.gp", "/latency-percentiles.gp"}) {
+    const std::string path = dir + script;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execlp("gnuplot", "gnuplot", path.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      absl::FPrintF(stderr, "pollux-latency: gnuplot %s failed (%s); the data files stay in %s\n", path,
+                    code == 127 ? "gnuplot is not installed: apt-get install gnuplot-nox"
+                                : absl::StrFormat("exit status %d", code),
+                    dir);
+      return false;
+    }
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  const Options o = ParseArgs(argc, argv);
+  absl::StatusOr<RunConfig> base = Compose(o, {}, 0);
+  if (!base.ok()) {
+    std::fprintf(stderr, "pollux-latency: %s\n", std::string(base.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (o.print_config) {
+    std::fputs(base->cfg.to_toml().c_str(), stdout);
+    return 0;
+  }
+  // Every --ab side must compose too, before anything runs.
+  for (const AbSpec& ab : o.ab) {
+    for (const std::string& v : {ab.a, ab.b}) {
+      if (absl::StatusOr<RunConfig> c = Compose(o, {ab.key + "=" + v}, 0); !c.ok()) {
+        std::fprintf(stderr, "pollux-latency: --ab %s=%s: %s\n", ab.key.c_str(), v.c_str(),
+                     std::string(c.status().message()).c_str());
+        return kExitUsage;
+      }
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  // One calibration for both processes of every run: made here, inherited by fork.
+  Clock::init(base->cfg.runtime.shm_dir);
+  if (o.pin_split) bench::pin(o.cpu_a);
+  const double clock_cost = bench::clock_cost_ns();
+  const std::string transport = TransportName(base->cfg);
+  PointNotes notes = transport_notes(transport);
+  if (base->cfg.transport == core::TransportKind::kRdma) {
+    // Asked once, of the ping side's device (both sides use the same configuration).
+    const std::string ts = rdma_completion_timestamp_note(base->cfg);
+    notes[kKernelRx] = ts;
+    notes[kSendCompletion] = "not measured by this version (the send CQE is not stamped); " + ts;
+  }
+  absl::PrintF("pollux-latency: %s, %s, idle %s; %s traced and untraced interleaved, %d per variant (+%d warm-up), "
+               "trace 1 in %d\n",
+               transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
+               o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"), o.count,
+               o.warmup, o.trace_every);
+  absl::PrintF("config: %s; pinning: %s\n", base->source,
+               o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
+  absl::PrintF("machine: %s\n", bench::machine_description());
+  absl::PrintF("clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one TSC: "
+              "both processes' stamps are comparable (across hosts only RTT/2 would be).\n\n",
+              clock_cost);
+  std::fflush(stdout);
+
+  std::string json = absl::StrFormat("{\"tool\": \"pollux-latency\", \"transport\": %s, \"threading\": %s, \"idle\": %s, "
+                                     "\"mode\": %s, \"rate\": %s, \"count\": %u, \"warmup\": %u, \"trace_every\": %u, "
+                                     "\"one_host\": true, \"machine\": %s, \"clock\": %s",
+                                     json_string(transport), json_string(core::threading_name(base->cfg.runtime.threading)),
+                                     json_string(core::idle_kind_name(base->cfg.runtime.idle)),
+                                     json_string(o.rate > 0 ? "rate" : "ping-pong"), o.rate > 0 ? json_number(o.rate) : "null",
+                                     o.count, o.warmup, o.trace_every, json_string(bench::machine_description()),
+                                     json_string(Clock::describe()));
+  int rc = 0;
+  const std::string title = absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
+  if (o.ab.empty()) {
+    RunResult r = RunOnce(o, *base, clock_cost);
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "pollux-latency: %s\n", r.error.c_str());
+      return 1;
+    }
+    std::fputs(RunTable(o, r, notes).c_str(), stdout);
+    const std::string run = RunJson(o, r, notes);
+    json += ", " + run.substr(1, run.size() - 2) + "}\n";
+    if (!o.hgrm.empty() && !WriteHgrms(o.hgrm, "", *r.dec, r.untraced, r.floor)) rc = 1;
+    if (!o.plot_dir.empty() && !WritePlots(o, title, {{"base", r.dec.get(), &r.untraced, &r.floor}})) rc = 1;
+  } else {
+    std::vector<std::unique_ptr<AbResult>> results;
+    int run_index = 1;
+    for (const AbSpec& spec : o.ab) {
+      auto ab = std::make_unique<AbResult>();
+      ab->spec = spec;
+      ab->merged_a.reset(clock_cost);
+      ab->merged_b.reset(clock_cost);
+      for (int i = 0; i < o.pairs; ++i) {
+        for (int side = 0; side < 2; ++side) {
+          const std::string v = side == 0 ? spec.a : spec.b;
+          absl::StatusOr<RunConfig> c = Compose(o, {spec.key + "=" + v}, run_index++);
+          if (!c.ok()) {
+            std::fprintf(stderr, "pollux-latency: %s\n", std::string(c.status().message()).c_str());
+            return 1;
+          }
+          absl::PrintF("A/B %s, pair %d/%d: %s ...\n", spec.key, i + 1, o.pairs, SideLabel(spec, side == 1));
+          std::fflush(stdout);
+          RunResult r = RunOnce(o, *c, clock_cost);
+          if (!r.error.empty()) {
+            std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), r.error.c_str());
+            return 1;
+          }
+          Decomposer& m = side == 0 ? ab->merged_a : ab->merged_b;
+          if (!m.merge(*r.dec)) ab->merged_ok = false;
+          (side == 0 ? ab->untraced_a : ab->untraced_b).merge(r.untraced);
+          (side == 0 ? ab->traced_a : ab->traced_b).merge(r.traced);
+          (side == 0 ? ab->floor_a : ab->floor_b).merge(r.floor);
+          (side == 0 ? ab->a : ab->b).push_back(std::move(r));
+        }
+      }
+      results.push_back(std::move(ab));
+    }
+    std::vector<PlotConfig> plots;
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      const AbResult& ab = *results[k];
+      for (int side = 0; side < 2; ++side) {
+        const Decomposer& m = side == 0 ? ab.merged_a : ab.merged_b;
+        Checks c;
+        c.method = Method(o);
+        const Dist& un = side == 0 ? ab.untraced_a : ab.untraced_b;
+        const Dist& tr = side == 0 ? ab.traced_a : ab.traced_b;
+        const Dist& fl = side == 0 ? ab.floor_a : ab.floor_b;
+        c.have_untraced = un.n > 0 && tr.n > 0;
+        c.untraced_p50_ns = static_cast<double>(un.p(50));
+        c.traced_p50_ns = static_cast<double>(tr.p(50));
+        c.floor_p50_ns = fl.n ? static_cast<double>(fl.p(50)) : 0.0;
+        absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1), side == 0 ? "A, before" : "B, after",
+                     o.pairs);
+        std::fputs(format_table(m, notes, c).c_str(), stdout);
+        if (!o.hgrm.empty() && !WriteHgrms(o.hgrm, "." + SideLabel(ab.spec, side == 1), m, un, fl)) rc = 1;
+        plots.push_back({SideLabel(ab.spec, side == 1), &m, &un, &fl});
+      }
+      if (!ab.merged_ok) std::printf("note: the pairs' runs did not all pass the same stages; merged tables hold the first layout\n");
+      std::fputs(AbTable(o, ab, notes).c_str(), stdout);
+    }
+    // Top level: the first experiment's A side (merged), then every experiment.
+    const AbResult& first = *results[0];
+    std::string top = "{" + json_decomposition(first.merged_a, notes);
+    absl::StrAppendFormat(&top, ", \"untraced\": {\"rtt_half_p50_ns\": %d, \"method\": %s}, \"traced\": {\"rtt_half_p50_ns\": %d}",
+                          first.untraced_a.p(50), json_string(Method(o)), first.traced_a.p(50));
+    json += ", " + top.substr(1) + ", \"ab\": [";
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      if (k) json += ", ";
+      json += AbJson(o, *results[k], notes);
+    }
+    json += "]}\n";
+    if (!o.plot_dir.empty() && !WritePlots(o, title, plots)) rc = 1;
+  }
+  if (!o.json.empty() && !WriteFile(o.json, json)) rc = 1;
+  return rc;
+}
+
+}  // namespace
+}  // namespace pollux::latency
+
+int main(int argc, char** argv) { return pollux::latency::Main(argc, argv); }
