@@ -166,8 +166,15 @@ def latency_section(d):
         out.append(table(["stage", "mean us", "p50 us", "p99 us", "share"], rows))
         u = untraced.get("rtt_half_p50_ns")
         if u:
-            out.append(f"\nUntraced RTT/2 p50 {us(u)} us (the floor of the traced figure); traced end-to-end p50 / "
-                       f"untraced = {ratio(e2e.get('p50_ns', 0) / u if e2e.get('p50_ns') else None)}")
+            out.append(f"\nUntraced RTT/2 p50 {us(u)} us; traced end-to-end p50 / untraced = "
+                       f"{ratio(e2e.get('p50_ns', 0) / u if e2e.get('p50_ns') else None)}")
+        for key, what in (("perturbation_pct", "tracing perturbs the p50 by"), ("coverage_pct", "the stages cover")):
+            if o.get(key) is not None:
+                out.append(f"- {what} {o[key]:.1f}%")
+        fl = o.get("floor") or {}
+        if fl.get("rtt_half_p50_ns") and u:
+            out.append(f"- floor ({fl.get('kind', '?')}): RTT/2 p50 {us(fl['rtt_half_p50_ns'])} us; untraced / floor = "
+                       f"{ratio(u / fl['rtt_half_p50_ns'])}")
         for ab in o.get("ab", []):
             out.append(f"- A/B {ab.get('key')}: {ab.get('a')} -> {ab.get('b')}: delta {ab.get('delta_ns')} ns "
                        f"over {len(ab.get('pairs', []))} pairs")

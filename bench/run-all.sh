@@ -40,6 +40,8 @@ Steps: ${STEPS// /, }
               (tests/rdma/run-in-vm.sh); full preset or --only rdma; skipped when the VM image
               is not prepared (tests/rdma/run-in-vm.sh --setup)
   latency     pollux-latency (the stage decomposition) on shm and UDP, when it is built
+A step still running after STEP_TIMEOUT seconds (environment; default 150 in small, 3600 in
+full) is stopped and reported as failed.
 Exit status: 0 when every step that ran succeeded, 1 otherwise (summary.md lists them); 64 for
 a bad command line.
 EOF
@@ -87,6 +89,7 @@ wanted() { # wanted STEP: in --only (when given) and not in --skip
   case ",$SKIP," in *",$1,"*) return 1 ;; esac
 }
 small() { [ "$PRESET" = small ]; }
+if small; then STEP_TIMEOUT=${STEP_TIMEOUT:-150}; else STEP_TIMEOUT=${STEP_TIMEOUT:-3600}; fi
 
 # ---- machine.txt ---------------------------------------------------------------------------
 {
@@ -122,7 +125,9 @@ run() {
   echo "=== $step: $*"
   local t0 rc
   t0=$(date +%s.%N)
-  "$@" 2>"$OUT/$step.err" | tee "$OUT/$step.txt"
+  # Line-buffered stdout, so a step's progress shows through the pipe; a step that hangs is
+  # stopped (with the processes it forked) after STEP_TIMEOUT seconds and reported.
+  timeout -k 10 "$STEP_TIMEOUT" stdbuf -oL "$@" 2>"$OUT/$step.err" | tee "$OUT/$step.txt"
   rc=${PIPESTATUS[0]}
   local secs
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
@@ -134,6 +139,10 @@ run() {
   fi
   if [ "$rc" -eq 0 ]; then
     note "$step" ok "$secs" ""
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    note "$step" failed "$secs" "timed out after $STEP_TIMEOUT s (stopped; see $step.txt)"
+    echo "=== $step: TIMED OUT after $STEP_TIMEOUT s"
+    failed=1
   else
     note "$step" failed "$secs" "exit status $rc (see $step.err)"
     echo "=== $step: FAILED (exit status $rc)"
@@ -153,7 +162,11 @@ bench() {
 if small; then
   bench ring pollux-bench-ring --count 2000000 --runs 1
   bench shm pollux-bench-shm --count 50000 --runs 1
-  bench udp pollux-bench-udp --count 20000 --warmup 2000 --runs 1 --tput-count 2000000
+  # ep-busy and ep-block (inline endpoints without the API) are left out: they can hang, both
+  # processes waiting with nothing in flight (seen 2026-12-01, cause not found; docs/BENCHMARKS.md);
+  # in the full preset the step timeout catches that.
+  bench udp pollux-bench-udp --count 20000 --warmup 2000 --runs 1 --tput-count 2000000 \
+    --cases bare-busy,api-busy,src-busy,bare-block,bare-epoll,src-block,tput-inline,tput-dedicated
   bench shm-wakeup pollux-bench-shm-wakeup --count 10000
   bench udp-wakeup pollux-bench-udp-wakeup --count 2000 --runs 1
 else
