@@ -144,7 +144,23 @@ def rate_section(d):
         out += ["RTT mode (one round trip every few ms, dedicated pollers):", ""]
         out.append(table(["transport", "mode", "strategy", "n", "RTT p50 us", "RTT p99 us", "ping pollers CPU%",
                           "pong pollers CPU%", "timeouts", "error"], rows))
-    return "\n".join(out) + "\n", [e for e in (err1, err2) if e]
+    idle, err3 = read_lines(os.path.join(d, "rate", "idle.json")) if os.path.exists(
+        os.path.join(d, "rate", "idle.json")) else ([], None)
+    rows = []
+    for o in idle:
+        cpu = o.get("cpu_pct", {})
+        rows.append([o.get("transport"), o.get("mode"), o.get("strategy"), o.get("idle_s", ""),
+                     cpu.get("pub", {}).get("pollers", ""), cpu.get("sub", {}).get("pollers", ""), o.get("error", "")])
+    if rows:
+        out += ["", "Idle mode (no traffic; what the pollers burn):", ""]
+        out.append(table(["transport", "mode", "strategy", "seconds", "pub pollers CPU%", "sub pollers CPU%", "error"],
+                         rows))
+    try:
+        out += ["", "targets.txt (bench/rate/targets.py):", "", "```", open(os.path.join(d, "rate", "targets.txt")).read().strip(),
+                "```"]
+    except OSError:
+        pass
+    return "\n".join(out) + "\n", [e for e in (err1, err2, err3) if e]
 
 
 def latency_section(d):

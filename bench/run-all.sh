@@ -181,8 +181,9 @@ if wanted rate; then
   if [ -x "$BIN/pollux-bench-rate" ]; then
     # run.sh writes rate/{machine.txt,sweep.txt,sweep.json,rtt.txt,rtt.json,*.png}.
     if small; then
+      # (IDLE_FLAGS: run.sh's idle run, where run.sh has one: 1 s per point instead of 10.)
       run rate env BIN="$BIN/pollux-bench-rate" RTT_FLAGS="--strategies busy-spin,interrupt,adaptive" \
-        "$REPO/bench/rate/run.sh" "$OUT/rate" --quick
+        IDLE_FLAGS="--idle 1 --strategies busy-spin,interrupt,adaptive" "$REPO/bench/rate/run.sh" "$OUT/rate" --quick
     else
       run rate env BIN="$BIN/pollux-bench-rate" "$REPO/bench/rate/run.sh" "$OUT/rate"
     fi
