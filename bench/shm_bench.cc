@@ -2,6 +2,7 @@
 // physical floor measured in the same run.
 //
 //   pollux-bench-shm [--count N] [--runs R] [--cases floor,inline32,inline256,dedicated32,dedicated256,tput]
+//                    [--rt] [--json FILE]     (--help describes every flag)
 //
 // floor:       a bare cache-line ping-pong between two processes (one 128-byte-padded line
 //              per direction) - the least any shm transport can do on these two cores.
@@ -249,21 +250,33 @@ int tput_child(const std::string& name, std::uint64_t count, const int* ready, c
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::uint64_t count = 200'000;
-  int runs = 3;
+  std::uint64_t count = 200'000, runs = 3;
   std::string cases = "floor,inline32,inline256,dedicated32,dedicated256,tput";
+  std::string json_path;
   bool rt = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--count" && i + 1 < argc) count = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--cases" && i + 1 < argc) cases = argv[++i];
-    else if (a == "--rt") rt = true;
-    else {
-      std::fprintf(stderr, "usage: %s [--count N] [--runs R] [--cases list] [--rt]\n", argv[0]);
-      return 64;
-    }
-  }
+  pollux::bench::Cli cli(
+      "pollux-bench-shm",
+      "pollux-bench-shm: shared-memory round trips and one-way throughput between two processes pinned\n"
+      "to CPUs 0 and 1, next to the physical floor measured in the same run (a bare cache-line\n"
+      "ping-pong between the two processes).");
+  cli.count("--count", &count, "round trips per case and run (after count/10 warm-up; dedicated cases\n"
+                               "use count/4); throughput cases send count x 100 messages")
+      .count("--runs", &runs, "runs of every case (each run measures its own floor)", 1, 1000)
+      .list("--cases", &cases, {"floor", "inline32", "inline256", "dedicated32", "dedicated256", "tput"},
+            "cases to run, comma-separated")
+      .toggle("--rt", &rt, "run both processes SCHED_FIFO 50 (needs root)")
+      .text("--json", &json_path, "FILE",
+            "also write JSON lines: per run, floor, inline32 ... dedicated256 (ns percentiles,\n"
+            "ratio to the floor) and tput-offer, tput-batch64 (msgs_per_s)")
+      .epilog(R"(Cases:
+  floor          a bare cache-line ping-pong between the two processes (one 128-byte-padded
+                 line per direction): the least any shm transport can do on these two cores
+  inline32/256   Pollux ping-pong, threading inline, busy-spin, 32/256-byte payload: the parent
+                 offers on "ping" and spins on "pong"; the child echoes
+  dedicated32/256  the same through dedicated pollers (idle yield; 4 threads on 2 CPUs)
+  tput           one-way 32-byte messages publisher -> subscriber process, inline, backpressure
+                 (nothing lost), rate at the subscriber: offer() and offer_batch() of 64)")
+      .parse(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible through pipes
   if (rt) {
     sched_param sp{};
@@ -277,22 +290,20 @@ int main(int argc, char** argv) {
   std::printf("scheduling: %s\n", rt ? "SCHED_FIFO 50 (--rt)" : "SCHED_OTHER");
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n\n", pollux::bench::machine_description().c_str(),
               pollux::bench::clock_cost_ns());
-  std::vector<std::string> wanted;
-  for (std::size_t b = 0, e; b <= cases.size(); b = e + 1) {
-    e = cases.find(',', b);
-    if (e == std::string::npos) e = cases.size();
-    wanted.push_back(cases.substr(b, e - b));
-  }
+  const std::vector<std::string> wanted = pollux::bench::split_list(cases);
+  pollux::bench::JsonLines json(cli.program(), argc, argv);
   auto has = [&](const char* c) { return std::find(wanted.begin(), wanted.end(), c) != wanted.end(); };
   const std::uint64_t warmup = count / 10;
-  for (int r = 1; r <= runs; ++r) {
-    std::printf("--- run %d (round trips, %llu samples after %llu warm-up)\n", r, static_cast<unsigned long long>(count),
-                static_cast<unsigned long long>(warmup));
+  for (std::uint64_t r = 1; r <= runs; ++r) {
+    std::printf("--- run %llu (round trips, %llu samples after %llu warm-up)\n", static_cast<unsigned long long>(r),
+                static_cast<unsigned long long>(count), static_cast<unsigned long long>(warmup));
     double floor50 = 0;
+    Histogram floor_h;
     if (has("floor")) {
-      Histogram h = floor_pingpong(count, warmup);
-      floor50 = static_cast<double>(h.percentile(50));
-      pollux::bench::print_hist("floor (bare cache-line ping-pong)", h);
+      floor_h = floor_pingpong(count, warmup);
+      floor50 = static_cast<double>(floor_h.percentile(50));
+      pollux::bench::print_hist("floor (bare cache-line ping-pong)", floor_h);
+      json.add(pollux::bench::JsonObject().str("case", "floor").num("run", r).latency(floor_h));
     }
     for (const auto& [key, mode, size] : {std::tuple{"inline32", "inline", 32}, std::tuple{"inline256", "inline", 256},
                                           std::tuple{"dedicated32", "dedicated", 32},
@@ -303,6 +314,10 @@ int main(int argc, char** argv) {
       char label[64];
       std::snprintf(label, sizeof label, "pollux %s %d B", mode, size);
       pollux::bench::print_hist(label, h);
+      pollux::bench::JsonObject o;
+      o.str("case", key).num("run", r).num("payload_bytes", size).latency(h);
+      if (has("floor")) o.floor("floor", floor_h, h);
+      json.add(o);
       if (floor50 > 0) {
         std::printf("%-34s p50/floor p50 = %.2fx, p99.99/p50 = %.1fx\n", "",
                     static_cast<double>(h.percentile(50)) / floor50,
@@ -315,8 +330,14 @@ int main(int argc, char** argv) {
         std::printf("%-34s %.1f million msgs/s (%llu messages, inline, backpressure, %s)\n",
                     "pollux one-way 32 B throughput", rate / 1e6, static_cast<unsigned long long>(count * 100),
                     batch == 1 ? "offer" : "offer_batch of 64");
+        json.add(pollux::bench::JsonObject()
+                     .str("case", batch == 1 ? "tput-offer" : "tput-batch64")
+                     .num("run", r)
+                     .num("count", count * 100)
+                     .num("payload_bytes", 32)
+                     .num("msgs_per_s", rate));
       }
     }
   }
-  return 0;
+  return json.write(json_path) ? 0 : 1;
 }

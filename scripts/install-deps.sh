@@ -15,6 +15,7 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # micro-benchmarks
   gnuplot-nox                 # pollux-bench-rate --plot (PNG charts, pngcairo terminal)
+  python3                     # bench/run-all.sh's summary.md, bench_cli_smoke's JSON checks
 )
 TEST_PKGS=(
   # Soft-RoCE VM for the RDMA tests (tests/rdma/run-in-vm.sh)

@@ -7,13 +7,14 @@
 //   2. latency: a fixed-rate (open-loop) replay, publish-to-book percentiles per ITCH message
 //      and the publisher's lag behind its schedule (coordinated omission shows there).
 //
-//   pollux-bench-feed [--messages N] [--symbols S] [--reps R] [--rate MSGS_PER_S]
+//   pollux-bench-feed [--json FILE] [--messages N] [--symbols S] [--reps R] [--rate MSGS_PER_S]
 //                     [--latency-messages N] [--idle busy-spin|yield|backoff] (both parts;
 //                     default: yield for the replay rate - the two processes may share a core
 //                     with other load, and a back-pressured publisher should give it up -
 //                     busy-spin for latency)
 //                     [--threading inline|shared|dedicated] [--streams N] [--batch-bytes N]
 //                     [--itch FILE] [--feed-bin PATH] [--skip-rate] [--skip-latency]
+//   (--help describes every flag)
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,34 +50,51 @@ struct Options {
   bool skip_rate = false, skip_latency = false;
 };
 
-[[noreturn]] void Usage(const char* msg) {
-  std::fprintf(stderr, "pollux-bench-feed: %s\n(see the comment at the top of bench/feed/feed_bench.cc)\n", msg);
-  std::exit(2);
+// A run-time failure (not a usage error): the message, exit 1.
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "pollux-bench-feed: %s\n", msg.c_str());
+  std::exit(1);
 }
 
-Options Parse(int argc, char** argv) {
+Options Parse(int argc, char** argv, std::string* json_path) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Usage((a + " needs a value").c_str());
-      return argv[++i];
-    };
-    if (a == "--messages") o.messages = std::stoull(next());
-    else if (a == "--symbols") o.symbols = static_cast<std::uint32_t>(std::stoul(next()));
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--rate") o.rate = std::stoull(next());
-    else if (a == "--latency-messages") o.latency_messages = std::stoull(next());
-    else if (a == "--idle") o.idle = next();
-    else if (a == "--threading") o.threading = next();
-    else if (a == "--streams") o.streams = static_cast<std::uint32_t>(std::stoul(next()));
-    else if (a == "--batch-bytes") o.batch_bytes = static_cast<std::uint32_t>(std::stoul(next()));
-    else if (a == "--itch") o.itch = next();
-    else if (a == "--feed-bin") o.feed_bin = next();
-    else if (a == "--skip-rate") o.skip_rate = true;
-    else if (a == "--skip-latency") o.skip_latency = true;
-    else Usage(("unknown argument " + a).c_str());
-  }
+  std::uint64_t symbols = o.symbols, reps = static_cast<std::uint64_t>(o.reps), streams = o.streams,
+                batch_bytes = o.batch_bytes;
+  pollux::bench::Cli cli(
+      "pollux-bench-feed",
+      "pollux-bench-feed: end-to-end feed-handler figures, measured by running pollux-feed itself (a\n"
+      "publisher process and a subscriber process that rebuilds every book, over shm):\n"
+      "  1. replay rate: a generated feed (cached as a BinaryFILE under $TMPDIR, so a second run skips\n"
+      "     the generation) replayed as fast as possible, --reps times; messages/s from the\n"
+      "     publisher's first offer to the subscriber's last book update;\n"
+      "  2. latency: a fixed-rate (open-loop) replay, publish-to-book percentiles per ITCH message and\n"
+      "     the publisher's lag behind its schedule (coordinated omission shows there).\n"
+      "No floor: this is the application's own end-to-end figure (the shm floor is pollux-bench-shm's).");
+  cli.count("--messages", &o.messages, "messages in the generated replay feed")
+      .count("--symbols", &symbols, "symbols (order books) in the generated feeds", 1, 1'000'000)
+      .count("--reps", &reps, "replays for the rate (the median and the best are reported)", 1, 1000)
+      .count("--rate", &o.rate, "messages per second of the fixed-rate latency run", 1, 100'000'000)
+      .count("--latency-messages", &o.latency_messages, "messages in the latency run")
+      .choice("--idle", &o.idle, {"busy-spin", "yield", "backoff", "interrupt", "adaptive"},
+              "runtime.idle of both parts (default: yield for the replay rate - the two processes may\n"
+              "share a core with other load, and a back-pressured publisher should give it up -\n"
+              "busy-spin for latency)")
+      .choice("--threading", &o.threading, {"inline", "shared", "dedicated"}, "runtime.threading")
+      .count("--streams", &streams, "feed.streams (shm streams the feed is split over)", 1, 1024)
+      .count("--batch-bytes", &batch_bytes, "feed.batch_bytes (ITCH messages packed per Pollux message)", 1,
+             1u << 20)
+      .text("--itch", &o.itch, "FILE", "replay this BinaryFILE instead of a generated feed")
+      .text("--feed-bin", &o.feed_bin, "PATH", "the pollux-feed binary (default: next to this program)")
+      .toggle("--skip-rate", &o.skip_rate, "skip the replay-rate part")
+      .toggle("--skip-latency", &o.skip_latency, "skip the latency part")
+      .text("--json", json_path, "FILE",
+            "also write JSON lines: replay (per rep: msgs_per_s, seconds, cpu), replay-median,\n"
+            "publish-to-book and publisher-lag (ns percentiles of the fixed-rate run)")
+      .parse(argc, argv);
+  o.symbols = static_cast<std::uint32_t>(symbols);
+  o.reps = static_cast<int>(reps);
+  o.streams = static_cast<std::uint32_t>(streams);
+  o.batch_bytes = static_cast<std::uint32_t>(batch_bytes);
   return o;
 }
 
@@ -153,9 +171,9 @@ std::string EnsureFeedFile(const Options& o) {
   g.seed = 1;
   const auto t0 = std::chrono::steady_clock::now();
   auto bytes = pollux::itch::GenerateItch(g);
-  if (!bytes.ok()) Usage(std::string(bytes.status().message()).c_str());
+  if (!bytes.ok()) Die(std::string(bytes.status().message()));
   const std::string tmp = path + ".tmp";
-  if (auto s = pollux::itch::WriteBinaryFile(tmp, *bytes); !s.ok()) Usage(std::string(s.message()).c_str());
+  if (auto s = pollux::itch::WriteBinaryFile(tmp, *bytes); !s.ok()) Die(std::string(s.message()));
   rename(tmp.c_str(), path.c_str());
   std::printf("feed file: %s (generated in %.1f s, %.0f MB)\n", path.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
@@ -166,10 +184,12 @@ std::string EnsureFeedFile(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = Parse(argc, argv);
+  std::string json_path;
+  Options o = Parse(argc, argv, &json_path);
   if (o.feed_bin.empty()) o.feed_bin = SelfDir() + "/pollux-feed";
-  if (access(o.feed_bin.c_str(), X_OK) != 0) Usage(("cannot run " + o.feed_bin + " (use --feed-bin)").c_str());
+  if (access(o.feed_bin.c_str(), X_OK) != 0) Die("cannot run " + o.feed_bin + " (build it, or use --feed-bin)");
   pollux::core::Clock::init();
+  pollux::bench::JsonLines json("pollux-bench-feed", argc, argv);
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n", pollux::bench::machine_description().c_str(),
               pollux::bench::clock_cost_ns());
   const std::string rate_idle = o.idle.empty() ? "yield" : o.idle;
@@ -195,6 +215,16 @@ int main(int argc, char** argv) {
                   r + 1, msgs, e2e.back() / 1e6, Num(j, "end_to_end", "seconds"), pub_cpu,
                   pub_cpu > 0 ? msgs / pub_cpu / 1e6 : 0.0, sub_cpu, sub_secs > 0 ? 100 * sub_cpu / sub_secs : 0.0,
                   sub_secs, sub_cpu_rate.back() / 1e6, Num(j, "subscribers", "gaps"), ReadFile("/proc/loadavg").c_str());
+      json.add(pollux::bench::JsonObject()
+                   .str("case", "replay")
+                   .num("run", r + 1)
+                   .num("count", msgs)
+                   .num("msgs_per_s", e2e.back())
+                   .num("seconds", Num(j, "end_to_end", "seconds"))
+                   .num("publisher_cpu_s", pub_cpu)
+                   .num("subscriber_cpu_s", sub_cpu)
+                   .num("subscriber_msgs_per_cpu_s", sub_cpu_rate.back())
+                   .num("gaps", Num(j, "subscribers", "gaps")));
     }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
@@ -205,6 +235,12 @@ int main(int argc, char** argv) {
                 "%.1f s at the median, %.1f s at the best); subscriber median %.2f M msg per cpu-second\n\n",
                 m / 1e6, *std::max_element(e2e.begin(), e2e.end()) / 1e6, o.reps, m > 0 ? 400e6 / m : 0.0,
                 400e6 / *std::max_element(e2e.begin(), e2e.end()), median(sub_cpu_rate) / 1e6);
+    json.add(pollux::bench::JsonObject()
+                 .str("case", "replay-median")
+                 .num("runs", o.reps)
+                 .num("msgs_per_s", m)
+                 .num("best_msgs_per_s", *std::max_element(e2e.begin(), e2e.end()))
+                 .num("subscriber_msgs_per_cpu_s", median(sub_cpu_rate)));
   }
 
   if (!o.skip_latency) {
@@ -226,6 +262,21 @@ int main(int argc, char** argv) {
     std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f  p99.9 %8.2f  p99.99 %8.2f  max %9.2f us\n",
                 "publisher lag behind schedule", us("lag_ns", "p50"), us("lag_ns", "p90"), us("lag_ns", "p99"),
                 us("lag_ns", "p99.9"), us("lag_ns", "p99.99"), us("lag_ns", "max"));
+    // pollux-feed's summary has the percentiles in ns already.
+    for (const auto& [name, section] : {std::pair{"publish-to-book", "latency_ns"}, std::pair{"publisher-lag", "lag_ns"}}) {
+      json.add(pollux::bench::JsonObject()
+                   .str("case", name)
+                   .num("count", Num(j, "publisher", "messages"))
+                   .num("rate_msgs_per_s", o.rate)
+                   .num("achieved_msgs_per_s", Num(j, "publisher", "messages_per_s"))
+                   .num("p50_ns", Num(j, section, "p50"))
+                   .num("p90_ns", Num(j, section, "p90"))
+                   .num("p99_ns", Num(j, section, "p99"))
+                   .num("p99_9_ns", Num(j, section, "p99.9"))
+                   .num("p99_99_ns", Num(j, section, "p99.99"))
+                   .num("max_ns", Num(j, section, "max"))
+                   .num("gaps", Num(j, "subscribers", "gaps")));
+    }
   }
-  return 0;
+  return json.write(json_path) ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 // ITCH 5.0 throughput: framing, typed decoding, and decoding + order book, over a
 // generated in-memory BinaryFILE of ~10M messages (one core, no I/O).
 //
-//   build/bin/pollux-bench-itch [--benchmark_filter=...]
+//   build/bin/pollux-bench-itch [--filter REGEX] [--messages N] [--min-time S] [--cpu N]
+//                               [--json FILE] [--benchmark_...]      (--help describes them)
 //
 // items_per_second is messages per second. The stream is generated once per process
 // (about 1.5 s) and reused by every benchmark.
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "itch/book_set.h"
 #include "itch/generator.h"
 #include "itch/reader.h"
@@ -22,7 +24,7 @@
 namespace pollux::itch {
 namespace {
 
-constexpr uint64_t kMessages = 10'000'000;
+uint64_t g_messages = 10'000'000;  // --messages
 
 struct Stream {
   std::vector<uint8_t> bytes;
@@ -38,7 +40,7 @@ const Stream& GetStream(uint32_t symbols) {
     if (keys[i] == 0) {
       GeneratorOptions o;
       o.symbols = symbols;
-      o.messages = kMessages;
+      o.messages = g_messages;
       o.seed = 1;
       absl::StatusOr<std::vector<uint8_t>> b = GenerateItch(o);
       if (!b.ok()) {
@@ -149,22 +151,88 @@ BENCHMARK(BM_Generate)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace pollux::itch
 
-// Pins the benchmark to the last CPU (override with POLLUX_BENCH_CPU=<n>) so the
+// The console output of Google Benchmark (colour on a terminal, as its default), plus one JSON
+// line per benchmark run for --json. (It replaces the default display reporter, so
+// --benchmark_format is not honoured; --benchmark_out still is.)
+class JsonTeeReporter : public benchmark::ConsoleReporter {
+ public:
+  explicit JsonTeeReporter(pollux::bench::JsonLines* json)
+      : benchmark::ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Color : OO_None), json_(json) {}
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      pollux::bench::JsonObject o;
+      o.str("case", r.benchmark_name()).num("iterations", static_cast<int64_t>(r.iterations));
+      if (!r.aggregate_name.empty()) o.str("aggregate", r.aggregate_name);
+      o.flag("error", r.error_occurred);
+      o.num("ns_per_iteration", r.GetAdjustedRealTime() * 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit));
+      for (const auto& [name, c] : r.counters) {
+        if (name == "items_per_second") o.num("msgs_per_s", c.value);
+        else if (name == "bytes_per_second") o.num("bytes_per_s", c.value);
+        else if (name == "msgs") o.num("count", c.value);
+        else o.num(name, c.value);
+      }
+      json_->add(o);
+    }
+  }
+
+ private:
+  pollux::bench::JsonLines* json_;
+};
+
+// Pins the benchmark to the last CPU (override with --cpu or POLLUX_BENCH_CPU=<n>) so the
 // scheduler does not migrate it mid-run; on a 2-core VM that is the best isolation there is.
 int main(int argc, char** argv) {
   const char* env = std::getenv("POLLUX_BENCH_CPU");
   const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  const int cpu = env != nullptr ? std::atoi(env) : static_cast<int>(ncpu - 1);
+  int cpu = env != nullptr ? std::atoi(env) : static_cast<int>(ncpu - 1);
+  std::string filter, json_path;
+  double min_time = 0;
+  std::vector<std::string> forwarded;
+  pollux::bench::Cli cli("pollux-bench-itch",
+                         "pollux-bench-itch: ITCH 5.0 throughput on one pinned core, no I/O (Google Benchmark):\n"
+                         "framing (BM_Frame), typed decoding (BM_ParseTyped), decoding + order books\n"
+                         "(BM_ParseAndBook/100, /1000 symbols), per-message validation (BM_DecodeSingle) and the\n"
+                         "generator (BM_Generate), over a generated in-memory BinaryFILE. items_per_second (JSON:\n"
+                         "msgs_per_s) is messages per second. No floor: a CPU-bound parse has none to hold against.");
+  cli.count("--messages", &pollux::itch::g_messages,
+            "messages in the generated stream (generated once, about 1.5 s per 10M)", 1000)
+      .text("--filter", &filter, "REGEX", "run only the benchmarks matching REGEX (--benchmark_filter)")
+      .real("--min-time", &min_time, "SECONDS", "minimum time per benchmark (--benchmark_min_time; 0 = its default)",
+            0, 3600)
+      .integer("--cpu", &cpu, "CPU to pin to (also set by POLLUX_BENCH_CPU=N; the default is the last CPU)", 0,
+               static_cast<int>(ncpu - 1))
+      .text("--json", &json_path, "FILE",
+            "also write JSON lines: one object per benchmark run (case, iterations, ns_per_iteration,\n"
+            "msgs_per_s, bytes_per_s, count = messages per iteration)")
+      .forward("--benchmark_", &forwarded, "passed to Google Benchmark as they are (its own flags)")
+      .parse(argc, argv);
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (sched_setaffinity(0, sizeof set, &set) != 0) {
     std::fprintf(stderr, "pollux-bench-itch: cannot pin to CPU %d (running unpinned)\n", cpu);
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::vector<std::string> args{argv[0]};
+  if (!filter.empty()) args.push_back("--benchmark_filter=" + filter);
+  if (min_time > 0) args.push_back("--benchmark_min_time=" + std::to_string(min_time));
+  args.insert(args.end(), forwarded.begin(), forwarded.end());
+  std::vector<char*> bargv;
+  for (std::string& a : args) bargv.push_back(a.data());
+  int bargc = static_cast<int>(bargv.size());
+  bargv.push_back(nullptr);
+  benchmark::Initialize(&bargc, bargv.data());
+  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return pollux::bench::Cli::kUsageExit;
   benchmark::AddCustomContext("pinned_cpu", std::to_string(cpu));
-  benchmark::RunSpecifiedBenchmarks();
+  benchmark::AddCustomContext("messages", std::to_string(pollux::itch::g_messages));
+  pollux::core::Clock::init();  // machine_description() names the clock
+  pollux::bench::JsonLines json(cli.program(), argc, argv);
+  JsonTeeReporter reporter(&json);
+  const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  return 0;
+  if (ran == 0) {
+    std::fprintf(stderr, "pollux-bench-itch: no benchmark matches the filter\n");
+    return 1;
+  }
+  return json.write(json_path) ? 0 : 1;
 }

@@ -13,7 +13,8 @@
 // Options: --threading inline|dedicated (inline: the application thread posts and polls, no
 // poller; dedicated: a poller thread per context moves messages through SPSC rings), --idle
 // busy-spin|yield (dedicated pollers), --poller-cpu N, --cpu N (the application thread),
-// --iters N (5000), --warmup N (1000), --size BYTES (2, like ib_send_lat -s 2).
+// --iters N (5000), --warmup N (1000), --size BYTES (2, like ib_send_lat -s 2), --json FILE
+// (the client's percentiles); --help describes every flag.
 #include <sched.h>
 #include <time.h>
 #if defined(__x86_64__)
@@ -45,8 +46,11 @@ struct Args {
   int poller_cpu = -1;
   int cpu = -1;
   std::uint64_t iters = 5000, warmup = 1000;
-  std::uint32_t size = 2;
+  std::uint64_t size = 2;
+  std::string json;
 };
+
+constexpr std::uint64_t kMaxPayload = 4096;  // run()'s message buffer
 
 // Interval timer for the loop: the TSC where there is one (a few ns even under emulation),
 // converted with a rate measured against CLOCK_MONOTONIC over the whole run - no per-sample
@@ -89,7 +93,7 @@ void dump_counters(const pollux::Context& ctx, const char* why) {
   }
 }
 
-int run(const Args& a) {
+int run(const Args& a, int argc, char** argv) {
   auto ctx = pollux::Context::from_string(config(a), "pingpong.toml");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
@@ -115,7 +119,7 @@ int run(const Args& a) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::byte msg[4096] = {};
+  std::byte msg[kMaxPayload] = {};
   const std::uint64_t total = a.warmup + a.iters;
   auto send = [&] {
     while (pub->offer(msg, a.size) < 0) {
@@ -167,9 +171,10 @@ int run(const Args& a) {
       static_cast<double>(mono_ns() - start_ns) / static_cast<double>(ticks() - start_ticks);
   pollux::core::Histogram h;
   for (std::uint64_t t : samples) h.record(static_cast<std::int64_t>(static_cast<double>(t) * ns_per_tick));
-  std::printf("pollux rdma pingpong: %s, Clock::now_ns %.0f ns/call, %u-byte payload (%u-byte frame), threading %s%s, "
+  std::printf("pollux rdma pingpong: %s, Clock::now_ns %.0f ns/call, %llu-byte payload (%llu-byte frame), threading %s%s, "
               "%llu iterations after %llu warm-up\n",
-              pollux::bench::machine_description().c_str(), pollux::bench::clock_cost_ns(), a.size, a.size + 32,
+              pollux::bench::machine_description().c_str(), pollux::bench::clock_cost_ns(),
+              static_cast<unsigned long long>(a.size), static_cast<unsigned long long>(a.size + 32),
               a.threading.c_str(),
               a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.iters),
               static_cast<unsigned long long>(a.warmup));
@@ -178,43 +183,53 @@ int run(const Args& a) {
               "rtt_avg_us=%.3f rtt_min_us=%.3f\n",
               a.threading.c_str(), h.percentile(50) / 1e3, h.percentile(50) / 2e3, h.percentile(90) / 1e3,
               h.percentile(99) / 1e3, h.mean() / 1e3, static_cast<double>(h.min()) / 1e3);
-  return 0;
+  pollux::bench::JsonLines json("pollux-bench-rdma-pingpong", argc, argv);
+  json.add(pollux::bench::JsonObject()
+               .str("case", "rc-" + a.threading)
+               .str("threading", a.threading)
+               .str("idle", a.threading == "inline" ? "" : a.idle)
+               .num("payload_bytes", a.size)
+               .latency(h)
+               .num("half_rtt_p50_ns", h.percentile(50) / 2));
+  return json.write(a.json) ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "server") != 0 && std::strcmp(argv[1], "client") != 0)) {
-    std::fprintf(stderr, "usage: %s server|client --device D --listen PORT --peer IP:PORT [options]\n", argv[0]);
-    return 64;
-  }
   Args a;
+  std::uint64_t listen = static_cast<std::uint64_t>(a.listen);
+  pollux::bench::Cli cli(
+      "pollux-bench-rdma-pingpong",
+      "pollux-bench-rdma-pingpong: round trip of a small message through Pollux over RDMA RC, the\n"
+      "figure to hold against perftest's ib_send_lat (raw verbs SEND ping-pong, the floor) on the same\n"
+      "devices. Needs RDMA devices: tests/rdma/bench-pingpong.sh runs both sides next to ib_send_lat in\n"
+      "the Soft-RoCE VM (tests/rdma/run-in-vm.sh). The first argument is the role:\n"
+      "  server: pollux-bench-rdma-pingpong server --device rxe1 --listen 7600 --peer 10.0.0.1:7601\n"
+      "  client: pollux-bench-rdma-pingpong client --device rxe0 --listen 7601 --peer 10.0.0.2:7600\n"
+      "The client offers a ping, polls until the pong arrives and prints RTT and RTT/2 percentiles\n"
+      "(ib_send_lat's t_typical is the median of RTT/2); the server answers every ping.");
+  cli.choice("--threading", &a.threading, {"inline", "dedicated", "shared"},
+             "inline: the application thread posts and polls, no poller; dedicated/shared: poller\n"
+             "threads move messages through SPSC rings")
+      .choice("--idle", &a.idle, {"busy-spin", "yield", "backoff", "interrupt", "adaptive"},
+              "runtime.idle of the pollers (dedicated/shared)")
+      .text("--device", &a.device, "NAME", "RDMA device (rdma.device; auto = the first one)")
+      .text("--peer", &a.peer, "IP:PORT", "the other side's listener (its --listen port on its device address); required")
+      .count("--listen", &listen, "this side's listen port", 1, 65535)
+      .integer("--poller-cpu", &a.poller_cpu, "CPU of the poller (-1: automatic)", -1, 4095)
+      .integer("--cpu", &a.cpu, "CPU of the application thread (-1: unpinned)", -1, 4095)
+      .count("--iters", &a.iters, "measured round trips")
+      .count("--warmup", &a.warmup, "round trips before the measured ones", 0)
+      .count("--size", &a.size, "payload bytes (2, like ib_send_lat -s 2)", 1, kMaxPayload)
+      .text("--json", &a.json, "FILE",
+            "client: also write JSON lines: case rc-<threading> with the RTT ns percentiles and\n"
+            "half_rtt_p50_ns (no floor: ib_send_lat runs beside it, in bench-pingpong.sh)");
+  const bool role = argc >= 2 && (std::strcmp(argv[1], "server") == 0 || std::strcmp(argv[1], "client") == 0);
+  cli.parse(argc, argv, role ? 2 : 1);  // --help anywhere; flags before the role are rejected below
+  if (!role) cli.fail("the first argument is the role: server or client");
   a.role = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", f.c_str());
-      return 64;
-    }
-    const char* v = argv[++i];
-    if (f == "--threading") a.threading = v;
-    else if (f == "--idle") a.idle = v;
-    else if (f == "--device") a.device = v;
-    else if (f == "--peer") a.peer = v;
-    else if (f == "--listen") a.listen = std::atoi(v);
-    else if (f == "--poller-cpu") a.poller_cpu = std::atoi(v);
-    else if (f == "--cpu") a.cpu = std::atoi(v);
-    else if (f == "--iters") a.iters = std::strtoull(v, nullptr, 10);
-    else if (f == "--warmup") a.warmup = std::strtoull(v, nullptr, 10);
-    else if (f == "--size") a.size = static_cast<std::uint32_t>(std::atoi(v));
-    else {
-      std::fprintf(stderr, "unknown option %s\n", f.c_str());
-      return 64;
-    }
-  }
-  if (a.peer.empty()) {
-    std::fprintf(stderr, "--peer IP:PORT (the other side's --listen port on its device address) is required\n");
-    return 64;
-  }
-  return run(a);
+  a.listen = static_cast<int>(listen);
+  if (a.peer.empty()) cli.fail("--peer IP:PORT (the other side's --listen port on its device address) is required");
+  return run(a, argc, argv);
 }

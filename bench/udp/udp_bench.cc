@@ -1,9 +1,9 @@
 // pollux-bench-udp: UDP round trips through Pollux next to a bare UDP socket ping-pong measured
 // in the same run (the kernel's floor), and loopback multicast throughput.
 //
-//   pollux-bench-udp [--count N] [--warmup N] [--runs R] [--tput-count N]
+//   pollux-bench-udp [--count N] [--warmup N] [--runs R] [--tput-count N] [--json FILE]
 //                    [--cases bare-busy,bare-block,bare-epoll,api-busy,ep-busy,ep-block,src-busy,src-block,
-//                             tput-inline,tput-dedicated]
+//                             tput-inline,tput-dedicated]      (--help describes every flag)
 //
 // Ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1 (unicast),
 // round-trip time per message into an HDR histogram.
@@ -525,30 +525,58 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
 
 }  // namespace
 
+constexpr const char* kCases = R"(Cases (ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1):
+  bare-busy / bare-block  two connected UDP sockets; spin on recv(MSG_DONTWAIT) / block in recv:
+                          the kernel's floor for the busy / blocking cases
+  bare-epoll              the same, sleeping in epoll_wait on the socket, then recv (how an
+                          interrupt-mode poller that multiplexes sources waits): src-block's floor
+  api-busy                Pollux public API, inline mode: offer() + spin on Subscriber::poll()
+  ep-busy / ep-block      the UDP transport's data plane without the API layer (post_st /
+                          poll_st), inline endpoints; ep-block sleeps in epoll_wait(notify_fd())
+  src-busy / src-block    the same endpoints on a poller source, driven as a poller drives them
+                          (UdpPollerSource::progress() then poll_st(); src-block sleeps on the
+                          source's notify_fd() after try_arm())
+Throughput: 32-byte messages over loopback multicast (239.255.x.y on lo, TTL 1), rate at the
+subscriber; kernel drops are repaired by NAKs and counted:
+  tput-inline             inline publisher with coalescing (65 KB datagrams) + inline subscriber
+  tput-dedicated          dedicated pollers on both sides (4 threads on the 2 CPUs)
+Floors in the JSON: api-busy, ep-busy, src-busy -> bare-busy; ep-block -> bare-block;
+src-block -> bare-epoll (the ratio lines printed at the end are also JSON objects).)";
+
 int main(int argc, char** argv) {
-  std::uint64_t count = 200'000, warmup = 20'000, tput_count = 20'000'000;
-  int runs = 3;
+  std::uint64_t count = 200'000, warmup = 20'000, tput_count = 20'000'000, runs = 3;
   std::string cases =
       "bare-busy,api-busy,ep-busy,src-busy,bare-block,bare-epoll,ep-block,src-block,tput-inline,tput-dedicated";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    if (k == "--count") count = std::strtoull(argv[i + 1], nullptr, 10);
-    if (k == "--warmup") warmup = std::strtoull(argv[i + 1], nullptr, 10);
-    if (k == "--runs") runs = std::atoi(argv[i + 1]);
-    if (k == "--tput-count") tput_count = std::strtoull(argv[i + 1], nullptr, 10);
-    if (k == "--cases") cases = argv[i + 1];
-  }
+  std::string json_path;
+  pollux::bench::Cli cli("pollux-bench-udp",
+                         "pollux-bench-udp: UDP round trips through Pollux next to a bare UDP socket ping-pong\n"
+                         "measured in the same run (the kernel's floor), and loopback multicast throughput.\n"
+                         "The default run takes about 6 minutes.");
+  cli.count("--count", &count, "round trips per ping-pong case and run")
+      .count("--warmup", &warmup, "round trips before the measured ones", 0)
+      .count("--runs", &runs, "interleaved rounds of every case (histograms printed per run and merged)", 1, 1000)
+      .count("--tput-count", &tput_count, "messages per throughput run")
+      .list("--cases", &cases,
+            {"bare-busy", "bare-block", "bare-epoll", "api-busy", "ep-busy", "ep-block", "src-busy", "src-block",
+             "tput-inline", "tput-dedicated"},
+            "cases to run, comma-separated")
+      .text("--json", &json_path, "FILE",
+            "also write JSON lines: one object per ping-pong case (merged over the runs: ns\n"
+            "percentiles, run_p50_ns, floor and ratio), one per ratio line, one per throughput run")
+      .epilog(kCases)
+      .parse(argc, argv);
   g_base_port = 30000 + (getpid() % 1000) * 8;
   g_group_id = getpid();
   Clock::init();
   std::printf("machine: %s\n", pollux::bench::machine_description().c_str());
   std::printf("clock: %.1f ns per Clock::now_ns()\n", pollux::bench::clock_cost_ns());
+  pollux::bench::JsonLines json(cli.program(), argc, argv);
   std::printf("ping-pong: %llu round trips after %llu warm-up, %zu-byte payload, 127.0.0.1, processes on CPUs 0/1\n",
               static_cast<unsigned long long>(count), static_cast<unsigned long long>(warmup), kPayload);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   std::map<std::string, std::vector<Histogram>> results;
   // Interleaved runs: slow drifts of the machine affect every case alike.
-  for (int r = 0; r < runs; ++r) {
+  for (std::uint64_t r = 0; r < runs; ++r) {
     if (want("bare-busy")) results["bare-busy"].push_back(bare_pingpong(Wait::kBusy, count, warmup));
     if (want("api-busy")) results["api-busy"].push_back(api_pingpong(count, warmup));
     if (want("ep-busy")) results["ep-busy"].push_back(ep_pingpong(true, false, count, warmup));
@@ -563,12 +591,26 @@ int main(int argc, char** argv) {
     for (const Histogram& x : results[k]) h.merge(x);
     return h;
   };
+  // The floor each Pollux case is held against in the JSON (the same run's bare sockets).
+  auto floor_of = [](const std::string& k) -> std::string {
+    if (k == "api-busy" || k == "ep-busy" || k == "src-busy") return "bare-busy";
+    if (k == "ep-block") return "bare-block";
+    if (k == "src-block") return "bare-epoll";
+    return "";
+  };
   for (const char* k : {"bare-busy", "api-busy", "ep-busy", "src-busy", "bare-block", "bare-epoll", "ep-block", "src-block"}) {
     if (results.count(k) == 0) continue;
     for (std::size_t r = 0; r < results[k].size(); ++r) {
       pollux::bench::print_hist(absl::StrFormat("%s run %d RTT", k, r + 1).c_str(), results[k][r]);
     }
-    pollux::bench::print_hist(absl::StrFormat("%s all RTT", k).c_str(), merged(k));
+    const Histogram all = merged(k);
+    pollux::bench::print_hist(absl::StrFormat("%s all RTT", k).c_str(), all);
+    std::vector<double> run_p50;
+    for (const Histogram& x : results[k]) run_p50.push_back(static_cast<double>(x.percentile(50)));
+    pollux::bench::JsonObject o;
+    o.str("case", k).num("runs", results[k].size()).num("payload_bytes", kPayload).latency(all).nums("run_p50_ns", run_p50);
+    if (const std::string f = floor_of(k); !f.empty() && results.count(f) != 0) o.floor(f, merged(f), all);
+    json.add(o);
   }
   auto ratio = [&](const char* a, const char* b) {
     if (results.count(a) == 0 || results.count(b) == 0) return;
@@ -577,6 +619,11 @@ int main(int argc, char** argv) {
                 static_cast<double>(x.percentile(50)) / static_cast<double>(y.percentile(50)),
                 static_cast<double>(x.percentile(99)) / static_cast<double>(y.percentile(99)),
                 static_cast<double>(x.percentile(99.9)) / static_cast<double>(y.percentile(99.9)));
+    json.add(pollux::bench::JsonObject()
+                 .str("ratio", std::string(a) + " / " + b)
+                 .num("p50", pollux::bench::JsonObject::ratio(x.percentile(50), y.percentile(50)))
+                 .num("p99", pollux::bench::JsonObject::ratio(x.percentile(99), y.percentile(99)))
+                 .num("p99_9", pollux::bench::JsonObject::ratio(x.percentile(99.9), y.percentile(99.9))));
   };
   ratio("api-busy", "bare-busy");
   ratio("ep-busy", "bare-busy");
@@ -586,12 +633,21 @@ int main(int argc, char** argv) {
   ratio("src-block", "bare-epoll");
   for (const char* k : {"tput-inline", "tput-dedicated"}) {
     if (!want(k)) continue;
-    for (int r = 0; r < runs; ++r) {
+    for (std::uint64_t r = 0; r < runs; ++r) {
       const TputResult t = throughput(std::string(k) == "tput-dedicated", tput_count);
-      std::printf("%s run %d: %.2f M msgs/s (%llu received, %llu lost)%s\n", k, r + 1, t.msgs_per_s / 1e6,
+      std::printf("%s run %llu: %.2f M msgs/s (%llu received, %llu lost)%s\n", k,
+                  static_cast<unsigned long long>(r + 1), t.msgs_per_s / 1e6,
                   static_cast<unsigned long long>(t.received), static_cast<unsigned long long>(t.lost),
                   t.counters.c_str());
+      json.add(pollux::bench::JsonObject()
+                   .str("case", k)
+                   .num("run", r + 1)
+                   .num("count", tput_count)
+                   .num("payload_bytes", kPayload)
+                   .num("msgs_per_s", t.msgs_per_s)
+                   .num("received", t.received)
+                   .num("lost", t.lost));
     }
   }
-  return 0;
+  return json.write(json_path) ? 0 : 1;
 }
