@@ -105,6 +105,20 @@ bool spin_until(F&& done, int ms, const std::function<void()>& step = [] {}) {
   return true;
 }
 
+// Offers one message, retrying a refused offer for up to 10 s while serving both sides (an
+// inline publisher only hears its subscribers' status in service(): without it a publisher
+// that lost them during a scheduler stall stays "not connected" forever). A test failure, not
+// a hang, if it never goes through.
+template <typename Poll>
+bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& poll) {
+  const bool ok = spin_until([&] { return pub.offer(data, len) >= 0; }, 10000, [&] {
+    pub.service();
+    poll();
+  });
+  if (!ok) ADD_FAILURE() << "offer() refused for 10 s";
+  return ok;
+}
+
 // ---- config ---------------------------------------------------------------------------------
 
 TEST(UdpConfig, ParsesAndValidates) {
@@ -702,7 +716,7 @@ class HostileSession {
   void publish(std::uint64_t from, std::uint64_t to) {
     for (std::uint64_t i = from; i <= to; ++i) {
       std::uint64_t v[2] = {i, 0};
-      while (pub.offer(v, sizeof v) < 0) poll();
+      if (!offer_retrying(pub, v, sizeof v, [&] { poll(); })) return;
     }
   }
   // Until `n` messages were delivered (or reported lost) and the eavesdropper heard a heartbeat
@@ -881,7 +895,7 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   constexpr std::uint64_t kMessages = 20000;  // 1.28 MB of 64-byte frames in the publisher's log
   for (std::uint64_t i = 1; i <= kMessages; ++i) {
     std::uint64_t v[4] = {i, 0, 0, 0};
-    while (pub->offer(v, sizeof v) < 0) poll();
+    if (!offer_retrying(*pub, v, sizeof v, poll)) break;
     if (i % 16 == 0) poll();
   }
   EXPECT_TRUE(spin_until([&] { return delivered >= kMessages; }, 10000, [&] {
