@@ -54,9 +54,16 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
   }
   if (__builtin_expect(!transport_connected(), 0)) {
     counters.not_connected.add();
-    // Inline shm: the application thread is the writer, and its segment checks (a truncated
-    // segment is replaced) run with the heartbeat, which offers that fail here never reach.
-    if (mode == Mode::kShmDirect) shm->maybe_heartbeat(core::Clock::now_ns());
+    // Inline modes: the application thread runs the transport, and what would connect it
+    // runs in the transport's timers, which offers that fail here never reach otherwise: shm's
+    // segment checks (a truncated segment is replaced) ride on the heartbeat; UDP and RDMA
+    // hear their subscribers' status and joins in housekeeping. An application that spins on
+    // offer() without calling service() then still reconnects (cold path: a failed offer).
+    if (mode == Mode::kShmDirect) {
+      shm->maybe_heartbeat(core::Clock::now_ns());
+    } else if (mode == Mode::kInlinePost) {
+      (void)with_tx(kind, ep.get(), [](auto* e) { return e->housekeeping_st(core::Clock::now_ns()); });
+    }
     return kNotConnected;
   }
   return 0;

@@ -66,8 +66,9 @@ class Publisher {
   // Inline mode: runs this publisher's transport duties that do not come with a message -
   // reclaiming sent buffers, answering NAKs with repairs, heartbeats (UDP: subscribers declare a
   // publisher dead after udp.session_timeout_ms of silence), status from subscribers (which is
-  // what makes is_connected() true). offer()/claim() do this too, rate-limited; call service()
-  // whenever the thread has nothing to offer (like Aeron's agent duty cycle). Cheap when there
+  // what makes is_connected() true). offer()/claim() do this too, rate-limited, and an offer
+  // refused with kNotConnected runs them at once (so a loop retrying offer() reconnects); call
+  // service() whenever the thread has nothing to offer (like Aeron's agent duty cycle). Cheap when there
   // is nothing to do (a clock read; one recvmmsg per 250 us at most). Same thread as offer().
   // Dedicated/shared modes: the poller does all of this; returns 0. Returns work done.
   int service() noexcept;

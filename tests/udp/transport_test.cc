@@ -1004,6 +1004,35 @@ TEST(UdpHostile, NakAmplificationMulticastMadeUpSubscribers) {
   EXPECT_EQ(r.unannounced, 315u);
 }
 
+// An inline publisher whose subscriber went silent (a scheduler stall longer than
+// session_timeout_ms, here simulated by not touching either side) is "not connected"; an
+// application that then only spins on offer() - no service() - must still reconnect once the
+// subscriber is back: a failed inline offer runs the transport's timers (heartbeats that let
+// the subscriber rejoin, the status messages that reconnect the publisher).
+TEST(UdpInline, PublisherThatLostItsSubscriberReconnectsThroughOfferAlone) {
+  auto sctx = Context::from_string(udp_config("inline", 25), "sub.toml");
+  auto pctx = Context::from_string(udp_config("inline", 25), "pub.toml");
+  ASSERT_TRUE(sctx.ok() && pctx.ok());
+  auto sub = (*sctx)->subscriber("t");
+  auto pub = (*pctx)->publisher("t");
+  ASSERT_TRUE(sub.ok() && pub.ok());
+  std::uint64_t delivered = 0;
+  auto poll = [&] { (void)sub->poll([&](const Message&) { ++delivered; }, 64); };
+  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, 5000, [&] {
+    pub->service();
+    poll();
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // > 2 x session_timeout_ms (500)
+  pub->service();  // notices the silence
+  ASSERT_FALSE(pub->is_connected()) << "the subscriber was silent for 1.2 s: it should be gone";
+  std::uint64_t v[4] = {42, 0, 0, 0};
+  std::int64_t r = -1;
+  // Only offer() on the publisher's side from here on.
+  EXPECT_TRUE(spin_until([&] { return (r = pub->offer(v, sizeof v)) >= 0; }, 10000, poll))
+      << "offer() still refused (" << r << ") 10 s after the subscriber came back";
+  EXPECT_TRUE(spin_until([&] { return delivered >= 1; }, 10000, poll)) << "the message offered after reconnecting";
+}
+
 TEST(UdpHostile, NakAmplificationMulticastAnnouncedForger) {
   const NakAttackResult r = nak_attack(true, true, 11, kTestLimits);
   check_bounded(r);
