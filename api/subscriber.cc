@@ -225,8 +225,9 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
     channel->app_waiting.store(RxChannel::kWaitNone, std::memory_order_relaxed);
     return woken;
   }
+  // Inline from here on (queued mode returned above).
   if (!arm()) {
-    if (mode == Mode::kQueued || closed.load(std::memory_order_relaxed)) return true;  // data is waiting
+    if (closed.load(std::memory_order_relaxed)) return true;
     // Inline: the endpoint has data, or cannot wake us (it says so by refusing): poll again
     // soon, without burning the core.
     timespec ts{0, 20'000};
