@@ -31,6 +31,7 @@ struct TxChannel {
   core::DescRing<std::uint32_t> returns;
   core::SlotRange slots;
   std::shared_ptr<transport::TxEndpoint> ep;
+  std::shared_ptr<core::SendCompletionLog> send_log;  // the endpoint records into it (traced streams)
   std::uint32_t stream_id = 0;
   core::BufferPool* pool = nullptr;
   std::atomic<bool> closing{false};  // set by the app thread on close()

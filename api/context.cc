@@ -143,7 +143,13 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
   const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
   PollerSlot* slot = inline_mode ? nullptr : poller_for(p->stream_id);
   core::Poller* poller = slot != nullptr ? slot->poller.get() : nullptr;
-  const transport::EndpointSpec spec{p->stream_id, p->topic, sc, poller != nullptr ? poller->index() : -1};
+  transport::EndpointSpec spec{p->stream_id, p->topic, sc, poller != nullptr ? poller->index() : -1};
+  // Traced streams with an endpoint of their own learn their frames' local send completions
+  // (a shared shm endpoint has none: the log write is the send).
+  if (p->trace && !transport->shared_tx_endpoint()) {
+    p->send_log = std::make_shared<core::SendCompletionLog>();
+    spec.send_log = p->send_log.get();
+  }
 
   // The transport endpoint: shared per stream (shm) or one per publisher.
   std::shared_ptr<transport::TxEndpoint> ep;
@@ -194,6 +200,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       auto ch = std::make_shared<TxChannel>(cfg.rings.capacity, nslots, cfg.rings.kind);
       ch->slots = *range;
       ch->ep = ep;
+      ch->send_log = p->send_log;  // the poller drives ep: the log it records into stays with it
       ch->stream_id = p->stream_id;
       ch->pool = pool_.get();
       const std::string scope = absl::StrFormat("poller %d stream %u", poller->index(), p->stream_id);

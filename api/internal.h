@@ -68,6 +68,10 @@ class PublisherImpl {
   std::shared_ptr<TxChannel> channel;
   core::Poller* poller = nullptr;
   std::uint64_t offered = 0;  // kQueued/kInlinePost position: bytes of frames offered
+  // Traced streams on a transport with send completions (set before the endpoint opens; the
+  // endpoint's driving thread records, Publisher::send_completion_ns reads). Shared with the
+  // TxChannel, so it lives as long as a poller may drive the endpoint.
+  std::shared_ptr<core::SendCompletionLog> send_log;
   // Control.
   std::mutex control_mu;
   ContextImpl* ctx = nullptr;  // null once the context is gone

@@ -324,6 +324,9 @@ void Publisher::abort(Claim& claim) noexcept {
   if (p_ != nullptr) p_->abort(claim);
 }
 int Publisher::service() noexcept { return p_ != nullptr ? p_->service() : 0; }
+std::int64_t Publisher::send_completion_ns(std::uint64_t sequence) const noexcept {
+  return p_ != nullptr && p_->send_log != nullptr ? p_->send_log->find(sequence) : 0;
+}
 bool Publisher::is_connected() const noexcept { return p_ != nullptr && p_->connected(); }
 bool Publisher::is_closed() const noexcept { return p_ == nullptr || p_->closed.load(std::memory_order_relaxed); }
 std::size_t Publisher::max_payload() const noexcept { return p_ != nullptr ? p_->max_payload : 0; }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -38,5 +39,51 @@ static_assert(sizeof(StageTrace) == 64);
 inline void stamp(StageTrace* t, Stage s, std::int64_t now_ns) {
   t->stamp_ns[static_cast<int>(s)] = now_ns;
 }
+
+// Local send completions of a publisher's traced frames: when its transport learned the frame
+// left (RDMA: the send CQE; UDP: the kernel's software TX timestamp, SO_TIMESTAMPING). They come
+// after the frame was sent, so they cannot travel in it: the thread that drives the publisher's
+// tx endpoint records them here (one writer) and the publisher's thread reads them
+// (Publisher::send_completion_ns). The latest kEntries traced frames are kept, indexed by
+// sequence; each entry is a seqlock (a reader racing the writer sees "unknown", never a torn
+// pair). Lives in the publisher, fixed size, no allocation after construction.
+class SendCompletionLog {
+ public:
+  static constexpr std::uint32_t kEntries = 64;
+
+  // Writer (the endpoint's driving thread) only.
+  void record(std::uint64_t sequence, std::int64_t ns) noexcept {
+    Entry& e = e_[sequence % kEntries];
+    const std::uint64_t v = e.version.load(std::memory_order_relaxed);
+    e.version.store(v + 1, std::memory_order_relaxed);  // odd: being written
+    // Orders the odd version before the payload stores; pairs with the reader's acquire
+    // fence (a reader that saw a new payload sees the odd or a newer version on its re-check).
+    std::atomic_thread_fence(std::memory_order_release);
+    e.sequence.store(sequence, std::memory_order_relaxed);
+    e.ns.store(ns, std::memory_order_relaxed);
+    // Publishes the payload; pairs with the reader's first acquire load.
+    e.version.store(v + 2, std::memory_order_release);
+  }
+
+  // Any thread: the completion time of `sequence`, or 0 if not (yet) known or already evicted.
+  std::int64_t find(std::uint64_t sequence) const noexcept {
+    const Entry& e = e_[sequence % kEntries];
+    const std::uint64_t v1 = e.version.load(std::memory_order_acquire);  // pairs with the final store
+    if (v1 & 1) return 0;
+    const std::uint64_t s = e.sequence.load(std::memory_order_relaxed);
+    const std::int64_t ns = e.ns.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);  // pairs with the writer's release fence
+    if (e.version.load(std::memory_order_relaxed) != v1 || s != sequence || v1 == 0) return 0;
+    return ns;
+  }
+
+ private:
+  struct Entry {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> sequence{0};
+    std::atomic<std::int64_t> ns{0};
+  };
+  Entry e_[kEntries];
+};
 
 }  // namespace pollux::core

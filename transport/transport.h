@@ -28,6 +28,7 @@
 #include "core/counters.h"
 #include "core/frame.h"
 #include "core/progress.h"
+#include "core/trace.h"
 
 namespace pollux::transport {
 
@@ -150,6 +151,10 @@ struct EndpointSpec {
   // Index of the poller that will drive the endpoint, -1 when an application thread drives it
   // (inline mode). Endpoints on one poller may share per-thread resources (RDMA: one CQ, one SRQ).
   int poller = -1;
+  // Tx endpoints of traced streams: where to record the local send completion of each traced
+  // frame (RDMA send CQE, UDP kernel TX timestamp), from the thread that drives the endpoint.
+  // Null: record nothing. Owned by the publisher; outlives the endpoint.
+  core::SendCompletionLog* send_log = nullptr;
 };
 
 // What a transport gets from the context.
