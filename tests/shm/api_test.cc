@@ -346,6 +346,10 @@ TEST(ApiTest, TracedMessagesCarryOrderedStageTimes) {
         EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kPost]);
         EXPECT_LE(t[StageTimes::kPost], t[StageTimes::kReceive]);
         EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
+        // The reader stamps when it saw the frame (its own clock read, not delivery's).
+        EXPECT_LT(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
+        // shm has no local send completion: the log write is the send.
+        EXPECT_EQ(pub->send_completion_ns(m.sequence), 0);
         if (mode == "dedicated") {
           EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kRingEnqueue]);
           EXPECT_LE(t[StageTimes::kRingEnqueue], t[StageTimes::kPollerDequeue]);

@@ -21,7 +21,7 @@ constexpr std::string_view kStageLabels[kStageCount] = {
     "kernel/NIC + wire (-> RX timestamp)",
     "transport (post call -> receiver sees frame)",
     "receiver poller -> subscriber ring",
-    "subscriber ring -> handler",
+    "-> handler (subscriber ring, or inline: poll dispatch)",
 };
 }  // namespace
 

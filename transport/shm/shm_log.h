@@ -388,7 +388,9 @@ class LogReader {
       d.kind = RxKind::kMessage;
       d.session_id = session_id_;
       d.sequence = seq;
-      d.receive_ns = 0;
+      // Traced frames: when the reader saw the frame (the flags word was just read by
+      // plausible(): same line). The stamp is ours, not from the shared log.
+      d.receive_ns = __builtin_expect(h->flags & core::kFlagTraced, 0) ? core::Clock::now_ns() : 0;
       d.ring_ns = 0;
       pos_ += aligned;
       ++expected_;
