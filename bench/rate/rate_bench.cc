@@ -58,6 +58,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tools/common/config_override.h"
 
 #ifndef POLLUX_RATE_PLOT_SCRIPT
 #define POLLUX_RATE_PLOT_SCRIPT "bench/rate/rate_plot.gp"
@@ -99,7 +100,7 @@ struct Options {
   std::string shm_flow = "backpressure";
   std::string udp_address = "127.0.0.1";
   std::string extra_toml;  // contents of --extra-toml
-  std::vector<std::pair<std::string, std::string>> sets;  // --set KEY=VALUE: (section, "key = value")
+  std::vector<pollux::tools::ConfigOverride> sets;  // --set KEY=VALUE, in order (the last one wins)
   std::int64_t sleep_above_ns = 150'000;
   std::int64_t sleep_margin_ns = 100'000;
   double drain_s = 1.0;
@@ -188,7 +189,7 @@ Output:
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "pollux-bench-rate: %s (see --help)\n", msg.c_str());
-  std::exit(2);
+  std::exit(64);  // EX_USAGE, like every other bench program
 }
 
 double parse_number(const std::string& flag, const std::string& s) {
@@ -327,14 +328,11 @@ Options parse_options(int argc, char** argv) {
       ss << f.rdbuf();
       o.extra_toml = ss.str();
     } else if (flag == "--set") {
-      const std::string kv = arg();
-      const auto eq = kv.find('=');
-      const auto dot = kv.find('.');
-      if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq ||
-          eq + 1 == kv.size()) {
-        usage_error("--set: SECTION.KEY=VALUE, got \"" + kv + "\"");
-      }
-      o.sets.emplace_back(kv.substr(0, dot), kv.substr(dot + 1, eq - dot - 1) + " = " + kv.substr(eq + 1));
+      // The parser pollux-feed and pollux-latency use (tools/common/config_override.h).
+      absl::StatusOr<pollux::tools::ConfigOverride> ov =
+          pollux::tools::ParseOverride(arg(), "--set", "runtime.sleep_timer_ms=50");
+      if (!ov.ok()) usage_error(std::string(ov.status().message()));
+      o.sets.push_back(*std::move(ov));
     } else if (flag == "--json") {
       o.json = arg();
     } else if (flag == "--plot") {
@@ -646,13 +644,20 @@ std::string make_config(const Options& o, const PointSpec& p, const std::string&
                           "rx_buffers = 4096\n",
                           o.udp_address);
   }
-  for (const auto& [section, line] : o.sets) {
-    const std::string head = "[" + section + "]\n";
-    if (const auto at = c.find(head); at != std::string::npos) {
-      c.insert(at + head.size(), line + "\n");
-    } else {
-      c += head + line + "\n";
+  if (!o.sets.empty()) {
+    // --set replaces a key the benchmark wrote (or adds it, in a new section if need be).
+    toml::table root;
+    try {
+      root = toml::parse(c, std::string_view("pollux-bench-rate config"));
+    } catch (const toml::parse_error& e) {
+      usage_error(absl::StrCat("internal: the generated config does not parse: ", std::string(e.description())));
     }
+    for (const auto& ov : o.sets) {
+      if (absl::Status st = pollux::tools::ApplyOverride(root, ov); !st.ok()) usage_error(std::string(st.message()));
+    }
+    std::ostringstream os;
+    os << toml::toml_formatter(root);
+    c = os.str() + "\n";
   }
   int port = g_base_port + p.index * 4;
   std::uint32_t id = 1;

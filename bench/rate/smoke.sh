@@ -14,7 +14,7 @@ grep -q -- "--strategies" "$T/help" || fail "--help does not describe --strategi
 set +e
 "$BIN" --no-such-flag >/dev/null 2>"$T/err"; rc=$?
 set -e
-[ $rc -eq 2 ] || fail "unknown flag exited $rc, want 2"
+[ $rc -eq 64 ] || fail "unknown flag exited $rc, want 64"
 grep -q "unknown flag" "$T/err" || fail "unknown flag not named: $(cat "$T/err")"
 
 # --drain: generous, the subscriber stops as soon as everything arrived.
