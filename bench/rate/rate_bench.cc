@@ -770,6 +770,19 @@ int child_failed(Shared* sh, const absl::Status& st) {
   return 2;
 }
 
+// Until `pub` (and `sub`, if given) is connected, at most 10 s: runs the publisher's duties and
+// polls the subscriber (inline mode needs both; with pollers they return at once).
+bool wait_connected(pollux::Publisher& pub, pollux::Subscriber* sub) {
+  const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
+  while (!pub.is_connected() || (sub != nullptr && !sub->is_connected())) {
+    pub.service();
+    if (sub != nullptr) (void)sub->poll([](const pollux::Message&) {}, 16);
+    if (Clock::monotonic_ns() > deadline) return false;
+    usleep(100);
+  }
+  return true;
+}
+
 // Waits for the child to open its side; false (with `err`) if it failed or died.
 bool wait_child_state(Shared* sh, pid_t child, std::string* err) {
   const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
@@ -937,14 +950,7 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
   pollux::Publisher& pub = *pub_or;
   const bool inline_mode = p.mode == "inline";
-  {
-    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!pub.is_connected()) {
-      pub.service();
-      if (Clock::monotonic_ns() > deadline) return finish("publisher not connected to the subscriber after 10 s");
-      usleep(100);
-    }
-  }
+  if (!wait_connected(pub, nullptr)) return finish("publisher not connected to the subscriber after 10 s");
   std::vector<std::byte> payload(o.payload, std::byte{0x5a});
   const std::int64_t t0 = Clock::now_ns() + 2'000'000;
   const std::int64_t t_measure = t0 + sched.offset(warm_n);
@@ -1154,15 +1160,7 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   pollux::Publisher& pub = *pub_or;
   pollux::Subscriber& sub = *sub_or;
   const bool inline_mode = p.mode == "inline";
-  {
-    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!pub.is_connected() || !sub.is_connected()) {
-      pub.service();
-      (void)sub.poll([](const pollux::Message&) {}, 16);
-      if (Clock::monotonic_ns() > deadline) return finish("ping/pong streams not connected after 10 s");
-      usleep(100);
-    }
-  }
+  if (!wait_connected(pub, &sub)) return finish("ping/pong streams not connected after 10 s");
   const auto interval = static_cast<std::int64_t>(o.rtt_interval_ms * 1e6);
   const auto warm_n = static_cast<std::uint64_t>(o.warmup_s * 1e9 / static_cast<double>(interval));
   const std::uint64_t meas_n = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.rtt_duration_s * 1e9 / static_cast<double>(interval)));
@@ -1326,13 +1324,7 @@ IdleResult run_idle(const Options& o, const PointSpec& p) {
   auto pub_or = (*ctx)->publisher("idle");
   if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
   pollux::Publisher& pub = *pub_or;
-  {
-    const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!pub.is_connected()) {
-      if (Clock::monotonic_ns() > deadline) return finish("stream not connected after 10 s");
-      usleep(1000);
-    }
-  }
+  if (!wait_connected(pub, nullptr)) return finish("stream not connected after 10 s");
   std::vector<std::byte> payload(o.payload, std::byte{0x5a});
   while (pub.offer(payload.data(), payload.size()) < 0) usleep(100);
   // Half a second to settle (the controller leaves its busy/spin states after idle_after_ns).
