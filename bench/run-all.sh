@@ -101,7 +101,7 @@ if small; then STEP_TIMEOUT=${STEP_TIMEOUT:-150}; else STEP_TIMEOUT=${STEP_TIMEO
   echo "load before: $(cat /proc/loadavg)"
   echo "uname -a: $(uname -a)"
   echo "kernel cmdline: $(cat /proc/cmdline 2>/dev/null)"
-  gov=$(cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c | awk '{printf "%s%s x%s", NR>1?", ":"", $2, $1}')
+  gov=$(cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
   echo "governor: ${gov:-none (no cpufreq interface: a VM, or no frequency driver)}"
   if [ -x "$BIN/pollux-bench-ring" ]; then
     echo "machine_description: $("$BIN/pollux-bench-ring" --machine 2>&1)"
