@@ -230,9 +230,13 @@ if wanted latency; then
     done
     if ! small; then
       # UDP busy-poll vs blocking receive (issue 11's switch), interleaved pairs in one invocation.
+      # Inline mode: the application thread is the receiver, so busy-spin is user-space polling
+      # of the socket and interrupt is a blocking epoll wait. (With dedicated pollers a
+      # busy-spinning poller and its application thread share a CPU on 2 cores and take turns by
+      # scheduler time slices: milliseconds per hop, which measures the scheduler.)
       mkdir -p "$OUT/latency-udp-ab"
-      run latency-udp-ab "$BIN/pollux-latency" --set transport.kind=udp --count "$n" \
-        --ab runtime.idle=busy-spin,interrupt --json "$OUT/latency-udp-ab.json" --plot "$OUT/latency-udp-ab"
+      run latency-udp-ab "$BIN/pollux-latency" --set transport.kind=udp --set runtime.threading=inline \
+        --count 50000 --ab runtime.idle=busy-spin,interrupt --json "$OUT/latency-udp-ab.json" --plot "$OUT/latency-udp-ab"
     fi
   else
     skip latency "$BIN/pollux-latency is not built (tools/latency; cmake --build build --target pollux-latency)"
