@@ -99,9 +99,11 @@ int AppRxSource::progress(std::int64_t /*now*/) noexcept {
       if (buf[k].kind != transport::RxKind::kMessage) continue;
       ++msgs;
       if (__builtin_expect(buf[k].frame->flags & core::kFlagTraced, 0)) {
-        // Fresh reads: the cycle's `now` predates what this cycle's tx duty posted.
-        buf[k].receive_ns = Clock::now_ns();
-        buf[k].ring_ns = buf[k].receive_ns;
+        // Fresh reads: the cycle's `now` predates what this cycle's tx duty posted. A transport
+        // that stamped its own receive (UDP: at recvmmsg return) keeps it; for the others
+        // receive is the ring push (an alias the decomposition reports as such).
+        buf[k].ring_ns = Clock::now_ns();
+        if (buf[k].receive_ns == 0) buf[k].receive_ns = buf[k].ring_ns;
       }
     }
     (void)ch.deliver.push_burst(buf, n);  // fits: n <= room <= free space

@@ -390,6 +390,7 @@ class LogReader {
       d.sequence = seq;
       d.receive_ns = 0;
       d.ring_ns = 0;
+      d.reserved = 0;  // no RxFlag: nothing in a shared segment is a stamp to trust
       pos_ += aligned;
       ++expected_;
     }
