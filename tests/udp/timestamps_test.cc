@@ -339,6 +339,7 @@ void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bo
     (void)su->poll([](const Message&) {}, 16);
     step();
   }
+  const auto sc_budget = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (int i = 0; i < n; ++i) {
     for (int stream = 0; stream < 2; ++stream) {
       Publisher& pub = stream == 0 ? *pt : *pu;
@@ -360,7 +361,8 @@ void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bo
       // its poller (every cycle).
       const std::uint64_t seq = got.back().sequence;
       std::int64_t sc = pub.send_completion_ns(seq);
-      const auto sc_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      // Up to 2 s per message, 10 s in all (a broken build fails in seconds, not n x 2 s).
+      const auto sc_deadline = std::min(std::chrono::steady_clock::now() + std::chrono::seconds(2), sc_budget);
       while (stream == 0 && kts && sc == 0 && std::chrono::steady_clock::now() < sc_deadline) {
         if (inline_mode) {
           (void)pub.service();
