@@ -401,6 +401,11 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   }
   const std::int64_t now = core::Clock::now_ns();
   t.sender.flush(t, now);
+  // Traced datagrams just went out: their stamps are usually queued by the time sendmmsg
+  // returns (the driver stamps as it transmits). Collected now, right behind the send - in the
+  // shadow of the wire and the peer's turnaround - rather than at some later duty that may fall
+  // in the middle of another message's path.
+  if (__builtin_expect(t.tx_stamps_outstanding(), 0)) (void)t.collect_tx_stamps();
   // Inline mode: the publisher's own timers ride on its calls. Poller mode: the source's.
   if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
   return n;
@@ -412,9 +417,7 @@ std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
   const std::uint32_t n = std::min<std::uint32_t>(done_n_, static_cast<std::uint32_t>(freed.size()));
   done_n_ -= n;
   std::memcpy(freed.data(), done_.get() + done_n_, n * sizeof(std::uint32_t));
-  // TX stamps are collected here, not in post_st(): off the send path (the stamp is usually
-  // queued by the time sendmmsg returns; the driver stamps as it transmits). Poller mode: the
-  // poller reaps every cycle; inline: Publisher::service() and a pool running dry.
+  // Stamps that were not queued yet when post_st() looked (a device that stamps later).
   if (__builtin_expect(core_ != nullptr && core_->tx_stamps_outstanding(), 0)) (void)core_->collect_tx_stamps();
   // Inline: look for NAKs now and then between the application's service() calls.
   if (source_ == nullptr && (++reaps_ & 63) == 0) {
