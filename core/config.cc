@@ -609,7 +609,7 @@ const std::vector<Field>& fields() {
       {"udp.busy_poll_us", "SO_BUSY_POLL on subscriber sockets in microseconds (0 = off; needs CAP_NET_ADMIN to raise above net.core.busy_read; refused is reported, not fatal)",
        [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.busy_poll_us); },
        [](const Config& c) { return absl::StrCat(c.udp.busy_poll_us); }},
-      {"udp.kernel_timestamps", "stage tracing: subscriber sockets take the kernel's software receive timestamp of every datagram (SO_TIMESTAMPING), given to traced messages as StageTimes::kKernelRx; costs a control buffer per datagram and turns on the kernel's global packet timestamping (publishers of traced streams always ask for TX timestamps, per traced datagram)",
+      {"udp.kernel_timestamps", "stage tracing with the kernel's software timestamps (SO_TIMESTAMPING): publishers of traced streams ask for the TX timestamp of each datagram carrying a traced frame (Publisher::send_completion_ns), subscriber sockets take every datagram's receive timestamp (StageTimes::kKernelRx). Costs: the kernel's TX timestamp work on the traced message's path (~1 us per send on loopback here), a control buffer per received datagram and the host's global packet timestamping",
        [](Config& c, const toml::node& n) { return want_bool(n, &c.udp.kernel_timestamps); },
        [](const Config& c) { return std::string(c.udp.kernel_timestamps ? "true" : "false"); }},
       {"udp.socket_rcvbuf", "SO_RCVBUF of subscriber sockets (the kernel caps it at net.core.rmem_max; the effective size is in describe())",
