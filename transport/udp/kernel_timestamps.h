@@ -1,5 +1,5 @@
 // Kernel software timestamps of the UDP transport (SO_TIMESTAMPING), for stage tracing
-// (docs/ARCHITECTURE.md, "Stage tracing"):
+// (docs/ARCHITECTURE.md, "Stage tracing"), both only with udp.kernel_timestamps = true:
 //   - TX: a traced stream's publisher asks for the kernel's software transmit timestamp
 //     (SOF_TIMESTAMPING_TX_SOFTWARE, taken by the driver as the packet goes out) on exactly the
 //     datagrams that carry a first transmission of a traced frame, by a per-datagram cmsg; the
