@@ -348,7 +348,9 @@ std::string_view result_name(std::int64_t r) {
 }
 
 std::string_view StageTimes::name(int stage) {
-  return stage >= 0 && stage < kCount ? core::kStageNames[static_cast<std::size_t>(stage)] : "?";
+  if (stage == kKernelRx) return "kernel_rx";  // receiver-side only: not a core::Stage of the wire block
+  return stage >= 0 && stage < static_cast<int>(core::kStageNames.size()) ? core::kStageNames[static_cast<std::size_t>(stage)]
+                                                                          : "?";
 }
 
 }  // namespace pollux

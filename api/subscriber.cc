@@ -108,11 +108,15 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         if (__builtin_expect(traced, 0)) {
           const auto* t =
               reinterpret_cast<const core::StageTrace*>(reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize);
-          std::memcpy(st.ns, t->stamp_ns, sizeof st.ns);
+          static_assert(sizeof t->stamp_ns == StageTimes::kKernelRx * sizeof(std::int64_t));
+          std::memcpy(st.ns, t->stamp_ns, sizeof t->stamp_ns);
           const std::int64_t now = core::Clock::now_ns();
           st.ns[StageTimes::kReceive] = d.receive_ns != 0 ? d.receive_ns : now;
           st.ns[StageTimes::kRingToSubscriber] = d.ring_ns;
           st.ns[StageTimes::kDelivery] = now;
+          // The kernel's receive stamp only when this process's transport wrote it into its own
+          // copy of the frame (the wire value, or a shm segment's, is never read).
+          st.ns[StageTimes::kKernelRx] = (d.reserved & transport::kRxFlagKernelRx) ? t->kernel_rx_ns : 0;
           trace = &st;
         }
         const Message m{{reinterpret_cast<const std::byte*>(f) + off, d.length - off},

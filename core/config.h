@@ -113,6 +113,7 @@ struct UdpConfig {
   std::uint32_t rx_batch = 32;           // datagrams per recvmmsg (adaptive below this)
   std::uint32_t rx_buffers = 4096;       // datagram buffers per subscriber endpoint
   std::uint32_t busy_poll_us = 0;        // SO_BUSY_POLL on subscriber sockets (0 = off)
+  bool kernel_timestamps = false;        // SO_TIMESTAMPING RX software stamps on subscriber sockets (tracing)
   std::uint64_t socket_rcvbuf = 4u << 20;  // SO_RCVBUF
   std::uint64_t socket_sndbuf = 4u << 20;  // SO_SNDBUF
   std::uint64_t retransmit_buffer = 16u << 20;  // bytes of sent frames kept for repairs (power of two)

@@ -28,11 +28,16 @@ enum class Stage : std::uint8_t {
 inline constexpr std::array<std::string_view, 7> kStageNames = {
     "offer", "ring_enqueue", "poller_dequeue", "post", "receive", "ring_to_subscriber", "delivery"};
 
-// 64 bytes on the wire (7 stamps + a count of stamps set). A zero stamp means "stage not
+// 64 bytes on the wire: 7 stamps and one receiver-private word. A zero stamp means "stage not
 // passed" (e.g. inline mode has no ring stages).
 struct StageTrace {
   std::int64_t stamp_ns[7];
-  std::int64_t reserved;
+  // Receiver-private: the kernel's receive timestamp (UDP with udp.kernel_timestamps, converted
+  // to Clock), written by the receiving transport into ITS OWN copy of the frame. Publishers
+  // always send 0 and receivers ignore the wire value: a subscriber reads it only when the
+  // transport marked the descriptor (transport::kRxFlagKernelRx in RxDesc::reserved), never
+  // from a frame in shared memory another process wrote.
+  std::int64_t kernel_rx_ns;
 };
 static_assert(sizeof(StageTrace) == 64);
 

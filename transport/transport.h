@@ -73,9 +73,16 @@ struct RxDesc {
   RxKind kind;
   std::uint16_t reason;            // GapReason, or EndReason
   std::uint32_t session_id;
-  std::uint32_t reserved;
+  std::uint32_t reserved;          // RxFlag bits set by the transport (0 = none)
 };
 static_assert(sizeof(RxDesc) == 64);
+
+// RxDesc::reserved bits.
+enum RxFlag : std::uint32_t {
+  // kMessage, traced: the transport wrote the kernel's receive timestamp into its own private
+  // copy of the frame's trace block (StageTrace::kernel_rx_ns). Only UDP sets it.
+  kRxFlagKernelRx = 1u << 0,
+};
 
 // Where a kMessage view starts in its transport's position space (for RxEndpoint::safe_floor()
 // checks): a transport sets token to the position just past the frame's aligned length.

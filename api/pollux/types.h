@@ -19,9 +19,13 @@ inline constexpr std::int64_t kMessageTooLarge = -4; // payload exceeds max_payl
 std::string_view result_name(std::int64_t r);
 
 // Stage timestamps of a traced message (nanoseconds, the publisher host's Clock); 0 = the
-// message did not pass that stage (e.g. inline mode has no ring hops).
+// message did not pass that stage (e.g. inline mode has no ring hops). The indices are in the
+// order they were added, not path order: kKernelRx (the kernel's software receive timestamp,
+// UDP with udp.kernel_timestamps = true; 0 otherwise) lies between kPost and kReceive on the
+// path. The local send completion is not here: the publisher learns it after the frame left
+// (Publisher::send_completion_ns).
 struct StageTimes {
-  enum Stage { kOffer, kRingEnqueue, kPollerDequeue, kPost, kReceive, kRingToSubscriber, kDelivery, kCount };
+  enum Stage { kOffer, kRingEnqueue, kPollerDequeue, kPost, kReceive, kRingToSubscriber, kDelivery, kKernelRx, kCount };
   std::int64_t ns[kCount];
   static std::string_view name(int stage);
 };

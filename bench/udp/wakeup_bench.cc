@@ -12,12 +12,12 @@
 //   poller-interrupt  a Pollux subscriber context (dedicated poller on CPU 1, runtime.idle =
 //                  "interrupt", sleep_timer_ms = 0: it sleeps in epoll over the UDP source's
 //                  epoll set after every empty cycle) and an inline publisher on CPU 0; traced
-//                  stream: latency = StageTimes kReceive (the poller handed the frame to the
+//                  stream: latency = StageTimes kRingToSubscriber (the poller handed the frame to the
 //                  subscriber ring) - kOffer (the publisher's offer, which sends at once)
 //   poller-busy    the same with runtime.idle = "busy-spin" (no sleep: the wakeup's share is the
 //                  difference)
 // The application thread of the poller cases drains the subscriber with Subscriber::wait()
-// (unpinned); it is not on the measured path (kReceive is stamped by the poller).
+// (unpinned); it is not on the measured path (kRingToSubscriber is stamped by the poller).
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -167,7 +167,7 @@ Histogram poller(const std::string& idle, std::uint64_t count, int gap_us) {
       const int n = sub->poll(
           [&](const pollux::Message& m) {
             if (m.trace != nullptr) {
-              h.record(m.trace->ns[pollux::StageTimes::kReceive] - m.trace->ns[pollux::StageTimes::kOffer]);
+              h.record(m.trace->ns[pollux::StageTimes::kRingToSubscriber] - m.trace->ns[pollux::StageTimes::kOffer]);
             }
             got.fetch_add(1, std::memory_order_release);  // pairs with the sender's acquire
           },

@@ -46,6 +46,46 @@ Sample Inline(std::int64_t t0, std::int64_t gap) {
   return s;
 }
 
+// UDP inline with udp.kernel_timestamps: post = offer, the ping publisher's send completion
+// (kernel TX stamp), the pong side's kernel RX stamp, its own receive (recvmmsg return) and the
+// delivery. Stage gaps: 3000, 700, 3700, 100 ns.
+Sample UdpInlineKernel(std::int64_t t0) {
+  Sample s;
+  s.ns[kOffer] = t0;
+  s.ns[kPost] = t0;
+  s.ns[kSendCompletion] = t0 + 3000;
+  s.ns[kKernelRx] = s.ns[kSendCompletion] + 700;
+  s.ns[kReceive] = s.ns[kKernelRx] + 3700;
+  s.ns[kDelivery] = s.ns[kReceive] + 100;
+  return s;
+}
+
+TEST(Decomposition, UdpKernelTimestampsSplitTheTransportStage) {
+  auto d = std::make_unique<Decomposer>(10.0);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(d->add(UdpInlineKernel(1'000'000 + i * 20'000)), Decomposer::Verdict::kAccepted);
+  ASSERT_TRUE(d->stage_present(kSendCompletion - 1));
+  EXPECT_EQ(d->from_point(kSendCompletion - 1), kOffer);  // post is the offer's read (an alias)
+  EXPECT_DOUBLE_EQ(d->stage(kSendCompletion - 1).mean(), 2990);
+  EXPECT_DOUBLE_EQ(d->stage(kKernelRx - 1).mean(), 690);
+  EXPECT_EQ(d->from_point(kReceive - 1), kKernelRx);
+  EXPECT_DOUBLE_EQ(d->stage(kReceive - 1).mean(), 3690);
+  EXPECT_DOUBLE_EQ(d->stage(kDelivery - 1).mean(), 90);
+  EXPECT_DOUBLE_EQ(d->end_to_end().mean(), 2990 + 690 + 3690 + 90);
+  // A ping whose send completion did not come back has another set of stages: rejected and
+  // counted, not folded into the transport stage.
+  Sample missing = UdpInlineKernel(9'000'000);
+  missing.ns[kSendCompletion] = 0;
+  EXPECT_EQ(d->add(missing), Decomposer::Verdict::kLayoutMismatch);
+  // A TX stamp converted after an NTP step that lands it after the RX stamp goes backwards.
+  Sample stepped = UdpInlineKernel(9'500'000);
+  stepped.ns[kSendCompletion] = stepped.ns[kKernelRx] + 1;
+  EXPECT_EQ(d->add(stepped), Decomposer::Verdict::kOutOfOrder);
+  EXPECT_EQ(d->accepted(), 100u);
+  // The notes for an absent kernel stage name the key.
+  EXPECT_THAT(transport_notes("udp")[kKernelRx], HasSubstr("udp.kernel_timestamps"));
+  EXPECT_THAT(transport_notes("udp")[kSendCompletion], HasSubstr("udp.kernel_timestamps"));
+}
+
 TEST(Decomposition, StagesFollowThePathAndTheClockCostIsSubtractedPerStamp) {
   auto d = std::make_unique<Decomposer>(10.0);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(d->add(Dedicated(1'000'000 + i * 10'000)), Decomposer::Verdict::kAccepted);

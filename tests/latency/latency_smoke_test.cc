@@ -207,9 +207,34 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
     ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count", "300",
                      "--warmup", "30", "--json", json});
     const Value v = CheckRun(r, "udp", json);
-    EXPECT_THAT(r.out, HasSubstr("SO_TIMESTAMPING"));  // the send-completion stage says it is not measured
+    // pollux-latency turns udp.kernel_timestamps on: the kernel's TX and RX software stamps
+    // (SO_TIMESTAMPING) split the path into send completion, kernel/wire and receive.
+    if (const Value* st = v.get("stages")) {
+      ASSERT_EQ(st->arr.size(), static_cast<std::size_t>(kStageCount));
+      EXPECT_FALSE(st->arr[kSendCompletion - 1].get("absent")->b) << r.out;
+      EXPECT_FALSE(st->arr[kKernelRx - 1].get("absent")->b) << r.out;
+      EXPECT_FALSE(st->arr[kReceive - 1].get("absent")->b) << r.out;
+      EXPECT_EQ(st->arr[kReceive - 1].get("from")->str, "kernel_rx") << r.out;
+    }
     const Value* floor = v.get("floor");
     EXPECT_TRUE(floor != nullptr && floor->is_object()) << r.out;
+  }
+}
+
+// With udp.kernel_timestamps off (the library's default) the kernel stages are absent and say
+// why; receive is still UDP's own stamp (recvmmsg return), not an alias of delivery.
+TEST_F(LatencySmoke, UdpWithoutKernelTimestamps) {
+  const fs::path json = dir_ / "udp-nokts.json";
+  ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", "runtime.threading=inline", "--set",
+                       "udp.kernel_timestamps=false", "--count", "200", "--warmup", "20", "--json", json});
+  const Value v = CheckRun(r, "udp", json);
+  EXPECT_THAT(r.out, HasSubstr("udp.kernel_timestamps = false"));
+  if (const Value* st = v.get("stages")) {
+    ASSERT_EQ(st->arr.size(), static_cast<std::size_t>(kStageCount));
+    EXPECT_TRUE(st->arr[kSendCompletion - 1].get("absent")->b) << r.out;
+    EXPECT_TRUE(st->arr[kKernelRx - 1].get("absent")->b) << r.out;
+    EXPECT_FALSE(st->arr[kReceive - 1].get("absent")->b) << r.out;
+    EXPECT_FALSE(st->arr[kDelivery - 1].get("absent")->b) << r.out;
   }
 }
 

@@ -146,8 +146,11 @@ bool Decomposer::merge(const Decomposer& o) noexcept {
 PointNotes transport_notes(std::string_view transport) {
   PointNotes n;
   if (transport == "udp") {
-    n[kSendCompletion] = "not measured yet: this version takes no SO_TIMESTAMPING software TX timestamp";
-    n[kKernelRx] = "not measured yet: this version takes no SO_TIMESTAMPING software RX timestamp";
+    n[kSendCompletion] =
+        "absent: udp.kernel_timestamps = false (no SO_TIMESTAMPING software TX timestamp asked for), or none came "
+        "back (refused by the socket, or the device does not stamp: see the publisher's describe() and its "
+        "tx_timestamps counters)";
+    n[kKernelRx] = "absent: udp.kernel_timestamps = false (the kernel's SO_TIMESTAMPING software RX timestamp is off)";
   } else if (transport == "rdma") {
     n[kSendCompletion] = "not measured by this version (send CQE time; completion timestamps are not queried)";
     n[kKernelRx] = "not measured by this version (recv CQE completion timestamp is not queried)";

@@ -339,6 +339,13 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   toml::table& runtime = TableOf(root, "runtime");
   runtime.insert_or_assign("name", absl::StrFormat("lat%dr%d", static_cast<int>(getpid()), run));
   const bool udp = user->transport == core::TransportKind::kUdp;
+  if (udp) {
+    // The kernel's RX timestamp stage (kernel_rx): on for every UDP socket of the run, traced or
+    // not, so the untraced streams pay its cost too and the perturbation figure stays honest.
+    // An explicit udp.kernel_timestamps (file, --set, --ab) wins.
+    toml::table& u = TableOf(root, "udp");
+    if (u.get("kernel_timestamps") == nullptr) u.insert("kernel_timestamps", true);
+  }
   // Ports (UDP streams, RDMA RC listeners): per invocation and run, away from
   // pollux-bench-rate's 20000-51999 range.
   const int port = 52000 + static_cast<int>(getpid() % 800) * 16 + (run % 4) * 4;
@@ -657,6 +664,7 @@ struct RunResult {
   Dist floor;
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
+  std::uint64_t send_completion_missing = 0;  // measured traced pings whose send completion never came
   Checks checks() const {
     Checks c;
     c.have_untraced = untraced.n > 0 && traced.n > 0;
@@ -667,8 +675,19 @@ struct RunResult {
   }
 };
 
-// Pong payload: sequence, a has-trace word, the ping's 7 stamps as the pong side saw them.
-constexpr std::size_t kPongBytes = 8 + 8 + 7 * 8;
+// Pong payload: sequence, a has-trace word, the ping's 7 stamps as the pong side saw them, its
+// kernel RX stamp (StageTimes::kKernelRx) and its Message::sequence (the ping side looks up the
+// ping's send completion by it).
+constexpr std::size_t kPongBytes = 8 + 8 + 7 * 8 + 8 + 8;
+constexpr std::size_t kPongKernelRx = 8 + 8 + 7 * 8;
+constexpr std::size_t kPongSequence = kPongKernelRx + 8;
+
+// A sample of a traced message's StageTimes as the receiver saw them (kernel_rx included).
+Sample SampleOf(const pollux::StageTimes& t) noexcept {
+  Sample s = sample_from_stage_times(t.ns);
+  s.ns[kKernelRx] = t.ns[pollux::StageTimes::kKernelRx];
+  return s;
+}
 
 // The application loop's step after an empty poll: inline mode spins (the thread is the I/O
 // path; pinned, one per CPU) and runs the publishers' duties every 64 empty polls; with
@@ -692,6 +711,41 @@ struct AppIdle {
       for (pollux::Publisher* p : pubs) (void)p->service();
     }
   }
+};
+
+// The ping publisher's send completion of a traced ping (Publisher::send_completion_ns), waited
+// for a bounded while: up to kWaitNs per ping, and not at all once the first kProbe pings all
+// came without one (a transport that records none: the stage is then absent, not waited for).
+class SendCompletionWait {
+ public:
+  static constexpr std::int64_t kWaitNs = 2'000'000;
+  static constexpr std::uint64_t kProbe = 16;
+  explicit SendCompletionWait(bool possible) : possible_(possible) {}
+  bool wanted() const noexcept { return possible_ && (seen_ > 0 || tried_ < kProbe); }
+  std::int64_t wait(pollux::Publisher& pub, std::uint64_t sequence, AppIdle& idle) noexcept {
+    ++tried_;
+    std::int64_t deadline = 0;
+    for (std::uint32_t k = 0;; ++k) {
+      if (const std::int64_t ns = pub.send_completion_ns(sequence); ns != 0) {
+        ++seen_;
+        return ns;
+      }
+      if ((k & 15) == 15) {
+        const std::int64_t now = Clock::now_ns();
+        if (deadline == 0) deadline = now + kWaitNs;
+        if (now > deadline) return 0;
+      }
+      if (idle.inline_mode) {
+        (void)pub.service();
+      } else {
+        sched_yield();
+      }
+    }
+  }
+
+ private:
+  bool possible_;
+  std::uint64_t tried_ = 0, seen_ = 0;
 };
 
 // Offers until accepted; false on kClosed/kMessageTooLarge or after `timeout_ns`.
@@ -771,6 +825,8 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
         const std::uint64_t one = 1;
         std::memcpy(pong + 8, &one, 8);
         std::memcpy(pong + 16, m.trace->ns, 7 * 8);
+        std::memcpy(pong + kPongKernelRx, &m.trace->ns[pollux::StageTimes::kKernelRx], 8);
+        std::memcpy(pong + kPongSequence, &m.sequence, 8);
       }
       if (!OfferRetry(pub, pong, sizeof pong, idle, timeout_ns, &err)) return;
     };
@@ -799,7 +855,7 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
       const double lat = static_cast<double>(now - tk) - sh->dec.clock_cost_ns();
       if (traced) {
         sh->traced_one_way.add(lat);
-        if (m.trace != nullptr) (void)sh->dec.add(sample_from_stage_times(m.trace->ns));
+        if (m.trace != nullptr) (void)sh->dec.add(SampleOf(*m.trace));
       } else {
         sh->untraced_one_way.add(lat);
       }
@@ -931,6 +987,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     // timed-out round trip is counted as stale and ignored.
     const std::uint64_t total = 2 * (o.warmup + o.count);
     std::uint64_t consecutive_timeouts = 0;
+    SendCompletionWait send_completions(rc.cfg.transport != core::TransportKind::kShm);
     for (std::uint64_t i = 0; i < total && err.empty(); ++i) {
       const bool traced = (i % 2) == 0;
       const bool measured = i >= 2 * o.warmup;
@@ -942,6 +999,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       std::int64_t t1 = 0;
       Sample sample;
       bool have_trace = false;
+      std::uint64_t ping_sequence = 0;  // the traced ping's Message::sequence, from the echo
       auto on_pong = [&](const pollux::Message& m) {
         const std::int64_t now = Clock::now_ns();
         std::uint64_t s = 0;
@@ -959,6 +1017,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
           std::int64_t ns7[7];
           std::memcpy(ns7, m.payload.data() + 16, sizeof ns7);
           sample = sample_from_stage_times(ns7);
+          std::memcpy(&sample.ns[kKernelRx], m.payload.data() + kPongKernelRx, 8);
+          std::memcpy(&ping_sequence, m.payload.data() + kPongSequence, 8);
           have_trace = true;
         }
       };
@@ -980,10 +1040,19 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
         continue;
       }
       consecutive_timeouts = 0;
+      if (have_trace && send_completions.wanted()) {
+        // The ping's local send completion (UDP: the kernel's TX timestamp), recorded by the
+        // ping publisher's duties: inline, its offer()/service() (run them for a bounded
+        // while); dedicated, the poller (yield to it). After the echo, so off the timed path.
+        sample.ns[kSendCompletion] = send_completions.wait(*pt, ping_sequence, idle);
+      }
       if (!measured) continue;
       const double half = (static_cast<double>(t1 - t0) - clock_cost) / 2.0;
       (traced ? r.traced : r.untraced).add(half);
-      if (have_trace) (void)r.dec->add(sample);
+      if (have_trace) {
+        if (send_completions.wanted() && sample.ns[kSendCompletion] == 0) ++r.send_completion_missing;
+        (void)r.dec->add(sample);
+      }
     }
   } else {
     // Open loop: message k at t0 + k / rate, on the traced stream when k is even.
@@ -1080,7 +1149,8 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
     absl::StrAppendFormat(&out, ", \"floor\": null, \"floor_note\": %s",
                           json_string(o.rate > 0 ? "no floor in --rate mode" : FloorName(r.floor_kind)));
   }
-  absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u", r.timeouts, r.stale);
+  absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u, \"send_completion_missing\": %u", r.timeouts, r.stale,
+                        r.send_completion_missing);
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received, r.lost,
                           r.gaps);
@@ -1092,6 +1162,10 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
   std::string out = format_table(*r.dec, notes, ChecksOf(o, r));
   if (r.floor.n == 0 && o.rate <= 0) absl::StrAppendFormat(&out, "floor: %s\n", FloorName(r.floor_kind));
   if (r.timeouts || r.stale) absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
+  if (r.send_completion_missing) {
+    absl::StrAppendFormat(&out, "traced pings without a send completion (not decomposed: a different layout): %u\n",
+                          r.send_completion_missing);
+  }
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, "sent %u, received %u, lost %u (%u gaps)\n", r.sent, r.received, r.lost, r.gaps);
   }
@@ -1379,6 +1453,9 @@ int Main(int argc, char** argv) {
   const double clock_cost = bench::clock_cost_ns();
   const std::string transport = TransportName(base->cfg);
   PointNotes notes = transport_notes(transport);
+  if (o.rate > 0 && base->cfg.transport == core::TransportKind::kUdp) {
+    notes[kSendCompletion] = "not joined in --rate mode (the kernel's TX timestamp stays in the sending process)";
+  }
   if (base->cfg.transport == core::TransportKind::kRdma) {
     // Asked once, of the ping side's device (both sides use the same configuration).
     const std::string ts = rdma_completion_timestamp_note(base->cfg);

@@ -392,6 +392,7 @@ class LogReader {
       // plausible(): same line). The stamp is ours, not from the shared log.
       d.receive_ns = __builtin_expect(h->flags & core::kFlagTraced, 0) ? core::Clock::now_ns() : 0;
       d.ring_ns = 0;
+      d.reserved = 0;  // no RxFlag: nothing in a shared segment is a stamp to trust
       pos_ += aligned;
       ++expected_;
     }

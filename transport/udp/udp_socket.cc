@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/net_tstamp.h>
 #include <net/if.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -155,6 +156,26 @@ absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel
   return si;
 }
 
+namespace {
+constexpr int kTxStampFlags = SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY | SOF_TIMESTAMPING_SOFTWARE;
+}  // namespace
+
+void enable_tx_timestamps(SocketInfo& si) {
+  const int flags = kTxStampFlags;
+  if (setsockopt(si.fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) == 0) {
+    si.kernel_timestamps = true;
+  } else {
+    absl::StrAppendFormat(&si.notes, "SO_TIMESTAMPING (TX software timestamps) refused: %s; ", std::strerror(errno));
+  }
+}
+
+bool restart_tx_timestamp_ids(int fd) {
+  const int off = kTxStampFlags & ~SOF_TIMESTAMPING_OPT_ID;
+  const int on = kTxStampFlags;
+  return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &off, sizeof off) == 0 &&
+         setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof on) == 0;
+}
+
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch) {
   const core::UdpConfig& u = cfg.udp;
   SocketInfo si;
@@ -179,6 +200,16 @@ absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel
   getsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &si.rcvbuf, &len);
   if (static_cast<std::uint64_t>(si.rcvbuf) < u.socket_rcvbuf) {
     absl::StrAppendFormat(&si.notes, "SO_RCVBUF capped at %d (raise net.core.rmem_max); ", si.rcvbuf);
+  }
+  if (u.kernel_timestamps) {
+    // Every datagram gets its receive time (and the host a global net timestamp static key:
+    // netif_rx stamps every packet while any socket asks).
+    const int flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    if (setsockopt(si.fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof flags) == 0) {
+      si.kernel_timestamps = true;
+    } else {
+      absl::StrAppendFormat(&si.notes, "udp.kernel_timestamps: SO_TIMESTAMPING refused: %s; ", std::strerror(errno));
+    }
   }
   if (u.busy_poll_us > 0) {
     const int us = static_cast<int>(u.busy_poll_us);

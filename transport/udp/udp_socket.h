@@ -34,6 +34,7 @@ struct SocketInfo {
   int rcvbuf = 0, sndbuf = 0;  // effective sizes (the kernel doubles what it was asked)
   bool busy_poll = false;      // SO_BUSY_POLL accepted
   bool connected = false;      // unicast publisher: connect()ed to the subscriber (no per-send route lookup)
+  bool kernel_timestamps = false;  // SO_TIMESTAMPING accepted (subscriber: RX software stamps, udp.kernel_timestamps; publisher: TX)
   std::string notes;           // what was refused (not fatal), for describe()
 };
 
@@ -42,8 +43,16 @@ struct SocketInfo {
 // address, which is also where its NAKs come from (it binds that address), so nothing is
 // filtered and every send skips the route lookup.
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch);
+// Traced publishers: SOF_TIMESTAMPING_OPT_ID | OPT_TSONLY | SOFTWARE on the socket, so that
+// datagrams sent with a TX_SOFTWARE cmsg come back stamped on the error queue (nothing else does:
+// no global cost). Refused is not fatal: sets kernel_timestamps false and says so in notes.
+void enable_tx_timestamps(SocketInfo& si);
+// Restarts the kernel's numbering of timestamped sends at 0 (OPT_ID off and on). False: refused.
+bool restart_tx_timestamp_ids(int fd);
 // Subscriber socket: non-blocking, bound to the group (or unicast address) and port, group
-// joined on the interface, receive buffer and busy polling set. Multicast sockets set
+// joined on the interface, receive buffer and busy polling set. With
+// udp.kernel_timestamps, SOF_TIMESTAMPING_RX_SOFTWARE | SOFTWARE (every datagram's kernel
+// receive time in a cmsg; refused is reported in notes, not fatal). Multicast sockets set
 // SO_REUSEADDR (every subscriber on the host gets every datagram); unicast ones do not, since
 // the kernel would hand each datagram to only one of two sockets sharing the port: a port in
 // use is an error naming the address, the port and its key.

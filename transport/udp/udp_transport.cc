@@ -1,6 +1,8 @@
 #include "transport/udp/udp_transport.h"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
@@ -31,6 +33,45 @@ constexpr std::uint32_t kControlBatch = 8;
 constexpr std::uint32_t kControlBufSize = 576;
 // A lingering publisher repeats its end-of-stream heartbeat this often.
 constexpr std::int64_t kEndResendNs = 5'000'000;
+// Error-queue entries (TX timestamps) read per recvmmsg, and rounds per collect_tx_stamps().
+constexpr std::uint32_t kStampBatch = 16;
+constexpr int kStampRounds = 4;
+// Control space of one error-queue entry: SO_TIMESTAMPING (scm_timestamping) + IP_RECVERR
+// (sock_extended_err + the offender's address), with room to spare.
+constexpr std::size_t kStampControlBytes = 256;
+static_assert(CMSG_SPACE(sizeof(scm_timestamping)) + CMSG_SPACE(sizeof(sock_extended_err) + sizeof(sockaddr_in)) <=
+              kStampControlBytes);
+
+// The per-datagram request for a TX software timestamp (a cmsg on that sendmmsg entry).
+struct TxStampRequest {
+  alignas(cmsghdr) unsigned char buf[CMSG_SPACE(sizeof(std::uint32_t))];
+  TxStampRequest() {
+    std::memset(buf, 0, sizeof buf);
+    auto* c = reinterpret_cast<cmsghdr*>(buf);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SO_TIMESTAMPING;
+    c->cmsg_len = CMSG_LEN(sizeof(std::uint32_t));
+    const std::uint32_t flags = SOF_TIMESTAMPING_TX_SOFTWARE;
+    std::memcpy(CMSG_DATA(c), &flags, sizeof flags);
+  }
+};
+// Read-only after construction: the kernel only reads it.
+const TxStampRequest kTxStampRequest;
+
+// The kernel's software stamp (ts[0] of SO_TIMESTAMPING) among a message's cmsgs.
+bool software_stamp(msghdr& h, timespec* out) noexcept {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING &&
+        c->cmsg_len >= CMSG_LEN(sizeof(scm_timestamping))) {
+      scm_timestamping t;
+      std::memcpy(&t, CMSG_DATA(c), sizeof t);
+      if (t.ts[0].tv_sec == 0 && t.ts[0].tv_nsec == 0) return false;
+      *out = t.ts[0];
+      return true;
+    }
+  }
+  return false;
+}
 
 std::uint64_t random_u64() {
   std::random_device rd;
@@ -121,6 +162,15 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   ep->linger_ns_ = ms(u.linger_ms);
   ep->done_cap_ = env.pool != nullptr ? env.pool->slots() : 4096;
   ep->done_.reset(new std::uint32_t[ep->done_cap_]);
+  if (spec.send_log != nullptr && u.kernel_timestamps) {
+    // A traced stream with udp.kernel_timestamps: its traced datagrams ask for the kernel's TX
+    // timestamp. Opt-in like the RX stamps: the kernel's TX timestamp path costs ~1 us per
+    // stamped send on this VM (docs/BENCHMARKS.md), far more than tracing's clock reads.
+    enable_tx_timestamps(t.sock);
+    t.tx_stamps = t.sock.kernel_timestamps;
+    t.send_log = spec.send_log;
+    t.stamps.init(t.tx_batch);
+  }
   t.msgs.reset(new ::mmsghdr[t.tx_batch]());
   t.iov.reset(new iovec[t.tx_batch]());
   for (std::uint32_t i = 0; i < t.tx_batch; ++i) {
@@ -157,6 +207,13 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     c.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", spec.stream_id);
     c.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
+    if (t.tx_stamps) {
+      c.tx_stamps = f.allocate(scope, "tx_timestamps", spec.stream_id);
+      c.tx_stamps_expired = f.allocate(scope, "tx_timestamps_expired", spec.stream_id);
+      c.tx_stamps_skipped = f.allocate(scope, "tx_timestamps_skipped", spec.stream_id);
+      c.tx_stamp_errors = f.allocate(scope, "tx_timestamp_errors", spec.stream_id);
+      c.tx_stamp_resyncs = f.allocate(scope, "tx_timestamp_resyncs", spec.stream_id);
+    }
   }
   // Announce the session at once: subscribers join and report, which connects us.
   const std::int64_t now = core::Clock::now_ns();
@@ -177,22 +234,36 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
   while (total < d.size()) {
     const std::uint32_t k = std::min<std::uint32_t>(static_cast<std::uint32_t>(d.size()) - total, tx_batch);
     std::uint32_t m = 0;
+    bool stamp_any = false;
+    if (__builtin_expect(tx_stamps, 0)) stamps.begin_batch();
     for (std::uint32_t i = 0; i < k; ++i) {
       if (__builtin_expect(tx_loss > 0, 0) && tx_faults.decide() == FaultInjector::Action::kDrop) continue;
       iov[m].iov_base = const_cast<std::byte*>(d[total + i].data);
       iov[m].iov_len = d[total + i].bytes;
+      if (__builtin_expect(tx_stamps, 0)) {
+        // Traced streams only: a first transmission of a traced frame carries the request.
+        const bool want = stamps.prepare(m, d[total + i].data, d[total + i].bytes);
+        msghdr& h = msgs[m].msg_hdr;
+        h.msg_control = want ? const_cast<unsigned char*>(kTxStampRequest.buf) : nullptr;
+        h.msg_controllen = want ? sizeof kTxStampRequest.buf : 0;
+        stamp_any |= want;
+      }
       idx[m++] = i;
     }
+    if (__builtin_expect(stamp_any, 0)) stamps.sent_at(core::Clock::now_ns());
     std::uint32_t consumed = k;
     if (m > 0) {
       // One datagram (a latency-bound publisher, a heartbeat): send()/sendto() is a shorter
-      // kernel path than sendmmsg; measurable on a ping-pong (bench/udp).
-      const int r = m == 1 ? (::sendto(sock.fd, iov[0].iov_base, iov[0].iov_len, 0,
-                                       static_cast<const sockaddr*>(msgs[0].msg_hdr.msg_name),
-                                       msgs[0].msg_hdr.msg_namelen) >= 0
+      // kernel path than sendmmsg; measurable on a ping-pong (bench/udp). With a timestamp
+      // request, sendmsg (the cmsg).
+      const int r = m == 1 ? ((stamp_any ? ::sendmsg(sock.fd, &msgs[0].msg_hdr, 0)
+                                         : ::sendto(sock.fd, iov[0].iov_base, iov[0].iov_len, 0,
+                                                    static_cast<const sockaddr*>(msgs[0].msg_hdr.msg_name),
+                                                    msgs[0].msg_hdr.msg_namelen)) >= 0
                                   ? 1
                                   : -1)
                            : ::sendmmsg(sock.fd, msgs.get(), m, 0);
+      if (__builtin_expect(tx_stamps, 0)) stamps.end_batch(r > 0 ? static_cast<std::uint32_t>(r) : 0);
       if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
           consumed = idx[0];  // nothing went out; datagrams dropped by the fault injector before it did
@@ -212,8 +283,73 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
   return total;
 }
 
+int TxCore::collect_tx_stamps() noexcept {
+  if (!tx_stamps || sock.fd < 0) return 0;
+  alignas(cmsghdr) unsigned char ctrl[kStampBatch][kStampControlBytes];
+  ::mmsghdr m[kStampBatch];
+  int got = 0;
+  for (int round = 0; round < kStampRounds; ++round) {
+    std::memset(m, 0, sizeof m);
+    for (std::uint32_t i = 0; i < kStampBatch; ++i) {
+      m[i].msg_hdr.msg_control = ctrl[i];
+      m[i].msg_hdr.msg_controllen = kStampControlBytes;
+    }
+    const int r = ::recvmmsg(sock.fd, m, kStampBatch, MSG_ERRQUEUE | MSG_DONTWAIT, nullptr);
+    if (r <= 0) break;  // EAGAIN: empty
+    if (got == 0) (void)stamp_clock.sample();  // once per collection: see RealtimeToClock
+    for (int i = 0; i < r; ++i) {
+      msghdr& h = m[i].msg_hdr;
+      timespec ts{};
+      bool have_ts = false;
+      const sock_extended_err* ee = nullptr;
+      sock_extended_err eebuf;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING &&
+            c->cmsg_len >= CMSG_LEN(sizeof(scm_timestamping))) {
+          scm_timestamping t;
+          std::memcpy(&t, CMSG_DATA(c), sizeof t);
+          ts = t.ts[0];
+          have_ts = ts.tv_sec != 0 || ts.tv_nsec != 0;
+        } else if (c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR &&
+                   c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err))) {
+          std::memcpy(&eebuf, CMSG_DATA(c), sizeof eebuf);
+          ee = &eebuf;
+        }
+      }
+      // A TX software stamp: ENOMSG from the timestamping origin, SCM_TSTAMP_SND, a software
+      // time. Anything else (another error, a truncated control block) is counted, not used.
+      if ((h.msg_flags & MSG_CTRUNC) || ee == nullptr || ee->ee_errno != ENOMSG ||
+          ee->ee_origin != SO_EE_ORIGIN_TIMESTAMPING || ee->ee_info != SCM_TSTAMP_SND || !have_ts) {
+        stamps.on_not_a_stamp();
+        continue;
+      }
+      stamps.on_stamp(ee->ee_data, stamp_clock.to_clock(ts), send_log);
+    }
+    got += r;
+    if (r < static_cast<int>(kStampBatch)) break;
+  }
+  return got;
+}
+
+void TxCore::service_tx_stamps(std::int64_t now_ns) noexcept {
+  if (!tx_stamps) return;
+  stamps.expire(now_ns);
+  if (stamps.needs_reset()) {
+    // Drain what is left (stamps of expired requests) before the kernel's numbering restarts.
+    (void)collect_tx_stamps();
+    if (restart_tx_timestamp_ids(sock.fd)) {
+      stamps.reset();
+    } else {
+      stamps.disable();  // keeps asking for nothing; counted as skipped
+    }
+  }
+}
+
 int TxCore::receive_control(std::int64_t now_ns) noexcept {
   if (sock.fd < 0) return 0;
+  // A stamp on the error queue also makes the socket report EPOLLERR (level-triggered in the
+  // epoll sets): read them whenever the socket is looked at.
+  if (__builtin_expect(tx_stamps, 0)) (void)collect_tx_stamps();
   alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
   ::mmsghdr m[kControlBatch] = {};
   iovec v[kControlBatch];
@@ -265,6 +401,11 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   }
   const std::int64_t now = core::Clock::now_ns();
   t.sender.flush(t, now);
+  // Traced datagrams just went out: their stamps are usually queued by the time sendmmsg
+  // returns (the driver stamps as it transmits). Collected now, right behind the send - in the
+  // shadow of the wire and the peer's turnaround - rather than at some later duty that may fall
+  // in the middle of another message's path.
+  if (__builtin_expect(t.tx_stamps_outstanding(), 0)) (void)t.collect_tx_stamps();
   // Inline mode: the publisher's own timers ride on its calls. Poller mode: the source's.
   if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
   return n;
@@ -276,6 +417,8 @@ std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
   const std::uint32_t n = std::min<std::uint32_t>(done_n_, static_cast<std::uint32_t>(freed.size()));
   done_n_ -= n;
   std::memcpy(freed.data(), done_.get() + done_n_, n * sizeof(std::uint32_t));
+  // Stamps that were not queued yet when post_st() looked (a device that stamps later).
+  if (__builtin_expect(core_ != nullptr && core_->tx_stamps_outstanding(), 0)) (void)core_->collect_tx_stamps();
   // Inline: look for NAKs now and then between the application's service() calls.
   if (source_ == nullptr && (++reaps_ & 63) == 0) {
     const std::int64_t now = core::Clock::now_ns();
@@ -287,6 +430,7 @@ std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
 int UdpTxEndpoint::service(std::int64_t now_ns) noexcept {
   TxCore& t = *core_;
   const int work = t.sender.service(t, now_ns);
+  t.service_tx_stamps(now_ns);
   next_service_ns_ = now_ns + kControlPollNs;
   connected_.store(t.sender.connected(), std::memory_order_relaxed);
   t.publish_counters();
@@ -308,6 +452,8 @@ int UdpTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
     return 0;
   }
   if (core_ == nullptr || core_->sock.fd < 0) return 0;
+  // Inline: Publisher::service() collects the TX stamps still outstanding.
+  if (__builtin_expect(core_->tx_stamps_outstanding(), 0)) (void)core_->collect_tx_stamps();
   // Publisher::service() may call this in a tight idle loop: the recvmmsg for control messages
   // runs at most every kControlPollNs unless a protocol deadline is due.
   if (now_ns < next_service_ns_ && core_->sender.next_deadline(now_ns) > now_ns) return 0;
@@ -317,6 +463,9 @@ int UdpTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
 
 bool UdpTxEndpoint::try_arm_st() noexcept {
   if (source_ != nullptr || core_ == nullptr) return false;  // poller mode: the source arms
+  // Stamps queued on the error queue would keep the socket reporting EPOLLERR: read them now;
+  // those queued later wake the waiter, and the next call collects them.
+  if (core_->tx_stamps) (void)core_->collect_tx_stamps();
   const std::int64_t now = core::Clock::now_ns();
   const std::int64_t deadline = core_->sender.next_deadline(now);
   if (deadline <= now) return false;
@@ -339,6 +488,7 @@ void UdpTxEndpoint::close_st() noexcept {
     // housekeeping, then closes the socket; this endpoint may be destroyed right away.
     if (attached_) source_->detach(this);
     attached_ = false;
+    t.send_log = nullptr;  // the publisher (and its log) may go before the linger ends
     if (linger) {
       source_->linger(this, std::move(core_), now + linger_ns_, now);
     } else {
@@ -394,6 +544,14 @@ void TxCore::publish_counters() noexcept {
   c.repairs_rate_limited.set(s.repairs_rate_limited);
   c.repair_bytes_refused.set(s.repair_bytes_refused);
   c.fault_dropped.set(tx_faults.stats().dropped);
+  if (c.tx_stamps.valid()) {
+    const TxStampStats& ts = stamps.stats();
+    c.tx_stamps.set(ts.stamped);
+    c.tx_stamps_expired.set(ts.expired);
+    c.tx_stamps_skipped.set(ts.skipped);
+    c.tx_stamp_errors.set(ts.unknown + ts.stale + ts.not_stamps);
+    c.tx_stamp_resyncs.set(ts.resyncs);
+  }
 }
 
 std::string UdpTxEndpoint::describe() const {
@@ -413,6 +571,15 @@ std::string UdpTxEndpoint::describe() const {
   if (t.send_errors != 0) {
     absl::StrAppendFormat(&out, "; %u send errors (last: %s)", t.send_errors, std::strerror(t.last_errno));
   }
+  if (t.tx_stamps) {
+    const TxStampStats& ts = t.stamps.stats();
+    absl::StrAppendFormat(&out,
+                          "; TX timestamps: %u requested, %u stamped (%u frames), %u expired, %u skipped, %u unknown, "
+                          "%u stale, %u not timestamps, %u resyncs",
+                          ts.requested, ts.stamped, ts.frames, ts.expired, ts.skipped, ts.unknown, ts.stale,
+                          ts.not_stamps, ts.resyncs);
+  }
+  if (!t.sock.notes.empty()) absl::StrAppend(&out, "; ", t.sock.notes);
   return out;
 }
 // ---- subscriber ---------------------------------------------------------------------------------
@@ -451,6 +618,14 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   for (std::uint32_t i = 0; i < ep->rx_batch_; ++i) {
     ep->msgs_[i].msg_hdr.msg_iov = &ep->iov_[i];
     ep->msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  ep->rx_ns_.reset(new std::int64_t[ep->nbufs_]());
+  ep->krx_ns_.reset(new std::int64_t[ep->nbufs_]());
+  if (ep->sock_.kernel_timestamps) {
+    static_assert(CMSG_SPACE(sizeof(scm_timestamping)) <= kRxControlBytes);
+    // new[] of std::byte is aligned for any fundamental type (cmsghdr included); each slot's
+    // size is a multiple of 8.
+    ep->ctrl_.reset(new std::byte[static_cast<std::size_t>(ep->rx_batch_) * kRxControlBytes]());
   }
   ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
   reliability::ReceiverOptions ro;
@@ -503,6 +678,10 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     c.fault_dropped = f.allocate(scope, "fault_dropped", spec.stream_id);
     c.fault_duplicated = f.allocate(scope, "fault_duplicated", spec.stream_id);
     c.fault_reordered = f.allocate(scope, "fault_reordered", spec.stream_id);
+    if (ep->sock_.kernel_timestamps) {
+      c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
+      c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
+    }
   }
   return ep;
 }
@@ -542,6 +721,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   std::uint32_t k = std::min(cur_batch_, free_n_);
   k = std::min(k, std::max<std::uint32_t>(1, (window / 2) / frames_per_dgram_));
   if (k == 0) return 0;
+  const bool kts = sock_.kernel_timestamps;
   for (std::uint32_t i = 0; i < k; ++i) {
     const std::uint32_t b = free_[--free_n_];
     batch_buf_[i] = b;
@@ -551,9 +731,18 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
     h.msg_name = &src_[b];
     h.msg_namelen = sizeof(sockaddr_in);
     h.msg_flags = 0;
+    if (__builtin_expect(kts, 0)) {
+      h.msg_control = ctrl_.get() + static_cast<std::size_t>(i) * kRxControlBytes;
+      h.msg_controllen = kRxControlBytes;
+    }
   }
   int r;
-  if (k == 1) {
+  if (k == 1 && __builtin_expect(kts, 0)) {
+    // As below, with the control block of the kernel's receive stamp.
+    const ssize_t n = ::recvmsg(sock_.fd, &msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
+    r = n < 0 ? -1 : 1;
+    if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
+  } else if (k == 1) {
     // Sparse traffic (the adaptive batch is 1): recvfrom() is a shorter kernel path than
     // recvmmsg. MSG_TRUNC makes it return the real length, so truncation is still seen.
     socklen_t alen = sizeof(sockaddr_in);
@@ -583,6 +772,28 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   }
   if (got == 0) return 0;
   last_rx_ns_ = now_ns;
+  // Traced frames: when recvmmsg returned (one clock read per batch, only for a batch with a
+  // traced frame), and with udp.kernel_timestamps the kernel's receive time of each datagram.
+  bool traced = false;
+  for (std::uint32_t i = 0; i < got && !traced; ++i) {
+    traced = has_traced_frame(buffer(batch_buf_[i]), std::min<std::uint32_t>(msgs_[i].msg_len, buf_size_));
+  }
+  if (__builtin_expect(traced, 0)) {
+    const std::int64_t t = kts ? stamp_clock_.sample() : core::Clock::now_ns();
+    for (std::uint32_t i = 0; i < got; ++i) {
+      const std::uint32_t b = batch_buf_[i];
+      rx_ns_[b] = t;
+      krx_ns_[b] = 0;
+      if (!kts) continue;
+      timespec ts;
+      if (software_stamp(msgs_[i].msg_hdr, &ts)) {
+        krx_ns_[b] = stamp_clock_.to_clock(ts);
+        ++rx_stamps_;
+      } else {
+        ++rx_stamps_missing_;
+      }
+    }
+  }
   for (std::uint32_t i = 0; i < got; ++i) {
     const std::uint32_t b = batch_buf_[i];
     len_[b] = msgs_[i].msg_len;
@@ -643,17 +854,39 @@ void UdpRxEndpoint::attach() noexcept {
   source_->attach(this);
 }
 
+// Traced messages get the stamps of the datagram that brought them: receive_ns, and with
+// udp.kernel_timestamps the kernel's receive time, written into this process's own copy of the
+// frame (our datagram buffer) and flagged in the descriptor for the subscriber.
+void UdpRxEndpoint::stamp_traced(RxDesc* out, std::uint32_t n) noexcept {
+  for (std::uint32_t i = 0; i < n; ++i) {
+    RxDesc& d = out[i];
+    if (__builtin_expect(d.kind != RxKind::kMessage || !(d.frame->flags & core::kFlagTraced), 1)) continue;
+    d.receive_ns = rx_ns_[d.token];
+    if (!sock_.kernel_timestamps) continue;
+    // The frame lies in our buffer d.token, and FrameCursor let it through only with room for
+    // its trace block: the buffer is ours to write until release.
+    auto* t = reinterpret_cast<core::StageTrace*>(const_cast<std::byte*>(reinterpret_cast<const std::byte*>(d.frame)) +
+                                                  core::kFrameHeaderSize);
+    const std::int64_t k = krx_ns_[d.token];
+    t->kernel_rx_ns = k;
+    if (k != 0) d.reserved |= kRxFlagKernelRx;
+  }
+}
+
 std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   if (__builtin_expect(closed_, 0)) return 0;
   const std::uint32_t max = static_cast<std::uint32_t>(out.size());
   if (source_ != nullptr) {
     // Poller mode: the source read the socket this cycle; hand out what it queued.
     if (__builtin_expect(!attached_, 0)) attach();
-    return receiver_.poll(out.data(), max);
+    const std::uint32_t n = receiver_.poll(out.data(), max);
+    stamp_traced(out.data(), n);
+    return n;
   }
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
   if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
+  stamp_traced(out.data(), n);
   if (__builtin_expect(receiver_.connected() != connected_.load(std::memory_order_relaxed), 0)) {
     connected_.store(receiver_.connected(), std::memory_order_relaxed);
   }
@@ -744,6 +977,10 @@ void UdpRxEndpoint::publish_counters() noexcept {
   c_.fault_dropped.set(f.dropped);
   c_.fault_duplicated.set(f.duplicated);
   c_.fault_reordered.set(f.delayed);
+  if (c_.rx_stamps.valid()) {
+    c_.rx_stamps.set(rx_stamps_);
+    c_.rx_stamps_missing.set(rx_stamps_missing_);
+  }
 }
 
 std::string UdpRxEndpoint::describe() const {
@@ -754,6 +991,10 @@ std::string UdpRxEndpoint::describe() const {
       "duplicates, %u gaps, %u NAKs, %u fills, %u unrecoverable",
       stream_id_, ch_.text, sock_.rcvbuf, sock_.busy_poll ? "on" : "off", free_n_, nbufs_, s.datagrams, w.frames,
       w.duplicates, w.gaps_opened, s.naks_sent, w.fills, w.lost);
+  if (sock_.kernel_timestamps) {
+    absl::StrAppendFormat(&out, "; kernel RX timestamps: %u traced datagrams stamped, %u without a stamp", rx_stamps_,
+                          rx_stamps_missing_);
+  }
   for (std::uint32_t i = 0; i < receiver_.sessions(); ++i) {
     const auto si = receiver_.session_info(i);
     absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,

@@ -31,6 +31,7 @@
 #include "transport/reliability/region.h"
 #include "transport/reliability/sender.h"
 #include "transport/transport.h"
+#include "transport/udp/kernel_timestamps.h"
 #include "transport/udp/udp_socket.h"
 
 struct mmsghdr;
@@ -63,8 +64,15 @@ class Waiter {
 struct TxCore final : reliability::DatagramSink {
   ~TxCore() override;
   std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
-  // Reads NAKs / status messages (a few recvmmsg of kControlBatch); returns how many.
+  // Reads NAKs / status messages (a few recvmmsg of kControlBatch), and the error queue when TX
+  // timestamps are on; returns how many control messages.
   int receive_control(std::int64_t now_ns) noexcept;
+  // Traced streams: reads the kernel's TX timestamps from the error queue (a bounded batch,
+  // non-blocking) and records them in send_log. Returns the number read.
+  int collect_tx_stamps() noexcept;
+  // Timers of the TX timestamps: expiry, restarting the numbering. Cheap when off.
+  void service_tx_stamps(std::int64_t now_ns) noexcept;
+  bool tx_stamps_outstanding() const noexcept { return tx_stamps && stamps.outstanding() != 0; }
   void publish_counters() noexcept;
 
   Channel ch;
@@ -77,11 +85,18 @@ struct TxCore final : reliability::DatagramSink {
   std::unique_ptr<iovec[]> iov;
   std::uint64_t send_errors = 0;
   int last_errno = 0;
+  // TX software timestamps (traced streams whose socket accepted SO_TIMESTAMPING): see
+  // kernel_timestamps.h. send_log is the publisher's; null once the endpoint closed.
+  bool tx_stamps = false;
+  core::SendCompletionLog* send_log = nullptr;
+  TxStampTracker stamps;
+  RealtimeToClock stamp_clock;
   struct Counters {
     core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
         retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
         control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
-        repair_bytes_refused, fault_dropped;
+        repair_bytes_refused, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped, tx_stamp_errors,
+        tx_stamp_resyncs;
   } c;
 };
 
@@ -193,6 +208,15 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::unique_ptr<std::uint32_t[]> batch_buf_;  // buffers handed to the current recvmmsg
   std::unique_ptr<::mmsghdr[]> msgs_;
   std::unique_ptr<iovec[]> iov_;
+  // Traced frames' stamps, per buffer, set when the batch that brought the buffer held a traced
+  // frame: rx_ns_ at recvmmsg return, krx_ns_ the kernel's (udp.kernel_timestamps; 0 = none).
+  std::unique_ptr<std::int64_t[]> rx_ns_, krx_ns_;
+  // udp.kernel_timestamps: a control buffer per recvmmsg slot for the SO_TIMESTAMPING cmsg.
+  static constexpr std::uint32_t kRxControlBytes = 64;
+  std::unique_ptr<std::byte[]> ctrl_;
+  RealtimeToClock stamp_clock_;
+  std::uint64_t rx_stamps_ = 0, rx_stamps_missing_ = 0;
+  void stamp_traced(RxDesc* out, std::uint32_t n) noexcept;
   std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
@@ -203,7 +227,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
     core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
         loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
         ends_refuted, sessions_refused, evictions, fault_dropped,
-        fault_duplicated, fault_reordered;
+        fault_duplicated, fault_reordered, rx_stamps, rx_stamps_missing;
   } c_;
 };
 
