@@ -90,6 +90,22 @@ class ShmRxEndpoint final : public RxEndpoint {
   ~ShmRxEndpoint() override;
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
+  // Inline subscribers' direct path (SubscriberImpl::poll): LogReader::poll_direct on the
+  // attached segment, with poll_st()'s rate-limited housekeeping on empty polls. Sets *slow
+  // (and delivers nothing) when poll_st() has something to report first - an end of stream,
+  // a new session, no segment yet, the poller source to join - or when the reader stops.
+  template <class F>
+  std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
+    if (__builtin_expect(seg_ == nullptr || ended_ || pending_end_ || pending_new_session_ ||
+                             (source_ != nullptr && !registered_),
+                         0)) {
+      *slow = true;
+      return 0;
+    }
+    const std::uint32_t n = reader_.poll_direct(max, on_frame, slow);
+    if (n == 0 && !*slow && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // as poll_st()
+    return n;
+  }
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override {
     for (const RxDesc& d : done) held_ -= d.kind == RxKind::kMessage;
     reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
