@@ -111,7 +111,9 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   const bool traced = take_trace();
-  if (std::int64_t r = check_state(payload.size(), traced); r != 0) return r;
+  if (__builtin_expect(!admit(payload.size()), 0)) {
+    if (std::int64_t r = check_state(payload.size(), traced); r != 0) return r;
+  }
   const std::uint32_t frame_len =
       static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + payload.size());
   const std::int64_t now = core::Clock::now_ns();
@@ -204,7 +206,9 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
 std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
   if (c.active_) return kClosed;  // misuse: a claim is already open on this Claim object
   const bool traced = take_trace();
-  if (std::int64_t r = check_state(len, traced); r != 0) return r;
+  if (__builtin_expect(!admit(len), 0)) {
+    if (std::int64_t r = check_state(len, traced); r != 0) return r;
+  }
   const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + len);
   const std::int64_t now = core::Clock::now_ns();
   c.flags_ = traced ? core::kFlagTraced : core::kFlagNone;
