@@ -420,7 +420,10 @@ class LogReader {
                                     std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
     static_assert(kMaxDirect < kMaxPending);
     // max_frame_ >= header size: the segment's layout check (max_frame == log_size / 32).
-    std::uint64_t starts[kMaxDirect];
+    // Where each delivered frame starts, recorded straight into the lossy mode's deferred
+    // check list (pending_n_ is 0 here: checked above). Backpressure mode never has a deferred
+    // check, and uses the same array as scratch: it needs the starts only after an eviction.
+    std::uint64_t* const starts = pending_start_;
     std::uint32_t n = 0;
     max = std::min(max, kMaxDirect);
     while (n < max) {
@@ -462,12 +465,9 @@ class LogReader {
         note_overrun(expected_ - n, torn);
       }
     } else {
-      // Lossy: checked against the tail at the start of the next poll (check_pending()).
-      // pending_n_ is 0 here (checked above) and n <= kMaxDirect < kMaxPending.
-      for (std::uint32_t i = 0; i < n; ++i) {
-        pending_start_[i] = starts[i];
-        pending_seq_[i] = expected_ - n + i;
-      }
+      // Lossy: checked against the tail at the start of the next poll (check_pending()); the
+      // starts are in pending_start_ already, n <= kMaxDirect < kMaxPending.
+      for (std::uint32_t i = 0; i < n; ++i) pending_seq_[i] = expected_ - n + i;
       pending_n_ = n;
     }
     // Release pairs with the writer's acquire in refresh_limit(), as in release().
