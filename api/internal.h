@@ -85,6 +85,13 @@ class PublisherImpl {
     return true;
   }
   bool transport_connected() const noexcept;
+  // The common case of check_state() - open, fits, connected - in one inlined test (shm direct
+  // asks its endpoint without the kind dispatch); check_state() sorts out and counts the
+  // reason only when this fails.
+  bool admit(std::size_t len) const noexcept {
+    if (closed.load(std::memory_order_relaxed) || len > max_payload) return false;
+    return mode == Mode::kShmDirect ? shm->connected() : transport_connected();
+  }
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;

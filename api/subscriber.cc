@@ -52,9 +52,43 @@ void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
   if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
+  int handled = 0;
+  if (mode == Mode::kInline && kind == EndpointKind::kShm) {
+    // Inline shm: plain frames go from the log straight to the handler and are released by
+    // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
+    // The general loop below runs only for what the direct path stops at - gaps, stream
+    // events, traced or padding frames, resyncs - and continues from the same reader state.
+    auto* e = static_cast<transport::shm::ShmRxEndpoint*>(ep.get());
+    bool slow = false;
+    std::uint64_t bytes = 0;
+    while (handled < limit) {
+      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+      const std::uint32_t n = e->poll_direct(
+          want,
+          [&](const core::FrameHeader* f, std::uint32_t len) {
+            // len >= kFrameHeaderSize: checked by the reader (flags 0: no trace block).
+            const Message m{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
+                            f->stream_id,
+                            f->session_id,
+                            f->sequence,
+                            f->timestamp_ns,
+                            nullptr};
+            h.on_message(h.ctx, m);
+            bytes += len - core::kFrameHeaderSize;
+          },
+          &slow);
+      handled += static_cast<int>(n);
+      if (slow || n < want) break;
+    }
+    if (handled != 0) {
+      received += static_cast<std::uint64_t>(handled);
+      counters.messages.add(static_cast<std::uint64_t>(handled));
+      counters.bytes.add(bytes);
+    }
+    if (!slow) return handled;  // inline mode holds no dropped-view gap (queued only)
+  }
   RxDesc buf[kChunk];
   RxDesc rel[kChunk];
-  int handled = 0;
   while (handled < limit) {
     const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
     std::uint32_t n;

@@ -399,6 +399,83 @@ class LogReader {
     return n;
   }
 
+  // Direct delivery for an inline subscriber (SubscriberImpl::poll on shm): hands each in-order,
+  // plain message frame (flags 0: not traced, not padding) at the reader's position straight to
+  // on_frame(header, frame_length), up to `max` (<= kMaxDirect), then releases them as
+  // release() does (same validation, same position store) - no RxDesc is written or copied.
+  // It stops at the first thing that needs poll()'s general handling - a resync after a jump
+  // or a join, a pending overrun report, a sequence or header that is not the expected plain
+  // frame (padding, traced, lapped or hostile bytes), the periodic lap check of an idle
+  // reader - and sets *slow: the caller then calls poll(), which starts from the same state.
+  // The header checks are poll()'s (plausible()) for a flags-0 frame, folded: one 64-bit
+  // compare covers magic, version, flags and stream; then the session and the length.
+  static constexpr std::uint32_t kMaxDirect = 64;
+  template <class F>
+  std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
+    if (pending_n_ != 0) check_pending();
+    if (__builtin_expect(resync_ || pending_overrun_, 0)) {
+      *slow = true;
+      return 0;
+    }
+    const std::uint64_t want_word = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
+                                    std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
+    static_assert(kMaxDirect < kMaxPending);
+    // max_frame_ >= header size: the segment's layout check (max_frame == log_size / 32).
+    // Where each delivered frame starts, recorded straight into the lossy mode's deferred
+    // check list (pending_n_ is 0 here: checked above). Backpressure mode never has a deferred
+    // check, and uses the same array as scratch: it needs the starts only after an eviction.
+    std::uint64_t* const starts = pending_start_;
+    std::uint32_t n = 0;
+    max = std::min(max, kMaxDirect);
+    while (n < max) {
+      std::byte* p = log_ + (pos_ & mask_);
+      const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);  // pairs with LogWriter's release
+      if (seq == 0) {
+        // Live edge. poll() checks for a lap every 256 empty polls: leave that one to it.
+        if (__builtin_expect(++empty_polls_ >= 256, 0)) {
+          --empty_polls_;
+          *slow = true;
+        }
+        break;
+      }
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
+      std::uint64_t word;
+      std::memcpy(&word, reinterpret_cast<const std::byte*>(h) + 4, sizeof word);  // magic..stream_id
+      const std::uint32_t len = h->frame_length;
+      const std::uint64_t aligned = core::align_up(len, core::kFrameAlignment);
+      if (__builtin_expect(seq != expected_ || word != want_word || h->session_id != session_id_ ||
+                               len - core::kFrameHeaderSize > max_frame_ - core::kFrameHeaderSize ||
+                               aligned > size_ - (pos_ & mask_),
+                           0)) {
+        *slow = true;
+        break;
+      }
+      empty_polls_ = 0;
+      starts[n++] = pos_;
+      pos_ += aligned;
+      ++expected_;
+      on_frame(h, len);
+    }
+    if (n == 0) return 0;
+    if (backpressure_) {
+      // As release(): validate before handing the space back.
+      if (!slot_active()) {
+        const std::uint64_t floor = safe_floor();
+        std::uint64_t torn = 0;
+        while (torn < n && starts[torn] < floor) ++torn;  // starts increase
+        note_overrun(expected_ - n, torn);
+      }
+    } else {
+      // Lossy: checked against the tail at the start of the next poll (check_pending()); the
+      // starts are in pending_start_ already, n <= kMaxDirect < kMaxPending.
+      for (std::uint32_t i = 0; i < n; ++i) pending_seq_[i] = expected_ - n + i;
+      pending_n_ = n;
+    }
+    // Release pairs with the writer's acquire in refresh_limit(), as in release().
+    if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
+    return n;
+  }
+
   // After delivery: publish the consumed position and (validate) check that the views were
   // not overwritten while the application used them.
   //

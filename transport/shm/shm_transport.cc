@@ -336,10 +336,17 @@ std::uint32_t ShmRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     n += got;
   }
   if (n == 0 && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // rate-limited inside
+  update_direct();
   return n;
 }
 
 int ShmRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  const int r = housekeeping_body(now_ns);
+  update_direct();
+  return r;
+}
+
+int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
   if (now_ns < next_check_ns_) return 0;
   next_check_ns_ = now_ns + std::min<std::int64_t>(liveness_ns_ / 4, 50'000'000);
   if (seg_ == nullptr) return try_attach(ever_attached_) ? 1 : 0;
@@ -393,6 +400,7 @@ void ShmRxEndpoint::close_st() noexcept {
     source_->leave(this);  // the poller thread (Context closes poller endpoints there)
     registered_ = false;
   }
+  direct_ok_ = false;
 }
 
 // ---- interrupt mode: the reader's half (shm_log.h, LogReader::arm) ------------------------------

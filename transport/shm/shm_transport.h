@@ -90,6 +90,20 @@ class ShmRxEndpoint final : public RxEndpoint {
   ~ShmRxEndpoint() override;
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
+  // Inline subscribers' direct path (SubscriberImpl::poll): LogReader::poll_direct on the
+  // attached segment, with poll_st()'s rate-limited housekeeping on empty polls. Sets *slow
+  // (and delivers nothing) when poll_st() has something to report first - an end of stream,
+  // a new session, no segment yet, the poller source to join - or when the reader stops.
+  template <class F>
+  std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
+    if (__builtin_expect(!direct_ok_, 0)) {
+      *slow = true;
+      return 0;
+    }
+    const std::uint32_t n = reader_.poll_direct(max, on_frame, slow);
+    if (n == 0 && !*slow && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // as poll_st()
+    return n;
+  }
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override {
     for (const RxDesc& d : done) held_ -= d.kind == RxKind::kMessage;
     reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
@@ -135,6 +149,14 @@ class ShmRxEndpoint final : public RxEndpoint {
   ShmRxEndpoint() = default;
   bool try_attach(bool new_session) noexcept;
   void detach() noexcept;
+  int housekeeping_body(std::int64_t now_ns) noexcept;
+  // direct_ok_: attached, and nothing for poll_st() to report first. The state it sums up
+  // changes only in poll_st(), housekeeping_st() (attach, detach, end of stream) and
+  // close_st(), each of which recomputes it on the way out: poll_direct() tests one flag.
+  void update_direct() noexcept {
+    direct_ok_ = seg_ != nullptr && !ended_ && !pending_end_ && !pending_new_session_ &&
+                 (source_ == nullptr || registered_);
+  }
 
   std::string path_;
   core::FileAccess access_;
@@ -147,6 +169,7 @@ class ShmRxEndpoint final : public RxEndpoint {
   std::int64_t liveness_ns_ = 0;
   std::int64_t next_check_ns_ = 0;
   std::uint64_t subscriber_id_ = 0;
+  bool direct_ok_ = false;      // see update_direct(); false until the first poll_st()
   bool ended_ = false;          // end of stream reported for the current segment
   bool pending_end_ = false;    // to report on the next poll
   std::uint16_t end_reason_ = 0;
