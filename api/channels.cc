@@ -100,8 +100,9 @@ int AppRxSource::progress(std::int64_t /*now*/) noexcept {
       ++msgs;
       if (__builtin_expect(buf[k].frame->flags & core::kFlagTraced, 0)) {
         // Fresh reads: the cycle's `now` predates what this cycle's tx duty posted.
-        buf[k].receive_ns = Clock::now_ns();
-        buf[k].ring_ns = buf[k].receive_ns;
+        // A transport that stamped the receive itself (RDMA: the CQE poll) keeps its stamp.
+        buf[k].ring_ns = Clock::now_ns();
+        if (buf[k].receive_ns == 0) buf[k].receive_ns = buf[k].ring_ns;
       }
     }
     (void)ch.deliver.push_burst(buf, n);  // fits: n <= room <= free space
