@@ -1117,6 +1117,91 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   return finish(err);
 }
 
+// RDMA: every run in a process of its own. librdmacm keeps process-wide state (its device list
+// with open verbs contexts) from the first rdma_cm call on; a pong process forked from a ping
+// process that has already run a Context inherits it and its pings go unanswered (found in the
+// VM: the second run of every --ab in one process timed out). So the first process never runs a
+// Context: a runner child runs RunOnce (and forks the pong side) and hands the result back
+// through a shared mapping (fixed-size members only).
+struct RunShared {
+  Decomposer dec;
+  Dist traced, untraced, floor, send_cqe;
+  FloorKind floor_kind = FloorKind::kNone;
+  std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
+  std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
+  std::atomic<int> done{0};  // the runner's release store pairs with the parent's acquire load
+  char error[2048] = {};
+};
+
+RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) {
+  if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost);
+  RunResult r;
+  r.transport = TransportName(rc.cfg);
+  r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
+  r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
+  void* p = mmap(nullptr, sizeof(RunShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    r.error = absl::StrCat("mmap: ", std::strerror(errno));
+    return r;
+  }
+  RunShared* rs = new (p) RunShared();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    r.error = absl::StrCat("fork: ", std::strerror(errno));
+  } else if (pid == 0) {
+    RunResult x = RunOnce(o, rc, clock_cost);
+    rs->dec = *x.dec;
+    rs->traced = x.traced;
+    rs->untraced = x.untraced;
+    rs->floor = x.floor;
+    rs->send_cqe = x.send_cqe;
+    rs->floor_kind = x.floor_kind;
+    rs->timeouts = x.timeouts;
+    rs->stale = x.stale;
+    rs->lost = x.lost;
+    rs->gaps = x.gaps;
+    rs->sent = x.sent;
+    rs->received = x.received;
+    rs->send_cqe_missing = x.send_cqe_missing;
+    rs->send_cqe_before_rx = x.send_cqe_before_rx;
+    rs->send_cqe_before_delivery = x.send_cqe_before_delivery;
+    std::snprintf(rs->error, sizeof rs->error, "%s", x.error.c_str());
+    rs->done.store(1, std::memory_order_release);  // pairs with the parent's acquire below
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(0);
+  } else {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (rs->done.load(std::memory_order_acquire) == 0) {  // pairs with the runner's release
+      r.error = absl::StrFormat("the run's process ended without a result (status %d)", status);
+    } else {
+      r.dec = std::make_unique<Decomposer>(rs->dec);
+      r.traced = rs->traced;
+      r.untraced = rs->untraced;
+      r.floor = rs->floor;
+      r.send_cqe = rs->send_cqe;
+      r.floor_kind = rs->floor_kind;
+      r.timeouts = rs->timeouts;
+      r.stale = rs->stale;
+      r.lost = rs->lost;
+      r.gaps = rs->gaps;
+      r.sent = rs->sent;
+      r.received = rs->received;
+      r.send_cqe_missing = rs->send_cqe_missing;
+      r.send_cqe_before_rx = rs->send_cqe_before_rx;
+      r.send_cqe_before_delivery = rs->send_cqe_before_delivery;
+      r.error = rs->error;
+    }
+  }
+  if (r.dec == nullptr) r.dec = std::make_unique<Decomposer>(clock_cost);
+  rs->~RunShared();
+  munmap(p, sizeof(RunShared));
+  return r;
+}
+
 // ---- output -----------------------------------------------------------------------------------------
 
 std::string Method(const Options& o) { return o.rate > 0 ? "one-way (from the scheduled send)" : "RTT/2"; }
@@ -1574,7 +1659,7 @@ int Main(int argc, char** argv) {
   int rc = 0;
   const std::string title = absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
   if (o.ab.empty()) {
-    RunResult r = RunOnce(o, *base, clock_cost);
+    RunResult r = RunIsolated(o, *base, clock_cost);
     if (!r.error.empty()) {
       std::fprintf(stderr, "pollux-latency: %s\n", r.error.c_str());
       return 1;
@@ -1604,7 +1689,7 @@ int Main(int argc, char** argv) {
           std::fflush(stdout);
           Options run_opts = o;
           if (spec.burst != 0) run_opts.burst = spec.burst;
-          RunResult r = RunOnce(run_opts, *c, clock_cost);
+          RunResult r = RunIsolated(run_opts, *c, clock_cost);
           if (!r.error.empty()) {
             std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), r.error.c_str());
             return 1;
