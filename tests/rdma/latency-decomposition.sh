@@ -9,7 +9,9 @@
 # message harness (pollux-bench-rdma-pingpong --reg-per-message, rxe0 <-> rxe1 over the veth
 # wire), and the floor again. JSON files go to $RXEVM_SHARE (the host directory) or /tmp.
 # Knobs: COUNT=3000 (round trips per variant), SEED_COUNT=1500 (per A/B run), PAIRS=3,
-# REG_ITERS=2000, REG_PAIRS=5, STEPS="floor single seed reg floor" (a subset to run).
+# REG_ITERS=2000, REG_PAIRS=5, STEPS="floor0 floor single seed reg floor0 floor" (a subset to run;
+# also "burst": dedicated --burst 16 --ab rdma.post_batch=1,32 alone;
+# floor0 = ib_send_lat rxe0 -> rxe0, the like-for-like floor of pollux-latency's rxe0 loopback).
 # Emulation (TCG) makes everything ~30x slower than hardware: read ratios and shares only.
 set -u
 export LC_ALL=C
@@ -17,7 +19,7 @@ HERE="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 BUILD="${BUILD:-$HERE/../../build}"
 OUT="${RXEVM_SHARE:-/tmp}"
 COUNT="${COUNT:-3000}"; SEED_COUNT="${SEED_COUNT:-1500}"; PAIRS="${PAIRS:-3}"; REG_ITERS="${REG_ITERS:-2000}"; REG_PAIRS="${REG_PAIRS:-5}"
-STEPS="${STEPS:-floor single seed reg floor}"
+STEPS="${STEPS:-floor0 floor single seed reg floor0 floor}"
 L="$BUILD/bin/pollux-latency"
 PP="$BUILD/bin/pollux-bench-rdma-pingpong"
 [ -e /sys/class/infiniband/rxe0 ] || { echo "run me inside the rxe VM (tests/rdma/run-in-vm.sh)" >&2; exit 2; }
@@ -28,8 +30,11 @@ step() { n=$((n + 1)); echo; echo "######## $n: $*"; }
 for s in $STEPS; do
   case "$s" in
     floor)
-      step "ib_send_lat floor (send-lat-floor.sh 3)"
+      step "ib_send_lat floor rxe0 -> rxe1 over the veth wire (send-lat-floor.sh 3)"
       "$HERE/send-lat-floor.sh" 3 ;;
+    floor0)
+      step "ib_send_lat floor rxe0 -> rxe0 (LOOPBACK=1 send-lat-floor.sh 3: the device pollux-latency's two processes share)"
+      LOOPBACK=1 "$HERE/send-lat-floor.sh" 3 ;;
     single)
       for th in inline dedicated; do
         step "pollux-latency RC $th, --count $COUNT"
@@ -42,6 +47,10 @@ for s in $STEPS; do
         "$L" "${RDMA[@]}" --set runtime.threading=$th --seed --count "$SEED_COUNT" --warmup 200 --pairs "$PAIRS" \
           --json "$OUT/rdma-seed-$th-$n.json" 2>&1 | grep -v '^pollux rdma: stream'
       done ;;
+    burst)
+      step "pollux-latency RC dedicated --burst 16 --ab rdma.post_batch=1,32, --count $SEED_COUNT, --pairs $PAIRS"
+      "$L" "${RDMA[@]}" --set runtime.threading=dedicated --burst 16 --ab rdma.post_batch=1,32 --count "$SEED_COUNT" \
+        --warmup 200 --pairs "$PAIRS" --json "$OUT/rdma-burst-dedicated-$n.json" 2>&1 | grep -v '^pollux rdma: stream' ;;
     reg)
       step "pre-registered pool vs ibv_reg_mr per message (pollux-bench-rdma-pingpong --reg-per-message)"
       p=7700

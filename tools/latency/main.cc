@@ -699,9 +699,12 @@ struct RunResult {
   }
 };
 
-// Pong payload: sequence, a has-trace word, the ping's 7 stamps as the pong side saw them, the
-// ping's Message::sequence (for Publisher::send_completion_ns on the ping side).
-constexpr std::size_t kPongBytes = 8 + 8 + 7 * 8 + 8;
+// Pong payload: sequence, a has-trace word, the ping's 7 stamps as the pong side saw them, its
+// kernel RX stamp (UDP; 0 here) and its Message::sequence (the ping side looks up the ping's
+// send completion by it). The same layout as the UDP kernel-timestamp branch.
+constexpr std::size_t kPongBytes = 8 + 8 + 7 * 8 + 8 + 8;
+constexpr std::size_t kPongKernelRx = 8 + 8 + 7 * 8;
+constexpr std::size_t kPongSequence = kPongKernelRx + 8;
 
 // The application loop's step after an empty poll: inline mode spins (the thread is the I/O
 // path; pinned, one per CPU) and runs the publishers' duties every 64 empty polls; with
@@ -804,7 +807,7 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
       if (last == 0) return;
       std::memset(pong, 0, sizeof pong);
       if (m.payload.size() >= 8) std::memcpy(pong, m.payload.data(), 8);
-      std::memcpy(pong + 72, &m.sequence, 8);
+      std::memcpy(pong + kPongSequence, &m.sequence, 8);
       if (m.trace != nullptr) {
         const std::uint64_t one = 1;
         std::memcpy(pong + 8, &one, 8);
@@ -1015,7 +1018,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
         }
         t1 = now;
         got = true;
-        std::memcpy(&ping_seq, m.payload.data() + 72, 8);
+        std::memcpy(&ping_seq, m.payload.data() + kPongSequence, 8);
         std::uint64_t flag = 0;
         std::memcpy(&flag, m.payload.data() + 8, 8);
         if (flag == 1) {
