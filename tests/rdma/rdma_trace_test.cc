@@ -200,16 +200,17 @@ transport::TxDesc frame(RawPair& p, std::uint32_t i, bool traced) {
   return transport::TxDesc{slot, len, h->flags, 0, 0};
 }
 
-std::uint64_t post_calls(const RawPair& p) {
+std::uint64_t tx_counter(const RawPair& p, const char* name) {
   auto snap = core::read_counters_file(p.pub.counters->path());
   EXPECT_TRUE(snap.ok()) << snap.status();
   if (!snap.ok()) return ~0ull;
   std::uint64_t v = 0;
   for (const auto& c : snap->counters) {
-    if (c.scope.rfind("rdma tx stream 7 ", 0) == 0 && c.name == "post_calls") v += c.value;
+    if (c.scope.rfind("rdma tx stream 7 ", 0) == 0 && c.name == name) v += c.value;
   }
   return v;
 }
+std::uint64_t post_calls(const RawPair& p) { return tx_counter(p, "post_calls"); }
 
 // Posts one burst of 16 frames (frames 5 and 11 traced) in a single post_st call; returns the
 // post calls it took; checks delivery, the receive stamps and the send completion log.
@@ -221,9 +222,13 @@ std::uint64_t burst(const std::string& extra) {
   transport::TxDesc d[kBurst];
   for (std::uint32_t i = 0; i < kBurst; ++i) d[i] = frame(p, i, i == 5 || i == 11);
   const std::uint64_t before = post_calls(p);
+  const std::uint64_t signalled_before = tx_counter(p, "signalled_sends");
   const std::int64_t t_post = core::Clock::now_ns();
   EXPECT_EQ(p.tx->post_st({d, kBurst}), kBurst);
   const std::uint64_t calls = post_calls(p) - before;
+  // signal_every = 16 over 16 fresh sends would signal only the 16th; the two traced sends are
+  // signalled by themselves and restart the count, so exactly those two are signalled.
+  EXPECT_EQ(tx_counter(p, "signalled_sends") - signalled_before, 2u) << "traced sends are not signalled by themselves";
   // Receive side: all 16 in order; traced ones carry the receive CQE's poll time.
   std::vector<transport::RxDesc> got;
   EXPECT_TRUE(wait_for([&] {
