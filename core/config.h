@@ -89,6 +89,7 @@ struct RdmaConfig {
   std::uint32_t recv_queue_depth = 2048; // receive buffers per poller (SRQ) or per QP (no SRQ)
   std::uint32_t cq_depth = 8192;         // completions per poller CQ
   std::uint32_t signal_every = 16;       // one signalled send in N
+  std::uint32_t post_batch = 64;         // most send WRs chained per ibv_post_send (per doorbell)
   std::uint32_t recv_batch = 16;         // receive buffers re-posted per post call
   RdmaSrq srq = RdmaSrq::kAuto;
   RdmaMlx5 mlx5dv = RdmaMlx5::kAuto;

@@ -84,11 +84,12 @@ struct RawTransport {
   }
 };
 
-inline absl::Status open_raw(const std::string& toml, RawTransport* r) {
+// counters_dir: where the counters file goes ("" = anonymous memory, not readable by path).
+inline absl::Status open_raw(const std::string& toml, RawTransport* r, const std::string& counters_dir = "") {
   auto cfg = core::parse_config(toml, "raw.toml");
   if (!cfg.ok()) return cfg.status();
   r->cfg = *cfg;
-  auto cf = core::CountersFile::create("", r->cfg.runtime.name);
+  auto cf = core::CountersFile::create(counters_dir, r->cfg.runtime.name);
   if (!cf.ok()) return cf.status();
   r->counters = std::move(*cf);
   core::PoolOptions o;

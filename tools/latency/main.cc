@@ -97,6 +97,11 @@ Measurement:
                        at half the rate); k/M suffixes accepted
   --payload BYTES      ping payload size, >= 16 (default 32); the pong carries 72 bytes
   --timeout-ms MS      a round trip without its echo this long is counted as a timeout (1000)
+  --burst N            ping-pong under a burst load: each ping is N messages offered back to
+                       back on the same stream (default 1); the pong answers after the last.
+                       The LAST message of each burst is the one decomposed (its stages include
+                       waiting behind the N-1 before it); RTT/2 runs from the first offer to
+                       the echo of the last. E.g. --burst 16 --ab rdma.post_batch=1,32
   --pin split|none     split (default): ping process + its poller on the first CPU of --cpus,
                        pong process + its poller on the second; none: no pinning
   --cpus A,B           CPUs for --pin split (default 0,1)
@@ -108,6 +113,16 @@ A/B switches:
                        --ab rdma.inline_threshold=0,256 --ab udp.busy_poll_us=0,50
                        (repeatable: each KEY is its own experiment; values cannot contain ',')
   --pairs N            pairs per --ab (default 3, at least 3)
+  --seed               run every seed switch that applies to the configured transport, as --ab
+                       experiments (RDMA: rdma.inline_threshold=0,256, rdma.signal_every=1,16,
+                       runtime.idle=busy-spin,interrupt, rdma.post_batch=1,32 under --burst 16;
+                       UDP: udp.busy_poll_us=0,50, runtime.idle=busy-spin,interrupt; shm:
+                       runtime.idle), and print a line for each switch that cannot be measured
+                       here: NUMA (poller on the device's node vs another: "single NUMA node:
+                       not measurable here" on one node, else an --ab runtime.poller_cores
+                       pair) and mlx5dv/BlueFlame (--ab rdma.mlx5dv=off,auto on mlx5, else
+                       "mlx5dv: not present"). Adds to any --ab given.
+  --seed-plan          with --seed: print those lines and the experiments, run nothing, exit 0
 
 Output:
   --json FILE          one JSON object: transport, stages (path order), end_to_end, untraced,
@@ -131,6 +146,7 @@ Exit status: 0 done, 1 a run failed, 64 bad usage.
 struct AbSpec {
   std::string key;  // section.key
   std::string a, b;
+  std::uint32_t burst = 0;  // --seed: this experiment's --burst (0: the command line's)
 };
 
 struct Options {
@@ -146,6 +162,8 @@ struct Options {
   int cpu_a = 0, cpu_b = 1;
   std::vector<AbSpec> ab;
   int pairs = 3;
+  std::uint32_t burst = 1;  // messages per ping (--burst)
+  bool seed = false, seed_plan = false;
   std::string json, hgrm, plot_dir;
   bool print_config = false;
 };
@@ -247,6 +265,14 @@ Options ParseArgs(int argc, char** argv) {
         UsageError(std::string(ov.status().message()));
       }
       o.ab.push_back({key, ab[0], ab[1]});
+    } else if (flag == "--burst") {
+      o.burst = static_cast<std::uint32_t>(ParseCount(flag, arg(), 1, 64));
+    } else if (flag == "--seed") {
+      no_value();
+      o.seed = true;
+    } else if (flag == "--seed-plan") {
+      no_value();
+      o.seed = o.seed_plan = true;
     } else if (flag == "--pairs") {
       o.pairs = static_cast<int>(ParseCount(flag, arg(), 3, 1000));
     } else if (flag == "--json") {
@@ -259,6 +285,7 @@ Options ParseArgs(int argc, char** argv) {
       UsageError("unknown flag \"" + std::string(argv[i]) + "\"");
     }
   }
+  if (o.burst > 1 && o.rate > 0) UsageError("--burst is a ping-pong load; it does not combine with --rate");
   return o;
 }
 
@@ -665,6 +692,11 @@ struct RunResult {
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
   std::uint64_t send_completion_missing = 0;  // measured traced pings whose send completion never came
+  // RDMA: the traced pings' local send completions (post -> send CQE polled), off the summed
+  // path (AddSendCompletion); how many came before the pong side's receive / delivery stamp,
+  // and traced pings whose completion was not known within the wait.
+  Dist send_cqe;
+  std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
   Checks checks() const {
     Checks c;
     c.have_untraced = untraced.n > 0 && traced.n > 0;
@@ -819,8 +851,13 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     sh->pongs_connected.store(1, std::memory_order_release);  // pairs with the parent's acquire
     unsigned char pong[kPongBytes];
     auto echo = [&](pollux::Publisher& pub, const pollux::Message& m) {
+      // --burst: only the last message of a ping (word 1 = 1) is answered.
+      std::uint64_t last = 1;
+      if (m.payload.size() >= 16) std::memcpy(&last, m.payload.data() + 8, 8);
+      if (last == 0) return;
       std::memset(pong, 0, sizeof pong);
       if (m.payload.size() >= 8) std::memcpy(pong, m.payload.data(), 8);
+      std::memcpy(pong + kPongSequence, &m.sequence, 8);
       if (m.trace != nullptr) {
         const std::uint64_t one = 1;
         std::memcpy(pong + 8, &one, 8);
@@ -896,6 +933,29 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     pub_u.close();
   }
   return 0;
+}
+
+// RDMA: the traced ping's local send completion (its send CQE, polled by whoever drives the
+// ping publisher's endpoint: its poller, or in inline mode this thread's service()), waited for
+// at most 5 ms. Off the message's summed path on RC: the CQE follows the receiver's ACK, which
+// often comes after the pong side polled the frame, so it is a line of its own.
+void AddSendCompletion(RunResult& r, pollux::Publisher& pub, std::uint64_t seq, const Sample& s, AppIdle& idle,
+                       double clock_cost) {
+  std::int64_t sc = pub.send_completion_ns(seq);
+  const std::int64_t deadline = Clock::now_ns() + 5'000'000;
+  while (sc == 0 && Clock::now_ns() < deadline) {
+    idle.service();
+    sched_yield();
+    sc = pub.send_completion_ns(seq);
+  }
+  if (sc == 0) {
+    ++r.send_cqe_missing;
+    return;
+  }
+  const std::int64_t post = s.ns[kPost] != 0 ? s.ns[kPost] : s.ns[kOffer];
+  r.send_cqe.add(static_cast<double>(sc - post) - clock_cost);
+  if (s.ns[kReceive] != 0 && sc <= s.ns[kReceive]) ++r.send_cqe_before_rx;
+  if (s.ns[kDelivery] != 0 && sc <= s.ns[kDelivery]) ++r.send_cqe_before_delivery;
 }
 
 void SleepNs(std::int64_t ns) {
@@ -987,7 +1047,9 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     // timed-out round trip is counted as stale and ignored.
     const std::uint64_t total = 2 * (o.warmup + o.count);
     std::uint64_t consecutive_timeouts = 0;
-    SendCompletionWait send_completions(rc.cfg.transport != core::TransportKind::kShm);
+    // UDP's kernel TX timestamp is on the path (between post and the kernel RX stamp); RDMA's
+    // send CQE is not (AddSendCompletion below); shm has none.
+    SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp);
     for (std::uint64_t i = 0; i < total && err.empty(); ++i) {
       const bool traced = (i % 2) == 0;
       const bool measured = i >= 2 * o.warmup;
@@ -1023,7 +1085,13 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
         }
       };
       const std::int64_t t0 = Clock::now_ns();
-      if (!OfferRetry(pub, payload.data(), payload.size(), idle, timeout_ns, &err)) break;
+      bool offered = true;
+      for (std::uint32_t b = 0; b < o.burst && offered; ++b) {  // --burst: the pong answers the last
+        const std::uint64_t last = b + 1 == o.burst ? 1 : 0;
+        std::memcpy(payload.data() + 8, &last, 8);
+        offered = OfferRetry(pub, payload.data(), payload.size(), idle, timeout_ns, &err);
+      }
+      if (!offered) break;
       std::int64_t deadline = 0;
       for (std::uint32_t k = 0; !got; ++k) {
         if (sub.poll(on_pong, 16) > 0) continue;
@@ -1051,6 +1119,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       (traced ? r.traced : r.untraced).add(half);
       if (have_trace) {
         if (send_completions.wanted() && sample.ns[kSendCompletion] == 0) ++r.send_completion_missing;
+        // RDMA: the send CQE is off the summed path (on RC it follows the receiver's ACK).
+        if (rc.cfg.transport == core::TransportKind::kRdma) AddSendCompletion(r, pub, ping_sequence, sample, idle, clock_cost);
         (void)r.dec->add(sample);
       }
     }
@@ -1114,6 +1184,91 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   return finish(err);
 }
 
+// RDMA: every run in a process of its own. librdmacm keeps process-wide state (its device list
+// with open verbs contexts) from the first rdma_cm call on; a pong process forked from a ping
+// process that has already run a Context inherits it and its pings go unanswered (found in the
+// VM: the second run of every --ab in one process timed out). So the first process never runs a
+// Context: a runner child runs RunOnce (and forks the pong side) and hands the result back
+// through a shared mapping (fixed-size members only).
+struct RunShared {
+  Decomposer dec;
+  Dist traced, untraced, floor, send_cqe;
+  FloorKind floor_kind = FloorKind::kNone;
+  std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
+  std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
+  std::atomic<int> done{0};  // the runner's release store pairs with the parent's acquire load
+  char error[2048] = {};
+};
+
+RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) {
+  if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost);
+  RunResult r;
+  r.transport = TransportName(rc.cfg);
+  r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
+  r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
+  void* p = mmap(nullptr, sizeof(RunShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    r.error = absl::StrCat("mmap: ", std::strerror(errno));
+    return r;
+  }
+  RunShared* rs = new (p) RunShared();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    r.error = absl::StrCat("fork: ", std::strerror(errno));
+  } else if (pid == 0) {
+    RunResult x = RunOnce(o, rc, clock_cost);
+    rs->dec = *x.dec;
+    rs->traced = x.traced;
+    rs->untraced = x.untraced;
+    rs->floor = x.floor;
+    rs->send_cqe = x.send_cqe;
+    rs->floor_kind = x.floor_kind;
+    rs->timeouts = x.timeouts;
+    rs->stale = x.stale;
+    rs->lost = x.lost;
+    rs->gaps = x.gaps;
+    rs->sent = x.sent;
+    rs->received = x.received;
+    rs->send_cqe_missing = x.send_cqe_missing;
+    rs->send_cqe_before_rx = x.send_cqe_before_rx;
+    rs->send_cqe_before_delivery = x.send_cqe_before_delivery;
+    std::snprintf(rs->error, sizeof rs->error, "%s", x.error.c_str());
+    rs->done.store(1, std::memory_order_release);  // pairs with the parent's acquire below
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(0);
+  } else {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (rs->done.load(std::memory_order_acquire) == 0) {  // pairs with the runner's release
+      r.error = absl::StrFormat("the run's process ended without a result (status %d)", status);
+    } else {
+      r.dec = std::make_unique<Decomposer>(rs->dec);
+      r.traced = rs->traced;
+      r.untraced = rs->untraced;
+      r.floor = rs->floor;
+      r.send_cqe = rs->send_cqe;
+      r.floor_kind = rs->floor_kind;
+      r.timeouts = rs->timeouts;
+      r.stale = rs->stale;
+      r.lost = rs->lost;
+      r.gaps = rs->gaps;
+      r.sent = rs->sent;
+      r.received = rs->received;
+      r.send_cqe_missing = rs->send_cqe_missing;
+      r.send_cqe_before_rx = rs->send_cqe_before_rx;
+      r.send_cqe_before_delivery = rs->send_cqe_before_delivery;
+      r.error = rs->error;
+    }
+  }
+  if (r.dec == nullptr) r.dec = std::make_unique<Decomposer>(clock_cost);
+  rs->~RunShared();
+  munmap(p, sizeof(RunShared));
+  return r;
+}
+
 // ---- output -----------------------------------------------------------------------------------------
 
 std::string Method(const Options& o) { return o.rate > 0 ? "one-way (from the scheduled send)" : "RTT/2"; }
@@ -1149,6 +1304,16 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
     absl::StrAppendFormat(&out, ", \"floor\": null, \"floor_note\": %s",
                           json_string(o.rate > 0 ? "no floor in --rate mode" : FloorName(r.floor_kind)));
   }
+  if (r.send_cqe.n > 0 || r.send_cqe_missing > 0) {
+    absl::StrAppendFormat(&out,
+                          ", \"send_completion\": {\"from\": \"post\", \"on_path\": false, \"mean_ns\": %s, \"p50_ns\": %d, "
+                          "\"p99_ns\": %d, \"count\": %u, \"missing\": %u, \"before_receive_pct\": %s, "
+                          "\"before_delivery_pct\": %s}",
+                          json_number(r.send_cqe.mean()), r.send_cqe.p(50), r.send_cqe.p(99), r.send_cqe.n,
+                          r.send_cqe_missing,
+                          json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_rx) / static_cast<double>(r.send_cqe.n) : 0.0),
+                          json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_delivery) / static_cast<double>(r.send_cqe.n) : 0.0));
+  }
   absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u, \"send_completion_missing\": %u", r.timeouts, r.stale,
                         r.send_completion_missing);
   if (o.rate > 0) {
@@ -1161,6 +1326,16 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
 std::string RunTable(const Options& o, const RunResult& r, const PointNotes& notes) {
   std::string out = format_table(*r.dec, notes, ChecksOf(o, r));
   if (r.floor.n == 0 && o.rate <= 0) absl::StrAppendFormat(&out, "floor: %s\n", FloorName(r.floor_kind));
+  if (r.send_cqe.n > 0 || r.send_cqe_missing > 0) {
+    const double n = static_cast<double>(std::max<std::uint64_t>(r.send_cqe.n, 1));
+    absl::StrAppendFormat(&out,
+                          "local send completion (send CQE polled; off the summed path: on RC it follows the receiver's "
+                          "ACK): post -> send CQE mean %s p50 %s p99 %s us; before the pong side's receive stamp in "
+                          "%.1f%%, before its delivery in %.1f%% of %u; %u traced pings without it within 5 ms\n",
+                          Us(r.send_cqe.mean()), Us(static_cast<double>(r.send_cqe.p(50))),
+                          Us(static_cast<double>(r.send_cqe.p(99))), 100.0 * static_cast<double>(r.send_cqe_before_rx) / n,
+                          100.0 * static_cast<double>(r.send_cqe_before_delivery) / n, r.send_cqe.n, r.send_cqe_missing);
+  }
   if (r.timeouts || r.stale) absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
   if (r.send_completion_missing) {
     absl::StrAppendFormat(&out, "traced pings without a send completion (not decomposed: a different layout): %u\n",
@@ -1239,6 +1414,9 @@ std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& note
   line("end-to-end p50 (pairs' mean)", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
   line(absl::StrCat("untraced ", Method(o), " p50 (pairs' mean)").c_str(),
        [](const RunResult& r) { return static_cast<double>(r.untraced.p(50)); });
+  if (ab.a[0].send_cqe.n > 0) {
+    line("post -> send CQE mean (off the path; pairs' mean)", [](const RunResult& r) { return r.send_cqe.mean(); });
+  }
   return out;
 }
 
@@ -1425,8 +1603,58 @@ bool WritePlots(const Options& o, const std::string& title, const std::vector<Pl
   return true;
 }
 
+// --seed: the seed's switches for the configured transport as A/B experiments, and a line for
+// each one this machine cannot measure (printed first, and by --seed-plan alone).
+std::vector<std::string> AddSeedExperiments(Options& o, const core::Config& cfg) {
+  std::vector<std::string> lines;
+  auto add = [&](const char* key, const char* a, const char* b, std::uint32_t burst, const std::string& why) {
+    o.ab.push_back({key, a, b, burst});
+    lines.push_back(absl::StrFormat("seed switch: --ab %s=%s,%s%s (%s)", key, a, b,
+                                    burst ? absl::StrFormat(" under --burst %d", burst) : "", why));
+  };
+  const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
+  switch (cfg.transport) {
+    case core::TransportKind::kRdma: {
+      add("rdma.inline_threshold", "0", "256", 0, "inline data off/on");
+      add("rdma.signal_every", "1", "16", 0, "signal every send vs 1 in 16");
+      add("runtime.idle", "busy-spin", "interrupt", 0,
+          inline_mode ? "completion by polling vs interrupt; inline threading: the application thread polls, so "
+                        "runtime.idle changes nothing there"
+                      : "completion by polling vs interrupt (the poller sleeps on the CQ's completion channel)");
+      add("rdma.post_batch", "1", "32", 16,
+          inline_mode ? "one doorbell per message vs per burst; inline threading posts every offer by itself, so "
+                        "this shows no difference there: use dedicated"
+                      : "one doorbell per message vs one per burst");
+      bool mlx5 = false;
+      const std::string note = rdma_mlx5dv_note(cfg, &mlx5);
+      if (mlx5) {
+        add("rdma.mlx5dv", "off", "auto", 0, "mlx5dv / BlueFlame off/on");
+      } else {
+        lines.push_back(note);
+      }
+      break;
+    }
+    case core::TransportKind::kUdp:
+      add("udp.busy_poll_us", "0", "50", 0, "kernel busy-poll off/on (SO_BUSY_POLL; raising it needs CAP_NET_ADMIN)");
+      add("runtime.idle", "busy-spin", "interrupt", 0, "busy-poll vs blocking receive (the poller sleeps in epoll)");
+      break;
+    case core::TransportKind::kShm:
+      add("runtime.idle", "busy-spin", "interrupt", 0, "polling vs sleeping on the futex");
+      break;
+  }
+  const NumaPlan numa = numa_plan(cfg);
+  if (numa.local_cpu >= 0 && numa.remote_cpu >= 0) {
+    const std::string a = absl::StrFormat("[%d]", numa.local_cpu), b = absl::StrFormat("[%d]", numa.remote_cpu);
+    o.ab.push_back({"runtime.poller_cores", a, b, 0});
+  }
+  lines.push_back(numa.note);
+  lines.push_back("mlx5dv / NUMA lines above come from the device and sysfs; pre-registered pool vs ibv_reg_mr per "
+                  "message is a bench/ harness: pollux-bench-rdma-pingpong --reg-per-message");
+  return lines;
+}
+
 int Main(int argc, char** argv) {
-  const Options o = ParseArgs(argc, argv);
+  Options o = ParseArgs(argc, argv);
   absl::StatusOr<RunConfig> base = Compose(o, {}, 0);
   if (!base.ok()) {
     std::fprintf(stderr, "pollux-latency: %s\n", std::string(base.status().message()).c_str());
@@ -1435,6 +1663,14 @@ int Main(int argc, char** argv) {
   if (o.print_config) {
     std::fputs(base->cfg.to_toml().c_str(), stdout);
     return 0;
+  }
+  std::vector<std::string> seed_lines;
+  if (o.seed) {
+    if (o.rate > 0) UsageError("--seed runs ping-pong experiments; drop --rate");
+    seed_lines = AddSeedExperiments(o, base->cfg);
+    for (const std::string& l : seed_lines) absl::PrintF("%s\n", l);
+    if (o.seed_plan) return 0;
+    absl::PrintF("\n");
   }
   // Every --ab side must compose too, before anything runs.
   for (const AbSpec& ab : o.ab) {
@@ -1460,13 +1696,19 @@ int Main(int argc, char** argv) {
     // Asked once, of the ping side's device (both sides use the same configuration).
     const std::string ts = rdma_completion_timestamp_note(base->cfg);
     notes[kKernelRx] = ts;
-    notes[kSendCompletion] = "not measured by this version (the send CQE is not stamped); " + ts;
+    notes[kSendCompletion] = "off the summed path on RC (the send CQE follows the receiver's ACK): post -> send CQE is "
+                             "printed below the table, at CQE poll time; " + ts;
   }
   absl::PrintF("pollux-latency: %s, %s, idle %s; %s traced and untraced interleaved, %d per variant (+%d warm-up), "
                "trace 1 in %d\n",
                transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
                o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"), o.count,
                o.warmup, o.trace_every);
+  if (o.burst > 1) {
+    absl::PrintF("burst: each ping is %d messages back to back; the last one is decomposed, RTT/2 runs from the first "
+                 "offer to the echo of the last\n",
+                 o.burst);
+  }
   absl::PrintF("config: %s; pinning: %s\n", base->source,
                o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
   absl::PrintF("machine: %s\n", bench::machine_description());
@@ -1483,10 +1725,16 @@ int Main(int argc, char** argv) {
                                      json_string(o.rate > 0 ? "rate" : "ping-pong"), o.rate > 0 ? json_number(o.rate) : "null",
                                      o.count, o.warmup, o.trace_every, json_string(bench::machine_description()),
                                      json_string(Clock::describe()));
+  absl::StrAppendFormat(&json, ", \"burst\": %d", o.burst);
+  if (!seed_lines.empty()) {
+    json += ", \"seed_notes\": [";
+    for (std::size_t i = 0; i < seed_lines.size(); ++i) json += (i ? ", " : "") + json_string(seed_lines[i]);
+    json += "]";
+  }
   int rc = 0;
   const std::string title = absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
   if (o.ab.empty()) {
-    RunResult r = RunOnce(o, *base, clock_cost);
+    RunResult r = RunIsolated(o, *base, clock_cost);
     if (!r.error.empty()) {
       std::fprintf(stderr, "pollux-latency: %s\n", r.error.c_str());
       return 1;
@@ -1514,7 +1762,9 @@ int Main(int argc, char** argv) {
           }
           absl::PrintF("A/B %s, pair %d/%d: %s ...\n", spec.key, i + 1, o.pairs, SideLabel(spec, side == 1));
           std::fflush(stdout);
-          RunResult r = RunOnce(o, *c, clock_cost);
+          Options run_opts = o;
+          if (spec.burst != 0) run_opts.burst = spec.burst;
+          RunResult r = RunIsolated(run_opts, *c, clock_cost);
           if (!r.error.empty()) {
             std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), r.error.c_str());
             return 1;

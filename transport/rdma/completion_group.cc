@@ -306,6 +306,7 @@ void CompletionGroup::remove_route(Conn* c) noexcept {
 int CompletionGroup::progress() noexcept {
   sync();
   ibv_wc wc[kPollBurst];
+  batch_ns_ = 0;  // a new batch: batch_now() reads the clock again
   c_cq_polls_.add();
   const int n = ibv_poll_cq(cq_, kPollBurst, wc);
   int done = 0;

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
+#include "core/clock.h"
 #include "core/counters.h"
 #include "core/wakeup.h"
 #include "transport/rdma/conn.h"
@@ -110,6 +111,13 @@ class CompletionGroup {
   // Polls one burst of completions and dispatches them; returns how many. The one place the
   // CQ is polled (counted in "cq_polls").
   int progress() noexcept;
+  // Traced frames' completion time: the first call in a progress() batch reads Clock, later
+  // calls of the same batch return that read (one clock read per poll batch that dispatched a
+  // traced frame; untraced batches read none). Called from the endpoints' callbacks only.
+  std::int64_t batch_now() noexcept {
+    if (batch_ns_ == 0) batch_ns_ = core::Clock::now_ns();
+    return batch_ns_;
+  }
   // True when the last poll returned less than a full burst (the CQ was drained then): a
   // subscriber ends a vanished peer only after everything it delivered was dispatched.
   bool drained() const noexcept { return drained_; }
@@ -212,6 +220,7 @@ class CompletionGroup {
   std::uint64_t completions_ = 0;
   std::uint64_t event_wakeups_ = 0;
   bool drained_ = true;
+  std::int64_t batch_ns_ = 0;  // batch_now(): 0 until a traced completion of this batch asked
   bool timer_set_ = false;
   bool moderation_unsupported_ = false;
   core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,

@@ -42,9 +42,11 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
       ud_(t.ud()),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
+      post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       control_slot_(control_slot),
-      heartbeat_ns_(static_cast<std::int64_t>(t.cfg().heartbeat_ms) * 1'000'000) {
+      heartbeat_ns_(static_cast<std::int64_t>(t.cfg().heartbeat_ms) * 1'000'000),
+      send_log_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
   // UD: one datagram per frame (path MTU), and the receiver's buffer also holds the 40-byte GRH.
@@ -129,6 +131,12 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
   // In-order completion: a signalled send completes every send posted before it on this QP.
   const std::uint64_t done = (wr_id & kWrControl) != 0 ? v : v + 1;
   if (done > c->completed) c->completed = done;
+  // Traced frames this completion covers (each was signalled, so its own CQE comes at the
+  // latest): their local send completion is now, the poll batch's clock read.
+  while (traced_head_ != traced_tail_ && traced_[traced_head_ % kMaxTraced].index < done) {
+    send_log_->record(traced_[traced_head_ % kMaxTraced].sequence, group_->batch_now());
+    ++traced_head_;
+  }
 }
 
 std::uint32_t RdmaTxEndpoint::sq_room(const Conn& c) const noexcept {
@@ -165,6 +173,7 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   }
   ibv_send_wr wr[kMaxPost];
   ibv_sge sge[kMaxPost];
+  std::uint64_t traced = 0;  // bit i: frame i is traced (always signalled)
   for (std::uint32_t i = 0; i < n; ++i) {
     const TxDesc& d = frames[i];
     std::byte* p = pool_->slot(d.slot);
@@ -172,6 +181,11 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     // The transport owns sessions and sequences (the publisher left them 0).
     h->session_id = session_id_;
     h->sequence = next_seq_++;
+    if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && send_log_ != nullptr, 0)) {
+      traced |= std::uint64_t{1} << i;
+      // (Nobody connected: the frame is dropped below, no completion will cover it.)
+      if (nconns_ > 0 && traced_tail_ - traced_head_ < kMaxTraced) traced_[traced_tail_++ % kMaxTraced] = {posted_ + i, h->sequence};
+    }
     inflight_[(posted_ + i) & mask_] = d.slot;
     sge[i].addr = reinterpret_cast<std::uintptr_t>(p);
     sge[i].length = d.length;
@@ -181,7 +195,8 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     wr[i].num_sge = 1;
     wr[i].opcode = IBV_WR_SEND;
     wr[i].send_flags = 0;
-    wr[i].next = &wr[i + 1];
+    // Chains of at most post_batch WRs: one ibv_post_send (one doorbell) per chain.
+    wr[i].next = (i + 1) % post_batch_ == 0 ? nullptr : &wr[i + 1];
   }
   wr[n - 1].next = nullptr;
   if (__builtin_expect(nconns_ == 0, 0)) {
@@ -199,7 +214,7 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     // completes with the next signalled send (or the end-of-stream frame at close).
     for (std::uint32_t i = 0; i < n; ++i) {
       unsigned flags = sge[i].length <= inl ? IBV_SEND_INLINE : 0;
-      if (++c->unsignalled >= signal_every_) {
+      if (++c->unsignalled >= signal_every_ || ((traced >> i) & 1) != 0) {
         flags |= IBV_SEND_SIGNALED;
         c->unsignalled = 0;
         ++signalled;
@@ -219,13 +234,19 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
       for (std::uint32_t i = 0; i < n && ok; ++i) {
         ok = w.send(reinterpret_cast<const void*>(sge[i].addr), sge[i].length, (wr[i].send_flags & IBV_SEND_INLINE) != 0,
                     (wr[i].send_flags & IBV_SEND_SIGNALED) != 0, wr[i].wr_id);
+        if (wr[i].next == nullptr) {  // end of a post_batch chain: its doorbell
+          w.ring();
+          c_doorbells_.add();
+        }
       }
-      w.ring();
     } else {
-      ibv_send_wr* bad = nullptr;
-      ok = ibv_post_send(c->qp, wr, &bad) == 0;  // the whole list, one doorbell
+      ok = true;
+      for (std::uint32_t i = 0; i < n && ok; i += post_batch_) {
+        ibv_send_wr* bad = nullptr;
+        ok = ibv_post_send(c->qp, &wr[i], &bad) == 0;  // one chain, one doorbell
+        c_doorbells_.add();
+      }
     }
-    c_doorbells_.add();
     if (__builtin_expect(!ok, 0)) {
       c_qp_errors_.add();
       std::fprintf(stderr, "pollux rdma: stream %u: posting to subscriber %s failed; dropping the connection\n",
@@ -448,7 +469,14 @@ void RdmaRxEndpoint::on_gone(Conn* c) noexcept {
 
 void RdmaRxEndpoint::on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len) noexcept {
   // Cannot overflow: the ring holds every receive buffer of the group plus the end markers.
-  ready_[ready_tail_++ & ready_mask_] = Ready{c, slot, byte_len};
+  // Traced frames get the poll batch's clock read (the header's flags are read before the
+  // frame is validated in poll_st: a corrupt frame costs at most that clock read).
+  std::int64_t ns = 0;
+  if (byte_len >= offset_ + core::kFrameHeaderSize) {
+    const auto* h = reinterpret_cast<const core::FrameHeader*>(group_->slot_ptr(slot) + offset_);
+    if (__builtin_expect((h->flags & core::kFlagTraced) != 0, 0)) ns = group_->batch_now();
+  }
+  ready_[ready_tail_++ & ready_mask_] = Ready{c, slot, byte_len, ns};
 }
 
 void RdmaRxEndpoint::push_event(const RxDesc& d) noexcept {
@@ -480,7 +508,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   std::uint32_t n = 0;
   // Peers that went away end after everything they delivered: once a poll drained the CQ.
   if (__builtin_expect(!closing_.empty(), 0) && group_->drained()) {
-    for (Conn* c : closing_) ready_[ready_tail_++ & ready_mask_] = Ready{c, kEndMarker, 0};
+    for (Conn* c : closing_) ready_[ready_tail_++ & ready_mask_] = Ready{c, kEndMarker, 0, 0};
     closing_.clear();
   }
   while (ev_head_ != ev_tail_ && n < out.size()) out[n++] = events_[ev_head_++ % events_.size()];
@@ -632,7 +660,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     d.token = r.slot;
     d.sequence = h->sequence;
     d.gap_count = 0;
-    d.receive_ns = 0;
+    d.receive_ns = r.ns;  // traced: the receive CQE's poll time; 0 otherwise
     d.ring_ns = 0;
     d.length = h->frame_length;
     d.kind = RxKind::kMessage;

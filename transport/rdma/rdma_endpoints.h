@@ -89,9 +89,23 @@ class RdmaTxEndpoint final : public TxEndpoint {
   const std::uint32_t lkey_;
   std::uint32_t max_frame_ = 0;
   const std::uint32_t signal_every_;
+  const std::uint32_t post_batch_;     // most WRs per ibv_post_send (rdma.post_batch)
   const std::uint32_t inline_threshold_;
   const std::uint32_t control_slot_;   // a pool slot for heartbeat / end-of-stream frames
   const std::int64_t heartbeat_ns_;
+
+  // Traced frames (EndpointSpec::send_log non-null): each one's send is signalled, and the
+  // first send completion that covers it records (sequence, CQE poll time) into the log. Posted
+  // and not yet completed, oldest first; a traced frame posted while kMaxTraced are pending is
+  // signalled but not recorded (its send_completion_ns stays 0, "not known").
+  struct TracedSend {
+    std::uint64_t index;     // endpoint frame index
+    std::uint64_t sequence;  // the frame's sequence (Message::sequence at the subscriber)
+  };
+  static constexpr std::uint32_t kMaxTraced = 16;
+  core::SendCompletionLog* const send_log_;
+  std::array<TracedSend, kMaxTraced> traced_{};
+  std::uint32_t traced_head_ = 0, traced_tail_ = 0;
 
   std::array<Conn*, kMaxConns> conns_{};
   std::uint32_t nconns_ = 0;
@@ -149,6 +163,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
     Conn* conn;
     std::uint32_t slot;  // kEndMarker: the connection ended (after everything it delivered)
     std::uint32_t len;
+    std::int64_t ns;     // traced frames: when their receive CQE was polled (0: untraced)
   };
   static constexpr std::uint32_t kEndMarker = 0xffffffffu;
   struct Session {
