@@ -239,6 +239,7 @@ std::string format_table(const Decomposer& d, const PointNotes& notes, const Che
   if (c.have_untraced) {
     absl::StrAppendFormat(&out, "untraced %s p50: %s us   traced %s p50: %s us   perturbation: %+.1f%%\n", c.method,
                           us(c.untraced_p50_ns), c.method, us(c.traced_p50_ns), c.perturbation_pct());
+    if (!c.perturbation_note.empty()) absl::StrAppendFormat(&out, "  (%s)\n", c.perturbation_note);
     absl::StrAppendFormat(&out, "the stages account for %.1f%% of the untraced %s p50 (end-to-end p50 / untraced p50)\n",
                           c.coverage_pct(d), c.method);
   }

@@ -153,6 +153,7 @@ struct Checks {
   double traced_p50_ns = 0;    // the same measure on the traced streams
   double floor_p50_ns = 0;     // the bare floor's RTT/2 p50 (0: not measured)
   std::string method;          // "rtt/2" or "one-way from the scheduled send"
+  std::string perturbation_note;  // printed under the perturbation line when not empty
   // (traced - untraced) / untraced, %
   double perturbation_pct() const noexcept;
   // stage sum (traced end-to-end p50) / untraced p50, %

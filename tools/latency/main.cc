@@ -686,6 +686,7 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
 struct RunResult {
   std::string error;
   std::string transport, threading, idle;
+  bool kernel_tx_stamps = false;  // UDP with udp.kernel_timestamps: traced sends ask the kernel for TX stamps
   std::unique_ptr<Decomposer> dec;
   Dist traced, untraced;  // RTT/2 (ping-pong) or one-way from the scheduled send (--rate)
   Dist floor;
@@ -966,6 +967,7 @@ void SleepNs(std::int64_t ns) {
 RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   RunResult r;
   r.transport = TransportName(rc.cfg);
+  r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   r.dec = std::make_unique<Decomposer>(clock_cost);
@@ -1204,6 +1206,7 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
   if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost);
   RunResult r;
   r.transport = TransportName(rc.cfg);
+  r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   void* p = mmap(nullptr, sizeof(RunShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1276,6 +1279,12 @@ std::string Method(const Options& o) { return o.rate > 0 ? "one-way (from the sc
 Checks ChecksOf(const Options& o, const RunResult& r) {
   Checks c = r.checks();
   c.method = Method(o);
+  if (r.kernel_tx_stamps) {
+    c.perturbation_note =
+        "with udp.kernel_timestamps = true the traced sends also ask the kernel for a TX timestamp, which it "
+        "charges to them (skb clone, error queue); the library's own tracing alone: --set "
+        "udp.kernel_timestamps=false, or both in one invocation: --ab udp.kernel_timestamps=false,true";
+  }
   return c;
 }
 
@@ -1294,9 +1303,10 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                         "\"count\": %u, \"method\": %s}",
                         r.traced.p(50), r.traced.p(50), r.traced.p(99), json_number(r.traced.mean()), r.traced.n,
                         json_string(Method(o)));
-  absl::StrAppendFormat(&out, ", \"perturbation_pct\": %s, \"coverage_pct\": %s",
+  absl::StrAppendFormat(&out, ", \"perturbation_pct\": %s, \"coverage_pct\": %s, \"kernel_tx_timestamps\": %s",
                         c.have_untraced ? json_number(c.perturbation_pct()) : "null",
-                        c.have_untraced ? json_number(c.coverage_pct(*r.dec)) : "null");
+                        c.have_untraced ? json_number(c.coverage_pct(*r.dec)) : "null",
+                        r.kernel_tx_stamps ? "true" : "false");
   if (r.floor.n > 0) {
     absl::StrAppendFormat(&out, ", \"floor\": {\"kind\": %s, \"rtt_half_p50_ns\": %d, \"rtt_half_p99_ns\": %d, \"count\": %u}",
                           json_string(FloorName(r.floor_kind)), r.floor.p(50), r.floor.p(99), r.floor.n);
