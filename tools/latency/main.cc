@@ -1276,6 +1276,16 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
 
 std::string Method(const Options& o) { return o.rate > 0 ? "one-way (from the scheduled send)" : "RTT/2"; }
 
+// With --burst the checks compare unlike quantities: say so under the perturbation line.
+void AddBurstNote(std::uint32_t burst, Checks* c) {
+  if (burst <= 1) return;
+  if (!c->perturbation_note.empty()) c->perturbation_note += "; ";
+  c->perturbation_note += absl::StrFormat(
+      "--burst %u: a round trip spans the whole burst, so the RTT/2 figures and the coverage below compare the "
+      "burst's last message's one-way with half the burst's round trip, not like with like",
+      burst);
+}
+
 Checks ChecksOf(const Options& o, const RunResult& r) {
   Checks c = r.checks();
   c.method = Method(o);
@@ -1285,6 +1295,7 @@ Checks ChecksOf(const Options& o, const RunResult& r) {
         "charges to them (skb clone, error queue); the library's own tracing alone: --set "
         "udp.kernel_timestamps=false, or both in one invocation: --ab udp.kernel_timestamps=false,true";
   }
+  AddBurstNote(o.burst, &c);
   return c;
 }
 
@@ -1722,9 +1733,9 @@ int Main(int argc, char** argv) {
   absl::PrintF("config: %s; pinning: %s\n", base->source,
                o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
   absl::PrintF("machine: %s\n", bench::machine_description());
-  absl::PrintF("clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one TSC: "
+  absl::PrintF("clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one %s: "
               "both processes' stamps are comparable (across hosts only RTT/2 would be).\n\n",
-              clock_cost);
+              clock_cost, core::Clock::using_tsc() ? "TSC" : "CLOCK_MONOTONIC");
   std::fflush(stdout);
 
   std::string json = absl::StrFormat("{\"tool\": \"pollux-latency\", \"transport\": %s, \"threading\": %s, \"idle\": %s, "
@@ -1803,6 +1814,7 @@ int Main(int argc, char** argv) {
         c.untraced_p50_ns = static_cast<double>(un.p(50));
         c.traced_p50_ns = static_cast<double>(tr.p(50));
         c.floor_p50_ns = fl.n ? static_cast<double>(fl.p(50)) : 0.0;
+        AddBurstNote(ab.spec.burst != 0 ? ab.spec.burst : o.burst, &c);
         absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1), side == 0 ? "A, before" : "B, after",
                      o.pairs);
         std::fputs(format_table(m, notes, c).c_str(), stdout);
