@@ -24,16 +24,7 @@ using pollux::testing::payload_len;
 
 struct Fixture {
   explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy) {
-    Segment::Options o;
-    o.path = "/dev/shm/pollux-" + pollux::testing::unique_name("directtest") + ".log";
-    o.stream_id = 5;
-    o.session_id = 0x1234;
-    o.log_size = log_size;
-    o.subscriber_slots = 4;
-    o.flow_control = fc;
-    auto s = Segment::create(o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    seg = std::move(*s);
+    seg = pollux::testing::create_test_segment("directtest", log_size, fc, 5);
     writer.init(seg.get(), fc);
     auto a = Segment::attach(seg->path(), 5);
     EXPECT_TRUE(a.ok()) << a.status();

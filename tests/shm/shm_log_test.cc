@@ -20,16 +20,7 @@ using pollux::testing::payload_len;
 
 struct Fixture {
   explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy, std::uint32_t stream = 5) {
-    Segment::Options o;
-    o.path = "/dev/shm/pollux-" + pollux::testing::unique_name("logtest") + ".log";
-    o.stream_id = stream;
-    o.session_id = 0x1234;
-    o.log_size = log_size;
-    o.subscriber_slots = 4;
-    o.flow_control = fc;
-    auto s = Segment::create(o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    seg = std::move(*s);
+    seg = pollux::testing::create_test_segment("logtest", log_size, fc, stream);
     writer.init(seg.get(), fc);
   }
   ~Fixture() { seg->unlink(); }

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "transport/shm/shm_segment.h"
 
 namespace pollux::testing {
 
@@ -31,6 +33,22 @@ inline core::Config shm_config(const std::string& name, std::uint64_t log_size, 
 }
 
 // Deterministic payload for sequence s: length and contents derived from s.
+// A fresh stream segment under /dev/shm for log-level tests: 4 subscriber slots, session 0x1234.
+// Null (with a test failure) if it cannot be created; the caller unlinks it.
+inline std::unique_ptr<transport::shm::Segment> create_test_segment(const char* tag, std::uint64_t log_size,
+                                                                    core::FlowControl fc, std::uint32_t stream) {
+  transport::shm::Segment::Options o;
+  o.path = "/dev/shm/pollux-" + unique_name(tag) + ".log";
+  o.stream_id = stream;
+  o.session_id = 0x1234;
+  o.log_size = log_size;
+  o.subscriber_slots = 4;
+  o.flow_control = fc;
+  auto s = transport::shm::Segment::create(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
 inline std::uint32_t payload_len(std::uint64_t s, std::uint32_t max) { return 8 + static_cast<std::uint32_t>((s * 37) % (max - 8)); }
 inline void fill_payload(std::byte* p, std::uint32_t len, std::uint64_t s) {
   std::memcpy(p, &s, 8);

@@ -16,6 +16,7 @@
 #include "core/frame.h"
 #include "core/trace.h"
 #include "pollux/pollux.h"
+#include "tests/udp/scripted_subscriber.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
 
@@ -190,34 +191,13 @@ TEST(KernelTimestamps, TracedFrameFoundOnlyInWellFormedDatagrams) {
 
 // ---- the subscriber trusts the kernel RX stamp only when the transport flagged it -------------------
 
-class ScriptedRx final : public transport::RxEndpoint {
- public:
-  std::vector<transport::RxDesc> script;
-  std::uint32_t poll_st(std::span<transport::RxDesc> out) noexcept override {
-    const std::uint32_t n = static_cast<std::uint32_t>(std::min(out.size(), script.size()));
-    std::copy(script.begin(), script.begin() + n, out.begin());
-    script.erase(script.begin(), script.begin() + n);
-    return n;
-  }
-  void release_st(std::span<const transport::RxDesc>, bool) noexcept override {}
-  int housekeeping_st(std::int64_t) noexcept override { return 0; }
-  bool connected() const noexcept override { return true; }
-  void close_st() noexcept override {}
-  std::string describe() const override { return "scripted"; }
-};
 
 TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedIt) {
   auto counters = core::CountersFile::create("", "kts");
   ASSERT_TRUE(counters.ok());
   detail::SubscriberImpl sub;
-  sub.mode = detail::SubscriberImpl::Mode::kInline;
-  sub.kind = detail::EndpointKind::kVirtual;
-  sub.stream_id = 1;
   auto& f = **counters;
-  for (auto* c : {&sub.counters.messages, &sub.counters.bytes, &sub.counters.gaps, &sub.counters.lost,
-                  &sub.counters.overruns, &sub.counters.events, &sub.counters.malformed}) {
-    *c = f.allocate("sub", "c", 1);
-  }
+  test::init_inline_subscriber(sub, f, 1);
   // Two traced frames whose trace block says kernel_rx_ns = 12345 (as a hostile sender, or a shm
   // segment another process wrote, could); only the second descriptor carries the flag.
   Datagram d;
@@ -239,7 +219,7 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
     x.reserved = flags;
     return x;
   };
-  auto ep = std::make_unique<ScriptedRx>();
+  auto ep = std::make_unique<test::ScriptedRx>();
   ep->script = {desc(0, 1, 0), desc(second, 2, transport::kRxFlagKernelRx)};
   sub.ep = std::move(ep);
   std::vector<std::int64_t> krx;

@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/udp/scripted_subscriber.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/udp_transport.h"
 
@@ -1061,40 +1062,15 @@ TEST(UdpHostile, NakAmplificationWithTheDefaults) {
 // hands the subscriber, a frame too short for its header + trace block is counted, dropped and
 // reported as a one-message kMalformed gap. Driven through SubscriberImpl with an endpoint that
 // returns such descriptors (the UDP cursor above no longer lets one through).
-class ScriptedRx final : public transport::RxEndpoint {
- public:
-  std::vector<transport::RxDesc> script;
-  std::vector<transport::RxDesc> released;
-  std::uint32_t poll_st(std::span<transport::RxDesc> out) noexcept override {
-    const std::uint32_t n = static_cast<std::uint32_t>(std::min(out.size(), script.size()));
-    std::copy(script.begin(), script.begin() + n, out.begin());
-    script.erase(script.begin(), script.begin() + n);
-    return n;
-  }
-  void release_st(std::span<const transport::RxDesc> done, bool) noexcept override {
-    released.insert(released.end(), done.begin(), done.end());
-  }
-  int housekeeping_st(std::int64_t) noexcept override { return 0; }
-  bool connected() const noexcept override { return true; }
-  void close_st() noexcept override {}
-  std::string describe() const override { return "scripted"; }
-};
-
 TEST(SubscriberDefence, FrameShorterThanItsTraceBlockIsAMalformedGapOnAnyTransport) {
   auto counters = core::CountersFile::create("", "defence");
   ASSERT_TRUE(counters.ok());
   detail::SubscriberImpl sub;
-  sub.mode = detail::SubscriberImpl::Mode::kInline;
-  sub.kind = detail::EndpointKind::kVirtual;
-  sub.stream_id = 5;
   auto& f = **counters;
-  for (auto* c : {&sub.counters.messages, &sub.counters.bytes, &sub.counters.gaps, &sub.counters.lost,
-                  &sub.counters.overruns, &sub.counters.events, &sub.counters.malformed}) {
-    *c = f.allocate("sub", "c", 5);
-  }
+  test::init_inline_subscriber(sub, f, 5);
   sub.counters.malformed = f.allocate("sub", "malformed", 5);
-  auto ep = std::make_unique<ScriptedRx>();
-  ScriptedRx* rx = ep.get();
+  auto ep = std::make_unique<test::ScriptedRx>();
+  test::ScriptedRx* rx = ep.get();
   // Frame bytes as a datagram would carry them: 1 = a traced 32-byte frame (no room for its
   // 64-byte trace block), 2 = a 20-byte "frame", 3 = a valid traced frame with 8 payload bytes.
   alignas(8) std::byte short_traced[32] = {}, tiny[32] = {}, good[104] = {};
