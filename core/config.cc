@@ -749,6 +749,21 @@ const std::vector<StreamField>& stream_fields() {
          return want_udp_int(n, 0, 65535, &s.udp_port);
        },
        [](const StreamConfig& s) { return absl::StrCat(s.udp_port); }},
+      {"kernel_timestamps",
+       "udp: the kernel's software TX/RX timestamps on this stream (true/false), or \"inherit\" = udp.kernel_timestamps",
+       [](StreamConfig& s, const toml::node& n) -> std::string {
+         if (n.is_string() && *n.value<std::string>() == "inherit") {
+           s.kernel_timestamps = -1;
+           return "";
+         }
+         bool v = false;
+         if (auto e = want_bool(n, &v); !e.empty()) return "expected true, false or \"inherit\"";
+         s.kernel_timestamps = v ? 1 : 0;
+         return "";
+       },
+       [](const StreamConfig& s) {
+         return s.kernel_timestamps < 0 ? quote("inherit") : std::string(s.kernel_timestamps ? "true" : "false");
+       }},
   };
   return table;
 }

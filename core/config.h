@@ -32,6 +32,7 @@ struct StreamConfig {
   std::uint32_t trace_every = 1; // trace one message in N
   std::string udp_address;       // udp: this stream's group/address ("" = udp.address)
   std::uint32_t udp_port = 0;    // udp: this stream's port (0 = udp.port)
+  int kernel_timestamps = -1;    // udp: SO_TIMESTAMPING on this stream (1/0), -1 = udp.kernel_timestamps
   int line = 0;                  // where it was defined (for later diagnostics)
 };
 
@@ -160,6 +161,12 @@ struct Config {
   // The effective configuration as TOML, every key with its help text.
   std::string to_toml() const;
 };
+
+// udp: whether the stream takes the kernel's software timestamps ([[streams]] kernel_timestamps,
+// else udp.kernel_timestamps). `s` may be null (an unconfigured topic).
+inline bool udp_kernel_timestamps(const Config& c, const StreamConfig* s) {
+  return s != nullptr && s->kernel_timestamps >= 0 ? s->kernel_timestamps != 0 : c.udp.kernel_timestamps;
+}
 
 // `source_name` is used in error messages (the file name, or "<string>").
 absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view source_name);

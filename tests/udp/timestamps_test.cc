@@ -241,7 +241,9 @@ std::uint32_t base_port() { return 20000 + static_cast<std::uint32_t>(getpid() %
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
 // Streams "t" (traced, every message) and "u" (untraced) on ports base + offset, + 1.
-std::string config(const std::string& threading, std::uint32_t offset, bool kernel_timestamps, bool unicast) {
+// `t_kts`: stream t's own [[streams]] kernel_timestamps line ("" = none: it inherits).
+std::string config(const std::string& threading, std::uint32_t offset, bool kernel_timestamps, bool unicast,
+                   const std::string& t_kts = "") {
   return absl::StrFormat(R"(
 [runtime]
 threading = "%s"
@@ -263,13 +265,15 @@ topic = "t"
 id = 1
 trace = true
 udp_port = %u
+%s
 [[streams]]
 topic = "u"
 id = 2
 udp_port = %u
 )",
                          threading, unicast ? "127.0.0.1" : group(), kernel_timestamps ? "true" : "false",
-                         base_port() + offset, base_port() + offset + 1);
+                         base_port() + offset, t_kts.empty() ? "" : "kernel_timestamps = " + t_kts,
+                         base_port() + offset + 1);
 }
 
 struct Seen {
@@ -286,10 +290,11 @@ struct TracedRun {
 
 // Sends `n` messages on each stream, one at a time, waiting for each (and, on "t", for its send
 // completion: bounded, 2 s per message) before the next.
-void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bool unicast, int n, TracedRun* out) {
-  auto sctx = Context::from_string(config(threading, offset, kts, unicast), "sub.toml");
+void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bool unicast, int n, TracedRun* out,
+                const std::string& t_kts = "") {
+  auto sctx = Context::from_string(config(threading, offset, kts, unicast, t_kts), "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto pctx = Context::from_string(config(threading, offset, kts, unicast), "pub.toml");
+  auto pctx = Context::from_string(config(threading, offset, kts, unicast, t_kts), "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto st = (*sctx)->subscriber("t");
   auto su = (*sctx)->subscriber("u");
@@ -434,6 +439,37 @@ TEST(UdpKernelTimestamps, OffByDefaultButReceiveIsStillItsOwnStamp) {
       }
     }
   }
+}
+
+// [[streams]] kernel_timestamps overrides udp.kernel_timestamps for its stream, both ways.
+TEST(UdpKernelTimestamps, PerStreamKeyOverridesTheTransportKey) {
+  {
+    SCOPED_TRACE("udp.kernel_timestamps = true, stream t: false");
+    TracedRun r;
+    run_traced("inline", 12, true, true, 30, &r, "false");
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(r.t.size(), 30u);
+    for (std::size_t i = 0; i < r.t.size(); ++i) {
+      EXPECT_EQ(r.t[i].ns[StageTimes::kKernelRx], 0);
+      EXPECT_EQ(r.completions[i], 0);
+    }
+  }
+  {
+    SCOPED_TRACE("udp.kernel_timestamps = false, stream t: true");
+    TracedRun r;
+    run_traced("inline", 14, false, true, 30, &r, "true");
+    if (HasFatalFailure()) return;
+    expect_ordered_stages(r, "inline", 30);
+  }
+}
+
+TEST(UdpKernelTimestamps, PerStreamKeyRejectsOtherValues) {
+  auto c = core::parse_config(config("inline", 16, false, true, "\"sometimes\""), "x.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("kernel_timestamps"), std::string::npos) << c.status();
+  auto inherit = core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml");
+  ASSERT_TRUE(inherit.ok()) << inherit.status();
+  EXPECT_TRUE(core::udp_kernel_timestamps(*inherit, inherit->find_stream(1)));
 }
 
 }  // namespace

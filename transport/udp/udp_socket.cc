@@ -61,6 +61,7 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
   const char* addr_key = stream != nullptr && !stream->udp_address.empty() ? "streams.udp_address" : "udp.address";
   ch.address_key = addr_key;
   ch.port_key = stream != nullptr && stream->udp_port != 0 ? "streams.udp_port" : "udp.port";
+  ch.kernel_timestamps = core::udp_kernel_timestamps(cfg, stream);
   ch.dest.sin_family = AF_INET;
   ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
@@ -201,7 +202,7 @@ absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel
   if (static_cast<std::uint64_t>(si.rcvbuf) < u.socket_rcvbuf) {
     absl::StrAppendFormat(&si.notes, "SO_RCVBUF capped at %d (raise net.core.rmem_max); ", si.rcvbuf);
   }
-  if (u.kernel_timestamps) {
+  if (ch.kernel_timestamps) {
     // Every datagram gets its receive time (and the host a global net timestamp static key:
     // netif_rx stamps every packet while any socket asks).
     const int flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;

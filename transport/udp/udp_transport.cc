@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   ep->linger_ns_ = ms(u.linger_ms);
   ep->done_cap_ = env.pool != nullptr ? env.pool->slots() : 4096;
   ep->done_.reset(new std::uint32_t[ep->done_cap_]);
-  if (spec.send_log != nullptr && u.kernel_timestamps) {
+  if (spec.send_log != nullptr && core::udp_kernel_timestamps(cfg, spec.stream)) {
     // A traced stream with udp.kernel_timestamps: its traced datagrams ask for the kernel's TX
     // timestamp. Opt-in like the RX stamps: the kernel's TX timestamp path costs ~1 us per
     // stamped send on this VM (docs/BENCHMARKS.md), far more than tracing's clock reads.
