@@ -215,6 +215,36 @@ TEST(Decomposition, ChecksComputePerturbationAndCoverage) {
   EXPECT_THAT(t, HasSubstr("account for 95.0% of the untraced RTT/2 p50"));
 }
 
+// UDP with kernel timestamps: the library-only stream gives the perturbation and the coverage;
+// the kernel's share is the decomposed stream against it.
+TEST(Decomposition, ChecksSplitTheLibrarysTracingFromTheKernelTimestamps) {
+  auto d = std::make_unique<Decomposer>(0.0);
+  for (int i = 0; i < 10; ++i) d->add(Inline(1'000'000 + i * 1000, 1150));
+  Checks c;
+  c.have_untraced = true;
+  c.untraced_p50_ns = 1000;
+  c.traced_p50_ns = 1200;
+  c.have_library_only = true;
+  c.library_only_p50_ns = 1020;
+  c.library_only_e2e_p50_ns = 970;
+  c.method = "RTT/2";
+  EXPECT_NEAR(c.perturbation_pct(), 2.0, 1e-9);
+  EXPECT_NEAR(c.traced_perturbation_pct(), 20.0, 1e-9);
+  EXPECT_NEAR(c.kernel_timestamps_pct(), 100.0 * 180.0 / 1020.0, 1e-9);
+  EXPECT_NEAR(c.coverage_pct(*d), 97.0, 1e-9);
+  EXPECT_NEAR(c.decomposed_coverage_pct(*d), 100.0 * 1150.0 / 1200.0, 1e-9);
+  const std::string t = format_table(*d, transport_notes("udp"), c);
+  EXPECT_THAT(t, HasSubstr("traced (library stamps only) RTT/2 p50: 1.020 us   perturbation: +2.0%"));
+  EXPECT_THAT(t, HasSubstr("the kernel's timestamps cost +17.6% over library-only tracing (+20.0% over untraced)"));
+  EXPECT_THAT(t, HasSubstr("account for 97.0% of the untraced RTT/2 p50"));
+  EXPECT_THAT(t, HasSubstr("for 95.8% of its own traced p50"));
+  // Without the third stream the old figures stand.
+  c.have_library_only = false;
+  EXPECT_NEAR(c.perturbation_pct(), 20.0, 1e-9);
+  EXPECT_NEAR(c.coverage_pct(*d), 115.0, 1e-9);
+  EXPECT_NEAR(c.kernel_timestamps_pct(), 0.0, 1e-9);
+}
+
 TEST(Hgrm, WritesHdrHistogramsPercentileDistribution) {
   Dist d;
   for (int i = 1; i <= 1000; ++i) d.add(i * 1000.0);  // 1..1000 us

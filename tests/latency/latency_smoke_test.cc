@@ -26,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using jsonlite::Value;
 
 struct ToolRun {
@@ -218,7 +219,37 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
     }
     const Value* floor = v.get("floor");
     EXPECT_TRUE(floor != nullptr && floor->is_object()) << r.out;
+    // The third, library-only traced pair separates the library's tracing from the kernel's
+    // timestamps: its RTT/2 and end-to-end, and the kernel's cost on top.
+    const Value* lib = v.get("library_only");
+    ASSERT_TRUE(lib != nullptr && lib->is_object()) << r.out;
+    EXPECT_TRUE(lib->get("rtt_half_p50_ns")->is_number()) << r.out;
+    EXPECT_GT(lib->get("count")->num, 0) << r.out;
+    EXPECT_TRUE(lib->get("end_to_end_p50_ns")->is_number()) << r.out;
+    for (const char* k : {"kernel_timestamps_cost_pct", "traced_perturbation_pct", "decomposed_coverage_pct"}) {
+      EXPECT_TRUE(v.get(k) != nullptr && v.get(k)->is_number()) << k << " in " << r.out;
+    }
+    EXPECT_THAT(r.out, HasSubstr("traced (library stamps only)"));
+    EXPECT_THAT(r.out, HasSubstr("the kernel's timestamps cost"));
   }
+}
+
+// The streams pollux-latency adds on UDP: the library-only pair and the untraced pair turn the
+// kernel's timestamps off per stream, the decomposed traced pair keeps the transport's.
+TEST_F(LatencySmoke, UdpLibraryOnlyStreamsTurnKernelTimestampsOff) {
+  ToolRun r = RunTool({"--set", "transport.kind=udp", "--print-config"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* topic : {"lat.ping.t", "lat.pong.t", "lat.ping.u", "lat.pong.u", "lat.ping.l", "lat.pong.l"}) {
+    const std::size_t at = r.out.find(std::string("topic = \"") + topic + "\"");
+    ASSERT_NE(at, std::string::npos) << topic << " in " << r.out;
+    const std::size_t end = r.out.find("[[streams]]", at);
+    const std::string table = r.out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const bool traced_pair = topic[9] == 't';
+    EXPECT_EQ(table.find("kernel_timestamps = false") != std::string::npos, !traced_pair) << topic << ": " << table;
+  }
+  ToolRun off = RunTool({"--set", "transport.kind=udp", "--set", "udp.kernel_timestamps=false", "--print-config"});
+  ASSERT_EQ(off.status, 0) << off.out;
+  EXPECT_THAT(off.out, Not(HasSubstr("lat.ping.l"))) << off.out;
 }
 
 // With udp.kernel_timestamps off (the library's default) the kernel stages are absent and say
@@ -236,6 +267,8 @@ TEST_F(LatencySmoke, UdpWithoutKernelTimestamps) {
     EXPECT_FALSE(st->arr[kReceive - 1].get("absent")->b) << r.out;
     EXPECT_FALSE(st->arr[kDelivery - 1].get("absent")->b) << r.out;
   }
+  const Value* lib = v.get("library_only");
+  EXPECT_TRUE(lib != nullptr && lib->is_null()) << r.out;
 }
 
 TEST_F(LatencySmoke, ConfigFileAndPlots) {

@@ -199,12 +199,30 @@ std::vector<StageRow> stage_rows(const Decomposer& d, const PointNotes& notes) {
 
 double Checks::perturbation_pct() const noexcept {
   if (!have_untraced || untraced_p50_ns <= 0) return 0.0;
+  const double traced = have_library_only ? library_only_p50_ns : traced_p50_ns;
+  return 100.0 * (traced - untraced_p50_ns) / untraced_p50_ns;
+}
+
+double Checks::traced_perturbation_pct() const noexcept {
+  if (!have_untraced || untraced_p50_ns <= 0) return 0.0;
   return 100.0 * (traced_p50_ns - untraced_p50_ns) / untraced_p50_ns;
 }
 
+double Checks::kernel_timestamps_pct() const noexcept {
+  if (!have_library_only || library_only_p50_ns <= 0) return 0.0;
+  return 100.0 * (traced_p50_ns - library_only_p50_ns) / library_only_p50_ns;
+}
+
 double Checks::coverage_pct(const Decomposer& d) const noexcept {
-  if (!have_untraced || untraced_p50_ns <= 0 || d.end_to_end().n == 0) return 0.0;
+  if (!have_untraced || untraced_p50_ns <= 0) return 0.0;
+  if (have_library_only) return 100.0 * library_only_e2e_p50_ns / untraced_p50_ns;
+  if (d.end_to_end().n == 0) return 0.0;
   return 100.0 * static_cast<double>(d.end_to_end().p(50)) / untraced_p50_ns;
+}
+
+double Checks::decomposed_coverage_pct(const Decomposer& d) const noexcept {
+  if (traced_p50_ns <= 0 || d.end_to_end().n == 0) return 0.0;
+  return 100.0 * static_cast<double>(d.end_to_end().p(50)) / traced_p50_ns;
 }
 
 namespace {
@@ -236,7 +254,20 @@ std::string format_table(const Decomposer& d, const PointNotes& notes, const Che
                         "samples: %u decomposed, %u rejected with a stamp out of order, %u with other stages "
                         "present, %u without an offer stamp; clock read %.1f ns subtracted per stamp\n",
                         d.accepted(), d.out_of_order(), d.layout_mismatch(), d.no_offer(), d.clock_cost_ns());
-  if (c.have_untraced) {
+  if (c.have_untraced && c.have_library_only) {
+    absl::StrAppendFormat(&out,
+                          "untraced %s p50: %s us   traced (library stamps only) %s p50: %s us   perturbation: %+.1f%%\n",
+                          c.method, us(c.untraced_p50_ns), c.method, us(c.library_only_p50_ns), c.perturbation_pct());
+    absl::StrAppendFormat(&out,
+                          "traced + kernel timestamps (the stream decomposed above) %s p50: %s us: the kernel's "
+                          "timestamps cost %+.1f%% over library-only tracing (%+.1f%% over untraced)\n",
+                          c.method, us(c.traced_p50_ns), c.kernel_timestamps_pct(), c.traced_perturbation_pct());
+    if (!c.perturbation_note.empty()) absl::StrAppendFormat(&out, "  (%s)\n", c.perturbation_note);
+    absl::StrAppendFormat(&out,
+                          "the stages account for %.1f%% of the untraced %s p50 (library-only stream's end-to-end p50 / "
+                          "untraced p50); the decomposed stream's stages for %.1f%% of its own traced p50\n",
+                          c.coverage_pct(d), c.method, c.decomposed_coverage_pct(d));
+  } else if (c.have_untraced) {
     absl::StrAppendFormat(&out, "untraced %s p50: %s us   traced %s p50: %s us   perturbation: %+.1f%%\n", c.method,
                           us(c.untraced_p50_ns), c.method, us(c.traced_p50_ns), c.perturbation_pct());
     if (!c.perturbation_note.empty()) absl::StrAppendFormat(&out, "  (%s)\n", c.perturbation_note);

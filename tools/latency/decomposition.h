@@ -154,10 +154,25 @@ struct Checks {
   double floor_p50_ns = 0;     // the bare floor's RTT/2 p50 (0: not measured)
   std::string method;          // "rtt/2" or "one-way from the scheduled send"
   std::string perturbation_note;  // printed under the perturbation line when not empty
-  // (traced - untraced) / untraced, %
+  // UDP with the kernel's timestamps: a third stream pair, traced with the library's stamps
+  // only (kernel timestamps off on its sockets), separates the library's tracing cost from the
+  // kernel's (the decomposed, traced stream above has both).
+  bool have_library_only = false;
+  double library_only_p50_ns = 0;      // its RTT/2 (ping-pong) or one-way (rate) p50
+  double library_only_e2e_p50_ns = 0;  // its end-to-end (sum of its stages) p50; 0: none
+  // The library's tracing: (library-only traced - untraced) / untraced, % when
+  // have_library_only, else (traced - untraced) / untraced, %.
   double perturbation_pct() const noexcept;
-  // stage sum (traced end-to-end p50) / untraced p50, %
+  // (traced - untraced) / untraced, %: everything the decomposed stream pays.
+  double traced_perturbation_pct() const noexcept;
+  // The kernel's timestamps: (traced - library-only traced) / library-only traced, %.
+  double kernel_timestamps_pct() const noexcept;
+  // What share of the untraced p50 the stages account for: the library-only stream's
+  // end-to-end p50 / untraced p50 when have_library_only (the kernel-stamped stream is slower
+  // than untraced by the kernel's cost), else the decomposed stream's, %.
   double coverage_pct(const Decomposer& d) const noexcept;
+  // The decomposed stream's end-to-end p50 / its own traced p50, %.
+  double decomposed_coverage_pct(const Decomposer& d) const noexcept;
 };
 
 // The human table: stage, from -> to, mean, p50, p99, share; the end-to-end line; the checks.

@@ -11,7 +11,11 @@
 // Ping-pong (default): round trips alternate between a traced pair of streams (lat.ping.t ->
 // lat.pong.t, `trace = true`, `trace_every` = --trace-every) and an untraced pair (lat.ping.u
 // -> lat.pong.u) in the same Contexts, so the untraced RTT/2 - the honesty check - is measured
-// in the same run, interleaved message by message. The pong side copies the ping's stage
+// in the same run, interleaved message by message. UDP with the kernel's timestamps on (the
+// tool's default) adds a third pair, lat.ping.l -> lat.pong.l: traced with the library's stamps
+// only (kernel_timestamps = false on its and the untraced pair's sockets), so one run gives the
+// library's perturbation (library-only vs untraced) and the kernel stamps' cost (traced vs
+// library-only) apart. The pong side copies the ping's stage
 // stamps (Message::trace, as it saw the ping) into its echo; the ping side decomposes them
 // (tools/latency/decomposition.h). Before the Contexts start, the same two processes measure
 // the transport's floor: a bare cache-line ping-pong (shm) or two bare UDP sockets on
@@ -76,8 +80,10 @@ as the stages of the message's path (offer -> app ring -> poller -> post -> loca
 completion -> kernel RX -> receive -> subscriber ring -> handler) with mean, p50, p99 and
 share of the total, the end-to-end line, and the honesty checks: the same path untraced
 (RTT/2 p50, same run, interleaved), how much tracing perturbs it, and what share of the
-untraced one-way the stages account for. Stamps of both processes come from one TSC (one
-host); across hosts only RTT/2 would be meaningful.
+untraced one-way the stages account for. On UDP with udp.kernel_timestamps (on unless set
+false) a third stream pair, traced with the library's stamps only, separates the library's
+tracing cost (the perturbation) from the kernel timestamps' cost (a line of its own). Stamps
+of both processes come from one TSC (one host); across hosts only RTT/2 would be meaningful.
 
 Configuration:
   --config FILE        Pollux TOML configuration (default: the embedded
@@ -89,12 +95,13 @@ Configuration:
 
 Measurement:
   --count N            measured round trips (ping-pong) or messages (--rate) per variant:
-                       N traced and N untraced, interleaved (default 20000)
+                       N on each stream pair (traced, untraced; UDP with kernel
+                       timestamps: also library-only), interleaved (default 20000)
   --warmup N           round trips / messages per variant before measuring (default 2000)
   --trace-every N      trace one message in N on the traced streams (default 1: every one)
   --rate MSG_PER_S     fixed-rate one-way stream instead of ping-pong (open loop: latency from
-                       the scheduled send time; traced and untraced streams alternate, each
-                       at half the rate); k/M suffixes accepted
+                       the scheduled send time; the streams alternate, each at 1/2 of the
+                       rate, or 1/3 with the library-only stream); k/M suffixes accepted
   --payload BYTES      ping payload size, >= 16 (default 32); the pong carries 72 bytes
   --timeout-ms MS      a round trip without its echo this long is counted as a timeout (1000)
   --burst N            ping-pong under a burst load: each ping is N messages offered back to
@@ -126,7 +133,9 @@ A/B switches:
 
 Output:
   --json FILE          one JSON object: transport, stages (path order), end_to_end, untraced,
-                       traced, perturbation_pct, coverage_pct, floor, and with --ab "ab"
+                       traced, perturbation_pct, coverage_pct, floor, library_only (UDP with
+                       kernel timestamps, else null) with kernel_timestamps_cost_pct, and
+                       with --ab "ab"
   --hgrm FILE          the end-to-end distribution in HdrHistogram's percentile format (values
                        in us), and beside it FILE's stem + .<stage>.hgrm per present stage,
                        .untraced.hgrm and .floor.hgrm (with --ab: + .<key>=<value> per side)
@@ -292,13 +301,21 @@ Options ParseArgs(int argc, char** argv) {
 // ---- configuration ----------------------------------------------------------------------------
 
 constexpr std::uint32_t kStreamIdBase = 2147480001u;
-constexpr const char* kTopics[4] = {"lat.ping.t", "lat.pong.t", "lat.ping.u", "lat.pong.u"};
-enum TopicIndex { kPingT = 0, kPongT = 1, kPingU = 2, kPongU = 3 };
+constexpr int kTopicCount = 6;
+constexpr const char* kTopics[kTopicCount] = {"lat.ping.t", "lat.pong.t", "lat.ping.u",
+                                              "lat.pong.u", "lat.ping.l", "lat.pong.l"};
+enum TopicIndex { kPingT = 0, kPongT = 1, kPingU = 2, kPongU = 3, kPingL = 4, kPongL = 5 };
+// The round trips' (messages') streams in their interleaving order: traced (decomposed),
+// untraced, and with RunConfig::library_only the library-only traced pair.
+enum Variant { kTraced = 0, kUntraced = 1, kLibraryOnly = 2 };
 
 struct RunConfig {
   std::string ping_toml, pong_toml;  // the two processes' configurations
   core::Config cfg;                  // the ping side's, parsed
   std::string source;
+  // UDP with kernel timestamps: the third, library-only traced pair runs (kLibraryOnly).
+  bool library_only = false;
+  int variants() const noexcept { return library_only ? 3 : 2; }
 };
 
 absl::StatusOr<std::string> BaseText(const Options& o, std::string* source) {
@@ -354,12 +371,13 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   absl::StatusOr<core::Config> user = core::parse_config(Serialize(root), rc.source);
   if (!user.ok()) return user.status();
   for (const core::StreamConfig& s : user->streams) {
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kTopicCount; ++i) {
       if (s.topic == kTopics[i] || s.id == kStreamIdBase + static_cast<std::uint32_t>(i)) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: [[streams]] \"%s\" (id %d) collides with pollux-latency's own streams (topics lat.ping.t, "
-            "lat.pong.t, lat.ping.u, lat.pong.u; ids %d-%d): rename it or remove it from the file",
-            rc.source, s.topic, s.id, kStreamIdBase, kStreamIdBase + 3));
+            "lat.pong.t, lat.ping.u, lat.pong.u, lat.ping.l, lat.pong.l; ids %d-%d): rename it or remove it from "
+            "the file",
+            rc.source, s.topic, s.id, kStreamIdBase, kStreamIdBase + kTopicCount - 1));
       }
     }
   }
@@ -367,26 +385,31 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   runtime.insert_or_assign("name", absl::StrFormat("lat%dr%d", static_cast<int>(getpid()), run));
   const bool udp = user->transport == core::TransportKind::kUdp;
   if (udp) {
-    // The kernel's RX timestamp stage (kernel_rx): on for every UDP socket of the run, traced or
-    // not, so the untraced streams pay its cost too and the perturbation figure stays honest.
-    // An explicit udp.kernel_timestamps (file, --set, --ab) wins.
+    // The kernel's timestamps (send completion and kernel_rx stages): on unless the file,
+    // --set or --ab says otherwise. When on, they are on for the decomposed traced pair only;
+    // the untraced pair and the library-only pair (kLibraryOnly) turn them off per stream, so
+    // perturbation_pct is the library's own tracing and the kernel's cost is a line of its own.
     toml::table& u = TableOf(root, "udp");
     if (u.get("kernel_timestamps") == nullptr) u.insert("kernel_timestamps", true);
+    const toml::node* k = u.get("kernel_timestamps");
+    rc.library_only = k->is_boolean() && k->as_boolean()->get();
   }
   // Ports (UDP streams, RDMA RC listeners): per invocation and run, away from
   // pollux-bench-rate's 20000-51999 range.
-  const int port = 52000 + static_cast<int>(getpid() % 800) * 16 + (run % 4) * 4;
+  const int port = 52000 + static_cast<int>(getpid() % 400) * 32 + (run % 4) * 8;  // + 0..5: the streams
   toml::array* streams = nullptr;
   if (root.get("streams") == nullptr) root.insert("streams", toml::array{});
   streams = root.get("streams")->as_array();
   if (streams == nullptr) return absl::InvalidArgumentError(rc.source + ": streams: expected [[streams]] tables");
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < (rc.library_only ? 6 : 4); ++i) {
     toml::table t;
+    const bool traced = i != kPingU && i != kPongU;
     t.insert("topic", kTopics[i]);
     t.insert("id", static_cast<std::int64_t>(kStreamIdBase) + i);
-    t.insert("trace", i == kPingT || i == kPongT);
-    if (i == kPingT || i == kPongT) t.insert("trace_every", static_cast<std::int64_t>(o.trace_every));
+    t.insert("trace", traced);
+    if (traced) t.insert("trace_every", static_cast<std::int64_t>(o.trace_every));
     if (udp) t.insert("udp_port", static_cast<std::int64_t>(port + i));
+    if (rc.library_only && i != kPingT && i != kPongT) t.insert("kernel_timestamps", false);
     streams->push_back(std::move(t));
   }
   // RDMA RC on one host: each side listens on its own port and lists the other as its peer
@@ -459,8 +482,8 @@ struct Shared {
   std::atomic<int> sender_done{0};
   // --rate, child -> parent (valid after child_done).
   std::uint64_t received = 0, lost = 0, gaps = 0, malformed = 0;
-  Dist traced_one_way, untraced_one_way;
-  Decomposer dec;
+  Dist traced_one_way, untraced_one_way, library_one_way;
+  Decomposer dec, dec_library;  // the traced stream's samples; the library-only stream's
   char error[1024] = {};
 };
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
@@ -471,6 +494,7 @@ Shared* MapShared(double clock_cost) {
   if (p == MAP_FAILED) return nullptr;
   Shared* sh = new (p) Shared();
   sh->dec.reset(clock_cost);
+  sh->dec_library.reset(clock_cost);
   return sh;
 }
 
@@ -689,6 +713,11 @@ struct RunResult {
   bool kernel_tx_stamps = false;  // UDP with udp.kernel_timestamps: traced sends ask the kernel for TX stamps
   std::unique_ptr<Decomposer> dec;
   Dist traced, untraced;  // RTT/2 (ping-pong) or one-way from the scheduled send (--rate)
+  // UDP with kernel timestamps (RunConfig::library_only): the library-only traced pair's
+  // RTT/2 (one-way) and its samples.
+  bool library_only = false;
+  Dist library;
+  std::unique_ptr<Decomposer> dec_library;
   Dist floor;
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
@@ -704,6 +733,10 @@ struct RunResult {
     c.untraced_p50_ns = static_cast<double>(untraced.p(50));
     c.traced_p50_ns = static_cast<double>(traced.p(50));
     c.floor_p50_ns = floor.n ? static_cast<double>(floor.p(50)) : 0.0;
+    c.have_library_only = library_only && library.n > 0;
+    c.library_only_p50_ns = static_cast<double>(library.p(50));
+    c.library_only_e2e_p50_ns =
+        dec_library && dec_library->end_to_end().n ? static_cast<double>(dec_library->end_to_end().p(50)) : 0.0;
     return c;
   }
 };
@@ -727,13 +760,11 @@ Sample SampleOf(const pollux::StageTimes& t) noexcept {
 // pollers it yields the CPU (an application thread and a poller share each CPU).
 struct AppIdle {
   bool inline_mode;
-  pollux::Publisher* pubs[2];
+  pollux::Publisher* pubs[3];  // the variants' publishers (the third: nullptr without kLibraryOnly)
   std::uint32_t empty = 0;
   void idle() noexcept {
     if (inline_mode) {
-      if ((++empty & 63) == 0) {
-        for (pollux::Publisher* p : pubs) (void)p->service();
-      }
+      if ((++empty & 63) == 0) service();
       CpuPause();
     } else {
       sched_yield();
@@ -741,7 +772,9 @@ struct AppIdle {
   }
   void service() noexcept {
     if (inline_mode) {
-      for (pollux::Publisher* p : pubs) (void)p->service();
+      for (pollux::Publisher* p : pubs) {
+        if (p != nullptr) (void)p->service();
+      }
     }
   }
 };
@@ -812,37 +845,48 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     return 2;
   }
   const bool rate = o.rate > 0;
-  absl::StatusOr<pollux::Subscriber> sub_t = (*ctx)->subscriber(kTopics[kPingT]);
-  absl::StatusOr<pollux::Subscriber> sub_u = (*ctx)->subscriber(kTopics[kPingU]);
-  if (!sub_t.ok() || !sub_u.ok()) {
-    SetError(sh, std::string((!sub_t.ok() ? sub_t : sub_u).status().message()));
-    return 2;
-  }
-  pollux::Publisher pub_t, pub_u;
-  if (!rate) {
-    absl::StatusOr<pollux::Publisher> pt = (*ctx)->publisher(kTopics[kPongT]);
-    absl::StatusOr<pollux::Publisher> pu = (*ctx)->publisher(kTopics[kPongU]);
-    if (!pt.ok() || !pu.ok()) {
-      SetError(sh, std::string((!pt.ok() ? pt : pu).status().message()));
+  // Per variant (kTraced, kUntraced, kLibraryOnly): the ping subscriber and the pong publisher.
+  const int nv = rc.variants();
+  constexpr int kPings[3] = {kPingT, kPingU, kPingL}, kPongs[3] = {kPongT, kPongU, kPongL};
+  pollux::Subscriber subs[3];
+  pollux::Publisher pubs[3];
+  for (int v = 0; v < nv; ++v) {
+    absl::StatusOr<pollux::Subscriber> sub = (*ctx)->subscriber(kTopics[kPings[v]]);
+    if (!sub.ok()) {
+      SetError(sh, std::string(sub.status().message()));
       return 2;
     }
-    pub_t = std::move(*pt);
-    pub_u = std::move(*pu);
+    subs[v] = std::move(*sub);
+    if (rate) continue;
+    absl::StatusOr<pollux::Publisher> pub = (*ctx)->publisher(kTopics[kPongs[v]]);
+    if (!pub.ok()) {
+      SetError(sh, std::string(pub.status().message()));
+      return 2;
+    }
+    pubs[v] = std::move(*pub);
   }
   // Wait for the parent (phase 1) before reporting ready: the floor is over by then.
   while (sh->phase.load(std::memory_order_acquire) < 1) usleep(100);  // pairs with the parent's release
   sh->child_state.store(2, std::memory_order_release);                 // pairs with WaitChild's acquire
   const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
-  AppIdle idle{inline_mode, {&pub_t, &pub_u}};
+  AppIdle idle{inline_mode, {&pubs[0], &pubs[1], nv > 2 ? &pubs[2] : nullptr}};
   const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
   std::string err;
   auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2; };  // pairs with the parent's release
+  auto drain = [&](int max) {
+    for (int v = 0; v < nv; ++v) (void)subs[v].poll([](const pollux::Message&) {}, max);
+  };
   if (!rate) {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!pub_t.is_connected() || !pub_u.is_connected()) {
+    auto connected = [&] {
+      for (int v = 0; v < nv; ++v) {
+        if (!pubs[v].is_connected()) return false;
+      }
+      return true;
+    };
+    while (!connected()) {
       idle.service();
-      (void)sub_t->poll([](const pollux::Message&) {}, 16);  // inline: the status to the ping side
-      (void)sub_u->poll([](const pollux::Message&) {}, 16);
+      drain(16);  // inline: the status to the ping side
       if (Clock::monotonic_ns() > deadline) {
         SetError(sh, "pong side: publishers not connected to the ping side after 10 s");
         return 2;
@@ -869,8 +913,8 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
       if (!OfferRetry(pub, pong, sizeof pong, idle, timeout_ns, &err)) return;
     };
     for (std::uint32_t k = 0; err.empty(); ++k) {
-      int n = sub_t->poll([&](const pollux::Message& m) { echo(pub_t, m); }, 16);
-      n += sub_u->poll([&](const pollux::Message& m) { echo(pub_u, m); }, 16);
+      int n = 0;
+      for (int v = 0; v < nv; ++v) n += subs[v].poll([&](const pollux::Message& m) { echo(pubs[v], m); }, 16);
       if (n == 0) {
         if ((k & 255) == 0 && done()) break;
         idle.idle();
@@ -878,7 +922,7 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     }
   } else {
     const std::uint64_t warm = o.warmup;
-    auto on_msg = [&](bool traced, const pollux::Message& m) {
+    auto on_msg = [&](int variant, const pollux::Message& m) {
       const std::int64_t now = Clock::now_ns();
       if (m.payload.size() < 16) {
         ++sh->malformed;
@@ -889,11 +933,14 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
       std::memcpy(&tk, m.payload.data(), 8);
       std::memcpy(&k, m.payload.data() + 8, 8);
       ++sh->received;
-      if (k / 2 < warm) return;
+      if (k / static_cast<std::uint64_t>(nv) < warm) return;
       const double lat = static_cast<double>(now - tk) - sh->dec.clock_cost_ns();
-      if (traced) {
+      if (variant == kTraced) {
         sh->traced_one_way.add(lat);
         if (m.trace != nullptr) (void)sh->dec.add(SampleOf(*m.trace));
+      } else if (variant == kLibraryOnly) {
+        sh->library_one_way.add(lat);
+        if (m.trace != nullptr) (void)sh->dec_library.add(SampleOf(*m.trace));
       } else {
         sh->untraced_one_way.add(lat);
       }
@@ -904,8 +951,8 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     };
     std::int64_t drain_deadline = 0;
     for (std::uint32_t k = 0;; ++k) {
-      int n = sub_t->poll([&](const pollux::Message& m) { on_msg(true, m); }, on_gap, 64);
-      n += sub_u->poll([&](const pollux::Message& m) { on_msg(false, m); }, on_gap, 64);
+      int n = 0;
+      for (int v = 0; v < nv; ++v) n += subs[v].poll([&](const pollux::Message& m) { on_msg(v, m); }, on_gap, 64);
       if (n > 0) continue;
       if (sh->sender_done.load(std::memory_order_acquire) != 0) {  // pairs with the sender's release
         const std::uint64_t sent = sh->sent.load(std::memory_order_relaxed);
@@ -924,14 +971,12 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
   // Stay until the parent has closed its side: a UDP publisher's close lingers for our status.
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
   while (sh->phase.load(std::memory_order_acquire) < 3 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
-    (void)sub_t->poll([](const pollux::Message&) {}, 64);
-    (void)sub_u->poll([](const pollux::Message&) {}, 64);
+    drain(64);
     idle.service();
     usleep(50);
   }
   if (!rate) {
-    pub_t.close();
-    pub_u.close();
+    for (int v = 0; v < nv; ++v) pubs[v].close();
   }
   return 0;
 }
@@ -971,6 +1016,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   r.dec = std::make_unique<Decomposer>(clock_cost);
+  r.dec_library = std::make_unique<Decomposer>(clock_cost);
+  r.library_only = rc.library_only;
   const bool rate = o.rate > 0;
   r.floor_kind = rate ? FloorKind::kNone : FloorFor(rc.cfg);
   Shared* sh = MapShared(clock_cost);
@@ -1016,47 +1063,57 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   if (!WaitChild(sh, child, 2, &err)) return finish(err);
   auto ctx = pollux::Context::from_string(rc.ping_toml, "pollux-latency (ping side)");
   if (!ctx.ok()) return finish(absl::StrCat("ping side: ", ctx.status().message()));
-  absl::StatusOr<pollux::Publisher> pt = (*ctx)->publisher(kTopics[kPingT]);
-  absl::StatusOr<pollux::Publisher> pu = (*ctx)->publisher(kTopics[kPingU]);
-  if (!pt.ok() || !pu.ok()) return finish(absl::StrCat("ping side: ", (!pt.ok() ? pt : pu).status().message()));
-  pollux::Subscriber sub_t, sub_u;
-  if (!rate) {
-    absl::StatusOr<pollux::Subscriber> st = (*ctx)->subscriber(kTopics[kPongT]);
-    absl::StatusOr<pollux::Subscriber> su = (*ctx)->subscriber(kTopics[kPongU]);
-    if (!st.ok() || !su.ok()) return finish(absl::StrCat("ping side: ", (!st.ok() ? st : su).status().message()));
-    sub_t = std::move(*st);
-    sub_u = std::move(*su);
+  // Per variant (kTraced, kUntraced, kLibraryOnly): the ping publisher and the pong subscriber.
+  const int nv = rc.variants();
+  constexpr int kPings[3] = {kPingT, kPingU, kPingL}, kPongs[3] = {kPongT, kPongU, kPongL};
+  pollux::Publisher pubs[3];
+  pollux::Subscriber subs[3];
+  for (int v = 0; v < nv; ++v) {
+    absl::StatusOr<pollux::Publisher> pub = (*ctx)->publisher(kTopics[kPings[v]]);
+    if (!pub.ok()) return finish(absl::StrCat("ping side: ", pub.status().message()));
+    pubs[v] = std::move(*pub);
+    if (rate) continue;
+    absl::StatusOr<pollux::Subscriber> sub = (*ctx)->subscriber(kTopics[kPongs[v]]);
+    if (!sub.ok()) return finish(absl::StrCat("ping side: ", sub.status().message()));
+    subs[v] = std::move(*sub);
   }
+  pollux::Publisher& pt = pubs[kTraced];
   const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
-  AppIdle idle{inline_mode, {&*pt, &*pu}};
+  AppIdle idle{inline_mode, {&pubs[0], &pubs[1], nv > 2 ? &pubs[2] : nullptr}};
+  auto drain = [&] {
+    if (rate) return;
+    for (int v = 0; v < nv; ++v) (void)subs[v].poll([](const pollux::Message&) {}, 16);
+  };
+  auto connected = [&] {
+    for (int v = 0; v < nv; ++v) {
+      if (!pubs[v].is_connected()) return false;
+    }
+    return true;
+  };
   {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!pt->is_connected() || !pu->is_connected() ||
-           (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
+    while (!connected() || (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
       if (sh->child_state.load(std::memory_order_acquire) == -1) return finish(absl::StrCat("pong process: ", sh->error));
       idle.service();
-      if (!rate) {
-        (void)sub_t.poll([](const pollux::Message&) {}, 16);
-        (void)sub_u.poll([](const pollux::Message&) {}, 16);
-      }
+      drain();
       if (Clock::monotonic_ns() > deadline) return finish("ping side: publishers not connected to the pong side after 10 s");
       usleep(100);
     }
   }
   std::vector<unsigned char> payload(o.payload, 0x5a);
   if (!rate) {
-    // Round trip i: traced when i is even. The echo is matched by sequence; a late echo of a
-    // timed-out round trip is counted as stale and ignored.
-    const std::uint64_t total = 2 * (o.warmup + o.count);
+    // Round trip i: on variant i % nv (traced, untraced, library-only). The echo is matched by
+    // sequence; a late echo of a timed-out round trip is counted as stale and ignored.
+    const std::uint64_t total = static_cast<std::uint64_t>(nv) * (o.warmup + o.count);
     std::uint64_t consecutive_timeouts = 0;
     // UDP's kernel TX timestamp is on the path (between post and the kernel RX stamp); RDMA's
     // send CQE is not (AddSendCompletion below); shm has none.
     SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp);
     for (std::uint64_t i = 0; i < total && err.empty(); ++i) {
-      const bool traced = (i % 2) == 0;
-      const bool measured = i >= 2 * o.warmup;
-      pollux::Publisher& pub = traced ? *pt : *pu;
-      pollux::Subscriber& sub = traced ? sub_t : sub_u;
+      const int variant = static_cast<int>(i % static_cast<std::uint64_t>(nv));
+      const bool measured = i >= static_cast<std::uint64_t>(nv) * o.warmup;
+      pollux::Publisher& pub = pubs[variant];
+      pollux::Subscriber& sub = subs[variant];
       const std::uint64_t seq = i + 1;
       std::memcpy(payload.data(), &seq, 8);
       bool got = false;
@@ -1110,15 +1167,21 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
         continue;
       }
       consecutive_timeouts = 0;
+      if (variant == kLibraryOnly) {
+        if (!measured) continue;
+        r.library.add((static_cast<double>(t1 - t0) - clock_cost) / 2.0);
+        if (have_trace) (void)r.dec_library->add(sample);
+        continue;
+      }
       if (have_trace && send_completions.wanted()) {
         // The ping's local send completion (UDP: the kernel's TX timestamp), recorded by the
         // ping publisher's duties: inline, its offer()/service() (run them for a bounded
         // while); dedicated, the poller (yield to it). After the echo, so off the timed path.
-        sample.ns[kSendCompletion] = send_completions.wait(*pt, ping_sequence, idle);
+        sample.ns[kSendCompletion] = send_completions.wait(pt, ping_sequence, idle);
       }
       if (!measured) continue;
       const double half = (static_cast<double>(t1 - t0) - clock_cost) / 2.0;
-      (traced ? r.traced : r.untraced).add(half);
+      (variant == kTraced ? r.traced : r.untraced).add(half);
       if (have_trace) {
         if (send_completions.wanted() && sample.ns[kSendCompletion] == 0) ++r.send_completion_missing;
         // RDMA: the send CQE is off the summed path (on RC it follows the receiver's ACK).
@@ -1127,8 +1190,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       }
     }
   } else {
-    // Open loop: message k at t0 + k / rate, on the traced stream when k is even.
-    const std::uint64_t total = 2 * (o.warmup + o.count);
+    // Open loop: message k at t0 + k / rate, on variant k % nv.
+    const std::uint64_t total = static_cast<std::uint64_t>(nv) * (o.warmup + o.count);
     const double period = 1e9 / o.rate;
     const std::int64_t t0 = Clock::now_ns() + 2'000'000;
     std::uint64_t sent = 0;
@@ -1149,7 +1212,9 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       }
       std::memcpy(payload.data(), &tk, 8);
       std::memcpy(payload.data() + 8, &k, 8);
-      if (!OfferRetry((k % 2) == 0 ? *pt : *pu, payload.data(), payload.size(), idle, timeout_ns, &err)) break;
+      if (!OfferRetry(pubs[k % static_cast<std::uint64_t>(nv)], payload.data(), payload.size(), idle, timeout_ns, &err)) {
+        break;
+      }
       ++sent;
     }
     r.sent = sent;
@@ -1161,10 +1226,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     const std::int64_t deadline = Clock::monotonic_ns() + 15'000'000'000;
     while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
       idle.service();
-      if (!rate) {
-        (void)sub_t.poll([](const pollux::Message&) {}, 16);
-        (void)sub_u.poll([](const pollux::Message&) {}, 16);
-      }
+      drain();
       sched_yield();
       if (Clock::monotonic_ns() > deadline) {
         if (err.empty()) err = "pong process did not finish";
@@ -1172,12 +1234,13 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       }
     }
   }
-  pt->close();
-  pu->close();
+  for (int v = 0; v < nv; ++v) pubs[v].close();
   if (rate) {
     r.dec->merge(sh->dec);
+    r.dec_library->merge(sh->dec_library);
     r.traced.merge(sh->traced_one_way);
     r.untraced.merge(sh->untraced_one_way);
+    r.library.merge(sh->library_one_way);
     r.received = sh->received;
     r.lost = sh->lost;
     r.gaps = sh->gaps;
@@ -1193,8 +1256,9 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
 // Context: a runner child runs RunOnce (and forks the pong side) and hands the result back
 // through a shared mapping (fixed-size members only).
 struct RunShared {
-  Decomposer dec;
-  Dist traced, untraced, floor, send_cqe;
+  Decomposer dec, dec_library;
+  Dist traced, untraced, library, floor, send_cqe;
+  bool library_only = false;
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
   std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
@@ -1223,8 +1287,11 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
   } else if (pid == 0) {
     RunResult x = RunOnce(o, rc, clock_cost);
     rs->dec = *x.dec;
+    rs->dec_library = *x.dec_library;
     rs->traced = x.traced;
     rs->untraced = x.untraced;
+    rs->library = x.library;
+    rs->library_only = x.library_only;
     rs->floor = x.floor;
     rs->send_cqe = x.send_cqe;
     rs->floor_kind = x.floor_kind;
@@ -1249,8 +1316,11 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
       r.error = absl::StrFormat("the run's process ended without a result (status %d)", status);
     } else {
       r.dec = std::make_unique<Decomposer>(rs->dec);
+      r.dec_library = std::make_unique<Decomposer>(rs->dec_library);
       r.traced = rs->traced;
       r.untraced = rs->untraced;
+      r.library = rs->library;
+      r.library_only = rs->library_only;
       r.floor = rs->floor;
       r.send_cqe = rs->send_cqe;
       r.floor_kind = rs->floor_kind;
@@ -1267,6 +1337,7 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
     }
   }
   if (r.dec == nullptr) r.dec = std::make_unique<Decomposer>(clock_cost);
+  if (r.dec_library == nullptr) r.dec_library = std::make_unique<Decomposer>(clock_cost);
   rs->~RunShared();
   munmap(p, sizeof(RunShared));
   return r;
@@ -1289,11 +1360,16 @@ void AddBurstNote(std::uint32_t burst, Checks* c) {
 Checks ChecksOf(const Options& o, const RunResult& r) {
   Checks c = r.checks();
   c.method = Method(o);
-  if (r.kernel_tx_stamps) {
+  if (c.have_library_only) {
+    c.perturbation_note =
+        "udp.kernel_timestamps = true: the decomposed stream's sends ask the kernel for a TX timestamp (skb clone, "
+        "error queue) and its sockets take RX stamps; the untraced and the library-only streams turn them off per "
+        "stream ([[streams]] kernel_timestamps = false), so the perturbation above is the library's own tracing";
+  } else if (r.kernel_tx_stamps) {
     c.perturbation_note =
         "with udp.kernel_timestamps = true the traced sends also ask the kernel for a TX timestamp, which it "
         "charges to them (skb clone, error queue); the library's own tracing alone: --set "
-        "udp.kernel_timestamps=false, or both in one invocation: --ab udp.kernel_timestamps=false,true";
+        "udp.kernel_timestamps=false";
   }
   AddBurstNote(o.burst, &c);
   return c;
@@ -1318,6 +1394,21 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                         c.have_untraced ? json_number(c.perturbation_pct()) : "null",
                         c.have_untraced ? json_number(c.coverage_pct(*r.dec)) : "null",
                         r.kernel_tx_stamps ? "true" : "false");
+  // UDP with kernel timestamps: the library-only traced stream, and what the kernel's stamps
+  // add on top of it (perturbation_pct and coverage_pct above are then the library-only ones).
+  if (c.have_library_only) {
+    const Dist& e = r.dec_library->end_to_end();
+    absl::StrAppendFormat(&out,
+                          ", \"library_only\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
+                          "\"count\": %u, \"method\": %s, \"end_to_end_p50_ns\": %s}, \"traced_perturbation_pct\": %s, "
+                          "\"kernel_timestamps_cost_pct\": %s, \"decomposed_coverage_pct\": %s",
+                          r.library.p(50), r.library.p(50), r.library.p(99), json_number(r.library.mean()), r.library.n,
+                          json_string(Method(o)), e.n ? absl::StrCat(e.p(50)) : std::string("null"),
+                          json_number(c.traced_perturbation_pct()), json_number(c.kernel_timestamps_pct()),
+                          json_number(c.decomposed_coverage_pct(*r.dec)));
+  } else {
+    out += ", \"library_only\": null";
+  }
   if (r.floor.n > 0) {
     absl::StrAppendFormat(&out, ", \"floor\": {\"kind\": %s, \"rtt_half_p50_ns\": %d, \"rtt_half_p99_ns\": %d, \"count\": %u}",
                           json_string(FloorName(r.floor_kind)), r.floor.p(50), r.floor.p(99), r.floor.n);
@@ -1388,8 +1479,8 @@ Spread SpreadOf(std::vector<double> v) {
 struct AbResult {
   AbSpec spec;
   std::vector<RunResult> a, b;  // one per pair
-  Decomposer merged_a, merged_b;
-  Dist untraced_a, untraced_b, traced_a, traced_b, floor_a, floor_b;
+  Decomposer merged_a, merged_b, merged_library_a, merged_library_b;
+  Dist untraced_a, untraced_b, traced_a, traced_b, floor_a, floor_b, library_a, library_b;
   bool merged_ok = true;
 };
 
@@ -1435,6 +1526,10 @@ std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& note
   line("end-to-end p50 (pairs' mean)", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
   line(absl::StrCat("untraced ", Method(o), " p50 (pairs' mean)").c_str(),
        [](const RunResult& r) { return static_cast<double>(r.untraced.p(50)); });
+  if (ab.a[0].library_only && ab.b[0].library_only) {
+    line(absl::StrCat("library-only traced ", Method(o), " p50 (pairs' mean)").c_str(),
+         [](const RunResult& r) { return static_cast<double>(r.library.p(50)); });
+  }
   if (ab.a[0].send_cqe.n > 0) {
     line("post -> send CQE mean (off the path; pairs' mean)", [](const RunResult& r) { return r.send_cqe.mean(); });
   }
@@ -1720,11 +1815,13 @@ int Main(int argc, char** argv) {
     notes[kSendCompletion] = "off the summed path on RC (the send CQE follows the receiver's ACK): post -> send CQE is "
                              "printed below the table, at CQE poll time; " + ts;
   }
-  absl::PrintF("pollux-latency: %s, %s, idle %s; %s traced and untraced interleaved, %d per variant (+%d warm-up), "
+  absl::PrintF("pollux-latency: %s, %s, idle %s; %s %s interleaved, %d per variant (+%d warm-up), "
                "trace 1 in %d\n",
                transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
-               o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"), o.count,
-               o.warmup, o.trace_every);
+               o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"),
+               base->library_only ? "traced (+ kernel timestamps), untraced and traced (library stamps only)"
+                                  : "traced and untraced",
+               o.count, o.warmup, o.trace_every);
   if (o.burst > 1) {
     absl::PrintF("burst: each ping is %d messages back to back; the last one is decomposed, RTT/2 runs from the first "
                  "offer to the echo of the last\n",
@@ -1773,6 +1870,8 @@ int Main(int argc, char** argv) {
       ab->spec = spec;
       ab->merged_a.reset(clock_cost);
       ab->merged_b.reset(clock_cost);
+      ab->merged_library_a.reset(clock_cost);
+      ab->merged_library_b.reset(clock_cost);
       for (int i = 0; i < o.pairs; ++i) {
         for (int side = 0; side < 2; ++side) {
           const std::string v = side == 0 ? spec.a : spec.b;
@@ -1795,6 +1894,8 @@ int Main(int argc, char** argv) {
           (side == 0 ? ab->untraced_a : ab->untraced_b).merge(r.untraced);
           (side == 0 ? ab->traced_a : ab->traced_b).merge(r.traced);
           (side == 0 ? ab->floor_a : ab->floor_b).merge(r.floor);
+          (side == 0 ? ab->library_a : ab->library_b).merge(r.library);
+          (void)(side == 0 ? ab->merged_library_a : ab->merged_library_b).merge(*r.dec_library);
           (side == 0 ? ab->a : ab->b).push_back(std::move(r));
         }
       }
@@ -1814,6 +1915,11 @@ int Main(int argc, char** argv) {
         c.untraced_p50_ns = static_cast<double>(un.p(50));
         c.traced_p50_ns = static_cast<double>(tr.p(50));
         c.floor_p50_ns = fl.n ? static_cast<double>(fl.p(50)) : 0.0;
+        const Dist& lib = side == 0 ? ab.library_a : ab.library_b;
+        const Decomposer& mlib = side == 0 ? ab.merged_library_a : ab.merged_library_b;
+        c.have_library_only = lib.n > 0;
+        c.library_only_p50_ns = static_cast<double>(lib.p(50));
+        c.library_only_e2e_p50_ns = mlib.end_to_end().n ? static_cast<double>(mlib.end_to_end().p(50)) : 0.0;
         AddBurstNote(ab.spec.burst != 0 ? ab.spec.burst : o.burst, &c);
         absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1), side == 0 ? "A, before" : "B, after",
                      o.pairs);
