@@ -140,6 +140,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
   p->trace = sc != nullptr && sc->trace;
   p->trace_every = sc != nullptr ? sc->trace_every : 1;
   p->trace_countdown = p->trace_every;
+  p->stamp = sc == nullptr || sc->publisher_timestamp;
   const bool inline_mode = cfg.runtime.threading == core::ThreadingMode::kInline;
   PollerSlot* slot = inline_mode ? nullptr : poller_for(p->stream_id);
   core::Poller* poller = slot != nullptr ? slot->poller.get() : nullptr;

@@ -56,6 +56,11 @@ class PublisherImpl {
   bool trace = false;
   std::uint32_t trace_every = 1;
   std::uint32_t trace_countdown = 1;
+  // [[streams]] publisher_timestamp: frames carry the offer's clock read. Without it offer()
+  // reads no clock; shm's heartbeat (and segment check) then reads one every 1024 offers, and
+  // service() as always.
+  bool stamp = true;
+  std::uint32_t unstamped = 0;
   std::size_t max_payload = 0;
   StreamCounters counters;
   // kShmDirect
@@ -83,6 +88,19 @@ class PublisherImpl {
     if (--trace_countdown != 0) return false;
     trace_countdown = trace_every;
     return true;
+  }
+  // The offer's clock read: when stamping or tracing (the trace's offer stamp), else none.
+  std::int64_t offer_clock(bool traced) const noexcept {
+    return __builtin_expect(stamp || traced, 1) ? core::Clock::now_ns() : 0;
+  }
+  // shm direct: the heartbeat after an offer. With stamping, every offer passes its clock
+  // read (the check is a compare); without, one offer in 1024 reads the clock for it.
+  void offer_heartbeat(std::int64_t now) noexcept {
+    if (__builtin_expect(stamp, 1)) {
+      shm->maybe_heartbeat(now);
+    } else if (__builtin_expect((++unstamped & 1023) == 0, 0)) {
+      shm->maybe_heartbeat(core::Clock::now_ns());
+    }
   }
   bool transport_connected() const noexcept;
   // The common case of check_state() - open, fits, connected - in one inlined test (shm direct

@@ -143,7 +143,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   }
   const std::uint32_t frame_len =
       static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + payload.size());
-  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t now = offer_clock(traced);
   const std::uint16_t flags = traced ? core::kFlagTraced : core::kFlagNone;
   if (mode == Mode::kShmDirect) {
     transport::shm::LogWriter& w = shm->writer();
@@ -161,7 +161,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
     w.commit(c, flags, now);
     counters.messages.add();
     counters.bytes.add(payload.size());
-    shm->maybe_heartbeat(now);
+    offer_heartbeat(now);
     return static_cast<std::int64_t>(w.position());
   }
   std::uint32_t slot;
@@ -197,7 +197,7 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
   }
   if (msgs.empty()) return 0;
   transport::shm::LogWriter& w = shm->writer();
-  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t now = offer_clock(trace);  // one read for the batch (traced streams: the traces' stamp)
   std::int64_t n = 0;
   std::uint64_t bytes = 0;
   for (const auto& m : msgs) {
@@ -226,7 +226,7 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
   w.flush_tail();
   counters.messages.add(static_cast<std::uint64_t>(n));
   counters.bytes.add(bytes);
-  shm->maybe_heartbeat(now);
+  offer_heartbeat(now);
   return n;
 }
 
@@ -237,7 +237,7 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
     if (std::int64_t r = check_state(len, traced); r != 0) return r;
   }
   const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + len);
-  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t now = offer_clock(traced);
   c.flags_ = traced ? core::kFlagTraced : core::kFlagNone;
   c.frame_length_ = frame_len;
   c.size_ = len;
@@ -273,14 +273,14 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
 std::int64_t PublisherImpl::commit(Claim& c) noexcept {
   if (!c.active_) return kClosed;
   c.active_ = false;
-  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t now = offer_clock((c.flags_ & core::kFlagTraced) != 0);
   if (mode == Mode::kShmDirect) {
     transport::shm::LogWriter& w = shm->writer();
     const transport::shm::LogWriter::Claim lc{c.frame_, c.position_, c.frame_length_, c.aligned_};
     w.commit(lc, c.flags_, now);
     counters.messages.add();
     counters.bytes.add(c.size_);
-    shm->maybe_heartbeat(now);
+    offer_heartbeat(now);
     return static_cast<std::int64_t>(w.position());
   }
   format_header(c.frame_, c.frame_length_, c.flags_, stream_id, now);

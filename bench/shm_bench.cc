@@ -38,12 +38,21 @@ namespace {
 using pollux::core::Clock;
 using pollux::core::Histogram;
 
+// `stamp` false: the bench's streams (ping, pong, tput) have [[streams]] publisher_timestamp =
+// false - offer() reads no clock, Message::publisher_ns is 0 (the cases with a "u" suffix).
 std::string config(const std::string& name, const std::string& threading, const std::string& idle, int poller_cpu,
-                   const std::string& flow = "lossy") {
+                   const std::string& flow = "lossy", bool stamp = true) {
   std::string c = "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading + "\"\nidle = \"" + idle +
                   "\"\ncounters = true\n";
   if (poller_cpu >= 0) c += "poller_cores = [" + std::to_string(poller_cpu) + "]\n";
   c += "[shm]\nlog_size = \"16MiB\"\nflow_control = \"" + flow + "\"\n";
+  if (!stamp) {
+    int id = 101;
+    for (const char* topic : {"ping", "pong", "tput"}) {
+      c += "[[streams]]\ntopic = \"" + std::string(topic) + "\"\nid = " + std::to_string(id++) +
+           "\npublisher_timestamp = false\n";
+    }
+  }
   return c;
 }
 
@@ -84,8 +93,8 @@ Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
 // ---- Pollux ping-pong ---------------------------------------------------------------------------
 
 int pong_child(const std::string& name, const std::string& threading, const std::string& idle, bool dedicated,
-               std::uint64_t total, const int* sync) {
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1), "bench");
+               std::uint64_t total, const int* sync, bool stamp) {
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1, "lossy", stamp), "bench");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
     return 2;
@@ -118,7 +127,8 @@ int pong_child(const std::string& name, const std::string& threading, const std:
   return 0;
 }
 
-Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::uint64_t count, std::uint64_t warmup) {
+Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::uint64_t count, std::uint64_t warmup,
+                          bool stamp) {
   const std::string name = "bench" + std::to_string(getpid());
   const bool dedicated = threading == "dedicated";
   // Dedicated mode on 2 CPUs: each process's poller shares the CPU of its application thread;
@@ -130,10 +140,10 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
   const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
-    _exit(pong_child(name, threading, idle, dedicated, total, sync));
+    _exit(pong_child(name, threading, idle, dedicated, total, sync, stamp));
   }
   pollux::bench::pin(0);
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1), "bench");
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, "lossy", stamp), "bench");
 
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
@@ -172,19 +182,19 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
 
 // ---- throughput ---------------------------------------------------------------------------------
 
-int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result);
+int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result, bool stamp);
 
-double pollux_throughput(std::uint64_t count, std::uint32_t batch) {
+double pollux_throughput(std::uint64_t count, std::uint32_t batch, bool stamp) {
   const std::string name = "tput" + std::to_string(getpid());
   int ready[2], result[2];
   if (pipe(ready) != 0 || pipe(result) != 0) std::abort();
   const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) {
     pollux::bench::pin(1);
-    _exit(tput_child(name, count, ready, result));
+    _exit(tput_child(name, count, ready, result, stamp));
   }
   pollux::bench::pin(0);
-  auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure"), "bench");
+  auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure", stamp), "bench");
   auto pub = (*ctx)->publisher("tput");
   char c;
   if (read(ready[0], &c, 1) != 1) std::abort();
@@ -217,9 +227,9 @@ double pollux_throughput(std::uint64_t count, std::uint32_t batch) {
   return rate;
 }
 
-int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result) {
+int tput_child(const std::string& name, std::uint64_t count, const int* ready, const int* result, bool stamp) {
   {
-    auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure"), "bench");
+    auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure", stamp), "bench");
     auto sub = (*ctx)->subscriber("tput");
     while (!sub->is_connected()) {
       (void)sub->poll([](const pollux::Message&) {}, 1);
@@ -262,7 +272,7 @@ int main(int argc, char** argv) {
   cli.count("--count", &count, "round trips per case and run (after count/10 warm-up; dedicated cases\n"
                                "use count/4); throughput cases send count x 100 messages")
       .count("--runs", &runs, "runs of every case (each run measures its own floor)", 1, 1000)
-      .list("--cases", &cases, {"floor", "inline32", "inline256", "dedicated32", "dedicated256", "tput"},
+      .list("--cases", &cases, {"floor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
             "cases to run, comma-separated")
       .toggle("--rt", &rt, "run both processes SCHED_FIFO 50 (needs root)")
       .text("--json", &json_path, "FILE",
@@ -273,9 +283,12 @@ int main(int argc, char** argv) {
                  line per direction): the least any shm transport can do on these two cores
   inline32/256   Pollux ping-pong, threading inline, busy-spin, 32/256-byte payload: the parent
                  offers on "ping" and spins on "pong"; the child echoes
+  inline32u      inline32 with [[streams]] publisher_timestamp = false on both streams (offer()
+                 reads no clock; Message::publisher_ns is 0): the clock read's share, same run
   dedicated32/256  the same through dedicated pollers (idle yield; 4 threads on 2 CPUs)
   tput           one-way 32-byte messages publisher -> subscriber process, inline, backpressure
-                 (nothing lost), rate at the subscriber: offer() and offer_batch() of 64)")
+                 (nothing lost), rate at the subscriber: offer() and offer_batch() of 64
+  tputu          tput's offer() case with publisher_timestamp = false (tput-offer-u))")
       .parse(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible through pipes
   if (rt) {
@@ -305,14 +318,15 @@ int main(int argc, char** argv) {
       pollux::bench::print_hist("floor (bare cache-line ping-pong)", floor_h);
       json.add(pollux::bench::JsonObject().str("case", "floor").num("run", r).latency(floor_h));
     }
-    for (const auto& [key, mode, size] : {std::tuple{"inline32", "inline", 32}, std::tuple{"inline256", "inline", 256},
-                                          std::tuple{"dedicated32", "dedicated", 32},
-                                          std::tuple{"dedicated256", "dedicated", 256}}) {
+    for (const auto& [key, mode, size, stamp] :
+         {std::tuple{"inline32", "inline", 32, true}, std::tuple{"inline32u", "inline", 32, false},
+          std::tuple{"inline256", "inline", 256, true}, std::tuple{"dedicated32", "dedicated", 32, true},
+          std::tuple{"dedicated256", "dedicated", 256, true}}) {
       if (!has(key)) continue;
       const std::uint64_t n = std::string(mode) == "dedicated" ? count / 4 : count;  // slower: fewer samples
-      Histogram h = pollux_pingpong(mode, static_cast<std::size_t>(size), n, n / 10);
+      Histogram h = pollux_pingpong(mode, static_cast<std::size_t>(size), n, n / 10, stamp);
       char label[64];
-      std::snprintf(label, sizeof label, "pollux %s %d B", mode, size);
+      std::snprintf(label, sizeof label, "pollux %s %d B%s", mode, size, stamp ? "" : " (no publisher stamp)");
       pollux::bench::print_hist(label, h);
       pollux::bench::JsonObject o;
       o.str("case", key).num("run", r).num("payload_bytes", size).latency(h);
@@ -324,14 +338,16 @@ int main(int argc, char** argv) {
                     static_cast<double>(h.percentile(99.99)) / static_cast<double>(h.percentile(50)));
       }
     }
-    if (has("tput")) {
-      for (std::uint32_t batch : {1u, 64u}) {
-        const double rate = pollux_throughput(count * 100, batch);
-        std::printf("%-34s %.1f million msgs/s (%llu messages, inline, backpressure, %s)\n",
+    for (const auto& [key, batch, stamp] :
+         {std::tuple{"tput", 1u, true}, std::tuple{"tputu", 1u, false}, std::tuple{"tput", 64u, true}}) {
+      if (!has(key)) continue;
+      {
+        const double rate = pollux_throughput(count * 100, batch, stamp);
+        std::printf("%-34s %.1f million msgs/s (%llu messages, inline, backpressure, %s%s)\n",
                     "pollux one-way 32 B throughput", rate / 1e6, static_cast<unsigned long long>(count * 100),
-                    batch == 1 ? "offer" : "offer_batch of 64");
+                    batch == 1 ? "offer" : "offer_batch of 64", stamp ? "" : ", no publisher stamp");
         json.add(pollux::bench::JsonObject()
-                     .str("case", batch == 1 ? "tput-offer" : "tput-batch64")
+                     .str("case", batch == 1 ? (stamp ? "tput-offer" : "tput-offer-u") : "tput-batch64")
                      .num("run", r)
                      .num("count", count * 100)
                      .num("payload_bytes", 32)

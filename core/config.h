@@ -33,6 +33,7 @@ struct StreamConfig {
   std::string udp_address;       // udp: this stream's group/address ("" = udp.address)
   std::uint32_t udp_port = 0;    // udp: this stream's port (0 = udp.port)
   int kernel_timestamps = -1;    // udp: SO_TIMESTAMPING on this stream (1/0), -1 = udp.kernel_timestamps
+  bool publisher_timestamp = true;  // frames carry the publisher's clock at offer (Message::publisher_ns); false: 0, no clock read per offer
   int line = 0;                  // where it was defined (for later diagnostics)
 };
 

@@ -36,7 +36,7 @@ struct Message {
   std::uint32_t stream_id;
   std::uint32_t session_id;    // publisher incarnation
   std::uint64_t sequence;      // per (stream, session), +1 per message, from 1
-  std::int64_t publisher_ns;   // publisher clock when offered
+  std::int64_t publisher_ns;   // publisher clock when offered; 0 on a stream with publisher_timestamp = false (traced messages: their offer stamp)
   const StageTimes* trace;     // non-null for traced messages
 };
 

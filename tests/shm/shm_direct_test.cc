@@ -288,5 +288,56 @@ TEST(ShmDirectTest, EveryPayloadSizeArrivesIntactThroughTheApi) {
   }
 }
 
+// [[streams]] publisher_timestamp = false: offer() reads no clock and the message carries 0;
+// the default stream next to it is stamped; a traced unstamped stream still carries its
+// stages (and its offer stamp as publisher_ns). Through offer(), offer_batch() and claim().
+TEST(ShmDirectTest, PublisherTimestampIsAPerStreamChoice) {
+  const std::string name = pollux::testing::unique_name("directts");
+  auto ctx = pollux::Context::from_string(
+      "[runtime]\nname = \"" + name +
+          "\"\nthreading = \"inline\"\n[shm]\nlog_size = \"64KiB\"\nflow_control = \"backpressure\"\n"
+          "[[streams]]\ntopic = \"plain\"\nid = 11\npublisher_timestamp = false\n"
+          "[[streams]]\ntopic = \"stamped\"\nid = 12\n"
+          "[[streams]]\ntopic = \"traced\"\nid = 13\npublisher_timestamp = false\ntrace = true\n",
+      "test.toml");
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  for (const char* topic : {"plain", "stamped", "traced"}) {
+    SCOPED_TRACE(topic);
+    auto pub = (*ctx)->publisher(topic);
+    auto sub = (*ctx)->subscriber(topic);
+    ASSERT_TRUE(pub.ok() && sub.ok());
+    for (int i = 0; i < 100000 && !pub->is_connected(); ++i) (void)sub->poll([](const pollux::Message&) {}, 1);
+    ASSERT_TRUE(pub->is_connected());
+    const std::uint64_t v = 42;
+    ASSERT_GE(pub->offer(&v, sizeof v), 0);
+    const std::span<const std::byte> one{reinterpret_cast<const std::byte*>(&v), sizeof v};
+    const std::span<const std::byte> batch[2] = {one, one};
+    ASSERT_EQ(pub->offer_batch(batch), 2);
+    pollux::Claim c;
+    ASSERT_GE(pub->claim(sizeof v, c), 0);
+    std::memcpy(c.buffer().data(), &v, sizeof v);
+    ASSERT_GE(pub->commit(c), 0);
+    std::vector<std::int64_t> stamps;
+    int traced = 0;
+    for (int spins = 0; stamps.size() < 4 && spins < 10000; ++spins) {
+      (void)sub->poll(
+          [&](const pollux::Message& m) {
+            stamps.push_back(m.publisher_ns);
+            if (m.trace != nullptr && m.trace->ns[pollux::StageTimes::kOffer] != 0) ++traced;
+          },
+          8);
+    }
+    ASSERT_EQ(stamps.size(), 4u);
+    for (std::int64_t ns : stamps) {
+      if (std::string(topic) == "plain") {
+        EXPECT_EQ(ns, 0);
+      } else {
+        EXPECT_GT(ns, 0);
+      }
+    }
+    EXPECT_EQ(traced, std::string(topic) == "traced" ? 4 : 0);
+  }
+}
+
 }  // namespace
 }  // namespace pollux::transport::shm
