@@ -497,12 +497,16 @@ TEST(RdmaTransport, SequencesAndSessionsAreStampedByTheTransport) {
     EXPECT_EQ(got[i].length, core::kFrameHeaderSize + 8 + i);
   }
   // Completed slots come back to the publisher: these 10 sends were all unsignalled
-  // (signal_every = 16); an idle housekeeping period flushes them with a signalled heartbeat.
+  // (signal_every = 16); an idle housekeeping period (1 ms without posts, by the clock given to
+  // housekeeping, not by the number of calls) flushes them with a signalled heartbeat.
   std::uint32_t freed[64];
   std::uint32_t back = p.tx->reap_st(freed);
   EXPECT_EQ(back, 0u);
   (void)p.tx->housekeeping_st(1);  // notes the position
-  (void)p.tx->housekeeping_st(2);  // idle since: heartbeat
+  EXPECT_EQ(p.tx->housekeeping_st(2), 0);          // idle for 1 ns: no heartbeat yet
+  EXPECT_EQ(p.tx->housekeeping_st(999'999), 0);    // nor just under 1 ms
+  EXPECT_EQ(p.tx->reap_st(freed), 0u);
+  EXPECT_EQ(p.tx->housekeeping_st(1'000'001), 1);  // idle 1 ms: one heartbeat
   ASSERT_TRUE(wait_for([&] {
     back += p.tx->reap_st(freed);
     return back >= 10;

@@ -336,16 +336,22 @@ int RdmaTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
     return post_control(conns_[0], core::kFlagHeartbeat, now_ns) ? 1 : 0;
   }
   // RC: frames after the last signalled send complete silently, so their slots would wait for
-  // the next burst. A publisher idle for a whole housekeeping period sends one signalled
-  // heartbeat per connection with such a tail; its completion frees them.
-  int work = 0;
-  if (posted_ == idle_check_posted_) {
-    for (std::uint32_t k = 0; k < nconns_; ++k) {
-      Conn* c = conns_[k];
-      if (c->unsignalled != 0 && c->completed < c->posted) work += post_control(c, core::kFlagHeartbeat, now_ns) ? 1 : 0;
-    }
+  // the next burst. A publisher that has posted nothing for kIdleTailNs (measured from the
+  // housekeeping call that last saw posted_ change) sends one signalled heartbeat per
+  // connection with such a tail; its completion frees them.
+  if (posted_ != idle_check_posted_) {
+    idle_check_posted_ = posted_;
+    idle_since_ns_ = now_ns;
+    return 0;
   }
-  idle_check_posted_ = posted_;
+  if (now_ns - idle_since_ns_ < kIdleTailNs) return 0;
+  int work = 0;
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    Conn* c = conns_[k];
+    if (c->unsignalled != 0 && c->completed < c->posted) work += post_control(c, core::kFlagHeartbeat, now_ns) ? 1 : 0;
+  }
+  idle_check_posted_ = posted_;  // the heartbeats count as posts: the next check starts now
+  idle_since_ns_ = now_ns;
   return work;
 }
 

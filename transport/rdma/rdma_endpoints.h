@@ -116,7 +116,13 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::uint64_t freed_ = 0;   // frames whose slots went back to the publisher
   std::uint64_t next_seq_ = 1;
   std::int64_t last_send_ns_ = 0;
-  std::uint64_t idle_check_posted_ = 0;  // posted_ at the previous housekeeping call
+  std::uint64_t idle_check_posted_ = 0;  // posted_ when housekeeping last saw it change
+  std::int64_t idle_since_ns_ = 0;        // that housekeeping call's clock
+  // RC: how long a publisher must have posted nothing before housekeeping flushes an
+  // unsignalled tail with a signalled heartbeat. By time, not by calls: an inline application
+  // may call service() every few polls, and a heartbeat per call-pair would put an extra send
+  // (and, on the receiver, an extra receive) into its round trips.
+  static constexpr std::int64_t kIdleTailNs = 1'000'000;
   std::uint32_t housekeeping_countdown_ = 0;
   bool closed_ = false;
   std::atomic<bool> closed_flag_{false};  // closed_ for other threads (connected()); a plain flag, relaxed
