@@ -181,6 +181,21 @@ TEST_F(LatencySmoke, ShmDedicatedPingPong) {
   }
   const Value* floor = v.get("floor");
   EXPECT_TRUE(floor != nullptr && floor->is_object() && floor->get("rtt_half_p50_ns")->is_number()) << r.out;
+  // The traced round trip cut at its stamps: five parts whose means add up to the traced RTT
+  // (each less one clock read), one sample per traced round trip.
+  const Value* rt = v.get("round_trip");
+  ASSERT_TRUE(rt != nullptr && rt->is_object()) << r.out;
+  const Value* parts = rt->get("parts");
+  ASSERT_TRUE(parts != nullptr && parts->arr.size() == 5u) << r.out;
+  double sum = 0;
+  for (const Value& p : parts->arr) {
+    EXPECT_EQ(p.get("count")->num, v.get("traced")->get("count")->num) << r.out;
+    sum += p.get("mean_ns")->num;
+  }
+  EXPECT_EQ(parts->arr[2].get("name")->str, "pong_turnaround");
+  const double rtt = 2 * v.get("traced")->get("mean_ns")->num;
+  EXPECT_NEAR(sum, rtt, 0.01 * rtt + 200) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("pong turnaround"));
   const std::string h = ReadFile(hgrm);
   EXPECT_THAT(h, HasSubstr("1/(1-Percentile)"));
   EXPECT_THAT(h, HasSubstr("#[Mean    ="));

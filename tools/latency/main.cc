@@ -727,6 +727,13 @@ struct RunResult {
   // and traced pings whose completion was not known within the wait.
   Dist send_cqe;
   std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
+  // Ping-pong, traced round trips (not --burst): the round trip cut at the stamps both
+  // messages carry - t0 -> ping offer stamp, ping one-way (offer -> delivery), the pong's
+  // turnaround (its delivery -> the echo's offer stamp), the echo's one-way, echo delivery ->
+  // t1 - each less one clock read. Their means add up to the traced RTT (less 5 reads); they
+  // show where RTT/2 goes that the ping's stages do not cover.
+  static constexpr int kRtParts = 5;
+  Dist rt_parts[kRtParts];
   Checks checks() const {
     Checks c;
     c.have_untraced = untraced.n > 0 && traced.n > 0;
@@ -1121,6 +1128,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       Sample sample;
       bool have_trace = false;
       std::uint64_t ping_sequence = 0;  // the traced ping's Message::sequence, from the echo
+      std::int64_t rt[4] = {};           // ping offer, ping delivery (pong side), echo offer, echo delivery
       auto on_pong = [&](const pollux::Message& m) {
         const std::int64_t now = Clock::now_ns();
         std::uint64_t s = 0;
@@ -1141,6 +1149,12 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
           std::memcpy(&sample.ns[kKernelRx], m.payload.data() + kPongKernelRx, 8);
           std::memcpy(&ping_sequence, m.payload.data() + kPongSequence, 8);
           have_trace = true;
+          if (m.trace != nullptr) {
+            rt[0] = ns7[pollux::StageTimes::kOffer];
+            rt[1] = ns7[pollux::StageTimes::kDelivery];
+            rt[2] = m.trace->ns[pollux::StageTimes::kOffer];
+            rt[3] = m.trace->ns[pollux::StageTimes::kDelivery];
+          }
         }
       };
       const std::int64_t t0 = Clock::now_ns();
@@ -1182,6 +1196,13 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       if (!measured) continue;
       const double half = (static_cast<double>(t1 - t0) - clock_cost) / 2.0;
       (variant == kTraced ? r.traced : r.untraced).add(half);
+      if (variant == kTraced && o.burst <= 1 && t0 <= rt[0] && rt[0] <= rt[1] && rt[1] <= rt[2] && rt[2] <= rt[3] &&
+          rt[3] <= t1 && rt[0] != 0) {
+        const std::int64_t cut[6] = {t0, rt[0], rt[1], rt[2], rt[3], t1};
+        for (int k = 0; k < RunResult::kRtParts; ++k) {
+          r.rt_parts[k].add(static_cast<double>(cut[k + 1] - cut[k]) - clock_cost);
+        }
+      }
       if (have_trace) {
         if (send_completions.wanted() && sample.ns[kSendCompletion] == 0) ++r.send_completion_missing;
         // RDMA: the send CQE is off the summed path (on RC it follows the receiver's ACK).
@@ -1258,6 +1279,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
 struct RunShared {
   Decomposer dec, dec_library;
   Dist traced, untraced, library, floor, send_cqe;
+  Dist rt_parts[RunResult::kRtParts];
   bool library_only = false;
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
@@ -1292,6 +1314,7 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
     rs->untraced = x.untraced;
     rs->library = x.library;
     rs->library_only = x.library_only;
+    for (int k = 0; k < RunResult::kRtParts; ++k) rs->rt_parts[k] = x.rt_parts[k];
     rs->floor = x.floor;
     rs->send_cqe = x.send_cqe;
     rs->floor_kind = x.floor_kind;
@@ -1321,6 +1344,7 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
       r.untraced = rs->untraced;
       r.library = rs->library;
       r.library_only = rs->library_only;
+      for (int k = 0; k < RunResult::kRtParts; ++k) r.rt_parts[k] = rs->rt_parts[k];
       r.floor = rs->floor;
       r.send_cqe = rs->send_cqe;
       r.floor_kind = rs->floor_kind;
@@ -1426,6 +1450,19 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                           json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_rx) / static_cast<double>(r.send_cqe.n) : 0.0),
                           json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_delivery) / static_cast<double>(r.send_cqe.n) : 0.0));
   }
+  if (r.rt_parts[0].n > 0) {
+    static constexpr const char* kNames[RunResult::kRtParts] = {"ping_call", "ping_one_way", "pong_turnaround",
+                                                                "echo_one_way", "echo_to_timer"};
+    out += ", \"round_trip\": {\"from\": \"traced round trips, cut at the ping's and the echo's stamps\", \"parts\": [";
+    for (int k = 0; k < RunResult::kRtParts; ++k) {
+      absl::StrAppendFormat(&out, "%s{\"name\": %s, \"mean_ns\": %s, \"p50_ns\": %d, \"count\": %u}", k ? ", " : "",
+                            json_string(kNames[k]), json_number(r.rt_parts[k].mean()), r.rt_parts[k].p(50),
+                            r.rt_parts[k].n);
+    }
+    out += "]}";
+  } else {
+    out += ", \"round_trip\": null";
+  }
   absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u, \"send_completion_missing\": %u", r.timeouts, r.stale,
                         r.send_completion_missing);
   if (o.rate > 0) {
@@ -1447,6 +1484,20 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
                           Us(r.send_cqe.mean()), Us(static_cast<double>(r.send_cqe.p(50))),
                           Us(static_cast<double>(r.send_cqe.p(99))), 100.0 * static_cast<double>(r.send_cqe_before_rx) / n,
                           100.0 * static_cast<double>(r.send_cqe_before_delivery) / n, r.send_cqe.n, r.send_cqe_missing);
+  }
+  if (r.rt_parts[0].n > 0) {
+    const Dist* p = r.rt_parts;
+    double sum = 0;
+    for (int k = 0; k < RunResult::kRtParts; ++k) sum += p[k].mean();
+    auto mp = [](const Dist& d) { return absl::StrCat(Us(d.mean()), " (", Us(static_cast<double>(d.p(50))), ")"); };
+    absl::StrAppendFormat(&out,
+                          "traced round trip cut at the stamps (mean (p50) us; %u round trips): t0 -> ping offer %s, "
+                          "ping one-way %s, pong turnaround (delivery -> echo offer) %s, echo one-way %s, echo delivery "
+                          "-> t1 %s; sum of means %s = traced RTT mean %s. The ping's one-way is %.1f%% of the two "
+                          "one-ways; the turnaround and the two calls are %.1f%% of the RTT (means)\n",
+                          p[0].n, mp(p[0]), mp(p[1]), mp(p[2]), mp(p[3]), mp(p[4]), Us(sum), Us(2.0 * r.traced.mean()),
+                          100.0 * p[1].mean() / std::max(1.0, p[1].mean() + p[3].mean()),
+                          100.0 * (p[0].mean() + p[2].mean() + p[4].mean()) / std::max(1.0, sum));
   }
   if (r.timeouts || r.stale) absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
   if (r.send_completion_missing) {
