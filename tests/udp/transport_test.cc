@@ -518,6 +518,40 @@ TEST(UdpEndpoint, NotifyFdWakesOnData) {
   EXPECT_TRUE(got);
 }
 
+// The subscriber's adaptive read batch (1 datagram: recvfrom; more: recvmmsg). A ping-pong -
+// an empty read (the spin), then the one reply - stays at 1: growing after every single hit
+// made each round trip's empty read a recvmmsg of 2 (bench/callgrind/udp-inline.sh). Dense
+// traffic - single reads that keep finding datagrams - still grows it.
+TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
+  Endpoints e(udp_config("inline", 26, "", "127.0.0.1"));
+  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
+    e.poll();
+    e.tx->housekeeping_st(core::Clock::now_ns());
+  }));
+  for (int i = 0; i < 20; ++i) e.poll();  // drain what the handshake left
+  int delivered = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (const auto& d : e.poll()) delivered += d.kind == transport::RxKind::kMessage;  // the spin: empty
+    ASSERT_EQ(e.post(1), 1u);
+    bool got = false;
+    ASSERT_TRUE(spin_until([&] { return got; }, 3000, [&] {
+      for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
+    }));
+    ++delivered;
+    EXPECT_EQ(e.rx->read_batch(), 1u) << "round " << round;
+  }
+  EXPECT_EQ(delivered, 50);
+  // Dense: 64 datagrams queued at once (one frame each: the tx batch sends them one by one).
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(e.post(1), 1u);
+  std::uint32_t widest = 0;
+  int dense = 0;
+  ASSERT_TRUE(spin_until([&] { return dense >= 64; }, 3000, [&] {
+    for (const auto& d : e.poll()) dense += d.kind == transport::RxKind::kMessage;
+    widest = std::max(widest, e.rx->read_batch());
+  }));
+  EXPECT_GE(widest, 4u) << "a backlog of 64 datagrams read one at a time";
+}
+
 TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRightCount) {
   // A tiny socket buffer drops most of a burst in the kernel; the publisher's 64 KiB log keeps
   // only the last ~1000 frames, so the rest is reported lost - with the exact count.

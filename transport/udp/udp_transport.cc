@@ -764,11 +764,18 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
   if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
   // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
-  // empty second slot), doubling up to rx_batch while every slot gets filled.
+  // empty second slot), doubling up to rx_batch while every slot gets filled. From 1 it grows
+  // only after two single reads in a row found a datagram: one datagram after an empty read is
+  // a ping-pong's reply, and a batch of 2 would make the next read - the spin's empty one - a
+  // recvmmsg instead of the shorter recvfrom, every round trip.
   if (got == k && k == cur_batch_) {
-    cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+    if (k > 1 || ++single_hits_ >= 2) {
+      cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+      single_hits_ = 0;
+    }
   } else if (got < k) {
     cur_batch_ = std::max<std::uint32_t>(1, got);
+    single_hits_ = 0;
   }
   if (got == 0) return 0;
   last_rx_ns_ = now_ns;

@@ -173,6 +173,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   const reliability::ReliableReceiver& receiver() const noexcept { return receiver_; }
   const reliability::FaultInjector& faults() const noexcept { return faults_; }
   std::uint32_t free_buffers() const noexcept { return free_n_; }
+  // Datagrams the next socket read asks for (the adaptive batch: 1 = recvfrom, more = recvmmsg).
+  std::uint32_t read_batch() const noexcept { return cur_batch_; }
   const SocketInfo& socket_info() const noexcept { return sock_; }
 
  private:
@@ -218,6 +220,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint64_t rx_stamps_ = 0, rx_stamps_missing_ = 0;
   void stamp_traced(RxDesc* out, std::uint32_t n) noexcept;
   std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
+  std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
