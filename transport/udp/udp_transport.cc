@@ -628,6 +628,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     ep->ctrl_.reset(new std::byte[static_cast<std::size_t>(ep->rx_batch_) * kRxControlBytes]());
   }
   ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
+  // At most half a window of frames per read (in datagrams full of minimal frames), at least one.
+  ep->max_read_ = std::max<std::uint32_t>(1, (u.reorder_window / 2) / ep->frames_per_dgram_);
   reliability::ReceiverOptions ro;
   ro.window.window = u.reorder_window;
   ro.window.nak_delay_ns = us(u.nak_delay_us);
@@ -710,16 +712,14 @@ void UdpRxEndpoint::process(std::uint32_t b, int times, std::int64_t now_ns) noe
   if (refs_[b] == 0) free_buffer(b);  // heartbeats, duplicates, other streams: nothing kept
 }
 
-std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
-  const std::uint32_t window = receiver_.window();
-  const std::uint32_t held = receiver_.held();
+std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexcept {
   // Deliverable frames are waiting for the application: take no more until it drained some
   // (frames beyond the window would be dropped). Frames held behind a gap do not count: the
-  // repair must still get in.
-  if (held > window / 2 && receiver_.ready()) return 0;
-  if (free_n_ == 0 && held > 0 && !receiver_.ready()) evict(now_ns);
-  std::uint32_t k = std::min(cur_batch_, free_n_);
-  k = std::min(k, std::max<std::uint32_t>(1, (window / 2) / frames_per_dgram_));
+  // repair must still get in. none_ready (poll_st: its poll just drained everything) skips the
+  // walk over the sessions that says so.
+  if (!none_ready && receiver_.held() > receiver_.window() / 2 && receiver_.ready()) return 0;
+  if (__builtin_expect(free_n_ == 0, 0) && receiver_.held() > 0 && (none_ready || !receiver_.ready())) evict(now_ns);
+  const std::uint32_t k = std::min({cur_batch_, free_n_, max_read_});
   if (k == 0) return 0;
   const bool kts = sock_.kernel_timestamps;
   for (std::uint32_t i = 0; i < k; ++i) {
@@ -824,7 +824,6 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
     }
     for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
   }
-  next_service_ns_ = std::min(next_service_ns_, receiver_.next_deadline());
   return got;
 }
 
@@ -892,8 +891,11 @@ std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   }
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
-  if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
+  if (n < max && receive(now, true) > 0) n += receiver_.poll(out.data() + n, max - n);
   stamp_traced(out.data(), n);
+  // What the datagrams just read (a gap to NAK, a new session or an end to confirm), an
+  // eviction or the poll (an end delivered) made due: service() recomputes the rest.
+  next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
   if (__builtin_expect(receiver_.connected() != connected_.load(std::memory_order_relaxed), 0)) {
     connected_.store(receiver_.connected(), std::memory_order_relaxed);
   }

@@ -182,7 +182,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   UdpRxEndpoint() = default;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
-  std::uint32_t receive(std::int64_t now_ns) noexcept;
+  // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
+  // deliverable frame (receiver_.ready() is false).
+  std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
   int service(std::int64_t now_ns) noexcept;
   // Frames queued in user space (deliverable, or delayed by the fault injector): the source
   // must not sleep on them.
@@ -221,6 +223,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   void stamp_traced(RxDesc* out, std::uint32_t n) noexcept;
   std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
   std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
+  std::uint32_t max_read_ = 1;     // datagrams per read at most (half a window; see open())
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
