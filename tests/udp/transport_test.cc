@@ -822,6 +822,42 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
       << "the forged frame was not counted as malformed";
 }
 
+// A datagram larger than the subscriber's buffers (udp.mtu - 28) from anyone on the group: read
+// truncated by the single-datagram path (recvfrom with MSG_TRUNC, the ping-pong case), counted
+// as malformed and dropped - never parsed as its first 1472 bytes - and the stream goes on.
+TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
+  HostileSession t(27, "udp-hostile-big", "mtu = 1500");
+  ASSERT_TRUE(t.ok());
+  t.publish(1, 10);
+  ASSERT_TRUE(t.settle(10)) << "delivered " << t.delivered << ", eavesdropped next " << t.eve().next;
+  const std::uint64_t malformed = t.sub_counter("malformed");
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  in_addr lo{};
+  lo.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo), 0);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<std::uint16_t>(base_port() + 27));
+  ASSERT_EQ(inet_pton(AF_INET, group().c_str(), &dst.sin_addr), 1);
+  // Starts like a valid frame of the live session, so parsing a truncated copy would deliver it.
+  std::vector<std::byte> big(1600);
+  const core::FrameHeader h = t.header(64, 0, 11);
+  std::memcpy(big.data(), &h, sizeof h);
+  ASSERT_EQ(::sendto(fd, big.data(), big.size(), 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst),
+            static_cast<ssize_t>(big.size()));
+  ::close(fd);
+  EXPECT_TRUE(spin_until([&] { return t.sub_counter("malformed") > malformed; }, 3000, [&] { t.poll(); }))
+      << "the oversized datagram was not counted; wrong_source " << t.sub_counter("wrong_source");
+  // Dropped as truncated, before its frames were looked at (their source is not the publisher's).
+  EXPECT_EQ(t.sub_counter("wrong_source"), 0u);
+  t.publish(11, 20);
+  EXPECT_TRUE(spin_until([&] { return t.delivered >= 20; }, 3000, [&] { t.poll(); }));
+  EXPECT_EQ(t.delivered, 20u);
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.lost, 0u);
+}
+
 // Issue #9 item 5: forged heartbeats (sequence 2^63 as in the issue; 2^40, below the
 // plausibility bound but far past the window; oldest beyond next) and a forged end of stream
 // at the live position, each followed by more real traffic: every real message is delivered

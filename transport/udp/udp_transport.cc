@@ -229,6 +229,18 @@ TxCore::~TxCore() {
 
 std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
   if (__builtin_expect(sock.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
+  if (d.size() == 1 && !tx_stamps && !(tx_loss > 0)) {
+    // One datagram, no timestamp request, no fault injection (a latency-bound publisher, a
+    // heartbeat): straight to sendto(), as the loop below would, without its bookkeeping.
+    if (::sendto(sock.fd, d[0].data, d[0].bytes, 0, static_cast<const sockaddr*>(msgs[0].msg_hdr.msg_name),
+                 msgs[0].msg_hdr.msg_namelen) >= 0) {
+      return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return 0;  // retried later
+    ++send_errors;  // as below: counted, not retried
+    last_errno = errno;
+    return 1;
+  }
   std::uint32_t total = 0;
   std::uint32_t idx[1024];
   while (total < d.size()) {
@@ -722,6 +734,40 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   const std::uint32_t k = std::min({cur_batch_, free_n_, max_read_});
   if (k == 0) return 0;
   const bool kts = sock_.kernel_timestamps;
+  if (k == 1 && __builtin_expect(!kts, 1)) {
+    // Sparse traffic (the adaptive batch is 1; a ping-pong): recvfrom() is a shorter kernel
+    // path than recvmmsg, and one buffer needs none of the batch's descriptors. MSG_TRUNC
+    // makes it return the real length, so truncation is still seen. The same steps as the
+    // batch path below.
+    const std::uint32_t b = free_[--free_n_];
+    socklen_t alen = sizeof(sockaddr_in);
+    const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&src_[b]), &alen);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+      free_buffer(b);
+      receiver_.drained(now_ns);  // the socket is empty
+      single_hits_ = 0;
+      return 0;
+    }
+    if (++single_hits_ >= 2) {  // see the adaptive batch below
+      cur_batch_ = std::min<std::uint32_t>(2, rx_batch_);
+      single_hits_ = 0;
+    }
+    last_rx_ns_ = now_ns;
+    if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
+      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+      free_buffer(b);
+      return 1;
+    }
+    len_[b] = static_cast<std::uint32_t>(n);
+    if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
+      rx_ns_[b] = core::Clock::now_ns();
+      krx_ns_[b] = 0;
+    }
+    admit(b, now_ns);
+    return 1;
+  }
   for (std::uint32_t i = 0; i < k; ++i) {
     const std::uint32_t b = free_[--free_n_];
     batch_buf_[i] = b;
@@ -738,21 +784,11 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   }
   int r;
   if (k == 1 && __builtin_expect(kts, 0)) {
-    // As below, with the control block of the kernel's receive stamp.
+    // One datagram with the control block of the kernel's receive stamp (recvmsg: the
+    // recvfrom path above has no control block).
     const ssize_t n = ::recvmsg(sock_.fd, &msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
     r = n < 0 ? -1 : 1;
     if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
-  } else if (k == 1) {
-    // Sparse traffic (the adaptive batch is 1): recvfrom() is a shorter kernel path than
-    // recvmmsg. MSG_TRUNC makes it return the real length, so truncation is still seen.
-    socklen_t alen = sizeof(sockaddr_in);
-    const ssize_t n = ::recvfrom(sock_.fd, iov_[0].iov_base, buf_size_, MSG_DONTWAIT | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&src_[batch_buf_[0]]), &alen);
-    r = n < 0 ? -1 : 1;
-    if (n >= 0) {
-      msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
-      msgs_[0].msg_hdr.msg_flags = n > static_cast<ssize_t>(buf_size_) ? MSG_TRUNC : 0;
-    }
   } else {
     r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
   }
@@ -809,22 +845,26 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
       free_buffer(b);
       continue;
     }
-    if (__builtin_expect(!faults_.enabled(), 1)) {
-      process(b, 1, now_ns);
-      continue;
-    }
-    std::uint32_t released[FaultInjector::kMaxDelayed];
-    const FaultInjector::Action a = faults_.decide();
-    const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-    switch (a) {
-      case FaultInjector::Action::kDrop: free_buffer(b); break;
-      case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
-      case FaultInjector::Action::kDelay: faults_.delay(b); break;
-      case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
-    }
-    for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+    admit(b, now_ns);
   }
   return got;
+}
+
+void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(!faults_.enabled(), 1)) {
+    process(b, 1, now_ns);
+    return;
+  }
+  std::uint32_t released[FaultInjector::kMaxDelayed];
+  const FaultInjector::Action a = faults_.decide();
+  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
+  switch (a) {
+    case FaultInjector::Action::kDrop: free_buffer(b); break;
+    case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
+    case FaultInjector::Action::kDelay: faults_.delay(b); break;
+    case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
+  }
+  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
 }
 
 void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {

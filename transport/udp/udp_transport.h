@@ -190,6 +190,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // must not sleep on them.
   bool has_queued() const noexcept { return receiver_.ready() || faults_.delayed() > 0; }
   void process(std::uint32_t b, int times, std::int64_t now_ns) noexcept;
+  // A datagram read into buffer b (length in len_[b]): through the fault injector, if on.
+  void admit(std::uint32_t b, std::int64_t now_ns) noexcept;
   void evict(std::int64_t now_ns) noexcept;
   void free_buffer(std::uint32_t b) noexcept { free_[free_n_++] = b; }
   std::byte* buffer(std::uint32_t b) const noexcept { return bufs_.get() + static_cast<std::size_t>(b) * buf_size_; }
