@@ -952,8 +952,17 @@ TEST(ReliabilityReceiverShortcuts, EmptyPollsAndNewDeadlinesMissNothing) {
   arrive(data_datagram(kSession, 5));
   ASSERT_EQ(a.rx.poll(d, 8), 1u);
   EXPECT_EQ(d[0].sequence, 5u);
-  // End of stream at 6: believed once the transport saw its queue drained confirm_ns (10 ms) later.
-  arrive(forged_heartbeat(kSession, 6, 1, core::kFlagHeartbeat | core::kFlagEndOfStream));
+  // Two held, taken one per poll: the first poll returns as many as asked, the second must not
+  // take the shortcut.
+  arrive(data_datagram(kSession, 6));
+  arrive(data_datagram(kSession, 7));
+  ASSERT_EQ(a.rx.poll(d, 1), 1u);
+  EXPECT_EQ(d[0].sequence, 6u);
+  ASSERT_EQ(a.rx.poll(d, 1), 1u);
+  EXPECT_EQ(d[0].sequence, 7u);
+  EXPECT_EQ(a.rx.poll(d, 1), 0u);
+  // End of stream at 8: believed once the transport saw its queue drained confirm_ns (10 ms) later.
+  arrive(forged_heartbeat(kSession, 8, 1, core::kFlagHeartbeat | core::kFlagEndOfStream));
   EXPECT_EQ(a.rx.take_new_deadline(), 0) << "the end is confirmed to the publisher at once";
   a.rx.drained(now);
   EXPECT_EQ(a.rx.poll(d, 8), 0u) << "not confirmed yet";

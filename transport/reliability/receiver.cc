@@ -200,7 +200,10 @@ std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
     }
   }
   if (nslots_ > 1) rr_ = rr_ + 1 == nslots_ ? 0 : rr_ + 1;
-  if (n < max) maybe_ready_ = false;  // every session drained: see ready()
+  // Fewer than asked: every session drained. Exactly as many: ask ready() - cheaper than the
+  // next poll's full walk (a poll of one message at a time, a ping-pong's, would otherwise walk
+  // twice per message).
+  maybe_ready_ = n == max && ready();
   return n;
 }
 
