@@ -8,12 +8,12 @@
 # tear-down cancel and what remains is the per-message cost. Clones of one function
 # ("[clone .part.0]", ".cold") are summed under its name. User-space instructions only: what
 # the kernel does inside a system call is not counted (the syscall line shows how many).
-#   bench/callgrind/udp-inline.sh [--bin PATH] [--a N] [--b N] [--size B] [--empty-polls N] [--counters true|false]
+#   bench/callgrind/udp-inline.sh [--bin PATH] [--a N] [--b N] [--size B] [--empty-polls N] [--bare] [--counters true|false]
 #                                 [--top N] [--no-strace] [--json FILE] [--keep DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN="$here/../../build/bin/pollux-callgrind-udp-inline"
-A=10000 B=60000 SIZE=32 EMPTY=1 COUNTERS=true TOP=12 JSON="" KEEP="" STRACE=true
+A=10000 B=60000 SIZE=32 EMPTY=1 BARE=false COUNTERS=true TOP=12 JSON="" KEEP="" STRACE=true
 usage() {
   cat <<'U'
 bench/callgrind/udp-inline.sh - instructions and system calls per offer()+poll() on inline UDP
@@ -37,11 +37,13 @@ iteration is one send, one receive that finds nothing and one that returns the d
   --b N               iterations of the second run (default 60000; must exceed --a)
   --size B            payload bytes (default 32)
   --empty-polls N     polls that find nothing before each offer (default 1; 0: none)
+  --bare              the floor: the same iteration over two bare connected UDP sockets
+                      (recv that finds nothing, send, recv), no Pollux
   --counters T        runtime.counters: true (default) or false
   --top N             functions listed (default 12; the total always)
   --no-strace         skip the system-call counts (strace missing, or not wanted)
   --json FILE         JSON lines: the run object (program, machine, argv, date_utc), then one
-                      object per function listed (case "udp-inline", function, ir_per_msg), one
+                      object per function listed (case "udp-inline", or "udp-bare" with --bare; function, ir_per_msg), one
                       with function "TOTAL" (the whole program's difference), and one per system
                       call (case "udp-inline", syscall, calls_per_msg, errors_per_msg)
   --keep DIR          keep the two callgrind.out files and strace summaries in DIR
@@ -55,6 +57,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) usage; exit 0 ;;
     --no-strace) STRACE=false; shift ;;
+    --bare) BARE=true; shift ;;
     --bin|--a|--b|--size|--empty-polls|--counters|--top|--json|--keep)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
@@ -82,7 +85,7 @@ trap 'rm -rf "$T"' EXIT
 run() {  # run <what> <n> <command...>
   local what=$1 n=$2
   shift 2
-  if ! "$@" "$BIN" --count "$n" --size "$SIZE" --empty-polls "$EMPTY" --counters "$COUNTERS" >"$T/out.$what.$n" 2>"$T/err.$what.$n"; then
+  if ! "$@" "$BIN" --count "$n" --size "$SIZE" --empty-polls "$EMPTY" --bare "$BARE" --counters "$COUNTERS" >"$T/out.$what.$n" 2>"$T/err.$what.$n"; then
     cat "$T/err.$what.$n" >&2
     echo "udp-inline.sh: the workload failed at --count $n ($what)" >&2
     exit 1
@@ -103,9 +106,10 @@ done
 if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$T/cg.$A" "$T/cg.$B" "$T/st.$A" "$T/st.$B" "$KEEP/"; fi
 MACHINE=$("$BIN" --machine 2>/dev/null || echo "?")
 
-python3 - "$T/ann.$A" "$T/ann.$B" "$T/st.$A" "$T/st.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$COUNTERS" "$STRACE" "$EMPTY" "$RETRIES" <<'PY'
+python3 - "$T/ann.$A" "$T/ann.$B" "$T/st.$A" "$T/st.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$COUNTERS" "$STRACE" "$EMPTY" "$RETRIES" "$BARE" <<'PY'
 import json, re, sys, time
-fa, fb, sa, sb, a, b, top, jpath, argv, machine, size, counters, strace, empty, retries = sys.argv[1:]
+fa, fb, sa, sb, a, b, top, jpath, argv, machine, size, counters, strace, empty, retries, bare = sys.argv[1:]
+case = "udp-bare" if bare == "true" else "udp-inline"
 a, b, top = int(a), int(b), int(top)
 
 def short(name):
@@ -153,7 +157,8 @@ d = b - a
 rows = sorted(((fb_.get(k, 0) - fa_.get(k, 0)) / d, k) for k in set(fa_) | set(fb_))
 rows = [r for r in reversed(rows) if r[0] >= 0.5][:top]
 total = (tb - ta) / d
-print(f"instructions per message ({empty} empty poll + offer + poll, {size} B, unicast 127.0.0.1, counters {counters}; "
+what = "bare sockets: recv + send + recv" if bare == "true" else f"offer + poll, counters {counters}"
+print(f"instructions per message ({case}, {empty} empty poll(s) + {what}, {size} B, unicast 127.0.0.1; "
       f"runs of {a} and {b} iterations, self Ir difference / {d}):")
 for v, k in rows:
     print(f"  {v:8.1f}  {k}")
@@ -177,9 +182,9 @@ if jpath:
         f.write(json.dumps({"program": "bench/callgrind/udp-inline.sh", "machine": machine, "argv": argv,
                             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
         for v, k in rows + [(total, "TOTAL")]:
-            f.write(json.dumps({"case": "udp-inline", "function": k, "ir_per_msg": round(v, 2), "size": int(size),
+            f.write(json.dumps({"case": case, "function": k, "ir_per_msg": round(v, 2), "size": int(size),
                                 "counters": counters == "true", "empty_polls": int(empty), "count_a": a, "count_b": b}) + "\n")
         for k, c, e in sys_rows:
-            f.write(json.dumps({"case": "udp-inline", "syscall": k, "calls_per_msg": round(c, 4),
+            f.write(json.dumps({"case": case, "syscall": k, "calls_per_msg": round(c, 4),
                                 "errors_per_msg": round(e, 4), "empty_polls": int(empty), "count_a": a, "count_b": b}) + "\n")
 PY
