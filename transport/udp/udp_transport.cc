@@ -764,6 +764,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
       rx_ns_[b] = core::Clock::now_ns();
       krx_ns_[b] = 0;
+      traced_seen_ = true;
     }
     admit(b, now_ns);
     return 1;
@@ -822,6 +823,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     traced = has_traced_frame(buffer(batch_buf_[i]), std::min<std::uint32_t>(msgs_[i].msg_len, buf_size_));
   }
   if (__builtin_expect(traced, 0)) {
+    traced_seen_ = true;
     const std::int64_t t = kts ? stamp_clock_.sample() : core::Clock::now_ns();
     for (std::uint32_t i = 0; i < got; ++i) {
       const std::uint32_t b = batch_buf_[i];
@@ -904,6 +906,7 @@ void UdpRxEndpoint::attach() noexcept {
 // udp.kernel_timestamps the kernel's receive time, written into this process's own copy of the
 // frame (our datagram buffer) and flagged in the descriptor for the subscriber.
 void UdpRxEndpoint::stamp_traced(RxDesc* out, std::uint32_t n) noexcept {
+  if (__builtin_expect(!traced_seen_, 1)) return;  // no traced frame ever read: nothing to stamp
   for (std::uint32_t i = 0; i < n; ++i) {
     RxDesc& d = out[i];
     if (__builtin_expect(d.kind != RxKind::kMessage || !(d.frame->flags & core::kFlagTraced), 1)) continue;

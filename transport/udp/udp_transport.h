@@ -226,6 +226,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
   std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
   std::uint32_t max_read_ = 1;     // datagrams per read at most (half a window; see open())
+  bool traced_seen_ = false;       // a datagram with a traced frame was read (stamp_traced() has work)
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
