@@ -15,7 +15,8 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev   # tests
   libbenchmark-dev            # micro-benchmarks
   gnuplot-nox                 # pollux-bench-rate --plot (PNG charts, pngcairo terminal)
-  valgrind                    # bench/callgrind/shm-inline.sh (instruction counts per message)
+  valgrind                    # bench/callgrind/{shm,udp}-inline.sh (instruction counts per message)
+  strace                      # bench/callgrind/udp-inline.sh (system calls per message)
   python3                     # bench/run-all.sh's summary.md, bench_cli_smoke's JSON checks
 )
 TEST_PKGS=(

@@ -890,6 +890,88 @@ TEST(ReliabilityForged, EndOfStreamBelowWhatWasSeenIsIgnored) {
 }
 
 // Data of the session from another address than its heartbeats' is dropped and counted.
+// ---- the receiver's per-datagram shortcuts (issue #12) ---------------------------------------------
+// poll() returns at once while nothing can have become deliverable since it last drained
+// everything, and take_new_deadline() replaces the walk of next_deadline() after each read: both
+// must miss nothing - a message, a gap's NAK deadline, a new session's or an end's status, an
+// end of stream that becomes due when the transport reports its queue drained.
+
+std::vector<std::uint64_t> data_datagram(std::uint32_t session, std::uint64_t seq) {
+  std::vector<std::byte> f = make_frame(32, seq);
+  auto* h = reinterpret_cast<core::FrameHeader*>(f.data());
+  h->magic = core::kFrameMagic;
+  h->version = core::kFrameVersion;
+  h->session_id = session;
+  h->sequence = seq;
+  std::vector<std::uint64_t> d((f.size() + 7) / 8);
+  std::memcpy(d.data(), f.data(), f.size());
+  return d;
+}
+
+TEST(ReliabilityReceiverShortcuts, EmptyPollsAndNewDeadlinesMissNothing) {
+  Sub a(1, FaultOptions{});
+  RxDesc d[8];
+  std::int64_t now = 1'000'000'000;
+  Network net;
+  std::vector<std::vector<std::uint64_t>> keep;  // frames stay where they arrived until delivered
+  auto arrive = [&](std::vector<std::uint64_t> dg) {
+    keep.push_back(std::move(dg));
+    inject(a, keep.back(), now);
+  };
+  keep.reserve(16);
+  arrive(forged_heartbeat(kSession, 1, 1));  // the publisher's heartbeat: joins at 1
+  EXPECT_EQ(a.rx.take_new_deadline(), 0) << "a new session is told to the publisher at once";
+  EXPECT_EQ(a.rx.take_new_deadline(), INT64_MAX) << "taken: reset";
+  ASSERT_EQ(a.rx.poll(d, 8), 1u);
+  EXPECT_EQ(d[0].kind, RxKind::kNewSession);
+  a.rx.service(now, net);  // the status message
+  EXPECT_EQ(a.rx.poll(d, 8), 0u);
+  EXPECT_EQ(a.rx.poll(d, 8), 0u);  // the shortcut
+  arrive(data_datagram(kSession, 1));
+  EXPECT_EQ(a.rx.take_new_deadline(), INT64_MAX) << "in order: nothing new to do";
+  ASSERT_EQ(a.rx.poll(d, 8), 1u);
+  EXPECT_EQ(d[0].kind, RxKind::kMessage);
+  EXPECT_EQ(d[0].sequence, 1u);
+  EXPECT_EQ(a.rx.poll(d, 8), 0u);
+  // A gap: 2 is missing. Its NAK is due within the first NAK delay (50 us).
+  arrive(data_datagram(kSession, 3));
+  const std::int64_t nak_at = a.rx.take_new_deadline();
+  EXPECT_GE(nak_at, now);
+  EXPECT_LE(nak_at, now + 50'000);
+  EXPECT_EQ(a.rx.poll(d, 8), 0u) << "3 waits behind the gap";
+  now = nak_at;
+  a.rx.service(now, net);
+  EXPECT_EQ(a.rx.stats().naks_sent, 1u);
+  arrive(data_datagram(kSession, 2));  // the repair
+  ASSERT_EQ(a.rx.poll(d, 8), 2u);
+  EXPECT_EQ(d[0].sequence, 2u);
+  EXPECT_EQ(d[1].sequence, 3u);
+  // Exactly as many as asked: the next poll must still look (here: nothing).
+  arrive(data_datagram(kSession, 4));
+  ASSERT_EQ(a.rx.poll(d, 1), 1u);
+  arrive(data_datagram(kSession, 5));
+  ASSERT_EQ(a.rx.poll(d, 8), 1u);
+  EXPECT_EQ(d[0].sequence, 5u);
+  // Two held, taken one per poll: the first poll returns as many as asked, the second must not
+  // take the shortcut.
+  arrive(data_datagram(kSession, 6));
+  arrive(data_datagram(kSession, 7));
+  ASSERT_EQ(a.rx.poll(d, 1), 1u);
+  EXPECT_EQ(d[0].sequence, 6u);
+  ASSERT_EQ(a.rx.poll(d, 1), 1u);
+  EXPECT_EQ(d[0].sequence, 7u);
+  EXPECT_EQ(a.rx.poll(d, 1), 0u);
+  // End of stream at 8: believed once the transport saw its queue drained confirm_ns (10 ms) later.
+  arrive(forged_heartbeat(kSession, 8, 1, core::kFlagHeartbeat | core::kFlagEndOfStream));
+  EXPECT_EQ(a.rx.take_new_deadline(), 0) << "the end is confirmed to the publisher at once";
+  a.rx.drained(now);
+  EXPECT_EQ(a.rx.poll(d, 8), 0u) << "not confirmed yet";
+  a.rx.drained(now + 10'000'000);  // nothing came: the end is due
+  ASSERT_EQ(a.rx.poll(d, 8), 1u) << "an empty poll after drained() must still see the end";
+  EXPECT_EQ(d[0].kind, RxKind::kEndOfStream);
+  EXPECT_EQ(a.rx.take_new_deadline(), 0) << "the ended session is freed by service()";
+}
+
 TEST(ReliabilityForged, DatagramsFromAnotherSourceAreDropped) {
   const Outcome o = survives([](Sub& a, std::int64_t now) {
     PeerAddress other{};

@@ -518,6 +518,40 @@ TEST(UdpEndpoint, NotifyFdWakesOnData) {
   EXPECT_TRUE(got);
 }
 
+// The subscriber's adaptive read batch (1 datagram: recvfrom; more: recvmmsg). A ping-pong -
+// an empty read (the spin), then the one reply - stays at 1: growing after every single hit
+// made each round trip's empty read a recvmmsg of 2 (bench/callgrind/udp-inline.sh). Dense
+// traffic - single reads that keep finding datagrams - still grows it.
+TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
+  Endpoints e(udp_config("inline", 26, "", "127.0.0.1"));
+  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
+    e.poll();
+    e.tx->housekeeping_st(core::Clock::now_ns());
+  }));
+  for (int i = 0; i < 20; ++i) e.poll();  // drain what the handshake left
+  int delivered = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (const auto& d : e.poll()) delivered += d.kind == transport::RxKind::kMessage;  // the spin: empty
+    ASSERT_EQ(e.post(1), 1u);
+    bool got = false;
+    ASSERT_TRUE(spin_until([&] { return got; }, 3000, [&] {
+      for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
+    }));
+    ++delivered;
+    EXPECT_EQ(e.rx->read_batch(), 1u) << "round " << round;
+  }
+  EXPECT_EQ(delivered, 50);
+  // Dense: 64 datagrams queued at once (one frame each: the tx batch sends them one by one).
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(e.post(1), 1u);
+  std::uint32_t widest = 0;
+  int dense = 0;
+  ASSERT_TRUE(spin_until([&] { return dense >= 64; }, 3000, [&] {
+    for (const auto& d : e.poll()) dense += d.kind == transport::RxKind::kMessage;
+    widest = std::max(widest, e.rx->read_batch());
+  }));
+  EXPECT_GE(widest, 4u) << "a backlog of 64 datagrams read one at a time";
+}
+
 TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRightCount) {
   // A tiny socket buffer drops most of a burst in the kernel; the publisher's 64 KiB log keeps
   // only the last ~1000 frames, so the rest is reported lost - with the exact count.
@@ -786,6 +820,42 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
   EXPECT_EQ(t.lost, 0u);
   EXPECT_TRUE(spin_until([&] { return t.sub_counter("malformed") >= 1; }, 2000, [&] { t.poll(); }))
       << "the forged frame was not counted as malformed";
+}
+
+// A datagram larger than the subscriber's buffers (udp.mtu - 28) from anyone on the group: read
+// truncated by the single-datagram path (recvfrom with MSG_TRUNC, the ping-pong case), counted
+// as malformed and dropped - never parsed as its first 1472 bytes - and the stream goes on.
+TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
+  HostileSession t(27, "udp-hostile-big", "mtu = 1500");
+  ASSERT_TRUE(t.ok());
+  t.publish(1, 10);
+  ASSERT_TRUE(t.settle(10)) << "delivered " << t.delivered << ", eavesdropped next " << t.eve().next;
+  const std::uint64_t malformed = t.sub_counter("malformed");
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  in_addr lo{};
+  lo.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof lo), 0);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<std::uint16_t>(base_port() + 27));
+  ASSERT_EQ(inet_pton(AF_INET, group().c_str(), &dst.sin_addr), 1);
+  // Starts like a valid frame of the live session, so parsing a truncated copy would deliver it.
+  std::vector<std::byte> big(1600);
+  const core::FrameHeader h = t.header(64, 0, 11);
+  std::memcpy(big.data(), &h, sizeof h);
+  ASSERT_EQ(::sendto(fd, big.data(), big.size(), 0, reinterpret_cast<const sockaddr*>(&dst), sizeof dst),
+            static_cast<ssize_t>(big.size()));
+  ::close(fd);
+  EXPECT_TRUE(spin_until([&] { return t.sub_counter("malformed") > malformed; }, 3000, [&] { t.poll(); }))
+      << "the oversized datagram was not counted; wrong_source " << t.sub_counter("wrong_source");
+  // Dropped as truncated, before its frames were looked at (their source is not the publisher's).
+  EXPECT_EQ(t.sub_counter("wrong_source"), 0u);
+  t.publish(11, 20);
+  EXPECT_TRUE(spin_until([&] { return t.delivered >= 20; }, 3000, [&] { t.poll(); }));
+  EXPECT_EQ(t.delivered, 20u);
+  EXPECT_EQ(t.wrong, 0u);
+  EXPECT_EQ(t.lost, 0u);
 }
 
 // Issue #9 item 5: forged heartbeats (sequence 2^63 as in the issue; 2^40, below the

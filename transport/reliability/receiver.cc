@@ -69,6 +69,7 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
                                             std::uint32_t token, std::int64_t now_ns) noexcept {
   ++stats_.datagrams;
   now_ns_ = now_ns;
+  maybe_ready_ = true;
   FrameCursor cur(data, len);
   const core::FrameHeader* f = cur.next();
   if (f == nullptr) {
@@ -102,6 +103,7 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
       ++stats_.sessions_refused;
       return 0;
     }
+    new_deadline_ns_ = 0;  // status_now: tell the publisher at once
   } else if (__builtin_expect(!(from == s->peer), 0)) {
     // A session's datagrams all come from one socket (the address its joining heartbeat came
     // from): anything else is a forgery or a misrouted copy. A forger must also fake the source.
@@ -117,11 +119,11 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
   for (; f != nullptr; f = cur.next()) {
     if (__builtin_expect(f->session_id != s->session_id || f->stream_id != opt_.stream_id, 0)) {
       ++stats_.malformed;  // a publisher never mixes sessions in one datagram
-      return stored;
+      break;
     }
     if (__builtin_expect(f->sequence > kMaxSequence, 0)) {
       ++stats_.malformed;  // no publisher gets there: a forgery (it would overflow window arithmetic)
-      return stored;
+      break;
     }
     if (__builtin_expect(f->flags & (core::kFlagHeartbeat | core::kFlagPadding), 0)) {
       if (f->flags & core::kFlagHeartbeat) {
@@ -142,6 +144,8 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
               s->end_seq = f->sequence;
               s->end_since_ns = now_ns;
               s->status_now = true;  // the publisher lingers until we confirm
+              new_deadline_ns_ = 0;
+              end_pending_ = true;
             }
           } else if (f->sequence != s->end_seq) {
             refute_end(*s);
@@ -157,13 +161,18 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
     if (s->win.accept(f->sequence, f, token, now_ns) == ReceiveWindow::Accept::kStored) ++stored;
   }
   if (cur.malformed()) ++stats_.malformed;
+  // A gap this datagram opened (a data frame past the next expected, a heartbeat's tail) is
+  // NAKed at the window's deadline: the only way a datagram moves next_deadline() earlier
+  // besides the status_now cases above. INT64_MAX (one compare) while nothing is missing.
+  new_deadline_ns_ = std::min(new_deadline_ns_, s->win.next_nak_ns());
   return stored;
 }
 
 std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
+  if (!maybe_ready_) return 0;  // the last poll drained everything, and nothing came since
   std::uint32_t n = 0;
-  for (std::uint32_t k = 0; k < nslots_ && n < max; ++k) {
-    Session& s = sessions_[(rr_ + k) % nslots_];
+  for (std::uint32_t k = 0, i = rr_; k < nslots_ && n < max; ++k, i = i + 1 == nslots_ ? 0 : i + 1) {
+    Session& s = sessions_[i];
     if (s.state != State::kActive) continue;
     if (s.announce) {
       RxDesc& d = out[n++];
@@ -187,9 +196,14 @@ std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
       d.sequence = s.win.expected();
       s.end_reason = d.reason;
       s.state = State::kEnding;  // service() confirms to the publisher and frees the slot
+      new_deadline_ns_ = 0;
     }
   }
-  if (nslots_ > 1) rr_ = (rr_ + 1) % nslots_;
+  if (nslots_ > 1) rr_ = rr_ + 1 == nslots_ ? 0 : rr_ + 1;
+  // Fewer than asked: every session drained. Exactly as many: ask ready() - cheaper than the
+  // next poll's full walk (a poll of one message at a time, a ping-pong's, would otherwise walk
+  // twice per message).
+  maybe_ready_ = n == max && ready();
   return n;
 }
 
@@ -215,9 +229,12 @@ void ReliableReceiver::send_status(Session& s, std::int64_t now_ns, ControlSink&
 int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
   int work = 0;
   now_ns_ = now_ns;
+  maybe_ready_ = true;  // time-outs and give-ups below may make losses deliverable
+  end_pending_ = false;
   for (std::uint32_t i = 0; i < nslots_; ++i) {
     Session& s = sessions_[i];
     if (s.state == State::kFree) continue;
+    if (s.end_seq != UINT64_MAX) end_pending_ = true;
     if (s.state == State::kEnding) {
       if (s.end_reason == 0) send_status(s, now_ns, sink, kControlFlagLeaving);
       tombs_[next_tomb_] = Tomb{s.session_id, now_ns + opt_.session_timeout_ns};
@@ -291,7 +308,10 @@ std::int64_t ReliableReceiver::next_deadline() const noexcept {
 
 bool ReliableReceiver::forget(std::uint32_t session_id, std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept {
   Session* s = find(session_id);
-  return s != nullptr && s->win.forget(seq, frame, now_ns);
+  if (s == nullptr || !s->win.forget(seq, frame, now_ns)) return false;
+  maybe_ready_ = true;
+  new_deadline_ns_ = std::min(new_deadline_ns_, s->win.next_nak_ns());  // NAKed again at once
+  return true;
 }
 
 void ReliableReceiver::close(ControlSink& sink) noexcept {

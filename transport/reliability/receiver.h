@@ -74,12 +74,25 @@ class ReliableReceiver {
   // datagram sent before then was seen. An end of stream is reported only once nothing
   // contradicted it for confirm_ns of *seen* traffic, so a subscriber that was itself stalled
   // reads what is queued before it believes an end.
-  void drained(std::int64_t now_ns) noexcept { drained_ns_ = now_ns; }
+  void drained(std::int64_t now_ns) noexcept {
+    drained_ns_ = now_ns;
+    if (__builtin_expect(end_pending_, 0)) maybe_ready_ = true;  // an end may be due now
+  }
 
   // NAKs due, status messages, session time-outs. Returns work done.
   int service(std::int64_t now_ns, ControlSink& sink) noexcept;
   // When service() next has something to do.
   std::int64_t next_deadline() const noexcept;
+  // The earliest deadline that datagrams (on_datagram), forget() or poll() made due since the
+  // last call (INT64_MAX: none), and resets it: what may have moved next_deadline() earlier,
+  // without its walk over every session per datagram. A transport that recomputes
+  // next_deadline() after each service() and takes the minimum with this after each read
+  // knows when service() is due.
+  std::int64_t take_new_deadline() noexcept {
+    const std::int64_t t = new_deadline_ns_;
+    new_deadline_ns_ = INT64_MAX;
+    return t;
+  }
 
   // Gives a held frame back (buffer pressure); it is NAKed again. See ReceiveWindow::forget.
   bool forget(std::uint32_t session_id, std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept;
@@ -139,6 +152,13 @@ class ReliableReceiver {
   std::uint32_t rr_ = 0;  // round-robin start for poll()
   std::int64_t now_ns_ = 0;
   std::int64_t drained_ns_ = 0;  // the transport last found nothing more to read (drained())
+  std::int64_t new_deadline_ns_ = INT64_MAX;  // see take_new_deadline()
+  // poll() may have something: false only after a poll() that returned fewer than asked (it
+  // drained everything deliverable); set by whatever can make something deliverable -
+  // on_datagram(), service() (time-outs, give-ups), forget(), and drained() while an end of
+  // stream waits for its confirmation (end_pending_). Lets an empty poll() return at once.
+  bool maybe_ready_ = true;
+  bool end_pending_ = false;  // some session saw an end of stream (recomputed by service())
   struct Tomb {
     std::uint32_t session_id;
     std::int64_t until_ns;

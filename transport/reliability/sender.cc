@@ -57,6 +57,23 @@ std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noe
     if (log_.has_unsent() && unsent_since_ns_ == 0) unsent_since_ns_ = now_ns;
     return 0;
   }
+  if (opt_.coalesce_ns == 0 && log_.next() - log_.sent() == 1) {
+    // One frame never sent (a latency-bound publisher posts one at a time): its datagram is
+    // that frame, as run_at() would find, without the walk and the batch arrays.
+    const SenderLog::Bytes b = log_.single_unsent();
+    const DatagramSink::Datagram one{b.data, b.bytes};
+    if (sink.send_datagrams({&one, 1}) != 1) {
+      ++stats_.send_blocked;
+      return 0;
+    }
+    stats_.bytes += one.bytes;
+    ++stats_.datagrams;
+    ++stats_.data_datagrams;
+    log_.mark_sent(log_.next());
+    last_data_ns_ = now_ns;
+    data_since_heartbeat_ = true;
+    return 1;
+  }
   std::uint32_t total = 0;
   DatagramSink::Datagram d[64];
   std::uint64_t ends[64];

@@ -100,6 +100,17 @@ class SenderLog {
     return r;
   }
 
+  // The datagram of the one frame never sent (next() - sent() == 1): what
+  // run_at(sent(), next()) returns then - a frame always fits a datagram and never wraps.
+  struct Bytes {
+    const std::byte* data;
+    std::uint32_t bytes;
+  };
+  Bytes single_unsent() const noexcept {
+    const std::byte* p = buf_.get() + (index_[sent_seq_ & imask_] & mask_);
+    return {p, wire_size(reinterpret_cast<const core::FrameHeader*>(p)->frame_length)};
+  }
+
   // The next datagram never sent (count == 0: everything was sent).
   FrameRun next_unsent() const noexcept { return run_at(sent_seq_, next_seq_); }
   // Frames up to `seq` (exclusive) went out at least once.

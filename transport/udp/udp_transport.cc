@@ -229,6 +229,18 @@ TxCore::~TxCore() {
 
 std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
   if (__builtin_expect(sock.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
+  if (d.size() == 1 && !tx_stamps && !(tx_loss > 0)) {
+    // One datagram, no timestamp request, no fault injection (a latency-bound publisher, a
+    // heartbeat): straight to sendto(), as the loop below would, without its bookkeeping.
+    if (::sendto(sock.fd, d[0].data, d[0].bytes, 0, static_cast<const sockaddr*>(msgs[0].msg_hdr.msg_name),
+                 msgs[0].msg_hdr.msg_namelen) >= 0) {
+      return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return 0;  // retried later
+    ++send_errors;  // as below: counted, not retried
+    last_errno = errno;
+    return 1;
+  }
   std::uint32_t total = 0;
   std::uint32_t idx[1024];
   while (total < d.size()) {
@@ -628,6 +640,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     ep->ctrl_.reset(new std::byte[static_cast<std::size_t>(ep->rx_batch_) * kRxControlBytes]());
   }
   ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
+  // At most half a window of frames per read (in datagrams full of minimal frames), at least one.
+  ep->max_read_ = std::max<std::uint32_t>(1, (u.reorder_window / 2) / ep->frames_per_dgram_);
   reliability::ReceiverOptions ro;
   ro.window.window = u.reorder_window;
   ro.window.nak_delay_ns = us(u.nak_delay_us);
@@ -710,18 +724,51 @@ void UdpRxEndpoint::process(std::uint32_t b, int times, std::int64_t now_ns) noe
   if (refs_[b] == 0) free_buffer(b);  // heartbeats, duplicates, other streams: nothing kept
 }
 
-std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
-  const std::uint32_t window = receiver_.window();
-  const std::uint32_t held = receiver_.held();
+std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexcept {
   // Deliverable frames are waiting for the application: take no more until it drained some
   // (frames beyond the window would be dropped). Frames held behind a gap do not count: the
-  // repair must still get in.
-  if (held > window / 2 && receiver_.ready()) return 0;
-  if (free_n_ == 0 && held > 0 && !receiver_.ready()) evict(now_ns);
-  std::uint32_t k = std::min(cur_batch_, free_n_);
-  k = std::min(k, std::max<std::uint32_t>(1, (window / 2) / frames_per_dgram_));
+  // repair must still get in. none_ready (poll_st: its poll just drained everything) skips the
+  // walk over the sessions that says so.
+  if (!none_ready && receiver_.held() > receiver_.window() / 2 && receiver_.ready()) return 0;
+  if (__builtin_expect(free_n_ == 0, 0) && receiver_.held() > 0 && (none_ready || !receiver_.ready())) evict(now_ns);
+  const std::uint32_t k = std::min({cur_batch_, free_n_, max_read_});
   if (k == 0) return 0;
   const bool kts = sock_.kernel_timestamps;
+  if (k == 1 && __builtin_expect(!kts, 1)) {
+    // Sparse traffic (the adaptive batch is 1; a ping-pong): recvfrom() is a shorter kernel
+    // path than recvmmsg, and one buffer needs none of the batch's descriptors. MSG_TRUNC
+    // makes it return the real length, so truncation is still seen. The same steps as the
+    // batch path below.
+    const std::uint32_t b = free_[--free_n_];
+    socklen_t alen = sizeof(sockaddr_in);
+    const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&src_[b]), &alen);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+      free_buffer(b);
+      receiver_.drained(now_ns);  // the socket is empty
+      single_hits_ = 0;
+      return 0;
+    }
+    if (++single_hits_ >= 2) {  // see the adaptive batch below
+      cur_batch_ = std::min<std::uint32_t>(2, rx_batch_);
+      single_hits_ = 0;
+    }
+    last_rx_ns_ = now_ns;
+    if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
+      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+      free_buffer(b);
+      return 1;
+    }
+    len_[b] = static_cast<std::uint32_t>(n);
+    if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
+      rx_ns_[b] = core::Clock::now_ns();
+      krx_ns_[b] = 0;
+      traced_seen_ = true;
+    }
+    admit(b, now_ns);
+    return 1;
+  }
   for (std::uint32_t i = 0; i < k; ++i) {
     const std::uint32_t b = free_[--free_n_];
     batch_buf_[i] = b;
@@ -738,21 +785,11 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   }
   int r;
   if (k == 1 && __builtin_expect(kts, 0)) {
-    // As below, with the control block of the kernel's receive stamp.
+    // One datagram with the control block of the kernel's receive stamp (recvmsg: the
+    // recvfrom path above has no control block).
     const ssize_t n = ::recvmsg(sock_.fd, &msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
     r = n < 0 ? -1 : 1;
     if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
-  } else if (k == 1) {
-    // Sparse traffic (the adaptive batch is 1): recvfrom() is a shorter kernel path than
-    // recvmmsg. MSG_TRUNC makes it return the real length, so truncation is still seen.
-    socklen_t alen = sizeof(sockaddr_in);
-    const ssize_t n = ::recvfrom(sock_.fd, iov_[0].iov_base, buf_size_, MSG_DONTWAIT | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&src_[batch_buf_[0]]), &alen);
-    r = n < 0 ? -1 : 1;
-    if (n >= 0) {
-      msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
-      msgs_[0].msg_hdr.msg_flags = n > static_cast<ssize_t>(buf_size_) ? MSG_TRUNC : 0;
-    }
   } else {
     r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
   }
@@ -764,11 +801,18 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
   for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
   if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
   // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
-  // empty second slot), doubling up to rx_batch while every slot gets filled.
+  // empty second slot), doubling up to rx_batch while every slot gets filled. From 1 it grows
+  // only after two single reads in a row found a datagram: one datagram after an empty read is
+  // a ping-pong's reply, and a batch of 2 would make the next read - the spin's empty one - a
+  // recvmmsg instead of the shorter recvfrom, every round trip.
   if (got == k && k == cur_batch_) {
-    cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+    if (k > 1 || ++single_hits_ >= 2) {
+      cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+      single_hits_ = 0;
+    }
   } else if (got < k) {
     cur_batch_ = std::max<std::uint32_t>(1, got);
+    single_hits_ = 0;
   }
   if (got == 0) return 0;
   last_rx_ns_ = now_ns;
@@ -779,6 +823,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
     traced = has_traced_frame(buffer(batch_buf_[i]), std::min<std::uint32_t>(msgs_[i].msg_len, buf_size_));
   }
   if (__builtin_expect(traced, 0)) {
+    traced_seen_ = true;
     const std::int64_t t = kts ? stamp_clock_.sample() : core::Clock::now_ns();
     for (std::uint32_t i = 0; i < got; ++i) {
       const std::uint32_t b = batch_buf_[i];
@@ -802,23 +847,26 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns) noexcept {
       free_buffer(b);
       continue;
     }
-    if (__builtin_expect(!faults_.enabled(), 1)) {
-      process(b, 1, now_ns);
-      continue;
-    }
-    std::uint32_t released[FaultInjector::kMaxDelayed];
-    const FaultInjector::Action a = faults_.decide();
-    const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-    switch (a) {
-      case FaultInjector::Action::kDrop: free_buffer(b); break;
-      case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
-      case FaultInjector::Action::kDelay: faults_.delay(b); break;
-      case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
-    }
-    for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+    admit(b, now_ns);
   }
-  next_service_ns_ = std::min(next_service_ns_, receiver_.next_deadline());
   return got;
+}
+
+void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(!faults_.enabled(), 1)) {
+    process(b, 1, now_ns);
+    return;
+  }
+  std::uint32_t released[FaultInjector::kMaxDelayed];
+  const FaultInjector::Action a = faults_.decide();
+  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
+  switch (a) {
+    case FaultInjector::Action::kDrop: free_buffer(b); break;
+    case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
+    case FaultInjector::Action::kDelay: faults_.delay(b); break;
+    case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
+  }
+  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
 }
 
 void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {
@@ -858,6 +906,7 @@ void UdpRxEndpoint::attach() noexcept {
 // udp.kernel_timestamps the kernel's receive time, written into this process's own copy of the
 // frame (our datagram buffer) and flagged in the descriptor for the subscriber.
 void UdpRxEndpoint::stamp_traced(RxDesc* out, std::uint32_t n) noexcept {
+  if (__builtin_expect(!traced_seen_, 1)) return;  // no traced frame ever read: nothing to stamp
   for (std::uint32_t i = 0; i < n; ++i) {
     RxDesc& d = out[i];
     if (__builtin_expect(d.kind != RxKind::kMessage || !(d.frame->flags & core::kFlagTraced), 1)) continue;
@@ -885,8 +934,11 @@ std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   }
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
-  if (n < max && receive(now) > 0) n += receiver_.poll(out.data() + n, max - n);
+  if (n < max && receive(now, true) > 0) n += receiver_.poll(out.data() + n, max - n);
   stamp_traced(out.data(), n);
+  // What the datagrams just read (a gap to NAK, a new session or an end to confirm), an
+  // eviction or the poll (an end delivered) made due: service() recomputes the rest.
+  next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
   if (__builtin_expect(receiver_.connected() != connected_.load(std::memory_order_relaxed), 0)) {
     connected_.store(receiver_.connected(), std::memory_order_relaxed);
   }

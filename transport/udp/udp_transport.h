@@ -173,6 +173,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   const reliability::ReliableReceiver& receiver() const noexcept { return receiver_; }
   const reliability::FaultInjector& faults() const noexcept { return faults_; }
   std::uint32_t free_buffers() const noexcept { return free_n_; }
+  // Datagrams the next socket read asks for (the adaptive batch: 1 = recvfrom, more = recvmmsg).
+  std::uint32_t read_batch() const noexcept { return cur_batch_; }
   const SocketInfo& socket_info() const noexcept { return sock_; }
 
  private:
@@ -180,12 +182,16 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   UdpRxEndpoint() = default;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
-  std::uint32_t receive(std::int64_t now_ns) noexcept;
+  // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
+  // deliverable frame (receiver_.ready() is false).
+  std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
   int service(std::int64_t now_ns) noexcept;
   // Frames queued in user space (deliverable, or delayed by the fault injector): the source
   // must not sleep on them.
   bool has_queued() const noexcept { return receiver_.ready() || faults_.delayed() > 0; }
   void process(std::uint32_t b, int times, std::int64_t now_ns) noexcept;
+  // A datagram read into buffer b (length in len_[b]): through the fault injector, if on.
+  void admit(std::uint32_t b, std::int64_t now_ns) noexcept;
   void evict(std::int64_t now_ns) noexcept;
   void free_buffer(std::uint32_t b) noexcept { free_[free_n_++] = b; }
   std::byte* buffer(std::uint32_t b) const noexcept { return bufs_.get() + static_cast<std::size_t>(b) * buf_size_; }
@@ -218,6 +224,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint64_t rx_stamps_ = 0, rx_stamps_missing_ = 0;
   void stamp_traced(RxDesc* out, std::uint32_t n) noexcept;
   std::uint32_t rx_batch_ = 32, cur_batch_ = 1, frames_per_dgram_ = 1;
+  std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
+  std::uint32_t max_read_ = 1;     // datagrams per read at most (half a window; see open())
+  bool traced_seen_ = false;       // a datagram with a traced frame was read (stamp_traced() has work)
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
