@@ -74,44 +74,15 @@ done
 if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$T/cg.$A" "$T/cg.$B" "$KEEP/"; fi
 MACHINE=$("$BIN" --machine 2>/dev/null || echo "?")
 
-python3 - "$T/ann.$A" "$T/ann.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$FLOW" "$COUNTERS" <<'PY'
-import json, re, sys, time
+CG_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T/ann.$A" "$T/ann.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$FLOW" "$COUNTERS" <<'PY'
+import json, os, re, sys, time
+sys.path.insert(0, os.environ["CG_DIR"])
+from cg_diff import per_message  # bench/callgrind/cg_diff.py
 fa, fb, a, b, top, jpath, argv, machine, size, flow, counters = sys.argv[1:]
 a, b, top = int(a), int(b), int(top)
 
-def short(name):
-    name = re.sub(r"\s+\[/[^\]]*\]$", "", name)          # the object file
-    name = re.sub(r"^[^:]*:(?!:)", "", name, count=1)     # the source file
-    name = re.sub(r"\s*\[clone [^\]]*\]", "", name)        # clones are summed
-    name = re.sub(r"'\d+$", "", name)
-    prev = None
-    while prev != name:                                    # argument and template lists
-        prev = name
-        name = re.sub(r"\([^()]*\)", "\x01", name)
-        name = re.sub(r"<[^<>]*>", "\x02", name)
-    name = name.replace("\x01", "()").replace("\x02", "<>").replace(" const", "")
-    return name.replace("{lambda()#", "{lambda#")
-
-def load(path):
-    total, fns = 0, {}
-    for line in open(path):
-        m = re.match(r"^\s*([\d,]+)\s+(?:\([ \d.%]+\)\s+)?(.*)$", line)
-        if not m:
-            continue
-        ir, rest = int(m.group(1).replace(",", "")), m.group(2)
-        if rest.startswith("PROGRAM TOTALS"):
-            total = ir
-        elif ":" in rest:
-            k = short(rest)
-            fns[k] = fns.get(k, 0) + ir
-    return total, fns
-
-ta, fa_ = load(fa)
-tb, fb_ = load(fb)
+rows, total = per_message(fa, fb, a, b, top)
 d = b - a
-rows = sorted(((fb_.get(k, 0) - fa_.get(k, 0)) / d, k) for k in set(fa_) | set(fb_))
-rows = [r for r in reversed(rows) if r[0] >= 0.5][:top]
-total = (tb - ta) / d
 print(f"instructions per message (offer + poll, {size} B, {flow}, counters {counters}; "
       f"runs of {a} and {b} iterations, self Ir difference / {d}):")
 for v, k in rows:
