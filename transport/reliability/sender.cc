@@ -62,17 +62,10 @@ std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noe
     // that frame, as run_at() would find, without the walk and the batch arrays.
     const SenderLog::Bytes b = log_.single_unsent();
     const DatagramSink::Datagram one{b.data, b.bytes};
-    if (sink.send_datagrams({&one, 1}) != 1) {
-      ++stats_.send_blocked;
-      return 0;
-    }
-    stats_.bytes += one.bytes;
-    ++stats_.datagrams;
-    ++stats_.data_datagrams;
-    log_.mark_sent(log_.next());
-    last_data_ns_ = now_ns;
-    data_since_heartbeat_ = true;
-    return 1;
+    const std::uint32_t sent = sink.send_datagrams({&one, 1});
+    note_sent(&one, sent, log_.next(), now_ns);
+    if (sent != 1) ++stats_.send_blocked;
+    return sent;
   }
   std::uint32_t total = 0;
   DatagramSink::Datagram d[64];
@@ -94,15 +87,8 @@ std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noe
     }
     if (n == 0) break;
     const std::uint32_t sent = sink.send_datagrams({d, n});
-    for (std::uint32_t i = 0; i < sent; ++i) stats_.bytes += d[i].bytes;
-    stats_.datagrams += sent;
-    stats_.data_datagrams += sent;
+    note_sent(d, sent, sent > 0 ? ends[sent - 1] : 0, now_ns);
     total += sent;
-    if (sent > 0) {
-      log_.mark_sent(ends[sent - 1]);
-      last_data_ns_ = now_ns;
-      data_since_heartbeat_ = true;
-    }
     if (sent < n) {
       ++stats_.send_blocked;
       break;
@@ -116,6 +102,17 @@ std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noe
     }
   }
   return total;
+}
+
+void ReliableSender::note_sent(const DatagramSink::Datagram* d, std::uint32_t sent, std::uint64_t end,
+                               std::int64_t now_ns) noexcept {
+  for (std::uint32_t i = 0; i < sent; ++i) stats_.bytes += d[i].bytes;
+  stats_.datagrams += sent;
+  stats_.data_datagrams += sent;
+  if (sent == 0) return;
+  log_.mark_sent(end);
+  last_data_ns_ = now_ns;
+  data_since_heartbeat_ = true;
 }
 
 ReliableSender::Receiver* ReliableSender::find_receiver(std::uint64_t id) noexcept {

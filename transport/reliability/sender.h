@@ -111,6 +111,9 @@ class ReliableSender {
   const SenderStats& stats() const noexcept { return stats_; }
 
  private:
+  // After sink.send_datagrams of d[0..n): the first `sent` went out, the last of them ending
+  // before sequence `end` - counters, the log's sent mark, the heartbeat timer.
+  void note_sent(const DatagramSink::Datagram* d, std::uint32_t sent, std::uint64_t end, std::int64_t now_ns) noexcept;
   // Bytes of repair one may still cause, refilled at `rate` per second up to `burst`.
   struct TokenBucket {
     std::uint64_t tokens;

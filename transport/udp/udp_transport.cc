@@ -236,10 +236,7 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
                  msgs[0].msg_hdr.msg_namelen) >= 0) {
       return 1;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return 0;  // retried later
-    ++send_errors;  // as below: counted, not retried
-    last_errno = errno;
-    return 1;
+    return send_failure_is_transient() ? 0 : 1;
   }
   std::uint32_t total = 0;
   std::uint32_t idx[1024];
@@ -277,14 +274,8 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
                            : ::sendmmsg(sock.fd, msgs.get(), m, 0);
       if (__builtin_expect(tx_stamps, 0)) stamps.end_batch(r > 0 ? static_cast<std::uint32_t>(r) : 0);
       if (r < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
-          consumed = idx[0];  // nothing went out; datagrams dropped by the fault injector before it did
-        } else {
-          // Unreachable network, filtered, ...: count and move on (subscribers NAK what they
-          // missed once the path is back) rather than spin on the same datagrams.
-          ++send_errors;
-          last_errno = errno;
-        }
+        // Full: nothing went out (datagrams dropped by the fault injector before it did).
+        if (send_failure_is_transient()) consumed = idx[0];
       } else if (static_cast<std::uint32_t>(r) < m) {
         consumed = idx[r];
       }
@@ -293,6 +284,13 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
     if (consumed < k) break;
   }
   return total;
+}
+
+bool TxCore::send_failure_is_transient() noexcept {
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return true;
+  ++send_errors;
+  last_errno = errno;
+  return false;
 }
 
 int TxCore::collect_tx_stamps() noexcept {
@@ -747,13 +745,10 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
       if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
       free_buffer(b);
       receiver_.drained(now_ns);  // the socket is empty
-      single_hits_ = 0;
+      adapt_batch(1, 0);
       return 0;
     }
-    if (++single_hits_ >= 2) {  // see the adaptive batch below
-      cur_batch_ = std::min<std::uint32_t>(2, rx_batch_);
-      single_hits_ = 0;
-    }
+    adapt_batch(1, 1);
     last_rx_ns_ = now_ns;
     if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
       ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
@@ -800,20 +795,7 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   const std::uint32_t got = static_cast<std::uint32_t>(r);
   for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
   if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
-  // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no
-  // empty second slot), doubling up to rx_batch while every slot gets filled. From 1 it grows
-  // only after two single reads in a row found a datagram: one datagram after an empty read is
-  // a ping-pong's reply, and a batch of 2 would make the next read - the spin's empty one - a
-  // recvmmsg instead of the shorter recvfrom, every round trip.
-  if (got == k && k == cur_batch_) {
-    if (k > 1 || ++single_hits_ >= 2) {
-      cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
-      single_hits_ = 0;
-    }
-  } else if (got < k) {
-    cur_batch_ = std::max<std::uint32_t>(1, got);
-    single_hits_ = 0;
-  }
+  adapt_batch(k, got);
   if (got == 0) return 0;
   last_rx_ns_ = now_ns;
   // Traced frames: when recvmmsg returned (one clock read per batch, only for a batch with a
@@ -850,6 +832,24 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     admit(b, now_ns);
   }
   return got;
+}
+
+// Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no empty
+// second slot), doubling up to rx_batch while every slot gets filled. From 1 it grows only after
+// two single reads in a row found a datagram: one datagram after an empty read is a ping-pong's
+// reply, and a batch of 2 would make the next read - the spin's empty one - a recvmmsg instead
+// of the shorter recvfrom, every round trip. A read smaller than the batch because buffers or
+// the window ran short (k < cur_batch_) that filled every slot changes nothing.
+void UdpRxEndpoint::adapt_batch(std::uint32_t k, std::uint32_t got) noexcept {
+  if (got == k && k == cur_batch_) {
+    if (k > 1 || ++single_hits_ >= 2) {
+      cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+      single_hits_ = 0;
+    }
+  } else if (got < k) {
+    cur_batch_ = std::max<std::uint32_t>(1, got);
+    single_hits_ = 0;
+  }
 }
 
 void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {

@@ -70,6 +70,10 @@ struct TxCore final : reliability::DatagramSink {
   // Traced streams: reads the kernel's TX timestamps from the error queue (a bounded batch,
   // non-blocking) and records them in send_log. Returns the number read.
   int collect_tx_stamps() noexcept;
+  // A send that failed (errno): true when the socket is full - nothing went out, retry later;
+  // otherwise (unreachable network, filtered, ...) counted in send_errors and false: the
+  // caller moves on rather than spin on the same datagrams (subscribers NAK what they missed).
+  bool send_failure_is_transient() noexcept;
   // Timers of the TX timestamps: expiry, restarting the numbering. Cheap when off.
   void service_tx_stamps(std::int64_t now_ns) noexcept;
   bool tx_stamps_outstanding() const noexcept { return tx_stamps && stamps.outstanding() != 0; }
@@ -193,6 +197,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // A datagram read into buffer b (length in len_[b]): through the fault injector, if on.
   void admit(std::uint32_t b, std::int64_t now_ns) noexcept;
   void evict(std::int64_t now_ns) noexcept;
+  // The adaptive read batch after a read that asked for k datagrams and got `got`.
+  void adapt_batch(std::uint32_t k, std::uint32_t got) noexcept;
   void free_buffer(std::uint32_t b) noexcept { free_[free_n_++] = b; }
   std::byte* buffer(std::uint32_t b) const noexcept { return bufs_.get() + static_cast<std::size_t>(b) * buf_size_; }
   void publish_counters() noexcept;
