@@ -786,6 +786,46 @@ struct AppIdle {
   }
 };
 
+// One side's streams per variant (kTraced, kUntraced, kLibraryOnly; the first `n`): a publisher
+// on kTopics[pub_topics[v]] and a subscriber on kTopics[sub_topics[v]], either list null for
+// none (--rate: the sender subscribes to nothing, the receiver publishes nothing).
+constexpr int kPingOf[3] = {kPingT, kPingU, kPingL}, kPongOf[3] = {kPongT, kPongU, kPongL};
+struct VariantStreams {
+  int n = 0;
+  pollux::Publisher pubs[3];
+  pollux::Subscriber subs[3];
+  absl::Status open(pollux::Context& ctx, int nv, const int* pub_topics, const int* sub_topics) {
+    n = nv;
+    for (int v = 0; v < n; ++v) {
+      if (sub_topics != nullptr) {
+        absl::StatusOr<pollux::Subscriber> sub = ctx.subscriber(kTopics[sub_topics[v]]);
+        if (!sub.ok()) return sub.status();
+        subs[v] = std::move(*sub);
+      }
+      if (pub_topics != nullptr) {
+        absl::StatusOr<pollux::Publisher> pub = ctx.publisher(kTopics[pub_topics[v]]);
+        if (!pub.ok()) return pub.status();
+        pubs[v] = std::move(*pub);
+      }
+    }
+    return absl::OkStatus();
+  }
+  AppIdle idle(bool inline_mode) noexcept { return AppIdle{inline_mode, {&pubs[0], &pubs[1], n > 2 ? &pubs[2] : nullptr}}; }
+  bool connected() const noexcept {
+    for (int v = 0; v < n; ++v) {
+      if (!pubs[v].is_connected()) return false;
+    }
+    return true;
+  }
+  // Polls every subscriber, discarding (inline: also answers the other side's status).
+  void drain(int max) noexcept {
+    for (int v = 0; v < n; ++v) (void)subs[v].poll([](const pollux::Message&) {}, max);
+  }
+  void close() noexcept {
+    for (int v = 0; v < n; ++v) pubs[v].close();
+  }
+};
+
 // The ping publisher's send completion of a traced ping (Publisher::send_completion_ns), waited
 // for a bounded while: up to kWaitNs per ping, and not at all once the first kProbe pings all
 // came without one (a transport that records none: the stage is then absent, not waited for).
@@ -852,48 +892,28 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
     return 2;
   }
   const bool rate = o.rate > 0;
-  // Per variant (kTraced, kUntraced, kLibraryOnly): the ping subscriber and the pong publisher.
+  // Per variant: the ping subscriber and the pong publisher.
   const int nv = rc.variants();
-  constexpr int kPings[3] = {kPingT, kPingU, kPingL}, kPongs[3] = {kPongT, kPongU, kPongL};
-  pollux::Subscriber subs[3];
-  pollux::Publisher pubs[3];
-  for (int v = 0; v < nv; ++v) {
-    absl::StatusOr<pollux::Subscriber> sub = (*ctx)->subscriber(kTopics[kPings[v]]);
-    if (!sub.ok()) {
-      SetError(sh, std::string(sub.status().message()));
-      return 2;
-    }
-    subs[v] = std::move(*sub);
-    if (rate) continue;
-    absl::StatusOr<pollux::Publisher> pub = (*ctx)->publisher(kTopics[kPongs[v]]);
-    if (!pub.ok()) {
-      SetError(sh, std::string(pub.status().message()));
-      return 2;
-    }
-    pubs[v] = std::move(*pub);
+  VariantStreams vs;
+  if (absl::Status st = vs.open(**ctx, nv, rate ? nullptr : kPongOf, kPingOf); !st.ok()) {
+    SetError(sh, std::string(st.message()));
+    return 2;
   }
+  pollux::Subscriber* const subs = vs.subs;
+  pollux::Publisher* const pubs = vs.pubs;
   // Wait for the parent (phase 1) before reporting ready: the floor is over by then.
   while (sh->phase.load(std::memory_order_acquire) < 1) usleep(100);  // pairs with the parent's release
   sh->child_state.store(2, std::memory_order_release);                 // pairs with WaitChild's acquire
   const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
-  AppIdle idle{inline_mode, {&pubs[0], &pubs[1], nv > 2 ? &pubs[2] : nullptr}};
+  AppIdle idle = vs.idle(inline_mode);
   const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
   std::string err;
   auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2; };  // pairs with the parent's release
-  auto drain = [&](int max) {
-    for (int v = 0; v < nv; ++v) (void)subs[v].poll([](const pollux::Message&) {}, max);
-  };
   if (!rate) {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    auto connected = [&] {
-      for (int v = 0; v < nv; ++v) {
-        if (!pubs[v].is_connected()) return false;
-      }
-      return true;
-    };
-    while (!connected()) {
+    while (!vs.connected()) {
       idle.service();
-      drain(16);  // inline: the status to the ping side
+      vs.drain(16);  // inline: the status to the ping side
       if (Clock::monotonic_ns() > deadline) {
         SetError(sh, "pong side: publishers not connected to the ping side after 10 s");
         return 2;
@@ -978,13 +998,11 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
   // Stay until the parent has closed its side: a UDP publisher's close lingers for our status.
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
   while (sh->phase.load(std::memory_order_acquire) < 3 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
-    drain(64);
+    vs.drain(64);
     idle.service();
     usleep(50);
   }
-  if (!rate) {
-    for (int v = 0; v < nv; ++v) pubs[v].close();
-  }
+  vs.close();  // --rate: none open
   return 0;
 }
 
@@ -1070,39 +1088,23 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   if (!WaitChild(sh, child, 2, &err)) return finish(err);
   auto ctx = pollux::Context::from_string(rc.ping_toml, "pollux-latency (ping side)");
   if (!ctx.ok()) return finish(absl::StrCat("ping side: ", ctx.status().message()));
-  // Per variant (kTraced, kUntraced, kLibraryOnly): the ping publisher and the pong subscriber.
+  // Per variant: the ping publisher and the pong subscriber.
   const int nv = rc.variants();
-  constexpr int kPings[3] = {kPingT, kPingU, kPingL}, kPongs[3] = {kPongT, kPongU, kPongL};
-  pollux::Publisher pubs[3];
-  pollux::Subscriber subs[3];
-  for (int v = 0; v < nv; ++v) {
-    absl::StatusOr<pollux::Publisher> pub = (*ctx)->publisher(kTopics[kPings[v]]);
-    if (!pub.ok()) return finish(absl::StrCat("ping side: ", pub.status().message()));
-    pubs[v] = std::move(*pub);
-    if (rate) continue;
-    absl::StatusOr<pollux::Subscriber> sub = (*ctx)->subscriber(kTopics[kPongs[v]]);
-    if (!sub.ok()) return finish(absl::StrCat("ping side: ", sub.status().message()));
-    subs[v] = std::move(*sub);
+  VariantStreams vs;
+  if (absl::Status st = vs.open(**ctx, nv, kPingOf, rate ? nullptr : kPongOf); !st.ok()) {
+    return finish(absl::StrCat("ping side: ", st.message()));
   }
+  pollux::Publisher* const pubs = vs.pubs;
+  pollux::Subscriber* const subs = vs.subs;
   pollux::Publisher& pt = pubs[kTraced];
   const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
-  AppIdle idle{inline_mode, {&pubs[0], &pubs[1], nv > 2 ? &pubs[2] : nullptr}};
-  auto drain = [&] {
-    if (rate) return;
-    for (int v = 0; v < nv; ++v) (void)subs[v].poll([](const pollux::Message&) {}, 16);
-  };
-  auto connected = [&] {
-    for (int v = 0; v < nv; ++v) {
-      if (!pubs[v].is_connected()) return false;
-    }
-    return true;
-  };
+  AppIdle idle = vs.idle(inline_mode);
   {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!connected() || (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
+    while (!vs.connected() || (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
       if (sh->child_state.load(std::memory_order_acquire) == -1) return finish(absl::StrCat("pong process: ", sh->error));
       idle.service();
-      drain();
+      vs.drain(16);
       if (Clock::monotonic_ns() > deadline) return finish("ping side: publishers not connected to the pong side after 10 s");
       usleep(100);
     }
@@ -1247,7 +1249,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     const std::int64_t deadline = Clock::monotonic_ns() + 15'000'000'000;
     while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
       idle.service();
-      drain();
+      vs.drain(16);  // --rate: no subscribers
       sched_yield();
       if (Clock::monotonic_ns() > deadline) {
         if (err.empty()) err = "pong process did not finish";
@@ -1255,7 +1257,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       }
     }
   }
-  for (int v = 0; v < nv; ++v) pubs[v].close();
+  vs.close();
   if (rate) {
     r.dec->merge(sh->dec);
     r.dec_library->merge(sh->dec_library);
