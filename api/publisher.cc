@@ -305,6 +305,7 @@ void PublisherImpl::abort(Claim& c) noexcept {
 int PublisherImpl::service() noexcept {
   if (closed.load(std::memory_order_relaxed) || mode == Mode::kQueued) return 0;
   const std::int64_t now = core::Clock::now_ns();
+  core::Clock::maintain(now);  // inline publishers have no poller to do it
   if (mode == Mode::kShmDirect) {
     shm->maybe_heartbeat(now);
     return 0;

@@ -174,6 +174,7 @@ int Poller::do_work() noexcept {
 int Poller::timers(std::int64_t now) noexcept {
   if (now < next_timer_ns_) return 0;
   next_timer_ns_ = now + kTimerPeriodNs;
+  Clock::maintain(now);  // at most once a second does anything
   int work = 0;
   for (ProgressSource* s : sources_) work += s->housekeeping(now);
   return work;
