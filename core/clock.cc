@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -341,14 +342,18 @@ void store_shared(const std::string& path, const std::string& boot_id, const Clo
 std::once_flag g_once;
 std::string g_source = "clock_gettime(CLOCK_MONOTONIC)";
 
-// This process alone: its own page, which maintain() keeps on CLOCK_MONOTONIC as well.
+// This process alone: its own page, which maintain() keeps on CLOCK_MONOTONIC as well. Shared
+// anonymous memory, so processes forked after init() (pollux-latency's ping and pong) keep one
+// conversion, however it is re-anchored.
 void use_private(const ClockCalibration& c) {
-  // Threads may read the page already (it is the default, tsc 0): a locked write like any.
+  ClockPage* p = &detail::g_private_page;
+  void* mem = ::mmap(nullptr, sizeof(ClockPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem != MAP_FAILED) p = new (mem) ClockPage;
+  // Threads may read the static page already (the default, tsc 0): a locked write like any.
   std::uint32_t held;
-  ClockPage& p = detail::g_private_page;
-  if (try_lock(p, p.seq.load(std::memory_order_relaxed), &held)) write_page(p, held, c, c.mult, c.base_tsc, c.base_ns);
-  g_writable = &detail::g_private_page;
-  detail::g_page.store(&detail::g_private_page, std::memory_order_release);
+  if (try_lock(*p, p->seq.load(std::memory_order_relaxed), &held)) write_page(*p, held, c, c.mult, c.base_tsc, c.base_ns);
+  g_writable = p;
+  detail::g_page.store(p, std::memory_order_release);
 }
 
 void init_once(std::string_view shm_dir) {

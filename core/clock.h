@@ -60,7 +60,7 @@ static_assert(sizeof(ClockPage) == 64);
 inline constexpr std::int64_t kClockTolerance_ns = 20'000;
 
 namespace detail {
-inline ClockPage g_private_page;  // before init(), and when nothing may be shared
+inline ClockPage g_private_page;  // before init() (tsc 0: clock_gettime)
 // Set by Clock::init(); the release store pairs with now_ns()'s acquire load.
 inline std::atomic<const ClockPage*> g_page{&g_private_page};
 inline std::atomic<std::int64_t> g_next_check_ns{0};  // maintain(): this process's next check

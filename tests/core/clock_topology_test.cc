@@ -17,8 +17,8 @@ TEST(ClockTest, MonotonicAndCloseToClockGettime) {
     ASSERT_GE(t, prev);
     prev = t;
   }
-  // Anchored to CLOCK_MONOTONIC: within a millisecond (the shared calibration may be hours old
-  // on a long-running host, drift is ppm-level).
+  // On CLOCK_MONOTONIC: within a millisecond, however old the host's shared page (a page that
+  // drifted further is stepped back at init(); see shm_files_test for the rules).
   EXPECT_LT(std::llabs(Clock::now_ns() - Clock::monotonic_ns()), 1'000'000) << Clock::describe();
   const std::int64_t a = Clock::now_ns();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
