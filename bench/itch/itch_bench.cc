@@ -119,7 +119,25 @@ void BM_ParseAndBook(benchmark::State& state) {
   state.counters["live_orders"] = static_cast<double>(books.live_orders());
   Report(state, s);
 }
-BENCHMARK(BM_ParseAndBook)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ParseAndBook)->Arg(100)->Arg(1000)->Arg(8000)->Unit(benchmark::kMillisecond);
+
+// The same through BookSet::ApplyAll (order slots prefetched a few messages ahead).
+void BM_ApplyAll(benchmark::State& state) {
+  const Stream& s = GetStream(static_cast<uint32_t>(state.range(0)));
+  BookSetOptions o;
+  o.expected_orders = 2 * 64 * static_cast<size_t>(state.range(0));
+  BookSet books(o);
+  for (auto _ : state) {
+    state.PauseTiming();
+    books.Clear();
+    state.ResumeTiming();
+    ParseResult r = books.ApplyAll(s.bytes);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["live_orders"] = static_cast<double>(books.live_orders());
+  Report(state, s);
+}
+BENCHMARK(BM_ApplyAll)->Arg(100)->Arg(1000)->Arg(8000)->Unit(benchmark::kMillisecond);
 
 // Subscriber path: one payload per message (no prefix), validated by CheckMessage.
 void BM_DecodeSingle(benchmark::State& state) {
@@ -192,7 +210,7 @@ int main(int argc, char** argv) {
   pollux::bench::Cli cli("pollux-bench-itch",
                          "pollux-bench-itch: ITCH 5.0 throughput on one pinned core, no I/O (Google Benchmark):\n"
                          "framing (BM_Frame), typed decoding (BM_ParseTyped), decoding + order books\n"
-                         "(BM_ParseAndBook/100, /1000 symbols), per-message validation (BM_DecodeSingle) and the\n"
+                         "(BM_ParseAndBook/100, /1000, /8000 symbols), per-message validation (BM_DecodeSingle) and the\n"
                          "generator (BM_Generate), over a generated in-memory BinaryFILE. items_per_second (JSON:\n"
                          "msgs_per_s) is messages per second. No floor: a CPU-bound parse has none to hold against.");
   cli.count("--messages", &pollux::itch::g_messages,

@@ -44,7 +44,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
     itch::ParseResult pr;
     if (len != 0 && p[0] == 0) {
       // A BinaryFILE chunk (the first byte is a length prefix's high byte).
-      pr = itch::ForEachMessage({p, len}, [&](itch::MessageView m) { books.Apply(m); });
+      pr = books.ApplyAll({p, len});  // its order slots and levels prefetched a few messages ahead
       applied = pr.messages;
     } else {
       pr = itch::CheckMessage({p, len});

@@ -81,6 +81,12 @@ class OrderBook {
   // Removes every level, keeping capacity and the symbol.
   void Clear() noexcept;
 
+  // Starts loading the best levels of both sides (where most updates land) into the cache.
+  void PrefetchTop() const noexcept {
+    if (!bids_.empty()) __builtin_prefetch(&bids_.back(), 1, 3);
+    if (!asks_.empty()) __builtin_prefetch(&asks_.back(), 1, 3);
+  }
+
  private:
   // key = price for bids, ~price for asks: ascending keys, best at the back, on both sides.
   struct Level {

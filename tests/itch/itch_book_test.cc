@@ -443,5 +443,40 @@ TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
   EXPECT_LT(books.live_orders(), o.symbols * o.orders_per_symbol * 2);
 }
 
+// ApplyAll prefetches a few messages ahead and applies them later: the books, counts and
+// stats must be those of applying every message as it is framed, also when the buffer ends
+// in the middle of a record (everything before it applied, the same error) and for buffers
+// shorter than the pipeline.
+TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
+  GeneratorOptions o;
+  o.symbols = 300;
+  o.messages = 100'000;
+  o.seed = 7;
+  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const auto same = [](const BookSet& a, const BookSet& b) {
+    EXPECT_EQ(a.stats(), b.stats());
+    EXPECT_EQ(a.counts().total(), b.counts().total());
+    EXPECT_EQ(a.live_orders(), b.live_orders());
+    std::vector<std::vector<PriceLevel>> la, lb;
+    a.ForEachBook([&](const OrderBook& k) { la.push_back(k.Depth(Side::kBuy)); la.push_back(k.Depth(Side::kSell)); });
+    b.ForEachBook([&](const OrderBook& k) { lb.push_back(k.Depth(Side::kBuy)); lb.push_back(k.Depth(Side::kSell)); });
+    EXPECT_EQ(la, lb);
+  };
+  for (const size_t cut : {bytes.size(), bytes.size() / 2 + 1, size_t{40}, size_t{3}, size_t{0}}) {
+    SCOPED_TRACE(cut);
+    const std::span<const uint8_t> part(bytes.data(), cut);
+    BookSet one, all;
+    const ParseResult r1 = ForEachMessage(part, [&one](MessageView m) { one.Apply(m); });
+    const ParseResult r2 = all.ApplyAll(part);
+    EXPECT_EQ(r1.ok(), r2.ok());
+    EXPECT_EQ(r1.messages, r2.messages);
+    EXPECT_EQ(r1.ToStatus().ToString(), r2.ToStatus().ToString());
+    same(one, all);
+    if (cut == bytes.size()) {
+      EXPECT_EQ(all.counts().total(), o.messages);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pollux::itch
