@@ -174,7 +174,7 @@ class Packet {
   uint16_t count = 0;     // the header's MessageCount as sent (0xFFFF for end of session)
   uint32_t offset = 0;    // error position; on success the packet size
   uint32_t block = 0;     // error: index of the offending block
-  uint16_t length = 0;    // error: that block's length prefix (when it has one)
+  uint16_t length = 0;    // error: that block's length prefix (0 if it has none)
   uint32_t size = 0;      // bytes given to Parse()
 
   [[nodiscard]] bool ok() const noexcept { return error == Error::kNone; }
@@ -239,13 +239,13 @@ class Packet {
   for (uint32_t i = 0; i < n; ++i) {
     const size_t left = size - off;
     Error e = Error::kNone;
+    uint16_t len = 0;
     if (left == 0) {
       e = Error::kCountOverrun;
     } else if (left < kBlockLengthSize) {
       e = Error::kTruncatedBlock;
     } else {
-      const uint16_t len = LoadBe16(p + off);
-      r.length = len;
+      len = LoadBe16(p + off);
       if (len == 0) {
         e = Error::kEmptyBlock;
       } else if (len > left - kBlockLengthSize) {
@@ -258,6 +258,7 @@ class Packet {
     r.error = e;
     r.offset = static_cast<uint32_t>(off);
     r.block = i;
+    r.length = len;
     return r;
   }
   if (off != size) {

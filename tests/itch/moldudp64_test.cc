@@ -471,6 +471,7 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   const Packet q = Parse(Raw(1, 2, Hex("0001 41 00")));
   EXPECT_EQ(q.error, Error::kTruncatedBlock);
   EXPECT_EQ(q.block, 1u);
+  EXPECT_EQ(q.length, 0);  // no prefix to report
   EXPECT_EQ(q.ToStatus().message(),
             "moldudp64: offset 23: block 1: truncated length prefix (1 byte left)");
 }
