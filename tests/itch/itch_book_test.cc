@@ -474,6 +474,8 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     same(one, all);
     if (cut == bytes.size()) {
       EXPECT_EQ(all.counts().total(), o.messages);
+      // Past ApplyAll's threshold (16k live orders): the plain loop and the pipeline both ran.
+      EXPECT_GT(all.live_orders(), 16384u);
     }
   }
 }
