@@ -5,6 +5,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,7 +24,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "itch/mapped_file.h"
 #include "itch/moldudp64.h"
+#include "itch/reader.h"
 
 extern char** environ;
 
@@ -33,7 +36,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Ports and groups unique per test process (tests/udp/transport_test.cc's pattern), below
-// the ephemeral range.
+// the ephemeral range; the tests of one process run one after another, each waiting for
+// its child, so they may share ports.
 uint32_t base_port() { return 24000 + static_cast<uint32_t>(getpid() % 600) * 8; }
 std::string group(int line) {
   return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + 2 * ((getpid() / 200) % 100) + line);
@@ -149,6 +153,8 @@ struct Line {
   std::vector<uint64_t> order;                    // first sequences as received
   uint64_t eos = 0;                               // end-of-session sequence (0: not yet)
   uint64_t bad = 0;
+  uint64_t next = 1;                                      // after the last data packet
+  std::vector<std::pair<uint64_t, uint64_t>> heartbeats;  // (its sequence, `next` then)
 };
 
 void Receive(int fd, Line& l, const mold::Session& s) {
@@ -164,6 +170,9 @@ void Receive(int fd, Line& l, const mold::Session& s) {
     } else if (p.kind == mold::Kind::kData && l.eos == 0) {
       l.order.push_back(p.sequence);
       l.data[p.sequence].assign(buf, buf + n);
+      l.next = p.next_sequence();
+    } else if (p.kind == mold::Kind::kHeartbeat) {
+      l.heartbeats.emplace_back(p.sequence, l.next);
     }
   }
 }
@@ -194,7 +203,8 @@ struct Run2 {
   pid_t pid = -1;
   bool ended = false;
 };
-Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0) {
+Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0,
+                 const mold::Session& s = mold::Session::From("POLLUX0001")) {
   const uint32_t pa = port0, pb = port0 + 1, pr = port0 + 2;
   const int fa = JoinLine(group(0), pa), fb = JoinLine(group(1), pb);
   std::vector<std::string> args = {"--line-a", absl::StrFormat("%s:%u", group(0), pa),
@@ -203,7 +213,6 @@ Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0) {
   args.insert(args.end(), extra.begin(), extra.end());
   Run2 r;
   r.pid = Spawn(args);
-  const mold::Session s = mold::Session::From("POLLUX0001");
   const auto end = Clock::now() + std::chrono::seconds(8);
   while (Clock::now() < end && (r.a.eos == 0 || r.b.eos == 0)) {
     pollfd p[2] = {{fa, POLLIN, 0}, {fb, POLLIN, 0}};
@@ -212,6 +221,10 @@ Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0) {
     Receive(fb, r.b, s);
   }
   r.ended = r.a.eos != 0 && r.b.eos != 0;
+  if (!r.ended) {  // the caller's ASSERT returns: leave no child behind
+    ::kill(r.pid, SIGKILL);
+    ::waitpid(r.pid, nullptr, 0);
+  }
   ::close(fa);
   ::close(fb);
   return r;
@@ -294,7 +307,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
 // The same seed drops the same line B packets; --no-rerequest receives but never answers.
 TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   const std::string json = ::testing::TempDir() + "/exchange_nr_" + std::to_string(getpid()) + ".json";
-  const uint32_t port0 = base_port() + 4;
+  const uint32_t port0 = base_port() + 3;
   const mold::Session s = mold::Session::From("POLLUX0001");
   const std::vector<std::string> common = {"--generate", "3000", "--rate", "max", "--drop-a", "20",
                                            "--drop-b", "20", "--seed", "9", "--linger-ms", "1000"};
@@ -322,6 +335,53 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   EXPECT_EQ(JsonField(j, "refused_disabled"), 1u) << j;
   EXPECT_EQ(JsonField(j, "requests_served"), 0u) << j;
   EXPECT_EQ(JsonField(j, "packets_a"), r1.a.data.size()) << j;
+}
+
+// A file at a scaled pace with line B delayed: both lines carry the file's messages, byte for
+// byte and in order (B drops nothing here).
+TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
+  auto file = MappedFile::Open(POLLUX_ITCH_FIXTURE_FILE);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::vector<std::vector<uint8_t>> want;
+  ASSERT_TRUE(ForEachMessage(file->bytes(), [&](MessageView m) {
+                want.emplace_back(m.bytes().begin(), m.bytes().end());
+              }).ok());
+  const mold::Session s = mold::Session::From("FILE");
+  Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000",
+                        "--session", "FILE", "--linger-ms", "100", "--mtu", "600"},
+                       base_port(), s);
+  ASSERT_TRUE(r.ended);
+  EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
+  EXPECT_EQ(r.a.bad + r.b.bad, 0u);
+  EXPECT_EQ(r.a.eos, want.size() + 1);
+  EXPECT_EQ(r.a.data, r.b.data);
+  EXPECT_EQ(r.a.order, r.b.order);
+  size_t i = 0;
+  for (uint64_t first : r.a.order) {
+    const mold::Packet p = mold::Parse(r.a.data[first], s);
+    ASSERT_TRUE(p.ok());
+    EXPECT_LE(p.size, 600u);
+    ASSERT_EQ(p.sequence, i + 1);
+    for (std::span<const uint8_t> m : p) {
+      ASSERT_LT(i, want.size());
+      EXPECT_TRUE(std::equal(m.begin(), m.end(), want[i].begin(), want[i].end())) << i;
+      ++i;
+    }
+  }
+  EXPECT_EQ(i, want.size());
+}
+
+// Slow enough (10 ms a message) that 1 ms heartbeats fall between messages; each carries
+// the next sequence.
+TEST(ExchangeTest, HeartbeatsCarryTheNextSequence) {
+  Run2 r = RunExchange({"--generate", "30", "--symbols", "2", "--rate", "100", "--heartbeat-ms", "1",
+                        "--linger-ms", "50"},
+                       base_port());
+  ASSERT_TRUE(r.ended);
+  EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
+  EXPECT_EQ(r.a.eos, 31u);
+  EXPECT_FALSE(r.a.heartbeats.empty());
+  for (const auto& [seq, next] : r.a.heartbeats) EXPECT_EQ(seq, next);
 }
 
 }  // namespace
