@@ -158,7 +158,9 @@ class History {
 
   void Append(std::span<const uint8_t> m) {
     starts_[next_seq_ % depth_] = pos_;
-    for (size_t i = 0; i < m.size(); ++i) bytes_[(pos_ + i) % cap_] = m[i];
+    const size_t at = pos_ % cap_, first = std::min<size_t>(m.size(), cap_ - at);
+    std::memcpy(&bytes_[at], m.data(), first);
+    std::memcpy(&bytes_[0], m.data() + first, m.size() - first);
     pos_ += m.size();
     ++next_seq_;
   }
@@ -167,8 +169,11 @@ class History {
   // Copies message `seq` (oldest() <= seq < next()) to out and returns its size.
   size_t Copy(uint64_t seq, uint8_t* out) const {
     const uint64_t start = starts_[seq % depth_];
-    const size_t n = pollux::itch::MessageSize(bytes_[start % cap_]);
-    for (size_t i = 0; i < n; ++i) out[i] = bytes_[(start + i) % cap_];
+    const size_t at = start % cap_;
+    const size_t n = pollux::itch::MessageSize(bytes_[at]);
+    const size_t first = std::min<size_t>(n, cap_ - at);
+    std::memcpy(out, &bytes_[at], first);
+    std::memcpy(out + first, &bytes_[0], n - first);
     return n;
   }
 
@@ -285,6 +290,7 @@ class Exchange {
     Clock::time_point due;
     std::vector<uint8_t> bytes;
   };
+  // A test fault, not a fast path: a copy per delayed packet is fine.
   std::vector<Delayed> delayed_;
   size_t delayed_head_ = 0;
   absl::flat_hash_map<uint64_t, Bucket> buckets_;
@@ -456,9 +462,8 @@ int main(int argc, char** argv) {
     o.messages = generate;
     o.seed = seed;
     o.symbols = absl::GetFlag(FLAGS_symbols);
-    o.messages = std::max(o.messages, pollux::itch::MinMessages(o.symbols));
     auto g = pollux::itch::GenerateItch(o);
-    if (!g.ok()) UsageError(std::string(g.status().message()));
+    if (!g.ok()) UsageError("--generate/--symbols: " + std::string(g.status().message()));
     generated = std::move(*g);
     stream = generated;
   } else {

@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "itch/generator.h"
 #include "itch/mapped_file.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"
@@ -318,10 +319,55 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   ASSERT_TRUE(r1.ended);
   SendRequest(rq, port0 + 2, s, 1, 5);
   EXPECT_EQ(WaitExit(r1.pid, std::chrono::seconds(8)), 0);
-  Run2 r2 = RunExchange(common, port0);
+  // The second run's history (100 messages) wraps its rings many times; a request for all of
+  // it comes back as generated. Its limit (101 messages a second) leaves ~1 token, so an
+  // immediate second request is clamped (unless a second passes in between).
+  const std::string json2 = json + ".2";
+  std::vector<std::string> second = common;
+  second.insert(second.end(), {"--history", "100", "--request-limit", "101", "--summary-json", json2});
+  Run2 r2 = RunExchange(second, port0);
   ASSERT_TRUE(r2.ended);
+  SendRequest(rq, port0 + 2, s, 2901, 200);
+  // Line A drops 20% here, so the reference is the generator itself (same flags, same bytes).
+  GeneratorOptions o;
+  o.messages = 3000;
+  o.seed = 9;
+  auto gen = GenerateItch(o);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  std::vector<std::vector<uint8_t>> msgs(1);  // index = sequence
+  ASSERT_TRUE(ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); }).ok());
+  ASSERT_EQ(msgs.size(), 3001u);
+  uint64_t next = 2901;
+  uint8_t reply[65536];
+  while (next < 3001) {
+    pollfd p{rq, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 3000), 1) << "reply stopped at " << next;
+    const ssize_t n = ::recv(rq, reply, sizeof reply, 0);
+    const mold::Packet pk = mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s);
+    ASSERT_TRUE(pk.ok());
+    ASSERT_EQ(pk.sequence, next);
+    for (std::span<const uint8_t> m : pk) {
+      ASSERT_LT(next, msgs.size());
+      EXPECT_TRUE(std::equal(m.begin(), m.end(), msgs[next].begin(), msgs[next].end())) << next;
+      ++next;
+    }
+  }
+  SendRequest(rq, port0 + 2, s, 2901, 100);
   EXPECT_EQ(WaitExit(r2.pid, std::chrono::seconds(8)), 0);
+  uint64_t late = 0;  // messages in the clamped reply
+  for (ssize_t n; (n = ::recv(rq, reply, sizeof reply, MSG_DONTWAIT)) > 0;) {
+    late += mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s).messages();
+  }
   ::close(rq);
+  std::ifstream f2(json2);
+  std::stringstream ss2;
+  ss2 << f2.rdbuf();
+  std::remove(json2.c_str());
+  EXPECT_EQ(JsonField(ss2.str(), "requests_served"), 2u) << ss2.str();
+  EXPECT_EQ(JsonField(ss2.str(), "requests_clamped"), 2u) << ss2.str();  // past the end; the limit
+  EXPECT_EQ(JsonField(ss2.str(), "reply_messages"), 100 + late) << ss2.str();
+  EXPECT_GE(late, 1u);
+  EXPECT_LT(late, 100u);
   EXPECT_EQ(r1.a.order, r2.a.order);
   EXPECT_EQ(r1.b.order, r2.b.order);
   EXPECT_NE(r1.a.order, r1.b.order);  // each line draws its own drops
