@@ -538,7 +538,9 @@ int main(int argc, char** argv) {
       if (now >= due) break;
       if (now - ex.last_send >= hb) ex.Heartbeat(sent + 1);
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count();
-      ex.ServeRequests(static_cast<int>(std::min<int64_t>(left > 1 ? left - 1 : 0, hb_ms)));
+      // Wake for the next delayed line B packet too (1 ms granularity).
+      const int64_t cap = ex.DelayedPending() ? 1 : hb_ms;
+      ex.ServeRequests(static_cast<int>(std::min<int64_t>(left > 1 ? left - 1 : 0, cap)));
     }
     mold::PacketBuilder pb(buf);
     (void)pb.Begin(ex.session, sent + 1);
