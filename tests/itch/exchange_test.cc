@@ -28,6 +28,7 @@
 #include "itch/mapped_file.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"
+#include "tests/itch/test_util.h"
 
 extern char** environ;
 
@@ -44,19 +45,8 @@ std::string group(int line) {
   return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + 2 * ((getpid() / 200) % 100) + line);
 }
 
-struct Cli {
-  int rc;
-  std::string out;
-};
-Cli RunCli(const std::string& args) {
-  const std::string log = ::testing::TempDir() + "/exchange_cli_" + std::to_string(getpid()) + ".txt";
-  const int st = std::system((std::string(POLLUX_EXCHANGE_BIN) + " " + args + " >" + log + " 2>&1").c_str());
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::remove(log.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ss.str()};
-}
+using testing::Cli;
+Cli RunCli(const std::string& args) { return testing::RunProgram(POLLUX_EXCHANGE_BIN, args); }
 
 TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   const Cli h = RunCli("--help");

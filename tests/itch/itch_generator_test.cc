@@ -16,6 +16,7 @@
 
 #include "itch/book_set.h"
 #include "itch/reader.h"
+#include "tests/itch/test_util.h"
 
 namespace pollux::itch {
 namespace {
@@ -151,19 +152,8 @@ TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
 
 // pollux-itch-gen's command line: --help exits 0 and lists the flags (Abseil's own --help
 // listed none and exited 1), unknown flags and stray arguments are refused.
-struct Cli {
-  int rc;
-  std::string out;
-};
-Cli RunGen(const std::string& args) {
-  const std::string log = ::testing::TempDir() + "/itch_gen_cli_" + std::to_string(getpid()) + ".txt";
-  const int st = std::system((std::string(POLLUX_ITCH_GEN_BIN) + " " + args + " >" + log + " 2>&1").c_str());
-  std::ifstream f(log);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::remove(log.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ss.str()};
-}
+using testing::Cli;
+Cli RunGen(const std::string& args) { return testing::RunProgram(POLLUX_ITCH_GEN_BIN, args); }
 
 TEST(ItchGeneratorCliTest, HelpUnknownFlagsAndStrayArguments) {
   for (const char* help : {"--help", "-h"}) {

@@ -1,15 +1,40 @@
 // Helpers shared by the ITCH tests.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 namespace pollux::itch::testing {
+
+// One run of a program of ours through the shell: its exit code and what it printed (stdout
+// and stderr together). For the command-line contract tests.
+struct Cli {
+  int rc;
+  std::string out;
+};
+inline Cli RunProgram(const std::string& bin, const std::string& args) {
+  const std::string log = ::testing::TempDir() + "/cli_" + std::to_string(getpid()) + ".txt";
+  const int st = std::system((bin + " " + args + " >" + log + " 2>&1").c_str());
+  std::ifstream f(log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(log.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ss.str()};
+}
 
 // Bytes from a hex string; spaces are ignored so messages can be written field by field:
 //   Hex("41 0002 0003 0a1b2c3d4e5f ...")
