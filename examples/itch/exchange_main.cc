@@ -55,6 +55,8 @@ ABSL_FLAG(std::string, session, "POLLUX0001", "MoldUDP64 session name (1..10 cha
 ABSL_FLAG(uint32_t, linger_ms, 2000, "Keep serving re-requests this long after the end of session.");
 ABSL_FLAG(uint64_t, history, 1000000, "Re-request history depth in messages (>= 1).");
 ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester (>= 1).");
+ABSL_FLAG(uint32_t, max_requesters, 4096,
+          "Requesters (address:port) rate-limited at once; a newcomer beyond them while all were active in the last second is refused (>= 1).");
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
@@ -72,7 +74,7 @@ constexpr const char* kProg = "pollux-exchange";
 constexpr const char* kFlags[] = {"itch",      "generate",       "symbols",      "line_a",      "line_b",
                                   "rerequest_port", "interface", "drop_a",       "drop_b",      "seed",
                                   "rate",      "speed",          "session",      "linger_ms",   "history",
-                                  "request_limit", "delay_b_us", "no_rerequest", "heartbeat_ms", "mtu",
+                                  "request_limit", "max_requesters", "delay_b_us", "no_rerequest", "heartbeat_ms", "mtu",
                                   "summary_json"};
 
 std::string Dashed(std::string s) {
@@ -85,8 +87,9 @@ void PrintHelp() {
       "usage: pollux-exchange (--itch FILE | --generate N) --line-a ADDR:PORT --line-b ADDR:PORT\n"
       "                       --rerequest-port PORT [--interface IF] [--drop-a PCT] [--drop-b PCT]\n"
       "                       [--seed N] [--rate MSG_PER_S | --rate max | --speed X] [--session NAME]\n"
-      "                       [--linger-ms MS] [--history N] [--request-limit N] [--delay-b-us US]\n"
-      "                       [--no-rerequest] [--heartbeat-ms MS] [--mtu BYTES] [--summary-json FILE]\n\n"
+      "                       [--linger-ms MS] [--history N] [--request-limit N] [--max-requesters N]\n"
+      "                       [--delay-b-us US] [--no-rerequest] [--heartbeat-ms MS] [--mtu BYTES]\n"
+      "                       [--summary-json FILE]\n\n"
       "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
       "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
       "with downstream packets unicast to the requester. Drops apply to data packets only.\n\n");
@@ -211,6 +214,7 @@ class Exchange {
   std::chrono::microseconds delay_b{0};
   bool answer = true;
   double request_limit = 100000;
+  size_t max_requesters = 4096;
   std::unique_ptr<History> history;
   Counters c;
   Clock::time_point last_send = Clock::now();
@@ -293,7 +297,8 @@ class Exchange {
   // A test fault, not a fast path: a copy per delayed packet is fine.
   std::vector<Delayed> delayed_;
   size_t delayed_head_ = 0;
-  absl::flat_hash_map<uint64_t, Bucket> buckets_;
+  absl::flat_hash_map<uint64_t, Bucket> buckets_;  // at most max_requesters
+  std::vector<uint8_t> reply_;
 
   void Serve(std::span<const uint8_t> in, const sockaddr_in& from) {
     ++c.requests;
@@ -322,6 +327,16 @@ class Exchange {
     // Token bucket per requester (address and port), one second of burst.
     const uint64_t key = (uint64_t{from.sin_addr.s_addr} << 16) | from.sin_port;
     const auto now = Clock::now();
+    if (buckets_.size() >= max_requesters && !buckets_.contains(key)) {
+      // Bounded against a flood of (spoofed) sources: a bucket idle for a second is full
+      // again, the same as a new one, so those go; if every one is busy, the newcomer is
+      // refused as rate limited.
+      absl::erase_if(buckets_, [now](const auto& kv) { return now - kv.second.last >= std::chrono::seconds(1); });
+      if (buckets_.size() >= max_requesters) {
+        ++c.refused_rate_limited;
+        return;
+      }
+    }
     auto [it, fresh] = buckets_.try_emplace(key, Bucket{request_limit, now});
     Bucket& b = it->second;
     if (!fresh) {
@@ -337,7 +352,8 @@ class Exchange {
     b.tokens -= static_cast<double>(count);
     if (count < r.count) ++c.clamped;
     ++c.served;
-    std::vector<uint8_t> buf(mtu);
+    std::vector<uint8_t>& buf = reply_;
+    buf.resize(mtu);  // allocates on the first reply only
     uint8_t msg[pollux::itch::kMaxMessageSize];
     uint64_t seq = r.sequence;
     const uint64_t end = r.sequence + count;
@@ -441,6 +457,8 @@ int main(int argc, char** argv) {
   const uint64_t limit = absl::GetFlag(FLAGS_request_limit);
   if (limit == 0) UsageError("--request-limit must be >= 1");
   ex.request_limit = static_cast<double>(limit);
+  ex.max_requesters = absl::GetFlag(FLAGS_max_requesters);
+  if (ex.max_requesters == 0) UsageError("--max-requesters must be >= 1");
   ex.mtu = absl::GetFlag(FLAGS_mtu);
   if (ex.mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || ex.mtu > 65507) {
     UsageError("--mtu must be 72..65507");

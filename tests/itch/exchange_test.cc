@@ -54,7 +54,7 @@ TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   for (const char* flag : {"--itch", "--generate", "--line-a", "--line-b", "--rerequest-port", "--interface",
                            "--drop-a", "--drop-b", "--seed", "--rate", "--session", "--linger-ms", "--speed",
                            "--history", "--request-limit", "--delay-b-us", "--no-rerequest", "--heartbeat-ms",
-                           "--mtu", "--summary-json"}) {
+                           "--mtu", "--summary-json", "--max-requesters"}) {
     EXPECT_NE(h.out.find(flag), std::string::npos) << flag << "\n" << h.out;
   }
   const Cli bogus = RunCli("--bogus 1");
@@ -371,6 +371,29 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   EXPECT_EQ(JsonField(j, "refused_disabled"), 1u) << j;
   EXPECT_EQ(JsonField(j, "requests_served"), 0u) << j;
   EXPECT_EQ(JsonField(j, "packets_a"), r1.a.data.size()) << j;
+}
+
+// The per-requester budgets are bounded (--max-requesters): with room for 2, a third requester
+// while the first two are active is refused as rate limited; the first two are served.
+TEST(ExchangeTest, RequestersBeyondTheBoundAreRefused) {
+  const std::string json = ::testing::TempDir() + "/exchange_mr_" + std::to_string(getpid()) + ".json";
+  const uint32_t port0 = base_port();
+  const mold::Session s = mold::Session::From("POLLUX0001");
+  const int rq[3] = {RequestSocket(), RequestSocket(), RequestSocket()};
+  Run2 r = RunExchange({"--generate", "2000", "--rate", "max", "--linger-ms", "1000", "--max-requesters", "2",
+                        "--summary-json", json},
+                       port0);
+  ASSERT_TRUE(r.ended);
+  for (const int fd : rq) SendRequest(fd, port0 + 2, s, 1, 1);  // microseconds apart
+  EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
+  for (const int fd : rq) ::close(fd);
+  std::ifstream f(json);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(json.c_str());
+  EXPECT_EQ(JsonField(ss.str(), "requests"), 3u) << ss.str();
+  EXPECT_EQ(JsonField(ss.str(), "requests_served"), 2u) << ss.str();
+  EXPECT_EQ(JsonField(ss.str(), "refused_rate_limited"), 1u) << ss.str();
 }
 
 // A file at a scaled pace with line B delayed: both lines carry the file's messages, byte for
