@@ -189,10 +189,6 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
   constexpr uint32_t kAhead = 8;
   MessageView ring[kAhead];
   uint32_t head = 0, held = 0;
-  const auto book_of = [this](MessageView m) -> const OrderBook* {
-    const uint16_t locate = m.stock_locate();
-    return locate < books_.size() && present_[locate] ? &books_[locate] : nullptr;
-  };
   const ParseResult r = ForEachMessage(binary_file, [&](MessageView m) {
     if (!pipelined) {  // the ring is empty: switching is seamless
       Apply(m);
@@ -208,7 +204,7 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
         break;
     }
     if (held >= kAhead / 2) {
-      if (const OrderBook* b = book_of(ring[(head + kAhead - kAhead / 2) % kAhead])) b->PrefetchTop();
+      if (const OrderBook* b = book(ring[(head + kAhead - kAhead / 2) % kAhead].stock_locate())) b->PrefetchTop();
     }
     if (held == kAhead) {
       Apply(ring[head]);

@@ -133,6 +133,15 @@ int WaitExit(pid_t pid, std::chrono::milliseconds limit) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// The summary JSON the exchange wrote at `path`, which is then removed.
+std::string ReadAndRemove(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::remove(path.c_str());
+  return ss.str();
+}
+
 uint64_t JsonField(const std::string& json, const std::string& key) {
   const size_t at = json.find("\"" + key + "\": ");
   if (at == std::string::npos) return ~uint64_t{0};
@@ -276,11 +285,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
   ::close(rq);
 
-  std::ifstream f(json);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string j = ss.str();
-  std::remove(json.c_str());
+  const std::string j = ReadAndRemove(json);
   EXPECT_EQ(JsonField(j, "messages_a"), 20000u) << j;
   EXPECT_EQ(JsonField(j, "dropped_a"), 0u) << j;
   EXPECT_EQ(JsonField(j, "packets_a"), r.a.data.size()) << j;
@@ -349,24 +354,17 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
     late += mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s).messages();
   }
   ::close(rq);
-  std::ifstream f2(json2);
-  std::stringstream ss2;
-  ss2 << f2.rdbuf();
-  std::remove(json2.c_str());
-  EXPECT_EQ(JsonField(ss2.str(), "requests_served"), 2u) << ss2.str();
-  EXPECT_EQ(JsonField(ss2.str(), "requests_clamped"), 2u) << ss2.str();  // past the end; the limit
-  EXPECT_EQ(JsonField(ss2.str(), "reply_messages"), 100 + late) << ss2.str();
+  const std::string j2 = ReadAndRemove(json2);
+  EXPECT_EQ(JsonField(j2, "requests_served"), 2u) << j2;
+  EXPECT_EQ(JsonField(j2, "requests_clamped"), 2u) << j2;  // past the end; the limit
+  EXPECT_EQ(JsonField(j2, "reply_messages"), 100 + late) << j2;
   EXPECT_GE(late, 1u);
   EXPECT_LT(late, 100u);
   EXPECT_EQ(r1.a.order, r2.a.order);
   EXPECT_EQ(r1.b.order, r2.b.order);
   EXPECT_NE(r1.a.order, r1.b.order);  // each line draws its own drops
 
-  std::ifstream f(json);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string j = ss.str();
-  std::remove(json.c_str());
+  const std::string j = ReadAndRemove(json);
   EXPECT_EQ(JsonField(j, "requests"), 1u) << j;
   EXPECT_EQ(JsonField(j, "refused_disabled"), 1u) << j;
   EXPECT_EQ(JsonField(j, "requests_served"), 0u) << j;
@@ -387,13 +385,10 @@ TEST(ExchangeTest, RequestersBeyondTheBoundAreRefused) {
   for (const int fd : rq) SendRequest(fd, port0 + 2, s, 1, 1);  // microseconds apart
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
   for (const int fd : rq) ::close(fd);
-  std::ifstream f(json);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::remove(json.c_str());
-  EXPECT_EQ(JsonField(ss.str(), "requests"), 3u) << ss.str();
-  EXPECT_EQ(JsonField(ss.str(), "requests_served"), 2u) << ss.str();
-  EXPECT_EQ(JsonField(ss.str(), "refused_rate_limited"), 1u) << ss.str();
+  const std::string j = ReadAndRemove(json);
+  EXPECT_EQ(JsonField(j, "requests"), 3u) << j;
+  EXPECT_EQ(JsonField(j, "requests_served"), 2u) << j;
+  EXPECT_EQ(JsonField(j, "refused_rate_limited"), 1u) << j;
 }
 
 // A file at a scaled pace with line B delayed: both lines carry the file's messages, byte for
