@@ -9,7 +9,9 @@ uint64_t MessageCounts::total() const noexcept {
 }
 
 BookSet::BookSet(const BookSetOptions& options)
-    : orders_(options.expected_orders), levels_per_side_(options.levels_per_side) {
+    : arena_(std::make_unique<LevelArena>()),
+      orders_(options.expected_orders),
+      levels_per_side_(options.levels_per_side) {
   books_.reserve(size_t{1} << 16);
   present_.reserve(size_t{1} << 16);
   for (uint32_t i = 1; i <= options.expected_symbols && i <= 65535; ++i) {
@@ -25,7 +27,7 @@ OrderBook& BookSet::NewBook(uint16_t stock_locate) noexcept {
   }
   if (!present_[stock_locate]) {
     // First sight of a symbol: the only allocation outside growth of the map or a level.
-    books_[stock_locate] = OrderBook(stock_locate, levels_per_side_);
+    books_[stock_locate] = OrderBook(stock_locate, levels_per_side_, arena_.get());
     present_[stock_locate] = 1;
   }
   return books_[stock_locate];

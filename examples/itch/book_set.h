@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -98,6 +99,10 @@ class BookSet {
   // The live order with reference `ref`, or nullptr.
   [[nodiscard]] const Order* order(uint64_t ref) const noexcept { return orders_.Find(ref); }
   [[nodiscard]] size_t live_orders() const noexcept { return orders_.size(); }
+  // Capacity of the order map (slots) and bytes mapped for level arrays: both only grow, and
+  // only while the market is bigger or deeper than it has been (tests check steady state).
+  [[nodiscard]] size_t order_capacity() const noexcept { return orders_.capacity(); }
+  [[nodiscard]] size_t level_bytes_mapped() const noexcept { return arena_->mapped_bytes(); }
 
   [[nodiscard]] const MessageCounts& counts() const noexcept { return counts_; }
   [[nodiscard]] const BookStats& stats() const noexcept { return stats_; }
@@ -127,6 +132,9 @@ class BookSet {
   // Takes `shares` off live order `o` (removing it when none are left).
   [[gnu::always_inline]] inline void TakeShares(Order* o, uint32_t shares) noexcept;
 
+  // Declared before books_, which return their level arrays to it when destroyed; behind a
+  // pointer so the books' pointers to it survive a move of the BookSet.
+  std::unique_ptr<LevelArena> arena_;
   OrderMap orders_;
   // Indexed by stock locate and contiguous (64 bytes a book), so the book objects of a
   // whole market stay cache-resident; capacity for every u16 locate is reserved up front
