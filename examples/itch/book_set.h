@@ -57,6 +57,13 @@ struct BookSetOptions {
   // Books created up front for stock locates 1..expected_symbols.
   uint32_t expected_symbols = 0;
   size_t levels_per_side = OrderBook::kDefaultLevelsPerSide;
+  // If non-zero, each new book (a Stock Directory, or a first add) makes sure the order map
+  // has room for 1.5 x orders_per_book x books live orders (at most kMaxDirectoryReserve),
+  // so a market announced by the start-of-day directory sizes the map before its order flow
+  // and the map never rehashes a full market mid-stream. A subscriber that does not know
+  // the universe in advance (a file replay) sets this to its estimate of live orders per symbol.
+  size_t orders_per_book = 0;
+  static constexpr size_t kMaxDirectoryReserve = size_t{1} << 22;
 };
 
 // Owns one OrderBook per stock locate and the day-wide order map, and applies any
@@ -144,6 +151,8 @@ class BookSet {
   MessageCounts counts_;
   BookStats stats_;
   size_t levels_per_side_;
+  size_t orders_per_book_;
+  size_t books_present_ = 0;
 };
 
 }  // namespace pollux::itch
