@@ -52,14 +52,16 @@ void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t share
     ++stats_.duplicate_add;
     return;
   }
+  const Side s = side == 'B' ? Side::kBuy : Side::kSell;
   o->price = price;
   o->shares = shares;
   o->stock_locate = locate;
-  o->side = side == 'B' ? 0 : 1;
+  o->side = static_cast<uint8_t>(s);
+  // `o` is not used past this point: a new book may grow (rehash) the order map.
   OrderBook& b = BookFor(locate);
   // A symbol without a Stock Directory (a capture joined late) is named by its first add.
   if (b.symbol().empty()) [[unlikely]] b.set_symbol(stock);
-  b.Add(static_cast<Side>(o->side), price, shares);
+  b.Add(s, price, shares);
   ++stats_.adds;
 }
 
