@@ -81,8 +81,11 @@ struct PriceLevel {
 
 class alignas(64) OrderBook {
  public:
-  // Levels reserved per side up front, so typical books never grow.
-  static constexpr size_t kDefaultLevelsPerSide = 64;
+  // Levels reserved per side up front (256 bytes), so typical books never grow: the
+  // generator's books hold 6 levels a side on average, 12 at most (8,000 symbols); a deeper
+  // side doubles its array once per doubling of its depth. 64 (1 KB a side) measured 5% slower
+  // at 8,000 symbols: 3.4x the memory for the same few hot lines.
+  static constexpr size_t kDefaultLevelsPerSide = 16;
 
   // Level arrays for `levels_per_side` levels a side (rounded up to a power of two, at least
   // 4; 0 reserves nothing), from `arena` or, if null, from operator new. The arena must
