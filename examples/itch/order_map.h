@@ -117,7 +117,8 @@ class OrderMap {
     return static_cast<size_t>((ref * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
 
-  void Rehash(size_t capacity) {
+  // Out of line and cold, so Insert stays small enough to inline into the per-message code.
+  [[gnu::noinline, gnu::cold]] void Rehash(size_t capacity) {
     const HugeBuffer old_mem = std::move(mem_);
     const Order* old = static_cast<const Order*>(old_mem.data());
     const size_t old_capacity = capacity_;
