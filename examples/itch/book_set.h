@@ -127,6 +127,8 @@ class BookSet {
     return NewBook(stock_locate);
   }
   OrderBook& NewBook(uint16_t stock_locate) noexcept;
+  // Apply's body, inlined into Apply and into ApplyAll's loop.
+  [[gnu::always_inline]] inline void ApplyOne(MessageView m) noexcept;
   // The per-message handlers are forced inline so Apply is one function with one
   // prologue: that cut ~15% of the instructions per message (callgrind).
   [[gnu::always_inline]] inline void AddToBook(uint16_t locate, uint64_t ref, char side,
