@@ -281,8 +281,8 @@ void check_cpu(const Host& h, Report& r) {
               absl::StrFormat("%s: CPU %s may run below full clock and ramp up under load", absl::StrJoin(parts, "; "),
                               format_cpu_list(slow)),
               absl::StrFormat("cpupower frequency-set -g performance (package linux-cpupower), or: echo performance | "
-                              "tee /sys/devices/system/cpu/cpu{%s}/cpufreq/scaling_governor",
-                              absl::StrJoin(slow, ",")));
+                              "tee /sys/devices/system/cpu/cpu%s/cpufreq/scaling_governor",
+                              slow.size() == 1 ? absl::StrCat(slow[0]) : absl::StrCat("{", absl::StrJoin(slow, ","), "}")));
       }
     }
   }
