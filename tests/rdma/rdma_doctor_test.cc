@@ -18,24 +18,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/latency/json_lite.h"
+#include "tests/run_command.h"
 
 namespace {
 
-struct Out {
-  int status = -1;
-  std::string text;
-};
+using Out = pollux::testing::CommandOutput;
 
-Out Doctor(const std::string& args) {
-  Out o;
-  FILE* p = popen((std::string(POLLUX_DOCTOR_BIN) + " " + args).c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+Out Doctor(const std::string& args) { return pollux::testing::RunCommand(std::string(POLLUX_DOCTOR_BIN) + " " + args); }
 
 // "area/name" -> {verdict, value}.
 std::map<std::string, std::pair<std::string, std::string>> Checks(const Out& o) {

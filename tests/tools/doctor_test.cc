@@ -18,6 +18,7 @@
 
 #include "core/counters.h"
 #include "tests/latency/json_lite.h"
+#include "tests/run_command.h"
 #include "tools/doctor/host_fs.h"
 
 namespace pollux::doctor {
@@ -25,25 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Out {
-  int status = -1;
-  std::string text;
-};
-
-// Runs a shell command; stdout only (stderr to the test's log) unless `merge`.
-Out Shell(const std::string& cmd, bool merge = false) {
-  Out o;
-  FILE* p = popen((cmd + (merge ? " 2>&1" : "")).c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using Out = pollux::testing::CommandOutput;
+using pollux::testing::RunCommand;
 
 Out Doctor(const std::string& args, bool merge = false) {
-  return Shell(std::string(POLLUX_DOCTOR_BIN) + " " + args, merge);
+  return RunCommand(std::string(POLLUX_DOCTOR_BIN) + " " + args, merge);
 }
 
 struct Checks {
@@ -163,11 +150,11 @@ TEST(DoctorHost, JsonReportOfThisHost) {
   ASSERT_TRUE(o.status == 0 || o.status == 1) << o.status;
   const Checks c = ParseReport(o);
   // CPUs usable by this process: what nproc counts.
-  const std::string nproc = Trim(Shell("nproc").text);
+  const std::string nproc = Trim(RunCommand("nproc").text);
   ASSERT_FALSE(nproc.empty());
   EXPECT_EQ(FirstWord(c.value("cpu/cpus")), nproc) << c.value("cpu/cpus");
   // The locked-memory limit in `ulimit -l`'s own terms (KiB or "unlimited").
-  const std::string ulimit = Trim(Shell("sh -c 'ulimit -l'").text);
+  const std::string ulimit = Trim(RunCommand("sh -c 'ulimit -l'").text);
   ASSERT_FALSE(ulimit.empty());
   EXPECT_EQ(FirstWord(c.value("memory/memlock")), ulimit) << c.value("memory/memlock");
   // The sysctls as the kernel reports them.
@@ -253,6 +240,34 @@ class Tree {
     Dir("/proc/irq/51/eth9-tx-0");
   }
 
+  // What the doctor judges, as the kernel shows it (eth9's IRQs 50 and 51: Nic()).
+  struct Tuning {
+    std::string isolated, nohz_full, cmdline, governor;
+    std::string irq50_allowed, irq50_effective, irq51_allowed;
+    long long rmem_max = 0, wmem_max = 0, busy_read = 0, busy_poll = 0;
+    int hugepages_total = 0, hugepages_free = 0;
+    std::string thp;
+  };
+  void Tune(const Tuning& k) {
+    File("/sys/devices/system/cpu/isolated", k.isolated + "\n");
+    File("/sys/devices/system/cpu/nohz_full", k.nohz_full + "\n");
+    File("/proc/cmdline", k.cmdline + "\n");
+    for (int c = 0; c < 4; ++c) {
+      File("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cpufreq/scaling_governor", k.governor + "\n");
+    }
+    File("/proc/irq/50/smp_affinity_list", k.irq50_allowed + "\n");
+    File("/proc/irq/50/effective_affinity_list", k.irq50_effective + "\n");
+    File("/proc/irq/51/smp_affinity_list", k.irq51_allowed + "\n");
+    File("/proc/sys/net/core/rmem_max", std::to_string(k.rmem_max) + "\n");
+    File("/proc/sys/net/core/wmem_max", std::to_string(k.wmem_max) + "\n");
+    File("/proc/sys/net/core/busy_read", std::to_string(k.busy_read) + "\n");
+    File("/proc/sys/net/core/busy_poll", std::to_string(k.busy_poll) + "\n");
+    File("/proc/meminfo", "MemTotal: 8000000 kB\nHugePages_Total: " + std::to_string(k.hugepages_total) +
+                              "\nHugePages_Free: " + std::to_string(k.hugepages_free) + "\nHugepagesize: 2048 kB\n");
+    File("/sys/kernel/mm/transparent_hugepage/enabled", k.thp + "\n");
+    File("/sys/kernel/mm/transparent_hugepage/defrag", "always defer [madvise] never\n");
+  }
+
  private:
   std::string root_;
   static inline int n_ = 0;
@@ -271,23 +286,18 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
   Tree t;
   t.Cpus();
   t.Nic();
-  t.File("/sys/devices/system/cpu/isolated", "3\n");
-  t.File("/sys/devices/system/cpu/nohz_full", "3\n");
-  t.File("/proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=3 nohz_full=3 quiet\n");
-  for (int c = 0; c < 4; ++c) {
-    t.File("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cpufreq/scaling_governor", "powersave\n");
-  }
-  t.File("/proc/irq/50/smp_affinity_list", "0-3\n");
-  t.File("/proc/irq/50/effective_affinity_list", "2\n");  // delivered to the poller's CPU
-  t.File("/proc/irq/51/smp_affinity_list", "0\n");
-  t.File("/proc/sys/net/core/rmem_max", "212992\n");
-  t.File("/proc/sys/net/core/wmem_max", "8388608\n");
-  t.File("/proc/sys/net/core/busy_read", "0\n");
-  t.File("/proc/sys/net/core/busy_poll", "0\n");
-  t.File("/proc/meminfo", "MemTotal: 8000000 kB\nHugePages_Total:      16\nHugePages_Free:        4\n"
-                          "Hugepagesize:       2048 kB\n");
-  t.File("/sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]\n");
-  t.File("/sys/kernel/mm/transparent_hugepage/defrag", "always defer [madvise] never\n");
+  t.Tune({.isolated = "3",
+          .nohz_full = "3",
+          .cmdline = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 isolcpus=3 nohz_full=3 quiet",
+          .governor = "powersave",
+          .irq50_allowed = "0-3",
+          .irq50_effective = "2",  // delivered to the poller's CPU
+          .irq51_allowed = "0",
+          .rmem_max = 212992,
+          .wmem_max = 8388608,
+          .hugepages_total = 16,
+          .hugepages_free = 4,
+          .thp = "always madvise [never]"});
 
   // A live Pollux process (this test's own pid: its counters file is real) whose /proc, in the
   // tree, shows two named pollers pinned to CPU 1 and one unnamed pinned thread on CPU 0.
@@ -377,20 +387,20 @@ TEST(DoctorRoot, TunedHostIsOk) {
   Tree t;
   t.Cpus();
   t.Nic();
-  t.File("/sys/devices/system/cpu/isolated", "2-3\n");
-  t.File("/sys/devices/system/cpu/nohz_full", "2-3\n");
-  t.File("/proc/cmdline", "isolcpus=2-3 nohz_full=2-3\n");
-  for (int c = 0; c < 4; ++c) {
-    t.File("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/cpufreq/scaling_governor", "performance\n");
-  }
-  t.File("/proc/irq/50/effective_affinity_list", "0\n");
-  t.File("/proc/irq/51/smp_affinity_list", "0-1\n");
-  t.File("/proc/sys/net/core/rmem_max", "4194304\n");
-  t.File("/proc/sys/net/core/wmem_max", "4194304\n");
-  t.File("/proc/sys/net/core/busy_read", "50\n");
-  t.File("/proc/sys/net/core/busy_poll", "50\n");
-  t.File("/proc/meminfo", "HugePages_Total:      64\nHugePages_Free:       64\nHugepagesize:       2048 kB\n");
-  t.File("/sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  t.Tune({.isolated = "2-3",
+          .nohz_full = "2-3",
+          .cmdline = "isolcpus=2-3 nohz_full=2-3",
+          .governor = "performance",
+          .irq50_allowed = "0-1",
+          .irq50_effective = "0",
+          .irq51_allowed = "0-1",
+          .rmem_max = 4194304,
+          .wmem_max = 4194304,
+          .busy_read = 50,
+          .busy_poll = 50,
+          .hugepages_total = 64,
+          .hugepages_free = 64,
+          .thp = "always [madvise] never"});
   const std::string shm = ::testing::TempDir() + "/doctor_shm_empty_" + std::to_string(getpid());
   fs::create_directories(shm);
   const std::string cfg = WriteConfig("tuned", "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
