@@ -1,6 +1,8 @@
 // pollux-doctor on this host and on fabricated /sys + /proc trees (--root): the command-line
 // contract, the JSON layout, the facts that are deterministic here (CPU count = nproc, memlock
 // = ulimit -l), and the verdicts and hints of a badly tuned and a well tuned host.
+#include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "core/counters.h"
 #include "tests/latency/json_lite.h"
 #include "tests/run_command.h"
+#include "tests/shm/process.h"
 #include "tools/doctor/host_fs.h"
 
 namespace pollux::doctor {
@@ -181,6 +184,61 @@ TEST(DoctorHost, JsonReportOfThisHost) {
   EXPECT_EQ(t.status, o.status);
   EXPECT_NE(t.text.find("cpu cpus"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find(" ok, "), std::string::npos) << t.text;
+}
+
+// Two live processes whose pollers are pinned to one CPU (runtime.poller_cores, the same in
+// both configurations): the doctor finds them through their counters files and /proc, names
+// both threads, and warns.
+TEST(DoctorHost, FindsRunningPollersSharingACpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set)) ++cpu;
+  const std::string dir = ::testing::TempDir() + "/doctor_live_" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cfg = pollux::testing::write_file(
+      dir + "/app.toml", "[runtime]\nshm_dir = \"" + dir + "\"\nname = \"doctor-live\"\nthreading = \"dedicated\"\n"
+                         "pollers = 1\npoller_cores = [" + std::to_string(cpu) + "]\nidle = \"interrupt\"\n");
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  // Publishers wait (up to --timeout) for a subscriber that never comes: they stay up, idle.
+  std::vector<pollux::testing::Child> peers;
+  for (const char* topic : {"doctor.a", "doctor.b"}) {
+    peers.push_back(pollux::testing::spawn({POLLUX_TEST_PEER, "pub", cfg, topic, "1", "--ready-fd",
+                                            std::to_string(ready[1]), "--timeout", "120"},
+                                           {ready[1]}));
+    ASSERT_GT(peers.back().pid, 0);
+  }
+  close(ready[1]);
+  char buf[2];
+  std::size_t got = 0;
+  while (got < 2) {  // both ready (or EOF: one died, and the check below says so)
+    const ssize_t n = read(ready[0], buf, sizeof buf - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  close(ready[0]);
+  const Out o = Doctor("--json --no-probe --shm-dir " + dir);
+  for (pollux::testing::Child& p : peers) {
+    kill(p.pid, SIGKILL);
+    pollux::testing::wait_child(p, 10);
+  }
+  fs::remove_all(dir);
+  ASSERT_EQ(got, 2u) << "a peer did not start: " << peers[0].output << peers[1].output;
+  const Checks c = ParseReport(o);
+  for (const pollux::testing::Child& p : peers) {
+    const std::string key = "process/pid " + std::to_string(p.pid);
+    EXPECT_NE(c.value(key).find("doctor-live: pollux-poll-0 pinned to CPU " + std::to_string(cpu)), std::string::npos)
+        << key << ": " << c.value(key);
+    EXPECT_NE(c.value("process/poller cores").find("pid " + std::to_string(p.pid) + " (doctor-live) pollux-poll-0"),
+              std::string::npos)
+        << c.value("process/poller cores");
+  }
+  EXPECT_EQ(c.verdict("process/poller cores"), "warn");
+  EXPECT_NE(c.value("process/poller cores").find("CPU " + std::to_string(cpu) + ": "), std::string::npos);
+  EXPECT_NE(c.hint("process/poller cores").find("runtime.poller_cores"), std::string::npos);
 }
 
 // ---- fabricated hosts (--root) ------------------------------------------------------------------
