@@ -292,6 +292,7 @@ class Tree {
     File(pci + "/msi_irqs/51", "msix\n");
     File(pci + "/net/eth9/operstate", "up\n");
     File(pci + "/net/eth9/mtu", "1500\n");
+    File(pci + "/net/eth9/type", "1\n");
     Link(pci + "/net/eth9/device", "../../../0000:00:05.0");
     Link("/sys/class/net/eth9", "../../devices/pci0000:00/0000:00:05.0/net/eth9");
     Dir("/proc/irq/50/eth9-rx-0");
@@ -406,6 +407,7 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
       << c.hint("cpu/governor");
 
   EXPECT_EQ(c.verdict("net/eth9"), "ok") << c.value("net/eth9");
+  EXPECT_NE(c.value("net/eth9").find("up, Ethernet, mtu 1500"), std::string::npos) << c.value("net/eth9");
   EXPECT_NE(c.value("net/eth9").find("NUMA node 0, 2 IRQs, used by udp.interface"), std::string::npos)
       << c.value("net/eth9");
   EXPECT_EQ(c.verdict("net/eth9 irqs"), "warn");

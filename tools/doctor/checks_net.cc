@@ -40,6 +40,17 @@ std::vector<std::string> device_chain(const HostFs& fs, const std::string& class
   return out;
 }
 
+// /sys/class/net/IF/type (ARPHRD_*): the link layer.
+std::string link_type(long long t) {
+  switch (t) {
+    case 1: return "Ethernet";
+    case 32: return "InfiniBand (IPoIB)";
+    case 772: return "loopback";
+    case 65534: return "no link layer (tun)";
+  }
+  return absl::StrCat("link type ", t);
+}
+
 bool has_cap(int cap) {
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
@@ -177,6 +188,7 @@ void check_network(const Host& h, Report& r) {
     const bool judged = !used.empty() && (h.judged(core::TransportKind::kUdp) || ifc == h.cfg.runtime.device);
     const std::string state = h.fs.line(base + "/operstate").value_or("?");
     std::vector<std::string> parts = {state};
+    if (auto type = h.fs.integer(base + "/type")) parts.push_back(link_type(*type));
     if (auto mtu = h.fs.integer(base + "/mtu")) parts.push_back(absl::StrCat("mtu ", *mtu));
     if (auto speed = h.fs.integer(base + "/speed"); speed && *speed > 0) parts.push_back(absl::StrCat(*speed, " Mb/s"));
     const std::optional<std::string> dev = h.fs.resolve(base + "/device");
