@@ -119,6 +119,7 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   line_rx_ns_ = {0, 0};
   line_stale_ = {};
   first_rx_ns_ = 0;
+  have_rx_ = false;
   stale_ = false;
   finished_ns_ = 0;
   gaps_.clear();
@@ -191,7 +192,10 @@ Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> data
   if (line != Line::kReplay) {
     line_rx_ns_[li] = now_ns;
     line_stale_[li] = false;
-    if (first_rx_ns_ == 0) first_rx_ns_ = now_ns;
+    if (!have_rx_) {
+      have_rx_ = true;
+      first_rx_ns_ = now_ns;
+    }
     if (stale_) {
       stale_ = false;
       Notice n;
@@ -468,7 +472,7 @@ bool Arbiter::Finished() const noexcept {
 }
 
 void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
-  if (first_rx_ns_ == 0 || end_seq_ != 0) return;  // no feed yet, or the session is over
+  if (!have_rx_ || end_seq_ != 0) return;  // no feed yet, or the session is over
   const std::int64_t quiet = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
   for (int l = 0; l < 2; ++l) {
     if (!line_stale_[l] && now_ns - std::max(line_rx_ns_[l], first_rx_ns_) > quiet) {
@@ -490,6 +494,9 @@ void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
 void Arbiter::Tick(std::int64_t now_ns) noexcept {
   if (!have_session_) return;
   CheckStale(now_ns);
+  // Messages a line delivered but the window could not take (or a range the gap list had no
+  // room for): missing, like a loss, once there is room to record them.
+  if (const std::uint64_t seen = std::max(line_end_[0], line_end_[1]); seen > hi_) Advance(Line::kReplay, seen, now_ns);
   // Timeouts: the ranges of an expired request become eligible again, or unrecoverable once
   // their retries are spent.
   for (std::size_t k = 0; k < reqs_.size(); ++k) {
@@ -539,23 +546,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
   }
   Pump();
 
-  if (Finished()) {
-    if (have_pending_) {
-      if (nretired_ < retired_.size()) {
-        retired_[nretired_++] = session_;
-      } else {
-        std::rotate(retired_.begin(), retired_.begin() + 1, retired_.end());
-        retired_.back() = session_;
-      }
-      have_pending_ = false;
-      parked_ = {};
-      Count(LiveCounter::kSessionChanges);
-      StartSession(pending_);
-      return;
-    }
-    if (finished_ns_ == 0) finished_ns_ = now_ns;
-    if (now_ns - finished_ns_ >= o_.end_linger_ns) done_ = true;
-  } else if (have_pending_ && end_seq_ == 0) {
+  if (have_pending_ && end_seq_ == 0) {
     // A new session without an end of this one: it ended where both lines left it - once
     // each has moved to the new session or gone quiet for the wait.
     bool both = true;
@@ -564,6 +555,22 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     }
     if (both) end_seq_ = std::max<std::uint64_t>(hi_, 1);
   }
+  if (!Finished()) return;
+  if (have_pending_) {
+    if (nretired_ < retired_.size()) {
+      retired_[nretired_++] = session_;
+    } else {
+      std::rotate(retired_.begin(), retired_.begin() + 1, retired_.end());
+      retired_.back() = session_;
+    }
+    have_pending_ = false;
+    parked_ = {};
+    Count(LiveCounter::kSessionChanges);
+    StartSession(pending_);
+    return;
+  }
+  if (finished_ns_ == 0) finished_ns_ = now_ns;
+  if (now_ns - finished_ns_ >= o_.end_linger_ns) done_ = true;
 }
 
 }  // namespace pollux::feed

@@ -223,6 +223,7 @@ class Arbiter {
   std::array<std::int64_t, 2> line_rx_ns_{0, 0};       // last packet of the session on it
   std::array<bool, 2> line_stale_{};
   std::int64_t first_rx_ns_ = 0;  // first packet of the session (stale checks start then)
+  bool have_rx_ = false;
   bool stale_ = false;
   std::int64_t finished_ns_ = 0;  // when Finished() first held (linger)
   bool done_ = false;
