@@ -134,7 +134,7 @@ std::string Quote(std::string_view s) { return absl::StrFormat("\"%s\"", s); }
 std::string WantEndpoint(const toml::node& n, bool multicast, bool host_name, std::string* out) {
   const toml::value<std::string>* v = n.as_string();
   if (v == nullptr) return absl::StrCat("expected \"", host_name ? "HOST" : "ADDR", ":PORT\", got ", Describe(n));
-  if (v->get().empty() && host_name) {
+  if (v->get().empty()) {  // unset (source = "moldudp64" checks that the lines are set)
     out->clear();
     return "";
   }
@@ -351,9 +351,10 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
     return Error(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
   }
   if (c.source == SourceKind::kMoldUdp64) {
-    for (const char* k : {"feed.line_a", "feed.line_b"}) {
-      if ((k[10] == 'a' ? c.line_a : c.line_b).empty()) {
-        return Error(at("feed.source"), k, "missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
+    for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a},
+                                      {"feed.line_b", &c.line_b}}) {
+      if (value->empty()) {
+        return Error(at("feed.source"), key, "missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
       }
     }
     if (c.line_a == c.line_b) {
