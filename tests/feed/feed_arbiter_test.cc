@@ -127,6 +127,12 @@ V Put(Arbiter& a, Line l, const std::vector<std::uint8_t>& p, std::int64_t now, 
   Drain(a, out);
   return v;
 }
+// The same packets on line A, then on line B (a loss on both lines is a packet left out).
+void Both(Arbiter& a, const std::vector<std::vector<std::uint8_t>>& packets, std::int64_t now, Out* out) {
+  for (Line l : {Line::kA, Line::kB}) {
+    for (const auto& p : packets) (void)Put(a, l, p, now, out);
+  }
+}
 void TickAt(Arbiter& a, std::int64_t now, Out* out) {
   a.Tick(now);
   Drain(a, out);
@@ -224,10 +230,7 @@ TEST(Arbiter, ALossOnBothLinesIsRequestedOnceBothWentPastIt) {
   const Feed f(100);
   Arbiter a(Opts());
   Out out;
-  for (Line l : {Line::kA, Line::kB}) {
-    (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);
-    (void)Put(a, l, Data(f, kS1, 21, 10), 0, &out);
-  }
+  Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 21, 10)}, 0, &out);
   TickAt(a, 0, &out);  // no wait needed: missing on both
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].sequence, 11u);
@@ -249,10 +252,7 @@ TEST(Arbiter, UnansweredRequestsBackOffThenTheExactRangeIsReportedWhereItWas) {
   const Feed f(100);
   Arbiter a(Opts());  // timeout 10 ms, doubled, 3 retries
   Out out;
-  for (Line l : {Line::kA, Line::kB}) {
-    (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);
-    (void)Put(a, l, Data(f, kS1, 18, 13), 0, &out);  // 11..17 lost on both
-  }
+  Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 18, 13)}, 0, &out);  // 11..17 lost on both
   std::vector<std::int64_t> sent_at;
   for (std::int64_t t = 0; t <= 200 * kMs; t += kMs / 2) {
     TickAt(a, t, &out);
@@ -287,10 +287,7 @@ TEST(Arbiter, WithoutAServerAGapMissingOnBothLinesIsReportedAtOnce) {
   o.rerequest = false;
   Arbiter a(o);
   Out out;
-  for (Line l : {Line::kA, Line::kB}) {
-    (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);
-    (void)Put(a, l, Data(f, kS1, 16, 5), 0, &out);
-  }
+  Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 16, 5)}, 0, &out);
   TickAt(a, 0, &out);
   EXPECT_TRUE(a.requests().empty());
   ASSERT_EQ(out.gaps().size(), 1u);
@@ -327,14 +324,14 @@ TEST(Arbiter, HeartbeatAndEndOfSessionRevealALossAtTheTail) {
   const Feed f(100);
   Arbiter a(Opts());
   Out out;
-  for (Line l : {Line::kA, Line::kB}) (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);
-  for (Line l : {Line::kA, Line::kB}) (void)Put(a, l, Heartbeat(kS1, 16), kMs, &out);  // 11..15 lost
+  Both(a, {Data(f, kS1, 1, 10)}, 0, &out);
+  Both(a, {Heartbeat(kS1, 16)}, kMs, &out);  // 11..15 lost
   EXPECT_EQ(C(a, LiveCounter::kHeartbeats), 2u);
   TickAt(a, kMs, &out);
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].count, 5u);
   Answer(a, f, kMs, &out);
-  for (Line l : {Line::kA, Line::kB}) (void)Put(a, l, End(kS1, 21), 2 * kMs, &out);  // 16..20 lost
+  Both(a, {End(kS1, 21)}, 2 * kMs, &out);  // 16..20 lost
   TickAt(a, 2 * kMs, &out);
   Answer(a, f, 2 * kMs, &out);
   EXPECT_EQ(out.bytes, f.Records(1, 21));
@@ -457,10 +454,7 @@ TEST(Arbiter, AGapLongerThanTheWindowIsReportedWithoutRequests) {
   o.window = 64;
   Arbiter a(o);
   Out out;
-  for (Line l : {Line::kA, Line::kB}) {
-    (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);
-    (void)Put(a, l, Data(f, kS1, 111, 10), 0, &out);  // 100 missing > 64
-  }
+  Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 111, 10)}, 0, &out);  // 100 missing > 64
   TickAt(a, 0, &out);
   EXPECT_TRUE(a.requests().empty());
   ASSERT_EQ(out.gaps().size(), 1u);

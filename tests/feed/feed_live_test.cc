@@ -112,7 +112,7 @@ struct ChainRun {
 };
 
 class FeedLive : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() {
     if (geteuid() != 0) {
       g_skip = "needs root to create network namespaces (CI runs as root)";
@@ -317,31 +317,32 @@ TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
   EXPECT_EQ(r.Live("rerequests_sent"), 0);
 }
 
-// A quiet stretch with heartbeats every 20 ms: not stale, and the heartbeats are counted.
-TEST_F(FeedLive, HeartbeatOnlyPeriodKeepsTheFeedFresh) {
+// A quiet stretch of 1.5 s in the middle of the feed, with the exchange's heartbeats every
+// `heartbeat_ms`; the handler expects one every 20 ms and calls the feed stale after 25 missed.
+ChainRun QuietStretch(const std::string& tag, int port, int heartbeat_ms) {
   const std::string input = Generated(30'000, 10, 9);
-  const ChainRun r = Chain("heartbeats", input, 27640,
-                      {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500", "--heartbeat-ms", "20",
-                       "--linger-ms", "200"},
-                      {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  ChainRun r = FeedLive::Chain(tag, input, port,
+                               {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500", "--heartbeat-ms",
+                                std::to_string(heartbeat_ms), "--linger-ms", "200"},
+                               {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
+  FeedLive::ExpectClean(r);
+  FeedLive::ExpectSameBooks(r, input);
   EXPECT_EQ(r.Ex("pauses"), 1);
+  return r;
+}
+
+// Heartbeats every 20 ms through the stretch: not stale, and the heartbeats are counted.
+TEST_F(FeedLive, HeartbeatOnlyPeriodKeepsTheFeedFresh) {
+  const ChainRun r = QuietStretch("heartbeats", 27640, 20);
   EXPECT_GE(r.Live("heartbeats"), 2 * 30) << r.handler_json;  // ~75 per line in 1.5 s
   EXPECT_EQ(r.Live("stale"), 0) << r.handler_json;
   EXPECT_EQ(r.Sub("feed_stale"), 0);
 }
 
-// The same stretch without heartbeats (5 s interval): the feed is flagged stale once, to the
+// No heartbeat in the stretch (5 s interval): the feed is flagged stale once, to the
 // subscribers too, and the books are still whole when it resumes.
 TEST_F(FeedLive, SilenceBeyondTheMissedHeartbeatsFlagsAStaleFeed) {
-  const std::string input = Generated(30'000, 10, 9);
-  const ChainRun r = Chain("stale", input, 27650,
-                      {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500", "--heartbeat-ms", "5000",
-                       "--linger-ms", "200"},
-                      {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = QuietStretch("stale", 27650, 5000);
   EXPECT_EQ(r.Live("stale"), 1) << r.handler_json;
   EXPECT_EQ(r.Live("stale_a"), 1);
   EXPECT_EQ(r.Live("stale_b"), 1);
