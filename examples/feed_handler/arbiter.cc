@@ -26,6 +26,7 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"rerequest_retries", "re-requests sent again after a timeout"},
     {"rerequests_answered", "re-requests at least one message of which came back"},
     {"rerequests_timed_out", "re-requests nothing of which came back in time"},
+    {"rerequest_send_errors", "re-requests the socket refused (they time out and are sent again)"},
     {"messages_recovered", "messages delivered from re-request replies"},
     {"gaps_unrecoverable", "ranges reported to the subscribers as lost"},
     {"messages_unrecoverable", "messages in those ranges"},

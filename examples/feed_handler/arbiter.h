@@ -72,6 +72,7 @@ enum class LiveCounter : std::uint8_t {
   kRerequestRetries,    // of those, retries after a timeout
   kRerequestsAnswered,  // requests for which at least one message came back
   kRerequestsTimedOut,  // requests for which nothing came back before the timeout
+  kRerequestSendErrors, // requests the socket refused (they time out and go again)
   kMessagesRecovered,   // messages delivered from re-request replies
   kGapsUnrecoverable,   // kGap notices delivered
   kMessagesUnrecoverable,  // messages those notices cover
@@ -139,6 +140,8 @@ class Arbiter {
 
   // Re-requests queued by Tick(); the caller sends them and calls ClearRequests().
   std::span<const RerequestOut> requests() const noexcept { return {requests_.data(), nrequests_}; }
+  // The caller could not send one of them.
+  void CountSendError() noexcept { Count(LiveCounter::kRerequestSendErrors); }
   void ClearRequests() noexcept { nrequests_ = 0; }
 
   // Delivered output: BinaryFILE bytes, split by notices. Next() gives the next piece: a

@@ -145,7 +145,6 @@ class LiveSource final : public Source {
   std::uint64_t offset_ = 0;
   bool last_ = false;
   std::int64_t counters_at_ = 0;
-  std::uint64_t send_errors_ = 0;
 };
 
 absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group) {
@@ -239,7 +238,7 @@ void LiveSource::SendRequests() {
     std::uint8_t buf[mold::kRequestSize];
     const std::span<const std::uint8_t> p = mold::EncodeRequest(buf, r.session, r.sequence, r.count);
     // A failed send is an unanswered request: it times out and is sent again.
-    if (!p.empty() && ::send(fds_[2], p.data(), p.size(), MSG_DONTWAIT) < 0) ++send_errors_;
+    if (!p.empty() && ::send(fds_[2], p.data(), p.size(), MSG_DONTWAIT) < 0) arb_.CountSendError();
   }
   arb_.ClearRequests();
 }
