@@ -383,3 +383,38 @@ TEST_F(FeedLive, MillionMessagesWithLossOnBothLines) {
 }
 
 }  // namespace
+
+namespace {
+
+// The command-line contract of the live mode (no namespaces needed): what a script sees when
+// a key is missing or the network is not there.
+TEST(FeedLiveCli, MissingLinesAndABadInterfaceAreNamedAndNothingStarts) {
+  {
+    FeedProcess p({"--set", "feed.source=moldudp64", "--set", "feed.line_a=239.255.78.1:27690"});
+    EXPECT_EQ(p.Wait(60), 2) << p.output();
+    EXPECT_NE(p.output().find("feed.line_b: missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b"),
+              std::string::npos)
+        << p.output();
+  }
+  {
+    FeedProcess p({"--set", "feed.source=moldudp64", "--set", "feed.line_a=239.255.78.1:27690", "--set",
+                   "feed.line_b=239.255.78.2:27691", "--set", "feed.interface=nosuchif0"});
+    EXPECT_EQ(p.Wait(60), 2) << p.output();
+    EXPECT_NE(p.output().find("feed.interface: no interface \"nosuchif0\""), std::string::npos) << p.output();
+  }
+  {
+    FeedProcess p({"--help"});
+    EXPECT_EQ(p.Wait(60), 0);
+    EXPECT_NE(p.output().find("feed.source=moldudp64"), std::string::npos) << p.output();
+  }
+  {
+    FeedProcess p({"--help"}, kExchange);
+    EXPECT_EQ(p.Wait(60), 0);
+    for (const char* flag : {"--line-a", "--line-b", "--rerequest-port", "--interface", "--drop-a", "--drop-b", "--seed",
+                             "--rate", "--session", "--linger-ms", "--session-change-at", "--pause-at"}) {
+      EXPECT_NE(p.output().find(flag), std::string::npos) << flag << "\n" << p.output();
+    }
+  }
+}
+
+}  // namespace
