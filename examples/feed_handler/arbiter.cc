@@ -43,6 +43,7 @@ static_assert(kLiveCounters.back().name != nullptr, "a LiveCounter without a nam
 
 namespace {
 constexpr std::uint64_t kMaxRequest = 0xFFFF;
+constexpr std::uint64_t kMaxSequence = std::uint64_t{1} << 62;
 }
 
 Arbiter::Arbiter(const ArbiterOptions& o) : o_(o) {
@@ -149,7 +150,9 @@ Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> data
     return Verdict::kRejected;
   }
   const mold::Packet p = mold::Parse(datagram);
-  if (!p.ok()) {
+  // Beyond 2^62 a sequence is not a feed's (decades at 10^9 messages/s) but a hostile or
+  // corrupt one, and the window arithmetic (next + window) must not wrap.
+  if (!p.ok() || p.sequence > kMaxSequence) {
     Count(LiveCounter::kMalformed);
     return Verdict::kRejected;
   }

@@ -32,6 +32,8 @@
 //     starts. Packets of a session that was left are dropped and counted;
 //   - the feed is stale after `stale_heartbeats` heartbeat intervals without a packet on
 //     either line (a kStale notice; kFresh when a packet comes again);
+//   - a sequence number beyond 2^62 is malformed (no feed gets there; the window arithmetic
+//     must not wrap);
 //   - done() once the session ended, everything is delivered or reported, and
 //     `end_linger_ns` passed without a new session.
 //
