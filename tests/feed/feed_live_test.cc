@@ -310,7 +310,7 @@ TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
   const ChainRun r = Chain("session", input, 27630,
                       {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a",
                        "2", "--seed", "4", "--linger-ms", "300"},
-                      {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=500"});
+                      {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
   ExpectClean(r);
   ExpectSameBooks(r, input);
   EXPECT_EQ(r.Ex("session_changes"), 1);
