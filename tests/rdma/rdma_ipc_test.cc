@@ -231,7 +231,7 @@ TEST(RdmaIpc, UdMulticastLossBeyondTheRetransmitBufferIsAnExactGap) {
   const long long received = field(o, "received"), lost = field(o, "lost");
   EXPECT_EQ(received + lost, kCount) << o;
   EXPECT_GT(lost, 1000) << "1.5 s at 20,000/s is far beyond a 64 KiB retransmit buffer: " << o;
-  EXPECT_GT(received, kCount / 2) << o;
+  EXPECT_GT(received, 6000) << "delivery goes on after the stall (it began at 5,000): " << o;
   EXPECT_GE(field(o, "gaps"), 1) << o;
   EXPECT_EQ(field(o, "out_of_order"), 0) << "every gap starts where delivery stopped: " << o;
   EXPECT_EQ(field(o, "bad"), 0);

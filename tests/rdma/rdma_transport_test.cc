@@ -98,6 +98,7 @@ void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200
 void wait_connected(Publisher& pub, Subscriber& sub) {
   ASSERT_TRUE(wait_for([&] {
     (void)sub.poll([](const Message&) {}, 1);
+    (void)pub.service();  // inline: what connects a UD publisher (a subscriber's status) is read here
     return pub.is_connected();
   })) << "publisher never connected";
 }
