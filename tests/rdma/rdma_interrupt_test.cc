@@ -486,5 +486,79 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   }
 }
 
+// UD multicast with loss repair while both pollers sleep (runtime.idle = "interrupt", no safety
+// timer, heartbeats only every second): the loss interceptor drops 10% of the subscriber's
+// datagrams and every message is still delivered, in order, without a gap. The NAKs, the repairs
+// and the tail heartbeat that reveals a lost last datagram go out on the group timers armed for
+// the protocol's own deadlines (CompletionGroup::try_arm), or on the wakeups of the traffic.
+TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
+  POLLUX_REQUIRE_RXE();
+  const std::string rt = "idle = \"interrupt\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
+  auto cfg = [&](const std::string& base) {
+    const std::string from = "idle = \"yield\"\n";
+    const std::size_t at = base.find(from);
+    return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
+  };
+  const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
+                         "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
+  auto sub_ctx = make(cfg(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast")));
+  auto pub_ctx = make(cfg(rdmatest::rdma_config("dedicated", "rxe0", ud, "", "ud_mcast")));
+  ASSERT_TRUE(sub_ctx && pub_ctx);
+  auto sub = sub_ctx->subscriber("md");
+  auto pub = pub_ctx->publisher("md");
+  ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
+  ASSERT_TRUE(wait_for([&] {
+    (void)sub->poll([](const Message&) {}, 1);
+    return pub->is_connected();
+  })) << "publisher never connected";
+  constexpr std::uint64_t kCount = 2000;
+  std::thread producer([&] {
+    std::byte buf[64] = {};
+    for (std::uint64_t i = 1; i <= kCount; ++i) {
+      std::memcpy(buf, &i, 8);
+      while (pub->offer(buf, sizeof buf) < 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(std::chrono::microseconds(500));  // both pollers go to sleep between messages
+    }
+  });
+  std::uint64_t received = 0, out_of_order = 0, gaps = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (received < kCount && std::chrono::steady_clock::now() < deadline) {
+    const int n = sub->poll(
+        [&](const Message& m) {
+          std::uint64_t tag;
+          std::memcpy(&tag, m.payload.data(), 8);
+          out_of_order += tag != received + 1;
+          ++received;
+        },
+        [&](const Gap&) { ++gaps; }, [](const StreamEvent&) {}, 64);
+    if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  producer.join();
+  auto counter = [](Context& ctx, const std::string& name) {
+    auto snap = core::read_counters_file(ctx.counters_path());
+    std::uint64_t v = 0;
+    if (snap.ok()) {
+      for (const auto& c : snap->counters) v += c.name == name ? c.value : 0;
+    }
+    return v;
+  };
+  const std::uint64_t dropped = counter(*sub_ctx, "fault_dropped"), fills = counter(*sub_ctx, "gap_fills");
+  std::printf("ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "
+              "repaired frames, %llu + %llu poller sleeps\n",
+              static_cast<unsigned long long>(received), static_cast<unsigned long long>(dropped),
+              static_cast<unsigned long long>(fills), static_cast<unsigned long long>(counter(*sub_ctx, "naks_sent")),
+              static_cast<unsigned long long>(counter(*pub_ctx, "retransmitted_frames")),
+              static_cast<unsigned long long>(poller_counter(*sub_ctx, "sleeps")),
+              static_cast<unsigned long long>(poller_counter(*pub_ctx, "sleeps")));
+  EXPECT_EQ(received, kCount);
+  EXPECT_EQ(out_of_order, 0u);
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_GT(dropped, 50u);
+  EXPECT_GE(fills, dropped);
+  EXPECT_GT(counter(*pub_ctx, "retransmitted_frames"), 0u);
+  EXPECT_GT(poller_counter(*sub_ctx, "sleeps"), 100u) << "the subscriber's poller must have slept";
+  EXPECT_GT(poller_counter(*pub_ctx, "sleeps"), 100u) << "the publisher's poller must have slept";
+}
+
 }  // namespace
 }  // namespace pollux
