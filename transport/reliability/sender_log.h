@@ -144,7 +144,10 @@ class SenderLog {
     return head_ - (back == 0 ? capacity_ : back);
   }
   // True when `p` points into the ring (a datagram of the log, not e.g. a heartbeat).
-  bool contains(const std::byte* p) const noexcept { return p >= data_ && p < data_ + capacity_; }
+  bool contains(const std::byte* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(data_);
+    return a - base < capacity_;  // one compare; a below base wraps to a huge offset
+  }
   // Bytes from history position `pos` on are still read by the transport (kNoPin: none): until
   // a later call moves it, append() refuses a frame that would overwrite them.
   void set_pinned(std::uint64_t pos) noexcept {
