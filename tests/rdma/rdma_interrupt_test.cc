@@ -296,6 +296,16 @@ void dump_counters(Context& ctx, const char* who) {
   }
 }
 
+// A context configuration with runtime.idle = `idle`, no safety timer (sleep_timer_ms = 0), one
+// poller and a counters file. rdma_config() sets idle = "yield"; TOML forbids a second idle key,
+// so that line is swapped.
+std::string with_idle(const std::string& base, const std::string& idle) {
+  const std::string rt = "idle = \"" + idle + "\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
+  const std::string from = "idle = \"yield\"\n";
+  const std::size_t at = base.find(from);
+  return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
+}
+
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
   auto snap = core::read_counters_file(ctx.counters_path());
   if (!snap.ok()) return 0;
@@ -324,13 +334,7 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const char* idle_env = std::getenv("POLLUX_RDMA_STRESS_IDLE");
   const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
   const bool sleeping = idle == "interrupt" || idle == "adaptive";
-  const std::string rt = "idle = \"" + idle + "\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
-  // rdma_config() sets idle = "yield"; TOML forbids a second idle key, so swap that line.
-  auto cfg = [&](const std::string& base) {
-    const std::string from = "idle = \"yield\"\n";
-    const std::size_t at = base.find(from);
-    return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
-  };
+  auto cfg = [&](const std::string& base) { return with_idle(base, idle); };
   auto sub_ctx = make(cfg(sub_config("dedicated", port)));
   auto pub_ctx = make(cfg(pub_config("dedicated", port)));
   ASSERT_TRUE(sub_ctx && pub_ctx);
@@ -493,12 +497,7 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
 // the protocol's own deadlines (CompletionGroup::try_arm), or on the wakeups of the traffic.
 TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
   POLLUX_REQUIRE_RXE();
-  const std::string rt = "idle = \"interrupt\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
-  auto cfg = [&](const std::string& base) {
-    const std::string from = "idle = \"yield\"\n";
-    const std::size_t at = base.find(from);
-    return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
-  };
+  auto cfg = [](const std::string& base) { return with_idle(base, "interrupt"); };
   const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
                          "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
   auto sub_ctx = make(cfg(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast")));

@@ -136,6 +136,17 @@ UdRun start_ud(const std::vector<std::string>& pub_args, const std::vector<std::
   return r;
 }
 
+// Waits for every process of the run, prints what they said, expects each to exit 0.
+void finish(UdRun& r) {
+  const int prc = wait_child(r.pub, 900);
+  std::vector<int> rcs;
+  for (Child& c : r.subs) rcs.push_back(wait_child(c, 900));
+  std::printf("%s", r.pub.output.c_str());
+  for (Child& c : r.subs) std::printf("%s", c.output.c_str());
+  EXPECT_EQ(prc, 0) << r.pub.output;
+  for (std::size_t i = 0; i < rcs.size(); ++i) EXPECT_EQ(rcs[i], 0) << r.subs[i].output;
+}
+
 // UD multicast from rxe0 to two subscriber processes on rxe1: what the path loses (receive
 // queues overflowing under TCG) is repaired - each subscriber gets every message, in order -
 // and NAKs of both go to the one publisher, whose repairs (to the group) serve both.
@@ -148,15 +159,9 @@ TEST(RdmaIpc, UdMulticastTwoSubscriberProcessesGetEveryMessage) {
   const std::vector<std::string> sub = {"sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete",
                                         "--timeout", "300"};
   UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "20000", "--max-size", "200"}, {sub, sub});
-  const int prc = wait_child(r.pub, 600);
-  std::vector<int> rcs;
-  for (Child& c : r.subs) rcs.push_back(wait_child(c, 600));
-  std::printf("%s", r.pub.output.c_str());
-  for (Child& c : r.subs) std::printf("%s", c.output.c_str());
-  EXPECT_EQ(prc, 0);
+  finish(r);
   for (std::size_t i = 0; i < r.subs.size(); ++i) {
     const std::string& o = r.subs[i].output;
-    EXPECT_EQ(rcs[i], 0) << o;
     EXPECT_EQ(field(o, "received"), kCount) << o;
     EXPECT_EQ(field(o, "lost"), 0) << o;
     EXPECT_EQ(field(o, "bad"), 0);
@@ -178,12 +183,8 @@ TEST(RdmaIpc, UdMulticast100kWithInjectedLossAreAllRepairedInOrder) {
   constexpr int kCount = 100000;
   UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "25000", "--max-size", "200"},
                      {{"sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete", "--timeout", "600"}});
-  const int prc = wait_child(r.pub, 900);
-  const int src = wait_child(r.subs[0], 900);
+  finish(r);
   const std::string& o = r.subs[0].output;
-  std::printf("%s%s", r.pub.output.c_str(), o.c_str());
-  EXPECT_EQ(prc, 0);
-  EXPECT_EQ(src, 0);
   EXPECT_EQ(field(o, "received"), kCount);
   EXPECT_EQ(field(o, "lost"), 0);
   EXPECT_EQ(field(o, "out_of_order"), 0);
@@ -222,12 +223,8 @@ TEST(RdmaIpc, UdMulticastLossBeyondTheRetransmitBufferIsAnExactGap) {
   UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "20000", "--max-size", "200"},
                      {{"sub", sc, "md", std::to_string(kCount), "--require-complete", "--stall-after", "5000",
                        "--stall-ms", "1500", "--timeout", "600"}});
-  const int prc = wait_child(r.pub, 900);
-  const int src = wait_child(r.subs[0], 900);
+  finish(r);
   const std::string& o = r.subs[0].output;
-  std::printf("%s%s", r.pub.output.c_str(), o.c_str());
-  EXPECT_EQ(prc, 0);
-  EXPECT_EQ(src, 0);
   const long long received = field(o, "received"), lost = field(o, "lost");
   EXPECT_EQ(received + lost, kCount) << o;
   EXPECT_GT(lost, 1000) << "1.5 s at 20,000/s is far beyond a 64 KiB retransmit buffer: " << o;

@@ -19,6 +19,26 @@
 #include "transport/rdma/ud_endpoints.h"
 
 namespace pollux::transport::rdma {
+namespace {
+
+// Calls f with the owner of `c` as its concrete endpoint class (the four kinds: RC or UD,
+// publisher or subscriber): a branch on two constant fields, no virtual call.
+template <class F>
+void with_owner(Conn* c, F&& f) {
+  if (c->kind == Conn::Kind::kTx) {
+    if (c->ud) {
+      f(static_cast<UdTxEndpoint*>(c->owner));
+    } else {
+      f(static_cast<RdmaTxEndpoint*>(c->owner));
+    }
+  } else if (c->ud) {
+    f(static_cast<UdRxEndpoint*>(c->owner));
+  } else {
+    f(static_cast<RdmaRxEndpoint*>(c->owner));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device& dev, core::BufferPool& pool,
                                                                          const GroupOptions& opt, ConnRetirer* retirer,
@@ -242,17 +262,7 @@ void CompletionGroup::sync_slow() noexcept {
     if (!gone) {
       adopt(c);
     } else if (c->state == Conn::State::kLive) {
-      if (c->kind == Conn::Kind::kTx) {
-        if (c->ud) {
-          static_cast<UdTxEndpoint*>(c->owner)->on_gone(c);
-        } else {
-          static_cast<RdmaTxEndpoint*>(c->owner)->on_gone(c);
-        }
-      } else if (c->ud) {
-        static_cast<UdRxEndpoint*>(c->owner)->on_gone(c);
-      } else {
-        static_cast<RdmaRxEndpoint*>(c->owner)->on_gone(c);
-      }
+      with_owner(c, [c](auto* ep) { ep->on_gone(c); });
     }
     // gone for a pending or already retired conn: its owner retires (or retired) it anyway.
   }
@@ -280,17 +290,7 @@ void CompletionGroup::adopt(Conn* c) noexcept {
       want -= n;
     }
   }
-  if (c->kind == Conn::Kind::kTx) {
-    if (c->ud) {
-      static_cast<UdTxEndpoint*>(c->owner)->adopt(c);
-    } else {
-      static_cast<RdmaTxEndpoint*>(c->owner)->adopt(c);
-    }
-  } else if (c->ud) {
-    static_cast<UdRxEndpoint*>(c->owner)->adopt(c);
-  } else {
-    static_cast<RdmaRxEndpoint*>(c->owner)->adopt(c);
-  }
+  with_owner(c, [c](auto* ep) { ep->adopt(c); });
 }
 
 Conn* CompletionGroup::route(std::uint32_t qp_num) noexcept {

@@ -126,23 +126,8 @@ absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, C
   c_.post_calls = f.allocate(scope, "post_calls", stream_id_);
   c_.inline_sends = f.allocate(scope, "inline_sends", stream_id_);
   c_.signalled = f.allocate(scope, "signalled_sends", stream_id_);
-  c_.datagrams = f.allocate(scope, "datagrams_sent", stream_id_);
-  c_.bytes = f.allocate(scope, "bytes_sent", stream_id_);
-  c_.heartbeats = f.allocate(scope, "heartbeats_sent", stream_id_);
-  c_.naks = f.allocate(scope, "naks_received", stream_id_);
-  c_.nak_ranges = f.allocate(scope, "nak_ranges_received", stream_id_);
-  c_.naks_suppressed = f.allocate(scope, "naks_suppressed", stream_id_);
-  c_.naks_unavailable = f.allocate(scope, "naks_unavailable", stream_id_);
-  c_.retransmit_frames = f.allocate(scope, "retransmitted_frames", stream_id_);
-  c_.retransmit_datagrams = f.allocate(scope, "retransmitted_datagrams", stream_id_);
-  c_.retransmit_bytes = f.allocate(scope, "retransmitted_bytes", stream_id_);
-  c_.receivers = f.allocate(scope, "receivers", stream_id_);
+  c_.proto.allocate(f, scope, stream_id_);
   c_.control_received = f.allocate(scope, "control_received", stream_id_);
-  c_.control_malformed = f.allocate(scope, "control_malformed", stream_id_);
-  c_.naks_unannounced = f.allocate(scope, "naks_unannounced", stream_id_);
-  c_.nak_ranges_capped = f.allocate(scope, "nak_ranges_capped", stream_id_);
-  c_.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", stream_id_);
-  c_.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", stream_id_);
   c_.log_full = f.allocate(scope, "retransmit_buffer_full", stream_id_);
   c_.send_queue_full = f.allocate(scope, "send_queue_full", stream_id_);
   c_.oversized = f.allocate(scope, "frames_too_large", stream_id_);
@@ -436,24 +421,8 @@ void UdTxEndpoint::close_st() noexcept {
 }
 
 void UdTxEndpoint::publish_counters() noexcept {
-  const reliability::SenderStats& s = sender_.stats();
-  c_.datagrams.set(s.datagrams);
-  c_.bytes.set(s.bytes);
-  c_.heartbeats.set(s.heartbeats);
-  c_.naks.set(s.naks);
-  c_.nak_ranges.set(s.nak_ranges);
-  c_.naks_suppressed.set(s.naks_suppressed);
-  c_.naks_unavailable.set(s.naks_unavailable);
-  c_.retransmit_frames.set(s.retransmit_frames);
-  c_.retransmit_datagrams.set(s.retransmit_datagrams);
-  c_.retransmit_bytes.set(s.retransmit_bytes);
-  c_.receivers.set(sender_.receivers());
+  c_.proto.publish(sender_);
   c_.control_received.set(control_);
-  c_.control_malformed.set(s.control_malformed);
-  c_.naks_unannounced.set(s.naks_unannounced);
-  c_.nak_ranges_capped.set(s.nak_ranges_capped);
-  c_.repairs_rate_limited.set(s.repairs_rate_limited);
-  c_.repair_bytes_refused.set(s.repair_bytes_refused);
   c_.log_full.set(log_full_);
   c_.send_queue_full.set(sq_full_);
   c_.oversized.set(oversized_);
@@ -466,8 +435,9 @@ std::string UdTxEndpoint::describe() const {
       "rdma ud_mcast publisher stream %u session %08x: %s, max frame %u, retransmit buffer %u KiB; %u frames, %u "
       "datagrams (%u heartbeats), %u subscriber(s), %u NAKs (%u suppressed, %u unavailable), %u frames repaired",
       stream_id_, session_id_, connected() ? "connected" : "no subscriber heard", max_frame_,
-      t_.cfg().retransmit_buffer >> 10, c_.frames.get(), c_.datagrams.get(), c_.heartbeats.get(), c_.receivers.get(),
-      c_.naks.get(), c_.naks_suppressed.get(), c_.naks_unavailable.get(), c_.retransmit_frames.get());
+      t_.cfg().retransmit_buffer >> 10, c_.frames.get(), c_.proto.datagrams.get(), c_.proto.heartbeats.get(),
+      c_.proto.receivers.get(), c_.proto.naks.get(), c_.proto.naks_suppressed.get(), c_.proto.naks_unavailable.get(),
+      c_.proto.retransmit_frames.get());
 }
 
 // ================================ subscriber =====================================================
@@ -517,30 +487,7 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   core::CountersFile& f = t_.counters();
   const std::string scope = absl::StrFormat("rdma rx stream %u", stream_id_);
   c_.messages = f.allocate(scope, "messages", stream_id_);
-  c_.datagrams = f.allocate(scope, "datagrams_received", stream_id_);
-  c_.frames = f.allocate(scope, "frames_received", stream_id_);
-  c_.heartbeats = f.allocate(scope, "heartbeats_received", stream_id_);
-  c_.duplicates = f.allocate(scope, "duplicates_dropped", stream_id_);
-  c_.beyond_window = f.allocate(scope, "beyond_window_dropped", stream_id_);
-  c_.fills = f.allocate(scope, "gap_fills", stream_id_);
-  c_.gaps = f.allocate(scope, "gaps_detected", stream_id_);
-  c_.nak_ranges = f.allocate(scope, "nak_ranges_sent", stream_id_);
-  c_.naks = f.allocate(scope, "naks_sent", stream_id_);
-  c_.lost = f.allocate(scope, "messages_unrecoverable", stream_id_);
-  c_.loss_reports = f.allocate(scope, "loss_reports", stream_id_);
-  c_.sessions = f.allocate(scope, "sessions_started", stream_id_);
-  c_.sessions_ended = f.allocate(scope, "sessions_ended", stream_id_);
-  c_.status_sent = f.allocate(scope, "status_sent", stream_id_);
-  c_.malformed = f.allocate(scope, "malformed", stream_id_);
-  c_.other_stream = f.allocate(scope, "other_stream", stream_id_);
-  c_.wrong_source = f.allocate(scope, "wrong_source", stream_id_);
-  c_.claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", stream_id_);
-  c_.ends_refuted = f.allocate(scope, "ends_refuted", stream_id_);
-  c_.sessions_refused = f.allocate(scope, "sessions_refused", stream_id_);
-  c_.evictions = f.allocate(scope, "buffer_evictions", stream_id_);
-  c_.fault_dropped = f.allocate(scope, "fault_dropped", stream_id_);
-  c_.fault_duplicated = f.allocate(scope, "fault_duplicated", stream_id_);
-  c_.fault_reordered = f.allocate(scope, "fault_reordered", stream_id_);
+  c_.proto.allocate(f, scope, stream_id_);
   c_.control_dropped = f.allocate(scope, "control_send_dropped", stream_id_);
   c_.control_errors = f.allocate(scope, "control_send_errors", stream_id_);
   return absl::OkStatus();
@@ -875,33 +822,7 @@ void UdRxEndpoint::close_st() noexcept {
 }
 
 void UdRxEndpoint::publish_counters() noexcept {
-  const reliability::ReceiverStats& s = receiver_.stats();
-  const reliability::WindowStats w = receiver_.window_stats();
-  const reliability::FaultStats& f = faults_.stats();
-  c_.datagrams.set(s.datagrams);
-  c_.frames.set(w.frames);
-  c_.heartbeats.set(s.heartbeats);
-  c_.duplicates.set(w.duplicates);
-  c_.beyond_window.set(w.beyond);
-  c_.fills.set(w.fills);
-  c_.gaps.set(w.gaps_opened);
-  c_.nak_ranges.set(w.nak_ranges);
-  c_.naks.set(s.naks_sent);
-  c_.lost.set(w.lost);
-  c_.loss_reports.set(w.loss_reports);
-  c_.sessions.set(s.sessions_started);
-  c_.sessions_ended.set(s.sessions_ended);
-  c_.status_sent.set(s.status_sent);
-  c_.malformed.set(s.malformed + malformed_);
-  c_.other_stream.set(s.other_stream);
-  c_.wrong_source.set(s.wrong_source);
-  c_.claims_refuted.set(w.claims_refuted);
-  c_.ends_refuted.set(s.ends_refuted);
-  c_.sessions_refused.set(s.sessions_refused);
-  c_.evictions.set(evictions_);
-  c_.fault_dropped.set(f.dropped);
-  c_.fault_duplicated.set(f.duplicated);
-  c_.fault_reordered.set(f.delayed);
+  c_.proto.publish(receiver_, faults_, malformed_, evictions_);
   c_.control_dropped.set(control_dropped_);
   c_.control_errors.set(control_errors_);
 }
@@ -911,8 +832,9 @@ std::string UdRxEndpoint::describe() const {
   return absl::StrFormat(
       "rdma ud_mcast subscriber stream %u: %s, %u messages, %u datagrams, %u gaps detected, %u NAKs, %u filled, %u "
       "unrecoverable; %s",
-      stream_id_, connected() ? "following a publisher" : "no publisher heard", c_.messages.get(), c_.datagrams.get(),
-      c_.gaps.get(), c_.naks.get(), c_.fills.get(), c_.lost.get(), group_->describe());
+      stream_id_, connected() ? "following a publisher" : "no publisher heard", c_.messages.get(),
+      c_.proto.datagrams.get(), c_.proto.gaps.get(), c_.proto.naks.get(), c_.proto.fills.get(), c_.proto.lost.get(),
+      group_->describe());
 }
 
 }  // namespace pollux::transport::rdma

@@ -39,6 +39,7 @@
 #include "transport/rdma/conn.h"
 #include "transport/rdma/send_pins.h"
 #include "transport/reliability/fault_injector.h"
+#include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
 #include "transport/reliability/sender.h"
 #include "transport/transport.h"
@@ -145,10 +146,9 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
 
   std::uint64_t frames_ = 0, oversized_ = 0, log_full_ = 0, sq_full_ = 0, control_ = 0, qp_errors_ = 0;
   struct Counters {
-    core::Counter frames, post_calls, inline_sends, signalled, datagrams, bytes, heartbeats, naks, nak_ranges,
-        naks_suppressed, naks_unavailable, retransmit_frames, retransmit_datagrams, retransmit_bytes, receivers,
-        control_received, control_malformed, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
-        repair_bytes_refused, log_full, send_queue_full, oversized, qp_errors;
+    reliability::SenderCounters proto;  // the protocol's, named as the UDP transport's
+    core::Counter frames, post_calls, inline_sends, signalled, control_received, log_full, send_queue_full, oversized,
+        qp_errors;
   } c_;
 };
 
@@ -245,10 +245,8 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
 
   std::uint64_t malformed_ = 0, overflow_ = 0, evictions_ = 0, control_dropped_ = 0, control_errors_ = 0;
   struct Counters {
-    core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
-        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
-        ends_refuted, sessions_refused, evictions, fault_dropped, fault_duplicated, fault_reordered, control_dropped,
-        control_errors, messages;
+    reliability::ReceiverCounters proto;  // the protocol's, named as the UDP transport's
+    core::Counter control_dropped, control_errors, messages;
   } c_;
   std::uint64_t messages_ = 0;
 };
