@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "pollux/export.h"
 #include "pollux/publisher.h"
 #include "pollux/subscriber.h"
 
@@ -15,7 +16,7 @@ namespace detail {
 class ContextImpl;
 }
 
-class Context {
+class POLLUX_API Context {
  public:
   // Loads and validates a TOML configuration (errors name file:line and key) and starts the
   // pollers. An empty string is the all-defaults configuration.
