@@ -77,20 +77,11 @@ absl::Status ContextImpl::start() {
     if (absl::Status s = transport->register_memory(*pool_); !s.ok()) return s;
   }
 
-  std::uint32_t npollers = 0;
-  if (cfg.runtime.threading == core::ThreadingMode::kDedicated) npollers = cfg.runtime.pollers;
-  if (cfg.runtime.threading == core::ThreadingMode::kShared) npollers = 1;
-  const std::vector<int> node_cpus = core::topology().cpus_on_node(device_node);
-  for (std::uint32_t i = 0; i < npollers; ++i) {
-    int cpu = -1;  // shared mode: one unpinned poller
-    if (cfg.runtime.threading == core::ThreadingMode::kDedicated) {
-      if (!cfg.runtime.poller_cores.empty()) {
-        cpu = cfg.runtime.poller_cores[i];
-      } else if (!node_cpus.empty()) {
-        // Highest-numbered cores on the device's node: CPU 0 usually takes the OS's interrupts.
-        cpu = node_cpus[(node_cpus.size() - 1 - i % node_cpus.size())];
-      }
-    }
+  // One entry per poller: its CPU (runtime.poller_cores, else the device node's highest cores),
+  // -1 for shared mode's unpinned poller; none in inline mode.
+  const std::vector<int> cpus = core::poller_cpus(cfg.runtime, core::topology().cpus_on_node(device_node));
+  for (std::uint32_t i = 0; i < cpus.size(); ++i) {
+    const int cpu = cpus[i];
     PollerSlot slot;
     slot.poller = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
     slot.tx = std::make_unique<AppTxSource>(slot.poller->burst());
