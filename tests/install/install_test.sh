@@ -96,11 +96,19 @@ exchange() {  # exchange DIR-WITH-THE-PROGRAMS LABEL
   grep -q "received=$count lost=0 bad=0" "$root/$label-sub.out" || fail "$label: the subscriber did not get all $count quotes"
 }
 
-needs_libpollux_so() { readelf -d "$1" | grep -q 'NEEDED.*\[libpollux\.so\.0\]'; }
+# Outputs are captured before grep: with pipefail, `prog | grep -q` fails when grep exits at the
+# first match while prog still writes (SIGPIPE), depending on timing.
+needs_libpollux_so() {
+  local dyn
+  dyn=$(readelf -d "$1")
+  grep -q 'NEEDED.*\[libpollux\.so\.0\]' <<<"$dyn"
+}
 check_linkage() {  # check_linkage PROGRAM
   if [ "$variant" = shared ]; then
     needs_libpollux_so "$1" || fail "$1 does not load libpollux.so.0"
-    ldd "$1" | grep -q "libpollux.so.0 => $moved/" || { ldd "$1"; fail "$1 does not find libpollux.so.0 in the moved prefix"; }
+    local deps
+    deps=$(ldd "$1")
+    grep -q "libpollux.so.0 => $moved/" <<<"$deps" || { echo "$deps"; fail "$1 does not find libpollux.so.0 in the moved prefix"; }
   else
     ! needs_libpollux_so "$1" || fail "$1 loads libpollux.so although Pollux was installed static"
   fi
