@@ -6,15 +6,13 @@
 // Uses only the public API (<pollux/pollux.h>) and handles every error it can return.
 #include <pollux/pollux.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 
-#include "quote.h"
+#include "quickstart.h"
 
 namespace {
 
@@ -82,35 +80,14 @@ int publish(const std::string& config_path, std::uint64_t count, bool zero_copy)
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config = "quickstart.toml";
-  std::uint64_t count = 100'000;
-  bool zero_copy = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: quickstart-pub [--config FILE] [--count N] [--zero-copy]\n"
-          "Publishes N quotes on the topic \"quotes\"; start quickstart-sub first.\n"
-          "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
-          "  --count N      quotes to publish (default 100000; give quickstart-sub the same N)\n"
-          "  --zero-copy    write each quote in place with claim()/commit() instead of offer()\n"
-          "  -h, --help     this text\n");
-      return 0;
-    }
-    if (a == "--zero-copy") {
-      zero_copy = true;
-    } else if ((a == "--config" || a == "--count") && i + 1 < argc) {
-      const char* v = argv[++i];
-      if (a == "--config") {
-        config = v;
-      } else if (!parse_count(v, &count)) {
-        std::fprintf(stderr, "quickstart-pub: --count: expected a positive number, got \"%s\"\n", v);
-        return 64;
-      }
-    } else {
-      std::fprintf(stderr, "quickstart-pub: unknown or incomplete argument \"%s\" (see --help)\n", a.c_str());
-      return 64;
-    }
-  }
-  return publish(config, count, zero_copy);
+  constexpr char kUsage[] =
+      "usage: quickstart-pub [--config FILE] [--count N] [--zero-copy]\n"
+      "Publishes N quotes on the topic \"quotes\"; start quickstart-sub first.\n"
+      "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
+      "  --count N      quotes to publish (default 100000; give quickstart-sub the same N)\n"
+      "  --zero-copy    write each quote in place with claim()/commit() instead of offer()\n"
+      "  -h, --help     this text\n";
+  Options o;
+  if (const int rc = parse_options(argc, argv, "quickstart-pub", kUsage, /*zero_copy_flag=*/true, &o); rc >= 0) return rc;
+  return publish(o.config, o.count, o.zero_copy);
 }

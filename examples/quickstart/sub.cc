@@ -13,7 +13,7 @@
 #include <limits>
 #include <string>
 
-#include "quote.h"
+#include "quickstart.h"
 
 namespace {
 
@@ -81,32 +81,14 @@ int subscribe(const std::string& config_path, std::uint64_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config = "quickstart.toml";
-  std::uint64_t count = 100'000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: quickstart-sub [--config FILE] [--count N]\n"
-          "Receives N quotes on the topic \"quotes\" from quickstart-pub and prints how many arrived,\n"
-          "how many were lost or malformed, and the publish-to-handler latency. Exit 0: all N intact.\n"
-          "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
-          "  --count N      quotes to expect (default 100000, as quickstart-pub)\n"
-          "  -h, --help     this text\n");
-      return 0;
-    }
-    if ((a == "--config" || a == "--count") && i + 1 < argc) {
-      const char* v = argv[++i];
-      if (a == "--config") {
-        config = v;
-      } else if (!parse_count(v, &count)) {
-        std::fprintf(stderr, "quickstart-sub: --count: expected a positive number, got \"%s\"\n", v);
-        return 64;
-      }
-    } else {
-      std::fprintf(stderr, "quickstart-sub: unknown or incomplete argument \"%s\" (see --help)\n", a.c_str());
-      return 64;
-    }
-  }
-  return subscribe(config, count);
+  constexpr char kUsage[] =
+      "usage: quickstart-sub [--config FILE] [--count N]\n"
+      "Receives N quotes on the topic \"quotes\" from quickstart-pub and prints how many arrived,\n"
+      "how many were lost or malformed, and the publish-to-handler latency. Exit 0: all N intact.\n"
+      "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
+      "  --count N      quotes to expect (default 100000, as quickstart-pub)\n"
+      "  -h, --help     this text\n";
+  Options o;
+  if (const int rc = parse_options(argc, argv, "quickstart-sub", kUsage, /*zero_copy_flag=*/false, &o); rc >= 0) return rc;
+  return subscribe(o.config, o.count);
 }

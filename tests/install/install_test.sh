@@ -125,7 +125,7 @@ exchange "$root/cmake-build" cmake
 
 step "pkg-config + make: the quickstart's Makefile with PKG_CONFIG_PATH=<moved prefix>/lib/pkgconfig"
 mkdir -p "$root/make-build"
-cp "$src"/examples/quickstart/{pub.cc,sub.cc,quote.h,Makefile} "$root/make-build/"
+cp "$src"/examples/quickstart/{pub.cc,sub.cc,quickstart.h,Makefile} "$root/make-build/"
 make -C "$root/make-build" PKG_CONFIG_PATH="$moved/lib/pkgconfig" >"$root/make-consumer.log" 2>&1 ||
   { cat "$root/make-consumer.log"; fail "building the quickstart with pkg-config + make"; }
 cat "$root/make-consumer.log"

@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,13 +17,6 @@ namespace {
 
 const std::string kDir = POLLUX_QUICKSTART_DIR;  // examples/quickstart
 const std::string kReadme = POLLUX_README;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // quickstart.toml as shipped, with one line added: this test's own shm directory, so parallel
 // test runs never meet.
