@@ -7,8 +7,9 @@
 #   scripts/test.sh [--stages LIST] [--fuzz-seconds N] [-- CTEST-ARGS...]
 #
 # Stages (default: all, in this order; each has its own build folder):
-#   release  build/       Release build, every test (the RDMA VM suite included)
-#   asan     build-asan/  ASan+UBSan build, every test except the VM suite, the install test
+#   release  build/       Release build, every test (the RDMA VM suite included; install_shared also
+#                         compiles a shared libpollux in build/install-test/shared-build)
+#   asan     build-asan/  ASan+UBSan build, every test except the VM suite, the install tests
 #                         and the malloc-interposing data-path probe (reasons in their CMakeLists)
 #   tsan     build-tsan/  TSan build of the threaded programs: rings, pool, shm, API, UDP
 #   fuzz     build-fuzz/  clang libFuzzer harnesses (tests/fuzz), N seconds each (default 30)
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 stages="release,asan,tsan,fuzz"
 fuzz_seconds=30
 ctest_args=()

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "pollux/export.h"
 #include "pollux/publisher.h"
 #include "pollux/subscriber.h"
 
@@ -38,7 +39,7 @@ class AppCounter {
   std::atomic<std::uint64_t>* v_ = nullptr;
 };
 
-class Context {
+class POLLUX_API Context {
  public:
   // Loads and validates a TOML configuration (errors name file:line and key) and starts the
   // pollers. An empty string is the all-defaults configuration.

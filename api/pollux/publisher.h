@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "pollux/export.h"
 #include "pollux/types.h"
 
 namespace pollux {
@@ -37,7 +38,7 @@ class Claim {
   bool active_ = false;
 };
 
-class Publisher {
+class POLLUX_API Publisher {
  public:
   Publisher() = default;
   Publisher(Publisher&&) noexcept;
@@ -74,7 +75,7 @@ class Publisher {
   int service() noexcept;
 
   // Traced streams (`trace = true`): when the transport learned that the traced message with
-  // this sequence (Message::sequence at the subscriber) left this host, on Clock (the clock of
+  // this sequence (Message::sequence at the subscriber) left this host, on pollux::now_ns() (the clock of
   // StageTimes): RDMA the send completion (its CQE polled; a traced send is always signalled),
   // UDP with udp.kernel_timestamps = true the kernel's software TX timestamp (SO_TIMESTAMPING,
   // taken by the driver as the packet goes out). 0 when not known (yet), not traced, older than

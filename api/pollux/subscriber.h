@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "pollux/export.h"
 #include "pollux/types.h"
 
 namespace pollux {
@@ -27,7 +28,7 @@ struct Handlers {
 };
 }  // namespace detail
 
-class Subscriber {
+class POLLUX_API Subscriber {
  public:
   Subscriber() = default;
   Subscriber(Subscriber&&) noexcept;

@@ -6,6 +6,8 @@
 #include <span>
 #include <string_view>
 
+#include "pollux/export.h"
+
 namespace pollux {
 
 // offer()/claim()/commit() return a position (>= 0) or one of these. Back-pressure is not an
@@ -16,9 +18,10 @@ inline constexpr std::int64_t kClosed = -3;          // publisher or context clo
 inline constexpr std::int64_t kMessageTooLarge = -4; // payload exceeds max_payload()
 
 // Name of a result code, for logs ("back-pressured", ...). Positions map to "ok".
-std::string_view result_name(std::int64_t r);
+POLLUX_API std::string_view result_name(std::int64_t r);
 
-// Stage timestamps of a traced message (nanoseconds, the publisher host's Clock); 0 = the
+// Stage timestamps of a traced message (nanoseconds on the publisher host's pollux::now_ns()
+// clock, pollux/clock.h); 0 = the
 // message did not pass that stage (e.g. inline mode has no ring hops). The indices are in the
 // order they were added, not path order: kKernelRx (the kernel's software receive timestamp,
 // UDP with udp.kernel_timestamps = true; 0 otherwise) lies between kPost and kReceive on the
@@ -27,7 +30,7 @@ std::string_view result_name(std::int64_t r);
 struct StageTimes {
   enum Stage { kOffer, kRingEnqueue, kPollerDequeue, kPost, kReceive, kRingToSubscriber, kDelivery, kKernelRx, kCount };
   std::int64_t ns[kCount];
-  static std::string_view name(int stage);
+  POLLUX_API static std::string_view name(int stage);
 };
 
 // A received message: a zero-copy view valid only during the handler call.
@@ -36,7 +39,11 @@ struct Message {
   std::uint32_t stream_id;
   std::uint32_t session_id;    // publisher incarnation
   std::uint64_t sequence;      // per (stream, session), +1 per message, from 1
-  std::int64_t publisher_ns;   // publisher clock when offered; 0 on a stream with publisher_timestamp = false (traced messages: their offer stamp)
+  // pollux::now_ns() of the publisher's host when the message was offered (pollux/clock.h:
+  // CLOCK_MONOTONIC's time line, shared by every process of the host), so on the same host
+  // `pollux::now_ns() - publisher_ns` is the latency; not comparable across hosts. 0 on a stream
+  // with publisher_timestamp = false (traced messages still carry their offer stamp).
+  std::int64_t publisher_ns;
   const StageTimes* trace;     // non-null for traced messages
 };
 

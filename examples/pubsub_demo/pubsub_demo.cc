@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,12 +38,6 @@ absl::StatusOr<std::unique_ptr<pollux::Context>> open(const std::string& path) {
                       : pollux::Context::from_file(path);
 }
 
-std::int64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
-}
-
 int subscriber(const std::string& cfg, std::uint64_t count, int ready_fd) {
   auto ctx = open(cfg);
   if (!ctx.ok()) {
@@ -64,8 +57,8 @@ int subscriber(const std::string& cfg, std::uint64_t count, int ready_fd) {
   while (!ended && received + lost < count) {
     const int n = sub->poll(
         [&](const pollux::Message& m) {
-          // Publisher timestamps use pollux's TSC clock, which is anchored to CLOCK_MONOTONIC.
-          latency.push_back(now_ns() - m.publisher_ns);
+          // publisher_ns is the publisher's pollux::now_ns(): one clock for every process of a host.
+          latency.push_back(pollux::now_ns() - m.publisher_ns);
           ++received;
         },
         [&](const pollux::Gap& g) { lost += g.count; },
@@ -95,7 +88,7 @@ int publisher(const std::string& cfg, std::uint64_t count) {
     return 2;
   }
   while (!pub->is_connected()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const auto t0 = now_ns();
+  const auto t0 = pollux::now_ns();
   for (std::uint64_t i = 0; i < count; ++i) {
     struct Quote {
       std::uint64_t id;
@@ -110,7 +103,7 @@ int publisher(const std::string& cfg, std::uint64_t count) {
       std::this_thread::yield();  // the subscriber is behind: let it run
     }
   }
-  const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+  const double secs = static_cast<double>(pollux::now_ns() - t0) / 1e9;
   std::printf("publisher: %llu messages in %.3f s (%.1f million/s)\n", static_cast<unsigned long long>(count), secs,
               static_cast<double>(count) / secs / 1e6);
   pub->close();  // subscribers see the end of the stream

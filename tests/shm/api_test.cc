@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -587,6 +588,44 @@ TEST(ApiTest, HandlesOutliveTheContext) {
   EXPECT_EQ(pub->offer(&v, sizeof v), kClosed);
   EXPECT_EQ(sub->poll([](const Message&) {}, 10), 0);
   EXPECT_FALSE(sub->is_connected());
+}
+
+// pollux::now_ns() is the clock of Message::publisher_ns (pollux/clock.h): CLOCK_MONOTONIC's
+// time line, shared by the library's stamps. Bracketing reads make the checks independent of
+// how long any step takes.
+TEST(ApiTest, PublicNowNsIsTheClockOfPublisherNs) {
+  auto mono = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  auto ctx = make(cfg(unique_name("now"), "inline"));  // maps the host's TSC conversion
+  ASSERT_NE(ctx, nullptr);
+  // Within the conversion's tolerance of CLOCK_MONOTONIC (kClockTolerance_ns, 20 us; 1 ms
+  // allowed here for a conversion another process is about to correct).
+  constexpr std::int64_t kSlack = 1'000'000;
+  for (int i = 0; i < 1000; ++i) {
+    const std::int64_t before = mono();
+    const std::int64_t now = pollux::now_ns();
+    const std::int64_t after = mono();
+    ASSERT_GE(now, before - kSlack);
+    ASSERT_LE(now, after + kSlack);
+  }
+  auto pub = ctx->publisher("now");
+  auto sub = ctx->subscriber("now");
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  wait_connected(*pub, *sub);
+  const std::int64_t before = pollux::now_ns();
+  const int v = 7;
+  ASSERT_GE(pub->offer(&v, sizeof v), 0);
+  const std::int64_t after = pollux::now_ns();
+  std::int64_t stamp = 0;
+  ASSERT_TRUE(poll_until(*sub, [&] {
+    (void)sub->poll([&](const Message& m) { stamp = m.publisher_ns; }, 10);
+    return stamp != 0;
+  }));
+  EXPECT_GE(stamp, before);
+  EXPECT_LE(stamp, after);
 }
 
 }  // namespace

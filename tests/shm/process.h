@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,14 @@ inline int wait_child(Child& c, int seconds) {
 inline std::string write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
   return path;
+}
+
+// The whole file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Value of "key=123" in a summary line.
