@@ -142,6 +142,33 @@ TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   close(ready[1]);
 }
 
+// Issue 14: a publisher killed with SIGKILL whose parent has not reaped it yet (a zombie: it
+// still answers kill(pid, 0) and keeps its /proc entry and start time) refused the next
+// publisher of its stream. A zombie holds no mapping and writes nothing: its segment is stale.
+TEST_F(SegmentTest, AKilledPublisherNotYetReapedIsReplaced) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    auto s = Segment::create(opt);
+    char c = s.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    for (;;) pause();
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // dead, left a zombie
+  ASSERT_EQ(kill(child, 0), 0) << "the zombie still answers kill(pid, 0)";
+  auto next = Segment::create(opt);
+  EXPECT_TRUE(next.ok()) << next.status();
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
+  close(ready[1]);
+}
+
 // Issue #9 item 9: attach accepted a log smaller than create's minimum (64 KiB).
 TEST_F(SegmentTest, RejectsALogSmallerThanCreatesMinimum) {
   auto s = Segment::create(opt);

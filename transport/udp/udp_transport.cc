@@ -207,6 +207,8 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     c.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", spec.stream_id);
     c.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
+    // The sequence the next frame gets (pollux-stat: the publisher's position).
+    c.position = f.allocate(scope, "position", spec.stream_id, core::CounterKind::kPublisher);
     if (t.tx_stamps) {
       c.tx_stamps = f.allocate(scope, "tx_timestamps", spec.stream_id);
       c.tx_stamps_expired = f.allocate(scope, "tx_timestamps_expired", spec.stream_id);
@@ -554,6 +556,7 @@ void TxCore::publish_counters() noexcept {
   c.repairs_rate_limited.set(s.repairs_rate_limited);
   c.repair_bytes_refused.set(s.repair_bytes_refused);
   c.fault_dropped.set(tx_faults.stats().dropped);
+  c.position.set(sender.log().next());
   if (c.tx_stamps.valid()) {
     const TxStampStats& ts = stamps.stats();
     c.tx_stamps.set(ts.stamped);

@@ -100,7 +100,7 @@ struct TxCore final : reliability::DatagramSink {
         retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
         control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
         repair_bytes_refused, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped, tx_stamp_errors,
-        tx_stamp_resyncs;
+        tx_stamp_resyncs, position;
   } c;
 };
 
