@@ -36,7 +36,7 @@ struct RawEntry {
   std::uint64_t key;
   std::uint32_t code;
   std::uint32_t message_length;
-  char message[256 - 40];
+  char message[kErrorEntrySize - 40];
 };
 static_assert(sizeof(RawEntry) == sizeof(ErrorEntry));
 static_assert(offsetof(RawEntry, code) == offsetof(ErrorEntry, code));

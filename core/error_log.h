@@ -5,7 +5,7 @@
 // read them while this one runs, and stderr stays quiet.
 //
 // Layout (inside the counters file, core/counters.h, at CountersHeader::error_log_offset):
-//   [ ErrorLogHeader: 128 bytes, magic + version + sizes ][ capacity x ErrorEntry (256 bytes) ]
+//   [ ErrorLogHeader: 128 bytes, magic + version + sizes ][ capacity x ErrorEntry (512 bytes) ]
 // An entry is written completely and then published by a release store of `used` (the reader
 // acquire-loads `used` and reads only entries below it); afterwards only its count and last_ns
 // change (relaxed atomics). The log is bounded: once `capacity` distinct errors are recorded,
@@ -13,7 +13,7 @@
 //
 // Writers are threads of the owning process. record() allocates nothing: a known error costs a
 // scan of the published entries (compare key, then bytes) and two relaxed atomic updates; the
-// first occurrence of a distinct error takes a mutex for the append (a 256-byte copy), as
+// first occurrence of a distinct error takes a mutex for the append (a copy of at most 512 bytes), as
 // Aeron's does. Readers treat the region as hostile input (another local user may have written
 // the file): every size, index and length is checked before use.
 #pragma once
@@ -36,7 +36,8 @@ namespace pollux::core {
 
 inline constexpr std::uint64_t kErrorLogMagic = 0x314c5252454c5850ull;  // "PXLERRL1" little-endian
 inline constexpr std::uint32_t kErrorLogVersion = 1;
-inline constexpr std::uint32_t kErrorMessageMax = 215;  // bytes; longer messages are cut
+inline constexpr std::uint32_t kErrorEntrySize = 512;
+inline constexpr std::uint32_t kErrorMessageMax = 471;  // bytes; longer messages are cut
 
 struct ErrorLogHeader {
   std::uint64_t magic;
@@ -59,9 +60,9 @@ struct ErrorEntry {
   std::uint64_t key;                   // hash of code + message (a fast first compare)
   std::uint32_t code;                  // absl::StatusCode, or an errno value (see ErrorCode)
   std::uint32_t message_length;        // <= kErrorMessageMax
-  char message[256 - 40];              // message_length bytes, then '\0'
+  char message[kErrorEntrySize - 40];  // message_length bytes, then '\0'
 };
-static_assert(sizeof(ErrorEntry) == 256);
+static_assert(sizeof(ErrorEntry) == kErrorEntrySize);
 static_assert(sizeof(ErrorEntry::message) > kErrorMessageMax);
 
 // Bytes of a log with `capacity` entries.

@@ -273,8 +273,8 @@ Placement place_pollers(const PlacementRequest& req) {
     std::vector<std::string> mine;
     for (const CpuClaim& c : out.claims) mine.push_back(absl::StrFormat("cpu %d", c.cpu()));
     out.warnings.push_back(absl::StrFormat(
-        "poller %u runs unpinned: every candidate core is claimed - %s%s. Set runtime.poller_cores to share a core "
-        "deliberately, or run fewer pollers on this NUMA node",
+        "poller %u runs unpinned: every candidate core is claimed - %s%s (set runtime.poller_cores to share a core "
+        "deliberately, or run fewer pollers on this NUMA node)",
         i, who.empty() ? "none free" : absl::StrJoin(who, ", "),
         mine.empty() ? "" : absl::StrCat(", ", absl::StrJoin(mine, ", "), " by this context")));
   }

@@ -176,7 +176,7 @@ Process make_process(CountersFileSnapshot snap) {
     if (c.kind == CounterKind::kProcess && c.name == "errors") p.errors = c.value;
     p.other.push_back(c);
   }
-  for (auto& [key, g] : groups) {
+  for (auto& [key, g] : groups) {  // in owner order: the order they were opened
     if (g.kind == CounterKind::kPublisher) p.pubs.push_back(std::move(g));
     if (g.kind == CounterKind::kSubscriber) p.subs.push_back(std::move(g));
     if (g.kind == CounterKind::kPoller) p.pollers.push_back(std::move(g));
@@ -207,6 +207,9 @@ Snapshot take_snapshot(const std::string& dir, bool clean) {
     }
     s.procs.push_back(make_process(std::move(*snap)));
   }
+  std::stable_sort(s.procs.begin(), s.procs.end(), [](const Process& a, const Process& b) {
+    return a.snap.start_ns < b.snap.start_ns;  // oldest first (a process's contexts in creation order)
+  });
   for (const std::string& path : shm::list_segment_files(dir)) {
     auto st = shm::read_segment_status(path);
     if (st.ok()) {
@@ -434,7 +437,7 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
   if (!s.segments.empty()) absl::StrAppendFormat(&out, "shm stream logs:\n");
   for (const auto& seg : s.segments) {
     absl::StrAppendFormat(&out,
-                          "  %s  stream %u session %u  publisher pid %d %s  position %u B  next sequence %u  log %s\n",
+                          "  %s  stream %u session %08x  publisher pid %d %s  position %u B  next sequence %u  log %s\n",
                           printable(seg.path.substr(seg.path.rfind('/') + 1)), seg.layout.stream_id,
                           seg.layout.session_id, seg.layout.publisher_pid,
                           seg.closed ? "(closed)" : seg.publisher_alive ? "(running)" : "(dead)", seg.tail,
