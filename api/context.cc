@@ -87,16 +87,17 @@ absl::Status ContextImpl::start() {
     if (absl::Status s = transport->register_memory(*pool_); !s.ok()) return s;
   }
 
-  std::uint32_t npollers = 0;
-  if (cfg.runtime.threading == core::ThreadingMode::kDedicated) npollers = cfg.runtime.pollers;
-  if (cfg.runtime.threading == core::ThreadingMode::kShared) npollers = 1;
+  // One entry per poller: its preferred CPU (runtime.poller_cores, else the device node's highest
+  // cores: what pollux-doctor predicts), -1 for shared mode's unpinned poller; none in inline mode.
+  const std::vector<int> node_cpus = core::topology().cpus_on_node(device_node);
+  const std::vector<int> preferred = core::poller_cpus(cfg.runtime, node_cpus);
+  const auto npollers = static_cast<std::uint32_t>(preferred.size());
   if (cfg.runtime.threading == core::ThreadingMode::kDedicated) {
     // Dedicated pollers are pinned: cores claimed in shm_dir so that processes on this host do
-    // not pick the same ones (core/placement.h). Shared mode's single poller stays unpinned.
+    // not pick the same ones (core/placement.h). The first process gets the preferred cores,
+    // later ones the next unclaimed cores, highest-numbered first.
     core::PlacementRequest req;
     req.claims_dir = cfg.runtime.shm_dir;
-    // Highest-numbered cores on the device's node first: CPU 0 usually takes the OS's interrupts.
-    const std::vector<int> node_cpus = core::topology().cpus_on_node(device_node);
     req.candidates.assign(node_cpus.rbegin(), node_cpus.rend());
     req.explicit_cores = cfg.runtime.poller_cores;
     req.pollers = npollers;
@@ -107,7 +108,7 @@ absl::Status ContextImpl::start() {
     }
   }
   for (std::uint32_t i = 0; i < npollers; ++i) {
-    const int cpu = i < placement.cpus.size() ? placement.cpus[i] : -1;  // shared mode: unpinned
+    const int cpu = i < placement.cpus.size() ? placement.cpus[i] : preferred[i];  // shared mode: -1
     PollerSlot slot;
     slot.poller = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
     slot.tx = std::make_unique<AppTxSource>(slot.poller->burst());

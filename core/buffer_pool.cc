@@ -22,8 +22,7 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::create(const PoolOptions
   p->slot_size_ = (opt.slot_size + 63u) & ~63u;
   p->slots_ = opt.slots;
   p->node_ = opt.numa_node;
-  const std::size_t want = static_cast<std::size_t>(p->slot_size_) * p->slots_;
-  const std::size_t huge_len = (want + kHugePage - 1) & ~(kHugePage - 1);
+  const std::size_t huge_len = mapping_bytes(opt, true);
 
   void* mem = MAP_FAILED;
   if (opt.hugepages != HugePages::kOff) {
@@ -39,7 +38,7 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::create(const PoolOptions
     }
   }
   if (mem == MAP_FAILED) {
-    const std::size_t len = (want + 4095) & ~std::size_t{4095};
+    const std::size_t len = mapping_bytes(opt, false);
     mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
       return absl::ResourceExhaustedError(
@@ -55,6 +54,12 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::create(const PoolOptions
   const std::size_t step = p->huge_ ? kHugePage : 4096;
   for (std::size_t off = 0; off < p->bytes_; off += step) static_cast<volatile char*>(mem)[off] = 0;
   return p;
+}
+
+std::size_t BufferPool::mapping_bytes(const PoolOptions& opt, bool hugepages) noexcept {
+  const std::size_t want = static_cast<std::size_t>((opt.slot_size + 63u) & ~63u) * opt.slots;
+  const std::size_t page = hugepages ? kHugePage : 4096;
+  return (want + page - 1) & ~(page - 1);
 }
 
 BufferPool::~BufferPool() {

@@ -52,6 +52,10 @@ struct SlotRange {
 class BufferPool {
  public:
   static absl::StatusOr<std::unique_ptr<BufferPool>> create(const PoolOptions& opt);
+  // Bytes create() maps for `opt`: slots x slot_size (rounded up to 64), rounded up to whole
+  // 2 MiB pages when `hugepages`, else to 4 KiB: what hugepages must cover and an RDMA
+  // registration pins (pollux-doctor checks both before a process starts).
+  static std::size_t mapping_bytes(const PoolOptions& opt, bool hugepages) noexcept;
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;

@@ -47,7 +47,12 @@ absl::StatusOr<std::unique_ptr<Topology>> Topology::load() {
     int node = 0;
     hwloc_obj_t n = hwloc_get_next_obj_covering_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_NUMANODE, nullptr);
     if (n != nullptr) node = static_cast<int>(n->os_index);
-    t->cores_.push_back({i, static_cast<int>(pu->os_index), node});
+    CoreInfo info{i, static_cast<int>(pu->os_index), node, {}};
+    for (hwloc_obj_t sib = pu; sib != nullptr;
+         sib = hwloc_get_next_obj_inside_cpuset_by_type(topo, core->cpuset, HWLOC_OBJ_PU, sib)) {
+      info.pu_os_indexes.push_back(static_cast<int>(sib->os_index));
+    }
+    t->cores_.push_back(std::move(info));
   }
   if (t->cores_.empty()) return absl::InternalError("hwloc found no cores");
   return t;
@@ -151,6 +156,25 @@ std::string Topology::describe() const {
   std::string s = absl::StrFormat("%d NUMA node(s), %zu core(s):", numa_nodes_, cores_.size());
   for (const CoreInfo& c : cores_) absl::StrAppendFormat(&s, " cpu%d@node%d", c.first_pu_os_index, c.numa_node);
   return s;
+}
+
+std::vector<int> poller_cpus(const RuntimeConfig& rt, const std::vector<int>& node_cpus) {
+  switch (rt.threading) {
+    case ThreadingMode::kInline: return {};
+    case ThreadingMode::kShared: return {-1};
+    case ThreadingMode::kDedicated: break;
+  }
+  std::vector<int> out;
+  for (std::uint32_t i = 0; i < rt.pollers; ++i) {
+    if (!rt.poller_cores.empty()) {
+      out.push_back(rt.poller_cores[i % rt.poller_cores.size()]);
+    } else if (!node_cpus.empty()) {
+      out.push_back(node_cpus[node_cpus.size() - 1 - i % node_cpus.size()]);
+    } else {
+      out.push_back(-1);
+    }
+  }
+  return out;
 }
 
 const Topology& topology() {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/config.h"
 
 namespace pollux::core {
 
@@ -17,6 +18,7 @@ struct CoreInfo {
   int core_index;        // logical index of the core (hwloc)
   int first_pu_os_index; // OS CPU number of its first hardware thread (what pin_thread takes)
   int numa_node;         // OS index of its NUMA node (0 on single-node machines)
+  std::vector<int> pu_os_indexes;  // OS CPU numbers of all its hardware threads (SMT siblings)
 };
 
 struct DeviceLocation {
@@ -57,6 +59,16 @@ class Topology {
   int numa_nodes_ = 1;
   std::vector<CoreInfo> cores_;
 };
+
+// The OS CPU each poller of `rt` is pinned to, in poller order (-1: not pinned). Dedicated mode:
+// runtime.poller_cores when set, else the highest-numbered of `node_cpus` (one CPU per core of
+// the placement device's NUMA node, Topology::cpus_on_node: CPU 0 usually takes the OS's
+// interrupts), wrapping when there are more pollers than cores. Shared mode: one unpinned
+// poller. Inline mode: none. What pollux-doctor checks, and the preference Context::start()
+// starts from: automatic cores are then claimed in runtime.shm_dir (core/placement.h), so a
+// second process on the host gets the next unclaimed cores (and a poller with none left runs
+// unpinned) instead of these.
+std::vector<int> poller_cpus(const RuntimeConfig& rt, const std::vector<int>& node_cpus);
 
 // Process-wide topology, loaded on first use (hwloc discovery takes a few ms).
 const Topology& topology();

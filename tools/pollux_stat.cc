@@ -29,6 +29,7 @@
 #include "core/placement.h"
 #include "core/process.h"
 #include "tools/common/json_out.h"
+#include "tools/common/output.h"
 #include "transport/shm/shm_segment.h"
 
 namespace {
@@ -69,18 +70,7 @@ constexpr char kHelp[] =
     "on this host), gaps, messages lost, overruns; the error log. Exit status: 0, or 64 for a usage\n"
     "error.\n";
 
-// Names from files anyone may have written: no terminal escapes.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-    }
-  }
-  return out;
-}
+using pollux::tools::printable;  // names from files anyone may have written: no terminal escapes
 
 std::string bytes_text(std::uint64_t b) {
   if (b >= (1ull << 30) && b % (1ull << 30) == 0) return absl::StrFormat("%uGiB", b >> 30);

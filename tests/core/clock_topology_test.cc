@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -33,6 +35,35 @@ TEST(TopologyTest, FindsCoresAndNodes) {
   ASSERT_FALSE(t.cores().empty());
   EXPECT_FALSE(t.cpus_on_node(0).empty());
   EXPECT_NE(t.describe().find("core"), std::string::npos);
+}
+
+TEST(TopologyTest, EachCoreListsItsHardwareThreadsFirstOneFirst) {
+  const Topology& t = topology();
+  std::vector<int> all;
+  for (const CoreInfo& c : t.cores()) {
+    ASSERT_FALSE(c.pu_os_indexes.empty());
+    EXPECT_EQ(c.pu_os_indexes.front(), c.first_pu_os_index);
+    all.insert(all.end(), c.pu_os_indexes.begin(), c.pu_os_indexes.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "a hardware thread in two cores";
+}
+
+// Where Context::start() pins pollers (and pollux-doctor says it would).
+TEST(TopologyTest, PollerCpusFollowTheThreadingModeAndTheConfiguredCores) {
+  RuntimeConfig rt;
+  rt.threading = ThreadingMode::kDedicated;
+  rt.pollers = 3;
+  // Automatic: the highest-numbered CPUs of the node first, wrapping when there are fewer cores.
+  EXPECT_EQ(poller_cpus(rt, {0, 2, 4, 6}), (std::vector<int>{6, 4, 2}));
+  EXPECT_EQ(poller_cpus(rt, {0, 2}), (std::vector<int>{2, 0, 2}));
+  EXPECT_EQ(poller_cpus(rt, {}), (std::vector<int>{-1, -1, -1}));
+  rt.poller_cores = {5, 1, 3};
+  EXPECT_EQ(poller_cpus(rt, {0, 2, 4, 6}), (std::vector<int>{5, 1, 3}));
+  rt.threading = ThreadingMode::kShared;
+  EXPECT_EQ(poller_cpus(rt, {0, 2}), std::vector<int>{-1});
+  rt.threading = ThreadingMode::kInline;
+  EXPECT_TRUE(poller_cpus(rt, {0, 2}).empty());
 }
 
 TEST(TopologyTest, PinsTheCallingThread) {

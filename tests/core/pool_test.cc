@@ -40,6 +40,13 @@ TEST(BufferPoolTest, SlotsAreContiguousAlignedAndDistinct) {
     s[0] = std::byte{static_cast<unsigned char>(i)};  // writable (pre-touched memory)
   }
   EXPECT_EQ(p.slot(255) + 1024, p.base() + 256 * 1024);
+  // What it maps is what mapping_bytes() predicts (pollux-doctor sizes hugepages and memlock by it).
+  EXPECT_EQ(p.bytes(), BufferPool::mapping_bytes(o, p.hugepages()));
+  EXPECT_EQ(BufferPool::mapping_bytes(o, false), 256u * 1024u);
+  EXPECT_EQ(BufferPool::mapping_bytes(o, true), 2u << 20);
+  o.slots = 2049;  // 2 MiB + 1 KiB
+  EXPECT_EQ(BufferPool::mapping_bytes(o, true), 4u << 20);
+  EXPECT_EQ(BufferPool::mapping_bytes(o, false), (2u << 20) + 4096);
 }
 
 TEST(BufferPoolTest, CarveHandsOutDisjointRangesAndReportsExhaustion) {

@@ -11,24 +11,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/run_command.h"
+
 namespace {
 
-struct Out {
-  int status = -1;
-  std::string text;
-};
+using Out = pollux::testing::CommandOutput;
 
-Out RunTool(const std::string& args) {
-  Out o;
-  const std::string cmd = std::string(POLLUX_LATENCY_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) o.text.append(buf, n);
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+Out RunTool(const std::string& args) { return pollux::testing::RunCommand(std::string(POLLUX_LATENCY_BIN) + " " + args, true); }
 
 int NumaNodes() {
   int n = 0;

@@ -1,7 +1,9 @@
 // A small streaming JSON writer for the tools' --json output (nested objects and arrays; the
-// benchmarks' flat JSON-lines objects are bench/bench_util.h's JsonObject). Strings are escaped
-// to plain ASCII: quotes, backslashes, control characters and bytes >= 0x7f become \uXXXX, so
-// names read from files another user may have written cannot carry terminal escapes.
+// benchmarks' flat JSON-lines objects, bench/bench_util.h's JsonObject, use its quote()).
+// Strings are escaped to plain ASCII: quotes, backslashes, control characters and every byte
+// >= 0x7f become \uXXXX (tools/common/output.h's json_string passes UTF-8 through), so names
+// read from files another user may have written - pollux-stat reads nothing else - cannot carry
+// terminal escapes or invalid UTF-8 into the document.
 #pragma once
 
 #include <cinttypes>

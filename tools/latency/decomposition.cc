@@ -321,28 +321,6 @@ std::string hgrm(const Dist& d) {
   return out;
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out.push_back('\\');
-      out.push_back(ch);
-    } else if (c < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(ch);
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.3f", v);
-}
-
 std::string json_decomposition(const Decomposer& d, const PointNotes& notes) {
   std::string out = "\"stages\": [";
   bool first = true;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/histogram.h"
+#include "tools/common/output.h"
 
 namespace pollux::latency {
 
@@ -193,10 +194,9 @@ std::vector<PercentilePoint> percentile_points(const Dist& d);
 // in microseconds (the value unit scaling ratio 1000 of HdrHistogram's own tools).
 std::string hgrm(const Dist& d);
 
-// A JSON string literal for `s` (quotes, backslashes and control characters escaped).
-std::string json_string(std::string_view s);
-// A JSON number, or null when not finite.
-std::string json_number(double v);
+// JSON literals (tools/common/output.h).
+using tools::json_number;
+using tools::json_string;
 
 // {"stages": [...], "end_to_end": {...}, "counts": {...}} members (no braces): the part of the
 // tool's JSON that depends only on the decomposition.

@@ -9,15 +9,8 @@
 #include "absl/strings/str_format.h"
 
 #if defined(POLLUX_HAVE_RDMA)
-#include <infiniband/verbs.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include "transport/rdma/device.h"
-#if POLLUX_HAVE_MLX5DV
-#include <infiniband/mlx5dv.h>
-#endif
+#include "transport/rdma/device_info.h"
 #endif
 
 namespace pollux::latency {
@@ -33,38 +26,18 @@ std::string rdma_completion_timestamp_note(const core::Config& cfg) {
     return absl::StrFormat("not measured by this version (no RDMA device to ask about completion timestamps: %s)",
                            std::string(name.status().message()));
   }
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) {
-    return absl::StrFormat("not measured by this version (ibv_get_device_list: %s)", std::strerror(errno));
+  absl::StatusOr<transport::rdma::DeviceInfo> d = transport::rdma::query_device_info(*name, std::nullopt, 0);
+  if (!d.ok()) return absl::StrFormat("not measured by this version (%s)", std::string(d.status().message()));
+  if (!d->attr_ex) return absl::StrFormat("not measured by this version (%s(%s))", d->attr_ex_error, *name);
+  if (d->completion_timestamp_mask == 0) {
+    return absl::StrFormat("device %s does not offer completion timestamps (completion_timestamp_mask = 0): host "
+                           "and NIC time cannot be split on it",
+                           *name);
   }
-  std::string note = absl::StrFormat("not measured by this version (device %s not found by ibv_get_device_list)", *name);
-  for (int i = 0; i < n; ++i) {
-    if (*name != ibv_get_device_name(list[i])) continue;
-    ibv_context* ctx = ibv_open_device(list[i]);
-    if (ctx == nullptr) {
-      note = absl::StrFormat("not measured by this version (ibv_open_device(%s): %s)", *name, std::strerror(errno));
-      break;
-    }
-    ibv_device_attr_ex attr{};
-    const int rc = ibv_query_device_ex(ctx, nullptr, &attr);
-    if (rc != 0) {
-      note = absl::StrFormat("not measured by this version (ibv_query_device_ex(%s): %s)", *name, std::strerror(rc));
-    } else if (attr.completion_timestamp_mask == 0) {
-      note = absl::StrFormat("device %s does not offer completion timestamps (completion_timestamp_mask = 0): host "
-                             "and NIC time cannot be split on it",
-                             *name);
-    } else {
-      note = absl::StrFormat("not measured by this version: device %s offers completion timestamps (mask 0x%x, "
-                             "hca_core_clock %d kHz) but the transport does not create its CQs with "
-                             "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP yet",
-                             *name, attr.completion_timestamp_mask, attr.hca_core_clock);
-    }
-    ibv_close_device(ctx);
-    break;
-  }
-  ibv_free_device_list(list);
-  return note;
+  return absl::StrFormat("not measured by this version: device %s offers completion timestamps (mask 0x%x, "
+                         "hca_core_clock %d kHz) but the transport does not create its CQs with "
+                         "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP yet",
+                         *name, d->completion_timestamp_mask, d->hca_core_clock_khz);
 #endif
 }
 
@@ -98,22 +71,11 @@ std::string rdma_mlx5dv_note(const core::Config& cfg, bool* present) {
 #if !POLLUX_HAVE_MLX5DV
   return absl::StrFormat("mlx5dv: not present (built without mlx5dv; device %s)", *name);
 #else
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr) return absl::StrFormat("mlx5dv: not present (ibv_get_device_list: %s)", std::strerror(errno));
-  std::string note = absl::StrFormat("mlx5dv: not present (device %s not found by ibv_get_device_list)", *name);
-  for (int i = 0; i < n; ++i) {
-    if (*name != ibv_get_device_name(list[i])) continue;
-    if (mlx5dv_is_supported(list[i])) {
-      *present = true;
-      note = absl::StrFormat("mlx5dv: present (device %s is mlx5): measured as --ab rdma.mlx5dv=off,auto", *name);
-    } else {
-      note = absl::StrFormat("mlx5dv: not present (device %s is not mlx5: mlx5dv_is_supported() = 0)", *name);
-    }
-    break;
-  }
-  ibv_free_device_list(list);
-  return note;
+  absl::StatusOr<transport::rdma::DeviceInfo> d = transport::rdma::query_device_info(*name, std::nullopt, 0);
+  if (!d.ok()) return absl::StrFormat("mlx5dv: not present (%s)", std::string(d.status().message()));
+  if (!d->mlx5dv) return absl::StrFormat("mlx5dv: not present (device %s is not mlx5: mlx5dv_is_supported() = 0)", *name);
+  *present = true;
+  return absl::StrFormat("mlx5dv: present (device %s is mlx5): measured as --ab rdma.mlx5dv=off,auto", *name);
 #endif
 #endif
 }

@@ -15,17 +15,27 @@
 namespace pollux::transport::rdma {
 namespace {
 
-std::vector<GidEntry> gid_entries(ibv_context* ctx, std::uint8_t port, int table_len) {
+bool usable(ibv_context* ctx, std::uint8_t port) {
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, port, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) return false;
+  return pick_roce_v2_ipv4(query_gid_table(ctx, port, pa.gid_tbl_len)) >= 0;
+}
+
+}  // namespace
+
+std::vector<GidEntry> query_gid_table(ibv_context* ctx, std::uint8_t port, int table_len) {
   std::vector<GidEntry> out;
+  auto entry = [](int index, const ibv_gid_entry& e) {
+    GidEntry g{index, {}, e.gid_type == IBV_GID_TYPE_ROCE_V2, e.gid_type, e.ndev_ifindex};
+    std::memcpy(g.gid.raw, e.gid.raw, sizeof g.gid.raw);
+    return g;
+  };
   std::vector<ibv_gid_entry> tab(static_cast<std::size_t>(std::max(table_len, 1)) * 4);  // all ports
   const ssize_t n = ibv_query_gid_table(ctx, tab.data(), tab.size(), 0);
   if (n >= 0) {
     for (ssize_t i = 0; i < n; ++i) {
-      if (tab[static_cast<std::size_t>(i)].port_num != port) continue;
       const ibv_gid_entry& e = tab[static_cast<std::size_t>(i)];
-      ibv_gid g;
-      std::memcpy(g.raw, e.gid.raw, sizeof g.raw);
-      out.push_back({static_cast<int>(e.gid_index), g, e.gid_type == IBV_GID_TYPE_ROCE_V2});
+      if (e.port_num == port) out.push_back(entry(static_cast<int>(e.gid_index), e));
     }
     return out;
   }
@@ -33,20 +43,10 @@ std::vector<GidEntry> gid_entries(ibv_context* ctx, std::uint8_t port, int table
   for (int i = 0; i < table_len && i < 256; ++i) {
     ibv_gid_entry e{};
     if (ibv_query_gid_ex(ctx, port, static_cast<std::uint32_t>(i), &e, 0) != 0) continue;
-    ibv_gid g;
-    std::memcpy(g.raw, e.gid.raw, sizeof g.raw);
-    out.push_back({i, g, e.gid_type == IBV_GID_TYPE_ROCE_V2});
+    out.push_back(entry(i, e));
   }
   return out;
 }
-
-bool usable(ibv_context* ctx, std::uint8_t port) {
-  ibv_port_attr pa{};
-  if (ibv_query_port(ctx, port, &pa) != 0 || pa.state != IBV_PORT_ACTIVE) return false;
-  return pick_roce_v2_ipv4(gid_entries(ctx, port, pa.gid_tbl_len)) >= 0;
-}
-
-}  // namespace
 
 std::vector<std::string> rdma_device_names() {
   std::vector<std::string> names;
@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const core::RdmaConfig& cfg
   }
   d->mtu_bytes_ = 128u << pa.active_mtu;  // IBV_MTU_256 = 1
 
-  const std::vector<GidEntry> gids = gid_entries(d->ctx_, d->port_, pa.gid_tbl_len);
+  const std::vector<GidEntry> gids = query_gid_table(d->ctx_, d->port_, pa.gid_tbl_len);
   if (cfg.gid_index < 0) {
     d->gid_index_ = pick_roce_v2_ipv4(gids);
     if (d->gid_index_ < 0) return bad_gid_error(d->name_, d->port_, -1, "has no RoCEv2 IPv4-mapped GID", gids);

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
 #include "core/config.h"
+#include "transport/rdma/verbs_errors.h"
 
 namespace pollux::transport::rdma {
 
@@ -25,6 +26,10 @@ std::vector<std::string> rdma_device_names();
 // the first device whose rdma.port is ACTIVE with a RoCEv2 IPv4 GID, else the first device.
 // NotFound (with the remedy) when there is none.
 absl::StatusOr<std::string> resolve_device_name(const core::RdmaConfig& cfg, std::string_view runtime_device);
+
+// The GID table of one port (ibv_query_gid_table; per index on kernels without it): index,
+// GID, type and Ethernet interface of every valid entry.
+std::vector<GidEntry> query_gid_table(ibv_context* ctx, std::uint8_t port, int table_len);
 
 class Device {
  public:

@@ -173,6 +173,15 @@ absl::Status bad_gid_error(std::string_view device, std::uint32_t port, int inde
       where, device, port, why, list.empty() ? "none" : absl::StrJoin(list, ", ")));
 }
 
+std::string_view gid_type_name(std::uint32_t type) {
+  switch (type) {
+    case IBV_GID_TYPE_IB: return "IB";
+    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
+  }
+  return "unknown";
+}
+
 int pick_roce_v2_ipv4(const std::vector<GidEntry>& entries) {
   for (const GidEntry& e : entries) {
     if (e.roce_v2 && gid_ipv4(e.gid).has_value()) return e.index;

@@ -48,7 +48,11 @@ struct GidEntry {
   int index;
   ibv_gid gid;
   bool roce_v2;
+  std::uint32_t type = IBV_GID_TYPE_ROCE_V2;  // IBV_GID_TYPE_IB, _ROCE_V1 or _ROCE_V2 (as the device says)
+  std::uint32_t ndev_ifindex = 0;             // the Ethernet interface the GID belongs to (0: none)
 };
+// "IB", "RoCE v1", "RoCE v2".
+std::string_view gid_type_name(std::uint32_t type);
 // bad index: lists the valid entries and how to pick one.
 absl::Status bad_gid_error(std::string_view device, std::uint32_t port, int index, std::string_view why,
                            const std::vector<GidEntry>& valid);
