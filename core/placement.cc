@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,15 +162,27 @@ ClaimHolder read_claim(const std::string& dir, int cpu) {
 }
 
 bool claim_held(const std::string& dir, int cpu) {
-  const int fd = ::open(claim_path(dir, cpu).c_str(), O_RDONLY | kOpenFlags);
-  if (fd < 0) return false;
+  const std::string path = claim_path(dir, cpu);
   struct stat st;
-  bool held = false;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    // A shared lock conflicts with the holder's exclusive one. (It may make a process claiming
-    // at this very moment skip this core: a diagnostic race, never a double claim.)
-    held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  // /proc/locks lists every flock with its file as "MAJ:MIN:INODE": reading it disturbs nobody
+  // (a probe lock of our own could make a process claiming at that moment skip this core).
+  char key[64];
+  std::snprintf(key, sizeof key, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  if (FILE* locks = std::fopen("/proc/locks", "re")) {
+    bool held = false;
+    char line[256];
+    while (!held && std::fgets(line, sizeof line, locks) != nullptr) {
+      held = std::strstr(line, "FLOCK") != nullptr && std::strstr(line, key) != nullptr;
+    }
+    std::fclose(locks);
+    return held;
   }
+  // No /proc: try a shared lock (conflicts with the holder's exclusive one) and let it go.
+  const int fd = ::open(path.c_str(), O_RDONLY | kOpenFlags);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   return held;
 }

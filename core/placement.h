@@ -64,7 +64,8 @@ class CpuClaim {
 std::string claim_path(const std::string& dir, int cpu);
 // The holder named in `dir`'s claim file for `cpu` (known = false when absent or unreadable).
 ClaimHolder read_claim(const std::string& dir, int cpu);
-// Whether some open description holds the claim right now (tries the lock and lets it go).
+// Whether some open description holds the claim right now (from /proc/locks: taking a probe
+// lock could make a process claiming at that moment skip the core).
 bool claim_held(const std::string& dir, int cpu);
 // CPUs with a claim file in `dir` (held or not), ascending.
 std::vector<int> claimed_cpus(const std::string& dir);
