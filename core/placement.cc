@@ -94,6 +94,10 @@ absl::StatusOr<CpuClaim> CpuClaim::acquire(const std::string& dir, int cpu, std:
       writable = false;
       fd = ::open(path.c_str(), O_RDONLY | kOpenFlags);
       if (fd < 0 && errno == ENOENT) continue;  // removed between the two opens
+      if (fd < 0 && (errno == EACCES || errno == EPERM)) {
+        return absl::UnavailableError(
+            absl::StrFormat("%s belongs to another user and cannot be read: treated as claimed", path));
+      }
     }
     if (fd < 0) {
       if (errno == ELOOP) {
@@ -119,6 +123,8 @@ absl::StatusOr<CpuClaim> CpuClaim::acquire(const std::string& dir, int cpu, std:
       continue;
     }
     if (writable) {
+      // Readable by everyone whatever the umask: other users' processes lock it too.
+      if (st.st_uid == geteuid()) (void)::fchmod(fd, 0644);
       const std::string line = absl::StrFormat("pid %d start %u boot %u name %s\n", getpid(), self_start_time(),
                                                boot_id_hash(), safe_name(owner_name));
       if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
