@@ -241,6 +241,24 @@ absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base,
   return out;
 }
 
+absl::StatusOr<int> counters_file_pid(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return open_error(errno, path, "counters file");
+  struct stat st;
+  struct {
+    std::uint64_t magic;
+    std::uint32_t version, header_size, label_size, value_size, capacity;
+    std::int32_t pid;
+  } h{};
+  static_assert(sizeof h == offsetof(CountersHeader, start_ns));
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, &h, sizeof h, 0) == sizeof h;
+  ::close(fd);
+  if (!ok || h.magic != kCountersMagic || h.pid <= 0) {
+    return absl::DataLossError(absl::StrFormat("%s: not a pollux counters file", path));
+  }
+  return h.pid;
+}
+
 std::vector<std::string> list_counters_files(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = opendir(dir.c_str())) {

@@ -139,6 +139,10 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
 // As read_counters_file, from bytes already copied (tests, fuzzing).
 absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* data, std::size_t len,
                                                           const std::string& path);
+// The pid recorded in a counters file of any version (magic checked; the pid sits at the same
+// offset in versions 1 and 2): pollux-stat --clean removes the files of dead processes left by
+// other builds too. DataLoss when it is not a counters file.
+absl::StatusOr<int> counters_file_pid(const std::string& path);
 // Every pollux-*.counters file in dir.
 std::vector<std::string> list_counters_files(const std::string& dir);
 

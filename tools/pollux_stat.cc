@@ -181,7 +181,13 @@ Snapshot take_snapshot(const std::string& dir, bool clean) {
   if (clean) {
     for (const std::string& path : pollux::core::list_counters_files(dir)) {
       auto snap = pollux::core::read_counters_file(path);
-      if (snap.ok() && !snap->alive && ::unlink(path.c_str()) == 0) s.removed.push_back(path);
+      bool dead = snap.ok() && !snap->alive;
+      if (!snap.ok() && absl::IsFailedPrecondition(snap.status())) {
+        // Another version's file (an older build's process): its pid alone decides.
+        auto pid = pollux::core::counters_file_pid(path);
+        dead = pid.ok() && !pollux::core::process_alive(*pid);
+      }
+      if (dead && ::unlink(path.c_str()) == 0) s.removed.push_back(path);
     }
     for (const std::string& path : shm::list_segment_files(dir)) {
       if (auto r = shm::remove_if_abandoned(path); r.ok() && *r) s.removed.push_back(path);

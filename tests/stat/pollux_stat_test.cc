@@ -356,6 +356,21 @@ TEST_F(StatTest, UnreadableFilesAreReportedNotFatal) {
   const Value doc = stat_json();
   EXPECT_EQ(doc.get("unreadable")->arr.size(), 2u);
   EXPECT_EQ(doc.get("processes")->arr.size(), 1u) << "the readable one";
+  // --clean: another version's file of a dead process goes (its pid alone decides), one of a
+  // live process and the garbage stay.
+  const std::string dead_copy = dir + "/pollux-future-2.counters";
+  std::int32_t gone = 0;  // above pid_max: no such process
+  std::ifstream("/proc/sys/kernel/pid_max") >> gone;
+  ASSERT_GT(gone, 0);
+  ++gone;
+  std::memcpy(bytes.data() + offsetof(core::CountersHeader, pid), &gone, 4);
+  std::ofstream(dead_copy, std::ios::binary) << bytes;
+  const Value cleaned = stat_json({"--clean"});
+  std::vector<std::string> removed;
+  for (const Value& r : cleaned.get("removed")->arr) removed.push_back(r.str);
+  EXPECT_EQ(removed, std::vector<std::string>{dead_copy});
+  EXPECT_TRUE(exists(copy));
+  EXPECT_TRUE(exists(dir + "/pollux-junk-2.counters"));
 }
 
 TEST_F(StatTest, UsageErrorsAndHelp) {
