@@ -430,4 +430,8 @@ std::string Context::effective_config() const { return impl_->cfg.to_toml(); }
 std::string Context::describe() const { return impl_->describe(); }
 std::string Context::counters_path() const { return impl_->counters->path(); }
 
+AppCounter Context::counter(std::string_view scope, std::string_view name) {
+  return AppCounter(impl_->counters->allocate(scope, name).cell());
+}
+
 }  // namespace pollux

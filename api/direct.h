@@ -13,17 +13,19 @@
 #include "transport/udp/udp_transport.h"
 #if POLLUX_HAVE_RDMA
 #include "transport/rdma/rdma_endpoints.h"
+#include "transport/rdma/ud_endpoints.h"
 #endif
 
 namespace pollux::detail {
 
-enum class EndpointKind : std::uint8_t { kVirtual, kShm, kUdp, kRdma };
+enum class EndpointKind : std::uint8_t { kVirtual, kShm, kUdp, kRdma, kRdmaUd };
 
 inline EndpointKind kind_of(transport::TxEndpoint* ep) {
   if (dynamic_cast<transport::shm::ShmTxEndpoint*>(ep) != nullptr) return EndpointKind::kShm;
   if (dynamic_cast<transport::udp::UdpTxEndpoint*>(ep) != nullptr) return EndpointKind::kUdp;
 #if POLLUX_HAVE_RDMA
   if (dynamic_cast<transport::rdma::RdmaTxEndpoint*>(ep) != nullptr) return EndpointKind::kRdma;
+  if (dynamic_cast<transport::rdma::UdTxEndpoint*>(ep) != nullptr) return EndpointKind::kRdmaUd;
 #endif
   return EndpointKind::kVirtual;
 }
@@ -33,6 +35,7 @@ inline EndpointKind kind_of(transport::RxEndpoint* ep) {
   if (dynamic_cast<transport::udp::UdpRxEndpoint*>(ep) != nullptr) return EndpointKind::kUdp;
 #if POLLUX_HAVE_RDMA
   if (dynamic_cast<transport::rdma::RdmaRxEndpoint*>(ep) != nullptr) return EndpointKind::kRdma;
+  if (dynamic_cast<transport::rdma::UdRxEndpoint*>(ep) != nullptr) return EndpointKind::kRdmaUd;
 #endif
   return EndpointKind::kVirtual;
 }
@@ -46,6 +49,7 @@ inline decltype(auto) with_tx(EndpointKind k, transport::TxEndpoint* ep, F&& f) 
   if (k == EndpointKind::kUdp) return f(static_cast<transport::udp::UdpTxEndpoint*>(ep));
 #if POLLUX_HAVE_RDMA
   if (k == EndpointKind::kRdma) return f(static_cast<transport::rdma::RdmaTxEndpoint*>(ep));
+  if (k == EndpointKind::kRdmaUd) return f(static_cast<transport::rdma::UdTxEndpoint*>(ep));
 #endif
   return f(ep);
 }
@@ -56,6 +60,7 @@ inline decltype(auto) with_rx(EndpointKind k, transport::RxEndpoint* ep, F&& f) 
   if (k == EndpointKind::kUdp) return f(static_cast<transport::udp::UdpRxEndpoint*>(ep));
 #if POLLUX_HAVE_RDMA
   if (k == EndpointKind::kRdma) return f(static_cast<transport::rdma::RdmaRxEndpoint*>(ep));
+  if (k == EndpointKind::kRdmaUd) return f(static_cast<transport::rdma::UdRxEndpoint*>(ep));
 #endif
   return f(ep);
 }

@@ -495,7 +495,7 @@ const std::vector<Field>& fields() {
       {"rdma.gid_index", "GID table index (ibv_devinfo -v, `show_gids`); -1 = the port's RoCEv2 IPv4-mapped GID",
        [](Config& c, const toml::node& n) { return want_uint(n, -1, 4095, &c.rdma.gid_index); },
        [](const Config& c) { return absl::StrCat(c.rdma.gid_index); }},
-      {"rdma.mode", "rc: reliable connection per (publisher thread, subscriber) via rdma_cm; ud_mcast: unreliable datagrams to rdma.multicast_group, loss reported as gaps",
+      {"rdma.mode", "rc: reliable connection per (publisher thread, subscriber) via rdma_cm; ud_mcast: datagrams to rdma.multicast_group, lost ones repaired by NAK over unicast UD (loss beyond rdma.retransmit_buffer reported as exact gaps)",
        [](Config& c, const toml::node& n) {
          return want_enum<RdmaMode>(n, {{"rc", RdmaMode::kRc}, {"ud_mcast", RdmaMode::kUdMulticast}}, &c.rdma.mode);
        },
@@ -581,6 +581,69 @@ const std::vector<Field>& fields() {
       {"rdma.connect_timeout_ms", "rc: rdma_cm address and route resolution timeout",
        [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.connect_timeout_ms); },
        [](const Config& c) { return absl::StrCat(c.rdma.connect_timeout_ms); }},
+      {"rdma.retransmit_buffer", "ud_mcast: bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..1GiB), carved from the registered buffer pool (ceil(bytes / pool.slot_size) slots per publisher); a subscriber that falls further behind gets an exact, unrecoverable gap",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::uint64_t v;
+         if (auto e = want_size(n, 64u << 10, 1ull << 30, &v); !e.empty()) return e;
+         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
+         c.rdma.retransmit_buffer = v;
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.rdma.retransmit_buffer); }},
+      {"rdma.reorder_window", "ud_mcast: sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each per session; frames held also hold their receive buffers (rdma.recv_queue_depth)",
+       [](Config& c, const toml::node& n) -> std::string {
+         std::int64_t v;
+         if (auto e = want_int(n, 256, 1 << 24, &v); !e.empty()) return e;
+         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
+         c.rdma.reorder_window = static_cast<std::uint32_t>(v);
+         return "";
+       },
+       [](const Config& c) { return absl::StrCat(c.rdma.reorder_window); }},
+      {"rdma.max_sessions", "ud_mcast: publisher sessions (publishers, or restarts of one) a subscriber follows at once on one stream",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 64, &c.rdma.max_sessions); },
+       [](const Config& c) { return absl::StrCat(c.rdma.max_sessions); }},
+      {"rdma.nak_delay_us", "ud_mcast: a subscriber NAKs a new gap after a random delay in [0, this] (reordered datagrams fill it meanwhile; subscribers missing the same datagram spread their NAKs and the publisher repairs once)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.rdma.nak_delay_us); },
+       [](const Config& c) { return absl::StrCat(c.rdma.nak_delay_us); }},
+      {"rdma.nak_retry_us", "ud_mcast: an unrepaired gap is NAKed again after this, doubling per attempt",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 10'000'000, &c.rdma.nak_retry_us); },
+       [](const Config& c) { return absl::StrCat(c.rdma.nak_retry_us); }},
+      {"rdma.nak_retry_max_us", "ud_mcast: longest interval between two NAKs of one gap",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 60'000'000, &c.rdma.nak_retry_max_us); },
+       [](const Config& c) { return absl::StrCat(c.rdma.nak_retry_max_us); }},
+      {"rdma.nak_give_up_ms", "ud_mcast: a gap still unrepaired after this (while the publisher is alive) is reported lost",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 3'600'000, &c.rdma.nak_give_up_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.nak_give_up_ms); }},
+      {"rdma.status_interval_ms", "ud_mcast: subscribers send a status message (position) to each publisher this often, unicast to its UD QP; a publisher is connected while it hears one within rdma.liveness_timeout_ms",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.rdma.status_interval_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.status_interval_ms); }},
+      {"rdma.nak_max_range", "ud_mcast: most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for the rest again)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1 << 24, &c.rdma.nak_max_range); },
+       [](const Config& c) { return absl::StrCat(c.rdma.nak_max_range); }},
+      {"rdma.repair_rate", "ud_mcast: repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds what forged NAKs can make it send. Keep it above twice the stream's rate, or a subscriber that fell behind cannot catch up while the stream runs",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate); },
+       [](const Config& c) { return absl::StrCat(c.rdma.repair_rate); }},
+      {"rdma.repair_burst", "ud_mcast: repair bytes a publisher sends for one subscriber at once (the bucket of rdma.repair_rate, at least one 4 KiB datagram; the bucket of rdma.repair_rate_total holds 4x this)",
+       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 36, &c.rdma.repair_burst); },
+       [](const Config& c) { return absl::StrCat(c.rdma.repair_burst); }},
+      {"rdma.repair_rate_total", "ud_mcast: repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
+       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate_total); },
+       [](const Config& c) { return absl::StrCat(c.rdma.repair_rate_total); }},
+      {"rdma.linger_ms", "ud_mcast: Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of stream (0 = close at once); it runs on the endpoint's thread (its poller, which meanwhile serves nothing else)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.rdma.linger_ms); },
+       [](const Config& c) { return absl::StrCat(c.rdma.linger_ms); }},
+      {"rdma.fault_loss", "ud_mcast testing: probability that a datagram a subscriber received is dropped before the protocol sees it (the loss interceptor)",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_loss); },
+       [](const Config& c) { return absl::StrCat(c.rdma.fault_loss); }},
+      {"rdma.fault_duplicate", "ud_mcast testing: probability that a received datagram is delivered twice",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_duplicate); },
+       [](const Config& c) { return absl::StrCat(c.rdma.fault_duplicate); }},
+      {"rdma.fault_reorder", "ud_mcast testing: probability that a received datagram is held back behind 1..8 later ones",
+       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_reorder); },
+       [](const Config& c) { return absl::StrCat(c.rdma.fault_reorder); }},
+      {"rdma.fault_seed", "ud_mcast testing: seed of the loss interceptor (same seed, same faults)",
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, INT64_MAX, &c.rdma.fault_seed); },
+       [](const Config& c) { return absl::StrCat(c.rdma.fault_seed); }},
       // [udp]
       {"udp.address", "multicast group (224.0.0.0/4: every subscriber joins it) or unicast IPv4 address (the subscriber's) the publishers send to; [[streams]] udp_address overrides it per stream",
        [](Config& c, const toml::node& n) { return want_ipv4(n, &c.udp.address); },
@@ -884,6 +947,23 @@ class Parser {
       return at("rdma.recv_batch", absl::StrFormat("%u is more than half of rdma.recv_queue_depth (%u): too few buffers "
                                                    "would stay posted; lower it or raise the depth",
                                                    c.rdma.recv_batch, c.rdma.recv_queue_depth));
+    }
+    if (c.transport == TransportKind::kRdma && c.rdma.mode == RdmaMode::kUdMulticast) {
+      if (c.rdma.nak_retry_us > c.rdma.nak_retry_max_us) {
+        return at("rdma.nak_retry_us", absl::StrFormat("%u is above rdma.nak_retry_max_us (%u)", c.rdma.nak_retry_us,
+                                                       c.rdma.nak_retry_max_us));
+      }
+      if (c.rdma.fault_loss + c.rdma.fault_duplicate + c.rdma.fault_reorder > 1.0) {
+        return at("rdma.fault_loss", "rdma.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
+      }
+      if (c.rdma.retransmit_buffer / c.pool.slot_size > c.pool.slots / 2) {
+        return at("rdma.retransmit_buffer",
+                  absl::StrFormat("%u bytes take %u of the pool's %u slots of %u bytes: a publisher's retransmit buffer "
+                                  "is carved from the pool and leaves too little for its rings; raise pool.slots or "
+                                  "lower rdma.retransmit_buffer",
+                                  c.rdma.retransmit_buffer, (c.rdma.retransmit_buffer + c.pool.slot_size - 1) / c.pool.slot_size,
+                                  c.pool.slots, c.pool.slot_size));
+      }
     }
     if (c.transport == TransportKind::kUdp) {
       const std::uint32_t datagram = c.udp.mtu - 28;

@@ -101,6 +101,25 @@ struct RdmaConfig {
   std::uint32_t liveness_timeout_ms = 2000;  // ud_mcast: publisher silent this long = died
   std::uint32_t reconnect_ms = 250;      // rc: a publisher retries an unreachable/lost subscriber this often
   std::uint32_t connect_timeout_ms = 2000;   // rc: address/route resolution timeout
+  // ud_mcast loss repair: the NAK protocol of transport/reliability/ (docs/RDMA.md section 4,
+  // docs/PROTOCOL.md). Same meaning as the udp.* keys of the same name.
+  std::uint64_t retransmit_buffer = 1u << 20;  // bytes of sent frames a publisher keeps, carved from the pool (power of two)
+  std::uint32_t reorder_window = 16384;  // sequences a subscriber holds ahead of a gap (power of two)
+  std::uint32_t max_sessions = 4;        // publisher sessions a subscriber follows at once per stream
+  std::uint32_t nak_delay_us = 100;      // first NAK of a gap after a random delay in [0, this]
+  std::uint32_t nak_retry_us = 2000;     // NAK retry interval, doubling per attempt ...
+  std::uint32_t nak_retry_max_us = 50000;  // ... up to this
+  std::uint32_t nak_give_up_ms = 5000;   // a gap unrepaired this long is reported lost
+  std::uint32_t status_interval_ms = 100;  // subscriber status messages to each publisher
+  std::uint32_t nak_max_range = 16384;   // sequences one NAK range may ask for
+  std::uint64_t repair_rate = 64u << 20;        // repair bytes/s per subscriber (0 = unlimited)
+  std::uint64_t repair_burst = 1u << 20;        // ... at most this many at once (all subscribers: 4x)
+  std::uint64_t repair_rate_total = 256u << 20; // repair bytes/s in all (0 = unlimited)
+  std::uint32_t linger_ms = 500;         // publisher close repairs until subscribers confirmed the end, at most this long
+  double fault_loss = 0;                 // testing: received datagrams dropped ...
+  double fault_duplicate = 0;            // ... duplicated ...
+  double fault_reorder = 0;              // ... reordered (probabilities 0..1), at the subscriber
+  std::uint64_t fault_seed = 1;
 };
 
 // [udp]: the UDP unicast/multicast transport with NAK-based recovery (transport/udp/,

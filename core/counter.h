@@ -19,6 +19,8 @@ class Counter {
   void add_shared(std::uint64_t n = 1) noexcept { v_->fetch_add(n, std::memory_order_relaxed); }
   std::uint64_t get() const noexcept { return v_->load(std::memory_order_relaxed); }
   bool valid() const noexcept { return v_ != nullptr; }
+  // The value's cell (for handing to code outside core, e.g. pollux::AppCounter).
+  std::atomic<std::uint64_t>* cell() const noexcept { return v_; }
 
  private:
   std::atomic<std::uint64_t>* v_ = nullptr;

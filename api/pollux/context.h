@@ -1,6 +1,8 @@
 // Context: one configured Pollux instance (config, buffer pool, transport, pollers).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +16,27 @@ namespace pollux {
 namespace detail {
 class ContextImpl;
 }
+
+// A counter of the application's own, kept in the context's counters file beside Pollux's
+// (pollux-stat shows it under its scope). One thread writes it (add/set: a relaxed load and
+// store, no locked instruction); any thread or process may read it. Valid until the Context
+// is destroyed; a default-constructed one counts nothing.
+class AppCounter {
+ public:
+  AppCounter() = default;
+  void add(std::uint64_t n = 1) noexcept {
+    if (v_ != nullptr) v_->store(v_->load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  void set(std::uint64_t n) noexcept {
+    if (v_ != nullptr) v_->store(n, std::memory_order_relaxed);
+  }
+  std::uint64_t get() const noexcept { return v_ != nullptr ? v_->load(std::memory_order_relaxed) : 0; }
+
+ private:
+  friend class Context;
+  explicit AppCounter(std::atomic<std::uint64_t>* v) noexcept : v_(v) {}
+  std::atomic<std::uint64_t>* v_ = nullptr;
+};
 
 class Context {
  public:
@@ -38,6 +61,9 @@ class Context {
   std::string describe() const;
   // Path of the shared-memory counters file (empty when runtime.counters = false).
   std::string counters_path() const;
+  // Allocates a counter of the application's in that file, e.g. counter("feed live",
+  // "packets_a"); names longer than the file's fields (55 and 63 bytes) are cut. Control path.
+  AppCounter counter(std::string_view scope, std::string_view name);
 
  private:
   Context() = default;

@@ -28,6 +28,7 @@ class AppIdle {
     }
   }
   void reset() noexcept { backoff_.reset(); }
+  core::IdleKind kind() const noexcept { return kind_; }
 
  private:
   core::IdleKind kind_;

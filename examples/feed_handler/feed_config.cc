@@ -6,7 +6,12 @@
 #include <set>
 #include <sstream>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <toml++/toml.h>
+
+#include "absl/strings/numbers.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,7 +23,33 @@
 
 namespace pollux::feed {
 
-std::string_view SourceName(SourceKind s) { return s == SourceKind::kGenerator ? "generator" : "file"; }
+std::string_view SourceName(SourceKind s) {
+  switch (s) {
+    case SourceKind::kGenerator: return "generator";
+    case SourceKind::kFile: return "file";
+    case SourceKind::kMoldUdp64: return "moldudp64";
+  }
+  return "?";
+}
+
+std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name) {
+  const std::size_t colon = s.rfind(':');
+  std::uint32_t port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+    return absl::StrFormat("expected %s:PORT (port 1..65535), got \"%s\"", host_name ? "HOST" : "ADDR", s);
+  }
+  in_addr a{};
+  const std::string host(s.substr(0, colon));
+  if (inet_pton(AF_INET, host.c_str(), &a) != 1) {
+    if (host_name) return "";
+    return absl::StrFormat("expected an IPv4 address before the port, got \"%s\"", s);
+  }
+  if (multicast && !IN_MULTICAST(ntohl(a.s_addr))) {
+    return absl::StrFormat("\"%s\" is not a multicast group (224.0.0.0/4)", s);
+  }
+  return "";
+}
 
 std::string_view ReplayName(ReplayMode r) {
   switch (r) {
@@ -100,6 +131,18 @@ std::string WantEnum(const toml::node& n, std::initializer_list<std::pair<const 
 
 std::string Quote(std::string_view s) { return absl::StrFormat("\"%s\"", s); }
 
+std::string WantEndpoint(const toml::node& n, bool multicast, bool host_name, std::string* out) {
+  const toml::value<std::string>* v = n.as_string();
+  if (v == nullptr) return absl::StrCat("expected \"", host_name ? "HOST" : "ADDR", ":PORT\", got ", Describe(n));
+  if (v->get().empty()) {  // unset (source = "moldudp64" checks that the lines are set)
+    out->clear();
+    return "";
+  }
+  if (std::string e = CheckEndpoint(v->get(), multicast, host_name); !e.empty()) return e;
+  *out = v->get();
+  return "";
+}
+
 // ---- the [feed] table ------------------------------------------------------------------------
 
 struct Field {
@@ -111,9 +154,10 @@ struct Field {
 
 const std::vector<Field>& Fields() {
   static const std::vector<Field> table = {
-      {"source", "what to replay: generator (synthetic, seeded) or file (a BinaryFILE; --itch FILE selects it)",
+      {"source", "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it) or moldudp64 (live: an exchange's lines A and B, feed.line_a/line_b)",
        [](FeedConfig& c, const toml::node& n) {
-         return WantEnum<SourceKind>(n, {{"generator", SourceKind::kGenerator}, {"file", SourceKind::kFile}}, &c.source);
+         return WantEnum<SourceKind>(n, {{"generator", SourceKind::kGenerator}, {"file", SourceKind::kFile},
+                                         {"moldudp64", SourceKind::kMoldUdp64}}, &c.source);
        },
        [](const FeedConfig& c) { return Quote(SourceName(c.source)); }},
       {"file", "ITCH 5.0 BinaryFILE to replay when source = \"file\"",
@@ -191,6 +235,68 @@ const std::vector<Field>& Fields() {
       {"connect_timeout_ms", "how long publisher and subscribers wait for each other before giving up",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 10, 3'600'000, &c.connect_timeout_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.connect_timeout_ms); }},
+      {"line_a", "moldudp64: line A, the multicast group ADDR:PORT to join",
+       [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, true, false, &c.line_a); },
+       [](const FeedConfig& c) { return Quote(c.line_a); }},
+      {"line_b", "moldudp64: line B, the multicast group ADDR:PORT to join (the same stream as A)",
+       [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, true, false, &c.line_b); },
+       [](const FeedConfig& c) { return Quote(c.line_b); }},
+      {"interface", "moldudp64: network interface both lines are joined on (\"\" = the one the route picks)",
+       [](FeedConfig& c, const toml::node& n) -> std::string {
+         const toml::value<std::string>* v = n.as_string();
+         if (v == nullptr) return absl::StrCat("expected an interface name, got ", Describe(n));
+         if (v->get().size() >= 16) return absl::StrCat("expected an interface name (at most 15 characters), got ", Describe(n));
+         c.interface = v->get();
+         return "";
+       },
+       [](const FeedConfig& c) { return Quote(c.interface); }},
+      {"rerequest", "moldudp64: re-request server HOST:PORT; \"\" = none (a gap missing on both lines is reported at once)",
+       [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, false, true, &c.rerequest); },
+       [](const FeedConfig& c) { return Quote(c.rerequest); }},
+      {"session", "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows it",
+       [](FeedConfig& c, const toml::node& n) -> std::string {
+         const toml::value<std::string>* v = n.as_string();
+         if (v == nullptr || v->get().size() > 10) return absl::StrCat("expected 0-10 characters, got ", Describe(n));
+         c.session = v->get();
+         return "";
+       },
+       [](const FeedConfig& c) { return Quote(c.session); }},
+      {"window", "moldudp64: messages buffered behind a gap while it is recovered (a power of two, 64 bytes each); a longer gap is reported at once",
+       [](FeedConfig& c, const toml::node& n) -> std::string {
+         std::uint32_t v = 0;
+         if (auto e = WantInt(n, 1024, 1 << 24, &v); !e.empty()) return e;
+         if ((v & (v - 1)) != 0) return absl::StrCat("expected a power of two, got ", v);
+         c.window = v;
+         return "";
+       },
+       [](const FeedConfig& c) { return absl::StrCat(c.window); }},
+      {"rerequest_wait_us", "moldudp64: a gap one line has not reached yet is re-requested after this wait (at once when both lines went past it)",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 10'000'000, &c.rerequest_wait_us); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rerequest_wait_us); }},
+      {"rerequest_timeout_ms", "moldudp64: a re-request unanswered this long is sent again; doubled at each retry",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 60'000, &c.rerequest_timeout_ms); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_ms); }},
+      {"rerequest_timeout_max_ms", "moldudp64: the doubled timeout stops growing here",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 600'000, &c.rerequest_timeout_max_ms); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_max_ms); }},
+      {"rerequest_retries", "moldudp64: retries of a re-request before its messages are reported lost",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 100, &c.rerequest_retries); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rerequest_retries); }},
+      {"rerequest_max_outstanding", "moldudp64: re-requests in flight at once (the others wait)",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 1024, &c.rerequest_max_outstanding); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rerequest_max_outstanding); }},
+      {"heartbeat_ms", "moldudp64: the exchange's heartbeat interval",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 3'600'000, &c.heartbeat_ms); },
+       [](const FeedConfig& c) { return absl::StrCat(c.heartbeat_ms); }},
+      {"stale_heartbeats", "moldudp64: the feed is stale after this many heartbeat intervals without a packet on either line",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 1000, &c.stale_heartbeats); },
+       [](const FeedConfig& c) { return absl::StrCat(c.stale_heartbeats); }},
+      {"end_linger_ms", "moldudp64: after the end of session (every gap filled or reported), wait this long for a next session before ending",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 3'600'000, &c.end_linger_ms); },
+       [](const FeedConfig& c) { return absl::StrCat(c.end_linger_ms); }},
+      {"rcvbuf", "moldudp64: receive buffer of each line's socket, bytes (what absorbs a burst while the handler is busy)",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 65536, 1 << 30, &c.rcvbuf); },
+       [](const FeedConfig& c) { return absl::StrCat(c.rcvbuf); }},
   };
   return table;
 }
@@ -243,6 +349,22 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
   };
   if (c.source == SourceKind::kFile && c.file.empty()) {
     return Error(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
+  }
+  if (c.source == SourceKind::kMoldUdp64) {
+    for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a},
+                                      {"feed.line_b", &c.line_b}}) {
+      if (value->empty()) {
+        return Error(at("feed.source"), key, "missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
+      }
+    }
+    if (c.line_a == c.line_b) {
+      return Error(at("feed.line_b"), "feed.line_b", absl::StrFormat("\"%s\" is line A too: the lines must differ", c.line_b));
+    }
+    if (c.rerequest_timeout_max_ms < c.rerequest_timeout_ms) {
+      return Error(at("feed.rerequest_timeout_max_ms"), "feed.rerequest_timeout_max_ms",
+                   absl::StrFormat("%d is below feed.rerequest_timeout_ms (%d)", c.rerequest_timeout_max_ms,
+                                   c.rerequest_timeout_ms));
+    }
   }
   if (c.source == SourceKind::kGenerator && c.messages < itch::MinMessages(c.symbols)) {
     return Error(at("feed.messages"), "feed.messages",

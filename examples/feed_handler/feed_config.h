@@ -18,7 +18,7 @@
 
 namespace pollux::feed {
 
-enum class SourceKind { kGenerator, kFile };
+enum class SourceKind { kGenerator, kFile, kMoldUdp64 };
 enum class ReplayMode { kOriginal, kSpeed, kRate, kMax };
 enum class SubscriberMode { kProcess, kThread };
 
@@ -45,6 +45,22 @@ struct FeedConfig {
   std::uint32_t top = 20;           // top-of-book lines in the summary
   std::uint32_t connect_timeout_ms = 10'000;
 
+  // source = "moldudp64" (live mode, docs/FEED.md "Live mode").
+  std::string line_a, line_b;       // multicast ADDR:PORT of lines A and B
+  std::string interface;            // joined on this interface ("" = the route's)
+  std::string rerequest;            // re-request server HOST:PORT ("" = none: gaps are reported)
+  std::string session;              // session to follow ("" = the first seen, then its successors)
+  std::uint32_t window = 1u << 18;  // messages buffered behind a gap (a power of two)
+  std::uint32_t rerequest_wait_us = 1000;
+  std::uint32_t rerequest_timeout_ms = 20;
+  std::uint32_t rerequest_timeout_max_ms = 500;
+  std::uint32_t rerequest_retries = 3;
+  std::uint32_t rerequest_max_outstanding = 8;
+  std::uint32_t heartbeat_ms = 1000;
+  std::uint32_t stale_heartbeats = 3;
+  std::uint32_t end_linger_ms = 100;
+  std::uint32_t rcvbuf = 16u << 20;  // SO_RCVBUF of each line's socket, bytes
+
   // Where each key was set ("file:line"), for errors found after parsing.
   std::map<std::string, std::string> where;
 
@@ -60,6 +76,10 @@ struct LoadedConfig {
   std::string pollux_source;  // its source name (errors start with it)
   core::Config pollux;        // what Pollux will make of pollux_toml (threading, idle, ...)
 };
+
+// "ADDR:PORT" (IPv4 literal, port 1..65535; a multicast group when `multicast`) or
+// "HOST:PORT" (any host name): "" when it parses, else what is wrong with it.
+std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name);
 
 // `s` as a TOML basic string (quoted, escaped), for building overrides such as --itch.
 std::string TomlString(std::string_view s);

@@ -206,11 +206,15 @@ bool FeedPublisher::Flush(std::uint32_t p) noexcept {
     return false;
   }
   if (batch_bytes_ != 0) {
+    if (live_) {
+      b.data[0] = kLiveChunkMarker;
+      std::memcpy(b.data + 1, &window_rx_ns_, sizeof window_rx_ns_);  // little-endian (x86)
+    }
     if (!Offer(p, b.data, b.len)) return false;
   } else if (!OfferBare(p)) {
     return false;
   }
-  b.len = 0;
+  b.len = base_len_;
   b.messages = 0;
   Publish();
   return true;
@@ -220,6 +224,16 @@ bool FeedPublisher::FlushAll() noexcept {
   for (std::uint32_t p = 0; p < batches_.size(); ++p) {
     if (!Flush(p)) return false;
   }
+  return true;
+}
+
+bool FeedPublisher::OfferNotice(const Notice& n) noexcept {
+  std::uint8_t wire[sizeof(NoticeWire)];
+  EncodeNotice(n, wire);
+  for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
+    if (!Offer(p, wire, sizeof wire)) return false;
+  }
+  ++result_.notices;
   return true;
 }
 
@@ -277,7 +291,8 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
   bool halted = false;  // an offer failed or a stop was requested: status_ says which
   // Once per window (1 MiB of a file): bare batches point into it.
   auto before_advance = [&]() noexcept {
-    if constexpr (!kPacked) {
+    // Bare batches point into the window; live batches go out with what the network had.
+    if (!kPacked || live_) {
       result_.messages = messages;
       if (!FlushAll()) {
         halted = true;
@@ -293,6 +308,17 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
     scanned = ScanSource(
         src,
         [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
+          if (live_) {
+            // A notice goes out where it happened: after everything before it.
+            if (const Notice* n = src.notice(); n != nullptr) {
+              result_.messages = messages;
+              if (!FlushAll() || !OfferNotice(*n)) {
+                halted = true;
+                return false;
+              }
+            }
+            window_rx_ns_ = src.window_rx_ns();
+          }
           end = w.data() + w.size();
           bool ok = true;
           *r = itch::ForEachMessage(w, [&](itch::MessageView m) { return ok = route(m); });
@@ -380,9 +406,17 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   status_ = absl::OkStatus();
   if (progress_ != nullptr) progress_->state.store(RoleProgress::kReady, std::memory_order_relaxed);
   const bool packed = batch_bytes_ != 0;
+  live_ = src.live();
+  base_len_ = live_ && packed ? static_cast<std::uint32_t>(kLiveChunkHeader) : 0;
+  for (Batch& b : batches_) b.len = base_len_;
+  if (live_) {
+    src.SetWaitHooks([](void* self) { return static_cast<FeedPublisher*>(self)->Service(); }, this, &stop,
+                     idle_.kind());
+  }
   const std::int64_t cpu0 = ThreadCpuNs();
   absl::Status s;
-  switch (cfg_.replay) {
+  // Live: the network sets the pace.
+  switch (live_ ? ReplayMode::kMax : cfg_.replay) {
     case ReplayMode::kMax:
       s = packed ? Run<true, false>(src, NoSchedule{}) : Run<false, false>(src, NoSchedule{});
       break;
@@ -399,6 +433,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   }
   result_.end_ns = Clock::now_ns();
   result_.cpu_ns = ThreadCpuNs() - cpu0;
+  if (live_ && stop.load(std::memory_order_relaxed)) result_.stopped = true;
   Publish();
   if (progress_ != nullptr) {
     progress_->state.store(s.ok() ? RoleProgress::kDone : RoleProgress::kFailed, std::memory_order_relaxed);

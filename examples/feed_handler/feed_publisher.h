@@ -9,7 +9,11 @@
 //     messages/s: the per-frame costs (clock read, header, sequence, flow control) are paid
 //     once per batch instead of once per 19..50-byte message.
 // The two are told apart by the first byte: a length prefix's high byte is 0 (ITCH messages
-// are < 256 bytes), a type byte never is. Partition p (topic "<topic>.<p>") carries exactly
+// are < 256 bytes), a type byte never is. A live source (feed.source = "moldudp64") adds two
+// more (notice.h): batches start with kLiveChunkMarker and the packets' receive time, and
+// notices (a gap that cannot be recovered, a stale or fresh feed, a new session) go to every
+// partition where they happen in the stream. Live batches are flushed after every window
+// (what the network had), so nothing waits for a batch to fill. Partition p (topic "<topic>.<p>") carries exactly
 // the messages with stock_locate % streams == p, in feed order, so every book sees its own
 // messages in order; system events (locate 0) go to partition 0.
 #pragma once
@@ -35,6 +39,7 @@ struct ReplayResult {
   std::uint64_t frames = 0;         // Pollux messages
   std::uint64_t bytes = 0;          // payload bytes
   std::uint64_t back_pressured = 0; // offers retried after kBackPressured
+  std::uint64_t notices = 0;        // live: notices published (each on every partition)
   std::int64_t start_ns = 0, end_ns = 0;
   std::int64_t cpu_ns = 0;          // the replaying thread's CPU time over the replay
   bool stopped = false;             // interrupted before the end of the source
@@ -94,6 +99,7 @@ class FeedPublisher {
   bool Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept;
   bool Flush(std::uint32_t p) noexcept;
   bool FlushAll() noexcept;
+  bool OfferNotice(const Notice& n) noexcept;
   void Publish() noexcept;  // progress counters
 
   FeedConfig cfg_;
@@ -114,6 +120,9 @@ class FeedPublisher {
   std::vector<std::uint8_t> storage_;
   std::vector<std::span<const std::byte>> bare_storage_;
   std::uint32_t batch_bytes_ = 0;
+  bool live_ = false;
+  std::uint32_t base_len_ = 0;       // live packed batches: room for the live chunk header
+  std::int64_t window_rx_ns_ = 0;    // live: receive time behind the current window
   ReplayResult result_;
   RoleProgress* progress_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;

@@ -1,10 +1,12 @@
 #include "feed_handler/feed_subscriber.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "feed_handler/notice.h"
 #include "itch/reader.h"
 
 namespace pollux::feed {
@@ -35,17 +37,39 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
   std::vector<std::uint8_t> ended(n, 0);
   std::size_t open = n;
   std::int64_t cpu0 = 0;
+  const std::uint32_t first_stream = n != 0 ? subs_[0].stream_id() : 0;
 
   auto on_message = [&](const Message& msg) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(msg.payload.data());
     const std::size_t len = msg.payload.size();
     if (len == 0) return;  // carries no ITCH message (pollux-feed never sends one; others may)
     std::uint64_t applied = 0;
+    std::int64_t rx_ns = 0;
     itch::ParseResult pr;
-    if (len != 0 && p[0] == 0) {
+    if (p[0] == 0) {
       // A BinaryFILE chunk (the first byte is a length prefix's high byte).
       pr = books.ApplyAll({p, len});  // its order slots and levels prefetched a few messages ahead
       applied = pr.messages;
+    } else if (p[0] == kLiveChunkMarker && len >= kLiveChunkHeader) {
+      std::memcpy(&rx_ns, p + 1, sizeof rx_ns);
+      pr = books.ApplyAll({p + kLiveChunkHeader, len - kLiveChunkHeader});
+      applied = pr.messages;
+    } else if (p[0] == kNoticeMarker) {
+      Notice n;
+      if (!DecodeNotice({p, len}, &n)) {
+        pr.error = itch::ParseError::kUnknownType;
+        pr.type = p[0];
+      } else if (msg.stream_id == first_stream) {
+        switch (n.kind) {
+          case Notice::kGap:
+            ++r.feed_gaps;
+            r.feed_lost += n.count;
+            break;
+          case Notice::kStale: ++r.feed_stale; break;
+          case Notice::kSession: ++r.feed_sessions; break;
+          case Notice::kFresh: break;
+        }
+      }
     } else {
       pr = itch::CheckMessage({p, len});
       if (pr.ok()) {
@@ -61,6 +85,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
     }
     const std::int64_t now = Clock::now_ns();
     r.latency.record_n(now - msg.publisher_ns, applied);
+    if (rx_ns != 0) r.wire_latency.record_n(now - rx_ns, applied);
     if (r.first_ns == 0) [[unlikely]] {
       r.first_ns = now;
       cpu0 = ThreadCpuNs();

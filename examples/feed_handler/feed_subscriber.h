@@ -5,7 +5,9 @@
 // the frame has been applied, minus Message::publisher_ns (the publisher's clock when it
 // offered the frame; Pollux's clock is calibrated host-wide, so the two processes'
 // readings compare). It is recorded once for each ITCH message of the frame, so percentiles
-// are per ITCH message and an upper bound for all but the frame's last one.
+// are per ITCH message and an upper bound for all but the frame's last one. Live batches
+// (notice.h) also carry the handler's receive time: packet-in-to-book, recorded the same way.
+// Live notices are counted: a gap the handler could not recover is never silent here.
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,14 @@ struct SubscribeResult {
   // includes idle polling while caught up, and until the end-of-stream notices arrive).
   std::int64_t cpu_ns = 0;
   core::Histogram latency;       // publish-to-book, ns, one count per ITCH message
+  // Live mode (notice.h): packet-in-to-book, ns (the handler's receive time of the oldest
+  // packet behind each batch to the book update), one count per ITCH message.
+  core::Histogram wire_latency;
+  // Live-mode notices, counted on the first partition (every partition gets each one).
+  std::uint64_t feed_gaps = 0;   // kGap notices
+  std::uint64_t feed_lost = 0;   // ITCH messages they cover: lost for good upstream
+  std::uint64_t feed_stale = 0;  // kStale notices
+  std::uint64_t feed_sessions = 0;  // kSession notices (the first session included)
   std::unique_ptr<itch::BookSet> books;
 };
 

@@ -46,7 +46,13 @@ namespace {
 constexpr char kUsage[] = R"(usage: pollux-feed [options]
 
 Replays an ITCH 5.0 feed through Pollux to subscribers that rebuild every order book, then
-prints a summary (messages by type, rates, publish-to-book latency, top of book).
+prints a summary (messages by type, rates, publish-to-book latency, top of book). Live mode
+(--set feed.source=moldudp64) takes an exchange's MoldUDP64 lines A and B instead: it
+arbitrates them, re-requests what both lost, reports what cannot be recovered as gaps, and
+ends after the end of session:
+  pollux-feed --set feed.source=moldudp64 --set feed.line_a=ADDR:PORT --set feed.line_b=ADDR:PORT
+              --set feed.rerequest=HOST:PORT --set feed.interface=IF [--book-out ...]
+It prints "pollux-feed: live: ready" on stderr once it listens and its subscribers are there.
 
   --config FILE        TOML configuration (default: the embedded examples/feed_handler/feed.toml)
   --itch FILE          replay this ITCH 5.0 BinaryFILE (same as --set feed.source=file
@@ -387,13 +393,21 @@ absl::Status WriteOutputs(const Args& a, const itch::BookSet& books) {
 }
 
 absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
-                              const LoadedConfig& cfg) {
+                              const LoadedConfig& cfg, const LiveCounterValues& live = {}) {
   if (a.summary_json.empty()) return absl::OkStatus();
   std::ofstream f(a.summary_json, std::ios::trunc);
-  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux);
+  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux, live);
   f.flush();
   if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", a.summary_json, ": ", std::strerror(errno)));
   return absl::OkStatus();
+}
+
+// Live mode: every subscriber is connected and both lines are joined - the moment a script
+// may start the exchange. Printed even with --quiet (scripts wait for it).
+void AnnounceLive(const Source& src) {
+  if (!src.live()) return;
+  std::fprintf(stderr, "pollux-feed: live: ready, listening (%s)\n", src.description.c_str());
+  std::fflush(stderr);
 }
 
 absl::StatusOr<std::unique_ptr<Context>> MakeContext(const LoadedConfig& cfg) {
@@ -480,19 +494,22 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(ctx.status().message()));
     return 2;
   }
+  (*src)->AttachCounters(**ctx);
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.runtime.idle);
   if (!pub.ok()) {
     Fail(std::string(pub.status().message()));
     return 2;
   }
   if (!a.quiet) {
-    std::fprintf(stderr, "pollux-feed: %s messages ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
-                 Commas((*src)->messages).c_str(), cfg.feed.streams, cfg.feed.topic.c_str());
+    std::fprintf(stderr, "pollux-feed: %s ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
+                 (*src)->live() ? (*src)->name().c_str() : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
+                 cfg.feed.streams, cfg.feed.topic.c_str());
   }
   if (absl::Status s = (*pub)->WaitConnected(g_stop); !s.ok()) {
     Fail(std::string(s.message()));
     return 1;
   }
+  AnnounceLive(**src);
   RoleProgress progress;
   ProgressPrinter printer(&progress, (*src)->messages, nullptr, 0);
   std::optional<Monitor> monitor;
@@ -504,9 +521,10 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(r.status().message()));
     return 1;
   }
+  const LiveCounterValues live = (*src)->LiveCounters();
   std::printf("== pollux-feed summary (publisher) ==\n%s",
-              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux).c_str());
-  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg); !s.ok()) Fail(std::string(s.message()));
+              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live).c_str());
+  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live); !s.ok()) Fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
 
@@ -525,6 +543,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(ctx.status().message()));
     return 2;
   }
+  (*src)->AttachCounters(**ctx);
   // Publishers first: their streams exist before any subscriber looks for them.
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.runtime.idle);
   if (!pub.ok()) {
@@ -580,8 +599,9 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
 
   absl::Status status;
   if (!a.quiet) {
-    std::fprintf(stderr, "pollux-feed: %s messages (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
-                 Commas((*src)->messages).c_str(), (*src)->description.c_str(), fc.streams, nsubs,
+    std::fprintf(stderr, "pollux-feed: %s (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
+                 (*src)->live() ? "live feed" : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
+                 (*src)->description.c_str(), fc.streams, nsubs,
                  processes ? "process(es)" : "thread(s)", std::string(core::transport_name(cfg.pollux.transport)).c_str(),
                  std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
   }
@@ -609,6 +629,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     }
   }
   if (status.ok() && !sub_failed.load()) status = (*pub)->WaitConnected(g_stop);
+  if (status.ok() && !sub_failed.load()) AnnounceLive(**src);
 
   std::optional<ReplayResult> replay;
   if (status.ok() && !sub_failed.load()) {
@@ -652,9 +673,11 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.Print();
 
   int rc = 0;
+  const LiveCounterValues live = (*src)->LiveCounters();
   std::printf("== pollux-feed summary ==\n");
   if (replay) {
-    std::printf("%s", FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux).c_str());
+    std::printf("%s",
+                FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live).c_str());
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
@@ -668,7 +691,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(status.message()));
     rc = 1;
   }
-  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg); !s.ok()) {
+  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg, live); !s.ok()) {
     Fail(std::string(s.message()));
     rc = 1;
   }

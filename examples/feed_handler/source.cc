@@ -4,13 +4,33 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "feed_handler/live_source.h"
 #include "itch/generator.h"
 
 namespace pollux::feed {
 
+namespace {
+
+// A generated feed (one window) or a file read in windows.
+class ReplaySource final : public Source {
+ public:
+  std::span<const std::uint8_t> window() const noexcept override { return file_ ? file_->window() : generated_; }
+  std::uint64_t window_offset() const noexcept override { return file_ ? file_->window_offset() : 0; }
+  bool last_window() const noexcept override { return !file_ || file_->last(); }
+  absl::Status Advance(std::size_t consumed) override { return file_ ? file_->Advance(consumed) : absl::OkStatus(); }
+  absl::Status Rewind() override { return file_ ? file_->Rewind() : absl::OkStatus(); }
+
+  std::vector<std::uint8_t> generated_;
+  std::optional<itch::ChunkReader> file_;
+  void set_name(std::string n) { name_ = std::move(n); }
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
+  if (cfg.source == SourceKind::kMoldUdp64) return OpenLiveSource(cfg);
   const auto t0 = std::chrono::steady_clock::now();
-  auto src = std::make_unique<Source>();
+  auto src = std::make_unique<ReplaySource>();
   if (cfg.source == SourceKind::kGenerator) {
     itch::GeneratorOptions o;
     o.symbols = cfg.symbols;
@@ -20,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
     absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
     if (!g.ok()) return g.status();
     src->generated_ = std::move(*g);
-    src->name_ = "generated feed";
+    src->set_name("generated feed");
     src->description = absl::StrFormat("generator: %d symbols, seed %d, %d orders per symbol", cfg.symbols, cfg.seed,
                                        cfg.orders_per_symbol);
   } else {
@@ -28,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
     if (!f.ok()) return f.status();  // already names the path
     src->description = absl::StrFormat("file %s (%d bytes)", cfg.file, f->size());
     src->file_.emplace(std::move(*f));
-    src->name_ = cfg.file;
+    src->set_name(cfg.file);
   }
   // One validating pass (a few ns a message): the replay can then expect the framing to
   // hold (it checks it again: a file can change between the passes), and the progress line
@@ -46,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
   if (!s.ok()) return s;
   src->messages = messages;
   src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return src;
+  return std::unique_ptr<Source>(std::move(src));
 }
 
 }  // namespace pollux::feed

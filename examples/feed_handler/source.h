@@ -1,51 +1,88 @@
-// The feed to replay: a generated stream in memory, or a BinaryFILE read window by window
+// The feed to publish: a generated stream in memory, a BinaryFILE read window by window
 // (itch::ChunkReader: pread() into a private buffer, so a file truncated during the replay
-// is an error naming the offset, not a SIGBUS). Validated up front.
+// is an error naming the offset, not a SIGBUS), both validated up front - or, live, the
+// MoldUDP64 lines A and B of an exchange (live_source.h).
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/idle.h"
 #include "feed_handler/feed_config.h"
+#include "feed_handler/notice.h"
 #include "itch/file_input.h"
 #include "itch/reader.h"
+#include "pollux/pollux.h"
 
 namespace pollux::feed {
 
+// What the publisher replays, a window at a time: BinaryFILE bytes (length-prefixed ITCH
+// messages). A replay source (generated feed or file) is validated up front; a live source
+// (live_source.h: MoldUDP64 lines A and B) hands out validated windows as packets arrive and
+// may put a notice (a gap, a stale feed, a new session) before a window. The calls are per
+// window, never per message.
 class Source {
  public:
+  virtual ~Source() = default;
+
   std::string description;     // for the summary
-  std::uint64_t messages = 0;  // counted by the validating pass
-  double prepare_seconds = 0;  // generating or reading + validating
+  std::uint64_t messages = 0;  // replay: counted by the validating pass (0 when live: unknown)
+  double prepare_seconds = 0;  // generating or reading + validating; joining when live
 
   // The bytes at window_offset() of the feed (BinaryFILE framing; length prefixes may be 0).
   // A generated feed is one window; a file is read in windows whose end may cut a record.
-  std::span<const std::uint8_t> window() const noexcept { return file_ ? file_->window() : generated_; }
-  std::uint64_t window_offset() const noexcept { return file_ ? file_->window_offset() : 0; }
-  bool last_window() const noexcept { return !file_ || file_->last(); }
+  virtual std::span<const std::uint8_t> window() const noexcept = 0;
+  virtual std::uint64_t window_offset() const noexcept = 0;
+  virtual bool last_window() const noexcept = 0;
   // Next window: keeps window()[consumed, end) (a cut record) at its front. Views into the
   // current window die. An error names the file ("<path>: input truncated at offset N: ...").
-  absl::Status Advance(std::size_t consumed) { return file_ ? file_->Advance(consumed) : absl::OkStatus(); }
-  absl::Status Rewind() { return file_ ? file_->Rewind() : absl::OkStatus(); }
-  // "<path>" or "generated feed": how errors name the input.
+  // A live source waits here for the network (running the idle hook) until it has a window
+  // or a notice, the session is over (last_window()), or the stop flag is set.
+  virtual absl::Status Advance(std::size_t consumed) = 0;
+  virtual absl::Status Rewind() { return absl::OkStatus(); }
+  // "<path>", "generated feed" or "moldudp64 A ... B ...": how errors name the input.
   const std::string& name() const noexcept { return name_; }
 
- private:
-  friend absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg);
+  // Live sources only.
+  virtual bool live() const noexcept { return false; }
+  // A notice that comes before window() (whose bytes are then empty), or null.
+  virtual const Notice* notice() const noexcept { return nullptr; }
+  // Receive time (Pollux Clock) of the oldest packet behind window(); 0 when not live.
+  virtual std::int64_t window_rx_ns() const noexcept { return 0; }
+  // While Advance() waits: `hook(ctx)` runs the publishers' transport duties (inline mode),
+  // `stop` ends the wait (the source then reports its last window), and `idle` says how to
+  // wait: busy-spin and yield poll the sockets, the others sleep in poll() (1 ms at most).
+  void SetWaitHooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, core::IdleKind idle) noexcept {
+    idle_hook_ = hook;
+    idle_ctx_ = ctx;
+    stop_ = stop;
+    idle_kind_ = idle;
+  }
+  // Live sources export their counters to `ctx`'s counters file (pollux-stat shows them).
+  virtual void AttachCounters(Context&) {}
+  // Live sources: the counters for the summary (name, value), empty otherwise.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const { return {}; }
+
+ protected:
   std::string name_;
-  std::vector<std::uint8_t> generated_;
-  std::optional<itch::ChunkReader> file_;
+  int (*idle_hook_)(void*) = nullptr;
+  void* idle_ctx_ = nullptr;
+  const std::atomic<bool>* stop_ = nullptr;
+  core::IdleKind idle_kind_ = core::IdleKind::kYield;
 };
 
 // Generates or opens the source of `cfg` and validates every record (one pass over the
 // windows), so a malformed file fails before anything is published; the source is then at
-// its first window. Errors name the input: "<path>: itch: offset N: ...".
+// its first window. Errors name the input: "<path>: itch: offset N: ...". A live source
+// (feed.source = "moldudp64") joins its lines here; its first window is empty.
 absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg);
 
 // Runs `scan(window, &result)` over every window of `src`, in order, from the current one:

@@ -179,6 +179,16 @@ SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const Subscri
   s.p9999 = r.latency.percentile(99.99);
   s.max = r.latency.max();
   s.mean = r.latency.mean();
+  s.wire_count = r.wire_latency.count();
+  s.wire_p50 = r.wire_latency.percentile(50);
+  s.wire_p90 = r.wire_latency.percentile(90);
+  s.wire_p99 = r.wire_latency.percentile(99);
+  s.wire_p999 = r.wire_latency.percentile(99.9);
+  s.wire_max = r.wire_latency.max();
+  s.feed_gaps = r.feed_gaps;
+  s.feed_lost = r.feed_lost;
+  s.feed_stale = r.feed_stale;
+  s.feed_sessions = r.feed_sessions;
   s.digest = BooksDigest(*r.books);
   r.books->ForEachBook([&](const itch::OrderBook&) { ++s.books; });
   s.live_orders = r.books->live_orders();
@@ -216,6 +226,16 @@ std::string Serialize(const SubscriberReport& r) {
   kv("p9999", r.p9999);
   kv("max", r.max);
   kv("mean", absl::StrFormat("%.3f", r.mean));
+  kv("wire_count", r.wire_count);
+  kv("wire_p50", r.wire_p50);
+  kv("wire_p90", r.wire_p90);
+  kv("wire_p99", r.wire_p99);
+  kv("wire_p999", r.wire_p999);
+  kv("wire_max", r.wire_max);
+  kv("feed_gaps", r.feed_gaps);
+  kv("feed_lost", r.feed_lost);
+  kv("feed_stale", r.feed_stale);
+  kv("feed_sessions", r.feed_sessions);
   kv("digest", r.digest);
   kv("books", r.books);
   kv("live_orders", r.live_orders);
@@ -262,6 +282,16 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
     else if (k == "p9999") i64(&r.p9999);
     else if (k == "max") i64(&r.max);
     else if (k == "mean") ok = ok && absl::SimpleAtod(v, &r.mean);
+    else if (k == "wire_count") u64(&r.wire_count);
+    else if (k == "wire_p50") i64(&r.wire_p50);
+    else if (k == "wire_p90") i64(&r.wire_p90);
+    else if (k == "wire_p99") i64(&r.wire_p99);
+    else if (k == "wire_p999") i64(&r.wire_p999);
+    else if (k == "wire_max") i64(&r.wire_max);
+    else if (k == "feed_gaps") u64(&r.feed_gaps);
+    else if (k == "feed_lost") u64(&r.feed_lost);
+    else if (k == "feed_stale") u64(&r.feed_stale);
+    else if (k == "feed_sessions") u64(&r.feed_sessions);
     else if (k == "digest") u64(&r.digest);
     else if (k == "books") u64(&r.books);
     else if (k == "live_orders") u64(&r.live_orders);
@@ -271,7 +301,7 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
 }
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc) {
+                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live) {
   std::string out;
   const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
   std::string pace;
@@ -303,7 +333,21 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
                         static_cast<double>(r.cpu_ns) / 1e9,
                         secs > 0 ? 100.0 * static_cast<double>(r.cpu_ns) / 1e9 / secs : 0.0,
                         Rate(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
-  if (r.lag.count() != 0) {
+  if (!live.empty()) {
+    absl::StrAppend(&out, "live:       ");
+    std::size_t col = 12;
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      std::string item = absl::StrCat(live[i].first, " ", Commas(live[i].second), i + 1 < live.size() ? ", " : "");
+      if (col + item.size() > 110) {
+        absl::StrAppend(&out, "\n            ");
+        col = 12;
+      }
+      absl::StrAppend(&out, item);
+      col += item.size();
+    }
+    absl::StrAppendFormat(&out, "\n  %s notice(s) published\n", Commas(r.notices));
+  }
+  if (r.lag.count() != 0 && live.empty()) {
     absl::StrAppendFormat(&out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
                           Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
                           Us(r.lag.percentile(99.9)), Us(r.lag.percentile(99.99)), Us(r.lag.max()));
@@ -336,7 +380,16 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
                               "(mean %s, n=%s)\n",
                         Us(r.p50), Us(r.p90), Us(r.p99), Us(r.p999), Us(r.p9999), Us(r.max),
                         Us(static_cast<std::int64_t>(r.mean)), Commas(r.latency_count));
-  if (as_fast_as_possible && r.latency_count != 0) {
+  if (r.wire_count != 0) {
+    absl::StrAppendFormat(&out, "  packet-in-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (n=%s)\n",
+                          Us(r.wire_p50), Us(r.wire_p90), Us(r.wire_p99), Us(r.wire_p999), Us(r.wire_max),
+                          Commas(r.wire_count));
+  }
+  if (r.feed_sessions != 0 || r.feed_gaps != 0 || r.feed_stale != 0) {
+    absl::StrAppendFormat(&out, "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s\n",
+                          Commas(r.feed_gaps), Commas(r.feed_lost), Commas(r.feed_stale), Commas(r.feed_sessions));
+  }
+  if (as_fast_as_possible && r.latency_count != 0 && r.wire_count == 0) {
     absl::StrAppend(&out, "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
                           "replay = \"rate\" measures the pipeline)\n");
   }
@@ -374,7 +427,7 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 }
 
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc) {
+                        const core::Config& pc, const LiveCounterValues& live) {
   std::string out = "{\n";
   absl::StrAppendFormat(&out, "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
                               "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
@@ -393,6 +446,13 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
                           pub->stopped ? "true" : "false", pub->lag.percentile(50), pub->lag.percentile(90),
                           pub->lag.percentile(99), pub->lag.percentile(99.9), pub->lag.percentile(99.99), pub->lag.max());
   }
+  if (!live.empty()) {
+    absl::StrAppend(&out, "  \"live\": {");
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      absl::StrAppendFormat(&out, "%s\"%s\": %d", i ? ", " : "", live[i].first, live[i].second);
+    }
+    absl::StrAppendFormat(&out, ", \"notices\": %d},\n", pub != nullptr ? pub->notices : 0);
+  }
   if (pub != nullptr) {
     const double e2e = EndToEndSeconds(*pub, subs);
     absl::StrAppendFormat(&out, "  \"end_to_end\": {\"seconds\": %.6f, \"messages_per_s\": %.0f},\n", e2e,
@@ -406,12 +466,16 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
                                 "\"overruns\": %d, \"malformed\": %d, \"streams_ended\": %d, \"publisher_died\": %d, "
                                 "\"latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, "
                                 "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
-                                "\"digest\": \"%016x\"}",
+                                "\"digest\": \"%016x\", \"wire_latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, "
+                                "\"p99.9\": %d, \"max\": %d, \"count\": %d}, \"feed_gaps\": %d, \"feed_lost\": %d, "
+                                "\"feed_stale\": %d, \"feed_sessions\": %d}",
                           i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
                           s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps,
                           s.lost,
                           s.overruns, s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean,
-                          s.latency_count, s.books, s.live_orders, s.digest);
+                          s.latency_count, s.books, s.live_orders, s.digest, s.wire_p50, s.wire_p90, s.wire_p99,
+                          s.wire_p999, s.wire_max, s.wire_count, s.feed_gaps, s.feed_lost, s.feed_stale,
+                          s.feed_sessions);
   }
   absl::StrAppend(&out, "\n  ]\n}\n");
   return out;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ struct SubscriberReport {
   std::uint64_t latency_count = 0;
   std::int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
   double mean = 0;
+  // Live mode: packet-in-to-book latency, ns (count 0 otherwise), and the notices received.
+  std::uint64_t wire_count = 0;
+  std::int64_t wire_p50 = 0, wire_p90 = 0, wire_p99 = 0, wire_p999 = 0, wire_max = 0;
+  std::uint64_t feed_gaps = 0, feed_lost = 0, feed_stale = 0, feed_sessions = 0;
   std::uint64_t digest = 0;  // FNV-1a of the books JSON lines and the counts JSON
   std::uint64_t books = 0, live_orders = 0;
   std::string detail;        // messages by type, anomalies, top of book (preformatted)
@@ -46,8 +51,11 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text);
 // FNV-1a over exactly what --book-out and --counts-out would write.
 std::uint64_t BooksDigest(const itch::BookSet& books);
 
+// The live source's counters (Source::LiveCounters()): empty for a replay.
+using LiveCounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
+
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc);
+                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live = {});
 // `as_fast_as_possible`: the replay was not paced, so the latency line is mostly time spent
 // queued behind the publisher, and says so.
 std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible);
@@ -61,7 +69,7 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc);
+                        const core::Config& pc, const LiveCounterValues& live = {});
 
 // 1234567 -> "1,234,567".
 std::string Commas(std::uint64_t v);

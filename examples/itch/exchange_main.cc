@@ -62,6 +62,11 @@ ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answe
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
 ABSL_FLAG(uint32_t, mtu, 1400, "Packet budget in bytes (UDP payload), 72..65507.");
 ABSL_FLAG(std::string, summary_json, "", "Write what was sent and served to this file at exit.");
+ABSL_FLAG(uint64_t, session_change_at, 0,
+          "After this many messages, end the session (end of session on both lines) and go on in --next-session, sequence numbers from 1 (0 = never).");
+ABSL_FLAG(std::string, next_session, "POLLUX0002", "The session --session-change-at moves to (1..10 characters).");
+ABSL_FLAG(uint64_t, pause_at, 0, "After this many messages, send only heartbeats for --pause-ms (0 = never).");
+ABSL_FLAG(uint32_t, pause_ms, 1000, "Length of the --pause-at pause.");
 
 namespace {
 
@@ -75,7 +80,7 @@ constexpr const char* kFlags[] = {"itch",      "generate",       "symbols",     
                                   "rerequest_port", "interface", "drop_a",       "drop_b",      "seed",
                                   "rate",      "speed",          "session",      "linger_ms",   "history",
                                   "request_limit", "max_requesters", "delay_b_us", "no_rerequest", "heartbeat_ms", "mtu",
-                                  "summary_json"};
+                                  "summary_json", "session_change_at", "next_session", "pause_at", "pause_ms"};
 
 std::string Dashed(std::string s) {
   for (char& c : s) c = c == '_' ? '-' : c;
@@ -89,7 +94,8 @@ void PrintHelp() {
       "                       [--seed N] [--rate MSG_PER_S | --rate max | --speed X] [--session NAME]\n"
       "                       [--linger-ms MS] [--history N] [--request-limit N] [--max-requesters N]\n"
       "                       [--delay-b-us US] [--no-rerequest] [--heartbeat-ms MS] [--mtu BYTES]\n"
-      "                       [--summary-json FILE]\n\n"
+      "                       [--summary-json FILE] [--session-change-at N [--next-session NAME]]\n"
+      "                       [--pause-at N [--pause-ms MS]]\n\n"
       "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
       "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
       "with downstream packets unicast to the requester. Drops apply to data packets only.\n\n");
@@ -192,6 +198,11 @@ class History {
 struct Counters {
   uint64_t packets_a = 0, packets_b = 0, messages_a = 0, messages_b = 0;
   uint64_t dropped_a = 0, dropped_b = 0, heartbeats = 0, end_of_session = 0;
+  // Data packets dropped on both lines: what only a re-request can recover. A run is a
+  // stretch of consecutive such packets (one missing range at the receiver).
+  uint64_t messages_dropped_a = 0, messages_dropped_b = 0;
+  uint64_t dropped_both = 0, messages_dropped_both = 0, double_drop_runs = 0;
+  uint64_t session_changes = 0, pauses = 0;
   uint64_t requests = 0, served = 0, clamped = 0, reply_packets = 0, reply_messages = 0;
   uint64_t refused_malformed = 0, refused_wrong_session = 0, refused_too_old = 0;
   uint64_t refused_beyond_sent = 0, refused_rate_limited = 0, refused_disabled = 0;
@@ -218,6 +229,7 @@ class Exchange {
   std::unique_ptr<History> history;
   Counters c;
   Clock::time_point last_send = Clock::now();
+  bool last_double = false;  // the previous data packet was dropped on both lines
 
   void Send(int fd, const sockaddr_in& to, std::span<const uint8_t> p) {
     if (::sendto(fd, p.data(), p.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) < 0) ++c.send_errors;
@@ -226,15 +238,25 @@ class Exchange {
   // One data packet on both lines, each subject to its own drop draw; B may be delayed.
   void SendData(std::span<const uint8_t> p, uint16_t n) {
     last_send = Clock::now();
-    if (drop_a_ppm != 0 && rng_a.Below(1000000) < drop_a_ppm) {
+    const bool drop_a = drop_a_ppm != 0 && rng_a.Below(1000000) < drop_a_ppm;
+    const bool drop_b = drop_b_ppm != 0 && rng_b.Below(1000000) < drop_b_ppm;
+    if (drop_a && drop_b) {
+      ++c.dropped_both;
+      c.messages_dropped_both += n;
+      if (!last_double) ++c.double_drop_runs;
+    }
+    last_double = drop_a && drop_b;
+    if (drop_a) {
       ++c.dropped_a;
+      c.messages_dropped_a += n;
     } else {
       Send(tx_fd, line_a, p);
       ++c.packets_a;
       c.messages_a += n;
     }
-    if (drop_b_ppm != 0 && rng_b.Below(1000000) < drop_b_ppm) {
+    if (drop_b) {
       ++c.dropped_b;
+      c.messages_dropped_b += n;
       return;
     }
     ++c.packets_b;
@@ -386,7 +408,10 @@ bool WriteSummary(const std::string& path, const Counters& c, uint64_t end_seq) 
                "  \"requests_refused\": %llu,\n  \"refused_malformed\": %llu,\n"
                "  \"refused_wrong_session\": %llu,\n  \"refused_too_old\": %llu,\n"
                "  \"refused_beyond_sent\": %llu,\n  \"refused_rate_limited\": %llu,\n"
-               "  \"refused_disabled\": %llu,\n  \"send_errors\": %llu\n}\n",
+               "  \"refused_disabled\": %llu,\n  \"send_errors\": %llu,\n"
+               "  \"messages_dropped_a\": %llu,\n  \"messages_dropped_b\": %llu,\n"
+               "  \"dropped_both\": %llu,\n  \"messages_dropped_both\": %llu,\n  \"double_drop_runs\": %llu,\n"
+               "  \"session_changes\": %llu,\n  \"pauses\": %llu\n}\n",
                (unsigned long long)c.packets_a, (unsigned long long)c.packets_b,
                (unsigned long long)c.messages_a, (unsigned long long)c.messages_b,
                (unsigned long long)c.dropped_a, (unsigned long long)c.dropped_b,
@@ -399,7 +424,10 @@ bool WriteSummary(const std::string& path, const Counters& c, uint64_t end_seq) 
                (unsigned long long)c.refused_malformed, (unsigned long long)c.refused_wrong_session,
                (unsigned long long)c.refused_too_old, (unsigned long long)c.refused_beyond_sent,
                (unsigned long long)c.refused_rate_limited, (unsigned long long)c.refused_disabled,
-               (unsigned long long)c.send_errors);
+               (unsigned long long)c.send_errors, (unsigned long long)c.messages_dropped_a,
+               (unsigned long long)c.messages_dropped_b, (unsigned long long)c.dropped_both,
+               (unsigned long long)c.messages_dropped_both, (unsigned long long)c.double_drop_runs,
+               (unsigned long long)c.session_changes, (unsigned long long)c.pauses);
   return std::fclose(f) == 0;
 }
 
@@ -452,6 +480,11 @@ int main(int argc, char** argv) {
     UsageError("--session '" + session_name + "' must be 1..10 characters");
   }
   ex.session = mold::Session::From(session_name);
+  const std::string next_name = absl::GetFlag(FLAGS_next_session);
+  if (next_name.empty() || next_name.size() > mold::kSessionSize || next_name == session_name) {
+    UsageError("--next-session '" + next_name + "' must be 1..10 characters and differ from --session");
+  }
+  const mold::Session next_session = mold::Session::From(next_name);
   const uint64_t history = absl::GetFlag(FLAGS_history);
   if (history == 0 || history > (uint64_t{1} << 28)) UsageError("--history must be 1..268435456 messages");
   const uint64_t limit = absl::GetFlag(FLAGS_request_limit);
@@ -529,19 +562,25 @@ int main(int argc, char** argv) {
   ex.history = std::make_unique<History>(history);
 
   const auto hb = std::chrono::milliseconds(hb_ms);
-  const auto t0 = Clock::now();
+  const auto t_start = Clock::now();
   uint64_t ts0 = 0;
   bool have_ts0 = false;
   std::vector<uint8_t> buf(ex.mtu);
   pollux::itch::MessageCursor cur(stream);
   MessageView m;
   bool have = cur.Next(&m);
-  uint64_t sent = 0;  // messages sent so far (the next is sent + 1)
+  uint64_t sent = 0;   // messages sent in this session (the next is sent + 1)
+  uint64_t total = 0;  // messages sent in all sessions (pacing, --session-change-at, --pause-at)
+  auto t0 = t_start;
+  const uint64_t change_at = absl::GetFlag(FLAGS_session_change_at);
+  const uint64_t pause_at = absl::GetFlag(FLAGS_pause_at);
+  const auto pause_len = std::chrono::milliseconds(absl::GetFlag(FLAGS_pause_ms));
+  uint8_t eos[mold::kPacketHeaderSize];
   while (have) {
     // Pace by the packet's first message: its index (fixed rate) or its timestamp (--speed).
     Clock::time_point due = Clock::time_point::min();
     if (rate > 0) {
-      due = t0 + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(sent) * 1e9 / rate));
+      due = t0 + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(total) * 1e9 / rate));
     } else if (speed > 0) {
       if (!have_ts0) {
         ts0 = m.timestamp();
@@ -562,14 +601,17 @@ int main(int argc, char** argv) {
     }
     mold::PacketBuilder pb(buf);
     (void)pb.Begin(ex.session, sent + 1);
-    // A packet holds consecutive messages up to the MTU; with a fixed rate only those due.
+    // A packet holds consecutive messages up to the MTU; with a fixed rate only those due; it
+    // ends at a session change or a pause.
+    const uint64_t cut = std::min(change_at > total ? change_at : UINT64_MAX, pause_at > total ? pause_at : UINT64_MAX);
     const auto now = Clock::now();
     do {
       if (!pb.Add(m.bytes())) break;
       ex.history->Append(m.bytes());
       have = cur.Next(&m);
+      if (total + pb.count() == cut) break;
       if (rate > 0 && have && t0 + std::chrono::nanoseconds(static_cast<int64_t>(
-                                       static_cast<double>(sent + pb.count()) * 1e9 / rate)) > now) {
+                                       static_cast<double>(total + pb.count()) * 1e9 / rate)) > now) {
         break;
       }
       if (speed > 0 && have && m.timestamp() > ts0 &&
@@ -580,8 +622,32 @@ int main(int argc, char** argv) {
     const uint16_t n = pb.count();
     ex.SendData(pb.Finish(), n);
     sent += n;
+    total += n;
     // A bounded look at the request socket between packets.
     ex.ServeRequests(0);
+    if (total == change_at && have) {
+      // End of this session on both lines, then the next one from sequence 1 with a history
+      // of its own (requests for the old session are refused as another session's).
+      ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
+      ++ex.c.end_of_session;
+      ex.session = next_session;
+      ex.history = std::make_unique<History>(history);
+      ex.last_double = false;
+      sent = 0;
+      ++ex.c.session_changes;
+    }
+    if (total == pause_at && have) {
+      // Only heartbeats (and re-request answers) for a while; the pace resumes afterwards.
+      const auto until = Clock::now() + pause_len;
+      for (auto now2 = Clock::now(); now2 < until || ex.DelayedPending(); now2 = Clock::now()) {
+        ex.FlushDelayed(now2 >= until);
+        if (now2 - ex.last_send >= hb) ex.Heartbeat(sent + 1);
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now2).count();
+        ex.ServeRequests(static_cast<int>(std::clamp<int64_t>(left, 0, ex.DelayedPending() ? 1 : std::min<int64_t>(hb_ms, 50))));
+      }
+      t0 += pause_len;
+      ++ex.c.pauses;
+    }
   }
   if (!cur.result().ok()) {  // the first scan passed, so only a changed file gets here
     std::fprintf(stderr, "%s: %s\n", kProg, cur.result().ToStatus().ToString().c_str());
@@ -589,7 +655,6 @@ int main(int argc, char** argv) {
   }
 
   // End of session on both lines, a few times: a receiver that loses it would wait forever.
-  uint8_t eos[mold::kPacketHeaderSize];
   for (int i = 0; i < 3; ++i) {
     ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
     ++ex.c.end_of_session;

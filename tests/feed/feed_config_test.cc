@@ -104,6 +104,37 @@ TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
               StartsWith("x.toml:3: feed.messages: 50 is too few for 100 symbols"));
 }
 
+// Live mode keys (feed.source = "moldudp64"): each value checked where it is set, naming the
+// file, line and key; the lines are required together and must differ.
+TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(
+      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26401\"\n"
+      "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n",
+      "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.source, SourceKind::kMoldUdp64);
+  EXPECT_EQ(c->feed.rerequest, "exchange.example:26402");
+  EXPECT_EQ(c->feed.window, 4096u);
+  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"10.0.0.1:26400\"\n"),
+            "x.toml:3: feed.line_a: \"10.0.0.1:26400\" is not a multicast group (224.0.0.0/4)");
+  EXPECT_EQ(ErrorOf("[feed]\n\nline_b = \"239.1.1.2\"\n"),
+            "x.toml:3: feed.line_b: expected ADDR:PORT (port 1..65535), got \"239.1.1.2\"");
+  EXPECT_EQ(ErrorOf("[feed]\nline_a = \"host:1\"\n"),
+            "x.toml:2: feed.line_a: expected an IPv4 address before the port, got \"host:1\"");
+  EXPECT_EQ(ErrorOf("[feed]\nrerequest = \"exchange:0\"\n"),
+            "x.toml:2: feed.rerequest: expected HOST:PORT (port 1..65535), got \"exchange:0\"");
+  EXPECT_EQ(ErrorOf("[feed]\nwindow = 5000\n"), "x.toml:2: feed.window: expected a power of two, got 5000");
+  EXPECT_EQ(ErrorOf("[feed]\nsession = \"ELEVENCHARS\"\n"),
+            "x.toml:2: feed.session: expected 0-10 characters, got \"ELEVENCHARS\"");
+  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\n"),
+            "x.toml:2: feed.line_b: missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
+  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.1:1\"\n"),
+            "x.toml:4: feed.line_b: \"239.1.1.1:1\" is line A too: the lines must differ");
+  EXPECT_EQ(ErrorOf("", {"feed.source=moldudp64", "feed.line_a=239.1.1.1:1", "feed.line_b=239.1.1.2:1",
+                         "feed.rerequest_timeout_ms=100", "feed.rerequest_timeout_max_ms=50"}),
+            "--set: feed.rerequest_timeout_max_ms: 50 is below feed.rerequest_timeout_ms (100)");
+}
+
 TEST(FeedConfig, PolluxKeysStillValidatedByPolluxWithTheirLineNumbers) {
   // [feed] comes first and spans lines (multi-line value): Pollux must still report line 9.
   const std::string toml = R"([feed]

@@ -1,4 +1,4 @@
-// build/bin/pollux-feed as a child process of a test: its stdout and stderr (interleaved) are
+// build/bin/pollux-feed (or another program) as a child process of a test: its stdout and stderr (interleaved) are
 // collected through a pipe, every wait is bounded (the process is killed when the bound
 // passes, and the test then fails on killed_after_timeout()), and signals can be sent while
 // it runs. Nothing here sleeps for a fixed time: waits poll the pipe until a condition holds.
@@ -18,10 +18,11 @@ namespace pollux::feedtest {
 
 class FeedProcess {
  public:
-  explicit FeedProcess(const std::vector<std::string>& args) {
+  // Runs `bin` (by default build/bin/pollux-feed) with `args`.
+  explicit FeedProcess(const std::vector<std::string>& args, const std::string& bin = POLLUX_FEED_BIN) {
     int fds[2];
     if (pipe(fds) != 0) return;
-    std::vector<std::string> argv = {POLLUX_FEED_BIN};
+    std::vector<std::string> argv = {bin};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> av;
     for (std::string& s : argv) av.push_back(s.data());

@@ -385,6 +385,39 @@ void shm_seeds(const fs::path& dir) {
   }
 }
 
+// rdma_ud_source: u8 op (% 4): 0 raw header (40 bytes, u32 qpn); 1 described header (u8 sel,
+// 4 bytes source, u16 id, ...; u32 qpn); 2 receive buffer (u8 source, u8 sel, datagram); 3 time
+// step (u16, 100 us units) + service + poll.
+void ud_source_seeds(const fs::path& dir) {
+  {
+    Out o;
+    std::uint8_t g[40] = {};
+    const std::uint8_t ip[20] = {0x45, 0, 0, 0x54, 0x12, 0x34, 0x40, 0, 1, 0x11, 0, 0, 10, 0, 0, 1, 239, 255, 77, 1};
+    std::memcpy(g + 20, ip, 20);
+    o.u8(0).raw(g, 40).u32(0x11);                                     // RoCEv2 IPv4, rxe-style
+    o.u8(1).u8(0).u8(10).u8(0).u8(0).u8(2).u16(7).u32(0x22);          // described IPv4
+    o.u8(1).u8(2).u8(10).u8(0).u8(0).u8(3).u16(8).u8(5).u32(0x33);    // IPv6 nibble in front, valid IPv4 checksum
+    o.u8(1).u8(3).u8(10).u8(0).u8(0).u8(4).u16(9).u8(7).u8(5).u32(1); // ... checksum wrong: a GRH
+    o.u8(1).u8(4).u8(1).u8(2).u8(3).u8(4).u16(1);                     // a real GRH with an SGID
+    for (int i = 0; i < 16; ++i) o.u8(0xa0 + i);
+    o.u32(0x44);
+    write(dir / "headers.bin", o.bytes);
+  }
+  {
+    Out o;
+    o.u8(2).u8(0).u8(4).u8(1);                                        // heartbeat of session 0 from source 0: join
+    o.u8(2).u8(0).u8(0).u8(3).u8(1).u8(8).u8(16).u8(24).u8(32);       // 4 frames from source 0
+    o.u8(2).u8(1).u8(0).u8(1).u8(1).u8(8).u8(8);                      // 2 frames of it from source 1: wrong source
+    o.u8(3).u16(10);
+    o.u8(2).u8(0).u8(0).u8(2).u8(0).u8(5).u8(8).u8(8).u8(8);          // 3 frames after a gap of 5: NAKed
+    o.u8(3).u16(50).u8(3).u16(50);
+    o.u8(2).u8(1).u8(6).u8(1);                                        // session 1 joins from source 1
+    o.u8(2).u8(0).u8(8).u8(1).u8(1).u8(8).u8(8);                      // a header no device writes
+    o.u8(3).u16(20);
+    write(dir / "two_sources_two_sessions.bin", o.bytes);
+  }
+}
+
 // ---- counters_reader: patches over the template counters file ----------------------------------
 
 void counters_seeds(const fs::path& dir) {
@@ -413,6 +446,7 @@ int main(int argc, char** argv) {
   control_seeds(root / "reliability_control");
   window_seeds(root / "receive_window");
   shm_seeds(root / "shm_reader");
+  ud_source_seeds(root / "rdma_ud_source");
   counters_seeds(root / "counters_reader");
   return 0;
 }

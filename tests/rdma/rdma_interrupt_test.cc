@@ -296,6 +296,36 @@ void dump_counters(Context& ctx, const char* who) {
   }
 }
 
+// A context configuration with runtime.idle = `idle`, no safety timer (sleep_timer_ms = 0), one
+// poller and a counters file. rdma_config() sets idle = "yield"; TOML forbids a second idle key,
+// so that line is swapped.
+std::string with_idle(const std::string& base, const std::string& idle) {
+  const std::string rt = "idle = \"" + idle + "\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
+  const std::string from = "idle = \"yield\"\n";
+  const std::size_t at = base.find(from);
+  return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
+}
+
+// Two contexts (subscriber, publisher) with a subscriber and a publisher of "md", connected.
+struct Connected {
+  std::unique_ptr<Context> sub_ctx, pub_ctx;
+  absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
+  absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
+
+  void open(const std::string& sub_toml, const std::string& pub_toml) {
+    sub_ctx = make(sub_toml);
+    pub_ctx = make(pub_toml);
+    ASSERT_TRUE(sub_ctx && pub_ctx);
+    sub = sub_ctx->subscriber("md");
+    pub = pub_ctx->publisher("md");
+    ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
+    ASSERT_TRUE(wait_for([&] {
+      (void)sub->poll([](const Message&) {}, 1);
+      return pub->is_connected();
+    })) << "publisher never connected";
+  }
+};
+
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
   auto snap = core::read_counters_file(ctx.counters_path());
   if (!snap.ok()) return 0;
@@ -324,23 +354,9 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const char* idle_env = std::getenv("POLLUX_RDMA_STRESS_IDLE");
   const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
   const bool sleeping = idle == "interrupt" || idle == "adaptive";
-  const std::string rt = "idle = \"" + idle + "\"\nsleep_timer_ms = 0\npollers = 1\ncounters = true\n";
-  // rdma_config() sets idle = "yield"; TOML forbids a second idle key, so swap that line.
-  auto cfg = [&](const std::string& base) {
-    const std::string from = "idle = \"yield\"\n";
-    const std::size_t at = base.find(from);
-    return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
-  };
-  auto sub_ctx = make(cfg(sub_config("dedicated", port)));
-  auto pub_ctx = make(cfg(pub_config("dedicated", port)));
-  ASSERT_TRUE(sub_ctx && pub_ctx);
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
-  ASSERT_TRUE(wait_for([&] {
-    (void)sub->poll([](const Message&) {}, 1);
-    return pub->is_connected();
-  })) << "publisher never connected";
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(c.open(with_idle(sub_config("dedicated", port), idle), with_idle(pub_config("dedicated", port), idle)));
+  auto& [sub_ctx, pub_ctx, sub, pub] = c;
 
   std::atomic<std::uint32_t> delivered{0};  // tag of the last message delivered (futex word)
   std::atomic<bool> stop{false};
@@ -484,6 +500,70 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
     EXPECT_GE(wake_sub, sent / 2) << "the subscriber's poller hardly slept";
     EXPECT_GE(wake_pub, sent / 2) << "the publisher's poller hardly slept";
   }
+}
+
+// UD multicast with loss repair while both pollers sleep (runtime.idle = "interrupt", no safety
+// timer, heartbeats only every second): the loss interceptor drops 10% of the subscriber's
+// datagrams and every message is still delivered, in order, without a gap. The NAKs, the repairs
+// and the tail heartbeat that reveals a lost last datagram go out on the group timers armed for
+// the protocol's own deadlines (CompletionGroup::try_arm), or on the wakeups of the traffic.
+TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
+  POLLUX_REQUIRE_RXE();
+  const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
+                         "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(
+      c.open(with_idle(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast"),
+                       "interrupt"),
+             with_idle(rdmatest::rdma_config("dedicated", "rxe0", ud, "", "ud_mcast"), "interrupt")));
+  auto& [sub_ctx, pub_ctx, sub, pub] = c;
+  constexpr std::uint64_t kCount = 2000;
+  std::thread producer([&] {
+    std::byte buf[64] = {};
+    for (std::uint64_t i = 1; i <= kCount; ++i) {
+      std::memcpy(buf, &i, 8);
+      while (pub->offer(buf, sizeof buf) < 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::sleep_for(std::chrono::microseconds(500));  // both pollers go to sleep between messages
+    }
+  });
+  std::uint64_t received = 0, out_of_order = 0, gaps = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (received < kCount && std::chrono::steady_clock::now() < deadline) {
+    const int n = sub->poll(
+        [&](const Message& m) {
+          std::uint64_t tag;
+          std::memcpy(&tag, m.payload.data(), 8);
+          out_of_order += tag != received + 1;
+          ++received;
+        },
+        [&](const Gap&) { ++gaps; }, [](const StreamEvent&) {}, 64);
+    if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  producer.join();
+  auto counter = [](Context& ctx, const std::string& name) {
+    auto snap = core::read_counters_file(ctx.counters_path());
+    std::uint64_t v = 0;
+    if (snap.ok()) {
+      for (const auto& c : snap->counters) v += c.name == name ? c.value : 0;
+    }
+    return v;
+  };
+  const std::uint64_t dropped = counter(*sub_ctx, "fault_dropped"), fills = counter(*sub_ctx, "gap_fills");
+  std::printf("ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "
+              "repaired frames, %llu + %llu poller sleeps\n",
+              static_cast<unsigned long long>(received), static_cast<unsigned long long>(dropped),
+              static_cast<unsigned long long>(fills), static_cast<unsigned long long>(counter(*sub_ctx, "naks_sent")),
+              static_cast<unsigned long long>(counter(*pub_ctx, "retransmitted_frames")),
+              static_cast<unsigned long long>(poller_counter(*sub_ctx, "sleeps")),
+              static_cast<unsigned long long>(poller_counter(*pub_ctx, "sleeps")));
+  EXPECT_EQ(received, kCount);
+  EXPECT_EQ(out_of_order, 0u);
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_GT(dropped, 50u);
+  EXPECT_GE(fills, dropped);
+  EXPECT_GT(counter(*pub_ctx, "retransmitted_frames"), 0u);
+  EXPECT_GT(poller_counter(*sub_ctx, "sleeps"), 100u) << "the subscriber's poller must have slept";
+  EXPECT_GT(poller_counter(*pub_ctx, "sleeps"), 100u) << "the publisher's poller must have slept";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 //                        [--max-size N] [--rate MSGS_PER_S] [--until-killed] [--timeout S]
 //   pollux-rdma-peer sub CONFIG TOPIC COUNT [--sessions N] [--ready-fd F] [--signal-after N]
 //                        [--no-loss] [--require-complete] [--late-join] [--timeout S]
+//                        [--stall-after N --stall-ms MS]
 //
 // Each publishing thread has its own Publisher (so its own endpoint, QP and session) and offers
 // COUNT messages whose payload starts with the message's 1-based index, followed by a pattern
@@ -15,8 +16,10 @@
 // and the sequence advance together (a Gap must account for every hole) - until it has seen
 // SESSIONS sessions, each complete (COUNT messages delivered or reported lost) or ended (with
 // --require-complete: complete, ended or not), and every session starting at sequence 1 (unless
-// --late-join: the subscriber started mid-stream). It
-// prints one summary line and exits 0 only if everything checked out.
+// --late-join: the subscriber started mid-stream). With --stall-after it stops polling for
+// --stall-ms once it has seen N messages (a subscriber that falls behind). It prints one summary
+// line, then this process's RDMA counters ("counters: name=value ..."), and exits 0 only if
+// everything checked out.
 #include <unistd.h>
 
 #include <atomic>
@@ -29,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/counters.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 
@@ -39,12 +43,28 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string role, config, topic;
   std::uint64_t count = 0;
+  std::uint64_t stall_after = 0, stall_ms = 0;
   std::uint32_t max_size = 200, threads = 1, sessions = 1;
   std::uint64_t rate = 0, signal_after = 0;
   bool no_loss = false, until_killed = false, require_complete = false, late_join = false;
   int ready_fd = -1, start_fd = -1;
   int timeout_s = 300;
 };
+
+// This process's counters whose scope starts with `prefix`, as one "counters: name=value ..."
+// line (several endpoints' counters of one name are summed).
+void print_counters(const pollux::Context& ctx, const std::string& prefix) {
+  if (ctx.counters_path().empty()) return;
+  auto snap = pollux::core::read_counters_file(ctx.counters_path());
+  if (!snap.ok()) return;
+  std::map<std::string, std::uint64_t> sum;
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind(prefix, 0) == 0) sum[c.name] += c.value;
+  }
+  std::string out = "counters:";
+  for (const auto& [name, v] : sum) out += " " + name + "=" + std::to_string(v);
+  std::printf("%s\n", out.c_str());
+}
 
 void signal_fd(int fd) {
   if (fd >= 0) {
@@ -115,6 +135,7 @@ int run_pub(const Args& a, pollux::Context& ctx) {
   for (auto& p : pubs) p.close();
   std::printf("pub threads=%u offered=%llu retries=%llu\n", a.threads, static_cast<unsigned long long>(a.count),
               static_cast<unsigned long long>(retries.load()));
+  print_counters(ctx, "rdma tx");
   return failed.load() != 0 ? 4 : 0;
 }
 
@@ -204,7 +225,12 @@ int run_sub(const Args& a, pollux::Context& ctx) {
   }
   if (a.signal_after == 0) signal_fd(a.ready_fd);
   std::uint64_t idle = 0;
+  bool stalled = a.stall_after == 0;
   while (!done()) {
+    if (!stalled && total >= a.stall_after) {
+      stalled = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(a.stall_ms));
+    }
     if (sub->poll(on_msg, on_gap, on_event, 256) == 0) {
       if (++idle % 64 == 0) std::this_thread::yield();
       if ((idle & 0xffff) == 0 && Clock::now() > deadline) break;
@@ -244,6 +270,7 @@ int run_sub(const Args& a, pollux::Context& ctx) {
               static_cast<unsigned long long>(ended), static_cast<unsigned long long>(died),
               static_cast<unsigned long long>(late));
   std::fputs(lines.c_str(), stdout);  // after the summary line: tests parse its key=value fields
+  print_counters(ctx, "rdma rx");
   ok = ok && bad == 0 && ooo == 0 && (!a.no_loss || lost == 0) && (a.late_join || late == 0);
   return ok ? 0 : 1;
 }
@@ -281,6 +308,8 @@ int main(int argc, char** argv) {
     else if (f == "--ready-fd") a.ready_fd = std::atoi(next());
     else if (f == "--start-fd") a.start_fd = std::atoi(next());
     else if (f == "--timeout") a.timeout_s = std::atoi(next());
+    else if (f == "--stall-after") a.stall_after = std::strtoull(next(), nullptr, 10);
+    else if (f == "--stall-ms") a.stall_ms = std::strtoull(next(), nullptr, 10);
     else {
       std::fprintf(stderr, "unknown option %s\n", f.c_str());
       return 64;

@@ -98,6 +98,7 @@ void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200
 void wait_connected(Publisher& pub, Subscriber& sub) {
   ASSERT_TRUE(wait_for([&] {
     (void)sub.poll([](const Message&) {}, 1);
+    (void)pub.service();  // inline: what connects a UD publisher (a subscriber's status) is read here
     return pub.is_connected();
   })) << "publisher never connected";
 }
@@ -318,11 +319,10 @@ std::uint64_t counter(Context& ctx, const std::string& name) {
 // (counter), no heap allocation and no mutex on either thread (interposed malloc and
 // pthread_mutex_lock count what this thread calls). Provider spinlocks are reported, not
 // asserted: rxe's ibv_post_send/ibv_poll_cq take their own (uncontended) queue spinlocks.
-TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
-  POLLUX_REQUIRE_RXE();
-  const int port = next_port();
-  auto sub_ctx = make(sub_config("inline", port, "", "counters = true\n"));
-  auto pub_ctx = make(pub_config("inline", port, "", "counters = true\n"));
+void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
+  auto sub_ctx = make(sub_toml);
+  auto pub_ctx = make(pub_toml);
+  ASSERT_TRUE(sub_ctx && pub_ctx);
   auto sub = sub_ctx->subscriber("md");
   auto pub = pub_ctx->publisher("md");
   ASSERT_TRUE(sub.ok() && pub.ok());
@@ -373,6 +373,22 @@ TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
   EXPECT_LT(counter(*pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
   // Batched re-posting: fewer post calls than buffers.
   EXPECT_LT(counter(*sub_ctx, "recv_post_calls") * 4, counter(*sub_ctx, "recv_buffers_posted"));
+}
+
+TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  data_path_probe(sub_config("inline", port, "", "counters = true\n"), pub_config("inline", port, "", "counters = true\n"));
+}
+
+// The same over UD multicast with loss repair: the frame copied into the retransmit buffer
+// (carved from the registered pool) and sent from there, the receiver's windows, NAK/status
+// messages - nothing allocates, locks or registers memory per message either.
+TEST(RdmaDataPath, UdMulticastNoRegMrNoAllocationNoLockPerMessage) {
+  POLLUX_REQUIRE_RXE();
+  const std::string ud = "multicast_group = \"239.255.69." + std::to_string(10 + getpid() % 200) + "\"\n";
+  data_path_probe(rdmatest::rdma_config("inline", "rxe1", ud, "counters = true\n", "ud_mcast"),
+                  rdmatest::rdma_config("inline", "rxe0", ud, "counters = true\n", "ud_mcast"));
 }
 
 // ---- transport level: endpoints driven directly --------------------------------------------------

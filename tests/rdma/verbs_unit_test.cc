@@ -3,6 +3,8 @@
 // direct-verbs send path (built into plain memory: no device needed, none used).
 #include <endian.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -12,7 +14,9 @@
 #include "core/config.h"
 #include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/mlx5_dv.h"
+#include "transport/rdma/send_pins.h"
 #include "transport/rdma/sequence.h"
+#include "transport/rdma/ud_address.h"
 #include "transport/rdma/verbs_errors.h"
 #include "transport/rdma/wire.h"
 
@@ -171,6 +175,194 @@ TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
   EXPECT_NE(config_error("[rdma]\nsignal_evry = 4\n").find("(did you mean rdma.signal_every?)"), std::string::npos);
   EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.2:0\"]\n").find("port 1..65535"), std::string::npos);
   EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.256:7\"]\n").find("expected \"a.b.c.d:port\""), std::string::npos);
+}
+
+// The ud_mcast repair keys: parsed, printed, validated with file:line:key.
+TEST(RdmaConfig, UdRepairKeys) {
+  auto d = core::parse_config("", "x.toml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->rdma.retransmit_buffer, 1u << 20);
+  EXPECT_EQ(d->rdma.reorder_window, 16384u);
+  EXPECT_EQ(d->rdma.max_sessions, 4u);
+  EXPECT_EQ(d->rdma.repair_rate, 64u << 20);
+  EXPECT_EQ(d->rdma.repair_burst, 1u << 20);
+  EXPECT_EQ(d->rdma.repair_rate_total, 256u << 20);
+  EXPECT_EQ(d->rdma.linger_ms, 500u);
+  EXPECT_EQ(d->rdma.fault_loss, 0.0);
+  auto c = core::parse_config(R"(
+[transport]
+kind = "rdma"
+[rdma]
+mode = "ud_mcast"
+retransmit_buffer = "256KiB"
+reorder_window = 4096
+max_sessions = 8
+nak_delay_us = 50
+nak_retry_us = 500
+nak_retry_max_us = 20000
+nak_give_up_ms = 3000
+status_interval_ms = 20
+nak_max_range = 1000
+repair_rate = "8MiB"
+repair_burst = "64KiB"
+repair_rate_total = 0
+linger_ms = 100
+fault_loss = 0.05
+fault_duplicate = 0.01
+fault_reorder = 0.02
+fault_seed = 9
+)",
+                              "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const core::RdmaConfig& r = c->rdma;
+  EXPECT_EQ(r.retransmit_buffer, 256u << 10);
+  EXPECT_EQ(r.reorder_window, 4096u);
+  EXPECT_EQ(r.max_sessions, 8u);
+  EXPECT_EQ(r.nak_delay_us, 50u);
+  EXPECT_EQ(r.nak_retry_us, 500u);
+  EXPECT_EQ(r.nak_retry_max_us, 20000u);
+  EXPECT_EQ(r.nak_give_up_ms, 3000u);
+  EXPECT_EQ(r.status_interval_ms, 20u);
+  EXPECT_EQ(r.nak_max_range, 1000u);
+  EXPECT_EQ(r.repair_rate, 8u << 20);
+  EXPECT_EQ(r.repair_burst, 64u << 10);
+  EXPECT_EQ(r.repair_rate_total, 0u);
+  EXPECT_EQ(r.linger_ms, 100u);
+  EXPECT_DOUBLE_EQ(r.fault_loss, 0.05);
+  EXPECT_DOUBLE_EQ(r.fault_duplicate, 0.01);
+  EXPECT_DOUBLE_EQ(r.fault_reorder, 0.02);
+  EXPECT_EQ(r.fault_seed, 9u);
+  const std::string toml = c->to_toml();
+  EXPECT_NE(toml.find("retransmit_buffer = 262144  # ud_mcast: "), std::string::npos) << toml;
+  EXPECT_NE(toml.find("repair_rate = 8388608  # ud_mcast: "), std::string::npos);
+
+  EXPECT_EQ(config_error("[rdma]\nretransmit_buffer = 100000\n"),
+            "feed.toml:2: rdma.retransmit_buffer: expected a power of two, got 100000");
+  EXPECT_NE(config_error("[rdma]\nretransmit_buffer = \"32KiB\"\n").find("feed.toml:2: rdma.retransmit_buffer:"),
+            std::string::npos);
+  EXPECT_EQ(config_error("[rdma]\nreorder_window = 1000\n"), "feed.toml:2: rdma.reorder_window: expected a power of two, got 1000");
+  EXPECT_NE(config_error("[rdma]\nrepair_burst = 1000\n").find("feed.toml:2: rdma.repair_burst:"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nmax_sessions = 0\n").find("feed.toml:2: rdma.max_sessions: expected 1..64"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nfault_loss = 1.5\n").find("feed.toml:2: rdma.fault_loss:"), std::string::npos);
+  // Cross-key checks apply to a UD multicast configuration.
+  const std::string ud = "[transport]\nkind = \"rdma\"\n[rdma]\nmode = \"ud_mcast\"\n";
+  EXPECT_EQ(config_error(ud + "nak_retry_us = 9000\nnak_retry_max_us = 8000\n"),
+            "feed.toml:5: rdma.nak_retry_us: 9000 is above rdma.nak_retry_max_us (8000)");
+  EXPECT_EQ(config_error(ud + "fault_loss = 0.6\nfault_reorder = 0.6\n"),
+            "feed.toml:5: rdma.fault_loss: rdma.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
+  EXPECT_NE(config_error(ud + "retransmit_buffer = \"8MiB\"\n[pool]\nslots = 4096\n")
+                .find("feed.toml:5: rdma.retransmit_buffer: 8388608 bytes take 4096 of the pool's 4096 slots of 2048 "
+                      "bytes"),
+            std::string::npos);
+}
+
+// ---- UD multicast repair: the verbs-free parts -----------------------------------------------------
+
+// The 40 bytes in front of a UD datagram, as rxe writes them for RoCEv2 over IPv4: zeros, then
+// the packet's IPv4 header (source 10.0.0.1, destination 239.255.77.1).
+std::array<std::uint8_t, 40> roce_v2_ipv4_grh() {
+  std::array<std::uint8_t, 40> g{};
+  const std::uint8_t ip[20] = {0x45, 0x00, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 0x01, 0x11, 0x00, 0x00,
+                               10,   0,    0,    1,    239,  255,  77,   1};
+  std::memcpy(g.data() + 20, ip, 20);
+  // A correct header checksum (as on the wire).
+  std::uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += static_cast<std::uint32_t>(g[20 + i] << 8 | g[21 + i]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  const std::uint16_t csum = static_cast<std::uint16_t>(~sum);
+  g[30] = static_cast<std::uint8_t>(csum >> 8);
+  g[31] = static_cast<std::uint8_t>(csum & 0xff);
+  return g;
+}
+
+TEST(RdmaUdAddress, RoceV2Ipv4SourceBecomesTheIpv4MappedGid) {
+  const auto g = roce_v2_ipv4_grh();
+  reliability::PeerAddress a;
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(g.data()), 0x1234, &a));
+  EXPECT_EQ(a.length, kUdPeerLength);
+  const std::uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  EXPECT_EQ(std::memcmp(ud_peer_gid(a), want, 16), 0);
+  EXPECT_EQ(ud_peer_qpn(a), 0x1234u);
+  // The same source, another QP: another peer (a session's datagrams all come from one QP).
+  reliability::PeerAddress b;
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(g.data()), 0x1235, &b));
+  EXPECT_FALSE(a == b);
+  // Per-packet fields (identification, checksum, TTL) do not change who sent it.
+  auto g2 = g;
+  g2[24] = 0x99;  // identification
+  g2[28] = 0x40;  // TTL
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(g2.data()), 0x1234, &b));
+  EXPECT_TRUE(a == b);
+}
+
+TEST(RdmaUdAddress, Ipv6GrhAndAmbiguousAndMalformedHeaders) {
+  // An IB / RoCE-over-IPv6 GRH: version 6, the source GID at bytes 8..24.
+  std::array<std::uint8_t, 40> g{};
+  g[0] = 0x60;
+  for (int i = 0; i < 16; ++i) g[8 + i] = static_cast<std::uint8_t>(0xa0 + i);
+  reliability::PeerAddress a;
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(g.data()), 7, &a));
+  EXPECT_EQ(ud_peer_gid(a)[0], 0xa0);
+  EXPECT_EQ(ud_peer_gid(a)[15], 0xaf);
+  EXPECT_EQ(ud_peer_qpn(a), 7u);
+  // Byte 0 says IPv6 but bytes 20..40 are a valid IPv4 header (a device that leaves garbage in
+  // front of it): the checksum decides, as in ibv_init_ah_from_wc.
+  auto v4 = roce_v2_ipv4_grh();
+  v4[0] = 0x60;
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(v4.data()), 7, &a));
+  EXPECT_EQ(ud_peer_gid(a)[10], 0xff);
+  EXPECT_EQ(ud_peer_gid(a)[12], 10);
+  v4[31] ^= 1;  // checksum wrong: an IPv6 GRH after all
+  ASSERT_TRUE(ud_source(reinterpret_cast<const std::byte*>(v4.data()), 7, &a));
+  EXPECT_EQ(ud_peer_gid(a)[10], v4[18]);
+  // Neither: no IPv6 version and no IPv4 header of RoCE's shape (IHL 5).
+  std::array<std::uint8_t, 40> bad{};
+  EXPECT_FALSE(ud_source(reinterpret_cast<const std::byte*>(bad.data()), 7, &a));
+  bad[20] = 0x46;  // IPv4 with options
+  EXPECT_FALSE(ud_source(reinterpret_cast<const std::byte*>(bad.data()), 7, &a));
+}
+
+// The log must not overwrite what a posted send still reads: the lowest position of the
+// requests in flight, which is not the oldest request's once a repair (old bytes) follows
+// first transmissions (new bytes).
+TEST(RdmaSendPins, LowestPositionInFlightAcrossRepairsAndCompletions) {
+  SendPins p;
+  p.init(8);
+  EXPECT_EQ(p.floor(), SendPins::kNone);
+  p.post(0, 1000);  // first transmissions
+  p.post(1, 2000);
+  p.post(2, 3000);
+  EXPECT_EQ(p.floor(), 1000u);
+  p.post(3, 100);  // a repair of old bytes
+  EXPECT_EQ(p.floor(), 100u);
+  EXPECT_EQ(p.size(), 1u) << "the newer, higher positions before it can never be the minimum again";
+  p.post(4, 4000);
+  p.complete(3);  // requests 0..2 completed: the repair is still in flight
+  EXPECT_EQ(p.floor(), 100u);
+  p.complete(4);  // the repair completed
+  EXPECT_EQ(p.floor(), 4000u);
+  p.complete(5);
+  EXPECT_EQ(p.floor(), SendPins::kNone);
+  // Against a brute-force minimum over a long random run with at most 8 requests in flight.
+  SendPins q;
+  q.init(8);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
+  std::uint64_t next = 0, done = 0, rng = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    if (next - done < 8 && (rng >> 60) < 10) {
+      const std::uint64_t pos = (rng >> 20) % 5000;
+      q.post(next, pos);
+      live.emplace_back(next++, pos);
+    } else if (done < next) {
+      done += 1 + (rng >> 40) % (next - done);
+      q.complete(done);
+      std::erase_if(live, [&](const auto& e) { return e.first < done; });
+    }
+    std::uint64_t want = SendPins::kNone;
+    for (const auto& e : live) want = std::min(want, e.second);
+    ASSERT_EQ(q.floor(), want) << "step " << i;
+  }
 }
 
 // ---- rdma_cm private data ------------------------------------------------------------------------

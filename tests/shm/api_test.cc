@@ -554,6 +554,29 @@ TEST(ApiTest, CountersAreReadableFromTheFile) {
   EXPECT_EQ(sub_msgs, 10u);
 }
 
+// An application's own counters land in the same file, under its scope and name.
+TEST(ApiTest, ApplicationCountersAreReadableFromTheFile) {
+  auto ctx = make(cfg(unique_name("appctr"), "inline"));
+  AppCounter a = ctx->counter("feed live", "packets_a");
+  AppCounter b = ctx->counter("feed live", "stale");
+  a.add(3);
+  a.add();
+  b.set(7);
+  EXPECT_EQ(a.get(), 4u);
+  AppCounter none;  // default-constructed: counts nothing, reads 0
+  none.add(5);
+  EXPECT_EQ(none.get(), 0u);
+  auto snap = core::read_counters_file(ctx->counters_path());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  std::uint64_t va = 0, vb = 0;
+  for (const auto& c : snap->counters) {
+    if (c.scope == "feed live" && c.name == "packets_a") va = c.value;
+    if (c.scope == "feed live" && c.name == "stale") vb = c.value;
+  }
+  EXPECT_EQ(va, 4u);
+  EXPECT_EQ(vb, 7u);
+}
+
 TEST(ApiTest, HandlesOutliveTheContext) {
   auto ctx = make(cfg(unique_name("life"), "dedicated"));
   auto pub = ctx->publisher("life");

@@ -123,6 +123,60 @@ TEST(ReliabilitySenderLog, RejectsBadCapacity) {
   EXPECT_FALSE(log.init({32u << 10, 1472, 1, 1}).ok());
 }
 
+// RDMA UD: the ring lives in the caller's (registered) memory, and datagrams are runs of it.
+TEST(ReliabilitySenderLog, UsesTheCallersMemoryAndMapsDatagramsBackToPositions) {
+  std::vector<std::uint64_t> mem((64u << 10) / 8);  // 8-aligned
+  auto* ring = reinterpret_cast<std::byte*>(mem.data());
+  SenderLog log;
+  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession, ring}).ok());
+  auto f = make_frame(1000 - 32, 0);
+  for (int i = 0; i < 300; ++i) {  // ~4.5 rings: positions far beyond the capacity
+    ASSERT_TRUE(log.append(f.data(), 1000));
+    const FrameRun r = log.next_unsent();
+    ASSERT_EQ(r.count, 1u);
+    ASSERT_TRUE(log.contains(r.data));
+    ASSERT_GE(r.data, ring);
+    ASSERT_LT(r.data + r.bytes, ring + (64u << 10) + 1);
+    EXPECT_EQ(log.position_of(r.data), log.position(r.first_seq)) << i;
+    log.mark_sent(r.first_seq + r.count);
+  }
+  // Every retained frame maps back to its own position, wrapped or not.
+  for (std::uint64_t s = log.oldest(); s < log.next(); ++s) {
+    EXPECT_EQ(log.position_of(log.run_at(s, s + 1).data), log.position(s)) << s;
+  }
+  alignas(8) std::byte hb[48] = {};
+  EXPECT_FALSE(log.contains(hb));
+  std::vector<std::uint64_t> odd(9000);
+  EXPECT_FALSE(log.init({64u << 10, 1024, 1, 1, reinterpret_cast<std::byte*>(odd.data()) + 4}).ok()) << "unaligned";
+}
+
+// A send posted from the log reads it until it completes: pinned bytes are never overwritten,
+// the log back-pressures instead, and the pin's release lets appends go on.
+TEST(ReliabilitySenderLog, NeverOverwritesPinnedBytes) {
+  SenderLog log;
+  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession}).ok());
+  auto f = make_frame(1000 - 32, 0);
+  ASSERT_TRUE(log.append(f.data(), 1000));  // sequence 1 at position 0
+  log.mark_sent(2);
+  log.set_pinned(log.position(1));  // a repair of sequence 1 is in flight
+  int appended = 0;
+  for (; appended < 200; ++appended) {
+    if (!log.append(f.data(), 1000)) break;
+    log.mark_sent(log.next());
+  }
+  EXPECT_EQ(appended, 64) << "65 frames fill the ring; the 66th would overwrite the pinned one";
+  EXPECT_EQ(log.oldest(), 1u);
+  EXPECT_EQ(reinterpret_cast<const core::FrameHeader*>(log.run_at(1, 2).data)->sequence, 1u);
+  log.set_pinned(SenderLog::kNoPin);  // completed
+  ASSERT_TRUE(log.append(f.data(), 1000));
+  EXPECT_EQ(log.oldest(), 2u);
+  // A pin on newer bytes holds back only writes that would reach them.
+  log.mark_sent(log.next());
+  log.set_pinned(log.position(log.next() - 1));
+  for (appended = 0; appended < 200 && log.append(f.data(), 1000); ++appended) log.mark_sent(log.next());
+  EXPECT_EQ(appended, 64);
+}
+
 // ---- FrameCursor (decoding hostile datagrams) ----------------------------------------------------
 
 // The datagram of issue #9 item 1, byte for byte: a 32-byte frame whose flags say "traced" (a

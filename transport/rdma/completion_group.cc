@@ -15,8 +15,29 @@
 #include "transport/rdma/device.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/rdma_endpoints.h"
+#include "transport/rdma/ud_endpoints.h"
 
 namespace pollux::transport::rdma {
+namespace {
+
+// Calls f with the owner of `c` as its concrete endpoint class (the four kinds: RC or UD,
+// publisher or subscriber): a branch on two constant fields, no virtual call.
+template <class F>
+void with_owner(Conn* c, F&& f) {
+  if (c->kind == Conn::Kind::kTx) {
+    if (c->ud) {
+      f(static_cast<UdTxEndpoint*>(c->owner));
+    } else {
+      f(static_cast<RdmaTxEndpoint*>(c->owner));
+    }
+  } else if (c->ud) {
+    f(static_cast<UdRxEndpoint*>(c->owner));
+  } else {
+    f(static_cast<RdmaRxEndpoint*>(c->owner));
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device& dev, core::BufferPool& pool,
                                                                          const GroupOptions& opt, ConnRetirer* retirer,
@@ -242,11 +263,7 @@ void CompletionGroup::sync_slow() noexcept {
     if (!gone) {
       adopt(c);
     } else if (c->state == Conn::State::kLive) {
-      if (c->kind == Conn::Kind::kTx) {
-        static_cast<RdmaTxEndpoint*>(c->owner)->on_gone(c);
-      } else {
-        static_cast<RdmaRxEndpoint*>(c->owner)->on_gone(c);
-      }
+      with_owner(c, [c](auto* ep) { ep->on_gone(c); });
     }
     // gone for a pending or already retired conn: its owner retires (or retired) it anyway.
   }
@@ -275,11 +292,7 @@ void CompletionGroup::adopt(Conn* c) noexcept {
       want -= n;
     }
   }
-  if (c->kind == Conn::Kind::kTx) {
-    static_cast<RdmaTxEndpoint*>(c->owner)->adopt(c);
-  } else {
-    static_cast<RdmaRxEndpoint*>(c->owner)->adopt(c);
-  }
+  with_owner(c, [c](auto* ep) { ep->adopt(c); });
 }
 
 Conn* CompletionGroup::route(std::uint32_t qp_num) noexcept {
@@ -338,6 +351,14 @@ void CompletionGroup::dispatch(const ibv_wc& wc) noexcept {
   }
   if (wc.wr_id & kWrRecv) {
     const auto slot = static_cast<std::uint32_t>(wc.wr_id & kWrValueMask);
+    if (__builtin_expect((wc.wr_id & kWrControl) != 0, 0)) {
+      // A UD publisher's own receive buffer (NAKs and status messages): never the group's, so
+      // never recycled here. A retired publisher's flushed buffers are simply dropped.
+      if (c != nullptr && c->ud && c->kind == Conn::Kind::kTx && c->state == Conn::State::kLive) {
+        static_cast<UdTxEndpoint*>(c->owner)->on_control(c, slot, wc.byte_len, wc.status);
+      }
+      return;
+    }
     if (opt_.srq) --srq_posted_;
     if (c == nullptr) {
       ++stale_;
@@ -351,12 +372,22 @@ void CompletionGroup::dispatch(const ibv_wc& wc) noexcept {
       if (c->state == Conn::State::kDraining) {
         if (c->rq_posted == 0) finish_retire(c);
       } else if (c->state == Conn::State::kLive && c->kind == Conn::Kind::kRx) {
-        c->error = wc.status;  // the QP went to the error state: the publisher is gone
-        static_cast<RdmaRxEndpoint*>(c->owner)->on_gone(c);
+        if (c->ud) {
+          // UD: one bad datagram (larger than the buffer) fails only its own receive; a flush
+          // means the QP itself failed.
+          if (wc.status == IBV_WC_WR_FLUSH_ERR) static_cast<UdRxEndpoint*>(c->owner)->on_gone(c);
+        } else {
+          c->error = wc.status;  // the QP went to the error state: the publisher is gone
+          static_cast<RdmaRxEndpoint*>(c->owner)->on_gone(c);
+        }
       }
       return;
     }
-    static_cast<RdmaRxEndpoint*>(c->owner)->on_recv(c, slot, wc.byte_len);
+    if (c->ud) {
+      static_cast<UdRxEndpoint*>(c->owner)->on_recv(c, slot, wc.byte_len, wc.src_qp);
+    } else {
+      static_cast<RdmaRxEndpoint*>(c->owner)->on_recv(c, slot, wc.byte_len);
+    }
     return;
   }
   if (c == nullptr) {
@@ -364,8 +395,15 @@ void CompletionGroup::dispatch(const ibv_wc& wc) noexcept {
     c_stale_.add();
     return;
   }
-  if (c->kind == Conn::Kind::kTx && c->state == Conn::State::kLive) {
-    static_cast<RdmaTxEndpoint*>(c->owner)->on_send(c, wc.wr_id, wc.status);
+  if (c->state != Conn::State::kLive) return;
+  if (c->kind == Conn::Kind::kTx) {
+    if (c->ud) {
+      static_cast<UdTxEndpoint*>(c->owner)->on_send(c, wc.wr_id, wc.status);
+    } else {
+      static_cast<RdmaTxEndpoint*>(c->owner)->on_send(c, wc.wr_id, wc.status);
+    }
+  } else if (c->ud) {
+    static_cast<UdRxEndpoint*>(c->owner)->on_send(c, wc.wr_id, wc.status);  // a NAK or status message went out
   }
 }
 
@@ -381,7 +419,12 @@ int CompletionGroup::progress_dv() noexcept {
     }
     if (c == nullptr || c->dv == nullptr || c->state != Conn::State::kLive) continue;
     const std::uint64_t wr_id = c->dv->wr_id_of(done[i].wqe_counter);
-    static_cast<RdmaTxEndpoint*>(c->owner)->on_send(c, wr_id, done[i].ok ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR);
+    const ibv_wc_status st = done[i].ok ? IBV_WC_SUCCESS : IBV_WC_GENERAL_ERR;
+    if (c->ud) {
+      static_cast<UdTxEndpoint*>(c->owner)->on_send(c, wr_id, st);
+    } else {
+      static_cast<RdmaTxEndpoint*>(c->owner)->on_send(c, wr_id, st);
+    }
   }
   return static_cast<int>(n);
 #else
@@ -406,6 +449,22 @@ bool CompletionGroup::try_arm() noexcept {
     c_arm_refused_.add();
     return false;
   }
+  // ud_mcast: the reliability protocol's own deadlines (a NAK, a status message, a tail
+  // heartbeat, a repair), the earliest of the group's UD endpoints. One due now means work.
+  std::int64_t ud_deadline = INT64_MAX;
+  if (opt_.ud) {
+    for (const Route& r : routes_) {
+      const Conn* c = r.conn;
+      if (!c->ud || c->state != Conn::State::kLive) continue;
+      ud_deadline = std::min(ud_deadline, c->kind == Conn::Kind::kTx
+                                              ? static_cast<const UdTxEndpoint*>(c->owner)->next_deadline()
+                                              : static_cast<const UdRxEndpoint*>(c->owner)->next_deadline());
+    }
+    if (ud_deadline != INT64_MAX && ud_deadline <= core::Clock::now_ns()) {
+      c_arm_refused_.add();
+      return false;
+    }
+  }
   // Receive buffers batched for re-posting go to the SRQ now, not after the sleep.
   if (!pending_.empty()) flush_recycled();
   c_arms_.add();
@@ -424,10 +483,13 @@ bool CompletionGroup::try_arm() noexcept {
   if (timer_fd_ >= 0 && (!routes_.empty() || timer_set_)) {
     // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep
     // (which also clears an expiration left from an earlier one); stopped once no QP is left.
+    // The period, or sooner when an endpoint's protocol deadline comes first.
     itimerspec ts{};
     if (!routes_.empty()) {
-      ts.it_value.tv_sec = static_cast<time_t>(opt_.timer_ns / 1'000'000'000);
-      ts.it_value.tv_nsec = static_cast<long>(opt_.timer_ns % 1'000'000'000);
+      std::int64_t rel = opt_.timer_ns;
+      if (ud_deadline != INT64_MAX) rel = std::clamp<std::int64_t>(ud_deadline - core::Clock::now_ns(), 1'000, rel);
+      ts.it_value.tv_sec = static_cast<time_t>(rel / 1'000'000'000);
+      ts.it_value.tv_nsec = static_cast<long>(rel % 1'000'000'000);
     }
     if (timerfd_settime(timer_fd_, 0, &ts, nullptr) != 0) {
       c_arm_refused_.add();

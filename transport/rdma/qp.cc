@@ -18,7 +18,8 @@ absl::Status create_qp(Device& dev, const QpSpec& spec, Conn* c) {
   const bool srq = !spec.publisher && g->uses_srq();
   if (srq && g->srq() == nullptr) return absl::InternalError("rdma: receiving QP on a group without receives enabled");
   const bool fast = spec.publisher && dev.mlx5dv_supported();
-  const std::uint32_t rq = spec.publisher ? 0 : (srq ? 0 : spec.rq_depth);
+  // A UD publisher receives its subscribers' NAKs into buffers of its own (never the SRQ's).
+  const std::uint32_t rq = spec.publisher ? (spec.type == IBV_QPT_UD ? spec.rq_depth : 0) : (srq ? 0 : spec.rq_depth);
   // Worst case on the group CQ: every request flushed on error. Fast-path sends complete on the
   // separate mlx5 send CQ.
   const std::uint32_t reserve = (fast ? 1 : spec.sq_depth) + rq;
@@ -69,7 +70,7 @@ absl::Status create_qp(Device& dev, const QpSpec& spec, Conn* c) {
   c->qp_num = c->qp->qp_num;
   c->max_inline = a.cap.max_inline_data;
   c->sq_depth = spec.sq_depth;
-  c->has_rq = rq > 0;
+  c->has_rq = !spec.publisher && rq > 0;  // the group posts (and drains) its buffers
   c->group = g;
   c->ud = spec.type == IBV_QPT_UD;
   if (fast) {

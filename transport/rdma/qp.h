@@ -21,7 +21,8 @@ struct QpSpec {
   bool publisher = false;          // sends frames (fast path candidate); else receives
   std::uint32_t sq_depth = 1;
   std::uint32_t inline_bytes = 0;  // asked for; c->max_inline gets what the device granted
-  std::uint32_t rq_depth = 0;      // receiver without SRQ: its own receive queue
+  std::uint32_t rq_depth = 0;      // receiver without SRQ: its own receive queue (group buffers);
+                                   // UD publisher: the receive queue its endpoint fills itself (NAKs)
   ibv_ah* ah = nullptr;            // UD publisher: for the mlx5 template
 };
 

@@ -38,18 +38,15 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
       group_(group),
       self_progress_(group->poller() < 0),
       pool_(&t.pool()),
-      ud_(t.ud()),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       control_slot_(control_slot),
-      heartbeat_ns_(static_cast<std::int64_t>(t.cfg().heartbeat_ms) * 1'000'000),
       send_log_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
-  // UD: one datagram per frame (path MTU), and the receiver's buffer also holds the 40-byte GRH.
-  max_frame_ = ud_ ? std::min(t.device().mtu_bytes(), pool_->slot_size() - kGrhBytes) : pool_->slot_size();
+  max_frame_ = pool_->slot_size();
   inflight_.assign(pow2_at_least(ring_slots + kMaxPost), 0);
   mask_ = inflight_.size() - 1;
   core::CountersFile& f = t.counters();
@@ -87,7 +84,7 @@ void RdmaTxEndpoint::adopt(Conn* c) noexcept {
                                         "rdma: stream %u: more than %u subscribers; dropping %s", stream_id_, kMaxConns,
                                         c->peer);
     }
-    if (!ud_) add_ready(-1);
+    add_ready(-1);
     group_->retire(c);
     return;
   }
@@ -169,11 +166,6 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     if (self_progress_) (void)group_->progress();  // completions may free room for the next call
     return 0;
   }
-  if (__builtin_expect(ud_ && posted_ == 0 && nconns_ > 0, 0)) {
-    // UD: a heartbeat right before the first frame sets every listening subscriber's baseline at
-    // sequence 1, so losing the first frames shows as a gap rather than as a late join.
-    (void)post_control(conns_[0], core::kFlagHeartbeat, core::Clock::now_ns());
-  }
   ibv_send_wr wr[kMaxPost];
   ibv_sge sge[kMaxPost];
   std::uint64_t traced = 0;  // bit i: frame i is traced (always signalled)
@@ -224,11 +216,6 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
       }
       inlined += (flags & IBV_SEND_INLINE) != 0;
       wr[i].send_flags = flags;
-      if (ud_) {
-        wr[i].wr.ud.ah = c->ah;
-        wr[i].wr.ud.remote_qpn = kMulticastQpn;
-        wr[i].wr.ud.remote_qkey = kUdQkey;
-      }
     }
     bool ok;
     if (c->dv != nullptr) {
@@ -311,11 +298,6 @@ bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
-  if (ud_) {
-    wr.wr.ud.ah = c->ah;
-    wr.wr.ud.remote_qpn = kMulticastQpn;
-    wr.wr.ud.remote_qkey = kUdQkey;
-  }
   c->unsignalled = 0;
   bool ok;
   if (c->dv != nullptr) {
@@ -333,14 +315,7 @@ int RdmaTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   group_->sync();
   c_position_.set(next_seq_);
   if (closed_ || nconns_ == 0) return 0;
-  if (ud_) {
-    // UD: a heartbeat carries liveness and the next sequence (so a lost last frame shows as a
-    // gap); sent every heartbeat period, whether or not data went out.
-    if (now_ns - last_send_ns_ < heartbeat_ns_) return 0;
-    last_send_ns_ = now_ns;
-    return post_control(conns_[0], core::kFlagHeartbeat, now_ns) ? 1 : 0;
-  }
-  // RC: frames after the last signalled send complete silently, so their slots would wait for
+  // Frames after the last signalled send complete silently, so their slots would wait for
   // the next burst. A publisher that has posted nothing for kIdleTailNs (measured from the
   // housekeeping call that last saw posted_ change) sends one signalled heartbeat per
   // connection with such a tail; its completion frees them.
@@ -372,16 +347,13 @@ void RdmaTxEndpoint::close_st() noexcept {
   if (closed_) return;
   closed_ = true;
   closed_flag_.store(true, std::memory_order_relaxed);
-  if (!ud_ && t_.cm() != nullptr) t_.cm()->remove_publisher(this);
+  if (t_.cm() != nullptr) t_.cm()->remove_publisher(this);
   group_->sync();
   // End of stream to everyone, then wait (bounded) until it completed - the subscriber has it
   // before the disconnect reaches it.
   const std::int64_t now = core::Clock::now_ns();
   for (std::uint32_t k = 0; k < nconns_; ++k) {
     (void)post_control(conns_[k], core::kFlagEndOfStream, now);
-    // UD may lose it: send it twice (a subscriber ignores the repeat), and a lost pair still ends
-    // the stream through the liveness timeout.
-    if (ud_) (void)post_control(conns_[k], core::kFlagEndOfStream, now);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   for (;;) {
@@ -401,8 +373,8 @@ void RdmaTxEndpoint::close_st() noexcept {
 
 std::string RdmaTxEndpoint::describe() const {
   // Any thread: counters and atomics only, never the owner's fields.
-  return absl::StrFormat("rdma %s publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s",
-                         ud_ ? "ud_mcast" : "rc", stream_id_, session_id_, ready_.load(std::memory_order_relaxed),
+  return absl::StrFormat("rdma rc publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s",
+                         stream_id_, session_id_, ready_.load(std::memory_order_relaxed),
                          c_frames_.get(), max_frame_, status().empty() ? "" : "; ", status());
 }
 
@@ -411,12 +383,9 @@ std::string RdmaTxEndpoint::describe() const {
 RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
     : t_(t),
       group_(group),
-      self_progress_(group->poller() < 0),
-      ud_(t.ud()),
-      offset_(t.ud() ? kGrhBytes : 0),
-      liveness_ns_(static_cast<std::int64_t>(t.cfg().liveness_timeout_ms) * 1'000'000) {
+      self_progress_(group->poller() < 0) {
   stream_id_ = spec.stream_id;
-  max_frame_ = t.pool().slot_size() - offset_;
+  max_frame_ = t.pool().slot_size();
   held_.assign(t.pool().slots(), 0);
   closing_.reserve(kMaxConns);
   grow_ready(256);
@@ -434,12 +403,6 @@ RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
 
 RdmaRxEndpoint::~RdmaRxEndpoint() {
   if (!closed_) close_st();
-}
-
-void RdmaRxEndpoint::set_multicast(Conn* qp, const ibv_gid& mgid, int igmp_socket) noexcept {
-  mcast_qp_ = qp;
-  mgid_ = mgid;
-  igmp_fd_ = igmp_socket;
 }
 
 void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
@@ -468,7 +431,7 @@ void RdmaRxEndpoint::adopt(Conn* c) noexcept {
   conns_[nconns_++] = c;
   // Every buffer the group owns could land here, plus one end marker per connection.
   grow_ready(group_->recv_buffers() + 2 * kMaxConns + 64);
-  if (!ud_) live_.fetch_add(1, std::memory_order_relaxed);
+  live_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void RdmaRxEndpoint::on_gone(Conn* c) noexcept {
@@ -484,8 +447,8 @@ void RdmaRxEndpoint::on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len
   // Traced frames get the poll batch's clock read (the header's flags are read before the
   // frame is validated in poll_st: a corrupt frame costs at most that clock read).
   std::int64_t ns = 0;
-  if (byte_len >= offset_ + core::kFrameHeaderSize) {
-    const auto* h = reinterpret_cast<const core::FrameHeader*>(group_->slot_ptr(slot) + offset_);
+  if (byte_len >= core::kFrameHeaderSize) {
+    const auto* h = reinterpret_cast<const core::FrameHeader*>(group_->slot_ptr(slot));
     if (__builtin_expect((h->flags & core::kFlagTraced) != 0, 0)) ns = group_->batch_now();
   }
   ready_[ready_tail_++ & ready_mask_] = Ready{c, slot, byte_len, ns};
@@ -503,12 +466,8 @@ void RdmaRxEndpoint::retire_conn(Conn* c) noexcept {
     conns_[i]->index = i;
     conns_[nconns_] = nullptr;
   }
-  if (!ud_ && !c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
+  if (!c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
   c->ended = true;
-  if (c == mcast_qp_) {
-    (void)ibv_detach_mcast(c->qp, &mgid_, 0);
-    mcast_qp_ = nullptr;
-  }
   group_->retire(c);
 }
 
@@ -533,7 +492,6 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       push_event(d);
     }
   };
-  std::int64_t now = 0;
   while (ready_head_ != ready_tail_ && n < out.size()) {
     const Ready r = ready_[ready_head_++ & ready_mask_];
     Conn* c = r.conn;
@@ -555,11 +513,11 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       retire_conn(c);
       continue;
     }
-    const std::byte* p = group_->slot_ptr(r.slot) + offset_;
+    const std::byte* p = group_->slot_ptr(r.slot);
     const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
-    if (__builtin_expect(r.len < offset_ + core::kFrameHeaderSize || h->magic != core::kFrameMagic ||
+    if (__builtin_expect(r.len < core::kFrameHeaderSize || h->magic != core::kFrameMagic ||
                              h->version != core::kFrameVersion || h->frame_length < core::kFrameHeaderSize ||
-                             h->frame_length > r.len - offset_,
+                             h->frame_length > r.len,
                          0)) {
       c_malformed_.add();
       group_->recycle(r.slot);
@@ -571,57 +529,28 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
       continue;
     }
     if (__builtin_expect(h->stream_id != stream_id_, 0)) {
-      c_foreign_.add();  // UD: the group carries every stream
+      c_foreign_.add();  // a publisher of another stream connected here (cannot happen: checked at connect)
       group_->recycle(r.slot);
       continue;
     }
-    SequenceTracker* seq;
-    if (ud_) {
-      if (now == 0) now = core::Clock::now_ns();
+    // Sequences are tracked per session, not per connection, so when a publisher endpoint
+    // reconnects (its QP failed) the frames that died with the old QP show as a gap.
+    auto* s = rc_session_;
+    if (__builtin_expect(s == nullptr || s->session_id != h->session_id, 0)) {
       bool created;
-      auto* s = sessions_.find_or_add(h->session_id, now, &created);
-      const bool is_control = (h->flags & (core::kFlagHeartbeat | core::kFlagEndOfStream)) != 0;
-      if (__builtin_expect(!created && s->ended && is_control, 0)) {
-        group_->recycle(r.slot);  // a repeated end of stream, or a heartbeat after it: nothing new
-        continue;
-      }
-      if (created || s->ended) {
-        if (!created) {
-          s->seq = SequenceTracker{};
-          s->ended = false;
-        }
-        s->announced = true;
-        RxDesc d{};
-        d.kind = RxKind::kNewSession;
-        d.session_id = h->session_id;
-        d.sequence = h->sequence;
-        emit(d);
-        int live = 0;
-        for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
-        live_.store(live, std::memory_order_relaxed);
-      }
-      s->last_heard_ns = now;
-      seq = &s->seq;
-    } else {
-      // RC: sequences are tracked per session, not per connection, so when a publisher endpoint
-      // reconnects (its QP failed) the frames that died with the old QP show as a gap.
-      auto* s = rc_session_;
-      if (__builtin_expect(s == nullptr || s->session_id != h->session_id, 0)) {
-        bool created;
-        s = sessions_.find_or_add(h->session_id, static_cast<std::int64_t>(messages_), &created);
-        rc_session_ = s;
-      }
-      s->last_heard_ns = static_cast<std::int64_t>(messages_);  // LRU order, no clock needed
-      if (!s->announced) {
-        s->announced = true;
-        RxDesc d{};
-        d.kind = RxKind::kNewSession;
-        d.session_id = h->session_id;
-        d.sequence = h->sequence;
-        emit(d);
-      }
-      seq = &s->seq;
+      s = sessions_.find_or_add(h->session_id, static_cast<std::int64_t>(messages_), &created);
+      rc_session_ = s;
     }
+    s->last_heard_ns = static_cast<std::int64_t>(messages_);  // LRU order, no clock needed
+    if (!s->announced) {
+      s->announced = true;
+      RxDesc d{};
+      d.kind = RxKind::kNewSession;
+      d.session_id = h->session_id;
+      d.sequence = h->sequence;
+      emit(d);
+    }
+    SequenceTracker* seq = &s->seq;
     SequenceStep step;
     const bool control = (h->flags & (core::kFlagHeartbeat | core::kFlagEndOfStream)) != 0;
     step = control ? seq->on_next(h->sequence) : seq->on_frame(h->sequence);
@@ -648,17 +577,9 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
         d.reason = 0;
         d.session_id = session;
         emit(d);
-        if (ud_) {
-          bool created;
-          sessions_.find_or_add(session, now, &created)->ended = true;
-          int live = 0;
-          for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
-          live_.store(live, std::memory_order_relaxed);
-        } else {
-          c->eos_seen = true;
-          if (!c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
-          c->ended = true;
-        }
+        c->eos_seen = true;
+        if (!c->ended) live_.fetch_sub(1, std::memory_order_relaxed);
+        c->ended = true;
       }
       continue;
     }
@@ -706,28 +627,8 @@ int RdmaRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   group_->sync();
   if (closed_) return 0;
   group_->flush_recycled();
-  if (!ud_) return 0;
-  int work = 0;
-  bool changed = false;
-  for (auto& e : sessions_.entries()) {
-    if (e.session_id == 0 || e.ended || now_ns - e.last_heard_ns < liveness_ns_) continue;
-    // No frame and no heartbeat for the liveness timeout: the publisher is presumed dead.
-    e.ended = true;
-    changed = true;
-    RxDesc d{};
-    d.kind = RxKind::kEndOfStream;
-    d.reason = 1;
-    d.session_id = e.session_id;
-    push_event(d);
-    c_ends_.add();
-    ++work;
-  }
-  if (changed) {
-    int live = 0;
-    for (auto& e : sessions_.entries()) live += e.session_id != 0 && !e.ended;
-    live_.store(live, std::memory_order_relaxed);
-  }
-  return work;
+  (void)now_ns;
+  return 0;
 }
 
 bool RdmaRxEndpoint::try_arm_st() noexcept {
@@ -740,7 +641,7 @@ void RdmaRxEndpoint::disarm_st() noexcept { group_->disarm(); }
 void RdmaRxEndpoint::close_st() noexcept {
   if (closed_) return;
   closed_ = true;
-  if (!ud_ && t_.cm() != nullptr) t_.cm()->remove_subscriber(this);
+  if (t_.cm() != nullptr) t_.cm()->remove_subscriber(this);
   group_->sync();
   // Buffers queued for delivery or still held by the application go back to the group.
   for (; ready_head_ != ready_tail_; ++ready_head_) {
@@ -755,18 +656,13 @@ void RdmaRxEndpoint::close_st() noexcept {
   }
   while (nconns_ > 0) retire_conn(conns_[nconns_ - 1]);
   closing_.clear();
-  if (igmp_fd_ >= 0) {
-    ::close(igmp_fd_);  // leaves the kernel multicast group
-    igmp_fd_ = -1;
-  }
   live_.store(0, std::memory_order_relaxed);
   group_->flush_recycled();
   if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
 }
 
 std::string RdmaRxEndpoint::describe() const {
-  return absl::StrFormat("rdma %s subscriber stream %u: %d live publisher(s), %u messages, %s", ud_ ? "ud_mcast" : "rc",
-                         stream_id_, live_.load(std::memory_order_relaxed), c_messages_.get(), group_->describe());
+  return absl::StrFormat("rdma rc subscriber stream %u: %d live publisher(s), %u messages, %s", stream_id_, live_.load(std::memory_order_relaxed), c_messages_.get(), group_->describe());
 }
 
 }  // namespace pollux::transport::rdma

@@ -1,6 +1,6 @@
-// The RDMA transport's data plane: a publishing endpoint (one per publishing application thread,
-// owning one QP per connected subscriber for RC, or one UD QP for multicast) and a subscribing
-// endpoint (one QP per connected publisher for RC, or one UD QP attached to the group). Both
+// The RDMA transport's RC data plane (rdma.mode = "rc"; UD multicast: ud_endpoints.h): a
+// publishing endpoint (one per publishing application thread, owning one QP per connected
+// subscriber) and a subscribing endpoint (one QP per connected publisher). Both
 // are driven by exactly one thread - their poller, or the application thread in inline mode -
 // and take no lock, allocate nothing and never register memory on the data path. A poller's
 // endpoints are passive: post_st posts, poll_st/reap_st hand out what the poller's source
@@ -66,7 +66,6 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::string status() const;
   CompletionGroup* group() const noexcept { return group_; }
   int notify_fd() const noexcept override { return group_->notify_fd(); }
-  bool ud() const noexcept { return ud_; }
   // Frames handed to post_st and frames whose slots went back (for tests).
   std::uint64_t frames_posted() const noexcept { return posted_; }
   std::uint32_t live_connections() const noexcept { return nconns_; }
@@ -85,14 +84,12 @@ class RdmaTxEndpoint final : public TxEndpoint {
   CompletionGroup* const group_;
   const bool self_progress_;  // inline: polls its private group itself; else passive
   core::BufferPool* const pool_;
-  const bool ud_;
   const std::uint32_t lkey_;
   std::uint32_t max_frame_ = 0;
   const std::uint32_t signal_every_;
   const std::uint32_t post_batch_;     // most WRs per ibv_post_send (rdma.post_batch)
   const std::uint32_t inline_threshold_;
   const std::uint32_t control_slot_;   // a pool slot for heartbeat / end-of-stream frames
-  const std::int64_t heartbeat_ns_;
 
   // Traced frames (EndpointSpec::send_log non-null): each one's send is signalled, and the
   // first send completion that covers it records (sequence, CQE poll time) into the log. Posted
@@ -115,7 +112,6 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::uint64_t posted_ = 0;  // frames posted (next frame index)
   std::uint64_t freed_ = 0;   // frames whose slots went back to the publisher
   std::uint64_t next_seq_ = 1;
-  std::int64_t last_send_ns_ = 0;
   std::uint64_t idle_check_posted_ = 0;  // posted_ when housekeeping last saw it change
   std::int64_t idle_since_ns_ = 0;        // that housekeeping call's clock
   // RC: how long a publisher must have posted nothing before housekeeping flushes an
@@ -160,8 +156,6 @@ class RdmaRxEndpoint final : public RxEndpoint {
   std::uint32_t max_frame() const noexcept { return max_frame_; }  // what a receive buffer holds
   CompletionGroup* group() const noexcept { return group_; }
   int notify_fd() const noexcept override { return group_->notify_fd(); }
-  // UD: the multicast membership (ibv_attach_mcast + kernel IGMP join) made at open.
-  void set_multicast(Conn* qp, const ibv_gid& mgid, int igmp_socket) noexcept;
   std::uint64_t messages() const noexcept { return messages_; }
 
  private:
@@ -186,10 +180,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
   RdmaTransport& t_;
   CompletionGroup* const group_;
   const bool self_progress_;  // inline: polls its private group itself; else passive
-  const bool ud_;
-  const std::uint32_t offset_;   // frame offset in a receive buffer (UD: GRH)
   std::uint32_t max_frame_ = 0;
-  const std::int64_t liveness_ns_;
 
   std::array<Conn*, kMaxConns> conns_{};
   std::uint32_t nconns_ = 0;
@@ -198,17 +189,13 @@ class RdmaRxEndpoint final : public RxEndpoint {
   std::uint64_t ready_head_ = 0, ready_tail_ = 0, ready_mask_ = 0;
   std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st, and overflow of it
   std::uint32_t ev_head_ = 0, ev_tail_ = 0;
-  SessionTable<16> sessions_;         // publisher sessions heard on this stream (UD and RC)
+  SessionTable<16> sessions_;         // publisher sessions heard on this stream
   SessionTable<16>::Entry* rc_session_ = nullptr;  // RC: the last one looked up (checked by id)
   std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released
   std::atomic<int> live_{0};  // live publishers, written by the owner, read by connected(): relaxed (no data guarded)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t messages_ = 0;
   bool closed_ = false;
-  // UD membership.
-  Conn* mcast_qp_ = nullptr;
-  ibv_gid mgid_{};
-  int igmp_fd_ = -1;
 
   core::Counter c_messages_, c_gaps_, c_lost_, c_stale_, c_malformed_, c_foreign_, c_heartbeats_, c_ends_;
 };

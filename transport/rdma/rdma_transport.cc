@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "transport/rdma/qp.h"
 #include "transport/rdma/rdma_endpoints.h"
+#include "transport/rdma/ud_endpoints.h"
 #include "transport/rdma/verbs_errors.h"
 #include "transport/rdma/wire.h"
 
@@ -153,52 +154,66 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
   }
   auto g = group_for(spec.poller);
   if (!g.ok()) return g.status();
+  if (ud()) return open_ud_tx(spec, *g);
   auto control = env_.pool->carve(1);
   if (!control.ok()) return control.status();
   const core::Config& c = config();
   const std::uint32_t ring = c.rings.capacity + 2 * c.rings.burst;
   auto ep = std::make_unique<RdmaTxEndpoint>(*this, *g, spec, random_session(), ring, control->first);
-  if (ud()) {
-    std::uint32_t group = 0;
-    (void)parse_ipv4(cfg().multicast_group, &group);
-    Conn* conn = new Conn();
-    conn->kind = Conn::Kind::kTx;
-    conn->owner = ep.get();
-    conn->peer = cfg().multicast_group;
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.port_num = dev_->port();
-    aa.grh.dgid = multicast_gid(group);
-    aa.grh.sgid_index = static_cast<std::uint8_t>(dev_->gid_index());
-    aa.grh.hop_limit = 1;  // IP TTL 1: market data stays on the local segment
-    conn->ah = ibv_create_ah(dev_->pd(), &aa);
-    if (conn->ah == nullptr) {
-      const int err = errno;
-      delete conn;
-      return absl::UnavailableError(absl::StrFormat(
-          "rdma: cannot address multicast group %s from %s (ibv_create_ah: %s); check that a route for 224.0.0.0/4 "
-          "leaves through the netdev under %s",
-          cfg().multicast_group, dev_->name(), std::strerror(err), dev_->name()));
-    }
-    QpSpec qs;
-    qs.type = IBV_QPT_UD;
-    qs.group = *g;
-    qs.publisher = true;
-    qs.sq_depth = cfg().send_queue_depth;
-    qs.inline_bytes = cfg().inline_threshold;
-    qs.ah = conn->ah;
-    absl::Status s = create_qp(*dev_, qs, conn);
-    if (s.ok()) s = ud_to_rts(conn->qp, dev_->port());
-    if (!s.ok()) {
-      destroy_qp(conn);
-      delete conn;
-      return s;
-    }
-    (*g)->announce(conn, false);
-    ep->add_ready(1);
-  } else {
-    cm_->add_publisher(ep.get());
+  cm_->add_publisher(ep.get());
+  return std::unique_ptr<TxEndpoint>(std::move(ep));
+}
+
+absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const EndpointSpec& spec, CompletionGroup* g) {
+  const std::uint32_t need = UdTxEndpoint::slots_needed(cfg(), env_.pool->slot_size());
+  auto slots = env_.pool->carve(need);
+  if (!slots.ok()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: rdma: a UD multicast publisher (topic \"%s\", stream %u) needs %u more pool slots for its retransmit "
+        "buffer (rdma.retransmit_buffer = %u bytes in slots of %u bytes) and its NAK receive buffers: %s, or lower "
+        "rdma.retransmit_buffer",
+        config().source, spec.topic, spec.stream_id, need, cfg().retransmit_buffer, env_.pool->slot_size(),
+        slots.status().message()));
   }
+  auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, random_session());
+  std::uint32_t group = 0;
+  (void)parse_ipv4(cfg().multicast_group, &group);
+  Conn* conn = new Conn();
+  conn->kind = Conn::Kind::kTx;
+  conn->owner = ep.get();
+  conn->peer = cfg().multicast_group;
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.port_num = dev_->port();
+  aa.grh.dgid = multicast_gid(group);
+  aa.grh.sgid_index = static_cast<std::uint8_t>(dev_->gid_index());
+  aa.grh.hop_limit = 1;  // IP TTL 1: market data stays on the local segment
+  conn->ah = ibv_create_ah(dev_->pd(), &aa);
+  if (conn->ah == nullptr) {
+    const int err = errno;
+    delete conn;
+    return absl::UnavailableError(absl::StrFormat(
+        "rdma: cannot address multicast group %s from %s (ibv_create_ah: %s); check that a route for 224.0.0.0/4 "
+        "leaves through the netdev under %s",
+        cfg().multicast_group, dev_->name(), std::strerror(err), dev_->name()));
+  }
+  QpSpec qs;
+  qs.type = IBV_QPT_UD;
+  qs.group = g;
+  qs.publisher = true;
+  qs.sq_depth = cfg().send_queue_depth;
+  qs.inline_bytes = cfg().inline_threshold;
+  qs.rq_depth = UdTxEndpoint::kControlRecvBuffers;  // NAKs and status messages, unicast to this QP
+  qs.ah = conn->ah;
+  absl::Status s = create_qp(*dev_, qs, conn);
+  if (s.ok()) s = ud_to_rts(conn->qp, dev_->port());
+  if (s.ok()) s = ep->init(*slots, dev_->mtu_bytes(), conn);
+  if (!s.ok()) {
+    destroy_qp(conn);
+    delete conn;
+    return s;
+  }
+  g->announce(conn, false);
   return std::unique_ptr<TxEndpoint>(std::move(ep));
 }
 
@@ -209,11 +224,15 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   auto g = group_for(spec.poller);
   if (!g.ok()) return g.status();
   if (absl::Status s = (*g)->enable_receives(); !s.ok()) return s;
-  auto ep = std::make_unique<RdmaRxEndpoint>(*this, *g, spec);
   if (!ud()) {
+    auto ep = std::make_unique<RdmaRxEndpoint>(*this, *g, spec);
     if (absl::Status s = cm_->add_subscriber(ep.get()); !s.ok()) return s;
     return std::unique_ptr<RxEndpoint>(std::move(ep));
   }
+  auto ctl = env_.pool->carve(UdRxEndpoint::kControlSendSlots);
+  if (!ctl.ok()) return ctl.status();
+  auto ep = std::make_unique<UdRxEndpoint>(*this, *g, spec);
+  if (absl::Status s = ep->init(*ctl); !s.ok()) return s;
   std::uint32_t group = 0;
   (void)parse_ipv4(cfg().multicast_group, &group);
   Conn* conn = new Conn();
@@ -224,7 +243,8 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   qs.type = IBV_QPT_UD;
   qs.group = *g;
   qs.publisher = false;
-  qs.sq_depth = 1;
+  qs.sq_depth = UdRxEndpoint::kControlSendSlots;  // NAKs and status messages to publishers
+  qs.inline_bytes = reliability::kMaxControlLength;
   qs.rq_depth = cfg().recv_queue_depth;
   absl::Status s = create_qp(*dev_, qs, conn);
   if (s.ok()) s = ud_to_rts(conn->qp, dev_->port());

@@ -85,6 +85,7 @@ class RdmaTransport final : public Transport, public ConnRetirer {
  private:
   explicit RdmaTransport(const TransportEnv& env) : env_(env) {}
   absl::StatusOr<CompletionGroup*> group_for(int poller);
+  absl::StatusOr<std::unique_ptr<TxEndpoint>> open_ud_tx(const EndpointSpec& spec, CompletionGroup* g);
 
   TransportEnv env_;
   std::map<int, std::unique_ptr<RdmaPollerSource>> sources_;  // by poller index (under mu_)

@@ -22,15 +22,25 @@ absl::Status SenderLog::init(const Options& o) {
   max_datagram_ = o.max_datagram;
   stream_id_ = o.stream_id;
   session_id_ = o.session_id;
-  buf_ = Region<std::byte>(capacity_);
+  if (o.memory != nullptr) {
+    if (reinterpret_cast<std::uintptr_t>(o.memory) % kWireAlignment != 0) {
+      return absl::InvalidArgumentError("retransmit buffer memory is not 8-byte aligned");
+    }
+    buf_ = Region<std::byte>();
+    data_ = o.memory;
+  } else {
+    buf_ = Region<std::byte>(capacity_);
+    data_ = buf_.get();
+  }
   index_ = Region<std::uint64_t>(imask_ + 1);
-  if (!buf_.ok() || !index_.ok()) {
+  if (data_ == nullptr || !index_.ok()) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("cannot map a retransmit buffer of %u bytes (+ %u of index): out of memory", capacity_,
                         (imask_ + 1) * sizeof(std::uint64_t)));
   }
   head_ = 0;
   next_seq_ = sent_seq_ = oldest_seq_ = 1;
+  pin_limit_ = kNoPin;
   return absl::OkStatus();
 }
 

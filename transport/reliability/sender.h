@@ -108,6 +108,8 @@ class ReliableSender {
   std::int64_t next_deadline(std::int64_t now_ns) const noexcept;
 
   const SenderLog& log() const noexcept { return log_; }
+  // The transport still reads the log from this history position on (SenderLog::set_pinned).
+  void set_pinned(std::uint64_t pos) noexcept { log_.set_pinned(pos); }
   const SenderStats& stats() const noexcept { return stats_; }
 
  private:

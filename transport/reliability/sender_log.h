@@ -8,8 +8,12 @@
 // to whoever NAKs them later). It only refuses a frame when that would overwrite frames not
 // yet sent even once, i.e. when the transport below cannot keep up (back-pressure).
 //
-// Transport-agnostic: UDP sends runs with sendmmsg, an RDMA UD path would post them as
-// scatter-gather entries of a registered region. Single-threaded (the endpoint's owner).
+// Transport-agnostic: UDP sends runs with sendmmsg; RDMA UD multicast posts them as send work
+// requests whose scatter-gather entry points into the log, which then lives in memory the NIC
+// can read (Options::memory: slots carved from the registered buffer pool). A posted work
+// request reads the log's bytes until it completes, later than the post: the transport pins the
+// oldest bytes still being read (set_pinned) and append() never overwrites them.
+// Single-threaded (the endpoint's owner).
 #pragma once
 
 #include <cstdint>
@@ -39,27 +43,37 @@ class SenderLog {
     std::uint32_t max_datagram = 1472;   // largest run (bytes); also the largest frame
     std::uint32_t stream_id = 0;
     std::uint32_t session_id = 0;
+    // Caller-owned ring memory of `capacity` bytes (8-aligned, already pre-touched), e.g. pool
+    // slots registered with the NIC; it must outlive the log. Null: the log maps its own.
+    std::byte* memory = nullptr;
   };
+  // set_pinned(kNoPin): nothing is being read by the transport.
+  static constexpr std::uint64_t kNoPin = UINT64_MAX;
 
   SenderLog() = default;
   SenderLog(const SenderLog&) = delete;
   SenderLog& operator=(const SenderLog&) = delete;
 
-  // Allocates and pre-touches the ring and the index (capacity / 32 entries: a frame is at
-  // least a 32-byte header). InvalidArgument on a bad capacity.
+  // Allocates and pre-touches the ring (unless Options::memory gives it) and the index
+  // (capacity / 32 entries: a frame is at least a 32-byte header). InvalidArgument on a bad
+  // capacity.
   absl::Status init(const Options& o);
 
   // Copies a frame (header + payload, `length` bytes, length <= max_frame()) into the log and
   // stamps its header: magic, version, length, stream, session and the next sequence. Returns
-  // false (nothing changed) when the log is full of unsent frames.
+  // false (nothing changed) when the log is full of unsent frames, or when the write would
+  // overwrite pinned bytes (set_pinned).
   [[nodiscard]] bool append(const std::byte* frame, std::uint32_t length) noexcept {
     const std::uint32_t wl = wire_size(length);
     std::uint64_t pos = head_;
     const std::uint64_t off = pos & mask_;
     if (off + wl > capacity_) pos += capacity_ - off;  // never split a frame: skip to the ring's start
     const std::uint64_t end = pos + wl;
+    // [pos, end) overwrites history positions [pos - capacity, end - capacity): none of them
+    // may still be read by a posted send (one compare; pin_limit_ = pinned + capacity).
+    if (__builtin_expect(end > pin_limit_, 0)) return false;
     if (!reclaim(end)) return false;
-    std::byte* dst = buf_.get() + (pos & mask_);
+    std::byte* dst = data_ + (pos & mask_);
     std::memcpy(dst, frame, length);
     if (wl != length) std::memset(dst + length, 0, wl - length);  // no stale bytes on the wire
     auto* h = reinterpret_cast<core::FrameHeader*>(dst);
@@ -87,13 +101,13 @@ class SenderLog {
       // Contiguous positions are contiguous bytes only up to the ring's end: a frame that starts
       // exactly there is at offset 0 of the ring, and begins the next datagram.
       if (cur != start && (cur & mask_) == 0) break;
-      const auto* h = reinterpret_cast<const core::FrameHeader*>(buf_.get() + (cur & mask_));
+      const auto* h = reinterpret_cast<const core::FrameHeader*>(data_ + (cur & mask_));
       const std::uint32_t wl = wire_size(h->frame_length);
       if (cur + wl - start > max_datagram_) break;
       cur += wl;
       ++s;
     }
-    r.data = buf_.get() + (start & mask_);
+    r.data = data_ + (start & mask_);
     r.bytes = static_cast<std::uint32_t>(cur - start);
     r.count = static_cast<std::uint32_t>(s - seq);
     r.first_seq = seq;
@@ -107,7 +121,7 @@ class SenderLog {
     std::uint32_t bytes;
   };
   Bytes single_unsent() const noexcept {
-    const std::byte* p = buf_.get() + (index_[sent_seq_ & imask_] & mask_);
+    const std::byte* p = data_ + (index_[sent_seq_ & imask_] & mask_);
     return {p, wire_size(reinterpret_cast<const core::FrameHeader*>(p)->frame_length)};
   }
 
@@ -122,6 +136,23 @@ class SenderLog {
   // the end of the newest frame): [a, b) spans position(b) - position(a) bytes on the wire,
   // padding at a ring wrap included. O(1).
   std::uint64_t position(std::uint64_t seq) const noexcept { return seq >= next_seq_ ? head_ : index_[seq & imask_]; }
+  // History position of a byte of the ring that holds a frame of the log now (a datagram that
+  // run_at()/single_unsent() returned, before the next append): the unique position congruent
+  // to its offset within the last `capacity` bytes written.
+  std::uint64_t position_of(const std::byte* p) const noexcept {
+    const std::uint64_t back = (head_ - static_cast<std::uint64_t>(p - data_)) & mask_;
+    return head_ - (back == 0 ? capacity_ : back);
+  }
+  // True when `p` points into the ring (a datagram of the log, not e.g. a heartbeat).
+  bool contains(const std::byte* p) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(data_);
+    return a - base < capacity_;  // one compare; a below base wraps to a huge offset
+  }
+  // Bytes from history position `pos` on are still read by the transport (kNoPin: none): until
+  // a later call moves it, append() refuses a frame that would overwrite them.
+  void set_pinned(std::uint64_t pos) noexcept {
+    pin_limit_ = pos >= kNoPin - capacity_ ? kNoPin : pos + capacity_;
+  }
 
   std::uint64_t next() const noexcept { return next_seq_; }     // sequence the next append gets
   std::uint64_t sent() const noexcept { return sent_seq_; }     // first sequence never sent
@@ -146,7 +177,8 @@ class SenderLog {
     return true;
   }
 
-  Region<std::byte> buf_;
+  Region<std::byte> buf_;        // the ring, when the log maps its own (Options::memory null)
+  std::byte* data_ = nullptr;    // the ring: buf_ or Options::memory
   Region<std::uint64_t> index_;
   std::uint64_t capacity_ = 0, mask_ = 0, imask_ = 0;
   std::uint32_t max_datagram_ = 0, stream_id_ = 0, session_id_ = 0;
@@ -154,6 +186,7 @@ class SenderLog {
   std::uint64_t next_seq_ = 1;   // sequences start at 1 (0 means "none" in FrameHeader)
   std::uint64_t sent_seq_ = 1;
   std::uint64_t oldest_seq_ = 1;
+  std::uint64_t pin_limit_ = kNoPin;  // set_pinned(): appends end at or below this
 };
 
 }  // namespace pollux::transport::reliability

@@ -187,28 +187,10 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     const std::string scope = absl::StrFormat("udp pub stream %u session %08x", spec.stream_id, ep->session_id_);
     core::CountersFile& f = *env.counters;
     TxCore::Counters& c = t.c;
-    c.datagrams = f.allocate(scope, "datagrams_sent", spec.stream_id);
-    c.bytes = f.allocate(scope, "bytes_sent", spec.stream_id);
-    c.heartbeats = f.allocate(scope, "heartbeats_sent", spec.stream_id);
-    c.naks = f.allocate(scope, "naks_received", spec.stream_id);
-    c.nak_ranges = f.allocate(scope, "nak_ranges_received", spec.stream_id);
-    c.naks_suppressed = f.allocate(scope, "naks_suppressed", spec.stream_id);
-    c.naks_unavailable = f.allocate(scope, "naks_unavailable", spec.stream_id);
-    c.retransmit_frames = f.allocate(scope, "retransmitted_frames", spec.stream_id);
-    c.retransmit_datagrams = f.allocate(scope, "retransmitted_datagrams", spec.stream_id);
-    c.receivers = f.allocate(scope, "receivers", spec.stream_id);
+    c.proto.allocate(f, scope, spec.stream_id);
     c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
     c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
-    c.control_malformed = f.allocate(scope, "control_malformed", spec.stream_id);
-    c.control_bytes = f.allocate(scope, "control_bytes_received", spec.stream_id);
-    c.retransmit_bytes = f.allocate(scope, "retransmitted_bytes", spec.stream_id);
-    c.naks_unannounced = f.allocate(scope, "naks_unannounced", spec.stream_id);
-    c.nak_ranges_capped = f.allocate(scope, "nak_ranges_capped", spec.stream_id);
-    c.repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", spec.stream_id);
-    c.repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", spec.stream_id);
     c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
-    // The sequence the next frame gets (pollux-stat: the publisher's position).
-    c.position = f.allocate(scope, "position", spec.stream_id, core::CounterKind::kPublisher);
     if (t.tx_stamps) {
       c.tx_stamps = f.allocate(scope, "tx_timestamps", spec.stream_id);
       c.tx_stamps_expired = f.allocate(scope, "tx_timestamps_expired", spec.stream_id);
@@ -534,29 +516,11 @@ void UdpTxEndpoint::close_st() noexcept {
 }
 
 void TxCore::publish_counters() noexcept {
-  if (!c.datagrams.valid()) return;
-  const reliability::SenderStats& s = sender.stats();
-  c.datagrams.set(s.datagrams);
-  c.bytes.set(s.bytes);
-  c.heartbeats.set(s.heartbeats);
-  c.naks.set(s.naks);
-  c.nak_ranges.set(s.nak_ranges);
-  c.naks_suppressed.set(s.naks_suppressed);
-  c.naks_unavailable.set(s.naks_unavailable);
-  c.retransmit_frames.set(s.retransmit_frames);
-  c.retransmit_datagrams.set(s.retransmit_datagrams);
-  c.receivers.set(sender.receivers());
-  c.send_blocked.set(s.send_blocked);
+  if (!c.send_blocked.valid()) return;
+  c.proto.publish(sender);
+  c.send_blocked.set(sender.stats().send_blocked);
   c.send_errors.set(send_errors);
-  c.control_malformed.set(s.control_malformed);
-  c.control_bytes.set(s.control_bytes);
-  c.retransmit_bytes.set(s.retransmit_bytes);
-  c.naks_unannounced.set(s.naks_unannounced);
-  c.nak_ranges_capped.set(s.nak_ranges_capped);
-  c.repairs_rate_limited.set(s.repairs_rate_limited);
-  c.repair_bytes_refused.set(s.repair_bytes_refused);
   c.fault_dropped.set(tx_faults.stats().dropped);
-  c.position.set(sender.log().next());
   if (c.tx_stamps.valid()) {
     const TxStampStats& ts = stamps.stats();
     c.tx_stamps.set(ts.stamped);
@@ -669,30 +633,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
     core::CountersFile& f = *env.counters;
     Counters& c = ep->c_;
-    c.datagrams = f.allocate(scope, "datagrams_received", spec.stream_id);
-    c.frames = f.allocate(scope, "frames_received", spec.stream_id);
-    c.heartbeats = f.allocate(scope, "heartbeats_received", spec.stream_id);
-    c.duplicates = f.allocate(scope, "duplicates_dropped", spec.stream_id);
-    c.beyond_window = f.allocate(scope, "beyond_window_dropped", spec.stream_id);
-    c.fills = f.allocate(scope, "gap_fills", spec.stream_id);
-    c.gaps = f.allocate(scope, "gaps_detected", spec.stream_id);
-    c.nak_ranges = f.allocate(scope, "nak_ranges_sent", spec.stream_id);
-    c.naks = f.allocate(scope, "naks_sent", spec.stream_id);
-    c.lost = f.allocate(scope, "messages_unrecoverable", spec.stream_id);
-    c.loss_reports = f.allocate(scope, "loss_reports", spec.stream_id);
-    c.sessions = f.allocate(scope, "sessions_started", spec.stream_id);
-    c.sessions_ended = f.allocate(scope, "sessions_ended", spec.stream_id);
-    c.status_sent = f.allocate(scope, "status_sent", spec.stream_id);
-    c.malformed = f.allocate(scope, "malformed", spec.stream_id);
-    c.other_stream = f.allocate(scope, "other_stream", spec.stream_id);
-    c.wrong_source = f.allocate(scope, "wrong_source", spec.stream_id);
-    c.claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", spec.stream_id);
-    c.ends_refuted = f.allocate(scope, "ends_refuted", spec.stream_id);
-    c.sessions_refused = f.allocate(scope, "sessions_refused", spec.stream_id);
-    c.evictions = f.allocate(scope, "buffer_evictions", spec.stream_id);
-    c.fault_dropped = f.allocate(scope, "fault_dropped", spec.stream_id);
-    c.fault_duplicated = f.allocate(scope, "fault_duplicated", spec.stream_id);
-    c.fault_reordered = f.allocate(scope, "fault_reordered", spec.stream_id);
+    c.proto.allocate(f, scope, spec.stream_id);
     if (ep->sock_.kernel_timestamps) {
       c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
       c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
@@ -1004,34 +945,7 @@ void UdpRxEndpoint::close_st() noexcept {
 }
 
 void UdpRxEndpoint::publish_counters() noexcept {
-  if (!c_.datagrams.valid()) return;
-  const reliability::ReceiverStats& s = receiver_.stats();
-  const reliability::WindowStats w = receiver_.window_stats();
-  const reliability::FaultStats& f = faults_.stats();
-  c_.datagrams.set(s.datagrams);
-  c_.frames.set(w.frames);
-  c_.heartbeats.set(s.heartbeats);
-  c_.duplicates.set(w.duplicates);
-  c_.beyond_window.set(w.beyond);
-  c_.fills.set(w.fills);
-  c_.gaps.set(w.gaps_opened);
-  c_.nak_ranges.set(w.nak_ranges);
-  c_.naks.set(s.naks_sent);
-  c_.lost.set(w.lost);
-  c_.loss_reports.set(w.loss_reports);
-  c_.sessions.set(s.sessions_started);
-  c_.sessions_ended.set(s.sessions_ended);
-  c_.status_sent.set(s.status_sent);
-  c_.malformed.set(s.malformed + truncated_);
-  c_.other_stream.set(s.other_stream);
-  c_.wrong_source.set(s.wrong_source);
-  c_.claims_refuted.set(w.claims_refuted);
-  c_.ends_refuted.set(s.ends_refuted);
-  c_.sessions_refused.set(s.sessions_refused);
-  c_.evictions.set(evictions_);
-  c_.fault_dropped.set(f.dropped);
-  c_.fault_duplicated.set(f.duplicated);
-  c_.fault_reordered.set(f.delayed);
+  c_.proto.publish(receiver_, faults_, truncated_, evictions_);
   if (c_.rx_stamps.valid()) {
     c_.rx_stamps.set(rx_stamps_);
     c_.rx_stamps_missing.set(rx_stamps_missing_);

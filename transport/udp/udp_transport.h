@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "transport/reliability/fault_injector.h"
+#include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
 #include "transport/reliability/region.h"
 #include "transport/reliability/sender.h"
@@ -96,11 +97,9 @@ struct TxCore final : reliability::DatagramSink {
   TxStampTracker stamps;
   RealtimeToClock stamp_clock;
   struct Counters {
-    core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable,
-        retransmit_frames, retransmit_datagrams, receivers, send_blocked, send_errors, control_malformed,
-        control_bytes, retransmit_bytes, naks_unannounced, nak_ranges_capped, repairs_rate_limited,
-        repair_bytes_refused, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped, tx_stamp_errors,
-        tx_stamp_resyncs, position;
+    reliability::SenderCounters proto;  // the protocol's, shared with RDMA UD multicast
+    core::Counter send_blocked, send_errors, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped,
+        tx_stamp_errors, tx_stamp_resyncs;
   } c;
 };
 
@@ -239,10 +238,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   bool closed_ = false;
   std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
   struct Counters {
-    core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
-        loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
-        ends_refuted, sessions_refused, evictions, fault_dropped,
-        fault_duplicated, fault_reordered, rx_stamps, rx_stamps_missing;
+    reliability::ReceiverCounters proto;  // the protocol's, shared with RDMA UD multicast
+    core::Counter rx_stamps, rx_stamps_missing;
   } c_;
 };
 

@@ -1,0 +1,311 @@
+#include "feed_handler/live_source.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "feed_handler/arbiter.h"
+#include "feed_handler/common.h"
+
+namespace pollux::feed {
+
+namespace {
+
+using core::Clock;
+namespace mold = itch::mold;
+
+constexpr std::size_t kBurst = 32;             // datagrams per recvmmsg
+constexpr std::size_t kMaxDatagram = 65536;    // a UDP payload is at most 65507 bytes
+constexpr std::int64_t kCountersEveryNs = 1'000'000;
+
+// recvmmsg buffers of one socket, allocated (and touched) once.
+struct RxBatch {
+  std::vector<std::uint8_t> bytes;
+  std::array<mmsghdr, kBurst> msgs{};
+  std::array<iovec, kBurst> iov{};
+  std::size_t n = 0, pos = 0;  // datagrams read, datagrams handed to the arbiter
+
+  RxBatch() : bytes(kBurst * kMaxDatagram, 0) {
+    for (std::size_t i = 0; i < kBurst; ++i) {
+      iov[i] = {bytes.data() + i * kMaxDatagram, kMaxDatagram};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+  }
+  std::span<const std::uint8_t> datagram(std::size_t i) const noexcept {
+    return {bytes.data() + i * kMaxDatagram, msgs[i].msg_len};
+  }
+  bool truncated(std::size_t i) const noexcept { return (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0; }
+};
+
+absl::StatusOr<sockaddr_in> ParseAddr(const std::string& key, const std::string& s) {
+  const std::size_t colon = s.rfind(':');
+  std::uint32_t port = 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (colon == std::string::npos || !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: expected HOST:PORT, got \"%s\"", key, s));
+  }
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const std::string host = s.substr(0, colon);
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot resolve \"%s\": %s", key, host, gai_strerror(rc)));
+  }
+  a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return a;
+}
+
+class LiveSource final : public Source {
+ public:
+  explicit LiveSource(const FeedConfig& cfg) : cfg_(cfg), arb_(Options(cfg)) {}
+  ~LiveSource() override {
+    for (int fd : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  absl::Status Open();
+
+  std::span<const std::uint8_t> window() const noexcept override { return window_; }
+  std::uint64_t window_offset() const noexcept override { return offset_; }
+  bool last_window() const noexcept override { return last_; }
+  bool live() const noexcept override { return true; }
+  const Notice* notice() const noexcept override { return notice_; }
+  std::int64_t window_rx_ns() const noexcept override { return rx_ns_; }
+  absl::Status Advance(std::size_t consumed) override;
+  void AttachCounters(Context& ctx) override {
+    for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i] = ctx.counter("feed live", kLiveCounters[i].name);
+    attached_ = true;
+    PublishCounters();
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const override {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (std::size_t i = 0; i < kLiveCounterCount; ++i) out.emplace_back(kLiveCounters[i].name, arb_.counters()[i]);
+    return out;
+  }
+
+ private:
+  static ArbiterOptions Options(const FeedConfig& c) {
+    ArbiterOptions o;
+    o.session = c.session;
+    o.window = c.window;
+    o.rerequest = !c.rerequest.empty();
+    o.rerequest_wait_ns = std::int64_t{c.rerequest_wait_us} * 1000;
+    o.rerequest_timeout_ns = std::int64_t{c.rerequest_timeout_ms} * 1'000'000;
+    o.rerequest_timeout_max_ns = std::int64_t{c.rerequest_timeout_max_ms} * 1'000'000;
+    o.rerequest_retries = c.rerequest_retries;
+    o.max_outstanding = c.rerequest_max_outstanding;
+    o.heartbeat_ns = std::int64_t{c.heartbeat_ms} * 1'000'000;
+    o.stale_heartbeats = c.stale_heartbeats;
+    o.end_linger_ns = std::int64_t{c.end_linger_ms} * 1'000'000;
+    // Room for a full burst of the largest datagrams on every socket, so the in-order path
+    // never has to fall back to the window for lack of output space.
+    o.output_bytes = 3 * kBurst * kMaxDatagram;
+    return o;
+  }
+  absl::StatusOr<int> JoinLine(const std::string& key, const std::string& group);
+  int PollLine(Line line, std::int64_t now);
+  int Poll(std::int64_t now);
+  void SendRequests();
+  void PublishCounters() noexcept {
+    if (!attached_) return;
+    for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i].set(arb_.counters()[i]);
+  }
+
+  FeedConfig cfg_;
+  Arbiter arb_;
+  std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
+  std::array<RxBatch, 3> rx_;
+  std::array<AppCounter, kLiveCounterCount> cells_{};
+  bool attached_ = false;
+  std::span<const std::uint8_t> window_;
+  const Notice* notice_ = nullptr;
+  std::int64_t rx_ns_ = 0;
+  std::uint64_t offset_ = 0;
+  bool last_ = false;
+  std::int64_t counters_at_ = 0;
+};
+
+absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group) {
+  absl::StatusOr<sockaddr_in> ga = ParseAddr(key, group);
+  if (!ga.ok()) return ga.status();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat(key, ": socket: ", std::strerror(errno)));
+  auto fail = [&](const std::string& what) {
+    const absl::Status s = absl::UnavailableError(absl::StrFormat("%s: %s %s: %s", key, what, group, std::strerror(errno)));
+    ::close(fd);
+    return s;
+  };
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  // SO_RCVBUFFORCE past net.core.rmem_max when privileged; otherwise what the limit allows.
+  const int rcv = static_cast<int>(cfg_.rcvbuf);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof rcv) != 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+  }
+  // Bound to the group, so the socket gets that group's datagrams only.
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&*ga), sizeof *ga) != 0) return fail("bind");
+  ip_mreqn m{};
+  m.imr_multiaddr = ga->sin_addr;
+  if (!cfg_.interface.empty()) {
+    m.imr_ifindex = static_cast<int>(if_nametoindex(cfg_.interface.c_str()));
+    if (m.imr_ifindex == 0) {
+      ::close(fd);
+      return absl::NotFoundError(absl::StrFormat("feed.interface: no interface \"%s\"", cfg_.interface));
+    }
+  }
+  if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
+    return fail(absl::StrCat("join", cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface)));
+  }
+  return fd;
+}
+
+absl::Status LiveSource::Open() {
+  name_ = absl::StrFormat("moldudp64 A %s B %s", cfg_.line_a, cfg_.line_b);
+  description = absl::StrFormat("live MoldUDP64: line A %s, line B %s%s, re-requests %s, session %s", cfg_.line_a,
+                                cfg_.line_b, cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
+                                cfg_.rerequest.empty() ? "off" : cfg_.rerequest,
+                                cfg_.session.empty() ? "first seen" : cfg_.session);
+  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a);
+  if (!a.ok()) return a.status();
+  fds_[0] = *a;
+  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b);
+  if (!b.ok()) return b.status();
+  fds_[1] = *b;
+  if (!cfg_.rerequest.empty()) {
+    absl::StatusOr<sockaddr_in> server = ParseAddr("feed.rerequest", cfg_.rerequest);
+    if (!server.ok()) return server.status();
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("feed.rerequest: socket: ", std::strerror(errno)));
+    fds_[2] = fd;
+    const int rcv = static_cast<int>(cfg_.rcvbuf);
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof rcv) != 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    }
+    // Connected: replies from anyone but the server are not delivered to this socket.
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&*server), sizeof *server) != 0) {
+      return absl::UnavailableError(
+          absl::StrFormat("feed.rerequest: connect %s: %s", cfg_.rerequest, std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int LiveSource::PollLine(Line line, std::int64_t now) {
+  const int li = static_cast<int>(line);
+  RxBatch& b = rx_[static_cast<std::size_t>(li)];
+  int work = 0;
+  for (;;) {
+    // What is left of the last burst first (a datagram of a new session parks the line there).
+    while (b.pos < b.n) {
+      const Arbiter::Verdict v = arb_.OnPacket(line, b.datagram(b.pos), now, b.truncated(b.pos));
+      if (v == Arbiter::Verdict::kPark) return work;
+      ++b.pos;
+      ++work;
+    }
+    if (work >= static_cast<int>(kBurst)) return work;  // one burst per socket per round
+    const int n = ::recvmmsg(fds_[static_cast<std::size_t>(li)], b.msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
+    b.pos = 0;
+    b.n = n > 0 ? static_cast<std::size_t>(n) : 0;
+    if (n < static_cast<int>(kBurst)) arb_.LineDrained(line, now);  // read until empty
+    if (n <= 0) return work;
+  }
+}
+
+void LiveSource::SendRequests() {
+  for (const RerequestOut& r : arb_.requests()) {
+    std::uint8_t buf[mold::kRequestSize];
+    const std::span<const std::uint8_t> p = mold::EncodeRequest(buf, r.session, r.sequence, r.count);
+    // A failed send is an unanswered request: it times out and is sent again.
+    if (!p.empty() && ::send(fds_[2], p.data(), p.size(), MSG_DONTWAIT) < 0) arb_.CountSendError();
+  }
+  arb_.ClearRequests();
+}
+
+int LiveSource::Poll(std::int64_t now) {
+  int work = PollLine(Line::kA, now) + PollLine(Line::kB, now);
+  if (fds_[2] >= 0) work += PollLine(Line::kReplay, now);
+  arb_.Tick(now);
+  if (!arb_.requests().empty()) {
+    if (fds_[2] >= 0) SendRequests();
+    arb_.ClearRequests();
+  }
+  if (work != 0 || now - counters_at_ >= kCountersEveryNs) {
+    PublishCounters();
+    counters_at_ = now;
+  }
+  return work;
+}
+
+absl::Status LiveSource::Advance(std::size_t consumed) {
+  offset_ += consumed;
+  window_ = {};
+  notice_ = nullptr;
+  AppIdle spin(idle_kind_);
+  const bool sleep = idle_kind_ != core::IdleKind::kBusySpin && idle_kind_ != core::IdleKind::kYield;
+  for (;;) {
+    Arbiter::Piece piece;
+    if (arb_.Next(&piece)) {
+      window_ = piece.bytes;
+      notice_ = piece.notice;
+      rx_ns_ = piece.rx_ns;
+      return absl::OkStatus();
+    }
+    arb_.ResetOutput();
+    if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
+      PublishCounters();
+      last_ = true;
+      return absl::OkStatus();
+    }
+    const int work = Poll(Clock::now_ns());
+    if (work != 0 || arb_.output_pending()) {
+      spin.reset();
+      continue;
+    }
+    if (idle_hook_ != nullptr && idle_hook_(idle_ctx_) != 0) continue;
+    if (sleep) {
+      // Timers (re-request timeouts, the wait, staleness) are checked at least every 1 ms.
+      std::array<pollfd, 3> p{};
+      nfds_t np = 0;
+      for (int fd : fds_) {
+        if (fd >= 0) p[np++] = pollfd{fd, POLLIN, 0};
+      }
+      ::poll(p.data(), np, 1);
+    } else {
+      spin.idle(0);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto src = std::make_unique<LiveSource>(cfg);
+  if (absl::Status s = src->Open(); !s.ok()) return s;
+  src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::unique_ptr<Source>(std::move(src));
+}
+
+}  // namespace pollux::feed

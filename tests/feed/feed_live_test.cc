@@ -1,0 +1,423 @@
+// pollux-feed's live mode end to end, across network namespaces made by the test
+// (tests/udp/netns.sh): pollux-exchange in one, the feed handler in a second, its Pollux
+// subscriber in a third, joined by veth pairs to a bridge in a fourth. The exchange sends
+// MoldUDP64 on two multicast lines and serves re-requests; the handler arbitrates, recovers
+// and republishes over Pollux UDP multicast; the subscriber rebuilds every book. Its books
+// are compared with a file replay of the same input (pollux-feed --itch, shared memory).
+//
+// Loss on line A comes from nftables in the handler's namespace (`numgen random mod 100 < 2
+// drop`); loss on both lines from the exchange's seeded drops (--drop-a/--drop-b), because
+// its summary records exactly which data packets both lines lost - what the re-request
+// count must equal. Every wait is bounded and no result depends on timing: re-request
+// timeouts are far above any delay the machine can cause, except in the test where the
+// server is silent on purpose. Needs root, `ip netns` and nft; skipped otherwise.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tests/feed/feed_process.h"
+
+namespace {
+
+using pollux::feedtest::FeedProcess;
+
+const std::string kNetns = std::string("bash ") + POLLUX_NETNS_SH;
+const std::string kFeed = POLLUX_FEED_BIN;
+const std::string kExchange = POLLUX_EXCHANGE_BIN;
+const std::string kGen = POLLUX_ITCH_GEN_BIN;
+constexpr int kNet = 78;                         // 10.78.0.0/24 inside the namespaces
+constexpr const char* kExchangeIp = "10.78.0.1";  // the "ex" namespace (first host)
+constexpr const char* kPolluxGroup = "239.255.78.100";
+
+std::string g_prefix;  // namespace prefix, unique per test process
+std::string g_dir;
+std::string g_skip;
+std::string g_ip = "/usr/sbin/ip";
+
+int Sh(const std::string& cmd) {
+  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The number after "key": in `json`, searched from the object named `within` (or the top);
+// -1 when absent.
+long long JsonNum(const std::string& json, const std::string& key, const std::string& within = "") {
+  std::size_t from = 0;
+  if (!within.empty()) {
+    from = json.find("\"" + within + "\"");
+    if (from == std::string::npos) return -1;
+  }
+  const std::size_t p = json.find("\"" + key + "\":", from);
+  if (p == std::string::npos) return -1;
+  return std::atoll(json.c_str() + p + key.size() + 3);
+}
+
+std::string Ns(const std::string& host) { return g_prefix + host; }
+
+// Writes an ITCH file with pollux-itch-gen (same flags, same bytes).
+std::string Generated(std::uint64_t messages, std::uint32_t symbols, std::uint64_t seed) {
+  const std::string path = absl::StrFormat("%s/gen_%d_%d_%d.itch", g_dir, messages, symbols, seed);
+  if (access(path.c_str(), R_OK) == 0) return path;
+  EXPECT_EQ(Sh(absl::StrFormat("%s --out %s --messages %d --symbols %d --seed %d", kGen, path, messages, symbols, seed)), 0);
+  return path;
+}
+
+// Books and counts of a file replay (pollux-feed --itch over shared memory), once per input.
+struct Reference {
+  std::string books, counts;
+};
+const Reference& ReplayOf(const std::string& input) {
+  static std::map<std::string, Reference> cache;
+  auto it = cache.find(input);
+  if (it != cache.end()) return it->second;
+  const std::string tag = absl::StrCat(g_dir, "/ref", cache.size());
+  FeedProcess p({"--itch", input, "--quiet", "--set", "feed.subscriber_mode=\"thread\"", "--set",
+                 absl::StrCat("runtime.name=\"", g_prefix, "-ref\""), "--book-out", tag + ".books", "--counts-out",
+                 tag + ".counts"});
+  EXPECT_EQ(p.Wait(300), 0) << p.output();
+  Reference r{Slurp(tag + ".books"), Slurp(tag + ".counts")};
+  EXPECT_FALSE(r.books.empty());
+  return cache.emplace(input, std::move(r)).first->second;
+}
+
+struct ChainRun {
+  std::string exchange_json, handler_json, sub_json;
+  std::string books, counts;
+  std::string exchange_out, handler_out, sub_out;
+  int exchange_rc = -1, handler_rc = -1, sub_rc = -1;
+  long long Live(const std::string& key) const { return JsonNum(handler_json, key, "live"); }
+  long long Ex(const std::string& key) const { return JsonNum(exchange_json, key); }
+  long long Sub(const std::string& key) const { return JsonNum(sub_json, key, "subscribers"); }
+  std::string Logs() const {
+    return absl::StrCat("--- exchange (rc ", exchange_rc, ")\n", exchange_out, "\n--- handler (rc ", handler_rc, ")\n",
+                        handler_out.substr(0, 6000), "\n--- subscriber (rc ", sub_rc, ")\n", sub_out.substr(0, 3000));
+  }
+};
+
+class FeedLive : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) {
+      g_skip = "needs root to create network namespaces (CI runs as root)";
+      return;
+    }
+    if (access(g_ip.c_str(), X_OK) != 0) g_ip = "/sbin/ip";
+    if (Sh(g_ip + " netns list") != 0) {
+      g_skip = "`ip netns` is unavailable (install iproute2)";
+      return;
+    }
+    if (Sh("command -v nft") != 0) {
+      g_skip = "nft is unavailable (install nftables)";
+      return;
+    }
+    g_prefix = absl::StrFormat("pxl%d", getpid() % 100000);
+    Sh(kNetns + " down " + g_prefix);
+    if (Sh(absl::StrFormat("%s up %s %d ex fh sub", kNetns, g_prefix, kNet)) != 0) {
+      g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
+      Sh(kNetns + " down " + g_prefix);
+      return;
+    }
+    char tmpl[] = "/tmp/pollux-feed-live-XXXXXX";
+    g_dir = mkdtemp(tmpl);
+  }
+  static void TearDownTestSuite() {
+    if (!g_prefix.empty()) {
+      Sh(kNetns + " down " + g_prefix);
+      Sh(absl::StrFormat("rm -f /dev/shm/pollux-%s-*.counters", g_prefix));
+    }
+    if (!g_dir.empty()) Sh("rm -rf " + g_dir);
+  }
+  void SetUp() override {
+    if (!g_skip.empty()) GTEST_SKIP() << g_skip;
+  }
+  void TearDown() override {
+    if (g_skip.empty()) Sh(absl::StrFormat("%s unloss %s", kNetns, Ns("fh")));
+  }
+
+  // One run of the chain. `port` sets the lines (port, port + 1), the re-request server
+  // (port + 2) and the Pollux stream (port + 3), distinct per test.
+  static ChainRun Chain(const std::string& tag, const std::string& input, int port, const std::vector<std::string>& exchange_args,
+                   const std::vector<std::string>& handler_sets, int loss_a_pct = 0) {
+    ChainRun r;
+    const std::string d = absl::StrCat(g_dir, "/", tag);
+    const std::string line_a = absl::StrFormat("239.255.78.1:%d", port);
+    const std::string line_b = absl::StrFormat("239.255.78.2:%d", port + 1);
+    const std::vector<std::string> pollux = {
+        "--set", "transport.kind=\"udp\"", "--set", absl::StrFormat("udp.address=\"%s\"", kPolluxGroup), "--set",
+        absl::StrFormat("udp.port=%d", port + 3), "--set", "udp.interface=\"eth0\"", "--set", "udp.ttl=1", "--set",
+        "udp.retransmit_buffer=\"64MiB\"", "--set", "feed.batch_bytes=1400",
+        "--set", "feed.connect_timeout_ms=30000",
+        // One stream: with several Pollux UDP streams on one group, a subscriber of pollux-feed
+        // --role sub loses whole streams ("publisher died") on main as of this test's writing
+        // (udp_netns_test's FeedHandlerOverMulticast shows it too) - a transport bug, not the
+        // live mode's.
+        "--set", "feed.streams=1"};
+    std::vector<std::string> sub = {"netns", "exec", Ns("sub"), kFeed, "--role", "sub", "--set",
+                                    absl::StrFormat("runtime.name=\"%s-%s-sub\"", g_prefix, tag), "--book-out",
+                                    d + ".books", "--counts-out", d + ".counts", "--summary-json", d + ".sub.json"};
+    sub.insert(sub.end(), pollux.begin(), pollux.end());
+    std::vector<std::string> fh = {"netns", "exec", Ns("fh"), kFeed, "--role", "pub", "--set",
+                                   absl::StrFormat("runtime.name=\"%s-%s-fh\"", g_prefix, tag), "--set",
+                                   "feed.source=moldudp64", "--set", "feed.line_a=" + line_a, "--set",
+                                   "feed.line_b=" + line_b, "--set",
+                                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set",
+                                   "feed.interface=eth0", "--summary-json", d + ".fh.json"};
+    fh.insert(fh.end(), pollux.begin(), pollux.end());
+    // The handler sleeps in poll() on its sockets when idle (1 ms at most): it does not take a
+    // core from the exchange and the subscriber on a small machine.
+    fh.push_back("--set");
+    fh.push_back("runtime.idle=\"backoff\"");
+    for (const std::string& s : handler_sets) {
+      fh.push_back("--set");
+      fh.push_back(s);
+    }
+    if (loss_a_pct > 0) {
+      EXPECT_EQ(Sh(absl::StrFormat("%s loss %s dport %d %d", kNetns, Ns("fh"), port, loss_a_pct)), 0);
+    }
+    FeedProcess s(sub, g_ip);
+    FeedProcess h(fh, g_ip);
+    // The exchange starts once the handler listens and its subscriber is connected.
+    const bool ready = h.WaitForOutput(
+        [](const std::string& o) { return o.find("pollux-feed: live: ready") != std::string::npos; }, 60);
+    EXPECT_TRUE(ready) << h.output() << "\n" << s.output();
+    if (!ready) return r;
+    std::vector<std::string> ex = {"netns", "exec", Ns("ex"), kExchange, "--itch", input, "--line-a", line_a,
+                                   "--line-b", line_b, "--rerequest-port", std::to_string(port + 2), "--interface",
+                                   "eth0", "--summary-json", d + ".ex.json"};
+    ex.insert(ex.end(), exchange_args.begin(), exchange_args.end());
+    FeedProcess e(ex, g_ip);
+    r.exchange_rc = e.Wait(300);
+    r.handler_rc = h.Wait(120);
+    r.sub_rc = s.Wait(120);
+    r.exchange_out = e.output();
+    r.handler_out = h.output();
+    r.sub_out = s.output();
+    r.exchange_json = Slurp(d + ".ex.json");
+    r.handler_json = Slurp(d + ".fh.json");
+    r.sub_json = Slurp(d + ".sub.json");
+    r.books = Slurp(d + ".books");
+    r.counts = Slurp(d + ".counts");
+    return r;
+  }
+
+  // What every run must show: all three ended by themselves, the handler delivered every
+  // message it did not report, and its subscriber saw exactly the same.
+  static void ExpectClean(const ChainRun& r) {
+    EXPECT_EQ(r.exchange_rc, 0) << r.Logs();
+    EXPECT_EQ(r.handler_rc, 0) << r.Logs();
+    EXPECT_EQ(r.sub_rc, 0) << r.Logs();
+    EXPECT_EQ(r.Live("malformed"), 0) << r.handler_json;
+    EXPECT_EQ(r.Live("window_overflow"), 0) << r.handler_json;
+    EXPECT_EQ(r.Sub("messages"), r.Live("messages")) << r.sub_json << r.handler_json;
+    EXPECT_EQ(r.Sub("feed_lost"), r.Live("messages_unrecoverable")) << r.sub_json << r.handler_json;
+    EXPECT_EQ(r.Sub("feed_gaps"), r.Live("gaps_unrecoverable")) << r.sub_json << r.handler_json;
+    EXPECT_EQ(r.Sub("lost"), 0) << r.sub_json;  // the Pollux hop itself is lossless
+  }
+  // With seeded drops and patient timeouts: one request per range both lines lost, every
+  // message of them recovered, nothing retried or reported.
+  static void ExpectEveryDoubleLossRecoveredOnce(const ChainRun& r) {
+    EXPECT_EQ(r.Live("rerequests_sent"), r.Ex("double_drop_runs")) << r.handler_json << r.exchange_json;
+    EXPECT_EQ(r.Live("rerequests_answered"), r.Ex("double_drop_runs"));
+    EXPECT_EQ(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+    EXPECT_EQ(r.Live("rerequest_retries"), 0);
+    EXPECT_EQ(r.Live("rerequests_timed_out"), 0);
+    EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
+  }
+  static void ExpectSameBooks(const ChainRun& r, const std::string& input) {
+    const Reference& ref = ReplayOf(input);
+    EXPECT_TRUE(r.books == ref.books) << "books differ from the file replay's\n" << r.Logs();
+    EXPECT_TRUE(r.counts == ref.counts) << r.counts << "\nvs\n" << ref.counts;
+  }
+};
+
+// Generous re-request timing: nothing is retried because the machine was slow.
+const std::vector<std::string> kPatient = {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000",
+                                           "feed.rerequest_wait_us=50000"};
+
+TEST_F(FeedLive, TwoPercentLossOnLineAOnlyIsFilledByLineBWithoutARequest) {
+  const std::string input = Generated(200'000, 50, 5);
+  const ChainRun r = Chain("a_only", input, 27600, {"--rate", "200000", "--linger-ms", "500"}, kPatient, 2);
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  std::printf("line A: %lld packets read, line B: %lld, out of order %lld, gaps seen %lld\n", r.Live("packets_a"),
+              r.Live("packets_b"), r.Live("out_of_order_packets"), r.Live("gaps_detected"));
+  EXPECT_LT(r.Live("packets_a"), r.Live("packets_b"));  // nftables did drop on A
+  EXPECT_GT(r.Live("out_of_order_packets"), 0);
+  EXPECT_EQ(r.Live("rerequests_sent"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
+}
+
+TEST_F(FeedLive, TwoPercentLossOnBothLinesEveryDoubleLossIsRerequestedOnce) {
+  const std::string input = Generated(200'000, 50, 6);
+  const ChainRun r = Chain("both", input, 27610,
+                      {"--rate", "200000", "--drop-a", "2", "--drop-b", "2", "--seed", "13", "--linger-ms", "1000"},
+                      kPatient);
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  std::printf("exchange: %lld data packets lost on both lines (%lld messages, %lld runs); handler: %lld re-requests, "
+              "%lld messages recovered\n",
+              r.Ex("dropped_both"), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"),
+              r.Live("rerequests_sent"), r.Live("messages_recovered"));
+  ASSERT_GT(r.Ex("double_drop_runs"), 0) << r.exchange_json;  // the seed does make double losses
+  // One request per range lost on both lines (consecutive double losses are one range).
+  ExpectEveryDoubleLossRecoveredOnce(r);
+  EXPECT_EQ(r.Ex("reply_messages"), r.Ex("messages_dropped_both"));
+}
+
+TEST_F(FeedLive, SilentRerequestServerTheExactLossIsReportedAsGapsAndTheFeedGoesOn) {
+  const std::string input = Generated(100'000, 20, 7);
+  const ChainRun r = Chain("silent", input, 27620,
+                      {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "21", "--no-rerequest",
+                       "--linger-ms", "200"},
+                      {"feed.rerequest_timeout_ms=20", "feed.rerequest_timeout_max_ms=100", "feed.rerequest_retries=2"});
+  ExpectClean(r);
+  std::printf("exchange: %lld messages lost on both lines in %lld runs; handler reported %lld in %lld gaps\n",
+              r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Live("messages_unrecoverable"),
+              r.Live("gaps_unrecoverable"));
+  ASSERT_GT(r.Ex("messages_dropped_both"), 0) << r.exchange_json;
+  EXPECT_EQ(r.Live("messages_unrecoverable"), r.Ex("messages_dropped_both")) << r.handler_json;
+  EXPECT_EQ(r.Live("gaps_unrecoverable"), r.Ex("double_drop_runs"));
+  EXPECT_EQ(r.Sub("feed_lost"), r.Ex("messages_dropped_both")) << r.sub_json;
+  // Every range was asked for three times (two retries) and nothing came back.
+  EXPECT_EQ(r.Live("rerequests_sent"), 3 * r.Ex("double_drop_runs"));
+  EXPECT_EQ(r.Live("rerequests_timed_out"), r.Live("rerequests_sent"));
+  EXPECT_EQ(r.Ex("requests"), r.Live("rerequests_sent"));
+  EXPECT_EQ(r.Ex("refused_disabled"), r.Live("rerequests_sent"));
+  // It kept going: everything else reached the books.
+  EXPECT_EQ(r.Live("messages") + r.Live("messages_unrecoverable"), 100'000);
+  EXPECT_EQ(r.Sub("messages"), 100'000 - r.Ex("messages_dropped_both"));
+}
+
+TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
+  const std::string input = Generated(100'000, 20, 8);
+  const ChainRun r = Chain("session", input, 27630,
+                      {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a",
+                       "2", "--seed", "4", "--linger-ms", "300"},
+                      {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  EXPECT_EQ(r.Ex("session_changes"), 1);
+  EXPECT_EQ(r.Live("session_changes"), 1) << r.handler_json;
+  EXPECT_EQ(r.Sub("feed_sessions"), 2) << r.sub_json;  // the first session and the next
+  EXPECT_EQ(r.Live("messages"), 100'000);
+  EXPECT_EQ(r.Live("end_of_session"), 2 * (r.Ex("end_of_session_packets")) - r.Live("old_session"))
+      << "every end of session of the followed sessions counted" << r.handler_json << r.exchange_json;
+  EXPECT_EQ(r.Live("rerequests_sent"), 0);
+}
+
+// A quiet stretch of 1.5 s in the middle of the feed, with the exchange's heartbeats every
+// `heartbeat_ms`; the handler expects one every 20 ms and calls the feed stale after 25 missed.
+ChainRun QuietStretch(const std::string& tag, int port, int heartbeat_ms) {
+  const std::string input = Generated(30'000, 10, 9);
+  ChainRun r = FeedLive::Chain(tag, input, port,
+                               {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500", "--heartbeat-ms",
+                                std::to_string(heartbeat_ms), "--linger-ms", "200"},
+                               {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
+  FeedLive::ExpectClean(r);
+  FeedLive::ExpectSameBooks(r, input);
+  EXPECT_EQ(r.Ex("pauses"), 1);
+  return r;
+}
+
+// Heartbeats every 20 ms through the stretch: not stale, and the heartbeats are counted.
+TEST_F(FeedLive, HeartbeatOnlyPeriodKeepsTheFeedFresh) {
+  const ChainRun r = QuietStretch("heartbeats", 27640, 20);
+  EXPECT_GE(r.Live("heartbeats"), 2 * 30) << r.handler_json;  // ~75 per line in 1.5 s
+  EXPECT_EQ(r.Live("stale"), 0) << r.handler_json;
+  EXPECT_EQ(r.Sub("feed_stale"), 0);
+}
+
+// No heartbeat in the stretch (5 s interval): the feed is flagged stale once, to the
+// subscribers too, and the books are still whole when it resumes.
+TEST_F(FeedLive, SilenceBeyondTheMissedHeartbeatsFlagsAStaleFeed) {
+  const ChainRun r = QuietStretch("stale", 27650, 5000);
+  EXPECT_EQ(r.Live("stale"), 1) << r.handler_json;
+  EXPECT_EQ(r.Live("stale_a"), 1);
+  EXPECT_EQ(r.Live("stale_b"), 1);
+  EXPECT_EQ(r.Sub("feed_stale"), 1) << r.sub_json;
+}
+
+// The ITCH 5.0 sample of ../shared/data/itch/ through the whole chain with loss on both lines.
+TEST_F(FeedLive, ItchSampleWithLossOnBothLines) {
+  const std::string input = POLLUX_ITCH_SAMPLE_FILE;
+  if (access(input.c_str(), R_OK) != 0) GTEST_SKIP() << "the RITCH sample is absent: " << input;
+  // Small packets (--mtu 200: ~5 messages each) so 3% loss on both lines hits some.
+  const ChainRun r = Chain("sample", input, 27660,
+                      {"--rate", "50000", "--mtu", "200", "--drop-a", "3", "--drop-b", "3", "--seed", "2",
+                       "--linger-ms", "1000"},
+                      kPatient);
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  ExpectEveryDoubleLossRecoveredOnce(r);
+}
+
+// 1,000,000 generated messages, 1% seeded loss on each line: the books match the replay's and
+// nothing is lost. (Counts of requests are not compared here: a handler starved by a loaded
+// machine may also lose datagrams in its own socket buffers, which it recovers the same way.)
+TEST_F(FeedLive, MillionMessagesWithLossOnBothLines) {
+  const std::string input = Generated(1'000'000, 100, 10);
+  const ChainRun r = Chain("million", input, 27670,
+                      {"--rate", "400000", "--drop-a", "1", "--drop-b", "1", "--seed", "3", "--linger-ms", "1500"},
+                      kPatient);
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  EXPECT_EQ(r.Live("messages"), 1'000'000);
+  EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
+  EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+  std::printf("1M: %lld re-requests, %lld messages recovered (%lld lost on both lines by the exchange)\n",
+              r.Live("rerequests_sent"), r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+}
+
+}  // namespace
+
+namespace {
+
+// The command-line contract of the live mode (no namespaces needed): what a script sees when
+// a key is missing or the network is not there.
+TEST(FeedLiveCli, MissingLinesAndABadInterfaceAreNamedAndNothingStarts) {
+  {
+    FeedProcess p({"--set", "feed.source=moldudp64", "--set", "feed.line_a=239.255.78.1:27690"});
+    EXPECT_EQ(p.Wait(60), 2) << p.output();
+    EXPECT_NE(p.output().find("feed.line_b: missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b"),
+              std::string::npos)
+        << p.output();
+  }
+  {
+    FeedProcess p({"--set", "feed.source=moldudp64", "--set", "feed.line_a=239.255.78.1:27690", "--set",
+                   "feed.line_b=239.255.78.2:27691", "--set", "feed.interface=nosuchif0"});
+    EXPECT_EQ(p.Wait(60), 2) << p.output();
+    EXPECT_NE(p.output().find("feed.interface: no interface \"nosuchif0\""), std::string::npos) << p.output();
+  }
+  {
+    FeedProcess p({"--help"});
+    EXPECT_EQ(p.Wait(60), 0);
+    EXPECT_NE(p.output().find("feed.source=moldudp64"), std::string::npos) << p.output();
+  }
+  {
+    FeedProcess p({"--help"}, kExchange);
+    EXPECT_EQ(p.Wait(60), 0);
+    for (const char* flag : {"--line-a", "--line-b", "--rerequest-port", "--interface", "--drop-a", "--drop-b", "--seed",
+                             "--rate", "--session", "--linger-ms", "--session-change-at", "--pause-at"}) {
+      EXPECT_NE(p.output().find(flag), std::string::npos) << flag << "\n" << p.output();
+    }
+  }
+}
+
+}  // namespace
