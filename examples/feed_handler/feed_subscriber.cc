@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::Open(Context& ct
   // feed, so the order map rarely grows (and allocates) mid-replay.
   o.expected_orders = std::max<std::size_t>(std::size_t{1} << 16,
                                             std::size_t{2} * cfg.symbols * cfg.orders_per_symbol);
+  // A file replay's universe is not in the configuration (feed.symbols is the generator's):
+  // size the map from the start-of-day Stock Directory instead, before the order flow.
+  o.orders_per_book = cfg.orders_per_symbol;
   fs->result_.books = std::make_unique<itch::BookSet>(o);
   return fs;
 }

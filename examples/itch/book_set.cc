@@ -1,5 +1,6 @@
 #include "itch/book_set.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace pollux::itch {
@@ -9,7 +10,10 @@ uint64_t MessageCounts::total() const noexcept {
 }
 
 BookSet::BookSet(const BookSetOptions& options)
-    : orders_(options.expected_orders), levels_per_side_(options.levels_per_side) {
+    : arena_(std::make_unique<LevelArena>()),
+      orders_(options.expected_orders),
+      levels_per_side_(options.levels_per_side),
+      orders_per_book_(options.orders_per_book) {
   books_.reserve(size_t{1} << 16);
   present_.reserve(size_t{1} << 16);
   for (uint32_t i = 1; i <= options.expected_symbols && i <= 65535; ++i) {
@@ -25,8 +29,14 @@ OrderBook& BookSet::NewBook(uint16_t stock_locate) noexcept {
   }
   if (!present_[stock_locate]) {
     // First sight of a symbol: the only allocation outside growth of the map or a level.
-    books_[stock_locate] = OrderBook(stock_locate, levels_per_side_);
+    books_[stock_locate] = OrderBook(stock_locate, levels_per_side_, arena_.get());
     present_[stock_locate] = 1;
+    ++books_present_;
+    if (orders_per_book_ != 0) {
+      // Grows (rehashes) at most once per doubling of the market; with the directory at the
+      // start of the day, while the map is still nearly empty.
+      orders_.Reserve(std::min(BookSetOptions::kMaxDirectoryReserve, books_present_ * orders_per_book_ * 3 / 2));
+    }
   }
   return books_[stock_locate];
 }
@@ -42,14 +52,16 @@ void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t share
     ++stats_.duplicate_add;
     return;
   }
+  const Side s = side == 'B' ? Side::kBuy : Side::kSell;
   o->price = price;
   o->shares = shares;
   o->stock_locate = locate;
-  o->side = side == 'B' ? 0 : 1;
+  o->side = static_cast<uint8_t>(s);
+  // `o` is not used past this point: a new book may grow (rehash) the order map.
   OrderBook& b = BookFor(locate);
   // A symbol without a Stock Directory (a capture joined late) is named by its first add.
   if (b.symbol().empty()) [[unlikely]] b.set_symbol(stock);
-  b.Add(static_cast<Side>(o->side), price, shares);
+  b.Add(s, price, shares);
   ++stats_.adds;
 }
 
@@ -124,7 +136,9 @@ void BookSet::Replace(const OrderReplace& m) noexcept {
   ++stats_.replaces;
 }
 
-void BookSet::Apply(MessageView m) noexcept {
+void BookSet::Apply(MessageView m) noexcept { ApplyOne(m); }
+
+void BookSet::ApplyOne(MessageView m) noexcept {
   counts_.Add(m.type_byte());
   switch (m.type()) {
     case 'A': {
@@ -187,14 +201,20 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
   bool pipelined = orders_.size() >= kPipelineMinOrders;
   uint32_t plain = 0;
   constexpr uint32_t kAhead = 8;
+  constexpr size_t kInputAhead = 512;  // ~16 messages
   MessageView ring[kAhead];
   uint32_t head = 0, held = 0;
+  // One inlined copy of the handlers below (ApplyOne), shared by both loops: no call, no
+  // prologue per message.
   const ParseResult r = ForEachMessage(binary_file, [&](MessageView m) {
     if (!pipelined) {  // the ring is empty: switching is seamless
-      Apply(m);
       if ((++plain & 4095) == 0) pipelined = orders_.size() >= kPipelineMinOrders;
+      ApplyOne(m);
       return;
     }
+    // The input a few hundred bytes ahead: a subscriber's chunk was just written by the
+    // publisher's core, and lines that come from another core's cache are slow to stream.
+    __builtin_prefetch(m.data() + kInputAhead, 0, 3);
     switch (m.type()) {
       case 'A': case 'F': case 'E': case 'C': case 'X': case 'D': case 'U':
         orders_.Prefetch(LoadBe64(m.data() + 11));  // every one of these holds a reference there
@@ -204,15 +224,18 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
         break;
     }
     if (held >= kAhead / 2) {
-      if (const OrderBook* b = book(ring[(head + kAhead - kAhead / 2) % kAhead].stock_locate())) b->PrefetchTop();
+      // A placeholder book (a locate never named) has empty sides: no present_ check needed.
+      const uint16_t locate = ring[(head + kAhead - kAhead / 2) % kAhead].stock_locate();
+      if (locate < books_.size()) books_[locate].PrefetchTop();
     }
-    if (held == kAhead) {
-      Apply(ring[head]);
-    } else {
-      ++held;
-    }
+    const MessageView due = ring[head];
     ring[head] = m;
     head = (head + 1) % kAhead;
+    if (held < kAhead) {
+      ++held;
+      return;
+    }
+    ApplyOne(due);
   });
   for (uint32_t i = 0; i < held; ++i) Apply(ring[(head + kAhead - held + i) % kAhead]);
   return r;

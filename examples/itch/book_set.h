@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct BookSetOptions {
   // Books created up front for stock locates 1..expected_symbols.
   uint32_t expected_symbols = 0;
   size_t levels_per_side = OrderBook::kDefaultLevelsPerSide;
+  // If non-zero, each new book (a Stock Directory, or a first add) makes sure the order map
+  // has room for 1.5 x orders_per_book x books live orders (at most kMaxDirectoryReserve),
+  // so a market announced by the start-of-day directory sizes the map before its order flow
+  // and the map never rehashes a full market mid-stream. A subscriber that does not know
+  // the universe in advance (a file replay) sets this to its estimate of live orders per symbol.
+  size_t orders_per_book = 0;
+  static constexpr size_t kMaxDirectoryReserve = size_t{1} << 22;
 };
 
 // Owns one OrderBook per stock locate and the day-wide order map, and applies any
@@ -98,6 +106,10 @@ class BookSet {
   // The live order with reference `ref`, or nullptr.
   [[nodiscard]] const Order* order(uint64_t ref) const noexcept { return orders_.Find(ref); }
   [[nodiscard]] size_t live_orders() const noexcept { return orders_.size(); }
+  // Capacity of the order map (slots) and bytes mapped for level arrays: both only grow, and
+  // only while the market is bigger or deeper than it has been (tests check steady state).
+  [[nodiscard]] size_t order_capacity() const noexcept { return orders_.capacity(); }
+  [[nodiscard]] size_t level_bytes_mapped() const noexcept { return arena_->mapped_bytes(); }
 
   [[nodiscard]] const MessageCounts& counts() const noexcept { return counts_; }
   [[nodiscard]] const BookStats& stats() const noexcept { return stats_; }
@@ -115,6 +127,8 @@ class BookSet {
     return NewBook(stock_locate);
   }
   OrderBook& NewBook(uint16_t stock_locate) noexcept;
+  // Apply's body, inlined into Apply and into ApplyAll's loop.
+  [[gnu::always_inline]] inline void ApplyOne(MessageView m) noexcept;
   // The per-message handlers are forced inline so Apply is one function with one
   // prologue: that cut ~15% of the instructions per message (callgrind).
   [[gnu::always_inline]] inline void AddToBook(uint16_t locate, uint64_t ref, char side,
@@ -127,6 +141,9 @@ class BookSet {
   // Takes `shares` off live order `o` (removing it when none are left).
   [[gnu::always_inline]] inline void TakeShares(Order* o, uint32_t shares) noexcept;
 
+  // Declared before books_, which return their level arrays to it when destroyed; behind a
+  // pointer so the books' pointers to it survive a move of the BookSet.
+  std::unique_ptr<LevelArena> arena_;
   OrderMap orders_;
   // Indexed by stock locate and contiguous (64 bytes a book), so the book objects of a
   // whole market stay cache-resident; capacity for every u16 locate is reserved up front
@@ -136,6 +153,8 @@ class BookSet {
   MessageCounts counts_;
   BookStats stats_;
   size_t levels_per_side_;
+  size_t orders_per_book_;
+  size_t books_present_ = 0;
 };
 
 }  // namespace pollux::itch

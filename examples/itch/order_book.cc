@@ -1,6 +1,9 @@
 #include "itch/order_book.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <new>
 
 #include "itch/messages.h"
 
@@ -8,10 +11,124 @@ namespace pollux::itch {
 
 static_assert(sizeof(OrderBook) == 64, "BookSet packs books by locate; keep them one line");
 
-OrderBook::OrderBook(uint16_t stock_locate, size_t levels_per_side)
-    : stock_locate_(stock_locate) {
-  bids_.reserve(levels_per_side);
-  asks_.reserve(levels_per_side);
+void* LevelArena::Allocate(size_t bytes) {
+  const size_t c = Class(bytes);
+  if (void* p = free_[c]) {
+    free_[c] = *static_cast<void**>(p);
+    return p;
+  }
+  if (static_cast<size_t>(end_ - next_) < bytes + kColorBytes) {
+    // The rest of the current chunk is left unused (less than one block of this size).
+    chunks_.emplace_back(std::max(kChunkBytes, bytes));
+    next_ = static_cast<char*>(chunks_.back().data());
+    end_ = next_ + chunks_.back().size();
+    mapped_ += chunks_.back().size();
+  }
+  void* p = next_;
+  // One line between blocks: a run of equal power-of-two blocks would otherwise put the same
+  // offset of every block (where the best levels are) in the same few cache sets.
+  next_ += bytes + kColorBytes;
+  return p;
+}
+
+void LevelArena::Free(void* p, size_t bytes) noexcept {
+  const size_t c = Class(bytes);
+  *static_cast<void**>(p) = free_[c];
+  free_[c] = p;
+}
+
+OrderBook::OrderBook(uint16_t stock_locate, size_t levels_per_side, LevelArena* arena)
+    : arena_(arena), stock_locate_(stock_locate) {
+  if (levels_per_side != 0) {
+    Reserve(bids_, levels_per_side);
+    Reserve(asks_, levels_per_side);
+  }
+}
+
+OrderBook::~OrderBook() {
+  Release(bids_);
+  Release(asks_);
+}
+
+OrderBook::OrderBook(const OrderBook& o)
+    : arena_(o.arena_), symbol_(o.symbol_), symbol_size_(o.symbol_size_), stock_locate_(o.stock_locate_) {
+  CopyFrom(o);
+}
+
+OrderBook& OrderBook::operator=(const OrderBook& o) {
+  if (this != &o) {
+    Release(bids_);
+    Release(asks_);
+    arena_ = o.arena_;
+    symbol_ = o.symbol_;
+    symbol_size_ = o.symbol_size_;
+    stock_locate_ = o.stock_locate_;
+    CopyFrom(o);
+  }
+  return *this;
+}
+
+OrderBook::OrderBook(OrderBook&& o) noexcept
+    : bids_(std::exchange(o.bids_, {})), asks_(std::exchange(o.asks_, {})), arena_(o.arena_),
+      symbol_(o.symbol_), symbol_size_(o.symbol_size_), stock_locate_(o.stock_locate_) {}
+
+OrderBook& OrderBook::operator=(OrderBook&& o) noexcept {
+  if (this != &o) {
+    Release(bids_);
+    Release(asks_);
+    bids_ = std::exchange(o.bids_, {});
+    asks_ = std::exchange(o.asks_, {});
+    arena_ = o.arena_;
+    symbol_ = o.symbol_;
+    symbol_size_ = o.symbol_size_;
+    stock_locate_ = o.stock_locate_;
+  }
+  return *this;
+}
+
+void OrderBook::CopyFrom(const OrderBook& o) {
+  for (Side side : {Side::kBuy, Side::kSell}) {
+    const Levels_& from = o.Levels(side);
+    Levels_& to = Levels(side);
+    if (from.capacity != 0) Reserve(to, from.capacity);
+    if (from.size != 0) std::memcpy(to.data, from.data, from.size * sizeof(Level));
+    to.size = from.size;
+  }
+}
+
+void OrderBook::Reserve(Levels_& levels, size_t capacity) {
+  // Power-of-two capacities (the arena's block sizes), at least 4 levels (one cache line).
+  const size_t cap = std::bit_ceil(std::max<size_t>(capacity, 4));
+  if (cap <= levels.capacity) return;
+  const size_t bytes = cap * sizeof(Level);
+  auto* data = static_cast<Level*>(arena_ != nullptr ? arena_->Allocate(bytes) : ::operator new(bytes));
+  if (levels.size != 0) std::memcpy(data, levels.data, levels.size * sizeof(Level));
+  const uint32_t size = levels.size;
+  Release(levels);
+  levels.data = data;
+  levels.size = size;
+  levels.capacity = static_cast<uint32_t>(cap);
+}
+
+void OrderBook::Release(Levels_& levels) noexcept {
+  if (levels.data != nullptr) {
+    if (arena_ != nullptr) {
+      arena_->Free(levels.data, levels.capacity * sizeof(Level));
+    } else {
+      ::operator delete(levels.data);
+    }
+  }
+  levels = {};
+}
+
+void OrderBook::InsertLevel(Levels_& levels, size_t at, Level level) noexcept {
+  // Allocates only when the side is deeper than it has ever been. Like std::vector's growth
+  // (and the vectors this replaced), an allocation failure here ends the process.
+  if (levels.size == levels.capacity) [[unlikely]] Reserve(levels, size_t{levels.capacity} * 2);
+  Level* d = levels.data;
+  for (size_t i = levels.size; i > at; --i) d[i] = d[i - 1];  // the few better levels
+  d[at] = level;
+  ++levels.size;
 }
 
 void OrderBook::set_symbol(std::string_view padded) noexcept {
@@ -20,47 +137,42 @@ void OrderBook::set_symbol(std::string_view padded) noexcept {
   symbol_size_ = static_cast<uint8_t>(s.size());
 }
 
-void OrderBook::InsertLevel(std::vector<Level>& levels, size_t at, Level level) noexcept {
-  // Allocates only when the side is deeper than it has ever been.
-  levels.insert(levels.begin() + static_cast<ptrdiff_t>(at), level);
-}
-
 std::optional<PriceLevel> OrderBook::best_bid() const noexcept {
-  if (bids_.empty()) return std::nullopt;
-  const Level& l = bids_.back();
+  if (bids_.size == 0) return std::nullopt;
+  const Level& l = bids_.data[bids_.size - 1];
   return PriceLevel{Price(Side::kBuy, l.key), l.orders, l.shares};
 }
 
 std::optional<PriceLevel> OrderBook::best_ask() const noexcept {
-  if (asks_.empty()) return std::nullopt;
-  const Level& l = asks_.back();
+  if (asks_.size == 0) return std::nullopt;
+  const Level& l = asks_.data[asks_.size - 1];
   return PriceLevel{Price(Side::kSell, l.key), l.orders, l.shares};
 }
 
 size_t OrderBook::Depth(Side side, std::span<PriceLevel> out) const noexcept {
-  const std::vector<Level>& levels = Levels(side);
-  const size_t n = std::min(out.size(), levels.size());
+  const Levels_& levels = Levels(side);
+  const size_t n = std::min<size_t>(out.size(), levels.size);
   for (size_t k = 0; k < n; ++k) {
-    const Level& l = levels[levels.size() - 1 - k];
+    const Level& l = levels.data[levels.size - 1 - k];
     out[k] = PriceLevel{Price(side, l.key), l.orders, l.shares};
   }
   return n;
 }
 
 std::vector<PriceLevel> OrderBook::Depth(Side side, size_t n) const {
-  std::vector<PriceLevel> out(std::min(n, Levels(side).size()));
+  std::vector<PriceLevel> out(std::min<size_t>(n, Levels(side).size));
   Depth(side, std::span<PriceLevel>(out));
   return out;
 }
 
 bool OrderBook::crossed() const noexcept {
-  if (bids_.empty() || asks_.empty()) return false;
-  return Price(Side::kBuy, bids_.back().key) >= Price(Side::kSell, asks_.back().key);
+  if (bids_.size == 0 || asks_.size == 0) return false;
+  return Price(Side::kBuy, bids_.data[bids_.size - 1].key) >= Price(Side::kSell, asks_.data[asks_.size - 1].key);
 }
 
 void OrderBook::Clear() noexcept {
-  bids_.clear();
-  asks_.clear();
+  bids_.size = 0;
+  asks_.size = 0;
 }
 
 }  // namespace pollux::itch

@@ -12,8 +12,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <utility>
+
+#include "itch/huge_buffer.h"
 
 namespace pollux::itch {
 
@@ -40,7 +41,7 @@ class OrderMap {
   // Insert or Erase.
   [[nodiscard]] Order* Find(uint64_t ref) noexcept {
     for (size_t i = Home(ref);; i = (i + 1) & mask_) {
-      Order& s = slots_[i];
+      Order& s = slots()[i];
       if (!s.used) return nullptr;
       if (s.ref == ref) return &s;
     }
@@ -55,7 +56,7 @@ class OrderMap {
   std::pair<Order*, bool> Insert(uint64_t ref) {
     if ((size_ + 1) * 2 > capacity_) [[unlikely]] Rehash(capacity_ * 2);
     for (size_t i = Home(ref);; i = (i + 1) & mask_) {
-      Order& s = slots_[i];
+      Order& s = slots()[i];
       if (!s.used) {
         s = Order{};
         s.ref = ref;
@@ -70,25 +71,25 @@ class OrderMap {
   // Removes the order `o` points at (from Find/Insert). Shifts later members of the probe
   // run back so lookups never need tombstones; other pointers into the map are invalidated.
   void Erase(Order* o) noexcept {
-    size_t hole = static_cast<size_t>(o - slots_.get());
+    size_t hole = static_cast<size_t>(o - slots());
     for (size_t j = (hole + 1) & mask_;; j = (j + 1) & mask_) {
-      Order& s = slots_[j];
+      Order& s = slots()[j];
       if (!s.used) break;
       const size_t home = Home(s.ref);
       // s may move into the hole only if its home is not inside (hole, j], cyclically.
       const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
       if (!stays) {
-        slots_[hole] = s;
+        slots()[hole] = s;
         hole = j;
       }
     }
-    slots_[hole].used = 0;
+    slots()[hole].used = 0;
     --size_;
   }
 
   // Empties the map, keeping its capacity.
   void Clear() noexcept {
-    for (size_t i = 0; i < capacity_; ++i) slots_[i].used = 0;
+    for (size_t i = 0; i < capacity_; ++i) slots()[i].used = 0;
     size_ = 0;
   }
 
@@ -101,7 +102,7 @@ class OrderMap {
   [[nodiscard]] size_t capacity() const noexcept { return capacity_; }
 
   // Starts loading the home slot of `ref` into the cache (no effect on the contents).
-  void Prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots_[Home(ref)], 1, 3); }
+  void Prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots()[Home(ref)], 1, 3); }
 
  private:
   static size_t CapacityFor(size_t n) {
@@ -110,14 +111,18 @@ class OrderMap {
     return c;
   }
 
+  [[nodiscard]] Order* slots() const noexcept { return static_cast<Order*>(mem_.data()); }
+
   [[nodiscard]] size_t Home(uint64_t ref) const noexcept {
     return static_cast<size_t>((ref * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
 
-  void Rehash(size_t capacity) {
-    std::unique_ptr<Order[]> old = std::move(slots_);
+  // Out of line and cold, so Insert stays small enough to inline into the per-message code.
+  [[gnu::noinline, gnu::cold]] void Rehash(size_t capacity) {
+    const HugeBuffer old_mem = std::move(mem_);
+    const Order* old = static_cast<const Order*>(old_mem.data());
     const size_t old_capacity = capacity_;
-    slots_ = std::make_unique<Order[]>(capacity);  // value-initialised: every slot unused
+    mem_ = HugeBuffer(capacity * sizeof(Order));  // zeros: every slot unused
     capacity_ = capacity;
     mask_ = capacity - 1;
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
@@ -127,7 +132,7 @@ class OrderMap {
     }
   }
 
-  std::unique_ptr<Order[]> slots_;
+  HugeBuffer mem_;  // the slots; 2 MiB pages where the kernel allows (see huge_buffer.h)
   size_t capacity_ = 0;
   size_t mask_ = 0;
   unsigned shift_ = 64;

@@ -1,6 +1,6 @@
 // "No allocation per message in steady state": replaces the global operator new of this
 // test binary with a counting one and replays a stream a second time after Clear(), when
-// the order map and every level vector have already reached their peak size.
+// the order map and every level array have already reached their peak size.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -42,9 +42,21 @@ TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
   BookSet books(bo);
   ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   const uint64_t first_pass = g_allocations.load();
+  // The order map and the level arrays are mapped memory (huge_buffer.h), which operator new
+  // does not see: their footprints must not grow either.
+  const size_t map_capacity = books.order_capacity();
+  const size_t level_bytes = books.level_bytes_mapped();
+  EXPECT_GT(level_bytes, 0u);
   books.Clear();
   ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - first_pass, 0u);
+  EXPECT_EQ(books.order_capacity(), map_capacity);
+  EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
+  books.Clear();
+  ASSERT_TRUE(books.ApplyAll(bytes).ok());  // the prefetching path too
+  EXPECT_EQ(g_allocations.load() - first_pass, 0u);
+  EXPECT_EQ(books.order_capacity(), map_capacity);
+  EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
   EXPECT_EQ(books.counts().total(), o.messages);
 }
 
@@ -60,8 +72,12 @@ TEST(BookAllocationTest, PresizedBookSetDoesNotAllocateOnFirstPass) {
   bo.levels_per_side = 256;
   BookSet books(bo);
   const uint64_t before = g_allocations.load();
+  const size_t map_capacity = books.order_capacity();
+  const size_t level_bytes = books.level_bytes_mapped();
   ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(books.order_capacity(), map_capacity);
+  EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
 }
 
 }  // namespace
