@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -7,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/internal.h"
+#include "core/placement.h"
+#include "core/process.h"
 #include "core/topology.h"
 #include "pollux/context.h"
 
@@ -31,18 +34,25 @@ StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_i
   StreamCounters c;
   const std::string scope = absl::StrFormat("%s stream %u %s", publisher ? "pub" : "sub", stream_id, topic);
   core::CountersFile& f = *counters;
-  c.messages = f.allocate(scope, "messages", stream_id);
-  c.bytes = f.allocate(scope, "bytes", stream_id);
+  const std::uint16_t owner = f.new_owner();
+  const core::CounterKind kind = publisher ? core::CounterKind::kPublisher : core::CounterKind::kSubscriber;
+  auto alloc = [&](std::string_view name) { return f.allocate(scope, name, stream_id, kind, owner); };
+  c.messages = alloc("messages");
+  c.bytes = alloc("bytes");
   if (publisher) {
-    c.back_pressure = f.allocate(scope, "back_pressure", stream_id);
-    c.not_connected = f.allocate(scope, "not_connected", stream_id);
-    c.too_large = f.allocate(scope, "too_large", stream_id);
+    c.bp_log_full = alloc("back_pressure_log_full");
+    c.bp_ring_full = alloc("back_pressure_ring_full");
+    c.bp_no_slot = alloc("back_pressure_no_slot");
+    c.bp_transport = alloc("back_pressure_transport");
+    c.not_connected = alloc("not_connected");
+    c.too_large = alloc("too_large");
   } else {
-    c.gaps = f.allocate(scope, "gaps", stream_id);
-    c.lost = f.allocate(scope, "messages_lost", stream_id);
-    c.overruns = f.allocate(scope, "overruns", stream_id);
-    c.events = f.allocate(scope, "stream_events", stream_id);
-    c.malformed = f.allocate(scope, "malformed", stream_id);
+    c.gaps = alloc("gaps");
+    c.lost = alloc("messages_lost");
+    c.overruns = alloc("overruns");
+    c.events = alloc("stream_events");
+    c.malformed = alloc("malformed");
+    if (cfg.transport != core::TransportKind::kShm) c.position = alloc("position");
   }
   return c;
 }
@@ -77,11 +87,28 @@ absl::Status ContextImpl::start() {
     if (absl::Status s = transport->register_memory(*pool_); !s.ok()) return s;
   }
 
-  // One entry per poller: its CPU (runtime.poller_cores, else the device node's highest cores),
-  // -1 for shared mode's unpinned poller; none in inline mode.
-  const std::vector<int> cpus = core::poller_cpus(cfg.runtime, core::topology().cpus_on_node(device_node));
-  for (std::uint32_t i = 0; i < cpus.size(); ++i) {
-    const int cpu = cpus[i];
+  // One entry per poller: its preferred CPU (runtime.poller_cores, else the device node's highest
+  // cores: what pollux-doctor predicts), -1 for shared mode's unpinned poller; none in inline mode.
+  const std::vector<int> node_cpus = core::topology().cpus_on_node(device_node);
+  const std::vector<int> preferred = core::poller_cpus(cfg.runtime, node_cpus);
+  const auto npollers = static_cast<std::uint32_t>(preferred.size());
+  if (cfg.runtime.threading == core::ThreadingMode::kDedicated) {
+    // Dedicated pollers are pinned: cores claimed in shm_dir so that processes on this host do
+    // not pick the same ones (core/placement.h). The first process gets the preferred cores,
+    // later ones the next unclaimed cores, highest-numbered first.
+    core::PlacementRequest req;
+    req.claims_dir = cfg.runtime.shm_dir;
+    req.candidates.assign(node_cpus.rbegin(), node_cpus.rend());
+    req.explicit_cores = cfg.runtime.poller_cores;
+    req.pollers = npollers;
+    req.owner_name = cfg.runtime.name;
+    placement = core::place_pollers(req);
+    for (const std::string& w : placement.warnings) {
+      counters->error_log().record(absl::StatusCode::kResourceExhausted, absl::StrCat("placement: ", w));
+    }
+  }
+  for (std::uint32_t i = 0; i < npollers; ++i) {
+    const int cpu = i < placement.cpus.size() ? placement.cpus[i] : preferred[i];  // shared mode: -1
     PollerSlot slot;
     slot.poller = std::make_unique<core::Poller>(static_cast<int>(i), cfg, counters.get());
     slot.tx = std::make_unique<AppTxSource>(slot.poller->burst());
@@ -196,8 +223,8 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       ch->stream_id = p->stream_id;
       ch->pool = pool_.get();
       const std::string scope = absl::StrFormat("poller %d stream %u", poller->index(), p->stream_id);
-      ch->posted = counters->allocate(scope, "posted", p->stream_id);
-      ch->back_pressure = counters->allocate(scope, "transport_back_pressure", p->stream_id);
+      ch->posted = counters->allocate(scope, "posted", p->stream_id, core::CounterKind::kPollerStream);
+      ch->back_pressure = counters->allocate(scope, "transport_back_pressure", p->stream_id, core::CounterKind::kPollerStream);
       p->channel = ch;
       p->poller = poller;
       AppTxSource* src = slot->tx.get();
@@ -250,8 +277,11 @@ void ContextImpl::release_publisher(PublisherImpl* p) {
     p->channel->closing.store(true, std::memory_order_release);  // pairs with the poller's acquire
     p->poller->wake();  // a sleeping poller must see the close (app-tx refuses to arm while closing)
     if (!wait_drained(*p->channel, std::chrono::seconds(5))) {
-      std::fprintf(stderr, "pollux: publisher on stream %u closed with frames still queued (transport back-pressured)\n",
-                   p->stream_id);
+      // close() returns nothing to report it through: the error log (and its errors counter).
+      counters->error_log().recordf(absl::StatusCode::kDeadlineExceeded,
+                                    "publisher of topic \"%s\" (stream %u) closed with frames still queued after 5 s "
+                                    "(transport back-pressured): they were not sent",
+                                    p->topic, p->stream_id);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -324,10 +354,31 @@ std::string ContextImpl::describe() const {
   absl::StrAppendFormat(&s, "topology:  %s\n", core::topology().describe());
   absl::StrAppendFormat(&s, "pool:      %s\n", pool_ != nullptr ? pool_->describe() : "none (inline shm needs none)");
   for (const auto& p : pollers) {
-    absl::StrAppendFormat(&s, "poller %d:  %s\n", p.poller->index(),
-                          p.poller->cpu() >= 0 ? absl::StrCat("pinned to cpu ", p.poller->cpu()) : "unpinned");
+    const int cpu = p.poller->cpu();
+    const auto claim = std::find_if(placement.claims.begin(), placement.claims.end(),
+                                    [&](const core::CpuClaim& c) { return c.cpu() == cpu; });
+    absl::StrAppendFormat(&s, "poller %d:  thread pollux-poll-%d (tid %d), %s\n", p.poller->index(), p.poller->index(),
+                          p.poller->tid(),
+                          cpu < 0 ? std::string("unpinned")
+                                  : absl::StrCat("pinned to cpu ", cpu,
+                                                 claim != placement.claims.end() ? absl::StrCat(" (claimed: ", claim->path(), ")")
+                                                                                 : std::string(" (not claimed)")));
   }
+  for (const std::string& w : placement.warnings) absl::StrAppendFormat(&s, "placement: %s\n", w);
   absl::StrAppendFormat(&s, "counters:  %s\n", counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
+  const std::vector<core::ErrorRecord> errors = counters->error_log().entries();
+  std::uint64_t total = 0;
+  for (const auto& e : errors) total += e.count;
+  absl::StrAppendFormat(&s, "errors:    %u distinct, %u in all%s\n", errors.size(), total,
+                        errors.empty() ? "" : " (pollux-stat --errors shows them; the latest below)");
+  // The most recent few, newest first.
+  std::vector<const core::ErrorRecord*> recent;
+  for (const auto& e : errors) recent.push_back(&e);
+  std::sort(recent.begin(), recent.end(), [](auto* a, auto* b) { return a->last_ns > b->last_ns; });
+  for (std::size_t i = 0; i < recent.size() && i < 5; ++i) {
+    absl::StrAppendFormat(&s, "  %s x%u %s: %s\n", core::format_wall_clock(recent[i]->last_ns), recent[i]->count,
+                          core::error_code_name(recent[i]->code), recent[i]->message);
+  }
   return s;
 }
 

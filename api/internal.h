@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/counters.h"
+#include "core/placement.h"
 #include "core/poller.h"
 #include "core/trace.h"
 #include "pollux/publisher.h"
@@ -25,10 +26,20 @@ namespace pollux::detail {
 
 class ContextImpl;
 
-// Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic").
+// Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic", kind
+// kPublisher / kSubscriber, one owner id per handle).
 struct StreamCounters {
-  core::Counter messages, bytes, back_pressure, not_connected, too_large;  // publisher side
-  core::Counter gaps, lost, overruns, events, malformed;                   // subscriber side
+  core::Counter messages, bytes;
+  // Publisher side. Back-pressure by cause (an offer returns kBackPressured once, counted once):
+  //   log_full  - shm direct: the log has no room before the slowest subscriber (backpressure flow control)
+  //   ring_full - queued: the ring to the poller is full (the poller or the transport is behind)
+  //   no_slot   - queued/inline post: every pool slot of this publisher is still in flight
+  //   transport - inline post: the transport refused the frame (send window, socket buffer)
+  core::Counter bp_log_full, bp_ring_full, bp_no_slot, bp_transport, not_connected, too_large;
+  // Subscriber side. `position`: the sequence of the next message expected (last delivered or
+  // skipped + 1), set once per poll chunk; only for transports without a shm log (a shm
+  // subscriber's position is its slot in the segment, which pollux-stat reads there).
+  core::Counter gaps, lost, overruns, events, malformed, position;
 };
 
 class PublisherImpl {
@@ -162,6 +173,10 @@ class ContextImpl {
   std::unique_ptr<core::CountersFile> counters;
   std::unique_ptr<transport::Transport> transport;
   std::vector<PollerSlot> pollers;
+  // Where the dedicated pollers run, the CPU claims that keep other processes off their cores
+  // (released when the context is destroyed, after ~ContextImpl stopped the pollers) and the
+  // placement warnings (also in the error log).
+  core::Placement placement;
 
  private:
   absl::Status ensure_pool();

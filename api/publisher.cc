@@ -123,13 +123,13 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
     }
     if (!channel->submit.try_push(d)) {
       free_slots.push(slot);
-      counters.back_pressure.add();
+      counters.bp_ring_full.add();
       return kBackPressured;
     }
     poller->wake();  // after the push (release): pairs with the poller's sleep announcement
   } else if (with_tx(kind, ep.get(), [&](auto* e) { return e->post_st({&d, 1}); }) != 1) {
     free_slots.push(slot);
-    counters.back_pressure.add();
+    counters.bp_transport.add();
     return kBackPressured;
   }
   offered += core::align_up(frame_len, core::kFrameAlignment);
@@ -149,7 +149,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
     transport::shm::LogWriter& w = shm->writer();
     transport::shm::LogWriter::Claim c;
     if (!w.try_claim(frame_len, &c)) {
-      counters.back_pressure.add();
+      counters.bp_log_full.add();
       return kBackPressured;
     }
     std::byte* p = c.frame + kFrameHeaderSize;
@@ -166,7 +166,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   }
   std::uint32_t slot;
   if (!pop_slot(&slot)) {
-    counters.back_pressure.add();
+    counters.bp_no_slot.add();
     return kBackPressured;
   }
   std::byte* frame = pool->slot(slot);
@@ -209,7 +209,7 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
     const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + m.size());
     transport::shm::LogWriter::Claim c;
     if (!w.try_claim(frame_len, &c)) {
-      counters.back_pressure.add();
+      counters.bp_log_full.add();
       if (n == 0) return kBackPressured;
       break;
     }
@@ -244,7 +244,7 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
   if (mode == Mode::kShmDirect) {
     transport::shm::LogWriter::Claim lc;
     if (!shm->writer().try_claim(frame_len, &lc)) {
-      counters.back_pressure.add();
+      counters.bp_log_full.add();
       return kBackPressured;
     }
     c.frame_ = lc.frame;
@@ -253,7 +253,7 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
   } else {
     std::uint32_t slot;
     if (!pop_slot(&slot)) {
-      counters.back_pressure.add();
+      counters.bp_no_slot.add();
       return kBackPressured;
     }
     c.slot_ = slot;

@@ -113,9 +113,11 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       report_gap(h, dropped);
       dropped.count = 0;
     };
+    std::uint64_t next_seq = 0;  // for the position counter: after the last message or gap seen
     for (std::uint32_t i = 0; i < n; ++i) {
       const RxDesc& d = buf[i];
       if (__builtin_expect(d.kind == RxKind::kMessage, 1)) {
+        next_seq = d.sequence + 1;
         if (__builtin_expect(check && transport::view_start(d) < floor, 0)) {
           if (dropped.count != 0 && d.sequence != dropped.from + dropped.count) flush_dropped();
           if (dropped.count++ == 0) {
@@ -165,6 +167,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
         ++delivered;
       } else if (d.kind == RxKind::kGap) {
         const Gap g{stream_id, d.session_id, d.sequence, d.gap_count, gap_reason(d.reason)};
+        if (g.count != 0) next_seq = g.from + g.count;
         if (dropped.count != 0 && g.reason == GapReason::kLapped && g.from == dropped.from + dropped.count) {
           dropped.count += g.count;  // the same hole, seen by the poller after our drops
           continue;
@@ -200,6 +203,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     received += delivered;
     counters.messages.add(delivered);
     counters.bytes.add(bytes);
+    if (next_seq != 0 && counters.position.valid()) counters.position.set(next_seq);
     if (mode == Mode::kInline) {
       with_rx(kind, ep.get(), [&](auto* e) { e->release_st({rel, nrel}, true); });
     } else if (nrel > 0) {

@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/histogram.h"
 #include "core/topology.h"
+#include "tools/common/json_out.h"
 
 namespace pollux::bench {
 
@@ -416,22 +417,7 @@ class JsonObject {
     std::snprintf(b, sizeof b, std::fabs(v) >= 1e6 ? "%.0f" : "%.6g", v);
     return b;
   }
-  static std::string quote(std::string_view s) {
-    std::string q = "\"";
-    for (const char c : s) {
-      if (c == '"' || c == '\\') {
-        q += '\\';
-        q += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char e[8];
-        std::snprintf(e, sizeof e, "\\u%04x", c);
-        q += e;
-      } else {
-        q += c;
-      }
-    }
-    return q + "\"";
-  }
+  static std::string quote(std::string_view s) { return tools::JsonOut::quote(s); }
   std::string body_;
 };
 

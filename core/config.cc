@@ -258,7 +258,7 @@ const std::vector<Field>& fields() {
          return e;
        },
        [](const Config& c) { return absl::StrCat(c.runtime.pollers); }},
-      {"runtime.poller_cores", "OS CPU numbers for the pollers, in order; [] = automatic (cores on the device's NUMA node, highest first)",
+      {"runtime.poller_cores", "OS CPU numbers for the pollers, in order; [] = automatic (unclaimed cores on the device's NUMA node, highest first, claimed in shm_dir so processes do not collide)",
        [](Config& c, const toml::node& n) -> std::string {
          const toml::array* a = n.as_array();
          if (a == nullptr) return absl::StrCat("expected an array of CPU numbers, got ", describe(n));

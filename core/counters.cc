@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/mapping_guard.h"
+#include "core/process.h"
 
 namespace pollux::core {
 namespace {
@@ -35,7 +36,8 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
                                                                    std::uint32_t capacity) {
   std::unique_ptr<CountersFile> f(new CountersFile());
   f->capacity_ = capacity;
-  f->bytes_ = kHeaderRegion + 2 * kSlot * capacity;
+  const std::size_t error_log_offset = kHeaderRegion + 2 * kSlot * capacity;
+  f->bytes_ = error_log_offset + error_log_bytes(kErrorLogEntries);
   void* mem;
   if (dir.empty()) {
     mem = mmap(nullptr, f->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -71,11 +73,16 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
   h->value_size = kSlot;
   h->capacity = capacity;
   h->pid = getpid();
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h->start_ns = ts.tv_sec * 1'000'000'000ll + ts.tv_nsec;
+  h->start_ns = wall_clock_ns();
   h->allocated.store(0, std::memory_order_relaxed);
   copy_str(h->name, sizeof h->name, name);
+  h->pid_start = self_start_time();
+  h->boot_id = boot_id_hash();
+  h->error_log_offset = error_log_offset;
+  h->error_log_size = error_log_bytes(kErrorLogEntries);
+  // Slot 0: the errors counter, bumped by every ErrorLog::record() (from any thread).
+  f->error_log_.init(f->base_ + error_log_offset, kErrorLogEntries,
+                     f->allocate("process", "errors", 0, CounterKind::kProcess));
   // Magic last, with release: a reader that sees the magic sees a complete header.
   std::atomic_ref<std::uint64_t>(h->magic).store(kCountersMagic, std::memory_order_release);
   if (!f->path_.empty()) {
@@ -100,20 +107,27 @@ CountersFile::~CountersFile() {
   }
 }
 
-Counter CountersFile::allocate(std::string_view scope, std::string_view name, std::uint32_t stream_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+Counter CountersFile::allocate(std::string_view scope, std::string_view name, std::uint32_t stream_id,
+                               CounterKind kind, std::uint16_t owner) {
+  std::unique_lock<std::mutex> lock(mu_);
   auto* h = reinterpret_cast<CountersHeader*>(base_);
   const std::uint32_t i = h->allocated.load(std::memory_order_relaxed);
   if (i >= capacity_) {
-    if (overflow_.empty()) {
-      std::fprintf(stderr, "pollux: counters file %s is full (%u counters); further counters are private\n",
-                   path_.c_str(), capacity_);
-    }
+    const bool first = overflow_.empty();
     overflow_.push_back(std::make_unique<std::atomic<std::uint64_t>>(0));
-    return Counter(overflow_.back().get());
+    Counter c(overflow_.back().get());
+    lock.unlock();
+    if (first) {
+      error_log_.recordf(absl::StatusCode::kResourceExhausted,
+                         "counters file %s is full (%u counters): further counters are private (not shown by pollux-stat)",
+                         path_.empty() ? "<private>" : path_, capacity_);
+    }
+    return c;
   }
   auto* label = reinterpret_cast<CounterLabel*>(base_ + kHeaderRegion + kSlot * i);
   label->stream_id = stream_id;
+  label->kind = static_cast<std::uint16_t>(kind);
+  label->owner = owner;
   copy_str(label->scope, sizeof label->scope, scope);
   copy_str(label->name, sizeof label->name, name);
   auto* v = reinterpret_cast<std::atomic<std::uint64_t>*>(base_ + kHeaderRegion + kSlot * capacity_ + kSlot * i);
@@ -121,6 +135,12 @@ Counter CountersFile::allocate(std::string_view scope, std::string_view name, st
   // Release pairs with the reader's acquire of `allocated`: label i is complete when counted.
   h->allocated.store(i + 1, std::memory_order_release);
   return Counter(v);
+}
+
+std::uint16_t CountersFile::new_owner() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (++next_owner_ == 0) next_owner_ = 1;
+  return next_owner_;
 }
 
 std::uint32_t CountersFile::allocated() const noexcept {
@@ -153,36 +173,90 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
     len += static_cast<std::size_t>(r);
   }
   ::close(fd);
+  return decode_counters_file(reinterpret_cast<const std::byte*>(copy.data()), len, path);
+}
+
+absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base, std::size_t len,
+                                                          const std::string& path) {
   if (len < kHeaderRegion) return absl::DataLossError(absl::StrFormat("%s: too small to be a counters file", path));
-  auto* base = reinterpret_cast<const std::byte*>(copy.data());
-  const auto* h = reinterpret_cast<const CountersHeader*>(base);
+  // The header's fields as plain values (the bytes are a private copy; never trusted).
+  struct RawHeader {
+    std::uint64_t magic;
+    std::uint32_t version, header_size, label_size, value_size, capacity;
+    std::int32_t pid;
+    std::int64_t start_ns;
+    std::uint32_t allocated, pad0;
+    char name[64];
+    std::uint64_t pid_start, boot_id, error_log_offset, error_log_size;
+  } h;
+  static_assert(offsetof(RawHeader, allocated) == offsetof(CountersHeader, allocated));
+  static_assert(offsetof(RawHeader, error_log_size) == offsetof(CountersHeader, error_log_size));
+  std::memcpy(&h, base, sizeof h);
   CountersFileSnapshot out;
   out.path = path;
-  absl::Status bad;
-  if (std::atomic_ref<const std::uint64_t>(h->magic).load(std::memory_order_acquire) != kCountersMagic) {
-    bad = absl::DataLossError(absl::StrFormat("%s: bad magic (not a pollux counters file, or still being created)", path));
-  } else if (h->version != kCountersVersion) {
-    bad = absl::FailedPreconditionError(absl::StrFormat("%s: version %u, this reader understands %u", path,
-                                                        h->version, kCountersVersion));
-  } else if (h->header_size != kHeaderRegion || h->label_size != kSlot || h->value_size != kSlot ||
-             kHeaderRegion + 2 * kSlot * static_cast<std::size_t>(h->capacity) > len) {
-    bad = absl::DataLossError(absl::StrFormat("%s: inconsistent layout sizes", path));
+  out.snapshot_ns = wall_clock_ns();
+  if (h.magic != kCountersMagic) {
+    return absl::DataLossError(absl::StrFormat("%s: bad magic (not a pollux counters file, or still being created)", path));
   }
-  if (!bad.ok()) return bad;
-  out.pid = h->pid;
-  out.alive = h->pid > 0 && (kill(h->pid, 0) == 0 || errno == EPERM);
-  out.start_ns = h->start_ns;
-  out.name.assign(h->name, strnlen(h->name, sizeof h->name));
-  const std::uint32_t n = std::min(h->allocated.load(std::memory_order_acquire), h->capacity);
+  if (h.version != kCountersVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: counters file version %u, this reader understands version %u (written by a %s pollux build: use "
+        "that build's pollux-stat)",
+        path, h.version, kCountersVersion, h.version < kCountersVersion ? "older" : "newer"));
+  }
+  const std::uint64_t slots_end = kHeaderRegion + 2 * kSlot * static_cast<std::uint64_t>(h.capacity);
+  if (h.header_size != kHeaderRegion || h.label_size != kSlot || h.value_size != kSlot || slots_end > len) {
+    return absl::DataLossError(absl::StrFormat("%s: inconsistent layout sizes", path));
+  }
+  out.pid = h.pid;
+  out.alive = process_alive_since_boot(h.pid, h.pid_start, h.boot_id);
+  out.start_ns = h.start_ns;
+  out.name.assign(h.name, strnlen(h.name, sizeof h.name));
+  const std::uint32_t n = std::min(h.allocated, h.capacity);
   for (std::uint32_t i = 0; i < n; ++i) {
-    const auto* label = reinterpret_cast<const CounterLabel*>(base + kHeaderRegion + kSlot * i);
-    const auto* v = reinterpret_cast<const std::atomic<std::uint64_t>*>(base + kHeaderRegion +
-                                                                        kSlot * h->capacity + kSlot * i);
-    out.counters.push_back({std::string(label->scope, strnlen(label->scope, sizeof label->scope)),
-                            std::string(label->name, strnlen(label->name, sizeof label->name)),
-                            label->stream_id, v->load(std::memory_order_relaxed)});
+    CounterLabel label;
+    std::memcpy(&label, base + kHeaderRegion + kSlot * i, sizeof label);
+    std::uint64_t value;
+    std::memcpy(&value, base + kHeaderRegion + kSlot * h.capacity + kSlot * i, sizeof value);
+    const auto kind = label.kind <= static_cast<std::uint16_t>(CounterKind::kPollerStream)
+                          ? static_cast<CounterKind>(label.kind)
+                          : CounterKind::kOther;
+    out.counters.push_back({std::string(label.scope, strnlen(label.scope, sizeof label.scope)),
+                            std::string(label.name, strnlen(label.name, sizeof label.name)), label.stream_id, value,
+                            kind, label.owner});
+  }
+  // The error log: its own magic and version, inside the file (a bad one leaves the counters).
+  if (h.error_log_offset < slots_end || h.error_log_offset > len || h.error_log_size > len - h.error_log_offset ||
+      h.error_log_offset % 8 != 0) {
+    out.error_log_status = absl::DataLossError(absl::StrFormat(
+        "%s: error log region [%u, +%u) is not inside the file (%u bytes) after the counters", path, h.error_log_offset, h.error_log_size, len));
+  } else {
+    auto log = decode_error_log(base + h.error_log_offset, h.error_log_size);
+    if (log.ok()) {
+      out.errors = std::move(*log);
+    } else {
+      out.error_log_status = absl::Status(log.status().code(), absl::StrCat(path, ": ", log.status().message()));
+    }
   }
   return out;
+}
+
+absl::StatusOr<int> counters_file_pid(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return open_error(errno, path, "counters file");
+  struct stat st;
+  struct {
+    std::uint64_t magic;
+    std::uint32_t version, header_size, label_size, value_size, capacity;
+    std::int32_t pid;
+  } h{};
+  static_assert(sizeof h == offsetof(CountersHeader, start_ns));
+  const bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::pread(fd, &h, sizeof h, 0) == sizeof h;
+  ::close(fd);
+  if (!ok || h.magic != kCountersMagic || h.pid <= 0) {
+    return absl::DataLossError(absl::StrFormat("%s: not a pollux counters file", path));
+  }
+  return h.pid;
 }
 
 std::vector<std::string> list_counters_files(const std::string& dir) {

@@ -31,21 +31,26 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
       poll_yield_(cfg.runtime.poll_yield),
       cmds_(std::make_unique<boost::lockfree::queue<Command*>>(64)) {
   const std::string scope = absl::StrFormat("poller %d", index);
-  c_cycles_ = counters->allocate(scope, "duty_cycles");
-  c_work_ = counters->allocate(scope, "work_items");
-  c_idle_ = counters->allocate(scope, "idle_cycles");
-  c_mode_switches_ = counters->allocate(scope, "mode_switches");
-  c_sleeps_ = counters->allocate(scope, "sleeps");
-  c_wakeups_ = counters->allocate(scope, "wakeups");
-  c_timer_wakeups_ = counters->allocate(scope, "timer_wakeups");
-  c_spurious_ = counters->allocate(scope, "spurious_wakeups");
-  c_time_in_[0] = counters->allocate(scope, "time_busy_ns");
-  c_time_in_[1] = counters->allocate(scope, "time_spin_ns");
-  c_time_in_[2] = counters->allocate(scope, "time_interrupt_ns");
-  c_spin_budget_ = counters->allocate(scope, "spin_budget_ns");
-  c_arm_refused_ = counters->allocate(scope, "arm_refused");
-  c_doorbells_ = counters->allocate(scope, "doorbells");
-  c_mode_ = counters->allocate(scope, "mode");  // 0 busy, 1 spin, 2 interrupt (PollMode)
+  counters_ = counters;
+  owner_ = counters->new_owner();
+  auto alloc = [&](std::string_view name) { return counters->allocate(scope, name, 0, CounterKind::kPoller, owner_); };
+  c_cycles_ = alloc("duty_cycles");
+  c_work_ = alloc("work_items");
+  c_idle_ = alloc("idle_cycles");
+  c_mode_switches_ = alloc("mode_switches");
+  c_sleeps_ = alloc("sleeps");
+  c_wakeups_ = alloc("wakeups");
+  c_timer_wakeups_ = alloc("timer_wakeups");
+  c_spurious_ = alloc("spurious_wakeups");
+  c_time_in_[0] = alloc("time_busy_ns");
+  c_time_in_[1] = alloc("time_spin_ns");
+  c_time_in_[2] = alloc("time_interrupt_ns");
+  c_spin_budget_ = alloc("spin_budget_ns");
+  c_arm_refused_ = alloc("arm_refused");
+  c_doorbells_ = alloc("doorbells");
+  c_mode_ = alloc("mode");  // 0 busy, 1 spin, 2 interrupt (PollMode)
+  c_tid_ = alloc("thread_id");      // the kernel tid of thread pollux-poll-N (top -H, perf -t)
+  c_idle_kind_ = alloc("idle_strategy");  // core::IdleKind
   init_membarrier();
   if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -93,6 +98,14 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
     on_close();
   });
   absl::Status s = fut.get();
+  if (s.ok()) {
+    c_tid_.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
+    c_idle_kind_.set(static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
+    if (cpu >= 0) {  // present only when pinned
+      counters_->allocate(absl::StrFormat("poller %d", index_), "pinned_cpu", 0, CounterKind::kPoller, owner_)
+          .set(static_cast<std::uint64_t>(cpu));
+    }
+  }
   if (!s.ok()) {
     thread_.join();
     running_.store(false, std::memory_order_release);

@@ -64,7 +64,10 @@ class Topology {
 // runtime.poller_cores when set, else the highest-numbered of `node_cpus` (one CPU per core of
 // the placement device's NUMA node, Topology::cpus_on_node: CPU 0 usually takes the OS's
 // interrupts), wrapping when there are more pollers than cores. Shared mode: one unpinned
-// poller. Inline mode: none. What Context::start() pins, and what pollux-doctor checks.
+// poller. Inline mode: none. What pollux-doctor checks, and the preference Context::start()
+// starts from: automatic cores are then claimed in runtime.shm_dir (core/placement.h), so a
+// second process on the host gets the next unclaimed cores (and a poller with none left runs
+// unpinned) instead of these.
 std::vector<int> poller_cpus(const RuntimeConfig& rt, const std::vector<int>& node_cpus);
 
 // Process-wide topology, loaded on first use (hwloc discovery takes a few ms).

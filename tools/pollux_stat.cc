@@ -1,89 +1,600 @@
-// pollux-stat: prints the counters of running (or crashed) Pollux processes from their
-// shared-memory counters files, while they run.
+// pollux-stat: what the Pollux processes of this host are doing, read from the files they share
+// in the shm directory while they run (as Aeron's AeronStat, LossStat and ErrorStat read its CnC
+// file): per process its pollers (thread, core, idle controller mode), publications (topic,
+// position, back-pressure by cause), subscriptions (position, lag, gaps, losses), error log;
+// per shm stream log its publisher and every attached subscriber's position and lag; the CPU
+// claims of automatic poller placement.
 //
-//   pollux-stat [--dir /dev/shm] [--watch SECONDS] [--clean] [--all]
+//   pollux-stat [--dir DIR] [--watch SECONDS] [--clean] [--all] [--json] [--errors]
 //
-// --watch repeats every SECONDS and shows per-second rates; --clean removes the files of
-// processes that no longer exist; zero counters are hidden unless --all.
-//
-// Any local user can leave a file named pollux-*.counters in a shared directory: files are
-// copied, not mapped (no SIGBUS if one is truncated while read), links and FIFOs are refused,
-// and names from the files are printed with control characters escaped.
+// Inputs are files any local user can leave in a shared directory: they are copied, never
+// mapped (no SIGBUS if one is truncated while read), links and FIFOs are refused, every size
+// and index is validated, and names from the files are printed with control characters escaped.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_format.h"
+#include "core/controller.h"
 #include "core/counters.h"
+#include "core/idle.h"
+#include "core/placement.h"
+#include "core/process.h"
+#include "tools/common/json_out.h"
+#include "tools/common/output.h"
+#include "transport/shm/shm_segment.h"
 
 namespace {
 
-// Scope and counter names come from files anyone may have written: no terminal escapes.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
+using pollux::core::CounterKind;
+using pollux::core::CounterSnapshot;
+using pollux::core::CountersFileSnapshot;
+using pollux::tools::JsonOut;
+namespace shm = pollux::transport::shm;
+
+constexpr char kUsage[] = "usage: pollux-stat [--dir DIR] [--watch SECONDS] [--clean] [--all] [--json] [--errors]\n";
+
+constexpr char kHelp[] =
+    "Shows what the Pollux processes of this host are doing, from the files they share in DIR\n"
+    "(runtime.shm_dir, default /dev/shm), while they run.\n"
+    "\n"
+    "  --dir DIR          the shm directory to read (default /dev/shm)\n"
+    "  --watch SECONDS    redraw every SECONDS (clear screen), with per-second rates; Ctrl-C ends\n"
+    "  --clean            first remove what dead processes left: counters files of processes that\n"
+    "                     no longer run (older builds' too), stream logs whose publisher is dead (or\n"
+    "                     closed) and that no live process has attached, and CPU claim files nobody\n"
+    "                     holds\n"
+    "  --all              show zero counters and every transport counter too\n"
+    "  --errors           only the error logs (every distinct error: count, first and last time)\n"
+    "  --json             one JSON document instead of text (cannot be combined with --watch):\n"
+    "                     {snapshot_ns, snapshot_time, dir, processes:[{path, name, pid, alive,\n"
+    "                     start_ns, start_time, uptime_s, errors, pollers:[...], publications:[...],\n"
+    "                     subscriptions:[...], error_log:{...}, counters:[...]}], shm_streams:[...],\n"
+    "                     cpu_claims:[...], unreadable:[...], removed:[...]} (README, Tools)\n"
+    "  --version          the version of this build\n"
+    "  --help             this text\n"
+    "\n"
+    "Per process: each poller's thread (pollux-poll-N), tid, pinned core, idle strategy and, for\n"
+    "adaptive/interrupt, the controller's mode (busy, spin, interrupt = asleep) and time in each;\n"
+    "each publication's position (shm: log bytes; udp/rdma: next sequence), messages, bytes and\n"
+    "back-pressure by cause (log_full: the slowest shm subscriber; ring_full: the poller is behind;\n"
+    "no_slot: every buffer in flight; transport: refused by the transport); each subscription's\n"
+    "position and lag behind the publisher (shm: bytes; udp/rdma: messages, when the publisher runs\n"
+    "on this host), gaps, messages lost, overruns; the error log. Exit status: 0, or 64 for a usage\n"
+    "error.\n";
+
+using pollux::tools::printable;  // names from files anyone may have written: no terminal escapes
+
+std::string bytes_text(std::uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return absl::StrFormat("%uGiB", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return absl::StrFormat("%uMiB", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return absl::StrFormat("%uKiB", b >> 10);
+  return absl::StrFormat("%u", b);
+}
+
+// ---- the snapshot ---------------------------------------------------------------------------------
+
+// The counters of one publisher, subscriber or poller (one owner id in one file).
+struct Group {
+  CounterKind kind = CounterKind::kOther;
+  std::uint16_t owner = 0;
+  std::uint32_t stream_id = 0;
+  std::string scope;
+  std::map<std::string, std::uint64_t> v;
+  std::uint64_t get(const std::string& k) const {
+    auto it = v.find(k);
+    return it == v.end() ? 0 : it->second;
+  }
+  bool has(const std::string& k) const { return v.count(k) != 0; }
+  // "pub stream 7 quotes" -> "quotes" (a scope filled to its 55 characters was cut: marked).
+  std::string topic() const {
+    std::string_view s = scope;
+    for (int words = 0; words < 3 && !s.empty(); ++words) {
+      const auto sp = s.find(' ');
+      s = sp == std::string_view::npos ? std::string_view() : s.substr(sp + 1);
     }
+    std::string t(s);
+    if (scope.size() >= sizeof(pollux::core::CounterLabel::scope) - 1) t += "...";
+    return t;
+  }
+  int poller_index() const { return std::atoi(scope.c_str() + std::min<std::size_t>(scope.size(), 7)); }
+};
+
+struct Position {
+  std::optional<std::uint64_t> value;
+  const char* unit = "";  // "bytes" (shm log) or "sequence" (udp/rdma: the next sequence)
+  std::optional<std::uint64_t> lag;  // subscribers: publisher position - this one
+};
+
+struct Process {
+  CountersFileSnapshot snap;
+  std::vector<Group> pollers, pubs, subs;
+  std::vector<CounterSnapshot> other;
+  std::map<std::uint32_t, std::uint64_t> transport_pub_position;  // stream -> next sequence (udp/rdma)
+  std::uint64_t errors = 0;
+};
+
+struct Claim {
+  int cpu = -1;
+  bool held = false;
+  pollux::core::ClaimHolder holder;
+};
+
+struct Snapshot {
+  std::string dir;
+  std::int64_t taken_ns = 0;
+  std::vector<Process> procs;
+  std::vector<std::pair<std::string, std::string>> unreadable;  // path, why
+  std::vector<shm::SegmentStatus> segments;
+  std::vector<Claim> claims;
+  std::vector<std::string> removed;  // --clean
+};
+
+// The runtime.name part of "pollux-<name>-stream-<id>.log".
+std::string segment_owner_name(const std::string& path) {
+  const std::string base = path.substr(path.rfind('/') + 1);
+  const auto end = base.rfind("-stream-");
+  return end == std::string::npos || end < 7 ? "" : base.substr(7, end - 7);
+}
+
+Process make_process(CountersFileSnapshot snap) {
+  Process p;
+  std::map<std::pair<int, int>, Group> groups;
+  for (const CounterSnapshot& c : snap.counters) {
+    const bool grouped = c.owner != 0 && (c.kind == CounterKind::kPublisher || c.kind == CounterKind::kSubscriber ||
+                                          c.kind == CounterKind::kPoller);
+    if (grouped) {
+      Group& g = groups[{static_cast<int>(c.kind), c.owner}];
+      g.kind = c.kind;
+      g.owner = c.owner;
+      g.stream_id = c.stream_id;
+      g.scope = c.scope;
+      g.v[c.name] = c.value;
+      continue;
+    }
+    if (c.kind == CounterKind::kPublisher && c.name == "position") {  // a transport's sequence
+      std::uint64_t& pos = p.transport_pub_position[c.stream_id];
+      pos = std::max(pos, c.value);
+    }
+    if (c.kind == CounterKind::kProcess && c.name == "errors") p.errors = c.value;
+    p.other.push_back(c);
+  }
+  for (auto& [key, g] : groups) {  // in owner order: the order they were opened
+    if (g.kind == CounterKind::kPublisher) p.pubs.push_back(std::move(g));
+    if (g.kind == CounterKind::kSubscriber) p.subs.push_back(std::move(g));
+    if (g.kind == CounterKind::kPoller) p.pollers.push_back(std::move(g));
+  }
+  p.snap = std::move(snap);
+  return p;
+}
+
+Snapshot take_snapshot(const std::string& dir, bool clean) {
+  Snapshot s;
+  s.dir = dir;
+  if (clean) {
+    for (const std::string& path : pollux::core::list_counters_files(dir)) {
+      auto snap = pollux::core::read_counters_file(path);
+      bool dead = snap.ok() && !snap->alive;
+      if (!snap.ok() && absl::IsFailedPrecondition(snap.status())) {
+        // Another version's file (an older build's process): its pid alone decides.
+        auto pid = pollux::core::counters_file_pid(path);
+        dead = pid.ok() && !pollux::core::process_alive(*pid);
+      }
+      if (dead && ::unlink(path.c_str()) == 0) s.removed.push_back(path);
+    }
+    for (const std::string& path : shm::list_segment_files(dir)) {
+      if (auto r = shm::remove_if_abandoned(path); r.ok() && *r) s.removed.push_back(path);
+    }
+    for (std::string& path : pollux::core::remove_unheld_claims(dir)) s.removed.push_back(std::move(path));
+  }
+  s.taken_ns = pollux::core::wall_clock_ns();
+  for (const std::string& path : pollux::core::list_counters_files(dir)) {
+    auto snap = pollux::core::read_counters_file(path);
+    if (!snap.ok()) {
+      if (!absl::IsNotFound(snap.status())) s.unreadable.emplace_back(path, std::string(snap.status().message()));
+      continue;
+    }
+    s.procs.push_back(make_process(std::move(*snap)));
+  }
+  std::stable_sort(s.procs.begin(), s.procs.end(), [](const Process& a, const Process& b) {
+    return a.snap.start_ns < b.snap.start_ns;  // oldest first (a process's contexts in creation order)
+  });
+  for (const std::string& path : shm::list_segment_files(dir)) {
+    auto st = shm::read_segment_status(path);
+    if (st.ok()) {
+      s.segments.push_back(std::move(*st));
+    } else if (!absl::IsNotFound(st.status())) {
+      s.unreadable.emplace_back(path, std::string(st.status().message()));
+    }
+  }
+  for (int cpu : pollux::core::claimed_cpus(dir)) {
+    s.claims.push_back({cpu, pollux::core::claim_held(dir, cpu), pollux::core::read_claim(dir, cpu)});
+  }
+  return s;
+}
+
+const shm::SegmentStatus* find_segment(const Snapshot& s, const Process& p, std::uint32_t stream_id) {
+  for (const auto& seg : s.segments) {
+    if (seg.layout.stream_id == stream_id && segment_owner_name(seg.path) == p.snap.name) return &seg;
+  }
+  return nullptr;
+}
+
+Position publisher_position(const Snapshot& s, const Process& p, const Group& g) {
+  Position pos;
+  if (const auto* seg = find_segment(s, p, g.stream_id); seg != nullptr && seg->layout.publisher_pid == p.snap.pid) {
+    pos.value = seg->tail;
+    pos.unit = "bytes";
+  } else if (auto it = p.transport_pub_position.find(g.stream_id); it != p.transport_pub_position.end()) {
+    pos.value = it->second;
+    pos.unit = "sequence";
+  }
+  return pos;
+}
+
+Position subscriber_position(const Snapshot& s, const Process& p, const Group& g) {
+  Position pos;
+  if (const auto* seg = find_segment(s, p, g.stream_id)) {
+    // The process's slots in the log (several subscribers of one stream in one process: the
+    // one furthest behind).
+    for (const auto& sub : seg->subscribers) {
+      if (sub.pid != p.snap.pid || sub.state != shm::kSlotActive) continue;
+      pos.value = pos.value ? std::min(*pos.value, sub.position) : sub.position;
+    }
+    if (pos.value) {
+      pos.unit = "bytes";
+      if (seg->tail >= *pos.value) pos.lag = seg->tail - *pos.value;
+      return pos;
+    }
+  }
+  if (g.has("position")) {
+    pos.value = g.get("position");
+    pos.unit = "sequence";
+    // The publisher of the stream when it runs on this host (udp/rdma over loopback or a
+    // local NIC); a remote publisher's position is not known here.
+    std::optional<std::uint64_t> pub;
+    for (const Process& q : s.procs) {
+      if (!q.snap.alive) continue;
+      if (auto it = q.transport_pub_position.find(g.stream_id); it != q.transport_pub_position.end()) {
+        pub = pub ? std::max(*pub, it->second) : it->second;
+      }
+    }
+    if (pub && *pub >= *pos.value) pos.lag = *pub - *pos.value;
+  }
+  return pos;
+}
+
+std::string mode_name(std::uint64_t m) {
+  return m < static_cast<std::uint64_t>(pollux::core::kPollModes)
+             ? std::string(pollux::core::PollController::mode_name(static_cast<pollux::core::PollMode>(m)))
+             : "?";
+}
+
+std::string idle_name(const Group& g) {
+  if (!g.has("idle_strategy")) return "?";
+  const std::uint64_t k = g.get("idle_strategy");
+  return k <= static_cast<std::uint64_t>(pollux::core::IdleKind::kAdaptive)
+             ? std::string(pollux::core::idle_kind_name(static_cast<pollux::core::IdleKind>(k)))
+             : "?";
+}
+
+bool has_controller(const Group& g) {
+  const std::string idle = idle_name(g);
+  return idle == "adaptive" || idle == "interrupt";
+}
+
+const char* const kBackPressureCauses[] = {"log_full", "ring_full", "no_slot", "transport"};
+
+std::uint64_t back_pressure_total(const Group& g) {
+  std::uint64_t n = 0;
+  for (const char* c : kBackPressureCauses) n += g.get(std::string("back_pressure_") + c);
+  return n;
+}
+
+// ---- rates (--watch) ------------------------------------------------------------------------------
+
+struct Rates {
+  std::map<std::string, std::uint64_t> prev;
+  std::int64_t prev_ns = 0;
+  double seconds = 0;  // from the previous snapshot to the one being drawn (0: the first)
+  void begin(const Snapshot& s) { seconds = prev_ns != 0 ? static_cast<double>(s.taken_ns - prev_ns) / 1e9 : 0; }
+  void end(const Snapshot& s, std::map<std::string, std::uint64_t> values) {
+    prev_ns = s.taken_ns;
+    prev = std::move(values);
+  }
+  // Per-second rate of a counter since the previous snapshot, or "".
+  std::string of(const std::string& key, std::uint64_t value) const {
+    auto it = prev.find(key);
+    if (seconds <= 0 || it == prev.end() || value < it->second) return "";
+    return absl::StrFormat(" [%.0f/s]", static_cast<double>(value - it->second) / seconds);
+  }
+};
+
+std::string key_of(const Process& p, const Group& g, const std::string& name) {
+  return absl::StrFormat("%s|%d|%u|%s", p.snap.path, static_cast<int>(g.kind), g.owner, name);
+}
+
+// ---- text -----------------------------------------------------------------------------------------
+
+void text_errors(std::string& out, const Process& p) {
+  const auto& log = p.snap.errors;
+  if (!p.snap.error_log_status.ok()) {
+    absl::StrAppendFormat(&out, "  error log unreadable: %s\n", printable(std::string(p.snap.error_log_status.message())));
+    return;
+  }
+  if (log.entries.empty() && log.dropped == 0) {
+    absl::StrAppendFormat(&out, "  errors: none\n");
+    return;
+  }
+  absl::StrAppendFormat(&out, "  errors: %u distinct, %u in all%s\n", log.entries.size(), log.observations,
+                        log.dropped != 0 ? absl::StrFormat(" (%u of errors that did not fit the log)", log.dropped) : "");
+  for (const auto& e : log.entries) {
+    absl::StrAppendFormat(&out, "    x%-6u %s  first %s  last %s\n      %s\n", e.count,
+                          pollux::core::error_code_name(e.code), pollux::core::format_wall_clock(e.first_ns),
+                          pollux::core::format_wall_clock(e.last_ns), printable(e.message));
+  }
+}
+
+std::string position_text(const Position& pos) {
+  if (!pos.value) return "position ?";
+  std::string s = absl::StrFormat("position %u%s", *pos.value, pos.unit[0] == 'b' ? " B" : " (seq)");
+  if (pos.lag) absl::StrAppendFormat(&s, "  lag %u%s", *pos.lag, pos.unit[0] == 'b' ? " B" : " msgs");
+  return s;
+}
+
+std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool errors_only,
+                        std::map<std::string, std::uint64_t>* values) {
+  std::string out;
+  absl::StrAppendFormat(&out, "pollux-stat  %s  %s\n", pollux::core::format_wall_clock(s.taken_ns), printable(s.dir));
+  for (const std::string& r : s.removed) absl::StrAppendFormat(&out, "removed %s\n", printable(r));
+  if (s.procs.empty()) absl::StrAppendFormat(&out, "no pollux counters files in %s\n", printable(s.dir));
+  for (const auto& [path, why] : s.unreadable) absl::StrAppendFormat(&out, "%s: %s\n", printable(path), printable(why));
+  auto rate = [&](const Process& p, const Group& g, const std::string& name) {
+    const std::string k = key_of(p, g, name);
+    (*values)[k] = g.get(name);
+    return rates.of(k, g.get(name));
+  };
+  for (const Process& p : s.procs) {
+    const double up = static_cast<double>(s.taken_ns - p.snap.start_ns) / 1e9;
+    absl::StrAppendFormat(&out, "== %s  pid %d %s  started %s%s  %s\n", printable(p.snap.name), p.snap.pid,
+                          p.snap.alive ? "running" : "[exited]", pollux::core::format_wall_clock(p.snap.start_ns),
+                          p.snap.alive ? absl::StrFormat(" (up %.1f s)", up) : "", printable(p.snap.path));
+    if (errors_only) {
+      text_errors(out, p);
+      continue;
+    }
+    for (const Group& g : p.pollers) {
+      const int idx = g.poller_index();
+      absl::StrAppendFormat(&out, "  poller %d  thread pollux-poll-%d  tid %u  %s  idle %s", idx, idx,
+                            g.get("thread_id"), g.has("pinned_cpu") ? absl::StrFormat("cpu %u", g.get("pinned_cpu")) : "unpinned",
+                            idle_name(g));
+      if (has_controller(g)) {
+        const double total = static_cast<double>(g.get("time_busy_ns") + g.get("time_spin_ns") + g.get("time_interrupt_ns"));
+        auto pct = [&](const char* k) { return total > 0 ? 100.0 * static_cast<double>(g.get(k)) / total : 0.0; };
+        absl::StrAppendFormat(&out,
+                              ": mode %s (busy %.1f%%, spin %.1f%%, interrupt %.1f%% of %.1f s), spin budget %u ns, "
+                              "sleeps %u, wakeups %u (spurious %u, timer %u), arm refusals %u, mode switches %u",
+                              mode_name(g.get("mode")), pct("time_busy_ns"), pct("time_spin_ns"),
+                              pct("time_interrupt_ns"), total / 1e9, g.get("spin_budget_ns"), g.get("sleeps"),
+                              g.get("wakeups"), g.get("spurious_wakeups"), g.get("timer_wakeups"), g.get("arm_refused"),
+                              g.get("mode_switches"));
+      } else {
+        absl::StrAppendFormat(&out, " (no controller: polls without sleeping)");
+      }
+      absl::StrAppendFormat(&out, ", duty cycles %u%s\n", g.get("duty_cycles"), rate(p, g, "duty_cycles"));
+    }
+    for (const Group& g : p.pubs) {
+      const std::uint64_t bp = back_pressure_total(g);
+      absl::StrAppendFormat(&out, "  pub %s (stream %u)  %s  messages %u%s  bytes %u%s  back-pressure %u",
+                            printable(g.topic()), g.stream_id, position_text(publisher_position(s, p, g)),
+                            g.get("messages"), rate(p, g, "messages"), g.get("bytes"), rate(p, g, "bytes"), bp);
+      if (bp != 0) {
+        std::string causes;
+        for (const char* c : kBackPressureCauses) {
+          const std::uint64_t n = g.get(std::string("back_pressure_") + c);
+          if (n != 0) absl::StrAppendFormat(&causes, "%s%s %u", causes.empty() ? "" : ", ", c, n);
+        }
+        absl::StrAppendFormat(&out, " (%s)", causes);
+      }
+      absl::StrAppendFormat(&out, "  not connected %u  too large %u\n", g.get("not_connected"), g.get("too_large"));
+    }
+    for (const Group& g : p.subs) {
+      absl::StrAppendFormat(&out,
+                            "  sub %s (stream %u)  %s  messages %u%s  bytes %u%s  gaps %u  lost %u  overruns %u  "
+                            "stream events %u  malformed %u\n",
+                            printable(g.topic()), g.stream_id, position_text(subscriber_position(s, p, g)),
+                            g.get("messages"), rate(p, g, "messages"), g.get("bytes"), rate(p, g, "bytes"),
+                            g.get("gaps"), g.get("messages_lost"), g.get("overruns"), g.get("stream_events"),
+                            g.get("malformed"));
+    }
+    text_errors(out, p);
+    bool header = false;
+    for (const CounterSnapshot& c : p.other) {
+      if (c.kind == CounterKind::kProcess) continue;  // errors: above
+      if (c.value == 0 && !all) continue;
+      if (!header) {
+        absl::StrAppendFormat(&out, "  other counters%s:\n", all ? "" : " (non-zero; --all for every one)");
+        header = true;
+      }
+      const std::string k = absl::StrFormat("%s|%s|%s", p.snap.path, c.scope, c.name);
+      (*values)[k] = c.value;
+      absl::StrAppendFormat(&out, "    %-44s %-26s %16u%s\n", printable(c.scope), printable(c.name), c.value,
+                            rates.of(k, c.value));
+    }
+  }
+  if (errors_only) return out;
+  if (!s.segments.empty()) absl::StrAppendFormat(&out, "shm stream logs:\n");
+  for (const auto& seg : s.segments) {
+    absl::StrAppendFormat(&out,
+                          "  %s  stream %u session %08x  publisher pid %d %s  position %u B  next sequence %u  log %s\n",
+                          printable(seg.path.substr(seg.path.rfind('/') + 1)), seg.layout.stream_id,
+                          seg.layout.session_id, seg.layout.publisher_pid,
+                          seg.closed ? "(closed)" : seg.publisher_alive ? "(running)" : "(dead)", seg.tail,
+                          seg.next_sequence, bytes_text(seg.layout.log_size));
+    for (const auto& sub : seg.subscribers) {
+      absl::StrAppendFormat(&out, "    subscriber slot %u  pid %d %s  position %u B  lag %s\n", sub.slot, sub.pid,
+                            sub.alive ? "(running)" : sub.state == shm::kSlotEvicted ? "(evicted)" : "(gone)",
+                            sub.position,
+                            seg.tail >= sub.position ? absl::StrFormat("%u B", seg.tail - sub.position) : "?");
+    }
+  }
+  if (!s.claims.empty()) absl::StrAppendFormat(&out, "cpu claims (automatic poller placement):\n");
+  for (const Claim& c : s.claims) {
+    absl::StrAppendFormat(&out, "  cpu %d  %s\n", c.cpu,
+                          !c.held           ? std::string("free (left by an exited process)")
+                          : c.holder.known ? absl::StrFormat("held by pid %d (%s)", c.holder.pid, c.holder.name)
+                                           : std::string("held (holder unknown)"));
   }
   return out;
 }
 
-constexpr char kUsage[] = "usage: %s [--dir DIR] [--watch SECONDS] [--clean] [--all] [--json]\n";
+// ---- JSON -----------------------------------------------------------------------------------------
 
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
+void json_position(JsonOut& j, const Position& pos) {
+  j.key("position");
+  if (pos.value) {
+    j.num(*pos.value);
+  } else {
+    j.null();
+  }
+  j.key("position_unit").str(pos.unit);
+}
+
+std::string render_json(const Snapshot& s) {
+  JsonOut j;
+  j.begin_object();
+  j.field("snapshot_ns", s.taken_ns).field("snapshot_time", pollux::core::format_wall_clock(s.taken_ns)).field("dir", s.dir);
+  j.key("processes").begin_array();
+  for (const Process& p : s.procs) {
+    j.begin_object();
+    j.field("path", p.snap.path).field("name", p.snap.name).field("pid", p.snap.pid).field("alive", p.snap.alive);
+    j.field("start_ns", p.snap.start_ns).field("start_time", pollux::core::format_wall_clock(p.snap.start_ns));
+    j.field("uptime_s", static_cast<double>(s.taken_ns - p.snap.start_ns) / 1e9).field("errors", p.errors);
+    j.key("pollers").begin_array();
+    for (const Group& g : p.pollers) {
+      const int idx = g.poller_index();
+      j.begin_object().field("index", idx).field("thread", absl::StrFormat("pollux-poll-%d", idx));
+      j.field("tid", g.get("thread_id")).key("cpu");
+      if (g.has("pinned_cpu")) {
+        j.num(g.get("pinned_cpu"));
+      } else {
+        j.null();
+      }
+      j.field("idle", idle_name(g)).field("controller", has_controller(g)).key("mode");
+      if (has_controller(g)) {
+        j.str(mode_name(g.get("mode")));
+      } else {
+        j.null();
+      }
+      for (const char* k : {"time_busy_ns", "time_spin_ns", "time_interrupt_ns", "spin_budget_ns", "sleeps", "wakeups",
+                            "spurious_wakeups", "timer_wakeups", "arm_refused", "mode_switches", "duty_cycles",
+                            "work_items", "idle_cycles", "doorbells"}) {
+        j.field(k, g.get(k));
+      }
+      j.end_object();
     }
+    j.end_array();
+    j.key("publications").begin_array();
+    for (const Group& g : p.pubs) {
+      j.begin_object().field("topic", g.topic()).field("stream_id", g.stream_id).field("owner", static_cast<int>(g.owner));
+      json_position(j, publisher_position(s, p, g));
+      j.field("messages", g.get("messages")).field("bytes", g.get("bytes"));
+      j.key("back_pressure").begin_object().field("total", back_pressure_total(g));
+      for (const char* c : kBackPressureCauses) j.field(c, g.get(std::string("back_pressure_") + c));
+      j.end_object();
+      j.field("not_connected", g.get("not_connected")).field("too_large", g.get("too_large")).end_object();
+    }
+    j.end_array();
+    j.key("subscriptions").begin_array();
+    for (const Group& g : p.subs) {
+      j.begin_object().field("topic", g.topic()).field("stream_id", g.stream_id).field("owner", static_cast<int>(g.owner));
+      const Position pos = subscriber_position(s, p, g);
+      json_position(j, pos);
+      j.key("lag");
+      if (pos.lag) {
+        j.num(*pos.lag);
+      } else {
+        j.null();
+      }
+      for (const char* k : {"messages", "bytes", "gaps", "messages_lost", "overruns", "stream_events", "malformed"}) {
+        j.field(k, g.get(k));
+      }
+      j.end_object();
+    }
+    j.end_array();
+    j.key("error_log").begin_object();
+    j.field("ok", p.snap.error_log_status.ok());
+    if (!p.snap.error_log_status.ok()) j.field("problem", std::string(p.snap.error_log_status.message()));
+    j.field("capacity", p.snap.errors.capacity).field("observations", p.snap.errors.observations);
+    j.field("dropped", p.snap.errors.dropped).key("entries").begin_array();
+    for (const auto& e : p.snap.errors.entries) {
+      j.begin_object().field("code", e.code).field("code_name", pollux::core::error_code_name(e.code));
+      j.field("message", e.message).field("count", e.count).field("first_ns", e.first_ns);
+      j.field("first_time", pollux::core::format_wall_clock(e.first_ns)).field("last_ns", e.last_ns);
+      j.field("last_time", pollux::core::format_wall_clock(e.last_ns)).end_object();
+    }
+    j.end_array().end_object();
+    j.key("counters").begin_array();
+    for (const CounterSnapshot& c : p.snap.counters) {
+      j.begin_object().field("scope", c.scope).field("name", c.name).field("stream_id", c.stream_id);
+      j.field("kind", static_cast<int>(c.kind)).field("owner", static_cast<int>(c.owner)).field("value", c.value);
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
   }
-  return out + "\"";
+  j.end_array();
+  j.key("shm_streams").begin_array();
+  for (const auto& seg : s.segments) {
+    j.begin_object().field("path", seg.path).field("stream_id", seg.layout.stream_id);
+    j.field("session_id", seg.layout.session_id).field("publisher_pid", seg.layout.publisher_pid);
+    j.field("publisher_alive", seg.publisher_alive).field("closed", seg.closed).field("log_size", seg.layout.log_size);
+    j.field("position", seg.tail).field("next_sequence", seg.next_sequence).key("subscribers").begin_array();
+    for (const auto& sub : seg.subscribers) {
+      j.begin_object().field("slot", sub.slot).field("pid", sub.pid).field("alive", sub.alive);
+      j.field("evicted", sub.state == shm::kSlotEvicted).field("position", sub.position).key("lag");
+      if (seg.tail >= sub.position) {
+        j.num(seg.tail - sub.position);
+      } else {
+        j.null();
+      }
+      j.end_object();
+    }
+    j.end_array().end_object();
+  }
+  j.end_array();
+  j.key("cpu_claims").begin_array();
+  for (const Claim& c : s.claims) {
+    j.begin_object().field("cpu", c.cpu).field("held", c.held).key("pid");
+    if (c.holder.known) {
+      j.num(c.holder.pid).field("name", c.holder.name);
+    } else {
+      j.null();
+    }
+    j.end_object();
+  }
+  j.end_array();
+  j.key("unreadable").begin_array();
+  for (const auto& [path, why] : s.unreadable) j.begin_object().field("path", path).field("error", why).end_object();
+  j.end_array();
+  j.key("removed").begin_array();
+  for (const std::string& r : s.removed) j.str(r);
+  j.end_array();
+  j.end_object();
+  return j.text() + "\n";
 }
 
-const char* mode_name(std::uint64_t m) {
-  switch (m) {
-    case 0: return "busy";
-    case 1: return "spin";
-    case 2: return "interrupt";
-  }
-  return "?";
-}
-
-// One line per poller: its controller's current mode, the share of time in each mode, and
-// its sleeps and wakeups (counters "poller N" / mode, time_*_ns, wakeups, ...).
-void print_pollers(const pollux::core::CountersFileSnapshot& snap) {
-  std::map<std::string, std::map<std::string, std::uint64_t>> pollers;
-  for (const auto& c : snap.counters) {
-    if (c.scope.rfind("poller ", 0) == 0 && c.scope.find(' ', 7) == std::string::npos) pollers[c.scope][c.name] = c.value;
-  }
-  for (auto& [scope, v] : pollers) {
-    const double total = static_cast<double>(v["time_busy_ns"] + v["time_spin_ns"] + v["time_interrupt_ns"]);
-    auto pct = [&](const char* k) { return total > 0 ? 100.0 * static_cast<double>(v[k]) / total : 0.0; };
-    std::printf("  %s: mode %s (busy %.1f%%, spin %.1f%%, interrupt %.1f%% of %.1f s), spin budget %llu ns, "
-                "sleeps %llu, wakeups %llu (spurious %llu, timer %llu), arm refusals %llu, mode switches %llu\n",
-                printable(scope).c_str(), mode_name(v["mode"]), pct("time_busy_ns"), pct("time_spin_ns"),
-                pct("time_interrupt_ns"), total / 1e9, static_cast<unsigned long long>(v["spin_budget_ns"]),
-                static_cast<unsigned long long>(v["sleeps"]), static_cast<unsigned long long>(v["wakeups"]),
-                static_cast<unsigned long long>(v["spurious_wakeups"]),
-                static_cast<unsigned long long>(v["timer_wakeups"]), static_cast<unsigned long long>(v["arm_refused"]),
-                static_cast<unsigned long long>(v["mode_switches"]));
-  }
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "pollux-stat: %s\n%s(see pollux-stat --help)\n", printable(msg).c_str(), kUsage);
+  return 64;
 }
 
 }  // namespace
@@ -91,89 +602,59 @@ void print_pollers(const pollux::core::CountersFileSnapshot& snap) {
 int main(int argc, char** argv) {
   std::string dir = "/dev/shm";
   double watch = 0;
-  bool clean = false, all = false, json = false;
+  bool clean = false, all = false, json = false, errors_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--help" || a == "-h") {
-      std::printf(kUsage, argv[0]);
-      std::printf(
-          "Prints the counters of the Pollux processes whose counters files are in DIR (default /dev/shm).\n"
-          "  --watch SECONDS  repeat every SECONDS, with per-second rates\n"
-          "  --clean          remove the files of processes that no longer exist\n"
-          "  --all            show zero counters too\n"
-          "  --json           one JSON document: {\"files\":[{\"path\",\"name\",\"pid\",\"alive\",\"counters\":\n"
-          "                   [{\"scope\",\"name\",\"stream_id\",\"value\"}]}]} (all counters, once)\n"
-          "Each poller's line shows its idle controller: current mode (busy, spin, interrupt), time in\n"
-          "each mode, sleeps, wakeups (spurious: woken with nothing to do; timer: runtime.sleep_timer_ms).\n");
+      std::fputs(kUsage, stdout);
+      std::fputs(kHelp, stdout);
       return 0;
     }
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--watch" && i + 1 < argc) watch = std::atof(argv[++i]);
-    else if (a == "--clean") clean = true;
-    else if (a == "--all") all = true;
-    else if (a == "--json") json = true;
-    else {
-      std::fprintf(stderr, "pollux-stat: unknown argument '%s'\n", printable(a).c_str());
-      std::fprintf(stderr, kUsage, argv[0]);
-      return 64;
+    if (a == "--version") {
+      std::printf("pollux-stat (pollux %s)\n", POLLUX_VERSION_STRING);
+      return 0;
+    }
+    if (a == "--dir") {
+      const char* v = value();
+      if (v == nullptr) return usage_error("--dir needs a directory");
+      dir = v;
+    } else if (a == "--watch") {
+      const char* v = value();
+      char* end = nullptr;
+      watch = v != nullptr ? std::strtod(v, &end) : 0;
+      if (v == nullptr || end == v || *end != '\0' || !(watch > 0) || watch > 86400) {
+        return usage_error(absl::StrFormat("--watch needs a number of seconds in (0, 86400], got \"%s\"", v ? v : ""));
+      }
+    } else if (a == "--clean") {
+      clean = true;
+    } else if (a == "--all") {
+      all = true;
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--errors") {
+      errors_only = true;
+    } else {
+      return usage_error(absl::StrFormat("unknown argument \"%s\"", a));
     }
   }
+  if (json && watch > 0) return usage_error("--json prints one document: it cannot be combined with --watch");
   if (json) {
-    std::string out = "{\"files\":[";
-    bool first = true;
-    for (const std::string& path : pollux::core::list_counters_files(dir)) {
-      auto snap = pollux::core::read_counters_file(path);
-      if (!snap.ok()) continue;
-      out += first ? "" : ",";
-      first = false;
-      out += "{\"path\":" + json_str(path) + ",\"name\":" + json_str(snap->name) +
-             ",\"pid\":" + std::to_string(snap->pid) + ",\"alive\":" + (snap->alive ? "true" : "false") +
-             ",\"counters\":[";
-      for (std::size_t i = 0; i < snap->counters.size(); ++i) {
-        const auto& c = snap->counters[i];
-        out += (i ? "," : "") + std::string("{\"scope\":") + json_str(c.scope) + ",\"name\":" + json_str(c.name) +
-               ",\"stream_id\":" + std::to_string(c.stream_id) + ",\"value\":" + std::to_string(c.value) + "}";
-      }
-      out += "]}";
-    }
-    out += "]}\n";
-    std::fputs(out.c_str(), stdout);
+    std::fputs(render_json(take_snapshot(dir, clean)).c_str(), stdout);
     return 0;
   }
-  std::map<std::string, std::uint64_t> prev;
-  for (;;) {
-    const auto files = pollux::core::list_counters_files(dir);
-    if (files.empty()) std::printf("no pollux counters files in %s\n", dir.c_str());
-    for (const std::string& path : files) {
-      auto snap = pollux::core::read_counters_file(path);
-      if (!snap.ok()) {
-        std::printf("%s: %s\n", printable(path).c_str(), printable(std::string(snap.status().message())).c_str());
-        continue;
-      }
-      if (!snap->alive && clean) {
-        std::printf("removing %s (pid %d is gone)\n", printable(path).c_str(), snap->pid);
-        ::unlink(path.c_str());
-        continue;
-      }
-      std::printf("== %s  pid %d%s  (%s)\n", printable(snap->name).c_str(), snap->pid, snap->alive ? "" : " [exited]",
-                  printable(path).c_str());
-      print_pollers(*snap);
-      for (const auto& c : snap->counters) {
-        if (c.value == 0 && !all) continue;
-        const std::string key = path + "|" + c.scope + "|" + c.name;
-        std::printf("  %-40s %-24s %16llu", printable(c.scope).c_str(), printable(c.name).c_str(),
-                    static_cast<unsigned long long>(c.value));
-        if (watch > 0 && prev.count(key)) {
-          std::printf("  %14.0f/s", static_cast<double>(c.value - prev[key]) / watch);
-        }
-        std::printf("\n");
-        prev[key] = c.value;
-      }
-    }
+  Rates rates;
+  for (bool first = true;; first = false) {
+    const Snapshot s = take_snapshot(dir, clean && first);
+    std::map<std::string, std::uint64_t> values;
+    rates.begin(s);
+    const std::string text = render_text(s, rates, all, errors_only, &values);
+    if (watch > 0) std::fputs("\033[H\033[2J", stdout);  // cursor home + clear: the screen is redrawn
+    std::fputs(text.c_str(), stdout);
     if (watch <= 0) break;
     std::fflush(stdout);
+    rates.end(s, std::move(values));
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));
-    std::printf("\n");
   }
   return 0;
 }

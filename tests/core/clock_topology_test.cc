@@ -98,14 +98,16 @@ TEST(CountersTest, AnotherReaderSeesLiveValues) {
   auto snap = read_counters_file((*f)->path());
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_TRUE(snap->alive);
-  ASSERT_EQ(snap->counters.size(), 2u);
-  EXPECT_EQ(snap->counters[0].scope, "pub stream 1 x");
-  EXPECT_EQ(snap->counters[0].name, "messages");
-  EXPECT_EQ(snap->counters[0].stream_id, 1u);
-  EXPECT_EQ(snap->counters[0].value, 5u);
-  EXPECT_EQ(snap->counters[1].value, 1u);
+  // Slot 0 is the process's errors counter (version 2), then ours in allocation order.
+  ASSERT_EQ(snap->counters.size(), 3u);
+  EXPECT_EQ(snap->counters[0].name, "errors");
+  EXPECT_EQ(snap->counters[1].scope, "pub stream 1 x");
+  EXPECT_EQ(snap->counters[1].name, "messages");
+  EXPECT_EQ(snap->counters[1].stream_id, 1u);
+  EXPECT_EQ(snap->counters[1].value, 5u);
+  EXPECT_EQ(snap->counters[2].value, 1u);
   a.add(10);
-  EXPECT_EQ(read_counters_file((*f)->path())->counters[0].value, 15u);
+  EXPECT_EQ(read_counters_file((*f)->path())->counters[1].value, 15u);
   const std::string path = (*f)->path();
   f->reset();
   EXPECT_FALSE(read_counters_file(path).ok()) << "file removed on close";

@@ -418,6 +418,20 @@ void ud_source_seeds(const fs::path& dir) {
   }
 }
 
+// ---- counters_reader: patches over the template counters file ----------------------------------
+
+void counters_seeds(const fs::path& dir) {
+  // Patch = u32 offset, u8 region (0 header, 1 labels, 2 values, 3 error log header, 4 entries,
+  // 5 anywhere), u8 length - 1, the bytes; after the patches a flag and the truncated length.
+  write(dir / "template.bin", Out().u8(0).u8(0).bytes);
+  write(dir / "version_3.bin", Out().u8(1).u32(8).u8(0).u8(3).u32(3).u8(0).bytes);
+  write(dir / "capacity_huge.bin", Out().u8(1).u32(24).u8(0).u8(3).u32(0x7fffffff).u8(0).bytes);
+  write(dir / "log_used_beyond_capacity.bin", Out().u8(1).u32(24).u8(3).u8(3).u32(0xffffffff).u8(0).bytes);
+  write(dir / "log_message_length.bin", Out().u8(1).u32(36).u8(4).u8(3).u32(0xffff).u8(0).bytes);
+  write(dir / "log_offset_outside.bin", Out().u8(1).u32(128).u8(0).u8(7).u64(1ull << 40).u8(0).bytes);
+  write(dir / "truncated_in_log.bin", Out().u8(0).u8(1).u32(4096 + 16 * 256 + 200).bytes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -433,5 +447,6 @@ int main(int argc, char** argv) {
   window_seeds(root / "receive_window");
   shm_seeds(root / "shm_reader");
   ud_source_seeds(root / "rdma_ud_source");
+  counters_seeds(root / "counters_reader");
   return 0;
 }

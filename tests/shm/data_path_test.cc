@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
+#include "core/counters.h"
 #include "pollux/pollux.h"
 #include "tests/data_path_probe.h"
 #include "tests/shm/test_util.h"
@@ -116,6 +117,28 @@ TEST(DataPath, ProbesCountAllocationsAndLocks) {
   EXPECT_GE(g_allocs - a0, 1);
   EXPECT_EQ(g_mutex_locks - m0, 1);
   delete v;
+}
+
+// Issue 14: the error log records from poller threads - never an allocation; a known error
+// (the common case: a failure that repeats) takes no lock either, a first occurrence one mutex.
+TEST(DataPath, ErrorLogRecordsWithoutAllocating) {
+  auto f = pollux::core::CountersFile::create("", "probe");
+  ASSERT_TRUE(f.ok()) << f.status();
+  pollux::core::ErrorLog& log = (*f)->error_log();
+  const std::string peer = "10.0.0.2:7001";
+  const long a0 = g_allocs, m0 = g_mutex_locks;
+  g_counting = true;
+  log.recordf(absl::StatusCode::kUnavailable, "rdma: stream %u: subscriber %s disconnected", 7u, peer);
+  const long first_locks = g_mutex_locks - m0;
+  for (int i = 0; i < 100; ++i) {
+    log.recordf(absl::StatusCode::kUnavailable, "rdma: stream %u: subscriber %s disconnected", 7u, peer);
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocs - a0, 0);
+  EXPECT_EQ(first_locks, 1) << "the append of a new error";
+  EXPECT_EQ(g_mutex_locks - m0, 1) << "a known error takes no lock";
+  ASSERT_EQ(log.entries().size(), 1u);
+  EXPECT_EQ(log.entries()[0].count, 101u);
 }
 
 TEST(DataPath, ShmInlineNoAllocationNoLock) {

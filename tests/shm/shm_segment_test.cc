@@ -28,6 +28,26 @@ class SegmentTest : public ::testing::Test {
   }
   void TearDown() override { ::unlink(opt.path.c_str()); }
 
+  // A child process that creates the segment (a live publisher) and waits until killed; its
+  // pid once the segment exists.
+  pid_t publisher_child() {
+    int ready[2];
+    EXPECT_EQ(pipe(ready), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      auto s = Segment::create(opt);
+      char c = s.ok() ? 'y' : 'n';
+      (void)!write(ready[1], &c, 1);
+      for (;;) pause();
+    }
+    char c = 0;
+    EXPECT_EQ(read(ready[0], &c, 1), 1);
+    EXPECT_EQ(c, 'y');
+    close(ready[0]);
+    close(ready[1]);
+    return child;
+  }
+
   // Creates a valid segment file owned by a process that has exited (so it is stale).
   void write_stale_copy(const std::function<void(std::byte*)>& corrupt) {
     auto s = Segment::create(opt);
@@ -116,19 +136,7 @@ TEST_F(SegmentTest, RejectsWrongStream) {
 
 TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   // A live publisher in another process owns the stream.
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    auto s = Segment::create(opt);
-    char c = s.ok() ? 'y' : 'n';
-    (void)!write(ready[1], &c, 1);
-    pause();
-    _exit(0);
-  }
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  ASSERT_EQ(c, 'y');
+  const pid_t child = publisher_child();
   auto second = Segment::create(opt);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
@@ -138,8 +146,20 @@ TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   // The owner died without cleaning up: its segment is stale and may be replaced.
   auto third = Segment::create(opt);
   ASSERT_TRUE(third.ok()) << third.status();
-  close(ready[0]);
-  close(ready[1]);
+}
+
+// Issue 14: a publisher killed with SIGKILL whose parent has not reaped it yet (a zombie: it
+// still answers kill(pid, 0) and keeps its /proc entry and start time) refused the next
+// publisher of its stream. A zombie holds no mapping and writes nothing: its segment is stale.
+TEST_F(SegmentTest, AKilledPublisherNotYetReapedIsReplaced) {
+  const pid_t child = publisher_child();
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // dead, left a zombie
+  ASSERT_EQ(kill(child, 0), 0) << "the zombie still answers kill(pid, 0)";
+  auto next = Segment::create(opt);
+  EXPECT_TRUE(next.ok()) << next.status();
+  waitpid(child, nullptr, 0);
 }
 
 // Issue #9 item 9: attach accepted a log smaller than create's minimum (64 KiB).

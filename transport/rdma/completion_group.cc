@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <thread>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -64,6 +63,7 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   static std::atomic<int> inline_groups{0};
   const std::string scope = opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
                                             : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
+  g->errors_ = &counters->error_log();
   g->c_cqes_ = counters->allocate(scope, "completions");
   g->c_polls_ = counters->allocate(scope, "cq_polls_nonempty");
   g->c_recv_posts_ = counters->allocate(scope, "recv_post_calls");
@@ -112,7 +112,8 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
           "CQ moderation (%u completions / %u us) refused by %s; interrupt mode raises one event per armed "
           "completion",
           opt.moderation_count, opt.moderation_usec, dev.name());
-      std::fprintf(stderr, "pollux rdma: %s (rdma.cq_moderation_count/usec)\n", g->moderation_note_.c_str());
+      counters->error_log().recordf(absl::StatusCode::kUnimplemented, "rdma: %s (rdma.cq_moderation_count/usec)",
+                                    g->moderation_note_);
     } else {
       g->moderation_note_ = absl::StrFormat("CQ moderation %u completions / %u us", opt.moderation_count,
                                             opt.moderation_usec);
@@ -279,7 +280,8 @@ void CompletionGroup::adopt(Conn* c) noexcept {
         for (std::uint32_t i = 0; i < range->count; ++i) free_.push_back(range->first + i);
         recv_total_.fetch_add(range->count, std::memory_order_relaxed);
       } else {
-        std::fprintf(stderr, "pollux rdma: %s\n", std::string(range.status().message()).c_str());
+        errors_->recordf(absl::StatusCode::kResourceExhausted, "rdma: receive buffers for %s: %s", c->peer,
+                         range.status().message());
       }
     }
     rq_conns_.push_back(c);

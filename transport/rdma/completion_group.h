@@ -223,6 +223,7 @@ class CompletionGroup {
   std::int64_t batch_ns_ = 0;  // batch_now(): 0 until a traced completion of this batch asked
   bool timer_set_ = false;
   bool moderation_unsupported_ = false;
+  core::ErrorLog* errors_ = nullptr;  // control events (receive buffer carving)
   core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,
       c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_;
 };

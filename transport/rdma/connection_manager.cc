@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -346,11 +345,10 @@ void ConnectionManager::fail(PeerLink& l, const std::string& why, std::int64_t n
   l.next_try_ns = now + static_cast<std::int64_t>(t_.cfg().reconnect_ms) * 1'000'000;
   const std::string msg = absl::StrFormat("stream %u: cannot connect to subscriber %s via %s: %s", l.ep->stream_id(),
                                           l.peer, t_.device().name(), why);
-  if (why != l.last_error) {
-    // Logged once per distinct error, not once per retry.
-    std::fprintf(stderr, "pollux rdma: %s; retrying every %u ms\n", msg.c_str(), t_.cfg().reconnect_ms);
-    l.last_error = why;
-  }
+  // One error log entry per distinct error, its count the attempts that failed so.
+  t_.counters().error_log().recordf(absl::StatusCode::kUnavailable, "rdma: %s; retrying every %u ms", msg,
+                                    t_.cfg().reconnect_ms);
+  l.last_error = why;
   l.ep->set_status(msg);
 }
 
@@ -361,7 +359,8 @@ void ConnectionManager::handle(const Event& ev) {
   }
   if (ev.id == listen_id_ || ev.id == nullptr) {
     if (ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      std::fprintf(stderr, "pollux rdma: %s was removed: subscribers on it stop receiving\n", t_.device().name().c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
+                                        "rdma: %s was removed: subscribers on it stop receiving", t_.device().name());
     }
     return;
   }
@@ -463,8 +462,9 @@ void ConnectionManager::handle(const Event& ev) {
         // A publisher's subscriber going away is worth a log line; a subscriber's publisher going
         // away reaches the application as an end-of-stream event instead.
         if (c->kind == Conn::Kind::kTx || ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-          std::fprintf(stderr, "pollux rdma: stream %u: subscriber %s %s\n", static_cast<RdmaTxEndpoint*>(c->owner)->stream_id(),
-                       c->peer.c_str(), ev.type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "lost: device removed");
+          t_.counters().error_log().recordf(absl::StatusCode::kUnavailable, "rdma: stream %u: subscriber %s %s",
+                                            static_cast<RdmaTxEndpoint*>(c->owner)->stream_id(), c->peer,
+                                            ev.type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "lost: device removed");
         }
         // Release pairs with the owner's acquire of the group generation after announce().
         c->disconnected.store(true, std::memory_order_release);
@@ -506,10 +506,8 @@ void ConnectionManager::on_connect_response(Conn* c, const Event& ev) {
   c->established = true;
   c->announced = true;
   c_established_.add();
-  if (l.failures > 0 || !l.last_error.empty()) {
-    std::fprintf(stderr, "pollux rdma: stream %u: connected to subscriber %s after %llu failed attempt(s)\n",
-                 l.ep->stream_id(), l.peer.c_str(), static_cast<unsigned long long>(l.failures));
-  }
+  // Recovered: not an error (the failed attempts are in the error log with their count; the
+  // endpoint's status, in describe(), says "connected to").
   l.failures = 0;
   l.last_error.clear();
   l.ep->set_status(absl::StrFormat("connected to %s", l.peer));
@@ -530,7 +528,8 @@ void ConnectionManager::on_connect_request(const Event& ev) {
     (void)rdma_reject(id, &rep, sizeof rep);
     rdma_destroy_id(id);
     c_rejects_sent_.add();
-    std::fprintf(stderr, "pollux rdma: rejected publisher %s: %s\n", peer.c_str(), msg.c_str());
+    t_.counters().error_log().recordf(absl::StatusCode::kFailedPrecondition, "rdma: rejected publisher %s: %s", peer,
+                                      msg);
   };
   if (std::uint16_t r = check_request(ev.data, ev.data_len, &req, &why); r != kAccepted) {
     reject(r, why);
@@ -547,10 +546,10 @@ void ConnectionManager::on_connect_request(const Event& ev) {
     (void)rdma_reject(id, &rep, sizeof rep);
     rdma_destroy_id(id);
     c_rejects_sent_.add();
-    std::fprintf(stderr,
-                 "pollux rdma: rejected publisher %s on stream %u: it sends frames up to %u bytes, receive buffers "
-                 "hold %u (use the same pool.slot_size on both ends)\n",
-                 peer.c_str(), req.stream_id, req.max_frame, ep->max_frame());
+    t_.counters().error_log().recordf(absl::StatusCode::kFailedPrecondition,
+                                      "rdma: rejected publisher %s on stream %u: it sends frames up to %u bytes, receive "
+                                      "buffers hold %u (use the same pool.slot_size on both ends)",
+                                      peer, req.stream_id, req.max_frame, ep->max_frame());
     return;
   }
   if (id->verbs != t_.device().context()) {
@@ -595,7 +594,8 @@ void ConnectionManager::on_connect_request(const Event& ev) {
   p.srq = c->has_rq ? 0 : 1;
   p.qp_num = c->qp_num;
   if (rdma_accept(id, &p) != 0) {
-    std::fprintf(stderr, "pollux rdma: rdma_accept(publisher %s): %s\n", peer.c_str(), std::strerror(errno));
+    t_.counters().error_log().recordf(absl::StatusCode::kUnavailable, "rdma: rdma_accept(publisher %s): %s", peer,
+                                      std::strerror(errno));
     c->disconnected.store(true, std::memory_order_release);
     c->group->announce(c, true);
     return;

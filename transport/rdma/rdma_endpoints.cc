@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -60,6 +59,8 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
   c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
   c_qp_errors_ = f.allocate(scope, "qp_errors", spec.stream_id);
   c_back_pressure_ = f.allocate(scope, "send_queue_full", spec.stream_id);
+  // The sequence the next frame gets (pollux-stat: the publisher's position), set by the timers.
+  c_position_ = f.allocate(scope, "position", spec.stream_id, core::CounterKind::kPublisher);
 }
 
 RdmaTxEndpoint::~RdmaTxEndpoint() {
@@ -79,8 +80,9 @@ std::string RdmaTxEndpoint::status() const {
 void RdmaTxEndpoint::adopt(Conn* c) noexcept {
   if (closed_ || nconns_ == kMaxConns) {
     if (nconns_ == kMaxConns) {
-      std::fprintf(stderr, "pollux rdma: stream %u: more than %u subscribers; dropping %s\n", stream_id_, kMaxConns,
-                   c->peer.c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kResourceExhausted,
+                                        "rdma: stream %u: more than %u subscribers; dropping %s", stream_id_, kMaxConns,
+                                        c->peer);
     }
     add_ready(-1);
     group_->retire(c);
@@ -117,8 +119,9 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
   if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
     if (status != IBV_WC_WR_FLUSH_ERR) {
       c_qp_errors_.add();
-      std::fprintf(stderr, "pollux rdma: stream %u: send to subscriber %s failed: %s (%s); dropping the connection\n",
-                   stream_id_, c->peer.c_str(), ibv_wc_status_str(status), std::string(wc_status_hint(status)).c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
+                                        "rdma: stream %u: send to subscriber %s failed: %s (%s); dropping the connection",
+                                        stream_id_, c->peer, ibv_wc_status_str(status), wc_status_hint(status));
     }
     c->error = status;
     kill(c);
@@ -236,8 +239,9 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     }
     if (__builtin_expect(!ok, 0)) {
       c_qp_errors_.add();
-      std::fprintf(stderr, "pollux rdma: stream %u: posting to subscriber %s failed; dropping the connection\n",
-                   stream_id_, c->peer.c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
+                                        "rdma: stream %u: posting to subscriber %s failed; dropping the connection",
+                                        stream_id_, c->peer);
       kill(c);  // swaps another conn into slot k
       continue;
     }
@@ -309,6 +313,7 @@ bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now
 
 int RdmaTxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   group_->sync();
+  c_position_.set(next_seq_);
   if (closed_ || nconns_ == 0) return 0;
   // Frames after the last signalled send complete silently, so their slots would wait for
   // the next burst. A publisher that has posted nothing for kIdleTailNs (measured from the
@@ -415,8 +420,9 @@ void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
 void RdmaRxEndpoint::adopt(Conn* c) noexcept {
   if (closed_ || nconns_ == kMaxConns) {
     if (nconns_ == kMaxConns) {
-      std::fprintf(stderr, "pollux rdma: stream %u: more than %u publishers; dropping %s\n", stream_id_, kMaxConns,
-                   c->peer.c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kResourceExhausted,
+                                        "rdma: stream %u: more than %u publishers; dropping %s", stream_id_, kMaxConns,
+                                        c->peer);
     }
     group_->retire(c);
     return;

@@ -128,7 +128,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::string status_;
 
   core::Counter c_frames_, c_inline_, c_doorbells_, c_signalled_, c_dropped_, c_heartbeats_, c_qp_errors_,
-      c_back_pressure_;
+      c_back_pressure_, c_position_;
 };
 
 class RdmaRxEndpoint final : public RxEndpoint {

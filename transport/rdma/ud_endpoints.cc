@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -256,8 +255,9 @@ std::uint32_t UdTxEndpoint::send_datagrams(std::span<const Datagram> d) noexcept
   if (__builtin_expect(posted < n, 0)) {
     // The QP refused (it failed): nothing more will go out. Subscribers see the publisher die.
     ++qp_errors_;
-    std::fprintf(stderr, "pollux rdma: stream %u: posting to multicast group %s failed; the publisher stops sending\n",
-                 stream_id_, qp_->peer.c_str());
+    t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
+                                      "rdma: stream %u: posting to multicast group %s failed; the publisher stops sending",
+                                      stream_id_, qp_->peer);
     broken_ = true;
     connected_.store(false, std::memory_order_relaxed);
     return static_cast<std::uint32_t>(d.size());
@@ -274,8 +274,10 @@ void UdTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) n
   if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
     if (status != IBV_WC_WR_FLUSH_ERR && !broken_) {
       ++qp_errors_;
-      std::fprintf(stderr, "pollux rdma: stream %u: send to multicast group %s failed: %s (%s); the publisher stops sending\n",
-                   stream_id_, c->peer.c_str(), ibv_wc_status_str(status), std::string(wc_status_hint(status)).c_str());
+      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
+                                        "rdma: stream %u: send to multicast group %s failed: %s (%s); the publisher stops "
+                                        "sending",
+                                        stream_id_, c->peer, ibv_wc_status_str(status), wc_status_hint(status));
     }
     broken_ = true;
     connected_.store(false, std::memory_order_relaxed);

@@ -18,8 +18,11 @@ struct SenderCounters {
   core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable, retransmit_frames,
       retransmit_datagrams, retransmit_bytes, receivers, control_malformed, control_bytes, naks_unannounced,
       nak_ranges_capped, repairs_rate_limited, repair_bytes_refused;
+  // The sequence the next frame gets: the publisher's position for pollux-stat (kind publisher).
+  core::Counter position;
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
+    position = f.allocate(scope, "position", stream, core::CounterKind::kPublisher);
     datagrams = f.allocate(scope, "datagrams_sent", stream);
     bytes = f.allocate(scope, "bytes_sent", stream);
     heartbeats = f.allocate(scope, "heartbeats_sent", stream);
@@ -60,6 +63,7 @@ struct SenderCounters {
     nak_ranges_capped.set(s.nak_ranges_capped);
     repairs_rate_limited.set(s.repairs_rate_limited);
     repair_bytes_refused.set(s.repair_bytes_refused);
+    position.set(sender.log().next());
   }
 };
 

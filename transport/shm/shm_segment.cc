@@ -1,16 +1,19 @@
 #include "transport/shm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "core/mapping_guard.h"
@@ -22,69 +25,8 @@ std::string segment_path(const core::Config& cfg, std::uint32_t stream_id) {
   return absl::StrFormat("%s/pollux-%s-stream-%u.log", cfg.runtime.shm_dir, cfg.runtime.name, stream_id);
 }
 
-std::uint64_t process_start_time(int pid) noexcept {
-  if (pid <= 0) return 0;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  // "pid (comm) state ppid ... starttime(22) ...": comm may hold spaces and ')', so fields are
-  // counted from the last ')'.
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  int field = 2;
-  for (++p; *p != '\0'; ++p) {
-    if (*p == ' ' && ++field == 22) return std::strtoull(p + 1, nullptr, 10);
-  }
-  return 0;
-}
-
-std::uint64_t self_start_time() noexcept {
-  // Cached per pid: a forked child has its own start time.
-  static std::atomic<std::uint64_t> cached{0};
-  static std::atomic<int> cached_pid{0};
-  const int me = getpid();
-  if (cached_pid.load(std::memory_order_acquire) != me) {
-    cached.store(process_start_time(me), std::memory_order_relaxed);
-    cached_pid.store(me, std::memory_order_release);  // pairs with the acquire above
-  }
-  return cached.load(std::memory_order_relaxed);
-}
-
-std::uint64_t boot_id_hash() noexcept {
-  static const std::uint64_t h = [] {
-    char buf[64] = {};
-    const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::uint64_t{0};
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    std::uint64_t v = 0xcbf29ce484222325ull;  // FNV-1a
-    for (ssize_t i = 0; i < n; ++i) {
-      if (buf[i] == '\n') break;
-      v = (v ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
-    }
-    return n > 0 ? v : std::uint64_t{0};
-  }();
-  return h;
-}
-
-bool process_alive(int pid, std::uint64_t start) noexcept {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno != EPERM) return false;
-  if (start == 0) return true;
-  const std::uint64_t now = process_start_time(pid);
-  return now == 0 || now == start;  // unknown (hidepid): trust the pid
-}
-
 bool publisher_alive(const SegmentLayout& l) noexcept {
-  const std::uint64_t boot = boot_id_hash();
-  if (l.boot_id != 0 && boot != 0 && l.boot_id != boot) return false;  // written before a reboot
-  return process_alive(l.publisher_pid, l.publisher_start);
+  return core::process_alive_since_boot(l.publisher_pid, l.publisher_start, l.boot_id);
 }
 
 std::uint32_t Segment::header_bytes(std::uint32_t subscriber_slots) {
@@ -243,6 +185,34 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
   return seg;
 }
 
+absl::Status validate_layout(const SegmentLayout& l, std::size_t size, const std::string& path) {
+  if (l.magic != kSegmentMagic) {
+    return absl::DataLossError(absl::StrFormat(
+        "shm segment %s: bad magic 0x%016x (expected 0x%016x): not a pollux segment, or corrupted", path, l.magic,
+        kSegmentMagic));
+  }
+  if (l.version != kSegmentVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shm segment %s: layout version %u, this library speaks version %u (publisher and subscriber built from "
+        "different pollux versions?)",
+        path, l.version, kSegmentVersion));
+  }
+  const bool pow2 = l.log_size != 0 && (l.log_size & (l.log_size - 1)) == 0;
+  if (l.frame_header_size != core::kFrameHeaderSize || l.frame_alignment != core::kFrameAlignment || !pow2 ||
+      l.log_size < kMinLogSize || l.log_size > kMaxLogSize || l.subscriber_slot_size != sizeof(SubscriberSlot) ||
+      l.subscriber_slots == 0 || l.subscriber_slots > kMaxSubscriberSlots ||
+      l.header_size != Segment::header_bytes(l.subscriber_slots) || l.max_frame != l.log_size / 32 ||
+      l.checkpoint_count != kCheckpoints || l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) ||
+      l.publisher_pid <= 0 || static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
+    return absl::DataLossError(absl::StrFormat(
+        "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, flow "
+        "control %u, pid %d, file %u bytes): corrupted or written by an incompatible build",
+        path, l.frame_header_size, l.frame_alignment, l.log_size, l.header_size, l.subscriber_slots,
+        l.subscriber_slot_size, l.flow_control, l.publisher_pid, size));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path, std::uint32_t expect_stream_id,
                                                          const core::FileAccess& access) {
   struct stat st;
@@ -266,30 +236,7 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path
   if (pread(fd, &l, sizeof l, 0) != static_cast<ssize_t>(sizeof l)) {
     return bad(absl::DataLossError(absl::StrFormat("%s: cannot read the segment header", path)));
   }
-  if (l.magic != kSegmentMagic) {
-    return bad(absl::DataLossError(absl::StrFormat(
-        "shm segment %s: bad magic 0x%016x (expected 0x%016x): not a pollux segment, or corrupted", path, l.magic,
-        kSegmentMagic)));
-  }
-  if (l.version != kSegmentVersion) {
-    return bad(absl::FailedPreconditionError(absl::StrFormat(
-        "shm segment %s: layout version %u, this library speaks version %u (publisher and subscriber built from "
-        "different pollux versions?)",
-        path, l.version, kSegmentVersion)));
-  }
-  const bool pow2 = l.log_size != 0 && (l.log_size & (l.log_size - 1)) == 0;
-  if (l.frame_header_size != core::kFrameHeaderSize || l.frame_alignment != core::kFrameAlignment || !pow2 ||
-      l.log_size < kMinLogSize || l.log_size > kMaxLogSize || l.subscriber_slot_size != sizeof(SubscriberSlot) ||
-      l.subscriber_slots == 0 || l.subscriber_slots > kMaxSubscriberSlots ||
-      l.header_size != header_bytes(l.subscriber_slots) || l.max_frame != l.log_size / 32 ||
-      l.checkpoint_count != kCheckpoints || l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) ||
-      l.publisher_pid <= 0 || static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
-    return bad(absl::DataLossError(absl::StrFormat(
-        "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, flow "
-        "control %u, pid %d, file %u bytes): corrupted or written by an incompatible build",
-        path, l.frame_header_size, l.frame_alignment, l.log_size, l.header_size, l.subscriber_slots,
-        l.subscriber_slot_size, l.flow_control, l.publisher_pid, size)));
-  }
+  if (absl::Status s = validate_layout(l, size, path); !s.ok()) return bad(s);
   if (l.stream_id != expect_stream_id) {
     return bad(absl::FailedPreconditionError(
         absl::StrFormat("shm segment %s carries stream %u, expected %u", path, l.stream_id, expect_stream_id)));
@@ -310,6 +257,95 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::attach(const std::string& path
   // Truncated between fstat and here: the guard turns the faults into zeros, truncated() says so.
   seg->map_guard();
   return seg;
+}
+
+absl::StatusOr<SegmentStatus> read_segment_status(const std::string& path) {
+  // A diagnostic read of a file anyone may have left: no link followed, no FIFO opened for long,
+  // a private copy of the header (never a mapping: no SIGBUS if it is truncated meanwhile).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return core::open_error(errno, path, "shm segment");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrFormat("%s: not a regular file", path));
+  }
+  std::vector<std::uint64_t> copy(Segment::header_bytes(kMaxSubscriberSlots) / 8);
+  const ssize_t n = ::pread(fd, copy.data(), copy.size() * 8, 0);
+  ::close(fd);
+  auto* base = reinterpret_cast<const std::byte*>(copy.data());
+  if (n < static_cast<ssize_t>(sizeof(SegmentHeader))) {
+    return absl::DataLossError(absl::StrFormat("shm segment %s: shorter than a segment header", path));
+  }
+  SegmentStatus out;
+  out.path = path;
+  out.inode = static_cast<std::uint64_t>(st.st_ino);
+  std::memcpy(&out.layout, base, sizeof out.layout);
+  if (absl::Status s = validate_layout(out.layout, static_cast<std::size_t>(st.st_size), path); !s.ok()) return s;
+  if (static_cast<std::size_t>(n) < out.layout.header_size) {
+    return absl::DataLossError(absl::StrFormat("shm segment %s: header cut short", path));
+  }
+  // WriterState and the slots as plain values from the copy (the offsets are static_asserted).
+  struct RawWriter {
+    std::uint64_t tail;
+    std::uint32_t closed, subscribers;
+    std::int64_t heartbeat_ns;
+    std::uint64_t next_sequence;
+  } w;
+  std::memcpy(&w, base + offsetof(SegmentHeader, writer), sizeof w);
+  out.tail = w.tail;
+  out.closed = w.closed != 0;
+  out.attached = w.subscribers;
+  out.next_sequence = w.next_sequence;
+  out.publisher_alive = publisher_alive(out.layout);
+  for (std::uint32_t i = 0; i < out.layout.subscriber_slots; ++i) {
+    struct RawSlot {
+      std::uint32_t state;
+      std::int32_t pid;
+      std::uint64_t position;
+      std::int64_t last_progress_ns;
+      std::uint64_t subscriber_id;
+      std::uint64_t start;
+    } sl;
+    std::memcpy(&sl, base + sizeof(SegmentHeader) + std::size_t{i} * sizeof(SubscriberSlot), sizeof sl);
+    if (sl.state == kSlotFree) continue;
+    SegmentStatus::Subscriber sub;
+    sub.slot = i;
+    sub.state = sl.state;
+    sub.pid = sl.pid;
+    sub.position = sl.position;
+    sub.alive = sl.state == kSlotActive && process_alive(sl.pid, sl.start);
+    out.subscribers.push_back(sub);
+  }
+  return out;
+}
+
+std::vector<std::string> list_segment_files(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view n(e->d_name);
+      if (n.starts_with("pollux-") && n.ends_with(".log") && n.find("-stream-") != std::string_view::npos) {
+        out.push_back(dir + "/" + std::string(n));
+      }
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<bool> remove_if_abandoned(const std::string& path) {
+  auto st = read_segment_status(path);
+  if (!st.ok()) return st.status();
+  if (!st->closed && st->publisher_alive) return false;
+  for (const auto& s : st->subscribers) {
+    if (s.alive) return false;  // a live subscriber still maps it (it detaches on its own)
+  }
+  // Only the file we examined: a new publisher may have replaced it since (rename over it).
+  struct stat now;
+  if (::lstat(path.c_str(), &now) != 0 || static_cast<std::uint64_t>(now.st_ino) != st->inode) return false;
+  if (::unlink(path.c_str()) != 0) return core::open_error(errno, path, "shm segment");
+  return true;
 }
 
 }  // namespace pollux::transport::shm

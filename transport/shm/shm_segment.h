@@ -22,11 +22,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cache.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "core/process.h"
 #include "core/shm_file.h"
 
 namespace pollux::transport::shm {
@@ -203,13 +205,41 @@ class Segment {
 
 std::string segment_path(const core::Config& cfg, std::uint32_t stream_id);
 
-// Process identity: a pid plus the process's start time, so a reused pid is not taken for the
-// process that wrote it.
-std::uint64_t process_start_time(int pid) noexcept;  // 0 when unknown (no /proc, hidepid)
-std::uint64_t self_start_time() noexcept;
-std::uint64_t boot_id_hash() noexcept;
-// `start` 0: the pid alone decides (kill(pid, 0)).
-bool process_alive(int pid, std::uint64_t start = 0) noexcept;
+// Process identity (core/process.h): a pid plus the process's start time, so a reused pid is
+// not taken for the process that wrote it; zombies count as gone.
+using core::boot_id_hash;
+using core::process_alive;
+using core::process_start_time;
+using core::self_start_time;
+// Checks a segment's layout as attach does (magic, version, sizes against the file's `size`).
+absl::Status validate_layout(const SegmentLayout& l, std::size_t size, const std::string& path);
+
+// pollux-stat's view of a segment: a private copy of its header, validated like attach.
+struct SegmentStatus {
+  struct Subscriber {
+    std::uint32_t slot = 0;
+    std::uint32_t state = 0;  // SubscriberState
+    int pid = 0;
+    bool alive = false;       // active, and its process runs
+    std::uint64_t position = 0;  // log position consumed up to
+  };
+  std::string path;
+  std::uint64_t inode = 0;
+  SegmentLayout layout{};
+  bool closed = false;
+  bool publisher_alive = false;
+  std::uint64_t tail = 0;           // the publisher's position (bytes)
+  std::uint64_t next_sequence = 0;  // as of the publisher's last heartbeat (<= 100 ms old)
+  std::uint32_t attached = 0;       // WriterState::subscribers
+  std::vector<Subscriber> subscribers;  // slots not free
+};
+absl::StatusOr<SegmentStatus> read_segment_status(const std::string& path);
+// Stream logs (pollux-*-stream-*.log) in dir.
+std::vector<std::string> list_segment_files(const std::string& dir);
+// pollux-stat --clean: removes the log at `path` when its publisher closed it or is dead and
+// no live process is attached to it; true when removed.
+absl::StatusOr<bool> remove_if_abandoned(const std::string& path);
+
 // The segment's publisher is running: same boot, pid alive with the recorded start time.
 bool publisher_alive(const SegmentLayout& l) noexcept;
 

@@ -1,0 +1,430 @@
+// pollux-stat (tools/pollux_stat.cc) against running processes (pollux-test-stat-peer) in a
+// shm directory of its own: its --json fields (topics, positions, lag, pollers, the error log,
+// timestamps, stream logs, CPU claims), --clean (a dead publisher's log, a dead process's
+// counters file, unheld claims - never what a live process uses), its refusals (unknown flags,
+// a counters file of another version) and automatic placement across contexts.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "core/counters.h"
+#include "core/placement.h"
+#include "core/topology.h"
+#include "gtest/gtest.h"
+#include "pollux/pollux.h"
+#include "tests/latency/json_lite.h"
+#include "tests/shm/process.h"
+
+namespace pollux {
+namespace {
+
+using jsonlite::Value;
+using testing::Child;
+
+std::string frame_dir() {
+  struct stat st;
+  return ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : ::testing::TempDir();
+}
+
+// A peer process with a pipe that keeps it alive until released.
+struct Peer {
+  Child c;
+  int hold = -1;  // our end: closing it lets the peer exit
+  std::string ready;  // its "ready ..." line
+  int pid() const { return c.pid; }
+  void release() {
+    if (hold >= 0) ::close(hold);
+    hold = -1;
+  }
+  int finish() {
+    release();
+    return testing::wait_child(c, 30);
+  }
+  void kill9() {
+    ::kill(c.pid, SIGKILL);
+    release();
+  }
+};
+
+class StatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    peers.reserve(8);  // start() hands out references into it
+    dir = absl::StrFormat("%s/pollux-stattest-%d-%s", frame_dir(), getpid(),
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
+  }
+  void TearDown() override {
+    for (Peer& p : peers) {
+      if (p.c.pid > 0) {
+        ::kill(p.c.pid, SIGKILL);
+        ::waitpid(p.c.pid, nullptr, 0);
+      }
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+  }
+
+  // Starts the peer and waits (up to 60 s) for its "ready" line.
+  Peer& start(const std::string& role, const std::vector<std::string>& extra = {}) {
+    int p[2];
+    EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    std::vector<std::string> argv = {POLLUX_STAT_PEER, dir, role, "--hold-fd", std::to_string(p[0])};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Peer peer;
+    peer.c = testing::spawn(argv, {p[0]});
+    ::close(p[0]);
+    peer.hold = p[1];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::string line;
+    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      pollfd pf{peer.c.out_fd, POLLIN, 0};
+      if (::poll(&pf, 1, 100) <= 0) continue;
+      char ch;
+      if (::read(peer.c.out_fd, &ch, 1) != 1) break;
+      line += ch;
+    }
+    EXPECT_EQ(line.rfind("ready", 0), 0u) << role << " peer: " << line;
+    peer.ready = line;
+    peers.push_back(peer);
+    return peers.back();
+  }
+
+  // Runs pollux-stat with `args`; its exit code, stdout in *out.
+  int stat(const std::vector<std::string>& args, std::string* out) {
+    std::vector<std::string> argv = {POLLUX_STAT};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child c = testing::spawn(argv);
+    const int rc = testing::wait_child(c, 60);
+    *out = c.output;
+    return rc;
+  }
+  Value stat_json(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--dir", dir, "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string out;
+    EXPECT_EQ(stat(args, &out), 0);
+    std::string err;
+    auto v = jsonlite::Parse(out, &err);
+    EXPECT_TRUE(v.has_value()) << err << "\n" << out;
+    return v.value_or(Value{});
+  }
+  bool exists(const std::string& path) const { return ::access(path.c_str(), F_OK) == 0; }
+  std::string log_path() const { return dir + "/pollux-statpeer-stream-7.log"; }
+
+  std::string dir;
+  std::vector<Peer> peers;
+};
+
+double num(const Value* v) { return v != nullptr && v->is_number() ? v->num : -1; }
+std::string str(const Value* v) { return v != nullptr && v->is_string() ? v->str : "<missing>"; }
+
+const Value* find_process(const Value& doc, const std::string& path) {
+  const Value* procs = doc.get("processes");
+  if (procs == nullptr) return nullptr;
+  for (const Value& p : procs->arr) {
+    if (str(p.get("path")) == path) return &p;
+  }
+  return nullptr;
+}
+
+TEST_F(StatTest, JsonShowsTopicsPositionsLagPollersAndTheErrorLog) {
+  Peer& peer = start("demo");
+  // "ready <counters of context A> <counters of context B>"
+  std::vector<std::string> parts;
+  for (std::size_t b = 0, e; b < peer.ready.size(); b = e + 1) {
+    e = peer.ready.find_first_of(" \n", b);
+    if (e == std::string::npos) e = peer.ready.size();
+    parts.push_back(peer.ready.substr(b, e - b));
+  }
+  ASSERT_EQ(parts.size(), 3u) << peer.ready;
+  const Value doc = stat_json();
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_GT(num(doc.get("snapshot_ns")), 1.6e18);
+  EXPECT_EQ(str(doc.get("snapshot_time")).size(), 24u) << "2026-12-01T14:03:07.123Z";
+  EXPECT_EQ(str(doc.get("dir")), dir);
+
+  // Context A: the exchange (100 offered, 60 polled; 64-byte frames).
+  const Value* a = find_process(doc, parts[1]);
+  ASSERT_NE(a, nullptr) << parts[1];
+  EXPECT_EQ(num(a->get("pid")), peer.pid());
+  EXPECT_TRUE(a->get("alive")->b);
+  EXPECT_EQ(str(a->get("name")), "statpeer");
+  EXPECT_LE(num(a->get("start_ns")), num(doc.get("snapshot_ns")));
+  EXPECT_GE(num(a->get("uptime_s")), 0);
+  EXPECT_EQ(str(a->get("start_time")).size(), 24u);
+  const Value& pubs = *a->get("publications");
+  ASSERT_EQ(pubs.arr.size(), 1u);
+  EXPECT_EQ(str(pubs.arr[0].get("topic")), "quotes");
+  EXPECT_EQ(num(pubs.arr[0].get("stream_id")), 7);
+  EXPECT_EQ(num(pubs.arr[0].get("position")), 6400);
+  EXPECT_EQ(str(pubs.arr[0].get("position_unit")), "bytes");
+  EXPECT_EQ(num(pubs.arr[0].get("messages")), 100);
+  EXPECT_EQ(num(pubs.arr[0].get("bytes")), 3200);
+  EXPECT_EQ(num(pubs.arr[0].get("back_pressure")->get("total")), 0);
+  EXPECT_NE(pubs.arr[0].get("back_pressure")->get("log_full"), nullptr);
+  const Value& subs = *a->get("subscriptions");
+  ASSERT_EQ(subs.arr.size(), 1u);
+  EXPECT_EQ(str(subs.arr[0].get("topic")), "quotes");
+  EXPECT_EQ(num(subs.arr[0].get("position")), 3840);
+  EXPECT_EQ(num(subs.arr[0].get("lag")), 2560);
+  EXPECT_EQ(num(subs.arr[0].get("messages")), 60);
+  EXPECT_EQ(num(subs.arr[0].get("gaps")), 0);
+  EXPECT_EQ(num(a->get("errors")), 0);
+  EXPECT_TRUE(a->get("error_log")->get("entries")->arr.empty());
+
+  // Context B: its poller, unpinned (every core was claimed), and the warning in its error log.
+  const Value* b = find_process(doc, parts[2]);
+  ASSERT_NE(b, nullptr) << parts[2];
+  const Value& pollers = *b->get("pollers");
+  ASSERT_EQ(pollers.arr.size(), 1u);
+  const Value& pl = pollers.arr[0];
+  EXPECT_EQ(str(pl.get("thread")), "pollux-poll-0");
+  EXPECT_TRUE(pl.get("cpu")->is_null()) << "unpinned";
+  EXPECT_EQ(str(pl.get("idle")), "adaptive");
+  EXPECT_TRUE(pl.get("controller")->b);
+  const std::string mode = str(pl.get("mode"));
+  EXPECT_TRUE(mode == "busy" || mode == "spin" || mode == "interrupt") << mode;
+  // The tid is the thread's, and the kernel knows it by its name.
+  const int tid = static_cast<int>(num(pl.get("tid")));
+  ASSERT_GT(tid, 0);
+  std::ifstream comm(absl::StrFormat("/proc/%d/task/%d/comm", peer.pid(), tid));
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "pollux-poll-0");
+  EXPECT_EQ(num(b->get("errors")), 1);
+  const Value& log = *b->get("error_log");
+  EXPECT_TRUE(log.get("ok")->b);
+  EXPECT_EQ(num(log.get("observations")), 1);
+  ASSERT_EQ(log.get("entries")->arr.size(), 1u);
+  const Value& e = log.get("entries")->arr[0];
+  EXPECT_EQ(str(e.get("code_name")), "RESOURCE_EXHAUSTED");
+  EXPECT_NE(str(e.get("message")).find("placement: poller 0 runs unpinned"), std::string::npos) << str(e.get("message"));
+  EXPECT_NE(str(e.get("message")).find(absl::StrFormat("(pid %d, statpeer-preclaim)", peer.pid())), std::string::npos)
+      << "names the holders: " << str(e.get("message"));
+  EXPECT_EQ(num(e.get("count")), 1);
+  EXPECT_LE(num(e.get("first_ns")), num(e.get("last_ns")));
+  EXPECT_EQ(str(e.get("last_time")).size(), 24u);
+
+  // The stream log: publisher and the subscriber's slot.
+  const Value& streams = *doc.get("shm_streams");
+  ASSERT_EQ(streams.arr.size(), 1u);
+  const Value& s = streams.arr[0];
+  EXPECT_EQ(str(s.get("path")), log_path());
+  EXPECT_EQ(num(s.get("stream_id")), 7);
+  EXPECT_EQ(num(s.get("publisher_pid")), peer.pid());
+  EXPECT_TRUE(s.get("publisher_alive")->b);
+  EXPECT_EQ(num(s.get("position")), 6400);
+  ASSERT_EQ(s.get("subscribers")->arr.size(), 1u);
+  EXPECT_EQ(num(s.get("subscribers")->arr[0].get("pid")), peer.pid());
+  EXPECT_EQ(num(s.get("subscribers")->arr[0].get("lag")), 2560);
+
+  // The claims of every core, held by the peer.
+  const Value& claims = *doc.get("cpu_claims");
+  EXPECT_EQ(claims.arr.size(), core::topology().cores().size());
+  for (const Value& c : claims.arr) {
+    EXPECT_TRUE(c.get("held")->b);
+    EXPECT_EQ(num(c.get("pid")), peer.pid());
+  }
+
+  // The text view and --errors say the same things.
+  std::string text;
+  ASSERT_EQ(stat({"--dir", dir}, &text), 0);
+  EXPECT_NE(text.find("pub quotes (stream 7)  position 6400 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("sub quotes (stream 7)  position 3840 B  lag 2560 B"), std::string::npos) << text;
+  EXPECT_NE(text.find("thread pollux-poll-0"), std::string::npos) << text;
+  ASSERT_EQ(stat({"--dir", dir, "--errors"}, &text), 0);
+  EXPECT_NE(text.find("RESOURCE_EXHAUSTED"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pub quotes"), std::string::npos) << "--errors shows only the error logs";
+  EXPECT_EQ(peer.finish(), 0);
+}
+
+TEST_F(StatTest, UdpPositionsAreSequencesAndLagIsMessages) {
+  Peer& peer = start("udp", {"--port", std::to_string(21000 + getpid() % 1400 * 16 + 7)});
+  const Value doc = stat_json();
+  const Value* p = find_process(doc, peer.ready.substr(6, peer.ready.find('\n') - 6));
+  ASSERT_NE(p, nullptr) << peer.ready;
+  const Value& pubs = *p->get("publications");
+  ASSERT_EQ(pubs.arr.size(), 1u);
+  EXPECT_EQ(str(pubs.arr[0].get("position_unit")), "sequence");
+  const Value& subs = *p->get("subscriptions");
+  ASSERT_EQ(subs.arr.size(), 1u);
+  EXPECT_EQ(str(subs.arr[0].get("position_unit")), "sequence");
+  EXPECT_EQ(num(pubs.arr[0].get("position")) - num(subs.arr[0].get("position")), 40)
+      << "100 sent, 60 taken: pub " << num(pubs.arr[0].get("position")) << ", sub " << num(subs.arr[0].get("position"));
+  EXPECT_EQ(num(subs.arr[0].get("lag")), 40);
+  EXPECT_EQ(num(subs.arr[0].get("messages")), 60);
+  EXPECT_EQ(peer.finish(), 0);
+}
+
+// Issue 14: after kill -9 a publisher's 16 MiB log stayed, and a new publisher was refused.
+TEST_F(StatTest, CleanRemovesADeadPublishersLogOnceNobodyIsAttached) {
+  Peer& pub = start("pub");
+  Peer& sub = start("sub");  // attached to pub's log
+  const std::string pub_counters = pub.ready.substr(6, pub.ready.find('\n') - 6);
+  ASSERT_TRUE(exists(log_path()));
+  pub.kill9();
+  ASSERT_EQ(::waitpid(pub.c.pid, nullptr, 0), pub.c.pid);
+  pub.c.pid = -1;
+  // The subscriber still maps the log: kept; the dead publisher's counters file goes.
+  Value doc = stat_json({"--clean"});
+  ASSERT_NE(doc.get("removed"), nullptr);
+  std::vector<std::string> removed;
+  for (const Value& r : doc.get("removed")->arr) removed.push_back(r.str);
+  EXPECT_EQ(removed, std::vector<std::string>{pub_counters});
+  EXPECT_TRUE(exists(log_path())) << "a live subscriber is attached";
+  ASSERT_EQ(doc.get("shm_streams")->arr.size(), 1u);
+  EXPECT_FALSE(doc.get("shm_streams")->arr[0].get("publisher_alive")->b);
+  // Once the subscriber is gone too, --clean removes the log.
+  sub.kill9();
+  ASSERT_EQ(::waitpid(sub.c.pid, nullptr, 0), sub.c.pid);
+  sub.c.pid = -1;
+  std::string out;
+  ASSERT_EQ(stat({"--dir", dir, "--clean"}, &out), 0);
+  EXPECT_NE(out.find("removed " + log_path()), std::string::npos) << out;
+  EXPECT_FALSE(exists(log_path()));
+  EXPECT_TRUE(core::list_counters_files(dir).empty());
+}
+
+// Issue 14: "a new publisher 0.5 s later was refused" - the killed publisher was a zombie (its
+// parent had not reaped it), which kill(pid, 0) reports alive. No --clean needed.
+TEST_F(StatTest, ANewPublisherTakesOverAKilledPublishersLog) {
+  Peer& first = start("pub");
+  ::kill(first.c.pid, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(first.c.pid), &info, WEXITED | WNOWAIT), 0);  // a zombie
+  Peer& second = start("pub");
+  EXPECT_EQ(second.ready.rfind("ready", 0), 0u) << second.ready;
+  const Value doc = stat_json();
+  ASSERT_EQ(doc.get("shm_streams")->arr.size(), 1u);
+  EXPECT_EQ(num(doc.get("shm_streams")->arr[0].get("publisher_pid")), second.pid());
+  EXPECT_TRUE(doc.get("shm_streams")->arr[0].get("publisher_alive")->b);
+  EXPECT_EQ(second.finish(), 0);
+}
+
+TEST_F(StatTest, CleanNeverTouchesALivePublishersLogOrHeldClaims) {
+  Peer& pub = start("pub");
+  auto held = core::CpuClaim::acquire(dir, 0, "held");
+  ASSERT_TRUE(held.ok()) << held.status();
+  {
+    auto left = core::CpuClaim::acquire(dir, 1, "left");
+    ASSERT_TRUE(left.ok());
+  }
+  // A claim file left behind by a crashed holder (released without removing it).
+  std::ofstream(core::claim_path(dir, 2)) << "pid 999999 start 1 boot 1 name crashed\n";
+  const Value doc = stat_json({"--clean"});
+  std::vector<std::string> removed;
+  for (const Value& r : doc.get("removed")->arr) removed.push_back(r.str);
+  EXPECT_EQ(removed, std::vector<std::string>{core::claim_path(dir, 2)});
+  EXPECT_TRUE(exists(log_path()));
+  EXPECT_TRUE(exists(core::claim_path(dir, 0)));
+  EXPECT_EQ(pub.finish(), 0);
+}
+
+TEST_F(StatTest, UnreadableFilesAreReportedNotFatal) {
+  // Another version's counters file, and garbage under a counters name.
+  auto f = core::CountersFile::create(dir, "future");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string path = (*f)->path();
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::uint32_t v3 = 3;
+  std::memcpy(bytes.data() + offsetof(core::CountersHeader, version), &v3, 4);
+  const std::string copy = dir + "/pollux-future-1.counters";
+  std::ofstream(copy, std::ios::binary) << bytes;
+  std::ofstream(dir + "/pollux-junk-2.counters") << std::string(5000, '\x1b');
+  std::string out;
+  ASSERT_EQ(stat({"--dir", dir}, &out), 0);
+  EXPECT_NE(out.find("counters file version 3, this reader understands version 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("bad magic"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << "no terminal escapes from the files";
+  const Value doc = stat_json();
+  EXPECT_EQ(doc.get("unreadable")->arr.size(), 2u);
+  EXPECT_EQ(doc.get("processes")->arr.size(), 1u) << "the readable one";
+  // --clean: another version's file of a dead process goes (its pid alone decides), one of a
+  // live process and the garbage stay.
+  const std::string dead_copy = dir + "/pollux-future-2.counters";
+  std::int32_t gone = 0;  // above pid_max: no such process
+  std::ifstream("/proc/sys/kernel/pid_max") >> gone;
+  ASSERT_GT(gone, 0);
+  ++gone;
+  std::memcpy(bytes.data() + offsetof(core::CountersHeader, pid), &gone, 4);
+  std::ofstream(dead_copy, std::ios::binary) << bytes;
+  const Value cleaned = stat_json({"--clean"});
+  std::vector<std::string> removed;
+  for (const Value& r : cleaned.get("removed")->arr) removed.push_back(r.str);
+  EXPECT_EQ(removed, std::vector<std::string>{dead_copy});
+  EXPECT_TRUE(exists(copy));
+  EXPECT_TRUE(exists(dir + "/pollux-junk-2.counters"));
+}
+
+TEST_F(StatTest, UsageErrorsAndHelp) {
+  std::string out;
+  EXPECT_EQ(stat({"--help"}, &out), 0);
+  EXPECT_NE(out.find("--clean"), std::string::npos);
+  EXPECT_NE(out.find("--watch SECONDS"), std::string::npos);
+  EXPECT_EQ(stat({"--bogus"}, &out), 64);
+  EXPECT_EQ(stat({"--watch", "abc"}, &out), 64);
+  EXPECT_EQ(stat({"--watch", "0"}, &out), 64);
+  EXPECT_EQ(stat({"--dir"}, &out), 64);
+  EXPECT_EQ(stat({"--json", "--watch", "1"}, &out), 64);
+  EXPECT_EQ(stat({"--version"}, &out), 0);
+  EXPECT_NE(out.find("pollux-stat"), std::string::npos);
+}
+
+// Automatic placement across contexts on this machine's real topology: each context's poller
+// gets a core of its own while unclaimed cores remain, the next one runs unpinned and says so
+// (describe() and its error log).
+TEST_F(StatTest, ContextsOnTheRealTopologyDoNotShareCores) {
+  const std::size_t cores = core::topology().cpus_on_node(-1).size();
+  const std::size_t n = std::min<std::size_t>(cores, 4);
+  const std::string cfg = absl::StrFormat(
+      "[runtime]\nname = \"place\"\nshm_dir = \"%s\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"adaptive\"\n", dir);
+  std::vector<std::unique_ptr<Context>> ctxs;
+  std::vector<std::string> cpus;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto c = Context::from_string(cfg, "<place>");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string d = (*c)->describe();
+    const auto at = d.find("pinned to cpu ");
+    ASSERT_NE(at, std::string::npos) << d;
+    EXPECT_NE(d.find("(claimed: "), std::string::npos) << d;
+    EXPECT_NE(d.find("thread pollux-poll-0"), std::string::npos) << d;
+    cpus.push_back(d.substr(at, d.find(' ', at + 14) - at));
+    ctxs.push_back(std::move(*c));
+  }
+  std::sort(cpus.begin(), cpus.end());
+  EXPECT_EQ(std::unique(cpus.begin(), cpus.end()), cpus.end()) << "two contexts share a core";
+  if (n == cores) {
+    auto extra = Context::from_string(cfg, "<place>");
+    ASSERT_TRUE(extra.ok()) << extra.status();
+    const std::string d = (*extra)->describe();
+    EXPECT_NE(d.find("unpinned"), std::string::npos) << d;
+    EXPECT_NE(d.find("placement: poller 0 runs unpinned: every candidate core is claimed"), std::string::npos) << d;
+    auto snap = core::read_counters_file((*extra)->counters_path());
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    ASSERT_EQ(snap->errors.entries.size(), 1u);
+    EXPECT_NE(snap->errors.entries[0].message.find("runs unpinned"), std::string::npos);
+  }
+  // Released with the contexts.
+  ctxs.clear();
+  for (int cpu : core::claimed_cpus(dir)) EXPECT_FALSE(core::claim_held(dir, cpu)) << cpu;
+}
+
+}  // namespace
+}  // namespace pollux
