@@ -52,7 +52,7 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed of the drop decisions and of --generate.");
 ABSL_FLAG(std::string, rate, "", "Messages per second, or 'max'. Default: max unless --speed is given.");
 ABSL_FLAG(double, speed, 0, "Pace by the file's timestamps times X (2 = twice as fast); excludes --rate.");
 ABSL_FLAG(std::string, session, "POLLUX0001", "MoldUDP64 session name (1..10 characters, space-padded).");
-ABSL_FLAG(uint32_t, linger_ms, 2000, "Keep serving re-requests this long after the end of session.");
+ABSL_FLAG(uint32_t, linger_ms, 2000, "Keep serving re-requests until none has come for this long after the end of session.");
 ABSL_FLAG(uint64_t, history, 1000000, "Re-request history depth in messages (>= 1).");
 ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester (>= 1).");
 ABSL_FLAG(uint32_t, max_requesters, 4096,
@@ -659,8 +659,17 @@ int main(int argc, char** argv) {
     ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
     ++ex.c.end_of_session;
   }
-  const auto linger_end = Clock::now() + std::chrono::milliseconds(absl::GetFlag(FLAGS_linger_ms));
+  // The linger restarts with every request: a requester still retrying after a slow start (a
+  // loaded host, a sanitizer build) is answered (or refused and counted) rather than left to
+  // time out against a closed port.
+  const auto linger = std::chrono::milliseconds(absl::GetFlag(FLAGS_linger_ms));
+  auto linger_end = Clock::now() + linger;
+  uint64_t requests_seen = ex.c.requests;
   while (Clock::now() < linger_end || ex.DelayedPending()) {
+    if (ex.c.requests != requests_seen) {
+      requests_seen = ex.c.requests;
+      linger_end = Clock::now() + linger;
+    }
     ex.FlushDelayed(Clock::now() >= linger_end);
     if (Clock::now() - ex.last_send >= hb) {  // after the end, the end is the heartbeat
       ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
