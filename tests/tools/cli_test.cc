@@ -52,16 +52,19 @@ Run RunProgram(const ProgramUnderTest& p, const std::string& args) {
   return {o.status, o.text, e.text, s};
 }
 
-// A line describing an option: indented, "--name" (maybe after "-x, " and before a value name),
-// two or more spaces, then words.
-bool DescribesAnOption(const std::string& help) {
-  static const std::regex kOption(R"(^\s+(-[A-Za-z], )?--[A-Za-z][A-Za-z0-9_-]*( [^ ]+)?\s{2,}[A-Za-z"(]\S*)");
+// The options `help` describes: lines indented, "--name" (maybe after "-x, " and before a value
+// name), two or more spaces, then words.
+std::vector<std::string> DescribedOptions(const std::string& help) {
+  static const std::regex kOption(R"(^\s+(-[A-Za-z], )?(--[A-Za-z][A-Za-z0-9_-]*)( [^ ]+)?\s{2,}[A-Za-z"(]\S*)");
+  std::vector<std::string> out;
   std::istringstream in(help);
   for (std::string line; std::getline(in, line);) {
-    if (std::regex_search(line, kOption)) return true;
+    std::smatch m;
+    if (std::regex_search(line, m, kOption)) out.push_back(m[2]);
   }
-  return false;
+  return out;
 }
+bool DescribesAnOption(const std::string& help) { return !DescribedOptions(help).empty(); }
 
 class ProgramCli : public ::testing::TestWithParam<ProgramUnderTest> {};
 
@@ -96,19 +99,19 @@ TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
   EXPECT_LT(u.seconds, 2.0) << p.name;
 }
 
-// The first flag the help names (not --help/--version/--machine), with two of its letters
-// swapped, must be answered with "did you mean" that flag.
+// The first option the help describes (not --help/--version/--machine), with two of its
+// letters swapped, must be answered with "did you mean" that option.
 TEST_P(ProgramCli, TypoOfAFlagGetsDidYouMean) {
   const ProgramUnderTest& p = GetParam();
   const Run help = RunProgram(p, "--help");
   std::string flag;
-  for (const std::string& f : cli::flags_in(help.out)) {
+  for (const std::string& f : DescribedOptions(help.out)) {
     if (f != "--help" && f != "--version" && f != "--machine" && f.size() >= 6) {
       flag = f;
       break;
     }
   }
-  ASSERT_FALSE(flag.empty()) << p.name << " --help names no flag:\n" << help.out;
+  if (flag.empty()) flag = "--version";  // a program with no option of its own (pollux-config)
   std::string typo = flag;
   std::size_t i = 2;
   while (i + 1 < typo.size() && typo[i] == typo[i + 1]) ++i;  // swap two different letters
