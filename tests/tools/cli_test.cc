@@ -35,14 +35,14 @@ std::string Quoted(const std::string& s) {
   return q + "'";
 }
 
-struct Run {
+struct ProgramRun {
   int status;
   std::string out, err;
   double seconds;
 };
 
 // Runs `program args` with stdin from /dev/null; stdout and stderr kept apart.
-Run RunProgram(const ProgramUnderTest& p, const std::string& args) {
+ProgramRun RunProgram(const ProgramUnderTest& p, const std::string& args) {
   const std::string err_file = ::testing::TempDir() + "/cli_test_stderr_" + std::to_string(getpid());
   const auto t0 = std::chrono::steady_clock::now();
   const CommandOutput o = RunCommand(Quoted(p.path) + " " + args + " </dev/null 2>" + Quoted(err_file));
@@ -70,12 +70,12 @@ class ProgramCli : public ::testing::TestWithParam<ProgramUnderTest> {};
 
 TEST_P(ProgramCli, HelpExitsZeroAtOnceAndDescribesOptions) {
   const ProgramUnderTest& p = GetParam();
-  const Run help = RunProgram(p, "--help");
+  const ProgramRun help = RunProgram(p, "--help");
   EXPECT_EQ(help.status, 0) << p.name << " --help\n" << help.out << help.err;
   EXPECT_TRUE(DescribesAnOption(help.out)) << p.name << " --help describes no option:\n" << help.out;
   EXPECT_NE(help.out.find("--version"), std::string::npos) << p.name << " --help does not list --version\n" << help.out;
   EXPECT_LT(help.seconds, 2.0) << p.name << " --help took " << help.seconds << " s: did it start working?";
-  const Run h = RunProgram(p, "-h");
+  const ProgramRun h = RunProgram(p, "-h");
   EXPECT_EQ(h.status, 0) << p.name << " -h\n" << h.err;
   EXPECT_EQ(h.out, help.out) << p.name << ": -h and --help differ";
   EXPECT_LT(h.seconds, 2.0) << p.name << " -h took " << h.seconds << " s";
@@ -83,7 +83,7 @@ TEST_P(ProgramCli, HelpExitsZeroAtOnceAndDescribesOptions) {
 
 TEST_P(ProgramCli, VersionIsTheProjectVersion) {
   const ProgramUnderTest& p = GetParam();
-  const Run v = RunProgram(p, "--version");
+  const ProgramRun v = RunProgram(p, "--version");
   EXPECT_EQ(v.status, 0) << p.name << " --version\n" << v.err;
   EXPECT_EQ(v.out, std::string(p.name) + " " + POLLUX_PROJECT_VERSION + "\n");
   EXPECT_LT(v.seconds, 2.0) << p.name;
@@ -91,7 +91,7 @@ TEST_P(ProgramCli, VersionIsTheProjectVersion) {
 
 TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
   const ProgramUnderTest& p = GetParam();
-  const Run u = RunProgram(p, "--no-such-flag-xyz");
+  const ProgramRun u = RunProgram(p, "--no-such-flag-xyz");
   EXPECT_EQ(u.status, 64) << p.name << "\n" << u.out << u.err;
   EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
   EXPECT_NE(u.err.find("--no-such-flag-xyz"), std::string::npos) << p.name << ": " << u.err;
@@ -103,7 +103,7 @@ TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
 // letters swapped, must be answered with "did you mean" that option.
 TEST_P(ProgramCli, TypoOfAFlagGetsDidYouMean) {
   const ProgramUnderTest& p = GetParam();
-  const Run help = RunProgram(p, "--help");
+  const ProgramRun help = RunProgram(p, "--help");
   std::string flag;
   for (const std::string& f : DescribedOptions(help.out)) {
     if (f != "--help" && f != "--version" && f != "--machine" && f.size() >= 6) {
@@ -116,7 +116,7 @@ TEST_P(ProgramCli, TypoOfAFlagGetsDidYouMean) {
   std::size_t i = 2;
   while (i + 1 < typo.size() && typo[i] == typo[i + 1]) ++i;  // swap two different letters
   std::swap(typo[i], typo[i + 1]);
-  const Run t = RunProgram(p, typo + " 1");
+  const ProgramRun t = RunProgram(p, typo + " 1");
   EXPECT_EQ(t.status, 64) << p.name << " " << typo << "\n" << t.err;
   EXPECT_NE(t.err.find("unknown flag '" + typo + "'; did you mean '" + flag + "'?"), std::string::npos)
       << p.name << ": " << t.err;
@@ -151,13 +151,13 @@ TEST(GoogleBenchmarkProgram, PassesBenchmarkFlagsThrough) {
     if (std::string(p.name) == "pollux-bench-itch") itch = &p;
   }
   ASSERT_NE(itch, nullptr);
-  const Run list = RunProgram(*itch, "--messages 1000 --benchmark_list_tests=true");
+  const ProgramRun list = RunProgram(*itch, "--messages 1000 --benchmark_list_tests=true");
   EXPECT_EQ(list.status, 0) << list.err;
   EXPECT_NE(list.out.find("BM_Frame"), std::string::npos) << list.out;
-  const Run bad = RunProgram(*itch, "--benchmark_no_such_flag=1");
+  const ProgramRun bad = RunProgram(*itch, "--benchmark_no_such_flag=1");
   EXPECT_EQ(bad.status, 64) << bad.err;
   EXPECT_NE(bad.err.find("--help"), std::string::npos) << bad.err;
-  const Run help = RunProgram(*itch, "--help");
+  const ProgramRun help = RunProgram(*itch, "--help");
   EXPECT_NE(help.out.find("--benchmark_"), std::string::npos) << help.out;
 }
 
