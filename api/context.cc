@@ -406,7 +406,7 @@ std::string ContextImpl::stream_route(std::uint32_t stream_id) const {
       return absl::StrFormat("udp %s:%u", addr, port);
     }
     case core::TransportKind::kRdma:
-      return absl::StrCat("rdma ", core::rdma_mode_name(cfg.rdma.mode));
+      return absl::StrCat("rdma ", std::string(core::rdma_mode_name(cfg.rdma.mode)));
   }
   return std::string(core::transport_name(cfg.transport));
 }
