@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <ostream>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -22,6 +23,9 @@
 #include "cli_programs.h"
 #include "tests/run_command.h"
 #include "tools/common/cli.h"
+
+// Test names and messages show the program's name, not the struct's bytes.
+inline void PrintTo(const ProgramUnderTest& p, std::ostream* os) { *os << p.name; }
 
 namespace pollux {
 namespace {
