@@ -345,11 +345,108 @@ ContextImpl::~ContextImpl() {
   if (transport != nullptr) transport->close();
 }
 
+namespace {
+// A size as the configuration writes it (core/config.cc's to_toml does the same).
+std::string size_text(std::uint64_t v) {
+  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat(v >> shift, suffix);
+  }
+  return absl::StrCat(v, " bytes");
+}
+
+// A number from /proc/sys (net.core.rmem_max), or -1.
+long long read_sysctl(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  long long v = -1;
+  if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+}  // namespace
+
+// The transport of every stream of this context (one per context: `transport` in the
+// configuration) and what of its configuration decides how it behaves.
+std::string ContextImpl::transport_line() const {
+  switch (cfg.transport) {
+    case core::TransportKind::kShm:
+      return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s", size_text(cfg.shm.log_size),
+                             cfg.runtime.shm_dir, core::flow_control_name(cfg.shm.flow_control));
+    case core::TransportKind::kUdp: {
+      std::string rcvbuf = absl::StrCat("socket_rcvbuf ", size_text(cfg.udp.socket_rcvbuf));
+      // The kernel silently caps SO_RCVBUF at net.core.rmem_max: say what a socket really gets.
+      if (const long long max = read_sysctl("/proc/sys/net/core/rmem_max");
+          max >= 0 && static_cast<std::uint64_t>(max) < cfg.udp.socket_rcvbuf) {
+        absl::StrAppend(&rcvbuf, " asked, effective ", size_text(static_cast<std::uint64_t>(max)),
+                        " (capped by net.core.rmem_max; raise it, see pollux-doctor)");
+      } else if (max >= 0) {
+        absl::StrAppend(&rcvbuf, " (effective: net.core.rmem_max = ", size_text(static_cast<std::uint64_t>(max)),
+                        " allows it)");
+      }
+      return absl::StrFormat("udp (every stream): %s:%u on interface %s, %s, socket_sndbuf %s", cfg.udp.address,
+                             cfg.udp.port, cfg.udp.interface.empty() ? "(the kernel's choice)" : cfg.udp.interface,
+                             rcvbuf, size_text(cfg.udp.socket_sndbuf));
+    }
+    case core::TransportKind::kRdma:
+      return absl::StrFormat("rdma (every stream): %s on device %s port %u", core::rdma_mode_name(cfg.rdma.mode),
+                             cfg.rdma.device, cfg.rdma.port);
+  }
+  return std::string(core::transport_name(cfg.transport));
+}
+
+// Where one stream's messages go on the configured transport.
+std::string ContextImpl::stream_route(std::uint32_t stream_id) const {
+  switch (cfg.transport) {
+    case core::TransportKind::kShm:
+      return "shm";
+    case core::TransportKind::kUdp: {
+      const core::StreamConfig* sc = cfg.find_stream(stream_id);
+      const std::string addr = sc != nullptr && !sc->udp_address.empty() ? sc->udp_address : cfg.udp.address;
+      const std::uint32_t port = sc != nullptr && sc->udp_port != 0 ? sc->udp_port : cfg.udp.port;
+      return absl::StrFormat("udp %s:%u", addr, port);
+    }
+    case core::TransportKind::kRdma:
+      return absl::StrCat("rdma ", std::string(core::rdma_mode_name(cfg.rdma.mode)));
+  }
+  return std::string(core::transport_name(cfg.transport));
+}
+
 std::string ContextImpl::describe() const {
   std::string s;
   absl::StrAppendFormat(&s, "config:    %s\n", cfg.source);
-  absl::StrAppendFormat(&s, "threading: %s, idle %s, transport %s\n", core::threading_name(cfg.runtime.threading),
-                        core::idle_kind_name(cfg.runtime.idle), core::transport_name(cfg.transport));
+  // What really runs: in inline mode no thread idles - runtime.idle is read by pollers only.
+  const std::string_view idle = core::idle_kind_name(cfg.runtime.idle);
+  switch (cfg.runtime.threading) {
+    case core::ThreadingMode::kDedicated:
+      absl::StrAppendFormat(&s, "threading: dedicated: %u poller thread(s), each idling with %s\n", pollers.size(), idle);
+      break;
+    case core::ThreadingMode::kShared:
+      absl::StrAppendFormat(&s, "threading: shared: 1 poller thread for every stream, idling with %s\n", idle);
+      break;
+    case core::ThreadingMode::kInline:
+      absl::StrAppendFormat(&s,
+                            "threading: inline: no poller thread; the application thread drives the transport inside "
+                            "offer()/poll() (it polls as often as it calls them) and Subscriber::wait() sleeps until "
+                            "the transport wakes it (runtime.idle = \"%s\" is not used)\n",
+                            idle);
+      break;
+  }
+  absl::StrAppendFormat(&s, "transport: %s\n", transport_line());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& w : pubs_) {
+      if (auto p = w.lock(); p != nullptr && !p->closed.load(std::memory_order_relaxed)) {
+        absl::StrAppendFormat(&s, "stream:    %u \"%s\" publisher over %s\n", p->stream_id, p->topic,
+                              stream_route(p->stream_id));
+      }
+    }
+    for (const auto& w : subs_) {
+      if (auto sub = w.lock(); sub != nullptr && !sub->closed.load(std::memory_order_relaxed)) {
+        absl::StrAppendFormat(&s, "stream:    %u \"%s\" subscriber over %s\n", sub->stream_id, sub->topic,
+                              stream_route(sub->stream_id));
+      }
+    }
+  }
   absl::StrAppendFormat(&s, "clock:     %s\n", core::Clock::describe());
   absl::StrAppendFormat(&s, "topology:  %s\n", core::topology().describe());
   absl::StrAppendFormat(&s, "pool:      %s\n", pool_ != nullptr ? pool_->describe() : "none (inline shm needs none)");

@@ -168,6 +168,8 @@ class ContextImpl {
   void release_publisher(PublisherImpl* p);
   void release_subscriber(SubscriberImpl* s);
   std::string describe() const;
+  std::string transport_line() const;                      // describe()'s "transport:" line
+  std::string stream_route(std::uint32_t stream_id) const;  // "udp 239.255.0.1:40456"
 
   core::Config cfg;
   std::unique_ptr<core::CountersFile> counters;
@@ -183,7 +185,7 @@ class ContextImpl {
   PollerSlot* poller_for(std::uint32_t stream_id);
   StreamCounters make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic);
 
-  std::mutex mu_;
+  mutable std::mutex mu_;  // mutable: describe() lists the open streams
   std::unique_ptr<core::BufferPool> pool_;
   struct SharedTx {
     std::shared_ptr<transport::TxEndpoint> ep;

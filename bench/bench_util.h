@@ -24,6 +24,7 @@
 #include "core/clock.h"
 #include "core/histogram.h"
 #include "core/topology.h"
+#include "tools/common/cli.h"
 #include "tools/common/json_out.h"
 
 namespace pollux::bench {
@@ -86,253 +87,20 @@ inline void print_hist(const char* label, const core::Histogram& h) {
 
 // ---- command line -------------------------------------------------------------------------------
 //
-// Every flag of a program is registered once, with its help and a pointer to the variable
-// holding its default; parse() fills the variables. --help (or -h) prints the program's
-// description and one entry per flag (with its default) to stdout and exits 0 before anything
-// runs; --machine prints machine_description() and exits 0 (bench/run-all.sh's machine.txt).
-// An unknown flag, a missing value or a bad value prints "<program>: <flag>: <why> (see --help)"
-// to stderr and exits 64 (EX_USAGE). "--flag value" and "--flag=value" both work.
-class Cli {
+// Every program Pollux builds shares one command line (tools/common/cli.h): each flag is
+// registered once, with its help and a pointer to the variable holding its default; --help (-h)
+// prints the description and every flag with its default and exits 0 before anything runs;
+// --version prints "<program> <version>"; an unknown flag, a missing or bad value exits 64 with
+// "<program>: <why> (see --help)". A benchmark adds --machine: machine_description() and exit 0
+// (bench/run-all.sh's machine.txt).
+class Cli : public cli::Parser {
  public:
-  static constexpr int kUsageExit = 64;
-
-  Cli(std::string program, std::string about) : program_(std::move(program)), about_(std::move(about)) {}
-
-  // An unsigned count in [min, max].
-  Cli& count(const char* flag, std::uint64_t* v, const char* help, std::uint64_t min = 1,
-             std::uint64_t max = UINT64_MAX) {
-    return add(flag, "N", help, std::to_string(*v), [this, flag, v, min, max](const std::string& s) {
-      *v = parse_uint(flag, s, min, max);
+  Cli(std::string program, std::string about) : cli::Parser(std::move(program), std::move(about)) {
+    action("--machine", "print the machine description (CPU model, CPUs, kernel, clock) and exit", [] {
+      core::Clock::init();
+      std::printf("%s\n", machine_description().c_str());
     });
   }
-  // A signed integer in [min, max].
-  Cli& integer(const char* flag, int* v, const char* help, int min, int max) {
-    return add(flag, "N", help, std::to_string(*v), [this, flag, v, min, max](const std::string& s) {
-      const bool neg = !s.empty() && s[0] == '-';
-      const std::uint64_t mag = parse_uint(flag, neg ? s.substr(1) : s, 0, 1u << 31);
-      const long long x = neg ? -static_cast<long long>(mag) : static_cast<long long>(mag);
-      if (x < min || x > max) fail(std::string(flag) + ": " + s + " is outside [" + std::to_string(min) + ", " +
-                                   std::to_string(max) + "]");
-      *v = static_cast<int>(x);
-    });
-  }
-  // A number (decimal point allowed) in [min, max].
-  Cli& real(const char* flag, double* v, const char* metavar, const char* help, double min, double max) {
-    char def[32];
-    std::snprintf(def, sizeof def, "%g", *v);
-    return add(flag, metavar, help, def, [this, flag, v, min, max](const std::string& s) {
-      char* end = nullptr;
-      errno = 0;
-      const double x = std::strtod(s.c_str(), &end);
-      if (s.empty() || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(x)) {
-        fail(std::string(flag) + ": not a number: \"" + s + "\"");
-      }
-      if (x < min || x > max) fail(std::string(flag) + ": " + s + " is out of range");
-      *v = x;
-    });
-  }
-  // Free text (a path, an address); `metavar` names it in the help.
-  Cli& text(const char* flag, std::string* v, const char* metavar, const char* help) {
-    return add(flag, metavar, help, *v, [this, flag, v](const std::string& s) {
-      if (s.empty()) fail(std::string(flag) + ": empty value");
-      *v = s;
-    });
-  }
-  // One of `choices`.
-  Cli& choice(const char* flag, std::string* v, std::vector<std::string> choices, const char* help) {
-    std::string meta;
-    for (const auto& c : choices) {
-      if (!meta.empty()) meta += '|';
-      meta += c;
-    }
-    return add(flag, meta, help, *v, [this, flag, v, choices](const std::string& s) {
-      for (const auto& c : choices) {
-        if (c == s) {
-          *v = s;
-          return;
-        }
-      }
-      fail(std::string(flag) + ": \"" + s + "\" is not one of " + join(choices));
-    });
-  }
-  // A comma-separated, non-empty subset of `known` (the cases to run); the default is shown.
-  Cli& list(const char* flag, std::string* v, std::vector<std::string> known, const char* help) {
-    return add(flag, "LIST", help, *v, [this, flag, v, known](const std::string& s) {
-      if (s.empty()) fail(std::string(flag) + ": empty list");
-      for (std::size_t b = 0, e; b <= s.size(); b = e + 1) {
-        e = s.find(',', b);
-        if (e == std::string::npos) e = s.size();
-        const std::string item = s.substr(b, e - b);
-        bool ok = false;
-        for (const auto& k : known) ok = ok || k == item;
-        if (!ok) fail(std::string(flag) + ": unknown case \"" + item + "\" (known: " + join(known) + ")");
-      }
-      *v = s;
-    });
-  }
-  // A flag without a value: sets *v to true.
-  Cli& toggle(const char* flag, bool* v, const char* help) {
-    opts_.push_back({flag, "", help, "", [v](const std::string&) { *v = true; }, false});
-    return *this;
-  }
-  // Arguments starting with `prefix` are not ours: they are collected into *out (e.g.
-  // --benchmark_* for Google Benchmark) instead of being rejected.
-  Cli& forward(const char* prefix, std::vector<std::string>* out, const char* help) {
-    forward_prefix_ = prefix;
-    forward_ = out;
-    forward_help_ = help;
-    return *this;
-  }
-  // Up to one bare number before any flag, for an older positional form ("N [R]" of
-  // pollux-bench-ring); each positional fills the next of these.
-  Cli& positional(const char* name, std::uint64_t* v, const char* help, std::uint64_t min = 1) {
-    positionals_.push_back({name, "", help, std::to_string(*v), [this, name, v, min](const std::string& s) {
-                              *v = parse_uint(name, s, min, UINT64_MAX);
-                            }, true});
-    return *this;
-  }
-  // Text printed after the flags (what each case measures, examples).
-  Cli& epilog(std::string text) {
-    epilog_ = std::move(text);
-    return *this;
-  }
-
-  void parse(int argc, char** argv, int first = 1) {
-    std::size_t next_positional = 0;
-    for (int i = first; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a == "--help" || a == "-h") {
-        std::fputs(help().c_str(), stdout);
-        std::exit(0);
-      }
-      if (a == "--machine") {
-        core::Clock::init();
-        std::printf("%s\n", machine_description().c_str());
-        std::exit(0);
-      }
-      if (forward_ != nullptr && a.rfind(forward_prefix_, 0) == 0) {
-        forward_->push_back(a);
-        continue;
-      }
-      if (a.rfind("--", 0) != 0) {
-        if (next_positional < positionals_.size() && i - first == static_cast<int>(next_positional)) {
-          positionals_[next_positional++].set(a);
-          continue;
-        }
-        fail("unexpected argument \"" + a + "\"");
-      }
-      std::string value;
-      bool inline_value = false;
-      if (const std::size_t eq = a.find('='); eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a.resize(eq);
-        inline_value = true;
-      }
-      const Opt* o = nullptr;
-      for (const Opt& x : opts_) {
-        if (x.flag == a) o = &x;
-      }
-      if (o == nullptr) fail("unknown flag \"" + a + "\"");
-      if (!o->takes_value) {
-        if (inline_value) fail(a + " takes no value");
-        o->set("");
-        continue;
-      }
-      if (!inline_value) {
-        if (i + 1 >= argc) fail(a + " needs a value");
-        value = argv[++i];
-      }
-      o->set(value);
-    }
-  }
-
-  [[noreturn]] void fail(const std::string& why) const {
-    std::fprintf(stderr, "%s: %s (see --help)\n", program_.c_str(), why.c_str());
-    std::exit(kUsageExit);
-  }
-
-  std::string help() const {
-    std::string h = about_ + "\n\nUsage: " + program_;
-    for (const Opt& p : positionals_) h += " [" + p.flag + "]";
-    h += " [flags]\n\n";
-    auto entry = [&h](const std::string& left, const std::string& text, const std::string& def) {
-      std::string l = "  " + left;
-      if (l.size() < 26) {
-        l.resize(26, ' ');
-      } else {
-        l += "\n" + std::string(26, ' ');
-      }
-      std::string body = text;
-      if (!def.empty()) body += " (default " + def + ")";
-      // Word-wrapped to 100 columns (a '\n' in the help counts as a space).
-      std::string line;
-      for (std::size_t b = 0; b <= body.size();) {
-        std::size_t e = body.find_first_of(" \n", b);
-        if (e == std::string::npos) e = body.size();
-        const std::string word = body.substr(b, e - b);
-        if (!line.empty() && line.size() + 1 + word.size() > 100 - 26) {
-          h += l + line + "\n";
-          l = std::string(26, ' ');
-          line.clear();
-        }
-        if (!line.empty() && !word.empty()) line += ' ';
-        line += word;
-        b = e + 1;
-      }
-      if (!line.empty()) h += l + line + "\n";
-    };
-    for (const Opt& p : positionals_) entry(p.flag, p.help + " (older positional form)", p.def);
-    for (const Opt& o : opts_) entry(o.flag + (o.meta.empty() ? "" : " " + o.meta), o.help, o.def);
-    if (forward_ != nullptr) entry(forward_prefix_ + "...", forward_help_, "");
-    entry("--machine", "print the machine description (CPU model, CPUs, kernel, clock) and exit", "");
-    entry("--help", "this text", "");
-    if (!epilog_.empty()) h += "\n" + epilog_ + (epilog_.back() == '\n' ? "" : "\n");
-    return h;
-  }
-
-  const std::string& program() const { return program_; }
-
- private:
-  struct Opt {
-    std::string flag, meta, help, def;
-    std::function<void(const std::string&)> set;
-    bool takes_value = true;
-  };
-
-  Cli& add(const char* flag, std::string meta, const char* help, std::string def,
-           std::function<void(const std::string&)> set) {
-    opts_.push_back({flag, std::move(meta), help, std::move(def), std::move(set), true});
-    return *this;
-  }
-
-  std::uint64_t parse_uint(const std::string& flag, const std::string& s, std::uint64_t min,
-                           std::uint64_t max) const {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long x = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || s[0] < '0' || s[0] > '9' || errno != 0 || end != s.c_str() + s.size()) {
-      fail(flag + ": not a whole number: \"" + s + "\"");
-    }
-    if (x < min || x > max) {
-      fail(flag + ": " + s + " is outside [" + std::to_string(min) + ", " +
-           (max == UINT64_MAX ? std::string("...") : std::to_string(max)) + "]");
-    }
-    return x;
-  }
-
-  static std::string join(const std::vector<std::string>& v) {
-    std::string s;
-    for (const auto& x : v) {
-      if (!s.empty()) s += ',';
-      s += x;
-    }
-    return s;
-  }
-
-  std::string program_, about_, epilog_;
-  std::vector<Opt> opts_, positionals_;
-  std::string forward_prefix_, forward_help_;
-  std::vector<std::string>* forward_ = nullptr;
 };
 
 // Splits a comma-separated list (a validated --cases value).

@@ -258,7 +258,8 @@ Two processes pinned to CPUs 0 and 1 (the parent's poller, in the dedicated case
                      offer        ns per offer() of 32 bytes with an attached subscriber awake
   --json FILE      also write one JSON object per case (name, p50_ns, p90_ns, p99_ns,
                    p99_9_ns, max_ns, count) and the ratios to their floors
-  --help           this text
+  --version        print "pollux-bench-shm-wakeup <version>" and exit
+  -h, --help       this text
 
 Reported: RTT/2 percentiles; ratio lines inline/futex and dedicated/futex-chain (p50).
 )";
@@ -283,9 +284,8 @@ int main(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kHelp, stdout);
-      return 0;
+    if (const int rc = pollux::cli::handle_standard_flag(a, "pollux-bench-shm-wakeup", kHelp); rc >= 0) {
+      return rc;  // --help, --version
     } else if (a == "--count" || a == "--cases" || a == "--json") {
       if (i + 1 >= argc) usage(a + " needs a value");
       const std::string v = argv[++i];
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
         json_path = v;
       }
     } else {
-      usage("unknown flag \"" + a + "\"");
+      return pollux::cli::unknown_flag("pollux-bench-shm-wakeup", a, kHelp);
     }
   }
   const char* known[] = {"futex", "inline", "futex-chain", "dedicated", "offer"};

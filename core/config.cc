@@ -230,6 +230,15 @@ std::string quote(std::string_view s) {
   return out;
 }
 
+// A size as a configuration writes it: the largest binary unit that divides it exactly, as the
+// string want_size() parses ("16MiB", "64KiB", "1GiB"); bytes when none does (2000, 0).
+std::string size_toml(std::uint64_t v) {
+  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat("\"", v >> shift, suffix, "\"");
+  }
+  return absl::StrCat(v);
+}
+
 // ---- the table ----------------------------------------------------------------------------------
 
 struct Field {
@@ -391,7 +400,7 @@ const std::vector<Field>& fields() {
          if (e.empty()) c.pool.slot_size = static_cast<std::uint32_t>(v);
          return e;
        },
-       [](const Config& c) { return absl::StrCat(c.pool.slot_size); }},
+       [](const Config& c) { return size_toml(c.pool.slot_size); }},
       {"pool.slots", "buffer slots in the pool (shared by all endpoints of the context)",
        [](Config& c, const toml::node& n) {
          std::int64_t v;
@@ -455,7 +464,7 @@ const std::vector<Field>& fields() {
          c.shm.log_size = v;
          return "";
        },
-       [](const Config& c) { return absl::StrCat(c.shm.log_size); }},
+       [](const Config& c) { return size_toml(c.shm.log_size); }},
       {"shm.flow_control", "lossy: the publisher never waits, a lapped subscriber gets a gap report; backpressure: offer() returns kBackPressured while the slowest live subscriber is a whole log behind",
        [](Config& c, const toml::node& n) {
          return want_enum<FlowControl>(n, {{"lossy", FlowControl::kLossy}, {"backpressure", FlowControl::kBackpressure}},
@@ -589,7 +598,7 @@ const std::vector<Field>& fields() {
          c.rdma.retransmit_buffer = v;
          return "";
        },
-       [](const Config& c) { return absl::StrCat(c.rdma.retransmit_buffer); }},
+       [](const Config& c) { return size_toml(c.rdma.retransmit_buffer); }},
       {"rdma.reorder_window", "ud_mcast: sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each per session; frames held also hold their receive buffers (rdma.recv_queue_depth)",
        [](Config& c, const toml::node& n) -> std::string {
          std::int64_t v;
@@ -622,13 +631,13 @@ const std::vector<Field>& fields() {
        [](const Config& c) { return absl::StrCat(c.rdma.nak_max_range); }},
       {"rdma.repair_rate", "ud_mcast: repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds what forged NAKs can make it send. Keep it above twice the stream's rate, or a subscriber that fell behind cannot catch up while the stream runs",
        [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate); },
-       [](const Config& c) { return absl::StrCat(c.rdma.repair_rate); }},
+       [](const Config& c) { return size_toml(c.rdma.repair_rate); }},
       {"rdma.repair_burst", "ud_mcast: repair bytes a publisher sends for one subscriber at once (the bucket of rdma.repair_rate, at least one 4 KiB datagram; the bucket of rdma.repair_rate_total holds 4x this)",
        [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 36, &c.rdma.repair_burst); },
-       [](const Config& c) { return absl::StrCat(c.rdma.repair_burst); }},
+       [](const Config& c) { return size_toml(c.rdma.repair_burst); }},
       {"rdma.repair_rate_total", "ud_mcast: repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
        [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate_total); },
-       [](const Config& c) { return absl::StrCat(c.rdma.repair_rate_total); }},
+       [](const Config& c) { return size_toml(c.rdma.repair_rate_total); }},
       {"rdma.linger_ms", "ud_mcast: Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of stream (0 = close at once); it runs on the endpoint's thread (its poller, which meanwhile serves nothing else)",
        [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.rdma.linger_ms); },
        [](const Config& c) { return absl::StrCat(c.rdma.linger_ms); }},
@@ -680,10 +689,10 @@ const std::vector<Field>& fields() {
        [](const Config& c) { return std::string(c.udp.kernel_timestamps ? "true" : "false"); }},
       {"udp.socket_rcvbuf", "SO_RCVBUF of subscriber sockets (the kernel caps it at net.core.rmem_max; the effective size is in describe())",
        [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_rcvbuf); },
-       [](const Config& c) { return absl::StrCat(c.udp.socket_rcvbuf); }},
+       [](const Config& c) { return size_toml(c.udp.socket_rcvbuf); }},
       {"udp.socket_sndbuf", "SO_SNDBUF of publisher sockets (capped at net.core.wmem_max)",
        [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_sndbuf); },
-       [](const Config& c) { return absl::StrCat(c.udp.socket_sndbuf); }},
+       [](const Config& c) { return size_toml(c.udp.socket_sndbuf); }},
       {"udp.retransmit_buffer", "bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..4GiB); a subscriber that falls further behind gets an unrecoverable gap",
        [](Config& c, const toml::node& n) -> std::string {
          std::uint64_t v;
@@ -692,7 +701,7 @@ const std::vector<Field>& fields() {
          c.udp.retransmit_buffer = v;
          return "";
        },
-       [](const Config& c) { return absl::StrCat(c.udp.retransmit_buffer); }},
+       [](const Config& c) { return size_toml(c.udp.retransmit_buffer); }},
       {"udp.reorder_window", "sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each per session",
        [](Config& c, const toml::node& n) -> std::string {
          std::int64_t v;
@@ -740,13 +749,13 @@ const std::vector<Field>& fields() {
        [](const Config& c) { return absl::StrCat(c.udp.nak_max_range); }},
       {"udp.repair_rate", "repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds what forged NAKs can make it send. Keep it above the stream's rate, or a subscriber that fell behind cannot catch up while the stream runs",
        [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate); },
-       [](const Config& c) { return absl::StrCat(c.udp.repair_rate); }},
+       [](const Config& c) { return size_toml(c.udp.repair_rate); }},
       {"udp.repair_burst", "repair bytes a publisher sends for one subscriber at once (the bucket of udp.repair_rate; the bucket of udp.repair_rate_total holds 4x this)",
        [](Config& c, const toml::node& n) { return want_size(n, 1024, 1ull << 36, &c.udp.repair_burst); },
-       [](const Config& c) { return absl::StrCat(c.udp.repair_burst); }},
+       [](const Config& c) { return size_toml(c.udp.repair_burst); }},
       {"udp.repair_rate_total", "repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
        [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate_total); },
-       [](const Config& c) { return absl::StrCat(c.udp.repair_rate_total); }},
+       [](const Config& c) { return size_toml(c.udp.repair_rate_total); }},
       {"udp.fault_loss", "testing: probability that a received datagram is dropped before the protocol sees it",
        [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_loss); },
        [](const Config& c) { return absl::StrCat(c.udp.fault_loss); }},

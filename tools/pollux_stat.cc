@@ -22,12 +22,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/controller.h"
 #include "core/counters.h"
 #include "core/idle.h"
 #include "core/placement.h"
 #include "core/process.h"
+#include "tools/common/cli.h"
 #include "tools/common/json_out.h"
 #include "tools/common/output.h"
 #include "transport/shm/shm_segment.h"
@@ -59,8 +61,8 @@ constexpr char kHelp[] =
     "                     start_ns, start_time, uptime_s, errors, pollers:[...], publications:[...],\n"
     "                     subscriptions:[...], error_log:{...}, counters:[...]}], shm_streams:[...],\n"
     "                     cpu_claims:[...], unreadable:[...], removed:[...]} (README, Tools)\n"
-    "  --version          the version of this build\n"
-    "  --help             this text\n"
+    "  --version          print \"pollux-stat <version>\" and exit\n"
+    "  -h, --help         this text\n"
     "\n"
     "Per process: each poller's thread (pollux-poll-N), tid, pinned core, idle strategy and, for\n"
     "adaptive/interrupt, the controller's mode (busy, spin, interrupt = asleep) and time in each;\n"
@@ -606,14 +608,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    if (a == "--version") {
-      std::printf("pollux-stat (pollux %s)\n", POLLUX_VERSION_STRING);
-      return 0;
+    if (const int rc = pollux::cli::handle_standard_flag(a, "pollux-stat", absl::StrCat(kUsage, kHelp)); rc >= 0) {
+      return rc;  // --help, --version
     }
     if (a == "--dir") {
       const char* v = value();
@@ -635,7 +631,7 @@ int main(int argc, char** argv) {
     } else if (a == "--errors") {
       errors_only = true;
     } else {
-      return usage_error(absl::StrFormat("unknown argument \"%s\"", a));
+      return pollux::cli::unknown_flag("pollux-stat", printable(a), kHelp);
     }
   }
   if (json && watch > 0) return usage_error("--json prints one document: it cannot be combined with --watch");

@@ -58,7 +58,10 @@ class POLLUX_API Context {
   std::uint32_t stream_id(std::string_view topic) const;
   // The effective configuration as TOML (every key, with its help text).
   std::string effective_config() const;
-  // Clock, topology, pool, pollers and transport, one per line.
+  // What this context runs, one fact per line: the configuration's source; the threading mode
+  // with its threads and how they idle (inline: no thread, the application polls); the
+  // transport with what decides its behaviour (udp: the effective socket buffer); one line per
+  // open stream and the transport it goes over; clock, topology, pool, pollers, counters, errors.
   std::string describe() const;
   // Path of the shared-memory counters file (empty when runtime.counters = false).
   std::string counters_path() const;

@@ -239,7 +239,10 @@ int main(int argc, char** argv) {
   int bargc = static_cast<int>(bargv.size());
   bargv.push_back(nullptr);
   benchmark::Initialize(&bargc, bargv.data());
-  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) return pollux::bench::Cli::kUsageExit;
+  if (benchmark::ReportUnrecognizedArguments(bargc, bargv.data())) {
+    std::fprintf(stderr, "pollux-bench-itch: --benchmark_* flags are Google Benchmark's own (see --help)\n");
+    return pollux::bench::Cli::kUsageExit;
+  }
   benchmark::AddCustomContext("pinned_cpu", std::to_string(cpu));
   benchmark::AddCustomContext("messages", std::to_string(pollux::itch::g_messages));
   pollux::core::Clock::init();  // machine_description() names the clock

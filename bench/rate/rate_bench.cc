@@ -184,7 +184,8 @@ Output:
                         rate, one line per strategy (needs gnuplot; data files stay in DIR)
   --plot-script FILE    gnuplot script (default: the source tree's bench/rate/rate_plot.gp)
   --allow-missing       exit 0 even if a strategy was rejected by the config
-  --help                this text
+  --version             print "pollux-bench-rate <version>" and exit
+  -h, --help            this text
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -253,9 +254,8 @@ Options parse_options(int argc, char** argv) {
     auto no_value = [&] {
       if (has_value) usage_error(flag + " takes no value");
     };
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kHelp, stdout);
-      std::exit(0);
+    if (const int rc = pollux::cli::handle_standard_flag(flag, "pollux-bench-rate", kHelp); rc >= 0) {
+      std::exit(rc);  // --help, --version
     } else if (flag == "--transports") {
       o.transports = parse_list(flag, arg());
       for (const auto& t : o.transports) {
@@ -361,7 +361,7 @@ Options parse_options(int argc, char** argv) {
       o.rtt_duration_s = parse_number(flag, arg());
       rtt_duration_given = true;
     } else {
-      usage_error("unknown flag \"" + flag + "\"");
+      std::exit(pollux::cli::unknown_flag("pollux-bench-rate", argv[i], kHelp));
     }
   }
   if (o.quick) {

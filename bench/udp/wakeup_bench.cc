@@ -206,7 +206,8 @@ one finds the sleeper asleep.
                     poller-busy       the same with runtime.idle = "busy-spin" (no sleep)
   --json FILE     also write one JSON object per case (p50_ns ... max_ns, count) and the
                   poller-interrupt / bare-udp p50 ratio
-  --help          this text
+  --version       print "pollux-bench-udp-wakeup <version>" and exit
+  -h, --help      this text
 )";
 
 int main(int argc, char** argv) {
@@ -226,12 +227,9 @@ int main(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    if (k == "--help" || k == "-h") {
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
+    if (const int rc = pollux::cli::handle_standard_flag(k, "pollux-bench-udp-wakeup", kHelp); rc >= 0) return rc;
     if (k != "--count" && k != "--gap-us" && k != "--runs" && k != "--cases" && k != "--json") {
-      usage("unknown flag \"" + k + "\"");
+      return pollux::cli::unknown_flag("pollux-bench-udp-wakeup", k, kHelp);
     }
     if (i + 1 >= argc) usage(k + " needs a value");
     const std::string v = argv[++i];

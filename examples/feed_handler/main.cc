@@ -39,6 +39,7 @@
 #include "feed_handler/summary.h"
 #include "itch/report.h"
 #include "pollux/pollux.h"
+#include "tools/common/cli.h"
 
 namespace pollux::feed {
 namespace {
@@ -66,7 +67,10 @@ It prints "pollux-feed: live: ready" on stderr once it listens and its subscribe
                        pub / sub: only that side (start the subscribers first)
   --print-config       print the effective configuration (every key, with help) and exit
   --quiet              no progress lines on stderr
+  --version            print "pollux-feed <version>" and exit
   -h, --help           this text
+
+Exit status: 0 done, 1 a run failed, 2 the configuration is invalid, 64 bad command line.
 
 Configuration keys, output formats and the summary: docs/FEED.md.
 )";
@@ -155,9 +159,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
+    if (const int rc = cli::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
+      std::exit(rc);  // --help, --version
     } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" ||
                arg == "--counts-out" || arg == "--summary-json" || arg == "--role") {
       absl::StatusOr<std::string> v = take();
@@ -190,7 +193,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     } else if (arg == "--report-fd") {
       s = take_int(&a.report_fd);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument \"", argv[i], "\" (see --help)"));
+      return absl::InvalidArgumentError(cli::unknown_flag_message(argv[i], cli::flags_in(kUsage)));
     }
     if (!s.ok()) return s;
   }
@@ -702,7 +705,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
   if (!args.ok()) {
     Fail(std::string(args.status().message()));
-    return 2;
+    return cli::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.

@@ -38,6 +38,7 @@
 #include "itch/moldudp64.h"
 #include "itch/random.h"
 #include "itch/reader.h"
+#include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, itch, "", "ITCH 5.0 BinaryFILE to send (or --generate).");
 ABSL_FLAG(uint64_t, generate, 0, "Send N generated messages instead of a file (itch/generator.h).");
@@ -105,6 +106,8 @@ void PrintHelp() {
     std::printf("  --%-16s %s (default: %s)\n", Dashed(name).c_str(), f->Help().c_str(),
                 f->DefaultValue().empty() ? "\"\"" : f->DefaultValue().c_str());
   }
+  std::printf("  --%-16s %s\n  %-18s %s\n", "version", "print \"pollux-exchange <version>\" and exit", "-h, --help",
+              "this text");
 }
 
 [[noreturn]] void UsageError(const std::string& msg) {
@@ -124,7 +127,12 @@ void ParseFlags(int argc, char** argv) {
     bool known = false;
     for (const char* k : kFlags) known = known || name == k;
     absl::CommandLineFlag* f = known ? absl::FindCommandLineFlag(name) : nullptr;
-    if (f == nullptr) UsageError("unknown flag '--" + Dashed(name) + "'");
+    if (f == nullptr) {
+      std::vector<std::string> candidates{"--help", "--version"};
+      for (const char* k : kFlags) candidates.push_back("--" + Dashed(k));
+      std::string m = pollux::cli::unknown_flag_message("--" + Dashed(name), candidates);
+      UsageError(m.substr(0, m.rfind(" (see --help)")));
+    }
     std::string value;
     if (has_value) {
       value = std::string(a.substr(a.find('=') + 1));
@@ -443,6 +451,10 @@ int main(int argc, char** argv) {
     const std::string_view a = argv[i];
     if (a == "-h" || a == "--help" || a == "-help") {
       PrintHelp();
+      return 0;
+    }
+    if (a == "--version") {
+      std::printf("%s %s\n", kProg, pollux::cli::version());
       return 0;
     }
   }

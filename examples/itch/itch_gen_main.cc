@@ -4,76 +4,36 @@
 //
 // Same flags => same bytes. See itch/generator.h for what the stream contains.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
 #include "itch/generator.h"
-
-ABSL_FLAG(uint32_t, symbols, 8, "Number of symbols (stock locates 1..N), 1..65535.");
-ABSL_FLAG(uint64_t, messages, 100000,
-          "Total messages, including S x 6 and one R and one H per symbol.");
-ABSL_FLAG(uint64_t, seed, 1, "PRNG seed; the output is a pure function of the flags.");
-ABSL_FLAG(std::string, out, "", "Output file (required).");
-ABSL_FLAG(bool, zero_length_prefix, false,
-          "Write every 2-byte length prefix as 0, like NASDAQ's sample files.");
-ABSL_FLAG(uint32_t, orders_per_symbol, 64, "Live orders per symbol the flow hovers around.");
-
-namespace {
-
-constexpr const char* kFlags[] = {"symbols", "messages", "seed", "out", "zero_length_prefix", "orders_per_symbol"};
-
-// --help lists this program's flags and exits 0. Abseil's own --help matches flags by the
-// source file's name (none here) and exits 1.
-void PrintHelp() {
-  std::printf("usage: pollux-itch-gen --out FILE [--symbols N] [--messages M] [--seed S] [--zero_length_prefix]\n"
-              "                       [--orders_per_symbol K]\n\n"
-              "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n\n");
-  for (const char* name : kFlags) {
-    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-    if (f == nullptr) continue;
-    std::printf("  --%-20s %s (default: %s)\n", name, f->Help().c_str(),
-                f->DefaultValue().empty() ? "\"\"" : f->DefaultValue().c_str());
-  }
-}
-
-}  // namespace
+#include "tools/common/cli.h"
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") break;
-    if (a == "-h" || a == "--help" || a == "-help") {
-      PrintHelp();
-      return 0;
-    }
-  }
-  absl::SetProgramUsageMessage(
-      "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE.\n"
-      "  pollux-itch-gen --symbols N --messages M --seed S --out FILE");
-  // Unknown flags end the program (Abseil: "Unknown command line flag"); stray words too.
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::fprintf(stderr, "pollux-itch-gen: unexpected argument \"%s\" (flags only, see --help)\n", positional[1]);
-    return 2;
-  }
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    std::fprintf(stderr, "pollux-itch-gen: --out FILE is required (see --help)\n");
-    return 2;
-  }
+  std::uint64_t symbols = 8, messages = 100000, seed = 1, orders_per_symbol = 64;
+  std::string out;
+  bool zero_length_prefix = false;
+  pollux::cli::Parser cli("pollux-itch-gen",
+                          "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n"
+                          "  pollux-itch-gen --out FILE [--symbols N] [--messages M] [--seed S]");
+  cli.text("--out", &out, "FILE", "output file (required)")
+      .count("--symbols", &symbols, "number of symbols (stock locates 1..N), 1..65535", 0, UINT32_MAX)
+      .count("--messages", &messages, "total messages, including S x 6 and one R and one H per symbol", 0)
+      .count("--seed", &seed, "PRNG seed; the output is a pure function of the flags", 0)
+      .toggle("--zero_length_prefix", &zero_length_prefix,
+              "write every 2-byte length prefix as 0, like NASDAQ's sample files")
+      .count("--orders_per_symbol", &orders_per_symbol, "live orders per symbol the flow hovers around", 0, UINT32_MAX)
+      .parse(argc, argv);
+  if (out.empty()) cli.fail("--out FILE is required");
   pollux::itch::GeneratorOptions o;
-  o.symbols = absl::GetFlag(FLAGS_symbols);
-  o.messages = absl::GetFlag(FLAGS_messages);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.orders_per_symbol = absl::GetFlag(FLAGS_orders_per_symbol);
-  o.framing = absl::GetFlag(FLAGS_zero_length_prefix) ? pollux::itch::Framing::kZeroLengthPrefix
-                                                      : pollux::itch::Framing::kLengthPrefix;
+  o.symbols = static_cast<std::uint32_t>(symbols);
+  o.messages = messages;
+  o.seed = seed;
+  o.orders_per_symbol = static_cast<std::uint32_t>(orders_per_symbol);
+  o.framing = zero_length_prefix ? pollux::itch::Framing::kZeroLengthPrefix : pollux::itch::Framing::kLengthPrefix;
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<uint8_t>> bytes = pollux::itch::GenerateItch(o);
   if (!bytes.ok()) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pollux/pollux.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -115,34 +116,12 @@ int publisher(const std::string& cfg, std::uint64_t count) {
 int main(int argc, char** argv) {
   std::string cfg;
   std::uint64_t count = 1'000'000;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::printf(
-          "usage: %s [--config FILE] [--count N]\n"
-          "A publisher process and a subscriber process exchange N quotes over one Pollux stream\n"
-          "and the subscriber prints what it received, lost, and the publish-to-handler latency.\n"
-          "  --config FILE  TOML configuration (default: the embedded one: shared memory)\n"
-          "  --count N      quotes to publish (default 1000000)\n"
-          "  -h, --help     this text\n",
-          argv[0]);
-      return 0;
-    }
-    if (a == "--config" && i + 1 < argc) {
-      cfg = argv[++i];
-    } else if (a == "--count" && i + 1 < argc) {
-      char* end = nullptr;
-      count = std::strtoull(argv[i + 1], &end, 10);
-      if (end == argv[i + 1] || *end != '\0') {
-        std::fprintf(stderr, "%s: --count: expected a number, got \"%s\"\n", argv[0], argv[i + 1]);
-        return 64;
-      }
-      ++i;
-    } else {
-      std::fprintf(stderr, "%s: unknown or incomplete argument \"%s\" (see --help)\n", argv[0], a.c_str());
-      return 64;
-    }
-  }
+  pollux::cli::Parser("pollux-demo",
+                      "A publisher process and a subscriber process exchange N quotes over one Pollux stream\n"
+                      "and the subscriber prints what it received, lost, and the publish-to-handler latency.")
+      .text("--config", &cfg, "FILE", "TOML configuration (default: the embedded one: shared memory)")
+      .count("--count", &count, "quotes to publish")
+      .parse(argc, argv);
   int ready[2];
   if (pipe(ready) != 0) return 1;
   const pid_t child = fork();

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
       "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
       "  --count N      quotes to publish (default 100000; give quickstart-sub the same N)\n"
       "  --zero-copy    write each quote in place with claim()/commit() instead of offer()\n"
+      "  --version      print \"quickstart-pub <Pollux version>\" and exit\n"
       "  -h, --help     this text\n";
   Options o;
   if (const int rc = parse_options(argc, argv, "quickstart-pub", kUsage, /*zero_copy_flag=*/true, &o); rc >= 0) return rc;

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
       "how many were lost or malformed, and the publish-to-handler latency. Exit 0: all N intact.\n"
       "  --config FILE  TOML configuration (default: quickstart.toml in this folder)\n"
       "  --count N      quotes to expect (default 100000, as quickstart-pub)\n"
+      "  --version      print \"quickstart-sub <Pollux version>\" and exit\n"
       "  -h, --help     this text\n";
   Options o;
   if (const int rc = parse_options(argc, argv, "quickstart-sub", kUsage, /*zero_copy_flag=*/false, &o); rc >= 0) return rc;

@@ -310,8 +310,11 @@ TEST(FeedErrors, ConfigErrorsNameFileLineAndKey) {
   EXPECT_THAT(r.out, HasSubstr("--set: feed.replay: expected original|speed|rate|max, got \"warp\"")) << r.out;
 
   r = RunFeed({"--bogus"});
-  EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.out, HasSubstr("unknown argument \"--bogus\"")) << r.out;
+  EXPECT_EQ(r.rc, 64);
+  EXPECT_THAT(r.out, HasSubstr("unknown flag '--bogus'")) << r.out;
+  r = RunFeed({"--qiet"});
+  EXPECT_EQ(r.rc, 64);
+  EXPECT_THAT(r.out, HasSubstr("did you mean '--quiet'?")) << r.out;
 }
 
 TEST(FeedCli, PrintConfigShowsBothTablesAndHelpWorks) {

@@ -150,8 +150,8 @@ TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
   EXPECT_FALSE(WriteBinaryFile("/nonexistent-dir/gen.itch", bytes).ok());
 }
 
-// pollux-itch-gen's command line: --help exits 0 and lists the flags (Abseil's own --help
-// listed none and exited 1), unknown flags and stray arguments are refused.
+// pollux-itch-gen's command line (tools/common/cli.h): --help exits 0 and lists the flags,
+// unknown flags and stray arguments are refused with exit 64 before anything is written.
 using testing::Cli;
 Cli RunGen(const std::string& args) { return testing::RunProgram(POLLUX_ITCH_GEN_BIN, args); }
 
@@ -164,11 +164,14 @@ TEST(ItchGeneratorCliTest, HelpUnknownFlagsAndStrayArguments) {
     }
   }
   const Cli bogus = RunGen("--bogus");
-  EXPECT_NE(bogus.rc, 0);
-  EXPECT_NE(bogus.out.find("Unknown command line flag 'bogus'"), std::string::npos) << bogus.out;
+  EXPECT_EQ(bogus.rc, 64);
+  EXPECT_NE(bogus.out.find("unknown flag '--bogus'"), std::string::npos) << bogus.out;
+  const Cli typo = RunGen("--mesages 10");
+  EXPECT_EQ(typo.rc, 64);
+  EXPECT_NE(typo.out.find("did you mean '--messages'?"), std::string::npos) << typo.out;
   const std::string out = ::testing::TempDir() + "/itch_gen_cli_" + std::to_string(getpid()) + ".itch";
   const Cli stray = RunGen("--out " + out + " --messages 100 extra");
-  EXPECT_EQ(stray.rc, 2) << stray.out;
+  EXPECT_EQ(stray.rc, 64) << stray.out;
   EXPECT_NE(stray.out.find("unexpected argument \"extra\""), std::string::npos) << stray.out;
   EXPECT_FALSE(std::ifstream(out).good()) << "wrote a file despite the stray argument";
   const Cli ok = RunGen("--out " + out + " --messages 100 --symbols 3");

@@ -145,7 +145,7 @@ TEST_F(LatencySmoke, HelpAndUnknownFlags) {
   }
   ToolRun u = RunTool({"--no-such-flag"});
   EXPECT_EQ(u.status, 64) << u.out;
-  EXPECT_THAT(u.out, HasSubstr("unknown flag \"--no-such-flag\""));
+  EXPECT_THAT(u.out, HasSubstr("unknown flag '--no-such-flag'"));
   ToolRun bad_ab = RunTool({"--ab", "runtime.idle=yield"});
   EXPECT_EQ(bad_ab.status, 64) << bad_ab.out;
   ToolRun bad_key = RunTool({"--set", "runtime.no_such_key=1"});

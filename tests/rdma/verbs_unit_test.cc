@@ -233,8 +233,8 @@ fault_seed = 9
   EXPECT_DOUBLE_EQ(r.fault_reorder, 0.02);
   EXPECT_EQ(r.fault_seed, 9u);
   const std::string toml = c->to_toml();
-  EXPECT_NE(toml.find("retransmit_buffer = 262144  # ud_mcast: "), std::string::npos) << toml;
-  EXPECT_NE(toml.find("repair_rate = 8388608  # ud_mcast: "), std::string::npos);
+  EXPECT_NE(toml.find("retransmit_buffer = \"256KiB\"  # ud_mcast: "), std::string::npos) << toml;
+  EXPECT_NE(toml.find("repair_rate = \"8MiB\"  # ud_mcast: "), std::string::npos);
 
   EXPECT_EQ(config_error("[rdma]\nretransmit_buffer = 100000\n"),
             "feed.toml:2: rdma.retransmit_buffer: expected a power of two, got 100000");

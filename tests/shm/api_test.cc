@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -626,6 +627,57 @@ TEST(ApiTest, PublicNowNsIsTheClockOfPublisherNs) {
   }));
   EXPECT_GE(stamp, before);
   EXPECT_LE(stamp, after);
+}
+
+// describe() says what really runs: the threading mode's threads and how they idle (inline:
+// no thread idles, the application polls), the transport with its configuration, and one line
+// per open stream with the transport it goes over.
+TEST(ApiTest, DescribeNamesTheTransportAndWhatIdles) {
+  const std::string name = unique_name("describe");
+  {
+    auto c = make(cfg(name, "inline"));
+    ASSERT_NE(c, nullptr);
+    auto pub = c->publisher("quotes");
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    auto sub = c->subscriber("quotes");
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    const std::string d = c->describe();
+    EXPECT_NE(d.find("threading: inline: no poller thread"), std::string::npos) << d;
+    EXPECT_NE(d.find("runtime.idle = \"yield\" is not used"), std::string::npos) << d;
+    EXPECT_EQ(d.find("idling with"), std::string::npos) << d;
+    EXPECT_NE(d.find("transport: shm (every stream): a 256KiB log per stream"), std::string::npos) << d;
+    EXPECT_NE(d.find("flow control backpressure"), std::string::npos) << d;
+    const std::string id = std::to_string(c->stream_id("quotes"));
+    EXPECT_NE(d.find("stream:    " + id + " \"quotes\" publisher over shm"), std::string::npos) << d;
+    EXPECT_NE(d.find("stream:    " + id + " \"quotes\" subscriber over shm"), std::string::npos) << d;
+  }
+  {
+    auto c = make(cfg(name + "s", "shared"));
+    ASSERT_NE(c, nullptr);
+    const std::string d = c->describe();
+    EXPECT_NE(d.find("threading: shared: 1 poller thread for every stream, idling with yield"), std::string::npos) << d;
+    EXPECT_EQ(d.find("stream:"), std::string::npos) << d;  // none open
+  }
+  {
+    auto c = make("[runtime]\nname = \"" + name + "u\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"backoff\"\n"
+                  "counters = false\n[transport]\nkind = \"udp\"\n[udp]\naddress = \"239.255.0.9\"\nport = 41000\n"
+                  "interface = \"lo\"\nsocket_rcvbuf = \"1GiB\"\n");
+    ASSERT_NE(c, nullptr);
+    const std::string d = c->describe();
+    EXPECT_NE(d.find("threading: dedicated: 1 poller thread(s), each idling with backoff"), std::string::npos) << d;
+    EXPECT_NE(d.find("transport: udp (every stream): 239.255.0.9:41000 on interface lo, socket_rcvbuf 1GiB"),
+              std::string::npos)
+        << d;
+    // The kernel caps SO_RCVBUF at net.core.rmem_max: the line says what a socket really gets.
+    long long rmem_max = -1;
+    if (std::FILE* f = std::fopen("/proc/sys/net/core/rmem_max", "r")) {
+      if (std::fscanf(f, "%lld", &rmem_max) != 1) rmem_max = -1;
+      std::fclose(f);
+    }
+    ASSERT_GT(rmem_max, 0);
+    EXPECT_NE(d.find(rmem_max < (1ll << 30) ? "capped by net.core.rmem_max" : "net.core.rmem_max"), std::string::npos)
+        << d;
+  }
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ TEST(DoctorCli, HelpDescribesOptionsJsonAndExitStatus) {
 TEST(DoctorCli, UnknownFlagExits64WithAHint) {
   const Out o = Doctor("--jsn", true);
   EXPECT_EQ(o.status, 64);
-  EXPECT_NE(o.text.find("unknown argument '--jsn'"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("unknown flag '--jsn'; did you mean '--json'?"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("--help"), std::string::npos) << o.text;
   EXPECT_EQ(Doctor("--config", true).status, 64);  // a flag without its value
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tools/common/cli.h"
 #include "tools/doctor/checks.h"
 
 namespace {
@@ -67,15 +68,7 @@ int main(int argc, char** argv) {
       *out = argv[++i];
       return true;
     };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    if (a == "--version") {
-      std::printf("pollux-doctor %s\n", POLLUX_VERSION);
-      return 0;
-    }
+    if (const int rc = cli::handle_standard_flag(a, "pollux-doctor", absl::StrCat(kUsage, kHelp)); rc >= 0) return rc;
     if (a == "--json") {
       json = true;
     } else if (a == "--no-probe") {
@@ -87,7 +80,7 @@ int main(int argc, char** argv) {
     } else if (a == "--root") {
       if (!value(&root)) return usage_error("--root needs a DIR");
     } else {
-      return usage_error(absl::StrCat("unknown argument '", a, "'"));
+      return cli::unknown_flag("pollux-doctor", a, kHelp);
     }
   }
 

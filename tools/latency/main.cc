@@ -142,6 +142,7 @@ Output:
   --plot DIR           gnuplot PNGs in DIR: stacked stage means per configuration
                        (latency-stages.png) and percentile curves on a log "nines" axis,
                        Pollux against its floor (latency-percentiles.png); needs gnuplot
+  --version            print "pollux-latency <version>" and exit
   -h, --help           this text
 
 Exit status: 0 done, 1 a run failed, 64 bad usage.
@@ -221,9 +222,8 @@ Options ParseArgs(int argc, char** argv) {
     auto no_value = [&] {
       if (has_value) UsageError(flag + " takes no value");
     };
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kHelp, stdout);
-      std::exit(0);
+    if (const int rc = cli::handle_standard_flag(flag, "pollux-latency", kHelp); rc >= 0) {
+      std::exit(rc);  // --help, --version
     } else if (flag == "--config") {
       o.config_path = arg();
     } else if (flag == "--set") {
@@ -291,7 +291,7 @@ Options ParseArgs(int argc, char** argv) {
     } else if (flag == "--plot") {
       o.plot_dir = arg();
     } else {
-      UsageError("unknown flag \"" + std::string(argv[i]) + "\"");
+      std::exit(cli::unknown_flag("pollux-latency", argv[i], kHelp));
     }
   }
   if (o.burst > 1 && o.rate > 0) UsageError("--burst is a ping-pong load; it does not combine with --rate");

@@ -1,0 +1,256 @@
+#include "tools/common/cli.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace pollux::cli {
+
+const char* version() { return POLLUX_PROJECT_VERSION; }
+
+std::vector<std::string> flags_in(std::string_view help) {
+  std::vector<std::string> out;
+  auto name_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  };
+  for (std::size_t i = help.find("--"); i != std::string_view::npos; i = help.find("--", i)) {
+    // Not the middle of a word ("a--b") nor a run of dashes (a "----" rule).
+    if (i > 0 && (name_char(help[i - 1]))) {
+      i += 2;
+      continue;
+    }
+    std::size_t e = i + 2;
+    while (e < help.size() && name_char(help[e])) ++e;
+    std::string f(help.substr(i, e - i));
+    while (!f.empty() && (f.back() == '-' || f.back() == '_')) f.pop_back();  // "--benchmark_..."
+    if (f.size() > 2 && f[2] != '-' && std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+    i = e;
+  }
+  return out;
+}
+
+namespace {
+
+// Optimal string alignment distance: insertions, deletions, substitutions and transpositions of
+// two neighbours ("cuont" -> "count" is 1) cost 1 each.
+std::size_t distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::size_t> d((n + 1) * (m + 1));
+  auto at = [&](std::size_t i, std::size_t j) -> std::size_t& { return d[i * (m + 1) + j]; };
+  for (std::size_t i = 0; i <= n; ++i) at(i, 0) = i;
+  for (std::size_t j = 0; j <= m; ++j) at(0, j) = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      at(i, j) = std::min({at(i - 1, j) + 1, at(i, j - 1) + 1, at(i - 1, j - 1) + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) at(i, j) = std::min(at(i, j), at(i - 2, j - 2) + 1);
+    }
+  }
+  return at(n, m);
+}
+
+std::string_view strip(std::string_view f) {
+  while (!f.empty() && f.front() == '-') f.remove_prefix(1);
+  return f;
+}
+
+}  // namespace
+
+std::string closest(std::string_view flag, const std::vector<std::string>& candidates) {
+  const std::string_view want = strip(flag);
+  if (want.empty()) return "";
+  // '_' and '-' are one mistake apart at most; compare with them unified.
+  auto unify = [](std::string_view s) {
+    std::string u(s);
+    std::replace(u.begin(), u.end(), '_', '-');
+    return u;
+  };
+  const std::string w = unify(want);
+  const std::size_t limit = std::max<std::size_t>(2, w.size() / 3);
+  std::string best;
+  std::size_t best_d = limit + 1;
+  for (const std::string& c : candidates) {
+    const std::string u = unify(strip(c));
+    std::size_t d = distance(w, u);
+    // A unique-looking abbreviation ("--cou" for "--count") is as good as a typo.
+    if (w.size() >= 3 && u.rfind(w, 0) == 0) d = std::min<std::size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string unknown_flag_message(std::string_view arg, const std::vector<std::string>& candidates) {
+  if (arg.size() < 2 || arg[0] != '-') return "unexpected argument '" + std::string(arg) + "' (see --help)";
+  std::string_view flag = arg.substr(0, arg.find('='));
+  std::string m = "unknown flag '" + std::string(flag) + "'";
+  if (const std::string c = closest(flag, candidates); !c.empty() && c != flag) m += "; did you mean '" + c + "'?";
+  return m + " (see --help)";
+}
+
+int usage_error(std::string_view program, std::string_view message) {
+  std::fprintf(stderr, "%.*s: %.*s\n", static_cast<int>(program.size()), program.data(),
+               static_cast<int>(message.size()), message.data());
+  return kUsageExit;
+}
+
+int unknown_flag(std::string_view program, std::string_view arg, std::string_view help) {
+  std::vector<std::string> known = flags_in(help);
+  known.push_back("--help");
+  known.push_back("--version");
+  return usage_error(program, unknown_flag_message(arg, known));
+}
+
+int handle_standard_flag(std::string_view arg, std::string_view program, std::string_view help) {
+  if (arg == "-h" || arg == "--help") {
+    std::fwrite(help.data(), 1, help.size(), stdout);
+    if (!help.empty() && help.back() != '\n') std::fputc('\n', stdout);
+    return 0;
+  }
+  if (arg == "--version") {
+    std::printf("%.*s %s\n", static_cast<int>(program.size()), program.data(), version());
+    return 0;
+  }
+  return -1;
+}
+
+int handle_standard_flags(int argc, char** argv, std::string_view program, std::string_view help) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) break;
+    if (const int rc = handle_standard_flag(argv[i], program, help); rc >= 0) return rc;
+  }
+  return -1;
+}
+
+// ---- Parser -------------------------------------------------------------------------------------
+
+void Parser::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(help().c_str(), stdout);
+      std::exit(0);
+    }
+    if (a == "--version") {
+      std::printf("%s %s\n", program_.c_str(), version());
+      std::exit(0);
+    }
+  }
+  // "unknown flag '--cuont'; did you mean '--count'? (see --help)"
+  auto unknown = [this](const std::string& a) {
+    std::vector<std::string> known{"--help", "--version"};
+    for (const Opt& x : opts_) known.push_back(x.flag);
+    if (forward_ != nullptr) known.push_back(forward_prefix_);
+    const std::string m = unknown_flag_message(a, known);
+    fail(m.substr(0, m.size() - std::strlen(" (see --help)")));  // fail() adds it
+  };
+  std::size_t next_positional = 0;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (forward_ != nullptr && a.rfind(forward_prefix_, 0) == 0) {
+      forward_->push_back(a);
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) {
+      if (next_positional < positionals_.size() && i - first == static_cast<int>(next_positional)) {
+        positionals_[next_positional++].set(a);
+        continue;
+      }
+      if (a.size() > 1 && a[0] == '-') unknown(a);  // "-count"
+      fail("unexpected argument \"" + a + "\"");
+    }
+    std::string value;
+    bool inline_value = false;
+    if (const std::size_t eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a.resize(eq);
+      inline_value = true;
+    }
+    const Opt* o = nullptr;
+    for (const Opt& x : opts_) {
+      if (x.flag == a) o = &x;
+    }
+    if (o == nullptr) unknown(a);
+    if (!o->takes_value) {
+      if (inline_value) fail(a + " takes no value");
+      o->set("");
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) fail(a + " needs a value");
+      value = argv[++i];
+    }
+    o->set(value);
+  }
+}
+
+void Parser::fail(const std::string& why) const {
+  std::fprintf(stderr, "%s: %s (see --help)\n", program_.c_str(), why.c_str());
+  std::exit(kUsageExit);
+}
+
+std::string Parser::help() const {
+  std::string h = about_ + "\n\nUsage: " + program_;
+  for (const Opt& p : positionals_) h += " [" + p.flag + "]";
+  h += " [flags]\n\n";
+  auto entry = [&h](const std::string& left, const std::string& text, const std::string& def) {
+    std::string l = "  " + left;
+    if (l.size() < 26) {
+      l.resize(26, ' ');
+    } else {
+      l += "\n" + std::string(26, ' ');
+    }
+    std::string body = text;
+    if (!def.empty()) body += " (default " + def + ")";
+    // Word-wrapped to 100 columns (a '\n' in the help counts as a space).
+    std::string line;
+    for (std::size_t b = 0; b <= body.size();) {
+      std::size_t e = body.find_first_of(" \n", b);
+      if (e == std::string::npos) e = body.size();
+      const std::string word = body.substr(b, e - b);
+      if (!line.empty() && line.size() + 1 + word.size() > 100 - 26) {
+        h += l + line + "\n";
+        l = std::string(26, ' ');
+        line.clear();
+      }
+      if (!line.empty() && !word.empty()) line += ' ';
+      line += word;
+      b = e + 1;
+    }
+    if (!line.empty()) h += l + line + "\n";
+  };
+  for (const Opt& p : positionals_) entry(p.flag, p.help + " (older positional form)", p.def);
+  for (const Opt& o : opts_) entry(o.flag + (o.meta.empty() ? "" : " " + o.meta), o.help, o.def);
+  if (forward_ != nullptr) entry(forward_prefix_ + "...", forward_help_, "");
+  entry("--version", "print \"" + program_ + " <version>\" and exit", "");
+  entry("-h, --help", "this text", "");
+  if (!epilog_.empty()) h += "\n" + epilog_ + (epilog_.back() == '\n' ? "" : "\n");
+  return h;
+}
+
+std::uint64_t Parser::parse_uint(const std::string& flag, const std::string& s, std::uint64_t min,
+                                 std::uint64_t max) const {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long x = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || s[0] < '0' || s[0] > '9' || errno != 0 || end != s.c_str() + s.size()) {
+    fail(flag + ": not a whole number: \"" + s + "\"");
+  }
+  if (x < min || x > max) {
+    fail(flag + ": " + s + " is outside [" + std::to_string(min) + ", " +
+         (max == UINT64_MAX ? std::string("...") : std::to_string(max)) + "]");
+  }
+  return x;
+}
+
+std::string Parser::join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) {
+    if (!s.empty()) s += ',';
+    s += x;
+  }
+  return s;
+}
+
+}  // namespace pollux::cli
