@@ -678,34 +678,11 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   const bool kts = sock_.kernel_timestamps;
   if (k == 1 && __builtin_expect(!kts, 1)) {
     // Sparse traffic (the adaptive batch is 1; a ping-pong): recvfrom() is a shorter kernel
-    // path than recvmmsg, and one buffer needs none of the batch's descriptors. MSG_TRUNC
-    // makes it return the real length, so truncation is still seen. The same steps as the
-    // batch path below.
-    const std::uint32_t b = free_[--free_n_];
-    socklen_t alen = sizeof(sockaddr_in);
-    const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&src_[b]), &alen);
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
-      free_buffer(b);
-      receiver_.drained(now_ns);  // the socket is empty
-      adapt_batch(1, 0);
-      return 0;
-    }
-    adapt_batch(1, 1);
-    last_rx_ns_ = now_ns;
-    if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
-      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
-      free_buffer(b);
-      return 1;
-    }
-    len_[b] = static_cast<std::uint32_t>(n);
-    if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
-      rx_ns_[b] = core::Clock::now_ns();
-      krx_ns_[b] = 0;
-      traced_seen_ = true;
-    }
-    admit(b, now_ns);
+    // path than recvmmsg, and one buffer needs none of the batch's descriptors (read_one()).
+    std::uint32_t b;
+    const ReadOne r = read_one(now_ns, &b);
+    if (r == ReadOne::kEmpty) return 0;
+    if (r == ReadOne::kGot) admit_read(b, now_ns);
     return 1;
   }
   for (std::uint32_t i = 0; i < k; ++i) {
@@ -776,6 +753,41 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     admit(b, now_ns);
   }
   return got;
+}
+
+// MSG_TRUNC makes recvfrom() return the real length, so truncation is still seen. The same
+// steps as receive()'s batch path.
+UdpRxEndpoint::ReadOne UdpRxEndpoint::read_one(std::int64_t now_ns, std::uint32_t* out) noexcept {
+  const std::uint32_t b = free_[--free_n_];
+  socklen_t alen = sizeof(sockaddr_in);
+  const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                               reinterpret_cast<sockaddr*>(&src_[b]), &alen);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+    free_buffer(b);
+    receiver_.drained(now_ns);  // the socket is empty
+    adapt_batch(1, 0);
+    return ReadOne::kEmpty;
+  }
+  adapt_batch(1, 1);
+  last_rx_ns_ = now_ns;
+  if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
+    ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+    free_buffer(b);
+    return ReadOne::kDropped;
+  }
+  len_[b] = static_cast<std::uint32_t>(n);
+  *out = b;
+  return ReadOne::kGot;
+}
+
+void UdpRxEndpoint::admit_read(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
+    rx_ns_[b] = core::Clock::now_ns();
+    krx_ns_[b] = 0;
+    traced_seen_ = true;
+  }
+  admit(b, now_ns);
 }
 
 // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no empty

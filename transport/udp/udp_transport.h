@@ -22,10 +22,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <vector>
 
+#include "core/clock.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
@@ -162,6 +165,18 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
+  // Inline mode, the subscriber's direct path (Subscriber::poll on the application thread):
+  // reads datagrams one at a time (recvfrom, as receive() does while traffic is sparse) and
+  // hands the frames of each that simply continues its session - plain data, in order, nothing
+  // held, missing or pending (ReliableReceiver::take_in_order) - to deliver(frame, length)
+  // straight from the receive buffer, which is free again on return: no RxDesc, no window slot,
+  // no release. Returns how many frames were delivered, up to max. *slow = true when the
+  // general path (poll_st) must run: something may be deliverable there, the protocol timers
+  // are due, reads are batched, a datagram needs on_datagram() (it was passed to it), or the
+  // endpoint is not inline. Nothing is delivered twice or skipped: both paths share the
+  // receiver's state.
+  template <class F>
+  std::uint32_t poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
@@ -188,6 +203,12 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
   // deliverable frame (receiver_.ready() is false).
   std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
+  // One recvfrom into a free buffer (*b): kGot (length in len_[*b]), kDropped (truncated; the
+  // buffer is free again) or kEmpty (nothing to read: the receiver is told it drained).
+  enum class ReadOne : std::uint8_t { kEmpty, kDropped, kGot };
+  ReadOne read_one(std::int64_t now_ns, std::uint32_t* b) noexcept;
+  // A datagram read into b that takes the general path: the traced-frame stamp, then admit().
+  void admit_read(std::uint32_t b, std::int64_t now_ns) noexcept;
   int service(std::int64_t now_ns) noexcept;
   // Frames queued in user space (deliverable, or delayed by the fault injector): the source
   // must not sleep on them.
@@ -242,6 +263,54 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
     core::Counter rx_stamps, rx_stamps_missing;
   } c_;
 };
+
+template <class F>
+std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
+  // The conditions of receive()'s single-datagram read, and nothing for poll_st() to do first.
+  if (__builtin_expect(source_ != nullptr || closed_ || !receiver_.quiet() || cur_batch_ != 1 || max_read_ == 0 ||
+                           faults_.enabled() || sock_.kernel_timestamps,
+                       0)) {
+    *slow = true;
+    return 0;
+  }
+  const std::int64_t now = core::Clock::now_ns();  // once per call
+  if (__builtin_expect(now >= next_service_ns_, 0)) {
+    *slow = true;
+    return 0;
+  }
+  std::uint32_t n = 0;
+  while (n < max) {
+    if (__builtin_expect(free_n_ == 0 || cur_batch_ != 1, 0)) {
+      *slow = true;  // buffers all held, or traffic no longer sparse: batched reads
+      break;
+    }
+    std::uint32_t b;
+    const ReadOne r = read_one(now, &b);
+    if (r == ReadOne::kEmpty) break;
+    if (__builtin_expect(r == ReadOne::kDropped, 0)) continue;
+    reliability::PeerAddress from;
+    std::memcpy(from.bytes, &src_[b], sizeof(sockaddr_in));
+    from.length = sizeof(sockaddr_in);
+    const std::byte* data = buffer(b);
+    const std::uint32_t k = receiver_.take_in_order(data, len_[b], from, max - n, now);
+    if (__builtin_expect(k == 0, 0)) {
+      admit_read(b, now);  // a gap, a heartbeat, a new session, ...: the receiver's general path
+      next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
+      *slow = true;
+      break;
+    }
+    // take_in_order() walked and checked these frames: plain data, consecutive, in the datagram.
+    std::uint32_t off = 0;
+    for (std::uint32_t i = 0; i < k; ++i) {
+      const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
+      deliver(f, f->frame_length);
+      off += reliability::wire_size(f->frame_length);
+    }
+    free_buffer(b);
+    n += k;
+  }
+  return n;
+}
 
 // The progress source of one poller (Transport::poller_source): one epoll set over the sockets
 // of every endpoint opened on that poller, lingering publisher sockets, and one timerfd.
