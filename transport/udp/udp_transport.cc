@@ -405,6 +405,16 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   return n;
 }
 
+void UdpTxEndpoint::commit_direct(std::uint32_t length) noexcept {
+  TxCore& t = *core_;
+  t.sender.commit(length);
+  // What post_st() does after its appends.
+  const std::int64_t now = core::Clock::now_ns();
+  t.sender.flush(t, now);
+  if (__builtin_expect(t.tx_stamps_outstanding(), 0)) (void)t.collect_tx_stamps();
+  if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
+}
+
 std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
   if (__builtin_expect(!attached_ && source_ != nullptr, 0)) attach();
   // Frames were copied into the send log by post_st(): their slots are free already.

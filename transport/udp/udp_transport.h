@@ -114,6 +114,16 @@ class UdpTxEndpoint final : public TxEndpoint {
 
   std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
   std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
+  // Inline mode, the publisher's direct path (Publisher::offer on the application thread): the
+  // frame is built in place in the send log - no pool slot, no copy, nothing to reap.
+  // claim_direct(): room for a frame of `length` bytes (null: back-pressure, or a length
+  // post_st() would drop); the caller writes the whole frame there (header fields the log owns
+  // are set by commit) and calls commit_direct(length), which sends it as post_st() would.
+  std::byte* claim_direct(std::uint32_t length) noexcept {
+    if (__builtin_expect(core_ == nullptr || length > max_frame_ || length < core::kFrameHeaderSize, 0)) return nullptr;
+    return core_->sender.claim(length);
+  }
+  void commit_direct(std::uint32_t length) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
