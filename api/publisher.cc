@@ -175,7 +175,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
     }
     format_header(frame, frame_len, flags, stream_id, now);
     copy_payload(frame + kFrameHeaderSize, payload.data(), payload.size());
-    e->commit_direct(frame_len);
+    e->commit_direct(frame_len, now);
     offered += core::align_up(frame_len, core::kFrameAlignment);
     counters.messages.add();
     counters.bytes.add(payload.size());

@@ -345,9 +345,15 @@ int TxCore::receive_control(std::int64_t now_ns) noexcept {
   // epoll sets): read them whenever the socket is looked at.
   if (__builtin_expect(tx_stamps, 0)) (void)collect_tx_stamps();
   alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
+  // Usually there is nothing (a look every kControlPollNs while data flows): one recvfrom()
+  // answers that on a shorter kernel path than recvmmsg, with none of the batch's set-up.
+  // Only when it found a message do the batched reads follow.
+  const ssize_t first = ::recvfrom(sock.fd, bufs[0], kControlBufSize, MSG_DONTWAIT, nullptr, nullptr);
+  if (first < 0) return 0;  // EAGAIN: nothing queued (other errors: the next look retries)
+  sender.on_control(bufs[0], static_cast<std::uint32_t>(first), now_ns);
   ::mmsghdr m[kControlBatch] = {};
   iovec v[kControlBatch];
-  int work = 0;
+  int work = 1;
   for (int round = 0; round < 4; ++round) {
     for (std::uint32_t i = 0; i < kControlBatch; ++i) {
       v[i] = {bufs[i], kControlBufSize};
@@ -405,11 +411,12 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   return n;
 }
 
-void UdpTxEndpoint::commit_direct(std::uint32_t length) noexcept {
+void UdpTxEndpoint::commit_direct(std::uint32_t length, std::int64_t now_ns) noexcept {
   TxCore& t = *core_;
   t.sender.commit(length);
-  // What post_st() does after its appends.
-  const std::int64_t now = core::Clock::now_ns();
+  // What post_st() does after its appends, with the offer's clock reading when it took one
+  // (the frame's timestamp, a few instructions ago).
+  const std::int64_t now = now_ns != 0 ? now_ns : core::Clock::now_ns();
   t.sender.flush(t, now);
   if (__builtin_expect(t.tx_stamps_outstanding(), 0)) (void)t.collect_tx_stamps();
   if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);

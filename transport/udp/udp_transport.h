@@ -118,12 +118,13 @@ class UdpTxEndpoint final : public TxEndpoint {
   // frame is built in place in the send log - no pool slot, no copy, nothing to reap.
   // claim_direct(): room for a frame of `length` bytes (null: back-pressure, or a length
   // post_st() would drop); the caller writes the whole frame there (header fields the log owns
-  // are set by commit) and calls commit_direct(length), which sends it as post_st() would.
+  // are set by commit) and calls commit_direct(), which sends it as post_st() would.
   std::byte* claim_direct(std::uint32_t length) noexcept {
     if (__builtin_expect(core_ == nullptr || length > max_frame_ || length < core::kFrameHeaderSize, 0)) return nullptr;
     return core_->sender.claim(length);
   }
-  void commit_direct(std::uint32_t length) noexcept;
+  // now_ns: the caller's clock reading of this offer (0: none, read here).
+  void commit_direct(std::uint32_t length, std::int64_t now_ns) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
