@@ -3,7 +3,10 @@
 //
 // Data plane per burst: post_st() copies frames into the publisher's send log (its retransmit
 // buffer) and sends them as datagrams packed up to the MTU with one sendmmsg; received
-// datagrams land in buffers the frames are then delivered from without a copy.
+// datagrams land in buffers the frames are then delivered from without a copy. Inline
+// endpoints also have direct paths for the API's single messages: claim_direct() /
+// commit_direct() build a frame in place in the send log, poll_direct() hands a datagram that
+// simply continues its session from the receive buffer to the handler.
 //
 // Who reads the sockets depends on who drives the endpoint:
 //   - poller mode (spec.poller >= 0): the poller's UdpPollerSource owns one epoll set over the
