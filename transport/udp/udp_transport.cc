@@ -656,6 +656,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
       c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
     }
   }
+  // poll_direct()'s fixed conditions, checked once (none of them changes after open).
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
   return ep;
 }
 

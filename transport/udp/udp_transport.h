@@ -267,6 +267,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
   std::uint32_t max_read_ = 1;     // datagrams per read at most (half a window; see open())
   bool traced_seen_ = false;       // a datagram with a traced frame was read (stamp_traced() has work)
+  // poll_direct() may run: inline, no fault injector, no kernel timestamps (set by open()).
+  bool direct_ok_ = false;
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
@@ -281,9 +283,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 template <class F>
 std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
   // The conditions of receive()'s single-datagram read, and nothing for poll_st() to do first.
-  if (__builtin_expect(source_ != nullptr || closed_ || !receiver_.quiet() || cur_batch_ != 1 || max_read_ == 0 ||
-                           faults_.enabled() || sock_.kernel_timestamps,
-                       0)) {
+  if (__builtin_expect(!direct_ok_ || closed_ || !receiver_.quiet() || cur_batch_ != 1, 0)) {
     *slow = true;
     return 0;
   }
