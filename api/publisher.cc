@@ -164,6 +164,23 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
     offer_heartbeat(now);
     return static_cast<std::int64_t>(w.position());
   }
+  if (mode == Mode::kInlinePost && kind == EndpointKind::kUdp && !traced) {
+    // Inline UDP: the frame is built in place in the send log (UdpTxEndpoint::claim_direct):
+    // no pool slot to take and reap, no second copy. Traced frames take the general path.
+    auto* e = static_cast<transport::udp::UdpTxEndpoint*>(ep.get());
+    std::byte* frame = e->claim_direct(frame_len);
+    if (__builtin_expect(frame == nullptr, 0)) {
+      counters.bp_transport.add();
+      return kBackPressured;
+    }
+    format_header(frame, frame_len, flags, stream_id, now);
+    copy_payload(frame + kFrameHeaderSize, payload.data(), payload.size());
+    e->commit_direct(frame_len, now);
+    offered += core::align_up(frame_len, core::kFrameAlignment);
+    counters.messages.add();
+    counters.bytes.add(payload.size());
+    return static_cast<std::int64_t>(offered);
+  }
   std::uint32_t slot;
   if (!pop_slot(&slot)) {
     counters.bp_no_slot.add();

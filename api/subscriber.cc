@@ -87,6 +87,38 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     }
     if (!slow) return handled;  // inline mode holds no dropped-view gap (queued only)
   }
+  if (mode == Mode::kInline && kind == EndpointKind::kUdp && limit > 0) {
+    // Inline UDP: a datagram that simply continues its session goes from the receive buffer
+    // straight to the handler (UdpRxEndpoint::poll_direct: no RxDesc, no window slot, no
+    // release). The general loop below runs for the rest - gaps, session events, heartbeats,
+    // traced frames, batched reads, due timers - from the same receiver state.
+    auto* e = static_cast<transport::udp::UdpRxEndpoint*>(ep.get());
+    bool slow = false;
+    std::uint64_t bytes = 0, next_seq = 0;
+    const std::uint32_t n = e->poll_direct(
+        static_cast<std::uint32_t>(limit),
+        [&](const core::FrameHeader* f, std::uint32_t len) {
+          // len >= kFrameHeaderSize (FrameCursor), flags 0: no trace block.
+          const Message m{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
+                          f->stream_id,
+                          f->session_id,
+                          f->sequence,
+                          f->timestamp_ns,
+                          nullptr};
+          h.on_message(h.ctx, m);
+          bytes += len - core::kFrameHeaderSize;
+          next_seq = f->sequence + 1;
+        },
+        &slow);
+    if (n != 0) {
+      handled = static_cast<int>(n);
+      received += n;
+      counters.messages.add(n);
+      counters.bytes.add(bytes);
+      if (counters.position.valid()) counters.position.set(next_seq);
+    }
+    if (!slow || handled >= limit) return handled;
+  }
   RxDesc buf[kChunk];
   RxDesc rel[kChunk];
   while (handled < limit) {

@@ -2,7 +2,8 @@
 // through ReliableReceiver::on_datagram (transport/reliability/receiver.cc), which decodes them
 // with the frame cursor and heartbeat decoder of wire.h, exactly as UdpRxEndpoint::process does;
 // poll(), service() (NAKs and status messages out) and buffer-pressure forgets (as
-// UdpRxEndpoint::evict does) are driven by the same input. Datagram buffers live exactly as
+// UdpRxEndpoint::evict does) are driven by the same input. The inline direct path
+// (take_in_order, before on_datagram whenever poll() has nothing) runs as the endpoint runs it. Datagram buffers live exactly as
 // long as the endpoint keeps them (reference count = frames held or delivered), so a view into
 // a datagram the receiver no longer holds is a heap-use-after-free ASan reports.
 //
@@ -202,7 +203,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::map<std::uint32_t, rel::ReliableReceiver::SessionInfo> before;
         for (std::uint32_t i = 0; i < r.sessions(); ++i) before[r.session_info(i).session_id] = r.session_info(i);
         const int times = in.u8() < 16 ? 2 : 1;
-        for (int t = 0; t < times; ++t) buf.refs += r.on_datagram(buf.bytes.get(), buf.len, from, b, now);
+        // The inline subscriber's direct path (UdpRxEndpoint::poll_direct) is tried first
+        // whenever poll() certainly has nothing, as the endpoint does: what it takes is
+        // delivered at once from the datagram (checked here as poll()'s messages are below),
+        // and only a duplicate copy then goes through on_datagram().
+        std::uint32_t direct = 0;
+        if (r.quiet()) {
+          direct = r.take_in_order(buf.bytes.get(), buf.len, from, 64, now);
+          rel::FrameCursor cur(buf.bytes.get(), buf.len);
+          for (std::uint32_t i = 0; i < direct; ++i) {
+            const core::FrameHeader* f = cur.next();
+            FUZZ_CHECK(f != nullptr, "direct path took %u frames of a datagram holding fewer", direct);
+            FUZZ_CHECK(f->stream_id == kStream && f->flags == 0, "direct frame of stream %u, flags %u", f->stream_id,
+                       static_cast<unsigned>(f->flags));
+            auto it = next.find(f->session_id);
+            FUZZ_CHECK(it != next.end(), "direct frame of session %u, which was not announced", f->session_id);
+            FUZZ_CHECK(f->sequence == it->second, "session %u: direct frame at %llu, delivery stood at %llu",
+                       f->session_id, static_cast<unsigned long long>(f->sequence),
+                       static_cast<unsigned long long>(it->second));
+            ++it->second;
+          }
+          FUZZ_CHECK(direct == 0 || (cur.next() == nullptr && !cur.malformed()),
+                     "direct path delivered %u frames and left the rest of the datagram", direct);
+        }
+        for (int t = direct > 0 ? 1 : 0; t < times; ++t) {
+          buf.refs += r.on_datagram(buf.bytes.get(), buf.len, from, b, now);
+        }
         if (buf.refs == 0) buf.bytes.reset();
         for (std::uint32_t i = 0; i < r.sessions(); ++i) {
           const rel::ReliableReceiver::SessionInfo s = r.session_info(i);

@@ -338,6 +338,12 @@ TEST(UdpApi, PublisherSideLossAndCoalescing) {
   publish_and_check("inline", "fault_tx_loss = 0.05\ncoalesce_us = 50\nfault_seed = 3", 30000);
 }
 
+// One frame per datagram (no coalescing), publisher-side loss: the inline subscriber's direct
+// path meets gaps and repairs, the inline publisher's in-place frames are what gets repaired.
+TEST(UdpApi, InlinePublisherSideLossOneFramePerDatagram) {
+  publish_and_check("inline", "fault_tx_loss = 0.05\nfault_seed = 4", 20000, "127.0.0.1");
+}
+
 TEST(UdpApi, MessageTooLargeForTheMtu) {
   auto ctx = Context::from_string(udp_config("inline", 2, "mtu = 1500"), "t.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
@@ -550,6 +556,99 @@ TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
     widest = std::max(widest, e.rx->read_batch());
   }));
   EXPECT_GE(widest, 4u) << "a backlog of 64 datagrams read one at a time";
+}
+
+// One poll as Subscriber::poll() makes it inline: the direct path (UdpRxEndpoint::poll_direct,
+// datagram -> handler from the receive buffer), then the general one when it asks for it.
+struct MixedPolls {
+  std::vector<std::uint64_t> seqs, tags;
+  std::uint64_t direct = 0, general = 0, gaps = 0;
+  void poll(Endpoints& e) {
+    bool slow = false;
+    direct += e.rx->poll_direct(
+        8,
+        [&](const core::FrameHeader* f, std::uint32_t len) {
+          EXPECT_EQ(len, 64u);
+          EXPECT_EQ(f->flags, 0u);
+          std::uint64_t tag;
+          std::memcpy(&tag, reinterpret_cast<const std::byte*>(f) + 32, 8);
+          seqs.push_back(f->sequence);
+          tags.push_back(tag);
+        },
+        &slow);
+    if (!slow) return;
+    for (const auto& d : e.poll()) {
+      if (d.kind == transport::RxKind::kGap) ++gaps;
+      if (d.kind != transport::RxKind::kMessage) continue;
+      std::uint64_t tag;
+      std::memcpy(&tag, reinterpret_cast<const std::byte*>(d.frame) + 32, 8);
+      seqs.push_back(d.sequence);
+      tags.push_back(tag);
+      ++general;
+    }
+  }
+  // Every frame once, in order: sequences and the payloads' tags consecutive.
+  void expect_in_order(std::uint64_t first_tag) const {
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      EXPECT_EQ(tags[i], first_tag + i) << "at " << i;
+      if (i > 0) {
+        EXPECT_EQ(seqs[i], seqs[i - 1] + 1) << "at " << i;
+      }
+    }
+  }
+};
+
+// Inline ping-pong traffic goes the direct way; what it leaves (the handshake's session event,
+// heartbeats, due timers) the general path takes, and together they deliver everything once.
+TEST(UdpEndpoint, DirectPathDeliversPlainInOrderDatagramsFromTheReceiveBuffer) {
+  Endpoints e(udp_config("inline", 27, "", "127.0.0.1"));
+  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
+    e.poll();
+    e.tx->housekeeping_st(core::Clock::now_ns());
+  }));
+  for (int i = 0; i < 20; ++i) e.poll();  // drain what the handshake left
+  const std::uint64_t first_tag = e.posted + 1;
+  MixedPolls m;
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_EQ(e.post(1), 1u);
+    const std::size_t want = m.seqs.size() + 1;
+    ASSERT_TRUE(spin_until([&] { return m.seqs.size() >= want; }, 3000, [&] { m.poll(e); })) << "round " << round;
+  }
+  EXPECT_EQ(m.seqs.size(), 100u);
+  m.expect_in_order(first_tag);
+  EXPECT_EQ(m.gaps, 0u);
+  EXPECT_GT(m.direct, 0u) << "no datagram took the direct path";
+  EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // direct buffers are free on return
+}
+
+// Datagrams the publisher loses (its fault injector): the first one past a gap, and every one
+// until the repair, needs the window - the direct path hands it to on_datagram() and asks for
+// the general poll, which NAKs, takes the repair and delivers in order; then direct again.
+TEST(UdpEndpoint, DirectPathHandsGapsToTheGeneralPathAndRepairsArriveInOrder) {
+  Endpoints e(udp_config("inline", 28, "fault_tx_loss = 0.2\nfault_seed = 9", "127.0.0.1"));
+  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
+    e.poll();
+    e.tx->housekeeping_st(core::Clock::now_ns());
+  }));
+  for (int i = 0; i < 20; ++i) e.poll();
+  const std::uint64_t first_tag = e.posted + 1;
+  MixedPolls m;
+  constexpr std::uint64_t kFrames = 400;
+  for (std::uint64_t i = 0; i < kFrames; ++i) {
+    ASSERT_EQ(e.post(1), 1u);
+    for (int k = 0; k < 3; ++k) m.poll(e);
+    e.tx->housekeeping_st(core::Clock::now_ns());  // serves NAKs
+  }
+  ASSERT_TRUE(spin_until([&] { return m.seqs.size() >= kFrames; }, 10000, [&] {
+    m.poll(e);
+    e.tx->housekeeping_st(core::Clock::now_ns());
+  })) << "delivered " << m.seqs.size();
+  EXPECT_EQ(m.seqs.size(), kFrames);
+  m.expect_in_order(first_tag);
+  EXPECT_EQ(m.gaps, 0u);
+  EXPECT_GT(e.tx->sender().stats().retransmit_datagrams, 0u) << "the injector dropped nothing";
+  EXPECT_GT(m.general, 0u);
+  EXPECT_GT(m.direct, 0u);
 }
 
 TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRightCount) {

@@ -93,6 +93,20 @@ class ReceiveWindow {
   // immediately. False if `seq` does not hold exactly `frame`.
   bool forget(std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept;
 
+  // Inline direct delivery: `n` frames from `first` that continue delivery exactly (first is the
+  // next expected, nothing held, missing or declared lost) are taken as accept() then drain()
+  // would take them - counted as stored, delivery moves past them - without a slot or an RxDesc.
+  // False, nothing changed, otherwise (then accept()).
+  bool take_in_order(std::uint64_t first, std::uint32_t n) noexcept {
+    if (first != expected_ || hwm_ != expected_ || held_ != 0 || ngaps_ != 0 || lost_through_ > expected_ ||
+        n > mask_) {
+      return false;
+    }
+    expected_ = hwm_ = first + n;
+    stats_.frames += n;
+    return true;
+  }
+
   // drain() would produce something now.
   bool deliverable() const noexcept { return present(expected_) || expected_ < lost_through_; }
 

@@ -365,4 +365,33 @@ ReliableReceiver::SessionInfo ReliableReceiver::session_info(std::uint32_t i) co
   return SessionInfo{};
 }
 
+std::uint32_t ReliableReceiver::take_in_order(const std::byte* data, std::uint32_t len, const PeerAddress& from,
+                                              std::uint32_t max, std::int64_t now_ns) noexcept {
+  // The checks of on_datagram(), narrowed to its common case: anything they would count,
+  // refute or announce goes through on_datagram() instead.
+  FrameCursor cur(data, len);
+  const core::FrameHeader* f = cur.next();
+  if (f == nullptr || f->stream_id != opt_.stream_id || f->flags != core::kFlagNone) return 0;
+  Session* s = find(f->session_id);
+  if (s == nullptr || s->state != State::kActive || s->announce || s->timed_out || s->end_seq != UINT64_MAX ||
+      !(from == s->peer)) {
+    return 0;
+  }
+  const std::uint64_t first = f->sequence;
+  if (first == 0 || first > kMaxSequence) return 0;
+  std::uint32_t n = 0;
+  for (; f != nullptr; f = cur.next()) {
+    if (n == max || f->session_id != s->session_id || f->stream_id != opt_.stream_id || f->flags != core::kFlagNone ||
+        f->sequence != first + n) {
+      return 0;
+    }
+    ++n;
+  }
+  if (cur.malformed() || first + n > kMaxSequence || !s->win.take_in_order(first, n)) return 0;
+  ++stats_.datagrams;
+  now_ns_ = now_ns;
+  s->last_heard_ns = now_ns;
+  return n;
+}
+
 }  // namespace pollux::transport::reliability

@@ -67,6 +67,16 @@ class ReliableReceiver {
   std::uint32_t on_datagram(const std::byte* data, std::uint32_t len, const PeerAddress& from, std::uint32_t token,
                             std::int64_t now_ns) noexcept;
 
+  // Inline direct delivery (UDP): a datagram of plain data frames (no flags) of an active,
+  // announced session, from its peer, that continue delivery exactly where it stands (see
+  // ReceiveWindow::take_in_order), no more than `max` of them, is taken as on_datagram() then
+  // poll() would take it; returns how many frames, which the caller delivers from its buffer at
+  // once. 0, nothing changed: anything else (pass the datagram to on_datagram()).
+  std::uint32_t take_in_order(const std::byte* data, std::uint32_t len, const PeerAddress& from, std::uint32_t max,
+                              std::int64_t now_ns) noexcept;
+  // poll() certainly returns nothing now (nothing came or became due since it drained all).
+  bool quiet() const noexcept { return !maybe_ready_; }
+
   // Messages, gaps and session events in order (per session), up to out.size().
   std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept;
 

@@ -80,6 +80,10 @@ class ReliableSender {
   [[nodiscard]] bool append(const std::byte* frame, std::uint32_t length) noexcept {
     return log_.append(frame, length);
   }
+  // append() in place (SenderLog::claim/commit): room for a frame of `length` bytes (null =
+  // back-pressure); the caller writes the frame there and commits the same length.
+  [[nodiscard]] std::byte* claim(std::uint32_t length) noexcept { return log_.claim(length); }
+  void commit(std::uint32_t length) noexcept { log_.commit(length); }
   // Sends frames never sent, as runs packed up to the datagram size (with coalescing, a partly
   // filled last datagram only once it waited coalesce_ns). Returns datagrams sent.
   std::uint32_t flush(DatagramSink& sink, std::int64_t now_ns) noexcept;

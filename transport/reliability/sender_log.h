@@ -64,17 +64,32 @@ class SenderLog {
   // false (nothing changed) when the log is full of unsent frames, or when the write would
   // overwrite pinned bytes (set_pinned).
   [[nodiscard]] bool append(const std::byte* frame, std::uint32_t length) noexcept {
+    std::byte* dst = claim(length);
+    if (dst == nullptr) return false;
+    std::memcpy(dst, frame, length);
+    commit(length);
+    return true;
+  }
+
+  // append() in two steps, for a writer that builds the frame in place (no copy): claim() the
+  // room for a frame of `length` bytes (null = back-pressure, as append()), write the frame
+  // there, then commit() the same length before any other call on the log. commit() sets
+  // the header fields the log owns, as append() does.
+  [[nodiscard]] std::byte* claim(std::uint32_t length) noexcept {
     const std::uint32_t wl = wire_size(length);
     std::uint64_t pos = head_;
     const std::uint64_t off = pos & mask_;
     if (off + wl > capacity_) pos += capacity_ - off;  // never split a frame: skip to the ring's start
     const std::uint64_t end = pos + wl;
-    // [pos, end) overwrites history positions [pos - capacity, end - capacity): none of them
-    // may still be read by a posted send (one compare; pin_limit_ = pinned + capacity).
-    if (__builtin_expect(end > pin_limit_, 0)) return false;
-    if (!reclaim(end)) return false;
+    if (__builtin_expect(end > pin_limit_, 0)) return nullptr;
+    if (!reclaim(end)) return nullptr;
+    claim_pos_ = pos;
+    return data_ + (pos & mask_);
+  }
+  void commit(std::uint32_t length) noexcept {
+    const std::uint32_t wl = wire_size(length);
+    const std::uint64_t pos = claim_pos_;
     std::byte* dst = data_ + (pos & mask_);
-    std::memcpy(dst, frame, length);
     if (wl != length) std::memset(dst + length, 0, wl - length);  // no stale bytes on the wire
     auto* h = reinterpret_cast<core::FrameHeader*>(dst);
     h->frame_length = length;
@@ -84,13 +99,10 @@ class SenderLog {
     h->session_id = session_id_;
     h->sequence = next_seq_;
     index_[next_seq_ & imask_] = pos;
-    head_ = end;
+    head_ = pos + wl;
     ++next_seq_;
-    return true;
   }
 
-  // The datagram that starts at `seq` (oldest() <= seq < limit <= next()): as many contiguous
-  // frames below `limit` as fit in max_datagram. count == 0 when seq is out of range.
   FrameRun run_at(std::uint64_t seq, std::uint64_t limit) const noexcept {
     FrameRun r;
     if (seq < oldest_seq_ || seq >= limit || limit > next_seq_) return r;
@@ -183,6 +195,7 @@ class SenderLog {
   std::uint64_t capacity_ = 0, mask_ = 0, imask_ = 0;
   std::uint32_t max_datagram_ = 0, stream_id_ = 0, session_id_ = 0;
   std::uint64_t head_ = 0;       // byte position after the newest frame
+  std::uint64_t claim_pos_ = 0;  // where the last claim() put its frame
   std::uint64_t next_seq_ = 1;   // sequences start at 1 (0 means "none" in FrameHeader)
   std::uint64_t sent_seq_ = 1;
   std::uint64_t oldest_seq_ = 1;

@@ -345,9 +345,15 @@ int TxCore::receive_control(std::int64_t now_ns) noexcept {
   // epoll sets): read them whenever the socket is looked at.
   if (__builtin_expect(tx_stamps, 0)) (void)collect_tx_stamps();
   alignas(8) std::byte bufs[kControlBatch][kControlBufSize];
+  // Usually there is nothing (a look every kControlPollNs while data flows): one recvfrom()
+  // answers that on a shorter kernel path than recvmmsg, with none of the batch's set-up.
+  // Only when it found a message do the batched reads follow.
+  const ssize_t first = ::recvfrom(sock.fd, bufs[0], kControlBufSize, MSG_DONTWAIT, nullptr, nullptr);
+  if (first < 0) return 0;  // EAGAIN: nothing queued (other errors: the next look retries)
+  sender.on_control(bufs[0], static_cast<std::uint32_t>(first), now_ns);
   ::mmsghdr m[kControlBatch] = {};
   iovec v[kControlBatch];
-  int work = 0;
+  int work = 1;
   for (int round = 0; round < 4; ++round) {
     for (std::uint32_t i = 0; i < kControlBatch; ++i) {
       v[i] = {bufs[i], kControlBufSize};
@@ -403,6 +409,17 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   // Inline mode: the publisher's own timers ride on its calls. Poller mode: the source's.
   if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
   return n;
+}
+
+void UdpTxEndpoint::commit_direct(std::uint32_t length, std::int64_t now_ns) noexcept {
+  TxCore& t = *core_;
+  t.sender.commit(length);
+  // What post_st() does after its appends, with the offer's clock reading when it took one
+  // (the frame's timestamp, a few instructions ago).
+  const std::int64_t now = now_ns != 0 ? now_ns : core::Clock::now_ns();
+  t.sender.flush(t, now);
+  if (__builtin_expect(t.tx_stamps_outstanding(), 0)) (void)t.collect_tx_stamps();
+  if (__builtin_expect(source_ == nullptr && now >= next_service_ns_, 0)) housekeeping_st(now);
 }
 
 std::uint32_t UdpTxEndpoint::reap_st(std::span<std::uint32_t> freed) noexcept {
@@ -639,6 +656,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
       c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
     }
   }
+  // poll_direct()'s fixed conditions, checked once (none of them changes after open).
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
   return ep;
 }
 
@@ -678,34 +697,11 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   const bool kts = sock_.kernel_timestamps;
   if (k == 1 && __builtin_expect(!kts, 1)) {
     // Sparse traffic (the adaptive batch is 1; a ping-pong): recvfrom() is a shorter kernel
-    // path than recvmmsg, and one buffer needs none of the batch's descriptors. MSG_TRUNC
-    // makes it return the real length, so truncation is still seen. The same steps as the
-    // batch path below.
-    const std::uint32_t b = free_[--free_n_];
-    socklen_t alen = sizeof(sockaddr_in);
-    const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&src_[b]), &alen);
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
-      free_buffer(b);
-      receiver_.drained(now_ns);  // the socket is empty
-      adapt_batch(1, 0);
-      return 0;
-    }
-    adapt_batch(1, 1);
-    last_rx_ns_ = now_ns;
-    if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
-      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
-      free_buffer(b);
-      return 1;
-    }
-    len_[b] = static_cast<std::uint32_t>(n);
-    if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
-      rx_ns_[b] = core::Clock::now_ns();
-      krx_ns_[b] = 0;
-      traced_seen_ = true;
-    }
-    admit(b, now_ns);
+    // path than recvmmsg, and one buffer needs none of the batch's descriptors (read_one()).
+    std::uint32_t b;
+    const ReadOne r = read_one(now_ns, &b);
+    if (r == ReadOne::kEmpty) return 0;
+    if (r == ReadOne::kGot) admit_read(b, now_ns);
     return 1;
   }
   for (std::uint32_t i = 0; i < k; ++i) {
@@ -776,6 +772,41 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     admit(b, now_ns);
   }
   return got;
+}
+
+// MSG_TRUNC makes recvfrom() return the real length, so truncation is still seen. The same
+// steps as receive()'s batch path.
+UdpRxEndpoint::ReadOne UdpRxEndpoint::read_one(std::int64_t now_ns, std::uint32_t* out) noexcept {
+  const std::uint32_t b = free_[--free_n_];
+  socklen_t alen = sizeof(sockaddr_in);
+  const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                               reinterpret_cast<sockaddr*>(&src_[b]), &alen);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+    free_buffer(b);
+    receiver_.drained(now_ns);  // the socket is empty
+    adapt_batch(1, 0);
+    return ReadOne::kEmpty;
+  }
+  adapt_batch(1, 1);
+  last_rx_ns_ = now_ns;
+  if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
+    ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+    free_buffer(b);
+    return ReadOne::kDropped;
+  }
+  len_[b] = static_cast<std::uint32_t>(n);
+  *out = b;
+  return ReadOne::kGot;
+}
+
+void UdpRxEndpoint::admit_read(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
+    rx_ns_[b] = core::Clock::now_ns();
+    krx_ns_[b] = 0;
+    traced_seen_ = true;
+  }
+  admit(b, now_ns);
 }
 
 // Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no empty

@@ -3,7 +3,10 @@
 //
 // Data plane per burst: post_st() copies frames into the publisher's send log (its retransmit
 // buffer) and sends them as datagrams packed up to the MTU with one sendmmsg; received
-// datagrams land in buffers the frames are then delivered from without a copy.
+// datagrams land in buffers the frames are then delivered from without a copy. Inline
+// endpoints also have direct paths for the API's single messages: claim_direct() /
+// commit_direct() build a frame in place in the send log, poll_direct() hands a datagram that
+// simply continues its session from the receive buffer to the handler.
 //
 // Who reads the sockets depends on who drives the endpoint:
 //   - poller mode (spec.poller >= 0): the poller's UdpPollerSource owns one epoll set over the
@@ -22,10 +25,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <vector>
 
+#include "core/clock.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
@@ -111,6 +117,17 @@ class UdpTxEndpoint final : public TxEndpoint {
 
   std::uint32_t post_st(std::span<const TxDesc> frames) noexcept override;
   std::uint32_t reap_st(std::span<std::uint32_t> freed) noexcept override;
+  // Inline mode, the publisher's direct path (Publisher::offer on the application thread): the
+  // frame is built in place in the send log - no pool slot, no copy, nothing to reap.
+  // claim_direct(): room for a frame of `length` bytes (null: back-pressure, or a length
+  // post_st() would drop); the caller writes the whole frame there (header fields the log owns
+  // are set by commit) and calls commit_direct(), which sends it as post_st() would.
+  std::byte* claim_direct(std::uint32_t length) noexcept {
+    if (__builtin_expect(core_ == nullptr || length > max_frame_ || length < core::kFrameHeaderSize, 0)) return nullptr;
+    return core_->sender.claim(length);
+  }
+  // now_ns: the caller's clock reading of this offer (0: none, read here).
+  void commit_direct(std::uint32_t length, std::int64_t now_ns) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
@@ -162,6 +179,18 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
+  // Inline mode, the subscriber's direct path (Subscriber::poll on the application thread):
+  // reads datagrams one at a time (recvfrom, as receive() does while traffic is sparse) and
+  // hands the frames of each that simply continues its session - plain data, in order, nothing
+  // held, missing or pending (ReliableReceiver::take_in_order) - to deliver(frame, length)
+  // straight from the receive buffer, which is free again on return: no RxDesc, no window slot,
+  // no release. Returns how many frames were delivered, up to max. *slow = true when the
+  // general path (poll_st) must run: something may be deliverable there, the protocol timers
+  // are due, reads are batched, a datagram needs on_datagram() (it was passed to it), or the
+  // endpoint is not inline. Nothing is delivered twice or skipped: both paths share the
+  // receiver's state.
+  template <class F>
+  std::uint32_t poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
@@ -188,6 +217,12 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
   // deliverable frame (receiver_.ready() is false).
   std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
+  // One recvfrom into a free buffer (*b): kGot (length in len_[*b]), kDropped (truncated; the
+  // buffer is free again) or kEmpty (nothing to read: the receiver is told it drained).
+  enum class ReadOne : std::uint8_t { kEmpty, kDropped, kGot };
+  ReadOne read_one(std::int64_t now_ns, std::uint32_t* b) noexcept;
+  // A datagram read into b that takes the general path: the traced-frame stamp, then admit().
+  void admit_read(std::uint32_t b, std::int64_t now_ns) noexcept;
   int service(std::int64_t now_ns) noexcept;
   // Frames queued in user space (deliverable, or delayed by the fault injector): the source
   // must not sleep on them.
@@ -232,6 +267,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t single_hits_ = 0;  // single reads in a row that found a datagram (see receive())
   std::uint32_t max_read_ = 1;     // datagrams per read at most (half a window; see open())
   bool traced_seen_ = false;       // a datagram with a traced frame was read (stamp_traced() has work)
+  // poll_direct() may run: inline, no fault injector, no kernel timestamps (set by open()).
+  bool direct_ok_ = false;
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
@@ -242,6 +279,52 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
     core::Counter rx_stamps, rx_stamps_missing;
   } c_;
 };
+
+template <class F>
+std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
+  // The conditions of receive()'s single-datagram read, and nothing for poll_st() to do first.
+  if (__builtin_expect(!direct_ok_ || closed_ || !receiver_.quiet() || cur_batch_ != 1, 0)) {
+    *slow = true;
+    return 0;
+  }
+  const std::int64_t now = core::Clock::now_ns();  // once per call
+  if (__builtin_expect(now >= next_service_ns_, 0)) {
+    *slow = true;
+    return 0;
+  }
+  std::uint32_t n = 0;
+  while (n < max) {
+    if (__builtin_expect(free_n_ == 0 || cur_batch_ != 1, 0)) {
+      *slow = true;  // buffers all held, or traffic no longer sparse: batched reads
+      break;
+    }
+    std::uint32_t b;
+    const ReadOne r = read_one(now, &b);
+    if (r == ReadOne::kEmpty) break;
+    if (__builtin_expect(r == ReadOne::kDropped, 0)) continue;
+    reliability::PeerAddress from;
+    std::memcpy(from.bytes, &src_[b], sizeof(sockaddr_in));
+    from.length = sizeof(sockaddr_in);
+    const std::byte* data = buffer(b);
+    const std::uint32_t k = receiver_.take_in_order(data, len_[b], from, max - n, now);
+    if (__builtin_expect(k == 0, 0)) {
+      admit_read(b, now);  // a gap, a heartbeat, a new session, ...: the receiver's general path
+      next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
+      *slow = true;
+      break;
+    }
+    // take_in_order() walked and checked these frames: plain data, consecutive, in the datagram.
+    std::uint32_t off = 0;
+    for (std::uint32_t i = 0; i < k; ++i) {
+      const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
+      deliver(f, f->frame_length);
+      off += reliability::wire_size(f->frame_length);
+    }
+    free_buffer(b);
+    n += k;
+  }
+  return n;
+}
 
 // The progress source of one poller (Transport::poller_source): one epoll set over the sockets
 // of every endpoint opened on that poller, lingering publisher sockets, and one timerfd.
