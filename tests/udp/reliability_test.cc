@@ -936,6 +936,61 @@ TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverTimesOutALiveSession
   EXPECT_EQ(a.next, 2101u);
 }
 
+// The same for a gap: a subscriber behind its socket found a gap, NAKed it, and the repair
+// came at once - but it sits in the socket behind the backlog. However long the subscriber then
+// takes to read that far, the gap is not given up (udp.nak_give_up_ms) before it did: it ages
+// in read traffic only. udp_netns_test's feed on a loaded host had subscribers 4-6 s behind and
+// reported repairable data lost this way.
+TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverGivesUpAGapWhoseRepairIsQueued) {
+  Sim sim;
+  Sub a(1, FaultOptions{});  // gives up after 2 s
+  sim.add(&a);
+  sim.step(0);
+  sim.step(0);
+  for (int i = 0; i < 10; ++i) sim.step(10);  // 100 messages, delivered
+  ASSERT_EQ(a.messages, 100u);
+  a.stalled = true;
+  for (int i = 0; i < 50; ++i) sim.step(10);  // 500 more, queued in a's socket
+  // The wire lost one data datagram of them.
+  auto lost = a.backlog.begin() + 10;
+  while (reinterpret_cast<const core::FrameHeader*>(lost->first)->flags & core::kFlagHeartbeat) ++lost;
+  a.backlog.erase(lost);
+  // a reads the first half (the gap among it) - the socket is not empty - and NAKs the gap.
+  std::int64_t t = sim.now;
+  Network quiet;
+  for (int i = 0; i < 25; ++i) {
+    a.arrive(a.backlog.front().first, a.backlog.front().second, t);
+    a.backlog.pop_front();
+  }
+  a.consume();
+  t += 1'000'000;
+  a.rx.service(t, sim.net);  // the NAK, to the publisher
+  ASSERT_EQ(a.rx.stats().naks_sent, 1u);
+  sim.now = t;
+  sim.step(0);  // the publisher repairs at once: the repair queues behind a's backlog
+  ASSERT_GT(sim.tx.stats().retransmit_frames, 0u);
+  // a's timers run for 3 s (twice the give-up) while it reads nothing more.
+  for (int i = 0; i < 300; ++i) {
+    t += 10'000'000;
+    a.rx.service(t, quiet);
+    a.consume();
+  }
+  EXPECT_EQ(a.lost, 0u) << "a gap whose repair was queued unread was given up";
+  // It reads the rest, the repair with it.
+  a.stalled = false;
+  while (!a.backlog.empty()) {
+    a.arrive(a.backlog.front().first, a.backlog.front().second, t);
+    a.backlog.pop_front();
+  }
+  a.rx.drained(t);
+  a.consume();
+  EXPECT_EQ(a.messages, 600u);
+  EXPECT_EQ(a.lost, 0u);
+  EXPECT_EQ(a.gaps, 0u);
+  EXPECT_EQ(a.ends, 0u);
+  EXPECT_EQ(a.next, 601u);
+}
+
 // The invariant: a session reported dead whose datagrams then arrive is resumed where delivery
 // stood; what the publisher can still repair is repaired, and what it can no longer is
 // reported as a gap of the exact size. Here a network cut longer than the session timeout,

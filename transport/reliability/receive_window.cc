@@ -232,7 +232,9 @@ std::uint32_t ReceiveWindow::drain(RxDesc* out, std::uint32_t max, std::uint32_t
   return n;
 }
 
-std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max) noexcept {
+std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max,
+                                          std::int64_t read_ns) noexcept {
+  read_ns = std::min(read_ns, now_ns);
   // Gaps past the give-up age are reported rather than left to stall delivery (publisher
   // unreachable, or every repair lost): everything up to the newest such gap is declared lost.
   // Only what a confirmed heartbeat says was sent can be given up: a gap reaching beyond it
@@ -243,7 +245,7 @@ std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, st
     Gap& g = gaps_[i];
     if (g.to > confirmed_next_) {
       g.first_ns = now_ns;
-    } else if (g.next_nak_ns <= now_ns && now_ns - g.first_ns > opt_.give_up_ns) {
+    } else if (g.next_nak_ns <= now_ns && read_ns - g.first_ns > opt_.give_up_ns) {
       give_up_to = g.to;
     }
   }

@@ -335,7 +335,8 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
     if (s.win.next_nak_ns() <= now_ns) {
       alignas(8) std::byte buf[kMaxControlLength];
       auto* ranges = reinterpret_cast<NakRange*>(buf + sizeof(ControlHeader));
-      const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges);
+      // Gaps age in read traffic only, as sessions do (a repair may wait in the socket).
+      const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges, drained_ns_);
       if (k > 0) {
         ControlHeader c{};
         c.length = static_cast<std::uint32_t>(sizeof c + k * sizeof(NakRange));
