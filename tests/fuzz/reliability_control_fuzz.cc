@@ -17,7 +17,8 @@
 //  - data frames (first sends and repairs) carry consecutive sequences the log has sent or is
 //    sending, and exactly the bytes that were appended for that sequence: a repair re-sends
 //    the original, never stale or foreign bytes;
-//  - the log's bookkeeping stays ordered: oldest <= sent <= next.
+//  - the log's bookkeeping stays ordered: oldest <= sent <= next;
+//  - the session's first datagram is a heartbeat (its announcement).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,8 @@ class Sink final : public rel::DatagramSink {
       walked += rel::wire_size(f->frame_length);
       FUZZ_CHECK(f->stream_id == kStream && f->session_id == kSession, "frame of stream %u session %u", f->stream_id,
                  f->session_id);
+      FUZZ_CHECK(heartbeats > 0 || (f->flags & core::kFlagHeartbeat),
+                 "data before the session's announcement (subscribers join on a heartbeat: they would ignore it)");
       if (f->flags & core::kFlagHeartbeat) {
         FUZZ_CHECK(d.bytes == rel::kHeartbeatFrameLength && f->frame_length == rel::kHeartbeatFrameLength,
                    "heartbeat datagram of %u bytes", d.bytes);

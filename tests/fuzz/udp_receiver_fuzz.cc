@@ -23,7 +23,12 @@
 //    datagram costs at most a window, issue #9 item 5; how a claim becomes believed is the
 //    receiver's business);
 //  - control messages sent are valid (parse_control accepts them), go to the session's peer,
-//    and NAK only ranges below the highest sequence seen, a window at most.
+//    and NAK only ranges below the highest sequence seen, a window at most;
+//  - no silent loss after a death: a session reported dead (kEndOfStream, reason 1) that is
+//    announced again resumes exactly where its delivery stood (unless newer ends displaced
+//    its memory, which the receiver counts in dead_forgotten).
+// Time passing with nothing read is the transport finding its socket empty (drained()), so
+// sessions time out as they do behind a real socket.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -169,6 +174,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<Buffer> bufs;
   std::map<std::uint32_t, u64> next;     // per announced session: the next sequence to be reported
   std::map<std::uint32_t, u64> claimed;  // per session id: the furthest a heartbeat so far claimed
+  struct Death {
+    u64 at;          // delivery stood here when the death was reported
+    u64 forgotten;   // dead_forgotten then
+  };
+  std::map<std::uint32_t, Death> died;  // per session id reported dead
   std::int64_t now = 1'000'000'000;
   RxDesc out[64];
   auto unref = [&](std::uint32_t b) {
@@ -262,12 +272,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (d.kind == RxKind::kNewSession) {
             FUZZ_CHECK(next.count(d.session_id) == 0, "session %u announced twice", d.session_id);
             next[d.session_id] = d.sequence;
+            if (auto dd = died.find(d.session_id); dd != died.end()) {
+              FUZZ_CHECK(dd->second.forgotten != r.stats().dead_forgotten || d.sequence == dd->second.at,
+                         "session %u reported dead at %llu came back at %llu: what lies between was lost silently",
+                         d.session_id, static_cast<unsigned long long>(dd->second.at),
+                         static_cast<unsigned long long>(d.sequence));
+              died.erase(dd);
+            }
             continue;
           }
           auto it = next.find(d.session_id);
           FUZZ_CHECK(it != next.end(), "event kind %d of session %u, which was not announced",
                      static_cast<int>(d.kind), d.session_id);
           if (d.kind == RxKind::kEndOfStream) {
+            FUZZ_CHECK(d.sequence == it->second, "session %u ended at %llu, delivery stood at %llu", d.session_id,
+                       static_cast<unsigned long long>(d.sequence), static_cast<unsigned long long>(it->second));
+            if (d.reason != 0) died[d.session_id] = Death{d.sequence, r.stats().dead_forgotten};
             next.erase(it);
             continue;
           }
@@ -329,8 +349,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (std::uint32_t k = 0; k < forgotten; ++k) unref(b);
         break;
       }
-      default:  // time passes
+      default:  // time passes, nothing arrives: the transport finds its socket empty
         now += static_cast<std::int64_t>(in.u32()) * 1'000;
+        r.drained(now);
         break;
     }
     for (std::uint32_t i = 0; i < r.sessions(); ++i) {

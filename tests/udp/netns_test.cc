@@ -443,7 +443,12 @@ void UdpNetns::feed_over_udp_with_loss(const std::string& tag, const std::vector
                                         // Holds the whole replay (~31 MB for 1M messages): a subscriber
                                         // starved by a busy machine can always be repaired, so the
                                         // result does not depend on timing.
-                                        "--set", "udp.retransmit_buffer=64MiB"};
+                                        "--set", "udp.retransmit_buffer=64MiB",
+                                        // For the same reason the publisher lingers until its
+                                        // subscriber confirmed the end, however far behind it is (on a
+                                        // loaded 2-core host: 8 s), rather than 500 ms: else it exits
+                                        // with the subscriber's last gaps unrepaired.
+                                        "--set", "udp.linger_ms=120000"};
   std::vector<std::string> sub = {"/usr/sbin/ip", "netns", "exec", ns("s1"), feed, "--role", "sub", "--set",
                                   "runtime.name=pxu-" + tag + "-sub", "--book-out", d + "/" + tag + "_udp_books.jsonl",
                                   "--counts-out", d + "/" + tag + "_udp_counts.json"};

@@ -502,6 +502,44 @@ TEST(UdpEndpoint, PacksManyFramesPerDatagram) {
   EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // all released
 }
 
+// udp_netns_test's FeedHandlerOverMulticast lost a stream on a loaded host: pollux-feed opens
+// its four publishers one after the other (each maps and pre-touches a 64 MiB retransmit
+// buffer), and the first one, announced with a heartbeat at open, then said nothing until all
+// were open - longer than the session timeout, so its subscriber reported it dead. Nothing
+// goes out before the owner services the endpoint; then the announcement comes first.
+TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
+  Endpoints e(udp_config("inline", 28));
+  EXPECT_EQ(e.tx->sender().stats().datagrams, 0u) << "sent at open, before its owner serviced it";
+  EXPECT_EQ(e.tx->sender().stats().heartbeats, 0u);
+  EXPECT_FALSE(e.tx->connected());
+  // The first post is the owner's first service: the heartbeat goes out before the data, so a
+  // subscriber already listening joins at 1 and gets every message.
+  ASSERT_EQ(e.post(10), 10u);
+  EXPECT_EQ(e.tx->sender().stats().heartbeats, 1u);
+  std::uint64_t msgs = 0, next = 0, sessions = 0;
+  spin_until([&] { return msgs >= 10; }, 3000, [&] {
+    for (const auto& d : e.poll()) {
+      if (d.kind == transport::RxKind::kNewSession) {
+        ++sessions;
+        next = d.sequence;
+        EXPECT_EQ(d.sequence, 1u);
+      }
+      if (d.kind != transport::RxKind::kMessage) continue;
+      EXPECT_EQ(d.sequence, next++);
+      ++msgs;
+    }
+  });
+  EXPECT_EQ(sessions, 1u);
+  EXPECT_EQ(msgs, 10u);
+  // An endpoint opened and serviced without data: housekeeping announces it just the same.
+  transport::EndpointSpec spec{5, "t", nullptr};
+  auto idle = transport::udp::UdpTxEndpoint::open(e.env, spec);
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ((*idle)->sender().stats().datagrams, 0u);
+  (void)(*idle)->housekeeping_st(core::Clock::now_ns());
+  EXPECT_EQ((*idle)->sender().stats().heartbeats, 1u);
+}
+
 TEST(UdpEndpoint, NotifyFdWakesOnData) {
   Endpoints e(udp_config("inline", 6));
   // Let the join handshake settle.

@@ -110,9 +110,9 @@ retransmit_buffer = "1MiB"
 // ---- the source, driven by the test as a poller would --------------------------------------
 
 struct SourceRig {
-  SourceRig(int n, std::uint32_t port0) {
+  SourceRig(int n, std::uint32_t port0, const std::string& udp_extra = "") {
     auto c = core::parse_config(streams_config("counters = false", port0, n,
-                                               "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n"),
+                                               "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n" + udp_extra),
                                 "src.toml");
     EXPECT_TRUE(c.ok()) << c.status();
     cfg = *c;
@@ -161,7 +161,10 @@ struct SourceRig {
   void poll(std::size_t i) {
     transport::RxDesc d[64];
     const std::uint32_t n = rx[i]->poll_st({d, 64});
-    for (std::uint32_t k = 0; k < n; ++k) messages[i] += d[k].kind == transport::RxKind::kMessage;
+    for (std::uint32_t k = 0; k < n; ++k) {
+      messages[i] += d[k].kind == transport::RxKind::kMessage;
+      died[i] += d[k].kind == transport::RxKind::kEndOfStream && d[k].reason != 0;
+    }
     rx[i]->release_st({d, n}, false);
   }
   core::Config cfg;
@@ -173,6 +176,7 @@ struct SourceRig {
   std::vector<std::unique_ptr<transport::RxEndpoint>> rx;
   std::vector<std::unique_ptr<transport::TxEndpoint>> tx;
   std::uint64_t messages[8] = {};
+  std::uint64_t died[8] = {};  // kEndOfStream, publisher died
   std::uint32_t next_slot = 0;
 };
 
@@ -201,6 +205,35 @@ TEST(UdpPollerSource, ManyEndpointsOnOnePollerCostOneEpollWaitPerCycle) {
       },
       5000, [&] { r.cycle(); }));
   for (int i = 0; i < kN; ++i) EXPECT_EQ(r.messages[i], static_cast<std::uint64_t>(kCycles)) << "endpoint " << i;
+}
+
+// Session time-outs count silence in the traffic a subscriber read (ReliableReceiver::drained):
+// with several subscriber sockets on one poller, the source reads only those epoll reports
+// readable, so it must tell the others they were found empty - else a publisher that really
+// died would never be reported.
+TEST(UdpPollerSource, SilentPublisherIsReportedDeadWhileAnotherStreamOnThePollerIsBusy) {
+  SourceRig r(2, base_port() + 6, "session_timeout_ms = 300\n");
+  r.cycle();
+  ASSERT_EQ(r.source->members(), 2u);
+  ASSERT_TRUE(spin_until([&] { return r.messages[0] >= 1 && r.messages[1] >= 1; }, 5000, [&] {
+    r.post(0);
+    r.post(1);
+    r.cycle();
+    (void)r.source->housekeeping(core::Clock::now_ns());
+  }));
+  // Publisher 0 falls silent (nobody services it any more); stream 1 keeps busy.
+  const bool reported = spin_until([&] { return r.died[0] != 0; }, 5000, [&] {
+    const std::int64_t now = core::Clock::now_ns();
+    r.post(1);
+    (void)r.source->progress(now);
+    (void)r.source->housekeeping(now);  // a poller's timers, every ms
+    r.poll(0);
+    r.poll(1);
+    (void)r.tx[1]->housekeeping_st(now);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  EXPECT_TRUE(reported) << "the silent publisher was never reported dead";
+  EXPECT_EQ(r.died[1], 0u) << "the busy publisher was reported dead";
 }
 
 TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {

@@ -70,7 +70,8 @@ struct SenderCounters {
 struct ReceiverCounters {
   core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
       loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
-      ends_refuted, sessions_refused, evictions, fault_dropped, fault_duplicated, fault_reordered;
+      ends_refuted, sessions_refused, sessions_timed_out, sessions_resumed, dead_forgotten, stale_session, evictions,
+      fault_dropped, fault_duplicated, fault_reordered;
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
     datagrams = f.allocate(scope, "datagrams_received", stream);
@@ -93,6 +94,10 @@ struct ReceiverCounters {
     claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", stream);
     ends_refuted = f.allocate(scope, "ends_refuted", stream);
     sessions_refused = f.allocate(scope, "sessions_refused", stream);
+    sessions_timed_out = f.allocate(scope, "sessions_timed_out", stream);
+    sessions_resumed = f.allocate(scope, "sessions_resumed", stream);
+    dead_forgotten = f.allocate(scope, "dead_sessions_forgotten", stream);
+    stale_session = f.allocate(scope, "stale_sessions", stream);
     evictions = f.allocate(scope, "buffer_evictions", stream);
     fault_dropped = f.allocate(scope, "fault_dropped", stream);
     fault_duplicated = f.allocate(scope, "fault_duplicated", stream);
@@ -128,6 +133,10 @@ struct ReceiverCounters {
     claims_refuted.set(w.claims_refuted);
     ends_refuted.set(s.ends_refuted);
     sessions_refused.set(s.sessions_refused);
+    sessions_timed_out.set(s.sessions_timed_out);
+    sessions_resumed.set(s.sessions_resumed);
+    dead_forgotten.set(s.dead_forgotten);
+    stale_session.set(s.stale_session);
     evictions.set(evicted);
     fault_dropped.set(f.dropped);
     fault_duplicated.set(f.duplicated);

@@ -149,7 +149,7 @@ void ReceiveWindow::open_gap(std::uint64_t from, std::uint64_t to, std::int64_t 
     return;
   }
   std::copy_backward(gaps_ + i, gaps_ + ngaps_, gaps_ + ngaps_ + 1);
-  gaps_[i] = Gap{from, to, now_ns, first_nak_ns, 0};
+  gaps_[i] = Gap{from, to, now_ns, first_nak_ns, 0, 0};
   ++ngaps_;
 }
 
@@ -232,7 +232,9 @@ std::uint32_t ReceiveWindow::drain(RxDesc* out, std::uint32_t max, std::uint32_t
   return n;
 }
 
-std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max) noexcept {
+std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max,
+                                          std::int64_t read_ns) noexcept {
+  read_ns = std::min(read_ns, now_ns);
   // Gaps past the give-up age are reported rather than left to stall delivery (publisher
   // unreachable, or every repair lost): everything up to the newest such gap is declared lost.
   // Only what a confirmed heartbeat says was sent can be given up: a gap reaching beyond it
@@ -243,7 +245,7 @@ std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, st
     Gap& g = gaps_[i];
     if (g.to > confirmed_next_) {
       g.first_ns = now_ns;
-    } else if (g.next_nak_ns <= now_ns && now_ns - g.first_ns > opt_.give_up_ns) {
+    } else if (g.next_nak_ns <= now_ns && read_ns - g.first_ns > opt_.give_up_ns) {
       give_up_to = g.to;
     }
   }
@@ -255,7 +257,11 @@ std::uint32_t ReceiveWindow::collect_naks(std::int64_t now_ns, NakRange* out, st
   std::int64_t next = INT64_MAX;
   for (std::uint32_t i = 0; i < ngaps_; ++i) {
     Gap& g = gaps_[i];
-    if (g.next_nak_ns <= now_ns && n < max) {
+    if (g.next_nak_ns <= now_ns && n < max && g.attempts > 0 && read_ns < g.last_nak_ns) {
+      // NAKed, and not read past that since: the repair may be queued unread. Look again later.
+      g.next_nak_ns = now_ns + opt_.nak_retry_ns;
+    } else if (g.next_nak_ns <= now_ns && n < max) {
+      g.last_nak_ns = now_ns;
       out[n++] = NakRange{g.from, g.to - g.from};
       ++stats_.nak_ranges;
       ++g.attempts;

@@ -84,8 +84,14 @@ class ReceiveWindow {
   // still be repaired or at `limit` (exclusive; end of stream). Gap events have kGapLost.
   std::uint32_t drain(RxDesc* out, std::uint32_t max, std::uint32_t session_id, std::uint64_t limit) noexcept;
 
-  // Ranges to NAK now; each is rescheduled with back-off. Gaps past give_up are declared lost.
-  std::uint32_t collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max) noexcept;
+  // Ranges to NAK now; each is rescheduled with back-off. Gaps past give_up are declared lost,
+  // the age counted up to `read_ns`: the last moment the transport had read everything that
+  // arrived (ReliableReceiver::drained; default: now). A subscriber behind its socket may have
+  // the repair queued there: its gap does not age until it has read that far, and it is not
+  // NAKed again before it has read past the previous NAK (re-asking for a repair that waits
+  // unread in the socket multiplies the traffic that put it behind).
+  std::uint32_t collect_naks(std::int64_t now_ns, NakRange* out, std::uint32_t max,
+                             std::int64_t read_ns = INT64_MAX) noexcept;
   // Earliest time collect_naks() may have something (INT64_MAX when nothing is missing).
   std::int64_t next_nak_ns() const noexcept { return ngaps_ == 0 ? INT64_MAX : next_nak_ns_; }
 
@@ -131,6 +137,7 @@ class ReceiveWindow {
     std::uint64_t from, to;      // [from, to)
     std::int64_t first_ns;       // detected
     std::int64_t next_nak_ns;
+    std::int64_t last_nak_ns;    // when it was last NAKed (a retry waits until read past it)
     std::uint32_t attempts;
   };
 

@@ -29,11 +29,53 @@ ReliableReceiver::Session* ReliableReceiver::find(std::uint32_t session_id) noex
   return nullptr;
 }
 
-bool ReliableReceiver::tombstoned(std::uint32_t session_id, std::int64_t now_ns) const noexcept {
-  for (const Tomb& t : tombs_) {
-    if (t.session_id == session_id && t.until_ns > now_ns) return true;
+ReliableReceiver::Tomb* ReliableReceiver::tomb(std::uint32_t session_id, std::int64_t now_ns) noexcept {
+  for (Tomb& t : tombs_) {
+    if (t.used && t.session_id == session_id && (t.died || t.until_ns > now_ns)) return &t;
   }
-  return false;
+  return nullptr;
+}
+
+void ReliableReceiver::bury(const Session& s, std::int64_t now_ns) noexcept {
+  // This session's entry, else a free or expired one, else the oldest (a death displaced before
+  // it was heard again is counted: should it come back, it joins at the live position).
+  Tomb* t = nullptr;
+  for (Tomb& c : tombs_) {
+    if (c.used && c.session_id == s.session_id) t = &c;
+  }
+  for (Tomb& c : tombs_) {
+    if (t == nullptr && (!c.used || (!c.died && c.until_ns <= now_ns))) t = &c;
+  }
+  if (t == nullptr) {
+    t = &tombs_[0];
+    for (Tomb& c : tombs_) {
+      if (c.buried_ns < t->buried_ns) t = &c;
+    }
+    if (t->died) ++stats_.dead_forgotten;
+  }
+  t->session_id = s.session_id;
+  t->used = true;
+  t->died = s.end_reason != 0;
+  t->until_ns = now_ns + opt_.session_timeout_ns;
+  t->expected = s.win.expected();
+  t->buried_ns = now_ns;
+  t->peer = s.peer;
+}
+
+void ReliableReceiver::resume(Session& s, std::int64_t now_ns) noexcept {
+  // Everything missing when it timed out was reported lost; delivery goes on from there (a
+  // session that was reported dead is announced again, at that sequence).
+  if (s.state == State::kEnding) {
+    s.state = State::kActive;
+    s.announce = true;
+    s.end_reason = 0;
+  }
+  s.timed_out = false;
+  s.last_heard_ns = now_ns;
+  s.status_now = true;  // the publisher forgot us meanwhile, likely: report at once
+  new_deadline_ns_ = 0;
+  timeout_due_ns_ = std::min(timeout_due_ns_, now_ns + opt_.session_timeout_ns + 1);
+  ++stats_.sessions_resumed;
 }
 
 ReliableReceiver::Session* ReliableReceiver::start(std::uint32_t session_id, std::uint64_t first_seq,
@@ -55,6 +97,7 @@ ReliableReceiver::Session* ReliableReceiver::start(std::uint32_t session_id, std
     s.end_reason = 0;
     ++active_;
     ++stats_.sessions_started;
+    timeout_due_ns_ = std::min(timeout_due_ns_, now_ns + opt_.session_timeout_ns + 1);
     return &s;
   }
   return nullptr;
@@ -82,10 +125,29 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
   }
   Session* s = find(f->session_id);
   if (s == nullptr) {
-    if (tombstoned(f->session_id, now_ns)) {
-      ++stats_.stale_session;
-      return 0;
+    if (Tomb* t = tomb(f->session_id, now_ns); t != nullptr) {
+      if (!t->died) {
+        ++stats_.stale_session;  // a clean end's lingering heartbeats, repairs for others
+        return 0;
+      }
+      // A session reported dead speaks again: it resumes where delivery stood, so what it sent
+      // meanwhile is repaired, or reported lost with its exact count - never dropped unseen.
+      if (!(from == t->peer)) {
+        ++stats_.wrong_source;
+        return 0;
+      }
+      s = start(f->session_id, t->expected, from, now_ns);
+      if (s == nullptr) {
+        ++stats_.sessions_refused;  // the tomb stays: it resumes once a slot is free
+        return 0;
+      }
+      --stats_.sessions_started;
+      ++stats_.sessions_resumed;
+      t->used = false;
+      new_deadline_ns_ = 0;  // status_now
     }
+  }
+  if (s == nullptr) {
     // Join only on a heartbeat, at the next sequence it announces: a data datagram may be a
     // repair of old data multicast for another subscriber, and joining there would start a
     // late joiner in the past (possibly before what the publisher still holds). Heartbeats
@@ -110,8 +172,11 @@ std::uint32_t ReliableReceiver::on_datagram(const std::byte* data, std::uint32_t
     ++stats_.wrong_source;
     return 0;
   }
-  if (s->state != State::kActive) {
-    ++stats_.stale_session;
+  if (__builtin_expect(s->timed_out, 0)) {
+    // Timed out (perhaps reported dead already, its slot not yet freed): the publisher is back.
+    resume(*s, now_ns);
+  } else if (s->state != State::kActive) {
+    ++stats_.stale_session;  // ended cleanly, not yet freed
     return 0;
   }
   s->last_heard_ns = now_ns;
@@ -231,14 +296,17 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
   now_ns_ = now_ns;
   maybe_ready_ = true;  // time-outs and give-ups below may make losses deliverable
   end_pending_ = false;
+  std::int64_t timeout_due = INT64_MAX;
   for (std::uint32_t i = 0; i < nslots_; ++i) {
     Session& s = sessions_[i];
     if (s.state == State::kFree) continue;
     if (s.end_seq != UINT64_MAX) end_pending_ = true;
+    if (s.state == State::kActive && !s.timed_out) {
+      timeout_due = std::min(timeout_due, s.last_heard_ns + opt_.session_timeout_ns + 1);
+    }
     if (s.state == State::kEnding) {
       if (s.end_reason == 0) send_status(s, now_ns, sink, kControlFlagLeaving);
-      tombs_[next_tomb_] = Tomb{s.session_id, now_ns + opt_.session_timeout_ns};
-      next_tomb_ = (next_tomb_ + 1) % kTombs;
+      bury(s, now_ns);
       s.state = State::kFree;
       --active_;
       ++stats_.sessions_ended;
@@ -246,8 +314,13 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
       continue;
     }
     if (s.timed_out) continue;
-    if (now_ns - s.last_heard_ns > opt_.session_timeout_ns) {
-      // The publisher went silent: nothing missing can be repaired any more.
+    // Silent in what the transport read: nothing of it between its last datagram and a moment,
+    // session_timeout later, when the transport found its queue empty. Not the clock alone: a
+    // subscriber that fell behind (its socket full of another stream's datagrams, its thread
+    // descheduled) has the publisher's heartbeats still queued.
+    if (drained_ns_ - s.last_heard_ns > opt_.session_timeout_ns) {
+      // The publisher went silent: nothing missing can be repaired any more. Should it speak
+      // again, the session resumes (on_datagram).
       s.timed_out = true;
       s.win.declare_lost(s.end_seq != UINT64_MAX ? s.end_seq : s.win.hwm());
       ++stats_.sessions_timed_out;
@@ -262,7 +335,8 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
     if (s.win.next_nak_ns() <= now_ns) {
       alignas(8) std::byte buf[kMaxControlLength];
       auto* ranges = reinterpret_cast<NakRange*>(buf + sizeof(ControlHeader));
-      const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges);
+      // Gaps age in read traffic only, as sessions do (a repair may wait in the socket).
+      const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges, drained_ns_);
       if (k > 0) {
         ControlHeader c{};
         c.length = static_cast<std::uint32_t>(sizeof c + k * sizeof(NakRange));
@@ -287,6 +361,7 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
       ++work;
     }
   }
+  timeout_due_ns_ = timeout_due;
   return work;
 }
 
@@ -297,7 +372,11 @@ std::int64_t ReliableReceiver::next_deadline() const noexcept {
     if (s.state == State::kFree) continue;
     if (s.state == State::kEnding || s.status_now) return 0;
     if (s.timed_out) continue;
-    t = std::min({t, s.win.next_nak_ns(), s.next_status_ns, s.last_heard_ns + opt_.session_timeout_ns + 1});
+    t = std::min(t, std::min(s.win.next_nak_ns(), s.next_status_ns));
+    // The time-out, unless it is due by the clock but waits for the transport to drain its
+    // queue (then drained() makes it due: take_new_deadline()).
+    const std::int64_t due = s.last_heard_ns + opt_.session_timeout_ns + 1;
+    if (due > now_ns_ || drained_ns_ >= due) t = std::min(t, due);
     // The end becomes deliverable then (once the transport saw its queue empty after it).
     if (s.end_seq != UINT64_MAX && drained_ns_ - s.end_since_ns < opt_.window.confirm_ns) {
       t = std::min(t, s.end_since_ns + opt_.window.confirm_ns);

@@ -4,11 +4,20 @@
 // end of stream (clean, or the publisher went silent), NAKs and status messages back to each
 // publisher.
 //
+// Silence and death (docs/PROTOCOL.md, section 2): a session times out only on silence in the
+// traffic the transport actually read - nothing of it between its last datagram and a moment
+// the transport found its queue empty (drained()) session_timeout_ns later - so a subscriber
+// that is behind never calls a live publisher dead. A session reported dead is remembered
+// (where delivery stood, its source): anything of it that arrives later resumes it there, so
+// what it sent meanwhile is repaired or reported lost with its exact count, never dropped
+// silently.
+//
 // Transport-agnostic: datagrams come in through on_datagram() with an opaque token the
 // transport uses to keep the buffer alive while frames of it are held or delivered; control
 // messages go out through a ControlSink. The clock is the caller's. Single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -31,7 +40,7 @@ struct ReceiverOptions {
   WindowOptions window;
   std::uint32_t stream_id = 0;
   std::uint32_t max_sessions = 4;
-  std::int64_t session_timeout_ns = 2'000'000'000;  // silent publisher session = ended (died)
+  std::int64_t session_timeout_ns = 2'000'000'000;  // silent publisher session = reported dead (resumable)
   std::int64_t status_interval_ns = 100'000'000;    // status messages to each publisher
   std::uint64_t receiver_id = 0;                    // must be unique per subscriber endpoint
   std::uint64_t seed = 1;                           // NAK jitter
@@ -42,12 +51,16 @@ struct ReceiverStats {
   std::uint64_t heartbeats = 0;
   std::uint64_t malformed = 0;        // datagrams (or their tails) that are not valid frames
   std::uint64_t other_stream = 0;     // datagrams of another stream on the same address
-  std::uint64_t stale_session = 0;    // datagrams of a session that already ended
+  std::uint64_t stale_session = 0;    // datagrams of a session that already ended cleanly
   std::uint64_t sessions_refused = 0; // new sessions while max_sessions were active
   std::uint64_t before_join = 0;      // data of a session not joined yet (joining waits for a heartbeat)
   std::uint64_t wrong_source = 0;     // datagrams of a session from another address than its heartbeats'
   std::uint64_t ends_refuted = 0;     // end-of-stream claims contradicted by later datagrams (ignored)
   std::uint64_t sessions_started = 0, sessions_ended = 0, sessions_timed_out = 0;
+  std::uint64_t sessions_resumed = 0;  // sessions reported dead (or timing out) that were heard again
+  // Dead sessions forgotten before they were heard again (kTombs newer ends displaced them): if
+  // one comes back after all, it joins at the live position like a new session.
+  std::uint64_t dead_forgotten = 0;
   std::uint64_t naks_sent = 0, status_sent = 0;
 };
 
@@ -82,16 +95,21 @@ class ReliableReceiver {
 
   // The transport found nothing more to read at `now_ns` (its socket or queue was empty): every
   // datagram sent before then was seen. An end of stream is reported only once nothing
-  // contradicted it for confirm_ns of *seen* traffic, so a subscriber that was itself stalled
-  // reads what is queued before it believes an end.
+  // contradicted it for confirm_ns of *seen* traffic, and a session times out only once it was
+  // silent for session_timeout_ns of it, so a subscriber that was itself stalled reads what is
+  // queued before it believes an end or a death.
   void drained(std::int64_t now_ns) noexcept {
     drained_ns_ = now_ns;
     if (__builtin_expect(end_pending_, 0)) maybe_ready_ = true;  // an end may be due now
+    // A time-out that waited for this (see next_deadline()): service() is due now.
+    if (__builtin_expect(now_ns >= timeout_due_ns_, 0)) new_deadline_ns_ = std::min(new_deadline_ns_, now_ns);
   }
 
   // NAKs due, status messages, session time-outs. Returns work done.
   int service(std::int64_t now_ns, ControlSink& sink) noexcept;
-  // When service() next has something to do.
+  // When service() next has something to do. A session time-out that is due by the clock but
+  // not by the traffic read (the transport has not drained its queue since) is left out: the
+  // drained() that makes it due says so through take_new_deadline().
   std::int64_t next_deadline() const noexcept;
   // The earliest deadline that datagrams (on_datagram), forget() or poll() made due since the
   // last call (INT64_MAX: none), and resets it: what may have moved next_deadline() earlier,
@@ -148,8 +166,25 @@ class ReliableReceiver {
 
   Session* find(std::uint32_t session_id) noexcept;
   Session* start(std::uint32_t session_id, std::uint64_t first_seq, const PeerAddress& from, std::int64_t now_ns) noexcept;
+  // The publisher of a session that timed out (or was reported dead) spoke again: it goes on
+  // where delivery stood.
+  void resume(Session& s, std::int64_t now_ns) noexcept;
+  void bury(const Session& s, std::int64_t now_ns) noexcept;
   void send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept;
-  bool tombstoned(std::uint32_t session_id, std::int64_t now_ns) const noexcept;
+  // A session that ended. A clean end is remembered for session_timeout_ns (its lingering
+  // end-of-stream heartbeats and repairs for others are ignored: they start nothing); a death
+  // until the session is heard again (it resumes at `expected`) or kTombs newer ends displace it.
+  struct Tomb {
+    std::uint32_t session_id = 0;
+    bool used = false;
+    bool died = false;
+    std::int64_t until_ns = 0;   // clean ends: forgotten then
+    std::uint64_t expected = 0;  // deaths: where delivery stood
+    std::int64_t buried_ns = 0;  // the oldest is replaced when every entry is taken
+    PeerAddress peer{};          // deaths: the session's source (its datagrams must come from it)
+  };
+  // The remembered end of `session_id` (null: none, or a clean end that expired).
+  Tomb* tomb(std::uint32_t session_id, std::int64_t now_ns) noexcept;
   void refute_end(Session& s) noexcept;
   bool end_due(const Session& s) const noexcept {
     return s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq && drained_ns_ - s.end_since_ns >= opt_.window.confirm_ns;
@@ -169,13 +204,11 @@ class ReliableReceiver {
   // stream waits for its confirmation (end_pending_). Lets an empty poll() return at once.
   bool maybe_ready_ = true;
   bool end_pending_ = false;  // some session saw an end of stream (recomputed by service())
-  struct Tomb {
-    std::uint32_t session_id;
-    std::int64_t until_ns;
-  };
+  // Earliest moment a session may time out (a hint: early only costs a service() call);
+  // recomputed by service(), lowered by start()/resume().
+  std::int64_t timeout_due_ns_ = INT64_MAX;
   static constexpr std::uint32_t kTombs = 16;
   Tomb tombs_[kTombs] = {};
-  std::uint32_t next_tomb_ = 0;
   ReceiverStats stats_;
   SplitMix64 rng_{1};
 };

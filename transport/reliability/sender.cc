@@ -60,6 +60,12 @@ absl::Status ReliableSender::init(const SenderOptions& o) {
 }
 
 std::uint32_t ReliableSender::flush(DatagramSink& sink, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(!announced_, 0)) {
+    // A session's first datagram is its announcement (subscribers join on a heartbeat, at the
+    // sequence it names): data before it would be ignored by every subscriber.
+    send_heartbeat(sink, now_ns, false);
+    if (!announced_) return 0;  // the socket is full: the data waits behind it
+  }
   if (opt_.coalesce_ns > 0 && log_.unsent_bytes() < opt_.log.max_datagram &&
       (unsent_since_ns_ == 0 || now_ns - unsent_since_ns_ < opt_.coalesce_ns)) {
     // Not a full datagram yet and not waited long enough: O(1) per post, not a walk of the
@@ -350,6 +356,7 @@ void ReliableSender::send_heartbeat(DatagramSink& sink, std::int64_t now_ns, boo
     last_heartbeat_ns_ = now_ns;
     data_since_heartbeat_ = false;
     heartbeat_now_ = false;
+    announced_ = true;
   } else {
     ++stats_.send_blocked;
   }

@@ -167,7 +167,11 @@ class ReliableSender {
   std::int64_t last_data_ns_ = 0;
   bool data_since_heartbeat_ = false;
   std::int64_t unsent_since_ns_ = 0;  // coalescing: when a partial datagram started waiting
-  bool heartbeat_now_ = true;  // announce the session at once
+  // Nothing is sent before the owner first calls service() or flush(): that announces the
+  // session (a transport must not announce a session its owner does not service yet - the
+  // subscribers would time it out, docs/PROTOCOL.md section 2).
+  bool heartbeat_now_ = true;
+  bool announced_ = false;     // the first heartbeat went out
   bool ending_ = false;        // send_end_of_stream() was called
   alignas(8) std::byte heartbeat_[kHeartbeatFrameLength] = {};
 };

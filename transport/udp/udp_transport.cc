@@ -199,9 +199,11 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
       c.tx_stamp_resyncs = f.allocate(scope, "tx_timestamp_resyncs", spec.stream_id);
     }
   }
-  // Announce the session at once: subscribers join and report, which connects us.
-  const std::int64_t now = core::Clock::now_ns();
-  t.sender.service(t, now);
+  // No heartbeat here: the session is announced by its owner's first service (inline: the first
+  // offer() or service(); poller mode: the poller, once it attached the endpoint). Announced at
+  // open, it would then stay silent for as long as the owner is busy elsewhere - opening the
+  // application's other streams (each maps and pre-touches its retransmit buffer), say - and a
+  // subscriber that joined would time it out (docs/PROTOCOL.md, section 2).
   return ep;
 }
 
@@ -1149,13 +1151,19 @@ int UdpPollerSource::dispatch(Member* m, std::int64_t now_ns) noexcept {
   return got;
 }
 
-int UdpPollerSource::sweep(std::int64_t now_ns) noexcept {
+int UdpPollerSource::sweep(std::int64_t now_ns, bool* complete) noexcept {
   constexpr int kMaxEvents = 64;
   epoll_event evs[kMaxEvents];
   const int n = epoll_wait(epfd_, evs, kMaxEvents, 0);
   ++epoll_waits_;
+  // Every ready socket was reported (level-triggered): the others were empty at that moment.
+  if (complete != nullptr) *complete = n >= 0 && n < kMaxEvents;
   int work = 0;
-  for (int i = 0; i < n; ++i) work += dispatch(static_cast<Member*>(evs[i].data.ptr), now_ns);
+  for (int i = 0; i < n; ++i) {
+    auto* m = static_cast<Member*>(evs[i].data.ptr);
+    if (m != nullptr) m->ready_sweep = epoll_waits_;
+    work += dispatch(m, now_ns);
+  }
   return work;
 }
 
@@ -1183,11 +1191,19 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
   service_ns_ = INT64_MAX;  // served now; the next try_arm() sets it again
   last_service_ns_ = now_ns;
   if (members_.empty()) return 0;
-  int work = sweep(now_ns);  // also consumes a fired timerfd
+  bool complete = false;
+  int work = sweep(now_ns, &complete);  // also consumes a fired timerfd
   for (std::size_t i = 0; i < members_.size(); ++i) {
     Member& m = *members_[i];
     if (m.rx != nullptr) {
-      if (m.fd < -1) work += static_cast<int>(m.rx->receive(now_ns));  // not in the epoll set
+      if (m.fd < -1) {
+        work += static_cast<int>(m.rx->receive(now_ns));  // not in the epoll set
+      } else if (complete && m.ready_sweep != epoll_waits_) {
+        // Its socket was empty: what it read is all its publishers sent (session time-outs
+        // count silence in read traffic only, ReliableReceiver::drained). A readable one was
+        // read by the sweep, which says so itself when it emptied the socket.
+        m.rx->receiver_.drained(now_ns);
+      }
       work += m.rx->service(now_ns);
     } else if (m.tx != nullptr) {
       if (m.fd < -1) work += m.tx->on_readable(now_ns);

@@ -382,11 +382,13 @@ class UdpPollerSource final : public core::ProgressSource {
     UdpTxEndpoint* tx = nullptr;
     std::unique_ptr<TxCore> linger;  // a closed publisher's state, lingering
     std::int64_t linger_deadline_ns = 0, last_end_ns = 0;
+    std::uint64_t ready_sweep = 0;  // the last sweep (epoll_waits_) that found its socket readable
     int fd = -1;
   };
   UdpPollerSource() = default;
   void add(std::unique_ptr<Member> m) noexcept;
-  int sweep(std::int64_t now_ns) noexcept;
+  // One epoll_wait round; `complete` (if given): every ready socket was reported.
+  int sweep(std::int64_t now_ns, bool* complete = nullptr) noexcept;
   int dispatch(Member* m, std::int64_t now_ns) noexcept;
   // Returns true when the linger is over (the member must be removed).
   bool linger_step(Member& m, std::int64_t now_ns) noexcept;
