@@ -164,11 +164,9 @@ class FeedLive : public ::testing::Test {
         absl::StrFormat("udp.port=%d", port + 3), "--set", "udp.interface=\"eth0\"", "--set", "udp.ttl=1", "--set",
         "udp.retransmit_buffer=\"64MiB\"", "--set", "feed.batch_bytes=1400",
         "--set", "feed.connect_timeout_ms=30000",
-        // One stream: with several Pollux UDP streams on one group, a subscriber of pollux-feed
-        // --role sub loses whole streams ("publisher died") on main as of this test's writing
-        // (udp_netns_test's FeedHandlerOverMulticast shows it too) - a transport bug, not the
-        // live mode's.
-        "--set", "feed.streams=1"};
+        // feed.streams keeps its default (4 Pollux UDP streams on one group): several sessions of
+        // one publisher process on one group, which is what the transport's session rules are for.
+        "--set", "udp.linger_ms=120000"};
     std::vector<std::string> sub = {"netns", "exec", Ns("sub"), kFeed, "--role", "sub", "--set",
                                     absl::StrFormat("runtime.name=\"%s-%s-sub\"", g_prefix, tag), "--book-out",
                                     d + ".books", "--counts-out", d + ".counts", "--summary-json", d + ".sub.json"};
