@@ -16,6 +16,17 @@ using transport::RxKind;
 namespace {
 constexpr int kChunk = 64;
 
+// The Message of a frame a direct path (shm, inline UDP) hands over in place: `len` >=
+// kFrameHeaderSize was checked by the reader, flags 0 (no trace block).
+inline Message direct_message(const core::FrameHeader* f, std::uint32_t len) {
+  return Message{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
+                 f->stream_id,
+                 f->session_id,
+                 f->sequence,
+                 f->timestamp_ns,
+                 nullptr};
+}
+
 GapReason gap_reason(std::uint16_t r) {
   switch (r) {
     case transport::kGapOverrun: return GapReason::kOverrun;
@@ -66,14 +77,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       const std::uint32_t n = e->poll_direct(
           want,
           [&](const core::FrameHeader* f, std::uint32_t len) {
-            // len >= kFrameHeaderSize: checked by the reader (flags 0: no trace block).
-            const Message m{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
-                            f->stream_id,
-                            f->session_id,
-                            f->sequence,
-                            f->timestamp_ns,
-                            nullptr};
-            h.on_message(h.ctx, m);
+            h.on_message(h.ctx, direct_message(f, len));
             bytes += len - core::kFrameHeaderSize;
           },
           &slow);
@@ -98,14 +102,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     const std::uint32_t n = e->poll_direct(
         static_cast<std::uint32_t>(limit),
         [&](const core::FrameHeader* f, std::uint32_t len) {
-          // len >= kFrameHeaderSize (FrameCursor), flags 0: no trace block.
-          const Message m{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
-                          f->stream_id,
-                          f->session_id,
-                          f->sequence,
-                          f->timestamp_ns,
-                          nullptr};
-          h.on_message(h.ctx, m);
+          h.on_message(h.ctx, direct_message(f, len));
           bytes += len - core::kFrameHeaderSize;
           next_seq = f->sequence + 1;
         },

@@ -245,6 +245,9 @@ class LogWriter {
   void checkpoint(std::uint64_t frame_pos) noexcept {
     if (frame_pos >= next_checkpoint_) {
       cps_->pos[(frame_pos >> block_shift_) & (kCheckpoints - 1)].store(frame_pos, std::memory_order_release);
+      // Orders this checkpoint before every store of the frames that follow: a reader that still
+      // sees the old value knows they had not begun (LogReader::surely_intact). Once per block.
+      std::atomic_thread_fence(std::memory_order_release);
       next_checkpoint_ = ((frame_pos >> block_shift_) + 1) << block_shift_;
     }
   }
@@ -293,6 +296,7 @@ class LogReader {
     size_ = seg->log_size();
     mask_ = size_ - 1;
     margin_ = margin_for(size_);
+    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
@@ -466,7 +470,7 @@ class LogReader {
         note_overrun(expected_ - n, torn);
       }
     } else {
-      // Lossy: checked against the tail at the start of the next poll (check_pending()); the
+      // Lossy: checked at the start of the next poll (check_pending()); the
       // starts are in pending_start_ already, n <= kMaxDirect < kMaxPending.
       for (std::uint32_t i = 0; i < n; ++i) pending_seq_[i] = expected_ - n + i;
       pending_n_ = n;
@@ -484,9 +488,10 @@ class LogReader {
   //  - backpressure: the writer never overwrites what an active subscriber has not released,
   //    so it is enough that our slot is still active (our own cache line; the writer writes
   //    it only to evict a stalled subscriber). Only after an eviction is `tail` consulted.
-  //  - lossy: the views are checked against `tail` at the start of the next poll() (the
-  //    writer's line is then read while the application waits for data anyway). A failure
-  //    is reported as an overrun gap for those messages.
+  //  - lossy: the views are checked at the start of the next poll(), against the writer's
+  //    checkpoint of one block (a line it writes once per block) and, only when that cannot
+  //    rule a lap out, against `tail` (check_pending). A failure is reported as an overrun
+  //    gap for those messages.
   void release(const RxDesc* done, std::uint32_t n, bool validate = true) noexcept {
     std::uint64_t last = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -520,8 +525,16 @@ class LogReader {
     note_overrun(from, torn);
   }
 
-  // The lossy-mode check deferred from release().
+  // The lossy-mode check deferred from release(). The frames are checked against the writer's
+  // checkpoints first (surely_intact): the tail is written with every frame, so reading it
+  // here is a cross-core miss on the writer's hottest line per poll - in an inline ping-pong
+  // it cost ~130 ns a round trip (docs/BENCHMARKS.md, issue 12 on the second host). The tail is
+  // read only when the checkpoints cannot rule a lap out, and then decides as before.
   void check_pending() noexcept {
+    if (surely_intact(pending_start_[0])) {  // starts increase: [0] is the oldest
+      pending_n_ = 0;
+      return;
+    }
     const std::uint64_t floor = safe_floor();
     std::uint64_t torn = 0, from = 0;
     for (std::uint32_t i = 0; i < pending_n_; ++i) {
@@ -563,6 +576,23 @@ class LogReader {
     const std::uint64_t tail = s.header()->writer.tail.load(std::memory_order_relaxed);
     const std::uint64_t size = s.log_size(), margin = margin_for(size);
     return tail + margin > size ? tail + margin - size : 0;
+  }
+
+  // True only when safe_floor() would be <= `start` too, decided from the writer's checkpoint of
+  // one block - a line the writer stores once per block (log_size / kCheckpoints), not once
+  // per frame. The writer stores a block's checkpoint when it commits the first frame starting
+  // in it (every block has one: frames are at most max_frame = block / 2 long), so a writer
+  // whose checkpoint for block b is still below b's start has committed no frame starting at
+  // or beyond b << block_shift_: its tail < (b << block_shift_) + max_frame. With
+  // (b << block_shift_) + max_frame <= start + size - margin, safe_floor() = tail + margin -
+  // size < start: the answer the tail would give, without reading it. A slot holding a later
+  // lap's checkpoint (or anything a hostile writer put there that is >= b's start) only sends
+  // the caller to the tail. Ordering as in safe_floor(): the acquire fence orders the frame
+  // loads before this load, which pairs with the writer's release fence after its checkpoint.
+  bool surely_intact(std::uint64_t start) const noexcept {
+    const std::uint64_t b = (start + size_ - margin_ - max_frame_) >> block_shift_;  // size > margin + max_frame
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (b << block_shift_);
   }
 
   // Any thread: frames starting below this position may have been overwritten.
@@ -749,6 +779,7 @@ class LogReader {
   Segment* seg_ = nullptr;
   std::byte* log_ = nullptr;
   std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
+  std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;
