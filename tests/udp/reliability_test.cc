@@ -614,6 +614,14 @@ struct Sub {
   bool stalled = false;
   std::deque<std::pair<const std::byte*, std::uint32_t>> backlog;
   std::int64_t now = 0;
+
+  // Reads up to `n` queued datagrams (all by default) at time t, oldest first.
+  void read_backlog(std::int64_t t, std::size_t n = SIZE_MAX) {
+    for (; n != 0 && !backlog.empty(); --n) {
+      arrive(backlog.front().first, backlog.front().second, t);
+      backlog.pop_front();
+    }
+  }
 };
 
 Wire g_wire;
@@ -919,10 +927,7 @@ TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverTimesOutALiveSession
   // It reads the backlog now.
   a.stalled = false;
   a.now = t;
-  while (!a.backlog.empty()) {
-    a.arrive(a.backlog.front().first, a.backlog.front().second, t);
-    a.backlog.pop_front();
-  }
+  a.read_backlog(t);
   a.rx.drained(t);
   a.consume();
   EXPECT_EQ(a.messages, 2000u);
@@ -958,10 +963,7 @@ TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverGivesUpAGapWhoseRepa
   // a reads the first half (the gap among it) - the socket is not empty - and NAKs the gap.
   std::int64_t t = sim.now;
   Network quiet;
-  for (int i = 0; i < 25; ++i) {
-    a.arrive(a.backlog.front().first, a.backlog.front().second, t);
-    a.backlog.pop_front();
-  }
+  a.read_backlog(t, 25);
   a.consume();
   t += 1'000'000;
   a.rx.service(t, sim.net);  // the NAK, to the publisher
@@ -982,10 +984,7 @@ TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverGivesUpAGapWhoseRepa
   EXPECT_EQ(a.rx.stats().naks_sent, 1u) << "re-NAKed a repair that waits unread in the socket";
   // It reads the rest, the repair with it.
   a.stalled = false;
-  while (!a.backlog.empty()) {
-    a.arrive(a.backlog.front().first, a.backlog.front().second, t);
-    a.backlog.pop_front();
-  }
+  a.read_backlog(t);
   a.rx.drained(t);
   a.consume();
   EXPECT_EQ(a.messages, 600u);
