@@ -448,6 +448,19 @@ struct Endpoints {
     next_slot = 0;
   }
   // Posts `n` frames with a 32-byte payload carrying their index.
+  // Both sides connected (the join handshake served by polls and the publisher's housekeeping),
+  // then what the handshake left drained. False: no connection within 3 s.
+  bool connect_and_drain() {
+    if (!spin_until([&] { return tx->connected() && rx->connected(); }, 3000, [&] {
+          poll();
+          tx->housekeeping_st(core::Clock::now_ns());
+        })) {
+      return false;
+    }
+    for (int i = 0; i < 20; ++i) poll();
+    return true;
+  }
+
   std::uint32_t post(std::uint32_t n) {
     std::vector<transport::TxDesc> d;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -568,11 +581,7 @@ TEST(UdpEndpoint, NotifyFdWakesOnData) {
 // traffic - single reads that keep finding datagrams - still grows it.
 TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
   Endpoints e(udp_config("inline", 26, "", "127.0.0.1"));
-  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
-    e.poll();
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  }));
-  for (int i = 0; i < 20; ++i) e.poll();  // drain what the handshake left
+  ASSERT_TRUE(e.connect_and_drain());
   int delivered = 0;
   for (int round = 0; round < 50; ++round) {
     for (const auto& d : e.poll()) delivered += d.kind == transport::RxKind::kMessage;  // the spin: empty
@@ -640,11 +649,7 @@ struct MixedPolls {
 // heartbeats, due timers) the general path takes, and together they deliver everything once.
 TEST(UdpEndpoint, DirectPathDeliversPlainInOrderDatagramsFromTheReceiveBuffer) {
   Endpoints e(udp_config("inline", 27, "", "127.0.0.1"));
-  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
-    e.poll();
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  }));
-  for (int i = 0; i < 20; ++i) e.poll();  // drain what the handshake left
+  ASSERT_TRUE(e.connect_and_drain());
   const std::uint64_t first_tag = e.posted + 1;
   MixedPolls m;
   for (int round = 0; round < 100; ++round) {
@@ -664,11 +669,7 @@ TEST(UdpEndpoint, DirectPathDeliversPlainInOrderDatagramsFromTheReceiveBuffer) {
 // the general poll, which NAKs, takes the repair and delivers in order; then direct again.
 TEST(UdpEndpoint, DirectPathHandsGapsToTheGeneralPathAndRepairsArriveInOrder) {
   Endpoints e(udp_config("inline", 28, "fault_tx_loss = 0.2\nfault_seed = 9", "127.0.0.1"));
-  ASSERT_TRUE(spin_until([&] { return e.tx->connected() && e.rx->connected(); }, 3000, [&] {
-    e.poll();
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  }));
-  for (int i = 0; i < 20; ++i) e.poll();
+  ASSERT_TRUE(e.connect_and_drain());
   const std::uint64_t first_tag = e.posted + 1;
   MixedPolls m;
   constexpr std::uint64_t kFrames = 400;
