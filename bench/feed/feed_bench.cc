@@ -12,7 +12,7 @@
 //                     default: yield for the replay rate - the two processes may share a core
 //                     with other load, and a back-pressured publisher should give it up -
 //                     busy-spin for latency)
-//                     [--threading inline|shared|dedicated] [--streams N] [--batch-bytes N]
+//                     [--threading inline|shared|dedicated] [--streams N] [--batch-bytes N] [--book-threads N]
 //                     [--itch FILE] [--feed-bin PATH] [--skip-rate] [--skip-latency]
 //   (--help describes every flag)
 #include <stdlib.h>
@@ -45,6 +45,7 @@ struct Options {
   std::string threading = "inline";
   std::uint32_t streams = 4;
   std::uint32_t batch_bytes = 8000;
+  std::uint32_t book_threads = 1;
   std::string itch;
   std::string feed_bin;
   bool skip_rate = false, skip_latency = false;
@@ -59,7 +60,7 @@ struct Options {
 Options Parse(int argc, char** argv, std::string* json_path) {
   Options o;
   std::uint64_t symbols = o.symbols, reps = static_cast<std::uint64_t>(o.reps), streams = o.streams,
-                batch_bytes = o.batch_bytes;
+                batch_bytes = o.batch_bytes, book_threads = o.book_threads;
   pollux::bench::Cli cli(
       "pollux-bench-feed",
       "pollux-bench-feed: end-to-end feed-handler figures, measured by running pollux-feed itself (a\n"
@@ -83,6 +84,9 @@ Options Parse(int argc, char** argv, std::string* json_path) {
       .count("--streams", &streams, "feed.streams (shm streams the feed is split over)", 1, 1024)
       .count("--batch-bytes", &batch_bytes, "feed.batch_bytes (ITCH messages packed per Pollux message)", 1,
              1u << 20)
+      .count("--book-threads", &book_threads,
+             "feed.book_threads: threads per subscriber building books, each owning streams p % N\n"
+             "(at most --streams; the subscriber CPU figure is their sum)", 1, 64)
       .text("--itch", &o.itch, "FILE", "replay this BinaryFILE instead of a generated feed")
       .text("--feed-bin", &o.feed_bin, "PATH", "the pollux-feed binary (default: next to this program)")
       .toggle("--skip-rate", &o.skip_rate, "skip the replay-rate part")
@@ -95,6 +99,12 @@ Options Parse(int argc, char** argv, std::string* json_path) {
   o.reps = static_cast<int>(reps);
   o.streams = static_cast<std::uint32_t>(streams);
   o.batch_bytes = static_cast<std::uint32_t>(batch_bytes);
+  o.book_threads = static_cast<std::uint32_t>(book_threads);
+  if (o.book_threads > o.streams) {
+    std::fprintf(stderr, "pollux-bench-feed: --book-threads %u exceeds --streams %u (a thread owns whole streams)\n",
+                 o.book_threads, o.streams);
+    std::exit(64);
+  }
   return o;
 }
 
@@ -132,6 +142,7 @@ std::string RunFeed(const Options& o, const std::string& idle, std::vector<std::
                                "runtime.idle=" + idle, std::string("--set"), "runtime.threading=" + o.threading,
                                std::string("--set"), "feed.streams=" + std::to_string(o.streams),
                                std::string("--set"), "feed.batch_bytes=" + std::to_string(o.batch_bytes),
+                               std::string("--set"), "feed.book_threads=" + std::to_string(o.book_threads),
                                std::string("--set"), "runtime.name=bench-feed-" + std::to_string(getpid())}) {
     args.push_back(s);
   }
@@ -195,9 +206,9 @@ int main(int argc, char** argv) {
   const std::string rate_idle = o.idle.empty() ? "yield" : o.idle;
   const std::string latency_idle = o.idle.empty() ? "busy-spin" : o.idle;
   std::printf("pollux-feed: %s; shm, threading %s, idle %s (rate) / %s (latency), %u stream(s), batch_bytes %u, "
-              "backpressure\n\n",
+              "book_threads %u, backpressure\n\n",
               o.feed_bin.c_str(), o.threading.c_str(), rate_idle.c_str(), latency_idle.c_str(), o.streams,
-              o.batch_bytes);
+              o.batch_bytes, o.book_threads);
 
   if (!o.skip_rate) {
     const std::string file = EnsureFeedFile(o);

@@ -220,6 +220,12 @@ const std::vector<Field>& Fields() {
       {"subscribers", "subscribers started by --role all, each rebuilding every book from every stream",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 32, &c.subscribers); },
        [](const FeedConfig& c) { return absl::StrCat(c.subscribers); }},
+      {"book_threads", "threads per subscriber building books: thread t polls the streams p with p % book_threads == t into books of its own, merged at the end (at most feed.streams)",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 64, &c.book_threads); },
+       [](const FeedConfig& c) { return absl::StrCat(c.book_threads); }},
+      {"expected_orders", "live orders a subscriber's order map holds before it first grows (rehashes mid-feed); allocated and touched at start, 48 bytes each (at least twice the generator market, symbols x orders_per_symbol)",
+       [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, std::int64_t{1} << 28, &c.expected_orders); },
+       [](const FeedConfig& c) { return absl::StrCat(c.expected_orders); }},
       {"subscriber_mode", "process: each subscriber is its own process (this binary, --role sub); thread: threads of the publishing process",
        [](FeedConfig& c, const toml::node& n) {
          return WantEnum<SubscriberMode>(n, {{"process", SubscriberMode::kProcess}, {"thread", SubscriberMode::kThread}},
@@ -365,6 +371,11 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
                    absl::StrFormat("%d is below feed.rerequest_timeout_ms (%d)", c.rerequest_timeout_max_ms,
                                    c.rerequest_timeout_ms));
     }
+  }
+  if (c.book_threads > c.streams) {
+    return Error(at("feed.book_threads"), "feed.book_threads",
+                 absl::StrFormat("%d threads for %d streams: a thread owns whole streams, so at most feed.streams (%d)",
+                                 c.book_threads, c.streams, c.streams));
   }
   if (c.source == SourceKind::kGenerator && c.messages < itch::MinMessages(c.symbols)) {
     return Error(at("feed.messages"), "feed.messages",

@@ -40,6 +40,8 @@ struct FeedConfig {
   std::string topic = "itch";       // topics are "<topic>.<partition>"
   std::uint32_t batch_bytes = 8000; // 0: one bare ITCH message per Pollux message
   std::uint32_t subscribers = 1;
+  std::uint32_t book_threads = 1;   // threads per subscriber, each owning streams p % book_threads
+  std::uint64_t expected_orders = 1u << 20;  // live orders a subscriber's map holds before growing
   SubscriberMode subscriber_mode = SubscriberMode::kProcess;
   std::uint32_t progress_ms = 1000; // 0: no progress lines
   std::uint32_t top = 20;           // top-of-book lines in the summary

@@ -1,5 +1,7 @@
 // Subscriber role: subscribes to every partition, rebuilds every book, and measures
-// publish-to-book latency.
+// publish-to-book latency. With feed.book_threads = T > 1, T threads share the work: thread t
+// polls the streams p with p % T == t into a BookSet of its own (streams partition the feed by
+// stock locate, so the sets are disjoint), and the sets are merged when every stream has ended.
 //
 // Latency is taken once per Pollux message: Clock::now_ns() after the last ITCH message of
 // the frame has been applied, minus Message::publisher_ns (the publisher's clock when it
@@ -67,11 +69,30 @@ class FeedSubscriber {
   SubscribeResult& result() noexcept { return result_; }
 
  private:
-  FeedSubscriber(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_(idle) {}
+  // One book-building thread's share (feed.book_threads): the streams p with
+  // p % book_threads == index, books of its own, its own counts.
+  struct Part {
+    std::vector<std::size_t> subs;  // indexes into subs_
+    SubscribeResult result;
+  };
+  // What the parts share while they run.
+  struct Shared {
+    RoleProgress* progress = nullptr;
+    const std::atomic<bool>* stop = nullptr;
+    std::atomic<bool> abort{false};        // a part failed: the others stop too
+    std::atomic<std::uint32_t> ready{0};   // parts whose streams are all connected
+  };
+
+  FeedSubscriber(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_kind_(idle) {}
+
+  absl::Status RunPart(Part& part, Shared& shared);
+  // Folds every part's result into result_ (books absorbed into part 0's).
+  void Merge();
 
   FeedConfig cfg_;
-  AppIdle idle_;
+  core::IdleKind idle_kind_;
   std::vector<Subscriber> subs_;
+  std::vector<Part> parts_;
   SubscribeResult result_;
 };
 

@@ -102,6 +102,7 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
   note("overfills", s.overfill);
   note("bad sides", s.bad_side);
   note("level mismatches", s.level_mismatch);
+  note("partition conflicts", s.partition_conflicts);
   absl::StrAppend(&out, "  book anomalies (counted, not fatal): ",
                   anomalies.empty() ? "none" : absl::StrJoin(anomalies, ", "), "\n");
 

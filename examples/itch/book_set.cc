@@ -241,6 +241,60 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
   return r;
 }
 
+BookStats& BookStats::operator+=(const BookStats& o) noexcept {
+  adds += o.adds;
+  executions += o.executions;
+  cancels += o.cancels;
+  deletes += o.deletes;
+  replaces += o.replaces;
+  trades += o.trades;
+  unknown_execute += o.unknown_execute;
+  unknown_cancel += o.unknown_cancel;
+  unknown_delete += o.unknown_delete;
+  unknown_replace += o.unknown_replace;
+  duplicate_add += o.duplicate_add;
+  overfill += o.overfill;
+  bad_side += o.bad_side;
+  level_mismatch += o.level_mismatch;
+  partition_conflicts += o.partition_conflicts;
+  return *this;
+}
+static_assert(sizeof(BookStats) == 15 * sizeof(uint64_t), "BookStats::operator+= adds every field");
+
+void BookSet::Absorb(std::unique_ptr<BookSet> other) {
+  if (other == nullptr || other.get() == this) return;
+  BookSet& o = *other;
+  for (size_t l = 0; l < o.books_.size(); ++l) {
+    if (!o.present_[l]) continue;
+    const auto locate = static_cast<uint16_t>(l);
+    if (l < books_.size() && present_[l]) {
+      ++stats_.partition_conflicts;
+      continue;
+    }
+    if (l >= books_.size()) {
+      books_.resize(l + 1, OrderBook(0, 0));  // no reallocation: see books_
+      present_.resize(l + 1, 0);
+    }
+    books_[locate] = std::move(o.books_[locate]);  // its levels stay in o's arena, kept below
+    present_[locate] = 1;
+    o.present_[locate] = 0;
+    ++books_present_;
+  }
+  orders_.Reserve(orders_.size() + o.orders_.size());
+  o.orders_.ForEach([&](const Order& order) {
+    auto [slot, inserted] = orders_.Insert(order.ref);
+    if (!inserted) {
+      ++stats_.partition_conflicts;
+      return;
+    }
+    *slot = order;
+  });
+  o.orders_ = OrderMap(1);  // its memory back now
+  counts_.Add(o.counts_);
+  stats_ += o.stats_;
+  absorbed_.push_back(std::move(other));
+}
+
 void BookSet::Clear() noexcept {
   orders_.Clear();
   for (OrderBook& b : books_) b.Clear();

@@ -24,6 +24,9 @@ class MessageCounts {
   }
   [[nodiscard]] uint64_t total() const noexcept;
   void Clear() noexcept { n_.fill(0); }
+  void Add(const MessageCounts& o) noexcept {
+    for (size_t i = 0; i < n_.size(); ++i) n_[i] += o.n_[i];
+  }
 
  private:
   std::array<uint64_t, 256> n_{};
@@ -47,7 +50,11 @@ struct BookStats {
   uint64_t overfill = 0;       // E/C/X for more shares than left (clamped, order removed)
   uint64_t bad_side = 0;       // A/F with a side other than 'B'/'S' (ignored)
   uint64_t level_mismatch = 0; // order map and level book disagreed (a bug if non-zero)
+  // Absorb(): a book both partitions held (the other's was dropped), or a live order reference
+  // both held (the other's was dropped). Zero when the input was partitioned by stock locate.
+  uint64_t partition_conflicts = 0;
 
+  BookStats& operator+=(const BookStats& o) noexcept;
   friend bool operator==(const BookStats&, const BookStats&) = default;
 };
 
@@ -114,6 +121,14 @@ class BookSet {
   [[nodiscard]] const MessageCounts& counts() const noexcept { return counts_; }
   [[nodiscard]] const BookStats& stats() const noexcept { return stats_; }
 
+  // Takes over the books, live orders, counts and stats of `other`, which was fed a disjoint
+  // set of stock locates (a partition of the feed by locate, applied on another thread); the
+  // result is what one BookSet fed the whole feed would hold. Control path (allocates; walks
+  // `other`'s order map). `other` is kept alive inside this set: the moved books' level arrays
+  // stay in its arena. A locate or an order reference present on both sides (the partitions
+  // were not disjoint) keeps this set's and is counted in stats().partition_conflicts.
+  void Absorb(std::unique_ptr<BookSet> other);
+
   // Forgets every order, level, count and stat, keeping books, names and capacity, so a
   // benchmark or a replay can start over without allocating.
   void Clear() noexcept;
@@ -144,6 +159,9 @@ class BookSet {
   // Declared before books_, which return their level arrays to it when destroyed; behind a
   // pointer so the books' pointers to it survive a move of the BookSet.
   std::unique_ptr<LevelArena> arena_;
+  // Sets taken over by Absorb(), declared before books_ so they outlive the books that use
+  // their arenas.
+  std::vector<std::unique_ptr<BookSet>> absorbed_;
   OrderMap orders_;
   // Indexed by stock locate and contiguous (64 bytes a book), so the book objects of a
   // whole market stay cache-resident; capacity for every u16 locate is reserved up front

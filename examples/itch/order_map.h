@@ -101,6 +101,14 @@ class OrderMap {
   [[nodiscard]] size_t size() const noexcept { return size_; }
   [[nodiscard]] size_t capacity() const noexcept { return capacity_; }
 
+  // Calls f(const Order&) for every live order, in slot order (not a hot path).
+  template <class F>
+  void ForEach(F&& f) const {
+    for (size_t i = 0; i < capacity_; ++i) {
+      if (slots()[i].used) f(slots()[i]);
+    }
+  }
+
   // Starts loading the home slot of `ref` into the cache (no effect on the contents).
   void Prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots()[Home(ref)], 1, 3); }
 

@@ -102,6 +102,10 @@ TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
             "x.toml:3: feed.file: missing: source = \"file\" needs feed.file (or --itch FILE)");
   EXPECT_THAT(ErrorOf("[feed]\nsymbols = 100\nmessages = 50\n"),
               StartsWith("x.toml:3: feed.messages: 50 is too few for 100 symbols"));
+  EXPECT_EQ(ErrorOf("[feed]\nstreams = 2\nbook_threads = 3\n"),
+            "x.toml:3: feed.book_threads: 3 threads for 2 streams: a thread owns whole streams, so at most "
+            "feed.streams (2)");
+  EXPECT_EQ(ErrorOf("[feed]\nexpected_orders = 0\n"), "x.toml:2: feed.expected_orders: expected 1..268435456, got 0");
 }
 
 // Live mode keys (feed.source = "moldudp64"): each value checked where it is set, naming the

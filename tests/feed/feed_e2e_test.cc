@@ -106,16 +106,18 @@ struct Case {
   std::uint32_t batch_bytes;
   std::uint32_t streams;
   std::uint32_t subscribers;
+  std::uint32_t book_threads = 1;  // feed.book_threads: threads per subscriber, merged books
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.threading << ", batch_bytes " << c.batch_bytes << ", " << c.streams << " stream(s), " << c.subscribers
-      << " subscriber(s)";
+      << " subscriber(s), " << c.book_threads << " book thread(s)";
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return info.param.threading + "_batch" + std::to_string(info.param.batch_bytes) + "_streams" +
-         std::to_string(info.param.streams) + "_subs" + std::to_string(info.param.subscribers);
+         std::to_string(info.param.streams) + "_subs" + std::to_string(info.param.subscribers) + "_books" +
+         std::to_string(info.param.book_threads);
 }
 
 class FeedReplay : public ::testing::TestWithParam<Case> {
@@ -126,7 +128,8 @@ class FeedReplay : public ::testing::TestWithParam<Case> {
     const Case& c = GetParam();
     TempDir dir;
     const std::string cfg = dir / "feed.toml";
-    WriteFile(cfg, Config(c.threading, feed_keys, c.batch_bytes, c.streams, c.subscribers));
+    WriteFile(cfg, Config(c.threading, "book_threads = " + std::to_string(c.book_threads) + "\n" + feed_keys,
+                          c.batch_bytes, c.streams, c.subscribers));
     std::vector<std::string> args = {"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out",
                                      dir / "counts.json", "--summary-json", dir / "summary.json", "--quiet"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
@@ -169,7 +172,10 @@ TEST_P(FeedReplay, SharedSampleBooksMatchInProcessReplay) {
 INSTANTIATE_TEST_SUITE_P(Modes, FeedReplay,
                          ::testing::Values(Case{"dedicated", 2000, 3, 1}, Case{"shared", 0, 1, 1},
                                            Case{"inline", 8000, 4, 2}, Case{"dedicated", 0, 2, 1},
-                                           Case{"shared", 8000, 5, 2}, Case{"inline", 0, 3, 1}),
+                                           Case{"shared", 8000, 5, 2}, Case{"inline", 0, 3, 1},
+                                           // Books built by several threads per subscriber, merged.
+                                           Case{"inline", 8000, 4, 1, 2}, Case{"shared", 0, 5, 2, 3},
+                                           Case{"dedicated", 2000, 3, 1, 3}),
                          CaseName);
 
 // Paced replays (fixed rate, scaled timestamps) and subscriber threads take the other paths.
