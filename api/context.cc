@@ -231,6 +231,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
+  p->shm_fast.store(p->mode == PublisherImpl::Mode::kShmDirect && !p->trace, std::memory_order_relaxed);
   p->ctx = this;
   pubs_.push_back(p);
   return p;
@@ -252,6 +253,10 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
     s->mode = SubscriberImpl::Mode::kInline;
     s->ep = std::move(*ep);
     s->kind = kind_of(s->ep.get());
+    if (s->kind == EndpointKind::kShm) {
+      s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
+      s->shm_direct.store(true, std::memory_order_relaxed);
+    }
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = slot->poller.get();

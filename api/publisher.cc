@@ -137,6 +137,31 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 }
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
+  // The common case - inline shm, untraced, open - decided by one relaxed load (shm_fast: set
+  // at open, cleared by close()); everything else, and every failure to admit or claim, takes
+  // offer_general(), which sorts out and counts the reason.
+  if (__builtin_expect(shm_fast.load(std::memory_order_relaxed), 1)) {
+    const std::size_t len = payload.size();
+    if (__builtin_expect(len <= max_payload && shm->connected(), 1)) {
+      const std::int64_t now = offer_clock(false);
+      transport::shm::LogWriter& w = shm->writer();
+      transport::shm::LogWriter::Claim c;
+      if (__builtin_expect(w.try_claim(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 1)) {
+        copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
+        w.commit(c, core::kFlagNone, now);
+        counters.messages.add();
+        counters.bytes.add(len);
+        offer_heartbeat(now);
+        return static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+      }
+      counters.bp_log_full.add();
+      return kBackPressured;
+    }
+  }
+  return offer_general(payload);
+}
+
+std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) noexcept {
   const bool traced = take_trace();
   if (__builtin_expect(!admit(payload.size()), 0)) {
     if (std::int64_t r = check_state(payload.size(), traced); r != 0) return r;
@@ -337,6 +362,7 @@ int PublisherImpl::service() noexcept {
 
 void PublisherImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
+  shm_fast.store(false, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_publisher(this);
   ctx = nullptr;

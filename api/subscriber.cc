@@ -62,15 +62,14 @@ void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
 }
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
-  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
-  int handled = 0;
-  if (mode == Mode::kInline && kind == EndpointKind::kShm) {
+  if (__builtin_expect(shm_direct.load(std::memory_order_relaxed), 1)) {
     // Inline shm: plain frames go from the log straight to the handler and are released by
     // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
-    // The general loop below runs only for what the direct path stops at - gaps, stream
+    // The general loop (poll_general) runs only for what the direct path stops at - gaps, stream
     // events, traced or padding frames, resyncs - and continues from the same reader state.
-    auto* e = static_cast<transport::shm::ShmRxEndpoint*>(ep.get());
+    transport::shm::ShmRxEndpoint* const e = shm;
     bool slow = false;
+    int handled = 0;
     std::uint64_t bytes = 0;
     while (handled < limit) {
       const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
@@ -84,13 +83,19 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       handled += static_cast<int>(n);
       if (slow || n < want) break;
     }
-    if (handled != 0) {
+    if (handled != 0) {  // counters once per call, not per message
       received += static_cast<std::uint64_t>(handled);
       counters.messages.add(static_cast<std::uint64_t>(handled));
       counters.bytes.add(bytes);
     }
-    if (!slow) return handled;  // inline mode holds no dropped-view gap (queued only)
+    if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
+    return poll_general(h, limit, handled);
   }
+  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
+  return poll_general(h, limit, 0);
+}
+
+int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noexcept {
   if (mode == Mode::kInline && kind == EndpointKind::kUdp && limit > 0) {
     // Inline UDP: a datagram that simply continues its session goes from the receive buffer
     // straight to the handler (UdpRxEndpoint::poll_direct: no RxDesc, no window slot, no
@@ -328,6 +333,7 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
 
 void SubscriberImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
+  shm_direct.store(false, std::memory_order_relaxed);  // as `closed`: poll() then returns 0
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_subscriber(this);
   ctx = nullptr;

@@ -110,36 +110,51 @@ class LogWriter {
   // Reserves a frame of `frame_length` bytes (header included). False: back-pressured (only
   // with flow_control = backpressure). The caller checked frame_length <= max_frame().
   [[nodiscard]] bool try_claim(std::uint32_t frame_length, Claim* c) noexcept {
+    // Members in locals first: the stores into the log below are through pointers the compiler
+    // must assume may alias this object, and would otherwise make it reload each one.
+    std::byte* const log = log_;
+    const std::uint64_t mask = mask_, size = size_;
+    std::uint64_t pos = pos_;
     const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
-    const std::uint64_t idx = pos_ & mask_;
-    const std::uint64_t pad = idx + aligned > size_ ? size_ - idx : 0;
-    const std::uint64_t end = pos_ + pad + aligned;
-    if (end > limit_) {
+    std::uint64_t idx = pos & mask;
+    const std::uint64_t pad = idx + aligned > size ? size - idx : 0;
+    const std::uint64_t end = pos + pad + aligned;
+    if (__builtin_expect(end > limit_, 0)) {
       refresh_limit();
       if (end > limit_) {
         ++bp_events_;
         return false;
       }
     }
-    if (pad != 0) {
+    if (__builtin_expect(pad != 0, 0)) {
       // Zero-ahead for the frame we are about to claim at the start of the ring, then publish
       // the padding frame (it carries the sequence the next message will have).
-      seq_word(log_).store(0, std::memory_order_relaxed);
-      publish_padding(log_ + idx, pos_, static_cast<std::uint32_t>(pad));
+      seq_word(log).store(0, std::memory_order_relaxed);
+      publish_padding(log + idx, pos, static_cast<std::uint32_t>(pad));
+      pos += pad;  // == pos_ now, at the start of the ring
+      idx = 0;
     }
     // Zero-ahead: the header slot after this frame must read 0 until its frame is published.
-    seq_word(log_ + ((pos_ + aligned) & mask_)).store(0, std::memory_order_relaxed);
-    c->frame = log_ + (pos_ & mask_);
-    c->position = pos_;
+    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
+    c->frame = log + idx;
+    c->position = pos;
     c->length = frame_length;
     c->aligned = aligned;
     return true;
   }
 
   // Publishes a claimed frame. Header fields other than the sequence are written here.
+  // commit_deferred() + publish_tail(), without the deferred-tail bookkeeping (the tail is
+  // published here; publish_tail() clears what earlier deferred commits left).
   void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
-    commit_deferred(c, flags, timestamp_ns);
-    publish_tail();
+    const std::uint64_t seq = seq_;
+    const std::uint64_t next = c.position + c.aligned;
+    write_header(c.frame, c.length, flags, timestamp_ns);
+    seq_word(c.frame).store(seq, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(c.position);
+    seq_ = seq + 1;
+    pos_ = next;
+    publish_tail(next);
   }
 
   // As commit(), but the tail is published later (flush_tail(), or automatically once the
@@ -206,12 +221,14 @@ class LogWriter {
     publish_tail();
   }
 
-  void publish_tail() noexcept {
+  void publish_tail() noexcept { publish_tail(pos_); }
+  // `pos` == pos_ (passed by callers that hold it in a register).
+  void publish_tail(std::uint64_t pos) noexcept {
     unpublished_ = 0;
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
     // release fence then orders this tail before every store of the next frame, which is what
     // the readers' post-delivery validation relies on.
-    ws_->tail.store(pos_, std::memory_order_release);
+    ws_->tail.store(pos, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     // The waker's half of the Dekker pair with LogReader::arm(): the stores above (this tail and
     // the frames' sequence words) must be ordered before the load of `sleepers` below - the
@@ -303,8 +320,10 @@ class LogReader {
     stream_id_ = seg->layout().stream_id;
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
+    intact_off_ = size_ - margin_ - max_frame_;  // > 0: size > margin + max_frame (layout check)
     backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
     pending_n_ = 0;
+    pending_seq0_ = 0;
     expected_ = 0;
     announce_gap_ = false;  // nothing was expected yet
     resync_ = true;
@@ -472,7 +491,8 @@ class LogReader {
     } else {
       // Lossy: checked at the start of the next poll (check_pending()); the
       // starts are in pending_start_ already, n <= kMaxDirect < kMaxPending.
-      for (std::uint32_t i = 0; i < n; ++i) pending_seq_[i] = expected_ - n + i;
+      // Their sequences are consecutive: only the first is kept (check_pending()).
+      pending_seq0_ = expected_ - n;  // >= 1: a delivered frame's sequence is never 0
       pending_n_ = n;
     }
     // Release pairs with the writer's acquire in refresh_limit(), as in release().
@@ -503,6 +523,10 @@ class LogReader {
       // may legitimately overwrite these frames at once.
       if (!slot_active()) check_now(done, n);
     } else if (validate) {
+      if (pending_seq0_ != 0) {  // poll_direct()'s consecutive run: spell it out before appending
+        for (std::uint32_t i = 0; i < pending_n_; ++i) pending_seq_[i] = pending_seq0_ + i;
+        pending_seq0_ = 0;
+      }
       for (std::uint32_t i = 0; i < n && pending_n_ < kMaxPending; ++i) {
         if (done[i].kind != RxKind::kMessage) continue;
         pending_start_[pending_n_] = start_of(done[i]);
@@ -532,16 +556,17 @@ class LogReader {
   // read only when the checkpoints cannot rule a lap out, and then decides as before.
   void check_pending() noexcept {
     if (surely_intact(pending_start_[0])) {  // starts increase: [0] is the oldest
-      pending_n_ = 0;
+      pending_n_ = 0;  // pending_seq0_ may stay: whoever fills the list next sets it
       return;
     }
     const std::uint64_t floor = safe_floor();
     std::uint64_t torn = 0, from = 0;
     for (std::uint32_t i = 0; i < pending_n_; ++i) {
       if (pending_start_[i] >= floor) break;  // positions increase: the rest are intact
-      if (torn++ == 0) from = pending_seq_[i];
+      if (torn++ == 0) from = pending_seq0_ != 0 ? pending_seq0_ + i : pending_seq_[i];
     }
     pending_n_ = 0;
+    pending_seq0_ = 0;
     note_overrun(from, torn);
   }
 
@@ -590,7 +615,7 @@ class LogReader {
   // the caller to the tail. Ordering as in safe_floor(): the acquire fence orders the frame
   // loads before this load, which pairs with the writer's release fence after its checkpoint.
   bool surely_intact(std::uint64_t start) const noexcept {
-    const std::uint64_t b = (start + size_ - margin_ - max_frame_) >> block_shift_;  // size > margin + max_frame
+    const std::uint64_t b = (start + intact_off_) >> block_shift_;  // intact_off_ = size - margin - max_frame
     std::atomic_thread_fence(std::memory_order_acquire);
     return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (b << block_shift_);
   }
@@ -794,6 +819,8 @@ class LogReader {
   std::uint32_t pending_n_ = 0;
   std::uint64_t pending_start_[kMaxPending];
   std::uint64_t pending_seq_[kMaxPending];
+  std::uint64_t pending_seq0_ = 0;  // != 0: pending_seq_[i] is pending_seq0_ + i (not stored)
+  std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
 };
