@@ -128,6 +128,7 @@ class PublisherImpl {
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
   // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
+  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
 };

@@ -140,25 +140,41 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   // The common case - inline shm, untraced, open - decided by one relaxed load (shm_fast: set
   // at open, cleared by close()); everything else, and every failure to admit or claim, takes
   // offer_general(), which sorts out and counts the reason.
+  // The fast path makes no call: whatever is rare (a clock update in progress, a claim that
+  // needs padding or a limit refresh, a sleeping reader, a heartbeat) leaves through a tail
+  // call before anything is written, or through offer_finish() after the commit, so no
+  // register is saved and restored per message.
   if (__builtin_expect(shm_fast.load(std::memory_order_relaxed), 1)) {
     const std::size_t len = payload.size();
     if (__builtin_expect(len <= max_payload && shm->connected(), 1)) {
-      const std::int64_t now = offer_clock(false);
+      std::int64_t now = 0;
+      if (__builtin_expect(stamp, 1) && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) {
+        return offer_general(payload);
+      }
       transport::shm::LogWriter& w = shm->writer();
       transport::shm::LogWriter::Claim c;
-      if (__builtin_expect(w.try_claim(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 1)) {
+      if (__builtin_expect(w.try_claim_fast(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 1)) {
         copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
-        w.commit(c, core::kFlagNone, now);
         counters.messages.add();
         counters.bytes.add(len);
-        offer_heartbeat(now);
-        return static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+        const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+        const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+        // offer_heartbeat()'s test, the call left to offer_finish().
+        const bool beat = __builtin_expect(stamp, 1) ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
+        if (__builtin_expect(wake || beat, 0)) return offer_finish(r, now, wake, beat);
+        return r;
       }
-      counters.bp_log_full.add();
-      return kBackPressured;
     }
   }
   return offer_general(payload);
+}
+
+// After a fast-path commit: wake the sleeping readers (before a heartbeat's segment check may
+// replace the segment they sleep on), then the heartbeat. Returns `r`.
+std::int64_t PublisherImpl::offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept {
+  if (wake) shm->writer().wake();
+  if (beat) shm->maybe_heartbeat(stamp ? now : core::Clock::now_ns());
+  return r;
 }
 
 std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) noexcept {

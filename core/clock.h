@@ -112,6 +112,15 @@ class Clock {
     // One straight-line attempt inline (the common case: no update in progress, TSC on); the
     // bounded retry loop and the fallback stay out of line, so callers on the hot path (offer())
     // carry neither a loop counter nor the field addresses it would keep live.
+    std::int64_t ns;
+    if (__builtin_expect(try_now_ns(&ns), 1)) return ns;
+    return now_ns_slow();
+  }
+
+  // now_ns()'s first attempt alone: false when it could not decide (an update in progress, no
+  // TSC), and then the caller must call now_ns(). For hot paths that would rather leave through
+  // a tail call than keep their state across a call to now_ns_slow().
+  static bool try_now_ns(std::int64_t* out) noexcept {
     const ClockPage* p = detail::g_page.load(std::memory_order_acquire);
     // Acquire pairs with the writer's release store of the even seq that ends its update: the
     // fields read below are at least that update's.
@@ -125,9 +134,10 @@ class Clock {
     // after making seq odd): an update that overlapped them changes seq.
     std::atomic_thread_fence(std::memory_order_acquire);
     if (__builtin_expect(p->seq.load(std::memory_order_relaxed) == s && (s & 1) == 0 && on != 0 && t >= base_tsc, 1)) {
-      return base_ns + static_cast<std::int64_t>((static_cast<unsigned __int128>(t - base_tsc) * mult) >> 32);
+      *out = base_ns + static_cast<std::int64_t>((static_cast<unsigned __int128>(t - base_tsc) * mult) >> 32);
+      return true;
     }
-    return now_ns_slow();
+    return false;
   }
 
   // now_ns() when its first attempt failed: the same read, retried a bounded number of times.

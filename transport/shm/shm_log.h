@@ -157,6 +157,40 @@ class LogWriter {
     publish_tail(next);
   }
 
+  // offer()'s fast path (PublisherImpl::offer): try_claim() for a frame that fits before the
+  // ring's end and below the limit - no padding frame, no refresh of the limit, no call. False:
+  // nothing was done; try_claim() decides.
+  [[nodiscard]] bool try_claim_fast(std::uint32_t frame_length, Claim* c) noexcept {
+    std::byte* const log = log_;
+    const std::uint64_t mask = mask_, pos = pos_;
+    const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
+    const std::uint64_t idx = pos & mask;
+    if (__builtin_expect(idx + aligned > size_ || pos + aligned > limit_, 0)) return false;
+    // Zero-ahead, as try_claim().
+    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
+    c->frame = log + idx;
+    c->position = pos;
+    c->length = frame_length;
+    c->aligned = aligned;
+    return true;
+  }
+
+  // commit() without the wake-up: true when a reader sleeps and wake() must be called now (a
+  // hot caller then leaves through a cold call instead of keeping its state across one). Only
+  // outside a batch: nothing deferred is pending (offer_batch() ends with flush_tail()).
+  [[nodiscard]] bool commit_no_wake(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
+    const std::uint64_t seq = seq_;
+    const std::uint64_t next = c.position + c.aligned;
+    write_header(c.frame, c.length, flags, timestamp_ns);
+    seq_word(c.frame).store(seq, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(c.position);
+    seq_ = seq + 1;
+    pos_ = next;
+    return publish_tail_no_wake(next);
+  }
+  // After commit_no_wake() returned true.
+  void wake() noexcept { wake_sleepers(); }
+
   // As commit(), but the tail is published later (flush_tail(), or automatically once the
   // unpublished frames reach max_frame bytes, which keeps every in-progress write inside the
   // readers' safety margin). Readers see each frame as soon as its sequence is stored; only
@@ -225,6 +259,11 @@ class LogWriter {
   // `pos` == pos_ (passed by callers that hold it in a register).
   void publish_tail(std::uint64_t pos) noexcept {
     unpublished_ = 0;
+    if (__builtin_expect(publish_tail_no_wake(pos), 0)) wake_sleepers();
+  }
+  // publish_tail() but the wake-up, which the caller makes when this returns true; leaves
+  // unpublished_ alone (callers outside a batch: it is 0).
+  bool publish_tail_no_wake(std::uint64_t pos) noexcept {
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
     // release fence then orders this tail before every store of the next frame, which is what
     // the readers' post-delivery validation relies on.
@@ -242,7 +281,7 @@ class LogWriter {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     }
     // Relaxed: ordered by the barrier above. Nobody sleeps: one load of a line this core holds.
-    if (__builtin_expect(wake_->sleepers.load(std::memory_order_relaxed) != 0, 0)) wake_sleepers();
+    return wake_->sleepers.load(std::memory_order_relaxed) != 0;
   }
 
   // Someone advertised a sleep (or a hostile/dead reader left a bit set: that costs this call,
