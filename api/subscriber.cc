@@ -69,19 +69,20 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     // events, traced or padding frames, resyncs - and continues from the same reader state.
     transport::shm::ShmRxEndpoint* const e = shm;
     bool slow = false;
-    int handled = 0;
     std::uint64_t bytes = 0;
-    while (handled < limit) {
-      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-      const std::uint32_t n = e->poll_direct(
-          want,
-          [&](const core::FrameHeader* f, std::uint32_t len) {
-            h.on_message(h.ctx, direct_message(f, len));
-            bytes += len - core::kFrameHeaderSize;
-          },
-          &slow);
+    auto on_frame = [&](const core::FrameHeader* f, std::uint32_t len) {
+      h.on_message(h.ctx, direct_message(f, len));
+      bytes += len - core::kFrameHeaderSize;
+    };
+    if (__builtin_expect(limit <= 0, 0)) return 0;
+    // One chunk covers every limit up to kChunk; more only when a whole chunk came back.
+    std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit));
+    std::uint32_t n = e->poll_direct(want, on_frame, &slow);
+    int handled = static_cast<int>(n);
+    while (__builtin_expect(n == want && !slow && handled < limit, 0)) {
+      want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+      n = e->poll_direct(want, on_frame, &slow);
       handled += static_cast<int>(n);
-      if (slow || n < want) break;
     }
     if (handled != 0) {  // counters once per call, not per message
       received += static_cast<std::uint64_t>(handled);

@@ -360,6 +360,9 @@ class LogReader {
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
     intact_off_ = size_ - margin_ - max_frame_;  // > 0: size > margin + max_frame (layout check)
+    block_base_mask_ = ~((std::uint64_t{1} << block_shift_) - 1);
+    want_word_ = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
+                 std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
     backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
     pending_n_ = 0;
     pending_seq0_ = 0;
@@ -479,8 +482,7 @@ class LogReader {
       *slow = true;
       return 0;
     }
-    const std::uint64_t want_word = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
-                                    std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
+    const std::uint64_t want_word = want_word_;
     static_assert(kMaxDirect < kMaxPending);
     // max_frame_ >= header size: the segment's layout check (max_frame == log_size / 32).
     // Where each delivered frame starts, recorded straight into the lossy mode's deferred
@@ -490,7 +492,9 @@ class LogReader {
     std::uint32_t n = 0;
     max = std::min(max, kMaxDirect);
     while (n < max) {
-      std::byte* p = log_ + (pos_ & mask_);
+      // In locals before the acquire load (after which every member would be loaded again).
+      const std::uint64_t pos = pos_, idx = pos & mask_, room = size_ - idx, expected = expected_;
+      std::byte* p = log_ + idx;
       const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);  // pairs with LogWriter's release
       if (seq == 0) {
         // Live edge. poll() checks for a lap every 256 empty polls: leave that one to it.
@@ -505,17 +509,16 @@ class LogReader {
       std::memcpy(&word, reinterpret_cast<const std::byte*>(h) + 4, sizeof word);  // magic..stream_id
       const std::uint32_t len = h->frame_length;
       const std::uint64_t aligned = core::align_up(len, core::kFrameAlignment);
-      if (__builtin_expect(seq != expected_ || word != want_word || h->session_id != session_id_ ||
-                               len - core::kFrameHeaderSize > max_frame_ - core::kFrameHeaderSize ||
-                               aligned > size_ - (pos_ & mask_),
+      if (__builtin_expect(seq != expected || word != want_word || h->session_id != session_id_ ||
+                               len - core::kFrameHeaderSize > max_frame_ - core::kFrameHeaderSize || aligned > room,
                            0)) {
         *slow = true;
         break;
       }
       empty_polls_ = 0;
-      starts[n++] = pos_;
-      pos_ += aligned;
-      ++expected_;
+      starts[n++] = pos;
+      pos_ = pos + aligned;
+      expected_ = expected + 1;
       on_frame(h, len);
     }
     if (n == 0) return 0;
@@ -654,9 +657,10 @@ class LogReader {
   // the caller to the tail. Ordering as in safe_floor(): the acquire fence orders the frame
   // loads before this load, which pairs with the writer's release fence after its checkpoint.
   bool surely_intact(std::uint64_t start) const noexcept {
-    const std::uint64_t b = (start + intact_off_) >> block_shift_;  // intact_off_ = size - margin - max_frame
+    const std::uint64_t x = start + intact_off_;  // intact_off_ = size - margin - max_frame
+    const std::uint64_t b = x >> block_shift_;
     std::atomic_thread_fence(std::memory_order_acquire);
-    return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (b << block_shift_);
+    return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (x & block_base_mask_);  // b << shift
   }
 
   // Any thread: frames starting below this position may have been overwritten.
@@ -844,6 +848,9 @@ class LogReader {
   std::byte* log_ = nullptr;
   std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
   std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
+  std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
+  std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
+  std::uint64_t want_word_ = 0;     // poll_direct(): magic, version, flags 0, stream_id of a plain frame
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;
@@ -859,7 +866,6 @@ class LogReader {
   std::uint64_t pending_start_[kMaxPending];
   std::uint64_t pending_seq_[kMaxPending];
   std::uint64_t pending_seq0_ = 0;  // != 0: pending_seq_[i] is pending_seq0_ + i (not stored)
-  std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
 };
