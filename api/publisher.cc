@@ -161,7 +161,8 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
         const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
         // offer_heartbeat()'s test, the call left to offer_finish().
         const bool beat = __builtin_expect(stamp, 1) ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
-        if (__builtin_expect(wake || beat, 0)) return offer_finish(r, now, wake, beat);
+        if (__builtin_expect(wake, 0)) return offer_finish(r, now, true, beat);
+        if (__builtin_expect(beat, 0)) return offer_finish(r, now, false, true);
         return r;
       }
     }

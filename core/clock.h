@@ -125,7 +125,10 @@ class Clock {
     // Acquire pairs with the writer's release store of the even seq that ends its update: the
     // fields read below are at least that update's.
     const std::uint32_t s = p->seq.load(std::memory_order_acquire);
-    const std::uint32_t on = p->tsc.load(std::memory_order_relaxed);
+    // An update in progress, or no TSC: the caller's slow path decides (and reads everything
+    // again). Tested before the other fields are loaded, so that fewer values are live at once;
+    // a torn `tsc` read is caught by the seq re-check below like any other field's.
+    if (__builtin_expect((s & 1) != 0 || p->tsc.load(std::memory_order_relaxed) == 0, 0)) return false;
     const std::uint64_t base_tsc = p->base_tsc.load(std::memory_order_relaxed);
     const std::int64_t base_ns = p->base_ns.load(std::memory_order_relaxed);
     const std::uint64_t mult = p->mult.load(std::memory_order_relaxed);
@@ -133,7 +136,8 @@ class Clock {
     // The field loads complete before seq is read again (pairs with the writer's release fence
     // after making seq odd): an update that overlapped them changes seq.
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (__builtin_expect(p->seq.load(std::memory_order_relaxed) == s && (s & 1) == 0 && on != 0 && t >= base_tsc, 1)) {
+    // t < base_tsc: re-anchored a moment ago by a core whose TSC reads a few ticks ahead of ours.
+    if (__builtin_expect(p->seq.load(std::memory_order_relaxed) == s && t >= base_tsc, 1)) {
       *out = base_ns + static_cast<std::int64_t>((static_cast<unsigned __int128>(t - base_tsc) * mult) >> 32);
       return true;
     }
