@@ -74,15 +74,17 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       h.on_message(h.ctx, direct_message(f, len));
       bytes += len - core::kFrameHeaderSize;
     };
-    if (__builtin_expect(limit <= 0, 0)) return 0;
-    // One chunk covers every limit up to kChunk; more only when a whole chunk came back.
-    std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit));
-    std::uint32_t n = e->poll_direct(want, on_frame, &slow);
-    int handled = static_cast<int>(n);
-    while (__builtin_expect(n == want && !slow && handled < limit, 0)) {
-      want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-      n = e->poll_direct(want, on_frame, &slow);
-      handled += static_cast<int>(n);
+    int handled = 0;
+    if (__builtin_expect(static_cast<unsigned>(limit) - 1u < static_cast<unsigned>(kChunk), 1)) {
+      // 1 <= limit <= kChunk: one call.
+      handled = static_cast<int>(e->poll_direct(static_cast<std::uint32_t>(limit), on_frame, &slow));
+    } else {
+      while (handled < limit) {  // nothing when limit <= 0
+        const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+        const std::uint32_t n = e->poll_direct(want, on_frame, &slow);
+        handled += static_cast<int>(n);
+        if (slow || n < want) break;
+      }
     }
     if (handled != 0) {  // counters once per call, not per message
       received += static_cast<std::uint64_t>(handled);

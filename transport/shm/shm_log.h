@@ -360,6 +360,7 @@ class LogReader {
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
     intact_off_ = size_ - margin_ - max_frame_;  // > 0: size > margin + max_frame (layout check)
+    max_body_ = max_frame_ - core::kFrameHeaderSize;  // max_frame >= header size (layout check)
     block_base_mask_ = ~((std::uint64_t{1} << block_shift_) - 1);
     want_word_ = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
                  std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
@@ -510,7 +511,7 @@ class LogReader {
       const std::uint32_t len = h->frame_length;
       const std::uint64_t aligned = core::align_up(len, core::kFrameAlignment);
       if (__builtin_expect(seq != expected || word != want_word || h->session_id != session_id_ ||
-                               len - core::kFrameHeaderSize > max_frame_ - core::kFrameHeaderSize || aligned > room,
+                               len - core::kFrameHeaderSize > max_body_ || aligned > room,
                            0)) {
         *slow = true;
         break;
@@ -851,6 +852,7 @@ class LogReader {
   std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
   std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
   std::uint64_t want_word_ = 0;     // poll_direct(): magic, version, flags 0, stream_id of a plain frame
+  std::uint32_t max_body_ = 0;      // max_frame_ - kFrameHeaderSize (poll_direct's length check)
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;
