@@ -75,7 +75,7 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
       bytes += len - core::kFrameHeaderSize;
     };
     int handled = 0;
-    if (__builtin_expect(static_cast<unsigned>(limit) - 1u < static_cast<unsigned>(kChunk), 1)) {
+    if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
       // 1 <= limit <= kChunk: one call.
       handled = static_cast<int>(e->poll_direct(static_cast<std::uint32_t>(limit), on_frame, &slow));
     } else {
