@@ -231,7 +231,10 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
-  p->shm_fast.store(p->mode == PublisherImpl::Mode::kShmDirect && !p->trace, std::memory_order_relaxed);
+  if (p->mode == PublisherImpl::Mode::kShmDirect && !p->trace) {
+    p->fast_path.store(p->stamp ? PublisherImpl::kFastShmStamped : PublisherImpl::kFastShmUnstamped,
+                       std::memory_order_relaxed);
+  }
   p->ctx = this;
   pubs_.push_back(p);
   return p;

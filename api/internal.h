@@ -63,9 +63,10 @@ class PublisherImpl {
   Mode mode = Mode::kShmDirect;
   std::atomic<bool> closed{false};
   // offer()'s fast path: kShmDirect, untraced and not closed - one predictable test instead of
-  // four. Set by ContextImpl::open_publisher, cleared by close(). Relaxed, as `closed`: a flag,
-  // no data is published through it.
-  std::atomic<bool> shm_fast{false};
+  // five - and whether the stream stamps (`stamp`). Set by ContextImpl::open_publisher, cleared
+  // by close(). Relaxed, as `closed`: a flag, no data is published through it.
+  static constexpr std::uint8_t kFastNone = 0, kFastShmStamped = 1, kFastShmUnstamped = 2;
+  std::atomic<std::uint8_t> fast_path{kFastNone};
   std::uint32_t stream_id = 0;
   std::string topic;
   bool trace = false;
@@ -128,6 +129,8 @@ class PublisherImpl {
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
   // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
+  template <bool kStamp>
+  std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
   [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;

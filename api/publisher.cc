@@ -137,37 +137,41 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 }
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
-  // The common case - inline shm, untraced, open - decided by one relaxed load (shm_fast: set
-  // at open, cleared by close()); everything else, and every failure to admit or claim, takes
-  // offer_general(), which sorts out and counts the reason.
-  // The fast path makes no call: whatever is rare (a clock update in progress, a claim that
-  // needs padding or a limit refresh, a sleeping reader, a heartbeat) leaves through a tail
-  // call before anything is written, or through offer_finish() after the commit, so no
-  // register is saved and restored per message.
-  if (__builtin_expect(shm_fast.load(std::memory_order_relaxed), 1)) {
-    const std::size_t len = payload.size();
-    if (__builtin_expect(len <= max_payload && shm->connected(), 1)) {
-      std::int64_t now = 0;
-      if (__builtin_expect(stamp, 1) && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) {
-        return offer_general(payload);
-      }
-      transport::shm::LogWriter& w = shm->writer();
-      transport::shm::LogWriter::Claim c;
-      if (__builtin_expect(w.try_claim_fast(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 1)) {
-        copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
-        counters.messages.add();
-        counters.bytes.add(len);
-        const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
-        const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
-        // offer_heartbeat()'s test, the call left to offer_finish().
-        const bool beat = __builtin_expect(stamp, 1) ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
-        if (__builtin_expect(wake, 0)) return offer_finish(r, now, true, beat);
-        if (__builtin_expect(beat, 0)) return offer_finish(r, now, false, true);
-        return r;
-      }
-    }
-  }
+  // The common case - inline shm, untraced, open - decided by one relaxed load (fast_path: set
+  // at open, cleared by close(); it also says whether the stream stamps, so that the fast path
+  // is compiled once for each and tests neither); everything else, and every failure to admit
+  // or claim, takes offer_general(), which sorts out and counts the reason.
+  const std::uint8_t f = fast_path.load(std::memory_order_relaxed);
+  if (__builtin_expect(f == kFastShmStamped, 1)) return offer_shm<true>(payload);
+  if (f == kFastShmUnstamped) return offer_shm<false>(payload);
   return offer_general(payload);
+}
+
+// The fast path calls nothing on its way: whatever is rare (a clock update in progress, a
+// claim that needs padding or a limit refresh) leaves through a tail call to offer_general()
+// before anything is written; a sleeping reader or a due heartbeat through offer_finish()
+// after the commit.
+template <bool kStamp>
+[[gnu::always_inline]] inline std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexcept {
+  const std::size_t len = payload.size();
+  if (__builtin_expect(len > max_payload || !shm->connected(), 0)) return offer_general(payload);
+  std::int64_t now = 0;
+  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return offer_general(payload);
+  transport::shm::LogWriter& w = shm->writer();
+  transport::shm::LogWriter::Claim c;
+  if (__builtin_expect(!w.try_claim_fast(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 0)) {
+    return offer_general(payload);
+  }
+  copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
+  counters.messages.add();
+  counters.bytes.add(len);
+  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+  const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+  // offer_heartbeat()'s test, the call left to offer_finish().
+  const bool beat = kStamp ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
+  if (__builtin_expect(wake, 0)) return offer_finish(r, now, true, beat);
+  if (__builtin_expect(beat, 0)) return offer_finish(r, now, false, true);
+  return r;
 }
 
 // After a fast-path commit: wake the sleeping readers (before a heartbeat's segment check may
@@ -379,7 +383,7 @@ int PublisherImpl::service() noexcept {
 
 void PublisherImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
-  shm_fast.store(false, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
+  fast_path.store(kFastNone, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_publisher(this);
   ctx = nullptr;
