@@ -71,8 +71,8 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     bool slow = false;
     std::uint64_t bytes = 0;
     auto on_frame = [&](const core::FrameHeader* f, std::uint32_t len) {
+      bytes += len - core::kFrameHeaderSize;  // before the call: len need not survive it
       h.on_message(h.ctx, direct_message(f, len));
-      bytes += len - core::kFrameHeaderSize;
     };
     int handled = 0;
     if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
