@@ -3,6 +3,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <type_traits>
 #include <cstring>
 
 #include "api/internal.h"
@@ -17,14 +19,25 @@ namespace {
 constexpr int kChunk = 64;
 
 // The Message of a frame a direct path (shm, inline UDP) hands over in place: `len` >=
-// kFrameHeaderSize was checked by the reader, flags 0 (no trace block).
+// kFrameHeaderSize was checked by the reader, flags 0 (no trace block). The header's stream,
+// session, sequence and timestamp are the Message's in the same order and widths (asserted):
+// one 24-byte copy instead of four loads and stores (as before, read from the frame once more
+// after the reader's checks; values only, never used to address memory).
+static_assert(offsetof(core::FrameHeader, session_id) == offsetof(core::FrameHeader, stream_id) + 4 &&
+              offsetof(core::FrameHeader, sequence) == offsetof(core::FrameHeader, stream_id) + 8 &&
+              offsetof(core::FrameHeader, timestamp_ns) == offsetof(core::FrameHeader, stream_id) + 16 &&
+              sizeof(core::FrameHeader) == offsetof(core::FrameHeader, stream_id) + 24);
+static_assert(offsetof(Message, session_id) == offsetof(Message, stream_id) + 4 &&
+              offsetof(Message, sequence) == offsetof(Message, stream_id) + 8 &&
+              offsetof(Message, publisher_ns) == offsetof(Message, stream_id) + 16 &&
+              std::is_trivially_copyable_v<Message>);
 inline Message direct_message(const core::FrameHeader* f, std::uint32_t len) {
-  return Message{{reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize},
-                 f->stream_id,
-                 f->session_id,
-                 f->sequence,
-                 f->timestamp_ns,
-                 nullptr};
+  Message m;
+  m.payload = {reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize};
+  std::memcpy(reinterpret_cast<std::byte*>(&m) + offsetof(Message, stream_id),
+              reinterpret_cast<const std::byte*>(f) + offsetof(core::FrameHeader, stream_id), 24);
+  m.trace = nullptr;
+  return m;
 }
 
 GapReason gap_reason(std::uint16_t r) {
