@@ -479,7 +479,7 @@ class LogReader {
   template <class F>
   std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
     if (pending_n_ != 0) check_pending();
-    if (__builtin_expect(resync_ || pending_overrun_, 0)) {
+    if (__builtin_expect(resync_ | pending_overrun_, 0)) {  // one branch for both
       *slow = true;
       return 0;
     }
