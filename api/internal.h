@@ -130,7 +130,7 @@ class PublisherImpl {
   // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
   template <bool kStamp>
-  std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
+  [[gnu::noinline]] std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
   [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
@@ -143,6 +143,8 @@ class SubscriberImpl {
   // poll() off its fast path (every mode; inline shm after the direct path stopped), with
   // `handled` messages already delivered by this call.
   [[gnu::noinline]] int poll_general(const Handlers& h, int limit, int handled) noexcept;
+  // poll()'s inline shm path (its own function: see poll()).
+  [[gnu::noinline]] int poll_shm(const Handlers& h, int limit) noexcept;
   // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
   // calling thread only; see Subscriber::wait().
   bool wait(std::int64_t timeout_ns) noexcept;

@@ -140,7 +140,9 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   // The common case - inline shm, untraced, open - decided by one relaxed load (fast_path: set
   // at open, cleared by close(); it also says whether the stream stamps, so that the fast path
   // is compiled once for each and tests neither); everything else, and every failure to admit
-  // or claim, takes offer_general(), which sorts out and counts the reason.
+  // or claim, takes offer_general(), which sorts out and counts the reason. Each path is a
+  // function of its own reached by a tail call: inlined here, the fast path's register saves
+  // would be made before the test, by every other mode too.
   const std::uint8_t f = fast_path.load(std::memory_order_relaxed);
   if (__builtin_expect(f == kFastShmStamped, 1)) return offer_shm<true>(payload);
   if (f == kFastShmUnstamped) return offer_shm<false>(payload);
@@ -152,7 +154,7 @@ std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
 // before anything is written; a sleeping reader or a due heartbeat through offer_finish()
 // after the commit.
 template <bool kStamp>
-[[gnu::always_inline]] inline std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexcept {
+std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexcept {
   const std::size_t len = payload.size();
   if (__builtin_expect(len > max_payload || !shm->connected(), 0)) return offer_general(payload);
   std::int64_t now = 0;

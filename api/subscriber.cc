@@ -75,7 +75,15 @@ void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
 }
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
-  if (__builtin_expect(shm_direct.load(std::memory_order_relaxed), 1)) {
+  // Each path is a function of its own reached by a tail call: inlined here, the shm path's
+  // register saves would be made before the test, by every other mode too.
+  if (__builtin_expect(shm_direct.load(std::memory_order_relaxed), 1)) return poll_shm(h, limit);
+  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
+  return poll_general(h, limit, 0);
+}
+
+int SubscriberImpl::poll_shm(const Handlers& h, int limit) noexcept {
+  {
     // Inline shm: plain frames go from the log straight to the handler and are released by
     // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
     // The general loop (poll_general) runs only for what the direct path stops at - gaps, stream
@@ -107,8 +115,6 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
     if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
     return poll_general(h, limit, handled);
   }
-  if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
-  return poll_general(h, limit, 0);
 }
 
 int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noexcept {
