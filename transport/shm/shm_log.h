@@ -356,6 +356,7 @@ class LogReader {
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
+    position_out_ = slot != nullptr ? &slot->position : &no_slot_position_;
     stream_id_ = seg->layout().stream_id;
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
@@ -538,8 +539,9 @@ class LogReader {
       pending_seq0_ = expected_ - n;  // >= 1: a delivered frame's sequence is never 0
       pending_n_ = n;
     }
-    // Release pairs with the writer's acquire in refresh_limit(), as in release().
-    if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
+    // Release pairs with the writer's acquire in refresh_limit(), as in release(). Without a
+    // slot (tests) position_out_ is a word of our own: no test here.
+    position_out_->store(pos_, std::memory_order_release);
     return n;
   }
 
@@ -856,6 +858,8 @@ class LogReader {
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;
+  std::atomic<std::uint64_t>* position_out_ = &no_slot_position_;  // &slot_->position, or ours
+  std::atomic<std::uint64_t> no_slot_position_{0};
   std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0;
   std::uint64_t pos_ = 0, expected_ = 0;
   bool resync_ = true, announce_gap_ = false, pending_overrun_ = false;
