@@ -231,6 +231,10 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
+  if (p->mode == PublisherImpl::Mode::kShmDirect && !p->trace) {
+    p->fast_path.store(p->stamp ? PublisherImpl::kFastShmStamped : PublisherImpl::kFastShmUnstamped,
+                       std::memory_order_relaxed);
+  }
   p->ctx = this;
   pubs_.push_back(p);
   return p;
@@ -252,6 +256,10 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
     s->mode = SubscriberImpl::Mode::kInline;
     s->ep = std::move(*ep);
     s->kind = kind_of(s->ep.get());
+    if (s->kind == EndpointKind::kShm) {
+      s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
+      s->shm_direct.store(true, std::memory_order_relaxed);
+    }
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = slot->poller.get();

@@ -62,6 +62,11 @@ class PublisherImpl {
   // --- set up by ContextImpl ---
   Mode mode = Mode::kShmDirect;
   std::atomic<bool> closed{false};
+  // offer()'s fast path: kShmDirect, untraced and not closed - one predictable test instead of
+  // five - and whether the stream stamps (`stamp`). Set by ContextImpl::open_publisher, cleared
+  // by close(). Relaxed, as `closed`: a flag, no data is published through it.
+  static constexpr std::uint8_t kFastNone = 0, kFastShmStamped = 1, kFastShmUnstamped = 2;
+  std::atomic<std::uint8_t> fast_path{kFastNone};
   std::uint32_t stream_id = 0;
   std::string topic;
   bool trace = false;
@@ -122,6 +127,11 @@ class PublisherImpl {
     return mode == Mode::kShmDirect ? shm->connected() : transport_connected();
   }
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
+  // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
+  [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
+  template <bool kStamp>
+  [[gnu::noinline]] std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
+  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
 };
@@ -130,6 +140,11 @@ class SubscriberImpl {
  public:
   enum class Mode : std::uint8_t { kInline, kQueued };
   int poll(const Handlers& h, int limit) noexcept;
+  // poll() off its fast path (every mode; inline shm after the direct path stopped), with
+  // `handled` messages already delivered by this call.
+  [[gnu::noinline]] int poll_general(const Handlers& h, int limit, int handled) noexcept;
+  // poll()'s inline shm path (its own function: see poll()).
+  [[gnu::noinline]] int poll_shm(const Handlers& h, int limit) noexcept;
   // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
   // calling thread only; see Subscriber::wait().
   bool wait(std::int64_t timeout_ns) noexcept;
@@ -144,6 +159,10 @@ class SubscriberImpl {
 
   Mode mode = Mode::kInline;
   std::atomic<bool> closed{false};
+  // poll()'s fast path: inline on shm and not closed - one predictable test instead of three.
+  // Set by ContextImpl::open_subscriber, cleared by close(). Relaxed, as `closed`.
+  std::atomic<bool> shm_direct{false};
+  transport::shm::ShmRxEndpoint* shm = nullptr;  // ep, when it is a shm endpoint (inline)
   std::uint32_t stream_id = 0;
   std::string topic;
   StreamCounters counters;

@@ -137,6 +137,54 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 }
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
+  // The common case - inline shm, untraced, open - decided by one relaxed load (fast_path: set
+  // at open, cleared by close(); it also says whether the stream stamps, so that the fast path
+  // is compiled once for each and tests neither); everything else, and every failure to admit
+  // or claim, takes offer_general(), which sorts out and counts the reason. Each path is a
+  // function of its own reached by a tail call: inlined here, the fast path's register saves
+  // would be made before the test, by every other mode too.
+  const std::uint8_t f = fast_path.load(std::memory_order_relaxed);
+  if (__builtin_expect(f == kFastShmStamped, 1)) return offer_shm<true>(payload);
+  if (f == kFastShmUnstamped) return offer_shm<false>(payload);
+  return offer_general(payload);
+}
+
+// The fast path calls nothing on its way: whatever is rare (a clock update in progress, a
+// claim that needs padding or a limit refresh) leaves through a tail call to offer_general()
+// before anything is written; a sleeping reader or a due heartbeat through offer_finish()
+// after the commit.
+template <bool kStamp>
+std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexcept {
+  const std::size_t len = payload.size();
+  if (__builtin_expect(len > max_payload || !shm->connected(), 0)) return offer_general(payload);
+  std::int64_t now = 0;
+  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return offer_general(payload);
+  transport::shm::LogWriter& w = shm->writer();
+  transport::shm::LogWriter::Claim c;
+  if (__builtin_expect(!w.try_claim_fast(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 0)) {
+    return offer_general(payload);
+  }
+  copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
+  counters.messages.add();
+  counters.bytes.add(len);
+  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+  const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+  // offer_heartbeat()'s test, the call left to offer_finish().
+  const bool beat = kStamp ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
+  if (__builtin_expect(wake, 0)) return offer_finish(r, now, true, beat);
+  if (__builtin_expect(beat, 0)) return offer_finish(r, now, false, true);
+  return r;
+}
+
+// After a fast-path commit: wake the sleeping readers (before a heartbeat's segment check may
+// replace the segment they sleep on), then the heartbeat. Returns `r`.
+std::int64_t PublisherImpl::offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept {
+  if (wake) shm->writer().wake();
+  if (beat) shm->maybe_heartbeat(stamp ? now : core::Clock::now_ns());
+  return r;
+}
+
+std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) noexcept {
   const bool traced = take_trace();
   if (__builtin_expect(!admit(payload.size()), 0)) {
     if (std::int64_t r = check_state(payload.size(), traced); r != 0) return r;
@@ -337,6 +385,7 @@ int PublisherImpl::service() noexcept {
 
 void PublisherImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
+  fast_path.store(kFastNone, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_publisher(this);
   ctx = nullptr;

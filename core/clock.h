@@ -109,20 +109,55 @@ class Clock {
   }
 
   static std::int64_t now_ns() noexcept {
+    // One straight-line attempt inline (the common case: no update in progress, TSC on); the
+    // bounded retry loop and the fallback stay out of line, so callers on the hot path (offer())
+    // carry neither a loop counter nor the field addresses it would keep live.
+    std::int64_t ns;
+    if (__builtin_expect(try_now_ns(&ns), 1)) return ns;
+    return now_ns_slow();
+  }
+
+  // now_ns()'s first attempt alone: false when it could not decide (an update in progress, no
+  // TSC), and then the caller must call now_ns(). For hot paths that would rather leave through
+  // a tail call than keep their state across a call to now_ns_slow().
+  static bool try_now_ns(std::int64_t* out) noexcept {
+    const ClockPage* p = detail::g_page.load(std::memory_order_acquire);
+    // Acquire pairs with the writer's release store of the even seq that ends its update: the
+    // fields read below are at least that update's.
+    const std::uint32_t s = p->seq.load(std::memory_order_acquire);
+    // An update in progress, or no TSC: the caller's slow path decides (and reads everything
+    // again). Tested before the other fields are loaded, so that fewer values are live at once;
+    // a torn `tsc` read is caught by the seq re-check below like any other field's.
+    if (__builtin_expect((s & 1) != 0 || p->tsc.load(std::memory_order_relaxed) == 0, 0)) return false;
+    const std::uint64_t base_tsc = p->base_tsc.load(std::memory_order_relaxed);
+    const std::int64_t base_ns = p->base_ns.load(std::memory_order_relaxed);
+    const std::uint64_t mult = p->mult.load(std::memory_order_relaxed);
+    const std::uint64_t t = ticks();
+    // The field loads complete before seq is read again (pairs with the writer's release fence
+    // after making seq odd): an update that overlapped them changes seq.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // t < base_tsc: re-anchored a moment ago by a core whose TSC reads a few ticks ahead of ours.
+    if (__builtin_expect(p->seq.load(std::memory_order_relaxed) == s && t >= base_tsc, 1)) {
+      *out = base_ns + static_cast<std::int64_t>((static_cast<unsigned __int128>(t - base_tsc) * mult) >> 32);
+      return true;
+    }
+    return false;
+  }
+
+  // now_ns() when its first attempt failed: the same read, retried a bounded number of times.
+  [[gnu::noinline, gnu::cold]] static std::int64_t now_ns_slow() noexcept {
     const ClockPage* p = detail::g_page.load(std::memory_order_acquire);
     // Sequence-lock read, bounded: a writer that died half-way (seq left odd) or a page that
     // another process scribbled on sends this to clock_gettime, never into a spin.
     for (int i = 0; i < 16; ++i) {
-      // Acquire pairs with the writer's release store of the even seq that ends its update:
-      // the fields read below are at least that update's.
+      // Acquire: as in now_ns().
       const std::uint32_t s = p->seq.load(std::memory_order_acquire);
       const std::uint32_t on = p->tsc.load(std::memory_order_relaxed);
       const std::uint64_t base_tsc = p->base_tsc.load(std::memory_order_relaxed);
       const std::int64_t base_ns = p->base_ns.load(std::memory_order_relaxed);
       const std::uint64_t mult = p->mult.load(std::memory_order_relaxed);
       const std::uint64_t t = ticks();
-      // The field loads complete before seq is read again (pairs with the writer's release
-      // fence after making seq odd): an update that overlapped them changes seq.
+      // As in now_ns(): pairs with the writer's release fence after making seq odd.
       std::atomic_thread_fence(std::memory_order_acquire);
       if (__builtin_expect(p->seq.load(std::memory_order_relaxed) != s || (s & 1) != 0, 0)) continue;
       // Off, or re-anchored a moment ago by a core whose TSC reads a few ticks ahead of ours.

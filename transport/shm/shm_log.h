@@ -110,37 +110,86 @@ class LogWriter {
   // Reserves a frame of `frame_length` bytes (header included). False: back-pressured (only
   // with flow_control = backpressure). The caller checked frame_length <= max_frame().
   [[nodiscard]] bool try_claim(std::uint32_t frame_length, Claim* c) noexcept {
+    // Members in locals first: the stores into the log below are through pointers the compiler
+    // must assume may alias this object, and would otherwise make it reload each one.
+    std::byte* const log = log_;
+    const std::uint64_t mask = mask_, size = size_;
+    std::uint64_t pos = pos_;
     const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
-    const std::uint64_t idx = pos_ & mask_;
-    const std::uint64_t pad = idx + aligned > size_ ? size_ - idx : 0;
-    const std::uint64_t end = pos_ + pad + aligned;
-    if (end > limit_) {
+    std::uint64_t idx = pos & mask;
+    const std::uint64_t pad = idx + aligned > size ? size - idx : 0;
+    const std::uint64_t end = pos + pad + aligned;
+    if (__builtin_expect(end > limit_, 0)) {
       refresh_limit();
       if (end > limit_) {
         ++bp_events_;
         return false;
       }
     }
-    if (pad != 0) {
+    if (__builtin_expect(pad != 0, 0)) {
       // Zero-ahead for the frame we are about to claim at the start of the ring, then publish
       // the padding frame (it carries the sequence the next message will have).
-      seq_word(log_).store(0, std::memory_order_relaxed);
-      publish_padding(log_ + idx, pos_, static_cast<std::uint32_t>(pad));
+      seq_word(log).store(0, std::memory_order_relaxed);
+      publish_padding(log + idx, pos, static_cast<std::uint32_t>(pad));
+      pos += pad;  // == pos_ now, at the start of the ring
+      idx = 0;
     }
     // Zero-ahead: the header slot after this frame must read 0 until its frame is published.
-    seq_word(log_ + ((pos_ + aligned) & mask_)).store(0, std::memory_order_relaxed);
-    c->frame = log_ + (pos_ & mask_);
-    c->position = pos_;
+    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
+    c->frame = log + idx;
+    c->position = pos;
     c->length = frame_length;
     c->aligned = aligned;
     return true;
   }
 
   // Publishes a claimed frame. Header fields other than the sequence are written here.
+  // commit_deferred() + publish_tail(), without the deferred-tail bookkeeping (the tail is
+  // published here; publish_tail() clears what earlier deferred commits left).
   void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
-    commit_deferred(c, flags, timestamp_ns);
-    publish_tail();
+    const std::uint64_t seq = seq_;
+    const std::uint64_t next = c.position + c.aligned;
+    write_header(c.frame, c.length, flags, timestamp_ns);
+    seq_word(c.frame).store(seq, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(c.position);
+    seq_ = seq + 1;
+    pos_ = next;
+    publish_tail(next);
   }
+
+  // offer()'s fast path (PublisherImpl::offer): try_claim() for a frame that fits before the
+  // ring's end and below the limit - no padding frame, no refresh of the limit, no call. False:
+  // nothing was done; try_claim() decides.
+  [[nodiscard]] bool try_claim_fast(std::uint32_t frame_length, Claim* c) noexcept {
+    std::byte* const log = log_;
+    const std::uint64_t mask = mask_, pos = pos_;
+    const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
+    const std::uint64_t idx = pos & mask;
+    if (__builtin_expect(idx + aligned > size_ || pos + aligned > limit_, 0)) return false;
+    // Zero-ahead, as try_claim().
+    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
+    c->frame = log + idx;
+    c->position = pos;
+    c->length = frame_length;
+    c->aligned = aligned;
+    return true;
+  }
+
+  // commit() without the wake-up: true when a reader sleeps and wake() must be called now (a
+  // hot caller then leaves through a cold call instead of keeping its state across one). Only
+  // outside a batch: nothing deferred is pending (offer_batch() ends with flush_tail()).
+  [[nodiscard]] bool commit_no_wake(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
+    const std::uint64_t seq = seq_;
+    const std::uint64_t next = c.position + c.aligned;
+    write_header(c.frame, c.length, flags, timestamp_ns);
+    seq_word(c.frame).store(seq, std::memory_order_release);  // pairs with LogReader's acquire
+    checkpoint(c.position);
+    seq_ = seq + 1;
+    pos_ = next;
+    return publish_tail_no_wake(next);
+  }
+  // After commit_no_wake() returned true.
+  void wake() noexcept { wake_sleepers(); }
 
   // As commit(), but the tail is published later (flush_tail(), or automatically once the
   // unpublished frames reach max_frame bytes, which keeps every in-progress write inside the
@@ -206,12 +255,19 @@ class LogWriter {
     publish_tail();
   }
 
-  void publish_tail() noexcept {
+  void publish_tail() noexcept { publish_tail(pos_); }
+  // `pos` == pos_ (passed by callers that hold it in a register).
+  void publish_tail(std::uint64_t pos) noexcept {
     unpublished_ = 0;
+    if (__builtin_expect(publish_tail_no_wake(pos), 0)) wake_sleepers();
+  }
+  // publish_tail() but the wake-up, which the caller makes when this returns true; leaves
+  // unpublished_ alone (callers outside a batch: it is 0).
+  bool publish_tail_no_wake(std::uint64_t pos) noexcept {
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
     // release fence then orders this tail before every store of the next frame, which is what
     // the readers' post-delivery validation relies on.
-    ws_->tail.store(pos_, std::memory_order_release);
+    ws_->tail.store(pos, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_release);
     // The waker's half of the Dekker pair with LogReader::arm(): the stores above (this tail and
     // the frames' sequence words) must be ordered before the load of `sleepers` below - the
@@ -225,7 +281,7 @@ class LogWriter {
       std::atomic_signal_fence(std::memory_order_seq_cst);
     }
     // Relaxed: ordered by the barrier above. Nobody sleeps: one load of a line this core holds.
-    if (__builtin_expect(wake_->sleepers.load(std::memory_order_relaxed) != 0, 0)) wake_sleepers();
+    return wake_->sleepers.load(std::memory_order_relaxed) != 0;
   }
 
   // Someone advertised a sleep (or a hostile/dead reader left a bit set: that costs this call,
@@ -300,11 +356,18 @@ class LogReader {
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
+    position_out_ = slot != nullptr ? &slot->position : &no_slot_position_;
     stream_id_ = seg->layout().stream_id;
     session_id_ = seg->layout().session_id;
     max_frame_ = seg->layout().max_frame;
+    intact_off_ = size_ - margin_ - max_frame_;  // > 0: size > margin + max_frame (layout check)
+    max_body_ = max_frame_ - core::kFrameHeaderSize;  // max_frame >= header size (layout check)
+    block_base_mask_ = ~((std::uint64_t{1} << block_shift_) - 1);
+    want_word_ = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
+                 std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
     backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
     pending_n_ = 0;
+    pending_seq0_ = 0;
     expected_ = 0;
     announce_gap_ = false;  // nothing was expected yet
     resync_ = true;
@@ -417,12 +480,11 @@ class LogReader {
   template <class F>
   std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
     if (pending_n_ != 0) check_pending();
-    if (__builtin_expect(resync_ || pending_overrun_, 0)) {
+    if (__builtin_expect(resync_ | pending_overrun_, 0)) {  // one branch for both
       *slow = true;
       return 0;
     }
-    const std::uint64_t want_word = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
-                                    std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
+    const std::uint64_t want_word = want_word_;
     static_assert(kMaxDirect < kMaxPending);
     // max_frame_ >= header size: the segment's layout check (max_frame == log_size / 32).
     // Where each delivered frame starts, recorded straight into the lossy mode's deferred
@@ -432,7 +494,9 @@ class LogReader {
     std::uint32_t n = 0;
     max = std::min(max, kMaxDirect);
     while (n < max) {
-      std::byte* p = log_ + (pos_ & mask_);
+      // In locals before the acquire load (after which every member would be loaded again).
+      const std::uint64_t pos = pos_, idx = pos & mask_, room = size_ - idx, expected = expected_;
+      std::byte* p = log_ + idx;
       const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);  // pairs with LogWriter's release
       if (seq == 0) {
         // Live edge. poll() checks for a lap every 256 empty polls: leave that one to it.
@@ -447,17 +511,16 @@ class LogReader {
       std::memcpy(&word, reinterpret_cast<const std::byte*>(h) + 4, sizeof word);  // magic..stream_id
       const std::uint32_t len = h->frame_length;
       const std::uint64_t aligned = core::align_up(len, core::kFrameAlignment);
-      if (__builtin_expect(seq != expected_ || word != want_word || h->session_id != session_id_ ||
-                               len - core::kFrameHeaderSize > max_frame_ - core::kFrameHeaderSize ||
-                               aligned > size_ - (pos_ & mask_),
+      if (__builtin_expect(seq != expected || word != want_word || h->session_id != session_id_ ||
+                               len - core::kFrameHeaderSize > max_body_ || aligned > room,
                            0)) {
         *slow = true;
         break;
       }
       empty_polls_ = 0;
-      starts[n++] = pos_;
-      pos_ += aligned;
-      ++expected_;
+      starts[n++] = pos;
+      pos_ = pos + aligned;
+      expected_ = expected + 1;
       on_frame(h, len);
     }
     if (n == 0) return 0;
@@ -472,11 +535,13 @@ class LogReader {
     } else {
       // Lossy: checked at the start of the next poll (check_pending()); the
       // starts are in pending_start_ already, n <= kMaxDirect < kMaxPending.
-      for (std::uint32_t i = 0; i < n; ++i) pending_seq_[i] = expected_ - n + i;
+      // Their sequences are consecutive: only the first is kept (check_pending()).
+      pending_seq0_ = expected_ - n;  // >= 1: a delivered frame's sequence is never 0
       pending_n_ = n;
     }
-    // Release pairs with the writer's acquire in refresh_limit(), as in release().
-    if (slot_ != nullptr) slot_->position.store(pos_, std::memory_order_release);
+    // Release pairs with the writer's acquire in refresh_limit(), as in release(). Without a
+    // slot (tests) position_out_ is a word of our own: no test here.
+    position_out_->store(pos_, std::memory_order_release);
     return n;
   }
 
@@ -503,6 +568,10 @@ class LogReader {
       // may legitimately overwrite these frames at once.
       if (!slot_active()) check_now(done, n);
     } else if (validate) {
+      if (pending_seq0_ != 0) {  // poll_direct()'s consecutive run: spell it out before appending
+        for (std::uint32_t i = 0; i < pending_n_; ++i) pending_seq_[i] = pending_seq0_ + i;
+        pending_seq0_ = 0;
+      }
       for (std::uint32_t i = 0; i < n && pending_n_ < kMaxPending; ++i) {
         if (done[i].kind != RxKind::kMessage) continue;
         pending_start_[pending_n_] = start_of(done[i]);
@@ -532,16 +601,17 @@ class LogReader {
   // read only when the checkpoints cannot rule a lap out, and then decides as before.
   void check_pending() noexcept {
     if (surely_intact(pending_start_[0])) {  // starts increase: [0] is the oldest
-      pending_n_ = 0;
+      pending_n_ = 0;  // pending_seq0_ may stay: whoever fills the list next sets it
       return;
     }
     const std::uint64_t floor = safe_floor();
     std::uint64_t torn = 0, from = 0;
     for (std::uint32_t i = 0; i < pending_n_; ++i) {
       if (pending_start_[i] >= floor) break;  // positions increase: the rest are intact
-      if (torn++ == 0) from = pending_seq_[i];
+      if (torn++ == 0) from = pending_seq0_ != 0 ? pending_seq0_ + i : pending_seq_[i];
     }
     pending_n_ = 0;
+    pending_seq0_ = 0;
     note_overrun(from, torn);
   }
 
@@ -590,9 +660,10 @@ class LogReader {
   // the caller to the tail. Ordering as in safe_floor(): the acquire fence orders the frame
   // loads before this load, which pairs with the writer's release fence after its checkpoint.
   bool surely_intact(std::uint64_t start) const noexcept {
-    const std::uint64_t b = (start + size_ - margin_ - max_frame_) >> block_shift_;  // size > margin + max_frame
+    const std::uint64_t x = start + intact_off_;  // intact_off_ = size - margin - max_frame
+    const std::uint64_t b = x >> block_shift_;
     std::atomic_thread_fence(std::memory_order_acquire);
-    return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (b << block_shift_);
+    return cps_->pos[b & (kCheckpoints - 1)].load(std::memory_order_relaxed) < (x & block_base_mask_);  // b << shift
   }
 
   // Any thread: frames starting below this position may have been overwritten.
@@ -780,9 +851,15 @@ class LogReader {
   std::byte* log_ = nullptr;
   std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
   std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
+  std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
+  std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
+  std::uint64_t want_word_ = 0;     // poll_direct(): magic, version, flags 0, stream_id of a plain frame
+  std::uint32_t max_body_ = 0;      // max_frame_ - kFrameHeaderSize (poll_direct's length check)
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;
+  std::atomic<std::uint64_t>* position_out_ = &no_slot_position_;  // &slot_->position, or ours
+  std::atomic<std::uint64_t> no_slot_position_{0};
   std::uint32_t stream_id_ = 0, session_id_ = 0, max_frame_ = 0;
   std::uint64_t pos_ = 0, expected_ = 0;
   bool resync_ = true, announce_gap_ = false, pending_overrun_ = false;
@@ -794,6 +871,7 @@ class LogReader {
   std::uint32_t pending_n_ = 0;
   std::uint64_t pending_start_[kMaxPending];
   std::uint64_t pending_seq_[kMaxPending];
+  std::uint64_t pending_seq0_ = 0;  // != 0: pending_seq_[i] is pending_seq0_ + i (not stored)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t malformed_ = 0, lapped_ = 0, overruns_ = 0;
 };

@@ -46,6 +46,7 @@ class ShmTxEndpoint final : public TxEndpoint {
 
   // Direct path for the inline threading mode (the application thread is the writer).
   LogWriter& writer() noexcept { return writer_; }
+  bool heartbeat_due(std::int64_t now_ns) const noexcept { return now_ns - last_heartbeat_ns_ > 100'000'000; }
   void maybe_heartbeat(std::int64_t now_ns) noexcept {
     if (now_ns - last_heartbeat_ns_ > 100'000'000) {
       writer_.heartbeat(now_ns);
