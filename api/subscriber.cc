@@ -83,38 +83,36 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
 }
 
 int SubscriberImpl::poll_shm(const Handlers& h, int limit) noexcept {
-  {
-    // Inline shm: plain frames go from the log straight to the handler and are released by
-    // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
-    // The general loop (poll_general) runs only for what the direct path stops at - gaps, stream
-    // events, traced or padding frames, resyncs - and continues from the same reader state.
-    transport::shm::ShmRxEndpoint* const e = shm;
-    bool slow = false;
-    std::uint64_t bytes = 0;
-    auto on_frame = [&](const core::FrameHeader* f, std::uint32_t len) {
-      bytes += len - core::kFrameHeaderSize;  // before the call: len need not survive it
-      h.on_message(h.ctx, direct_message(f, len));
-    };
-    int handled = 0;
-    if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
-      // 1 <= limit <= kChunk: one call.
-      handled = static_cast<int>(e->poll_direct(static_cast<std::uint32_t>(limit), on_frame, &slow));
-    } else {
-      while (handled < limit) {  // nothing when limit <= 0
-        const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-        const std::uint32_t n = e->poll_direct(want, on_frame, &slow);
-        handled += static_cast<int>(n);
-        if (slow || n < want) break;
-      }
+  // Inline shm: plain frames go from the log straight to the handler and are released by
+  // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
+  // The general loop (poll_general) runs only for what the direct path stops at - gaps, stream
+  // events, traced or padding frames, resyncs - and continues from the same reader state.
+  transport::shm::ShmRxEndpoint* const e = shm;
+  bool slow = false;
+  std::uint64_t bytes = 0;
+  auto on_frame = [&](const core::FrameHeader* f, std::uint32_t len) {
+    bytes += len - core::kFrameHeaderSize;  // before the call: len need not survive it
+    h.on_message(h.ctx, direct_message(f, len));
+  };
+  int handled = 0;
+  if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
+    // 1 <= limit <= kChunk: one call.
+    handled = static_cast<int>(e->poll_direct(static_cast<std::uint32_t>(limit), on_frame, &slow));
+  } else {
+    while (handled < limit) {  // nothing when limit <= 0
+      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+      const std::uint32_t n = e->poll_direct(want, on_frame, &slow);
+      handled += static_cast<int>(n);
+      if (slow || n < want) break;
     }
-    if (handled != 0) {  // counters once per call, not per message
-      received += static_cast<std::uint64_t>(handled);
-      counters.messages.add(static_cast<std::uint64_t>(handled));
-      counters.bytes.add(bytes);
-    }
-    if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
-    return poll_general(h, limit, handled);
   }
+  if (handled != 0) {  // counters once per call, not per message
+    received += static_cast<std::uint64_t>(handled);
+    counters.messages.add(static_cast<std::uint64_t>(handled));
+    counters.bytes.add(bytes);
+  }
+  if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
+  return poll_general(h, limit, handled);
 }
 
 int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noexcept {

@@ -147,14 +147,8 @@ class LogWriter {
   // commit_deferred() + publish_tail(), without the deferred-tail bookkeeping (the tail is
   // published here; publish_tail() clears what earlier deferred commits left).
   void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
-    const std::uint64_t seq = seq_;
-    const std::uint64_t next = c.position + c.aligned;
-    write_header(c.frame, c.length, flags, timestamp_ns);
-    seq_word(c.frame).store(seq, std::memory_order_release);  // pairs with LogReader's acquire
-    checkpoint(c.position);
-    seq_ = seq + 1;
-    pos_ = next;
-    publish_tail(next);
+    unpublished_ = 0;  // as publish_tail(): this tail covers every deferred commit before it
+    if (__builtin_expect(commit_no_wake(c, flags, timestamp_ns), 0)) wake_sleepers();
   }
 
   // offer()'s fast path (PublisherImpl::offer): try_claim() for a frame that fits before the

@@ -48,7 +48,7 @@ class ShmTxEndpoint final : public TxEndpoint {
   LogWriter& writer() noexcept { return writer_; }
   bool heartbeat_due(std::int64_t now_ns) const noexcept { return now_ns - last_heartbeat_ns_ > 100'000'000; }
   void maybe_heartbeat(std::int64_t now_ns) noexcept {
-    if (now_ns - last_heartbeat_ns_ > 100'000'000) {
+    if (heartbeat_due(now_ns)) {
       writer_.heartbeat(now_ns);
       last_heartbeat_ns_ = now_ns;
       (void)check_segment_st();
