@@ -40,12 +40,15 @@ using pollux::core::Histogram;
 
 // `stamp` false: the bench's streams (ping, pong, tput) have [[streams]] publisher_timestamp =
 // false - offer() reads no clock, Message::publisher_ns is 0 (the cases with a "u" suffix).
+// --log-size: [shm] log_size of every case's streams (the config's own syntax and checks).
+std::string g_log_size = "16MiB";
+
 std::string config(const std::string& name, const std::string& threading, const std::string& idle, int poller_cpu,
                    const std::string& flow = "lossy", bool stamp = true) {
   std::string c = "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading + "\"\nidle = \"" + idle +
                   "\"\ncounters = true\n";
   if (poller_cpu >= 0) c += "poller_cores = [" + std::to_string(poller_cpu) + "]\n";
-  c += "[shm]\nlog_size = \"16MiB\"\nflow_control = \"" + flow + "\"\n";
+  c += "[shm]\nlog_size = \"" + g_log_size + "\"\nflow_control = \"" + flow + "\"\n";
   if (!stamp) {
     int id = 101;
     for (const char* topic : {"ping", "pong", "tput"}) {
@@ -274,6 +277,8 @@ int main(int argc, char** argv) {
       .count("--runs", &runs, "runs of every case (each run measures its own floor)", 1, 1000)
       .list("--cases", &cases, {"floor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
             "cases to run, comma-separated")
+      .text("--log-size", &g_log_size, "SIZE",
+            "shm.log_size of the streams (default 16MiB; e.g. 64KiB keeps a ping-pong's log in L2)")
       .toggle("--rt", &rt, "run both processes SCHED_FIFO 50 (needs root)")
       .text("--json", &json_path, "FILE",
             "also write JSON lines: per run, floor, inline32 ... dedicated256 (ns percentiles,\n"
