@@ -30,7 +30,7 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"messages_recovered", "messages delivered from re-request replies"},
     {"gaps_unrecoverable", "ranges reported to the subscribers as lost"},
     {"messages_unrecoverable", "messages in those ranges"},
-    {"window_overflow", "messages dropped beyond the window (then recovered or reported)"},
+    {"window_overflow", "messages dropped beyond a window that could not be emptied (then recovered or reported)"},
     {"malformed", "datagrams refused by the MoldUDP64 or ITCH decoder, or truncated"},
     {"wrong_session", "datagrams of a session not followed"},
     {"old_session", "datagrams of a session already left"},
@@ -38,6 +38,7 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"stale_a", "times line A went quiet for the stale interval"},
     {"stale_b", "times line B went quiet for the stale interval"},
     {"session_changes", "sessions started after the first"},
+    {"gaps_given_up", "ranges reported lost before their retries ran out, to make room in a full window"},
 }};
 static_assert(kLiveCounters.back().name != nullptr, "a LiveCounter without a name");
 
@@ -282,6 +283,9 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexce
       return false;
     }
   }
+  // Live data that does not fit the window is kept; the oldest ranges in front of it are
+  // given up instead (a reply beyond the window could not be kept anyway).
+  if (line != Line::kReplay && end > next_ + o_.window) MakeRoom(seq, end);
   const std::uint64_t old_hi = hi_;
   const std::uint64_t limit = next_ + o_.window;  // first sequence beyond the window
   // First range that may hold `seq` or later.
@@ -343,6 +347,19 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexce
     Count(LiveCounter::kOutOfOrderMessages, stored);
   }
   return true;
+}
+
+void Arbiter::MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept {
+  while (end > next_ + o_.window && !gaps_.empty() && gaps_.front().to <= seq) {
+    Gap& g = gaps_.front();
+    if (!g.lost) {
+      g.lost = true;  // Pump() reports it and delivers what waited behind it
+      Count(LiveCounter::kGapsGivenUp);
+    }
+    const std::uint64_t before = next_;
+    Pump();
+    if (next_ == before) return;  // the output is full: the caller takes it first
+  }
 }
 
 void Arbiter::DropRequestRef(std::int32_t req) noexcept {

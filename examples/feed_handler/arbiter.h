@@ -12,8 +12,11 @@
 //   - the first copy of each sequence number wins, from whichever line or the re-request
 //     reply; later copies are duplicates (dropped and counted);
 //   - messages after a gap wait in a window of `window` messages (one 64-byte slot each,
-//     allocated once); what falls beyond it is dropped, counted, and recovered like a loss
-//     once the window has moved;
+//     allocated once); a packet of line A or B that would not fit gives up the oldest
+//     missing ranges before it (reported as lost, `gaps_given_up`) until it fits: the live
+//     data is kept and nothing waits behind a gap for longer than a window of traffic. Only
+//     what still does not fit (the output or the gap list full) is dropped, counted, and
+//     recovered like a loss once the window has moved;
 //   - a gap is re-requested once both lines have moved past it (each line delivers in order,
 //     so it is then missing on both), or after `rerequest_wait_ns` if a line lags and its
 //     socket has since been read empty (a silent or dead line does not hold recovery up);
@@ -86,6 +89,7 @@ enum class LiveCounter : std::uint8_t {
   kStaleA,              // times line A went quiet for the stale interval
   kStaleB,
   kSessionChanges,      // sessions started after the first
+  kGapsGivenUp,         // ranges reported lost early to make room in a full window
   kCount
 };
 inline constexpr std::size_t kLiveCounterCount = static_cast<std::size_t>(LiveCounter::kCount);
@@ -200,6 +204,9 @@ class Arbiter {
   // Takes the messages [seq, seq + n) of a validated packet.
   bool Take(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
   void Fill(std::uint64_t from, std::uint64_t to, bool from_replay) noexcept;
+  // A packet ending at `end` does not fit the window: gives up the oldest ranges wholly
+  // before `seq` until it does (or none is left, or the output is full).
+  void MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept;
   void DropRequestRef(std::int32_t req) noexcept;
   void Pump() noexcept;  // delivers from the window while possible
   bool Emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept;

@@ -306,6 +306,33 @@ TEST_F(FeedLive, SilentRerequestServerTheExactLossIsReportedAsGapsAndTheFeedGoes
   EXPECT_EQ(r.Sub("messages"), 100'000 - r.Ex("messages_dropped_both"));
 }
 
+// The same silent server with the handler's default re-request timing (retries take 300 ms a
+// range, 8 in flight): the ranges open faster than their retries run out, so a window of
+// 4096 messages fills. The oldest range is then given up (reported where it was) instead of
+// the live data behind it being dropped: still exactly the double losses are reported.
+TEST_F(FeedLive, SilentServerWithDefaultTimingAndAFullWindowReportsExactlyTheDoubleLosses) {
+  const std::string input = Generated(100'000, 20, 9);
+  const ChainRun r = Chain("silent_window", input, 27640,
+                           {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "22", "--no-rerequest",
+                            "--linger-ms", "1000"},
+                           {"feed.window=4096"});
+  ExpectClean(r);  // window_overflow == 0 among others
+  std::printf("exchange: %lld messages lost on both lines in %lld runs; handler reported %lld in %lld gaps, %lld "
+              "given up to a full window\n",
+              r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Live("messages_unrecoverable"),
+              r.Live("gaps_unrecoverable"), r.Live("gaps_given_up"));
+  ASSERT_GT(r.Ex("messages_dropped_both"), 0) << r.exchange_json;
+  EXPECT_GT(r.Live("gaps_given_up"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("messages_unrecoverable"), r.Ex("messages_dropped_both")) << r.handler_json;
+  EXPECT_EQ(r.Live("gaps_unrecoverable"), r.Ex("double_drop_runs"));
+  EXPECT_EQ(r.Sub("feed_lost"), r.Ex("messages_dropped_both")) << r.sub_json;
+  // Each range asked for at most 1 + 3 retries; the exchange saw (and refused) every request.
+  EXPECT_LE(r.Live("rerequests_sent"), 4 * r.Ex("double_drop_runs"));
+  EXPECT_EQ(r.Ex("requests"), r.Live("rerequests_sent"));
+  EXPECT_EQ(r.Live("messages") + r.Live("messages_unrecoverable"), 100'000);
+  EXPECT_EQ(r.Sub("messages"), 100'000 - r.Ex("messages_dropped_both"));
+}
+
 TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
   const std::string input = Generated(100'000, 20, 8);
   const ChainRun r = Chain("session", input, 27630,
