@@ -81,7 +81,7 @@ enum class LiveCounter : std::uint8_t {
   kMessagesRecovered,   // messages delivered from re-request replies
   kGapsUnrecoverable,   // kGap notices delivered
   kMessagesUnrecoverable,  // messages those notices cover
-  kWindowOverflow,      // messages dropped beyond the window (recovered later or reported)
+  kWindowOverflow,      // messages dropped beyond a window that could not be emptied (recovered later or reported)
   kMalformed,           // datagrams the MoldUDP64 or ITCH decoder refused, or truncated
   kWrongSession,        // datagrams of a session this handler does not follow
   kOldSession,          // datagrams of a session already left
