@@ -165,9 +165,10 @@ std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexce
     return offer_general(payload);
   }
   copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
+  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+  // After the commit: the counters' stores need not precede the frame's (their readers poll).
   counters.messages.add();
   counters.bytes.add(len);
-  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
   const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
   // offer_heartbeat()'s test, the call left to offer_finish().
   const bool beat = kStamp ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;

@@ -17,6 +17,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -59,12 +62,45 @@ std::string config(const std::string& name, const std::string& threading, const 
   return c;
 }
 
+// Round-trip timers. ClockNs (default): Clock::now_ns(), rdtsc and a multiply, not serialized.
+// Rdtscp (--timer rdtscp): rdtscp, which waits for earlier instructions, converted to ns with a
+// calibration made at start - the timer of ../shared/peers' shm_pingpong and aeron_pingpong, so
+// that figures from both sides carry the same timer overhead.
+struct ClockNs {
+  static std::int64_t now() noexcept { return Clock::now_ns(); }
+  static std::int64_t ns(std::int64_t d) noexcept { return d; }
+};
+double g_tsc_per_ns = 1.0;
+bool g_rdtscp = false;
+#if defined(__x86_64__)
+struct Rdtscp {
+  static std::int64_t now() noexcept {
+    unsigned aux;
+    return static_cast<std::int64_t>(__rdtscp(&aux));
+  }
+  static std::int64_t ns(std::int64_t d) noexcept { return static_cast<std::int64_t>(static_cast<double>(d) / g_tsc_per_ns); }
+};
+
+double calibrate_tsc_per_ns() {
+  const std::int64_t t0 = Clock::now_ns();
+  const std::int64_t c0 = Rdtscp::now();
+  while (Clock::now_ns() - t0 < 50'000'000) {
+  }
+  const std::int64_t c1 = Rdtscp::now();
+  const std::int64_t t1 = Clock::now_ns();
+  return static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0);
+}
+#else
+using Rdtscp = ClockNs;  // --timer rdtscp is refused off x86-64
+#endif
+
 // ---- floor ------------------------------------------------------------------------------------
 
 struct alignas(128) Line {
   std::atomic<std::uint64_t> v{0};
 };
 
+template <class T>
 Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
   auto* lines = static_cast<Line*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (&lines[0]) Line();
@@ -82,14 +118,78 @@ Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
   pollux::bench::pin(0);
   Histogram h;
   for (std::uint64_t i = 1; i <= total; ++i) {
-    const std::int64_t t0 = Clock::now_ns();
+    const std::int64_t t0 = T::now();
     lines[0].v.store(i, std::memory_order_release);
     while (lines[1].v.load(std::memory_order_acquire) != i) pollux::core::cpu_relax();
-    const std::int64_t t1 = Clock::now_ns();
-    if (i > warmup) h.record(t1 - t0);
+    const std::int64_t t1 = T::now();
+    if (i > warmup) h.record(T::ns(t1 - t0));
   }
   waitpid(child, nullptr, 0);
   munmap(lines, 4096);
+  return h;
+}
+
+// ---- log floor --------------------------------------------------------------------------------
+// The least a log-based transport can do: each direction a ring of 64-byte frames (64 KiB, so
+// it stays in L2 like Aeron's default IPC term), one new frame per message, the 32-byte payload
+// copied in and out, the frame published by a release store of its sequence number (no
+// zeroing: a reader waits for exactly the sequence it expects) and the length checked before
+// the payload is read. No claim accounting, no lapping checks, no counters, no clock read:
+// what remains above the cache-line floor is the cost of a new line per message and the copies.
+
+struct alignas(64) LogFrame {
+  std::atomic<std::uint64_t> seq{0};
+  std::uint32_t len = 0;
+  std::uint32_t pad = 0;
+  std::byte payload[48];
+};
+constexpr std::uint64_t kLogFrames = 1024;  // 64 KiB per direction
+
+template <class T>
+Histogram log_floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
+  constexpr std::size_t bytes = 2 * kLogFrames * sizeof(LogFrame);
+  auto* frames = static_cast<LogFrame*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (frames == MAP_FAILED) std::abort();
+  for (std::uint64_t i = 0; i < 2 * kLogFrames; ++i) new (&frames[i]) LogFrame();
+  LogFrame* const ping = frames;
+  LogFrame* const pong = frames + kLogFrames;
+  const std::uint64_t total = count + warmup;
+  // Waits for frame `i` of `log` and returns its payload length, or aborts on a bad length.
+  auto await = [](LogFrame* log, std::uint64_t i) -> LogFrame& {
+    LogFrame& f = log[i % kLogFrames];
+    while (f.seq.load(std::memory_order_acquire) != i) pollux::core::cpu_relax();  // pairs with publish
+    if (f.len > sizeof f.payload) std::abort();
+    return f;
+  };
+  auto publish = [](LogFrame* log, std::uint64_t i, const std::byte* p, std::uint32_t len) {
+    LogFrame& f = log[i % kLogFrames];
+    std::memcpy(f.payload, p, 32);
+    f.len = len;
+    f.seq.store(i, std::memory_order_release);  // after the payload and length: pairs with await
+  };
+  const pid_t child = pollux::bench::fork_on(1);
+  if (child == 0) {
+    pollux::bench::pin(1);
+    for (std::uint64_t i = 1; i <= total; ++i) {
+      LogFrame& f = await(ping, i);
+      publish(pong, i, f.payload, f.len);
+    }
+    _exit(0);
+  }
+  pollux::bench::pin(0);
+  std::byte msg[32] = {};
+  std::uint64_t sum = 0;
+  Histogram h;
+  for (std::uint64_t i = 1; i <= total; ++i) {
+    const std::int64_t t0 = T::now();
+    publish(ping, i, msg, 32);
+    sum += await(pong, i).len;
+    const std::int64_t t1 = T::now();
+    if (i > warmup) h.record(T::ns(t1 - t0));
+  }
+  if (sum != 32 * total) std::abort();
+  waitpid(child, nullptr, 0);
+  munmap(frames, bytes);
   return h;
 }
 
@@ -130,6 +230,7 @@ int pong_child(const std::string& name, const std::string& threading, const std:
   return 0;
 }
 
+template <class T>
 Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::uint64_t count, std::uint64_t warmup,
                           bool stamp) {
   const std::string name = "bench" + std::to_string(getpid());
@@ -164,7 +265,7 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
   Histogram h;
   for (std::uint64_t i = 0; i < total; ++i) {
     bool got = false;
-    const std::int64_t t0 = Clock::now_ns();
+    const std::int64_t t0 = T::now();
     while (pub->offer(payload) < 0) {
     }
     while (!got) {
@@ -173,8 +274,8 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
         else pollux::core::cpu_relax();
       }
     }
-    const std::int64_t t1 = Clock::now_ns();
-    if (i >= warmup) h.record(t1 - t0);
+    const std::int64_t t1 = T::now();
+    if (i >= warmup) h.record(T::ns(t1 - t0));
   }
   (void)!write(sync[1], "x", 1);
   waitpid(child, nullptr, 0);
@@ -267,6 +368,7 @@ int main(int argc, char** argv) {
   std::string cases = "floor,inline32,inline256,dedicated32,dedicated256,tput";
   std::string json_path;
   bool rt = false;
+  std::string timer = "clock";
   pollux::bench::Cli cli(
       "pollux-bench-shm",
       "pollux-bench-shm: shared-memory round trips and one-way throughput between two processes pinned\n"
@@ -275,10 +377,13 @@ int main(int argc, char** argv) {
   cli.count("--count", &count, "round trips per case and run (after count/10 warm-up; dedicated cases\n"
                                "use count/4); throughput cases send count x 100 messages")
       .count("--runs", &runs, "runs of every case (each run measures its own floor)", 1, 1000)
-      .list("--cases", &cases, {"floor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
+      .list("--cases", &cases, {"floor", "logfloor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
             "cases to run, comma-separated")
       .text("--log-size", &g_log_size, "SIZE",
             "shm.log_size of the streams (default 16MiB; e.g. 64KiB keeps a ping-pong's log in L2)")
+      .choice("--timer", &timer, {"clock", "rdtscp"},
+              "round-trip timer: clock = Clock::now_ns() (rdtsc, not serialized); rdtscp = rdtscp\n"
+              "(waits for earlier instructions), as ../shared/peers' shm_pingpong and aeron_pingpong")
       .toggle("--rt", &rt, "run both processes SCHED_FIFO 50 (needs root)")
       .text("--json", &json_path, "FILE",
             "also write JSON lines: per run, floor, inline32 ... dedicated256 (ns percentiles,\n"
@@ -286,6 +391,9 @@ int main(int argc, char** argv) {
       .epilog(R"(Cases:
   floor          a bare cache-line ping-pong between the two processes (one 128-byte-padded
                  line per direction): the least any shm transport can do on these two cores
+  logfloor       the least a log-based transport can do: a 64 KiB ring of 64-byte frames per
+                 direction, 32-byte payload copied in and out, published by a release store of
+                 the frame's sequence number; no accounting, counters or clock read
   inline32/256   Pollux ping-pong, threading inline, busy-spin, 32/256-byte payload: the parent
                  offers on "ping" and spins on "pong"; the child echoes
   inline32u      inline32 with [[streams]] publisher_timestamp = false on both streams (offer()
@@ -305,6 +413,16 @@ int main(int argc, char** argv) {
     }
   }
   Clock::init();
+  if (timer == "rdtscp") {
+#if defined(__x86_64__)
+    g_rdtscp = true;
+    g_tsc_per_ns = calibrate_tsc_per_ns();
+    std::printf("timer: rdtscp, %.4f ticks per ns\n", g_tsc_per_ns);
+#else
+    std::fprintf(stderr, "--timer rdtscp: x86-64 only\n");
+    return 64;
+#endif
+  }
   std::printf("scheduling: %s\n", rt ? "SCHED_FIFO 50 (--rt)" : "SCHED_OTHER");
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n\n", pollux::bench::machine_description().c_str(),
               pollux::bench::clock_cost_ns());
@@ -318,10 +436,21 @@ int main(int argc, char** argv) {
     double floor50 = 0;
     Histogram floor_h;
     if (has("floor")) {
-      floor_h = floor_pingpong(count, warmup);
+      floor_h = g_rdtscp ? floor_pingpong<Rdtscp>(count, warmup) : floor_pingpong<ClockNs>(count, warmup);
       floor50 = static_cast<double>(floor_h.percentile(50));
       pollux::bench::print_hist("floor (bare cache-line ping-pong)", floor_h);
       json.add(pollux::bench::JsonObject().str("case", "floor").num("run", r).latency(floor_h));
+    }
+    if (has("logfloor")) {
+      Histogram h = g_rdtscp ? log_floor_pingpong<Rdtscp>(count, warmup) : log_floor_pingpong<ClockNs>(count, warmup);
+      pollux::bench::print_hist("log floor (bare 64-byte-frame log)", h);
+      pollux::bench::JsonObject o;
+      o.str("case", "logfloor").num("run", r).num("payload_bytes", 32).latency(h);
+      if (has("floor")) o.floor("floor", floor_h, h);
+      json.add(o);
+      if (floor50 > 0) {
+        std::printf("%-34s p50/floor p50 = %.2fx\n", "", static_cast<double>(h.percentile(50)) / floor50);
+      }
     }
     for (const auto& [key, mode, size, stamp] :
          {std::tuple{"inline32", "inline", 32, true}, std::tuple{"inline32u", "inline", 32, false},
@@ -329,7 +458,9 @@ int main(int argc, char** argv) {
           std::tuple{"dedicated256", "dedicated", 256, true}}) {
       if (!has(key)) continue;
       const std::uint64_t n = std::string(mode) == "dedicated" ? count / 4 : count;  // slower: fewer samples
-      Histogram h = pollux_pingpong(mode, static_cast<std::size_t>(size), n, n / 10, stamp);
+      const auto sz = static_cast<std::size_t>(size);
+      Histogram h = g_rdtscp ? pollux_pingpong<Rdtscp>(mode, sz, n, n / 10, stamp)
+                             : pollux_pingpong<ClockNs>(mode, sz, n, n / 10, stamp);
       char label[64];
       std::snprintf(label, sizeof label, "pollux %s %d B%s", mode, size, stamp ? "" : " (no publisher stamp)");
       pollux::bench::print_hist(label, h);
