@@ -448,7 +448,13 @@ void UdpNetns::feed_over_udp_with_loss(const std::string& tag, const std::vector
                                         // subscriber confirmed the end, however far behind it is (on a
                                         // loaded 2-core host: 8 s), rather than 500 ms: else it exits
                                         // with the subscriber's last gaps unrepaired.
-                                        "--set", "udp.linger_ms=120000"};
+                                        "--set", "udp.linger_ms=120000",
+                                        // And a publisher starved for more than the default 2 s
+                                        // (seen once while another build used both cores: "publisher
+                                        // died", 164 messages lost) is not called dead: this test is
+                                        // about wire loss; liveness has its own tests on a stub clock
+                                        // (reliability_test).
+                                        "--set", "udp.session_timeout_ms=60000"};
   std::vector<std::string> sub = {"/usr/sbin/ip", "netns", "exec", ns("s1"), feed, "--role", "sub", "--set",
                                   "runtime.name=pxu-" + tag + "-sub", "--book-out", d + "/" + tag + "_udp_books.jsonl",
                                   "--counts-out", d + "/" + tag + "_udp_counts.json"};
