@@ -138,6 +138,15 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
                                                         seg->map_len_, std::strerror(errno)));
   }
   seg->header_ = static_cast<SegmentHeader*>(mem);
+  // A file system that rounds sizes (hugetlbfs grows the file to whole huge pages when it is
+  // mapped) leaves a file no reader accepts - its size is part of the layout they check: say so
+  // here, to the side that chose the directory, rather than let every subscriber fail to attach.
+  if (struct stat st; ::fstat(file.fd(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) != seg->map_len_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shm segment %s: its file system made the file %u bytes, not %u (hugetlbfs rounds sizes up to its "
+        "page size), and subscribers would reject it; set runtime.shm_dir to a tmpfs such as /dev/shm",
+        opt.path, static_cast<std::uint64_t>(st.st_size), seg->map_len_));
+  }
   seg->log_ = static_cast<std::byte*>(mem) + hdr;
   seg->map_guard();
   struct stat st;
