@@ -63,15 +63,14 @@ std::string config(const std::string& name, const std::string& threading, const 
 }
 
 // Round-trip timers. ClockNs (default): Clock::now_ns(), rdtsc and a multiply, not serialized.
-// Rdtscp (--timer rdtscp): rdtscp, which waits for earlier instructions, converted to ns with a
-// calibration made at start - the timer of ../shared/peers' shm_pingpong and aeron_pingpong, so
+// Rdtscp (--timer rdtscp): rdtscp, which waits for earlier instructions, converted to ns with
+// Clock's TSC calibration - the timer of ../shared/peers' shm_pingpong and aeron_pingpong, so
 // that figures from both sides carry the same timer overhead.
 struct ClockNs {
   static std::int64_t now() noexcept { return Clock::now_ns(); }
   static std::int64_t ns(std::int64_t d) noexcept { return d; }
 };
-double g_tsc_per_ns = 1.0;
-bool g_rdtscp = false;
+double g_tsc_per_ns = 1.0;  // --timer rdtscp: Clock::tsc_hz() / 1e9
 #if defined(__x86_64__)
 struct Rdtscp {
   static std::int64_t now() noexcept {
@@ -80,16 +79,6 @@ struct Rdtscp {
   }
   static std::int64_t ns(std::int64_t d) noexcept { return static_cast<std::int64_t>(static_cast<double>(d) / g_tsc_per_ns); }
 };
-
-double calibrate_tsc_per_ns() {
-  const std::int64_t t0 = Clock::now_ns();
-  const std::int64_t c0 = Rdtscp::now();
-  while (Clock::now_ns() - t0 < 50'000'000) {
-  }
-  const std::int64_t c1 = Rdtscp::now();
-  const std::int64_t t1 = Clock::now_ns();
-  return static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0);
-}
 #else
 using Rdtscp = ClockNs;  // --timer rdtscp is refused off x86-64
 #endif
@@ -413,15 +402,19 @@ int main(int argc, char** argv) {
     }
   }
   Clock::init();
-  if (timer == "rdtscp") {
+  const bool rdtscp = timer == "rdtscp";
+  if (rdtscp) {
 #if defined(__x86_64__)
-    g_rdtscp = true;
-    g_tsc_per_ns = calibrate_tsc_per_ns();
-    std::printf("timer: rdtscp, %.4f ticks per ns\n", g_tsc_per_ns);
+    g_tsc_per_ns = Clock::tsc_hz() / 1e9;  // 0 when the clock does not use the TSC
 #else
-    std::fprintf(stderr, "--timer rdtscp: x86-64 only\n");
-    return 64;
+    g_tsc_per_ns = 0;
 #endif
+    if (g_tsc_per_ns <= 0) {
+      std::fprintf(stderr, "--timer rdtscp: needs x86-64 and a clock on the TSC (the clock is %s)\n",
+                   Clock::describe().c_str());
+      return 64;
+    }
+    std::printf("timer: rdtscp, %.4f ticks per ns\n", g_tsc_per_ns);
   }
   std::printf("scheduling: %s\n", rt ? "SCHED_FIFO 50 (--rt)" : "SCHED_OTHER");
   std::printf("machine: %s\nclock cost: %.1f ns per Clock::now_ns()\n\n", pollux::bench::machine_description().c_str(),
@@ -436,13 +429,13 @@ int main(int argc, char** argv) {
     double floor50 = 0;
     Histogram floor_h;
     if (has("floor")) {
-      floor_h = g_rdtscp ? floor_pingpong<Rdtscp>(count, warmup) : floor_pingpong<ClockNs>(count, warmup);
+      floor_h = rdtscp ? floor_pingpong<Rdtscp>(count, warmup) : floor_pingpong<ClockNs>(count, warmup);
       floor50 = static_cast<double>(floor_h.percentile(50));
       pollux::bench::print_hist("floor (bare cache-line ping-pong)", floor_h);
       json.add(pollux::bench::JsonObject().str("case", "floor").num("run", r).latency(floor_h));
     }
     if (has("logfloor")) {
-      Histogram h = g_rdtscp ? log_floor_pingpong<Rdtscp>(count, warmup) : log_floor_pingpong<ClockNs>(count, warmup);
+      Histogram h = rdtscp ? log_floor_pingpong<Rdtscp>(count, warmup) : log_floor_pingpong<ClockNs>(count, warmup);
       pollux::bench::print_hist("log floor (bare 64-byte-frame log)", h);
       pollux::bench::JsonObject o;
       o.str("case", "logfloor").num("run", r).num("payload_bytes", 32).latency(h);
@@ -459,7 +452,7 @@ int main(int argc, char** argv) {
       if (!has(key)) continue;
       const std::uint64_t n = std::string(mode) == "dedicated" ? count / 4 : count;  // slower: fewer samples
       const auto sz = static_cast<std::size_t>(size);
-      Histogram h = g_rdtscp ? pollux_pingpong<Rdtscp>(mode, sz, n, n / 10, stamp)
+      Histogram h = rdtscp ? pollux_pingpong<Rdtscp>(mode, sz, n, n / 10, stamp)
                              : pollux_pingpong<ClockNs>(mode, sz, n, n / 10, stamp);
       char label[64];
       std::snprintf(label, sizeof label, "pollux %s %d B%s", mode, size, stamp ? "" : " (no publisher stamp)");

@@ -138,10 +138,14 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
                                                         seg->map_len_, std::strerror(errno)));
   }
   seg->header_ = static_cast<SegmentHeader*>(mem);
+  struct stat st;
+  if (::fstat(file.fd(), &st) != 0) {
+    return absl::InternalError(absl::StrFormat("%s: fstat: %s", opt.path, std::strerror(errno)));
+  }
   // A file system that rounds sizes (hugetlbfs grows the file to whole huge pages when it is
   // mapped) leaves a file no reader accepts - its size is part of the layout they check: say so
   // here, to the side that chose the directory, rather than let every subscriber fail to attach.
-  if (struct stat st; ::fstat(file.fd(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) != seg->map_len_) {
+  if (static_cast<std::uint64_t>(st.st_size) != seg->map_len_) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "shm segment %s: its file system made the file %u bytes, not %u (hugetlbfs rounds sizes up to its "
         "page size), and subscribers would reject it; set runtime.shm_dir to a tmpfs such as /dev/shm",
@@ -149,10 +153,6 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
   }
   seg->log_ = static_cast<std::byte*>(mem) + hdr;
   seg->map_guard();
-  struct stat st;
-  if (::fstat(file.fd(), &st) != 0) {
-    return absl::InternalError(absl::StrFormat("%s: fstat: %s", opt.path, std::strerror(errno)));
-  }
   seg->inode_ = static_cast<std::uint64_t>(st.st_ino);
   // The file is fresh (zero-filled); fill the layout, magic last.
   SegmentLayout& l = seg->header_->layout;
