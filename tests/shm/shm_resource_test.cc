@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -23,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/shm/process.h"
 #include "tests/shm/test_util.h"
 #include "transport/shm/shm_segment.h"
 
@@ -168,22 +168,12 @@ TEST(ShmResources, FullShmDirIsAClearErrorNotASigbus) {
 // pool has none, and given back).
 TEST(ShmResources, HugetlbfsShmDirIsAClearErrorAtTheWriter) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to mount hugetlbfs";
-  const char* pool = "/proc/sys/vm/nr_hugepages";
+  const std::string pool = "/proc/sys/vm/nr_hugepages";
   auto read_pool = [&] {
-    FILE* f = std::fopen(pool, "r");
-    long n = -1;
-    if (f != nullptr) {
-      if (std::fscanf(f, "%ld", &n) != 1) n = -1;
-      std::fclose(f);
-    }
-    return n;
+    const std::string text = testing::read_file(pool);
+    return text.empty() ? -1L : std::atol(text.c_str());
   };
-  auto write_pool = [&](long n) {
-    if (FILE* f = std::fopen(pool, "w")) {
-      std::fprintf(f, "%ld\n", n);
-      std::fclose(f);
-    }
-  };
+  auto write_pool = [&](long n) { testing::write_file(pool, absl::StrCat(n, "\n")); };
   const long before = read_pool();
   if (before < 0) GTEST_SKIP() << "no " << pool;
   if (before < 2) write_pool(before + 2);
