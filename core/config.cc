@@ -590,6 +590,9 @@ const std::vector<Field>& fields() {
       {"rdma.connect_timeout_ms", "rc: rdma_cm address and route resolution timeout",
        [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.connect_timeout_ms); },
        [](const Config& c) { return absl::StrCat(c.rdma.connect_timeout_ms); }},
+      {"rdma.rnr_timeout_us", "rc: when a subscriber has no receive buffer posted (it is not polling yet, or holds them all), the publisher's NIC sends again after this long (the subscriber QP's RNR timer, rounded up to the next of the 32 values InfiniBand can encode, 10 us .. 655360 us); publishers retry forever, so this is how long a stalled stream waits once buffers are back",
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 655'360, &c.rdma.rnr_timeout_us); },
+       [](const Config& c) { return absl::StrCat(c.rdma.rnr_timeout_us); }},
       {"rdma.retransmit_buffer", "ud_mcast: bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..1GiB), carved from the registered buffer pool (ceil(bytes / pool.slot_size) slots per publisher); a subscriber that falls further behind gets an exact, unrecoverable gap",
        [](Config& c, const toml::node& n) -> std::string {
          std::uint64_t v;
@@ -638,7 +641,7 @@ const std::vector<Field>& fields() {
       {"rdma.repair_rate_total", "ud_mcast: repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
        [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate_total); },
        [](const Config& c) { return size_toml(c.rdma.repair_rate_total); }},
-      {"rdma.linger_ms", "ud_mcast: Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of stream (0 = close at once); it runs on the endpoint's thread (its poller, which meanwhile serves nothing else)",
+      {"rdma.linger_ms", "Publisher::close() waits up to this long for its subscribers to have everything (0 = close at once). rc: until every frame and the end of stream are acknowledged; ud_mcast: repairing until every known subscriber confirmed the end of stream. Frames still unacknowledged then are lost and logged. It runs on the endpoint's thread (its poller, which meanwhile serves nothing else)",
        [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.rdma.linger_ms); },
        [](const Config& c) { return absl::StrCat(c.rdma.linger_ms); }},
       {"rdma.fault_loss", "ud_mcast testing: probability that a datagram a subscriber received is dropped before the protocol sees it (the loss interceptor)",

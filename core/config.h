@@ -101,6 +101,7 @@ struct RdmaConfig {
   std::uint32_t liveness_timeout_ms = 2000;  // ud_mcast: publisher silent this long = died
   std::uint32_t reconnect_ms = 250;      // rc: a publisher retries an unreachable/lost subscriber this often
   std::uint32_t connect_timeout_ms = 2000;   // rc: address/route resolution timeout
+  std::uint32_t rnr_timeout_us = 160;    // rc: a subscriber without a posted receive buffer asks the publisher to retry after this
   // ud_mcast loss repair: the NAK protocol of transport/reliability/ (docs/RDMA.md section 4,
   // docs/PROTOCOL.md). Same meaning as the udp.* keys of the same name.
   std::uint64_t retransmit_buffer = 1u << 20;  // bytes of sent frames a publisher keeps, carved from the pool (power of two)
@@ -115,7 +116,7 @@ struct RdmaConfig {
   std::uint64_t repair_rate = 64u << 20;        // repair bytes/s per subscriber (0 = unlimited)
   std::uint64_t repair_burst = 1u << 20;        // ... at most this many at once (all subscribers: 4x)
   std::uint64_t repair_rate_total = 256u << 20; // repair bytes/s in all (0 = unlimited)
-  std::uint32_t linger_ms = 500;         // publisher close repairs until subscribers confirmed the end, at most this long
+  std::uint32_t linger_ms = 500;         // publisher close waits (rc) / repairs (ud_mcast) until subscribers have everything, at most this long
   double fault_loss = 0;                 // testing: received datagrams dropped ...
   double fault_duplicate = 0;            // ... duplicated ...
   double fault_reorder = 0;              // ... reordered (probabilities 0..1), at the subscriber

@@ -75,9 +75,13 @@ class RdmaFeed : public ::testing::Test {
                                     "--set", "pool.slot_size=2048", "--set", "pool.slots=8192",
                                     "--set", "rdma.recv_queue_depth=1024"};
     sub.insert(sub.end(), sub_extra.begin(), sub_extra.end());
+    // rdma.linger_ms: the whole replay must arrive, and in the emulated VM the subscriber may
+    // take its first frames more than a second after the publisher is done (the default 500 ms
+    // linger then closes with frames unacknowledged: lost, and logged).
     std::vector<std::string> pub = {"--role", "pub", "--set", "runtime.name=" + rdmatest::unique_name("fpub"),
                                     "--set", "transport.kind=rdma", "--set", "rdma.device=rxe0", "--set",
-                                    "rdma.gid_index=1", "--set", "pool.slot_size=2048", "--set", "pool.slots=8192"};
+                                    "rdma.gid_index=1", "--set", "pool.slot_size=2048", "--set", "pool.slots=8192",
+                                    "--set", "rdma.linger_ms=120000"};
     pub.insert(pub.end(), pub_extra.begin(), pub_extra.end());
     pub.insert(pub.end(), source.begin(), source.end());
     Child s = feed(sub);

@@ -13,6 +13,8 @@
 #include <linux/capability.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -25,6 +27,7 @@
 #include "core/frame.h"
 #include "tests/rdma/rdma_test_util.h"
 #include "tests/shm/test_util.h"
+#include "transport/rdma/qp.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/rdma_transport.h"
 
@@ -612,6 +615,107 @@ TEST(RdmaTransport, QpErrorEndsTheStreamThenReconnectReportsTheLossAsAGap) {
   EXPECT_EQ(messages() + lost, 200u);
   EXPECT_GE(gaps, 1u);
   EXPECT_EQ(next, 201u);
+}
+
+// Frames a publisher posted before close() reach a subscriber that is slow to take them. The
+// subscriber's QP has 16 receive buffers and nobody polls it: the first 16 frames land, the NIC
+// retries the rest on RNR. close() lingers (rdma.linger_ms) until every frame and the end of stream
+// are acknowledged; it used to give up after a fixed 300 ms, and the subscriber, polling later,
+// got the first frames and "publisher died" with nothing reported lost.
+TEST(RdmaTransport, CloseLingersUntilASlowSubscriberHasEveryFrame) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p, "srq = \"off\"\nrecv_queue_depth = 16\nrecv_batch = 8\nlinger_ms = 60000\n");
+  auto* rx = static_cast<transport::rdma::RdmaRxEndpoint*>(p.rx.get());
+  // The subscriber's QP asks for rdma.rnr_timeout_us (160 us: code 8), not the CM's 655 ms.
+  EXPECT_EQ(rx->min_rnr_timer_for_test(), transport::rdma::rnr_timer_code(160));
+  EXPECT_EQ(rx->min_rnr_timer_for_test(), 8);
+  constexpr std::uint32_t kFrames = 40;  // distinct pool slots (64): none reused while in flight
+  for (std::uint32_t i = 0; i < kFrames;) {
+    transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
+    i += p.tx->post_st({&d, 1});
+  }
+  std::atomic<bool> closed{false};
+  std::thread closer([&] {
+    p.tx->close_st();
+    closed.store(true, std::memory_order_release);
+  });
+  // Longer than the old fixed wait; close() cannot return before the subscriber polls.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(closed.load(std::memory_order_acquire)) << "close() returned with frames unacknowledged";
+  std::vector<transport::RxDesc> all;
+  transport::RxDesc out[64];
+  bool ended = false;
+  ASSERT_TRUE(wait_for([&] {
+    const std::uint32_t n = p.rx->poll_st(out);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      all.push_back(out[i]);
+      ended |= out[i].kind == transport::RxKind::kEndOfStream;
+    }
+    p.rx->release_st({out, n}, true);
+    return ended;
+  }, 60)) << "no end of stream";
+  closer.join();
+  std::uint64_t next = 1, messages = 0, others = 0, died = 0;
+  for (const auto& d : all) {
+    if (d.kind == transport::RxKind::kMessage) {
+      EXPECT_EQ(d.sequence, next);
+      next = d.sequence + 1;
+      ++messages;
+    } else if (d.kind == transport::RxKind::kEndOfStream) {
+      died += d.reason != 0;
+    } else if (d.kind != transport::RxKind::kNewSession) {
+      ++others;  // a gap: nothing may be missing
+    }
+  }
+  EXPECT_EQ(messages, kFrames);
+  EXPECT_EQ(others, 0u);
+  EXPECT_EQ(died, 0u) << "a clean close must end the stream, not report the publisher dead";
+  for (const auto& e : p.pub.counters->error_log().entries()) ADD_FAILURE() << "publisher error log: " << e.message;
+}
+
+// When the subscriber does not take the frames within rdma.linger_ms, close() gives up, and the
+// loss is not silent: the publisher logs how many frames were not acknowledged, and the
+// subscriber sees the publisher die after the frames it did get.
+TEST(RdmaTransport, CloseGivesUpAfterLingerAndLogsTheUnacknowledgedFrames) {
+  POLLUX_REQUIRE_RXE();
+  RawPair p;
+  open_pair(&p, "srq = \"off\"\nrecv_queue_depth = 16\nrecv_batch = 8\nlinger_ms = 200\n");
+  constexpr std::uint32_t kFrames = 40;
+  for (std::uint32_t i = 0; i < kFrames;) {
+    transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
+    i += p.tx->post_st({&d, 1});
+  }
+  p.tx->close_st();  // the subscriber is not polling: at most 16 frames can be acknowledged
+  std::uint64_t missing = 0;
+  std::size_t logged = 0;
+  for (const auto& e : p.pub.counters->error_log().entries()) {
+    unsigned long long n = 0;
+    if (std::sscanf(e.message.c_str(), "rdma: stream 7: closed with %llu frame(s) and the end of stream", &n) == 1) {
+      missing = n;
+      ++logged;
+      EXPECT_NE(e.message.find("not acknowledged after rdma.linger_ms = 200 ms"), std::string::npos) << e.message;
+    }
+  }
+  ASSERT_EQ(logged, 1u) << "the publisher must log the frames it closed without";
+  EXPECT_GE(missing, kFrames - 16);
+  EXPECT_LE(missing, kFrames);
+  std::uint64_t messages = 0, died = 0, gaps = 0;
+  transport::RxDesc out[64];
+  ASSERT_TRUE(wait_for([&] {
+    const std::uint32_t n = p.rx->poll_st(out);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      messages += out[i].kind == transport::RxKind::kMessage;
+      gaps += out[i].kind == transport::RxKind::kGap;
+      died += out[i].kind == transport::RxKind::kEndOfStream && out[i].reason != 0;
+    }
+    p.rx->release_st({out, n}, true);
+    return died > 0;
+  }, 60)) << "the subscriber never heard the publisher go";
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_LE(messages, 16u);
+  // Every frame is accounted for: delivered, or counted lost by the publisher.
+  EXPECT_GE(messages + missing, kFrames);
 }
 
 // ---- errors a user can act on --------------------------------------------------------------------

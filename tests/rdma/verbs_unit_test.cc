@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/mlx5_dv.h"
+#include "transport/rdma/qp.h"
 #include "transport/rdma/send_pins.h"
 #include "transport/rdma/sequence.h"
 #include "transport/rdma/ud_address.h"
@@ -175,6 +176,39 @@ TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
   EXPECT_NE(config_error("[rdma]\nsignal_evry = 4\n").find("(did you mean rdma.signal_every?)"), std::string::npos);
   EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.2:0\"]\n").find("port 1..65535"), std::string::npos);
   EXPECT_NE(config_error("[rdma]\npeers = [\"10.0.0.256:7\"]\n").find("expected \"a.b.c.d:port\""), std::string::npos);
+}
+
+// rdma.rnr_timeout_us: the subscriber QP's RNR timer, rounded up to what InfiniBand can encode.
+TEST(RdmaConfig, RnrTimeoutKeyAndEncoding) {
+  auto d = core::parse_config("", "x.toml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->rdma.rnr_timeout_us, 160u);
+  auto c = core::parse_config("[rdma]\nrnr_timeout_us = 1000\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rdma.rnr_timeout_us, 1000u);
+  EXPECT_NE(config_error("[rdma]\nrnr_timeout_us = 5\n").find("feed.toml:2: rdma.rnr_timeout_us"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nrnr_timeout_us = 700000\n").find("feed.toml:2: rdma.rnr_timeout_us"),
+            std::string::npos);
+  // IBA table 45: code 1 = 10 us, 8 = 160 us, 14 = 1.28 ms, 31 = 491.52 ms, 0 = 655.36 ms.
+  EXPECT_EQ(rnr_timer_code(10), 1);
+  EXPECT_EQ(rnr_timer_code(11), 2);
+  EXPECT_EQ(rnr_timer_code(160), 8);
+  EXPECT_EQ(rnr_timer_code(161), 9);
+  EXPECT_EQ(rnr_timer_code(1000), 14);
+  EXPECT_EQ(rnr_timer_code(491'520), 31);
+  EXPECT_EQ(rnr_timer_code(491'521), 0);
+  EXPECT_EQ(rnr_timer_code(655'360), 0);
+  EXPECT_EQ(rnr_timer_us(0), 655'360u);
+  EXPECT_EQ(rnr_timer_us(8), 160u);
+  // Monotonic: every code after 1 is a longer delay, up to code 0.
+  for (std::uint8_t k = 2; k < 32; ++k) EXPECT_GT(rnr_timer_us(k), rnr_timer_us(k - 1)) << int(k);
+  for (std::uint32_t us = 10; us <= 655'360; us = us * 5 / 4 + 1) {
+    const std::uint8_t code = rnr_timer_code(us);
+    EXPECT_GE(rnr_timer_us(code), us);
+    if (code != 1) {
+      EXPECT_LT(rnr_timer_us(code == 0 ? 31 : code - 1), us) << us;
+    }
+  }
 }
 
 // The ud_mcast repair keys: parsed, printed, validated with file:line:key.

@@ -66,6 +66,8 @@ struct Conn {
   std::uint64_t completed = 0;   // publisher: every frame below this has completed on this QP
   std::uint32_t unsignalled = 0; // publisher: sends posted since the last signalled one
   std::uint32_t rq_posted = 0;   // receiver without SRQ: buffers posted to this QP
+  bool end_posted = false;       // publisher: its end-of-stream frame is posted (close)
+  bool end_acked = false;        // publisher: ... and acknowledged: the subscriber has everything
   bool eos_seen = false;         // receiver: the publisher closed cleanly (end-of-stream frame)
   bool end_queued = false;       // receiver: its end marker is queued (the peer is gone)
   bool ended = false;            // receiver: end of stream delivered
@@ -76,5 +78,7 @@ struct Conn {
 inline constexpr std::uint64_t kWrRecv = 1ull << 63;
 inline constexpr std::uint64_t kWrControl = 1ull << 62;
 inline constexpr std::uint64_t kWrValueMask = kWrControl - 1;
+// The publisher's end-of-stream frame (one per connection, posted last, by close).
+inline constexpr std::uint64_t kWrEnd = kWrControl | kWrValueMask;
 
 }  // namespace pollux::transport::rdma

@@ -231,12 +231,16 @@ absl::Status ConnectionManager::listen_locked() {
   return absl::OkStatus();
 }
 
-absl::Status ConnectionManager::to_state(Conn* c, ibv_qp_state state) {
+absl::Status ConnectionManager::to_state(Conn* c, ibv_qp_state state, int min_rnr_timer) {
   ibv_qp_attr a{};
   int mask = 0;
   a.qp_state = state;
   if (rdma_init_qp_attr(c->id, &a, &mask) != 0) {
     return absl::InternalError(absl::StrFormat("rdma_init_qp_attr(state %d): %s", state, std::strerror(errno)));
+  }
+  if (min_rnr_timer >= 0) {
+    a.min_rnr_timer = static_cast<std::uint8_t>(min_rnr_timer);
+    mask |= IBV_QP_MIN_RNR_TIMER;
   }
   if (int rc = ibv_modify_qp(c->qp, &a, mask); rc != 0) {
     return absl::InternalError(absl::StrFormat("ibv_modify_qp(qp %u to state %d): %s", c->qp_num, state, std::strerror(rc)));
@@ -571,7 +575,11 @@ void ConnectionManager::on_connect_request(const Event& ev) {
   spec.rq_depth = t_.cfg().recv_queue_depth;
   absl::Status s = create_qp(t_.device(), spec, c);
   if (s.ok()) s = to_state(c, IBV_QPS_INIT);
-  if (s.ok()) s = to_state(c, IBV_QPS_RTR);  // a receiver never sends: RTR is all it needs
+  // A receiver never sends: RTR is all it needs. Its RNR timer is how long the publisher waits
+  // before sending again when no receive buffer is posted (the QP is accepted before its owner
+  // adopts it and fills its receive queue; a subscriber holding every buffer): the kernel CM's
+  // default, code 0, is the longest, 655 ms.
+  if (s.ok()) s = to_state(c, IBV_QPS_RTR, rnr_timer_code(t_.cfg().rnr_timeout_us));
   if (!s.ok()) {
     c->id = nullptr;
     destroy(c);

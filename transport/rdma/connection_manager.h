@@ -80,7 +80,9 @@ class ConnectionManager {
   void on_connect_response(Conn* c, const Event& ev);
   void destroy(Conn* c);
   absl::Status listen_locked();
-  absl::Status to_state(Conn* c, ibv_qp_state state);
+  // Moves c->qp to `state` with the attributes rdma_cm gives it; min_rnr_timer >= 0 (an RNR timer
+  // code, RTR only) replaces the CM's.
+  absl::Status to_state(Conn* c, ibv_qp_state state, int min_rnr_timer = -1);
 
   RdmaTransport& t_;
   mutable std::mutex mu_;

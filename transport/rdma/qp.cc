@@ -105,6 +105,22 @@ absl::Status ud_to_rts(ibv_qp* qp, std::uint8_t port) {
   return absl::OkStatus();
 }
 
+namespace {
+// IBA table 45, in units of 10 us: index = code (0 is the longest, 655.36 ms).
+constexpr std::uint32_t kRnrTimer10us[32] = {65536, 1,   2,   3,   4,   6,    8,    12,   16,   24,   32,
+                                             48,    64,  96,  128, 192, 256,  384,  512,  768,  1024, 1536,
+                                             2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+}  // namespace
+
+std::uint8_t rnr_timer_code(std::uint32_t us) {
+  for (std::uint8_t code = 1; code < 32; ++code) {
+    if (kRnrTimer10us[code] * 10 >= us) return code;
+  }
+  return 0;
+}
+
+std::uint32_t rnr_timer_us(std::uint8_t code) { return kRnrTimer10us[code & 31] * 10; }
+
 void destroy_qp(Conn* c) {
   c->dv.reset();
   if (c->qp != nullptr) {

@@ -31,6 +31,11 @@ struct QpSpec {
 absl::Status create_qp(Device& dev, const QpSpec& spec, Conn* c);
 // UD QPs have no rdma_cm: INIT (port, Q_Key) -> RTR -> RTS by hand.
 absl::Status ud_to_rts(ibv_qp* qp, std::uint8_t port);
+// The InfiniBand encoding of an RNR NAK timer (IBA table 45: code 1 = 10 us ... 31 = 491.52 ms,
+// 0 = 655.36 ms): the smallest code whose delay is at least `us`.
+std::uint8_t rnr_timer_code(std::uint32_t us);
+// The delay, in microseconds, of an RNR timer code (0..31).
+std::uint32_t rnr_timer_us(std::uint8_t code);
 // Destroys what create_qp made (and the UD address handle), returns the CQ reservation.
 void destroy_qp(Conn* c);
 

@@ -59,6 +59,7 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
   c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
   c_qp_errors_ = f.allocate(scope, "qp_errors", spec.stream_id);
   c_back_pressure_ = f.allocate(scope, "send_queue_full", spec.stream_id);
+  c_unacked_at_close_ = f.allocate(scope, "unacknowledged_at_close", spec.stream_id);
   // The sequence the next frame gets (pollux-stat: the publisher's position), set by the timers.
   c_position_ = f.allocate(scope, "position", spec.stream_id, core::CounterKind::kPublisher);
 }
@@ -127,8 +128,13 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
     kill(c);
     return;
   }
-  const std::uint64_t v = wr_id & kWrValueMask;
-  // In-order completion: a signalled send completes every send posted before it on this QP.
+  // In-order completion: a signalled send completes every send posted before it on this QP. The
+  // end of stream is posted last, after every frame (posted_ no longer moves once closed).
+  std::uint64_t v = wr_id & kWrValueMask;
+  if (__builtin_expect(wr_id == kWrEnd, 0)) {
+    c->end_acked = true;
+    v = posted_;
+  }
   const std::uint64_t done = (wr_id & kWrControl) != 0 ? v : v + 1;
   if (done > c->completed) c->completed = done;
   // Traced frames this completion covers (each was signalled, so its own CQE comes at the
@@ -293,7 +299,7 @@ bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now
   }
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), static_cast<std::uint32_t>(sizeof h), lkey_};
   ibv_send_wr wr{};
-  wr.wr_id = kWrControl | posted_;
+  wr.wr_id = (flags & core::kFlagEndOfStream) != 0 ? kWrEnd : kWrControl | posted_;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
@@ -349,18 +355,32 @@ void RdmaTxEndpoint::close_st() noexcept {
   closed_flag_.store(true, std::memory_order_relaxed);
   if (t_.cm() != nullptr) t_.cm()->remove_publisher(this);
   group_->sync();
-  // End of stream to everyone, then wait (bounded) until it completed - the subscriber has it
-  // before the disconnect reaches it.
-  const std::int64_t now = core::Clock::now_ns();
-  for (std::uint32_t k = 0; k < nconns_; ++k) {
-    (void)post_control(conns_[k], core::kFlagEndOfStream, now);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  // End of stream to everyone, then linger (rdma.linger_ms at most) until every connection
+  // acknowledged every frame and the end: the subscriber has them all before the disconnect
+  // reaches it. A subscriber may be slow to take them (not polling yet, every receive buffer
+  // held: the NIC retries on RNR), and an end that did not fit the send queue is posted again.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(t_.cfg().linger_ms);
   for (;;) {
     bool pending = false;
-    for (std::uint32_t k = 0; k < nconns_; ++k) pending |= conns_[k]->completed < posted_;
+    for (std::uint32_t k = 0; k < nconns_; ++k) {
+      Conn* c = conns_[k];
+      if (!c->end_posted) c->end_posted = post_control(c, core::kFlagEndOfStream, core::Clock::now_ns());
+      pending |= !c->end_acked;
+    }
     if (!pending || std::chrono::steady_clock::now() > deadline) break;
     if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    const Conn* c = conns_[k];
+    if (c->end_acked) continue;
+    // Lost: the subscriber sees the publisher die (no end of stream) after the frames it got.
+    const std::uint64_t missing = posted_ - c->completed;  // completed <= posted_: frame indices
+    c_unacked_at_close_.add(missing);
+    t_.counters().error_log().recordf(
+        absl::StatusCode::kDeadlineExceeded,
+        "rdma: stream %u: closed with %llu frame(s) and the end of stream to subscriber %s not acknowledged after "
+        "rdma.linger_ms = %u ms (it was not taking them: not polling, or holding every receive buffer); they are lost",
+        stream_id_, static_cast<unsigned long long>(missing), c->peer, t_.cfg().linger_ms);
   }
   while (nconns_ > 0) {
     Conn* c = conns_[--nconns_];
@@ -457,6 +477,14 @@ void RdmaRxEndpoint::on_recv(Conn* c, std::uint32_t slot, std::uint32_t byte_len
 void RdmaRxEndpoint::push_event(const RxDesc& d) noexcept {
   if (ev_tail_ - ev_head_ == events_.size()) return;  // cannot happen: at most one per session
   events_[ev_tail_++ % events_.size()] = d;
+}
+
+int RdmaRxEndpoint::min_rnr_timer_for_test() const noexcept {
+  if (nconns_ == 0) return -1;
+  ibv_qp_attr a{};
+  ibv_qp_init_attr init{};
+  if (ibv_query_qp(conns_[0]->qp, &a, IBV_QP_MIN_RNR_TIMER, &init) != 0) return -1;
+  return a.min_rnr_timer;
 }
 
 void RdmaRxEndpoint::retire_conn(Conn* c) noexcept {

@@ -128,7 +128,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::string status_;
 
   core::Counter c_frames_, c_inline_, c_doorbells_, c_signalled_, c_dropped_, c_heartbeats_, c_qp_errors_,
-      c_back_pressure_, c_position_;
+      c_back_pressure_, c_unacked_at_close_, c_position_;
 };
 
 class RdmaRxEndpoint final : public RxEndpoint {
@@ -157,6 +157,8 @@ class RdmaRxEndpoint final : public RxEndpoint {
   CompletionGroup* group() const noexcept { return group_; }
   int notify_fd() const noexcept override { return group_->notify_fd(); }
   std::uint64_t messages() const noexcept { return messages_; }
+  // Tests (owning thread): the RNR timer code of the first publisher's QP (ibv_query_qp), -1 if none.
+  int min_rnr_timer_for_test() const noexcept;
 
  private:
   struct Ready {
