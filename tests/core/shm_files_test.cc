@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -89,18 +90,35 @@ class ClockFileTest : public ::testing::Test {
   std::string dir, path;
 };
 
+// Clock::now_ns() - CLOCK_MONOTONIC, from one clock read bracketed by two monotonic reads. A
+// bracket wider than 20 us means this process was preempted between the reads (a test on a
+// loaded 2-CPU CI host is, now and then, for a millisecond): that pair is taken again, so the
+// error measured is the clock's, not the scheduler's (seen once in CI: a 200 us check failed).
+std::int64_t clock_error_ns() {
+  std::int64_t best = 0, best_width = std::numeric_limits<std::int64_t>::max();
+  for (int i = 0; i < 1000 && best_width > 20'000; ++i) {
+    const std::int64_t m1 = Clock::monotonic_ns();
+    const std::int64_t c = Clock::now_ns();
+    const std::int64_t m2 = Clock::monotonic_ns();
+    if (m2 - m1 < best_width) {
+      best_width = m2 - m1;
+      best = c - (m1 + (m2 - m1) / 2);
+    }
+  }
+  return best;
+}
+
 // In a fresh process: init from dir, then check the clock tracks CLOCK_MONOTONIC over 20 ms and
 // describe() contains `want`. Exit codes say which check failed.
 [[noreturn]] void clock_child(const std::string& dir, const std::string& want) {
   Clock::init(dir);
-  const std::int64_t a = Clock::now_ns();
-  const std::int64_t ma = Clock::monotonic_ns();
+  const std::int64_t ea = clock_error_ns();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const std::int64_t b = Clock::now_ns();
-  const std::int64_t mb = Clock::monotonic_ns();
-  std::fprintf(stderr, "describe: %s\n", Clock::describe().c_str());
-  if (std::llabs(a - ma) > 1'000'000 || std::llabs(b - mb) > 1'000'000) _exit(1);
-  if (std::llabs((b - a) - (mb - ma)) > 200'000) _exit(2);
+  const std::int64_t eb = clock_error_ns();
+  std::fprintf(stderr, "describe: %s, error %lld then %lld ns\n", Clock::describe().c_str(),
+               static_cast<long long>(ea), static_cast<long long>(eb));
+  if (std::llabs(ea) > 1'000'000 || std::llabs(eb) > 1'000'000) _exit(1);
+  if (std::llabs(eb - ea) > 200'000) _exit(2);  // a rate 1% off
   _exit(Clock::describe().find(want) != std::string::npos ? 0 : 3);
 }
 #define EXPECT_CLOCK_GOOD(dir, want) EXPECT_EXIT(clock_child(dir, want), ::testing::ExitedWithCode(0), "")
@@ -155,7 +173,7 @@ TEST_F(ClockFileTest, ADriftedPageIsSteppedBackOntoMonotonic) {
     EXPECT_EXIT(
         {
           Clock::init(dir);
-          const std::int64_t err = Clock::now_ns() - Clock::monotonic_ns();
+          const std::int64_t err = clock_error_ns();
           std::fprintf(stderr, "describe: %s, error %lld ns\n", Clock::describe().c_str(), static_cast<long long>(err));
           if (std::llabs(err) > 200'000) _exit(1);
           _exit(Clock::describe().find("corrected in place") != std::string::npos ? 0 : 2);
@@ -188,7 +206,7 @@ TEST_F(ClockFileTest, ASmallLeadIsSlewedAwayWithoutSteppingBack) {
           if (t < prev) _exit(3);
           prev = t;
           Clock::maintain(t);
-          const std::int64_t err = Clock::now_ns() - Clock::monotonic_ns();
+          const std::int64_t err = clock_error_ns();
           const double rate = static_cast<double>(Clock::calibration().mult) / static_cast<double>(good_mult);
           if (std::llabs(err) < 50'000 && std::fabs(rate - 1) < 1e-4) _exit(0);
         }
@@ -222,12 +240,12 @@ TEST_F(ClockFileTest, EveryProcessSeesAReanchoringAtOnce) {
         other.page->seq.store(s + 1);
         other.page->base_ns.fetch_add(7'000'000);
         other.page->seq.store(s + 2);
-        const std::int64_t err = Clock::now_ns() - Clock::monotonic_ns();
+        const std::int64_t err = clock_error_ns();
         std::fprintf(stderr, "after the other's write: %lld ns\n", static_cast<long long>(err));
         if (err < 6'000'000 || err > 8'000'000) _exit(2);
         // This one corrects it, and the other sees that.
         if (!Clock::reanchor()) _exit(3);
-        if (std::llabs(Clock::now_ns() - Clock::monotonic_ns()) > 200'000) _exit(4);
+        if (std::llabs(clock_error_ns()) > 200'000) _exit(4);
         if (other.page->base_ns.load() != Clock::calibration().base_ns) _exit(5);
         _exit(0);
       },
@@ -245,13 +263,13 @@ TEST_F(ClockFileTest, AWriterThatDiedHalfWayNeitherHangsNorStopsTheClock) {
         if (other.page == nullptr) _exit(1);
         other.page->seq.fetch_add(1);  // odd, forever
         for (int i = 0; i < 1000; ++i) {
-          if (std::llabs(Clock::now_ns() - Clock::monotonic_ns()) > 200'000) _exit(2);
+          if (std::llabs(clock_error_ns()) > 200'000) _exit(2);
         }
         if (Clock::reanchor()) _exit(3);  // held a moment ago: maybe a live writer
         std::this_thread::sleep_for(std::chrono::milliseconds(1100));
         if (!Clock::reanchor()) _exit(4);
         if (other.page->seq.load() % 2 != 0) _exit(5);
-        if (!Clock::using_tsc() || std::llabs(Clock::now_ns() - Clock::monotonic_ns()) > 200'000) _exit(6);
+        if (!Clock::using_tsc() || std::llabs(clock_error_ns()) > 200'000) _exit(6);
         _exit(0);
       },
       ::testing::ExitedWithCode(0), "");
@@ -266,10 +284,10 @@ TEST_F(ClockFileTest, ATruncatedPageFallsBackToClockGettime) {
         Clock::init(dir);
         if (!Clock::using_tsc()) _exit(1);
         if (::truncate(path.c_str(), 0) != 0) _exit(2);
-        if (std::llabs(Clock::now_ns() - Clock::monotonic_ns()) > 200'000) _exit(3);
+        if (std::llabs(clock_error_ns()) > 200'000) _exit(3);
         if (Clock::using_tsc()) _exit(4);
         if (!Clock::reanchor() || !Clock::using_tsc()) _exit(5);
-        if (std::llabs(Clock::now_ns() - Clock::monotonic_ns()) > 200'000) _exit(6);
+        if (std::llabs(clock_error_ns()) > 200'000) _exit(6);
         _exit(0);
       },
       ::testing::ExitedWithCode(0), "");
