@@ -617,6 +617,16 @@ TEST(RdmaTransport, QpErrorEndsTheStreamThenReconnectReportsTheLossAsAGap) {
   EXPECT_EQ(next, 201u);
 }
 
+// Posts frames 0..count-1 (16-byte payloads) without reaping: each takes a pool slot of its own
+// (count <= the pair's 64), so none is reused while its send is in flight.
+void post_unreaped(RawPair& p, std::uint32_t count) {
+  ASSERT_LE(count, p.slots.count);
+  for (std::uint32_t i = 0; i < count;) {
+    transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
+    i += p.tx->post_st({&d, 1});
+  }
+}
+
 // Frames a publisher posted before close() reach a subscriber that is slow to take them. The
 // subscriber's QP has 16 receive buffers and nobody polls it: the first 16 frames land, the NIC
 // retries the rest on RNR. close() lingers (rdma.linger_ms) until every frame and the end of stream
@@ -630,11 +640,8 @@ TEST(RdmaTransport, CloseLingersUntilASlowSubscriberHasEveryFrame) {
   // The subscriber's QP asks for rdma.rnr_timeout_us (160 us: code 8), not the CM's 655 ms.
   EXPECT_EQ(rx->min_rnr_timer_for_test(), transport::rdma::rnr_timer_code(160));
   EXPECT_EQ(rx->min_rnr_timer_for_test(), 8);
-  constexpr std::uint32_t kFrames = 40;  // distinct pool slots (64): none reused while in flight
-  for (std::uint32_t i = 0; i < kFrames;) {
-    transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
-    i += p.tx->post_st({&d, 1});
-  }
+  constexpr std::uint32_t kFrames = 40;
+  post_unreaped(p, kFrames);
   std::atomic<bool> closed{false};
   std::thread closer([&] {
     p.tx->close_st();
@@ -682,10 +689,7 @@ TEST(RdmaTransport, CloseGivesUpAfterLingerAndLogsTheUnacknowledgedFrames) {
   RawPair p;
   open_pair(&p, "srq = \"off\"\nrecv_queue_depth = 16\nrecv_batch = 8\nlinger_ms = 200\n");
   constexpr std::uint32_t kFrames = 40;
-  for (std::uint32_t i = 0; i < kFrames;) {
-    transport::TxDesc d{frame(p, i, 16), core::kFrameHeaderSize + 16, 0, 0, 0};
-    i += p.tx->post_st({&d, 1});
-  }
+  post_unreaped(p, kFrames);
   p.tx->close_st();  // the subscriber is not polling: at most 16 frames can be acknowledged
   std::uint64_t missing = 0;
   std::size_t logged = 0;
