@@ -1,7 +1,11 @@
 // Single-threaded, deterministic tests of the broadcast log: the writer and readers are
 // driven step by step, so every interleaving tested here is reproducible.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -360,6 +364,83 @@ TEST(ShmLogTest, AbortedClaimBecomesPadding) {
   Drained d = drain(rd->r);
   EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{1, 2}));
   EXPECT_TRUE(d.gaps.empty());
+}
+
+// Found by CI's fuzz stage (shm_reader: an input ran past the 10 s timeout; the committed
+// regressions/shm_reader/full_log_padding.bin hangs the same way): the first frame rewritten to a
+// padding frame as long as the whole log. plausible() accepted a padding of exactly the room left,
+// so poll() skipped it to the same offset one lap on - the same frame, carrying the expected
+// sequence - forever. Run in a child with an alarm: before the fix the poll never returned.
+TEST(ShmLogTest, PaddingAsLongAsTheLogIsMalformedNotSkippedForever) {
+  constexpr std::uint64_t kLog = 64 << 10;
+  Fixture f(kLog);
+  for (std::uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(f.write(s, 100));
+  auto* h = reinterpret_cast<core::FrameHeader*>(f.seg->log());  // frame 1, at offset 0
+  h->flags = core::kFlagPadding;
+  h->frame_length = static_cast<std::uint32_t>(kLog);
+  auto child = [&f] {
+    ::alarm(20);
+    auto rd = f.reader(/*at_start=*/true);
+    Drained d = drain(rd->r);
+    const bool ok = d.seqs == std::vector<std::uint64_t>{2, 3, 4, 5} && rd->r.malformed() == 1 &&
+                    d.gaps.size() == 1 && d.gaps[0].reason == kGapMalformed && d.gaps[0].sequence == 1 &&
+                    d.gaps[0].gap_count == 1;
+    if (!ok) {
+      std::fprintf(stderr, "delivered %zu messages, %zu gaps, malformed %llu\n", d.seqs.size(), d.gaps.size(),
+                   static_cast<unsigned long long>(rd->r.malformed()));
+    }
+    std::_Exit(ok ? 0 : 1);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
+}
+
+// The same hang without any single implausible frame: a hostile writer lays plausible padding
+// frames (each within max_frame and the room left, each carrying the expected sequence) around
+// the whole log. One poll() skips at most kMaxPaddingsPerPoll of them and returns.
+TEST(ShmLogTest, ARingOfPaddingFramesCostsEachPollABoundedAmount) {
+  constexpr std::uint64_t kLog = 64 << 10;
+  Fixture f(kLog);
+  auto rd = f.reader();
+  ASSERT_TRUE(f.write(1, 100));
+  ASSERT_EQ(drain(rd->r).seqs, std::vector<std::uint64_t>{1});
+  const std::uint64_t start = rd->r.position();
+  const std::uint32_t max_frame = f.writer.max_frame();
+  // Paddings of max_frame from the reader's position to the end of the log, one for the room
+  // left there, then one from offset 0 back to the reader's position: a closed ring.
+  std::uint64_t at = start;
+  int laid = 0;
+  do {
+    const std::uint64_t len = at < start ? start - at : std::min<std::uint64_t>(max_frame, kLog - at);
+    auto* h = reinterpret_cast<core::FrameHeader*>(f.seg->log() + at);
+    h->frame_length = static_cast<std::uint32_t>(len);
+    h->magic = core::kFrameMagic;
+    h->version = core::kFrameVersion;
+    h->flags = core::kFlagPadding;
+    h->stream_id = f.seg->header()->layout.stream_id;
+    h->session_id = f.seg->header()->layout.session_id;
+    seq_word(f.seg->log() + at).store(2);  // the expected sequence: a padding carries the next one
+    at = (at + len) % kLog;
+    ++laid;
+  } while (at != start);
+  ASSERT_GT(laid, 30);
+  auto child = [&rd, max_frame] {
+    ::alarm(20);
+    std::vector<RxDesc> buf(16);
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) {
+      const std::uint64_t before = rd->r.position();
+      const std::uint32_t n = rd->r.poll(buf.data(), 16);
+      const std::uint64_t moved = rd->r.position() - before;
+      // At least a padding, at most the cap's worth - and never more than a few laps of work.
+      ok = n == 0 && moved >= core::kFrameAlignment &&
+           moved <= LogReader::kMaxPaddingsPerPoll * std::uint64_t{max_frame} && moved <= 4 * kLog;
+      if (!ok) {
+        std::fprintf(stderr, "poll %d: %u events, position moved %llu\n", i, n, static_cast<unsigned long long>(moved));
+      }
+    }
+    std::_Exit(ok && rd->r.malformed() == 0 ? 0 : 1);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(ShmLogTest, TwoReadersKeepTheirOwnPositions) {

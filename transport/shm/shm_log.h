@@ -406,6 +406,10 @@ class LogReader {
   std::uint64_t malformed() const noexcept { return malformed_; }
   std::uint64_t lapped_events() const noexcept { return lapped_; }
 
+  // Padding frames one poll() skips at most (a hostile writer's ring of them is still a bounded
+  // call; a real log has one per lap plus one per aborted claim).
+  static constexpr std::uint32_t kMaxPaddingsPerPoll = 64;
+
   // Fills up to `max` events (messages and gaps).
   std::uint32_t poll(RxDesc* out, std::uint32_t max) noexcept {
     std::uint32_t n = 0;
@@ -415,6 +419,7 @@ class LogReader {
       pending_overrun_ = false;
     }
     int recoveries = 0;  // bounds the work of one call even against a hostile writer
+    std::uint32_t paddings = 0;
     while (n < max) {
       std::byte* p = log_ + (pos_ & mask_);
       const std::uint64_t seq = seq_word(p).load(std::memory_order_acquire);  // pairs with LogWriter's release
@@ -456,6 +461,10 @@ class LogReader {
       empty_polls_ = 0;
       const std::uint32_t len = h->frame_length;
       if (h->flags & core::kFlagPadding) {
+        // A writer pads at most once per lap plus once per aborted claim; a hostile one can
+        // lay a ring of paddings that all carry the expected sequence. Bounded per call: the
+        // next poll goes on from here (arm() sees the padding and does not sleep).
+        if (++paddings > kMaxPaddingsPerPoll) break;
         pos_ += len;
         continue;
       }
@@ -751,7 +760,11 @@ class LogReader {
   }
 
  private:
-  // A frame header a writer of this session could have produced at `pos`.
+  // A frame header a writer of this session could have produced at `pos`. A padding frame ends
+  // at or before the end of the log and is at most max_frame long: the writer pads the room
+  // left before a frame that does not fit (less than that frame) or an aborted claim (a frame
+  // that fitted). A padding of the whole log at offset 0 once made poll() skip the same frame
+  // forever (fuzz_shm_reader timeout).
   bool plausible(const core::FrameHeader* h, std::uint64_t pos) const noexcept {
     const std::uint64_t len = h->frame_length;
     const std::uint64_t room = size_ - (pos & mask_);
@@ -759,7 +772,7 @@ class LogReader {
     const std::uint64_t min_len = (h->flags & core::kFlagTraced) != 0 ? kMinTracedFrame : core::kFrameHeaderSize;
     return h->magic == core::kFrameMagic && h->version == core::kFrameVersion && h->stream_id == stream_id_ &&
            h->session_id == session_id_ && len >= core::kFrameHeaderSize &&
-           (padding ? (len == room || len <= max_frame_) && len % core::kFrameAlignment == 0
+           (padding ? len <= max_frame_ && len <= room && len % core::kFrameAlignment == 0
                     : len >= min_len && len <= max_frame_ && core::align_up(len, core::kFrameAlignment) <= room);
   }
 
