@@ -454,6 +454,60 @@ TEST_F(ReliabilityWindow, ForgottenFrameIsNakedAgainImmediately) {
   EXPECT_EQ(r[0].count, 2u);  // [2,3) and the forgotten 3 merged
 }
 
+// Found by fuzz_receive_window (regressions/receive_window/split_gap_starts_at_held_frame.bin
+// and lost_through_cut_at_held_frame.bin): with kMaxGaps holes open, a new hole widens its
+// neighbour over frames already held. A fill that split such a gap, or a loss declaration that
+// cut it, left a part starting at a held frame; drain() delivered that frame and the part was
+// still NAKed - a NAK for a sequence already delivered. Every NAK must lie at or past delivery.
+class ReliabilityWindowFullGapList : public ReliabilityWindow {
+ protected:
+  // 1 and the odd sequences 3..255 held: 127 one-frame gaps (2, 4, ... 254); 300 held: the
+  // 128th gap [256, 300); 310 held: no room for [301, 310), so [256, 300) widens to [256, 310),
+  // over the held 300. Then 2 arrives: its gap closes and one slot is free again.
+  void SetUp() override {
+    ReliabilityWindow::SetUp();
+    put(1);
+    for (std::uint64_t s = 3; s <= 255; s += 2) put(s);
+    put(300);
+    ASSERT_EQ(w.gaps(), ReceiveWindow::kMaxGaps);
+    put(310);
+    ASSERT_EQ(w.gaps(), ReceiveWindow::kMaxGaps);
+    put(2);
+    ASSERT_EQ(w.gaps(), ReceiveWindow::kMaxGaps - 1);
+  }
+  // NAK ranges now: none may start below what was delivered.
+  std::vector<NakRange> naks() {
+    NakRange r[ReceiveWindow::kMaxGaps];
+    const std::uint32_t n = w.collect_naks(1'000'000, r, ReceiveWindow::kMaxGaps);
+    return {r, r + n};
+  }
+};
+
+TEST_F(ReliabilityWindowFullGapList, SplittingAWidenedGapNeverNaksWhatWasDelivered) {
+  put(299);  // splits [256, 310) around 299: the part after it starts at 301, not the held 300
+  for (std::uint64_t s = 4; s < 299; ++s) put(s);  // every other hole below 300 is repaired
+  std::vector<std::int64_t> want;
+  for (std::int64_t s = 1; s <= 300; ++s) want.push_back(s);
+  EXPECT_EQ(drain(), want);
+  ASSERT_EQ(w.expected(), 301u);
+  const std::vector<NakRange> r = naks();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].from, 301u);
+  EXPECT_EQ(r[0].count, 9u);
+}
+
+TEST_F(ReliabilityWindowFullGapList, LossCutAtAHeldFrameNeverNaksWhatWasDelivered) {
+  confirmed_heartbeat(311, 300);  // 300 is the oldest the publisher has: below it, lost
+  const std::vector<std::int64_t> got = drain();
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.back(), 300);
+  ASSERT_EQ(w.expected(), 301u);
+  const std::vector<NakRange> r = naks();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].from, 301u);
+  EXPECT_EQ(r[0].count, 9u);
+}
+
 TEST_F(ReliabilityWindow, DrainStopsAtTheEndOfStream) {
   for (std::uint64_t s = 1; s <= 5; ++s) put(s);
   EXPECT_EQ(drain(3), (std::vector<std::int64_t>{1, 2}));

@@ -97,15 +97,25 @@ void ReceiveWindow::adopt(const Claim& c) noexcept {
 void ReceiveWindow::declare_lost(std::uint64_t seq) noexcept {
   if (seq <= lost_through_) return;
   lost_through_ = seq;
+  trim_gaps(seq);
+  if (hwm_ < seq) hwm_ = seq;
+}
+
+// Drops the gaps' parts below `seq`. A gap cut there starts at the first frame from `seq` on
+// that is missing: one held at `seq` would otherwise be delivered by drain() and still be NAKed
+// (fuzz_receive_window).
+void ReceiveWindow::trim_gaps(std::uint64_t seq) noexcept {
   std::uint32_t keep = 0;
   for (std::uint32_t i = 0; i < ngaps_; ++i) {
-    if (gaps_[i].to <= seq) continue;
-    gaps_[keep] = gaps_[i];
-    if (gaps_[keep].from < seq) gaps_[keep].from = seq;
-    ++keep;
+    Gap g = gaps_[i];
+    if (g.from < seq) {
+      g.from = seq;
+      while (g.from < g.to && present(g.from)) ++g.from;
+    }
+    if (g.from >= g.to) continue;
+    gaps_[keep++] = g;
   }
   ngaps_ = keep;
-  if (hwm_ < seq) hwm_ = seq;
 }
 
 void ReceiveWindow::open_gap(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, std::int64_t first_nak_ns) noexcept {
@@ -174,13 +184,27 @@ void ReceiveWindow::fill(std::uint64_t seq) noexcept {
   } else if (seq == g.to - 1) {
     --g.to;
     while (g.to > g.from && present(g.to - 1)) --g.to;
-  } else if (ngaps_ < kMaxGaps) {
-    std::copy_backward(gaps_ + i + 1, gaps_ + ngaps_, gaps_ + ngaps_ + 1);
-    gaps_[i + 1] = g;
-    gaps_[i + 1].from = seq + 1;
-    g.to = seq;
-    ++ngaps_;
-    return;
+  } else {
+    // Inside: split around seq. A gap may cover frames already held (widened over them when
+    // kMaxGaps holes were open, or a fill that could not split), so each part ends at its
+    // missing frames: the part before at the last missing one before seq, the part after starts
+    // at the first missing one after it (fuzz_receive_window: a part starting at a held frame
+    // was NAKed after drain() had delivered past it).
+    std::uint64_t lo = seq, hi = seq + 1;
+    while (lo > g.from && present(lo - 1)) --lo;
+    while (hi < g.to && present(hi)) ++hi;
+    if (hi == g.to) {
+      g.to = lo;  // nothing missing after seq
+    } else if (lo == g.from) {
+      g.from = hi;  // nothing missing before seq
+    } else if (ngaps_ < kMaxGaps) {
+      std::copy_backward(gaps_ + i + 1, gaps_ + ngaps_, gaps_ + ngaps_ + 1);
+      gaps_[i + 1] = g;
+      gaps_[i + 1].from = hi;
+      g.to = lo;
+      ++ngaps_;
+      return;
+    }  // else: no room to split; the gap keeps covering seq (NAKs may ask for a held frame)
   }
   if (g.from >= g.to) {
     std::copy(gaps_ + i + 1, gaps_ + ngaps_, gaps_ + i);

@@ -151,6 +151,8 @@ class ReceiveWindow {
   void adopt(const Claim& c) noexcept;
   void open_gap(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, std::int64_t first_nak_ns) noexcept;
   void fill(std::uint64_t seq) noexcept;
+  // Drops the gaps' parts below `seq`.
+  void trim_gaps(std::uint64_t seq) noexcept;
   std::int64_t first_delay() noexcept {
     return opt_.nak_delay_ns > 0 ? static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(opt_.nak_delay_ns) + 1)) : 0;
   }
