@@ -2,7 +2,8 @@
 // physical floor measured in the same run.
 //
 //   pollux-bench-shm [--count N] [--runs R] [--cases floor,inline32,inline256,dedicated32,dedicated256,tput]
-//                    [--rt] [--json FILE]     (--help describes every flag)
+//                    [--log-size S] [--flow lossy|backpressure] [--timer clock|rdtscp] [--rt] [--json FILE]
+//                    (--help describes every flag)
 //
 // floor:       a bare cache-line ping-pong between two processes (one 128-byte-padded line
 //              per direction) - the least any shm transport can do on these two cores.
@@ -45,6 +46,7 @@ using pollux::core::Histogram;
 // false - offer() reads no clock, Message::publisher_ns is 0 (the cases with a "u" suffix).
 // --log-size: [shm] log_size of every case's streams (the config's own syntax and checks).
 std::string g_log_size = "16MiB";
+std::string g_pingpong_flow = "lossy";  // --flow: shm.flow_control of the ping-pong cases
 
 std::string config(const std::string& name, const std::string& threading, const std::string& idle, int poller_cpu,
                    const std::string& flow = "lossy", bool stamp = true) {
@@ -186,7 +188,7 @@ Histogram log_floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
 
 int pong_child(const std::string& name, const std::string& threading, const std::string& idle, bool dedicated,
                std::uint64_t total, const int* sync, bool stamp) {
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1, "lossy", stamp), "bench");
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1, g_pingpong_flow, stamp), "bench");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
     return 2;
@@ -236,7 +238,7 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
     _exit(pong_child(name, threading, idle, dedicated, total, sync, stamp));
   }
   pollux::bench::pin(0);
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, "lossy", stamp), "bench");
+  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, g_pingpong_flow, stamp), "bench");
 
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
@@ -370,6 +372,9 @@ int main(int argc, char** argv) {
             "cases to run, comma-separated")
       .text("--log-size", &g_log_size, "SIZE",
             "shm.log_size of the streams (default 16MiB; e.g. 64KiB keeps a ping-pong's log in L2)")
+      .choice("--flow", &g_pingpong_flow, {"lossy", "backpressure"},
+              "shm.flow_control of the ping-pong cases (inline*, dedicated*; default lossy);\n"
+              "tput always runs backpressure")
       .choice("--timer", &timer, {"clock", "rdtscp"},
               "round-trip timer: clock = Clock::now_ns() (rdtsc, not serialized); rdtscp = rdtscp\n"
               "(waits for earlier instructions), as ../shared/peers' shm_pingpong and aeron_pingpong")
