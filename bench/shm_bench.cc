@@ -49,7 +49,7 @@ std::string g_log_size = "16MiB";
 std::string g_pingpong_flow = "lossy";  // --flow: shm.flow_control of the ping-pong cases
 
 std::string config(const std::string& name, const std::string& threading, const std::string& idle, int poller_cpu,
-                   const std::string& flow = "lossy", bool stamp = true) {
+                   const std::string& flow, bool stamp) {
   std::string c = "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading + "\"\nidle = \"" + idle +
                   "\"\ncounters = true\n";
   if (poller_cpu >= 0) c += "poller_cores = [" + std::to_string(poller_cpu) + "]\n";
@@ -373,8 +373,8 @@ int main(int argc, char** argv) {
       .text("--log-size", &g_log_size, "SIZE",
             "shm.log_size of the streams (default 16MiB; e.g. 64KiB keeps a ping-pong's log in L2)")
       .choice("--flow", &g_pingpong_flow, {"lossy", "backpressure"},
-              "shm.flow_control of the ping-pong cases (inline*, dedicated*; default lossy);\n"
-              "tput always runs backpressure")
+              "shm.flow_control of the ping-pong cases (inline*, dedicated*); tput always runs\n"
+              "backpressure")
       .choice("--timer", &timer, {"clock", "rdtscp"},
               "round-trip timer: clock = Clock::now_ns() (rdtsc, not serialized); rdtscp = rdtscp\n"
               "(waits for earlier instructions), as ../shared/peers' shm_pingpong and aeron_pingpong")
