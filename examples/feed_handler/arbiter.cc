@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "itch/endian.h"
 #include "itch/reader.h"
 
 namespace pollux::feed {
@@ -22,8 +23,8 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"out_of_order_packets", "packets (partly) buffered behind a gap"},
     {"out_of_order_messages", "messages buffered behind a gap"},
     {"gaps_detected", "missing ranges found"},
-    {"rerequests_sent", "re-request packets sent, retries included"},
-    {"rerequest_retries", "re-requests sent again after a timeout"},
+    {"rerequests_sent", "re-request packets sent for missing ranges (follow-ups and retries included)"},
+    {"rerequest_retries", "re-requests sent again after one that brought nothing"},
     {"rerequests_answered", "re-requests at least one message of which came back"},
     {"rerequests_timed_out", "re-requests nothing of which came back in time"},
     {"rerequest_send_errors", "re-requests the socket refused (they time out and are sent again)"},
@@ -39,15 +40,130 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"stale_b", "times line B went quiet for the stale interval"},
     {"session_changes", "sessions started after the first"},
     {"gaps_given_up", "ranges reported lost before their retries ran out, to make room in a full window"},
+    {"rerequest_followups", "re-requests sent at once for the rest of a range a reply filled in part"},
+    {"confirm_requests", "requests sent to the server to confirm a sequence only one line showed"},
+    {"unconfirmed", "packets held because they skipped ahead of what the other line or the server confirmed"},
+    {"unconfirmed_dropped", "held packets dropped unconfirmed (contradicted, expired, or no room)"},
+    {"ends_refused", "end-of-session packets not acted on (below data received, contradicted, or disagreeing)"},
+    {"conflicting_copies", "messages whose later copy differs from the one delivered or buffered"},
+    {"next_session_held", "datagrams of another session held until the current one is over"},
+    {"next_session_dropped", "held datagrams of another session dropped (hold full, or their line stayed)"},
 }};
 static_assert(kLiveCounters.back().name != nullptr, "a LiveCounter without a name");
 
 namespace {
 constexpr std::uint64_t kMaxRequest = 0xFFFF;
 constexpr std::uint64_t kMaxSequence = std::uint64_t{1} << 62;
+constexpr std::size_t kHeldEntries = 4096;
+constexpr std::size_t kDeliveredRuns = 1u << 16;
+
+// Bytes of the BinaryFILE record (length prefix included) at `p`; the caller knows it is whole.
+inline std::size_t RecordSize(const std::uint8_t* p) noexcept { return 2u + itch::LoadBe16(p); }
+}  // namespace
+
+// ---- delivered log -------------------------------------------------------------------------
+
+namespace detail {
+
+DeliveredLog::DeliveredLog(std::size_t bytes, std::size_t runs)
+    : bytes_(std::bit_ceil(std::max<std::size_t>(bytes, 4096)), 0),
+      bmask_(bytes_.size() - 1),
+      runs_(std::bit_ceil(std::max<std::size_t>(runs, 64)), Run{0, 0, 0, 0}),
+      rmask_(runs_.size() - 1) {}
+
+void DeliveredLog::Clear() noexcept { rtail_ = rhead_; }
+
+void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) noexcept {
+  if (count == 0 || n == 0 || n > bytes_.size()) return;
+  const std::size_t at = wpos_ & bmask_;
+  const std::size_t first = std::min(n, bytes_.size() - at);
+  std::memcpy(&bytes_[at], recs, first);
+  std::memcpy(&bytes_[0], recs + first, n - first);
+  bool merged = false;
+  if (rhead_ != rtail_) {
+    Run& last = runs_[(rhead_ - 1) & rmask_];
+    if (last.seq + last.count == seq && last.pos + last.len == wpos_ && last.count + count <= kRunMessages) {
+      last.count += count;
+      last.len += static_cast<std::uint32_t>(n);
+      merged = true;
+    }
+  }
+  if (!merged) {
+    if (rhead_ - rtail_ == runs_.size()) ++rtail_;
+    runs_[rhead_++ & rmask_] = Run{seq, wpos_, count, static_cast<std::uint32_t>(n)};
+  }
+  wpos_ += n;
+  while (rtail_ != rhead_ && !Held(runs_[rtail_ & rmask_])) ++rtail_;
 }
 
-Arbiter::Arbiter(const ArbiterOptions& o) : o_(o) {
+std::int64_t DeliveredLog::Find(std::uint64_t seq) const noexcept {
+  // Runs are in sequence order: the last one starting at or before `seq`.
+  std::uint64_t lo = rtail_, hi = rhead_;
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (runs_[mid & rmask_].seq <= seq) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == rtail_) return -1;
+  const Run& r = runs_[(lo - 1) & rmask_];
+  if (seq >= r.seq + r.count || !Held(r)) return -1;
+  return static_cast<std::int64_t>(lo - 1);
+}
+
+std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
+                                    std::uint64_t* first) const noexcept {
+  std::uint32_t differ = 0;
+  std::size_t off = 0;
+  std::uint64_t cur = seq;
+  auto equal = [this](std::uint64_t pos, const std::uint8_t* p, std::size_t len) {
+    const std::size_t at = pos & bmask_;
+    const std::size_t a = std::min(len, bytes_.size() - at);
+    return std::memcmp(&bytes_[at], p, a) == 0 && std::memcmp(&bytes_[0], p + a, len - a) == 0;
+  };
+  while (off < n) {
+    const std::int64_t ri = Find(cur);
+    if (ri < 0) {  // not held (older than the log, or never delivered): not compared
+      off += RecordSize(recs + off);
+      ++cur;
+      continue;
+    }
+    const Run& r = runs_[static_cast<std::uint64_t>(ri) & rmask_];
+    std::uint64_t pos = r.pos;
+    for (std::uint64_t s = r.seq; s < cur; ++s) pos += 2u + ((std::size_t{At(pos)} << 8) | At(pos + 1));
+    // The incoming records of the messages this run holds, compared in one go.
+    std::size_t o2 = off;
+    std::uint64_t c2 = cur;
+    while (o2 < n && c2 < r.seq + r.count) {
+      o2 += RecordSize(recs + o2);
+      ++c2;
+    }
+    if (pos + (o2 - off) <= r.pos + r.len && equal(pos, recs + off, o2 - off)) {
+      off = o2;
+      cur = c2;
+      continue;
+    }
+    // Something differs: message by message.
+    for (; cur < c2; ++cur) {
+      const std::size_t ml = RecordSize(recs + off);
+      const std::size_t dl = 2u + ((std::size_t{At(pos)} << 8) | At(pos + 1));
+      if (ml != dl || !equal(pos, recs + off, ml)) {
+        if (differ++ == 0) *first = cur;
+      }
+      off += ml;
+      pos += dl;
+    }
+  }
+  return differ;
+}
+
+}  // namespace detail
+
+// ---- construction and output ---------------------------------------------------------------
+
+Arbiter::Arbiter(const ArbiterOptions& o) : o_(o), delivered_(o.delivered_bytes, kDeliveredRuns) {
   const std::uint32_t w = std::bit_ceil(std::max<std::uint32_t>(o_.window, 64));
   o_.window = w;
   mask_ = w - 1;
@@ -57,17 +173,18 @@ Arbiter::Arbiter(const ArbiterOptions& o) : o_(o) {
   o_.max_outstanding = std::max<std::uint32_t>(o_.max_outstanding, 1);
   // Splits (a fill inside a range, a request cut at 65535) may go past max_gaps by a little.
   gaps_.reserve(o_.max_gaps + 2 * o_.max_outstanding + 16);
-  reqs_.assign(o_.max_outstanding, Request{false, false, 0, 0});
-  requests_.resize(o_.max_outstanding);
+  reqs_.assign(o_.max_outstanding, Request{false, false, 0, 0, 0});
+  requests_.resize(o_.max_outstanding + 1);  // + the confirmation request
   out_.assign(std::max<std::size_t>(o_.output_bytes, 4096), 0);
   notices_.resize(256);
+  claim_bytes_.assign(2 * kClaimsPerLine * kMaxDatagram, 0);
+  hold_.assign(std::max<std::size_t>(o_.hold_bytes, kMaxDatagram), 0);
+  held_.resize(kHeldEntries);
   if (!o_.session.empty()) {
     wanted_ = mold::Session::From(o_.session);
     have_wanted_ = true;
   }
 }
-
-// ---- output ------------------------------------------------------------------------------
 
 bool Arbiter::Emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept {
   if (out_.size() - out_len_ < n) return false;
@@ -121,35 +238,108 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   line_end_ = {1, 1};
   line_rx_ns_ = {0, 0};
   line_stale_ = {};
+  line_eos_ = {0, 0};
   first_rx_ns_ = 0;
   have_rx_ = false;
   stale_ = false;
   finished_ns_ = 0;
   gaps_.clear();
-  for (Request& r : reqs_) r = Request{false, false, 0, 0};
+  for (Request& r : reqs_) r = Request{false, false, 0, 0, 0};
   outstanding_ = 0;
+  probe_ = Probe{};
+  probe_limit_ = 0;
+  probe_misses_ = 0;
+  for (int l = 0; l < 2; ++l) {
+    for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+      if (claims_[l][i].active) DropClaim(l, i);
+    }
+  }
+  moved_ = {};
+  have_next_session_ = false;
+  both_moved_ = false;
+  switched_on_end_ = false;
+  delivered_.Clear();
   Notice n;
   n.kind = Notice::kSession;
   n.session = s;
   (void)PushNotice(n);
 }
 
+Arbiter::Verdict Arbiter::HoldNextSession(Line line, const mold::Session& s, std::span<const std::uint8_t> datagram,
+                                          std::int64_t now_ns) noexcept {
+  const int li = static_cast<int>(line);
+  moved_[li] = true;
+  moved_to_[li] = s;
+  // While the hold is being taken after a switch, a third session's datagram is not held
+  // again (it would come round forever).
+  if (replaying_ || nheld_ == held_.size() || hold_.size() - hold_used_ < datagram.size()) {
+    Count(LiveCounter::kNextSessionDropped);
+    return Verdict::kRejected;
+  }
+  std::memcpy(hold_.data() + hold_used_, datagram.data(), datagram.size());
+  held_[nheld_++] = Held{now_ns, static_cast<std::uint32_t>(hold_used_), static_cast<std::uint32_t>(datagram.size()),
+                         line, false};
+  hold_used_ += datagram.size();
+  Count(LiveCounter::kNextSessionHeld);
+  return Verdict::kHeld;
+}
+
+void Arbiter::DropHeldOf(int l) noexcept {
+  bool live = false;
+  for (std::size_t i = held_pos_; i < nheld_; ++i) {
+    Held& h = held_[i];
+    if (!h.dead && static_cast<int>(h.line) == l) {
+      h.dead = true;
+      Count(LiveCounter::kNextSessionDropped);
+    }
+    live = live || !h.dead;
+  }
+  if (!live && !replaying_) nheld_ = hold_used_ = held_pos_ = 0;
+}
+
+void Arbiter::ReplayHeld(std::int64_t now_ns) noexcept {
+  (void)now_ns;
+  replaying_ = true;
+  for (; held_pos_ < nheld_; ++held_pos_) {
+    const Held h = held_[held_pos_];
+    if (h.dead) continue;
+    (void)Process(h.line, {hold_.data() + h.off, h.len}, h.rx_ns);
+  }
+  nheld_ = hold_used_ = held_pos_ = 0;
+  replaying_ = false;
+}
+
+void Arbiter::SwitchSession(std::int64_t now_ns) noexcept {
+  if (nretired_ < retired_.size()) {
+    retired_[nretired_++] = session_;
+  } else {
+    std::rotate(retired_.begin(), retired_.begin() + 1, retired_.end());
+    retired_.back() = session_;
+  }
+  const mold::Session next = next_session_;
+  Count(LiveCounter::kSessionChanges);
+  StartSession(next);
+  ReplayHeld(now_ns);
+}
+
 // ---- packets -------------------------------------------------------------------------------
 
 Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
                                    bool truncated) noexcept {
-  const int li = static_cast<int>(line);
   if (line == Line::kReplay) {
     Count(LiveCounter::kReplayPackets);
-  } else if (reoffer_[li]) {
-    reoffer_[li] = false;  // the parked datagram again: already counted
   } else {
     Count(line == Line::kA ? LiveCounter::kPacketsA : LiveCounter::kPacketsB);
   }
-  if (truncated) {
+  if (truncated || datagram.size() > kMaxDatagram) {
     Count(LiveCounter::kMalformed);
     return Verdict::kRejected;
   }
+  return Process(line, datagram, now_ns);
+}
+
+Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept {
+  const int li = static_cast<int>(line);
   const mold::Packet p = mold::Parse(datagram);
   // Beyond 2^62 a sequence is not a feed's (decades at 10^9 messages/s) but a hostile or
   // corrupt one, and the window arithmetic (next + window) must not wrap.
@@ -177,20 +367,8 @@ Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> data
       Count(LiveCounter::kWrongSession);
       return Verdict::kRejected;
     }
-    if (!have_session_) {
-      StartSession(p.session);
-    } else {
-      if (!have_pending_) {
-        pending_ = p.session;
-        have_pending_ = true;
-      } else if (pending_ != p.session) {
-        Count(LiveCounter::kWrongSession);  // a third session while one is waiting
-        return Verdict::kRejected;
-      }
-      parked_[li] = true;
-      reoffer_[li] = true;
-      return Verdict::kPark;
-    }
+    if (have_session_) return HoldNextSession(line, p.session, datagram, now_ns);
+    StartSession(p.session);
   }
 
   // The current session.
@@ -208,25 +386,309 @@ Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> data
       n.session = session_;
       (void)PushNotice(n);
     }
+    // Data or a heartbeat of this session: the line did not move to another one after all.
+    // (An end of session is what a line sends before it moves.)
+    if (moved_[li] && p.kind != mold::Kind::kEndOfSession) {
+      moved_[li] = false;
+      DropHeldOf(li);
+    }
   }
+  return Dispatch(line, p, datagram, now_ns);
+}
+
+Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
+                                   std::int64_t now_ns) noexcept {
+  const int li = static_cast<int>(line);
   switch (p.kind) {
     case mold::Kind::kHeartbeat:
       if (line == Line::kReplay) return Verdict::kDuplicate;
       Count(LiveCounter::kHeartbeats);
-      Advance(line, p.sequence, now_ns);
+      if (NoteLinePacket(li, p.sequence, p.sequence, false)) ResolveClaims(now_ns);
+      if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
+      line_end_[li] = std::max(line_end_[li], p.sequence);
+      if (nclaims_ != 0) ResolveClaims(now_ns);
       return Verdict::kAccepted;
     case mold::Kind::kEndOfSession:
-      if (line == Line::kReplay) return Verdict::kDuplicate;
-      Count(LiveCounter::kEndOfSession);
-      end_seq_ = std::max(end_seq_, p.sequence);
-      Advance(line, p.sequence, now_ns);
-      return Verdict::kAccepted;
+      return OnEnd(line, p, now_ns);
     case mold::Kind::kData: break;
   }
+  if (line != Line::kReplay) {
+    if (NoteLinePacket(li, p.sequence, p.next_sequence(), false)) ResolveClaims(now_ns);
+    if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
+  }
+  const std::uint64_t hi_before = hi_;
   const bool took = Take(line, p, now_ns);
   Pump();
+  if (nclaims_ != 0 && (hi_ != hi_before || line_claims_[li ^ 1] != 0)) ResolveClaims(now_ns);
   return took ? Verdict::kAccepted : Verdict::kDuplicate;
 }
+
+Arbiter::Verdict Arbiter::OnEnd(Line line, const mold::Packet& p, std::int64_t now_ns) noexcept {
+  if (line == Line::kReplay) return Verdict::kDuplicate;
+  const int li = static_cast<int>(line);
+  Count(LiveCounter::kEndOfSession);
+  if (NoteLinePacket(li, p.sequence, p.sequence, true)) ResolveClaims(now_ns);
+  if (end_seq_ != 0) {  // established: repeats agree, anything else is refused
+    if (p.sequence != end_seq_) {
+      Count(LiveCounter::kEndsRefused);
+      return Verdict::kRejected;
+    }
+    line_end_[li] = std::max(line_end_[li], p.sequence);
+    return Verdict::kDuplicate;
+  }
+  // Messages at or beyond it exist already: not this session's end.
+  if (p.sequence < hi_) {
+    Count(LiveCounter::kEndsRefused);
+    return Verdict::kRejected;
+  }
+  line_eos_[li] = p.sequence;
+  EvaluateEnd();
+  if (end_seq_ == 0) return Verdict::kHeld;
+  ResolveClaims(now_ns);
+  Pump();
+  return Verdict::kAccepted;
+}
+
+void Arbiter::EvaluateEnd() noexcept {
+  if (end_seq_ != 0) return;
+  for (int l = 0; l < 2; ++l) {
+    const std::uint64_t e = line_eos_[l];
+    if (e == 0) continue;
+    if (e < hi_) {  // data was taken beyond it
+      line_eos_[l] = 0;
+      Count(LiveCounter::kEndsRefused);
+      continue;
+    }
+    // Both lines end at the same sequence, or the other line is dead (quiet for the stale
+    // interval) without having ended elsewhere.
+    if (line_eos_[l ^ 1] == e || (line_eos_[l ^ 1] == 0 && line_stale_[l ^ 1])) {
+      EstablishEnd(e, line_rx_ns_[l]);
+      return;
+    }
+  }
+}
+
+void Arbiter::EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept {
+  end_seq_ = end;
+  for (int l = 0; l < 2; ++l) {
+    if (line_eos_[l] == end) line_end_[l] = std::max(line_end_[l], end);
+  }
+  // Held packets beyond the end are contradicted by it.
+  for (int l = 0; l < 2; ++l) {
+    for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+      const Claim& c = claims_[l][i];
+      if (c.active && (c.data ? c.end : c.seq) > end) DropClaim(l, i);
+    }
+  }
+  // A loss at the tail: the range before the end is missing (and confirmed by the end).
+  if (end > hi_) Advance(Line::kReplay, end, now_ns);
+}
+
+bool Arbiter::NoteLinePacket(int l, std::uint64_t seq, std::uint64_t end, bool eos) noexcept {
+  bool continued = false;
+  // The line's very next packet goes on exactly where a packet it held left off: its own
+  // sender vouches for it (a forger would have to send that next packet too). Any other next
+  // packet ends the chance: a later one that merely lies beyond proves nothing.
+  if (line_claims_[l] != 0) {
+    for (Claim& c : claims_[l]) {
+      if (!c.active || c.sealed) continue;
+      if (seq == (c.data ? c.end : c.seq)) c.continued = continued = true;
+      c.sealed = true;
+    }
+  }
+  if (eos) return continued;
+  if (end_seq_ != 0) {
+    // Data or a heartbeat of the session beyond its end, before the switch: the lines were
+    // both forged to end it (one forged end never establishes it). The end is revoked.
+    if (end > end_seq_ && !switched_on_end_) {
+      end_seq_ = 0;
+      line_eos_ = {0, 0};
+      finished_ns_ = 0;
+      if (have_next_session_ && !both_moved_) have_next_session_ = false;
+      Count(LiveCounter::kEndsRefused);
+    }
+    return continued;
+  }
+  // An end of session is contradicted by more from its own line (a line sends nothing of a
+  // session after its end), or by data taken beyond it (EvaluateEnd()); a held packet of the
+  // other line is no evidence against it.
+  (void)end;
+  if (line_eos_[l] != 0) {
+    line_eos_[l] = 0;
+    Count(LiveCounter::kEndsRefused);
+  }
+  return continued;
+}
+
+// ---- claims: packets that skip ahead -------------------------------------------------------
+
+std::uint64_t Arbiter::Claimed(int l) const noexcept {
+  std::uint64_t e = 0;
+  if (line_claims_[l] != 0) {
+    for (const Claim& c : claims_[l]) {
+      if (c.active) e = std::max(e, c.data ? c.end : c.seq);
+    }
+  }
+  return e;
+}
+
+Arbiter::Verdict Arbiter::HoldClaim(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
+                                    std::int64_t now_ns) noexcept {
+  const int li = static_cast<int>(line);
+  const bool data = p.kind == mold::Kind::kData;
+  if (end_seq_ != 0 && (data ? p.next_sequence() : p.sequence) > end_seq_) {  // beyond the established end
+    Count(LiveCounter::kUnconfirmedDropped);
+    return Verdict::kRejected;
+  }
+  // The other line already delivered this far: confirmed at once.
+  if (line_end_[li ^ 1] >= p.sequence) {
+    const std::uint64_t hi_before = hi_;
+    Advance(line, p.sequence, now_ns);
+    bool took = true;
+    if (data) {
+      took = Take(line, p, now_ns);
+      Pump();
+    }
+    if (nclaims_ != 0 && hi_ != hi_before) ResolveClaims(now_ns);
+    return took ? Verdict::kAccepted : Verdict::kDuplicate;
+  }
+  Count(LiveCounter::kUnconfirmed);
+  // A free slot, else the one furthest ahead gives way (this one, if it is): the nearest are
+  // the first needed, and what a dropped one held is recovered as part of a range later.
+  std::size_t slot = kClaimsPerLine;
+  for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+    const Claim& c = claims_[li][i];
+    if (!c.active) {
+      slot = i;
+      break;
+    }
+    if (slot == kClaimsPerLine || c.seq > claims_[li][slot].seq) slot = i;
+  }
+  if (claims_[li][slot].active) {
+    if (claims_[li][slot].seq < p.sequence) {
+      Count(LiveCounter::kUnconfirmedDropped);
+      return Verdict::kRejected;
+    }
+    DropClaim(li, slot);
+  }
+  Claim& c = claims_[li][slot];
+  c = Claim{true, data, false, false, 0, 0, p.sequence, data ? p.next_sequence() : p.sequence, now_ns};
+  if (data) {
+    c.len = static_cast<std::uint32_t>(datagram.size());
+    std::memcpy(ClaimBytes(li, slot), datagram.data(), datagram.size());
+  }
+  ++nclaims_;
+  ++line_claims_[li];
+  probe_misses_ = 0;  // a new packet to confirm: the server may be asked again
+  return Verdict::kHeld;
+}
+
+void Arbiter::DropClaim(int l, std::size_t i) noexcept {
+  claims_[l][i].active = false;
+  --nclaims_;
+  --line_claims_[l];
+  Count(LiveCounter::kUnconfirmedDropped);
+}
+
+void Arbiter::ResolveClaims(std::int64_t now_ns) noexcept {
+  (void)now_ns;
+  // Each pass takes at least one claim or stops; at most 2 x kClaimsPerLine are held.
+  for (bool progress = true; progress && nclaims_ != 0;) {
+    progress = false;
+    for (int l = 0; l < 2; ++l) {
+      for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+        Claim& c = claims_[l][i];
+        if (!c.active) continue;
+        // Confirmed by its own line going on from it, or by the other line having delivered
+        // that far. (The other line's held packets are no evidence: a forger can reach both
+        // groups; two lines skipping to the same place ask the server instead.)
+        const bool confirmed = c.continued || line_end_[l ^ 1] >= c.seq;
+        if (c.seq > hi_) {
+          if (!confirmed) continue;
+          // Confirmed: the range up to it is missing (a gap), then it is an ordinary packet.
+          Advance(static_cast<Line>(l), c.seq, c.rx_ns);
+          if (c.seq > hi_) continue;  // no room to record the range yet (Tick retries)
+        }
+        // It no longer skips anything. Right at the frontier (the other line brought what it
+        // skipped) or confirmed, it is taken like any packet of its line; overtaken by data
+        // from elsewhere without ever being confirmed, only its copies are compared.
+        c.active = false;
+        --nclaims_;
+        --line_claims_[l];
+        progress = true;
+        if (!c.data) {
+          line_end_[l] = std::max(line_end_[l], c.seq);
+          continue;
+        }
+        const bool take = confirmed || c.seq == hi_;
+        if (!take && c.end > hi_) Count(LiveCounter::kUnconfirmedDropped);
+        const mold::Packet p = mold::Parse({ClaimBytes(l, i), c.len});
+        (void)Take(static_cast<Line>(l), p, c.rx_ns, take);
+        Pump();
+      }
+    }
+  }
+}
+
+void Arbiter::ProbeAnswered(std::int64_t now_ns) noexcept {
+  if (probe_.active && !probe_.answered) Count(LiveCounter::kRerequestsAnswered);
+  probe_.answered = true;
+  probe_.last_reply_ns = now_ns;
+  probe_misses_ = 0;
+}
+
+void Arbiter::ProbeClaims(std::int64_t now_ns) noexcept {
+  if (!o_.rerequest) return;
+  const std::int64_t quiet = o_.rerequest_wait_ns / 4;
+  if (probe_.active) {
+    if (now_ns >= probe_.timeout_at) {
+      probe_.active = false;
+      if (!probe_.answered) {
+        ++probe_misses_;
+        Count(LiveCounter::kRerequestsTimedOut);
+        // Ranges established inside it meanwhile were asked for once, in vain.
+        for (Gap& g : gaps_) {
+          if (g.from >= probe_.from && g.to <= probe_.to && g.req < 0) {
+            g.requested = true;
+            if (g.attempts++ >= o_.rerequest_retries) g.lost = true;
+          }
+        }
+      }
+    } else if (probe_.answered && now_ns - probe_.last_reply_ns >= quiet &&
+               line_drained_ns_[2] >= probe_.last_reply_ns + quiet) {
+      probe_.active = false;  // the reply is over; what it did not reach is asked for next
+      for (Gap& g : gaps_) {  // ranges established meanwhile inside it: a follow-up, no wait
+        if (g.from >= probe_.from && g.to <= probe_.to) g.requested = true;
+      }
+    } else {
+      return;
+    }
+  }
+  if (nclaims_ == 0 || probe_misses_ > o_.rerequest_retries) return;  // nothing to confirm, or the server does not
+  // The lowest held sequence that the other line also skipped past (both lost what lies
+  // before it: ask at once), or whose other line stayed quiet past the wait.
+  const Claim* best = nullptr;
+  for (int l = 0; l < 2; ++l) {
+    const std::uint64_t other = Claimed(l ^ 1);
+    for (const Claim& c : claims_[l]) {
+      if (!c.active || c.seq <= hi_) continue;
+      const std::int64_t due = c.rx_ns + o_.rerequest_wait_ns;
+      if (other < c.seq && (now_ns < due || line_drained_ns_[l ^ 1] < due)) continue;
+      if (best == nullptr || c.seq < best->seq) best = &c;
+    }
+  }
+  if (best == nullptr || nrequests_ >= requests_.size()) return;
+  const std::uint64_t to = std::min({best->seq, hi_ + kMaxRequest, next_ + o_.window});
+  if (to <= hi_) return;
+  const int shift = static_cast<int>(std::min<std::uint32_t>(probe_misses_, 20));
+  probe_ = Probe{true, false, hi_, to, now_ns + std::min(o_.rerequest_timeout_ns << shift, o_.rerequest_timeout_max_ns),
+                 0};
+  probe_limit_ = std::max(probe_limit_, to);
+  requests_[nrequests_++] = RerequestOut{session_, hi_, static_cast<std::uint16_t>(to - hi_)};
+  Count(LiveCounter::kConfirmRequests);
+}
+
+// ---- confirmed data ------------------------------------------------------------------------
 
 void Arbiter::Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept {
   if (line != Line::kReplay) {
@@ -241,37 +703,62 @@ void Arbiter::Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcep
   }
   // A range longer than the window cannot be recovered: what arrives behind it would have to
   // be dropped meanwhile. It is reported when the cursor reaches it.
-  gaps_.push_back(Gap{hi_, end, now_ns, 0, -1, end - hi_ > o_.window});
+  gaps_.push_back(Gap{hi_, end, now_ns, 0, -1, end - hi_ > o_.window, false});
   Count(LiveCounter::kGapsDetected);
   hi_ = end;
 }
 
-bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexcept {
+void Arbiter::Conflict(std::uint64_t first, std::uint32_t n) noexcept {
+  Count(LiveCounter::kConflictingCopies, n);
+  Notice note;
+  note.kind = Notice::kConflict;
+  note.session = session_;
+  note.from = first;
+  note.count = n;
+  (void)PushNotice(note);  // a full notice queue loses the notice, never the count
+}
+
+void Arbiter::CompareDelivered(const mold::Packet& p) noexcept {
+  if (p.begin() == p.end()) return;
+  const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
+  std::uint64_t first = 0;
+  const std::uint32_t n = delivered_.Compare(p.sequence, blocks, p.size - mold::kPacketHeaderSize, &first);
+  if (n != 0) Conflict(first, n);
+}
+
+bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool extend) noexcept {
   const std::uint64_t seq = p.sequence;
   const std::uint64_t end = p.next_sequence();
-  if (line != Line::kReplay) {
+  // The line's confirmed position (what a held packet never confirmed claims is not).
+  if (line != Line::kReplay && extend) {
     std::uint64_t& le = line_end_[static_cast<int>(line)];
     le = std::max(le, end);
   }
   if (end <= next_) {
+    CompareDelivered(p);
     Count(LiveCounter::kDuplicatePackets);
     Count(LiveCounter::kDuplicateMessages, p.count);
     return false;
   }
-  // Fast path: the next packet in order with nothing waiting - its blocks are the output.
-  if (seq == next_ && hi_ == next_) {
+  // Fast path: the next packet in order with nothing waiting - its blocks are the output. (A
+  // reply extends what is known only as far as a confirmation request asked.)
+  if (seq == next_ && hi_ == next_ && extend && (line != Line::kReplay || end <= probe_limit_)) {
     const std::uint8_t* blocks = p.begin() == p.end() ? nullptr : (*p.begin()).data() - mold::kBlockLengthSize;
     const std::size_t n = p.size - mold::kPacketHeaderSize;
     if (blocks != nullptr && Emit(blocks, n, now_ns)) {
+      delivered_.Append(seq, p.count, blocks, n);
       next_ = hi_ = end;
       Count(LiveCounter::kMessages, p.count);
-      if (line == Line::kReplay) Count(LiveCounter::kMessagesRecovered, p.count);
+      if (line == Line::kReplay) {
+        Count(LiveCounter::kMessagesRecovered, p.count);
+        ProbeAnswered(now_ns);
+      }
       return true;
     }
   }
   if (seq > hi_) {
     if (line == Line::kReplay) {
-      // Replies answer requests, which lie below hi_: this one is not ours.
+      // Replies answer requests, which start at or below hi_: this one is not ours.
       Count(LiveCounter::kDuplicatePackets);
       Count(LiveCounter::kDuplicateMessages, p.count);
       return false;
@@ -288,22 +775,31 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexce
   if (line != Line::kReplay && end > next_ + o_.window) MakeRoom(seq, end);
   const std::uint64_t old_hi = hi_;
   const std::uint64_t limit = next_ + o_.window;  // first sequence beyond the window
+  // A reply extends what is known only as far as a confirmation request asked.
+  const std::uint64_t extend_to = line == Line::kReplay ? std::min(limit, probe_limit_) : limit;
   // First range that may hold `seq` or later.
   auto gi = std::lower_bound(gaps_.begin(), gaps_.end(), std::max(seq, next_),
                              [](const Gap& g, std::uint64_t s) { return g.to <= s; });
-  std::uint64_t stored = 0, dups = 0, overflow = 0;
+  std::uint64_t stored = 0, dups = 0, overflow = 0, conflicts = 0, first_conflict = 0;
   std::uint64_t fill_from = 0, fill_to = 0;  // the run of stored messages inside ranges
+  std::size_t delivered_bytes = 0;           // records of the leading messages already delivered
   std::uint64_t s = seq;
   for (const std::span<const std::uint8_t> m : p) {
     const std::uint64_t cur = s++;
     if (cur < next_) {
       ++dups;
+      delivered_bytes += mold::kBlockLengthSize + m.size();
       continue;
     }
     bool take = false;
     if (cur >= old_hi) {
-      if (cur >= limit) {
-        overflow = end - cur;
+      if (!extend) break;
+      if (cur >= extend_to) {
+        if (line == Line::kReplay) {
+          dups += end - cur;  // beyond what was asked: not ours
+        } else {
+          overflow = end - cur;
+        }
         break;
       }
       take = true;
@@ -317,6 +813,12 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexce
       } else if (gi != gaps_.end() && gi->from <= cur && cur >= limit) {
         ++overflow;
         continue;
+      } else if (!(gi != gaps_.end() && gi->from <= cur)) {
+        // Buffered already: the later copy must say the same.
+        const Slot& sl = window_[cur & mask_];
+        if (sl.seq == cur && (sl.len != m.size() || std::memcmp(sl.data, m.data(), m.size()) != 0)) {
+          if (conflicts++ == 0) first_conflict = cur;
+        }
       }
     }
     if (!take) {
@@ -330,16 +832,26 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns) noexce
     if (buffered_++ == 0) buffered_rx_ns_ = now_ns;
     ++stored;
   }
+  if (delivered_bytes != 0) {
+    std::uint64_t first = 0;
+    const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
+    const std::uint32_t n = delivered_.Compare(seq, blocks, delivered_bytes, &first);
+    if (n != 0) Conflict(first, n);
+  }
+  if (conflicts != 0) Conflict(first_conflict, static_cast<std::uint32_t>(conflicts));
   // The stored messages inside ranges form one run: packets carry consecutive messages and a
   // run only breaks at a range's end, where the next message is present already.
-  if (fill_to > fill_from) Fill(fill_from, fill_to, line == Line::kReplay);
+  if (fill_to > fill_from) Fill(fill_from, fill_to, line == Line::kReplay, now_ns);
   if (overflow != 0) Count(LiveCounter::kWindowOverflow, overflow);
   if (dups != 0) Count(LiveCounter::kDuplicateMessages, dups);
   if (stored == 0) {
     if (overflow == 0) Count(LiveCounter::kDuplicatePackets);
     return false;
   }
-  if (line == Line::kReplay) Count(LiveCounter::kMessagesRecovered, stored);
+  if (line == Line::kReplay) {
+    Count(LiveCounter::kMessagesRecovered, stored);
+    if (hi_ > old_hi) ProbeAnswered(now_ns);  // a confirmation request was answered
+  }
   // Buffered unless it is about to be delivered: the first message at the cursor with no
   // range in front of it.
   if (!(seq <= next_ && (gaps_.empty() || gaps_.front().from > next_))) {
@@ -371,7 +883,7 @@ void Arbiter::DropRequestRef(std::int32_t req) noexcept {
   }
 }
 
-void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay) noexcept {
+void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int64_t now_ns) noexcept {
   auto it = std::lower_bound(gaps_.begin(), gaps_.end(), a, [](const Gap& g, std::uint64_t s) { return g.to <= s; });
   std::size_t i = static_cast<std::size_t>(it - gaps_.begin());
   while (i < gaps_.size() && gaps_[i].from < b) {
@@ -380,11 +892,18 @@ void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay) noexcept 
       ++i;
       continue;
     }
-    if (from_replay && g.req >= 0) {
-      Request& r = reqs_[static_cast<std::size_t>(g.req)];
-      if (r.active && !r.answered) {
-        r.answered = true;
-        Count(LiveCounter::kRerequestsAnswered);
+    if (from_replay) {
+      // Progress: a request that brings something is not a retry, whenever it comes back.
+      g.attempts = 0;
+      // A range established after the confirmation request asked for it.
+      if (probe_.active && g.from < probe_.to && g.to > probe_.from) ProbeAnswered(now_ns);
+      if (g.req >= 0) {
+        Request& r = reqs_[static_cast<std::size_t>(g.req)];
+        if (r.active && !r.answered) {
+          r.answered = true;
+          Count(LiveCounter::kRerequestsAnswered);
+        }
+        r.last_reply_ns = now_ns;
       }
     }
     if (a <= g.from && b >= g.to) {
@@ -443,7 +962,6 @@ void Arbiter::Pump() noexcept {
     std::uint64_t delivered = 0;
     while (next_ < limit) {
       Slot& sl = window_[next_ & mask_];
-      const std::uint8_t rec[2] = {0, sl.len};
       if (out_.size() - out_len_ < 2u + sl.len) break;
       // An invariant: every sequence in [next_, hi_) outside a range is in the window. Were
       // it ever broken, the message is reported lost rather than the stream stalled.
@@ -459,8 +977,12 @@ void Arbiter::Pump() noexcept {
         ++next_;
         continue;
       }
-      (void)Emit(rec, 2, buffered_rx_ns_);
-      (void)Emit(sl.data, sl.len, buffered_rx_ns_);
+      std::uint8_t rec[2 + sizeof sl.data];
+      rec[0] = 0;
+      rec[1] = sl.len;
+      std::memcpy(rec + 2, sl.data, sl.len);
+      (void)Emit(rec, 2u + sl.len, buffered_rx_ns_);
+      delivered_.Append(next_, 1, rec, 2u + sl.len);
       sl.seq = 0;
       --buffered_;
       ++next_;
@@ -474,11 +996,11 @@ void Arbiter::Pump() noexcept {
 // ---- timers --------------------------------------------------------------------------------
 
 void Arbiter::LineDrained(Line line, std::int64_t now_ns) noexcept {
-  if (line != Line::kReplay) line_drained_ns_[static_cast<int>(line)] = now_ns;
+  line_drained_ns_[static_cast<int>(line)] = now_ns;
 }
 
 bool Arbiter::Confirmed(const Gap& g, std::int64_t now_ns) const noexcept {
-  if (g.attempts > 0) return true;  // a retry
+  if (g.requested) return true;  // asked for before: missing on both lines
   for (int l = 0; l < 2; ++l) {
     if (line_end_[l] >= g.to) continue;  // this line went past it: missing there too
     // A line that has not got there yet: wait, and then for its socket to be read empty.
@@ -515,14 +1037,35 @@ void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
 void Arbiter::Tick(std::int64_t now_ns) noexcept {
   if (!have_session_) return;
   CheckStale(now_ns);
+  EvaluateEnd();
+  // Held packets not confirmed within the stale interval are dropped: a line that skipped
+  // ahead for real goes on from there, and the other line or the server shows it long before.
+  if (nclaims_ != 0) {
+    const std::int64_t life = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
+    for (int l = 0; l < 2; ++l) {
+      for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+        if (claims_[l][i].active && now_ns - claims_[l][i].rx_ns > life) DropClaim(l, i);
+      }
+    }
+    ResolveClaims(now_ns);
+  }
   // Messages a line delivered but the window could not take (or a range the gap list had no
   // room for): missing, like a loss, once there is room to record them.
-  if (const std::uint64_t seen = std::max(line_end_[0], line_end_[1]); seen > hi_) Advance(Line::kReplay, seen, now_ns);
-  // Timeouts: the ranges of an expired request become eligible again, or unrecoverable once
-  // their retries are spent.
+  if (const std::uint64_t seen = std::max(line_end_[0], line_end_[1]); seen > hi_) {
+    Advance(Line::kReplay, seen, now_ns);
+    if (nclaims_ != 0) ResolveClaims(now_ns);
+  }
+  // Requests: an expired one makes its ranges eligible again (unrecoverable once the
+  // consecutive requests that brought nothing exceed the retries); one the server answered
+  // in part is done once its reply is over, and the rest is asked for at once.
+  const std::int64_t quiet = o_.rerequest_wait_ns / 4;
   for (std::size_t k = 0; k < reqs_.size(); ++k) {
     Request& r = reqs_[k];
-    if (!r.active || now_ns < r.timeout_at) continue;
+    if (!r.active) continue;
+    const bool expired = now_ns >= r.timeout_at;
+    const bool reply_over = r.answered && now_ns - r.last_reply_ns >= quiet &&
+                            line_drained_ns_[2] >= r.last_reply_ns + quiet;
+    if (!expired && !reply_over) continue;
     if (!r.answered) Count(LiveCounter::kRerequestsTimedOut);
     r.active = false;
     r.refs = 0;
@@ -530,7 +1073,11 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     for (Gap& g : gaps_) {
       if (g.req != static_cast<std::int32_t>(k)) continue;
       g.req = -1;
-      if (g.attempts > o_.rerequest_retries) g.lost = true;
+      if (r.answered) {
+        g.attempts = 0;
+      } else if (g.attempts > o_.rerequest_retries) {
+        g.lost = true;
+      }
     }
   }
   // New requests, oldest range first; only for ranges inside the window (a reply beyond it
@@ -540,6 +1087,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     Gap& g = gaps_[i];
     if (g.lost || g.req >= 0) continue;
     if (g.from >= limit) break;
+    if (probe_.active && g.from >= probe_.from && g.to <= probe_.to) continue;  // asked for already
     if (!Confirmed(g, now_ns)) continue;
     if (!o_.rerequest) {
       g.lost = true;
@@ -558,36 +1106,55 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     while (reqs_[k].active) ++k;  // outstanding_ < max_outstanding: one is free
     const int shift = static_cast<int>(std::min<std::uint32_t>(h.attempts, 20));
     const std::int64_t timeout = std::min(o_.rerequest_timeout_ns << shift, o_.rerequest_timeout_max_ns);
-    reqs_[k] = Request{true, false, 1, now_ns + timeout};
+    reqs_[k] = Request{true, false, 1, now_ns + timeout, 0};
     ++outstanding_;
     h.req = static_cast<std::int32_t>(k);
-    if (h.attempts++ > 0) Count(LiveCounter::kRerequestRetries);
+    if (h.attempts++ > 0) {
+      Count(LiveCounter::kRerequestRetries);
+    } else if (h.requested) {
+      Count(LiveCounter::kRerequestFollowups);
+    }
+    h.requested = true;
     requests_[nrequests_++] = RerequestOut{session_, h.from, static_cast<std::uint16_t>(n)};
     Count(LiveCounter::kRerequestsSent);
   }
+  ProbeClaims(now_ns);
   Pump();
 
-  if (have_pending_ && end_seq_ == 0) {
-    // A new session without an end of this one: it ended where both lines left it - once
-    // each has moved to the new session or gone quiet for the wait.
-    bool both = true;
-    for (int l = 0; l < 2; ++l) {
-      both = both && (parked_[l] || now_ns - line_rx_ns_[l] > o_.rerequest_wait_ns);
+  // The next session: one both lines moved to, or one line with the other dead (quiet for
+  // the stale interval). After an established end, at once; before it, once neither line
+  // has shown the current session for a heartbeat interval (a live session vetoes, however
+  // many forged datagrams of another one arrive): the current session then ends where it is.
+  if (!have_next_session_ && (moved_[0] || moved_[1])) {
+    const bool both = moved_[0] && moved_[1] && moved_to_[0] == moved_to_[1];
+    const std::int64_t hb = end_seq_ != 0 ? 0 : o_.heartbeat_ns;
+    const std::int64_t dead = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
+    int from = -1;
+    if (both && now_ns - std::max(line_rx_ns_[0], line_rx_ns_[1]) >= hb) {
+      from = 0;
+    } else {
+      for (int l = 0; l < 2 && from < 0; ++l) {
+        if (moved_[l] && now_ns - line_rx_ns_[l ^ 1] > dead && now_ns - line_rx_ns_[l] >= hb) from = l;
+      }
     }
-    if (both) end_seq_ = std::max<std::uint64_t>(hi_, 1);
+    if (from >= 0) {
+      next_session_ = moved_to_[from];
+      have_next_session_ = true;
+      both_moved_ = end_seq_ == 0;
+      if (end_seq_ == 0) {
+        for (int l = 0; l < 2; ++l) {
+          for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
+            if (claims_[l][i].active) DropClaim(l, i);
+          }
+        }
+        end_seq_ = std::max<std::uint64_t>(hi_, 1);
+      }
+    }
   }
   if (!Finished()) return;
-  if (have_pending_) {
-    if (nretired_ < retired_.size()) {
-      retired_[nretired_++] = session_;
-    } else {
-      std::rotate(retired_.begin(), retired_.begin() + 1, retired_.end());
-      retired_.back() = session_;
-    }
-    have_pending_ = false;
-    parked_ = {};
-    Count(LiveCounter::kSessionChanges);
-    StartSession(pending_);
+  if (have_next_session_) {
+    switched_on_end_ = true;
+    SwitchSession(now_ns);
     return;
   }
   if (finished_ns_ == 0) finished_ns_ = now_ns;

@@ -6,33 +6,51 @@
 // sends the re-requests it queues. The arbiter hands back, in sequence order, the ITCH
 // messages of the session as BinaryFILE records (2-byte big-endian length + message: a
 // MoldUDP64 block is exactly that) and notices (a gap that cannot be recovered, a stale or
-// fresh feed, a new session) at the position in the stream where they happen.
+// fresh feed, a new session, a conflicting copy) at the position in the stream where they
+// happen.
 //
-// Rules (docs/FEED.md, "Arbitration and recovery"):
+// MoldUDP64 has no authentication: anyone on the segment can send to a line's group. So
+// nothing one datagram says on its own moves the delivery cursor, ends the session or
+// switches it; only in-order data is taken at once (docs/FEED.md, "What the handler
+// corroborates"):
 //   - the first copy of each sequence number wins, from whichever line or the re-request
-//     reply; later copies are duplicates (dropped and counted);
-//   - messages after a gap wait in a window of `window` messages (one 64-byte slot each,
-//     allocated once); a packet of line A or B that would not fit gives up the oldest
-//     missing ranges before it (reported as lost, `gaps_given_up`) until it fits: the live
-//     data is kept and nothing waits behind a gap for longer than a window of traffic. Only
-//     what still does not fit (the output or the gap list full) is dropped, counted, and
+//     reply; later copies are duplicates (dropped and counted), and a later copy whose bytes
+//     differ from the one delivered or buffered is a conflicting copy (counted, and a
+//     kConflict notice tells the subscribers which sequence was contradicted);
+//   - a packet that would skip ahead (data, or a heartbeat announcing a sequence, beyond the
+//     highest one known to exist) is held, unconfirmed, until the other line shows that
+//     sequence too, the same line goes on from it (its next packet starts at or after it),
+//     or the re-request server delivers up to it (a confirmation request is sent once the
+//     other line is quiet); a held packet is dropped when it is not confirmed within the
+//     stale interval (at most kClaimsPerLine per line are held);
+//   - messages after a confirmed gap wait in a window of `window` messages (one 64-byte slot
+//     each, allocated once); a packet of line A or B that would not fit gives up the oldest
+//     missing ranges before it (reported as lost, `gaps_given_up`) until it fits. Only what
+//     still does not fit (the output or the gap list full) is dropped, counted, and
 //     recovered like a loss once the window has moved;
 //   - a gap is re-requested once both lines have moved past it (each line delivers in order,
 //     so it is then missing on both), or after `rerequest_wait_ns` if a line lags and its
 //     socket has since been read empty (a silent or dead line does not hold recovery up);
-//   - a request covers one missing range (at most 65535 messages); it times out after
-//     `rerequest_timeout_ns`, doubled for each retry up to `rerequest_timeout_max_ns`;
-//     after `rerequest_retries` retries the range is unrecoverable; at most
-//     `max_outstanding` requests are in flight; no server configured: a confirmed gap is
-//     unrecoverable at once;
+//   - a request covers one missing range (at most 65535 messages). A reply that fills part
+//     of it is followed, once the server's burst is over, by a request for the rest; only a
+//     request that brought nothing counts as a retry: it times out after
+//     `rerequest_timeout_ns`, doubled for each consecutive retry up to
+//     `rerequest_timeout_max_ns`, and after `rerequest_retries` of them the range is
+//     unrecoverable. At most `max_outstanding` requests are in flight; no server configured:
+//     a confirmed gap is unrecoverable at once;
 //   - an unrecoverable range is delivered as a kGap notice where it was, and the stream goes
 //     on after it: never silently;
 //   - heartbeats (count 0) and end of session (count 0xFFFF) carry the next sequence number,
-//     so a loss just before a quiet period or the end is seen at once;
-//   - a packet of another session parks its line (the caller holds it and offers it again)
-//     until the current session is over - its end of session seen and every gap filled or
-//     reported, or, without an end of session, both lines moved on; then the new session
-//     starts. Packets of a session that was left are dropped and counted;
+//     so a loss just before a quiet period or the end is seen (once confirmed);
+//   - an end of session ends the session only when both lines end it at the same sequence,
+//     or one does and the other line has been quiet for the stale interval; one below what
+//     was received, or followed by more data or a heartbeat, is refused (`ends_refused`);
+//   - a packet of another session is held (copied, bounded) and its line is still read: the
+//     session changes once the current one has ended (as above) and everything in it was
+//     delivered or reported, or once both lines moved to the same new session (or one did
+//     and the other is quiet for the stale interval); then the held datagrams are taken.
+//     A line that goes on in the current session drops what it held of another. Packets of
+//     a session that was left are dropped and counted;
 //   - the feed is stale after `stale_heartbeats` heartbeat intervals without a packet on
 //     either line (a kStale notice; kFresh when a packet comes again);
 //   - a sequence number beyond 2^62 is malformed (no feed gets there; the window arithmetic
@@ -40,8 +58,9 @@
 //   - done() once the session ended, everything is delivered or reported, and
 //     `end_linger_ns` passed without a new session.
 //
-// Steady state allocates nothing: the window, the gap list, the request table, the output
-// buffer and the notice queue are sized at construction.
+// Steady state allocates nothing: the window, the held packets, the delivered copies kept for
+// comparison, the gap list, the request table, the output buffer and the notice queue are
+// sized at construction.
 #pragma once
 
 #include <array>
@@ -72,9 +91,9 @@ enum class LiveCounter : std::uint8_t {
   kDuplicateMessages,   // messages dropped because an earlier copy won
   kOutOfOrderPackets,   // packets (partly) buffered behind a gap
   kOutOfOrderMessages,  // messages buffered behind a gap
-  kGapsDetected,        // missing ranges found (each jump of the highest sequence seen)
-  kRerequestsSent,      // request packets sent (first attempts and retries)
-  kRerequestRetries,    // of those, retries after a timeout
+  kGapsDetected,        // missing ranges found (each confirmed jump of the highest sequence)
+  kRerequestsSent,      // request packets sent for missing ranges (first, follow-ups, retries)
+  kRerequestRetries,    // of those, retries after a request that brought nothing
   kRerequestsAnswered,  // requests for which at least one message came back
   kRerequestsTimedOut,  // requests for which nothing came back before the timeout
   kRerequestSendErrors, // requests the socket refused (they time out and go again)
@@ -90,6 +109,14 @@ enum class LiveCounter : std::uint8_t {
   kStaleB,
   kSessionChanges,      // sessions started after the first
   kGapsGivenUp,         // ranges reported lost early to make room in a full window
+  kRerequestFollowups,  // of the requests, those for the rest of a range a reply filled in part
+  kConfirmRequests,     // requests sent to confirm a sequence only one line showed
+  kUnconfirmed,         // packets held because they skipped ahead of what was confirmed
+  kUnconfirmedDropped,  // held packets never confirmed (contradicted, expired, or no room)
+  kEndsRefused,         // end-of-session packets not acted on
+  kConflictingCopies,   // messages whose copy differs from the one delivered or buffered
+  kNextSessionHeld,     // datagrams of another session held until the current one is over
+  kNextSessionDropped,  // of those, dropped (the hold full, or their line stayed in the session)
   kCount
 };
 inline constexpr std::size_t kLiveCounterCount = static_cast<std::size_t>(LiveCounter::kCount);
@@ -122,17 +149,62 @@ struct ArbiterOptions {
   std::int64_t end_linger_ns = 100'000'000;
   std::uint32_t max_gaps = 4096;         // missing ranges tracked at once
   std::size_t output_bytes = 1u << 20;   // delivered bytes held until the caller takes them
+  std::size_t hold_bytes = 4u << 20;     // datagrams of a next session held until the switch
+  std::size_t delivered_bytes = 4u << 20;  // delivered records kept to compare later copies with
 };
+
+namespace detail {
+
+// The last `bytes` of delivered BinaryFILE records, indexed by sequence in runs of up to
+// kRunMessages, so a later copy of a delivered message can be compared with what went out.
+class DeliveredLog {
+ public:
+  DeliveredLog(std::size_t bytes, std::size_t runs);
+  void Clear() noexcept;
+  // Records of [seq, seq + count) (consecutive, in delivery order), `n` bytes.
+  void Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) noexcept;
+  // Compares `n` bytes of records of consecutive messages from `seq` (a MoldUDP64 packet's
+  // blocks) with the delivered copies still held; messages no longer held (or never
+  // delivered) are not compared. Returns how many differ, the first in *first.
+  std::uint32_t Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n, std::uint64_t* first) const noexcept;
+
+ private:
+  static constexpr std::uint32_t kRunMessages = 64;
+  struct Run {
+    std::uint64_t seq;    // first message
+    std::uint64_t pos;    // absolute byte position of its first record
+    std::uint32_t count;  // messages
+    std::uint32_t len;    // bytes
+  };
+  // Index of the run holding `seq`, or -1.
+  std::int64_t Find(std::uint64_t seq) const noexcept;
+  bool Held(const Run& r) const noexcept { return wpos_ - r.pos <= bytes_.size(); }
+  std::uint8_t At(std::uint64_t pos) const noexcept { return bytes_[pos & bmask_]; }
+
+  std::vector<std::uint8_t> bytes_;
+  std::uint64_t bmask_;
+  std::uint64_t wpos_ = 0;  // bytes appended so far
+  std::vector<Run> runs_;
+  std::uint64_t rmask_;
+  std::uint64_t rhead_ = 0, rtail_ = 0;  // runs [rtail_, rhead_)
+};
+
+}  // namespace detail
 
 class Arbiter {
  public:
   // What OnPacket() did with a datagram.
   enum class Verdict : std::uint8_t {
-    kAccepted,   // something new was taken (delivered or buffered)
+    kAccepted,   // something new was taken (delivered or buffered), or a heartbeat / end agreed
     kDuplicate,  // nothing new
-    kRejected,   // malformed, wrong or old session (counted)
-    kPark,       // a new session: keep the datagram and offer it again after Tick()
+    kRejected,   // malformed, wrong or old session, refused end (counted)
+    kHeld,       // copied and held: unconfirmed (skips ahead, or ends alone) or a next session
   };
+
+  // Held packets per line awaiting confirmation.
+  static constexpr std::size_t kClaimsPerLine = 8;
+  // The largest datagram a line can hand over.
+  static constexpr std::size_t kMaxDatagram = 65536;
 
   explicit Arbiter(const ArbiterOptions& o);
 
@@ -141,7 +213,8 @@ class Arbiter {
                    bool truncated = false) noexcept;
   // The caller read `line`'s socket until it was empty at `now_ns`.
   void LineDrained(Line line, std::int64_t now_ns) noexcept;
-  // Timers: re-requests and their timeouts, stale detection, session switch and the end.
+  // Timers: re-requests and their timeouts, confirmations, stale detection, session switch
+  // and the end.
   void Tick(std::int64_t now_ns) noexcept;
 
   // Re-requests queued by Tick(); the caller sends them and calls ClearRequests().
@@ -166,13 +239,19 @@ class Arbiter {
   bool output_pending() const noexcept { return out_taken_ < out_len_ || notice_taken_ < nnotices_; }
 
   bool done() const noexcept { return done_; }
-  bool parked(Line l) const noexcept { return parked_[static_cast<int>(l)]; }
+  // The line showed another session and has not come back to the current one.
+  bool moved(Line l) const noexcept { return l != Line::kReplay && moved_[static_cast<int>(l)]; }
   bool stale() const noexcept { return stale_; }
   const itch::mold::Session& session() const noexcept { return session_; }
   bool has_session() const noexcept { return have_session_; }
   std::uint64_t next_sequence() const noexcept { return next_; }
+  // One past the highest sequence known to exist (confirmed).
+  std::uint64_t frontier() const noexcept { return hi_; }
+  // The session's end once established (0: not yet).
+  std::uint64_t end_sequence() const noexcept { return end_seq_; }
   std::size_t open_gaps() const noexcept { return gaps_.size(); }
   std::uint32_t outstanding() const noexcept { return outstanding_; }
+  std::size_t unconfirmed() const noexcept { return nclaims_; }
 
   std::uint64_t counter(LiveCounter c) const noexcept { return c_[static_cast<std::size_t>(c)]; }
   const std::array<std::uint64_t, kLiveCounterCount>& counters() const noexcept { return c_; }
@@ -187,23 +266,60 @@ class Arbiter {
   struct Gap {  // a missing range [from, to)
     std::uint64_t from, to;
     std::int64_t detected_ns;
-    std::uint32_t attempts;  // requests sent for (a range containing) it
+    std::uint32_t attempts;  // consecutive requests for it that brought nothing
     std::int32_t req;        // index into reqs_, -1 when none is in flight
     bool lost;               // unrecoverable: reported when the cursor reaches it
+    bool requested;          // asked for before: missing on both lines, no wait needed
   };
   struct Request {
     bool active;
-    bool answered;
+    bool answered;            // some of it came back
     std::uint32_t refs;       // gaps pointing at it
     std::int64_t timeout_at;
+    std::int64_t last_reply_ns;
+  };
+  // A packet that skipped ahead on one line, held until confirmed.
+  struct Claim {
+    bool active;
+    bool data;        // data packet (its datagram is held); else a heartbeat
+    bool continued;   // its line's next packet went on from it
+    bool sealed;      // its line's next packet came (continued or not)
+    std::uint32_t len;
+    std::uint32_t probes;  // confirmation requests sent for it
+    std::uint64_t seq;     // first message (data) or the announced next sequence
+    std::uint64_t end;     // one past its last message (a heartbeat: seq)
+    std::int64_t rx_ns;
+  };
+  // The one confirmation request in flight: [from, to) asked from the server.
+  struct Probe {
+    bool active;
+    bool answered;
+    std::uint64_t from, to;
+    std::int64_t timeout_at;
+    std::int64_t last_reply_ns;
+  };
+  struct Held {  // a datagram of another session
+    std::int64_t rx_ns;
+    std::uint32_t off, len;
+    Line line;
+    bool dead;
   };
 
   void Count(LiveCounter c, std::uint64_t n = 1) noexcept { c_[static_cast<std::size_t>(c)] += n; }
   void StartSession(const itch::mold::Session& s) noexcept;
-  void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a line's position
-  // Takes the messages [seq, seq + n) of a validated packet.
-  bool Take(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
-  void Fill(std::uint64_t from, std::uint64_t to, bool from_replay) noexcept;
+  // A datagram already counted: validation, session, then Dispatch().
+  Verdict Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
+  // A validated packet of the current session (from a socket, a held claim or the hold).
+  Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
+                   std::int64_t now_ns) noexcept;
+  Verdict OnEnd(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
+  void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
+  // Takes the messages [seq, seq + n) of a validated packet. With `extend` false, messages
+  // beyond the highest one known to exist are left out (a held packet never confirmed).
+  bool Take(Line line, const itch::mold::Packet& p, std::int64_t now_ns, bool extend = true) noexcept;
+  void Fill(std::uint64_t from, std::uint64_t to, bool from_replay, std::int64_t now_ns) noexcept;
+  void CompareDelivered(const itch::mold::Packet& p) noexcept;
+  void Conflict(std::uint64_t first, std::uint32_t n) noexcept;
   // A packet ending at `end` does not fit the window: gives up the oldest ranges wholly
   // before `seq` until it does (or none is left, or the output is full).
   void MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept;
@@ -215,6 +331,31 @@ class Arbiter {
   bool Finished() const noexcept;
   void CheckStale(std::int64_t now_ns) noexcept;
 
+  // Claims: packets that skip ahead.
+  Verdict HoldClaim(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
+                    std::int64_t now_ns) noexcept;
+  // One past the highest sequence line `l`'s held packets claim (0: none held).
+  std::uint64_t Claimed(int l) const noexcept;
+  // Continuation of held packets (true: one was) and contradiction of an end of session.
+  // `eos`: an end of session, which can only continue a held packet.
+  bool NoteLinePacket(int l, std::uint64_t seq, std::uint64_t end, bool eos) noexcept;
+  void ResolveClaims(std::int64_t now_ns) noexcept;
+  void DropClaim(int l, std::size_t i) noexcept;
+  std::uint8_t* ClaimBytes(int l, std::size_t i) noexcept {
+    return claim_bytes_.data() + (static_cast<std::size_t>(l) * kClaimsPerLine + i) * kMaxDatagram;
+  }
+  void ProbeClaims(std::int64_t now_ns) noexcept;
+  void ProbeAnswered(std::int64_t now_ns) noexcept;  // a reply reached the confirmation request's range
+  void EvaluateEnd() noexcept;
+  void EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept;
+
+  // Next-session hold.
+  Verdict HoldNextSession(Line line, const itch::mold::Session& s, std::span<const std::uint8_t> datagram,
+                          std::int64_t now_ns) noexcept;
+  void DropHeldOf(int l) noexcept;
+  void ReplayHeld(std::int64_t now_ns) noexcept;
+  void SwitchSession(std::int64_t now_ns) noexcept;
+
   ArbiterOptions o_;
   itch::mold::Session wanted_;
   bool have_wanted_ = false;
@@ -222,18 +363,15 @@ class Arbiter {
   bool have_session_ = false;
   std::array<itch::mold::Session, 4> retired_{};
   std::uint32_t nretired_ = 0;
-  itch::mold::Session pending_;
-  bool have_pending_ = false;
-  std::array<bool, 2> parked_{};
-  std::array<bool, 2> reoffer_{};  // the next datagram of the line is the parked one again
 
   std::uint64_t next_ = 1;     // next sequence to deliver
   std::uint64_t hi_ = 1;       // one past the highest sequence known to exist
-  std::uint64_t end_seq_ = 0;  // end of session's sequence (0: not seen)
-  std::array<std::uint64_t, 2> line_end_{1, 1};       // each line's position
-  std::array<std::int64_t, 2> line_drained_ns_{0, 0};  // last time its socket was read empty
+  std::uint64_t end_seq_ = 0;  // the established end of session (0: not yet)
+  std::array<std::uint64_t, 2> line_end_{1, 1};       // each line's confirmed position
+  std::array<std::int64_t, 3> line_drained_ns_{0, 0, 0};  // last time its socket was read empty
   std::array<std::int64_t, 2> line_rx_ns_{0, 0};       // last packet of the session on it
   std::array<bool, 2> line_stale_{};
+  std::array<std::uint64_t, 2> line_eos_{0, 0};        // the end of session it announced (0: none)
   std::int64_t first_rx_ns_ = 0;  // first packet of the session (stale checks start then)
   bool have_rx_ = false;
   bool stale_ = false;
@@ -248,6 +386,29 @@ class Arbiter {
   std::uint32_t outstanding_ = 0;
   std::vector<RerequestOut> requests_;
   std::size_t nrequests_ = 0;
+  Probe probe_{};
+  std::uint64_t probe_limit_ = 0;    // replies may extend what is known up to here
+  std::uint32_t probe_misses_ = 0;   // consecutive confirmation requests that brought nothing
+
+  std::array<std::array<Claim, kClaimsPerLine>, 2> claims_{};
+  std::vector<std::uint8_t> claim_bytes_;
+  std::uint32_t nclaims_ = 0;
+  std::array<std::uint32_t, 2> line_claims_{0, 0};
+
+  // Another session's datagrams, in arrival order: bytes in hold_, entries in held_.
+  std::array<bool, 2> moved_{};
+  std::array<itch::mold::Session, 2> moved_to_{};
+  std::vector<std::uint8_t> hold_;
+  std::size_t hold_used_ = 0;
+  std::vector<Held> held_;
+  std::size_t nheld_ = 0, held_pos_ = 0;  // entries, and the next to replay after a switch
+  bool replaying_ = false;
+  itch::mold::Session next_session_;
+  bool have_next_session_ = false;  // once the current session is finished, this one
+  bool both_moved_ = false;         // chosen because the lines moved (not on an end of session)
+  bool switched_on_end_ = false;
+
+  detail::DeliveredLog delivered_;
 
   std::vector<std::uint8_t> out_;
   std::size_t out_len_ = 0, out_taken_ = 0;

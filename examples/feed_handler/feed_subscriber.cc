@@ -156,6 +156,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
             break;
           case Notice::kStale: ++r.feed_stale; break;
           case Notice::kSession: ++r.feed_sessions; break;
+          case Notice::kConflict: r.feed_conflicts += n.count; break;
           case Notice::kFresh: break;
         }
       }

@@ -53,6 +53,7 @@ struct SubscribeResult {
   std::uint64_t feed_lost = 0;   // ITCH messages they cover: lost for good upstream
   std::uint64_t feed_stale = 0;  // kStale notices
   std::uint64_t feed_sessions = 0;  // kSession notices (the first session included)
+  std::uint64_t feed_conflicts = 0;  // messages kConflict notices say a later copy contradicted
   std::unique_ptr<itch::BookSet> books;
 };
 

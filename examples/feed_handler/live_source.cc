@@ -217,10 +217,10 @@ int LiveSource::PollLine(Line line, std::int64_t now) {
   RxBatch& b = rx_[static_cast<std::size_t>(li)];
   int work = 0;
   for (;;) {
-    // What is left of the last burst first (a datagram of a new session parks the line there).
+    // Every datagram goes to the arbiter, which copies what it holds (a packet to confirm, a
+    // next session's): a line is always read, whatever it carries.
     while (b.pos < b.n) {
-      const Arbiter::Verdict v = arb_.OnPacket(line, b.datagram(b.pos), now, b.truncated(b.pos));
-      if (v == Arbiter::Verdict::kPark) return work;
+      (void)arb_.OnPacket(line, b.datagram(b.pos), now, b.truncated(b.pos));
       ++b.pos;
       ++work;
     }

@@ -1,8 +1,9 @@
 // What the live mode sends besides ITCH: notices (a gap that cannot be recovered, a stale or
-// fresh feed, a new session) and the receive time of each batch. Both ride in ordinary Pollux
-// messages whose first byte tells them from the replay's payloads (feed_publisher.h): a
-// BinaryFILE chunk starts with 0 (a length prefix's high byte), a bare ITCH message with its
-// type letter, a live chunk with kLiveChunkMarker, a notice with kNoticeMarker.
+// fresh feed, a new session, a conflicting copy) and the receive time of each batch. Both
+// ride in ordinary Pollux messages whose first byte tells them from the replay's payloads
+// (feed_publisher.h): a BinaryFILE chunk starts with 0 (a length prefix's high byte), a bare
+// ITCH message with its type letter, a live chunk with kLiveChunkMarker, a notice with
+// kNoticeMarker.
 #pragma once
 
 #include <cstddef>
@@ -24,11 +25,13 @@ inline constexpr std::uint8_t kNoticeMarker = 0xFF;
 
 // In-band events of the live mode, delivered between messages, on every partition.
 struct Notice {
-  enum Kind : std::uint8_t { kGap = 1, kStale = 2, kFresh = 3, kSession = 4 };
+  // kConflict: a later copy of messages already delivered (or buffered) differs from the
+  // copy that won: `from` is the first such sequence, `count` how many in that packet.
+  enum Kind : std::uint8_t { kGap = 1, kStale = 2, kFresh = 3, kSession = 4, kConflict = 5 };
   Kind kind = kGap;
   itch::mold::Session session;
-  std::uint64_t from = 0;   // kGap: first sequence number lost
-  std::uint64_t count = 0;  // kGap: messages lost
+  std::uint64_t from = 0;   // kGap: first sequence number lost; kConflict: first contradicted
+  std::uint64_t count = 0;  // kGap: messages lost; kConflict: messages contradicted
 };
 
 // Wire layout of a notice (big-endian integers, like MoldUDP64).
@@ -53,7 +56,7 @@ inline void EncodeNotice(const Notice& n, std::uint8_t* out) noexcept {
 
 // False unless `p` is a whole notice of a known kind.
 [[nodiscard]] inline bool DecodeNotice(std::span<const std::uint8_t> p, Notice* n) noexcept {
-  if (p.size() != sizeof(NoticeWire) || p[0] != kNoticeMarker || p[1] < Notice::kGap || p[1] > Notice::kSession) {
+  if (p.size() != sizeof(NoticeWire) || p[0] != kNoticeMarker || p[1] < Notice::kGap || p[1] > Notice::kConflict) {
     return false;
   }
   n->kind = static_cast<Notice::Kind>(p[1]);

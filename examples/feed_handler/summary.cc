@@ -190,6 +190,7 @@ SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const Subscri
   s.feed_lost = r.feed_lost;
   s.feed_stale = r.feed_stale;
   s.feed_sessions = r.feed_sessions;
+  s.feed_conflicts = r.feed_conflicts;
   s.digest = BooksDigest(*r.books);
   r.books->ForEachBook([&](const itch::OrderBook&) { ++s.books; });
   s.live_orders = r.books->live_orders();
@@ -237,6 +238,7 @@ std::string Serialize(const SubscriberReport& r) {
   kv("feed_lost", r.feed_lost);
   kv("feed_stale", r.feed_stale);
   kv("feed_sessions", r.feed_sessions);
+  kv("feed_conflicts", r.feed_conflicts);
   kv("digest", r.digest);
   kv("books", r.books);
   kv("live_orders", r.live_orders);
@@ -293,6 +295,7 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
     else if (k == "feed_lost") u64(&r.feed_lost);
     else if (k == "feed_stale") u64(&r.feed_stale);
     else if (k == "feed_sessions") u64(&r.feed_sessions);
+    else if (k == "feed_conflicts") u64(&r.feed_conflicts);
     else if (k == "digest") u64(&r.digest);
     else if (k == "books") u64(&r.books);
     else if (k == "live_orders") u64(&r.live_orders);
@@ -386,9 +389,13 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
                           Us(r.wire_p50), Us(r.wire_p90), Us(r.wire_p99), Us(r.wire_p999), Us(r.wire_max),
                           Commas(r.wire_count));
   }
-  if (r.feed_sessions != 0 || r.feed_gaps != 0 || r.feed_stale != 0) {
-    absl::StrAppendFormat(&out, "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s\n",
+  if (r.feed_sessions != 0 || r.feed_gaps != 0 || r.feed_stale != 0 || r.feed_conflicts != 0) {
+    absl::StrAppendFormat(&out, "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s",
                           Commas(r.feed_gaps), Commas(r.feed_lost), Commas(r.feed_stale), Commas(r.feed_sessions));
+    if (r.feed_conflicts != 0) {
+      absl::StrAppendFormat(&out, ", %s message(s) contradicted by a later copy", Commas(r.feed_conflicts));
+    }
+    absl::StrAppend(&out, "\n");
   }
   if (as_fast_as_possible && r.latency_count != 0 && r.wire_count == 0) {
     absl::StrAppend(&out, "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
@@ -469,14 +476,14 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
                                 "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
                                 "\"digest\": \"%016x\", \"wire_latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, "
                                 "\"p99.9\": %d, \"max\": %d, \"count\": %d}, \"feed_gaps\": %d, \"feed_lost\": %d, "
-                                "\"feed_stale\": %d, \"feed_sessions\": %d}",
+                                "\"feed_stale\": %d, \"feed_sessions\": %d, \"feed_conflicts\": %d}",
                           i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
                           s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps,
                           s.lost,
                           s.overruns, s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean,
                           s.latency_count, s.books, s.live_orders, s.digest, s.wire_p50, s.wire_p90, s.wire_p99,
                           s.wire_p999, s.wire_max, s.wire_count, s.feed_gaps, s.feed_lost, s.feed_stale,
-                          s.feed_sessions);
+                          s.feed_sessions, s.feed_conflicts);
   }
   absl::StrAppend(&out, "\n  ]\n}\n");
   return out;

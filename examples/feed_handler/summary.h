@@ -36,7 +36,7 @@ struct SubscriberReport {
   // Live mode: packet-in-to-book latency, ns (count 0 otherwise), and the notices received.
   std::uint64_t wire_count = 0;
   std::int64_t wire_p50 = 0, wire_p90 = 0, wire_p99 = 0, wire_p999 = 0, wire_max = 0;
-  std::uint64_t feed_gaps = 0, feed_lost = 0, feed_stale = 0, feed_sessions = 0;
+  std::uint64_t feed_gaps = 0, feed_lost = 0, feed_stale = 0, feed_sessions = 0, feed_conflicts = 0;
   std::uint64_t digest = 0;  // FNV-1a of the books JSON lines and the counts JSON
   std::uint64_t books = 0, live_orders = 0;
   std::string detail;        // messages by type, anomalies, top of book (preformatted)
