@@ -1,7 +1,6 @@
 #include "feed_handler/feed_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -464,11 +463,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
 }
 
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrFormat("%s: cannot open config file: %s", path, std::strerror(errno)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return LoadConfig(ss.str(), path, overrides);
+  absl::StatusOr<std::string> text = core::read_config_file(path);
+  if (!text.ok()) return text.status();
+  return LoadConfig(*text, path, overrides);
 }
 
 }  // namespace pollux::feed

@@ -1,8 +1,9 @@
 // pollux-feed under hostile conditions (issue #9 item 11): an input that is not a regular file,
 // SIGTERM in the middle of a paced replay or while waiting for subscribers, and an input file
-// truncated while it is replayed. Each run must end within a bounded time (the harness kills
-// it otherwise and the test fails), by itself and without a signal, with a clear message, and
-// leave no shared-memory segment, counters file or subscriber process behind.
+// truncated while it is replayed; also a configuration that is not a regular file or is far
+// too big. Each run must end within a bounded time
+// (the harness kills it otherwise and the test fails), by itself and without a signal, with a
+// clear message, and leave no shared-memory segment, counters file or subscriber process behind.
 #include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +12,8 @@
 #include <dirent.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -122,6 +125,34 @@ TEST(FeedInput, DirectoryAndDeviceAreRefused) {
     EXPECT_EQ(rc, 2) << p.output();
     EXPECT_THAT(p.output(), HasSubstr("itch: '" + path + "' is a")) << p.output();
     EXPECT_THAT(p.output(), HasSubstr("not a regular file")) << p.output();
+  }
+}
+
+// --config takes a regular file of at most 16 MiB: a FIFO nobody writes to, a directory,
+// /dev/zero and a bigger file are refused at once, naming the path and what it is (exit 2,
+// a configuration error). The wait is bounded so that a hang fails instead of stalling.
+TEST(FeedInput, ConfigThatIsNotARegularFileOrTooBigIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir / "feed.toml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir / "big.toml";
+  WriteFile(big, "[feed]\nsymbols = 3\n");
+  ASSERT_EQ(truncate(big.c_str(), (16 << 20) + 1), 0);  // the rest NUL bytes: the size is refused first
+  const std::string why = " (a configuration is read from a regular file)";
+  for (const auto& [path, message] :
+       {std::pair<std::string, std::string>{fifo, fifo + ": not a regular file: it is a FIFO" + why},
+        {dir.path(), dir.path() + ": not a regular file: it is a directory" + why},
+        {"/dev/zero", "/dev/zero: not a regular file: it is a character device" + why},
+        {big, big + ": config file too large: 16777217 bytes, more than the 16 MiB a configuration may have (is it "
+                    "the right file?)"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    FeedProcess p({"--config", path, "--quiet"});
+    const int rc = p.Wait(30);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_FALSE(p.killed_after_timeout()) << path << "\n" << p.output();
+    EXPECT_EQ(rc, 2) << path << "\n" << p.output();
+    EXPECT_EQ(p.output(), "pollux-feed: " + message + "\n") << path;
+    std::printf("--config %s: exit %d after %.3f s\n", path.c_str(), rc, secs);
   }
 }
 
