@@ -164,6 +164,11 @@ absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::stri
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof rcv) != 0) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
   }
+  // Memberships of this socket only: by default Linux also hands a multicast socket the
+  // datagrams for its port of any group joined by another socket of the namespace (on
+  // another interface, say), which this socket never asked for. As the UDP transport does.
+  const int zero = 0;
+  (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
   // Bound to the group, so the socket gets that group's datagrams only.
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&*ga), sizeof *ga) != 0) return fail("bind");
   ip_mreqn m{};
