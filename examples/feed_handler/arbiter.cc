@@ -39,6 +39,7 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"stale_b", "times line B went quiet for the stale interval"},
     {"session_changes", "sessions started after the first"},
     {"gaps_given_up", "ranges reported lost before their retries ran out, to make room in a full window"},
+    {"wrong_source", "line datagrams from another sender than feed.source_a/source_b, dropped before arbitration"},
 }};
 static_assert(kLiveCounters.back().name != nullptr, "a LiveCounter without a name");
 

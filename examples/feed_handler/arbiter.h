@@ -90,6 +90,7 @@ enum class LiveCounter : std::uint8_t {
   kStaleB,
   kSessionChanges,      // sessions started after the first
   kGapsGivenUp,         // ranges reported lost early to make room in a full window
+  kWrongSource,         // line datagrams from another sender than feed.source_a/b (dropped before the arbiter)
   kCount
 };
 inline constexpr std::size_t kLiveCounterCount = static_cast<std::size_t>(LiveCounter::kCount);
@@ -148,6 +149,8 @@ class Arbiter {
   std::span<const RerequestOut> requests() const noexcept { return {requests_.data(), nrequests_}; }
   // The caller could not send one of them.
   void CountSendError() noexcept { Count(LiveCounter::kRerequestSendErrors); }
+  // The caller dropped a line datagram from an unexpected sender without handing it over.
+  void CountWrongSource() noexcept { Count(LiveCounter::kWrongSource); }
   void ClearRequests() noexcept { nrequests_ = 0; }
 
   // Delivered output: BinaryFILE bytes, split by notices. Next() gives the next piece: a

@@ -115,6 +115,8 @@ long long LineDatagrams(const std::string& exchange_json, const std::string& lin
 struct ChainOptions {
   // Line B on line A's port (another group): the two line sockets share a port.
   bool same_port = false;
+  // VAR=value settings for the handler's environment (it is started through env).
+  std::vector<std::string> handler_env;
   // A second pollux-exchange, in namespace "x" (another host on the segment), with these
   // arguments (plus --summary-json): run to its end before the exchange starts when
   // `other_first`, else alongside it.
@@ -195,6 +197,30 @@ class FeedLive : public ::testing::Test {
   void TearDown() override {
     if (!g_skip.empty()) return;
     Sh(absl::StrFormat("%s unloss %s", kNetns, Ns("fh")));
+    Sh(absl::StrFormat("%s netns exec %s nft delete table ip pollux_count", g_ip, Ns("fh")));
+  }
+
+  // Counts, in the handler's namespace, the UDP datagrams from `from` to `ports` as they come
+  // in (nftables, nothing dropped): proof that what a test sent did reach the handler's host.
+  static void CountArrivals(const std::string& from, const std::string& ports) {
+    const std::string rules = absl::StrFormat(
+        "table ip pollux_count {\n  chain in {\n    type filter hook prerouting priority raw; policy accept;\n"
+        "    ip saddr %s udp dport { %s } counter\n  }\n}\n",
+        from, ports);
+    const std::string file = absl::StrCat(g_dir, "/count.nft");
+    std::ofstream(file) << rules;
+    ASSERT_EQ(Sh(absl::StrFormat("%s netns exec %s nft -f %s", g_ip, Ns("fh"), file)), 0) << rules;
+  }
+  static long long Arrivals() {
+    std::string t;
+    if (FILE* f = popen(absl::StrFormat("%s netns exec %s nft list table ip pollux_count", g_ip, Ns("fh")).c_str(), "r")) {
+      char buf[4096];
+      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) t.append(buf, n);
+      pclose(f);
+    }
+    const std::size_t p = t.find("counter packets ");
+    EXPECT_NE(p, std::string::npos) << t;
+    return p == std::string::npos ? -1 : std::atoll(t.c_str() + p + 16);
   }
 
   // One run of the chain. `port` sets the lines (port, port + 1; port for both with
@@ -219,6 +245,10 @@ class FeedLive : public ::testing::Test {
                                     d + ".books", "--counts-out", d + ".counts", "--summary-json", d + ".sub.json"};
     sub.insert(sub.end(), pollux.begin(), pollux.end());
     std::vector<std::string> fh = {"netns", "exec", Ns("fh")};
+    if (!opt.handler_env.empty()) {
+      fh.push_back("/usr/bin/env");
+      fh.insert(fh.end(), opt.handler_env.begin(), opt.handler_env.end());
+    }
     fh.insert(fh.end(), {kFeed, "--role", "pub", "--set",
                                    absl::StrFormat("runtime.name=\"%s-%s-fh\"", g_prefix, tag), "--set",
                                    "feed.source=moldudp64", "--set", "feed.line_a=" + line_a, "--set",
@@ -567,6 +597,7 @@ TEST_F(FeedLive, TwoFeedsOnOnePortInOneNamespaceDoNotMix) {
   EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0",
                                                                   port, port)));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
+  EXPECT_EQ(r.Live("wrong_source"), 0);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
 }
 
@@ -593,6 +624,78 @@ TEST_F(FeedLive, TheSameGroupsOnAnotherInterfaceDoNotMix) {
               LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
+}
+
+// Host "x" forges the feed: its own exchange with the real one's session name (POLLUX0001) and
+// groups but other messages, run to its end once the handler listens and before the real
+// exchange starts. A handler that took any of it would follow the forged session, end with it
+// and build other books. The handler expects both lines from the real exchange
+// (feed.source_a/source_b = 10.78.0.1). `env`: the handler's environment. `forged` and
+// `arrived`: the datagrams host "x" sent to the lines, and those counted coming into the
+// handler's namespace (nftables), so the test knows they did reach it.
+ChainRun ForgedFeed(const std::string& tag, int port, const std::vector<std::string>& env, long long* forged,
+                    long long* arrived) {
+  const std::string input = Generated(20'000, 10, 35);
+  const std::string fake = Generated(20'000, 10, 36);
+  FeedLive::CountArrivals(kOtherIp, absl::StrFormat("%d, %d", port, port + 1));
+  ChainOptions o;
+  o.handler_env = env;
+  o.other_first = true;
+  o.other_exchange = {"--itch", fake, "--line-a", absl::StrFormat("239.255.78.1:%d", port), "--line-b",
+                      absl::StrFormat("239.255.78.2:%d", port + 1), "--rerequest-port", std::to_string(port + 4),
+                      "--interface", "eth0", "--rate", "100000", "--linger-ms", "0"};
+  std::vector<std::string> sets = kLingeringHandler;
+  sets.push_back(absl::StrCat("feed.source_a=", kExchangeIp));
+  sets.push_back(absl::StrCat("feed.source_b=", kExchangeIp));
+  ChainRun r = FeedLive::Chain(tag, input, port, kShortExchange, sets, 0, o);
+  *forged = LineDatagrams(r.other_exchange_json, "a") + LineDatagrams(r.other_exchange_json, "b");
+  *arrived = FeedLive::Arrivals();
+  std::printf("host x sent %lld forged datagrams to the lines, %lld came into the handler's namespace; wrong_source "
+              "%lld; packets A %lld, B %lld (exchange sent %lld, %lld)\n",
+              *forged, *arrived, r.Live("wrong_source"), r.Live("packets_a"), r.Live("packets_b"),
+              LineDatagrams(r.exchange_json, "a"), LineDatagrams(r.exchange_json, "b"));
+  EXPECT_EQ(r.other_exchange_rc, 0) << r.Logs();
+  EXPECT_GT(*forged, 0) << r.other_exchange_json;
+  EXPECT_EQ(*arrived, *forged) << "the forged datagrams did not all reach the handler's namespace";
+  ExpectOnlyItsOwnExchange(r, input, 20'000);
+  return r;
+}
+
+// The kernel joins source-specific: it drops the forged datagrams before the sockets, so the
+// handler never reads them (wrong_source stays 0: it counts what reached the handler).
+TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterSourceSpecificJoin) {
+  const int port = 27720;
+  long long forged = 0, arrived = 0;
+  const ChainRun r = ForgedFeed("forged_ssm", port, {}, &forged, &arrived);
+  EXPECT_THAT(r.handler_out,
+              ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d from %s only (source-specific join), line B "
+                                                   "239.255.78.2:%d from %s only (source-specific join)",
+                                                   port, kExchangeIp, port + 1, kExchangeIp)))
+      << r.handler_out;
+  EXPECT_EQ(r.Live("wrong_source"), 0) << r.handler_json;
+}
+
+// A kernel without source-specific joins (simulated: feed_no_ssm_preload makes the join fail
+// with ENOPROTOOPT): the handler joins any-source, says so, and drops every forged datagram
+// itself before the arbiter - each one counted in wrong_source, none in packets_a/packets_b.
+TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterHandlerFilter) {
+  const int port = 27730;
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::vector<std::string> env = {
+      std::string("LD_PRELOAD=") + POLLUX_NO_SSM_PRELOAD,
+      // Sanitizer builds: the preloaded library comes before the ASan runtime.
+      absl::StrCat("ASAN_OPTIONS=", asan != nullptr ? absl::StrCat(asan, ":") : "", "verify_asan_link_order=0")};
+  long long forged = 0, arrived = 0;
+  const ChainRun r = ForgedFeed("forged_filter", port, env, &forged, &arrived);
+  const std::string fallback =
+      "any-source join: the kernel refused a source-specific one (Protocol not available); other senders dropped by "
+      "the handler";
+  EXPECT_THAT(r.handler_out,
+              ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d from %s only (%s), line B 239.255.78.2:%d "
+                                                   "from %s only (%s)",
+                                                   port, kExchangeIp, fallback, port + 1, kExchangeIp, fallback)))
+      << r.handler_out;
+  EXPECT_EQ(r.Live("wrong_source"), forged) << r.handler_json << r.other_exchange_json;
 }
 
 }  // namespace
