@@ -1,9 +1,13 @@
 #include "core/config.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -1109,12 +1113,87 @@ absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view
   return cfg;
 }
 
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+absl::Status not_regular(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: not a regular file: it is %s (a configuration is read from a regular file)", path, file_kind(mode)));
+}
+
+// `size`: how big the file is, e.g. "20971520 bytes".
+absl::Status too_big(const std::string& path, const std::string& size) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: config file too large: %s, more than the %d MiB a configuration may have (is it the right file?)", path,
+      size, kMaxConfigFileBytes >> 20));
+}
+
+absl::Status open_error(const std::string& path, const char* what, int err) {
+  const std::string msg = absl::StrFormat("%s: cannot %s config file: %s", path, what, std::strerror(err));
+  return err == ENOENT ? absl::NotFoundError(msg) : absl::UnavailableError(msg);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> read_config_file(const std::string& path) {
+  // The type is checked before the open: opening a FIFO for reading blocks until a writer
+  // comes, and opening a device may have effects of its own.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return open_error(path, "open", errno);
+  if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigFileBytes) {
+    return too_big(path, absl::StrCat(st.st_size, " bytes"));
+  }
+  // The path may have been replaced since: O_NONBLOCK keeps even that open from blocking,
+  // and fstat checks what was opened.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return open_error(path, "open", errno);
+  absl::Status status;
+  std::string text;
+  if (::fstat(fd, &st) != 0) {
+    status = open_error(path, "stat", errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = not_regular(path, st.st_mode);
+  } else {
+    // Read to the end, not to st_size (a file in /proc says 0), but never past the cap: a
+    // file that grows while it is read is cut off there and refused.
+    text.resize(std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), kMaxConfigFileBytes) + 1);
+    std::size_t got = 0;
+    for (;;) {
+      if (got == text.size()) {
+        if (text.size() > kMaxConfigFileBytes) break;
+        text.resize(std::min(2 * text.size(), kMaxConfigFileBytes + 1));
+      }
+      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n > 0) {
+        got += static_cast<std::size_t>(n);
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        status = open_error(path, "read", errno);
+        break;
+      }
+    }
+    if (status.ok() && got > kMaxConfigFileBytes) status = too_big(path, absl::StrCat("over ", kMaxConfigFileBytes, " bytes"));
+    text.resize(got);
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
 absl::StatusOr<Config> load_config_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrFormat("%s: cannot open config file: %s", path, std::strerror(errno)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config(ss.str(), path);
+  absl::StatusOr<std::string> text = read_config_file(path);
+  if (!text.ok()) return text.status();
+  return parse_config(*text, path);
 }
 
 }  // namespace pollux::core

@@ -191,7 +191,20 @@ inline bool udp_kernel_timestamps(const Config& c, const StreamConfig* s) {
 
 // `source_name` is used in error messages (the file name, or "<string>").
 absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view source_name);
+// Reads `path` with read_config_file() and parses it.
 absl::StatusOr<Config> load_config_file(const std::string& path);
+
+// The largest configuration file read_config_file() takes: far above any real one, so a
+// bigger file is the wrong file (a capture, a log) rather than a configuration.
+inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{16} << 20;
+
+// The whole text of the configuration file `path`, for every reader of a TOML file (the
+// library, pollux-feed, the tools). Only a regular file of at most kMaxConfigFileBytes is
+// read: a FIFO, a directory, a device or a socket is refused before it is opened for
+// reading, so one nobody writes to cannot block the caller, /dev/zero cannot fill memory
+// and a directory is not taken for an empty file. Errors start with the path:
+//   conf/x.toml: not a regular file: it is a FIFO (a configuration is read from a regular file)
+absl::StatusOr<std::string> read_config_file(const std::string& path);
 
 // Levenshtein distance, and " (did you mean X?)" for the closest of `known` within 3 edits
 // (empty when none is): for error messages about unknown keys.

@@ -12,8 +12,8 @@ namespace pollux::feed {
 namespace mold = itch::mold;
 
 constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
-    {"packets_a", "datagrams read on line A"},
-    {"packets_b", "datagrams read on line B"},
+    {"packets_a", "datagrams read on line A (from feed.source_a when set)"},
+    {"packets_b", "datagrams read on line B (from feed.source_b when set)"},
     {"replay_packets", "datagrams read on the re-request socket (replies)"},
     {"messages", "ITCH messages delivered in sequence order"},
     {"heartbeats", "heartbeat packets of the current session (both lines)"},
@@ -48,6 +48,7 @@ constexpr std::array<LiveCounterInfo, kLiveCounterCount> kLiveCounters = {{
     {"conflicting_copies", "messages whose later copy differs from the one delivered or buffered"},
     {"next_session_held", "datagrams of another session held until the current one is over"},
     {"next_session_dropped", "held datagrams of another session dropped (hold full, or their line stayed)"},
+    {"wrong_source", "line datagrams from another sender than feed.source_a/source_b, dropped before arbitration"},
 }};
 static_assert(kLiveCounters.back().name != nullptr, "a LiveCounter without a name");
 

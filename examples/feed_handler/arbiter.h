@@ -81,7 +81,7 @@ enum class Line : std::uint8_t { kA = 0, kB = 1, kReplay = 2 };
 // The live counters: one table (name, help) indexed by this enum. Exported to the Pollux
 // counters file (scope "feed live") and to --summary-json under the same names.
 enum class LiveCounter : std::uint8_t {
-  kPacketsA,            // datagrams read on line A (every one, valid or not)
+  kPacketsA,            // datagrams read on line A (valid or not; from its expected sender when one is set)
   kPacketsB,
   kReplayPackets,       // datagrams read on the re-request socket
   kMessages,            // ITCH messages delivered in order
@@ -117,6 +117,7 @@ enum class LiveCounter : std::uint8_t {
   kConflictingCopies,   // messages whose copy differs from the one delivered or buffered
   kNextSessionHeld,     // datagrams of another session held until the current one is over
   kNextSessionDropped,  // of those, dropped (the hold full, or their line stayed in the session)
+  kWrongSource,         // line datagrams from another sender than feed.source_a/b (dropped before the arbiter)
   kCount
 };
 inline constexpr std::size_t kLiveCounterCount = static_cast<std::size_t>(LiveCounter::kCount);
@@ -221,6 +222,8 @@ class Arbiter {
   std::span<const RerequestOut> requests() const noexcept { return {requests_.data(), nrequests_}; }
   // The caller could not send one of them.
   void CountSendError() noexcept { Count(LiveCounter::kRerequestSendErrors); }
+  // The caller dropped a line datagram from an unexpected sender without handing it over.
+  void CountWrongSource() noexcept { Count(LiveCounter::kWrongSource); }
   void ClearRequests() noexcept { nrequests_ = 0; }
 
   // Delivered output: BinaryFILE bytes, split by notices. Next() gives the next piece: a

@@ -1,9 +1,9 @@
 #include "feed_handler/feed_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include <arpa/inet.h>
@@ -47,6 +47,19 @@ std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name) {
   }
   if (multicast && !IN_MULTICAST(ntohl(a.s_addr))) {
     return absl::StrFormat("\"%s\" is not a multicast group (224.0.0.0/4)", s);
+  }
+  return "";
+}
+
+std::string CheckSender(std::string_view s) {
+  if (s.empty()) return "";
+  in_addr a{};
+  if (inet_pton(AF_INET, std::string(s).c_str(), &a) != 1) {
+    return absl::StrFormat("expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got \"%s\"", s);
+  }
+  const std::uint32_t h = ntohl(a.s_addr);
+  if (h == INADDR_ANY || h == INADDR_BROADCAST || IN_MULTICAST(h)) {
+    return absl::StrFormat("\"%s\" cannot send a datagram: expected the unicast address of the exchange's sender", s);
   }
   return "";
 }
@@ -139,6 +152,15 @@ std::string WantEndpoint(const toml::node& n, bool multicast, bool host_name, st
     return "";
   }
   if (std::string e = CheckEndpoint(v->get(), multicast, host_name); !e.empty()) return e;
+  *out = v->get();
+  return "";
+}
+
+// An expected sender: an IPv4 unicast address, or "" (any sender).
+std::string WantSender(const toml::node& n, std::string* out) {
+  const toml::value<std::string>* v = n.as_string();
+  if (v == nullptr) return absl::StrCat("expected an IPv4 address (the exchange's sender), got ", Describe(n));
+  if (std::string e = CheckSender(v->get()); !e.empty()) return e;
   *out = v->get();
   return "";
 }
@@ -247,6 +269,12 @@ const std::vector<Field>& Fields() {
       {"line_b", "moldudp64: line B, the multicast group ADDR:PORT to join (the same stream as A)",
        [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, true, false, &c.line_b); },
        [](const FeedConfig& c) { return Quote(c.line_b); }},
+      {"source_a", "moldudp64: the IPv4 address line A's datagrams must come from (\"\" = any sender); joined source-specific where the kernel can, and every datagram from another address is dropped and counted (wrong_source)",
+       [](FeedConfig& c, const toml::node& n) { return WantSender(n, &c.source_a); },
+       [](const FeedConfig& c) { return Quote(c.source_a); }},
+      {"source_b", "moldudp64: the IPv4 address line B's datagrams must come from (\"\" = any sender), as feed.source_a",
+       [](FeedConfig& c, const toml::node& n) { return WantSender(n, &c.source_b); },
+       [](const FeedConfig& c) { return Quote(c.source_b); }},
       {"interface", "moldudp64: network interface both lines are joined on (\"\" = the one the route picks)",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          const toml::value<std::string>* v = n.as_string();
@@ -372,6 +400,17 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
                                    c.rerequest_timeout_ms));
     }
   }
+  // An expected sender without its line is a mistake in the other key (or a line left out).
+  for (const auto& [key, sender, line_key, line] :
+       {std::tuple<const char*, const std::string*, const char*, const std::string*>{"feed.source_a", &c.source_a,
+                                                                                      "feed.line_a", &c.line_a},
+        {"feed.source_b", &c.source_b, "feed.line_b", &c.line_b}}) {
+    if (!sender->empty() && line->empty()) {
+      return Error(at(key), key,
+                   absl::StrFormat("\"%s\" is set but %s is not: the expected sender belongs to a line", *sender,
+                                   line_key));
+    }
+  }
   if (c.book_threads > c.streams) {
     return Error(at("feed.book_threads"), "feed.book_threads",
                  absl::StrFormat("%d threads for %d streams: a thread owns whole streams, so at most feed.streams (%d)",
@@ -464,11 +503,9 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
 }
 
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrFormat("%s: cannot open config file: %s", path, std::strerror(errno)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return LoadConfig(ss.str(), path, overrides);
+  absl::StatusOr<std::string> text = core::read_config_file(path);
+  if (!text.ok()) return text.status();
+  return LoadConfig(*text, path, overrides);
 }
 
 }  // namespace pollux::feed

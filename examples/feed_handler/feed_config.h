@@ -49,6 +49,7 @@ struct FeedConfig {
 
   // source = "moldudp64" (live mode, docs/FEED.md "Live mode").
   std::string line_a, line_b;       // multicast ADDR:PORT of lines A and B
+  std::string source_a, source_b;   // expected IPv4 sender of each line ("" = any sender)
   std::string interface;            // joined on this interface ("" = the route's)
   std::string rerequest;            // re-request server HOST:PORT ("" = none: gaps are reported)
   std::string session;              // session to follow ("" = the first seen, then its successors)
@@ -82,6 +83,10 @@ struct LoadedConfig {
 // "ADDR:PORT" (IPv4 literal, port 1..65535; a multicast group when `multicast`) or
 // "HOST:PORT" (any host name): "" when it parses, else what is wrong with it.
 std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name);
+
+// An expected sender (feed.source_a/source_b): "" when `s` is empty or an IPv4 unicast
+// address, else what is wrong with it.
+std::string CheckSender(std::string_view s);
 
 // `s` as a TOML basic string (quoted, escaped), for building overrides such as --itch.
 std::string TomlString(std::string_view s);

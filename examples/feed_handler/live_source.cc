@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,14 @@ constexpr std::size_t kBurst = 32;             // datagrams per recvmmsg
 constexpr std::size_t kMaxDatagram = 65536;    // a UDP payload is at most 65507 bytes
 constexpr std::int64_t kCountersEveryNs = 1'000'000;
 
-// recvmmsg buffers of one socket, allocated (and touched) once.
+// recvmmsg buffers of one socket, allocated (and touched) once. Each header owns its data
+// buffer and its sender address for good (msg_iov, msg_name); headers may change places,
+// the buffers travel with them.
 struct RxBatch {
   std::vector<std::uint8_t> bytes;
   std::array<mmsghdr, kBurst> msgs{};
   std::array<iovec, kBurst> iov{};
+  std::array<sockaddr_in, kBurst> from{};  // each datagram's sender
   std::size_t n = 0, pos = 0;  // datagrams read, datagrams handed to the arbiter
 
   RxBatch() : bytes(kBurst * kMaxDatagram, 0) {
@@ -45,12 +49,32 @@ struct RxBatch {
       iov[i] = {bytes.data() + i * kMaxDatagram, kMaxDatagram};
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &from[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof from[i];
     }
   }
   std::span<const std::uint8_t> datagram(std::size_t i) const noexcept {
-    return {bytes.data() + i * kMaxDatagram, msgs[i].msg_len};
+    return {static_cast<const std::uint8_t*>(msgs[i].msg_hdr.msg_iov->iov_base), msgs[i].msg_len};
   }
   bool truncated(std::size_t i) const noexcept { return (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0; }
+
+  // Keeps the datagrams of the burst just read that `sender` sent, in their order, and puts
+  // the others behind them, out of the batch. Returns how many it put out.
+  std::size_t KeepFrom(in_addr_t sender) noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      msghdr& h = msgs[i].msg_hdr;
+      const auto* a = static_cast<const sockaddr_in*>(h.msg_name);
+      const bool ok = h.msg_namelen == sizeof(sockaddr_in) && a->sin_family == AF_INET && a->sin_addr.s_addr == sender;
+      h.msg_namelen = sizeof(sockaddr_in);  // in-out for recvmmsg: the room for the next sender
+      if (!ok) continue;
+      if (i != kept) std::swap(msgs[i], msgs[kept]);
+      ++kept;
+    }
+    const std::size_t out = n - kept;
+    n = kept;
+    return out;
+  }
 };
 
 absl::StatusOr<sockaddr_in> ParseAddr(const std::string& key, const std::string& s) {
@@ -124,7 +148,19 @@ class LiveSource final : public Source {
     o.output_bytes = 3 * kBurst * kMaxDatagram;
     return o;
   }
-  absl::StatusOr<int> JoinLine(const std::string& key, const std::string& group);
+  // Joins `group` (feed.line_a/b) for datagrams of `sender` (feed.source_a/b; "" = any);
+  // `how` says which join the kernel took, for the description.
+  absl::StatusOr<int> JoinLine(const std::string& key, const std::string& group, std::optional<in_addr_t> sender,
+                               std::string* how);
+  // The filter step after each read of a line: datagrams from another sender than the
+  // expected one are counted (wrong_source) and never reach the arbiter. Returns how many.
+  int DropWrongSenders(Line line, RxBatch& b) noexcept {
+    const auto li = static_cast<std::size_t>(line);
+    if (li >= sender_.size() || !sender_[li].has_value() || b.n == 0) return 0;
+    const std::size_t dropped = b.KeepFrom(*sender_[li]);
+    for (std::size_t i = 0; i < dropped; ++i) arb_.CountWrongSource();
+    return static_cast<int>(dropped);
+  }
   int PollLine(Line line, std::int64_t now);
   int Poll(std::int64_t now);
   void SendRequests();
@@ -137,6 +173,7 @@ class LiveSource final : public Source {
   Arbiter arb_;
   std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
   std::array<RxBatch, 3> rx_;
+  std::array<std::optional<in_addr_t>, 2> sender_;  // expected sender of line A and B, if set
   std::array<AppCounter, kLiveCounterCount> cells_{};
   bool attached_ = false;
   std::span<const std::uint8_t> window_;
@@ -147,7 +184,8 @@ class LiveSource final : public Source {
   std::int64_t counters_at_ = 0;
 };
 
-absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group) {
+absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group,
+                                          std::optional<in_addr_t> sender, std::string* how) {
   absl::StatusOr<sockaddr_in> ga = ParseAddr(key, group);
   if (!ga.ok()) return ga.status();
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -164,6 +202,11 @@ absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::stri
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof rcv) != 0) {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
   }
+  // Memberships of this socket only: by default Linux also hands a multicast socket the
+  // datagrams for its port of any group joined by another socket of the namespace (on
+  // another interface, say), which this socket never asked for. As the UDP transport does.
+  const int zero = 0;
+  (void)::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
   // Bound to the group, so the socket gets that group's datagrams only.
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&*ga), sizeof *ga) != 0) return fail("bind");
   ip_mreqn m{};
@@ -175,24 +218,70 @@ absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::stri
       return absl::NotFoundError(absl::StrFormat("feed.interface: no interface \"%s\"", cfg_.interface));
     }
   }
-  if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) {
-    return fail(absl::StrCat("join", cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface)));
+  const std::string on = cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface);
+  how->clear();
+  if (sender.has_value()) {
+    // A source-specific membership: the kernel drops other senders' datagrams before the
+    // socket (and tells the network, IGMPv3, to send only this sender's). The group_source_req
+    // form of IP_ADD_SOURCE_MEMBERSHIP: it takes the interface index, as the join below does.
+    group_source_req r{};
+    r.gsr_interface = static_cast<std::uint32_t>(m.imr_ifindex);
+    sockaddr_in g = *ga;
+    g.sin_port = 0;
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = *sender;
+    std::memcpy(&r.gsr_group, &g, sizeof g);
+    std::memcpy(&r.gsr_source, &src, sizeof src);
+    if (::setsockopt(fd, IPPROTO_IP, MCAST_JOIN_SOURCE_GROUP, &r, sizeof r) == 0) {
+      *how = "source-specific join";
+      return fd;
+    }
+    if (const int err = errno; err != ENOPROTOOPT && err != EINVAL) {
+      char text[INET_ADDRSTRLEN] = "?";
+      inet_ntop(AF_INET, &src.sin_addr, text, sizeof text);
+      errno = err;  // what fail() reports
+      return fail(absl::StrCat("source-specific join (sender ", text, ")", on));
+    }
+    // This kernel cannot filter by sender: any-source join; the handler checks every
+    // datagram's sender itself (DropWrongSenders), so the guarantee is the same.
+    *how = absl::StrFormat("any-source join: the kernel refused a source-specific one (%s); other senders "
+                           "dropped by the handler",
+                           std::strerror(errno));
+    ip_mreqn leave = m;
+    (void)::setsockopt(fd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &leave, sizeof leave);  // whatever half a join left
   }
+  if (::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) return fail(absl::StrCat("join", on));
   return fd;
 }
 
 absl::Status LiveSource::Open() {
   name_ = absl::StrFormat("moldudp64 A %s B %s", cfg_.line_a, cfg_.line_b);
-  description = absl::StrFormat("live MoldUDP64: line A %s, line B %s%s, re-requests %s, session %s", cfg_.line_a,
-                                cfg_.line_b, cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
-                                cfg_.rerequest.empty() ? "off" : cfg_.rerequest,
-                                cfg_.session.empty() ? "first seen" : cfg_.session);
-  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string& sender = i == 0 ? cfg_.source_a : cfg_.source_b;
+    if (sender.empty()) continue;
+    if (std::string e = CheckSender(sender); !e.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: %s", i == 0 ? "feed.source_a" : "feed.source_b", e));
+    }
+    in_addr addr{};
+    inet_pton(AF_INET, sender.c_str(), &addr);
+    sender_[i] = addr.s_addr;
+  }
+  std::string how_a, how_b;
+  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a, sender_[0], &how_a);
   if (!a.ok()) return a.status();
   fds_[0] = *a;
-  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b);
+  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b, sender_[1], &how_b);
   if (!b.ok()) return b.status();
   fds_[1] = *b;
+  auto from = [](const std::string& sender, const std::string& how) {
+    return sender.empty() ? std::string() : absl::StrFormat(" from %s only (%s)", sender, how);
+  };
+  description = absl::StrFormat("live MoldUDP64: line A %s%s, line B %s%s%s, re-requests %s, session %s", cfg_.line_a,
+                                from(cfg_.source_a, how_a), cfg_.line_b, from(cfg_.source_b, how_b),
+                                cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
+                                cfg_.rerequest.empty() ? "off" : cfg_.rerequest,
+                                cfg_.session.empty() ? "first seen" : cfg_.session);
   if (!cfg_.rerequest.empty()) {
     absl::StatusOr<sockaddr_in> server = ParseAddr("feed.rerequest", cfg_.rerequest);
     if (!server.ok()) return server.status();
@@ -228,6 +317,7 @@ int LiveSource::PollLine(Line line, std::int64_t now) {
     const int n = ::recvmmsg(fds_[static_cast<std::size_t>(li)], b.msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
     b.pos = 0;
     b.n = n > 0 ? static_cast<std::size_t>(n) : 0;
+    work += DropWrongSenders(line, b);
     if (n < static_cast<int>(kBurst)) arb_.LineDrained(line, now);  // read until empty
     if (n <= 0) return work;
   }

@@ -119,7 +119,10 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
     if (i++ >= shown) return;
     const auto bid = b.best_bid();
     const auto ask = b.best_ask();
-    absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(), b.symbol(),
+    // Escaped as --book-out writes it: a symbol comes off the wire, and raw control bytes
+    // would reach the terminal that shows the summary.
+    absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(),
+                          itch::EscapeText(b.symbol()),
                           bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-", ask ? Price(ask->price) : "-",
                           ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy), b.levels(itch::Side::kSell),
                           b.crossed() ? "  crossed" : "");

@@ -11,20 +11,7 @@
 namespace pollux::itch {
 namespace {
 
-// Symbols are printable ASCII in practice; escape anything else rather than emit bad JSON.
-void WriteJsonString(std::string_view s, std::ostream& out) {
-  out << '"';
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out << '\\' << c;
-    } else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      out << absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-    } else {
-      out << c;
-    }
-  }
-  out << '"';
-}
+void WriteJsonString(std::string_view s, std::ostream& out) { out << '"' << EscapeText(s) << '"'; }
 
 void WriteSide(const OrderBook& book, Side side, std::ostream& out) {
   out << '[';
@@ -54,6 +41,22 @@ absl::Status WriteToPath(const std::string& path, Fn&& fn) {
 }
 
 }  // namespace
+
+std::string EscapeText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
 
 void WriteBooksJsonl(const BookSet& books, std::ostream& out) {
   books.ForEachBook([&out](const OrderBook& book) {

@@ -4,11 +4,18 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "itch/book_set.h"
 
 namespace pollux::itch {
+
+// `s` with '"' and '\\' backslash-escaped and every byte below 0x20 or from 0x7f up written
+// as \u00XX: the inside of a JSON string, and printable on a terminal (no control
+// character or stray UTF-8 byte gets through). Symbols are printable ASCII in practice;
+// --book-out and the feed handler's summary write them with this.
+std::string EscapeText(std::string_view s);
 
 // One JSON object per line per book, in stock locate order:
 //   {"symbol": "ALC", "bids": [[price, shares], ...], "asks": [[price, shares], ...]}

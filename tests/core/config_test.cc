@@ -1,5 +1,16 @@
-#include <fstream>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/config.h"
@@ -182,6 +193,101 @@ TEST(ConfigTest, FileErrorsUseThePath) {
   auto c = load_config_file(path);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(std::string(c.status().message()), path + ":2: transport.kind: expected shm|udp|rdma, got \"tcp\"");
+}
+
+// A directory of its own per test, removed afterwards.
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/pollux-cfg-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)!std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string dir_;
+};
+
+// Reads `path` on another thread: a reader that blocks (a FIFO opened for reading without
+// O_NONBLOCK waits for a writer) fails the test after 30 s instead of hanging it; the FIFO is
+// then opened for writing, which lets the stuck read return.
+absl::StatusOr<std::string> ReadUnlessItBlocks(const std::string& path, bool* blocked) {
+  std::future<absl::StatusOr<std::string>> f = std::async(std::launch::async, [path] { return read_config_file(path); });
+  *blocked = f.wait_for(std::chrono::seconds(30)) != std::future_status::ready;
+  if (*blocked) {
+    const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  return f.get();
+}
+
+TEST_F(ConfigFileTest, FifoNobodyWritesIsRefusedWithoutBlocking) {
+  const std::string fifo = dir_ + "/pollux.toml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  bool blocked = false;
+  absl::StatusOr<std::string> r = ReadUnlessItBlocks(fifo, &blocked);
+  EXPECT_FALSE(blocked) << "read_config_file blocked on a FIFO nobody writes to";
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            fifo + ": not a regular file: it is a FIFO (a configuration is read from a regular file)")
+      << r.status();
+  // The library's loader goes through the same check.
+  absl::StatusOr<Config> c = load_config_file(fifo);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), r.status().message()) << c.status();
+}
+
+TEST_F(ConfigFileTest, DirectoryDeviceAndSocketAreRefusedWithTheirType) {
+  const std::string sock = dir_ + "/s.toml";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof a.sun_path);
+  std::memcpy(a.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  for (const auto& [path, kind] : {std::pair<std::string, std::string>{dir_, "a directory"},
+                                   {"/dev/zero", "a character device"},
+                                   {"/dev/null", "a character device"},
+                                   {sock, "a socket"}}) {
+    absl::StatusOr<std::string> r = read_config_file(path);
+    ASSERT_FALSE(r.ok()) << path << " was read: " << r->size() << " bytes";
+    EXPECT_EQ(r.status().message(),
+              path + ": not a regular file: it is " + kind + " (a configuration is read from a regular file)")
+        << r.status();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  }
+  ::close(fd);
+}
+
+TEST_F(ConfigFileTest, FileOverTheCapIsRefusedAndOneAtTheCapIsRead) {
+  const std::string big = dir_ + "/big.toml";
+  {
+    // A comment line repeated: valid TOML, so only the size can be what is refused.
+    std::ofstream f(big, std::ios::binary);
+    const std::string line(1023, '#');
+    for (std::size_t i = 0; i < kMaxConfigFileBytes / 1024; ++i) f << line << '\n';
+  }
+  ASSERT_EQ(::truncate(big.c_str(), static_cast<off_t>(kMaxConfigFileBytes)), 0);
+  absl::StatusOr<std::string> at_cap = read_config_file(big);
+  ASSERT_TRUE(at_cap.ok()) << at_cap.status();
+  EXPECT_EQ(at_cap->size(), kMaxConfigFileBytes);
+  ASSERT_EQ(::truncate(big.c_str(), static_cast<off_t>(kMaxConfigFileBytes + 1)), 0);
+  absl::StatusOr<std::string> over = read_config_file(big);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            big + ": config file too large: 16777217 bytes, more than the 16 MiB a configuration may have (is it the "
+                  "right file?)")
+      << over.status();
+  absl::StatusOr<Config> c = load_config_file(big);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), over.status().message());
+}
+
+// A file whose size says 0 (as every file in /proc does) is read to its end.
+TEST(ConfigTest, FileWithoutASizeIsReadToItsEnd) {
+  absl::StatusOr<std::string> r = read_config_file("/proc/self/status");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r, ::testing::HasSubstr("Pid:"));
 }
 
 TEST(ConfigTest, EffectiveConfigRoundTrips) {

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "feed_handler/feed_config.h"
 #include "feed_handler/feed_publisher.h"
 #include "pollux/pollux.h"
@@ -137,6 +138,46 @@ TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
   EXPECT_EQ(ErrorOf("", {"feed.source=moldudp64", "feed.line_a=239.1.1.1:1", "feed.line_b=239.1.1.2:1",
                          "feed.rerequest_timeout_ms=100", "feed.rerequest_timeout_max_ms=50"}),
             "--set: feed.rerequest_timeout_max_ms: 50 is below feed.rerequest_timeout_ms (100)");
+}
+
+// The expected senders of the lines (feed.source_a/source_b): an IPv4 unicast address or "",
+// each set only with its line.
+TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
+  absl::StatusOr<LoadedConfig> c = LoadConfig(
+      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26400\"\n"
+      "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n",
+      "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.source_a, "10.0.0.1");
+  EXPECT_EQ(c->feed.source_b, "10.0.0.2");
+  EXPECT_EQ(c->feed.where.at("feed.source_b"), "x.toml:6");
+  EXPECT_THAT(c->feed.ToToml(), HasSubstr("source_a = \"10.0.0.1\"  # moldudp64: the IPv4 address line A's"));
+  // Unset by default: any sender.
+  c = LoadConfig("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.2:1\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->feed.source_a, "");
+  EXPECT_EQ(c->feed.source_b, "");
+
+  EXPECT_EQ(ErrorOf("[feed]\nline_a = \"239.1.1.1:1\"\nsource_a = \"exchange.example\"\n"),
+            "x.toml:3: feed.source_a: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
+            "\"exchange.example\"");
+  EXPECT_EQ(ErrorOf("[feed]\nline_b = \"239.1.1.2:1\"\nsource_b = \"10.0.0.1:26400\"\n"),
+            "x.toml:3: feed.source_b: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
+            "\"10.0.0.1:26400\"");
+  EXPECT_EQ(ErrorOf("[feed]\nsource_a = 10\n"),
+            "x.toml:2: feed.source_a: expected an IPv4 address (the exchange's sender), got 10");
+  for (const char* bad : {"239.1.1.1", "0.0.0.0", "255.255.255.255"}) {
+    EXPECT_EQ(ErrorOf(absl::StrFormat("[feed]\nline_a = \"239.1.1.1:1\"\nsource_a = \"%s\"\n", bad)),
+              absl::StrFormat("x.toml:3: feed.source_a: \"%s\" cannot send a datagram: expected the unicast address "
+                              "of the exchange's sender",
+                              bad));
+  }
+  // A sender without its line: in the file, and through --set.
+  EXPECT_EQ(ErrorOf("[feed]\nsource_a = \"10.0.0.1\"\n"),
+            "x.toml:2: feed.source_a: \"10.0.0.1\" is set but feed.line_a is not: the expected sender belongs to a "
+            "line");
+  EXPECT_EQ(ErrorOf("", {"feed.line_a=239.1.1.1:1", "feed.source_b=10.0.0.2"}),
+            "--set: feed.source_b: \"10.0.0.2\" is set but feed.line_b is not: the expected sender belongs to a line");
 }
 
 TEST(FeedConfig, PolluxKeysStillValidatedByPolluxWithTheirLineNumbers) {

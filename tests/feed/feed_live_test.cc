@@ -11,6 +11,7 @@
 // count must equal. Every wait is bounded and no result depends on timing: re-request
 // timeouts are far above any delay the machine can cause, except in the test where the
 // server is silent on purpose. Needs root, `ip netns` and nft; skipped otherwise.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -37,6 +39,11 @@ const std::string kExchange = POLLUX_EXCHANGE_BIN;
 const std::string kGen = POLLUX_ITCH_GEN_BIN;
 constexpr int kNet = 78;                         // 10.78.0.0/24 inside the namespaces
 constexpr const char* kExchangeIp = "10.78.0.1";  // the "ex" namespace (first host)
+constexpr const char* kOtherIp = "10.78.0.4";     // the "x" namespace: another host on the segment
+// A direct link (veth) between the handler's namespace and "x", besides the bridge: another
+// network the handler's host is on (eth1 in both).
+constexpr const char* kLinkHandlerIp = "10.79.0.1";
+constexpr const char* kLinkOtherIp = "10.79.0.2";
 constexpr const char* kPolluxGroup = "239.255.78.100";
 
 std::string g_prefix;  // namespace prefix, unique per test process
@@ -97,20 +104,55 @@ const Reference& ReplayOf(const std::string& input) {
   return cache.emplace(input, std::move(r)).first->second;
 }
 
+// Datagrams an exchange sent on line `line` ("a" or "b"), from its --summary-json: data
+// packets it did not drop, plus heartbeats and ends of session (sent on both lines).
+long long LineDatagrams(const std::string& exchange_json, const std::string& line) {
+  return JsonNum(exchange_json, "packets_" + line) + JsonNum(exchange_json, "heartbeats") +
+         JsonNum(exchange_json, "end_of_session_packets");
+}
+
+// What a test adds to the plain chain (the defaults are the plain chain).
+struct ChainOptions {
+  // Line B on line A's port (another group): the two line sockets share a port.
+  bool same_port = false;
+  // VAR=value settings for the handler's environment (it is started through env).
+  std::vector<std::string> handler_env;
+  // A second pollux-exchange, in namespace "x" (another host on the segment), with these
+  // arguments (plus --summary-json): run to its end before the exchange starts when
+  // `other_first`, else alongside it.
+  std::vector<std::string> other_exchange;
+  bool other_first = false;
+  // A second live handler in the handler's namespace - pollux-feed --role all, a subscriber
+  // thread over shm - with these --set values (its lines, interface...), ready before any
+  // exchange starts. Empty: none.
+  std::vector<std::string> other_handler_sets;
+};
+
 struct ChainRun {
   std::string exchange_json, handler_json, sub_json;
   std::string books, counts;
   std::string exchange_out, handler_out, sub_out;
   int exchange_rc = -1, handler_rc = -1, sub_rc = -1;
+  // ChainOptions::other_exchange and other_handler_sets, when given.
+  std::string other_exchange_json, other_exchange_out, other_handler_json, other_handler_out;
+  std::string other_books, other_counts;
+  int other_exchange_rc = -1, other_handler_rc = -1;
   long long Live(const std::string& key) const { return JsonNum(handler_json, key, "live"); }
   // Requests of either kind the handler sent: for established ranges, or to confirm a skip
   // both lines made (which fills it the same way).
   long long Asked() const { return Live("rerequests_sent") + Live("confirm_requests"); }
   long long Ex(const std::string& key) const { return JsonNum(exchange_json, key); }
   long long Sub(const std::string& key) const { return JsonNum(sub_json, key, "subscribers"); }
+  long long OtherLive(const std::string& key) const { return JsonNum(other_handler_json, key, "live"); }
   std::string Logs() const {
-    return absl::StrCat("--- exchange (rc ", exchange_rc, ")\n", exchange_out, "\n--- handler (rc ", handler_rc, ")\n",
-                        handler_out.substr(0, 6000), "\n--- subscriber (rc ", sub_rc, ")\n", sub_out.substr(0, 3000));
+    std::string out =
+        absl::StrCat("--- exchange (rc ", exchange_rc, ")\n", exchange_out, "\n--- handler (rc ", handler_rc, ")\n",
+                     handler_out.substr(0, 6000), "\n--- subscriber (rc ", sub_rc, ")\n", sub_out.substr(0, 3000));
+    if (other_exchange_rc != -1) absl::StrAppend(&out, "\n--- other exchange (rc ", other_exchange_rc, ")\n", other_exchange_out);
+    if (other_handler_rc != -1) {
+      absl::StrAppend(&out, "\n--- other handler (rc ", other_handler_rc, ")\n", other_handler_out.substr(0, 6000));
+    }
+    return out;
   }
 };
 
@@ -132,7 +174,12 @@ class FeedLive : public ::testing::Test {
     }
     g_prefix = absl::StrFormat("pxl%d", getpid() % 100000);
     Sh(kNetns + " down " + g_prefix);
-    if (Sh(absl::StrFormat("%s up %s %d ex fh sub", kNetns, g_prefix, kNet)) != 0) {
+    if (Sh(absl::StrFormat("%s up %s %d ex fh sub x", kNetns, g_prefix, kNet)) != 0 ||
+        Sh(absl::StrFormat("%s -n %s link add eth1 type veth peer name eth1 netns %s", g_ip, Ns("fh"), Ns("x"))) != 0 ||
+        Sh(absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("fh"), kLinkHandlerIp)) != 0 ||
+        Sh(absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("x"), kLinkOtherIp)) != 0 ||
+        Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("fh"))) != 0 ||
+        Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("x"))) != 0) {
       g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
       Sh(kNetns + " down " + g_prefix);
       return;
@@ -151,17 +198,43 @@ class FeedLive : public ::testing::Test {
     if (!g_skip.empty()) GTEST_SKIP() << g_skip;
   }
   void TearDown() override {
-    if (g_skip.empty()) Sh(absl::StrFormat("%s unloss %s", kNetns, Ns("fh")));
+    if (!g_skip.empty()) return;
+    Sh(absl::StrFormat("%s unloss %s", kNetns, Ns("fh")));
+    Sh(absl::StrFormat("%s netns exec %s nft delete table ip pollux_count", g_ip, Ns("fh")));
   }
 
-  // One run of the chain. `port` sets the lines (port, port + 1), the re-request server
-  // (port + 2) and the Pollux stream (port + 3), distinct per test.
+  // Counts, in the handler's namespace, the UDP datagrams from `from` to `ports` as they come
+  // in (nftables, nothing dropped): proof that what a test sent did reach the handler's host.
+  static void CountArrivals(const std::string& from, const std::string& ports) {
+    const std::string rules = absl::StrFormat(
+        "table ip pollux_count {\n  chain in {\n    type filter hook prerouting priority raw; policy accept;\n"
+        "    ip saddr %s udp dport { %s } counter\n  }\n}\n",
+        from, ports);
+    const std::string file = absl::StrCat(g_dir, "/count.nft");
+    std::ofstream(file) << rules;
+    ASSERT_EQ(Sh(absl::StrFormat("%s netns exec %s nft -f %s", g_ip, Ns("fh"), file)), 0) << rules;
+  }
+  static long long Arrivals() {
+    std::string t;
+    if (FILE* f = popen(absl::StrFormat("%s netns exec %s nft list table ip pollux_count", g_ip, Ns("fh")).c_str(), "r")) {
+      char buf[4096];
+      for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) t.append(buf, n);
+      pclose(f);
+    }
+    const std::size_t p = t.find("counter packets ");
+    EXPECT_NE(p, std::string::npos) << t;
+    return p == std::string::npos ? -1 : std::atoll(t.c_str() + p + 16);
+  }
+
+  // One run of the chain. `port` sets the lines (port, port + 1; port for both with
+  // opt.same_port), the re-request server (port + 2) and the Pollux stream (port + 3),
+  // distinct per test; a second exchange (opt.other_exchange) takes port + 4 for its server.
   static ChainRun Chain(const std::string& tag, const std::string& input, int port, const std::vector<std::string>& exchange_args,
-                   const std::vector<std::string>& handler_sets, int loss_a_pct = 0) {
+                   const std::vector<std::string>& handler_sets, int loss_a_pct = 0, const ChainOptions& opt = {}) {
     ChainRun r;
     const std::string d = absl::StrCat(g_dir, "/", tag);
     const std::string line_a = absl::StrFormat("239.255.78.1:%d", port);
-    const std::string line_b = absl::StrFormat("239.255.78.2:%d", port + 1);
+    const std::string line_b = absl::StrFormat("239.255.78.2:%d", opt.same_port ? port : port + 1);
     const std::vector<std::string> pollux = {
         "--set", "transport.kind=\"udp\"", "--set", absl::StrFormat("udp.address=\"%s\"", kPolluxGroup), "--set",
         absl::StrFormat("udp.port=%d", port + 3), "--set", "udp.interface=\"eth0\"", "--set", "udp.ttl=1", "--set",
@@ -174,12 +247,17 @@ class FeedLive : public ::testing::Test {
                                     absl::StrFormat("runtime.name=\"%s-%s-sub\"", g_prefix, tag), "--book-out",
                                     d + ".books", "--counts-out", d + ".counts", "--summary-json", d + ".sub.json"};
     sub.insert(sub.end(), pollux.begin(), pollux.end());
-    std::vector<std::string> fh = {"netns", "exec", Ns("fh"), kFeed, "--role", "pub", "--set",
+    std::vector<std::string> fh = {"netns", "exec", Ns("fh")};
+    if (!opt.handler_env.empty()) {
+      fh.push_back("/usr/bin/env");
+      fh.insert(fh.end(), opt.handler_env.begin(), opt.handler_env.end());
+    }
+    fh.insert(fh.end(), {kFeed, "--role", "pub", "--set",
                                    absl::StrFormat("runtime.name=\"%s-%s-fh\"", g_prefix, tag), "--set",
                                    "feed.source=moldudp64", "--set", "feed.line_a=" + line_a, "--set",
                                    "feed.line_b=" + line_b, "--set",
                                    absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set",
-                                   "feed.interface=eth0", "--summary-json", d + ".fh.json"};
+                                   "feed.interface=eth0", "--summary-json", d + ".fh.json"});
     fh.insert(fh.end(), pollux.begin(), pollux.end());
     // The handler sleeps in poll() on its sockets when idle (1 ms at most): it does not take a
     // core from the exchange and the subscriber on a small machine.
@@ -192,19 +270,54 @@ class FeedLive : public ::testing::Test {
     if (loss_a_pct > 0) {
       EXPECT_EQ(Sh(absl::StrFormat("%s loss %s dport %d %d", kNetns, Ns("fh"), port, loss_a_pct)), 0);
     }
+    auto is_ready = [](const std::string& o) { return o.find("pollux-feed: live: ready") != std::string::npos; };
+    std::optional<FeedProcess> h2;
+    if (!opt.other_handler_sets.empty()) {
+      std::vector<std::string> args = {"netns", "exec", Ns("fh"), kFeed, "--role", "all", "--set",
+                                       absl::StrFormat("runtime.name=\"%s-%s-fh2\"", g_prefix, tag), "--set",
+                                       "feed.source=moldudp64", "--set", "feed.subscriber_mode=\"thread\"", "--set",
+                                       "runtime.idle=\"backoff\"", "--quiet", "--book-out", d + ".other.books",
+                                       "--counts-out", d + ".other.counts", "--summary-json", d + ".other.fh.json"};
+      for (const std::string& set : opt.other_handler_sets) {
+        args.push_back("--set");
+        args.push_back(set);
+      }
+      h2.emplace(args, g_ip);
+      const bool ready2 = h2->WaitForOutput(is_ready, 60);
+      EXPECT_TRUE(ready2) << h2->output();
+      if (!ready2) return r;
+    }
     FeedProcess s(sub, g_ip);
     FeedProcess h(fh, g_ip);
     // The exchange starts once the handler listens and its subscriber is connected.
-    const bool ready = h.WaitForOutput(
-        [](const std::string& o) { return o.find("pollux-feed: live: ready") != std::string::npos; }, 60);
+    const bool ready = h.WaitForOutput(is_ready, 60);
     EXPECT_TRUE(ready) << h.output() << "\n" << s.output();
     if (!ready) return r;
+    std::optional<FeedProcess> e2;
+    if (!opt.other_exchange.empty()) {
+      std::vector<std::string> args = {"netns", "exec", Ns("x"), kExchange, "--summary-json", d + ".other.ex.json"};
+      args.insert(args.end(), opt.other_exchange.begin(), opt.other_exchange.end());
+      e2.emplace(args, g_ip);
+      if (opt.other_first) r.other_exchange_rc = e2->Wait(300);
+    }
     std::vector<std::string> ex = {"netns", "exec", Ns("ex"), kExchange, "--itch", input, "--line-a", line_a,
                                    "--line-b", line_b, "--rerequest-port", std::to_string(port + 2), "--interface",
                                    "eth0", "--summary-json", d + ".ex.json"};
     ex.insert(ex.end(), exchange_args.begin(), exchange_args.end());
     FeedProcess e(ex, g_ip);
     r.exchange_rc = e.Wait(300);
+    if (e2) {
+      if (!opt.other_first) r.other_exchange_rc = e2->Wait(300);
+      r.other_exchange_out = e2->output();
+      r.other_exchange_json = Slurp(d + ".other.ex.json");
+    }
+    if (h2) {
+      r.other_handler_rc = h2->Wait(120);
+      r.other_handler_out = h2->output();
+      r.other_handler_json = Slurp(d + ".other.fh.json");
+      r.other_books = Slurp(d + ".other.books");
+      r.other_counts = Slurp(d + ".other.counts");
+    }
     r.handler_rc = h.Wait(120);
     r.sub_rc = s.Wait(120);
     r.exchange_out = e.output();
@@ -411,6 +524,181 @@ TEST_F(FeedLive, MillionMessagesWithLossOnBothLines) {
   EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
   std::printf("1M: %lld re-requests, %lld messages recovered (%lld lost on both lines by the exchange)\n",
               r.Asked(), r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+}
+
+// ---- other traffic on the segment and on the host -------------------------------------------
+
+// The handler's line counters hold exactly the datagrams its exchange sent on each line (the
+// exchange's data packets, heartbeats and ends of session): nothing of another feed, nothing
+// lost, no session but its own; and its books are the file replay's.
+void ExpectOnlyItsOwnExchange(const ChainRun& r, const std::string& input, long long messages) {
+  FeedLive::ExpectClean(r);
+  FeedLive::ExpectSameBooks(r, input);
+  EXPECT_EQ(r.Live("packets_a"), LineDatagrams(r.exchange_json, "a")) << r.handler_json << r.exchange_json;
+  EXPECT_EQ(r.Live("packets_b"), LineDatagrams(r.exchange_json, "b")) << r.handler_json << r.exchange_json;
+  EXPECT_EQ(r.Live("messages"), messages);
+  EXPECT_EQ(r.Live("wrong_session"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("old_session"), 0);
+  EXPECT_EQ(r.Live("session_changes"), 0);
+  EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
+}
+
+// The same for the second handler of ChainOptions::other_handler_sets and its exchange.
+void ExpectOtherHandlerOnlyItsOwnExchange(const ChainRun& r, const std::string& input, long long messages) {
+  EXPECT_EQ(r.other_exchange_rc, 0) << r.Logs();
+  EXPECT_EQ(r.other_handler_rc, 0) << r.Logs();
+  EXPECT_EQ(r.OtherLive("packets_a"), LineDatagrams(r.other_exchange_json, "a"))
+      << r.other_handler_json << r.other_exchange_json;
+  EXPECT_EQ(r.OtherLive("packets_b"), LineDatagrams(r.other_exchange_json, "b"))
+      << r.other_handler_json << r.other_exchange_json;
+  EXPECT_EQ(r.OtherLive("messages"), messages);
+  EXPECT_EQ(r.OtherLive("wrong_session"), 0) << r.other_handler_json;
+  EXPECT_EQ(r.OtherLive("malformed"), 0);
+  EXPECT_EQ(r.OtherLive("session_changes"), 0);
+  const Reference& ref = ReplayOf(input);
+  EXPECT_TRUE(r.other_books == ref.books) << "the other handler's books differ from its file replay's\n" << r.Logs();
+  EXPECT_TRUE(r.other_counts == ref.counts) << r.other_counts << "\nvs\n" << ref.counts;
+}
+
+// A second exchange on host "x": `input` as session OTHER00001 on `line_a`/`line_b`.
+std::vector<std::string> OtherExchange(const std::string& input, const std::string& line_a, const std::string& line_b,
+                                       int rerequest_port, const std::string& interface) {
+  return {"--itch",    input,     "--line-a", line_a,        "--line-b", line_b,   "--rerequest-port",
+          std::to_string(rerequest_port), "--interface", interface, "--session", "OTHER00001", "--rate", "100000",
+          "--linger-ms", "300"};
+}
+
+// Exchanges at 100k msg/s that linger 300 ms after the end (below their 1 s heartbeat: no end
+// of session is sent once the handler may have gone); handlers that wait 500 ms after the end.
+const std::vector<std::string> kShortExchange = {"--rate", "100000", "--linger-ms", "300"};
+const std::vector<std::string> kLingeringHandler = {"feed.end_linger_ms=500"};
+
+// Two feeds on one port in one namespace: the handler's lines are 239.255.78.1:P and
+// 239.255.78.2:P (both sockets on port P), and host "x" sends another session on
+// 239.255.78.3:P and 239.255.78.4:P to a second handler in the same namespace - so the
+// namespace is a member of those groups too and their datagrams reach its UDP layer. Each
+// handler counts exactly its own exchange's datagrams on each line and rebuilds its own books.
+// Two things keep the groups apart, each enough alone: every line socket is bound to its
+// group's address, and IP_MULTICAST_ALL is off (with neither, each socket reads all four
+// groups and this test fails; the next test needs IP_MULTICAST_ALL off).
+TEST_F(FeedLive, TwoFeedsOnOnePortInOneNamespaceDoNotMix) {
+  const int port = 27700;
+  const std::string input = Generated(20'000, 10, 31);
+  const std::string other = Generated(20'000, 12, 32);
+  ChainOptions o;
+  o.same_port = true;
+  const std::string g3 = absl::StrFormat("239.255.78.3:%d", port), g4 = absl::StrFormat("239.255.78.4:%d", port);
+  o.other_exchange = OtherExchange(other, g3, g4, port + 4, "eth0");
+  o.other_handler_sets = {"feed.line_a=" + g3, "feed.line_b=" + g4, "feed.interface=eth0",
+                          absl::StrFormat("feed.rerequest=%s:%d", kOtherIp, port + 4), "feed.end_linger_ms=500"};
+  const ChainRun r = Chain("same_port", input, port, kShortExchange, kLingeringHandler, 0, o);
+  std::printf("handler: A %lld, B %lld datagrams (exchange sent %lld, %lld); other handler: A %lld, B %lld (other "
+              "exchange sent %lld, %lld)\n",
+              r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+              LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+              LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0",
+                                                                  port, port)));
+  ExpectOnlyItsOwnExchange(r, input, 20'000);
+  EXPECT_EQ(r.Live("wrong_source"), 0);
+  ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
+}
+
+// One pair of groups on two networks: the handler joins 239.255.78.1:P and 239.255.78.2:P+1 on
+// eth0 (the bridge: its exchange); a second handler in the same namespace joins the same groups
+// on eth1, a direct link to host "x", whose exchange sends another session there. By default
+// Linux hands a multicast socket the datagrams of its group that arrive on an interface it did
+// not join on, when another socket joined there; IP_MULTICAST_ALL = 0 on the line sockets
+// stops that, and each handler sees its own network's feed only.
+TEST_F(FeedLive, TheSameGroupsOnAnotherInterfaceDoNotMix) {
+  const int port = 27710;
+  const std::string input = Generated(20'000, 10, 33);
+  const std::string other = Generated(20'000, 12, 34);
+  ChainOptions o;
+  const std::string g1 = absl::StrFormat("239.255.78.1:%d", port), g2 = absl::StrFormat("239.255.78.2:%d", port + 1);
+  o.other_exchange = OtherExchange(other, g1, g2, port + 4, "eth1");
+  o.other_handler_sets = {"feed.line_a=" + g1, "feed.line_b=" + g2, "feed.interface=eth1",
+                          absl::StrFormat("feed.rerequest=%s:%d", kLinkOtherIp, port + 4), "feed.end_linger_ms=500"};
+  const ChainRun r = Chain("two_links", input, port, kShortExchange, kLingeringHandler, 0, o);
+  std::printf("handler (eth0): A %lld, B %lld datagrams (exchange sent %lld, %lld); handler (eth1): A %lld, B %lld "
+              "(other exchange sent %lld, %lld)\n",
+              r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+              LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+              LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  ExpectOnlyItsOwnExchange(r, input, 20'000);
+  ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
+}
+
+// Host "x" forges the feed: its own exchange with the real one's session name (POLLUX0001) and
+// groups but other messages, run to its end once the handler listens and before the real
+// exchange starts. A handler that took any of it would follow the forged session, end with it
+// and build other books. The handler expects both lines from the real exchange
+// (feed.source_a/source_b = 10.78.0.1). `env`: the handler's environment. `forged` and
+// `arrived`: the datagrams host "x" sent to the lines, and those counted coming into the
+// handler's namespace (nftables), so the test knows they did reach it.
+ChainRun ForgedFeed(const std::string& tag, int port, const std::vector<std::string>& env, long long* forged,
+                    long long* arrived) {
+  const std::string input = Generated(20'000, 10, 35);
+  const std::string fake = Generated(20'000, 10, 36);
+  FeedLive::CountArrivals(kOtherIp, absl::StrFormat("%d, %d", port, port + 1));
+  ChainOptions o;
+  o.handler_env = env;
+  o.other_first = true;
+  o.other_exchange = {"--itch", fake, "--line-a", absl::StrFormat("239.255.78.1:%d", port), "--line-b",
+                      absl::StrFormat("239.255.78.2:%d", port + 1), "--rerequest-port", std::to_string(port + 4),
+                      "--interface", "eth0", "--rate", "100000", "--linger-ms", "0"};
+  std::vector<std::string> sets = kLingeringHandler;
+  sets.push_back(absl::StrCat("feed.source_a=", kExchangeIp));
+  sets.push_back(absl::StrCat("feed.source_b=", kExchangeIp));
+  ChainRun r = FeedLive::Chain(tag, input, port, kShortExchange, sets, 0, o);
+  *forged = LineDatagrams(r.other_exchange_json, "a") + LineDatagrams(r.other_exchange_json, "b");
+  *arrived = FeedLive::Arrivals();
+  std::printf("host x sent %lld forged datagrams to the lines, %lld came into the handler's namespace; wrong_source "
+              "%lld; packets A %lld, B %lld (exchange sent %lld, %lld)\n",
+              *forged, *arrived, r.Live("wrong_source"), r.Live("packets_a"), r.Live("packets_b"),
+              LineDatagrams(r.exchange_json, "a"), LineDatagrams(r.exchange_json, "b"));
+  EXPECT_EQ(r.other_exchange_rc, 0) << r.Logs();
+  EXPECT_GT(*forged, 0) << r.other_exchange_json;
+  EXPECT_EQ(*arrived, *forged) << "the forged datagrams did not all reach the handler's namespace";
+  ExpectOnlyItsOwnExchange(r, input, 20'000);
+  return r;
+}
+
+// The kernel joins source-specific: it drops the forged datagrams before the sockets, so the
+// handler never reads them (wrong_source stays 0: it counts what reached the handler).
+TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterSourceSpecificJoin) {
+  const int port = 27720;
+  long long forged = 0, arrived = 0;
+  const ChainRun r = ForgedFeed("forged_ssm", port, {}, &forged, &arrived);
+  EXPECT_THAT(r.handler_out,
+              ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d from %s only (source-specific join), line B "
+                                                   "239.255.78.2:%d from %s only (source-specific join)",
+                                                   port, kExchangeIp, port + 1, kExchangeIp)))
+      << r.handler_out;
+  EXPECT_EQ(r.Live("wrong_source"), 0) << r.handler_json;
+}
+
+// A kernel without source-specific joins (simulated: feed_no_ssm_preload makes the join fail
+// with ENOPROTOOPT): the handler joins any-source, says so, and drops every forged datagram
+// itself before the arbiter - each one counted in wrong_source, none in packets_a/packets_b.
+TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterHandlerFilter) {
+  const int port = 27730;
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::vector<std::string> env = {
+      std::string("LD_PRELOAD=") + POLLUX_NO_SSM_PRELOAD,
+      // Sanitizer builds: the preloaded library comes before the ASan runtime.
+      absl::StrCat("ASAN_OPTIONS=", asan != nullptr ? absl::StrCat(asan, ":") : "", "verify_asan_link_order=0")};
+  long long forged = 0, arrived = 0;
+  const ChainRun r = ForgedFeed("forged_filter", port, env, &forged, &arrived);
+  const std::string fallback =
+      "any-source join: the kernel refused a source-specific one (Protocol not available); other senders dropped by "
+      "the handler";
+  EXPECT_THAT(r.handler_out,
+              ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d from %s only (%s), line B 239.255.78.2:%d "
+                                                   "from %s only (%s)",
+                                                   port, kExchangeIp, fallback, port + 1, kExchangeIp, fallback)))
+      << r.handler_out;
+  EXPECT_EQ(r.Live("wrong_source"), forged) << r.handler_json << r.other_exchange_json;
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // pollux-feed under hostile conditions (issue #9 item 11): an input that is not a regular file,
 // SIGTERM in the middle of a paced replay or while waiting for subscribers, and an input file
-// truncated while it is replayed. Each run must end within a bounded time (the harness kills
-// it otherwise and the test fails), by itself and without a signal, with a clear message, and
-// leave no shared-memory segment, counters file or subscriber process behind.
+// truncated while it is replayed; also a configuration that is not a regular file or is far
+// too big, and a symbol full of control characters. Each run must end within a bounded time
+// (the harness kills it otherwise and the test fails), by itself and without a signal, with a
+// clear message, and leave no shared-memory segment, counters file or subscriber process behind.
 #include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +12,9 @@
 #include <dirent.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <iterator>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -19,6 +23,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "itch/encoder.h"
 #include "itch/generator.h"
 #include "tests/feed/feed_process.h"
 
@@ -122,6 +127,76 @@ TEST(FeedInput, DirectoryAndDeviceAreRefused) {
     EXPECT_EQ(rc, 2) << p.output();
     EXPECT_THAT(p.output(), HasSubstr("itch: '" + path + "' is a")) << p.output();
     EXPECT_THAT(p.output(), HasSubstr("not a regular file")) << p.output();
+  }
+}
+
+// --config takes a regular file of at most 16 MiB: a FIFO nobody writes to, a directory,
+// /dev/zero and a bigger file are refused at once, naming the path and what it is (exit 2,
+// a configuration error). The wait is bounded so that a hang fails instead of stalling.
+TEST(FeedInput, ConfigThatIsNotARegularFileOrTooBigIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir / "feed.toml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir / "big.toml";
+  WriteFile(big, "[feed]\nsymbols = 3\n");
+  ASSERT_EQ(truncate(big.c_str(), (16 << 20) + 1), 0);  // the rest NUL bytes: the size is refused first
+  const std::string why = " (a configuration is read from a regular file)";
+  for (const auto& [path, message] :
+       {std::pair<std::string, std::string>{fifo, fifo + ": not a regular file: it is a FIFO" + why},
+        {dir.path(), dir.path() + ": not a regular file: it is a directory" + why},
+        {"/dev/zero", "/dev/zero: not a regular file: it is a character device" + why},
+        {big, big + ": config file too large: 16777217 bytes, more than the 16 MiB a configuration may have (is it "
+                    "the right file?)"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    FeedProcess p({"--config", path, "--quiet"});
+    const int rc = p.Wait(30);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_FALSE(p.killed_after_timeout()) << path << "\n" << p.output();
+    EXPECT_EQ(rc, 2) << path << "\n" << p.output();
+    EXPECT_EQ(p.output(), "pollux-feed: " + message + "\n") << path;
+    std::printf("--config %s: exit %d after %.3f s\n", path.c_str(), rc, secs);
+  }
+}
+
+// Symbols come off the wire: one with an escape sequence, a newline, DEL and a byte above 0x7f
+// is printed in the summary's top-of-book table escaped exactly as --book-out writes it, and
+// no raw control byte reaches the output.
+TEST(FeedInput, ControlCharactersInASymbolAreEscapedInTheSummary) {
+  std::vector<std::uint8_t> bytes;
+  itch::Encoder e(&bytes);
+  itch::Header h;
+  h.timestamp = 1;
+  e.AppendSystemEvent(h, 'O');
+  const std::string hostile = std::string("A\x1b[2J\n\x7f") + "\xc3";  // 8 bytes: the whole field
+  h.stock_locate = 1;
+  e.AppendStockDirectory(h, hostile);
+  h.stock_locate = 2;
+  e.AppendStockDirectory(h, "PLAIN");
+  e.AppendAddOrder(h, 1, 'B', 100, "PLAIN", 1'000'000);
+  h.stock_locate = 1;
+  e.AppendAddOrder(h, 2, 'S', 200, hostile, 2'000'000);
+  h.stock_locate = 0;
+  e.AppendSystemEvent(h, 'C');
+  TempDir dir;
+  const std::string file = dir / "hostile.itch";
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+  const std::string books = dir / "books.jsonl";
+  FeedProcess p({"--itch", file, "--quiet", "--set", "feed.subscriber_mode=\"thread\"", "--set",
+                 "runtime.name=\"" + UniqueName() + "\"", "--book-out", books});
+  const int rc = p.Wait(60);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  ASSERT_EQ(rc, 0) << p.output();
+  const std::string escaped = "A\\u001b[2J\\u000a\\u007f\\u00c3";
+  const std::size_t table = p.output().find("top of book");
+  if (table != std::string::npos) std::printf("%s", p.output().substr(table).c_str());
+  std::ifstream in(books);
+  const std::string first_book((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(first_book, HasSubstr("{\"symbol\": \"" + escaped + "\", ")) << first_book;
+  EXPECT_THAT(p.output(), HasSubstr("\n         1  " + escaped + " ")) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("\n         2  PLAIN    ")) << p.output();
+  for (const char raw : {'\x1b', '\x7f', '\xc3'}) {
+    EXPECT_EQ(p.output().find(raw), std::string::npos) << "raw byte " << static_cast<int>(static_cast<unsigned char>(raw));
   }
 }
 
