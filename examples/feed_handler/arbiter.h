@@ -18,11 +18,11 @@
 //     differ from the one delivered or buffered is a conflicting copy (counted, and a
 //     kConflict notice tells the subscribers which sequence was contradicted);
 //   - a packet that would skip ahead (data, or a heartbeat announcing a sequence, beyond the
-//     highest one known to exist) is held, unconfirmed, until the other line shows that
-//     sequence too, the same line goes on from it (its next packet starts at or after it),
-//     or the re-request server delivers up to it (a confirmation request is sent once the
-//     other line is quiet); a held packet is dropped when it is not confirmed within the
-//     stale interval (at most kClaimsPerLine per line are held);
+//     highest one known to exist) is held, unconfirmed, until the other line delivers that
+//     far, the same line's very next packet starts exactly where it ended, or the re-request
+//     server delivers up to it (a confirmation request is sent at once when both lines
+//     skipped, after the wait when the other line is quiet); a held packet is dropped when it
+//     is not confirmed within the stale interval (at most kClaimsPerLine per line are held);
 //   - messages after a confirmed gap wait in a window of `window` messages (one 64-byte slot
 //     each, allocated once); a packet of line A or B that would not fit gives up the oldest
 //     missing ranges before it (reported as lost, `gaps_given_up`) until it fits. Only what
@@ -43,14 +43,17 @@
 //   - heartbeats (count 0) and end of session (count 0xFFFF) carry the next sequence number,
 //     so a loss just before a quiet period or the end is seen (once confirmed);
 //   - an end of session ends the session only when both lines end it at the same sequence,
-//     or one does and the other line has been quiet for the stale interval; one below what
-//     was received, or followed by more data or a heartbeat, is refused (`ends_refused`);
+//     or one does and the other line has been quiet for the stale interval without ending
+//     elsewhere; one below what was received, or followed on its line by data or a
+//     heartbeat, is refused (`ends_refused`), and an established end is revoked by data of
+//     the session beyond it until the next session starts;
 //   - a packet of another session is held (copied, bounded) and its line is still read: the
-//     session changes once the current one has ended (as above) and everything in it was
-//     delivered or reported, or once both lines moved to the same new session (or one did
-//     and the other is quiet for the stale interval); then the held datagrams are taken.
-//     A line that goes on in the current session drops what it held of another. Packets of
-//     a session that was left are dropped and counted;
+//     session changes, once everything in the current one was delivered or reported, to a
+//     session both lines moved to (or one did and the other is dead) - at once after an
+//     established end, else once neither line has shown the current session for a heartbeat
+//     interval (the current session then ends where it is); then the held datagrams are
+//     taken. A line that goes on in the current session drops what it held of another.
+//     Packets of a session that was left are dropped and counted;
 //   - the feed is stale after `stale_heartbeats` heartbeat intervals without a packet on
 //     either line (a kStale notice; kFresh when a packet comes again);
 //   - a sequence number beyond 2^62 is malformed (no feed gets there; the window arithmetic

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -37,6 +38,7 @@ const std::string kNetns = std::string("bash ") + POLLUX_NETNS_SH;
 const std::string kFeed = POLLUX_FEED_BIN;
 const std::string kExchange = POLLUX_EXCHANGE_BIN;
 const std::string kGen = POLLUX_ITCH_GEN_BIN;
+const std::string kMoldSend = POLLUX_MOLD_SEND_BIN;
 constexpr int kNet = 78;                         // 10.78.0.0/24 inside the namespaces
 constexpr const char* kExchangeIp = "10.78.0.1";  // the "ex" namespace (first host)
 constexpr const char* kOtherIp = "10.78.0.4";     // the "x" namespace: another host on the segment
@@ -126,6 +128,9 @@ struct ChainOptions {
   // thread over shm - with these --set values (its lines, interface...), ready before any
   // exchange starts. Empty: none.
   std::vector<std::string> other_handler_sets;
+  // Called once the exchange runs, with it and the lines' ADDR:PORT (it may wait for the
+  // exchange's output, e.g. its pause, and send forged datagrams meanwhile).
+  std::function<void(FeedProcess& exchange, const std::string& line_a, const std::string& line_b)> during_exchange;
 };
 
 struct ChainRun {
@@ -305,6 +310,7 @@ class FeedLive : public ::testing::Test {
                                    "eth0", "--summary-json", d + ".ex.json"};
     ex.insert(ex.end(), exchange_args.begin(), exchange_args.end());
     FeedProcess e(ex, g_ip);
+    if (opt.during_exchange) opt.during_exchange(e, line_a, line_b);
     r.exchange_rc = e.Wait(300);
     if (e2) {
       if (!opt.other_first) r.other_exchange_rc = e2->Wait(300);
@@ -699,6 +705,159 @@ TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterHandlerFilter
                                                    port, kExchangeIp, fallback, port + 1, kExchangeIp, fallback)))
       << r.handler_out;
   EXPECT_EQ(r.Live("wrong_source"), forged) << r.handler_json << r.other_exchange_json;
+}
+
+// ---- gap filling behind a server that answers one packet per request -----------------------
+
+// 30% seeded loss on each line, the handler's default re-request settings, and a server whose
+// replies hold at most ~8 messages (--reply-mtu 400) while a line packet holds ~70 (--mtu
+// 2800): every range lost on both lines is at least one line packet, 50+ messages, and needs
+// 7+ replies. Nothing may be reported lost, and the books must be the file's.
+void LossyLinesBehindServer(const std::string& tag, int port, const std::string& mode) {
+  const std::string input = Generated(100'000, 30, 17);
+  const ChainRun r = FeedLive::Chain(tag, input, port,
+                                     {"--rate", "100000", "--mtu", "2800", "--reply-mtu", "400", "--reply-mode", mode,
+                                      "--drop-a", "30", "--drop-b", "30", "--seed", "5", "--linger-ms", "2000"},
+                                     {});
+  FeedLive::ExpectClean(r);
+  FeedLive::ExpectSameBooks(r, input);
+  std::printf("%s server: %lld messages lost on both lines in %lld ranges; handler: %lld requests (%lld confirm, %lld "
+              "follow-ups, %lld retries), %lld recovered, %lld reported lost; server: %lld reply packets, %lld reply "
+              "messages\n",
+              mode.c_str(), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Asked(),
+              r.Live("confirm_requests"), r.Live("rerequest_followups"), r.Live("rerequest_retries"),
+              r.Live("messages_recovered"), r.Live("messages_unrecoverable"), r.Ex("reply_packets"),
+              r.Ex("reply_messages"));
+  ASSERT_GT(r.Ex("double_drop_runs"), 20) << r.exchange_json;
+  EXPECT_EQ(r.Live("messages"), 100'000);
+  EXPECT_EQ(r.Live("messages_unrecoverable"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("gaps_unrecoverable"), 0);
+  EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+  EXPECT_GT(r.Live("rerequest_followups"), 0);  // partial replies were followed up
+}
+
+TEST_F(FeedLive, OnePacketServerThirtyPercentLossOnBothLinesLongGapsNothingLost) {
+  LossyLinesBehindServer("one_packet", 27740, "single");
+}
+
+TEST_F(FeedLive, MultiPacketServerThirtyPercentLossOnBothLinesLongGapsNothingLost) {
+  LossyLinesBehindServer("multi_packet", 27750, "multi");
+}
+
+// ---- single forged datagrams on line A ---------------------------------------------------
+
+// Messages the exchange sent before its --pause-at pause, once it says so; -1 if it never did.
+long long WaitForPause(FeedProcess& exchange) {
+  long long n = -1;
+  exchange.WaitForOutput(
+      [&n](const std::string& o) {
+        const std::size_t p = o.find("pause at message ");
+        if (p == std::string::npos) return false;
+        n = std::atoll(o.c_str() + p + 17);
+        return true;
+      },
+      120);
+  return n;
+}
+
+// One forged datagram to line A, sent from the exchange's own host (so even a source filter
+// would let it through): pollux-test-mold-send with these arguments.
+void Forge(const std::string& line_a, const std::vector<std::string>& args) {
+  std::string cmd = absl::StrFormat("%s netns exec %s %s --to %s --interface eth0", g_ip, Ns("ex"), kMoldSend, line_a);
+  for (const std::string& a : args) absl::StrAppend(&cmd, " ", a);
+  EXPECT_EQ(Sh(cmd), 0) << cmd;
+}
+
+// The chain with a 1.5 s pause after half of `total` messages (heartbeats every 200 ms through
+// it), during which `forge` sends its datagrams; `total` messages, `loss` % seeded loss on
+// each line.
+ChainRun ForgedDuringPause(const std::string& tag, int port, long long total, int loss,
+                           const std::function<void(const std::string& line_a, long long sent)>& forge,
+                           std::vector<std::string> handler_sets = {}) {
+  const std::string input = Generated(total, 20, 23);
+  ChainOptions opt;
+  opt.during_exchange = [&](FeedProcess& e, const std::string& line_a, const std::string&) {
+    const long long sent = WaitForPause(e);
+    ASSERT_EQ(sent, total / 2) << e.output();
+    forge(line_a, sent);
+  };
+  std::vector<std::string> ex = {"--rate", "100000", "--pause-at", std::to_string(total / 2), "--pause-ms", "1500",
+                                 "--heartbeat-ms", "200", "--linger-ms", "1000"};
+  if (loss > 0) {
+    for (const char* a : {"--drop-a", "--drop-b"}) {
+      ex.push_back(a);
+      ex.push_back(std::to_string(loss));
+    }
+    ex.push_back("--seed");
+    ex.push_back("9");
+  }
+  ChainRun r = FeedLive::Chain(tag, input, port, ex, handler_sets, 0, opt);
+  FeedLive::ExpectClean(r);
+  EXPECT_EQ(r.Live("messages"), total) << r.handler_json;
+  EXPECT_EQ(r.Live("messages_unrecoverable"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("session_changes"), 0);
+  EXPECT_EQ(r.Sub("feed_sessions"), 1) << r.sub_json;
+  return r;
+}
+
+// An end of session on line A at sequence 1, and one right at the next sequence (the real
+// session is public): neither ends the handler; it ends at the real end with every message.
+TEST_F(FeedLive, ForgedEndsOfSessionOnLineAEndNothing) {
+  const ChainRun r = ForgedDuringPause("forged_end", 27760, 40'000, 0, [](const std::string& line_a, long long sent) {
+    Forge(line_a, {"--session", "POLLUX0001", "--end", "1"});
+    Forge(line_a, {"--session", "POLLUX0001", "--end", std::to_string(sent + 1)});
+  });
+  FeedLive::ExpectSameBooks(r, Generated(40'000, 20, 23));
+  EXPECT_GE(r.Live("ends_refused"), 2) << r.handler_json;
+  std::printf("forged ends: handler delivered %lld of 40,000, ends refused %lld, exit %d\n", r.Live("messages"),
+              r.Live("ends_refused"), r.handler_rc);
+}
+
+// A heartbeat at 2^62 and at 1,000,000, an end of session at 1,000,000, and real data 100,000
+// ahead: no gap is opened, nothing is reported lost, the feed after the pause is delivered.
+TEST_F(FeedLive, ForgedSequencesFarAheadOnLineAMoveNothing) {
+  const std::string input = Generated(40'000, 20, 23);
+  const ChainRun r = ForgedDuringPause("forged_ahead", 27770, 40'000, 0, [&input](const std::string& line_a, long long sent) {
+    Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", std::to_string(std::uint64_t{1} << 62)});
+    Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", "1000000"});
+    Forge(line_a, {"--session", "POLLUX0001", "--end", "1000000"});
+    Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1 + 100'000), "--itch", input, "--from",
+                   std::to_string(sent + 1), "--count", "5"});
+  });
+  FeedLive::ExpectSameBooks(r, input);
+  EXPECT_EQ(r.Live("gaps_detected"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("gaps_unrecoverable"), 0);
+  EXPECT_GE(r.Live("unconfirmed"), 3) << r.handler_json;
+  std::printf("forged far-ahead sequences: %lld held unconfirmed, %lld dropped, %lld confirmation requests, %lld "
+              "ends refused, gaps detected %lld\n",
+              r.Live("unconfirmed"), r.Live("unconfirmed_dropped"), r.Live("confirm_requests"), r.Live("ends_refused"),
+              r.Live("gaps_detected"));
+}
+
+// feed.session unset: a heartbeat of another session on line A, with 5% loss on both lines.
+// The feed is not taken over, line A is still read (its losses are recovered), the handler ends
+// at the real end.
+TEST_F(FeedLive, ForgedHeartbeatOfAnotherSessionOnLineADoesNotTakeTheFeedOver) {
+  const std::string input = Generated(40'000, 20, 23);
+  const ChainRun r = ForgedDuringPause("forged_session", 27780, 40'000, 5, [](const std::string& line_a, long long) {
+    Forge(line_a, {"--session", "FORGED0001", "--heartbeat", "1"});
+  });
+  FeedLive::ExpectSameBooks(r, input);
+  EXPECT_GE(r.Live("next_session_held"), 1) << r.handler_json;
+  EXPECT_GT(r.Ex("double_drop_runs"), 0);
+  EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+}
+
+// A different copy of the next message on line A wins (in-order data is delivered at once),
+// but the copies both lines carry contradict it: counted, and the subscriber is told.
+TEST_F(FeedLive, AnAlteredCopyOfTheNextMessageOnLineAIsCountedAndNoticed) {
+  const std::string input = Generated(40'000, 20, 23);
+  const ChainRun r = ForgedDuringPause("forged_copy", 27790, 40'000, 0, [&input](const std::string& line_a, long long sent) {
+    Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1), "--itch", input, "--from",
+                   std::to_string(sent + 1), "--alter"});
+  });
+  EXPECT_EQ(r.Live("conflicting_copies"), 2) << r.handler_json;  // line A's real copy and line B's
+  EXPECT_EQ(r.Sub("feed_conflicts"), 2) << r.sub_json;
 }
 
 }  // namespace
