@@ -69,21 +69,23 @@ namespace detail {
 DeliveredLog::DeliveredLog(std::size_t bytes, std::size_t runs)
     : bytes_(std::bit_ceil(std::max<std::size_t>(bytes, 4096)), 0),
       bmask_(bytes_.size() - 1),
-      runs_(std::bit_ceil(std::max<std::size_t>(runs, 64)), Run{0, 0, 0, 0}),
+      runs_(std::bit_ceil(std::max<std::size_t>(runs, 64)), Run{0, 0, 0, 0, false}),
       rmask_(runs_.size() - 1) {}
 
 void DeliveredLog::Clear() noexcept { rtail_ = rhead_; }
 
-void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) noexcept {
+void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n,
+                          bool packet) noexcept {
   if (count == 0 || n == 0 || n > bytes_.size()) return;
   const std::size_t at = wpos_ & bmask_;
   const std::size_t first = std::min(n, bytes_.size() - at);
   std::memcpy(&bytes_[at], recs, first);
   std::memcpy(&bytes_[0], recs + first, n - first);
   bool merged = false;
-  if (rhead_ != rtail_) {
+  if (!packet && rhead_ != rtail_) {
     Run& last = runs_[(rhead_ - 1) & rmask_];
-    if (last.seq + last.count == seq && last.pos + last.len == wpos_ && last.count + count <= kRunMessages) {
+    if (!last.packet && last.seq + last.count == seq && last.pos + last.len == wpos_ &&
+        last.count + count <= kRunMessages) {
       last.count += count;
       last.len += static_cast<std::uint32_t>(n);
       merged = true;
@@ -91,7 +93,7 @@ void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uin
   }
   if (!merged) {
     if (rhead_ - rtail_ == runs_.size()) ++rtail_;
-    runs_[rhead_++ & rmask_] = Run{seq, wpos_, count, static_cast<std::uint32_t>(n)};
+    runs_[rhead_++ & rmask_] = Run{seq, wpos_, count, static_cast<std::uint32_t>(n), packet};
   }
   wpos_ += n;
   while (rtail_ != rhead_ && !Held(runs_[rtail_ & rmask_])) ++rtail_;
@@ -112,6 +114,16 @@ std::int64_t DeliveredLog::Find(std::uint64_t seq) const noexcept {
   const Run& r = runs_[(lo - 1) & rmask_];
   if (seq >= r.seq + r.count || !Held(r)) return -1;
   return static_cast<std::int64_t>(lo - 1);
+}
+
+bool DeliveredLog::Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) const noexcept {
+  const std::int64_t ri = Find(seq);
+  if (ri < 0) return false;
+  const Run& r = runs_[static_cast<std::uint64_t>(ri) & rmask_];
+  if (r.seq != seq || r.count != count || r.len != n) return false;
+  const std::size_t at = r.pos & bmask_;
+  const std::size_t a = std::min(n, bytes_.size() - at);
+  return std::memcmp(&bytes_[at], recs, a) == 0 && std::memcmp(&bytes_[0], recs + a, n - a) == 0;
 }
 
 std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
@@ -348,7 +360,13 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
     Count(LiveCounter::kMalformed);
     return Verdict::kRejected;
   }
-  if (p.kind == mold::Kind::kData) {
+  // The other line's copy of a packet already delivered, byte for byte (most of what a second
+  // line brings): equal to bytes that were validated, so nothing to check or take.
+  const bool copy = p.kind == mold::Kind::kData && have_session_ && p.session == session_ &&
+                    p.next_sequence() <= next_ &&
+                    delivered_.Same(p.sequence, p.count, datagram.data() + mold::kPacketHeaderSize,
+                                    datagram.size() - mold::kPacketHeaderSize);
+  if (p.kind == mold::Kind::kData && !copy) {
     // Every block must be one valid ITCH message: the blocks are BinaryFILE records.
     const itch::ParseResult r =
         itch::ForEachMessage(datagram.subspan(mold::kPacketHeaderSize), [](itch::MessageView) {});
@@ -394,11 +412,11 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
       DropHeldOf(li);
     }
   }
-  return Dispatch(line, p, datagram, now_ns);
+  return Dispatch(line, p, datagram, now_ns, copy);
 }
 
 Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
-                                   std::int64_t now_ns) noexcept {
+                                   std::int64_t now_ns, bool copy) noexcept {
   const int li = static_cast<int>(line);
   switch (p.kind) {
     case mold::Kind::kHeartbeat:
@@ -416,6 +434,12 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
   if (line != Line::kReplay) {
     if (NoteLinePacket(li, p.sequence, p.next_sequence(), false)) ResolveClaims(now_ns);
     if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
+  }
+  if (copy) {
+    if (line != Line::kReplay) line_end_[li] = std::max(line_end_[li], p.next_sequence());
+    Count(LiveCounter::kDuplicatePackets);
+    Count(LiveCounter::kDuplicateMessages, p.count);
+    return Verdict::kDuplicate;
   }
   const std::uint64_t hi_before = hi_;
   const bool took = Take(line, p, now_ns);
@@ -747,7 +771,7 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
     const std::uint8_t* blocks = p.begin() == p.end() ? nullptr : (*p.begin()).data() - mold::kBlockLengthSize;
     const std::size_t n = p.size - mold::kPacketHeaderSize;
     if (blocks != nullptr && Emit(blocks, n, now_ns)) {
-      delivered_.Append(seq, p.count, blocks, n);
+      delivered_.Append(seq, p.count, blocks, n, true);
       next_ = hi_ = end;
       Count(LiveCounter::kMessages, p.count);
       if (line == Line::kReplay) {
@@ -983,7 +1007,7 @@ void Arbiter::Pump() noexcept {
       rec[1] = sl.len;
       std::memcpy(rec + 2, sl.data, sl.len);
       (void)Emit(rec, 2u + sl.len, buffered_rx_ns_);
-      delivered_.Append(next_, 1, rec, 2u + sl.len);
+      delivered_.Append(next_, 1, rec, 2u + sl.len, false);
       sl.seq = 0;
       --buffered_;
       ++next_;

@@ -165,8 +165,13 @@ class DeliveredLog {
  public:
   DeliveredLog(std::size_t bytes, std::size_t runs);
   void Clear() noexcept;
-  // Records of [seq, seq + count) (consecutive, in delivery order), `n` bytes.
-  void Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) noexcept;
+  // Records of [seq, seq + count) (consecutive, in delivery order), `n` bytes: a packet's
+  // blocks (`packet`: kept as one run, so the other line's copy is compared in one go), or
+  // messages delivered one by one (runs of up to kRunMessages).
+  void Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n, bool packet) noexcept;
+  // True when `recs` (`n` bytes, `count` messages from `seq`) are exactly a packet delivered
+  // and still held.
+  bool Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) const noexcept;
   // Compares `n` bytes of records of consecutive messages from `seq` (a MoldUDP64 packet's
   // blocks) with the delivered copies still held; messages no longer held (or never
   // delivered) are not compared. Returns how many differ, the first in *first.
@@ -179,6 +184,7 @@ class DeliveredLog {
     std::uint64_t pos;    // absolute byte position of its first record
     std::uint32_t count;  // messages
     std::uint32_t len;    // bytes
+    bool packet;          // one packet's blocks as delivered
   };
   // Index of the run holding `seq`, or -1.
   std::int64_t Find(std::uint64_t seq) const noexcept;
@@ -316,8 +322,9 @@ class Arbiter {
   // A datagram already counted: validation, session, then Dispatch().
   Verdict Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
   // A validated packet of the current session (from a socket, a held claim or the hold).
+  // `copy`: a data packet identical to one delivered (a duplicate, not validated again).
   Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
-                   std::int64_t now_ns) noexcept;
+                   std::int64_t now_ns, bool copy = false) noexcept;
   Verdict OnEnd(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
   void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
   // Takes the messages [seq, seq + n) of a validated packet. With `extend` false, messages
