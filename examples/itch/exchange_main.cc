@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -116,6 +117,12 @@ constexpr const char* kFlags[] = {"itch",          "generate",       "symbols", 
                                   "pause_at",      "pause_ms"};
 
 int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+// The clock of the kernel's receive timestamps (SO_TIMESTAMPNS).
+int64_t RealtimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 std::string Dashed(std::string s) {
   for (char& c : s) c = c == '_' ? '-' : c;
@@ -458,6 +465,7 @@ class Budgets {
 // multi-packet reply) is not answered with them again. A ring of the last kCapacity ranges,
 // in time order: memory is fixed whatever the request rate; a range pushed out early (more
 // than kCapacity replies within the window) is simply served again, within the budget.
+// Times are CLOCK_REALTIME, the clock of the requests' kernel receive timestamps.
 class SentRing {
  public:
   static constexpr size_t kCapacity = 4096;
@@ -559,7 +567,7 @@ class Server {
         uint8_t in[64];
         sockaddr_in from{};
         iovec iov{in, sizeof in};
-        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(in_pktinfo))];
+        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(timespec))];
         msghdr mh{};
         mh.msg_name = &from;
         mh.msg_namelen = sizeof from;
@@ -570,16 +578,22 @@ class Server {
         // MSG_TRUNC: the datagram's real length, for the byte count (the bytes are cut to 64).
         const ssize_t n = ::recvmsg(fd_, &mh, MSG_DONTWAIT | MSG_TRUNC);
         if (n < 0) break;
-        const in_pktinfo* local = nullptr;
+        bool have_local = false;
+        in_pktinfo local{};
+        int64_t arrived_ns = 0;
         for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
           if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
-            local = reinterpret_cast<const in_pktinfo*>(CMSG_DATA(cm));
+            std::memcpy(&local, CMSG_DATA(cm), sizeof local);
+            have_local = true;
+          } else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec ts{};
+            std::memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+            arrived_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
           }
         }
-        in_pktinfo pi{};
-        if (local != nullptr) std::memcpy(&pi, local, sizeof pi);
+        if (arrived_ns == 0) arrived_ns = RealtimeNs();
         Serve(std::span<const uint8_t>(in, std::min<size_t>(static_cast<size_t>(n), sizeof in)),
-              static_cast<uint64_t>(n), from, local != nullptr ? &pi : nullptr);
+              static_cast<uint64_t>(n), from, have_local ? &local : nullptr, arrived_ns);
       }
     }
   }
@@ -612,7 +626,9 @@ class Server {
     c_.reply_bytes_out += p.size();
   }
 
-  void Serve(std::span<const uint8_t> in, uint64_t size, const sockaddr_in& from, const in_pktinfo* local) {
+  // `arrived_ns`: when the kernel received the request (CLOCK_REALTIME).
+  void Serve(std::span<const uint8_t> in, uint64_t size, const sockaddr_in& from, const in_pktinfo* local,
+             int64_t arrived_ns) {
     ++c_.requests;
     c_.request_bytes_in += size;
     if (!o_.allow.Allows(from.sin_addr)) {  // no reply, nothing else looked at
@@ -654,11 +670,14 @@ class Server {
     }
     const uint64_t end = std::min<uint64_t>(r.sequence + r.count, next);  // past the end: clamped
     const uint32_t addr = from.sin_addr.s_addr;
-    // What this requester (address and port) was sent within the window is not sent again.
+    // What this requester (address and port) was sent less than the window before the request
+    // arrived - or after, while it waited in the socket - is not sent again. From the arrival,
+    // not from now: a backlog here must not turn the requester's "rest of the gap" into resends.
     size_t np = 1;
     pieces_[0] = {r.sequence, end};
     if (o_.dup_window_ns > 0) {
-      np = ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, now - o_.dup_window_ns, pieces_.data());
+      np = ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns,
+                        pieces_.data());
     }
     uint64_t unsent = 0;
     for (size_t i = 0; i < np; ++i) unsent += pieces_[i].to - pieces_[i].from;
@@ -709,7 +728,7 @@ class Server {
         --packets;
       }
       if (seq > first) {
-        ring_.Add(addr, from.sin_port, generation, first, seq, now);
+        ring_.Add(addr, from.sin_port, generation, first, seq, RealtimeNs());
         sent += seq - first;
         budget -= seq - first;
       }
@@ -1071,9 +1090,10 @@ int main(int argc, char** argv) {
   if (::setsockopt(req_fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
     ::setsockopt(req_fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   }
-  // The local address each request arrived on, to answer from it.
-  if (::setsockopt(req_fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0) {
-    std::fprintf(stderr, "%s: IP_PKTINFO: %s\n", kProg, std::strerror(errno));
+  // The local address each request arrived on, to answer from it, and when it arrived.
+  if (::setsockopt(req_fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0 ||
+      ::setsockopt(req_fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) {
+    std::fprintf(stderr, "%s: IP_PKTINFO/SO_TIMESTAMPNS: %s\n", kProg, std::strerror(errno));
     return 71;
   }
   if (iface_addr) {
