@@ -251,18 +251,6 @@ class AllowList {
     }
     return false;
   }
-  // "10.78.0.0/24, 127.0.0.0/8" or "any", for the summary.
-  [[nodiscard]] std::string Describe() const {
-    if (any_) return "any";
-    std::string s;
-    for (const Net& n : nets_) {
-      in_addr a{htonl(n.net)};
-      int bits = 0;
-      for (uint32_t m = n.mask; m != 0; m <<= 1) ++bits;
-      s += (s.empty() ? "" : ", ") + AddrText(a) + "/" + std::to_string(bits);
-    }
-    return s;
-  }
 
  private:
   struct Net {
@@ -1041,7 +1029,9 @@ int main(int argc, char** argv) {
     iface_index = static_cast<int>(if_nametoindex(iface.c_str()));
     if (iface_index == 0) UsageError("--interface '" + iface + "': no such interface");
     iface_addr = InterfaceAddress(iface);
-    if (!iface_addr) UsageError("--interface '" + iface + "' has no IPv4 address (the lines' source address)");
+    if (!iface_addr) UsageError("--interface '" + iface +
+                                "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
+                                "(the route's interface)");
   }
 
   // The stream: the generator's bytes, or a regular file read with pread (a FIFO, a directory
@@ -1162,6 +1152,7 @@ int main(int argc, char** argv) {
   };
 
   const auto t_start = Clock::now();
+  lines.last_send = t_start;  // the first heartbeat is due a heartbeat interval from here
   uint64_t ts0 = 0;
   bool have_ts0 = false;
   std::vector<uint8_t> buf(mtu);

@@ -165,6 +165,13 @@ std::string ReadAndRemove(const std::string& path) {
   return ss.str();
 }
 
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 uint64_t JsonField(const std::string& json, const std::string& key) {
   const size_t at = json.find("\"" + key + "\": ");
   if (at == std::string::npos) return ~uint64_t{0};
@@ -355,7 +362,8 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   auto gen = GenerateItch(o);
   ASSERT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);  // index = sequence
-  ASSERT_TRUE(ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); }).ok());
+  const ParseResult parsed = ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
   ASSERT_EQ(msgs.size(), 3001u);
   uint64_t next = 2901;
   uint8_t reply[65536];
@@ -364,7 +372,7 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
     ASSERT_EQ(::poll(&p, 1, 3000), 1) << "reply stopped at " << next;
     const ssize_t n = ::recv(rq, reply, sizeof reply, 0);
     const mold::Packet pk = mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s);
-    ASSERT_TRUE(pk.ok());
+    ASSERT_TRUE(pk.ok()) << pk.ToStatus();
     ASSERT_EQ(pk.sequence, next);
     for (std::span<const uint8_t> m : pk) {
       ASSERT_LT(next, msgs.size());
@@ -402,9 +410,9 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
   auto file = MappedFile::Open(POLLUX_ITCH_FIXTURE_FILE);
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<std::vector<uint8_t>> want;
-  ASSERT_TRUE(ForEachMessage(file->bytes(), [&](MessageView m) {
-                want.emplace_back(m.bytes().begin(), m.bytes().end());
-              }).ok());
+  const ParseResult parsed =
+      ForEachMessage(file->bytes(), [&](MessageView m) { want.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
   const mold::Session s = mold::Session::From("FILE");
   Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000",
                         "--session", "FILE", "--linger-ms", "100", "--mtu", "600"},
@@ -418,7 +426,7 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
   size_t i = 0;
   for (uint64_t first : r.a.order) {
     const mold::Packet p = mold::Parse(r.a.data[first], s);
-    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.ok()) << p.ToStatus();
     EXPECT_LE(p.size, 600u);
     ASSERT_EQ(p.sequence, i + 1);
     for (std::span<const uint8_t> m : p) {
@@ -489,7 +497,8 @@ std::vector<std::vector<uint8_t>> Generated(uint64_t n, uint64_t seed) {
   EXPECT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);
   if (!gen.ok()) return msgs;
-  EXPECT_TRUE(ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); }).ok());
+  const ParseResult parsed = ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  EXPECT_TRUE(parsed.ok()) << parsed.ToStatus();
   return msgs;
 }
 
@@ -947,7 +956,7 @@ TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
   ASSERT_EQ(::poll(&p, 1, 3000), 1) << "the requester was locked out";
   const ssize_t n = ::recv(real, buf, sizeof buf, 0);
   const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
-  EXPECT_TRUE(pk.ok());
+  EXPECT_TRUE(pk.ok()) << pk.ToStatus();
   EXPECT_EQ(pk.sequence, 2u);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
   ::close(real);
@@ -1057,13 +1066,6 @@ TEST(ExchangeServerTest, JunkDoesNotExtendTheLinger) {
 // ---------------------------------------------------------------------------------------
 // The input file.
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // A file truncated while it is sent: an error naming the offset and both sizes, exit 65 after
 // the end of session on the lines; never a SIGBUS.
 TEST(ExchangeInputTest, FileTruncatedWhileSentIsAnErrorNotACrash) {
@@ -1075,7 +1077,8 @@ TEST(ExchangeInputTest, FileTruncatedWhileSentIsAnErrorNotACrash) {
   o.seed = 3;
   auto gen = GenerateItch(o);
   ASSERT_TRUE(gen.ok()) << gen.status();
-  ASSERT_TRUE(WriteBinaryFile(file, *gen).ok());
+  const absl::Status written = WriteBinaryFile(file, *gen);
+  ASSERT_TRUE(written.ok()) << written;
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
   const int fa = JoinLine(group(0), port0);
@@ -1249,6 +1252,127 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
   EXPECT_EQ(JsonField(j, "requests_served"), 150u) << j;
   EXPECT_EQ(JsonField(j, "reply_packets"), replies) << j;
   EXPECT_LT(max_gap_ms, 100.0) << j;
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Sessions and pauses.
+
+// A session change after 1,000 of 3,000 messages: the stderr line and the summary count both
+// sessions; requests sent all along (one per line A packet, for that packet's session) are
+// each counted once, whichever side of the change they land on; afterwards the new session is
+// served and the old one refused as another session's.
+TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
+  const std::string json = JsonPath("sessions");
+  const std::string log = json + ".log";
+  const uint32_t port0 = base_port();
+  const mold::Session s1 = mold::Session::From("POLLUX0001"), s2 = mold::Session::From("POLLUX0002");
+  const int fa = JoinLine(group(0), port0);
+  const int rq[2] = {RequestSocket(), RequestSocket()};
+  std::vector<std::string> args = LineArgs(port0);
+  args.insert(args.end(), {"--generate", "3000", "--rate", "20000", "--session-change-at", "1000", "--linger-ms", "500",
+                           "--summary-json", json});
+  const pid_t pid = Spawn(args, log);
+  uint8_t buf[65536];
+  uint64_t eos2 = 0, requests = 0, messages[2] = {0, 0};
+  const auto limit = Clock::now() + std::chrono::seconds(20);
+  while (eos2 == 0 && Clock::now() < limit) {
+    pollfd p{fa, POLLIN, 0};
+    ::poll(&p, 1, 10);
+    for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
+      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+      ASSERT_TRUE(pk.ok()) << pk.ToStatus();
+      const int which = pk.session == s1 ? 0 : 1;
+      ASSERT_TRUE(pk.session == s1 || pk.session == s2);
+      if (pk.kind == mold::Kind::kEndOfSession && which == 1) eos2 = pk.sequence;
+      if (pk.kind != mold::Kind::kData) continue;
+      messages[which] += pk.count;
+      SendRequest(rq[requests % 2], port0 + 2, which == 0 ? s1 : s2, pk.sequence, 50);
+      ++requests;
+    }
+  }
+  ASSERT_EQ(eos2, 2001u);
+  SendRequest(rq[0], port0 + 2, s2, 2000, 1);  // the last message of the new session
+  SendRequest(rq[0], port0 + 2, s1, 1000, 1);  // the old session: refused
+  requests += 2;
+  EXPECT_EQ(WaitExit(pid, std::chrono::seconds(10)), 0);
+  for (const int fd : rq) ::close(fd);
+  ::close(fa);
+  const std::string out = Slurp(log);
+  std::remove(log.c_str());
+  const std::string j = ReadAndRemove(json);
+  EXPECT_EQ(messages[0], 1000u);
+  EXPECT_EQ(messages[1], 2000u);
+  EXPECT_NE(out.find("pollux-exchange: 3000 messages in 2 sessions (POLLUX0001 1000, POLLUX0002 2000), A "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(JsonField(j, "messages"), 3000u) << j;
+  EXPECT_EQ(JsonField(j, "sessions"), 2u) << j;
+  EXPECT_EQ(JsonField(j, "session_changes"), 1u) << j;
+  EXPECT_EQ(JsonField(j, "end_of_session_sequence"), 2001u) << j;
+  EXPECT_NE(j.find("\"session_list\": [\n    {\"name\": \"POLLUX0001\", \"messages\": 1000},\n"
+                   "    {\"name\": \"POLLUX0002\", \"messages\": 2000}\n  ]"),
+            std::string::npos)
+      << j;
+  EXPECT_EQ(JsonField(j, "requests"), requests) << j;
+  EXPECT_GE(JsonField(j, "refused_wrong_session"), 1u) << j;
+  EXPECT_GT(JsonField(j, "requests_served"), 1u) << j;
+  // Every request is served, refused for one reason, or wholly a duplicate (not answered).
+  EXPECT_LE(JsonField(j, "requests_served") + JsonField(j, "requests_refused"), requests) << j;
+  EXPECT_GE(JsonField(j, "requests_served") + JsonField(j, "requests_refused") + JsonField(j, "requests_duplicate"),
+            requests)
+      << j;
+  EXPECT_EQ(JsonField(j, "send_errors"), 0u) << j;
+}
+
+// --pause-at: the stderr line announcing the pause is there while the pause lasts (flushed at
+// once), and a request sent during the pause is answered before the line resumes.
+TEST(ExchangeTest, PauseIsAnnouncedAtOnceAndRequestsAreServedDuringIt) {
+  const std::string log = JsonPath("pause") + ".log";
+  const uint32_t port0 = base_port();
+  const mold::Session s = mold::Session::From("POLLUX0001");
+  const int fa = JoinLine(group(0), port0);
+  const int rq = RequestSocket();
+  std::vector<std::string> args = LineArgs(port0);
+  args.insert(args.end(), {"--generate", "2000", "--rate", "20000", "--pause-at", "1000", "--pause-ms", "3000",
+                           "--heartbeat-ms", "50", "--linger-ms", "300"});
+  const pid_t pid = Spawn(args, log);
+  uint8_t buf[65536];
+  uint64_t next = 1, eos = 0;
+  bool announced = false, asked = false, answered = false, resumed = false;
+  const auto limit = Clock::now() + std::chrono::seconds(20);
+  while (eos == 0 && Clock::now() < limit) {
+    pollfd p[2] = {{fa, POLLIN, 0}, {rq, POLLIN, 0}};
+    ::poll(p, 2, 10);
+    for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
+      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      if (!pk.ok()) continue;
+      if (pk.kind == mold::Kind::kEndOfSession) eos = pk.sequence;
+      if (pk.kind != mold::Kind::kData) continue;
+      if (pk.sequence > 1000) resumed = true;
+      next = pk.next_sequence();
+    }
+    for (ssize_t n; (n = ::recv(rq, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
+      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      EXPECT_TRUE(pk.ok() && pk.sequence == 990 && pk.count == 5);
+      if (!resumed) answered = true;
+    }
+    if (next == 1001 && !resumed && !announced) {
+      announced = Slurp(log).find("pollux-exchange: pause at message 1000 for 3000 ms\n") != std::string::npos;
+      if (announced && !asked) {
+        SendRequest(rq, port0 + 2, s, 990, 5);
+        asked = true;
+      }
+    }
+  }
+  EXPECT_EQ(WaitExit(pid, std::chrono::seconds(10)), 0);
+  ::close(fa);
+  ::close(rq);
+  const std::string out = Slurp(log);
+  std::remove(log.c_str());
+  EXPECT_EQ(eos, 2001u) << out;
+  EXPECT_TRUE(announced) << "the pause line was not on stderr during the pause\n" << out;
+  EXPECT_TRUE(answered) << "no reply before the line resumed\n" << out;
 }
 
 }  // namespace
