@@ -86,7 +86,7 @@ ABSL_FLAG(std::string, allow, "connected",
           "interfaces, loopback included) and/or 'any'.");
 ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester address (>= 1).");
 ABSL_FLAG(uint32_t, max_requesters, 4096,
-          "Requester addresses with a budget at once; when full, the least recently active one is forgotten (>= 1).");
+          "Requester addresses with a budget at once; when full, the least recently active one is forgotten (1..1048576).");
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
