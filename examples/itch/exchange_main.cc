@@ -6,58 +6,87 @@
 //   pollux-exchange --generate 100000 --line-a 239.255.0.1:26400 --line-b 239.255.0.2:26401
 //     --rerequest-port 26402 --interface lo --rate 200000 --drop-b 5
 //
-// Single-threaded: one loop paces the sends and polls the request socket in between.
+// Two threads. The main thread paces the lines (data, heartbeats, end of session); the server
+// thread answers re-requests. They share the history ring and the current session under one
+// mutex, held per packet built on either side, so serving never holds a line up for longer
+// than the copy of one packet. The server's counters are its own, read after it is joined.
+//
+// MoldUDP64 has no authentication: whoever can send a datagram to the re-request port is a
+// requester. What bounds the harm an unknown source can do: --allow (who is answered at all),
+// one reply per request bounded in packets (--reply-mode, --max-reply-packets), no resending
+// of what this requester was sent moments ago (--dup-window-ms), and a budget of messages per
+// second per source address (--request-limit) in a table that cannot grow (--max-requesters).
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "itch/endian.h"
+#include "itch/file_input.h"
 #include "itch/generator.h"
-#include "itch/mapped_file.h"
 #include "itch/messages.h"
 #include "itch/moldudp64.h"
 #include "itch/random.h"
 #include "itch/reader.h"
 #include "tools/common/cli.h"
 
-ABSL_FLAG(std::string, itch, "", "ITCH 5.0 BinaryFILE to send (or --generate).");
+ABSL_FLAG(std::string, itch, "", "ITCH 5.0 BinaryFILE to send (or --generate); a regular file, read with pread.");
 ABSL_FLAG(uint64_t, generate, 0, "Send N generated messages instead of a file (itch/generator.h).");
 ABSL_FLAG(uint32_t, symbols, 8, "Symbols of the generated stream (--generate only).");
 ABSL_FLAG(std::string, line_a, "", "Line A multicast group ADDR:PORT (required).");
 ABSL_FLAG(std::string, line_b, "", "Line B multicast group ADDR:PORT (required).");
 ABSL_FLAG(uint32_t, rerequest_port, 0, "UDP port of the re-request server, 1..65535 (required).");
-ABSL_FLAG(std::string, interface, "", "Interface name the multicast lines leave by (default: the route's).");
+ABSL_FLAG(std::string, interface, "",
+          "Interface the multicast lines leave by, with its IPv4 address as their source (default: the route's).");
 ABSL_FLAG(double, drop_a, 0, "Percent of line A data packets to drop, 0..100.");
 ABSL_FLAG(double, drop_b, 0, "Percent of line B data packets to drop, 0..100.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the drop decisions and of --generate.");
 ABSL_FLAG(std::string, rate, "", "Messages per second, or 'max'. Default: max unless --speed is given.");
 ABSL_FLAG(double, speed, 0, "Pace by the file's timestamps times X (2 = twice as fast); excludes --rate.");
 ABSL_FLAG(std::string, session, "POLLUX0001", "MoldUDP64 session name (1..10 characters, space-padded).");
-ABSL_FLAG(uint32_t, linger_ms, 2000, "Keep serving re-requests until none has come for this long after the end of session.");
+ABSL_FLAG(uint32_t, linger_ms, 2000,
+          "After the end of session, keep serving until no valid request has come for this long.");
 ABSL_FLAG(uint64_t, history, 1000000, "Re-request history depth in messages (>= 1).");
-ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester (>= 1).");
+ABSL_FLAG(std::string, reply_mode, "multi",
+          "multi: a request is answered with up to --max-reply-packets packets; single: with exactly one packet "
+          "(as many of the requested messages as fit --mtu).");
+ABSL_FLAG(uint32_t, max_reply_packets, 8, "Packets per request at most in --reply-mode multi, 1..65535.");
+ABSL_FLAG(uint32_t, dup_window_ms, 10,
+          "What was sent to a requester (address and port) this recently is not sent to it again (0 = off).");
+ABSL_FLAG(std::string, allow, "connected",
+          "Who is answered: comma-separated IPv4 CIDRs or addresses, 'connected' (the networks of this host's "
+          "interfaces, loopback included) and/or 'any'.");
+ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester address (>= 1).");
 ABSL_FLAG(uint32_t, max_requesters, 4096,
-          "Requesters (address:port) rate-limited at once; a newcomer beyond them while all were active in the last second is refused (>= 1).");
+          "Requester addresses with a budget at once; when full, the least recently active one is forgotten (1..1048576).");
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
@@ -75,13 +104,25 @@ using pollux::itch::MessageView;
 namespace mold = pollux::itch::mold;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kUsage = 64;  // EX_USAGE
+constexpr int kUsage = 64;    // EX_USAGE
+constexpr int kDataErr = 65;  // EX_DATAERR
 constexpr const char* kProg = "pollux-exchange";
-constexpr const char* kFlags[] = {"itch",      "generate",       "symbols",      "line_a",      "line_b",
-                                  "rerequest_port", "interface", "drop_a",       "drop_b",      "seed",
-                                  "rate",      "speed",          "session",      "linger_ms",   "history",
-                                  "request_limit", "max_requesters", "delay_b_us", "no_rerequest", "heartbeat_ms", "mtu",
-                                  "summary_json", "session_change_at", "next_session", "pause_at", "pause_ms"};
+constexpr const char* kFlags[] = {"itch",          "generate",       "symbols",           "line_a",
+                                  "line_b",        "rerequest_port", "interface",         "drop_a",
+                                  "drop_b",        "seed",           "rate",              "speed",
+                                  "session",       "linger_ms",      "history",           "reply_mode",
+                                  "max_reply_packets", "dup_window_ms", "allow",          "request_limit",
+                                  "max_requesters", "delay_b_us",    "no_rerequest",      "heartbeat_ms",
+                                  "mtu",           "summary_json",   "session_change_at", "next_session",
+                                  "pause_at",      "pause_ms"};
+
+int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+// The clock of the kernel's receive timestamps (SO_TIMESTAMPNS).
+int64_t RealtimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 std::string Dashed(std::string s) {
   for (char& c : s) c = c == '_' ? '-' : c;
@@ -93,20 +134,24 @@ void PrintHelp() {
       "usage: pollux-exchange (--itch FILE | --generate N) --line-a ADDR:PORT --line-b ADDR:PORT\n"
       "                       --rerequest-port PORT [--interface IF] [--drop-a PCT] [--drop-b PCT]\n"
       "                       [--seed N] [--rate MSG_PER_S | --rate max | --speed X] [--session NAME]\n"
-      "                       [--linger-ms MS] [--history N] [--request-limit N] [--max-requesters N]\n"
-      "                       [--delay-b-us US] [--no-rerequest] [--heartbeat-ms MS] [--mtu BYTES]\n"
-      "                       [--summary-json FILE] [--session-change-at N [--next-session NAME]]\n"
-      "                       [--pause-at N [--pause-ms MS]]\n\n"
+      "                       [--linger-ms MS] [--history N] [--reply-mode multi|single]\n"
+      "                       [--max-reply-packets N] [--dup-window-ms MS] [--allow LIST]\n"
+      "                       [--request-limit N] [--max-requesters N] [--delay-b-us US] [--no-rerequest]\n"
+      "                       [--heartbeat-ms MS] [--mtu BYTES] [--summary-json FILE]\n"
+      "                       [--session-change-at N [--next-session NAME]] [--pause-at N [--pause-ms MS]]\n\n"
       "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
       "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
-      "with downstream packets unicast to the requester. Drops apply to data packets only.\n\n");
+      "with downstream packets unicast to the requester. Drops apply to data packets only.\n"
+      "MoldUDP64 has no authentication: --allow and the per-address budget are the controls.\n"
+      "A 20-byte request is answered with at most --mtu bytes (single) or --max-reply-packets x\n"
+      "--mtu bytes (multi), and only to an allowed source address.\n\n");
   for (const char* name : kFlags) {
     const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
     if (f == nullptr) continue;
-    std::printf("  --%-16s %s (default: %s)\n", Dashed(name).c_str(), f->Help().c_str(),
+    std::printf("  --%-18s %s (default: %s)\n", Dashed(name).c_str(), f->Help().c_str(),
                 f->DefaultValue().empty() ? "\"\"" : f->DefaultValue().c_str());
   }
-  std::printf("  --%-16s %s\n  %-18s %s\n", "version", "print \"pollux-exchange <version>\" and exit", "-h, --help",
+  std::printf("  --%-18s %s\n  %-20s %s\n", "version", "print \"pollux-exchange <version>\" and exit", "-h, --help",
               "this text");
 }
 
@@ -165,6 +210,90 @@ sockaddr_in ParseEndpoint(const std::string& flag, const std::string& s, bool mu
   return a;
 }
 
+std::string AddrText(in_addr a) {
+  char buf[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a, buf, sizeof buf);
+  return buf;
+}
+
+// The source addresses answered: networks (address and mask, host byte order), or any.
+class AllowList {
+ public:
+  // "connected", "any", "10.0.0.0/8", "192.168.1.7", ... comma-separated.
+  static AllowList Parse(const std::string& spec) {
+    AllowList l;
+    for (absl::string_view raw : absl::StrSplit(spec, ',')) {
+      const std::string item(absl::StripAsciiWhitespace(raw));
+      if (item == "any") {
+        l.any_ = true;
+      } else if (item == "connected") {
+        l.AddConnected();
+      } else {
+        const size_t slash = item.find('/');
+        in_addr a{};
+        uint32_t bits = 32;
+        if (item.empty() || inet_pton(AF_INET, item.substr(0, slash).c_str(), &a) != 1 ||
+            (slash != std::string::npos && (!absl::SimpleAtoi(item.substr(slash + 1), &bits) || bits > 32))) {
+          UsageError("--allow: '" + item + "' is not an IPv4 CIDR (ADDR/BITS), an address, 'connected' or 'any'");
+        }
+        const uint32_t mask = bits == 0 ? 0 : ~uint32_t{0} << (32 - bits);
+        l.nets_.push_back({ntohl(a.s_addr) & mask, mask});
+      }
+    }
+    if (!l.any_ && l.nets_.empty()) UsageError("--allow '" + spec + "' allows nobody");
+    return l;
+  }
+  [[nodiscard]] bool Allows(in_addr a) const noexcept {
+    if (any_) return true;
+    const uint32_t h = ntohl(a.s_addr);
+    for (const Net& n : nets_) {
+      if ((h & n.mask) == n.net) return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Net {
+    uint32_t net, mask;
+  };
+  // The networks of this host's interfaces as they are at start (an address added later is
+  // not in the list until a restart).
+  void AddConnected() {
+    ifaddrs* ifs = nullptr;
+    if (::getifaddrs(&ifs) != 0) {
+      std::fprintf(stderr, "%s: --allow connected: getifaddrs: %s\n", kProg, std::strerror(errno));
+      std::exit(71);
+    }
+    for (const ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_netmask == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      const uint32_t addr = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+      const uint32_t mask = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
+      const Net n{addr & mask, mask};
+      if (std::none_of(nets_.begin(), nets_.end(), [&](const Net& o) { return o.net == n.net && o.mask == n.mask; })) {
+        nets_.push_back(n);
+      }
+    }
+    ::freeifaddrs(ifs);
+  }
+
+  bool any_ = false;
+  std::vector<Net> nets_;
+};
+
+// The first IPv4 address of interface `name`, if it has one.
+std::optional<in_addr> InterfaceAddress(const std::string& name) {
+  ifaddrs* ifs = nullptr;
+  if (::getifaddrs(&ifs) != 0) return std::nullopt;
+  std::optional<in_addr> out;
+  for (const ifaddrs* i = ifs; i != nullptr && !out; i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && name == i->ifa_name) {
+      out = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr;
+    }
+  }
+  ::freeifaddrs(ifs);
+  return out;
+}
+
 // The last `depth` messages' bytes: a byte ring big enough for `depth` messages of the largest
 // type (so the newest `depth` are always whole) and each message's start, allocated once.
 class History {
@@ -173,7 +302,12 @@ class History {
       : depth_(depth), cap_(depth * pollux::itch::kMaxMessageSize),
         bytes_(new uint8_t[cap_]), starts_(new uint64_t[depth]) {}
 
-  void Append(std::span<const uint8_t> m) {
+  // Empty again, from sequence 1 (a new session).
+  void Reset() noexcept {
+    pos_ = 0;
+    next_seq_ = 1;
+  }
+  void Append(std::span<const uint8_t> m) noexcept {
     starts_[next_seq_ % depth_] = pos_;
     const size_t at = pos_ % cap_, first = std::min<size_t>(m.size(), cap_ - at);
     std::memcpy(&bytes_[at], m.data(), first);
@@ -181,17 +315,27 @@ class History {
     pos_ += m.size();
     ++next_seq_;
   }
-  [[nodiscard]] uint64_t oldest() const { return next_seq_ > depth_ ? next_seq_ - depth_ : 1; }
-  [[nodiscard]] uint64_t next() const { return next_seq_; }
-  // Copies message `seq` (oldest() <= seq < next()) to out and returns its size.
-  size_t Copy(uint64_t seq, uint8_t* out) const {
-    const uint64_t start = starts_[seq % depth_];
-    const size_t at = start % cap_;
+  // Every message of a packet PacketBuilder wrote (valid by construction: no checks).
+  void AppendPacket(std::span<const uint8_t> p) noexcept {
+    for (size_t off = mold::kPacketHeaderSize; off + mold::kBlockLengthSize <= p.size();) {
+      const size_t n = pollux::itch::LoadBe16(p.data() + off);
+      Append(p.subspan(off + mold::kBlockLengthSize, n));
+      off += mold::kBlockLengthSize + n;
+    }
+  }
+  [[nodiscard]] uint64_t oldest() const noexcept { return next_seq_ > depth_ ? next_seq_ - depth_ : 1; }
+  [[nodiscard]] uint64_t next() const noexcept { return next_seq_; }
+  // Size of message `seq` (oldest() <= seq < next()).
+  [[nodiscard]] size_t SizeOf(uint64_t seq) const noexcept {
+    return pollux::itch::MessageSize(bytes_[starts_[seq % depth_] % cap_]);
+  }
+  // Copies message `seq` (oldest() <= seq < next()) to out (SizeOf(seq) bytes).
+  void Copy(uint64_t seq, uint8_t* out) const noexcept {
+    const size_t at = starts_[seq % depth_] % cap_;
     const size_t n = pollux::itch::MessageSize(bytes_[at]);
     const size_t first = std::min<size_t>(n, cap_ - at);
     std::memcpy(out, &bytes_[at], first);
     std::memcpy(out + first, &bytes_[0], n - first);
-    return n;
   }
 
  private:
@@ -203,7 +347,17 @@ class History {
   uint64_t next_seq_ = 1;
 };
 
-struct Counters {
+// What the line sender and the server share. The sender holds `mu` to append one packet's
+// messages or to change the session; the server holds it to build one reply packet.
+struct Shared {
+  std::mutex mu;
+  std::unique_ptr<History> history;  // guarded by mu (the pointer never changes once serving)
+  mold::Session session;             // guarded by mu
+  uint64_t generation = 0;           // guarded by mu: bumped at every session change
+};
+
+// The line sender's counters (main thread only).
+struct LineCounters {
   uint64_t packets_a = 0, packets_b = 0, messages_a = 0, messages_b = 0;
   uint64_t dropped_a = 0, dropped_b = 0, heartbeats = 0, end_of_session = 0;
   // Data packets dropped on both lines: what only a re-request can recover. A run is a
@@ -211,35 +365,397 @@ struct Counters {
   uint64_t messages_dropped_a = 0, messages_dropped_b = 0;
   uint64_t dropped_both = 0, messages_dropped_both = 0, double_drop_runs = 0;
   uint64_t session_changes = 0, pauses = 0;
-  uint64_t requests = 0, served = 0, clamped = 0, reply_packets = 0, reply_messages = 0;
-  uint64_t refused_malformed = 0, refused_wrong_session = 0, refused_too_old = 0;
-  uint64_t refused_beyond_sent = 0, refused_rate_limited = 0, refused_disabled = 0;
   uint64_t send_errors = 0;
 };
 
-struct Bucket {
-  double tokens;
-  Clock::time_point last;
+// The server's counters (server thread only; read after it is joined).
+struct ServerCounters {
+  uint64_t requests = 0, served = 0, clamped = 0, reply_packets = 0, reply_messages = 0;
+  uint64_t refused_malformed = 0, refused_wrong_session = 0, refused_too_old = 0;
+  uint64_t refused_beyond_sent = 0, refused_rate_limited = 0, refused_disabled = 0, refused_not_allowed = 0;
+  uint64_t requests_duplicate = 0, messages_duplicate = 0;
+  uint64_t request_bytes_in = 0, reply_bytes_out = 0;
+  uint64_t requesters_evicted = 0;
+  uint64_t send_errors = 0;
+  [[nodiscard]] uint64_t refused() const {
+    return refused_malformed + refused_wrong_session + refused_too_old + refused_beyond_sent + refused_rate_limited +
+           refused_disabled + refused_not_allowed;
+  }
 };
 
-class Exchange {
+// Token buckets of --request-limit messages a second (one second of burst), one per source
+// address, in a table of at most `max` entries allocated up front. A full table forgets its
+// least recently active address to make room: nobody is ever locked out, and a forgotten
+// address that comes back starts with a new (full) bucket.
+class Budgets {
  public:
-  int tx_fd = -1, req_fd = -1;
-  sockaddr_in line_a{}, line_b{};
-  mold::Session session;
+  Budgets(size_t max, double limit) : limit_(limit), nodes_(max) { index_.reserve(max * 2); }
+
+  // The tokens of `addr` refilled up to `now_ns`; the address becomes the most recently
+  // active. `*evicted` is set when another address was forgotten to make room.
+  double& Tokens(uint32_t addr, int64_t now_ns, bool* evicted) {
+    *evicted = false;
+    uint32_t i;
+    if (const auto it = index_.find(addr); it != index_.end()) {
+      i = it->second;
+      Node& n = nodes_[i];
+      n.tokens = std::min(limit_, n.tokens + limit_ * static_cast<double>(now_ns - n.last_ns) * 1e-9);
+      Unlink(i);
+    } else {
+      if (used_ < nodes_.size()) {
+        i = static_cast<uint32_t>(used_++);
+      } else {
+        i = tail_;
+        Unlink(i);
+        index_.erase(nodes_[i].addr);
+        *evicted = true;
+      }
+      nodes_[i].addr = addr;
+      nodes_[i].tokens = limit_;
+      index_.emplace(addr, i);
+    }
+    nodes_[i].last_ns = now_ns;
+    PushFront(i);
+    return nodes_[i].tokens;
+  }
+
+ private:
+  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  struct Node {
+    uint32_t addr = 0;
+    uint32_t prev = kNone, next = kNone;  // towards the most / least recently active
+    double tokens = 0;
+    int64_t last_ns = 0;
+  };
+  void Unlink(uint32_t i) noexcept {
+    Node& n = nodes_[i];
+    (n.prev == kNone ? head_ : nodes_[n.prev].next) = n.next;
+    (n.next == kNone ? tail_ : nodes_[n.next].prev) = n.prev;
+    n.prev = n.next = kNone;
+  }
+  void PushFront(uint32_t i) noexcept {
+    nodes_[i].next = head_;
+    nodes_[i].prev = kNone;
+    if (head_ != kNone) nodes_[head_].prev = i;
+    head_ = i;
+    if (tail_ == kNone) tail_ = i;
+  }
+
+  double limit_;
+  std::vector<Node> nodes_;
+  size_t used_ = 0;
+  uint32_t head_ = kNone, tail_ = kNone;
+  absl::flat_hash_map<uint32_t, uint32_t> index_;  // address -> node
+};
+
+// The ranges recently sent to each requester, so that a request repeating them (a retry while
+// the reply is still in flight, or a client re-requesting "the rest" after every packet of a
+// multi-packet reply) is not answered with them again. A ring of the last kCapacity ranges,
+// in time order: memory is fixed whatever the request rate; a range pushed out early (more
+// than kCapacity replies within the window) is simply served again, within the budget.
+// Times are CLOCK_REALTIME, the clock of the requests' kernel receive timestamps.
+class SentRing {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  struct Range {
+    uint64_t from, to;  // [from, to)
+  };
+
+  SentRing() : entries_(kCapacity), hits_(kCapacity) {}
+
+  void Add(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t now_ns) {
+    entries_[next_ % kCapacity] = Entry{now_ns, from, to, generation, addr, port};
+    ++next_;
+  }
+
+  // Writes to `out` (room for kCapacity + 1) the parts of [from, to) not sent to
+  // (addr, port) in `generation` at or after `since_ns`, in order; returns how many.
+  size_t Unsent(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t since_ns,
+                Range* out) {
+    size_t nh = 0;
+    for (uint64_t k = next_; k > 0 && next_ - k < kCapacity; --k) {
+      const Entry& e = entries_[(k - 1) % kCapacity];
+      if (e.t_ns < since_ns) break;  // older ones are older still
+      if (e.addr == addr && e.port == port && e.generation == generation && e.from < to && e.to > from) {
+        hits_[nh++] = {std::max(e.from, from), std::min(e.to, to)};
+      }
+    }
+    std::sort(hits_.begin(), hits_.begin() + static_cast<std::ptrdiff_t>(nh),
+              [](const Range& a, const Range& b) { return a.from < b.from; });
+    size_t n = 0;
+    uint64_t at = from;
+    for (size_t i = 0; i < nh; ++i) {
+      if (hits_[i].from > at) out[n++] = {at, hits_[i].from};
+      at = std::max(at, hits_[i].to);
+    }
+    if (at < to) out[n++] = {at, to};
+    return n;
+  }
+
+ private:
+  struct Entry {
+    int64_t t_ns = 0;
+    uint64_t from = 0, to = 0, generation = 0;
+    uint32_t addr = 0;
+    uint16_t port = 0;
+  };
+  std::vector<Entry> entries_;
+  std::vector<Range> hits_;  // scratch of Unsent()
+  uint64_t next_ = 0;        // entries ever added
+};
+
+struct ServerOptions {
+  bool answer = true;
+  bool single = false;
+  uint32_t max_packets = 8;
   uint32_t mtu = 1400;
+  int64_t dup_window_ns = 10'000'000;
+  double request_limit = 100000;
+  size_t max_requesters = 4096;
+  AllowList allow;
+};
+
+// The re-request server: its own thread, its own socket, its own counters.
+class Server {
+ public:
+  Server(int fd, Shared& shared, ServerOptions o)
+      : fd_(fd), sh_(shared), o_(std::move(o)), budgets_(o_.max_requesters, o_.request_limit),
+        reply_(o_.mtu), pieces_(SentRing::kCapacity + 1) {}
+
+  [[nodiscard]] bool Start() {
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) return false;
+    thread_ = std::thread([this] { Run(); });
+    return true;
+  }
+  // Stops the thread (requests still queued are not answered) and joins it; counters() may be
+  // read afterwards.
+  void Stop() {
+    if (!thread_.joinable()) return;
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+    ::close(wake_fd_);
+  }
+  [[nodiscard]] const ServerCounters& counters() const { return c_; }
+  // When the last valid request came (steady clock ns; INT64_MIN: none yet). A valid request
+  // is well formed, of the current session, within what was sent and from an allowed source.
+  [[nodiscard]] int64_t last_valid_ns() const noexcept {
+    return last_valid_ns_.load(std::memory_order_relaxed);  // a time, not a publication
+  }
+
+ private:
+  void Run() {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    for (;;) {
+      if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
+      if (p[1].revents != 0) break;
+      // A bounded burst per wakeup, then the wake descriptor is looked at again.
+      for (int burst = 0; burst < 64; ++burst) {
+        uint8_t in[64];
+        sockaddr_in from{};
+        iovec iov{in, sizeof in};
+        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(timespec))];
+        msghdr mh{};
+        mh.msg_name = &from;
+        mh.msg_namelen = sizeof from;
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof cbuf;
+        // MSG_TRUNC: the datagram's real length, for the byte count (the bytes are cut to 64).
+        const ssize_t n = ::recvmsg(fd_, &mh, MSG_DONTWAIT | MSG_TRUNC);
+        if (n < 0) break;
+        bool have_local = false;
+        in_pktinfo local{};
+        int64_t arrived_ns = 0;
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm != nullptr; cm = CMSG_NXTHDR(&mh, cm)) {
+          if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+            std::memcpy(&local, CMSG_DATA(cm), sizeof local);
+            have_local = true;
+          } else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            timespec ts{};
+            std::memcpy(&ts, CMSG_DATA(cm), sizeof ts);
+            arrived_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+          }
+        }
+        if (arrived_ns == 0) arrived_ns = RealtimeNs();
+        Serve(std::span<const uint8_t>(in, std::min<size_t>(static_cast<size_t>(n), sizeof in)),
+              static_cast<uint64_t>(n), from, have_local ? &local : nullptr, arrived_ns);
+      }
+    }
+  }
+
+  // Sends one reply packet from the local address the request arrived on (`local`), so a
+  // requester whose socket is connected to that address accepts it on a multi-homed host.
+  void SendReply(std::span<const uint8_t> p, const sockaddr_in& to, const in_pktinfo* local) {
+    iovec iov{const_cast<uint8_t*>(p.data()), p.size()};
+    msghdr mh{};
+    mh.msg_name = const_cast<sockaddr_in*>(&to);
+    mh.msg_namelen = sizeof to;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(in_pktinfo))] = {};
+    if (local != nullptr) {
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = IPPROTO_IP;
+      cm->cmsg_type = IP_PKTINFO;
+      cm->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+      in_pktinfo pi{};
+      pi.ipi_spec_dst = local->ipi_spec_dst;  // the source; the route picks the interface
+      std::memcpy(CMSG_DATA(cm), &pi, sizeof pi);
+    }
+    if (::sendmsg(fd_, &mh, 0) < 0) {
+      ++c_.send_errors;
+      return;
+    }
+    c_.reply_bytes_out += p.size();
+  }
+
+  // `arrived_ns`: when the kernel received the request (CLOCK_REALTIME).
+  void Serve(std::span<const uint8_t> in, uint64_t size, const sockaddr_in& from, const in_pktinfo* local,
+             int64_t arrived_ns) {
+    ++c_.requests;
+    c_.request_bytes_in += size;
+    if (!o_.allow.Allows(from.sin_addr)) {  // no reply, nothing else looked at
+      ++c_.refused_not_allowed;
+      return;
+    }
+    const int64_t now = NowNs();
+    mold::Session session;
+    uint64_t generation, oldest, next;
+    {
+      std::lock_guard<std::mutex> l(sh_.mu);
+      session = sh_.session;
+      generation = sh_.generation;
+      oldest = sh_.history->oldest();
+      next = sh_.history->next();
+    }
+    const mold::Request r = mold::ParseRequest(in, &session);
+    const bool valid = r.ok() && r.sequence < next && r.sequence >= oldest;
+    if (valid) last_valid_ns_.store(now, std::memory_order_relaxed);
+    if (!o_.answer) {
+      ++c_.refused_disabled;
+      return;
+    }
+    if (r.error == mold::Error::kWrongSession) {
+      ++c_.refused_wrong_session;
+      return;
+    }
+    if (!r.ok()) {
+      ++c_.refused_malformed;
+      return;
+    }
+    if (r.sequence >= next) {
+      ++c_.refused_beyond_sent;
+      return;
+    }
+    if (r.sequence < oldest) {
+      ++c_.refused_too_old;
+      return;
+    }
+    const uint64_t end = std::min<uint64_t>(r.sequence + r.count, next);  // past the end: clamped
+    const uint32_t addr = from.sin_addr.s_addr;
+    // What this requester (address and port) was sent less than the window before the request
+    // arrived - or after, while it waited in the socket - is not sent again. From the arrival,
+    // not from now: a backlog here must not turn the requester's "rest of the gap" into resends.
+    size_t np = 1;
+    pieces_[0] = {r.sequence, end};
+    if (o_.dup_window_ns > 0) {
+      np = ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns,
+                        pieces_.data());
+    }
+    uint64_t unsent = 0;
+    for (size_t i = 0; i < np; ++i) unsent += pieces_[i].to - pieces_[i].from;
+    const uint64_t duplicate = (end - r.sequence) - unsent;
+    if (duplicate > 0) {
+      ++c_.requests_duplicate;
+      c_.messages_duplicate += duplicate;
+    }
+    if (np == 0) return;  // all of it was just sent: not answered
+    // One budget per source address, whatever its ports.
+    bool evicted = false;
+    double& tokens = budgets_.Tokens(ntohl(addr), now, &evicted);
+    if (evicted) ++c_.requesters_evicted;
+    if (tokens < 1) {
+      ++c_.refused_rate_limited;
+      return;
+    }
+    uint64_t budget = static_cast<uint64_t>(tokens);
+    uint32_t packets = o_.single ? 1 : o_.max_packets;
+    uint64_t sent = 0;
+    bool stop = false;
+    for (size_t i = 0; i < np && packets > 0 && budget > 0 && !stop; ++i) {
+      const uint64_t first = pieces_[i].from;
+      const uint64_t last = std::min(pieces_[i].to, first + budget);
+      uint64_t seq = first;
+      while (seq < last && packets > 0) {
+        mold::PacketBuilder pb(reply_);
+        {
+          // One packet's copy under the lock: the line sender waits at most this long.
+          std::lock_guard<std::mutex> l(sh_.mu);
+          // A new session, or the history moved past `seq` since the request came: stop here.
+          if (sh_.generation != generation || seq < sh_.history->oldest()) {
+            stop = true;
+            break;
+          }
+          (void)pb.Begin(session, seq);
+          while (seq < last) {
+            uint8_t* at = pb.Reserve(sh_.history->SizeOf(seq));
+            if (at == nullptr) break;
+            sh_.history->Copy(seq, at);
+            ++seq;
+          }
+        }
+        const uint16_t k = pb.count();
+        SendReply(pb.Finish(), from, local);
+        ++c_.reply_packets;
+        c_.reply_messages += k;
+        --packets;
+      }
+      if (seq > first) {
+        ring_.Add(addr, from.sin_port, generation, first, seq, RealtimeNs());
+        sent += seq - first;
+        budget -= seq - first;
+      }
+    }
+    tokens -= static_cast<double>(sent);
+    if (sent == 0) {  // a new session, or the history moved past the start, since it came
+      ++c_.refused_too_old;
+      return;
+    }
+    ++c_.served;
+    if (sent + duplicate < r.count) ++c_.clamped;
+  }
+
+  int fd_;
+  int wake_fd_ = -1;
+  Shared& sh_;
+  ServerOptions o_;
+  ServerCounters c_;
+  Budgets budgets_;
+  SentRing ring_;
+  std::vector<uint8_t> reply_;
+  std::vector<SentRing::Range> pieces_;
+  std::atomic<int64_t> last_valid_ns_{std::numeric_limits<int64_t>::min()};
+  std::thread thread_;
+};
+
+// The line sender: both multicast lines, their drops and line B's delay (main thread only).
+class Lines {
+ public:
+  int fd = -1;
+  sockaddr_in line_a{}, line_b{};
   uint32_t drop_a_ppm = 0, drop_b_ppm = 0;
   pollux::itch::Xoshiro256 rng_a{1}, rng_b{1};
   std::chrono::microseconds delay_b{0};
-  bool answer = true;
-  double request_limit = 100000;
-  size_t max_requesters = 4096;
-  std::unique_ptr<History> history;
-  Counters c;
+  LineCounters c;
   Clock::time_point last_send = Clock::now();
   bool last_double = false;  // the previous data packet was dropped on both lines
 
-  void Send(int fd, const sockaddr_in& to, std::span<const uint8_t> p) {
+  void Send(const sockaddr_in& to, std::span<const uint8_t> p) {
     if (::sendto(fd, p.data(), p.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) < 0) ++c.send_errors;
   }
 
@@ -258,7 +774,7 @@ class Exchange {
       ++c.dropped_a;
       c.messages_dropped_a += n;
     } else {
-      Send(tx_fd, line_a, p);
+      Send(line_a, p);
       ++c.packets_a;
       c.messages_a += n;
     }
@@ -269,27 +785,19 @@ class Exchange {
     }
     ++c.packets_b;
     c.messages_b += n;
-    if (delay_b.count() == 0) {
-      Send(tx_fd, line_b, p);
-    } else {
-      delayed_.push_back({last_send + delay_b, std::vector<uint8_t>(p.begin(), p.end())});
-    }
+    SendB(p);
   }
 
   void SendControl(std::span<const uint8_t> p) {
     last_send = Clock::now();
-    Send(tx_fd, line_a, p);
-    if (delay_b.count() == 0) {
-      Send(tx_fd, line_b, p);
-    } else {
-      delayed_.push_back({last_send + delay_b, std::vector<uint8_t>(p.begin(), p.end())});
-    }
+    Send(line_a, p);
+    SendB(p);
   }
 
   void FlushDelayed(bool all) {
     const auto now = Clock::now();
     while (delayed_head_ < delayed_.size() && (all || delayed_[delayed_head_].due <= now)) {
-      Send(tx_fd, line_b, delayed_[delayed_head_].bytes);
+      Send(line_b, delayed_[delayed_head_].bytes);
       ++delayed_head_;
     }
     if (delayed_head_ == delayed_.size()) {
@@ -298,28 +806,19 @@ class Exchange {
     }
   }
   [[nodiscard]] bool DelayedPending() const { return delayed_head_ < delayed_.size(); }
-
-  void Heartbeat(uint64_t next_seq) {
-    uint8_t buf[mold::kPacketHeaderSize];
-    SendControl(mold::EncodeHeartbeat(buf, session, next_seq));
-    ++c.heartbeats;
-  }
-
-  // Serves every request waiting on the socket, waiting up to timeout_ms for the first.
-  void ServeRequests(int timeout_ms) {
-    pollfd pfd{req_fd, POLLIN, 0};
-    if (::poll(&pfd, 1, timeout_ms) <= 0) return;
-    for (int burst = 0; burst < 64; ++burst) {
-      uint8_t in[64];
-      sockaddr_in from{};
-      socklen_t fl = sizeof from;
-      const ssize_t n = ::recvfrom(req_fd, in, sizeof in, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &fl);
-      if (n < 0) return;
-      Serve(std::span<const uint8_t>(in, static_cast<size_t>(n)), from);
-    }
+  // When the next delayed line B packet is due (max() if none).
+  [[nodiscard]] Clock::time_point NextDelayed() const {
+    return DelayedPending() ? delayed_[delayed_head_].due : Clock::time_point::max();
   }
 
  private:
+  void SendB(std::span<const uint8_t> p) {
+    if (delay_b.count() == 0) {
+      Send(line_b, p);
+    } else {
+      delayed_.push_back({last_send + delay_b, std::vector<uint8_t>(p.begin(), p.end())});
+    }
+  }
   struct Delayed {
     Clock::time_point due;
     std::vector<uint8_t> bytes;
@@ -327,115 +826,113 @@ class Exchange {
   // A test fault, not a fast path: a copy per delayed packet is fine.
   std::vector<Delayed> delayed_;
   size_t delayed_head_ = 0;
-  absl::flat_hash_map<uint64_t, Bucket> buckets_;  // at most max_requesters
-  std::vector<uint8_t> reply_;
-
-  void Serve(std::span<const uint8_t> in, const sockaddr_in& from) {
-    ++c.requests;
-    const mold::Request r = mold::ParseRequest(in, &session);
-    if (!answer) {
-      ++c.refused_disabled;
-      return;
-    }
-    if (r.error == mold::Error::kWrongSession) {
-      ++c.refused_wrong_session;
-      return;
-    }
-    if (!r.ok()) {
-      ++c.refused_malformed;
-      return;
-    }
-    if (r.sequence >= history->next()) {
-      ++c.refused_beyond_sent;
-      return;
-    }
-    if (r.sequence < history->oldest()) {
-      ++c.refused_too_old;
-      return;
-    }
-    uint64_t count = std::min<uint64_t>(r.count, history->next() - r.sequence);
-    // Token bucket per requester (address and port), one second of burst.
-    const uint64_t key = (uint64_t{from.sin_addr.s_addr} << 16) | from.sin_port;
-    const auto now = Clock::now();
-    if (buckets_.size() >= max_requesters && !buckets_.contains(key)) {
-      // Bounded against a flood of (spoofed) sources: a bucket idle for a second is full
-      // again, the same as a new one, so those go; if every one is busy, the newcomer is
-      // refused as rate limited.
-      absl::erase_if(buckets_, [now](const auto& kv) { return now - kv.second.last >= std::chrono::seconds(1); });
-      if (buckets_.size() >= max_requesters) {
-        ++c.refused_rate_limited;
-        return;
-      }
-    }
-    auto [it, fresh] = buckets_.try_emplace(key, Bucket{request_limit, now});
-    Bucket& b = it->second;
-    if (!fresh) {
-      b.tokens = std::min(request_limit,
-                          b.tokens + request_limit * std::chrono::duration<double>(now - b.last).count());
-      b.last = now;
-    }
-    if (b.tokens < 1) {
-      ++c.refused_rate_limited;
-      return;
-    }
-    if (count > b.tokens) count = static_cast<uint64_t>(b.tokens);
-    b.tokens -= static_cast<double>(count);
-    if (count < r.count) ++c.clamped;
-    ++c.served;
-    std::vector<uint8_t>& buf = reply_;
-    buf.resize(mtu);  // allocates on the first reply only
-    uint8_t msg[pollux::itch::kMaxMessageSize];
-    uint64_t seq = r.sequence;
-    const uint64_t end = r.sequence + count;
-    while (seq < end) {
-      mold::PacketBuilder pb(buf);
-      (void)pb.Begin(session, seq);
-      while (seq < end) {
-        const size_t n = history->Copy(seq, msg);
-        if (!pb.Add({msg, n})) break;
-        ++seq;
-      }
-      const uint16_t k = pb.count();
-      Send(req_fd, from, pb.Finish());
-      ++c.reply_packets;
-      c.reply_messages += k;
-    }
-  }
 };
 
-bool WriteSummary(const std::string& path, const Counters& c, uint64_t end_seq) {
+// The messages to send, from the generator's bytes or from a file read with pread (a file
+// that shrinks while it is sent is an error naming the offset, never a SIGBUS).
+class Input {
+ public:
+  explicit Input(std::vector<uint8_t> generated) : generated_(std::move(generated)), cur_(generated_) {}
+  explicit Input(pollux::itch::ChunkReader file) : file_(std::move(file)), cur_(file_->window()) {}
+
+  // The next message (valid until the next call), or false at the end or on an error
+  // (status() then says which).
+  bool Next(MessageView* m) {
+    for (;;) {
+      if (cur_.Next(m)) return true;
+      pollux::itch::ParseResult r = cur_.result();
+      if (file_ && !file_->last() && (r.ok() || r.error == pollux::itch::ParseError::kTruncated)) {
+        // The window ends inside a record (or exactly at one): read on behind what was used.
+        if (absl::Status s = file_->Advance(static_cast<size_t>(r.offset)); !s.ok()) {
+          status_ = s;
+          return false;
+        }
+        cur_ = pollux::itch::MessageCursor(file_->window());
+        continue;
+      }
+      if (!r.ok()) {
+        if (file_) r.offset += file_->window_offset();
+        const absl::Status s = r.ToStatus();
+        status_ = file_ ? absl::Status(s.code(), file_->path() + ": " + std::string(s.message())) : s;
+      }
+      return false;
+    }
+  }
+  [[nodiscard]] const absl::Status& status() const { return status_; }
+  [[nodiscard]] absl::Status Rewind() {
+    status_ = absl::OkStatus();
+    if (file_) {
+      if (absl::Status s = file_->Rewind(); !s.ok()) return s;
+      cur_ = pollux::itch::MessageCursor(file_->window());
+    } else {
+      cur_ = pollux::itch::MessageCursor(generated_);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<uint8_t> generated_;
+  std::optional<pollux::itch::ChunkReader> file_;
+  pollux::itch::MessageCursor cur_;
+  absl::Status status_;
+};
+
+struct SessionStat {
+  std::string name;
+  uint64_t messages = 0;
+};
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20) continue;
+    out += ch;
+  }
+  return out + "\"";
+}
+
+bool WriteSummary(const std::string& path, const LineCounters& c, const ServerCounters& s, uint64_t end_seq,
+                  const char* reply_mode, const std::vector<SessionStat>& sessions) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return false;
+  uint64_t total = 0;
+  for (const SessionStat& st : sessions) total += st.messages;
+  using ull = unsigned long long;
   std::fprintf(f,
-               "{\n  \"packets_a\": %llu,\n  \"packets_b\": %llu,\n  \"messages_a\": %llu,\n"
+               "{\n  \"messages\": %llu,\n  \"sessions\": %llu,\n"
+               "  \"packets_a\": %llu,\n  \"packets_b\": %llu,\n  \"messages_a\": %llu,\n"
                "  \"messages_b\": %llu,\n  \"dropped_a\": %llu,\n  \"dropped_b\": %llu,\n"
                "  \"heartbeats\": %llu,\n  \"end_of_session_packets\": %llu,\n"
-               "  \"end_of_session_sequence\": %llu,\n  \"requests\": %llu,\n"
+               "  \"end_of_session_sequence\": %llu,\n  \"reply_mode\": \"%s\",\n  \"requests\": %llu,\n"
                "  \"requests_served\": %llu,\n  \"requests_clamped\": %llu,\n"
+               "  \"requests_duplicate\": %llu,\n  \"messages_duplicate\": %llu,\n"
                "  \"reply_packets\": %llu,\n  \"reply_messages\": %llu,\n"
+               "  \"request_bytes_in\": %llu,\n  \"reply_bytes_out\": %llu,\n"
                "  \"requests_refused\": %llu,\n  \"refused_malformed\": %llu,\n"
                "  \"refused_wrong_session\": %llu,\n  \"refused_too_old\": %llu,\n"
                "  \"refused_beyond_sent\": %llu,\n  \"refused_rate_limited\": %llu,\n"
-               "  \"refused_disabled\": %llu,\n  \"send_errors\": %llu,\n"
+               "  \"refused_disabled\": %llu,\n  \"refused_not_allowed\": %llu,\n"
+               "  \"requesters_evicted\": %llu,\n  \"send_errors\": %llu,\n"
                "  \"messages_dropped_a\": %llu,\n  \"messages_dropped_b\": %llu,\n"
                "  \"dropped_both\": %llu,\n  \"messages_dropped_both\": %llu,\n  \"double_drop_runs\": %llu,\n"
-               "  \"session_changes\": %llu,\n  \"pauses\": %llu\n}\n",
-               (unsigned long long)c.packets_a, (unsigned long long)c.packets_b,
-               (unsigned long long)c.messages_a, (unsigned long long)c.messages_b,
-               (unsigned long long)c.dropped_a, (unsigned long long)c.dropped_b,
-               (unsigned long long)c.heartbeats, (unsigned long long)c.end_of_session,
-               (unsigned long long)end_seq, (unsigned long long)c.requests,
-               (unsigned long long)c.served, (unsigned long long)c.clamped,
-               (unsigned long long)c.reply_packets, (unsigned long long)c.reply_messages,
-               (unsigned long long)(c.refused_malformed + c.refused_wrong_session + c.refused_too_old +
-                                    c.refused_beyond_sent + c.refused_rate_limited + c.refused_disabled),
-               (unsigned long long)c.refused_malformed, (unsigned long long)c.refused_wrong_session,
-               (unsigned long long)c.refused_too_old, (unsigned long long)c.refused_beyond_sent,
-               (unsigned long long)c.refused_rate_limited, (unsigned long long)c.refused_disabled,
-               (unsigned long long)c.send_errors, (unsigned long long)c.messages_dropped_a,
-               (unsigned long long)c.messages_dropped_b, (unsigned long long)c.dropped_both,
-               (unsigned long long)c.messages_dropped_both, (unsigned long long)c.double_drop_runs,
-               (unsigned long long)c.session_changes, (unsigned long long)c.pauses);
+               "  \"session_changes\": %llu,\n  \"pauses\": %llu,\n  \"session_list\": [",
+               (ull)total, (ull)sessions.size(), (ull)c.packets_a, (ull)c.packets_b, (ull)c.messages_a,
+               (ull)c.messages_b, (ull)c.dropped_a, (ull)c.dropped_b, (ull)c.heartbeats, (ull)c.end_of_session,
+               (ull)end_seq, reply_mode, (ull)s.requests, (ull)s.served, (ull)s.clamped, (ull)s.requests_duplicate,
+               (ull)s.messages_duplicate, (ull)s.reply_packets, (ull)s.reply_messages, (ull)s.request_bytes_in,
+               (ull)s.reply_bytes_out, (ull)s.refused(), (ull)s.refused_malformed, (ull)s.refused_wrong_session,
+               (ull)s.refused_too_old, (ull)s.refused_beyond_sent, (ull)s.refused_rate_limited,
+               (ull)s.refused_disabled, (ull)s.refused_not_allowed, (ull)s.requesters_evicted,
+               (ull)(c.send_errors + s.send_errors), (ull)c.messages_dropped_a, (ull)c.messages_dropped_b,
+               (ull)c.dropped_both, (ull)c.messages_dropped_both, (ull)c.double_drop_runs, (ull)c.session_changes,
+               (ull)c.pauses);
+  // Last, so that a reader looking for the first "messages" key finds the total.
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    std::fprintf(f, "%s\n    {\"name\": %s, \"messages\": %llu}", i == 0 ? "" : ",",
+                 JsonString(sessions[i].name).c_str(), (ull)sessions[i].messages);
+  }
+  std::fprintf(f, "\n  ]\n}\n");
   return std::fclose(f) == 0;
 }
 
@@ -470,15 +967,15 @@ int main(int argc, char** argv) {
   }
   const uint32_t req_port = absl::GetFlag(FLAGS_rerequest_port);
   if (req_port == 0 || req_port > 65535) UsageError("--rerequest-port PORT (1..65535) is required");
-  Exchange ex;
-  ex.line_a = ParseEndpoint("line-a", absl::GetFlag(FLAGS_line_a), true);
-  ex.line_b = ParseEndpoint("line-b", absl::GetFlag(FLAGS_line_b), true);
-  ex.drop_a_ppm = DropPpm("drop-a", absl::GetFlag(FLAGS_drop_a));
-  ex.drop_b_ppm = DropPpm("drop-b", absl::GetFlag(FLAGS_drop_b));
+  Lines lines;
+  lines.line_a = ParseEndpoint("line-a", absl::GetFlag(FLAGS_line_a), true);
+  lines.line_b = ParseEndpoint("line-b", absl::GetFlag(FLAGS_line_b), true);
+  lines.drop_a_ppm = DropPpm("drop-a", absl::GetFlag(FLAGS_drop_a));
+  lines.drop_b_ppm = DropPpm("drop-b", absl::GetFlag(FLAGS_drop_b));
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   // Distinct streams per line, so line B's drops do not mirror line A's.
-  ex.rng_a = pollux::itch::Xoshiro256(seed * 2 + 1);
-  ex.rng_b = pollux::itch::Xoshiro256(seed * 2 + 2);
+  lines.rng_a = pollux::itch::Xoshiro256(seed * 2 + 1);
+  lines.rng_b = pollux::itch::Xoshiro256(seed * 2 + 2);
   const std::string rate_s = absl::GetFlag(FLAGS_rate);
   const double speed = absl::GetFlag(FLAGS_speed);
   double rate = 0;  // 0 = as fast as possible
@@ -491,7 +988,6 @@ int main(int argc, char** argv) {
   if (session_name.empty() || session_name.size() > mold::kSessionSize) {
     UsageError("--session '" + session_name + "' must be 1..10 characters");
   }
-  ex.session = mold::Session::From(session_name);
   const std::string next_name = absl::GetFlag(FLAGS_next_session);
   if (next_name.empty() || next_name.size() > mold::kSessionSize || next_name == session_name) {
     UsageError("--next-session '" + next_name + "' must be 1..10 characters and differ from --session");
@@ -499,27 +995,48 @@ int main(int argc, char** argv) {
   const mold::Session next_session = mold::Session::From(next_name);
   const uint64_t history = absl::GetFlag(FLAGS_history);
   if (history == 0 || history > (uint64_t{1} << 28)) UsageError("--history must be 1..268435456 messages");
+  ServerOptions so;
   const uint64_t limit = absl::GetFlag(FLAGS_request_limit);
   if (limit == 0) UsageError("--request-limit must be >= 1");
-  ex.request_limit = static_cast<double>(limit);
-  ex.max_requesters = absl::GetFlag(FLAGS_max_requesters);
-  if (ex.max_requesters == 0) UsageError("--max-requesters must be >= 1");
-  ex.mtu = absl::GetFlag(FLAGS_mtu);
-  if (ex.mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || ex.mtu > 65507) {
+  so.request_limit = static_cast<double>(limit);
+  so.max_requesters = absl::GetFlag(FLAGS_max_requesters);
+  if (so.max_requesters == 0 || so.max_requesters > (1u << 20)) UsageError("--max-requesters must be 1..1048576");
+  const std::string reply_mode = absl::GetFlag(FLAGS_reply_mode);
+  if (reply_mode != "multi" && reply_mode != "single") {
+    UsageError("--reply-mode '" + reply_mode + "' is neither 'multi' nor 'single'");
+  }
+  so.single = reply_mode == "single";
+  so.max_packets = absl::GetFlag(FLAGS_max_reply_packets);
+  if (so.max_packets == 0 || so.max_packets > 65535) UsageError("--max-reply-packets must be 1..65535");
+  const uint32_t dup_ms = absl::GetFlag(FLAGS_dup_window_ms);
+  if (dup_ms > 60000) UsageError("--dup-window-ms must be 0..60000");
+  so.dup_window_ns = int64_t{dup_ms} * 1'000'000;
+  so.allow = AllowList::Parse(absl::GetFlag(FLAGS_allow));
+  const uint32_t mtu = absl::GetFlag(FLAGS_mtu);
+  if (mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || mtu > 65507) {
     UsageError("--mtu must be 72..65507");
   }
+  so.mtu = mtu;
   const uint32_t hb_ms = absl::GetFlag(FLAGS_heartbeat_ms);
   if (hb_ms == 0) UsageError("--heartbeat-ms must be >= 1");
-  ex.delay_b = std::chrono::microseconds(absl::GetFlag(FLAGS_delay_b_us));
-  ex.answer = !absl::GetFlag(FLAGS_no_rerequest);
+  lines.delay_b = std::chrono::microseconds(absl::GetFlag(FLAGS_delay_b_us));
+  so.answer = !absl::GetFlag(FLAGS_no_rerequest);
   const std::string iface = absl::GetFlag(FLAGS_interface);
   const std::string summary = absl::GetFlag(FLAGS_summary_json);
+  std::optional<in_addr> iface_addr;
+  int iface_index = 0;
+  if (!iface.empty()) {
+    iface_index = static_cast<int>(if_nametoindex(iface.c_str()));
+    if (iface_index == 0) UsageError("--interface '" + iface + "': no such interface");
+    iface_addr = InterfaceAddress(iface);
+    if (!iface_addr) UsageError("--interface '" + iface +
+                                "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
+                                "(the route's interface)");
+  }
 
-  // The stream: a mapped file or the generator's bytes, scanned once up front so a bad file
-  // is refused before anything is sent.
-  std::vector<uint8_t> generated;
-  std::optional<pollux::itch::MappedFile> mapped;
-  std::span<const uint8_t> stream;
+  // The stream: the generator's bytes, or a regular file read with pread (a FIFO, a directory
+  // or a device is refused here without blocking). Validated whole before anything is sent.
+  std::optional<Input> input;
   if (generate != 0) {
     pollux::itch::GeneratorOptions o;
     o.messages = generate;
@@ -527,39 +1044,64 @@ int main(int argc, char** argv) {
     o.symbols = absl::GetFlag(FLAGS_symbols);
     auto g = pollux::itch::GenerateItch(o);
     if (!g.ok()) UsageError("--generate/--symbols: " + std::string(g.status().message()));
-    generated = std::move(*g);
-    stream = generated;
+    input.emplace(std::move(*g));
   } else {
-    auto m = pollux::itch::MappedFile::Open(itch_path);
-    if (!m.ok()) {
-      std::fprintf(stderr, "%s: %s\n", kProg, m.status().ToString().c_str());
-      return 66;  // EX_NOINPUT
+    auto f = pollux::itch::ChunkReader::Open(itch_path);
+    if (!f.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProg, f.status().ToString().c_str());
+      return f.status().code() == absl::StatusCode::kDataLoss ? kDataErr : 66;  // EX_NOINPUT
     }
-    mapped.emplace(std::move(*m));
-    stream = mapped->bytes();
+    input.emplace(std::move(*f));
   }
-  if (const auto r = pollux::itch::ForEachMessage(stream, [](MessageView) {}); !r.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kProg, r.ToStatus().ToString().c_str());
-    return 65;  // EX_DATAERR
+  {
+    MessageView m;
+    while (input->Next(&m)) {
+    }
+    absl::Status s = input->status();
+    if (s.ok()) s = input->Rewind();
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kProg, s.ToString().c_str());
+      return kDataErr;
+    }
   }
 
-  ex.tx_fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ex.req_fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (ex.tx_fd < 0 || ex.req_fd < 0) {
+  lines.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const int req_fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (lines.fd < 0 || req_fd < 0) {
     std::fprintf(stderr, "%s: socket: %s\n", kProg, std::strerror(errno));
     return 71;  // EX_OSERR
   }
-  const int one = 1, ttl = 1, sndbuf = 4 << 20;
-  ::setsockopt(ex.tx_fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof one);
-  ::setsockopt(ex.tx_fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
-  ::setsockopt(ex.tx_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-  ::setsockopt(ex.req_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-  if (!iface.empty()) {
+  const int one = 1, ttl = 1, sndbuf = 4 << 20, rcvbuf = 4 << 20;
+  ::setsockopt(lines.fd, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof one);
+  ::setsockopt(lines.fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+  ::setsockopt(lines.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  ::setsockopt(req_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  // Room for a burst of requests while the server thread is not scheduled.
+  if (::setsockopt(req_fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0) {
+    ::setsockopt(req_fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  }
+  // The local address each request arrived on, to answer from it, and when it arrived.
+  if (::setsockopt(req_fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof one) != 0 ||
+      ::setsockopt(req_fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0) {
+    std::fprintf(stderr, "%s: IP_PKTINFO/SO_TIMESTAMPNS: %s\n", kProg, std::strerror(errno));
+    return 71;
+  }
+  if (iface_addr) {
+    // The interface by index and its address as the packets' source: by index alone the
+    // kernel picks the source from the route to the group (another interface's address).
     ip_mreqn m{};
-    m.imr_ifindex = static_cast<int>(if_nametoindex(iface.c_str()));
-    if (m.imr_ifindex == 0) UsageError("--interface '" + iface + "': no such interface");
-    if (::setsockopt(ex.tx_fd, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof m) != 0) {
+    m.imr_ifindex = iface_index;
+    m.imr_address = *iface_addr;
+    if (::setsockopt(lines.fd, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof m) != 0) {
       std::fprintf(stderr, "%s: IP_MULTICAST_IF %s: %s\n", kProg, iface.c_str(), std::strerror(errno));
+      return 71;
+    }
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr = *iface_addr;
+    if (::bind(lines.fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+      std::fprintf(stderr, "%s: bind the lines' socket to %s (%s): %s\n", kProg, AddrText(*iface_addr).c_str(),
+                   iface.c_str(), std::strerror(errno));
       return 71;
     }
   }
@@ -567,26 +1109,62 @@ int main(int argc, char** argv) {
   rq.sin_family = AF_INET;
   rq.sin_addr.s_addr = htonl(INADDR_ANY);
   rq.sin_port = htons(static_cast<uint16_t>(req_port));
-  if (::bind(ex.req_fd, reinterpret_cast<sockaddr*>(&rq), sizeof rq) != 0) {
+  if (::bind(req_fd, reinterpret_cast<sockaddr*>(&rq), sizeof rq) != 0) {
     std::fprintf(stderr, "%s: bind re-request port %u: %s\n", kProg, req_port, std::strerror(errno));
     return 71;
   }
-  ex.history = std::make_unique<History>(history);
+
+  Shared shared;
+  shared.history = std::make_unique<History>(history);
+  shared.session = mold::Session::From(session_name);
+  mold::Session session = shared.session;  // the line sender's copy (it is the only writer)
+  std::vector<SessionStat> sessions;
+  sessions.reserve(2);
+  sessions.push_back({session_name, 0});
+  Server server(req_fd, shared, std::move(so));
+  if (!server.Start()) {
+    std::fprintf(stderr, "%s: eventfd: %s\n", kProg, std::strerror(errno));
+    return 71;
+  }
 
   const auto hb = std::chrono::milliseconds(hb_ms);
+  // Waits until `due`, sending heartbeats (`next_seq`) and delayed line B packets meanwhile.
+  // It sleeps until 1 ms before and spins (yielding) the rest, for a pace finer than the
+  // sleep's granularity.
+  auto wait_until = [&](Clock::time_point due, uint64_t next_seq) {
+    for (;;) {
+      lines.FlushDelayed(false);
+      auto now = Clock::now();
+      if (now >= due) return;
+      if (now - lines.last_send >= hb) {
+        uint8_t b[mold::kPacketHeaderSize];
+        lines.SendControl(mold::EncodeHeartbeat(b, session, next_seq));
+        ++lines.c.heartbeats;
+      }
+      const auto wake = std::min({due, lines.last_send + hb, lines.NextDelayed()});
+      now = Clock::now();
+      if (wake - now > std::chrono::milliseconds(2)) {
+        std::this_thread::sleep_until(wake - std::chrono::milliseconds(1));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+
   const auto t_start = Clock::now();
+  lines.last_send = t_start;  // the first heartbeat is due a heartbeat interval from here
   uint64_t ts0 = 0;
   bool have_ts0 = false;
-  std::vector<uint8_t> buf(ex.mtu);
-  pollux::itch::MessageCursor cur(stream);
+  std::vector<uint8_t> buf(mtu);
   MessageView m;
-  bool have = cur.Next(&m);
+  bool have = input->Next(&m);
   uint64_t sent = 0;   // messages sent in this session (the next is sent + 1)
   uint64_t total = 0;  // messages sent in all sessions (pacing, --session-change-at, --pause-at)
   auto t0 = t_start;
   const uint64_t change_at = absl::GetFlag(FLAGS_session_change_at);
   const uint64_t pause_at = absl::GetFlag(FLAGS_pause_at);
-  const auto pause_len = std::chrono::milliseconds(absl::GetFlag(FLAGS_pause_ms));
+  const uint32_t pause_ms = absl::GetFlag(FLAGS_pause_ms);
+  const auto pause_len = std::chrono::milliseconds(pause_ms);
   uint8_t eos[mold::kPacketHeaderSize];
   while (have) {
     // Pace by the packet's first message: its index (fixed rate) or its timestamp (--speed).
@@ -601,26 +1179,16 @@ int main(int argc, char** argv) {
       const double dt = m.timestamp() >= ts0 ? static_cast<double>(m.timestamp() - ts0) / speed : 0;
       due = t0 + std::chrono::nanoseconds(static_cast<int64_t>(dt));
     }
-    for (;;) {
-      const auto now = Clock::now();
-      ex.FlushDelayed(false);
-      if (now >= due) break;
-      if (now - ex.last_send >= hb) ex.Heartbeat(sent + 1);
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count();
-      // Wake for the next delayed line B packet too (1 ms granularity).
-      const int64_t cap = ex.DelayedPending() ? 1 : hb_ms;
-      ex.ServeRequests(static_cast<int>(std::min<int64_t>(left > 1 ? left - 1 : 0, cap)));
-    }
+    wait_until(due, sent + 1);
     mold::PacketBuilder pb(buf);
-    (void)pb.Begin(ex.session, sent + 1);
+    (void)pb.Begin(session, sent + 1);
     // A packet holds consecutive messages up to the MTU; with a fixed rate only those due; it
     // ends at a session change or a pause.
     const uint64_t cut = std::min(change_at > total ? change_at : UINT64_MAX, pause_at > total ? pause_at : UINT64_MAX);
     const auto now = Clock::now();
     do {
       if (!pb.Add(m.bytes())) break;
-      ex.history->Append(m.bytes());
-      have = cur.Next(&m);
+      have = input->Next(&m);  // the bytes are in the packet: the view may die
       if (total + pb.count() == cut) break;
       if (rate > 0 && have && t0 + std::chrono::nanoseconds(static_cast<int64_t>(
                                        static_cast<double>(total + pb.count()) * 1e9 / rate)) > now) {
@@ -632,76 +1200,98 @@ int main(int argc, char** argv) {
       }
     } while (have);
     const uint16_t n = pb.count();
-    ex.SendData(pb.Finish(), n);
+    const std::span<const uint8_t> packet = pb.Finish();
+    {
+      // In the history before it is on a line: a gap a receiver sees is already servable.
+      std::lock_guard<std::mutex> l(shared.mu);
+      shared.history->AppendPacket(packet);
+    }
+    lines.SendData(packet, n);
     sent += n;
     total += n;
-    // A bounded look at the request socket between packets.
-    ex.ServeRequests(0);
-    if (total == change_at && have) {
+    sessions.back().messages += n;
+    if (!have) break;
+    if (total == change_at) {
       // End of this session on both lines, then the next one from sequence 1 with a history
       // of its own (requests for the old session are refused as another session's).
-      ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
-      ++ex.c.end_of_session;
-      ex.session = next_session;
-      ex.history = std::make_unique<History>(history);
-      ex.last_double = false;
-      sent = 0;
-      ++ex.c.session_changes;
-    }
-    if (total == pause_at && have) {
-      // Only heartbeats (and re-request answers) for a while; the pace resumes afterwards.
-      const auto until = Clock::now() + pause_len;
-      for (auto now2 = Clock::now(); now2 < until || ex.DelayedPending(); now2 = Clock::now()) {
-        ex.FlushDelayed(now2 >= until);
-        if (now2 - ex.last_send >= hb) ex.Heartbeat(sent + 1);
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now2).count();
-        ex.ServeRequests(static_cast<int>(std::clamp<int64_t>(left, 0, ex.DelayedPending() ? 1 : std::min<int64_t>(hb_ms, 50))));
+      lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+      ++lines.c.end_of_session;
+      session = next_session;
+      {
+        std::lock_guard<std::mutex> l(shared.mu);
+        shared.session = next_session;
+        shared.history->Reset();
+        ++shared.generation;
       }
+      sessions.push_back({next_name, 0});
+      lines.last_double = false;
+      sent = 0;
+      ++lines.c.session_changes;
+    }
+    if (total == pause_at) {
+      // Only heartbeats (requests are answered all along); the pace resumes afterwards.
+      std::fprintf(stderr, "%s: pause at message %llu for %u ms\n", kProg, (unsigned long long)total, pause_ms);
+      std::fflush(stderr);
+      wait_until(Clock::now() + pause_len, sent + 1);
       t0 += pause_len;
-      ++ex.c.pauses;
+      ++lines.c.pauses;
     }
   }
-  if (!cur.result().ok()) {  // the first scan passed, so only a changed file gets here
-    std::fprintf(stderr, "%s: %s\n", kProg, cur.result().ToStatus().ToString().c_str());
-    return 65;
+  // A file that shrank while it was sent: end the session where it stopped (receivers see
+  // the end rather than a silent line) and exit 65 without lingering.
+  const absl::Status input_status = input->status();
+  if (!input_status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kProg, std::string(input_status.message()).c_str());
+    std::fflush(stderr);
   }
 
   // End of session on both lines, a few times: a receiver that loses it would wait forever.
   for (int i = 0; i < 3; ++i) {
-    ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
-    ++ex.c.end_of_session;
+    lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+    ++lines.c.end_of_session;
   }
-  // The linger restarts with every request: a requester still retrying after a slow start (a
-  // loaded host, a sanitizer build) is answered (or refused and counted) rather than left to
-  // time out against a closed port.
-  const auto linger = std::chrono::milliseconds(absl::GetFlag(FLAGS_linger_ms));
-  auto linger_end = Clock::now() + linger;
-  uint64_t requests_seen = ex.c.requests;
-  while (Clock::now() < linger_end || ex.DelayedPending()) {
-    if (ex.c.requests != requests_seen) {
-      requests_seen = ex.c.requests;
-      linger_end = Clock::now() + linger;
+  // Serving goes on until no valid request has come for --linger-ms: a requester still
+  // retrying after a slow start (a loaded host, a sanitizer build) is answered rather than
+  // left to time out against a closed port, and junk cannot keep the exchange alive.
+  const auto linger = std::chrono::milliseconds(input_status.ok() ? absl::GetFlag(FLAGS_linger_ms) : 0);
+  const auto ended = Clock::now();
+  for (;;) {
+    const int64_t lv = server.last_valid_ns();
+    const auto last_valid = lv == std::numeric_limits<int64_t>::min()
+                                ? ended
+                                : std::max(ended, Clock::time_point(std::chrono::nanoseconds(lv)));
+    const auto linger_end = last_valid + linger;
+    auto now = Clock::now();
+    lines.FlushDelayed(now >= linger_end);
+    if (now >= linger_end && !lines.DelayedPending()) break;
+    if (now - lines.last_send >= hb) {  // after the end, the end is the heartbeat
+      lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+      ++lines.c.end_of_session;
     }
-    ex.FlushDelayed(Clock::now() >= linger_end);
-    if (Clock::now() - ex.last_send >= hb) {  // after the end, the end is the heartbeat
-      ex.SendControl(mold::EncodeEndOfSession(eos, ex.session, sent + 1));
-      ++ex.c.end_of_session;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(linger_end - Clock::now()).count();
-    ex.ServeRequests(static_cast<int>(std::clamp<int64_t>(left, 0, ex.DelayedPending() ? 1 : 50)));
+    const auto wake = std::min({linger_end, lines.last_send + hb, lines.NextDelayed(),
+                                now + std::chrono::milliseconds(50)});
+    std::this_thread::sleep_until(wake);
+  }
+  server.Stop();
+  const ServerCounters& sc = server.counters();
+  const LineCounters& lc = lines.c;
+  std::string per_session;
+  for (const SessionStat& s : sessions) {
+    per_session += (per_session.empty() ? "" : ", ") + s.name + " " + std::to_string(s.messages);
   }
   std::fprintf(stderr,
-               "%s: %llu messages, A %llu packets (%llu dropped), B %llu packets (%llu dropped), "
-               "%llu requests (%llu served)\n",
-               kProg, (unsigned long long)sent, (unsigned long long)ex.c.packets_a,
-               (unsigned long long)ex.c.dropped_a, (unsigned long long)ex.c.packets_b,
-               (unsigned long long)ex.c.dropped_b, (unsigned long long)ex.c.requests,
-               (unsigned long long)ex.c.served);
-  if (!summary.empty() && !WriteSummary(summary, ex.c, sent + 1)) {
+               "%s: %llu messages in %zu session%s (%s), A %llu packets (%llu dropped), B %llu packets (%llu dropped), "
+               "%llu requests (%llu served, %llu duplicate, %llu refused)\n",
+               kProg, (unsigned long long)total, sessions.size(), sessions.size() == 1 ? "" : "s",
+               per_session.c_str(), (unsigned long long)lc.packets_a, (unsigned long long)lc.dropped_a,
+               (unsigned long long)lc.packets_b, (unsigned long long)lc.dropped_b, (unsigned long long)sc.requests,
+               (unsigned long long)sc.served, (unsigned long long)sc.requests_duplicate,
+               (unsigned long long)sc.refused());
+  if (!summary.empty() && !WriteSummary(summary, lc, sc, sent + 1, reply_mode.c_str(), sessions)) {
     std::fprintf(stderr, "%s: cannot write %s: %s\n", kProg, summary.c_str(), std::strerror(errno));
     return 73;  // EX_CANTCREAT
   }
-  ::close(ex.tx_fd);
-  ::close(ex.req_fd);
-  return 0;
+  ::close(lines.fd);
+  ::close(req_fd);
+  return input_status.ok() ? 0 : kDataErr;
 }
