@@ -422,7 +422,7 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
     case mold::Kind::kHeartbeat:
       if (line == Line::kReplay) return Verdict::kDuplicate;
       Count(LiveCounter::kHeartbeats);
-      if (NoteLinePacket(li, p.sequence, p.sequence, false)) ResolveClaims(now_ns);
+      if (NoteLinePacket(li, mold::Kind::kHeartbeat, p.sequence, p.sequence)) ResolveClaims(now_ns);
       if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
       line_end_[li] = std::max(line_end_[li], p.sequence);
       if (nclaims_ != 0) ResolveClaims(now_ns);
@@ -432,7 +432,7 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
     case mold::Kind::kData: break;
   }
   if (line != Line::kReplay) {
-    if (NoteLinePacket(li, p.sequence, p.next_sequence(), false)) ResolveClaims(now_ns);
+    if (NoteLinePacket(li, mold::Kind::kData, p.sequence, p.next_sequence())) ResolveClaims(now_ns);
     if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
   }
   if (copy) {
@@ -452,7 +452,7 @@ Arbiter::Verdict Arbiter::OnEnd(Line line, const mold::Packet& p, std::int64_t n
   if (line == Line::kReplay) return Verdict::kDuplicate;
   const int li = static_cast<int>(line);
   Count(LiveCounter::kEndOfSession);
-  if (NoteLinePacket(li, p.sequence, p.sequence, true)) ResolveClaims(now_ns);
+  (void)NoteLinePacket(li, mold::Kind::kEndOfSession, p.sequence, p.sequence);
   if (end_seq_ != 0) {  // established: repeats agree, anything else is refused
     if (p.sequence != end_seq_) {
       Count(LiveCounter::kEndsRefused);
@@ -509,19 +509,20 @@ void Arbiter::EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept {
   if (end > hi_) Advance(Line::kReplay, end, now_ns);
 }
 
-bool Arbiter::NoteLinePacket(int l, std::uint64_t seq, std::uint64_t end, bool eos) noexcept {
+bool Arbiter::NoteLinePacket(int l, mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept {
   bool continued = false;
-  // The line's very next packet goes on exactly where a packet it held left off: its own
-  // sender vouches for it (a forger would have to send that next packet too). Any other next
-  // packet ends the chance: a later one that merely lies beyond proves nothing.
+  // The line's very next packet is data going on exactly where a packet it held left off:
+  // its own sender vouches for it (a forger would have to send that data too; a heartbeat or
+  // an end at the same place costs nothing to forge). Any other next packet ends the chance:
+  // a later one that merely lies beyond proves nothing.
   if (line_claims_[l] != 0) {
     for (Claim& c : claims_[l]) {
       if (!c.active || c.sealed) continue;
-      if (seq == (c.data ? c.end : c.seq)) c.continued = continued = true;
+      if (kind == mold::Kind::kData && seq == (c.data ? c.end : c.seq)) c.continued = continued = true;
       c.sealed = true;
     }
   }
-  if (eos) return continued;
+  if (kind == mold::Kind::kEndOfSession) return continued;
   if (end_seq_ != 0) {
     // Data or a heartbeat of the session beyond its end, before the switch: the lines were
     // both forged to end it (one forged end never establishes it). The end is revoked.

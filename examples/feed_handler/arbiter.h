@@ -19,10 +19,10 @@
 //     kConflict notice tells the subscribers which sequence was contradicted);
 //   - a packet that would skip ahead (data, or a heartbeat announcing a sequence, beyond the
 //     highest one known to exist) is held, unconfirmed, until the other line delivers that
-//     far, the same line's very next packet starts exactly where it ended, or the re-request
-//     server delivers up to it (a confirmation request is sent at once when both lines
-//     skipped, after the wait when the other line is quiet); a held packet is dropped when it
-//     is not confirmed within the stale interval (at most kClaimsPerLine per line are held);
+//     far, the same line's very next packet is data starting exactly where it ended, or the
+//     re-request server delivers up to it (a confirmation request is sent at once when both
+//     lines skipped, after the wait when the other line is quiet); a held packet is dropped
+//     when it is not confirmed within the stale interval (at most kClaimsPerLine per line);
 //   - messages after a confirmed gap wait in a window of `window` messages (one 64-byte slot
 //     each, allocated once); a packet of line A or B that would not fit gives up the oldest
 //     missing ranges before it (reported as lost, `gaps_given_up`) until it fits. Only what
@@ -350,8 +350,9 @@ class Arbiter {
   // One past the highest sequence line `l`'s held packets claim (0: none held).
   std::uint64_t Claimed(int l) const noexcept;
   // Continuation of held packets (true: one was) and contradiction of an end of session.
-  // `eos`: an end of session, which can only continue a held packet.
-  bool NoteLinePacket(int l, std::uint64_t seq, std::uint64_t end, bool eos) noexcept;
+  // A packet of the current session on line `l`: continues (true) or seals the line's held
+  // packets, and contradicts its end of session (not an end itself).
+  bool NoteLinePacket(int l, itch::mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept;
   void ResolveClaims(std::int64_t now_ns) noexcept;
   void DropClaim(int l, std::size_t i) noexcept;
   std::uint8_t* ClaimBytes(int l, std::size_t i) noexcept {

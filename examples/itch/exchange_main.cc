@@ -77,7 +77,7 @@ ABSL_FLAG(uint32_t, linger_ms, 2000,
 ABSL_FLAG(uint64_t, history, 1000000, "Re-request history depth in messages (>= 1).");
 ABSL_FLAG(std::string, reply_mode, "multi",
           "multi: a request is answered with up to --max-reply-packets packets; single: with exactly one packet "
-          "(as many of the requested messages as fit --mtu).");
+          "(as many of the requested messages as fit --reply-mtu).");
 ABSL_FLAG(uint32_t, max_reply_packets, 8, "Packets per request at most in --reply-mode multi, 1..65535.");
 ABSL_FLAG(uint32_t, dup_window_ms, 10,
           "What was sent to a requester (address and port) this recently is not sent to it again (0 = off).");
@@ -90,7 +90,10 @@ ABSL_FLAG(uint32_t, max_requesters, 4096,
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
-ABSL_FLAG(uint32_t, mtu, 1400, "Packet budget in bytes (UDP payload), 72..65507.");
+ABSL_FLAG(uint32_t, mtu, 1400, "Packet budget of the lines in bytes (UDP payload), 72..65507.");
+ABSL_FLAG(uint32_t, reply_mtu, 0,
+          "Packet budget of re-request replies in bytes, 72..65507 (0 = --mtu; a reply path can be narrower than "
+          "the lines).");
 ABSL_FLAG(std::string, summary_json, "", "Write what was sent and served to this file at exit.");
 ABSL_FLAG(uint64_t, session_change_at, 0,
           "After this many messages, end the session (end of session on both lines) and go on in --next-session, sequence numbers from 1 (0 = never).");
@@ -113,7 +116,7 @@ constexpr const char* kFlags[] = {"itch",          "generate",       "symbols", 
                                   "session",       "linger_ms",      "history",           "reply_mode",
                                   "max_reply_packets", "dup_window_ms", "allow",          "request_limit",
                                   "max_requesters", "delay_b_us",    "no_rerequest",      "heartbeat_ms",
-                                  "mtu",           "summary_json",   "session_change_at", "next_session",
+                                  "mtu",           "reply_mtu",      "summary_json",   "session_change_at", "next_session",
                                   "pause_at",      "pause_ms"};
 
 int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
@@ -137,14 +140,14 @@ void PrintHelp() {
       "                       [--linger-ms MS] [--history N] [--reply-mode multi|single]\n"
       "                       [--max-reply-packets N] [--dup-window-ms MS] [--allow LIST]\n"
       "                       [--request-limit N] [--max-requesters N] [--delay-b-us US] [--no-rerequest]\n"
-      "                       [--heartbeat-ms MS] [--mtu BYTES] [--summary-json FILE]\n"
+      "                       [--heartbeat-ms MS] [--mtu BYTES] [--reply-mtu BYTES] [--summary-json FILE]\n"
       "                       [--session-change-at N [--next-session NAME]] [--pause-at N [--pause-ms MS]]\n\n"
       "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
       "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
       "with downstream packets unicast to the requester. Drops apply to data packets only.\n"
       "MoldUDP64 has no authentication: --allow and the per-address budget are the controls.\n"
-      "A 20-byte request is answered with at most --mtu bytes (single) or --max-reply-packets x\n"
-      "--mtu bytes (multi), and only to an allowed source address.\n\n");
+      "A 20-byte request is answered with at most --reply-mtu bytes (single) or --max-reply-packets\n"
+      "x --reply-mtu bytes (multi), and only to an allowed source address.\n\n");
   for (const char* name : kFlags) {
     const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
     if (f == nullptr) continue;
@@ -1016,7 +1019,12 @@ int main(int argc, char** argv) {
   if (mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || mtu > 65507) {
     UsageError("--mtu must be 72..65507");
   }
-  so.mtu = mtu;
+  const uint32_t reply_mtu = absl::GetFlag(FLAGS_reply_mtu);
+  if (reply_mtu != 0 &&
+      (reply_mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || reply_mtu > 65507)) {
+    UsageError("--reply-mtu must be 0 (= --mtu) or 72..65507");
+  }
+  so.mtu = reply_mtu != 0 ? reply_mtu : mtu;
   const uint32_t hb_ms = absl::GetFlag(FLAGS_heartbeat_ms);
   if (hb_ms == 0) UsageError("--heartbeat-ms must be >= 1");
   lines.delay_b = std::chrono::microseconds(absl::GetFlag(FLAGS_delay_b_us));

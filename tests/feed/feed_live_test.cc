@@ -711,12 +711,13 @@ TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterHandlerFilter
 
 // 30% seeded loss on each line, the handler's default re-request settings, and a server whose
 // replies hold at most ~8 messages (--reply-mtu 400) while a line packet holds ~70 (--mtu
-// 2800): every range lost on both lines is at least one line packet, 50+ messages, and needs
-// 7+ replies. Nothing may be reported lost, and the books must be the file's.
+// 2800, sent as fast as possible so that packets are full): every range lost on both lines is
+// at least one line packet, 50+ messages, and needs 7+ replies. Nothing may be reported lost,
+// and the books must be the file's.
 void LossyLinesBehindServer(const std::string& tag, int port, const std::string& mode) {
   const std::string input = Generated(100'000, 30, 17);
   const ChainRun r = FeedLive::Chain(tag, input, port,
-                                     {"--rate", "100000", "--mtu", "2800", "--reply-mtu", "400", "--reply-mode", mode,
+                                     {"--rate", "max", "--mtu", "2800", "--reply-mtu", "400", "--reply-mode", mode,
                                       "--drop-a", "30", "--drop-b", "30", "--seed", "5", "--linger-ms", "2000"},
                                      {});
   FeedLive::ExpectClean(r);
