@@ -56,7 +56,7 @@ namespace {
 constexpr std::uint64_t kMaxRequest = 0xFFFF;
 constexpr std::uint64_t kMaxSequence = std::uint64_t{1} << 62;
 constexpr std::size_t kHeldEntries = 4096;
-constexpr std::size_t kDeliveredRuns = 1u << 16;
+constexpr std::size_t kReservedNotices = 16;
 
 // Bytes of the BinaryFILE record (length prefix included) at `p`; the caller knows it is whole.
 inline std::size_t RecordSize(const std::uint8_t* p) noexcept { return 2u + itch::LoadBe16(p); }
@@ -176,7 +176,8 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
 
 // ---- construction and output ---------------------------------------------------------------
 
-Arbiter::Arbiter(const ArbiterOptions& o) : o_(o), delivered_(o.delivered_bytes, kDeliveredRuns) {
+// One run per 64 bytes of delivered records: a run per packet of two or more messages.
+Arbiter::Arbiter(const ArbiterOptions& o) : o_(o), delivered_(o.delivered_bytes, o.delivered_bytes / 64) {
   const std::uint32_t w = std::bit_ceil(std::max<std::uint32_t>(o_.window, 64));
   o_.window = w;
   mask_ = w - 1;
@@ -741,7 +742,9 @@ void Arbiter::Conflict(std::uint64_t first, std::uint32_t n) noexcept {
   note.session = session_;
   note.from = first;
   note.count = n;
-  (void)PushNotice(note);  // a full notice queue loses the notice, never the count
+  // Best effort: the count is kept, and the last slots of the notice queue stay free for the
+  // notices that must not be lost (gaps, sessions, staleness).
+  if (nnotices_ + kReservedNotices < notices_.size()) (void)PushNotice(note);
 }
 
 void Arbiter::CompareDelivered(const mold::Packet& p) noexcept {

@@ -89,6 +89,8 @@ ABSL_FLAG(uint32_t, max_requesters, 4096,
           "Requester addresses with a budget at once; when full, the least recently active one is forgotten (1..1048576).");
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
+ABSL_FLAG(uint32_t, serve_delay_ms, 0,
+          "Fault: the server waits this long before answering each valid request (a slow server; the lines go on).");
 ABSL_FLAG(uint32_t, heartbeat_ms, 1000, "Heartbeat after this long without a packet (>= 1).");
 ABSL_FLAG(uint32_t, mtu, 1400, "Packet budget of the lines in bytes (UDP payload), 72..65507.");
 ABSL_FLAG(uint32_t, reply_mtu, 0,
@@ -115,7 +117,7 @@ constexpr const char* kFlags[] = {"itch",          "generate",       "symbols", 
                                   "drop_b",        "seed",           "rate",              "speed",
                                   "session",       "linger_ms",      "history",           "reply_mode",
                                   "max_reply_packets", "dup_window_ms", "allow",          "request_limit",
-                                  "max_requesters", "delay_b_us",    "no_rerequest",      "heartbeat_ms",
+                                  "max_requesters", "delay_b_us",    "no_rerequest",      "serve_delay_ms", "heartbeat_ms",
                                   "mtu",           "reply_mtu",      "summary_json",   "session_change_at", "next_session",
                                   "pause_at",      "pause_ms"};
 
@@ -140,6 +142,7 @@ void PrintHelp() {
       "                       [--linger-ms MS] [--history N] [--reply-mode multi|single]\n"
       "                       [--max-reply-packets N] [--dup-window-ms MS] [--allow LIST]\n"
       "                       [--request-limit N] [--max-requesters N] [--delay-b-us US] [--no-rerequest]\n"
+      "                       [--serve-delay-ms MS]\n"
       "                       [--heartbeat-ms MS] [--mtu BYTES] [--reply-mtu BYTES] [--summary-json FILE]\n"
       "                       [--session-change-at N [--next-session NAME]] [--pause-at N [--pause-ms MS]]\n\n"
       "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
@@ -509,6 +512,7 @@ class SentRing {
 
 struct ServerOptions {
   bool answer = true;
+  int64_t serve_delay_ns = 0;  // a fault: a slow server
   bool single = false;
   uint32_t max_packets = 8;
   uint32_t mtu = 1400;
@@ -639,6 +643,7 @@ class Server {
     const mold::Request r = mold::ParseRequest(in, &session);
     const bool valid = r.ok() && r.sequence < next && r.sequence >= oldest;
     if (valid) last_valid_ns_.store(now, std::memory_order_relaxed);
+    if (valid && o_.serve_delay_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(o_.serve_delay_ns));
     if (!o_.answer) {
       ++c_.refused_disabled;
       return;
@@ -1029,6 +1034,7 @@ int main(int argc, char** argv) {
   if (hb_ms == 0) UsageError("--heartbeat-ms must be >= 1");
   lines.delay_b = std::chrono::microseconds(absl::GetFlag(FLAGS_delay_b_us));
   so.answer = !absl::GetFlag(FLAGS_no_rerequest);
+  so.serve_delay_ns = int64_t{absl::GetFlag(FLAGS_serve_delay_ms)} * 1'000'000;
   const std::string iface = absl::GetFlag(FLAGS_interface);
   const std::string summary = absl::GetFlag(FLAGS_summary_json);
   std::optional<in_addr> iface_addr;

@@ -432,6 +432,76 @@ void counters_seeds(const fs::path& dir) {
   write(dir / "truncated_in_log.bin", Out().u8(0).u8(1).u32(4096 + 16 * 256 + 200).bytes);
 }
 
+// ---- arbiter: events of two lines, a server and a forger (format in arbiter_fuzz.cc) ----------
+
+// A data packet on line `op` (0 A, 1 B, 2 replies) of `count` messages from `seq`; flags: bit 0
+// altered bytes, bits 1-2 the session (0 the real one, 1 the next, 2 a forged one).
+void ArbData(Out& o, int op, std::uint64_t seq, std::uint64_t count, std::uint8_t flags = 0) {
+  o.u8(static_cast<std::uint64_t>(op)).u8(flags).u16(seq).u8(4).u8(count - 1);
+}
+void ArbControl(Out& o, bool end, int line, std::uint64_t seq, std::uint8_t session = 0) {
+  o.u8(end ? 4 : 3).u8(static_cast<std::uint64_t>(line)).u8(session).u16(seq).u8(4);
+}
+void ArbControlRaw(Out& o, bool end, int line, std::uint64_t seq) {
+  o.u8(end ? 4 : 3).u8(static_cast<std::uint64_t>(line)).u8(0).u16(0).u8(3).u64(seq).u8(0);
+}
+void ArbDrainedTick(Out& o, std::uint64_t us) { o.u8(6).u8(0).u8(6).u8(1).u8(6).u8(2).u8(7).u16(us); }
+void ArbAnswer(Out& o, std::uint64_t k) { o.u8(8).u8(k - 1).u8(1); }
+
+void arbiter_seeds(const fs::path& dir) {
+  {  // both lines in order, then the end on both
+    Out o;
+    for (std::uint64_t s = 1; s <= 581; s += 20) {
+      ArbData(o, 0, s, 20);
+      ArbData(o, 1, s, 20);
+      ArbDrainedTick(o, 100);
+    }
+    ArbControl(o, true, 0, 601);
+    ArbControl(o, true, 1, 601);
+    ArbDrainedTick(o, 60000);
+    write(dir / "in_order.bin", o.bytes);
+  }
+  {  // losses on one line and on both, requests answered one packet of 8 at a time
+    Out o;
+    for (std::uint64_t s = 1; s <= 581; s += 20) {
+      if (s % 60 != 21) ArbData(o, 0, s, 20);
+      if (s % 100 != 41 && s % 60 != 21) ArbData(o, 1, s, 20);
+      ArbDrainedTick(o, 500);
+      for (int k = 0; k < 4; ++k) {
+        ArbAnswer(o, 8);
+        ArbDrainedTick(o, 400);
+      }
+    }
+    ArbControl(o, true, 0, 601);
+    ArbControl(o, true, 1, 601);
+    for (int k = 0; k < 40; ++k) {
+      ArbAnswer(o, 8);
+      ArbDrainedTick(o, 2000);
+    }
+    write(dir / "losses.bin", o.bytes);
+  }
+  {  // forged single datagrams on line A among the real ones
+    Out o;
+    for (std::uint64_t s = 1; s <= 581; s += 20) {
+      ArbData(o, 0, s, 20);
+      ArbData(o, 1, s, 20);
+      switch ((s / 20) % 6) {
+        case 1: ArbControl(o, true, 0, 1); break;                 // an end at 1
+        case 2: ArbControlRaw(o, false, 0, 1ull << 62); break;   // a heartbeat at 2^62
+        case 3: ArbData(o, 0, s + 20 + 10000, 5); break;         // data far ahead
+        case 4: ArbControl(o, false, 0, 1, 2); break;            // another session's heartbeat
+        case 5: ArbData(o, 0, s + 20, 3, 1); break;              // an altered copy of the next messages
+        default: break;
+      }
+      ArbDrainedTick(o, 300);
+    }
+    ArbControl(o, true, 0, 601);
+    ArbControl(o, true, 1, 601);
+    ArbDrainedTick(o, 60000);
+    write(dir / "forged.bin", o.bytes);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -448,5 +518,6 @@ int main(int argc, char** argv) {
   shm_seeds(root / "shm_reader");
   ud_source_seeds(root / "rdma_ud_source");
   counters_seeds(root / "counters_reader");
+  arbiter_seeds(root / "arbiter");
   return 0;
 }

@@ -1251,7 +1251,55 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
               (unsigned long long)replies, max_gap_ms, max_gap_before_ms);
   EXPECT_EQ(JsonField(j, "requests_served"), 150u) << j;
   EXPECT_EQ(JsonField(j, "reply_packets"), replies) << j;
-  EXPECT_LT(max_gap_ms, 100.0) << j;
+  // A figure, not a verdict: a loaded machine (a sanitizer build next to other tests) can
+  // hold any thread for tens of ms. The behaviour is checked by the next test.
+}
+
+// A server that takes 300 ms over each request (--serve-delay-ms): line A keeps carrying the
+// feed while the request waits for its answer - the lines are not the server's thread. (A line
+// sender that serves requests in its own loop sends nothing in that time.)
+TEST(ExchangeServerTest, LinesGoOnWhileTheServerIsSlow) {
+  const std::string json = JsonPath("slow_server");
+  const uint32_t port0 = base_port();
+  const mold::Session s = mold::Session::From("POLLUX0001");
+  const int fa = JoinLine(group(0), port0);
+  const int rq = RequestSocket();
+  std::vector<std::string> args = LineArgs(port0);
+  args.insert(args.end(), {"--generate", "100000", "--rate", "100000", "--serve-delay-ms", "300", "--linger-ms", "300",
+                           "--summary-json", json});
+  const pid_t pid = Spawn(args);
+  uint8_t buf[65536];
+  uint64_t eos = 0, during = 0;
+  bool sent = false, answered = false;
+  const auto limit = Clock::now() + std::chrono::seconds(60);
+  while (eos == 0 && Clock::now() < limit) {
+    pollfd p[2] = {{fa, POLLIN, 0}, {rq, POLLIN, 0}};
+    ::poll(p, 2, 5);
+    for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
+      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      if (!pk.ok()) continue;
+      if (pk.kind == mold::Kind::kEndOfSession) {
+        eos = pk.sequence;
+        break;
+      }
+      if (pk.kind != mold::Kind::kData) continue;
+      if (sent && !answered) ++during;
+      if (!sent && pk.next_sequence() > 20000) {
+        SendRequest(rq, port0 + 2, s, 100, 10);
+        sent = true;
+      }
+    }
+    if (sent && !answered && !Drain(rq).empty()) answered = true;
+  }
+  const int rc = WaitExit(pid, std::chrono::seconds(10));
+  ::close(rq);
+  ::close(fa);
+  const std::string j = ReadAndRemove(json);
+  ASSERT_EQ(eos, 100001u) << j;
+  EXPECT_EQ(rc, 0);
+  ASSERT_TRUE(answered) << j;
+  std::printf("line A data packets between a request and its answer 300 ms later: %llu\n", (unsigned long long)during);
+  EXPECT_GT(during, 0u) << j;
 }
 
 
