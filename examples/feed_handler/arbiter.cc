@@ -270,8 +270,6 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   }
   moved_ = {};
   have_next_session_ = false;
-  both_moved_ = false;
-  switched_on_end_ = false;
   delivered_.Clear();
   Notice n;
   n.kind = Notice::kSession;
@@ -524,18 +522,9 @@ bool Arbiter::NoteLinePacket(int l, mold::Kind kind, std::uint64_t seq, std::uin
     }
   }
   if (kind == mold::Kind::kEndOfSession) return continued;
-  if (end_seq_ != 0) {
-    // Data or a heartbeat of the session beyond its end, before the switch: the lines were
-    // both forged to end it (one forged end never establishes it). The end is revoked.
-    if (end > end_seq_ && !switched_on_end_) {
-      end_seq_ = 0;
-      line_eos_ = {0, 0};
-      finished_ns_ = 0;
-      if (have_next_session_ && !both_moved_) have_next_session_ = false;
-      Count(LiveCounter::kEndsRefused);
-    }
-    return continued;
-  }
+  // After an established end nothing of the session is news: packets beyond it are refused
+  // (HoldClaim), whatever one datagram says.
+  if (end_seq_ != 0) return continued;
   // An end of session is contradicted by more from its own line (a line sends nothing of a
   // session after its end), or by data taken beyond it (EvaluateEnd()); a held packet of the
   // other line is no evidence against it.
@@ -1151,25 +1140,26 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
   Pump();
 
   // The next session: one both lines moved to, or one line with the other dead (quiet for
-  // the stale interval). After an established end, at once; before it, once neither line
-  // has shown the current session for a heartbeat interval (a live session vetoes, however
-  // many forged datagrams of another one arrive): the current session then ends where it is.
+  // the stale interval while the session ran, without ending it: lines go quiet after an end
+  // of session, which does not make them dead). After an established end, at once; before it, once neither
+  // line has shown the current session for a heartbeat interval (a live session vetoes,
+  // however many forged datagrams of another one arrive): the current session then ends
+  // where it is.
   if (!have_next_session_ && (moved_[0] || moved_[1])) {
     const bool both = moved_[0] && moved_[1] && moved_to_[0] == moved_to_[1];
     const std::int64_t hb = end_seq_ != 0 ? 0 : o_.heartbeat_ns;
-    const std::int64_t dead = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
     int from = -1;
     if (both && now_ns - std::max(line_rx_ns_[0], line_rx_ns_[1]) >= hb) {
       from = 0;
     } else {
       for (int l = 0; l < 2 && from < 0; ++l) {
-        if (moved_[l] && now_ns - line_rx_ns_[l ^ 1] > dead && now_ns - line_rx_ns_[l] >= hb) from = l;
+        // (A line that ended the session itself is not dead but done.)
+        if (moved_[l] && line_stale_[l ^ 1] && line_eos_[l ^ 1] == 0 && now_ns - line_rx_ns_[l] >= hb) from = l;
       }
     }
     if (from >= 0) {
       next_session_ = moved_to_[from];
       have_next_session_ = true;
-      both_moved_ = end_seq_ == 0;
       if (end_seq_ == 0) {
         for (int l = 0; l < 2; ++l) {
           for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
@@ -1182,7 +1172,6 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
   }
   if (!Finished()) return;
   if (have_next_session_) {
-    switched_on_end_ = true;
     SwitchSession(now_ns);
     return;
   }

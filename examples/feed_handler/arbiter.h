@@ -45,15 +45,15 @@
 //   - an end of session ends the session only when both lines end it at the same sequence,
 //     or one does and the other line has been quiet for the stale interval without ending
 //     elsewhere; one below what was received, or followed on its line by data or a
-//     heartbeat, is refused (`ends_refused`), and an established end is revoked by data of
-//     the session beyond it until the next session starts;
+//     heartbeat, is refused (`ends_refused`);
 //   - a packet of another session is held (copied, bounded) and its line is still read: the
 //     session changes, once everything in the current one was delivered or reported, to a
-//     session both lines moved to (or one did and the other is dead) - at once after an
-//     established end, else once neither line has shown the current session for a heartbeat
-//     interval (the current session then ends where it is); then the held datagrams are
-//     taken. A line that goes on in the current session drops what it held of another.
-//     Packets of a session that was left are dropped and counted;
+//     session both lines moved to (or one did and the other is dead: stale while the session
+//     ran, without having ended it) - at once after an established end, else once neither
+//     line has shown the current session for a heartbeat interval (the current session then
+//     ends where it is); then the held datagrams are taken. A line that goes on in the
+//     current session drops what it held of another. Packets of a session that was left are
+//     dropped and counted;
 //   - the feed is stale after `stale_heartbeats` heartbeat intervals without a packet on
 //     either line (a kStale notice; kFresh when a packet comes again);
 //   - a sequence number beyond 2^62 is malformed (no feed gets there; the window arithmetic
@@ -419,8 +419,6 @@ class Arbiter {
   bool replaying_ = false;
   itch::mold::Session next_session_;
   bool have_next_session_ = false;  // once the current session is finished, this one
-  bool both_moved_ = false;         // chosen because the lines moved (not on an end of session)
-  bool switched_on_end_ = false;
 
   detail::DeliveredLog delivered_;
 

@@ -145,6 +145,24 @@ int Answer(Arbiter& a, const Feed& f, std::int64_t now, Out* out) {
   return static_cast<int>(reqs.size());
 }
 
+// The random tests' server side: the requests of each tick queued, the oldest taken to be
+// answered (or lost) as the test decides.
+struct QueuedRequests {
+  std::vector<RerequestOut> q;
+  void Collect(Arbiter& a, std::int64_t t, Out* out) {
+    TickAt(a, t, out);
+    for (const RerequestOut& r : a.requests()) q.push_back(r);
+    a.ClearRequests();
+  }
+  // The oldest request, taken off the queue (false when there is none).
+  bool Take(RerequestOut* r) {
+    if (q.empty()) return false;
+    *r = q.front();
+    q.erase(q.begin());
+    return true;
+  }
+};
+
 std::uint64_t C(const Arbiter& a, LiveCounter c) { return a.counter(c); }
 // Requests of either kind: for ranges established missing, or to confirm a skip.
 std::uint64_t Asked(const Arbiter& a) {
@@ -821,6 +839,25 @@ TEST(Arbiter, AHeartbeatOfAnotherSessionDoesNotTakeTheFeedOver) {
   EXPECT_EQ(out.count(Notice::kSession), 1);
 }
 
+// After the real end of session, a forged packet of another session on line A, and line B
+// quiet as lines are after an end: B ended the session itself, so it is done, not dead, and
+// one line's new session is not followed. The handler ends after its linger.
+TEST(Arbiter, AfterTheEndAnotherSessionOnOneLineIsNotFollowed) {
+  const Feed f(100);
+  Arbiter a(Opts());  // stale after 300 ms, linger 5 ms
+  Out out;
+  BothLines(a, f, 1, 101, 0, &out);
+  (void)Put(a, Line::kB, End(kS1, 101), kMs, &out);
+  (void)Put(a, Line::kA, End(kS1, 101), 400 * kMs, &out);  // A's end much later: B is quiet meanwhile
+  EXPECT_EQ(a.end_sequence(), 101u);
+  EXPECT_EQ(Put(a, Line::kA, Heartbeat(kS2, 1), 401 * kMs, &out), V::kHeld);
+  Quiet(a, 401 * kMs, 410 * kMs, &out);
+  EXPECT_TRUE(a.done());
+  EXPECT_EQ(std::string(a.session().view()), std::string(kS1.view()));
+  EXPECT_EQ(C(a, LiveCounter::kSessionChanges), 0u);
+  EXPECT_EQ(out.bytes, f.Records(1, 101));
+}
+
 // A different copy of the next message on one line wins (in-order data is taken at once),
 // but the copies both lines carry contradict it: counted and noticed, with the sequence. The
 // same for a copy buffered behind a gap.
@@ -919,7 +956,7 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
     }
     std::size_t pos[2] = {0, 0};
     std::int64_t t = 0;
-    std::vector<RerequestOut> pending;
+    QueuedRequests pending;
     std::uint64_t forged = 0;
     bool just_forged = false;  // single datagrams: a real one of line A between two forged
     for (int step = 0; step < 200000 && !a.done(); ++step) {
@@ -952,13 +989,10 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
       }
       if (rng() % 4 == 0) {
         a.LineDrained(Line::kReplay, t);
-        TickAt(a, t, &out);
-        for (const RerequestOut& r : a.requests()) pending.push_back(r);
-        a.ClearRequests();
+        pending.Collect(a, t, &out);
       }
-      if (!pending.empty() && rng() % 3 == 0) {
-        const RerequestOut r = pending.front();
-        pending.erase(pending.begin());
+      RerequestOut r;
+      if (rng() % 3 == 0 && pending.Take(&r)) {
         // One packet of at most 40 messages of its session, as a spec server would answer.
         const std::uint64_t c = std::min<std::uint64_t>({r.count, 40, n + 1 - std::min(r.sequence, n + 1)});
         if (c != 0 && r.session == kS1) (void)Put(a, Line::kReplay, Data(f, r.session, r.sequence, c), t, &out);
@@ -1010,7 +1044,7 @@ TEST(Arbiter, AnyOrderOfTwoLossyLinesAndRepliesRebuildsTheFeedExactly) {
     }
     std::size_t pos[2] = {0, 0};
     std::int64_t t = 0;
-    std::vector<RerequestOut> pending;
+    QueuedRequests pending;
     for (int step = 0; step < 200000 && !a.done(); ++step) {
       t += static_cast<std::int64_t>(rng() % 300'000);
       const int l = static_cast<int>(rng() % 2);
@@ -1019,15 +1053,10 @@ TEST(Arbiter, AnyOrderOfTwoLossyLinesAndRepliesRebuildsTheFeedExactly) {
       } else {
         a.LineDrained(l == 0 ? Line::kA : Line::kB, t);
       }
-      if (rng() % 4 == 0) {
-        TickAt(a, t, &out);
-        for (const RerequestOut& r : a.requests()) pending.push_back(r);
-        a.ClearRequests();
-      }
-      if (!pending.empty() && rng() % 3 == 0) {
-        const RerequestOut r = pending.front();
-        pending.erase(pending.begin());
-        if (rng() % 100 >= 20) (void)Put(a, Line::kReplay, Data(f, r.session, r.sequence, r.count), t, &out);
+      if (rng() % 4 == 0) pending.Collect(a, t, &out);
+      RerequestOut r;
+      if (rng() % 3 == 0 && pending.Take(&r) && rng() % 100 >= 20) {
+        (void)Put(a, Line::kReplay, Data(f, r.session, r.sequence, r.count), t, &out);
       }
     }
     ASSERT_TRUE(a.done()) << "seed " << seed;
