@@ -443,7 +443,8 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
   const std::uint64_t hi_before = hi_;
   const bool took = Take(line, p, now_ns);
   Pump();
-  if (nclaims_ != 0 && (hi_ != hi_before || line_claims_[li ^ 1] != 0)) ResolveClaims(now_ns);
+  // More known to exist, or this line's position grew: what the lines hold may now be confirmed.
+  if (nclaims_ != 0 && (hi_ != hi_before || line != Line::kReplay)) ResolveClaims(now_ns);
   return took ? Verdict::kAccepted : Verdict::kDuplicate;
 }
 
