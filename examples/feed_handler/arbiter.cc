@@ -260,6 +260,7 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   gaps_.clear();
   for (Request& r : reqs_) r = Request{false, false, 0, 0, 0};
   outstanding_ = 0;
+  nrequests_ = 0;  // queued for the session just left, not to be sent
   probe_ = Probe{};
   probe_limit_ = 0;
   probe_misses_ = 0;
