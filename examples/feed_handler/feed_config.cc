@@ -287,7 +287,7 @@ const std::vector<Field>& Fields() {
       {"rerequest", "moldudp64: re-request server HOST:PORT; \"\" = none (a gap missing on both lines is reported at once)",
        [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, false, true, &c.rerequest); },
        [](const FeedConfig& c) { return Quote(c.rerequest); }},
-      {"session", "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows it",
+      {"session", "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows it on both lines (docs/FEED.md: what the handler corroborates)",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          const toml::value<std::string>* v = n.as_string();
          if (v == nullptr || v->get().size() > 10) return absl::StrCat("expected 0-10 characters, got ", Describe(n));
@@ -307,13 +307,13 @@ const std::vector<Field>& Fields() {
       {"rerequest_wait_us", "moldudp64: a gap one line has not reached yet is re-requested after this wait (at once when both lines went past it)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 10'000'000, &c.rerequest_wait_us); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_wait_us); }},
-      {"rerequest_timeout_ms", "moldudp64: a re-request unanswered this long is sent again; doubled at each retry",
+      {"rerequest_timeout_ms", "moldudp64: a re-request that brought nothing this long is sent again; doubled at each consecutive retry",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 60'000, &c.rerequest_timeout_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_ms); }},
       {"rerequest_timeout_max_ms", "moldudp64: the doubled timeout stops growing here",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 600'000, &c.rerequest_timeout_max_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_max_ms); }},
-      {"rerequest_retries", "moldudp64: retries of a re-request before its messages are reported lost",
+      {"rerequest_retries", "moldudp64: consecutive re-requests that bring nothing, after the first, before the range is reported lost (a reply that brings anything resets the count; the rest of a partly answered range is asked for at once)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 100, &c.rerequest_retries); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_retries); }},
       {"rerequest_max_outstanding", "moldudp64: re-requests in flight at once (the others wait)",
