@@ -199,6 +199,9 @@ std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) no
     transport::shm::LogWriter::Claim c;
     if (!w.try_claim(frame_len, &c)) {
       counters.bp_log_full.add();
+      // The slowest subscriber holds the log: if its process died, only this thread's duties
+      // free its slot (there is no poller), so a publisher retrying offer() recovers by itself.
+      shm->maybe_heartbeat(now != 0 ? now : core::Clock::now_ns());
       return kBackPressured;
     }
     std::byte* p = c.frame + kFrameHeaderSize;
@@ -276,7 +279,10 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
     transport::shm::LogWriter::Claim c;
     if (!w.try_claim(frame_len, &c)) {
       counters.bp_log_full.add();
-      if (n == 0) return kBackPressured;
+      if (n == 0) {
+        shm->maybe_heartbeat(core::Clock::now_ns());  // as offer(): a dead subscriber is reaped
+        return kBackPressured;
+      }
       break;
     }
     std::byte* p = c.frame + kFrameHeaderSize;
@@ -311,6 +317,7 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
     transport::shm::LogWriter::Claim lc;
     if (!shm->writer().try_claim(frame_len, &lc)) {
       counters.bp_log_full.add();
+      shm->maybe_heartbeat(now != 0 ? now : core::Clock::now_ns());  // as offer(): a dead subscriber is reaped
       return kBackPressured;
     }
     c.frame_ = lc.frame;
@@ -372,10 +379,7 @@ int PublisherImpl::service() noexcept {
   if (closed.load(std::memory_order_relaxed) || mode == Mode::kQueued) return 0;
   const std::int64_t now = core::Clock::now_ns();
   core::Clock::maintain(now);  // inline publishers have no poller to do it
-  if (mode == Mode::kShmDirect) {
-    shm->maybe_heartbeat(now);
-    return 0;
-  }
+  if (mode == Mode::kShmDirect) return shm->housekeeping_st(now);
   std::uint32_t back[core::kMaxBurst];
   return with_tx(kind, ep.get(), [&](auto* e) {
     const std::uint32_t n = e->reap_st({back, core::kMaxBurst});

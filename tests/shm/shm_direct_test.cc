@@ -270,11 +270,12 @@ TEST(ShmDirectTest, EveryPayloadSizeArrivesIntactThroughTheApi) {
       for (std::size_t k = 0; k < buf.size(); ++k) buf[k] = static_cast<std::byte>(0xEE);
       for (std::uint32_t k = 0; k < n; ++k) buf[at + k] = static_cast<std::byte>((k * 7 + n + round) & 0xff);
       ASSERT_GE(pub->offer(buf.data() + at, n), 0) << n;
-      int got = 0;
+      int got = 0;  // messages (the first poll may hand out the session's announcement)
       bool ok = false;
       for (int spins = 0; got == 0 && spins < 1000; ++spins) {
-        got = sub->poll(
+        (void)sub->poll(
             [&](const pollux::Message& m) {
+              ++got;
               ok = m.payload.size() == n;
               for (std::uint32_t k = 0; ok && k < n; ++k) {
                 ok = m.payload[k] == static_cast<std::byte>((k * 7 + n + round) & 0xff);

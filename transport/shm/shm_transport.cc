@@ -278,10 +278,11 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   h->writer.subscribers.fetch_add(1, std::memory_order_relaxed);
   attach_status_ = absl::OkStatus();
   ended_ = false;
-  if (new_session) {
-    pending_new_session_ = true;
-    new_session_id_ = l.session_id;
-  }
+  // Every session is announced before its first message, the first one too (as UDP and RDMA
+  // do): code that resets its state on kNewSession behaves the same on every transport.
+  // (`new_session` only says where to start reading: a later session from its start.)
+  pending_new_session_ = true;
+  new_session_id_ = l.session_id;
   ever_attached_ = true;
   // Release pairs with safe_floor()'s acquire on other threads: the segment is complete.
   floor_seg_.store(seg_.get(), std::memory_order_release);

@@ -47,12 +47,12 @@ class ShmTxEndpoint final : public TxEndpoint {
   // Direct path for the inline threading mode (the application thread is the writer).
   LogWriter& writer() noexcept { return writer_; }
   bool heartbeat_due(std::int64_t now_ns) const noexcept { return now_ns - last_heartbeat_ns_ > 100'000'000; }
+  // The inline writer's duties, at most every 100 ms: the heartbeat, the segment check and -
+  // as a poller's housekeeping does - reaping subscribers whose process died (or, in
+  // backpressure mode, untethering one stuck past shm.liveness_timeout_ms): without it a
+  // dead subscriber would hold an inline publisher back, or keep it connected, for good.
   void maybe_heartbeat(std::int64_t now_ns) noexcept {
-    if (heartbeat_due(now_ns)) {
-      writer_.heartbeat(now_ns);
-      last_heartbeat_ns_ = now_ns;
-      (void)check_segment_st();
-    }
+    if (heartbeat_due(now_ns)) (void)housekeeping_st(now_ns);
   }
   // Times the segment was found truncated (and replaced by a new session).
   std::uint64_t truncations() const noexcept { return truncations_; }

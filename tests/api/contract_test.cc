@@ -1,0 +1,326 @@
+// The API's contract, one suite over every transport this host runs (shm, UDP on loopback)
+// and every threading mode (inline, dedicated, shared), written on the public API only - as
+// a user would. RDMA takes the same contract in the Soft-RoCE VM's suite (tests/rdma).
+//
+// Each case states one rule of docs/API-CONTRACT.md; where a transport cannot honour it, the
+// case says so by name (the documented difference), never silently.
+//
+// Verdicts never hang on the scheduler: a wait is bounded far above anything a loaded 2-core
+// host causes and fails with what it saw; timeouts the rules are about (liveness, session
+// timeouts) are set short where a case is about them and long everywhere else. Ports are below
+// the kernel's ephemeral range, per test process.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pollux/pollux.h"
+
+namespace pollux {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Mode {
+  const char* transport;  // "shm" | "udp"
+  const char* threading;  // "inline" | "dedicated" | "shared"
+};
+
+std::string Name(const ::testing::TestParamInfo<Mode>& i) {
+  return absl::StrCat(i.param.transport, "_", i.param.threading);
+}
+
+// Per test process: a UDP port block below the ephemeral range and a multicast group, and a
+// runtime name (shm file names).
+std::uint32_t BasePort() { return 21000 + static_cast<std::uint32_t>(getpid() % 340) * 32; }
+std::string Group() { return absl::StrFormat("239.255.%d.%d", 100 + getpid() % 100, 1 + (getpid() / 100) % 200); }
+
+class Contract : public ::testing::TestWithParam<Mode> {
+ protected:
+  bool shm() const { return std::strcmp(GetParam().transport, "shm") == 0; }
+  bool inline_mode() const { return std::strcmp(GetParam().threading, "inline") == 0; }
+
+  // The configuration of this case: `port_offset` keeps cases apart (0..31), `extra` appends
+  // TOML lines to the tables (e.g. "shm.flow_control = \"lossy\"" goes under [shm]).
+  std::string Config(int port_offset, const std::string& shm_extra = "", const std::string& udp_extra = "") const {
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    return absl::StrFormat(R"(
+[runtime]
+name = "ct%d-%d"
+threading = "%s"
+idle = "yield"
+counters = false
+[transport]
+kind = "%s"
+[shm]
+%s
+[udp]
+address = "%s"
+port = %u
+interface = "lo"
+ttl = 1
+status_interval_ms = 20
+heartbeat_interval_us = 2000
+linger_ms = 200
+%s
+)",
+                           getpid(), static_cast<int>(std::hash<std::string>{}(t->name()) % 100000),
+                           GetParam().threading, GetParam().transport, shm_extra, Group(),
+                           BasePort() + static_cast<std::uint32_t>(port_offset), udp_extra);
+  }
+  std::string ConfigFile(const std::string& text) const {
+    char tmpl[] = "/tmp/pollux-contract-XXXXXX.toml";
+    const int fd = mkstemps(tmpl, 5);
+    EXPECT_GE(fd, 0);
+    ::close(fd);
+    std::ofstream(tmpl) << text;
+    files_.push_back(tmpl);
+    return tmpl;
+  }
+  void TearDown() override {
+    for (const std::string& f : files_) ::unlink(f.c_str());
+  }
+
+ private:
+  mutable std::vector<std::string> files_;
+};
+
+// What a subscriber saw, in order: 'N' new session, 'E' end of stream, 'D' publisher died,
+// 'T' segment truncated, 'M' a message (runs of messages collapse to one 'M'), 'G' a gap.
+struct Seen {
+  std::string trace;
+  std::vector<std::uint64_t> values;  // the 8-byte payloads, in order
+  std::uint64_t lost = 0;
+  void Message(const pollux::Message& m) {
+    if (trace.empty() || trace.back() != 'M') trace += 'M';
+    std::uint64_t v = 0;
+    std::memcpy(&v, m.payload.data(), std::min<std::size_t>(sizeof v, m.payload.size()));
+    values.push_back(v);
+  }
+  void Event(const StreamEvent& e) {
+    static constexpr char kCode[] = {'E', 'D', 'N', 'T'};
+    trace += kCode[static_cast<int>(e.kind)];
+  }
+  void GapSeen(const Gap& g) {
+    trace += 'G';
+    if (g.reason != GapReason::kOverrun) lost += g.count;
+  }
+};
+
+int Drain(Subscriber& s, Seen& seen) {
+  return s.poll([&](const Message& m) { seen.Message(m); }, [&](const Gap& g) { seen.GapSeen(g); },
+                [&](const StreamEvent& e) { seen.Event(e); }, 256);
+}
+
+// Runs `step` until `done` or `seconds` pass; true when done.
+bool Until(const std::function<bool()>& done, const std::function<void()>& step, int seconds = 60) {
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  while (!done()) {
+    if (Clock::now() > end) return false;
+    step();
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// ---- connection, order, payloads --------------------------------------------------------------
+
+// Either side may start first; once connected every message arrives once, in order, after
+// exactly one kNewSession (the first session is announced like any later one).
+TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
+  for (int pub_first = 0; pub_first < 2; ++pub_first) {
+    SCOPED_TRACE(pub_first ? "publisher first" : "subscriber first");
+    const std::string cfg = Config(pub_first);
+    auto pctx = Context::from_string(cfg, "pub.toml");
+    ASSERT_TRUE(pctx.ok()) << pctx.status();
+    auto sctx = Context::from_string(cfg, "sub.toml");
+    ASSERT_TRUE(sctx.ok()) << sctx.status();
+    absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
+    absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
+    if (pub_first) {
+      pub = (*pctx)->publisher("orders");
+      sub = (*sctx)->subscriber("orders");
+    } else {
+      sub = (*sctx)->subscriber("orders");
+      pub = (*pctx)->publisher("orders");
+    }
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    Seen seen;
+    ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
+      (void)pub->service();
+      Drain(*sub, seen);
+    })) << "never connected; subscriber saw " << seen.trace;
+    // 300 messages: single offers, zero-copy claims and batches of 10.
+    std::uint64_t next = 1;
+    ASSERT_TRUE(Until([&] { return next > 300; }, [&] {
+      std::int64_t r;
+      if (next <= 100) {
+        r = pub->offer(&next, sizeof next);
+        if (r >= 0) ++next;
+      } else if (next <= 200) {
+        Claim c;
+        r = pub->claim(sizeof next, c);
+        if (r >= 0) {
+          std::memcpy(c.buffer().data(), &next, sizeof next);
+          r = pub->commit(c);
+          EXPECT_GE(r, 0) << result_name(r);
+          ++next;
+        }
+      } else {
+        std::uint64_t v[10];
+        std::span<const std::byte> m[10];
+        for (int i = 0; i < 10; ++i) {
+          v[i] = next + static_cast<std::uint64_t>(i);
+          m[i] = std::as_bytes(std::span(&v[i], 1));
+        }
+        r = pub->offer_batch(std::span(m, 10));
+        if (r > 0) next += static_cast<std::uint64_t>(r);
+      }
+      if (r < 0) {
+        EXPECT_EQ(r, kBackPressured) << result_name(r);
+      }
+      Drain(*sub, seen);
+    })) << "sent " << next - 1;
+    ASSERT_TRUE(Until([&] { return seen.values.size() >= 300; }, [&] {
+      (void)pub->service();
+      Drain(*sub, seen);
+    })) << "received " << seen.values.size() << " of 300: " << seen.trace;
+    for (std::uint64_t i = 0; i < 300; ++i) ASSERT_EQ(seen.values[i], i + 1) << "at " << i;
+    EXPECT_EQ(seen.trace, "NM") << "one new session, then the messages";
+    EXPECT_EQ(sub->messages_received(), 300u);
+    EXPECT_EQ(sub->messages_lost(), 0u);
+  }
+}
+
+// max_payload() bytes go through; one byte more is refused with kMessageTooLarge, not sent.
+TEST_P(Contract, MaxPayloadGoesThroughAndOneByteMoreIsRefused) {
+  const std::string cfg = Config(2);
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("big");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = (*pctx)->publisher("big");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Seen seen;
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
+    (void)pub->service();
+    Drain(*sub, seen);
+  }));
+  const std::size_t max = pub->max_payload();
+  ASSERT_GT(max, 8u);
+  std::vector<std::byte> big(max + 1, std::byte{0x5a});
+  EXPECT_EQ(pub->offer(std::span<const std::byte>(big.data(), max + 1)), kMessageTooLarge);
+  std::size_t got = 0;
+  std::int64_t r = kBackPressured;
+  ASSERT_TRUE(Until([&] { return r >= 0; }, [&] { r = pub->offer(std::span<const std::byte>(big.data(), max)); }));
+  ASSERT_TRUE(Until([&] { return got != 0; }, [&] {
+    (void)pub->service();
+    sub->poll([&](const Message& m) { got = m.payload.size(); }, 16);
+  }));
+  EXPECT_EQ(got, max);
+}
+
+// ---- end of stream, new sessions ---------------------------------------------------------------
+
+// close() ends the stream (kEndOfStream after the last message); a publisher opened again on
+// the topic is a new session, announced before its first message.
+TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
+  const std::string cfg = Config(3);
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("s");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  Seen seen;
+  for (std::uint64_t round = 1; round <= 2; ++round) {
+    auto pub = (*pctx)->publisher("s");
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
+      (void)pub->service();
+      Drain(*sub, seen);
+    })) << "round " << round << ": " << seen.trace;
+    std::uint64_t v = round;
+    std::int64_t r = kBackPressured;
+    ASSERT_TRUE(Until([&] { return r >= 0; }, [&] {
+      r = pub->offer(&v, sizeof v);
+      Drain(*sub, seen);
+    }));
+    pub->close();
+    ASSERT_TRUE(Until([&] { return std::count(seen.trace.begin(), seen.trace.end(), 'E') == static_cast<long>(round); },
+                      [&] { Drain(*sub, seen); }))
+        << "round " << round << ": " << seen.trace;
+  }
+  EXPECT_EQ(seen.trace, "NMENME");
+  EXPECT_EQ(seen.values, (std::vector<std::uint64_t>{1, 2}));
+}
+
+// ---- waiting -----------------------------------------------------------------------------------
+
+// wait() returns true once a message is there to poll (every mode: an eventfd, a socket or
+// the shm futex), however long the publisher took.
+TEST_P(Contract, WaitWakesWhenAMessageArrives) {
+  const std::string cfg = Config(4);
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("w");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = (*pctx)->publisher("w");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Seen seen;
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
+    (void)pub->service();
+    Drain(*sub, seen);
+  }));
+  Drain(*sub, seen);
+  std::atomic<bool> woke{false}, go{false};
+  std::thread waiter([&] {
+    go = true;
+    // Bounded far above any scheduling delay: the verdict is the wake-up, not its latency.
+    for (int i = 0; i < 60 && !woke; ++i) {
+      if (sub->wait(1'000'000) && Drain(*sub, seen) > 0) woke = true;
+    }
+  });
+  while (!go) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiter is asleep (or about to be)
+  std::uint64_t v = 42;
+  std::int64_t r = kBackPressured;
+  const auto end = Clock::now() + std::chrono::seconds(60);
+  while (r < 0 && Clock::now() < end) r = pub->offer(&v, sizeof v);
+  while (!woke && Clock::now() < end) {
+    (void)pub->service();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  waiter.join();
+  EXPECT_TRUE(woke) << seen.trace;
+}
+
+INSTANTIATE_TEST_SUITE_P(Every, Contract,
+                         ::testing::Values(Mode{"shm", "inline"}, Mode{"shm", "dedicated"}, Mode{"shm", "shared"},
+                                           Mode{"udp", "inline"}, Mode{"udp", "dedicated"}, Mode{"udp", "shared"}),
+                         Name);
+
+}  // namespace
+}  // namespace pollux
