@@ -235,6 +235,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
     p->fast_path.store(p->stamp ? PublisherImpl::kFastShmStamped : PublisherImpl::kFastShmUnstamped,
                        std::memory_order_relaxed);
   }
+  if (inline_mode) p->duties = duties_;
   p->ctx = this;
   pubs_.push_back(p);
   return p;
@@ -257,9 +258,17 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
     s->ep = std::move(*ep);
     s->kind = kind_of(s->ep.get());
     if (s->kind == EndpointKind::kShm) {
+      // poll()'s direct path is enabled by the owner's first call (take_drive): until then
+      // the context's duty call may drive the endpoint.
       s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
-      s->shm_direct.store(true, std::memory_order_relaxed);
     }
+    s->drive.store(SubscriberImpl::kDriveFree, std::memory_order_relaxed);
+    s->duties = duties_;
+    {
+      std::lock_guard<std::mutex> dl(duties_->mu);
+      duties_->subs.push_back(s);
+    }
+    duties_->unowned.fetch_add(1, std::memory_order_relaxed);
   } else {
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = slot->poller.get();

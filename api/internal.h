@@ -25,6 +25,23 @@
 namespace pollux::detail {
 
 class ContextImpl;
+class SubscriberImpl;
+
+// Inline mode's duty call (Aeron's agent invoker): the duties of the context's inline
+// subscribers that no application thread has polled yet - a shm subscriber attaching to a
+// publisher that appeared, a UDP subscriber reading its publisher's setup and answering it -
+// run by Publisher::service() (and a publisher's offer refused as not connected). Without it
+// two inline processes that each wait for their publisher to connect before polling their
+// subscriber wait for each other forever. A subscriber leaves the list for good on its
+// owner's first call (poll, wait, arm, close), which may wait for a duty in progress to end;
+// from then on its thread runs its duties. Shared by the context and its publishers.
+struct InlineDuties {
+  std::mutex mu;  // subs (control path: open; duties; rate-limited by the callers)
+  std::vector<std::weak_ptr<SubscriberImpl>> subs;
+  std::atomic<int> unowned{0};  // subscribers in `subs` not yet driven by their owner
+  // Runs the duties of each subscriber not yet driven by its owner. Returns work done.
+  int run(std::int64_t now_ns) noexcept;
+};
 
 // Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic", kind
 // kPublisher / kSubscriber, one owner id per handle).
@@ -96,6 +113,17 @@ class PublisherImpl {
   // Control.
   std::mutex control_mu;
   ContextImpl* ctx = nullptr;  // null once the context is gone
+  // Inline modes: the context's duty call (null in queued mode) and when it last ran.
+  std::shared_ptr<InlineDuties> duties;
+  std::int64_t duties_ns = 0;
+  // Inline modes: runs `duties` when a subscriber of the context waits for its owner's first
+  // poll, at most every millisecond. Returns work done.
+  int run_duties(std::int64_t now_ns) noexcept {
+    if (duties == nullptr || duties->unowned.load(std::memory_order_relaxed) == 0) return 0;
+    if (now_ns - duties_ns < 1'000'000) return 0;
+    duties_ns = now_ns;
+    return duties->run(now_ns);
+  }
 
  private:
   // Returns the trace block to fill (or null) and the flags for this message.
@@ -175,6 +203,16 @@ class SubscriberImpl {
   core::Poller* poller = nullptr;
   std::mutex control_mu;
   ContextImpl* ctx = nullptr;
+
+  // Who drives an inline subscriber's endpoint: nobody yet (the context's duty call may run
+  // its duties), the duty call right now, or its owner (the application thread that first
+  // polled, waited, armed or closed it; for good). Queued subscribers are their poller's.
+  static constexpr std::uint8_t kDriveFree = 0, kDriveDuties = 1, kDriveOwner = 2;
+  std::atomic<std::uint8_t> drive{kDriveOwner};
+  std::shared_ptr<InlineDuties> duties;  // inline: the context's duty call, to leave it
+  // The owner's first call: waits for a duty in progress, then owns the endpoint (inline shm:
+  // enables poll()'s direct path).
+  void take_drive() noexcept;
 };
 
 class ContextImpl {
@@ -214,6 +252,7 @@ class ContextImpl {
   std::map<std::uint32_t, SharedTx> shared_tx_;
   std::vector<std::weak_ptr<PublisherImpl>> pubs_;
   std::vector<std::weak_ptr<SubscriberImpl>> subs_;
+  std::shared_ptr<InlineDuties> duties_ = std::make_shared<InlineDuties>();
   bool closed_ = false;
 };
 

@@ -86,10 +86,14 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
     // segment checks (a truncated segment is replaced) ride on the heartbeat; UDP and RDMA
     // hear their subscribers' status and joins in housekeeping. An application that spins on
     // offer() without calling service() then still reconnects (cold path: a failed offer).
-    if (mode == Mode::kShmDirect) {
-      shm->maybe_heartbeat(core::Clock::now_ns());
-    } else if (mode == Mode::kInlinePost) {
-      (void)with_tx(kind, ep.get(), [](auto* e) { return e->housekeeping_st(core::Clock::now_ns()); });
+    if (mode != Mode::kQueued) {
+      const std::int64_t now = core::Clock::now_ns();
+      (void)run_duties(now);  // as service(): the context's subscribers not yet polled
+      if (mode == Mode::kShmDirect) {
+        shm->maybe_heartbeat(now);
+      } else {
+        (void)with_tx(kind, ep.get(), [now](auto* e) { return e->housekeeping_st(now); });
+      }
     }
     return kNotConnected;
   }
@@ -379,9 +383,13 @@ int PublisherImpl::service() noexcept {
   if (closed.load(std::memory_order_relaxed) || mode == Mode::kQueued) return 0;
   const std::int64_t now = core::Clock::now_ns();
   core::Clock::maintain(now);  // inline publishers have no poller to do it
-  if (mode == Mode::kShmDirect) return shm->housekeeping_st(now);
+  // The context's duty call first: its subscribers not yet polled attach and answer their
+  // publishers (see InlineDuties), so a thread that waits for is_connected() calling only
+  // service() connects.
+  const int duties_work = run_duties(now);
+  if (mode == Mode::kShmDirect) return duties_work + shm->housekeeping_st(now);
   std::uint32_t back[core::kMaxBurst];
-  return with_tx(kind, ep.get(), [&](auto* e) {
+  return duties_work + with_tx(kind, ep.get(), [&](auto* e) {
     const std::uint32_t n = e->reap_st({back, core::kMaxBurst});
     for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
     return static_cast<int>(n) + e->housekeeping_st(now);

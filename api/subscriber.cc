@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -50,6 +51,49 @@ GapReason gap_reason(std::uint16_t r) {
 }
 }  // namespace
 
+int InlineDuties::run(std::int64_t now_ns) noexcept {
+  std::lock_guard<std::mutex> lock(mu);
+  int work = 0;
+  for (std::size_t i = 0; i < subs.size();) {
+    const std::shared_ptr<SubscriberImpl> s = subs[i].lock();
+    std::uint8_t d = s != nullptr ? s->drive.load(std::memory_order_relaxed) : SubscriberImpl::kDriveOwner;
+    if (d == SubscriberImpl::kDriveOwner) {  // gone, or its owner drives it now: off the list
+      subs[i] = std::move(subs.back());
+      subs.pop_back();
+      continue;
+    }
+    // Acquire pairs with the release below of an earlier duty (the owner has not touched the
+    // endpoint yet).
+    if (d == SubscriberImpl::kDriveFree &&
+        s->drive.compare_exchange_strong(d, SubscriberImpl::kDriveDuties, std::memory_order_acquire)) {
+      if (!s->closed.load(std::memory_order_relaxed)) {
+        work += with_rx(s->kind, s->ep.get(), [&](auto* e) { return e->duty_st(now_ns); });
+      }
+      // Release pairs with take_drive()'s acquire: the owner sees what the duty did.
+      s->drive.store(SubscriberImpl::kDriveFree, std::memory_order_release);
+    }
+    ++i;
+  }
+  return work;
+}
+
+void SubscriberImpl::take_drive() noexcept {
+  std::uint8_t d = drive.load(std::memory_order_acquire);
+  while (d != kDriveOwner) {
+    if (d == kDriveFree) {
+      // Acquire pairs with InlineDuties::run()'s release: the endpoint as the last duty left it.
+      if (drive.compare_exchange_weak(d, kDriveOwner, std::memory_order_acquire)) {
+        if (duties != nullptr) duties->unowned.fetch_sub(1, std::memory_order_relaxed);
+        if (shm != nullptr && !closed.load(std::memory_order_relaxed)) shm_direct.store(true, std::memory_order_relaxed);
+        return;
+      }
+    } else {  // a duty in progress: it is short (one housekeeping pass)
+      sched_yield();
+      d = drive.load(std::memory_order_acquire);
+    }
+  }
+}
+
 bool SubscriberImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
   if (mode == Mode::kInline) return with_rx(kind, ep.get(), [](auto* e) { return e->connected(); });
@@ -79,6 +123,10 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
   // register saves would be made before the test, by every other mode too.
   if (__builtin_expect(shm_direct.load(std::memory_order_relaxed), 1)) return poll_shm(h, limit);
   if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
+  if (__builtin_expect(drive.load(std::memory_order_relaxed) != kDriveOwner, 0)) {
+    take_drive();  // the first poll: from now on this thread drives the endpoint
+    if (shm_direct.load(std::memory_order_relaxed)) return poll_shm(h, limit);
+  }
   return poll_general(h, limit, 0);
 }
 
@@ -274,6 +322,7 @@ int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noex
 
 bool SubscriberImpl::arm() noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
+  take_drive();
   if (mode == Mode::kQueued) {
     if (pending_gap.count != 0) return false;
     channel->app_waiting.store(RxChannel::kWaitFd, std::memory_order_relaxed);
@@ -290,6 +339,7 @@ bool SubscriberImpl::arm() noexcept {
 }
 
 void SubscriberImpl::disarm() noexcept {
+  take_drive();
   if (mode == Mode::kQueued) {
     // Only the eventfd needs draining; a futex waiter (wait()) leaves nothing behind.
     if (channel->app_waiting.exchange(RxChannel::kWaitNone, std::memory_order_relaxed) == RxChannel::kWaitFd) {
@@ -307,6 +357,7 @@ int SubscriberImpl::notify_fd() const noexcept {
 
 bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
+  take_drive();
   if (mode == Mode::kQueued) {
     if (pending_gap.count != 0) return true;
     // Snapshot the word before announcing (see RxChannel::notify_app): a delivery after the
@@ -352,6 +403,7 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
 }
 
 void SubscriberImpl::close() noexcept {
+  take_drive();  // no duty may run on the endpoint while it closes
   std::lock_guard<std::mutex> lock(control_mu);
   shm_direct.store(false, std::memory_order_relaxed);  // as `closed`: poll() then returns 0
   if (closed.exchange(true)) return;

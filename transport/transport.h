@@ -137,6 +137,10 @@ class RxEndpoint {
   // 0 for transports that own their receive buffers until release.
   virtual std::uint64_t safe_floor() const noexcept { return 0; }
   virtual int housekeeping_st(std::int64_t now_ns) noexcept = 0;
+  // Inline mode, before the application's first poll (the context's duty call): what makes
+  // the endpoint known to its publishers without delivering anything - attaching, reading and
+  // answering the publisher's announcements (what is read stays for the first poll).
+  virtual int duty_st(std::int64_t now_ns) noexcept { return housekeeping_st(now_ns); }
   virtual bool try_arm_st() noexcept { return false; }  // as TxEndpoint::try_arm_st()
   virtual void disarm_st() noexcept {}
   virtual int notify_fd() const noexcept { return -1; }  // as TxEndpoint::notify_fd()

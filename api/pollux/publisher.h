@@ -67,10 +67,13 @@ class POLLUX_API Publisher {
   // Inline mode: runs this publisher's transport duties that do not come with a message -
   // reclaiming sent buffers, answering NAKs with repairs, heartbeats (UDP: subscribers declare a
   // publisher dead after udp.session_timeout_ms of silence), status from subscribers (which is
-  // what makes is_connected() true). offer()/claim() do this too, rate-limited, and an offer
-  // refused with kNotConnected runs them at once (so a loop retrying offer() reconnects); call
-  // service() whenever the thread has nothing to offer (like Aeron's agent duty cycle). Cheap when there
-  // is nothing to do (a clock read; one recvmmsg per 250 us at most). Same thread as offer().
+  // what makes is_connected() true), reaping subscribers whose process died (shm) - and, at
+  // most every millisecond, the context's duty call for its subscribers no thread has polled
+  // yet (see is_connected()). offer()/claim() do the transport's duties too, rate-limited, and
+  // an offer refused with kNotConnected runs them at once (so a loop retrying offer()
+  // reconnects); call service() whenever the thread has nothing to offer (like Aeron's agent
+  // duty cycle). Cheap when there is nothing to do (a clock read; one recvmmsg per 250 us at
+  // most). Same thread as offer().
   // Dedicated/shared modes: the poller does all of this; returns 0. Returns work done.
   int service() noexcept;
 
@@ -83,7 +86,12 @@ class POLLUX_API Publisher {
   // collected by this publisher's duties (offer(), service()).
   std::int64_t send_completion_ns(std::uint64_t sequence) const noexcept;
 
-  // True when at least one subscriber can receive.
+  // True when at least one subscriber can receive. A subscriber becomes known to its
+  // publisher only when its own side runs: a dedicated/shared poller, or in inline mode the
+  // thread that polls it - and, until that thread's first call (poll, wait, arm), the
+  // service() of any publisher of its context, which runs the duties of such subscribers
+  // (Aeron's agent invoker). So a thread that waits for is_connected() calling only service()
+  // (or retrying offer()) connects, even when the other side's subscriber waits for it too.
   bool is_connected() const noexcept;
   bool is_closed() const noexcept;
   std::size_t max_payload() const noexcept;

@@ -43,6 +43,8 @@ struct Mode {
   const char* threading;  // "inline" | "dedicated" | "shared"
 };
 
+void PrintTo(const Mode& m, std::ostream* os) { *os << m.transport << "/" << m.threading; }
+
 std::string Name(const ::testing::TestParamInfo<Mode>& i) {
   return absl::StrCat(i.param.transport, "_", i.param.threading);
 }
@@ -315,6 +317,62 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   }
   waiter.join();
   EXPECT_TRUE(woke) << seen.trace;
+}
+
+// ---- the duty call -----------------------------------------------------------------------------
+
+// Two applications (here two threads with a context each), each of which waits for its own
+// publisher to connect - calling only Publisher::service(), as its documentation says - before
+// it polls its subscriber, whose publisher is the other's. In inline mode nothing else runs
+// the subscribers' side (attaching, answering the publisher): service() does, until their
+// first poll. Every mode connects both ways and delivers.
+TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
+  const std::string cfg = Config(5);
+  std::atomic<int> failures{0};
+  std::string why[2];
+  auto side = [&](int i, const char* in, const char* out) {
+    auto ctx = Context::from_string(cfg, i == 0 ? "a.toml" : "b.toml");
+    if (!ctx.ok()) {
+      why[i] = std::string(ctx.status().message());
+      ++failures;
+      return;
+    }
+    auto sub = (*ctx)->subscriber(in);
+    auto pub = (*ctx)->publisher(out);
+    if (!sub.ok() || !pub.ok()) {
+      why[i] = std::string((sub.ok() ? pub.status() : sub.status()).message());
+      ++failures;
+      return;
+    }
+    if (!Until([&] { return pub->is_connected(); }, [&] { (void)pub->service(); })) {
+      why[i] = "its publisher never connected";
+      ++failures;
+      return;
+    }
+    std::uint64_t v = 7 + static_cast<std::uint64_t>(i);
+    std::int64_t r = kBackPressured;
+    std::uint64_t got = 0;
+    if (!Until([&] { return r >= 0 && got != 0; }, [&] {
+          if (r < 0) r = pub->offer(&v, sizeof v);
+          (void)pub->service();
+          sub->poll([&](const Message& m) { std::memcpy(&got, m.payload.data(), sizeof got); }, 16);
+        })) {
+      why[i] = absl::StrCat("offer ", std::string(result_name(r)), ", received ", got);
+      ++failures;
+      return;
+    }
+    if (got != 8 - static_cast<std::uint64_t>(i)) {
+      why[i] = absl::StrCat("received ", got);
+      ++failures;
+    }
+    // Stay until the other side received too (closing would end its stream early).
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  std::thread a(side, 0, "b2a", "a2b");
+  std::thread b(side, 1, "a2b", "b2a");
+  a.join();
+  b.join();
+  EXPECT_EQ(failures, 0) << "a: " << why[0] << "; b: " << why[1];
 }
 
 INSTANTIATE_TEST_SUITE_P(Every, Contract,

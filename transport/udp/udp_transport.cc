@@ -941,6 +941,15 @@ int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   return service(now_ns);
 }
 
+int UdpRxEndpoint::duty_st(std::int64_t now_ns) noexcept {
+  if (closed_ || source_ != nullptr) return housekeeping_st(now_ns);
+  const int read = static_cast<int>(receive(now_ns, false));
+  if (receiver_.connected() != connected_.load(std::memory_order_relaxed)) {
+    connected_.store(receiver_.connected(), std::memory_order_relaxed);
+  }
+  return read + service(now_ns);
+}
+
 int UdpRxEndpoint::service(std::int64_t now_ns) noexcept {
   int work = receiver_.service(now_ns, *this);
   if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {

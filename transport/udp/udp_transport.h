@@ -193,6 +193,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
+  // The duty call (inline, before the first poll): reads what arrived - the publisher's setup and
+  // heartbeats, data kept for the first poll - and answers it (status), as poll_st() would.
+  int duty_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override {}  // see Waiter: nothing to undo
