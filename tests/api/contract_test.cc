@@ -319,6 +319,126 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   EXPECT_TRUE(woke) << seen.trace;
 }
 
+// ---- another process dies ----------------------------------------------------------------------
+
+// pollux-test-contract-peer (contract_peer.cc) as a child process, its stdout read line by line.
+struct Peer {
+  pid_t pid = -1;
+  int out = -1;
+  std::string seen;
+  Peer(const std::string& role, const std::string& config_file, const std::string& topic) {
+    int p[2];
+    if (pipe(p) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      dup2(p[1], 1);
+      ::close(p[0]);
+      ::close(p[1]);
+      execl(POLLUX_CONTRACT_PEER, POLLUX_CONTRACT_PEER, role.c_str(), config_file.c_str(), topic.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(p[1]);
+    out = p[0];
+    fcntl(out, F_SETFL, O_NONBLOCK);
+  }
+  // True once the child printed `word` (reads what is there; never blocks).
+  bool Said(const std::string& word) {
+    char buf[256];
+    for (ssize_t n; (n = ::read(out, buf, sizeof buf)) > 0;) seen.append(buf, static_cast<std::size_t>(n));
+    return seen.find(word) != std::string::npos;
+  }
+  void Kill() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Peer() {
+    Kill();
+    if (out >= 0) ::close(out);
+  }
+};
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A subscriber process killed (SIGKILL: it closes nothing) is noticed by its publisher within
+// the transport's liveness time (shm.liveness_timeout_ms, udp.session_timeout_ms; here 1 s) -
+// in every threading mode, inline included, where the publisher's own thread does it - and
+// the stream goes on: a backpressure publisher is not held back by it, a new subscriber receives.
+TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGoesOn) {
+  const std::string cfg = Config(6, "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
+                                 "session_timeout_ms = 1000");
+  const std::string file = ConfigFile(cfg);
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto pub = (*pctx)->publisher("d");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Peer child("sub", file, "d");
+  ASSERT_GT(child.pid, 0);
+  std::uint64_t v = 1;
+  auto offer = [&] {
+    if (pub->offer(&v, sizeof v) >= 0) ++v;
+    (void)pub->service();
+  };
+  ASSERT_TRUE(Until([&] { return child.Said("connected"); }, offer)) << "child: " << child.seen;
+  child.Kill();
+  const auto killed = Clock::now();
+  ASSERT_TRUE(Until([&] { return !pub->is_connected(); }, offer)) << "the dead subscriber is never forgotten";
+  const double forgotten = Since(killed);
+  std::printf("%s/%s: subscriber killed, forgotten by its publisher after %.2f s (liveness 1 s)\n",
+              GetParam().transport, GetParam().threading, forgotten);
+  EXPECT_LT(forgotten, 1.0 + 5.0) << "the liveness time, with slack for a loaded host";
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("d");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  Seen seen;
+  ASSERT_TRUE(Until([&] { return seen.values.size() >= 10; }, [&] {
+    offer();
+    Drain(*sub, seen);
+  })) << "a new subscriber received " << seen.values.size() << ": " << seen.trace;
+}
+
+// A publisher process killed is reported to its subscribers as kPublisherDied within the
+// liveness time, and a publisher that starts again is a new session, announced.
+TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
+  const std::string cfg = Config(7, "liveness_timeout_ms = 1000", "session_timeout_ms = 1000");
+  const std::string file = ConfigFile(cfg);
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("p");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  Seen seen;
+  Clock::time_point killed;
+  {
+    Peer child("pub", file, "p");
+    ASSERT_GT(child.pid, 0);
+    ASSERT_TRUE(Until([&] { return seen.values.size() >= 5; }, [&] { Drain(*sub, seen); }))
+        << "nothing from the publisher process: " << seen.trace << " child: " << child.seen;
+    child.Kill();
+    killed = Clock::now();
+  }
+  ASSERT_TRUE(Until([&] { return seen.trace.find('D') != std::string::npos; }, [&] { Drain(*sub, seen); }))
+      << "the death is never reported: " << seen.trace;
+  const double reported = Since(killed);
+  std::printf("%s/%s: publisher killed, reported after %.2f s (liveness 1 s)\n", GetParam().transport,
+              GetParam().threading, reported);
+  EXPECT_LT(reported, 1.0 + 5.0);
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto pub = (*pctx)->publisher("p");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::uint64_t v = 1000;
+  const std::size_t before = seen.values.size();
+  ASSERT_TRUE(Until([&] { return seen.values.size() > before; }, [&] {
+    if (pub->offer(&v, sizeof v) >= 0) ++v;
+    (void)pub->service();
+    Drain(*sub, seen);
+  })) << seen.trace;
+  EXPECT_EQ(seen.trace, "NMDNM") << "a session, its death, the next session";
+}
+
 // ---- the duty call -----------------------------------------------------------------------------
 
 // Two applications (here two threads with a context each), each of which waits for its own
