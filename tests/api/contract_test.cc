@@ -319,6 +319,57 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   EXPECT_TRUE(woke) << seen.trace;
 }
 
+// ---- flow control ------------------------------------------------------------------------------
+
+// A subscriber that stops reading never holds a lossy publisher back for good (shm with
+// flow_control = "lossy"; UDP has no other mode): every offer goes through - kBackPressured can
+// still come, transiently, in dedicated/shared threading when the ring to the poller is full
+// (the poller is behind, not the subscriber) or a UDP socket buffer is - and the subscriber,
+// when it reads again, learns exactly what it lost: received + lost = sent.
+TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
+  const std::string cfg = Config(8, "flow_control = \"lossy\"\nlog_size = \"64KiB\"");
+  auto pctx = Context::from_string(cfg, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("l");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = (*pctx)->publisher("l");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Seen seen;
+  std::uint64_t v = 1;
+  ASSERT_TRUE(Until([&] { return !seen.values.empty(); }, [&] {
+    if (pub->offer(&v, sizeof v) >= 0) ++v;
+    (void)pub->service();
+    Drain(*sub, seen);
+  }));
+  // The subscriber stops reading; 20,000 more messages (a 64 KiB log laps ~30 times).
+  std::uint64_t back_pressured = 0;
+  const std::uint64_t last = v + 20'000;
+  ASSERT_TRUE(Until([&] { return v >= last; }, [&] {
+    const std::int64_t r = pub->offer(&v, sizeof v);
+    if (r >= 0) ++v;
+    if (r < 0) {
+      EXPECT_EQ(r, kBackPressured) << result_name(r);
+      ++back_pressured;
+      (void)pub->service();
+    }
+  })) << "held back at " << v;
+  const std::uint64_t sent = v - 1;
+  ASSERT_TRUE(Until([&] { return seen.values.size() + seen.lost >= sent; }, [&] {
+    (void)pub->service();
+    Drain(*sub, seen);
+  })) << "received " << seen.values.size() << " lost " << seen.lost << " of " << sent << ": " << seen.trace;
+  std::printf("%s/%s: %llu sent while the subscriber did not read (%llu offers back-pressured), %zu received, %llu "
+              "reported lost\n",
+              GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent),
+              static_cast<unsigned long long>(back_pressured), seen.values.size(),
+              static_cast<unsigned long long>(seen.lost));
+  EXPECT_EQ(seen.values.size() + seen.lost, sent);
+  for (std::size_t i = 1; i < seen.values.size(); ++i) ASSERT_LT(seen.values[i - 1], seen.values[i]) << "order";
+  if (shm() && inline_mode()) EXPECT_EQ(back_pressured, 0u) << "inline lossy shm writes the log itself: it never waits";
+}
+
 // ---- another process dies ----------------------------------------------------------------------
 
 // pollux-test-contract-peer (contract_peer.cc) as a child process, its stdout read line by line.
