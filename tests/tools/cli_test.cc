@@ -130,6 +130,17 @@ TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
   EXPECT_LT(u.seconds, 2.0) << p.name;
 }
 
+// A short flag no program has ("-x") is an unknown flag too, worded the same everywhere (not
+// "unexpected argument", which is for a bare word).
+TEST_P(ProgramCli, UnknownShortFlagIsAnUnknownFlag) {
+  const ProgramUnderTest& p = GetParam();
+  const ProgramRun u = RunProgram(p, "-x");
+  EXPECT_EQ(u.status, 64) << p.name << " -x\n" << u.out << u.err;
+  EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
+  EXPECT_NE(u.err.find("unknown flag '-x'"), std::string::npos) << p.name << ": " << u.err;
+  EXPECT_NE(u.err.find("--help"), std::string::npos) << p.name << ": " << u.err;
+}
+
 // The first option the help describes (not --help/--version/--machine), with two of its
 // letters swapped, must be answered with "did you mean" that option.
 TEST_P(ProgramCli, TypoOfAFlagGetsDidYouMean) {
