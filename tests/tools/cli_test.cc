@@ -223,6 +223,23 @@ TEST(CliHelpers, ClosestFlagForTyposAndAbbreviations) {
   EXPECT_EQ(cli::unknown_flag_message("stray", known), "unexpected argument 'stray' (see --help)");
 }
 
+// A program with positional numbers (pollux-bench-ring COUNT RUNS) still answers "-x" as an
+// unknown flag, not as a bad COUNT.
+TEST(CliParser, ShortFlagIsUnknownEvenWherePositionalsAreTaken) {
+  auto parse = [](std::vector<std::string> args) {
+    std::uint64_t count = 1;
+    cli::Parser p("prog", "about");
+    p.positional("COUNT", &count, "as --count").count("--count", &count, "how many");
+    std::vector<char*> argv{const_cast<char*>("prog")};
+    for (std::string& a : args) argv.push_back(a.data());
+    p.parse(static_cast<int>(argv.size()), argv.data());
+    std::exit(count == 7 ? 0 : 1);
+  };
+  EXPECT_EXIT(parse({"-x"}), ::testing::ExitedWithCode(64), "prog: unknown flag '-x' \\(see --help\\)");
+  EXPECT_EXIT(parse({"7"}), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(parse({"seven"}), ::testing::ExitedWithCode(64), "COUNT");
+}
+
 TEST(CliHelpers, FlagsInAHelpText) {
   const std::vector<std::string> f =
       cli::flags_in("usage: x [--count N] [--json FILE]\n  --count N  how many (--count again)\n"
