@@ -852,6 +852,55 @@ const std::vector<StreamField>& stream_fields() {
   return table;
 }
 
+// The last dot-separated part of a key: "transport.kind" -> "kind".
+std::string_view last_part(std::string_view key) {
+  const auto dot = key.rfind('.');
+  return dot == std::string_view::npos ? key : key.substr(dot + 1);
+}
+
+// " (did you mean transport.kind? ...)" for a key written in the wrong table: the keys of other
+// tables with the same name (`kind` at the top level or under [runtime] -> transport.kind). When
+// several tables have one (rings.kind, transport.kind), those that accept `value` come first
+// (`kind = "udp"` is a transport, not a ring); when `value` is a table, its name is looked for
+// among the sub-tables ([adaptive] -> [runtime.adaptive]). `here` (the key as written, e.g.
+// "runtime.kind") is never suggested. Empty when no other table has such a key.
+std::string same_name_elsewhere(std::string_view here, std::string_view name, const toml::node& value) {
+  std::vector<std::string> fits, others;
+  if (value.is_table()) {
+    std::set<std::string> tables;
+    for (const Field& f : fields()) {
+      std::string_view k(f.key);
+      for (auto dot = k.find('.'); dot != std::string_view::npos; dot = k.find('.', dot + 1)) {
+        const std::string_view table = k.substr(0, dot);
+        if (last_part(table) == name && table != here) tables.insert(std::string(table));
+      }
+    }
+    if (tables.empty()) return "";
+    std::string list;
+    for (const std::string& t : tables) absl::StrAppend(&list, list.empty() ? "" : " or ", "[", t, "]");
+    return absl::StrFormat(" (did you mean %s?)", list);
+  }
+  for (const Field& f : fields()) {
+    if (last_part(f.key) != name || here == f.key) continue;
+    Config scratch;
+    (f.set(scratch, value).empty() ? fits : others).emplace_back(f.key);
+  }
+  for (const StreamField& f : stream_fields()) {
+    if (name != f.key || here.rfind("streams[", 0) == 0) continue;
+    StreamConfig scratch;
+    (f.set(scratch, value).empty() ? fits : others).push_back(absl::StrCat("[[streams]] ", f.key));
+  }
+  const std::vector<std::string>& pick = fits.empty() ? others : fits;
+  if (pick.empty()) return "";
+  if (pick.size() > 1) return absl::StrFormat(" (did you mean %s?)", absl::StrJoin(pick, " or "));
+  const std::string& k = pick.front();
+  if (k.rfind("[[streams]] ", 0) == 0) {
+    return absl::StrFormat(" (did you mean %s? %s is a key of each [[streams]] entry)", k, name);
+  }
+  const std::string table = k.substr(0, k.rfind('.'));
+  return absl::StrFormat(" (did you mean %s? %s belongs in the [%s] table)", k, name, table);
+}
+
 class Parser {
  public:
   explicit Parser(std::string_view source) : source_(source) {}
@@ -881,7 +930,9 @@ class Parser {
         if (sections.count(section) != 0) return error(v.source(), section, absl::StrCat("expected a table [", section, "], got ", describe(v)));
         std::vector<std::string> secs(sections.begin(), sections.end());
         secs.emplace_back("streams");
-        return error(k.source(), section, absl::StrCat("unknown key", did_you_mean(section, secs)));
+        std::string hint = same_name_elsewhere(section, section, v);
+        if (hint.empty()) hint = did_you_mean(section, secs);
+        return error(k.source(), section, absl::StrCat("unknown key", hint));
       }
       if (absl::Status s = run_table(section, *v.as_table(), by_key, known, cfg); !s.ok()) return s;
     }
@@ -903,7 +954,11 @@ class Parser {
           continue;
         }
       }
-      if (it == by_key.end()) return error(k2.source(), full, absl::StrCat("unknown key", did_you_mean(full, known)));
+      if (it == by_key.end()) {
+        std::string hint = same_name_elsewhere(full, k2.str(), v2);
+        if (hint.empty()) hint = did_you_mean(full, known);
+        return error(k2.source(), full, absl::StrCat("unknown key", hint));
+      }
       if (std::string e = it->second->set(*cfg, v2); !e.empty()) return error(v2.source(), full, e);
       lines_[full] = static_cast<int>(v2.source().begin.line);
     }
@@ -930,7 +985,11 @@ class Parser {
         for (const StreamField& sf : stream_fields()) {
           if (name == sf.key) f = &sf;
         }
-        if (f == nullptr) return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", did_you_mean(name, known)));
+        if (f == nullptr) {
+          std::string hint = same_name_elsewhere(prefix + "." + name, name, fv);
+          if (hint.empty()) hint = did_you_mean(name, known);
+          return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", hint));
+        }
         if (std::string err = f->set(sc, fv); !err.empty()) return error(fv.source(), prefix + "." + name, err);
       }
       if (sc.topic.empty()) return error(e.source(), prefix + ".topic", "missing (every [[streams]] entry needs a topic)");

@@ -5,14 +5,18 @@
 // per shm stream log its publisher and every attached subscriber's position and lag; the CPU
 // claims of automatic poller placement.
 //
-//   pollux-stat [--dir DIR] [--watch SECONDS] [--clean] [--all] [--json] [--errors]
+//   pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]
 //
 // Inputs are files any local user can leave in a shared directory: they are copied, never
 // mapped (no SIGBUS if one is truncated while read), links and FIFOs are refused, every size
 // and index is validated, and names from the files are printed with control characters escaped.
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,18 +46,25 @@ using pollux::core::CountersFileSnapshot;
 using pollux::tools::JsonOut;
 namespace shm = pollux::transport::shm;
 
-constexpr char kUsage[] = "usage: pollux-stat [--dir DIR] [--watch SECONDS] [--clean] [--all] [--json] [--errors]\n";
+constexpr char kUsage[] =
+    "usage: pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]\n";
+
+constexpr int kNoInput = 66;  // EX_NOINPUT: DIR does not exist or cannot be read
 
 constexpr char kHelp[] =
     "Shows what the Pollux processes of this host are doing, from the files they share in DIR\n"
     "(runtime.shm_dir, default /dev/shm), while they run.\n"
     "\n"
     "  --dir DIR          the shm directory to read (default /dev/shm)\n"
-    "  --watch SECONDS    redraw every SECONDS (clear screen), with per-second rates; Ctrl-C ends\n"
+    "  --watch SECONDS    a new snapshot every SECONDS, with per-second rates; Ctrl-C ends. On a\n"
+    "                     terminal the screen is cleared and redrawn; into a file or a pipe the\n"
+    "                     snapshots follow each other, separated by a line of dashes\n"
+    "  --count N          with --watch: stop after N snapshots (default: until Ctrl-C)\n"
     "  --clean            first remove what dead processes left: counters files of processes that\n"
     "                     no longer run (older builds' too), stream logs whose publisher is dead (or\n"
     "                     closed) and that no live process has attached, and CPU claim files nobody\n"
-    "                     holds\n"
+    "                     holds - of every Pollux application using DIR, not only yours (a process\n"
+    "                     that closed cleanly left nothing; this is for those killed)\n"
     "  --all              show zero counters and every transport counter too\n"
     "  --errors           only the error logs (every distinct error: count, first and last time)\n"
     "  --json             one JSON document instead of text (cannot be combined with --watch):\n"
@@ -70,8 +81,9 @@ constexpr char kHelp[] =
     "back-pressure by cause (log_full: the slowest shm subscriber; ring_full: the poller is behind;\n"
     "no_slot: every buffer in flight; transport: refused by the transport); each subscription's\n"
     "position and lag behind the publisher (shm: bytes; udp/rdma: messages, when the publisher runs\n"
-    "on this host), gaps, messages lost, overruns; the error log. Exit status: 0, or 64 for a usage\n"
-    "error.\n";
+    "on this host), gaps, messages lost, overruns; the error log.\n"
+    "\n"
+    "Exit status: 0; 64 usage error; 66 DIR does not exist, is not a directory or cannot be read.\n";
 
 using pollux::tools::printable;  // names from files anyone may have written: no terminal escapes
 
@@ -594,6 +606,17 @@ std::string render_json(const Snapshot& s) {
   return j.text() + "\n";
 }
 
+// DIR must be a directory this process can list: a missing one is an error, not an empty host.
+std::string dir_problem(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return absl::StrFormat("cannot read directory %s: %s", dir, std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return absl::StrFormat("%s is not a directory", dir);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return absl::StrFormat("cannot read directory %s: %s", dir, std::strerror(errno));
+  ::closedir(d);
+  return "";
+}
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "pollux-stat: %s\n%s(see pollux-stat --help)\n", printable(msg).c_str(), kUsage);
   return 64;
@@ -604,6 +627,7 @@ int usage_error(const std::string& msg) {
 int main(int argc, char** argv) {
   std::string dir = "/dev/shm";
   double watch = 0;
+  std::uint64_t count = 0;  // --watch snapshots; 0 = until interrupted
   bool clean = false, all = false, json = false, errors_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -622,6 +646,14 @@ int main(int argc, char** argv) {
       if (v == nullptr || end == v || *end != '\0' || !(watch > 0) || watch > 86400) {
         return usage_error(absl::StrFormat("--watch needs a number of seconds in (0, 86400], got \"%s\"", v ? v : ""));
       }
+    } else if (a == "--count") {
+      const char* v = value();
+      char* end = nullptr;
+      const unsigned long long n = v != nullptr ? std::strtoull(v, &end, 10) : 0;
+      if (v == nullptr || end == v || *end != '\0' || v[0] == '-' || n == 0) {
+        return usage_error(absl::StrFormat("--count needs a positive number of snapshots, got \"%s\"", v ? v : ""));
+      }
+      count = n;
     } else if (a == "--clean") {
       clean = true;
     } else if (a == "--all") {
@@ -635,19 +667,32 @@ int main(int argc, char** argv) {
     }
   }
   if (json && watch > 0) return usage_error("--json prints one document: it cannot be combined with --watch");
+  if (count != 0 && watch <= 0) return usage_error("--count counts --watch snapshots: give --watch SECONDS too");
+  if (const std::string why = dir_problem(dir); !why.empty()) {
+    std::fprintf(stderr, "pollux-stat: %s (--dir is the runtime.shm_dir of the processes to show; default /dev/shm)\n",
+                 printable(why).c_str());
+    return kNoInput;
+  }
   if (json) {
     std::fputs(render_json(take_snapshot(dir, clean)).c_str(), stdout);
     return 0;
   }
   Rates rates;
-  for (bool first = true;; first = false) {
+  // Escape codes only for a terminal: in a file or a pipe they are noise.
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  for (std::uint64_t n = 1;; ++n) {
+    const bool first = n == 1;
     const Snapshot s = take_snapshot(dir, clean && first);
     std::map<std::string, std::uint64_t> values;
     rates.begin(s);
     const std::string text = render_text(s, rates, all, errors_only, &values);
-    if (watch > 0) std::fputs("\033[H\033[2J", stdout);  // cursor home + clear: the screen is redrawn
+    if (watch > 0 && terminal) {
+      std::fputs("\033[H\033[2J", stdout);  // cursor home + clear: the screen is redrawn
+    } else if (watch > 0 && !first) {
+      std::fputs("--------------------------------------------------------------------------------\n", stdout);
+    }
     std::fputs(text.c_str(), stdout);
-    if (watch <= 0) break;
+    if (watch <= 0 || n == count) break;
     std::fflush(stdout);
     rates.end(s, std::move(values));
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));

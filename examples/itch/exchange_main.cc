@@ -166,11 +166,21 @@ void PrintHelp() {
   std::exit(kUsage);
 }
 
+// Worded as every Pollux program words it (tools/common/cli.h): "unknown flag '-x'" for anything
+// that starts with '-' and is not one of ours (short flags included), with a "did you mean" when
+// one is close; "unexpected argument" for a bare word.
+[[noreturn]] void RejectArgument(std::string_view arg) {
+  std::vector<std::string> candidates{"--help", "--version"};
+  for (const char* k : kFlags) candidates.push_back("--" + Dashed(k));
+  const std::string m = pollux::cli::unknown_flag_message(arg, candidates);
+  UsageError(m.substr(0, m.rfind(" (see --help)")));
+}
+
 // Abseil's ParseCommandLine exits 1 and wants underscores; the contract is dashes and 64.
 void ParseFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a.size() < 3 || a.substr(0, 2) != "--") UsageError("unexpected argument \"" + std::string(a) + "\"");
+    if (a.size() < 3 || a.substr(0, 2) != "--") RejectArgument(a);
     a.remove_prefix(2);
     std::string name(a.substr(0, a.find('=')));
     const bool has_value = a.find('=') != std::string_view::npos;
@@ -178,12 +188,7 @@ void ParseFlags(int argc, char** argv) {
     bool known = false;
     for (const char* k : kFlags) known = known || name == k;
     absl::CommandLineFlag* f = known ? absl::FindCommandLineFlag(name) : nullptr;
-    if (f == nullptr) {
-      std::vector<std::string> candidates{"--help", "--version"};
-      for (const char* k : kFlags) candidates.push_back("--" + Dashed(k));
-      std::string m = pollux::cli::unknown_flag_message("--" + Dashed(name), candidates);
-      UsageError(m.substr(0, m.rfind(" (see --help)")));
-    }
+    if (f == nullptr) RejectArgument(argv[i]);
     std::string value;
     if (has_value) {
       value = std::string(a.substr(a.find('=') + 1));

@@ -33,7 +33,8 @@ int publish(const std::string& config_path, std::uint64_t count, bool zero_copy)
   constexpr std::int64_t kStallLimitNs = 10'000'000'000;  // give up after 10 s without progress
   std::int64_t last_progress = pollux::now_ns();
   std::uint64_t back_pressured = 0;
-  for (std::uint64_t i = 0; i < count;) {
+  std::uint64_t i = 0;
+  while (i < count && g_stop_signal == 0) {  // Ctrl-C or SIGTERM: stop and close cleanly
     const Quote q{i, 1'000'000 + static_cast<std::int64_t>(i % 100), 1'000'100 + static_cast<std::int64_t>(i % 100)};
     std::int64_t r;
     if (zero_copy) {
@@ -70,9 +71,10 @@ int publish(const std::string& config_path, std::uint64_t count, bool zero_copy)
     std::fprintf(stderr, "pub: %s\n", std::string(pollux::result_name(r)).c_str());
     return 1;
   }
-  std::printf("pub: published=%llu back_pressured=%llu\n", static_cast<unsigned long long>(count),
-              static_cast<unsigned long long>(back_pressured));
-  pub->close();  // subscribers get StreamEventKind::kEndOfStream
+  pub->close();  // subscribers get StreamEventKind::kEndOfStream; the stream log is removed
+  ctx->reset();  // stops the context: its counters file is removed
+  std::printf("pub: published=%llu back_pressured=%llu%s\n", static_cast<unsigned long long>(i),
+              static_cast<unsigned long long>(back_pressured), stopped_text());
   return 0;
 }
 // [/readme:pub]
@@ -87,8 +89,11 @@ int main(int argc, char** argv) {
       "  --count N      quotes to publish (default 100000; give quickstart-sub the same N)\n"
       "  --zero-copy    write each quote in place with claim()/commit() instead of offer()\n"
       "  --version      print \"quickstart-pub <Pollux version>\" and exit\n"
-      "  -h, --help     this text\n";
+      "  -h, --help     this text\n"
+      "Ctrl-C or SIGTERM stops it: it closes the stream (quickstart-sub sees the end), removes its\n"
+      "files from runtime.shm_dir, prints its summary with stopped=SIGINT|SIGTERM and exits 0.\n";
   Options o;
   if (const int rc = parse_options(argc, argv, "quickstart-pub", kUsage, /*zero_copy_flag=*/true, &o); rc >= 0) return rc;
+  install_stop_handlers();
   return publish(o.config, o.count, o.zero_copy);
 }

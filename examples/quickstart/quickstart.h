@@ -1,6 +1,9 @@
 // What quickstart-pub and quickstart-sub share: the message, and their command line.
 #pragma once
 
+#include <signal.h>
+
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,31 @@ struct Options {
   std::uint64_t count = 100'000;
   bool zero_copy = false;  // quickstart-pub only
 };
+
+// The signal (SIGINT or SIGTERM) that asked the program to stop, or 0. The programs check it in
+// their loops, then close the publisher or subscriber and the context - which removes this
+// process's files from runtime.shm_dir (its counters file; the publisher's stream log) - and print
+// their summary. Left to the default action, the signal would kill the process on the spot and
+// those files would stay behind until `pollux-stat --clean` or the next publisher of the stream.
+inline volatile std::sig_atomic_t g_stop_signal = 0;
+
+// Ctrl-C (SIGINT) and SIGTERM (kill, systemd, docker stop) set g_stop_signal. No SA_RESTART: a
+// system call the program is blocked in (Subscriber::wait() sleeping) returns early with EINTR,
+// so the loop sees the flag at once instead of at the end of the wait.
+inline void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { g_stop_signal = sig; };
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// " stopped=SIGINT" for the summary line of a program a signal stopped, else "".
+inline const char* stopped_text() {
+  if (g_stop_signal == 0) return "";
+  return g_stop_signal == SIGTERM ? " stopped=SIGTERM" : " stopped=SIGINT";
+}
 
 // The Pollux version these programs were built against (CMakeLists.txt and the Makefile pass it).
 #ifndef QUICKSTART_VERSION

@@ -90,6 +90,35 @@ TEST(ConfigTest, UnknownKeyIsAnErrorWithSuggestion) {
             "feed.toml:4: streams[0].trase: unknown key (did you mean trace?)");
 }
 
+// A key written in the wrong table is answered with the table it belongs in, not with the
+// nearest spelling: `kind = "udp"` at the top level is transport.kind (rings.kind is the closer
+// string and also a "kind", but it does not take "udp").
+TEST(ConfigTest, KeyInTheWrongTableSuggestsTheTableThatHasIt) {
+  EXPECT_EQ(error_of("kind = \"udp\"\n"),
+            "feed.toml:1: kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
+  EXPECT_EQ(error_of("[runtime]\nthreading = \"inline\"\nkind = \"udp\"\n"),
+            "feed.toml:3: runtime.kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
+  EXPECT_EQ(error_of("[transport]\nkind = \"shm\"\n[shm]\nkind = \"boost\"\n"),
+            "feed.toml:4: shm.kind: unknown key (did you mean rings.kind? kind belongs in the [rings] table)");
+  // A value neither takes: both tables are named.
+  EXPECT_EQ(error_of("[shm]\nkind = 5\n"), "feed.toml:2: shm.kind: unknown key (did you mean rings.kind or transport.kind?)");
+  EXPECT_EQ(error_of("[rdma]\ninterface = \"eth0\"\n"),
+            "feed.toml:2: rdma.interface: unknown key (did you mean udp.interface? interface belongs in the [udp] table)");
+  EXPECT_EQ(error_of("[runtime]\nspin_factor = 2.0\n"),
+            "feed.toml:2: runtime.spin_factor: unknown key (did you mean runtime.adaptive.spin_factor? spin_factor "
+            "belongs in the [runtime.adaptive] table)");
+  EXPECT_EQ(error_of("[adaptive]\nspin_factor = 2.0\n"), "feed.toml:1: adaptive: unknown key (did you mean [runtime.adaptive]?)");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\ninterface = \"lo\"\n"),
+            "feed.toml:4: streams[0].interface: unknown key (did you mean udp.interface? interface belongs in the [udp] "
+            "table)");
+  EXPECT_EQ(error_of("[udp]\ntopic = \"a\"\n"),
+            "feed.toml:2: udp.topic: unknown key (did you mean [[streams]] topic? topic is a key of each [[streams]] "
+            "entry)");
+  // A plain misspelling still gets the nearest key of its own table.
+  EXPECT_EQ(error_of("[runtime]\nthreding = \"inline\"\n"),
+            "feed.toml:2: runtime.threding: unknown key (did you mean runtime.threading?)");
+}
+
 TEST(ConfigTest, WrongTypeAndRange) {
   EXPECT_EQ(error_of("[runtime]\npollers = \"two\"\n"), "feed.toml:2: runtime.pollers: expected an integer, got \"two\"");
   EXPECT_EQ(error_of("[runtime]\npollers = 0\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 0");

@@ -9,7 +9,12 @@
 #      (its CMakeLists.txt) and with pkg-config + make (its Makefile) - and run each build's
 #      quickstart-sub and quickstart-pub as two processes over shared memory: every quote must
 #      arrive;
-#   4. shared: the programs need libpollux.so.0 (the SONAME), pkg-config's shared link line is
+#   4. pkg-config's Cflags are include directories only (no -D of a dependency leaks into a
+#      user's compile), and README.md's API example ("The API in one page") compiles with them,
+#      links and runs;
+#   5. static: the programs were installed into <prefix>/bin (the tools, and pollux-feed and
+#      pollux-exchange when this tree built the examples) and run from the moved prefix;
+#   6. shared: the programs need libpollux.so.0 (the SONAME), pkg-config's shared link line is
 #      libpollux and Abseil only, and libpollux.so exports only namespace pollux.
 #
 #   install_test.sh static|shared SOURCE_DIR BUILD_DIR WORK [CMAKE-ARGS for the shared build...]
@@ -63,6 +68,17 @@ for f in include/pollux/pollux.h include/pollux/export.h include/pollux/clock.h 
          lib/cmake/pollux/polluxConfig.cmake lib/cmake/pollux/polluxTargets.cmake share/doc/pollux/LICENSE; do
   [ -f "$prefix/$f" ] || fail "$f was not installed"
 done
+programs=()
+if [ "$variant" = static ]; then
+  programs=(pollux-stat pollux-config pollux-doctor pollux-latency)
+  # The examples' programs, when this tree built them (POLLUX_BUILD_EXAMPLES, the default).
+  for p in pollux-feed pollux-exchange; do
+    if [ -x "$build/bin/$p" ]; then programs+=("$p"); fi
+  done
+  for p in "${programs[@]}"; do
+    [ -x "$prefix/bin/$p" ] || fail "bin/$p was not installed (it is in $build/bin)"
+  done
+fi
 
 # ---- 2. nothing of this machine in the package, then move it --------------------------------
 step "checking the installed CMake and pkg-config files for absolute paths"
@@ -70,7 +86,7 @@ meta=("$prefix"/lib/cmake/pollux/*.cmake "$prefix/lib/pkgconfig/pollux.pc")
 for needle in "$prefix" "$src" "$build" "$work"; do
   if grep -n -F "$needle" "${meta[@]}"; then fail "an installed file names $needle (above)"; fi
 done
-if grep -n -E '(^|[";: ])/(usr|lib|opt)/[^ ";]*' "${meta[@]}"; then
+if grep -n -E '(^|[";: ]|-[LI])/(usr|lib|opt)/[^ ";]*' "${meta[@]}"; then
   fail "an installed file names a system path (above): dependencies must be imported targets or -l flags"
 fi
 moved="$root/moved/to/elsewhere"
@@ -132,7 +148,52 @@ cat "$root/make-consumer.log"
 check_linkage "$root/make-build/quickstart-sub"
 exchange "$root/make-build" make
 
-# ---- 4. shared: link line and exported symbols -------------------------------------------------
+# ---- 4. pkg-config's Cflags, and README.md's API example built with them -----------------------
+for mode in "" --static; do
+  cflags=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config $mode --cflags pollux)
+  step "pkg-config $mode --cflags pollux: $cflags"
+  for f in $cflags; do
+    case "$f" in
+      -I*|-isystem*) ;;
+      *) fail "pkg-config $mode --cflags pollux gives users' compiles '$f': only include directories belong there" ;;
+    esac
+  done
+done
+api="$root/api-example"
+mkdir -p "$api"
+awk '/<!-- compiled: tests\/install\/install_test.sh api-example -->/ { marked = 1; next }
+     marked && /^```cpp$/ { inside = 1; next }
+     inside && /^```$/ { exit }
+     inside { print }' "$src/README.md" >"$api/example.cc"
+[ -s "$api/example.cc" ] || fail "README.md lost its API example (<!-- compiled: tests/install/install_test.sh api-example --> and a \`\`\`cpp block)"
+grep -q '#include <pollux/pollux.h>' "$api/example.cc" || fail "README.md's API example does not include <pollux/pollux.h>"
+pc_cflags=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --cflags pollux)
+pc_libs=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --static --libs pollux)
+pc_libdir=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --variable=libdir pollux)
+step "c++ -std=c++20 -Wall -Wextra -Werror \$(pkg-config --cflags pollux) README.md's API example \$(pkg-config --static --libs pollux)"
+# shellcheck disable=SC2086  # the flags are words
+c++ -std=c++20 -O2 -Wall -Wextra -Werror $pc_cflags -o "$api/example" "$api/example.cc" $pc_libs \
+    -Wl,-rpath,"$pc_libdir" >"$api/build.log" 2>&1 || { cat "$api/build.log"; fail "README.md's API example does not build"; }
+check_linkage "$api/example"
+shm=$(mktemp -d /dev/shm/pollux-install-test-XXXXXX)
+printf '[runtime]\nthreading = "inline"\nshm_dir = "%s"\n' "$shm" >"$shm.toml"
+api_rc=0
+timeout 60 "$api/example" "$shm.toml" >"$api/run.out" 2>&1 || api_rc=$?
+left=$(find "$shm" -mindepth 1 ! -name pollux-clock)
+rm -rf "$shm" "$shm.toml"
+cat "$api/run.out"
+[ "$api_rc" = 0 ] || fail "README.md's API example exited $api_rc"
+grep -q '^hello: sequence 1, ' "$api/run.out" || fail "README.md's API example did not receive its message"
+[ -z "$left" ] || fail "README.md's API example left files behind: $left"
+
+# ---- 5. the installed programs run from the moved prefix ---------------------------------------
+for p in "${programs[@]}"; do
+  out=$("$moved/bin/$p" --version) || fail "$moved/bin/$p --version failed"
+  [[ "$out" == "$p "* ]] || fail "$moved/bin/$p --version printed '$out'"
+done
+[ ${#programs[@]} = 0 ] || step "installed and run from the moved prefix: ${programs[*]}"
+
+# ---- 6. shared: link line and exported symbols -------------------------------------------------
 if [ "$variant" = shared ]; then
   libs=$(PKG_CONFIG_PATH="$moved/lib/pkgconfig" pkg-config --libs pollux)
   step "pkg-config --libs pollux: $libs"

@@ -1,10 +1,15 @@
 // The tutorial stays true: examples/quickstart's two programs exchange quotes between two
-// processes over shared memory with the shipped quickstart.toml, and the code README.md shows
-// is the code of pub.cc and sub.cc, character for character.
+// processes over shared memory with the shipped quickstart.toml, stop cleanly on SIGINT and
+// SIGTERM (no file left behind), and the code README.md shows is the code of pub.cc and sub.cc,
+// character for character.
+#include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -78,6 +83,66 @@ TEST_F(QuickstartTest, ZeroCopyClaimCommitDeliversTheSame) {
   EXPECT_EQ(src, 0) << sout;
   EXPECT_EQ(field(sout, "received"), 20000) << sout;
   EXPECT_EQ(field(sout, "bad"), 0) << sout;
+}
+
+// The names in the test's shm directory, less the host-wide clock calibration (pollux-clock:
+// shared by every Pollux process of the host, kept on purpose).
+std::vector<std::string> shm_files(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n != "pollux-clock") names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+// Ctrl-C (SIGINT) or SIGTERM in the middle of a run: each program closes what it opened, so the
+// library removes its counters file and the publisher's 16 MiB stream log, prints its summary
+// with stopped=..., and exits 0.
+TEST_F(QuickstartTest, SigintAndSigtermCloseCleanlyPrintTheSummaryAndLeaveNoFiles) {
+  const std::string many = "1000000000000";  // more than either runs before it is stopped
+  Child sub = spawn({POLLUX_QUICKSTART_SUB, "--config", config_, "--count", many});
+  ASSERT_GT(sub.pid, 0);
+  Child pub = spawn({POLLUX_QUICKSTART_PUB, "--config", config_, "--count", many});
+  ASSERT_GT(pub.pid, 0);
+  // Both contexts are up (their counters files) and the publisher has its stream log: the
+  // signal handlers are installed by then (before the context is created).
+  const std::string sub_counters = "pollux-quickstart-" + std::to_string(sub.pid) + ".counters";
+  const std::string pub_counters = "pollux-quickstart-" + std::to_string(pub.pid) + ".counters";
+  const std::string log = "pollux-quickstart-stream-1.log";
+  auto present = [&](const std::string& name) { return std::filesystem::exists(shm_dir_ + "/" + name); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!(present(sub_counters) && present(pub_counters) && present(log)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(present(sub_counters) && present(pub_counters) && present(log))
+      << "the programs did not start within 60 s; " << shm_dir_ << " holds: " << joined(shm_files(shm_dir_));
+
+  ASSERT_EQ(::kill(sub.pid, SIGINT), 0);
+  const int src = wait_child(sub, 60);
+  EXPECT_EQ(src, 0) << sub.output;
+  EXPECT_NE(sub.output.find("stopped=SIGINT"), std::string::npos) << sub.output;
+  EXPECT_GE(field(sub.output, "received"), 0) << "no summary line: " << sub.output;
+  EXPECT_EQ(field(sub.output, "lost"), 0) << sub.output;
+  EXPECT_EQ(field(sub.output, "bad"), 0) << sub.output;
+  EXPECT_NE(sub.output.find("queueing included"), std::string::npos) << "the latency line is explained: " << sub.output;
+  EXPECT_FALSE(present(sub_counters)) << "quickstart-sub left its counters file";
+
+  ASSERT_EQ(::kill(pub.pid, SIGTERM), 0);
+  const int prc = wait_child(pub, 60);
+  EXPECT_EQ(prc, 0) << pub.output;
+  EXPECT_NE(pub.output.find("stopped=SIGTERM"), std::string::npos) << pub.output;
+  EXPECT_GE(field(pub.output, "published"), 0) << "no summary line: " << pub.output;
+  EXPECT_EQ(shm_files(shm_dir_), std::vector<std::string>{})
+      << "left in " << shm_dir_ << ": " << joined(shm_files(shm_dir_));
 }
 
 // A configuration error reaches the user with the file, the line and the key.

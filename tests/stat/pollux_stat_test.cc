@@ -5,6 +5,7 @@
 // a counters file of another version) and automatic placement across contexts.
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -385,6 +387,110 @@ TEST_F(StatTest, UsageErrorsAndHelp) {
   EXPECT_EQ(stat({"--json", "--watch", "1"}, &out), 64);
   EXPECT_EQ(stat({"--version"}, &out), 0);
   EXPECT_NE(out.find("pollux-stat"), std::string::npos);
+}
+
+// A --dir that does not exist or is not a directory is an error naming the path (exit 66,
+// EX_NOINPUT), not an empty host; so is one this user cannot read.
+TEST_F(StatTest, MissingOrUnreadableDirIsAnErrorNamingThePath) {
+  const std::string missing = dir + "/no-such-dir";
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--dir", missing},
+                                               std::vector<std::string>{"--dir", missing, "--json"},
+                                               std::vector<std::string>{"--dir", missing, "--clean"}}) {
+    std::string cmd = std::string(POLLUX_STAT);
+    for (const std::string& a : args) cmd += " '" + a + "'";
+    Child c = testing::spawn({"/bin/sh", "-c", cmd + " 2>&1"});
+    EXPECT_EQ(testing::wait_child(c, 60), 66) << cmd << "\n" << c.output;
+    EXPECT_NE(c.output.find("cannot read directory " + missing + ": No such file or directory"), std::string::npos)
+        << c.output;
+    EXPECT_EQ(c.output.find("\"snapshot_ns\""), std::string::npos) << "no document for a missing directory";
+  }
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "x";
+  Child f = testing::spawn({"/bin/sh", "-c", std::string(POLLUX_STAT) + " --dir '" + file + "' 2>&1"});
+  EXPECT_EQ(testing::wait_child(f, 60), 66) << f.output;
+  EXPECT_NE(f.output.find(file + " is not a directory"), std::string::npos) << f.output;
+}
+
+TEST_F(StatTest, UnreadableDirIsAnError) {
+  // Root reads every directory: as root the program runs as nobody (setpriv, util-linux).
+  std::string as_user;
+  if (::geteuid() == 0) {
+    if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "root, and no /usr/bin/setpriv to run as nobody";
+    as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);  // nobody may pass through, not list
+  }
+  const std::string locked = dir + "/locked";
+  ASSERT_EQ(::mkdir(locked.c_str(), 0), 0);
+  Child c = testing::spawn({"/bin/sh", "-c", as_user + POLLUX_STAT + " --dir '" + locked + "' 2>&1"});
+  EXPECT_EQ(testing::wait_child(c, 60), 66) << c.output;
+  EXPECT_NE(c.output.find("cannot read directory " + locked + ": Permission denied"), std::string::npos) << c.output;
+  ::chmod(locked.c_str(), 0700);
+  ::chmod(dir.c_str(), 0700);
+}
+
+// Runs pollux-stat with `args`, its stdout and stderr on a pseudo-terminal (as from a shell);
+// returns its exit status (-1 when it did not end within 60 s), the output in *out.
+int stat_on_terminal(const std::vector<std::string>& args, std::string* out) {
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) return -2;
+  if (pid == 0) {
+    std::vector<char*> av{const_cast<char*>(POLLUX_STAT)};
+    for (const std::string& a : args) av.push_back(const_cast<char*>(a.c_str()));
+    av.push_back(nullptr);
+    ::execv(av[0], av.data());
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO: the program ended and the terminal closed
+    out->append(buf, static_cast<std::size_t>(n));
+  }
+  // The terminal closes as the program exits: it is reaped moments later.
+  int status = 0;
+  pid_t reaped = 0;
+  while ((reaped = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (reaped != pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    ::close(master);
+    return -1;
+  }
+  ::close(master);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + what.size())) ++n;
+  return n;
+}
+
+// --watch into a file or a pipe: the snapshots one after the other with a separator line, no
+// terminal escape codes; on a terminal: cleared and redrawn. --count ends it.
+TEST_F(StatTest, WatchClearsTheScreenOnlyOnATerminal) {
+  start("pub");
+  std::string piped;
+  ASSERT_EQ(stat({"--dir", dir, "--watch", "0.01", "--count", "3"}, &piped), 0) << piped;
+  EXPECT_EQ(piped.find('\033'), std::string::npos) << "escape codes written to a pipe:\n" << piped;
+  EXPECT_EQ(occurrences(piped, "pollux-stat  "), 3u) << piped;
+  EXPECT_EQ(occurrences(piped, "\n" + std::string(80, '-') + "\n"), 2u) << piped;
+  EXPECT_EQ(occurrences(piped, "pub "), 3u) << "each snapshot shows the peer's publication:\n" << piped;
+
+  std::string screen;
+  ASSERT_EQ(stat_on_terminal({"--dir", dir, "--watch", "0.01", "--count", "2"}, &screen), 0) << screen;
+  EXPECT_EQ(occurrences(screen, "\033[H\033[2J"), 2u) << screen;
+  EXPECT_EQ(occurrences(screen, std::string(80, '-')), 0u) << screen;
+
+  std::string out;
+  EXPECT_EQ(stat({"--dir", dir, "--count", "2"}, &out), 64) << "--count without --watch";
+  EXPECT_EQ(stat({"--dir", dir, "--watch", "1", "--count", "0"}, &out), 64);
 }
 
 // Automatic placement across contexts on this machine's real topology: each context's poller

@@ -130,6 +130,17 @@ TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
   EXPECT_LT(u.seconds, 2.0) << p.name;
 }
 
+// A short flag no program has ("-x") is an unknown flag too, worded the same everywhere (not
+// "unexpected argument", which is for a bare word).
+TEST_P(ProgramCli, UnknownShortFlagIsAnUnknownFlag) {
+  const ProgramUnderTest& p = GetParam();
+  const ProgramRun u = RunProgram(p, "-x");
+  EXPECT_EQ(u.status, 64) << p.name << " -x\n" << u.out << u.err;
+  EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
+  EXPECT_NE(u.err.find("unknown flag '-x'"), std::string::npos) << p.name << ": " << u.err;
+  EXPECT_NE(u.err.find("--help"), std::string::npos) << p.name << ": " << u.err;
+}
+
 // The first option the help describes (not --help/--version/--machine), with two of its
 // letters swapped, must be answered with "did you mean" that option.
 TEST_P(ProgramCli, TypoOfAFlagGetsDidYouMean) {
@@ -210,6 +221,23 @@ TEST(CliHelpers, ClosestFlagForTyposAndAbbreviations) {
             "unknown flag '--cuont'; did you mean '--count'? (see --help)");
   EXPECT_EQ(cli::unknown_flag_message("--xyzzy", known), "unknown flag '--xyzzy' (see --help)");
   EXPECT_EQ(cli::unknown_flag_message("stray", known), "unexpected argument 'stray' (see --help)");
+}
+
+// A program with positional numbers (pollux-bench-ring COUNT RUNS) still answers "-x" as an
+// unknown flag, not as a bad COUNT.
+TEST(CliParser, ShortFlagIsUnknownEvenWherePositionalsAreTaken) {
+  auto parse = [](std::vector<std::string> args) {
+    std::uint64_t count = 1;
+    cli::Parser p("prog", "about");
+    p.positional("COUNT", &count, "as --count").count("--count", &count, "how many");
+    std::vector<char*> argv{const_cast<char*>("prog")};
+    for (std::string& a : args) argv.push_back(a.data());
+    p.parse(static_cast<int>(argv.size()), argv.data());
+    std::exit(count == 7 ? 0 : 1);
+  };
+  EXPECT_EXIT(parse({"-x"}), ::testing::ExitedWithCode(64), "prog: unknown flag '-x' \\(see --help\\)");
+  EXPECT_EXIT(parse({"7"}), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(parse({"seven"}), ::testing::ExitedWithCode(64), "COUNT");
 }
 
 TEST(CliHelpers, FlagsInAHelpText) {

@@ -153,11 +153,12 @@ void Parser::parse(int argc, char** argv, int first) {
       continue;
     }
     if (a.rfind("--", 0) != 0) {
+      // A positional is a bare number: "-x" (or "-count") is a flag nobody has, never a value.
+      if (a.size() > 1 && a[0] == '-') unknown(a);
       if (next_positional < positionals_.size() && i - first == static_cast<int>(next_positional)) {
         positionals_[next_positional++].set(a);
         continue;
       }
-      if (a.size() > 1 && a[0] == '-') unknown(a);  // "-count"
       fail("unexpected argument \"" + a + "\"");
     }
     std::string value;
