@@ -98,7 +98,7 @@ TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   }
   const Cli stray = RunCli(ok + " extra");
   EXPECT_EQ(stray.rc, 64) << stray.out;
-  EXPECT_NE(stray.out.find("unexpected argument \"extra\""), std::string::npos) << stray.out;
+  EXPECT_NE(stray.out.find("unexpected argument 'extra'"), std::string::npos) << stray.out;
 }
 
 int JoinLine(const std::string& grp, uint32_t port) {
