@@ -49,7 +49,7 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 
 # Programs the TSan stage builds and runs (their ctest label is the program name).
 TSAN_PROGRAMS=(ring_test pool_test poller_test controller_test clock_topology_test shm_log_test shm_segment_test shm_ipc_test
-               shm_hardening_test api_test udp_transport_test udp_reliability_test exchange_test)
+               shm_hardening_test api_test udp_transport_test udp_reliability_test exchange_test contract_test)
 
 failed=()
 stage_time() { printf '[test] stage %s: %s in %d s\n' "$1" "$2" "$(( $(date +%s) - $3 ))"; }
