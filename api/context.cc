@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/internal.h"
@@ -151,6 +152,9 @@ PollerSlot* ContextImpl::poller_for(std::uint32_t stream_id) {
 absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::string_view topic) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return absl::FailedPreconditionError("context is closed");
+  if (const std::string e = core::topic_error(topic); !e.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("publisher on topic \"", absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))), topic.size() > 64 ? "...\": " : "\": ", e));
+  }
   auto p = std::make_shared<PublisherImpl>();
   p->stream_id = cfg.stream_id(topic);
   p->topic = std::string(topic);
@@ -244,6 +248,9 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
 absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std::string_view topic) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return absl::FailedPreconditionError("context is closed");
+  if (const std::string e = core::topic_error(topic); !e.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("subscriber on topic \"", absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))), topic.size() > 64 ? "...\": " : "\": ", e));
+  }
   auto s = std::make_shared<SubscriberImpl>();
   s->stream_id = cfg.stream_id(topic);
   s->topic = std::string(topic);

@@ -793,8 +793,7 @@ const std::vector<StreamField>& stream_fields() {
   static const std::vector<StreamField> table = {
       {"topic", "topic name applications use", [](StreamConfig& s, const toml::node& n) -> std::string {
          if (auto e = want_string(n, &s.topic); !e.empty()) return e;
-         if (s.topic.empty()) return "expected a non-empty topic";
-         return "";
+         return topic_error(s.topic);
        },
        [](const StreamConfig& s) { return quote(s.topic); }},
       {"id", "stream id on the wire (1..2147483647)", [](StreamConfig& s, const toml::node& n) {
@@ -1120,6 +1119,20 @@ std::string did_you_mean(std::string_view key, const std::vector<std::string>& k
     }
   }
   return best.empty() ? "" : absl::StrFormat(" (did you mean %s?)", best);
+}
+
+std::string topic_error(std::string_view topic) {
+  if (topic.empty()) return "expected a non-empty topic";
+  if (topic.size() > kMaxTopicBytes) {
+    return absl::StrCat("a topic is at most ", kMaxTopicBytes, " bytes; this one has ", topic.size());
+  }
+  for (std::size_t i = 0; i < topic.size(); ++i) {
+    const auto c = static_cast<unsigned char>(topic[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::StrFormat("a topic has no control characters; this one has byte 0x%02x at offset %d", c, i);
+    }
+  }
+  return "";
 }
 
 std::uint32_t Config::stream_id(std::string_view topic) const {

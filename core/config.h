@@ -190,6 +190,11 @@ inline bool udp_kernel_timestamps(const Config& c, const StreamConfig* s) {
 }
 
 // `source_name` is used in error messages (the file name, or "<string>").
+// Why `topic` cannot name a stream ("" when it can): a topic is 1 to kMaxTopicBytes bytes
+// without control characters (it appears in counters, logs and pollux-stat's output).
+inline constexpr std::size_t kMaxTopicBytes = 255;
+std::string topic_error(std::string_view topic);
+
 absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view source_name);
 // Reads `path` with read_config_file() and parses it.
 absl::StatusOr<Config> load_config_file(const std::string& path);

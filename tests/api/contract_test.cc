@@ -1,6 +1,7 @@
-// The API's contract, one suite over every transport this host runs (shm, UDP on loopback)
-// and every threading mode (inline, dedicated, shared), written on the public API only - as
-// a user would. RDMA takes the same contract in the Soft-RoCE VM's suite (tests/rdma).
+// The API's contract, one suite over every transport (shm, UDP on loopback; RDMA RC and UD
+// multicast in the Soft-RoCE VM: this file built again as rdma_contract_test, see
+// tests/rdma/CMakeLists.txt) and every threading mode (inline, dedicated, shared), written on
+// the public API only - as a user would.
 //
 // Each case states one rule of docs/API-CONTRACT.md; where a transport cannot honour it, the
 // case says so by name (the documented difference), never silently.
@@ -39,7 +40,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Mode {
-  const char* transport;  // "shm" | "udp"
+  const char* transport;  // "shm" | "udp" | "rdma_rc" | "rdma_ud"
   const char* threading;  // "inline" | "dedicated" | "shared"
 };
 
@@ -49,27 +50,45 @@ std::string Name(const ::testing::TestParamInfo<Mode>& i) {
   return absl::StrCat(i.param.transport, "_", i.param.threading);
 }
 
-// Per test process: a UDP port block below the ephemeral range and a multicast group, and a
-// runtime name (shm file names).
+// Per test process: a port block below the kernel's ephemeral range (UDP; rdma_cm listen
+// ports on RDMA), a multicast group, and a runtime name (shm file names).
 std::uint32_t BasePort() { return 21000 + static_cast<std::uint32_t>(getpid() % 340) * 32; }
 std::string Group() { return absl::StrFormat("239.255.%d.%d", 100 + getpid() % 100, 1 + (getpid() / 100) % 200); }
 
+// Lines a case adds to one transport's table (e.g. shm: "flow_control = \"lossy\"").
+struct Extra {
+  std::string shm, udp, rdma;
+};
+
+// A case's configurations. One host runs both sides of shm and UDP with one configuration;
+// RDMA (the Soft-RoCE VM: rxe0 = 10.0.0.1, rxe1 = 10.0.0.2) has publishers on rxe0 and
+// subscribers on rxe1, and an RC subscriber's context listens where the publisher's connects.
+// `a` and `b` are two applications that each publish to the other (both tables in one).
+struct Configs {
+  std::string pub, sub, a, b;
+};
+
 class Contract : public ::testing::TestWithParam<Mode> {
  protected:
-  bool shm() const { return std::strcmp(GetParam().transport, "shm") == 0; }
+  bool shm() const { return transport() == "shm"; }
+  bool udp() const { return transport() == "udp"; }
+  bool rdma_rc() const { return transport() == "rdma_rc"; }
+  bool rdma_ud() const { return transport() == "rdma_ud"; }
+  std::string transport() const { return GetParam().transport; }
   bool inline_mode() const { return std::strcmp(GetParam().threading, "inline") == 0; }
 
-  // The configuration of this case: `port_offset` keeps cases apart (0..31), `extra` appends
-  // TOML lines to the tables (e.g. "shm.flow_control = \"lossy\"" goes under [shm]).
-  std::string Config(int port_offset, const std::string& shm_extra = "", const std::string& udp_extra = "") const {
+  // The configurations of this case: `port_offset` keeps cases apart (0..15; RC's two-way
+  // case also takes port_offset + 16).
+  Configs Config(int port_offset, const Extra& extra = {}) const {
     const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-    return absl::StrFormat(R"(
-[runtime]
-name = "ct%d-%d"
-threading = "%s"
-idle = "yield"
-counters = false
-[transport]
+    const std::uint32_t port = BasePort() + static_cast<std::uint32_t>(port_offset);
+    auto runtime = [&](const char* side) {
+      return absl::StrFormat("[runtime]\nname = \"ct%d-%d%s\"\nthreading = \"%s\"\nidle = \"yield\"\ncounters = false\n",
+                             getpid(), static_cast<int>(std::hash<std::string>{}(t->name()) % 100000), side,
+                             GetParam().threading);
+    };
+    if (shm() || udp()) {
+      const std::string one = runtime("") + absl::StrFormat(R"([transport]
 kind = "%s"
 [shm]
 %s
@@ -83,9 +102,24 @@ heartbeat_interval_us = 2000
 linger_ms = 200
 %s
 )",
-                           getpid(), static_cast<int>(std::hash<std::string>{}(t->name()) % 100000),
-                           GetParam().threading, GetParam().transport, shm_extra, Group(),
-                           BasePort() + static_cast<std::uint32_t>(port_offset), udp_extra);
+                                                            transport(), extra.shm, Group(), port, extra.udp);
+      return {one, one, one, one};
+    }
+    // RDMA: "listen" and "peer" are empty where a side has none.
+    auto rdma = [&](const char* side, const char* device, const std::string& listen, const std::string& peer) {
+      std::string c = runtime(side) + "[pool]\nslots = 4096\nhugepages = \"off\"\n[transport]\nkind = \"rdma\"\n[rdma]\n";
+      c += absl::StrFormat("device = \"%s\"\ngid_index = 1\nmode = \"%s\"\n", device, rdma_rc() ? "rc" : "ud_mcast");
+      if (rdma_rc()) {
+        if (!listen.empty()) c += "listen_port = " + listen + "\n";
+        if (!peer.empty()) c += "peers = [\"" + peer + "\"]\nreconnect_ms = 50\n";
+      } else {
+        c += absl::StrFormat("multicast_group = \"%s\"\nheartbeat_ms = 20\n", Group());
+      }
+      return c + extra.rdma + "\n";
+    };
+    const std::string p = std::to_string(port), p2 = std::to_string(port + 16);
+    return {rdma("p", "rxe0", "", "10.0.0.2:" + p), rdma("s", "rxe1", p, ""), rdma("a", "rxe0", p2, "10.0.0.2:" + p),
+            rdma("b", "rxe1", p, "10.0.0.1:" + p2)};
   }
   std::string ConfigFile(const std::string& text) const {
     char tmpl[] = "/tmp/pollux-contract-XXXXXX.toml";
@@ -95,6 +129,11 @@ linger_ms = 200
     std::ofstream(tmpl) << text;
     files_.push_back(tmpl);
     return tmpl;
+  }
+  void SetUp() override {
+    if ((rdma_rc() || rdma_ud()) && ::access("/sys/class/infiniband/rxe1", F_OK) != 0) {
+      GTEST_SKIP() << "needs rxe0/rxe1: runs in the Soft-RoCE VM (tests/rdma/run-in-vm.sh)";
+    }
   }
   void TearDown() override {
     for (const std::string& f : files_) ::unlink(f.c_str());
@@ -149,10 +188,10 @@ bool Until(const std::function<bool()>& done, const std::function<void()>& step,
 TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
   for (int pub_first = 0; pub_first < 2; ++pub_first) {
     SCOPED_TRACE(pub_first ? "publisher first" : "subscriber first");
-    const std::string cfg = Config(pub_first);
-    auto pctx = Context::from_string(cfg, "pub.toml");
+    const Configs cfg = Config(pub_first);
+    auto pctx = Context::from_string(cfg.pub, "pub.toml");
     ASSERT_TRUE(pctx.ok()) << pctx.status();
-    auto sctx = Context::from_string(cfg, "sub.toml");
+    auto sctx = Context::from_string(cfg.sub, "sub.toml");
     ASSERT_TRUE(sctx.ok()) << sctx.status();
     absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
     absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
@@ -212,12 +251,13 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
   }
 }
 
-// max_payload() bytes go through; one byte more is refused with kMessageTooLarge, not sent.
-TEST_P(Contract, MaxPayloadGoesThroughAndOneByteMoreIsRefused) {
-  const std::string cfg = Config(2);
-  auto pctx = Context::from_string(cfg, "pub.toml");
+// max_payload() bytes go through; one byte more is refused with kMessageTooLarge, not sent;
+// an empty payload is delivered as an empty message.
+TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
+  const Configs cfg = Config(2);
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("big");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -240,6 +280,19 @@ TEST_P(Contract, MaxPayloadGoesThroughAndOneByteMoreIsRefused) {
     sub->poll([&](const Message& m) { got = m.payload.size(); }, 16);
   }));
   EXPECT_EQ(got, max);
+  // An empty payload is a message too.
+  std::size_t empty = 0;
+  bool got_empty = false;
+  r = kBackPressured;
+  ASSERT_TRUE(Until([&] { return r >= 0; }, [&] { r = pub->offer(nullptr, 0); }));
+  ASSERT_TRUE(Until([&] { return got_empty; }, [&] {
+    (void)pub->service();
+    sub->poll([&](const Message& m) {
+      empty = m.payload.size();
+      got_empty = true;
+    }, 16);
+  }));
+  EXPECT_EQ(empty, 0u);
 }
 
 // ---- end of stream, new sessions ---------------------------------------------------------------
@@ -247,10 +300,10 @@ TEST_P(Contract, MaxPayloadGoesThroughAndOneByteMoreIsRefused) {
 // close() ends the stream (kEndOfStream after the last message); a publisher opened again on
 // the topic is a new session, announced before its first message.
 TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
-  const std::string cfg = Config(3);
-  auto pctx = Context::from_string(cfg, "pub.toml");
+  const Configs cfg = Config(3);
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("s");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -282,10 +335,10 @@ TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
 // wait() returns true once a message is there to poll (every mode: an eventfd, a socket or
 // the shm futex), however long the publisher took.
 TEST_P(Contract, WaitWakesWhenAMessageArrives) {
-  const std::string cfg = Config(4);
-  auto pctx = Context::from_string(cfg, "pub.toml");
+  const Configs cfg = Config(4);
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("w");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -327,10 +380,12 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
 // (the poller is behind, not the subscriber) or a UDP socket buffer is - and the subscriber,
 // when it reads again, learns exactly what it lost: received + lost = sent.
 TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
-  const std::string cfg = Config(8, "flow_control = \"lossy\"\nlog_size = \"64KiB\"");
-  auto pctx = Context::from_string(cfg, "pub.toml");
+  if (rdma_rc()) GTEST_SKIP() << "RDMA RC has no lossy mode: it is reliable (documented difference; its rule is "
+                                  "ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesNothing)";
+  const Configs cfg = Config(8, {.shm = "flow_control = \"lossy\"\nlog_size = \"64KiB\"", .udp = "", .rdma = ""});
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("l");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -372,6 +427,61 @@ TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
   if (shm() && inline_mode()) {
     EXPECT_EQ(back_pressured, 0u) << "inline lossy shm writes the log itself: it never waits";
   }
+}
+
+// A subscriber that stops reading holds a reliable publisher back (shm with flow_control =
+// "backpressure"; RDMA RC, always): offers are refused with kBackPressured - nothing is
+// overwritten or dropped - and when it reads again it gets every message, in order, none lost.
+// UDP and RDMA UD multicast have no such mode (a documented difference): their rule is
+// ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack.
+TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesNothing) {
+  if (udp() || rdma_ud()) {
+    GTEST_SKIP() << transport() << " has no back-pressure mode: a subscriber that stops reading never holds the "
+                 << "publisher (documented difference)";
+  }
+  // A stuck subscriber is untethered after the liveness time: far above this case's length.
+  const Configs cfg = Config(9, {.shm = "flow_control = \"backpressure\"\nlog_size = \"64KiB\"\nliveness_timeout_ms = 600000",
+                                 .udp = "", .rdma = ""});
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub = (*sctx)->subscriber("h");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = (*pctx)->publisher("h");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Seen seen;
+  std::uint64_t v = 1;
+  ASSERT_TRUE(Until([&] { return !seen.values.empty(); }, [&] {
+    if (pub->offer(&v, sizeof v) >= 0) ++v;
+    (void)pub->service();
+    Drain(*sub, seen);
+  }));
+  // The subscriber stops reading: offers until 20,000 in a row are refused (with service()
+  // between them), so whatever sits between the two - rings, pollers, queues - is full.
+  std::uint64_t refused_in_a_row = 0;
+  ASSERT_TRUE(Until([&] { return refused_in_a_row >= 20'000; }, [&] {
+    const std::int64_t r = pub->offer(&v, sizeof v);
+    if (r >= 0) {
+      ++v;
+      refused_in_a_row = 0;
+    } else {
+      EXPECT_EQ(r, kBackPressured) << result_name(r);
+      ++refused_in_a_row;
+      (void)pub->service();
+    }
+  }, 120)) << "never held back: " << v - 1 << " offers taken";
+  const std::uint64_t sent = v - 1;
+  ASSERT_TRUE(Until([&] { return seen.values.size() >= sent; }, [&] {
+    (void)pub->service();
+    Drain(*sub, seen);
+  })) << "received " << seen.values.size() << " of " << sent << ": " << seen.trace;
+  std::printf("%s/%s: held back after %llu messages the subscriber did not read; all received\n",
+              GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent));
+  EXPECT_EQ(seen.lost, 0u);
+  EXPECT_EQ(seen.trace, "NM");
+  ASSERT_EQ(seen.values.size(), sent);
+  for (std::uint64_t i = 0; i < sent; ++i) ASSERT_EQ(seen.values[i], i + 1) << "at " << i;
 }
 
 // ---- another process dies ----------------------------------------------------------------------
@@ -422,10 +532,11 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // in every threading mode, inline included, where the publisher's own thread does it - and
 // the stream goes on: a backpressure publisher is not held back by it, a new subscriber receives.
 TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGoesOn) {
-  const std::string cfg = Config(6, "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
-                                 "session_timeout_ms = 1000");
-  const std::string file = ConfigFile(cfg);
-  auto pctx = Context::from_string(cfg, "pub.toml");
+  const Configs cfg = Config(6, {.shm = "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
+                                 .udp = "session_timeout_ms = 1000",
+                                 .rdma = "liveness_timeout_ms = 1000"});
+  const std::string file = ConfigFile(cfg.sub);
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto pub = (*pctx)->publisher("d");
   ASSERT_TRUE(pub.ok()) << pub.status();
@@ -444,7 +555,7 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
   std::printf("%s/%s: subscriber killed, forgotten by its publisher after %.2f s (liveness 1 s)\n",
               GetParam().transport, GetParam().threading, forgotten);
   EXPECT_LT(forgotten, 1.0 + 5.0) << "the liveness time, with slack for a loaded host";
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("d");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -458,9 +569,10 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
 // A publisher process killed is reported to its subscribers as kPublisherDied within the
 // liveness time, and a publisher that starts again is a new session, announced.
 TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
-  const std::string cfg = Config(7, "liveness_timeout_ms = 1000", "session_timeout_ms = 1000");
-  const std::string file = ConfigFile(cfg);
-  auto sctx = Context::from_string(cfg, "sub.toml");
+  const Configs cfg = Config(7, {.shm = "liveness_timeout_ms = 1000", .udp = "session_timeout_ms = 1000",
+                                 .rdma = "liveness_timeout_ms = 1000"});
+  const std::string file = ConfigFile(cfg.pub);
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sub = (*sctx)->subscriber("p");
   ASSERT_TRUE(sub.ok()) << sub.status();
@@ -480,7 +592,7 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   std::printf("%s/%s: publisher killed, reported after %.2f s (liveness 1 s)\n", GetParam().transport,
               GetParam().threading, reported);
   EXPECT_LT(reported, 1.0 + 5.0);
-  auto pctx = Context::from_string(cfg, "pub.toml");
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto pub = (*pctx)->publisher("p");
   ASSERT_TRUE(pub.ok()) << pub.status();
@@ -494,6 +606,68 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   EXPECT_EQ(seen.trace, "NMDNM") << "a session, its death, the next session";
 }
 
+// ---- errors ------------------------------------------------------------------------------------
+
+// What a user gets wrong gets a clear answer: a topic that cannot name a stream is refused with
+// InvalidArgument naming it; a closed publisher answers kClosed to every call, a closed
+// subscriber polls nothing and does not wait; the same once their context is destroyed.
+TEST_P(Contract, MistakesGetAClearAnswer) {
+  const Configs cfg = Config(10);
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  for (const std::string& bad : {std::string(), std::string("a\nb"), std::string("a\0b", 3), std::string(256, 't')}) {
+    auto p = (*pctx)->publisher(bad);
+    ASSERT_FALSE(p.ok()) << "publisher on a topic of " << bad.size() << " bytes";
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+    EXPECT_NE(p.status().message().find("topic"), std::string_view::npos) << p.status();
+    auto s = (*sctx)->subscriber(bad);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  }
+  EXPECT_TRUE((*pctx)->publisher(std::string(255, 't')).ok()) << "255 bytes is a topic";
+
+  auto sub = (*sctx)->subscriber("e");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = (*pctx)->publisher("e");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  Seen seen;
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
+    (void)pub->service();
+    Drain(*sub, seen);
+  }));
+  std::uint64_t v = 1;
+  auto every_call_is_closed = [&](Publisher& p) {
+    EXPECT_TRUE(p.is_closed());
+    EXPECT_FALSE(p.is_connected());
+    EXPECT_EQ(p.offer(&v, sizeof v), kClosed);
+    Claim c;
+    EXPECT_EQ(p.claim(sizeof v, c), kClosed);
+    std::span<const std::byte> m[1] = {std::as_bytes(std::span(&v, 1))};
+    EXPECT_EQ(p.offer_batch(std::span(m, 1)), kClosed);
+    (void)p.service();
+  };
+  pub->close();
+  every_call_is_closed(*pub);
+  pub->close();  // twice is harmless
+  sub->close();
+  EXPECT_EQ(Drain(*sub, seen), 0);
+  EXPECT_FALSE(sub->wait(1000));
+
+  // Destroying the context closes what it opened; the handles stay safe to call.
+  auto pub2 = (*pctx)->publisher("e2");
+  ASSERT_TRUE(pub2.ok()) << pub2.status();
+  auto sub2 = (*sctx)->subscriber("e2");
+  ASSERT_TRUE(sub2.ok()) << sub2.status();
+  pctx->reset();
+  sctx->reset();
+  every_call_is_closed(*pub2);
+  EXPECT_EQ(Drain(*sub2, seen), 0);
+  EXPECT_FALSE(sub2->wait(1000));
+  EXPECT_FALSE(sub2->is_connected());
+}
+
 // ---- the duty call -----------------------------------------------------------------------------
 
 // Two applications (here two threads with a context each), each of which waits for its own
@@ -502,11 +676,11 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
 // the subscribers' side (attaching, answering the publisher): service() does, until their
 // first poll. Every mode connects both ways and delivers.
 TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
-  const std::string cfg = Config(5);
+  const Configs cfg = Config(5);
   std::atomic<int> failures{0};
   std::string why[2];
   auto side = [&](int i, const char* in, const char* out) {
-    auto ctx = Context::from_string(cfg, i == 0 ? "a.toml" : "b.toml");
+    auto ctx = Context::from_string(i == 0 ? cfg.a : cfg.b, i == 0 ? "a.toml" : "b.toml");
     if (!ctx.ok()) {
       why[i] = std::string(ctx.status().message());
       ++failures;
@@ -550,10 +724,18 @@ TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
   EXPECT_EQ(failures, 0) << "a: " << why[0] << "; b: " << why[1];
 }
 
+#ifdef POLLUX_CONTRACT_RDMA
+INSTANTIATE_TEST_SUITE_P(Rdma, Contract,
+                         ::testing::Values(Mode{"rdma_rc", "inline"}, Mode{"rdma_rc", "dedicated"},
+                                           Mode{"rdma_rc", "shared"}, Mode{"rdma_ud", "inline"},
+                                           Mode{"rdma_ud", "dedicated"}, Mode{"rdma_ud", "shared"}),
+                         Name);
+#else
 INSTANTIATE_TEST_SUITE_P(Every, Contract,
                          ::testing::Values(Mode{"shm", "inline"}, Mode{"shm", "dedicated"}, Mode{"shm", "shared"},
                                            Mode{"udp", "inline"}, Mode{"udp", "dedicated"}, Mode{"udp", "shared"}),
                          Name);
+#endif
 
 }  // namespace
 }  // namespace pollux
