@@ -30,6 +30,7 @@ struct TxChannel {
   core::DescRing<transport::TxDesc> submit;
   core::DescRing<std::uint32_t> returns;
   core::SlotRange slots;
+  std::shared_ptr<core::SlotLease> slot_lease;  // keeps `slots` carved while the poller may use them
   std::shared_ptr<transport::TxEndpoint> ep;
   std::shared_ptr<core::SendCompletionLog> send_log;  // the endpoint records into it (traced streams)
   std::uint32_t stream_id = 0;

@@ -216,12 +216,15 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
     auto range = pool_->carve(nslots);
     if (!range.ok()) return range.status();
     p->free_slots.reset(*range);
+    p->slot_lease = std::make_shared<core::SlotLease>(pool_.get(), *range);
+    ep->hold(p->slot_lease);
     if (inline_mode) {
       p->mode = PublisherImpl::Mode::kInlinePost;
     } else {
       p->mode = PublisherImpl::Mode::kQueued;
       auto ch = std::make_shared<TxChannel>(cfg.rings.capacity, nslots, cfg.rings.kind);
       ch->slots = *range;
+      ch->slot_lease = p->slot_lease;
       ch->ep = ep;
       ch->send_log = p->send_log;  // the poller drives ep: the log it records into stays with it
       ch->stream_id = p->stream_id;

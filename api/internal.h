@@ -103,6 +103,9 @@ class PublisherImpl {
   EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
   core::BufferPool* pool = nullptr;
   core::SlotStack free_slots;
+  // The slots of free_slots, back to the pool once this handle, its channel and its endpoint
+  // are all gone (each holds the lease: slots may be in a ring or in flight until then).
+  std::shared_ptr<core::SlotLease> slot_lease;
   std::shared_ptr<TxChannel> channel;
   core::Poller* poller = nullptr;
   std::uint64_t offered = 0;  // kQueued/kInlinePost position: bytes of frames offered
@@ -243,7 +246,8 @@ class ContextImpl {
   StreamCounters make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic);
 
   mutable std::mutex mu_;  // mutable: describe() lists the open streams
-  std::unique_ptr<core::BufferPool> pool_;
+  // Shared: the slot leases of publishers (which may outlive the context) reach it weakly.
+  std::shared_ptr<core::BufferPool> pool_;
   struct SharedTx {
     std::shared_ptr<transport::TxEndpoint> ep;
     core::Poller* poller = nullptr;

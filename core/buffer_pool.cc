@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_format.h"
 #include "core/topology.h"
@@ -21,6 +23,8 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::create(const PoolOptions
   std::unique_ptr<BufferPool> p(new BufferPool());
   p->slot_size_ = (opt.slot_size + 63u) & ~63u;
   p->slots_ = opt.slots;
+  p->free_[0] = opt.slots;
+  p->free_count_ = opt.slots;
   p->node_ = opt.numa_node;
   const std::size_t huge_len = mapping_bytes(opt, true);
 
@@ -68,20 +72,73 @@ BufferPool::~BufferPool() {
 
 absl::StatusOr<SlotRange> BufferPool::carve(std::uint32_t count) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (count > slots_ - next_free_) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "buffer pool exhausted: an endpoint needs %u slots but only %u of %u are left; raise pool.slots "
-        "or lower rings.capacity",
-        count, slots_ - next_free_, slots_));
+  std::uint32_t largest = 0;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < count) {
+      largest = std::max(largest, it->second);
+      continue;
+    }
+    const SlotRange r{it->first, count};
+    const std::uint32_t rest = it->second - count;
+    free_.erase(it);
+    if (rest != 0) free_[r.first + count] = rest;
+    free_count_ -= count;
+    return r;
   }
-  SlotRange r{next_free_, count};
-  next_free_ += count;
-  return r;
+  if (free_count_ >= count) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "buffer pool exhausted: an endpoint needs %u contiguous slots but the longest free run is %u (%u of %u "
+        "free, in pieces); raise pool.slots or lower rings.capacity",
+        count, largest, free_count_, slots_));
+  }
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "buffer pool exhausted: an endpoint needs %u slots but only %u of %u are left; raise pool.slots "
+      "or lower rings.capacity",
+      count, free_count_, slots_));
+}
+
+void BufferPool::give_back(SlotRange r) {
+  if (r.count == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::uint64_t end = std::uint64_t{r.first} + r.count;
+  // The range must lie in the pool and overlap no free run.
+  auto next = free_.lower_bound(r.first);
+  const bool overlaps_next = next != free_.end() && next->first < end;
+  auto prev = next == free_.begin() ? free_.end() : std::prev(next);
+  const bool overlaps_prev = prev != free_.end() && std::uint64_t{prev->first} + prev->second > r.first;
+  if (end > slots_ || overlaps_next || overlaps_prev) {
+    ++bad_give_backs_;
+    return;
+  }
+  std::uint32_t first = r.first, count = r.count;
+  if (prev != free_.end() && prev->first + prev->second == first) {  // joins the run before
+    first = prev->first;
+    count += prev->second;
+    free_.erase(prev);
+  }
+  if (next != free_.end() && next->first == end) {  // and the run after
+    count += next->second;
+    free_.erase(next);
+  }
+  free_[first] = count;
+  free_count_ += r.count;
 }
 
 std::uint32_t BufferPool::slots_free() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return slots_ - next_free_;
+  return free_count_;
+}
+
+std::uint32_t BufferPool::largest_free_run() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::uint32_t largest = 0;
+  for (const auto& [first, count] : free_) largest = std::max(largest, count);
+  return largest;
+}
+
+std::uint64_t BufferPool::bad_give_backs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bad_give_backs_;
 }
 
 void BufferPool::add_registration(const PoolRegistration& r) {

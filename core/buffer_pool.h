@@ -5,7 +5,9 @@
 // with MADV_HUGEPAGE; bound to a NUMA node; and pre-touched at start-up so the first message is
 // not a page fault. Slots are handed out in contiguous ranges (carve()) to endpoints; each range
 // is then managed by its owner thread with a SlotStack, and freed slots travel back to their
-// owner through an SPSC ring, so the pool itself takes no lock on the data path.
+// owner through an SPSC ring, so the pool itself takes no lock on the data path. A range goes
+// back to the pool (give_back(), through a SlotLease) once nothing can touch its slots: a
+// process that opens and closes endpoints again and again does not use the pool up.
 //
 // The pool is not mlock'ed (pre-touching keeps the first message from faulting; hugepages
 // are never swapped), and MAP_HUGETLB mappings are not charged to RLIMIT_MEMLOCK, so the
@@ -17,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -49,7 +52,9 @@ struct SlotRange {
   std::uint32_t count = 0;
 };
 
-class BufferPool {
+// Shared ownership (std::shared_ptr) lets a SlotLease outlive the pool's owner safely; a pool
+// held otherwise (a unique_ptr in a test) still works, its leases just never give back.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static absl::StatusOr<std::unique_ptr<BufferPool>> create(const PoolOptions& opt);
   // Bytes create() maps for `opt`: slots x slot_size (rounded up to 64), rounded up to whole
@@ -71,10 +76,16 @@ class BufferPool {
   bool hugepages() const noexcept { return huge_; }
   int numa_node() const noexcept { return node_; }
 
-  // Control path: reserves `count` contiguous slots for one endpoint. ResourceExhausted with
-  // the config key to raise when the pool is used up.
+  // Control path: reserves `count` contiguous slots for one endpoint (the lowest free run that
+  // fits). ResourceExhausted with the config key to raise when no free run is long enough.
   absl::StatusOr<SlotRange> carve(std::uint32_t count);
+  // Control path: returns a carved range. Only once nothing can read or write its slots any
+  // more (no view handed out, no DMA in flight): use a SlotLease. A range that is not wholly
+  // carved (given back twice, or never carved) is refused and counted (bad_give_backs()).
+  void give_back(SlotRange r);
   std::uint32_t slots_free() const;
+  std::uint32_t largest_free_run() const;
+  std::uint64_t bad_give_backs() const;
 
   // Registration hook: a transport registers the whole region once (open time) and records
   // the result here; endpoints look it up by owner.
@@ -91,9 +102,45 @@ class BufferPool {
   std::uint32_t slots_ = 0;
   bool huge_ = false;
   int node_ = -1;
-  mutable std::mutex mu_;  // control path only (carve, registrations)
-  std::uint32_t next_free_ = 0;
+  mutable std::mutex mu_;  // control path only (carve, give_back, registrations)
+  std::map<std::uint32_t, std::uint32_t> free_;  // first slot -> run length; disjoint, coalesced
+  std::uint32_t free_count_ = 0;
+  std::uint64_t bad_give_backs_ = 0;
   std::vector<PoolRegistration> regs_;
+};
+
+// A carved range, given back to its pool when the last owner lets go (hold it in a shared_ptr
+// where several objects use the slots - the application's handle, the poller's channel, the
+// transport endpoint that may still have them in flight). Move-only.
+class SlotLease {
+ public:
+  SlotLease() = default;
+  SlotLease(BufferPool* pool, SlotRange r) : pool_(pool != nullptr ? pool->weak_from_this() : std::weak_ptr<BufferPool>()), r_(r) {}
+  ~SlotLease() { reset(); }
+  SlotLease(SlotLease&& o) noexcept : pool_(std::move(o.pool_)), r_(o.r_) { o.r_ = {}; }
+  SlotLease& operator=(SlotLease&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pool_ = std::move(o.pool_);
+      r_ = o.r_;
+      o.r_ = {};
+    }
+    return *this;
+  }
+  SlotLease(const SlotLease&) = delete;
+  SlotLease& operator=(const SlotLease&) = delete;
+  const SlotRange& range() const noexcept { return r_; }
+  void reset() {
+    if (r_.count != 0) {
+      if (std::shared_ptr<BufferPool> p = pool_.lock()) p->give_back(r_);
+    }
+    r_ = {};
+    pool_.reset();
+  }
+
+ private:
+  std::weak_ptr<BufferPool> pool_;
+  SlotRange r_;
 };
 
 // Per-owner LIFO of free slot indices (LIFO keeps recently used, cache-warm slots in use).

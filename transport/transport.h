@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -117,10 +118,17 @@ class TxEndpoint {
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   std::uint32_t session_id() const noexcept { return session_id_; }
+  // Control path: keeps `h` alive until this endpoint is destroyed - after the derived class's
+  // destructor, so after its queues are gone (e.g. the core::SlotLease of pool slots it is
+  // handed: they may be in flight until then).
+  void hold(std::shared_ptr<void> h) { held_.push_back(std::move(h)); }
 
  protected:
   std::uint32_t stream_id_ = 0;
   std::uint32_t session_id_ = 0;
+
+ private:
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 class RxEndpoint {
@@ -150,9 +158,14 @@ class RxEndpoint {
   virtual std::string describe() const = 0;
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
+  // As TxEndpoint::hold().
+  void hold(std::shared_ptr<void> h) { held_.push_back(std::move(h)); }
 
  protected:
   std::uint32_t stream_id_ = 0;
+
+ private:
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 struct EndpointSpec {

@@ -58,6 +58,7 @@ std::string Group() { return absl::StrFormat("239.255.%d.%d", 100 + getpid() % 1
 // Lines a case adds to one transport's table (e.g. shm: "flow_control = \"lossy\"").
 struct Extra {
   std::string shm, udp, rdma;
+  std::uint32_t pool_slots = 0;  // [pool] slots (0: the default; RDMA: 4096)
 };
 
 // A case's configurations. One host runs both sides of shm and UDP with one configuration;
@@ -87,8 +88,10 @@ class Contract : public ::testing::TestWithParam<Mode> {
                              getpid(), static_cast<int>(std::hash<std::string>{}(t->name()) % 100000), side,
                              GetParam().threading);
     };
+    const std::string pool =
+        absl::StrFormat("[pool]\nslots = %u\nhugepages = \"off\"\n", extra.pool_slots != 0 ? extra.pool_slots : 4096);
     if (shm() || udp()) {
-      const std::string one = runtime("") + absl::StrFormat(R"([transport]
+      const std::string one = runtime("") + (extra.pool_slots != 0 ? pool : "") + absl::StrFormat(R"([transport]
 kind = "%s"
 [shm]
 %s
@@ -107,7 +110,7 @@ linger_ms = 200
     }
     // RDMA: "listen" and "peer" are empty where a side has none.
     auto rdma = [&](const char* side, const char* device, const std::string& listen, const std::string& peer) {
-      std::string c = runtime(side) + "[pool]\nslots = 4096\nhugepages = \"off\"\n[transport]\nkind = \"rdma\"\n[rdma]\n";
+      std::string c = runtime(side) + pool + "[transport]\nkind = \"rdma\"\n[rdma]\n";
       c += absl::StrFormat("device = \"%s\"\ngid_index = 1\nmode = \"%s\"\n", device, rdma_rc() ? "rc" : "ud_mcast");
       if (rdma_rc()) {
         if (!listen.empty()) c += "listen_port = " + listen + "\n";
@@ -382,7 +385,7 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
 TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
   if (rdma_rc()) GTEST_SKIP() << "RDMA RC has no lossy mode: it is reliable (documented difference; its rule is "
                                   "ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesNothing)";
-  const Configs cfg = Config(8, {.shm = "flow_control = \"lossy\"\nlog_size = \"64KiB\"", .udp = "", .rdma = ""});
+  const Configs cfg = Config(8, {.shm = "flow_control = \"lossy\"\nlog_size = \"64KiB\"", .udp = "", .rdma = "", .pool_slots = 0});
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
@@ -441,7 +444,7 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
   }
   // A stuck subscriber is untethered after the liveness time: far above this case's length.
   const Configs cfg = Config(9, {.shm = "flow_control = \"backpressure\"\nlog_size = \"64KiB\"\nliveness_timeout_ms = 600000",
-                                 .udp = "", .rdma = ""});
+                                 .udp = "", .rdma = "", .pool_slots = 0});
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
@@ -534,7 +537,7 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGoesOn) {
   const Configs cfg = Config(6, {.shm = "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
                                  .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000"});
+                                 .rdma = "liveness_timeout_ms = 1000", .pool_slots = 0});
   const std::string file = ConfigFile(cfg.sub);
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
@@ -570,7 +573,7 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
 // liveness time, and a publisher that starts again is a new session, announced.
 TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   const Configs cfg = Config(7, {.shm = "liveness_timeout_ms = 1000", .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000"});
+                                 .rdma = "liveness_timeout_ms = 1000", .pool_slots = 0});
   const std::string file = ConfigFile(cfg.pub);
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
@@ -666,6 +669,36 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
   EXPECT_EQ(Drain(*sub2, seen), 0);
   EXPECT_FALSE(sub2->wait(1000));
   EXPECT_FALSE(sub2->is_connected());
+}
+
+// ---- resources ---------------------------------------------------------------------------------
+
+// A long-running process opens and closes streams all day: what a closed publisher or
+// subscriber held (pool slots, rings, sockets, queue pairs) comes back. 40 rounds of a
+// publisher and a subscriber, each delivering a message, in a pool that holds about three
+// publishers' slots at once.
+TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
+  const Configs cfg = Config(11, {.shm = "", .udp = "", .rdma = "", .pool_slots = 4096});
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  for (std::uint64_t round = 1; round <= 40; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    auto sub = (*sctx)->subscriber("again");
+    ASSERT_TRUE(sub.ok()) << sub.status();
+    auto pub = (*pctx)->publisher("again");
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    Seen seen;
+    std::int64_t r = kNotConnected;
+    ASSERT_TRUE(Until([&] { return !seen.values.empty() && seen.values.back() == round; }, [&] {
+      if (r < 0) r = pub->offer(&round, sizeof round);
+      (void)pub->service();
+      Drain(*sub, seen);
+    })) << "offer " << result_name(r) << ", seen " << seen.trace;
+    sub->close();
+    pub->close();
+  }
 }
 
 // ---- the duty call -----------------------------------------------------------------------------

@@ -10,17 +10,18 @@ namespace {
 
 TEST(ConfigPrintTest, StringsWithQuotesBackslashesAndControlCharactersRoundTrip) {
   auto c = parse_config(R"([runtime]
-shm_dir = '/dev/"shm'
+shm_dir = "/dev/\"shm\nline\t\u007f end"
 device = "eth\\0"
 [[streams]]
-topic = "a \"quoted\"\nline\t\u007f end"
+topic = "a \"quoted\" \\ topic"
 id = 3
 )",
                         "print.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_EQ(c->runtime.shm_dir, "/dev/\"shm");
+  // A path may hold any byte but NUL; a topic may not hold control characters.
+  ASSERT_EQ(c->runtime.shm_dir, "/dev/\"shm\nline\t\x7f end");
   ASSERT_EQ(c->runtime.device, "eth\\0");
-  ASSERT_EQ(c->streams.at(0).topic, "a \"quoted\"\nline\t\x7f end");
+  ASSERT_EQ(c->streams.at(0).topic, "a \"quoted\" \\ topic");
 
   const std::string printed = c->to_toml();
   auto again = parse_config(printed, "print.toml");

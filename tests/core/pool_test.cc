@@ -67,6 +67,99 @@ TEST(BufferPoolTest, CarveHandsOutDisjointRangesAndReportsExhaustion) {
   EXPECT_NE(c.status().message().find("pool.slots"), absl::string_view::npos) << c.status();
 }
 
+std::shared_ptr<BufferPool> SmallPool(std::uint32_t slots) {
+  PoolOptions o;
+  o.slot_size = 64;
+  o.slots = slots;
+  o.hugepages = HugePages::kOff;
+  auto pool = BufferPool::create(o);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  return pool.ok() ? std::shared_ptr<BufferPool>(std::move(*pool)) : nullptr;
+}
+
+TEST(BufferPoolTest, GivenBackRangesCoalesceAndAreCarvedAgain) {
+  auto p = SmallPool(100);
+  ASSERT_NE(p, nullptr);
+  auto a = p->carve(30), b = p->carve(30), c = p->carve(40);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(p->slots_free(), 0u);
+  p->give_back(*a);
+  p->give_back(*c);
+  EXPECT_EQ(p->slots_free(), 70u);
+  EXPECT_EQ(p->largest_free_run(), 40u);
+  // 50 slots are free but not in one piece: refused, and the message says so.
+  auto big = p->carve(50);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("longest free run is 40"), absl::string_view::npos) << big.status();
+  // Giving back the middle joins all three runs into one.
+  p->give_back(*b);
+  EXPECT_EQ(p->largest_free_run(), 100u);
+  auto all = p->carve(100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->first, 0u);
+  EXPECT_EQ(p->bad_give_backs(), 0u);
+}
+
+TEST(BufferPoolTest, FirstFitTakesTheLowestRunThatFits) {
+  auto p = SmallPool(100);
+  ASSERT_NE(p, nullptr);
+  auto a = p->carve(10), b = p->carve(10), c = p->carve(10), d = p->carve(70);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
+  p->give_back(*a);  // [0,10)
+  p->give_back(*c);  // [20,30)
+  auto e = p->carve(10);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->first, 0u);
+  auto f = p->carve(5);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->first, 20u);
+  EXPECT_EQ(p->slots_free(), 5u);
+}
+
+TEST(BufferPoolTest, GivingBackTwiceOrOutsideThePoolIsRefusedAndCounted) {
+  auto p = SmallPool(100);
+  ASSERT_NE(p, nullptr);
+  auto a = p->carve(20);
+  ASSERT_TRUE(a.ok());
+  p->give_back(*a);
+  p->give_back(*a);                 // twice
+  p->give_back(SlotRange{95, 10});  // past the end
+  p->give_back(SlotRange{10, 5});   // never carved (free already)
+  EXPECT_EQ(p->bad_give_backs(), 3u);
+  EXPECT_EQ(p->slots_free(), 100u);
+  EXPECT_EQ(p->largest_free_run(), 100u);
+}
+
+TEST(BufferPoolTest, AnEndpointOpenedAndClosedForeverNeverUsesThePoolUp) {
+  auto p = SmallPool(64);
+  ASSERT_NE(p, nullptr);
+  for (int round = 0; round < 1000; ++round) {
+    auto r = p->carve(48);
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    auto lease = std::make_shared<SlotLease>(p.get(), *r);
+    auto other_owner = lease;  // e.g. the poller's channel
+    lease.reset();
+    ASSERT_EQ(p->slots_free(), 16u) << "given back before its last owner let go";
+  }
+  EXPECT_EQ(p->slots_free(), 64u);
+  EXPECT_EQ(p->bad_give_backs(), 0u);
+}
+
+TEST(BufferPoolTest, ALeaseOutlivingItsPoolGivesBackNothing) {
+  auto p = SmallPool(16);
+  ASSERT_NE(p, nullptr);
+  auto r = p->carve(8);
+  ASSERT_TRUE(r.ok());
+  SlotLease lease(p.get(), *r);
+  SlotLease moved(std::move(lease));
+  EXPECT_EQ(lease.range().count, 0u);
+  EXPECT_EQ(moved.range().count, 8u);
+  p.reset();       // the pool goes first (a context destroyed before a publisher handle)
+  moved.reset();   // reaches no freed memory (weak reference)
+  EXPECT_EQ(moved.range().count, 0u);
+}
+
 TEST(BufferPoolTest, HugepagesOnFailsClearlyWithoutReservedPages) {
   PoolOptions o;
   o.slot_size = 2048;

@@ -160,6 +160,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
   const core::Config& c = config();
   const std::uint32_t ring = c.rings.capacity + 2 * c.rings.burst;
   auto ep = std::make_unique<RdmaTxEndpoint>(*this, *g, spec, random_session(), ring, control->first);
+  ep->hold(std::make_shared<core::SlotLease>(env_.pool, *control));
   cm_->add_publisher(ep.get());
   return std::unique_ptr<TxEndpoint>(std::move(ep));
 }
@@ -175,7 +176,10 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const Endp
         config().source, spec.topic, spec.stream_id, need, cfg().retransmit_buffer, env_.pool->slot_size(),
         slots.status().message()));
   }
+  // Back to the pool if the endpoint fails to open (the lease dies here) or once it is gone.
+  auto lease = std::make_shared<core::SlotLease>(env_.pool, *slots);
   auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, random_session());
+  ep->hold(lease);
   std::uint32_t group = 0;
   (void)parse_ipv4(cfg().multicast_group, &group);
   Conn* conn = new Conn();
@@ -232,6 +236,7 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   auto ctl = env_.pool->carve(UdRxEndpoint::kControlSendSlots);
   if (!ctl.ok()) return ctl.status();
   auto ep = std::make_unique<UdRxEndpoint>(*this, *g, spec);
+  ep->hold(std::make_shared<core::SlotLease>(env_.pool, *ctl));
   if (absl::Status s = ep->init(*ctl); !s.ok()) return s;
   std::uint32_t group = 0;
   (void)parse_ipv4(cfg().multicast_group, &group);

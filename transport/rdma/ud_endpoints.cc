@@ -704,6 +704,17 @@ int UdRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
   return service(now_ns);
 }
 
+int UdRxEndpoint::duty_st(std::int64_t now_ns) noexcept {
+  if (closed_ || !self_progress_) return housekeeping_st(now_ns);
+  int work = group_->progress();
+  if (ready_head_ != ready_tail_) {
+    ingest(now_ns);
+    ++work;
+  }
+  next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
+  return work + housekeeping_st(now_ns);
+}
+
 bool UdRxEndpoint::try_arm_st() noexcept {
   if (has_queued()) return false;
   return group_->try_arm() && ready_head_ == ready_tail_;

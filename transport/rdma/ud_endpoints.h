@@ -166,6 +166,10 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override;
   int housekeeping_st(std::int64_t now_ns) noexcept override;
+  // Inline, before the first poll: reads the private group's completions into the receiver
+  // (heartbeats start following the session and answer with status: the publisher connects);
+  // the data stays for the first poll.
+  int duty_st(std::int64_t now_ns) noexcept override;
   bool try_arm_st() noexcept override;
   void disarm_st() noexcept override { group_->disarm(); }
   int notify_fd() const noexcept override { return group_->notify_fd(); }
