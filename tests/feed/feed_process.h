@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -18,10 +19,15 @@ namespace pollux::feedtest {
 
 class FeedProcess {
  public:
-  // Runs `bin` (by default build/bin/pollux-feed) with `args`.
-  explicit FeedProcess(const std::vector<std::string>& args, const std::string& bin = POLLUX_FEED_BIN) {
+  // Runs `bin` (by default build/bin/pollux-feed) with `args`. `before_exec`, if given, runs in
+  // this process with the child's pid while the child waits to exec: what it sets up (a socket
+  // holding a port computed from the pid, say) is in place before the program starts.
+  explicit FeedProcess(const std::vector<std::string>& args, const std::string& bin = POLLUX_FEED_BIN,
+                       const std::function<void(pid_t)>& before_exec = {}) {
     int fds[2];
     if (pipe(fds) != 0) return;
+    int gate[2] = {-1, -1};
+    if (before_exec && pipe(gate) != 0) return;
     std::vector<std::string> argv = {bin};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> av;
@@ -33,11 +39,23 @@ class FeedProcess {
       dup2(fds[1], 2);
       close(fds[0]);
       close(fds[1]);
+      if (gate[0] >= 0) {
+        close(gate[1]);
+        char c;
+        while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        close(gate[0]);
+      }
       execv(av[0], av.data());
       _exit(127);
     }
     close(fds[1]);
     fd_ = fds[0];
+    if (gate[0] >= 0) {
+      close(gate[0]);
+      if (pid_ > 0) before_exec(pid_);
+      close(gate[1]);  // the child's read returns (0 bytes): it execs
+    }
   }
   FeedProcess(const FeedProcess&) = delete;
   FeedProcess& operator=(const FeedProcess&) = delete;

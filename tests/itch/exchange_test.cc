@@ -36,6 +36,7 @@
 #include "itch/moldudp64.h"
 #include "itch/reader.h"
 #include "tests/itch/test_util.h"
+#include "tests/udp_ports.h"
 
 extern char** environ;
 
@@ -44,10 +45,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Ports and groups unique per test process (tests/udp/transport_test.cc's pattern), below
-// the ephemeral range; the tests of one process run one after another, each waiting for
-// its child, so they may share ports.
-uint32_t base_port() { return 24000 + static_cast<uint32_t>(getpid() % 600) * 8; }
+// Ports and groups unique per test process (tests/udp_ports.h: a block checked free, below the
+// ephemeral range); the tests of one process run one after another, each waiting for its
+// child, so they may share ports.
+uint32_t base_port() { return pollux::testing::UdpPortBlock::Base(); }
 std::string group(int line) {
   return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + 2 * ((getpid() / 200) % 100) + line);
 }

@@ -6,13 +6,22 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/process.h"
 #include "tests/latency/json_lite.h"
 #include "tools/latency/decomposition.h"
 
@@ -343,6 +352,232 @@ TEST_F(LatencySmoke, AbPairs) {
     EXPECT_TRUE(p.get("a") != nullptr && p.get("a")->get("stages") != nullptr);
     EXPECT_TRUE(p.get("b") != nullptr && p.get("b")->get("stages") != nullptr);
   }
+}
+
+// ---- stopping, and the processes and files a run leaves ---------------------------------------
+
+// The tool's children (the pong process), from /proc/<pid>/stat's ppid field.
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::size_t close = stat.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// /proc/<pid>/status's State line ("" when there is no such process), for messages.
+std::string ProcessState(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("State:", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Polls until `done` holds or `seconds` pass; returns `done()`. Waits that end sooner cost nothing.
+template <typename F>
+bool PollUntil(F&& done, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// What a run of the tool with pid `tool` has in /dev/shm (its default runtime.shm_dir): files
+// named after its runs (pollux-lat<pid>r<run>-...) and CPU claims naming them.
+std::vector<std::string> RunFiles(pid_t tool) {
+  std::vector<std::string> out;
+  const std::string prefix = "pollux-lat" + std::to_string(tool) + "r";
+  const std::string owner = "name lat" + std::to_string(tool) + "r";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+    if (name.rfind("pollux-cpu-", 0) == 0 && ReadFile(e.path()).find(owner) != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+// Removes what RunFiles finds (a test that killed the tool outright cleans up after it).
+void RemoveRunFiles(pid_t tool) {
+  for (const std::string& f : RunFiles(tool)) fs::remove(fs::path("/dev/shm") / f);
+}
+
+// Waits for the tool's "measuring" line (its first measured round trip is in) and returns the
+// pong process's pid and start time; fails the test (pid 0) when either does not come.
+struct Pong {
+  pid_t pid = 0;
+  std::uint64_t start = 0;
+};
+// On failure the tool and every child it has are killed: a tool that does not stop its children
+// must not leave them to the machine.
+Pong WaitUntilMeasuring(feedtest::FeedProcess& p) {
+  const bool measuring = p.WaitForOutput(
+      [](const std::string& out) { return out.find("measuring (warm-up done)") != std::string::npos; }, 200);
+  EXPECT_TRUE(measuring) << "no \"measuring\" line; output:\n" << p.output();
+  if (!measuring) {
+    for (pid_t c : ChildrenOf(p.pid())) kill(c, SIGKILL);
+    p.Signal(SIGKILL);
+    return {};
+  }
+  const std::vector<pid_t> children = ChildrenOf(p.pid());
+  EXPECT_EQ(children.size(), 1u) << "the tool's children while it measures: " << children.size();
+  if (children.size() != 1) return {};
+  return {children[0], core::process_start_time(children[0])};
+}
+
+// Whether the process `pong` is gone: no such pid, or the pid now names a process that started
+// later (reused).
+bool Gone(const Pong& pong) { return core::process_start_time(pong.pid) != pong.start; }
+
+// Ctrl-C in the middle of a measurement: the tool stops, prints what it measured (and writes it
+// to --json, marked), reaps the pong process and removes the run's stream logs and CPU claims,
+// and exits 130. Ping-pong with a count no run finishes.
+TEST_F(LatencySmoke, SigintMidRunStopsReapsThePongProcessAndRemovesTheRunsFiles) {
+  for (const char* transport : {"shm", "udp"}) {
+    SCOPED_TRACE(transport);
+    const fs::path json = dir_ / (std::string("sigint-") + transport + ".json");
+    feedtest::FeedProcess p({"--set", std::string("transport.kind=") + transport, "--count", "1000000000", "--warmup",
+                             "100", "--json", json.string()});
+    const Pong pong = WaitUntilMeasuring(p);
+    if (pong.pid == 0) continue;
+    if (std::string(transport) == "shm") {
+      // The run's files exist while it runs (so that their absence below means something).
+      EXPECT_GE(RunFiles(p.pid()).size(), 4u) << "the four stream logs of a shm run";
+    }
+    p.Signal(SIGINT);
+    const int status = p.Wait(120);
+    EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+    EXPECT_EQ(status, 130) << p.output();
+    EXPECT_THAT(p.output(), HasSubstr("pollux-latency: stopped by SIGINT")) << p.output();
+    EXPECT_THAT(p.output(), ::testing::ContainsRegex("interrupted by SIGINT after [1-9][0-9]* of the [0-9]+ round trips"));
+    EXPECT_THAT(p.output(), HasSubstr("end-to-end (one-way, sum of stages)"));
+    // The tool reaped the pong process before exiting: its pid is gone at once (a child left
+    // running, or a zombie nobody reaped, keeps it).
+    EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
+        << "pong process " << pong.pid << " still there: " << ProcessState(pong.pid);
+    if (!Gone(pong)) kill(pong.pid, SIGKILL);
+    const std::vector<std::string> left = RunFiles(p.pid());
+    EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
+    std::string err;
+    const std::string text = ReadFile(json);
+    auto v = jsonlite::Parse(text, &err);
+    ASSERT_TRUE(v.has_value()) << err << "\n" << text << "\n" << p.output();
+    const Value* in = v->get("interrupted");
+    ASSERT_TRUE(in != nullptr && in->is_object()) << text;
+    EXPECT_EQ(in->get("signal")->str, "SIGINT") << text;
+    EXPECT_GT(in->get("completed")->num, 0) << text;
+    RemoveRunFiles(p.pid());
+  }
+}
+
+// SIGTERM is handled like Ctrl-C: exit status 143.
+TEST_F(LatencySmoke, SigtermStopsTheRunLikeSigint) {
+  feedtest::FeedProcess p({"--count", "1000000000", "--warmup", "100"});
+  const Pong pong = WaitUntilMeasuring(p);
+  ASSERT_NE(pong.pid, 0);
+  p.Signal(SIGTERM);
+  const int status = p.Wait(120);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  EXPECT_EQ(status, 143) << p.output();
+  EXPECT_THAT(p.output(), HasSubstr("stopped by SIGTERM"));
+  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30)) << "pong process " << pong.pid << ": " << ProcessState(pong.pid);
+  if (!Gone(pong)) kill(pong.pid, SIGKILL);
+  EXPECT_TRUE(RunFiles(p.pid()).empty()) << ::testing::PrintToString(RunFiles(p.pid()));
+  RemoveRunFiles(p.pid());
+}
+
+// The pong process dies with its parent however the parent dies: killed outright (SIGKILL: no
+// handler runs), the parent cannot stop it, but the parent-death signal does, and the pong
+// process then closes its Context - removing its own stream logs - before it exits.
+TEST_F(LatencySmoke, PongProcessDiesWithItsParent) {
+  feedtest::FeedProcess p({"--count", "1000000000", "--warmup", "100"});
+  const Pong pong = WaitUntilMeasuring(p);
+  ASSERT_NE(pong.pid, 0);
+  p.Signal(SIGKILL);
+  EXPECT_EQ(p.Wait(60), 128 + SIGKILL);
+  // Orphaned, it is init's to reap: it counts as gone once it no longer runs (a zombie).
+  EXPECT_TRUE(PollUntil([&] { return Gone(pong) || !core::process_alive(static_cast<int>(pong.pid), pong.start); }, 60))
+      << "pong process " << pong.pid << " outlived its parent: " << ProcessState(pong.pid);
+  if (!Gone(pong)) kill(pong.pid, SIGKILL);
+  // The pong side publishes lat.pong.t and lat.pong.u (stream ids 2147480002, 2147480004): the
+  // logs it created are gone; the killed parent's stay (removed here).
+  const std::vector<std::string> left = RunFiles(p.pid());
+  for (const std::string& f : left) {
+    EXPECT_EQ(f.find("-stream-2147480002.log"), std::string::npos) << ::testing::PrintToString(left);
+    EXPECT_EQ(f.find("-stream-2147480004.log"), std::string::npos) << ::testing::PrintToString(left);
+  }
+  RemoveRunFiles(p.pid());
+}
+
+// ---- UDP ports ---------------------------------------------------------------------------------
+
+// UDP sockets bound to 0.0.0.0:`ports` without SO_REUSEADDR (nobody else can bind them); a port
+// something already holds is held all the same.
+struct PortHolder {
+  std::vector<int> fds;
+  int held = 0;
+  void hold(int port) {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      fds.push_back(fd);
+      ++held;
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
+  ~PortHolder() {
+    for (int fd : fds) close(fd);
+  }
+};
+
+// The ports the tool once computed for its streams (52000 + a pid-derived offset, inside the
+// kernel's ephemeral range) are held by another socket when it starts - held before it execs,
+// from its pid: the run picks free ports and succeeds.
+TEST_F(LatencySmoke, UdpRunPicksFreePortsWhenOthersHoldTheOnesItUsedToCompute) {
+  PortHolder holder;
+  const fs::path json = dir_ / "udp-held.json";
+  feedtest::FeedProcess p({"--set", "transport.kind=udp", "--set", "runtime.threading=inline", "--count", "200",
+                           "--warmup", "20", "--json", json.string()},
+                          POLLUX_LATENCY_BIN, [&](pid_t pid) {
+                            const int base = 52000 + static_cast<int>(pid % 400) * 32;
+                            for (int i = 0; i < 8; ++i) holder.hold(base + i);
+                          });
+  const int status = p.Wait(300);
+  EXPECT_GT(holder.held, 0) << "none of the ports could be held: the test shows nothing";
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
+  const Value v = CheckRun({status, p.output()}, "udp", json);
+  EXPECT_THAT(p.output(), Not(HasSubstr("already in use"))) << p.output();
+}
+
+// A udp.port given in the configuration is kept: the streams take it and the next five.
+TEST_F(LatencySmoke, UdpPortConfiguredIsKept) {
+  ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", "udp.port=21000", "--print-config"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (int i = 0; i < 6; ++i) EXPECT_THAT(r.out, HasSubstr("udp_port = " + std::to_string(21000 + i))) << r.out;
+  ToolRun high = RunTool({"--set", "transport.kind=udp", "--set", "udp.port=65533"});
+  EXPECT_EQ(high.status, 64) << high.out;
+  EXPECT_THAT(high.out, HasSubstr("past 65535"));
 }
 
 }  // namespace

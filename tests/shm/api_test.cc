@@ -71,7 +71,8 @@ std::vector<Record> run_stream(const std::string& threading, std::uint64_t count
   auto sub_ctx = make(cfg(name, threading, extra));
   auto pub = pub_ctx->publisher("orders");
   auto sub = sub_ctx->subscriber("orders");
-  EXPECT_TRUE(pub.ok() && sub.ok());
+  EXPECT_TRUE(pub.ok()) << pub.status();
+  EXPECT_TRUE(sub.ok()) << sub.status();
   wait_connected(*pub, *sub);
   std::thread producer([&] {
     std::byte buf[2048];
@@ -143,7 +144,8 @@ TEST(ApiTest, SubscriberWaitDeliversEveryMessage) {
       auto sub_ctx = make(toml);
       auto pub = pub_ctx->publisher("orders");
       auto sub = sub_ctx->subscriber("orders");
-      ASSERT_TRUE(pub.ok() && sub.ok());
+      ASSERT_TRUE(pub.ok()) << pub.status();
+      ASSERT_TRUE(sub.ok()) << sub.status();
       wait_connected(*pub, *sub);
       constexpr int kCount = 500;
       std::thread producer([&] {
@@ -210,7 +212,8 @@ TEST(ApiTest, IdleAdaptivePollersSleep) {
   auto sub_ctx = make(toml);
   auto pub = pub_ctx->publisher("orders");
   auto sub = sub_ctx->subscriber("orders");
-  ASSERT_TRUE(pub.ok() && sub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(sub.ok()) << sub.status();
   wait_connected(*pub, *sub);
   std::uint64_t v = 1;
   while (pub->offer(&v, sizeof v) < 0) std::this_thread::yield();
@@ -227,11 +230,11 @@ TEST(ApiTest, ResultCodes) {
   const std::string name = unique_name("codes");
   auto ctx = make(cfg(name, "inline"));
   auto pub = ctx->publisher("codes");
-  ASSERT_TRUE(pub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
   const char msg[] = "hello";
   EXPECT_EQ(pub->offer(msg, sizeof msg), kNotConnected);
   auto sub = ctx->subscriber("codes");
-  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(sub.ok()) << sub.status();
   wait_connected(*pub, *sub);
   EXPECT_GE(pub->offer(msg, sizeof msg), 0);
   std::vector<std::byte> big(pub->max_payload() + 1);
@@ -273,9 +276,9 @@ TEST(ApiTest, BackPressureIsReportedNotBlocking) {
 TEST(ApiTest, InlineModeRefusesASecondPublisherOnOneStream) {
   auto ctx = make(cfg(unique_name("two"), "inline"));
   auto a = ctx->publisher("x");
-  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(a.ok()) << a.status();
   auto b = ctx->publisher("x");
-  ASSERT_FALSE(b.ok());
+  ASSERT_FALSE(b.ok()) << b.status();
   EXPECT_NE(b.status().message().find("already has a publisher in this process"), absl::string_view::npos);
 }
 
@@ -283,7 +286,7 @@ TEST(ApiTest, DedicatedModeTakesSeveralPublishingThreadsOnOneStream) {
   const std::string name = unique_name("multi");
   auto ctx = make(cfg(name, "dedicated"));
   auto sub = ctx->subscriber("multi");
-  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(sub.ok()) << sub.status();
   constexpr int kThreads = 3, kEach = 5000;
   std::vector<std::thread> threads;
   std::atomic<int> done{0};
@@ -373,7 +376,7 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   const std::string name = unique_name("eos");
   auto sub_ctx = make(cfg(name, "inline", "", "liveness_timeout_ms = 40\n"));
   auto sub = sub_ctx->subscriber("eos");
-  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(sub.ok()) << sub.status();
   std::vector<StreamEventKind> events;
   std::vector<std::uint64_t> seqs;
   auto drain = [&](int seconds, std::size_t want_events) {
@@ -388,7 +391,7 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   for (int round = 0; round < 2; ++round) {
     auto pub_ctx = make(cfg(name, "inline"));
     auto pub = pub_ctx->publisher("eos");
-    ASSERT_TRUE(pub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!pub->is_connected()) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
@@ -419,7 +422,8 @@ TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
     auto sub_ctx = make(cfg(name, mode));
     auto pub = pub_ctx->publisher("empty");
     auto sub = sub_ctx->subscriber("empty");
-    ASSERT_TRUE(pub.ok() && sub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(sub.ok()) << sub.status();
     wait_connected(*pub, *sub);
     pub->close();
     int ended = 0;
@@ -444,7 +448,8 @@ TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
     auto sub_ctx = make(cfg(name, mode));
     auto pub = pub_ctx->publisher("views");
     auto sub = sub_ctx->subscriber("views");
-    ASSERT_TRUE(pub.ok() && sub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(sub.ok()) << sub.status();
     wait_connected(*pub, *sub);
     std::byte buf[512];
     constexpr std::uint64_t kCount = 100;  // fewer than the poller hands out without releases
@@ -477,7 +482,8 @@ TEST(ApiTest, OfferBatchDeliversEveryMessageInOrder) {
     auto ctx = make(cfg(name, mode));
     auto pub = ctx->publisher("batch");
     auto sub = ctx->subscriber("batch");
-    ASSERT_TRUE(pub.ok() && sub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(sub.ok()) << sub.status();
     wait_connected(*pub, *sub);
     constexpr std::uint64_t kCount = 50000;  // several laps of the 256 KiB log, in batches of 100
     std::vector<std::vector<std::byte>> bufs(100);
@@ -518,7 +524,7 @@ TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
   ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
   ::close(fd);
   auto sub = ctx->subscriber("bad");
-  ASSERT_FALSE(sub.ok());
+  ASSERT_FALSE(sub.ok()) << sub.status();
   EXPECT_NE(sub.status().message().find("bad magic"), absl::string_view::npos) << sub.status();
   EXPECT_NE(sub.status().message().find(path), absl::string_view::npos) << sub.status();
   ::unlink(path.c_str());
@@ -526,13 +532,13 @@ TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
 
 TEST(ApiTest, ConfigErrorsSurfaceFromTheContext) {
   auto c = Context::from_string("[runtime]\nthreading = \"dedicted\"\n", "feed.toml");
-  ASSERT_FALSE(c.ok());
+  ASSERT_FALSE(c.ok()) << c.status();
   EXPECT_EQ(std::string(c.status().message()), "feed.toml:2: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
   auto d = Context::from_string("[runtime]\ndevice = \"mlx5_99\"\n", "feed.toml");
-  ASSERT_FALSE(d.ok());
+  ASSERT_FALSE(d.ok()) << d.status();
   EXPECT_NE(d.status().message().find("device 'mlx5_99' not found"), absl::string_view::npos) << d.status();
   auto t = Context::from_string("[transport]\nkind = \"tcp\"\n", "feed.toml");
-  ASSERT_FALSE(t.ok());
+  ASSERT_FALSE(t.ok()) << t.status();
   EXPECT_EQ(std::string(t.status().message()), "feed.toml:2: transport.kind: expected shm|udp|rdma, got \"tcp\"");
 }
 
@@ -585,7 +591,8 @@ TEST(ApiTest, HandlesOutliveTheContext) {
   auto ctx = make(cfg(unique_name("life"), "dedicated"));
   auto pub = ctx->publisher("life");
   auto sub = ctx->subscriber("life");
-  ASSERT_TRUE(pub.ok() && sub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(sub.ok()) << sub.status();
   ctx.reset();
   const int v = 1;
   EXPECT_EQ(pub->offer(&v, sizeof v), kClosed);
@@ -616,7 +623,8 @@ TEST(ApiTest, PublicNowNsIsTheClockOfPublisherNs) {
   }
   auto pub = ctx->publisher("now");
   auto sub = ctx->subscriber("now");
-  ASSERT_TRUE(pub.ok() && sub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(sub.ok()) << sub.status();
   wait_connected(*pub, *sub);
   const std::int64_t before = pollux::now_ns();
   const int v = 7;

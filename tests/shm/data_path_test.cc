@@ -19,6 +19,7 @@
 #include "pollux/pollux.h"
 #include "tests/data_path_probe.h"
 #include "tests/shm/test_util.h"
+#include "tests/udp_ports.h"
 
 namespace pollux {
 namespace {
@@ -40,7 +41,8 @@ Probe run(Context& ctx, bool queued) {
   constexpr std::uint64_t kWarm = 2000, kMeasured = 20000;
   auto sub = ctx.subscriber("md");
   auto pub = ctx.publisher("md");
-  EXPECT_TRUE(sub.ok() && pub.ok());
+  EXPECT_TRUE(sub.ok()) << sub.status();
+  EXPECT_TRUE(pub.ok()) << pub.status();
   Probe p;
   if (!sub.ok() || !pub.ok()) return p;
   for (int i = 0; i < 20000 && !(pub->is_connected() && sub->is_connected()); ++i) {
@@ -154,7 +156,7 @@ TEST(DataPath, ShmDedicatedNoAllocationNoLockOnTheApplicationThread) {
 }
 
 TEST(DataPath, UdpInlineNoAllocationNoLock) {
-  const int port = 21000 + (getpid() % 2000) * 8 + 7;
+  const int port = static_cast<int>(testing::UdpPortBlock::Base());  // free, below the ephemeral range
   auto ctx = make(absl::StrFormat(R"([runtime]
 threading = "inline"
 idle = "yield"

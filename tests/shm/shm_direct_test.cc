@@ -258,7 +258,8 @@ TEST(ShmDirectTest, EveryPayloadSizeArrivesIntactThroughTheApi) {
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   auto pub = (*ctx)->publisher("sizes");
   auto sub = (*ctx)->subscriber("sizes");
-  ASSERT_TRUE(pub.ok() && sub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(sub.ok()) << sub.status();
   for (int i = 0; i < 100000 && !pub->is_connected(); ++i) (void)sub->poll([](const pollux::Message&) {}, 1);
   ASSERT_TRUE(pub->is_connected());
   std::vector<std::byte> buf(300 + 16);
@@ -306,7 +307,8 @@ TEST(ShmDirectTest, PublisherTimestampIsAPerStreamChoice) {
     SCOPED_TRACE(topic);
     auto pub = (*ctx)->publisher(topic);
     auto sub = (*ctx)->subscriber(topic);
-    ASSERT_TRUE(pub.ok() && sub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    ASSERT_TRUE(sub.ok()) << sub.status();
     for (int i = 0; i < 100000 && !pub->is_connected(); ++i) (void)sub->poll([](const pollux::Message&) {}, 1);
     ASSERT_TRUE(pub->is_connected());
     const std::uint64_t v = 42;

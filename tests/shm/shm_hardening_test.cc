@@ -106,10 +106,12 @@ TEST_P(TruncateStream, SubscriberSeesTruncationThenTheNewSession) {
       name, mode);
   auto pub_ctx = Context::from_string(toml, "pub.toml");
   auto sub_ctx = Context::from_string(toml, "sub.toml");
-  ASSERT_TRUE(pub_ctx.ok() && sub_ctx.ok());
+  ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
+  ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
   auto pub = (*pub_ctx)->publisher("t");
   auto sub = (*sub_ctx)->subscriber("t");
-  ASSERT_TRUE(pub.ok() && sub.ok());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_TRUE(sub.ok()) << sub.status();
   std::vector<StreamEventKind> events;
   std::uint64_t before = 0, after_new_session = 0;
   auto poll = [&] {
@@ -263,7 +265,7 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
     SCOPED_TRACE(tail);
     (*seg)->header()->writer.tail.store(tail);
     auto ep = ShmRxEndpoint::open(env, spec);
-    ASSERT_FALSE(ep.ok());
+    ASSERT_FALSE(ep.ok()) << ep.status();
     EXPECT_EQ(ep.status().code(), absl::StatusCode::kDataLoss);
     EXPECT_NE(ep.status().message().find(absl::StrFormat("writer tail %u is not a frame position", tail)),
               absl::string_view::npos)
@@ -291,7 +293,7 @@ TEST(ShmEndpoint, ConnectedAndSafeFloorAreSafeWhileThePollerAttachesAndDetaches)
       "sub.toml");
   ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
   auto sub = (*sub_ctx)->subscriber("race");
-  ASSERT_TRUE(sub.ok());
+  ASSERT_TRUE(sub.ok()) << sub.status();
   int ends = 0, sessions = 0;
   std::uint64_t received = 0, connected_polls = 0;
   for (int round = 0; round < 3; ++round) {
@@ -302,7 +304,7 @@ TEST(ShmEndpoint, ConnectedAndSafeFloorAreSafeWhileThePollerAttachesAndDetaches)
         "pub.toml");
     ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
     auto pub = (*pub_ctx)->publisher("race");
-    ASSERT_TRUE(pub.ok());
+    ASSERT_TRUE(pub.ok()) << pub.status();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (std::uint64_t i = 0; i < 200 && std::chrono::steady_clock::now() < deadline;) {
       if (pub->offer(&i, sizeof i) >= 0) ++i;

@@ -61,7 +61,7 @@ class SegmentTest : public ::testing::Test {
 
   std::string attach_error() {
     auto a = Segment::attach(opt.path, opt.stream_id);
-    EXPECT_FALSE(a.ok());
+    EXPECT_FALSE(a.ok()) << a.status();
     return a.ok() ? "" : std::string(a.status().message());
   }
 
@@ -84,7 +84,7 @@ TEST_F(SegmentTest, CreatesMode0600AndAttachesWithValidation) {
 
 TEST_F(SegmentTest, MissingSegmentIsNotFound) {
   auto a = Segment::attach(opt.path, 9);
-  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -101,7 +101,7 @@ TEST_F(SegmentTest, RejectsWrongVersion) {
     std::memcpy(b + offsetof(SegmentLayout, version), &v, 4);
   });
   auto a = Segment::attach(opt.path, opt.stream_id);
-  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(a.status().message().find(absl::StrFormat("layout version %u, this library speaks version %u",
                                                      kSegmentVersion + 1, kSegmentVersion)),
@@ -119,7 +119,7 @@ TEST_F(SegmentTest, RejectsInconsistentLayout) {
 
 TEST_F(SegmentTest, RejectsTruncatedFile) {
   auto s = Segment::create(opt);
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(::truncate(opt.path.c_str(), 8192), 0);
   EXPECT_NE(attach_error().find("inconsistent layout"), std::string::npos);
   ASSERT_EQ(::truncate(opt.path.c_str(), 100), 0);
@@ -128,9 +128,9 @@ TEST_F(SegmentTest, RejectsTruncatedFile) {
 
 TEST_F(SegmentTest, RejectsWrongStream) {
   auto s = Segment::create(opt);
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status();
   auto a = Segment::attach(opt.path, 10);
-  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_NE(a.status().message().find("carries stream 9, expected 10"), absl::string_view::npos);
 }
 
@@ -138,7 +138,7 @@ TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   // A live publisher in another process owns the stream.
   const pid_t child = publisher_child();
   auto second = Segment::create(opt);
-  ASSERT_FALSE(second.ok());
+  ASSERT_FALSE(second.ok()) << second.status();
   EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(second.status().message().find("already has a live publisher"), absl::string_view::npos);
   kill(child, SIGKILL);
@@ -203,7 +203,7 @@ TEST_F(SegmentTest, RefusesSymlinksFifosAndDirectories) {
   ::unlink(opt.path.c_str());
   ASSERT_EQ(::mkdir(opt.path.c_str(), 0700), 0);
   auto a = Segment::attach(opt.path, opt.stream_id);
-  EXPECT_FALSE(a.ok());
+  EXPECT_FALSE(a.ok()) << a.status();
   ::rmdir(opt.path.c_str());
   (*s)->unlink();
 }
@@ -219,7 +219,8 @@ TEST_F(SegmentTest, RefusesSegmentsOthersMayWrite) {
   e = attach_error();
   EXPECT_NE(e.find("writable by its group, which is not shm.group"), std::string::npos) << e;
   ASSERT_EQ(::chmod(opt.path.c_str(), 0644), 0);  // readable is fine
-  EXPECT_TRUE(Segment::attach(opt.path, opt.stream_id).ok());
+  auto attached = Segment::attach(opt.path, opt.stream_id);
+  EXPECT_TRUE(attached.ok()) << attached.status();
 }
 
 // Issue #9 item 3: a segment of another uid (root attaching included) is refused, and a
@@ -230,14 +231,14 @@ TEST_F(SegmentTest, RefusesAnotherUsersSegmentAndSaysWhoseItIs) {
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(::chown(opt.path.c_str(), 65534, 65534), 0);
   auto a = Segment::attach(opt.path, opt.stream_id);
-  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(a.status().message().find("is owned by uid 65534, not by this process's uid 0: refused"),
             absl::string_view::npos)
       << a.status();
   EXPECT_NE(a.status().message().find(opt.path), absl::string_view::npos);
   auto pub = Segment::create(opt);
-  ASSERT_FALSE(pub.ok());
+  ASSERT_FALSE(pub.ok()) << pub.status();
   EXPECT_EQ(pub.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(pub.status().message().find("owned by uid 65534"), absl::string_view::npos) << pub.status();
 }
@@ -256,13 +257,15 @@ TEST_F(SegmentTest, GroupSharingAcceptsTheConfiguredGroupOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   EXPECT_EQ(st.st_gid, 65534u);
   ASSERT_EQ(::chown(opt.path.c_str(), 65534, -1), 0);  // another member of the group created it
-  EXPECT_TRUE(Segment::attach(opt.path, opt.stream_id, *access).ok());
+  auto attached = Segment::attach(opt.path, opt.stream_id, *access);
+  EXPECT_TRUE(attached.ok()) << attached.status();
   EXPECT_FALSE(Segment::attach(opt.path, opt.stream_id).ok()) << "without shm.group: another user's file";
   ASSERT_EQ(::chmod(opt.path.c_str(), 0662), 0);
   auto a = Segment::attach(opt.path, opt.stream_id, *access);
-  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_NE(a.status().message().find("writable by every user"), absl::string_view::npos) << a.status();
-  EXPECT_FALSE(core::resolve_file_access("no-such-group-pollux").ok());
+  auto no_group = core::resolve_file_access("no-such-group-pollux");
+  EXPECT_FALSE(no_group.ok()) << no_group.status();
 }
 
 // Issue #9 item 3: a segment whose publisher_pid names a live process that is not its
@@ -283,7 +286,7 @@ TEST_F(SegmentTest, LivePidWithAnotherStartTimeDoesNotBlockThePublisher) {
   pub->reset();
   forge(1, init_start);  // as far as we can tell it IS that process: refused, and said so
   auto refused = Segment::create(opt);
-  ASSERT_FALSE(refused.ok());
+  ASSERT_FALSE(refused.ok()) << refused.status();
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(refused.status().message().find("live publisher (pid 1, segment " + opt.path), absl::string_view::npos)
       << refused.status();

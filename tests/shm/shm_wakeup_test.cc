@@ -66,7 +66,7 @@ class WakeFixture : public ::testing::Test {
     ASSERT_TRUE(tx.ok()) << tx.status();
     tx_ = std::move(*tx);
     auto src = transport_->poller_source(0);
-    ASSERT_TRUE(src.ok());
+    ASSERT_TRUE(src.ok()) << src.status();
     source_ = static_cast<ShmPollerSource*>(*src);
   }
 
@@ -281,7 +281,8 @@ TEST_F(WakeFixture, APollerWithAnUnwakeableReaderNeverSleeps) {
   {
     core::Poller poller(0, cfg_, counters->get());
     poller.add_source(source_);
-    ASSERT_TRUE(poller.start(core::IdleKind::kInterrupt, -1).ok());
+    const absl::Status started = poller.start(core::IdleKind::kInterrupt, -1);
+    ASSERT_TRUE(started.ok()) << started;
     while (value("arm_refused") < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_EQ(value("sleeps"), 0u);
     poller.stop();
@@ -290,7 +291,8 @@ TEST_F(WakeFixture, APollerWithAnUnwakeableReaderNeverSleeps) {
   {
     core::Poller poller(0, cfg_, counters->get());
     poller.add_source(source_);
-    ASSERT_TRUE(poller.start(core::IdleKind::kInterrupt, -1).ok());
+    const absl::Status started = poller.start(core::IdleKind::kInterrupt, -1);
+    ASSERT_TRUE(started.ok()) << started;
     while (value("sleeps") == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     poller.stop();
   }
@@ -313,9 +315,9 @@ TEST(ShmWakeSource, NoPublisherWithATimerMaySleep) {
   TransportEnv env{&cfg, nullptr, nullptr};
   ShmTransport t(env);
   auto src = t.poller_source(0);
-  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(src.ok()) << src.status();
   auto ep = t.open_rx(EndpointSpec{1, "t", nullptr, 0});
-  ASSERT_TRUE(ep.ok());
+  ASSERT_TRUE(ep.ok()) << ep.status();
   RxDesc buf[4];
   EXPECT_EQ((*ep)->poll_st({buf, 4}), 0u);  // joins the source
   ASSERT_TRUE((*src)->try_arm());            // the poller's timer retries the attach
@@ -345,9 +347,9 @@ TEST_F(WakeFixture, FutexWaitsThatDoNotFitWakeAtOnce) {
   ASSERT_NE(ep, nullptr);
   // A second stream (another segment, another word).
   auto tx2 = ShmTxEndpoint::open(env_, EndpointSpec{2, "u", nullptr, -1});
-  ASSERT_TRUE(tx2.ok());
+  ASSERT_TRUE(tx2.ok()) << tx2.status();
   auto ep2 = transport_->open_rx(EndpointSpec{2, "u", nullptr, 0});
-  ASSERT_TRUE(ep2.ok());
+  ASSERT_TRUE(ep2.ok()) << ep2.status();
   RxDesc buf[4];
   (void)(*ep2)->poll_st({buf, 4});
   ASSERT_TRUE(source_->try_arm());

@@ -29,6 +29,7 @@
 #include "pollux/pollux.h"
 #include "tests/latency/json_lite.h"
 #include "tests/shm/process.h"
+#include "tests/udp_ports.h"
 
 namespace pollux {
 namespace {
@@ -254,7 +255,7 @@ TEST_F(StatTest, JsonShowsTopicsPositionsLagPollersAndTheErrorLog) {
 }
 
 TEST_F(StatTest, UdpPositionsAreSequencesAndLagIsMessages) {
-  Peer& peer = start("udp", {"--port", std::to_string(21000 + getpid() % 1400 * 16 + 7)});
+  Peer& peer = start("udp", {"--port", std::to_string(testing::UdpPortBlock::Base())});  // free, below the ephemeral range
   const Value doc = stat_json();
   const Value* p = find_process(doc, peer.ready.substr(6, peer.ready.find('\n') - 6));
   ASSERT_NE(p, nullptr) << peer.ready;

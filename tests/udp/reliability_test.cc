@@ -42,7 +42,10 @@ std::uint64_t tag_of(const core::FrameHeader* h) {
 
 TEST(ReliabilitySenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
   SenderLog log;
-  ASSERT_TRUE(log.init({64u << 10, 256, kStream, kSession}).ok());
+  {
+    const absl::Status init = log.init({64u << 10, 256, kStream, kSession});
+    ASSERT_TRUE(init.ok()) << init;
+  }
   for (int i = 0; i < 10; ++i) {
     auto f = make_frame(20, i);  // 52 bytes -> 56 on the wire
     ASSERT_TRUE(log.append(f.data(), static_cast<std::uint32_t>(f.size())));
@@ -75,7 +78,10 @@ TEST(ReliabilitySenderLog, PacksFramesIntoDatagramsUpToTheLimit) {
 
 TEST(ReliabilitySenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
   SenderLog log;
-  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession}).ok());
+  {
+    const absl::Status init = log.init({64u << 10, 1024, kStream, kSession});
+    ASSERT_TRUE(init.ok()) << init;
+  }
   auto f = make_frame(1000 - 32, 0);  // 1000 bytes -> 1000 on the wire
   int appended = 0;
   while (log.append(f.data(), 1000)) ++appended;
@@ -99,7 +105,10 @@ TEST(ReliabilitySenderLog, OverwritesOnlySentFramesAndTracksTheOldest) {
 
 TEST(ReliabilitySenderLog, DatagramsNeverRunPastTheEndOfTheRing) {
   SenderLog log;
-  ASSERT_TRUE(log.init({64u << 10, 1472, kStream, kSession}).ok());
+  {
+    const absl::Status init = log.init({64u << 10, 1472, kStream, kSession});
+    ASSERT_TRUE(init.ok()) << init;
+  }
   auto f = make_frame(32, 0);  // 64 bytes: 1024 of them fill the ring exactly, no padding
   std::uint64_t checked = 0;
   for (int round = 0; round < 5000; ++round) {
@@ -119,8 +128,12 @@ TEST(ReliabilitySenderLog, DatagramsNeverRunPastTheEndOfTheRing) {
 
 TEST(ReliabilitySenderLog, RejectsBadCapacity) {
   SenderLog log;
-  EXPECT_FALSE(log.init({100000, 1472, 1, 1}).ok());
-  EXPECT_FALSE(log.init({32u << 10, 1472, 1, 1}).ok());
+  const absl::Status too_large = log.init({100000, 1472, 1, 1});
+  EXPECT_FALSE(too_large.ok()) << too_large;
+  {
+    const absl::Status rejected = log.init({32u << 10, 1472, 1, 1});
+    EXPECT_FALSE(rejected.ok()) << rejected;
+  }
 }
 
 // RDMA UD: the ring lives in the caller's (registered) memory, and datagrams are runs of it.
@@ -128,7 +141,10 @@ TEST(ReliabilitySenderLog, UsesTheCallersMemoryAndMapsDatagramsBackToPositions) 
   std::vector<std::uint64_t> mem((64u << 10) / 8);  // 8-aligned
   auto* ring = reinterpret_cast<std::byte*>(mem.data());
   SenderLog log;
-  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession, ring}).ok());
+  {
+    const absl::Status init = log.init({64u << 10, 1024, kStream, kSession, ring});
+    ASSERT_TRUE(init.ok()) << init;
+  }
   auto f = make_frame(1000 - 32, 0);
   for (int i = 0; i < 300; ++i) {  // ~4.5 rings: positions far beyond the capacity
     ASSERT_TRUE(log.append(f.data(), 1000));
@@ -154,7 +170,10 @@ TEST(ReliabilitySenderLog, UsesTheCallersMemoryAndMapsDatagramsBackToPositions) 
 // the log back-pressures instead, and the pin's release lets appends go on.
 TEST(ReliabilitySenderLog, NeverOverwritesPinnedBytes) {
   SenderLog log;
-  ASSERT_TRUE(log.init({64u << 10, 1024, kStream, kSession}).ok());
+  {
+    const absl::Status init = log.init({64u << 10, 1024, kStream, kSession});
+    ASSERT_TRUE(init.ok()) << init;
+  }
   auto f = make_frame(1000 - 32, 0);
   ASSERT_TRUE(log.append(f.data(), 1000));  // sequence 1 at position 0
   log.mark_sent(2);
@@ -212,7 +231,8 @@ TEST(ReliabilityFrameCursor, ReceiverCountsTheShortTracedFrameAsMalformed) {
   ReliableReceiver rx;
   ReceiverOptions o;
   o.stream_id = kStream;
-  ASSERT_TRUE(rx.init(o).ok());
+  const absl::Status init = rx.init(o);
+  ASSERT_TRUE(init.ok()) << init;
   alignas(8) std::byte d[32];
   std::memcpy(d, kShortTracedFrame, sizeof d);
   EXPECT_EQ(rx.on_datagram(d, sizeof d, PeerAddress{}, 0, 1), 0u);
@@ -595,7 +615,8 @@ struct Sub {
     o.session_timeout_ns = 500'000'000;
     o.status_interval_ns = 10'000'000;
     o.window.confirm_ns = 10'000'000;  // twice the Sim publisher's heartbeat interval
-    EXPECT_TRUE(rx.init(o).ok());
+    const absl::Status init = rx.init(o);
+    EXPECT_TRUE(init.ok()) << init;
   }
   // One datagram arrives (after the fault injector had its say).
   void arrive(const std::byte* p, std::uint32_t len, std::int64_t now) {
@@ -705,7 +726,8 @@ struct Sim {
     o.tail_heartbeat_ns = 200'000;
     o.retransmit_linger_ns = 300'000;
     o.receiver_timeout_ns = 500'000'000;
-    EXPECT_TRUE(tx.init(o).ok());
+    const absl::Status init = tx.init(o);
+    EXPECT_TRUE(init.ok()) << init;
   }
   void add(Sub* s) { net.subs.push_back(s); }
   // One 10 us step: publish `k` messages, run timers everywhere, move control messages.
@@ -1328,7 +1350,8 @@ struct NakAttack {
   explicit NakAttack(SenderOptions o) {
     o.log = {8u << 20, 1472, kStream, kSession};
     o.retransmit_linger_ns = 1'000'000;
-    EXPECT_TRUE(tx.init(o).ok());
+    const absl::Status init = tx.init(o);
+    EXPECT_TRUE(init.ok()) << init;
     auto f = make_frame(32, 0);
     for (int i = 0; i < 100'000; ++i) {  // 6.4 MB of 64-byte frames, all sent
       EXPECT_TRUE(tx.append(f.data(), 64));

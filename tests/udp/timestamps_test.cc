@@ -17,6 +17,7 @@
 #include "core/trace.h"
 #include "pollux/pollux.h"
 #include "tests/udp/scripted_subscriber.h"
+#include "tests/udp_ports.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
 
@@ -194,7 +195,7 @@ TEST(KernelTimestamps, TracedFrameFoundOnlyInWellFormedDatagrams) {
 
 TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedIt) {
   auto counters = core::CountersFile::create("", "kts");
-  ASSERT_TRUE(counters.ok());
+  ASSERT_TRUE(counters.ok()) << counters.status();
   detail::SubscriberImpl sub;
   auto& f = **counters;
   test::init_inline_subscriber(sub, f, 1);
@@ -237,7 +238,8 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
 
 // ---- traced UDP streams over loopback -----------------------------------------------------------------
 
-std::uint32_t base_port() { return 20000 + static_cast<std::uint32_t>(getpid() % 1400) * 32; }
+// A block of 32 free ports below the ephemeral range, this process's own (tests/udp_ports.h).
+std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
 // Streams "t" (traced, every message) and "u" (untraced) on ports base + offset, + 1.
@@ -256,7 +258,7 @@ address = "%s"
 interface = "lo"
 ttl = 1
 kernel_timestamps = %s
-session_timeout_ms = 2000
+session_timeout_ms = 60000
 status_interval_ms = 20
 heartbeat_interval_us = 2000
 linger_ms = 100
@@ -288,8 +290,12 @@ struct TracedRun {
   std::vector<std::int64_t> untraced_completions;
 };
 
+// Bound of the waits for what must happen (connection, an offer going through, a message
+// arriving): far above any delay a loaded host causes, so passing it means it never happened.
+constexpr auto kWait = std::chrono::seconds(60);
+
 // Sends `n` messages on each stream, one at a time, waiting for each (and, on "t", for its send
-// completion: bounded, 2 s per message) before the next.
+// completion: bounded, 30 s per message and 60 s in all) before the next.
 void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bool unicast, int n, TracedRun* out,
                 const std::string& t_kts = "") {
   auto sctx = Context::from_string(config(threading, offset, kts, unicast, t_kts), "sub.toml");
@@ -298,10 +304,12 @@ void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bo
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto st = (*sctx)->subscriber("t");
   auto su = (*sctx)->subscriber("u");
-  ASSERT_TRUE(st.ok() && su.ok());
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(su.ok()) << su.status();
   auto pt = (*pctx)->publisher("t");
   auto pu = (*pctx)->publisher("u");
-  ASSERT_TRUE(pt.ok() && pu.ok());
+  ASSERT_TRUE(pt.ok()) << pt.status();
+  ASSERT_TRUE(pu.ok()) << pu.status();
   const bool inline_mode = threading == "inline";
   auto step = [&] {
     (void)pt->service();
@@ -317,23 +325,27 @@ void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bo
       v->push_back(s);
     };
   };
-  const auto connect_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto connect_deadline = std::chrono::steady_clock::now() + kWait;
   while (!pt->is_connected() || !pu->is_connected()) {
     ASSERT_LT(std::chrono::steady_clock::now(), connect_deadline) << "publishers never saw the subscribers";
     (void)st->poll([](const Message&) {}, 16);
     (void)su->poll([](const Message&) {}, 16);
     step();
   }
-  const auto sc_budget = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // Stream t's kernel timestamps as configured (its own key, else the transport's). A stamped
+  // stream's send completion must come: it is waited for. An unstamped one's must not: with the
+  // transport's timestamps on, each message gives it 2 s to show anyway (10 s in all).
+  const bool t_stamped = t_kts.empty() ? kts : t_kts == "true";
+  const auto sc_budget = std::chrono::steady_clock::now() + (t_stamped ? kWait : std::chrono::seconds(10));
   for (int i = 0; i < n; ++i) {
     for (int stream = 0; stream < 2; ++stream) {
       Publisher& pub = stream == 0 ? *pt : *pu;
       Subscriber& sub = stream == 0 ? *st : *su;
       std::vector<Seen>& got = stream == 0 ? out->t : out->u;
       const std::uint64_t payload[2] = {static_cast<std::uint64_t>(i), 0};
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      const auto deadline = std::chrono::steady_clock::now() + kWait;
       while (pub.offer(payload, sizeof payload) < 0) {
-        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "offer refused for 10 s";
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "offer refused for " << kWait.count() << " s";
         (void)sub.poll(take(&got), 16);
         step();
       }
@@ -346,9 +358,10 @@ void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bo
       // its poller (every cycle).
       const std::uint64_t seq = got.back().sequence;
       std::int64_t sc = pub.send_completion_ns(seq);
-      // Up to 2 s per message, 10 s in all (a broken build fails in seconds, not n x 2 s).
-      const auto sc_deadline = std::min(std::chrono::steady_clock::now() + std::chrono::seconds(2), sc_budget);
-      while (stream == 0 && kts && sc == 0 && std::chrono::steady_clock::now() < sc_deadline) {
+      // Up to 30 s per message, 60 s in all (a build that never stamps fails in a minute, not n x 30 s).
+      const auto sc_deadline =
+          std::min(std::chrono::steady_clock::now() + std::chrono::seconds(t_stamped ? 30 : 2), sc_budget);
+      while (stream == 0 && (kts || t_stamped) && sc == 0 && std::chrono::steady_clock::now() < sc_deadline) {
         if (inline_mode) {
           (void)pub.service();
         } else {
@@ -465,7 +478,7 @@ TEST(UdpKernelTimestamps, PerStreamKeyOverridesTheTransportKey) {
 
 TEST(UdpKernelTimestamps, PerStreamKeyRejectsOtherValues) {
   auto c = core::parse_config(config("inline", 16, false, true, "\"sometimes\""), "x.toml");
-  ASSERT_FALSE(c.ok());
+  ASSERT_FALSE(c.ok()) << c.status();
   EXPECT_NE(std::string(c.status().message()).find("kernel_timestamps"), std::string::npos) << c.status();
   auto inherit = core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml");
   ASSERT_TRUE(inherit.ok()) << inherit.status();

@@ -32,6 +32,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/udp_ports.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -43,8 +44,12 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-// Ports unique per test process (as in transport_test.cc), 127.0.0.1 only.
-std::uint32_t base_port() { return 20000 + static_cast<std::uint32_t>(getpid() % 1400) * 32 + 16; }
+// Ports unique per test process (as in transport_test.cc: tests/udp_ports.h), 127.0.0.1 only.
+std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
+
+// The bound of a wait for something that must happen: far above any delay a loaded host causes,
+// so that passing it means the thing never happened. A wait that ends sooner costs nothing.
+constexpr int kWaitMs = 60000;
 
 template <typename F>
 bool spin_until(F&& done, int ms, const std::function<void()>& step = [] {}) {
@@ -203,7 +208,7 @@ TEST(UdpPollerSource, ManyEndpointsOnOnePollerCostOneEpollWaitPerCycle) {
         }
         return true;
       },
-      5000, [&] { r.cycle(); }));
+      kWaitMs, [&] { r.cycle(); }));
   for (int i = 0; i < kN; ++i) EXPECT_EQ(r.messages[i], static_cast<std::uint64_t>(kCycles)) << "endpoint " << i;
 }
 
@@ -211,18 +216,20 @@ TEST(UdpPollerSource, ManyEndpointsOnOnePollerCostOneEpollWaitPerCycle) {
 // with several subscriber sockets on one poller, the source reads only those epoll reports
 // readable, so it must tell the others they were found empty - else a publisher that really
 // died would never be reported.
+// About the session timeout: 1 s, short enough for the test, long enough that the busy stream's
+// few-ms cycles are never mistaken for silence.
 TEST(UdpPollerSource, SilentPublisherIsReportedDeadWhileAnotherStreamOnThePollerIsBusy) {
-  SourceRig r(2, base_port() + 6, "session_timeout_ms = 300\n");
+  SourceRig r(2, base_port() + 6, "session_timeout_ms = 1000\n");
   r.cycle();
   ASSERT_EQ(r.source->members(), 2u);
-  ASSERT_TRUE(spin_until([&] { return r.messages[0] >= 1 && r.messages[1] >= 1; }, 5000, [&] {
+  ASSERT_TRUE(spin_until([&] { return r.messages[0] >= 1 && r.messages[1] >= 1; }, kWaitMs, [&] {
     r.post(0);
     r.post(1);
     r.cycle();
     (void)r.source->housekeeping(core::Clock::now_ns());
   }));
   // Publisher 0 falls silent (nobody services it any more); stream 1 keeps busy.
-  const bool reported = spin_until([&] { return r.died[0] != 0; }, 5000, [&] {
+  const bool reported = spin_until([&] { return r.died[0] != 0; }, kWaitMs, [&] {
     const std::int64_t now = core::Clock::now_ns();
     r.post(1);
     (void)r.source->progress(now);
@@ -241,7 +248,7 @@ TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {
   r.cycle();
   ASSERT_EQ(r.source->members(), 2u);
   // Settle the session handshakes (new-session events, status messages) until it arms.
-  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, 5000, [&] {
+  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs, [&] {
     r.source->disarm();
     r.cycle();
     (void)r.source->housekeeping(core::Clock::now_ns());
@@ -249,13 +256,13 @@ TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {
   r.source->disarm();
   // A datagram read by the source but not yet taken by its consumer: refuse.
   r.post(0);
-  ASSERT_TRUE(spin_until([&] { return !r.source->try_arm(); }, 5000, [&] {
+  ASSERT_TRUE(spin_until([&] { return !r.source->try_arm(); }, kWaitMs, [&] {
     r.source->disarm();
     (void)r.source->progress(core::Clock::now_ns());  // reads, nobody polls the endpoints
   })) << "armed with a datagram queued in user space";
   EXPECT_FALSE(r.source->try_arm());
   // Delivered: arms again (nothing queued, nothing due).
-  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, 5000, [&] {
+  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs, [&] {
     r.source->disarm();
     r.cycle();
     (void)r.source->housekeeping(core::Clock::now_ns());
@@ -272,7 +279,7 @@ TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {
     EXPECT_EQ(::poll(&p, 1, 0), 1);
     r.source->disarm();
   }
-  ASSERT_TRUE(spin_until([&] { return r.messages[1] >= 1; }, 5000, [&] { r.cycle(); }));
+  ASSERT_TRUE(spin_until([&] { return r.messages[1] >= 1; }, kWaitMs, [&] { r.cycle(); }));
 }
 
 // ---- closing never blocks the poller ---------------------------------------------------------
@@ -290,14 +297,15 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sa = (*sctx)->subscriber("s1");
   auto sb = (*sctx)->subscriber("s2");
-  ASSERT_TRUE(sa.ok() && sb.ok());
+  ASSERT_TRUE(sa.ok()) << sa.status();
+  ASSERT_TRUE(sb.ok()) << sb.status();
   auto pa = (*pctx)->publisher("s1");
   auto pb = (*pctx)->publisher("s2");
   ASSERT_TRUE(pa.ok()) << pa.status();
   ASSERT_TRUE(pb.ok()) << pb.status();
   std::uint64_t got_a = 0, got_b = 0;
   auto drain_a = [&] { return sa->poll([&](const Message&) { ++got_a; }, 64); };
-  ASSERT_TRUE(spin_until([&] { return pa->is_connected() && pb->is_connected(); }, 5000, [&] {
+  ASSERT_TRUE(spin_until([&] { return pa->is_connected() && pb->is_connected(); }, kWaitMs, [&] {
     drain_a();
     sb->poll([&](const Message&) { ++got_b; }, 64);
   }));
@@ -362,10 +370,10 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   EXPECT_GE(b_first_half, 10u) << "stream b stalled while a close lingered on its poller";
   EXPECT_LT(worst_gap, 1'000'000'000) << "the poller stalled while a close lingered";  // generous: linger is 2 s
   EXPECT_EQ(counter(**pctx, "udp poller 0", "lingering_closes"), 1u);
-  EXPECT_TRUE(spin_until([&] { return counter(**pctx, "udp poller 0", "linger_timeouts") == 1; }, 5000));
+  EXPECT_TRUE(spin_until([&] { return counter(**pctx, "udp poller 0", "linger_timeouts") == 1; }, kWaitMs));
   // The silent subscriber, once it looks again, has the whole stream and its end.
   bool ended = false;
-  spin_until([&] { return ended; }, 5000, [&] {
+  spin_until([&] { return ended; }, kWaitMs, [&] {
     sa->poll([&](const Message&) { ++got_a; }, [](const Gap&) {},
              [&](const StreamEvent& e) { ended |= e.kind == StreamEventKind::kEndOfStream; }, 64);
   });
@@ -466,11 +474,13 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   ASSERT_TRUE(bctx.ok()) << bctx.status();
   auto a_sub = (*actx)->subscriber("s2");
   auto b_sub = (*bctx)->subscriber("s1");
-  ASSERT_TRUE(a_sub.ok() && b_sub.ok());
+  ASSERT_TRUE(a_sub.ok()) << a_sub.status();
+  ASSERT_TRUE(b_sub.ok()) << b_sub.status();
   auto a_pub = (*actx)->publisher("s1");
   auto b_pub = (*bctx)->publisher("s2");
-  ASSERT_TRUE(a_pub.ok() && b_pub.ok());
-  ASSERT_TRUE(spin_until([&] { return a_pub->is_connected() && b_pub->is_connected(); }, 10000, [&] {
+  ASSERT_TRUE(a_pub.ok()) << a_pub.status();
+  ASSERT_TRUE(b_pub.ok()) << b_pub.status();
+  ASSERT_TRUE(spin_until([&] { return a_pub->is_connected() && b_pub->is_connected(); }, kWaitMs, [&] {
     a_sub->poll([](const Message&) {}, 64);
     b_sub->poll([](const Message&) {}, 64);
   }));

@@ -25,10 +25,14 @@
 // alternating between lat.ping.t and lat.ping.u); the receiving process decomposes and
 // records delivery - t_k of both streams into a shared mapping.
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,6 +42,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +64,7 @@
 #include "core/cache.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/placement.h"
 #include "latency/embedded_config.h"
 #include "pollux/pollux.h"
 #include "tools/common/config_override.h"
@@ -71,6 +77,40 @@ namespace {
 using core::Clock;
 
 constexpr int kExitUsage = 64;
+
+// ---- stopping -------------------------------------------------------------------------------------
+//
+// SIGINT and SIGTERM set g_stop_signal; every wait and measurement loop of both processes polls
+// StopRequested(), so the parent stops measuring, tells the pong process to close, reaps it and
+// removes what the run left. sigaction without SA_RESTART: a blocking call the signal interrupts
+// (usleep, nanosleep, waitpid) returns EINTR instead of resuming, so no wait swallows the request.
+// SA_RESETHAND on SIGINT: a second Ctrl-C kills outright.
+//
+// The pong process ignores SIGINT (Ctrl-C reaches the whole process group; its parent
+// coordinates the stop) and keeps the SIGTERM handler: SIGTERM is also its parent-death signal,
+// so it closes its Context - removing its stream logs and CPU claim - when the parent dies,
+// however the parent dies.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+void InstallStopHandlers() {
+  struct sigaction sa {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_handler = OnStopSignal;
+  sa.sa_flags = 0;
+  sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+  }
+  return "a signal";
+}
 
 constexpr char kHelp[] = R"(usage: pollux-latency [options]
 
@@ -145,7 +185,18 @@ Output:
   --version            print "pollux-latency <version>" and exit
   -h, --help           this text
 
-Exit status: 0 done, 1 a run failed, 64 bad usage.
+UDP ports: every stream gets a port of its own, picked for each run by binding port 0 (the
+kernel hands out a port no socket holds) and held until the process subscribing to the
+stream binds it; a port another program takes in that instant is picked again (3 attempts).
+With udp.port set (in the file or by --set) the streams use udp.port .. udp.port + 5 as given.
+
+Stopping: SIGINT (Ctrl-C) or SIGTERM stops the measurement: the pong process is told to close
+and reaped (it also ends by itself if this process dies), the run's files in runtime.shm_dir
+(stream logs, counters, CPU claims) are removed, what was measured so far is printed (and
+written to --json, with "interrupted"), and the exit status is 128 + the signal. A second
+Ctrl-C ends the tool at once.
+
+Exit status: 0 done, 1 a run failed, 64 bad usage, 130 stopped by SIGINT, 143 stopped by SIGTERM.
 )";
 
 [[noreturn]] void UsageError(const std::string& msg) {
@@ -315,7 +366,70 @@ struct RunConfig {
   std::string source;
   // UDP with kernel timestamps: the third, library-only traced pair runs (kLibraryOnly).
   bool library_only = false;
+  // UDP: the tool picks the streams' ports (PortReservation); false when udp.port is configured.
+  bool picks_udp_ports = false;
   int variants() const noexcept { return library_only ? 3 : 2; }
+};
+
+// UDP ports for the streams, one per stream (indexed like kTopics): each a socket bound to
+// INADDR_ANY port 0 without SO_REUSEADDR, so the kernel picks a port no socket holds on any
+// address, and holds it until the process that subscribes to the stream is about to bind it.
+// Both processes inherit the sockets at fork: each closes its copies of the other side's ports
+// at once, and its own just before opening its subscribers (a port is free again only when both
+// copies are closed).
+class PortReservation {
+ public:
+  PortReservation() = default;
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+  ~PortReservation() { release_all(); }
+
+  absl::Status reserve(int n) {
+    clear();
+    for (int i = 0; i < n; ++i) {
+      const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return absl::UnavailableError(absl::StrCat("picking a UDP port: socket(): ", std::strerror(errno)));
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = 0;
+      socklen_t len = sizeof a;
+      if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+          getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        const int err = errno;
+        close(fd);
+        clear();
+        return absl::UnavailableError(absl::StrCat("picking a UDP port: bind(0.0.0.0:0): ", std::strerror(err)));
+      }
+      fds_.push_back(fd);
+      ports_.push_back(ntohs(a.sin_port));
+    }
+    return absl::OkStatus();
+  }
+  const std::vector<int>& ports() const noexcept { return ports_; }
+  // Closes this process's copies of the ports of the streams `topics` (kTopics indices).
+  void release(std::initializer_list<int> topics) noexcept {
+    for (int t : topics) {
+      if (t >= 0 && t < static_cast<int>(fds_.size()) && fds_[t] >= 0) {
+        close(fds_[t]);
+        fds_[t] = -1;
+      }
+    }
+  }
+  void release_all() noexcept {
+    for (int& fd : fds_) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  }
+  void clear() noexcept {
+    release_all();
+    fds_.clear();
+    ports_.clear();
+  }
+
+ private:
+  std::vector<int> fds_, ports_;
 };
 
 absl::StatusOr<std::string> BaseText(const Options& o, std::string* source) {
@@ -344,9 +458,12 @@ std::string Serialize(const toml::table& t) {
   return os.str();
 }
 
-// The configuration of run `run` (unique runtime.name, own UDP ports), with `extra` overrides
-// (an A/B side) after --set.
-absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::string>& extra, int run) {
+// The configuration of run `run` (unique runtime.name), with `extra` overrides (an A/B side)
+// after --set. UDP streams take `udp_ports` (PortReservation::ports(), one per kTopics entry)
+// unless udp.port is configured (then udp.port + the stream's index); with neither (a
+// configuration only checked, never run) they get no port of their own.
+absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::string>& extra, int run,
+                                  const std::vector<int>& udp_ports = {}) {
   RunConfig rc;
   std::string source;
   absl::StatusOr<std::string> text = BaseText(o, &source);
@@ -394,9 +511,29 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     const toml::node* k = u.get("kernel_timestamps");
     rc.library_only = k->is_boolean() && k->as_boolean()->get();
   }
-  // Ports (UDP streams, RDMA RC listeners): per invocation and run, away from
-  // pollux-bench-rate's 20000-51999 range.
-  const int port = 52000 + static_cast<int>(getpid() % 400) * 32 + (run % 4) * 8;  // + 0..5: the streams
+  // UDP: a configured udp.port is kept (the streams take it and the next five); otherwise the
+  // caller's picks.
+  int udp_base = 0;
+  if (udp) {
+    const toml::node* configured = TableOf(root, "udp").get("port");
+    if (configured != nullptr) {
+      udp_base = static_cast<int>(user->udp.port);
+      if (udp_base + kTopicCount - 1 > 65535) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: udp.port = %d: pollux-latency gives its streams udp.port .. udp.port + %d, past 65535; pick a lower "
+            "port or leave udp.port unset (the tool then picks free ports)",
+            rc.source, udp_base, kTopicCount - 1));
+      }
+    } else {
+      rc.picks_udp_ports = true;
+    }
+  }
+  auto udp_port_of = [&](int i) -> int {
+    if (udp_base != 0) return udp_base + i;
+    return i < static_cast<int>(udp_ports.size()) ? udp_ports[i] : 0;
+  };
+  // RDMA RC listeners (rdma_cm's port space, not the kernel's UDP/TCP ports): per invocation and run.
+  const int rdma_port = 52000 + static_cast<int>(getpid() % 400) * 32 + (run % 4) * 8;
   toml::array* streams = nullptr;
   if (root.get("streams") == nullptr) root.insert("streams", toml::array{});
   streams = root.get("streams")->as_array();
@@ -408,7 +545,7 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     t.insert("id", static_cast<std::int64_t>(kStreamIdBase) + i);
     t.insert("trace", traced);
     if (traced) t.insert("trace_every", static_cast<std::int64_t>(o.trace_every));
-    if (udp) t.insert("udp_port", static_cast<std::int64_t>(port + i));
+    if (udp && udp_port_of(i) != 0) t.insert("udp_port", static_cast<std::int64_t>(udp_port_of(i)));
     if (rc.library_only && i != kPingT && i != kPongT) t.insert("kernel_timestamps", false);
     streams->push_back(std::move(t));
   }
@@ -431,8 +568,8 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     if (pin_pollers) runtime.insert_or_assign("poller_cores", toml::array{static_cast<std::int64_t>(cpu)});
     if (!rdma_host.empty()) {
       toml::table& rdma = TableOf(root, "rdma");
-      rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(port + self));
-      rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, port + 1 - self)});
+      rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(rdma_port + self));
+      rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, rdma_port + 1 - self)});
     }
     std::string s = Serialize(root);
     if (absl::StatusOr<core::Config> c = core::parse_config(s, rc.source); !c.ok()) return c.status();
@@ -484,10 +621,26 @@ struct Shared {
   std::uint64_t received = 0, lost = 0, gaps = 0, malformed = 0;
   Dist traced_one_way, untraced_one_way, library_one_way;
   Decomposer dec, dec_library;  // the traced stream's samples; the library-only stream's
+  // Child -> parent: opening a subscriber failed because its UDP port was taken (written before
+  // the release store of child_state = -1).
+  std::atomic<int> port_taken{0};
   char error[1024] = {};
 };
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
               "Shared is used by two processes");
+
+// The pong process's Shared (null in the parent): its parent closing (phase 3) stops it too.
+Shared* g_pong_shared = nullptr;
+
+// Whether this process should stop: a signal came (either process), or (pong process) its
+// parent has closed.
+bool StopRequested() noexcept {
+  if (g_stop_signal != 0) return true;
+  return g_pong_shared != nullptr && g_pong_shared->phase.load(std::memory_order_acquire) >= 3;  // pairs with the parent's release
+}
+
+// A subscriber that could not bind its UDP port: another socket holds it.
+bool PortTaken(const absl::Status& st) { return st.code() == absl::StatusCode::kAlreadyExists; }
 
 Shared* MapShared(double clock_cost) {
   void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -514,7 +667,11 @@ inline void CpuPause() noexcept {
 #endif
 }
 
-// Waits until the child reaches `state`; false with `err` if it failed, died or took 20 s.
+// What a step of a run returns in place of an error when a signal stopped it.
+constexpr char kInterrupted[] = "interrupted";
+
+// Waits until the child reaches `state`; false with `err` if it failed, died or took 20 s, or
+// kInterrupted.
 bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
   const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
   for (;;) {
@@ -522,6 +679,10 @@ bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
     if (s >= state) return true;
     if (s == -1) {
       *err = absl::StrCat("pong process: ", sh->error);
+      return false;
+    }
+    if (StopRequested()) {
+      *err = kInterrupted;
       return false;
     }
     int status = 0;
@@ -537,13 +698,14 @@ bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
   }
 }
 
-// Waits (pause, then yield) until `pred` or `timeout_ns`; false on timeout.
+// Waits (pause, then yield) until `pred` or `timeout_ns`; false on timeout or a stop request.
 template <typename Pred>
 bool SpinUntil(Pred&& pred, std::int64_t timeout_ns) {
   std::int64_t deadline = 0;
   for (std::uint32_t spins = 0;; ++spins) {
     if (pred()) return true;
     if ((spins & 1023) == 1023) {
+      if (StopRequested()) return false;
       const std::int64_t now = Clock::now_ns();
       if (deadline == 0) deadline = now + timeout_ns;
       if (now > deadline) return false;
@@ -602,7 +764,7 @@ bool ConnectLoopback(int fd, int port) {
 
 // Child side of the floor: echoes until the parent moves to phase 1.
 void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
-  auto over = [&] { return sh->phase.load(std::memory_order_acquire) >= 1; };  // pairs with the parent's release
+  auto over = [&] { return sh->phase.load(std::memory_order_acquire) >= 1 || StopRequested(); };  // pairs with the parent's release
   if (kind == FloorKind::kShm) {
     sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
     std::uint64_t seen = 0;
@@ -657,7 +819,7 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
       const std::int64_t t0 = Clock::now_ns();
       sh->ping.v.store(i, std::memory_order_release);  // pairs with the child's acquire
       if (!SpinUntil([&] { return sh->pong.v.load(std::memory_order_acquire) == i; }, timeout_ns)) {  // pairs with the child's release
-        return "floor: no echo from the pong process";
+        return StopRequested() ? kInterrupted : "floor: no echo from the pong process";
       }
       const std::int64_t t1 = Clock::now_ns();
       if (i > warm) out->add((static_cast<double>(t1 - t0) - clock_cost) / 2.0);
@@ -694,7 +856,11 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
           timeout_ns);
       const std::int64_t t1 = Clock::now_ns();
       if (!ok) {
-        if (++losses > 100) err = "floor: more than 100 UDP round trips without an echo";
+        if (StopRequested()) {
+          err = kInterrupted;
+        } else if (++losses > 100) {
+          err = "floor: more than 100 UDP round trips without an echo";
+        }
         continue;
       }
       if (i > warm) out->add((static_cast<double>(t1 - t0) - clock_cost) / 2.0);
@@ -709,6 +875,12 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
 
 struct RunResult {
   std::string error;
+  // A signal stopped the run (g_stop_signal): the figures below are what was measured until then.
+  bool interrupted = false;
+  // Opening a subscriber failed because its UDP port was taken (error says which): the run may
+  // be tried again with other ports.
+  bool port_taken = false;
+  std::uint64_t completed = 0, planned = 0;  // round trips (messages with --rate) done / planned, all variants
   std::string transport, threading, idle;
   bool kernel_tx_stamps = false;  // UDP with udp.kernel_timestamps: traced sends ask the kernel for TX stamps
   std::unique_ptr<Decomposer> dec;
@@ -794,14 +966,16 @@ struct VariantStreams {
   int n = 0;
   pollux::Publisher pubs[3];
   pollux::Subscriber subs[3];
+  // Every subscriber before any publisher: a publisher's socket binds an ephemeral port, which
+  // must not be one of this side's UDP ports released just before (PortReservation).
   absl::Status open(pollux::Context& ctx, int nv, const int* pub_topics, const int* sub_topics) {
     n = nv;
+    for (int v = 0; v < n && sub_topics != nullptr; ++v) {
+      absl::StatusOr<pollux::Subscriber> sub = ctx.subscriber(kTopics[sub_topics[v]]);
+      if (!sub.ok()) return sub.status();
+      subs[v] = std::move(*sub);
+    }
     for (int v = 0; v < n; ++v) {
-      if (sub_topics != nullptr) {
-        absl::StatusOr<pollux::Subscriber> sub = ctx.subscriber(kTopics[sub_topics[v]]);
-        if (!sub.ok()) return sub.status();
-        subs[v] = std::move(*sub);
-      }
       if (pub_topics != nullptr) {
         absl::StatusOr<pollux::Publisher> pub = ctx.publisher(kTopics[pub_topics[v]]);
         if (!pub.ok()) return pub.status();
@@ -872,6 +1046,10 @@ bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppId
       *err = absl::StrCat("offer: ", std::string(pollux::result_name(r)));
       return false;
     }
+    if (StopRequested()) {
+      *err = kInterrupted;
+      return false;
+    }
     const std::int64_t now = Clock::now_ns();
     if (deadline == 0) deadline = now + timeout_ns;
     if (now > deadline) {
@@ -883,9 +1061,18 @@ bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppId
   }
 }
 
-int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh) {
+// The pong process's own stop (SIGTERM: sent to it, or its parent died): reported as its error.
+int PongStopped(Shared* sh) {
+  if (g_stop_signal != 0) SetError(sh, absl::StrCat("pong side: stopped by ", SignalName(g_stop_signal)));
+  return 3;
+}
+
+// `ports`: the reservation the parent made (UDP; empty otherwise), this process's copies.
+int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh, PortReservation& ports) {
+  ports.release({kPongT, kPongU, kPongL});  // the ping side's to bind
   FloorEchoChild(sh, floor, o.payload);
   if (sh->child_state.load(std::memory_order_relaxed) == -1) return 2;
+  if (StopRequested()) return PongStopped(sh);
   auto ctx = pollux::Context::from_string(rc.pong_toml, "pollux-latency (pong side)");
   if (!ctx.ok()) {
     SetError(sh, std::string(ctx.status().message()));
@@ -895,25 +1082,31 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
   // Per variant: the ping subscriber and the pong publisher.
   const int nv = rc.variants();
   VariantStreams vs;
+  ports.release({kPingT, kPingU, kPingL});
   if (absl::Status st = vs.open(**ctx, nv, rate ? nullptr : kPongOf, kPingOf); !st.ok()) {
+    if (PortTaken(st)) sh->port_taken.store(1, std::memory_order_relaxed);  // published by SetError's release
     SetError(sh, std::string(st.message()));
     return 2;
   }
   pollux::Subscriber* const subs = vs.subs;
   pollux::Publisher* const pubs = vs.pubs;
   // Wait for the parent (phase 1) before reporting ready: the floor is over by then.
-  while (sh->phase.load(std::memory_order_acquire) < 1) usleep(100);  // pairs with the parent's release
-  sh->child_state.store(2, std::memory_order_release);                 // pairs with WaitChild's acquire
+  while (sh->phase.load(std::memory_order_acquire) < 1) {  // pairs with the parent's release
+    if (StopRequested()) return PongStopped(sh);
+    usleep(100);
+  }
+  sh->child_state.store(2, std::memory_order_release);  // pairs with WaitChild's acquire
   const bool inline_mode = rc.cfg.runtime.threading == core::ThreadingMode::kInline;
   AppIdle idle = vs.idle(inline_mode);
   const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
   std::string err;
-  auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2; };  // pairs with the parent's release
+  auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2 || StopRequested(); };  // pairs with the parent's release
   if (!rate) {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
     while (!vs.connected()) {
       idle.service();
       vs.drain(16);  // inline: the status to the ping side
+      if (StopRequested()) return PongStopped(sh);
       if (Clock::monotonic_ns() > deadline) {
         SetError(sh, "pong side: publishers not connected to the ping side after 10 s");
         return 2;
@@ -993,11 +1186,15 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh)
       idle.idle();
     }
   }
-  if (!err.empty()) std::snprintf(sh->error, sizeof sh->error, "pong side: %s", err.c_str());
+  if (g_stop_signal != 0) {
+    std::snprintf(sh->error, sizeof sh->error, "pong side: stopped by %s", SignalName(g_stop_signal));
+  } else if (!err.empty() && err != kInterrupted) {
+    std::snprintf(sh->error, sizeof sh->error, "pong side: %s", err.c_str());
+  }
   sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
   // Stay until the parent has closed its side: a UDP publisher's close lingers for our status.
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
-  while (sh->phase.load(std::memory_order_acquire) < 3 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
+  while (sh->phase.load(std::memory_order_acquire) < 3 && g_stop_signal == 0 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
     vs.drain(64);
     idle.service();
     usleep(50);
@@ -1034,7 +1231,42 @@ void SleepNs(std::int64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
-RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
+// Reaps a child of a run (the pong process; RDMA: the runner). Unbounded while the run ends
+// normally (a publisher's close may linger as long as the configuration lets it) until a stop
+// signal comes; `bounded` (a run that failed or was stopped, or from that signal on) it gets
+// `grace_s` to close its Context - which removes its stream logs and CPU claim - and is then
+// killed. Returns waitpid's status.
+int ReapChild(pid_t child, bool bounded, std::int64_t grace_s = 5) {
+  int status = 0;
+  const std::int64_t grace_ns = grace_s * 1'000'000'000;
+  std::int64_t deadline = bounded ? Clock::monotonic_ns() + grace_ns : 0;
+  for (;;) {
+    const pid_t w = waitpid(child, &status, deadline == 0 ? 0 : WNOHANG);
+    if (w == child) return status;
+    if (w < 0 && errno != EINTR) return status;  // ECHILD: nothing left to reap
+    if (deadline == 0) {
+      if (StopRequested()) deadline = Clock::monotonic_ns() + grace_ns;
+      continue;
+    }
+    if (Clock::monotonic_ns() > deadline) {
+      kill(child, SIGKILL);
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      return status;
+    }
+    usleep(1000);
+  }
+}
+
+// Once per run, when the first measured round trip is in (--rate: the first measured message
+// sent): from then on a stop prints figures.
+void AnnounceMeasuring() {
+  absl::PrintF("measuring (warm-up done): Ctrl-C stops the run and prints what was measured so far\n");
+  std::fflush(stdout);
+}
+
+// `ports` (UDP, picked by the tool; else empty): released to each side just before it binds them.
+RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
   RunResult r;
   r.transport = TransportName(rc.cfg);
   r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
@@ -1052,6 +1284,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   const pid_t child = bench::fork_on(o.pin_split ? o.cpu_b : -1);
   if (child < 0) {
     r.error = absl::StrCat("fork: ", std::strerror(errno));
@@ -1059,19 +1292,40 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     return r;
   }
   if (child == 0) {
-    if (o.pin_split) bench::pin(o.cpu_b);
-    _exit(PongMain(o, rc, r.floor_kind, sh));
-  }
-  auto finish = [&](const std::string& err) {
-    if (!err.empty() && r.error.empty()) r.error = err;
-    if (!r.error.empty()) kill(child, SIGKILL);
-    sh->phase.store(3, std::memory_order_release);  // pairs with the child's acquire
-    int status = 0;
-    waitpid(child, &status, 0);
-    if (r.error.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      r.error = absl::StrFormat("pong process ended with status %d", status);
+    // The pong process dies with its parent: SIGTERM (handled: it stops, closes its Context and
+    // exits) when the parent exits, however it exits. The signal is armed only for the parent of
+    // the moment: one that died before the prctl has already left this process to init.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+      SetError(sh, absl::StrCat("pong side: prctl(PR_SET_PDEATHSIG): ", std::strerror(errno)));
+      _exit(2);
     }
-    if (r.error.empty() && sh->error[0] != 0) r.error = sh->error;
+    if (getppid() != parent) _exit(4);
+    struct sigaction ign {};
+    sigemptyset(&ign.sa_mask);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &ign, nullptr);  // Ctrl-C reaches the whole group: the parent coordinates the stop
+    g_pong_shared = sh;
+    if (o.pin_split) bench::pin(o.cpu_b);
+    _exit(PongMain(o, rc, r.floor_kind, sh, ports));
+  }
+  ports.release({kPingT, kPingU, kPingL});  // the pong side's to bind
+  auto finish = [&](const std::string& err) {
+    if (err == kInterrupted || g_stop_signal != 0) {
+      r.interrupted = true;
+    } else if (!err.empty() && r.error.empty()) {
+      r.error = err;
+    }
+    if (!r.error.empty() && sh->port_taken.load(std::memory_order_relaxed) != 0) r.port_taken = true;
+    const bool clean = r.error.empty() && !r.interrupted;
+    sh->phase.store(3, std::memory_order_release);  // pairs with the child's acquire
+    const int status = ReapChild(child, !clean);
+    if (g_stop_signal != 0) r.interrupted = true;  // came while the pong process was closing
+    if (r.error.empty() && !r.interrupted) {
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        r.error = absl::StrFormat("pong process ended with status %d", status);
+      }
+      if (r.error.empty() && sh->error[0] != 0) r.error = sh->error;
+    }
     UnmapShared(sh);
     return std::move(r);
   };
@@ -1091,7 +1345,9 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
   // Per variant: the ping publisher and the pong subscriber.
   const int nv = rc.variants();
   VariantStreams vs;
+  ports.release({kPongT, kPongU, kPongL});
   if (absl::Status st = vs.open(**ctx, nv, kPingOf, rate ? nullptr : kPongOf); !st.ok()) {
+    r.port_taken = PortTaken(st);
     return finish(absl::StrCat("ping side: ", st.message()));
   }
   pollux::Publisher* const pubs = vs.pubs;
@@ -1103,6 +1359,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
     while (!vs.connected() || (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
       if (sh->child_state.load(std::memory_order_acquire) == -1) return finish(absl::StrCat("pong process: ", sh->error));
+      if (StopRequested()) return finish(kInterrupted);
       idle.service();
       vs.drain(16);
       if (Clock::monotonic_ns() > deadline) return finish("ping side: publishers not connected to the pong side after 10 s");
@@ -1118,7 +1375,13 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     // UDP's kernel TX timestamp is on the path (between post and the kernel RX stamp); RDMA's
     // send CQE is not (AddSendCompletion below); shm has none.
     SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp);
-    for (std::uint64_t i = 0; i < total && err.empty(); ++i) {
+    r.planned = total;
+    bool announced = false;
+    for (std::uint64_t i = 0; i < total && err.empty() && !StopRequested(); r.completed = ++i) {
+      if (!announced && r.traced.n + r.untraced.n + r.library.n > 0) {
+        announced = true;
+        AnnounceMeasuring();
+      }
       const int variant = static_cast<int>(i % static_cast<std::uint64_t>(nv));
       const bool measured = i >= static_cast<std::uint64_t>(nv) * o.warmup;
       pollux::Publisher& pub = pubs[variant];
@@ -1171,12 +1434,14 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       for (std::uint32_t k = 0; !got; ++k) {
         if (sub.poll(on_pong, 16) > 0) continue;
         if ((k & 255) == 255) {
+          if (StopRequested()) break;
           const std::int64_t now = Clock::now_ns();
           if (deadline == 0) deadline = now + timeout_ns;
           if (now > deadline) break;
         }
         idle.idle();
       }
+      if (!got && StopRequested()) break;  // the round trip in flight is neither measured nor a timeout
       if (!got) {
         ++r.timeouts;
         if (++consecutive_timeouts > 20) err = "20 round trips in a row without an echo";
@@ -1218,11 +1483,13 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
     const double period = 1e9 / o.rate;
     const std::int64_t t0 = Clock::now_ns() + 2'000'000;
     std::uint64_t sent = 0;
-    for (std::uint64_t k = 0; k < total && err.empty(); ++k) {
+    r.planned = total;
+    for (std::uint64_t k = 0; k < total && err.empty() && !StopRequested(); ++k) {
+      if (k == static_cast<std::uint64_t>(nv) * o.warmup + 1) AnnounceMeasuring();
       const std::int64_t tk = t0 + static_cast<std::int64_t>(static_cast<double>(k) * period);
       for (;;) {
         const std::int64_t rem = tk - Clock::now_ns();
-        if (rem <= 0) break;
+        if (rem <= 0 || StopRequested()) break;
         if (rem > 150'000) {
           idle.service();
           SleepNs(rem - 100'000);
@@ -1240,7 +1507,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost) {
       }
       ++sent;
     }
-    r.sent = sent;
+    r.sent = r.completed = sent;
     sh->sent.store(sent, std::memory_order_relaxed);
     sh->sender_done.store(1, std::memory_order_release);  // pairs with the child's acquire
   }
@@ -1286,12 +1553,46 @@ struct RunShared {
   FloorKind floor_kind = FloorKind::kNone;
   std::uint64_t timeouts = 0, stale = 0, lost = 0, gaps = 0, sent = 0, received = 0;
   std::uint64_t send_cqe_missing = 0, send_cqe_before_rx = 0, send_cqe_before_delivery = 0;
+  bool interrupted = false, port_taken = false;
+  std::uint64_t completed = 0, planned = 0;
   std::atomic<int> done{0};  // the runner's release store pairs with the parent's acquire load
   char error[2048] = {};
 };
 
-RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) {
-  if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost);
+// What a run leaves in runtime.shm_dir when one of its processes was killed before it could close
+// its Context: stream logs and counters named after the run, and CPU claims naming it. The name
+// (lat<pid>r<run>, per invocation and run) carries this process's pid, and this process is alive,
+// so no other process uses it. A claim is removed under its lock, as a releasing holder does, and
+// only while nobody holds it and it still names this run.
+void RemoveRunFiles(const core::Config& cfg) {
+  const std::string& dir = cfg.runtime.shm_dir;
+  const std::string& name = cfg.runtime.name;
+  const std::string prefix = absl::StrCat("pollux-", name, "-");
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.rfind(prefix, 0) == 0 && (n.ends_with(".log") || n.ends_with(".counters"))) files.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  }
+  for (const std::string& f : files) (void)unlink(f.c_str());
+  for (int cpu : core::claimed_cpus(dir)) {
+    if (core::read_claim(dir, cpu).name != name) continue;
+    const std::string path = core::claim_path(dir, cpu);
+    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat locked {}, now {};
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &locked) == 0 && lstat(path.c_str(), &now) == 0 &&
+        locked.st_ino == now.st_ino && locked.st_dev == now.st_dev && core::read_claim(dir, cpu).name == name) {
+      (void)unlink(path.c_str());
+    }
+    close(fd);
+  }
+}
+
+RunResult RunIsolatedOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
+  if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost, ports);
   RunResult r;
   r.transport = TransportName(rc.cfg);
   r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
@@ -1305,11 +1606,14 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
   RunShared* rs = new (p) RunShared();
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     r.error = absl::StrCat("fork: ", std::strerror(errno));
   } else if (pid == 0) {
-    RunResult x = RunOnce(o, rc, clock_cost);
+    // Dies with the first process (SIGTERM: it stops its run as on Ctrl-C); see RunOnce.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(4);
+    RunResult x = RunOnce(o, rc, clock_cost, ports);
     rs->dec = *x.dec;
     rs->dec_library = *x.dec_library;
     rs->traced = x.traced;
@@ -1329,16 +1633,24 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
     rs->send_cqe_missing = x.send_cqe_missing;
     rs->send_cqe_before_rx = x.send_cqe_before_rx;
     rs->send_cqe_before_delivery = x.send_cqe_before_delivery;
+    rs->interrupted = x.interrupted;
+    rs->port_taken = x.port_taken;
+    rs->completed = x.completed;
+    rs->planned = x.planned;
     std::snprintf(rs->error, sizeof rs->error, "%s", x.error.c_str());
     rs->done.store(1, std::memory_order_release);  // pairs with the parent's acquire below
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(0);
   } else {
-    int status = 0;
-    waitpid(pid, &status, 0);
+    // The runner gets Ctrl-C too and stops its run by itself: time to reap its pong process.
+    const int status = ReapChild(pid, false, 15);
     if (rs->done.load(std::memory_order_acquire) == 0) {  // pairs with the runner's release
-      r.error = absl::StrFormat("the run's process ended without a result (status %d)", status);
+      if (g_stop_signal != 0) {
+        r.interrupted = true;
+      } else {
+        r.error = absl::StrFormat("the run's process ended without a result (status %d)", status);
+      }
     } else {
       r.dec = std::make_unique<Decomposer>(rs->dec);
       r.dec_library = std::make_unique<Decomposer>(rs->dec_library);
@@ -1359,6 +1671,10 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
       r.send_cqe_missing = rs->send_cqe_missing;
       r.send_cqe_before_rx = rs->send_cqe_before_rx;
       r.send_cqe_before_delivery = rs->send_cqe_before_delivery;
+      r.interrupted = rs->interrupted;
+      r.port_taken = rs->port_taken;
+      r.completed = rs->completed;
+      r.planned = rs->planned;
       r.error = rs->error;
     }
   }
@@ -1367,6 +1683,37 @@ RunResult RunIsolated(const Options& o, const RunConfig& rc, double clock_cost) 
   rs->~RunShared();
   munmap(p, sizeof(RunShared));
   return r;
+}
+
+// One run of the configuration with `extra` overrides (an A/B side; none for a plain run) as run
+// number `run`, and the cleanup of what its processes left. UDP ports the tool picks
+// (RunConfig::picks_udp_ports) are picked again when one was taken between the pick and its
+// bind: up to 3 attempts.
+RunResult RunIsolated(const Options& o, const std::vector<std::string>& extra, int run, double clock_cost) {
+  for (int attempt = 1;; ++attempt) {
+    RunResult failed;
+    failed.dec = std::make_unique<Decomposer>(clock_cost);
+    failed.dec_library = std::make_unique<Decomposer>(clock_cost);
+    absl::StatusOr<RunConfig> rc = Compose(o, extra, run);
+    PortReservation ports;
+    if (rc.ok() && rc->picks_udp_ports) {
+      if (absl::Status st = ports.reserve(kTopicCount); !st.ok()) {
+        failed.error = std::string(st.message());
+        return failed;
+      }
+      rc = Compose(o, extra, run, ports.ports());
+    }
+    if (!rc.ok()) {
+      failed.error = std::string(rc.status().message());
+      return failed;
+    }
+    RunResult r = RunIsolatedOnce(o, *rc, clock_cost, ports);
+    ports.clear();
+    RemoveRunFiles(rc->cfg);
+    if (!r.port_taken || !rc->picks_udp_ports || attempt == 3 || r.interrupted) return r;
+    std::fprintf(stderr, "pollux-latency: %s\npollux-latency: a picked UDP port was taken before it was bound; "
+                 "picking others (attempt %d of 3)\n", r.error.c_str(), attempt + 1);
+  }
 }
 
 // ---- output -----------------------------------------------------------------------------------------
@@ -1467,6 +1814,10 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
   }
   absl::StrAppendFormat(&out, ", \"timeouts\": %u, \"stale\": %u, \"send_completion_missing\": %u", r.timeouts, r.stale,
                         r.send_completion_missing);
+  if (r.interrupted) {
+    absl::StrAppendFormat(&out, ", \"interrupted\": {\"signal\": %s, \"completed\": %u, \"planned\": %u}",
+                          json_string(SignalName(g_stop_signal)), r.completed, r.planned);
+  }
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received, r.lost,
                           r.gaps);
@@ -1508,6 +1859,11 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
   }
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, "sent %u, received %u, lost %u (%u gaps)\n", r.sent, r.received, r.lost, r.gaps);
+  }
+  if (r.interrupted) {
+    absl::StrAppendFormat(&out, "interrupted by %s after %u of the %u %s planned (warm-up included): the figures above "
+                          "are those measured until then\n",
+                          SignalName(g_stop_signal), r.completed, r.planned, o.rate > 0 ? "messages" : "round trips");
   }
   return out;
 }
@@ -1830,6 +2186,11 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   if (o.print_config) {
+    // With the UDP ports a run would pick now (each run picks its own).
+    PortReservation ports;
+    if (base->picks_udp_ports && ports.reserve(kTopicCount).ok()) {
+      if (absl::StatusOr<RunConfig> c = Compose(o, {}, 0, ports.ports()); c.ok()) base = std::move(c);
+    }
     std::fputs(base->cfg.to_toml().c_str(), stdout);
     return 0;
   }
@@ -1852,6 +2213,14 @@ int Main(int argc, char** argv) {
     }
   }
   signal(SIGPIPE, SIG_IGN);
+  InstallStopHandlers();
+  // A stop request: what was measured is printed by the caller; the status is 128 + the signal.
+  auto stopped = [](const std::string& what) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "pollux-latency: stopped by %s%s; the pong process was reaped and the run's files removed\n",
+                 SignalName(g_stop_signal), what.c_str());
+    return 128 + g_stop_signal;
+  };
   // One calibration for both processes of every run: made here, inherited by fork.
   Clock::init(base->cfg.runtime.shm_dir);
   if (o.pin_split) bench::pin(o.cpu_a);
@@ -1904,8 +2273,17 @@ int Main(int argc, char** argv) {
   }
   int rc = 0;
   const std::string title = absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
+  if (StopRequested()) return stopped(" before the first run");
   if (o.ab.empty()) {
-    RunResult r = RunIsolated(o, *base, clock_cost);
+    RunResult r = RunIsolated(o, {}, 0, clock_cost);
+    if (r.interrupted) {
+      // What was measured until the stop, if anything: the table, and --json (marked).
+      if (r.traced.n + r.untraced.n + r.library.n == 0) return stopped(" before anything was measured");
+      std::fputs(RunTable(o, r, notes).c_str(), stdout);
+      const std::string run = RunJson(o, r, notes);
+      if (!o.json.empty()) (void)WriteFile(o.json, json + ", " + run.substr(1, run.size() - 2) + "}\n");
+      return stopped("");
+    }
     if (!r.error.empty()) {
       std::fprintf(stderr, "pollux-latency: %s\n", r.error.c_str());
       return 1;
@@ -1918,30 +2296,37 @@ int Main(int argc, char** argv) {
   } else {
     std::vector<std::unique_ptr<AbResult>> results;
     int run_index = 1;
-    for (const AbSpec& spec : o.ab) {
+    bool interrupted = false;
+    for (std::size_t e = 0; e < o.ab.size() && !interrupted; ++e) {
+      const AbSpec& spec = o.ab[e];
       auto ab = std::make_unique<AbResult>();
       ab->spec = spec;
       ab->merged_a.reset(clock_cost);
       ab->merged_b.reset(clock_cost);
       ab->merged_library_a.reset(clock_cost);
       ab->merged_library_b.reset(clock_cost);
-      for (int i = 0; i < o.pairs; ++i) {
+      for (int i = 0; i < o.pairs && !interrupted; ++i) {
+        // A pair counts once both sides ran in full: a stop drops the pair it interrupted.
+        RunResult pair[2];
         for (int side = 0; side < 2; ++side) {
           const std::string v = side == 0 ? spec.a : spec.b;
-          absl::StatusOr<RunConfig> c = Compose(o, {spec.key + "=" + v}, run_index++);
-          if (!c.ok()) {
-            std::fprintf(stderr, "pollux-latency: %s\n", std::string(c.status().message()).c_str());
-            return 1;
-          }
           absl::PrintF("A/B %s, pair %d/%d: %s ...\n", spec.key, i + 1, o.pairs, SideLabel(spec, side == 1));
           std::fflush(stdout);
           Options run_opts = o;
           if (spec.burst != 0) run_opts.burst = spec.burst;
-          RunResult r = RunIsolated(run_opts, *c, clock_cost);
-          if (!r.error.empty()) {
-            std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), r.error.c_str());
+          pair[side] = RunIsolated(run_opts, {spec.key + "=" + v}, run_index++, clock_cost);
+          if (pair[side].interrupted) {
+            interrupted = true;
+            break;
+          }
+          if (!pair[side].error.empty()) {
+            std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), pair[side].error.c_str());
             return 1;
           }
+        }
+        if (interrupted) break;
+        for (int side = 0; side < 2; ++side) {
+          RunResult& r = pair[side];
           Decomposer& m = side == 0 ? ab->merged_a : ab->merged_b;
           if (!m.merge(*r.dec)) ab->merged_ok = false;
           (side == 0 ? ab->untraced_a : ab->untraced_b).merge(r.untraced);
@@ -1952,8 +2337,9 @@ int Main(int argc, char** argv) {
           (side == 0 ? ab->a : ab->b).push_back(std::move(r));
         }
       }
-      results.push_back(std::move(ab));
+      if (!ab->a.empty()) results.push_back(std::move(ab));
     }
+    if (results.empty()) return stopped(" before the first A/B pair was complete");
     std::vector<PlotConfig> plots;
     for (std::size_t k = 0; k < results.size(); ++k) {
       const AbResult& ab = *results[k];
@@ -1975,7 +2361,7 @@ int Main(int argc, char** argv) {
         c.library_only_e2e_p50_ns = mlib.end_to_end().n ? static_cast<double>(mlib.end_to_end().p(50)) : 0.0;
         AddBurstNote(ab.spec.burst != 0 ? ab.spec.burst : o.burst, &c);
         absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1), side == 0 ? "A, before" : "B, after",
-                     o.pairs);
+                     ab.a.size());
         std::fputs(format_table(m, notes, c).c_str(), stdout);
         if (!o.hgrm.empty() && !WriteHgrms(o.hgrm, "." + SideLabel(ab.spec, side == 1), m, un, fl)) rc = 1;
         plots.push_back({SideLabel(ab.spec, side == 1), &m, &un, &fl});
@@ -1993,10 +2379,16 @@ int Main(int argc, char** argv) {
       if (k) json += ", ";
       json += AbJson(o, *results[k], notes);
     }
-    json += "]}\n";
-    if (!o.plot_dir.empty() && !WritePlots(o, title, plots)) rc = 1;
+    json += "]";
+    if (interrupted) {
+      absl::PrintF("\ninterrupted by %s: the A/B tables above hold the pairs complete by then\n", SignalName(g_stop_signal));
+      absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(SignalName(g_stop_signal)));
+    }
+    json += "}\n";
+    if (!interrupted && !o.plot_dir.empty() && !WritePlots(o, title, plots)) rc = 1;
   }
   if (!o.json.empty() && !WriteFile(o.json, json)) rc = 1;
+  if (StopRequested()) return stopped("");
   return rc;
 }
 
