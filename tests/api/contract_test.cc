@@ -26,6 +26,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -173,6 +174,16 @@ int Drain(Subscriber& s, Seen& seen) {
                 [&](const StreamEvent& e) { seen.Event(e); }, 256);
 }
 
+// A publisher's and a subscriber's context (cfg.pub, cfg.sub) with one stream between them,
+// connected: the subscriber received the first message (value 1); `next` is the next value.
+struct Pair {
+  std::unique_ptr<Context> pctx, sctx;
+  std::optional<Publisher> pub;
+  std::optional<Subscriber> sub;
+  Seen seen;
+  std::uint64_t next = 1;
+};
+
 // Runs `step` until `done` or `seconds` pass; true when done.
 bool Until(const std::function<bool()>& done, const std::function<void()>& step, int seconds = 60) {
   const auto end = Clock::now() + std::chrono::seconds(seconds);
@@ -182,6 +193,26 @@ bool Until(const std::function<bool()>& done, const std::function<void()>& step,
     std::this_thread::yield();
   }
   return true;
+}
+
+void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
+  auto pctx = Context::from_string(cfg.pub, "pub.toml");
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto sctx = Context::from_string(cfg.sub, "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  p.pctx = std::move(*pctx);
+  p.sctx = std::move(*sctx);
+  auto sub = p.sctx->subscriber(topic);
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  auto pub = p.pctx->publisher(topic);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  p.sub.emplace(std::move(*sub));
+  p.pub.emplace(std::move(*pub));
+  ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); }, [&] {
+    if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
+    (void)p.pub->service();
+    Drain(*p.sub, p.seen);
+  }));
 }
 
 // ---- connection, order, payloads --------------------------------------------------------------
@@ -390,21 +421,12 @@ TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
   const Configs cfg = Config(8, {.shm = "flow_control = \"lossy\"\nlog_size = \"64KiB\"",
                                  .udp = "session_timeout_ms = 600000", .rdma = "liveness_timeout_ms = 600000",
                                  .pool_slots = 0});
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("l");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("l");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  std::uint64_t v = 1;
-  ASSERT_TRUE(Until([&] { return !seen.values.empty(); }, [&] {
-    if (pub->offer(&v, sizeof v) >= 0) ++v;
-    (void)pub->service();
-    Drain(*sub, seen);
-  }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "l", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
+  std::uint64_t& v = pair.next;
   // The subscriber stops reading; 20,000 more messages (a 64 KiB log laps ~30 times).
   std::uint64_t back_pressured = 0;
   const std::uint64_t last = v + 20'000;
@@ -449,21 +471,12 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
   // A stuck subscriber is untethered after the liveness time: far above this case's length.
   const Configs cfg = Config(9, {.shm = "flow_control = \"backpressure\"\nlog_size = \"64KiB\"\nliveness_timeout_ms = 600000",
                                  .udp = "", .rdma = "", .pool_slots = 0});
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("h");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("h");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  std::uint64_t v = 1;
-  ASSERT_TRUE(Until([&] { return !seen.values.empty(); }, [&] {
-    if (pub->offer(&v, sizeof v) >= 0) ++v;
-    (void)pub->service();
-    Drain(*sub, seen);
-  }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "h", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
+  std::uint64_t& v = pair.next;
   // The subscriber stops reading: offers until 20,000 in a row are refused (with service()
   // between them), so whatever sits between the two - rings, pollers, queues - is full.
   std::uint64_t refused_in_a_row = 0;
