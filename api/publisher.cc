@@ -26,10 +26,11 @@ void format_header(std::byte* frame, std::uint32_t frame_len, std::uint16_t flag
   h->timestamp_ns = now;
 }
 
-// The payload copy of the shm direct path. Up to 64 bytes (market data's typical message) it
-// is two to four overlapping fixed-size moves, inlined: a call into libc's memcpy - the call,
-// its size dispatch and the register spills around it in offer() - costs more instructions
-// than the copy itself there. Larger payloads go to memcpy.
+// The payload copy of every offer path (a 0-byte payload copies nothing: its data() may be
+// null). Up to 64 bytes (market data's typical message) it is two to four overlapping
+// fixed-size moves, inlined: a call into libc's memcpy - the call, its size dispatch and the
+// register spills around it in offer() - costs more instructions than the copy itself there.
+// Larger payloads go to memcpy.
 inline void copy_payload(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
   if (__builtin_expect(n > 64, 0)) {
     std::memcpy(dst, src, n);
@@ -249,7 +250,7 @@ std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) no
     start_trace(p, now, mode == Mode::kQueued);
     p += kTraceBytes;
   }
-  std::memcpy(p, payload.data(), payload.size());
+  copy_payload(p, payload.data(), payload.size());  // an empty payload may have no data()
   const std::int64_t r = submit(slot, frame_len, flags);
   if (r >= 0) {
     counters.messages.add();
@@ -294,7 +295,7 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
       start_trace(p, now, false);
       p += kTraceBytes;
     }
-    std::memcpy(p, m.data(), m.size());
+    copy_payload(p, m.data(), m.size());
     w.commit_deferred(c, traced ? core::kFlagTraced : core::kFlagNone, now);
     bytes += m.size();
     ++n;

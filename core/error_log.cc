@@ -115,7 +115,7 @@ void ErrorLog::record(absl::StatusCode code, std::string_view message) noexcept 
   e.key = key;
   e.code = c;
   e.message_length = static_cast<std::uint32_t>(message.size());
-  std::memcpy(e.message, message.data(), message.size());
+  if (!message.empty()) std::memcpy(e.message, message.data(), message.size());
   e.message[message.size()] = '\0';
   e.first_ns.store(now, std::memory_order_relaxed);
   e.last_ns.store(now, std::memory_order_relaxed);
