@@ -366,6 +366,26 @@ TEST(ShmLogTest, AbortedClaimBecomesPadding) {
   EXPECT_TRUE(d.gaps.empty());
 }
 
+// A writer killed between committing frames and publishing the tail (a batch publishes it
+// later): the reader reads them, then stands past a tail that never moves. caught_up() stays
+// false; nothing_readable() says it read everything committed (the endpoint ends the stream
+// there once the writer's process is gone). A claim never committed is not readable either.
+TEST(ShmLogTest, ReadingPastATailNeverPublishedIsSeenAsTheEnd) {
+  Fixture f(64 << 10);
+  auto rd = f.reader();
+  ASSERT_TRUE(f.write(1, 64));
+  LogWriter::Claim c;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(f.writer.try_claim(core::kFrameHeaderSize + 16, &c));
+    f.writer.commit_deferred(c, core::kFlagNone, 0);  // no flush_tail(): the writer "dies" here
+  }
+  ASSERT_TRUE(f.writer.try_claim(200, &c));  // and a claim it never committed
+  Drained d = drain(rd->r);
+  EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_FALSE(rd->r.caught_up());
+  EXPECT_TRUE(rd->r.nothing_readable());
+}
+
 // Found by CI's fuzz stage (shm_reader: an input ran past the 10 s timeout; the committed
 // regressions/shm_reader/full_log_padding.bin hangs the same way): the first frame rewritten to a
 // padding frame as long as the whole log. plausible() accepted a padding of exactly the room left,

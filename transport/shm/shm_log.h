@@ -762,6 +762,14 @@ class LogReader {
   bool caught_up() const noexcept {
     return ws_->tail.load(std::memory_order_acquire) == pos_;
   }
+  // Nothing to read at this reader's position now (the frame there is not committed), whatever
+  // the tail says. The tail is published after the frames it covers (at once, or for a batch
+  // later): a writer killed in between leaves a reader past a tail that never moves again, so
+  // for a dead writer this - not caught_up() - says everything it published was read.
+  bool nothing_readable() const noexcept {
+    if (lapped(pos_)) return false;
+    return seq_word(log_ + (pos_ & mask_)).load(std::memory_order_acquire) == 0;  // pairs with the commit's release
+  }
 
  private:
   // A frame header a writer of this session could have produced at `pos`. A padding frame ends

@@ -380,7 +380,10 @@ int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
   }
   const bool closed = h->writer.closed.load(std::memory_order_acquire) != 0;
   const bool dead = !closed && !publisher_alive(seg_->layout());
-  if ((closed || dead || replaced) && reader_.caught_up()) {
+  // A publisher killed between committing a frame and publishing the tail (a batch's tail is
+  // published later) leaves this reader past a tail that never moves: for a dead one, having
+  // read everything it committed is the end too.
+  if ((closed || dead || replaced) && (reader_.caught_up() || (dead && reader_.nothing_readable()))) {
     pending_end_ = true;
     end_reason_ = closed ? kEndClosed : kEndPublisherDied;
     return 1;
