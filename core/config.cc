@@ -67,17 +67,30 @@ std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std:
   return "";
 }
 
-// Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB".
-// A string whose value does not fit in 64 bits (digits alone, or after the suffix's
-// multiplication) is an error of its own: it must never wrap into a small, valid size.
+// Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB"
+// (parse_size() below).
 std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
-  std::uint64_t v = 0;
   if (n.is_integer()) {
     const std::int64_t i = *n.value<std::int64_t>();
     if (i < 0) return absl::StrCat("expected a size, got ", i);
-    v = static_cast<std::uint64_t>(i);
-  } else if (n.is_string()) {
-    std::string s = absl::AsciiStrToLower(*n.value<std::string>());
+    const auto v = static_cast<std::uint64_t>(i);
+    if (v < lo || v > hi) return absl::StrFormat("expected %u..%u bytes, got %u", lo, hi, v);
+    *out = v;
+    return "";
+  }
+  if (n.is_string()) return parse_size(*n.value<std::string>(), lo, hi, out);
+  return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
+}
+
+}  // namespace
+
+// A string whose value does not fit in 64 bits (digits alone, or after the suffix's
+// multiplication) is an error of its own: it must never wrap into a small, valid size.
+std::string parse_size(std::string_view text, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
+  std::uint64_t v = 0;
+  const std::string quoted = absl::StrCat("\"", std::string(text), "\"");
+  {
+    std::string s = absl::AsciiStrToLower(std::string(text));
     std::uint64_t mult = 1;
     for (auto [suffix, m] : {std::pair{"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"b", 1ull}}) {
       if (s.size() > std::strlen(suffix) && s.compare(s.size() - std::strlen(suffix), std::string::npos, suffix) == 0) {
@@ -88,21 +101,21 @@ std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, s
     }
     const absl::string_view digits = absl::StripAsciiWhitespace(s);
     const auto too_large = [&] {
-      return absl::StrFormat("%s does not fit in 64 bits; expected %u..%u bytes", describe(n), lo, hi);
+      return absl::StrFormat("%s does not fit in 64 bits; expected %u..%u bytes", quoted, lo, hi);
     };
     if (!absl::SimpleAtoi(digits, &v)) {
       if (!digits.empty() && digits.find_first_not_of("0123456789") == absl::string_view::npos) return too_large();
-      return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
+      return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", quoted);
     }
     if (v > std::numeric_limits<std::uint64_t>::max() / mult) return too_large();
     v *= mult;
-  } else {
-    return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
   }
   if (v < lo || v > hi) return absl::StrFormat("expected %u..%u bytes, got %u", lo, hi, v);
   *out = v;
   return "";
 }
+
+namespace {
 
 std::string want_bool(const toml::node& n, bool* out) {
   if (!n.is_boolean()) return absl::StrCat("expected true|false, got ", describe(n));

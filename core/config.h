@@ -211,6 +211,10 @@ inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{16} << 20;
 //   conf/x.toml: not a regular file: it is a FIFO (a configuration is read from a regular file)
 absl::StatusOr<std::string> read_config_file(const std::string& path);
 
+// A size given as text: bytes ("2000") or with a binary suffix ("64KiB", "16MiB", "1GiB"),
+// within [lo, hi]. "" on success, else the message after "key: " (as every config error).
+std::string parse_size(std::string_view text, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out);
+
 // Levenshtein distance, and " (did you mean X?)" for the closest of `known` within 3 edits
 // (empty when none is): for error messages about unknown keys.
 std::size_t edit_distance(std::string_view a, std::string_view b);

@@ -18,6 +18,7 @@ BUILD_PKGS=(
   valgrind                    # bench/callgrind/{shm,udp}-inline.sh (instruction counts per message)
   strace                      # bench/callgrind/udp-inline.sh (system calls per message)
   python3                     # bench/run-all.sh's summary.md, bench_cli_smoke's JSON checks
+  libpcap-dev                 # pollux-feed: replay of packet captures (feed.source = "pcap")
 )
 TEST_PKGS=(
   # Soft-RoCE VM for the RDMA tests (tests/rdma/run-in-vm.sh)
@@ -27,6 +28,9 @@ TEST_PKGS=(
   iproute2 nftables
   # libFuzzer harnesses (scripts/fuzz.sh): Debian's clang and its sanitizer/fuzzer runtimes
   clang libclang-rt-14-dev
+  # a packet analyser nobody here wrote: Wireshark's moldudp64 dissector over pollux-feed's
+  # captures, and tcpdump's captures replayed through the handler
+  tshark tcpdump
 )
 
 want=("${BUILD_PKGS[@]}")

@@ -28,6 +28,7 @@ std::string_view SourceName(SourceKind s) {
     case SourceKind::kGenerator: return "generator";
     case SourceKind::kFile: return "file";
     case SourceKind::kMoldUdp64: return "moldudp64";
+    case SourceKind::kPcap: return "pcap";
   }
   return "?";
 }
@@ -165,6 +166,19 @@ std::string WantSender(const toml::node& n, std::string* out) {
   return "";
 }
 
+std::string WantPath(const toml::node& n, std::string* out) {
+  const toml::value<std::string>* v = n.as_string();
+  if (v == nullptr) return absl::StrCat("expected a path, got ", Describe(n));
+  *out = v->get();
+  return "";
+}
+
+// Bytes as an integer or a string with a binary suffix ("64MiB"), as Pollux's own sizes.
+std::string WantSize(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
+  if (n.is_string()) return core::parse_size(n.as_string()->get(), lo, hi, out);
+  return WantInt(n, static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi), out);
+}
+
 // ---- the [feed] table ------------------------------------------------------------------------
 
 struct Field {
@@ -176,10 +190,10 @@ struct Field {
 
 const std::vector<Field>& Fields() {
   static const std::vector<Field> table = {
-      {"source", "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it) or moldudp64 (live: an exchange's lines A and B, feed.line_a/line_b)",
+      {"source", "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it), moldudp64 (live: an exchange's lines A and B, feed.line_a/line_b) or pcap (a capture of them, feed.pcap, replayed through the same arbiter)",
        [](FeedConfig& c, const toml::node& n) {
          return WantEnum<SourceKind>(n, {{"generator", SourceKind::kGenerator}, {"file", SourceKind::kFile},
-                                         {"moldudp64", SourceKind::kMoldUdp64}}, &c.source);
+                                         {"moldudp64", SourceKind::kMoldUdp64}, {"pcap", SourceKind::kPcap}}, &c.source);
        },
        [](const FeedConfig& c) { return Quote(SourceName(c.source)); }},
       {"file", "ITCH 5.0 BinaryFILE to replay when source = \"file\"",
@@ -331,6 +345,18 @@ const std::vector<Field>& Fields() {
       {"rcvbuf", "moldudp64: receive buffer of each line's socket, bytes (what absorbs a burst while the handler is busy)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 65536, 1 << 30, &c.rcvbuf); },
        [](const FeedConfig& c) { return absl::StrCat(c.rcvbuf); }},
+      {"capture", "moldudp64: write every datagram read on line A, line B and from the re-request server to this pcap file (nanosecond, Ethernet/IPv4/UDP, the kernel's receive time); \"\" = no capture",
+       [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.capture); },
+       [](const FeedConfig& c) { return TomlString(c.capture); }},
+      {"capture_rotate", "moldudp64: start the next capture file (PATH.1, PATH.2, ...) before one would pass this size, bytes or \"64MiB\"; 0 = one file",
+       [](FeedConfig& c, const toml::node& n) { return WantSize(n, 0, std::uint64_t{1} << 40, &c.capture_rotate); },
+       [](const FeedConfig& c) { return absl::StrCat(c.capture_rotate); }},
+      {"capture_buffer", "moldudp64: bytes of the ring between the handler and the capture's writer thread (allocated at start); a record that finds it full is dropped and counted (capture_dropped), never the feed",
+       [](FeedConfig& c, const toml::node& n) { return WantSize(n, std::uint64_t{1} << 20, std::uint64_t{4} << 30, &c.capture_buffer); },
+       [](const FeedConfig& c) { return absl::StrCat(c.capture_buffer); }},
+      {"pcap", "pcap: the capture to replay (pcap or pcapng; a rotated set is read on as PATH.1, PATH.2, ...); its datagrams to the ports of feed.line_a/line_b are lines A/B, those from the port of feed.rerequest replies",
+       [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.pcap); },
+       [](const FeedConfig& c) { return TomlString(c.pcap); }},
   };
   return table;
 }
@@ -384,11 +410,26 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
   if (c.source == SourceKind::kFile && c.file.empty()) {
     return Error(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
   }
-  if (c.source == SourceKind::kMoldUdp64) {
+  if (c.source == SourceKind::kPcap) {
+    if (c.pcap.empty()) return Error(at("feed.source"), "feed.pcap", "missing: source = \"pcap\" needs feed.pcap (the capture)");
+    if (c.replay == ReplayMode::kRate) {
+      return Error(at("feed.replay"), "feed.replay",
+                   "rate does not apply to a capture: its packets carry their own times (original, speed or max)");
+    }
+  }
+  if (!c.capture.empty() && c.source != SourceKind::kMoldUdp64) {
+    return Error(at("feed.capture"), "feed.capture",
+                 absl::StrFormat("only live mode captures (feed.source = \"moldudp64\"), not source = \"%s\"",
+                                 SourceName(c.source)));
+  }
+  if (c.source == SourceKind::kMoldUdp64 || c.source == SourceKind::kPcap) {
     for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a},
                                       {"feed.line_b", &c.line_b}}) {
       if (value->empty()) {
-        return Error(at("feed.source"), key, "missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
+        return Error(at("feed.source"), key,
+                     absl::StrFormat("missing: source = \"%s\" needs both feed.line_a and feed.line_b%s",
+                                     SourceName(c.source),
+                                     c.source == SourceKind::kPcap ? " (their ports tell the capture's lines apart)" : ""));
       }
     }
     if (c.line_a == c.line_b) {

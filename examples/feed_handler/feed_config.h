@@ -18,7 +18,7 @@
 
 namespace pollux::feed {
 
-enum class SourceKind { kGenerator, kFile, kMoldUdp64 };
+enum class SourceKind { kGenerator, kFile, kMoldUdp64, kPcap };
 enum class ReplayMode { kOriginal, kSpeed, kRate, kMax };
 enum class SubscriberMode { kProcess, kThread };
 
@@ -63,6 +63,13 @@ struct FeedConfig {
   std::uint32_t stale_heartbeats = 3;
   std::uint32_t end_linger_ms = 100;
   std::uint32_t rcvbuf = 16u << 20;  // SO_RCVBUF of each line's socket, bytes
+  std::string capture;               // live: pcap file of every datagram read ("" = none)
+  std::uint64_t capture_rotate = 0;  // live: a new capture file past this many bytes (0 = one file)
+  std::uint64_t capture_buffer = 64u << 20;  // live: the ring between the handler and the capture's writer
+
+  // source = "pcap": a capture (one file, or PATH, PATH.1, ... as feed.capture_rotate writes
+  // them) replayed through the same arbiter, classified by the live keys' ports.
+  std::string pcap;
 
   // Where each key was set ("file:line"), for errors found after parsing.
   std::map<std::string, std::string> where;

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 #include "feed_handler/arbiter.h"
+#include "feed_handler/capture.h"
 #include "feed_handler/common.h"
 
 namespace pollux::feed {
@@ -42,6 +44,12 @@ struct RxBatch {
   std::array<mmsghdr, kBurst> msgs{};
   std::array<iovec, kBurst> iov{};
   std::array<sockaddr_in, kBurst> from{};  // each datagram's sender
+  // Room for each datagram's receive time (SCM_TIMESTAMPNS), asked for when capturing.
+  static constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(timespec));
+  struct alignas(cmsghdr) Control {
+    std::uint8_t bytes[kControlBytes];
+  };
+  std::array<Control, kBurst> control{};
   std::size_t n = 0, pos = 0;  // datagrams read, datagrams handed to the arbiter
 
   RxBatch() : bytes(kBurst * kMaxDatagram, 0) {
@@ -51,7 +59,29 @@ struct RxBatch {
       msgs[i].msg_hdr.msg_iovlen = 1;
       msgs[i].msg_hdr.msg_name = &from[i];
       msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+      msgs[i].msg_hdr.msg_control = control[i].bytes;
+      msgs[i].msg_hdr.msg_controllen = kControlBytes;
     }
+  }
+  // Before each recvmmsg: the room for a receive time (in-out, as msg_namelen).
+  void ResetControl() noexcept {
+    for (mmsghdr& m : msgs) m.msg_hdr.msg_controllen = kControlBytes;
+  }
+  // The kernel's receive time of datagram i (ns since the epoch), or -1 when none came.
+  std::int64_t rx_time(std::size_t i) const noexcept {
+    msghdr& h = const_cast<msghdr&>(msgs[i].msg_hdr);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+        timespec ts;
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+      }
+    }
+    return -1;
+  }
+  pcap::Endpoint sender(std::size_t i) const noexcept {
+    const auto* a = static_cast<const sockaddr_in*>(msgs[i].msg_hdr.msg_name);
+    return {a->sin_addr.s_addr, a->sin_port};
   }
   std::span<const std::uint8_t> datagram(std::size_t i) const noexcept {
     return {static_cast<const std::uint8_t*>(msgs[i].msg_hdr.msg_iov->iov_base), msgs[i].msg_len};
@@ -100,53 +130,38 @@ absl::StatusOr<sockaddr_in> ParseAddr(const std::string& key, const std::string&
   return a;
 }
 
-class LiveSource final : public Source {
+class LiveSource final : public ArbiterSource {
  public:
-  explicit LiveSource(const FeedConfig& cfg) : cfg_(cfg), arb_(Options(cfg)) {}
+  explicit LiveSource(const FeedConfig& cfg) : ArbiterSource(cfg, kOutputBytes) {}
   ~LiveSource() override {
+    if (capture_) capture_->Stop();
     for (int fd : fds_) {
       if (fd >= 0) ::close(fd);
     }
   }
 
   absl::Status Open();
-
-  std::span<const std::uint8_t> window() const noexcept override { return window_; }
-  std::uint64_t window_offset() const noexcept override { return offset_; }
-  bool last_window() const noexcept override { return last_; }
-  bool live() const noexcept override { return true; }
-  const Notice* notice() const noexcept override { return notice_; }
-  std::int64_t window_rx_ns() const noexcept override { return rx_ns_; }
   absl::Status Advance(std::size_t consumed) override;
-  void AttachCounters(Context& ctx) override {
-    for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i] = ctx.counter("feed live", kLiveCounters[i].name);
-    attached_ = true;
-    PublishCounters();
-  }
-  std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const override {
-    std::vector<std::pair<std::string, std::uint64_t>> out;
-    for (std::size_t i = 0; i < kLiveCounterCount; ++i) out.emplace_back(kLiveCounters[i].name, arb_.counters()[i]);
-    return out;
-  }
+  std::vector<std::pair<std::string, std::string>> LiveNotes() const override;
 
  private:
-  static ArbiterOptions Options(const FeedConfig& c) {
-    ArbiterOptions o;
-    o.session = c.session;
-    o.window = c.window;
-    o.rerequest = !c.rerequest.empty();
-    o.rerequest_wait_ns = std::int64_t{c.rerequest_wait_us} * 1000;
-    o.rerequest_timeout_ns = std::int64_t{c.rerequest_timeout_ms} * 1'000'000;
-    o.rerequest_timeout_max_ns = std::int64_t{c.rerequest_timeout_max_ms} * 1'000'000;
-    o.rerequest_retries = c.rerequest_retries;
-    o.max_outstanding = c.rerequest_max_outstanding;
-    o.heartbeat_ns = std::int64_t{c.heartbeat_ms} * 1'000'000;
-    o.stale_heartbeats = c.stale_heartbeats;
-    o.end_linger_ns = std::int64_t{c.end_linger_ms} * 1'000'000;
-    // Room for a full burst of the largest datagrams on every socket, so the in-order path
-    // never has to fall back to the window for lack of output space.
-    o.output_bytes = 3 * kBurst * kMaxDatagram;
-    return o;
+  // Room for a full burst of the largest datagrams on every socket, so the in-order path
+  // never has to fall back to the window for lack of output space.
+  static constexpr std::size_t kOutputBytes = 3 * kBurst * kMaxDatagram;
+  static constexpr std::array<const char*, 5> kCaptureNames = {"capture_records", "capture_bytes", "capture_dropped",
+                                                               "capture_files", "capture_no_kernel_time"};
+  std::span<const char* const> ExtraNames() const noexcept override {
+    if (!capture_) return {};
+    return kCaptureNames;
+  }
+  void ExtraValues(std::uint64_t* out) const noexcept override {
+    if (!capture_) return;
+    const CaptureWriter::Stats st = capture_->stats();
+    out[0] = st.records;
+    out[1] = st.bytes;
+    out[2] = st.dropped;
+    out[3] = st.files;
+    out[4] = st.no_kernel_time;
   }
   // Joins `group` (feed.line_a/b) for datagrams of `sender` (feed.source_a/b; "" = any);
   // `how` says which join the kernel took, for the description.
@@ -161,26 +176,20 @@ class LiveSource final : public Source {
     for (std::size_t i = 0; i < dropped; ++i) arb_.CountWrongSource();
     return static_cast<int>(dropped);
   }
+  // Every datagram just read on `li`, in the order read, to the capture.
+  void CaptureBurst(std::size_t li, const RxBatch& b) noexcept {
+    for (std::size_t i = 0; i < b.n; ++i) capture_->Record(b.rx_time(i), b.sender(i), local_[li], b.datagram(i));
+  }
+  void StartCapture();
   int PollLine(Line line, std::int64_t now);
   int Poll(std::int64_t now);
   void SendRequests();
-  void PublishCounters() noexcept {
-    if (!attached_) return;
-    for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i].set(arb_.counters()[i]);
-  }
 
-  FeedConfig cfg_;
-  Arbiter arb_;
   std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
   std::array<RxBatch, 3> rx_;
   std::array<std::optional<in_addr_t>, 2> sender_;  // expected sender of line A and B, if set
-  std::array<AppCounter, kLiveCounterCount> cells_{};
-  bool attached_ = false;
-  std::span<const std::uint8_t> window_;
-  const Notice* notice_ = nullptr;
-  std::int64_t rx_ns_ = 0;
-  std::uint64_t offset_ = 0;
-  bool last_ = false;
+  std::array<pcap::Endpoint, 3> local_{};           // where each socket's datagrams are sent (the capture's destination)
+  std::unique_ptr<CaptureWriter> capture_;
   std::int64_t counters_at_ = 0;
 };
 
@@ -274,6 +283,12 @@ absl::Status LiveSource::Open() {
   absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b, sender_[1], &how_b);
   if (!b.ok()) return b.status();
   fds_[1] = *b;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (absl::StatusOr<sockaddr_in> g = ParseAddr(i == 0 ? "feed.line_a" : "feed.line_b", i == 0 ? cfg_.line_a : cfg_.line_b);
+        g.ok()) {
+      local_[i] = {g->sin_addr.s_addr, g->sin_port};
+    }
+  }
   auto from = [](const std::string& sender, const std::string& how) {
     return sender.empty() ? std::string() : absl::StrFormat(" from %s only (%s)", sender, how);
   };
@@ -297,8 +312,38 @@ absl::Status LiveSource::Open() {
       return absl::UnavailableError(
           absl::StrFormat("feed.rerequest: connect %s: %s", cfg_.rerequest, std::strerror(errno)));
     }
+    sockaddr_in self{};
+    socklen_t len = sizeof self;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0) local_[2] = {self.sin_addr.s_addr, self.sin_port};
   }
+  if (!cfg_.capture.empty()) StartCapture();
   return absl::OkStatus();
+}
+
+void LiveSource::StartCapture() {
+  // The kernel stamps each datagram when it arrives (software receive time, CLOCK_REALTIME):
+  // the capture's times are the wire's, not the moment the handler read the socket.
+  const int on = 1;
+  for (int fd : fds_) {
+    if (fd >= 0) (void)::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+  }
+  capture_ = std::make_unique<CaptureWriter>(
+      CaptureWriter::Options{cfg_.capture, cfg_.capture_rotate, cfg_.capture_buffer});
+  absl::StrAppend(&description, ", capture to ", cfg_.capture,
+                  cfg_.capture_rotate != 0 ? absl::StrCat(" (a new file every ", cfg_.capture_rotate, " bytes)") : "");
+}
+
+std::vector<std::pair<std::string, std::string>> LiveSource::LiveNotes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!capture_) return out;
+  const CaptureWriter::Stats st = capture_->stats();
+  out.emplace_back("capture", absl::StrFormat("%s: %d record(s), %d bytes in %d file(s), %d dropped (ring full)%s",
+                                              capture_->path(), st.records, st.bytes, st.files, st.dropped,
+                                              st.no_kernel_time != 0
+                                                  ? absl::StrFormat(", %d without a kernel receive time", st.no_kernel_time)
+                                                  : ""));
+  if (!capture_->error().empty()) out.emplace_back("capture_error", capture_->error());
+  return out;
 }
 
 int LiveSource::PollLine(Line line, std::int64_t now) {
@@ -314,9 +359,13 @@ int LiveSource::PollLine(Line line, std::int64_t now) {
       ++work;
     }
     if (work >= static_cast<int>(kBurst)) return work;  // one burst per socket per round
+    if (capture_) b.ResetControl();
     const int n = ::recvmmsg(fds_[static_cast<std::size_t>(li)], b.msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
     b.pos = 0;
     b.n = n > 0 ? static_cast<std::size_t>(n) : 0;
+    // The capture keeps what the socket gave, other senders' datagrams included (a replay
+    // of it filters them as this does).
+    if (capture_) CaptureBurst(static_cast<std::size_t>(li), b);
     work += DropWrongSenders(line, b);
     if (n < static_cast<int>(kBurst)) arb_.LineDrained(line, now);  // read until empty
     if (n <= 0) return work;
@@ -349,23 +398,15 @@ int LiveSource::Poll(std::int64_t now) {
 }
 
 absl::Status LiveSource::Advance(std::size_t consumed) {
-  offset_ += consumed;
-  window_ = {};
-  notice_ = nullptr;
+  BeginAdvance(consumed);
   AppIdle spin(idle_kind_);
   const bool sleep = idle_kind_ != core::IdleKind::kBusySpin && idle_kind_ != core::IdleKind::kYield;
   for (;;) {
-    Arbiter::Piece piece;
-    if (arb_.Next(&piece)) {
-      window_ = piece.bytes;
-      notice_ = piece.notice;
-      rx_ns_ = piece.rx_ns;
-      return absl::OkStatus();
-    }
-    arb_.ResetOutput();
+    if (TakePiece()) return absl::OkStatus();
     if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
-      PublishCounters();
-      last_ = true;
+      // The capture's last records are on disk before the summary counts them.
+      if (capture_) capture_->Stop();
+      Finish();
       return absl::OkStatus();
     }
     const int work = Poll(Clock::now_ns());
@@ -389,6 +430,66 @@ absl::Status LiveSource::Advance(std::size_t consumed) {
 }
 
 }  // namespace
+
+ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes) {
+  ArbiterOptions o;
+  o.session = c.session;
+  o.window = c.window;
+  o.rerequest = !c.rerequest.empty();
+  o.rerequest_wait_ns = std::int64_t{c.rerequest_wait_us} * 1000;
+  o.rerequest_timeout_ns = std::int64_t{c.rerequest_timeout_ms} * 1'000'000;
+  o.rerequest_timeout_max_ns = std::int64_t{c.rerequest_timeout_max_ms} * 1'000'000;
+  o.rerequest_retries = c.rerequest_retries;
+  o.max_outstanding = c.rerequest_max_outstanding;
+  o.heartbeat_ns = std::int64_t{c.heartbeat_ms} * 1'000'000;
+  o.stale_heartbeats = c.stale_heartbeats;
+  o.end_linger_ns = std::int64_t{c.end_linger_ms} * 1'000'000;
+  o.output_bytes = output_bytes;
+  return o;
+}
+
+ArbiterSource::ArbiterSource(const FeedConfig& cfg, std::size_t output_bytes)
+    : cfg_(cfg), arb_(LiveArbiterOptions(cfg, output_bytes)) {}
+
+void ArbiterSource::AttachCounters(Context& ctx) {
+  for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i] = ctx.counter("feed live", kLiveCounters[i].name);
+  const std::span<const char* const> extra = ExtraNames();
+  for (std::size_t i = 0; i < extra.size() && i < kMaxExtra; ++i) extra_cells_[i] = ctx.counter("feed live", extra[i]);
+  attached_ = true;
+  PublishCounters();
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> ArbiterSource::LiveCounters() const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (std::size_t i = 0; i < kLiveCounterCount; ++i) out.emplace_back(kLiveCounters[i].name, arb_.counters()[i]);
+  const std::span<const char* const> extra = ExtraNames();
+  std::array<std::uint64_t, kMaxExtra> v{};
+  ExtraValues(v.data());
+  for (std::size_t i = 0; i < extra.size() && i < kMaxExtra; ++i) out.emplace_back(extra[i], v[i]);
+  return out;
+}
+
+void ArbiterSource::PublishCounters() noexcept {
+  if (!attached_) return;
+  for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i].set(arb_.counters()[i]);
+  const std::size_t n = std::min(ExtraNames().size(), kMaxExtra);
+  if (n == 0) return;
+  std::array<std::uint64_t, kMaxExtra> v{};
+  ExtraValues(v.data());
+  for (std::size_t i = 0; i < n; ++i) extra_cells_[i].set(v[i]);
+}
+
+bool ArbiterSource::TakePiece(std::int64_t rx_ns) noexcept {
+  Arbiter::Piece piece;
+  if (arb_.Next(&piece)) {
+    window_ = piece.bytes;
+    notice_ = piece.notice;
+    rx_ns_ = rx_ns != 0 ? rx_ns : piece.rx_ns;
+    return true;
+  }
+  arb_.ResetOutput();
+  return false;
+}
 
 absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();

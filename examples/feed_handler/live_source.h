@@ -1,19 +1,84 @@
-// The live source of pollux-feed (feed.source = "moldudp64"): joins an exchange's MoldUDP64
-// lines A and B, reads them and the re-request socket with recvmmsg into buffers allocated
-// once, hands every datagram to the Arbiter (arbiter.h: arbitration, gaps, re-requests,
-// sessions, staleness) and gives the publisher what comes out, window by window.
+// The sources of pollux-feed that go through the Arbiter (arbiter.h: arbitration, gaps,
+// re-requests, sessions, staleness): the live one (feed.source = "moldudp64"), which joins
+// an exchange's MoldUDP64 lines A and B and reads them and the re-request socket with
+// recvmmsg, and the replay of a packet capture (feed.source = "pcap", pcap_source.h), which
+// hands the arbiter the same datagrams from a file. Both give the publisher what comes out,
+// window by window.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "feed_handler/arbiter.h"
 #include "feed_handler/feed_config.h"
 #include "feed_handler/source.h"
 
 namespace pollux::feed {
 
-// Opens the sockets (joins both groups on feed.interface, resolves feed.rerequest). Errors
-// name the key: "feed.line_a: join 239.1.1.1 on eth0: No such device".
+// The arbiter's settings from [feed]; `output_bytes` is what a polling round may deliver.
+ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes);
+
+// What the two arbitrated sources share: the arbiter, its output handed out as windows and
+// notices, and its counters (plus the source's own, ExtraNames()/ExtraValues()) in the
+// Pollux counters file (scope "feed live") and the summary.
+class ArbiterSource : public Source {
+ public:
+  ArbiterSource(const FeedConfig& cfg, std::size_t output_bytes);
+
+  std::span<const std::uint8_t> window() const noexcept override { return window_; }
+  std::uint64_t window_offset() const noexcept override { return offset_; }
+  bool last_window() const noexcept override { return last_; }
+  bool live() const noexcept override { return true; }
+  const Notice* notice() const noexcept override { return notice_; }
+  std::int64_t window_rx_ns() const noexcept override { return rx_ns_; }
+  void AttachCounters(Context& ctx) override;
+  std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const override;
+
+ protected:
+  static constexpr std::size_t kMaxExtra = 8;
+  // The source's own counters, after the arbiter's (names live as long as the program).
+  virtual std::span<const char* const> ExtraNames() const noexcept { return {}; }
+  virtual void ExtraValues(std::uint64_t* /*out: ExtraNames().size()*/) const noexcept {}
+
+  // Starts Advance(): the previous window is consumed.
+  void BeginAdvance(std::size_t consumed) noexcept {
+    offset_ += consumed;
+    window_ = {};
+    notice_ = nullptr;
+  }
+  // The next piece of output as the window (true), or false with the output buffer reset.
+  // `rx_ns` overrides the piece's receive time when not 0.
+  bool TakePiece(std::int64_t rx_ns = 0) noexcept;
+  // The last window: nothing more comes.
+  void Finish() noexcept {
+    PublishCounters();
+    last_ = true;
+  }
+  void PublishCounters() noexcept;
+
+  FeedConfig cfg_;
+  Arbiter arb_;
+
+ private:
+  std::array<AppCounter, kLiveCounterCount> cells_{};
+  std::array<AppCounter, kMaxExtra> extra_cells_{};
+  bool attached_ = false;
+  std::span<const std::uint8_t> window_;
+  const Notice* notice_ = nullptr;
+  std::int64_t rx_ns_ = 0;
+  std::uint64_t offset_ = 0;
+  bool last_ = false;
+};
+
+// Opens the sockets (joins both groups on feed.interface, resolves feed.rerequest) and, with
+// feed.capture, starts the capture. Errors name the key: "feed.line_a: join 239.1.1.1 on
+// eth0: No such device".
 absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg);
 
 }  // namespace pollux::feed

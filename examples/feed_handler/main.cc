@@ -396,10 +396,11 @@ absl::Status WriteOutputs(const Args& a, const itch::BookSet& books) {
 }
 
 absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
-                              const LoadedConfig& cfg, const LiveCounterValues& live = {}) {
+                              const LoadedConfig& cfg, const LiveCounterValues& live = {},
+                              const LiveNoteValues& notes = {}) {
   if (a.summary_json.empty()) return absl::OkStatus();
   std::ofstream f(a.summary_json, std::ios::trunc);
-  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux, live);
+  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux, live, notes);
   f.flush();
   if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", a.summary_json, ": ", std::strerror(errno)));
   return absl::OkStatus();
@@ -408,7 +409,7 @@ absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std:
 // Live mode: every subscriber is connected and both lines are joined - the moment a script
 // may start the exchange. Printed even with --quiet (scripts wait for it).
 void AnnounceLive(const Source& src) {
-  if (!src.live()) return;
+  if (!src.listens()) return;
   std::fprintf(stderr, "pollux-feed: live: ready, listening (%s)\n", src.description.c_str());
   std::fflush(stderr);
 }
@@ -525,9 +526,10 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     return 1;
   }
   const LiveCounterValues live = (*src)->LiveCounters();
+  const LiveNoteValues notes = (*src)->LiveNotes();
   std::printf("== pollux-feed summary (publisher) ==\n%s",
-              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live).c_str());
-  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live); !s.ok()) Fail(std::string(s.message()));
+              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
+  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
 
@@ -677,10 +679,11 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
 
   int rc = 0;
   const LiveCounterValues live = (*src)->LiveCounters();
+  const LiveNoteValues notes = (*src)->LiveNotes();
   std::printf("== pollux-feed summary ==\n");
   if (replay) {
     std::printf("%s",
-                FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live).c_str());
+                FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
@@ -694,7 +697,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(status.message()));
     rc = 1;
   }
-  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg, live); !s.ok()) {
+  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg, live, notes); !s.ok()) {
     Fail(std::string(s.message()));
     rc = 1;
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "feed_handler/live_source.h"
+#include "feed_handler/pcap_source.h"
 #include "itch/generator.h"
 
 namespace pollux::feed {
@@ -29,6 +30,7 @@ class ReplaySource final : public Source {
 
 absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
   if (cfg.source == SourceKind::kMoldUdp64) return OpenLiveSource(cfg);
+  if (cfg.source == SourceKind::kPcap) return OpenPcapSource(cfg);
   const auto t0 = std::chrono::steady_clock::now();
   auto src = std::make_unique<ReplaySource>();
   if (cfg.source == SourceKind::kGenerator) {

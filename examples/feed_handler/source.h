@@ -51,8 +51,10 @@ class Source {
   // "<path>", "generated feed" or "moldudp64 A ... B ...": how errors name the input.
   const std::string& name() const noexcept { return name_; }
 
-  // Live sources only.
+  // Live sources only (the network, or a capture of it replayed through the same arbiter).
   virtual bool live() const noexcept { return false; }
+  // Reads the network (a script waits for "live: ready" to start the exchange).
+  virtual bool listens() const noexcept { return live(); }
   // A notice that comes before window() (whose bytes are then empty), or null.
   virtual const Notice* notice() const noexcept { return nullptr; }
   // Receive time (Pollux Clock) of the oldest packet behind window(); 0 when not live.
@@ -70,6 +72,9 @@ class Source {
   virtual void AttachCounters(Context&) {}
   // Live sources: the counters for the summary (name, value), empty otherwise.
   virtual std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const { return {}; }
+  // Live sources: what the summary says beside the counters, as (key, text): the capture's
+  // files and why it stopped, what a replayed capture held besides the feed.
+  virtual std::vector<std::pair<std::string, std::string>> LiveNotes() const { return {}; }
 
  protected:
   std::string name_;

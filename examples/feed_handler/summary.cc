@@ -308,7 +308,8 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
 }
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live) {
+                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live,
+                            const LiveNoteValues& notes) {
   std::string out;
   const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
   std::string pace;
@@ -354,6 +355,7 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
     }
     absl::StrAppendFormat(&out, "\n  %s notice(s) published\n", Commas(r.notices));
   }
+  for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, "%-11s %s\n", absl::StrCat(key, ":"), text);
   if (r.lag.count() != 0 && live.empty()) {
     absl::StrAppendFormat(&out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
                           Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
@@ -438,7 +440,7 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 }
 
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc, const LiveCounterValues& live) {
+                        const core::Config& pc, const LiveCounterValues& live, const LiveNoteValues& notes) {
   std::string out = "{\n";
   absl::StrAppendFormat(&out, "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
                               "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
@@ -462,6 +464,7 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
     for (std::size_t i = 0; i < live.size(); ++i) {
       absl::StrAppendFormat(&out, "%s\"%s\": %d", i ? ", " : "", live[i].first, live[i].second);
     }
+    for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, ", \"%s\": %s", key, JsonString(text));
     absl::StrAppendFormat(&out, ", \"notices\": %d},\n", pub != nullptr ? pub->notices : 0);
   }
   if (pub != nullptr) {

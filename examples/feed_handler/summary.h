@@ -53,9 +53,12 @@ std::uint64_t BooksDigest(const itch::BookSet& books);
 
 // The live source's counters (Source::LiveCounters()): empty for a replay.
 using LiveCounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
+// What it says besides them (Source::LiveNotes()): (key, text), e.g. the capture's files.
+using LiveNoteValues = std::vector<std::pair<std::string, std::string>>;
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live = {});
+                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live = {},
+                            const LiveNoteValues& notes = {});
 // `as_fast_as_possible`: the replay was not paced, so the latency line is mostly time spent
 // queued behind the publisher, and says so.
 std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible);
@@ -69,7 +72,8 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc, const LiveCounterValues& live = {});
+                        const core::Config& pc, const LiveCounterValues& live = {},
+                        const LiveNoteValues& notes = {});
 
 // 1234567 -> "1,234,567".
 std::string Commas(std::uint64_t v);

@@ -5,6 +5,8 @@
 //
 //   fuzz_make_seeds CORPUS_DIR ITCH_FIXTURE     (scripts/fuzz.sh --make-seeds runs it)
 // Deterministic: running it again rewrites the same bytes. Also writes CORPUS_DIR/../config.dict.
+#include <arpa/inet.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,7 @@
 
 #include "core/config.h"
 #include "core/frame.h"
+#include "feed_handler/pcap_format.h"
 #include "itch/encoder.h"
 #include "itch/messages.h"
 #include "itch/reader.h"
@@ -175,7 +178,7 @@ peers = ["10.0.0.2:7471", "10.0.0.3:7471"]
 signal_every = 8
 )"},
       {"string_forms.toml", "[runtime]\nname = \"md_1\"\ndevice = \"eth\\u0030\"\nshm_dir = '/dev/shm'\n"
-                            "[[streams]]\ntopic = \"\"\"multi\nline\"\"\"\nid = 5\n"},
+                            "[[streams]]\ntopic = \"\"\"multi\\\n  line\"\"\"\nid = 5\n"},
       {"inline_errors.toml", "[runtime]\nthreading = \"inline\"\n[shm]\nlog_size = 17592186044432\n"},
   };
   for (const auto& [name, text] : files) {
@@ -502,6 +505,48 @@ void arbiter_seeds(const fs::path& dir) {
   }
 }
 
+// ---- pcap_frame: link type byte, then a frame (format in pcap_frame_fuzz.cc) ------------------
+
+void pcap_frame_seeds(const fs::path& dir) {
+  namespace pcap = pollux::feed::pcap;
+  std::vector<std::uint8_t> mold(23, 0);
+  std::memcpy(mold.data(), "TEST000001", 10);
+  mold[17] = 1;  // sequence 1
+  mold[19] = 1;  // one message
+  mold[21] = 1;  // of 1 byte
+  mold[22] = 'S';
+  auto frame = [&](bool fragment, std::size_t pad) {
+    std::vector<std::uint8_t> r(pcap::kRecordOverhead + mold.size());
+    pcap::WriteRecordHeaders(r.data(), 1, {htonl(0x0a000001), htons(40000)}, {htonl(0xefff0001), htons(26400)},
+                             mold.size(), 1);
+    std::memcpy(r.data() + pcap::kRecordOverhead, mold.data(), mold.size());
+    std::vector<std::uint8_t> f(r.begin() + pcap::kRecordHeaderSize, r.end());
+    if (fragment) f[pcap::kEthernetHeaderSize + 6] = 0x20;
+    f.resize(f.size() + pad, 0);
+    return f;
+  };
+  auto seed = [&](const char* name, std::uint8_t link, std::vector<std::uint8_t> head,
+                  const std::vector<std::uint8_t>& rest) {
+    Out o;
+    o.u8(link);
+    head.insert(head.end(), rest.begin(), rest.end());
+    o.bytes.insert(o.bytes.end(), head.begin(), head.end());
+    write(dir / name, o.bytes);
+  };
+  const std::vector<std::uint8_t> eth = frame(false, 0);
+  const std::vector<std::uint8_t> ip(eth.begin() + pcap::kEthernetHeaderSize, eth.end());
+  seed("ethernet.bin", 0, {}, eth);
+  std::vector<std::uint8_t> vlan(eth.begin(), eth.begin() + 12);
+  vlan.insert(vlan.end(), {0x81, 0x00, 0x00, 0x64, 0x08, 0x00});
+  seed("ethernet_vlan.bin", 0, vlan, ip);
+  seed("sll.bin", 1, {0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00}, ip);
+  seed("sll2.bin", 2, {0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0}, ip);
+  seed("raw.bin", 3, {}, ip);
+  const std::vector<std::uint8_t> frag = frame(true, 0);
+  seed("fragment.bin", 3, {}, std::vector<std::uint8_t>(frag.begin() + pcap::kEthernetHeaderSize, frag.end()));
+  seed("padded.bin", 0, {}, frame(false, 18));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -519,5 +564,6 @@ int main(int argc, char** argv) {
   ud_source_seeds(root / "rdma_ud_source");
   counters_seeds(root / "counters_reader");
   arbiter_seeds(root / "arbiter");
+  pcap_frame_seeds(root / "pcap_frame");
   return 0;
 }
