@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <csignal>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,6 +27,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -864,6 +868,204 @@ TEST_F(FeedLive, AnAlteredCopyOfTheNextMessageOnLineAIsCountedAndNoticed) {
   });
   EXPECT_EQ(r.Live("conflicting_copies"), 2) << r.handler_json;  // line A's real copy and line B's
   EXPECT_EQ(r.Sub("feed_conflicts"), 2) << r.sub_json;
+}
+
+// ---- capture and replay of captures ----------------------------------------------------------
+
+// A command's standard output (stderr discarded).
+std::string Output(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen((cmd + " 2>/dev/null").c_str(), "r")) {
+    char buf[1 << 16];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    pclose(f);
+  }
+  return out;
+}
+
+// One MoldUDP64 packet as tshark's dissector decoded it.
+struct Dissected {
+  long long dport = 0, sport = 0, seq = 0, count = 0;
+  long double time = 0;
+  bool malformed = false;
+};
+
+// Every UDP packet of `pcap` through Wireshark's moldudp64 dissector on `ports`.
+std::vector<Dissected> Dissect(const std::string& pcap, const std::vector<int>& ports) {
+  std::string cmd = "tshark -n -r " + pcap;
+  for (int p : ports) absl::StrAppend(&cmd, " -d udp.port==", p, ",moldudp64");
+  absl::StrAppend(&cmd, " -T fields -E separator=, -E occurrence=f -e frame.time_epoch -e udp.dstport -e udp.srcport "
+                        "-e moldudp64.sequence -e moldudp64.count -e _ws.malformed -e moldudp64.msglen.invalid "
+                        "-e moldudp64.count.invalid");
+  std::vector<Dissected> out;
+  std::stringstream ss(Output(cmd));
+  for (std::string line; std::getline(ss, line);) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    f.resize(8);
+    Dissected d;
+    d.time = std::strtold(f[0].c_str(), nullptr);
+    d.dport = std::atoll(f[1].c_str());
+    d.sport = std::atoll(f[2].c_str());
+    d.seq = f[3].empty() ? -1 : std::atoll(f[3].c_str());
+    d.count = f[4].empty() ? -1 : std::atoll(f[4].c_str());
+    d.malformed = !f[5].empty() || !f[6].empty() || !f[7].empty();
+    out.push_back(d);
+  }
+  return out;
+}
+
+// pollux-feed replaying `pcap` with the chain's line and server keys (one subscriber thread).
+struct PcapReplayRun {
+  int rc = -1;
+  std::string out, json, books;
+};
+PcapReplayRun ReplayCapture(const std::string& tag, const std::string& pcap, int port) {
+  const std::string d = absl::StrCat(g_dir, "/", tag);
+  FeedProcess p({"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set",
+                 absl::StrFormat("feed.line_a=239.255.78.1:%d", port), "--set",
+                 absl::StrFormat("feed.line_b=239.255.78.2:%d", port + 1), "--set",
+                 absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set",
+                 "feed.subscriber_mode=\"thread\"", "--set", absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag),
+                 "--book-out", d + ".books", "--summary-json", d + ".json"});
+  PcapReplayRun r;
+  r.rc = p.Wait(300);
+  r.out = p.output();
+  r.json = Slurp(d + ".json");
+  r.books = Slurp(d + ".books");
+  return r;
+}
+
+TEST_F(FeedLive, ALiveCaptureIsWhatWiresharksDissectorSeesAndReplaysToTheLiveBooks) {
+  if (Sh("command -v tshark") != 0) GTEST_SKIP() << "tshark is not installed (apt-get install tshark)";
+  const std::string input = Generated(200'000, 50, 31);
+  constexpr int kPort = 27800;
+  const std::string pcap = absl::StrCat(g_dir, "/capture_clean.pcap");
+  std::vector<std::string> sets = kPatient;
+  sets.push_back("feed.capture=" + pcap);
+  const ChainRun r = Chain("capture_clean", input, kPort, {"--rate", "200000", "--linger-ms", "500"}, sets);
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  const long long records = r.Live("capture_records");
+  EXPECT_EQ(r.Live("capture_dropped"), 0) << r.handler_json;
+  EXPECT_EQ(r.Live("capture_no_kernel_time"), 0) << r.handler_json;
+  EXPECT_EQ(records, r.Live("packets_a") + r.Live("packets_b") + r.Live("replay_packets")) << r.handler_json;
+  EXPECT_EQ(r.handler_json.find("capture_error"), std::string::npos) << r.handler_json;
+
+  // Wireshark's dissector: every record a MoldUDP64 packet, none malformed; each line carries
+  // sequences 1..N back to back, and N is what the handler delivered.
+  const std::vector<Dissected> pkts = Dissect(pcap, {kPort, kPort + 1, kPort + 2});
+  ASSERT_EQ(static_cast<long long>(pkts.size()), records);
+  std::map<long long, long long> next, messages;
+  long long malformed = 0, out_of_line = 0;
+  for (const Dissected& d : pkts) {
+    malformed += d.malformed;
+    if (d.dport != kPort && d.dport != kPort + 1) {
+      ++out_of_line;
+      continue;
+    }
+    if (next.count(d.dport) == 0) next[d.dport] = 1;
+    if (d.count <= 0 || d.count == 0xffff) {  // heartbeats and ends carry the next sequence
+      EXPECT_EQ(d.seq, next[d.dport]) << "line port " << d.dport;
+      continue;
+    }
+    EXPECT_EQ(d.seq, next[d.dport]) << "line port " << d.dport << ": a gap or a repeat in the capture";
+    next[d.dport] = d.seq + d.count;
+    messages[d.dport] += d.count;
+  }
+  EXPECT_EQ(malformed, 0);
+  EXPECT_EQ(out_of_line, 0) << "no loss: nothing was re-requested";
+  EXPECT_EQ(messages[kPort], r.Live("messages"));
+  EXPECT_EQ(messages[kPort + 1], r.Live("messages"));
+  std::printf("capture: %lld records, tshark: %zu packets, %lld malformed; messages per line %lld / %lld, handler %lld\n",
+              records, pkts.size(), malformed, messages[kPort], messages[kPort + 1], r.Live("messages"));
+
+  // Replayed through the handler: the books the live run built, byte for byte.
+  const PcapReplayRun rp = ReplayCapture("capture_clean_replay", pcap, kPort);
+  ASSERT_EQ(rp.rc, 0) << rp.out;
+  EXPECT_TRUE(rp.books == r.books) << "the replay's books differ from the live run's\n" << rp.out;
+  EXPECT_EQ(JsonNum(rp.json, "messages", "live"), r.Live("messages")) << rp.json;
+  EXPECT_EQ(JsonNum(rp.json, "messages_unrecoverable", "live"), 0) << rp.json;
+}
+
+TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBooks) {
+  if (Sh("command -v tcpdump") != 0) GTEST_SKIP() << "tcpdump is not installed (apt-get install tcpdump)";
+  const std::string input = Generated(200'000, 50, 37);
+  constexpr int kPort = 27810;
+  const std::string pcap = absl::StrCat(g_dir, "/capture_loss.pcap");
+  const std::string dump = absl::StrCat(g_dir, "/capture_loss.tcpdump.pcap");
+  // tcpdump on every interface of the handler's host (Linux cooked SLL2 frames, nanosecond
+  // times), the UDP of the feed's three ports, written packet by packet.
+  FeedProcess tcpdump({"netns", "exec", Ns("fh"), "tcpdump", "-i", "any", "-n", "-U", "-B", "16384", "-w", dump,
+                       "--time-stamp-precision=nano",
+                       absl::StrFormat("udp port %d or udp port %d or udp port %d", kPort, kPort + 1, kPort + 2)},
+                      g_ip);
+  ASSERT_TRUE(tcpdump.WaitForOutput([](const std::string& o) { return o.find("listening on") != std::string::npos; }, 30))
+      << tcpdump.output();
+  std::vector<std::string> sets = kPatient;
+  sets.push_back("feed.capture=" + pcap);
+  sets.push_back("feed.capture_rotate=\"4MiB\"");
+  const ChainRun r =
+      Chain("capture_loss", input, kPort, {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "9",
+                                           "--linger-ms", "500"}, sets);
+  // tcpdump may still be reading what the kernel queued for it: stopped once its file has not
+  // grown for a second, then checked to hold every datagram the exchange and the handler sent.
+  struct stat st{};
+  off_t last = -1;
+  for (int stable = 0, i = 0; stable < 10 && i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stat(dump.c_str(), &st);
+    stable = st.st_size == last ? stable + 1 : 0;
+    last = st.st_size;
+  }
+  tcpdump.Signal(SIGTERM);
+  EXPECT_EQ(tcpdump.Wait(30), 0) << tcpdump.output();
+  const long long sent = LineDatagrams(r.exchange_json, "a") + LineDatagrams(r.exchange_json, "b") +
+                         r.Ex("requests") + r.Ex("reply_packets");
+  EXPECT_NE(tcpdump.output().find(absl::StrCat(sent, " packets captured")), std::string::npos)
+      << "tcpdump missed datagrams (" << sent << " sent): " << tcpdump.output();
+  ExpectClean(r);
+  ExpectSameBooks(r, input);
+  ExpectEveryDoubleLossRecoveredOnce(r);
+  ASSERT_GT(r.Ex("messages_dropped_both"), 0) << r.exchange_json;
+  EXPECT_EQ(r.Live("capture_dropped"), 0) << r.handler_json;
+  EXPECT_GT(r.Live("capture_files"), 1) << "4 MiB files: a rotated set";
+  std::printf("handler capture: %lld records in %lld files; tcpdump: %s\n", r.Live("capture_records"),
+              r.Live("capture_files"), tcpdump.output().c_str());
+
+  const PcapReplayRun own = ReplayCapture("capture_loss_replay", pcap, kPort);
+  ASSERT_EQ(own.rc, 0) << own.out;
+  EXPECT_TRUE(own.books == r.books) << "the replay of the handler's capture differs\n" << own.out;
+  EXPECT_EQ(JsonNum(own.json, "messages_recovered", "live"), r.Live("messages_recovered")) << own.json;
+  EXPECT_EQ(JsonNum(own.json, "pcap_files", "live"), r.Live("capture_files")) << own.json;
+  EXPECT_EQ(JsonNum(own.json, "messages_unrecoverable", "live"), 0) << own.json;
+
+  const PcapReplayRun theirs = ReplayCapture("capture_loss_tcpdump", dump, kPort);
+  ASSERT_EQ(theirs.rc, 0) << theirs.out;
+  EXPECT_TRUE(theirs.books == r.books) << "the replay of tcpdump's capture differs\n" << theirs.out;
+  EXPECT_EQ(JsonNum(theirs.json, "messages_unrecoverable", "live"), 0) << theirs.json;
+  // tcpdump also saw the handler's requests (to the server's port): skipped, counted.
+  EXPECT_EQ(JsonNum(theirs.json, "pcap_skipped", "live"), r.Asked()) << theirs.json;
+
+  // The same datagrams carry the same times in both captures: the kernel's receive time
+  // (a datagram's one timestamp, which tcpdump reads too), not when the handler read it.
+  const std::vector<Dissected> a = Dissect(pcap, {kPort, kPort + 1, kPort + 2});
+  const std::vector<Dissected> b = Dissect(dump, {kPort, kPort + 1, kPort + 2});
+  std::map<std::pair<long long, long long>, long double> when;
+  for (const Dissected& d : b) {
+    if (d.dport == kPort && d.count > 0 && d.count != 0xffff) when[{d.dport, d.seq}] = d.time;
+  }
+  long long same = 0, compared = 0;
+  for (const Dissected& d : a) {
+    auto it = when.find({d.dport, d.seq});
+    if (d.dport != kPort || d.count <= 0 || d.count == 0xffff || it == when.end()) continue;
+    ++compared;
+    same += std::fabs(static_cast<double>(d.time - it->second)) < 1e-6;
+  }
+  std::printf("line A packets in both captures: %lld, with the same receive time (< 1 us apart): %lld\n", compared, same);
+  ASSERT_GT(compared, 1000);
+  EXPECT_GE(same * 100, compared * 99) << same << " of " << compared;
 }
 
 }  // namespace
