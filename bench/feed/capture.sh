@@ -3,26 +3,29 @@
 # handler, what it drops when pushed, and how fast a capture replays.
 #   1. overhead: the live chain (pollux-exchange at --rate R -> pollux-feed live -> a shm
 #      subscriber thread) with the capture off and on, alternating, --reps pairs; per run the
-#      handler's CPU per message (its publishing thread, which also reads the sockets and feeds
-#      the capture ring), the end-to-end rate, and the capture's records and drops;
+#      end-to-end rate and the handler's CPU per message and per datagram (its publishing
+#      thread, which reads the sockets and feeds the capture ring; runtime.idle = backoff, so
+#      it sleeps in poll() rather than spin when idle and its CPU time is its work), and the
+#      capture's records and drops;
 #   2. the highest rate: the exchange at --rate max with the capture on: records dropped by the
 #      writer (capture_dropped) against records kept;
 #   3. replay: the capture of run 2 through pollux-feed --set feed.source=pcap at max
-#      (publisher -> a subscriber process over shm), --replay-reps times: the end-to-end rate
+#      (publisher -> a subscriber process over shm), --replay-reps times, each next to a replay
+#      of the ITCH file itself (--itch, the same path to the same books): the end-to-end rate
 #      (first offer to the last book update) and whether the books equal the live run's.
 #   bench/feed/capture.sh [--messages N] [--symbols N] [--rate R] [--reps N] [--replay-reps N]
 #                         [--bin DIR] [--json FILE]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN="$here/../../build/bin"
-MESSAGES=2000000 SYMBOLS=8000 RATE=1000000 REPS=3 REPLAY_REPS=3 JSON=""
+MESSAGES=2000000 SYMBOLS=8000 RATE=max REPS=3 REPLAY_REPS=3 JSON=""
 usage() {
   cat <<'U'
 bench/feed/capture.sh - capture overhead, drops at the highest rate, replay speed (on lo)
 
   --messages N     generated messages (default 2000000; the file is made once in $TMPDIR)
   --symbols N      symbols of the generated feed (default 8000)
-  --rate R         the exchange's pace for the overhead runs, messages/s (default 1000000)
+  --rate R|max     the exchange's pace for the overhead runs, messages/s (default max)
   --reps N         capture off/on pairs for the overhead (default 3; the order alternates)
   --replay-reps N  replays of the capture at max (default 3)
   --bin DIR        where pollux-feed, pollux-exchange and pollux-itch-gen are (default build/bin)
@@ -57,7 +60,7 @@ live() {
   [ -n "$cap" ] && extra=(--set "feed.capture=$cap")
   "$BIN/pollux-feed" --quiet --set feed.source=moldudp64 "${lines[@]}" --set feed.interface=lo \
     --set "runtime.name=capture-bench-$$" --set feed.subscriber_mode=thread --set feed.rcvbuf=67108864 \
-    --set feed.expected_orders=4194304 "${extra[@]}" --book-out "$T/$label.books" --summary-json "$T/$label.json" \
+    --set feed.expected_orders=4194304 --set runtime.idle=backoff "${extra[@]}" --book-out "$T/$label.books" --summary-json "$T/$label.json" \
     >"$T/$label.out" 2>&1 &
   local fh=$!
   for _ in $(seq 1 300); do grep -q "live: ready" "$T/$label.out" && break; sleep 0.1; done
@@ -73,9 +76,11 @@ n = p["messages"]
 r = {"run": label, "rate": rate, "capture": bool(cap), "loadavg": load, "messages": n,
      "handler_cpu_ns_per_msg": p["cpu_seconds"] / n * 1e9, "end_to_end_msg_per_s": h["end_to_end"]["messages_per_s"],
      "datagrams": L["packets_a"] + L["packets_b"] + L["replay_packets"],
+     "handler_cpu_ns_per_datagram": p["cpu_seconds"] / max(1, L["packets_a"] + L["packets_b"] + L["replay_packets"]) * 1e9,
      "capture_records": L.get("capture_records", 0), "capture_dropped": L.get("capture_dropped", 0),
      "capture_bytes": L.get("capture_bytes", 0), "messages_unrecoverable": L["messages_unrecoverable"]}
-print(f"{label:>10}: rate {rate}, capture {'on ' if cap else 'off'}: handler {r['handler_cpu_ns_per_msg']:.1f} ns/msg cpu, "
+print(f"{label:>10}: rate {rate}, capture {'on ' if cap else 'off'}: handler cpu {r['handler_cpu_ns_per_msg']:.1f} ns/msg "
+      f"{r['handler_cpu_ns_per_datagram']:.0f} ns/datagram, "
       f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end, {r['datagrams']} datagrams, captured "
       f"{r['capture_records']} ({r['capture_bytes'] / 1e6:.0f} MB), dropped {r['capture_dropped']}, "
       f"unrecoverable {r['messages_unrecoverable']}, load {load}")
@@ -97,24 +102,30 @@ done
 echo "== 2. the highest rate: the exchange at --rate max, capture on"
 live max max "$T/max.pcap"
 
-echo "== 3. replay of that capture at max (publisher -> subscriber process over shm)"
-for rep in $(seq 1 "$REPLAY_REPS"); do
-  "$BIN/pollux-feed" --quiet --set feed.source=pcap --set "feed.pcap=$T/max.pcap" "${lines[@]}" \
-    --set "runtime.name=capture-replay-$$" --set feed.expected_orders=4194304 --book-out "$T/replay.books" \
-    --summary-json "$T/replay.json" >"$T/replay.out" 2>&1 || { tail -5 "$T/replay.out" >&2; exit 1; }
+echo "== 3. replay of that capture at max (publisher -> subscriber process over shm), next to the ITCH file's"
+replay() {
+  local label=$1; shift
+  "$BIN/pollux-feed" --quiet "$@" --set "runtime.name=capture-replay-$$" --set feed.expected_orders=4194304 \
+    --book-out "$T/$label.books" --summary-json "$T/$label.json" >"$T/$label.out" 2>&1 || { tail -5 "$T/$label.out" >&2; exit 1; }
   same=no
-  cmp -s "$T/replay.books" "$T/max.books" && same=yes
-  python3 - "$T/replay.json" "$rep" "$same" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+  cmp -s "$T/$label.books" "$T/max.books" && same=yes
+  python3 - "$T/$label.json" "$label" "$same" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import json, sys
-path, rep, same, out, load = sys.argv[1:6]
-h = json.load(open(path)); p, L = h["publisher"], h["live"]
-r = {"run": f"replay{rep}", "messages": p["messages"], "end_to_end_msg_per_s": h["end_to_end"]["messages_per_s"],
-     "publisher_msg_per_s": p["messages_per_s"], "pcap_records": L["pcap_records"], "books_equal_live": same == "yes",
-     "loadavg": load}
-print(f"   replay{rep}: {r['messages']} msgs from {r['pcap_records']} records: {r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s "
-      f"end to end (publisher {r['publisher_msg_per_s'] / 1e6:.2f} M msg/s); books equal the live run's: {same}; load {load}")
+path, label, same, out, load = sys.argv[1:6]
+h = json.load(open(path)); p = h["publisher"]; L = h.get("live", {})
+r = {"run": label, "messages": p["messages"], "end_to_end_msg_per_s": h["end_to_end"]["messages_per_s"],
+     "publisher_msg_per_s": p["messages_per_s"], "publisher_cpu_ns_per_msg": p["cpu_seconds"] / p["messages"] * 1e9,
+     "subscriber_cpu_ns_per_msg": h["subscribers"][0]["cpu_seconds"] / p["messages"] * 1e9,
+     "pcap_records": L.get("pcap_records", 0), "books_equal_live": same == "yes", "loadavg": load}
+print(f"{label:>10}: {r['messages']} msgs{' from %d records' % r['pcap_records'] if r['pcap_records'] else ''}: "
+      f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end; cpu ns/msg publisher {r['publisher_cpu_ns_per_msg']:.1f} "
+      f"subscriber {r['subscriber_cpu_ns_per_msg']:.1f}; books equal the live run's: {same}; load {load}")
 if out:
     with open(out, "a") as f:
         f.write(json.dumps(r) + "\n")
 PY
+}
+for rep in $(seq 1 "$REPLAY_REPS"); do
+  replay "pcap$rep" --set feed.source=pcap --set "feed.pcap=$T/max.pcap" "${lines[@]}"
+  replay "file$rep" --itch "$FILE"
 done

@@ -249,6 +249,8 @@ class Arbiter {
   // Everything handed out by Next() is done with: the output buffer starts over.
   void ResetOutput() noexcept;
   bool output_pending() const noexcept { return out_taken_ < out_len_ || notice_taken_ < nnotices_; }
+  // Delivered bytes not taken yet.
+  std::size_t output_bytes_pending() const noexcept { return out_len_ - out_taken_; }
 
   bool done() const noexcept { return done_; }
   // The line showed another session and has not come back to the current one.

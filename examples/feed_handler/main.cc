@@ -54,6 +54,11 @@ ends after the end of session:
   pollux-feed --set feed.source=moldudp64 --set feed.line_a=ADDR:PORT --set feed.line_b=ADDR:PORT
               --set feed.rerequest=HOST:PORT --set feed.interface=IF [--book-out ...]
 It prints "pollux-feed: live: ready" on stderr once it listens and its subscribers are there.
+--set feed.capture=PATH writes every datagram it reads to a pcap file (kernel receive times;
+feed.capture_rotate=SIZE rolls over to PATH.1, PATH.2, ...). A capture - its own or tcpdump's -
+replays through the same arbiter and books with the live keys and:
+  pollux-feed --set feed.source=pcap --set feed.pcap=PATH --set feed.line_a=... --set feed.line_b=...
+              --set feed.rerequest=HOST:PORT [--set feed.replay=original|speed|max]
 
   --config FILE        TOML configuration (default: the embedded examples/feed_handler/feed.toml)
   --itch FILE          replay this ITCH 5.0 BinaryFILE (same as --set feed.source=file

@@ -31,9 +31,14 @@ using core::Clock;
 constexpr std::int64_t kRoundNs = 1'000'000;  // the live handler polls at least this often
 // A silence longer than this many rounds (100 s of capture time) is crossed in one step.
 constexpr std::uint64_t kMaxSilentRounds = 100'000;
-// Datagrams handed over per round at most: the arbiter's output holds all they can deliver.
+// Datagrams handed over per round at most.
 constexpr std::size_t kPacketsPerRound = 96;
-constexpr std::size_t kOutputBytes = kPacketsPerRound * Arbiter::kMaxDatagram;
+// At max pace the output of several rounds goes to the publisher at once (as a file replay's
+// windows: full batches, few Pollux messages); paced, each round's goes out as it happens.
+constexpr std::size_t kHandOutBytes = 1u << 20;
+// Room for what is held back plus everything one more round can deliver, so a round never
+// finds the output full (as live: a polling round's worth of the largest datagrams).
+constexpr std::size_t kOutputBytes = kHandOutBytes + kPacketsPerRound * Arbiter::kMaxDatagram;
 constexpr std::int64_t kCountersEveryNs = 1'000'000;
 
 bool RegularFile(const std::string& path) {
@@ -185,6 +190,7 @@ class PcapSource final : public ArbiterSource {
   // The next datagram, read and not handed over yet.
   bool have_next_ = false;
   bool eof_ = false;
+  bool draining_ = false;  // output is being handed out
   Line next_line_ = Line::kA;
   pcap::Datagram next_{};
   std::int64_t next_ts_ = 0;
@@ -368,7 +374,13 @@ bool PcapSource::WaitUntil(std::int64_t due) {
 absl::Status PcapSource::Advance(std::size_t consumed) {
   BeginAdvance(consumed);
   for (;;) {
-    if (TakePiece(round_wall_)) return absl::OkStatus();
+    // Once handing out has begun it goes on until the output is empty and starts over (the
+    // arbiter reuses its output buffer only then).
+    draining_ = draining_ || paced_ || eof_ || arb_.output_bytes_pending() >= kHandOutBytes || arb_.done() || stopped();
+    if (draining_) {
+      if (TakePiece(round_wall_)) return absl::OkStatus();
+      draining_ = false;
+    }
     if (arb_.done() || stopped()) {
       Finish();
       return absl::OkStatus();

@@ -401,7 +401,7 @@ const Feed& TheFeed() {
     Feed out;
     pollux::itch::GeneratorOptions o;
     o.symbols = 40;
-    o.messages = 60'000;
+    o.messages = 300'000;  // ~9 MB of output: a max-pace replay hands out many batches of it
     o.seed = 11;
     absl::StatusOr<std::vector<std::uint8_t>> g = pollux::itch::GenerateItch(o);
     EXPECT_TRUE(g.ok());
@@ -567,7 +567,10 @@ Replay RunReplay(const std::string& pcap_path, const std::vector<std::string>& e
                                    absl::StrFormat("feed.line_b=%s:%d", kGroupB, kPortB), "--set",
                                    absl::StrFormat("feed.rerequest=10.0.0.1:%d", kPortServer), "--set",
                                    "feed.subscriber_mode=\"thread\"", "--set",
-                                   absl::StrFormat("runtime.name=\"pcapt%d-%d\"", getpid(), n), "--book-out",
+                                   absl::StrFormat("runtime.name=\"pcapt%d-%d\"", getpid(), n),
+                                   // A window of a few replies' worth (~2,000 messages wait behind a gap
+                                   // here): what the arbiter cannot deliver must not pile up unseen.
+                                   "--set", "feed.window=8192", "--book-out",
                                    tag + ".books", "--summary-json", tag + ".json"};
   args.insert(args.end(), extra.begin(), extra.end());
   FeedProcess p(args);
