@@ -357,6 +357,11 @@ const std::vector<Field>& Fields() {
       {"pcap", "pcap: the capture to replay (pcap or pcapng; a rotated set is read on as PATH.1, PATH.2, ...); its datagrams to the ports of feed.line_a/line_b are lines A/B, those from the port of feed.rerequest replies",
        [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.pcap); },
        [](const FeedConfig& c) { return TomlString(c.pcap); }},
+      {"pcap_truncated", "pcap: a capture that ends inside a record (its writer was killed mid-write): error (refuse it, naming the record) or stop (replay every whole record before it, and say so in the summary)",
+       [](FeedConfig& c, const toml::node& n) {
+         return WantEnum<bool>(n, {{"error", false}, {"stop", true}}, &c.pcap_truncated_stop);
+       },
+       [](const FeedConfig& c) { return Quote(c.pcap_truncated_stop ? "stop" : "error"); }},
   };
   return table;
 }

@@ -70,6 +70,7 @@ struct FeedConfig {
   // source = "pcap": a capture (one file, or PATH, PATH.1, ... as feed.capture_rotate writes
   // them) replayed through the same arbiter, classified by the live keys' ports.
   std::string pcap;
+  bool pcap_truncated_stop = false;  // a capture cut inside its last record: replay up to it (else an error)
 
   // Where each key was set ("file:line"), for errors found after parsing.
   std::map<std::string, std::string> where;

@@ -274,7 +274,17 @@ absl::Status PcapSource::Open() {
       const std::uint8_t* data = nullptr;
       std::string error;
       const int rc = (*f)->Next(&h, &data, &error);
-      if (rc < 0) return absl::DataLossError(error);
+      if (rc < 0) {
+        // Cut inside its last record (a writer killed mid-write): with pcap_truncated = stop
+        // the replay ends before it, as it ends at the end of the set.
+        const bool cut_tail = &path == &files_.back() && error.find("truncated") != std::string::npos;
+        if (!(cut_tail && cfg_.pcap_truncated_stop)) {
+          return absl::DataLossError(absl::StrCat(
+              error, cut_tail ? " (the end of the capture is cut: --set feed.pcap_truncated=stop replays the records before it)" : ""));
+        }
+        notes_.emplace_back("pcap_warning", absl::StrFormat("%s: the replay stops before it (feed.pcap_truncated = stop)", error));
+        break;
+      }
       if (rc == 0) break;
       Line line;
       pcap::Datagram d;
@@ -320,6 +330,11 @@ bool PcapSource::NextDatagram(Line* line, pcap::Datagram* d, std::int64_t* ts) {
     std::string error;
     const int rc = file_->Next(&h, &data, &error);
     if (rc < 0) {
+      // The cut end the first pass accepted (feed.pcap_truncated = stop): the end of the set.
+      if (cfg_.pcap_truncated_stop && file_index_ + 1 == files_.size() &&
+          error.find("truncated") != std::string::npos) {
+        return false;
+      }
       status_ = absl::DataLossError(error);
       return false;
     }

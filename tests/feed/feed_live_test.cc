@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -1066,6 +1067,85 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
   std::printf("line A packets in both captures: %lld, with the same receive time (< 1 us apart): %lld\n", compared, same);
   ASSERT_GT(compared, 1000);
   EXPECT_GE(same * 100, compared * 99) << same << " of " << compared;
+}
+
+TEST_F(FeedLive, ACaptureThatCannotBeWrittenStopsWithItsErrorAndTheFeedGoesOn) {
+  const std::string input = Generated(20'000, 20, 43);
+  int port = 27850;
+  for (const auto& [path, error] :
+       {std::pair<std::string, std::string>{"/dev/full", "/dev/full: write failed after 0 bytes: No space left on device"},
+        {g_dir + "/no/such/dir/c.pcap", "cannot open " + g_dir + "/no/such/dir/c.pcap for writing: No such file or directory"}}) {
+    std::vector<std::string> sets = kPatient;
+    sets.push_back("feed.capture=" + path);
+    const ChainRun r = Chain(absl::StrCat("capture_fail", port), input, port,
+                             {"--rate", "100000", "--drop-a", "2", "--drop-b", "2", "--linger-ms", "500"}, sets);
+    port += 4;
+    ExpectClean(r);
+    ExpectSameBooks(r, input);
+    EXPECT_NE(r.handler_json.find("\"capture_error\": \"" + (path == "/dev/full" ? error : "feed.capture: " + error)),
+              std::string::npos)
+        << r.handler_json;
+    EXPECT_NE(r.handler_out.find("pollux-feed: capture stopped: "), std::string::npos) << r.handler_out;
+    EXPECT_NE(r.handler_out.find("(the feed goes on)"), std::string::npos) << r.handler_out;
+    EXPECT_EQ(r.Live("capture_records"), 0) << r.handler_json;
+  }
+}
+
+// SIGKILL at random points while the handler captures: the file holds whole records up to the
+// kill, at most the last one cut; what tshark reads of it the replay reads too (the cut end
+// refused by default, replayed up to with feed.pcap_truncated = stop).
+TEST_F(FeedLive, AHandlerKilledWhileCapturingLeavesWholeRecordsUpToTheKill) {
+  if (Sh("command -v tshark") != 0) GTEST_SKIP() << "tshark is not installed (apt-get install tshark)";
+  const std::string input = Generated(400'000, 50, 41);
+  std::srand(20261206);
+  for (int round = 0; round < 3; ++round) {
+    const int port = 27860 + round * 4;
+    const std::string tag = absl::StrCat("crash", round);
+    const std::string pcap = absl::StrCat(g_dir, "/", tag, ".pcap");
+    const std::string line_a = absl::StrFormat("239.255.78.1:%d", port), line_b = absl::StrFormat("239.255.78.2:%d", port + 1);
+    FeedProcess h({"netns", "exec", Ns("fh"), kFeed, "--role", "all", "--quiet", "--set", "feed.subscriber_mode=\"thread\"",
+                   "--set", absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag), "--set", "feed.source=moldudp64",
+                   "--set", "feed.line_a=" + line_a, "--set", "feed.line_b=" + line_b, "--set",
+                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set", "feed.interface=eth0", "--set",
+                   "runtime.idle=\"backoff\"", "--set", "feed.capture=" + pcap, "--set", "feed.capture_buffer=\"1MiB\""},
+                  g_ip);
+    ASSERT_TRUE(h.WaitForOutput([](const std::string& o) { return o.find("live: ready") != std::string::npos; }, 60))
+        << h.output();
+    FeedProcess e({"netns", "exec", Ns("ex"), kExchange, "--itch", input, "--line-a", line_a, "--line-b", line_b,
+                   "--rerequest-port", std::to_string(port + 2), "--interface", "eth0", "--rate", "200000", "--drop-a",
+                   "2", "--drop-b", "2", "--linger-ms", "300"},
+                  g_ip);
+    const int after_ms = 200 + std::rand() % 1500;
+    std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+    h.Signal(SIGKILL);
+    EXPECT_EQ(h.Wait(30), 128 + SIGKILL) << h.output();
+    EXPECT_EQ(e.Wait(120), 0) << e.output();
+
+    const long long tshark = std::atoll(Output("tshark -r " + pcap + " -T fields -e frame.number | wc -l").c_str());
+    const PcapReplayRun whole = ReplayCapture(tag + "_default", pcap, port);
+    const std::string stop_tag = tag + "_stop";
+    const std::string d = absl::StrCat(g_dir, "/", stop_tag);
+    FeedProcess stop({"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set", "feed.line_a=" + line_a,
+                      "--set", "feed.line_b=" + line_b, "--set", absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2),
+                      "--set", "feed.pcap_truncated=stop", "--set", "feed.subscriber_mode=\"thread\"", "--set",
+                      absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, stop_tag), "--summary-json", d + ".json"});
+    const int stop_rc = stop.Wait(300);
+    const std::string stop_json = Slurp(d + ".json");
+    const bool cut = whole.rc == 2;
+    std::printf("killed after %d ms: %lld records (tshark), end %s; replay: %lld records, %lld messages\n", after_ms, tshark,
+                cut ? "cut inside a record" : "on a record boundary", JsonNum(stop_json, "pcap_records", "live"),
+                JsonNum(stop_json, "messages", "live"));
+    if (cut) {
+      EXPECT_NE(whole.out.find("truncated"), std::string::npos) << whole.out;
+    } else {
+      EXPECT_EQ(whole.rc, 0) << whole.out;
+    }
+    EXPECT_EQ(stop_rc, 0) << stop.output();
+    EXPECT_GT(tshark, 0);
+    EXPECT_EQ(JsonNum(stop_json, "pcap_records", "live"), tshark) << stop_json;
+    EXPECT_GT(JsonNum(stop_json, "messages", "live"), 0) << stop_json;
+    EXPECT_EQ(JsonNum(stop_json, "malformed", "live"), 0) << stop_json;
+  }
 }
 
 }  // namespace

@@ -681,6 +681,19 @@ TEST(PcapReplay, HostileCapturesAreRefusedBeforeAnythingStartsNamingFileAndRecor
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(path + ": record "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--set feed.pcap_truncated=stop replays the records before it"), std::string::npos) << r.out;
+    // A capture whose writer was killed mid-record: replayed up to the cut when asked.
+    const Replay s = RunReplay(path, {"--set", "feed.pcap_truncated=stop"});
+    EXPECT_EQ(s.rc, 0) << s.out;
+    EXPECT_NE(s.out.find("the replay stops before it (feed.pcap_truncated = stop)"), std::string::npos) << s.out;
+    EXPECT_GT(JsonNum(s.json, "messages"), 250'000) << s.json;
+    // Cut in a file that is not the last of the set: an error whatever the setting.
+    const std::string set = g_dir + "/cutset.pcap";
+    std::ofstream(set, std::ios::binary) << data.substr(0, data.size() - 5);
+    std::ofstream(set + ".1", std::ios::binary) << data;
+    const Replay t = RunReplay(set, {"--set", "feed.pcap_truncated=stop"});
+    EXPECT_EQ(t.rc, 2) << t.out;
+    EXPECT_NE(t.out.find(set + ": record "), std::string::npos) << t.out;
   }
   {  // only part of the file header
     const std::string path = g_dir + "/header.pcap";
