@@ -491,12 +491,6 @@ bool ArbiterSource::TakePiece(std::int64_t rx_ns) noexcept {
   return false;
 }
 
-absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto src = std::make_unique<LiveSource>(cfg);
-  if (absl::Status s = src->Open(); !s.ok()) return s;
-  src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return std::unique_ptr<Source>(std::move(src));
-}
+absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg) { return OpenTimed<LiveSource>(cfg); }
 
 }  // namespace pollux::feed

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -75,6 +76,16 @@ class ArbiterSource : public Source {
   std::uint64_t offset_ = 0;
   bool last_ = false;
 };
+
+// Makes an S (an ArbiterSource) for `cfg` and opens it (S::Open()), timing it for the summary.
+template <class S>
+absl::StatusOr<std::unique_ptr<Source>> OpenTimed(const FeedConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto src = std::make_unique<S>(cfg);
+  if (absl::Status s = src->Open(); !s.ok()) return s;
+  src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::unique_ptr<Source>(std::move(src));
+}
 
 // Opens the sockets (joins both groups on feed.interface, resolves feed.rerequest) and, with
 // feed.capture, starts the capture. Errors name the key: "feed.line_a: join 239.1.1.1 on

@@ -458,12 +458,6 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Source>> OpenPcapSource(const FeedConfig& cfg) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto src = std::make_unique<PcapSource>(cfg);
-  if (absl::Status s = src->Open(); !s.ok()) return s;
-  src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return std::unique_ptr<Source>(std::move(src));
-}
+absl::StatusOr<std::unique_ptr<Source>> OpenPcapSource(const FeedConfig& cfg) { return OpenTimed<PcapSource>(cfg); }
 
 }  // namespace pollux::feed

@@ -918,24 +918,15 @@ std::vector<Dissected> Dissect(const std::string& pcap, const std::vector<int>& 
 }
 
 // pollux-feed replaying `pcap` with the chain's line and server keys (one subscriber thread).
-struct PcapReplayRun {
-  int rc = -1;
-  std::string out, json, books;
-};
-PcapReplayRun ReplayCapture(const std::string& tag, const std::string& pcap, int port) {
-  const std::string d = absl::StrCat(g_dir, "/", tag);
-  FeedProcess p({"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set",
-                 absl::StrFormat("feed.line_a=239.255.78.1:%d", port), "--set",
-                 absl::StrFormat("feed.line_b=239.255.78.2:%d", port + 1), "--set",
-                 absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set",
-                 "feed.subscriber_mode=\"thread\"", "--set", absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag),
-                 "--book-out", d + ".books", "--summary-json", d + ".json"});
-  PcapReplayRun r;
-  r.rc = p.Wait(300);
-  r.out = p.output();
-  r.json = Slurp(d + ".json");
-  r.books = Slurp(d + ".books");
-  return r;
+using pollux::feedtest::PcapReplay;
+PcapReplay ReplayCapture(const std::string& tag, const std::string& pcap, int port,
+                         const std::vector<std::string>& more = {}) {
+  std::vector<std::string> sets = {absl::StrFormat("feed.line_a=239.255.78.1:%d", port),
+                                   absl::StrFormat("feed.line_b=239.255.78.2:%d", port + 1),
+                                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2),
+                                   absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag)};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return pollux::feedtest::RunPcapReplay(pcap, absl::StrCat(g_dir, "/", tag), sets);
 }
 
 TEST_F(FeedLive, ALiveCaptureIsWhatWiresharksDissectorSeesAndReplaysToTheLiveBooks) {
@@ -983,7 +974,7 @@ TEST_F(FeedLive, ALiveCaptureIsWhatWiresharksDissectorSeesAndReplaysToTheLiveBoo
               records, pkts.size(), malformed, messages[kPort], messages[kPort + 1], r.Live("messages"));
 
   // Replayed through the handler: the books the live run built, byte for byte.
-  const PcapReplayRun rp = ReplayCapture("capture_clean_replay", pcap, kPort);
+  const PcapReplay rp = ReplayCapture("capture_clean_replay", pcap, kPort);
   ASSERT_EQ(rp.rc, 0) << rp.out;
   EXPECT_TRUE(rp.books == r.books) << "the replay's books differ from the live run's\n" << rp.out;
   EXPECT_EQ(JsonNum(rp.json, "messages", "live"), r.Live("messages")) << rp.json;
@@ -1035,14 +1026,14 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
   std::printf("handler capture: %lld records in %lld files; tcpdump: %s\n", r.Live("capture_records"),
               r.Live("capture_files"), tcpdump.output().c_str());
 
-  const PcapReplayRun own = ReplayCapture("capture_loss_replay", pcap, kPort);
+  const PcapReplay own = ReplayCapture("capture_loss_replay", pcap, kPort);
   ASSERT_EQ(own.rc, 0) << own.out;
   EXPECT_TRUE(own.books == r.books) << "the replay of the handler's capture differs\n" << own.out;
   EXPECT_EQ(JsonNum(own.json, "messages_recovered", "live"), r.Live("messages_recovered")) << own.json;
   EXPECT_EQ(JsonNum(own.json, "pcap_files", "live"), r.Live("capture_files")) << own.json;
   EXPECT_EQ(JsonNum(own.json, "messages_unrecoverable", "live"), 0) << own.json;
 
-  const PcapReplayRun theirs = ReplayCapture("capture_loss_tcpdump", dump, kPort);
+  const PcapReplay theirs = ReplayCapture("capture_loss_tcpdump", dump, kPort);
   ASSERT_EQ(theirs.rc, 0) << theirs.out;
   EXPECT_TRUE(theirs.books == r.books) << "the replay of tcpdump's capture differs\n" << theirs.out;
   EXPECT_EQ(JsonNum(theirs.json, "messages_unrecoverable", "live"), 0) << theirs.json;
@@ -1122,15 +1113,10 @@ TEST_F(FeedLive, AHandlerKilledWhileCapturingLeavesWholeRecordsUpToTheKill) {
     EXPECT_EQ(e.Wait(120), 0) << e.output();
 
     const long long tshark = std::atoll(Output("tshark -r " + pcap + " -T fields -e frame.number | wc -l").c_str());
-    const PcapReplayRun whole = ReplayCapture(tag + "_default", pcap, port);
-    const std::string stop_tag = tag + "_stop";
-    const std::string d = absl::StrCat(g_dir, "/", stop_tag);
-    FeedProcess stop({"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set", "feed.line_a=" + line_a,
-                      "--set", "feed.line_b=" + line_b, "--set", absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2),
-                      "--set", "feed.pcap_truncated=stop", "--set", "feed.subscriber_mode=\"thread\"", "--set",
-                      absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, stop_tag), "--summary-json", d + ".json"});
-    const int stop_rc = stop.Wait(300);
-    const std::string stop_json = Slurp(d + ".json");
+    const PcapReplay whole = ReplayCapture(tag + "_default", pcap, port);
+    const PcapReplay stop = ReplayCapture(tag + "_stop", pcap, port, {"feed.pcap_truncated=stop"});
+    const int stop_rc = stop.rc;
+    const std::string& stop_json = stop.json;
     const bool cut = whole.rc == 2;
     std::printf("killed after %d ms: %lld records (tshark), end %s; replay: %lld records, %lld messages\n", after_ms, tshark,
                 cut ? "cut inside a record" : "on a record boundary", JsonNum(stop_json, "pcap_records", "live"),
@@ -1140,7 +1126,7 @@ TEST_F(FeedLive, AHandlerKilledWhileCapturingLeavesWholeRecordsUpToTheKill) {
     } else {
       EXPECT_EQ(whole.rc, 0) << whole.out;
     }
-    EXPECT_EQ(stop_rc, 0) << stop.output();
+    EXPECT_EQ(stop_rc, 0) << stop.out;
     EXPECT_GT(tshark, 0);
     EXPECT_EQ(JsonNum(stop_json, "pcap_records", "live"), tshark) << stop_json;
     EXPECT_GT(JsonNum(stop_json, "messages", "live"), 0) << stop_json;

@@ -555,31 +555,19 @@ Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_reco
   return b;
 }
 
-struct Replay {
-  int rc = -1;
-  std::string out, json, books;
-};
+using Replay = pollux::feedtest::PcapReplay;
+// `extra`: more --set values.
 Replay RunReplay(const std::string& pcap_path, const std::vector<std::string>& extra = {}) {
   static int n = 0;
-  const std::string tag = absl::StrCat(g_dir, "/replay", n++);
-  std::vector<std::string> args = {"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap_path,
-                                   "--set", absl::StrFormat("feed.line_a=%s:%d", kGroupA, kPortA), "--set",
-                                   absl::StrFormat("feed.line_b=%s:%d", kGroupB, kPortB), "--set",
-                                   absl::StrFormat("feed.rerequest=10.0.0.1:%d", kPortServer), "--set",
-                                   "feed.subscriber_mode=\"thread\"", "--set",
+  std::vector<std::string> sets = {absl::StrFormat("feed.line_a=%s:%d", kGroupA, kPortA),
+                                   absl::StrFormat("feed.line_b=%s:%d", kGroupB, kPortB),
+                                   absl::StrFormat("feed.rerequest=10.0.0.1:%d", kPortServer),
                                    absl::StrFormat("runtime.name=\"pcapt%d-%d\"", getpid(), n),
                                    // A window of a few replies' worth (~2,000 messages wait behind a gap
                                    // here): what the arbiter cannot deliver must not pile up unseen.
-                                   "--set", "feed.window=8192", "--book-out",
-                                   tag + ".books", "--summary-json", tag + ".json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  FeedProcess p(args);
-  Replay r;
-  r.rc = p.Wait(300);
-  r.out = p.output();
-  r.json = Slurp(tag + ".json");
-  r.books = Slurp(tag + ".books");
-  return r;
+                                   "feed.window=8192"};
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  return pollux::feedtest::RunPcapReplay(pcap_path, absl::StrCat(g_dir, "/replay", n++), sets);
 }
 
 void ExpectTheWholeFeed(const Replay& r, const Built& b) {
@@ -650,7 +638,7 @@ TEST(PcapReplay, OriginalPaceTakesTheCapturesTimeAndGivesTheSameBooks) {
   const std::string path = g_dir + "/paced.pcap";
   const Built b = WriteCapture(path, Style{});
   const auto t0 = std::chrono::steady_clock::now();
-  const Replay r = RunReplay(path, {"--set", "feed.replay=original"});
+  const Replay r = RunReplay(path, {"feed.replay=original"});
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ExpectTheWholeFeed(r, b);
   // About 20 us per data packet of capture time: the replay cannot have been faster.
@@ -683,7 +671,7 @@ TEST(PcapReplay, HostileCapturesAreRefusedBeforeAnythingStartsNamingFileAndRecor
     EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--set feed.pcap_truncated=stop replays the records before it"), std::string::npos) << r.out;
     // A capture whose writer was killed mid-record: replayed up to the cut when asked.
-    const Replay s = RunReplay(path, {"--set", "feed.pcap_truncated=stop"});
+    const Replay s = RunReplay(path, {"feed.pcap_truncated=stop"});
     EXPECT_EQ(s.rc, 0) << s.out;
     EXPECT_NE(s.out.find("the replay stops before it (feed.pcap_truncated = stop)"), std::string::npos) << s.out;
     EXPECT_GT(JsonNum(s.json, "messages"), 250'000) << s.json;
@@ -691,7 +679,7 @@ TEST(PcapReplay, HostileCapturesAreRefusedBeforeAnythingStartsNamingFileAndRecor
     const std::string set = g_dir + "/cutset.pcap";
     std::ofstream(set, std::ios::binary) << data.substr(0, data.size() - 5);
     std::ofstream(set + ".1", std::ios::binary) << data;
-    const Replay t = RunReplay(set, {"--set", "feed.pcap_truncated=stop"});
+    const Replay t = RunReplay(set, {"feed.pcap_truncated=stop"});
     EXPECT_EQ(t.rc, 2) << t.out;
     EXPECT_NE(t.out.find(set + ": record "), std::string::npos) << t.out;
   }

@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -129,5 +131,35 @@ class FeedProcess {
   bool reaped_ = false;
   int status_ = 0;
 };
+
+// pollux-feed replaying the capture `pcap` (feed.source = "pcap", one subscriber thread) with
+// `sets` (--set values: the lines, the server, runtime.name...), writing `out`.books and
+// `out`.json: its exit status, its output and those two files.
+struct PcapReplay {
+  int rc = -1;
+  std::string out, json, books;
+};
+inline PcapReplay RunPcapReplay(const std::string& pcap, const std::string& out, const std::vector<std::string>& sets) {
+  std::vector<std::string> args = {"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set",
+                                   "feed.subscriber_mode=\"thread\"", "--book-out", out + ".books", "--summary-json",
+                                   out + ".json"};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  FeedProcess p(args);
+  PcapReplay r;
+  r.rc = p.Wait(300);
+  r.out = p.output();
+  auto slurp = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  r.json = slurp(out + ".json");
+  r.books = slurp(out + ".books");
+  return r;
+}
 
 }  // namespace pollux::feedtest
