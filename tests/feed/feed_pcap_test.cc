@@ -118,12 +118,22 @@ std::vector<std::uint8_t> Frame(pcap::LinkType link, const pcap::Endpoint& src, 
   const std::span<const std::uint8_t> ip(eth_ip.data() + pcap::kRecordHeaderSize + 14,
                                          eth_ip.size() - pcap::kRecordHeaderSize - 14);
   std::vector<std::uint8_t> out;
+  out.reserve(32 + ip.size());
   switch (link) {
-    case pcap::LinkType::kEthernet:
-      out.assign(eth_ip.begin() + pcap::kRecordHeaderSize, eth_ip.begin() + pcap::kRecordHeaderSize + 12);
-      if (vlan) out.insert(out.end(), {0x81, 0x00, 0x00, 0x64});  // 802.1Q, VLAN 100
-      out.insert(out.end(), {0x08, 0x00});
+    case pcap::LinkType::kEthernet: {
+      const std::uint8_t* macs = eth_ip.data() + pcap::kRecordHeaderSize;
+      std::vector<std::uint8_t> head(macs, macs + 12);
+      if (vlan) {  // 802.1Q, VLAN 100
+        head.push_back(0x81);
+        head.push_back(0x00);
+        head.push_back(0x00);
+        head.push_back(0x64);
+      }
+      head.push_back(0x08);
+      head.push_back(0x00);
+      out = std::move(head);
       break;
+    }
     case pcap::LinkType::kSll:  // packet type, ARPHRD, address length, address (8), protocol
       out = {0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00};
       break;
