@@ -295,6 +295,15 @@ absl::Status PcapSource::Open() {
       }
     }
   }
+  // Nothing of the lines: the ports are not the capture's (or it holds other traffic only).
+  // An error, not an empty replay that looks like success.
+  if (all.a + all.b == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "feed.pcap: %s: none of its %d records is a datagram to line A (feed.line_a %s) or line B (feed.line_b %s): "
+        "are the lines' ports those of the capture? (tshark -r %s -T fields -e udp.dstport | sort | uniq -c "
+        "lists its ports)",
+        cfg_.pcap, all.records, cfg_.line_a, cfg_.line_b, cfg_.pcap));
+  }
   if (all.cut != 0) {
     notes_.emplace_back("pcap_warning",
                         absl::StrFormat("%d packet(s) cut by the capture's snaplen were counted, not parsed; the first: %s",

@@ -644,6 +644,30 @@ TEST(PcapReplay, AHandlersOwnCaptureFormatAndARotatedSetReplayWhole) {
   EXPECT_EQ(JsonNum(r.json, "pcap_files"), static_cast<long long>(files)) << r.json;
 }
 
+TEST(PcapReplay, APcapngFileAsWiresharkWritesItGivesTheSameBooks) {
+  if (std::system("command -v editcap >/dev/null 2>&1") != 0) GTEST_SKIP() << "editcap (Wireshark) is not installed";
+  const std::string path = g_dir + "/for_pcapng.pcap";
+  const Built b = WriteCapture(path, Style{DLT_LINUX_SLL2, pcap::LinkType::kSll2, false, true});
+  ASSERT_EQ(std::system(("editcap -F pcapng " + path + " " + path + "ng").c_str()), 0);
+  ExpectTheWholeFeed(RunReplay(path + "ng"), b);
+}
+
+TEST(PcapReplay, ACaptureWithoutADatagramOfTheLinesIsAnErrorNotAnEmptyReplay) {
+  const std::string path = g_dir + "/other_ports.pcap";
+  (void)WriteCapture(path, Style{});
+  const Replay r = RunReplay(path, {"feed.line_a=239.255.70.1:9000", "feed.line_b=239.255.70.2:9001"});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("is a datagram to line A (feed.line_a 239.255.70.1:9000) or line B"), std::string::npos) << r.out;
+  // An empty capture (a header, no record) says the same.
+  const std::string empty = g_dir + "/empty.pcap";
+  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
+  pcap_dump_close(pcap_dump_open(dead, empty.c_str()));
+  pcap_close(dead);
+  const Replay e = RunReplay(empty);
+  EXPECT_EQ(e.rc, 2) << e.out;
+  EXPECT_NE(e.out.find("none of its 0 records"), std::string::npos) << e.out;
+}
+
 TEST(PcapReplay, OriginalPaceTakesTheCapturesTimeAndGivesTheSameBooks) {
   const std::string path = g_dir + "/paced.pcap";
   const Built b = WriteCapture(path, Style{});
