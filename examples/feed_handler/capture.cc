@@ -73,11 +73,16 @@ bool CaptureWriter::OpenFile(std::uint64_t index) {
   }
   fd_ = -1;
   const std::string name = FileName(o_.path, index);
-  const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO) rather than hold
+  // the handler's start; writes then block the writer thread alone, as a slow disk would.
+  const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) {
-    Fail(absl::StrFormat("feed.capture: cannot open %s for writing: %s", name, std::strerror(errno)));
+    const int err = errno;
+    Fail(absl::StrFormat("feed.capture: cannot open %s for writing: %s%s", name, std::strerror(err),
+                         err == ENXIO ? " (a FIFO with no reader)" : ""));
     return false;
   }
+  if (const int flags = ::fcntl(fd, F_GETFL); flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   fd_ = fd;
   file_index_ = index;
   file_bytes_ = 0;

@@ -348,8 +348,16 @@ const std::vector<Field>& Fields() {
       {"capture", "moldudp64: write every datagram read on line A, line B and from the re-request server to this pcap file (nanosecond, Ethernet/IPv4/UDP, the kernel's receive time); \"\" = no capture",
        [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.capture); },
        [](const FeedConfig& c) { return TomlString(c.capture); }},
-      {"capture_rotate", "moldudp64: start the next capture file (PATH.1, PATH.2, ...) before one would pass this size, bytes or \"64MiB\"; 0 = one file",
-       [](FeedConfig& c, const toml::node& n) { return WantSize(n, 0, std::uint64_t{1} << 40, &c.capture_rotate); },
+      {"capture_rotate", "moldudp64: start the next capture file (PATH.1, PATH.2, ...) before one would pass this size, bytes or \"64MiB\" (at least 64KiB); 0 = one file",
+       [](FeedConfig& c, const toml::node& n) {
+         std::uint64_t v = 0;
+         if (std::string e = WantSize(n, 0, std::uint64_t{1} << 40, &v); !e.empty()) return e;
+         if (v != 0 && v < (std::uint64_t{64} << 10)) {
+           return absl::StrFormat("%d bytes would make a file of almost every datagram: 0 (one file) or at least 65536 (\"64KiB\")", v);
+         }
+         c.capture_rotate = v;
+         return std::string();
+       },
        [](const FeedConfig& c) { return absl::StrCat(c.capture_rotate); }},
       {"capture_buffer", "moldudp64: bytes of the ring between the handler and the capture's writer thread (allocated at start); a record that finds it full is dropped and counted (capture_dropped), never the feed",
        [](FeedConfig& c, const toml::node& n) { return WantSize(n, std::uint64_t{1} << 20, std::uint64_t{4} << 30, &c.capture_buffer); },

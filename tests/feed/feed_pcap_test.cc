@@ -357,6 +357,16 @@ TEST(CaptureWriter, AFileThatCannotBeOpenedOrWrittenStopsTheCaptureWithAClearErr
     EXPECT_EQ(w.stats().records, 0u);
   }
   {
+    // A FIFO nobody reads: refused at once, not a start that hangs.
+    const std::string fifo = g_dir + "/noreader.fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    CaptureWriter w({fifo, 0, 1u << 20});
+    w.Stop();
+    EXPECT_NE(w.error().find("cannot open " + fifo + " for writing: No such device or address (a FIFO with no reader)"),
+              std::string::npos)
+        << w.error();
+  }
+  {
     // A full disk: /dev/full refuses every write with ENOSPC.
     CaptureWriter w({"/dev/full", 0, 1u << 20});
     w.Record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
@@ -768,6 +778,11 @@ TEST(PcapReplay, ConfigurationMistakesAreNamed) {
   FeedProcess e({"--set", "feed.capture_rotate=\"12XB\""});
   EXPECT_EQ(e.Wait(60), 2);
   EXPECT_NE(e.output().find("feed.capture_rotate: expected a size"), std::string::npos) << e.output();
+  FeedProcess f({"--set", "feed.capture_rotate=1000"});
+  EXPECT_EQ(f.Wait(60), 2);
+  EXPECT_NE(f.output().find("feed.capture_rotate: 1000 bytes would make a file of almost every datagram"),
+            std::string::npos)
+      << f.output();
 }
 
 }  // namespace
