@@ -1,6 +1,8 @@
 #include "feed_handler/capture.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -131,6 +133,12 @@ void CaptureWriter::Record(std::int64_t ts_ns, const pcap::Endpoint& src, const 
 }
 
 void CaptureWriter::Run() {
+  // A FIFO whose reader went away: write() fails with EPIPE and the capture stops, rather than
+  // SIGPIPE ending the process (the signal goes to the writing thread, where it is blocked).
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::size_t have = 0;
   for (;;) {
     // Read before popping: everything pushed before Stop() is in this round's pop or an earlier one.

@@ -367,6 +367,21 @@ TEST(CaptureWriter, AFileThatCannotBeOpenedOrWrittenStopsTheCaptureWithAClearErr
         << w.error();
   }
   {
+    // A FIFO whose reader goes away: the capture stops with EPIPE, the process lives on.
+    const std::string fifo = g_dir + "/reader_leaves.fifo";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    ASSERT_GE(reader, 0);
+    CaptureWriter w({fifo, 0, 1u << 20});
+    close(reader);
+    for (int i = 0; i < 100 && w.error().empty(); ++i) {
+      w.Record(i, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    w.Stop();
+    EXPECT_NE(w.error().find("Broken pipe"), std::string::npos) << w.error();
+  }
+  {
     // A full disk: /dev/full refuses every write with ENOSPC.
     CaptureWriter w({"/dev/full", 0, 1u << 20});
     w.Record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
