@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1012,6 +1013,16 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
   EXPECT_EQ(t.lost, 0u);
   EXPECT_TRUE(spin_until([&] { return t.sub_counter("malformed") >= 1; }, kWaitMs, [&] { t.poll(); }))
       << "the forged frame was not counted as malformed";
+  // The subscriber's own I/O failures are published too (0 here): a failing recvmmsg or a
+  // refused NAK shows in pollux-stat.
+  auto snap = core::read_counters_file(t.sctx->counters_path());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  std::set<std::string> names;
+  for (const auto& c : snap->counters) {
+    if (c.scope.rfind("udp sub stream", 0) == 0) names.insert(c.name);
+  }
+  EXPECT_EQ(names.count("recv_errors"), 1u);
+  EXPECT_EQ(names.count("control_send_errors"), 1u);
 }
 
 // A datagram larger than the subscriber's buffers (udp.mtu - 28) from anyone on the group: read

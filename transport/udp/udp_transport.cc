@@ -653,6 +653,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     core::CountersFile& f = *env.counters;
     Counters& c = ep->c_;
     c.proto.allocate(f, scope, spec.stream_id);
+    c.recv_errors = f.allocate(scope, "recv_errors", spec.stream_id);
+    c.control_errors = f.allocate(scope, "control_send_errors", spec.stream_id);
     if (ep->sock_.kernel_timestamps) {
       c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
       c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
@@ -988,6 +990,10 @@ void UdpRxEndpoint::close_st() noexcept {
 
 void UdpRxEndpoint::publish_counters() noexcept {
   c_.proto.publish(receiver_, faults_, truncated_, evictions_);
+  if (c_.recv_errors.valid()) {
+    c_.recv_errors.set(recv_errors_);
+    c_.control_errors.set(control_errors_);
+  }
   if (c_.rx_stamps.valid()) {
     c_.rx_stamps.set(rx_stamps_);
     c_.rx_stamps_missing.set(rx_stamps_missing_);

@@ -280,6 +280,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   struct Counters {
     reliability::ReceiverCounters proto;  // the protocol's, shared with RDMA UD multicast
     core::Counter rx_stamps, rx_stamps_missing;
+    core::Counter recv_errors, control_errors;  // failed reads (not EAGAIN); NAKs and status the socket refused
   } c_;
 };
 
