@@ -1,5 +1,5 @@
-// Shared helpers for the benchmark programs: machine description, clock cost, pinning, the
-// command line (Cli: --help, flag validation, exit 64) and JSON-lines results (--json FILE).
+// Shared helpers for the benchmark programs: machine description, clock cost, pinning (from
+// tools/common/host.h), the command line (Cli: --help, flag validation, exit 64) and JSON-lines results (--json FILE).
 #pragma once
 
 #include <sched.h>
@@ -25,59 +25,16 @@
 #include "core/histogram.h"
 #include "core/topology.h"
 #include "tools/common/cli.h"
+#include "tools/common/host.h"
 #include "tools/common/json_out.h"
 
 namespace pollux::bench {
 
-inline std::string machine_description() {
-  std::string model = "?";
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  utsname u{};
-  uname(&u);
-  return model + ", " + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs, kernel " + u.release + ", clock " +
-         core::Clock::describe();
-}
-
-// Cost of one Clock::now_ns() call, measured as the median of batches.
-inline double clock_cost_ns() {
-  core::Histogram h;
-  for (int r = 0; r < 200; ++r) {
-    const std::int64_t a = core::Clock::now_ns();
-    std::int64_t x = 0;
-    for (int i = 0; i < 100; ++i) x += core::Clock::now_ns();
-    const std::int64_t b = core::Clock::now_ns();
-    h.record((b - a) * 10);  // tenths of ns per call
-    if (x == 42) std::puts("");
-  }
-  return static_cast<double>(h.percentile(50)) / 1000.0;
-}
-
-inline void pin(int cpu) {
-  if (cpu < 0) return;
-  if (auto s = core::topology().pin_current_thread(cpu); !s.ok()) {
-    std::fprintf(stderr, "warning: %s\n", std::string(s.message()).c_str());
-  }
-}
-
-// fork() whose child runs on `child_cpu` from its first instruction: the parent moves the child
-// there before returning. (A parent pinned to a CPU and running SCHED_FIFO would otherwise keep
-// a same-priority child, which inherits its affinity, from ever running to pin itself.)
-inline pid_t fork_on(int child_cpu) {
-  const pid_t child = fork();
-  if (child > 0 && child_cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(child_cpu, &set);
-    if (sched_setaffinity(child, sizeof set, &set) != 0) std::perror("warning: sched_setaffinity(child)");
-  }
-  return child;
-}
+// The host helpers the tools use too (tools/common/host.h).
+using host::clock_cost_ns;
+using host::fork_on;
+using host::machine_description;
+using host::pin;
 
 inline void print_hist(const char* label, const core::Histogram& h) {
   std::printf("%-34s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  p99.99 %8.3f  max %9.3f us  (n=%llu)\n", label,

@@ -60,7 +60,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "bench/bench_util.h"
+#include "tools/common/cli.h"
+#include "tools/common/host.h"
 #include "core/cache.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -1285,7 +1286,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t parent = getpid();
-  const pid_t child = bench::fork_on(o.pin_split ? o.cpu_b : -1);
+  const pid_t child = host::fork_on(o.pin_split ? o.cpu_b : -1);
   if (child < 0) {
     r.error = absl::StrCat("fork: ", std::strerror(errno));
     UnmapShared(sh);
@@ -1305,7 +1306,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
     ign.sa_handler = SIG_IGN;
     sigaction(SIGINT, &ign, nullptr);  // Ctrl-C reaches the whole group: the parent coordinates the stop
     g_pong_shared = sh;
-    if (o.pin_split) bench::pin(o.cpu_b);
+    if (o.pin_split) host::pin(o.cpu_b);
     _exit(PongMain(o, rc, r.floor_kind, sh, ports));
   }
   ports.release({kPingT, kPingU, kPingL});  // the pong side's to bind
@@ -2223,8 +2224,8 @@ int Main(int argc, char** argv) {
   };
   // One calibration for both processes of every run: made here, inherited by fork.
   Clock::init(base->cfg.runtime.shm_dir);
-  if (o.pin_split) bench::pin(o.cpu_a);
-  const double clock_cost = bench::clock_cost_ns();
+  if (o.pin_split) host::pin(o.cpu_a);
+  const double clock_cost = host::clock_cost_ns();
   const std::string transport = TransportName(base->cfg);
   PointNotes notes = transport_notes(transport);
   if (o.rate > 0 && base->cfg.transport == core::TransportKind::kUdp) {
@@ -2251,7 +2252,7 @@ int Main(int argc, char** argv) {
   }
   absl::PrintF("config: %s; pinning: %s\n", base->source,
                o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
-  absl::PrintF("machine: %s\n", bench::machine_description());
+  absl::PrintF("machine: %s\n", host::machine_description());
   absl::PrintF("clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one %s: "
               "both processes' stamps are comparable (across hosts only RTT/2 would be).\n\n",
               clock_cost, core::Clock::using_tsc() ? "TSC" : "CLOCK_MONOTONIC");
@@ -2263,7 +2264,7 @@ int Main(int argc, char** argv) {
                                      json_string(transport), json_string(core::threading_name(base->cfg.runtime.threading)),
                                      json_string(core::idle_kind_name(base->cfg.runtime.idle)),
                                      json_string(o.rate > 0 ? "rate" : "ping-pong"), o.rate > 0 ? json_number(o.rate) : "null",
-                                     o.count, o.warmup, o.trace_every, json_string(bench::machine_description()),
+                                     o.count, o.warmup, o.trace_every, json_string(host::machine_description()),
                                      json_string(Clock::describe()));
   absl::StrAppendFormat(&json, ", \"burst\": %d", o.burst);
   if (!seed_lines.empty()) {
