@@ -107,24 +107,33 @@ class CaptureFile {
   std::uint64_t record_ = 0;
 };
 
-// Which datagrams of a capture are the feed's, from the live keys.
+// Which datagrams of a capture are the feed's, from the live keys: what the live handler's
+// sockets would have been given (each line's socket is bound to its group and port; the
+// re-request socket is connected to the server).
 struct Classifier {
   pcap::Endpoint a, b;
   std::optional<std::uint32_t> sender[2];  // feed.source_a/source_b
   bool reply_port_set = false;
-  std::uint16_t reply_port = 0;  // network order
+  std::uint16_t reply_port = 0;            // network order
+  std::optional<std::uint32_t> reply_addr;  // feed.rerequest's address when it is an IPv4 literal
 
-  enum Kind { kA, kB, kReply, kOther, kWrongSource };
+  enum Kind { kA, kB, kReply, kOther, kWrongSource, kOtherGroup };
   Kind Of(const pcap::Datagram& d) const noexcept {
     int line = -1;
-    const bool same_port = a.port == b.port;
-    if (d.dst.port == a.port && (!same_port || d.dst.addr == a.addr)) line = 0;
-    else if (d.dst.port == b.port && (!same_port || d.dst.addr == b.addr)) line = 1;
+    if (d.dst.port == a.port && d.dst.addr == a.addr) {
+      line = 0;
+    } else if (d.dst.port == b.port && d.dst.addr == b.addr) {
+      line = 1;
+    } else if (d.dst.port == a.port || d.dst.port == b.port) {
+      return kOtherGroup;  // another group on a line's port: another feed, not this one's
+    }
     if (line >= 0) {
       if (sender[line].has_value() && d.src.addr != *sender[line]) return kWrongSource;
       return line == 0 ? kA : kB;
     }
-    if (reply_port_set && d.src.port == reply_port) return kReply;
+    if (reply_port_set && d.src.port == reply_port && (!reply_addr.has_value() || d.src.addr == *reply_addr)) {
+      return kReply;
+    }
     return kOther;
   }
 };
@@ -155,6 +164,7 @@ class PcapSource final : public ArbiterSource {
   struct Counts {
     std::uint64_t files = 0, records = 0, skipped = 0, cut = 0, fragments = 0, malformed = 0;
     std::uint64_t a = 0, b = 0, replies = 0;  // for the description
+    std::uint64_t other_group = 0;            // to a line's port, another group (in skipped)
   };
   std::span<const char* const> ExtraNames() const noexcept override { return kNames; }
   void ExtraValues(std::uint64_t* out) const noexcept override {
@@ -229,6 +239,10 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
     case Classifier::kWrongSource:
       if (arb != nullptr) arb->CountWrongSource();
       return false;
+    case Classifier::kOtherGroup:
+      ++c->other_group;
+      ++c->skipped;
+      return false;
     case Classifier::kOther: ++c->skipped; return false;
   }
   return false;
@@ -256,6 +270,8 @@ absl::Status PcapSource::Open() {
     }
     k_.reply_port_set = true;
     k_.reply_port = htons(static_cast<std::uint16_t>(port));
+    in_addr server{};
+    if (inet_pton(AF_INET, cfg_.rerequest.substr(0, colon).c_str(), &server) == 1) k_.reply_addr = server.s_addr;
   }
 
   // The set: PATH, then PATH.1, PATH.2, ... as long as they exist (feed.capture_rotate's names).
@@ -299,10 +315,12 @@ absl::Status PcapSource::Open() {
   // An error, not an empty replay that looks like success.
   if (all.a + all.b == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "feed.pcap: %s: none of its %d records is a datagram to line A (feed.line_a %s) or line B (feed.line_b %s): "
-        "are the lines' ports those of the capture? (tshark -r %s -T fields -e udp.dstport | sort | uniq -c "
-        "lists its ports)",
-        cfg_.pcap, all.records, cfg_.line_a, cfg_.line_b, cfg_.pcap));
+        "feed.pcap: %s: none of its %d records is a datagram to line A (feed.line_a %s) or line B (feed.line_b %s)%s: "
+        "are the lines those of the capture? (tshark -r %s -T fields -e ip.dst -e udp.dstport | sort | uniq -c "
+        "lists where its datagrams go)",
+        cfg_.pcap, all.records, cfg_.line_a, cfg_.line_b,
+        all.other_group != 0 ? absl::StrFormat("; %d go to the lines' ports but other groups", all.other_group) : "",
+        cfg_.pcap));
   }
   if (all.cut != 0) {
     notes_.emplace_back("pcap_warning",

@@ -3,11 +3,12 @@
 // own captures, tcpdump's, Wireshark's), go through the same arbiter and on to the same
 // publisher and books as in live mode, so a live day is reproduced from its capture.
 //
-// - Which datagrams: those sent to the port of feed.line_a / feed.line_b (and, when the two
-//   share a port, to their group) are lines A / B; those whose source port is feed.rerequest's
-//   are replies; with feed.source_a/source_b set, a line datagram from another sender is
-//   dropped and counted (wrong_source) as live. Everything else (the handler's own requests,
-//   ARP, other traffic) is skipped and counted.
+// - Which datagrams: what the live handler's sockets would have been given. Those sent to the
+//   group and port of feed.line_a / feed.line_b are lines A / B (another group on a line's port
+//   is another feed); those from feed.rerequest's port (and address, when it is an IPv4
+//   literal) are replies; with feed.source_a/source_b set, a line datagram from another
+//   sender is dropped and counted (wrong_source) as live. Everything else (the handler's own
+//   requests, ARP, other traffic) is skipped and counted.
 // - Time: the arbiter runs on the capture's clock. Each packet is handed over at its
 //   timestamp (never moving backwards: a file in reading order, such as the handler's own,
 //   may step back between lines) and between packets the clock advances in polling rounds of

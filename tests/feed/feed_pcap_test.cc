@@ -511,7 +511,10 @@ struct Style {
 struct Built {
   std::size_t other = 0, fragments = 0, replies = 0;
 };
-Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_record = 0) {
+// `other_feed`: before every 13th data packet, another feed's datagram to line A's port on
+// another group - valid MoldUDP64 of the same session and sequence carrying other messages (the
+// next packet's), which would corrupt the books if it were taken as line A's.
+Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_record = 0, bool other_feed = false) {
   Built b;
   const Feed& f = TheFeed();
   pcap_t* dead = pcap_open_dead_with_tstamp_precision(s.dlt, s.snaplen,
@@ -538,6 +541,12 @@ Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_reco
   for (std::size_t i = 0; i < f.packets.size(); ++i) {
     const bool data = i + 1 < f.packets.size();
     const bool miss_a = data && i % 7 == 3, miss_b = data && i % 11 == 3;
+    if (other_feed && data && i % 13 == 5 && i + 2 < f.packets.size()) {
+      std::vector<std::uint8_t> fake = f.packets[i + 1];
+      for (int k = 0; k < 8; ++k) fake[10 + k] = static_cast<std::uint8_t>(f.first_seq[i] >> (56 - 8 * k));
+      dump(Frame(s.link, exchange, Ep("239.255.70.9", kPortA), fake, s.vlan));
+      ++b.other;
+    }
     if (!miss_a) dump(Frame(s.link, exchange, Ep(kGroupA, kPortA), f.packets[i], s.vlan));
     t += 10'000;
     if (!miss_b) dump(Frame(s.link, exchange, Ep(kGroupB, kPortB), f.packets[i], s.vlan));
@@ -675,6 +684,18 @@ TEST(PcapReplay, APcapngFileAsWiresharkWritesItGivesTheSameBooks) {
   const Built b = WriteCapture(path, Style{DLT_LINUX_SLL2, pcap::LinkType::kSll2, false, true});
   ASSERT_EQ(std::system(("editcap -F pcapng " + path + " " + path + "ng").c_str()), 0);
   ExpectTheWholeFeed(RunReplay(path + "ng"), b);
+}
+
+TEST(PcapReplay, AnotherFeedOnALinesPortButAnotherGroupIsNotTheLine) {
+  const std::string path = g_dir + "/other_feed.pcap";
+  const Built b = WriteCapture(path, Style{}, 0, true);
+  ExpectTheWholeFeed(RunReplay(path), b);
+  // Replies count only from the server's address: the same datagrams from another host are
+  // other traffic (the live socket, connected to the server, never gets them).
+  const Replay r = RunReplay(path, {"feed.rerequest=10.0.0.77:26402"});
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(JsonNum(r.json, "replay_packets"), 0) << r.json;
+  EXPECT_EQ(JsonNum(r.json, "pcap_skipped"), static_cast<long long>(b.other + b.replies)) << r.json;
 }
 
 TEST(PcapReplay, ACaptureWithoutADatagramOfTheLinesIsAnErrorNotAnEmptyReplay) {
