@@ -229,7 +229,7 @@ if wanted latency; then
         --json "$OUT/latency-$t.json" --hgrm "$OUT/latency-$t.hgrm" --plot "$OUT/latency-$t"
     done
     if ! small; then
-      # UDP busy-poll vs blocking receive (issue 11's switch), interleaved pairs in one invocation.
+      # UDP busy-poll vs blocking receive (the switch between them), interleaved pairs in one invocation.
       # Inline mode: the application thread is the receiver, so busy-spin is user-space polling
       # of the socket and interrupt is a blocking epoll wait. (With dedicated pollers a
       # busy-spinning poller and its application thread share a CPU on 2 cores and take turns by

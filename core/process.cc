@@ -80,7 +80,7 @@ bool process_alive(int pid, std::uint64_t start) noexcept {
   if (p == nullptr) return true;  // no /proc (or hidepid): the pid alone decides
   // State (field 3): Z (zombie) and X (dead) hold nothing any more - no mapping, no lock - and
   // count as gone. A killed child whose parent has not waited for it stays a zombie for as
-  // long as the parent likes (issue 14: a new publisher was refused after kill -9).
+  // long as the parent likes (a new publisher must not be refused after a kill -9).
   const char state = p[0] == ' ' ? p[1] : '\0';
   if (state == 'Z' || state == 'X' || state == 'x') return false;
   if (start == 0) return true;

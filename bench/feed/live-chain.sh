@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The live chain of issue 13 on this host: pollux-exchange (a generated ITCH file, MoldUDP64 on
+# The live chain on this host: pollux-exchange (a generated ITCH file, MoldUDP64 on
 # two multicast lines on lo) -> pollux-feed live mode (A/B arbitration, re-requests) -> books in
 # a Pollux shm subscriber (a thread of the handler's process). One line per repetition: the
 # end-to-end rate (first offer to the last book update), the CPU each stage spent per message

@@ -2,7 +2,7 @@
 # Runs the fixed-rate sweep and the RTT mode of pollux-bench-rate and keeps everything in one
 # directory: machine.txt (lscpu summary, kernel, date, load), sweep.txt/sweep.json, the PNGs
 # (one per transport and mode), rtt.txt/rtt.json, idle.txt/idle.json (10 s without traffic
-# per strategy), targets.txt (bench/rate/targets.py: issue 10's dominance / 100k verdicts).
+# per strategy), targets.txt (bench/rate/targets.py: the dominance / 100k verdicts).
 #
 #   bench/rate/run.sh [OUT_DIR] [flags for both runs, e.g. --quick --strategies busy-spin,yield]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks issue 10's benchmark targets on pollux-bench-rate --json output (one or more files,
+"""Checks the rate benchmark's targets on pollux-bench-rate --json output (one or more files,
 one JSON object per line). Prints, per (transport, mode, rate):
   - adaptive's p50/p99 and CPU next to every static strategy's;
   - whether a static strategy dominates adaptive: better on p99 AND on CPU by more than 10 %

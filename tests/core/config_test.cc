@@ -138,8 +138,8 @@ TEST(ConfigTest, SizesAndPowersOfTwo) {
   EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"), "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
 }
 
-// Issue #9 item 7: a size whose suffix multiplication overflows 64 bits wrapped around
-// ("17592186044432MiB" = 2^64 + 16 MiB was accepted as 16 MiB). Every size key goes through
+// A size whose suffix multiplication overflows 64 bits must not wrap around
+// ("17592186044432MiB" = 2^64 + 16 MiB is not 16 MiB). Every size key goes through
 // the same conversion; each overflow is an error naming file:line:key.
 TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
   EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044432MiB\"\n"),

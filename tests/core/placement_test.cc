@@ -125,7 +125,7 @@ TEST_F(PlacementTest, AKilledHoldersClaimIsTakenOver) {
   EXPECT_EQ(read_claim(dir, 7).name, "taker");
 }
 
-// Issue 14: the holder was killed, its parent has not reaped it yet (a zombie): the kernel has
+// The holder was killed, its parent has not reaped it yet (a zombie): the kernel has
 // already dropped its locks, so the core is free.
 TEST_F(PlacementTest, AZombieHoldsNothing) {
   const pid_t child = holder_child(7);

@@ -187,7 +187,7 @@ TEST(BufferPoolTest, RegistrationHookIsRecordedPerOwner) {
   EXPECT_FALSE((*pool)->registration(pool->get()).has_value());
 }
 
-// "memlock too low" (issue #9): what RLIMIT_MEMLOCK affects without RDMA. The pool never
+// "memlock too low": what RLIMIT_MEMLOCK affects without RDMA. The pool never
 // locks its memory (no mlock, no MAP_LOCKED; it is pre-touched instead), and MAP_HUGETLB
 // mappings are not charged to the limit (only SHM_HUGETLB segments are), so a pool, and a
 // whole shm context, work under a 64 KiB limit. Only RDMA registration (ibv_reg_mr) pins

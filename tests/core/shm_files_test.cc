@@ -1,4 +1,4 @@
-// Issue #9: files in runtime.shm_dir written by other processes - the clock calibration
+// Files in runtime.shm_dir written by other processes - the clock calibration
 // (item 10) and the counters files (items 2 and 4, pollux-stat) - are not trusted blindly.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -314,8 +314,8 @@ TEST_F(ClockFileTest, ForeignWritableOrLinkedFilesAreNotTrusted) {
 
 // ---- counters files ---------------------------------------------------------------------------
 
-// Issue #9 item 4 (counters part): truncating a process's counters file killed it with SIGBUS
-// in Counter::add(); it now counts on in private memory.
+// Truncating a process's counters file under it must not kill it with SIGBUS in
+// Counter::add(): it counts on in private memory.
 TEST(CountersFileTest, TruncatedUnderTheWriterDoesNotKillIt) {
   auto f = CountersFile::create(::testing::TempDir(), "trunc");
   ASSERT_TRUE(f.ok()) << f.status();

@@ -83,7 +83,7 @@ TEST(FeedConfig, TypeRangeAndEnumErrors) {
 }
 
 // An integer for a number key is converted exactly or refused: toml++ gives no double for an
-// integer beyond 2^53, and dereferencing that empty optional read garbage (issue #9 item 7's
+// integer beyond 2^53, and dereferencing that empty optional would read garbage (the
 // class of bug: a numeric conversion that does not check).
 TEST(FeedConfig, NumberKeysTakeAnyIntegerWithoutUndefinedConversions) {
   EXPECT_EQ(ErrorOf("[feed]\nspeed = 9007199254740993\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993");

@@ -1,4 +1,4 @@
-// pollux-feed under hostile conditions (issue #9 item 11): an input that is not a regular file,
+// pollux-feed under hostile conditions: an input that is not a regular file,
 // SIGTERM in the middle of a paced replay or while waiting for subscribers, and an input file
 // truncated while it is replayed; also a configuration that is not a regular file or is far
 // too big, and a symbol full of control characters. Each run must end within a bounded time

@@ -14,7 +14,7 @@
 //    [max(expected, lost_through), hwm) and are not empty;
 //  - one event (one datagram) never moves the window's reach (hwm, lost_through) further
 //    than one window beyond where delivery stands, unless an earlier heartbeat already claimed
-//    that far: a single forged heartbeat must not cost more than a window (issue #9 item 5).
+//    that far: a single forged heartbeat must not cost more than a window.
 //    (How a claim becomes believed - e.g. confirmed by a later consistent heartbeat - is the
 //    window's business; that it takes more than the one datagram is checked here.)
 //
@@ -45,7 +45,7 @@ using pollux::transport::RxKind;
 using u64 = std::uint64_t;
 constexpr std::uint32_t kSession = 0x5e55;
 
-// The receiver's plausibility bound (ReliableReceiver::kMaxSequence once issue #9 item 5 is in).
+// The receiver's plausibility bound (ReliableReceiver::kMaxSequence).
 constexpr u64 kMaxSequence = u64{1} << 62;
 
 u64 sat_add(u64 a, u64 b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }

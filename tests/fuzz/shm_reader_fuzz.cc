@@ -16,7 +16,7 @@
 //  - every message is a frame inside the log: [frame, frame + length) within the mapping, a
 //    header's worth at least and at most max_frame bytes, of this stream and session, of the
 //    sequence the descriptor says; its token is the position after it; a traced frame is long
-//    enough for its trace block (issue #9 item 1);
+//    enough for its trace block;
 //  - message sequences strictly increase; a poll returns at most what was asked.
 #include <fcntl.h>
 #include <sys/stat.h>

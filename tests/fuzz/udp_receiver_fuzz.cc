@@ -16,11 +16,11 @@
 //    messages and loss reports are contiguous and in order (no duplicate, no hole, no reorder);
 //  - a message is a complete frame of a datagram still held: inside its buffer, of the
 //    announced length and sequence, of this stream and session; a traced frame is long enough
-//    for its trace block (issue #9 item 1);
+//    for its trace block;
 //  - expected <= hwm in every session;
 //  - one datagram never moves a session's reach (hwm) more than one window beyond delivery,
 //    unless an earlier datagram's heartbeat already claimed that far (a single forged
-//    datagram costs at most a window, issue #9 item 5; how a claim becomes believed is the
+//    datagram costs at most a window; how a claim becomes believed is the
 //    receiver's business);
 //  - control messages sent are valid (parse_control accepts them), go to the session's peer,
 //    and NAK only ranges below the highest sequence seen, a window at most;

@@ -136,9 +136,8 @@ void open_rig(PollerRig* r, std::uint32_t n, const std::string& extra = "") {
   })) << "publishers never connected";
 }
 
-// The boundary issue #10 fixes: N endpoints on one poller, the CQ polled once per duty cycle.
-// Before, each endpoint polled the shared CQ itself (poll_st -> group->progress()), so the
-// count was (N + 1) per cycle with the source.
+// N endpoints on one poller, the CQ polled once per duty cycle (not once per endpoint through
+// poll_st -> group->progress(), which would count N + 1 per cycle with the source).
 TEST(RdmaPollerSource, SharedCqPolledOncePerDutyCycleWithFourEndpoints) {
   POLLUX_REQUIRE_RXE();
   PollerRig r;

@@ -121,7 +121,7 @@ TEST(DataPath, ProbesCountAllocationsAndLocks) {
   delete v;
 }
 
-// Issue 14: the error log records from poller threads - never an allocation; a known error
+// The error log records from poller threads - never an allocation; a known error
 // (the common case: a failure that repeats) takes no lock either, a first occurrence one mutex.
 TEST(DataPath, ErrorLogRecordsWithoutAllocating) {
   auto f = pollux::core::CountersFile::create("", "probe");

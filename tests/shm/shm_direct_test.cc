@@ -1,4 +1,4 @@
-// LogReader::poll_direct (issue 12: the inline subscriber's direct log -> handler path), driven
+// LogReader::poll_direct (the inline subscriber's direct log -> handler path), driven
 // single-threaded and step by step as in shm_log_test: mixed with poll()/release() exactly as
 // SubscriberImpl::poll mixes them, it must deliver what poll() alone delivers - in order, with
 // exact gap reports, overruns of views held during delivery reported (lossy and backpressure

@@ -1,4 +1,4 @@
-// Issue #9 (shm): what another local process can do to a stream's segment - truncate it under a
+// What another local process can do to a stream's segment - truncate it under a
 // publisher and its subscribers, forge its writer state - and the cross-thread state of the
 // shm endpoints (the TSan stage runs this binary: `scripts/test.sh --stages tsan`, build-tsan/).
 #include <fcntl.h>
@@ -30,7 +30,7 @@ namespace {
 
 using pollux::testing::unique_name;
 
-// ---- truncation of a live segment (issue #9 item 4) -----------------------------------------------
+// ---- truncation of a live segment -----------------------------------------------
 
 // A segment truncated under a writer and a reader in one process (each with its own mapping, as
 // two processes would have): neither dies of SIGBUS, both learn it on their control path.
@@ -246,7 +246,7 @@ TEST(SigbusGuard, ForeignFaultsStillKillWithTheDefaultAction) {
 #endif
 }
 
-// ---- forged writer state (issue #9 item 9) ----------------------------------------------------
+// ---- forged writer state ----------------------------------------------------
 
 TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
   core::Config cfg = pollux::testing::shm_config(unique_name("badtail"), 64 << 10, core::FlowControl::kLossy);
@@ -279,7 +279,7 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
   (*seg)->unlink();
 }
 
-// ---- cross-thread endpoint state (issue #9 item 8; meaningful under TSan) ------------------------
+// ---- cross-thread endpoint state (meaningful under TSan) ------------------------
 
 // The application thread asks connected() and (in poll) safe_floor() while the poller attaches
 // to each new session, reports its end and detaches. TSan reported the reads of seg_/ended_

@@ -270,7 +270,7 @@ TEST(ShmLogTest, CorruptFrameIsCountedAndSkippedNotDelivered) {
   EXPECT_EQ(b.gaps[0].gap_count, 1u);
 }
 
-// Issue #9 item 1: a frame flagged traced but shorter than header + trace block (96 bytes) made
+// A frame flagged traced but shorter than header + trace block (96 bytes) would make
 // the subscriber compute payload = length - 96, a 4 GiB view. The reader must drop it as
 // malformed (one compare in plausible()), and still accept a traced frame of exactly 96 bytes.
 TEST(ShmLogTest, TracedFrameShorterThanItsTraceBlockIsMalformed) {
@@ -308,9 +308,9 @@ TEST(ShmLogTest, TracedFrameShorterThanItsTraceBlockIsMalformed) {
   EXPECT_EQ(gaps[0].gap_count, 1u);
 }
 
-// Issue #9 item 9: checkpoints come from shared memory. A misaligned one used to become the
-// lapped reader's position (UBSan: misaligned loads; headers read across the end of the log);
-// only aligned positions in range may be jumped to.
+// Checkpoints come from shared memory. A misaligned one taken as the lapped reader's position
+// would mean misaligned loads (UBSan) and headers read across the end of the log; only aligned
+// positions in range may be jumped to.
 TEST(ShmLogTest, MisalignedCheckpointsAreNeverJumpedTo) {
   constexpr std::uint64_t kLog = 64 << 10;
   Fixture f(kLog);

@@ -1,4 +1,4 @@
-// Issue #9 robustness: a full shm directory and too many open files give a clear error and
+// A full shm directory and too many open files give a clear error and
 // leave nothing behind (no file in the directory, no leaked descriptor). Each case runs in a
 // forked child: a private mount namespace with a small tmpfs, or a lowered RLIMIT_NOFILE.
 #include <dirent.h>
@@ -105,7 +105,7 @@ std::string make_dir(const char* tag) {
   return mkdtemp(t.data()) != nullptr ? t : "";
 }
 
-// Issue #9 item 2: tmpfs ftruncate reserves nothing, so a 16 MiB log on a 2 MiB /dev/shm died of
+// Tmpfs ftruncate reserves nothing, so a 16 MiB log on a 2 MiB /dev/shm would die of
 // SIGBUS in the pre-touch (and the counters header write), leaving a .tmp file behind.
 TEST(ShmResources, FullShmDirIsAClearErrorNotASigbus) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a private mount namespace and a tmpfs";
@@ -161,7 +161,7 @@ TEST(ShmResources, FullShmDirIsAClearErrorNotASigbus) {
 }
 
 // runtime.shm_dir on hugetlbfs: mapping a segment there grows its file to whole 2 MiB pages, a
-// size no subscriber accepts (it is part of the layout they check). Found by the issue 12
+// size no subscriber accepts (it is part of the layout they check). Seen in latency
 // measurements: the publisher succeeded and every subscriber failed to attach with "inconsistent
 // layout ... corrupted or written by an incompatible build". Now the publisher's create fails
 // with the reason and leaves no file. Needs root and two free huge pages (reserved here if the

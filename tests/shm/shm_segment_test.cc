@@ -148,7 +148,7 @@ TEST_F(SegmentTest, SecondLivePublisherIsRefusedButAStaleOneIsReplaced) {
   ASSERT_TRUE(third.ok()) << third.status();
 }
 
-// Issue 14: a publisher killed with SIGKILL whose parent has not reaped it yet (a zombie: it
+// A publisher killed with SIGKILL whose parent has not reaped it yet (a zombie: it
 // still answers kill(pid, 0) and keeps its /proc entry and start time) refused the next
 // publisher of its stream. A zombie holds no mapping and writes nothing: its segment is stale.
 TEST_F(SegmentTest, AKilledPublisherNotYetReapedIsReplaced) {
@@ -162,7 +162,7 @@ TEST_F(SegmentTest, AKilledPublisherNotYetReapedIsReplaced) {
   waitpid(child, nullptr, 0);
 }
 
-// Issue #9 item 9: attach accepted a log smaller than create's minimum (64 KiB).
+// Attach refuses a log smaller than create's minimum (64 KiB).
 TEST_F(SegmentTest, RejectsALogSmallerThanCreatesMinimum) {
   auto s = Segment::create(opt);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -180,7 +180,7 @@ TEST_F(SegmentTest, RejectsALogSmallerThanCreatesMinimum) {
   EXPECT_NE(attach_error().find("inconsistent layout"), std::string::npos);
 }
 
-// Issue #9 item 3: attach followed links and opened anything at the path.
+// Attach opens neither a link nor anything but a regular file at the path.
 TEST_F(SegmentTest, RefusesSymlinksFifosAndDirectories) {
   Segment::Options real = opt;
   real.path = opt.path + ".real";
@@ -208,7 +208,7 @@ TEST_F(SegmentTest, RefusesSymlinksFifosAndDirectories) {
   (*s)->unlink();
 }
 
-// Issue #9 item 3: a world- or group-writable segment was attached silently.
+// A world- or group-writable segment is not attached silently.
 TEST_F(SegmentTest, RefusesSegmentsOthersMayWrite) {
   auto s = Segment::create(opt);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -223,7 +223,7 @@ TEST_F(SegmentTest, RefusesSegmentsOthersMayWrite) {
   EXPECT_TRUE(attached.ok()) << attached.status();
 }
 
-// Issue #9 item 3: a segment of another uid (root attaching included) is refused, and a
+// A segment of another uid (root attaching included) is refused, and a
 // publisher is told who owns the file in its way instead of being blocked silently.
 TEST_F(SegmentTest, RefusesAnotherUsersSegmentAndSaysWhoseItIs) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to chown a file to another uid";
@@ -268,7 +268,7 @@ TEST_F(SegmentTest, GroupSharingAcceptsTheConfiguredGroupOnly) {
   EXPECT_FALSE(no_group.ok()) << no_group.status();
 }
 
-// Issue #9 item 3: a segment whose publisher_pid names a live process that is not its
+// A segment whose publisher_pid names a live process that is not its
 // publisher (a reused pid, or a planted one) blocked every new publisher.
 TEST_F(SegmentTest, LivePidWithAnotherStartTimeDoesNotBlockThePublisher) {
   auto forge = [&](int pid, std::uint64_t start) {

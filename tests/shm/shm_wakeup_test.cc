@@ -1,4 +1,4 @@
-// Issue #10 (shm): interrupt mode. The reader's half (LogReader::arm, ShmRxEndpoint's inline
+// Interrupt mode. The reader's half (LogReader::arm, ShmRxEndpoint's inline
 // hooks, the per-poller ShmPollerSource), the writer's half (LogWriter::publish_tail's wake
 // check), hostile advertisements, and lost-wakeup stress across processes.
 #include <errno.h>

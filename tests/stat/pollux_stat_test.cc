@@ -272,7 +272,7 @@ TEST_F(StatTest, UdpPositionsAreSequencesAndLagIsMessages) {
   EXPECT_EQ(peer.finish(), 0);
 }
 
-// Issue 14: after kill -9 a publisher's 16 MiB log stayed, and a new publisher was refused.
+// After kill -9 a publisher's 16 MiB log must not stay behind and refuse a new publisher.
 TEST_F(StatTest, CleanRemovesADeadPublishersLogOnceNobodyIsAttached) {
   Peer& pub = start("pub");
   Peer& sub = start("sub");  // attached to pub's log
@@ -301,8 +301,8 @@ TEST_F(StatTest, CleanRemovesADeadPublishersLogOnceNobodyIsAttached) {
   EXPECT_TRUE(core::list_counters_files(dir).empty());
 }
 
-// Issue 14: "a new publisher 0.5 s later was refused" - the killed publisher was a zombie (its
-// parent had not reaped it), which kill(pid, 0) reports alive. No --clean needed.
+// A new publisher 0.5 s after a kill -9 takes the log over although the killed publisher is a
+// zombie (its parent has not reaped it), which kill(pid, 0) reports alive. No --clean needed.
 TEST_F(StatTest, ANewPublisherTakesOverAKilledPublishersLog) {
   Peer& first = start("pub");
   ::kill(first.c.pid, SIGKILL);

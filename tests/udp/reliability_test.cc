@@ -198,7 +198,7 @@ TEST(ReliabilitySenderLog, NeverOverwritesPinnedBytes) {
 
 // ---- FrameCursor (decoding hostile datagrams) ----------------------------------------------------
 
-// The datagram of issue #9 item 1, byte for byte: a 32-byte frame whose flags say "traced" (a
+// A hostile datagram, byte for byte: a 32-byte frame whose flags say "traced" (a
 // 64-byte trace block follows the header), stream 7, session 0xABCD, sequence 11.
 constexpr std::uint8_t kShortTracedFrame[32] = {
     0x20, 0x00, 0x00, 0x00, 0xA7, 0x01, 0x02, 0x00,  // frame_length 32, magic, version, flags = traced
@@ -403,7 +403,7 @@ TEST_F(ReliabilityWindow, GivesUpOnAGapThatIsNeverRepaired) {
   EXPECT_EQ(w.stats().gaps_given_up, 1u);
 }
 
-// Issue #9 item 5: one forged heartbeat (next = oldest = 2^40: past any window, below the
+// One forged heartbeat (next = oldest = 2^40: past any window, below the
 // receiver's plausibility bound) is refuted by the publisher's next real heartbeat; nothing is
 // declared lost and delivery goes on.
 TEST_F(ReliabilityWindow, ForgedHeartbeatFarAheadIsRefutedByTheNextRealOne) {
@@ -1110,7 +1110,7 @@ TEST(ReliabilitySessionDeath, DataAfterADeathResumesTheSessionOrIsReportedAsAnEx
   EXPECT_EQ(a.next, total + 1);
 }
 
-// ---- forged datagrams (issue #9 item 5) -------------------------------------------------------------
+// ---- forged datagrams -------------------------------------------------------------
 // Injected into a live subscriber with the publisher's own source address (what a spoofer on the
 // network sends): each may cost bounded work and is counted, none stops the real stream.
 
@@ -1222,7 +1222,7 @@ TEST(ReliabilityForged, EndOfStreamBelowWhatWasSeenIsIgnored) {
 }
 
 // Data of the session from another address than its heartbeats' is dropped and counted.
-// ---- the receiver's per-datagram shortcuts (issue #12) ---------------------------------------------
+// ---- the receiver's per-datagram shortcuts ---------------------------------------------
 // poll() returns at once while nothing can have become deliverable since it last drained
 // everything, and take_new_deadline() replaces the walk of next_deadline() after each read: both
 // must miss nothing - a message, a gap's NAK deadline, a new session's or an end's status, an
@@ -1315,7 +1315,7 @@ TEST(ReliabilityForged, DatagramsFromAnotherSourceAreDropped) {
   EXPECT_EQ(o.rx.wrong_source, 2u);
 }
 
-// ---- forged NAKs (issue #9 item 6) ------------------------------------------------------------------
+// ---- forged NAKs ------------------------------------------------------------------
 // The attack of the issue against a publisher with a full log, on the stub clock: NAKs of 30
 // ranges asking for everything the log holds (528 bytes each, 315 of them = 166 KB).
 

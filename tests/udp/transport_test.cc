@@ -991,7 +991,7 @@ class HostileSession {
   bool ok_ = false;
 };
 
-// Issue #9 item 1: a 32-byte frame flagged "traced" (a 64-byte trace block should follow the
+// A 32-byte frame flagged "traced" (a 64-byte trace block should follow the
 // header) claims a payload of 32 - 96 bytes = 4294967232 as an unsigned length. Sent by a
 // spoofer with the live session's next sequence, it must be counted and dropped at decode;
 // the real message with that sequence is then delivered as usual.
@@ -1061,7 +1061,7 @@ TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
   EXPECT_EQ(t.lost, 0u);
 }
 
-// Issue #9 item 5: forged heartbeats (sequence 2^63 as in the issue; 2^40, below the
+// Forged heartbeats (sequence 2^63; 2^40, below the
 // plausibility bound but far past the window; oldest beyond next) and a forged end of stream
 // at the live position, each followed by more real traffic: every real message is delivered
 // in order, nothing is reported lost, the stream does not end, and each forgery is counted.
@@ -1112,7 +1112,7 @@ TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
       << ", wrong_source " << t.sub_counter("wrong_source");
 }
 
-// Issue #9 item 6: the NAK amplification attack against a live publisher on loopback, in
+// The NAK amplification attack against a live publisher on loopback, in
 // multicast mode (the publisher's socket takes NAKs from anyone: sent from a plain socket) and
 // in unicast mode (its socket is connect()ed to the subscriber: the NAKs forge the subscriber's
 // address and port). 315 NAKs of 30 ranges asking for the whole log (528 bytes each, the

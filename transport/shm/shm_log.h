@@ -622,7 +622,7 @@ class LogReader {
   // The lossy-mode check deferred from release(). The frames are checked against the writer's
   // checkpoints first (surely_intact): the tail is written with every frame, so reading it
   // here is a cross-core miss on the writer's hottest line per poll - in an inline ping-pong
-  // it cost ~130 ns a round trip (docs/BENCHMARKS.md, issue 12 on the second host). The tail is
+  // it cost ~130 ns a round trip (docs/BENCHMARKS.md, measured on the second host). The tail is
   // read only when the checkpoints cannot rule a lap out, and then decides as before.
   void check_pending() noexcept {
     if (surely_intact(pending_start_[0])) {  // starts increase: [0] is the oldest
@@ -796,7 +796,7 @@ class LogReader {
   // has still to write is never pulled away from it. The tail is loaded only by a poll that
   // delivered kReadAheadProbe frames (a real backlog) and found the last tail too close.
   // poll() does it per frame; poll_direct() after its batch, for the frames it delivered.
-  // Measured (docs/BENCHMARKS.md, issue 12, same-run A/B): one-way 32 B, backpressure, 16 MiB
+  // Measured (docs/BENCHMARKS.md, same-run A/B): one-way 32 B, backpressure, 16 MiB
   // log: offer_batch 33-38 -> 93-111M msgs/s, unstamped offer() 30-38 -> 91-101M.
   static constexpr std::uint64_t kReadAhead = 32 << 10;
   static constexpr std::uint32_t kReadAheadProbe = 32;  // frames a poll delivers before it loads the tail
