@@ -988,8 +988,9 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
   const std::string pcap = absl::StrCat(g_dir, "/capture_loss.pcap");
   const std::string dump = absl::StrCat(g_dir, "/capture_loss.tcpdump.pcap");
   // tcpdump on every interface of the handler's host (Linux cooked SLL2 frames, nanosecond
-  // times), the UDP of the feed's three ports, written packet by packet.
-  FeedProcess tcpdump({"netns", "exec", Ns("fh"), "tcpdump", "-i", "any", "-n", "-U", "-B", "16384", "-w", dump,
+  // times), the UDP of the feed's three ports, written packet by packet, with a kernel buffer
+  // (256 MiB) that holds the whole run: a slow machine delays tcpdump, it does not drop.
+  FeedProcess tcpdump({"netns", "exec", Ns("fh"), "tcpdump", "-i", "any", "-n", "-U", "-B", "262144", "-w", dump,
                        "--time-stamp-precision=nano",
                        absl::StrFormat("udp port %d or udp port %d or udp port %d", kPort, kPort + 1, kPort + 2)},
                       g_ip);
