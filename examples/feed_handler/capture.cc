@@ -25,10 +25,6 @@ static_assert(kBatchBytes >= pcap::kRecordOverhead + pcap::kMaxUdpPayload);
 // The writer sleeps this long when the ring is empty: at 10 Gb/s that is 1.25 MB of ring.
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
-std::string FileName(const std::string& path, std::uint64_t index) {
-  return index == 0 ? path : absl::StrCat(path, ".", index);
-}
-
 std::int64_t RealtimeNs() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -50,7 +46,7 @@ CaptureWriter::CaptureWriter(Options o)
     }
   }
   // An earlier capture to the same path leaves its rotated files: they are not this one's.
-  for (std::uint64_t k = 1; ::unlink(FileName(o_.path, k).c_str()) == 0; ++k) {
+  for (std::uint64_t k = 1; ::unlink(pcap::RotatedName(o_.path, k).c_str()) == 0; ++k) {
   }
   if (!OpenFile(0)) return;
   writer_ = std::thread([this] { Run(); });
@@ -66,15 +62,18 @@ void CaptureWriter::Fail(std::string what) {
   std::fprintf(stderr, "pollux-feed: capture stopped: %s (the feed goes on)\n", error_.c_str());
 }
 
-bool CaptureWriter::OpenFile(std::uint64_t index) {
-  if (fd_ >= 0 && ::close(fd_) != 0) {
-    const int err = errno;
-    fd_ = -1;
-    Fail(absl::StrFormat("%s: close: %s", FileName(o_.path, file_index_), std::strerror(err)));
-    return false;
-  }
+bool CaptureWriter::CloseFile() {
+  if (fd_ < 0) return true;
+  const int rc = ::close(fd_);
   fd_ = -1;
-  const std::string name = FileName(o_.path, index);
+  if (rc == 0) return true;
+  Fail(absl::StrFormat("%s: close: %s", pcap::RotatedName(o_.path, file_index_), std::strerror(errno)));
+  return false;
+}
+
+bool CaptureWriter::OpenFile(std::uint64_t index) {
+  if (!CloseFile()) return false;
+  const std::string name = pcap::RotatedName(o_.path, index);
   // O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO) rather than hold
   // the handler's start; writes then block the writer thread alone, as a slow disk would.
   const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
@@ -100,7 +99,7 @@ bool CaptureWriter::WriteAll(const std::uint8_t* p, std::size_t n) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       const int err = w < 0 ? errno : EIO;
-      Fail(absl::StrFormat("%s: write failed after %d bytes: %s", FileName(o_.path, file_index_), file_bytes_,
+      Fail(absl::StrFormat("%s: write failed after %d bytes: %s", pcap::RotatedName(o_.path, file_index_), file_bytes_,
                            std::strerror(err)));
       return false;
     }
@@ -176,12 +175,7 @@ void CaptureWriter::Run() {
       std::this_thread::sleep_for(kIdleSleep);
     }
   }
-  if (fd_ >= 0 && ::close(fd_) != 0) {
-    const int err = errno;
-    fd_ = -1;
-    Fail(absl::StrFormat("%s: close: %s", FileName(o_.path, file_index_), std::strerror(err)));
-  }
-  fd_ = -1;
+  (void)CloseFile();
 }
 
 void CaptureWriter::Stop() {

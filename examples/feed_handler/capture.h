@@ -67,6 +67,7 @@ class CaptureWriter {
  private:
   void Run();
   bool OpenFile(std::uint64_t index);       // false: error_ set
+  bool CloseFile();                         // false: error_ set
   bool WriteAll(const std::uint8_t* p, std::size_t n);  // false: error_ set
   void Fail(std::string what);
 

@@ -107,28 +107,6 @@ struct RxBatch {
   }
 };
 
-absl::StatusOr<sockaddr_in> ParseAddr(const std::string& key, const std::string& s) {
-  const std::size_t colon = s.rfind(':');
-  std::uint32_t port = 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (colon == std::string::npos || !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: expected HOST:PORT, got \"%s\"", key, s));
-  }
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const std::string host = s.substr(0, colon);
-  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr) {
-    return absl::NotFoundError(absl::StrFormat("%s: cannot resolve \"%s\": %s", key, host, gai_strerror(rc)));
-  }
-  a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return a;
-}
 
 class LiveSource final : public ArbiterSource {
  public:
@@ -165,8 +143,9 @@ class LiveSource final : public ArbiterSource {
   }
   // Joins `group` (feed.line_a/b) for datagrams of `sender` (feed.source_a/b; "" = any);
   // `how` says which join the kernel took, for the description.
+  // `*local` gets the group's address and port (where the line's datagrams are sent).
   absl::StatusOr<int> JoinLine(const std::string& key, const std::string& group, std::optional<in_addr_t> sender,
-                               std::string* how);
+                               std::string* how, pcap::Endpoint* local);
   // The filter step after each read of a line: datagrams from another sender than the
   // expected one are counted (wrong_source) and never reach the arbiter. Returns how many.
   int DropWrongSenders(Line line, RxBatch& b) noexcept {
@@ -194,9 +173,10 @@ class LiveSource final : public ArbiterSource {
 };
 
 absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group,
-                                          std::optional<in_addr_t> sender, std::string* how) {
-  absl::StatusOr<sockaddr_in> ga = ParseAddr(key, group);
+                                          std::optional<in_addr_t> sender, std::string* how, pcap::Endpoint* local) {
+  absl::StatusOr<sockaddr_in> ga = ParseEndpoint(key, group);
   if (!ga.ok()) return ga.status();
+  *local = {ga->sin_addr.s_addr, ga->sin_port};
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat(key, ": socket: ", std::strerror(errno)));
   auto fail = [&](const std::string& what) {
@@ -277,18 +257,12 @@ absl::Status LiveSource::Open() {
     sender_[i] = addr.s_addr;
   }
   std::string how_a, how_b;
-  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a, sender_[0], &how_a);
+  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a, sender_[0], &how_a, &local_[0]);
   if (!a.ok()) return a.status();
   fds_[0] = *a;
-  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b, sender_[1], &how_b);
+  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b, sender_[1], &how_b, &local_[1]);
   if (!b.ok()) return b.status();
   fds_[1] = *b;
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (absl::StatusOr<sockaddr_in> g = ParseAddr(i == 0 ? "feed.line_a" : "feed.line_b", i == 0 ? cfg_.line_a : cfg_.line_b);
-        g.ok()) {
-      local_[i] = {g->sin_addr.s_addr, g->sin_port};
-    }
-  }
   auto from = [](const std::string& sender, const std::string& how) {
     return sender.empty() ? std::string() : absl::StrFormat(" from %s only (%s)", sender, how);
   };
@@ -298,7 +272,7 @@ absl::Status LiveSource::Open() {
                                 cfg_.rerequest.empty() ? "off" : cfg_.rerequest,
                                 cfg_.session.empty() ? "first seen" : cfg_.session);
   if (!cfg_.rerequest.empty()) {
-    absl::StatusOr<sockaddr_in> server = ParseAddr("feed.rerequest", cfg_.rerequest);
+    absl::StatusOr<sockaddr_in> server = ParseEndpoint("feed.rerequest", cfg_.rerequest);
     if (!server.ok()) return server.status();
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return absl::InternalError(absl::StrCat("feed.rerequest: socket: ", std::strerror(errno)));
@@ -430,6 +404,29 @@ absl::Status LiveSource::Advance(std::size_t consumed) {
 }
 
 }  // namespace
+
+absl::StatusOr<sockaddr_in> ParseEndpoint(const std::string& key, const std::string& s) {
+  const std::size_t colon = s.rfind(':');
+  std::uint32_t port = 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (colon == std::string::npos || !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: expected HOST:PORT, got \"%s\"", key, s));
+  }
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const std::string host = s.substr(0, colon);
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr) {
+    return absl::NotFoundError(absl::StrFormat("%s: cannot resolve \"%s\": %s", key, host, gai_strerror(rc)));
+  }
+  a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return a;
+}
 
 ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes) {
   ArbiterOptions o;

@@ -6,6 +6,8 @@
 // window by window.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +23,10 @@
 #include "feed_handler/source.h"
 
 namespace pollux::feed {
+
+// "HOST:PORT" of a [feed] key (an IPv4 literal, or a name resolved with getaddrinfo); errors
+// name `key`.
+absl::StatusOr<sockaddr_in> ParseEndpoint(const std::string& key, const std::string& s);
 
 // The arbiter's settings from [feed]; `output_bytes` is what a polling round may deliver.
 ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes);

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace pollux::feed::pcap {
 
 namespace {
@@ -47,6 +49,10 @@ FrameKind DecodeIpv4(std::span<const std::uint8_t> ip, Datagram* out) noexcept {
 }
 
 }  // namespace
+
+std::string RotatedName(const std::string& path, std::uint64_t index) {
+  return index == 0 ? path : absl::StrCat(path, ".", index);
+}
 
 std::uint16_t Ipv4Checksum(std::span<const std::uint8_t> bytes) noexcept {
   std::uint32_t sum = 0;

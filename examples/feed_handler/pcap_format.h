@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace pollux::feed::pcap {
 
@@ -38,6 +39,10 @@ struct Endpoint {
   std::uint32_t addr = 0;
   std::uint16_t port = 0;
 };
+
+// The files of a rotated capture: PATH, then PATH.1, PATH.2, ... (what the capture writes and
+// the replay reads on).
+std::string RotatedName(const std::string& path, std::uint64_t index);
 
 void WriteFileHeader(std::uint8_t (&out)[kFileHeaderSize]) noexcept;
 

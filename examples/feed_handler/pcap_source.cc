@@ -138,16 +138,6 @@ struct Classifier {
   }
 };
 
-absl::StatusOr<pcap::Endpoint> ParseLine(const std::string& key, const std::string& s) {
-  const std::size_t colon = s.rfind(':');
-  std::uint32_t port = 0;
-  in_addr addr{};
-  if (colon == std::string::npos || !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535 ||
-      inet_pton(AF_INET, s.substr(0, colon).c_str(), &addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: expected ADDR:PORT, got \"%s\"", key, s));
-  }
-  return pcap::Endpoint{addr.s_addr, htons(static_cast<std::uint16_t>(port))};
-}
 
 class PcapSource final : public ArbiterSource {
  public:
@@ -250,12 +240,12 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
 
 absl::Status PcapSource::Open() {
   name_ = cfg_.pcap;
-  absl::StatusOr<pcap::Endpoint> a = ParseLine("feed.line_a", cfg_.line_a);
+  absl::StatusOr<sockaddr_in> a = ParseEndpoint("feed.line_a", cfg_.line_a);
   if (!a.ok()) return a.status();
-  absl::StatusOr<pcap::Endpoint> b = ParseLine("feed.line_b", cfg_.line_b);
+  absl::StatusOr<sockaddr_in> b = ParseEndpoint("feed.line_b", cfg_.line_b);
   if (!b.ok()) return b.status();
-  k_.a = *a;
-  k_.b = *b;
+  k_.a = {a->sin_addr.s_addr, a->sin_port};
+  k_.b = {b->sin_addr.s_addr, b->sin_port};
   for (int i = 0; i < 2; ++i) {
     const std::string& s = i == 0 ? cfg_.source_a : cfg_.source_b;
     in_addr addr{};
@@ -275,8 +265,8 @@ absl::Status PcapSource::Open() {
   }
 
   // The set: PATH, then PATH.1, PATH.2, ... as long as they exist (feed.capture_rotate's names).
-  files_.push_back(cfg_.pcap);
-  for (std::uint64_t i = 1; RegularFile(absl::StrCat(cfg_.pcap, ".", i)); ++i) files_.push_back(absl::StrCat(cfg_.pcap, ".", i));
+  files_.push_back(pcap::RotatedName(cfg_.pcap, 0));
+  for (std::uint64_t i = 1; RegularFile(pcap::RotatedName(cfg_.pcap, i)); ++i) files_.push_back(pcap::RotatedName(cfg_.pcap, i));
 
   // The whole set once: every error before anything is published, and the totals.
   Counts all;
