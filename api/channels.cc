@@ -88,8 +88,7 @@ int AppRxSource::progress(std::int64_t /*now*/) noexcept {
       continue;
     }
     // Never hand out more than the subscriber can give back through `release`.
-    const std::uint32_t room =
-        std::min({burst_, ch.deliver.capacity() - ch.outstanding, ch.deliver.free_approx()});
+    const std::uint32_t room = std::min({burst_, ch.deliver.capacity() - ch.outstanding, ch.deliver.free_approx()});
     if (room == 0) continue;
     const std::uint32_t n = ch.ep->poll_st({buf, room});
     if (n == 0) continue;

@@ -153,7 +153,10 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return absl::FailedPreconditionError("context is closed");
   if (const std::string e = core::topic_error(topic); !e.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("publisher on topic \"", absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))), topic.size() > 64 ? "...\": " : "\": ", e));
+    return absl::InvalidArgumentError(
+        absl::StrCat("publisher on topic \"",
+                     absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))),
+                     topic.size() > 64 ? "...\": " : "\": ", e));
   }
   auto p = std::make_shared<PublisherImpl>();
   p->stream_id = cfg.stream_id(topic);
@@ -231,7 +234,8 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       ch->pool = pool_.get();
       const std::string scope = absl::StrFormat("poller %d stream %u", poller->index(), p->stream_id);
       ch->posted = counters->allocate(scope, "posted", p->stream_id, core::CounterKind::kPollerStream);
-      ch->back_pressure = counters->allocate(scope, "transport_back_pressure", p->stream_id, core::CounterKind::kPollerStream);
+      ch->back_pressure =
+          counters->allocate(scope, "transport_back_pressure", p->stream_id, core::CounterKind::kPollerStream);
       p->channel = ch;
       p->poller = poller;
       AppTxSource* src = slot->tx.get();
@@ -252,7 +256,10 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return absl::FailedPreconditionError("context is closed");
   if (const std::string e = core::topic_error(topic); !e.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("subscriber on topic \"", absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))), topic.size() > 64 ? "...\": " : "\": ", e));
+    return absl::InvalidArgumentError(
+        absl::StrCat("subscriber on topic \"",
+                     absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))),
+                     topic.size() > 64 ? "...\": " : "\": ", e));
   }
   auto s = std::make_shared<SubscriberImpl>();
   s->stream_id = cfg.stream_id(topic);
@@ -397,8 +404,9 @@ long long read_sysctl(const char* path) {
 std::string ContextImpl::transport_line() const {
   switch (cfg.transport) {
     case core::TransportKind::kShm:
-      return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s", size_text(cfg.shm.log_size),
-                             cfg.runtime.shm_dir, core::flow_control_name(cfg.shm.flow_control));
+      return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s",
+                             size_text(cfg.shm.log_size), cfg.runtime.shm_dir,
+                             core::flow_control_name(cfg.shm.flow_control));
     case core::TransportKind::kUdp: {
       std::string rcvbuf = absl::StrCat("socket_rcvbuf ", size_text(cfg.udp.socket_rcvbuf));
       // The kernel silently caps SO_RCVBUF at net.core.rmem_max: say what a socket really gets.
@@ -445,7 +453,8 @@ std::string ContextImpl::describe() const {
   const std::string_view idle = core::idle_kind_name(cfg.runtime.idle);
   switch (cfg.runtime.threading) {
     case core::ThreadingMode::kDedicated:
-      absl::StrAppendFormat(&s, "threading: dedicated: %u poller thread(s), each idling with %s\n", pollers.size(), idle);
+      absl::StrAppendFormat(&s, "threading: dedicated: %u poller thread(s), each idling with %s\n", pollers.size(),
+                            idle);
       break;
     case core::ThreadingMode::kShared:
       absl::StrAppendFormat(&s, "threading: shared: 1 poller thread for every stream, idling with %s\n", idle);
@@ -481,15 +490,16 @@ std::string ContextImpl::describe() const {
     const int cpu = p.poller->cpu();
     const auto claim = std::find_if(placement.claims.begin(), placement.claims.end(),
                                     [&](const core::CpuClaim& c) { return c.cpu() == cpu; });
-    absl::StrAppendFormat(&s, "poller %d:  thread pollux-poll-%d (tid %d), %s\n", p.poller->index(), p.poller->index(),
-                          p.poller->tid(),
-                          cpu < 0 ? std::string("unpinned")
-                                  : absl::StrCat("pinned to cpu ", cpu,
-                                                 claim != placement.claims.end() ? absl::StrCat(" (claimed: ", claim->path(), ")")
-                                                                                 : std::string(" (not claimed)")));
+    absl::StrAppendFormat(
+        &s, "poller %d:  thread pollux-poll-%d (tid %d), %s\n", p.poller->index(), p.poller->index(), p.poller->tid(),
+        cpu < 0 ? std::string("unpinned")
+                : absl::StrCat("pinned to cpu ", cpu,
+                               claim != placement.claims.end() ? absl::StrCat(" (claimed: ", claim->path(), ")")
+                                                               : std::string(" (not claimed)")));
   }
   for (const std::string& w : placement.warnings) absl::StrAppendFormat(&s, "placement: %s\n", w);
-  absl::StrAppendFormat(&s, "counters:  %s\n", counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
+  absl::StrAppendFormat(&s, "counters:  %s\n",
+                        counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
   const std::vector<core::ErrorRecord> errors = counters->error_log().entries();
   std::uint64_t total = 0;
   for (const auto& e : errors) total += e.count;

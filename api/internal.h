@@ -162,7 +162,8 @@ class PublisherImpl {
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
   template <bool kStamp>
   [[gnu::noinline]] std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
-  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept;
+  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake,
+                                                         bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
 };
@@ -228,7 +229,7 @@ class ContextImpl {
   void release_publisher(PublisherImpl* p);
   void release_subscriber(SubscriberImpl* s);
   std::string describe() const;
-  std::string transport_line() const;                      // describe()'s "transport:" line
+  std::string transport_line() const;                       // describe()'s "transport:" line
   std::string stream_route(std::uint32_t stream_id) const;  // "udp 239.255.0.1:40456"
 
   core::Config cfg;

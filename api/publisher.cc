@@ -280,7 +280,8 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
       if (n == 0) return r;
       break;
     }
-    const std::uint32_t frame_len = static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + m.size());
+    const std::uint32_t frame_len =
+        static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + m.size());
     transport::shm::LogWriter::Claim c;
     if (!w.try_claim(frame_len, &c)) {
       counters.bp_log_full.add();
@@ -391,10 +392,10 @@ int PublisherImpl::service() noexcept {
   if (mode == Mode::kShmDirect) return duties_work + shm->housekeeping_st(now);
   std::uint32_t back[core::kMaxBurst];
   return duties_work + with_tx(kind, ep.get(), [&](auto* e) {
-    const std::uint32_t n = e->reap_st({back, core::kMaxBurst});
-    for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
-    return static_cast<int>(n) + e->housekeeping_st(now);
-  });
+           const std::uint32_t n = e->reap_st({back, core::kMaxBurst});
+           for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
+           return static_cast<int>(n) + e->housekeeping_st(now);
+         });
 }
 
 void PublisherImpl::close() noexcept {
@@ -451,18 +452,23 @@ void Publisher::close() noexcept {
 std::string_view result_name(std::int64_t r) {
   if (r >= 0) return "ok";
   switch (r) {
-    case kBackPressured: return "back-pressured";
-    case kNotConnected: return "not connected";
-    case kClosed: return "closed";
-    case kMessageTooLarge: return "message too large";
+    case kBackPressured:
+      return "back-pressured";
+    case kNotConnected:
+      return "not connected";
+    case kClosed:
+      return "closed";
+    case kMessageTooLarge:
+      return "message too large";
   }
   return "unknown";
 }
 
 std::string_view StageTimes::name(int stage) {
   if (stage == kKernelRx) return "kernel_rx";  // receiver-side only: not a core::Stage of the wire block
-  return stage >= 0 && stage < static_cast<int>(core::kStageNames.size()) ? core::kStageNames[static_cast<std::size_t>(stage)]
-                                                                          : "?";
+  return stage >= 0 && stage < static_cast<int>(core::kStageNames.size())
+             ? core::kStageNames[static_cast<std::size_t>(stage)]
+             : "?";
 }
 
 }  // namespace pollux

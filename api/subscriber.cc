@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 
 #include "api/internal.h"
 
@@ -43,10 +43,14 @@ inline Message direct_message(const core::FrameHeader* f, std::uint32_t len) {
 
 GapReason gap_reason(std::uint16_t r) {
   switch (r) {
-    case transport::kGapOverrun: return GapReason::kOverrun;
-    case transport::kGapLost: return GapReason::kLost;
-    case transport::kGapMalformed: return GapReason::kMalformed;
-    default: return GapReason::kLapped;
+    case transport::kGapOverrun:
+      return GapReason::kOverrun;
+    case transport::kGapLost:
+      return GapReason::kLost;
+    case transport::kGapMalformed:
+      return GapReason::kMalformed;
+    default:
+      return GapReason::kLapped;
   }
 }
 }  // namespace
@@ -84,7 +88,8 @@ void SubscriberImpl::take_drive() noexcept {
       // Acquire pairs with InlineDuties::run()'s release: the endpoint as the last duty left it.
       if (drive.compare_exchange_weak(d, kDriveOwner, std::memory_order_acquire)) {
         if (duties != nullptr) duties->unowned.fetch_sub(1, std::memory_order_relaxed);
-        if (shm != nullptr && !closed.load(std::memory_order_relaxed)) shm_direct.store(true, std::memory_order_relaxed);
+        if (shm != nullptr && !closed.load(std::memory_order_relaxed))
+          shm_direct.store(true, std::memory_order_relaxed);
         return;
       }
     } else {  // a duty in progress: it is short (one housekeeping pass)
@@ -231,7 +236,8 @@ int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noex
         flush_dropped();
         const core::FrameHeader* f = d.frame;
         const bool traced = f->flags & core::kFlagTraced;
-        const std::uint32_t off = core::kFrameHeaderSize + (traced ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
+        const std::uint32_t off =
+            core::kFrameHeaderSize + (traced ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
         if (__builtin_expect(d.length < off, 0)) {
           // Too short for its header (+ trace block): the payload length would wrap around to a
           // 4 GiB view. Whatever transport let it through (each validates too), it is counted,

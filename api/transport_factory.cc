@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& en
       break;
 #endif
   }
-  return absl::UnimplementedError(absl::StrFormat(
-      "%s: transport.kind = \"%s\" is not available in this build (only \"shm\" is)", env.config->source,
-      core::transport_name(env.config->transport)));
+  return absl::UnimplementedError(
+      absl::StrFormat("%s: transport.kind = \"%s\" is not available in this build (only \"shm\" is)",
+                      env.config->source, core::transport_name(env.config->transport)));
 }
 
 std::string placement_device(const core::Config& config) {

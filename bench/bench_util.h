@@ -39,7 +39,8 @@ using host::pin;
 inline void print_hist(const char* label, const core::Histogram& h) {
   std::printf("%-34s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  p99.99 %8.3f  max %9.3f us  (n=%llu)\n", label,
               h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3, h.percentile(99.9) / 1e3,
-              h.percentile(99.99) / 1e3, static_cast<double>(h.max()) / 1e3, static_cast<unsigned long long>(h.count()));
+              h.percentile(99.99) / 1e3, static_cast<double>(h.max()) / 1e3,
+              static_cast<unsigned long long>(h.count()));
 }
 
 // ---- command line -------------------------------------------------------------------------------
@@ -162,7 +163,11 @@ class JsonLines {
     std::tm tm{};
     gmtime_r(&t, &tm);
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    add(JsonObject().str("program", program).str("machine", machine_description()).str("argv", args).str("date_utc", date));
+    add(JsonObject()
+            .str("program", program)
+            .str("machine", machine_description())
+            .str("argv", args)
+            .str("date_utc", date));
   }
   void add(const JsonObject& o) { lines_ += o.text() + "\n"; }
   // False (and a message naming the file) when it cannot be written.

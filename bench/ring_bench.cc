@@ -104,11 +104,12 @@ Histogram floor_round_trip(std::uint64_t count) {
 int main(int argc, char** argv) {
   std::uint64_t count = 20'000'000, runs = 3;
   std::string json_path;
-  pollux::bench::Cli cli("pollux-bench-ring",
-                         "pollux-bench-ring: the two SPSC descriptor rings (the hand-written cached-index SpscRing and\n"
-                         "boost::lockfree::spsc_queue) between two threads pinned to CPUs 0 and 1: one-way throughput\n"
-                         "(single pushes, bursts of 32) and the round trip A -> B -> A through two rings, next to a bare\n"
-                         "cache-line ping-pong between the same threads (the round trip's floor, same run).");
+  pollux::bench::Cli cli(
+      "pollux-bench-ring",
+      "pollux-bench-ring: the two SPSC descriptor rings (the hand-written cached-index SpscRing and\n"
+      "boost::lockfree::spsc_queue) between two threads pinned to CPUs 0 and 1: one-way throughput\n"
+      "(single pushes, bursts of 32) and the round trip A -> B -> A through two rings, next to a bare\n"
+      "cache-line ping-pong between the same threads (the round trip's floor, same run).");
   cli.positional("COUNT", &count, "as --count")
       .positional("RUNS", &runs, "as --runs")
       .count("--count", &count, "descriptors per throughput case; the round trips use COUNT/20 (at least 1)")
@@ -141,8 +142,10 @@ int main(int argc, char** argv) {
     const Histogram floor = floor_round_trip(rtt_count);
     pollux::bench::print_hist("floor (bare cache-line, threads)", floor);
     json.add(pollux::bench::JsonObject().str("case", "floor").num("run", r).latency(floor));
-    json.add(pollux::bench::JsonObject().str("case", "spsc-rtt").num("run", r).latency(spsc).floor("floor", floor, spsc));
-    json.add(pollux::bench::JsonObject().str("case", "boost-rtt").num("run", r).latency(boost).floor("floor", floor, boost));
+    json.add(
+        pollux::bench::JsonObject().str("case", "spsc-rtt").num("run", r).latency(spsc).floor("floor", floor, spsc));
+    json.add(
+        pollux::bench::JsonObject().str("case", "boost-rtt").num("run", r).latency(boost).floor("floor", floor, boost));
   }
   return json.write(json_path) ? 0 : 1;
 }

@@ -24,11 +24,11 @@
 
 #include <algorithm>
 #include <array>
-#include <span>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,7 +79,9 @@ struct Rdtscp {
     unsigned aux;
     return static_cast<std::int64_t>(__rdtscp(&aux));
   }
-  static std::int64_t ns(std::int64_t d) noexcept { return static_cast<std::int64_t>(static_cast<double>(d) / g_tsc_per_ns); }
+  static std::int64_t ns(std::int64_t d) noexcept {
+    return static_cast<std::int64_t>(static_cast<double>(d) / g_tsc_per_ns);
+  }
 };
 #else
 using Rdtscp = ClockNs;  // --timer rdtscp is refused off x86-64
@@ -139,7 +141,8 @@ constexpr std::uint64_t kLogFrames = 1024;  // 64 KiB per direction
 template <class T>
 Histogram log_floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
   constexpr std::size_t bytes = 2 * kLogFrames * sizeof(LogFrame);
-  auto* frames = static_cast<LogFrame*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* frames =
+      static_cast<LogFrame*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (frames == MAP_FAILED) std::abort();
   for (std::uint64_t i = 0; i < 2 * kLogFrames; ++i) new (&frames[i]) LogFrame();
   LogFrame* const ping = frames;
@@ -188,7 +191,8 @@ Histogram log_floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
 
 int pong_child(const std::string& name, const std::string& threading, const std::string& idle, bool dedicated,
                std::uint64_t total, const int* sync, bool stamp) {
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1, g_pingpong_flow, stamp), "bench");
+  auto ctx =
+      pollux::Context::from_string(config(name, threading, idle, dedicated ? 1 : -1, g_pingpong_flow, stamp), "bench");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
     return 2;
@@ -212,8 +216,10 @@ int pong_child(const std::string& name, const std::string& threading, const std:
         16);
     // Dedicated mode: this thread shares its CPU with its poller; give it the CPU.
     if (k == 0) {
-      if (dedicated) sched_yield();
-      else pollux::core::cpu_relax();  // busy-spin idle step, as the floor's spin loop
+      if (dedicated)
+        sched_yield();
+      else
+        pollux::core::cpu_relax();  // busy-spin idle step, as the floor's spin loop
     }
   }
   // Keep the pong stream open until the parent has read the last reply.
@@ -239,7 +245,8 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
     _exit(pong_child(name, threading, idle, dedicated, total, sync, stamp));
   }
   pollux::bench::pin(0);
-  auto ctx = pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, g_pingpong_flow, stamp), "bench");
+  auto ctx =
+      pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, g_pingpong_flow, stamp), "bench");
 
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
@@ -262,8 +269,10 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
     }
     while (!got) {
       if (sub->poll([&](const pollux::Message&) { got = true; }, 1) == 0) {
-        if (dedicated) sched_yield();
-        else pollux::core::cpu_relax();
+        if (dedicated)
+          sched_yield();
+        else
+          pollux::core::cpu_relax();
       }
     }
     const std::int64_t t1 = T::now();
@@ -365,10 +374,12 @@ int main(int argc, char** argv) {
       "pollux-bench-shm: shared-memory round trips and one-way throughput between two processes pinned\n"
       "to CPUs 0 and 1, next to the physical floor measured in the same run (a bare cache-line\n"
       "ping-pong between the two processes).");
-  cli.count("--count", &count, "round trips per case and run (after count/10 warm-up; dedicated cases\n"
-                               "use count/4); throughput cases send count x 100 messages")
+  cli.count("--count", &count,
+            "round trips per case and run (after count/10 warm-up; dedicated cases\n"
+            "use count/4); throughput cases send count x 100 messages")
       .count("--runs", &runs, "runs of every case (each run measures its own floor)", 1, 1000)
-      .list("--cases", &cases, {"floor", "logfloor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
+      .list("--cases", &cases,
+            {"floor", "logfloor", "inline32", "inline32u", "inline256", "dedicated32", "dedicated256", "tput", "tputu"},
             "cases to run, comma-separated")
       .text("--log-size", &g_log_size, "SIZE",
             "shm.log_size of the streams (default 16MiB; e.g. 64KiB keeps a ping-pong's log in L2)")
@@ -458,7 +469,7 @@ int main(int argc, char** argv) {
       const std::uint64_t n = std::string(mode) == "dedicated" ? count / 4 : count;  // slower: fewer samples
       const auto sz = static_cast<std::size_t>(size);
       Histogram h = rdtscp ? pollux_pingpong<Rdtscp>(mode, sz, n, n / 10, stamp)
-                             : pollux_pingpong<ClockNs>(mode, sz, n, n / 10, stamp);
+                           : pollux_pingpong<ClockNs>(mode, sz, n, n / 10, stamp);
       char label[64];
       std::snprintf(label, sizeof label, "pollux %s %d B%s", mode, size, stamp ? "" : " (no publisher stamp)");
       pollux::bench::print_hist(label, h);

@@ -183,8 +183,8 @@ Histogram pollux_pingpong(const std::string& threading, std::uint64_t count, std
   pollux::bench::pin(0);
   Histogram h;
   {
-    auto ctx = pollux::Context::from_string(config(name, threading, "backpressure", threading == "inline" ? -1 : 0),
-                                            "bench");
+    auto ctx =
+        pollux::Context::from_string(config(name, threading, "backpressure", threading == "inline" ? -1 : 0), "bench");
     if (!ctx.ok()) {
       std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
       kill(child, SIGKILL);
@@ -266,11 +266,12 @@ Reported: RTT/2 percentiles; ratio lines inline/futex and dedicated/futex-chain 
 
 std::string json_case(const std::string& name, const Histogram& h) {
   char buf[512];
-  std::snprintf(buf, sizeof buf,
-                R"({"case": "%s", "p50_ns": %lld, "p90_ns": %lld, "p99_ns": %lld, "p99_9_ns": %lld, "max_ns": %lld, "count": %llu})",
-                name.c_str(), static_cast<long long>(h.percentile(50)), static_cast<long long>(h.percentile(90)),
-                static_cast<long long>(h.percentile(99)), static_cast<long long>(h.percentile(99.9)),
-                static_cast<long long>(h.max()), static_cast<unsigned long long>(h.count()));
+  std::snprintf(
+      buf, sizeof buf,
+      R"({"case": "%s", "p50_ns": %lld, "p90_ns": %lld, "p99_ns": %lld, "p99_9_ns": %lld, "max_ns": %lld, "count": %llu})",
+      name.c_str(), static_cast<long long>(h.percentile(50)), static_cast<long long>(h.percentile(90)),
+      static_cast<long long>(h.percentile(99)), static_cast<long long>(h.percentile(99.9)),
+      static_cast<long long>(h.max()), static_cast<unsigned long long>(h.count()));
   return buf;
 }
 
@@ -306,7 +307,8 @@ int main(int argc, char** argv) {
   for (size_t b = 0; b <= cases.size();) {
     const size_t e = std::min(cases.find(',', b), cases.size());
     const std::string c = cases.substr(b, e - b);
-    if (std::find(std::begin(known), std::end(known), c) == std::end(known)) usage("--cases: unknown case \"" + c + "\"");
+    if (std::find(std::begin(known), std::end(known), c) == std::end(known))
+      usage("--cases: unknown case \"" + c + "\"");
     b = e + 1;
   }
   std::printf("%s\n", pollux::bench::machine_description().c_str());
@@ -347,8 +349,8 @@ int main(int argc, char** argv) {
   ratio("dedicated / futex", ded_h, futex_h);
   if (want("offer")) {
     const Histogram h = offer_cost(count * 100);
-    std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f ns/offer (n=%llu batches of 1000)\n",
-                "offer(), nobody sleeping", h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3,
+    std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f ns/offer (n=%llu batches of 1000)\n", "offer(), nobody sleeping",
+                h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3,
                 static_cast<unsigned long long>(h.count()));
     char buf[200];
     std::snprintf(buf, sizeof buf, R"({"case": "offer", "p50_ns_per_offer": %.3f, "p99_ns_per_offer": %.3f})",

@@ -35,19 +35,18 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::create(const PoolOptions
       p->huge_ = true;
       p->bytes_ = huge_len;
     } else if (opt.hugepages == HugePages::kOn) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "pool.hugepages = \"on\" but mmap(MAP_HUGETLB, %zu bytes) failed: %s; reserve pages with "
-          "`echo N > /proc/sys/vm/nr_hugepages` or set pool.hugepages = \"auto\"",
-          huge_len, std::strerror(errno)));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("pool.hugepages = \"on\" but mmap(MAP_HUGETLB, %zu bytes) failed: %s; reserve pages with "
+                          "`echo N > /proc/sys/vm/nr_hugepages` or set pool.hugepages = \"auto\"",
+                          huge_len, std::strerror(errno)));
     }
   }
   if (mem == MAP_FAILED) {
     const std::size_t len = mapping_bytes(opt, false);
     mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("cannot map a %zu-byte buffer pool: %s (lower pool.slots or pool.slot_size)", len,
-                          std::strerror(errno)));
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "cannot map a %zu-byte buffer pool: %s (lower pool.slots or pool.slot_size)", len, std::strerror(errno)));
     }
     p->bytes_ = len;
     (void)madvise(mem, len, MADV_HUGEPAGE);  // transparent hugepages if enabled; harmless if not
@@ -91,10 +90,10 @@ absl::StatusOr<SlotRange> BufferPool::carve(std::uint32_t count) {
         "free, in pieces); raise pool.slots or lower rings.capacity",
         count, largest, free_count_, slots_));
   }
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "buffer pool exhausted: an endpoint needs %u slots but only %u of %u are left; raise pool.slots "
-      "or lower rings.capacity",
-      count, free_count_, slots_));
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("buffer pool exhausted: an endpoint needs %u slots but only %u of %u are left; raise pool.slots "
+                      "or lower rings.capacity",
+                      count, free_count_, slots_));
 }
 
 void BufferPool::give_back(SlotRange r) {
@@ -156,8 +155,7 @@ std::optional<PoolRegistration> BufferPool::registration(const void* owner) cons
 
 std::string BufferPool::describe() const {
   return absl::StrFormat("%u slots x %u B = %.1f MiB, %s pages, node %d", slots_, slot_size_,
-                         static_cast<double>(bytes_) / (1 << 20), huge_ ? "2 MiB huge" : "4 KiB",
-                         node_);
+                         static_cast<double>(bytes_) / (1 << 20), huge_ ? "2 MiB huge" : "4 KiB", node_);
 }
 
 }  // namespace pollux::core

@@ -37,7 +37,7 @@ struct PoolOptions {
   std::uint32_t slot_size = 2048;  // bytes, rounded up to 64
   std::uint32_t slots = 4096;
   HugePages hugepages = HugePages::kAuto;
-  int numa_node = -1;              // -1: no binding (first touch)
+  int numa_node = -1;  // -1: no binding (first touch)
 };
 
 // What a transport stores after registering the region (e.g. an ibv_mr* and its lkey).
@@ -102,7 +102,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   std::uint32_t slots_ = 0;
   bool huge_ = false;
   int node_ = -1;
-  mutable std::mutex mu_;  // control path only (carve, give_back, registrations)
+  mutable std::mutex mu_;                        // control path only (carve, give_back, registrations)
   std::map<std::uint32_t, std::uint32_t> free_;  // first slot -> run length; disjoint, coalesced
   std::uint32_t free_count_ = 0;
   std::uint64_t bad_give_backs_ = 0;
@@ -115,7 +115,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 class SlotLease {
  public:
   SlotLease() = default;
-  SlotLease(BufferPool* pool, SlotRange r) : pool_(pool != nullptr ? pool->weak_from_this() : std::weak_ptr<BufferPool>()), r_(r) {}
+  SlotLease(BufferPool* pool, SlotRange r)
+      : pool_(pool != nullptr ? pool->weak_from_this() : std::weak_ptr<BufferPool>()), r_(r) {}
   ~SlotLease() { reset(); }
   SlotLease(SlotLease&& o) noexcept : pool_(std::move(o.pool_)), r_(o.r_) { o.r_ = {}; }
   SlotLease& operator=(SlotLease&& o) noexcept {

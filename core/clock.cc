@@ -72,8 +72,7 @@ bool tsc_is_invariant() {
   std::string line;
   while (std::getline(f, line)) {
     if (line.rfind("flags", 0) == 0) {
-      return line.find(" constant_tsc") != std::string::npos &&
-             line.find(" nonstop_tsc") != std::string::npos;
+      return line.find(" constant_tsc") != std::string::npos && line.find(" nonstop_tsc") != std::string::npos;
     }
   }
 #endif
@@ -122,9 +121,11 @@ ClockCalibration calibrate(long duration_ns) {
 std::int64_t convert(const ClockCalibration& c, std::uint64_t t) noexcept {
   const std::uint64_t base = static_cast<std::uint64_t>(c.base_ns);
   if (t >= c.base_tsc) {
-    return static_cast<std::int64_t>(base + static_cast<std::uint64_t>((static_cast<unsigned __int128>(t - c.base_tsc) * c.mult) >> 32));
+    return static_cast<std::int64_t>(
+        base + static_cast<std::uint64_t>((static_cast<unsigned __int128>(t - c.base_tsc) * c.mult) >> 32));
   }
-  return static_cast<std::int64_t>(base - static_cast<std::uint64_t>((static_cast<unsigned __int128>(c.base_tsc - t) * c.mult) >> 32));
+  return static_cast<std::int64_t>(
+      base - static_cast<std::uint64_t>((static_cast<unsigned __int128>(c.base_tsc - t) * c.mult) >> 32));
 }
 
 // Sequence-lock read of the whole page (pairing as in Clock::now_ns()). False while a writer
@@ -148,8 +149,8 @@ bool read_page(const ClockPage& p, Snapshot* s) noexcept {
 // Writes a page whose seq this writer moved from `from` (even, or a dead writer's odd value) to
 // the odd `held`. Writers exclude each other by that compare-exchange; readers retry while seq
 // is odd or has moved.
-void write_page(ClockPage& p, std::uint32_t held, const ClockCalibration& c, std::uint64_t rate,
-                std::uint64_t ref_tsc, std::int64_t ref_ns) noexcept {
+void write_page(ClockPage& p, std::uint32_t held, const ClockCalibration& c, std::uint64_t rate, std::uint64_t ref_tsc,
+                std::int64_t ref_ns) noexcept {
   // Release fence: pairs with the readers' acquire fence - a reader that loads any field stored
   // below then sees seq changed on its second load.
   std::atomic_thread_fence(std::memory_order_release);
@@ -335,7 +336,7 @@ void store_shared(const std::string& path, const std::string& boot_id, const Clo
   write_page(f.page, 1, c, c.mult, c.base_tsc, c.base_ns);
   NewFile file;
   if (!file.create(path, 0644, FileAccess::kNoGroup, "clock calibration").ok()) return;  // processes calibrate alone
-  if (::write(file.fd(), &f, sizeof f) != static_cast<ssize_t>(sizeof f)) return;      // full: same
+  if (::write(file.fd(), &f, sizeof f) != static_cast<ssize_t>(sizeof f)) return;        // full: same
   (void)(replace ? file.publish() : file.publish_exclusive());
 }
 
@@ -351,7 +352,8 @@ void use_private(const ClockCalibration& c) {
   if (mem != MAP_FAILED) p = new (mem) ClockPage;
   // Threads may read the static page already (the default, tsc 0): a locked write like any.
   std::uint32_t held;
-  if (try_lock(*p, p->seq.load(std::memory_order_relaxed), &held)) write_page(*p, held, c, c.mult, c.base_tsc, c.base_ns);
+  if (try_lock(*p, p->seq.load(std::memory_order_relaxed), &held))
+    write_page(*p, held, c, c.mult, c.base_tsc, c.base_ns);
   g_writable = p;
   detail::g_page.store(p, std::memory_order_release);
 }
@@ -400,9 +402,10 @@ void init_once(std::string_view shm_dir) {
       std::string bad = readable ? check_sane(s.c, check) : "a writer left it half-written";
       if (bad.empty()) {
         if (mp.writable) (void)update_page(*mp.page, nullptr);  // a lead or lag under 1 ms
-        g_source = created ? replaced.empty() ? absl::StrFormat("tsc (calibrated, shared via %s)", path)
-                                              : absl::StrFormat("tsc (calibrated, shared via %s, which replaced a bad one: %s)",
-                                                                path, replaced)
+        g_source = created ? replaced.empty()
+                                 ? absl::StrFormat("tsc (calibrated, shared via %s)", path)
+                                 : absl::StrFormat("tsc (calibrated, shared via %s, which replaced a bad one: %s)",
+                                                   path, replaced)
                            : absl::StrFormat("tsc (shared calibration %s)", path);
       } else if (mp.writable) {
         if (!own_calibration().tsc) return;
@@ -442,8 +445,7 @@ void init_once(std::string_view shm_dir) {
 
 void detail::maintain_slow(std::int64_t now) noexcept {
   std::int64_t next = g_next_check_ns.load(std::memory_order_relaxed);
-  if (now < next ||
-      !g_next_check_ns.compare_exchange_strong(next, now + kCheckPeriod_ns, std::memory_order_relaxed)) {
+  if (now < next || !g_next_check_ns.compare_exchange_strong(next, now + kCheckPeriod_ns, std::memory_order_relaxed)) {
     return;  // not due, or another thread of this process checks
   }
   ClockPage* p = g_writable;

@@ -16,8 +16,7 @@ constexpr std::int64_t kForever = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMaxInterval = std::int64_t{1} << 50;
 
 absl::Status bad(const std::string& field, const std::string& want, const std::string& got) {
-  return absl::InvalidArgumentError(absl::StrCat("runtime.adaptive.", field, ": expected ", want,
-                                                 ", got ", got));
+  return absl::InvalidArgumentError(absl::StrCat("runtime.adaptive.", field, ": expected ", want, ", got ", got));
 }
 
 // The options with every value forced into its valid range (the constructor never fails).
@@ -54,9 +53,12 @@ std::optional<ControllerPolicy> parse_controller_policy(std::string_view s) {
 
 std::string_view controller_policy_name(ControllerPolicy p) {
   switch (p) {
-    case ControllerPolicy::kAdaptive: return "adaptive";
-    case ControllerPolicy::kBusySpin: return "busy-spin";
-    case ControllerPolicy::kInterrupt: return "interrupt";
+    case ControllerPolicy::kAdaptive:
+      return "adaptive";
+    case ControllerPolicy::kBusySpin:
+      return "busy-spin";
+    case ControllerPolicy::kInterrupt:
+      return "interrupt";
   }
   return "?";
 }
@@ -99,9 +101,12 @@ absl::Status ControllerOptions::validate() const {
 
 std::string_view PollController::mode_name(PollMode m) noexcept {
   switch (m) {
-    case PollMode::kBusy: return "busy";
-    case PollMode::kSpin: return "spin";
-    case PollMode::kInterrupt: return "interrupt";
+    case PollMode::kBusy:
+      return "busy";
+    case PollMode::kSpin:
+      return "spin";
+    case PollMode::kInterrupt:
+      return "interrupt";
   }
   return "?";
 }
@@ -114,8 +119,7 @@ std::int64_t PollController::bucket_upper(int b) noexcept {
   return lower + (std::int64_t{1} << (msb - kSubBits)) - 1;
 }
 
-PollController::PollController(const ControllerOptions& opts, std::int64_t start_ns) noexcept
-    : opts_(clamped(opts)) {
+PollController::PollController(const ControllerOptions& opts, std::int64_t start_ns) noexcept : opts_(clamped(opts)) {
   const double threshold = static_cast<double>(opts_.wakeup_cost_ns) * opts_.spin_factor;
   spin_threshold_ns_ = threshold >= static_cast<double>(kMaxGap) ? kMaxGap : static_cast<std::int64_t>(threshold);
   quantile_q16_ = static_cast<std::uint64_t>(std::ceil(opts_.spin_quantile * 65536.0));
@@ -159,13 +163,22 @@ void PollController::clear_histogram() noexcept {
 void PollController::update_hold() noexcept {
   load_trigger_ = 0;
   switch (opts_.policy) {
-    case ControllerPolicy::kBusySpin: hold_ns_ = kForever; return;
-    case ControllerPolicy::kInterrupt: hold_ns_ = -1; return;
-    case ControllerPolicy::kAdaptive: break;
+    case ControllerPolicy::kBusySpin:
+      hold_ns_ = kForever;
+      return;
+    case ControllerPolicy::kInterrupt:
+      hold_ns_ = -1;
+      return;
+    case ControllerPolicy::kAdaptive:
+      break;
   }
   switch (mode_) {
-    case PollMode::kBusy: hold_ns_ = opts_.busy_linger_ns; break;
-    case PollMode::kSpin: hold_ns_ = budget_ns_ > 0 ? budget_ns_ : -1; break;
+    case PollMode::kBusy:
+      hold_ns_ = opts_.busy_linger_ns;
+      break;
+    case PollMode::kSpin:
+      hold_ns_ = budget_ns_ > 0 ? budget_ns_ : -1;
+      break;
     case PollMode::kInterrupt:
       hold_ns_ = -1;
       load_trigger_ = opts_.load_cycles;

@@ -182,12 +182,12 @@ struct ControllerOptions {
 struct ControllerCounters {
   std::uint64_t transitions = 0;
   std::uint64_t transitions_to[kPollModes] = {0, 0, 0};  // indexed by PollMode
-  std::uint64_t arms = 0;              // kArm answers
-  std::uint64_t arm_refusals = 0;      // on_arm_refused() calls
-  std::uint64_t wakeups = 0;           // on_wakeup() calls (event or timeout)
-  std::uint64_t timer_wakeups = 0;     // ... with by_event = false
-  std::uint64_t spurious_wakeups = 0;  // by_event = true and the next cycle did no work
-  std::int64_t sleep_ns = 0;           // sum of (wakeup time - arm time)
+  std::uint64_t arms = 0;                                // kArm answers
+  std::uint64_t arm_refusals = 0;                        // on_arm_refused() calls
+  std::uint64_t wakeups = 0;                             // on_wakeup() calls (event or timeout)
+  std::uint64_t timer_wakeups = 0;                       // ... with by_event = false
+  std::uint64_t spurious_wakeups = 0;                    // by_event = true and the next cycle did no work
+  std::int64_t sleep_ns = 0;                             // sum of (wakeup time - arm time)
 };
 
 class PollController {
@@ -209,13 +209,15 @@ class PollController {
   // compares and stores in the common case; out-of-line only when a run starts or when the
   // silence exceeds the current hold (then at most once per arm decision).
   [[nodiscard]] PollAction on_cycle(std::int64_t now_ns, int work) noexcept {
-    if (wake_check_) [[unlikely]] first_cycle_after_wake(work);
+    if (wake_check_) [[unlikely]]
+      first_cycle_after_wake(work);
     if (work > 0) {
       if (!in_run_) on_run_start(now_ns, work);
       in_run_ = true;
       last_work_ns_ = now_ns;
       ++wake_work_cycles_;
-      if (++run_cycles_ == load_trigger_) [[unlikely]] on_sustained_work(now_ns);
+      if (++run_cycles_ == load_trigger_) [[unlikely]]
+        on_sustained_work(now_ns);
       return PollAction::kPoll;
     }
     in_run_ = false;
@@ -282,8 +284,8 @@ class PollController {
   PollMode mode_ = PollMode::kInterrupt;
 
   // Rare-path state.
-  bool woke_ = false;            // at least one wakeup since reset (wake_work_cycles_ is valid)
-  bool after_wake_ = false;      // the current run started in the first cycle after a wakeup
+  bool woke_ = false;        // at least one wakeup since reset (wake_work_cycles_ is valid)
+  bool after_wake_ = false;  // the current run started in the first cycle after a wakeup
   bool wake_by_event_ = false;
   ControllerOptions opts_;
   std::int64_t spin_threshold_ns_ = 0;

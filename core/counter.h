@@ -13,7 +13,9 @@ class Counter {
   Counter() = default;
   explicit Counter(std::atomic<std::uint64_t>* v) : v_(v) {}
   // Single-writer increment: only the owning thread calls add()/set().
-  void add(std::uint64_t n = 1) noexcept { v_->store(v_->load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  void add(std::uint64_t n = 1) noexcept {
+    v_->store(v_->load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   void set(std::uint64_t n) noexcept { v_->store(n, std::memory_order_relaxed); }
   // For the rare counter written by several threads.
   void add_shared(std::uint64_t n = 1) noexcept { v_->fetch_add(n, std::memory_order_relaxed); }

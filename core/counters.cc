@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<CountersFile>> CountersFile::create(std::string_v
     };
     // Built unnamed and renamed into place once complete (replacing a stale file of a dead
     // process that had our pid): a failure leaves nothing behind, a reader never sees half a file.
-    if (absl::Status s = f->file_.create(f->path_, 0600, FileAccess::kNoGroup, "counters file"); !s.ok()) return hint(s);
+    if (absl::Status s = f->file_.create(f->path_, 0600, FileAccess::kNoGroup, "counters file"); !s.ok())
+      return hint(s);
     // tmpfs: reserve the pages now, or writing the header below raises SIGBUS on a full /dev/shm.
     if (absl::Status s = reserve_file(f->file_.fd(), f->bytes_, f->path_, "counters file"); !s.ok()) return hint(s);
     mem = mmap(nullptr, f->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, f->file_.fd(), 0);
@@ -107,8 +108,8 @@ CountersFile::~CountersFile() {
   }
 }
 
-Counter CountersFile::allocate(std::string_view scope, std::string_view name, std::uint32_t stream_id,
-                               CounterKind kind, std::uint16_t owner) {
+Counter CountersFile::allocate(std::string_view scope, std::string_view name, std::uint32_t stream_id, CounterKind kind,
+                               std::uint16_t owner) {
   std::unique_lock<std::mutex> lock(mu_);
   auto* h = reinterpret_cast<CountersHeader*>(base_);
   const std::uint32_t i = h->allocated.load(std::memory_order_relaxed);
@@ -118,9 +119,10 @@ Counter CountersFile::allocate(std::string_view scope, std::string_view name, st
     Counter c(overflow_.back().get());
     lock.unlock();
     if (first) {
-      error_log_.recordf(absl::StatusCode::kResourceExhausted,
-                         "counters file %s is full (%u counters): further counters are private (not shown by pollux-stat)",
-                         path_.empty() ? "<private>" : path_, capacity_);
+      error_log_.recordf(
+          absl::StatusCode::kResourceExhausted,
+          "counters file %s is full (%u counters): further counters are private (not shown by pollux-stat)",
+          path_.empty() ? "<private>" : path_, capacity_);
     }
     return c;
   }
@@ -160,14 +162,14 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) < kHeaderRegion ||
       static_cast<std::size_t>(st.st_size) > kMaxCountersFile) {
     ::close(fd);
-    return absl::DataLossError(absl::StrFormat(
-        "%s: not a regular file of %u..%u bytes: not a counters file", path, kHeaderRegion, kMaxCountersFile));
+    return absl::DataLossError(absl::StrFormat("%s: not a regular file of %u..%u bytes: not a counters file", path,
+                                               kHeaderRegion, kMaxCountersFile));
   }
   std::vector<std::uint64_t> copy((static_cast<std::size_t>(st.st_size) + 7) / 8);
   std::size_t len = 0;
   while (len < static_cast<std::size_t>(st.st_size)) {
-    const ssize_t r = ::pread(fd, reinterpret_cast<char*>(copy.data()) + len, static_cast<std::size_t>(st.st_size) - len,
-                              static_cast<off_t>(len));
+    const ssize_t r = ::pread(fd, reinterpret_cast<char*>(copy.data()) + len,
+                              static_cast<std::size_t>(st.st_size) - len, static_cast<off_t>(len));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;  // shrank while we read: parse what we have
     len += static_cast<std::size_t>(r);
@@ -196,7 +198,8 @@ absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base,
   out.path = path;
   out.snapshot_ns = wall_clock_ns();
   if (h.magic != kCountersMagic) {
-    return absl::DataLossError(absl::StrFormat("%s: bad magic (not a pollux counters file, or still being created)", path));
+    return absl::DataLossError(
+        absl::StrFormat("%s: bad magic (not a pollux counters file, or still being created)", path));
   }
   if (h.version != kCountersVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -228,8 +231,9 @@ absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base,
   // The error log: its own magic and version, inside the file (a bad one leaves the counters).
   if (h.error_log_offset < slots_end || h.error_log_offset > len || h.error_log_size > len - h.error_log_offset ||
       h.error_log_offset % 8 != 0) {
-    out.error_log_status = absl::DataLossError(absl::StrFormat(
-        "%s: error log region [%u, +%u) is not inside the file (%u bytes) after the counters", path, h.error_log_offset, h.error_log_size, len));
+    out.error_log_status = absl::DataLossError(
+        absl::StrFormat("%s: error log region [%u, +%u) is not inside the file (%u bytes) after the counters", path,
+                        h.error_log_offset, h.error_log_size, len));
   } else {
     auto log = decode_error_log(base + h.error_log_offset, h.error_log_size);
     if (log.ok()) {

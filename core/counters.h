@@ -35,18 +35,18 @@ inline constexpr std::uint32_t kErrorLogEntries = 64;
 struct CountersHeader {
   std::uint64_t magic;
   std::uint32_t version;
-  std::uint32_t header_size;   // sizeof(CountersHeader) region = 4096
-  std::uint32_t label_size;    // 128
-  std::uint32_t value_size;    // 128
-  std::uint32_t capacity;      // number of label/value slots
+  std::uint32_t header_size;  // sizeof(CountersHeader) region = 4096
+  std::uint32_t label_size;   // 128
+  std::uint32_t value_size;   // 128
+  std::uint32_t capacity;     // number of label/value slots
   std::int32_t pid;
-  std::int64_t start_ns;       // CLOCK_REALTIME at creation
+  std::int64_t start_ns;                 // CLOCK_REALTIME at creation
   std::atomic<std::uint32_t> allocated;  // slots in use (release after a label is complete)
   std::uint32_t pad0;
-  char name[64];               // instance name (runtime.name)
+  char name[64];  // instance name (runtime.name)
   // Version 2.
-  std::uint64_t pid_start;     // start time of pid (core/process.h): a reused pid is not "alive"
-  std::uint64_t boot_id;       // core::boot_id_hash() at creation
+  std::uint64_t pid_start;         // start time of pid (core/process.h): a reused pid is not "alive"
+  std::uint64_t boot_id;           // core::boot_id_hash() at creation
   std::uint64_t error_log_offset;  // from the start of the file
   std::uint64_t error_log_size;    // bytes
 };
@@ -55,20 +55,20 @@ static_assert(offsetof(CountersHeader, name) == 48 && offsetof(CountersHeader, p
 
 // What a counter belongs to, so readers group without parsing scopes.
 enum class CounterKind : std::uint16_t {
-  kOther = 0,        // transport internals and the like: scope says what
-  kProcess = 1,      // "process": errors
-  kPublisher = 2,    // "pub stream N topic": one publisher handle
-  kSubscriber = 3,   // "sub stream N topic": one subscriber handle
-  kPoller = 4,       // "poller N": one poller thread and its controller
-  kPollerStream = 5, // "poller N stream S": a publisher's channel on its poller
+  kOther = 0,         // transport internals and the like: scope says what
+  kProcess = 1,       // "process": errors
+  kPublisher = 2,     // "pub stream N topic": one publisher handle
+  kSubscriber = 3,    // "sub stream N topic": one subscriber handle
+  kPoller = 4,        // "poller N": one poller thread and its controller
+  kPollerStream = 5,  // "poller N stream S": a publisher's channel on its poller
 };
 
 struct CounterLabel {
-  std::uint32_t stream_id;     // 0 for non-stream counters
-  std::uint16_t kind;          // CounterKind
-  std::uint16_t owner;         // the counters of one publisher/subscriber/poller share it (0: none)
-  char scope[56];              // "pub stream 1 itch.0", "poller 0"
-  char name[64];               // "messages", "bytes", "back_pressure_log_full", ...
+  std::uint32_t stream_id;  // 0 for non-stream counters
+  std::uint16_t kind;       // CounterKind
+  std::uint16_t owner;      // the counters of one publisher/subscriber/poller share it (0: none)
+  char scope[56];           // "pub stream 1 itch.0", "poller 0"
+  char name[64];            // "messages", "bytes", "back_pressure_log_full", ...
 };
 static_assert(sizeof(CounterLabel) == 128);
 
@@ -97,7 +97,7 @@ class CountersFile {
  private:
   CountersFile() = default;
   std::string path_;
-  NewFile file_;          // until published
+  NewFile file_;  // until published
   std::uint64_t inode_ = 0;
   int guard_ = -1;
   std::byte* base_ = nullptr;
@@ -110,9 +110,7 @@ class CountersFile {
 };
 
 // The error log of `f`, or the process's private one when there is no counters file.
-inline ErrorLog& error_log_of(CountersFile* f) noexcept {
-  return f != nullptr ? f->error_log() : private_error_log();
-}
+inline ErrorLog& error_log_of(CountersFile* f) noexcept { return f != nullptr ? f->error_log() : private_error_log(); }
 
 // Reading side (another process).
 struct CounterSnapshot {
@@ -128,8 +126,8 @@ struct CountersFileSnapshot {
   std::string name;
   int pid = 0;
   bool alive = false;
-  std::int64_t start_ns = 0;    // wall clock, when the process created the file
-  std::int64_t snapshot_ns = 0; // wall clock, when this copy was taken
+  std::int64_t start_ns = 0;     // wall clock, when the process created the file
+  std::int64_t snapshot_ns = 0;  // wall clock, when this copy was taken
   std::vector<CounterSnapshot> counters;
   // The process's error log; error_log_status says why it is missing when it could not be read.
   ErrorLogSnapshot errors;

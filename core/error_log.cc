@@ -103,7 +103,7 @@ void ErrorLog::record(absl::StatusCode code, std::string_view message) noexcept 
   }
   std::lock_guard<std::mutex> lock(append_mu_);
   const std::uint32_t used = h_->used.load(std::memory_order_relaxed);  // only appenders write it
-  if (ErrorEntry* e = find(seen, used, key, c, message)) {  // appended by another thread meanwhile
+  if (ErrorEntry* e = find(seen, used, key, c, message)) {              // appended by another thread meanwhile
     bump(*e, now);
     return;
   }
@@ -142,23 +142,25 @@ std::vector<ErrorRecord> ErrorLog::entries() const {
 
 absl::StatusOr<ErrorLogSnapshot> decode_error_log(const std::byte* region, std::size_t len) {
   if (region == nullptr || len < sizeof(RawHeader)) {
-    return absl::DataLossError(absl::StrFormat("error log: %u bytes, smaller than its header (%u)", len, sizeof(RawHeader)));
+    return absl::DataLossError(
+        absl::StrFormat("error log: %u bytes, smaller than its header (%u)", len, sizeof(RawHeader)));
   }
   RawHeader h;
   std::memcpy(&h, region, sizeof h);
   if (h.magic != kErrorLogMagic) {
-    return absl::DataLossError(absl::StrFormat("error log: bad magic 0x%016x (expected 0x%016x)", h.magic, kErrorLogMagic));
+    return absl::DataLossError(
+        absl::StrFormat("error log: bad magic 0x%016x (expected 0x%016x)", h.magic, kErrorLogMagic));
   }
   if (h.version != kErrorLogVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "error log: version %u, this reader understands version %u (a different pollux build wrote it)", h.version,
-        kErrorLogVersion));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("error log: version %u, this reader understands version %u (a different pollux build wrote it)",
+                        h.version, kErrorLogVersion));
   }
   if (h.header_size != sizeof(ErrorLogHeader) || h.entry_size != sizeof(ErrorEntry) || h.capacity == 0 ||
       h.capacity > kMaxErrorLogCapacity || error_log_bytes(h.capacity) > len) {
-    return absl::DataLossError(absl::StrFormat(
-        "error log: inconsistent sizes (header %u, entry %u, capacity %u, region %u bytes)", h.header_size,
-        h.entry_size, h.capacity, len));
+    return absl::DataLossError(
+        absl::StrFormat("error log: inconsistent sizes (header %u, entry %u, capacity %u, region %u bytes)",
+                        h.header_size, h.entry_size, h.capacity, len));
   }
   if (h.used > h.capacity) {
     return absl::DataLossError(absl::StrFormat("error log: %u entries used of a capacity of %u", h.used, h.capacity));

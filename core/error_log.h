@@ -42,9 +42,9 @@ inline constexpr std::uint32_t kErrorMessageMax = 471;  // bytes; longer message
 struct ErrorLogHeader {
   std::uint64_t magic;
   std::uint32_t version;
-  std::uint32_t header_size;  // sizeof(ErrorLogHeader)
-  std::uint32_t entry_size;   // sizeof(ErrorEntry)
-  std::uint32_t capacity;     // entries
+  std::uint32_t header_size;        // sizeof(ErrorLogHeader)
+  std::uint32_t entry_size;         // sizeof(ErrorEntry)
+  std::uint32_t capacity;           // entries
   std::atomic<std::uint32_t> used;  // entries published (release after an entry is complete)
   std::uint32_t reserved;
   std::atomic<std::uint64_t> observations;  // every record() call
@@ -93,13 +93,16 @@ class ErrorLog {
   // Any thread of this process. Records one observation of (code, message); never allocates,
   // never fails (a full log counts the observation as dropped).
   void record(absl::StatusCode code, std::string_view message) noexcept;
-  void record(const absl::Status& s) noexcept { record(s.code(), std::string_view(s.message().data(), s.message().size())); }
+  void record(const absl::Status& s) noexcept {
+    record(s.code(), std::string_view(s.message().data(), s.message().size()));
+  }
   // printf-style (absl::FormatSpec: checked at compile time), formatted into a stack buffer.
   template <typename... Args>
   void recordf(absl::StatusCode code, const absl::FormatSpec<Args...>& fmt, const Args&... args) noexcept {
     char buf[kErrorMessageMax + 1];
     const int n = absl::SNPrintF(buf, sizeof buf, fmt, args...);
-    record(code, std::string_view(buf, n < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(n), kErrorMessageMax)));
+    record(code,
+           std::string_view(buf, n < 0 ? 0 : std::min<std::size_t>(static_cast<std::size_t>(n), kErrorMessageMax)));
   }
 
   std::uint64_t observations() const noexcept;

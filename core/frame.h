@@ -9,17 +9,17 @@
 
 namespace pollux::core {
 
-inline constexpr std::uint8_t kFrameMagic = 0xA7;    // first byte a reader checks
-inline constexpr std::uint8_t kFrameVersion = 1;     // bump on any layout change
-inline constexpr std::uint32_t kFrameAlignment = 32; // frames start on 32-byte boundaries
+inline constexpr std::uint8_t kFrameMagic = 0xA7;     // first byte a reader checks
+inline constexpr std::uint8_t kFrameVersion = 1;      // bump on any layout change
+inline constexpr std::uint32_t kFrameAlignment = 32;  // frames start on 32-byte boundaries
 
 // Frame flags (FrameHeader::flags).
 enum FrameFlags : std::uint16_t {
   kFlagNone = 0,
-  kFlagPadding = 1u << 0,    // filler up to the end of a ring; no payload for the application
-  kFlagTraced = 1u << 1,     // a StageTrace block follows the header, before the payload
-  kFlagHeartbeat = 1u << 2,  // liveness only (network transports), no payload
-  kFlagEndOfStream = 1u << 3 // publisher closed the stream cleanly
+  kFlagPadding = 1u << 0,     // filler up to the end of a ring; no payload for the application
+  kFlagTraced = 1u << 1,      // a StageTrace block follows the header, before the payload
+  kFlagHeartbeat = 1u << 2,   // liveness only (network transports), no payload
+  kFlagEndOfStream = 1u << 3  // publisher closed the stream cleanly
 };
 
 // 32 bytes, naturally aligned fields, no padding: the layout is part of the wire protocol.

@@ -65,8 +65,8 @@ std::int64_t Histogram::percentile(double p) const noexcept {
 std::string Histogram::summary(double unit_ns, const char* unit) const {
   auto f = [&](std::int64_t v) { return static_cast<double>(v) / unit_ns; };
   return absl::StrFormat("p50=%.3f%s p90=%.3f%s p99=%.3f%s p99.9=%.3f%s p99.99=%.3f%s max=%.3f%s (n=%u)",
-                         f(percentile(50)), unit, f(percentile(90)), unit, f(percentile(99)), unit,
-                         f(percentile(99.9)), unit, f(percentile(99.99)), unit, f(max()), unit, total_);
+                         f(percentile(50)), unit, f(percentile(90)), unit, f(percentile(99)), unit, f(percentile(99.9)),
+                         unit, f(percentile(99.99)), unit, f(max()), unit, total_);
 }
 
 }  // namespace pollux::core

@@ -14,9 +14,9 @@ namespace pollux::core {
 
 class Histogram {
  public:
-  static constexpr int kSubBits = 7;                       // 128 sub-buckets
+  static constexpr int kSubBits = 7;  // 128 sub-buckets
   static constexpr std::int64_t kSubCount = 1 << kSubBits;
-  static constexpr int kMaxBits = 44;                      // values < 2^44 ns (~4.9 hours)
+  static constexpr int kMaxBits = 44;  // values < 2^44 ns (~4.9 hours)
   static constexpr std::int64_t kMaxValue = (std::int64_t{1} << kMaxBits) - 1;
   static constexpr int kBuckets = kSubCount + (kMaxBits - kSubBits) * kSubCount;
 

@@ -21,8 +21,10 @@ namespace pollux::core {
 
 template <typename I>
 concept IdleStrategy = requires(I i, int work) {
-  { i.idle(work) } noexcept;
-  { i.reset() } noexcept;
+  { i.idle(work) }
+  noexcept;
+  { i.reset() }
+  noexcept;
 };
 
 enum class IdleKind { kBusySpin, kYield, kBackoff, kInterrupt, kAdaptive };
@@ -37,11 +39,16 @@ inline std::optional<IdleKind> parse_idle_kind(std::string_view s) {
 }
 inline std::string_view idle_kind_name(IdleKind k) {
   switch (k) {
-    case IdleKind::kBusySpin: return "busy-spin";
-    case IdleKind::kYield: return "yield";
-    case IdleKind::kBackoff: return "backoff";
-    case IdleKind::kInterrupt: return "interrupt";
-    case IdleKind::kAdaptive: return "adaptive";
+    case IdleKind::kBusySpin:
+      return "busy-spin";
+    case IdleKind::kYield:
+      return "yield";
+    case IdleKind::kBackoff:
+      return "backoff";
+    case IdleKind::kInterrupt:
+      return "interrupt";
+    case IdleKind::kAdaptive:
+      return "adaptive";
   }
   return "?";
 }

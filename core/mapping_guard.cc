@@ -113,7 +113,8 @@ void install() {
 
 }  // namespace
 
-int guard_mapping(void* base, std::size_t len, std::atomic<std::uint64_t>* poison, std::uint64_t poison_value) noexcept {
+int guard_mapping(void* base, std::size_t len, std::atomic<std::uint64_t>* poison,
+                  std::uint64_t poison_value) noexcept {
   std::call_once(g_install_once, install);
   for (int i = 0; i < kMaxGuardedMappings; ++i) {
     Guarded& g = g_table[i];

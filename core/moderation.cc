@@ -23,8 +23,8 @@ absl::Status ModerationOptions::validate() const {
   return absl::OkStatus();
 }
 
-CqModeration CqModerationTuner::compute(const ModerationOptions& opts, double events_per_s,
-                                        double wakeups_per_s, CqModeration current) noexcept {
+CqModeration CqModerationTuner::compute(const ModerationOptions& opts, double events_per_s, double wakeups_per_s,
+                                        CqModeration current) noexcept {
   if (!(events_per_s > 0.0) || opts.target_interrupts_per_s == 0) return CqModeration{};
   const double target = opts.target_interrupts_per_s;
   const double h = std::clamp(opts.hysteresis, 0.0, 0.99);
@@ -32,8 +32,7 @@ CqModeration CqModerationTuner::compute(const ModerationOptions& opts, double ev
   // stood for up to `count` completions (more than one per completion is impossible). With
   // {1, 0} it is the wakeup rate itself, which is below the event rate when the poller drains
   // several completions per wakeup - then moderation would add latency and save nothing.
-  const double unmoderated =
-      std::min(events_per_s, std::max(wakeups_per_s, 0.0) * std::max<double>(current.count, 1));
+  const double unmoderated = std::min(events_per_s, std::max(wakeups_per_s, 0.0) * std::max<double>(current.count, 1));
   const bool on = current.moderated();
   if (on ? unmoderated < target * (1.0 - h) : unmoderated <= target * (1.0 + h)) return CqModeration{};
 
@@ -52,8 +51,7 @@ CqModeration CqModerationTuner::compute(const ModerationOptions& opts, double ev
   if (on) {
     // Small changes are not worth an ibv_modify_cq, and keep the setting from wandering.
     if (std::abs(static_cast<double>(count) - current.count) <= h * current.count) count = current.count;
-    if (std::abs(static_cast<double>(period) - current.period_us) <= h * current.period_us)
-      period = current.period_us;
+    if (std::abs(static_cast<double>(period) - current.period_us) <= h * current.period_us) period = current.period_us;
   }
   return CqModeration{count, period};
 }
@@ -63,8 +61,7 @@ CqModerationTuner::CqModerationTuner(const ModerationOptions& opts, std::int64_t
   if (opts_.interval_ns <= 0) opts_.interval_ns = 1;
 }
 
-void CqModerationTuner::restart(std::int64_t now_ns, std::uint64_t events_total,
-                                std::uint64_t wakeups_total) noexcept {
+void CqModerationTuner::restart(std::int64_t now_ns, std::uint64_t events_total, std::uint64_t wakeups_total) noexcept {
   since_ns_ = now_ns;
   events_ = events_total;
   wakeups_ = wakeups_total;

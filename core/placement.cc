@@ -27,8 +27,8 @@ constexpr int kOpenFlags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
 std::string safe_name(std::string_view n) {
   std::string out;
   for (char c : n.substr(0, 63)) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out += ok ? c : '_';
   }
   return out.empty() ? "-" : out;
@@ -282,9 +282,9 @@ Placement place_pollers(const PlacementRequest& req) {
       // Claims cannot be made at all (the directory is not writable...): place as before,
       // uncoordinated, and say so.
       out.cpus[i] = req.candidates[i % req.candidates.size()];
-      out.warnings.push_back(absl::StrFormat(
-          "poller %u: pinned to cpu %d without a claim (%s): other processes may pick the same core", i, out.cpus[i],
-          unusable));
+      out.warnings.push_back(
+          absl::StrFormat("poller %u: pinned to cpu %d without a claim (%s): other processes may pick the same core", i,
+                          out.cpus[i], unusable));
       continue;
     }
     std::vector<std::string> who;

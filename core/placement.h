@@ -78,12 +78,12 @@ struct PlacementRequest {
   std::vector<int> candidates;      // OS CPUs in order of preference (automatic placement)
   std::vector<int> explicit_cores;  // runtime.poller_cores: non-empty = used as given
   std::uint32_t pollers = 0;
-  std::string owner_name;           // runtime.name
+  std::string owner_name;  // runtime.name
 };
 
 struct Placement {
-  std::vector<int> cpus;          // per poller: OS CPU, -1 = unpinned
-  std::vector<CpuClaim> claims;   // held for the pollers' lifetime
+  std::vector<int> cpus;              // per poller: OS CPU, -1 = unpinned
+  std::vector<CpuClaim> claims;       // held for the pollers' lifetime
   std::vector<std::string> warnings;  // for the error log and describe()
 };
 

@@ -48,8 +48,8 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
   c_spin_budget_ = alloc("spin_budget_ns");
   c_arm_refused_ = alloc("arm_refused");
   c_doorbells_ = alloc("doorbells");
-  c_mode_ = alloc("mode");  // 0 busy, 1 spin, 2 interrupt (PollMode)
-  c_tid_ = alloc("thread_id");      // the kernel tid of thread pollux-poll-N (top -H, perf -t)
+  c_mode_ = alloc("mode");                // 0 busy, 1 spin, 2 interrupt (PollMode)
+  c_tid_ = alloc("thread_id");            // the kernel tid of thread pollux-poll-N (top -H, perf -t)
   c_idle_kind_ = alloc("idle_strategy");  // core::IdleKind
   init_membarrier();
   if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
@@ -74,8 +74,8 @@ Poller::~Poller() {
 
 absl::Status Poller::start(IdleKind idle, int cpu) {
   if (epfd_ < 0 || doorbell_fd_.fd() < 0) {
-    return absl::ResourceExhaustedError(absl::StrFormat("poller %d: cannot create its epoll set or eventfd: %s",
-                                                        index_, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("poller %d: cannot create its epoll set or eventfd: %s", index_, std::strerror(errno)));
   }
   cpu_ = cpu;
   running_.store(true, std::memory_order_release);
@@ -89,11 +89,19 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
     started.set_value(pin);
     if (!pin.ok()) return;
     switch (idle) {
-      case IdleKind::kBusySpin: run_static(BusySpinIdle{}); break;
-      case IdleKind::kYield: run_static(YieldIdle{}); break;
-      case IdleKind::kBackoff: run_static(BackoffIdle{}); break;
+      case IdleKind::kBusySpin:
+        run_static(BusySpinIdle{});
+        break;
+      case IdleKind::kYield:
+        run_static(YieldIdle{});
+        break;
+      case IdleKind::kBackoff:
+        run_static(BackoffIdle{});
+        break;
       case IdleKind::kInterrupt:
-      case IdleKind::kAdaptive: run_sleeping(idle); break;
+      case IdleKind::kAdaptive:
+        run_sleeping(idle);
+        break;
     }
     on_close();
   });
@@ -101,7 +109,7 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
   if (s.ok()) {
     c_tid_.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
     c_idle_kind_.set(static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
-    if (cpu >= 0) {  // present only when pinned
+    if (cpu >= 0) {                                      // present only when pinned
       counters_->allocate(absl::StrFormat("poller %d", index_), "pinned_cpu", 0, CounterKind::kPoller, owner_)
           .set(static_cast<std::uint64_t>(cpu));
     }
@@ -225,9 +233,15 @@ void Poller::run_sleeping(IdleKind kind) noexcept {
     }
     publish_mode(ctl, now_);
     switch (sleep()) {
-      case Slept::kRefused: ctl.on_arm_refused(now_); break;
-      case Slept::kEvent: ctl.on_wakeup(Clock::now_ns(), true); break;
-      case Slept::kTimeout: ctl.on_wakeup(Clock::now_ns(), false); break;
+      case Slept::kRefused:
+        ctl.on_arm_refused(now_);
+        break;
+      case Slept::kEvent:
+        ctl.on_wakeup(Clock::now_ns(), true);
+        break;
+      case Slept::kTimeout:
+        ctl.on_wakeup(Clock::now_ns(), false);
+        break;
     }
   }
   publish_mode(ctl, Clock::now_ns());

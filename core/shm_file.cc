@@ -87,9 +87,9 @@ absl::StatusOr<FileAccess> resolve_file_access(std::string_view group_name) {
 absl::Status check_shared_file(const struct stat& st, const std::string& path, const FileAccess& access,
                                std::string_view what) {
   if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s %s is a %s, not a regular file: refused (remove it; Pollux only maps files it created)", what, path,
-        file_type(st.st_mode)));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s %s is a %s, not a regular file: refused (remove it; Pollux only maps files it created)",
+                        what, path, file_type(st.st_mode)));
   }
   const uid_t me = geteuid();
   const bool group_ok = access.group != FileAccess::kNoGroup && st.st_gid == access.group;
@@ -124,8 +124,8 @@ absl::Status open_error(int err, const std::string& path, std::string_view what)
           what, path, static_cast<unsigned long long>(rl.rlim_cur)));
     }
     case ENFILE:
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "cannot open %s %s: the system's file table is full (sysctl fs.file-max)", what, path));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("cannot open %s %s: the system's file table is full (sysctl fs.file-max)", what, path));
     case ELOOP:
       return absl::PermissionDeniedError(absl::StrFormat(
           "%s %s is a symbolic link: refused (a link in a shared directory could point Pollux at any file); "
@@ -138,8 +138,8 @@ absl::Status open_error(int err, const std::string& path, std::string_view what)
     case EACCES:
     case EPERM:
     case EROFS:
-      return absl::PermissionDeniedError(absl::StrFormat("cannot open %s %s: %s%s (check runtime.shm_dir)", what,
-                                                         path, std::strerror(err), owner_note(path)));
+      return absl::PermissionDeniedError(absl::StrFormat("cannot open %s %s: %s%s (check runtime.shm_dir)", what, path,
+                                                         std::strerror(err), owner_note(path)));
     default:
       return absl::InternalError(absl::StrFormat("cannot open %s %s: %s", what, path, std::strerror(err)));
   }
@@ -171,7 +171,8 @@ absl::Status reserve_file(int fd, std::size_t len, const std::string& path, std:
   struct statvfs vs;
   std::string space;
   if (::statvfs(dir.c_str(), &vs) == 0) {
-    space = absl::StrFormat("; %s has %s free of %s", dir, human(static_cast<unsigned long long>(vs.f_bavail) * vs.f_frsize),
+    space = absl::StrFormat("; %s has %s free of %s", dir,
+                            human(static_cast<unsigned long long>(vs.f_bavail) * vs.f_frsize),
                             human(static_cast<unsigned long long>(vs.f_blocks) * vs.f_frsize));
   }
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -207,12 +208,13 @@ absl::Status NewFile::create(const std::string& path, mode_t mode, gid_t group, 
   }
   if (fd_ < 0) return absl::InternalError(absl::StrFormat("cannot create a temporary file for %s %s", what, path));
   if (::fchmod(fd_, mode) != 0) {  // exact mode, whatever the umask
-    return absl::InternalError(absl::StrFormat("cannot set mode %04o on %s %s: %s", mode, what, path, std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrFormat("cannot set mode %04o on %s %s: %s", mode, what, path, std::strerror(errno)));
   }
   if (group != FileAccess::kNoGroup && ::fchown(fd_, static_cast<uid_t>(-1), group) != 0) {
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "cannot give %s %s to group %u (shm.group): %s; this user must be a member of that group", what, path, group,
-        std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot give %s %s to group %u (shm.group): %s; this user must be a member of that group", what,
+                        path, group, std::strerror(errno)));
   }
   return absl::OkStatus();
 }

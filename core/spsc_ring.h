@@ -30,8 +30,7 @@ class SpscRing {
 
  public:
   // capacity is rounded up to a power of two.
-  explicit SpscRing(std::uint32_t capacity)
-      : mask_(round_up_pow2(capacity) - 1), slots_(new T[mask_ + 1]) {}
+  explicit SpscRing(std::uint32_t capacity) : mask_(round_up_pow2(capacity) - 1), slots_(new T[mask_ + 1]) {}
   SpscRing(const SpscRing&) = delete;
   SpscRing& operator=(const SpscRing&) = delete;
 

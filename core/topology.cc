@@ -3,9 +3,9 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <hwloc.h>
 #include <cstdio>
 #include <cstdlib>
-#include <hwloc.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -97,7 +97,8 @@ absl::StatusOr<DeviceLocation> Topology::locate_device(std::string_view name) co
     DeviceLocation loc{n, osdev->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS ? "rdma" : "net", -1, "hwloc"};
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(impl_->topo, osdev);
     if (anc != nullptr && numa_nodes_ > 1) {
-      hwloc_obj_t node = hwloc_get_next_obj_covering_cpuset_by_type(impl_->topo, anc->cpuset, HWLOC_OBJ_NUMANODE, nullptr);
+      hwloc_obj_t node =
+          hwloc_get_next_obj_covering_cpuset_by_type(impl_->topo, anc->cpuset, HWLOC_OBJ_NUMANODE, nullptr);
       if (node != nullptr) loc.numa_node = static_cast<int>(node->os_index);
     } else if (numa_nodes_ == 1) {
       loc.numa_node = 0;
@@ -115,10 +116,10 @@ absl::StatusOr<DeviceLocation> Topology::locate_device(std::string_view name) co
   }
   std::vector<std::string> known = list_dir("/sys/class/net");
   for (auto& r : list_dir("/sys/class/infiniband")) known.push_back(r);
-  return absl::NotFoundError(absl::StrFormat(
-      "device '%s' not found (searched hwloc OS devices, /sys/class/infiniband, /sys/class/net); "
-      "devices present: %s",
-      n, known.empty() ? "none" : absl::StrJoin(known, ", ")));
+  return absl::NotFoundError(
+      absl::StrFormat("device '%s' not found (searched hwloc OS devices, /sys/class/infiniband, /sys/class/net); "
+                      "devices present: %s",
+                      n, known.empty() ? "none" : absl::StrJoin(known, ", ")));
 }
 
 std::vector<std::string> Topology::rdma_devices() const { return list_dir("/sys/class/infiniband"); }
@@ -130,9 +131,8 @@ absl::Status Topology::pin_current_thread(int os_cpu) const {
   const int err = errno;
   hwloc_bitmap_free(set);
   if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("cannot pin thread to CPU %d: %s (is the CPU in this process's cpuset?)", os_cpu,
-                        std::strerror(err)));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cannot pin thread to CPU %d: %s (is the CPU in this process's cpuset?)", os_cpu, std::strerror(err)));
   }
   return absl::OkStatus();
 }
@@ -141,11 +141,10 @@ absl::Status Topology::bind_memory(void* addr, std::size_t len, int numa_node) c
   if (numa_node < 0 || numa_nodes_ <= 1) return absl::OkStatus();  // nothing to choose from
   hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(impl_->topo, static_cast<unsigned>(numa_node));
   if (node == nullptr) {
-    return absl::InvalidArgumentError(absl::StrFormat("NUMA node %d does not exist (this host has %d)",
-                                                      numa_node, numa_nodes_));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("NUMA node %d does not exist (this host has %d)", numa_node, numa_nodes_));
   }
-  if (hwloc_set_area_membind(impl_->topo, addr, len, node->nodeset, HWLOC_MEMBIND_BIND,
-                             HWLOC_MEMBIND_BYNODESET) != 0) {
+  if (hwloc_set_area_membind(impl_->topo, addr, len, node->nodeset, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET) != 0) {
     return absl::FailedPreconditionError(
         absl::StrFormat("cannot bind %zu bytes to NUMA node %d: %s", len, numa_node, std::strerror(errno)));
   }
@@ -160,9 +159,12 @@ std::string Topology::describe() const {
 
 std::vector<int> poller_cpus(const RuntimeConfig& rt, const std::vector<int>& node_cpus) {
   switch (rt.threading) {
-    case ThreadingMode::kInline: return {};
-    case ThreadingMode::kShared: return {-1};
-    case ThreadingMode::kDedicated: break;
+    case ThreadingMode::kInline:
+      return {};
+    case ThreadingMode::kShared:
+      return {-1};
+    case ThreadingMode::kDedicated:
+      break;
   }
   std::vector<int> out;
   for (std::uint32_t i = 0; i < rt.pollers; ++i) {

@@ -15,17 +15,17 @@
 namespace pollux::core {
 
 struct CoreInfo {
-  int core_index;        // logical index of the core (hwloc)
-  int first_pu_os_index; // OS CPU number of its first hardware thread (what pin_thread takes)
-  int numa_node;         // OS index of its NUMA node (0 on single-node machines)
+  int core_index;                  // logical index of the core (hwloc)
+  int first_pu_os_index;           // OS CPU number of its first hardware thread (what pin_thread takes)
+  int numa_node;                   // OS index of its NUMA node (0 on single-node machines)
   std::vector<int> pu_os_indexes;  // OS CPU numbers of all its hardware threads (SMT siblings)
 };
 
 struct DeviceLocation {
   std::string name;
-  std::string kind;   // "net" or "rdma"
-  int numa_node;      // -1 when the device has no NUMA affinity (virtual devices, 1-node hosts)
-  std::string source; // "hwloc" or "/sys/class/..." - where the answer came from
+  std::string kind;    // "net" or "rdma"
+  int numa_node;       // -1 when the device has no NUMA affinity (virtual devices, 1-node hosts)
+  std::string source;  // "hwloc" or "/sys/class/..." - where the answer came from
 };
 
 class Topology {

@@ -15,13 +15,13 @@
 namespace pollux::core {
 
 enum class Stage : std::uint8_t {
-  kOffer = 0,          // Publisher::offer()/commit() entered
-  kRingEnqueue = 1,    // descriptor pushed to the application->poller ring
-  kPollerDequeue = 2,  // poller popped it
-  kPost = 3,           // handed to the transport (log write, sendmmsg, ibv_post_send)
-  kReceive = 4,        // receiving side saw the frame (log read, recvmmsg, CQE)
+  kOffer = 0,             // Publisher::offer()/commit() entered
+  kRingEnqueue = 1,       // descriptor pushed to the application->poller ring
+  kPollerDequeue = 2,     // poller popped it
+  kPost = 3,              // handed to the transport (log write, sendmmsg, ibv_post_send)
+  kReceive = 4,           // receiving side saw the frame (log read, recvmmsg, CQE)
   kRingToSubscriber = 5,  // poller pushed it to the subscriber ring (dedicated/shared modes)
-  kDelivery = 6,       // handler invoked
+  kDelivery = 6,          // handler invoked
   kCount = 7
 };
 
@@ -41,9 +41,7 @@ struct StageTrace {
 };
 static_assert(sizeof(StageTrace) == 64);
 
-inline void stamp(StageTrace* t, Stage s, std::int64_t now_ns) {
-  t->stamp_ns[static_cast<int>(s)] = now_ns;
-}
+inline void stamp(StageTrace* t, Stage s, std::int64_t now_ns) { t->stamp_ns[static_cast<int>(s)] = now_ns; }
 
 // Local send completions of a publisher's traced frames: when its transport learned the frame
 // left (RDMA: the send CQE; UDP: the kernel's software TX timestamp, SO_TIMESTAMPING). They come

@@ -101,7 +101,8 @@ bool EventFd::drain() noexcept {
   return read(fd_, &v, sizeof v) == static_cast<ssize_t>(sizeof v) && v != 0;
 }
 
-int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, bool shared, std::int64_t timeout_ns) noexcept {
+int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, bool shared,
+               std::int64_t timeout_ns) noexcept {
   timespec ts = rel_timespec(timeout_ns < 0 ? 0 : timeout_ns);
   const int op = FUTEX_WAIT | (shared ? 0 : FUTEX_PRIVATE_FLAG);
   const long r = syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, expected,
@@ -146,8 +147,8 @@ int futex_wait_any(std::span<const FutexWait> waits, std::int64_t timeout_ns) no
     const std::int64_t t = abs.tv_sec * 1'000'000'000LL + abs.tv_nsec + timeout_ns;
     abs = rel_timespec(t);
   }
-  const long r = syscall(SYS_futex_waitv, v, static_cast<unsigned>(waits.size()), 0,
-                         timeout_ns < 0 ? nullptr : &abs, CLOCK_MONOTONIC);
+  const long r = syscall(SYS_futex_waitv, v, static_cast<unsigned>(waits.size()), 0, timeout_ns < 0 ? nullptr : &abs,
+                         CLOCK_MONOTONIC);
   if (r >= 0) return 0;
   if (errno == EAGAIN) return 0;
   return errno;

@@ -28,6 +28,7 @@ TEST_PKGS=(
   iproute2 nftables
   # libFuzzer harnesses (scripts/fuzz.sh): Debian's clang and its sanitizer/fuzzer runtimes
   clang libclang-rt-14-dev
+  clang-format          # scripts/check-format.sh (the test command's format stage)
   # a packet analyser nobody here wrote: Wireshark's moldudp64 dissector over pollux-feed's
   # captures, and tcpdump's captures replayed through the handler
   tshark tcpdump

@@ -7,6 +7,7 @@
 #   scripts/test.sh [--stages LIST] [--fuzz-seconds N] [-- CTEST-ARGS...]
 #
 # Stages (default: all, in this order; each has its own build folder):
+#   format   every C/C++ source file matches .clang-format (scripts/check-format.sh; seconds)
 #   release  build/       Release build, every test (the RDMA VM suite included; install_shared also
 #                         compiles a shared libpollux in build/install-test/shared-build)
 #   asan     build-asan/  ASan+UBSan build, every test except the VM suite, the install tests
@@ -18,8 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
-stages="release,asan,tsan,fuzz"
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+stages="format,release,asan,tsan,fuzz"
 fuzz_seconds=30
 ctest_args=()
 while [ $# -gt 0 ]; do
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 IFS=',' read -r -a stage_list <<<"$stages"
 for s in "${stage_list[@]}"; do
-  case "$s" in release|asan|tsan|fuzz) ;; *) echo "test.sh: unknown stage '$s' (release, asan, tsan, fuzz)" >&2; exit 64 ;; esac
+  case "$s" in format|release|asan|tsan|fuzz) ;; *) echo "test.sh: unknown stage '$s' (format, release, asan, tsan, fuzz)" >&2; exit 64 ;; esac
 done
 
 bash scripts/install-deps.sh --test
@@ -60,6 +61,8 @@ run_stage() {
   local s=$1
   echo "[test] ===== stage $s ====="
   case "$s" in
+    format)
+      bash scripts/check-format.sh ;;
     release)
       bash scripts/build.sh -DPOLLUX_WERROR="$werror"
       # Serial: several tests run two or three busy processes, and the machine may have 2 cores.

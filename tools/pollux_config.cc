@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
     }
     if (!positional_only && a.size() > 1 && a[0] == '-') return pollux::cli::unknown_flag("pollux-config", a, kHelp);
     if (!file.empty()) {
-      return pollux::cli::usage_error("pollux-config", "one FILE at most, got \"" + std::string(a) + "\" too (see --help)");
+      return pollux::cli::usage_error("pollux-config",
+                                      "one FILE at most, got \"" + std::string(a) + "\" too (see --help)");
     }
     file = a;
   }

@@ -16,10 +16,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,8 +41,8 @@
 namespace {
 
 using pollux::core::CounterKind;
-using pollux::core::CounterSnapshot;
 using pollux::core::CountersFileSnapshot;
+using pollux::core::CounterSnapshot;
 using pollux::tools::JsonOut;
 namespace shm = pollux::transport::shm;
 
@@ -124,7 +124,7 @@ struct Group {
 
 struct Position {
   std::optional<std::uint64_t> value;
-  const char* unit = "";  // "bytes" (shm log) or "sequence" (udp/rdma: the next sequence)
+  const char* unit = "";             // "bytes" (shm log) or "sequence" (udp/rdma: the next sequence)
   std::optional<std::uint64_t> lag;  // subscribers: publisher position - this one
 };
 
@@ -341,15 +341,17 @@ std::string key_of(const Process& p, const Group& g, const std::string& name) {
 void text_errors(std::string& out, const Process& p) {
   const auto& log = p.snap.errors;
   if (!p.snap.error_log_status.ok()) {
-    absl::StrAppendFormat(&out, "  error log unreadable: %s\n", printable(std::string(p.snap.error_log_status.message())));
+    absl::StrAppendFormat(&out, "  error log unreadable: %s\n",
+                          printable(std::string(p.snap.error_log_status.message())));
     return;
   }
   if (log.entries.empty() && log.dropped == 0) {
     absl::StrAppendFormat(&out, "  errors: none\n");
     return;
   }
-  absl::StrAppendFormat(&out, "  errors: %u distinct, %u in all%s\n", log.entries.size(), log.observations,
-                        log.dropped != 0 ? absl::StrFormat(" (%u of errors that did not fit the log)", log.dropped) : "");
+  absl::StrAppendFormat(
+      &out, "  errors: %u distinct, %u in all%s\n", log.entries.size(), log.observations,
+      log.dropped != 0 ? absl::StrFormat(" (%u of errors that did not fit the log)", log.dropped) : "");
   for (const auto& e : log.entries) {
     absl::StrAppendFormat(&out, "    x%-6u %s  first %s  last %s\n      %s\n", e.count,
                           pollux::core::error_code_name(e.code), pollux::core::format_wall_clock(e.first_ns),
@@ -387,11 +389,12 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
     }
     for (const Group& g : p.pollers) {
       const int idx = g.poller_index();
-      absl::StrAppendFormat(&out, "  poller %d  thread pollux-poll-%d  tid %u  %s  idle %s", idx, idx,
-                            g.get("thread_id"), g.has("pinned_cpu") ? absl::StrFormat("cpu %u", g.get("pinned_cpu")) : "unpinned",
-                            idle_name(g));
+      absl::StrAppendFormat(
+          &out, "  poller %d  thread pollux-poll-%d  tid %u  %s  idle %s", idx, idx, g.get("thread_id"),
+          g.has("pinned_cpu") ? absl::StrFormat("cpu %u", g.get("pinned_cpu")) : "unpinned", idle_name(g));
       if (has_controller(g)) {
-        const double total = static_cast<double>(g.get("time_busy_ns") + g.get("time_spin_ns") + g.get("time_interrupt_ns"));
+        const double total =
+            static_cast<double>(g.get("time_busy_ns") + g.get("time_spin_ns") + g.get("time_interrupt_ns"));
         auto pct = [&](const char* k) { return total > 0 ? 100.0 * static_cast<double>(g.get(k)) / total : 0.0; };
         absl::StrAppendFormat(&out,
                               ": mode %s (busy %.1f%%, spin %.1f%%, interrupt %.1f%% of %.1f s), spin budget %u ns, "
@@ -447,15 +450,19 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
   if (errors_only) return out;
   if (!s.segments.empty()) absl::StrAppendFormat(&out, "shm stream logs:\n");
   for (const auto& seg : s.segments) {
-    absl::StrAppendFormat(&out,
-                          "  %s  stream %u session %08x  publisher pid %d %s  position %u B  next sequence %u  log %s\n",
-                          printable(seg.path.substr(seg.path.rfind('/') + 1)), seg.layout.stream_id,
-                          seg.layout.session_id, seg.layout.publisher_pid,
-                          seg.closed ? "(closed)" : seg.publisher_alive ? "(running)" : "(dead)", seg.tail,
-                          seg.next_sequence, bytes_text(seg.layout.log_size));
+    absl::StrAppendFormat(
+        &out, "  %s  stream %u session %08x  publisher pid %d %s  position %u B  next sequence %u  log %s\n",
+        printable(seg.path.substr(seg.path.rfind('/') + 1)), seg.layout.stream_id, seg.layout.session_id,
+        seg.layout.publisher_pid,
+        seg.closed            ? "(closed)"
+        : seg.publisher_alive ? "(running)"
+                              : "(dead)",
+        seg.tail, seg.next_sequence, bytes_text(seg.layout.log_size));
     for (const auto& sub : seg.subscribers) {
       absl::StrAppendFormat(&out, "    subscriber slot %u  pid %d %s  position %u B  lag %s\n", sub.slot, sub.pid,
-                            sub.alive ? "(running)" : sub.state == shm::kSlotEvicted ? "(evicted)" : "(gone)",
+                            sub.alive                        ? "(running)"
+                            : sub.state == shm::kSlotEvicted ? "(evicted)"
+                                                             : "(gone)",
                             sub.position,
                             seg.tail >= sub.position ? absl::StrFormat("%u B", seg.tail - sub.position) : "?");
     }
@@ -463,7 +470,7 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
   if (!s.claims.empty()) absl::StrAppendFormat(&out, "cpu claims (automatic poller placement):\n");
   for (const Claim& c : s.claims) {
     absl::StrAppendFormat(&out, "  cpu %d  %s\n", c.cpu,
-                          !c.held           ? std::string("free (left by an exited process)")
+                          !c.held          ? std::string("free (left by an exited process)")
                           : c.holder.known ? absl::StrFormat("held by pid %d (%s)", c.holder.pid, c.holder.name)
                                            : std::string("held (holder unknown)"));
   }
@@ -485,7 +492,9 @@ void json_position(JsonOut& j, const Position& pos) {
 std::string render_json(const Snapshot& s) {
   JsonOut j;
   j.begin_object();
-  j.field("snapshot_ns", s.taken_ns).field("snapshot_time", pollux::core::format_wall_clock(s.taken_ns)).field("dir", s.dir);
+  j.field("snapshot_ns", s.taken_ns)
+      .field("snapshot_time", pollux::core::format_wall_clock(s.taken_ns))
+      .field("dir", s.dir);
   j.key("processes").begin_array();
   for (const Process& p : s.procs) {
     j.begin_object();
@@ -518,7 +527,10 @@ std::string render_json(const Snapshot& s) {
     j.end_array();
     j.key("publications").begin_array();
     for (const Group& g : p.pubs) {
-      j.begin_object().field("topic", g.topic()).field("stream_id", g.stream_id).field("owner", static_cast<int>(g.owner));
+      j.begin_object()
+          .field("topic", g.topic())
+          .field("stream_id", g.stream_id)
+          .field("owner", static_cast<int>(g.owner));
       json_position(j, publisher_position(s, p, g));
       j.field("messages", g.get("messages")).field("bytes", g.get("bytes"));
       j.key("back_pressure").begin_object().field("total", back_pressure_total(g));
@@ -529,7 +541,10 @@ std::string render_json(const Snapshot& s) {
     j.end_array();
     j.key("subscriptions").begin_array();
     for (const Group& g : p.subs) {
-      j.begin_object().field("topic", g.topic()).field("stream_id", g.stream_id).field("owner", static_cast<int>(g.owner));
+      j.begin_object()
+          .field("topic", g.topic())
+          .field("stream_id", g.stream_id)
+          .field("owner", static_cast<int>(g.owner));
       const Position pos = subscriber_position(s, p, g);
       json_position(j, pos);
       j.key("lag");

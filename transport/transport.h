@@ -51,10 +51,10 @@ enum class RxKind : std::uint16_t {
 };
 
 enum GapReason : std::uint16_t {
-  kGapLapped = 0,    // lossy shm: the publisher overwrote data before it was read
-  kGapOverrun = 1,   // lossy shm: data was overwritten while being delivered (views were torn)
-  kGapLost = 2,      // network loss that could not be repaired
-  kGapMalformed = 3, // a corrupt frame was dropped
+  kGapLapped = 0,     // lossy shm: the publisher overwrote data before it was read
+  kGapOverrun = 1,    // lossy shm: data was overwritten while being delivered (views were torn)
+  kGapLost = 2,       // network loss that could not be repaired
+  kGapMalformed = 3,  // a corrupt frame was dropped
 };
 
 enum EndReason : std::uint16_t {
@@ -72,9 +72,9 @@ struct RxDesc {
   std::int64_t ring_ns;            // traced frames: when a poller pushed it to the subscriber ring
   std::uint32_t length;            // kMessage: frame_length
   RxKind kind;
-  std::uint16_t reason;            // GapReason, or EndReason
+  std::uint16_t reason;  // GapReason, or EndReason
   std::uint32_t session_id;
-  std::uint32_t reserved;          // RxFlag bits set by the transport (0 = none)
+  std::uint32_t reserved;  // RxFlag bits set by the transport (0 = none)
 };
 static_assert(sizeof(RxDesc) == 64);
 

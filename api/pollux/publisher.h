@@ -82,8 +82,8 @@ class POLLUX_API Publisher {
   // StageTimes): RDMA the send completion (its CQE polled; a traced send is always signalled),
   // UDP with udp.kernel_timestamps = true the kernel's software TX timestamp (SO_TIMESTAMPING,
   // taken by the driver as the packet goes out). 0 when not known (yet), not traced, older than
-  // the latest 64 traced messages, UDP without the key, or on shm (the log write is the send). Any thread. Inline mode: the timestamps are
-  // collected by this publisher's duties (offer(), service()).
+  // the latest 64 traced messages, UDP without the key, or on shm (the log write is the send). Any thread. Inline mode:
+  // the timestamps are collected by this publisher's duties (offer(), service()).
   std::int64_t send_completion_ns(std::uint64_t sequence) const noexcept;
 
   // True when at least one subscriber can receive. A subscriber becomes known to its

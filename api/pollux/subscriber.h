@@ -40,11 +40,13 @@ class POLLUX_API Subscriber {
   // of messages, gaps and events handled (0 = nothing to do).
   template <typename OnMessage>
   int poll(OnMessage&& on_message, int limit) {
-    return poll(std::forward<OnMessage>(on_message), [](const Gap&) {}, [](const StreamEvent&) {}, limit);
+    return poll(
+        std::forward<OnMessage>(on_message), [](const Gap&) {}, [](const StreamEvent&) {}, limit);
   }
   template <typename OnMessage, typename OnGap>
   int poll(OnMessage&& on_message, OnGap&& on_gap, int limit) {
-    return poll(std::forward<OnMessage>(on_message), std::forward<OnGap>(on_gap), [](const StreamEvent&) {}, limit);
+    return poll(
+        std::forward<OnMessage>(on_message), std::forward<OnGap>(on_gap), [](const StreamEvent&) {}, limit);
   }
   template <typename OnMessage, typename OnGap, typename OnEvent>
   int poll(OnMessage&& on_message, OnGap&& on_gap, OnEvent&& on_event, int limit) {
@@ -53,8 +55,7 @@ class POLLUX_API Subscriber {
       std::remove_reference_t<OnGap>* g;
       std::remove_reference_t<OnEvent>* e;
     } ctx{&on_message, &on_gap, &on_event};
-    detail::Handlers h{&ctx,
-                       [](void* c, const Message& msg) { (*static_cast<Ctx*>(c)->m)(msg); },
+    detail::Handlers h{&ctx, [](void* c, const Message& msg) { (*static_cast<Ctx*>(c)->m)(msg); },
                        [](void* c, const Gap& gap) { (*static_cast<Ctx*>(c)->g)(gap); },
                        [](void* c, const StreamEvent& ev) { (*static_cast<Ctx*>(c)->e)(ev); }};
     return poll_impl(h, limit);

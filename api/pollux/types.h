@@ -12,10 +12,10 @@ namespace pollux {
 
 // offer()/claim()/commit() return a position (>= 0) or one of these. Back-pressure is not an
 // error: retry later (or drop, by your own policy).
-inline constexpr std::int64_t kBackPressured = -1;   // transport or ring full
-inline constexpr std::int64_t kNotConnected = -2;    // no subscriber can receive yet
-inline constexpr std::int64_t kClosed = -3;          // publisher or context closed
-inline constexpr std::int64_t kMessageTooLarge = -4; // payload exceeds max_payload()
+inline constexpr std::int64_t kBackPressured = -1;    // transport or ring full
+inline constexpr std::int64_t kNotConnected = -2;     // no subscriber can receive yet
+inline constexpr std::int64_t kClosed = -3;           // publisher or context closed
+inline constexpr std::int64_t kMessageTooLarge = -4;  // payload exceeds max_payload()
 
 // Name of a result code, for logs ("back-pressured", ...). Positions map to "ok".
 POLLUX_API std::string_view result_name(std::int64_t r);
@@ -37,20 +37,20 @@ struct StageTimes {
 struct Message {
   std::span<const std::byte> payload;
   std::uint32_t stream_id;
-  std::uint32_t session_id;    // publisher incarnation
-  std::uint64_t sequence;      // per (stream, session), +1 per message, from 1
+  std::uint32_t session_id;  // publisher incarnation
+  std::uint64_t sequence;    // per (stream, session), +1 per message, from 1
   // pollux::now_ns() of the publisher's host when the message was offered (pollux/clock.h:
   // CLOCK_MONOTONIC's time line, shared by every process of the host), so on the same host
   // `pollux::now_ns() - publisher_ns` is the latency; not comparable across hosts. 0 on a stream
   // with publisher_timestamp = false (traced messages still carry their offer stamp).
   std::int64_t publisher_ns;
-  const StageTimes* trace;     // non-null for traced messages
+  const StageTimes* trace;  // non-null for traced messages
 };
 
 enum class GapReason : std::uint16_t {
-  kLapped = 0,   // the publisher overwrote messages before this subscriber read them
-  kOverrun = 1,  // messages were overwritten while being delivered: the views just handed out may have been torn
-  kLost = 2,     // lost on the network and not repairable
+  kLapped = 0,     // the publisher overwrote messages before this subscriber read them
+  kOverrun = 1,    // messages were overwritten while being delivered: the views just handed out may have been torn
+  kLost = 2,       // lost on the network and not repairable
   kMalformed = 3,  // a corrupt frame was counted and dropped
 };
 
@@ -66,9 +66,9 @@ struct Gap {
 };
 
 enum class StreamEventKind : std::uint16_t {
-  kEndOfStream = 0,   // publisher closed the stream
-  kPublisherDied = 1, // publisher vanished without closing
-  kNewSession = 2,    // a (new) publisher started; sequences restart at its first message
+  kEndOfStream = 0,       // publisher closed the stream
+  kPublisherDied = 1,     // publisher vanished without closing
+  kNewSession = 2,        // a (new) publisher started; sequences restart at its first message
   kSegmentTruncated = 3,  // shm: another process truncated the stream's segment; the stream ended
                           // (its unread messages are lost) and the publisher's next segment comes
                           // as kNewSession

@@ -26,11 +26,10 @@ int main(int argc, char** argv) {
   cli.parse(argc, argv);
 
   const std::string name = "cg-shm-" + std::to_string(getpid());
-  auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
-                                              "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " +
-                                              counters + "\n[shm]\nlog_size = \"1MiB\"\nflow_control = \"" + flow +
-                                              "\"\n",
-                                          "pollux-callgrind-shm-inline");
+  auto ctx = pollux::Context::from_string(
+      "[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " + counters +
+          "\n[shm]\nlog_size = \"1MiB\"\nflow_control = \"" + flow + "\"\n",
+      "pollux-callgrind-shm-inline");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
     return 1;

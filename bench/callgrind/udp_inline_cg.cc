@@ -7,9 +7,9 @@
 // loopback delivery to ksoftirqd on a loaded machine makes a few). Before the offer, each
 // iteration makes --empty-polls polls that find nothing (default 1): what a busy-polling side
 // of a ping-pong does at least once while its peer turns the message around (bench/udp
-// api-busy; its bare-busy floor likewise makes at least one empty recv per round trip). Not a timing benchmark: it prints the sum of the delivered payload
-// sizes, which the script checks. Per-iteration instruction and system-call counts come from
-// two runs of different --count (set-up and tear-down cancel).
+// api-busy; its bare-busy floor likewise makes at least one empty recv per round trip). Not a timing benchmark: it
+// prints the sum of the delivered payload sizes, which the script checks. Per-iteration instruction and system-call
+// counts come from two runs of different --count (set-up and tear-down cancel).
 // --bare true runs the floor instead: the same iteration over two connected non-blocking UDP
 // sockets (recv(MSG_DONTWAIT) that finds nothing, send(), recv() of the datagram), what
 // bench/udp's bare-busy case does per round trip and side.
@@ -86,13 +86,12 @@ int main(int argc, char** argv) {
   if (bare == "true") return run_bare(count, size, empty_polls, static_cast<int>(port));
 
   const std::string name = "cg-udp-" + std::to_string(getpid());
-  auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
-                                              "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " +
-                                              counters +
-                                              "\n[pool]\nslots = 1024\nhugepages = \"off\"\n[transport]\nkind = "
-                                              "\"udp\"\n[udp]\naddress = \"127.0.0.1\"\ninterface = \"lo\"\nport = " +
-                                              std::to_string(port) + "\nretransmit_buffer = \"1MiB\"\nrx_buffers = 256\n",
-                                          "pollux-callgrind-udp-inline");
+  auto ctx = pollux::Context::from_string(
+      "[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " + counters +
+          "\n[pool]\nslots = 1024\nhugepages = \"off\"\n[transport]\nkind = "
+          "\"udp\"\n[udp]\naddress = \"127.0.0.1\"\ninterface = \"lo\"\nport = " +
+          std::to_string(port) + "\nretransmit_buffer = \"1MiB\"\nrx_buffers = 256\n",
+      "pollux-callgrind-udp-inline");
   if (!ctx.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
     return 1;

@@ -82,11 +82,11 @@ Options Parse(int argc, char** argv, std::string* json_path) {
               "busy-spin for latency)")
       .choice("--threading", &o.threading, {"inline", "shared", "dedicated"}, "runtime.threading")
       .count("--streams", &streams, "feed.streams (shm streams the feed is split over)", 1, 1024)
-      .count("--batch-bytes", &batch_bytes, "feed.batch_bytes (ITCH messages packed per Pollux message)", 1,
-             1u << 20)
+      .count("--batch-bytes", &batch_bytes, "feed.batch_bytes (ITCH messages packed per Pollux message)", 1, 1u << 20)
       .count("--book-threads", &book_threads,
              "feed.book_threads: threads per subscriber building books, each owning streams p % N\n"
-             "(at most --streams; the subscriber CPU figure is their sum)", 1, 64)
+             "(at most --streams; the subscriber CPU figure is their sum)",
+             1, 64)
       .text("--itch", &o.itch, "FILE", "replay this BinaryFILE instead of a generated feed")
       .text("--feed-bin", &o.feed_bin, "PATH", "the pollux-feed binary (default: next to this program)")
       .toggle("--skip-rate", &o.skip_rate, "skip the replay-rate part")
@@ -140,10 +140,10 @@ std::string RunFeed(const Options& o, const std::string& idle, std::vector<std::
   args.insert(args.begin(), o.feed_bin);
   for (const std::string& s : {std::string("--quiet"), std::string("--summary-json"), json, std::string("--set"),
                                "runtime.idle=" + idle, std::string("--set"), "runtime.threading=" + o.threading,
-                               std::string("--set"), "feed.streams=" + std::to_string(o.streams),
-                               std::string("--set"), "feed.batch_bytes=" + std::to_string(o.batch_bytes),
-                               std::string("--set"), "feed.book_threads=" + std::to_string(o.book_threads),
-                               std::string("--set"), "runtime.name=bench-feed-" + std::to_string(getpid())}) {
+                               std::string("--set"), "feed.streams=" + std::to_string(o.streams), std::string("--set"),
+                               "feed.batch_bytes=" + std::to_string(o.batch_bytes), std::string("--set"),
+                               "feed.book_threads=" + std::to_string(o.book_threads), std::string("--set"),
+                               "runtime.name=bench-feed-" + std::to_string(getpid())}) {
     args.push_back(s);
   }
   std::vector<char*> av;
@@ -205,10 +205,11 @@ int main(int argc, char** argv) {
               pollux::bench::clock_cost_ns());
   const std::string rate_idle = o.idle.empty() ? "yield" : o.idle;
   const std::string latency_idle = o.idle.empty() ? "busy-spin" : o.idle;
-  std::printf("pollux-feed: %s; shm, threading %s, idle %s (rate) / %s (latency), %u stream(s), batch_bytes %u, "
-              "book_threads %u, backpressure\n\n",
-              o.feed_bin.c_str(), o.threading.c_str(), rate_idle.c_str(), latency_idle.c_str(), o.streams,
-              o.batch_bytes, o.book_threads);
+  std::printf(
+      "pollux-feed: %s; shm, threading %s, idle %s (rate) / %s (latency), %u stream(s), batch_bytes %u, "
+      "book_threads %u, backpressure\n\n",
+      o.feed_bin.c_str(), o.threading.c_str(), rate_idle.c_str(), latency_idle.c_str(), o.streams, o.batch_bytes,
+      o.book_threads);
 
   if (!o.skip_rate) {
     const std::string file = EnsureFeedFile(o);
@@ -221,11 +222,12 @@ int main(int argc, char** argv) {
       const double sub_cpu = Num(j, "subscribers", "cpu_seconds");
       const double sub_secs = Num(j, "subscribers", "seconds");
       sub_cpu_rate.push_back(sub_cpu > 0 ? msgs / sub_cpu : 0);
-      std::printf("replay %d: %.0f messages, end to end %.2f M msg/s (%.2f s); publisher cpu %.2f s (%.1f M msg per "
-                  "cpu-s), subscriber cpu %.2f s = %.0f%% of its %.2f s (%.2f M msg per cpu-s); gaps %.0f; load %s",
-                  r + 1, msgs, e2e.back() / 1e6, Num(j, "end_to_end", "seconds"), pub_cpu,
-                  pub_cpu > 0 ? msgs / pub_cpu / 1e6 : 0.0, sub_cpu, sub_secs > 0 ? 100 * sub_cpu / sub_secs : 0.0,
-                  sub_secs, sub_cpu_rate.back() / 1e6, Num(j, "subscribers", "gaps"), ReadFile("/proc/loadavg").c_str());
+      std::printf(
+          "replay %d: %.0f messages, end to end %.2f M msg/s (%.2f s); publisher cpu %.2f s (%.1f M msg per "
+          "cpu-s), subscriber cpu %.2f s = %.0f%% of its %.2f s (%.2f M msg per cpu-s); gaps %.0f; load %s",
+          r + 1, msgs, e2e.back() / 1e6, Num(j, "end_to_end", "seconds"), pub_cpu,
+          pub_cpu > 0 ? msgs / pub_cpu / 1e6 : 0.0, sub_cpu, sub_secs > 0 ? 100 * sub_cpu / sub_secs : 0.0, sub_secs,
+          sub_cpu_rate.back() / 1e6, Num(j, "subscribers", "gaps"), ReadFile("/proc/loadavg").c_str());
       json.add(pollux::bench::JsonObject()
                    .str("case", "replay")
                    .num("run", r + 1)
@@ -242,10 +244,11 @@ int main(int argc, char** argv) {
       return v[v.size() / 2];
     };
     const double m = median(e2e);
-    std::printf("end-to-end replay: median %.2f M msg/s, best %.2f M msg/s over %d run(s) (a 400M-message day: "
-                "%.1f s at the median, %.1f s at the best); subscriber median %.2f M msg per cpu-second\n\n",
-                m / 1e6, *std::max_element(e2e.begin(), e2e.end()) / 1e6, o.reps, m > 0 ? 400e6 / m : 0.0,
-                400e6 / *std::max_element(e2e.begin(), e2e.end()), median(sub_cpu_rate) / 1e6);
+    std::printf(
+        "end-to-end replay: median %.2f M msg/s, best %.2f M msg/s over %d run(s) (a 400M-message day: "
+        "%.1f s at the median, %.1f s at the best); subscriber median %.2f M msg per cpu-second\n\n",
+        m / 1e6, *std::max_element(e2e.begin(), e2e.end()) / 1e6, o.reps, m > 0 ? 400e6 / m : 0.0,
+        400e6 / *std::max_element(e2e.begin(), e2e.end()), median(sub_cpu_rate) / 1e6);
     json.add(pollux::bench::JsonObject()
                  .str("case", "replay-median")
                  .num("runs", o.reps)
@@ -256,16 +259,17 @@ int main(int argc, char** argv) {
 
   if (!o.skip_latency) {
     const std::string j =
-        RunFeed(o, latency_idle, {"--set", "feed.source=generator", "--set", "feed.symbols=" + std::to_string(o.symbols), "--set",
-                    "feed.messages=" + std::to_string(o.latency_messages), "--set", "feed.replay=rate", "--set",
-                    "feed.rate=" + std::to_string(o.rate)});
+        RunFeed(o, latency_idle,
+                {"--set", "feed.source=generator", "--set", "feed.symbols=" + std::to_string(o.symbols), "--set",
+                 "feed.messages=" + std::to_string(o.latency_messages), "--set", "feed.replay=rate", "--set",
+                 "feed.rate=" + std::to_string(o.rate)});
     auto us = [&](const char* section, const char* key) { return Num(j, section, key) / 1e3; };
-    std::printf("fixed rate %.2f M msg/s, %.0f messages (%.1f s): achieved %.3f M msg/s, %.0f Pollux messages "
-                "(%.2f ITCH messages each), gaps %.0f\n",
-                static_cast<double>(o.rate) / 1e6, Num(j, "publisher", "messages"), Num(j, "publisher", "seconds"),
-                Num(j, "publisher", "messages_per_s") / 1e6, Num(j, "publisher", "frames"),
-                Num(j, "publisher", "messages") / std::max(1.0, Num(j, "publisher", "frames")),
-                Num(j, "subscribers", "gaps"));
+    std::printf(
+        "fixed rate %.2f M msg/s, %.0f messages (%.1f s): achieved %.3f M msg/s, %.0f Pollux messages "
+        "(%.2f ITCH messages each), gaps %.0f\n",
+        static_cast<double>(o.rate) / 1e6, Num(j, "publisher", "messages"), Num(j, "publisher", "seconds"),
+        Num(j, "publisher", "messages_per_s") / 1e6, Num(j, "publisher", "frames"),
+        Num(j, "publisher", "messages") / std::max(1.0, Num(j, "publisher", "frames")), Num(j, "subscribers", "gaps"));
     std::printf("%-34s p50 %8.2f  p90 %8.2f  p99 %8.2f  p99.9 %8.2f  p99.99 %8.2f  max %9.2f us\n",
                 "publish-to-book latency", us("latency_ns", "p50"), us("latency_ns", "p90"), us("latency_ns", "p99"),
                 us("latency_ns", "p99.9"), us("latency_ns", "p99.99"), us("latency_ns", "max"));
@@ -274,7 +278,8 @@ int main(int argc, char** argv) {
                 "publisher lag behind schedule", us("lag_ns", "p50"), us("lag_ns", "p90"), us("lag_ns", "p99"),
                 us("lag_ns", "p99.9"), us("lag_ns", "p99.99"), us("lag_ns", "max"));
     // pollux-feed's summary has the percentiles in ns already.
-    for (const auto& [name, section] : {std::pair{"publish-to-book", "latency_ns"}, std::pair{"publisher-lag", "lag_ns"}}) {
+    for (const auto& [name, section] :
+         {std::pair{"publish-to-book", "latency_ns"}, std::pair{"publisher-lag", "lag_ns"}}) {
       json.add(pollux::bench::JsonObject()
                    .str("case", name)
                    .num("count", Num(j, "publisher", "messages"))

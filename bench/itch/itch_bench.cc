@@ -79,14 +79,39 @@ void BM_ParseTyped(benchmark::State& state) {
   const Stream& s = GetStream(100);
   struct Sum {
     uint64_t refs = 0, shares = 0, prices = 0, other = 0;
-    void operator()(const AddOrder& m) { refs += m.order_reference(); shares += m.shares(); prices += m.price(); }
-    void operator()(const AddOrderMpid& m) { refs += m.order_reference(); shares += m.shares(); prices += m.price(); }
-    void operator()(const OrderExecuted& m) { refs += m.order_reference(); shares += m.executed_shares(); }
-    void operator()(const OrderExecutedWithPrice& m) { refs += m.order_reference(); shares += m.executed_shares(); prices += m.execution_price(); }
-    void operator()(const OrderCancel& m) { refs += m.order_reference(); shares += m.cancelled_shares(); }
+    void operator()(const AddOrder& m) {
+      refs += m.order_reference();
+      shares += m.shares();
+      prices += m.price();
+    }
+    void operator()(const AddOrderMpid& m) {
+      refs += m.order_reference();
+      shares += m.shares();
+      prices += m.price();
+    }
+    void operator()(const OrderExecuted& m) {
+      refs += m.order_reference();
+      shares += m.executed_shares();
+    }
+    void operator()(const OrderExecutedWithPrice& m) {
+      refs += m.order_reference();
+      shares += m.executed_shares();
+      prices += m.execution_price();
+    }
+    void operator()(const OrderCancel& m) {
+      refs += m.order_reference();
+      shares += m.cancelled_shares();
+    }
     void operator()(const OrderDelete& m) { refs += m.order_reference(); }
-    void operator()(const OrderReplace& m) { refs += m.original_order_reference() ^ m.new_order_reference(); shares += m.shares(); prices += m.price(); }
-    void operator()(const Trade& m) { shares += m.shares(); prices += m.price(); }
+    void operator()(const OrderReplace& m) {
+      refs += m.original_order_reference() ^ m.new_order_reference();
+      shares += m.shares();
+      prices += m.price();
+    }
+    void operator()(const Trade& m) {
+      shares += m.shares();
+      prices += m.price();
+    }
     void operator()(const SystemEvent& m) { other += m.timestamp(); }
     void operator()(const StockDirectory& m) { other += m.round_lot_size(); }
     void operator()(const StockTradingAction& m) { other += static_cast<uint8_t>(m.trading_state()); }
@@ -183,10 +208,14 @@ class JsonTeeReporter : public benchmark::ConsoleReporter {
       o.flag("error", r.error_occurred);
       o.num("ns_per_iteration", r.GetAdjustedRealTime() * 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit));
       for (const auto& [name, c] : r.counters) {
-        if (name == "items_per_second") o.num("msgs_per_s", c.value);
-        else if (name == "bytes_per_second") o.num("bytes_per_s", c.value);
-        else if (name == "msgs") o.num("count", c.value);
-        else o.num(name, c.value);
+        if (name == "items_per_second")
+          o.num("msgs_per_s", c.value);
+        else if (name == "bytes_per_second")
+          o.num("bytes_per_s", c.value);
+        else if (name == "msgs")
+          o.num("count", c.value);
+        else
+          o.num(name, c.value);
       }
       json_->add(o);
     }
@@ -205,18 +234,19 @@ int main(int argc, char** argv) {
   std::string filter, json_path;
   double min_time = 0;
   std::vector<std::string> forwarded;
-  pollux::bench::Cli cli("pollux-bench-itch",
-                         "pollux-bench-itch: ITCH 5.0 throughput on one pinned core, no I/O (Google Benchmark):\n"
-                         "framing (BM_Frame), typed decoding (BM_ParseTyped), decoding + order books\n"
-                         "(BM_ParseAndBook/100, /1000, /8000 symbols: Apply per message; BM_ApplyAll: the same\n"
-                         "through the prefetching BookSet::ApplyAll), per-message validation (BM_DecodeSingle) and the\n"
-                         "generator (BM_Generate), over a generated in-memory BinaryFILE. items_per_second (JSON:\n"
-                         "msgs_per_s) is messages per second. No floor: a CPU-bound parse has none to hold against.");
+  pollux::bench::Cli cli(
+      "pollux-bench-itch",
+      "pollux-bench-itch: ITCH 5.0 throughput on one pinned core, no I/O (Google Benchmark):\n"
+      "framing (BM_Frame), typed decoding (BM_ParseTyped), decoding + order books\n"
+      "(BM_ParseAndBook/100, /1000, /8000 symbols: Apply per message; BM_ApplyAll: the same\n"
+      "through the prefetching BookSet::ApplyAll), per-message validation (BM_DecodeSingle) and the\n"
+      "generator (BM_Generate), over a generated in-memory BinaryFILE. items_per_second (JSON:\n"
+      "msgs_per_s) is messages per second. No floor: a CPU-bound parse has none to hold against.");
   cli.count("--messages", &pollux::itch::g_messages,
             "messages in the generated stream (generated once, about 1.5 s per 10M)", 1000)
       .text("--filter", &filter, "REGEX", "run only the benchmarks matching REGEX (--benchmark_filter)")
-      .real("--min-time", &min_time, "SECONDS", "minimum time per benchmark (--benchmark_min_time; 0 = its default)",
-            0, 3600)
+      .real("--min-time", &min_time, "SECONDS", "minimum time per benchmark (--benchmark_min_time; 0 = its default)", 0,
+            3600)
       .integer("--cpu", &cpu, "CPU to pin to (also set by POLLUX_BENCH_CPU=N; the default is the last CPU)", 0,
                static_cast<int>(ncpu - 1))
       .text("--json", &json_path, "FILE",

@@ -16,7 +16,8 @@
 // CPU%: utime+stime deltas of /proc/self/task/TID/stat over the measurement window (the
 // scheduled times of the first and the last measured message), per process. "Library threads"
 // are the tasks of the process that did not exist before its Context was created (the
-// benchmark's own thread is the only other one); in dedicated mode those are the pollers. Resolution: one clock tick (10 ms) per thread per window.
+// benchmark's own thread is the only other one); in dedicated mode those are the pollers. Resolution: one clock tick
+// (10 ms) per thread per window.
 //
 // --rtt: one round trip every --rtt-interval-ms between two processes, application threads
 // polling with sched_yield between empty polls, dedicated pollers on both sides; RTT measured
@@ -99,7 +100,7 @@ struct Options {
   std::string app_idle = "auto";
   std::string shm_flow = "backpressure";
   std::string udp_address = "127.0.0.1";
-  std::string extra_toml;  // contents of --extra-toml
+  std::string extra_toml;                           // contents of --extra-toml
   std::vector<pollux::tools::ConfigOverride> sets;  // --set KEY=VALUE, in order (the last one wins)
   std::int64_t sleep_above_ns = 150'000;
   std::int64_t sleep_margin_ns = 100'000;
@@ -473,8 +474,8 @@ void read_host_ticks(CpuSample* s) {
   FILE* f = std::fopen("/proc/stat", "r");
   if (f == nullptr) return;
   unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq,
-                  &softirq, &steal) == 8) {
+  if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq, &softirq,
+                  &steal) == 8) {
     s->host_busy = user + nice + sys + irq + softirq;
     s->host_steal = steal;
   }
@@ -539,11 +540,16 @@ enum class AppIdleKind { kSpin, kYield, kBackoff, kWait, kSpinWait };
 
 std::string app_idle_name(AppIdleKind k) {
   switch (k) {
-    case AppIdleKind::kSpin: return "spin";
-    case AppIdleKind::kYield: return "yield";
-    case AppIdleKind::kBackoff: return "backoff";
-    case AppIdleKind::kWait: return "wait";
-    case AppIdleKind::kSpinWait: return "spin-wait";
+    case AppIdleKind::kSpin:
+      return "spin";
+    case AppIdleKind::kYield:
+      return "yield";
+    case AppIdleKind::kBackoff:
+      return "backoff";
+    case AppIdleKind::kWait:
+      return "wait";
+    case AppIdleKind::kSpinWait:
+      return "spin-wait";
   }
   return "?";
 }
@@ -583,8 +589,12 @@ struct AppIdle {
       return;
     }
     switch (kind) {
-      case AppIdleKind::kSpin: cpu_pause(); break;
-      case AppIdleKind::kYield: sched_yield(); break;
+      case AppIdleKind::kSpin:
+        cpu_pause();
+        break;
+      case AppIdleKind::kYield:
+        sched_yield();
+        break;
       case AppIdleKind::kBackoff:
         if (spins < 1000) {
           ++spins;
@@ -628,9 +638,9 @@ int g_base_port = 0;
 
 std::string make_config(const Options& o, const PointSpec& p, const std::string& name, int poller_cpu,
                         const std::vector<std::string>& topics) {
-  std::string c = absl::StrFormat(
-      "[runtime]\nname = \"%s\"\nthreading = \"%s\"\nidle = \"%s\"\ncounters = true\npollers = 1\n", name, p.mode,
-      p.strategy);
+  std::string c =
+      absl::StrFormat("[runtime]\nname = \"%s\"\nthreading = \"%s\"\nidle = \"%s\"\ncounters = true\npollers = 1\n",
+                      name, p.mode, p.strategy);
   if (poller_cpu >= 0 && p.mode != "inline") absl::StrAppendFormat(&c, "poller_cores = [%d]\n", poller_cpu);
   absl::StrAppendFormat(&c, "[pool]\nhugepages = \"off\"\n[transport]\nkind = \"%s\"\n", p.transport);
   if (p.transport == "shm") {
@@ -828,9 +838,9 @@ struct PointResult {
   RatePoint rate;
   std::string app_idle;
   std::string error;
-  Histogram lat;       // now - t_k at the subscriber, measured messages
-  Histogram lat_offer; // now - the successful offer's timestamp (not corrected: for comparison)
-  Histogram send_lag;  // offer return - t_k at the publisher, measured messages
+  Histogram lat;        // now - t_k at the subscriber, measured messages
+  Histogram lat_offer;  // now - the successful offer's timestamp (not corrected: for comparison)
+  Histogram send_lag;   // offer return - t_k at the publisher, measured messages
   std::uint64_t scheduled = 0, sent = 0, unsent = 0, received = 0, measured = 0, lost = 0, gaps = 0;
   std::uint64_t retries = 0, malformed = 0;
   CpuPct pub_cpu, sub_cpu;
@@ -1037,7 +1047,7 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   {
     const std::int64_t deadline = Clock::monotonic_ns() + static_cast<std::int64_t>(o.drain_s * 1e9) + 10'000'000'000;
     while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
-      if (inline_mode) pub.service();  // answer NAKs: the tail may need repairs
+      if (inline_mode) pub.service();                              // answer NAKs: the tail may need repairs
       sched_yield();
       if (Clock::monotonic_ns() > deadline) {
         pub.close();
@@ -1101,8 +1111,10 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
   while (sh->sender_done.load(std::memory_order_acquire) == 0) {  // pairs with the pinger's release
     yield_poll(*sub, *pub, inline_mode, [&](const pollux::Message& m) {
       while (pub->offer(m.payload) < 0) {
-        if (inline_mode) pub->service();
-        else sched_yield();
+        if (inline_mode)
+          pub->service();
+        else
+          sched_yield();
       }
     });
     const std::int64_t now = Clock::now_ns();
@@ -1163,7 +1175,8 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   if (!wait_connected(pub, &sub)) return finish("ping/pong streams not connected after 10 s");
   const auto interval = static_cast<std::int64_t>(o.rtt_interval_ms * 1e6);
   const auto warm_n = static_cast<std::uint64_t>(o.warmup_s * 1e9 / static_cast<double>(interval));
-  const std::uint64_t meas_n = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.rtt_duration_s * 1e9 / static_cast<double>(interval)));
+  const std::uint64_t meas_n =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(o.rtt_duration_s * 1e9 / static_cast<double>(interval)));
   const std::uint64_t total = warm_n + meas_n;
   const std::int64_t t0 = Clock::now_ns() + 2'000'000;
   const std::int64_t t_measure = t0 + static_cast<std::int64_t>(warm_n) * interval;
@@ -1185,7 +1198,8 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
     }
   };
   // A pinger that fell this far behind (starved application threads) stops; the rest is skipped.
-  const std::int64_t cap = t_end + std::max<std::int64_t>(2'000'000'000, static_cast<std::int64_t>(o.rtt_duration_s * 1e9));
+  const std::int64_t cap =
+      t_end + std::max<std::int64_t>(2'000'000'000, static_cast<std::int64_t>(o.rtt_duration_s * 1e9));
   for (std::uint64_t k = 0; k < total; ++k) {
     const std::int64_t tk = t0 + static_cast<std::int64_t>(k) * interval;
     if (Clock::now_ns() > cap) {
@@ -1200,8 +1214,10 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
     std::memcpy(payload.data(), &tk, 8);
     std::memcpy(payload.data() + 8, &k, 8);
     while (pub.offer(payload.data(), payload.size()) < 0) {
-      if (inline_mode) pub.service();
-      else sched_yield();
+      if (inline_mode)
+        pub.service();
+      else
+        sched_yield();
     }
     ++r.pings;
     bool got = false;
@@ -1245,7 +1261,6 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   ctx->reset();
   return finish("");
 }
-
 
 // ---- idle mode ----------------------------------------------------------------------------------
 
@@ -1357,7 +1372,8 @@ IdleResult run_idle(const Options& o, const PointSpec& p) {
 double us(std::int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
 std::string rate_text(const PointResult& r) {
-  return r.rate.burst ? absl::StrFormat("burst/%s", r.rate.rate >= 1e3 ? absl::StrFormat("%gk", r.rate.rate / 1e3) : absl::StrFormat("%g", r.rate.rate))
+  return r.rate.burst ? absl::StrFormat("burst/%s", r.rate.rate >= 1e3 ? absl::StrFormat("%gk", r.rate.rate / 1e3)
+                                                                       : absl::StrFormat("%g", r.rate.rate))
                       : r.rate.label;
 }
 
@@ -1375,20 +1391,22 @@ void print_rate_row(const PointResult& r) {
   }
   const Histogram& h = r.lat;
   if (h.count() == 0) {
-    std::printf("%-4s %-9s %-10s %-10s no measured message delivered (sent %llu, received %llu, unsent %llu: the "
-                "sender did not get past the warm-up)\n",
-                r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
-                static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
-                static_cast<unsigned long long>(r.unsent));
+    std::printf(
+        "%-4s %-9s %-10s %-10s no measured message delivered (sent %llu, received %llu, unsent %llu: the "
+        "sender did not get past the warm-up)\n",
+        r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
+        static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
+        static_cast<unsigned long long>(r.unsent));
     std::fflush(stdout);
     return;
   }
-  std::printf("%-4s %-9s %-10s %-10s %9.1f %9.1f %9.1f %9.1f %8.1f %9llu %9llu %6llu %7llu %6.1f %6.1f %6.1f %6.1f %5.2f\n",
-              r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
-              us(h.percentile(50)), us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()),
-              us(r.lat_offer.percentile(50)), static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
-              static_cast<unsigned long long>(r.lost), static_cast<unsigned long long>(r.unsent), r.pub_cpu.lib,
-              r.sub_cpu.lib, r.pub_cpu.app, r.sub_cpu.app, others_pct(r.pub_cpu, r.sub_cpu));
+  std::printf(
+      "%-4s %-9s %-10s %-10s %9.1f %9.1f %9.1f %9.1f %8.1f %9llu %9llu %6llu %7llu %6.1f %6.1f %6.1f %6.1f %5.2f\n",
+      r.spec.transport.c_str(), r.spec.mode.c_str(), r.spec.strategy.c_str(), rate_text(r).c_str(),
+      us(h.percentile(50)), us(h.percentile(99)), us(h.percentile(99.9)), us(h.max()), us(r.lat_offer.percentile(50)),
+      static_cast<unsigned long long>(r.sent), static_cast<unsigned long long>(r.received),
+      static_cast<unsigned long long>(r.lost), static_cast<unsigned long long>(r.unsent), r.pub_cpu.lib, r.sub_cpu.lib,
+      r.pub_cpu.app, r.sub_cpu.app, others_pct(r.pub_cpu, r.sub_cpu));
   std::fflush(stdout);
 }
 
@@ -1425,8 +1443,8 @@ void print_idle_row(const IdleResult& r) {
                 r.error.c_str());
     return;
   }
-  std::printf("%-4s %-9s %-10s %8.2f %8.2f %8.2f %8.2f %6llu  %s | %s\n", r.spec.transport.c_str(),
-              r.spec.mode.c_str(), r.spec.strategy.c_str(), r.pub_cpu.window_s, r.pub_cpu.lib, r.sub_cpu.lib,
+  std::printf("%-4s %-9s %-10s %8.2f %8.2f %8.2f %8.2f %6llu  %s | %s\n", r.spec.transport.c_str(), r.spec.mode.c_str(),
+              r.spec.strategy.c_str(), r.pub_cpu.window_s, r.pub_cpu.lib, r.sub_cpu.lib,
               others_pct(r.pub_cpu, r.sub_cpu), static_cast<unsigned long long>(r.stray), r.pub_counters.c_str(),
               r.sub_counters.c_str());
   std::fflush(stdout);
@@ -1472,9 +1490,9 @@ std::string json_rate(const Options& o, const PointResult& r) {
       R"("send_lag_ns": %s, "cpu_pct": {"pub": %s, "sub": %s, "others": %.2f, "steal": %.2f}, "loadavg": %.2f, )"
       R"("poller_counters": {"pub": %s, "sub": %s}})",
       json_common(o, r.spec, r.error), r.rate.burst ? "burst" : "fixed", r.rate.label, r.rate.rate,
-      r.rate.burst ? o.burst_size : 1, r.rate.burst ? o.burst_rate : r.rate.rate, o.duration_s, r.app_idle,
-      r.scheduled, r.sent, r.unsent, r.received, r.measured, r.lost, r.gaps, r.retries, r.malformed,
-      json_hist(r.lat), json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu),
+      r.rate.burst ? o.burst_size : 1, r.rate.burst ? o.burst_rate : r.rate.rate, o.duration_s, r.app_idle, r.scheduled,
+      r.sent, r.unsent, r.received, r.measured, r.lost, r.gaps, r.retries, r.malformed, json_hist(r.lat),
+      json_hist(r.lat_offer), json_hist(r.send_lag), json_cpu(r.pub_cpu), json_cpu(r.sub_cpu),
       others_pct(r.pub_cpu, r.sub_cpu), r.pub_cpu.host_steal, r.load, r.pub_counters, r.sub_counters);
 }
 
@@ -1484,8 +1502,8 @@ std::string json_rtt(const Options& o, const RttResult& r) {
       R"("timeouts": %u, "skipped": %u, "rtt_ns": %s, "rtt_from_send_ns": %s, "cpu_pct": {"ping": %s, "pong": %s, )"
       R"("others": %.2f, "steal": %.2f}, )"
       R"("loadavg": %.2f, "poller_counters": {"ping": %s, "pong": %s}})",
-      json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts,
-      r.skipped, json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu),
+      json_common(o, r.spec, r.error), o.rtt_interval_ms, o.rtt_duration_s, r.pings, r.replies, r.timeouts, r.skipped,
+      json_hist(r.rtt), json_hist(r.rtt_svc), json_cpu(r.ping_cpu), json_cpu(r.pong_cpu),
       others_pct(r.ping_cpu, r.pong_cpu), r.ping_cpu.host_steal, r.load, r.ping_counters, r.pong_counters);
 }
 
@@ -1511,8 +1529,10 @@ bool write_file(const std::string& path, const std::string& text) {
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -1542,8 +1562,9 @@ bool write_plots(const Options& o, const std::vector<PointResult>& results) {
                                           us(r.lat.percentile(99.9))});
         }
         if (by_rate.empty()) continue;
-        std::string sorted = "# rate_msgs_per_s p50_us p99_us pollers_cpu_pct(pub+sub) app_cpu_pct(pub+sub) p99_9_us"
-                             " (medians over rounds)\n";
+        std::string sorted =
+            "# rate_msgs_per_s p50_us p99_us pollers_cpu_pct(pub+sub) app_cpu_pct(pub+sub) p99_9_us"
+            " (medians over rounds)\n";
         for (auto& [rate, rows] : by_rate) {
           double med[5];
           for (int c = 0; c < 5; ++c) {
@@ -1552,7 +1573,8 @@ bool write_plots(const Options& o, const std::vector<PointResult>& results) {
             std::sort(v.begin(), v.end());
             med[c] = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
           }
-          absl::StrAppendFormat(&sorted, "%.1f %.3f %.3f %.2f %.2f %.3f\n", rate, med[0], med[1], med[2], med[3], med[4]);
+          absl::StrAppendFormat(&sorted, "%.1f %.3f %.3f %.2f %.2f %.3f\n", rate, med[0], med[1], med[2], med[3],
+                                med[4]);
         }
         ok &= write_file(absl::StrFormat("%s/rate-%s-%s-%s.dat", o.plot_dir, t, m, s), sorted);
         plotted.push_back(s);
@@ -1589,10 +1611,12 @@ int main(int argc, char** argv) {
   std::printf("machine: %s\n", pollux::bench::machine_description().c_str());
   std::printf("clock: %.1f ns per Clock::now_ns()\n", pollux::bench::clock_cost_ns());
   std::printf("setup: publisher and subscriber in two processes (fork), pin %s", o.pin.c_str());
-  if (o.pin == "split") std::printf(" (publisher + its poller on CPU %d, subscriber + its poller on CPU %d)", o.cpu_a, o.cpu_b);
+  if (o.pin == "split")
+    std::printf(" (publisher + its poller on CPU %d, subscriber + its poller on CPU %d)", o.cpu_a, o.cpu_b);
   std::printf(", %zu-byte payload, udp %s on lo\n", o.payload, o.udp_address.c_str());
-  std::printf("cpu: %% of one core over the measurement window from /proc/self/task/*/stat; pollers = tasks created "
-              "by the Context (pollux-poll-N in dedicated mode), app = the benchmark's own thread\n");
+  std::printf(
+      "cpu: %% of one core over the measurement window from /proc/self/task/*/stat; pollers = tasks created "
+      "by the Context (pollux-poll-N in dedicated mode), app = the benchmark's own thread\n");
 
   // Validate each strategy once per (transport, mode) with the library's own parser, so a
   // rejected value is reported with the config's message and skipped.
@@ -1621,55 +1645,64 @@ int main(int argc, char** argv) {
     std::printf("idle: one message, then %.1f s without traffic per point; apps asleep; pollers' CPU over the window\n",
                 o.idle_s);
     print_idle_header();
-    for (int round = 1; round <= o.rounds; ++round) for (auto p : specs) {
-      p.index = index++;
-      p.round = round;
-      const IdleResult r = run_idle(o, p);
-      print_idle_row(r);
-      if (!r.error.empty()) failed = true;
-      json += json_idle(o, r) + "\n";
-    }
+    for (int round = 1; round <= o.rounds; ++round)
+      for (auto p : specs) {
+        p.index = index++;
+        p.round = round;
+        const IdleResult r = run_idle(o, p);
+        print_idle_row(r);
+        if (!r.error.empty()) failed = true;
+        json += json_idle(o, r) + "\n";
+      }
   } else if (o.rtt) {
-    std::printf("rtt: one round trip every %.3f ms, %.1f s measured after %.1f s warm-up, apps sched_yield between "
-                "empty polls; RTT from the scheduled ping time\n",
-                o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);
-    std::printf("columns: RTT from the scheduled ping time; send50 = p50 from the actual send (not corrected); "
-                "tmo = no reply within --rtt-timeout-ms; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
-                "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process; oth%% = other "
-                "processes' CPU meanwhile (of 200)\n");
+    std::printf(
+        "rtt: one round trip every %.3f ms, %.1f s measured after %.1f s warm-up, apps sched_yield between "
+        "empty polls; RTT from the scheduled ping time\n",
+        o.rtt_interval_ms, o.rtt_duration_s, o.warmup_s);
+    std::printf(
+        "columns: RTT from the scheduled ping time; send50 = p50 from the actual send (not corrected); "
+        "tmo = no reply within --rtt-timeout-ms; skip = pings not sent (the pinger fell > max(2 s, duration) behind); "
+        "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process; oth%% = other "
+        "processes' CPU meanwhile (of 200)\n");
     print_rtt_header();
-    for (int round = 1; round <= o.rounds; ++round) for (auto p : specs) {
-      p.index = index++;
-      p.round = round;
-      const RttResult r = run_rtt(o, p);
-      print_rtt_row(r);
-      if (!r.error.empty()) failed = true;
-      json += json_rtt(o, r) + "\n";
-    }
+    for (int round = 1; round <= o.rounds; ++round)
+      for (auto p : specs) {
+        p.index = index++;
+        p.round = round;
+        const RttResult r = run_rtt(o, p);
+        print_rtt_row(r);
+        if (!r.error.empty()) failed = true;
+        json += json_rtt(o, r) + "\n";
+      }
   } else {
-    std::printf("sweep: %.2f s measured after %.2f s warm-up per point; burst = %u messages at %.0f msg/s, average "
-                "%.0f msg/s; latency from the scheduled send time\n",
-                o.duration_s, o.warmup_s, o.burst_size, o.burst_rate, o.burst_avg);
-    std::printf("columns: latency from the scheduled send time; offer50 = p50 from the successful offer (not "
-                "corrected); P%% = poller threads' CPU, A%% = application thread's CPU (%% of one core) of the "
-                "publisher/subscriber process; oth%% = CPU used meanwhile by every other process on the machine "
-                "(/proc/stat busy minus both processes; of 200)\n");
+    std::printf(
+        "sweep: %.2f s measured after %.2f s warm-up per point; burst = %u messages at %.0f msg/s, average "
+        "%.0f msg/s; latency from the scheduled send time\n",
+        o.duration_s, o.warmup_s, o.burst_size, o.burst_rate, o.burst_avg);
+    std::printf(
+        "columns: latency from the scheduled send time; offer50 = p50 from the successful offer (not "
+        "corrected); P%% = poller threads' CPU, A%% = application thread's CPU (%% of one core) of the "
+        "publisher/subscriber process; oth%% = CPU used meanwhile by every other process on the machine "
+        "(/proc/stat busy minus both processes; of 200)\n");
     print_rate_header();
     std::vector<PointResult> results;
     // Per (transport, mode), rate by rate, the strategies back to back: a comparison between
     // strategies at one rate is then minutes apart at most within a round.
-    for (int round = 1; round <= o.rounds; ++round) for (const auto& t : o.transports) for (const auto& m : o.modes)
-    for (const auto& rp : o.rates) for (auto p : specs) {
-      if (p.transport != t || p.mode != m) continue;
-      {
-        p.index = index++;
-        p.round = round;
-        results.push_back(run_point(o, p, rp));
-        print_rate_row(results.back());
-        if (!results.back().error.empty()) failed = true;
-        json += json_rate(o, results.back()) + "\n";
-      }
-    }
+    for (int round = 1; round <= o.rounds; ++round)
+      for (const auto& t : o.transports)
+        for (const auto& m : o.modes)
+          for (const auto& rp : o.rates)
+            for (auto p : specs) {
+              if (p.transport != t || p.mode != m) continue;
+              {
+                p.index = index++;
+                p.round = round;
+                results.push_back(run_point(o, p, rp));
+                print_rate_row(results.back());
+                if (!results.back().error.empty()) failed = true;
+                json += json_rate(o, results.back()) + "\n";
+              }
+            }
     if (!o.plot_dir.empty() && !write_plots(o, results)) failed = true;
   }
   if (!o.json.empty() && !write_file(o.json, json)) failed = true;

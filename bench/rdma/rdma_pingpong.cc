@@ -134,7 +134,8 @@ void dump_counters(const pollux::Context& ctx, const char* why) {
   std::fprintf(stderr, "---- %s: counters of pid %d\n", why, snap->pid);
   for (const auto& c : snap->counters) {
     if (c.scope.rfind("rdma", 0) == 0 || c.scope.rfind("poller", 0) == 0) {
-      std::fprintf(stderr, "  %-40s %-28s %llu\n", c.scope.c_str(), c.name.c_str(), static_cast<unsigned long long>(c.value));
+      std::fprintf(stderr, "  %-40s %-28s %llu\n", c.scope.c_str(), c.name.c_str(),
+                   static_cast<unsigned long long>(c.value));
     }
   }
 }
@@ -151,11 +152,12 @@ int report_reg(const Args& a, int argc, char** argv, const std::vector<std::uint
                const std::vector<std::uint64_t>& reg, const std::vector<std::uint64_t>& dereg, double ns_per_tick) {
   pollux::bench::JsonLines json("pollux-bench-rdma-pingpong", argc, argv);
   auto ns = [&](std::uint64_t t) { return static_cast<std::int64_t>(static_cast<double>(t) * ns_per_tick); };
-  std::printf("pollux rdma pingpong, pre-registered pool vs ibv_reg_mr + ibv_dereg_mr per message: %s, %llu-byte "
-              "payload, threading %s%s, %llu pairs of %llu round trips each, after %llu warm-up\n",
-              pollux::bench::machine_description().c_str(), static_cast<unsigned long long>(a.size), a.threading.c_str(),
-              a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.pairs),
-              static_cast<unsigned long long>(a.iters), static_cast<unsigned long long>(a.warmup));
+  std::printf(
+      "pollux rdma pingpong, pre-registered pool vs ibv_reg_mr + ibv_dereg_mr per message: %s, %llu-byte "
+      "payload, threading %s%s, %llu pairs of %llu round trips each, after %llu warm-up\n",
+      pollux::bench::machine_description().c_str(), static_cast<unsigned long long>(a.size), a.threading.c_str(),
+      a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.pairs),
+      static_cast<unsigned long long>(a.iters), static_cast<unsigned long long>(a.warmup));
   std::vector<double> deltas;
   for (std::uint64_t p = 0; p < a.pairs; ++p) {
     double half[2] = {};
@@ -165,8 +167,8 @@ int report_reg(const Args& a, int argc, char** argv, const std::vector<std::uint
       for (std::uint64_t k = b * a.iters; k < (b + 1) * a.iters && k < samples.size(); ++k) h.record(ns(samples[k]));
       half[side] = static_cast<double>(h.percentile(50)) / 2;
       const char* name = side == 0 ? "preregistered" : "reg-per-message";
-      std::printf("pair %llu %-16s RTT/2 p50 %8.3f us  RTT p99 %8.3f us\n", static_cast<unsigned long long>(p + 1), name,
-                  half[side] / 1e3, static_cast<double>(h.percentile(99)) / 1e3);
+      std::printf("pair %llu %-16s RTT/2 p50 %8.3f us  RTT p99 %8.3f us\n", static_cast<unsigned long long>(p + 1),
+                  name, half[side] / 1e3, static_cast<double>(h.percentile(99)) / 1e3);
       json.add(pollux::bench::JsonObject()
                    .str("case", std::string("rc-") + a.threading + "-" + name)
                    .str("threading", a.threading)
@@ -183,10 +185,11 @@ int report_reg(const Args& a, int argc, char** argv, const std::vector<std::uint
   const double dmed = median(deltas);
   const double dlo = *std::min_element(deltas.begin(), deltas.end());
   const double dhi = *std::max_element(deltas.begin(), deltas.end());
-  std::printf("RESULT reg_per_message threading=%s delta_half_rtt_p50_us=%.3f spread=[%.3f,%.3f] reg_mr_p50_us=%.3f "
-              "dereg_mr_p50_us=%.3f pairs=%llu\n",
-              a.threading.c_str(), dmed / 1e3, dlo / 1e3, dhi / 1e3, static_cast<double>(hr.percentile(50)) / 1e3,
-              static_cast<double>(hd.percentile(50)) / 1e3, static_cast<unsigned long long>(a.pairs));
+  std::printf(
+      "RESULT reg_per_message threading=%s delta_half_rtt_p50_us=%.3f spread=[%.3f,%.3f] reg_mr_p50_us=%.3f "
+      "dereg_mr_p50_us=%.3f pairs=%llu\n",
+      a.threading.c_str(), dmed / 1e3, dlo / 1e3, dhi / 1e3, static_cast<double>(hr.percentile(50)) / 1e3,
+      static_cast<double>(hd.percentile(50)) / 1e3, static_cast<unsigned long long>(a.pairs));
   json.add(pollux::bench::JsonObject()
                .str("case", std::string("rc-") + a.threading + "-reg-per-message-delta")
                .num("pairs", a.pairs)
@@ -302,23 +305,23 @@ int run(const Args& a, int argc, char** argv) {
     const std::uint64_t t1 = ticks();
     if (i >= a.warmup) samples.push_back(t1 - t0);
   }
-  const double ns_per_tick =
-      static_cast<double>(mono_ns() - start_ns) / static_cast<double>(ticks() - start_ticks);
+  const double ns_per_tick = static_cast<double>(mono_ns() - start_ns) / static_cast<double>(ticks() - start_ticks);
   if (a.reg_per_message) return report_reg(a, argc, argv, samples, reg_ticks, dereg_ticks, ns_per_tick);
   pollux::core::Histogram h;
   for (std::uint64_t t : samples) h.record(static_cast<std::int64_t>(static_cast<double>(t) * ns_per_tick));
-  std::printf("pollux rdma pingpong: %s, Clock::now_ns %.0f ns/call, %llu-byte payload (%llu-byte frame), threading %s%s, "
-              "%llu iterations after %llu warm-up\n",
-              pollux::bench::machine_description().c_str(), pollux::bench::clock_cost_ns(),
-              static_cast<unsigned long long>(a.size), static_cast<unsigned long long>(a.size + 32),
-              a.threading.c_str(),
-              a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.iters),
-              static_cast<unsigned long long>(a.warmup));
+  std::printf(
+      "pollux rdma pingpong: %s, Clock::now_ns %.0f ns/call, %llu-byte payload (%llu-byte frame), threading %s%s, "
+      "%llu iterations after %llu warm-up\n",
+      pollux::bench::machine_description().c_str(), pollux::bench::clock_cost_ns(),
+      static_cast<unsigned long long>(a.size), static_cast<unsigned long long>(a.size + 32), a.threading.c_str(),
+      a.threading == "inline" ? "" : (", idle " + a.idle).c_str(), static_cast<unsigned long long>(a.iters),
+      static_cast<unsigned long long>(a.warmup));
   pollux::bench::print_hist("round trip (RTT)", h);
-  std::printf("RESULT threading=%s rtt_p50_us=%.3f half_rtt_p50_us=%.3f rtt_p90_us=%.3f rtt_p99_us=%.3f "
-              "rtt_avg_us=%.3f rtt_min_us=%.3f\n",
-              a.threading.c_str(), h.percentile(50) / 1e3, h.percentile(50) / 2e3, h.percentile(90) / 1e3,
-              h.percentile(99) / 1e3, h.mean() / 1e3, static_cast<double>(h.min()) / 1e3);
+  std::printf(
+      "RESULT threading=%s rtt_p50_us=%.3f half_rtt_p50_us=%.3f rtt_p90_us=%.3f rtt_p99_us=%.3f "
+      "rtt_avg_us=%.3f rtt_min_us=%.3f\n",
+      a.threading.c_str(), h.percentile(50) / 1e3, h.percentile(50) / 2e3, h.percentile(90) / 1e3,
+      h.percentile(99) / 1e3, h.mean() / 1e3, static_cast<double>(h.min()) / 1e3);
   pollux::bench::JsonLines json("pollux-bench-rdma-pingpong", argc, argv);
   json.add(pollux::bench::JsonObject()
                .str("case", "rc-" + a.threading)
@@ -351,7 +354,8 @@ int main(int argc, char** argv) {
       .choice("--idle", &a.idle, {"busy-spin", "yield", "backoff", "interrupt", "adaptive"},
               "runtime.idle of the pollers (dedicated/shared)")
       .text("--device", &a.device, "NAME", "RDMA device (rdma.device; auto = the first one)")
-      .text("--peer", &a.peer, "IP:PORT", "the other side's listener (its --listen port on its device address); required")
+      .text("--peer", &a.peer, "IP:PORT",
+            "the other side's listener (its --listen port on its device address); required")
       .count("--listen", &listen, "this side's listen port", 1, 65535)
       .integer("--poller-cpu", &a.poller_cpu, "CPU of the poller (-1: automatic)", -1, 4095)
       .integer("--cpu", &a.cpu, "CPU of the application thread (-1: unpinned)", -1, 4095)

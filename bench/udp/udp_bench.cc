@@ -525,7 +525,8 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
 
 }  // namespace
 
-constexpr const char* kCases = R"(Cases (ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1):
+constexpr const char* kCases =
+    R"(Cases (ping-pong: two processes pinned to CPUs 0 and 1, 32-byte payloads over 127.0.0.1):
   bare-busy / bare-block  two connected UDP sockets; spin on recv(MSG_DONTWAIT) / block in recv:
                           the kernel's floor for the busy / blocking cases
   bare-epoll              the same, sleeping in epoll_wait on the socket, then recv (how an
@@ -598,7 +599,8 @@ int main(int argc, char** argv) {
     if (k == "src-block") return "bare-epoll";
     return "";
   };
-  for (const char* k : {"bare-busy", "api-busy", "ep-busy", "src-busy", "bare-block", "bare-epoll", "ep-block", "src-block"}) {
+  for (const char* k :
+       {"bare-busy", "api-busy", "ep-busy", "src-busy", "bare-block", "bare-epoll", "ep-block", "src-block"}) {
     if (results.count(k) == 0) continue;
     for (std::size_t r = 0; r < results[k].size(); ++r) {
       pollux::bench::print_hist(absl::StrFormat("%s run %d RTT", k, r + 1).c_str(), results[k][r]);
@@ -608,7 +610,11 @@ int main(int argc, char** argv) {
     std::vector<double> run_p50;
     for (const Histogram& x : results[k]) run_p50.push_back(static_cast<double>(x.percentile(50)));
     pollux::bench::JsonObject o;
-    o.str("case", k).num("runs", results[k].size()).num("payload_bytes", kPayload).latency(all).nums("run_p50_ns", run_p50);
+    o.str("case", k)
+        .num("runs", results[k].size())
+        .num("payload_bytes", kPayload)
+        .latency(all)
+        .nums("run_p50_ns", run_p50);
     if (const std::string f = floor_of(k); !f.empty() && results.count(f) != 0) o.floor(f, merged(f), all);
     json.add(o);
   }

@@ -263,16 +263,20 @@ int main(int argc, char** argv) {
     if (all.count(k) == 0) continue;
     const Histogram& h = all[k];
     pollux::bench::print_hist(k.c_str(), h);
-    absl::StrAppendFormat(&json,
-                          R"({"case": "%s", "p50_ns": %d, "p90_ns": %d, "p99_ns": %d, "p99_9_ns": %d, "max_ns": %d, "count": %u})"
-                          "\n",
-                          k, h.percentile(50), h.percentile(90), h.percentile(99), h.percentile(99.9), h.max(), h.count());
+    absl::StrAppendFormat(
+        &json,
+        R"({"case": "%s", "p50_ns": %d, "p90_ns": %d, "p99_ns": %d, "p99_9_ns": %d, "max_ns": %d, "count": %u})"
+        "\n",
+        k, h.percentile(50), h.percentile(90), h.percentile(99), h.percentile(99.9), h.max(), h.count());
   }
   if (all.count("poller-interrupt") != 0 && all.count("bare-udp") != 0 && all["bare-udp"].percentile(50) > 0) {
     const double r = static_cast<double>(all["poller-interrupt"].percentile(50)) /
                      static_cast<double>(all["bare-udp"].percentile(50));
     std::printf("ratio p50 poller-interrupt / bare-udp  %.2fx\n", r);
-    absl::StrAppendFormat(&json, R"({"ratio": "poller-interrupt / bare-udp", "p50": %.3f})" "\n", r);
+    absl::StrAppendFormat(&json,
+                          R"({"ratio": "poller-interrupt / bare-udp", "p50": %.3f})"
+                          "\n",
+                          r);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");

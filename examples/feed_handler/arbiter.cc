@@ -116,7 +116,8 @@ std::int64_t DeliveredLog::Find(std::uint64_t seq) const noexcept {
   return static_cast<std::int64_t>(lo - 1);
 }
 
-bool DeliveredLog::Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) const noexcept {
+bool DeliveredLog::Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs,
+                        std::size_t n) const noexcept {
   const std::int64_t ri = Find(seq);
   if (ri < 0) return false;
   const Run& r = runs_[static_cast<std::uint64_t>(ri) & rmask_];
@@ -290,8 +291,8 @@ Arbiter::Verdict Arbiter::HoldNextSession(Line line, const mold::Session& s, std
     return Verdict::kRejected;
   }
   std::memcpy(hold_.data() + hold_used_, datagram.data(), datagram.size());
-  held_[nheld_++] = Held{now_ns, static_cast<std::uint32_t>(hold_used_), static_cast<std::uint32_t>(datagram.size()),
-                         line, false};
+  held_[nheld_++] =
+      Held{now_ns, static_cast<std::uint32_t>(hold_used_), static_cast<std::uint32_t>(datagram.size()), line, false};
   hold_used_ += datagram.size();
   Count(LiveCounter::kNextSessionHeld);
   return Verdict::kHeld;
@@ -429,7 +430,8 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
       return Verdict::kAccepted;
     case mold::Kind::kEndOfSession:
       return OnEnd(line, p, now_ns);
-    case mold::Kind::kData: break;
+    case mold::Kind::kData:
+      break;
   }
   if (line != Line::kReplay) {
     if (NoteLinePacket(li, mold::Kind::kData, p.sequence, p.next_sequence())) ResolveClaims(now_ns);
@@ -699,8 +701,8 @@ void Arbiter::ProbeClaims(std::int64_t now_ns) noexcept {
   const std::uint64_t to = std::min({best->seq, hi_ + kMaxRequest, next_ + o_.window});
   if (to <= hi_) return;
   const int shift = static_cast<int>(std::min<std::uint32_t>(probe_misses_, 20));
-  probe_ = Probe{true, false, hi_, to, now_ns + std::min(o_.rerequest_timeout_ns << shift, o_.rerequest_timeout_max_ns),
-                 0};
+  probe_ =
+      Probe{true, false, hi_, to, now_ns + std::min(o_.rerequest_timeout_ns << shift, o_.rerequest_timeout_max_ns), 0};
   probe_limit_ = std::max(probe_limit_, to);
   requests_[nrequests_++] = RerequestOut{session_, hi_, static_cast<std::uint16_t>(to - hi_)};
   Count(LiveCounter::kConfirmRequests);
@@ -1083,8 +1085,8 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     Request& r = reqs_[k];
     if (!r.active) continue;
     const bool expired = now_ns >= r.timeout_at;
-    const bool reply_over = r.answered && now_ns - r.last_reply_ns >= quiet &&
-                            line_drained_ns_[2] >= r.last_reply_ns + quiet;
+    const bool reply_over =
+        r.answered && now_ns - r.last_reply_ns >= quiet && line_drained_ns_[2] >= r.last_reply_ns + quiet;
     if (!expired && !reply_over) continue;
     if (!r.answered) Count(LiveCounter::kRerequestsTimedOut);
     r.active = false;

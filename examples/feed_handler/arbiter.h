@@ -84,31 +84,31 @@ enum class Line : std::uint8_t { kA = 0, kB = 1, kReplay = 2 };
 // The live counters: one table (name, help) indexed by this enum. Exported to the Pollux
 // counters file (scope "feed live") and to --summary-json under the same names.
 enum class LiveCounter : std::uint8_t {
-  kPacketsA,            // datagrams read on line A (valid or not; from its expected sender when one is set)
+  kPacketsA,  // datagrams read on line A (valid or not; from its expected sender when one is set)
   kPacketsB,
-  kReplayPackets,       // datagrams read on the re-request socket
-  kMessages,            // ITCH messages delivered in order
-  kHeartbeats,          // heartbeat packets of the current session
-  kEndOfSession,        // end-of-session packets of the current session
-  kDuplicatePackets,    // packets carrying nothing new (every message already had)
-  kDuplicateMessages,   // messages dropped because an earlier copy won
-  kOutOfOrderPackets,   // packets (partly) buffered behind a gap
-  kOutOfOrderMessages,  // messages buffered behind a gap
-  kGapsDetected,        // missing ranges found (each confirmed jump of the highest sequence)
-  kRerequestsSent,      // request packets sent for missing ranges (first, follow-ups, retries)
-  kRerequestRetries,    // of those, retries after a request that brought nothing
-  kRerequestsAnswered,  // requests for which at least one message came back
-  kRerequestsTimedOut,  // requests for which nothing came back before the timeout
-  kRerequestSendErrors, // requests the socket refused (they time out and go again)
-  kMessagesRecovered,   // messages delivered from re-request replies
-  kGapsUnrecoverable,   // kGap notices delivered
+  kReplayPackets,          // datagrams read on the re-request socket
+  kMessages,               // ITCH messages delivered in order
+  kHeartbeats,             // heartbeat packets of the current session
+  kEndOfSession,           // end-of-session packets of the current session
+  kDuplicatePackets,       // packets carrying nothing new (every message already had)
+  kDuplicateMessages,      // messages dropped because an earlier copy won
+  kOutOfOrderPackets,      // packets (partly) buffered behind a gap
+  kOutOfOrderMessages,     // messages buffered behind a gap
+  kGapsDetected,           // missing ranges found (each confirmed jump of the highest sequence)
+  kRerequestsSent,         // request packets sent for missing ranges (first, follow-ups, retries)
+  kRerequestRetries,       // of those, retries after a request that brought nothing
+  kRerequestsAnswered,     // requests for which at least one message came back
+  kRerequestsTimedOut,     // requests for which nothing came back before the timeout
+  kRerequestSendErrors,    // requests the socket refused (they time out and go again)
+  kMessagesRecovered,      // messages delivered from re-request replies
+  kGapsUnrecoverable,      // kGap notices delivered
   kMessagesUnrecoverable,  // messages those notices cover
-  kWindowOverflow,      // messages dropped beyond a window that could not be emptied (recovered later or reported)
-  kMalformed,           // datagrams the MoldUDP64 or ITCH decoder refused, or truncated
-  kWrongSession,        // datagrams of a session this handler does not follow
-  kOldSession,          // datagrams of a session already left
-  kStale,               // times the feed went stale (no packet on either line)
-  kStaleA,              // times line A went quiet for the stale interval
+  kWindowOverflow,         // messages dropped beyond a window that could not be emptied (recovered later or reported)
+  kMalformed,              // datagrams the MoldUDP64 or ITCH decoder refused, or truncated
+  kWrongSession,           // datagrams of a session this handler does not follow
+  kOldSession,             // datagrams of a session already left
+  kStale,                  // times the feed went stale (no packet on either line)
+  kStaleA,                 // times line A went quiet for the stale interval
   kStaleB,
   kSessionChanges,      // sessions started after the first
   kGapsGivenUp,         // ranges reported lost early to make room in a full window
@@ -140,9 +140,9 @@ struct RerequestOut {
 };
 
 struct ArbiterOptions {
-  std::string_view session;              // empty: follow the first session seen
-  std::uint32_t window = 1u << 17;       // messages; a power of two
-  bool rerequest = true;                 // a re-request server is configured
+  std::string_view session;         // empty: follow the first session seen
+  std::uint32_t window = 1u << 17;  // messages; a power of two
+  bool rerequest = true;            // a re-request server is configured
   std::int64_t rerequest_wait_ns = 1'000'000;
   std::int64_t rerequest_timeout_ns = 20'000'000;
   std::int64_t rerequest_timeout_max_ns = 500'000'000;
@@ -151,9 +151,9 @@ struct ArbiterOptions {
   std::int64_t heartbeat_ns = 1'000'000'000;
   std::uint32_t stale_heartbeats = 3;
   std::int64_t end_linger_ns = 100'000'000;
-  std::uint32_t max_gaps = 4096;         // missing ranges tracked at once
-  std::size_t output_bytes = 1u << 20;   // delivered bytes held until the caller takes them
-  std::size_t hold_bytes = 4u << 20;     // datagrams of a next session held until the switch
+  std::uint32_t max_gaps = 4096;           // missing ranges tracked at once
+  std::size_t output_bytes = 1u << 20;     // delivered bytes held until the caller takes them
+  std::size_t hold_bytes = 4u << 20;       // datagrams of a next session held until the switch
   std::size_t delivered_bytes = 4u << 20;  // delivered records kept to compare later copies with
 };
 
@@ -175,7 +175,8 @@ class DeliveredLog {
   // Compares `n` bytes of records of consecutive messages from `seq` (a MoldUDP64 packet's
   // blocks) with the delivered copies still held; messages no longer held (or never
   // delivered) are not compared. Returns how many differ, the first in *first.
-  std::uint32_t Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n, std::uint64_t* first) const noexcept;
+  std::uint32_t Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
+                        std::uint64_t* first) const noexcept;
 
  private:
   static constexpr std::uint32_t kRunMessages = 64;
@@ -271,7 +272,7 @@ class Arbiter {
   const std::array<std::uint64_t, kLiveCounterCount>& counters() const noexcept { return c_; }
 
  private:
-  struct Slot {  // one buffered message (BinaryFILE record)
+  struct Slot {         // one buffered message (BinaryFILE record)
     std::uint64_t seq;  // present when == the sequence that maps here
     std::uint8_t len;   // message bytes (<= itch::kMaxMessageSize)
     std::uint8_t data[55];
@@ -287,17 +288,17 @@ class Arbiter {
   };
   struct Request {
     bool active;
-    bool answered;            // some of it came back
-    std::uint32_t refs;       // gaps pointing at it
+    bool answered;       // some of it came back
+    std::uint32_t refs;  // gaps pointing at it
     std::int64_t timeout_at;
     std::int64_t last_reply_ns;
   };
   // A packet that skipped ahead on one line, held until confirmed.
   struct Claim {
     bool active;
-    bool data;        // data packet (its datagram is held); else a heartbeat
-    bool continued;   // its line's next packet went on from it
-    bool sealed;      // its line's next packet came (continued or not)
+    bool data;       // data packet (its datagram is held); else a heartbeat
+    bool continued;  // its line's next packet went on from it
+    bool sealed;     // its line's next packet came (continued or not)
     std::uint32_t len;
     std::uint32_t probes;  // confirmation requests sent for it
     std::uint64_t seq;     // first message (data) or the announced next sequence
@@ -325,8 +326,8 @@ class Arbiter {
   Verdict Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
   // A validated packet of the current session (from a socket, a held claim or the hold).
   // `copy`: a data packet identical to one delivered (a duplicate, not validated again).
-  Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
-                   std::int64_t now_ns, bool copy = false) noexcept;
+  Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
+                   bool copy = false) noexcept;
   Verdict OnEnd(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
   void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
   // Takes the messages [seq, seq + n) of a validated packet. With `extend` false, messages
@@ -380,15 +381,15 @@ class Arbiter {
   std::array<itch::mold::Session, 4> retired_{};
   std::uint32_t nretired_ = 0;
 
-  std::uint64_t next_ = 1;     // next sequence to deliver
-  std::uint64_t hi_ = 1;       // one past the highest sequence known to exist
-  std::uint64_t end_seq_ = 0;  // the established end of session (0: not yet)
-  std::array<std::uint64_t, 2> line_end_{1, 1};       // each line's confirmed position
+  std::uint64_t next_ = 1;                                // next sequence to deliver
+  std::uint64_t hi_ = 1;                                  // one past the highest sequence known to exist
+  std::uint64_t end_seq_ = 0;                             // the established end of session (0: not yet)
+  std::array<std::uint64_t, 2> line_end_{1, 1};           // each line's confirmed position
   std::array<std::int64_t, 3> line_drained_ns_{0, 0, 0};  // last time its socket was read empty
-  std::array<std::int64_t, 2> line_rx_ns_{0, 0};       // last packet of the session on it
+  std::array<std::int64_t, 2> line_rx_ns_{0, 0};          // last packet of the session on it
   std::array<bool, 2> line_stale_{};
-  std::array<std::uint64_t, 2> line_eos_{0, 0};        // the end of session it announced (0: none)
-  std::int64_t first_rx_ns_ = 0;  // first packet of the session (stale checks start then)
+  std::array<std::uint64_t, 2> line_eos_{0, 0};  // the end of session it announced (0: none)
+  std::int64_t first_rx_ns_ = 0;                 // first packet of the session (stale checks start then)
   bool have_rx_ = false;
   bool stale_ = false;
   std::int64_t finished_ns_ = 0;  // when Finished() first held (linger)
@@ -403,8 +404,8 @@ class Arbiter {
   std::vector<RerequestOut> requests_;
   std::size_t nrequests_ = 0;
   Probe probe_{};
-  std::uint64_t probe_limit_ = 0;    // replies may extend what is known up to here
-  std::uint32_t probe_misses_ = 0;   // consecutive confirmation requests that brought nothing
+  std::uint64_t probe_limit_ = 0;   // replies may extend what is known up to here
+  std::uint32_t probe_misses_ = 0;  // consecutive confirmation requests that brought nothing
 
   std::array<std::array<Claim, kClaimsPerLine>, 2> claims_{};
   std::vector<std::uint8_t> claim_bytes_;

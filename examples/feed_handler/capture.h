@@ -29,14 +29,14 @@ class CaptureWriter {
  public:
   struct Options {
     std::string path;
-    std::uint64_t rotate_bytes = 0;       // 0: one file
+    std::uint64_t rotate_bytes = 0;          // 0: one file
     std::uint64_t buffer_bytes = 64u << 20;  // the ring between the handler and the writer
   };
   struct Stats {
-    std::uint64_t records = 0;  // written to a file
-    std::uint64_t bytes = 0;    // file bytes written (headers included)
-    std::uint64_t dropped = 0;  // records the ring had no room for
-    std::uint64_t files = 0;    // files opened
+    std::uint64_t records = 0;         // written to a file
+    std::uint64_t bytes = 0;           // file bytes written (headers included)
+    std::uint64_t dropped = 0;         // records the ring had no room for
+    std::uint64_t files = 0;           // files opened
     std::uint64_t no_kernel_time = 0;  // records stamped with the handler's clock (no kernel time came)
   };
 
@@ -66,8 +66,8 @@ class CaptureWriter {
 
  private:
   void Run();
-  bool OpenFile(std::uint64_t index);       // false: error_ set
-  bool CloseFile();                         // false: error_ set
+  bool OpenFile(std::uint64_t index);                   // false: error_ set
+  bool CloseFile();                                     // false: error_ set
   bool WriteAll(const std::uint8_t* p, std::size_t n);  // false: error_ set
   void Fail(std::string what);
 

@@ -18,13 +18,19 @@ class AppIdle {
   explicit AppIdle(core::IdleKind kind) noexcept : kind_(kind) {}
   void idle(int work) noexcept {
     switch (kind_) {
-      case core::IdleKind::kBusySpin: spin_.idle(work); break;
-      case core::IdleKind::kYield: yield_.idle(work); break;
+      case core::IdleKind::kBusySpin:
+        spin_.idle(work);
+        break;
+      case core::IdleKind::kYield:
+        yield_.idle(work);
+        break;
       // The application's own loops have no progress sources to arm: the sleeping strategies
       // (the pollers') back off here.
       case core::IdleKind::kBackoff:
       case core::IdleKind::kInterrupt:
-      case core::IdleKind::kAdaptive: backoff_.idle(work); break;
+      case core::IdleKind::kAdaptive:
+        backoff_.idle(work);
+        break;
     }
   }
   void reset() noexcept { backoff_.reset(); }
@@ -52,8 +58,8 @@ struct alignas(core::kFalseSharingRange) RoleProgress {
   enum State : std::uint32_t { kStarting = 0, kReady = 1, kDone = 2, kFailed = 3 };
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> frames{0};
-  std::atomic<std::uint64_t> gaps{0};   // subscribers: gap notifications
-  std::atomic<std::uint64_t> lost{0};   // subscribers: messages lost (Pollux messages)
+  std::atomic<std::uint64_t> gaps{0};  // subscribers: gap notifications
+  std::atomic<std::uint64_t> lost{0};  // subscribers: messages lost (Pollux messages)
   std::atomic<std::uint32_t> state{kStarting};
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "RoleProgress is shared between processes");

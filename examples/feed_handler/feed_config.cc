@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <set>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,10 +25,14 @@ namespace pollux::feed {
 
 std::string_view SourceName(SourceKind s) {
   switch (s) {
-    case SourceKind::kGenerator: return "generator";
-    case SourceKind::kFile: return "file";
-    case SourceKind::kMoldUdp64: return "moldudp64";
-    case SourceKind::kPcap: return "pcap";
+    case SourceKind::kGenerator:
+      return "generator";
+    case SourceKind::kFile:
+      return "file";
+    case SourceKind::kMoldUdp64:
+      return "moldudp64";
+    case SourceKind::kPcap:
+      return "pcap";
   }
   return "?";
 }
@@ -36,8 +40,8 @@ std::string_view SourceName(SourceKind s) {
 std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name) {
   const std::size_t colon = s.rfind(':');
   std::uint32_t port = 0;
-  if (colon == std::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+  if (colon == std::string_view::npos || colon == 0 || !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &port) ||
+      port == 0 || port > 65535) {
     return absl::StrFormat("expected %s:PORT (port 1..65535), got \"%s\"", host_name ? "HOST" : "ADDR", s);
   }
   in_addr a{};
@@ -67,10 +71,14 @@ std::string CheckSender(std::string_view s) {
 
 std::string_view ReplayName(ReplayMode r) {
   switch (r) {
-    case ReplayMode::kOriginal: return "original";
-    case ReplayMode::kSpeed: return "speed";
-    case ReplayMode::kRate: return "rate";
-    case ReplayMode::kMax: return "max";
+    case ReplayMode::kOriginal:
+      return "original";
+    case ReplayMode::kSpeed:
+      return "speed";
+    case ReplayMode::kRate:
+      return "rate";
+    case ReplayMode::kMax:
+      return "max";
   }
   return "?";
 }
@@ -190,10 +198,17 @@ struct Field {
 
 const std::vector<Field>& Fields() {
   static const std::vector<Field> table = {
-      {"source", "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it), moldudp64 (live: an exchange's lines A and B, feed.line_a/line_b) or pcap (a capture of them, feed.pcap, replayed through the same arbiter)",
+      {"source",
+       "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it), moldudp64 (live: "
+       "an exchange's lines A and B, feed.line_a/line_b) or pcap (a capture of them, feed.pcap, replayed through the "
+       "same arbiter)",
        [](FeedConfig& c, const toml::node& n) {
-         return WantEnum<SourceKind>(n, {{"generator", SourceKind::kGenerator}, {"file", SourceKind::kFile},
-                                         {"moldudp64", SourceKind::kMoldUdp64}, {"pcap", SourceKind::kPcap}}, &c.source);
+         return WantEnum<SourceKind>(n,
+                                     {{"generator", SourceKind::kGenerator},
+                                      {"file", SourceKind::kFile},
+                                      {"moldudp64", SourceKind::kMoldUdp64},
+                                      {"pcap", SourceKind::kPcap}},
+                                     &c.source);
        },
        [](const FeedConfig& c) { return Quote(SourceName(c.source)); }},
       {"file", "ITCH 5.0 BinaryFILE to replay when source = \"file\"",
@@ -216,10 +231,16 @@ const std::vector<Field>& Fields() {
       {"orders_per_symbol", "generator: live orders per symbol the order flow hovers around",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 1 << 20, &c.orders_per_symbol); },
        [](const FeedConfig& c) { return absl::StrCat(c.orders_per_symbol); }},
-      {"replay", "pacing: original (the messages' own timestamps), speed (timestamps / speed), rate (fixed messages/s), max (as fast as possible)",
+      {"replay",
+       "pacing: original (the messages' own timestamps), speed (timestamps / speed), rate (fixed messages/s), max (as "
+       "fast as possible)",
        [](FeedConfig& c, const toml::node& n) {
-         return WantEnum<ReplayMode>(n, {{"original", ReplayMode::kOriginal}, {"speed", ReplayMode::kSpeed},
-                                         {"rate", ReplayMode::kRate}, {"max", ReplayMode::kMax}}, &c.replay);
+         return WantEnum<ReplayMode>(n,
+                                     {{"original", ReplayMode::kOriginal},
+                                      {"speed", ReplayMode::kSpeed},
+                                      {"rate", ReplayMode::kRate},
+                                      {"max", ReplayMode::kMax}},
+                                     &c.replay);
        },
        [](const FeedConfig& c) { return Quote(ReplayName(c.replay)); }},
       {"speed", "replay = \"speed\": multiple of the original pace (2.0 = twice as fast)",
@@ -244,7 +265,9 @@ const std::vector<Field>& Fields() {
          return "";
        },
        [](const FeedConfig& c) { return Quote(c.topic); }},
-      {"batch_bytes", "most payload bytes per Pollux message, filled with length-prefixed ITCH messages; 0 = one bare ITCH message per Pollux message",
+      {"batch_bytes",
+       "most payload bytes per Pollux message, filled with length-prefixed ITCH messages; 0 = one bare ITCH message "
+       "per Pollux message",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          std::uint32_t v = 0;
          if (auto e = WantInt(n, 0, 16 << 20, &v); !e.empty()) return e;
@@ -256,16 +279,22 @@ const std::vector<Field>& Fields() {
       {"subscribers", "subscribers started by --role all, each rebuilding every book from every stream",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 32, &c.subscribers); },
        [](const FeedConfig& c) { return absl::StrCat(c.subscribers); }},
-      {"book_threads", "threads per subscriber building books: thread t polls the streams p with p % book_threads == t into books of its own, merged at the end (at most feed.streams)",
+      {"book_threads",
+       "threads per subscriber building books: thread t polls the streams p with p % book_threads == t into books of "
+       "its own, merged at the end (at most feed.streams)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 64, &c.book_threads); },
        [](const FeedConfig& c) { return absl::StrCat(c.book_threads); }},
-      {"expected_orders", "live orders a subscriber's order map holds before it first grows (rehashes mid-feed); allocated and touched at start, 48 bytes each (at least twice the generator market, symbols x orders_per_symbol)",
+      {"expected_orders",
+       "live orders a subscriber's order map holds before it first grows (rehashes mid-feed); allocated and touched at "
+       "start, 48 bytes each (at least twice the generator market, symbols x orders_per_symbol)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, std::int64_t{1} << 28, &c.expected_orders); },
        [](const FeedConfig& c) { return absl::StrCat(c.expected_orders); }},
-      {"subscriber_mode", "process: each subscriber is its own process (this binary, --role sub); thread: threads of the publishing process",
+      {"subscriber_mode",
+       "process: each subscriber is its own process (this binary, --role sub); thread: threads of the publishing "
+       "process",
        [](FeedConfig& c, const toml::node& n) {
-         return WantEnum<SubscriberMode>(n, {{"process", SubscriberMode::kProcess}, {"thread", SubscriberMode::kThread}},
-                                         &c.subscriber_mode);
+         return WantEnum<SubscriberMode>(
+             n, {{"process", SubscriberMode::kProcess}, {"thread", SubscriberMode::kThread}}, &c.subscriber_mode);
        },
        [](const FeedConfig& c) { return Quote(c.subscriber_mode == SubscriberMode::kProcess ? "process" : "thread"); }},
       {"progress_ms", "interval of the progress lines on stderr; 0 = none",
@@ -283,25 +312,32 @@ const std::vector<Field>& Fields() {
       {"line_b", "moldudp64: line B, the multicast group ADDR:PORT to join (the same stream as A)",
        [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, true, false, &c.line_b); },
        [](const FeedConfig& c) { return Quote(c.line_b); }},
-      {"source_a", "moldudp64: the IPv4 address line A's datagrams must come from (\"\" = any sender); joined source-specific where the kernel can, and every datagram from another address is dropped and counted (wrong_source)",
+      {"source_a",
+       "moldudp64: the IPv4 address line A's datagrams must come from (\"\" = any sender); joined source-specific "
+       "where the kernel can, and every datagram from another address is dropped and counted (wrong_source)",
        [](FeedConfig& c, const toml::node& n) { return WantSender(n, &c.source_a); },
        [](const FeedConfig& c) { return Quote(c.source_a); }},
-      {"source_b", "moldudp64: the IPv4 address line B's datagrams must come from (\"\" = any sender), as feed.source_a",
+      {"source_b",
+       "moldudp64: the IPv4 address line B's datagrams must come from (\"\" = any sender), as feed.source_a",
        [](FeedConfig& c, const toml::node& n) { return WantSender(n, &c.source_b); },
        [](const FeedConfig& c) { return Quote(c.source_b); }},
       {"interface", "moldudp64: network interface both lines are joined on (\"\" = the one the route picks)",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          const toml::value<std::string>* v = n.as_string();
          if (v == nullptr) return absl::StrCat("expected an interface name, got ", Describe(n));
-         if (v->get().size() >= 16) return absl::StrCat("expected an interface name (at most 15 characters), got ", Describe(n));
+         if (v->get().size() >= 16)
+           return absl::StrCat("expected an interface name (at most 15 characters), got ", Describe(n));
          c.interface = v->get();
          return "";
        },
        [](const FeedConfig& c) { return Quote(c.interface); }},
-      {"rerequest", "moldudp64: re-request server HOST:PORT; \"\" = none (a gap missing on both lines is reported at once)",
+      {"rerequest",
+       "moldudp64: re-request server HOST:PORT; \"\" = none (a gap missing on both lines is reported at once)",
        [](FeedConfig& c, const toml::node& n) { return WantEndpoint(n, false, true, &c.rerequest); },
        [](const FeedConfig& c) { return Quote(c.rerequest); }},
-      {"session", "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows it on both lines (docs/FEED.md: what the handler corroborates)",
+      {"session",
+       "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows it on "
+       "both lines (docs/FEED.md: what the handler corroborates)",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          const toml::value<std::string>* v = n.as_string();
          if (v == nullptr || v->get().size() > 10) return absl::StrCat("expected 0-10 characters, got ", Describe(n));
@@ -309,7 +345,9 @@ const std::vector<Field>& Fields() {
          return "";
        },
        [](const FeedConfig& c) { return Quote(c.session); }},
-      {"window", "moldudp64: messages buffered behind a gap while it is recovered (a power of two, 64 bytes each); a longer gap is reported at once",
+      {"window",
+       "moldudp64: messages buffered behind a gap while it is recovered (a power of two, 64 bytes each); a longer gap "
+       "is reported at once",
        [](FeedConfig& c, const toml::node& n) -> std::string {
          std::uint32_t v = 0;
          if (auto e = WantInt(n, 1024, 1 << 24, &v); !e.empty()) return e;
@@ -318,16 +356,21 @@ const std::vector<Field>& Fields() {
          return "";
        },
        [](const FeedConfig& c) { return absl::StrCat(c.window); }},
-      {"rerequest_wait_us", "moldudp64: a gap one line has not reached yet is re-requested after this wait (at once when both lines went past it)",
+      {"rerequest_wait_us",
+       "moldudp64: a gap one line has not reached yet is re-requested after this wait (at once when both lines went "
+       "past it)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 10'000'000, &c.rerequest_wait_us); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_wait_us); }},
-      {"rerequest_timeout_ms", "moldudp64: a re-request that brought nothing this long is sent again; doubled at each consecutive retry",
+      {"rerequest_timeout_ms",
+       "moldudp64: a re-request that brought nothing this long is sent again; doubled at each consecutive retry",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 60'000, &c.rerequest_timeout_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_ms); }},
       {"rerequest_timeout_max_ms", "moldudp64: the doubled timeout stops growing here",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 600'000, &c.rerequest_timeout_max_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_timeout_max_ms); }},
-      {"rerequest_retries", "moldudp64: consecutive re-requests that bring nothing, after the first, before the range is reported lost (a reply that brings anything resets the count; the rest of a partly answered range is asked for at once)",
+      {"rerequest_retries",
+       "moldudp64: consecutive re-requests that bring nothing, after the first, before the range is reported lost (a "
+       "reply that brings anything resets the count; the rest of a partly answered range is asked for at once)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 100, &c.rerequest_retries); },
        [](const FeedConfig& c) { return absl::StrCat(c.rerequest_retries); }},
       {"rerequest_max_outstanding", "moldudp64: re-requests in flight at once (the others wait)",
@@ -336,36 +379,53 @@ const std::vector<Field>& Fields() {
       {"heartbeat_ms", "moldudp64: the exchange's heartbeat interval",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 3'600'000, &c.heartbeat_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.heartbeat_ms); }},
-      {"stale_heartbeats", "moldudp64: the feed is stale after this many heartbeat intervals without a packet on either line",
+      {"stale_heartbeats",
+       "moldudp64: the feed is stale after this many heartbeat intervals without a packet on either line",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 1, 1000, &c.stale_heartbeats); },
        [](const FeedConfig& c) { return absl::StrCat(c.stale_heartbeats); }},
-      {"end_linger_ms", "moldudp64: after the end of session (every gap filled or reported), wait this long for a next session before ending",
+      {"end_linger_ms",
+       "moldudp64: after the end of session (every gap filled or reported), wait this long for a next session before "
+       "ending",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 0, 3'600'000, &c.end_linger_ms); },
        [](const FeedConfig& c) { return absl::StrCat(c.end_linger_ms); }},
-      {"rcvbuf", "moldudp64: receive buffer of each line's socket, bytes (what absorbs a burst while the handler is busy)",
+      {"rcvbuf",
+       "moldudp64: receive buffer of each line's socket, bytes (what absorbs a burst while the handler is busy)",
        [](FeedConfig& c, const toml::node& n) { return WantInt(n, 65536, 1 << 30, &c.rcvbuf); },
        [](const FeedConfig& c) { return absl::StrCat(c.rcvbuf); }},
-      {"capture", "moldudp64: write every datagram read on line A, line B and from the re-request server to this pcap file (nanosecond, Ethernet/IPv4/UDP, the kernel's receive time); \"\" = no capture",
+      {"capture",
+       "moldudp64: write every datagram read on line A, line B and from the re-request server to this pcap file "
+       "(nanosecond, Ethernet/IPv4/UDP, the kernel's receive time); \"\" = no capture",
        [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.capture); },
        [](const FeedConfig& c) { return TomlString(c.capture); }},
-      {"capture_rotate", "moldudp64: start the next capture file (PATH.1, PATH.2, ...) before one would pass this size, bytes or \"64MiB\" (at least 64KiB); 0 = one file",
+      {"capture_rotate",
+       "moldudp64: start the next capture file (PATH.1, PATH.2, ...) before one would pass this size, bytes or "
+       "\"64MiB\" (at least 64KiB); 0 = one file",
        [](FeedConfig& c, const toml::node& n) {
          std::uint64_t v = 0;
          if (std::string e = WantSize(n, 0, std::uint64_t{1} << 40, &v); !e.empty()) return e;
          if (v != 0 && v < (std::uint64_t{64} << 10)) {
-           return absl::StrFormat("%d bytes would make a file of almost every datagram: 0 (one file) or at least 65536 (\"64KiB\")", v);
+           return absl::StrFormat(
+               "%d bytes would make a file of almost every datagram: 0 (one file) or at least 65536 (\"64KiB\")", v);
          }
          c.capture_rotate = v;
          return std::string();
        },
        [](const FeedConfig& c) { return absl::StrCat(c.capture_rotate); }},
-      {"capture_buffer", "moldudp64: bytes of the ring between the handler and the capture's writer thread (allocated at start); a record that finds it full is dropped and counted (capture_dropped), never the feed",
-       [](FeedConfig& c, const toml::node& n) { return WantSize(n, std::uint64_t{1} << 20, std::uint64_t{4} << 30, &c.capture_buffer); },
+      {"capture_buffer",
+       "moldudp64: bytes of the ring between the handler and the capture's writer thread (allocated at start); a "
+       "record that finds it full is dropped and counted (capture_dropped), never the feed",
+       [](FeedConfig& c, const toml::node& n) {
+         return WantSize(n, std::uint64_t{1} << 20, std::uint64_t{4} << 30, &c.capture_buffer);
+       },
        [](const FeedConfig& c) { return absl::StrCat(c.capture_buffer); }},
-      {"pcap", "pcap: the capture to replay (pcap or pcapng; a rotated set is read on as PATH.1, PATH.2, ...); its datagrams to the ports of feed.line_a/line_b are lines A/B, those from the port of feed.rerequest replies",
+      {"pcap",
+       "pcap: the capture to replay (pcap or pcapng; a rotated set is read on as PATH.1, PATH.2, ...); its datagrams "
+       "to the ports of feed.line_a/line_b are lines A/B, those from the port of feed.rerequest replies",
        [](FeedConfig& c, const toml::node& n) { return WantPath(n, &c.pcap); },
        [](const FeedConfig& c) { return TomlString(c.pcap); }},
-      {"pcap_truncated", "pcap: a capture that ends inside a record (its writer was killed mid-write): error (refuse it, naming the record) or stop (replay every whole record before it, and say so in the summary)",
+      {"pcap_truncated",
+       "pcap: a capture that ends inside a record (its writer was killed mid-write): error (refuse it, naming the "
+       "record) or stop (replay every whole record before it, and say so in the summary)",
        [](FeedConfig& c, const toml::node& n) {
          return WantEnum<bool>(n, {{"error", false}, {"stop", true}}, &c.pcap_truncated_stop);
        },
@@ -424,7 +484,8 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
     return Error(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
   }
   if (c.source == SourceKind::kPcap) {
-    if (c.pcap.empty()) return Error(at("feed.source"), "feed.pcap", "missing: source = \"pcap\" needs feed.pcap (the capture)");
+    if (c.pcap.empty())
+      return Error(at("feed.source"), "feed.pcap", "missing: source = \"pcap\" needs feed.pcap (the capture)");
     if (c.replay == ReplayMode::kRate) {
       return Error(at("feed.replay"), "feed.replay",
                    "rate does not apply to a capture: its packets carry their own times (original, speed or max)");
@@ -436,17 +497,18 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
                                  SourceName(c.source)));
   }
   if (c.source == SourceKind::kMoldUdp64 || c.source == SourceKind::kPcap) {
-    for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a},
-                                      {"feed.line_b", &c.line_b}}) {
+    for (const auto& [key, value] :
+         {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a}, {"feed.line_b", &c.line_b}}) {
       if (value->empty()) {
-        return Error(at("feed.source"), key,
-                     absl::StrFormat("missing: source = \"%s\" needs both feed.line_a and feed.line_b%s",
-                                     SourceName(c.source),
-                                     c.source == SourceKind::kPcap ? " (their ports tell the capture's lines apart)" : ""));
+        return Error(
+            at("feed.source"), key,
+            absl::StrFormat("missing: source = \"%s\" needs both feed.line_a and feed.line_b%s", SourceName(c.source),
+                            c.source == SourceKind::kPcap ? " (their ports tell the capture's lines apart)" : ""));
       }
     }
     if (c.line_a == c.line_b) {
-      return Error(at("feed.line_b"), "feed.line_b", absl::StrFormat("\"%s\" is line A too: the lines must differ", c.line_b));
+      return Error(at("feed.line_b"), "feed.line_b",
+                   absl::StrFormat("\"%s\" is line A too: the lines must differ", c.line_b));
     }
     if (c.rerequest_timeout_max_ms < c.rerequest_timeout_ms) {
       return Error(at("feed.rerequest_timeout_max_ms"), "feed.rerequest_timeout_max_ms",
@@ -457,12 +519,12 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
   // An expected sender without its line is a mistake in the other key (or a line left out).
   for (const auto& [key, sender, line_key, line] :
        {std::tuple<const char*, const std::string*, const char*, const std::string*>{"feed.source_a", &c.source_a,
-                                                                                      "feed.line_a", &c.line_a},
+                                                                                     "feed.line_a", &c.line_a},
         {"feed.source_b", &c.source_b, "feed.line_b", &c.line_b}}) {
     if (!sender->empty() && line->empty()) {
-      return Error(at(key), key,
-                   absl::StrFormat("\"%s\" is set but %s is not: the expected sender belongs to a line", *sender,
-                                   line_key));
+      return Error(
+          at(key), key,
+          absl::StrFormat("\"%s\" is set but %s is not: the expected sender belongs to a line", *sender, line_key));
     }
   }
   if (c.book_threads > c.streams) {

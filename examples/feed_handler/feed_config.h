@@ -27,24 +27,24 @@ std::string_view ReplayName(ReplayMode r);
 
 struct FeedConfig {
   SourceKind source = SourceKind::kGenerator;
-  std::string file;                 // BinaryFILE to replay when source = "file"
-  std::uint32_t symbols = 100;      // generator
+  std::string file;             // BinaryFILE to replay when source = "file"
+  std::uint32_t symbols = 100;  // generator
   std::uint64_t messages = 5'000'000;
   std::uint64_t seed = 1;
   std::uint32_t orders_per_symbol = 64;
   ReplayMode replay = ReplayMode::kMax;
-  double speed = 1.0;               // replay = "speed"
-  std::uint64_t rate = 1'000'000;   // replay = "rate", messages per second
-  std::uint32_t max_gap_ms = 100;   // original/speed: longest pause between two messages
-  std::uint32_t streams = 4;        // partitions by stock locate
-  std::string topic = "itch";       // topics are "<topic>.<partition>"
-  std::uint32_t batch_bytes = 8000; // 0: one bare ITCH message per Pollux message
+  double speed = 1.0;                // replay = "speed"
+  std::uint64_t rate = 1'000'000;    // replay = "rate", messages per second
+  std::uint32_t max_gap_ms = 100;    // original/speed: longest pause between two messages
+  std::uint32_t streams = 4;         // partitions by stock locate
+  std::string topic = "itch";        // topics are "<topic>.<partition>"
+  std::uint32_t batch_bytes = 8000;  // 0: one bare ITCH message per Pollux message
   std::uint32_t subscribers = 1;
-  std::uint32_t book_threads = 1;   // threads per subscriber, each owning streams p % book_threads
+  std::uint32_t book_threads = 1;            // threads per subscriber, each owning streams p % book_threads
   std::uint64_t expected_orders = 1u << 20;  // live orders a subscriber's map holds before growing
   SubscriberMode subscriber_mode = SubscriberMode::kProcess;
-  std::uint32_t progress_ms = 1000; // 0: no progress lines
-  std::uint32_t top = 20;           // top-of-book lines in the summary
+  std::uint32_t progress_ms = 1000;  // 0: no progress lines
+  std::uint32_t top = 20;            // top-of-book lines in the summary
   std::uint32_t connect_timeout_ms = 10'000;
 
   // source = "moldudp64" (live mode, docs/FEED.md "Live mode").
@@ -62,9 +62,9 @@ struct FeedConfig {
   std::uint32_t heartbeat_ms = 1000;
   std::uint32_t stale_heartbeats = 3;
   std::uint32_t end_linger_ms = 100;
-  std::uint32_t rcvbuf = 16u << 20;  // SO_RCVBUF of each line's socket, bytes
-  std::string capture;               // live: pcap file of every datagram read ("" = none)
-  std::uint64_t capture_rotate = 0;  // live: a new capture file past this many bytes (0 = one file)
+  std::uint32_t rcvbuf = 16u << 20;          // SO_RCVBUF of each line's socket, bytes
+  std::string capture;                       // live: pcap file of every datagram read ("" = none)
+  std::uint64_t capture_rotate = 0;          // live: a new capture file past this many bytes (0 = one file)
   std::uint64_t capture_buffer = 64u << 20;  // live: the ring between the handler and the capture's writer
 
   // source = "pcap": a capture (one file, or PATH, PATH.1, ... as feed.capture_rotate writes
@@ -104,9 +104,8 @@ std::string TomlString(std::string_view s);
 // part is checked by Pollux's own parser here too, so every configuration error surfaces
 // before anything starts.
 absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view source,
-                                         const std::vector<std::string>& overrides = {});
-absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path,
-                                            const std::vector<std::string>& overrides = {});
+                                        const std::vector<std::string>& overrides = {});
+absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The built-in default (examples/feed_handler/feed.toml) and its source name.
 std::string_view EmbeddedConfig();

@@ -133,8 +133,8 @@ bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_con
     const std::int64_t now = Clock::now_ns();
     if (*not_connected_since == 0) *not_connected_since = now;
     if (now - *not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
-      status_ = absl::UnavailableError(absl::StrFormat("topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)",
-                                                       cfg_.Topic(p), cfg_.connect_timeout_ms));
+      status_ = absl::UnavailableError(absl::StrFormat(
+          "topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)", cfg_.Topic(p), cfg_.connect_timeout_ms));
       return false;
     }
   } else {
@@ -398,8 +398,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* progress,
-                                                   const std::atomic<bool>& stop) {
+absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop) {
   result_ = ReplayResult{};
   progress_ = progress;
   stop_ = &stop;

@@ -35,15 +35,15 @@
 namespace pollux::feed {
 
 struct ReplayResult {
-  std::uint64_t messages = 0;       // ITCH messages published
-  std::uint64_t frames = 0;         // Pollux messages
-  std::uint64_t bytes = 0;          // payload bytes
-  std::uint64_t back_pressured = 0; // offers retried after kBackPressured
-  std::uint64_t notices = 0;        // live: notices published (each on every partition)
+  std::uint64_t messages = 0;        // ITCH messages published
+  std::uint64_t frames = 0;          // Pollux messages
+  std::uint64_t bytes = 0;           // payload bytes
+  std::uint64_t back_pressured = 0;  // offers retried after kBackPressured
+  std::uint64_t notices = 0;         // live: notices published (each on every partition)
   std::int64_t start_ns = 0, end_ns = 0;
-  std::int64_t cpu_ns = 0;          // the replaying thread's CPU time over the replay
-  bool stopped = false;             // interrupted before the end of the source
-  itch::MessageCounts counts;       // by type, as published
+  std::int64_t cpu_ns = 0;     // the replaying thread's CPU time over the replay
+  bool stopped = false;        // interrupted before the end of the source
+  itch::MessageCounts counts;  // by type, as published
   // Paced modes: how late each message was offered against its schedule (upper bound: per
   // flush round, the round's oldest message). A publisher that cannot keep up shows here.
   core::Histogram lag;
@@ -53,8 +53,7 @@ class FeedPublisher {
  public:
   // Opens one Pollux publisher per partition. Fails, naming feed.batch_bytes, when a batch
   // cannot fit one Pollux message (Publisher::max_payload()).
-  static absl::StatusOr<std::unique_ptr<FeedPublisher>> Open(Context& ctx, const FeedConfig& cfg,
-                                                             core::IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedPublisher>> Open(Context& ctx, const FeedConfig& cfg, core::IdleKind idle);
 
   // Waits until every partition has a subscriber, up to feed.connect_timeout_ms (or `stop`).
   absl::Status WaitConnected(const std::atomic<bool>& stop);
@@ -121,8 +120,8 @@ class FeedPublisher {
   std::vector<std::span<const std::byte>> bare_storage_;
   std::uint32_t batch_bytes_ = 0;
   bool live_ = false;
-  std::uint32_t base_len_ = 0;       // live packed batches: room for the live chunk header
-  std::int64_t window_rx_ns_ = 0;    // live: receive time behind the current window
+  std::uint32_t base_len_ = 0;     // live packed batches: room for the live chunk header
+  std::int64_t window_rx_ns_ = 0;  // live: receive time behind the current window
   ReplayResult result_;
   RoleProgress* progress_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;

@@ -33,8 +33,8 @@ absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::Open(Context& ct
   // Sized up front (and touched, see HugeBuffer) for feed.expected_orders, or the generator's
   // steady state (symbols x orders_per_symbol) with room to spare, so the order map does not
   // grow (allocate and rehash) mid-feed; each part holds its share of the market.
-  const std::uint64_t market = std::max<std::uint64_t>(cfg.expected_orders,
-                                                       std::uint64_t{2} * cfg.symbols * cfg.orders_per_symbol);
+  const std::uint64_t market =
+      std::max<std::uint64_t>(cfg.expected_orders, std::uint64_t{2} * cfg.symbols * cfg.orders_per_symbol);
   o.expected_orders = std::max<std::size_t>(std::size_t{1} << 16, market / threads);
   // Beyond that (a file replay's universe is not in the configuration: feed.symbols is the
   // generator's), the start-of-day Stock Directory sizes the map before the order flow.
@@ -154,10 +154,17 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
             ++r.feed_gaps;
             r.feed_lost += n.count;
             break;
-          case Notice::kStale: ++r.feed_stale; break;
-          case Notice::kSession: ++r.feed_sessions; break;
-          case Notice::kConflict: r.feed_conflicts += n.count; break;
-          case Notice::kFresh: break;
+          case Notice::kStale:
+            ++r.feed_stale;
+            break;
+          case Notice::kSession:
+            ++r.feed_sessions;
+            break;
+          case Notice::kConflict:
+            r.feed_conflicts += n.count;
+            break;
+          case Notice::kFresh:
+            break;
         }
       }
     } else {
@@ -169,8 +176,8 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
     }
     if (!pr.ok()) [[unlikely]] {
       if (r.malformed++ == 0) {
-        r.first_malformed = absl::StrFormat("stream %d sequence %d: %s", msg.stream_id, msg.sequence,
-                                            pr.ToStatus().message());
+        r.first_malformed =
+            absl::StrFormat("stream %d sequence %d: %s", msg.stream_id, msg.sequence, pr.ToStatus().message());
       }
     }
     const std::int64_t now = Clock::now_ns();
@@ -236,7 +243,8 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
           std::string missing;
           for (std::size_t i = 0; i < n; ++i) {
             if (!ended[i] && !subs_[part.subs[i]].is_connected()) {
-              absl::StrAppend(&missing, missing.empty() ? "" : ", ", cfg_.Topic(static_cast<std::uint32_t>(part.subs[i])));
+              absl::StrAppend(&missing, missing.empty() ? "" : ", ",
+                              cfg_.Topic(static_cast<std::uint32_t>(part.subs[i])));
             }
           }
           shared.abort.store(true, std::memory_order_relaxed);

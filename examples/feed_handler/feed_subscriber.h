@@ -29,38 +29,37 @@
 namespace pollux::feed {
 
 struct SubscribeResult {
-  std::uint64_t messages = 0;    // ITCH messages applied
-  std::uint64_t frames = 0;      // Pollux messages received
+  std::uint64_t messages = 0;  // ITCH messages applied
+  std::uint64_t frames = 0;    // Pollux messages received
   std::uint64_t bytes = 0;
-  std::uint64_t gaps = 0;        // Gap notifications (kOverrun ones included)
-  std::uint64_t lost = 0;        // Pollux messages lost (sum of Gap::count, kOverrun excluded)
-  std::uint64_t overruns = 0;    // Pollux messages possibly torn while being applied (lossy shm)
-  std::uint64_t malformed = 0;   // payloads that failed ITCH validation (not applied past the error)
-  std::string first_malformed;   // the reader's error for the first of them
-  std::uint32_t ended = 0;       // streams that reported kEndOfStream
-  std::uint32_t died = 0;        // streams whose publisher vanished (kPublisherDied)
-  bool stopped = false;          // interrupted before every stream ended
+  std::uint64_t gaps = 0;                  // Gap notifications (kOverrun ones included)
+  std::uint64_t lost = 0;                  // Pollux messages lost (sum of Gap::count, kOverrun excluded)
+  std::uint64_t overruns = 0;              // Pollux messages possibly torn while being applied (lossy shm)
+  std::uint64_t malformed = 0;             // payloads that failed ITCH validation (not applied past the error)
+  std::string first_malformed;             // the reader's error for the first of them
+  std::uint32_t ended = 0;                 // streams that reported kEndOfStream
+  std::uint32_t died = 0;                  // streams whose publisher vanished (kPublisherDied)
+  bool stopped = false;                    // interrupted before every stream ended
   std::int64_t first_ns = 0, last_ns = 0;  // Clock after the first and the last frame
   // The polling thread's CPU time from the first frame to the end of the last stream (so it
   // includes idle polling while caught up, and until the end-of-stream notices arrive).
   std::int64_t cpu_ns = 0;
-  core::Histogram latency;       // publish-to-book, ns, one count per ITCH message
+  core::Histogram latency;  // publish-to-book, ns, one count per ITCH message
   // Live mode (notice.h): packet-in-to-book, ns (the handler's receive time of the oldest
   // packet behind each batch to the book update), one count per ITCH message.
   core::Histogram wire_latency;
   // Live-mode notices, counted on the first partition (every partition gets each one).
-  std::uint64_t feed_gaps = 0;   // kGap notices
-  std::uint64_t feed_lost = 0;   // ITCH messages they cover: lost for good upstream
-  std::uint64_t feed_stale = 0;  // kStale notices
-  std::uint64_t feed_sessions = 0;  // kSession notices (the first session included)
+  std::uint64_t feed_gaps = 0;       // kGap notices
+  std::uint64_t feed_lost = 0;       // ITCH messages they cover: lost for good upstream
+  std::uint64_t feed_stale = 0;      // kStale notices
+  std::uint64_t feed_sessions = 0;   // kSession notices (the first session included)
   std::uint64_t feed_conflicts = 0;  // messages kConflict notices say a later copy contradicted
   std::unique_ptr<itch::BookSet> books;
 };
 
 class FeedSubscriber {
  public:
-  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg,
-                                                              core::IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg, core::IdleKind idle);
 
   // Polls every partition until each has ended (kEndOfStream or kPublisherDied) or `stop`.
   // `progress->state` turns kReady once every partition is connected to its publisher; it
@@ -80,8 +79,8 @@ class FeedSubscriber {
   struct Shared {
     RoleProgress* progress = nullptr;
     const std::atomic<bool>* stop = nullptr;
-    std::atomic<bool> abort{false};        // a part failed: the others stop too
-    std::atomic<std::uint32_t> ready{0};   // parts whose streams are all connected
+    std::atomic<bool> abort{false};       // a part failed: the others stop too
+    std::atomic<std::uint32_t> ready{0};  // parts whose streams are all connected
   };
 
   FeedSubscriber(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_kind_(idle) {}

@@ -5,8 +5,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/time.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <array>
@@ -32,8 +32,8 @@ namespace {
 using core::Clock;
 namespace mold = itch::mold;
 
-constexpr std::size_t kBurst = 32;             // datagrams per recvmmsg
-constexpr std::size_t kMaxDatagram = 65536;    // a UDP payload is at most 65507 bytes
+constexpr std::size_t kBurst = 32;           // datagrams per recvmmsg
+constexpr std::size_t kMaxDatagram = 65536;  // a UDP payload is at most 65507 bytes
 constexpr std::int64_t kCountersEveryNs = 1'000'000;
 
 // recvmmsg buffers of one socket, allocated (and touched) once. Each header owns its data
@@ -107,7 +107,6 @@ struct RxBatch {
   }
 };
 
-
 class LiveSource final : public ArbiterSource {
  public:
   explicit LiveSource(const FeedConfig& cfg) : ArbiterSource(cfg, kOutputBytes) {}
@@ -167,20 +166,21 @@ class LiveSource final : public ArbiterSource {
   std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
   std::array<RxBatch, 3> rx_;
   std::array<std::optional<in_addr_t>, 2> sender_;  // expected sender of line A and B, if set
-  std::array<pcap::Endpoint, 3> local_{};           // where each socket's datagrams are sent (the capture's destination)
+  std::array<pcap::Endpoint, 3> local_{};  // where each socket's datagrams are sent (the capture's destination)
   std::unique_ptr<CaptureWriter> capture_;
   std::int64_t counters_at_ = 0;
 };
 
 absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group,
-                                          std::optional<in_addr_t> sender, std::string* how, pcap::Endpoint* local) {
+                                         std::optional<in_addr_t> sender, std::string* how, pcap::Endpoint* local) {
   absl::StatusOr<sockaddr_in> ga = ParseEndpoint(key, group);
   if (!ga.ok()) return ga.status();
   *local = {ga->sin_addr.s_addr, ga->sin_port};
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat(key, ": socket: ", std::strerror(errno)));
   auto fail = [&](const std::string& what) {
-    const absl::Status s = absl::UnavailableError(absl::StrFormat("%s: %s %s: %s", key, what, group, std::strerror(errno)));
+    const absl::Status s =
+        absl::UnavailableError(absl::StrFormat("%s: %s %s: %s", key, what, group, std::strerror(errno)));
     ::close(fd);
     return s;
   };
@@ -234,9 +234,10 @@ absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::stri
     }
     // This kernel cannot filter by sender: any-source join; the handler checks every
     // datagram's sender itself (DropWrongSenders), so the guarantee is the same.
-    *how = absl::StrFormat("any-source join: the kernel refused a source-specific one (%s); other senders "
-                           "dropped by the handler",
-                           std::strerror(errno));
+    *how = absl::StrFormat(
+        "any-source join: the kernel refused a source-specific one (%s); other senders "
+        "dropped by the handler",
+        std::strerror(errno));
     ip_mreqn leave = m;
     (void)::setsockopt(fd, IPPROTO_IP, IP_DROP_MEMBERSHIP, &leave, sizeof leave);  // whatever half a join left
   }
@@ -266,11 +267,10 @@ absl::Status LiveSource::Open() {
   auto from = [](const std::string& sender, const std::string& how) {
     return sender.empty() ? std::string() : absl::StrFormat(" from %s only (%s)", sender, how);
   };
-  description = absl::StrFormat("live MoldUDP64: line A %s%s, line B %s%s%s, re-requests %s, session %s", cfg_.line_a,
-                                from(cfg_.source_a, how_a), cfg_.line_b, from(cfg_.source_b, how_b),
-                                cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
-                                cfg_.rerequest.empty() ? "off" : cfg_.rerequest,
-                                cfg_.session.empty() ? "first seen" : cfg_.session);
+  description = absl::StrFormat(
+      "live MoldUDP64: line A %s%s, line B %s%s%s, re-requests %s, session %s", cfg_.line_a, from(cfg_.source_a, how_a),
+      cfg_.line_b, from(cfg_.source_b, how_b), cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
+      cfg_.rerequest.empty() ? "off" : cfg_.rerequest, cfg_.session.empty() ? "first seen" : cfg_.session);
   if (!cfg_.rerequest.empty()) {
     absl::StatusOr<sockaddr_in> server = ParseEndpoint("feed.rerequest", cfg_.rerequest);
     if (!server.ok()) return server.status();
@@ -288,7 +288,8 @@ absl::Status LiveSource::Open() {
     }
     sockaddr_in self{};
     socklen_t len = sizeof self;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0) local_[2] = {self.sin_addr.s_addr, self.sin_port};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0)
+      local_[2] = {self.sin_addr.s_addr, self.sin_port};
   }
   if (!cfg_.capture.empty()) StartCapture();
   return absl::OkStatus();
@@ -301,8 +302,8 @@ void LiveSource::StartCapture() {
   for (int fd : fds_) {
     if (fd >= 0) (void)::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
   }
-  capture_ = std::make_unique<CaptureWriter>(
-      CaptureWriter::Options{cfg_.capture, cfg_.capture_rotate, cfg_.capture_buffer});
+  capture_ =
+      std::make_unique<CaptureWriter>(CaptureWriter::Options{cfg_.capture, cfg_.capture_rotate, cfg_.capture_buffer});
   absl::StrAppend(&description, ", capture to ", cfg_.capture,
                   cfg_.capture_rotate != 0 ? absl::StrCat(" (a new file every ", cfg_.capture_rotate, " bytes)") : "");
 }
@@ -311,11 +312,12 @@ std::vector<std::pair<std::string, std::string>> LiveSource::LiveNotes() const {
   std::vector<std::pair<std::string, std::string>> out;
   if (!capture_) return out;
   const CaptureWriter::Stats st = capture_->stats();
-  out.emplace_back("capture", absl::StrFormat("%s: %d record(s), %d bytes in %d file(s), %d dropped (ring full)%s",
-                                              capture_->path(), st.records, st.bytes, st.files, st.dropped,
-                                              st.no_kernel_time != 0
-                                                  ? absl::StrFormat(", %d without a kernel receive time", st.no_kernel_time)
-                                                  : ""));
+  out.emplace_back(
+      "capture",
+      absl::StrFormat(
+          "%s: %d record(s), %d bytes in %d file(s), %d dropped (ring full)%s", capture_->path(), st.records, st.bytes,
+          st.files, st.dropped,
+          st.no_kernel_time != 0 ? absl::StrFormat(", %d without a kernel receive time", st.no_kernel_time) : ""));
   if (!capture_->error().empty()) out.emplace_back("capture_error", capture_->error());
   return out;
 }

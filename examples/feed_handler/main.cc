@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -132,9 +132,12 @@ void InstallSignalHandlers(bool subscriber_child) {
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
   }
   return "a signal";
 }
@@ -166,8 +169,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     absl::Status s;
     if (const int rc = cli::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
       std::exit(rc);  // --help, --version
-    } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" ||
-               arg == "--counts-out" || arg == "--summary-json" || arg == "--role") {
+    } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" || arg == "--counts-out" ||
+               arg == "--summary-json" || arg == "--role") {
       absl::StatusOr<std::string> v = take();
       if (!v.ok()) return v.status();
       if (arg == "--config") a.config = *v;
@@ -180,10 +183,14 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       if (arg == "--counts-out") a.counts_out = *v;
       if (arg == "--summary-json") a.summary_json = *v;
       if (arg == "--role") {
-        if (*v == "all") a.role = Role::kAll;
-        else if (*v == "pub") a.role = Role::kPub;
-        else if (*v == "sub") a.role = Role::kSub;
-        else return absl::InvalidArgumentError(absl::StrCat("--role: expected all|pub|sub, got \"", *v, "\""));
+        if (*v == "all")
+          a.role = Role::kAll;
+        else if (*v == "pub")
+          a.role = Role::kPub;
+        else if (*v == "sub")
+          a.role = Role::kSub;
+        else
+          return absl::InvalidArgumentError(absl::StrCat("--role: expected all|pub|sub, got \"", *v, "\""));
       }
     } else if (arg == "--print-config") {
       a.print_config = true;
@@ -231,7 +238,9 @@ class ProgressPrinter {
     if (pub_ != nullptr) {
       const std::uint64_t m = pub_->messages.load(std::memory_order_relaxed);
       absl::StrAppendFormat(&line, " pub %s", Commas(m));
-      if (total_ != 0) absl::StrAppendFormat(&line, "/%s (%.0f%%)", Commas(total_), 100.0 * static_cast<double>(m) / static_cast<double>(total_));
+      if (total_ != 0)
+        absl::StrAppendFormat(&line, "/%s (%.0f%%)", Commas(total_),
+                              100.0 * static_cast<double>(m) / static_cast<double>(total_));
       absl::StrAppendFormat(&line, " %s", rate(m, &last_[0]));
     }
     for (std::uint32_t i = 0; i < nsubs_; ++i) {
@@ -330,9 +339,9 @@ absl::StatusOr<ChildProc> SpawnSubscriber(int argc, char** argv, std::uint32_t i
   // Everything the child needs is built before fork(): after it, only async-signal-safe calls
   // (the parent may already run poller threads).
   std::vector<std::string> args(argv, argv + argc);
-  for (const std::string& extra : {std::string("--role"), std::string("sub"), std::string("--sub-index"),
-                                   absl::StrCat(index), std::string("--progress-fd"), absl::StrCat(progress_fd),
-                                   std::string("--report-fd"), absl::StrCat(fds[1])}) {
+  for (const std::string& extra :
+       {std::string("--role"), std::string("sub"), std::string("--sub-index"), absl::StrCat(index),
+        std::string("--progress-fd"), absl::StrCat(progress_fd), std::string("--report-fd"), absl::StrCat(fds[1])}) {
     args.push_back(extra);
   }
   std::vector<char*> av;
@@ -368,7 +377,8 @@ void CollectChildren(std::vector<ChildProc>& children, std::chrono::steady_clock
   for (ChildProc& c : children) {
     char buf[8192];
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         kill(c.pid, SIGKILL);
         break;
@@ -487,7 +497,8 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     close(a.report_fd);
     return rep.error.empty() ? 0 : 1;
   }
-  std::printf("== pollux-feed summary (subscriber) ==\n%s", FormatSubscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
+  std::printf("== pollux-feed summary (subscriber) ==\n%s",
+              FormatSubscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
   if (absl::Status s = WriteSummaryJson(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
   return rep.error.empty() ? 0 : 1;
 }
@@ -532,8 +543,9 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
   }
   const LiveCounterValues live = (*src)->LiveCounters();
   const LiveNoteValues notes = (*src)->LiveNotes();
-  std::printf("== pollux-feed summary (publisher) ==\n%s",
-              FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
+  std::printf(
+      "== pollux-feed summary (publisher) ==\n%s",
+      FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
   if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
@@ -611,8 +623,8 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
                  (*src)->live() ? "live feed" : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
-                 (*src)->description.c_str(), fc.streams, nsubs,
-                 processes ? "process(es)" : "thread(s)", std::string(core::transport_name(cfg.pollux.transport)).c_str(),
+                 (*src)->description.c_str(), fc.streams, nsubs, processes ? "process(es)" : "thread(s)",
+                 std::string(core::transport_name(cfg.pollux.transport)).c_str(),
                  std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
   }
   // Every subscriber connected on every stream before the first message: nothing is missed.
@@ -629,9 +641,9 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
         break;
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        status = absl::DeadlineExceededError(absl::StrFormat(
-            "%d of %d subscriber(s) not ready after %d ms (feed.connect_timeout_ms)", nsubs - ready, nsubs,
-            fc.connect_timeout_ms));
+        status = absl::DeadlineExceededError(
+            absl::StrFormat("%d of %d subscriber(s) not ready after %d ms (feed.connect_timeout_ms)", nsubs - ready,
+                            nsubs, fc.connect_timeout_ms));
         break;
       }
       // Inline mode: heartbeats and subscriber status need the publishing thread.
@@ -655,8 +667,8 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   (*pub)->Close();
   if (!status.ok()) g_stop.store(true);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(fc.connect_timeout_ms) +
-                        std::chrono::seconds(10);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(fc.connect_timeout_ms) + std::chrono::seconds(10);
   if (processes) {
     CollectChildren(children, deadline);
     for (std::uint32_t i = 0; i < nsubs; ++i) {
@@ -687,8 +699,9 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   const LiveNoteValues notes = (*src)->LiveNotes();
   std::printf("== pollux-feed summary ==\n");
   if (replay) {
-    std::printf("%s",
-                FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
+    std::printf(
+        "%s",
+        FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
@@ -718,9 +731,8 @@ int Main(int argc, char** argv) {
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
   InstallSignalHandlers(a.report_fd >= 0);
-  absl::StatusOr<LoadedConfig> cfg = a.config.empty()
-                                         ? LoadConfig(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
-                                         : LoadConfigFile(a.config, a.overrides);
+  absl::StatusOr<LoadedConfig> cfg = a.config.empty() ? LoadConfig(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
+                                                      : LoadConfigFile(a.config, a.overrides);
   if (!cfg.ok()) {
     Fail(std::string(cfg.status().message()));
     return 2;
@@ -732,9 +744,15 @@ int Main(int argc, char** argv) {
   }
   int rc = 2;
   switch (a.role) {
-    case Role::kAll: rc = RunAll(argc, argv, a, *cfg); break;
-    case Role::kPub: rc = RunPub(a, *cfg); break;
-    case Role::kSub: rc = RunSub(a, *cfg); break;
+    case Role::kAll:
+      rc = RunAll(argc, argv, a, *cfg);
+      break;
+    case Role::kPub:
+      rc = RunPub(a, *cfg);
+      break;
+    case Role::kSub:
+      rc = RunSub(a, *cfg);
+      break;
   }
   if (const int sig = g_signal.load(std::memory_order_relaxed); sig != 0 && a.report_fd < 0) {
     Fail(absl::StrCat("stopped by ", SignalName(sig)));

@@ -85,7 +85,7 @@ void WriteRecordHeaders(std::uint8_t* out, std::int64_t ts_ns, const Endpoint& s
   std::memset(eth, 0, 12);
   std::uint8_t d[4];
   std::memcpy(d, &dst.addr, 4);  // network order: d[0] is the first octet
-  if ((d[0] & 0xf0) == 0xe0) {  // 224.0.0.0/4: the group's MAC (RFC 1112)
+  if ((d[0] & 0xf0) == 0xe0) {   // 224.0.0.0/4: the group's MAC (RFC 1112)
     eth[0] = 0x01;
     eth[1] = 0x00;
     eth[2] = 0x5e;
@@ -119,7 +119,8 @@ FrameKind DecodeFrame(LinkType link, std::span<const std::uint8_t> frame, Datagr
   std::uint16_t type = 0;
   std::size_t off = 0;
   switch (link) {
-    case LinkType::kRawIpv4: return DecodeIpv4(frame, out);
+    case LinkType::kRawIpv4:
+      return DecodeIpv4(frame, out);
     case LinkType::kSll:
       if (frame.size() < kSllHeaderSize) return FrameKind::kMalformed;
       type = Be16(&frame[14]);

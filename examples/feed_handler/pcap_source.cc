@@ -42,7 +42,7 @@ constexpr std::size_t kOutputBytes = kHandOutBytes + kPacketsPerRound * Arbiter:
 constexpr std::int64_t kCountersEveryNs = 1'000'000;
 
 bool RegularFile(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -50,13 +50,14 @@ bool RegularFile(const std::string& path) {
 class CaptureFile {
  public:
   static absl::StatusOr<std::unique_ptr<CaptureFile>> Open(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       return absl::NotFoundError(absl::StrFormat("feed.pcap: cannot open %s: %s", path, std::strerror(errno)));
     }
     // A FIFO would block, a directory reads as an error halfway: only regular files.
     if (!S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrFormat("feed.pcap: %s is not a regular file (a capture is read from a file)", path));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("feed.pcap: %s is not a regular file (a capture is read from a file)", path));
     }
     char err[PCAP_ERRBUF_SIZE] = "";
     pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
@@ -64,11 +65,19 @@ class CaptureFile {
     auto f = std::unique_ptr<CaptureFile>(new CaptureFile(p, path));
     const int dlt = pcap_datalink(p);
     switch (dlt) {
-      case DLT_EN10MB: f->link_ = pcap::LinkType::kEthernet; break;
-      case DLT_LINUX_SLL: f->link_ = pcap::LinkType::kSll; break;
-      case DLT_LINUX_SLL2: f->link_ = pcap::LinkType::kSll2; break;
+      case DLT_EN10MB:
+        f->link_ = pcap::LinkType::kEthernet;
+        break;
+      case DLT_LINUX_SLL:
+        f->link_ = pcap::LinkType::kSll;
+        break;
+      case DLT_LINUX_SLL2:
+        f->link_ = pcap::LinkType::kSll2;
+        break;
       case DLT_RAW:
-      case DLT_IPV4: f->link_ = pcap::LinkType::kRawIpv4; break;
+      case DLT_IPV4:
+        f->link_ = pcap::LinkType::kRawIpv4;
+        break;
       default: {
         const char* name = pcap_datalink_val_to_name(dlt);
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -114,7 +123,7 @@ struct Classifier {
   pcap::Endpoint a, b;
   std::optional<std::uint32_t> sender[2];  // feed.source_a/source_b
   bool reply_port_set = false;
-  std::uint16_t reply_port = 0;            // network order
+  std::uint16_t reply_port = 0;             // network order
   std::optional<std::uint32_t> reply_addr;  // feed.rerequest's address when it is an IPv4 literal
 
   enum Kind { kA, kB, kReply, kOther, kWrongSource, kOtherGroup };
@@ -138,7 +147,6 @@ struct Classifier {
   }
 };
 
-
 class PcapSource final : public ArbiterSource {
  public:
   explicit PcapSource(const FeedConfig& cfg) : ArbiterSource(cfg, kOutputBytes) {}
@@ -149,8 +157,8 @@ class PcapSource final : public ArbiterSource {
   std::vector<std::pair<std::string, std::string>> LiveNotes() const override { return notes_; }
 
  private:
-  static constexpr std::array<const char*, 6> kNames = {"pcap_files",     "pcap_records",   "pcap_skipped",
-                                                        "pcap_cut",       "pcap_fragments", "pcap_malformed"};
+  static constexpr std::array<const char*, 6> kNames = {"pcap_files", "pcap_records",   "pcap_skipped",
+                                                        "pcap_cut",   "pcap_fragments", "pcap_malformed"};
   struct Counts {
     std::uint64_t files = 0, records = 0, skipped = 0, cut = 0, fragments = 0, malformed = 0;
     std::uint64_t a = 0, b = 0, replies = 0;  // for the description
@@ -217,15 +225,31 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
     return false;
   }
   switch (pcap::DecodeFrame(link, {data, h.caplen}, d)) {
-    case pcap::FrameKind::kUdp: break;
-    case pcap::FrameKind::kOther: ++c->skipped; return false;
-    case pcap::FrameKind::kFragment: ++c->fragments; return false;
-    case pcap::FrameKind::kMalformed: ++c->malformed; return false;
+    case pcap::FrameKind::kUdp:
+      break;
+    case pcap::FrameKind::kOther:
+      ++c->skipped;
+      return false;
+    case pcap::FrameKind::kFragment:
+      ++c->fragments;
+      return false;
+    case pcap::FrameKind::kMalformed:
+      ++c->malformed;
+      return false;
   }
   switch (k.Of(*d)) {
-    case Classifier::kA: *line = Line::kA; ++c->a; return true;
-    case Classifier::kB: *line = Line::kB; ++c->b; return true;
-    case Classifier::kReply: *line = Line::kReplay; ++c->replies; return true;
+    case Classifier::kA:
+      *line = Line::kA;
+      ++c->a;
+      return true;
+    case Classifier::kB:
+      *line = Line::kB;
+      ++c->b;
+      return true;
+    case Classifier::kReply:
+      *line = Line::kReplay;
+      ++c->replies;
+      return true;
     case Classifier::kWrongSource:
       if (arb != nullptr) arb->CountWrongSource();
       return false;
@@ -233,7 +257,9 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
       ++c->other_group;
       ++c->skipped;
       return false;
-    case Classifier::kOther: ++c->skipped; return false;
+    case Classifier::kOther:
+      ++c->skipped;
+      return false;
   }
   return false;
 }
@@ -256,7 +282,8 @@ absl::Status PcapSource::Open() {
     const std::size_t colon = cfg_.rerequest.rfind(':');
     if (colon == std::string::npos || !absl::SimpleAtoi(cfg_.rerequest.substr(colon + 1), &port) || port == 0 ||
         port > 65535) {
-      return absl::InvalidArgumentError(absl::StrFormat("feed.rerequest: expected HOST:PORT, got \"%s\"", cfg_.rerequest));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("feed.rerequest: expected HOST:PORT, got \"%s\"", cfg_.rerequest));
     }
     k_.reply_port_set = true;
     k_.reply_port = htons(static_cast<std::uint16_t>(port));
@@ -266,7 +293,8 @@ absl::Status PcapSource::Open() {
 
   // The set: PATH, then PATH.1, PATH.2, ... as long as they exist (feed.capture_rotate's names).
   files_.push_back(pcap::RotatedName(cfg_.pcap, 0));
-  for (std::uint64_t i = 1; RegularFile(pcap::RotatedName(cfg_.pcap, i)); ++i) files_.push_back(pcap::RotatedName(cfg_.pcap, i));
+  for (std::uint64_t i = 1; RegularFile(pcap::RotatedName(cfg_.pcap, i)); ++i)
+    files_.push_back(pcap::RotatedName(cfg_.pcap, i));
 
   // The whole set once: every error before anything is published, and the totals.
   Counts all;
@@ -286,9 +314,13 @@ absl::Status PcapSource::Open() {
         const bool cut_tail = &path == &files_.back() && error.find("truncated") != std::string::npos;
         if (!(cut_tail && cfg_.pcap_truncated_stop)) {
           return absl::DataLossError(absl::StrCat(
-              error, cut_tail ? " (the end of the capture is cut: --set feed.pcap_truncated=stop replays the records before it)" : ""));
+              error,
+              cut_tail
+                  ? " (the end of the capture is cut: --set feed.pcap_truncated=stop replays the records before it)"
+                  : ""));
         }
-        notes_.emplace_back("pcap_warning", absl::StrFormat("%s: the replay stops before it (feed.pcap_truncated = stop)", error));
+        notes_.emplace_back("pcap_warning",
+                            absl::StrFormat("%s: the replay stops before it (feed.pcap_truncated = stop)", error));
         break;
       }
       if (rc == 0) break;
@@ -313,9 +345,10 @@ absl::Status PcapSource::Open() {
         cfg_.pcap));
   }
   if (all.cut != 0) {
-    notes_.emplace_back("pcap_warning",
-                        absl::StrFormat("%d packet(s) cut by the capture's snaplen were counted, not parsed; the first: %s",
-                                        all.cut, first_cut));
+    notes_.emplace_back(
+        "pcap_warning",
+        absl::StrFormat("%d packet(s) cut by the capture's snaplen were counted, not parsed; the first: %s", all.cut,
+                        first_cut));
   }
   description = absl::StrFormat(
       "capture %s (%d file%s, %d records: line A %d, line B %d, replies %d, other %d), lines A %s B %s, replies from "

@@ -4,8 +4,8 @@
 // MoldUDP64 lines A and B of an exchange (live_source.h).
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>

@@ -17,29 +17,52 @@ namespace {
 
 std::string_view TypeName(char t) {
   switch (t) {
-    case 'S': return "system event";
-    case 'R': return "stock directory";
-    case 'H': return "stock trading action";
-    case 'Y': return "reg SHO restriction";
-    case 'L': return "market participant position";
-    case 'V': return "MWCB decline level";
-    case 'W': return "MWCB status";
-    case 'K': return "IPO quoting period";
-    case 'J': return "LULD auction collar";
-    case 'h': return "operational halt";
-    case 'A': return "add order";
-    case 'F': return "add order (MPID)";
-    case 'E': return "order executed";
-    case 'C': return "order executed with price";
-    case 'X': return "order cancel";
-    case 'D': return "order delete";
-    case 'U': return "order replace";
-    case 'P': return "trade (non-cross)";
-    case 'Q': return "cross trade";
-    case 'B': return "broken trade";
-    case 'I': return "NOII";
-    case 'N': return "retail price improvement";
-    case 'O': return "direct listing with capital raise";
+    case 'S':
+      return "system event";
+    case 'R':
+      return "stock directory";
+    case 'H':
+      return "stock trading action";
+    case 'Y':
+      return "reg SHO restriction";
+    case 'L':
+      return "market participant position";
+    case 'V':
+      return "MWCB decline level";
+    case 'W':
+      return "MWCB status";
+    case 'K':
+      return "IPO quoting period";
+    case 'J':
+      return "LULD auction collar";
+    case 'h':
+      return "operational halt";
+    case 'A':
+      return "add order";
+    case 'F':
+      return "add order (MPID)";
+    case 'E':
+      return "order executed";
+    case 'C':
+      return "order executed with price";
+    case 'X':
+      return "order cancel";
+    case 'D':
+      return "order delete";
+    case 'U':
+      return "order replace";
+    case 'P':
+      return "trade (non-cross)";
+    case 'Q':
+      return "cross trade";
+    case 'B':
+      return "broken trade";
+    case 'I':
+      return "NOII";
+    case 'N':
+      return "retail price improvement";
+    case 'O':
+      return "direct listing with capital raise";
   }
   return "?";
 }
@@ -122,10 +145,9 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
     // Escaped as --book-out writes it: a symbol comes off the wire, and raw control bytes
     // would reach the terminal that shows the summary.
     absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(),
-                          itch::EscapeText(b.symbol()),
-                          bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-", ask ? Price(ask->price) : "-",
-                          ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy), b.levels(itch::Side::kSell),
-                          b.crossed() ? "  crossed" : "");
+                          itch::EscapeText(b.symbol()), bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-",
+                          ask ? Price(ask->price) : "-", ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy),
+                          b.levels(itch::Side::kSell), b.crossed() ? "  crossed" : "");
   });
   return out;
 }
@@ -262,46 +284,86 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
     auto u64 = [&](std::uint64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
     auto i64 = [&](std::int64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
     auto u32 = [&](std::uint32_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
-    if (k == "index") u32(&r.index);
-    else if (k == "pid") i64(&r.pid);
-    else if (k == "error") r.error = std::string(v);
-    else if (k == "messages") u64(&r.messages);
-    else if (k == "frames") u64(&r.frames);
-    else if (k == "bytes") u64(&r.bytes);
-    else if (k == "gaps") u64(&r.gaps);
-    else if (k == "lost") u64(&r.lost);
-    else if (k == "overruns") u64(&r.overruns);
-    else if (k == "malformed") u64(&r.malformed);
-    else if (k == "first_malformed") r.first_malformed = std::string(v);
-    else if (k == "ended") u32(&r.ended);
-    else if (k == "died") u32(&r.died);
-    else if (k == "stopped") r.stopped = v == "1";
-    else if (k == "seconds") ok = ok && absl::SimpleAtod(v, &r.seconds);
-    else if (k == "cpu_seconds") ok = ok && absl::SimpleAtod(v, &r.cpu_seconds);
-    else if (k == "first_ns") i64(&r.first_ns);
-    else if (k == "last_ns") i64(&r.last_ns);
-    else if (k == "latency_count") u64(&r.latency_count);
-    else if (k == "p50") i64(&r.p50);
-    else if (k == "p90") i64(&r.p90);
-    else if (k == "p99") i64(&r.p99);
-    else if (k == "p999") i64(&r.p999);
-    else if (k == "p9999") i64(&r.p9999);
-    else if (k == "max") i64(&r.max);
-    else if (k == "mean") ok = ok && absl::SimpleAtod(v, &r.mean);
-    else if (k == "wire_count") u64(&r.wire_count);
-    else if (k == "wire_p50") i64(&r.wire_p50);
-    else if (k == "wire_p90") i64(&r.wire_p90);
-    else if (k == "wire_p99") i64(&r.wire_p99);
-    else if (k == "wire_p999") i64(&r.wire_p999);
-    else if (k == "wire_max") i64(&r.wire_max);
-    else if (k == "feed_gaps") u64(&r.feed_gaps);
-    else if (k == "feed_lost") u64(&r.feed_lost);
-    else if (k == "feed_stale") u64(&r.feed_stale);
-    else if (k == "feed_sessions") u64(&r.feed_sessions);
-    else if (k == "feed_conflicts") u64(&r.feed_conflicts);
-    else if (k == "digest") u64(&r.digest);
-    else if (k == "books") u64(&r.books);
-    else if (k == "live_orders") u64(&r.live_orders);
+    if (k == "index")
+      u32(&r.index);
+    else if (k == "pid")
+      i64(&r.pid);
+    else if (k == "error")
+      r.error = std::string(v);
+    else if (k == "messages")
+      u64(&r.messages);
+    else if (k == "frames")
+      u64(&r.frames);
+    else if (k == "bytes")
+      u64(&r.bytes);
+    else if (k == "gaps")
+      u64(&r.gaps);
+    else if (k == "lost")
+      u64(&r.lost);
+    else if (k == "overruns")
+      u64(&r.overruns);
+    else if (k == "malformed")
+      u64(&r.malformed);
+    else if (k == "first_malformed")
+      r.first_malformed = std::string(v);
+    else if (k == "ended")
+      u32(&r.ended);
+    else if (k == "died")
+      u32(&r.died);
+    else if (k == "stopped")
+      r.stopped = v == "1";
+    else if (k == "seconds")
+      ok = ok && absl::SimpleAtod(v, &r.seconds);
+    else if (k == "cpu_seconds")
+      ok = ok && absl::SimpleAtod(v, &r.cpu_seconds);
+    else if (k == "first_ns")
+      i64(&r.first_ns);
+    else if (k == "last_ns")
+      i64(&r.last_ns);
+    else if (k == "latency_count")
+      u64(&r.latency_count);
+    else if (k == "p50")
+      i64(&r.p50);
+    else if (k == "p90")
+      i64(&r.p90);
+    else if (k == "p99")
+      i64(&r.p99);
+    else if (k == "p999")
+      i64(&r.p999);
+    else if (k == "p9999")
+      i64(&r.p9999);
+    else if (k == "max")
+      i64(&r.max);
+    else if (k == "mean")
+      ok = ok && absl::SimpleAtod(v, &r.mean);
+    else if (k == "wire_count")
+      u64(&r.wire_count);
+    else if (k == "wire_p50")
+      i64(&r.wire_p50);
+    else if (k == "wire_p90")
+      i64(&r.wire_p90);
+    else if (k == "wire_p99")
+      i64(&r.wire_p99);
+    else if (k == "wire_p999")
+      i64(&r.wire_p999);
+    else if (k == "wire_max")
+      i64(&r.wire_max);
+    else if (k == "feed_gaps")
+      u64(&r.feed_gaps);
+    else if (k == "feed_lost")
+      u64(&r.feed_lost);
+    else if (k == "feed_stale")
+      u64(&r.feed_stale);
+    else if (k == "feed_sessions")
+      u64(&r.feed_sessions);
+    else if (k == "feed_conflicts")
+      u64(&r.feed_conflicts);
+    else if (k == "digest")
+      u64(&r.digest);
+    else if (k == "books")
+      u64(&r.books);
+    else if (k == "live_orders")
+      u64(&r.live_orders);
     if (!ok) return absl::DataLossError(absl::StrCat("bad subscriber report value: ", line));
   }
   return r;
@@ -314,33 +376,40 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
   const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
   std::string pace;
   switch (cfg.replay) {
-    case ReplayMode::kMax: pace = "as fast as possible"; break;
-    case ReplayMode::kRate: pace = absl::StrCat("fixed rate ", Commas(cfg.rate), " msg/s"); break;
-    case ReplayMode::kOriginal: pace = absl::StrFormat("original timestamps (pauses cut to %d ms)", cfg.max_gap_ms); break;
+    case ReplayMode::kMax:
+      pace = "as fast as possible";
+      break;
+    case ReplayMode::kRate:
+      pace = absl::StrCat("fixed rate ", Commas(cfg.rate), " msg/s");
+      break;
+    case ReplayMode::kOriginal:
+      pace = absl::StrFormat("original timestamps (pauses cut to %d ms)", cfg.max_gap_ms);
+      break;
     case ReplayMode::kSpeed:
       pace = absl::StrFormat("original timestamps x %g (pauses cut to %d ms)", cfg.speed, cfg.max_gap_ms);
       break;
   }
   absl::StrAppendFormat(&out, "source:     %s (ready in %.2f s)\n", source, prepare_seconds);
-  absl::StrAppendFormat(&out, "pollux:     transport %s, threading %s, idle %s, %s flow control, %d stream(s) \"%s.*\"\n",
-                        core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
-                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control),
-                        cfg.streams, cfg.topic);
-  absl::StrAppendFormat(&out, "framing:    %s\n",
-                        cfg.batch_bytes == 0
-                            ? std::string("one bare ITCH message per Pollux message")
-                            : absl::StrFormat("up to %d bytes of length-prefixed ITCH messages per Pollux message",
-                                              cfg.batch_bytes));
-  absl::StrAppendFormat(&out, "publisher:  %s messages in %.3f s = %smsg/s (%.1f MB/s), %s Pollux messages (%.1f per), "
-                              "%s back-pressured offers, %s%s\n",
+  absl::StrAppendFormat(
+      &out, "pollux:     transport %s, threading %s, idle %s, %s flow control, %d stream(s) \"%s.*\"\n",
+      core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
+      core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control), cfg.streams, cfg.topic);
+  absl::StrAppendFormat(
+      &out, "framing:    %s\n",
+      cfg.batch_bytes == 0
+          ? std::string("one bare ITCH message per Pollux message")
+          : absl::StrFormat("up to %d bytes of length-prefixed ITCH messages per Pollux message", cfg.batch_bytes));
+  absl::StrAppendFormat(&out,
+                        "publisher:  %s messages in %.3f s = %smsg/s (%.1f MB/s), %s Pollux messages (%.1f per), "
+                        "%s back-pressured offers, %s%s\n",
                         Commas(r.messages), secs, Rate(secs > 0 ? static_cast<double>(r.messages) / secs : 0),
                         secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0, Commas(r.frames),
                         r.frames ? static_cast<double>(r.messages) / static_cast<double>(r.frames) : 0.0,
                         Commas(r.back_pressured), pace, r.stopped ? " - STOPPED EARLY" : "");
-  absl::StrAppendFormat(&out, "  cpu %.3f s in the replaying thread (%.0f%% of the replay; %smsg per cpu-second)\n",
-                        static_cast<double>(r.cpu_ns) / 1e9,
-                        secs > 0 ? 100.0 * static_cast<double>(r.cpu_ns) / 1e9 / secs : 0.0,
-                        Rate(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
+  absl::StrAppendFormat(
+      &out, "  cpu %.3f s in the replaying thread (%.0f%% of the replay; %smsg per cpu-second)\n",
+      static_cast<double>(r.cpu_ns) / 1e9, secs > 0 ? 100.0 * static_cast<double>(r.cpu_ns) / 1e9 / secs : 0.0,
+      Rate(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
   if (!live.empty()) {
     absl::StrAppend(&out, "live:       ");
     std::size_t col = 12;
@@ -357,7 +426,8 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
   }
   for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, "%-11s %s\n", absl::StrCat(key, ":"), text);
   if (r.lag.count() != 0 && live.empty()) {
-    absl::StrAppendFormat(&out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
+    absl::StrAppendFormat(&out,
+                          "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
                           Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
                           Us(r.lag.percentile(99.9)), Us(r.lag.percentile(99.99)), Us(r.lag.max()));
   }
@@ -371,22 +441,25 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
     return out;
   }
   const double rate = r.seconds > 0 ? static_cast<double>(r.messages) / r.seconds : 0;
-  absl::StrAppendFormat(&out, "subscriber %d (pid %d): %s messages in %.3f s = %smsg/s, %s Pollux messages, "
-                              "streams ended %d%s%s\n",
+  absl::StrAppendFormat(&out,
+                        "subscriber %d (pid %d): %s messages in %.3f s = %smsg/s, %s Pollux messages, "
+                        "streams ended %d%s%s\n",
                         r.index, r.pid, Commas(r.messages), r.seconds, Rate(rate), Commas(r.frames), r.ended,
                         r.died ? absl::StrFormat(", publisher died on %d", r.died) : "",
                         r.stopped ? " - STOPPED EARLY" : "");
   if (r.cpu_seconds > 0) {
-    absl::StrAppendFormat(&out, "  cpu %.3f s in the polling thread, first message to end of stream (%.0f%% of it; "
-                                "%smsg per cpu-second)\n",
+    absl::StrAppendFormat(&out,
+                          "  cpu %.3f s in the polling thread, first message to end of stream (%.0f%% of it; "
+                          "%smsg per cpu-second)\n",
                           r.cpu_seconds, r.seconds > 0 ? 100.0 * r.cpu_seconds / r.seconds : 0.0,
                           Rate(static_cast<double>(r.messages) / r.cpu_seconds));
   }
   absl::StrAppendFormat(&out, "  gaps %s (%s Pollux messages lost), overruns %s, malformed %s%s\n", Commas(r.gaps),
                         Commas(r.lost), Commas(r.overruns), Commas(r.malformed),
                         r.first_malformed.empty() ? "" : absl::StrCat(" (first: ", r.first_malformed, ")"));
-  absl::StrAppendFormat(&out, "  publish-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s  "
-                              "(mean %s, n=%s)\n",
+  absl::StrAppendFormat(&out,
+                        "  publish-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s  "
+                        "(mean %s, n=%s)\n",
                         Us(r.p50), Us(r.p90), Us(r.p99), Us(r.p999), Us(r.p9999), Us(r.max),
                         Us(static_cast<std::int64_t>(r.mean)), Commas(r.latency_count));
   if (r.wire_count != 0) {
@@ -395,7 +468,8 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
                           Commas(r.wire_count));
   }
   if (r.feed_sessions != 0 || r.feed_gaps != 0 || r.feed_stale != 0 || r.feed_conflicts != 0) {
-    absl::StrAppendFormat(&out, "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s",
+    absl::StrAppendFormat(&out,
+                          "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s",
                           Commas(r.feed_gaps), Commas(r.feed_lost), Commas(r.feed_stale), Commas(r.feed_sessions));
     if (r.feed_conflicts != 0) {
       absl::StrAppendFormat(&out, ", %s message(s) contradicted by a later copy", Commas(r.feed_conflicts));
@@ -403,8 +477,9 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
     absl::StrAppend(&out, "\n");
   }
   if (as_fast_as_possible && r.latency_count != 0 && r.wire_count == 0) {
-    absl::StrAppend(&out, "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
-                          "replay = \"rate\" measures the pipeline)\n");
+    absl::StrAppend(&out,
+                    "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
+                    "replay = \"rate\" measures the pipeline)\n");
   }
   absl::StrAppendFormat(&out, "  books: %s, %s live orders, digest %016x\n", Commas(r.books), Commas(r.live_orders),
                         r.digest);
@@ -434,30 +509,33 @@ double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberRepo
 std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
   const double secs = EndToEndSeconds(pub, subs);
   if (secs <= 0) return "";
-  return absl::StrFormat("end to end: %s messages in %.3f s = %smsg/s (first offer to the last subscriber's last "
-                         "book update)\n",
-                         Commas(pub.messages), secs, Rate(static_cast<double>(pub.messages) / secs));
+  return absl::StrFormat(
+      "end to end: %s messages in %.3f s = %smsg/s (first offer to the last subscriber's last "
+      "book update)\n",
+      Commas(pub.messages), secs, Rate(static_cast<double>(pub.messages) / secs));
 }
 
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
                         const core::Config& pc, const LiveCounterValues& live, const LiveNoteValues& notes) {
   std::string out = "{\n";
-  absl::StrAppendFormat(&out, "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
-                              "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
-                              "\"rate\": %d, \"speed\": %g},\n",
+  absl::StrAppendFormat(&out,
+                        "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
+                        "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
+                        "\"rate\": %d, \"speed\": %g},\n",
                         core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
-                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control), cfg.streams,
-                        cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
+                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control),
+                        cfg.streams, cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
   if (pub != nullptr) {
     const double secs = static_cast<double>(pub->end_ns - pub->start_ns) / 1e9;
-    absl::StrAppendFormat(&out, "  \"publisher\": {\"messages\": %d, \"frames\": %d, \"bytes\": %d, \"seconds\": %.6f, "
-                                "\"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"back_pressured\": %d, \"stopped\": %s, "
-                                "\"lag_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, \"max\": %d}},\n",
-                          pub->messages, pub->frames, pub->bytes, secs,
-                          secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0,
-                          static_cast<double>(pub->cpu_ns) / 1e9, pub->back_pressured,
-                          pub->stopped ? "true" : "false", pub->lag.percentile(50), pub->lag.percentile(90),
-                          pub->lag.percentile(99), pub->lag.percentile(99.9), pub->lag.percentile(99.99), pub->lag.max());
+    absl::StrAppendFormat(
+        &out,
+        "  \"publisher\": {\"messages\": %d, \"frames\": %d, \"bytes\": %d, \"seconds\": %.6f, "
+        "\"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"back_pressured\": %d, \"stopped\": %s, "
+        "\"lag_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, \"max\": %d}},\n",
+        pub->messages, pub->frames, pub->bytes, secs, secs > 0 ? static_cast<double>(pub->messages) / secs : 0.0,
+        static_cast<double>(pub->cpu_ns) / 1e9, pub->back_pressured, pub->stopped ? "true" : "false",
+        pub->lag.percentile(50), pub->lag.percentile(90), pub->lag.percentile(99), pub->lag.percentile(99.9),
+        pub->lag.percentile(99.99), pub->lag.max());
   }
   if (!live.empty()) {
     absl::StrAppend(&out, "  \"live\": {");
@@ -475,21 +553,21 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
   absl::StrAppend(&out, "  \"subscribers\": [");
   for (std::size_t i = 0; i < subs.size(); ++i) {
     const SubscriberReport& s = subs[i];
-    absl::StrAppendFormat(&out, "%s\n    {\"index\": %d, \"pid\": %d, \"error\": %s, \"messages\": %d, \"frames\": %d, "
-                                "\"seconds\": %.6f, \"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"gaps\": %d, \"lost\": %d, "
-                                "\"overruns\": %d, \"malformed\": %d, \"streams_ended\": %d, \"publisher_died\": %d, "
-                                "\"latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, "
-                                "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
-                                "\"digest\": \"%016x\", \"wire_latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, "
-                                "\"p99.9\": %d, \"max\": %d, \"count\": %d}, \"feed_gaps\": %d, \"feed_lost\": %d, "
-                                "\"feed_stale\": %d, \"feed_sessions\": %d, \"feed_conflicts\": %d}",
-                          i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
-                          s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps,
-                          s.lost,
-                          s.overruns, s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean,
-                          s.latency_count, s.books, s.live_orders, s.digest, s.wire_p50, s.wire_p90, s.wire_p99,
-                          s.wire_p999, s.wire_max, s.wire_count, s.feed_gaps, s.feed_lost, s.feed_stale,
-                          s.feed_sessions, s.feed_conflicts);
+    absl::StrAppendFormat(
+        &out,
+        "%s\n    {\"index\": %d, \"pid\": %d, \"error\": %s, \"messages\": %d, \"frames\": %d, "
+        "\"seconds\": %.6f, \"messages_per_s\": %.0f, \"cpu_seconds\": %.6f, \"gaps\": %d, \"lost\": %d, "
+        "\"overruns\": %d, \"malformed\": %d, \"streams_ended\": %d, \"publisher_died\": %d, "
+        "\"latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, \"p99.9\": %d, \"p99.99\": %d, "
+        "\"max\": %d, \"mean\": %.1f, \"count\": %d}, \"books\": %d, \"live_orders\": %d, "
+        "\"digest\": \"%016x\", \"wire_latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, "
+        "\"p99.9\": %d, \"max\": %d, \"count\": %d}, \"feed_gaps\": %d, \"feed_lost\": %d, "
+        "\"feed_stale\": %d, \"feed_sessions\": %d, \"feed_conflicts\": %d}",
+        i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
+        s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps, s.lost, s.overruns,
+        s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean, s.latency_count, s.books,
+        s.live_orders, s.digest, s.wire_p50, s.wire_p90, s.wire_p99, s.wire_p999, s.wire_max, s.wire_count, s.feed_gaps,
+        s.feed_lost, s.feed_stale, s.feed_sessions, s.feed_conflicts);
   }
   absl::StrAppend(&out, "\n  ]\n}\n");
   return out;

@@ -26,9 +26,9 @@ struct SubscriberReport {
   std::string first_malformed;
   std::uint32_t ended = 0, died = 0;
   bool stopped = false;
-  double seconds = 0;  // first to last frame
+  double seconds = 0;                      // first to last frame
   std::int64_t first_ns = 0, last_ns = 0;  // Clock (host-wide) at the first and last frame
-  double cpu_seconds = 0;  // polling thread, first frame to end of stream
+  double cpu_seconds = 0;                  // polling thread, first frame to end of stream
   // Publish-to-book latency, ns.
   std::uint64_t latency_count = 0;
   std::int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
@@ -39,7 +39,7 @@ struct SubscriberReport {
   std::uint64_t feed_gaps = 0, feed_lost = 0, feed_stale = 0, feed_sessions = 0, feed_conflicts = 0;
   std::uint64_t digest = 0;  // FNV-1a of the books JSON lines and the counts JSON
   std::uint64_t books = 0, live_orders = 0;
-  std::string detail;        // messages by type, anomalies, top of book (preformatted)
+  std::string detail;  // messages by type, anomalies, top of book (preformatted)
 };
 
 // Fills a report from a finished subscriber; `detail` adds the by-type table and top of book.
@@ -72,8 +72,7 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc, const LiveCounterValues& live = {},
-                        const LiveNoteValues& notes = {});
+                        const core::Config& pc, const LiveCounterValues& live = {}, const LiveNoteValues& notes = {});
 
 // 1234567 -> "1,234,567".
 std::string Commas(std::uint64_t v);

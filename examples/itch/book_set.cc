@@ -5,9 +5,7 @@
 
 namespace pollux::itch {
 
-uint64_t MessageCounts::total() const noexcept {
-  return std::accumulate(n_.begin(), n_.end(), uint64_t{0});
-}
+uint64_t MessageCounts::total() const noexcept { return std::accumulate(n_.begin(), n_.end(), uint64_t{0}); }
 
 BookSet::BookSet(const BookSetOptions& options)
     : arena_(std::make_unique<LevelArena>()),
@@ -41,8 +39,8 @@ OrderBook& BookSet::NewBook(uint16_t stock_locate) noexcept {
   return books_[stock_locate];
 }
 
-void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t shares,
-                        uint32_t price, std::string_view stock) noexcept {
+void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t shares, uint32_t price,
+                        std::string_view stock) noexcept {
   if (side != 'B' && side != 'S') [[unlikely]] {
     ++stats_.bad_side;
     return;
@@ -60,7 +58,8 @@ void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t share
   // `o` is not used past this point: a new book may grow (rehash) the order map.
   OrderBook& b = BookFor(locate);
   // A symbol without a Stock Directory (a capture joined late) is named by its first add.
-  if (b.symbol().empty()) [[unlikely]] b.set_symbol(stock);
+  if (b.symbol().empty()) [[unlikely]]
+    b.set_symbol(stock);
   b.Add(s, price, shares);
   ++stats_.adds;
 }
@@ -71,8 +70,7 @@ void BookSet::TakeShares(Order* o, uint32_t shares) noexcept {
     ++stats_.overfill;
     shares = o->shares;
   }
-  if (!books_[o->stock_locate].Reduce(static_cast<Side>(o->side), o->price, shares, gone))
-      [[unlikely]] {
+  if (!books_[o->stock_locate].Reduce(static_cast<Side>(o->side), o->price, shares, gone)) [[unlikely]] {
     ++stats_.level_mismatch;
   }
   if (gone) {
@@ -143,14 +141,12 @@ void BookSet::ApplyOne(MessageView m) noexcept {
   switch (m.type()) {
     case 'A': {
       const auto a = m.As<AddOrder>();
-      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(),
-               a.stock());
+      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'F': {
       const auto a = m.As<AddOrderMpid>();
-      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(),
-               a.stock());
+      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'E': {
@@ -216,8 +212,14 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
     // publisher's core, and lines that come from another core's cache are slow to stream.
     __builtin_prefetch(m.data() + kInputAhead, 0, 3);
     switch (m.type()) {
-      case 'A': case 'F': case 'E': case 'C': case 'X': case 'D': case 'U':
-        orders_.Prefetch(LoadBe64(m.data() + 11));  // every one of these holds a reference there
+      case 'A':
+      case 'F':
+      case 'E':
+      case 'C':
+      case 'X':
+      case 'D':
+      case 'U':
+        orders_.Prefetch(LoadBe64(m.data() + 11));                   // every one of these holds a reference there
         __builtin_prefetch(books_.data() + m.stock_locate(), 0, 3);  // reserved: a valid address
         break;
       default:

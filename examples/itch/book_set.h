@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "itch/messages.h"
-#include "itch/reader.h"
 #include "itch/order_book.h"
 #include "itch/order_map.h"
+#include "itch/reader.h"
 
 namespace pollux::itch {
 
@@ -19,9 +19,7 @@ namespace pollux::itch {
 class MessageCounts {
  public:
   void Add(uint8_t type) noexcept { ++n_[type]; }
-  [[nodiscard]] uint64_t operator[](char type) const noexcept {
-    return n_[static_cast<uint8_t>(type)];
-  }
+  [[nodiscard]] uint64_t operator[](char type) const noexcept { return n_[static_cast<uint8_t>(type)]; }
   [[nodiscard]] uint64_t total() const noexcept;
   void Clear() noexcept { n_.fill(0); }
   void Add(const MessageCounts& o) noexcept {
@@ -36,20 +34,20 @@ class MessageCounts {
 // fatal: a feed joined late, or a capture cut from the middle of a day (like NASDAQ's
 // samples), legitimately names orders this process never saw added.
 struct BookStats {
-  uint64_t adds = 0;           // A and F applied
-  uint64_t executions = 0;     // E and C applied
-  uint64_t cancels = 0;        // X applied
-  uint64_t deletes = 0;        // D applied
-  uint64_t replaces = 0;       // U applied
-  uint64_t trades = 0;         // P seen (non-displayed: the book does not change)
+  uint64_t adds = 0;             // A and F applied
+  uint64_t executions = 0;       // E and C applied
+  uint64_t cancels = 0;          // X applied
+  uint64_t deletes = 0;          // D applied
+  uint64_t replaces = 0;         // U applied
+  uint64_t trades = 0;           // P seen (non-displayed: the book does not change)
   uint64_t unknown_execute = 0;  // E/C for a reference that is not live
   uint64_t unknown_cancel = 0;   // X ...
   uint64_t unknown_delete = 0;   // D ...
   uint64_t unknown_replace = 0;  // U whose original reference is not live (new order dropped)
-  uint64_t duplicate_add = 0;  // A/F/U whose new reference is already live (ignored)
-  uint64_t overfill = 0;       // E/C/X for more shares than left (clamped, order removed)
-  uint64_t bad_side = 0;       // A/F with a side other than 'B'/'S' (ignored)
-  uint64_t level_mismatch = 0; // order map and level book disagreed (a bug if non-zero)
+  uint64_t duplicate_add = 0;    // A/F/U whose new reference is already live (ignored)
+  uint64_t overfill = 0;         // E/C/X for more shares than left (clamped, order removed)
+  uint64_t bad_side = 0;         // A/F with a side other than 'B'/'S' (ignored)
+  uint64_t level_mismatch = 0;   // order map and level book disagreed (a bug if non-zero)
   // Absorb(): a book both partitions held (the other's was dropped), or a live order reference
   // both held (the other's was dropped). Zero when the input was partitioned by stock locate.
   uint64_t partition_conflicts = 0;
@@ -99,8 +97,7 @@ class BookSet {
   // The book of `stock_locate`, or nullptr if no R or add has named it. The pointer stays
   // valid for the BookSet's lifetime.
   [[nodiscard]] const OrderBook* book(uint16_t stock_locate) const noexcept {
-    return stock_locate < books_.size() && present_[stock_locate] ? &books_[stock_locate]
-                                                                   : nullptr;
+    return stock_locate < books_.size() && present_[stock_locate] ? &books_[stock_locate] : nullptr;
   }
   // Calls f(const OrderBook&) for every book, in stock locate order.
   template <class F>
@@ -146,9 +143,8 @@ class BookSet {
   [[gnu::always_inline]] inline void ApplyOne(MessageView m) noexcept;
   // The per-message handlers are forced inline so Apply is one function with one
   // prologue: that cut ~15% of the instructions per message (callgrind).
-  [[gnu::always_inline]] inline void AddToBook(uint16_t locate, uint64_t ref, char side,
-                                               uint32_t shares, uint32_t price,
-                                               std::string_view stock) noexcept;
+  [[gnu::always_inline]] inline void AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t shares,
+                                               uint32_t price, std::string_view stock) noexcept;
   [[gnu::always_inline]] inline void Execute(uint64_t ref, uint32_t shares) noexcept;
   [[gnu::always_inline]] inline void Cancel(uint64_t ref, uint32_t shares) noexcept;
   [[gnu::always_inline]] inline void Delete(uint64_t ref) noexcept;

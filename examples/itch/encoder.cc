@@ -39,8 +39,7 @@ void Encoder::AppendSystemEvent(const Header& h, char event_code) {
   p[11] = static_cast<uint8_t>(event_code);
 }
 
-void Encoder::AppendStockDirectory(const Header& h, std::string_view stock,
-                                   const StockDirectoryFields& f) {
+void Encoder::AppendStockDirectory(const Header& h, std::string_view stock, const StockDirectoryFields& f) {
   uint8_t* p = Begin('R', h);
   PutAlpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(f.market_category);
@@ -58,8 +57,8 @@ void Encoder::AppendStockDirectory(const Header& h, std::string_view stock,
   p[38] = static_cast<uint8_t>(f.inverse_indicator);
 }
 
-void Encoder::AppendStockTradingAction(const Header& h, std::string_view stock,
-                                       char trading_state, std::string_view reason) {
+void Encoder::AppendStockTradingAction(const Header& h, std::string_view stock, char trading_state,
+                                       std::string_view reason) {
   uint8_t* p = Begin('H', h);
   PutAlpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(trading_state);
@@ -67,8 +66,8 @@ void Encoder::AppendStockTradingAction(const Header& h, std::string_view stock,
   PutAlpha(p + 21, reason, 4);
 }
 
-void Encoder::AppendAddOrder(const Header& h, uint64_t order_reference, char side,
-                             uint32_t shares, std::string_view stock, uint32_t price) {
+void Encoder::AppendAddOrder(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                             std::string_view stock, uint32_t price) {
   uint8_t* p = Begin('A', h);
   StoreBe64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
@@ -77,9 +76,8 @@ void Encoder::AppendAddOrder(const Header& h, uint64_t order_reference, char sid
   StoreBe32(p + 32, price);
 }
 
-void Encoder::AppendAddOrderMpid(const Header& h, uint64_t order_reference, char side,
-                                 uint32_t shares, std::string_view stock, uint32_t price,
-                                 std::string_view attribution) {
+void Encoder::AppendAddOrderMpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                                 std::string_view stock, uint32_t price, std::string_view attribution) {
   uint8_t* p = Begin('F', h);
   StoreBe64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
@@ -89,17 +87,15 @@ void Encoder::AppendAddOrderMpid(const Header& h, uint64_t order_reference, char
   PutAlpha(p + 36, attribution, 4);
 }
 
-void Encoder::AppendOrderExecuted(const Header& h, uint64_t order_reference, uint32_t shares,
-                                  uint64_t match_number) {
+void Encoder::AppendOrderExecuted(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
   uint8_t* p = Begin('E', h);
   StoreBe64(p + 11, order_reference);
   StoreBe32(p + 19, shares);
   StoreBe64(p + 23, match_number);
 }
 
-void Encoder::AppendOrderExecutedWithPrice(const Header& h, uint64_t order_reference,
-                                           uint32_t shares, uint64_t match_number,
-                                           char printable, uint32_t price) {
+void Encoder::AppendOrderExecutedWithPrice(const Header& h, uint64_t order_reference, uint32_t shares,
+                                           uint64_t match_number, char printable, uint32_t price) {
   uint8_t* p = Begin('C', h);
   StoreBe64(p + 11, order_reference);
   StoreBe32(p + 19, shares);
@@ -119,9 +115,8 @@ void Encoder::AppendOrderDelete(const Header& h, uint64_t order_reference) {
   StoreBe64(p + 11, order_reference);
 }
 
-void Encoder::AppendOrderReplace(const Header& h, uint64_t original_order_reference,
-                                 uint64_t new_order_reference, uint32_t shares,
-                                 uint32_t price) {
+void Encoder::AppendOrderReplace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
+                                 uint32_t shares, uint32_t price) {
   uint8_t* p = Begin('U', h);
   StoreBe64(p + 11, original_order_reference);
   StoreBe64(p + 19, new_order_reference);
@@ -129,9 +124,8 @@ void Encoder::AppendOrderReplace(const Header& h, uint64_t original_order_refere
   StoreBe32(p + 31, price);
 }
 
-void Encoder::AppendTrade(const Header& h, uint64_t order_reference, char side,
-                          uint32_t shares, std::string_view stock, uint32_t price,
-                          uint64_t match_number) {
+void Encoder::AppendTrade(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
+                          uint32_t price, uint64_t match_number) {
   uint8_t* p = Begin('P', h);
   StoreBe64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);

@@ -85,8 +85,9 @@ ABSL_FLAG(std::string, allow, "connected",
           "Who is answered: comma-separated IPv4 CIDRs or addresses, 'connected' (the networks of this host's "
           "interfaces, loopback included) and/or 'any'.");
 ABSL_FLAG(uint64_t, request_limit, 100000, "Re-requested messages per second per requester address (>= 1).");
-ABSL_FLAG(uint32_t, max_requesters, 4096,
-          "Requester addresses with a budget at once; when full, the least recently active one is forgotten (1..1048576).");
+ABSL_FLAG(
+    uint32_t, max_requesters, 4096,
+    "Requester addresses with a budget at once; when full, the least recently active one is forgotten (1..1048576).");
 ABSL_FLAG(uint32_t, delay_b_us, 0, "Send every line B packet this many microseconds after line A.");
 ABSL_FLAG(bool, no_rerequest, false, "Fault: receive re-requests but never answer them.");
 ABSL_FLAG(uint32_t, serve_delay_ms, 0,
@@ -98,7 +99,8 @@ ABSL_FLAG(uint32_t, reply_mtu, 0,
           "the lines).");
 ABSL_FLAG(std::string, summary_json, "", "Write what was sent and served to this file at exit.");
 ABSL_FLAG(uint64_t, session_change_at, 0,
-          "After this many messages, end the session (end of session on both lines) and go on in --next-session, sequence numbers from 1 (0 = never).");
+          "After this many messages, end the session (end of session on both lines) and go on in --next-session, "
+          "sequence numbers from 1 (0 = never).");
 ABSL_FLAG(std::string, next_session, "POLLUX0002", "The session --session-change-at moves to (1..10 characters).");
 ABSL_FLAG(uint64_t, pause_at, 0, "After this many messages, send only heartbeats for --pause-ms (0 = never).");
 ABSL_FLAG(uint32_t, pause_ms, 1000, "Length of the --pause-at pause.");
@@ -112,16 +114,42 @@ using Clock = std::chrono::steady_clock;
 constexpr int kUsage = 64;    // EX_USAGE
 constexpr int kDataErr = 65;  // EX_DATAERR
 constexpr const char* kProg = "pollux-exchange";
-constexpr const char* kFlags[] = {"itch",          "generate",       "symbols",           "line_a",
-                                  "line_b",        "rerequest_port", "interface",         "drop_a",
-                                  "drop_b",        "seed",           "rate",              "speed",
-                                  "session",       "linger_ms",      "history",           "reply_mode",
-                                  "max_reply_packets", "dup_window_ms", "allow",          "request_limit",
-                                  "max_requesters", "delay_b_us",    "no_rerequest",      "serve_delay_ms", "heartbeat_ms",
-                                  "mtu",           "reply_mtu",      "summary_json",   "session_change_at", "next_session",
-                                  "pause_at",      "pause_ms"};
+constexpr const char* kFlags[] = {"itch",
+                                  "generate",
+                                  "symbols",
+                                  "line_a",
+                                  "line_b",
+                                  "rerequest_port",
+                                  "interface",
+                                  "drop_a",
+                                  "drop_b",
+                                  "seed",
+                                  "rate",
+                                  "speed",
+                                  "session",
+                                  "linger_ms",
+                                  "history",
+                                  "reply_mode",
+                                  "max_reply_packets",
+                                  "dup_window_ms",
+                                  "allow",
+                                  "request_limit",
+                                  "max_requesters",
+                                  "delay_b_us",
+                                  "no_rerequest",
+                                  "serve_delay_ms",
+                                  "heartbeat_ms",
+                                  "mtu",
+                                  "reply_mtu",
+                                  "summary_json",
+                                  "session_change_at",
+                                  "next_session",
+                                  "pause_at",
+                                  "pause_ms"};
 
-int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 // The clock of the kernel's receive timestamps (SO_TIMESTAMPNS).
 int64_t RealtimeNs() {
   timespec ts{};
@@ -310,8 +338,10 @@ std::optional<in_addr> InterfaceAddress(const std::string& name) {
 class History {
  public:
   explicit History(uint64_t depth)
-      : depth_(depth), cap_(depth * pollux::itch::kMaxMessageSize),
-        bytes_(new uint8_t[cap_]), starts_(new uint64_t[depth]) {}
+      : depth_(depth),
+        cap_(depth * pollux::itch::kMaxMessageSize),
+        bytes_(new uint8_t[cap_]),
+        starts_(new uint64_t[depth]) {}
 
   // Empty again, from sequence 1 (a new session).
   void Reset() noexcept {
@@ -531,8 +561,12 @@ struct ServerOptions {
 class Server {
  public:
   Server(int fd, Shared& shared, ServerOptions o)
-      : fd_(fd), sh_(shared), o_(std::move(o)), budgets_(o_.max_requesters, o_.request_limit),
-        reply_(o_.mtu), pieces_(SentRing::kCapacity + 1) {}
+      : fd_(fd),
+        sh_(shared),
+        o_(std::move(o)),
+        budgets_(o_.max_requesters, o_.request_limit),
+        reply_(o_.mtu),
+        pieces_(SentRing::kCapacity + 1) {}
 
   [[nodiscard]] bool Start() {
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -677,8 +711,8 @@ class Server {
     size_t np = 1;
     pieces_[0] = {r.sequence, end};
     if (o_.dup_window_ns > 0) {
-      np = ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns,
-                        pieces_.data());
+      np =
+          ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns, pieces_.data());
     }
     uint64_t unsent = 0;
     for (size_t i = 0; i < np; ++i) unsent += pieces_[i].to - pieces_[i].from;
@@ -935,11 +969,10 @@ bool WriteSummary(const std::string& path, const LineCounters& c, const ServerCo
                (ull)end_seq, reply_mode, (ull)s.requests, (ull)s.served, (ull)s.clamped, (ull)s.requests_duplicate,
                (ull)s.messages_duplicate, (ull)s.reply_packets, (ull)s.reply_messages, (ull)s.request_bytes_in,
                (ull)s.reply_bytes_out, (ull)s.refused(), (ull)s.refused_malformed, (ull)s.refused_wrong_session,
-               (ull)s.refused_too_old, (ull)s.refused_beyond_sent, (ull)s.refused_rate_limited,
-               (ull)s.refused_disabled, (ull)s.refused_not_allowed, (ull)s.requesters_evicted,
-               (ull)(c.send_errors + s.send_errors), (ull)c.messages_dropped_a, (ull)c.messages_dropped_b,
-               (ull)c.dropped_both, (ull)c.messages_dropped_both, (ull)c.double_drop_runs, (ull)c.session_changes,
-               (ull)c.pauses);
+               (ull)s.refused_too_old, (ull)s.refused_beyond_sent, (ull)s.refused_rate_limited, (ull)s.refused_disabled,
+               (ull)s.refused_not_allowed, (ull)s.requesters_evicted, (ull)(c.send_errors + s.send_errors),
+               (ull)c.messages_dropped_a, (ull)c.messages_dropped_b, (ull)c.dropped_both, (ull)c.messages_dropped_both,
+               (ull)c.double_drop_runs, (ull)c.session_changes, (ull)c.pauses);
   // Last, so that a reader looking for the first "messages" key finds the total.
   for (size_t i = 0; i < sessions.size(); ++i) {
     std::fprintf(f, "%s\n    {\"name\": %s, \"messages\": %llu}", i == 0 ? "" : ",",
@@ -1030,8 +1063,8 @@ int main(int argc, char** argv) {
     UsageError("--mtu must be 72..65507");
   }
   const uint32_t reply_mtu = absl::GetFlag(FLAGS_reply_mtu);
-  if (reply_mtu != 0 &&
-      (reply_mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || reply_mtu > 65507)) {
+  if (reply_mtu != 0 && (reply_mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize ||
+                         reply_mtu > 65507)) {
     UsageError("--reply-mtu must be 0 (= --mtu) or 72..65507");
   }
   so.mtu = reply_mtu != 0 ? reply_mtu : mtu;
@@ -1048,9 +1081,10 @@ int main(int argc, char** argv) {
     iface_index = static_cast<int>(if_nametoindex(iface.c_str()));
     if (iface_index == 0) UsageError("--interface '" + iface + "': no such interface");
     iface_addr = InterfaceAddress(iface);
-    if (!iface_addr) UsageError("--interface '" + iface +
-                                "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
-                                "(the route's interface)");
+    if (!iface_addr)
+      UsageError("--interface '" + iface +
+                 "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
+                 "(the route's interface)");
   }
 
   // The stream: the generator's bytes, or a regular file read with pread (a FIFO, a directory
@@ -1209,8 +1243,9 @@ int main(int argc, char** argv) {
       if (!pb.Add(m.bytes())) break;
       have = input->Next(&m);  // the bytes are in the packet: the view may die
       if (total + pb.count() == cut) break;
-      if (rate > 0 && have && t0 + std::chrono::nanoseconds(static_cast<int64_t>(
-                                       static_cast<double>(total + pb.count()) * 1e9 / rate)) > now) {
+      if (rate > 0 && have &&
+          t0 + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(total + pb.count()) * 1e9 / rate)) >
+              now) {
         break;
       }
       if (speed > 0 && have && m.timestamp() > ts0 &&
@@ -1287,8 +1322,8 @@ int main(int argc, char** argv) {
       lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
       ++lines.c.end_of_session;
     }
-    const auto wake = std::min({linger_end, lines.last_send + hb, lines.NextDelayed(),
-                                now + std::chrono::milliseconds(50)});
+    const auto wake =
+        std::min({linger_end, lines.last_send + hb, lines.NextDelayed(), now + std::chrono::milliseconds(50)});
     std::this_thread::sleep_until(wake);
   }
   server.Stop();
@@ -1301,11 +1336,10 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "%s: %llu messages in %zu session%s (%s), A %llu packets (%llu dropped), B %llu packets (%llu dropped), "
                "%llu requests (%llu served, %llu duplicate, %llu refused)\n",
-               kProg, (unsigned long long)total, sessions.size(), sessions.size() == 1 ? "" : "s",
-               per_session.c_str(), (unsigned long long)lc.packets_a, (unsigned long long)lc.dropped_a,
-               (unsigned long long)lc.packets_b, (unsigned long long)lc.dropped_b, (unsigned long long)sc.requests,
-               (unsigned long long)sc.served, (unsigned long long)sc.requests_duplicate,
-               (unsigned long long)sc.refused());
+               kProg, (unsigned long long)total, sessions.size(), sessions.size() == 1 ? "" : "s", per_session.c_str(),
+               (unsigned long long)lc.packets_a, (unsigned long long)lc.dropped_a, (unsigned long long)lc.packets_b,
+               (unsigned long long)lc.dropped_b, (unsigned long long)sc.requests, (unsigned long long)sc.served,
+               (unsigned long long)sc.requests_duplicate, (unsigned long long)sc.refused());
   if (!summary.empty() && !WriteSummary(summary, lc, sc, sent + 1, reply_mode.c_str(), sessions)) {
     std::fprintf(stderr, "%s: cannot write %s: %s\n", kProg, summary.c_str(), std::strerror(errno));
     return 73;  // EX_CANTCREAT

@@ -87,10 +87,10 @@ class ChunkReader {
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
-  size_t cap_ = 0;                   // buf_ bytes: window + kCarryRoom
+  size_t cap_ = 0;  // buf_ bytes: window + kCarryRoom
   std::unique_ptr<uint8_t[]> buf_;
-  size_t len_ = 0;                   // valid bytes in buf_
-  uint64_t offset_ = 0;              // file offset of buf_[0]
+  size_t len_ = 0;       // valid bytes in buf_
+  uint64_t offset_ = 0;  // file offset of buf_[0]
 };
 
 }  // namespace pollux::itch

@@ -74,8 +74,7 @@ std::vector<std::string> MakeNames(uint32_t symbols, uint64_t seed) {
 // price random-walks through executions, like a real book's.
 class Flow {
  public:
-  Flow(const GeneratorOptions& o, std::vector<uint8_t>* out)
-      : o_(o), rng_(o.seed), enc_(out, o.framing) {
+  Flow(const GeneratorOptions& o, std::vector<uint8_t>* out) : o_(o), rng_(o.seed), enc_(out, o.framing) {
     const std::vector<std::string> names = MakeNames(o.symbols, o.seed);
     symbols_.resize(o.symbols);
     for (size_t i = 0; i < names.size(); ++i) {
@@ -95,14 +94,12 @@ class Flow {
       enc_.AppendStockDirectory(Hdr(i + 1, kStartOfMessages + 1000 * (i + 1)), symbols_[i].name);
     }
     for (uint32_t i = 0; i < n; ++i) {
-      enc_.AppendStockTradingAction(Hdr(i + 1, kStartOfMessages + kHour / 2 + 1000 * i),
-                                    symbols_[i].name, 'T');
+      enc_.AppendStockTradingAction(Hdr(i + 1, kStartOfMessages + kHour / 2 + 1000 * i), symbols_[i].name, 'T');
     }
     enc_.AppendSystemEvent(Hdr(0, kStartOfSystem), 'S');
     enc_.AppendSystemEvent(Hdr(0, kMarketOpen), 'Q');
     const uint64_t flow = o_.messages - MinMessages(n);
-    const uint64_t gap =
-        std::max<uint64_t>(1, (kMarketClose - kMarketOpen) / std::max<uint64_t>(flow, 1));
+    const uint64_t gap = std::max<uint64_t>(1, (kMarketClose - kMarketOpen) / std::max<uint64_t>(flow, 1));
     ts_ = kMarketOpen;
     for (uint64_t i = 0; i < flow; ++i) {
       ts_ += 1 + rng_.Below(2 * gap - 1);
@@ -115,15 +112,11 @@ class Flow {
   }
 
  private:
-  static Header Hdr(uint32_t locate, uint64_t ts) {
-    return Header{static_cast<uint16_t>(locate), 0, ts};
-  }
+  static Header Hdr(uint32_t locate, uint64_t ts) { return Header{static_cast<uint16_t>(locate), 0, ts}; }
   Header Hdr(uint16_t symbol) const { return Hdr(symbol + 1u, ts_); }
 
   static uint32_t Key(char side, uint32_t price) { return side == 'B' ? ~price : price; }
-  SideOrders& Orders(uint16_t sym, char side) {
-    return side == 'B' ? symbols_[sym].bids : symbols_[sym].asks;
-  }
+  SideOrders& Orders(uint16_t sym, char side) { return side == 'B' ? symbols_[sym].bids : symbols_[sym].asks; }
   static uint32_t BestPrice(const SideOrders& s, char side) {
     return side == 'B' ? ~s.begin()->first : s.begin()->first;
   }
@@ -137,9 +130,7 @@ class Flow {
   }
 
   // Busy symbols trade more: min of two uniform draws gives a linearly falling weight.
-  uint16_t PickSymbol() {
-    return static_cast<uint16_t>(std::min(rng_.Below(o_.symbols), rng_.Below(o_.symbols)));
-  }
+  uint16_t PickSymbol() { return static_cast<uint16_t>(std::min(rng_.Below(o_.symbols), rng_.Below(o_.symbols))); }
 
   // Geometric(1/2) number of extra ticks, capped, so most orders rest near the inside.
   uint32_t Ticks() { return static_cast<uint32_t>(std::min(std::countr_zero(rng_.Next()), 12)); }
@@ -188,8 +179,7 @@ class Flow {
     const uint64_t ref = NextRef();
     const std::string& name = symbols_[sym].name;
     if (rng_.Chance(31)) {
-      enc_.AppendAddOrderMpid(Hdr(sym), ref, side, shares, name, price,
-                              kMpids[rng_.Below(std::size(kMpids))]);
+      enc_.AppendAddOrderMpid(Hdr(sym), ref, side, shares, name, price, kMpids[rng_.Below(std::size(kMpids))]);
     } else {
       enc_.AppendAddOrder(Hdr(sym), ref, side, shares, name, price);
     }
@@ -215,15 +205,12 @@ class Flow {
     const LiveOrder& a = orders_[any];
     const uint64_t ref = Orders(a.symbol, a.side).begin()->second;
     LiveOrder& o = orders_[ref];
-    const uint32_t n =
-        rng_.Chance(512) ? o.shares : 1 + static_cast<uint32_t>(rng_.Below(o.shares));
+    const uint32_t n = rng_.Chance(512) ? o.shares : 1 + static_cast<uint32_t>(rng_.Below(o.shares));
     if (with_price) {
       // Printed away from the displayed price (as in a cross): up to two ticks through.
       const uint32_t through = kCent * static_cast<uint32_t>(rng_.Below(3));
-      const uint32_t px = o.side == 'B' ? o.price - std::min(through, o.price - kCent)
-                                        : o.price + through;
-      enc_.AppendOrderExecutedWithPrice(Hdr(o.symbol), ref, n, ++match_,
-                                        rng_.Chance(900) ? 'Y' : 'N', px);
+      const uint32_t px = o.side == 'B' ? o.price - std::min(through, o.price - kCent) : o.price + through;
+      enc_.AppendOrderExecutedWithPrice(Hdr(o.symbol), ref, n, ++match_, rng_.Chance(900) ? 'Y' : 'N', px);
     } else {
       enc_.AppendOrderExecuted(Hdr(o.symbol), ref, n, ++match_);
     }
@@ -295,13 +282,12 @@ class Flow {
 
 absl::Status ValidateOptions(const GeneratorOptions& o) {
   if (o.symbols < 1 || o.symbols > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("itch generator: symbols must be 1..65535, got ", o.symbols));
+    return absl::InvalidArgumentError(absl::StrCat("itch generator: symbols must be 1..65535, got ", o.symbols));
   }
   if (o.messages < MinMessages(o.symbols)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "itch generator: messages must be at least ", MinMessages(o.symbols), " for ",
-        o.symbols, " symbols (S x 6 + R and H per symbol), got ", o.messages));
+    return absl::InvalidArgumentError(absl::StrCat("itch generator: messages must be at least ", MinMessages(o.symbols),
+                                                   " for ", o.symbols, " symbols (S x 6 + R and H per symbol), got ",
+                                                   o.messages));
   }
   if (o.orders_per_symbol < 1) {
     return absl::InvalidArgumentError("itch generator: orders_per_symbol must be >= 1");
@@ -317,22 +303,19 @@ absl::StatusOr<std::vector<uint8_t>> GenerateItch(const GeneratorOptions& option
   return out;
 }
 
-std::vector<std::string> GeneratedSymbols(uint32_t symbols, uint64_t seed) {
-  return MakeNames(symbols, seed);
-}
+std::vector<std::string> GeneratedSymbols(uint32_t symbols, uint64_t seed) { return MakeNames(symbols, seed); }
 
 absl::Status WriteBinaryFile(const std::string& path, std::span<const uint8_t> bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
   }
   // fwrite's buffer is declared non-null even for 0 bytes.
   const size_t written = bytes.empty() ? 0 : std::fwrite(bytes.data(), 1, bytes.size(), f);
   const int write_err = errno;
   if (std::fclose(f) != 0 || written != bytes.size()) {
-    return absl::UnavailableError(absl::StrCat("itch: cannot write '", path, "': ",
-                                               std::strerror(written != bytes.size() ? write_err : errno)));
+    return absl::UnavailableError(
+        absl::StrCat("itch: cannot write '", path, "': ", std::strerror(written != bytes.size() ? write_err : errno)));
   }
   return absl::OkStatus();
 }

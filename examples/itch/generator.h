@@ -24,8 +24,8 @@
 namespace pollux::itch {
 
 struct GeneratorOptions {
-  uint32_t symbols = 8;          // 1..65535; symbol i gets stock locate i + 1
-  uint64_t messages = 100'000;   // total, including the 2 * symbols + 6 preamble/trailer
+  uint32_t symbols = 8;         // 1..65535; symbol i gets stock locate i + 1
+  uint64_t messages = 100'000;  // total, including the 2 * symbols + 6 preamble/trailer
   uint64_t seed = 1;
   Framing framing = Framing::kLengthPrefix;
   uint32_t orders_per_symbol = 64;  // live orders per symbol the flow hovers around
@@ -48,7 +48,6 @@ struct GeneratorOptions {
 [[nodiscard]] std::vector<std::string> GeneratedSymbols(uint32_t symbols, uint64_t seed);
 
 // Writes `bytes` to `path` (truncating), reporting errno text on failure.
-[[nodiscard]] absl::Status WriteBinaryFile(const std::string& path,
-                                           std::span<const uint8_t> bytes);
+[[nodiscard]] absl::Status WriteBinaryFile(const std::string& path, std::span<const uint8_t> bytes);
 
 }  // namespace pollux::itch

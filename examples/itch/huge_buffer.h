@@ -24,8 +24,10 @@ class HugeBuffer {
   explicit HugeBuffer(std::size_t bytes);
   ~HugeBuffer();
   HugeBuffer(HugeBuffer&& o) noexcept
-      : base_(std::exchange(o.base_, nullptr)), data_(std::exchange(o.data_, nullptr)),
-        mapped_(std::exchange(o.mapped_, 0)), size_(std::exchange(o.size_, 0)) {}
+      : base_(std::exchange(o.base_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)),
+        mapped_(std::exchange(o.mapped_, 0)),
+        size_(std::exchange(o.size_, 0)) {}
   HugeBuffer& operator=(HugeBuffer&& o) noexcept {
     HugeBuffer tmp(std::move(o));
     std::swap(base_, tmp.base_);

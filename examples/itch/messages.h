@@ -34,22 +34,37 @@ inline constexpr size_t kStockSize = 8;
 namespace detail {
 inline constexpr std::array<uint8_t, 256> kMessageSizes = [] {
   std::array<uint8_t, 256> s{};
-  s['S'] = 12; s['R'] = 39; s['H'] = 25; s['Y'] = 20; s['L'] = 26; s['V'] = 35;
-  s['W'] = 12; s['K'] = 28; s['J'] = 35; s['h'] = 21; s['A'] = 36; s['F'] = 40;
-  s['E'] = 31; s['C'] = 36; s['X'] = 23; s['D'] = 19; s['U'] = 35; s['P'] = 44;
-  s['Q'] = 40; s['B'] = 19; s['I'] = 50; s['N'] = 20; s['O'] = 48;
+  s['S'] = 12;
+  s['R'] = 39;
+  s['H'] = 25;
+  s['Y'] = 20;
+  s['L'] = 26;
+  s['V'] = 35;
+  s['W'] = 12;
+  s['K'] = 28;
+  s['J'] = 35;
+  s['h'] = 21;
+  s['A'] = 36;
+  s['F'] = 40;
+  s['E'] = 31;
+  s['C'] = 36;
+  s['X'] = 23;
+  s['D'] = 19;
+  s['U'] = 35;
+  s['P'] = 44;
+  s['Q'] = 40;
+  s['B'] = 19;
+  s['I'] = 50;
+  s['N'] = 20;
+  s['O'] = 48;
   return s;
 }();
 }  // namespace detail
 
 // Size of a message of type `type` without the BinaryFILE length prefix; 0 if `type` is
 // not an ITCH 5.0 message type. A table lookup, so it is cheap on the framing hot path.
-[[nodiscard]] constexpr size_t MessageSize(uint8_t type) noexcept {
-  return detail::kMessageSizes[type];
-}
-[[nodiscard]] constexpr size_t MessageSize(char type) noexcept {
-  return MessageSize(static_cast<uint8_t>(type));
-}
+[[nodiscard]] constexpr size_t MessageSize(uint8_t type) noexcept { return detail::kMessageSizes[type]; }
+[[nodiscard]] constexpr size_t MessageSize(char type) noexcept { return MessageSize(static_cast<uint8_t>(type)); }
 
 // Strips the trailing spaces ITCH uses to pad alpha fields such as the stock symbol.
 [[nodiscard]] constexpr std::string_view TrimPadding(std::string_view s) noexcept {
@@ -62,8 +77,7 @@ inline constexpr std::array<uint8_t, 256> kMessageSizes = [] {
 class MessageView {
  public:
   constexpr MessageView() noexcept = default;
-  constexpr MessageView(const uint8_t* data, size_t size) noexcept
-      : data_(data), size_(static_cast<uint32_t>(size)) {}
+  constexpr MessageView(const uint8_t* data, size_t size) noexcept : data_(data), size_(static_cast<uint32_t>(size)) {}
 
   [[nodiscard]] char type() const noexcept { return static_cast<char>(data_[0]); }
   [[nodiscard]] uint8_t type_byte() const noexcept { return data_[0]; }
@@ -117,9 +131,9 @@ class ViewBase {
 
 // Each view declares kType and kSize (wire size without the length prefix) so generic
 // code and static_asserts can check the table above against the field layout.
-#define POLLUX_ITCH_VIEW(Name, letter, bytes)                                    \
-  static constexpr char kType = letter;                                          \
-  static constexpr size_t kSize = bytes;                                         \
+#define POLLUX_ITCH_VIEW(Name, letter, bytes) \
+  static constexpr char kType = letter;       \
+  static constexpr size_t kSize = bytes;      \
   constexpr explicit Name(const uint8_t* data) noexcept : ViewBase(data) {}
 
 // 'S' System Event (4.1).
@@ -370,12 +384,10 @@ class DirectListingPriceDiscovery : public detail::ViewBase {
 template <class... T>
 struct ViewList {};
 using AllViews =
-    ViewList<SystemEvent, StockDirectory, StockTradingAction, RegShoRestriction,
-             MarketParticipantPosition, MwcbDeclineLevel, MwcbStatus, IpoQuotingPeriodUpdate,
-             LuldAuctionCollar, OperationalHalt, AddOrder, AddOrderMpid, OrderExecuted,
-             OrderExecutedWithPrice, OrderCancel, OrderDelete, OrderReplace, Trade,
-             CrossTrade, BrokenTrade, Noii, RetailPriceImprovement,
-             DirectListingPriceDiscovery>;
+    ViewList<SystemEvent, StockDirectory, StockTradingAction, RegShoRestriction, MarketParticipantPosition,
+             MwcbDeclineLevel, MwcbStatus, IpoQuotingPeriodUpdate, LuldAuctionCollar, OperationalHalt, AddOrder,
+             AddOrderMpid, OrderExecuted, OrderExecutedWithPrice, OrderCancel, OrderDelete, OrderReplace, Trade,
+             CrossTrade, BrokenTrade, Noii, RetailPriceImprovement, DirectListingPriceDiscovery>;
 
 namespace detail {
 template <class... T>
@@ -407,30 +419,77 @@ template <class Visitor>
 inline void Dispatch(MessageView m, Visitor&& v) {
   const uint8_t* p = m.data();
   switch (m.type()) {
-    case 'S': detail::CallIfInvocable<SystemEvent>(v, p); break;
-    case 'R': detail::CallIfInvocable<StockDirectory>(v, p); break;
-    case 'H': detail::CallIfInvocable<StockTradingAction>(v, p); break;
-    case 'Y': detail::CallIfInvocable<RegShoRestriction>(v, p); break;
-    case 'L': detail::CallIfInvocable<MarketParticipantPosition>(v, p); break;
-    case 'V': detail::CallIfInvocable<MwcbDeclineLevel>(v, p); break;
-    case 'W': detail::CallIfInvocable<MwcbStatus>(v, p); break;
-    case 'K': detail::CallIfInvocable<IpoQuotingPeriodUpdate>(v, p); break;
-    case 'J': detail::CallIfInvocable<LuldAuctionCollar>(v, p); break;
-    case 'h': detail::CallIfInvocable<OperationalHalt>(v, p); break;
-    case 'A': detail::CallIfInvocable<AddOrder>(v, p); break;
-    case 'F': detail::CallIfInvocable<AddOrderMpid>(v, p); break;
-    case 'E': detail::CallIfInvocable<OrderExecuted>(v, p); break;
-    case 'C': detail::CallIfInvocable<OrderExecutedWithPrice>(v, p); break;
-    case 'X': detail::CallIfInvocable<OrderCancel>(v, p); break;
-    case 'D': detail::CallIfInvocable<OrderDelete>(v, p); break;
-    case 'U': detail::CallIfInvocable<OrderReplace>(v, p); break;
-    case 'P': detail::CallIfInvocable<Trade>(v, p); break;
-    case 'Q': detail::CallIfInvocable<CrossTrade>(v, p); break;
-    case 'B': detail::CallIfInvocable<BrokenTrade>(v, p); break;
-    case 'I': detail::CallIfInvocable<Noii>(v, p); break;
-    case 'N': detail::CallIfInvocable<RetailPriceImprovement>(v, p); break;
-    case 'O': detail::CallIfInvocable<DirectListingPriceDiscovery>(v, p); break;
-    default: break;  // unreachable for validated messages
+    case 'S':
+      detail::CallIfInvocable<SystemEvent>(v, p);
+      break;
+    case 'R':
+      detail::CallIfInvocable<StockDirectory>(v, p);
+      break;
+    case 'H':
+      detail::CallIfInvocable<StockTradingAction>(v, p);
+      break;
+    case 'Y':
+      detail::CallIfInvocable<RegShoRestriction>(v, p);
+      break;
+    case 'L':
+      detail::CallIfInvocable<MarketParticipantPosition>(v, p);
+      break;
+    case 'V':
+      detail::CallIfInvocable<MwcbDeclineLevel>(v, p);
+      break;
+    case 'W':
+      detail::CallIfInvocable<MwcbStatus>(v, p);
+      break;
+    case 'K':
+      detail::CallIfInvocable<IpoQuotingPeriodUpdate>(v, p);
+      break;
+    case 'J':
+      detail::CallIfInvocable<LuldAuctionCollar>(v, p);
+      break;
+    case 'h':
+      detail::CallIfInvocable<OperationalHalt>(v, p);
+      break;
+    case 'A':
+      detail::CallIfInvocable<AddOrder>(v, p);
+      break;
+    case 'F':
+      detail::CallIfInvocable<AddOrderMpid>(v, p);
+      break;
+    case 'E':
+      detail::CallIfInvocable<OrderExecuted>(v, p);
+      break;
+    case 'C':
+      detail::CallIfInvocable<OrderExecutedWithPrice>(v, p);
+      break;
+    case 'X':
+      detail::CallIfInvocable<OrderCancel>(v, p);
+      break;
+    case 'D':
+      detail::CallIfInvocable<OrderDelete>(v, p);
+      break;
+    case 'U':
+      detail::CallIfInvocable<OrderReplace>(v, p);
+      break;
+    case 'P':
+      detail::CallIfInvocable<Trade>(v, p);
+      break;
+    case 'Q':
+      detail::CallIfInvocable<CrossTrade>(v, p);
+      break;
+    case 'B':
+      detail::CallIfInvocable<BrokenTrade>(v, p);
+      break;
+    case 'I':
+      detail::CallIfInvocable<Noii>(v, p);
+      break;
+    case 'N':
+      detail::CallIfInvocable<RetailPriceImprovement>(v, p);
+      break;
+    case 'O':
+      detail::CallIfInvocable<DirectListingPriceDiscovery>(v, p);
+      break;
+    default:
+      break;  // unreachable for validated messages
   }
 }
 

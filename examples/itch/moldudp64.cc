@@ -26,15 +26,24 @@ std::string Printable(const Session& s) {
 
 std::string_view ErrorName(Error e) noexcept {
   switch (e) {
-    case Error::kNone: return "ok";
-    case Error::kTooShort: return "too short for header";
-    case Error::kWrongSession: return "wrong session";
-    case Error::kBadSequence: return "bad sequence number";
-    case Error::kCountOverrun: return "count overruns packet";
-    case Error::kTruncatedBlock: return "truncated block";
-    case Error::kEmptyBlock: return "empty block";
-    case Error::kTrailingBytes: return "trailing bytes";
-    case Error::kBadRequestCount: return "bad requested count";
+    case Error::kNone:
+      return "ok";
+    case Error::kTooShort:
+      return "too short for header";
+    case Error::kWrongSession:
+      return "wrong session";
+    case Error::kBadSequence:
+      return "bad sequence number";
+    case Error::kCountOverrun:
+      return "count overruns packet";
+    case Error::kTruncatedBlock:
+      return "truncated block";
+    case Error::kEmptyBlock:
+      return "empty block";
+    case Error::kTrailingBytes:
+      return "trailing bytes";
+    case Error::kBadRequestCount:
+      return "bad requested count";
   }
   return "unknown error";
 }
@@ -43,48 +52,45 @@ absl::Status Packet::ToStatus() const {
   const std::string where = absl::StrCat("moldudp64: offset ", offset, ": ");
   const uint32_t left = size - offset;
   switch (error) {
-    case Error::kNone: return absl::OkStatus();
+    case Error::kNone:
+      return absl::OkStatus();
     case Error::kTooShort:
-      return absl::DataLossError(
-          absl::StrCat(where, "packet of ", size, " bytes is shorter than the 20-byte header"));
+      return absl::DataLossError(absl::StrCat(where, "packet of ", size, " bytes is shorter than the 20-byte header"));
     case Error::kWrongSession:
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "packet of session '", Printable(session), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(where, "packet of session '", Printable(session), "'"));
     case Error::kBadSequence:
-      return absl::InvalidArgumentError(absl::StrCat(where, "sequence number ", sequence, " with ",
-                                                     messages(), " message(s) is invalid"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "sequence number ", sequence, " with ", messages(), " message(s) is invalid"));
     case Error::kCountOverrun:
-      return absl::DataLossError(absl::StrCat(where, "message count ", count,
-                                              " overruns the packet: it ends after ", block,
-                                              " block(s)"));
+      return absl::DataLossError(
+          absl::StrCat(where, "message count ", count, " overruns the packet: it ends after ", block, " block(s)"));
     case Error::kTruncatedBlock:
       if (left < kBlockLengthSize) {
-        return absl::DataLossError(absl::StrCat(
-            where, "block ", block, ": truncated length prefix (", left, " byte left)"));
+        return absl::DataLossError(
+            absl::StrCat(where, "block ", block, ": truncated length prefix (", left, " byte left)"));
       }
-      return absl::DataLossError(absl::StrCat(where, "block ", block, ": length ", length,
-                                              " overruns the packet (", left - kBlockLengthSize,
-                                              " bytes left)"));
+      return absl::DataLossError(absl::StrCat(where, "block ", block, ": length ", length, " overruns the packet (",
+                                              left - kBlockLengthSize, " bytes left)"));
     case Error::kEmptyBlock:
       return absl::InvalidArgumentError(absl::StrCat(where, "block ", block, ": length 0"));
     case Error::kTrailingBytes:
-      return absl::InvalidArgumentError(absl::StrCat(where, left, " byte(s) after the last of ",
-                                                     messages(), " message block(s)"));
-    case Error::kBadRequestCount: break;
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, left, " byte(s) after the last of ", messages(), " message block(s)"));
+    case Error::kBadRequestCount:
+      break;
   }
   return absl::InternalError(absl::StrCat(where, std::string(ErrorName(error))));
 }
 
 absl::Status Request::ToStatus() const {
   switch (error) {
-    case Error::kNone: return absl::OkStatus();
+    case Error::kNone:
+      return absl::OkStatus();
     case Error::kTooShort:
     case Error::kTrailingBytes:
-      return absl::InvalidArgumentError(
-          absl::StrCat("moldudp64: request of ", size, " bytes (must be 20)"));
+      return absl::InvalidArgumentError(absl::StrCat("moldudp64: request of ", size, " bytes (must be 20)"));
     case Error::kWrongSession:
-      return absl::InvalidArgumentError(
-          absl::StrCat("moldudp64: request for session '", Printable(session), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("moldudp64: request for session '", Printable(session), "'"));
     case Error::kBadRequestCount:
       return absl::InvalidArgumentError("moldudp64: request for 0 messages");
     case Error::kBadSequence:
@@ -92,7 +98,8 @@ absl::Status Request::ToStatus() const {
           absl::StrCat("moldudp64: request for ", count, " message(s) from sequence ", sequence));
     case Error::kCountOverrun:
     case Error::kTruncatedBlock:
-    case Error::kEmptyBlock: break;
+    case Error::kEmptyBlock:
+      break;
   }
   return absl::InternalError(absl::StrCat("moldudp64: request: ", std::string(ErrorName(error))));
 }

@@ -66,8 +66,7 @@ struct RequestWire {
   uint8_t sequence_number[8];
   uint8_t requested_message_count[2];
 };
-static_assert(std::is_standard_layout_v<PacketHeaderWire> &&
-              std::is_trivially_copyable_v<PacketHeaderWire>);
+static_assert(std::is_standard_layout_v<PacketHeaderWire> && std::is_trivially_copyable_v<PacketHeaderWire>);
 static_assert(sizeof(PacketHeaderWire) == kPacketHeaderSize && alignof(PacketHeaderWire) == 1);
 static_assert(offsetof(PacketHeaderWire, session) == 0);
 static_assert(offsetof(PacketHeaderWire, sequence_number) == 10);
@@ -94,9 +93,7 @@ struct Session {
     return s;
   }
   // All 10 bytes; TrimPadding() (messages.h) strips the spaces.
-  [[nodiscard]] constexpr std::string_view view() const noexcept {
-    return {bytes.data(), bytes.size()};
-  }
+  [[nodiscard]] constexpr std::string_view view() const noexcept { return {bytes.data(), bytes.size()}; }
   friend constexpr bool operator==(const Session&, const Session&) = default;
 };
 
@@ -132,9 +129,7 @@ class BlockIterator {
 
   BlockIterator() = default;
 
-  [[nodiscard]] value_type operator*() const noexcept {
-    return {p_ + kBlockLengthSize, LoadBe16(p_)};
-  }
+  [[nodiscard]] value_type operator*() const noexcept { return {p_ + kBlockLengthSize, LoadBe16(p_)}; }
   BlockIterator& operator++() noexcept {
     p_ += kBlockLengthSize + LoadBe16(p_);
     --left_;
@@ -145,12 +140,8 @@ class BlockIterator {
     ++*this;
     return t;
   }
-  friend bool operator==(const BlockIterator& a, std::default_sentinel_t) noexcept {
-    return a.left_ == 0;
-  }
-  friend bool operator==(const BlockIterator& a, const BlockIterator& b) noexcept {
-    return a.left_ == b.left_;
-  }
+  friend bool operator==(const BlockIterator& a, std::default_sentinel_t) noexcept { return a.left_ == 0; }
+  friend bool operator==(const BlockIterator& a, const BlockIterator& b) noexcept { return a.left_ == b.left_; }
 
  private:
   friend class Packet;
@@ -179,9 +170,7 @@ class Packet {
 
   [[nodiscard]] bool ok() const noexcept { return error == Error::kNone; }
   // Messages carried: `count` for data packets, 0 for heartbeats and end of session.
-  [[nodiscard]] uint16_t messages() const noexcept {
-    return kind == Kind::kData ? count : uint16_t{0};
-  }
+  [[nodiscard]] uint16_t messages() const noexcept { return kind == Kind::kData ? count : uint16_t{0}; }
   // The sequence number the receiver expects after this packet.
   [[nodiscard]] uint64_t next_sequence() const noexcept { return sequence + messages(); }
 
@@ -207,8 +196,7 @@ class Packet {
 
 // Parses and validates one downstream packet (the whole datagram). With `expected`, a
 // header naming another session is kWrongSession (the body is then not looked at).
-[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet,
-                                  const Session* expected = nullptr) noexcept {
+[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
   Packet r;
   // A datagram is far below 4 GiB; clamp so a huge span cannot wrap the 32-bit offsets.
   const size_t size = packet.size();
@@ -272,27 +260,22 @@ class Packet {
   return r;
 }
 
-[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet,
-                                  const Session& expected) noexcept {
+[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet, const Session& expected) noexcept {
   return Parse(packet, &expected);
 }
 
 // Pollux payloads are std::byte.
-[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet,
-                                  const Session* expected = nullptr) noexcept {
+[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet, const Session* expected = nullptr) noexcept {
   return Parse({reinterpret_cast<const uint8_t*>(packet.data()), packet.size()}, expected);
 }
-[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet,
-                                  const Session& expected) noexcept {
+[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet, const Session& expected) noexcept {
   return Parse(packet, &expected);
 }
 
 // True if `packet` has a complete header naming `expected` (nothing else is checked): a
 // cheap filter before Parse() on a socket shared by several sessions.
-[[nodiscard]] inline bool IsSession(std::span<const uint8_t> packet,
-                                    const Session& expected) noexcept {
-  return packet.size() >= kPacketHeaderSize &&
-         std::memcmp(packet.data(), expected.bytes.data(), kSessionSize) == 0;
+[[nodiscard]] inline bool IsSession(std::span<const uint8_t> packet, const Session& expected) noexcept {
+  return packet.size() >= kPacketHeaderSize && std::memcmp(packet.data(), expected.bytes.data(), kSessionSize) == 0;
 }
 
 // A parsed re-request packet.
@@ -309,8 +292,7 @@ struct Request {
 
 // A request must be exactly 20 bytes, ask for at least one message, start at sequence 1 or
 // later and not wrap. With `expected`, another session is kWrongSession.
-[[nodiscard]] inline Request ParseRequest(std::span<const uint8_t> packet,
-                                          const Session* expected = nullptr) noexcept {
+[[nodiscard]] inline Request ParseRequest(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
   Request r;
   const size_t size = packet.size();
   r.size = static_cast<uint32_t>(std::min<size_t>(size, std::numeric_limits<uint32_t>::max()));
@@ -369,8 +351,7 @@ class PacketBuilder {
   // kMaxMessageCount messages, the sequence would wrap, or Begin() has not succeeded.
   [[nodiscard]] uint8_t* Reserve(size_t length) noexcept {
     if (!started_ || length == 0 || length > kMaxBlockSize || count_ >= kMaxMessageCount ||
-        count_ >= std::numeric_limits<uint64_t>::max() - first_ ||
-        kBlockLengthSize + length > buf_.size() - size_) {
+        count_ >= std::numeric_limits<uint64_t>::max() - first_ || kBlockLengthSize + length > buf_.size() - size_) {
       return nullptr;
     }
     uint8_t* const at = buf_.data() + size_;
@@ -409,9 +390,7 @@ class PacketBuilder {
   [[nodiscard]] uint64_t next_sequence() const noexcept { return first_ + count_; }
 
  private:
-  void StoreCount() noexcept {
-    StoreBe16(buf_.data() + offsetof(PacketHeaderWire, message_count), count_);
-  }
+  void StoreCount() noexcept { StoreBe16(buf_.data() + offsetof(PacketHeaderWire, message_count), count_); }
 
   std::span<uint8_t> buf_;
   uint64_t first_ = 0;
@@ -421,8 +400,7 @@ class PacketBuilder {
 };
 
 namespace detail {
-[[nodiscard]] inline std::span<const uint8_t> Write20(std::span<uint8_t> out,
-                                                      const Session& session, uint64_t seq,
+[[nodiscard]] inline std::span<const uint8_t> Write20(std::span<uint8_t> out, const Session& session, uint64_t seq,
                                                       uint16_t count) noexcept {
   if (out.size() < kPacketHeaderSize) return {};
   std::memcpy(out.data(), session.bytes.data(), kSessionSize);
@@ -434,22 +412,18 @@ namespace detail {
 
 // Each writes a 20-byte packet at the start of `out` and returns it; empty if `out` is
 // shorter than 20 bytes or the packet would be invalid (sequence 0, wrapping, count 0).
-[[nodiscard]] inline std::span<const uint8_t> EncodeHeartbeat(std::span<uint8_t> out,
-                                                              const Session& session,
+[[nodiscard]] inline std::span<const uint8_t> EncodeHeartbeat(std::span<uint8_t> out, const Session& session,
                                                               uint64_t next_sequence) noexcept {
   if (next_sequence == 0) return {};
   return detail::Write20(out, session, next_sequence, kHeartbeatCount);
 }
-[[nodiscard]] inline std::span<const uint8_t> EncodeEndOfSession(std::span<uint8_t> out,
-                                                                 const Session& session,
+[[nodiscard]] inline std::span<const uint8_t> EncodeEndOfSession(std::span<uint8_t> out, const Session& session,
                                                                  uint64_t next_sequence) noexcept {
   if (next_sequence == 0) return {};
   return detail::Write20(out, session, next_sequence, kEndOfSessionCount);
 }
-[[nodiscard]] inline std::span<const uint8_t> EncodeRequest(std::span<uint8_t> out,
-                                                            const Session& session,
-                                                            uint64_t sequence,
-                                                            uint16_t count) noexcept {
+[[nodiscard]] inline std::span<const uint8_t> EncodeRequest(std::span<uint8_t> out, const Session& session,
+                                                            uint64_t sequence, uint16_t count) noexcept {
   if (sequence == 0 || count == 0 || sequence > std::numeric_limits<uint64_t>::max() - count) {
     return {};
   }

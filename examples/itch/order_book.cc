@@ -69,8 +69,12 @@ OrderBook& OrderBook::operator=(const OrderBook& o) {
 }
 
 OrderBook::OrderBook(OrderBook&& o) noexcept
-    : bids_(std::exchange(o.bids_, {})), asks_(std::exchange(o.asks_, {})), arena_(o.arena_),
-      symbol_(o.symbol_), symbol_size_(o.symbol_size_), stock_locate_(o.stock_locate_) {}
+    : bids_(std::exchange(o.bids_, {})),
+      asks_(std::exchange(o.asks_, {})),
+      arena_(o.arena_),
+      symbol_(o.symbol_),
+      symbol_size_(o.symbol_size_),
+      stock_locate_(o.stock_locate_) {}
 
 OrderBook& OrderBook::operator=(OrderBook&& o) noexcept {
   if (this != &o) {
@@ -124,7 +128,8 @@ void OrderBook::Release(Levels_& levels) noexcept {
 void OrderBook::InsertLevel(Levels_& levels, size_t at, Level level) noexcept {
   // Allocates only when the side is deeper than it has ever been. Like std::vector's growth
   // (and the vectors this replaced), an allocation failure here ends the process.
-  if (levels.size == levels.capacity) [[unlikely]] Reserve(levels, size_t{levels.capacity} * 2);
+  if (levels.size == levels.capacity) [[unlikely]]
+    Reserve(levels, size_t{levels.capacity} * 2);
   Level* d = levels.data;
   for (size_t i = levels.size; i > at; --i) d[i] = d[i - 1];  // the few better levels
   d[at] = level;

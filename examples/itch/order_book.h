@@ -123,9 +123,7 @@ class alignas(64) OrderBook {
 
   [[nodiscard]] uint16_t stock_locate() const noexcept { return stock_locate_; }
   // Trimmed symbol from the Stock Directory (or the first add), "" if not yet known.
-  [[nodiscard]] std::string_view symbol() const noexcept {
-    return {symbol_.data(), symbol_size_};
-  }
+  [[nodiscard]] std::string_view symbol() const noexcept { return {symbol_.data(), symbol_size_}; }
   // Stores the first 8 characters of `padded`, trimmed.
   void set_symbol(std::string_view padded) noexcept;
 
@@ -153,16 +151,10 @@ class alignas(64) OrderBook {
     uint32_t capacity = 0;
   };
 
-  static uint32_t Key(Side side, uint32_t price) noexcept {
-    return side == Side::kBuy ? price : ~price;
-  }
-  static uint32_t Price(Side side, uint32_t key) noexcept {
-    return side == Side::kBuy ? key : ~key;
-  }
+  static uint32_t Key(Side side, uint32_t price) noexcept { return side == Side::kBuy ? price : ~price; }
+  static uint32_t Price(Side side, uint32_t key) noexcept { return side == Side::kBuy ? key : ~key; }
   [[nodiscard]] Levels_& Levels(Side side) noexcept { return side == Side::kBuy ? bids_ : asks_; }
-  [[nodiscard]] const Levels_& Levels(Side side) const noexcept {
-    return side == Side::kBuy ? bids_ : asks_;
-  }
+  [[nodiscard]] const Levels_& Levels(Side side) const noexcept { return side == Side::kBuy ? bids_ : asks_; }
   // Index one past the last level whose key is <= key (where `key` is, or would go).
   static size_t UpperBound(const Levels_& levels, uint32_t key) noexcept;
   // Inserts at `at`, growing the array (allocates) only past the deepest the side has been.
@@ -218,12 +210,12 @@ inline void OrderBook::Add(Side side, uint32_t price, uint32_t shares) noexcept 
   InsertLevel(levels, i, Level{key, 1, shares});
 }
 
-inline bool OrderBook::Reduce(Side side, uint32_t price, uint32_t shares,
-                              bool order_gone) noexcept {
+inline bool OrderBook::Reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept {
   Levels_& levels = Levels(side);
   const uint32_t key = Key(side, price);
   const size_t i = UpperBound(levels, key);
-  if (i == 0 || levels.data[i - 1].key != key) [[unlikely]] return false;
+  if (i == 0 || levels.data[i - 1].key != key) [[unlikely]]
+    return false;
   Level& l = levels.data[i - 1];
   l.shares -= shares < l.shares ? shares : l.shares;
   l.orders -= order_gone;

@@ -46,15 +46,14 @@ class OrderMap {
       if (s.ref == ref) return &s;
     }
   }
-  [[nodiscard]] const Order* Find(uint64_t ref) const noexcept {
-    return const_cast<OrderMap*>(this)->Find(ref);
-  }
+  [[nodiscard]] const Order* Find(uint64_t ref) const noexcept { return const_cast<OrderMap*>(this)->Find(ref); }
 
   // The slot for `ref`: {slot, true} if it was inserted (fields other than ref and used are
   // zero), {existing, false} if `ref` is already live. Grows (allocates) only when the
   // table would pass half full.
   std::pair<Order*, bool> Insert(uint64_t ref) {
-    if ((size_ + 1) * 2 > capacity_) [[unlikely]] Rehash(capacity_ * 2);
+    if ((size_ + 1) * 2 > capacity_) [[unlikely]]
+      Rehash(capacity_ * 2);
     for (size_t i = Home(ref);; i = (i + 1) & mask_) {
       Order& s = slots()[i];
       if (!s.used) {

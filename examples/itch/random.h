@@ -55,9 +55,7 @@ class Xoshiro256 {
   constexpr bool Chance(uint32_t num) noexcept { return (Next() >> 54) < num; }
 
  private:
-  static constexpr uint64_t Rotl(uint64_t x, int k) noexcept {
-    return (x << k) | (x >> (64 - k));
-  }
+  static constexpr uint64_t Rotl(uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4]{};
 };
 

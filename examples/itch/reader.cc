@@ -23,26 +23,22 @@ absl::Status ParseResult::ToStatus() const {
     case ParseError::kNone:
       return absl::OkStatus();
     case ParseError::kUnknownType:
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "unknown message type ", TypeByte(type)));
+      return absl::InvalidArgumentError(absl::StrCat(where, "unknown message type ", TypeByte(type)));
     case ParseError::kLengthMismatch:
       return absl::InvalidArgumentError(absl::StrCat(
-          where, framed ? "length prefix " : "payload of ", length, framed ? "" : " bytes",
-          " disagrees with the size ", MessageSize(type), " of message type '",
-          std::string(1, static_cast<char>(type)), "'"));
+          where, framed ? "length prefix " : "payload of ", length, framed ? "" : " bytes", " disagrees with the size ",
+          MessageSize(type), " of message type '", std::string(1, static_cast<char>(type)), "'"));
     case ParseError::kTruncated:
       if (framed && available < kLengthPrefixSize) {
-        return absl::DataLossError(
-            absl::StrCat(where, "truncated length prefix: ", available, " byte(s) left"));
+        return absl::DataLossError(absl::StrCat(where, "truncated length prefix: ", available, " byte(s) left"));
       }
       if (framed && available == kLengthPrefixSize) {
-        return absl::DataLossError(
-            absl::StrCat(where, "truncated record: length prefix without a message type"));
+        return absl::DataLossError(absl::StrCat(where, "truncated record: length prefix without a message type"));
       }
-      return absl::DataLossError(absl::StrCat(
-          where, "truncated message type '", std::string(1, static_cast<char>(type)),
-          "': needs ", MessageSize(type), " bytes", framed ? " after the prefix" : "", ", ",
-          framed ? available - kLengthPrefixSize : available, " left"));
+      return absl::DataLossError(absl::StrCat(where, "truncated message type '",
+                                              std::string(1, static_cast<char>(type)), "': needs ", MessageSize(type),
+                                              " bytes", framed ? " after the prefix" : "", ", ",
+                                              framed ? available - kLengthPrefixSize : available, " left"));
     case ParseError::kEmpty:
       return absl::InvalidArgumentError(absl::StrCat(where, "empty message"));
   }
@@ -101,8 +97,7 @@ absl::StatusOr<MessageView> DecodeMessage(std::span<const uint8_t> msg) {
 }
 
 absl::Status WrongTypeError(char got, char want) {
-  return absl::InvalidArgumentError(absl::StrCat("itch: offset 0: message type '",
-                                                 std::string(1, got), "' where '",
+  return absl::InvalidArgumentError(absl::StrCat("itch: offset 0: message type '", std::string(1, got), "' where '",
                                                  std::string(1, want), "' was expected"));
 }
 

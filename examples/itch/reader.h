@@ -51,11 +51,11 @@ struct ParseResult {
   // On error: offset of the offending record (its length prefix; for single-message
   // decoding, offset 0 is the type byte). On success: bytes consumed.
   uint64_t offset = 0;
-  uint64_t messages = 0;    // messages handed to the callback
-  uint8_t type = 0;         // the offending type byte (kUnknownType, kLengthMismatch, kTruncated)
-  uint32_t length = 0;      // the length prefix / payload size (kLengthMismatch)
-  uint64_t available = 0;   // bytes left in the buffer at `offset` (kTruncated)
-  bool framed = true;       // false for single-message decoding (no length prefix)
+  uint64_t messages = 0;   // messages handed to the callback
+  uint8_t type = 0;        // the offending type byte (kUnknownType, kLengthMismatch, kTruncated)
+  uint32_t length = 0;     // the length prefix / payload size (kLengthMismatch)
+  uint64_t available = 0;  // bytes left in the buffer at `offset` (kTruncated)
+  bool framed = true;      // false for single-message decoding (no length prefix)
 
   [[nodiscard]] bool ok() const noexcept { return error == ParseError::kNone; }
   // OkStatus() or InvalidArgument / DataLoss with the message documented above.
@@ -63,8 +63,8 @@ struct ParseResult {
 };
 
 namespace detail {
-[[nodiscard]] inline ParseResult Fail(ParseError e, uint64_t offset, uint64_t messages,
-                                      uint8_t type, uint32_t length, uint64_t available) {
+[[nodiscard]] inline ParseResult Fail(ParseError e, uint64_t offset, uint64_t messages, uint8_t type, uint32_t length,
+                                      uint64_t available) {
   ParseResult r;
   r.error = e;
   r.offset = offset;

@@ -28,14 +28,12 @@ template <class Fn>
 absl::Status WriteToPath(const std::string& path, Fn&& fn) {
   std::ofstream f(path, std::ios::out | std::ios::trunc);
   if (!f) {
-    return absl::UnavailableError(
-        absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
   }
   fn(f);
   f.flush();
   if (!f) {
-    return absl::UnavailableError(
-        absl::StrCat("itch: cannot write '", path, "': ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat("itch: cannot write '", path, "': ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

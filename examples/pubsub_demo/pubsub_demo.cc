@@ -68,11 +68,14 @@ int subscriber(const std::string& cfg, std::uint64_t count, int ready_fd) {
   }
   std::sort(latency.begin(), latency.end());
   auto pct = [&](double p) {
-    return latency.empty() ? 0.0 : latency[std::min(latency.size() - 1, static_cast<std::size_t>(p / 100 * latency.size()))] / 1e3;
+    return latency.empty()
+               ? 0.0
+               : latency[std::min(latency.size() - 1, static_cast<std::size_t>(p / 100 * latency.size()))] / 1e3;
   };
-  std::printf("subscriber: %llu messages received, %llu lost; publish->handler latency us (queueing included while the publisher runs ahead): p50 %.2f p99 %.2f p99.9 %.2f\n",
-              static_cast<unsigned long long>(received), static_cast<unsigned long long>(lost), pct(50), pct(99),
-              pct(99.9));
+  std::printf(
+      "subscriber: %llu messages received, %llu lost; publish->handler latency us (queueing included while the "
+      "publisher runs ahead): p50 %.2f p99 %.2f p99.9 %.2f\n",
+      static_cast<unsigned long long>(received), static_cast<unsigned long long>(lost), pct(50), pct(99), pct(99.9));
   return received + lost == count ? 0 : 1;
 }
 

@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       "Ctrl-C or SIGTERM stops it: it closes the stream (quickstart-sub sees the end), removes its\n"
       "files from runtime.shm_dir, prints its summary with stopped=SIGINT|SIGTERM and exits 0.\n";
   Options o;
-  if (const int rc = parse_options(argc, argv, "quickstart-pub", kUsage, /*zero_copy_flag=*/true, &o); rc >= 0) return rc;
+  if (const int rc = parse_options(argc, argv, "quickstart-pub", kUsage, /*zero_copy_flag=*/true, &o); rc >= 0)
+    return rc;
   install_stop_handlers();
   return publish(o.config, o.count, o.zero_copy);
 }

@@ -80,8 +80,9 @@ int subscribe(const std::string& config_path, std::uint64_t count) {
               static_cast<unsigned long long>(bad), static_cast<long long>(received ? lat_min : 0),
               static_cast<long long>(received ? lat_sum / static_cast<std::int64_t>(received) : 0),
               static_cast<long long>(lat_max), stopped_text());
-  std::printf("sub: latency_ns is offer to handler, queueing included: the publisher runs ahead, so mean and max "
-              "mostly measure the backlog (pollux-latency measures the transport alone)\n");
+  std::printf(
+      "sub: latency_ns is offer to handler, queueing included: the publisher runs ahead, so mean and max "
+      "mostly measure the backlog (pollux-latency measures the transport alone)\n");
   if (g_stop_signal != 0) return lost == 0 && bad == 0 ? 0 : 1;  // stopped: all that came was intact
   return received == count && lost == 0 && bad == 0 ? 0 : 1;
 }
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
       "  --version      print \"quickstart-sub <Pollux version>\" and exit\n"
       "  -h, --help     this text\n";
   Options o;
-  if (const int rc = parse_options(argc, argv, "quickstart-sub", kUsage, /*zero_copy_flag=*/false, &o); rc >= 0) return rc;
+  if (const int rc = parse_options(argc, argv, "quickstart-sub", kUsage, /*zero_copy_flag=*/false, &o); rc >= 0)
+    return rc;
   install_stop_handlers();
   return subscribe(o.config, o.count);
 }

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     }
     std::printf("ready\n");
     std::fflush(stdout);
-    for (std::uint64_t i = 1;; ) {
+    for (std::uint64_t i = 1;;) {
       if (pub->offer(&i, sizeof i) >= 0) ++i;
       (void)pub->service();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -47,13 +47,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   bool first = true;
   for (;;) {
-    const int n = sub->poll([&](const pollux::Message&) {
-      if (first) {
-        std::printf("connected\n");
-        std::fflush(stdout);
-        first = false;
-      }
-    }, 64);
+    const int n = sub->poll(
+        [&](const pollux::Message&) {
+          if (first) {
+            std::printf("connected\n");
+            std::fflush(stdout);
+            first = false;
+          }
+        },
+        64);
     if (n == 0) (void)sub->wait(1000);
   }
 }

@@ -85,14 +85,15 @@ class Contract : public ::testing::TestWithParam<Mode> {
     const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
     const std::uint32_t port = BasePort() + static_cast<std::uint32_t>(port_offset);
     auto runtime = [&](const char* side) {
-      return absl::StrFormat("[runtime]\nname = \"ct%d-%d%s\"\nthreading = \"%s\"\nidle = \"yield\"\ncounters = false\n",
-                             getpid(), static_cast<int>(std::hash<std::string>{}(t->name()) % 100000), side,
-                             GetParam().threading);
+      return absl::StrFormat(
+          "[runtime]\nname = \"ct%d-%d%s\"\nthreading = \"%s\"\nidle = \"yield\"\ncounters = false\n", getpid(),
+          static_cast<int>(std::hash<std::string>{}(t->name()) % 100000), side, GetParam().threading);
     };
     const std::string pool =
         absl::StrFormat("[pool]\nslots = %u\nhugepages = \"off\"\n", extra.pool_slots != 0 ? extra.pool_slots : 4096);
     if (shm() || udp()) {
-      const std::string one = runtime("") + (extra.pool_slots != 0 ? pool : "") + absl::StrFormat(R"([transport]
+      const std::string one = runtime("") + (extra.pool_slots != 0 ? pool : "") +
+                              absl::StrFormat(R"([transport]
 kind = "%s"
 [shm]
 %s
@@ -106,7 +107,7 @@ heartbeat_interval_us = 2000
 linger_ms = 200
 %s
 )",
-                                                            transport(), extra.shm, Group(), port, extra.udp);
+                                              transport(), extra.shm, Group(), port, extra.udp);
       return {one, one, one, one};
     }
     // RDMA: "listen" and "peer" are empty where a side has none.
@@ -208,11 +209,12 @@ void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
   ASSERT_TRUE(pub.ok()) << pub.status();
   p.sub.emplace(std::move(*sub));
   p.pub.emplace(std::move(*pub));
-  ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); }, [&] {
-    if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
-    (void)p.pub->service();
-    Drain(*p.sub, p.seen);
-  }));
+  ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); },
+                    [&] {
+                      if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
+                      (void)p.pub->service();
+                      Drain(*p.sub, p.seen);
+                    }));
 }
 
 // ---- connection, order, payloads --------------------------------------------------------------
@@ -239,45 +241,51 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
     ASSERT_TRUE(pub.ok()) << pub.status();
     ASSERT_TRUE(sub.ok()) << sub.status();
     Seen seen;
-    ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
-      (void)pub->service();
-      Drain(*sub, seen);
-    })) << "never connected; subscriber saw " << seen.trace;
+    ASSERT_TRUE(Until([&] { return pub->is_connected(); },
+                      [&] {
+                        (void)pub->service();
+                        Drain(*sub, seen);
+                      }))
+        << "never connected; subscriber saw " << seen.trace;
     // 300 messages: single offers, zero-copy claims and batches of 10.
     std::uint64_t next = 1;
-    ASSERT_TRUE(Until([&] { return next > 300; }, [&] {
-      std::int64_t r;
-      if (next <= 100) {
-        r = pub->offer(&next, sizeof next);
-        if (r >= 0) ++next;
-      } else if (next <= 200) {
-        Claim c;
-        r = pub->claim(sizeof next, c);
-        if (r >= 0) {
-          std::memcpy(c.buffer().data(), &next, sizeof next);
-          r = pub->commit(c);
-          EXPECT_GE(r, 0) << result_name(r);
-          ++next;
-        }
-      } else {
-        std::uint64_t v[10];
-        std::span<const std::byte> m[10];
-        for (int i = 0; i < 10; ++i) {
-          v[i] = next + static_cast<std::uint64_t>(i);
-          m[i] = std::as_bytes(std::span(&v[i], 1));
-        }
-        r = pub->offer_batch(std::span(m, 10));
-        if (r > 0) next += static_cast<std::uint64_t>(r);
-      }
-      if (r < 0) {
-        EXPECT_EQ(r, kBackPressured) << result_name(r);
-      }
-      Drain(*sub, seen);
-    })) << "sent " << next - 1;
-    ASSERT_TRUE(Until([&] { return seen.values.size() >= 300; }, [&] {
-      (void)pub->service();
-      Drain(*sub, seen);
-    })) << "received " << seen.values.size() << " of 300: " << seen.trace;
+    ASSERT_TRUE(Until([&] { return next > 300; },
+                      [&] {
+                        std::int64_t r;
+                        if (next <= 100) {
+                          r = pub->offer(&next, sizeof next);
+                          if (r >= 0) ++next;
+                        } else if (next <= 200) {
+                          Claim c;
+                          r = pub->claim(sizeof next, c);
+                          if (r >= 0) {
+                            std::memcpy(c.buffer().data(), &next, sizeof next);
+                            r = pub->commit(c);
+                            EXPECT_GE(r, 0) << result_name(r);
+                            ++next;
+                          }
+                        } else {
+                          std::uint64_t v[10];
+                          std::span<const std::byte> m[10];
+                          for (int i = 0; i < 10; ++i) {
+                            v[i] = next + static_cast<std::uint64_t>(i);
+                            m[i] = std::as_bytes(std::span(&v[i], 1));
+                          }
+                          r = pub->offer_batch(std::span(m, 10));
+                          if (r > 0) next += static_cast<std::uint64_t>(r);
+                        }
+                        if (r < 0) {
+                          EXPECT_EQ(r, kBackPressured) << result_name(r);
+                        }
+                        Drain(*sub, seen);
+                      }))
+        << "sent " << next - 1;
+    ASSERT_TRUE(Until([&] { return seen.values.size() >= 300; },
+                      [&] {
+                        (void)pub->service();
+                        Drain(*sub, seen);
+                      }))
+        << "received " << seen.values.size() << " of 300: " << seen.trace;
     for (std::uint64_t i = 0; i < 300; ++i) ASSERT_EQ(seen.values[i], i + 1) << "at " << i;
     EXPECT_EQ(seen.trace, "NM") << "one new session, then the messages";
     EXPECT_EQ(sub->messages_received(), 300u);
@@ -298,10 +306,11 @@ TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
   auto pub = (*pctx)->publisher("big");
   ASSERT_TRUE(pub.ok()) << pub.status();
   Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
-    (void)pub->service();
-    Drain(*sub, seen);
-  }));
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
+                    [&] {
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }));
   const std::size_t max = pub->max_payload();
   ASSERT_GT(max, 8u);
   std::vector<std::byte> big(max + 1, std::byte{0x5a});
@@ -309,23 +318,27 @@ TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
   std::size_t got = 0;
   std::int64_t r = kBackPressured;
   ASSERT_TRUE(Until([&] { return r >= 0; }, [&] { r = pub->offer(std::span<const std::byte>(big.data(), max)); }));
-  ASSERT_TRUE(Until([&] { return got != 0; }, [&] {
-    (void)pub->service();
-    sub->poll([&](const Message& m) { got = m.payload.size(); }, 16);
-  }));
+  ASSERT_TRUE(Until([&] { return got != 0; },
+                    [&] {
+                      (void)pub->service();
+                      sub->poll([&](const Message& m) { got = m.payload.size(); }, 16);
+                    }));
   EXPECT_EQ(got, max);
   // An empty payload is a message too.
   std::size_t empty = 0;
   bool got_empty = false;
   r = kBackPressured;
   ASSERT_TRUE(Until([&] { return r >= 0; }, [&] { r = pub->offer(nullptr, 0); }));
-  ASSERT_TRUE(Until([&] { return got_empty; }, [&] {
-    (void)pub->service();
-    sub->poll([&](const Message& m) {
-      empty = m.payload.size();
-      got_empty = true;
-    }, 16);
-  }));
+  ASSERT_TRUE(Until([&] { return got_empty; },
+                    [&] {
+                      (void)pub->service();
+                      sub->poll(
+                          [&](const Message& m) {
+                            empty = m.payload.size();
+                            got_empty = true;
+                          },
+                          16);
+                    }));
   EXPECT_EQ(empty, 0u);
 }
 
@@ -345,16 +358,19 @@ TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
   for (std::uint64_t round = 1; round <= 2; ++round) {
     auto pub = (*pctx)->publisher("s");
     ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
-      (void)pub->service();
-      Drain(*sub, seen);
-    })) << "round " << round << ": " << seen.trace;
+    ASSERT_TRUE(Until([&] { return pub->is_connected(); },
+                      [&] {
+                        (void)pub->service();
+                        Drain(*sub, seen);
+                      }))
+        << "round " << round << ": " << seen.trace;
     std::uint64_t v = round;
     std::int64_t r = kBackPressured;
-    ASSERT_TRUE(Until([&] { return r >= 0; }, [&] {
-      r = pub->offer(&v, sizeof v);
-      Drain(*sub, seen);
-    }));
+    ASSERT_TRUE(Until([&] { return r >= 0; },
+                      [&] {
+                        r = pub->offer(&v, sizeof v);
+                        Drain(*sub, seen);
+                      }));
     pub->close();
     ASSERT_TRUE(Until([&] { return std::count(seen.trace.begin(), seen.trace.end(), 'E') == static_cast<long>(round); },
                       [&] { Drain(*sub, seen); }))
@@ -379,10 +395,11 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   auto pub = (*pctx)->publisher("w");
   ASSERT_TRUE(pub.ok()) << pub.status();
   Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
-    (void)pub->service();
-    Drain(*sub, seen);
-  }));
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
+                    [&] {
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }));
   Drain(*sub, seen);
   std::atomic<bool> woke{false}, go{false};
   std::thread waiter([&] {
@@ -414,12 +431,14 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
 // (the poller is behind, not the subscriber) or a UDP socket buffer is - and the subscriber,
 // when it reads again, learns exactly what it lost: received + lost = sent.
 TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
-  if (rdma_rc()) GTEST_SKIP() << "RDMA RC has no lossy mode: it is reliable (documented difference; its rule is "
-                                  "ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesNothing)";
+  if (rdma_rc())
+    GTEST_SKIP() << "RDMA RC has no lossy mode: it is reliable (documented difference; its rule is "
+                    "ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesNothing)";
   // Liveness times far above the case's length: a subscriber that stops reading in inline mode
   // sends no status either, and being forgotten as dead is another case's rule.
   const Configs cfg = Config(8, {.shm = "flow_control = \"lossy\"\nlog_size = \"64KiB\"",
-                                 .udp = "session_timeout_ms = 600000", .rdma = "liveness_timeout_ms = 600000",
+                                 .udp = "session_timeout_ms = 600000",
+                                 .rdma = "liveness_timeout_ms = 600000",
                                  .pool_slots = 0});
   Pair pair;
   ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "l", pair));
@@ -430,25 +449,29 @@ TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
   // The subscriber stops reading; 20,000 more messages (a 64 KiB log laps ~30 times).
   std::uint64_t back_pressured = 0;
   const std::uint64_t last = v + 20'000;
-  ASSERT_TRUE(Until([&] { return v >= last; }, [&] {
-    const std::int64_t r = pub->offer(&v, sizeof v);
-    if (r >= 0) ++v;
-    if (r < 0) {
-      EXPECT_EQ(r, kBackPressured) << result_name(r);
-      ++back_pressured;
-      (void)pub->service();
-    }
-  })) << "held back at " << v;
+  ASSERT_TRUE(Until([&] { return v >= last; },
+                    [&] {
+                      const std::int64_t r = pub->offer(&v, sizeof v);
+                      if (r >= 0) ++v;
+                      if (r < 0) {
+                        EXPECT_EQ(r, kBackPressured) << result_name(r);
+                        ++back_pressured;
+                        (void)pub->service();
+                      }
+                    }))
+      << "held back at " << v;
   const std::uint64_t sent = v - 1;
-  ASSERT_TRUE(Until([&] { return seen.values.size() + seen.lost >= sent; }, [&] {
-    (void)pub->service();
-    Drain(*sub, seen);
-  })) << "received " << seen.values.size() << " lost " << seen.lost << " of " << sent << ": " << seen.trace;
-  std::printf("%s/%s: %llu sent while the subscriber did not read (%llu offers back-pressured), %zu received, %llu "
-              "reported lost\n",
-              GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent),
-              static_cast<unsigned long long>(back_pressured), seen.values.size(),
-              static_cast<unsigned long long>(seen.lost));
+  ASSERT_TRUE(Until([&] { return seen.values.size() + seen.lost >= sent; },
+                    [&] {
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }))
+      << "received " << seen.values.size() << " lost " << seen.lost << " of " << sent << ": " << seen.trace;
+  std::printf(
+      "%s/%s: %llu sent while the subscriber did not read (%llu offers back-pressured), %zu received, %llu "
+      "reported lost\n",
+      GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent),
+      static_cast<unsigned long long>(back_pressured), seen.values.size(), static_cast<unsigned long long>(seen.lost));
   EXPECT_EQ(seen.values.size() + seen.lost, sent);
   for (std::size_t i = 1; i < seen.values.size(); ++i) {
     ASSERT_LT(seen.values[i - 1], seen.values[i]) << "order";
@@ -469,8 +492,11 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
                  << "publisher (documented difference)";
   }
   // A stuck subscriber is untethered after the liveness time: far above this case's length.
-  const Configs cfg = Config(9, {.shm = "flow_control = \"backpressure\"\nlog_size = \"64KiB\"\nliveness_timeout_ms = 600000",
-                                 .udp = "", .rdma = "", .pool_slots = 0});
+  const Configs cfg =
+      Config(9, {.shm = "flow_control = \"backpressure\"\nlog_size = \"64KiB\"\nliveness_timeout_ms = 600000",
+                 .udp = "",
+                 .rdma = "",
+                 .pool_slots = 0});
   Pair pair;
   ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "h", pair));
   auto& pub = pair.pub;
@@ -480,24 +506,29 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
   // The subscriber stops reading: offers until 20,000 in a row are refused (with service()
   // between them), so whatever sits between the two - rings, pollers, queues - is full.
   std::uint64_t refused_in_a_row = 0;
-  ASSERT_TRUE(Until([&] { return refused_in_a_row >= 20'000; }, [&] {
-    const std::int64_t r = pub->offer(&v, sizeof v);
-    if (r >= 0) {
-      ++v;
-      refused_in_a_row = 0;
-    } else {
-      EXPECT_EQ(r, kBackPressured) << result_name(r);
-      ++refused_in_a_row;
-      (void)pub->service();
-    }
-  }, 120)) << "never held back: " << v - 1 << " offers taken";
+  ASSERT_TRUE(Until([&] { return refused_in_a_row >= 20'000; },
+                    [&] {
+                      const std::int64_t r = pub->offer(&v, sizeof v);
+                      if (r >= 0) {
+                        ++v;
+                        refused_in_a_row = 0;
+                      } else {
+                        EXPECT_EQ(r, kBackPressured) << result_name(r);
+                        ++refused_in_a_row;
+                        (void)pub->service();
+                      }
+                    },
+                    120))
+      << "never held back: " << v - 1 << " offers taken";
   const std::uint64_t sent = v - 1;
-  ASSERT_TRUE(Until([&] { return seen.values.size() >= sent; }, [&] {
-    (void)pub->service();
-    Drain(*sub, seen);
-  })) << "received " << seen.values.size() << " of " << sent << ": " << seen.trace;
-  std::printf("%s/%s: held back after %llu messages the subscriber did not read; all received\n",
-              GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent));
+  ASSERT_TRUE(Until([&] { return seen.values.size() >= sent; },
+                    [&] {
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }))
+      << "received " << seen.values.size() << " of " << sent << ": " << seen.trace;
+  std::printf("%s/%s: held back after %llu messages the subscriber did not read; all received\n", GetParam().transport,
+              GetParam().threading, static_cast<unsigned long long>(sent));
   EXPECT_EQ(seen.lost, 0u);
   EXPECT_EQ(seen.trace, "NM");
   ASSERT_EQ(seen.values.size(), sent);
@@ -554,7 +585,8 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGoesOn) {
   const Configs cfg = Config(6, {.shm = "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
                                  .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000", .pool_slots = 0});
+                                 .rdma = "liveness_timeout_ms = 1000",
+                                 .pool_slots = 0});
   const std::string file = ConfigFile(cfg.sub);
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
@@ -580,17 +612,21 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
   auto sub = (*sctx)->subscriber("d");
   ASSERT_TRUE(sub.ok()) << sub.status();
   Seen seen;
-  ASSERT_TRUE(Until([&] { return seen.values.size() >= 10; }, [&] {
-    offer();
-    Drain(*sub, seen);
-  })) << "a new subscriber received " << seen.values.size() << ": " << seen.trace;
+  ASSERT_TRUE(Until([&] { return seen.values.size() >= 10; },
+                    [&] {
+                      offer();
+                      Drain(*sub, seen);
+                    }))
+      << "a new subscriber received " << seen.values.size() << ": " << seen.trace;
 }
 
 // A publisher process killed is reported to its subscribers as kPublisherDied within the
 // liveness time, and a publisher that starts again is a new session, announced.
 TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
-  const Configs cfg = Config(7, {.shm = "liveness_timeout_ms = 1000", .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000", .pool_slots = 0});
+  const Configs cfg = Config(7, {.shm = "liveness_timeout_ms = 1000",
+                                 .udp = "session_timeout_ms = 1000",
+                                 .rdma = "liveness_timeout_ms = 1000",
+                                 .pool_slots = 0});
   const std::string file = ConfigFile(cfg.pub);
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
@@ -618,11 +654,13 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   ASSERT_TRUE(pub.ok()) << pub.status();
   std::uint64_t v = 1000;
   const std::size_t before = seen.values.size();
-  ASSERT_TRUE(Until([&] { return seen.values.size() > before; }, [&] {
-    if (pub->offer(&v, sizeof v) >= 0) ++v;
-    (void)pub->service();
-    Drain(*sub, seen);
-  })) << seen.trace;
+  ASSERT_TRUE(Until([&] { return seen.values.size() > before; },
+                    [&] {
+                      if (pub->offer(&v, sizeof v) >= 0) ++v;
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }))
+      << seen.trace;
   EXPECT_EQ(seen.trace, "NMDNM") << "a session, its death, the next session";
 }
 
@@ -653,10 +691,11 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
   auto pub = (*pctx)->publisher("e");
   ASSERT_TRUE(pub.ok()) << pub.status();
   Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); }, [&] {
-    (void)pub->service();
-    Drain(*sub, seen);
-  }));
+  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
+                    [&] {
+                      (void)pub->service();
+                      Drain(*sub, seen);
+                    }));
   std::uint64_t v = 1;
   auto every_call_is_closed = [&](Publisher& p) {
     EXPECT_TRUE(p.is_closed());
@@ -708,11 +747,13 @@ TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
     ASSERT_TRUE(pub.ok()) << pub.status();
     Seen seen;
     std::int64_t r = kNotConnected;
-    ASSERT_TRUE(Until([&] { return !seen.values.empty() && seen.values.back() == round; }, [&] {
-      if (r < 0) r = pub->offer(&round, sizeof round);
-      (void)pub->service();
-      Drain(*sub, seen);
-    })) << "offer " << result_name(r) << ", seen " << seen.trace;
+    ASSERT_TRUE(Until([&] { return !seen.values.empty() && seen.values.back() == round; },
+                      [&] {
+                        if (r < 0) r = pub->offer(&round, sizeof round);
+                        (void)pub->service();
+                        Drain(*sub, seen);
+                      }))
+        << "offer " << result_name(r) << ", seen " << seen.trace;
     sub->close();
     pub->close();
   }
@@ -751,11 +792,12 @@ TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
     std::uint64_t v = 7 + static_cast<std::uint64_t>(i);
     std::int64_t r = kBackPressured;
     std::uint64_t got = 0;
-    if (!Until([&] { return r >= 0 && got != 0; }, [&] {
-          if (r < 0) r = pub->offer(&v, sizeof v);
-          (void)pub->service();
-          sub->poll([&](const Message& m) { std::memcpy(&got, m.payload.data(), sizeof got); }, 16);
-        })) {
+    if (!Until([&] { return r >= 0 && got != 0; },
+               [&] {
+                 if (r < 0) r = pub->offer(&v, sizeof v);
+                 (void)pub->service();
+                 sub->poll([&](const Message& m) { std::memcpy(&got, m.payload.data(), sizeof got); }, 16);
+               })) {
       why[i] = absl::StrCat("offer ", std::string(result_name(r)), ", received ", got);
       ++failures;
       return;

@@ -96,21 +96,26 @@ TEST(ConfigTest, UnknownKeyIsAnErrorWithSuggestion) {
 TEST(ConfigTest, KeyInTheWrongTableSuggestsTheTableThatHasIt) {
   EXPECT_EQ(error_of("kind = \"udp\"\n"),
             "feed.toml:1: kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
-  EXPECT_EQ(error_of("[runtime]\nthreading = \"inline\"\nkind = \"udp\"\n"),
-            "feed.toml:3: runtime.kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
+  EXPECT_EQ(
+      error_of("[runtime]\nthreading = \"inline\"\nkind = \"udp\"\n"),
+      "feed.toml:3: runtime.kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
   EXPECT_EQ(error_of("[transport]\nkind = \"shm\"\n[shm]\nkind = \"boost\"\n"),
             "feed.toml:4: shm.kind: unknown key (did you mean rings.kind? kind belongs in the [rings] table)");
   // A value neither takes: both tables are named.
-  EXPECT_EQ(error_of("[shm]\nkind = 5\n"), "feed.toml:2: shm.kind: unknown key (did you mean rings.kind or transport.kind?)");
-  EXPECT_EQ(error_of("[rdma]\ninterface = \"eth0\"\n"),
-            "feed.toml:2: rdma.interface: unknown key (did you mean udp.interface? interface belongs in the [udp] table)");
+  EXPECT_EQ(error_of("[shm]\nkind = 5\n"),
+            "feed.toml:2: shm.kind: unknown key (did you mean rings.kind or transport.kind?)");
+  EXPECT_EQ(
+      error_of("[rdma]\ninterface = \"eth0\"\n"),
+      "feed.toml:2: rdma.interface: unknown key (did you mean udp.interface? interface belongs in the [udp] table)");
   EXPECT_EQ(error_of("[runtime]\nspin_factor = 2.0\n"),
             "feed.toml:2: runtime.spin_factor: unknown key (did you mean runtime.adaptive.spin_factor? spin_factor "
             "belongs in the [runtime.adaptive] table)");
-  EXPECT_EQ(error_of("[adaptive]\nspin_factor = 2.0\n"), "feed.toml:1: adaptive: unknown key (did you mean [runtime.adaptive]?)");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\ninterface = \"lo\"\n"),
-            "feed.toml:4: streams[0].interface: unknown key (did you mean udp.interface? interface belongs in the [udp] "
-            "table)");
+  EXPECT_EQ(error_of("[adaptive]\nspin_factor = 2.0\n"),
+            "feed.toml:1: adaptive: unknown key (did you mean [runtime.adaptive]?)");
+  EXPECT_EQ(
+      error_of("[[streams]]\ntopic = \"a\"\nid = 1\ninterface = \"lo\"\n"),
+      "feed.toml:4: streams[0].interface: unknown key (did you mean udp.interface? interface belongs in the [udp] "
+      "table)");
   EXPECT_EQ(error_of("[udp]\ntopic = \"a\"\n"),
             "feed.toml:2: udp.topic: unknown key (did you mean [[streams]] topic? topic is a key of each [[streams]] "
             "entry)");
@@ -120,7 +125,8 @@ TEST(ConfigTest, KeyInTheWrongTableSuggestsTheTableThatHasIt) {
 }
 
 TEST(ConfigTest, WrongTypeAndRange) {
-  EXPECT_EQ(error_of("[runtime]\npollers = \"two\"\n"), "feed.toml:2: runtime.pollers: expected an integer, got \"two\"");
+  EXPECT_EQ(error_of("[runtime]\npollers = \"two\"\n"),
+            "feed.toml:2: runtime.pollers: expected an integer, got \"two\"");
   EXPECT_EQ(error_of("[runtime]\npollers = 0\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 0");
   EXPECT_EQ(error_of("[runtime]\ncounters = 1\n"), "feed.toml:2: runtime.counters: expected true|false, got 1");
   EXPECT_EQ(error_of("[runtime]\npoller_cores = 3\n"),
@@ -132,26 +138,32 @@ TEST(ConfigTest, WrongTypeAndRange) {
 
 TEST(ConfigTest, SizesAndPowersOfTwo) {
   EXPECT_EQ(error_of("[rings]\ncapacity = 1000\n"), "feed.toml:2: rings.capacity: expected a power of two, got 1000");
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"3MiB\"\n"), "feed.toml:2: shm.log_size: expected a power of two, got 3145728");
+  EXPECT_EQ(error_of("[shm]\nlog_size = \"3MiB\"\n"),
+            "feed.toml:2: shm.log_size: expected a power of two, got 3145728");
   EXPECT_EQ(error_of("[shm]\nlog_size = \"lots\"\n"),
             "feed.toml:2: shm.log_size: expected a size like 16777216 or \"16MiB\", got \"lots\"");
-  EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"), "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
+  EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"),
+            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
 }
 
 // A size whose suffix multiplication overflows 64 bits must not wrap around
 // ("17592186044432MiB" = 2^64 + 16 MiB is not 16 MiB). Every size key goes through
 // the same conversion; each overflow is an error naming file:line:key.
 TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044432MiB\"\n"),
-            "feed.toml:2: shm.log_size: \"17592186044432MiB\" does not fit in 64 bits; expected 65536..4294967296 bytes");
-  EXPECT_EQ(error_of("[udp]\nretransmit_buffer = \"17179869185GiB\"\n"),
-            "feed.toml:2: udp.retransmit_buffer: \"17179869185GiB\" does not fit in 64 bits; expected 65536..4294967296 "
-            "bytes");
-  EXPECT_EQ(error_of("\n[pool]\nslot_size = \"18014398509481985KiB\"\n"),
-            "feed.toml:3: pool.slot_size: \"18014398509481985KiB\" does not fit in 64 bits; expected 128..16777216 bytes");
-  EXPECT_EQ(error_of("[udp]\nsocket_rcvbuf = \"18446744073709551616\"\n"),
-            "feed.toml:2: udp.socket_rcvbuf: \"18446744073709551616\" does not fit in 64 bits; expected 4096..2147483648 "
-            "bytes");
+  EXPECT_EQ(
+      error_of("[shm]\nlog_size = \"17592186044432MiB\"\n"),
+      "feed.toml:2: shm.log_size: \"17592186044432MiB\" does not fit in 64 bits; expected 65536..4294967296 bytes");
+  EXPECT_EQ(
+      error_of("[udp]\nretransmit_buffer = \"17179869185GiB\"\n"),
+      "feed.toml:2: udp.retransmit_buffer: \"17179869185GiB\" does not fit in 64 bits; expected 65536..4294967296 "
+      "bytes");
+  EXPECT_EQ(
+      error_of("\n[pool]\nslot_size = \"18014398509481985KiB\"\n"),
+      "feed.toml:3: pool.slot_size: \"18014398509481985KiB\" does not fit in 64 bits; expected 128..16777216 bytes");
+  EXPECT_EQ(
+      error_of("[udp]\nsocket_rcvbuf = \"18446744073709551616\"\n"),
+      "feed.toml:2: udp.socket_rcvbuf: \"18446744073709551616\" does not fit in 64 bits; expected 4096..2147483648 "
+      "bytes");
   // The largest sizes that do fit are range errors, not overflows.
   EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044415MiB\"\n"),
             "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073708503040");
@@ -169,15 +181,19 @@ TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
 TEST(ConfigTest, IntegerConversionsNeverWrap) {
   const std::string big = error_of("[runtime]\npollers = 9223372036854775808\n");
   EXPECT_EQ(big.rfind("feed.toml:2:", 0), 0u) << big;
-  EXPECT_EQ(error_of("[runtime]\npollers = 4294967297\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 4294967297");
+  EXPECT_EQ(error_of("[runtime]\npollers = 4294967297\n"),
+            "feed.toml:2: runtime.pollers: expected 1..64, got 4294967297");
   EXPECT_EQ(error_of("[udp]\nport = 4294967297\n"), "feed.toml:2: udp.port: expected 1..65535, got 4294967297");
-  EXPECT_EQ(error_of("[udp]\nnak_retry_max_us = -1\n"), "feed.toml:2: udp.nak_retry_max_us: expected 10..60000000, got -1");
+  EXPECT_EQ(error_of("[udp]\nnak_retry_max_us = -1\n"),
+            "feed.toml:2: udp.nak_retry_max_us: expected 10..60000000, got -1");
   EXPECT_EQ(error_of("[rdma]\ngid_index = -2\n"), "feed.toml:2: rdma.gid_index: expected -1..4095, got -2");
-  EXPECT_EQ(error_of("[udp]\nfault_seed = -1\n"), "feed.toml:2: udp.fault_seed: expected 0..9223372036854775807, got -1");
+  EXPECT_EQ(error_of("[udp]\nfault_seed = -1\n"),
+            "feed.toml:2: udp.fault_seed: expected 0..9223372036854775807, got -1");
   EXPECT_EQ(error_of("[shm]\nlog_size = -65536\n"), "feed.toml:2: shm.log_size: expected a size, got -65536");
   EXPECT_EQ(error_of("[shm]\nliveness_timeout_ms = 1e3\n"),
             "feed.toml:2: shm.liveness_timeout_ms: expected an integer, got 1000");
-  EXPECT_EQ(error_of("[udp]\nfault_loss = nan\n"), "feed.toml:2: udp.fault_loss: expected a probability 0.0..1.0, got nan");
+  EXPECT_EQ(error_of("[udp]\nfault_loss = nan\n"),
+            "feed.toml:2: udp.fault_loss: expected a probability 0.0..1.0, got nan");
   EXPECT_EQ(error_of("[runtime]\npoller_cores = [0, 4096]\n"),
             "feed.toml:2: runtime.poller_cores: element 1: expected 0..4095, got 4096");
   EXPECT_EQ(error_of("[rdma]\npeers = [\"10.0.0.1:7471\", \"10.0.0.2:4294967297\"]\n"),
@@ -186,13 +202,16 @@ TEST(ConfigTest, IntegerConversionsNeverWrap) {
 }
 
 TEST(ConfigTest, StreamsAreValidated) {
-  EXPECT_EQ(error_of("[[streams]]\nid = 1\n"), "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\n"), "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)");
+  EXPECT_EQ(error_of("[[streams]]\nid = 1\n"),
+            "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\n"),
+            "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)");
   EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"b\"\nid = 1\n"),
             "feed.toml:4: streams[1].id: duplicate stream id 1");
   EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"a\"\nid = 2\n"),
             "feed.toml:4: streams[1].topic: duplicate topic \"a\"");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 0\n"), "feed.toml:3: streams[0].id: expected 1..2147483647, got 0");
+  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 0\n"),
+            "feed.toml:3: streams[0].id: expected 1..2147483647, got 0");
   EXPECT_EQ(error_of("streams = 3\n"), "feed.toml:1: streams: expected an array of tables ([[streams]]), got 3");
 }
 
@@ -240,7 +259,8 @@ class ConfigFileTest : public ::testing::Test {
 // O_NONBLOCK waits for a writer) fails the test after 30 s instead of hanging it; the FIFO is
 // then opened for writing, which lets the stuck read return.
 absl::StatusOr<std::string> ReadUnlessItBlocks(const std::string& path, bool* blocked) {
-  std::future<absl::StatusOr<std::string>> f = std::async(std::launch::async, [path] { return read_config_file(path); });
+  std::future<absl::StatusOr<std::string>> f =
+      std::async(std::launch::async, [path] { return read_config_file(path); });
   *blocked = f.wait_for(std::chrono::seconds(30)) != std::future_status::ready;
   if (*blocked) {
     const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
@@ -304,8 +324,9 @@ TEST_F(ConfigFileTest, FileOverTheCapIsRefusedAndOneAtTheCapIsRead) {
   absl::StatusOr<std::string> over = read_config_file(big);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().message(),
-            big + ": config file too large: 16777217 bytes, more than the 16 MiB a configuration may have (is it the "
-                  "right file?)")
+            big +
+                ": config file too large: 16777217 bytes, more than the 16 MiB a configuration may have (is it the "
+                "right file?)")
       << over.status();
   absl::StatusOr<Config> c = load_config_file(big);
   ASSERT_FALSE(c.ok());
@@ -320,8 +341,8 @@ TEST(ConfigTest, FileWithoutASizeIsReadToItsEnd) {
 }
 
 TEST(ConfigTest, EffectiveConfigRoundTrips) {
-  auto c = parse_config("[runtime]\nthreading = \"shared\"\n[shm]\nlog_size = \"2MiB\"\n[[streams]]\ntopic = \"t\"\nid = 9\n",
-                        "a.toml");
+  auto c = parse_config(
+      "[runtime]\nthreading = \"shared\"\n[shm]\nlog_size = \"2MiB\"\n[[streams]]\ntopic = \"t\"\nid = 9\n", "a.toml");
   ASSERT_TRUE(c.ok());
   const std::string printed = c->to_toml();
   EXPECT_NE(printed.find("threading = \"shared\""), std::string::npos) << printed;
@@ -355,7 +376,8 @@ TEST(ConfigAdaptive, SubTableAndDottedKeysAndErrorsWithLines) {
   EXPECT_EQ(b->runtime.idle, IdleKind::kInterrupt);
   auto c = parse_config("[runtime.adaptive]\nwakeup_cost = 1\n", "c.toml");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(std::string(c.status().message()).find("c.toml:2: runtime.adaptive.wakeup_cost: unknown key"), std::string::npos)
+  EXPECT_NE(std::string(c.status().message()).find("c.toml:2: runtime.adaptive.wakeup_cost: unknown key"),
+            std::string::npos)
       << c.status();
   // Cross-field rule from ControllerOptions::validate(), reported at the offending key's line.
   auto d = parse_config("[runtime.adaptive]\ndense_gap_ns = 50000\nbusy_exit_gap_ns = 1000\n", "d.toml");

@@ -161,8 +161,8 @@ TEST(PollControllerTest, SparseTrafficArmsAfterEveryMessage) {
   Sim s(ControllerOptions{});
   add_periodic(s.arrivals, 5 * kMs, 5 * kMs, 205 * kMs);  // 200 msg/s
   s.run_until(205 * kMs);
-  const bool idle_like = s.ctl.mode() == PollMode::kInterrupt ||
-                         (s.ctl.mode() == PollMode::kSpin && s.ctl.spin_budget_ns() == 0);
+  const bool idle_like =
+      s.ctl.mode() == PollMode::kInterrupt || (s.ctl.mode() == PollMode::kSpin && s.ctl.spin_budget_ns() == 0);
   EXPECT_TRUE(idle_like) << PollController::mode_name(s.ctl.mode()) << " budget " << s.ctl.spin_budget_ns();
   EXPECT_EQ(s.ctl.mode(), PollMode::kInterrupt);
   EXPECT_EQ(s.ctl.counters().transitions, 0u) << "5 ms gaps are never a sign of load";
@@ -262,8 +262,7 @@ TEST(PollControllerTest, LeavesInterruptOnTheFirstBurst) {
   add_periodic(s.arrivals, load, 2 * kUs, load + 5 * kMs);
   s.run_until(load + 5 * kMs);
   EXPECT_EQ(s.mode_sequence(), (std::vector<PollMode>{PollMode::kInterrupt, PollMode::kBusy}));
-  EXPECT_LE(s.modes[1].first, load + 2 * (s.wake_latency_ns + s.cycle_ns) + 2 * kUs)
-      << "second wakeup at the latest";
+  EXPECT_LE(s.modes[1].first, load + 2 * (s.wake_latency_ns + s.cycle_ns) + 2 * kUs) << "second wakeup at the latest";
   EXPECT_EQ(s.arms_between(load + 30 * kUs, s.now), 0);
   expect_accounting(s);
 }
@@ -421,10 +420,10 @@ TEST(PollControllerTest, SpuriousWakeupsAreCounted) {
 TEST(PollControllerTest, AccountingAddsUpOverMixedTraffic) {
   Sim s(ControllerOptions{}, 123'456'789);  // any origin
   const std::int64_t o = 123'456'789;
-  add_periodic(s.arrivals, o + 1 * kMs, 2 * kUs, o + 4 * kMs);         // dense
-  add_periodic(s.arrivals, o + 4 * kMs, 30 * kUs, o + 10 * kMs);       // spin band
-  add_periodic(s.arrivals, o + 10 * kMs, 3 * kMs, o + 40 * kMs);       // sparse
-  add_periodic(s.arrivals, o + 60 * kMs, 1 * kUs, o + 62 * kMs);       // dense again after idle
+  add_periodic(s.arrivals, o + 1 * kMs, 2 * kUs, o + 4 * kMs);    // dense
+  add_periodic(s.arrivals, o + 4 * kMs, 30 * kUs, o + 10 * kMs);  // spin band
+  add_periodic(s.arrivals, o + 10 * kMs, 3 * kMs, o + 40 * kMs);  // sparse
+  add_periodic(s.arrivals, o + 60 * kMs, 1 * kUs, o + 62 * kMs);  // dense again after idle
   s.timeout_ns = 2 * kMs;
   s.run_until(o + 80 * kMs);
   expect_accounting(s);

@@ -47,7 +47,8 @@ TEST(ErrorLogTest, DistinctErrorsAreRecordedOnceWithCountAndTimes) {
   EXPECT_EQ(snap->entries[0].count, 2u);
   EXPECT_EQ(snap->entries[0].code, static_cast<std::uint32_t>(absl::StatusCode::kUnavailable));
   EXPECT_LE(snap->entries[0].first_ns, snap->entries[0].last_ns);
-  EXPECT_GT(snap->entries[0].first_ns, 1'600'000'000'000'000'000) << "wall clock (CLOCK_REALTIME), not a monotonic clock";
+  EXPECT_GT(snap->entries[0].first_ns, 1'600'000'000'000'000'000)
+      << "wall clock (CLOCK_REALTIME), not a monotonic clock";
   EXPECT_EQ(snap->entries[1].count, 1u);
   EXPECT_EQ(snap->entries[2].code, static_cast<std::uint32_t>(absl::StatusCode::kInternal));
   EXPECT_EQ(snap->observations, 4u);
@@ -95,7 +96,8 @@ TEST(ErrorLogTest, ThreadsRecordingTheSameErrorsAgree) {
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) {
     ts.emplace_back([&l, t] {
-      for (int i = 0; i < kRounds; ++i) l.log.recordf(absl::StatusCode::kUnavailable, "peer %d lost", (i + t) % kDistinct);
+      for (int i = 0; i < kRounds; ++i)
+        l.log.recordf(absl::StatusCode::kUnavailable, "peer %d lost", (i + t) % kDistinct);
     });
   }
   for (auto& t : ts) t.join();

@@ -85,9 +85,9 @@ class HandoffSource final : public ProgressSource {
 
 struct Fixture {
   explicit Fixture(const char* idle = "interrupt", std::uint32_t sleep_timer_ms = 0) {
-    cfg = *parse_config(std::string("[runtime]\nidle = \"") + idle + "\"\nsleep_timer_ms = " +
-                            std::to_string(sleep_timer_ms) + "\n",
-                        "<test>");
+    cfg = *parse_config(
+        std::string("[runtime]\nidle = \"") + idle + "\"\nsleep_timer_ms = " + std::to_string(sleep_timer_ms) + "\n",
+        "<test>");
     counters = *CountersFile::create("", "poller-test");
   }
   Config cfg;

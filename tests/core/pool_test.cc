@@ -155,8 +155,8 @@ TEST(BufferPoolTest, ALeaseOutlivingItsPoolGivesBackNothing) {
   SlotLease moved(std::move(lease));
   EXPECT_EQ(lease.range().count, 0u);
   EXPECT_EQ(moved.range().count, 8u);
-  p.reset();       // the pool goes first (a context destroyed before a publisher handle)
-  moved.reset();   // reaches no freed memory (weak reference)
+  p.reset();      // the pool goes first (a context destroyed before a publisher handle)
+  moved.reset();  // reaches no freed memory (weak reference)
   EXPECT_EQ(moved.range().count, 0u);
 }
 
@@ -228,9 +228,9 @@ std::string RunWithLowMemlock() {
   }
   {
     const std::string name = absl::StrCat("memlock-", getpid());
-    auto ctx = Context::from_string("[runtime]\nname = \"" + name +
-                                        "\"\nthreading = \"inline\"\ncounters = true\n[shm]\nlog_size = \"1MiB\"\n",
-                                    "low-memlock.toml");
+    auto ctx = Context::from_string(
+        "[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\ncounters = true\n[shm]\nlog_size = \"1MiB\"\n",
+        "low-memlock.toml");
     if (!ctx.ok()) return absl::StrCat("context: ", ctx.status().message());
     auto pub = (*ctx)->publisher("m");
     auto sub = (*ctx)->subscriber("m");
@@ -246,7 +246,8 @@ std::string RunWithLowMemlock() {
   }
   int left = 0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d)) left += std::string(e->d_name).find(absl::StrCat("memlock-", getpid())) != std::string::npos;
+    while (dirent* e = readdir(d))
+      left += std::string(e->d_name).find(absl::StrCat("memlock-", getpid())) != std::string::npos;
     closedir(d);
   }
   absl::StrAppend(&out, "files left ", left);

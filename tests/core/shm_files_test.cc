@@ -115,8 +115,8 @@ std::int64_t clock_error_ns() {
   const std::int64_t ea = clock_error_ns();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::int64_t eb = clock_error_ns();
-  std::fprintf(stderr, "describe: %s, error %lld then %lld ns\n", Clock::describe().c_str(),
-               static_cast<long long>(ea), static_cast<long long>(eb));
+  std::fprintf(stderr, "describe: %s, error %lld then %lld ns\n", Clock::describe().c_str(), static_cast<long long>(ea),
+               static_cast<long long>(eb));
   if (std::llabs(ea) > 1'000'000 || std::llabs(eb) > 1'000'000) _exit(1);
   if (std::llabs(eb - ea) > 200'000) _exit(2);  // a rate 1% off
   _exit(Clock::describe().find(want) != std::string::npos ? 0 : 3);

@@ -695,18 +695,20 @@ void LossyLinesBehind(const Server& server, std::uint64_t seed) {
   (void)Put(a, Line::kA, End(kS1, n + 1), t, &out);
   (void)Put(a, Line::kB, End(kS1, n + 1), t, &out);
   for (int i = 0; i < 100'000 && !a.done(); ++i) step(100'000);
-  std::printf("%llu messages, %llu lost on both lines in %llu runs; %llu requests (%llu follow-ups, %llu retries), "
-              "%llu recovered\n",
-              static_cast<unsigned long long>(n), static_cast<unsigned long long>(double_messages),
-              static_cast<unsigned long long>(double_runs),
-              static_cast<unsigned long long>(C(a, LiveCounter::kRerequestsSent)),
-              static_cast<unsigned long long>(C(a, LiveCounter::kRerequestFollowups)),
-              static_cast<unsigned long long>(C(a, LiveCounter::kRerequestRetries)),
-              static_cast<unsigned long long>(C(a, LiveCounter::kMessagesRecovered)));
+  std::printf(
+      "%llu messages, %llu lost on both lines in %llu runs; %llu requests (%llu follow-ups, %llu retries), "
+      "%llu recovered\n",
+      static_cast<unsigned long long>(n), static_cast<unsigned long long>(double_messages),
+      static_cast<unsigned long long>(double_runs), static_cast<unsigned long long>(C(a, LiveCounter::kRerequestsSent)),
+      static_cast<unsigned long long>(C(a, LiveCounter::kRerequestFollowups)),
+      static_cast<unsigned long long>(C(a, LiveCounter::kRerequestRetries)),
+      static_cast<unsigned long long>(C(a, LiveCounter::kMessagesRecovered)));
   ASSERT_GT(double_runs, 10u);
   if (!a.done()) {
-    for (std::size_t i = 0; i < kLiveCounterCount; ++i) std::printf("%s=%llu ", kLiveCounters[i].name, (unsigned long long)a.counters()[i]);
-    std::printf("\nnext %llu hi %llu end %llu gaps %zu held %zu\n", (unsigned long long)a.next_sequence(), (unsigned long long)a.frontier(), (unsigned long long)a.end_sequence(), a.open_gaps(), a.unconfirmed());
+    for (std::size_t i = 0; i < kLiveCounterCount; ++i)
+      std::printf("%s=%llu ", kLiveCounters[i].name, (unsigned long long)a.counters()[i]);
+    std::printf("\nnext %llu hi %llu end %llu gaps %zu held %zu\n", (unsigned long long)a.next_sequence(),
+                (unsigned long long)a.frontier(), (unsigned long long)a.end_sequence(), a.open_gaps(), a.unconfirmed());
   }
   EXPECT_TRUE(a.done());
   EXPECT_TRUE(out.gaps().empty());
@@ -756,7 +758,7 @@ TEST(Arbiter, AForgedEndOfSessionOnOneLineEndsNothing) {
   BothLines(a, f, 1, 51, 0, &out);
   EXPECT_EQ(Put(a, Line::kA, End(kS1, 1), kMs, &out), V::kRejected);  // below what was received
   EXPECT_EQ(Put(a, Line::kA, End(kS1, 51), kMs, &out), V::kHeld);     // at the frontier: B disagrees
-  Quiet(a, kMs, 200 * kMs, &out);  // both lines quiet (a pause), B alive
+  Quiet(a, kMs, 200 * kMs, &out);                                     // both lines quiet (a pause), B alive
   EXPECT_EQ(a.end_sequence(), 0u);
   EXPECT_FALSE(a.done());
   BothLines(a, f, 51, 201, 201 * kMs, &out);  // the feed goes on: A's end is contradicted
@@ -968,15 +970,22 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
         std::vector<std::uint8_t> p;
         const std::uint64_t at = 1 + rng() % (2 * n);
         switch (rng() % 4) {
-          case 0: p = Heartbeat(kS1, at); break;
-          case 1: p = End(kS1, at); break;
+          case 0:
+            p = Heartbeat(kS1, at);
+            break;
+          case 1:
+            p = End(kS1, at);
+            break;
           case 2: {
             const std::uint64_t s = 1 + rng() % (n - 5);
             p = Data(f, kS1, s, 5);
             (void)mold::detail::Write20(p, kS1, at + n, 5);  // real bytes, made-up place ahead
             break;
           }
-          default: p = Data(f, kS1, 1, 3); (void)mold::detail::Write20(p, kS2, at, 3); break;
+          default:
+            p = Data(f, kS1, 1, 3);
+            (void)mold::detail::Write20(p, kS2, at, 3);
+            break;
         }
         (void)Put(a, line, p, t, &out);
         ++forged;
@@ -1000,8 +1009,12 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
     }
     ASSERT_GT(forged, 25u);
     if (!a.done() || out.records != n) {
-      for (std::size_t i = 0; i < kLiveCounterCount; ++i) std::printf("%s=%llu ", kLiveCounters[i].name, (unsigned long long)a.counters()[i]);
-      std::printf("\nnext %llu hi %llu end %llu gaps %zu held %zu moved %d %d pos %zu/%zu %zu/%zu\n", (unsigned long long)a.next_sequence(), (unsigned long long)a.frontier(), (unsigned long long)a.end_sequence(), a.open_gaps(), a.unconfirmed(), a.moved(Line::kA), a.moved(Line::kB), pos[0], lines[0].size(), pos[1], lines[1].size());
+      for (std::size_t i = 0; i < kLiveCounterCount; ++i)
+        std::printf("%s=%llu ", kLiveCounters[i].name, (unsigned long long)a.counters()[i]);
+      std::printf("\nnext %llu hi %llu end %llu gaps %zu held %zu moved %d %d pos %zu/%zu %zu/%zu\n",
+                  (unsigned long long)a.next_sequence(), (unsigned long long)a.frontier(),
+                  (unsigned long long)a.end_sequence(), a.open_gaps(), a.unconfirmed(), a.moved(Line::kA),
+                  a.moved(Line::kB), pos[0], lines[0].size(), pos[1], lines[1].size());
     }
     ASSERT_TRUE(a.done()) << "seed " << seed;
     ASSERT_TRUE(out.gaps().empty()) << "seed " << seed;
@@ -1036,7 +1049,7 @@ TEST(Arbiter, AnyOrderOfTwoLossyLinesAndRepliesRebuildsTheFeedExactly) {
     std::vector<std::vector<std::uint8_t>> lines[2];
     for (int l = 0; l < 2; ++l) {
       for (const auto& [s, c] : packets) {
-        if (rng() % 100 < 10) continue;                       // 10% loss per line
+        if (rng() % 100 < 10) continue;  // 10% loss per line
         lines[l].push_back(Data(f, kS1, s, c));
         if (rng() % 100 < 3) lines[l].push_back(Data(f, kS1, s, c));  // a duplicate
       }
@@ -1111,7 +1124,8 @@ TEST(Arbiter, HostileDatagramsAreCountedAndNeverBreakTheStream) {
         case 4:  // another session
           (void)mold::detail::Write20(p, rng() % 2 ? kS2 : mold::Session::From("X"), s, static_cast<std::uint16_t>(c));
           break;
-        default: break;
+        default:
+          break;
       }
       (void)a.OnPacket(line, p, t, rng() % 50 == 0);
       Drain(a, &out);

@@ -86,12 +86,14 @@ TEST(FeedConfig, TypeRangeAndEnumErrors) {
 // integer beyond 2^53, and dereferencing that empty optional would read garbage (the
 // class of bug: a numeric conversion that does not check).
 TEST(FeedConfig, NumberKeysTakeAnyIntegerWithoutUndefinedConversions) {
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = 9007199254740993\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993");
+  EXPECT_EQ(ErrorOf("[feed]\nspeed = 9007199254740993\n"),
+            "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993");
   EXPECT_EQ(ErrorOf("[feed]\nspeed = -9223372036854775808\n"),
             "x.toml:2: feed.speed: expected 1e-06..1e+12, got -9223372036854775808");
   EXPECT_EQ(ErrorOf("[feed]\nspeed = 0\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 0");
   EXPECT_EQ(ErrorOf("[feed]\nspeed = nan\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got nan");
-  EXPECT_EQ(ErrorOf("[feed]\nmessages = 1099511627777\n"), "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777");
+  EXPECT_EQ(ErrorOf("[feed]\nmessages = 1099511627777\n"),
+            "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777");
   EXPECT_EQ(ErrorOf("[feed]\nrate = 4294967297\n"), "x.toml:2: feed.rate: expected 1..1000000000, got 4294967297");
   absl::StatusOr<LoadedConfig> c = LoadConfig("[feed]\nreplay = \"speed\"\nspeed = 1_000_000_000_000\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -208,7 +210,8 @@ TEST(FeedConfig, InlineAndDottedFeedTables) {
   c = LoadConfig("feed.symbols = 5\nfeed.messages = 500\n[runtime]\nthreading = \"inline\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.symbols, 5u);
-  EXPECT_EQ(ErrorOf("feed.symbols = 5\nfeed.sybmols = 5\n"), "x.toml:2: feed.sybmols: unknown key (did you mean feed.symbols?)");
+  EXPECT_EQ(ErrorOf("feed.symbols = 5\nfeed.sybmols = 5\n"),
+            "x.toml:2: feed.sybmols: unknown key (did you mean feed.symbols?)");
 }
 
 TEST(FeedConfig, SyntaxErrorNamesLineAndColumn) {
@@ -231,7 +234,8 @@ TEST(FeedConfig, Overrides) {
 
   EXPECT_EQ(ErrorOf("", {"feed.bogus=1"}), "--set: feed.bogus: unknown key");
   EXPECT_EQ(ErrorOf("", {"feed.streams=0"}), "--set: feed.streams: expected 1..256, got 0");
-  EXPECT_THAT(ErrorOf("", {"runtime.threading=fast"}), HasSubstr("runtime.threading: expected dedicated|shared|inline"));
+  EXPECT_THAT(ErrorOf("", {"runtime.threading=fast"}),
+              HasSubstr("runtime.threading: expected dedicated|shared|inline"));
   EXPECT_THAT(ErrorOf("", {"nodot"}), StartsWith("--set nodot: expected section.key=value"));
   EXPECT_THAT(ErrorOf("", {"runtime.nosuchkey=1"}), HasSubstr("runtime.nosuchkey: unknown key"));
 }
@@ -256,7 +260,8 @@ TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, c->feed, core::IdleKind::kYield);
   ASSERT_FALSE(pub.ok());
-  EXPECT_THAT(std::string(pub.status().message()), StartsWith("x.toml:10: feed.batch_bytes: 4000 does not fit one Pollux message"));
+  EXPECT_THAT(std::string(pub.status().message()),
+              StartsWith("x.toml:10: feed.batch_bytes: 4000 does not fit one Pollux message"));
 }
 
 }  // namespace

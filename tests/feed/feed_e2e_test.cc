@@ -123,15 +123,18 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 class FeedReplay : public ::testing::TestWithParam<Case> {
  protected:
   // Replays with `extra_args`, then checks every subscriber's summary and subscriber 0's files.
-  void ReplayAndCompare(const std::string& feed_keys, const std::vector<std::string>& extra_args,
-                        const Expected& want, std::uint64_t messages) {
+  void ReplayAndCompare(const std::string& feed_keys, const std::vector<std::string>& extra_args, const Expected& want,
+                        std::uint64_t messages) {
     const Case& c = GetParam();
     TempDir dir;
     const std::string cfg = dir / "feed.toml";
     WriteFile(cfg, Config(c.threading, "book_threads = " + std::to_string(c.book_threads) + "\n" + feed_keys,
                           c.batch_bytes, c.streams, c.subscribers));
-    std::vector<std::string> args = {"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out",
-                                     dir / "counts.json", "--summary-json", dir / "summary.json", "--quiet"};
+    std::vector<std::string> args = {"--config",       cfg,
+                                     "--book-out",     dir / "books.jsonl",
+                                     "--counts-out",   dir / "counts.json",
+                                     "--summary-json", dir / "summary.json",
+                                     "--quiet"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     const RunOutput r = RunFeed(args);
     ASSERT_EQ(r.rc, 0) << r.out;
@@ -192,17 +195,19 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
     std::string threading, feed;
     std::uint32_t batch;
   };
-  for (const Variant& v : {Variant{"inline", gen + "replay = \"rate\"\nrate = 300_000\n", 4000},
-                           Variant{"dedicated", gen + "replay = \"rate\"\nrate = 100_000\n", 0},
-                           // The generator's day spans 6.5 hours: 1e5 x faster with pauses capped.
-                           Variant{"shared", gen + "replay = \"speed\"\nspeed = 100_000.0\nmax_gap_ms = 5\n", 2000},
-                           Variant{"inline", gen + "subscriber_mode = \"thread\"\n", 2000},
-                           Variant{"dedicated", gen + "subscriber_mode = \"thread\"\nreplay = \"rate\"\nrate = 200_000\n", 1000}}) {
+  for (const Variant& v :
+       {Variant{"inline", gen + "replay = \"rate\"\nrate = 300_000\n", 4000},
+        Variant{"dedicated", gen + "replay = \"rate\"\nrate = 100_000\n", 0},
+        // The generator's day spans 6.5 hours: 1e5 x faster with pauses capped.
+        Variant{"shared", gen + "replay = \"speed\"\nspeed = 100_000.0\nmax_gap_ms = 5\n", 2000},
+        Variant{"inline", gen + "subscriber_mode = \"thread\"\n", 2000},
+        Variant{"dedicated", gen + "subscriber_mode = \"thread\"\nreplay = \"rate\"\nrate = 200_000\n", 1000}}) {
     SCOPED_TRACE(v.threading + "\n" + v.feed);
     TempDir dir;
     const std::string cfg = dir / "feed.toml";
     WriteFile(cfg, Config(v.threading, v.feed, v.batch, 2, 2));
-    const RunOutput r = RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
+    const RunOutput r =
+        RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
     EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
@@ -226,7 +231,8 @@ TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
   const Expected want = Reference(*g);
   TempDir files;
   const std::string day = files / "day.itch";
-  std::ofstream(day, std::ios::binary).write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
+  std::ofstream(day, std::ios::binary)
+      .write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
   struct Variant {
     std::string threading, feed;
     std::uint32_t batch;
@@ -275,8 +281,8 @@ TEST(FeedReplayTransports, UdpBooksMatchInProcessReplay) {
 }
 
 TEST(FeedErrors, MissingItchFileNamesThePath) {
-  const RunOutput r = RunFeed({"--itch", "/nonexistent/dir/day.itch", "--quiet", "--set", "feed.connect_timeout_ms=2000",
-                         "--set", "runtime.name=" + UniqueName()});
+  const RunOutput r = RunFeed({"--itch", "/nonexistent/dir/day.itch", "--quiet", "--set",
+                               "feed.connect_timeout_ms=2000", "--set", "runtime.name=" + UniqueName()});
   EXPECT_NE(r.rc, 0);
   EXPECT_THAT(r.out, HasSubstr("itch: cannot open '/nonexistent/dir/day.itch': No such file or directory")) << r.out;
 }
@@ -309,7 +315,8 @@ TEST(FeedErrors, ConfigErrorsNameFileLineAndKey) {
   WriteFile(cfg, "[feed]\nstreams = 2\n[runtime]\nthreading = \"inlin\"\n");
   r = RunFeed({"--config", cfg});
   EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.out, HasSubstr(cfg + ":4: runtime.threading: expected dedicated|shared|inline, got \"inlin\"")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr(cfg + ":4: runtime.threading: expected dedicated|shared|inline, got \"inlin\""))
+      << r.out;
 
   r = RunFeed({"--set", "feed.replay=warp"});
   EXPECT_EQ(r.rc, 2);

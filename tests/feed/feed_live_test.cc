@@ -16,12 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <utility>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -29,6 +28,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,7 +44,7 @@ const std::string kFeed = POLLUX_FEED_BIN;
 const std::string kExchange = POLLUX_EXCHANGE_BIN;
 const std::string kGen = POLLUX_ITCH_GEN_BIN;
 const std::string kMoldSend = POLLUX_MOLD_SEND_BIN;
-constexpr int kNet = 78;                         // 10.78.0.0/24 inside the namespaces
+constexpr int kNet = 78;                          // 10.78.0.0/24 inside the namespaces
 constexpr const char* kExchangeIp = "10.78.0.1";  // the "ex" namespace (first host)
 constexpr const char* kOtherIp = "10.78.0.4";     // the "x" namespace: another host on the segment
 // A direct link (veth) between the handler's namespace and "x", besides the bridge: another
@@ -88,7 +88,8 @@ std::string Ns(const std::string& host) { return g_prefix + host; }
 std::string Generated(std::uint64_t messages, std::uint32_t symbols, std::uint64_t seed) {
   const std::string path = absl::StrFormat("%s/gen_%d_%d_%d.itch", g_dir, messages, symbols, seed);
   if (access(path.c_str(), R_OK) == 0) return path;
-  EXPECT_EQ(Sh(absl::StrFormat("%s --out %s --messages %d --symbols %d --seed %d", kGen, path, messages, symbols, seed)), 0);
+  EXPECT_EQ(
+      Sh(absl::StrFormat("%s --out %s --messages %d --symbols %d --seed %d", kGen, path, messages, symbols, seed)), 0);
   return path;
 }
 
@@ -157,7 +158,8 @@ struct ChainRun {
     std::string out =
         absl::StrCat("--- exchange (rc ", exchange_rc, ")\n", exchange_out, "\n--- handler (rc ", handler_rc, ")\n",
                      handler_out.substr(0, 6000), "\n--- subscriber (rc ", sub_rc, ")\n", sub_out.substr(0, 3000));
-    if (other_exchange_rc != -1) absl::StrAppend(&out, "\n--- other exchange (rc ", other_exchange_rc, ")\n", other_exchange_out);
+    if (other_exchange_rc != -1)
+      absl::StrAppend(&out, "\n--- other exchange (rc ", other_exchange_rc, ")\n", other_exchange_out);
     if (other_handler_rc != -1) {
       absl::StrAppend(&out, "\n--- other handler (rc ", other_handler_rc, ")\n", other_handler_out.substr(0, 6000));
     }
@@ -226,7 +228,8 @@ class FeedLive : public ::testing::Test {
   }
   static long long Arrivals() {
     std::string t;
-    if (FILE* f = popen(absl::StrFormat("%s netns exec %s nft list table ip pollux_count", g_ip, Ns("fh")).c_str(), "r")) {
+    if (FILE* f =
+            popen(absl::StrFormat("%s netns exec %s nft list table ip pollux_count", g_ip, Ns("fh")).c_str(), "r")) {
       char buf[4096];
       for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) t.append(buf, n);
       pclose(f);
@@ -237,9 +240,11 @@ class FeedLive : public ::testing::Test {
   }
 
   // One run of the chain. `port` sets the lines (port, port + 1; port for both with
-  // opt.same_port) and the re-request server (port + 2), distinct per test; a second exchange (opt.other_exchange) takes port + 4 for its server.
-  static ChainRun Chain(const std::string& tag, const std::string& input, int port, const std::vector<std::string>& exchange_args,
-                   const std::vector<std::string>& handler_sets, int loss_a_pct = 0, const ChainOptions& opt = {}) {
+  // opt.same_port) and the re-request server (port + 2), distinct per test; a second exchange (opt.other_exchange)
+  // takes port + 4 for its server.
+  static ChainRun Chain(const std::string& tag, const std::string& input, int port,
+                        const std::vector<std::string>& exchange_args, const std::vector<std::string>& handler_sets,
+                        int loss_a_pct = 0, const ChainOptions& opt = {}) {
     ChainRun r;
     const std::string d = absl::StrCat(g_dir, "/", tag);
     const std::string line_a = absl::StrFormat("239.255.78.1:%d", port);
@@ -258,21 +263,22 @@ class FeedLive : public ::testing::Test {
         "--set", absl::StrFormat("feed.topic=\"%s-%s\"", g_prefix, tag)};
     // On the handler's host, with the handler's runtime.name: shared-memory streams are found
     // by instance name and stream id.
-    std::vector<std::string> sub = {"netns", "exec", Ns("fh"), kFeed, "--role", "sub", "--set",
-                                    absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag), "--book-out",
-                                    d + ".books", "--counts-out", d + ".counts", "--summary-json", d + ".sub.json"};
+    std::vector<std::string> sub = {
+        "netns",          "exec",         Ns("fh"),       kFeed,
+        "--role",         "sub",          "--set",        absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag),
+        "--book-out",     d + ".books",   "--counts-out", d + ".counts",
+        "--summary-json", d + ".sub.json"};
     sub.insert(sub.end(), pollux.begin(), pollux.end());
     std::vector<std::string> fh = {"netns", "exec", Ns("fh")};
     if (!opt.handler_env.empty()) {
       fh.push_back("/usr/bin/env");
       fh.insert(fh.end(), opt.handler_env.begin(), opt.handler_env.end());
     }
-    fh.insert(fh.end(), {kFeed, "--role", "pub", "--set",
-                                   absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag), "--set",
-                                   "feed.source=moldudp64", "--set", "feed.line_a=" + line_a, "--set",
-                                   "feed.line_b=" + line_b, "--set",
-                                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set",
-                                   "feed.interface=eth0", "--summary-json", d + ".fh.json"});
+    fh.insert(fh.end(),
+              {kFeed, "--role", "pub", "--set", absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag), "--set",
+               "feed.source=moldudp64", "--set", "feed.line_a=" + line_a, "--set", "feed.line_b=" + line_b, "--set",
+               absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set", "feed.interface=eth0",
+               "--summary-json", d + ".fh.json"});
     fh.insert(fh.end(), pollux.begin(), pollux.end());
     // The handler sleeps in poll() on its sockets when idle (1 ms at most): it does not take a
     // core from the exchange and the subscriber on a small machine.
@@ -288,11 +294,27 @@ class FeedLive : public ::testing::Test {
     auto is_ready = [](const std::string& o) { return o.find("pollux-feed: live: ready") != std::string::npos; };
     std::optional<FeedProcess> h2;
     if (!opt.other_handler_sets.empty()) {
-      std::vector<std::string> args = {"netns", "exec", Ns("fh"), kFeed, "--role", "all", "--set",
-                                       absl::StrFormat("runtime.name=\"%s-%s-fh2\"", g_prefix, tag), "--set",
-                                       "feed.source=moldudp64", "--set", "feed.subscriber_mode=\"thread\"", "--set",
-                                       "runtime.idle=\"backoff\"", "--quiet", "--book-out", d + ".other.books",
-                                       "--counts-out", d + ".other.counts", "--summary-json", d + ".other.fh.json"};
+      std::vector<std::string> args = {"netns",
+                                       "exec",
+                                       Ns("fh"),
+                                       kFeed,
+                                       "--role",
+                                       "all",
+                                       "--set",
+                                       absl::StrFormat("runtime.name=\"%s-%s-fh2\"", g_prefix, tag),
+                                       "--set",
+                                       "feed.source=moldudp64",
+                                       "--set",
+                                       "feed.subscriber_mode=\"thread\"",
+                                       "--set",
+                                       "runtime.idle=\"backoff\"",
+                                       "--quiet",
+                                       "--book-out",
+                                       d + ".other.books",
+                                       "--counts-out",
+                                       d + ".other.counts",
+                                       "--summary-json",
+                                       d + ".other.fh.json"};
       for (const std::string& set : opt.other_handler_sets) {
         args.push_back("--set");
         args.push_back(set);
@@ -315,9 +337,10 @@ class FeedLive : public ::testing::Test {
       e2.emplace(args, g_ip);
       if (opt.other_first) r.other_exchange_rc = e2->Wait(300);
     }
-    std::vector<std::string> ex = {"netns", "exec", Ns("ex"), kExchange, "--itch", input, "--line-a", line_a,
-                                   "--line-b", line_b, "--rerequest-port", std::to_string(port + 2), "--interface",
-                                   "eth0", "--summary-json", d + ".ex.json"};
+    std::vector<std::string> ex = {"netns",       "exec", Ns("ex"),           kExchange,
+                                   "--itch",      input,  "--line-a",         line_a,
+                                   "--line-b",    line_b, "--rerequest-port", std::to_string(port + 2),
+                                   "--interface", "eth0", "--summary-json",   d + ".ex.json"};
     ex.insert(ex.end(), exchange_args.begin(), exchange_args.end());
     FeedProcess e(ex, g_ip);
     if (opt.during_exchange) opt.during_exchange(e, line_a, line_b);
@@ -374,10 +397,11 @@ class FeedLive : public ::testing::Test {
   // lines are reported lost, to the handler's counters and the subscriber, and everything else
   // of the `total` messages reaches the books.
   static void ExpectExactlyTheDoubleLossesReported(const ChainRun& r, long long total) {
-    std::printf("exchange: %lld messages lost on both lines in %lld runs; handler reported %lld in %lld gaps, %lld "
-                "given up to a full window\n",
-                r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Live("messages_unrecoverable"),
-                r.Live("gaps_unrecoverable"), r.Live("gaps_given_up"));
+    std::printf(
+        "exchange: %lld messages lost on both lines in %lld runs; handler reported %lld in %lld gaps, %lld "
+        "given up to a full window\n",
+        r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Live("messages_unrecoverable"),
+        r.Live("gaps_unrecoverable"), r.Live("gaps_given_up"));
     ASSERT_GT(r.Ex("messages_dropped_both"), 0) << r.exchange_json;
     EXPECT_EQ(r.Live("messages_unrecoverable"), r.Ex("messages_dropped_both")) << r.handler_json;
     EXPECT_EQ(r.Live("gaps_unrecoverable"), r.Ex("double_drop_runs"));
@@ -413,15 +437,16 @@ TEST_F(FeedLive, TwoPercentLossOnLineAOnlyIsFilledByLineBWithoutARequest) {
 
 TEST_F(FeedLive, TwoPercentLossOnBothLinesEveryDoubleLossIsRerequestedOnce) {
   const std::string input = Generated(200'000, 50, 6);
-  const ChainRun r = Chain("both", input, 27610,
-                      {"--rate", "200000", "--drop-a", "2", "--drop-b", "2", "--seed", "13", "--linger-ms", "1000"},
-                      kPatient);
+  const ChainRun r =
+      Chain("both", input, 27610,
+            {"--rate", "200000", "--drop-a", "2", "--drop-b", "2", "--seed", "13", "--linger-ms", "1000"}, kPatient);
   ExpectClean(r);
   ExpectSameBooks(r, input);
-  std::printf("exchange: %lld data packets lost on both lines (%lld messages, %lld runs); handler: %lld re-requests, "
-              "%lld messages recovered\n",
-              r.Ex("dropped_both"), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"),
-              r.Asked(), r.Live("messages_recovered"));
+  std::printf(
+      "exchange: %lld data packets lost on both lines (%lld messages, %lld runs); handler: %lld re-requests, "
+      "%lld messages recovered\n",
+      r.Ex("dropped_both"), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Asked(),
+      r.Live("messages_recovered"));
   ASSERT_GT(r.Ex("double_drop_runs"), 0) << r.exchange_json;  // the seed does make double losses
   // One request per range lost on both lines (consecutive double losses are one range).
   ExpectEveryDoubleLossRecoveredOnce(r);
@@ -430,13 +455,14 @@ TEST_F(FeedLive, TwoPercentLossOnBothLinesEveryDoubleLossIsRerequestedOnce) {
 
 TEST_F(FeedLive, SilentRerequestServerTheExactLossIsReportedAsGapsAndTheFeedGoesOn) {
   const std::string input = Generated(100'000, 20, 7);
-  const ChainRun r = Chain("silent", input, 27620,
-                      {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "21", "--no-rerequest",
-                       // The exchange must still be there to count (and refuse) every retry: under a
-                       // sanitizer on a loaded host the handler can be 200 ms behind the end of session (CI
-                       // saw 117 of 144 requests counted when the linger was 200 ms and did not restart).
-                       "--linger-ms", "1000"},
-                      {"feed.rerequest_timeout_ms=20", "feed.rerequest_timeout_max_ms=100", "feed.rerequest_retries=2"});
+  const ChainRun r =
+      Chain("silent", input, 27620,
+            {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "21", "--no-rerequest",
+             // The exchange must still be there to count (and refuse) every retry: under a
+             // sanitizer on a loaded host the handler can be 200 ms behind the end of session (CI
+             // saw 117 of 144 requests counted when the linger was 200 ms and did not restart).
+             "--linger-ms", "1000"},
+            {"feed.rerequest_timeout_ms=20", "feed.rerequest_timeout_max_ms=100", "feed.rerequest_retries=2"});
   ExpectClean(r);
   ExpectExactlyTheDoubleLossesReported(r, 100'000);
   EXPECT_EQ(r.Live("gaps_given_up"), 0);  // the retries ran out before the window filled
@@ -451,10 +477,10 @@ TEST_F(FeedLive, SilentRerequestServerTheExactLossIsReportedAsGapsAndTheFeedGoes
 // the live data behind it being dropped: still exactly the double losses are reported.
 TEST_F(FeedLive, SilentServerWithDefaultTimingAndAFullWindowReportsExactlyTheDoubleLosses) {
   const std::string input = Generated(100'000, 20, 9);
-  const ChainRun r = Chain("silent_window", input, 27640,
-                           {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "22", "--no-rerequest",
-                            "--linger-ms", "1000"},
-                           {"feed.window=4096"});
+  const ChainRun r = Chain(
+      "silent_window", input, 27640,
+      {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "22", "--no-rerequest", "--linger-ms", "1000"},
+      {"feed.window=4096"});
   ExpectClean(r);  // window_overflow == 0 among others
   ExpectExactlyTheDoubleLossesReported(r, 100'000);
   EXPECT_GT(r.Live("gaps_given_up"), 0) << r.handler_json;
@@ -464,10 +490,11 @@ TEST_F(FeedLive, SilentServerWithDefaultTimingAndAFullWindowReportsExactlyTheDou
 
 TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
   const std::string input = Generated(100'000, 20, 8);
-  const ChainRun r = Chain("session", input, 27630,
-                      {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a",
-                       "2", "--seed", "4", "--linger-ms", "300"},
-                      {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
+  const ChainRun r =
+      Chain("session", input, 27630,
+            {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a", "2",
+             "--seed", "4", "--linger-ms", "300"},
+            {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
   ExpectClean(r);
   ExpectSameBooks(r, input);
   EXPECT_EQ(r.Ex("session_changes"), 1);
@@ -516,10 +543,10 @@ TEST_F(FeedLive, ItchSampleWithLossOnBothLines) {
   const std::string input = POLLUX_ITCH_SAMPLE_FILE;
   if (access(input.c_str(), R_OK) != 0) GTEST_SKIP() << "the RITCH sample is absent: " << input;
   // Small packets (--mtu 200: ~5 messages each) so 3% loss on both lines hits some.
-  const ChainRun r = Chain("sample", input, 27660,
-                      {"--rate", "50000", "--mtu", "200", "--drop-a", "3", "--drop-b", "3", "--seed", "2",
-                       "--linger-ms", "1000"},
-                      kPatient);
+  const ChainRun r =
+      Chain("sample", input, 27660,
+            {"--rate", "50000", "--mtu", "200", "--drop-a", "3", "--drop-b", "3", "--seed", "2", "--linger-ms", "1000"},
+            kPatient);
   ExpectClean(r);
   ExpectSameBooks(r, input);
   ExpectEveryDoubleLossRecoveredOnce(r);
@@ -530,16 +557,16 @@ TEST_F(FeedLive, ItchSampleWithLossOnBothLines) {
 // machine may also lose datagrams in its own socket buffers, which it recovers the same way.)
 TEST_F(FeedLive, MillionMessagesWithLossOnBothLines) {
   const std::string input = Generated(1'000'000, 100, 10);
-  const ChainRun r = Chain("million", input, 27670,
-                      {"--rate", "400000", "--drop-a", "1", "--drop-b", "1", "--seed", "3", "--linger-ms", "1500"},
-                      kPatient);
+  const ChainRun r =
+      Chain("million", input, 27670,
+            {"--rate", "400000", "--drop-a", "1", "--drop-b", "1", "--seed", "3", "--linger-ms", "1500"}, kPatient);
   ExpectClean(r);
   ExpectSameBooks(r, input);
   EXPECT_EQ(r.Live("messages"), 1'000'000);
   EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
   EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
-  std::printf("1M: %lld re-requests, %lld messages recovered (%lld lost on both lines by the exchange)\n",
-              r.Asked(), r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
+  std::printf("1M: %lld re-requests, %lld messages recovered (%lld lost on both lines by the exchange)\n", r.Asked(),
+              r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
 }
 
 // ---- other traffic on the segment and on the host -------------------------------------------
@@ -579,9 +606,10 @@ void ExpectOtherHandlerOnlyItsOwnExchange(const ChainRun& r, const std::string& 
 // A second exchange on host "x": `input` as session OTHER00001 on `line_a`/`line_b`.
 std::vector<std::string> OtherExchange(const std::string& input, const std::string& line_a, const std::string& line_b,
                                        int rerequest_port, const std::string& interface) {
-  return {"--itch",    input,     "--line-a", line_a,        "--line-b", line_b,   "--rerequest-port",
-          std::to_string(rerequest_port), "--interface", interface, "--session", "OTHER00001", "--rate", "100000",
-          "--linger-ms", "300"};
+  return {"--itch",      input,     "--line-a",         line_a,
+          "--line-b",    line_b,    "--rerequest-port", std::to_string(rerequest_port),
+          "--interface", interface, "--session",        "OTHER00001",
+          "--rate",      "100000",  "--linger-ms",      "300"};
 }
 
 // Exchanges at 100k msg/s that linger 300 ms after the end (below their 1 s heartbeat: no end
@@ -608,13 +636,14 @@ TEST_F(FeedLive, TwoFeedsOnOnePortInOneNamespaceDoNotMix) {
   o.other_handler_sets = {"feed.line_a=" + g3, "feed.line_b=" + g4, "feed.interface=eth0",
                           absl::StrFormat("feed.rerequest=%s:%d", kOtherIp, port + 4), "feed.end_linger_ms=500"};
   const ChainRun r = Chain("same_port", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf("handler: A %lld, B %lld datagrams (exchange sent %lld, %lld); other handler: A %lld, B %lld (other "
-              "exchange sent %lld, %lld)\n",
-              r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-              LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-              LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
-  EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat("line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0",
-                                                                  port, port)));
+  std::printf(
+      "handler: A %lld, B %lld datagrams (exchange sent %lld, %lld); other handler: A %lld, B %lld (other "
+      "exchange sent %lld, %lld)\n",
+      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat(
+                                 "line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0", port, port)));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
   EXPECT_EQ(r.Live("wrong_source"), 0);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
@@ -636,11 +665,12 @@ TEST_F(FeedLive, TheSameGroupsOnAnotherInterfaceDoNotMix) {
   o.other_handler_sets = {"feed.line_a=" + g1, "feed.line_b=" + g2, "feed.interface=eth1",
                           absl::StrFormat("feed.rerequest=%s:%d", kLinkOtherIp, port + 4), "feed.end_linger_ms=500"};
   const ChainRun r = Chain("two_links", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf("handler (eth0): A %lld, B %lld datagrams (exchange sent %lld, %lld); handler (eth1): A %lld, B %lld "
-              "(other exchange sent %lld, %lld)\n",
-              r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-              LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-              LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  std::printf(
+      "handler (eth0): A %lld, B %lld datagrams (exchange sent %lld, %lld); handler (eth1): A %lld, B %lld "
+      "(other exchange sent %lld, %lld)\n",
+      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
 }
@@ -660,19 +690,24 @@ ChainRun ForgedFeed(const std::string& tag, int port, const std::vector<std::str
   ChainOptions o;
   o.handler_env = env;
   o.other_first = true;
-  o.other_exchange = {"--itch", fake, "--line-a", absl::StrFormat("239.255.78.1:%d", port), "--line-b",
-                      absl::StrFormat("239.255.78.2:%d", port + 1), "--rerequest-port", std::to_string(port + 4),
-                      "--interface", "eth0", "--rate", "100000", "--linger-ms", "0"};
+  o.other_exchange = {"--itch",           fake,
+                      "--line-a",         absl::StrFormat("239.255.78.1:%d", port),
+                      "--line-b",         absl::StrFormat("239.255.78.2:%d", port + 1),
+                      "--rerequest-port", std::to_string(port + 4),
+                      "--interface",      "eth0",
+                      "--rate",           "100000",
+                      "--linger-ms",      "0"};
   std::vector<std::string> sets = kLingeringHandler;
   sets.push_back(absl::StrCat("feed.source_a=", kExchangeIp));
   sets.push_back(absl::StrCat("feed.source_b=", kExchangeIp));
   ChainRun r = FeedLive::Chain(tag, input, port, kShortExchange, sets, 0, o);
   *forged = LineDatagrams(r.other_exchange_json, "a") + LineDatagrams(r.other_exchange_json, "b");
   *arrived = FeedLive::Arrivals();
-  std::printf("host x sent %lld forged datagrams to the lines, %lld came into the handler's namespace; wrong_source "
-              "%lld; packets A %lld, B %lld (exchange sent %lld, %lld)\n",
-              *forged, *arrived, r.Live("wrong_source"), r.Live("packets_a"), r.Live("packets_b"),
-              LineDatagrams(r.exchange_json, "a"), LineDatagrams(r.exchange_json, "b"));
+  std::printf(
+      "host x sent %lld forged datagrams to the lines, %lld came into the handler's namespace; wrong_source "
+      "%lld; packets A %lld, B %lld (exchange sent %lld, %lld)\n",
+      *forged, *arrived, r.Live("wrong_source"), r.Live("packets_a"), r.Live("packets_b"),
+      LineDatagrams(r.exchange_json, "a"), LineDatagrams(r.exchange_json, "b"));
   EXPECT_EQ(r.other_exchange_rc, 0) << r.Logs();
   EXPECT_GT(*forged, 0) << r.other_exchange_json;
   EXPECT_EQ(*arrived, *forged) << "the forged datagrams did not all reach the handler's namespace";
@@ -732,13 +767,13 @@ void LossyLinesBehindServer(const std::string& tag, int port, const std::string&
                                      {});
   FeedLive::ExpectClean(r);
   FeedLive::ExpectSameBooks(r, input);
-  std::printf("%s server: %lld messages lost on both lines in %lld ranges; handler: %lld requests (%lld confirm, %lld "
-              "follow-ups, %lld retries), %lld recovered, %lld reported lost; server: %lld reply packets, %lld reply "
-              "messages\n",
-              mode.c_str(), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Asked(),
-              r.Live("confirm_requests"), r.Live("rerequest_followups"), r.Live("rerequest_retries"),
-              r.Live("messages_recovered"), r.Live("messages_unrecoverable"), r.Ex("reply_packets"),
-              r.Ex("reply_messages"));
+  std::printf(
+      "%s server: %lld messages lost on both lines in %lld ranges; handler: %lld requests (%lld confirm, %lld "
+      "follow-ups, %lld retries), %lld recovered, %lld reported lost; server: %lld reply packets, %lld reply "
+      "messages\n",
+      mode.c_str(), r.Ex("messages_dropped_both"), r.Ex("double_drop_runs"), r.Asked(), r.Live("confirm_requests"),
+      r.Live("rerequest_followups"), r.Live("rerequest_retries"), r.Live("messages_recovered"),
+      r.Live("messages_unrecoverable"), r.Ex("reply_packets"), r.Ex("reply_messages"));
   ASSERT_GT(r.Ex("double_drop_runs"), 20) << r.exchange_json;
   EXPECT_EQ(r.Live("messages"), 100'000);
   EXPECT_EQ(r.Live("messages_unrecoverable"), 0) << r.handler_json;
@@ -792,8 +827,9 @@ ChainRun ForgedDuringPause(const std::string& tag, int port, long long total, in
     ASSERT_EQ(sent, total / 2) << e.output();
     forge(line_a, sent);
   };
-  std::vector<std::string> ex = {"--rate", "100000", "--pause-at", std::to_string(total / 2), "--pause-ms", "1500",
-                                 "--heartbeat-ms", "200", "--linger-ms", "1000"};
+  std::vector<std::string> ex = {"--rate",      "100000", "--pause-at",     std::to_string(total / 2),
+                                 "--pause-ms",  "1500",   "--heartbeat-ms", "200",
+                                 "--linger-ms", "1000"};
   if (loss > 0) {
     for (const char* a : {"--drop-a", "--drop-b"}) {
       ex.push_back(a);
@@ -828,21 +864,23 @@ TEST_F(FeedLive, ForgedEndsOfSessionOnLineAEndNothing) {
 // ahead: no gap is opened, nothing is reported lost, the feed after the pause is delivered.
 TEST_F(FeedLive, ForgedSequencesFarAheadOnLineAMoveNothing) {
   const std::string input = Generated(40'000, 20, 23);
-  const ChainRun r = ForgedDuringPause("forged_ahead", 27770, 40'000, 0, [&input](const std::string& line_a, long long sent) {
-    Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", std::to_string(std::uint64_t{1} << 62)});
-    Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", "1000000"});
-    Forge(line_a, {"--session", "POLLUX0001", "--end", "1000000"});
-    Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1 + 100'000), "--itch", input, "--from",
-                   std::to_string(sent + 1), "--count", "5"});
-  });
+  const ChainRun r =
+      ForgedDuringPause("forged_ahead", 27770, 40'000, 0, [&input](const std::string& line_a, long long sent) {
+        Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", std::to_string(std::uint64_t{1} << 62)});
+        Forge(line_a, {"--session", "POLLUX0001", "--heartbeat", "1000000"});
+        Forge(line_a, {"--session", "POLLUX0001", "--end", "1000000"});
+        Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1 + 100'000), "--itch", input,
+                       "--from", std::to_string(sent + 1), "--count", "5"});
+      });
   FeedLive::ExpectSameBooks(r, input);
   EXPECT_EQ(r.Live("gaps_detected"), 0) << r.handler_json;
   EXPECT_EQ(r.Live("gaps_unrecoverable"), 0);
   EXPECT_GE(r.Live("unconfirmed"), 3) << r.handler_json;
-  std::printf("forged far-ahead sequences: %lld held unconfirmed, %lld dropped, %lld confirmation requests, %lld "
-              "ends refused, gaps detected %lld\n",
-              r.Live("unconfirmed"), r.Live("unconfirmed_dropped"), r.Live("confirm_requests"), r.Live("ends_refused"),
-              r.Live("gaps_detected"));
+  std::printf(
+      "forged far-ahead sequences: %lld held unconfirmed, %lld dropped, %lld confirmation requests, %lld "
+      "ends refused, gaps detected %lld\n",
+      r.Live("unconfirmed"), r.Live("unconfirmed_dropped"), r.Live("confirm_requests"), r.Live("ends_refused"),
+      r.Live("gaps_detected"));
 }
 
 // feed.session unset: a heartbeat of another session on line A, with 5% loss on both lines.
@@ -863,10 +901,11 @@ TEST_F(FeedLive, ForgedHeartbeatOfAnotherSessionOnLineADoesNotTakeTheFeedOver) {
 // but the copies both lines carry contradict it: counted, and the subscriber is told.
 TEST_F(FeedLive, AnAlteredCopyOfTheNextMessageOnLineAIsCountedAndNoticed) {
   const std::string input = Generated(40'000, 20, 23);
-  const ChainRun r = ForgedDuringPause("forged_copy", 27790, 40'000, 0, [&input](const std::string& line_a, long long sent) {
-    Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1), "--itch", input, "--from",
-                   std::to_string(sent + 1), "--alter"});
-  });
+  const ChainRun r =
+      ForgedDuringPause("forged_copy", 27790, 40'000, 0, [&input](const std::string& line_a, long long sent) {
+        Forge(line_a, {"--session", "POLLUX0001", "--data", std::to_string(sent + 1), "--itch", input, "--from",
+                       std::to_string(sent + 1), "--alter"});
+      });
   EXPECT_EQ(r.Live("conflicting_copies"), 2) << r.handler_json;  // line A's real copy and line B's
   EXPECT_EQ(r.Sub("feed_conflicts"), 2) << r.sub_json;
 }
@@ -895,9 +934,10 @@ struct Dissected {
 std::vector<Dissected> Dissect(const std::string& pcap, const std::vector<int>& ports) {
   std::string cmd = "tshark -n -r " + pcap;
   for (int p : ports) absl::StrAppend(&cmd, " -d udp.port==", p, ",moldudp64");
-  absl::StrAppend(&cmd, " -T fields -E separator=, -E occurrence=f -e frame.time_epoch -e udp.dstport -e udp.srcport "
-                        "-e moldudp64.sequence -e moldudp64.count -e _ws.malformed -e moldudp64.msglen.invalid "
-                        "-e moldudp64.count.invalid");
+  absl::StrAppend(&cmd,
+                  " -T fields -E separator=, -E occurrence=f -e frame.time_epoch -e udp.dstport -e udp.srcport "
+                  "-e moldudp64.sequence -e moldudp64.count -e _ws.malformed -e moldudp64.msglen.invalid "
+                  "-e moldudp64.count.invalid");
   std::vector<Dissected> out;
   std::stringstream ss(Output(cmd));
   for (std::string line; std::getline(ss, line);) {
@@ -970,8 +1010,9 @@ TEST_F(FeedLive, ALiveCaptureIsWhatWiresharksDissectorSeesAndReplaysToTheLiveBoo
   EXPECT_EQ(out_of_line, 0) << "no loss: nothing was re-requested";
   EXPECT_EQ(messages[kPort], r.Live("messages"));
   EXPECT_EQ(messages[kPort + 1], r.Live("messages"));
-  std::printf("capture: %lld records, tshark: %zu packets, %lld malformed; messages per line %lld / %lld, handler %lld\n",
-              records, pkts.size(), malformed, messages[kPort], messages[kPort + 1], r.Live("messages"));
+  std::printf(
+      "capture: %lld records, tshark: %zu packets, %lld malformed; messages per line %lld / %lld, handler %lld\n",
+      records, pkts.size(), malformed, messages[kPort], messages[kPort + 1], r.Live("messages"));
 
   // Replayed through the handler: the books the live run built, byte for byte.
   const PcapReplay rp = ReplayCapture("capture_clean_replay", pcap, kPort);
@@ -994,17 +1035,18 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
                        "--time-stamp-precision=nano",
                        absl::StrFormat("udp port %d or udp port %d or udp port %d", kPort, kPort + 1, kPort + 2)},
                       g_ip);
-  ASSERT_TRUE(tcpdump.WaitForOutput([](const std::string& o) { return o.find("listening on") != std::string::npos; }, 30))
+  ASSERT_TRUE(
+      tcpdump.WaitForOutput([](const std::string& o) { return o.find("listening on") != std::string::npos; }, 30))
       << tcpdump.output();
   std::vector<std::string> sets = kPatient;
   sets.push_back("feed.capture=" + pcap);
   sets.push_back("feed.capture_rotate=\"4MiB\"");
   const ChainRun r =
-      Chain("capture_loss", input, kPort, {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "9",
-                                           "--linger-ms", "500"}, sets);
+      Chain("capture_loss", input, kPort,
+            {"--rate", "200000", "--drop-a", "3", "--drop-b", "3", "--seed", "9", "--linger-ms", "500"}, sets);
   // tcpdump may still be reading what the kernel queued for it: stopped once its file has not
   // grown for a second, then checked to hold every datagram the exchange and the handler sent.
-  struct stat st{};
+  struct stat st {};
   off_t last = -1;
   for (int stable = 0, i = 0; stable < 10 && i < 600; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -1014,8 +1056,8 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
   }
   tcpdump.Signal(SIGTERM);
   EXPECT_EQ(tcpdump.Wait(30), 0) << tcpdump.output();
-  const long long sent = LineDatagrams(r.exchange_json, "a") + LineDatagrams(r.exchange_json, "b") +
-                         r.Ex("requests") + r.Ex("reply_packets");
+  const long long sent = LineDatagrams(r.exchange_json, "a") + LineDatagrams(r.exchange_json, "b") + r.Ex("requests") +
+                         r.Ex("reply_packets");
   EXPECT_NE(tcpdump.output().find(absl::StrCat(sent, " packets captured")), std::string::npos)
       << "tcpdump missed datagrams (" << sent << " sent): " << tcpdump.output();
   ExpectClean(r);
@@ -1056,7 +1098,8 @@ TEST_F(FeedLive, LossOnBothLinesTheHandlersCaptureAndTcpdumpsReplayToTheLiveBook
     ++compared;
     same += std::fabs(static_cast<double>(d.time - it->second)) < 1e-6;
   }
-  std::printf("line A packets in both captures: %lld, with the same receive time (< 1 us apart): %lld\n", compared, same);
+  std::printf("line A packets in both captures: %lld, with the same receive time (< 1 us apart): %lld\n", compared,
+              same);
   ASSERT_GT(compared, 1000);
   EXPECT_GE(same * 100, compared * 99) << same << " of " << compared;
 }
@@ -1065,8 +1108,10 @@ TEST_F(FeedLive, ACaptureThatCannotBeWrittenStopsWithItsErrorAndTheFeedGoesOn) {
   const std::string input = Generated(20'000, 20, 43);
   int port = 27850;
   for (const auto& [path, error] :
-       {std::pair<std::string, std::string>{"/dev/full", "/dev/full: write failed after 0 bytes: No space left on device"},
-        {g_dir + "/no/such/dir/c.pcap", "cannot open " + g_dir + "/no/such/dir/c.pcap for writing: No such file or directory"}}) {
+       {std::pair<std::string, std::string>{"/dev/full",
+                                            "/dev/full: write failed after 0 bytes: No space left on device"},
+        {g_dir + "/no/such/dir/c.pcap",
+         "cannot open " + g_dir + "/no/such/dir/c.pcap for writing: No such file or directory"}}) {
     std::vector<std::string> sets = kPatient;
     sets.push_back("feed.capture=" + path);
     const ChainRun r = Chain(absl::StrCat("capture_fail", port), input, port,
@@ -1094,18 +1139,42 @@ TEST_F(FeedLive, AHandlerKilledWhileCapturingLeavesWholeRecordsUpToTheKill) {
     const int port = 27860 + round * 4;
     const std::string tag = absl::StrCat("crash", round);
     const std::string pcap = absl::StrCat(g_dir, "/", tag, ".pcap");
-    const std::string line_a = absl::StrFormat("239.255.78.1:%d", port), line_b = absl::StrFormat("239.255.78.2:%d", port + 1);
-    FeedProcess h({"netns", "exec", Ns("fh"), kFeed, "--role", "all", "--quiet", "--set", "feed.subscriber_mode=\"thread\"",
-                   "--set", absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag), "--set", "feed.source=moldudp64",
-                   "--set", "feed.line_a=" + line_a, "--set", "feed.line_b=" + line_b, "--set",
-                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2), "--set", "feed.interface=eth0", "--set",
-                   "runtime.idle=\"backoff\"", "--set", "feed.capture=" + pcap, "--set", "feed.capture_buffer=\"1MiB\""},
+    const std::string line_a = absl::StrFormat("239.255.78.1:%d", port),
+                      line_b = absl::StrFormat("239.255.78.2:%d", port + 1);
+    FeedProcess h({"netns",
+                   "exec",
+                   Ns("fh"),
+                   kFeed,
+                   "--role",
+                   "all",
+                   "--quiet",
+                   "--set",
+                   "feed.subscriber_mode=\"thread\"",
+                   "--set",
+                   absl::StrFormat("runtime.name=\"%s-%s\"", g_prefix, tag),
+                   "--set",
+                   "feed.source=moldudp64",
+                   "--set",
+                   "feed.line_a=" + line_a,
+                   "--set",
+                   "feed.line_b=" + line_b,
+                   "--set",
+                   absl::StrFormat("feed.rerequest=%s:%d", kExchangeIp, port + 2),
+                   "--set",
+                   "feed.interface=eth0",
+                   "--set",
+                   "runtime.idle=\"backoff\"",
+                   "--set",
+                   "feed.capture=" + pcap,
+                   "--set",
+                   "feed.capture_buffer=\"1MiB\""},
                   g_ip);
     ASSERT_TRUE(h.WaitForOutput([](const std::string& o) { return o.find("live: ready") != std::string::npos; }, 60))
         << h.output();
-    FeedProcess e({"netns", "exec", Ns("ex"), kExchange, "--itch", input, "--line-a", line_a, "--line-b", line_b,
-                   "--rerequest-port", std::to_string(port + 2), "--interface", "eth0", "--rate", "200000", "--drop-a",
-                   "2", "--drop-b", "2", "--linger-ms", "300"},
+    FeedProcess e({"netns",       "exec", Ns("ex"),      kExchange, "--itch",           input,
+                   "--line-a",    line_a, "--line-b",    line_b,    "--rerequest-port", std::to_string(port + 2),
+                   "--interface", "eth0", "--rate",      "200000",  "--drop-a",         "2",
+                   "--drop-b",    "2",    "--linger-ms", "300"},
                   g_ip);
     const int after_ms = 200 + std::rand() % 1500;
     std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
@@ -1119,9 +1188,9 @@ TEST_F(FeedLive, AHandlerKilledWhileCapturingLeavesWholeRecordsUpToTheKill) {
     const int stop_rc = stop.rc;
     const std::string& stop_json = stop.json;
     const bool cut = whole.rc == 2;
-    std::printf("killed after %d ms: %lld records (tshark), end %s; replay: %lld records, %lld messages\n", after_ms, tshark,
-                cut ? "cut inside a record" : "on a record boundary", JsonNum(stop_json, "pcap_records", "live"),
-                JsonNum(stop_json, "messages", "live"));
+    std::printf("killed after %d ms: %lld records (tshark), end %s; replay: %lld records, %lld messages\n", after_ms,
+                tshark, cut ? "cut inside a record" : "on a record boundary",
+                JsonNum(stop_json, "pcap_records", "live"), JsonNum(stop_json, "messages", "live"));
     if (cut) {
       EXPECT_NE(whole.out.find("truncated"), std::string::npos) << whole.out;
     } else {
@@ -1163,8 +1232,8 @@ TEST(FeedLiveCli, MissingLinesAndABadInterfaceAreNamedAndNothingStarts) {
   {
     FeedProcess p({"--help"}, kExchange);
     EXPECT_EQ(p.Wait(60), 0);
-    for (const char* flag : {"--line-a", "--line-b", "--rerequest-port", "--interface", "--drop-a", "--drop-b", "--seed",
-                             "--rate", "--session", "--linger-ms", "--session-change-at", "--pause-at"}) {
+    for (const char* flag : {"--line-a", "--line-b", "--rerequest-port", "--interface", "--drop-a", "--drop-b",
+                             "--seed", "--rate", "--session", "--linger-ms", "--session-change-at", "--pause-at"}) {
       EXPECT_NE(p.output().find(flag), std::string::npos) << flag << "\n" << p.output();
     }
   }

@@ -140,7 +140,8 @@ std::vector<std::uint8_t> Frame(pcap::LinkType link, const pcap::Endpoint& src, 
     case pcap::LinkType::kSll2:  // protocol, reserved, ifindex, ARPHRD, packet type, addr len, addr (8)
       out = {0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0};
       break;
-    case pcap::LinkType::kRawIpv4: break;
+    case pcap::LinkType::kRawIpv4:
+      break;
   }
   out.insert(out.end(), ip.begin(), ip.end());
   return out;
@@ -149,8 +150,10 @@ std::vector<std::uint8_t> Frame(pcap::LinkType link, const pcap::Endpoint& src, 
 TEST(PcapFrame, EveryLinkLayerAReplayReadsGivesTheDatagramAndEveryPrefixIsRefusedNotRead) {
   const std::vector<std::uint8_t> payload(100, 0xab);
   const pcap::Endpoint src = Ep("10.0.0.1", 1000), dst = Ep("239.1.1.1", 2000);
-  for (const auto& [link, vlan] : {std::pair{pcap::LinkType::kEthernet, false}, {pcap::LinkType::kEthernet, true},
-                                   {pcap::LinkType::kSll, false}, {pcap::LinkType::kSll2, false},
+  for (const auto& [link, vlan] : {std::pair{pcap::LinkType::kEthernet, false},
+                                   {pcap::LinkType::kEthernet, true},
+                                   {pcap::LinkType::kSll, false},
+                                   {pcap::LinkType::kSll2, false},
                                    {pcap::LinkType::kRawIpv4, false}}) {
     const std::vector<std::uint8_t> f = Frame(link, src, dst, payload, vlan);
     pcap::Datagram d;
@@ -261,7 +264,7 @@ TEST(CaptureWriter, EveryRecordIsReadBackByLibpcapWithItsTimeAndBytes) {
   EXPECT_EQ(st.records + st.dropped, kN);
   EXPECT_EQ(st.files, 1u);
   EXPECT_EQ(static_cast<off_t>(st.bytes), [&] {
-    struct stat s{};
+    struct stat s {};
     stat(path.c_str(), &s);
     return s.st_size;
   }());
@@ -295,7 +298,7 @@ TEST(CaptureWriter, RotationWritesWholePcapFilesNoLargerThanTheLimitAndRemovesAn
   std::size_t total = 0;
   for (std::uint64_t k = 0; k < st.files; ++k) {
     const std::string f = k == 0 ? path : absl::StrCat(path, ".", k);
-    struct stat s{};
+    struct stat s {};
     ASSERT_EQ(stat(f.c_str(), &s), 0) << f;
     EXPECT_LE(static_cast<std::uint64_t>(s.st_size), kLimit) << f;
     const ReadBack r = ReadWithLibpcap(f);
@@ -320,7 +323,8 @@ TEST(CaptureWriter, AWriterThatCannotKeepUpDropsRecordsAndCountsThemNeverBlocksT
   CaptureWriter w({path, 0, 1u << 20});
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::uint8_t> p(1000, 7);
-  for (std::size_t i = 0; i < kN; ++i) w.Record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
+  for (std::size_t i = 0; i < kN; ++i)
+    w.Record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const CaptureWriter::Stats mid = w.stats();
   std::printf("%zu records offered in %.3f s with the writer stuck: %llu dropped\n", kN, secs,
@@ -395,7 +399,8 @@ TEST(CaptureWriter, ADiskThatFillsUpMidCaptureStopsItTheFileHoldsWholeRecords) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs";
   const std::string mnt = g_dir + "/small";
   ASSERT_EQ(mkdir(mnt.c_str(), 0700), 0);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0)
+    GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
   const std::string path = mnt + "/x.pcap";
   std::string error;
   std::uint64_t records = 0;
@@ -441,8 +446,8 @@ const Feed& TheFeed() {
     absl::StatusOr<std::vector<std::uint8_t>> g = pollux::itch::GenerateItch(o);
     EXPECT_TRUE(g.ok());
     out.itch_path = g_dir + "/feed.itch";
-    std::ofstream(out.itch_path, std::ios::binary).write(reinterpret_cast<const char*>(g->data()),
-                                                         static_cast<std::streamsize>(g->size()));
+    std::ofstream(out.itch_path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
     const mold::Session session = mold::Session::From("TEST000001");
     std::vector<std::uint8_t> buf(1400);
     mold::PacketBuilder b(buf);
@@ -517,8 +522,8 @@ struct Built {
 Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_record = 0, bool other_feed = false) {
   Built b;
   const Feed& f = TheFeed();
-  pcap_t* dead = pcap_open_dead_with_tstamp_precision(s.dlt, s.snaplen,
-                                                      s.nano ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
+  pcap_t* dead = pcap_open_dead_with_tstamp_precision(
+      s.dlt, s.snaplen, s.nano ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
   pcap_dumper_t* out = pcap_dump_open(dead, path.c_str());
   EXPECT_NE(out, nullptr) << pcap_geterr(dead);
   std::int64_t t = 1'765'000'000'000'000'000;
@@ -536,8 +541,9 @@ Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_reco
   const pcap::Endpoint exchange = Ep("10.0.0.1", 40000), server = Ep("10.0.0.1", kPortServer);
   const pcap::Endpoint handler = Ep("10.0.0.2", 51234);
   std::vector<std::size_t> pending_replies;
-  const std::vector<std::uint8_t> arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 2, 3, 4, 5, 0x08, 0x06, 0, 1, 8, 0,
-                                         6,    4,    0,    1,    0,    1,    2, 3, 4, 5, 10, 0,    0,    1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2};
+  const std::vector<std::uint8_t> arp = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 2, 3, 4,  5, 0x08, 0x06,
+                                         0,    1,    8,    0,    6,    4,    0, 1, 0, 1, 2,  3, 4,    5,
+                                         10,   0,    0,    1,    0,    0,    0, 0, 0, 0, 10, 0, 0,    2};
   for (std::size_t i = 0; i < f.packets.size(); ++i) {
     const bool data = i + 1 < f.packets.size();
     const bool miss_a = data && i % 7 == 3, miss_b = data && i % 11 == 3;
@@ -703,7 +709,8 @@ TEST(PcapReplay, ACaptureWithoutADatagramOfTheLinesIsAnErrorNotAnEmptyReplay) {
   (void)WriteCapture(path, Style{});
   const Replay r = RunReplay(path, {"feed.line_a=239.255.70.1:9000", "feed.line_b=239.255.70.2:9001"});
   EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("is a datagram to line A (feed.line_a 239.255.70.1:9000) or line B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("is a datagram to line A (feed.line_a 239.255.70.1:9000) or line B"), std::string::npos)
+      << r.out;
   // An empty capture (a header, no record) says the same.
   const std::string empty = g_dir + "/empty.pcap";
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);

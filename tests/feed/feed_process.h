@@ -140,8 +140,16 @@ struct PcapReplay {
   std::string out, json, books;
 };
 inline PcapReplay RunPcapReplay(const std::string& pcap, const std::string& out, const std::vector<std::string>& sets) {
-  std::vector<std::string> args = {"--quiet", "--set", "feed.source=pcap", "--set", "feed.pcap=" + pcap, "--set",
-                                   "feed.subscriber_mode=\"thread\"", "--book-out", out + ".books", "--summary-json",
+  std::vector<std::string> args = {"--quiet",
+                                   "--set",
+                                   "feed.source=pcap",
+                                   "--set",
+                                   "feed.pcap=" + pcap,
+                                   "--set",
+                                   "feed.subscriber_mode=\"thread\"",
+                                   "--book-out",
+                                   out + ".books",
+                                   "--summary-json",
                                    out + ".json"};
   for (const std::string& s : sets) {
     args.push_back("--set");

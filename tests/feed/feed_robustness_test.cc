@@ -14,9 +14,9 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <iterator>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,8 +30,8 @@
 namespace pollux::feed {
 namespace {
 
-using ::testing::HasSubstr;
 using feedtest::FeedProcess;
+using ::testing::HasSubstr;
 
 class TempDir {
  public:
@@ -179,8 +179,8 @@ TEST(FeedInput, ControlCharactersInASymbolAreEscapedInTheSummary) {
   e.AppendSystemEvent(h, 'C');
   TempDir dir;
   const std::string file = dir / "hostile.itch";
-  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   const std::string books = dir / "books.jsonl";
   FeedProcess p({"--itch", file, "--quiet", "--set", "feed.subscriber_mode=\"thread\"", "--set",
                  "runtime.name=\"" + UniqueName() + "\"", "--book-out", books});
@@ -196,7 +196,8 @@ TEST(FeedInput, ControlCharactersInASymbolAreEscapedInTheSummary) {
   EXPECT_THAT(p.output(), HasSubstr("\n         1  " + escaped + " ")) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("\n         2  PLAIN    ")) << p.output();
   for (const char raw : {'\x1b', '\x7f', '\xc3'}) {
-    EXPECT_EQ(p.output().find(raw), std::string::npos) << "raw byte " << static_cast<int>(static_cast<unsigned char>(raw));
+    EXPECT_EQ(p.output().find(raw), std::string::npos)
+        << "raw byte " << static_cast<int>(static_cast<unsigned char>(raw));
   }
 }
 
@@ -226,8 +227,8 @@ TEST(FeedSignals, SigtermWhileWaitingForSubscribersEndsCleanly) {
   const std::string cfg = dir / "feed.toml";
   WriteFile(cfg, Config(shm.path(), "messages = 1000\nsymbols = 5\nconnect_timeout_ms = 600_000\n"));
   FeedProcess p({"--config", cfg, "--role", "pub"});
-  ASSERT_TRUE(p.WaitForOutput([](const std::string& o) { return o.find("waiting for subscribers") != std::string::npos; },
-                              60))
+  ASSERT_TRUE(
+      p.WaitForOutput([](const std::string& o) { return o.find("waiting for subscribers") != std::string::npos; }, 60))
       << p.output();
   p.Signal(SIGTERM);
   const int rc = p.Wait(60);
@@ -250,7 +251,8 @@ TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
   TempDir dir;
   TempDir shm("/dev/shm");
   const std::string file = dir / "day.itch";
-  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
   const std::string cfg = dir / "feed.toml";
   WriteFile(cfg, Config(shm.path(), "replay = \"rate\"\nrate = 20_000\n"));  // 20 s of replay
   FeedProcess p({"--config", cfg, "--itch", file});
@@ -260,7 +262,8 @@ TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
   EXPECT_FALSE(p.killed_after_timeout()) << p.output();
   EXPECT_EQ(rc, 1) << p.output();  // 135 = killed by SIGBUS
   EXPECT_THAT(p.output(), HasSubstr(file + ": input truncated at offset ")) << p.output();
-  EXPECT_THAT(p.output(), HasSubstr("the file has 4096 bytes now, " + std::to_string(g->size()) + " when it was opened"))
+  EXPECT_THAT(p.output(),
+              HasSubstr("the file has 4096 bytes now, " + std::to_string(g->size()) + " when it was opened"))
       << p.output();
   EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
   ExpectSubscribersGone(p.output());

@@ -78,17 +78,28 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) Usage("unknown flag or missing value: " + a);
     const std::string v = argv[++i];
-    if (a == "--to") to = v;
-    else if (a == "--interface") iface = v;
-    else if (a == "--session") session = v;
-    else if (a == "--itch") itch = v;
-    else if (a == "--from") from = Number(a, v);
-    else if (a == "--count") count = Number(a, v);
-    else if (a == "--repeat") repeat = Number(a, v);
-    else if (a == "--heartbeat") kind = kHeartbeat, seq = Number(a, v);
-    else if (a == "--end") kind = kEnd, seq = Number(a, v);
-    else if (a == "--data") kind = kData, seq = Number(a, v);
-    else Usage("unknown flag " + a);
+    if (a == "--to")
+      to = v;
+    else if (a == "--interface")
+      iface = v;
+    else if (a == "--session")
+      session = v;
+    else if (a == "--itch")
+      itch = v;
+    else if (a == "--from")
+      from = Number(a, v);
+    else if (a == "--count")
+      count = Number(a, v);
+    else if (a == "--repeat")
+      repeat = Number(a, v);
+    else if (a == "--heartbeat")
+      kind = kHeartbeat, seq = Number(a, v);
+    else if (a == "--end")
+      kind = kEnd, seq = Number(a, v);
+    else if (a == "--data")
+      kind = kData, seq = Number(a, v);
+    else
+      Usage("unknown flag " + a);
   }
   if (kind == kNone) Usage("one of --heartbeat, --end or --data is required");
   if (session.empty() || session.size() > mold::kSessionSize) Usage("--session NAME (1..10 characters) is required");
@@ -121,7 +132,8 @@ int main(int argc, char** argv) {
       ++k;
       if (k >= from && k < from + count) msgs.emplace_back(m.bytes().begin(), m.bytes().end());
     });
-    if (msgs.size() != count) Usage("--itch FILE has no messages " + std::to_string(from) + ".." + std::to_string(from + count - 1));
+    if (msgs.size() != count)
+      Usage("--itch FILE has no messages " + std::to_string(from) + ".." + std::to_string(from + count - 1));
     mold::PacketBuilder b(buf);
     if (!b.Begin(s, seq)) Usage("--data: bad sequence");
     for (std::vector<std::uint8_t>& m : msgs) {

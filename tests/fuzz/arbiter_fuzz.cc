@@ -43,9 +43,8 @@ const std::vector<std::vector<std::uint8_t>>& Messages() {
     g.seed = 3;
     const std::vector<std::uint8_t> bytes = *pollux::itch::GenerateItch(g);
     std::vector<std::vector<std::uint8_t>> out;
-    (void)pollux::itch::ForEachMessage(bytes, [&](pollux::itch::MessageView m) {
-      out.emplace_back(m.bytes().begin(), m.bytes().end());
-    });
+    (void)pollux::itch::ForEachMessage(
+        bytes, [&](pollux::itch::MessageView m) { out.emplace_back(m.bytes().begin(), m.bytes().end()); });
     return out;
   }();
   return msgs;
@@ -97,9 +96,9 @@ struct Checker {
     }
     a.ResetOutput();
     if (a.has_session()) {
-      FUZZ_CHECK(records + lost == a.next_sequence() - 1,
-                 "delivered %llu + reported %llu != cursor %llu - 1", static_cast<unsigned long long>(records),
-                 static_cast<unsigned long long>(lost), static_cast<unsigned long long>(a.next_sequence()));
+      FUZZ_CHECK(records + lost == a.next_sequence() - 1, "delivered %llu + reported %llu != cursor %llu - 1",
+                 static_cast<unsigned long long>(records), static_cast<unsigned long long>(lost),
+                 static_cast<unsigned long long>(a.next_sequence()));
     }
     FUZZ_CHECK(a.next_sequence() <= a.frontier(), "cursor %llu beyond the frontier %llu",
                static_cast<unsigned long long>(a.next_sequence()), static_cast<unsigned long long>(a.frontier()));
@@ -125,11 +124,16 @@ std::vector<std::uint8_t> DataPacket(const mold::Session& s, u64 seq, u64 count,
 u64 PickSeq(pollux::fuzz::FuzzInput& in, const feed::Arbiter& a) {
   const u64 delta = static_cast<u64>(static_cast<std::int64_t>(static_cast<std::int16_t>(in.u16())));
   switch (in.u8() % 5) {
-    case 0: return a.next_sequence() + delta;
-    case 1: return a.frontier() + delta;
-    case 2: return Messages().size() + 1 + delta;
-    case 3: return in.u64() >> (in.u8() % 64);
-    default: return delta & 0xFFFF;
+    case 0:
+      return a.next_sequence() + delta;
+    case 1:
+      return a.frontier() + delta;
+    case 2:
+      return Messages().size() + 1 + delta;
+    case 3:
+      return in.u64() >> (in.u8() % 64);
+    default:
+      return delta & 0xFFFF;
   }
 }
 
@@ -180,7 +184,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const u64 seq = PickSeq(in, a);
         std::uint8_t b[mold::kPacketHeaderSize];
         const mold::Session& s = kSessions[flags % 3];
-        const std::span<const std::uint8_t> p = op == 3 ? mold::EncodeHeartbeat(b, s, seq) : mold::EncodeEndOfSession(b, s, seq);
+        const std::span<const std::uint8_t> p =
+            op == 3 ? mold::EncodeHeartbeat(b, s, seq) : mold::EncodeEndOfSession(b, s, seq);
         FUZZ_TRACE("%s line %d seq %llu", op == 3 ? "heartbeat" : "end", static_cast<int>(line),
                    static_cast<unsigned long long>(seq));
         if (p.empty()) break;
@@ -233,7 +238,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const u64 k = 1 + in.u8() % 40;
         const std::uint8_t flags = in.u8();
         if ((flags & 3) == 0) break;  // lost
-        const std::vector<std::uint8_t> p = DataPacket(r.session, r.sequence, std::min<u64>(k, r.count), (flags & 4) != 0);
+        const std::vector<std::uint8_t> p =
+            DataPacket(r.session, r.sequence, std::min<u64>(k, r.count), (flags & 4) != 0);
         if (!p.empty()) (void)a.OnPacket(feed::Line::kReplay, p, now);
         a.LineDrained(feed::Line::kReplay, now);
         break;

@@ -27,8 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string msg(cfg.status().message());
     FUZZ_CHECK(absl::IsInvalidArgument(cfg.status()), "rejected with %s, expected InvalidArgument",
                cfg.status().ToString().c_str());
-    FUZZ_CHECK(msg.substr(0, kSource.size() + 1) == "<fuzz>:", "error does not name the source: %s",
-               msg.c_str());
+    FUZZ_CHECK(msg.substr(0, kSource.size() + 1) == "<fuzz>:", "error does not name the source: %s", msg.c_str());
     return 0;
   }
   FUZZ_CHECK(cfg->source == kSource, "source is \"%s\"", cfg->source.c_str());

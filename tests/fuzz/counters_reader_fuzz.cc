@@ -76,12 +76,18 @@ std::size_t patch_offset(FuzzInput& in, const Template& t) {
   const std::uint32_t v = in.u32();
   const std::size_t size = t.bytes.size();
   switch (in.u8() % 6) {
-    case 0: return v % sizeof(core::CountersHeader);                         // header
-    case 1: return 4096 + v % (kSlots * 128);                                // labels
-    case 2: return 4096 + kSlots * 128 + v % (kSlots * 128);                 // values
-    case 3: return t.log_offset + v % sizeof(core::ErrorLogHeader);          // error log header
-    case 4: return t.log_offset + sizeof(core::ErrorLogHeader) + v % (3 * sizeof(core::ErrorEntry));  // entries
-    default: return v % size;
+    case 0:
+      return v % sizeof(core::CountersHeader);  // header
+    case 1:
+      return 4096 + v % (kSlots * 128);  // labels
+    case 2:
+      return 4096 + kSlots * 128 + v % (kSlots * 128);  // values
+    case 3:
+      return t.log_offset + v % sizeof(core::ErrorLogHeader);  // error log header
+    case 4:
+      return t.log_offset + sizeof(core::ErrorLogHeader) + v % (3 * sizeof(core::ErrorEntry));  // entries
+    default:
+      return v % size;
   }
 }
 

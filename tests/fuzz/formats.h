@@ -51,7 +51,7 @@ enum Op : std::uint8_t {
   kService = 3,  // u16 time step (10 us units)
   kAppend = 4,   // u8 count, count x u8 payload length; then flush
   kEndOfStream = 5,
-  kTime = 6,     // u32 time step (us)
+  kTime = 6,  // u32 time step (us)
   kOpCount = 7,
 };
 }  // namespace control

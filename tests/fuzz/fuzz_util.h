@@ -12,25 +12,24 @@
 #include <cstdlib>
 #include <cstring>
 
-#define FUZZ_CHECK(cond, ...)                                                              \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]] {                                                            \
-      std::fprintf(stderr, "\nfuzz invariant violated at %s:%d: %s\n  ", __FILE__, __LINE__, \
-                   #cond);                                                                 \
-      std::fprintf(stderr, __VA_ARGS__);                                                   \
-      std::fputc('\n', stderr);                                                            \
-      std::abort();                                                                        \
-    }                                                                                      \
+#define FUZZ_CHECK(cond, ...)                                                                        \
+  do {                                                                                               \
+    if (!(cond)) [[unlikely]] {                                                                      \
+      std::fprintf(stderr, "\nfuzz invariant violated at %s:%d: %s\n  ", __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                             \
+      std::fputc('\n', stderr);                                                                      \
+      std::abort();                                                                                  \
+    }                                                                                                \
   } while (0)
 
 // FUZZ_TRACE prints what a harness does, only when POLLUX_FUZZ_TRACE is set in the
 // environment: for reading a crash input step by step (`POLLUX_FUZZ_TRACE=1 fuzz_x CRASH`).
-#define FUZZ_TRACE(...)                                    \
-  do {                                                     \
-    if (::pollux::fuzz::tracing()) [[unlikely]] {          \
-      std::fprintf(stderr, "trace: " __VA_ARGS__);         \
-      std::fputc('\n', stderr);                            \
-    }                                                      \
+#define FUZZ_TRACE(...)                            \
+  do {                                             \
+    if (::pollux::fuzz::tracing()) [[unlikely]] {  \
+      std::fprintf(stderr, "trace: " __VA_ARGS__); \
+      std::fputc('\n', stderr);                    \
+    }                                              \
   } while (0)
 
 namespace pollux::fuzz {

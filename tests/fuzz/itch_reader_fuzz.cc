@@ -94,8 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t visited = 0;
   const itch::ParseResult v = itch::VisitMessages(buf, [&](auto view) {
     using View = decltype(view);
-    FUZZ_CHECK(view.type() == View::kType, "dispatch gave a '%c' view for a '%c' message", View::kType,
-               view.type());
+    FUZZ_CHECK(view.type() == View::kType, "dispatch gave a '%c' view for a '%c' message", View::kType, view.type());
     (void)touch(view.data(), View::kSize);
     (void)view.timestamp();
     ++visited;

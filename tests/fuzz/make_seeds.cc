@@ -116,7 +116,9 @@ void itch_seeds(const fs::path& dir, const std::string& fixture) {
     e.AppendOrderDelete(h, 1);
     e.AppendTrade(h, 4, 'B', 300, "ACME", 1'235'500, 902);
     e.AppendOrderDelete(h, 3);
-    write(dir / (framing == itch::Framing::kLengthPrefix ? "encoder_order_life.itch" : "encoder_order_life_zero_prefix.itch"), v);
+    write(dir / (framing == itch::Framing::kLengthPrefix ? "encoder_order_life.itch"
+                                                         : "encoder_order_life_zero_prefix.itch"),
+          v);
   }
   std::vector<std::uint8_t> bare;
   itch::Encoder(&bare, itch::Framing::kNone).AppendAddOrder(itch::Header{1, 2, 3}, 42, 'S', 10, "XYZ", 99);
@@ -177,8 +179,9 @@ mode = "rc"
 peers = ["10.0.0.2:7471", "10.0.0.3:7471"]
 signal_every = 8
 )"},
-      {"string_forms.toml", "[runtime]\nname = \"md_1\"\ndevice = \"eth\\u0030\"\nshm_dir = '/dev/shm'\n"
-                            "[[streams]]\ntopic = \"\"\"multi\\\n  line\"\"\"\nid = 5\n"},
+      {"string_forms.toml",
+       "[runtime]\nname = \"md_1\"\ndevice = \"eth\\u0030\"\nshm_dir = '/dev/shm'\n"
+       "[[streams]]\ntopic = \"\"\"multi\\\n  line\"\"\"\nid = 5\n"},
       {"inline_errors.toml", "[runtime]\nthreading = \"inline\"\n[shm]\nlog_size = 17592186044432\n"},
   };
   for (const auto& [name, text] : files) {
@@ -192,8 +195,8 @@ signal_every = 8
   write(dir / "defaults_printed.toml", printed);
 
   // The dictionary: every section and key the table knows, and the TOML punctuation.
-  std::set<std::string> words = {"[", "]", "[[streams]]", "=", "\"", "'", "\"\"\"", "true", "false", "#",
-                                 "KiB", "MiB", "GiB", "{", "}", ",", ".", "\n", "0x", "1e9", "inf", "nan"};
+  std::set<std::string> words = {"[",   "]",   "[[streams]]", "=", "\"", "'", "\"\"\"", "true", "false", "#",   "KiB",
+                                 "MiB", "GiB", "{",           "}", ",",  ".", "\n",     "0x",   "1e9",   "inf", "nan"};
   std::string section;
   for (std::size_t at = 0; at < printed.size();) {
     std::size_t eol = printed.find('\n', at);
@@ -208,9 +211,9 @@ signal_every = 8
       if (value.size() > 2 && value[0] == '"') words.insert(value.substr(1, value.size() - 2));
     }
   }
-  for (const char* w : {"dedicated", "shared", "inline", "busy-spin", "yield", "backoff", "shm", "udp", "rdma", "lossy",
-                        "backpressure", "rc", "ud_mcast", "auto", "on", "off", "topic", "id", "trace", "trace_every",
-                        "udp_address", "udp_port"}) {
+  for (const char* w : {"dedicated", "shared", "inline",       "busy-spin",   "yield",       "backoff", "shm", "udp",
+                        "rdma",      "lossy",  "backpressure", "rc",          "ud_mcast",    "auto",    "on",  "off",
+                        "topic",     "id",     "trace",        "trace_every", "udp_address", "udp_port"}) {
     words.insert(w);
   }
   std::string out = "# libFuzzer dictionary for the config harness (written by fuzz_make_seeds)\n";
@@ -299,7 +302,14 @@ void udp_seeds(const fs::path& dir) {
       if (i < a.datagrams.size()) datagram_op(o, a.datagrams[i]);
       if (i < b.datagrams.size()) datagram_op(o, b.datagrams[i]);
     }
-    o.u8(fz::udp::kPoll).u8(20).u8(fz::udp::kTime).u32(3'000'000).u8(fz::udp::kService).u16(10).u8(fz::udp::kPoll).u8(63);
+    o.u8(fz::udp::kPoll)
+        .u8(20)
+        .u8(fz::udp::kTime)
+        .u32(3'000'000)
+        .u8(fz::udp::kService)
+        .u16(10)
+        .u8(fz::udp::kPoll)
+        .u8(63);
     write(dir / "two_sessions_one_silent.bin", o.bytes);
   }
 }
@@ -320,23 +330,39 @@ void control_seeds(const fs::path& dir) {
   for (std::size_t i = 0; i < bufs.size(); ++i) {
     if (i != 2) r.on_datagram(bufs[i].data(), static_cast<std::uint32_t>(bufs[i].size()), from, 0, 1'000'000'000);
   }
-  r.service(1'000'000'000, out);          // status ("I am here")
-  r.service(1'010'000'000, out);          // the NAK, after its random delay
+  r.service(1'000'000'000, out);  // status ("I am here")
+  r.service(1'010'000'000, out);  // the NAK, after its random delay
   if (out.controls.size() < 2) die("the receiver sent no NAK");
   Out o;
   o.u8(0);  // no coalescing
   o.u8(255).u8(fz::control::kAppend).u8(20);
   for (int i = 0; i < 20; ++i) o.u8(8 * (i % 20));
   for (const auto& m : out.controls) o.u8(255).u8(fz::control::kControl).u8(1).u16(m.size()).raw(m.data(), m.size());
-  o.u8(255).u8(fz::control::kService).u16(10).u8(255).u8(fz::control::kTime).u32(2000).u8(255).u8(fz::control::kService).u16(10);
+  o.u8(255)
+      .u8(fz::control::kService)
+      .u16(10)
+      .u8(255)
+      .u8(fz::control::kTime)
+      .u32(2000)
+      .u8(255)
+      .u8(fz::control::kService)
+      .u16(10);
   write(dir / "status_nak_repair.bin", o.bytes);
   // The subscriber leaves (kControlFlagLeaving), the publisher ends.
   r.close(out);
   Out e;
   e.u8(1);  // coalescing
   e.u8(255).u8(fz::control::kAppend).u8(5).u8(8).u8(16).u8(24).u8(32).u8(40);
-  e.u8(255).u8(fz::control::kControl).u8(1).u16(out.controls[0].size()).raw(out.controls[0].data(), out.controls[0].size());
-  e.u8(255).u8(fz::control::kControl).u8(1).u16(out.controls.back().size()).raw(out.controls.back().data(), out.controls.back().size());
+  e.u8(255)
+      .u8(fz::control::kControl)
+      .u8(1)
+      .u16(out.controls[0].size())
+      .raw(out.controls[0].data(), out.controls[0].size());
+  e.u8(255)
+      .u8(fz::control::kControl)
+      .u8(1)
+      .u16(out.controls.back().size())
+      .raw(out.controls.back().data(), out.controls.back().size());
   e.u8(3).u8(1).u8(fz::control::kService).u16(100).u8(255).u8(fz::control::kEndOfStream);
   write(dir / "status_leave_end.bin", e.bytes);
 }
@@ -377,8 +403,8 @@ void window_seeds(const fs::path& dir) {
 }
 
 void shm_seeds(const fs::path& dir) {
-  for (const auto& [t, name] : {std::pair{fz::shm::kShort, "short"}, {fz::shm::kWrapped, "wrapped"},
-                                {fz::shm::kClosed, "closed"}}) {
+  for (const auto& [t, name] :
+       {std::pair{fz::shm::kShort, "short"}, {fz::shm::kWrapped, "wrapped"}, {fz::shm::kClosed, "closed"}}) {
     for (int join_at_start = 0; join_at_start < 2; ++join_at_start) {
       Out o;
       o.u8(t).u8(0).u8(0).u8(200).u8(1).u8(0).u8(join_at_start);
@@ -397,25 +423,25 @@ void ud_source_seeds(const fs::path& dir) {
     std::uint8_t g[40] = {};
     const std::uint8_t ip[20] = {0x45, 0, 0, 0x54, 0x12, 0x34, 0x40, 0, 1, 0x11, 0, 0, 10, 0, 0, 1, 239, 255, 77, 1};
     std::memcpy(g + 20, ip, 20);
-    o.u8(0).raw(g, 40).u32(0x11);                                     // RoCEv2 IPv4, rxe-style
-    o.u8(1).u8(0).u8(10).u8(0).u8(0).u8(2).u16(7).u32(0x22);          // described IPv4
-    o.u8(1).u8(2).u8(10).u8(0).u8(0).u8(3).u16(8).u8(5).u32(0x33);    // IPv6 nibble in front, valid IPv4 checksum
-    o.u8(1).u8(3).u8(10).u8(0).u8(0).u8(4).u16(9).u8(7).u8(5).u32(1); // ... checksum wrong: a GRH
-    o.u8(1).u8(4).u8(1).u8(2).u8(3).u8(4).u16(1);                     // a real GRH with an SGID
+    o.u8(0).raw(g, 40).u32(0x11);                                      // RoCEv2 IPv4, rxe-style
+    o.u8(1).u8(0).u8(10).u8(0).u8(0).u8(2).u16(7).u32(0x22);           // described IPv4
+    o.u8(1).u8(2).u8(10).u8(0).u8(0).u8(3).u16(8).u8(5).u32(0x33);     // IPv6 nibble in front, valid IPv4 checksum
+    o.u8(1).u8(3).u8(10).u8(0).u8(0).u8(4).u16(9).u8(7).u8(5).u32(1);  // ... checksum wrong: a GRH
+    o.u8(1).u8(4).u8(1).u8(2).u8(3).u8(4).u16(1);                      // a real GRH with an SGID
     for (int i = 0; i < 16; ++i) o.u8(0xa0 + i);
     o.u32(0x44);
     write(dir / "headers.bin", o.bytes);
   }
   {
     Out o;
-    o.u8(2).u8(0).u8(4).u8(1);                                        // heartbeat of session 0 from source 0: join
-    o.u8(2).u8(0).u8(0).u8(3).u8(1).u8(8).u8(16).u8(24).u8(32);       // 4 frames from source 0
-    o.u8(2).u8(1).u8(0).u8(1).u8(1).u8(8).u8(8);                      // 2 frames of it from source 1: wrong source
+    o.u8(2).u8(0).u8(4).u8(1);                                   // heartbeat of session 0 from source 0: join
+    o.u8(2).u8(0).u8(0).u8(3).u8(1).u8(8).u8(16).u8(24).u8(32);  // 4 frames from source 0
+    o.u8(2).u8(1).u8(0).u8(1).u8(1).u8(8).u8(8);                 // 2 frames of it from source 1: wrong source
     o.u8(3).u16(10);
-    o.u8(2).u8(0).u8(0).u8(2).u8(0).u8(5).u8(8).u8(8).u8(8);          // 3 frames after a gap of 5: NAKed
+    o.u8(2).u8(0).u8(0).u8(2).u8(0).u8(5).u8(8).u8(8).u8(8);  // 3 frames after a gap of 5: NAKed
     o.u8(3).u16(50).u8(3).u16(50);
-    o.u8(2).u8(1).u8(6).u8(1);                                        // session 1 joins from source 1
-    o.u8(2).u8(0).u8(8).u8(1).u8(1).u8(8).u8(8);                      // a header no device writes
+    o.u8(2).u8(1).u8(6).u8(1);                    // session 1 joins from source 1
+    o.u8(2).u8(0).u8(8).u8(1).u8(1).u8(8).u8(8);  // a header no device writes
     o.u8(3).u16(20);
     write(dir / "two_sources_two_sessions.bin", o.bytes);
   }
@@ -489,12 +515,23 @@ void arbiter_seeds(const fs::path& dir) {
       ArbData(o, 0, s, 20);
       ArbData(o, 1, s, 20);
       switch ((s / 20) % 6) {
-        case 1: ArbControl(o, true, 0, 1); break;                 // an end at 1
-        case 2: ArbControlRaw(o, false, 0, 1ull << 62); break;   // a heartbeat at 2^62
-        case 3: ArbData(o, 0, s + 20 + 10000, 5); break;         // data far ahead
-        case 4: ArbControl(o, false, 0, 1, 2); break;            // another session's heartbeat
-        case 5: ArbData(o, 0, s + 20, 3, 1); break;              // an altered copy of the next messages
-        default: break;
+        case 1:
+          ArbControl(o, true, 0, 1);
+          break;  // an end at 1
+        case 2:
+          ArbControlRaw(o, false, 0, 1ull << 62);
+          break;  // a heartbeat at 2^62
+        case 3:
+          ArbData(o, 0, s + 20 + 10000, 5);
+          break;  // data far ahead
+        case 4:
+          ArbControl(o, false, 0, 1, 2);
+          break;  // another session's heartbeat
+        case 5:
+          ArbData(o, 0, s + 20, 3, 1);
+          break;  // an altered copy of the next messages
+        default:
+          break;
       }
       ArbDrainedTick(o, 300);
     }

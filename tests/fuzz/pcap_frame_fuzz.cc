@@ -26,22 +26,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (pcap::DecodeFrame(link, frame, &d) != pcap::FrameKind::kUdp) return 0;
   const std::uint8_t* begin = frame.data();
   const std::uint8_t* end = frame.data() + frame.size();
-  FUZZ_CHECK(d.payload.size() <= frame.size() && d.payload.data() >= begin && d.payload.data() + d.payload.size() <= end,
-             "payload outside the frame");
+  FUZZ_CHECK(
+      d.payload.size() <= frame.size() && d.payload.data() >= begin && d.payload.data() + d.payload.size() <= end,
+      "payload outside the frame");
   FUZZ_CHECK(d.payload.size() <= pcap::kMaxUdpPayload, "payload larger than UDP allows: %zu", d.payload.size());
   std::uint16_t udp_len = 0;
   const std::uint8_t* udp = d.payload.data() - pcap::kUdpHeaderSize;
   udp_len = static_cast<std::uint16_t>((udp[4] << 8) | udp[5]);
-  FUZZ_CHECK(udp_len == d.payload.size() + pcap::kUdpHeaderSize, "UDP length %u, payload %zu", udp_len, d.payload.size());
+  FUZZ_CHECK(udp_len == d.payload.size() + pcap::kUdpHeaderSize, "UDP length %u, payload %zu", udp_len,
+             d.payload.size());
 
   std::vector<std::uint8_t> rec(pcap::kRecordOverhead + d.payload.size());
   pcap::WriteRecordHeaders(rec.data(), 123, d.src, d.dst, d.payload.size(), 7);
   std::memcpy(rec.data() + pcap::kRecordOverhead, d.payload.data(), d.payload.size());
-  const std::span<const std::uint8_t> rebuilt(rec.data() + pcap::kRecordHeaderSize, rec.size() - pcap::kRecordHeaderSize);
+  const std::span<const std::uint8_t> rebuilt(rec.data() + pcap::kRecordHeaderSize,
+                                              rec.size() - pcap::kRecordHeaderSize);
   FUZZ_CHECK(pcap::Ipv4Checksum(rebuilt.subspan(pcap::kEthernetHeaderSize, pcap::kIpv4HeaderSize)) == 0,
              "rebuilt IPv4 checksum does not verify");
   pcap::Datagram again;
-  FUZZ_CHECK(pcap::DecodeFrame(pcap::LinkType::kEthernet, rebuilt, &again) == pcap::FrameKind::kUdp, "rebuilt frame refused");
+  FUZZ_CHECK(pcap::DecodeFrame(pcap::LinkType::kEthernet, rebuilt, &again) == pcap::FrameKind::kUdp,
+             "rebuilt frame refused");
   FUZZ_CHECK(again.src.addr == d.src.addr && again.src.port == d.src.port && again.dst.addr == d.dst.addr &&
                  again.dst.port == d.dst.port,
              "endpoints changed");

@@ -179,7 +179,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const std::uint32_t n = r.poll(out, 64);
       for (std::uint32_t i = 0; i < n; ++i) {
         if (out[i].kind != RxKind::kMessage) continue;
-        FUZZ_CHECK(out[i].token < held.size(), "token %llu of no buffer", static_cast<unsigned long long>(out[i].token));
+        FUZZ_CHECK(out[i].token < held.size(), "token %llu of no buffer",
+                   static_cast<unsigned long long>(out[i].token));
         const Buffer& b = held[out[i].token];
         const auto* f = reinterpret_cast<const std::byte*>(out[i].frame);
         FUZZ_CHECK(f >= b.bytes.get() + kGrh && f + out[i].length <= b.bytes.get() + b.len,
@@ -243,8 +244,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::uint32_t i = 0; i < r.sessions(); ++i) elsewhere |= r.session_info(i).session_id == session;
     }
     const std::uint64_t wrong_before = r.stats().wrong_source, started_before = r.stats().sessions_started;
-    const std::uint32_t stored =
-        r.on_datagram(b.bytes.get() + kGrh, static_cast<std::uint32_t>(d.size()), from, static_cast<std::uint32_t>(held.size()), now);
+    const std::uint32_t stored = r.on_datagram(b.bytes.get() + kGrh, static_cast<std::uint32_t>(d.size()), from,
+                                               static_cast<std::uint32_t>(held.size()), now);
     if (elsewhere && !(sel & 1)) {  // a described datagram: its first frame is well formed
       FUZZ_CHECK(stored == 0 && r.stats().wrong_source == wrong_before + 1,
                  "session %08x joined from source %d took a datagram from source %d (%u stored)", session, 1 - s, s,

@@ -54,11 +54,16 @@ u64 pick_seq(pollux::fuzz::FuzzInput& in, const rel::ReceiveWindow& w) {
   const u64 delta = static_cast<u64>(static_cast<std::int64_t>(static_cast<std::int8_t>(in.u8())));
   namespace seq = pollux::fuzz::seq;
   switch (in.u8() % seq::kBases) {
-    case seq::kExpected: return w.expected() + delta;
-    case seq::kHwm: return w.hwm() + delta;
-    case seq::kWindowEnd: return w.expected() + w.window() + delta;
-    case seq::kOther: return w.lost_through() + delta;
-    default: return in.u64();  // anything a forged datagram can carry
+    case seq::kExpected:
+      return w.expected() + delta;
+    case seq::kHwm:
+      return w.hwm() + delta;
+    case seq::kWindowEnd:
+      return w.expected() + w.window() + delta;
+    case seq::kOther:
+      return w.lost_through() + delta;
+    default:
+      return in.u64();  // anything a forged datagram can carry
   }
 }
 
@@ -81,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   w.reset(1 + in.u64() % kMaxSequence);  // a session starts at the first heartbeat's sequence
 
   std::map<u64, std::pair<const core::FrameHeader*, std::uint32_t>> held;  // the model
-  std::vector<std::unique_ptr<core::FrameHeader>> frames;  // every frame offered, kept alive
+  std::vector<std::unique_ptr<core::FrameHeader>> frames;                  // every frame offered, kept alive
   std::int64_t now = 1'000'000'000;
   RxDesc out[64];
   rel::NakRange naks[32];
@@ -102,10 +107,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint32_t token = static_cast<std::uint32_t>(frames.size());
         const rel::ReceiveWindow::Accept a = w.accept(seq, f.get(), token, now);
         FUZZ_TRACE("accept(%llu) -> %d", static_cast<unsigned long long>(seq), static_cast<int>(a));
-        const rel::ReceiveWindow::Accept want = seq < exp0                 ? rel::ReceiveWindow::Accept::kDuplicate
-                                                : seq - exp0 >= window     ? rel::ReceiveWindow::Accept::kBeyond
-                                                : held.count(seq) != 0     ? rel::ReceiveWindow::Accept::kDuplicate
-                                                                           : rel::ReceiveWindow::Accept::kStored;
+        const rel::ReceiveWindow::Accept want = seq < exp0             ? rel::ReceiveWindow::Accept::kDuplicate
+                                                : seq - exp0 >= window ? rel::ReceiveWindow::Accept::kBeyond
+                                                : held.count(seq) != 0 ? rel::ReceiveWindow::Accept::kDuplicate
+                                                                       : rel::ReceiveWindow::Accept::kStored;
         FUZZ_CHECK(a == want, "accept(%llu) with expected %llu: got %d, expected %d",
                    static_cast<unsigned long long>(seq), static_cast<unsigned long long>(exp0), static_cast<int>(a),
                    static_cast<int>(want));
@@ -142,7 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        static_cast<unsigned long long>(cursor));
             FUZZ_CHECK(d.frame == it->second.first && d.token == it->second.second &&
                            d.length == it->second.first->frame_length,
-                       "sequence %llu delivered with another frame/token/length", static_cast<unsigned long long>(cursor));
+                       "sequence %llu delivered with another frame/token/length",
+                       static_cast<unsigned long long>(cursor));
             held.erase(it);
             ++cursor;
           } else {
@@ -151,16 +157,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        static_cast<unsigned long long>(d.gap_count));
             const auto it = held.lower_bound(cursor);
             FUZZ_CHECK(it == held.end() || it->first - cursor >= d.gap_count,
-                       "loss of [%llu, +%llu) reported over held sequence %llu", static_cast<unsigned long long>(cursor),
-                       static_cast<unsigned long long>(d.gap_count), static_cast<unsigned long long>(it->first));
+                       "loss of [%llu, +%llu) reported over held sequence %llu",
+                       static_cast<unsigned long long>(cursor), static_cast<unsigned long long>(d.gap_count),
+                       static_cast<unsigned long long>(it->first));
             FUZZ_CHECK(d.gap_count <= limit - cursor, "loss report runs past the limit");
             cursor += d.gap_count;
           }
         }
         FUZZ_CHECK(w.expected() == cursor, "expected %llu after delivering up to %llu",
                    static_cast<unsigned long long>(w.expected()), static_cast<unsigned long long>(cursor));
-        FUZZ_CHECK(n == max || w.expected() >= limit || !w.deliverable(),
-                   "drain stopped at %llu with more deliverable", static_cast<unsigned long long>(w.expected()));
+        FUZZ_CHECK(n == max || w.expected() >= limit || !w.deliverable(), "drain stopped at %llu with more deliverable",
+                   static_cast<unsigned long long>(w.expected()));
         break;
       }
       case op::kNaks: {
@@ -209,17 +216,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         continue;
       }
     }
-    FUZZ_TRACE("  expected %llu hwm %llu lost_through %llu held %u gaps %u", static_cast<unsigned long long>(w.expected()),
-               static_cast<unsigned long long>(w.hwm()), static_cast<unsigned long long>(w.lost_through()), w.held(),
-               w.gaps());
+    FUZZ_TRACE("  expected %llu hwm %llu lost_through %llu held %u gaps %u",
+               static_cast<unsigned long long>(w.expected()), static_cast<unsigned long long>(w.hwm()),
+               static_cast<unsigned long long>(w.lost_through()), w.held(), w.gaps());
     // Invariants after every event.
     FUZZ_CHECK(w.expected() <= w.hwm(), "expected %llu > hwm %llu", static_cast<unsigned long long>(w.expected()),
                static_cast<unsigned long long>(w.hwm()));
     FUZZ_CHECK(w.held() == held.size(), "window holds %u frames, the model %zu", w.held(), held.size());
     FUZZ_CHECK(held.empty() || (held.begin()->first >= w.expected() && held.rbegin()->first < w.hwm()),
                "held sequences [%llu, %llu] outside [expected %llu, hwm %llu)",
-               static_cast<unsigned long long>(held.begin()->first), static_cast<unsigned long long>(held.rbegin()->first),
-               static_cast<unsigned long long>(w.expected()), static_cast<unsigned long long>(w.hwm()));
+               static_cast<unsigned long long>(held.begin()->first),
+               static_cast<unsigned long long>(held.rbegin()->first), static_cast<unsigned long long>(w.expected()),
+               static_cast<unsigned long long>(w.hwm()));
     FUZZ_CHECK(w.gaps() <= rel::ReceiveWindow::kMaxGaps, "%u gaps", w.gaps());
     const u64 reach = std::max({hwm0, sat_add(exp0, window), claimed});
     FUZZ_CHECK(w.hwm() <= reach && (w.lost_through() <= std::max(lost0, reach)),

@@ -98,7 +98,8 @@ class Sink final : public rel::DatagramSink {
       }
       ++frames;
     }
-    FUZZ_CHECK(!cur.malformed() && walked >= d.bytes, "datagram of %u bytes: malformed after %u bytes", d.bytes, walked);
+    FUZZ_CHECK(!cur.malformed() && walked >= d.bytes, "datagram of %u bytes: malformed after %u bytes", d.bytes,
+               walked);
     ++datagrams;
   }
 
@@ -109,11 +110,16 @@ u64 pick_seq(FuzzInput& in, const rel::ReliableSender& s) {
   const u64 delta = static_cast<u64>(static_cast<std::int64_t>(static_cast<std::int8_t>(in.u8())));
   namespace seq = pollux::fuzz::seq;
   switch (in.u8() % seq::kBases) {
-    case seq::kExpected: return s.log().oldest() + delta;
-    case seq::kHwm: return s.log().sent() + delta;
-    case seq::kWindowEnd: return s.log().next() + delta;
-    case seq::kOther: return 1 + in.u8();
-    default: return in.u64();
+    case seq::kExpected:
+      return s.log().oldest() + delta;
+    case seq::kHwm:
+      return s.log().sent() + delta;
+    case seq::kWindowEnd:
+      return s.log().next() + delta;
+    case seq::kOther:
+      return 1 + in.u8();
+    default:
+      return in.u64();
   }
 }
 

@@ -107,12 +107,18 @@ const std::vector<Template>& templates() {
 std::size_t patch_offset(FuzzInput& in, std::size_t size, std::uint32_t header_size) {
   const std::uint32_t v = in.u32();
   switch (in.u8() % 6) {
-    case 0: return v % sizeof(shm::SegmentLayout);                                    // layout
-    case 1: return offsetof(shm::SegmentHeader, writer) + v % sizeof(shm::WriterState);  // tail, closed...
-    case 2: return offsetof(shm::SegmentHeader, checkpoints) + v % sizeof(shm::Checkpoints);
-    case 3: return sizeof(shm::SegmentHeader) + v % (4 * sizeof(shm::SubscriberSlot));  // slots
-    case 4: return header_size + (v * core::kFrameAlignment + in.u8() % 32) % (size - header_size);  // a frame header
-    default: return v % size;
+    case 0:
+      return v % sizeof(shm::SegmentLayout);  // layout
+    case 1:
+      return offsetof(shm::SegmentHeader, writer) + v % sizeof(shm::WriterState);  // tail, closed...
+    case 2:
+      return offsetof(shm::SegmentHeader, checkpoints) + v % sizeof(shm::Checkpoints);
+    case 3:
+      return sizeof(shm::SegmentHeader) + v % (4 * sizeof(shm::SubscriberSlot));  // slots
+    case 4:
+      return header_size + (v * core::kFrameAlignment + in.u8() % 32) % (size - header_size);  // a frame header
+    default:
+      return v % size;
   }
 }
 
@@ -172,8 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (int step = 0; step < 64 && !in.empty(); ++step) {
     const std::uint8_t op = in.u8();
     if (op < pollux::fuzz::shm::kPollStep) {  // the other process writes while we read
-      apply_patches(in, reinterpret_cast<std::byte*>(s.header()), l.header_size + log_size, l.header_size,
-                    1 + op % 4);
+      apply_patches(in, reinterpret_cast<std::byte*>(s.header()), l.header_size + log_size, l.header_size, 1 + op % 4);
       continue;
     }
     const std::uint32_t max = 1 + in.u8() % 64;

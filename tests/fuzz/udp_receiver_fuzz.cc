@@ -3,9 +3,9 @@
 // with the frame cursor and heartbeat decoder of wire.h, exactly as UdpRxEndpoint::process does;
 // poll(), service() (NAKs and status messages out) and buffer-pressure forgets (as
 // UdpRxEndpoint::evict does) are driven by the same input. The inline direct path
-// (take_in_order, before on_datagram whenever poll() has nothing) runs as the endpoint runs it. Datagram buffers live exactly as
-// long as the endpoint keeps them (reference count = frames held or delivered), so a view into
-// a datagram the receiver no longer holds is a heap-use-after-free ASan reports.
+// (take_in_order, before on_datagram whenever poll() has nothing) runs as the endpoint runs it. Datagram buffers live
+// exactly as long as the endpoint keeps them (reference count = frames held or delivered), so a view into a datagram
+// the receiver no longer holds is a heap-use-after-free ASan reports.
 //
 // Input: a list of events. A datagram is either raw bytes or built from a compact description
 // (frames with chosen flags, session, sequence relative to the session's window, heartbeat
@@ -85,7 +85,8 @@ class Sink final : public rel::ControlSink {
                      n[i].count <= c->highest - n[i].from,
                  "NAK [%llu, +%llu) with position %llu highest %llu window %u",
                  static_cast<unsigned long long>(n[i].from), static_cast<unsigned long long>(n[i].count),
-                 static_cast<unsigned long long>(c->position), static_cast<unsigned long long>(c->highest), r_.window());
+                 static_cast<unsigned long long>(c->position), static_cast<unsigned long long>(c->highest),
+                 r_.window());
     }
     ++sent;
   }
@@ -114,11 +115,16 @@ u64 pick_seq(FuzzInput& in, const rel::ReliableReceiver& r, std::uint32_t sessio
   const u64 delta = static_cast<u64>(static_cast<std::int64_t>(static_cast<std::int8_t>(in.u8())));
   namespace seq = pollux::fuzz::seq;
   switch (in.u8() % seq::kBases) {
-    case seq::kExpected: return (found ? s.expected : 1) + delta;
-    case seq::kHwm: return (found ? s.hwm : 1) + delta;
-    case seq::kWindowEnd: return (found ? s.expected + r.window() : 1) + delta;
-    case seq::kOther: return 1 + in.u8();
-    default: return in.u64();
+    case seq::kExpected:
+      return (found ? s.expected : 1) + delta;
+    case seq::kHwm:
+      return (found ? s.hwm : 1) + delta;
+    case seq::kWindowEnd:
+      return (found ? s.expected + r.window() : 1) + delta;
+    case seq::kOther:
+      return 1 + in.u8();
+    default:
+      return in.u64();
   }
 }
 
@@ -139,7 +145,8 @@ std::vector<std::byte> build_datagram(FuzzInput& in, const rel::ReliableReceiver
     h.session_id = pick < 240 ? kSessions[pick % 3] : in.u32();
     h.stream_id = (sel & 16) ? in.u32() : kStream;
     h.sequence = pick_seq(in, r, h.session_id);
-    const std::uint32_t body = (h.flags & core::kFlagHeartbeat) && !(sel & 32) ? sizeof(rel::HeartbeatBody) : in.u8() % 160;
+    const std::uint32_t body =
+        (h.flags & core::kFlagHeartbeat) && !(sel & 32) ? sizeof(rel::HeartbeatBody) : in.u8() % 160;
     h.frame_length = (sel & 64) ? in.u16() : core::kFrameHeaderSize + body;  // (64: any length at all)
     const std::size_t at = d.size();
     d.resize(at + rel::wire_size(core::kFrameHeaderSize + body));
@@ -175,8 +182,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::map<std::uint32_t, u64> next;     // per announced session: the next sequence to be reported
   std::map<std::uint32_t, u64> claimed;  // per session id: the furthest a heartbeat so far claimed
   struct Death {
-    u64 at;          // delivery stood here when the death was reported
-    u64 forgotten;   // dead_forgotten then
+    u64 at;         // delivery stood here when the death was reported
+    u64 forgotten;  // dead_forgotten then
   };
   std::map<std::uint32_t, Death> died;  // per session id reported dead
   std::int64_t now = 1'000'000'000;
@@ -282,8 +289,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             continue;
           }
           auto it = next.find(d.session_id);
-          FUZZ_CHECK(it != next.end(), "event kind %d of session %u, which was not announced",
-                     static_cast<int>(d.kind), d.session_id);
+          FUZZ_CHECK(it != next.end(), "event kind %d of session %u, which was not announced", static_cast<int>(d.kind),
+                     d.session_id);
           if (d.kind == RxKind::kEndOfStream) {
             FUZZ_CHECK(d.sequence == it->second, "session %u ended at %llu, delivery stood at %llu", d.session_id,
                        static_cast<unsigned long long>(d.sequence), static_cast<unsigned long long>(it->second));
@@ -312,12 +319,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           FUZZ_CHECK(d.frame->frame_length == d.length && d.frame->sequence == d.sequence &&
                          d.frame->session_id == d.session_id && d.frame->stream_id == kStream,
                      "message header disagrees with its descriptor");
-          FUZZ_CHECK(!(d.frame->flags & (core::kFlagHeartbeat | core::kFlagPadding)), "a %s frame delivered as a message",
+          FUZZ_CHECK(!(d.frame->flags & (core::kFlagHeartbeat | core::kFlagPadding)),
+                     "a %s frame delivered as a message",
                      (d.frame->flags & core::kFlagHeartbeat) ? "heartbeat" : "padding");
-          FUZZ_CHECK(!(d.frame->flags & core::kFlagTraced) ||
-                         d.length >= core::kFrameHeaderSize + sizeof(core::StageTrace),
-                     "traced frame of %u bytes delivered: shorter than header + trace block (%zu)", d.length,
-                     core::kFrameHeaderSize + sizeof(core::StageTrace));
+          FUZZ_CHECK(
+              !(d.frame->flags & core::kFlagTraced) || d.length >= core::kFrameHeaderSize + sizeof(core::StageTrace),
+              "traced frame of %u bytes delivered: shorter than header + trace block (%zu)", d.length,
+              core::kFrameHeaderSize + sizeof(core::StageTrace));
           (void)pollux::fuzz::touch(f, d.length);
           ++it->second;
         }

@@ -63,11 +63,33 @@ Cli RunCli(const std::string& args) { return testing::RunProgram(ExchangeBin(), 
 TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   const Cli h = RunCli("--help");
   EXPECT_EQ(h.rc, 0) << h.out;
-  for (const char* flag : {"--itch", "--generate", "--line-a", "--line-b", "--rerequest-port", "--interface",
-                           "--drop-a", "--drop-b", "--seed", "--rate", "--session", "--linger-ms", "--speed",
-                           "--history", "--request-limit", "--delay-b-us", "--no-rerequest", "--heartbeat-ms",
-                           "--mtu", "--summary-json", "--max-requesters", "--reply-mode", "--max-reply-packets",
-                           "--dup-window-ms", "--allow", "--session-change-at", "--pause-at"}) {
+  for (const char* flag : {"--itch",
+                           "--generate",
+                           "--line-a",
+                           "--line-b",
+                           "--rerequest-port",
+                           "--interface",
+                           "--drop-a",
+                           "--drop-b",
+                           "--seed",
+                           "--rate",
+                           "--session",
+                           "--linger-ms",
+                           "--speed",
+                           "--history",
+                           "--request-limit",
+                           "--delay-b-us",
+                           "--no-rerequest",
+                           "--heartbeat-ms",
+                           "--mtu",
+                           "--summary-json",
+                           "--max-requesters",
+                           "--reply-mode",
+                           "--max-reply-packets",
+                           "--dup-window-ms",
+                           "--allow",
+                           "--session-change-at",
+                           "--pause-at"}) {
     EXPECT_NE(h.out.find(flag), std::string::npos) << flag << "\n" << h.out;
   }
   const Cli bogus = RunCli("--bogus 1");
@@ -79,20 +101,20 @@ TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   struct Missing {
     std::string args, named;
   };
-  for (const Missing& m : {Missing{a + " " + b + " " + p, "--itch"}, Missing{src + " " + b + " " + p, "--line-a"},
-                           Missing{src + " " + a + " " + p, "--line-b"},
-                           Missing{src + " " + a + " " + b, "--rerequest-port"}}) {
+  for (const Missing& m :
+       {Missing{a + " " + b + " " + p, "--itch"}, Missing{src + " " + b + " " + p, "--line-a"},
+        Missing{src + " " + a + " " + p, "--line-b"}, Missing{src + " " + a + " " + b, "--rerequest-port"}}) {
     const Cli c = RunCli(m.args);
     EXPECT_EQ(c.rc, 64) << m.args << "\n" << c.out;
     EXPECT_NE(c.out.find(m.named), std::string::npos) << m.named << "\n" << c.out;
   }
   const std::string ok = src + " " + a + " " + b + " " + p;
-  for (const std::string& bad : {std::string("--drop-b 101"), std::string("--rate fast"), std::string("--generate x"),
-                                 std::string("--line-a 10.0.0.1:5"), std::string("--session ELEVENCHARS"),
-                                 std::string("--interface nosuchif0"), std::string("--itch f.itch"),
-                                 std::string("--reply-mode both"), std::string("--max-reply-packets 0"),
-                                 std::string("--allow 10.0.0.0/33"), std::string("--allow 300.0.0.1"),
-                                 std::string("--allow everyone"), std::string("--dup-window-ms 60001")}) {
+  for (const std::string& bad :
+       {std::string("--drop-b 101"), std::string("--rate fast"), std::string("--generate x"),
+        std::string("--line-a 10.0.0.1:5"), std::string("--session ELEVENCHARS"), std::string("--interface nosuchif0"),
+        std::string("--itch f.itch"), std::string("--reply-mode both"), std::string("--max-reply-packets 0"),
+        std::string("--allow 10.0.0.0/33"), std::string("--allow 300.0.0.1"), std::string("--allow everyone"),
+        std::string("--dup-window-ms 60001")}) {
     const Cli c = RunCli(ok + " " + bad);
     EXPECT_EQ(c.rc, 64) << bad << "\n" << c.out;
     EXPECT_NE(c.out.find("pollux-exchange: "), std::string::npos) << c.out;
@@ -238,9 +260,10 @@ Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0,
                  const mold::Session& s = mold::Session::From("POLLUX0001")) {
   const uint32_t pa = port0, pb = port0 + 1, pr = port0 + 2;
   const int fa = JoinLine(group(0), pa), fb = JoinLine(group(1), pb);
-  std::vector<std::string> args = {"--line-a", absl::StrFormat("%s:%u", group(0), pa),
-                                   "--line-b", absl::StrFormat("%s:%u", group(1), pb),
-                                   "--rerequest-port", std::to_string(pr), "--interface", "lo"};
+  std::vector<std::string> args = {"--line-a",         absl::StrFormat("%s:%u", group(0), pa),
+                                   "--line-b",         absl::StrFormat("%s:%u", group(1), pb),
+                                   "--rerequest-port", std::to_string(pr),
+                                   "--interface",      "lo"};
   args.insert(args.end(), extra.begin(), extra.end());
   Run2 r;
   r.pid = Spawn(args);
@@ -266,8 +289,8 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   const uint32_t pr = base_port() + 2;
   const mold::Session s = mold::Session::From("POLLUX0001");
   const int rq = RequestSocket();
-  Run2 r = RunExchange({"--generate", "20000", "--rate", "200000", "--linger-ms", "1500", "--drop-b", "30",
-                        "--seed", "5", "--history", "15000", "--summary-json", json},
+  Run2 r = RunExchange({"--generate", "20000", "--rate", "200000", "--linger-ms", "1500", "--drop-b", "30", "--seed",
+                        "5", "--history", "15000", "--summary-json", json},
                        base_port());
   ASSERT_TRUE(r.ended) << "no end of session on both lines";
   EXPECT_EQ(r.a.eos, 20001u);
@@ -336,8 +359,8 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   const std::string json = ::testing::TempDir() + "/exchange_nr_" + std::to_string(getpid()) + ".json";
   const uint32_t port0 = base_port() + 3;
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const std::vector<std::string> common = {"--generate", "3000", "--rate", "max", "--drop-a", "20",
-                                           "--drop-b", "20", "--seed", "9", "--linger-ms", "1000"};
+  const std::vector<std::string> common = {"--generate", "3000", "--rate", "max", "--drop-a",    "20",
+                                           "--drop-b",   "20",   "--seed", "9",   "--linger-ms", "1000"};
   std::vector<std::string> first = common;
   first.insert(first.end(), {"--no-rerequest", "--summary-json", json});
   const int rq = RequestSocket();
@@ -351,8 +374,8 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   // request repeats the first: --dup-window-ms 0 so it is not suppressed as a duplicate.
   const std::string json2 = json + ".2";
   std::vector<std::string> second = common;
-  second.insert(second.end(), {"--history", "100", "--request-limit", "101", "--dup-window-ms", "0",
-                               "--summary-json", json2});
+  second.insert(second.end(),
+                {"--history", "100", "--request-limit", "101", "--dup-window-ms", "0", "--summary-json", json2});
   Run2 r2 = RunExchange(second, port0);
   ASSERT_TRUE(r2.ended);
   SendRequest(rq, port0 + 2, s, 2901, 200);
@@ -363,7 +386,8 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   auto gen = GenerateItch(o);
   ASSERT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);  // index = sequence
-  const ParseResult parsed = ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  const ParseResult parsed =
+      ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
   ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
   ASSERT_EQ(msgs.size(), 3001u);
   uint64_t next = 2901;
@@ -415,8 +439,8 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
       ForEachMessage(file->bytes(), [&](MessageView m) { want.emplace_back(m.bytes().begin(), m.bytes().end()); });
   ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
   const mold::Session s = mold::Session::From("FILE");
-  Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000",
-                        "--session", "FILE", "--linger-ms", "100", "--mtu", "600"},
+  Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000", "--session",
+                        "FILE", "--linger-ms", "100", "--mtu", "600"},
                        base_port(), s);
   ASSERT_TRUE(r.ended);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
@@ -442,16 +466,14 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
 // Slow enough (10 ms a message) that 1 ms heartbeats fall between messages; each carries
 // the next sequence.
 TEST(ExchangeTest, HeartbeatsCarryTheNextSequence) {
-  Run2 r = RunExchange({"--generate", "30", "--symbols", "2", "--rate", "100", "--heartbeat-ms", "1",
-                        "--linger-ms", "50"},
-                       base_port());
+  Run2 r = RunExchange(
+      {"--generate", "30", "--symbols", "2", "--rate", "100", "--heartbeat-ms", "1", "--linger-ms", "50"}, base_port());
   ASSERT_TRUE(r.ended);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
   EXPECT_EQ(r.a.eos, 31u);
   EXPECT_FALSE(r.a.heartbeats.empty());
   for (const auto& [seq, next] : r.a.heartbeats) EXPECT_EQ(seq, next);
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Helpers of the re-request server tests.
@@ -498,14 +520,17 @@ std::vector<std::vector<uint8_t>> Generated(uint64_t n, uint64_t seed) {
   EXPECT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);
   if (!gen.ok()) return msgs;
-  const ParseResult parsed = ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  const ParseResult parsed =
+      ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
   EXPECT_TRUE(parsed.ok()) << parsed.ToStatus();
   return msgs;
 }
 
 std::vector<std::string> LineArgs(uint32_t port0) {
-  return {"--line-a", absl::StrFormat("%s:%u", group(0), port0), "--line-b", absl::StrFormat("%s:%u", group(1), port0 + 1),
-          "--rerequest-port", std::to_string(port0 + 2), "--interface", "lo"};
+  return {"--line-a",         absl::StrFormat("%s:%u", group(0), port0),
+          "--line-b",         absl::StrFormat("%s:%u", group(1), port0 + 1),
+          "--rerequest-port", std::to_string(port0 + 2),
+          "--interface",      "lo"};
 }
 
 std::string JsonPath(const std::string& tag) {
@@ -522,9 +547,9 @@ TEST(ExchangeServerTest, SingleModeAnswersWithExactlyOnePacket) {
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
   const int rq = RequestSocket();
-  Run2 r = RunExchange({"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--reply-mode", "single",
-                        "--summary-json", json},
-                       port0);
+  Run2 r = RunExchange(
+      {"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--reply-mode", "single", "--summary-json", json},
+      port0);
   ASSERT_TRUE(r.ended);
   const std::vector<std::vector<uint8_t>> line = LineMessages(r.a, s);
   ASSERT_EQ(line.size(), 3001u);
@@ -563,9 +588,9 @@ TEST(ExchangeServerTest, MultiModeIsBoundedByMaxReplyPackets) {
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
   const int rq = RequestSocket();
-  Run2 r = RunExchange({"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--max-reply-packets", "3",
-                        "--summary-json", json},
-                       port0);
+  Run2 r = RunExchange(
+      {"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--max-reply-packets", "3", "--summary-json", json},
+      port0);
   ASSERT_TRUE(r.ended);
   const std::vector<std::vector<uint8_t>> line = LineMessages(r.a, s);
   ASSERT_EQ(line.size(), 3001u);
@@ -729,11 +754,12 @@ TEST_P(SpecClientTest, RecoversEverythingWithoutAmplification) {
   const uint64_t lost = JsonField(j, "messages_dropped_a"), replied = JsonField(j, "reply_messages");
   ASSERT_GT(lost, 0u) << j;
   const double ratio = static_cast<double>(replied) / static_cast<double>(lost);
-  std::printf("reply mode %s: line A lost %llu messages; %llu requests (%llu retries), %llu reply packets, %llu reply "
-              "messages: %.3f per message lost; %llu requests with duplicates (%llu messages not resent)\n",
-              mode.c_str(), (unsigned long long)lost, (unsigned long long)c.requests, (unsigned long long)c.retries,
-              (unsigned long long)c.reply_packets, (unsigned long long)replied, ratio,
-              (unsigned long long)JsonField(j, "requests_duplicate"), (unsigned long long)JsonField(j, "messages_duplicate"));
+  std::printf(
+      "reply mode %s: line A lost %llu messages; %llu requests (%llu retries), %llu reply packets, %llu reply "
+      "messages: %.3f per message lost; %llu requests with duplicates (%llu messages not resent)\n",
+      mode.c_str(), (unsigned long long)lost, (unsigned long long)c.requests, (unsigned long long)c.retries,
+      (unsigned long long)c.reply_packets, (unsigned long long)replied, ratio,
+      (unsigned long long)JsonField(j, "requests_duplicate"), (unsigned long long)JsonField(j, "messages_duplicate"));
   EXPECT_LE(ratio, 2.0) << j;
 }
 
@@ -784,14 +810,14 @@ TEST_P(SpecClientTest, LateJoinerRecoversTheStartWithoutAmplification) {
   const uint64_t replied = JsonField(j, "reply_messages");
   ASSERT_GE(c.recovered, 5000u) << "not joined late";
   const double ratio = static_cast<double>(replied) / static_cast<double>(c.recovered);
-  std::printf("late joiner, reply mode %s: %llu messages recovered (%llu lost on line A); %llu requests (%llu "
-              "retries), %llu reply packets, %llu reply messages: %.3f per message recovered; %llu requests with "
-              "duplicates (%llu messages not resent), %llu refused for the budget\n",
-              mode.c_str(), (unsigned long long)c.recovered, (unsigned long long)JsonField(j, "messages_dropped_a"),
-              (unsigned long long)c.requests, (unsigned long long)c.retries, (unsigned long long)c.reply_packets,
-              (unsigned long long)replied, ratio, (unsigned long long)JsonField(j, "requests_duplicate"),
-              (unsigned long long)JsonField(j, "messages_duplicate"),
-              (unsigned long long)JsonField(j, "refused_rate_limited"));
+  std::printf(
+      "late joiner, reply mode %s: %llu messages recovered (%llu lost on line A); %llu requests (%llu "
+      "retries), %llu reply packets, %llu reply messages: %.3f per message recovered; %llu requests with "
+      "duplicates (%llu messages not resent), %llu refused for the budget\n",
+      mode.c_str(), (unsigned long long)c.recovered, (unsigned long long)JsonField(j, "messages_dropped_a"),
+      (unsigned long long)c.requests, (unsigned long long)c.retries, (unsigned long long)c.reply_packets,
+      (unsigned long long)replied, ratio, (unsigned long long)JsonField(j, "requests_duplicate"),
+      (unsigned long long)JsonField(j, "messages_duplicate"), (unsigned long long)JsonField(j, "refused_rate_limited"));
   EXPECT_LE(ratio, 2.0) << j;
 }
 
@@ -814,9 +840,9 @@ TEST(ExchangeServerTest, AmplificationIsBoundedAndUnallowedSourcesGetNothing) {
   for (const Case& k : {Case{"single", 1400.0 / 20}, Case{"multi", 8 * 1400.0 / 20}}) {
     const std::string json = JsonPath(std::string("amp_") + k.mode);
     const int rq = RequestSocket();
-    Run2 r = RunExchange({"--generate", "20000", "--rate", "max", "--linger-ms", "300", "--reply-mode", k.mode,
-                          "--summary-json", json},
-                         port0);
+    Run2 r = RunExchange(
+        {"--generate", "20000", "--rate", "max", "--linger-ms", "300", "--reply-mode", k.mode, "--summary-json", json},
+        port0);
     ASSERT_TRUE(r.ended);
     SendRequest(rq, port0 + 2, s, 1, 65535);
     EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
@@ -828,18 +854,19 @@ TEST(ExchangeServerTest, AmplificationIsBoundedAndUnallowedSourcesGetNothing) {
     EXPECT_EQ(in, 20u) << j;
     EXPECT_EQ(out, got) << j;
     const double ratio = static_cast<double>(out) / static_cast<double>(in);
-    std::printf("%s: a 20-byte request for 65535 messages from an allowed source: %llu bytes back, %.1f bytes out per "
-                "byte in (bound %.0f)\n",
-                k.mode, (unsigned long long)out, ratio, k.bound);
+    std::printf(
+        "%s: a 20-byte request for 65535 messages from an allowed source: %llu bytes back, %.1f bytes out per "
+        "byte in (bound %.0f)\n",
+        k.mode, (unsigned long long)out, ratio, k.bound);
     EXPECT_GT(ratio, 1.0);
     EXPECT_LE(ratio, k.bound);
   }
   // Outside --allow: 127.0.0.2 when only 127.0.0.1/32 is allowed.
   const std::string json = JsonPath("amp_refused");
   const int rq = BoundSocket("127.0.0.2");
-  Run2 r = RunExchange({"--generate", "20000", "--rate", "max", "--linger-ms", "300", "--allow", "127.0.0.1/32",
-                        "--summary-json", json},
-                       port0);
+  Run2 r = RunExchange(
+      {"--generate", "20000", "--rate", "max", "--linger-ms", "300", "--allow", "127.0.0.1/32", "--summary-json", json},
+      port0);
   ASSERT_TRUE(r.ended);
   SendRequest(rq, port0 + 2, s, 1, 65535);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
@@ -847,7 +874,8 @@ TEST(ExchangeServerTest, AmplificationIsBoundedAndUnallowedSourcesGetNothing) {
   ::close(rq);
   const std::string j = ReadAndRemove(json);
   std::printf("not allowed: %zu reply datagrams, %llu bytes out for %llu in\n", replies.size(),
-              (unsigned long long)JsonField(j, "reply_bytes_out"), (unsigned long long)JsonField(j, "request_bytes_in"));
+              (unsigned long long)JsonField(j, "reply_bytes_out"),
+              (unsigned long long)JsonField(j, "request_bytes_in"));
   EXPECT_TRUE(replies.empty());
   EXPECT_EQ(JsonField(j, "requests"), 1u) << j;
   EXPECT_EQ(JsonField(j, "refused_not_allowed"), 1u) << j;
@@ -883,12 +911,12 @@ TEST(ExchangeServerTest, DuplicatesWithinTheWindowAreNotResent) {
   const mold::Packet a = one_reply(rq);
   EXPECT_EQ(a.sequence, 10u);
   EXPECT_EQ(a.count, 5u);
-  SendRequest(rq, port0 + 2, s, 12, 2);   // wholly sent: nothing
-  SendRequest(rq, port0 + 2, s, 8, 10);   // [8, 18): 8, 9 and 15..17 are new; single: the first part
+  SendRequest(rq, port0 + 2, s, 12, 2);  // wholly sent: nothing
+  SendRequest(rq, port0 + 2, s, 8, 10);  // [8, 18): 8, 9 and 15..17 are new; single: the first part
   const mold::Packet b = one_reply(rq);
   EXPECT_EQ(b.sequence, 8u);
   EXPECT_EQ(b.count, 2u);
-  SendRequest(rq, port0 + 2, s, 8, 10);   // now only 15..17 are new
+  SendRequest(rq, port0 + 2, s, 8, 10);  // now only 15..17 are new
   const mold::Packet c = one_reply(rq);
   EXPECT_EQ(c.sequence, 15u);
   EXPECT_EQ(c.count, 3u);
@@ -938,9 +966,9 @@ TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
   const int real = RequestSocket();
-  Run2 r = RunExchange({"--generate", "2000", "--rate", "max", "--linger-ms", "500", "--max-requesters", "64",
-                        "--summary-json", json},
-                       port0);
+  Run2 r = RunExchange(
+      {"--generate", "2000", "--rate", "max", "--linger-ms", "500", "--max-requesters", "64", "--summary-json", json},
+      port0);
   ASSERT_TRUE(r.ended);
   uint8_t buf[65536];
   SendRequest(real, port0 + 2, s, 1, 1);
@@ -1247,9 +1275,10 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
   ASSERT_EQ(eos, 150001u) << j;
   EXPECT_EQ(rc, 0);
   ASSERT_TRUE(sent);
-  std::printf("150 requests served (%llu reply packets) while line A runs at 100000 msg/s: largest silence between "
-              "line A packets %.2f ms (before the requests %.2f ms)\n",
-              (unsigned long long)replies, max_gap_ms, max_gap_before_ms);
+  std::printf(
+      "150 requests served (%llu reply packets) while line A runs at 100000 msg/s: largest silence between "
+      "line A packets %.2f ms (before the requests %.2f ms)\n",
+      (unsigned long long)replies, max_gap_ms, max_gap_before_ms);
   EXPECT_EQ(JsonField(j, "requests_served"), 150u) << j;
   EXPECT_EQ(JsonField(j, "reply_packets"), replies) << j;
   // A figure, not a verdict: a loaded machine (a sanitizer build next to other tests) can
@@ -1302,7 +1331,6 @@ TEST(ExchangeServerTest, LinesGoOnWhileTheServerIsSlow) {
   std::printf("line A data packets between a request and its answer 300 ms later: %llu\n", (unsigned long long)during);
   EXPECT_GT(during, 0u) << j;
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Sessions and pauses.

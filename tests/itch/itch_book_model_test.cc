@@ -105,7 +105,8 @@ TEST(OrderBookStorageTest, ArenaAndHeapBooksAgreeThroughGrowthCopyAndMove) {
     }
   }
   std::vector<L> want;
-  for (auto it = model.rbegin(); it != model.rend(); ++it) want.push_back({it->first, it->second.first, it->second.second});
+  for (auto it = model.rbegin(); it != model.rend(); ++it)
+    want.push_back({it->first, it->second.first, it->second.second});
   ASSERT_GT(want.size(), 200u);  // grew far past the first array
   EXPECT_EQ(heap.Depth(Side::kBuy), want);
   EXPECT_EQ(pooled.Depth(Side::kBuy), want);
@@ -117,7 +118,7 @@ TEST(OrderBookStorageTest, ArenaAndHeapBooksAgreeThroughGrowthCopyAndMove) {
   OrderBook moved = std::move(copy);
   EXPECT_EQ(moved.Depth(Side::kBuy), want);
   EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
-  copy = heap;  // heap -> copy assignment takes the source's storage kind
+  copy = heap;                // heap -> copy assignment takes the source's storage kind
   EXPECT_EQ(copy.Depth(Side::kBuy), want);
   moved = std::move(copy);
   EXPECT_EQ(moved.Depth(Side::kBuy), want);
@@ -231,19 +232,28 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
   };
   const auto price = [&]() -> uint32_t {
     switch (rng.Below(50)) {
-      case 0: return 0;
-      case 1: return 1;
-      case 2: return 0xFFFFFFFFu;
-      case 3: return 0x80000000u;
-      case 4: return 0x7FFFFFFFu;
-      default: return 100'0000 + static_cast<uint32_t>(rng.Below(40)) * 100;
+      case 0:
+        return 0;
+      case 1:
+        return 1;
+      case 2:
+        return 0xFFFFFFFFu;
+      case 3:
+        return 0x80000000u;
+      case 4:
+        return 0x7FFFFFFFu;
+      default:
+        return 100'0000 + static_cast<uint32_t>(rng.Below(40)) * 100;
     }
   };
   const auto shares = [&]() -> uint32_t {
     switch (rng.Below(40)) {
-      case 0: return 0;
-      case 1: return 0xFFFFFFFFu;
-      default: return 1 + static_cast<uint32_t>(rng.Below(1000));
+      case 0:
+        return 0;
+      case 1:
+        return 0xFFFFFFFFu;
+      default:
+        return 1 + static_cast<uint32_t>(rng.Below(1000));
     }
   };
   // A live reference (pruning dead ones), an unknown one, or an extreme one.
@@ -364,7 +374,7 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
     BookSetOptions o;
     o.expected_orders = 16;  // grows many times on the way
     o.orders_per_book = 8;
-    o.levels_per_side = 1;   // level arrays grow from 4
+    o.levels_per_side = 1;  // level arrays grow from 4
     BookSet all(o);
     ASSERT_TRUE(all.ApplyAll(bytes).ok());
     ExpectSameAsModel(all, model);

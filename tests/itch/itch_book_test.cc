@@ -255,7 +255,7 @@ TEST_F(BookTest, NonDisplayedTradeIsCountedOnly) {
 
 TEST_F(BookTest, SymbolsComeFromDirectoryOrFirstAddAndBooksAreSeparate) {
   Directory(2, "BOB");
-  Add(1, 'B', 100, 5000, 1);   // no R for locate 1: named "ALC" by the add
+  Add(1, 'B', 100, 5000, 1);  // no R for locate 1: named "ALC" by the add
   Add(2, 'S', 100, 7000, 2);
   EXPECT_EQ(Book(1).symbol(), "ALC");
   EXPECT_EQ(Book(2).symbol(), "BOB");
@@ -458,8 +458,14 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     EXPECT_EQ(a.counts().total(), b.counts().total());
     EXPECT_EQ(a.live_orders(), b.live_orders());
     std::vector<std::vector<PriceLevel>> la, lb;
-    a.ForEachBook([&](const OrderBook& k) { la.push_back(k.Depth(Side::kBuy)); la.push_back(k.Depth(Side::kSell)); });
-    b.ForEachBook([&](const OrderBook& k) { lb.push_back(k.Depth(Side::kBuy)); lb.push_back(k.Depth(Side::kSell)); });
+    a.ForEachBook([&](const OrderBook& k) {
+      la.push_back(k.Depth(Side::kBuy));
+      la.push_back(k.Depth(Side::kSell));
+    });
+    b.ForEachBook([&](const OrderBook& k) {
+      lb.push_back(k.Depth(Side::kBuy));
+      lb.push_back(k.Depth(Side::kSell));
+    });
     EXPECT_EQ(la, lb);
   };
   for (const size_t cut : {bytes.size(), bytes.size() / 2 + 1, size_t{40}, size_t{3}, size_t{0}}) {
@@ -479,7 +485,6 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     }
   }
 }
-
 
 // Books built in partitions by stock locate (feed.book_threads) and merged with Absorb are the
 // books of one BookSet fed everything: levels, symbols, live orders, counts and stats.

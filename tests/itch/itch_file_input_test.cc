@@ -39,7 +39,7 @@ std::string CopyToTemp(const std::string& from, const std::string& name) {
 struct Scan {
   std::vector<uint64_t> offsets;  // file offset of each message's type byte
   std::string types;
-  ParseResult result;             // offsets are file offsets
+  ParseResult result;  // offsets are file offsets
   absl::Status io;
 };
 
@@ -122,8 +122,8 @@ TEST(ItchFileInputTest, TruncatedLastRecordAcrossAWindowIsAtItsFileOffset) {
   ASSERT_GT(bytes.size(), 5u);
   bytes.erase(bytes.end() - 5, bytes.end());  // (resize() trips a bogus GCC 12 -Wstringop-overflow here)
   const std::string path = TempPath("cut.itch");
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                               static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   const Scan want = ScanBuffer(bytes);
   ASSERT_EQ(want.result.error, ParseError::kTruncated);
   absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, 4096);
@@ -184,9 +184,9 @@ TEST(ItchFileInputTest, NonRegularFilesAreRefusedWithoutBlocking) {
   };
   for (const Case& c : {Case{fifo, "a FIFO"}, Case{dir, "a directory"}, Case{"/dev/null", "a character device"}}) {
     SCOPED_TRACE(c.path);
-    const std::string want =
-        absl::StrCat("itch: '", c.path, "' is ", c.kind,
-                     ", not a regular file: ITCH input is read from a regular file (copy a capture or a pipe to disk first)");
+    const std::string want = absl::StrCat(
+        "itch: '", c.path, "' is ", c.kind,
+        ", not a regular file: ITCH input is read from a regular file (copy a capture or a pipe to disk first)");
     uint64_t size = 0;
     absl::StatusOr<int> fd = OpenRegularFile(c.path, &size);
     ASSERT_FALSE(fd.ok());

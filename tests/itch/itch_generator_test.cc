@@ -46,9 +46,7 @@ TEST(ItchGeneratorTest, ZeroLengthFramingCarriesTheSameMessages) {
   std::vector<std::vector<uint8_t>> msgs[2];
   int i = 0;
   for (const auto* buf : {&real, &zero}) {
-    ASSERT_TRUE(ForEachMessage(*buf, [&](MessageView m) {
-                  msgs[i].emplace_back(m.data(), m.data() + m.size());
-                }).ok());
+    ASSERT_TRUE(ForEachMessage(*buf, [&](MessageView m) { msgs[i].emplace_back(m.data(), m.data() + m.size()); }).ok());
     ++i;
   }
   EXPECT_EQ(msgs[0], msgs[1]);
@@ -89,19 +87,34 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
     uint64_t new_ref = 0;
     uint64_t match = 0;
     switch (m.type()) {
-      case 'S': system_events.push_back(m.As<SystemEvent>().event_code()); break;
+      case 'S':
+        system_events.push_back(m.As<SystemEvent>().event_code());
+        break;
       case 'R': {
         const auto d = m.As<StockDirectory>();
         if (TrimPadding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
         break;
       }
-      case 'A': new_ref = m.As<AddOrder>().order_reference(); break;
-      case 'F': new_ref = m.As<AddOrderMpid>().order_reference(); break;
-      case 'U': new_ref = m.As<OrderReplace>().new_order_reference(); break;
-      case 'E': match = m.As<OrderExecuted>().match_number(); break;
-      case 'C': match = m.As<OrderExecutedWithPrice>().match_number(); break;
-      case 'P': match = m.As<Trade>().match_number(); break;
-      default: break;
+      case 'A':
+        new_ref = m.As<AddOrder>().order_reference();
+        break;
+      case 'F':
+        new_ref = m.As<AddOrderMpid>().order_reference();
+        break;
+      case 'U':
+        new_ref = m.As<OrderReplace>().new_order_reference();
+        break;
+      case 'E':
+        match = m.As<OrderExecuted>().match_number();
+        break;
+      case 'C':
+        match = m.As<OrderExecutedWithPrice>().match_number();
+        break;
+      case 'P':
+        match = m.As<Trade>().match_number();
+        break;
+      default:
+        break;
     }
     if (new_ref != 0) {
       if (new_ref <= last_ref) ++non_increasing_ref;
@@ -159,7 +172,8 @@ TEST(ItchGeneratorCliTest, HelpUnknownFlagsAndStrayArguments) {
   for (const char* help : {"--help", "-h"}) {
     const Cli h = RunGen(help);
     EXPECT_EQ(h.rc, 0) << h.out;
-    for (const char* flag : {"--out", "--symbols", "--messages", "--seed", "--zero_length_prefix", "--orders_per_symbol"}) {
+    for (const char* flag :
+         {"--out", "--symbols", "--messages", "--seed", "--zero_length_prefix", "--orders_per_symbol"}) {
       EXPECT_NE(h.out.find(flag), std::string::npos) << flag << "\n" << h.out;
     }
   }

@@ -29,10 +29,10 @@ T Decode(std::vector<uint8_t> bytes) {
 }
 
 TEST(ItchMessagesTest, SizeTableMatchesSpecForAll23Types) {
-  const std::pair<char, size_t> spec[] = {
-      {'S', 12}, {'R', 39}, {'H', 25}, {'Y', 20}, {'L', 26}, {'V', 35}, {'W', 12}, {'K', 28},
-      {'J', 35}, {'h', 21}, {'A', 36}, {'F', 40}, {'E', 31}, {'C', 36}, {'X', 23}, {'D', 19},
-      {'U', 35}, {'P', 44}, {'Q', 40}, {'B', 19}, {'I', 50}, {'N', 20}, {'O', 48}};
+  const std::pair<char, size_t> spec[] = {{'S', 12}, {'R', 39}, {'H', 25}, {'Y', 20}, {'L', 26}, {'V', 35},
+                                          {'W', 12}, {'K', 28}, {'J', 35}, {'h', 21}, {'A', 36}, {'F', 40},
+                                          {'E', 31}, {'C', 36}, {'X', 23}, {'D', 19}, {'U', 35}, {'P', 44},
+                                          {'Q', 40}, {'B', 19}, {'I', 50}, {'N', 20}, {'O', 48}};
   ASSERT_EQ(std::size(spec), kMessageTypes.size());
   int known = 0;
   for (int t = 0; t < 256; ++t) {
@@ -65,9 +65,9 @@ TEST(ItchMessagesTest, SystemEventFromSample) {
 }
 
 TEST(ItchMessagesTest, StockDirectoryFromSample) {
-  const auto m = Decode<StockDirectory>(
-      Hex("52 0001 0000 0a66a2943614 414c432020202020 4e 4e 00000064 4e 41 5a20 50 4e 4e 32 4e "
-          "00000000 4e"));
+  const auto m =
+      Decode<StockDirectory>(Hex("52 0001 0000 0a66a2943614 414c432020202020 4e 4e 00000064 4e 41 5a20 50 4e 4e 32 4e "
+                                 "00000000 4e"));
   EXPECT_EQ(m.stock_locate(), 1);
   EXPECT_EQ(m.timestamp(), 0x0a66a2943614u);
   EXPECT_EQ(m.stock(), "ALC     ");
@@ -88,8 +88,7 @@ TEST(ItchMessagesTest, StockDirectoryFromSample) {
 }
 
 TEST(ItchMessagesTest, StockTradingActionFromSample) {
-  const auto m = Decode<StockTradingAction>(
-      Hex("48 0001 0000 0a66ac59a569 414c432020202020 54 20 20202020"));
+  const auto m = Decode<StockTradingAction>(Hex("48 0001 0000 0a66ac59a569 414c432020202020 54 20 20202020"));
   EXPECT_EQ(m.stock_locate(), 1);
   EXPECT_EQ(m.timestamp(), 0x0a66ac59a569u);
   EXPECT_EQ(m.stock(), "ALC     ");
@@ -108,8 +107,7 @@ TEST(ItchMessagesTest, RegShoRestriction) {
 }
 
 TEST(ItchMessagesTest, MarketParticipantPosition) {
-  const auto m = Decode<MarketParticipantPosition>(
-      Hex("4c 0005 0000 000000000002 4e495445 5a5a5a5a20202020 59 4e 41"));
+  const auto m = Decode<MarketParticipantPosition>(Hex("4c 0005 0000 000000000002 4e495445 5a5a5a5a20202020 59 4e 41"));
   EXPECT_EQ(m.mpid(), "NITE");
   EXPECT_EQ(m.stock(), "ZZZZ    ");
   EXPECT_EQ(m.primary_market_maker(), 'Y');
@@ -118,8 +116,8 @@ TEST(ItchMessagesTest, MarketParticipantPosition) {
 }
 
 TEST(ItchMessagesTest, MwcbDeclineLevel) {
-  const auto m = Decode<MwcbDeclineLevel>(
-      Hex("56 0000 0000 000000000003 0000005d21dba000 0000005543df7800 0000004a817c8000"));
+  const auto m =
+      Decode<MwcbDeclineLevel>(Hex("56 0000 0000 000000000003 0000005d21dba000 0000005543df7800 0000004a817c8000"));
   EXPECT_EQ(m.timestamp(), 3u);
   EXPECT_EQ(m.level1(), 0x0000005d21dba000u);  // 4000.00000000
   EXPECT_EQ(m.level2(), 0x0000005543df7800u);
@@ -132,8 +130,7 @@ TEST(ItchMessagesTest, MwcbStatus) {
 }
 
 TEST(ItchMessagesTest, IpoQuotingPeriodUpdate) {
-  const auto m = Decode<IpoQuotingPeriodUpdate>(
-      Hex("4b 0006 0000 000000000005 49504f5820202020 00008ca0 41 000186a0"));
+  const auto m = Decode<IpoQuotingPeriodUpdate>(Hex("4b 0006 0000 000000000005 49504f5820202020 00008ca0 41 000186a0"));
   EXPECT_EQ(m.stock(), "IPOX    ");
   EXPECT_EQ(m.ipo_quotation_release_time(), 36000u);
   EXPECT_EQ(m.ipo_quotation_release_qualifier(), 'A');
@@ -141,8 +138,8 @@ TEST(ItchMessagesTest, IpoQuotingPeriodUpdate) {
 }
 
 TEST(ItchMessagesTest, LuldAuctionCollar) {
-  const auto m = Decode<LuldAuctionCollar>(
-      Hex("4a 0006 0000 000000000006 49504f5820202020 000f4240 00102ca0 000e57e0 00000003"));
+  const auto m =
+      Decode<LuldAuctionCollar>(Hex("4a 0006 0000 000000000006 49504f5820202020 000f4240 00102ca0 000e57e0 00000003"));
   EXPECT_EQ(m.stock(), "IPOX    ");
   EXPECT_EQ(m.auction_collar_reference_price(), 1000000u);
   EXPECT_EQ(m.upper_auction_collar_price(), 1060000u);
@@ -159,8 +156,8 @@ TEST(ItchMessagesTest, OperationalHalt) {
 }
 
 TEST(ItchMessagesTest, AddOrder) {
-  const auto m = Decode<AddOrder>(
-      Hex("41 0002 0003 0a1b2c3d4e5f 0000000000bc614e 42 000003e8 424f422020202020 0000cfaf"));
+  const auto m =
+      Decode<AddOrder>(Hex("41 0002 0003 0a1b2c3d4e5f 0000000000bc614e 42 000003e8 424f422020202020 0000cfaf"));
   EXPECT_EQ(m.stock_locate(), 2);
   EXPECT_EQ(m.tracking_number(), 3);
   EXPECT_EQ(m.timestamp(), 0x0a1b2c3d4e5fu);
@@ -172,8 +169,8 @@ TEST(ItchMessagesTest, AddOrder) {
 }
 
 TEST(ItchMessagesTest, AddOrderMpid) {
-  const auto m = Decode<AddOrderMpid>(Hex(
-      "46 0002 0000 ffffffffffff ffffffffffffffff 53 ffffffff 424f422020202020 7fffffff 4753434f"));
+  const auto m = Decode<AddOrderMpid>(
+      Hex("46 0002 0000 ffffffffffff ffffffffffffffff 53 ffffffff 424f422020202020 7fffffff 4753434f"));
   EXPECT_EQ(m.timestamp(), 0xffffffffffffu);  // 48 bits, no sign extension
   EXPECT_EQ(m.order_reference(), ~uint64_t{0});
   EXPECT_EQ(m.side(), 'S');
@@ -184,8 +181,7 @@ TEST(ItchMessagesTest, AddOrderMpid) {
 }
 
 TEST(ItchMessagesTest, OrderExecuted) {
-  const auto m =
-      Decode<OrderExecuted>(Hex("45 0001 0009 010203040506 0000000000000064 00000032 0000000000abcdef"));
+  const auto m = Decode<OrderExecuted>(Hex("45 0001 0009 010203040506 0000000000000064 00000032 0000000000abcdef"));
   EXPECT_EQ(m.stock_locate(), 1);
   EXPECT_EQ(m.tracking_number(), 9);
   EXPECT_EQ(m.timestamp(), 0x010203040506u);
@@ -220,8 +216,8 @@ TEST(ItchMessagesTest, OrderDelete) {
 }
 
 TEST(ItchMessagesTest, OrderReplace) {
-  const auto m = Decode<OrderReplace>(
-      Hex("55 0004 0000 000000000012 0000000000000064 00000000000000c8 00000064 000186a0"));
+  const auto m =
+      Decode<OrderReplace>(Hex("55 0004 0000 000000000012 0000000000000064 00000000000000c8 00000064 000186a0"));
   EXPECT_EQ(m.stock_locate(), 4);
   EXPECT_EQ(m.original_order_reference(), 100u);
   EXPECT_EQ(m.new_order_reference(), 200u);
@@ -230,9 +226,9 @@ TEST(ItchMessagesTest, OrderReplace) {
 }
 
 TEST(ItchMessagesTest, TradeFromSample) {
-  const auto m = Decode<Trade>(
-      Hex("50 0002 0002 1f1d2a8ff961 0000000000000000 42 000000c8 424f422020202020 0000d055 "
-          "0000000000004bf7"));
+  const auto m =
+      Decode<Trade>(Hex("50 0002 0002 1f1d2a8ff961 0000000000000000 42 000000c8 424f422020202020 0000d055 "
+                        "0000000000004bf7"));
   EXPECT_EQ(m.stock_locate(), 2);
   EXPECT_EQ(m.tracking_number(), 2);
   EXPECT_EQ(m.timestamp(), 0x1f1d2a8ff961u);
@@ -260,9 +256,9 @@ TEST(ItchMessagesTest, BrokenTrade) {
 }
 
 TEST(ItchMessagesTest, Noii) {
-  const auto m = Decode<Noii>(
-      Hex("49 0007 0000 00000000000a 0000000000002710 00000000000003e8 42 4352535320202020 "
-          "000f4240 000f4628 000f4434 4f 4c"));
+  const auto m =
+      Decode<Noii>(Hex("49 0007 0000 00000000000a 0000000000002710 00000000000003e8 42 4352535320202020 "
+                       "000f4240 000f4628 000f4434 4f 4c"));
   EXPECT_EQ(m.paired_shares(), 10000u);
   EXPECT_EQ(m.imbalance_shares(), 1000u);
   EXPECT_EQ(m.imbalance_direction(), 'B');
@@ -322,8 +318,7 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
 
   // Lambdas combined with Overloaded.
   int adds = 0, deletes = 0;
-  const auto lambdas = Overloaded{[&](const AddOrder&) { ++adds; },
-                                  [&](const OrderDelete&) { ++deletes; }};
+  const auto lambdas = Overloaded{[&](const AddOrder&) { ++adds; }, [&](const OrderDelete&) { ++deletes; }};
   Dispatch(*DecodeMessage(add), lambdas);
   Dispatch(*DecodeMessage(sys), lambdas);
   EXPECT_EQ(adds, 1);

@@ -116,8 +116,7 @@ TEST(ItchReaderTest, UnknownTypeNamesOffsetAndByte) {
 
   bad[0] = 0x00;  // non-printable bytes are shown in hex only
   std::vector<uint8_t> buf2 = Framed(bad, 0);
-  EXPECT_EQ(ForEachMessage(buf2, [](MessageView) {}).ToStatus().message(),
-            "itch: offset 0: unknown message type 0x00");
+  EXPECT_EQ(ForEachMessage(buf2, [](MessageView) {}).ToStatus().message(), "itch: offset 0: unknown message type 0x00");
 }
 
 TEST(ItchReaderTest, UnknownTypeIsAnErrorEvenWithALengthPrefix) {
@@ -135,8 +134,7 @@ TEST(ItchReaderTest, InconsistentNonZeroLength) {
   ParseResult r = ForEachMessage(buf, [](MessageView) {});
   EXPECT_EQ(r.error, ParseError::kLengthMismatch);
   EXPECT_EQ(r.offset, 21u);
-  EXPECT_EQ(r.ToStatus().message(),
-            "itch: offset 21: length prefix 30 disagrees with the size 36 of message type 'A'");
+  EXPECT_EQ(r.ToStatus().message(), "itch: offset 21: length prefix 30 disagrees with the size 36 of message type 'A'");
 }
 
 TEST(ItchReaderTest, TruncatedBody) {
@@ -163,8 +161,7 @@ TEST(ItchReaderTest, TruncatedPrefix) {
   buf.push_back(0);
   r = ForEachMessage(buf, [](MessageView) {});
   EXPECT_EQ(r.offset, 38u);
-  EXPECT_EQ(r.ToStatus().message(),
-            "itch: offset 38: truncated record: length prefix without a message type");
+  EXPECT_EQ(r.ToStatus().message(), "itch: offset 38: truncated record: length prefix without a message type");
 }
 
 TEST(ItchReaderTest, CallbackReturningFalseStopsEarly) {
@@ -215,11 +212,11 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
     size_t stray;
     const char* error;
   };
-  for (const Vector& v : {Vector{"seven_good.itch", 0, ""},
-                          Vector{"seven_good_then_1_stray_byte.itch", 1,
-                                 "itch: offset 218: truncated length prefix: 1 byte(s) left"},
-                          Vector{"seven_good_then_2_stray_bytes.itch", 2,
-                                 "itch: offset 218: truncated record: length prefix without a message type"}}) {
+  for (const Vector& v :
+       {Vector{"seven_good.itch", 0, ""},
+        Vector{"seven_good_then_1_stray_byte.itch", 1, "itch: offset 218: truncated length prefix: 1 byte(s) left"},
+        Vector{"seven_good_then_2_stray_bytes.itch", 2,
+               "itch: offset 218: truncated record: length prefix without a message type"}}) {
     SCOPED_TRACE(v.file);
     const std::vector<uint8_t> buf = ReadVector(v.file);
     ASSERT_EQ(buf.size(), 218 + v.stray);
@@ -266,8 +263,7 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
 }
 
 TEST(ItchReaderTest, DecodeSingleMessageErrors) {
-  EXPECT_EQ(DecodeMessage(std::span<const uint8_t>()).status().message(),
-            "itch: offset 0: empty message");
+  EXPECT_EQ(DecodeMessage(std::span<const uint8_t>()).status().message(), "itch: offset 0: empty message");
   std::vector<uint8_t> z = kAdd;
   z[0] = 'Z';
   EXPECT_EQ(DecodeMessage(z).status().message(), "itch: offset 0: unknown message type 0x5a ('Z')");
@@ -373,11 +369,21 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
     for (int e = 0; e < edits && !buf.empty(); ++e) {
       const size_t at = rng.Below(buf.size());
       switch (rng.Below(5)) {
-        case 0: buf[at] = static_cast<uint8_t>(rng.Next()); break;
-        case 1: buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8)); break;
-        case 2: buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next())); break;
-        case 3: buf.erase(buf.begin() + static_cast<ptrdiff_t>(at)); break;
-        case 4: buf.resize(at); break;
+        case 0:
+          buf[at] = static_cast<uint8_t>(rng.Next());
+          break;
+        case 1:
+          buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
+          break;
+        case 2:
+          buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
+          break;
+        case 3:
+          buf.erase(buf.begin() + static_cast<ptrdiff_t>(at));
+          break;
+        case 4:
+          buf.resize(at);
+          break;
       }
     }
     // Exact-size copy so ASan catches a read past the end.

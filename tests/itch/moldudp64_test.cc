@@ -45,15 +45,20 @@ std::vector<std::vector<uint8_t>> ItchMessages(int n) {
   for (int i = 0; i < n; ++i) {
     std::vector<uint8_t> m;
     Encoder e(&m, Framing::kNone);
-    const Header h{static_cast<uint16_t>(1 + i % 7), 0,
-                   34200000000000ULL + static_cast<uint64_t>(i)};
+    const Header h{static_cast<uint16_t>(1 + i % 7), 0, 34200000000000ULL + static_cast<uint64_t>(i)};
     switch (i % 4) {
       case 0:
         e.AppendAddOrder(h, 1000 + static_cast<uint64_t>(i), 'B', 100, "AAPL", 1234500);
         break;
-      case 1: e.AppendOrderExecuted(h, 1000, 50, 77 + static_cast<uint64_t>(i)); break;
-      case 2: e.AppendOrderDelete(h, 1000 + static_cast<uint64_t>(i)); break;
-      case 3: e.AppendSystemEvent(h, 'O'); break;
+      case 1:
+        e.AppendOrderExecuted(h, 1000, 50, 77 + static_cast<uint64_t>(i));
+        break;
+      case 2:
+        e.AppendOrderDelete(h, 1000 + static_cast<uint64_t>(i));
+        break;
+      case 3:
+        e.AppendSystemEvent(h, 'O');
+        break;
     }
     out.push_back(std::move(m));
   }
@@ -72,8 +77,7 @@ std::vector<uint8_t> Raw(uint64_t sequence, uint16_t count, const std::vector<ui
 
 // Exact-size heap copy, so ASan catches any read past the end.
 struct Exact {
-  explicit Exact(std::span<const uint8_t> b)
-      : buf(new uint8_t[std::max<size_t>(b.size(), 1)]), size(b.size()) {
+  explicit Exact(std::span<const uint8_t> b) : buf(new uint8_t[std::max<size_t>(b.size(), 1)]), size(b.size()) {
     std::copy(b.begin(), b.end(), buf.get());
   }
   std::span<const uint8_t> span() const { return {buf.get(), size}; }
@@ -296,9 +300,7 @@ TEST(MoldUdp64Test, RequestRoundTrip) {
   std::vector<uint8_t> small(kRequestSize - 1);
   EXPECT_TRUE(EncodeRequest(small, kSession, 5, 1).empty());
   // The largest request that does not wrap.
-  EXPECT_TRUE(ParseRequest(EncodeRequest(buf, kSession,
-                                         std::numeric_limits<uint64_t>::max() - 0xFFFF, 0xFFFF))
-                  .ok());
+  EXPECT_TRUE(ParseRequest(EncodeRequest(buf, kSession, std::numeric_limits<uint64_t>::max() - 0xFFFF, 0xFFFF)).ok());
 }
 
 TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
@@ -438,8 +440,7 @@ TEST(MoldUdp64Test, CountsLargerThanTheBlocksPresentOverrun) {
   const Packet p = Parse(Raw(1, 2, body));
   EXPECT_EQ(p.error, Error::kTrailingBytes);
   EXPECT_EQ(p.offset, 27u);
-  EXPECT_EQ(p.ToStatus().message(),
-            "moldudp64: offset 27: 5 byte(s) after the last of 2 message block(s)");
+  EXPECT_EQ(p.ToStatus().message(), "moldudp64: offset 27: 5 byte(s) after the last of 2 message block(s)");
 }
 
 TEST(MoldUdp64Test, ZeroLengthBlockIsRejected) {
@@ -451,8 +452,7 @@ TEST(MoldUdp64Test, ZeroLengthBlockIsRejected) {
     EXPECT_EQ(p.offset, body.size() == 2 ? 20u : 23u);
     EXPECT_EQ(p.begin(), p.end());
   }
-  EXPECT_EQ(Parse(Raw(1, 1, Hex("0000"))).ToStatus().message(),
-            "moldudp64: offset 20: block 0: length 0");
+  EXPECT_EQ(Parse(Raw(1, 1, Hex("0000"))).ToStatus().message(), "moldudp64: offset 20: block 0: length 0");
 }
 
 TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
@@ -460,8 +460,7 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   EXPECT_EQ(p.error, Error::kTruncatedBlock);
   EXPECT_EQ(p.length, 0xFFFF);
   EXPECT_EQ(p.block, 0u);
-  EXPECT_EQ(p.ToStatus().message(),
-            "moldudp64: offset 20: block 0: length 65535 overruns the packet (4 bytes left)");
+  EXPECT_EQ(p.ToStatus().message(), "moldudp64: offset 20: block 0: length 65535 overruns the packet (4 bytes left)");
   // One byte short of 0xFFFF, and a lone byte where a length prefix should be.
   std::vector<uint8_t> body = Hex("ffff");
   body.resize(2 + kMaxBlockSize - 1, 'z');
@@ -472,8 +471,7 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   EXPECT_EQ(q.error, Error::kTruncatedBlock);
   EXPECT_EQ(q.block, 1u);
   EXPECT_EQ(q.length, 0);  // no prefix to report
-  EXPECT_EQ(q.ToStatus().message(),
-            "moldudp64: offset 23: block 1: truncated length prefix (1 byte left)");
+  EXPECT_EQ(q.ToStatus().message(), "moldudp64: offset 23: block 1: truncated length prefix (1 byte left)");
 }
 
 TEST(MoldUdp64Test, WrongSessionIsReported) {
@@ -493,8 +491,7 @@ TEST(MoldUdp64Test, WrongSessionIsReported) {
   std::vector<uint8_t> nul = packet;
   nul[9] = 0;
   EXPECT_EQ(Parse(nul, kSession).error, Error::kWrongSession);
-  EXPECT_EQ(Parse(nul, kSession).ToStatus().message(),
-            "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
+  EXPECT_EQ(Parse(nul, kSession).ToStatus().message(), "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
 }
 
 TEST(MoldUdp64Test, BadSequenceNumbersAreRejected) {
@@ -554,8 +551,8 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
     ++seen[static_cast<size_t>(Parse(exact.span()).error)];
   }
   // Every outcome of the block walk was reached, valid packets included.
-  for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun,
-                        Error::kTruncatedBlock, Error::kEmptyBlock, Error::kTrailingBytes}) {
+  for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
+                        Error::kEmptyBlock, Error::kTrailingBytes}) {
     EXPECT_GT(seen[static_cast<size_t>(e)], 100) << ErrorName(e);
   }
 }
@@ -579,23 +576,29 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
     for (int e = 0; e < edits && !buf.empty(); ++e) {
       const size_t at = rng.Below(buf.size());
       switch (rng.Below(7)) {
-        case 0: buf[at] = static_cast<uint8_t>(rng.Next()); break;
-        case 1: buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8)); break;
+        case 0:
+          buf[at] = static_cast<uint8_t>(rng.Next());
+          break;
+        case 1:
+          buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
+          break;
         case 2:
           buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
           break;
-        case 3: buf.erase(buf.begin() + static_cast<ptrdiff_t>(at)); break;
-        case 4: buf.resize(at); break;
+        case 3:
+          buf.erase(buf.begin() + static_cast<ptrdiff_t>(at));
+          break;
+        case 4:
+          buf.resize(at);
+          break;
         case 5: {  // the count or a length field: the fields that steer the walk
           const size_t field = rng.Chance(512) ? 18 : lengths[rng.Below(lengths.size())];
-          if (field + 1 < buf.size())
-            StoreBe16(buf.data() + field, static_cast<uint16_t>(rng.Next()));
+          if (field + 1 < buf.size()) StoreBe16(buf.data() + field, static_cast<uint16_t>(rng.Next()));
           break;
         }
         case 6:  // a sequence number at the edges: 0, or close enough to 2^64 to wrap
           if (buf.size() >= 18) {
-            StoreBe64(buf.data() + 10,
-                      rng.Chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.Below(16));
+            StoreBe64(buf.data() + 10, rng.Chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.Below(16));
           }
           break;
       }
@@ -605,9 +608,8 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
     if (::testing::Test::HasFatalFailure()) return;
     ++seen[static_cast<size_t>(Parse(exact.span()).error)];
   }
-  for (const Error e :
-       {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
-        Error::kEmptyBlock, Error::kTrailingBytes, Error::kBadSequence}) {
+  for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
+                        Error::kEmptyBlock, Error::kTrailingBytes, Error::kBadSequence}) {
     EXPECT_GT(seen[static_cast<size_t>(e)], 10) << ErrorName(e);
   }
 }

@@ -44,8 +44,7 @@ inline std::vector<uint8_t> Hex(std::string_view hex) {
   for (const char c : hex) {
     if (c == ' ') continue;
     if (!std::isxdigit(static_cast<unsigned char>(c))) throw std::invalid_argument("bad hex");
-    const int v = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                                                              : std::tolower(c) - 'a' + 10;
+    const int v = std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10;
     if (hi < 0) {
       hi = v;
     } else {

@@ -62,7 +62,8 @@ Sample UdpInlineKernel(std::int64_t t0) {
 
 TEST(Decomposition, UdpKernelTimestampsSplitTheTransportStage) {
   auto d = std::make_unique<Decomposer>(10.0);
-  for (int i = 0; i < 100; ++i) ASSERT_EQ(d->add(UdpInlineKernel(1'000'000 + i * 20'000)), Decomposer::Verdict::kAccepted);
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(d->add(UdpInlineKernel(1'000'000 + i * 20'000)), Decomposer::Verdict::kAccepted);
   ASSERT_TRUE(d->stage_present(kSendCompletion - 1));
   EXPECT_EQ(d->from_point(kSendCompletion - 1), kOffer);  // post is the offer's read (an alias)
   EXPECT_DOUBLE_EQ(d->stage(kSendCompletion - 1).mean(), 2990);
@@ -140,7 +141,8 @@ TEST(Decomposition, AbsentAndAliasedPointsAreShownAsAbsentNotZero) {
   EXPECT_EQ(rows[kPost - 1].note, "not stamped separately (same clock read as offer)");
   EXPECT_EQ(rows[kDelivery - 1].note, "not stamped separately (same clock read as receive)");
   EXPECT_THAT(rows[kSendCompletion - 1].note, HasSubstr("SO_TIMESTAMPING"));
-  EXPECT_THAT(stage_rows(*d, transport_notes("rdma"))[kSendCompletion - 1].note, HasSubstr("not measured by this version"));
+  EXPECT_THAT(stage_rows(*d, transport_notes("rdma"))[kSendCompletion - 1].note,
+              HasSubstr("not measured by this version"));
 
   const std::string table = format_table(*d, transport_notes("udp"), Checks{});
   std::istringstream in(table);

@@ -130,14 +130,30 @@ class Parser {
       if (i_ >= s_.size()) break;
       const char e = s_[i_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) return bad("short \\u escape");
           for (int k = 0; k < 4; ++k) {
@@ -148,7 +164,8 @@ class Parser {
           out->push_back(cp < 0x80 ? static_cast<char>(cp) : '?');
           break;
         }
-        default: return bad("bad escape");
+        default:
+          return bad("bad escape");
       }
     }
     return bad("unterminated string");

@@ -34,9 +34,9 @@ namespace pollux::latency {
 namespace {
 
 namespace fs = std::filesystem;
+using jsonlite::Value;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using jsonlite::Value;
 
 struct ToolRun {
   int status;
@@ -148,8 +148,8 @@ class LatencySmoke : public ::testing::Test {
 TEST_F(LatencySmoke, HelpAndUnknownFlags) {
   ToolRun h = RunTool({"--help"});
   EXPECT_EQ(h.status, 0);
-  for (const char* f : {"--config", "--set", "--count", "--rate", "--json", "--hgrm", "--plot", "--ab", "--pairs",
-                        "--trace-every"}) {
+  for (const char* f :
+       {"--config", "--set", "--count", "--rate", "--json", "--hgrm", "--plot", "--ab", "--pairs", "--trace-every"}) {
     EXPECT_THAT(h.out, HasSubstr(f));
   }
   ToolRun u = RunTool({"--no-such-flag"});
@@ -229,8 +229,8 @@ TEST_F(LatencySmoke, UdpDedicatedAndInline) {
   for (const char* mode : {"dedicated", "inline"}) {
     SCOPED_TRACE(mode);
     const fs::path json = dir_ / (std::string("udp-") + mode + ".json");
-    ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count", "300",
-                     "--warmup", "30", "--json", json});
+    ToolRun r = RunTool({"--set", "transport.kind=udp", "--set", std::string("runtime.threading=") + mode, "--count",
+                         "300", "--warmup", "30", "--json", json});
     const Value v = CheckRun(r, "udp", json);
     // pollux-latency turns udp.kernel_timestamps on: the kernel's TX and RX software stamps
     // (SO_TIMESTAMPING) split the path into send completion, kernel/wire and receive.
@@ -466,7 +466,8 @@ TEST_F(LatencySmoke, SigintMidRunStopsReapsThePongProcessAndRemovesTheRunsFiles)
     EXPECT_FALSE(p.killed_after_timeout()) << p.output();
     EXPECT_EQ(status, 130) << p.output();
     EXPECT_THAT(p.output(), HasSubstr("pollux-latency: stopped by SIGINT")) << p.output();
-    EXPECT_THAT(p.output(), ::testing::ContainsRegex("interrupted by SIGINT after [1-9][0-9]* of the [0-9]+ round trips"));
+    EXPECT_THAT(p.output(),
+                ::testing::ContainsRegex("interrupted by SIGINT after [1-9][0-9]* of the [0-9]+ round trips"));
     EXPECT_THAT(p.output(), HasSubstr("end-to-end (one-way, sum of stages)"));
     // The tool reaped the pong process before exiting: its pid is gone at once (a child left
     // running, or a zombie nobody reaped, keeps it).
@@ -497,7 +498,8 @@ TEST_F(LatencySmoke, SigtermStopsTheRunLikeSigint) {
   EXPECT_FALSE(p.killed_after_timeout()) << p.output();
   EXPECT_EQ(status, 143) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("stopped by SIGTERM"));
-  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30)) << "pong process " << pong.pid << ": " << ProcessState(pong.pid);
+  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
+      << "pong process " << pong.pid << ": " << ProcessState(pong.pid);
   if (!Gone(pong)) kill(pong.pid, SIGKILL);
   EXPECT_TRUE(RunFiles(p.pid()).empty()) << ::testing::PrintToString(RunFiles(p.pid()));
   RemoveRunFiles(p.pid());

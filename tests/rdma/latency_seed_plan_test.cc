@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <dirent.h>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,7 +17,9 @@ namespace {
 
 using Out = pollux::testing::CommandOutput;
 
-Out RunTool(const std::string& args) { return pollux::testing::RunCommand(std::string(POLLUX_LATENCY_BIN) + " " + args, true); }
+Out RunTool(const std::string& args) {
+  return pollux::testing::RunCommand(std::string(POLLUX_LATENCY_BIN) + " " + args, true);
+}
 
 int NumaNodes() {
   int n = 0;

@@ -23,9 +23,17 @@ using testing::spawn;
 using testing::wait_child;
 
 // Small enough for an emulated CPU; batches that fit one UD datagram (MTU 1024 on rxe).
-const std::vector<std::string> kCommon = {"--quiet", "--set", "feed.messages=200000", "--set", "feed.seed=7",
-                                          "--set", "feed.symbols=50", "--set", "feed.batch_bytes=900",
-                                          "--set", "feed.connect_timeout_ms=120000"};
+const std::vector<std::string> kCommon = {"--quiet",
+                                          "--set",
+                                          "feed.messages=200000",
+                                          "--set",
+                                          "feed.seed=7",
+                                          "--set",
+                                          "feed.symbols=50",
+                                          "--set",
+                                          "feed.batch_bytes=900",
+                                          "--set",
+                                          "feed.connect_timeout_ms=120000"};
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -56,8 +64,9 @@ class RdmaFeed : public ::testing::Test {
   // `ref` is compared with; made once.
   static void reference(const std::string& ref, const std::vector<std::string>& source) {
     if (std::ifstream(dir_ + "/" + ref + "_books.jsonl").good()) return;
-    std::vector<std::string> args = {"--set", "runtime.name=" + rdmatest::unique_name("fshm"), "--book-out",
-                                     dir_ + "/" + ref + "_books.jsonl", "--counts-out", dir_ + "/" + ref + "_counts.json"};
+    std::vector<std::string> args = {"--set",        "runtime.name=" + rdmatest::unique_name("fshm"),
+                                     "--book-out",   dir_ + "/" + ref + "_books.jsonl",
+                                     "--counts-out", dir_ + "/" + ref + "_counts.json"};
     args.insert(args.end(), source.begin(), source.end());
     Child c = feed(args);
     ASSERT_EQ(wait_child(c, 600), 0) << c.output;
@@ -65,23 +74,27 @@ class RdmaFeed : public ::testing::Test {
 
   // Subscriber on rxe1 started first (it must be listening / joined), then the publisher on rxe0.
   // `source` selects the feed (default: the generator of kCommon); `ref` names its shm replay.
-  void replay(const std::string& tag, const std::vector<std::string>& sub_extra, const std::vector<std::string>& pub_extra,
-              int start_delay_ms, const std::vector<std::string>& source = {}, const std::string& ref = "shm") {
-    std::vector<std::string> sub = {"--role", "sub", "--set", "runtime.name=" + rdmatest::unique_name("fsub"),
-                                    "--book-out", dir_ + "/" + tag + "_books.jsonl", "--counts-out",
-                                    dir_ + "/" + tag + "_counts.json", "--set", "transport.kind=rdma",
-                                    "--set", "rdma.device=rxe1", "--set", "rdma.gid_index=1",
-                                    // Inline mode: each of the 4 subscribers has its own receive queue.
-                                    "--set", "pool.slot_size=2048", "--set", "pool.slots=8192",
-                                    "--set", "rdma.recv_queue_depth=1024"};
+  void replay(const std::string& tag, const std::vector<std::string>& sub_extra,
+              const std::vector<std::string>& pub_extra, int start_delay_ms,
+              const std::vector<std::string>& source = {}, const std::string& ref = "shm") {
+    std::vector<std::string> sub = {
+        "--role", "sub", "--set", "runtime.name=" + rdmatest::unique_name("fsub"), "--book-out",
+        dir_ + "/" + tag + "_books.jsonl", "--counts-out", dir_ + "/" + tag + "_counts.json", "--set",
+        "transport.kind=rdma", "--set", "rdma.device=rxe1", "--set", "rdma.gid_index=1",
+        // Inline mode: each of the 4 subscribers has its own receive queue.
+        "--set", "pool.slot_size=2048", "--set", "pool.slots=8192", "--set", "rdma.recv_queue_depth=1024"};
     sub.insert(sub.end(), sub_extra.begin(), sub_extra.end());
     // rdma.linger_ms: the whole replay must arrive, and in the emulated VM the subscriber may
     // take its first frames more than a second after the publisher is done (the default 500 ms
     // linger then closes with frames unacknowledged: lost, and logged).
-    std::vector<std::string> pub = {"--role", "pub", "--set", "runtime.name=" + rdmatest::unique_name("fpub"),
-                                    "--set", "transport.kind=rdma", "--set", "rdma.device=rxe0", "--set",
-                                    "rdma.gid_index=1", "--set", "pool.slot_size=2048", "--set", "pool.slots=8192",
-                                    "--set", "rdma.linger_ms=120000"};
+    std::vector<std::string> pub = {"--role", "pub",
+                                    "--set",  "runtime.name=" + rdmatest::unique_name("fpub"),
+                                    "--set",  "transport.kind=rdma",
+                                    "--set",  "rdma.device=rxe0",
+                                    "--set",  "rdma.gid_index=1",
+                                    "--set",  "pool.slot_size=2048",
+                                    "--set",  "pool.slots=8192",
+                                    "--set",  "rdma.linger_ms=120000"};
     pub.insert(pub.end(), pub_extra.begin(), pub_extra.end());
     pub.insert(pub.end(), source.begin(), source.end());
     Child s = feed(sub);
@@ -114,7 +127,7 @@ TEST_F(RdmaFeed, OverRcBuildsTheSameBooksAsShm) {
 TEST_F(RdmaFeed, OverUdMulticastBuildsTheSameBooksAsShm) {
   POLLUX_REQUIRE_RXE();
   // Paced: UD has no flow control, and a loss would (correctly) show as a gap and differing books.
-  const std::vector<std::string> ud = {"--set", "rdma.mode=ud_mcast", "--set", "rdma.multicast_group=239.255.78.9",
+  const std::vector<std::string> ud = {"--set", "rdma.mode=ud_mcast",  "--set", "rdma.multicast_group=239.255.78.9",
                                        "--set", "rdma.heartbeat_ms=20"};
   std::vector<std::string> pub = ud;
   for (const char* s : {"--set", "feed.replay=rate", "--set", "feed.rate=200000"}) pub.emplace_back(s);
@@ -137,7 +150,7 @@ TEST_F(RdmaFeed, ItchFileOverUdMulticastBuildsTheSameBooksAsShm) {
   POLLUX_REQUIRE_RXE();
   const std::vector<std::string> source = {"--itch", itch_file()};
   reference("shm_file", source);
-  const std::vector<std::string> ud = {"--set", "rdma.mode=ud_mcast", "--set", "rdma.multicast_group=239.255.78.10",
+  const std::vector<std::string> ud = {"--set", "rdma.mode=ud_mcast",  "--set", "rdma.multicast_group=239.255.78.10",
                                        "--set", "rdma.heartbeat_ms=20"};
   std::vector<std::string> pub = ud;
   for (const char* s : {"--set", "feed.replay=rate", "--set", "feed.rate=200000"}) pub.emplace_back(s);

@@ -163,7 +163,8 @@ TEST(RdmaPollerSource, SharedCqPolledOncePerDutyCycleWithFourEndpoints) {
     (void)r.cycle();
     ++extra;
     return r.received - received0 >= sent;
-  })) << "received " << (r.received - received0) << " of " << sent;
+  })) << "received "
+      << (r.received - received0) << " of " << sent;
   EXPECT_EQ(r.received - received0, sent);
   EXPECT_EQ(r.group()->cq_polls() - polls0, kCycles + extra);
 }
@@ -354,7 +355,8 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
   const bool sleeping = idle == "interrupt" || idle == "adaptive";
   Connected c;
-  ASSERT_NO_FATAL_FAILURE(c.open(with_idle(sub_config("dedicated", port), idle), with_idle(pub_config("dedicated", port), idle)));
+  ASSERT_NO_FATAL_FAILURE(
+      c.open(with_idle(sub_config("dedicated", port), idle), with_idle(pub_config("dedicated", port), idle)));
   auto& [sub_ctx, pub_ctx, sub, pub] = c;
 
   std::atomic<std::uint32_t> delivered{0};  // tag of the last message delivered (futex word)
@@ -476,15 +478,16 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const std::uint64_t sleeps = poller_counter(*sub_ctx, "sleeps") + poller_counter(*pub_ctx, "sleeps") - sleeps0;
   const std::uint64_t wake_sub = poller_counter(*sub_ctx, "wakeups") - wakeups_sub0;
   const std::uint64_t wake_pub = poller_counter(*pub_ctx, "wakeups") - wakeups_pub0;
-  std::printf("lost-wakeup stress over rxe (idle %s): %d s, %llu messages, %llu poller sleeps (subscriber side %llu wakeups, "
-              "publisher side %llu), worst offer->delivery %.3f ms, %zu over 100 ms of which late net of VM stalls %llu, lost %llu, "
-              "spurious sub %llu pub %llu; VM stalls > 1 ms: %zu, %.1f ms in all\n",
-              idle.c_str(), seconds, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sleeps),
-              static_cast<unsigned long long>(wake_sub), static_cast<unsigned long long>(wake_pub), worst_ns / 1e6,
-              slow.size(), static_cast<unsigned long long>(late), static_cast<unsigned long long>(lost),
-              static_cast<unsigned long long>(poller_counter(*sub_ctx, "spurious_wakeups")),
-              static_cast<unsigned long long>(poller_counter(*pub_ctx, "spurious_wakeups")), stalls.size(),
-              stalled_ns / 1e6);
+  std::printf(
+      "lost-wakeup stress over rxe (idle %s): %d s, %llu messages, %llu poller sleeps (subscriber side %llu wakeups, "
+      "publisher side %llu), worst offer->delivery %.3f ms, %zu over 100 ms of which late net of VM stalls %llu, lost "
+      "%llu, "
+      "spurious sub %llu pub %llu; VM stalls > 1 ms: %zu, %.1f ms in all\n",
+      idle.c_str(), seconds, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(sleeps),
+      static_cast<unsigned long long>(wake_sub), static_cast<unsigned long long>(wake_pub), worst_ns / 1e6, slow.size(),
+      static_cast<unsigned long long>(late), static_cast<unsigned long long>(lost),
+      static_cast<unsigned long long>(poller_counter(*sub_ctx, "spurious_wakeups")),
+      static_cast<unsigned long long>(poller_counter(*pub_ctx, "spurious_wakeups")), stalls.size(), stalled_ns / 1e6);
   RecordProperty("messages", static_cast<int>(sent));
   RecordProperty("sleeps", static_cast<int>(sleeps));
   EXPECT_EQ(lost, 0u) << "a message was never delivered: a lost wakeup";
@@ -511,10 +514,10 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
   const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
                          "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
   Connected c;
-  ASSERT_NO_FATAL_FAILURE(
-      c.open(with_idle(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast"),
-                       "interrupt"),
-             with_idle(rdmatest::rdma_config("dedicated", "rxe0", ud, "", "ud_mcast"), "interrupt")));
+  ASSERT_NO_FATAL_FAILURE(c.open(
+      with_idle(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast"),
+                "interrupt"),
+      with_idle(rdmatest::rdma_config("dedicated", "rxe0", ud, "", "ud_mcast"), "interrupt")));
   auto& [sub_ctx, pub_ctx, sub, pub] = c;
   constexpr std::uint64_t kCount = 2000;
   std::thread producer([&] {
@@ -548,13 +551,14 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
     return v;
   };
   const std::uint64_t dropped = counter(*sub_ctx, "fault_dropped"), fills = counter(*sub_ctx, "gap_fills");
-  std::printf("ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "
-              "repaired frames, %llu + %llu poller sleeps\n",
-              static_cast<unsigned long long>(received), static_cast<unsigned long long>(dropped),
-              static_cast<unsigned long long>(fills), static_cast<unsigned long long>(counter(*sub_ctx, "naks_sent")),
-              static_cast<unsigned long long>(counter(*pub_ctx, "retransmitted_frames")),
-              static_cast<unsigned long long>(poller_counter(*sub_ctx, "sleeps")),
-              static_cast<unsigned long long>(poller_counter(*pub_ctx, "sleeps")));
+  std::printf(
+      "ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "
+      "repaired frames, %llu + %llu poller sleeps\n",
+      static_cast<unsigned long long>(received), static_cast<unsigned long long>(dropped),
+      static_cast<unsigned long long>(fills), static_cast<unsigned long long>(counter(*sub_ctx, "naks_sent")),
+      static_cast<unsigned long long>(counter(*pub_ctx, "retransmitted_frames")),
+      static_cast<unsigned long long>(poller_counter(*sub_ctx, "sleeps")),
+      static_cast<unsigned long long>(poller_counter(*pub_ctx, "sleeps")));
   EXPECT_EQ(received, kCount);
   EXPECT_EQ(out_of_order, 0u);
   EXPECT_EQ(gaps, 0u);

@@ -156,8 +156,8 @@ TEST(RdmaIpc, UdMulticastTwoSubscriberProcessesGetEveryMessage) {
   const std::string sc = write_file(tmp("sub"), rdmatest::rdma_config("dedicated", "rxe1", ud, "", "ud_mcast"));
   const std::string pc = write_file(tmp("pub"), rdmatest::rdma_config("dedicated", "rxe0", ud, "", "ud_mcast"));
   constexpr int kCount = 30000;
-  const std::vector<std::string> sub = {"sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete",
-                                        "--timeout", "300"};
+  const std::vector<std::string> sub = {
+      "sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete", "--timeout", "300"};
   UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "20000", "--max-size", "200"}, {sub, sub});
   finish(r);
   for (std::size_t i = 0; i < r.subs.size(); ++i) {
@@ -179,10 +179,12 @@ TEST(RdmaIpc, UdMulticast100kWithInjectedLossAreAllRepairedInOrder) {
   const std::string faults = "fault_loss = 0.05\nfault_duplicate = 0.01\nfault_reorder = 0.02\nfault_seed = 7\n";
   const std::string sc =
       write_file(tmp("sub"), rdmatest::rdma_config("dedicated", "rxe1", ud_group_config(1, faults), "", "ud_mcast"));
-  const std::string pc = write_file(tmp("pub"), rdmatest::rdma_config("dedicated", "rxe0", ud_group_config(1), "", "ud_mcast"));
+  const std::string pc =
+      write_file(tmp("pub"), rdmatest::rdma_config("dedicated", "rxe0", ud_group_config(1), "", "ud_mcast"));
   constexpr int kCount = 100000;
-  UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "25000", "--max-size", "200"},
-                     {{"sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete", "--timeout", "600"}});
+  UdRun r =
+      start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "25000", "--max-size", "200"},
+               {{"sub", sc, "md", std::to_string(kCount), "--no-loss", "--require-complete", "--timeout", "600"}});
   finish(r);
   const std::string& o = r.subs[0].output;
   EXPECT_EQ(field(o, "received"), kCount);
@@ -217,8 +219,8 @@ TEST(RdmaIpc, UdMulticastLossBeyondTheRetransmitBufferIsAnExactGap) {
   const std::string sc =
       write_file(tmp("sub"), rdmatest::rdma_config("inline", "rxe1", ud_group_config(2, live), "", "ud_mcast"));
   const std::string pc = write_file(
-      tmp("pub"), rdmatest::rdma_config("dedicated", "rxe0", ud_group_config(2, live + "retransmit_buffer = \"64KiB\"\n"),
-                                        "", "ud_mcast"));
+      tmp("pub"), rdmatest::rdma_config("dedicated", "rxe0",
+                                        ud_group_config(2, live + "retransmit_buffer = \"64KiB\"\n"), "", "ud_mcast"));
   constexpr int kCount = 60000;
   UdRun r = start_ud({"pub", pc, "md", std::to_string(kCount), "--rate", "20000", "--max-size", "200"},
                      {{"sub", sc, "md", std::to_string(kCount), "--require-complete", "--stall-after", "5000",
@@ -274,13 +276,15 @@ TEST(RdmaIpc, RcSubscriberKilledMidStreamThenNewSubscriberConnects) {
   const std::string pc = write_file(tmp("pub"), rdmatest::pub_config("dedicated", port));
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
-  Child sub1 = spawn(peer({"sub", sc, "md", "100000000", "--ready-fd", std::to_string(ready[1]), "--signal-after", "1000"}),
-                     {ready[1]});
+  Child sub1 =
+      spawn(peer({"sub", sc, "md", "100000000", "--ready-fd", std::to_string(ready[1]), "--signal-after", "1000"}),
+            {ready[1]});
   Child pub = spawn(peer({"pub", pc, "md", "0", "--until-killed", "--rate", "5000"}));
   ASSERT_TRUE(wait_byte(ready[0], 120)) << "subscriber 1 never got 1000 messages";
   kill_child(sub1);
   ASSERT_TRUE(read_until(pub, "pub: disconnected", 120)) << "publisher did not notice: " << pub.output;
-  Child sub2 = spawn(peer({"sub", sc, "md", "3000", "--no-loss", "--require-complete", "--late-join", "--timeout", "300"}));
+  Child sub2 =
+      spawn(peer({"sub", sc, "md", "3000", "--no-loss", "--require-complete", "--late-join", "--timeout", "300"}));
   const int src = wait_child(sub2, 300);
   kill_child(pub);
   std::printf("%s%s", pub.output.c_str(), sub2.output.c_str());

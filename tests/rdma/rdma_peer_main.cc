@@ -256,19 +256,21 @@ int run_sub(const Args& a, pollux::Context& ctx) {
     const bool full = s.received + s.lost >= a.count;
     complete += full;
     char line[256];
-    std::snprintf(line, sizeof line, "  session %08x order %d: %llu received, %llu lost, %llu gaps, ended %d, died %d\n", id,
-                  s.order, static_cast<unsigned long long>(s.received), static_cast<unsigned long long>(s.lost),
+    std::snprintf(line, sizeof line,
+                  "  session %08x order %d: %llu received, %llu lost, %llu gaps, ended %d, died %d\n", id, s.order,
+                  static_cast<unsigned long long>(s.received), static_cast<unsigned long long>(s.lost),
                   static_cast<unsigned long long>(s.gaps), s.ended ? 1 : 0, s.died ? 1 : 0);
     lines += line;
     if (!full && (!s.ended || a.require_complete)) ok = false;
   }
-  std::printf("sub sessions=%zu complete=%llu received=%llu lost=%llu gaps=%llu bad=%llu out_of_order=%llu ended=%llu "
-              "died=%llu late_start=%llu\n",
-              sessions.size(), static_cast<unsigned long long>(complete), static_cast<unsigned long long>(received),
-              static_cast<unsigned long long>(lost), static_cast<unsigned long long>(gaps),
-              static_cast<unsigned long long>(bad), static_cast<unsigned long long>(ooo),
-              static_cast<unsigned long long>(ended), static_cast<unsigned long long>(died),
-              static_cast<unsigned long long>(late));
+  std::printf(
+      "sub sessions=%zu complete=%llu received=%llu lost=%llu gaps=%llu bad=%llu out_of_order=%llu ended=%llu "
+      "died=%llu late_start=%llu\n",
+      sessions.size(), static_cast<unsigned long long>(complete), static_cast<unsigned long long>(received),
+      static_cast<unsigned long long>(lost), static_cast<unsigned long long>(gaps),
+      static_cast<unsigned long long>(bad), static_cast<unsigned long long>(ooo),
+      static_cast<unsigned long long>(ended), static_cast<unsigned long long>(died),
+      static_cast<unsigned long long>(late));
   std::fputs(lines.c_str(), stdout);  // after the summary line: tests parse its key=value fields
   print_counters(ctx, "rdma rx");
   ok = ok && bad == 0 && ooo == 0 && (!a.no_loss || lost == 0) && (a.late_join || late == 0);
@@ -296,20 +298,34 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (f == "--max-size") a.max_size = static_cast<std::uint32_t>(std::atoi(next()));
-    else if (f == "--threads") a.threads = static_cast<std::uint32_t>(std::atoi(next()));
-    else if (f == "--sessions") a.sessions = static_cast<std::uint32_t>(std::atoi(next()));
-    else if (f == "--rate") a.rate = std::strtoull(next(), nullptr, 10);
-    else if (f == "--signal-after") a.signal_after = std::strtoull(next(), nullptr, 10);
-    else if (f == "--no-loss") a.no_loss = true;
-    else if (f == "--require-complete") a.require_complete = true;
-    else if (f == "--late-join") a.late_join = true;
-    else if (f == "--until-killed") a.until_killed = true;
-    else if (f == "--ready-fd") a.ready_fd = std::atoi(next());
-    else if (f == "--start-fd") a.start_fd = std::atoi(next());
-    else if (f == "--timeout") a.timeout_s = std::atoi(next());
-    else if (f == "--stall-after") a.stall_after = std::strtoull(next(), nullptr, 10);
-    else if (f == "--stall-ms") a.stall_ms = std::strtoull(next(), nullptr, 10);
+    if (f == "--max-size")
+      a.max_size = static_cast<std::uint32_t>(std::atoi(next()));
+    else if (f == "--threads")
+      a.threads = static_cast<std::uint32_t>(std::atoi(next()));
+    else if (f == "--sessions")
+      a.sessions = static_cast<std::uint32_t>(std::atoi(next()));
+    else if (f == "--rate")
+      a.rate = std::strtoull(next(), nullptr, 10);
+    else if (f == "--signal-after")
+      a.signal_after = std::strtoull(next(), nullptr, 10);
+    else if (f == "--no-loss")
+      a.no_loss = true;
+    else if (f == "--require-complete")
+      a.require_complete = true;
+    else if (f == "--late-join")
+      a.late_join = true;
+    else if (f == "--until-killed")
+      a.until_killed = true;
+    else if (f == "--ready-fd")
+      a.ready_fd = std::atoi(next());
+    else if (f == "--start-fd")
+      a.start_fd = std::atoi(next());
+    else if (f == "--timeout")
+      a.timeout_s = std::atoi(next());
+    else if (f == "--stall-after")
+      a.stall_after = std::strtoull(next(), nullptr, 10);
+    else if (f == "--stall-ms")
+      a.stall_ms = std::strtoull(next(), nullptr, 10);
     else {
       std::fprintf(stderr, "unknown option %s\n", f.c_str());
       return 64;

@@ -22,9 +22,10 @@ namespace pollux::rdmatest {
 
 inline bool in_vm() { return access("/sys/class/infiniband/rxe1", F_OK) == 0; }
 
-#define POLLUX_REQUIRE_RXE()                                                                    \
-  do {                                                                                          \
-    if (!::pollux::rdmatest::in_vm()) GTEST_SKIP() << "needs rxe0/rxe1: run in the Soft-RoCE VM (tests/rdma/run-in-vm.sh)"; \
+#define POLLUX_REQUIRE_RXE()                                                                \
+  do {                                                                                      \
+    if (!::pollux::rdmatest::in_vm())                                                       \
+      GTEST_SKIP() << "needs rxe0/rxe1: run in the Soft-RoCE VM (tests/rdma/run-in-vm.sh)"; \
   } while (0)
 
 // A fresh rdma_cm port per test (a listener's port is free again at once, but fresh ports keep
@@ -42,8 +43,8 @@ inline std::string unique_name(const char* tag) {
 // [runtime] + [pool] + [transport] + [rdma] for one context.
 inline std::string rdma_config(const std::string& threading, const std::string& device, const std::string& rdma_extra,
                                const std::string& runtime_extra = "", const std::string& mode = "rc") {
-  return "[runtime]\nname = \"" + unique_name("rdma") + "\"\nthreading = \"" + threading +
-         "\"\nidle = \"yield\"\n" + runtime_extra + "[pool]\nslots = 4096\nhugepages = \"off\"\n" +
+  return "[runtime]\nname = \"" + unique_name("rdma") + "\"\nthreading = \"" + threading + "\"\nidle = \"yield\"\n" +
+         runtime_extra + "[pool]\nslots = 4096\nhugepages = \"off\"\n" +
          "[transport]\nkind = \"rdma\"\n[rdma]\ndevice = \"" + device + "\"\ngid_index = 1\nmode = \"" + mode + "\"\n" +
          rdma_extra;
 }
@@ -53,8 +54,8 @@ inline std::string sub_config(const std::string& threading, int port, const std:
 }
 inline std::string pub_config(const std::string& threading, int port, const std::string& extra = "",
                               const std::string& runtime_extra = "") {
-  return rdma_config(threading, "rxe0", "peers = [\"10.0.0.2:" + std::to_string(port) + "\"]\nreconnect_ms = 50\n" + extra,
-                     runtime_extra);
+  return rdma_config(threading, "rxe0",
+                     "peers = [\"10.0.0.2:" + std::to_string(port) + "\"]\nreconnect_ms = 50\n" + extra, runtime_extra);
 }
 
 inline std::unique_ptr<Context> make(const std::string& toml) {

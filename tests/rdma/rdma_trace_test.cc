@@ -18,9 +18,9 @@
 #include "core/counters.h"
 #include "core/frame.h"
 #include "core/trace.h"
-#include "transport/transport.h"
 #include "pollux/pollux.h"
 #include "tests/rdma/rdma_test_util.h"
+#include "transport/transport.h"
 
 namespace pollux {
 namespace {
@@ -54,29 +54,34 @@ Got round(Publisher& pub, Subscriber& sub, std::uint64_t i) {
     if (spins % 64 == 63) std::this_thread::yield();
     if (spins > 20'000'000) return g;
   }
-  EXPECT_TRUE(wait_for([&] {
-    (void)pub.service();
-    (void)sub.poll(
-        [&](const Message& m) {
-          g.have = true;
-          g.sequence = m.sequence;
-          g.traced = m.trace != nullptr;
-          if (m.trace != nullptr) std::memcpy(g.ns, m.trace->ns, sizeof g.ns);
-        },
-        4);
-    return g.have;
-  }, 30)) << "message " << i << " never arrived";
+  EXPECT_TRUE(wait_for(
+      [&] {
+        (void)pub.service();
+        (void)sub.poll(
+            [&](const Message& m) {
+              g.have = true;
+              g.sequence = m.sequence;
+              g.traced = m.trace != nullptr;
+              if (m.trace != nullptr) std::memcpy(g.ns, m.trace->ns, sizeof g.ns);
+            },
+            4);
+        return g.have;
+      },
+      30))
+      << "message " << i << " never arrived";
   return g;
 }
 
 // Waits (bounded) for the publisher to learn the send completion of `seq`.
 std::int64_t completion(Publisher& pub, std::uint64_t seq) {
   std::int64_t sc = 0;
-  (void)wait_for([&] {
-    (void)pub.service();  // inline: the publisher's duties poll its CQ
-    sc = pub.send_completion_ns(seq);
-    return sc != 0;
-  }, 10);
+  (void)wait_for(
+      [&] {
+        (void)pub.service();  // inline: the publisher's duties poll its CQ
+        sc = pub.send_completion_ns(seq);
+        return sc != 0;
+      },
+      10);
   return sc;
 }
 
@@ -231,15 +236,17 @@ std::uint64_t burst(const std::string& extra) {
   EXPECT_EQ(tx_counter(p, "signalled_sends") - signalled_before, 2u) << "traced sends are not signalled by themselves";
   // Receive side: all 16 in order; traced ones carry the receive CQE's poll time.
   std::vector<transport::RxDesc> got;
-  EXPECT_TRUE(wait_for([&] {
-    transport::RxDesc out[32];
-    const std::uint32_t n = p.rx->poll_st(out);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      if (out[i].kind == transport::RxKind::kMessage) got.push_back(out[i]);
-    }
-    p.rx->release_st({out, n}, true);
-    return got.size() >= kBurst;
-  }, 30));
+  EXPECT_TRUE(wait_for(
+      [&] {
+        transport::RxDesc out[32];
+        const std::uint32_t n = p.rx->poll_st(out);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          if (out[i].kind == transport::RxKind::kMessage) got.push_back(out[i]);
+        }
+        p.rx->release_st({out, n}, true);
+        return got.size() >= kBurst;
+      },
+      30));
   EXPECT_EQ(got.size(), kBurst);
   const std::int64_t t_rx = core::Clock::now_ns();
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -254,10 +261,13 @@ std::uint64_t burst(const std::string& extra) {
   // Send side: the traced frames' completions reach the log (signal_every = 16 would signal
   // only the 16th send; traced ones are signalled by themselves), the untraced ones never do.
   std::uint32_t freed[kBurst];
-  EXPECT_TRUE(wait_for([&] {
-    (void)p.tx->reap_st(freed);  // inline endpoint: polls its CQ
-    return p.log.find(6) != 0 && p.log.find(12) != 0;
-  }, 30)) << "traced sends 6 and 12 never completed into the log";
+  EXPECT_TRUE(wait_for(
+      [&] {
+        (void)p.tx->reap_st(freed);  // inline endpoint: polls its CQ
+        return p.log.find(6) != 0 && p.log.find(12) != 0;
+      },
+      30))
+      << "traced sends 6 and 12 never completed into the log";
   for (std::uint64_t seq = 1; seq <= kBurst; ++seq) {
     if (seq == 6 || seq == 12) {
       EXPECT_GE(p.log.find(seq), t_post) << seq;

@@ -4,13 +4,13 @@
 // per-thread QPs, the interrupt hooks, the data-path guarantees (no ibv_reg_mr, allocation or
 // lock per message) and the documented errors.
 #include <dlfcn.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <linux/capability.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -48,7 +48,7 @@ using testing::payload_len;
 
 struct Seen {
   std::uint64_t received = 0, bad = 0, out_of_order = 0, gaps = 0, lost = 0, sessions = 0, ends = 0, died = 0;
-  std::uint64_t late_start = 0;  // sessions whose first message was not sequence 1
+  std::uint64_t late_start = 0;                 // sessions whose first message was not sequence 1
   std::map<std::uint32_t, std::uint64_t> next;  // per session
 };
 
@@ -129,11 +129,19 @@ void run_rc(const std::string& threading, std::uint64_t count, const std::string
   // A clean close reaches the subscriber as end of stream (not "died").
   pub->close();
   Seen e;
-  ASSERT_TRUE(wait_for([&] {
-    receive(*sub, 0, &e, 0);
-    (void)sub->poll([](const Message&) {}, [](const Gap&) {}, [&](const StreamEvent& ev) { e.ends += ev.kind != StreamEventKind::kNewSession; e.died += ev.kind == StreamEventKind::kPublisherDied; }, 64);
-    return e.ends > 0;
-  }, 20)) << "no end of stream after close";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        receive(*sub, 0, &e, 0);
+        (void)sub->poll([](const Message&) {}, [](const Gap&) {},
+                        [&](const StreamEvent& ev) {
+                          e.ends += ev.kind != StreamEventKind::kNewSession;
+                          e.died += ev.kind == StreamEventKind::kPublisherDied;
+                        },
+                        64);
+        return e.ends > 0;
+      },
+      20))
+      << "no end of stream after close";
   EXPECT_EQ(e.died, 0u);
 }
 
@@ -177,14 +185,16 @@ TEST(RdmaRc, LargeFramesNotInline) {
   Seen s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (s.received < 3000 && std::chrono::steady_clock::now() < deadline) {
-    (void)sub->poll([&](const Message& m) {
-      std::uint64_t tag;
-      std::memcpy(&tag, m.payload.data(), 8);
-      if (tag != m.sequence || m.payload.size() != payload_len(tag, 2000) ||
-          !check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag))
-        ++s.bad;
-      ++s.received;
-    }, 64);
+    (void)sub->poll(
+        [&](const Message& m) {
+          std::uint64_t tag;
+          std::memcpy(&tag, m.payload.data(), 8);
+          if (tag != m.sequence || m.payload.size() != payload_len(tag, 2000) ||
+              !check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag))
+            ++s.bad;
+          ++s.received;
+        },
+        64);
   }
   producer.join();
   EXPECT_EQ(s.received, 3000u);
@@ -206,10 +216,12 @@ TEST(RdmaRc, PollOneAtATime) {
   Seen s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (s.received < 3000 && std::chrono::steady_clock::now() < deadline) {
-    (void)sub->poll([&](const Message& m) {
-      if (m.sequence != s.received + 1) ++s.out_of_order;
-      ++s.received;
-    }, [](const Gap&) {}, [&](const StreamEvent& e) { s.sessions += e.kind == StreamEventKind::kNewSession; }, 1);
+    (void)sub->poll(
+        [&](const Message& m) {
+          if (m.sequence != s.received + 1) ++s.out_of_order;
+          ++s.received;
+        },
+        [](const Gap&) {}, [&](const StreamEvent& e) { s.sessions += e.kind == StreamEventKind::kNewSession; }, 1);
   }
   producer.join();
   EXPECT_EQ(s.received, 3000u);
@@ -238,11 +250,13 @@ TEST(RdmaRc, InlineSubscribersReuseReceiveQueues) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (got < 500 && std::chrono::steady_clock::now() < deadline) {
       (void)pub->offer(buf, sizeof buf);
-      (void)sub->poll([&](const Message& m) {
-        if (next != 0 && m.sequence != next) ++out_of_order;
-        next = m.sequence + 1;
-        ++got;
-      }, 64);
+      (void)sub->poll(
+          [&](const Message& m) {
+            if (next != 0 && m.sequence != next) ++out_of_order;
+            next = m.sequence + 1;
+            ++got;
+          },
+          64);
     }
     EXPECT_GE(got, 500u) << "round " << round;
     EXPECT_EQ(out_of_order, 0u);
@@ -350,10 +364,12 @@ void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
   std::uint64_t polls = 0;
   while (s.received < kWarm + kMeasured) {
     g_counting = s.received >= kWarm;
-    const int n = sub->poll([&](const Message& m) {
-      if (m.sequence != s.received + 1) ++s.out_of_order;
-      ++s.received;
-    }, 64);
+    const int n = sub->poll(
+        [&](const Message& m) {
+          if (m.sequence != s.received + 1) ++s.out_of_order;
+          ++s.received;
+        },
+        64);
     g_counting = false;
     ++polls;
     if (n == 0) std::this_thread::yield();
@@ -381,7 +397,8 @@ void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
 TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
   POLLUX_REQUIRE_RXE();
   const int port = next_port();
-  data_path_probe(sub_config("inline", port, "", "counters = true\n"), pub_config("inline", port, "", "counters = true\n"));
+  data_path_probe(sub_config("inline", port, "", "counters = true\n"),
+                  pub_config("inline", port, "", "counters = true\n"));
 }
 
 // The same over UD multicast with loss repair: the frame copied into the retransmit buffer
@@ -521,15 +538,18 @@ TEST(RdmaTransport, SequencesAndSessionsAreStampedByTheTransport) {
   std::uint32_t freed[64];
   std::uint32_t back = p.tx->reap_st(freed);
   EXPECT_EQ(back, 0u);
-  (void)p.tx->housekeeping_st(1);  // notes the position
-  EXPECT_EQ(p.tx->housekeeping_st(2), 0);          // idle for 1 ns: no heartbeat yet
-  EXPECT_EQ(p.tx->housekeeping_st(999'999), 0);    // nor just under 1 ms
+  (void)p.tx->housekeeping_st(1);                // notes the position
+  EXPECT_EQ(p.tx->housekeeping_st(2), 0);        // idle for 1 ns: no heartbeat yet
+  EXPECT_EQ(p.tx->housekeeping_st(999'999), 0);  // nor just under 1 ms
   EXPECT_EQ(p.tx->reap_st(freed), 0u);
   EXPECT_EQ(p.tx->housekeeping_st(1'000'001), 1);  // idle 1 ms: one heartbeat
-  ASSERT_TRUE(wait_for([&] {
-    back += p.tx->reap_st(freed);
-    return back >= 10;
-  }, 10)) << back;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        back += p.tx->reap_st(freed);
+        return back >= 10;
+      },
+      10))
+      << back;
   // ... and the subscriber takes the heartbeat without reporting anything.
   got.clear();
   (void)drain(*p.rx, &got);
@@ -572,22 +592,31 @@ TEST(RdmaTransport, QpErrorEndsTheStreamThenReconnectReportsTheLossAsAGap) {
   }));
   tx->fail_connections_for_test();
   send(50);  // posted on (or dropped with) the failed QP: lost
-  ASSERT_TRUE(wait_for([&] {
-    (void)pump();
-    (void)p.tx->reap_st(freed);
-    return tx->live_connections() == 0;
-  }, 30)) << "the publisher did not notice the failed QP";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        (void)pump();
+        (void)p.tx->reap_st(freed);
+        return tx->live_connections() == 0;
+      },
+      30))
+      << "the publisher did not notice the failed QP";
   std::printf("after failure: %s\n", tx->describe().c_str());
-  ASSERT_TRUE(wait_for([&] {
-    (void)pump();
-    (void)p.tx->reap_st(freed);
-    return tx->live_connections() == 1 && p.tx->connected();
-  }, 30)) << "no reconnect: " << tx->describe();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        (void)pump();
+        (void)p.tx->reap_st(freed);
+        return tx->live_connections() == 1 && p.tx->connected();
+      },
+      30))
+      << "no reconnect: " << tx->describe();
   send(50);
-  ASSERT_TRUE(wait_for([&] {
-    (void)pump();
-    return messages() >= 150;
-  }, 30)) << messages();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        (void)pump();
+        return messages() >= 150;
+      },
+      30))
+      << messages();
   std::uint64_t lost = 0, ends = 0, died = 0, gaps = 0, next = 1, out_of_order = 0;
   for (const auto& d : all) {
     if (d.kind == transport::RxKind::kEndOfStream) {
@@ -653,15 +682,18 @@ TEST(RdmaTransport, CloseLingersUntilASlowSubscriberHasEveryFrame) {
   std::vector<transport::RxDesc> all;
   transport::RxDesc out[64];
   bool ended = false;
-  ASSERT_TRUE(wait_for([&] {
-    const std::uint32_t n = p.rx->poll_st(out);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      all.push_back(out[i]);
-      ended |= out[i].kind == transport::RxKind::kEndOfStream;
-    }
-    p.rx->release_st({out, n}, true);
-    return ended;
-  }, 60)) << "no end of stream";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const std::uint32_t n = p.rx->poll_st(out);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          all.push_back(out[i]);
+          ended |= out[i].kind == transport::RxKind::kEndOfStream;
+        }
+        p.rx->release_st({out, n}, true);
+        return ended;
+      },
+      60))
+      << "no end of stream";
   closer.join();
   std::uint64_t next = 1, messages = 0, others = 0, died = 0;
   for (const auto& d : all) {
@@ -706,16 +738,19 @@ TEST(RdmaTransport, CloseGivesUpAfterLingerAndLogsTheUnacknowledgedFrames) {
   EXPECT_LE(missing, kFrames);
   std::uint64_t messages = 0, died = 0, gaps = 0;
   transport::RxDesc out[64];
-  ASSERT_TRUE(wait_for([&] {
-    const std::uint32_t n = p.rx->poll_st(out);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      messages += out[i].kind == transport::RxKind::kMessage;
-      gaps += out[i].kind == transport::RxKind::kGap;
-      died += out[i].kind == transport::RxKind::kEndOfStream && out[i].reason != 0;
-    }
-    p.rx->release_st({out, n}, true);
-    return died > 0;
-  }, 60)) << "the subscriber never heard the publisher go";
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const std::uint32_t n = p.rx->poll_st(out);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          messages += out[i].kind == transport::RxKind::kMessage;
+          gaps += out[i].kind == transport::RxKind::kGap;
+          died += out[i].kind == transport::RxKind::kEndOfStream && out[i].reason != 0;
+        }
+        p.rx->release_st({out, n}, true);
+        return died > 0;
+      },
+      60))
+      << "the subscriber never heard the publisher go";
   EXPECT_EQ(gaps, 0u);
   EXPECT_LE(messages, 16u);
   // Every frame is accounted for: delivered, or counted lost by the publisher.
@@ -758,8 +793,8 @@ TEST(RdmaErrors, PeerUnreachableAndNobodyListening) {
   // 10.0.0.9 does not exist on the wire; 10.0.0.2 exists but nobody listens on that port.
   for (const std::string peer : {"10.0.0.9:7471", "10.0.0.2:7999"}) {
     rdmatest::RawTransport t;
-    std::string toml = rdmatest::rdma_config("inline", "rxe0",
-                                             "peers = [\"" + peer + "\"]\nconnect_timeout_ms = 500\nreconnect_ms = 100\n");
+    std::string toml = rdmatest::rdma_config(
+        "inline", "rxe0", "peers = [\"" + peer + "\"]\nconnect_timeout_ms = 500\nreconnect_ms = 100\n");
     ASSERT_TRUE(rdmatest::open_raw(toml, &t).ok());
     auto tx = t.t->open_tx({9, "x", nullptr, -1});
     ASSERT_TRUE(tx.ok());
@@ -845,7 +880,8 @@ TEST(RdmaErrorsZ, PortDownThenBackUp) {
   ASSERT_EQ(system("ip link set veth1 up && ip route replace 10.0.0.1 dev veth1 src 10.0.0.2 table 101"), 0);
   EXPECT_NE(e.find("rxe1 port 1 is DOWN"), std::string::npos) << e;
   EXPECT_NE(e.find("ip link set <netdev> up"), std::string::npos) << e;
-  ASSERT_TRUE(wait_for([] { return port_state("rxe1").find("ACTIVE") != std::string::npos; }, 30)) << port_state("rxe1");
+  ASSERT_TRUE(wait_for([] { return port_state("rxe1").find("ACTIVE") != std::string::npos; }, 30))
+      << port_state("rxe1");
   run_rc("inline", 1000);
 }
 

@@ -165,7 +165,8 @@ TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
             "\"10.0.0.1\"");
   EXPECT_EQ(config_error("[rdma]\nmode = \"ud\"\n"), "feed.toml:2: rdma.mode: expected rc|ud_mcast, got \"ud\"");
   EXPECT_EQ(config_error("[rdma]\ngid_index = -2\n"), "feed.toml:2: rdma.gid_index: expected -1..4095, got -2");
-  EXPECT_EQ(config_error("[rdma]\ndevice = \"\"\n"), "feed.toml:2: rdma.device: expected a device name or \"auto\", got \"\"");
+  EXPECT_EQ(config_error("[rdma]\ndevice = \"\"\n"),
+            "feed.toml:2: rdma.device: expected a device name or \"auto\", got \"\"");
   EXPECT_EQ(config_error("[rdma]\nsrq = \"maybe\"\n"), "feed.toml:2: rdma.srq: expected auto|on|off, got \"maybe\"");
   EXPECT_NE(config_error("[rdma]\nsend_queue_depth = 32\nsignal_every = 17\n")
                 .find("feed.toml:3: rdma.signal_every: 17 is more than half of rdma.send_queue_depth (32)"),
@@ -274,9 +275,11 @@ fault_seed = 9
             "feed.toml:2: rdma.retransmit_buffer: expected a power of two, got 100000");
   EXPECT_NE(config_error("[rdma]\nretransmit_buffer = \"32KiB\"\n").find("feed.toml:2: rdma.retransmit_buffer:"),
             std::string::npos);
-  EXPECT_EQ(config_error("[rdma]\nreorder_window = 1000\n"), "feed.toml:2: rdma.reorder_window: expected a power of two, got 1000");
+  EXPECT_EQ(config_error("[rdma]\nreorder_window = 1000\n"),
+            "feed.toml:2: rdma.reorder_window: expected a power of two, got 1000");
   EXPECT_NE(config_error("[rdma]\nrepair_burst = 1000\n").find("feed.toml:2: rdma.repair_burst:"), std::string::npos);
-  EXPECT_NE(config_error("[rdma]\nmax_sessions = 0\n").find("feed.toml:2: rdma.max_sessions: expected 1..64"), std::string::npos);
+  EXPECT_NE(config_error("[rdma]\nmax_sessions = 0\n").find("feed.toml:2: rdma.max_sessions: expected 1..64"),
+            std::string::npos);
   EXPECT_NE(config_error("[rdma]\nfault_loss = 1.5\n").find("feed.toml:2: rdma.fault_loss:"), std::string::npos);
   // Cross-key checks apply to a UD multicast configuration.
   const std::string ud = "[transport]\nkind = \"rdma\"\n[rdma]\nmode = \"ud_mcast\"\n";
@@ -296,8 +299,8 @@ fault_seed = 9
 // the packet's IPv4 header (source 10.0.0.1, destination 239.255.77.1).
 std::array<std::uint8_t, 40> roce_v2_ipv4_grh() {
   std::array<std::uint8_t, 40> g{};
-  const std::uint8_t ip[20] = {0x45, 0x00, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 0x01, 0x11, 0x00, 0x00,
-                               10,   0,    0,    1,    239,  255,  77,   1};
+  const std::uint8_t ip[20] = {0x45, 0x00, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 0x01, 0x11,
+                               0x00, 0x00, 10,   0,    0,    1,    239,  255,  77,   1};
   std::memcpy(g.data() + 20, ip, 20);
   // A correct header checksum (as on the wire).
   std::uint32_t sum = 0;
@@ -522,7 +525,8 @@ TEST(RdmaErrorsText, DevicesPortsAndGids) {
   auto missing = no_device_error("mlx5_9", {"rxe0", "rxe1"});
   EXPECT_EQ(missing.message(), "rdma: rdma.device = \"mlx5_9\": no such RDMA device; available: rxe0, rxe1");
   auto down = port_down_error("rxe0", 1, IBV_PORT_DOWN, 3);
-  EXPECT_NE(down.message().find("rxe0 port 1 is DOWN (physical state 3 = disabled)"), std::string::npos) << down.message();
+  EXPECT_NE(down.message().find("rxe0 port 1 is DOWN (physical state 3 = disabled)"), std::string::npos)
+      << down.message();
   EXPECT_NE(down.message().find("ip link set <netdev> up"), std::string::npos);
   auto perm = open_device_error(EACCES, "mlx5_0");
   EXPECT_EQ(perm.code(), absl::StatusCode::kPermissionDenied);

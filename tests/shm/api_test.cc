@@ -243,9 +243,11 @@ TEST(ApiTest, ResultCodes) {
   EXPECT_GE(pub->offer(big.data(), big.size() - 1), 0);
   std::string got;
   ASSERT_TRUE(poll_until(*sub, [&] {
-    (void)sub->poll([&](const Message& m) {
-      if (got.empty()) got.assign(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
-    }, 10);
+    (void)sub->poll(
+        [&](const Message& m) {
+          if (got.empty()) got.assign(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+        },
+        10);
     return !got.empty();
   }));
   EXPECT_EQ(got, std::string(msg, sizeof msg));
@@ -310,15 +312,17 @@ TEST(ApiTest, DedicatedModeTakesSeveralPublishingThreadsOnOneStream) {
   std::uint64_t last_seq = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (total < kThreads * kEach && std::chrono::steady_clock::now() < deadline) {
-    (void)sub->poll([&](const Message& m) {
-      std::uint64_t v;
-      std::memcpy(&v, m.payload.data(), 8);
-      const int t = static_cast<int>(v >> 32);
-      EXPECT_EQ(static_cast<std::uint32_t>(v), next[t]++) << "per-thread order";
-      EXPECT_EQ(m.sequence, last_seq + 1) << "one stream, one sequence";
-      last_seq = m.sequence;
-      ++total;
-    }, 256);
+    (void)sub->poll(
+        [&](const Message& m) {
+          std::uint64_t v;
+          std::memcpy(&v, m.payload.data(), 8);
+          const int t = static_cast<int>(v >> 32);
+          EXPECT_EQ(static_cast<std::uint32_t>(v), next[t]++) << "per-thread order";
+          EXPECT_EQ(m.sequence, last_seq + 1) << "one stream, one sequence";
+          last_seq = m.sequence;
+          ++total;
+        },
+        256);
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(total, kThreads * kEach);
@@ -338,34 +342,36 @@ TEST(ApiTest, TracedMessagesCarryOrderedStageTimes) {
     }
     int traced = 0, seen = 0;
     ASSERT_TRUE(poll_until(*sub, [&] {
-      (void)sub->poll([&](const Message& m) {
-        ++seen;
-        std::uint64_t v;
-        ASSERT_EQ(m.payload.size(), 8u);  // the trace block is not part of the payload
-        std::memcpy(&v, m.payload.data(), 8);
-        EXPECT_EQ(v, m.sequence);
-        if (m.trace == nullptr) return;
-        ++traced;
-        const auto& t = m.trace->ns;
-        EXPECT_GT(t[StageTimes::kOffer], 0);
-        EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kPost]);
-        EXPECT_LE(t[StageTimes::kPost], t[StageTimes::kReceive]);
-        EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
-        // The reader stamps when it saw the frame (its own clock read, not delivery's).
-        EXPECT_LT(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
-        // shm has no local send completion: the log write is the send.
-        EXPECT_EQ(pub->send_completion_ns(m.sequence), 0);
-        if (mode == "dedicated") {
-          EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kRingEnqueue]);
-          EXPECT_LE(t[StageTimes::kRingEnqueue], t[StageTimes::kPollerDequeue]);
-          EXPECT_LE(t[StageTimes::kPollerDequeue], t[StageTimes::kPost]);
-          EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kRingToSubscriber]);
-          EXPECT_LE(t[StageTimes::kRingToSubscriber], t[StageTimes::kDelivery]);
-        } else {
-          EXPECT_EQ(t[StageTimes::kRingEnqueue], 0);
-          EXPECT_EQ(t[StageTimes::kRingToSubscriber], 0);
-        }
-      }, 100);
+      (void)sub->poll(
+          [&](const Message& m) {
+            ++seen;
+            std::uint64_t v;
+            ASSERT_EQ(m.payload.size(), 8u);  // the trace block is not part of the payload
+            std::memcpy(&v, m.payload.data(), 8);
+            EXPECT_EQ(v, m.sequence);
+            if (m.trace == nullptr) return;
+            ++traced;
+            const auto& t = m.trace->ns;
+            EXPECT_GT(t[StageTimes::kOffer], 0);
+            EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kPost]);
+            EXPECT_LE(t[StageTimes::kPost], t[StageTimes::kReceive]);
+            EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
+            // The reader stamps when it saw the frame (its own clock read, not delivery's).
+            EXPECT_LT(t[StageTimes::kReceive], t[StageTimes::kDelivery]);
+            // shm has no local send completion: the log write is the send.
+            EXPECT_EQ(pub->send_completion_ns(m.sequence), 0);
+            if (mode == "dedicated") {
+              EXPECT_LE(t[StageTimes::kOffer], t[StageTimes::kRingEnqueue]);
+              EXPECT_LE(t[StageTimes::kRingEnqueue], t[StageTimes::kPollerDequeue]);
+              EXPECT_LE(t[StageTimes::kPollerDequeue], t[StageTimes::kPost]);
+              EXPECT_LE(t[StageTimes::kReceive], t[StageTimes::kRingToSubscriber]);
+              EXPECT_LE(t[StageTimes::kRingToSubscriber], t[StageTimes::kDelivery]);
+            } else {
+              EXPECT_EQ(t[StageTimes::kRingEnqueue], 0);
+              EXPECT_EQ(t[StageTimes::kRingToSubscriber], 0);
+            }
+          },
+          100);
       return seen == 100;
     }));
     EXPECT_EQ(traced, 10) << "one message in 10";
@@ -500,14 +506,18 @@ TEST(ApiTest, OfferBatchDeliversEveryMessageInOrder) {
           views[k] = bufs[k];
         }
         const std::int64_t r = pub->offer_batch({views.data(), n});
-        if (r > 0) next_out += static_cast<std::uint64_t>(r);
-        else ASSERT_EQ(r, kBackPressured);
+        if (r > 0)
+          next_out += static_cast<std::uint64_t>(r);
+        else
+          ASSERT_EQ(r, kBackPressured);
       }
-      (void)sub->poll([&](const Message& m) {
-        ASSERT_EQ(m.sequence, next_in);
-        ASSERT_TRUE(check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), next_in));
-        ++next_in;
-      }, [](const Gap& g) { FAIL() << "gap " << g.from << "+" << g.count; }, 256);
+      (void)sub->poll(
+          [&](const Message& m) {
+            ASSERT_EQ(m.sequence, next_in);
+            ASSERT_TRUE(check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), next_in));
+            ++next_in;
+          },
+          [](const Gap& g) { FAIL() << "gap " << g.from << "+" << g.count; }, 256);
     }
     EXPECT_EQ(next_in, kCount + 1);
   }
@@ -533,7 +543,8 @@ TEST(ApiTest, CorruptSegmentIsRejectedWithAClearError) {
 TEST(ApiTest, ConfigErrorsSurfaceFromTheContext) {
   auto c = Context::from_string("[runtime]\nthreading = \"dedicted\"\n", "feed.toml");
   ASSERT_FALSE(c.ok()) << c.status();
-  EXPECT_EQ(std::string(c.status().message()), "feed.toml:2: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
+  EXPECT_EQ(std::string(c.status().message()),
+            "feed.toml:2: runtime.threading: expected dedicated|shared|inline, got \"dedicted\"");
   auto d = Context::from_string("[runtime]\ndevice = \"mlx5_99\"\n", "feed.toml");
   ASSERT_FALSE(d.ok()) << d.status();
   EXPECT_NE(d.status().message().find("device 'mlx5_99' not found"), absl::string_view::npos) << d.status();
@@ -669,7 +680,8 @@ TEST(ApiTest, DescribeNamesTheTransportAndWhatIdles) {
     EXPECT_EQ(d.find("stream:"), std::string::npos) << d;  // none open
   }
   {
-    auto c = make("[runtime]\nname = \"" + name + "u\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"backoff\"\n"
+    auto c = make("[runtime]\nname = \"" + name +
+                  "u\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"backoff\"\n"
                   "counters = false\n[transport]\nkind = \"udp\"\n[udp]\naddress = \"239.255.0.9\"\nport = 41000\n"
                   "interface = \"lo\"\nsocket_rcvbuf = \"1GiB\"\n");
     ASSERT_NE(c, nullptr);

@@ -70,7 +70,8 @@ Probe run(Context& ctx, bool queued) {
       g_counting = count;
       const int n = sub->poll(
           [&](const Message& m) {
-            if (m.sequence != p.received + 1 || !testing::check_payload(m.payload.data(), m.payload.size(), m.sequence)) {
+            if (m.sequence != p.received + 1 ||
+                !testing::check_payload(m.payload.data(), m.payload.size(), m.sequence)) {
               ++p.out_of_order;
             }
             ++p.received;

@@ -117,7 +117,8 @@ int run_sub(const Args& a, pollux::Context& ctx) {
   auto on_msg = [&](const pollux::Message& m) {
     std::uint64_t tag = 0;
     if (m.payload.size() >= 8) std::memcpy(&tag, m.payload.data(), 8);
-    if (tag != m.sequence || !pollux::testing::check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag) ||
+    if (tag != m.sequence ||
+        !pollux::testing::check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), tag) ||
         m.payload.size() != pollux::testing::payload_len(tag, a.max_size)) {
       ++bad;
     }
@@ -165,13 +166,21 @@ int main(int argc, char** argv) {
   a.count = std::strtoull(argv[4], nullptr, 10);
   for (int i = 5; i < argc; ++i) {
     const std::string f = argv[i];
-    auto next = [&] { return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "%s needs a value\n", f.c_str()), std::exit(64), nullptr); };
-    if (f == "--max-size") a.max_size = static_cast<std::uint32_t>(std::atoi(next()));
-    else if (f == "--claim") a.claim = true;
-    else if (f == "--no-loss") a.no_loss = true;
-    else if (f == "--ready-fd") a.ready_fd = std::atoi(next());
-    else if (f == "--start-fd") a.start_fd = std::atoi(next());
-    else if (f == "--timeout") a.timeout_s = std::atoi(next());
+    auto next = [&] {
+      return i + 1 < argc ? argv[++i] : (std::fprintf(stderr, "%s needs a value\n", f.c_str()), std::exit(64), nullptr);
+    };
+    if (f == "--max-size")
+      a.max_size = static_cast<std::uint32_t>(std::atoi(next()));
+    else if (f == "--claim")
+      a.claim = true;
+    else if (f == "--no-loss")
+      a.no_loss = true;
+    else if (f == "--ready-fd")
+      a.ready_fd = std::atoi(next());
+    else if (f == "--start-fd")
+      a.start_fd = std::atoi(next());
+    else if (f == "--timeout")
+      a.timeout_s = std::atoi(next());
     else {
       std::fprintf(stderr, "unknown option %s\n", f.c_str());
       return 64;

@@ -154,9 +154,10 @@ TEST(ShmDirectTest, LossyOverrunDuringDirectDeliveryIsReported) {
   ASSERT_EQ(drain(f).seqs.size(), 5u);  // the joining resync (poll())
   for (std::uint64_t s = 6; s <= 15; ++s) ASSERT_TRUE(f.write(s, 100));
   Out o;
-  ASSERT_EQ(poll_once(f, o, 10, [&] {
-              for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
-            }),
+  ASSERT_EQ(poll_once(f, o, 10,
+                      [&] {
+                        for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
+                      }),
             10u);
   EXPECT_EQ(o.direct, 10u);
   Out d = drain(f);
@@ -178,10 +179,11 @@ TEST(ShmDirectTest, BackpressureEvictionDuringDirectDeliveryIsReported) {
   ASSERT_EQ(drain(f).seqs.size(), 5u);  // the joining resync (poll())
   for (std::uint64_t s = 6; s <= 15; ++s) ASSERT_TRUE(f.write(s, 100));
   Out o;
-  ASSERT_EQ(poll_once(f, o, 10, [&] {
-              f.slot->state.store(kSlotEvicted);  // as LogWriter::reap_subscribers does
-              for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
-            }),
+  ASSERT_EQ(poll_once(f, o, 10,
+                      [&] {
+                        f.slot->state.store(kSlotEvicted);  // as LogWriter::reap_subscribers does
+                        for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
+                      }),
             10u);
   EXPECT_EQ(o.direct, 10u);
   Out d = drain(f);
@@ -218,12 +220,9 @@ TEST(ShmDirectTest, BackpressureReleasesByPosition) {
 // frame as malformed (a one-message gap); nothing corrupt is delivered.
 TEST(ShmDirectTest, CorruptHeadersAreNeverDeliveredDirectly) {
   const std::vector<std::function<void(core::FrameHeader*)>> corrupt = {
-      [](core::FrameHeader* h) { h->magic = 0; },
-      [](core::FrameHeader* h) { h->version = 9; },
-      [](core::FrameHeader* h) { h->stream_id = 6; },
-      [](core::FrameHeader* h) { h->session_id = 1; },
-      [](core::FrameHeader* h) { h->frame_length = 8; },
-      [](core::FrameHeader* h) { h->frame_length = 1u << 30; },
+      [](core::FrameHeader* h) { h->magic = 0; },        [](core::FrameHeader* h) { h->version = 9; },
+      [](core::FrameHeader* h) { h->stream_id = 6; },    [](core::FrameHeader* h) { h->session_id = 1; },
+      [](core::FrameHeader* h) { h->frame_length = 8; }, [](core::FrameHeader* h) { h->frame_length = 1u << 30; },
   };
   for (std::size_t k = 0; k < corrupt.size(); ++k) {
     Fixture f(64 << 10);
@@ -251,10 +250,11 @@ TEST(ShmDirectTest, CorruptHeadersAreNeverDeliveredDirectly) {
 // overlapping fixed-size moves - arrives byte for byte, as does a 0-byte message.
 TEST(ShmDirectTest, EveryPayloadSizeArrivesIntactThroughTheApi) {
   const std::string name = pollux::testing::unique_name("directapi");
-  auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
-                                              "\"\nthreading = \"inline\"\ncounters = false\n[shm]\nlog_size = \"64KiB\"\n"
-                                              "flow_control = \"backpressure\"\n",
-                                          "test.toml");
+  auto ctx =
+      pollux::Context::from_string("[runtime]\nname = \"" + name +
+                                       "\"\nthreading = \"inline\"\ncounters = false\n[shm]\nlog_size = \"64KiB\"\n"
+                                       "flow_control = \"backpressure\"\n",
+                                   "test.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   auto pub = (*ctx)->publisher("sizes");
   auto sub = (*ctx)->subscriber("sizes");

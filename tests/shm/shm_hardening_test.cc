@@ -271,7 +271,8 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
               absl::string_view::npos)
         << ep.status();
   }
-  for (std::uint32_t i = 0; i < 4; ++i) EXPECT_EQ((*seg)->slot(i)->state.load(), kSlotFree) << "slot " << i << " leaked";
+  for (std::uint32_t i = 0; i < 4; ++i)
+    EXPECT_EQ((*seg)->slot(i)->state.load(), kSlotFree) << "slot " << i << " leaked";
   (*seg)->header()->writer.tail.store(0);
   auto ep = ShmRxEndpoint::open(env, spec);
   ASSERT_TRUE(ep.ok()) << ep.status();

@@ -23,12 +23,12 @@ class ShmIpcTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ShmIpcTest, OneMillionMessagesInOrderNoLossThroughZeroCopyViews) {
   const std::string name = unique_name("ipc");
-  const std::string cfg = write_file(::testing::TempDir() + "/" + name + ".toml",
-                                     config(name, GetParam(), "backpressure", "1MiB"));
+  const std::string cfg =
+      write_file(::testing::TempDir() + "/" + name + ".toml", config(name, GetParam(), "backpressure", "1MiB"));
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
-  Child sub = spawn({POLLUX_TEST_PEER, "sub", cfg, "ticks", "1000000", "--no-loss", "--max-size", "120",
-                     "--ready-fd", std::to_string(ready[1]), "--timeout", "240"},
+  Child sub = spawn({POLLUX_TEST_PEER, "sub", cfg, "ticks", "1000000", "--no-loss", "--max-size", "120", "--ready-fd",
+                     std::to_string(ready[1]), "--timeout", "240"},
                     {ready[1]});
   Child pub = spawn({POLLUX_TEST_PEER, "pub", cfg, "ticks", "1000000", "--max-size", "120", "--timeout", "240"});
   const int pub_rc = wait_child(pub, 300);
@@ -46,8 +46,8 @@ TEST_P(ShmIpcTest, OneMillionMessagesInOrderNoLossThroughZeroCopyViews) {
 
 TEST_P(ShmIpcTest, ZeroCopyClaimCommitAcrossProcesses) {
   const std::string name = unique_name("ipcclaim");
-  const std::string cfg = write_file(::testing::TempDir() + "/" + name + ".toml",
-                                     config(name, GetParam(), "backpressure", "256KiB"));
+  const std::string cfg =
+      write_file(::testing::TempDir() + "/" + name + ".toml", config(name, GetParam(), "backpressure", "256KiB"));
   Child sub =
       spawn({POLLUX_TEST_PEER, "sub", cfg, "claims", "100000", "--no-loss", "--max-size", "700", "--timeout", "120"});
   Child pub = spawn({POLLUX_TEST_PEER, "pub", cfg, "claims", "100000", "--claim", "--max-size", "700"});
@@ -73,7 +73,7 @@ TEST_P(ShmIpcTest, LappedSlowSubscriberGetsGapWithTheRightCount) {
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
   ASSERT_EQ(wait_child(pub, 120), 0) << pub.output;  // 20000 x ~96 B through a 64 KiB log
-  ASSERT_EQ(write(start[1], "g", 1), 1);               // now read
+  ASSERT_EQ(write(start[1], "g", 1), 1);             // now read
   ASSERT_EQ(wait_child(sub, 120), 0) << sub.output;
   const long long received = field(sub.output, "received"), lost = field(sub.output, "lost");
   EXPECT_EQ(received + lost, 20000) << sub.output;

@@ -83,7 +83,8 @@ Drained drain(LogReader& r, std::uint32_t batch = 16) {
         const std::uint32_t len = buf[i].length - core::kFrameHeaderSize;
         std::uint64_t tag;
         std::memcpy(&tag, reinterpret_cast<const std::byte*>(buf[i].frame) + core::kFrameHeaderSize, 8);
-        d.payload_ok &= check_payload(reinterpret_cast<const std::byte*>(buf[i].frame) + core::kFrameHeaderSize, len, tag);
+        d.payload_ok &=
+            check_payload(reinterpret_cast<const std::byte*>(buf[i].frame) + core::kFrameHeaderSize, len, tag);
         d.seqs.push_back(s);
       } else {
         d.gaps.push_back(buf[i]);
@@ -402,9 +403,8 @@ TEST(ShmLogTest, PaddingAsLongAsTheLogIsMalformedNotSkippedForever) {
     ::alarm(20);
     auto rd = f.reader(/*at_start=*/true);
     Drained d = drain(rd->r);
-    const bool ok = d.seqs == std::vector<std::uint64_t>{2, 3, 4, 5} && rd->r.malformed() == 1 &&
-                    d.gaps.size() == 1 && d.gaps[0].reason == kGapMalformed && d.gaps[0].sequence == 1 &&
-                    d.gaps[0].gap_count == 1;
+    const bool ok = d.seqs == std::vector<std::uint64_t>{2, 3, 4, 5} && rd->r.malformed() == 1 && d.gaps.size() == 1 &&
+                    d.gaps[0].reason == kGapMalformed && d.gaps[0].sequence == 1 && d.gaps[0].gap_count == 1;
     if (!ok) {
       std::fprintf(stderr, "delivered %zu messages, %zu gaps, malformed %llu\n", d.seqs.size(), d.gaps.size(),
                    static_cast<unsigned long long>(rd->r.malformed()));

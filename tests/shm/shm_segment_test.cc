@@ -56,7 +56,8 @@ class SegmentTest : public ::testing::Test {
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     s->reset();  // no unlink: only unlink() removes the file
     corrupt(reinterpret_cast<std::byte*>(bytes.data()));
-    std::ofstream(opt.path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(opt.path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
 
   std::string attach_error() {
@@ -104,7 +105,7 @@ TEST_F(SegmentTest, RejectsWrongVersion) {
   ASSERT_FALSE(a.ok()) << a.status();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(a.status().message().find(absl::StrFormat("layout version %u, this library speaks version %u",
-                                                     kSegmentVersion + 1, kSegmentVersion)),
+                                                      kSegmentVersion + 1, kSegmentVersion)),
             absl::string_view::npos)
       << a.status();
 }
@@ -176,7 +177,8 @@ TEST_F(SegmentTest, RejectsALogSmallerThanCreatesMinimum) {
   l.max_frame = 128;
   std::memcpy(bytes.data(), &l, sizeof l);
   bytes.resize(l.header_size + 4096);
-  std::ofstream(opt.path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(opt.path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   EXPECT_NE(attach_error().find("inconsistent layout"), std::string::npos);
 }
 

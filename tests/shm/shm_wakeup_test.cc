@@ -320,7 +320,7 @@ TEST(ShmWakeSource, NoPublisherWithATimerMaySleep) {
   ASSERT_TRUE(ep.ok()) << ep.status();
   RxDesc buf[4];
   EXPECT_EQ((*ep)->poll_st({buf, 4}), 0u);  // joins the source
-  ASSERT_TRUE((*src)->try_arm());            // the poller's timer retries the attach
+  ASSERT_TRUE((*src)->try_arm());           // the poller's timer retries the attach
   core::FutexWait w[4];
   EXPECT_EQ((*src)->futex_waits({w, 4}), 0u);
   (*src)->disarm();
@@ -509,8 +509,8 @@ StressOutcome stress(const char* parent_threading, std::uint64_t rounds) {
         r.failed = 10;
       } else {
         r = run_side(**ctx, "pong", "ping", rounds, /*initiator=*/true);
-        r.sleeps = counter((*ctx)->counters_path(), "shm sub stream " + std::to_string((*ctx)->stream_id("pong")),
-                           "sleeps");
+        r.sleeps =
+            counter((*ctx)->counters_path(), "shm sub stream " + std::to_string((*ctx)->stream_id("pong")), "sleeps");
       }
     }
     report(pipefd[1], r);

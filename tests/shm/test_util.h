@@ -49,7 +49,9 @@ inline std::unique_ptr<transport::shm::Segment> create_test_segment(const char* 
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-inline std::uint32_t payload_len(std::uint64_t s, std::uint32_t max) { return 8 + static_cast<std::uint32_t>((s * 37) % (max - 8)); }
+inline std::uint32_t payload_len(std::uint64_t s, std::uint32_t max) {
+  return 8 + static_cast<std::uint32_t>((s * 37) % (max - 8));
+}
 inline void fill_payload(std::byte* p, std::uint32_t len, std::uint64_t s) {
   std::memcpy(p, &s, 8);
   for (std::uint32_t i = 8; i < len; ++i) p[i] = static_cast<std::byte>((s + i) & 0xff);

@@ -45,7 +45,7 @@ std::string frame_dir() {
 // A peer process with a pipe that keeps it alive until released.
 struct Peer {
   Child c;
-  int hold = -1;  // our end: closing it lets the peer exit
+  int hold = -1;      // our end: closing it lets the peer exit
   std::string ready;  // its "ready ..." line
   int pid() const { return c.pid; }
   void release() {
@@ -214,7 +214,8 @@ TEST_F(StatTest, JsonShowsTopicsPositionsLagPollersAndTheErrorLog) {
   ASSERT_EQ(log.get("entries")->arr.size(), 1u);
   const Value& e = log.get("entries")->arr[0];
   EXPECT_EQ(str(e.get("code_name")), "RESOURCE_EXHAUSTED");
-  EXPECT_NE(str(e.get("message")).find("placement: poller 0 runs unpinned"), std::string::npos) << str(e.get("message"));
+  EXPECT_NE(str(e.get("message")).find("placement: poller 0 runs unpinned"), std::string::npos)
+      << str(e.get("message"));
   EXPECT_NE(str(e.get("message")).find(absl::StrFormat("(pid %d, statpeer-preclaim)", peer.pid())), std::string::npos)
       << "names the holders: " << str(e.get("message"));
   EXPECT_EQ(num(e.get("count")), 1);
@@ -255,7 +256,8 @@ TEST_F(StatTest, JsonShowsTopicsPositionsLagPollersAndTheErrorLog) {
 }
 
 TEST_F(StatTest, UdpPositionsAreSequencesAndLagIsMessages) {
-  Peer& peer = start("udp", {"--port", std::to_string(testing::UdpPortBlock::Base())});  // free, below the ephemeral range
+  Peer& peer =
+      start("udp", {"--port", std::to_string(testing::UdpPortBlock::Base())});  // free, below the ephemeral range
   const Value doc = stat_json();
   const Value* p = find_process(doc, peer.ready.substr(6, peer.ready.find('\n') - 6));
   ASSERT_NE(p, nullptr) << peer.ready;
@@ -394,9 +396,9 @@ TEST_F(StatTest, UsageErrorsAndHelp) {
 // EX_NOINPUT), not an empty host; so is one this user cannot read.
 TEST_F(StatTest, MissingOrUnreadableDirIsAnErrorNamingThePath) {
   const std::string missing = dir + "/no-such-dir";
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"--dir", missing},
-                                               std::vector<std::string>{"--dir", missing, "--json"},
-                                               std::vector<std::string>{"--dir", missing, "--clean"}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--dir", missing}, std::vector<std::string>{"--dir", missing, "--json"},
+        std::vector<std::string>{"--dir", missing, "--clean"}}) {
     std::string cmd = std::string(POLLUX_STAT);
     for (const std::string& a : args) cmd += " '" + a + "'";
     Child c = testing::spawn({"/bin/sh", "-c", cmd + " 2>&1"});
@@ -501,7 +503,8 @@ TEST_F(StatTest, ContextsOnTheRealTopologyDoNotShareCores) {
   const std::size_t cores = core::topology().cpus_on_node(-1).size();
   const std::size_t n = std::min<std::size_t>(cores, 4);
   const std::string cfg = absl::StrFormat(
-      "[runtime]\nname = \"place\"\nshm_dir = \"%s\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"adaptive\"\n", dir);
+      "[runtime]\nname = \"place\"\nshm_dir = \"%s\"\nthreading = \"dedicated\"\npollers = 1\nidle = \"adaptive\"\n",
+      dir);
   std::vector<std::unique_ptr<Context>> ctxs;
   std::vector<std::string> cpus;
   for (std::size_t i = 0; i < n; ++i) {

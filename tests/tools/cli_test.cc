@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <ostream>
 #include <cstdio>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,11 +70,12 @@ std::string DescribedOption(const std::string& line) {
   std::size_t i = 0;
   while (i < line.size() && is_space(line[i])) ++i;
   if (i == 0) return "";
-  if (line.size() > i + 3 && line[i] == '-' && is_alpha(line[i + 1]) && line[i + 2] == ',' && line[i + 3] == ' ') i += 4;
+  if (line.size() > i + 3 && line[i] == '-' && is_alpha(line[i + 1]) && line[i + 2] == ',' && line[i + 3] == ' ')
+    i += 4;
   if (line.compare(i, 2, "--") != 0 || i + 2 >= line.size() || !is_alpha(line[i + 2])) return "";
   std::size_t end = i + 3;
-  while (end < line.size() && (is_alpha(line[end]) || (line[end] >= '0' && line[end] <= '9') || line[end] == '_' ||
-                               line[end] == '-')) {
+  while (end < line.size() &&
+         (is_alpha(line[end]) || (line[end] >= '0' && line[end] <= '9') || line[end] == '_' || line[end] == '-')) {
     ++end;
   }
   const std::string name = line.substr(i, end - i);
@@ -182,8 +183,8 @@ TEST(ProgramList, HoldsTheToolsExamplesAndBenchmarks) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want << " is not in the list";
   }
   // bench/ is built unless POLLUX_BUILD_BENCH=OFF (the sanitizer stages): then none may be listed.
-  for (const char* bench : {"pollux-bench-ring", "pollux-bench-shm", "pollux-bench-udp", "pollux-bench-itch",
-                            "pollux-bench-feed"}) {
+  for (const char* bench :
+       {"pollux-bench-ring", "pollux-bench-shm", "pollux-bench-udp", "pollux-bench-itch", "pollux-bench-feed"}) {
     const bool listed = std::find(names.begin(), names.end(), bench) != names.end();
     EXPECT_EQ(listed, POLLUX_BENCH_BUILT != 0) << bench << (listed ? " is listed" : " is not listed")
                                                << " with POLLUX_BUILD_BENCH=" << (POLLUX_BENCH_BUILT ? "ON" : "OFF");
@@ -241,9 +242,9 @@ TEST(CliParser, ShortFlagIsUnknownEvenWherePositionalsAreTaken) {
 }
 
 TEST(CliHelpers, FlagsInAHelpText) {
-  const std::vector<std::string> f =
-      cli::flags_in("usage: x [--count N] [--json FILE]\n  --count N  how many (--count again)\n"
-                    "  --benchmark_...  theirs\n  a--b not one, ---- a rule\n");
+  const std::vector<std::string> f = cli::flags_in(
+      "usage: x [--count N] [--json FILE]\n  --count N  how many (--count again)\n"
+      "  --benchmark_...  theirs\n  a--b not one, ---- a rule\n");
   EXPECT_EQ(f, (std::vector<std::string>{"--count", "--json", "--benchmark"}));
 }
 

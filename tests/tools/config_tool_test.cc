@@ -42,7 +42,8 @@ class ConfigToolTest : public ::testing::Test {
   // pollux-config `args`: exit status, stdout and stderr apart.
   ToolRun run(const std::string& args) {
     const std::string err = base_ + ".err";
-    const testing::CommandOutput o = testing::RunCommand(std::string(POLLUX_CONFIG_BIN) + " " + args + " 2>'" + err + "'");
+    const testing::CommandOutput o =
+        testing::RunCommand(std::string(POLLUX_CONFIG_BIN) + " " + args + " 2>'" + err + "'");
     std::ifstream in(err);
     std::string e((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return {o.status, o.text, e};
@@ -74,18 +75,21 @@ std::string foreign_address() {
 
 TEST_F(ConfigToolTest, UnknownInterfaceIsAWarningNamingFileLineKey) {
   ASSERT_EQ(if_nametoindex(kNoSuchInterface), 0u) << "this host has an interface named " << kNoSuchInterface;
-  const std::string f = write(std::string("[transport]\nkind = \"udp\"\n\n[udp]\ninterface = \"") + kNoSuchInterface + "\"\n");
+  const std::string f =
+      write(std::string("[transport]\nkind = \"udp\"\n\n[udp]\ninterface = \"") + kNoSuchInterface + "\"\n");
   const ToolRun r = run("'" + f + "'");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("interface = \"pollux-noif0\""), std::string::npos) << "the effective configuration:\n" << r.out;
-  EXPECT_NE(r.err.find("pollux-config: warning: " + f + ":5: udp.interface: no IPv4 interface named \"pollux-noif0\" (have: lo 127.0.0.1"),
+  EXPECT_NE(r.err.find("pollux-config: warning: " + f +
+                       ":5: udp.interface: no IPv4 interface named \"pollux-noif0\" (have: lo 127.0.0.1"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("--check-host makes this an error"), std::string::npos) << r.err;
 }
 
 TEST_F(ConfigToolTest, CheckHostMakesAnUnknownInterfaceAnError) {
-  const std::string f = write(std::string("[transport]\nkind = \"udp\"\n\n[udp]\ninterface = \"") + kNoSuchInterface + "\"\n");
+  const std::string f =
+      write(std::string("[transport]\nkind = \"udp\"\n\n[udp]\ninterface = \"") + kNoSuchInterface + "\"\n");
   const ToolRun r = run("--check-host '" + f + "'");
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_EQ(r.out, "") << "nothing printed for a file this host cannot use";

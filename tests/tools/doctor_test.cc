@@ -198,17 +198,19 @@ TEST(DoctorHost, FindsRunningPollersSharingACpu) {
   const std::string dir = ::testing::TempDir() + "/doctor_live_" + std::to_string(getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const std::string cfg = pollux::testing::write_file(
-      dir + "/app.toml", "[runtime]\nshm_dir = \"" + dir + "\"\nname = \"doctor-live\"\nthreading = \"dedicated\"\n"
-                         "pollers = 1\npoller_cores = [" + std::to_string(cpu) + "]\nidle = \"interrupt\"\n");
+  const std::string cfg =
+      pollux::testing::write_file(dir + "/app.toml", "[runtime]\nshm_dir = \"" + dir +
+                                                         "\"\nname = \"doctor-live\"\nthreading = \"dedicated\"\n"
+                                                         "pollers = 1\npoller_cores = [" +
+                                                         std::to_string(cpu) + "]\nidle = \"interrupt\"\n");
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   // Publishers wait (up to --timeout) for a subscriber that never comes: they stay up, idle.
   std::vector<pollux::testing::Child> peers;
   for (const char* topic : {"doctor.a", "doctor.b"}) {
-    peers.push_back(pollux::testing::spawn({POLLUX_TEST_PEER, "pub", cfg, topic, "1", "--ready-fd",
-                                            std::to_string(ready[1]), "--timeout", "120"},
-                                           {ready[1]}));
+    peers.push_back(pollux::testing::spawn(
+        {POLLUX_TEST_PEER, "pub", cfg, topic, "1", "--ready-fd", std::to_string(ready[1]), "--timeout", "120"},
+        {ready[1]}));
     ASSERT_GT(peers.back().pid, 0);
   }
   close(ready[1]);
@@ -380,8 +382,9 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
          "900005 (feedapp) R 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 4 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 "
          "0 0 0 0 0 17 0 0 0 0 0 0\n");  // field 39 (processor) = 0
 
-  const std::string cfg = WriteConfig("bad", "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
-                                             "[runtime]\npollers = 1\n");
+  const std::string cfg = WriteConfig("bad",
+                                      "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
+                                      "[runtime]\npollers = 1\n");
   const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
   std::remove(cfg.c_str());
   counters->reset();
@@ -432,8 +435,9 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
   EXPECT_NE(c.value(pid).find("thread 900005 pinned to CPU 0, last ran on CPU 0 (unnamed"), std::string::npos)
       << c.value(pid);
   EXPECT_EQ(c.verdict("process/poller cores"), "warn");
-  EXPECT_NE(c.value("process/poller cores").find("CPU 1: pid " + std::to_string(getpid()) + " (bad-host) pollux-poll-0, "),
-            std::string::npos)
+  EXPECT_NE(
+      c.value("process/poller cores").find("CPU 1: pid " + std::to_string(getpid()) + " (bad-host) pollux-poll-0, "),
+      std::string::npos)
       << c.value("process/poller cores");
   EXPECT_NE(c.hint("process/poller cores").find("CPUs without a poller: 2-3"), std::string::npos)
       << c.hint("process/poller cores");
@@ -463,8 +467,9 @@ TEST(DoctorRoot, TunedHostIsOk) {
           .thp = "always [madvise] never"});
   const std::string shm = ::testing::TempDir() + "/doctor_shm_empty_" + std::to_string(getpid());
   fs::create_directories(shm);
-  const std::string cfg = WriteConfig("tuned", "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
-                                               "busy_poll_us = 50\n[runtime]\npoller_cores = [2]\n");
+  const std::string cfg = WriteConfig("tuned",
+                                      "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
+                                      "busy_poll_us = 50\n[runtime]\npoller_cores = [2]\n");
   const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
   std::remove(cfg.c_str());
   fs::remove_all(shm);
@@ -484,15 +489,17 @@ TEST(DoctorRoot, WhatCannotStartFails) {
   Tree t;
   t.Cpus();
   t.File("/proc/meminfo", "HugePages_Total:       0\nHugePages_Free:        0\nHugepagesize:       2048 kB\n");
-  const std::string cfg = WriteConfig("fail", "[runtime]\npollers = 1\npoller_cores = [7]\n[pool]\nhugepages = \"on\"\n"
-                                              "[udp]\ninterface = \"eth7\"\n[transport]\nkind = \"udp\"\n");
+  const std::string cfg = WriteConfig("fail",
+                                      "[runtime]\npollers = 1\npoller_cores = [7]\n[pool]\nhugepages = \"on\"\n"
+                                      "[udp]\ninterface = \"eth7\"\n[transport]\nkind = \"udp\"\n");
   const std::string cfg2 = WriteConfig("empty", "");
   const Out o = Doctor("--json --root " + t.root() + " --config " + cfg);
   std::remove(cfg.c_str());
   const Checks c = ParseReport(o);
   EXPECT_EQ(o.status, 1);
   EXPECT_EQ(c.verdict("cpu/pollers"), "fail");
-  EXPECT_NE(c.hint("cpu/pollers").find("CPU 7 is not online (online: 0-3)"), std::string::npos) << c.hint("cpu/pollers");
+  EXPECT_NE(c.hint("cpu/pollers").find("CPU 7 is not online (online: 0-3)"), std::string::npos)
+      << c.hint("cpu/pollers");
   EXPECT_EQ(c.verdict("memory/hugepages"), "fail");
   EXPECT_EQ(c.verdict("net/udp.interface"), "fail");
   EXPECT_NE(c.value("net/udp.interface").find("\"eth7\": no such interface"), std::string::npos);

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,9 +31,9 @@ const std::string kNetns = std::string("bash ") + POLLUX_NETNS_SH;
 constexpr const char* kGroup = "239.255.77.1";
 constexpr int kPort = 41777;
 
-std::string g_prefix;   // namespace name prefix, unique per test process
-std::string g_dir;      // config files
-std::string g_skip;     // why the suite is skipped ("" = it runs)
+std::string g_prefix;  // namespace name prefix, unique per test process
+std::string g_dir;     // config files
+std::string g_skip;    // why the suite is skipped ("" = it runs)
 
 std::string ns(const std::string& host) { return g_prefix + host; }
 
@@ -299,7 +299,8 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   pub.drain();
   const long long at_kill = std::max(s1.last("progress"), pub.last("sent"));
   ASSERT_TRUE(pub.wait_value("sent", at_kill + 20000, 30)) << pub.out();  // ~0.2 s of traffic missed
-  Peer s1b("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--expect", "30000", "--timeout", "60"});
+  Peer s1b("s1",
+           {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--expect", "30000", "--timeout", "60"});
   ASSERT_TRUE(s1b.wait_line("resume missed=", 20)) << s1b.out();
   EXPECT_EQ(s1b.wait_exit(60), 0) << s1b.out();
   pub.signal(SIGTERM);
@@ -308,7 +309,7 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   std::printf("restarted subscriber:\n%s\n", s1b.out().substr(0, 400).c_str());
   const long long missed = s1b.last("missed");
   const long long from = s1b.last("from"), to = s1b.last("to");
-  EXPECT_GE(missed, 10000) << s1b.out();   // it was down while >= 20000 messages went by
+  EXPECT_GE(missed, 10000) << s1b.out();  // it was down while >= 20000 messages went by
   EXPECT_EQ(missed, to - from + 1);
   EXPECT_EQ(s1b.summary_value("lost"), 0) << s1b.summary();
   EXPECT_EQ(s1b.summary_value("order_errors"), 0) << s1b.summary();
@@ -398,7 +399,8 @@ TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCo
   const bool cut_long_enough = pub.wait_value("sent", at_cut + 20000, 30);
   unloss("s2");
   ASSERT_TRUE(cut_long_enough) << "the publisher never got 20000 messages past the cut at " << at_cut
-                               << " (machine too slow?)\n" << pub.out();
+                               << " (machine too slow?)\n"
+                               << pub.out();
   ASSERT_LE(at_cut + 20000, kCount - 10000) << "the cut came too late to be followed by repairable traffic";
   EXPECT_EQ(pub.wait_exit(60), 0) << pub.out();
   EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
@@ -437,30 +439,40 @@ void UdpNetns::feed_over_udp_with_loss(const std::string& tag, const std::vector
                    "--counts-out", d + "/" + tag + "_shm_counts.json"});
   ASSERT_EQ(pollux::testing::wait_child(ref, 300), 0) << ref.output;
   loss("s1", 2, "dport", port);
-  const std::vector<std::string> udp = {"--set", "transport.kind=udp", "--set", absl::StrFormat("udp.address=%s", kGroup),
-                                        "--set", absl::StrFormat("udp.port=%d", port), "--set", "udp.interface=eth0",
-                                        "--set", "feed.connect_timeout_ms=30000",
-                                        // Holds the whole replay (~31 MB for 1M messages): a subscriber
-                                        // starved by a busy machine can always be repaired, so the
-                                        // result does not depend on timing.
-                                        "--set", "udp.retransmit_buffer=64MiB",
-                                        // For the same reason the publisher lingers until its
-                                        // subscriber confirmed the end, however far behind it is (on a
-                                        // loaded 2-core host: 8 s), rather than 500 ms: else it exits
-                                        // with the subscriber's last gaps unrepaired.
-                                        "--set", "udp.linger_ms=120000",
-                                        // And a publisher starved for more than the default 2 s
-                                        // (seen once while another build used both cores: "publisher
-                                        // died", 164 messages lost) is not called dead: this test is
-                                        // about wire loss; liveness has its own tests on a stub clock
-                                        // (reliability_test).
-                                        "--set", "udp.session_timeout_ms=60000"};
-  std::vector<std::string> sub = {"/usr/sbin/ip", "netns", "exec", ns("s1"), feed, "--role", "sub", "--set",
-                                  "runtime.name=pxu-" + tag + "-sub", "--book-out", d + "/" + tag + "_udp_books.jsonl",
-                                  "--counts-out", d + "/" + tag + "_udp_counts.json"};
+  const std::vector<std::string> udp = {
+      "--set", "transport.kind=udp", "--set", absl::StrFormat("udp.address=%s", kGroup), "--set",
+      absl::StrFormat("udp.port=%d", port), "--set", "udp.interface=eth0", "--set", "feed.connect_timeout_ms=30000",
+      // Holds the whole replay (~31 MB for 1M messages): a subscriber
+      // starved by a busy machine can always be repaired, so the
+      // result does not depend on timing.
+      "--set", "udp.retransmit_buffer=64MiB",
+      // For the same reason the publisher lingers until its
+      // subscriber confirmed the end, however far behind it is (on a
+      // loaded 2-core host: 8 s), rather than 500 ms: else it exits
+      // with the subscriber's last gaps unrepaired.
+      "--set", "udp.linger_ms=120000",
+      // And a publisher starved for more than the default 2 s
+      // (seen once while another build used both cores: "publisher
+      // died", 164 messages lost) is not called dead: this test is
+      // about wire loss; liveness has its own tests on a stub clock
+      // (reliability_test).
+      "--set", "udp.session_timeout_ms=60000"};
+  std::vector<std::string> sub = {"/usr/sbin/ip",
+                                  "netns",
+                                  "exec",
+                                  ns("s1"),
+                                  feed,
+                                  "--role",
+                                  "sub",
+                                  "--set",
+                                  "runtime.name=pxu-" + tag + "-sub",
+                                  "--book-out",
+                                  d + "/" + tag + "_udp_books.jsonl",
+                                  "--counts-out",
+                                  d + "/" + tag + "_udp_counts.json"};
   sub.insert(sub.end(), udp.begin(), udp.end());
-  std::vector<std::string> pub = {"/usr/sbin/ip", "netns", "exec", ns("pub"), feed, "--role", "pub", "--set",
-                                  "runtime.name=pxu-" + tag + "-pub"};
+  std::vector<std::string> pub = {
+      "/usr/sbin/ip", "netns", "exec", ns("pub"), feed, "--role", "pub", "--set", "runtime.name=pxu-" + tag + "-pub"};
   pub.insert(pub.end(), udp.begin(), udp.end());
   Child s = run(sub);
   Child p = run(pub);
@@ -485,8 +497,8 @@ void UdpNetns::feed_over_udp_with_loss(const std::string& tag, const std::vector
 }
 
 TEST_F(UdpNetns, FeedHandlerOverMulticastWithWireLossBuildsTheSameBooksAsShm) {
-  feed_over_udp_with_loss("gen", {"--set", "feed.messages=1000000", "--set", "feed.seed=7", "--set", "feed.batch_bytes=1400"},
-                          kPort + 10);
+  feed_over_udp_with_loss(
+      "gen", {"--set", "feed.messages=1000000", "--set", "feed.seed=7", "--set", "feed.batch_bytes=1400"}, kPort + 10);
 }
 
 // The ITCH 5.0 sample (../shared/data/itch/, 12,012 messages) when it is there, else the

@@ -315,8 +315,8 @@ TEST_F(ReliabilityWindow, ReorderedFramesAreDeliveredInOrder) {
 
 TEST_F(ReliabilityWindow, NaksGapsWithBackoff) {
   put(1, 0);
-  put(5, 0);   // gap [2,5)
-  put(9, 0);   // gap [6,9)
+  put(5, 0);  // gap [2,5)
+  put(9, 0);  // gap [6,9)
   NakRange r[8];
   ASSERT_EQ(w.collect_naks(0, r, 8), 2u);
   EXPECT_EQ(r[0].from, 2u);
@@ -374,7 +374,7 @@ TEST_F(ReliabilityWindow, UnrecoverableGapIsReportedWithItsSize) {
 TEST_F(ReliabilityWindow, OldestBeyondEverythingSeenSkipsToItOnceConfirmed) {
   put(1);
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{1}));
-  w.on_heartbeat(5000, 4000, 0);  // far beyond the 1024 window
+  w.on_heartbeat(5000, 4000, 0);             // far beyond the 1024 window
   w.on_heartbeat(5050, 4010, kConfirm / 2);  // consistent, but too soon to confirm
   EXPECT_EQ(drain(), (std::vector<std::int64_t>{}));
   w.on_heartbeat(5100, 4020, kConfirm);
@@ -431,8 +431,8 @@ TEST_F(ReliabilityWindow, RepeatedForgedClaimsAreNeverConfirmedBetweenRealHeartb
   EXPECT_EQ(drain().size(), 1u);
   std::int64_t t = 0;
   for (int i = 0; i < 100; ++i) {
-    w.on_heartbeat(2, 1, t);                       // real, every kConfirm / 2
-    w.on_heartbeat(500, 400, t + kConfirm / 4);    // forged, in between
+    w.on_heartbeat(2, 1, t);                     // real, every kConfirm / 2
+    w.on_heartbeat(500, 400, t + kConfirm / 4);  // forged, in between
     t += kConfirm / 2;
   }
   EXPECT_EQ(w.lost_through(), 0u);
@@ -626,13 +626,18 @@ struct Sub {
     const std::uint32_t idx = static_cast<std::uint32_t>(inbox.size());
     inbox.push_back({p, len});
     switch (a) {
-      case FaultInjector::Action::kDrop: break;
+      case FaultInjector::Action::kDrop:
+        break;
       case FaultInjector::Action::kDuplicate:
         rx.on_datagram(p, len, peer, idx, now);
         rx.on_datagram(p, len, peer, idx, now);
         break;
-      case FaultInjector::Action::kDelay: faults.delay(idx); break;
-      case FaultInjector::Action::kPass: rx.on_datagram(p, len, peer, idx, now); break;
+      case FaultInjector::Action::kDelay:
+        faults.delay(idx);
+        break;
+      case FaultInjector::Action::kPass:
+        rx.on_datagram(p, len, peer, idx, now);
+        break;
     }
     for (std::uint32_t i = 0; i < n; ++i) rx.on_datagram(inbox[rel[i]].first, inbox[rel[i]].second, peer, rel[i], now);
   }
@@ -683,7 +688,7 @@ struct Sub {
   std::uint64_t next = 0, messages = 0, lost = 0, gaps = 0, sessions = 0, ends = 0;
   std::uint16_t end_reason = 99;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> resumed;  // (delivery stood at, session resumed at)
-  bool partitioned = false;  // receives nothing, sends nothing
+  bool partitioned = false;                                      // receives nothing, sends nothing
   // Its transport fell behind: datagrams queue up (in `backlog`, as in a socket) unread, and
   // Sim::step runs nothing of it; the test decides when it reads them.
   bool stalled = false;
@@ -718,7 +723,8 @@ std::uint32_t Network::send_datagrams(std::span<const Datagram> d) noexcept {
 }
 
 struct Sim {
-  explicit Sim(std::uint64_t log_bytes = 1u << 20, std::uint32_t session = kSession, std::int64_t start_ns = 1'000'000'000)
+  explicit Sim(std::uint64_t log_bytes = 1u << 20, std::uint32_t session = kSession,
+               std::int64_t start_ns = 1'000'000'000)
       : now(start_ns) {
     SenderOptions o;
     o.log = {log_bytes, 1472, kStream, session};
@@ -778,7 +784,8 @@ TEST(ReliabilityProtocol, EverySubscriberGetsEverythingOnceInOrderDespiteLossDup
   sim.net.control_loss = FaultInjector({0.05, 0, 0, 1, 5});
   sim.step(0);  // heartbeat: everyone joins at sequence 1
   constexpr std::uint64_t kMessages = 200'000;
-  while (sim.tx.log().next() <= kMessages) sim.step(static_cast<int>(std::min<std::uint64_t>(20, kMessages + 1 - sim.tx.log().next())));
+  while (sim.tx.log().next() <= kMessages)
+    sim.step(static_cast<int>(std::min<std::uint64_t>(20, kMessages + 1 - sim.tx.log().next())));
   sim.drain();
   for (auto& s : subs) {
     EXPECT_EQ(s->sessions, 1u);
@@ -1165,7 +1172,8 @@ Outcome survives(Forge&& forge) {
 // The datagram: a heartbeat with sequence 2^63 (and oldest 2^63) used to declare a gap
 // of 9.2e18 and stop delivery for good. It is malformed now (beyond any real sequence).
 TEST(ReliabilityForged, HeartbeatWithSequence2To63IsMalformed) {
-  const Outcome o = survives([](Sub& a, std::int64_t now) { inject(a, forged_heartbeat(kSession, 1ull << 63, 1ull << 63), now); });
+  const Outcome o =
+      survives([](Sub& a, std::int64_t now) { inject(a, forged_heartbeat(kSession, 1ull << 63, 1ull << 63), now); });
   EXPECT_EQ(o.rx.malformed, 1u);
 }
 
@@ -1173,7 +1181,8 @@ TEST(ReliabilityForged, HeartbeatWithSequence2To63IsMalformed) {
 // heartbeats claim less), so it declares nothing lost. Its `next` opens a gap bounded by the
 // window, NAKed in vain (the publisher clips NAKs to what it sent) until real frames fill it.
 TEST(ReliabilityForged, HeartbeatFarAheadIsNeverBelieved) {
-  const Outcome o = survives([](Sub& a, std::int64_t now) { inject(a, forged_heartbeat(kSession, 1ull << 40, 1ull << 40), now); });
+  const Outcome o =
+      survives([](Sub& a, std::int64_t now) { inject(a, forged_heartbeat(kSession, 1ull << 40, 1ull << 40), now); });
   EXPECT_EQ(o.win.lost, 0u);
 }
 
@@ -1427,9 +1436,11 @@ TEST(ReliabilityNakAttack, OneAnnouncedRequesterIsBoundedByItsBucket) {
   NakAttack a(o);
   a.run(315, 1, true, 1'000'000'000);  // 166 KB/s of NAKs for 1 s
   const double bound = static_cast<double>(o.repair_burst) + static_cast<double>(o.repair_rate) * a.elapsed_s;
-  std::printf("one announced forger: %llu NAK bytes -> %llu repair bytes in %.2f s (bound %.0f; %.2fx beyond the burst)\n",
-              static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()), a.elapsed_s,
-              bound, static_cast<double>(a.repair_bytes() - std::min<std::uint64_t>(a.repair_bytes(), o.repair_burst)) / a.nak_bytes);
+  std::printf(
+      "one announced forger: %llu NAK bytes -> %llu repair bytes in %.2f s (bound %.0f; %.2fx beyond the burst)\n",
+      static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()), a.elapsed_s,
+      bound,
+      static_cast<double>(a.repair_bytes() - std::min<std::uint64_t>(a.repair_bytes(), o.repair_burst)) / a.nak_bytes);
   EXPECT_LE(static_cast<double>(a.repair_bytes()), bound);
   EXPECT_LE(a.repair_bytes(), 2 * a.nak_bytes + o.repair_burst);
   EXPECT_GT(a.tx.stats().repairs_rate_limited, 0u);
@@ -1446,9 +1457,11 @@ TEST(ReliabilityNakAttack, ManyAnnouncedRequestersAreBoundedByTheTotalBucket) {
   o.repair_burst_total = 128u << 10;
   NakAttack a(o);
   a.run(315, 60, true, 1'000'000'000);
-  const double bound = static_cast<double>(o.repair_burst_total) + static_cast<double>(o.repair_rate_total) * a.elapsed_s;
+  const double bound =
+      static_cast<double>(o.repair_burst_total) + static_cast<double>(o.repair_rate_total) * a.elapsed_s;
   std::printf("60 announced forgers: %llu NAK bytes -> %llu repair bytes in %.2f s (bound %.0f)\n",
-              static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()), a.elapsed_s, bound);
+              static_cast<unsigned long long>(a.nak_bytes), static_cast<unsigned long long>(a.repair_bytes()),
+              a.elapsed_s, bound);
   EXPECT_LE(static_cast<double>(a.repair_bytes()), bound);
   EXPECT_LE(a.repair_bytes(), 2 * a.nak_bytes + o.repair_burst_total);
 }

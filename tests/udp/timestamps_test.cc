@@ -117,7 +117,7 @@ TEST(TxStampTracker, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) 
   // Only a went out (the socket would block): b was not numbered by us, maybe by the kernel.
   EXPECT_EQ(send(t, {&a, &b}, 1, 100), (std::vector<bool>{true, true}));
   EXPECT_EQ(t.outstanding(), 1u);
-  EXPECT_FALSE(t.needs_reset());  // a is still outstanding
+  EXPECT_FALSE(t.needs_reset());                               // a is still outstanding
   EXPECT_EQ(send(t, {&b}, 1, 200), std::vector<bool>{false});  // no request until the restart
   EXPECT_EQ(t.stats().skipped, 1u);
   t.on_stamp(0, 150, &log);
@@ -185,13 +185,13 @@ TEST(KernelTimestamps, TracedFrameFoundOnlyInWellFormedDatagrams) {
   b.add(1, false);
   EXPECT_FALSE(transport::udp::has_traced_frame(b.bytes, b.len));
   // A traced frame too short for its trace block is not one the receiver would take.
-  auto* h = reinterpret_cast<core::FrameHeader*>(a.bytes + transport::reliability::wire_size(core::kFrameHeaderSize + 8));
+  auto* h =
+      reinterpret_cast<core::FrameHeader*>(a.bytes + transport::reliability::wire_size(core::kFrameHeaderSize + 8));
   h->frame_length = core::kFrameHeaderSize;
   EXPECT_FALSE(transport::udp::has_traced_frame(a.bytes, a.len));
 }
 
 // ---- the subscriber trusts the kernel RX stamp only when the transport flagged it -------------------
-
 
 TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedIt) {
   auto counters = core::CountersFile::create("", "kts");

@@ -45,12 +45,13 @@ constexpr int kSessionTimeoutMs = 60000;
 std::string udp_config_on_port(const std::string& threading, std::uint32_t port, const std::string& extra = "",
                                const std::string& address = "", const std::string& iface = "lo") {
   std::string keys;
-  for (const auto& [key, value] : {std::pair<const char*, std::string>{"session_timeout_ms", std::to_string(kSessionTimeoutMs)},
-                                   {"status_interval_ms", "20"},
-                                   {"heartbeat_interval_us", "2000"},
-                                   {"nak_delay_us", "50"},
-                                   {"nak_retry_us", "1000"},
-                                   {"linger_ms", "200"}}) {
+  for (const auto& [key, value] :
+       {std::pair<const char*, std::string>{"session_timeout_ms", std::to_string(kSessionTimeoutMs)},
+        {"status_interval_ms", "20"},
+        {"heartbeat_interval_us", "2000"},
+        {"nak_delay_us", "50"},
+        {"nak_retry_us", "1000"},
+        {"linger_ms", "200"}}) {
     if (extra.find(std::string(key) + " =") == std::string::npos) keys += absl::StrFormat("%s = %s\n", key, value);
   }
   return absl::StrFormat(R"(
@@ -134,7 +135,8 @@ int drain(Subscriber& s, Received& r, int limit = 256) {
 constexpr int kWaitMs = 60000;
 
 template <typename F>
-bool spin_until(F&& done, int ms, const std::function<void()>& step = [] {}) {
+bool spin_until(
+    F&& done, int ms, const std::function<void()>& step = [] {}) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -150,10 +152,11 @@ bool spin_until(F&& done, int ms, const std::function<void()>& step = [] {}) {
 // a hang, if it never goes through.
 template <typename Poll>
 bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& poll) {
-  const bool ok = spin_until([&] { return pub.offer(data, len) >= 0; }, kWaitMs, [&] {
-    pub.service();
-    poll();
-  });
+  const bool ok = spin_until([&] { return pub.offer(data, len) >= 0; }, kWaitMs,
+                             [&] {
+                               pub.service();
+                               poll();
+                             });
   if (!ok) ADD_FAILURE() << "offer() refused for " << kWaitMs / 1000 << " s";
   return ok;
 }
@@ -161,7 +164,8 @@ bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& po
 // ---- config ---------------------------------------------------------------------------------
 
 TEST(UdpConfig, ParsesAndValidates) {
-  auto c = core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml");
+  auto c =
+      core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->udp.mtu, 9000u);
   EXPECT_DOUBLE_EQ(c->udp.fault_loss, 0.05);
@@ -179,7 +183,8 @@ TEST(UdpConfig, ParsesAndValidates) {
   bad = core::parse_config("[udp]\nretransmit_buffer = \"100KiB\"\n", "t.toml");
   ASSERT_FALSE(bad.ok()) << bad.status();
   EXPECT_NE(bad.status().message().find("power of two"), std::string::npos) << bad.status();
-  auto s = core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n", "t.toml");
+  auto s = core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n",
+                              "t.toml");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->streams[0].udp_port, 5000u);
 }
@@ -187,7 +192,9 @@ TEST(UdpConfig, ParsesAndValidates) {
 TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
   auto ctx = Context::from_string(udp_config("inline", 0, "") + "", "t.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto c2 = Context::from_string(absl::StrFormat("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"), "t.toml");
+  auto c2 = Context::from_string(
+      absl::StrFormat("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"),
+      "t.toml");
   ASSERT_TRUE(c2.ok()) << c2.status();
   auto p = (*c2)->publisher("x");
   ASSERT_FALSE(p.ok()) << p.status();
@@ -241,9 +248,10 @@ TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
   ASSERT_FALSE(second.ok()) << second.status();
   EXPECT_NE(second.status().message().find("b.toml: udp.port"), std::string::npos) << second.status();
   // A [[streams]] override is named as such.
-  auto c3 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1") +
-                                     absl::StrFormat("[[streams]]\ntopic = \"u\"\nid = 9\nudp_port = %u\n", base_port() + 17),
-                                 "c.toml");
+  auto c3 =
+      Context::from_string(udp_config("inline", 17, "", "127.0.0.1") +
+                               absl::StrFormat("[[streams]]\ntopic = \"u\"\nid = 9\nudp_port = %u\n", base_port() + 17),
+                           "c.toml");
   ASSERT_TRUE(c3.ok()) << c3.status();
   auto third = (*c3)->subscriber("u");
   ASSERT_FALSE(third.ok()) << third.status();
@@ -290,10 +298,12 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
   ASSERT_TRUE(pub.ok()) << pub.status();
   Received r;
   // Not connected until the subscriber heard the session and reported back.
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs, [&] {
-    pub->service();
-    drain(*sub, r);
-  })) << "publisher never saw the subscriber";
+  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
+                         [&] {
+                           pub->service();
+                           drain(*sub, r);
+                         }))
+      << "publisher never saw the subscriber";
   std::uint64_t sent = 0;
   const bool inline_mode = threading == "inline";
   // Queued modes: a consumer thread owns `r` until it is joined; the main thread only sees its
@@ -336,10 +346,11 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
     if (inline_mode && (sent % 16 == 0 || rc < 0)) drain(*sub, r);
   }
   ASSERT_EQ(sent, count);
-  const bool ok = spin_until([&] { return seen() >= count; }, kWaitMs, [&] {
-    pub->service();
-    if (inline_mode) drain(*sub, r);
-  });
+  const bool ok = spin_until([&] { return seen() >= count; }, kWaitMs,
+                             [&] {
+                               pub->service();
+                               if (inline_mode) drain(*sub, r);
+                             });
   stop = true;
   if (consumer.joinable()) consumer.join();  // r is the main thread's from here on
   EXPECT_TRUE(ok) << "received " << r.seqs.size() << " lost " << r.lost;
@@ -361,11 +372,13 @@ TEST(UdpApi, InterfaceByAddress) { publish_and_check("inline", "", 5000, "", "12
 TEST(UdpApi, SharedPoller) { publish_and_check("shared", "fault_loss = 0.02\nfault_seed = 8", 20000); }
 
 TEST(UdpApi, InlineWithInjectedLossDuplicationAndReordering) {
-  publish_and_check("inline", "fault_loss = 0.05\nfault_duplicate = 0.03\nfault_reorder = 0.05\nfault_seed = 11", 50000);
+  publish_and_check("inline", "fault_loss = 0.05\nfault_duplicate = 0.03\nfault_reorder = 0.05\nfault_seed = 11",
+                    50000);
 }
 
 TEST(UdpApi, DedicatedPollersWithInjectedFaults) {
-  publish_and_check("dedicated", "fault_loss = 0.05\nfault_duplicate = 0.02\nfault_reorder = 0.05\nfault_seed = 5\n", 50000);
+  publish_and_check("dedicated", "fault_loss = 0.05\nfault_duplicate = 0.02\nfault_reorder = 0.05\nfault_seed = 5\n",
+                    50000);
 }
 
 TEST(UdpApi, PublisherSideLossAndCoalescing) {
@@ -401,10 +414,11 @@ TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
   ASSERT_TRUE(sub.ok()) << sub.status();
   ASSERT_TRUE(pub.ok()) << pub.status();
   Received r;
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs, [&] {
-    pub->service();
-    drain(*sub, r);
-  }));
+  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
+                         [&] {
+                           pub->service();
+                           drain(*sub, r);
+                         }));
   // 3 x the session timeout with no message: heartbeats from service() keep it up.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
   while (std::chrono::steady_clock::now() < until) {
@@ -437,18 +451,20 @@ TEST(UdpApi, PublisherRestartIsANewSession) {
     ASSERT_TRUE(pctx.ok()) << pctx.status();
     auto pub = (*pctx)->publisher("t");
     ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs, [&] {
-      pub->service();
-      drain(*sub, r);
-    }));
+    ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
+                           [&] {
+                             pub->service();
+                             drain(*sub, r);
+                           }));
     for (std::uint64_t i = 1; i <= 100; ++i) {
       std::uint64_t v[2] = {i, 0};
       while (pub->offer(v, sizeof v) < 0) drain(*sub, r);
     }
-    ASSERT_TRUE(spin_until([&] { return r.seqs.size() >= 100u * (round + 1); }, kWaitMs, [&] {
-      pub->service();
-      drain(*sub, r);
-    }));
+    ASSERT_TRUE(spin_until([&] { return r.seqs.size() >= 100u * (round + 1); }, kWaitMs,
+                           [&] {
+                             pub->service();
+                             drain(*sub, r);
+                           }));
     sessions[round] = r.last_session;
     std::thread closer([&] { pub->close(); });
     spin_until([&] { return r.ends > static_cast<std::uint64_t>(round); }, kWaitMs, [&] { drain(*sub, r); });
@@ -489,10 +505,11 @@ struct Endpoints {
   // Both sides connected (the join handshake served by polls and the publisher's housekeeping),
   // then what the handshake left drained. False: no connection within 3 s.
   bool connect_and_drain() {
-    if (!spin_until([&] { return tx->connected() && rx->connected(); }, kWaitMs, [&] {
-          poll();
-          tx->housekeeping_st(core::Clock::now_ns());
-        })) {
+    if (!spin_until([&] { return tx->connected() && rx->connected(); }, kWaitMs,
+                    [&] {
+                      poll();
+                      tx->housekeeping_st(core::Clock::now_ns());
+                    })) {
       return false;
     }
     for (int i = 0; i < 20; ++i) poll();
@@ -539,14 +556,15 @@ TEST(UdpEndpoint, PacksManyFramesPerDatagram) {
   Endpoints e(udp_config("inline", 5, "mtu = 9000\nreorder_window = 4096"));
   e.post(1000);
   std::uint64_t msgs = 0, next = 0;
-  spin_until([&] { return msgs >= 1000; }, kWaitMs, [&] {
-    for (const auto& d : e.poll()) {
-      if (d.kind == transport::RxKind::kNewSession) next = d.sequence;
-      if (d.kind != transport::RxKind::kMessage) continue;
-      EXPECT_EQ(d.sequence, next++);
-      ++msgs;
-    }
-  });
+  spin_until([&] { return msgs >= 1000; }, kWaitMs,
+             [&] {
+               for (const auto& d : e.poll()) {
+                 if (d.kind == transport::RxKind::kNewSession) next = d.sequence;
+                 if (d.kind != transport::RxKind::kMessage) continue;
+                 EXPECT_EQ(d.sequence, next++);
+                 ++msgs;
+               }
+             });
   EXPECT_EQ(msgs, 1000u);
   // 64-byte frames, 8972-byte datagrams: 140 per datagram.
   EXPECT_LE(e.tx->sender().stats().data_datagrams, 1000u / 140 + 2);
@@ -568,18 +586,19 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
   ASSERT_EQ(e.post(10), 10u);
   EXPECT_EQ(e.tx->sender().stats().heartbeats, 1u);
   std::uint64_t msgs = 0, next = 0, sessions = 0;
-  spin_until([&] { return msgs >= 10; }, kWaitMs, [&] {
-    for (const auto& d : e.poll()) {
-      if (d.kind == transport::RxKind::kNewSession) {
-        ++sessions;
-        next = d.sequence;
-        EXPECT_EQ(d.sequence, 1u);
-      }
-      if (d.kind != transport::RxKind::kMessage) continue;
-      EXPECT_EQ(d.sequence, next++);
-      ++msgs;
-    }
-  });
+  spin_until([&] { return msgs >= 10; }, kWaitMs,
+             [&] {
+               for (const auto& d : e.poll()) {
+                 if (d.kind == transport::RxKind::kNewSession) {
+                   ++sessions;
+                   next = d.sequence;
+                   EXPECT_EQ(d.sequence, 1u);
+                 }
+                 if (d.kind != transport::RxKind::kMessage) continue;
+                 EXPECT_EQ(d.sequence, next++);
+                 ++msgs;
+               }
+             });
   EXPECT_EQ(sessions, 1u);
   EXPECT_EQ(msgs, 10u);
   // An endpoint opened and serviced without data: housekeeping announces it just the same.
@@ -594,10 +613,11 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
 TEST(UdpEndpoint, NotifyFdWakesOnData) {
   Endpoints e(udp_config("inline", 6));
   // Let the join handshake settle.
-  spin_until([&] { return e.tx->connected(); }, kWaitMs, [&] {
-    e.poll();
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  });
+  spin_until([&] { return e.tx->connected(); }, kWaitMs,
+             [&] {
+               e.poll();
+               e.tx->housekeeping_st(core::Clock::now_ns());
+             });
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 10; ++i) e.poll();
   ASSERT_TRUE(e.rx->try_arm_st());
@@ -607,9 +627,10 @@ TEST(UdpEndpoint, NotifyFdWakesOnData) {
   EXPECT_EQ(r, 1);
   e.rx->disarm_st();
   bool got = false;
-  spin_until([&] { return got; }, kWaitMs, [&] {
-    for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
-  });
+  spin_until([&] { return got; }, kWaitMs,
+             [&] {
+               for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
+             });
   EXPECT_TRUE(got);
 }
 
@@ -632,9 +653,10 @@ TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
     const std::uint64_t heartbeats = e.tx->sender().stats().heartbeats;
     ASSERT_EQ(e.post(1), 1u);
     bool got = false;
-    ASSERT_TRUE(spin_until([&] { return got; }, kWaitMs, [&] {
-      for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
-    }));
+    ASSERT_TRUE(spin_until([&] { return got; }, kWaitMs,
+                           [&] {
+                             for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
+                           }));
     ++delivered;
     EXPECT_EQ(e.rx->read_batch(), 1u) << "round " << round;
     // The tail heartbeat out (not with the next round's data) and read; then an empty read.
@@ -650,10 +672,11 @@ TEST(UdpEndpoint, ReadBatchStaysAtOneForAPingPongAndGrowsUnderDenseTraffic) {
   for (int i = 0; i < 64; ++i) ASSERT_EQ(e.post(1), 1u);
   std::uint32_t widest = 0;
   int dense = 0;
-  ASSERT_TRUE(spin_until([&] { return dense >= 64; }, kWaitMs, [&] {
-    for (const auto& d : e.poll()) dense += d.kind == transport::RxKind::kMessage;
-    widest = std::max(widest, e.rx->read_batch());
-  }));
+  ASSERT_TRUE(spin_until([&] { return dense >= 64; }, kWaitMs,
+                         [&] {
+                           for (const auto& d : e.poll()) dense += d.kind == transport::RxKind::kMessage;
+                           widest = std::max(widest, e.rx->read_batch());
+                         }));
   EXPECT_GE(widest, 4u) << "a backlog of 64 datagrams read one at a time";
 }
 
@@ -730,10 +753,12 @@ TEST(UdpEndpoint, DirectPathHandsGapsToTheGeneralPathAndRepairsArriveInOrder) {
     for (int k = 0; k < 3; ++k) m.poll(e);
     e.tx->housekeeping_st(core::Clock::now_ns());  // serves NAKs
   }
-  ASSERT_TRUE(spin_until([&] { return m.seqs.size() >= kFrames; }, kWaitMs, [&] {
-    m.poll(e);
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  })) << "delivered " << m.seqs.size();
+  ASSERT_TRUE(spin_until([&] { return m.seqs.size() >= kFrames; }, kWaitMs,
+                         [&] {
+                           m.poll(e);
+                           e.tx->housekeeping_st(core::Clock::now_ns());
+                         }))
+      << "delivered " << m.seqs.size();
   EXPECT_EQ(m.seqs.size(), kFrames);
   m.expect_in_order(first_tag);
   EXPECT_EQ(m.gaps, 0u);
@@ -746,33 +771,35 @@ TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRi
   // A tiny socket buffer drops most of a burst in the kernel; the publisher's 64 KiB log keeps
   // only the last ~1000 frames, so the rest is reported lost - with the exact count.
   Endpoints e(udp_config("inline", 7, "retransmit_buffer = \"64KiB\"\nsocket_rcvbuf = 4096\nmtu = 1500"));
-  spin_until([&] { return e.tx->connected(); }, kWaitMs, [&] {
-    e.poll();
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  });
+  spin_until([&] { return e.tx->connected(); }, kWaitMs,
+             [&] {
+               e.poll();
+               e.tx->housekeeping_st(core::Clock::now_ns());
+             });
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 5; ++i) e.poll();
   const std::uint32_t total = 20000;
   for (std::uint32_t i = 0; i < total / 100; ++i) ASSERT_EQ(e.post(100), 100u);
   std::uint64_t msgs = 0, lost = 0, gaps = 0, next = 1;  // joined on the first heartbeat: sequence 1
-  spin_until([&] { return msgs + lost >= total; }, kWaitMs, [&] {
-    for (const auto& d : e.poll()) {
-      if (d.kind == transport::RxKind::kNewSession) next = d.sequence;
-      if (d.kind == transport::RxKind::kMessage) {
-        EXPECT_EQ(d.sequence, next);
-        next = d.sequence + 1;
-        ++msgs;
-      }
-      if (d.kind == transport::RxKind::kGap) {
-        EXPECT_EQ(d.sequence, next);
-        EXPECT_EQ(d.reason, transport::kGapLost);
-        lost += d.gap_count;
-        next = d.sequence + d.gap_count;
-        ++gaps;
-      }
-    }
-    e.tx->housekeeping_st(core::Clock::now_ns());
-  });
+  spin_until([&] { return msgs + lost >= total; }, kWaitMs,
+             [&] {
+               for (const auto& d : e.poll()) {
+                 if (d.kind == transport::RxKind::kNewSession) next = d.sequence;
+                 if (d.kind == transport::RxKind::kMessage) {
+                   EXPECT_EQ(d.sequence, next);
+                   next = d.sequence + 1;
+                   ++msgs;
+                 }
+                 if (d.kind == transport::RxKind::kGap) {
+                   EXPECT_EQ(d.sequence, next);
+                   EXPECT_EQ(d.reason, transport::kGapLost);
+                   lost += d.gap_count;
+                   next = d.sequence + d.gap_count;
+                   ++gaps;
+                 }
+               }
+               e.tx->housekeeping_st(core::Clock::now_ns());
+             });
   EXPECT_EQ(msgs + lost, total);
   EXPECT_GT(lost, 0u);
   std::printf("delivered %llu, reported lost %llu in %llu gap(s)\n", static_cast<unsigned long long>(msgs),
@@ -914,10 +941,11 @@ class HostileSession {
     if (!sub_or.ok() || !pub_or.ok()) return;
     sub = std::move(*sub_or);
     pub = std::move(*pub_or);
-    ok_ = spin_until([&] { return pub.is_connected(); }, kWaitMs, [&] {
-      pub.service();
-      poll();
-    });
+    ok_ = spin_until([&] { return pub.is_connected(); }, kWaitMs,
+                     [&] {
+                       pub.service();
+                       poll();
+                     });
     EXPECT_TRUE(ok_) << "the publisher never saw the subscriber";
   }
   bool ok() const { return ok_; }
@@ -950,11 +978,12 @@ class HostileSession {
   // Until `n` messages were delivered (or reported lost) and the eavesdropper heard a heartbeat
   // announcing n + 1 (it then knows the publisher's address, stream and session).
   bool settle(std::uint64_t n) {
-    return spin_until([&] { return delivered + lost >= n && eve_.next >= n + 1; }, kWaitMs, [&] {
-      pub.service();
-      poll();
-      eve_.pump();
-    });
+    return spin_until([&] { return delivered + lost >= n && eve_.next >= n + 1; }, kWaitMs,
+                      [&] {
+                        pub.service();
+                        poll();
+                        eve_.pump();
+                      });
   }
   // Sends `d` to the group as if from the publisher.
   void spoof(const void* d, std::size_t len) { ASSERT_TRUE(send_spoofed(eve_.publisher, eve_.group(), d, len)); }
@@ -996,7 +1025,8 @@ class HostileSession {
 // spoofer with the live session's next sequence, it must be counted and dropped at decode;
 // the real message with that sequence is then delivered as usual.
 TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
-  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  if (!raw_sockets_allowed())
+    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
   HostileSession t(8, "udp-hostile-trace");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1066,7 +1096,8 @@ TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
 // at the live position, each followed by more real traffic: every real message is delivered
 // in order, nothing is reported lost, the stream does not end, and each forgery is counted.
 TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
-  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  if (!raw_sockets_allowed())
+    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
   HostileSession t(9, "udp-hostile-hb");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1093,7 +1124,8 @@ TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
   const core::FrameHeader h = t.header(48, core::kFlagHeartbeat | core::kFlagEndOfStream, 51);
   alignas(8) std::byte hb[48] = {};
   std::memcpy(hb, &h, sizeof h);
-  ASSERT_EQ(::sendto(fd, hb, sizeof hb, 0, reinterpret_cast<const sockaddr*>(&t.eve().group()), sizeof(sockaddr_in)), 48);
+  ASSERT_EQ(::sendto(fd, hb, sizeof hb, 0, reinterpret_cast<const sockaddr*>(&t.eve().group()), sizeof(sockaddr_in)),
+            48);
   ::close(fd);
   t.publish(51, 60);
   ASSERT_TRUE(t.settle(60)) << "delivered " << t.delivered << " lost " << t.lost << " ends " << t.ends;
@@ -1105,7 +1137,8 @@ TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
   EXPECT_TRUE(t.sub.is_connected());
   EXPECT_TRUE(spin_until(
       [&] {
-        return t.sub_counter("malformed") >= 2 && t.sub_counter("ends_refuted") >= 1 && t.sub_counter("wrong_source") >= 1;
+        return t.sub_counter("malformed") >= 2 && t.sub_counter("ends_refuted") >= 1 &&
+               t.sub_counter("wrong_source") >= 1;
       },
       kWaitMs, [&] { t.poll(); }))
       << "malformed " << t.sub_counter("malformed") << ", ends_refuted " << t.sub_counter("ends_refuted")
@@ -1149,7 +1182,8 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   const std::string addr = multicast ? "" : "127.0.0.1";
   const std::string& extra = limits;
   auto sctx = Context::from_string(udp_config("inline", port_offset, extra, addr), "sub.toml");
-  auto pctx = Context::from_string(with_counters(udp_config("inline", port_offset, extra, addr), "udp-nak-attack"), "pub.toml");
+  auto pctx =
+      Context::from_string(with_counters(udp_config("inline", port_offset, extra, addr), "udp-nak-attack"), "pub.toml");
   EXPECT_TRUE(sctx.ok()) << sctx.status();
   EXPECT_TRUE(pctx.ok()) << pctx.status();
   auto sub = (*sctx)->subscriber("t");
@@ -1159,25 +1193,29 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   std::uint64_t delivered = 0;
   std::uint32_t session = 0;
   auto poll = [&] {
-    sub->poll([&](const Message& m) {
-      ++delivered;
-      session = m.session_id;
-    }, 256);
+    sub->poll(
+        [&](const Message& m) {
+          ++delivered;
+          session = m.session_id;
+        },
+        256);
   };
-  EXPECT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs, [&] {
-    pub->service();
-    poll();
-  }));
+  EXPECT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
+                         [&] {
+                           pub->service();
+                           poll();
+                         }));
   constexpr std::uint64_t kMessages = 20000;  // 1.28 MB of 64-byte frames in the publisher's log
   for (std::uint64_t i = 1; i <= kMessages; ++i) {
     std::uint64_t v[4] = {i, 0, 0, 0};
     if (!offer_retrying(*pub, v, sizeof v, poll)) break;
     if (i % 16 == 0) poll();
   }
-  EXPECT_TRUE(spin_until([&] { return delivered >= kMessages; }, kWaitMs, [&] {
-    pub->service();
-    poll();
-  }));
+  EXPECT_TRUE(spin_until([&] { return delivered >= kMessages; }, kWaitMs,
+                         [&] {
+                           pub->service();
+                           poll();
+                         }));
   // Where the NAKs go and where they claim to come from.
   const sockaddr_in sub_addr = [&] {
     sockaddr_in a{};
@@ -1189,11 +1227,12 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   sockaddr_in pub_addr{};
   if (multicast) {
     Eavesdropper eve(group(), base_port() + port_offset);
-    spin_until([&] { return eve.heartbeats > 0; }, kWaitMs, [&] {
-      pub->service();
-      poll();
-      eve.pump();
-    });
+    spin_until([&] { return eve.heartbeats > 0; }, kWaitMs,
+               [&] {
+                 pub->service();
+                 poll();
+                 eve.pump();
+               });
     pub_addr = eve.publisher;
   } else {
     pub_addr = sub_addr;
@@ -1209,7 +1248,8 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
     }
   };
   auto control = [&](std::uint16_t type, std::uint64_t receiver, std::uint16_t ranges) {
-    std::vector<std::byte> m(sizeof(transport::reliability::ControlHeader) + ranges * sizeof(transport::reliability::NakRange));
+    std::vector<std::byte> m(sizeof(transport::reliability::ControlHeader) +
+                             ranges * sizeof(transport::reliability::NakRange));
     transport::reliability::ControlHeader c{};
     c.length = static_cast<std::uint32_t>(m.size());
     c.magic = transport::reliability::kControlMagic;
@@ -1237,8 +1277,8 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   auto deliver = [&](const std::vector<std::byte>& m) {
     send(m);
     sent_bytes += m.size();
-    spin_until([&] { return counter(**pctx, "udp pub stream", "control_bytes_received") - control0 >= sent_bytes; }, 2000,
-               [&] { pub->service(); });
+    spin_until([&] { return counter(**pctx, "udp pub stream", "control_bytes_received") - control0 >= sent_bytes; },
+               2000, [&] { pub->service(); });
   };
   const auto t0 = std::chrono::steady_clock::now();
   if (announce) deliver(control(transport::reliability::kControlStatus, 0xBAD, 0));
@@ -1256,9 +1296,10 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   res.unannounced = counter(**pctx, "udp pub stream", "naks_unannounced");
   res.rate_limited = counter(**pctx, "udp pub stream", "repairs_rate_limited");
   std::printf("%s, %s: %llu control bytes received -> %llu repair bytes in %.3f s (%.2fx)\n",
-              multicast ? "multicast" : "unicast, spoofed source", announce ? "announced forger" : "made-up subscribers",
-              static_cast<unsigned long long>(res.control_bytes), static_cast<unsigned long long>(res.repair_bytes),
-              res.elapsed_s, res.control_bytes ? static_cast<double>(res.repair_bytes) / res.control_bytes : 0.0);
+              multicast ? "multicast" : "unicast, spoofed source",
+              announce ? "announced forger" : "made-up subscribers", static_cast<unsigned long long>(res.control_bytes),
+              static_cast<unsigned long long>(res.repair_bytes), res.elapsed_s,
+              res.control_bytes ? static_cast<double>(res.repair_bytes) / res.control_bytes : 0.0);
   return res;
 }
 
@@ -1297,12 +1338,13 @@ TEST(UdpInline, PublisherThatLostItsSubscriberReconnectsThroughOfferAlone) {
   ASSERT_TRUE(pub.ok()) << pub.status();
   std::uint64_t delivered = 0;
   auto poll = [&] { (void)sub->poll([&](const Message&) { ++delivered; }, 64); };
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs, [&] {
-    pub->service();
-    poll();
-  }));
+  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
+                         [&] {
+                           pub->service();
+                           poll();
+                         }));
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // > 2 x session_timeout_ms (500)
-  pub->service();  // notices the silence
+  pub->service();                                                // notices the silence
   ASSERT_FALSE(pub->is_connected()) << "the subscriber was silent for 1.2 s: it should be gone";
   std::uint64_t v[4] = {42, 0, 0, 0};
   std::int64_t r = -1;
@@ -1319,7 +1361,8 @@ TEST(UdpHostile, NakAmplificationMulticastAnnouncedForger) {
 }
 
 TEST(UdpHostile, NakAmplificationUnicastSpoofedSource) {
-  if (!raw_sockets_allowed()) GTEST_SKIP() << "needs CAP_NET_RAW to forge the subscriber's source address (CI runs as root)";
+  if (!raw_sockets_allowed())
+    GTEST_SKIP() << "needs CAP_NET_RAW to forge the subscriber's source address (CI runs as root)";
   const NakAttackResult made_up = nak_attack(false, false, 12, kTestLimits);
   check_bounded(made_up);
   EXPECT_EQ(made_up.repair_bytes, 0u);

@@ -48,7 +48,8 @@ std::map<std::string, std::string> parse_args(int argc, char** argv, int from) {
 }
 
 std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // Counters of this process whose scope starts with `scope_prefix`, as " name=value" pairs.

@@ -17,13 +17,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -52,7 +52,8 @@ std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 constexpr int kWaitMs = 60000;
 
 template <typename F>
-bool spin_until(F&& done, int ms, const std::function<void()>& step = [] {}) {
+bool spin_until(
+    F&& done, int ms, const std::function<void()>& step = [] {}) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (!done()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -222,23 +223,25 @@ TEST(UdpPollerSource, SilentPublisherIsReportedDeadWhileAnotherStreamOnThePoller
   SourceRig r(2, base_port() + 6, "session_timeout_ms = 1000\n");
   r.cycle();
   ASSERT_EQ(r.source->members(), 2u);
-  ASSERT_TRUE(spin_until([&] { return r.messages[0] >= 1 && r.messages[1] >= 1; }, kWaitMs, [&] {
-    r.post(0);
-    r.post(1);
-    r.cycle();
-    (void)r.source->housekeeping(core::Clock::now_ns());
-  }));
+  ASSERT_TRUE(spin_until([&] { return r.messages[0] >= 1 && r.messages[1] >= 1; }, kWaitMs,
+                         [&] {
+                           r.post(0);
+                           r.post(1);
+                           r.cycle();
+                           (void)r.source->housekeeping(core::Clock::now_ns());
+                         }));
   // Publisher 0 falls silent (nobody services it any more); stream 1 keeps busy.
-  const bool reported = spin_until([&] { return r.died[0] != 0; }, kWaitMs, [&] {
-    const std::int64_t now = core::Clock::now_ns();
-    r.post(1);
-    (void)r.source->progress(now);
-    (void)r.source->housekeeping(now);  // a poller's timers, every ms
-    r.poll(0);
-    r.poll(1);
-    (void)r.tx[1]->housekeeping_st(now);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
+  const bool reported = spin_until([&] { return r.died[0] != 0; }, kWaitMs,
+                                   [&] {
+                                     const std::int64_t now = core::Clock::now_ns();
+                                     r.post(1);
+                                     (void)r.source->progress(now);
+                                     (void)r.source->housekeeping(now);  // a poller's timers, every ms
+                                     r.poll(0);
+                                     r.poll(1);
+                                     (void)r.tx[1]->housekeeping_st(now);
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                   });
   EXPECT_TRUE(reported) << "the silent publisher was never reported dead";
   EXPECT_EQ(r.died[1], 0u) << "the busy publisher was reported dead";
 }
@@ -248,25 +251,30 @@ TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {
   r.cycle();
   ASSERT_EQ(r.source->members(), 2u);
   // Settle the session handshakes (new-session events, status messages) until it arms.
-  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs, [&] {
-    r.source->disarm();
-    r.cycle();
-    (void)r.source->housekeeping(core::Clock::now_ns());
-  })) << "the source never armed on an idle poller";
+  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs,
+                         [&] {
+                           r.source->disarm();
+                           r.cycle();
+                           (void)r.source->housekeeping(core::Clock::now_ns());
+                         }))
+      << "the source never armed on an idle poller";
   r.source->disarm();
   // A datagram read by the source but not yet taken by its consumer: refuse.
   r.post(0);
-  ASSERT_TRUE(spin_until([&] { return !r.source->try_arm(); }, kWaitMs, [&] {
-    r.source->disarm();
-    (void)r.source->progress(core::Clock::now_ns());  // reads, nobody polls the endpoints
-  })) << "armed with a datagram queued in user space";
+  ASSERT_TRUE(spin_until([&] { return !r.source->try_arm(); }, kWaitMs,
+                         [&] {
+                           r.source->disarm();
+                           (void)r.source->progress(core::Clock::now_ns());  // reads, nobody polls the endpoints
+                         }))
+      << "armed with a datagram queued in user space";
   EXPECT_FALSE(r.source->try_arm());
   // Delivered: arms again (nothing queued, nothing due).
-  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs, [&] {
-    r.source->disarm();
-    r.cycle();
-    (void)r.source->housekeeping(core::Clock::now_ns());
-  }));
+  ASSERT_TRUE(spin_until([&] { return r.source->try_arm(); }, kWaitMs,
+                         [&] {
+                           r.source->disarm();
+                           r.cycle();
+                           (void)r.source->housekeeping(core::Clock::now_ns());
+                         }));
   EXPECT_GE(r.messages[0], 1u);
   // Armed: a datagram arriving now makes notify_fd() readable (level-triggered sockets).
   r.post(1);
@@ -286,14 +294,16 @@ TEST(UdpPollerSource, RefusesToArmWithQueuedDatagramsAndWakesWhenOneArrives) {
 
 TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   const std::uint32_t port0 = base_port() + 8;
-  const std::string udp = "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\nsession_timeout_ms = 10000\nlinger_ms = 2000\n";
+  const std::string udp =
+      "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\nsession_timeout_ms = 10000\nlinger_ms = 2000\n";
   auto pctx = Context::from_string(
       streams_config("threading = \"dedicated\"\npollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\n"
                      "counters = true\nname = \"udp-linger-pub\"",
                      port0, 2, udp),
       "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(streams_config("threading = \"inline\"\ncounters = false", port0, 2, udp), "sub.toml");
+  auto sctx =
+      Context::from_string(streams_config("threading = \"inline\"\ncounters = false", port0, 2, udp), "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   auto sa = (*sctx)->subscriber("s1");
   auto sb = (*sctx)->subscriber("s2");
@@ -305,10 +315,11 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   ASSERT_TRUE(pb.ok()) << pb.status();
   std::uint64_t got_a = 0, got_b = 0;
   auto drain_a = [&] { return sa->poll([&](const Message&) { ++got_a; }, 64); };
-  ASSERT_TRUE(spin_until([&] { return pa->is_connected() && pb->is_connected(); }, kWaitMs, [&] {
-    drain_a();
-    sb->poll([&](const Message&) { ++got_b; }, 64);
-  }));
+  ASSERT_TRUE(spin_until([&] { return pa->is_connected() && pb->is_connected(); }, kWaitMs,
+                         [&] {
+                           drain_a();
+                           sb->poll([&](const Message&) { ++got_b; }, 64);
+                         }));
   // Stream a: a few messages, then its subscriber goes silent - it never confirms the end, so
   // the publisher's close lingers the whole udp.linger_ms.
   std::uint64_t payload[4] = {1, 0, 0, 0};
@@ -356,11 +367,12 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   }
   closer.join();
   ASSERT_TRUE(closed.load(std::memory_order_acquire));
-  std::printf("close() took %.3f ms; the linger ended after %.1f ms; stream b: %lu sent, %lu received during the "
-              "linger (%lu in its first second), worst gap %.3f ms\n",
-              static_cast<double>(close_ns) / 1e6, static_cast<double>(over_ns) / 1e6,
-              static_cast<unsigned long>(sent_b), static_cast<unsigned long>(b_during),
-              static_cast<unsigned long>(b_first_half), static_cast<double>(worst_gap) / 1e6);
+  std::printf(
+      "close() took %.3f ms; the linger ended after %.1f ms; stream b: %lu sent, %lu received during the "
+      "linger (%lu in its first second), worst gap %.3f ms\n",
+      static_cast<double>(close_ns) / 1e6, static_cast<double>(over_ns) / 1e6, static_cast<unsigned long>(sent_b),
+      static_cast<unsigned long>(b_during), static_cast<unsigned long>(b_first_half),
+      static_cast<double>(worst_gap) / 1e6);
   // The lingering socket is closed once the linger is over (the subscriber never confirms).
   ASSERT_TRUE(over) << "the lingering socket was never closed: " << open_fds() << " fds, " << fds_open
                     << " before the close";
@@ -373,10 +385,11 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   EXPECT_TRUE(spin_until([&] { return counter(**pctx, "udp poller 0", "linger_timeouts") == 1; }, kWaitMs));
   // The silent subscriber, once it looks again, has the whole stream and its end.
   bool ended = false;
-  spin_until([&] { return ended; }, kWaitMs, [&] {
-    sa->poll([&](const Message&) { ++got_a; }, [](const Gap&) {},
-             [&](const StreamEvent& e) { ended |= e.kind == StreamEventKind::kEndOfStream; }, 64);
-  });
+  spin_until([&] { return ended; }, kWaitMs,
+             [&] {
+               sa->poll([&](const Message&) { ++got_a; }, [](const Gap&) {},
+                        [&](const StreamEvent& e) { ended |= e.kind == StreamEventKind::kEndOfStream; }, 64);
+             });
   EXPECT_TRUE(ended);
   EXPECT_EQ(got_a, 10u);
 }
@@ -480,10 +493,11 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   auto b_pub = (*bctx)->publisher("s2");
   ASSERT_TRUE(a_pub.ok()) << a_pub.status();
   ASSERT_TRUE(b_pub.ok()) << b_pub.status();
-  ASSERT_TRUE(spin_until([&] { return a_pub->is_connected() && b_pub->is_connected(); }, kWaitMs, [&] {
-    a_sub->poll([](const Message&) {}, 64);
-    b_sub->poll([](const Message&) {}, 64);
-  }));
+  ASSERT_TRUE(spin_until([&] { return a_pub->is_connected() && b_pub->is_connected(); }, kWaitMs,
+                         [&] {
+                           a_sub->poll([](const Message&) {}, 64);
+                           b_sub->poll([](const Message&) {}, 64);
+                         }));
 
   constexpr std::int64_t kLateNs = 100'000'000;
   StallMonitor monitor;
@@ -494,17 +508,19 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   std::thread echo([&] {
     std::uint64_t late = 0, waits = 0;
     while (!stop.load(std::memory_order_relaxed)) {
-      const int n = b_sub->poll([&](const Message& m) {
-        std::uint64_t p[3];
-        std::memcpy(p, m.payload.data(), sizeof p);
-        const std::int64_t now = core::Clock::now_ns();
-        if (now - static_cast<std::int64_t>(p[1]) > kLateNs) {
-          if (b_late_at.size() < 10'000) b_late_at.push_back({static_cast<std::int64_t>(p[1]), now});
-          ++late;
-        }
-        p[2] = static_cast<std::uint64_t>(now);
-        while (b_pub->offer(p, sizeof p) < 0 && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
-      }, 16);
+      const int n = b_sub->poll(
+          [&](const Message& m) {
+            std::uint64_t p[3];
+            std::memcpy(p, m.payload.data(), sizeof p);
+            const std::int64_t now = core::Clock::now_ns();
+            if (now - static_cast<std::int64_t>(p[1]) > kLateNs) {
+              if (b_late_at.size() < 10'000) b_late_at.push_back({static_cast<std::int64_t>(p[1]), now});
+              ++late;
+            }
+            p[2] = static_cast<std::uint64_t>(now);
+            while (b_pub->offer(p, sizeof p) < 0 && !stop.load(std::memory_order_relaxed)) std::this_thread::yield();
+          },
+          16);
       if (n == 0) {
         (void)b_sub->wait(1'000'000);  // 1 s: so that `stop` is seen (and a lost wakeup is late)
         ++waits;
@@ -514,9 +530,7 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
     b_waits.store(waits, std::memory_order_relaxed);
   });
 
-  auto poller_wakeups = [&] {
-    return counter(**actx, "poller 0", "wakeups") + counter(**bctx, "poller 0", "wakeups");
-  };
+  auto poller_wakeups = [&] { return counter(**actx, "poller 0", "wakeups") + counter(**bctx, "poller 0", "wakeups"); };
   const std::uint64_t wakeups0 = poller_wakeups();
   std::uint64_t round_trips = 0, late = 0, lost = 0, a_waits = 0, transitions = 0;
   std::int64_t worst_ns = 0;
@@ -528,18 +542,20 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
     bool got = false;
     const std::int64_t give_up = core::Clock::now_ns() + 5'000'000'000;
     while (!got && core::Clock::now_ns() < give_up) {
-      const int n = a_sub->poll([&](const Message& m) {
-        std::uint64_t q[3];
-        std::memcpy(q, m.payload.data(), sizeof q);
-        if (q[0] != round_trips + 1) return;  // not ours (cannot happen: one in flight)
-        const std::int64_t now = core::Clock::now_ns();
-        worst_ns = std::max(worst_ns, now - static_cast<std::int64_t>(q[1]));
-        if (now - static_cast<std::int64_t>(q[2]) > kLateNs) {
-          if (a_late.size() < 10'000) a_late.push_back({static_cast<std::int64_t>(q[2]), now});
-          ++late;
-        }
-        got = true;
-      }, 16);
+      const int n = a_sub->poll(
+          [&](const Message& m) {
+            std::uint64_t q[3];
+            std::memcpy(q, m.payload.data(), sizeof q);
+            if (q[0] != round_trips + 1) return;  // not ours (cannot happen: one in flight)
+            const std::int64_t now = core::Clock::now_ns();
+            worst_ns = std::max(worst_ns, now - static_cast<std::int64_t>(q[1]));
+            if (now - static_cast<std::int64_t>(q[2]) > kLateNs) {
+              if (a_late.size() < 10'000) a_late.push_back({static_cast<std::int64_t>(q[2]), now});
+              ++late;
+            }
+            got = true;
+          },
+          16);
       if (n == 0) {
         (void)a_sub->wait(1'000'000);
         ++a_waits;
@@ -576,13 +592,13 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
   }
   const std::uint64_t pw = poller_wakeups() - wakeups0;
   transitions = pw + a_waits + b_waits.load(std::memory_order_relaxed);
-  std::printf("%lu round trips in %.1f s: %lu poller sleep->wake transitions, %lu + %lu application waits "
-              "(%lu transitions); worst round trip %.3f ms; late %lu + %lu, lost %lu\n",
-              static_cast<unsigned long>(round_trips), secs, static_cast<unsigned long>(pw),
-              static_cast<unsigned long>(a_waits), static_cast<unsigned long>(b_waits.load()),
-              static_cast<unsigned long>(transitions), static_cast<double>(worst_ns) / 1e6,
-              static_cast<unsigned long>(late), static_cast<unsigned long>(b_late.load()),
-              static_cast<unsigned long>(lost));
+  std::printf(
+      "%lu round trips in %.1f s: %lu poller sleep->wake transitions, %lu + %lu application waits "
+      "(%lu transitions); worst round trip %.3f ms; late %lu + %lu, lost %lu\n",
+      static_cast<unsigned long>(round_trips), secs, static_cast<unsigned long>(pw),
+      static_cast<unsigned long>(a_waits), static_cast<unsigned long>(b_waits.load()),
+      static_cast<unsigned long>(transitions), static_cast<double>(worst_ns) / 1e6, static_cast<unsigned long>(late),
+      static_cast<unsigned long>(b_late.load()), static_cast<unsigned long>(lost));
   // Network-level repairs (a datagram the kernel dropped costs a NAK round, not a wakeup).
   std::uint64_t naks = 0, gaps = 0, send_errors = 0, repaired = 0, arm_refused = 0;
   for (const Context* c : {actx->get(), bctx->get()}) {
@@ -592,15 +608,17 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
     repaired += counter_sum(*c, "udp pub", "retransmitted_frames");
     arm_refused += counter_sum(*c, "udp poller", "arm_refused");
   }
-  std::printf("network: %lu gaps, %lu NAKs, %lu frames repaired, %lu send errors; udp source refused to arm %lu times\n",
-              static_cast<unsigned long>(gaps), static_cast<unsigned long>(naks), static_cast<unsigned long>(repaired),
-              static_cast<unsigned long>(send_errors), static_cast<unsigned long>(arm_refused));
+  std::printf(
+      "network: %lu gaps, %lu NAKs, %lu frames repaired, %lu send errors; udp source refused to arm %lu times\n",
+      static_cast<unsigned long>(gaps), static_cast<unsigned long>(naks), static_cast<unsigned long>(repaired),
+      static_cast<unsigned long>(send_errors), static_cast<unsigned long>(arm_refused));
   EXPECT_EQ(lost, 0u) << "a round trip never completed: a lost wakeup";
-  std::printf("late (> 100 ms) %lu + %lu, of which %lu during a scheduler stall of the machine (%zu stalls > 20 ms "
-              "seen); unexplained %lu\n",
-              static_cast<unsigned long>(late), static_cast<unsigned long>(b_late.load()),
-              static_cast<unsigned long>(late + b_late.load() - unexplained), monitor.stalls(),
-              static_cast<unsigned long>(unexplained));
+  std::printf(
+      "late (> 100 ms) %lu + %lu, of which %lu during a scheduler stall of the machine (%zu stalls > 20 ms "
+      "seen); unexplained %lu\n",
+      static_cast<unsigned long>(late), static_cast<unsigned long>(b_late.load()),
+      static_cast<unsigned long>(late + b_late.load() - unexplained), monitor.stalls(),
+      static_cast<unsigned long>(unexplained));
   EXPECT_EQ(unexplained, 0u) << "messages delivered > 100 ms after their offer on a running machine: lost wakeups";
   EXPECT_GT(round_trips, 0u);
   // The pollers really slept (interrupt mode works end to end): at least one wakeup per

@@ -74,9 +74,8 @@ class Parser {
   // An unsigned count in [min, max].
   Parser& count(const char* flag, std::uint64_t* v, const char* help, std::uint64_t min = 1,
                 std::uint64_t max = UINT64_MAX) {
-    return add(flag, "N", help, std::to_string(*v), [this, flag, v, min, max](const std::string& s) {
-      *v = parse_uint(flag, s, min, max);
-    });
+    return add(flag, "N", help, std::to_string(*v),
+               [this, flag, v, min, max](const std::string& s) { *v = parse_uint(flag, s, min, max); });
   }
   // A signed integer in [min, max].
   Parser& integer(const char* flag, int* v, const char* help, int min, int max) {
@@ -151,7 +150,8 @@ class Parser {
   }
   // A flag without a value that prints something and exits 0 (like --help): `run` prints.
   Parser& action(const char* flag, const char* help, std::function<void()> run) {
-    opts_.push_back({flag, "", help, "", [run](const std::string&) {
+    opts_.push_back({flag, "", help, "",
+                     [run](const std::string&) {
                        run();
                        std::exit(0);
                      },

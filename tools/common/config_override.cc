@@ -20,8 +20,7 @@ absl::StatusOr<ConfigOverride> ParseOverride(std::string_view text, std::string_
   const std::string path = o.substr(0, eq);
   const std::size_t dot = path.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == path.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s %s: expected section.key=value (e.g. %s)", flag, o, example));
+    return absl::InvalidArgumentError(absl::StrFormat("%s %s: expected section.key=value (e.g. %s)", flag, o, example));
   }
   ConfigOverride out;
   out.section = path.substr(0, dot);
@@ -43,8 +42,8 @@ absl::Status ApplyOverride(toml::table& root, const ConfigOverride& o, std::stri
     sec = root.get(o.section);
   }
   if (!sec->is_table()) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: cannot override keys of %s from the command line", flag,
-                                                      o.section, Describe(*sec)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s: cannot override keys of %s from the command line", flag, o.section, Describe(*sec)));
   }
   sec->as_table()->insert_or_assign(o.key, o.value());
   return absl::OkStatus();

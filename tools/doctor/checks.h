@@ -23,16 +23,16 @@ struct Host {
   HostFs fs;
   core::Config cfg;
   bool config_given = false;
-  std::string shm_dir;                      // counters files of running processes
-  bool probe_qps = true;                    // rdma: create throw-away QPs for max_inline_data
-  std::unique_ptr<core::Topology> topo;     // hwloc (under the root); null when it failed
+  std::string shm_dir;                   // counters files of running processes
+  bool probe_qps = true;                 // rdma: create throw-away QPs for max_inline_data
+  std::unique_ptr<core::Topology> topo;  // hwloc (under the root); null when it failed
   std::string topo_error;
 
   // Filled by plan_pollers():
-  std::string placement_device;             // runtime.device, else the transport's device, else ""
-  int device_node = -1;                     // its NUMA node (-1: none or unknown)
-  std::vector<int> poller_cpus;             // core::poller_cpus(): -1 = unpinned
-  std::vector<int> online;                  // online CPUs (/sys/devices/system/cpu/online)
+  std::string placement_device;  // runtime.device, else the transport's device, else ""
+  int device_node = -1;          // its NUMA node (-1: none or unknown)
+  std::vector<int> poller_cpus;  // core::poller_cpus(): -1 = unpinned
+  std::vector<int> online;       // online CPUs (/sys/devices/system/cpu/online)
 
   // Whether findings about transport `k` are judged (warn/fail) or only reported (info).
   bool judged(core::TransportKind k) const { return !config_given || cfg.transport == k; }

@@ -115,7 +115,8 @@ void check_cpu(const Host& h, Report& r) {
       }
     }
     std::vector<std::string> nodes;
-    for (auto& [node, cpus] : node_cpus) nodes.push_back(absl::StrFormat("node %d: CPUs %s", node, format_cpu_list(cpus)));
+    for (auto& [node, cpus] : node_cpus)
+      nodes.push_back(absl::StrFormat("node %d: CPUs %s", node, format_cpu_list(cpus)));
     r.add("cpu", "topology", V::kInfo,
           absl::StrFormat("%d NUMA node%s, %d cores, %d hardware threads; %s", h.topo->numa_nodes(),
                           h.topo->numa_nodes() == 1 ? "" : "s", h.topo->cores().size(), threads,
@@ -181,14 +182,16 @@ void check_cpu(const Host& h, Report& r) {
                           "`ip link` or `rdma link` (or leave it empty)");
     } else if (!offline.empty()) {
       v = V::kFail;
-      hint = absl::StrFormat("CPU %s %s not online (online: %s): a context will not start; list online CPUs in "
-                             "runtime.poller_cores",
-                             format_cpu_list(offline), offline.size() == 1 ? "is" : "are", format_cpu_list(h.online));
+      hint = absl::StrFormat(
+          "CPU %s %s not online (online: %s): a context will not start; list online CPUs in "
+          "runtime.poller_cores",
+          format_cpu_list(offline), offline.size() == 1 ? "is" : "are", format_cpu_list(h.online));
     } else if (static_cast<std::ptrdiff_t>(pinned.size()) <
                std::count_if(h.poller_cpus.begin(), h.poller_cpus.end(), [](int c) { return c >= 0; })) {
       v = V::kWarn;
-      hint = "two pollers of this process would share a CPU: give each its own (runtime.poller_cores), or lower "
-             "runtime.pollers";
+      hint =
+          "two pollers of this process would share a CPU: give each its own (runtime.poller_cores), or lower "
+          "runtime.pollers";
     }
     r.add("cpu", "pollers", v, pollers_text(h), hint);
   }
@@ -205,20 +208,24 @@ void check_cpu(const Host& h, Report& r) {
       r.add("cpu", "isolcpus", V::kInfo, absl::StrCat(value, "; no pinned pollers (threading is not dedicated)"));
     } else if (isolated.empty()) {
       const std::vector<int> rest = minus(h.online, pinned);
-      r.add("cpu", "isolcpus", V::kWarn,
-            absl::StrFormat("%s: the scheduler may run other tasks on the pollers' CPU %s", value, format_cpu_list(pinned)),
-            absl::StrFormat("reserve the poller CPUs: boot with isolcpus=%s nohz_full=%s rcu_nocbs=%s%s (kernel command "
-                            "line, e.g. GRUB_CMDLINE_LINUX in /etc/default/grub) and keep runtime.poller_cores on them",
-                            format_cpu_list(pinned), format_cpu_list(pinned), format_cpu_list(pinned),
-                            rest.empty() ? "" : absl::StrCat(" irqaffinity=", format_cpu_list(rest))));
+      r.add(
+          "cpu", "isolcpus", V::kWarn,
+          absl::StrFormat("%s: the scheduler may run other tasks on the pollers' CPU %s", value,
+                          format_cpu_list(pinned)),
+          absl::StrFormat("reserve the poller CPUs: boot with isolcpus=%s nohz_full=%s rcu_nocbs=%s%s (kernel command "
+                          "line, e.g. GRUB_CMDLINE_LINUX in /etc/default/grub) and keep runtime.poller_cores on them",
+                          format_cpu_list(pinned), format_cpu_list(pinned), format_cpu_list(pinned),
+                          rest.empty() ? "" : absl::StrCat(" irqaffinity=", format_cpu_list(rest))));
     } else if (subset(pinned, isolated)) {
-      r.add("cpu", "isolcpus", V::kOk, absl::StrFormat("%s; the pollers' CPU %s are isolated", value, format_cpu_list(pinned)));
+      r.add("cpu", "isolcpus", V::kOk,
+            absl::StrFormat("%s; the pollers' CPU %s are isolated", value, format_cpu_list(pinned)));
     } else {
-      std::vector<int> pick(isolated.begin(), isolated.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                                     isolated.size(), h.poller_cpus.size())));
-      r.add("cpu", "isolcpus", V::kWarn,
-            absl::StrFormat("%s, but the pollers would run on CPU %s", value, format_cpu_list(minus(pinned, isolated))),
-            absl::StrFormat("put the pollers on isolated CPUs: runtime.poller_cores = [%s]", absl::StrJoin(pick, ", ")));
+      std::vector<int> pick(isolated.begin(), isolated.begin() + static_cast<std::ptrdiff_t>(
+                                                                     std::min(isolated.size(), h.poller_cpus.size())));
+      r.add(
+          "cpu", "isolcpus", V::kWarn,
+          absl::StrFormat("%s, but the pollers would run on CPU %s", value, format_cpu_list(minus(pinned, isolated))),
+          absl::StrFormat("put the pollers on isolated CPUs: runtime.poller_cores = [%s]", absl::StrJoin(pick, ", ")));
     }
   }
 
@@ -230,14 +237,15 @@ void check_cpu(const Host& h, Report& r) {
       r.add("cpu", "nohz_full", V::kInfo,
             "this kernel cannot stop the scheduler tick (no /sys/devices/system/cpu/nohz_full: built without "
             "CONFIG_NO_HZ_FULL)",
-            pinned.empty() ? "" : "the tick interrupts each poller CPU every 1-4 ms; a kernel with CONFIG_NO_HZ_FULL "
-                                  "and nohz_full= on its command line removes it");
+            pinned.empty() ? ""
+                           : "the tick interrupts each poller CPU every 1-4 ms; a kernel with CONFIG_NO_HZ_FULL "
+                             "and nohz_full= on its command line removes it");
     } else if (pinned.empty()) {
       r.add("cpu", "nohz_full", V::kInfo,
             absl::StrCat(nohz.empty() ? "none" : format_cpu_list(nohz), "; no pinned pollers"));
     } else if (subset(pinned, nohz)) {
-      r.add("cpu", "nohz_full", V::kOk, absl::StrFormat("%s; covers the pollers' CPU %s", format_cpu_list(nohz),
-                                                         format_cpu_list(pinned)));
+      r.add("cpu", "nohz_full", V::kOk,
+            absl::StrFormat("%s; covers the pollers' CPU %s", format_cpu_list(nohz), format_cpu_list(pinned)));
     } else {
       r.add("cpu", "nohz_full", V::kWarn,
             absl::StrFormat("%s: the scheduler tick interrupts the pollers' CPU %s every 1-4 ms",
@@ -280,9 +288,10 @@ void check_cpu(const Host& h, Report& r) {
         r.add("cpu", "governor", V::kWarn,
               absl::StrFormat("%s: CPU %s may run below full clock and ramp up under load", absl::StrJoin(parts, "; "),
                               format_cpu_list(slow)),
-              absl::StrFormat("cpupower frequency-set -g performance (package linux-cpupower), or: echo performance | "
-                              "tee /sys/devices/system/cpu/cpu%s/cpufreq/scaling_governor",
-                              slow.size() == 1 ? absl::StrCat(slow[0]) : absl::StrCat("{", absl::StrJoin(slow, ","), "}")));
+              absl::StrFormat(
+                  "cpupower frequency-set -g performance (package linux-cpupower), or: echo performance | "
+                  "tee /sys/devices/system/cpu/cpu%s/cpufreq/scaling_governor",
+                  slow.size() == 1 ? absl::StrCat(slow[0]) : absl::StrCat("{", absl::StrJoin(slow, ","), "}")));
       }
     }
   }
@@ -315,10 +324,11 @@ void check_cpu(const Host& h, Report& r) {
     if (!states.empty()) absl::StrAppend(&value, "; CPU ", relevant.front(), ": ", absl::StrJoin(states, ", "));
     std::string hint;
     if (sleeps && deepest > 10) {
-      hint = absl::StrFormat("a sleeping poller wakes from %s in up to %lld us: for the lowest wakeup latency cap the "
-                             "C-states (tuned's latency-performance profile, or hold /dev/cpu_dma_latency open with "
-                             "0), or use runtime.idle = \"busy-spin\"",
-                             deepest_name, deepest);
+      hint = absl::StrFormat(
+          "a sleeping poller wakes from %s in up to %lld us: for the lowest wakeup latency cap the "
+          "C-states (tuned's latency-performance profile, or hold /dev/cpu_dma_latency open with "
+          "0), or use runtime.idle = \"busy-spin\"",
+          deepest_name, deepest);
     }
     r.add("cpu", "idle states", V::kInfo, value, hint);
   }

@@ -64,7 +64,9 @@ void check_memory(const Host& h, Report& r) {
       "%lld of %lld free (%lld kB pages); one pool (pool.slots %u x pool.slot_size %u) needs %lld (%s), "
       "pool.hugepages = %s",
       free_pages, total, size_kb, po.slots, po.slot_size, need, mib(bytes),
-      po.hugepages == core::HugePages::kOn ? "on" : po.hugepages == core::HugePages::kOff ? "off" : "auto");
+      po.hugepages == core::HugePages::kOn    ? "on"
+      : po.hugepages == core::HugePages::kOff ? "off"
+                                              : "auto");
   const std::string reserve = absl::StrFormat(
       "reserve pages: sysctl -w vm.nr_hugepages=%lld (one pool per process: add %lld per Pollux process; persist in "
       "/etc/sysctl.d/ or with hugepages=N on the kernel command line)",
@@ -76,8 +78,8 @@ void check_memory(const Host& h, Report& r) {
   } else if (free_pages >= need) {
     r.add("memory", "hugepages", V::kOk, value);
   } else if (po.hugepages == core::HugePages::kOn) {
-    r.add("memory", "hugepages", V::kFail, value, absl::StrCat("pool.hugepages = \"on\": a context will not start; ",
-                                                               reserve));
+    r.add("memory", "hugepages", V::kFail, value,
+          absl::StrCat("pool.hugepages = \"on\": a context will not start; ", reserve));
   } else {
     r.add("memory", "hugepages", V::kWarn, value,
           absl::StrCat("the pool falls back to 4 KiB pages (transparent hugepages if THP allows: see memory thp), "
@@ -93,9 +95,10 @@ void check_memory(const Host& h, Report& r) {
           "a pool without hugetlb pages gets 4 KiB pages: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled "
           "(Pollux asks for hugepages with MADV_HUGEPAGE; other programs are unaffected)");
   } else {
-    r.add("memory", "thp", V::kOk, absl::StrFormat("enabled [%s], defrag [%s]: a pool on 4 KiB pages is madvised "
-                                                   "MADV_HUGEPAGE",
-                                                   thp, thp_defrag));
+    r.add("memory", "thp", V::kOk,
+          absl::StrFormat("enabled [%s], defrag [%s]: a pool on 4 KiB pages is madvised "
+                          "MADV_HUGEPAGE",
+                          thp, thp_defrag));
   }
 }
 

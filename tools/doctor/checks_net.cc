@@ -43,10 +43,14 @@ std::vector<std::string> device_chain(const HostFs& fs, const std::string& class
 // /sys/class/net/IF/type (ARPHRD_*): the link layer.
 std::string link_type(long long t) {
   switch (t) {
-    case 1: return "Ethernet";
-    case 32: return "InfiniBand (IPoIB)";
-    case 772: return "loopback";
-    case 65534: return "no link layer (tun)";
+    case 1:
+      return "Ethernet";
+    case 32:
+      return "InfiniBand (IPoIB)";
+    case 772:
+      return "loopback";
+    case 65534:
+      return "no link layer (tun)";
   }
   return absl::StrCat("link type ", t);
 }
@@ -93,8 +97,9 @@ void check_buffer_sysctl(const Host& h, Report& r, const char* sysctl, const cha
     return;
   }
   r.add("net", sysctl, h.judged(core::TransportKind::kUdp) ? V::kWarn : V::kInfo,
-        absl::StrCat(value, ": the kernel caps the socket buffer, and a burst beyond it is dropped (then repaired by "
-                            "NAK, late)"),
+        absl::StrCat(value,
+                     ": the kernel caps the socket buffer, and a burst beyond it is dropped (then repaired by "
+                     "NAK, late)"),
         absl::StrFormat("sysctl -w %s=%u (persist in /etc/sysctl.d/90-pollux.conf); a process with CAP_NET_ADMIN "
                         "gets %s anyway (%s)%s",
                         name, want, key, force,
@@ -224,10 +229,11 @@ void check_network(const Host& h, Report& r) {
       }
       if (!remote.empty()) {
         v = V::kWarn;
-        hint = absl::StrFormat("the pollers' CPU %s are not on %s's NUMA node %d (every packet crosses the "
-                               "interconnect): set runtime.device = \"%s\" and leave runtime.poller_cores empty, or "
-                               "list CPUs of node %d",
-                               format_cpu_list(remote), ifc, node, ifc, node);
+        hint = absl::StrFormat(
+            "the pollers' CPU %s are not on %s's NUMA node %d (every packet crosses the "
+            "interconnect): set runtime.device = \"%s\" and leave runtime.poller_cores empty, or "
+            "list CPUs of node %d",
+            format_cpu_list(remote), ifc, node, ifc, node);
       } else {
         v = V::kOk;
       }

@@ -26,8 +26,8 @@ using V = Verdict;
 struct PollerThread {
   int pid = 0;
   int tid = 0;
-  std::string process;     // instance name (runtime.name) from the counters file
-  std::string thread;      // comm: "pollux-poll-N", or the process's own name when unnamed
+  std::string process;  // instance name (runtime.name) from the counters file
+  std::string thread;   // comm: "pollux-poll-N", or the process's own name when unnamed
   bool named = false;
   std::vector<int> allowed;  // Cpus_allowed_list
   int last_cpu = -1;         // /proc/PID/task/TID/stat field 39 (processor)
@@ -39,7 +39,8 @@ struct PollerThread {
 // "Cpus_allowed_list:\t1" from /proc/PID/task/TID/status.
 std::vector<int> allowed_cpus(const HostFs& fs, const std::string& task_dir) {
   for (absl::string_view l : absl::StrSplit(fs.text(task_dir + "/status").value_or(""), '\n')) {
-    if (absl::ConsumePrefix(&l, "Cpus_allowed_list:")) return parse_cpu_list(std::string(l)).value_or(std::vector<int>{});
+    if (absl::ConsumePrefix(&l, "Cpus_allowed_list:"))
+      return parse_cpu_list(std::string(l)).value_or(std::vector<int>{});
   }
   return {};
 }
@@ -120,8 +121,9 @@ void check_processes(const Host& h, Report& r) {
                                       p.named ? "" : " (unnamed: a build before named pollers?)"));
     }
     r.add("process", absl::StrFormat("pid %d", pid), V::kInfo,
-          absl::StrFormat("%s: %s", name, parts.empty() ? std::string("no poller threads (inline mode, or none pinned)")
-                                                        : absl::StrJoin(parts, "; ")));
+          absl::StrFormat("%s: %s", name,
+                          parts.empty() ? std::string("no poller threads (inline mode, or none pinned)")
+                                        : absl::StrJoin(parts, "; ")));
   }
 
   std::vector<std::string> shared;
@@ -145,9 +147,9 @@ void check_processes(const Host& h, Report& r) {
             absl::StrCat(absl::StrJoin(shared, "; "), ": pollers sharing a CPU take turns at it"),
             absl::StrFormat("give each process its own CPUs with runtime.poller_cores%s, or run the less critical one "
                             "with runtime.threading = \"shared\"",
-                            free_cpus.empty() ? std::string(" (no CPU is free of pollers: fewer pollers per host)")
-                                              : absl::StrFormat(" (CPUs without a poller: %s)",
-                                                                format_cpu_list(free_cpus))));
+                            free_cpus.empty()
+                                ? std::string(" (no CPU is free of pollers: fewer pollers per host)")
+                                : absl::StrFormat(" (CPUs without a poller: %s)", format_cpu_list(free_cpus))));
     }
   }
 
@@ -164,11 +166,11 @@ void check_processes(const Host& h, Report& r) {
   }
   if (!taken.empty()) {
     r.add("process", "new pollers", h.config_given ? V::kWarn : V::kInfo,
-          absl::StrFormat("a process started %s would pin a poller to %s", h.config_given ? "with this configuration" : "with the defaults",
-                          absl::StrJoin(taken, "; ")),
-          free_cpus.empty() ? std::string("every online CPU already has a running poller")
-                            : absl::StrFormat("set runtime.poller_cores to CPUs without a poller: %s",
-                                              format_cpu_list(free_cpus)));
+          absl::StrFormat("a process started %s would pin a poller to %s",
+                          h.config_given ? "with this configuration" : "with the defaults", absl::StrJoin(taken, "; ")),
+          free_cpus.empty()
+              ? std::string("every online CPU already has a running poller")
+              : absl::StrFormat("set runtime.poller_cores to CPUs without a poller: %s", format_cpu_list(free_cpus)));
   }
 }
 

@@ -32,34 +32,38 @@ std::string kib(std::uint64_t bytes) {
 
 void check_memlock(const Host& h, Report& r) {
   const core::PoolOptions po = pool_options(h.cfg);
-  const std::size_t pool = std::max(core::BufferPool::mapping_bytes(po, false), core::BufferPool::mapping_bytes(po, true));
+  const std::size_t pool =
+      std::max(core::BufferPool::mapping_bytes(po, false), core::BufferPool::mapping_bytes(po, true));
 #if !defined(POLLUX_HAVE_RDMA)
   rlimit rl{};
   (void)getrlimit(RLIMIT_MEMLOCK, &rl);
-  r.add("memory", "memlock",  V::kInfo,
+  r.add("memory", "memlock", V::kInfo,
         absl::StrFormat("%s KiB (`ulimit -l`): only the RDMA transport pins memory, and this build has none",
                         rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : absl::StrCat(rl.rlim_cur >> 10)));
   (void)pool;
 #else
   namespace rdma = transport::rdma;
   const rdma::MemlockLimit lim = rdma::current_memlock();
-  const std::string value = absl::StrFormat(
-      "%s%s (`ulimit -l`), hard limit %s%s, CAP_IPC_LOCK %s; an RDMA context pins its %.0f MiB pool", kib(lim.soft_bytes),
-      lim.soft_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB", kib(lim.hard_bytes),
-      lim.hard_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB", lim.cap_ipc_lock ? "yes" : "no",
-      static_cast<double>(pool) / (1 << 20));
+  const std::string value =
+      absl::StrFormat("%s%s (`ulimit -l`), hard limit %s%s, CAP_IPC_LOCK %s; an RDMA context pins its %.0f MiB pool",
+                      kib(lim.soft_bytes), lim.soft_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB",
+                      kib(lim.hard_bytes), lim.hard_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB",
+                      lim.cap_ipc_lock ? "yes" : "no", static_cast<double>(pool) / (1 << 20));
   const absl::Status s = rdma::check_memlock(pool, lim, h.cfg.rdma.device);
   const bool devices = !h.fs.list("/sys/class/infiniband").empty();
   if (s.ok()) {
     r.add("memory", "memlock", V::kOk, value);
   } else if (h.config_given && h.cfg.transport == core::TransportKind::kRdma) {
-    r.add("memory", "memlock", V::kFail, absl::StrCat(value, ": registering the pool will fail"), std::string(s.message()));
+    r.add("memory", "memlock", V::kFail, absl::StrCat(value, ": registering the pool will fail"),
+          std::string(s.message()));
   } else if (!h.config_given && devices) {
     r.add("memory", "memlock", V::kWarn, absl::StrCat(value, ": an RDMA context could not register its pool"),
           std::string(s.message()));
   } else {
-    r.add("memory", "memlock", V::kInfo, absl::StrCat(value, ": too low for RDMA, which this host or configuration "
-                                                             "does not use"),
+    r.add("memory", "memlock", V::kInfo,
+          absl::StrCat(value,
+                       ": too low for RDMA, which this host or configuration "
+                       "does not use"),
           std::string(s.message()));
   }
 #endif
@@ -87,8 +91,9 @@ void check_rdma(const Host& h, Report& r) {
   const std::vector<std::string> names = rdma::rdma_device_names();
   if (names.empty()) {
     r.add("rdma", "devices", configured ? V::kFail : V::kInfo,
-          sys_names.empty() ? "no RDMA devices" : absl::StrCat("verbs lists no device although /sys/class/infiniband has ",
-                                                               absl::StrJoin(sys_names, ", ")),
+          sys_names.empty() ? "no RDMA devices"
+                            : absl::StrCat("verbs lists no device although /sys/class/infiniband has ",
+                                           absl::StrJoin(sys_names, ", ")),
           configured || !sys_names.empty()
               ? "load the NIC's RDMA driver (mlx5_ib, ...) and ibverbs-providers, or Soft-RoCE over an Ethernet "
                 "interface: modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0"
@@ -103,17 +108,17 @@ void check_rdma(const Host& h, Report& r) {
     r.add("rdma", "rdma.device", V::kFail, std::string(n.status().message()));
   }
   r.add("rdma", "devices", V::kInfo,
-        absl::StrFormat("%s%s", absl::StrJoin(names, ", "),
-                        chosen.empty() ? "" : absl::StrFormat("; rdma.device = \"%s\" opens %s", h.cfg.rdma.device, chosen)));
+        absl::StrFormat(
+            "%s%s", absl::StrJoin(names, ", "),
+            chosen.empty() ? "" : absl::StrFormat("; rdma.device = \"%s\" opens %s", h.cfg.rdma.device, chosen)));
   const std::vector<int> pinned = h.pinned_cpus();
   const ibv_qp_type qpt = h.cfg.rdma.mode == core::RdmaMode::kUdMulticast ? IBV_QPT_UD : IBV_QPT_RC;
   for (const std::string& name : names) {
     // Findings about the device a context of this configuration opens are judged; the others' are facts.
     const bool mine = judged && name == chosen;
     const V bad = mine ? (configured ? V::kFail : V::kWarn) : V::kInfo;
-    absl::StatusOr<rdma::DeviceInfo> d =
-        rdma::query_device_info(name, h.probe_qps ? std::optional<ibv_qp_type>(qpt) : std::nullopt,
-                                h.cfg.rdma.inline_threshold);
+    absl::StatusOr<rdma::DeviceInfo> d = rdma::query_device_info(
+        name, h.probe_qps ? std::optional<ibv_qp_type>(qpt) : std::nullopt, h.cfg.rdma.inline_threshold);
     if (!d.ok()) {
       r.add("rdma", name, bad, std::string(d.status().message()));
       continue;
@@ -137,8 +142,9 @@ void check_rdma(const Host& h, Report& r) {
       const V pbad = the_port ? bad : V::kInfo;
       const bool eth = p.link_layer == IBV_LINK_LAYER_ETHERNET;
       const std::string pname = absl::StrFormat("%s port %u", name, p.port);
-      const std::string pval = absl::StrFormat("%s (phys state %d), link layer %s, active MTU %u", rdma::port_state_name(p.state),
-                                               p.phys_state, eth ? "Ethernet" : "InfiniBand", p.active_mtu_bytes);
+      const std::string pval =
+          absl::StrFormat("%s (phys state %d), link layer %s, active MTU %u", rdma::port_state_name(p.state),
+                          p.phys_state, eth ? "Ethernet" : "InfiniBand", p.active_mtu_bytes);
       if (p.state != IBV_PORT_ACTIVE) {
         r.add("rdma", pname, pbad, pval,
               absl::StrFormat("bring the link up: ip link set %s up (`rdma link show`)",
@@ -200,10 +206,9 @@ void check_rdma(const Host& h, Report& r) {
                             d->max_cq_moderation_period_us));
     }
     r.add("rdma", absl::StrCat(name, " timestamps"), V::kInfo,
-          d->completion_timestamp_mask == 0
-              ? std::string("no completion timestamps (completion_timestamp_mask 0)")
-              : absl::StrFormat("completion timestamps: mask 0x%x, hca_core_clock %u kHz", d->completion_timestamp_mask,
-                                d->hca_core_clock_khz));
+          d->completion_timestamp_mask == 0 ? std::string("no completion timestamps (completion_timestamp_mask 0)")
+                                            : absl::StrFormat("completion timestamps: mask 0x%x, hca_core_clock %u kHz",
+                                                              d->completion_timestamp_mask, d->hca_core_clock_khz));
     // NUMA: the pollers near the device (multi-node hosts).
     if (mine && node >= 0 && h.topo != nullptr && h.topo->numa_nodes() > 1 && !pinned.empty()) {
       std::vector<int> node_cpus = h.topo->cpus_on_node(node);

@@ -10,10 +10,14 @@ namespace pollux::doctor {
 
 std::string_view verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kInfo: return "info";
-    case Verdict::kWarn: return "warn";
-    case Verdict::kFail: return "fail";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kInfo:
+      return "info";
+    case Verdict::kWarn:
+      return "warn";
+    case Verdict::kFail:
+      return "fail";
   }
   return "?";
 }
@@ -23,7 +27,8 @@ void Report::add(std::string area, std::string name, Verdict v, std::string valu
 }
 
 int Report::count(Verdict v) const {
-  return static_cast<int>(std::count_if(checks_.begin(), checks_.end(), [v](const Check& c) { return c.verdict == v; }));
+  return static_cast<int>(
+      std::count_if(checks_.begin(), checks_.end(), [v](const Check& c) { return c.verdict == v; }));
 }
 
 std::string Report::text() const {

@@ -17,8 +17,8 @@ enum class Verdict { kOk, kInfo, kWarn, kFail };
 std::string_view verdict_name(Verdict v);
 
 struct Check {
-  std::string area;   // cpu, memory, net, rdma, process
-  std::string name;   // e.g. "isolcpus", "eth0 irqs", "rxe0 port 1"
+  std::string area;  // cpu, memory, net, rdma, process
+  std::string name;  // e.g. "isolcpus", "eth0 irqs", "rxe0 port 1"
   Verdict verdict = Verdict::kInfo;
   std::string value;  // what was found
   std::string hint;   // what to do ("" when nothing)

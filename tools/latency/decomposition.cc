@@ -9,19 +9,15 @@
 namespace pollux::latency {
 
 namespace {
-constexpr std::string_view kPointNames[kPointCount] = {
-    "offer", "ring_enqueue", "poller_dequeue", "post", "send_completion", "kernel_rx",
-    "receive", "ring_to_subscriber", "delivery"};
+constexpr std::string_view kPointNames[kPointCount] = {"offer",   "ring_enqueue",       "poller_dequeue",
+                                                       "post",    "send_completion",    "kernel_rx",
+                                                       "receive", "ring_to_subscriber", "delivery"};
 
 constexpr std::string_view kStageLabels[kStageCount] = {
-    "API call (offer -> app ring)",
-    "app ring (-> poller dequeue)",
-    "poller (dequeue -> transport call)",
-    "local send completion",
-    "kernel/NIC + wire (-> RX timestamp)",
-    "transport (post call -> receiver sees frame)",
-    "receiver poller -> subscriber ring",
-    "-> handler (subscriber ring, or inline: poll dispatch)",
+    "API call (offer -> app ring)",        "app ring (-> poller dequeue)",
+    "poller (dequeue -> transport call)",  "local send completion",
+    "kernel/NIC + wire (-> RX timestamp)", "transport (post call -> receiver sees frame)",
+    "receiver poller -> subscriber ring",  "-> handler (subscriber ring, or inline: poll dispatch)",
 };
 }  // namespace
 
@@ -255,23 +251,25 @@ std::string format_table(const Decomposer& d, const PointNotes& notes, const Che
                         "present, %u without an offer stamp; clock read %.1f ns subtracted per stamp\n",
                         d.accepted(), d.out_of_order(), d.layout_mismatch(), d.no_offer(), d.clock_cost_ns());
   if (c.have_untraced && c.have_library_only) {
-    absl::StrAppendFormat(&out,
-                          "untraced %s p50: %s us   traced (library stamps only) %s p50: %s us   perturbation: %+.1f%%\n",
-                          c.method, us(c.untraced_p50_ns), c.method, us(c.library_only_p50_ns), c.perturbation_pct());
+    absl::StrAppendFormat(
+        &out, "untraced %s p50: %s us   traced (library stamps only) %s p50: %s us   perturbation: %+.1f%%\n", c.method,
+        us(c.untraced_p50_ns), c.method, us(c.library_only_p50_ns), c.perturbation_pct());
     absl::StrAppendFormat(&out,
                           "traced + kernel timestamps (the stream decomposed above) %s p50: %s us: the kernel's "
                           "timestamps cost %+.1f%% over library-only tracing (%+.1f%% over untraced)\n",
                           c.method, us(c.traced_p50_ns), c.kernel_timestamps_pct(), c.traced_perturbation_pct());
     if (!c.perturbation_note.empty()) absl::StrAppendFormat(&out, "  (%s)\n", c.perturbation_note);
-    absl::StrAppendFormat(&out,
-                          "the stages account for %.1f%% of the untraced %s p50 (library-only stream's end-to-end p50 / "
-                          "untraced p50); the decomposed stream's stages for %.1f%% of its own traced p50\n",
-                          c.coverage_pct(d), c.method, c.decomposed_coverage_pct(d));
+    absl::StrAppendFormat(
+        &out,
+        "the stages account for %.1f%% of the untraced %s p50 (library-only stream's end-to-end p50 / "
+        "untraced p50); the decomposed stream's stages for %.1f%% of its own traced p50\n",
+        c.coverage_pct(d), c.method, c.decomposed_coverage_pct(d));
   } else if (c.have_untraced) {
     absl::StrAppendFormat(&out, "untraced %s p50: %s us   traced %s p50: %s us   perturbation: %+.1f%%\n", c.method,
                           us(c.untraced_p50_ns), c.method, us(c.traced_p50_ns), c.perturbation_pct());
     if (!c.perturbation_note.empty()) absl::StrAppendFormat(&out, "  (%s)\n", c.perturbation_note);
-    absl::StrAppendFormat(&out, "the stages account for %.1f%% of the untraced %s p50 (end-to-end p50 / untraced p50)\n",
+    absl::StrAppendFormat(&out,
+                          "the stages account for %.1f%% of the untraced %s p50 (end-to-end p50 / untraced p50)\n",
                           c.coverage_pct(d), c.method);
   }
   if (c.floor_p50_ns > 0) {
@@ -308,13 +306,14 @@ std::string hgrm(const Dist& d) {
     if (p.pct >= 100.0) {
       absl::StrAppendFormat(&out, "%12.3f %2.12f %10u\n", v, 1.0, p.count);
     } else {
-      absl::StrAppendFormat(&out, "%12.3f %2.12f %10u %14.2f\n", v, p.pct / 100.0, p.count, 1.0 / (1.0 - p.pct / 100.0));
+      absl::StrAppendFormat(&out, "%12.3f %2.12f %10u %14.2f\n", v, p.pct / 100.0, p.count,
+                            1.0 / (1.0 - p.pct / 100.0));
     }
   }
   const std::uint64_t total = d.hist.count();
   absl::StrAppendFormat(&out, "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n", d.mean() / kScale, d.stddev() / kScale);
-  absl::StrAppendFormat(&out, "#[Max     = %12.3f, Total count    = %12u]\n", static_cast<double>(d.hist.max()) / kScale,
-                        total);
+  absl::StrAppendFormat(&out, "#[Max     = %12.3f, Total count    = %12u]\n",
+                        static_cast<double>(d.hist.max()) / kScale, total);
   absl::StrAppendFormat(&out, "#[Buckets = %12d, SubBuckets     = %12d]\n",
                         core::Histogram::kMaxBits - core::Histogram::kSubBits + 1,
                         static_cast<int>(core::Histogram::kSubCount));
@@ -345,8 +344,9 @@ std::string json_decomposition(const Decomposer& d, const PointNotes& notes) {
                         "], \"end_to_end\": {\"mean_ns\": %s, \"p50_ns\": %d, \"p99_ns\": %d, \"stddev_ns\": %s, "
                         "\"max_ns\": %d, \"count\": %u}, \"samples\": {\"decomposed\": %u, \"out_of_order\": %u, "
                         "\"layout_mismatch\": %u, \"no_offer\": %u}, \"clock_cost_ns\": %s",
-                        json_number(e.mean()), e.p(50), e.p(99), json_number(e.stddev()), e.hist.max(), e.n, d.accepted(),
-                        d.out_of_order(), d.layout_mismatch(), d.no_offer(), json_number(d.clock_cost_ns()));
+                        json_number(e.mean()), e.p(50), e.p(99), json_number(e.stddev()), e.hist.max(), e.n,
+                        d.accepted(), d.out_of_order(), d.layout_mismatch(), d.no_offer(),
+                        json_number(d.clock_cost_ns()));
   return out;
 }
 

@@ -137,7 +137,7 @@ struct StageRow {
   std::string label;  // stage_label()
   std::string from;   // the start point's name (present stages)
   bool present = false;
-  std::string note;   // absent stages: why
+  std::string note;  // absent stages: why
   double mean_ns = 0, stddev_ns = 0;
   std::int64_t p50_ns = 0, p99_ns = 0;
   double share_pct = 0;  // of the sum of present stage means: the present rows add up to 100
@@ -150,10 +150,10 @@ std::vector<StageRow> stage_rows(const Decomposer& d, const PointNotes& notes);
 // The honesty checks of one run.
 struct Checks {
   bool have_untraced = false;
-  double untraced_p50_ns = 0;  // untraced RTT/2 (ping-pong) or one-way (rate) p50
-  double traced_p50_ns = 0;    // the same measure on the traced streams
-  double floor_p50_ns = 0;     // the bare floor's RTT/2 p50 (0: not measured)
-  std::string method;          // "rtt/2" or "one-way from the scheduled send"
+  double untraced_p50_ns = 0;     // untraced RTT/2 (ping-pong) or one-way (rate) p50
+  double traced_p50_ns = 0;       // the same measure on the traced streams
+  double floor_p50_ns = 0;        // the bare floor's RTT/2 p50 (0: not measured)
+  std::string method;             // "rtt/2" or "one-way from the scheduled send"
   std::string perturbation_note;  // printed under the perturbation line when not empty
   // UDP with the kernel's timestamps: a third stream pair, traced with the library's stamps
   // only (kernel timestamps off on its sockets), separates the library's tracing cost from the

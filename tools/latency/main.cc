@@ -60,15 +60,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tools/common/cli.h"
-#include "tools/common/host.h"
 #include "core/cache.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/placement.h"
 #include "latency/embedded_config.h"
 #include "pollux/pollux.h"
+#include "tools/common/cli.h"
 #include "tools/common/config_override.h"
+#include "tools/common/host.h"
 #include "tools/latency/decomposition.h"
 #include "tools/latency/rdma_caps.h"
 
@@ -107,8 +107,10 @@ void InstallStopHandlers() {
 
 const char* SignalName(int sig) {
   switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
   }
   return "a signal";
 }
@@ -637,7 +639,8 @@ Shared* g_pong_shared = nullptr;
 // parent has closed.
 bool StopRequested() noexcept {
   if (g_stop_signal != 0) return true;
-  return g_pong_shared != nullptr && g_pong_shared->phase.load(std::memory_order_acquire) >= 3;  // pairs with the parent's release
+  return g_pong_shared != nullptr &&
+         g_pong_shared->phase.load(std::memory_order_acquire) >= 3;  // pairs with the parent's release
 }
 
 // A subscriber that could not bind its UDP port: another socket holds it.
@@ -722,18 +725,24 @@ enum class FloorKind { kNone, kShm, kUdp };
 
 FloorKind FloorFor(const core::Config& c) {
   switch (c.transport) {
-    case core::TransportKind::kShm: return FloorKind::kShm;
-    case core::TransportKind::kUdp: return FloorKind::kUdp;
-    case core::TransportKind::kRdma: return FloorKind::kNone;
+    case core::TransportKind::kShm:
+      return FloorKind::kShm;
+    case core::TransportKind::kUdp:
+      return FloorKind::kUdp;
+    case core::TransportKind::kRdma:
+      return FloorKind::kNone;
   }
   return FloorKind::kNone;
 }
 
 std::string FloorName(FloorKind k) {
   switch (k) {
-    case FloorKind::kShm: return "bare cache-line ping-pong between the two processes";
-    case FloorKind::kUdp: return "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)";
-    case FloorKind::kNone: return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
+    case FloorKind::kShm:
+      return "bare cache-line ping-pong between the two processes";
+    case FloorKind::kUdp:
+      return "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)";
+    case FloorKind::kNone:
+      return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
   }
   return "?";
 }
@@ -765,7 +774,9 @@ bool ConnectLoopback(int fd, int port) {
 
 // Child side of the floor: echoes until the parent moves to phase 1.
 void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
-  auto over = [&] { return sh->phase.load(std::memory_order_acquire) >= 1 || StopRequested(); };  // pairs with the parent's release
+  auto over = [&] {
+    return sh->phase.load(std::memory_order_acquire) >= 1 || StopRequested();
+  };  // pairs with the parent's release
   if (kind == FloorKind::kShm) {
     sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
     std::uint64_t seen = 0;
@@ -819,7 +830,8 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
     for (std::uint64_t i = 1; i <= warm + count; ++i) {
       const std::int64_t t0 = Clock::now_ns();
       sh->ping.v.store(i, std::memory_order_release);  // pairs with the child's acquire
-      if (!SpinUntil([&] { return sh->pong.v.load(std::memory_order_acquire) == i; }, timeout_ns)) {  // pairs with the child's release
+      if (!SpinUntil([&] { return sh->pong.v.load(std::memory_order_acquire) == i; },
+                     timeout_ns)) {  // pairs with the child's release
         return StopRequested() ? kInterrupted : "floor: no echo from the pong process";
       }
       const std::int64_t t1 = Clock::now_ns();
@@ -985,7 +997,9 @@ struct VariantStreams {
     }
     return absl::OkStatus();
   }
-  AppIdle idle(bool inline_mode) noexcept { return AppIdle{inline_mode, {&pubs[0], &pubs[1], n > 2 ? &pubs[2] : nullptr}}; }
+  AppIdle idle(bool inline_mode) noexcept {
+    return AppIdle{inline_mode, {&pubs[0], &pubs[1], n > 2 ? &pubs[2] : nullptr}};
+  }
   bool connected() const noexcept {
     for (int v = 0; v < n; ++v) {
       if (!pubs[v].is_connected()) return false;
@@ -1101,7 +1115,9 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh,
   AppIdle idle = vs.idle(inline_mode);
   const std::int64_t timeout_ns = static_cast<std::int64_t>(o.timeout_ms * 1e6);
   std::string err;
-  auto done = [&] { return sh->phase.load(std::memory_order_acquire) >= 2 || StopRequested(); };  // pairs with the parent's release
+  auto done = [&] {
+    return sh->phase.load(std::memory_order_acquire) >= 2 || StopRequested();
+  };  // pairs with the parent's release
   if (!rate) {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
     while (!vs.connected()) {
@@ -1195,7 +1211,8 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh,
   sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
   // Stay until the parent has closed its side: a UDP publisher's close lingers for our status.
   const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
-  while (sh->phase.load(std::memory_order_acquire) < 3 && g_stop_signal == 0 && Clock::monotonic_ns() < until) {  // pairs with the parent's release
+  while (sh->phase.load(std::memory_order_acquire) < 3 && g_stop_signal == 0 &&
+         Clock::monotonic_ns() < until) {  // pairs with the parent's release
     vs.drain(64);
     idle.service();
     usleep(50);
@@ -1358,12 +1375,15 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
   AppIdle idle = vs.idle(inline_mode);
   {
     const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
-    while (!vs.connected() || (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
-      if (sh->child_state.load(std::memory_order_acquire) == -1) return finish(absl::StrCat("pong process: ", sh->error));
+    while (!vs.connected() ||
+           (!rate && sh->pongs_connected.load(std::memory_order_acquire) == 0)) {  // pairs with the child's release
+      if (sh->child_state.load(std::memory_order_acquire) == -1)
+        return finish(absl::StrCat("pong process: ", sh->error));
       if (StopRequested()) return finish(kInterrupted);
       idle.service();
       vs.drain(16);
-      if (Clock::monotonic_ns() > deadline) return finish("ping side: publishers not connected to the pong side after 10 s");
+      if (Clock::monotonic_ns() > deadline)
+        return finish("ping side: publishers not connected to the pong side after 10 s");
       usleep(100);
     }
   }
@@ -1394,7 +1414,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
       Sample sample;
       bool have_trace = false;
       std::uint64_t ping_sequence = 0;  // the traced ping's Message::sequence, from the echo
-      std::int64_t rt[4] = {};           // ping offer, ping delivery (pong side), echo offer, echo delivery
+      std::int64_t rt[4] = {};          // ping offer, ping delivery (pong side), echo offer, echo delivery
       auto on_pong = [&](const pollux::Message& m) {
         const std::int64_t now = Clock::now_ns();
         std::uint64_t s = 0;
@@ -1474,7 +1494,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
       if (have_trace) {
         if (send_completions.wanted() && sample.ns[kSendCompletion] == 0) ++r.send_completion_missing;
         // RDMA: the send CQE is off the summed path (on RC it follows the receiver's ACK).
-        if (rc.cfg.transport == core::TransportKind::kRdma) AddSendCompletion(r, pub, ping_sequence, sample, idle, clock_cost);
+        if (rc.cfg.transport == core::TransportKind::kRdma)
+          AddSendCompletion(r, pub, ping_sequence, sample, idle, clock_cost);
         (void)r.dec->add(sample);
       }
     }
@@ -1503,7 +1524,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
       }
       std::memcpy(payload.data(), &tk, 8);
       std::memcpy(payload.data() + 8, &k, 8);
-      if (!OfferRetry(pubs[k % static_cast<std::uint64_t>(nv)], payload.data(), payload.size(), idle, timeout_ns, &err)) {
+      if (!OfferRetry(pubs[k % static_cast<std::uint64_t>(nv)], payload.data(), payload.size(), idle, timeout_ns,
+                      &err)) {
         break;
       }
       ++sent;
@@ -1583,7 +1605,8 @@ void RemoveRunFiles(const core::Config& cfg) {
     const std::string path = core::claim_path(dir, cpu);
     const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;
-    struct stat locked {}, now {};
+    struct stat locked {
+    }, now{};
     if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &locked) == 0 && lstat(path.c_str(), &now) == 0 &&
         locked.st_ino == now.st_ino && locked.st_dev == now.st_dev && core::read_claim(dir, cpu).name == name) {
       (void)unlink(path.c_str());
@@ -1712,8 +1735,10 @@ RunResult RunIsolated(const Options& o, const std::vector<std::string>& extra, i
     ports.clear();
     RemoveRunFiles(rc->cfg);
     if (!r.port_taken || !rc->picks_udp_ports || attempt == 3 || r.interrupted) return r;
-    std::fprintf(stderr, "pollux-latency: %s\npollux-latency: a picked UDP port was taken before it was bound; "
-                 "picking others (attempt %d of 3)\n", r.error.c_str(), attempt + 1);
+    std::fprintf(stderr,
+                 "pollux-latency: %s\npollux-latency: a picked UDP port was taken before it was bound; "
+                 "picking others (attempt %d of 3)\n",
+                 r.error.c_str(), attempt + 1);
   }
 }
 
@@ -1757,8 +1782,8 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
   absl::StrAppendFormat(&out,
                         ", \"untraced\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
                         "\"count\": %u, \"method\": %s}",
-                        r.untraced.p(50), r.untraced.p(50), r.untraced.p(99), json_number(r.untraced.mean()), r.untraced.n,
-                        json_string(Method(o)));
+                        r.untraced.p(50), r.untraced.p(50), r.untraced.p(99), json_number(r.untraced.mean()),
+                        r.untraced.n, json_string(Method(o)));
   absl::StrAppendFormat(&out,
                         ", \"traced\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
                         "\"count\": %u, \"method\": %s}",
@@ -1772,33 +1797,38 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
   // add on top of it (perturbation_pct and coverage_pct above are then the library-only ones).
   if (c.have_library_only) {
     const Dist& e = r.dec_library->end_to_end();
-    absl::StrAppendFormat(&out,
-                          ", \"library_only\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
-                          "\"count\": %u, \"method\": %s, \"end_to_end_p50_ns\": %s}, \"traced_perturbation_pct\": %s, "
-                          "\"kernel_timestamps_cost_pct\": %s, \"decomposed_coverage_pct\": %s",
-                          r.library.p(50), r.library.p(50), r.library.p(99), json_number(r.library.mean()), r.library.n,
-                          json_string(Method(o)), e.n ? absl::StrCat(e.p(50)) : std::string("null"),
-                          json_number(c.traced_perturbation_pct()), json_number(c.kernel_timestamps_pct()),
-                          json_number(c.decomposed_coverage_pct(*r.dec)));
+    absl::StrAppendFormat(
+        &out,
+        ", \"library_only\": {\"rtt_half_p50_ns\": %d, \"p50_ns\": %d, \"p99_ns\": %d, \"mean_ns\": %s, "
+        "\"count\": %u, \"method\": %s, \"end_to_end_p50_ns\": %s}, \"traced_perturbation_pct\": %s, "
+        "\"kernel_timestamps_cost_pct\": %s, \"decomposed_coverage_pct\": %s",
+        r.library.p(50), r.library.p(50), r.library.p(99), json_number(r.library.mean()), r.library.n,
+        json_string(Method(o)), e.n ? absl::StrCat(e.p(50)) : std::string("null"),
+        json_number(c.traced_perturbation_pct()), json_number(c.kernel_timestamps_pct()),
+        json_number(c.decomposed_coverage_pct(*r.dec)));
   } else {
     out += ", \"library_only\": null";
   }
   if (r.floor.n > 0) {
-    absl::StrAppendFormat(&out, ", \"floor\": {\"kind\": %s, \"rtt_half_p50_ns\": %d, \"rtt_half_p99_ns\": %d, \"count\": %u}",
-                          json_string(FloorName(r.floor_kind)), r.floor.p(50), r.floor.p(99), r.floor.n);
+    absl::StrAppendFormat(
+        &out, ", \"floor\": {\"kind\": %s, \"rtt_half_p50_ns\": %d, \"rtt_half_p99_ns\": %d, \"count\": %u}",
+        json_string(FloorName(r.floor_kind)), r.floor.p(50), r.floor.p(99), r.floor.n);
   } else {
     absl::StrAppendFormat(&out, ", \"floor\": null, \"floor_note\": %s",
                           json_string(o.rate > 0 ? "no floor in --rate mode" : FloorName(r.floor_kind)));
   }
   if (r.send_cqe.n > 0 || r.send_cqe_missing > 0) {
-    absl::StrAppendFormat(&out,
-                          ", \"send_completion\": {\"from\": \"post\", \"on_path\": false, \"mean_ns\": %s, \"p50_ns\": %d, "
-                          "\"p99_ns\": %d, \"count\": %u, \"missing\": %u, \"before_receive_pct\": %s, "
-                          "\"before_delivery_pct\": %s}",
-                          json_number(r.send_cqe.mean()), r.send_cqe.p(50), r.send_cqe.p(99), r.send_cqe.n,
-                          r.send_cqe_missing,
-                          json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_rx) / static_cast<double>(r.send_cqe.n) : 0.0),
-                          json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_delivery) / static_cast<double>(r.send_cqe.n) : 0.0));
+    absl::StrAppendFormat(
+        &out,
+        ", \"send_completion\": {\"from\": \"post\", \"on_path\": false, \"mean_ns\": %s, \"p50_ns\": %d, "
+        "\"p99_ns\": %d, \"count\": %u, \"missing\": %u, \"before_receive_pct\": %s, "
+        "\"before_delivery_pct\": %s}",
+        json_number(r.send_cqe.mean()), r.send_cqe.p(50), r.send_cqe.p(99), r.send_cqe.n, r.send_cqe_missing,
+        json_number(r.send_cqe.n ? 100.0 * static_cast<double>(r.send_cqe_before_rx) / static_cast<double>(r.send_cqe.n)
+                                 : 0.0),
+        json_number(r.send_cqe.n
+                        ? 100.0 * static_cast<double>(r.send_cqe_before_delivery) / static_cast<double>(r.send_cqe.n)
+                        : 0.0));
   }
   if (r.rt_parts[0].n > 0) {
     static constexpr const char* kNames[RunResult::kRtParts] = {"ping_call", "ping_one_way", "pong_turnaround",
@@ -1820,8 +1850,8 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                           json_string(SignalName(g_stop_signal)), r.completed, r.planned);
   }
   if (o.rate > 0) {
-    absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received, r.lost,
-                          r.gaps);
+    absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received,
+                          r.lost, r.gaps);
   }
   return out + "}";
 }
@@ -1831,29 +1861,32 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
   if (r.floor.n == 0 && o.rate <= 0) absl::StrAppendFormat(&out, "floor: %s\n", FloorName(r.floor_kind));
   if (r.send_cqe.n > 0 || r.send_cqe_missing > 0) {
     const double n = static_cast<double>(std::max<std::uint64_t>(r.send_cqe.n, 1));
-    absl::StrAppendFormat(&out,
-                          "local send completion (send CQE polled; off the summed path: on RC it follows the receiver's "
-                          "ACK): post -> send CQE mean %s p50 %s p99 %s us; before the pong side's receive stamp in "
-                          "%.1f%%, before its delivery in %.1f%% of %u; %u traced pings without it within 5 ms\n",
-                          Us(r.send_cqe.mean()), Us(static_cast<double>(r.send_cqe.p(50))),
-                          Us(static_cast<double>(r.send_cqe.p(99))), 100.0 * static_cast<double>(r.send_cqe_before_rx) / n,
-                          100.0 * static_cast<double>(r.send_cqe_before_delivery) / n, r.send_cqe.n, r.send_cqe_missing);
+    absl::StrAppendFormat(
+        &out,
+        "local send completion (send CQE polled; off the summed path: on RC it follows the receiver's "
+        "ACK): post -> send CQE mean %s p50 %s p99 %s us; before the pong side's receive stamp in "
+        "%.1f%%, before its delivery in %.1f%% of %u; %u traced pings without it within 5 ms\n",
+        Us(r.send_cqe.mean()), Us(static_cast<double>(r.send_cqe.p(50))), Us(static_cast<double>(r.send_cqe.p(99))),
+        100.0 * static_cast<double>(r.send_cqe_before_rx) / n,
+        100.0 * static_cast<double>(r.send_cqe_before_delivery) / n, r.send_cqe.n, r.send_cqe_missing);
   }
   if (r.rt_parts[0].n > 0) {
     const Dist* p = r.rt_parts;
     double sum = 0;
     for (int k = 0; k < RunResult::kRtParts; ++k) sum += p[k].mean();
     auto mp = [](const Dist& d) { return absl::StrCat(Us(d.mean()), " (", Us(static_cast<double>(d.p(50))), ")"); };
-    absl::StrAppendFormat(&out,
-                          "traced round trip cut at the stamps (mean (p50) us; %u round trips): t0 -> ping offer %s, "
-                          "ping one-way %s, pong turnaround (delivery -> echo offer) %s, echo one-way %s, echo delivery "
-                          "-> t1 %s; sum of means %s = traced RTT mean %s. The ping's one-way is %.1f%% of the two "
-                          "one-ways; the turnaround and the two calls are %.1f%% of the RTT (means)\n",
-                          p[0].n, mp(p[0]), mp(p[1]), mp(p[2]), mp(p[3]), mp(p[4]), Us(sum), Us(2.0 * r.traced.mean()),
-                          100.0 * p[1].mean() / std::max(1.0, p[1].mean() + p[3].mean()),
-                          100.0 * (p[0].mean() + p[2].mean() + p[4].mean()) / std::max(1.0, sum));
+    absl::StrAppendFormat(
+        &out,
+        "traced round trip cut at the stamps (mean (p50) us; %u round trips): t0 -> ping offer %s, "
+        "ping one-way %s, pong turnaround (delivery -> echo offer) %s, echo one-way %s, echo delivery "
+        "-> t1 %s; sum of means %s = traced RTT mean %s. The ping's one-way is %.1f%% of the two "
+        "one-ways; the turnaround and the two calls are %.1f%% of the RTT (means)\n",
+        p[0].n, mp(p[0]), mp(p[1]), mp(p[2]), mp(p[3]), mp(p[4]), Us(sum), Us(2.0 * r.traced.mean()),
+        100.0 * p[1].mean() / std::max(1.0, p[1].mean() + p[3].mean()),
+        100.0 * (p[0].mean() + p[2].mean() + p[4].mean()) / std::max(1.0, sum));
   }
-  if (r.timeouts || r.stale) absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
+  if (r.timeouts || r.stale)
+    absl::StrAppendFormat(&out, "round trips timed out: %u, late echoes ignored: %u\n", r.timeouts, r.stale);
   if (r.send_completion_missing) {
     absl::StrAppendFormat(&out, "traced pings without a send completion (not decomposed: a different layout): %u\n",
                           r.send_completion_missing);
@@ -1862,7 +1895,8 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
     absl::StrAppendFormat(&out, "sent %u, received %u, lost %u (%u gaps)\n", r.sent, r.received, r.lost, r.gaps);
   }
   if (r.interrupted) {
-    absl::StrAppendFormat(&out, "interrupted by %s after %u of the %u %s planned (warm-up included): the figures above "
+    absl::StrAppendFormat(&out,
+                          "interrupted by %s after %u of the %u %s planned (warm-up included): the figures above "
                           "are those measured until then\n",
                           SignalName(g_stop_signal), r.completed, r.planned, o.rate > 0 ? "messages" : "round trips");
   }
@@ -1900,9 +1934,10 @@ std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& note
   std::string out;
   const int pairs = static_cast<int>(ab.a.size());
   std::vector<StageRow> ra = stage_rows(ab.merged_a, notes), rb = stage_rows(ab.merged_b, notes);
-  absl::StrAppendFormat(&out, "\nA/B %s: %s (A, before) vs %s (B, after), %d interleaved pairs\n", ab.spec.key, ab.spec.a,
-                        ab.spec.b, pairs);
-  absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", "stage (mean us)", "A", "B", "B-A median", "B-A spread (pairs)");
+  absl::StrAppendFormat(&out, "\nA/B %s: %s (A, before) vs %s (B, after), %d interleaved pairs\n", ab.spec.key,
+                        ab.spec.a, ab.spec.b, pairs);
+  absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", "stage (mean us)", "A", "B", "B-A median",
+                        "B-A spread (pairs)");
   for (int s = 0; s < kStageCount; ++s) {
     const bool pa = ra[s].present, pb = rb[s].present;
     if (!pa && !pb) {
@@ -1929,11 +1964,13 @@ std::string AbTable(const Options& o, const AbResult& ab, const PointNotes& note
       a += get(ab.a[i]) / pairs;
       b += get(ab.b[i]) / pairs;
     }
-    absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", name, Us(a), Us(b), absl::StrFormat("%+.3f", sp.median / 1e3),
+    absl::StrAppendFormat(&out, "%-48s %10s %10s %12s %22s\n", name, Us(a), Us(b),
+                          absl::StrFormat("%+.3f", sp.median / 1e3),
                           absl::StrFormat("[%+.3f, %+.3f]", sp.lo / 1e3, sp.hi / 1e3));
   };
   line("end-to-end mean (sum of stages; pairs' mean)", [](const RunResult& r) { return r.dec->end_to_end().mean(); });
-  line("end-to-end p50 (pairs' mean)", [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
+  line("end-to-end p50 (pairs' mean)",
+       [](const RunResult& r) { return static_cast<double>(r.dec->end_to_end().p(50)); });
   line(absl::StrCat("untraced ", Method(o), " p50 (pairs' mean)").c_str(),
        [](const RunResult& r) { return static_cast<double>(r.untraced.p(50)); });
   if (ab.a[0].library_only && ab.b[0].library_only) {
@@ -2009,7 +2046,8 @@ bool WriteHgrms(const std::string& path, const std::string& side, const Decompos
                 const Dist& floor) {
   bool ok = WriteFile(WithInfix(path, side), hgrm(d.end_to_end()));
   for (int s = 0; s < kStageCount; ++s) {
-    if (d.stage_present(s)) ok &= WriteFile(WithInfix(path, side + "." + std::string(point_name(s + 1))), hgrm(d.stage(s)));
+    if (d.stage_present(s))
+      ok &= WriteFile(WithInfix(path, side + "." + std::string(point_name(s + 1))), hgrm(d.stage(s)));
   }
   if (untraced.n) ok &= WriteFile(WithInfix(path, side + ".untraced"), hgrm(untraced));
   if (floor.n) ok &= WriteFile(WithInfix(path, side + ".floor"), hgrm(floor));
@@ -2027,8 +2065,10 @@ struct PlotConfig {
 std::string GnuplotQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "''";
-    else out.push_back(c);
+    if (c == '\'')
+      out += "''";
+    else
+      out.push_back(c);
   }
   return out + "'";
 }
@@ -2065,7 +2105,8 @@ bool WritePlots(const Options& o, const std::string& title, const std::vector<Pl
     dat += c.label;
     // A stage shorter than the clock read subtracted from it can have a mean below 0: drawn as 0.
     for (int s : stages) {
-      absl::StrAppendFormat(&dat, "\t%.3f", c.dec->stage_present(s) ? std::max(0.0, c.dec->stage(s).mean() / 1e3) : 0.0);
+      absl::StrAppendFormat(&dat, "\t%.3f",
+                            c.dec->stage_present(s) ? std::max(0.0, c.dec->stage(s).mean() / 1e3) : 0.0);
     }
     dat += "\n";
   }
@@ -2174,8 +2215,9 @@ std::vector<std::string> AddSeedExperiments(Options& o, const core::Config& cfg)
     o.ab.push_back({"runtime.poller_cores", a, b, 0});
   }
   lines.push_back(numa.note);
-  lines.push_back("mlx5dv / NUMA lines above come from the device and sysfs; pre-registered pool vs ibv_reg_mr per "
-                  "message is a bench/ harness: pollux-bench-rdma-pingpong --reg-per-message");
+  lines.push_back(
+      "mlx5dv / NUMA lines above come from the device and sysfs; pre-registered pool vs ibv_reg_mr per "
+      "message is a bench/ harness: pollux-bench-rdma-pingpong --reg-per-message");
   return lines;
 }
 
@@ -2235,37 +2277,42 @@ int Main(int argc, char** argv) {
     // Asked once, of the ping side's device (both sides use the same configuration).
     const std::string ts = rdma_completion_timestamp_note(base->cfg);
     notes[kKernelRx] = ts;
-    notes[kSendCompletion] = "off the summed path on RC (the send CQE follows the receiver's ACK): post -> send CQE is "
-                             "printed below the table, at CQE poll time; " + ts;
+    notes[kSendCompletion] =
+        "off the summed path on RC (the send CQE follows the receiver's ACK): post -> send CQE is "
+        "printed below the table, at CQE poll time; " +
+        ts;
   }
-  absl::PrintF("pollux-latency: %s, %s, idle %s; %s %s interleaved, %d per variant (+%d warm-up), "
-               "trace 1 in %d\n",
-               transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
-               o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"),
-               base->library_only ? "traced (+ kernel timestamps), untraced and traced (library stamps only)"
-                                  : "traced and untraced",
-               o.count, o.warmup, o.trace_every);
+  absl::PrintF(
+      "pollux-latency: %s, %s, idle %s; %s %s interleaved, %d per variant (+%d warm-up), "
+      "trace 1 in %d\n",
+      transport, core::threading_name(base->cfg.runtime.threading), core::idle_kind_name(base->cfg.runtime.idle),
+      o.rate > 0 ? absl::StrFormat("one-way stream at %.0f msg/s,", o.rate) : std::string("ping-pong,"),
+      base->library_only ? "traced (+ kernel timestamps), untraced and traced (library stamps only)"
+                         : "traced and untraced",
+      o.count, o.warmup, o.trace_every);
   if (o.burst > 1) {
-    absl::PrintF("burst: each ping is %d messages back to back; the last one is decomposed, RTT/2 runs from the first "
-                 "offer to the echo of the last\n",
-                 o.burst);
+    absl::PrintF(
+        "burst: each ping is %d messages back to back; the last one is decomposed, RTT/2 runs from the first "
+        "offer to the echo of the last\n",
+        o.burst);
   }
   absl::PrintF("config: %s; pinning: %s\n", base->source,
                o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
   absl::PrintF("machine: %s\n", host::machine_description());
-  absl::PrintF("clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one %s: "
-              "both processes' stamps are comparable (across hosts only RTT/2 would be).\n\n",
-              clock_cost, core::Clock::using_tsc() ? "TSC" : "CLOCK_MONOTONIC");
+  absl::PrintF(
+      "clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one %s: "
+      "both processes' stamps are comparable (across hosts only RTT/2 would be).\n\n",
+      clock_cost, core::Clock::using_tsc() ? "TSC" : "CLOCK_MONOTONIC");
   std::fflush(stdout);
 
-  std::string json = absl::StrFormat("{\"tool\": \"pollux-latency\", \"transport\": %s, \"threading\": %s, \"idle\": %s, "
-                                     "\"mode\": %s, \"rate\": %s, \"count\": %u, \"warmup\": %u, \"trace_every\": %u, "
-                                     "\"one_host\": true, \"machine\": %s, \"clock\": %s",
-                                     json_string(transport), json_string(core::threading_name(base->cfg.runtime.threading)),
-                                     json_string(core::idle_kind_name(base->cfg.runtime.idle)),
-                                     json_string(o.rate > 0 ? "rate" : "ping-pong"), o.rate > 0 ? json_number(o.rate) : "null",
-                                     o.count, o.warmup, o.trace_every, json_string(host::machine_description()),
-                                     json_string(Clock::describe()));
+  std::string json = absl::StrFormat(
+      "{\"tool\": \"pollux-latency\", \"transport\": %s, \"threading\": %s, \"idle\": %s, "
+      "\"mode\": %s, \"rate\": %s, \"count\": %u, \"warmup\": %u, \"trace_every\": %u, "
+      "\"one_host\": true, \"machine\": %s, \"clock\": %s",
+      json_string(transport), json_string(core::threading_name(base->cfg.runtime.threading)),
+      json_string(core::idle_kind_name(base->cfg.runtime.idle)), json_string(o.rate > 0 ? "rate" : "ping-pong"),
+      o.rate > 0 ? json_number(o.rate) : "null", o.count, o.warmup, o.trace_every,
+      json_string(host::machine_description()), json_string(Clock::describe()));
   absl::StrAppendFormat(&json, ", \"burst\": %d", o.burst);
   if (!seed_lines.empty()) {
     json += ", \"seed_notes\": [";
@@ -2273,7 +2320,8 @@ int Main(int argc, char** argv) {
     json += "]";
   }
   int rc = 0;
-  const std::string title = absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
+  const std::string title =
+      absl::StrFormat("pollux-latency %s %s", transport, core::threading_name(base->cfg.runtime.threading));
   if (StopRequested()) return stopped(" before the first run");
   if (o.ab.empty()) {
     RunResult r = RunIsolated(o, {}, 0, clock_cost);
@@ -2321,7 +2369,8 @@ int Main(int argc, char** argv) {
             break;
           }
           if (!pair[side].error.empty()) {
-            std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(), pair[side].error.c_str());
+            std::fprintf(stderr, "pollux-latency: %s: %s\n", SideLabel(spec, side == 1).c_str(),
+                         pair[side].error.c_str());
             return 1;
           }
         }
@@ -2361,20 +2410,22 @@ int Main(int argc, char** argv) {
         c.library_only_p50_ns = static_cast<double>(lib.p(50));
         c.library_only_e2e_p50_ns = mlib.end_to_end().n ? static_cast<double>(mlib.end_to_end().p(50)) : 0.0;
         AddBurstNote(ab.spec.burst != 0 ? ab.spec.burst : o.burst, &c);
-        absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1), side == 0 ? "A, before" : "B, after",
-                     ab.a.size());
+        absl::PrintF("\n== %s (%s), %d runs merged\n", SideLabel(ab.spec, side == 1),
+                     side == 0 ? "A, before" : "B, after", ab.a.size());
         std::fputs(format_table(m, notes, c).c_str(), stdout);
         if (!o.hgrm.empty() && !WriteHgrms(o.hgrm, "." + SideLabel(ab.spec, side == 1), m, un, fl)) rc = 1;
         plots.push_back({SideLabel(ab.spec, side == 1), &m, &un, &fl});
       }
-      if (!ab.merged_ok) std::printf("note: the pairs' runs did not all pass the same stages; merged tables hold the first layout\n");
+      if (!ab.merged_ok)
+        std::printf("note: the pairs' runs did not all pass the same stages; merged tables hold the first layout\n");
       std::fputs(AbTable(o, ab, notes).c_str(), stdout);
     }
     // Top level: the first experiment's A side (merged), then every experiment.
     const AbResult& first = *results[0];
     std::string top = "{" + json_decomposition(first.merged_a, notes);
-    absl::StrAppendFormat(&top, ", \"untraced\": {\"rtt_half_p50_ns\": %d, \"method\": %s}, \"traced\": {\"rtt_half_p50_ns\": %d}",
-                          first.untraced_a.p(50), json_string(Method(o)), first.traced_a.p(50));
+    absl::StrAppendFormat(
+        &top, ", \"untraced\": {\"rtt_half_p50_ns\": %d, \"method\": %s}, \"traced\": {\"rtt_half_p50_ns\": %d}",
+        first.untraced_a.p(50), json_string(Method(o)), first.traced_a.p(50));
     json += ", " + top.substr(1) + ", \"ab\": [";
     for (std::size_t k = 0; k < results.size(); ++k) {
       if (k) json += ", ";
@@ -2382,7 +2433,8 @@ int Main(int argc, char** argv) {
     }
     json += "]";
     if (interrupted) {
-      absl::PrintF("\ninterrupted by %s: the A/B tables above hold the pairs complete by then\n", SignalName(g_stop_signal));
+      absl::PrintF("\ninterrupted by %s: the A/B tables above hold the pairs complete by then\n",
+                   SignalName(g_stop_signal));
       absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(SignalName(g_stop_signal)));
     }
     json += "}\n";

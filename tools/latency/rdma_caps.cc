@@ -30,14 +30,16 @@ std::string rdma_completion_timestamp_note(const core::Config& cfg) {
   if (!d.ok()) return absl::StrFormat("not measured by this version (%s)", std::string(d.status().message()));
   if (!d->attr_ex) return absl::StrFormat("not measured by this version (%s(%s))", d->attr_ex_error, *name);
   if (d->completion_timestamp_mask == 0) {
-    return absl::StrFormat("device %s does not offer completion timestamps (completion_timestamp_mask = 0): host "
-                           "and NIC time cannot be split on it",
-                           *name);
+    return absl::StrFormat(
+        "device %s does not offer completion timestamps (completion_timestamp_mask = 0): host "
+        "and NIC time cannot be split on it",
+        *name);
   }
-  return absl::StrFormat("not measured by this version: device %s offers completion timestamps (mask 0x%x, "
-                         "hca_core_clock %d kHz) but the transport does not create its CQs with "
-                         "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP yet",
-                         *name, d->completion_timestamp_mask, d->hca_core_clock_khz);
+  return absl::StrFormat(
+      "not measured by this version: device %s offers completion timestamps (mask 0x%x, "
+      "hca_core_clock %d kHz) but the transport does not create its CQs with "
+      "IBV_WC_EX_WITH_COMPLETION_TIMESTAMP yet",
+      *name, d->completion_timestamp_mask, d->hca_core_clock_khz);
 #endif
 }
 
@@ -73,7 +75,8 @@ std::string rdma_mlx5dv_note(const core::Config& cfg, bool* present) {
 #else
   absl::StatusOr<transport::rdma::DeviceInfo> d = transport::rdma::query_device_info(*name, std::nullopt, 0);
   if (!d.ok()) return absl::StrFormat("mlx5dv: not present (%s)", std::string(d.status().message()));
-  if (!d->mlx5dv) return absl::StrFormat("mlx5dv: not present (device %s is not mlx5: mlx5dv_is_supported() = 0)", *name);
+  if (!d->mlx5dv)
+    return absl::StrFormat("mlx5dv: not present (device %s is not mlx5: mlx5dv_is_supported() = 0)", *name);
   *present = true;
   return absl::StrFormat("mlx5dv: present (device %s is mlx5): measured as --ab rdma.mlx5dv=off,auto", *name);
 #endif
@@ -86,7 +89,8 @@ NumaPlan numa_plan(const core::Config& cfg) {
   if (DIR* d = opendir("/sys/devices/system/node")) {
     while (dirent* e = readdir(d)) {
       const std::string n = e->d_name;
-      if (n.size() > 4 && n.compare(0, 4, "node") == 0 && n[4] >= '0' && n[4] <= '9') nodes.push_back(std::atoi(n.c_str() + 4));
+      if (n.size() > 4 && n.compare(0, 4, "node") == 0 && n[4] >= '0' && n[4] <= '9')
+        nodes.push_back(std::atoi(n.c_str() + 4));
     }
     closedir(d);
   }
@@ -99,7 +103,8 @@ NumaPlan numa_plan(const core::Config& cfg) {
   std::string dev = "the first node (the transport's device has no node in sysfs)";
 #if defined(POLLUX_HAVE_RDMA)
   if (cfg.transport == core::TransportKind::kRdma) {
-    if (absl::StatusOr<std::string> name = transport::rdma::resolve_device_name(cfg.rdma, cfg.runtime.device); name.ok()) {
+    if (absl::StatusOr<std::string> name = transport::rdma::resolve_device_name(cfg.rdma, cfg.runtime.device);
+        name.ok()) {
       const std::string v = ReadLine("/sys/class/infiniband/" + *name + "/device/numa_node");
       if (!v.empty()) p.device_node = std::atoi(v.c_str());
       dev = absl::StrFormat("device %s's node %d", *name, p.device_node);
@@ -116,12 +121,14 @@ NumaPlan numa_plan(const core::Config& cfg) {
     if (p.remote_cpu >= 0) break;
   }
   if (p.local_cpu < 0 || p.remote_cpu < 0) {
-    p.note = absl::StrFormat("NUMA: %d nodes, but no CPU found on %s and on another node: not measurable here", p.nodes, dev);
+    p.note = absl::StrFormat("NUMA: %d nodes, but no CPU found on %s and on another node: not measurable here", p.nodes,
+                             dev);
     p.local_cpu = p.remote_cpu = -1;
   } else {
-    p.note = absl::StrFormat("NUMA: %d nodes; poller on %s (CPU %d) vs another node (CPU %d): measured as --ab "
-                             "runtime.poller_cores=[%d],[%d]",
-                             p.nodes, dev, p.local_cpu, p.remote_cpu, p.local_cpu, p.remote_cpu);
+    p.note = absl::StrFormat(
+        "NUMA: %d nodes; poller on %s (CPU %d) vs another node (CPU %d): measured as --ab "
+        "runtime.poller_cores=[%d],[%d]",
+        p.nodes, dev, p.local_cpu, p.remote_cpu, p.local_cpu, p.remote_cpu);
   }
   return p;
 }

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <thread>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "transport/rdma/device.h"
@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   // Non-blocking, so disarm() can drain events without ever sleeping on the data path.
   const int fl = fcntl(g->channel_->fd, F_GETFL);
   (void)fcntl(g->channel_->fd, F_SETFL, fl | O_NONBLOCK);
-  const int depth = static_cast<int>(std::min<std::uint32_t>(opt.cq_depth, static_cast<std::uint32_t>(dev.attr().max_cqe)));
+  const int depth =
+      static_cast<int>(std::min<std::uint32_t>(opt.cq_depth, static_cast<std::uint32_t>(dev.attr().max_cqe)));
   g->cq_ = ibv_create_cq(dev.context(), depth, g.get(), g->channel_, 0);
   if (g->cq_ == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -61,8 +62,9 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   g->pending_.reserve(std::max<std::uint32_t>(opt.recv_batch, 1) * 2 + 64);
   g->free_.reserve(opt.recv_depth);
   static std::atomic<int> inline_groups{0};
-  const std::string scope = opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
-                                            : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
+  const std::string scope =
+      opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
+                      : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
   g->errors_ = &counters->error_log();
   g->c_cqes_ = counters->allocate(scope, "completions");
   g->c_polls_ = counters->allocate(scope, "cq_polls_nonempty");
@@ -83,14 +85,14 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   g->bell_ = std::move(*bell);
   g->epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (g->epfd_ < 0) {
-    return absl::ResourceExhaustedError(absl::StrFormat("rdma: epoll_create1 for the completion group of %s: %s",
-                                                        dev.name(), std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("rdma: epoll_create1 for the completion group of %s: %s", dev.name(), std::strerror(errno)));
   }
   if (opt.timer_ns > 0) {
     g->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (g->timer_fd_ < 0) {
-      return absl::ResourceExhaustedError(absl::StrFormat("rdma: timerfd_create for the completion group of %s: %s",
-                                                          dev.name(), std::strerror(errno)));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("rdma: timerfd_create for the completion group of %s: %s", dev.name(), std::strerror(errno)));
     }
   }
   for (const int fd : {g->channel_->fd, g->bell_.fd(), g->timer_fd_}) {
@@ -115,8 +117,8 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
       counters->error_log().recordf(absl::StatusCode::kUnimplemented, "rdma: %s (rdma.cq_moderation_count/usec)",
                                     g->moderation_note_);
     } else {
-      g->moderation_note_ = absl::StrFormat("CQ moderation %u completions / %u us", opt.moderation_count,
-                                            opt.moderation_usec);
+      g->moderation_note_ =
+          absl::StrFormat("CQ moderation %u completions / %u us", opt.moderation_count, opt.moderation_usec);
     }
   }
   g->routes_.reserve(256);
@@ -222,7 +224,7 @@ absl::Status CompletionGroup::enable_receives() {
     receives_enabled_ = true;
   }
   gen_.fetch_add(1, std::memory_order_release);  // pairs with sync()'s acquire
-  bell_.signal();  // as in announce(): the owner posts the new buffers on its next sync()
+  bell_.signal();                                // as in announce(): the owner posts the new buffers on its next sync()
   return absl::OkStatus();
 }
 

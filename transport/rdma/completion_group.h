@@ -52,9 +52,9 @@ class ConnRetirer {
 };
 
 struct GroupOptions {
-  int poller = -1;                 // -1: a private group of one inline endpoint
-  bool ud = false;                 // receive buffers start with a 40-byte GRH
-  bool srq = true;                 // use a shared receive queue (else a receive queue per QP)
+  int poller = -1;  // -1: a private group of one inline endpoint
+  bool ud = false;  // receive buffers start with a 40-byte GRH
+  bool srq = true;  // use a shared receive queue (else a receive queue per QP)
   std::uint32_t recv_depth = 1024;
   std::uint32_t recv_batch = 16;
   std::uint32_t cq_depth = 4096;
@@ -205,13 +205,13 @@ class CompletionGroup {
 
   // Owning thread.
   std::uint32_t seen_gen_ = 0;
-  ibv_srq* osrq_ = nullptr;            // the owner's copy of srq_ (set in sync_slow)
-  std::vector<Route> routes_;          // live QPs of this group (a few per poller: linear scan)
-  Route last_{0, nullptr};             // one-entry cache: bursts come from one QP
-  std::vector<std::uint32_t> free_;    // receive buffers not posted anywhere
-  std::vector<std::uint32_t> pending_; // recycled, waiting for a batch
-  std::vector<Conn*> rq_conns_;        // QPs with their own receive queue (no SRQ)
-  std::vector<Conn*> draining_;        // retired, waiting for their receive buffers to flush
+  ibv_srq* osrq_ = nullptr;             // the owner's copy of srq_ (set in sync_slow)
+  std::vector<Route> routes_;           // live QPs of this group (a few per poller: linear scan)
+  Route last_{0, nullptr};              // one-entry cache: bursts come from one QP
+  std::vector<std::uint32_t> free_;     // receive buffers not posted anywhere
+  std::vector<std::uint32_t> pending_;  // recycled, waiting for a batch
+  std::vector<Conn*> rq_conns_;         // QPs with their own receive queue (no SRQ)
+  std::vector<Conn*> draining_;         // retired, waiting for their receive buffers to flush
   std::size_t rq_next_ = 0;
   std::atomic<std::uint32_t> recv_total_{0};  // written by the owner, read by describe()
   std::uint32_t srq_posted_ = 0;

@@ -37,10 +37,14 @@ std::string addr_text(const sockaddr* sa) {
 // IB CM reject reasons rdma_cm reports in event->status for REJECTED.
 std::string reject_text(int status) {
   switch (status) {
-    case 8: return "nobody listens there (invalid service id: no Pollux subscriber context on that address/port)";
-    case 28: return "rejected by the subscriber";
-    case 1: return "no QP resources at the subscriber";
-    default: return absl::StrFormat("rejected (IB CM reason %d)", status);
+    case 8:
+      return "nobody listens there (invalid service id: no Pollux subscriber context on that address/port)";
+    case 28:
+      return "rejected by the subscriber";
+    case 1:
+      return "no QP resources at the subscriber";
+    default:
+      return absl::StrFormat("rejected (IB CM reason %d)", status);
   }
 }
 
@@ -72,10 +76,10 @@ absl::Status ConnectionManager::start() {
   ch_ = rdma_create_event_channel();
   if (ch_ == nullptr) {
     const int err = errno;
-    return absl::UnavailableError(absl::StrFormat(
-        "rdma: rdma_create_event_channel: %s; is the rdma_ucm module loaded (`modprobe rdma_ucm`) and "
-        "/dev/infiniband/rdma_cm accessible?",
-        std::strerror(err)));
+    return absl::UnavailableError(
+        absl::StrFormat("rdma: rdma_create_event_channel: %s; is the rdma_ucm module loaded (`modprobe rdma_ucm`) and "
+                        "/dev/infiniband/rdma_cm accessible?",
+                        std::strerror(err)));
   }
   const int fl = fcntl(ch_->fd, F_GETFL);
   (void)fcntl(ch_->fd, F_SETFL, fl | O_NONBLOCK);
@@ -216,17 +220,17 @@ absl::Status ConnectionManager::listen_locked() {
           "subscribing context its own rdma.listen_port",
           where)));
     }
-    return fail(absl::UnavailableError(absl::StrFormat(
-        "rdma: cannot listen on %s (%s): that address must be configured on the netdev under %s", where,
-        std::strerror(err), t_.device().name())));
+    return fail(absl::UnavailableError(
+        absl::StrFormat("rdma: cannot listen on %s (%s): that address must be configured on the netdev under %s", where,
+                        std::strerror(err), t_.device().name())));
   }
   if (rdma_listen(listen_id_, 64) != 0) {
     return fail(absl::UnavailableError(absl::StrFormat("rdma: rdma_listen on %s: %s", where, std::strerror(errno))));
   }
   if (listen_id_->verbs != nullptr && listen_id_->verbs != t_.device().context()) {
-    return fail(absl::FailedPreconditionError(absl::StrFormat(
-        "rdma: %s belongs to RDMA device %s, not rdma.device = %s", where,
-        ibv_get_device_name(listen_id_->verbs->device), t_.device().name())));
+    return fail(absl::FailedPreconditionError(
+        absl::StrFormat("rdma: %s belongs to RDMA device %s, not rdma.device = %s", where,
+                        ibv_get_device_name(listen_id_->verbs->device), t_.device().name())));
   }
   return absl::OkStatus();
 }
@@ -243,7 +247,8 @@ absl::Status ConnectionManager::to_state(Conn* c, ibv_qp_state state, int min_rn
     mask |= IBV_QP_MIN_RNR_TIMER;
   }
   if (int rc = ibv_modify_qp(c->qp, &a, mask); rc != 0) {
-    return absl::InternalError(absl::StrFormat("ibv_modify_qp(qp %u to state %d): %s", c->qp_num, state, std::strerror(rc)));
+    return absl::InternalError(
+        absl::StrFormat("ibv_modify_qp(qp %u to state %d): %s", c->qp_num, state, std::strerror(rc)));
   }
   return absl::OkStatus();
 }
@@ -256,11 +261,13 @@ void ConnectionManager::run() noexcept {
       const std::int64_t now = mono_ns();
       for (auto& l : links_) {
         if (l->conn == nullptr) {
-          timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (l->next_try_ns - now) / 1'000'000 + 1)));
+          timeout_ms = std::min<int>(
+              timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (l->next_try_ns - now) / 1'000'000 + 1)));
         }
       }
       for (auto& [c, due] : graveyard_) {
-        timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (due - now) / 1'000'000 + 1)));
+        timeout_ms =
+            std::min<int>(timeout_ms, static_cast<int>(std::max<std::int64_t>(0, (due - now) / 1'000'000 + 1)));
       }
     }
     pollfd fds[2] = {{ch_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -376,10 +383,11 @@ void ConnectionManager::handle(const Event& ev) {
     case RDMA_CM_EVENT_ADDR_RESOLVED: {
       if (l == nullptr) return;
       if (ev.id->verbs != t_.device().context()) {
-        fail(*l, absl::StrFormat("the route to it leaves through RDMA device %s, not rdma.device = %s (fix the IP "
-                                 "routes or rdma.device)",
-                                 ev.id->verbs != nullptr ? ibv_get_device_name(ev.id->verbs->device) : "?",
-                                 t_.device().name()),
+        fail(*l,
+             absl::StrFormat("the route to it leaves through RDMA device %s, not rdma.device = %s (fix the IP "
+                             "routes or rdma.device)",
+                             ev.id->verbs != nullptr ? ibv_get_device_name(ev.id->verbs->device) : "?",
+                             t_.device().name()),
              now);
         return;
       }
@@ -411,8 +419,8 @@ void ConnectionManager::handle(const Event& ev) {
       p.private_data_len = sizeof req;
       p.responder_resources = 0;  // SEND only: no RDMA reads either way
       p.initiator_depth = 0;
-      p.retry_count = 7;          // transport retries before the QP errors (peer dead)
-      p.rnr_retry_count = 7;      // 7 = retry forever while the subscriber has no buffers (back-pressure)
+      p.retry_count = 7;      // transport retries before the QP errors (peer dead)
+      p.rnr_retry_count = 7;  // 7 = retry forever while the subscriber has no buffers (back-pressure)
       p.qp_num = c->qp_num;
       if (rdma_connect(c->id, &p) != 0) fail(*l, absl::StrFormat("rdma_connect: %s", std::strerror(errno)), now);
       return;
@@ -431,9 +439,10 @@ void ConnectionManager::handle(const Event& ev) {
           ev.data_len >= sizeof(ConnectReply) && rep.magic == kCmMagic) {
         why = std::string(s.ok() ? "rejected" : s.message());
         if (rep.status == kRejectFrameTooLarge) {
-          why += absl::StrFormat(" (its buffers hold %u bytes, this publisher sends up to %u: use the same "
-                                 "pool.slot_size on both ends)",
-                                 rep.max_frame, l->ep->max_frame());
+          why += absl::StrFormat(
+              " (its buffers hold %u bytes, this publisher sends up to %u: use the same "
+              "pool.slot_size on both ends)",
+              rep.max_frame, l->ep->max_frame());
         }
       } else {
         why = reject_text(ev.status);
@@ -466,9 +475,10 @@ void ConnectionManager::handle(const Event& ev) {
         // A publisher's subscriber going away is worth a log line; a subscriber's publisher going
         // away reaches the application as an end-of-stream event instead.
         if (c->kind == Conn::Kind::kTx || ev.type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-          t_.counters().error_log().recordf(absl::StatusCode::kUnavailable, "rdma: stream %u: subscriber %s %s",
-                                            static_cast<RdmaTxEndpoint*>(c->owner)->stream_id(), c->peer,
-                                            ev.type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "lost: device removed");
+          t_.counters().error_log().recordf(
+              absl::StatusCode::kUnavailable, "rdma: stream %u: subscriber %s %s",
+              static_cast<RdmaTxEndpoint*>(c->owner)->stream_id(), c->peer,
+              ev.type == RDMA_CM_EVENT_DISCONNECTED ? "disconnected" : "lost: device removed");
         }
         // Release pairs with the owner's acquire of the group generation after announce().
         c->disconnected.store(true, std::memory_order_release);
@@ -489,9 +499,10 @@ void ConnectionManager::on_connect_response(Conn* c, const Event& ev) {
     return;
   }
   if (rep.max_frame < l.ep->max_frame()) {
-    fail(l, absl::StrFormat("its receive buffers hold frames up to %u bytes, this publisher sends up to %u: use the "
-                            "same pool.slot_size on both ends",
-                            rep.max_frame, l.ep->max_frame()),
+    fail(l,
+         absl::StrFormat("its receive buffers hold frames up to %u bytes, this publisher sends up to %u: use the "
+                         "same pool.slot_size on both ends",
+                         rep.max_frame, l.ep->max_frame()),
          now);
     return;
   }
@@ -550,10 +561,11 @@ void ConnectionManager::on_connect_request(const Event& ev) {
     (void)rdma_reject(id, &rep, sizeof rep);
     rdma_destroy_id(id);
     c_rejects_sent_.add();
-    t_.counters().error_log().recordf(absl::StatusCode::kFailedPrecondition,
-                                      "rdma: rejected publisher %s on stream %u: it sends frames up to %u bytes, receive "
-                                      "buffers hold %u (use the same pool.slot_size on both ends)",
-                                      peer, req.stream_id, req.max_frame, ep->max_frame());
+    t_.counters().error_log().recordf(
+        absl::StatusCode::kFailedPrecondition,
+        "rdma: rejected publisher %s on stream %u: it sends frames up to %u bytes, receive "
+        "buffers hold %u (use the same pool.slot_size on both ends)",
+        peer, req.stream_id, req.max_frame, ep->max_frame());
     return;
   }
   if (id->verbs != t_.device().context()) {

@@ -40,9 +40,9 @@ struct PeerLink {
   std::string peer;  // "a.b.c.d:port"
   std::uint32_t ip = 0;
   std::uint16_t port = 0;
-  Conn* conn = nullptr;         // the attempt in progress or the live connection
+  Conn* conn = nullptr;  // the attempt in progress or the live connection
   std::int64_t next_try_ns = 0;
-  std::string last_error;       // logged when it changes
+  std::string last_error;  // logged when it changes
   std::uint64_t failures = 0;
 };
 

@@ -120,8 +120,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const core::RdmaConfig& cfg
   }
   if (ibv_query_device(d->ctx_, &d->attr_) != 0) return open_device_error(errno, d->name_);
   if (cfg.port > d->attr_.phys_port_cnt) {
-    return absl::InvalidArgumentError(absl::StrFormat("rdma.port = %u: %s has %u port(s)", cfg.port, d->name_,
-                                                      d->attr_.phys_port_cnt));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rdma.port = %u: %s has %u port(s)", cfg.port, d->name_, d->attr_.phys_port_cnt));
   }
   ibv_port_attr pa{};
   if (ibv_query_port(d->ctx_, d->port_, &pa) != 0) return open_device_error(errno, d->name_);
@@ -141,7 +141,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const core::RdmaConfig& cfg
     auto it = std::find_if(gids.begin(), gids.end(), [&](const GidEntry& e) { return e.index == cfg.gid_index; });
     if (it == gids.end()) {
       return bad_gid_error(d->name_, d->port_, cfg.gid_index,
-                           absl::StrFormat("has no GID at index %d (table size %d)", cfg.gid_index, pa.gid_tbl_len), gids);
+                           absl::StrFormat("has no GID at index %d (table size %d)", cfg.gid_index, pa.gid_tbl_len),
+                           gids);
     }
     if (!gid_ipv4(it->gid).has_value()) {
       return bad_gid_error(d->name_, d->port_, cfg.gid_index,

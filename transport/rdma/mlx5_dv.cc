@@ -198,7 +198,8 @@ absl::StatusOr<std::unique_ptr<DvCq>> DvCq::create(ibv_context* ctx, int depth) 
   auto q = std::make_unique<DvCq>();
   q->cq_ = ibv_create_cq(ctx, depth, nullptr, nullptr, 0);
   if (q->cq_ == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrFormat("rdma: mlx5 send CQ (%d entries): %s", depth, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("rdma: mlx5 send CQ (%d entries): %s", depth, std::strerror(errno)));
   }
   mlx5dv_cq dc{};
   mlx5dv_obj obj{};
@@ -238,7 +239,8 @@ DvQpResources::~DvQpResources() {
 absl::StatusOr<ibv_qp*> create_qp(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* attr, DvQpResources* owned) {
   ibv_td_init_attr ta{};
   owned->td = ibv_alloc_td(ctx, &ta);
-  if (owned->td == nullptr) return absl::ResourceExhaustedError(absl::StrFormat("rdma: ibv_alloc_td: %s", std::strerror(errno)));
+  if (owned->td == nullptr)
+    return absl::ResourceExhaustedError(absl::StrFormat("rdma: ibv_alloc_td: %s", std::strerror(errno)));
   ibv_parent_domain_init_attr pa{};
   pa.pd = pd;
   pa.td = owned->td;

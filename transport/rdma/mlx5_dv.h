@@ -48,11 +48,11 @@ inline void mmio_wc_start() noexcept { mmio_flush_writes(); }
 
 // A send queue as mlx5dv_init_obj() describes it (or, in unit tests, plain memory).
 struct SqLayout {
-  std::byte* buf = nullptr;           // WQE ring
-  std::uint32_t wqe_cnt = 0;          // in 64-byte basic blocks, power of two
-  std::uint32_t* dbrec = nullptr;     // the QP's doorbell record pair; [1] is the send counter
-  std::byte* bf_reg = nullptr;        // BlueFlame register (write-combining MMIO)
-  std::uint32_t bf_size = 0;          // bytes per BlueFlame half (two halves, used alternately)
+  std::byte* buf = nullptr;        // WQE ring
+  std::uint32_t wqe_cnt = 0;       // in 64-byte basic blocks, power of two
+  std::uint32_t* dbrec = nullptr;  // the QP's doorbell record pair; [1] is the send counter
+  std::byte* bf_reg = nullptr;     // BlueFlame register (write-combining MMIO)
+  std::uint32_t bf_size = 0;       // bytes per BlueFlame half (two halves, used alternately)
 };
 
 // Writes SEND WQEs from a pre-built template and rings the doorbell. Pure memory writes: the
@@ -94,9 +94,9 @@ class WqeWriter {
   std::uint32_t pi_ = 0;               // producer index (basic blocks)
   std::uint32_t ci_ = 0;               // consumer index (basic blocks)
   std::uint32_t bf_offset_ = 0;
-  std::uint32_t pending_ = 0;          // WQEs since the last ring()
-  std::uint32_t last_index_ = 0;       // first basic block of the last WQE
-  std::uint32_t last_bytes_ = 0;       // its size
+  std::uint32_t pending_ = 0;     // WQEs since the last ring()
+  std::uint32_t last_index_ = 0;  // first basic block of the last WQE
+  std::uint32_t last_bytes_ = 0;  // its size
   struct Meta {
     std::uint64_t wr_id;
     std::uint32_t bbs;

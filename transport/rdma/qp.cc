@@ -107,8 +107,8 @@ absl::Status ud_to_rts(ibv_qp* qp, std::uint8_t port) {
 
 namespace {
 // IBA table 45, in units of 10 us: index = code (0 is the longest, 655.36 ms).
-constexpr std::uint32_t kRnrTimer10us[32] = {65536, 1,   2,   3,   4,   6,    8,    12,   16,   24,   32,
-                                             48,    64,  96,  128, 192, 256,  384,  512,  768,  1024, 1536,
+constexpr std::uint32_t kRnrTimer10us[32] = {65536, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
+                                             48,    64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
                                              2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
 }  // namespace
 

@@ -18,7 +18,7 @@ class Device;
 struct QpSpec {
   ibv_qp_type type = IBV_QPT_RC;
   CompletionGroup* group = nullptr;
-  bool publisher = false;          // sends frames (fast path candidate); else receives
+  bool publisher = false;  // sends frames (fast path candidate); else receives
   std::uint32_t sq_depth = 1;
   std::uint32_t inline_bytes = 0;  // asked for; c->max_inline gets what the device granted
   std::uint32_t rq_depth = 0;      // receiver without SRQ: its own receive queue (group buffers);

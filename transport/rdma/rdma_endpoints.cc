@@ -120,9 +120,10 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
   if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
     if (status != IBV_WC_WR_FLUSH_ERR) {
       c_qp_errors_.add();
-      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
-                                        "rdma: stream %u: send to subscriber %s failed: %s (%s); dropping the connection",
-                                        stream_id_, c->peer, ibv_wc_status_str(status), wc_status_hint(status));
+      t_.counters().error_log().recordf(
+          absl::StatusCode::kUnavailable,
+          "rdma: stream %u: send to subscriber %s failed: %s (%s); dropping the connection", stream_id_, c->peer,
+          ibv_wc_status_str(status), wc_status_hint(status));
     }
     c->error = status;
     kill(c);
@@ -185,7 +186,8 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && send_log_ != nullptr, 0)) {
       traced |= std::uint64_t{1} << i;
       // (Nobody connected: the frame is dropped below, no completion will cover it.)
-      if (nconns_ > 0 && traced_tail_ - traced_head_ < kMaxTraced) traced_[traced_tail_++ % kMaxTraced] = {posted_ + i, h->sequence};
+      if (nconns_ > 0 && traced_tail_ - traced_head_ < kMaxTraced)
+        traced_[traced_tail_++ % kMaxTraced] = {posted_ + i, h->sequence};
     }
     inflight_[(posted_ + i) & mask_] = d.slot;
     sge[i].addr = reinterpret_cast<std::uintptr_t>(p);
@@ -228,8 +230,9 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
       mlx5::WqeWriter& w = c->dv->writer();
       ok = true;
       for (std::uint32_t i = 0; i < n && ok; ++i) {
-        ok = w.send(reinterpret_cast<const void*>(sge[i].addr), sge[i].length, (wr[i].send_flags & IBV_SEND_INLINE) != 0,
-                    (wr[i].send_flags & IBV_SEND_SIGNALED) != 0, wr[i].wr_id);
+        ok =
+            w.send(reinterpret_cast<const void*>(sge[i].addr), sge[i].length, (wr[i].send_flags & IBV_SEND_INLINE) != 0,
+                   (wr[i].send_flags & IBV_SEND_SIGNALED) != 0, wr[i].wr_id);
         if (wr[i].next == nullptr) {  // end of a post_batch chain: its doorbell
           w.ring();
           c_doorbells_.add();
@@ -393,17 +396,16 @@ void RdmaTxEndpoint::close_st() noexcept {
 
 std::string RdmaTxEndpoint::describe() const {
   // Any thread: counters and atomics only, never the owner's fields.
-  return absl::StrFormat("rdma rc publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s",
-                         stream_id_, session_id_, ready_.load(std::memory_order_relaxed),
-                         c_frames_.get(), max_frame_, status().empty() ? "" : "; ", status());
+  return absl::StrFormat(
+      "rdma rc publisher stream %u session %08x: %d connection(s), %u frames posted, max frame %u%s%s", stream_id_,
+      session_id_, ready_.load(std::memory_order_relaxed), c_frames_.get(), max_frame_, status().empty() ? "" : "; ",
+      status());
 }
 
 // ================================ subscriber =====================================================
 
 RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
-    : t_(t),
-      group_(group),
-      self_progress_(group->poller() < 0) {
+    : t_(t), group_(group), self_progress_(group->poller() < 0) {
   stream_id_ = spec.stream_id;
   max_frame_ = t.pool().slot_size();
   held_.assign(t.pool().slots(), 0);
@@ -690,7 +692,8 @@ void RdmaRxEndpoint::close_st() noexcept {
 }
 
 std::string RdmaRxEndpoint::describe() const {
-  return absl::StrFormat("rdma rc subscriber stream %u: %d live publisher(s), %u messages, %s", stream_id_, live_.load(std::memory_order_relaxed), c_messages_.get(), group_->describe());
+  return absl::StrFormat("rdma rc subscriber stream %u: %d live publisher(s), %u messages, %s", stream_id_,
+                         live_.load(std::memory_order_relaxed), c_messages_.get(), group_->describe());
 }
 
 }  // namespace pollux::transport::rdma

@@ -87,9 +87,9 @@ class RdmaTxEndpoint final : public TxEndpoint {
   const std::uint32_t lkey_;
   std::uint32_t max_frame_ = 0;
   const std::uint32_t signal_every_;
-  const std::uint32_t post_batch_;     // most WRs per ibv_post_send (rdma.post_batch)
+  const std::uint32_t post_batch_;  // most WRs per ibv_post_send (rdma.post_batch)
   const std::uint32_t inline_threshold_;
-  const std::uint32_t control_slot_;   // a pool slot for heartbeat / end-of-stream frames
+  const std::uint32_t control_slot_;  // a pool slot for heartbeat / end-of-stream frames
 
   // Traced frames (EndpointSpec::send_log non-null): each one's send is signalled, and the
   // first send completion that covers it records (sequence, CQE poll time) into the log. Posted
@@ -113,7 +113,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   std::uint64_t freed_ = 0;   // frames whose slots went back to the publisher
   std::uint64_t next_seq_ = 1;
   std::uint64_t idle_check_posted_ = 0;  // posted_ when housekeeping last saw it change
-  std::int64_t idle_since_ns_ = 0;        // that housekeeping call's clock
+  std::int64_t idle_since_ns_ = 0;       // that housekeeping call's clock
   // RC: how long a publisher must have posted nothing before housekeeping flushes an
   // unsignalled tail with a signalled heartbeat. By time, not by calls: an inline application
   // may call service() every few polls, and a heartbeat per call-pair would put an extra send
@@ -165,7 +165,7 @@ class RdmaRxEndpoint final : public RxEndpoint {
     Conn* conn;
     std::uint32_t slot;  // kEndMarker: the connection ended (after everything it delivered)
     std::uint32_t len;
-    std::int64_t ns;     // traced frames: when their receive CQE was polled (0: untraced)
+    std::int64_t ns;  // traced frames: when their receive CQE was polled (0: untraced)
   };
   static constexpr std::uint32_t kEndMarker = 0xffffffffu;
   struct Session {
@@ -186,14 +186,14 @@ class RdmaRxEndpoint final : public RxEndpoint {
 
   std::array<Conn*, kMaxConns> conns_{};
   std::uint32_t nconns_ = 0;
-  std::vector<Conn*> closing_;        // peer gone: end once the CQ has been drained
-  std::vector<Ready> ready_;          // frames the group dispatched to us, in arrival order
+  std::vector<Conn*> closing_;  // peer gone: end once the CQ has been drained
+  std::vector<Ready> ready_;    // frames the group dispatched to us, in arrival order
   std::uint64_t ready_head_ = 0, ready_tail_ = 0, ready_mask_ = 0;
   std::array<RxDesc, 64> events_{};  // stream events raised outside poll_st, and overflow of it
   std::uint32_t ev_head_ = 0, ev_tail_ = 0;
-  SessionTable<16> sessions_;         // publisher sessions heard on this stream
+  SessionTable<16> sessions_;                      // publisher sessions heard on this stream
   SessionTable<16>::Entry* rc_session_ = nullptr;  // RC: the last one looked up (checked by id)
-  std::vector<std::uint8_t> held_;    // by pool slot: handed to the application, not yet released
+  std::vector<std::uint8_t> held_;                 // by pool slot: handed to the application, not yet released
   std::atomic<int> live_{0};  // live publishers, written by the owner, read by connected(): relaxed (no data guarded)
   std::uint32_t empty_polls_ = 0;
   std::uint64_t messages_ = 0;

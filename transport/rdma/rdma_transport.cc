@@ -85,8 +85,9 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
   o.moderation_usec = c.cq_moderation_usec;
   if (ud()) {
     // Heartbeats every heartbeat_ms, liveness checked at that granularity too.
-    o.timer_ns = static_cast<std::int64_t>(std::max<std::uint32_t>(1, std::min(c.heartbeat_ms, c.liveness_timeout_ms))) *
-                 1'000'000;
+    o.timer_ns =
+        static_cast<std::int64_t>(std::max<std::uint32_t>(1, std::min(c.heartbeat_ms, c.liveness_timeout_ms))) *
+        1'000'000;
   }
   auto g = CompletionGroup::create(*dev_, *env_.pool, o, this, env_.counters);
   if (!g.ok()) return g.status();
@@ -101,7 +102,8 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
 
 absl::StatusOr<core::ProgressSource*> RdmaTransport::poller_source(int poller) {
   if (poller < 0) {
-    return absl::InvalidArgumentError("rdma: poller_source needs a poller index (inline endpoints progress themselves)");
+    return absl::InvalidArgumentError(
+        "rdma: poller_source needs a poller index (inline endpoints progress themselves)");
   }
   auto g = group_for(poller);
   if (!g.ok()) return g.status();
@@ -315,7 +317,8 @@ void RdmaTransport::close() {
 }
 
 std::string RdmaTransport::describe() const {
-  std::string s = absl::StrFormat("rdma %s on %s", core::rdma_mode_name(cfg().mode), dev_ != nullptr ? dev_->describe() : "closed");
+  std::string s =
+      absl::StrFormat("rdma %s on %s", core::rdma_mode_name(cfg().mode), dev_ != nullptr ? dev_->describe() : "closed");
   if (cm_ != nullptr) absl::StrAppend(&s, "; ", cm_->describe());
   return s;
 }

@@ -91,10 +91,10 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   std::map<int, std::unique_ptr<RdmaPollerSource>> sources_;  // by poller index (under mu_)
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ConnectionManager> cm_;
-  std::mutex mu_;  // control plane: groups
-  std::map<int, std::unique_ptr<CompletionGroup>> groups_;     // by poller index
-  std::vector<std::unique_ptr<CompletionGroup>> inline_groups_; // one per inline endpoint
-  std::vector<CompletionGroup*> idle_inline_groups_;            // released, reusable
+  std::mutex mu_;                                                // control plane: groups
+  std::map<int, std::unique_ptr<CompletionGroup>> groups_;       // by poller index
+  std::vector<std::unique_ptr<CompletionGroup>> inline_groups_;  // one per inline endpoint
+  std::vector<CompletionGroup*> idle_inline_groups_;             // released, reusable
   bool closed_ = false;
   core::Counter c_registrations_;
 };

@@ -70,7 +70,7 @@ class SessionTable {
   struct Entry {
     std::uint32_t session_id = 0;  // 0 = free
     bool ended = false;
-    bool announced = false;        // kNewSession delivered
+    bool announced = false;  // kNewSession delivered
     std::int64_t last_heard_ns = 0;
     SequenceTracker seq;
   };

@@ -72,7 +72,8 @@ absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, C
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: pool.slot_size = %u: a UD multicast publisher receives its subscribers' NAKs (up to %u bytes behind a "
         "%u-byte GRH) in pool slots; raise pool.slot_size to at least %u",
-        t_.config().source, slot_size, reliability::kMaxControlLength, kGrhBytes, kGrhBytes + reliability::kMaxControlLength));
+        t_.config().source, slot_size, reliability::kMaxControlLength, kGrhBytes,
+        kGrhBytes + reliability::kMaxControlLength));
   }
   // A datagram is a run of frames up to the path MTU; the subscriber's receive buffer (a pool
   // slot of the same size on both sides, as for RC) must also hold the GRH.
@@ -196,7 +197,8 @@ std::uint32_t UdTxEndpoint::send_datagrams(std::span<const Datagram> d) noexcept
         for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
           if ((f->flags & core::kFlagTraced) == 0) continue;
           signal = true;
-          if (traced_tail_ - traced_head_ < kMaxTraced) traced_[traced_tail_++ % kMaxTraced] = {wr_posted_ + n, f->sequence};
+          if (traced_tail_ - traced_head_ < kMaxTraced)
+            traced_[traced_tail_++ % kMaxTraced] = {wr_posted_ + n, f->sequence};
         }
       }
       // A send that is not inline reads the log until it completes: pin those bytes.
@@ -255,9 +257,9 @@ std::uint32_t UdTxEndpoint::send_datagrams(std::span<const Datagram> d) noexcept
   if (__builtin_expect(posted < n, 0)) {
     // The QP refused (it failed): nothing more will go out. Subscribers see the publisher die.
     ++qp_errors_;
-    t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
-                                      "rdma: stream %u: posting to multicast group %s failed; the publisher stops sending",
-                                      stream_id_, qp_->peer);
+    t_.counters().error_log().recordf(
+        absl::StatusCode::kUnavailable,
+        "rdma: stream %u: posting to multicast group %s failed; the publisher stops sending", stream_id_, qp_->peer);
     broken_ = true;
     connected_.store(false, std::memory_order_relaxed);
     return static_cast<std::uint32_t>(d.size());
@@ -274,10 +276,11 @@ void UdTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) n
   if (__builtin_expect(status != IBV_WC_SUCCESS, 0)) {
     if (status != IBV_WC_WR_FLUSH_ERR && !broken_) {
       ++qp_errors_;
-      t_.counters().error_log().recordf(absl::StatusCode::kUnavailable,
-                                        "rdma: stream %u: send to multicast group %s failed: %s (%s); the publisher stops "
-                                        "sending",
-                                        stream_id_, c->peer, ibv_wc_status_str(status), wc_status_hint(status));
+      t_.counters().error_log().recordf(
+          absl::StatusCode::kUnavailable,
+          "rdma: stream %u: send to multicast group %s failed: %s (%s); the publisher stops "
+          "sending",
+          stream_id_, c->peer, ibv_wc_status_str(status), wc_status_hint(status));
     }
     broken_ = true;
     connected_.store(false, std::memory_order_relaxed);
@@ -475,9 +478,11 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   ro.receiver_id = random_u64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status s = receiver_.init(ro); !s.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(t_.config().source, ": rdma.reorder_window / rdma.max_sessions: ", s.message()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(t_.config().source, ": rdma.reorder_window / rdma.max_sessions: ", s.message()));
   }
-  faults_ = FaultInjector(reliability::FaultOptions{cfg.fault_loss, cfg.fault_duplicate, cfg.fault_reorder, 8, cfg.fault_seed});
+  faults_ = FaultInjector(
+      reliability::FaultOptions{cfg.fault_loss, cfg.fault_duplicate, cfg.fault_reorder, 8, cfg.fault_seed});
   ctl_first_ = ctl.first;
   const std::uint32_t slots = pool_->slots();
   refs_.assign(slots, 0);
@@ -570,10 +575,18 @@ void UdRxEndpoint::admit(std::uint32_t slot, std::int64_t now_ns) noexcept {
   const FaultInjector::Action a = faults_.decide();
   const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
   switch (a) {
-    case FaultInjector::Action::kDrop: group_->recycle(slot); break;
-    case FaultInjector::Action::kDuplicate: process(slot, 2, now_ns); break;
-    case FaultInjector::Action::kDelay: faults_.delay(slot); break;
-    case FaultInjector::Action::kPass: process(slot, 1, now_ns); break;
+    case FaultInjector::Action::kDrop:
+      group_->recycle(slot);
+      break;
+    case FaultInjector::Action::kDuplicate:
+      process(slot, 2, now_ns);
+      break;
+    case FaultInjector::Action::kDelay:
+      faults_.delay(slot);
+      break;
+    case FaultInjector::Action::kPass:
+      process(slot, 1, now_ns);
+      break;
   }
   for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
 }
@@ -745,8 +758,10 @@ ibv_ah* UdRxEndpoint::address_handle(const PeerAddress& to) noexcept {
   a.grh.hop_limit = 64;
   ibv_ah* ah = ibv_create_ah(t_.device().pd(), &a);
   if (ah == nullptr) {
-    if (i == nahs_ - 1) --nahs_;
-    else ahs_[i] = ahs_[--nahs_];
+    if (i == nahs_ - 1)
+      --nahs_;
+    else
+      ahs_[i] = ahs_[--nahs_];
     return nullptr;
   }
   std::memcpy(ahs_[i].gid, gid, 16);

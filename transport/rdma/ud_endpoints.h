@@ -121,14 +121,14 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   SendPins pins_;
   std::uint64_t wr_posted_ = 0, wr_done_ = 0;  // send WRs posted / completed (in order)
   std::uint32_t unsignalled_ = 0;
-  std::byte* hb_slot_ = nullptr;    // registered copy of a heartbeat when it cannot go inline
-  std::uint64_t hb_wr_ = 0;         // ... busy until this WR completed
+  std::byte* hb_slot_ = nullptr;  // registered copy of a heartbeat when it cannot go inline
+  std::uint64_t hb_wr_ = 0;       // ... busy until this WR completed
   bool hb_busy_ = false;
-  std::uint32_t ctl_first_ = 0;     // first control receive slot
-  std::uint32_t ctl_posted_ = 0;    // control receive buffers posted to the QP
+  std::uint32_t ctl_first_ = 0;   // first control receive slot
+  std::uint32_t ctl_posted_ = 0;  // control receive buffers posted to the QP
   std::int64_t next_service_ns_ = 0;
   bool closed_ = false;
-  bool broken_ = false;             // the QP failed: nothing more goes out
+  bool broken_ = false;  // the QP failed: nothing more goes out
   std::atomic<bool> connected_{false};
 
   // Traced first transmissions in flight: recorded in send_log_ when their send completes.
@@ -154,7 +154,7 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
 
 class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
  public:
-  static constexpr std::uint32_t kControlSendSlots = 8;  // NAK/status messages in flight at once
+  static constexpr std::uint32_t kControlSendSlots = 8;    // NAK/status messages in flight at once
   static constexpr std::uint32_t kMaxAddressHandles = 16;  // publisher hosts a subscriber talks back to
 
   UdRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec);
@@ -197,10 +197,10 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
  private:
   struct Ready {
     std::uint32_t slot;
-    std::uint32_t len;     // byte_len of the completion: GRH + datagram
+    std::uint32_t len;  // byte_len of the completion: GRH + datagram
     std::uint32_t src_qp;
     std::uint32_t reserved;
-    std::int64_t ns;       // traced streams: when the receive CQE was polled
+    std::int64_t ns;  // traced streams: when the receive CQE was polled
   };
 
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;

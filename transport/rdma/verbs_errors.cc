@@ -54,7 +54,8 @@ MemlockLimit current_memlock() {
 }
 
 absl::Status check_memlock(std::uint64_t bytes, const MemlockLimit& limit, std::string_view device) {
-  if (limit.cap_ipc_lock || limit.soft_bytes == std::numeric_limits<std::uint64_t>::max() || bytes <= limit.soft_bytes) {
+  if (limit.cap_ipc_lock || limit.soft_bytes == std::numeric_limits<std::uint64_t>::max() ||
+      bytes <= limit.soft_bytes) {
     return absl::OkStatus();
   }
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -94,9 +95,9 @@ absl::Status open_device_error(int err, std::string_view device) {
         device, std::strerror(err)));
   }
   if (err == ENOENT || err == ENODEV || err == ENXIO) {
-    return absl::NotFoundError(absl::StrFormat(
-        "rdma: cannot open %s: %s; the ib_uverbs module may not be loaded (`modprobe ib_uverbs`)", device,
-        std::strerror(err)));
+    return absl::NotFoundError(
+        absl::StrFormat("rdma: cannot open %s: %s; the ib_uverbs module may not be loaded (`modprobe ib_uverbs`)",
+                        device, std::strerror(err)));
   }
   return absl::UnavailableError(absl::StrFormat("rdma: cannot open %s: %s", device, std::strerror(err)));
 }
@@ -115,12 +116,18 @@ absl::Status no_device_error(std::string_view wanted, const std::vector<std::str
 
 std::string_view port_state_name(int state) {
   switch (state) {
-    case IBV_PORT_NOP: return "NOP";
-    case IBV_PORT_DOWN: return "DOWN";
-    case IBV_PORT_INIT: return "INIT";
-    case IBV_PORT_ARMED: return "ARMED";
-    case IBV_PORT_ACTIVE: return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    case IBV_PORT_NOP:
+      return "NOP";
+    case IBV_PORT_DOWN:
+      return "DOWN";
+    case IBV_PORT_INIT:
+      return "INIT";
+    case IBV_PORT_ARMED:
+      return "ARMED";
+    case IBV_PORT_ACTIVE:
+      return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "ACTIVE_DEFER";
   }
   return "UNKNOWN";
 }
@@ -129,7 +136,10 @@ absl::Status port_down_error(std::string_view device, std::uint32_t port, int st
   return absl::UnavailableError(absl::StrFormat(
       "rdma: %s port %u is %s (physical state %d%s), not ACTIVE: check the cable/link and that the Ethernet interface "
       "under it is up (`ip link set <netdev> up`, `rdma link show`), or pick another rdma.device/rdma.port",
-      device, port, port_state_name(state), phys_state, phys_state == 3 ? " = disabled" : phys_state == 2 ? " = polling" : ""));
+      device, port, port_state_name(state), phys_state,
+      phys_state == 3   ? " = disabled"
+      : phys_state == 2 ? " = polling"
+                        : ""));
 }
 
 std::string format_gid(const ibv_gid& gid) {
@@ -175,9 +185,12 @@ absl::Status bad_gid_error(std::string_view device, std::uint32_t port, int inde
 
 std::string_view gid_type_name(std::uint32_t type) {
   switch (type) {
-    case IBV_GID_TYPE_IB: return "IB";
-    case IBV_GID_TYPE_ROCE_V1: return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2: return "RoCE v2";
+    case IBV_GID_TYPE_IB:
+      return "IB";
+    case IBV_GID_TYPE_ROCE_V1:
+      return "RoCE v1";
+    case IBV_GID_TYPE_ROCE_V2:
+      return "RoCE v2";
   }
   return "unknown";
 }
@@ -191,16 +204,26 @@ int pick_roce_v2_ipv4(const std::vector<GidEntry>& entries) {
 
 std::string_view wc_status_hint(ibv_wc_status status) {
   switch (status) {
-    case IBV_WC_SUCCESS: return "success";
-    case IBV_WC_RETRY_EXC_ERR: return "the peer stopped acknowledging (it died, or the path to it is down)";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "the receiver had no receive buffers posted for too long";
-    case IBV_WC_WR_FLUSH_ERR: return "flushed: the queue pair was already in the error state";
-    case IBV_WC_LOC_LEN_ERR: return "a frame was larger than the receive buffer (pool.slot_size differs between ends?)";
-    case IBV_WC_LOC_PROT_ERR: return "local protection error (buffer outside the registered pool: a bug)";
-    case IBV_WC_REM_INV_REQ_ERR: return "the peer rejected the request (message too large for its buffers?)";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_REM_OP_ERR: return "the peer failed to process the request";
-    default: return ibv_wc_status_str(status);
+    case IBV_WC_SUCCESS:
+      return "success";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "the peer stopped acknowledging (it died, or the path to it is down)";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "the receiver had no receive buffers posted for too long";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "flushed: the queue pair was already in the error state";
+    case IBV_WC_LOC_LEN_ERR:
+      return "a frame was larger than the receive buffer (pool.slot_size differs between ends?)";
+    case IBV_WC_LOC_PROT_ERR:
+      return "local protection error (buffer outside the registered pool: a bug)";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "the peer rejected the request (message too large for its buffers?)";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "remote access error";
+    case IBV_WC_REM_OP_ERR:
+      return "the peer failed to process the request";
+    default:
+      return ibv_wc_status_str(status);
   }
 }
 
@@ -216,7 +239,8 @@ bool parse_ip_port(std::string_view s, std::uint32_t* ip, std::uint16_t* port) {
   const std::size_t colon = s.rfind(':');
   if (colon == std::string_view::npos) return false;
   std::uint32_t p = 0;
-  if (!parse_ipv4(s.substr(0, colon), ip) || !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &p) || p == 0 || p > 65535) {
+  if (!parse_ipv4(s.substr(0, colon), ip) || !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &p) || p == 0 ||
+      p > 65535) {
     return false;
   }
   *port = static_cast<std::uint16_t>(p);

@@ -8,12 +8,18 @@ namespace pollux::transport::rdma {
 
 std::string_view reject_reason_name(std::uint16_t r) {
   switch (r) {
-    case kAccepted: return "accepted";
-    case kRejectBadMagic: return "not a Pollux peer";
-    case kRejectBadVersion: return "protocol version mismatch";
-    case kRejectNoSubscriber: return "no subscriber for this stream";
-    case kRejectFrameTooLarge: return "frames too large for the subscriber's buffers";
-    case kRejectNoResources: return "subscriber out of resources";
+    case kAccepted:
+      return "accepted";
+    case kRejectBadMagic:
+      return "not a Pollux peer";
+    case kRejectBadVersion:
+      return "protocol version mismatch";
+    case kRejectNoSubscriber:
+      return "no subscriber for this stream";
+    case kRejectFrameTooLarge:
+      return "frames too large for the subscriber's buffers";
+    case kRejectNoResources:
+      return "subscriber out of resources";
   }
   return "unknown reason";
 }
@@ -53,9 +59,10 @@ std::uint16_t check_request(const void* data, std::size_t len, ConnectRequest* o
     return kRejectBadMagic;
   }
   if (out->version != kProtocolVersion) {
-    *why = absl::StrFormat("publisher speaks RDMA protocol version %u, this subscriber %u: run the same Pollux release "
-                           "on both ends",
-                           out->version, kProtocolVersion);
+    *why = absl::StrFormat(
+        "publisher speaks RDMA protocol version %u, this subscriber %u: run the same Pollux release "
+        "on both ends",
+        out->version, kProtocolVersion);
     return kRejectBadVersion;
   }
   if (out->stream_id == 0) {

@@ -40,9 +40,9 @@ std::string_view reject_reason_name(std::uint16_t r);
 
 // Publisher -> subscriber, in rdma_connect()'s private data (RoCE allows 56 bytes).
 struct ConnectRequest {
-  std::uint32_t magic;       // kCmMagic
-  std::uint16_t version;     // kProtocolVersion
-  std::uint16_t flags;       // 0
+  std::uint32_t magic;    // kCmMagic
+  std::uint16_t version;  // kProtocolVersion
+  std::uint16_t flags;    // 0
   std::uint32_t stream_id;
   std::uint32_t session_id;  // the publishing endpoint's session (one per QP-owning thread)
   std::uint32_t max_frame;   // largest frame the publisher will send
@@ -55,9 +55,9 @@ static_assert(offsetof(ConnectRequest, max_frame) == 16);
 
 // Subscriber -> publisher, in rdma_accept()'s or rdma_reject()'s private data.
 struct ConnectReply {
-  std::uint32_t magic;      // kCmMagic
-  std::uint16_t version;    // kProtocolVersion (the subscriber's, also on kRejectBadVersion)
-  std::uint16_t status;     // RejectReason
+  std::uint32_t magic;    // kCmMagic
+  std::uint16_t version;  // kProtocolVersion (the subscriber's, also on kRejectBadVersion)
+  std::uint16_t status;   // RejectReason
   std::uint32_t stream_id;
   std::uint32_t max_frame;  // largest frame the subscriber's receive buffers hold
 };

@@ -15,9 +15,9 @@
 namespace pollux::transport::reliability {
 
 struct FaultOptions {
-  double loss = 0;          // probability a datagram is dropped
-  double duplicate = 0;     // ... delivered twice
-  double reorder = 0;       // ... delayed behind 1..max_delay later ones
+  double loss = 0;       // probability a datagram is dropped
+  double duplicate = 0;  // ... delivered twice
+  double reorder = 0;    // ... delayed behind 1..max_delay later ones
   std::uint32_t max_delay = 8;
   std::uint64_t seed = 1;
   bool enabled() const noexcept { return loss > 0 || duplicate > 0 || reorder > 0; }

@@ -118,7 +118,8 @@ void ReceiveWindow::trim_gaps(std::uint64_t seq) noexcept {
   ngaps_ = keep;
 }
 
-void ReceiveWindow::open_gap(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, std::int64_t first_nak_ns) noexcept {
+void ReceiveWindow::open_gap(std::uint64_t from, std::uint64_t to, std::int64_t now_ns,
+                             std::int64_t first_nak_ns) noexcept {
   from = std::max(from, lost_through_);
   if (from >= to) return;
   ++stats_.gaps_opened;

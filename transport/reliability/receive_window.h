@@ -36,26 +36,26 @@
 namespace pollux::transport::reliability {
 
 struct WindowOptions {
-  std::uint32_t window = 65536;                  // sequences, power of two
-  std::int64_t nak_delay_ns = 100'000;           // first NAK after a random delay in [0, this]
-  std::int64_t nak_retry_ns = 2'000'000;         // then after this, doubling per attempt
-  std::int64_t nak_retry_max_ns = 50'000'000;    // up to this
-  std::int64_t give_up_ns = 5'000'000'000;       // a gap older than this is reported lost
+  std::uint32_t window = 65536;                // sequences, power of two
+  std::int64_t nak_delay_ns = 100'000;         // first NAK after a random delay in [0, this]
+  std::int64_t nak_retry_ns = 2'000'000;       // then after this, doubling per attempt
+  std::int64_t nak_retry_max_ns = 50'000'000;  // up to this
+  std::int64_t give_up_ns = 5'000'000'000;     // a gap older than this is reported lost
   // A heartbeat's claims are believed once a later one, this much later, confirms them (see
   // above); longer than the publishers' heartbeat interval (UDP: twice udp.heartbeat_interval_us).
   std::int64_t confirm_ns = 20'000'000;
 };
 
 struct WindowStats {
-  std::uint64_t frames = 0;        // stored
-  std::uint64_t duplicates = 0;    // already delivered or already held
-  std::uint64_t beyond = 0;        // too far ahead of delivery (window full), dropped
-  std::uint64_t fills = 0;         // frames that filled a gap (repairs and late reordered frames)
-  std::uint64_t gaps_opened = 0;   // gaps detected
-  std::uint64_t nak_ranges = 0;    // ranges NAKed (first requests and retries)
-  std::uint64_t lost = 0;          // sequences reported unrecoverable
-  std::uint64_t loss_reports = 0;  // gap events
-  std::uint64_t gaps_given_up = 0; // declared lost by the give-up timeout
+  std::uint64_t frames = 0;          // stored
+  std::uint64_t duplicates = 0;      // already delivered or already held
+  std::uint64_t beyond = 0;          // too far ahead of delivery (window full), dropped
+  std::uint64_t fills = 0;           // frames that filled a gap (repairs and late reordered frames)
+  std::uint64_t gaps_opened = 0;     // gaps detected
+  std::uint64_t nak_ranges = 0;      // ranges NAKed (first requests and retries)
+  std::uint64_t lost = 0;            // sequences reported unrecoverable
+  std::uint64_t loss_reports = 0;    // gap events
+  std::uint64_t gaps_given_up = 0;   // declared lost by the give-up timeout
   std::uint64_t claims_refuted = 0;  // heartbeats whose next/oldest went back: a pending claim was dropped
 };
 
@@ -134,10 +134,10 @@ class ReceiveWindow {
   };
   static_assert(sizeof(Slot) == 16);
   struct Gap {
-    std::uint64_t from, to;      // [from, to)
-    std::int64_t first_ns;       // detected
+    std::uint64_t from, to;  // [from, to)
+    std::int64_t first_ns;   // detected
     std::int64_t next_nak_ns;
-    std::int64_t last_nak_ns;    // when it was last NAKed (a retry waits until read past it)
+    std::int64_t last_nak_ns;  // when it was last NAKed (a retry waits until read past it)
     std::uint32_t attempts;
   };
 
@@ -154,7 +154,9 @@ class ReceiveWindow {
   // Drops the gaps' parts below `seq`.
   void trim_gaps(std::uint64_t seq) noexcept;
   std::int64_t first_delay() noexcept {
-    return opt_.nak_delay_ns > 0 ? static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(opt_.nak_delay_ns) + 1)) : 0;
+    return opt_.nak_delay_ns > 0
+               ? static_cast<std::int64_t>(rng_.below(static_cast<std::uint64_t>(opt_.nak_delay_ns) + 1))
+               : 0;
   }
 
   WindowOptions opt_;

@@ -14,9 +14,9 @@ absl::Status ReliableReceiver::init(const ReceiverOptions& o) {
   rng_.state = o.seed;
   for (std::uint32_t i = 0; i < nslots_; ++i) {
     if (!sessions_[i].win.init(o.window, rng_.next())) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "cannot allocate %u reorder windows of %u sequences (%u MiB each): out of memory", nslots_,
-          o.window.window, (static_cast<std::uint64_t>(o.window.window) * 16) >> 20));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("cannot allocate %u reorder windows of %u sequences (%u MiB each): out of memory", nslots_,
+                          o.window.window, (static_cast<std::uint64_t>(o.window.window) * 16) >> 20));
     }
   }
   return absl::OkStatus();
@@ -385,7 +385,8 @@ std::int64_t ReliableReceiver::next_deadline() const noexcept {
   return t;
 }
 
-bool ReliableReceiver::forget(std::uint32_t session_id, std::uint64_t seq, const void* frame, std::int64_t now_ns) noexcept {
+bool ReliableReceiver::forget(std::uint32_t session_id, std::uint64_t seq, const void* frame,
+                              std::int64_t now_ns) noexcept {
   Session* s = find(session_id);
   if (s == nullptr || !s->win.forget(seq, frame, now_ns)) return false;
   maybe_ready_ = true;

@@ -49,13 +49,13 @@ struct ReceiverOptions {
 struct ReceiverStats {
   std::uint64_t datagrams = 0;
   std::uint64_t heartbeats = 0;
-  std::uint64_t malformed = 0;        // datagrams (or their tails) that are not valid frames
-  std::uint64_t other_stream = 0;     // datagrams of another stream on the same address
-  std::uint64_t stale_session = 0;    // datagrams of a session that already ended cleanly
-  std::uint64_t sessions_refused = 0; // new sessions while max_sessions were active
-  std::uint64_t before_join = 0;      // data of a session not joined yet (joining waits for a heartbeat)
-  std::uint64_t wrong_source = 0;     // datagrams of a session from another address than its heartbeats'
-  std::uint64_t ends_refuted = 0;     // end-of-stream claims contradicted by later datagrams (ignored)
+  std::uint64_t malformed = 0;         // datagrams (or their tails) that are not valid frames
+  std::uint64_t other_stream = 0;      // datagrams of another stream on the same address
+  std::uint64_t stale_session = 0;     // datagrams of a session that already ended cleanly
+  std::uint64_t sessions_refused = 0;  // new sessions while max_sessions were active
+  std::uint64_t before_join = 0;       // data of a session not joined yet (joining waits for a heartbeat)
+  std::uint64_t wrong_source = 0;      // datagrams of a session from another address than its heartbeats'
+  std::uint64_t ends_refuted = 0;      // end-of-stream claims contradicted by later datagrams (ignored)
   std::uint64_t sessions_started = 0, sessions_ended = 0, sessions_timed_out = 0;
   std::uint64_t sessions_resumed = 0;  // sessions reported dead (or timing out) that were heard again
   // Dead sessions forgotten before they were heard again (kTombs newer ends displaced them): if
@@ -158,14 +158,15 @@ class ReliableReceiver {
     std::int64_t next_status_ns = 0;
     std::uint64_t end_seq = UINT64_MAX;  // end-of-stream sequence, once seen (and not refuted)
     std::int64_t end_since_ns = 0;       // when it was seen: reported confirm_ns later
-    bool announce = false;      // kNewSession not yet delivered
-    bool timed_out = false;     // silent: everything missing was declared lost
+    bool announce = false;               // kNewSession not yet delivered
+    bool timed_out = false;              // silent: everything missing was declared lost
     bool status_now = false;
     std::uint16_t end_reason = 0;
   };
 
   Session* find(std::uint32_t session_id) noexcept;
-  Session* start(std::uint32_t session_id, std::uint64_t first_seq, const PeerAddress& from, std::int64_t now_ns) noexcept;
+  Session* start(std::uint32_t session_id, std::uint64_t first_seq, const PeerAddress& from,
+                 std::int64_t now_ns) noexcept;
   // The publisher of a session that timed out (or was reported dead) spoke again: it goes on
   // where delivery stood.
   void resume(Session& s, std::int64_t now_ns) noexcept;
@@ -187,7 +188,8 @@ class ReliableReceiver {
   Tomb* tomb(std::uint32_t session_id, std::int64_t now_ns) noexcept;
   void refute_end(Session& s) noexcept;
   bool end_due(const Session& s) const noexcept {
-    return s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq && drained_ns_ - s.end_since_ns >= opt_.window.confirm_ns;
+    return s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq &&
+           drained_ns_ - s.end_since_ns >= opt_.window.confirm_ns;
   }
 
   ReceiverOptions opt_;
@@ -196,7 +198,7 @@ class ReliableReceiver {
   std::uint32_t active_ = 0;
   std::uint32_t rr_ = 0;  // round-robin start for poll()
   std::int64_t now_ns_ = 0;
-  std::int64_t drained_ns_ = 0;  // the transport last found nothing more to read (drained())
+  std::int64_t drained_ns_ = 0;               // the transport last found nothing more to read (drained())
   std::int64_t new_deadline_ns_ = INT64_MAX;  // see take_new_deadline()
   // poll() may have something: false only after a poll() that returned fewer than asked (it
   // drained everything deliverable); set by whatever can make something deliverable -

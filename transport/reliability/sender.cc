@@ -12,9 +12,9 @@ absl::Status SenderLog::init(const Options& o) {
         absl::StrFormat("retransmit buffer of %u bytes: expected a power of two >= 64 KiB", o.capacity));
   }
   if (o.max_datagram < 64 || o.max_datagram > o.capacity / 4) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "datagram size %u does not fit a retransmit buffer of %u bytes (needs 64 <= size <= buffer/4)",
-        o.max_datagram, o.capacity));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("datagram size %u does not fit a retransmit buffer of %u bytes (needs 64 <= size <= buffer/4)",
+                        o.max_datagram, o.capacity));
   }
   capacity_ = o.capacity;
   mask_ = capacity_ - 1;
@@ -218,7 +218,8 @@ void ReliableSender::on_control(const std::byte* data, std::uint32_t len, std::i
 std::uint64_t ReliableSender::charge(std::uint64_t from, std::uint64_t to, Receiver& r) noexcept {
   const bool limit_r = opt_.repair_rate != 0, limit_total = opt_.repair_rate_total != 0;
   if (!limit_r && !limit_total) return to;
-  const std::uint64_t budget = std::min(limit_r ? r.bucket.tokens : UINT64_MAX, limit_total ? total_.tokens : UINT64_MAX);
+  const std::uint64_t budget =
+      std::min(limit_r ? r.bucket.tokens : UINT64_MAX, limit_total ? total_.tokens : UINT64_MAX);
   const std::uint64_t base = log_.position(from);
   const std::uint64_t bytes = log_.position(to) - base;
   std::uint64_t end = to;
@@ -246,7 +247,8 @@ std::uint64_t ReliableSender::charge(std::uint64_t from, std::uint64_t to, Recei
 // Adds [from, to) minus what is already being repaired or was repaired within the linger
 // time: that is the suppression that makes many subscribers missing the same datagram cost
 // one repair (their NAKs arrive within the random NAK delay of each other).
-void ReliableSender::schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, Receiver& rcv) noexcept {
+void ReliableSender::schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns,
+                                     Receiver& rcv) noexcept {
   // Expire lingering entries first so they do not suppress a legitimate re-request.
   for (std::uint32_t i = 0; i < nrepairs_;) {
     if (repairs_[i].linger_until != 0 && repairs_[i].linger_until <= now_ns) {
@@ -404,7 +406,8 @@ bool ReliableSender::all_caught_up() const noexcept {
 
 std::int64_t ReliableSender::next_deadline(std::int64_t now_ns) const noexcept {
   if (heartbeat_now_ || repairs_pending()) return now_ns;
-  if (log_.has_unsent()) return opt_.coalesce_ns > 0 && unsent_since_ns_ != 0 ? unsent_since_ns_ + opt_.coalesce_ns : now_ns;
+  if (log_.has_unsent())
+    return opt_.coalesce_ns > 0 && unsent_since_ns_ != 0 ? unsent_since_ns_ + opt_.coalesce_ns : now_ns;
   std::int64_t t = last_heartbeat_ns_ + opt_.heartbeat_interval_ns;
   if (data_since_heartbeat_) t = std::min(t, last_data_ns_ + opt_.tail_heartbeat_ns);
   return t;

@@ -42,29 +42,29 @@ struct SenderOptions {
   // many sequences; repairs are paid from a token bucket (bytes) per subscriber and one for
   // all of them, charged when scheduled. A rate of 0 is unlimited.
   std::uint64_t nak_max_range = 16384;
-  std::uint64_t repair_rate = 64ull << 20;           // bytes/s per subscriber
-  std::uint64_t repair_burst = 1ull << 20;           // bytes (what a subscriber can get at once)
-  std::uint64_t repair_rate_total = 256ull << 20;    // bytes/s, all subscribers together
-  std::uint64_t repair_burst_total = 4ull << 20;     // bytes
+  std::uint64_t repair_rate = 64ull << 20;         // bytes/s per subscriber
+  std::uint64_t repair_burst = 1ull << 20;         // bytes (what a subscriber can get at once)
+  std::uint64_t repair_rate_total = 256ull << 20;  // bytes/s, all subscribers together
+  std::uint64_t repair_burst_total = 4ull << 20;   // bytes
 };
 
 struct SenderStats {
-  std::uint64_t datagrams = 0, bytes = 0;            // everything sent (data, repairs, heartbeats)
-  std::uint64_t data_datagrams = 0;                  // first transmissions
+  std::uint64_t datagrams = 0, bytes = 0;  // everything sent (data, repairs, heartbeats)
+  std::uint64_t data_datagrams = 0;        // first transmissions
   std::uint64_t heartbeats = 0;
-  std::uint64_t send_blocked = 0;                    // the sink took fewer datagrams than offered
+  std::uint64_t send_blocked = 0;  // the sink took fewer datagrams than offered
   std::uint64_t naks = 0, nak_ranges = 0;
-  std::uint64_t naks_suppressed = 0;                 // ranges (or parts) already being repaired
-  std::uint64_t naks_unavailable = 0;                // ranges (or parts) older than the log holds
+  std::uint64_t naks_suppressed = 0;   // ranges (or parts) already being repaired
+  std::uint64_t naks_unavailable = 0;  // ranges (or parts) older than the log holds
   std::uint64_t retransmit_frames = 0, retransmit_datagrams = 0;
   std::uint64_t status_messages = 0;
-  std::uint64_t control_malformed = 0;               // not a control message of this stream/session
-  std::uint64_t control_bytes = 0;                   // bytes of every control datagram received
-  std::uint64_t retransmit_bytes = 0;                // bytes of repair datagrams sent
-  std::uint64_t naks_unannounced = 0;                // NAKs from a subscriber not heard before: not served
-  std::uint64_t nak_ranges_capped = 0;               // ranges cut to nak_max_range
-  std::uint64_t repairs_rate_limited = 0;            // ranges (or parts) refused for want of tokens
-  std::uint64_t repair_bytes_refused = 0;            // bytes of them
+  std::uint64_t control_malformed = 0;     // not a control message of this stream/session
+  std::uint64_t control_bytes = 0;         // bytes of every control datagram received
+  std::uint64_t retransmit_bytes = 0;      // bytes of repair datagrams sent
+  std::uint64_t naks_unannounced = 0;      // NAKs from a subscriber not heard before: not served
+  std::uint64_t nak_ranges_capped = 0;     // ranges cut to nak_max_range
+  std::uint64_t repairs_rate_limited = 0;  // ranges (or parts) refused for want of tokens
+  std::uint64_t repair_bytes_refused = 0;  // bytes of them
   std::uint64_t receivers_joined = 0, receivers_left = 0, receivers_timed_out = 0;
 };
 
@@ -127,8 +127,10 @@ class ReliableSender {
     void refill(std::int64_t now_ns, std::uint64_t rate, std::uint64_t burst) noexcept {
       if (now_ns > last_ns) {
         // Seconds since the last refill, capped: no overflow, and a full bucket after 1000 s anyway.
-        const double add = static_cast<double>(rate) * static_cast<double>(std::min<std::int64_t>(now_ns - last_ns, 1'000'000'000'000)) * 1e-9;
-        tokens = add >= static_cast<double>(burst - std::min(tokens, burst)) ? burst : tokens + static_cast<std::uint64_t>(add);
+        const double add = static_cast<double>(rate) *
+                           static_cast<double>(std::min<std::int64_t>(now_ns - last_ns, 1'000'000'000'000)) * 1e-9;
+        tokens = add >= static_cast<double>(burst - std::min(tokens, burst)) ? burst
+                                                                             : tokens + static_cast<std::uint64_t>(add);
         last_ns = now_ns;
       }
     }
@@ -142,8 +144,8 @@ class ReliableSender {
     TokenBucket bucket;
   };
   struct Repair {
-    std::uint64_t from, to;      // [from, to)
-    std::int64_t linger_until;   // 0 while pending (not fully sent yet)
+    std::uint64_t from, to;     // [from, to)
+    std::int64_t linger_until;  // 0 while pending (not fully sent yet)
   };
 
   void schedule_repair(std::uint64_t from, std::uint64_t to, std::int64_t now_ns, Receiver& r) noexcept;
@@ -171,8 +173,8 @@ class ReliableSender {
   // session (a transport must not announce a session its owner does not service yet - the
   // subscribers would time it out, docs/PROTOCOL.md section 2).
   bool heartbeat_now_ = true;
-  bool announced_ = false;     // the first heartbeat went out
-  bool ending_ = false;        // send_end_of_stream() was called
+  bool announced_ = false;  // the first heartbeat went out
+  bool ending_ = false;     // send_end_of_stream() was called
   alignas(8) std::byte heartbeat_[kHeartbeatFrameLength] = {};
 };
 

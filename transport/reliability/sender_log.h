@@ -162,13 +162,11 @@ class SenderLog {
   }
   // Bytes from history position `pos` on are still read by the transport (kNoPin: none): until
   // a later call moves it, append() refuses a frame that would overwrite them.
-  void set_pinned(std::uint64_t pos) noexcept {
-    pin_limit_ = pos >= kNoPin - capacity_ ? kNoPin : pos + capacity_;
-  }
+  void set_pinned(std::uint64_t pos) noexcept { pin_limit_ = pos >= kNoPin - capacity_ ? kNoPin : pos + capacity_; }
 
-  std::uint64_t next() const noexcept { return next_seq_; }     // sequence the next append gets
-  std::uint64_t sent() const noexcept { return sent_seq_; }     // first sequence never sent
-  std::uint64_t oldest() const noexcept { return oldest_seq_; } // oldest retransmittable
+  std::uint64_t next() const noexcept { return next_seq_; }      // sequence the next append gets
+  std::uint64_t sent() const noexcept { return sent_seq_; }      // first sequence never sent
+  std::uint64_t oldest() const noexcept { return oldest_seq_; }  // oldest retransmittable
   bool has_unsent() const noexcept { return sent_seq_ != next_seq_; }
   // Bytes of frames never sent (padding at a ring wrap included): O(1), for coalescing.
   std::uint64_t unsent_bytes() const noexcept { return has_unsent() ? head_ - index_[sent_seq_ & imask_] : 0; }
@@ -189,8 +187,8 @@ class SenderLog {
     return true;
   }
 
-  Region<std::byte> buf_;        // the ring, when the log maps its own (Options::memory null)
-  std::byte* data_ = nullptr;    // the ring: buf_ or Options::memory
+  Region<std::byte> buf_;      // the ring, when the log maps its own (Options::memory null)
+  std::byte* data_ = nullptr;  // the ring: buf_ or Options::memory
   Region<std::uint64_t> index_;
   std::uint64_t capacity_ = 0, mask_ = 0, imask_ = 0;
   std::uint32_t max_datagram_ = 0, stream_id_ = 0, session_id_ = 0;

@@ -35,7 +35,7 @@ inline constexpr std::uint32_t wire_size(std::uint32_t frame_length) {
 // Payload of a heartbeat frame (FrameHeader::flags has kFlagHeartbeat; kFlagEndOfStream too
 // when the publisher closes). FrameHeader::sequence = the next sequence to be sent.
 struct HeartbeatBody {
-  std::uint64_t oldest;  // oldest sequence the publisher can still retransmit (== next when none)
+  std::uint64_t oldest;     // oldest sequence the publisher can still retransmit (== next when none)
   std::uint32_t receivers;  // subscribers the publisher currently hears from (diagnostics)
   std::uint32_t reserved;
 };
@@ -62,10 +62,10 @@ enum ControlFlags : std::uint16_t {
 };
 
 struct ControlHeader {
-  std::uint32_t length;       // whole message: sizeof(ControlHeader) + range_count * sizeof(NakRange)
-  std::uint8_t magic;         // kControlMagic
-  std::uint8_t version;       // kControlVersion
-  std::uint16_t type;         // ControlType
+  std::uint32_t length;  // whole message: sizeof(ControlHeader) + range_count * sizeof(NakRange)
+  std::uint8_t magic;    // kControlMagic
+  std::uint8_t version;  // kControlVersion
+  std::uint16_t type;    // ControlType
   std::uint32_t stream_id;
   std::uint32_t session_id;   // the publisher session this is about
   std::uint64_t receiver_id;  // random per subscriber endpoint
@@ -124,7 +124,8 @@ inline const NakRange* nak_ranges(const ControlHeader* h) noexcept {
 
 // Shortest valid frame with these flags: the header, plus the StageTrace block of a traced frame.
 inline constexpr std::uint32_t min_frame_length(std::uint16_t flags) noexcept {
-  return core::kFrameHeaderSize + ((flags & core::kFlagTraced) ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
+  return core::kFrameHeaderSize +
+         ((flags & core::kFlagTraced) ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
 }
 
 // Walks the frames of a data datagram. next() returns null at the end or at the first frame

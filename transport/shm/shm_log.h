@@ -66,7 +66,7 @@ class LogWriter {
   struct Claim {
     std::byte* frame = nullptr;  // FrameHeader at frame, payload after it
     std::uint64_t position = 0;
-    std::uint32_t length = 0;    // frame_length
+    std::uint32_t length = 0;  // frame_length
     std::uint32_t aligned = 0;
   };
 
@@ -374,7 +374,7 @@ class LogReader {
     max_frame_ = seg->layout().max_frame;
     read_ahead_ = std::min<std::uint64_t>(kReadAhead, size_ / 4);
     written_ = 0;
-    intact_off_ = size_ - margin_ - max_frame_;  // > 0: size > margin + max_frame (layout check)
+    intact_off_ = size_ - margin_ - max_frame_;       // > 0: size > margin + max_frame (layout check)
     max_body_ = max_frame_ - core::kFrameHeaderSize;  // max_frame >= header size (layout check)
     block_base_mask_ = ~((std::uint64_t{1} << block_shift_) - 1);
     want_word_ = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
@@ -626,7 +626,7 @@ class LogReader {
   // read only when the checkpoints cannot rule a lap out, and then decides as before.
   void check_pending() noexcept {
     if (surely_intact(pending_start_[0])) {  // starts increase: [0] is the oldest
-      pending_n_ = 0;  // pending_seq0_ may stay: whoever fills the list next sets it
+      pending_n_ = 0;                        // pending_seq0_ may stay: whoever fills the list next sets it
       return;
     }
     const std::uint64_t floor = safe_floor();
@@ -759,9 +759,7 @@ class LogReader {
   // Live-edge state for end-of-stream detection.
   // Nothing left to read. Not tied to resync_: a reader that joined at the live edge and
   // never received a frame is caught up too (it must still see the end of the stream).
-  bool caught_up() const noexcept {
-    return ws_->tail.load(std::memory_order_acquire) == pos_;
-  }
+  bool caught_up() const noexcept { return ws_->tail.load(std::memory_order_acquire) == pos_; }
   // Nothing to read at this reader's position now (the frame there is not committed), whatever
   // the tail says. The tail is published after the frames it covers (at once, or for a batch
   // later): a writer killed in between leaves a reader past a tail that never moves again, so
@@ -921,11 +919,11 @@ class LogReader {
   Segment* seg_ = nullptr;
   std::byte* log_ = nullptr;
   std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
-  std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
-  std::uint64_t intact_off_ = 0;    // size_ - margin_ - max_frame_ (surely_intact)
+  std::uint32_t block_shift_ = 0;      // log_size / kCheckpoints = 1 << block_shift_
+  std::uint64_t intact_off_ = 0;       // size_ - margin_ - max_frame_ (surely_intact)
   std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
-  std::uint64_t want_word_ = 0;     // poll_direct(): magic, version, flags 0, stream_id of a plain frame
-  std::uint32_t max_body_ = 0;      // max_frame_ - kFrameHeaderSize (poll_direct's length check)
+  std::uint64_t want_word_ = 0;        // poll_direct(): magic, version, flags 0, stream_id of a plain frame
+  std::uint32_t max_body_ = 0;         // max_frame_ - kFrameHeaderSize (poll_direct's length check)
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   SubscriberSlot* slot_ = nullptr;

@@ -134,8 +134,8 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
   if (absl::Status s = core::reserve_file(file.fd(), seg->map_len_, opt.path, "shm segment"); !s.ok()) return s;
   void* mem = mmap(nullptr, seg->map_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, file.fd(), 0);
   if (mem == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrFormat("cannot map shm segment %s (%u bytes): %s", opt.path,
-                                                        seg->map_len_, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map shm segment %s (%u bytes): %s", opt.path, seg->map_len_, std::strerror(errno)));
   }
   seg->header_ = static_cast<SegmentHeader*>(mem);
   struct stat st;
@@ -196,9 +196,9 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::create(const Options& opt) {
 
 absl::Status validate_layout(const SegmentLayout& l, std::size_t size, const std::string& path) {
   if (l.magic != kSegmentMagic) {
-    return absl::DataLossError(absl::StrFormat(
-        "shm segment %s: bad magic 0x%016x (expected 0x%016x): not a pollux segment, or corrupted", path, l.magic,
-        kSegmentMagic));
+    return absl::DataLossError(
+        absl::StrFormat("shm segment %s: bad magic 0x%016x (expected 0x%016x): not a pollux segment, or corrupted",
+                        path, l.magic, kSegmentMagic));
   }
   if (l.version != kSegmentVersion) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -211,8 +211,9 @@ absl::Status validate_layout(const SegmentLayout& l, std::size_t size, const std
       l.log_size < kMinLogSize || l.log_size > kMaxLogSize || l.subscriber_slot_size != sizeof(SubscriberSlot) ||
       l.subscriber_slots == 0 || l.subscriber_slots > kMaxSubscriberSlots ||
       l.header_size != Segment::header_bytes(l.subscriber_slots) || l.max_frame != l.log_size / 32 ||
-      l.checkpoint_count != kCheckpoints || l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) ||
-      l.publisher_pid <= 0 || static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
+      l.checkpoint_count != kCheckpoints ||
+      l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) || l.publisher_pid <= 0 ||
+      static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
     return absl::DataLossError(absl::StrFormat(
         "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, flow "
         "control %u, pid %d, file %u bytes): corrupted or written by an incompatible build",

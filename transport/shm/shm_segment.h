@@ -52,11 +52,11 @@ enum SubscriberState : std::uint32_t { kSlotFree = 0, kSlotActive = 1, kSlotEvic
 struct alignas(core::kFalseSharingRange) SegmentLayout {
   std::uint64_t magic;
   std::uint32_t version;
-  std::uint32_t header_size;       // offset of the log
-  std::uint64_t log_size;          // power of two
-  std::uint32_t frame_header_size; // sizeof(core::FrameHeader)
-  std::uint32_t frame_alignment;   // core::kFrameAlignment
-  std::uint32_t max_frame;         // largest frame_length (log_size / 32)
+  std::uint32_t header_size;        // offset of the log
+  std::uint64_t log_size;           // power of two
+  std::uint32_t frame_header_size;  // sizeof(core::FrameHeader)
+  std::uint32_t frame_alignment;    // core::kFrameAlignment
+  std::uint32_t max_frame;          // largest frame_length (log_size / 32)
   std::uint32_t subscriber_slots;
   std::uint32_t subscriber_slot_size;
   std::uint32_t stream_id;
@@ -82,11 +82,11 @@ inline constexpr std::uint32_t kWakeWriterMembarrier = 1;
 
 // Written by the publisher on every frame (tail) or rarely (the rest).
 struct alignas(core::kFalseSharingRange) WriterState {
-  std::atomic<std::uint64_t> tail;        // log position after the last complete frame
-  std::atomic<std::uint32_t> closed;      // 1: publisher closed the stream cleanly
-  std::atomic<std::uint32_t> subscribers; // attached subscribers (they add/remove themselves)
-  std::atomic<std::int64_t> heartbeat_ns; // publisher's Clock, refreshed at least every 100 ms while active
-  std::atomic<std::uint64_t> next_sequence; // informational (pollux-stat)
+  std::atomic<std::uint64_t> tail;           // log position after the last complete frame
+  std::atomic<std::uint32_t> closed;         // 1: publisher closed the stream cleanly
+  std::atomic<std::uint32_t> subscribers;    // attached subscribers (they add/remove themselves)
+  std::atomic<std::int64_t> heartbeat_ns;    // publisher's Clock, refreshed at least every 100 ms while active
+  std::atomic<std::uint64_t> next_sequence;  // informational (pollux-stat)
 };
 
 struct alignas(core::kFalseSharingRange) Checkpoints {
@@ -98,12 +98,12 @@ struct alignas(core::kFalseSharingRange) Checkpoints {
 // One per subscriber, written by that subscriber (position) and read by the publisher for
 // flow control; 128 bytes so subscribers never share a line.
 struct alignas(core::kFalseSharingRange) SubscriberSlot {
-  std::atomic<std::uint32_t> state;   // SubscriberState
+  std::atomic<std::uint32_t> state;  // SubscriberState
   std::int32_t pid;
-  std::atomic<std::uint64_t> position; // consumed up to here (released after delivery)
+  std::atomic<std::uint64_t> position;         // consumed up to here (released after delivery)
   std::atomic<std::int64_t> last_progress_ns;  // publisher-side bookkeeping for eviction
   std::uint64_t subscriber_id;
-  std::uint64_t start;                 // start time of pid (see SegmentLayout::publisher_start)
+  std::uint64_t start;  // start time of pid (see SegmentLayout::publisher_start)
 };
 
 // Interrupt mode (docs/ARCHITECTURE.md, "Wakeup protocol: shm"). On its own line: subscribers
@@ -220,7 +220,7 @@ struct SegmentStatus {
     std::uint32_t slot = 0;
     std::uint32_t state = 0;  // SubscriberState
     int pid = 0;
-    bool alive = false;       // active, and its process runs
+    bool alive = false;          // active, and its process runs
     std::uint64_t position = 0;  // log position consumed up to
   };
   std::string path;
@@ -228,9 +228,9 @@ struct SegmentStatus {
   SegmentLayout layout{};
   bool closed = false;
   bool publisher_alive = false;
-  std::uint64_t tail = 0;           // the publisher's position (bytes)
-  std::uint64_t next_sequence = 0;  // as of the publisher's last heartbeat (<= 100 ms old)
-  std::uint32_t attached = 0;       // WriterState::subscribers
+  std::uint64_t tail = 0;               // the publisher's position (bytes)
+  std::uint64_t next_sequence = 0;      // as of the publisher's last heartbeat (<= 100 ms old)
+  std::uint32_t attached = 0;           // WriterState::subscribers
   std::vector<Subscriber> subscribers;  // slots not free
 };
 absl::StatusOr<SegmentStatus> read_segment_status(const std::string& path);

@@ -247,9 +247,9 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
     }
   }
   if (slot == nullptr) {
-    attach_status_ = absl::ResourceExhaustedError(absl::StrFormat(
-        "%s: all %u subscriber slots are in use (raise shm.max_subscribers at the publisher)", path_,
-        l.subscriber_slots));
+    attach_status_ = absl::ResourceExhaustedError(
+        absl::StrFormat("%s: all %u subscriber slots are in use (raise shm.max_subscribers at the publisher)", path_,
+                        l.subscriber_slots));
     return false;
   }
   slot->pid = getpid();

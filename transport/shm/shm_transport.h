@@ -155,8 +155,8 @@ class ShmRxEndpoint final : public RxEndpoint {
   // changes only in poll_st(), housekeeping_st() (attach, detach, end of stream) and
   // close_st(), each of which recomputes it on the way out: poll_direct() tests one flag.
   void update_direct() noexcept {
-    direct_ok_ = seg_ != nullptr && !ended_ && !pending_end_ && !pending_new_session_ &&
-                 (source_ == nullptr || registered_);
+    direct_ok_ =
+        seg_ != nullptr && !ended_ && !pending_end_ && !pending_new_session_ && (source_ == nullptr || registered_);
   }
 
   std::string path_;
@@ -170,9 +170,9 @@ class ShmRxEndpoint final : public RxEndpoint {
   std::int64_t liveness_ns_ = 0;
   std::int64_t next_check_ns_ = 0;
   std::uint64_t subscriber_id_ = 0;
-  bool direct_ok_ = false;      // see update_direct(); false until the first poll_st()
-  bool ended_ = false;          // end of stream reported for the current segment
-  bool pending_end_ = false;    // to report on the next poll
+  bool direct_ok_ = false;    // see update_direct(); false until the first poll_st()
+  bool ended_ = false;        // end of stream reported for the current segment
+  bool pending_end_ = false;  // to report on the next poll
   std::uint16_t end_reason_ = 0;
   bool pending_new_session_ = false;
   std::uint32_t new_session_id_ = 0;
@@ -186,9 +186,9 @@ class ShmRxEndpoint final : public RxEndpoint {
   core::Counter truncated_counter_, attach_errors_, malformed_, sleeps_counter_;
   std::atomic<std::uint64_t> local_[4] = {};  // back the counters without a counters file
   // Interrupt mode.
-  std::uint32_t slot_index_ = 0;   // our slot: our bit in WakeState::sleepers
+  std::uint32_t slot_index_ = 0;  // our slot: our bit in WakeState::sleepers
   bool armed_ = false;
-  bool armed_bit_ = false;         // our bit is set (armed on a segment)
+  bool armed_bit_ = false;  // our bit is set (armed on a segment)
   std::atomic<std::uint32_t>* armed_word_ = nullptr;
   std::uint32_t armed_expected_ = 0;
   std::uint64_t sleeps_ = 0, unwakeable_ = 0;

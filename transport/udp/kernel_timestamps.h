@@ -105,8 +105,8 @@ struct TxStampStats {
 // highest traced sequence already sent is a repair (or a heartbeat: never traced).
 class TxStampTracker {
  public:
-  static constexpr std::uint32_t kMaxDatagrams = 256;   // outstanding requests (power of two)
-  static constexpr std::uint32_t kMaxFrames = 1024;     // traced frames in them (power of two)
+  static constexpr std::uint32_t kMaxDatagrams = 256;  // outstanding requests (power of two)
+  static constexpr std::uint32_t kMaxFrames = 1024;    // traced frames in them (power of two)
   static constexpr std::int64_t kExpireNs = 1'000'000'000;
   // A stamp may precede the Clock read taken just before its send by this much (conversion
   // error) before it is called stale.
@@ -233,9 +233,9 @@ class TxStampTracker {
  private:
   struct Entry {
     std::int64_t sent_ns;
-    std::uint32_t first;    // index of its first sequence in seqs_ (free-running)
+    std::uint32_t first;  // index of its first sequence in seqs_ (free-running)
     std::uint32_t nframes;
-    std::uint32_t idx;      // while tentative: its index in the send call
+    std::uint32_t idx;  // while tentative: its index in the send call
     bool done;
   };
   void pop() noexcept {

@@ -65,7 +65,8 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
   ch.dest.sin_family = AF_INET;
   ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s: %s: \"%s\" is not an IPv4 address", cfg.source, addr_key, address));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s: \"%s\" is not an IPv4 address", cfg.source, addr_key, address));
   }
   ch.multicast = (ntohl(ch.dest.sin_addr.s_addr) >> 28) == 0xE;
   ch.iface.s_addr = htonl(INADDR_ANY);
@@ -102,8 +103,9 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
   }
   ch.text = absl::StrFormat("%s %s", ch.multicast ? "multicast" : "unicast", to_string(ch.dest));
   if (ch.multicast) {
-    absl::StrAppendFormat(&ch.text, " via %s", ch.iface_name.empty() ? std::string("the default route")
-                                                                      : absl::StrCat(ch.iface_name, " (", inet_ntoa(ch.iface), ")"));
+    absl::StrAppendFormat(&ch.text, " via %s",
+                          ch.iface_name.empty() ? std::string("the default route")
+                                                : absl::StrCat(ch.iface_name, " (", inet_ntoa(ch.iface), ")"));
   }
   return ch;
 }
@@ -138,7 +140,8 @@ absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel
       return fail("udp.interface", absl::StrCat("IP_MULTICAST_IF ", ch.iface_name));
     }
     const int ttl = static_cast<int>(u.ttl);
-    if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl) != 0) return fail("udp.ttl", "IP_MULTICAST_TTL");
+    if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl) != 0)
+      return fail("udp.ttl", "IP_MULTICAST_TTL");
     const int loop = u.loopback ? 1 : 0;
     if (setsockopt(si.fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop) != 0) {
       return fail("udp.loopback", "IP_MULTICAST_LOOP");

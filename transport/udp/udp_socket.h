@@ -15,12 +15,12 @@ namespace pollux::transport::udp {
 
 // Where one stream's datagrams go.
 struct Channel {
-  sockaddr_in dest{};          // group or unicast address + port
+  sockaddr_in dest{};  // group or unicast address + port
   bool multicast = false;
-  in_addr iface{};             // multicast interface address (INADDR_ANY: the kernel's choice)
-  int ifindex = 0;             // 0: unknown / the kernel's choice
-  std::string iface_name;      // for describe()
-  std::string text;            // "239.255.0.1:40456 via lo (127.0.0.1)"
+  in_addr iface{};                          // multicast interface address (INADDR_ANY: the kernel's choice)
+  int ifindex = 0;                          // 0: unknown / the kernel's choice
+  std::string iface_name;                   // for describe()
+  std::string text;                         // "239.255.0.1:40456 via lo (127.0.0.1)"
   const char* address_key = "udp.address";  // the config keys that chose dest ([[streams]] overrides)
   const char* port_key = "udp.port";
   bool kernel_timestamps = false;  // SO_TIMESTAMPING for this stream (core::udp_kernel_timestamps)
@@ -35,8 +35,9 @@ struct SocketInfo {
   int rcvbuf = 0, sndbuf = 0;  // effective sizes (the kernel doubles what it was asked)
   bool busy_poll = false;      // SO_BUSY_POLL accepted
   bool connected = false;      // unicast publisher: connect()ed to the subscriber (no per-send route lookup)
-  bool kernel_timestamps = false;  // SO_TIMESTAMPING accepted (subscriber: RX software stamps, udp.kernel_timestamps; publisher: TX)
-  std::string notes;           // what was refused (not fatal), for describe()
+  bool kernel_timestamps =
+      false;          // SO_TIMESTAMPING accepted (subscriber: RX software stamps, udp.kernel_timestamps; publisher: TX)
+  std::string notes;  // what was refused (not fatal), for describe()
 };
 
 // Publisher socket: non-blocking, bound to an ephemeral port (NAKs and status messages come

@@ -99,16 +99,18 @@ absl::Status Waiter::open(int socket_fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = socket_fd;
-  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, socket_fd, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, socket_fd, &ev) != 0)
+    return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
   ev.events = EPOLLIN | EPOLLET;  // each expiry is one edge; the count is never read
   ev.data.fd = timerfd_;
-  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0) return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev) != 0)
+    return absl::UnavailableError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
   return absl::OkStatus();
 }
 
 void Waiter::arm(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
   if (armed_ns_ > now_ns && armed_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
-  if (deadline_ns == INT64_MAX) return;                         // nothing to wake up for but data
+  if (deadline_ns == INT64_MAX) return;                        // nothing to wake up for but data
   itimerspec t{};
   const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
   t.it_value.tv_sec = rel / 1'000'000'000;
@@ -291,7 +293,7 @@ int TxCore::collect_tx_stamps() noexcept {
       m[i].msg_hdr.msg_controllen = kStampControlBytes;
     }
     const int r = ::recvmmsg(sock.fd, m, kStampBatch, MSG_ERRQUEUE | MSG_DONTWAIT, nullptr);
-    if (r <= 0) break;  // EAGAIN: empty
+    if (r <= 0) break;                         // EAGAIN: empty
     if (got == 0) (void)stamp_clock.sample();  // once per collection: see RealtimeToClock
     for (int i = 0; i < r; ++i) {
       msghdr& h = m[i].msg_hdr;
@@ -598,9 +600,10 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ep->nbufs_ = u.rx_buffers;
   ep->bufs_ = reliability::Region<std::byte>(static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_);
   if (!ep->bufs_.ok()) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s: udp.rx_buffers: cannot map %u datagram buffers of %u bytes: out of memory (lower udp.rx_buffers or udp.mtu)",
-        cfg.source, ep->nbufs_, ep->buf_size_));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: udp.rx_buffers: cannot map %u datagram buffers of %u bytes: out of memory (lower "
+                        "udp.rx_buffers or udp.mtu)",
+                        cfg.source, ep->nbufs_, ep->buf_size_));
   }
   ep->free_.reset(new std::uint32_t[ep->nbufs_]);
   ep->refs_.reset(new std::uint32_t[ep->nbufs_]());
@@ -642,9 +645,11 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.receiver_id = random_u64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
   }
-  ep->faults_ = FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
+  ep->faults_ =
+      FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
   if (source == nullptr) {
     if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
   }
@@ -840,10 +845,18 @@ void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
   const FaultInjector::Action a = faults_.decide();
   const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
   switch (a) {
-    case FaultInjector::Action::kDrop: free_buffer(b); break;
-    case FaultInjector::Action::kDuplicate: process(b, 2, now_ns); break;
-    case FaultInjector::Action::kDelay: faults_.delay(b); break;
-    case FaultInjector::Action::kPass: process(b, 1, now_ns); break;
+    case FaultInjector::Action::kDrop:
+      free_buffer(b);
+      break;
+    case FaultInjector::Action::kDuplicate:
+      process(b, 2, now_ns);
+      break;
+    case FaultInjector::Action::kDelay:
+      faults_.delay(b);
+      break;
+    case FaultInjector::Action::kPass:
+      process(b, 1, now_ns);
+      break;
   }
   for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
 }
@@ -1036,7 +1049,8 @@ absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int pol
   ev.events = EPOLLIN;  // level-triggered: read (or re-armed, which resets it) once it fired
   ev.data.ptr = nullptr;
   if (epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->timerfd_, &ev) != 0) {
-    return absl::ResourceExhaustedError(absl::StrFormat("udp: poller %d: epoll_ctl(timerfd): %s", poller, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("udp: poller %d: epoll_ctl(timerfd): %s", poller, std::strerror(errno)));
   }
   if (counters != nullptr) {
     const std::string scope = absl::StrFormat("udp poller %d", poller);
@@ -1234,7 +1248,7 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
 
 void UdpPollerSource::arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
   if (timer_ns_ > now_ns && timer_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
-  itimerspec t{};  // all zero: disarms, and resets an expiry nobody read
+  itimerspec t{};                                              // all zero: disarms, and resets an expiry nobody read
   if (deadline_ns != INT64_MAX) {
     const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
     t.it_value.tv_sec = rel / 1'000'000'000;
@@ -1268,8 +1282,8 @@ bool UdpPollerSource::try_arm() noexcept {
     } else if (m.tx != nullptr) {
       deadline = std::min(deadline, m.tx->core_->sender.next_deadline(now));
     } else {
-      deadline = std::min({deadline, m.linger_deadline_ns, m.last_end_ns + kEndResendNs,
-                           m.linger->sender.next_deadline(now)});
+      deadline =
+          std::min({deadline, m.linger_deadline_ns, m.last_end_ns + kEndResendNs, m.linger->sender.next_deadline(now)});
     }
     if (!ok) break;
   }
@@ -1313,9 +1327,9 @@ absl::StatusOr<UdpPollerSource*> UdpTransport::source_for(const EndpointSpec& sp
   if (spec.poller < 0) return nullptr;
   if (static_cast<std::size_t>(spec.poller) >= sources_.size()) {
     // The context asks for every poller's source before it opens endpoints on it.
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "udp: stream %u: endpoint for poller %d, which has no progress source (poller_source() first)",
-        spec.stream_id, spec.poller));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("udp: stream %u: endpoint for poller %d, which has no progress source (poller_source() first)",
+                        spec.stream_id, spec.poller));
   }
   return sources_[static_cast<std::size_t>(spec.poller)].get();
 }

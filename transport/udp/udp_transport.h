@@ -251,9 +251,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t buf_size_ = 0, nbufs_ = 0;
   std::unique_ptr<std::uint32_t[]> free_;
   std::uint32_t free_n_ = 0;
-  std::unique_ptr<std::uint32_t[]> refs_;     // frames of the buffer held or delivered-unreleased
-  std::unique_ptr<std::uint32_t[]> len_;      // datagram length
-  std::unique_ptr<sockaddr_in[]> src_;        // datagram source
+  std::unique_ptr<std::uint32_t[]> refs_;       // frames of the buffer held or delivered-unreleased
+  std::unique_ptr<std::uint32_t[]> len_;        // datagram length
+  std::unique_ptr<sockaddr_in[]> src_;          // datagram source
   std::unique_ptr<std::uint32_t[]> batch_buf_;  // buffers handed to the current recvmmsg
   std::unique_ptr<::mmsghdr[]> msgs_;
   std::unique_ptr<iovec[]> iov_;
