@@ -202,13 +202,13 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
     ep = std::shared_ptr<transport::TxEndpoint>(std::move(*opened));
   }
   p->ep = ep;
-  p->kind = kind_of(ep.get());
+  p->tx = ep.get();
+  p->direct = ep->direct();
   const std::uint32_t trace_bytes = p->trace ? sizeof(core::StageTrace) : 0;
   p->counters = make_counters(true, p->stream_id, topic);
 
-  if (inline_mode && cfg.transport == core::TransportKind::kShm) {
-    p->mode = PublisherImpl::Mode::kShmDirect;
-    p->shm = static_cast<transport::shm::ShmTxEndpoint*>(ep.get());
+  if (inline_mode && p->direct.offer != nullptr && p->direct.traced) {
+    p->mode = PublisherImpl::Mode::kDirect;
     p->max_payload = ep->max_frame() - core::kFrameHeaderSize - trace_bytes;
   } else {
     if (absl::Status s = ensure_pool(); !s.ok()) return s;
@@ -242,10 +242,7 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
-  if (p->mode == PublisherImpl::Mode::kShmDirect && !p->trace) {
-    p->fast_path.store(p->stamp ? PublisherImpl::kFastShmStamped : PublisherImpl::kFastShmUnstamped,
-                       std::memory_order_relaxed);
-  }
+  if (p->mode == PublisherImpl::Mode::kDirect && !p->trace) p->fast_path.store(true, std::memory_order_relaxed);
   if (inline_mode) p->duties = duties_;
   p->ctx = this;
   pubs_.push_back(p);
@@ -273,12 +270,9 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   if (cfg.runtime.threading == core::ThreadingMode::kInline) {
     s->mode = SubscriberImpl::Mode::kInline;
     s->ep = std::move(*ep);
-    s->kind = kind_of(s->ep.get());
-    if (s->kind == EndpointKind::kShm) {
-      // poll()'s direct path is enabled by the owner's first call (take_drive): until then
-      // the context's duty call may drive the endpoint.
-      s->shm = static_cast<transport::shm::ShmRxEndpoint*>(s->ep.get());
-    }
+    // poll()'s direct path, where the endpoint offers one, is enabled by the owner's first
+    // call (take_drive): until then the context's duty call may drive the endpoint.
+    s->direct = s->ep->direct();
     s->drive.store(SubscriberImpl::kDriveFree, std::memory_order_relaxed);
     s->duties = duties_;
     {
@@ -379,72 +373,12 @@ ContextImpl::~ContextImpl() {
   if (transport != nullptr) transport->close();
 }
 
-namespace {
-// A size as the configuration writes it (core/config.cc's to_toml does the same).
-std::string size_text(std::uint64_t v) {
-  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
-    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat(v >> shift, suffix);
-  }
-  return absl::StrCat(v, " bytes");
-}
-
-// A number from /proc/sys (net.core.rmem_max), or -1.
-long long read_sysctl(const char* path) {
-  std::FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return -1;
-  long long v = -1;
-  if (std::fscanf(f, "%lld", &v) != 1) v = -1;
-  std::fclose(f);
-  return v;
-}
-}  // namespace
-
 // The transport of every stream of this context (one per context: `transport` in the
 // configuration) and what of its configuration decides how it behaves.
-std::string ContextImpl::transport_line() const {
-  switch (cfg.transport) {
-    case core::TransportKind::kShm:
-      return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s",
-                             size_text(cfg.shm.log_size), cfg.runtime.shm_dir,
-                             core::flow_control_name(cfg.shm.flow_control));
-    case core::TransportKind::kUdp: {
-      std::string rcvbuf = absl::StrCat("socket_rcvbuf ", size_text(cfg.udp.socket_rcvbuf));
-      // The kernel silently caps SO_RCVBUF at net.core.rmem_max: say what a socket really gets.
-      if (const long long max = read_sysctl("/proc/sys/net/core/rmem_max");
-          max >= 0 && static_cast<std::uint64_t>(max) < cfg.udp.socket_rcvbuf) {
-        absl::StrAppend(&rcvbuf, " asked, effective ", size_text(static_cast<std::uint64_t>(max)),
-                        " (capped by net.core.rmem_max; raise it, see pollux-doctor)");
-      } else if (max >= 0) {
-        absl::StrAppend(&rcvbuf, " (effective: net.core.rmem_max = ", size_text(static_cast<std::uint64_t>(max)),
-                        " allows it)");
-      }
-      return absl::StrFormat("udp (every stream): %s:%u on interface %s, %s, socket_sndbuf %s", cfg.udp.address,
-                             cfg.udp.port, cfg.udp.interface.empty() ? "(the kernel's choice)" : cfg.udp.interface,
-                             rcvbuf, size_text(cfg.udp.socket_sndbuf));
-    }
-    case core::TransportKind::kRdma:
-      return absl::StrFormat("rdma (every stream): %s on device %s port %u", core::rdma_mode_name(cfg.rdma.mode),
-                             cfg.rdma.device, cfg.rdma.port);
-  }
-  return std::string(core::transport_name(cfg.transport));
-}
+std::string ContextImpl::transport_line() const { return transport->describe(); }
 
 // Where one stream's messages go on the configured transport.
-std::string ContextImpl::stream_route(std::uint32_t stream_id) const {
-  switch (cfg.transport) {
-    case core::TransportKind::kShm:
-      return "shm";
-    case core::TransportKind::kUdp: {
-      const core::StreamConfig* sc = cfg.find_stream(stream_id);
-      const std::string addr = sc != nullptr && !sc->udp_address.empty() ? sc->udp_address : cfg.udp.address;
-      const std::uint32_t port = sc != nullptr && sc->udp_port != 0 ? sc->udp_port : cfg.udp.port;
-      return absl::StrFormat("udp %s:%u", addr, port);
-    }
-    case core::TransportKind::kRdma:
-      return absl::StrCat("rdma ", std::string(core::rdma_mode_name(cfg.rdma.mode)));
-  }
-  return std::string(core::transport_name(cfg.transport));
-}
+std::string ContextImpl::stream_route(std::uint32_t stream_id) const { return transport->stream_route(stream_id); }
 
 std::string ContextImpl::describe() const {
   std::string s;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "api/channels.h"
-#include "api/direct.h"
 #include "core/buffer_pool.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -19,7 +18,6 @@
 #include "core/trace.h"
 #include "pollux/publisher.h"
 #include "pollux/subscriber.h"
-#include "transport/shm/shm_transport.h"
 #include "transport/transport.h"
 
 namespace pollux::detail {
@@ -62,8 +60,9 @@ struct StreamCounters {
 class PublisherImpl {
  public:
   enum class Mode : std::uint8_t {
-    kShmDirect,   // inline mode on shm: the application thread writes the log itself
-    kInlinePost,  // inline mode on other transports: pool slot + post_st per message
+    kDirect,      // inline mode, the endpoint offers a direct path (shm): frames built in its own buffer
+    kInlinePost,  // inline mode on other transports: pool slot + post_st per message (untraced offers
+                  // in the endpoint's buffer when it offers direct claims: UDP's send log)
     kQueued,      // dedicated/shared: pool slot + SPSC ring to the poller
   };
 
@@ -77,30 +76,27 @@ class PublisherImpl {
   void close() noexcept;
 
   // --- set up by ContextImpl ---
-  Mode mode = Mode::kShmDirect;
+  Mode mode = Mode::kDirect;
   std::atomic<bool> closed{false};
-  // offer()'s fast path: kShmDirect, untraced and not closed - one predictable test instead of
-  // five - and whether the stream stamps (`stamp`). Set by ContextImpl::open_publisher, cleared
-  // by close(). Relaxed, as `closed`: a flag, no data is published through it.
-  static constexpr std::uint8_t kFastNone = 0, kFastShmStamped = 1, kFastShmUnstamped = 2;
-  std::atomic<std::uint8_t> fast_path{kFastNone};
+  // offer()'s fast path: kDirect, untraced and not closed - one predictable test instead of
+  // five. Set by ContextImpl::open_publisher, cleared by close(). Relaxed, as `closed`: a flag,
+  // no data is published through it.
+  std::atomic<bool> fast_path{false};
   std::uint32_t stream_id = 0;
   std::string topic;
   bool trace = false;
   std::uint32_t trace_every = 1;
   std::uint32_t trace_countdown = 1;
   // [[streams]] publisher_timestamp: frames carry the offer's clock read. Without it offer()
-  // reads no clock; shm's heartbeat (and segment check) then reads one every 1024 offers, and
-  // service() as always.
+  // reads no clock (the endpoint's direct path then reads one for its heartbeat every 1024
+  // offers), and service() as always.
   bool stamp = true;
-  std::uint32_t unstamped = 0;
   std::size_t max_payload = 0;
   StreamCounters counters;
-  // kShmDirect
-  transport::shm::ShmTxEndpoint* shm = nullptr;
-  // kInlinePost / kQueued
   std::shared_ptr<transport::TxEndpoint> ep;
-  EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
+  transport::TxEndpoint* tx = nullptr;  // ep.get()
+  transport::TxDirect direct;           // ep's direct path, taken at open
+  // kInlinePost / kQueued
   core::BufferPool* pool = nullptr;
   core::SlotStack free_slots;
   // The slots of free_slots, back to the pool once this handle, its channel and its endpoint
@@ -140,30 +136,16 @@ class PublisherImpl {
   std::int64_t offer_clock(bool traced) const noexcept {
     return __builtin_expect(stamp || traced, 1) ? core::Clock::now_ns() : 0;
   }
-  // shm direct: the heartbeat after an offer. With stamping, every offer passes its clock
-  // read (the check is a compare); without, one offer in 1024 reads the clock for it.
-  void offer_heartbeat(std::int64_t now) noexcept {
-    if (__builtin_expect(stamp, 1)) {
-      shm->maybe_heartbeat(now);
-    } else if (__builtin_expect((++unstamped & 1023) == 0, 0)) {
-      shm->maybe_heartbeat(core::Clock::now_ns());
-    }
-  }
-  bool transport_connected() const noexcept;
-  // The common case of check_state() - open, fits, connected - in one inlined test (shm direct
-  // asks its endpoint without the kind dispatch); check_state() sorts out and counts the
-  // reason only when this fails.
+  // The common case of check_state() - open, fits, connected - in one inlined test;
+  // check_state() sorts out and counts the reason only when this fails.
   bool admit(std::size_t len) const noexcept {
     if (closed.load(std::memory_order_relaxed) || len > max_payload) return false;
-    return mode == Mode::kShmDirect ? shm->connected() : transport_connected();
+    return tx->connected();
   }
   std::int64_t check_state(std::size_t len, bool traced) noexcept;
+  std::int64_t claim_refused(transport::ClaimResult r) noexcept;
   // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
-  template <bool kStamp>
-  [[gnu::noinline]] std::int64_t offer_shm(std::span<const std::byte> payload) noexcept;
-  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake,
-                                                         bool beat) noexcept;
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
 };
@@ -172,11 +154,11 @@ class SubscriberImpl {
  public:
   enum class Mode : std::uint8_t { kInline, kQueued };
   int poll(const Handlers& h, int limit) noexcept;
-  // poll() off its fast path (every mode; inline shm after the direct path stopped), with
+  // poll() off its fast path (every mode; inline after the direct path stopped), with
   // `handled` messages already delivered by this call.
   [[gnu::noinline]] int poll_general(const Handlers& h, int limit, int handled) noexcept;
-  // poll()'s inline shm path (its own function: see poll()).
-  [[gnu::noinline]] int poll_shm(const Handlers& h, int limit) noexcept;
+  // poll()'s inline direct path (its own function: see poll()).
+  [[gnu::noinline]] int poll_direct(const Handlers& h, int limit) noexcept;
   // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
   // calling thread only; see Subscriber::wait().
   bool wait(std::int64_t timeout_ns) noexcept;
@@ -191,17 +173,17 @@ class SubscriberImpl {
 
   Mode mode = Mode::kInline;
   std::atomic<bool> closed{false};
-  // poll()'s fast path: inline on shm and not closed - one predictable test instead of three.
-  // Set by ContextImpl::open_subscriber, cleared by close(). Relaxed, as `closed`.
-  std::atomic<bool> shm_direct{false};
-  transport::shm::ShmRxEndpoint* shm = nullptr;  // ep, when it is a shm endpoint (inline)
+  // poll()'s fast path: inline, owned, an endpoint with a direct poll, and not closed - one
+  // predictable test instead of three. Set by take_drive(), cleared by close(). Relaxed, as
+  // `closed`.
+  std::atomic<bool> direct_on{false};
   std::uint32_t stream_id = 0;
   std::string topic;
   StreamCounters counters;
   std::uint64_t received = 0, lost = 0, gaps = 0;
   // kInline
   std::unique_ptr<transport::RxEndpoint> ep;
-  EndpointKind kind = EndpointKind::kVirtual;  // ep's concrete class (direct calls)
+  transport::RxDirect direct;  // ep's direct path, taken at open
   // kQueued
   std::shared_ptr<RxChannel> channel;
   core::Poller* poller = nullptr;
@@ -214,8 +196,8 @@ class SubscriberImpl {
   static constexpr std::uint8_t kDriveFree = 0, kDriveDuties = 1, kDriveOwner = 2;
   std::atomic<std::uint8_t> drive{kDriveOwner};
   std::shared_ptr<InlineDuties> duties;  // inline: the context's duty call, to leave it
-  // The owner's first call: waits for a duty in progress, then owns the endpoint (inline shm:
-  // enables poll()'s direct path).
+  // The owner's first call: waits for a duty in progress, then owns the endpoint (and enables
+  // poll()'s direct path where the endpoint offers one).
   void take_drive() noexcept;
 };
 

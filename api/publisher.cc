@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "api/internal.h"
+#include "core/copy.h"
 #include "core/frame.h"
 
 namespace pollux {
@@ -26,34 +27,6 @@ void format_header(std::byte* frame, std::uint32_t frame_len, std::uint16_t flag
   h->timestamp_ns = now;
 }
 
-// The payload copy of every offer path (a 0-byte payload copies nothing: its data() may be
-// null). Up to 64 bytes (market data's typical message) it is two to four overlapping
-// fixed-size moves, inlined: a call into libc's memcpy - the call, its size dispatch and the
-// register spills around it in offer() - costs more instructions than the copy itself there.
-// Larger payloads go to memcpy.
-inline void copy_payload(std::byte* dst, const std::byte* src, std::size_t n) noexcept {
-  if (__builtin_expect(n > 64, 0)) {
-    std::memcpy(dst, src, n);
-  } else if (n > 32) {
-    std::memcpy(dst, src, 32);
-    std::memcpy(dst + n - 32, src + n - 32, 32);
-  } else if (n > 16) {
-    std::memcpy(dst, src, 16);
-    std::memcpy(dst + n - 16, src + n - 16, 16);
-  } else if (n >= 8) {
-    std::memcpy(dst, src, 8);
-    std::memcpy(dst + n - 8, src + n - 8, 8);
-  } else if (n >= 4) {
-    std::memcpy(dst, src, 4);
-    std::memcpy(dst + n - 4, src + n - 4, 4);
-  } else if (n >= 2) {
-    std::memcpy(dst, src, 2);
-    std::memcpy(dst + n - 2, src + n - 2, 2);
-  } else if (n == 1) {
-    *dst = *src;
-  }
-}
-
 void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {
   auto* t = reinterpret_cast<StageTrace*>(block);
   std::memset(t, 0, sizeof *t);
@@ -62,14 +35,15 @@ void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {
 }
 }  // namespace
 
-// Every mode (kShmDirect included: its endpoint's kind is kShm) asks the endpoint directly.
-bool PublisherImpl::transport_connected() const noexcept {
-  return with_tx(kind, ep.get(), [](auto* e) { return e->connected(); });
-}
-
 bool PublisherImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
-  return transport_connected();
+  return tx->connected();
+}
+
+// A direct claim the endpoint refused, counted by cause; always kBackPressured.
+std::int64_t PublisherImpl::claim_refused(transport::ClaimResult r) noexcept {
+  (r == transport::ClaimResult::kLogFull ? counters.bp_log_full : counters.bp_transport).add();
+  return kBackPressured;
 }
 
 // Common admission checks; returns 0 when the message may proceed.
@@ -80,7 +54,7 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
     counters.too_large.add();
     return kMessageTooLarge;
   }
-  if (__builtin_expect(!transport_connected(), 0)) {
+  if (__builtin_expect(!tx->connected(), 0)) {
     counters.not_connected.add();
     // Inline modes: the application thread runs the transport, and what would connect it
     // runs in the transport's timers, which offers that fail here never reach otherwise: shm's
@@ -90,11 +64,7 @@ std::int64_t PublisherImpl::check_state(std::size_t len, bool traced) noexcept {
     if (mode != Mode::kQueued) {
       const std::int64_t now = core::Clock::now_ns();
       (void)run_duties(now);  // as service(): the context's subscribers not yet polled
-      if (mode == Mode::kShmDirect) {
-        shm->maybe_heartbeat(now);
-      } else {
-        (void)with_tx(kind, ep.get(), [now](auto* e) { return e->housekeeping_st(now); });
-      }
+      (void)tx->refused_st(now);
     }
     return kNotConnected;
   }
@@ -109,11 +79,8 @@ bool PublisherImpl::pop_slot(std::uint32_t* slot) noexcept {
     n = channel->returns.pop_burst(back, core::kMaxBurst);
   } else {
     // Inline: this thread reaps the transport's completions itself.
-    n = with_tx(kind, ep.get(), [&](auto* e) {
-      const std::uint32_t k = e->reap_st({back, core::kMaxBurst});
-      (void)e->housekeeping_st(core::Clock::now_ns());
-      return k;
-    });
+    n = tx->reap_st({back, core::kMaxBurst});
+    (void)tx->housekeeping_st(core::Clock::now_ns());
   }
   for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
   return free_slots.pop(slot);
@@ -132,7 +99,7 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
       return kBackPressured;
     }
     poller->wake();  // after the push (release): pairs with the poller's sleep announcement
-  } else if (with_tx(kind, ep.get(), [&](auto* e) { return e->post_st({&d, 1}); }) != 1) {
+  } else if (tx->post_st({&d, 1}) != 1) {
     free_slots.push(slot);
     counters.bp_transport.add();
     return kBackPressured;
@@ -142,52 +109,21 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 }
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
-  // The common case - inline shm, untraced, open - decided by one relaxed load (fast_path: set
-  // at open, cleared by close(); it also says whether the stream stamps, so that the fast path
-  // is compiled once for each and tests neither); everything else, and every failure to admit
-  // or claim, takes offer_general(), which sorts out and counts the reason. Each path is a
-  // function of its own reached by a tail call: inlined here, the fast path's register saves
-  // would be made before the test, by every other mode too.
-  const std::uint8_t f = fast_path.load(std::memory_order_relaxed);
-  if (__builtin_expect(f == kFastShmStamped, 1)) return offer_shm<true>(payload);
-  if (f == kFastShmUnstamped) return offer_shm<false>(payload);
-  return offer_general(payload);
-}
-
-// The fast path calls nothing on its way: whatever is rare (a clock update in progress, a
-// claim that needs padding or a limit refresh) leaves through a tail call to offer_general()
-// before anything is written; a sleeping reader or a due heartbeat through offer_finish()
-// after the commit.
-template <bool kStamp>
-std::int64_t PublisherImpl::offer_shm(std::span<const std::byte> payload) noexcept {
-  const std::size_t len = payload.size();
-  if (__builtin_expect(len > max_payload || !shm->connected(), 0)) return offer_general(payload);
-  std::int64_t now = 0;
-  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return offer_general(payload);
-  transport::shm::LogWriter& w = shm->writer();
-  transport::shm::LogWriter::Claim c;
-  if (__builtin_expect(!w.try_claim_fast(static_cast<std::uint32_t>(kFrameHeaderSize + len), &c), 0)) {
-    return offer_general(payload);
+  // The common case - inline on an endpoint with a direct offer, untraced, open - decided by
+  // one relaxed load (fast_path: set at open, cleared by close()), then one call into the
+  // endpoint's own code (TxDirect::offer, taken at open). Everything else, and every offer the
+  // endpoint declines (not connected, a claim that needs padding, ...), takes offer_general(),
+  // which sorts out and counts the reason.
+  if (__builtin_expect(fast_path.load(std::memory_order_relaxed), 1)) {
+    const std::int64_t r = direct.offer(tx, payload.data(), payload.size());
+    if (__builtin_expect(r != transport::kDirectDeclined, 1)) {
+      // After the commit: the counters' stores need not precede the frame's (their readers poll).
+      counters.messages.add();
+      counters.bytes.add(payload.size());
+      return r;
+    }
   }
-  copy_payload(c.frame + kFrameHeaderSize, payload.data(), len);
-  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
-  // After the commit: the counters' stores need not precede the frame's (their readers poll).
-  counters.messages.add();
-  counters.bytes.add(len);
-  const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
-  // offer_heartbeat()'s test, the call left to offer_finish().
-  const bool beat = kStamp ? shm->heartbeat_due(now) : (++unstamped & 1023) == 0;
-  if (__builtin_expect(wake, 0)) return offer_finish(r, now, true, beat);
-  if (__builtin_expect(beat, 0)) return offer_finish(r, now, false, true);
-  return r;
-}
-
-// After a fast-path commit: wake the sleeping readers (before a heartbeat's segment check may
-// replace the segment they sleep on), then the heartbeat. Returns `r`.
-std::int64_t PublisherImpl::offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept {
-  if (wake) shm->writer().wake();
-  if (beat) shm->maybe_heartbeat(stamp ? now : core::Clock::now_ns());
-  return r;
+  return offer_general(payload);
 }
 
 std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) noexcept {
@@ -199,44 +135,29 @@ std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) no
       static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + payload.size());
   const std::int64_t now = offer_clock(traced);
   const std::uint16_t flags = traced ? core::kFlagTraced : core::kFlagNone;
-  if (mode == Mode::kShmDirect) {
-    transport::shm::LogWriter& w = shm->writer();
-    transport::shm::LogWriter::Claim c;
-    if (!w.try_claim(frame_len, &c)) {
-      counters.bp_log_full.add();
-      // The slowest subscriber holds the log: if its process died, only this thread's duties
-      // free its slot (there is no poller), so a publisher retrying offer() recovers by itself.
-      shm->maybe_heartbeat(now != 0 ? now : core::Clock::now_ns());
-      return kBackPressured;
+  const bool in_place = mode == Mode::kDirect || (mode == Mode::kInlinePost && !traced && direct.claim != nullptr);
+  if (in_place) {
+    // The frame is built in the endpoint's own buffer (the shm log; UDP's send log for
+    // untraced frames): no pool slot to take and reap, no second copy.
+    transport::TxClaim c;
+    if (const transport::ClaimResult cr = direct.claim(tx, frame_len, now, &c);
+        __builtin_expect(cr != transport::ClaimResult::kClaimed, 0)) {
+      return claim_refused(cr);
     }
     std::byte* p = c.frame + kFrameHeaderSize;
     if (traced) {
       start_trace(p, now, false);
       p += kTraceBytes;
     }
-    copy_payload(p, payload.data(), payload.size());
-    w.commit(c, flags, now);
-    counters.messages.add();
-    counters.bytes.add(payload.size());
-    offer_heartbeat(now);
-    return static_cast<std::int64_t>(w.position());
-  }
-  if (mode == Mode::kInlinePost && kind == EndpointKind::kUdp && !traced) {
-    // Inline UDP: the frame is built in place in the send log (UdpTxEndpoint::claim_direct):
-    // no pool slot to take and reap, no second copy. Traced frames take the general path.
-    auto* e = static_cast<transport::udp::UdpTxEndpoint*>(ep.get());
-    std::byte* frame = e->claim_direct(frame_len);
-    if (__builtin_expect(frame == nullptr, 0)) {
-      counters.bp_transport.add();
-      return kBackPressured;
+    core::copy_payload(p, payload.data(), payload.size());
+    std::int64_t r = direct.commit(tx, c, flags, now, false);
+    if (mode == Mode::kInlinePost) {
+      offered += core::align_up(frame_len, core::kFrameAlignment);
+      r = static_cast<std::int64_t>(offered);
     }
-    format_header(frame, frame_len, flags, stream_id, now);
-    copy_payload(frame + kFrameHeaderSize, payload.data(), payload.size());
-    e->commit_direct(frame_len, now);
-    offered += core::align_up(frame_len, core::kFrameAlignment);
     counters.messages.add();
     counters.bytes.add(payload.size());
-    return static_cast<std::int64_t>(offered);
+    return r;
   }
   std::uint32_t slot;
   if (!pop_slot(&slot)) {
@@ -250,7 +171,7 @@ std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) no
     start_trace(p, now, mode == Mode::kQueued);
     p += kTraceBytes;
   }
-  copy_payload(p, payload.data(), payload.size());  // an empty payload may have no data()
+  core::copy_payload(p, payload.data(), payload.size());  // an empty payload may have no data()
   const std::int64_t r = submit(slot, frame_len, flags);
   if (r >= 0) {
     counters.messages.add();
@@ -260,7 +181,7 @@ std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) no
 }
 
 std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept {
-  if (mode != Mode::kShmDirect) {
+  if (mode != Mode::kDirect) {
     std::int64_t n = 0;
     for (const auto& m : msgs) {
       const std::int64_t r = offer(m);
@@ -270,7 +191,6 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
     return n;
   }
   if (msgs.empty()) return 0;
-  transport::shm::LogWriter& w = shm->writer();
   const std::int64_t now = offer_clock(trace);  // one read for the batch (traced streams: the traces' stamp)
   std::int64_t n = 0;
   std::uint64_t bytes = 0;
@@ -282,13 +202,11 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
     }
     const std::uint32_t frame_len =
         static_cast<std::uint32_t>(kFrameHeaderSize + (traced ? kTraceBytes : 0) + m.size());
-    transport::shm::LogWriter::Claim c;
-    if (!w.try_claim(frame_len, &c)) {
-      counters.bp_log_full.add();
-      if (n == 0) {
-        shm->maybe_heartbeat(core::Clock::now_ns());  // as offer(): a dead subscriber is reaped
-        return kBackPressured;
-      }
+    transport::TxClaim c;
+    if (const transport::ClaimResult cr = direct.claim(tx, frame_len, now, &c);
+        cr != transport::ClaimResult::kClaimed) {
+      const std::int64_t r = claim_refused(cr);
+      if (n == 0) return r;
       break;
     }
     std::byte* p = c.frame + kFrameHeaderSize;
@@ -296,15 +214,14 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
       start_trace(p, now, false);
       p += kTraceBytes;
     }
-    copy_payload(p, m.data(), m.size());
-    w.commit_deferred(c, traced ? core::kFlagTraced : core::kFlagNone, now);
+    core::copy_payload(p, m.data(), m.size());
+    (void)direct.commit(tx, c, traced ? core::kFlagTraced : core::kFlagNone, now, /*deferred=*/true);
     bytes += m.size();
     ++n;
   }
-  w.flush_tail();
+  direct.flush(tx, now);
   counters.messages.add(static_cast<std::uint64_t>(n));
   counters.bytes.add(bytes);
-  offer_heartbeat(now);
   return n;
 }
 
@@ -319,16 +236,15 @@ std::int64_t PublisherImpl::claim(std::size_t len, Claim& c) noexcept {
   c.flags_ = traced ? core::kFlagTraced : core::kFlagNone;
   c.frame_length_ = frame_len;
   c.size_ = len;
-  if (mode == Mode::kShmDirect) {
-    transport::shm::LogWriter::Claim lc;
-    if (!shm->writer().try_claim(frame_len, &lc)) {
-      counters.bp_log_full.add();
-      shm->maybe_heartbeat(now != 0 ? now : core::Clock::now_ns());  // as offer(): a dead subscriber is reaped
-      return kBackPressured;
+  if (mode == Mode::kDirect) {
+    transport::TxClaim tc;
+    if (const transport::ClaimResult cr = direct.claim(tx, frame_len, now, &tc);
+        cr != transport::ClaimResult::kClaimed) {
+      return claim_refused(cr);
     }
-    c.frame_ = lc.frame;
-    c.position_ = lc.position;
-    c.aligned_ = lc.aligned;
+    c.frame_ = tc.frame;
+    c.position_ = tc.position;
+    c.aligned_ = tc.aligned;
   } else {
     std::uint32_t slot;
     if (!pop_slot(&slot)) {
@@ -353,14 +269,12 @@ std::int64_t PublisherImpl::commit(Claim& c) noexcept {
   if (!c.active_) return kClosed;
   c.active_ = false;
   const std::int64_t now = offer_clock((c.flags_ & core::kFlagTraced) != 0);
-  if (mode == Mode::kShmDirect) {
-    transport::shm::LogWriter& w = shm->writer();
-    const transport::shm::LogWriter::Claim lc{c.frame_, c.position_, c.frame_length_, c.aligned_};
-    w.commit(lc, c.flags_, now);
+  if (mode == Mode::kDirect) {
+    const std::int64_t r =
+        direct.commit(tx, transport::TxClaim{c.frame_, c.position_, c.frame_length_, c.aligned_}, c.flags_, now, false);
     counters.messages.add();
     counters.bytes.add(c.size_);
-    offer_heartbeat(now);
-    return static_cast<std::int64_t>(w.position());
+    return r;
   }
   format_header(c.frame_, c.frame_length_, c.flags_, stream_id, now);
   const std::int64_t r = submit(c.slot_, c.frame_length_, c.flags_);
@@ -374,8 +288,8 @@ std::int64_t PublisherImpl::commit(Claim& c) noexcept {
 void PublisherImpl::abort(Claim& c) noexcept {
   if (!c.active_) return;
   c.active_ = false;
-  if (mode == Mode::kShmDirect) {
-    shm->writer().abort({c.frame_, c.position_, c.frame_length_, c.aligned_});
+  if (mode == Mode::kDirect) {
+    direct.abort(tx, transport::TxClaim{c.frame_, c.position_, c.frame_length_, c.aligned_});
   } else {
     free_slots.push(c.slot_);
   }
@@ -389,18 +303,16 @@ int PublisherImpl::service() noexcept {
   // publishers (see InlineDuties), so a thread that waits for is_connected() calling only
   // service() connects.
   const int duties_work = run_duties(now);
-  if (mode == Mode::kShmDirect) return duties_work + shm->housekeeping_st(now);
+  if (mode == Mode::kDirect) return duties_work + tx->housekeeping_st(now);
   std::uint32_t back[core::kMaxBurst];
-  return duties_work + with_tx(kind, ep.get(), [&](auto* e) {
-           const std::uint32_t n = e->reap_st({back, core::kMaxBurst});
-           for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
-           return static_cast<int>(n) + e->housekeeping_st(now);
-         });
+  const std::uint32_t n = tx->reap_st({back, core::kMaxBurst});
+  for (std::uint32_t i = 0; i < n; ++i) free_slots.push(back[i]);
+  return duties_work + static_cast<int>(n) + tx->housekeeping_st(now);
 }
 
 void PublisherImpl::close() noexcept {
   std::lock_guard<std::mutex> lock(control_mu);
-  fast_path.store(kFastNone, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
+  fast_path.store(false, std::memory_order_relaxed);  // as `closed`: offer() then sees kClosed
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_publisher(this);
   ctx = nullptr;

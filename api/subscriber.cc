@@ -19,7 +19,7 @@ using transport::RxKind;
 namespace {
 constexpr int kChunk = 64;
 
-// The Message of a frame a direct path (shm, inline UDP) hands over in place: `len` >=
+// The Message of a frame a direct path (RxDirect) hands over in place: `len` >=
 // kFrameHeaderSize was checked by the reader, flags 0 (no trace block). The header's stream,
 // session, sequence and timestamp are the Message's in the same order and widths (asserted):
 // one 24-byte copy instead of four loads and stores (as before, read from the frame once more
@@ -71,7 +71,7 @@ int InlineDuties::run(std::int64_t now_ns) noexcept {
     if (d == SubscriberImpl::kDriveFree &&
         s->drive.compare_exchange_strong(d, SubscriberImpl::kDriveDuties, std::memory_order_acquire)) {
       if (!s->closed.load(std::memory_order_relaxed)) {
-        work += with_rx(s->kind, s->ep.get(), [&](auto* e) { return e->duty_st(now_ns); });
+        work += s->ep->duty_st(now_ns);
       }
       // Release pairs with take_drive()'s acquire: the owner sees what the duty did.
       s->drive.store(SubscriberImpl::kDriveFree, std::memory_order_release);
@@ -88,8 +88,8 @@ void SubscriberImpl::take_drive() noexcept {
       // Acquire pairs with InlineDuties::run()'s release: the endpoint as the last duty left it.
       if (drive.compare_exchange_weak(d, kDriveOwner, std::memory_order_acquire)) {
         if (duties != nullptr) duties->unowned.fetch_sub(1, std::memory_order_relaxed);
-        if (shm != nullptr && !closed.load(std::memory_order_relaxed))
-          shm_direct.store(true, std::memory_order_relaxed);
+        if (direct.poll != nullptr && !closed.load(std::memory_order_relaxed))
+          direct_on.store(true, std::memory_order_relaxed);
         return;
       }
     } else {  // a duty in progress: it is short (one housekeeping pass)
@@ -101,7 +101,7 @@ void SubscriberImpl::take_drive() noexcept {
 
 bool SubscriberImpl::connected() const noexcept {
   if (closed.load(std::memory_order_relaxed)) return false;
-  if (mode == Mode::kInline) return with_rx(kind, ep.get(), [](auto* e) { return e->connected(); });
+  if (mode == Mode::kInline) return ep->connected();
   return channel->ep->connected();
 }
 
@@ -124,83 +124,62 @@ void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
 }
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
-  // Each path is a function of its own reached by a tail call: inlined here, the shm path's
+  // Each path is a function of its own reached by a tail call: inlined here, the direct path's
   // register saves would be made before the test, by every other mode too.
-  if (__builtin_expect(shm_direct.load(std::memory_order_relaxed), 1)) return poll_shm(h, limit);
+  if (__builtin_expect(direct_on.load(std::memory_order_relaxed), 1)) return poll_direct(h, limit);
   if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
   if (__builtin_expect(drive.load(std::memory_order_relaxed) != kDriveOwner, 0)) {
     take_drive();  // the first poll: from now on this thread drives the endpoint
-    if (shm_direct.load(std::memory_order_relaxed)) return poll_shm(h, limit);
+    if (direct_on.load(std::memory_order_relaxed)) return poll_direct(h, limit);
   }
   return poll_general(h, limit, 0);
 }
 
-int SubscriberImpl::poll_shm(const Handlers& h, int limit) noexcept {
-  // Inline shm: plain frames go from the log straight to the handler and are released by
-  // the reader's position (ShmRxEndpoint::poll_direct: no RxDesc filled, copied or walked).
-  // The general loop (poll_general) runs only for what the direct path stops at - gaps, stream
-  // events, traced or padding frames, resyncs - and continues from the same reader state.
-  transport::shm::ShmRxEndpoint* const e = shm;
+int SubscriberImpl::poll_direct(const Handlers& h, int limit) noexcept {
+  // Inline, on an endpoint with a direct path (shm's log, UDP's receive buffers): plain frames
+  // go from the endpoint's buffer straight to the handler, handed over as views in place and
+  // given back after delivery (RxDirect: no RxDesc filled, copied or walked). The general loop
+  // (poll_general) runs only for what the direct path stops at - gaps, stream events, traced
+  // or padding frames, resyncs, due timers - and continues from the same endpoint state.
+  transport::RxEndpoint* const e = ep.get();
+  transport::FrameView views[kChunk];
+  static_assert(kChunk <= transport::kMaxDirectViews);
   bool slow = false;
-  std::uint64_t bytes = 0;
-  auto on_frame = [&](const core::FrameHeader* f, std::uint32_t len) {
-    bytes += len - core::kFrameHeaderSize;  // before the call: len need not survive it
-    h.on_message(h.ctx, direct_message(f, len));
-  };
+  std::uint64_t bytes = 0, next_seq = 0;
   int handled = 0;
-  if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
-    // 1 <= limit <= kChunk: one call.
-    handled = static_cast<int>(e->poll_direct(static_cast<std::uint32_t>(limit), on_frame, &slow));
-  } else {
-    while (handled < limit) {  // nothing when limit <= 0
-      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-      const std::uint32_t n = e->poll_direct(want, on_frame, &slow);
-      handled += static_cast<int>(n);
-      if (slow || n < want) break;
+  while (handled < limit) {  // nothing when limit <= 0
+    const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+    const std::uint32_t n = direct.poll(e, want, views, &slow);
+    if (n == 0) break;
+    // The position counter (transports without a shm log) before delivery: a view need not
+    // survive its handler.
+    if (counters.position.valid()) next_seq = views[n - 1].frame->sequence + 1;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      bytes += views[i].length - core::kFrameHeaderSize;
+      h.on_message(h.ctx, direct_message(views[i].frame, views[i].length));
     }
+    direct.release(e, n);
+    handled += static_cast<int>(n);
+    if (slow || n < want) break;
   }
   if (handled != 0) {  // counters once per call, not per message
     received += static_cast<std::uint64_t>(handled);
     counters.messages.add(static_cast<std::uint64_t>(handled));
     counters.bytes.add(bytes);
+    if (next_seq != 0) counters.position.set(next_seq);
   }
   if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
   return poll_general(h, limit, handled);
 }
 
 int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noexcept {
-  if (mode == Mode::kInline && kind == EndpointKind::kUdp && limit > 0) {
-    // Inline UDP: a datagram that simply continues its session goes from the receive buffer
-    // straight to the handler (UdpRxEndpoint::poll_direct: no RxDesc, no window slot, no
-    // release). The general loop below runs for the rest - gaps, session events, heartbeats,
-    // traced frames, batched reads, due timers - from the same receiver state.
-    auto* e = static_cast<transport::udp::UdpRxEndpoint*>(ep.get());
-    bool slow = false;
-    std::uint64_t bytes = 0, next_seq = 0;
-    const std::uint32_t n = e->poll_direct(
-        static_cast<std::uint32_t>(limit),
-        [&](const core::FrameHeader* f, std::uint32_t len) {
-          h.on_message(h.ctx, direct_message(f, len));
-          bytes += len - core::kFrameHeaderSize;
-          next_seq = f->sequence + 1;
-        },
-        &slow);
-    if (n != 0) {
-      handled = static_cast<int>(n);
-      received += n;
-      counters.messages.add(n);
-      counters.bytes.add(bytes);
-      if (counters.position.valid()) counters.position.set(next_seq);
-    }
-    if (!slow || handled >= limit) return handled;
-  }
   RxDesc buf[kChunk];
   RxDesc rel[kChunk];
   while (handled < limit) {
     const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
     std::uint32_t n;
     if (mode == Mode::kInline) {
-      n = with_rx(kind, ep.get(), [&](auto* e) { return e->poll_st({buf, want}); });
+      n = ep->poll_st({buf, want});
     } else {
       n = channel->deliver.pop_burst(buf, want);
     }
@@ -313,7 +292,7 @@ int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noex
     counters.bytes.add(bytes);
     if (next_seq != 0 && counters.position.valid()) counters.position.set(next_seq);
     if (mode == Mode::kInline) {
-      with_rx(kind, ep.get(), [&](auto* e) { e->release_st({rel, nrel}, true); });
+      ep->release_st({rel, nrel}, true);
     } else if (nrel > 0) {
       // Cannot fail: the poller never has more messages outstanding than this ring holds.
       (void)channel->release.push_burst(rel, nrel);
@@ -341,7 +320,7 @@ bool SubscriberImpl::arm() noexcept {
     }
     return true;
   }
-  return with_rx(kind, ep.get(), [](auto* e) { return e->try_arm_st(); });
+  return ep->try_arm_st();
 }
 
 void SubscriberImpl::disarm() noexcept {
@@ -353,7 +332,7 @@ void SubscriberImpl::disarm() noexcept {
     }
     return;
   }
-  with_rx(kind, ep.get(), [](auto* e) { e->disarm_st(); });
+  ep->disarm_st();
 }
 
 int SubscriberImpl::notify_fd() const noexcept {
@@ -395,7 +374,7 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
     r = ::poll(&p, 1, ms);
   } else {
     core::FutexWait waits[16];
-    const std::uint32_t n = with_rx(kind, ep.get(), [&](auto* e) { return e->futex_waits_st({waits, 16}); });
+    const std::uint32_t n = ep->futex_waits_st({waits, 16});
     if (n > 0) {
       r = core::futex_wait_any({waits, n}, timeout_ns) == ETIMEDOUT ? 0 : 1;
     } else {
@@ -411,7 +390,7 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
 void SubscriberImpl::close() noexcept {
   take_drive();  // no duty may run on the endpoint while it closes
   std::lock_guard<std::mutex> lock(control_mu);
-  shm_direct.store(false, std::memory_order_relaxed);  // as `closed`: poll() then returns 0
+  direct_on.store(false, std::memory_order_relaxed);  // as `closed`: poll() then returns 0
   if (closed.exchange(true)) return;
   if (ctx != nullptr) ctx->release_subscriber(this);
   ctx = nullptr;

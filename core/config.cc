@@ -119,6 +119,13 @@ std::string parse_size(std::string_view text, std::uint64_t lo, std::uint64_t hi
   return "";
 }
 
+std::string format_size(std::uint64_t v) {
+  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat(v >> shift, suffix);
+  }
+  return absl::StrCat(v, " bytes");
+}
+
 namespace {
 
 std::string want_bool(const toml::node& n, bool* out) {

@@ -218,6 +218,9 @@ absl::StatusOr<std::string> read_config_file(const std::string& path);
 // A size given as text: bytes ("2000") or with a binary suffix ("64KiB", "16MiB", "1GiB"),
 // within [lo, hi]. "" on success, else the message after "key: " (as every config error).
 std::string parse_size(std::string_view text, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out);
+// A size for people: the largest binary unit that divides it exactly ("16MiB", "64KiB"), else
+// bytes ("2000 bytes").
+std::string format_size(std::uint64_t v);
 
 // Levenshtein distance, and " (did you mean X?)" for the closest of `known` within 3 edits
 // (empty when none is): for error messages about unknown keys.

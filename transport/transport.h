@@ -1,12 +1,17 @@
-// The transport interface, shaped for verbs from day one (and implemented first by shm).
+// The transport interface, shaped for verbs from day one (and implemented first by shm). The API
+// (api/) sees this header and core/ only: it never names a transport's class.
 //
 // Control plane (virtual, may allocate, returns absl::Status): a Transport opens endpoints,
 // registers the buffer pool once, connects (tx) or joins (rx) a stream, and closes.
 // Data plane (per endpoint, resolved once at open): batch calls over spans that return counts -
 // post() a burst of frames with one doorbell, reap() completions (which hand buffers back to
 // the pool), poll() a burst of received frames, release() them after delivery. These are
-// virtual calls on `final` classes, made once per burst, never once per message; the inline
-// threading mode additionally calls the concrete shm writer directly (api/publisher.cc).
+// virtual calls on `final` classes, made once per burst, never once per message.
+// Direct paths (inline threading, the application thread drives the endpoint): an endpoint whose
+// frames live in a buffer of its own (the shm log, UDP's send log and receive buffers) offers
+// claim/commit and a poll of frame views in place (TxDirect, RxDirect): plain functions of the
+// final class, taken once at open, so a message costs one predicted call and no copy into a
+// pool slot, no descriptor, no virtual dispatch.
 // Progress: each transport gives each poller one core::ProgressSource (poller_source()) that
 // progresses every endpoint opened on that poller; those endpoints are passive (they post and
 // queue, the source polls the CQ / sockets). An endpoint driven by an application thread
@@ -15,7 +20,9 @@
 // spinning (core/progress.h gives the protocol; the defaults refuse to arm).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -91,6 +98,70 @@ inline std::uint64_t view_start(const RxDesc& d) noexcept {
   return d.token - core::align_up(d.length, core::kFrameAlignment);
 }
 
+class TxEndpoint;
+class RxEndpoint;
+
+// A frame claimed in an endpoint's own send buffer: the caller writes the body after the
+// FrameHeader (the header is the endpoint's: commit writes it).
+struct TxClaim {
+  std::byte* frame = nullptr;
+  std::uint64_t position = 0;  // where the frame starts in the endpoint's position space
+  std::uint32_t frame_length = 0;
+  std::uint32_t aligned = 0;  // frame_length rounded up to core::kFrameAlignment
+};
+
+enum class ClaimResult : std::uint8_t {
+  kClaimed,
+  kLogFull,  // a log shared with the subscribers has no room before the slowest one (flow control)
+  kRefused,  // the transport cannot take the frame now (send window, socket buffer)
+};
+
+// Returned by TxDirect::offer when the caller must take the general path (claim, commit) for
+// this message: nothing was written, nothing counted.
+inline constexpr std::int64_t kDirectDeclined = std::numeric_limits<std::int64_t>::min();
+
+// An endpoint's direct send path (inline threading). Null members: not offered. Every function
+// runs on the thread that drives the endpoint. `now` is the offer's clock reading, 0 when the
+// stream does not stamp (the endpoint then reads the clock itself when it needs one).
+struct TxDirect {
+  // The whole offer of an untraced message of `len` bytes: claim, copy, commit, the endpoint's
+  // duties that ride on it. Returns the position after the frame, or kDirectDeclined.
+  std::int64_t (*offer)(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept = nullptr;
+  // Room for a frame of `frame_length` bytes (<= max_frame()).
+  ClaimResult (*claim)(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now, TxClaim* c) noexcept = nullptr;
+  // Writes the header (flags, `now` as the publish time) and publishes the frame. `deferred`:
+  // part of a batch that ends with flush() (the endpoint may publish its tail once for it).
+  // Returns the position after the frame.
+  std::int64_t (*commit)(TxEndpoint* ep, const TxClaim& c, std::uint16_t flags, std::int64_t now,
+                         bool deferred) noexcept = nullptr;
+  void (*flush)(TxEndpoint* ep, std::int64_t now) noexcept = nullptr;
+  // Gives a claim back unpublished (readers skip it).
+  void (*abort)(TxEndpoint* ep, const TxClaim& c) noexcept = nullptr;
+  // claim() also takes traced frames (a trace block after the header); false: traced frames go
+  // through pool slots and post_st().
+  bool traced = false;
+};
+
+// A received frame handed over in place by RxDirect::poll.
+struct FrameView {
+  const core::FrameHeader* frame;
+  std::uint32_t length;  // frame_length, >= kFrameHeaderSize (checked by the endpoint)
+  std::uint32_t reserved;
+};
+static_assert(sizeof(FrameView) == 16);
+
+// An endpoint's direct receive path (inline threading). Null members: not offered.
+struct RxDirect {
+  // Plain frames (flags 0, in order, consecutive) of the current session, at most `max`
+  // (<= kMaxDirectViews), valid until release(). Sets *slow (and may return fewer, or 0) when
+  // poll_st() has something to report first - a gap, an event, a traced frame, a due timer -
+  // and continues from the same state.
+  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept = nullptr;
+  // After the application saw the `n` views of the last poll (n > 0): hands their space back.
+  void (*release)(RxEndpoint* ep, std::uint32_t n) noexcept = nullptr;
+};
+inline constexpr std::uint32_t kMaxDirectViews = 64;
+
 class TxEndpoint {
  public:
   virtual ~TxEndpoint() = default;
@@ -115,6 +186,12 @@ class TxEndpoint {
   virtual std::uint32_t max_frame() const noexcept = 0;
   virtual void close_st() noexcept = 0;
   virtual std::string describe() const = 0;
+  // Inline mode: an offer was refused (not connected, or the log full): what may unblock it
+  // runs now - the endpoint's timers, which an application spinning on offer() would otherwise
+  // never reach (reaping a dead subscriber, hearing a new one). Returns work done.
+  virtual int refused_st(std::int64_t now_ns) noexcept { return housekeeping_st(now_ns); }
+  // The direct path (see TxDirect); taken once at open.
+  const TxDirect& direct() const noexcept { return direct_; }
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   std::uint32_t session_id() const noexcept { return session_id_; }
@@ -126,6 +203,7 @@ class TxEndpoint {
  protected:
   std::uint32_t stream_id_ = 0;
   std::uint32_t session_id_ = 0;
+  TxDirect direct_;  // set by the final class when it opens, if it offers a direct path
 
  private:
   std::vector<std::shared_ptr<void>> held_;
@@ -156,6 +234,8 @@ class RxEndpoint {
   virtual bool connected() const noexcept = 0;
   virtual void close_st() noexcept = 0;
   virtual std::string describe() const = 0;
+  // The direct path (see RxDirect); taken once at open.
+  const RxDirect& direct() const noexcept { return direct_; }
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   // As TxEndpoint::hold().
@@ -163,6 +243,7 @@ class RxEndpoint {
 
  protected:
   std::uint32_t stream_id_ = 0;
+  RxDirect direct_;  // set by the final class when it opens, if it offers a direct path
 
  private:
   std::vector<std::shared_ptr<void>> held_;
@@ -206,9 +287,14 @@ class Transport {
   // True when all publishers of a stream in one process must share one tx endpoint (shm: a
   // stream has a single writer); false when each publisher gets its own (a QP, a socket).
   virtual bool shared_tx_endpoint() const noexcept { return false; }
+  // describe()'s "transport:" line: the transport and what of its configuration decides how it
+  // behaves (e.g. the socket buffers the kernel really grants).
+  virtual std::string describe() const = 0;
+  // Where one stream's messages go ("shm", "udp 239.255.0.1:40456", "rdma rc").
+  virtual std::string stream_route(std::uint32_t stream_id) const = 0;
 };
 
-// The transport named by config.transport (api/transport_factory.cc).
+// The transport named by config.transport (transport/factory.cc).
 absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& env);
 
 // The device whose NUMA node should host the pollers and the pool: runtime.device, else the

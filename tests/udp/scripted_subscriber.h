@@ -38,7 +38,6 @@ class ScriptedRx final : public transport::RxEndpoint {
 // An inline subscriber of `stream_id` whose counters live in `f` (each its own slot).
 inline void init_inline_subscriber(detail::SubscriberImpl& sub, core::CountersFile& f, std::uint32_t stream_id) {
   sub.mode = detail::SubscriberImpl::Mode::kInline;
-  sub.kind = detail::EndpointKind::kVirtual;
   sub.stream_id = stream_id;
   for (auto* c : {&sub.counters.messages, &sub.counters.bytes, &sub.counters.gaps, &sub.counters.lost,
                   &sub.counters.overruns, &sub.counters.events, &sub.counters.malformed}) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 #include "transport/rdma/qp.h"
@@ -317,10 +318,12 @@ void RdmaTransport::close() {
 }
 
 std::string RdmaTransport::describe() const {
-  std::string s =
-      absl::StrFormat("rdma %s on %s", core::rdma_mode_name(cfg().mode), dev_ != nullptr ? dev_->describe() : "closed");
-  if (cm_ != nullptr) absl::StrAppend(&s, "; ", cm_->describe());
-  return s;
+  return absl::StrFormat("rdma (every stream): %s on device %s port %u", core::rdma_mode_name(cfg().mode), cfg().device,
+                         cfg().port);
+}
+
+std::string RdmaTransport::stream_route(std::uint32_t) const {
+  return absl::StrCat("rdma ", std::string(core::rdma_mode_name(cfg().mode)));
 }
 
 }  // namespace pollux::transport::rdma

@@ -80,7 +80,8 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   core::CountersFile& counters() noexcept { return *env_.counters; }
   ConnectionManager* cm() noexcept { return cm_.get(); }
   bool ud() const noexcept { return cfg().mode == core::RdmaMode::kUdMulticast; }
-  std::string describe() const;
+  std::string describe() const override;
+  std::string stream_route(std::uint32_t stream_id) const override;
 
  private:
   explicit RdmaTransport(const TransportEnv& env) : env_(env) {}

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/copy.h"
 #include "core/wakeup.h"
 
 namespace pollux::transport::shm {
@@ -99,6 +100,13 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   ep->pool_ = env.pool;
   ep->stream_id_ = spec.stream_id;
   ep->session_id_ = o.session_id;
+  ep->stamp_ = spec.stream == nullptr || spec.stream->publisher_timestamp;
+  ep->direct_.offer = ep->stamp_ ? &ShmTxEndpoint::direct_offer<true> : &ShmTxEndpoint::direct_offer<false>;
+  ep->direct_.claim = &ShmTxEndpoint::direct_claim;
+  ep->direct_.commit = &ShmTxEndpoint::direct_commit;
+  ep->direct_.flush = &ShmTxEndpoint::direct_flush;
+  ep->direct_.abort = &ShmTxEndpoint::direct_abort;
+  ep->direct_.traced = true;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
   ep->truncated_counter_ = make_counter(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id),
                                         "segment_truncated", spec.stream_id, &ep->truncated_local_);
@@ -203,6 +211,8 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->path_ = segment_path(cfg, spec.stream_id);
   ep->access_ = *access;
   ep->stream_id_ = spec.stream_id;
+  ep->direct_.poll = &ShmRxEndpoint::direct_poll;
+  ep->direct_.release = &ShmRxEndpoint::direct_release;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
   ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
@@ -504,6 +514,105 @@ std::uint32_t ShmPollerSource::futex_waits(std::span<core::FutexWait> out) noexc
     out[k++] = core::FutexWait{w, eps_[i]->armed_expected(), /*shared=*/true};
   }
   return k;
+}
+
+// ---- direct paths -------------------------------------------------------------------------------
+
+template <bool kStamp>
+std::int64_t ShmTxEndpoint::direct_offer(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept {
+  auto* const self = static_cast<ShmTxEndpoint*>(ep);
+  LogWriter& w = self->writer_;
+  if (__builtin_expect(len > w.max_frame() - core::kFrameHeaderSize || !self->connected(), 0)) return kDirectDeclined;
+  std::int64_t now = 0;
+  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return kDirectDeclined;
+  LogWriter::Claim c;
+  if (__builtin_expect(!w.try_claim_fast(static_cast<std::uint32_t>(core::kFrameHeaderSize + len), &c), 0)) {
+    return kDirectDeclined;
+  }
+  core::copy_payload(c.frame + core::kFrameHeaderSize, payload, len);
+  const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+  const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
+  // commit_heartbeat()'s test, the call left to offer_finish().
+  const bool beat = kStamp ? self->heartbeat_due(now) : (++self->unstamped_ & 1023) == 0;
+  if (__builtin_expect(wake, 0)) return self->offer_finish(r, now, true, beat);
+  if (__builtin_expect(beat, 0)) return self->offer_finish(r, now, false, true);
+  return r;
+}
+template std::int64_t ShmTxEndpoint::direct_offer<true>(TxEndpoint*, const std::byte*, std::size_t) noexcept;
+template std::int64_t ShmTxEndpoint::direct_offer<false>(TxEndpoint*, const std::byte*, std::size_t) noexcept;
+
+// After a fast-path commit: wake the sleeping readers (before a heartbeat's segment check may
+// replace the segment they sleep on), then the heartbeat. Returns `r`.
+std::int64_t ShmTxEndpoint::offer_finish(std::int64_t r, std::int64_t now, bool wake, bool beat) noexcept {
+  if (wake) writer_.wake();
+  if (beat) maybe_heartbeat(stamp_ ? now : core::Clock::now_ns());
+  return r;
+}
+
+ClaimResult ShmTxEndpoint::direct_claim(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now,
+                                        TxClaim* c) noexcept {
+  auto* const self = static_cast<ShmTxEndpoint*>(ep);
+  LogWriter::Claim lc;
+  if (!self->writer_.try_claim(frame_length, &lc)) {
+    // The slowest subscriber holds the log: if its process died, only this thread's duties
+    // free its slot (there is no poller), so a publisher retrying offer() recovers by itself.
+    self->maybe_heartbeat(now != 0 ? now : core::Clock::now_ns());
+    return ClaimResult::kLogFull;
+  }
+  *c = TxClaim{lc.frame, lc.position, lc.length, lc.aligned};
+  return ClaimResult::kClaimed;
+}
+
+std::int64_t ShmTxEndpoint::direct_commit(TxEndpoint* ep, const TxClaim& c, std::uint16_t flags, std::int64_t now,
+                                          bool deferred) noexcept {
+  auto* const self = static_cast<ShmTxEndpoint*>(ep);
+  LogWriter& w = self->writer_;
+  const LogWriter::Claim lc{c.frame, c.position, c.frame_length, c.aligned};
+  if (deferred) {
+    w.commit_deferred(lc, flags, now);
+  } else {
+    w.commit(lc, flags, now);
+    self->commit_heartbeat(now);
+  }
+  return static_cast<std::int64_t>(w.position());
+}
+
+void ShmTxEndpoint::direct_flush(TxEndpoint* ep, std::int64_t now) noexcept {
+  auto* const self = static_cast<ShmTxEndpoint*>(ep);
+  self->writer_.flush_tail();
+  self->commit_heartbeat(now);
+}
+
+void ShmTxEndpoint::direct_abort(TxEndpoint* ep, const TxClaim& c) noexcept {
+  static_cast<ShmTxEndpoint*>(ep)->writer_.abort({c.frame, c.position, c.frame_length, c.aligned});
+}
+
+std::uint32_t ShmRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept {
+  auto* const self = static_cast<ShmRxEndpoint*>(ep);
+  if (__builtin_expect(!self->direct_ok_, 0)) {
+    *slow = true;
+    return 0;
+  }
+  const std::uint32_t n = self->reader_.peek_direct(
+      max,
+      [&out](const core::FrameHeader* f, std::uint32_t len) {
+        *out++ = FrameView{f, len, 0};
+      },
+      slow);
+  if (n == 0 && !*slow && (++self->empty_polls_ & 63) == 0)
+    self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
+  return n;
+}
+
+void ShmRxEndpoint::direct_release(RxEndpoint* ep, std::uint32_t n) noexcept {
+  static_cast<ShmRxEndpoint*>(ep)->reader_.finish_direct(n);
+}
+
+std::string ShmTransport::describe() const {
+  const core::Config& c = *env_.config;
+  return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s",
+                         core::format_size(c.shm.log_size), c.runtime.shm_dir,
+                         core::flow_control_name(c.shm.flow_control));
 }
 
 ShmPollerSource* ShmTransport::source(int poller) {

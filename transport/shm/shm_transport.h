@@ -44,7 +44,7 @@ class ShmTxEndpoint final : public TxEndpoint {
   void close_st() noexcept override;
   std::string describe() const override;
 
-  // Direct path for the inline threading mode (the application thread is the writer).
+  // The writer, for tests and for the direct path (the application thread is the writer).
   LogWriter& writer() noexcept { return writer_; }
   bool heartbeat_due(std::int64_t now_ns) const noexcept { return now_ns - last_heartbeat_ns_ > 100'000'000; }
   // The inline writer's duties, at most every 100 ms: the heartbeat, the segment check and -
@@ -56,9 +56,36 @@ class ShmTxEndpoint final : public TxEndpoint {
   }
   // Times the segment was found truncated (and replaced by a new session).
   std::uint64_t truncations() const noexcept { return truncations_; }
+  // An inline offer refused: the writer's rate-limited duties (maybe_heartbeat).
+  int refused_st(std::int64_t now_ns) noexcept override {
+    maybe_heartbeat(now_ns);
+    return 0;
+  }
 
  private:
   ShmTxEndpoint() = default;
+  // The direct path (TxDirect): the application thread writes the log. The fast offer calls
+  // nothing on its way: whatever is rare (a clock update in progress, a claim that needs
+  // padding or a limit refresh, not connected, too large) declines before anything is written;
+  // a sleeping reader or a due heartbeat leaves through offer_finish() after the commit.
+  template <bool kStamp>
+  static std::int64_t direct_offer(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept;
+  static ClaimResult direct_claim(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now, TxClaim* c) noexcept;
+  static std::int64_t direct_commit(TxEndpoint* ep, const TxClaim& c, std::uint16_t flags, std::int64_t now,
+                                    bool deferred) noexcept;
+  static void direct_flush(TxEndpoint* ep, std::int64_t now) noexcept;
+  static void direct_abort(TxEndpoint* ep, const TxClaim& c) noexcept;
+  [[gnu::noinline, gnu::cold]] std::int64_t offer_finish(std::int64_t r, std::int64_t now, bool wake,
+                                                         bool beat) noexcept;
+  // The heartbeat after a commit. A stamping stream passes every commit's clock read (the check
+  // is a compare); without stamps one commit in 1024 reads the clock for it.
+  void commit_heartbeat(std::int64_t now) noexcept {
+    if (__builtin_expect(stamp_, 1)) {
+      maybe_heartbeat(now);
+    } else if (__builtin_expect((++unstamped_ & 1023) == 0, 0)) {
+      maybe_heartbeat(core::Clock::now_ns());
+    }
+  }
   // Control path, writer's thread, at most every 100 ms: a truncated segment (fstat, or a
   // SIGBUS absorbed by the guard) is replaced by a new one - a new session, which subscribers
   // report after the truncation. Returns work done.
@@ -71,6 +98,8 @@ class ShmTxEndpoint final : public TxEndpoint {
   LogWriter writer_;
   std::atomic<const WriterState*> ws_pub_{nullptr};  // for connected(); null while broken
   core::BufferPool* pool_ = nullptr;
+  bool stamp_ = true;            // [[streams]] publisher_timestamp: frames carry the offer's clock read
+  std::uint32_t unstamped_ = 0;  // commits without a clock read (commit_heartbeat)
   std::int64_t last_heartbeat_ns_ = 0;
   std::int64_t last_reap_ns_ = 0;
   std::int64_t liveness_ns_ = 0;
@@ -91,20 +120,6 @@ class ShmRxEndpoint final : public RxEndpoint {
   ~ShmRxEndpoint() override;
 
   std::uint32_t poll_st(std::span<RxDesc> out) noexcept override;
-  // Inline subscribers' direct path (SubscriberImpl::poll): LogReader::poll_direct on the
-  // attached segment, with poll_st()'s rate-limited housekeeping on empty polls. Sets *slow
-  // (and delivers nothing) when poll_st() has something to report first - an end of stream,
-  // a new session, no segment yet, the poller source to join - or when the reader stops.
-  template <class F>
-  std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
-    if (__builtin_expect(!direct_ok_, 0)) {
-      *slow = true;
-      return 0;
-    }
-    const std::uint32_t n = reader_.poll_direct(max, on_frame, slow);
-    if (n == 0 && !*slow && (++empty_polls_ & 63) == 0) housekeeping_st(core::Clock::now_ns());  // as poll_st()
-    return n;
-  }
   void release_st(std::span<const RxDesc> done, bool validate) noexcept override {
     for (const RxDesc& d : done) held_ -= d.kind == RxKind::kMessage;
     reader_.release(done.data(), static_cast<std::uint32_t>(done.size()), validate);
@@ -148,6 +163,12 @@ class ShmRxEndpoint final : public RxEndpoint {
 
  private:
   ShmRxEndpoint() = default;
+  // The direct path (RxDirect): LogReader::peek_direct on the attached segment, with poll_st()'s
+  // rate-limited housekeeping on empty polls. Sets *slow (and delivers nothing) when poll_st()
+  // has something to report first - an end of stream, a new session, no segment yet, the
+  // poller source to join - or when the reader stops.
+  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept;
+  static void direct_release(RxEndpoint* ep, std::uint32_t n) noexcept;
   bool try_attach(bool new_session) noexcept;
   void detach() noexcept;
   int housekeeping_body(std::int64_t now_ns) noexcept;
@@ -238,6 +259,8 @@ class ShmTransport final : public Transport {
   absl::StatusOr<std::unique_ptr<RxEndpoint>> open_rx(const EndpointSpec& spec) override;
   void close() override {}
   bool shared_tx_endpoint() const noexcept override { return true; }
+  std::string describe() const override;
+  std::string stream_route(std::uint32_t) const override { return "shm"; }
 
   absl::StatusOr<core::ProgressSource*> poller_source(int poller) override { return source(poller); }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -136,6 +137,8 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   t.sock = *sock;
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
+  ep->direct_.claim = &UdpTxEndpoint::direct_claim;
+  ep->direct_.commit = &UdpTxEndpoint::direct_commit;
   ep->session_id_ = static_cast<std::uint32_t>(random_u64() | 1);
   reliability::SenderOptions so;
   so.log.capacity = u.retransmit_buffer;
@@ -415,6 +418,31 @@ std::uint32_t UdpTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
   return n;
 }
 
+ClaimResult UdpTxEndpoint::direct_claim(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t, TxClaim* c) noexcept {
+  std::byte* frame = static_cast<UdpTxEndpoint*>(ep)->claim_direct(frame_length);
+  if (__builtin_expect(frame == nullptr, 0)) return ClaimResult::kRefused;
+  c->frame = frame;
+  c->frame_length = frame_length;
+  c->aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
+  return ClaimResult::kClaimed;
+}
+
+std::int64_t UdpTxEndpoint::direct_commit(TxEndpoint* ep, const TxClaim& c, std::uint16_t flags, std::int64_t now,
+                                          bool /*deferred: each frame is sent as committed*/) noexcept {
+  auto* const self = static_cast<UdpTxEndpoint*>(ep);
+  auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
+  h->frame_length = c.frame_length;
+  h->magic = core::kFrameMagic;
+  h->version = core::kFrameVersion;
+  h->flags = flags;
+  h->stream_id = self->stream_id_;
+  h->session_id = 0;  // the sender owns sessions and sequences (set by commit)
+  h->sequence = 0;
+  h->timestamp_ns = now;
+  self->commit_direct(c.frame_length, now);
+  return 0;
+}
+
 void UdpTxEndpoint::commit_direct(std::uint32_t length, std::int64_t now_ns) noexcept {
   TxCore& t = *core_;
   t.sender.commit(length);
@@ -595,6 +623,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ep->sock_ = *sock;
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
+  ep->direct_.poll = &UdpRxEndpoint::direct_poll;
+  ep->direct_.release = &UdpRxEndpoint::direct_release;
   const std::uint32_t datagram = u.mtu - 28;
   ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
   ep->nbufs_ = u.rx_buffers;
@@ -1312,6 +1342,52 @@ void UdpPollerSource::finish_lingers() noexcept {
 }
 
 // ---- transport ----------------------------------------------------------------------------------
+
+std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept {
+  return static_cast<UdpRxEndpoint*>(ep)->peek_direct(
+      max,
+      [&out](const core::FrameHeader* f, std::uint32_t len) {
+        *out++ = FrameView{f, len, 0};
+      },
+      slow);
+}
+
+namespace {
+// A number from /proc/sys (net.core.rmem_max), or -1.
+long long read_sysctl(const char* path) {
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return -1;
+  long long v = -1;
+  if (std::fscanf(f, "%lld", &v) != 1) v = -1;
+  std::fclose(f);
+  return v;
+}
+}  // namespace
+
+std::string UdpTransport::describe() const {
+  const core::UdpConfig& u = env_.config->udp;
+  std::string rcvbuf = absl::StrCat("socket_rcvbuf ", core::format_size(u.socket_rcvbuf));
+  // The kernel silently caps SO_RCVBUF at net.core.rmem_max: say what a socket really gets.
+  if (const long long max = read_sysctl("/proc/sys/net/core/rmem_max");
+      max >= 0 && static_cast<std::uint64_t>(max) < u.socket_rcvbuf) {
+    absl::StrAppend(&rcvbuf, " asked, effective ", core::format_size(static_cast<std::uint64_t>(max)),
+                    " (capped by net.core.rmem_max; raise it, see pollux-doctor)");
+  } else if (max >= 0) {
+    absl::StrAppend(&rcvbuf, " (effective: net.core.rmem_max = ", core::format_size(static_cast<std::uint64_t>(max)),
+                    " allows it)");
+  }
+  return absl::StrFormat("udp (every stream): %s:%u on interface %s, %s, socket_sndbuf %s", u.address, u.port,
+                         u.interface.empty() ? "(the kernel's choice)" : u.interface, rcvbuf,
+                         core::format_size(u.socket_sndbuf));
+}
+
+std::string UdpTransport::stream_route(std::uint32_t stream_id) const {
+  const core::Config& c = *env_.config;
+  const core::StreamConfig* sc = c.find_stream(stream_id);
+  const std::string addr = sc != nullptr && !sc->udp_address.empty() ? sc->udp_address : c.udp.address;
+  const std::uint32_t port = sc != nullptr && sc->udp_port != 0 ? sc->udp_port : c.udp.port;
+  return absl::StrFormat("udp %s:%u", addr, port);
+}
 
 absl::StatusOr<core::ProgressSource*> UdpTransport::poller_source(int poller) {
   if (poller < 0) return absl::InvalidArgumentError("udp: poller_source: poller index must be >= 0");

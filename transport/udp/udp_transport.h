@@ -150,6 +150,11 @@ class UdpTxEndpoint final : public TxEndpoint {
  private:
   friend class UdpPollerSource;
   UdpTxEndpoint() = default;
+  // The direct path (TxDirect, inline mode): claim_direct() / commit_direct() with the header
+  // written at commit. Untraced frames only (traced ones take a pool slot and post_st()).
+  static ClaimResult direct_claim(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now, TxClaim* c) noexcept;
+  static std::int64_t direct_commit(TxEndpoint* ep, const TxClaim& c, std::uint16_t flags, std::int64_t now,
+                                    bool deferred) noexcept;
   void attach() noexcept;
   // Poller mode, called by the source: the socket is readable / the timers.
   int on_readable(std::int64_t now_ns) noexcept;
@@ -191,6 +196,15 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // receiver's state.
   template <class F>
   std::uint32_t poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
+  // poll_direct() in two steps (the transport interface's RxDirect): peek_direct() delivers up
+  // to `max` (<= kMaxDirectViews) frames and keeps their receive buffers; release_direct(),
+  // once they were used, frees the buffers. Nothing else may run on the endpoint in between.
+  template <class F>
+  std::uint32_t peek_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
+  void release_direct() noexcept {
+    for (std::uint32_t i = 0; i < held_n_; ++i) free_buffer(held_[i]);
+    held_n_ = 0;
+  }
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // The duty call (inline, before the first poll): reads what arrived - the publisher's setup and
@@ -215,6 +229,10 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
  private:
   friend class UdpPollerSource;
   UdpRxEndpoint() = default;
+  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept;
+  static void direct_release(RxEndpoint* ep, std::uint32_t) noexcept {
+    static_cast<UdpRxEndpoint*>(ep)->release_direct();
+  }
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
@@ -251,6 +269,10 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t buf_size_ = 0, nbufs_ = 0;
   std::unique_ptr<std::uint32_t[]> free_;
   std::uint32_t free_n_ = 0;
+  // Buffers of the frames peek_direct() handed over, freed by release_direct(): at most one per
+  // frame.
+  std::uint32_t held_[kMaxDirectViews];
+  std::uint32_t held_n_ = 0;
   std::unique_ptr<std::uint32_t[]> refs_;       // frames of the buffer held or delivered-unreleased
   std::unique_ptr<std::uint32_t[]> len_;        // datagram length
   std::unique_ptr<sockaddr_in[]> src_;          // datagram source
@@ -286,6 +308,19 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
 template <class F>
 std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
+  std::uint32_t n = 0;
+  while (n < max) {
+    const std::uint32_t want = std::min(max - n, kMaxDirectViews);
+    const std::uint32_t k = peek_direct(want, deliver, slow);
+    release_direct();
+    n += k;
+    if (*slow || k < want) break;
+  }
+  return n;
+}
+
+template <class F>
+std::uint32_t UdpRxEndpoint::peek_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
   // The conditions of receive()'s single-datagram read, and nothing for poll_st() to do first.
   if (__builtin_expect(!direct_ok_ || closed_ || !receiver_.quiet() || cur_batch_ != 1, 0)) {
     *slow = true;
@@ -324,7 +359,7 @@ std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* s
       deliver(f, f->frame_length);
       off += reliability::wire_size(f->frame_length);
     }
-    free_buffer(b);
+    held_[held_n_++] = b;  // k >= 1 frames: at most max (<= kMaxDirectViews) buffers held
     n += k;
   }
   return n;
@@ -431,6 +466,8 @@ class UdpTransport final : public Transport {
   // A socket (and session) per publisher: publishers on different threads never share one.
   bool shared_tx_endpoint() const noexcept override { return false; }
   absl::StatusOr<core::ProgressSource*> poller_source(int poller) override;
+  std::string describe() const override;
+  std::string stream_route(std::uint32_t stream_id) const override;
 
  private:
   absl::StatusOr<UdpPollerSource*> source_for(const EndpointSpec& spec);

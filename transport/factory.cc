@@ -1,3 +1,5 @@
+// The transport registry: the one place that knows every transport's class. The API reaches the
+// transports through make_transport() and the Transport interface only.
 #include "transport/transport.h"
 
 #include "absl/strings/str_format.h"
