@@ -1,0 +1,508 @@
+#include "transport/udp/rx_endpoint.h"
+
+#include <arpa/inet.h>
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/clock.h"
+#include "transport/udp/poller_source.h"
+#include "transport/udp/udp_internal.h"
+
+namespace pollux::transport::udp {
+namespace {
+
+using reliability::FaultInjector;
+using reliability::PeerAddress;
+
+// The kernel's software stamp (ts[0] of SO_TIMESTAMPING) among a message's cmsgs.
+bool software_stamp(msghdr& h, timespec* out) noexcept {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING &&
+        c->cmsg_len >= CMSG_LEN(sizeof(scm_timestamping))) {
+      scm_timestamping t;
+      std::memcpy(&t, CMSG_DATA(c), sizeof t);
+      if (t.ts[0].tv_sec == 0 && t.ts[0].tv_nsec == 0) return false;
+      *out = t.ts[0];
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec,
+                                                                   UdpPollerSource* source) {
+  const core::Config& cfg = *env.config;
+  const core::UdpConfig& u = cfg.udp;
+  auto ch = resolve_channel(cfg, spec.stream);
+  if (!ch.ok()) return ch.status();
+  auto sock = open_rx_socket(cfg, *ch);
+  if (!sock.ok()) return sock.status();
+  std::unique_ptr<UdpRxEndpoint> ep(new UdpRxEndpoint());
+  ep->ch_ = *ch;
+  ep->sock_ = *sock;
+  ep->source_ = source;
+  ep->stream_id_ = spec.stream_id;
+  ep->direct_.poll = &UdpRxEndpoint::direct_poll;
+  ep->direct_.release = &UdpRxEndpoint::direct_release;
+  const std::uint32_t datagram = u.mtu - 28;
+  ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
+  ep->nbufs_ = u.rx_buffers;
+  ep->bufs_ = reliability::Region<std::byte>(static_cast<std::size_t>(ep->buf_size_) * ep->nbufs_);
+  if (!ep->bufs_.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: udp.rx_buffers: cannot map %u datagram buffers of %u bytes: out of memory (lower "
+                        "udp.rx_buffers or udp.mtu)",
+                        cfg.source, ep->nbufs_, ep->buf_size_));
+  }
+  ep->free_.reset(new std::uint32_t[ep->nbufs_]);
+  ep->refs_.reset(new std::uint32_t[ep->nbufs_]());
+  ep->len_.reset(new std::uint32_t[ep->nbufs_]());
+  ep->src_.reset(new sockaddr_in[ep->nbufs_]());
+  for (std::uint32_t i = ep->nbufs_; i-- > 0;) ep->free_buffer(i);
+  ep->rx_batch_ = std::min(u.rx_batch, ep->nbufs_);
+  ep->batch_buf_.reset(new std::uint32_t[ep->rx_batch_]);
+  ep->msgs_.reset(new ::mmsghdr[ep->rx_batch_]());
+  ep->iov_.reset(new iovec[ep->rx_batch_]());
+  for (std::uint32_t i = 0; i < ep->rx_batch_; ++i) {
+    ep->msgs_[i].msg_hdr.msg_iov = &ep->iov_[i];
+    ep->msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  ep->rx_ns_.reset(new std::int64_t[ep->nbufs_]());
+  ep->krx_ns_.reset(new std::int64_t[ep->nbufs_]());
+  if (ep->sock_.kernel_timestamps) {
+    static_assert(CMSG_SPACE(sizeof(scm_timestamping)) <= kRxControlBytes);
+    // new[] of std::byte is aligned for any fundamental type (cmsghdr included); each slot's
+    // size is a multiple of 8.
+    ep->ctrl_.reset(new std::byte[static_cast<std::size_t>(ep->rx_batch_) * kRxControlBytes]());
+  }
+  ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
+  // At most half a window of frames per read (in datagrams full of minimal frames), at least one.
+  ep->max_read_ = std::max<std::uint32_t>(1, (u.reorder_window / 2) / ep->frames_per_dgram_);
+  reliability::ReceiverOptions ro;
+  ro.window.window = u.reorder_window;
+  ro.window.nak_delay_ns = us(u.nak_delay_us);
+  ro.window.nak_retry_ns = us(u.nak_retry_us);
+  ro.window.nak_retry_max_ns = us(u.nak_retry_max_us);
+  ro.window.give_up_ns = ms(u.nak_give_up_ms);
+  // Publishers heartbeat at least this often (same key on both sides): a forged claim is
+  // refuted by a real heartbeat before it can be confirmed.
+  ro.window.confirm_ns = 2 * us(u.heartbeat_interval_us);
+  ro.stream_id = spec.stream_id;
+  ro.max_sessions = u.max_sessions;
+  ro.session_timeout_ns = ms(u.session_timeout_ms);
+  ro.status_interval_ns = ms(u.status_interval_ms);
+  ro.receiver_id = random_u64();
+  ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
+  if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
+  }
+  ep->faults_ =
+      FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
+  if (source == nullptr) {
+    if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+  }
+  if (env.counters != nullptr) {
+    const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
+    core::CountersFile& f = *env.counters;
+    Counters& c = ep->c_;
+    c.proto.allocate(f, scope, spec.stream_id);
+    c.recv_errors = f.allocate(scope, "recv_errors", spec.stream_id);
+    c.control_errors = f.allocate(scope, "control_send_errors", spec.stream_id);
+    if (ep->sock_.kernel_timestamps) {
+      c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
+      c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
+    }
+  }
+  // poll_direct()'s fixed conditions, checked once (none of them changes after open).
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
+  return ep;
+}
+
+UdpRxEndpoint::~UdpRxEndpoint() {
+  close_st();
+  if (sock_.fd >= 0) ::close(sock_.fd);
+}
+
+void UdpRxEndpoint::send_control(const PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept {
+  if (sock_.fd < 0 || to.length != sizeof(sockaddr_in)) return;
+  sockaddr_in sa;
+  std::memcpy(&sa, to.bytes, sizeof sa);
+  if (::sendto(sock_.fd, msg, len, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) < 0) {
+    ++control_errors_;  // best effort: NAKs are retried by timer, status messages are periodic
+  }
+}
+
+void UdpRxEndpoint::process(std::uint32_t b, int times, std::int64_t now_ns) noexcept {
+  PeerAddress from;
+  std::memcpy(from.bytes, &src_[b], sizeof(sockaddr_in));
+  from.length = sizeof(sockaddr_in);
+  std::uint32_t stored = 0;
+  for (int t = 0; t < times; ++t) stored += receiver_.on_datagram(buffer(b), len_[b], from, b, now_ns);
+  refs_[b] += stored;
+  if (refs_[b] == 0) free_buffer(b);  // heartbeats, duplicates, other streams: nothing kept
+}
+
+std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexcept {
+  // Deliverable frames are waiting for the application: take no more until it drained some
+  // (frames beyond the window would be dropped). Frames held behind a gap do not count: the
+  // repair must still get in. none_ready (poll_st: its poll just drained everything) skips the
+  // walk over the sessions that says so.
+  if (!none_ready && receiver_.held() > receiver_.window() / 2 && receiver_.ready()) return 0;
+  if (__builtin_expect(free_n_ == 0, 0) && receiver_.held() > 0 && (none_ready || !receiver_.ready())) evict(now_ns);
+  const std::uint32_t k = std::min({cur_batch_, free_n_, max_read_});
+  if (k == 0) return 0;
+  const bool kts = sock_.kernel_timestamps;
+  if (k == 1 && __builtin_expect(!kts, 1)) {
+    // Sparse traffic (the adaptive batch is 1; a ping-pong): recvfrom() is a shorter kernel
+    // path than recvmmsg, and one buffer needs none of the batch's descriptors (read_one()).
+    std::uint32_t b;
+    const ReadOne r = read_one(now_ns, &b);
+    if (r == ReadOne::kEmpty) return 0;
+    if (r == ReadOne::kGot) admit_read(b, now_ns);
+    return 1;
+  }
+  for (std::uint32_t i = 0; i < k; ++i) {
+    const std::uint32_t b = free_[--free_n_];
+    batch_buf_[i] = b;
+    iov_[i].iov_base = buffer(b);
+    iov_[i].iov_len = buf_size_;
+    msghdr& h = msgs_[i].msg_hdr;
+    h.msg_name = &src_[b];
+    h.msg_namelen = sizeof(sockaddr_in);
+    h.msg_flags = 0;
+    if (__builtin_expect(kts, 0)) {
+      h.msg_control = ctrl_.get() + static_cast<std::size_t>(i) * kRxControlBytes;
+      h.msg_controllen = kRxControlBytes;
+    }
+  }
+  int r;
+  if (k == 1 && __builtin_expect(kts, 0)) {
+    // One datagram with the control block of the kernel's receive stamp (recvmsg: the
+    // recvfrom path above has no control block).
+    const ssize_t n = ::recvmsg(sock_.fd, &msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
+    r = n < 0 ? -1 : 1;
+    if (n >= 0) msgs_[0].msg_len = static_cast<unsigned>(std::min<ssize_t>(n, buf_size_));
+  } else {
+    r = ::recvmmsg(sock_.fd, msgs_.get(), k, MSG_DONTWAIT, nullptr);
+  }
+  if (r < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+    r = 0;
+  }
+  const std::uint32_t got = static_cast<std::uint32_t>(r);
+  for (std::uint32_t i = k; i-- > got;) free_buffer(batch_buf_[i]);
+  if (got < k) receiver_.drained(now_ns);  // the socket is empty: everything sent before now was read
+  adapt_batch(k, got);
+  if (got == 0) return 0;
+  last_rx_ns_ = now_ns;
+  // Traced frames: when recvmmsg returned (one clock read per batch, only for a batch with a
+  // traced frame), and with udp.kernel_timestamps the kernel's receive time of each datagram.
+  bool traced = false;
+  for (std::uint32_t i = 0; i < got && !traced; ++i) {
+    traced = has_traced_frame(buffer(batch_buf_[i]), std::min<std::uint32_t>(msgs_[i].msg_len, buf_size_));
+  }
+  if (__builtin_expect(traced, 0)) {
+    traced_seen_ = true;
+    const std::int64_t t = kts ? stamp_clock_.sample() : core::Clock::now_ns();
+    for (std::uint32_t i = 0; i < got; ++i) {
+      const std::uint32_t b = batch_buf_[i];
+      rx_ns_[b] = t;
+      krx_ns_[b] = 0;
+      if (!kts) continue;
+      timespec ts;
+      if (software_stamp(msgs_[i].msg_hdr, &ts)) {
+        krx_ns_[b] = stamp_clock_.to_clock(ts);
+        ++rx_stamps_;
+      } else {
+        ++rx_stamps_missing_;
+      }
+    }
+  }
+  for (std::uint32_t i = 0; i < got; ++i) {
+    const std::uint32_t b = batch_buf_[i];
+    len_[b] = msgs_[i].msg_len;
+    if (__builtin_expect(msgs_[i].msg_hdr.msg_flags & MSG_TRUNC, 0)) {
+      ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+      free_buffer(b);
+      continue;
+    }
+    admit(b, now_ns);
+  }
+  return got;
+}
+
+// MSG_TRUNC makes recvfrom() return the real length, so truncation is still seen. The same
+// steps as receive()'s batch path.
+UdpRxEndpoint::ReadOne UdpRxEndpoint::read_one(std::int64_t now_ns, std::uint32_t* out) noexcept {
+  const std::uint32_t b = free_[--free_n_];
+  socklen_t alen = sizeof(sockaddr_in);
+  const ssize_t n = ::recvfrom(sock_.fd, buffer(b), buf_size_, MSG_DONTWAIT | MSG_TRUNC,
+                               reinterpret_cast<sockaddr*>(&src_[b]), &alen);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) ++recv_errors_;
+    free_buffer(b);
+    receiver_.drained(now_ns);  // the socket is empty
+    adapt_batch(1, 0);
+    return ReadOne::kEmpty;
+  }
+  adapt_batch(1, 1);
+  last_rx_ns_ = now_ns;
+  if (__builtin_expect(n > static_cast<ssize_t>(buf_size_), 0)) {
+    ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+    free_buffer(b);
+    return ReadOne::kDropped;
+  }
+  len_[b] = static_cast<std::uint32_t>(n);
+  *out = b;
+  return ReadOne::kGot;
+}
+
+void UdpRxEndpoint::admit_read(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(has_traced_frame(buffer(b), len_[b]), 0)) {
+    rx_ns_[b] = core::Clock::now_ns();
+    krx_ns_[b] = 0;
+    traced_seen_ = true;
+  }
+  admit(b, now_ns);
+}
+
+// Adaptive batch: one datagram per call while traffic is sparse (a ping-pong pays for no empty
+// second slot), doubling up to rx_batch while every slot gets filled. From 1 it grows only after
+// two single reads in a row found a datagram: one datagram after an empty read is a ping-pong's
+// reply, and a batch of 2 would make the next read - the spin's empty one - a recvmmsg instead
+// of the shorter recvfrom, every round trip. A read smaller than the batch because buffers or
+// the window ran short (k < cur_batch_) that filled every slot changes nothing.
+void UdpRxEndpoint::adapt_batch(std::uint32_t k, std::uint32_t got) noexcept {
+  if (got == k && k == cur_batch_) {
+    if (k > 1 || ++single_hits_ >= 2) {
+      cur_batch_ = std::min(cur_batch_ * 2, rx_batch_);
+      single_hits_ = 0;
+    }
+  } else if (got < k) {
+    cur_batch_ = std::max<std::uint32_t>(1, got);
+    single_hits_ = 0;
+  }
+}
+
+void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(!faults_.enabled(), 1)) {
+    process(b, 1, now_ns);
+    return;
+  }
+  std::uint32_t released[FaultInjector::kMaxDelayed];
+  const FaultInjector::Action a = faults_.decide();
+  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
+  switch (a) {
+    case FaultInjector::Action::kDrop:
+      free_buffer(b);
+      break;
+    case FaultInjector::Action::kDuplicate:
+      process(b, 2, now_ns);
+      break;
+    case FaultInjector::Action::kDelay:
+      faults_.delay(b);
+      break;
+    case FaultInjector::Action::kPass:
+      process(b, 1, now_ns);
+      break;
+  }
+  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+}
+
+void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {
+  // Every buffer is referenced and nothing is deliverable: frames are held behind a gap whose
+  // repair now has nowhere to land. Give back the datagrams with the highest sequences (they
+  // are NAKed again later) until a batch of buffers is free.
+  const std::uint32_t target = std::min(rx_batch_, nbufs_ / 4 + 1);
+  for (int round = 0; round < 64 && free_n_ < target; ++round) {
+    std::uint32_t best = UINT32_MAX;
+    std::uint64_t best_seq = 0;
+    for (std::uint32_t b = 0; b < nbufs_; ++b) {
+      if (refs_[b] == 0) continue;
+      const auto* f = reinterpret_cast<const core::FrameHeader*>(buffer(b));
+      if (f->sequence >= best_seq) {
+        best_seq = f->sequence;
+        best = b;
+      }
+    }
+    if (best == UINT32_MAX) return;
+    reliability::FrameCursor cur(buffer(best), len_[best]);
+    for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
+      if (f->flags & core::kFlagHeartbeat) continue;
+      if (receiver_.forget(f->session_id, f->sequence, f, now_ns)) --refs_[best];
+    }
+    if (refs_[best] != 0) return;  // frames of it are with the application: wait for releases
+    free_buffer(best);
+    ++evictions_;
+  }
+}
+
+void UdpRxEndpoint::attach() noexcept {
+  attached_ = true;
+  source_->attach(this);
+}
+
+// Traced messages get the stamps of the datagram that brought them: receive_ns, and with
+// udp.kernel_timestamps the kernel's receive time, written into this process's own copy of the
+// frame (our datagram buffer) and flagged in the descriptor for the subscriber.
+void UdpRxEndpoint::stamp_traced(RxDesc* out, std::uint32_t n) noexcept {
+  if (__builtin_expect(!traced_seen_, 1)) return;  // no traced frame ever read: nothing to stamp
+  for (std::uint32_t i = 0; i < n; ++i) {
+    RxDesc& d = out[i];
+    if (__builtin_expect(d.kind != RxKind::kMessage || !(d.frame->flags & core::kFlagTraced), 1)) continue;
+    d.receive_ns = rx_ns_[d.token];
+    if (!sock_.kernel_timestamps) continue;
+    // The frame lies in our buffer d.token, and FrameCursor let it through only with room for
+    // its trace block: the buffer is ours to write until release.
+    auto* t = reinterpret_cast<core::StageTrace*>(const_cast<std::byte*>(reinterpret_cast<const std::byte*>(d.frame)) +
+                                                  core::kFrameHeaderSize);
+    const std::int64_t k = krx_ns_[d.token];
+    t->kernel_rx_ns = k;
+    if (k != 0) d.reserved |= kRxFlagKernelRx;
+  }
+}
+
+std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
+  if (__builtin_expect(closed_, 0)) return 0;
+  const std::uint32_t max = static_cast<std::uint32_t>(out.size());
+  if (source_ != nullptr) {
+    // Poller mode: the source read the socket this cycle; hand out what it queued.
+    if (__builtin_expect(!attached_, 0)) attach();
+    const std::uint32_t n = receiver_.poll(out.data(), max);
+    stamp_traced(out.data(), n);
+    return n;
+  }
+  const std::int64_t now = core::Clock::now_ns();  // once per call
+  std::uint32_t n = receiver_.poll(out.data(), max);
+  if (n < max && receive(now, true) > 0) n += receiver_.poll(out.data() + n, max - n);
+  stamp_traced(out.data(), n);
+  // What the datagrams just read (a gap to NAK, a new session or an end to confirm), an
+  // eviction or the poll (an end delivered) made due: service() recomputes the rest.
+  next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
+  if (__builtin_expect(receiver_.connected() != connected_.load(std::memory_order_relaxed), 0)) {
+    connected_.store(receiver_.connected(), std::memory_order_relaxed);
+  }
+  if (__builtin_expect(now >= next_service_ns_, 0)) housekeeping_st(now);
+  return n;
+}
+
+void UdpRxEndpoint::release_st(std::span<const RxDesc> done, bool /*validate*/) noexcept {
+  // Buffers are ours until released: views cannot be overwritten, nothing to validate.
+  for (const RxDesc& d : done) {
+    if (d.kind != RxKind::kMessage) continue;
+    if (--refs_[d.token] == 0) free_buffer(d.token);
+  }
+}
+
+int UdpRxEndpoint::housekeeping_st(std::int64_t now_ns) noexcept {
+  if (closed_) return 0;
+  if (source_ != nullptr) {
+    // Poller mode: the source runs the timers (service()); attach in case this is the first call.
+    if (!attached_) attach();
+    return 0;
+  }
+  return service(now_ns);
+}
+
+int UdpRxEndpoint::duty_st(std::int64_t now_ns) noexcept {
+  if (closed_ || source_ != nullptr) return housekeeping_st(now_ns);
+  const int read = static_cast<int>(receive(now_ns, false));
+  if (receiver_.connected() != connected_.load(std::memory_order_relaxed)) {
+    connected_.store(receiver_.connected(), std::memory_order_relaxed);
+  }
+  return read + service(now_ns);
+}
+
+int UdpRxEndpoint::service(std::int64_t now_ns) noexcept {
+  int work = receiver_.service(now_ns, *this);
+  if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {
+    // Traffic stopped: let the reordered datagrams in rather than hold them forever.
+    std::uint32_t released[FaultInjector::kMaxDelayed];
+    const std::uint32_t n = faults_.flush(released);
+    for (std::uint32_t j = 0; j < n; ++j) process(released[j], 1, now_ns);
+    work += static_cast<int>(n);
+  }
+  next_service_ns_ = std::min(receiver_.next_deadline(), now_ns + 1'000'000);
+  if (faults_.delayed() > 0) next_service_ns_ = std::min(next_service_ns_, now_ns + 1'000'000);
+  connected_.store(receiver_.connected(), std::memory_order_relaxed);
+  publish_counters();
+  return work;
+}
+
+bool UdpRxEndpoint::try_arm_st() noexcept {
+  if (source_ != nullptr || closed_) return false;  // poller mode: the source arms
+  if (has_queued()) return false;
+  const std::int64_t now = core::Clock::now_ns();
+  const std::int64_t deadline = receiver_.next_deadline();
+  if (deadline <= now) return false;
+  waiter_.arm(deadline, now);
+  return true;  // a datagram already queued keeps the (level-triggered) socket readable
+}
+
+void UdpRxEndpoint::close_st() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  receiver_.close(*this);  // publishers stop waiting for us
+  connected_.store(false, std::memory_order_relaxed);
+  publish_counters();
+  if (attached_) source_->detach(this);  // poller mode: on the poller thread (context.cc)
+  attached_ = false;
+}
+
+void UdpRxEndpoint::publish_counters() noexcept {
+  c_.proto.publish(receiver_, faults_, truncated_, evictions_);
+  if (c_.recv_errors.valid()) {
+    c_.recv_errors.set(recv_errors_);
+    c_.control_errors.set(control_errors_);
+  }
+  if (c_.rx_stamps.valid()) {
+    c_.rx_stamps.set(rx_stamps_);
+    c_.rx_stamps_missing.set(rx_stamps_missing_);
+  }
+}
+
+std::string UdpRxEndpoint::describe() const {
+  const reliability::ReceiverStats& s = receiver_.stats();
+  const reliability::WindowStats w = receiver_.window_stats();
+  std::string out = absl::StrFormat(
+      "udp subscriber stream %u on %s, rcvbuf %d, busy poll %s, %u/%u buffers free; %u datagrams, %u frames, %u "
+      "duplicates, %u gaps, %u NAKs, %u fills, %u unrecoverable",
+      stream_id_, ch_.text, sock_.rcvbuf, sock_.busy_poll ? "on" : "off", free_n_, nbufs_, s.datagrams, w.frames,
+      w.duplicates, w.gaps_opened, s.naks_sent, w.fills, w.lost);
+  if (sock_.kernel_timestamps) {
+    absl::StrAppendFormat(&out, "; kernel RX timestamps: %u traced datagrams stamped, %u without a stamp", rx_stamps_,
+                          rx_stamps_missing_);
+  }
+  for (std::uint32_t i = 0; i < receiver_.sessions(); ++i) {
+    const auto si = receiver_.session_info(i);
+    absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,
+                          si.gaps, si.held);
+  }
+  if (!sock_.notes.empty()) absl::StrAppend(&out, "; ", sock_.notes);
+  return out;
+}
+
+std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept {
+  return static_cast<UdpRxEndpoint*>(ep)->peek_direct(
+      max,
+      [&out](const core::FrameHeader* f, std::uint32_t len) {
+        *out++ = FrameView{f, len, 0};
+      },
+      slow);
+}
+
+}  // namespace pollux::transport::udp

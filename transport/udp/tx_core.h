@@ -1,0 +1,65 @@
+// The state a UDP publisher keeps for as long as its socket lives (past the endpoint when it lingers).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/counters.h"
+#include "core/trace.h"
+#include "transport/reliability/fault_injector.h"
+#include "transport/reliability/protocol_counters.h"
+#include "transport/reliability/sender.h"
+#include "transport/udp/kernel_timestamps.h"
+#include "transport/udp/udp_socket.h"
+
+struct mmsghdr;
+
+namespace pollux::transport::udp {
+
+// A publisher's socket, protocol state and send path: what must outlive the endpoint when its
+// close lingers (UdpPollerSource keeps it until the subscribers confirmed the end).
+struct TxCore final : reliability::DatagramSink {
+  ~TxCore() override;
+  std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
+  // Reads NAKs / status messages (a few recvmmsg of kControlBatch), and the error queue when TX
+  // timestamps are on; returns how many control messages.
+  int receive_control(std::int64_t now_ns) noexcept;
+  // Traced streams: reads the kernel's TX timestamps from the error queue (a bounded batch,
+  // non-blocking) and records them in send_log. Returns the number read.
+  int collect_tx_stamps() noexcept;
+  // A send that failed (errno): true when the socket is full - nothing went out, retry later;
+  // otherwise (unreachable network, filtered, ...) counted in send_errors and false: the
+  // caller moves on rather than spin on the same datagrams (subscribers NAK what they missed).
+  bool send_failure_is_transient() noexcept;
+  // Timers of the TX timestamps: expiry, restarting the numbering. Cheap when off.
+  void service_tx_stamps(std::int64_t now_ns) noexcept;
+  bool tx_stamps_outstanding() const noexcept { return tx_stamps && stamps.outstanding() != 0; }
+  void publish_counters() noexcept;
+
+  Channel ch;
+  SocketInfo sock;
+  reliability::ReliableSender sender;
+  reliability::FaultInjector tx_faults;
+  double tx_loss = 0;
+  std::uint32_t tx_batch = 32;
+  std::unique_ptr<::mmsghdr[]> msgs;
+  std::unique_ptr<iovec[]> iov;
+  std::uint64_t send_errors = 0;
+  int last_errno = 0;
+  // TX software timestamps (traced streams whose socket accepted SO_TIMESTAMPING): see
+  // kernel_timestamps.h. send_log is the publisher's; null once the endpoint closed.
+  bool tx_stamps = false;
+  core::SendCompletionLog* send_log = nullptr;
+  TxStampTracker stamps;
+  RealtimeToClock stamp_clock;
+  struct Counters {
+    reliability::SenderCounters proto;  // the protocol's, shared with RDMA UD multicast
+    core::Counter send_blocked, send_errors, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped,
+        tx_stamp_errors, tx_stamp_resyncs;
+  } c;
+};
+
+}  // namespace pollux::transport::udp
