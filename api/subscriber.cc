@@ -135,38 +135,51 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
   return poll_general(h, limit, 0);
 }
 
+namespace {
+// What the direct path's sink accumulates over one poll.
+struct DirectDelivery {
+  const Handlers* h;
+  std::uint64_t bytes;
+  std::uint64_t next_seq;  // kPosition: after the last frame delivered
+};
+// The direct path's sink (transport::FrameSink): the frame, in place, to the handler.
+template <bool kPosition>
+void deliver_direct(void* ctx, const core::FrameHeader* f, std::uint32_t len) noexcept {
+  auto* d = static_cast<DirectDelivery*>(ctx);
+  d->bytes += len - core::kFrameHeaderSize;  // before the call: the frame need not survive it
+  if (kPosition) d->next_seq = f->sequence + 1;
+  d->h->on_message(d->h->ctx, direct_message(f, len));
+}
+}  // namespace
+
 int SubscriberImpl::poll_direct(const Handlers& h, int limit) noexcept {
   // Inline, on an endpoint with a direct path (shm's log, UDP's receive buffers): plain frames
-  // go from the endpoint's buffer straight to the handler, handed over as views in place and
-  // given back after delivery (RxDirect: no RxDesc filled, copied or walked). The general loop
-  // (poll_general) runs only for what the direct path stops at - gaps, stream events, traced
-  // or padding frames, resyncs, due timers - and continues from the same endpoint state.
+  // go from the endpoint's buffer straight to the handler, in place (RxDirect: no RxDesc
+  // filled, copied or walked). The general loop (poll_general) runs only for what the direct
+  // path stops at - gaps, stream events, traced or padding frames, resyncs, due timers - and
+  // continues from the same endpoint state.
   transport::RxEndpoint* const e = ep.get();
-  transport::FrameView views[kChunk];
-  static_assert(kChunk <= transport::kMaxDirectViews);
+  const bool position = counters.position.valid();  // transports without a shm log
+  DirectDelivery d{&h, 0, 0};
+  const transport::FrameSink sink{position ? &deliver_direct<true> : &deliver_direct<false>, &d};
   bool slow = false;
-  std::uint64_t bytes = 0, next_seq = 0;
   int handled = 0;
-  while (handled < limit) {  // nothing when limit <= 0
-    const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-    const std::uint32_t n = direct.poll(e, want, views, &slow);
-    if (n == 0) break;
-    // The position counter (transports without a shm log) before delivery: a view need not
-    // survive its handler.
-    if (counters.position.valid()) next_seq = views[n - 1].frame->sequence + 1;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      bytes += views[i].length - core::kFrameHeaderSize;
-      h.on_message(h.ctx, direct_message(views[i].frame, views[i].length));
+  if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
+    // 1 <= limit <= kChunk: one call.
+    handled = static_cast<int>(direct.poll(e, static_cast<std::uint32_t>(limit), sink, &slow));
+  } else {
+    while (handled < limit) {  // nothing when limit <= 0
+      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+      const std::uint32_t n = direct.poll(e, want, sink, &slow);
+      handled += static_cast<int>(n);
+      if (slow || n < want) break;
     }
-    direct.release(e, n);
-    handled += static_cast<int>(n);
-    if (slow || n < want) break;
   }
   if (handled != 0) {  // counters once per call, not per message
     received += static_cast<std::uint64_t>(handled);
     counters.messages.add(static_cast<std::uint64_t>(handled));
-    counters.bytes.add(bytes);
-    if (next_seq != 0) counters.position.set(next_seq);
+    counters.bytes.add(d.bytes);
+    if (position) counters.position.set(d.next_seq);
   }
   if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
   return poll_general(h, limit, handled);

@@ -9,9 +9,9 @@
 // virtual calls on `final` classes, made once per burst, never once per message.
 // Direct paths (inline threading, the application thread drives the endpoint): an endpoint whose
 // frames live in a buffer of its own (the shm log, UDP's send log and receive buffers) offers
-// claim/commit and a poll of frame views in place (TxDirect, RxDirect): plain functions of the
-// final class, taken once at open, so a message costs one predicted call and no copy into a
-// pool slot, no descriptor, no virtual dispatch.
+// claim/commit in that buffer and a poll that hands frames over in place (TxDirect, RxDirect):
+// plain functions of the final class, taken once at open - no copy into a pool slot, no
+// descriptor, no virtual dispatch.
 // Progress: each transport gives each poller one core::ProgressSource (poller_source()) that
 // progresses every endpoint opened on that poller; those endpoints are passive (they post and
 // queue, the source polls the CQ / sockets). An endpoint driven by an application thread
@@ -142,25 +142,21 @@ struct TxDirect {
   bool traced = false;
 };
 
-// A received frame handed over in place by RxDirect::poll.
-struct FrameView {
-  const core::FrameHeader* frame;
-  std::uint32_t length;  // frame_length, >= kFrameHeaderSize (checked by the endpoint)
-  std::uint32_t reserved;
+// Where RxDirect::poll hands each frame: called in place, before the endpoint moves on (the
+// frame is valid during the call only). `len` >= kFrameHeaderSize, checked by the endpoint.
+struct FrameSink {
+  void (*on_frame)(void* ctx, const core::FrameHeader* frame, std::uint32_t len) noexcept;
+  void* ctx;
 };
-static_assert(sizeof(FrameView) == 16);
 
-// An endpoint's direct receive path (inline threading). Null members: not offered.
+// An endpoint's direct receive path (inline threading). Null: not offered.
 struct RxDirect {
-  // Plain frames (flags 0, in order, consecutive) of the current session, at most `max`
-  // (<= kMaxDirectViews), valid until release(). Sets *slow (and may return fewer, or 0) when
-  // poll_st() has something to report first - a gap, an event, a traced frame, a due timer -
-  // and continues from the same state.
-  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept = nullptr;
-  // After the application saw the `n` views of the last poll (n > 0): hands their space back.
-  void (*release)(RxEndpoint* ep, std::uint32_t n) noexcept = nullptr;
+  // Hands up to `max` plain frames (flags 0, in order, consecutive) of the current session to
+  // `sink`, one call each, and gives their space back; returns how many. Sets *slow (and may
+  // deliver fewer, or none) when poll_st() has something to report first - a gap, an event, a
+  // traced frame, a due timer - which continues from the same state.
+  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, bool* slow) noexcept = nullptr;
 };
-inline constexpr std::uint32_t kMaxDirectViews = 64;
 
 class TxEndpoint {
  public:

@@ -40,12 +40,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string((pub.ok() ? sub.status() : pub.status()).message()).c_str());
     return 1;
   }
-  for (int i = 0; !pub->is_connected(); ++i) {
+  // Connected, and the subscriber has seen the session start (its first poll after the
+  // publisher appeared reports kNewSession): from then on each poll of the loop below delivers
+  // the one message offered before it.
+  bool session_seen = false;
+  for (int i = 0; !pub->is_connected() || !session_seen; ++i) {
     if (i > 100000) {
       std::fprintf(stderr, "publisher never saw the subscriber\n");
       return 1;
     }
-    (void)sub->poll([](const pollux::Message&) {}, 1);
+    (void)sub->poll([](const pollux::Message&) {}, [](const pollux::Gap&) {},
+                    [&](const pollux::StreamEvent& e) {
+                      session_seen = session_seen || e.kind == pollux::StreamEventKind::kNewSession;
+                    },
+                    1);
     usleep(100);
   }
   std::vector<std::byte> payload(size);

@@ -503,17 +503,6 @@ class LogReader {
   static constexpr std::uint32_t kMaxDirect = 64;
   template <class F>
   std::uint32_t poll_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
-    const std::uint32_t n = peek_direct(max, on_frame, slow);
-    if (n != 0) finish_direct(n);
-    return n;
-  }
-
-  // poll_direct() in two steps, for a caller that hands the frames on after the loop (the
-  // transport interface's RxDirect): peek_direct() reads and checks up to `max` frames, calling
-  // on_frame for each, and advances the reader; finish_direct(n), after the frames were used,
-  // hands their space back. Nothing else may run on the reader in between.
-  template <class F>
-  std::uint32_t peek_direct(std::uint32_t max, F&& on_frame, bool* slow) noexcept {
     if (pending_n_ != 0) check_pending();
     if (__builtin_expect(resync_ | pending_overrun_, 0)) {  // one branch for both
       *slow = true;
@@ -558,11 +547,7 @@ class LogReader {
       expected_ = expected + 1;
       on_frame(h, len);
     }
-    return n;
-  }
-
-  void finish_direct(std::uint32_t n) noexcept {
-    std::uint64_t* const starts = pending_start_;
+    if (n == 0) return 0;
     if (n > 1) read_ahead(starts, n);  // behind the writer: not the latency path's one frame
     if (backpressure_) {
       // As release(): validate before handing the space back.
@@ -582,6 +567,7 @@ class LogReader {
     // Release pairs with the writer's acquire in refresh_limit(), as in release(). Without a
     // slot (tests) position_out_ is a word of our own: no test here.
     position_out_->store(pos_, std::memory_order_release);
+    return n;
   }
 
   // After delivery: publish the consumed position and (validate) check that the views were

@@ -212,7 +212,6 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->access_ = *access;
   ep->stream_id_ = spec.stream_id;
   ep->direct_.poll = &ShmRxEndpoint::direct_poll;
-  ep->direct_.release = &ShmRxEndpoint::direct_release;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
   ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
@@ -587,25 +586,18 @@ void ShmTxEndpoint::direct_abort(TxEndpoint* ep, const TxClaim& c) noexcept {
   static_cast<ShmTxEndpoint*>(ep)->writer_.abort({c.frame, c.position, c.frame_length, c.aligned});
 }
 
-std::uint32_t ShmRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept {
+std::uint32_t ShmRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
+                                         bool* slow) noexcept {
   auto* const self = static_cast<ShmRxEndpoint*>(ep);
   if (__builtin_expect(!self->direct_ok_, 0)) {
     *slow = true;
     return 0;
   }
-  const std::uint32_t n = self->reader_.peek_direct(
-      max,
-      [&out](const core::FrameHeader* f, std::uint32_t len) {
-        *out++ = FrameView{f, len, 0};
-      },
-      slow);
+  const std::uint32_t n = self->reader_.poll_direct(
+      max, [&sink](const core::FrameHeader* f, std::uint32_t len) { sink.on_frame(sink.ctx, f, len); }, slow);
   if (n == 0 && !*slow && (++self->empty_polls_ & 63) == 0)
     self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
   return n;
-}
-
-void ShmRxEndpoint::direct_release(RxEndpoint* ep, std::uint32_t n) noexcept {
-  static_cast<ShmRxEndpoint*>(ep)->reader_.finish_direct(n);
 }
 
 std::string ShmTransport::describe() const {

@@ -163,12 +163,11 @@ class ShmRxEndpoint final : public RxEndpoint {
 
  private:
   ShmRxEndpoint() = default;
-  // The direct path (RxDirect): LogReader::peek_direct on the attached segment, with poll_st()'s
+  // The direct path (RxDirect): LogReader::poll_direct on the attached segment, with poll_st()'s
   // rate-limited housekeeping on empty polls. Sets *slow (and delivers nothing) when poll_st()
   // has something to report first - an end of stream, a new session, no segment yet, the
   // poller source to join - or when the reader stops.
-  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept;
-  static void direct_release(RxEndpoint* ep, std::uint32_t n) noexcept;
+  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, bool* slow) noexcept;
   bool try_attach(bool new_session) noexcept;
   void detach() noexcept;
   int housekeeping_body(std::int64_t now_ns) noexcept;

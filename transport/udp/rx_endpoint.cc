@@ -56,7 +56,6 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
   ep->direct_.poll = &UdpRxEndpoint::direct_poll;
-  ep->direct_.release = &UdpRxEndpoint::direct_release;
   const std::uint32_t datagram = u.mtu - 28;
   ep->buf_size_ = static_cast<std::uint32_t>(core::align_up(datagram, 64));
   ep->nbufs_ = u.rx_buffers;
@@ -496,13 +495,10 @@ std::string UdpRxEndpoint::describe() const {
   return out;
 }
 
-std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept {
-  return static_cast<UdpRxEndpoint*>(ep)->peek_direct(
-      max,
-      [&out](const core::FrameHeader* f, std::uint32_t len) {
-        *out++ = FrameView{f, len, 0};
-      },
-      slow);
+std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
+                                         bool* slow) noexcept {
+  return static_cast<UdpRxEndpoint*>(ep)->poll_direct(
+      max, [&sink](const core::FrameHeader* f, std::uint32_t len) { sink.on_frame(sink.ctx, f, len); }, slow);
 }
 
 }  // namespace pollux::transport::udp

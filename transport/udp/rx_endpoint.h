@@ -49,15 +49,6 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // receiver's state.
   template <class F>
   std::uint32_t poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
-  // poll_direct() in two steps (the transport interface's RxDirect): peek_direct() delivers up
-  // to `max` (<= kMaxDirectViews) frames and keeps their receive buffers; release_direct(),
-  // once they were used, frees the buffers. Nothing else may run on the endpoint in between.
-  template <class F>
-  std::uint32_t peek_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept;
-  void release_direct() noexcept {
-    for (std::uint32_t i = 0; i < held_n_; ++i) free_buffer(held_[i]);
-    held_n_ = 0;
-  }
   // Poller mode: 0 (the source runs the protocol timers).
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // The duty call (inline, before the first poll): reads what arrived - the publisher's setup and
@@ -82,10 +73,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
  private:
   friend class UdpPollerSource;
   UdpRxEndpoint() = default;
-  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, FrameView* out, bool* slow) noexcept;
-  static void direct_release(RxEndpoint* ep, std::uint32_t) noexcept {
-    static_cast<UdpRxEndpoint*>(ep)->release_direct();
-  }
+  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, bool* slow) noexcept;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
@@ -122,10 +110,6 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint32_t buf_size_ = 0, nbufs_ = 0;
   std::unique_ptr<std::uint32_t[]> free_;
   std::uint32_t free_n_ = 0;
-  // Buffers of the frames peek_direct() handed over, freed by release_direct(): at most one per
-  // frame.
-  std::uint32_t held_[kMaxDirectViews];
-  std::uint32_t held_n_ = 0;
   std::unique_ptr<std::uint32_t[]> refs_;       // frames of the buffer held or delivered-unreleased
   std::unique_ptr<std::uint32_t[]> len_;        // datagram length
   std::unique_ptr<sockaddr_in[]> src_;          // datagram source
@@ -161,19 +145,6 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
 template <class F>
 std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
-  std::uint32_t n = 0;
-  while (n < max) {
-    const std::uint32_t want = std::min(max - n, kMaxDirectViews);
-    const std::uint32_t k = peek_direct(want, deliver, slow);
-    release_direct();
-    n += k;
-    if (*slow || k < want) break;
-  }
-  return n;
-}
-
-template <class F>
-std::uint32_t UdpRxEndpoint::peek_direct(std::uint32_t max, F&& deliver, bool* slow) noexcept {
   // The conditions of receive()'s single-datagram read, and nothing for poll_st() to do first.
   if (__builtin_expect(!direct_ok_ || closed_ || !receiver_.quiet() || cur_batch_ != 1, 0)) {
     *slow = true;
@@ -212,7 +183,7 @@ std::uint32_t UdpRxEndpoint::peek_direct(std::uint32_t max, F&& deliver, bool* s
       deliver(f, f->frame_length);
       off += reliability::wire_size(f->frame_length);
     }
-    held_[held_n_++] = b;  // k >= 1 frames: at most max (<= kMaxDirectViews) buffers held
+    free_buffer(b);
     n += k;
   }
   return n;
