@@ -157,8 +157,11 @@ class SubscriberImpl {
   // poll() off its fast path (every mode; inline after the direct path stopped), with
   // `handled` messages already delivered by this call.
   [[gnu::noinline]] int poll_general(const Handlers& h, int limit, int handled) noexcept;
-  // poll()'s inline direct path (its own function: see poll()).
+  // poll()'s inline direct path (its own function: see poll()); limits above one chunk (or
+  // below 1) take poll_direct_chunked().
   [[gnu::noinline]] int poll_direct(const Handlers& h, int limit) noexcept;
+  [[gnu::noinline]] int poll_direct_chunked(const Handlers& h, int limit) noexcept;
+  void direct_counted(int handled, const transport::DirectPoll& r) noexcept;
   // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
   // calling thread only; see Subscriber::wait().
   bool wait(std::int64_t timeout_ns) noexcept;

@@ -19,27 +19,10 @@ using transport::RxKind;
 namespace {
 constexpr int kChunk = 64;
 
-// The Message of a frame a direct path (RxDirect) hands over in place: `len` >=
-// kFrameHeaderSize was checked by the reader, flags 0 (no trace block). The header's stream,
-// session, sequence and timestamp are the Message's in the same order and widths (asserted):
-// one 24-byte copy instead of four loads and stores (as before, read from the frame once more
-// after the reader's checks; values only, never used to address memory).
-static_assert(offsetof(core::FrameHeader, session_id) == offsetof(core::FrameHeader, stream_id) + 4 &&
-              offsetof(core::FrameHeader, sequence) == offsetof(core::FrameHeader, stream_id) + 8 &&
-              offsetof(core::FrameHeader, timestamp_ns) == offsetof(core::FrameHeader, stream_id) + 16 &&
-              sizeof(core::FrameHeader) == offsetof(core::FrameHeader, stream_id) + 24);
-static_assert(offsetof(Message, session_id) == offsetof(Message, stream_id) + 4 &&
-              offsetof(Message, sequence) == offsetof(Message, stream_id) + 8 &&
-              offsetof(Message, publisher_ns) == offsetof(Message, stream_id) + 16 &&
-              std::is_trivially_copyable_v<Message>);
-inline Message direct_message(const core::FrameHeader* f, std::uint32_t len) {
-  Message m;
-  m.payload = {reinterpret_cast<const std::byte*>(f) + core::kFrameHeaderSize, len - core::kFrameHeaderSize};
-  std::memcpy(reinterpret_cast<std::byte*>(&m) + offsetof(Message, stream_id),
-              reinterpret_cast<const std::byte*>(f) + offsetof(core::FrameHeader, stream_id), 24);
-  m.trace = nullptr;
-  return m;
-}
+// detail::message_of_frame (pollux/subscriber.h) reads the wire header at these offsets.
+static_assert(kWireHeaderBytes == core::kFrameHeaderSize && offsetof(core::FrameHeader, stream_id) == 8 &&
+              offsetof(core::FrameHeader, session_id) == 12 && offsetof(core::FrameHeader, sequence) == 16 &&
+              offsetof(core::FrameHeader, timestamp_ns) == 24);
 
 GapReason gap_reason(std::uint16_t r) {
   switch (r) {
@@ -135,53 +118,41 @@ int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
   return poll_general(h, limit, 0);
 }
 
-namespace {
-// What the direct path's sink accumulates over one poll.
-struct DirectDelivery {
-  const Handlers* h;
-  std::uint64_t bytes;
-  std::uint64_t next_seq;  // kPosition: after the last frame delivered
-};
-// The direct path's sink (transport::FrameSink): the frame, in place, to the handler.
-template <bool kPosition>
-void deliver_direct(void* ctx, const core::FrameHeader* f, std::uint32_t len) noexcept {
-  auto* d = static_cast<DirectDelivery*>(ctx);
-  d->bytes += len - core::kFrameHeaderSize;  // before the call: the frame need not survive it
-  if (kPosition) d->next_seq = f->sequence + 1;
-  d->h->on_message(d->h->ctx, direct_message(f, len));
-}
-}  // namespace
-
 int SubscriberImpl::poll_direct(const Handlers& h, int limit) noexcept {
   // Inline, on an endpoint with a direct path (shm's log, UDP's receive buffers): plain frames
-  // go from the endpoint's buffer straight to the handler, in place (RxDirect: no RxDesc
-  // filled, copied or walked). The general loop (poll_general) runs only for what the direct
-  // path stops at - gaps, stream events, traced or padding frames, resyncs, due timers - and
-  // continues from the same endpoint state.
-  transport::RxEndpoint* const e = ep.get();
-  const bool position = counters.position.valid();  // transports without a shm log
-  DirectDelivery d{&h, 0, 0};
-  const transport::FrameSink sink{position ? &deliver_direct<true> : &deliver_direct<false>, &d};
-  bool slow = false;
+  // go from the endpoint's buffer straight to the handler's on_frame, in place (RxDirect: no
+  // RxDesc filled, copied or walked). The general loop (poll_general) runs only for what the
+  // direct path stops at - gaps, stream events, traced or padding frames, resyncs, due timers -
+  // and continues from the same endpoint state.
+  transport::DirectPoll r;
+  if (__builtin_expect(limit <= 0 || limit > kChunk, 0)) return poll_direct_chunked(h, limit);
+  // 1 <= limit <= kChunk: one call.
+  const int handled =
+      static_cast<int>(direct.poll(ep.get(), static_cast<std::uint32_t>(limit), {h.on_frame, h.ctx}, &r));
+  if (handled != 0) direct_counted(handled, r);
+  if (__builtin_expect(!r.slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
+  return poll_general(h, limit, handled);
+}
+
+// Counters once per call, not per message.
+void SubscriberImpl::direct_counted(int handled, const transport::DirectPoll& r) noexcept {
+  received += static_cast<std::uint64_t>(handled);
+  counters.messages.add(static_cast<std::uint64_t>(handled));
+  counters.bytes.add(r.bytes);
+  if (counters.position.valid()) counters.position.set(r.last_sequence + 1);  // transports without a shm log
+}
+
+int SubscriberImpl::poll_direct_chunked(const Handlers& h, int limit) noexcept {
+  transport::DirectPoll r;
   int handled = 0;
-  if (__builtin_expect(limit > 0 && limit <= kChunk, 1)) {
-    // 1 <= limit <= kChunk: one call.
-    handled = static_cast<int>(direct.poll(e, static_cast<std::uint32_t>(limit), sink, &slow));
-  } else {
-    while (handled < limit) {  // nothing when limit <= 0
-      const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-      const std::uint32_t n = direct.poll(e, want, sink, &slow);
-      handled += static_cast<int>(n);
-      if (slow || n < want) break;
-    }
+  while (handled < limit) {  // nothing when limit <= 0
+    const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
+    const std::uint32_t n = direct.poll(ep.get(), want, {h.on_frame, h.ctx}, &r);
+    handled += static_cast<int>(n);
+    if (r.slow || n < want) break;
   }
-  if (handled != 0) {  // counters once per call, not per message
-    received += static_cast<std::uint64_t>(handled);
-    counters.messages.add(static_cast<std::uint64_t>(handled));
-    counters.bytes.add(d.bytes);
-    if (position) counters.position.set(d.next_seq);
-  }
-  if (__builtin_expect(!slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
+  if (handled != 0) direct_counted(handled, r);
+  if (!r.slow) return handled;
   return poll_general(h, limit, handled);
 }
 

@@ -143,19 +143,27 @@ struct TxDirect {
 };
 
 // Where RxDirect::poll hands each frame: called in place, before the endpoint moves on (the
-// frame is valid during the call only). `len` >= kFrameHeaderSize, checked by the endpoint.
+// frame is valid during the call only). `frame` is a core::FrameHeader of `len` >=
+// kFrameHeaderSize bytes (checked by the endpoint), flags 0.
 struct FrameSink {
-  void (*on_frame)(void* ctx, const core::FrameHeader* frame, std::uint32_t len) noexcept;
+  void (*on_frame)(void* ctx, const void* frame, std::uint32_t len);
   void* ctx;
+};
+
+// What one RxDirect::poll did besides delivering.
+struct DirectPoll {
+  std::uint64_t bytes = 0;          // payload bytes delivered
+  std::uint64_t last_sequence = 0;  // of the last frame delivered (0: none)
+  // Set when poll_st() has something to report first - a gap, an event, a traced frame, a due
+  // timer - which continues from the same state.
+  bool slow = false;
 };
 
 // An endpoint's direct receive path (inline threading). Null: not offered.
 struct RxDirect {
-  // Hands up to `max` plain frames (flags 0, in order, consecutive) of the current session to
-  // `sink`, one call each, and gives their space back; returns how many. Sets *slow (and may
-  // deliver fewer, or none) when poll_st() has something to report first - a gap, an event, a
-  // traced frame, a due timer - which continues from the same state.
-  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, bool* slow) noexcept = nullptr;
+  // Hands up to `max` plain frames (in order, consecutive) of the current session to `sink`,
+  // one call each, and gives their space back; returns how many.
+  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, DirectPoll* out) noexcept = nullptr;
 };
 
 class TxEndpoint {

@@ -4,7 +4,9 @@
 // notifications (Gap) and stream events (StreamEvent). Used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <type_traits>
@@ -25,7 +27,29 @@ struct Handlers {
   void (*on_message)(void*, const Message&);
   void (*on_gap)(void*, const Gap&);
   void (*on_event)(void*, const StreamEvent&);
+  // on_message for a plain frame a transport hands over in place (inline threading's direct
+  // path): the Message is made here, in the caller's code, so the frame goes from the
+  // transport's buffer to the handler through this one call.
+  void (*on_frame)(void*, const void* frame, std::uint32_t length);
 };
+
+// A plain frame's Message. Frames start with Pollux's 32-byte wire header (docs/PROTOCOL.md):
+// stream id, session id, sequence and publish time at bytes 8..31 - the Message's fields in the
+// same order and widths, so one 24-byte copy - and the payload after it. The library checks
+// the header's layout against its own definition at compile time.
+inline constexpr std::uint32_t kWireHeaderBytes = 32;
+static_assert(offsetof(Message, session_id) == offsetof(Message, stream_id) + 4 &&
+              offsetof(Message, sequence) == offsetof(Message, stream_id) + 8 &&
+              offsetof(Message, publisher_ns) == offsetof(Message, stream_id) + 16 &&
+              std::is_trivially_copyable_v<Message>);
+inline Message message_of_frame(const void* frame, std::uint32_t length) noexcept {
+  const auto* p = static_cast<const std::byte*>(frame);
+  Message m;
+  m.payload = {p + kWireHeaderBytes, length - kWireHeaderBytes};
+  std::memcpy(reinterpret_cast<std::byte*>(&m) + offsetof(Message, stream_id), p + 8, 24);
+  m.trace = nullptr;
+  return m;
+}
 }  // namespace detail
 
 class POLLUX_API Subscriber {
@@ -57,7 +81,10 @@ class POLLUX_API Subscriber {
     } ctx{&on_message, &on_gap, &on_event};
     detail::Handlers h{&ctx, [](void* c, const Message& msg) { (*static_cast<Ctx*>(c)->m)(msg); },
                        [](void* c, const Gap& gap) { (*static_cast<Ctx*>(c)->g)(gap); },
-                       [](void* c, const StreamEvent& ev) { (*static_cast<Ctx*>(c)->e)(ev); }};
+                       [](void* c, const StreamEvent& ev) { (*static_cast<Ctx*>(c)->e)(ev); },
+                       [](void* c, const void* f, std::uint32_t len) {
+                         (*static_cast<Ctx*>(c)->m)(detail::message_of_frame(f, len));
+                       }};
     return poll_impl(h, limit);
   }
 

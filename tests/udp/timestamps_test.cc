@@ -229,7 +229,8 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
                        static_cast<std::vector<std::int64_t>*>(c)->push_back(
                            m.trace != nullptr ? m.trace->ns[StageTimes::kKernelRx] : -1);
                      },
-                     [](void*, const Gap&) {}, [](void*, const StreamEvent&) {}};
+                     [](void*, const Gap&) {}, [](void*, const StreamEvent&) {},
+                     nullptr};  // on_frame: the scripted endpoint has no direct path
   EXPECT_EQ(sub.poll(h, 16), 2);
   EXPECT_EQ(krx, (std::vector<std::int64_t>{0, 12345}));
   EXPECT_EQ(StageTimes::name(StageTimes::kKernelRx), "kernel_rx");

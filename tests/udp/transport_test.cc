@@ -1427,7 +1427,7 @@ TEST(SubscriberDefence, FrameShorterThanItsTraceBlockIsAMalformedGapOnAnyTranspo
   } ctx{&sizes, &gaps};
   detail::Handlers h{&ctx, [](void* c, const Message& m) { static_cast<Ctx*>(c)->sizes->push_back(m.payload.size()); },
                      [](void* c, const Gap& g) { static_cast<Ctx*>(c)->gaps->push_back(g); },
-                     [](void*, const StreamEvent&) {}};
+                     [](void*, const StreamEvent&) {}, nullptr};  // on_frame: the scripted endpoint has no direct path
   EXPECT_EQ(sub.poll(h, 16), 3);
   EXPECT_EQ(sizes, std::vector<std::size_t>{8});  // only the valid frame, with its real payload size
   ASSERT_EQ(gaps.size(), 2u);

@@ -587,16 +587,26 @@ void ShmTxEndpoint::direct_abort(TxEndpoint* ep, const TxClaim& c) noexcept {
 }
 
 std::uint32_t ShmRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
-                                         bool* slow) noexcept {
+                                         DirectPoll* out) noexcept {
   auto* const self = static_cast<ShmRxEndpoint*>(ep);
   if (__builtin_expect(!self->direct_ok_, 0)) {
-    *slow = true;
+    out->slow = true;
     return 0;
   }
+  std::uint64_t bytes = 0;
   const std::uint32_t n = self->reader_.poll_direct(
-      max, [&sink](const core::FrameHeader* f, std::uint32_t len) { sink.on_frame(sink.ctx, f, len); }, slow);
-  if (n == 0 && !*slow && (++self->empty_polls_ & 63) == 0)
-    self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
+      max,
+      [&](const core::FrameHeader* f, std::uint32_t len) {
+        bytes += len - core::kFrameHeaderSize;  // before the call: the frame need not survive it
+        sink.on_frame(sink.ctx, f, len);
+      },
+      &out->slow);
+  if (n == 0) {
+    if (!out->slow && (++self->empty_polls_ & 63) == 0) self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
+    return 0;
+  }
+  out->bytes += bytes;
+  out->last_sequence = self->reader_.expected_sequence() - 1;
   return n;
 }
 

@@ -167,7 +167,7 @@ class ShmRxEndpoint final : public RxEndpoint {
   // rate-limited housekeeping on empty polls. Sets *slow (and delivers nothing) when poll_st()
   // has something to report first - an end of stream, a new session, no segment yet, the
   // poller source to join - or when the reader stops.
-  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, bool* slow) noexcept;
+  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, DirectPoll* out) noexcept;
   bool try_attach(bool new_session) noexcept;
   void detach() noexcept;
   int housekeeping_body(std::int64_t now_ns) noexcept;

@@ -496,9 +496,19 @@ std::string UdpRxEndpoint::describe() const {
 }
 
 std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
-                                         bool* slow) noexcept {
-  return static_cast<UdpRxEndpoint*>(ep)->poll_direct(
-      max, [&sink](const core::FrameHeader* f, std::uint32_t len) { sink.on_frame(sink.ctx, f, len); }, slow);
+                                         DirectPoll* out) noexcept {
+  std::uint64_t bytes = 0, last = 0;
+  const std::uint32_t n = static_cast<UdpRxEndpoint*>(ep)->poll_direct(
+      max,
+      [&](const core::FrameHeader* f, std::uint32_t len) {
+        bytes += len - core::kFrameHeaderSize;
+        last = f->sequence;
+        sink.on_frame(sink.ctx, f, len);
+      },
+      &out->slow);
+  out->bytes += bytes;
+  if (n != 0) out->last_sequence = last;
+  return n;
 }
 
 }  // namespace pollux::transport::udp
