@@ -38,8 +38,8 @@ using rdmatest::pub_config;
 using rdmatest::sub_config;
 using rdmatest::wait_for;
 using transport::rdma::CompletionGroup;
+using transport::rdma::CqModeration;
 using transport::rdma::CqModerationPolicy;
-using transport::rdma::CqModerationSetting;
 using transport::rdma::RdmaPollerSource;
 
 std::int64_t mono_ns() {
@@ -236,9 +236,9 @@ TEST(RdmaPollerSource, ConnectionManagerAnnouncementWakesArmedSource) {
 // is told and never asked again; traffic goes on either way.
 struct ScriptedPolicy final : CqModerationPolicy {
   int updates = 0, restarts = 0, unsupported = 0;
-  std::optional<CqModerationSetting> update(std::int64_t, std::uint64_t, std::uint64_t) noexcept override {
+  std::optional<CqModeration> update(std::int64_t, std::uint64_t, std::uint64_t) noexcept override {
     ++updates;
-    return CqModerationSetting{16, 10};
+    return CqModeration{16, 10};
   }
   void restart(std::int64_t, std::uint64_t, std::uint64_t) noexcept override { ++restarts; }
   void set_unsupported() noexcept override { ++unsupported; }

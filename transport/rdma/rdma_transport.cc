@@ -116,7 +116,7 @@ absl::StatusOr<core::ProgressSource*> RdmaTransport::poller_source(int poller) {
     const core::IdleKind idle = config().runtime.idle;
     if ((idle == core::IdleKind::kInterrupt || idle == core::IdleKind::kAdaptive) && cfg().cq_moderation_count == 0 &&
         cfg().cq_moderation_usec == 0 && !(*g)->moderation_unsupported()) {
-      s->set_moderation_policy(std::make_unique<TunerPolicy>(core::ModerationOptions{}, core::Clock::now_ns()));
+      s->set_moderation_policy(std::make_unique<TunerPolicy>(ModerationOptions{}, core::Clock::now_ns()));
     }
   }
   return s.get();
