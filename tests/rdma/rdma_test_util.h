@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -72,6 +73,20 @@ bool wait_for(Pred p, int seconds = 30) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return true;
+}
+
+// The sum of the counters named `name` whose scope starts with `scope_prefix` ("" = any) in the
+// counters file at `path` (several endpoints' counters of one name add up); ~0 when the file
+// cannot be read.
+inline std::uint64_t counter_sum(const std::string& path, const std::string& name,
+                                 const std::string& scope_prefix = "") {
+  auto snap = core::read_counters_file(path);
+  if (!snap.ok()) return ~0ull;
+  std::uint64_t v = 0;
+  for (const auto& c : snap->counters) {
+    if (c.name == name && c.scope.rfind(scope_prefix, 0) == 0) v += c.value;
+  }
+  return v;
 }
 
 // A transport without a Context (transport-level tests: endpoints used directly).

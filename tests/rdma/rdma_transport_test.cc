@@ -13,15 +13,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
 
 #include "core/counters.h"
 #include "core/frame.h"
@@ -755,6 +759,116 @@ TEST(RdmaTransport, CloseGivesUpAfterLingerAndLogsTheUnacknowledgedFrames) {
   EXPECT_LE(messages, 16u);
   // Every frame is accounted for: delivered, or counted lost by the publisher.
   EXPECT_GE(messages + missing, kFrames);
+}
+
+// One-way latencies (ns) of `count` messages sent one at a time on `pub` and read on `sub`,
+// each carrying its send time; the publisher's poller posts them, this thread receives them.
+std::vector<std::int64_t> one_way_latencies(Publisher& pub, Subscriber& sub, int count) {
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::vector<std::int64_t> lat;
+  for (int i = 0; i < count; ++i) {
+    std::int64_t sent = now();
+    while (pub.offer(std::as_bytes(std::span(&sent, 1))) < 0) sent = now();
+    bool got = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!got && std::chrono::steady_clock::now() < deadline) {
+      (void)sub.poll(
+          [&](const Message& m) {
+            std::int64_t t = 0;
+            std::memcpy(&t, m.payload.data(), sizeof t);
+            lat.push_back(now() - t);
+            got = true;
+          },
+          16);
+    }
+    if (!got) break;
+  }
+  return lat;
+}
+
+std::string latency_summary(std::vector<std::int64_t> v) {
+  if (v.empty()) return "none";
+  std::sort(v.begin(), v.end());
+  return absl::StrFormat(
+      "p50 %lld us, p99 %lld us, max %lld us (%zu messages)", static_cast<long long>(v[v.size() / 2] / 1000),
+      static_cast<long long>(v[v.size() * 99 / 100] / 1000), static_cast<long long>(v.back() / 1000), v.size());
+}
+
+// Closing never blocks a poller. Two publishers share the publishing context's only poller;
+// the subscriber of the first takes nothing (16 receive buffers, not polled: the NIC retries
+// the rest of its frames on RNR), so the first publisher's close lingers (rdma.linger_ms = 60 s)
+// until that subscriber has every frame. close() returns at once and, while the linger runs,
+// the poller keeps cycling and the second stream keeps delivering; once the slow subscriber
+// polls it gets every frame and a clean end of stream, and the linger ends.
+TEST(RdmaTransport, ALingeringCloseLeavesThePollersOtherStreamsRunning) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  const std::string rdma = "srq = \"off\"\nrecv_queue_depth = 16\nrecv_batch = 8\nlinger_ms = 60000\n";
+  auto sub_ctx = make(sub_config("inline", port, rdma));
+  auto pub_ctx = make(pub_config("dedicated", port, rdma, "pollers = 1\ncounters = true\n"));
+  ASSERT_TRUE(sub_ctx && pub_ctx);
+  auto slow = sub_ctx->subscriber("slow");
+  auto live = sub_ctx->subscriber("live");
+  auto slow_pub = pub_ctx->publisher("slow");
+  auto live_pub = pub_ctx->publisher("live");
+  ASSERT_TRUE(slow.ok() && live.ok() && slow_pub.ok() && live_pub.ok())
+      << slow.status() << live.status() << slow_pub.status() << live_pub.status();
+  wait_connected(*slow_pub, *slow);
+  wait_connected(*live_pub, *live);
+  const std::string counters = pub_ctx->counters_path();
+  ASSERT_FALSE(counters.empty());
+  auto rdma_poller = [&](const char* name) { return rdmatest::counter_sum(counters, name, "rdma poller "); };
+  auto cycles = [&] { return rdmatest::counter_sum(counters, "duty_cycles", "poller "); };
+
+  constexpr std::uint64_t kSlowFrames = 40;
+  offer_all(*slow_pub, kSlowFrames);
+  const std::vector<std::int64_t> before = one_way_latencies(*live_pub, *live, 200);
+  ASSERT_EQ(before.size(), 200u);
+
+  const std::uint64_t cycles_at_close = cycles();
+  const auto t0 = std::chrono::steady_clock::now();
+  slow_pub->close();
+  const auto close_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rdma_poller("closing_endpoints"), 1u) << "the close did not linger (or did not hand the linger over)";
+  EXPECT_EQ(rdma_poller("lingering_closes"), 1u);
+
+  const std::vector<std::int64_t> during = one_way_latencies(*live_pub, *live, 200);
+  const std::uint64_t cycles_during = cycles() - cycles_at_close;
+  EXPECT_EQ(during.size(), 200u) << "the other stream stopped while a publisher of its poller lingered";
+  EXPECT_GT(cycles_during, 0u) << "the poller stopped cycling";
+  EXPECT_EQ(rdma_poller("closing_endpoints"), 1u) << "the linger ended before the slow subscriber polled";
+
+  // The slow subscriber takes its frames now: all of them, then a clean end; the linger ends.
+  Seen got;
+  receive(*slow, kSlowFrames, &got, 60);
+  EXPECT_EQ(got.received, kSlowFrames);
+  EXPECT_EQ(got.bad + got.out_of_order + got.gaps, 0u);
+  Seen end;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        receive(*slow, 0, &end, 0);
+        (void)slow->poll([](const Message&) {}, [](const Gap&) {},
+                         [&](const StreamEvent& ev) {
+                           end.ends += ev.kind != StreamEventKind::kNewSession;
+                           end.died += ev.kind == StreamEventKind::kPublisherDied;
+                         },
+                         64);
+        return end.ends > 0;
+      },
+      60))
+      << "no end of stream";
+  EXPECT_EQ(end.died, 0u) << "a clean close must end the stream, not report the publisher dead";
+  ASSERT_TRUE(wait_for([&] { return rdma_poller("closing_endpoints") == 0; }, 60)) << "the linger never ended";
+  EXPECT_EQ(rdmatest::counter_sum(counters, "unacknowledged_at_close"), 0u);
+  std::printf(
+      "close() returned in %lld us; while it lingered the poller ran %llu duty cycles\n"
+      "other stream before the close: %s\nother stream during the linger: %s\n",
+      static_cast<long long>(close_us), static_cast<unsigned long long>(cycles_during), latency_summary(before).c_str(),
+      latency_summary(during).c_str());
 }
 
 // ---- errors a user can act on --------------------------------------------------------------------

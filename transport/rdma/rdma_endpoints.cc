@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
@@ -34,9 +32,7 @@ constexpr std::uint32_t kControlReserve = 2;
 
 RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec,
                                std::uint32_t session_id, std::uint32_t ring_slots, std::uint32_t control_slot)
-    : t_(t),
-      group_(group),
-      self_progress_(group->poller() < 0),
+    : RdmaEndpointBase(t, group),
       pool_(&t.pool()),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
@@ -66,6 +62,7 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
 
 RdmaTxEndpoint::~RdmaTxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 void RdmaTxEndpoint::set_status(const std::string& s) {
@@ -358,21 +355,27 @@ void RdmaTxEndpoint::close_st() noexcept {
   closed_flag_.store(true, std::memory_order_relaxed);
   if (t_.cm() != nullptr) t_.cm()->remove_publisher(this);
   group_->sync();
+  // The publisher (and its send log) may go while the close lingers: traced frames still in
+  // flight are not recorded (their send completion stays 0, "not known").
+  traced_head_ = traced_tail_;
+  const std::int64_t now = core::Clock::now_ns();
+  linger_deadline_ns_ = now + static_cast<std::int64_t>(t_.cfg().linger_ms) * 1'000'000;
+  begin_close(now);
+}
+
+bool RdmaTxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
+  if (self_progress_) (void)group_->progress();  // inline: nobody else polls the private group
   // End of stream to everyone, then linger (rdma.linger_ms at most) until every connection
   // acknowledged every frame and the end: the subscriber has them all before the disconnect
   // reaches it. A subscriber may be slow to take them (not polling yet, every receive buffer
   // held: the NIC retries on RNR), and an end that did not fit the send queue is posted again.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(t_.cfg().linger_ms);
-  for (;;) {
-    bool pending = false;
-    for (std::uint32_t k = 0; k < nconns_; ++k) {
-      Conn* c = conns_[k];
-      if (!c->end_posted) c->end_posted = post_control(c, core::kFlagEndOfStream, core::Clock::now_ns());
-      pending |= !c->end_acked;
-    }
-    if (!pending || std::chrono::steady_clock::now() > deadline) break;
-    if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  bool pending = false;
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    Conn* c = conns_[k];
+    if (!c->end_posted) c->end_posted = post_control(c, core::kFlagEndOfStream, now_ns);
+    pending |= !c->end_acked;
   }
+  if (pending && !give_up && now_ns <= linger_deadline_ns_) return false;
   for (std::uint32_t k = 0; k < nconns_; ++k) {
     const Conn* c = conns_[k];
     if (c->end_acked) continue;
@@ -391,7 +394,7 @@ void RdmaTxEndpoint::close_st() noexcept {
     add_ready(-1);
     group_->retire(c);
   }
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  return true;
 }
 
 std::string RdmaTxEndpoint::describe() const {
@@ -405,7 +408,7 @@ std::string RdmaTxEndpoint::describe() const {
 // ================================ subscriber =====================================================
 
 RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
-    : t_(t), group_(group), self_progress_(group->poller() < 0) {
+    : RdmaEndpointBase(t, group) {
   stream_id_ = spec.stream_id;
   max_frame_ = t.pool().slot_size();
   held_.assign(t.pool().slots(), 0);
@@ -425,6 +428,7 @@ RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
 
 RdmaRxEndpoint::~RdmaRxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
@@ -688,7 +692,7 @@ void RdmaRxEndpoint::close_st() noexcept {
   closing_.clear();
   live_.store(0, std::memory_order_relaxed);
   group_->flush_recycled();
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  begin_close(core::Clock::now_ns());
 }
 
 std::string RdmaRxEndpoint::describe() const {

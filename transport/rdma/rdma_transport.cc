@@ -134,6 +134,7 @@ int RdmaPollerSource::housekeeping(std::int64_t now_ns) noexcept {
 }
 
 bool RdmaPollerSource::try_arm() noexcept {
+  if (group_->has_closing()) return false;  // its deadline could not wake the poller
   if (!group_->try_arm()) return false;
   if (policy_ != nullptr && last_now_ns_ - last_arm_ns_ > kPollingPhaseNs) {
     // First sleep after a polling phase: moderation measures interrupts from here on.
@@ -307,6 +308,10 @@ void RdmaTransport::close() {
     if (closed_) return;
     closed_ = true;
   }
+  // The pollers have stopped (the context stops them first): endpoints that were still closing
+  // on them (a publisher lingering for its subscribers' acknowledgements) finish here, on the
+  // closing application thread, before their connections and groups go.
+  for (auto& [poller, g] : groups_) g->finish_closing();
   if (cm_ != nullptr) cm_->stop();
   sources_.clear();
   groups_.clear();

@@ -37,6 +37,7 @@
 #include "core/counters.h"
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
+#include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/send_pins.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
@@ -48,7 +49,7 @@ namespace pollux::transport::rdma {
 
 class RdmaTransport;
 
-class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink {
+class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private reliability::DatagramSink {
  public:
   static constexpr std::uint32_t kMaxPost = 64;             // send WRs per post call (one doorbell per chain)
   static constexpr std::uint32_t kControlRecvBuffers = 32;  // NAK/status receive buffers of the QP
@@ -75,7 +76,9 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   // Any thread: the owner refreshes it (a subscriber heard within rdma.liveness_timeout_ms).
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
-  // Lingers (repairing) up to rdma.linger_ms until every known subscriber confirmed the end.
+  // Sends the end of stream; the rest of the close is a state machine (endpoint_base.h) that
+  // never blocks a poller: it lingers (repairing) up to rdma.linger_ms until every known
+  // subscriber confirmed the end, then lets the last sends complete (bounded) before the QP goes.
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -94,6 +97,7 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
 
  private:
   std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept override;
+  bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
   int service(std::int64_t now_ns) noexcept;
   void repost(std::uint32_t slot) noexcept;
   void publish_counters() noexcept;
@@ -102,9 +106,6 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
     return used >= sq_depth_ ? 0 : static_cast<std::uint32_t>(sq_depth_ - used);
   }
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;  // inline: polls its private group itself
   core::BufferPool* const pool_;
   const std::uint32_t lkey_;
   const std::uint32_t signal_every_;
@@ -127,6 +128,10 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   std::uint32_t ctl_first_ = 0;   // first control receive slot
   std::uint32_t ctl_posted_ = 0;  // control receive buffers posted to the QP
   std::int64_t next_service_ns_ = 0;
+  // Close: lingering for end confirmations until linger_until_ns_ (and resending the end every
+  // kEndResendNs), then letting posted sends complete until flush_until_ns_.
+  bool lingering_ = false;
+  std::int64_t linger_until_ns_ = 0, last_end_ns_ = 0, flush_until_ns_ = 0;
   bool closed_ = false;
   bool broken_ = false;  // the QP failed: nothing more goes out
   std::atomic<bool> connected_{false};
@@ -152,7 +157,7 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   } c_;
 };
 
-class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
+class UdRxEndpoint final : public RxEndpoint, public RdmaEndpointBase, private reliability::ControlSink {
  public:
   static constexpr std::uint32_t kControlSendSlots = 8;    // NAK/status messages in flight at once
   static constexpr std::uint32_t kMaxAddressHandles = 16;  // publisher hosts a subscriber talks back to
@@ -175,6 +180,8 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   int notify_fd() const noexcept override { return group_->notify_fd(); }
   // Any thread: a publisher session is being followed.
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
+  // Leaves the group and tells the publishers; the QP goes once those messages went out
+  // (bounded), a step of the close state machine (endpoint_base.h).
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -204,6 +211,9 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   };
 
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
+  bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
+  // Gives every receive buffer this endpoint holds back to the group (close).
+  void recycle_all() noexcept;
   ibv_ah* address_handle(const reliability::PeerAddress& to) noexcept;
   // Moves dispatched datagrams into the receiver (through the loss interceptor).
   void ingest(std::int64_t now_ns) noexcept;
@@ -214,9 +224,6 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   void stamp_traced(RxDesc* out, std::uint32_t n) const noexcept;
   void publish_counters() noexcept;
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;
   const bool traced_stream_;
   core::BufferPool* const pool_;
 
@@ -233,6 +240,7 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   std::vector<std::int64_t> rx_ns_;
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
+  std::int64_t flush_until_ns_ = 0;  // close: the "leaving" messages get until then to go out
   bool closed_ = false;
   std::atomic<bool> connected_{false};
 
