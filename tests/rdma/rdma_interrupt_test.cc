@@ -244,15 +244,6 @@ struct ScriptedPolicy final : CqModerationPolicy {
   void set_unsupported() noexcept override { ++unsupported; }
 };
 
-std::uint64_t counter_of(const core::CountersFile& f, const std::string& scope, const std::string& name) {
-  auto snap = core::read_counters_file(f.path());
-  if (!snap.ok()) return ~0ull;
-  for (const auto& c : snap->counters) {
-    if (c.scope == scope && c.name == name) return c.value;
-  }
-  return ~0ull;
-}
-
 TEST(RdmaPollerSource, ModerationAppliedOrRefusedOnceAndCounted) {
   POLLUX_REQUIRE_RXE();
   PollerRig r;
@@ -272,7 +263,8 @@ TEST(RdmaPollerSource, ModerationAppliedOrRefusedOnceAndCounted) {
     EXPECT_EQ(p->unsupported, 0);
   }
   if (!r.sub.counters->path().empty()) {
-    EXPECT_EQ(counter_of(*r.sub.counters, "rdma poller 0", "cq_moderation_unsupported"), refused ? 1u : 0u);
+    EXPECT_EQ(rdmatest::counter_sum(r.sub.counters->path(), "cq_moderation_unsupported", "rdma poller 0"),
+              refused ? 1u : 0u);
   }
   // Either way frames still arrive.
   const std::uint64_t before = r.received;
@@ -327,13 +319,7 @@ struct Connected {
 };
 
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return 0;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope.rfind("poller ", 0) == 0 && c.name == name) v += c.value;
-  }
-  return v;
+  return rdmatest::counter_sum(ctx.counters_path(), name, "poller ");
 }
 
 // One message in flight at a time, so every message finds both pollers (publisher side and
@@ -542,14 +528,7 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   producer.join();
-  auto counter = [](Context& ctx, const std::string& name) {
-    auto snap = core::read_counters_file(ctx.counters_path());
-    std::uint64_t v = 0;
-    if (snap.ok()) {
-      for (const auto& c : snap->counters) v += c.name == name ? c.value : 0;
-    }
-    return v;
-  };
+  auto counter = [](Context& ctx, const std::string& name) { return rdmatest::counter_sum(ctx.counters_path(), name); };
   const std::uint64_t dropped = counter(*sub_ctx, "fault_dropped"), fills = counter(*sub_ctx, "gap_fills");
   std::printf(
       "ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "

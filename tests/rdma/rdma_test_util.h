@@ -16,6 +16,7 @@
 #include "core/buffer_pool.h"
 #include "core/config.h"
 #include "core/counters.h"
+#include "core/trace.h"
 #include "pollux/pollux.h"
 #include "transport/transport.h"
 
@@ -119,6 +120,40 @@ inline absl::Status open_raw(const std::string& toml, RawTransport* r, const std
   if (!t.ok()) return t.status();
   r->t = std::move(*t);
   return r->t->register_memory(*r->pool);
+}
+
+// A publisher and a subscriber of stream 7, both inline, each on a raw transport of its own
+// (rxe0 -> rxe1), connected, and 64 of the publisher's pool slots to format frames in. The
+// publisher records its traced sends into `log`; its counters file is under /tmp (readable by
+// path). Members go in reverse order: the endpoints before the log and the transports.
+struct RawPair {
+  RawTransport pub, sub;
+  core::SendCompletionLog log;
+  std::unique_ptr<transport::TxEndpoint> tx;
+  std::unique_ptr<transport::RxEndpoint> rx;
+  core::SlotRange slots;
+};
+
+inline void open_pair(RawPair* p, const std::string& extra = "") {
+  const int port = next_port();
+  ASSERT_TRUE(open_raw(sub_config("inline", port, extra), &p->sub).ok());
+  ASSERT_TRUE(open_raw(pub_config("inline", port, extra), &p->pub, "/tmp").ok());
+  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  p->rx = std::move(*rx);
+  transport::EndpointSpec spec{7, "raw", nullptr, -1};
+  spec.send_log = &p->log;
+  auto tx = p->pub.t->open_tx(spec);
+  ASSERT_TRUE(tx.ok()) << tx.status();
+  p->tx = std::move(*tx);
+  auto r = p->pub.pool->carve(64);
+  ASSERT_TRUE(r.ok());
+  p->slots = *r;
+  transport::RxDesc ev[8];
+  ASSERT_TRUE(wait_for([&] {
+    (void)p->rx->poll_st(ev);
+    return p->tx->connected();
+  }));
 }
 
 }  // namespace pollux::rdmatest

@@ -43,7 +43,9 @@ namespace {
 
 using rdmatest::make;
 using rdmatest::next_port;
+using rdmatest::open_pair;
 using rdmatest::pub_config;
+using rdmatest::RawPair;
 using rdmatest::sub_config;
 using rdmatest::wait_for;
 using testing::check_payload;
@@ -84,6 +86,22 @@ void receive(Subscriber& sub, std::uint64_t count, Seen* s, int seconds = 120) {
         256);
     if (n == 0) std::this_thread::yield();
   }
+}
+
+// Polls `sub` (dropping messages) until `e` counts a stream end (ends and deaths are counted there);
+// false if none came within `seconds`.
+bool wait_end(Subscriber& sub, Seen* e, int seconds) {
+  return wait_for(
+      [&] {
+        (void)sub.poll([](const Message&) {}, [](const Gap&) {},
+                       [&](const StreamEvent& ev) {
+                         e->ends += ev.kind != StreamEventKind::kNewSession;
+                         e->died += ev.kind == StreamEventKind::kPublisherDied;
+                       },
+                       64);
+        return e->ends > 0;
+      },
+      seconds);
 }
 
 void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200) {
@@ -133,19 +151,7 @@ void run_rc(const std::string& threading, std::uint64_t count, const std::string
   // A clean close reaches the subscriber as end of stream (not "died").
   pub->close();
   Seen e;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        receive(*sub, 0, &e, 0);
-        (void)sub->poll([](const Message&) {}, [](const Gap&) {},
-                        [&](const StreamEvent& ev) {
-                          e.ends += ev.kind != StreamEventKind::kNewSession;
-                          e.died += ev.kind == StreamEventKind::kPublisherDied;
-                        },
-                        64);
-        return e.ends > 0;
-      },
-      20))
-      << "no end of stream after close";
+  ASSERT_TRUE(wait_end(*sub, &e, 20)) << "no end of stream after close";
   EXPECT_EQ(e.died, 0u);
 }
 
@@ -327,13 +333,7 @@ TEST(RdmaRc, TwoPublishingThreadsOwnQpsStress) {
 }
 
 std::uint64_t counter(Context& ctx, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return ~0ull;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.name == name) v += c.value;
-  }
-  return v;
+  return rdmatest::counter_sum(ctx.counters_path(), name);
 }
 
 // The data path (offer -> post_st, poll -> poll_st -> release_st) after warm-up: no ibv_reg_mr
@@ -416,33 +416,6 @@ TEST(RdmaDataPath, UdMulticastNoRegMrNoAllocationNoLockPerMessage) {
 }
 
 // ---- transport level: endpoints driven directly --------------------------------------------------
-
-struct RawPair {
-  rdmatest::RawTransport pub, sub;
-  std::unique_ptr<transport::TxEndpoint> tx;
-  std::unique_ptr<transport::RxEndpoint> rx;
-  core::SlotRange slots;
-};
-
-void open_pair(RawPair* p, const std::string& extra = "") {
-  const int port = next_port();
-  ASSERT_TRUE(rdmatest::open_raw(sub_config("inline", port, extra), &p->sub).ok());
-  ASSERT_TRUE(rdmatest::open_raw(pub_config("inline", port, extra), &p->pub).ok());
-  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
-  ASSERT_TRUE(rx.ok()) << rx.status();
-  p->rx = std::move(*rx);
-  auto tx = p->pub.t->open_tx({7, "raw", nullptr, -1});
-  ASSERT_TRUE(tx.ok()) << tx.status();
-  p->tx = std::move(*tx);
-  auto r = p->pub.pool->carve(64);
-  ASSERT_TRUE(r.ok());
-  p->slots = *r;
-  transport::RxDesc ev[8];
-  ASSERT_TRUE(wait_for([&] {
-    (void)p->rx->poll_st(ev);
-    return p->tx->connected();
-  }));
-}
 
 std::uint32_t frame(RawPair& p, std::uint32_t i, std::uint32_t payload = 16) {
   const std::uint32_t slot = p.slots.first + i % p.slots.count;
@@ -847,21 +820,8 @@ TEST(RdmaTransport, ALingeringCloseLeavesThePollersOtherStreamsRunning) {
   receive(*slow, kSlowFrames, &got, 60);
   EXPECT_EQ(got.received, kSlowFrames);
   EXPECT_EQ(got.bad + got.out_of_order + got.gaps, 0u);
-  Seen end;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        receive(*slow, 0, &end, 0);
-        (void)slow->poll([](const Message&) {}, [](const Gap&) {},
-                         [&](const StreamEvent& ev) {
-                           end.ends += ev.kind != StreamEventKind::kNewSession;
-                           end.died += ev.kind == StreamEventKind::kPublisherDied;
-                         },
-                         64);
-        return end.ends > 0;
-      },
-      60))
-      << "no end of stream";
-  EXPECT_EQ(end.died, 0u) << "a clean close must end the stream, not report the publisher dead";
+  ASSERT_TRUE(wait_end(*slow, &got, 60)) << "no end of stream";  // (or it came with the last frames)
+  EXPECT_EQ(got.died, 0u) << "a clean close must end the stream, not report the publisher dead";
   ASSERT_TRUE(wait_for([&] { return rdma_poller("closing_endpoints") == 0; }, 60)) << "the linger never ended";
   EXPECT_EQ(rdmatest::counter_sum(counters, "unacknowledged_at_close"), 0u);
   std::printf(

@@ -39,7 +39,7 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       control_slot_(control_slot),
-      send_log_(spec.send_log) {
+      traced_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
   max_frame_ = pool_->slot_size();
@@ -137,10 +137,7 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
   if (done > c->completed) c->completed = done;
   // Traced frames this completion covers (each was signalled, so its own CQE comes at the
   // latest): their local send completion is now, the poll batch's clock read.
-  while (traced_head_ != traced_tail_ && traced_[traced_head_ % kMaxTraced].index < done) {
-    send_log_->record(traced_[traced_head_ % kMaxTraced].sequence, group_->batch_now());
-    ++traced_head_;
-  }
+  traced_.complete(done, [this] { return group_->batch_now(); });
 }
 
 std::uint32_t RdmaTxEndpoint::sq_room(const Conn& c) const noexcept {
@@ -180,11 +177,10 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     // The transport owns sessions and sequences (the publisher left them 0).
     h->session_id = session_id_;
     h->sequence = next_seq_++;
-    if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && send_log_ != nullptr, 0)) {
+    if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && traced_.enabled(), 0)) {
       traced |= std::uint64_t{1} << i;
       // (Nobody connected: the frame is dropped below, no completion will cover it.)
-      if (nconns_ > 0 && traced_tail_ - traced_head_ < kMaxTraced)
-        traced_[traced_tail_++ % kMaxTraced] = {posted_ + i, h->sequence};
+      if (nconns_ > 0) traced_.add(posted_ + i, h->sequence);
     }
     inflight_[(posted_ + i) & mask_] = d.slot;
     sge[i].addr = reinterpret_cast<std::uintptr_t>(p);
@@ -355,9 +351,7 @@ void RdmaTxEndpoint::close_st() noexcept {
   closed_flag_.store(true, std::memory_order_relaxed);
   if (t_.cm() != nullptr) t_.cm()->remove_publisher(this);
   group_->sync();
-  // The publisher (and its send log) may go while the close lingers: traced frames still in
-  // flight are not recorded (their send completion stays 0, "not known").
-  traced_head_ = traced_tail_;
+  traced_.drop();  // the publisher (and its send log) may go while the close lingers
   const std::int64_t now = core::Clock::now_ns();
   linger_deadline_ns_ = now + static_cast<std::int64_t>(t_.cfg().linger_ms) * 1'000'000;
   begin_close(now);

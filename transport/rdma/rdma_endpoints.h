@@ -23,6 +23,7 @@
 #include "transport/rdma/conn.h"
 #include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/sequence.h"
+#include "transport/rdma/traced_sends.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::rdma {
@@ -93,18 +94,7 @@ class RdmaTxEndpoint final : public TxEndpoint, public RdmaEndpointBase {
   const std::uint32_t inline_threshold_;
   const std::uint32_t control_slot_;  // a pool slot for heartbeat / end-of-stream frames
 
-  // Traced frames (EndpointSpec::send_log non-null): each one's send is signalled, and the
-  // first send completion that covers it records (sequence, CQE poll time) into the log. Posted
-  // and not yet completed, oldest first; a traced frame posted while kMaxTraced are pending is
-  // signalled but not recorded (its send_completion_ns stays 0, "not known").
-  struct TracedSend {
-    std::uint64_t index;     // endpoint frame index
-    std::uint64_t sequence;  // the frame's sequence (Message::sequence at the subscriber)
-  };
-  static constexpr std::uint32_t kMaxTraced = 16;
-  core::SendCompletionLog* const send_log_;
-  std::array<TracedSend, kMaxTraced> traced_{};
-  std::uint32_t traced_head_ = 0, traced_tail_ = 0;
+  TracedSends traced_;  // by endpoint frame index
 
   std::array<Conn*, kMaxConns> conns_{};
   std::uint32_t nconns_ = 0;

@@ -55,7 +55,7 @@ UdTxEndpoint::UdTxEndpoint(RdmaTransport& t, CompletionGroup* group, const Endpo
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       linger_ns_(ms(t.cfg().linger_ms)),
-      send_log_(spec.send_log) {
+      traced_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
 }
@@ -191,15 +191,14 @@ std::uint32_t UdTxEndpoint::send_datagrams(std::span<const Datagram> d) noexcept
     } else {
       const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
       repair |= h->sequence < first_unsent;
-      if (__builtin_expect(send_log_ != nullptr, 0) && h->sequence >= first_unsent) {
+      if (__builtin_expect(traced_.enabled(), 0) && h->sequence >= first_unsent) {
         // Traced stream: a traced frame's first transmission is always signalled, and its send
         // completion recorded (Publisher::send_completion_ns).
         reliability::FrameCursor cur(p, len);
         for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
           if ((f->flags & core::kFlagTraced) == 0) continue;
           signal = true;
-          if (traced_tail_ - traced_head_ < kMaxTraced)
-            traced_[traced_tail_++ % kMaxTraced] = {wr_posted_ + n, f->sequence};
+          traced_.add(wr_posted_ + n, f->sequence);
         }
       }
       // A send that is not inline reads the log until it completes: pin those bytes.
@@ -293,10 +292,7 @@ void UdTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) n
   pins_.complete(done);
   sender_.set_pinned(pins_.floor());
   if (hb_busy_ && hb_wr_ < done) hb_busy_ = false;
-  while (traced_head_ != traced_tail_ && traced_[traced_head_ % kMaxTraced].wr < done) {
-    send_log_->record(traced_[traced_head_ % kMaxTraced].sequence, group_->batch_now());
-    ++traced_head_;
-  }
+  traced_.complete(done, [this] { return group_->batch_now(); });
 }
 
 void UdTxEndpoint::on_control(Conn* c, std::uint32_t slot, std::uint32_t byte_len, ibv_wc_status status) noexcept {
@@ -393,9 +389,7 @@ void UdTxEndpoint::close_st() noexcept {
   closed_ = true;
   group_->sync();
   connected_.store(false, std::memory_order_relaxed);
-  // The publisher (and its send log) may go while the close lingers: first transmissions still
-  // in flight are not recorded (their send completion stays 0, "not known").
-  traced_head_ = traced_tail_;
+  traced_.drop();  // the publisher (and its send log) may go while the close lingers
   const std::int64_t now = core::Clock::now_ns();
   if (qp_ != nullptr) {
     (void)sender_.service(*this, now);

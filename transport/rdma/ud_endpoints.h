@@ -39,6 +39,7 @@
 #include "transport/rdma/conn.h"
 #include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/send_pins.h"
+#include "transport/rdma/traced_sends.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
@@ -112,7 +113,6 @@ class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private r
   const std::uint32_t post_batch_;
   const std::uint32_t inline_threshold_;
   const std::int64_t linger_ns_;
-  core::SendCompletionLog* const send_log_;
   std::uint32_t max_frame_ = 0;
 
   Conn* qp_ = nullptr;  // owner thread, once adopted
@@ -136,14 +136,7 @@ class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private r
   bool broken_ = false;  // the QP failed: nothing more goes out
   std::atomic<bool> connected_{false};
 
-  // Traced first transmissions in flight: recorded in send_log_ when their send completes.
-  struct TracedSend {
-    std::uint64_t wr;
-    std::uint64_t sequence;
-  };
-  static constexpr std::uint32_t kMaxTraced = 16;
-  std::array<TracedSend, kMaxTraced> traced_{};
-  std::uint32_t traced_head_ = 0, traced_tail_ = 0;
+  TracedSends traced_;  // first transmissions, by send work request
 
   // Pool slots of frames already copied into the log, handed back by reap_st().
   std::unique_ptr<std::uint32_t[]> done_;
