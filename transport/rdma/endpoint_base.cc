@@ -7,7 +7,7 @@
 namespace pollux::transport::rdma {
 
 RdmaEndpointBase::RdmaEndpointBase(RdmaTransport& t, CompletionGroup* group) noexcept
-    : t_(t), group_(group), self_progress_(group->poller() < 0) {}
+    : t_(t), group_(group), pool_(&t.pool()), self_progress_(group->poller() < 0) {}
 
 bool RdmaEndpointBase::advance_close(std::int64_t now_ns, bool give_up) noexcept {
   if (!stepped_out_) {

@@ -25,6 +25,10 @@
 #include <cstdint>
 #include <thread>
 
+namespace pollux::core {
+class BufferPool;
+}  // namespace pollux::core
+
 namespace pollux::transport::rdma {
 
 class CompletionGroup;
@@ -52,7 +56,8 @@ class RdmaEndpointBase {
 
   RdmaTransport& t_;
   CompletionGroup* const group_;
-  const bool self_progress_;  // inline: polls its private group itself; else passive
+  core::BufferPool* const pool_;  // the transport's registered pool
+  const bool self_progress_;      // inline: polls its private group itself; else passive
 
  private:
   // Inline: the private group's retired QPs get this long to flush their receive buffers;

@@ -33,7 +33,6 @@ constexpr std::uint32_t kControlReserve = 2;
 RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec,
                                std::uint32_t session_id, std::uint32_t ring_slots, std::uint32_t control_slot)
     : RdmaEndpointBase(t, group),
-      pool_(&t.pool()),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),

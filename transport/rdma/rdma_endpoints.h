@@ -86,7 +86,6 @@ class RdmaTxEndpoint final : public TxEndpoint, public RdmaEndpointBase {
   // end of stream, then hands the connections back.
   bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
 
-  core::BufferPool* const pool_;
   const std::uint32_t lkey_;
   std::uint32_t max_frame_ = 0;
   const std::uint32_t signal_every_;

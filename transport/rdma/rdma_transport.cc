@@ -168,6 +168,15 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
   return std::unique_ptr<TxEndpoint>(std::move(ep));
 }
 
+Conn* RdmaTransport::new_ud_conn(Conn::Kind kind, void* owner, std::uint32_t* group) const {
+  (void)parse_ipv4(cfg().multicast_group, group);  // checked by create()
+  Conn* conn = new Conn();
+  conn->kind = kind;
+  conn->owner = owner;
+  conn->peer = cfg().multicast_group;
+  return conn;
+}
+
 absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const EndpointSpec& spec, CompletionGroup* g) {
   const std::uint32_t need = UdTxEndpoint::slots_needed(cfg(), env_.pool->slot_size());
   auto slots = env_.pool->carve(need);
@@ -184,11 +193,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const Endp
   auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, random_session());
   ep->hold(lease);
   std::uint32_t group = 0;
-  (void)parse_ipv4(cfg().multicast_group, &group);
-  Conn* conn = new Conn();
-  conn->kind = Conn::Kind::kTx;
-  conn->owner = ep.get();
-  conn->peer = cfg().multicast_group;
+  Conn* conn = new_ud_conn(Conn::Kind::kTx, ep.get(), &group);
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.port_num = dev_->port();
@@ -242,11 +247,7 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   ep->hold(std::make_shared<core::SlotLease>(env_.pool, *ctl));
   if (absl::Status s = ep->init(*ctl); !s.ok()) return s;
   std::uint32_t group = 0;
-  (void)parse_ipv4(cfg().multicast_group, &group);
-  Conn* conn = new Conn();
-  conn->kind = Conn::Kind::kRx;
-  conn->owner = ep.get();
-  conn->peer = cfg().multicast_group;
+  Conn* conn = new_ud_conn(Conn::Kind::kRx, ep.get(), &group);
   QpSpec qs;
   qs.type = IBV_QPT_UD;
   qs.group = *g;

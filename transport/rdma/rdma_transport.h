@@ -96,6 +96,9 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   explicit RdmaTransport(const TransportEnv& env) : env_(env) {}
   absl::StatusOr<CompletionGroup*> group_for(int poller);
   absl::StatusOr<std::unique_ptr<TxEndpoint>> open_ud_tx(const EndpointSpec& spec, CompletionGroup* g);
+  // The Conn of a UD endpoint (its QP not created yet), addressed to rdma.multicast_group, whose
+  // IPv4 address goes to `*group`.
+  Conn* new_ud_conn(Conn::Kind kind, void* owner, std::uint32_t* group) const;
 
   TransportEnv env_;
   std::map<int, std::unique_ptr<RdmaPollerSource>> sources_;  // by poller index (under mu_)

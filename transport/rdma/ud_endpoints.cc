@@ -49,7 +49,6 @@ std::uint64_t random_u64() {
 
 UdTxEndpoint::UdTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec, std::uint32_t session_id)
     : RdmaEndpointBase(t, group),
-      pool_(&t.pool()),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
@@ -453,7 +452,7 @@ std::string UdTxEndpoint::describe() const {
 // ================================ subscriber =====================================================
 
 UdRxEndpoint::UdRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
-    : RdmaEndpointBase(t, group), traced_stream_(spec.stream != nullptr && spec.stream->trace), pool_(&t.pool()) {
+    : RdmaEndpointBase(t, group), traced_stream_(spec.stream != nullptr && spec.stream->trace) {
   stream_id_ = spec.stream_id;
 }
 

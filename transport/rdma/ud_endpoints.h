@@ -107,7 +107,6 @@ class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private r
     return used >= sq_depth_ ? 0 : static_cast<std::uint32_t>(sq_depth_ - used);
   }
 
-  core::BufferPool* const pool_;
   const std::uint32_t lkey_;
   const std::uint32_t signal_every_;
   const std::uint32_t post_batch_;
@@ -218,7 +217,6 @@ class UdRxEndpoint final : public RxEndpoint, public RdmaEndpointBase, private r
   void publish_counters() noexcept;
 
   const bool traced_stream_;
-  core::BufferPool* const pool_;
 
   Conn* qp_ = nullptr;
   ibv_gid mgid_{};
