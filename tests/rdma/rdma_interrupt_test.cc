@@ -298,26 +298,6 @@ std::string with_idle(const std::string& base, const std::string& idle) {
   return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
 }
 
-// Two contexts (subscriber, publisher) with a subscriber and a publisher of "md", connected.
-struct Connected {
-  std::unique_ptr<Context> sub_ctx, pub_ctx;
-  absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
-  absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
-
-  void open(const std::string& sub_toml, const std::string& pub_toml) {
-    sub_ctx = make(sub_toml);
-    pub_ctx = make(pub_toml);
-    ASSERT_TRUE(sub_ctx && pub_ctx);
-    sub = sub_ctx->subscriber("md");
-    pub = pub_ctx->publisher("md");
-    ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
-    ASSERT_TRUE(wait_for([&] {
-      (void)sub->poll([](const Message&) {}, 1);
-      return pub->is_connected();
-    })) << "publisher never connected";
-  }
-};
-
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
   return rdmatest::counter_sum(ctx.counters_path(), name, "poller ");
 }
@@ -340,7 +320,7 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const char* idle_env = std::getenv("POLLUX_RDMA_STRESS_IDLE");
   const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
   const bool sleeping = idle == "interrupt" || idle == "adaptive";
-  Connected c;
+  rdmatest::ConnectedPair c;
   ASSERT_NO_FATAL_FAILURE(
       c.open(with_idle(sub_config("dedicated", port), idle), with_idle(pub_config("dedicated", port), idle)));
   auto& [sub_ctx, pub_ctx, sub, pub] = c;
@@ -499,7 +479,7 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
   POLLUX_REQUIRE_RXE();
   const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
                          "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
-  Connected c;
+  rdmatest::ConnectedPair c;
   ASSERT_NO_FATAL_FAILURE(c.open(
       with_idle(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast"),
                 "interrupt"),

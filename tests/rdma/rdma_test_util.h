@@ -76,6 +76,33 @@ bool wait_for(Pred p, int seconds = 30) {
   return true;
 }
 
+// Polls `sub` and services `pub` until the publisher is connected (inline: what connects a UD
+// publisher, a subscriber's status, is read in service()).
+inline void wait_connected(Publisher& pub, Subscriber& sub) {
+  ASSERT_TRUE(wait_for([&] {
+    (void)sub.poll([](const Message&) {}, 1);
+    (void)pub.service();
+    return pub.is_connected();
+  })) << "publisher never connected";
+}
+
+// Two contexts (subscriber, publisher) with a subscriber and a publisher of `topic`, connected.
+struct ConnectedPair {
+  std::unique_ptr<Context> sub_ctx, pub_ctx;
+  absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
+  absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
+
+  void open(const std::string& sub_toml, const std::string& pub_toml, const std::string& topic = "md") {
+    sub_ctx = make(sub_toml);
+    pub_ctx = make(pub_toml);
+    ASSERT_TRUE(sub_ctx && pub_ctx);
+    sub = sub_ctx->subscriber(topic);
+    pub = pub_ctx->publisher(topic);
+    ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
+    wait_connected(*pub, *sub);
+  }
+};
+
 // The sum of the counters named `name` whose scope starts with `scope_prefix` ("" = any) in the
 // counters file at `path` (several endpoints' counters of one name add up); ~0 when the file
 // cannot be read.

@@ -47,6 +47,7 @@ using rdmatest::open_pair;
 using rdmatest::pub_config;
 using rdmatest::RawPair;
 using rdmatest::sub_config;
+using rdmatest::wait_connected;
 using rdmatest::wait_for;
 using testing::check_payload;
 using testing::fill_payload;
@@ -120,24 +121,14 @@ void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200
   }
 }
 
-void wait_connected(Publisher& pub, Subscriber& sub) {
-  ASSERT_TRUE(wait_for([&] {
-    (void)sub.poll([](const Message&) {}, 1);
-    (void)pub.service();  // inline: what connects a UD publisher (a subscriber's status) is read here
-    return pub.is_connected();
-  })) << "publisher never connected";
-}
-
 void run_rc(const std::string& threading, std::uint64_t count, const std::string& extra = "",
             const std::string& runtime_extra = "") {
   const int port = next_port();
-  auto sub_ctx = make(sub_config(threading, port, extra, runtime_extra));
-  auto pub_ctx = make(pub_config(threading, port, extra, runtime_extra));
-  ASSERT_TRUE(sub_ctx && pub_ctx);
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(
+      c.open(sub_config(threading, port, extra, runtime_extra), pub_config(threading, port, extra, runtime_extra)));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   std::thread producer([&] { offer_all(*pub, count); });
   Seen s;
   receive(*sub, count, &s);
@@ -184,12 +175,10 @@ TEST(RdmaRc, NoInlineAndSignalEveryOne) {
 TEST(RdmaRc, LargeFramesNotInline) {
   POLLUX_REQUIRE_RXE();
   const int port = next_port();
-  auto sub_ctx = make(sub_config("inline", port));
-  auto pub_ctx = make(pub_config("inline", port));
-  auto sub = sub_ctx->subscriber("big");
-  auto pub = pub_ctx->publisher("big");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_config("inline", port), pub_config("inline", port), "big"));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   EXPECT_EQ(pub->max_payload(), 2048u - 32u);
   std::thread producer([&] { offer_all(*pub, 3000, 2000); });
   Seen s;
@@ -216,12 +205,10 @@ TEST(RdmaRc, LargeFramesNotInline) {
 TEST(RdmaRc, PollOneAtATime) {
   POLLUX_REQUIRE_RXE();
   const int port = next_port();
-  auto sub_ctx = make(sub_config("inline", port));
-  auto pub_ctx = make(pub_config("inline", port));
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_config("inline", port), pub_config("inline", port), "md"));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   std::thread producer([&] { offer_all(*pub, 3000); });
   Seen s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -341,13 +328,10 @@ std::uint64_t counter(Context& ctx, const std::string& name) {
 // pthread_mutex_lock count what this thread calls). Provider spinlocks are reported, not
 // asserted: rxe's ibv_post_send/ibv_poll_cq take their own (uncontended) queue spinlocks.
 void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
-  auto sub_ctx = make(sub_toml);
-  auto pub_ctx = make(pub_toml);
-  ASSERT_TRUE(sub_ctx && pub_ctx);
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_toml, pub_toml));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   constexpr std::uint64_t kWarm = 3000, kMeasured = 20000;
   std::atomic<long> pub_allocs{-1}, pub_mutex{-1}, pub_spin{-1};
   std::thread producer([&] {
@@ -389,13 +373,13 @@ void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
   EXPECT_EQ(g_allocs, 0);
   EXPECT_EQ(g_mutex_locks, 0);
   // One registration per context (protection domain), made at start-up.
-  EXPECT_EQ(counter(*pub_ctx, "mr_registrations"), 1u);
-  EXPECT_EQ(counter(*sub_ctx, "mr_registrations"), 1u);
-  EXPECT_GE(counter(*pub_ctx, "inline_sends"), kMeasured);
+  EXPECT_EQ(counter(*c.pub_ctx, "mr_registrations"), 1u);
+  EXPECT_EQ(counter(*c.sub_ctx, "mr_registrations"), 1u);
+  EXPECT_GE(counter(*c.pub_ctx, "inline_sends"), kMeasured);
   // Selective signalling: about one completion per signal_every (16) sends.
-  EXPECT_LT(counter(*pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
+  EXPECT_LT(counter(*c.pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
   // Batched re-posting: fewer post calls than buffers.
-  EXPECT_LT(counter(*sub_ctx, "recv_post_calls") * 4, counter(*sub_ctx, "recv_buffers_posted"));
+  EXPECT_LT(counter(*c.sub_ctx, "recv_post_calls") * 4, counter(*c.sub_ctx, "recv_buffers_posted"));
 }
 
 TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
