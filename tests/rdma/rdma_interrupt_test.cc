@@ -38,8 +38,8 @@ using rdmatest::pub_config;
 using rdmatest::sub_config;
 using rdmatest::wait_for;
 using transport::rdma::CompletionGroup;
+using transport::rdma::CqModeration;
 using transport::rdma::CqModerationPolicy;
-using transport::rdma::CqModerationSetting;
 using transport::rdma::RdmaPollerSource;
 
 std::int64_t mono_ns() {
@@ -236,22 +236,13 @@ TEST(RdmaPollerSource, ConnectionManagerAnnouncementWakesArmedSource) {
 // is told and never asked again; traffic goes on either way.
 struct ScriptedPolicy final : CqModerationPolicy {
   int updates = 0, restarts = 0, unsupported = 0;
-  std::optional<CqModerationSetting> update(std::int64_t, std::uint64_t, std::uint64_t) noexcept override {
+  std::optional<CqModeration> update(std::int64_t, std::uint64_t, std::uint64_t) noexcept override {
     ++updates;
-    return CqModerationSetting{16, 10};
+    return CqModeration{16, 10};
   }
   void restart(std::int64_t, std::uint64_t, std::uint64_t) noexcept override { ++restarts; }
   void set_unsupported() noexcept override { ++unsupported; }
 };
-
-std::uint64_t counter_of(const core::CountersFile& f, const std::string& scope, const std::string& name) {
-  auto snap = core::read_counters_file(f.path());
-  if (!snap.ok()) return ~0ull;
-  for (const auto& c : snap->counters) {
-    if (c.scope == scope && c.name == name) return c.value;
-  }
-  return ~0ull;
-}
 
 TEST(RdmaPollerSource, ModerationAppliedOrRefusedOnceAndCounted) {
   POLLUX_REQUIRE_RXE();
@@ -272,7 +263,8 @@ TEST(RdmaPollerSource, ModerationAppliedOrRefusedOnceAndCounted) {
     EXPECT_EQ(p->unsupported, 0);
   }
   if (!r.sub.counters->path().empty()) {
-    EXPECT_EQ(counter_of(*r.sub.counters, "rdma poller 0", "cq_moderation_unsupported"), refused ? 1u : 0u);
+    EXPECT_EQ(rdmatest::counter_sum(r.sub.counters->path(), "cq_moderation_unsupported", "rdma poller 0"),
+              refused ? 1u : 0u);
   }
   // Either way frames still arrive.
   const std::uint64_t before = r.received;
@@ -306,34 +298,8 @@ std::string with_idle(const std::string& base, const std::string& idle) {
   return at == std::string::npos ? base : base.substr(0, at) + rt + base.substr(at + from.size());
 }
 
-// Two contexts (subscriber, publisher) with a subscriber and a publisher of "md", connected.
-struct Connected {
-  std::unique_ptr<Context> sub_ctx, pub_ctx;
-  absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
-  absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
-
-  void open(const std::string& sub_toml, const std::string& pub_toml) {
-    sub_ctx = make(sub_toml);
-    pub_ctx = make(pub_toml);
-    ASSERT_TRUE(sub_ctx && pub_ctx);
-    sub = sub_ctx->subscriber("md");
-    pub = pub_ctx->publisher("md");
-    ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
-    ASSERT_TRUE(wait_for([&] {
-      (void)sub->poll([](const Message&) {}, 1);
-      return pub->is_connected();
-    })) << "publisher never connected";
-  }
-};
-
 std::uint64_t poller_counter(Context& ctx, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return 0;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope.rfind("poller ", 0) == 0 && c.name == name) v += c.value;
-  }
-  return v;
+  return rdmatest::counter_sum(ctx.counters_path(), name, "poller ");
 }
 
 // One message in flight at a time, so every message finds both pollers (publisher side and
@@ -354,7 +320,7 @@ TEST(RdmaInterruptStress, NoLostWakeupWithoutSafetyTimer) {
   const char* idle_env = std::getenv("POLLUX_RDMA_STRESS_IDLE");
   const std::string idle = idle_env != nullptr ? idle_env : "interrupt";
   const bool sleeping = idle == "interrupt" || idle == "adaptive";
-  Connected c;
+  rdmatest::ConnectedPair c;
   ASSERT_NO_FATAL_FAILURE(
       c.open(with_idle(sub_config("dedicated", port), idle), with_idle(pub_config("dedicated", port), idle)));
   auto& [sub_ctx, pub_ctx, sub, pub] = c;
@@ -513,7 +479,7 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
   POLLUX_REQUIRE_RXE();
   const std::string ud = "multicast_group = \"239.255.68." + std::to_string(10 + getpid() % 200) +
                          "\"\nheartbeat_ms = 1000\nliveness_timeout_ms = 20000\n";
-  Connected c;
+  rdmatest::ConnectedPair c;
   ASSERT_NO_FATAL_FAILURE(c.open(
       with_idle(rdmatest::rdma_config("dedicated", "rxe1", ud + "fault_loss = 0.1\nfault_seed = 3\n", "", "ud_mcast"),
                 "interrupt"),
@@ -542,14 +508,7 @@ TEST(RdmaInterruptUd, RepairsLossWhileThePollersSleep) {
     if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   producer.join();
-  auto counter = [](Context& ctx, const std::string& name) {
-    auto snap = core::read_counters_file(ctx.counters_path());
-    std::uint64_t v = 0;
-    if (snap.ok()) {
-      for (const auto& c : snap->counters) v += c.name == name ? c.value : 0;
-    }
-    return v;
-  };
+  auto counter = [](Context& ctx, const std::string& name) { return rdmatest::counter_sum(ctx.counters_path(), name); };
   const std::uint64_t dropped = counter(*sub_ctx, "fault_dropped"), fills = counter(*sub_ctx, "gap_fills");
   std::printf(
       "ud repair asleep: %llu received, %llu dropped by the interceptor, %llu gap fills, %llu NAKs, %llu "

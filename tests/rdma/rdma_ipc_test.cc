@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -62,19 +63,30 @@ std::vector<std::string> peer(const std::vector<std::string>& args) {
   return v;
 }
 
-// RC pub/sub between two processes, rxe0 -> rxe1: 100,000 messages, in order, none lost.
-TEST(RdmaIpc, RcTwoProcesses100kInOrderNoLoss) {
-  POLLUX_REQUIRE_RXE();
+// The subscriber's and the publisher's config files of an RC pair on a fresh port (dedicated mode).
+std::pair<std::string, std::string> rc_files() {
   const int port = next_port();
-  const std::string sc = write_file(tmp("sub"), rdmatest::sub_config("dedicated", port));
-  const std::string pc = write_file(tmp("pub"), rdmatest::pub_config("dedicated", port));
-  Child sub = spawn(peer({"sub", sc, "md", "100000", "--no-loss", "--require-complete", "--timeout", "600"}));
-  Child pub = spawn(peer({"pub", pc, "md", "100000", "--timeout", "600"}));
-  const int prc = wait_child(pub, 700);
-  const int src = wait_child(sub, 700);
+  return {write_file(tmp("sub"), rdmatest::sub_config("dedicated", port)),
+          write_file(tmp("pub"), rdmatest::pub_config("dedicated", port))};
+}
+
+// Waits for the publisher, then the subscriber process (at most `seconds` each), prints what they
+// wrote, and expects both to exit 0.
+void expect_both_succeed(Child& pub, Child& sub, int seconds) {
+  const int prc = wait_child(pub, seconds);
+  const int src = wait_child(sub, seconds);
   std::printf("%s%s", pub.output.c_str(), sub.output.c_str());
   EXPECT_EQ(prc, 0);
   EXPECT_EQ(src, 0);
+}
+
+// RC pub/sub between two processes, rxe0 -> rxe1: 100,000 messages, in order, none lost.
+TEST(RdmaIpc, RcTwoProcesses100kInOrderNoLoss) {
+  POLLUX_REQUIRE_RXE();
+  const auto [sc, pc] = rc_files();
+  Child sub = spawn(peer({"sub", sc, "md", "100000", "--no-loss", "--require-complete", "--timeout", "600"}));
+  Child pub = spawn(peer({"pub", pc, "md", "100000", "--timeout", "600"}));
+  expect_both_succeed(pub, sub, 700);
   EXPECT_EQ(field(sub.output, "received"), 100000);
   EXPECT_EQ(field(sub.output, "lost"), 0);
   EXPECT_EQ(field(sub.output, "out_of_order"), 0);
@@ -86,16 +98,10 @@ TEST(RdmaIpc, RcTwoProcesses100kInOrderNoLoss) {
 // QP and session, posted without a lock - to a subscriber process.
 TEST(RdmaIpc, RcTwoPublishingThreadsOwnQps) {
   POLLUX_REQUIRE_RXE();
-  const int port = next_port();
-  const std::string sc = write_file(tmp("sub"), rdmatest::sub_config("dedicated", port));
-  const std::string pc = write_file(tmp("pub"), rdmatest::pub_config("dedicated", port));
+  const auto [sc, pc] = rc_files();
   Child sub = spawn(peer({"sub", sc, "md", "20000", "--sessions", "2", "--no-loss", "--require-complete"}));
   Child pub = spawn(peer({"pub", pc, "md", "20000", "--threads", "2"}));
-  const int prc = wait_child(pub, 600);
-  const int src = wait_child(sub, 600);
-  std::printf("%s%s", pub.output.c_str(), sub.output.c_str());
-  EXPECT_EQ(prc, 0);
-  EXPECT_EQ(src, 0);
+  expect_both_succeed(pub, sub, 600);
   EXPECT_EQ(field(sub.output, "sessions"), 2);
   EXPECT_EQ(field(sub.output, "complete"), 2);
   EXPECT_EQ(field(sub.output, "received"), 40000);
@@ -242,9 +248,7 @@ TEST(RdmaIpc, UdMulticastLossBeyondTheRetransmitBufferIsAnExactGap) {
 // new publisher process then connects to the same subscriber and delivers a complete session.
 TEST(RdmaIpc, RcPublisherKilledMidStreamThenNewConnectionWorks) {
   POLLUX_REQUIRE_RXE();
-  const int port = next_port();
-  const std::string sc = write_file(tmp("sub"), rdmatest::sub_config("dedicated", port));
-  const std::string pc = write_file(tmp("pub"), rdmatest::pub_config("dedicated", port));
+  const auto [sc, pc] = rc_files();
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   Child sub = spawn(peer({"sub", sc, "md", "5000", "--sessions", "2", "--ready-fd", std::to_string(ready[1]),
@@ -254,11 +258,7 @@ TEST(RdmaIpc, RcPublisherKilledMidStreamThenNewConnectionWorks) {
   ASSERT_TRUE(wait_byte(ready[0], 120)) << "subscriber never got 1000 messages";
   kill_child(pub1);
   Child pub2 = spawn(peer({"pub", pc, "md", "5000"}));
-  const int prc = wait_child(pub2, 300);
-  const int src = wait_child(sub, 300);
-  std::printf("%s%s", pub2.output.c_str(), sub.output.c_str());
-  EXPECT_EQ(prc, 0);
-  EXPECT_EQ(src, 0);
+  expect_both_succeed(pub2, sub, 300);
   EXPECT_EQ(field(sub.output, "sessions"), 2);
   EXPECT_EQ(field(sub.output, "died"), 1) << "the killed publisher must be reported dead";
   EXPECT_GE(field(sub.output, "complete"), 1) << "the new publisher's session must be complete";
@@ -271,9 +271,7 @@ TEST(RdmaIpc, RcPublisherKilledMidStreamThenNewConnectionWorks) {
 // and a new subscriber process on the same address gets a complete, in-order stream.
 TEST(RdmaIpc, RcSubscriberKilledMidStreamThenNewSubscriberConnects) {
   POLLUX_REQUIRE_RXE();
-  const int port = next_port();
-  const std::string sc = write_file(tmp("sub"), rdmatest::sub_config("dedicated", port));
-  const std::string pc = write_file(tmp("pub"), rdmatest::pub_config("dedicated", port));
+  const auto [sc, pc] = rc_files();
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   Child sub1 =

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "core/buffer_pool.h"
 #include "core/config.h"
 #include "core/counters.h"
+#include "core/trace.h"
 #include "pollux/pollux.h"
 #include "transport/transport.h"
 
@@ -74,6 +76,47 @@ bool wait_for(Pred p, int seconds = 30) {
   return true;
 }
 
+// Polls `sub` and services `pub` until the publisher is connected (inline: what connects a UD
+// publisher, a subscriber's status, is read in service()).
+inline void wait_connected(Publisher& pub, Subscriber& sub) {
+  ASSERT_TRUE(wait_for([&] {
+    (void)sub.poll([](const Message&) {}, 1);
+    (void)pub.service();
+    return pub.is_connected();
+  })) << "publisher never connected";
+}
+
+// Two contexts (subscriber, publisher) with a subscriber and a publisher of `topic`, connected.
+struct ConnectedPair {
+  std::unique_ptr<Context> sub_ctx, pub_ctx;
+  absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
+  absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
+
+  void open(const std::string& sub_toml, const std::string& pub_toml, const std::string& topic = "md") {
+    sub_ctx = make(sub_toml);
+    pub_ctx = make(pub_toml);
+    ASSERT_TRUE(sub_ctx && pub_ctx);
+    sub = sub_ctx->subscriber(topic);
+    pub = pub_ctx->publisher(topic);
+    ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
+    wait_connected(*pub, *sub);
+  }
+};
+
+// The sum of the counters named `name` whose scope starts with `scope_prefix` ("" = any) in the
+// counters file at `path` (several endpoints' counters of one name add up); ~0 when the file
+// cannot be read.
+inline std::uint64_t counter_sum(const std::string& path, const std::string& name,
+                                 const std::string& scope_prefix = "") {
+  auto snap = core::read_counters_file(path);
+  if (!snap.ok()) return ~0ull;
+  std::uint64_t v = 0;
+  for (const auto& c : snap->counters) {
+    if (c.name == name && c.scope.rfind(scope_prefix, 0) == 0) v += c.value;
+  }
+  return v;
+}
+
 // A transport without a Context (transport-level tests: endpoints used directly).
 struct RawTransport {
   core::Config cfg;
@@ -104,6 +147,40 @@ inline absl::Status open_raw(const std::string& toml, RawTransport* r, const std
   if (!t.ok()) return t.status();
   r->t = std::move(*t);
   return r->t->register_memory(*r->pool);
+}
+
+// A publisher and a subscriber of stream 7, both inline, each on a raw transport of its own
+// (rxe0 -> rxe1), connected, and 64 of the publisher's pool slots to format frames in. The
+// publisher records its traced sends into `log`; its counters file is under /tmp (readable by
+// path). Members go in reverse order: the endpoints before the log and the transports.
+struct RawPair {
+  RawTransport pub, sub;
+  core::SendCompletionLog log;
+  std::unique_ptr<transport::TxEndpoint> tx;
+  std::unique_ptr<transport::RxEndpoint> rx;
+  core::SlotRange slots;
+};
+
+inline void open_pair(RawPair* p, const std::string& extra = "") {
+  const int port = next_port();
+  ASSERT_TRUE(open_raw(sub_config("inline", port, extra), &p->sub).ok());
+  ASSERT_TRUE(open_raw(pub_config("inline", port, extra), &p->pub, "/tmp").ok());
+  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  p->rx = std::move(*rx);
+  transport::EndpointSpec spec{7, "raw", nullptr, -1};
+  spec.send_log = &p->log;
+  auto tx = p->pub.t->open_tx(spec);
+  ASSERT_TRUE(tx.ok()) << tx.status();
+  p->tx = std::move(*tx);
+  auto r = p->pub.pool->carve(64);
+  ASSERT_TRUE(r.ok());
+  p->slots = *r;
+  transport::RxDesc ev[8];
+  ASSERT_TRUE(wait_for([&] {
+    (void)p->rx->poll_st(ev);
+    return p->tx->connected();
+  }));
 }
 
 }  // namespace pollux::rdmatest

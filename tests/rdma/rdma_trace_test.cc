@@ -27,7 +27,9 @@ namespace {
 
 using rdmatest::make;
 using rdmatest::next_port;
+using rdmatest::open_pair;
 using rdmatest::pub_config;
+using rdmatest::RawPair;
 using rdmatest::sub_config;
 using rdmatest::wait_for;
 
@@ -160,36 +162,6 @@ TEST(RdmaTrace, DedicatedSendCompletionAndReceiveStamp) {
 
 // ---- transport level: one post_st call of a 16-frame burst ---------------------------------------
 
-struct RawPair {
-  rdmatest::RawTransport pub, sub;
-  core::SendCompletionLog log;
-  std::unique_ptr<transport::TxEndpoint> tx;
-  std::unique_ptr<transport::RxEndpoint> rx;
-  core::SlotRange slots;
-};
-
-void open_pair(RawPair* p, const std::string& extra) {
-  const int port = next_port();
-  ASSERT_TRUE(rdmatest::open_raw(sub_config("inline", port, extra), &p->sub).ok());
-  ASSERT_TRUE(rdmatest::open_raw(pub_config("inline", port, extra), &p->pub, "/tmp").ok());  // post_calls readable
-  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
-  ASSERT_TRUE(rx.ok()) << rx.status();
-  p->rx = std::move(*rx);
-  transport::EndpointSpec spec{7, "raw", nullptr, -1};
-  spec.send_log = &p->log;
-  auto tx = p->pub.t->open_tx(spec);
-  ASSERT_TRUE(tx.ok()) << tx.status();
-  p->tx = std::move(*tx);
-  auto r = p->pub.pool->carve(64);
-  ASSERT_TRUE(r.ok());
-  p->slots = *r;
-  transport::RxDesc ev[8];
-  ASSERT_TRUE(wait_for([&] {
-    (void)p->rx->poll_st(ev);
-    return p->tx->connected();
-  }));
-}
-
 transport::TxDesc frame(RawPair& p, std::uint32_t i, bool traced) {
   const std::uint32_t slot = p.slots.first + i % p.slots.count;
   auto* h = reinterpret_cast<core::FrameHeader*>(p.pub.pool->slot(slot));
@@ -206,14 +178,7 @@ transport::TxDesc frame(RawPair& p, std::uint32_t i, bool traced) {
 }
 
 std::uint64_t tx_counter(const RawPair& p, const char* name) {
-  auto snap = core::read_counters_file(p.pub.counters->path());
-  EXPECT_TRUE(snap.ok()) << snap.status();
-  if (!snap.ok()) return ~0ull;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope.rfind("rdma tx stream 7 ", 0) == 0 && c.name == name) v += c.value;
-  }
-  return v;
+  return rdmatest::counter_sum(p.pub.counters->path(), name, "rdma tx stream 7 ");
 }
 std::uint64_t post_calls(const RawPair& p) { return tx_counter(p, "post_calls"); }
 

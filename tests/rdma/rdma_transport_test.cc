@@ -13,15 +13,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
 
 #include "core/counters.h"
 #include "core/frame.h"
@@ -39,8 +43,11 @@ namespace {
 
 using rdmatest::make;
 using rdmatest::next_port;
+using rdmatest::open_pair;
 using rdmatest::pub_config;
+using rdmatest::RawPair;
 using rdmatest::sub_config;
+using rdmatest::wait_connected;
 using rdmatest::wait_for;
 using testing::check_payload;
 using testing::fill_payload;
@@ -82,6 +89,22 @@ void receive(Subscriber& sub, std::uint64_t count, Seen* s, int seconds = 120) {
   }
 }
 
+// Polls `sub` (dropping messages) until `e` counts a stream end (ends and deaths are counted there);
+// false if none came within `seconds`.
+bool wait_end(Subscriber& sub, Seen* e, int seconds) {
+  return wait_for(
+      [&] {
+        (void)sub.poll([](const Message&) {}, [](const Gap&) {},
+                       [&](const StreamEvent& ev) {
+                         e->ends += ev.kind != StreamEventKind::kNewSession;
+                         e->died += ev.kind == StreamEventKind::kPublisherDied;
+                       },
+                       64);
+        return e->ends > 0;
+      },
+      seconds);
+}
+
 void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200) {
   std::byte buf[4096];
   for (std::uint64_t i = 1; i <= count; ++i) {
@@ -98,24 +121,14 @@ void offer_all(Publisher& pub, std::uint64_t count, std::uint32_t max_size = 200
   }
 }
 
-void wait_connected(Publisher& pub, Subscriber& sub) {
-  ASSERT_TRUE(wait_for([&] {
-    (void)sub.poll([](const Message&) {}, 1);
-    (void)pub.service();  // inline: what connects a UD publisher (a subscriber's status) is read here
-    return pub.is_connected();
-  })) << "publisher never connected";
-}
-
 void run_rc(const std::string& threading, std::uint64_t count, const std::string& extra = "",
             const std::string& runtime_extra = "") {
   const int port = next_port();
-  auto sub_ctx = make(sub_config(threading, port, extra, runtime_extra));
-  auto pub_ctx = make(pub_config(threading, port, extra, runtime_extra));
-  ASSERT_TRUE(sub_ctx && pub_ctx);
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok()) << sub.status() << pub.status();
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(
+      c.open(sub_config(threading, port, extra, runtime_extra), pub_config(threading, port, extra, runtime_extra)));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   std::thread producer([&] { offer_all(*pub, count); });
   Seen s;
   receive(*sub, count, &s);
@@ -129,19 +142,7 @@ void run_rc(const std::string& threading, std::uint64_t count, const std::string
   // A clean close reaches the subscriber as end of stream (not "died").
   pub->close();
   Seen e;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        receive(*sub, 0, &e, 0);
-        (void)sub->poll([](const Message&) {}, [](const Gap&) {},
-                        [&](const StreamEvent& ev) {
-                          e.ends += ev.kind != StreamEventKind::kNewSession;
-                          e.died += ev.kind == StreamEventKind::kPublisherDied;
-                        },
-                        64);
-        return e.ends > 0;
-      },
-      20))
-      << "no end of stream after close";
+  ASSERT_TRUE(wait_end(*sub, &e, 20)) << "no end of stream after close";
   EXPECT_EQ(e.died, 0u);
 }
 
@@ -174,12 +175,10 @@ TEST(RdmaRc, NoInlineAndSignalEveryOne) {
 TEST(RdmaRc, LargeFramesNotInline) {
   POLLUX_REQUIRE_RXE();
   const int port = next_port();
-  auto sub_ctx = make(sub_config("inline", port));
-  auto pub_ctx = make(pub_config("inline", port));
-  auto sub = sub_ctx->subscriber("big");
-  auto pub = pub_ctx->publisher("big");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_config("inline", port), pub_config("inline", port), "big"));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   EXPECT_EQ(pub->max_payload(), 2048u - 32u);
   std::thread producer([&] { offer_all(*pub, 3000, 2000); });
   Seen s;
@@ -206,12 +205,10 @@ TEST(RdmaRc, LargeFramesNotInline) {
 TEST(RdmaRc, PollOneAtATime) {
   POLLUX_REQUIRE_RXE();
   const int port = next_port();
-  auto sub_ctx = make(sub_config("inline", port));
-  auto pub_ctx = make(pub_config("inline", port));
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_config("inline", port), pub_config("inline", port), "md"));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   std::thread producer([&] { offer_all(*pub, 3000); });
   Seen s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -323,13 +320,7 @@ TEST(RdmaRc, TwoPublishingThreadsOwnQpsStress) {
 }
 
 std::uint64_t counter(Context& ctx, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return ~0ull;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.name == name) v += c.value;
-  }
-  return v;
+  return rdmatest::counter_sum(ctx.counters_path(), name);
 }
 
 // The data path (offer -> post_st, poll -> poll_st -> release_st) after warm-up: no ibv_reg_mr
@@ -337,13 +328,10 @@ std::uint64_t counter(Context& ctx, const std::string& name) {
 // pthread_mutex_lock count what this thread calls). Provider spinlocks are reported, not
 // asserted: rxe's ibv_post_send/ibv_poll_cq take their own (uncontended) queue spinlocks.
 void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
-  auto sub_ctx = make(sub_toml);
-  auto pub_ctx = make(pub_toml);
-  ASSERT_TRUE(sub_ctx && pub_ctx);
-  auto sub = sub_ctx->subscriber("md");
-  auto pub = pub_ctx->publisher("md");
-  ASSERT_TRUE(sub.ok() && pub.ok());
-  wait_connected(*pub, *sub);
+  rdmatest::ConnectedPair c;
+  ASSERT_NO_FATAL_FAILURE(c.open(sub_toml, pub_toml));
+  Subscriber* sub = &*c.sub;
+  Publisher* pub = &*c.pub;
   constexpr std::uint64_t kWarm = 3000, kMeasured = 20000;
   std::atomic<long> pub_allocs{-1}, pub_mutex{-1}, pub_spin{-1};
   std::thread producer([&] {
@@ -385,13 +373,13 @@ void data_path_probe(const std::string& sub_toml, const std::string& pub_toml) {
   EXPECT_EQ(g_allocs, 0);
   EXPECT_EQ(g_mutex_locks, 0);
   // One registration per context (protection domain), made at start-up.
-  EXPECT_EQ(counter(*pub_ctx, "mr_registrations"), 1u);
-  EXPECT_EQ(counter(*sub_ctx, "mr_registrations"), 1u);
-  EXPECT_GE(counter(*pub_ctx, "inline_sends"), kMeasured);
+  EXPECT_EQ(counter(*c.pub_ctx, "mr_registrations"), 1u);
+  EXPECT_EQ(counter(*c.sub_ctx, "mr_registrations"), 1u);
+  EXPECT_GE(counter(*c.pub_ctx, "inline_sends"), kMeasured);
   // Selective signalling: about one completion per signal_every (16) sends.
-  EXPECT_LT(counter(*pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
+  EXPECT_LT(counter(*c.pub_ctx, "signalled_sends"), (kWarm + kMeasured) / 4);
   // Batched re-posting: fewer post calls than buffers.
-  EXPECT_LT(counter(*sub_ctx, "recv_post_calls") * 4, counter(*sub_ctx, "recv_buffers_posted"));
+  EXPECT_LT(counter(*c.sub_ctx, "recv_post_calls") * 4, counter(*c.sub_ctx, "recv_buffers_posted"));
 }
 
 TEST(RdmaDataPath, NoRegMrNoAllocationNoLockPerMessage) {
@@ -412,33 +400,6 @@ TEST(RdmaDataPath, UdMulticastNoRegMrNoAllocationNoLockPerMessage) {
 }
 
 // ---- transport level: endpoints driven directly --------------------------------------------------
-
-struct RawPair {
-  rdmatest::RawTransport pub, sub;
-  std::unique_ptr<transport::TxEndpoint> tx;
-  std::unique_ptr<transport::RxEndpoint> rx;
-  core::SlotRange slots;
-};
-
-void open_pair(RawPair* p, const std::string& extra = "") {
-  const int port = next_port();
-  ASSERT_TRUE(rdmatest::open_raw(sub_config("inline", port, extra), &p->sub).ok());
-  ASSERT_TRUE(rdmatest::open_raw(pub_config("inline", port, extra), &p->pub).ok());
-  auto rx = p->sub.t->open_rx({7, "raw", nullptr, -1});
-  ASSERT_TRUE(rx.ok()) << rx.status();
-  p->rx = std::move(*rx);
-  auto tx = p->pub.t->open_tx({7, "raw", nullptr, -1});
-  ASSERT_TRUE(tx.ok()) << tx.status();
-  p->tx = std::move(*tx);
-  auto r = p->pub.pool->carve(64);
-  ASSERT_TRUE(r.ok());
-  p->slots = *r;
-  transport::RxDesc ev[8];
-  ASSERT_TRUE(wait_for([&] {
-    (void)p->rx->poll_st(ev);
-    return p->tx->connected();
-  }));
-}
 
 std::uint32_t frame(RawPair& p, std::uint32_t i, std::uint32_t payload = 16) {
   const std::uint32_t slot = p.slots.first + i % p.slots.count;
@@ -755,6 +716,103 @@ TEST(RdmaTransport, CloseGivesUpAfterLingerAndLogsTheUnacknowledgedFrames) {
   EXPECT_LE(messages, 16u);
   // Every frame is accounted for: delivered, or counted lost by the publisher.
   EXPECT_GE(messages + missing, kFrames);
+}
+
+// One-way latencies (ns) of `count` messages sent one at a time on `pub` and read on `sub`,
+// each carrying its send time; the publisher's poller posts them, this thread receives them.
+std::vector<std::int64_t> one_way_latencies(Publisher& pub, Subscriber& sub, int count) {
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::vector<std::int64_t> lat;
+  for (int i = 0; i < count; ++i) {
+    std::int64_t sent = now();
+    while (pub.offer(std::as_bytes(std::span(&sent, 1))) < 0) sent = now();
+    bool got = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!got && std::chrono::steady_clock::now() < deadline) {
+      (void)sub.poll(
+          [&](const Message& m) {
+            std::int64_t t = 0;
+            std::memcpy(&t, m.payload.data(), sizeof t);
+            lat.push_back(now() - t);
+            got = true;
+          },
+          16);
+    }
+    if (!got) break;
+  }
+  return lat;
+}
+
+std::string latency_summary(std::vector<std::int64_t> v) {
+  if (v.empty()) return "none";
+  std::sort(v.begin(), v.end());
+  return absl::StrFormat(
+      "p50 %lld us, p99 %lld us, max %lld us (%zu messages)", static_cast<long long>(v[v.size() / 2] / 1000),
+      static_cast<long long>(v[v.size() * 99 / 100] / 1000), static_cast<long long>(v.back() / 1000), v.size());
+}
+
+// Closing never blocks a poller. Two publishers share the publishing context's only poller;
+// the subscriber of the first takes nothing (16 receive buffers, not polled: the NIC retries
+// the rest of its frames on RNR), so the first publisher's close lingers (rdma.linger_ms = 60 s)
+// until that subscriber has every frame. close() returns at once and, while the linger runs,
+// the poller keeps cycling and the second stream keeps delivering; once the slow subscriber
+// polls it gets every frame and a clean end of stream, and the linger ends.
+TEST(RdmaTransport, ALingeringCloseLeavesThePollersOtherStreamsRunning) {
+  POLLUX_REQUIRE_RXE();
+  const int port = next_port();
+  const std::string rdma = "srq = \"off\"\nrecv_queue_depth = 16\nrecv_batch = 8\nlinger_ms = 60000\n";
+  auto sub_ctx = make(sub_config("inline", port, rdma));
+  auto pub_ctx = make(pub_config("dedicated", port, rdma, "pollers = 1\ncounters = true\n"));
+  ASSERT_TRUE(sub_ctx && pub_ctx);
+  auto slow = sub_ctx->subscriber("slow");
+  auto live = sub_ctx->subscriber("live");
+  auto slow_pub = pub_ctx->publisher("slow");
+  auto live_pub = pub_ctx->publisher("live");
+  ASSERT_TRUE(slow.ok() && live.ok() && slow_pub.ok() && live_pub.ok())
+      << slow.status() << live.status() << slow_pub.status() << live_pub.status();
+  wait_connected(*slow_pub, *slow);
+  wait_connected(*live_pub, *live);
+  const std::string counters = pub_ctx->counters_path();
+  ASSERT_FALSE(counters.empty());
+  auto rdma_poller = [&](const char* name) { return rdmatest::counter_sum(counters, name, "rdma poller "); };
+  auto cycles = [&] { return rdmatest::counter_sum(counters, "duty_cycles", "poller "); };
+
+  constexpr std::uint64_t kSlowFrames = 40;
+  offer_all(*slow_pub, kSlowFrames);
+  const std::vector<std::int64_t> before = one_way_latencies(*live_pub, *live, 200);
+  ASSERT_EQ(before.size(), 200u);
+
+  const std::uint64_t cycles_at_close = cycles();
+  const auto t0 = std::chrono::steady_clock::now();
+  slow_pub->close();
+  const auto close_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rdma_poller("closing_endpoints"), 1u) << "the close did not linger (or did not hand the linger over)";
+  EXPECT_EQ(rdma_poller("lingering_closes"), 1u);
+
+  const std::vector<std::int64_t> during = one_way_latencies(*live_pub, *live, 200);
+  const std::uint64_t cycles_during = cycles() - cycles_at_close;
+  EXPECT_EQ(during.size(), 200u) << "the other stream stopped while a publisher of its poller lingered";
+  EXPECT_GT(cycles_during, 0u) << "the poller stopped cycling";
+  EXPECT_EQ(rdma_poller("closing_endpoints"), 1u) << "the linger ended before the slow subscriber polled";
+
+  // The slow subscriber takes its frames now: all of them, then a clean end; the linger ends.
+  Seen got;
+  receive(*slow, kSlowFrames, &got, 60);
+  EXPECT_EQ(got.received, kSlowFrames);
+  EXPECT_EQ(got.bad + got.out_of_order + got.gaps, 0u);
+  ASSERT_TRUE(wait_end(*slow, &got, 60)) << "no end of stream";  // (or it came with the last frames)
+  EXPECT_EQ(got.died, 0u) << "a clean close must end the stream, not report the publisher dead";
+  ASSERT_TRUE(wait_for([&] { return rdma_poller("closing_endpoints") == 0; }, 60)) << "the linger never ended";
+  EXPECT_EQ(rdmatest::counter_sum(counters, "unacknowledged_at_close"), 0u);
+  std::printf(
+      "close() returned in %lld us; while it lingered the poller ran %llu duty cycles\n"
+      "other stream before the close: %s\nother stream during the linger: %s\n",
+      static_cast<long long>(close_us), static_cast<unsigned long long>(cycles_during), latency_summary(before).c_str(),
+      latency_summary(during).c_str());
 }
 
 // ---- errors a user can act on --------------------------------------------------------------------

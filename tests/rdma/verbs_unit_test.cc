@@ -38,7 +38,7 @@ std::string config_error(std::string_view toml) {
 // and applies what comes back; after the device refused once, nothing more comes back.
 TEST(RdmaModeration, TunerPolicyPassesTotalsAndStopsWhenUnsupported) {
   constexpr std::int64_t kMs = 1'000'000;
-  TunerPolicy p(core::ModerationOptions{}, 0);
+  TunerPolicy p(ModerationOptions{}, 0);
   std::uint64_t completions = 0, wakeups = 0;
   std::int64_t now = 0;
   // Idle-ish: 1k completions/s, one wakeup each - no moderation asked for.
@@ -55,8 +55,8 @@ TEST(RdmaModeration, TunerPolicyPassesTotalsAndStopsWhenUnsupported) {
   auto m = p.update(now, completions, wakeups);
   ASSERT_TRUE(m.has_value());
   EXPECT_GT(m->count, 1);
-  EXPECT_LE(m->count, core::ModerationOptions{}.max_count);
-  EXPECT_LE(m->period_us, core::ModerationOptions{}.max_period_us);
+  EXPECT_LE(m->count, ModerationOptions{}.max_count);
+  EXPECT_LE(m->period_us, ModerationOptions{}.max_period_us);
   // A polling phase restarts the interval: its totals do not count as interrupts.
   p.restart(now, completions + 5'000'000, wakeups);
   // The device refused (rxe): the tuner is back at {1, 0} and never asks again.

@@ -1,18 +1,18 @@
 #include "transport/rdma/completion_group.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/ud_endpoints.h"
@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
   g->c_arm_refused_ = counters->allocate(scope, "cq_arm_refused");
   g->c_mod_unsupported_ = counters->allocate(scope, "cq_moderation_unsupported");
   g->c_mod_changes_ = counters->allocate(scope, "cq_moderation_changes");
+  // Closes that outlived close_st() (a lingering publisher), in total and running now.
+  g->c_lingering_closes_ = counters->allocate(scope, "lingering_closes");
+  g->c_closing_ = counters->allocate(scope, "closing_endpoints");
   // The owner's wake-up fd: completion events and control-plane announcements, as one fd.
   auto bell = core::EventFd::create();
   if (!bell.ok()) return bell.status();
@@ -629,12 +632,49 @@ void CompletionGroup::retire(Conn* c) noexcept {
   finish_retire(c);
 }
 
-bool CompletionGroup::drain_retired(int max_ms) noexcept {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
-  while (!draining_.empty() && std::chrono::steady_clock::now() < deadline) {
-    if (progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+void CompletionGroup::add_closing(RdmaEndpointBase* ep) {
+  closing_.push_back(ep);
+  c_lingering_closes_.add();
+  c_closing_.set(closing_.size());
+}
+
+void CompletionGroup::remove_closing(RdmaEndpointBase* ep) noexcept {
+  closing_.erase(std::remove(closing_.begin(), closing_.end(), ep), closing_.end());
+  c_closing_.set(closing_.size());
+}
+
+int CompletionGroup::advance_closing(std::int64_t now_ns) noexcept {
+  if (now_ns < next_close_step_ns_) return 0;
+  next_close_step_ns_ = now_ns + kCloseStepNs;
+  int finished = 0;
+  for (std::size_t i = 0; i < closing_.size();) {
+    if (closing_[i]->advance_close(now_ns, false)) {
+      closing_[i] = closing_.back();
+      closing_.pop_back();
+      ++finished;
+    } else {
+      ++i;
+    }
   }
-  return draining_.empty();
+  if (finished != 0) c_closing_.set(closing_.size());
+  return finished;
+}
+
+void CompletionGroup::finish_closing() noexcept {
+  while (!closing_.empty()) {
+    (void)progress();
+    next_close_step_ns_ = 0;
+    (void)advance_closing(core::Clock::now_ns());
+    if (!closing_.empty()) wait_for_work(1);
+  }
+}
+
+void CompletionGroup::wait_for_work(int max_ms) noexcept {
+  if (try_arm()) {
+    pollfd p{epfd_, POLLIN, 0};
+    (void)::poll(&p, 1, max_ms);
+  }
+  disarm();
 }
 
 void CompletionGroup::finish_retire(Conn* c) noexcept {

@@ -42,6 +42,7 @@
 namespace pollux::transport::rdma {
 
 class Device;
+class RdmaEndpointBase;
 
 // Where the owning thread hands a dead or closed QP for destruction (the transport: the
 // connection manager thread disconnects and destroys RC QPs; UD QPs are destroyed at once).
@@ -68,6 +69,9 @@ struct GroupOptions {
 class CompletionGroup {
  public:
   static constexpr int kPollBurst = 32;
+  // A closing endpoint is stepped this often at most (a lingering close waits for
+  // acknowledgements or NAKs: finer steps would only cost the poller's other endpoints).
+  static constexpr std::int64_t kCloseStepNs = 50'000;
 
   static absl::StatusOr<std::unique_ptr<CompletionGroup>> create(Device& dev, core::BufferPool& pool,
                                                                  const GroupOptions& opt, ConnRetirer* retirer,
@@ -149,9 +153,23 @@ class CompletionGroup {
   // receive buffers to flush back when it has its own receive queue, then hands it to the
   // retirer. The Conn must not be touched by the caller afterwards.
   void retire(Conn* c) noexcept;
-  // Polls (bounded by `max_ms`) until every retired QP's receive buffers have flushed back;
-  // true when none is left draining. Used when an endpoint closes.
-  bool drain_retired(int max_ms) noexcept;
+  // True when every retired QP's receive buffers have flushed back (an inline endpoint's
+  // close waits for it before its private group is handed on).
+  bool retired_drained() const noexcept { return draining_.empty(); }
+  // Closing endpoints (endpoint_base.h): a poller-driven endpoint whose close did not finish in
+  // close_st() joins the group, and the poller's source advances it until it is done.
+  void add_closing(RdmaEndpointBase* ep);
+  void remove_closing(RdmaEndpointBase* ep) noexcept;
+  bool has_closing() const noexcept { return !closing_.empty(); }
+  // One step of every closing endpoint, at most every kCloseStepNs; returns how many finished.
+  int advance_closing(std::int64_t now_ns) noexcept;
+  // Control path, once no poller drives the group (RdmaTransport::close()): finishes every
+  // close still running, polling the CQ and waiting for its completions between steps.
+  void finish_closing() noexcept;
+  // Waits on the calling thread - never a poller's (an inline endpoint's application thread
+  // closing, or the transport's close) - up to `max_ms` for a completion or a control-plane
+  // announcement: arms, waits on notify_fd(), disarms. Returns at once when work is pending.
+  void wait_for_work(int max_ms) noexcept;
   // Receive buffer geometry: frames start this far into a slot (UD: after the GRH).
   std::uint32_t frame_offset() const noexcept { return opt_.ud ? 40u : 0u; }
   std::byte* slot_ptr(std::uint32_t slot) const noexcept { return pool_->slot(slot); }
@@ -205,13 +223,15 @@ class CompletionGroup {
 
   // Owning thread.
   std::uint32_t seen_gen_ = 0;
-  ibv_srq* osrq_ = nullptr;             // the owner's copy of srq_ (set in sync_slow)
-  std::vector<Route> routes_;           // live QPs of this group (a few per poller: linear scan)
-  Route last_{0, nullptr};              // one-entry cache: bursts come from one QP
-  std::vector<std::uint32_t> free_;     // receive buffers not posted anywhere
-  std::vector<std::uint32_t> pending_;  // recycled, waiting for a batch
-  std::vector<Conn*> rq_conns_;         // QPs with their own receive queue (no SRQ)
-  std::vector<Conn*> draining_;         // retired, waiting for their receive buffers to flush
+  ibv_srq* osrq_ = nullptr;                 // the owner's copy of srq_ (set in sync_slow)
+  std::vector<Route> routes_;               // live QPs of this group (a few per poller: linear scan)
+  Route last_{0, nullptr};                  // one-entry cache: bursts come from one QP
+  std::vector<std::uint32_t> free_;         // receive buffers not posted anywhere
+  std::vector<std::uint32_t> pending_;      // recycled, waiting for a batch
+  std::vector<Conn*> rq_conns_;             // QPs with their own receive queue (no SRQ)
+  std::vector<Conn*> draining_;             // retired, waiting for their receive buffers to flush
+  std::vector<RdmaEndpointBase*> closing_;  // endpoints whose close is still running
+  std::int64_t next_close_step_ns_ = 0;     // advance_closing(): not before this
   std::size_t rq_next_ = 0;
   std::atomic<std::uint32_t> recv_total_{0};  // written by the owner, read by describe()
   std::uint32_t srq_posted_ = 0;
@@ -225,7 +245,7 @@ class CompletionGroup {
   bool moderation_unsupported_ = false;
   core::ErrorLog* errors_ = nullptr;  // control events (receive buffer carving)
   core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,
-      c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_;
+      c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_, c_lingering_closes_, c_closing_;
 };
 
 }  // namespace pollux::transport::rdma

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
@@ -34,16 +32,13 @@ constexpr std::uint32_t kControlReserve = 2;
 
 RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec,
                                std::uint32_t session_id, std::uint32_t ring_slots, std::uint32_t control_slot)
-    : t_(t),
-      group_(group),
-      self_progress_(group->poller() < 0),
-      pool_(&t.pool()),
+    : RdmaEndpointBase(t, group),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       control_slot_(control_slot),
-      send_log_(spec.send_log) {
+      traced_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
   max_frame_ = pool_->slot_size();
@@ -66,6 +61,7 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
 
 RdmaTxEndpoint::~RdmaTxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 void RdmaTxEndpoint::set_status(const std::string& s) {
@@ -140,10 +136,7 @@ void RdmaTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status)
   if (done > c->completed) c->completed = done;
   // Traced frames this completion covers (each was signalled, so its own CQE comes at the
   // latest): their local send completion is now, the poll batch's clock read.
-  while (traced_head_ != traced_tail_ && traced_[traced_head_ % kMaxTraced].index < done) {
-    send_log_->record(traced_[traced_head_ % kMaxTraced].sequence, group_->batch_now());
-    ++traced_head_;
-  }
+  traced_.complete(done, [this] { return group_->batch_now(); });
 }
 
 std::uint32_t RdmaTxEndpoint::sq_room(const Conn& c) const noexcept {
@@ -183,11 +176,10 @@ std::uint32_t RdmaTxEndpoint::post_st(std::span<const TxDesc> frames) noexcept {
     // The transport owns sessions and sequences (the publisher left them 0).
     h->session_id = session_id_;
     h->sequence = next_seq_++;
-    if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && send_log_ != nullptr, 0)) {
+    if (__builtin_expect((d.flags & core::kFlagTraced) != 0 && traced_.enabled(), 0)) {
       traced |= std::uint64_t{1} << i;
       // (Nobody connected: the frame is dropped below, no completion will cover it.)
-      if (nconns_ > 0 && traced_tail_ - traced_head_ < kMaxTraced)
-        traced_[traced_tail_++ % kMaxTraced] = {posted_ + i, h->sequence};
+      if (nconns_ > 0) traced_.add(posted_ + i, h->sequence);
     }
     inflight_[(posted_ + i) & mask_] = d.slot;
     sge[i].addr = reinterpret_cast<std::uintptr_t>(p);
@@ -358,21 +350,25 @@ void RdmaTxEndpoint::close_st() noexcept {
   closed_flag_.store(true, std::memory_order_relaxed);
   if (t_.cm() != nullptr) t_.cm()->remove_publisher(this);
   group_->sync();
+  traced_.drop();  // the publisher (and its send log) may go while the close lingers
+  const std::int64_t now = core::Clock::now_ns();
+  linger_deadline_ns_ = now + static_cast<std::int64_t>(t_.cfg().linger_ms) * 1'000'000;
+  begin_close(now);
+}
+
+bool RdmaTxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
+  if (self_progress_) (void)group_->progress();  // inline: nobody else polls the private group
   // End of stream to everyone, then linger (rdma.linger_ms at most) until every connection
   // acknowledged every frame and the end: the subscriber has them all before the disconnect
   // reaches it. A subscriber may be slow to take them (not polling yet, every receive buffer
   // held: the NIC retries on RNR), and an end that did not fit the send queue is posted again.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(t_.cfg().linger_ms);
-  for (;;) {
-    bool pending = false;
-    for (std::uint32_t k = 0; k < nconns_; ++k) {
-      Conn* c = conns_[k];
-      if (!c->end_posted) c->end_posted = post_control(c, core::kFlagEndOfStream, core::Clock::now_ns());
-      pending |= !c->end_acked;
-    }
-    if (!pending || std::chrono::steady_clock::now() > deadline) break;
-    if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  bool pending = false;
+  for (std::uint32_t k = 0; k < nconns_; ++k) {
+    Conn* c = conns_[k];
+    if (!c->end_posted) c->end_posted = post_control(c, core::kFlagEndOfStream, now_ns);
+    pending |= !c->end_acked;
   }
+  if (pending && !give_up && now_ns <= linger_deadline_ns_) return false;
   for (std::uint32_t k = 0; k < nconns_; ++k) {
     const Conn* c = conns_[k];
     if (c->end_acked) continue;
@@ -391,7 +387,7 @@ void RdmaTxEndpoint::close_st() noexcept {
     add_ready(-1);
     group_->retire(c);
   }
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  return true;
 }
 
 std::string RdmaTxEndpoint::describe() const {
@@ -405,7 +401,7 @@ std::string RdmaTxEndpoint::describe() const {
 // ================================ subscriber =====================================================
 
 RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
-    : t_(t), group_(group), self_progress_(group->poller() < 0) {
+    : RdmaEndpointBase(t, group) {
   stream_id_ = spec.stream_id;
   max_frame_ = t.pool().slot_size();
   held_.assign(t.pool().slots(), 0);
@@ -425,6 +421,7 @@ RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
 
 RdmaRxEndpoint::~RdmaRxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
@@ -688,7 +685,7 @@ void RdmaRxEndpoint::close_st() noexcept {
   closing_.clear();
   live_.store(0, std::memory_order_relaxed);
   group_->flush_recycled();
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  begin_close(core::Clock::now_ns());
 }
 
 std::string RdmaRxEndpoint::describe() const {

@@ -21,14 +21,16 @@
 #include "core/counters.h"
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
+#include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/sequence.h"
+#include "transport/rdma/traced_sends.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::rdma {
 
 class RdmaTransport;
 
-class RdmaTxEndpoint final : public TxEndpoint {
+class RdmaTxEndpoint final : public TxEndpoint, public RdmaEndpointBase {
  public:
   static constexpr std::uint32_t kMaxConns = 64;  // subscribers per publishing endpoint
   static constexpr std::uint32_t kMaxPost = 64;   // frames per post call (one doorbell per QP)
@@ -48,6 +50,8 @@ class RdmaTxEndpoint final : public TxEndpoint {
     return ready_.load(std::memory_order_acquire) > 0 && !closed_flag_.load(std::memory_order_relaxed);
   }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
+  // Posts the end of stream on every connection; the rest of the close (the linger) is a state
+  // machine (endpoint_base.h) that never blocks a poller.
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -78,12 +82,10 @@ class RdmaTxEndpoint final : public TxEndpoint {
   void kill(Conn* c) noexcept;
   bool post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept;
   std::uint32_t sq_room(const Conn& c) const noexcept;
-  void drop_unconnected(std::span<const TxDesc> frames, std::uint32_t n) noexcept;
+  // Lingers (rdma.linger_ms at most) until every connection acknowledged every frame and the
+  // end of stream, then hands the connections back.
+  bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;  // inline: polls its private group itself; else passive
-  core::BufferPool* const pool_;
   const std::uint32_t lkey_;
   std::uint32_t max_frame_ = 0;
   const std::uint32_t signal_every_;
@@ -91,18 +93,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   const std::uint32_t inline_threshold_;
   const std::uint32_t control_slot_;  // a pool slot for heartbeat / end-of-stream frames
 
-  // Traced frames (EndpointSpec::send_log non-null): each one's send is signalled, and the
-  // first send completion that covers it records (sequence, CQE poll time) into the log. Posted
-  // and not yet completed, oldest first; a traced frame posted while kMaxTraced are pending is
-  // signalled but not recorded (its send_completion_ns stays 0, "not known").
-  struct TracedSend {
-    std::uint64_t index;     // endpoint frame index
-    std::uint64_t sequence;  // the frame's sequence (Message::sequence at the subscriber)
-  };
-  static constexpr std::uint32_t kMaxTraced = 16;
-  core::SendCompletionLog* const send_log_;
-  std::array<TracedSend, kMaxTraced> traced_{};
-  std::uint32_t traced_head_ = 0, traced_tail_ = 0;
+  TracedSends traced_;  // by endpoint frame index
 
   std::array<Conn*, kMaxConns> conns_{};
   std::uint32_t nconns_ = 0;
@@ -119,7 +110,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
   // may call service() every few polls, and a heartbeat per call-pair would put an extra send
   // (and, on the receiver, an extra receive) into its round trips.
   static constexpr std::int64_t kIdleTailNs = 1'000'000;
-  std::uint32_t housekeeping_countdown_ = 0;
+  std::int64_t linger_deadline_ns_ = 0;  // close: unacknowledged frames are lost after this
   bool closed_ = false;
   std::atomic<bool> closed_flag_{false};  // closed_ for other threads (connected()); a plain flag, relaxed
   std::atomic<int> ready_{0};
@@ -131,7 +122,7 @@ class RdmaTxEndpoint final : public TxEndpoint {
       c_back_pressure_, c_unacked_at_close_, c_position_;
 };
 
-class RdmaRxEndpoint final : public RxEndpoint {
+class RdmaRxEndpoint final : public RxEndpoint, public RdmaEndpointBase {
  public:
   static constexpr std::uint32_t kMaxConns = 64;  // publishers (QPs) per subscribing endpoint
 
@@ -178,10 +169,9 @@ class RdmaRxEndpoint final : public RxEndpoint {
   void push_event(const RxDesc& d) noexcept;
   void end_conn(Conn* c) noexcept;
   void retire_conn(Conn* c) noexcept;
+  // Nothing lingers: close_st() hands everything back at once.
+  bool close_step_st(std::int64_t /*now_ns*/, bool /*give_up*/) noexcept override { return true; }
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;  // inline: polls its private group itself; else passive
   std::uint32_t max_frame_ = 0;
 
   std::array<Conn*, kMaxConns> conns_{};

@@ -117,7 +117,7 @@ absl::StatusOr<core::ProgressSource*> RdmaTransport::poller_source(int poller) {
     const core::IdleKind idle = config().runtime.idle;
     if ((idle == core::IdleKind::kInterrupt || idle == core::IdleKind::kAdaptive) && cfg().cq_moderation_count == 0 &&
         cfg().cq_moderation_usec == 0 && !(*g)->moderation_unsupported()) {
-      s->set_moderation_policy(std::make_unique<TunerPolicy>(core::ModerationOptions{}, core::Clock::now_ns()));
+      s->set_moderation_policy(std::make_unique<TunerPolicy>(ModerationOptions{}, core::Clock::now_ns()));
     }
   }
   return s.get();
@@ -135,6 +135,7 @@ int RdmaPollerSource::housekeeping(std::int64_t now_ns) noexcept {
 }
 
 bool RdmaPollerSource::try_arm() noexcept {
+  if (group_->has_closing()) return false;  // its deadline could not wake the poller
   if (!group_->try_arm()) return false;
   if (policy_ != nullptr && last_now_ns_ - last_arm_ns_ > kPollingPhaseNs) {
     // First sleep after a polling phase: moderation measures interrupts from here on.
@@ -168,6 +169,15 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
   return std::unique_ptr<TxEndpoint>(std::move(ep));
 }
 
+Conn* RdmaTransport::new_ud_conn(Conn::Kind kind, void* owner, std::uint32_t* group) const {
+  (void)parse_ipv4(cfg().multicast_group, group);  // checked by create()
+  Conn* conn = new Conn();
+  conn->kind = kind;
+  conn->owner = owner;
+  conn->peer = cfg().multicast_group;
+  return conn;
+}
+
 absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const EndpointSpec& spec, CompletionGroup* g) {
   const std::uint32_t need = UdTxEndpoint::slots_needed(cfg(), env_.pool->slot_size());
   auto slots = env_.pool->carve(need);
@@ -184,11 +194,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const Endp
   auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, random_session());
   ep->hold(lease);
   std::uint32_t group = 0;
-  (void)parse_ipv4(cfg().multicast_group, &group);
-  Conn* conn = new Conn();
-  conn->kind = Conn::Kind::kTx;
-  conn->owner = ep.get();
-  conn->peer = cfg().multicast_group;
+  Conn* conn = new_ud_conn(Conn::Kind::kTx, ep.get(), &group);
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.port_num = dev_->port();
@@ -242,11 +248,7 @@ absl::StatusOr<std::unique_ptr<RxEndpoint>> RdmaTransport::open_rx(const Endpoin
   ep->hold(std::make_shared<core::SlotLease>(env_.pool, *ctl));
   if (absl::Status s = ep->init(*ctl); !s.ok()) return s;
   std::uint32_t group = 0;
-  (void)parse_ipv4(cfg().multicast_group, &group);
-  Conn* conn = new Conn();
-  conn->kind = Conn::Kind::kRx;
-  conn->owner = ep.get();
-  conn->peer = cfg().multicast_group;
+  Conn* conn = new_ud_conn(Conn::Kind::kRx, ep.get(), &group);
   QpSpec qs;
   qs.type = IBV_QPT_UD;
   qs.group = *g;
@@ -308,6 +310,10 @@ void RdmaTransport::close() {
     if (closed_) return;
     closed_ = true;
   }
+  // The pollers have stopped (the context stops them first): endpoints that were still closing
+  // on them (a publisher lingering for its subscribers' acknowledgements) finish here, on the
+  // closing application thread, before their connections and groups go.
+  for (auto& [poller, g] : groups_) g->finish_closing();
   if (cm_ != nullptr) cm_->stop();
   sources_.clear();
   groups_.clear();

@@ -3,6 +3,8 @@
 // the RC connection manager, and opens endpoints.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,12 +27,18 @@ namespace pollux::transport::rdma {
 // (acknowledged in batches) and the control-plane bell, notify_fd() is the group's epoll fd
 // over its completion channel and the bell (connection-manager announcements).
 // housekeeping() re-posts batched receive buffers and drives CQ moderation (cq_moderation.h).
+// Closing endpoints (endpoint_base.h) are stepped from progress(); while any is closing the
+// source refuses to arm (a linger's deadline has no timer to wake the poller).
 class RdmaPollerSource final : public core::ProgressSource {
  public:
   explicit RdmaPollerSource(CompletionGroup* g) : group_(g) {}
   int progress(std::int64_t now_ns) noexcept override {
     last_now_ns_ = now_ns;
-    return group_->progress();
+    int done = group_->progress();
+    // Endpoints closing on this poller (a lingering publisher): a step each, at most every
+    // CompletionGroup::kCloseStepNs, between the poller's other duties.
+    if (__builtin_expect(group_->has_closing(), 0)) done += group_->advance_closing(now_ns);
+    return done;
   }
   int housekeeping(std::int64_t now_ns) noexcept override;
   bool try_arm() noexcept override;
@@ -71,6 +79,8 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   // is kept for the next inline endpoint instead of being leaked. Any thread; the mutex hands
   // the group's owner-thread state over to its next owner.
   void release_inline_group(CompletionGroup* g);
+  // Incremented (and waited on) each time an endpoint's close finishes (RdmaEndpointBase).
+  std::atomic<std::uint32_t>& closes_finished() noexcept { return closes_finished_; }
 
   // Internal, for endpoints and the connection manager.
   const core::RdmaConfig& cfg() const noexcept { return env_.config->rdma; }
@@ -87,6 +97,9 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   explicit RdmaTransport(const TransportEnv& env) : env_(env) {}
   absl::StatusOr<CompletionGroup*> group_for(int poller);
   absl::StatusOr<std::unique_ptr<TxEndpoint>> open_ud_tx(const EndpointSpec& spec, CompletionGroup* g);
+  // The Conn of a UD endpoint (its QP not created yet), addressed to rdma.multicast_group, whose
+  // IPv4 address goes to `*group`.
+  Conn* new_ud_conn(Conn::Kind kind, void* owner, std::uint32_t* group) const;
 
   TransportEnv env_;
   std::map<int, std::unique_ptr<RdmaPollerSource>> sources_;  // by poller index (under mu_)
@@ -97,6 +110,7 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   std::vector<std::unique_ptr<CompletionGroup>> inline_groups_;  // one per inline endpoint
   std::vector<CompletionGroup*> idle_inline_groups_;             // released, reusable
   bool closed_ = false;
+  std::atomic<std::uint32_t> closes_finished_{0};
   core::Counter c_registrations_;
 };
 

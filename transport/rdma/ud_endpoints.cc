@@ -3,10 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +31,10 @@ std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'0
 constexpr std::int64_t kMinServiceNs = 50'000;
 // A lingering close repeats its end-of-stream heartbeat this often.
 constexpr std::int64_t kEndResendNs = 5'000'000;
+// A closing publisher's last sends get this long to complete before its QP goes, a closing
+// subscriber's "leaving" messages kLeaveFlushNs.
+constexpr std::int64_t kCloseFlushNs = 300'000'000;
+constexpr std::int64_t kLeaveFlushNs = 100'000'000;
 
 std::uint64_t random_u64() {
   std::random_device rd;
@@ -46,22 +48,20 @@ std::uint64_t random_u64() {
 // ================================ publisher ======================================================
 
 UdTxEndpoint::UdTxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec, std::uint32_t session_id)
-    : t_(t),
-      group_(group),
-      self_progress_(group->poller() < 0),
-      pool_(&t.pool()),
+    : RdmaEndpointBase(t, group),
       lkey_(t.device().lkey()),
       signal_every_(t.cfg().signal_every),
       post_batch_(std::clamp<std::uint32_t>(t.cfg().post_batch, 1, kMaxPost)),
       inline_threshold_(t.cfg().inline_threshold),
       linger_ns_(ms(t.cfg().linger_ms)),
-      send_log_(spec.send_log) {
+      traced_(spec.send_log) {
   stream_id_ = spec.stream_id;
   session_id_ = session_id;
 }
 
 UdTxEndpoint::~UdTxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, Conn* qp) {
@@ -190,15 +190,14 @@ std::uint32_t UdTxEndpoint::send_datagrams(std::span<const Datagram> d) noexcept
     } else {
       const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
       repair |= h->sequence < first_unsent;
-      if (__builtin_expect(send_log_ != nullptr, 0) && h->sequence >= first_unsent) {
+      if (__builtin_expect(traced_.enabled(), 0) && h->sequence >= first_unsent) {
         // Traced stream: a traced frame's first transmission is always signalled, and its send
         // completion recorded (Publisher::send_completion_ns).
         reliability::FrameCursor cur(p, len);
         for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
           if ((f->flags & core::kFlagTraced) == 0) continue;
           signal = true;
-          if (traced_tail_ - traced_head_ < kMaxTraced)
-            traced_[traced_tail_++ % kMaxTraced] = {wr_posted_ + n, f->sequence};
+          traced_.add(wr_posted_ + n, f->sequence);
         }
       }
       // A send that is not inline reads the log until it completes: pin those bytes.
@@ -292,10 +291,7 @@ void UdTxEndpoint::on_send(Conn* c, std::uint64_t wr_id, ibv_wc_status status) n
   pins_.complete(done);
   sender_.set_pinned(pins_.floor());
   if (hb_busy_ && hb_wr_ < done) hb_busy_ = false;
-  while (traced_head_ != traced_tail_ && traced_[traced_head_ % kMaxTraced].wr < done) {
-    send_log_->record(traced_[traced_head_ % kMaxTraced].sequence, group_->batch_now());
-    ++traced_head_;
-  }
+  traced_.complete(done, [this] { return group_->batch_now(); });
 }
 
 void UdTxEndpoint::on_control(Conn* c, std::uint32_t slot, std::uint32_t byte_len, ibv_wc_status status) noexcept {
@@ -392,37 +388,45 @@ void UdTxEndpoint::close_st() noexcept {
   closed_ = true;
   group_->sync();
   connected_.store(false, std::memory_order_relaxed);
-  if (qp_ == nullptr) return;
-  std::int64_t now = core::Clock::now_ns();
-  (void)sender_.service(*this, now);
-  sender_.send_end_of_stream(*this, now);
-  // Linger: serve NAKs until every subscriber we know of confirmed the end (or the time is up),
-  // so a publisher that closes right after its last offer() does not strand its tail. The CQ
-  // poll dispatches the NAKs (on_control) and frees send-queue room.
-  if (!broken_ && linger_ns_ > 0 && sender_.receivers() > 0 && !sender_.all_caught_up()) {
-    const std::int64_t deadline = now + linger_ns_;
-    std::int64_t last_end = now;
-    while (now < deadline && !sender_.all_caught_up() && !broken_) {
-      if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-      now = core::Clock::now_ns();
-      (void)sender_.service(*this, now);
-      if (now - last_end >= kEndResendNs) {
-        sender_.send_end_of_stream(*this, now);
-        last_end = now;
-      }
-    }
+  traced_.drop();  // the publisher (and its send log) may go while the close lingers
+  const std::int64_t now = core::Clock::now_ns();
+  if (qp_ != nullptr) {
+    (void)sender_.service(*this, now);
     sender_.send_end_of_stream(*this, now);
+    // Linger: serve NAKs until every subscriber we know of confirmed the end (or the time is
+    // up), so a publisher that closes right after its last offer() does not strand its tail.
+    // The CQ poll dispatches the NAKs (on_control) and frees send-queue room.
+    lingering_ = !broken_ && linger_ns_ > 0 && sender_.receivers() > 0 && !sender_.all_caught_up();
+    linger_until_ns_ = now + linger_ns_;
+    last_end_ns_ = now;
+    flush_until_ns_ = now + kCloseFlushNs;
+  }
+  begin_close(now);
+}
+
+bool UdTxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
+  if (qp_ == nullptr) return true;
+  if (self_progress_) (void)group_->progress();  // inline: nobody else polls the private group
+  if (lingering_) {
+    if (!give_up && now_ns < linger_until_ns_ && !sender_.all_caught_up() && !broken_) {
+      (void)sender_.service(*this, now_ns);
+      if (now_ns - last_end_ns_ >= kEndResendNs) {
+        sender_.send_end_of_stream(*this, now_ns);
+        last_end_ns_ = now_ns;
+      }
+      return false;
+    }
+    sender_.send_end_of_stream(*this, now_ns);
+    lingering_ = false;
+    flush_until_ns_ = now_ns + kCloseFlushNs;
   }
   // Every send completed before the QP goes (the last heartbeat is signalled), bounded.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
-  while (wr_done_ < wr_posted_ && !broken_ && std::chrono::steady_clock::now() < until) {
-    if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  if (!give_up && wr_done_ < wr_posted_ && !broken_ && now_ns < flush_until_ns_) return false;
   publish_counters();
   Conn* c = qp_;
   qp_ = nullptr;
   group_->retire(c);
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  return true;
 }
 
 void UdTxEndpoint::publish_counters() noexcept {
@@ -448,16 +452,13 @@ std::string UdTxEndpoint::describe() const {
 // ================================ subscriber =====================================================
 
 UdRxEndpoint::UdRxEndpoint(RdmaTransport& t, CompletionGroup* group, const EndpointSpec& spec)
-    : t_(t),
-      group_(group),
-      self_progress_(group->poller() < 0),
-      traced_stream_(spec.stream != nullptr && spec.stream->trace),
-      pool_(&t.pool()) {
+    : RdmaEndpointBase(t, group), traced_stream_(spec.stream != nullptr && spec.stream->trace) {
   stream_id_ = spec.stream_id;
 }
 
 UdRxEndpoint::~UdRxEndpoint() {
   if (!closed_) close_st();
+  await_close();
 }
 
 absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
@@ -813,15 +814,21 @@ void UdRxEndpoint::close_st() noexcept {
   closed_ = true;
   group_->sync();
   connected_.store(false, std::memory_order_relaxed);
+  const std::int64_t now = core::Clock::now_ns();
   if (qp_ != nullptr) {
     receiver_.close(*this);  // publishers stop waiting for us
-    // The "leaving" messages go out before the QP does (bounded).
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-    while (ctl_done_ < ctl_posted_ && std::chrono::steady_clock::now() < until) {
-      if (group_->progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    (void)ibv_detach_mcast(qp_->qp, &mgid_, 0);
   }
-  publish_counters();
+  if (igmp_fd_ >= 0) {
+    ::close(igmp_fd_);  // leaves the kernel multicast group
+    igmp_fd_ = -1;
+  }
+  recycle_all();
+  flush_until_ns_ = now + kLeaveFlushNs;
+  begin_close(now);
+}
+
+void UdRxEndpoint::recycle_all() noexcept {
   // Buffers queued, held in windows, delayed or still with the application go back to the group.
   for (; ready_head_ != ready_tail_; ++ready_head_) group_->recycle(ready_[ready_head_ & ready_mask_].slot);
   std::uint32_t delayed[FaultInjector::kMaxDelayed];
@@ -833,20 +840,25 @@ void UdRxEndpoint::close_st() noexcept {
       group_->recycle(s);
     }
   }
+  group_->flush_recycled();
+}
+
+bool UdRxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
+  if (self_progress_) (void)group_->progress();  // inline: nobody else polls the private group
+  // Datagrams that were already on their way when the QP left the group: straight back.
+  for (; ready_head_ != ready_tail_; ++ready_head_) group_->recycle(ready_[ready_head_ & ready_mask_].slot);
+  // The "leaving" messages go out before the QP does (bounded).
+  if (qp_ != nullptr && !give_up && ctl_done_ < ctl_posted_ && now_ns < flush_until_ns_) return false;
+  publish_counters();
   if (qp_ != nullptr) {
     Conn* c = qp_;
     qp_ = nullptr;
-    (void)ibv_detach_mcast(c->qp, &mgid_, 0);
     group_->retire(c);
   }
   for (std::uint32_t i = 0; i < nahs_; ++i) (void)ibv_destroy_ah(ahs_[i].ah);
   nahs_ = 0;
-  if (igmp_fd_ >= 0) {
-    ::close(igmp_fd_);  // leaves the kernel multicast group
-    igmp_fd_ = -1;
-  }
   group_->flush_recycled();
-  if (group_->poller() < 0 && group_->drain_retired(200)) t_.release_inline_group(group_);
+  return true;
 }
 
 void UdRxEndpoint::publish_counters() noexcept {

@@ -37,7 +37,9 @@
 #include "core/counters.h"
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
+#include "transport/rdma/endpoint_base.h"
 #include "transport/rdma/send_pins.h"
+#include "transport/rdma/traced_sends.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
@@ -48,7 +50,7 @@ namespace pollux::transport::rdma {
 
 class RdmaTransport;
 
-class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink {
+class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private reliability::DatagramSink {
  public:
   static constexpr std::uint32_t kMaxPost = 64;             // send WRs per post call (one doorbell per chain)
   static constexpr std::uint32_t kControlRecvBuffers = 32;  // NAK/status receive buffers of the QP
@@ -75,7 +77,9 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   // Any thread: the owner refreshes it (a subscriber heard within rdma.liveness_timeout_ms).
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
   std::uint32_t max_frame() const noexcept override { return max_frame_; }
-  // Lingers (repairing) up to rdma.linger_ms until every known subscriber confirmed the end.
+  // Sends the end of stream; the rest of the close is a state machine (endpoint_base.h) that
+  // never blocks a poller: it lingers (repairing) up to rdma.linger_ms until every known
+  // subscriber confirmed the end, then lets the last sends complete (bounded) before the QP goes.
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -94,6 +98,7 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
 
  private:
   std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept override;
+  bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
   int service(std::int64_t now_ns) noexcept;
   void repost(std::uint32_t slot) noexcept;
   void publish_counters() noexcept;
@@ -102,16 +107,11 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
     return used >= sq_depth_ ? 0 : static_cast<std::uint32_t>(sq_depth_ - used);
   }
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;  // inline: polls its private group itself
-  core::BufferPool* const pool_;
   const std::uint32_t lkey_;
   const std::uint32_t signal_every_;
   const std::uint32_t post_batch_;
   const std::uint32_t inline_threshold_;
   const std::int64_t linger_ns_;
-  core::SendCompletionLog* const send_log_;
   std::uint32_t max_frame_ = 0;
 
   Conn* qp_ = nullptr;  // owner thread, once adopted
@@ -127,18 +127,15 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   std::uint32_t ctl_first_ = 0;   // first control receive slot
   std::uint32_t ctl_posted_ = 0;  // control receive buffers posted to the QP
   std::int64_t next_service_ns_ = 0;
+  // Close: lingering for end confirmations until linger_until_ns_ (and resending the end every
+  // kEndResendNs), then letting posted sends complete until flush_until_ns_.
+  bool lingering_ = false;
+  std::int64_t linger_until_ns_ = 0, last_end_ns_ = 0, flush_until_ns_ = 0;
   bool closed_ = false;
   bool broken_ = false;  // the QP failed: nothing more goes out
   std::atomic<bool> connected_{false};
 
-  // Traced first transmissions in flight: recorded in send_log_ when their send completes.
-  struct TracedSend {
-    std::uint64_t wr;
-    std::uint64_t sequence;
-  };
-  static constexpr std::uint32_t kMaxTraced = 16;
-  std::array<TracedSend, kMaxTraced> traced_{};
-  std::uint32_t traced_head_ = 0, traced_tail_ = 0;
+  TracedSends traced_;  // first transmissions, by send work request
 
   // Pool slots of frames already copied into the log, handed back by reap_st().
   std::unique_ptr<std::uint32_t[]> done_;
@@ -152,7 +149,7 @@ class UdTxEndpoint final : public TxEndpoint, private reliability::DatagramSink 
   } c_;
 };
 
-class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
+class UdRxEndpoint final : public RxEndpoint, public RdmaEndpointBase, private reliability::ControlSink {
  public:
   static constexpr std::uint32_t kControlSendSlots = 8;    // NAK/status messages in flight at once
   static constexpr std::uint32_t kMaxAddressHandles = 16;  // publisher hosts a subscriber talks back to
@@ -175,6 +172,8 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   int notify_fd() const noexcept override { return group_->notify_fd(); }
   // Any thread: a publisher session is being followed.
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }
+  // Leaves the group and tells the publishers; the QP goes once those messages went out
+  // (bounded), a step of the close state machine (endpoint_base.h).
   void close_st() noexcept override;
   std::string describe() const override;
 
@@ -204,6 +203,9 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   };
 
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
+  bool close_step_st(std::int64_t now_ns, bool give_up) noexcept override;
+  // Gives every receive buffer this endpoint holds back to the group (close).
+  void recycle_all() noexcept;
   ibv_ah* address_handle(const reliability::PeerAddress& to) noexcept;
   // Moves dispatched datagrams into the receiver (through the loss interceptor).
   void ingest(std::int64_t now_ns) noexcept;
@@ -214,11 +216,7 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   void stamp_traced(RxDesc* out, std::uint32_t n) const noexcept;
   void publish_counters() noexcept;
 
-  RdmaTransport& t_;
-  CompletionGroup* const group_;
-  const bool self_progress_;
   const bool traced_stream_;
-  core::BufferPool* const pool_;
 
   Conn* qp_ = nullptr;
   ibv_gid mgid_{};
@@ -233,6 +231,7 @@ class UdRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
   std::vector<std::int64_t> rx_ns_;
   std::int64_t next_service_ns_ = 0;
   std::int64_t last_rx_ns_ = 0;
+  std::int64_t flush_until_ns_ = 0;  // close: the "leaving" messages get until then to go out
   bool closed_ = false;
   std::atomic<bool> connected_{false};
 

@@ -1,11 +1,11 @@
-#include "core/moderation.h"
+#include "transport/rdma/cq_moderation.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace pollux::core {
+namespace pollux::transport::rdma {
 
 absl::Status ModerationOptions::validate() const {
   if (target_interrupts_per_s == 0)
@@ -87,4 +87,4 @@ std::optional<CqModeration> CqModerationTuner::update(std::int64_t now_ns, std::
   return next;
 }
 
-}  // namespace pollux::core
+}  // namespace pollux::transport::rdma

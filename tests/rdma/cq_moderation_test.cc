@@ -1,12 +1,13 @@
-// CqModerationTuner: decisions from per-interval event and wakeup rates, on a stub clock.
+// CqModerationTuner (transport/rdma/cq_moderation.h): decisions from per-interval event and wakeup rates, on a stub
+// clock.
 #include <cstdint>
 #include <optional>
 
 #include <gtest/gtest.h>
 
-#include "core/moderation.h"
+#include "transport/rdma/cq_moderation.h"
 
-namespace pollux::core {
+namespace pollux::transport::rdma {
 namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
@@ -168,4 +169,4 @@ TEST(CqModerationTest, ValidateNamesTheKey) {
 }
 
 }  // namespace
-}  // namespace pollux::core
+}  // namespace pollux::transport::rdma
