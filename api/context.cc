@@ -242,7 +242,11 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
       poller->run_on_poller([src, ch] { src->add(ch); });
     }
   }
-  if (p->mode == PublisherImpl::Mode::kDirect && !p->trace) p->fast_path.store(true, std::memory_order_relaxed);
+  if (p->mode == PublisherImpl::Mode::kDirect) {
+    ep->bind_direct(
+        transport::TxBinding{&p->counters.messages, &p->counters.bytes, &PublisherImpl::general_offer, p.get()});
+    if (!p->trace) p->fast_path.store(true, std::memory_order_relaxed);
+  }
   if (inline_mode) p->duties = duties_;
   p->ctx = this;
   pubs_.push_back(p);
@@ -270,9 +274,12 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
   if (cfg.runtime.threading == core::ThreadingMode::kInline) {
     s->mode = SubscriberImpl::Mode::kInline;
     s->ep = std::move(*ep);
+    s->rx = s->ep.get();
     // poll()'s direct path, where the endpoint offers one, is enabled by the owner's first
     // call (take_drive): until then the context's duty call may drive the endpoint.
-    s->direct = s->ep->direct();
+    s->direct = s->rx->direct();
+    s->rx->bind_direct(transport::RxBinding{&s->counters.messages, &s->counters.bytes, &s->counters.position,
+                                            &s->received, &SubscriberImpl::general_poll, s.get()});
     s->drive.store(SubscriberImpl::kDriveFree, std::memory_order_relaxed);
     s->duties = duties_;
     {

@@ -146,6 +146,12 @@ class PublisherImpl {
   std::int64_t claim_refused(transport::ClaimResult r) noexcept;
   // offer() off its fast path: every mode, tracing, and the reasons an offer fails.
   [[gnu::noinline]] std::int64_t offer_general(std::span<const std::byte> payload) noexcept;
+
+ public:
+  // offer_general() as the endpoint's direct path calls it (transport::TxBinding::general).
+  static std::int64_t general_offer(void* self, const std::byte* payload, std::size_t len) noexcept;
+
+ private:
   bool pop_slot(std::uint32_t* slot) noexcept;
   std::int64_t submit(std::uint32_t slot, std::uint32_t frame_len, std::uint16_t flags) noexcept;
 };
@@ -157,11 +163,8 @@ class SubscriberImpl {
   // poll() off its fast path (every mode; inline after the direct path stopped), with
   // `handled` messages already delivered by this call.
   [[gnu::noinline]] int poll_general(const Handlers& h, int limit, int handled) noexcept;
-  // poll()'s inline direct path (its own function: see poll()); limits above one chunk (or
-  // below 1) take poll_direct_chunked().
-  [[gnu::noinline]] int poll_direct(const Handlers& h, int limit) noexcept;
-  [[gnu::noinline]] int poll_direct_chunked(const Handlers& h, int limit) noexcept;
-  void direct_counted(int handled, const transport::DirectPoll& r) noexcept;
+  // poll_general() as the endpoint's direct path calls it (transport::RxBinding::general).
+  static int general_poll(void* self, const void* handlers, int limit, int handled) noexcept;
   // Blocks until poll() has something or timeout_ns passes (< 0: forever). Control of the
   // calling thread only; see Subscriber::wait().
   bool wait(std::int64_t timeout_ns) noexcept;
@@ -186,7 +189,8 @@ class SubscriberImpl {
   std::uint64_t received = 0, lost = 0, gaps = 0;
   // kInline
   std::unique_ptr<transport::RxEndpoint> ep;
-  transport::RxDirect direct;  // ep's direct path, taken at open
+  transport::RxEndpoint* rx = nullptr;  // ep.get()
+  transport::RxDirect direct;           // ep's direct path, taken at open
   // kQueued
   std::shared_ptr<RxChannel> channel;
   core::Poller* poller = nullptr;

@@ -110,20 +110,19 @@ std::int64_t PublisherImpl::submit(std::uint32_t slot, std::uint32_t frame_len, 
 
 std::int64_t PublisherImpl::offer(std::span<const std::byte> payload) noexcept {
   // The common case - inline on an endpoint with a direct offer, untraced, open - decided by
-  // one relaxed load (fast_path: set at open, cleared by close()), then one call into the
-  // endpoint's own code (TxDirect::offer, taken at open). Everything else, and every offer the
-  // endpoint declines (not connected, a claim that needs padding, ...), takes offer_general(),
-  // which sorts out and counts the reason.
+  // one relaxed load (fast_path: set at open, cleared by close()), then one jump into the
+  // endpoint's own code (TxDirect::offer, taken at open), which counts the message. Everything
+  // else takes offer_general(), which sorts out and counts the reason - also every offer the
+  // endpoint does not take (not connected, a claim that needs padding, ...): it hands those to
+  // offer_general() itself (bound at open).
   if (__builtin_expect(fast_path.load(std::memory_order_relaxed), 1)) {
-    const std::int64_t r = direct.offer(tx, payload.data(), payload.size());
-    if (__builtin_expect(r != transport::kDirectDeclined, 1)) {
-      // After the commit: the counters' stores need not precede the frame's (their readers poll).
-      counters.messages.add();
-      counters.bytes.add(payload.size());
-      return r;
-    }
+    return direct.offer(tx, payload.data(), payload.size());
   }
   return offer_general(payload);
+}
+
+std::int64_t PublisherImpl::general_offer(void* self, const std::byte* payload, std::size_t len) noexcept {
+  return static_cast<PublisherImpl*>(self)->offer_general({payload, len});
 }
 
 std::int64_t PublisherImpl::offer_general(std::span<const std::byte> payload) noexcept {

@@ -107,53 +107,24 @@ void SubscriberImpl::report_gap(const Handlers& h, const Gap& g) noexcept {
 }
 
 int SubscriberImpl::poll(const Handlers& h, int limit) noexcept {
-  // Each path is a function of its own reached by a tail call: inlined here, the direct path's
-  // register saves would be made before the test, by every other mode too.
-  if (__builtin_expect(direct_on.load(std::memory_order_relaxed), 1)) return poll_direct(h, limit);
+  // Inline, on an endpoint with a direct path (shm's log, UDP's receive buffers): one call into
+  // the endpoint's own code (RxDirect, taken at open), which hands plain frames from its buffer
+  // straight to the handler's on_frame, in place - no RxDesc filled, copied or walked - counts
+  // them, and hands over to poll_general() (bound at open) for whatever it stops at: gaps,
+  // stream events, traced or padding frames, resyncs, due timers.
+  if (__builtin_expect(direct_on.load(std::memory_order_relaxed), 1)) {
+    return direct.poll(rx, h.on_frame, h.ctx, &h, limit);
+  }
   if (__builtin_expect(closed.load(std::memory_order_relaxed), 0)) return 0;
   if (__builtin_expect(drive.load(std::memory_order_relaxed) != kDriveOwner, 0)) {
     take_drive();  // the first poll: from now on this thread drives the endpoint
-    if (direct_on.load(std::memory_order_relaxed)) return poll_direct(h, limit);
+    if (direct_on.load(std::memory_order_relaxed)) return direct.poll(rx, h.on_frame, h.ctx, &h, limit);
   }
   return poll_general(h, limit, 0);
 }
 
-int SubscriberImpl::poll_direct(const Handlers& h, int limit) noexcept {
-  // Inline, on an endpoint with a direct path (shm's log, UDP's receive buffers): plain frames
-  // go from the endpoint's buffer straight to the handler's on_frame, in place (RxDirect: no
-  // RxDesc filled, copied or walked). The general loop (poll_general) runs only for what the
-  // direct path stops at - gaps, stream events, traced or padding frames, resyncs, due timers -
-  // and continues from the same endpoint state.
-  transport::DirectPoll r;
-  if (__builtin_expect(limit <= 0 || limit > kChunk, 0)) return poll_direct_chunked(h, limit);
-  // 1 <= limit <= kChunk: one call.
-  const int handled =
-      static_cast<int>(direct.poll(ep.get(), static_cast<std::uint32_t>(limit), {h.on_frame, h.ctx}, &r));
-  if (handled != 0) direct_counted(handled, r);
-  if (__builtin_expect(!r.slow, 1)) return handled;  // inline mode holds no dropped-view gap (queued only)
-  return poll_general(h, limit, handled);
-}
-
-// Counters once per call, not per message.
-void SubscriberImpl::direct_counted(int handled, const transport::DirectPoll& r) noexcept {
-  received += static_cast<std::uint64_t>(handled);
-  counters.messages.add(static_cast<std::uint64_t>(handled));
-  counters.bytes.add(r.bytes);
-  if (counters.position.valid()) counters.position.set(r.last_sequence + 1);  // transports without a shm log
-}
-
-int SubscriberImpl::poll_direct_chunked(const Handlers& h, int limit) noexcept {
-  transport::DirectPoll r;
-  int handled = 0;
-  while (handled < limit) {  // nothing when limit <= 0
-    const std::uint32_t want = static_cast<std::uint32_t>(std::min(kChunk, limit - handled));
-    const std::uint32_t n = direct.poll(ep.get(), want, {h.on_frame, h.ctx}, &r);
-    handled += static_cast<int>(n);
-    if (r.slow || n < want) break;
-  }
-  if (handled != 0) direct_counted(handled, r);
-  if (!r.slow) return handled;
-  return poll_general(h, limit, handled);
+int SubscriberImpl::general_poll(void* self, const void* handlers, int limit, int handled) noexcept {
+  return static_cast<SubscriberImpl*>(self)->poll_general(*static_cast<const Handlers*>(handlers), limit, handled);
 }
 
 int SubscriberImpl::poll_general(const Handlers& h, int limit, int handled) noexcept {

@@ -116,16 +116,25 @@ enum class ClaimResult : std::uint8_t {
   kRefused,  // the transport cannot take the frame now (send window, socket buffer)
 };
 
-// Returned by TxDirect::offer when the caller must take the general path (claim, commit) for
-// this message: nothing was written, nothing counted.
-inline constexpr std::int64_t kDirectDeclined = std::numeric_limits<std::int64_t>::min();
+// What an endpoint's direct send path reports to, given once at open (TxEndpoint::bind_direct)
+// by the one caller that drives it: the caller's counters, and the caller's general offer,
+// which the direct offer hands a message to (a tail call) when it declines it - not connected,
+// too large, a claim that needs padding, a clock update in progress - with nothing written or
+// counted. So the common case is one call from the caller's offer() and back.
+struct TxBinding {
+  core::Counter* messages = nullptr;
+  core::Counter* bytes = nullptr;
+  std::int64_t (*general)(void* caller, const std::byte* payload, std::size_t len) noexcept = nullptr;
+  void* caller = nullptr;
+};
 
 // An endpoint's direct send path (inline threading). Null members: not offered. Every function
 // runs on the thread that drives the endpoint. `now` is the offer's clock reading, 0 when the
 // stream does not stamp (the endpoint then reads the clock itself when it needs one).
 struct TxDirect {
-  // The whole offer of an untraced message of `len` bytes: claim, copy, commit, the endpoint's
-  // duties that ride on it. Returns the position after the frame, or kDirectDeclined.
+  // The whole offer of an untraced message of `len` bytes: claim, copy, commit, count, the
+  // endpoint's duties that ride on it. Returns the position after the frame, or what the
+  // binding's general offer returns for it.
   std::int64_t (*offer)(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept = nullptr;
   // Room for a frame of `frame_length` bytes (<= max_frame()).
   ClaimResult (*claim)(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now, TxClaim* c) noexcept = nullptr;
@@ -142,28 +151,38 @@ struct TxDirect {
   bool traced = false;
 };
 
-// Where RxDirect::poll hands each frame: called in place, before the endpoint moves on (the
-// frame is valid during the call only). `frame` is a core::FrameHeader of `len` >=
+// The handler RxDirect::poll hands each frame to: called in place, before the endpoint moves
+// on (the frame is valid during the call only). `frame` is a core::FrameHeader of `len` >=
 // kFrameHeaderSize bytes (checked by the endpoint), flags 0.
-struct FrameSink {
-  void (*on_frame)(void* ctx, const void* frame, std::uint32_t len);
-  void* ctx;
-};
+using FrameFn = void (*)(void* ctx, const void* frame, std::uint32_t len);
 
-// What one RxDirect::poll did besides delivering.
-struct DirectPoll {
-  std::uint64_t bytes = 0;          // payload bytes delivered
-  std::uint64_t last_sequence = 0;  // of the last frame delivered (0: none)
-  // Set when poll_st() has something to report first - a gap, an event, a traced frame, a due
-  // timer - which continues from the same state.
-  bool slow = false;
+// What an endpoint's direct receive path reports to, given once at open (RxEndpoint::
+// bind_direct) by the one caller that drives it: its counters, and its general poll, which the
+// direct poll hands over to (a tail call) where it stops - a gap, a stream event, a traced or
+// padding frame, a due timer - with the frames it delivered so far (`handled`).
+struct RxBinding {
+  core::Counter* messages = nullptr;
+  core::Counter* bytes = nullptr;
+  core::Counter* position = nullptr;  // set to the next sequence expected when valid()
+  std::uint64_t* received = nullptr;  // messages delivered, for the caller's own totals
+  int (*general)(void* caller, const void* handlers, int limit, int handled) noexcept = nullptr;
+  void* caller = nullptr;
+  // Once per poll that delivered `n` frames.
+  void count(std::uint32_t n, std::uint64_t payload_bytes, std::uint64_t last_sequence) const noexcept {
+    *received += n;
+    messages->add(n);
+    bytes->add(payload_bytes);
+    if (position->valid()) position->set(last_sequence + 1);
+  }
 };
 
 // An endpoint's direct receive path (inline threading). Null: not offered.
 struct RxDirect {
-  // Hands up to `max` plain frames (in order, consecutive) of the current session to `sink`,
-  // one call each, and gives their space back; returns how many.
-  std::uint32_t (*poll)(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, DirectPoll* out) noexcept = nullptr;
+  // Delivers up to `limit` plain frames (in order, consecutive) of the current session to
+  // on_frame(ctx, ...), one call each, gives their space back and counts them; returns how many,
+  // or what the binding's general poll returns when it stops earlier. `handlers` goes to the
+  // general poll untouched.
+  int (*poll)(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept = nullptr;
 };
 
 class TxEndpoint {
@@ -194,8 +213,9 @@ class TxEndpoint {
   // runs now - the endpoint's timers, which an application spinning on offer() would otherwise
   // never reach (reaping a dead subscriber, hearing a new one). Returns work done.
   virtual int refused_st(std::int64_t now_ns) noexcept { return housekeeping_st(now_ns); }
-  // The direct path (see TxDirect); taken once at open.
+  // The direct path (see TxDirect); taken once at open, then bound to its caller.
   const TxDirect& direct() const noexcept { return direct_; }
+  void bind_direct(const TxBinding& b) noexcept { binding_ = b; }
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   std::uint32_t session_id() const noexcept { return session_id_; }
@@ -207,7 +227,8 @@ class TxEndpoint {
  protected:
   std::uint32_t stream_id_ = 0;
   std::uint32_t session_id_ = 0;
-  TxDirect direct_;  // set by the final class when it opens, if it offers a direct path
+  TxDirect direct_;    // set by the final class when it opens, if it offers a direct path
+  TxBinding binding_;  // bind_direct()
 
  private:
   std::vector<std::shared_ptr<void>> held_;
@@ -238,8 +259,9 @@ class RxEndpoint {
   virtual bool connected() const noexcept = 0;
   virtual void close_st() noexcept = 0;
   virtual std::string describe() const = 0;
-  // The direct path (see RxDirect); taken once at open.
+  // The direct path (see RxDirect); taken once at open, then bound to its caller.
   const RxDirect& direct() const noexcept { return direct_; }
+  void bind_direct(const RxBinding& b) noexcept { binding_ = b; }
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   // As TxEndpoint::hold().
@@ -247,7 +269,8 @@ class RxEndpoint {
 
  protected:
   std::uint32_t stream_id_ = 0;
-  RxDirect direct_;  // set by the final class when it opens, if it offers a direct path
+  RxDirect direct_;    // set by the final class when it opens, if it offers a direct path
+  RxBinding binding_;  // bind_direct()
 
  private:
   std::vector<std::shared_ptr<void>> held_;

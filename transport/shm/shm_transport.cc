@@ -521,15 +521,21 @@ template <bool kStamp>
 std::int64_t ShmTxEndpoint::direct_offer(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept {
   auto* const self = static_cast<ShmTxEndpoint*>(ep);
   LogWriter& w = self->writer_;
-  if (__builtin_expect(len > w.max_frame() - core::kFrameHeaderSize || !self->connected(), 0)) return kDirectDeclined;
+  const TxBinding& b = self->binding_;
+  if (__builtin_expect(len > w.max_frame() - core::kFrameHeaderSize || !self->connected(), 0)) {
+    return b.general(b.caller, payload, len);
+  }
   std::int64_t now = 0;
-  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return kDirectDeclined;
+  if (kStamp && __builtin_expect(!core::Clock::try_now_ns(&now), 0)) return b.general(b.caller, payload, len);
   LogWriter::Claim c;
   if (__builtin_expect(!w.try_claim_fast(static_cast<std::uint32_t>(core::kFrameHeaderSize + len), &c), 0)) {
-    return kDirectDeclined;
+    return b.general(b.caller, payload, len);
   }
   core::copy_payload(c.frame + core::kFrameHeaderSize, payload, len);
   const bool wake = w.commit_no_wake(c, core::kFlagNone, now);
+  // After the commit: the counters' stores need not precede the frame's (their readers poll).
+  b.messages->add();
+  b.bytes->add(len);
   const auto r = static_cast<std::int64_t>(c.position + c.aligned);  // == w.position()
   // commit_heartbeat()'s test, the call left to offer_finish().
   const bool beat = kStamp ? self->heartbeat_due(now) : (++self->unstamped_ & 1023) == 0;
@@ -586,28 +592,32 @@ void ShmTxEndpoint::direct_abort(TxEndpoint* ep, const TxClaim& c) noexcept {
   static_cast<ShmTxEndpoint*>(ep)->writer_.abort({c.frame, c.position, c.frame_length, c.aligned});
 }
 
-std::uint32_t ShmRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
-                                         DirectPoll* out) noexcept {
+int ShmRxEndpoint::direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept {
   auto* const self = static_cast<ShmRxEndpoint*>(ep);
-  if (__builtin_expect(!self->direct_ok_, 0)) {
-    out->slow = true;
-    return 0;
-  }
+  const RxBinding& b = self->binding_;
+  if (__builtin_expect(!self->direct_ok_ || limit <= 0, 0)) return b.general(b.caller, handlers, limit, 0);
+  bool slow = false;
   std::uint64_t bytes = 0;
-  const std::uint32_t n = self->reader_.poll_direct(
-      max,
-      [&](const core::FrameHeader* f, std::uint32_t len) {
-        bytes += len - core::kFrameHeaderSize;  // before the call: the frame need not survive it
-        sink.on_frame(sink.ctx, f, len);
-      },
-      &out->slow);
-  if (n == 0) {
-    if (!out->slow && (++self->empty_polls_ & 63) == 0) self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
-    return 0;
+  auto deliver = [&](const core::FrameHeader* f, std::uint32_t len) {
+    bytes += len - core::kFrameHeaderSize;  // before the call: the frame need not survive it
+    on_frame(ctx, f, len);
+  };
+  // Chunks of at most kMaxDirect (the reader's deferred-check list); one in the common case.
+  const auto lim = static_cast<std::uint32_t>(limit);
+  std::uint32_t n = 0;
+  do {
+    const std::uint32_t want = std::min<std::uint32_t>(LogReader::kMaxDirect, lim - n);
+    const std::uint32_t k = self->reader_.poll_direct(want, deliver, &slow);
+    n += k;
+    if (slow || k < want) break;
+  } while (n < lim);
+  if (n != 0) {
+    b.count(n, bytes, self->reader_.expected_sequence() - 1);
+  } else if (!slow && (++self->empty_polls_ & 63) == 0) {
+    self->housekeeping_st(core::Clock::now_ns());  // as poll_st()
   }
-  out->bytes += bytes;
-  out->last_sequence = self->reader_.expected_sequence() - 1;
-  return n;
+  if (__builtin_expect(!slow, 1)) return static_cast<int>(n);
+  return b.general(b.caller, handlers, limit, static_cast<int>(n));
 }
 
 std::string ShmTransport::describe() const {

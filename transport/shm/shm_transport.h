@@ -66,8 +66,9 @@ class ShmTxEndpoint final : public TxEndpoint {
   ShmTxEndpoint() = default;
   // The direct path (TxDirect): the application thread writes the log. The fast offer calls
   // nothing on its way: whatever is rare (a clock update in progress, a claim that needs
-  // padding or a limit refresh, not connected, too large) declines before anything is written;
-  // a sleeping reader or a due heartbeat leaves through offer_finish() after the commit.
+  // padding or a limit refresh, not connected, too large) goes to the binding's general offer
+  // before anything is written; a sleeping reader or a due heartbeat leaves through
+  // offer_finish() after the commit.
   template <bool kStamp>
   static std::int64_t direct_offer(TxEndpoint* ep, const std::byte* payload, std::size_t len) noexcept;
   static ClaimResult direct_claim(TxEndpoint* ep, std::uint32_t frame_length, std::int64_t now, TxClaim* c) noexcept;
@@ -167,7 +168,7 @@ class ShmRxEndpoint final : public RxEndpoint {
   // rate-limited housekeeping on empty polls. Sets *slow (and delivers nothing) when poll_st()
   // has something to report first - an end of stream, a new session, no segment yet, the
   // poller source to join - or when the reader stops.
-  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, DirectPoll* out) noexcept;
+  static int direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept;
   bool try_attach(bool new_session) noexcept;
   void detach() noexcept;
   int housekeeping_body(std::int64_t now_ns) noexcept;

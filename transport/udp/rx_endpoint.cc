@@ -495,20 +495,23 @@ std::string UdpRxEndpoint::describe() const {
   return out;
 }
 
-std::uint32_t UdpRxEndpoint::direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink,
-                                         DirectPoll* out) noexcept {
+int UdpRxEndpoint::direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept {
+  auto* const self = static_cast<UdpRxEndpoint*>(ep);
+  const RxBinding& b = self->binding_;
+  if (__builtin_expect(limit <= 0, 0)) return b.general(b.caller, handlers, limit, 0);
+  bool slow = false;
   std::uint64_t bytes = 0, last = 0;
-  const std::uint32_t n = static_cast<UdpRxEndpoint*>(ep)->poll_direct(
-      max,
+  const std::uint32_t n = self->poll_direct(
+      static_cast<std::uint32_t>(limit),
       [&](const core::FrameHeader* f, std::uint32_t len) {
         bytes += len - core::kFrameHeaderSize;
         last = f->sequence;
-        sink.on_frame(sink.ctx, f, len);
+        on_frame(ctx, f, len);
       },
-      &out->slow);
-  out->bytes += bytes;
-  if (n != 0) out->last_sequence = last;
-  return n;
+      &slow);
+  if (n != 0) b.count(n, bytes, last);
+  if (!slow || static_cast<int>(n) >= limit) return static_cast<int>(n);
+  return b.general(b.caller, handlers, limit, static_cast<int>(n));
 }
 
 }  // namespace pollux::transport::udp

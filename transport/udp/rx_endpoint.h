@@ -73,7 +73,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
  private:
   friend class UdpPollerSource;
   UdpRxEndpoint() = default;
-  static std::uint32_t direct_poll(RxEndpoint* ep, std::uint32_t max, const FrameSink& sink, DirectPoll* out) noexcept;
+  static int direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
