@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pollux/pollux.h"
+#include "tests/support/process.h"
 
 namespace pollux {
 namespace {
@@ -537,43 +538,21 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
 
 // ---- another process dies ----------------------------------------------------------------------
 
-// pollux-test-contract-peer (contract_peer.cc) as a child process, its stdout read line by line.
+// pollux-test-peer (tests/support) as a child process: a publisher offering an 8-byte counter
+// every millisecond, or a subscriber; either keeps going until it is killed.
 struct Peer {
-  pid_t pid = -1;
-  int out = -1;
-  std::string seen;
+  testing::Child c;
   Peer(const std::string& role, const std::string& config_file, const std::string& topic) {
-    int p[2];
-    if (pipe(p) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      dup2(p[1], 1);
-      ::close(p[0]);
-      ::close(p[1]);
-      execl(POLLUX_CONTRACT_PEER, POLLUX_CONTRACT_PEER, role.c_str(), config_file.c_str(), topic.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(p[1]);
-    out = p[0];
-    fcntl(out, F_SETFL, O_NONBLOCK);
+    std::vector<std::string> argv = {POLLUX_TEST_PEER, role, "--config", config_file, "--topic", topic, "--size", "8"};
+    if (role == "pub") argv.insert(argv.end(), {"--rate", "1000"});
+    c = testing::spawn(argv);
   }
   // True once the child printed `word` (reads what is there; never blocks).
   bool Said(const std::string& word) {
-    char buf[256];
-    for (ssize_t n; (n = ::read(out, buf, sizeof buf)) > 0;) seen.append(buf, static_cast<std::size_t>(n));
-    return seen.find(word) != std::string::npos;
+    c.read_some(0);
+    return c.output.find(word) != std::string::npos;
   }
-  void Kill() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  ~Peer() {
-    Kill();
-    if (out >= 0) ::close(out);
-  }
+  void Kill() { c.kill_now(); }
 };
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -593,13 +572,13 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
   auto pub = (*pctx)->publisher("d");
   ASSERT_TRUE(pub.ok()) << pub.status();
   Peer child("sub", file, "d");
-  ASSERT_GT(child.pid, 0);
+  ASSERT_GT(child.c.pid, 0);
   std::uint64_t v = 1;
   auto offer = [&] {
     if (pub->offer(&v, sizeof v) >= 0) ++v;
     (void)pub->service();
   };
-  ASSERT_TRUE(Until([&] { return child.Said("connected"); }, offer)) << "child: " << child.seen;
+  ASSERT_TRUE(Until([&] { return child.Said("first session="); }, offer)) << "child: " << child.c.output;
   child.Kill();
   const auto killed = Clock::now();
   ASSERT_TRUE(Until([&] { return !pub->is_connected(); }, offer)) << "the dead subscriber is never forgotten";
@@ -636,9 +615,9 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   Clock::time_point killed;
   {
     Peer child("pub", file, "p");
-    ASSERT_GT(child.pid, 0);
+    ASSERT_GT(child.c.pid, 0);
     ASSERT_TRUE(Until([&] { return seen.values.size() >= 5; }, [&] { Drain(*sub, seen); }))
-        << "nothing from the publisher process: " << seen.trace << " child: " << child.seen;
+        << "nothing from the publisher process: " << seen.trace << " child: " << child.c.output;
     child.Kill();
     killed = Clock::now();
   }

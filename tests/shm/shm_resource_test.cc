@@ -22,8 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
-#include "tests/shm/process.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/process.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli_programs.h"
-#include "tests/run_command.h"
+#include "tests/support/process.h"
 #include "tools/common/cli.h"
 
 // Test names and messages show the program's name, not the struct's bytes.

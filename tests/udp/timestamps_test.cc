@@ -16,8 +16,8 @@
 #include "core/frame.h"
 #include "core/trace.h"
 #include "pollux/pollux.h"
+#include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
-#include "tests/udp_ports.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
 
@@ -238,7 +238,7 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
 
 // ---- traced UDP streams over loopback -----------------------------------------------------------------
 
-// A block of 32 free ports below the ephemeral range, this process's own (tests/udp_ports.h).
+// A block of 32 free ports below the ephemeral range, this process's own (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 

@@ -23,8 +23,8 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
-#include "tests/udp_ports.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/udp_transport.h"
 
@@ -32,7 +32,7 @@ namespace pollux {
 namespace {
 
 // Ports and groups unique per test process, so parallel ctest runs do not cross: a block of 32
-// free ports below the ephemeral range (tests/udp_ports.h).
+// free ports below the ephemeral range (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 

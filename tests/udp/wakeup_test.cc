@@ -32,7 +32,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
-#include "tests/udp_ports.h"
+#include "tests/support/udp_ports.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -44,7 +44,7 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-// Ports unique per test process (as in transport_test.cc: tests/udp_ports.h), 127.0.0.1 only.
+// Ports unique per test process (as in transport_test.cc: tests/support/udp_ports.h), 127.0.0.1 only.
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 
 // The bound of a wait for something that must happen: far above any delay a loaded host causes,
