@@ -26,6 +26,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
@@ -197,25 +198,55 @@ bool Until(const std::function<bool()>& done, const std::function<void()>& step,
   return true;
 }
 
-void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
+// The publisher's and the subscriber's context (no stream yet).
+void OpenContexts(const Configs& cfg, Pair& p) {
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   p.pctx = std::move(*pctx);
   p.sctx = std::move(*sctx);
+}
+
+// Both contexts, then a subscriber and a publisher on `topic` (nothing offered).
+void OpenEndpoints(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, p));
   auto sub = p.sctx->subscriber(topic);
   ASSERT_TRUE(sub.ok()) << sub.status();
   auto pub = p.pctx->publisher(topic);
   ASSERT_TRUE(pub.ok()) << pub.status();
   p.sub.emplace(std::move(*sub));
   p.pub.emplace(std::move(*pub));
+}
+
+// OpenEndpoints, then until the publisher is connected (what the subscriber sees meanwhile is
+// in p.seen).
+void OpenConnected(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoints(cfg, topic, p));
+  ASSERT_TRUE(Until([&] { return p.pub->is_connected(); },
+                    [&] {
+                      (void)p.pub->service();
+                      Drain(*p.sub, p.seen);
+                    }))
+      << "never connected; the subscriber saw " << p.seen.trace;
+}
+
+void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoints(cfg, topic, p));
   ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); },
                     [&] {
                       if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
                       (void)p.pub->service();
                       Drain(*p.sub, p.seen);
                     }));
+}
+
+// True while thread `tid` of this process sleeps in the kernel (state S: an interruptible wait).
+bool Blocked(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t name_end = stat.rfind(')');  // the state follows the (name)
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'S';
 }
 
 // ---- connection, order, payloads --------------------------------------------------------------
@@ -226,18 +257,16 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
   for (int pub_first = 0; pub_first < 2; ++pub_first) {
     SCOPED_TRACE(pub_first ? "publisher first" : "subscriber first");
     const Configs cfg = Config(pub_first);
-    auto pctx = Context::from_string(cfg.pub, "pub.toml");
-    ASSERT_TRUE(pctx.ok()) << pctx.status();
-    auto sctx = Context::from_string(cfg.sub, "sub.toml");
-    ASSERT_TRUE(sctx.ok()) << sctx.status();
+    Pair pair;
+    ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
     absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
     absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
     if (pub_first) {
-      pub = (*pctx)->publisher("orders");
-      sub = (*sctx)->subscriber("orders");
+      pub = pair.pctx->publisher("orders");
+      sub = pair.sctx->subscriber("orders");
     } else {
-      sub = (*sctx)->subscriber("orders");
-      pub = (*pctx)->publisher("orders");
+      sub = pair.sctx->subscriber("orders");
+      pub = pair.pctx->publisher("orders");
     }
     ASSERT_TRUE(pub.ok()) << pub.status();
     ASSERT_TRUE(sub.ok()) << sub.status();
@@ -298,20 +327,10 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
 // an empty payload is delivered as an empty message.
 TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
   const Configs cfg = Config(2);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("big");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("big");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "big", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
   const std::size_t max = pub->max_payload();
   ASSERT_GT(max, 8u);
   std::vector<std::byte> big(max + 1, std::byte{0x5a});
@@ -349,15 +368,13 @@ TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
 // the topic is a new session, announced before its first message.
 TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
   const Configs cfg = Config(3);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("s");
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
+  auto sub = pair.sctx->subscriber("s");
   ASSERT_TRUE(sub.ok()) << sub.status();
   Seen seen;
   for (std::uint64_t round = 1; round <= 2; ++round) {
-    auto pub = (*pctx)->publisher("s");
+    auto pub = pair.pctx->publisher("s");
     ASSERT_TRUE(pub.ok()) << pub.status();
     ASSERT_TRUE(Until([&] { return pub->is_connected(); },
                       [&] {
@@ -387,31 +404,23 @@ TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
 // the shm futex), however long the publisher took.
 TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   const Configs cfg = Config(4);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("w");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("w");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "w", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
   Drain(*sub, seen);
-  std::atomic<bool> woke{false}, go{false};
+  std::atomic<bool> woke{false};
+  std::atomic<pid_t> waiter_tid{0};
   std::thread waiter([&] {
-    go = true;
+    waiter_tid = ::gettid();
     // Bounded far above any scheduling delay: the verdict is the wake-up, not its latency.
     for (int i = 0; i < 60 && !woke; ++i) {
       if (sub->wait(1'000'000) && Drain(*sub, seen) > 0) woke = true;
     }
   });
-  while (!go) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiter is asleep (or about to be)
+  // The message comes once the waiter sleeps in wait().
+  EXPECT_TRUE(Until([&] { return waiter_tid != 0 && Blocked(waiter_tid); }, [] {})) << "wait() never slept";
   std::uint64_t v = 42;
   std::int64_t r = kBackPressured;
   const auto end = Clock::now() + std::chrono::seconds(60);
@@ -650,31 +659,24 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
 // subscriber polls nothing and does not wait; the same once their context is destroyed.
 TEST_P(Contract, MistakesGetAClearAnswer) {
   const Configs cfg = Config(10);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "e", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
+  std::unique_ptr<Context>& pctx = pair.pctx;
+  std::unique_ptr<Context>& sctx = pair.sctx;
   for (const std::string& bad : {std::string(), std::string("a\nb"), std::string("a\0b", 3), std::string(256, 't')}) {
-    auto p = (*pctx)->publisher(bad);
+    auto p = pctx->publisher(bad);
     ASSERT_FALSE(p.ok()) << "publisher on a topic of " << bad.size() << " bytes";
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
     EXPECT_NE(p.status().message().find("topic"), std::string_view::npos) << p.status();
-    auto s = (*sctx)->subscriber(bad);
+    auto s = sctx->subscriber(bad);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
   }
-  EXPECT_TRUE((*pctx)->publisher(std::string(255, 't')).ok()) << "255 bytes is a topic";
+  EXPECT_TRUE(pctx->publisher(std::string(255, 't')).ok()) << "255 bytes is a topic";
 
-  auto sub = (*sctx)->subscriber("e");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("e");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
   std::uint64_t v = 1;
   auto every_call_is_closed = [&](Publisher& p) {
     EXPECT_TRUE(p.is_closed());
@@ -694,12 +696,12 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
   EXPECT_FALSE(sub->wait(1000));
 
   // Destroying the context closes what it opened; the handles stay safe to call.
-  auto pub2 = (*pctx)->publisher("e2");
+  auto pub2 = pctx->publisher("e2");
   ASSERT_TRUE(pub2.ok()) << pub2.status();
-  auto sub2 = (*sctx)->subscriber("e2");
+  auto sub2 = sctx->subscriber("e2");
   ASSERT_TRUE(sub2.ok()) << sub2.status();
-  pctx->reset();
-  sctx->reset();
+  pctx.reset();
+  sctx.reset();
   every_call_is_closed(*pub2);
   EXPECT_EQ(Drain(*sub2, seen), 0);
   EXPECT_FALSE(sub2->wait(1000));
@@ -714,15 +716,13 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
 // publishers' slots at once.
 TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
   const Configs cfg = Config(11, {.shm = "", .udp = "", .rdma = "", .pool_slots = 4096});
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
   for (std::uint64_t round = 1; round <= 12; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
-    auto sub = (*sctx)->subscriber("again");
+    auto sub = pair.sctx->subscriber("again");
     ASSERT_TRUE(sub.ok()) << sub.status();
-    auto pub = (*pctx)->publisher("again");
+    auto pub = pair.pctx->publisher("again");
     ASSERT_TRUE(pub.ok()) << pub.status();
     Seen seen;
     std::int64_t r = kNotConnected;
@@ -747,7 +747,7 @@ TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
 // first poll. Every mode connects both ways and delivers.
 TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
   const Configs cfg = Config(5);
-  std::atomic<int> failures{0};
+  std::atomic<int> failures{0}, received{0};
   std::string why[2];
   auto side = [&](int i, const char* in, const char* out) {
     auto ctx = Context::from_string(i == 0 ? cfg.a : cfg.b, i == 0 ? "a.toml" : "b.toml");
@@ -784,9 +784,15 @@ TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
     if (got != 8 - static_cast<std::uint64_t>(i)) {
       why[i] = absl::StrCat("received ", got);
       ++failures;
+      return;
     }
+    ++received;
     // Stay until the other side received too (closing would end its stream early).
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (void)Until([&] { return received == 2 || failures != 0; },
+                [&] {
+                  (void)pub->service();
+                  sub->poll([](const Message&) {}, 16);
+                });
   };
   std::thread a(side, 0, "b2a", "a2b");
   std::thread b(side, 1, "a2b", "b2a");

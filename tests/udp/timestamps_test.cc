@@ -404,33 +404,31 @@ void expect_ordered_stages(const TracedRun& r, const std::string& threading, int
   for (std::int64_t sc : r.untraced_completions) EXPECT_EQ(sc, 0) << "an untraced stream has no send completions";
 }
 
-TEST(UdpKernelTimestamps, InlineUnicastEveryTracedMessageHasOrderedStages) {
+// Kernel timestamps on: every traced message has its stages in order, in each threading mode,
+// unicast and multicast.
+struct StagesCase {
+  const char* name;
+  const char* threading;
+  std::uint32_t port_offset;
+  bool unicast;
+  int messages;
+};
+class UdpKernelTimestampStages : public ::testing::TestWithParam<StagesCase> {};
+
+TEST_P(UdpKernelTimestampStages, EveryTracedMessageHasOrderedStages) {
+  const StagesCase& c = GetParam();
   TracedRun r;
-  run_traced("inline", 0, true, true, 100, &r);
+  run_traced(c.threading, c.port_offset, true, c.unicast, c.messages, &r);
   if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "inline", 100);
+  expect_ordered_stages(r, c.threading, c.messages);
 }
 
-TEST(UdpKernelTimestamps, InlineMulticastLoopback) {
-  TracedRun r;
-  run_traced("inline", 2, true, false, 50, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "inline", 50);
-}
-
-TEST(UdpKernelTimestamps, DedicatedUnicastEveryTracedMessageHasOrderedStages) {
-  TracedRun r;
-  run_traced("dedicated", 4, true, true, 100, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "dedicated", 100);
-}
-
-TEST(UdpKernelTimestamps, DedicatedMulticastLoopback) {
-  TracedRun r;
-  run_traced("dedicated", 6, true, false, 50, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "dedicated", 50);
-}
+INSTANTIATE_TEST_SUITE_P(Udp, UdpKernelTimestampStages,
+                         ::testing::Values(StagesCase{"InlineUnicast", "inline", 0, true, 100},
+                                           StagesCase{"InlineMulticastLoopback", "inline", 2, false, 50},
+                                           StagesCase{"DedicatedUnicast", "dedicated", 4, true, 100},
+                                           StagesCase{"DedicatedMulticastLoopback", "dedicated", 6, false, 50}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // udp.kernel_timestamps = false (the default): no kernel stamps either way, but UDP still stamps
 // receive at recvmmsg return (inline: distinct from delivery).
