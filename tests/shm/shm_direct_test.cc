@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "pollux/pollux.h"
+#include "tests/shm/log_fixture.h"
 #include "tests/shm/test_util.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
@@ -19,38 +20,16 @@ namespace pollux::transport::shm {
 namespace {
 
 using pollux::testing::check_payload;
-using pollux::testing::fill_payload;
 using pollux::testing::payload_len;
 
-struct Fixture {
-  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy) {
-    seg = pollux::testing::create_test_segment("directtest", log_size, fc, 5);
-    writer.init(seg.get(), fc);
-    auto a = Segment::attach(seg->path(), 5);
-    EXPECT_TRUE(a.ok()) << a.status();
-    rseg = std::move(*a);
-    slot = rseg->slot(0);
-    slot->pid = getpid();
-    EXPECT_TRUE(r.init(rseg.get(), slot, false));
-    slot->state.store(kSlotActive);
-    rseg->header()->writer.subscribers.fetch_add(1);
-  }
-  ~Fixture() { seg->unlink(); }
+// One reader (slot 0) at the newest message.
+struct Fixture : LogFixture {
+  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy)
+      : LogFixture("directtest", log_size, fc, 5), rd(reader()), r(rd->r), slot(rd->slot) {}
 
-  bool write(std::uint64_t s, std::uint32_t len, std::uint16_t flags = 0) {
-    LogWriter::Claim c;
-    const std::uint32_t extra = (flags & core::kFlagTraced) ? sizeof(core::StageTrace) : 0;
-    if (!writer.try_claim(core::kFrameHeaderSize + extra + len, &c)) return false;
-    std::memset(c.frame + core::kFrameHeaderSize, 0, extra);
-    fill_payload(c.frame + core::kFrameHeaderSize + extra, len, s);
-    writer.commit(c, flags, static_cast<std::int64_t>(s));
-    return true;
-  }
-
-  std::unique_ptr<Segment> seg, rseg;
-  LogWriter writer;
-  LogReader r;
-  SubscriberSlot* slot = nullptr;
+  std::unique_ptr<Reader> rd;
+  LogReader& r;
+  SubscriberSlot* slot;
 };
 
 struct Out {

@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
 
 namespace pollux::testing::peer {
 
@@ -18,6 +21,16 @@ class Args {
  private:
   std::map<std::string, std::string> values_;
 };
+
+// Prints "error: WHAT" on stdout (where the tests read) and exits 2.
+[[noreturn]] void fail(const std::string& what);
+
+// The value, or fail() naming `what` and the status.
+template <typename T>
+T must(absl::StatusOr<T> v, const char* what) {
+  if (!v.ok()) fail(std::string(what) + ": " + std::string(v.status().message()));
+  return std::move(*v);
+}
 
 // The "stat" role (peer_stat.cc).
 int run_stat(const Args& a);

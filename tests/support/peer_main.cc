@@ -76,15 +76,6 @@ std::string counters(const Context& ctx, const std::string& scope_prefix) {
   return out;
 }
 
-std::unique_ptr<Context> open_context(const Args& a, const char* role) {
-  auto ctx = Context::from_file(a.str("config"));
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s: %s\n", role, std::string(ctx.status().message()).c_str());
-    std::exit(2);
-  }
-  return std::move(*ctx);
-}
-
 // The payload length of message i.
 struct Sizes {
   explicit Sizes(const Args& a)
@@ -94,12 +85,8 @@ struct Sizes {
 };
 
 int run_pub(const Args& a) {
-  auto ctx = open_context(a, "pub");
-  auto pub = ctx->publisher(a.str("topic"));
-  if (!pub.ok()) {
-    std::fprintf(stderr, "pub: %s\n", std::string(pub.status().message()).c_str());
-    return 2;
-  }
+  const auto ctx = must(Context::from_file(a.str("config")), "pub: context");
+  Publisher pub = must(ctx->publisher(a.str("topic")), "pub");
   const std::uint64_t count = a.num("count", 0);
   const double rate = static_cast<double>(a.num("rate", 0));
   const std::string go = a.str("go-file");
@@ -109,8 +96,8 @@ int run_pub(const Args& a) {
   std::printf("ready\n");
   signal_fd(static_cast<int>(a.num("ready-fd", -1)));
   auto deadline = Clock::now() + patience;
-  while (!g_stop && (!pub->is_connected() || (!go.empty() && ::access(go.c_str(), F_OK) != 0))) {
-    (void)pub->service();
+  while (!g_stop && (!pub.is_connected() || (!go.empty() && ::access(go.c_str(), F_OK) != 0))) {
+    (void)pub.service();
     if (Clock::now() > deadline) {
       std::fprintf(stderr, "pub: no subscriber within %llds\n", static_cast<long long>(patience.count()));
       return 3;
@@ -129,7 +116,7 @@ int run_pub(const Args& a) {
           start + std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(sent) * 1e9 / rate));
       // Sleeps when the next message is far off (a slow stream need not burn a core).
       while (!g_stop && Clock::now() < due) {
-        if (pub->service() != 0) continue;
+        if (pub.service() != 0) continue;
         if (due - Clock::now() > std::chrono::microseconds(200)) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
         } else {
@@ -141,14 +128,14 @@ int run_pub(const Args& a) {
     std::int64_t r;
     if (claim) {
       Claim c;
-      r = pub->claim(len, c);
+      r = pub.claim(len, c);
       if (r >= 0) {
         fill_payload(c.buffer().data(), len, i);
-        r = pub->commit(c);
+        r = pub.commit(c);
       }
     } else {
       fill_payload(buf, len, i);
-      r = pub->offer(buf, len);
+      r = pub.offer(buf, len);
     }
     if (r >= 0) {
       ++sent;
@@ -161,7 +148,7 @@ int run_pub(const Args& a) {
       return 4;
     }
     if (r == kBackPressured) ++bp;
-    (void)pub->service();
+    (void)pub.service();
     if (r == kNotConnected) {
       // Every subscriber went away (or timed out): keep the session alive and wait.
       std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -174,7 +161,7 @@ int run_pub(const Args& a) {
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  pub->close();  // lingers until the subscribers confirmed the end (or the transport's linger time)
+  pub.close();  // lingers until the subscribers confirmed the end (or the transport's linger time)
   std::printf("pub done sent=%llu back_pressured=%llu seconds=%.3f%s\n", static_cast<unsigned long long>(sent),
               static_cast<unsigned long long>(bp), secs, counters(*ctx, a.str("counters")).c_str());
   return 0;
@@ -196,12 +183,8 @@ State* map_state(const std::string& path) {
 }
 
 int run_sub(const Args& a) {
-  auto ctx = open_context(a, "sub");
-  auto sub = ctx->subscriber(a.str("topic"));
-  if (!sub.ok()) {
-    std::fprintf(stderr, "sub: %s\n", std::string(sub.status().message()).c_str());
-    return 2;
-  }
+  const auto ctx = must(Context::from_file(a.str("config")), "sub: context");
+  Subscriber sub = must(ctx->subscriber(a.str("topic")), "sub");
   const std::uint64_t count = a.num("count", 0);
   const bool until_end = a.has("until-end"), no_loss = a.has("no-loss");
   const Sizes sizes(a);
@@ -289,10 +272,10 @@ int run_sub(const Args& a) {
 
   auto deadline = Clock::now() + patience;
   if (a.has("ready-fd")) {
-    while (!sub->is_connected()) {
+    while (!sub.is_connected()) {
       // One message at a time: a test that holds the subscriber back (--start-fd) finds it
       // has read at most one before it is told to start.
-      if (sub->poll(on_message, on_gap, on_event, 1) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (sub.poll(on_message, on_gap, on_event, 1) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
       if (Clock::now() > deadline) {
         std::fprintf(stderr, "sub: no publisher within %llds\n", static_cast<long long>(patience.count()));
         return 3;
@@ -312,7 +295,7 @@ int run_sub(const Args& a) {
   idle.max_park_ns = 100'000;
   deadline = Clock::now() + patience;
   while (!done && !g_stop) {
-    const int n = sub->poll(on_message, on_gap, on_event, 256);
+    const int n = sub.poll(on_message, on_gap, on_event, 256);
     if (n != 0) {
       deadline = Clock::now() + patience;
     } else if (Clock::now() > deadline) {
@@ -337,6 +320,12 @@ int run_sub(const Args& a) {
 }
 
 }  // namespace
+
+void fail(const std::string& what) {
+  std::printf("error: %s\n", what.c_str());
+  std::fflush(stdout);
+  std::exit(2);
+}
 
 Args::Args(int argc, char** argv, int from) {
   for (int i = from; i < argc; ++i) {

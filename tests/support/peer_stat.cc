@@ -52,18 +52,6 @@ id = 7
                          dir, threading, extra);
 }
 
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("error: %s\n", what.c_str());
-  std::fflush(stdout);
-  std::exit(2);
-}
-
-template <typename T>
-T must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) fail(absl::StrFormat("%s: %s", what, v.status().message()));
-  return std::move(*v);
-}
-
 // Offers `offer` messages of 32 bytes once connected, then polls exactly `take` of them.
 void exchange(pollux::Publisher& pub, pollux::Subscriber& sub, int offer, int take) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
