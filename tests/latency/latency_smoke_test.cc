@@ -455,6 +455,22 @@ Pong WaitUntilMeasuring(testing::Child& p) {
 // later (reused).
 bool Gone(const Pong& pong) { return core::process_start_time(pong.pid) != pong.start; }
 
+// Sends `sig` (named `name`) to a measuring tool: it stops with 128 + sig, says why, and has
+// reaped its pong process (the pid is gone at once: a child left running, or a zombie nobody
+// reaped, keeps it) and removed the run's files.
+void ExpectStoppedBy(testing::Child& p, const Pong& pong, int sig, const std::string& name) {
+  p.signal(sig);
+  const int status = p.wait(120);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output;
+  EXPECT_EQ(status, 128 + sig) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("pollux-latency: stopped by " + name)) << p.output;
+  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
+      << "pong process " << pong.pid << " still there: " << ProcessState(pong.pid);
+  if (!Gone(pong)) kill(pong.pid, SIGKILL);
+  const std::vector<std::string> left = RunFiles(p.pid);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
+}
+
 // Ctrl-C in the middle of a measurement: the tool stops, prints what it measured (and writes it
 // to --json, marked), reaps the pong process and removes the run's stream logs and CPU claims,
 // and exits 130. Ping-pong with a count no run finishes.
@@ -470,21 +486,10 @@ TEST_F(LatencySmoke, SigintMidRunStopsReapsThePongProcessAndRemovesTheRunsFiles)
       // The run's files exist while it runs (so that their absence below means something).
       EXPECT_GE(RunFiles(p.pid).size(), 4u) << "the four stream logs of a shm run";
     }
-    p.signal(SIGINT);
-    const int status = p.wait(120);
-    EXPECT_FALSE(p.killed_after_timeout()) << p.output;
-    EXPECT_EQ(status, 130) << p.output;
-    EXPECT_THAT(p.output, HasSubstr("pollux-latency: stopped by SIGINT")) << p.output;
+    ExpectStoppedBy(p, pong, SIGINT, "SIGINT");  // 130
     EXPECT_THAT(p.output,
                 ::testing::ContainsRegex("interrupted by SIGINT after [1-9][0-9]* of the [0-9]+ round trips"));
     EXPECT_THAT(p.output, HasSubstr("end-to-end (one-way, sum of stages)"));
-    // The tool reaped the pong process before exiting: its pid is gone at once (a child left
-    // running, or a zombie nobody reaped, keeps it).
-    EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
-        << "pong process " << pong.pid << " still there: " << ProcessState(pong.pid);
-    if (!Gone(pong)) kill(pong.pid, SIGKILL);
-    const std::vector<std::string> left = RunFiles(p.pid);
-    EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
     std::string err;
     const std::string text = ReadFile(json);
     auto v = jsonlite::Parse(text, &err);
@@ -502,15 +507,7 @@ TEST_F(LatencySmoke, SigtermStopsTheRunLikeSigint) {
   testing::Child p = Latency({"--count", "1000000000", "--warmup", "100"});
   const Pong pong = WaitUntilMeasuring(p);
   ASSERT_NE(pong.pid, 0);
-  p.signal(SIGTERM);
-  const int status = p.wait(120);
-  EXPECT_FALSE(p.killed_after_timeout()) << p.output;
-  EXPECT_EQ(status, 143) << p.output;
-  EXPECT_THAT(p.output, HasSubstr("stopped by SIGTERM"));
-  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
-      << "pong process " << pong.pid << ": " << ProcessState(pong.pid);
-  if (!Gone(pong)) kill(pong.pid, SIGKILL);
-  EXPECT_TRUE(RunFiles(p.pid).empty()) << ::testing::PrintToString(RunFiles(p.pid));
+  ExpectStoppedBy(p, pong, SIGTERM, "SIGTERM");  // 143
   RemoveRunFiles(p.pid);
 }
 
