@@ -26,7 +26,6 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "pollux/pollux.h"
 #include "tests/support/process.h"
+#include "tests/support/threads.h"
 
 namespace pollux {
 namespace {
@@ -241,14 +241,6 @@ void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
                     }));
 }
 
-// True while thread `tid` of this process sleeps in the kernel (state S: an interruptible wait).
-bool Blocked(pid_t tid) {
-  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/stat");
-  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t name_end = stat.rfind(')');  // the state follows the (name)
-  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] == 'S';
-}
-
 // ---- connection, order, payloads --------------------------------------------------------------
 
 // Either side may start first; once connected every message arrives once, in order, after
@@ -420,7 +412,8 @@ TEST_P(Contract, WaitWakesWhenAMessageArrives) {
     }
   });
   // The message comes once the waiter sleeps in wait().
-  EXPECT_TRUE(Until([&] { return waiter_tid != 0 && Blocked(waiter_tid); }, [] {})) << "wait() never slept";
+  EXPECT_TRUE(Until([&] { return waiter_tid != 0 && testing::thread_sleeping(waiter_tid); }, [] {}))
+      << "wait() never slept";
   std::uint64_t v = 42;
   std::int64_t r = kBackPressured;
   const auto end = Clock::now() + std::chrono::seconds(60);

@@ -107,13 +107,20 @@ TEST(TxStampTracker, RepairsAndHeartbeatsAskForNothing) {
   EXPECT_EQ(t.stats().requested, 1u);
 }
 
-TEST(TxStampTracker, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) {
+// A tracker for 4 datagrams and two datagrams of one traced frame each: a (sequence 1) and b (2).
+class TxStampTrackerTwoDatagrams : public ::testing::Test {
+ protected:
+  TxStampTrackerTwoDatagrams() {
+    t.init(4);
+    a.add(1, true);
+    b.add(2, true);
+  }
   TxStampTracker t;
-  t.init(4);
   core::SendCompletionLog log;
   Datagram a, b;
-  a.add(1, true);
-  b.add(2, true);
+};
+
+TEST_F(TxStampTrackerTwoDatagrams, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) {
   // Only a went out (the socket would block): b was not numbered by us, maybe by the kernel.
   EXPECT_EQ(send(t, {&a, &b}, 1, 100), (std::vector<bool>{true, true}));
   EXPECT_EQ(t.outstanding(), 1u);
@@ -132,13 +139,7 @@ TEST(TxStampTracker, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) 
   EXPECT_EQ(t.stats().resyncs, 1u);
 }
 
-TEST(TxStampTracker, ShiftedNumbersAreCaughtNotRecorded) {
-  TxStampTracker t;
-  t.init(4);
-  core::SendCompletionLog log;
-  Datagram a, b;
-  a.add(1, true);
-  b.add(2, true);
+TEST_F(TxStampTrackerTwoDatagrams, ShiftedNumbersAreCaughtNotRecorded) {
   EXPECT_EQ(send(t, {&a}, 1, 1000), std::vector<bool>{true});
   EXPECT_EQ(send(t, {&b}, 1, 5000), std::vector<bool>{true});
   // The kernel's count ran one ahead: a's stamp (time 1200) comes numbered 1, which is b's,
