@@ -151,6 +151,26 @@ Child spawn(const std::vector<std::string>& argv, const SpawnOptions& o) {
   return c;
 }
 
+ForkResult run_forked(const std::function<std::string()>& body) {
+  ForkResult r;
+  int p[2];
+  if (::pipe(p) != 0) return r;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(p[0]);
+    const std::string out = body();
+    (void)!::write(p[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<std::size_t>(n));
+  ::close(p[0]);
+  ::waitpid(pid, &r.status, 0);
+  return r;
+}
+
 long long field(const std::string& out, const std::string& key) {
   const auto p = out.find(key + "=");
   return p == std::string::npos ? -1 : std::atoll(out.c_str() + p + key.size() + 1);

@@ -71,6 +71,14 @@ inline Child spawn(const std::vector<std::string>& argv, const std::vector<int>&
 }
 inline int wait_child(Child& c, int seconds) { return c.wait(seconds); }
 
+// Runs `body` in a forked child (no exec): what it returned, and how the child ended (a
+// waitpid status: a child killed by a signal shows as such).
+struct ForkResult {
+  int status = 0;
+  std::string out;
+};
+ForkResult run_forked(const std::function<std::string()>& body);
+
 // Value of the first "key=123" in a program's output (-1: none).
 long long field(const std::string& out, const std::string& key);
 
