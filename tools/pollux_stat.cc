@@ -479,6 +479,11 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
 
 // ---- JSON -----------------------------------------------------------------------------------------
 
+// Opens a publication's or subscription's object with what names it.
+void json_endpoint_begin(JsonOut& j, const Group& g) {
+  j.begin_object().field("topic", g.topic()).field("stream_id", g.stream_id).field("owner", static_cast<int>(g.owner));
+}
+
 void json_position(JsonOut& j, const Position& pos) {
   j.key("position");
   if (pos.value) {
@@ -527,10 +532,7 @@ std::string render_json(const Snapshot& s) {
     j.end_array();
     j.key("publications").begin_array();
     for (const Group& g : p.pubs) {
-      j.begin_object()
-          .field("topic", g.topic())
-          .field("stream_id", g.stream_id)
-          .field("owner", static_cast<int>(g.owner));
+      json_endpoint_begin(j, g);
       json_position(j, publisher_position(s, p, g));
       j.field("messages", g.get("messages")).field("bytes", g.get("bytes"));
       j.key("back_pressure").begin_object().field("total", back_pressure_total(g));
@@ -541,10 +543,7 @@ std::string render_json(const Snapshot& s) {
     j.end_array();
     j.key("subscriptions").begin_array();
     for (const Group& g : p.subs) {
-      j.begin_object()
-          .field("topic", g.topic())
-          .field("stream_id", g.stream_id)
-          .field("owner", static_cast<int>(g.owner));
+      json_endpoint_begin(j, g);
       const Position pos = subscriber_position(s, p, g);
       json_position(j, pos);
       j.key("lag");

@@ -30,28 +30,23 @@ LL cache of --ll bytes (16-way, 64-byte lines). Deterministic; ~1-3 minutes at t
   --help              this text
 U
 }
-die() { echo "book.sh: $* (see --help)" >&2; exit 64; }
-num() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1: not a number: \"$2\""; }
-ARGV="$0 $*"
-while [ $# -gt 0 ]; do
+SCRIPT=book.sh
+VALUE_FLAGS="--bin --symbols --messages --warm --ll --json"
+option() {
   case "$1" in
-    --help|-h) usage; exit 0 ;;
-    --bin|--symbols|--messages|--warm|--ll|--json)
-      [ $# -ge 2 ] || die "$1 needs a value"
-      case "$1" in
-        --bin) BIN=$2 ;; --symbols) num "$1" "$2"; SYMBOLS=$2 ;; --messages) num "$1" "$2"; MESSAGES=$2 ;;
-        --warm) num "$1" "$2"; WARM=$2 ;; --ll) num "$1" "$2"; LL=$2 ;; --json) JSON=$2 ;;
-      esac
-      shift 2 ;;
-    *) die "unknown flag \"$1\"" ;;
+    --bin) BIN=$2 ;; --symbols) num "$1" "$2"; SYMBOLS=$2 ;; --messages) num "$1" "$2"; MESSAGES=$2 ;;
+    --warm) num "$1" "$2"; WARM=$2 ;; --ll) num "$1" "$2"; LL=$2 ;; --json) JSON=$2 ;;
+    *) return 1 ;;
   esac
-done
+}
+. "$here/common.sh"
+ARGV="$0 $*"
+parse_options "$@"
 [ "$MESSAGES" -gt "$WARM" ] || die "--messages ($MESSAGES) must be larger than --warm ($WARM)"
-command -v valgrind >/dev/null || { echo "book.sh: valgrind missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "book.sh: $BIN: no such program (cmake --build build --target pollux-callgrind-book)" >&2; exit 1; }
+need valgrind "scripts/install-deps.sh installs it"
+need_program "$BIN" pollux-callgrind-book
 
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+work_dir
 if ! valgrind --tool=callgrind --cache-sim=yes --LL="$LL,16,64" --collect-atstart=no \
     --toggle-collect='*MeasuredApply*' --callgrind-out-file="$T/cg" \
     "$BIN" --symbols "$SYMBOLS" --messages "$MESSAGES" --warm "$WARM" >"$T/out" 2>"$T/err"; then

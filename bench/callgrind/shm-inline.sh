@@ -35,32 +35,27 @@ Deterministic (no timing); a busy machine only makes it slower (~10 s per 100k i
   --help              this text
 U
 }
-die() { echo "shm-inline.sh: $* (see --help)" >&2; exit 64; }
-num() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1: not a number: \"$2\""; }
-ARGV="$0 $*"
-while [ $# -gt 0 ]; do
+SCRIPT=shm-inline.sh
+VALUE_FLAGS="--bin --a --b --size --flow --counters --top --json --keep"
+option() {
   case "$1" in
-    --help|-h) usage; exit 0 ;;
-    --bin|--a|--b|--size|--flow|--counters|--top|--json|--keep)
-      [ $# -ge 2 ] || die "$1 needs a value"
-      case "$1" in
-        --bin) BIN=$2 ;; --a) num "$1" "$2"; A=$2 ;; --b) num "$1" "$2"; B=$2 ;;
-        --size) num "$1" "$2"; SIZE=$2 ;; --top) num "$1" "$2"; TOP=$2 ;;
-        --flow) [[ "$2" = backpressure || "$2" = lossy ]] || die "--flow: \"$2\" is not backpressure or lossy"; FLOW=$2 ;;
-        --counters) [[ "$2" = true || "$2" = false ]] || die "--counters: \"$2\" is not true or false"; COUNTERS=$2 ;;
-        --json) JSON=$2 ;; --keep) KEEP=$2 ;;
-      esac
-      shift 2 ;;
-    *) die "unknown flag \"$1\"" ;;
+    --bin) BIN=$2 ;; --a) num "$1" "$2"; A=$2 ;; --b) num "$1" "$2"; B=$2 ;;
+    --size) num "$1" "$2"; SIZE=$2 ;; --top) num "$1" "$2"; TOP=$2 ;;
+    --flow) [[ "$2" = backpressure || "$2" = lossy ]] || die "--flow: \"$2\" is not backpressure or lossy"; FLOW=$2 ;;
+    --counters) [[ "$2" = true || "$2" = false ]] || die "--counters: \"$2\" is not true or false"; COUNTERS=$2 ;;
+    --json) JSON=$2 ;; --keep) KEEP=$2 ;;
+    *) return 1 ;;
   esac
-done
+}
+. "$here/common.sh"
+ARGV="$0 $*"
+parse_options "$@"
 [ "$B" -gt "$A" ] || die "--b ($B) must be larger than --a ($A)"
-command -v valgrind >/dev/null || { echo "shm-inline.sh: valgrind missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
-command -v callgrind_annotate >/dev/null || { echo "shm-inline.sh: callgrind_annotate missing (package valgrind)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "shm-inline.sh: $BIN: no such program (cmake --build build --target pollux-callgrind-shm-inline)" >&2; exit 1; }
+need valgrind "scripts/install-deps.sh installs it"
+need callgrind_annotate "package valgrind"
+need_program "$BIN" pollux-callgrind-shm-inline
 
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+work_dir
 for n in "$A" "$B"; do
   if ! valgrind --tool=callgrind --callgrind-out-file="$T/cg.$n" "$BIN" --count "$n" --size "$SIZE" --flow "$FLOW" \
       --counters "$COUNTERS" >"$T/out.$n" 2>"$T/err.$n"; then

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/callgrind/cg_workload.h"
 #include "pollux/pollux.h"
 
 int main(int argc, char** argv) {
@@ -26,45 +27,35 @@ int main(int argc, char** argv) {
   cli.parse(argc, argv);
 
   const std::string name = "cg-shm-" + std::to_string(getpid());
-  auto ctx = pollux::Context::from_string(
-      "[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " + counters +
-          "\n[shm]\nlog_size = \"1MiB\"\nflow_control = \"" + flow + "\"\n",
-      "pollux-callgrind-shm-inline");
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
+  pollux::bench::CgPair cg;
+  if (!cg.open("[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " +
+                   counters + "\n[shm]\nlog_size = \"1MiB\"\nflow_control = \"" + flow + "\"\n",
+               "pollux-callgrind-shm-inline", false)) {
     return 1;
   }
-  auto pub = (*ctx)->publisher("cg");
-  auto sub = (*ctx)->subscriber("cg");
-  if (!pub.ok() || !sub.ok()) {
-    std::fprintf(stderr, "%s\n", std::string((pub.ok() ? sub.status() : pub.status()).message()).c_str());
-    return 1;
-  }
-  // Connected, and the subscriber has seen the session start (its first poll after the
-  // publisher appeared reports kNewSession): from then on each poll of the loop below delivers
-  // the one message offered before it.
-  bool session_seen = false;
-  for (int i = 0; !pub->is_connected() || !session_seen; ++i) {
+  pollux::Publisher& pub = *cg.pub;
+  pollux::Subscriber& sub = *cg.sub;
+  for (int i = 0; !pub.is_connected(); ++i) {
     if (i > 100000) {
       std::fprintf(stderr, "publisher never saw the subscriber\n");
       return 1;
     }
-    (void)sub->poll([](const pollux::Message&) {}, [](const pollux::Gap&) {},
-                    [&](const pollux::StreamEvent& e) {
-                      session_seen = session_seen || e.kind == pollux::StreamEventKind::kNewSession;
-                    },
-                    1);
+    (void)sub.poll([](const pollux::Message&) {}, 1);
     usleep(100);
   }
-  std::vector<std::byte> payload(size);
-  std::uint64_t sum = 0, retries = 0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    payload[0] = static_cast<std::byte>(i);
-    while (pub->offer(payload.data(), payload.size()) < 0) ++retries;
-    while (sub->poll([&](const pollux::Message& m) { sum += m.payload.size(); }, 1) == 0) ++retries;
+  // The session's announcement (kNewSession) comes with its first frame, and a poll() that
+  // hands it out delivers no message: one message before the measured loop takes it, so that
+  // each measured poll() delivers its own message.
+  const std::byte first[1] = {};
+  while (pub.offer(first, sizeof first) < 0) {
   }
-  // The script checks these: every message delivered, no iteration needed a second call.
-  std::printf("delivered_bytes %llu retries %llu\n", static_cast<unsigned long long>(sum),
-              static_cast<unsigned long long>(retries));
-  return sum == count * size ? 0 : 1;
+  bool got = false;
+  for (int i = 0; !got; ++i) {
+    if (i > 100000) {
+      std::fprintf(stderr, "the first message never arrived\n");
+      return 1;
+    }
+    (void)sub.poll([&](const pollux::Message&) { got = true; }, 16);
+  }
+  return pollux::bench::measure(pub, sub, count, size, 0);
 }

@@ -50,38 +50,30 @@ iteration is one send, one receive that finds nothing and one that returns the d
   --help              this text
 U
 }
-die() { echo "udp-inline.sh: $* (see --help)" >&2; exit 64; }
-num() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1: not a number: \"$2\""; }
-ARGV="$0 $*"
-while [ $# -gt 0 ]; do
+SCRIPT=udp-inline.sh
+VALUE_FLAGS="--bin --a --b --size --empty-polls --counters --top --json --keep"
+option() {
   case "$1" in
-    --help|-h) usage; exit 0 ;;
-    --no-strace) STRACE=false; shift ;;
-    --bare) BARE=true; shift ;;
-    --bin|--a|--b|--size|--empty-polls|--counters|--top|--json|--keep)
-      [ $# -ge 2 ] || die "$1 needs a value"
-      case "$1" in
-        --bin) BIN=$2 ;; --a) num "$1" "$2"; A=$2 ;; --b) num "$1" "$2"; B=$2 ;;
-        --size) num "$1" "$2"; SIZE=$2 ;; --empty-polls) num "$1" "$2"; EMPTY=$2 ;; --top) num "$1" "$2"; TOP=$2 ;;
-        --counters) [[ "$2" = true || "$2" = false ]] || die "--counters: \"$2\" is not true or false"; COUNTERS=$2 ;;
-        --json) JSON=$2 ;; --keep) KEEP=$2 ;;
-      esac
-      shift 2 ;;
-    *) die "unknown flag \"$1\"" ;;
+    --no-strace) STRACE=false ;;
+    --bare) BARE=true ;;
+    --bin) BIN=$2 ;; --a) num "$1" "$2"; A=$2 ;; --b) num "$1" "$2"; B=$2 ;;
+    --size) num "$1" "$2"; SIZE=$2 ;; --empty-polls) num "$1" "$2"; EMPTY=$2 ;; --top) num "$1" "$2"; TOP=$2 ;;
+    --counters) [[ "$2" = true || "$2" = false ]] || die "--counters: \"$2\" is not true or false"; COUNTERS=$2 ;;
+    --json) JSON=$2 ;; --keep) KEEP=$2 ;;
+    *) return 1 ;;
   esac
-done
+}
+. "$here/common.sh"
+ARGV="$0 $*"
+parse_options "$@"
 [ "$B" -gt "$A" ] || die "--b ($B) must be larger than --a ($A)"
-command -v valgrind >/dev/null || { echo "udp-inline.sh: valgrind missing (scripts/install-deps.sh installs it)" >&2; exit 1; }
-command -v callgrind_annotate >/dev/null || { echo "udp-inline.sh: callgrind_annotate missing (package valgrind)" >&2; exit 1; }
-if $STRACE && ! command -v strace >/dev/null; then
-  echo "udp-inline.sh: strace missing (scripts/install-deps.sh installs it; or --no-strace)" >&2
-  exit 1
-fi
-[ -x "$BIN" ] || { echo "udp-inline.sh: $BIN: no such program (cmake --build build --target pollux-callgrind-udp-inline)" >&2; exit 1; }
+need valgrind "scripts/install-deps.sh installs it"
+need callgrind_annotate "package valgrind"
+if $STRACE; then need strace "scripts/install-deps.sh installs it; or --no-strace"; fi
+need_program "$BIN" pollux-callgrind-udp-inline
 
 RETRIES=""
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+work_dir
 run() {  # run <what> <n> <command...>
   local what=$1 n=$2
   shift 2

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/callgrind/cg_workload.h"
 #include "pollux/pollux.h"
 
 namespace {
@@ -86,46 +87,26 @@ int main(int argc, char** argv) {
   if (bare == "true") return run_bare(count, size, empty_polls, static_cast<int>(port));
 
   const std::string name = "cg-udp-" + std::to_string(getpid());
-  auto ctx = pollux::Context::from_string(
-      "[runtime]\nname = \"" + name + "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " + counters +
-          "\n[pool]\nslots = 1024\nhugepages = \"off\"\n[transport]\nkind = "
-          "\"udp\"\n[udp]\naddress = \"127.0.0.1\"\ninterface = \"lo\"\nport = " +
-          std::to_string(port) + "\nretransmit_buffer = \"1MiB\"\nrx_buffers = 256\n",
-      "pollux-callgrind-udp-inline");
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
+  pollux::bench::CgPair cg;
+  if (!cg.open("[runtime]\nname = \"" + name +
+                   "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\ncounters = " + counters +
+                   "\n[pool]\nslots = 1024\nhugepages = \"off\"\n[transport]\nkind = "
+                   "\"udp\"\n[udp]\naddress = \"127.0.0.1\"\ninterface = \"lo\"\nport = " +
+                   std::to_string(port) + "\nretransmit_buffer = \"1MiB\"\nrx_buffers = 256\n",
+               "pollux-callgrind-udp-inline", true)) {
     return 1;
   }
-  auto sub = (*ctx)->subscriber("cg");
-  auto pub = (*ctx)->publisher("cg");
-  if (!pub.ok() || !sub.ok()) {
-    std::fprintf(stderr, "%s\n", std::string((pub.ok() ? sub.status() : pub.status()).message()).c_str());
-    return 1;
-  }
+  pollux::Publisher& pub = *cg.pub;
+  pollux::Subscriber& sub = *cg.sub;
   // Join handshake: the publisher's heartbeat makes the subscriber send a status message back.
-  for (int i = 0; !pub->is_connected() || !sub->is_connected(); ++i) {
+  for (int i = 0; !pub.is_connected() || !sub.is_connected(); ++i) {
     if (i > 100000) {
       std::fprintf(stderr, "publisher and subscriber never connected\n");
       return 1;
     }
-    (void)sub->poll([](const pollux::Message&) {}, 16);
-    (void)pub->service();
+    (void)sub.poll([](const pollux::Message&) {}, 16);
+    (void)pub.service();
     usleep(100);
   }
-  std::vector<std::byte> payload(size);
-  std::uint64_t sum = 0, retries = 0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    for (std::uint64_t e = 0; e < empty_polls; ++e) {
-      // Must find no message (an event - the publisher's session announced - may come once).
-      (void)sub->poll([&](const pollux::Message&) { ++retries; }, 1);
-    }
-    payload[0] = static_cast<std::byte>(i);
-    while (pub->offer(payload.data(), payload.size()) < 0) ++retries;
-    while (sub->poll([&](const pollux::Message& m) { sum += m.payload.size(); }, 1) == 0) ++retries;
-  }
-  // The script checks these: every message delivered, no iteration needed a second call (and
-  // no empty poll found a message).
-  std::printf("delivered_bytes %llu retries %llu\n", static_cast<unsigned long long>(sum),
-              static_cast<unsigned long long>(retries));
-  return sum == count * size ? 0 : 1;
+  return pollux::bench::measure(pub, sub, count, size, empty_polls);
 }

@@ -34,6 +34,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pollux/pollux.h"
+#include "tests/support/process.h"
+#include "tests/support/threads.h"
 
 namespace pollux {
 namespace {
@@ -196,19 +198,41 @@ bool Until(const std::function<bool()>& done, const std::function<void()>& step,
   return true;
 }
 
-void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
+// The publisher's and the subscriber's context (no stream yet).
+void OpenContexts(const Configs& cfg, Pair& p) {
   auto pctx = Context::from_string(cfg.pub, "pub.toml");
   ASSERT_TRUE(pctx.ok()) << pctx.status();
   auto sctx = Context::from_string(cfg.sub, "sub.toml");
   ASSERT_TRUE(sctx.ok()) << sctx.status();
   p.pctx = std::move(*pctx);
   p.sctx = std::move(*sctx);
+}
+
+// Both contexts, then a subscriber and a publisher on `topic` (nothing offered).
+void OpenEndpoints(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, p));
   auto sub = p.sctx->subscriber(topic);
   ASSERT_TRUE(sub.ok()) << sub.status();
   auto pub = p.pctx->publisher(topic);
   ASSERT_TRUE(pub.ok()) << pub.status();
   p.sub.emplace(std::move(*sub));
   p.pub.emplace(std::move(*pub));
+}
+
+// OpenEndpoints, then until the publisher is connected (what the subscriber sees meanwhile is
+// in p.seen).
+void OpenConnected(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoints(cfg, topic, p));
+  ASSERT_TRUE(Until([&] { return p.pub->is_connected(); },
+                    [&] {
+                      (void)p.pub->service();
+                      Drain(*p.sub, p.seen);
+                    }))
+      << "never connected; the subscriber saw " << p.seen.trace;
+}
+
+void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoints(cfg, topic, p));
   ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); },
                     [&] {
                       if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
@@ -225,18 +249,16 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
   for (int pub_first = 0; pub_first < 2; ++pub_first) {
     SCOPED_TRACE(pub_first ? "publisher first" : "subscriber first");
     const Configs cfg = Config(pub_first);
-    auto pctx = Context::from_string(cfg.pub, "pub.toml");
-    ASSERT_TRUE(pctx.ok()) << pctx.status();
-    auto sctx = Context::from_string(cfg.sub, "sub.toml");
-    ASSERT_TRUE(sctx.ok()) << sctx.status();
+    Pair pair;
+    ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
     absl::StatusOr<Publisher> pub = absl::UnknownError("not opened");
     absl::StatusOr<Subscriber> sub = absl::UnknownError("not opened");
     if (pub_first) {
-      pub = (*pctx)->publisher("orders");
-      sub = (*sctx)->subscriber("orders");
+      pub = pair.pctx->publisher("orders");
+      sub = pair.sctx->subscriber("orders");
     } else {
-      sub = (*sctx)->subscriber("orders");
-      pub = (*pctx)->publisher("orders");
+      sub = pair.sctx->subscriber("orders");
+      pub = pair.pctx->publisher("orders");
     }
     ASSERT_TRUE(pub.ok()) << pub.status();
     ASSERT_TRUE(sub.ok()) << sub.status();
@@ -297,20 +319,10 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
 // an empty payload is delivered as an empty message.
 TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
   const Configs cfg = Config(2);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("big");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("big");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "big", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
   const std::size_t max = pub->max_payload();
   ASSERT_GT(max, 8u);
   std::vector<std::byte> big(max + 1, std::byte{0x5a});
@@ -348,15 +360,13 @@ TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
 // the topic is a new session, announced before its first message.
 TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
   const Configs cfg = Config(3);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("s");
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
+  auto sub = pair.sctx->subscriber("s");
   ASSERT_TRUE(sub.ok()) << sub.status();
   Seen seen;
   for (std::uint64_t round = 1; round <= 2; ++round) {
-    auto pub = (*pctx)->publisher("s");
+    auto pub = pair.pctx->publisher("s");
     ASSERT_TRUE(pub.ok()) << pub.status();
     ASSERT_TRUE(Until([&] { return pub->is_connected(); },
                       [&] {
@@ -386,31 +396,24 @@ TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
 // the shm futex), however long the publisher took.
 TEST_P(Contract, WaitWakesWhenAMessageArrives) {
   const Configs cfg = Config(4);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("w");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("w");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "w", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
   Drain(*sub, seen);
-  std::atomic<bool> woke{false}, go{false};
+  std::atomic<bool> woke{false};
+  std::atomic<pid_t> waiter_tid{0};
   std::thread waiter([&] {
-    go = true;
+    waiter_tid = ::gettid();
     // Bounded far above any scheduling delay: the verdict is the wake-up, not its latency.
     for (int i = 0; i < 60 && !woke; ++i) {
       if (sub->wait(1'000'000) && Drain(*sub, seen) > 0) woke = true;
     }
   });
-  while (!go) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiter is asleep (or about to be)
+  // The message comes once the waiter sleeps in wait().
+  EXPECT_TRUE(Until([&] { return waiter_tid != 0 && testing::thread_sleeping(waiter_tid); }, [] {}))
+      << "wait() never slept";
   std::uint64_t v = 42;
   std::int64_t r = kBackPressured;
   const auto end = Clock::now() + std::chrono::seconds(60);
@@ -537,43 +540,21 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
 
 // ---- another process dies ----------------------------------------------------------------------
 
-// pollux-test-contract-peer (contract_peer.cc) as a child process, its stdout read line by line.
+// pollux-test-peer (tests/support) as a child process: a publisher offering an 8-byte counter
+// every millisecond, or a subscriber; either keeps going until it is killed.
 struct Peer {
-  pid_t pid = -1;
-  int out = -1;
-  std::string seen;
+  testing::Child c;
   Peer(const std::string& role, const std::string& config_file, const std::string& topic) {
-    int p[2];
-    if (pipe(p) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      dup2(p[1], 1);
-      ::close(p[0]);
-      ::close(p[1]);
-      execl(POLLUX_CONTRACT_PEER, POLLUX_CONTRACT_PEER, role.c_str(), config_file.c_str(), topic.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(p[1]);
-    out = p[0];
-    fcntl(out, F_SETFL, O_NONBLOCK);
+    std::vector<std::string> argv = {POLLUX_TEST_PEER, role, "--config", config_file, "--topic", topic, "--size", "8"};
+    if (role == "pub") argv.insert(argv.end(), {"--rate", "1000"});
+    c = testing::spawn(argv);
   }
   // True once the child printed `word` (reads what is there; never blocks).
   bool Said(const std::string& word) {
-    char buf[256];
-    for (ssize_t n; (n = ::read(out, buf, sizeof buf)) > 0;) seen.append(buf, static_cast<std::size_t>(n));
-    return seen.find(word) != std::string::npos;
+    c.read_some(0);
+    return c.output.find(word) != std::string::npos;
   }
-  void Kill() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  ~Peer() {
-    Kill();
-    if (out >= 0) ::close(out);
-  }
+  void Kill() { c.kill_now(); }
 };
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -593,13 +574,13 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
   auto pub = (*pctx)->publisher("d");
   ASSERT_TRUE(pub.ok()) << pub.status();
   Peer child("sub", file, "d");
-  ASSERT_GT(child.pid, 0);
+  ASSERT_GT(child.c.pid, 0);
   std::uint64_t v = 1;
   auto offer = [&] {
     if (pub->offer(&v, sizeof v) >= 0) ++v;
     (void)pub->service();
   };
-  ASSERT_TRUE(Until([&] { return child.Said("connected"); }, offer)) << "child: " << child.seen;
+  ASSERT_TRUE(Until([&] { return child.Said("first session="); }, offer)) << "child: " << child.c.output;
   child.Kill();
   const auto killed = Clock::now();
   ASSERT_TRUE(Until([&] { return !pub->is_connected(); }, offer)) << "the dead subscriber is never forgotten";
@@ -636,9 +617,9 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   Clock::time_point killed;
   {
     Peer child("pub", file, "p");
-    ASSERT_GT(child.pid, 0);
+    ASSERT_GT(child.c.pid, 0);
     ASSERT_TRUE(Until([&] { return seen.values.size() >= 5; }, [&] { Drain(*sub, seen); }))
-        << "nothing from the publisher process: " << seen.trace << " child: " << child.seen;
+        << "nothing from the publisher process: " << seen.trace << " child: " << child.c.output;
     child.Kill();
     killed = Clock::now();
   }
@@ -671,31 +652,24 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
 // subscriber polls nothing and does not wait; the same once their context is destroyed.
 TEST_P(Contract, MistakesGetAClearAnswer) {
   const Configs cfg = Config(10);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "e", pair));
+  auto& pub = pair.pub;
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
+  std::unique_ptr<Context>& pctx = pair.pctx;
+  std::unique_ptr<Context>& sctx = pair.sctx;
   for (const std::string& bad : {std::string(), std::string("a\nb"), std::string("a\0b", 3), std::string(256, 't')}) {
-    auto p = (*pctx)->publisher(bad);
+    auto p = pctx->publisher(bad);
     ASSERT_FALSE(p.ok()) << "publisher on a topic of " << bad.size() << " bytes";
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
     EXPECT_NE(p.status().message().find("topic"), std::string_view::npos) << p.status();
-    auto s = (*sctx)->subscriber(bad);
+    auto s = sctx->subscriber(bad);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
   }
-  EXPECT_TRUE((*pctx)->publisher(std::string(255, 't')).ok()) << "255 bytes is a topic";
+  EXPECT_TRUE(pctx->publisher(std::string(255, 't')).ok()) << "255 bytes is a topic";
 
-  auto sub = (*sctx)->subscriber("e");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("e");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  Seen seen;
-  ASSERT_TRUE(Until([&] { return pub->is_connected(); },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }));
   std::uint64_t v = 1;
   auto every_call_is_closed = [&](Publisher& p) {
     EXPECT_TRUE(p.is_closed());
@@ -715,12 +689,12 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
   EXPECT_FALSE(sub->wait(1000));
 
   // Destroying the context closes what it opened; the handles stay safe to call.
-  auto pub2 = (*pctx)->publisher("e2");
+  auto pub2 = pctx->publisher("e2");
   ASSERT_TRUE(pub2.ok()) << pub2.status();
-  auto sub2 = (*sctx)->subscriber("e2");
+  auto sub2 = sctx->subscriber("e2");
   ASSERT_TRUE(sub2.ok()) << sub2.status();
-  pctx->reset();
-  sctx->reset();
+  pctx.reset();
+  sctx.reset();
   every_call_is_closed(*pub2);
   EXPECT_EQ(Drain(*sub2, seen), 0);
   EXPECT_FALSE(sub2->wait(1000));
@@ -735,15 +709,13 @@ TEST_P(Contract, MistakesGetAClearAnswer) {
 // publishers' slots at once.
 TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
   const Configs cfg = Config(11, {.shm = "", .udp = "", .rdma = "", .pool_slots = 4096});
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, pair));
   for (std::uint64_t round = 1; round <= 12; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
-    auto sub = (*sctx)->subscriber("again");
+    auto sub = pair.sctx->subscriber("again");
     ASSERT_TRUE(sub.ok()) << sub.status();
-    auto pub = (*pctx)->publisher("again");
+    auto pub = pair.pctx->publisher("again");
     ASSERT_TRUE(pub.ok()) << pub.status();
     Seen seen;
     std::int64_t r = kNotConnected;
@@ -768,7 +740,7 @@ TEST_P(Contract, OpeningAndClosingAgainAndAgainUsesNothingUp) {
 // first poll. Every mode connects both ways and delivers.
 TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
   const Configs cfg = Config(5);
-  std::atomic<int> failures{0};
+  std::atomic<int> failures{0}, received{0};
   std::string why[2];
   auto side = [&](int i, const char* in, const char* out) {
     auto ctx = Context::from_string(i == 0 ? cfg.a : cfg.b, i == 0 ? "a.toml" : "b.toml");
@@ -805,9 +777,15 @@ TEST_P(Contract, ApplicationsThatWaitForTheirPublisherBeforePollingConnect) {
     if (got != 8 - static_cast<std::uint64_t>(i)) {
       why[i] = absl::StrCat("received ", got);
       ++failures;
+      return;
     }
+    ++received;
     // Stay until the other side received too (closing would end its stream early).
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (void)Until([&] { return received == 2 || failures != 0; },
+                [&] {
+                  (void)pub->service();
+                  sub->poll([](const Message&) {}, 16);
+                });
   };
   std::thread a(side, 0, "b2a", "a2b");
   std::thread b(side, 1, "a2b", "b2a");

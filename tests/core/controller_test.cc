@@ -110,6 +110,18 @@ void add_periodic(std::vector<std::int64_t>& v, std::int64_t from, std::int64_t 
 }
 
 // Invariants every scenario must satisfy.
+// 500 arrivals from 1 ms on, 80% of the gaps 30 us and every fifth 1 ms, run to the last;
+// returns its time.
+std::int64_t run_mostly_short_gaps(Sim& s) {
+  std::int64_t t = 1 * kMs;
+  for (int i = 0; i < 500; ++i) {
+    s.arrivals.push_back(t);
+    t += i % 5 == 4 ? 1 * kMs : 30 * kUs;
+  }
+  s.run_until(t);
+  return t;
+}
+
 void expect_accounting(const Sim& s) {
   const ControllerCounters& c = s.ctl.counters();
   EXPECT_EQ(s.time_sum(), s.now - s.start_ns) << "time in modes must add up to the elapsed time";
@@ -310,12 +322,7 @@ TEST(PollControllerTest, SpinBudgetFollowsTheGapQuantile) {
   // 80% of the gaps 30 us, 20% 1 ms: the 0.9 quantile is 1 ms > threshold -> budget 0.
   {
     Sim s(o);
-    std::int64_t t = 1 * kMs;
-    for (int i = 0; i < 500; ++i) {
-      s.arrivals.push_back(t);
-      t += i % 5 == 4 ? 1 * kMs : 30 * kUs;
-    }
-    s.run_until(t);
+    run_mostly_short_gaps(s);
     EXPECT_EQ(s.ctl.spin_budget_ns(), 0);
     EXPECT_GT(s.ctl.quantile_gap_ns(), 1 * kMs);
     EXPECT_NE(s.ctl.mode(), PollMode::kBusy);
@@ -326,12 +333,7 @@ TEST(PollControllerTest, SpinBudgetFollowsTheGapQuantile) {
     ControllerOptions q = o;
     q.spin_quantile = 0.75;
     Sim s(q);
-    std::int64_t t = 1 * kMs;
-    for (int i = 0; i < 500; ++i) {
-      s.arrivals.push_back(t);
-      t += i % 5 == 4 ? 1 * kMs : 30 * kUs;
-    }
-    s.run_until(t);
+    const std::int64_t t = run_mostly_short_gaps(s);
     EXPECT_EQ(s.ctl.mode(), PollMode::kSpin);
     EXPECT_GE(s.ctl.spin_budget_ns(), 30 * kUs);
     EXPECT_LE(s.ctl.spin_budget_ns(), 30 * kUs * 5 / 4 + s.cycle_ns);

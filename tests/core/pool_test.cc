@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/buffer_pool.h"
 #include "pollux/pollux.h"
+#include "tests/support/process.h"
 
 namespace pollux::core {
 namespace {
@@ -255,24 +256,9 @@ std::string RunWithLowMemlock() {
 }
 
 TEST(BufferPoolTest, LowMemlockLimitAffectsNothingWithoutRdma) {
-  int pfd[2];
-  ASSERT_EQ(pipe(pfd), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(pfd[0]);
-    const std::string msg = RunWithLowMemlock();
-    (void)!write(pfd[1], msg.data(), msg.size());
-    _exit(0);
-  }
-  close(pfd[1]);
-  std::string msg;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(pfd[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-  close(pfd[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st)) << msg;
+  const testing::ForkResult child = testing::run_forked(RunWithLowMemlock);
+  const std::string& msg = child.out;
+  ASSERT_TRUE(WIFEXITED(child.status)) << msg;
   std::printf("%s\n", msg.c_str());
   EXPECT_EQ(msg.find("pool ok"), 0u) << msg;
   EXPECT_NE(msg.find("mlock refused"), std::string::npos) << msg;

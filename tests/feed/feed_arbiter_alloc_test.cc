@@ -11,7 +11,7 @@
 #include "itch/generator.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"
-#include "tests/data_path_probe.h"
+#include "tests/support/data_path_probe.h"
 
 namespace pollux::feed {
 namespace {

@@ -36,7 +36,7 @@
 #include "itch/moldudp64.h"
 #include "itch/reader.h"
 #include "tests/itch/test_util.h"
-#include "tests/udp_ports.h"
+#include "tests/support/udp_ports.h"
 
 extern char** environ;
 

@@ -202,14 +202,26 @@ TEST(Decomposition, StagesFromStageTimesKeepTheirOrder) {
   EXPECT_EQ(s.ns[kDelivery], 70);
 }
 
-TEST(Decomposition, ChecksComputePerturbationAndCoverage) {
+// Ten Inline() samples, 1 us apart, of `gap_ns` each.
+std::unique_ptr<Decomposer> TenSamples(std::int64_t gap_ns) {
   auto d = std::make_unique<Decomposer>(0.0);
-  for (int i = 0; i < 10; ++i) d->add(Inline(1'000'000 + i * 1000, 950));
+  for (int i = 0; i < 10; ++i) d->add(Inline(1'000'000 + i * 1000, gap_ns));
+  return d;
+}
+
+// The checks of an RTT/2 run whose untraced p50 is 1000 ns and traced p50 `traced_ns`.
+Checks AgainstUntraced(double traced_ns) {
   Checks c;
   c.have_untraced = true;
   c.untraced_p50_ns = 1000;
-  c.traced_p50_ns = 1030;
+  c.traced_p50_ns = traced_ns;
   c.method = "RTT/2";
+  return c;
+}
+
+TEST(Decomposition, ChecksComputePerturbationAndCoverage) {
+  auto d = TenSamples(950);
+  Checks c = AgainstUntraced(1030);
   EXPECT_NEAR(c.perturbation_pct(), 3.0, 1e-9);
   EXPECT_NEAR(c.coverage_pct(*d), 95.0, 1e-9);
   const std::string t = format_table(*d, transport_notes("shm"), c);
@@ -220,16 +232,11 @@ TEST(Decomposition, ChecksComputePerturbationAndCoverage) {
 // UDP with kernel timestamps: the library-only stream gives the perturbation and the coverage;
 // the kernel's share is the decomposed stream against it.
 TEST(Decomposition, ChecksSplitTheLibrarysTracingFromTheKernelTimestamps) {
-  auto d = std::make_unique<Decomposer>(0.0);
-  for (int i = 0; i < 10; ++i) d->add(Inline(1'000'000 + i * 1000, 1150));
-  Checks c;
-  c.have_untraced = true;
-  c.untraced_p50_ns = 1000;
-  c.traced_p50_ns = 1200;
+  auto d = TenSamples(1150);
+  Checks c = AgainstUntraced(1200);
   c.have_library_only = true;
   c.library_only_p50_ns = 1020;
   c.library_only_e2e_p50_ns = 970;
-  c.method = "RTT/2";
   EXPECT_NEAR(c.perturbation_pct(), 2.0, 1e-9);
   EXPECT_NEAR(c.traced_perturbation_pct(), 20.0, 1e-9);
   EXPECT_NEAR(c.kernel_timestamps_pct(), 100.0 * 180.0 / 1020.0, 1e-9);

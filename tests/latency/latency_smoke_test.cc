@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,10 +26,7 @@
 #include "tests/latency/json_lite.h"
 #include "tools/latency/decomposition.h"
 
-// tests/feed/feed_process.h runs a program as a bounded child process; it names the program
-// by this macro.
-#define POLLUX_FEED_BIN POLLUX_LATENCY_BIN
-#include "tests/feed/feed_process.h"
+#include "tests/support/process.h"
 
 namespace pollux::latency {
 namespace {
@@ -43,10 +41,21 @@ struct ToolRun {
   std::string out;
 };
 
+// build/bin/pollux-latency with `args`, its stdout and stderr collected together. `before_exec`
+// (optional) runs with its pid before it starts.
+testing::Child Latency(const std::vector<std::string>& args, std::function<void(pid_t)> before_exec = {}) {
+  std::vector<std::string> argv = {POLLUX_LATENCY_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::SpawnOptions o;
+  o.merge_stderr = true;
+  o.before_exec = std::move(before_exec);
+  return testing::spawn(argv, o);
+}
+
 ToolRun RunTool(const std::vector<std::string>& args, int seconds = 120) {
-  feedtest::FeedProcess p(args);
-  const int st = p.Wait(seconds);
-  return {st, p.output()};
+  testing::Child p = Latency(args);
+  const int st = p.wait(seconds);
+  return {st, p.output};
 }
 
 std::string ReadFile(const fs::path& p) {
@@ -427,16 +436,16 @@ struct Pong {
 };
 // On failure the tool and every child it has are killed: a tool that does not stop its children
 // must not leave them to the machine.
-Pong WaitUntilMeasuring(feedtest::FeedProcess& p) {
-  const bool measuring = p.WaitForOutput(
+Pong WaitUntilMeasuring(testing::Child& p) {
+  const bool measuring = p.wait_for_output(
       [](const std::string& out) { return out.find("measuring (warm-up done)") != std::string::npos; }, 200);
-  EXPECT_TRUE(measuring) << "no \"measuring\" line; output:\n" << p.output();
+  EXPECT_TRUE(measuring) << "no \"measuring\" line; output:\n" << p.output;
   if (!measuring) {
-    for (pid_t c : ChildrenOf(p.pid())) kill(c, SIGKILL);
-    p.Signal(SIGKILL);
+    for (pid_t c : ChildrenOf(p.pid)) kill(c, SIGKILL);
+    p.signal(SIGKILL);
     return {};
   }
-  const std::vector<pid_t> children = ChildrenOf(p.pid());
+  const std::vector<pid_t> children = ChildrenOf(p.pid);
   EXPECT_EQ(children.size(), 1u) << "the tool's children while it measures: " << children.size();
   if (children.size() != 1) return {};
   return {children[0], core::process_start_time(children[0])};
@@ -446,6 +455,22 @@ Pong WaitUntilMeasuring(feedtest::FeedProcess& p) {
 // later (reused).
 bool Gone(const Pong& pong) { return core::process_start_time(pong.pid) != pong.start; }
 
+// Sends `sig` (named `name`) to a measuring tool: it stops with 128 + sig, says why, and has
+// reaped its pong process (the pid is gone at once: a child left running, or a zombie nobody
+// reaped, keeps it) and removed the run's files.
+void ExpectStoppedBy(testing::Child& p, const Pong& pong, int sig, const std::string& name) {
+  p.signal(sig);
+  const int status = p.wait(120);
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output;
+  EXPECT_EQ(status, 128 + sig) << p.output;
+  EXPECT_THAT(p.output, HasSubstr("pollux-latency: stopped by " + name)) << p.output;
+  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
+      << "pong process " << pong.pid << " still there: " << ProcessState(pong.pid);
+  if (!Gone(pong)) kill(pong.pid, SIGKILL);
+  const std::vector<std::string> left = RunFiles(p.pid);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
+}
+
 // Ctrl-C in the middle of a measurement: the tool stops, prints what it measured (and writes it
 // to --json, marked), reaps the pong process and removes the run's stream logs and CPU claims,
 // and exits 130. Ping-pong with a count no run finishes.
@@ -453,79 +478,60 @@ TEST_F(LatencySmoke, SigintMidRunStopsReapsThePongProcessAndRemovesTheRunsFiles)
   for (const char* transport : {"shm", "udp"}) {
     SCOPED_TRACE(transport);
     const fs::path json = dir_ / (std::string("sigint-") + transport + ".json");
-    feedtest::FeedProcess p({"--set", std::string("transport.kind=") + transport, "--count", "1000000000", "--warmup",
-                             "100", "--json", json.string()});
+    testing::Child p = Latency({"--set", std::string("transport.kind=") + transport, "--count", "1000000000",
+                                "--warmup", "100", "--json", json.string()});
     const Pong pong = WaitUntilMeasuring(p);
     if (pong.pid == 0) continue;
     if (std::string(transport) == "shm") {
       // The run's files exist while it runs (so that their absence below means something).
-      EXPECT_GE(RunFiles(p.pid()).size(), 4u) << "the four stream logs of a shm run";
+      EXPECT_GE(RunFiles(p.pid).size(), 4u) << "the four stream logs of a shm run";
     }
-    p.Signal(SIGINT);
-    const int status = p.Wait(120);
-    EXPECT_FALSE(p.killed_after_timeout()) << p.output();
-    EXPECT_EQ(status, 130) << p.output();
-    EXPECT_THAT(p.output(), HasSubstr("pollux-latency: stopped by SIGINT")) << p.output();
-    EXPECT_THAT(p.output(),
+    ExpectStoppedBy(p, pong, SIGINT, "SIGINT");  // 130
+    EXPECT_THAT(p.output,
                 ::testing::ContainsRegex("interrupted by SIGINT after [1-9][0-9]* of the [0-9]+ round trips"));
-    EXPECT_THAT(p.output(), HasSubstr("end-to-end (one-way, sum of stages)"));
-    // The tool reaped the pong process before exiting: its pid is gone at once (a child left
-    // running, or a zombie nobody reaped, keeps it).
-    EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
-        << "pong process " << pong.pid << " still there: " << ProcessState(pong.pid);
-    if (!Gone(pong)) kill(pong.pid, SIGKILL);
-    const std::vector<std::string> left = RunFiles(p.pid());
-    EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
+    EXPECT_THAT(p.output, HasSubstr("end-to-end (one-way, sum of stages)"));
     std::string err;
     const std::string text = ReadFile(json);
     auto v = jsonlite::Parse(text, &err);
-    ASSERT_TRUE(v.has_value()) << err << "\n" << text << "\n" << p.output();
+    ASSERT_TRUE(v.has_value()) << err << "\n" << text << "\n" << p.output;
     const Value* in = v->get("interrupted");
     ASSERT_TRUE(in != nullptr && in->is_object()) << text;
     EXPECT_EQ(in->get("signal")->str, "SIGINT") << text;
     EXPECT_GT(in->get("completed")->num, 0) << text;
-    RemoveRunFiles(p.pid());
+    RemoveRunFiles(p.pid);
   }
 }
 
 // SIGTERM is handled like Ctrl-C: exit status 143.
 TEST_F(LatencySmoke, SigtermStopsTheRunLikeSigint) {
-  feedtest::FeedProcess p({"--count", "1000000000", "--warmup", "100"});
+  testing::Child p = Latency({"--count", "1000000000", "--warmup", "100"});
   const Pong pong = WaitUntilMeasuring(p);
   ASSERT_NE(pong.pid, 0);
-  p.Signal(SIGTERM);
-  const int status = p.Wait(120);
-  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
-  EXPECT_EQ(status, 143) << p.output();
-  EXPECT_THAT(p.output(), HasSubstr("stopped by SIGTERM"));
-  EXPECT_TRUE(PollUntil([&] { return Gone(pong); }, 30))
-      << "pong process " << pong.pid << ": " << ProcessState(pong.pid);
-  if (!Gone(pong)) kill(pong.pid, SIGKILL);
-  EXPECT_TRUE(RunFiles(p.pid()).empty()) << ::testing::PrintToString(RunFiles(p.pid()));
-  RemoveRunFiles(p.pid());
+  ExpectStoppedBy(p, pong, SIGTERM, "SIGTERM");  // 143
+  RemoveRunFiles(p.pid);
 }
 
 // The pong process dies with its parent however the parent dies: killed outright (SIGKILL: no
 // handler runs), the parent cannot stop it, but the parent-death signal does, and the pong
 // process then closes its Context - removing its own stream logs - before it exits.
 TEST_F(LatencySmoke, PongProcessDiesWithItsParent) {
-  feedtest::FeedProcess p({"--count", "1000000000", "--warmup", "100"});
+  testing::Child p = Latency({"--count", "1000000000", "--warmup", "100"});
   const Pong pong = WaitUntilMeasuring(p);
   ASSERT_NE(pong.pid, 0);
-  p.Signal(SIGKILL);
-  EXPECT_EQ(p.Wait(60), 128 + SIGKILL);
+  p.signal(SIGKILL);
+  EXPECT_EQ(p.wait(60), 128 + SIGKILL);
   // Orphaned, it is init's to reap: it counts as gone once it no longer runs (a zombie).
   EXPECT_TRUE(PollUntil([&] { return Gone(pong) || !core::process_alive(static_cast<int>(pong.pid), pong.start); }, 60))
       << "pong process " << pong.pid << " outlived its parent: " << ProcessState(pong.pid);
   if (!Gone(pong)) kill(pong.pid, SIGKILL);
   // The pong side publishes lat.pong.t and lat.pong.u (stream ids 2147480002, 2147480004): the
   // logs it created are gone; the killed parent's stay (removed here).
-  const std::vector<std::string> left = RunFiles(p.pid());
+  const std::vector<std::string> left = RunFiles(p.pid);
   for (const std::string& f : left) {
     EXPECT_EQ(f.find("-stream-2147480002.log"), std::string::npos) << ::testing::PrintToString(left);
     EXPECT_EQ(f.find("-stream-2147480004.log"), std::string::npos) << ::testing::PrintToString(left);
   }
-  RemoveRunFiles(p.pid());
+  RemoveRunFiles(p.pid);
 }
 
 // ---- UDP ports ---------------------------------------------------------------------------------
@@ -559,17 +565,17 @@ struct PortHolder {
 TEST_F(LatencySmoke, UdpRunPicksFreePortsWhenOthersHoldTheOnesItUsedToCompute) {
   PortHolder holder;
   const fs::path json = dir_ / "udp-held.json";
-  feedtest::FeedProcess p({"--set", "transport.kind=udp", "--set", "runtime.threading=inline", "--count", "200",
-                           "--warmup", "20", "--json", json.string()},
-                          POLLUX_LATENCY_BIN, [&](pid_t pid) {
-                            const int base = 52000 + static_cast<int>(pid % 400) * 32;
-                            for (int i = 0; i < 8; ++i) holder.hold(base + i);
-                          });
-  const int status = p.Wait(300);
+  testing::Child p = Latency({"--set", "transport.kind=udp", "--set", "runtime.threading=inline", "--count", "200",
+                              "--warmup", "20", "--json", json.string()},
+                             [&](pid_t pid) {
+                               const int base = 52000 + static_cast<int>(pid % 400) * 32;
+                               for (int i = 0; i < 8; ++i) holder.hold(base + i);
+                             });
+  const int status = p.wait(300);
   EXPECT_GT(holder.held, 0) << "none of the ports could be held: the test shows nothing";
-  EXPECT_FALSE(p.killed_after_timeout()) << p.output();
-  const Value v = CheckRun({status, p.output()}, "udp", json);
-  EXPECT_THAT(p.output(), Not(HasSubstr("already in use"))) << p.output();
+  EXPECT_FALSE(p.killed_after_timeout()) << p.output;
+  const Value v = CheckRun({status, p.output}, "udp", json);
+  EXPECT_THAT(p.output, Not(HasSubstr("already in use"))) << p.output;
 }
 
 // A udp.port given in the configuration is kept: the streams take it and the next five.

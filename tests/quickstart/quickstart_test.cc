@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/shm/process.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/process.h"
 
 namespace pollux::testing {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/run_command.h"
+#include "tests/support/process.h"
 
 namespace {
 

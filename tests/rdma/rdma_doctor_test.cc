@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/latency/json_lite.h"
-#include "tests/run_command.h"
+#include "tests/support/process.h"
 
 namespace {
 

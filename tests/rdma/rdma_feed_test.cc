@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/itch_data.h"
 #include "tests/rdma/rdma_test_util.h"
-#include "tests/shm/process.h"
+#include "tests/support/itch_data.h"
+#include "tests/support/process.h"
 
 namespace pollux {
 namespace {

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/rdma/rdma_test_util.h"
-#include "tests/shm/process.h"
+#include "tests/support/process.h"
 
 namespace pollux {
 namespace {

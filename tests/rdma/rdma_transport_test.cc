@@ -36,7 +36,7 @@
 #include "transport/rdma/rdma_transport.h"
 
 // Data-path probes: malloc/mutex/spinlock calls made by this thread while `g_counting` is set.
-#include "tests/data_path_probe.h"
+#include "tests/support/data_path_probe.h"
 
 namespace pollux {
 namespace {

@@ -1,6 +1,6 @@
 // The hot path takes no heap allocation and no mutex, checked by counting: after a warm-up,
 // offer() and poll() on the application thread run with malloc & co. and pthread_mutex_lock
-// interposed (tests/data_path_probe.h). Shared memory in inline and dedicated threading, UDP
+// interposed (tests/support/data_path_probe.h). Shared memory in inline and dedicated threading, UDP
 // (loopback unicast) in inline threading; the RDMA transport has the same test in the
 // Soft-RoCE VM (tests/rdma/rdma_transport_test.cc, RdmaDataPath).
 #include <unistd.h>
@@ -17,9 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
-#include "tests/data_path_probe.h"
 #include "tests/shm/test_util.h"
-#include "tests/udp_ports.h"
+#include "tests/support/data_path_probe.h"
+#include "tests/support/udp_ports.h"
 
 namespace pollux {
 namespace {

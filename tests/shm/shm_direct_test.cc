@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "pollux/pollux.h"
+#include "tests/shm/log_fixture.h"
 #include "tests/shm/test_util.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
@@ -19,38 +20,16 @@ namespace pollux::transport::shm {
 namespace {
 
 using pollux::testing::check_payload;
-using pollux::testing::fill_payload;
 using pollux::testing::payload_len;
 
-struct Fixture {
-  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy) {
-    seg = pollux::testing::create_test_segment("directtest", log_size, fc, 5);
-    writer.init(seg.get(), fc);
-    auto a = Segment::attach(seg->path(), 5);
-    EXPECT_TRUE(a.ok()) << a.status();
-    rseg = std::move(*a);
-    slot = rseg->slot(0);
-    slot->pid = getpid();
-    EXPECT_TRUE(r.init(rseg.get(), slot, false));
-    slot->state.store(kSlotActive);
-    rseg->header()->writer.subscribers.fetch_add(1);
-  }
-  ~Fixture() { seg->unlink(); }
+// One reader (slot 0) at the newest message.
+struct Fixture : LogFixture {
+  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy)
+      : LogFixture("directtest", log_size, fc, 5), rd(reader()), r(rd->r), slot(rd->slot) {}
 
-  bool write(std::uint64_t s, std::uint32_t len, std::uint16_t flags = 0) {
-    LogWriter::Claim c;
-    const std::uint32_t extra = (flags & core::kFlagTraced) ? sizeof(core::StageTrace) : 0;
-    if (!writer.try_claim(core::kFrameHeaderSize + extra + len, &c)) return false;
-    std::memset(c.frame + core::kFrameHeaderSize, 0, extra);
-    fill_payload(c.frame + core::kFrameHeaderSize + extra, len, s);
-    writer.commit(c, flags, static_cast<std::int64_t>(s));
-    return true;
-  }
-
-  std::unique_ptr<Segment> seg, rseg;
-  LogWriter writer;
-  LogReader r;
-  SubscriberSlot* slot = nullptr;
+  std::unique_ptr<Reader> rd;
+  LogReader& r;
+  SubscriberSlot* slot;
 };
 
 struct Out {
@@ -148,19 +127,28 @@ TEST(ShmDirectTest, LappedReaderGetsTheExactGapCount) {
 
 // Lossy: the writer laps the views while the handler holds them; the next poll reports them
 // as an overrun gap (then the lapped gap), exactly.
-TEST(ShmDirectTest, LossyOverrunDuringDirectDeliveryIsReported) {
-  Fixture f(64 << 10);
+// Messages 1-5 read (the joining resync, poll()), then 6-15 delivered directly while
+// `meanwhile` runs and the writer goes on to 2000, lapping the reader: what drain() finds after.
+void DeliverTenWhileLapped(Fixture& f, const std::function<void()>& meanwhile, Out* after) {
   for (std::uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(f.write(s, 100));
-  ASSERT_EQ(drain(f).seqs.size(), 5u);  // the joining resync (poll())
+  ASSERT_EQ(drain(f).seqs.size(), 5u);
   for (std::uint64_t s = 6; s <= 15; ++s) ASSERT_TRUE(f.write(s, 100));
   Out o;
   ASSERT_EQ(poll_once(f, o, 10,
                       [&] {
+                        meanwhile();
                         for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
                       }),
             10u);
   EXPECT_EQ(o.direct, 10u);
-  Out d = drain(f);
+  *after = drain(f);
+}
+
+TEST(ShmDirectTest, LossyOverrunDuringDirectDeliveryIsReported) {
+  Fixture f(64 << 10);
+  Out d;
+  ASSERT_NO_FATAL_FAILURE(DeliverTenWhileLapped(
+      f, [] {}, &d));
   EXPECT_EQ(f.r.overruns(), 1u);
   ASSERT_EQ(d.gaps.size(), 2u);
   EXPECT_EQ(d.gaps[0].reason, kGapOverrun);
@@ -175,18 +163,10 @@ TEST(ShmDirectTest, LossyOverrunDuringDirectDeliveryIsReported) {
 // it may, and views held during delivery are then checked before the position is published.
 TEST(ShmDirectTest, BackpressureEvictionDuringDirectDeliveryIsReported) {
   Fixture f(64 << 10, core::FlowControl::kBackpressure);
-  for (std::uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(f.write(s, 100));
-  ASSERT_EQ(drain(f).seqs.size(), 5u);  // the joining resync (poll())
-  for (std::uint64_t s = 6; s <= 15; ++s) ASSERT_TRUE(f.write(s, 100));
-  Out o;
-  ASSERT_EQ(poll_once(f, o, 10,
-                      [&] {
-                        f.slot->state.store(kSlotEvicted);  // as LogWriter::reap_subscribers does
-                        for (std::uint64_t s = 16; s <= 2000; ++s) ASSERT_TRUE(f.write(s, 100));
-                      }),
-            10u);
-  EXPECT_EQ(o.direct, 10u);
-  Out d = drain(f);
+  Out d;
+  // Evicted as LogWriter::reap_subscribers does, so the writer may lap it.
+  ASSERT_NO_FATAL_FAILURE(DeliverTenWhileLapped(
+      f, [&] { f.slot->state.store(kSlotEvicted); }, &d));
   EXPECT_EQ(f.r.overruns(), 1u);
   ASSERT_GE(d.gaps.size(), 1u);
   EXPECT_EQ(d.gaps[0].reason, kGapOverrun);

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/shm/process.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/process.h"
 
 namespace pollux::testing {
 namespace {
@@ -27,10 +27,11 @@ TEST_P(ShmIpcTest, OneMillionMessagesInOrderNoLossThroughZeroCopyViews) {
       write_file(::testing::TempDir() + "/" + name + ".toml", config(name, GetParam(), "backpressure", "1MiB"));
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
-  Child sub = spawn({POLLUX_TEST_PEER, "sub", cfg, "ticks", "1000000", "--no-loss", "--max-size", "120", "--ready-fd",
-                     std::to_string(ready[1]), "--timeout", "240"},
+  Child sub = spawn({POLLUX_TEST_PEER, "sub", "--config", cfg, "--topic", "ticks", "--count", "1000000", "--until-end",
+                     "--no-loss", "--max-size", "120", "--ready-fd", std::to_string(ready[1]), "--timeout", "240"},
                     {ready[1]});
-  Child pub = spawn({POLLUX_TEST_PEER, "pub", cfg, "ticks", "1000000", "--max-size", "120", "--timeout", "240"});
+  Child pub = spawn({POLLUX_TEST_PEER, "pub", "--config", cfg, "--topic", "ticks", "--count", "1000000", "--max-size",
+                     "120", "--timeout", "240"});
   const int pub_rc = wait_child(pub, 300);
   const int sub_rc = wait_child(sub, 300);
   EXPECT_EQ(pub_rc, 0) << pub.output;
@@ -38,7 +39,7 @@ TEST_P(ShmIpcTest, OneMillionMessagesInOrderNoLossThroughZeroCopyViews) {
   EXPECT_EQ(field(sub.output, "received"), 1000000) << sub.output;
   EXPECT_EQ(field(sub.output, "lost"), 0) << sub.output;
   EXPECT_EQ(field(sub.output, "bad"), 0) << sub.output;
-  EXPECT_EQ(field(sub.output, "out_of_order"), 0) << sub.output;
+  EXPECT_EQ(field(sub.output, "order_errors"), 0) << sub.output;
   EXPECT_EQ(field(sub.output, "last"), 1000000) << sub.output;
   close(ready[0]);
   close(ready[1]);
@@ -48,9 +49,10 @@ TEST_P(ShmIpcTest, ZeroCopyClaimCommitAcrossProcesses) {
   const std::string name = unique_name("ipcclaim");
   const std::string cfg =
       write_file(::testing::TempDir() + "/" + name + ".toml", config(name, GetParam(), "backpressure", "256KiB"));
-  Child sub =
-      spawn({POLLUX_TEST_PEER, "sub", cfg, "claims", "100000", "--no-loss", "--max-size", "700", "--timeout", "120"});
-  Child pub = spawn({POLLUX_TEST_PEER, "pub", cfg, "claims", "100000", "--claim", "--max-size", "700"});
+  Child sub = spawn({POLLUX_TEST_PEER, "sub", "--config", cfg, "--topic", "claims", "--count", "100000", "--until-end",
+                     "--no-loss", "--max-size", "700", "--timeout", "120"});
+  Child pub = spawn({POLLUX_TEST_PEER, "pub", "--config", cfg, "--topic", "claims", "--count", "100000", "--claim",
+                     "--max-size", "700"});
   EXPECT_EQ(wait_child(pub, 180), 0) << pub.output;
   EXPECT_EQ(wait_child(sub, 180), 0) << sub.output;
   EXPECT_EQ(field(sub.output, "received"), 100000) << sub.output;
@@ -66,10 +68,12 @@ TEST_P(ShmIpcTest, LappedSlowSubscriberGetsGapWithTheRightCount) {
   ASSERT_EQ(pipe(ready), 0);
   ASSERT_EQ(pipe(start), 0);
   // The publisher waits for a subscriber; the subscriber attaches and then does not read.
-  Child pub = spawn({POLLUX_TEST_PEER, "pub", cfg, "lap", "20000", "--max-size", "100"});
-  Child sub = spawn({POLLUX_TEST_PEER, "sub", cfg, "lap", "20000", "--max-size", "100", "--ready-fd",
-                     std::to_string(ready[1]), "--start-fd", std::to_string(start[0]), "--timeout", "120"},
-                    {ready[1], start[0]});
+  Child pub =
+      spawn({POLLUX_TEST_PEER, "pub", "--config", cfg, "--topic", "lap", "--count", "20000", "--max-size", "100"});
+  Child sub = spawn(
+      {POLLUX_TEST_PEER, "sub", "--config", cfg, "--topic", "lap", "--count", "20000", "--until-end", "--max-size",
+       "100", "--ready-fd", std::to_string(ready[1]), "--start-fd", std::to_string(start[0]), "--timeout", "120"},
+      {ready[1], start[0]});
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
   ASSERT_EQ(wait_child(pub, 120), 0) << pub.output;  // 20000 x ~96 B through a 64 KiB log
@@ -87,7 +91,7 @@ TEST_P(ShmIpcTest, LappedSlowSubscriberGetsGapWithTheRightCount) {
     EXPECT_GE(field(sub.output, "gaps"), 1) << sub.output;
     EXPECT_LE(field(sub.output, "gaps"), 4) << sub.output;
   }
-  EXPECT_EQ(field(sub.output, "out_of_order"), 0) << sub.output;
+  EXPECT_EQ(field(sub.output, "order_errors"), 0) << sub.output;
   EXPECT_EQ(field(sub.output, "bad"), 0) << sub.output;
   EXPECT_EQ(field(sub.output, "last"), 20000) << sub.output;
   for (int fd : {ready[0], ready[1], start[0], start[1]}) close(fd);

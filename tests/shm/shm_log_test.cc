@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/shm/log_fixture.h"
 #include "tests/shm/test_util.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
@@ -22,43 +23,9 @@ using pollux::testing::check_payload;
 using pollux::testing::fill_payload;
 using pollux::testing::payload_len;
 
-struct Fixture {
-  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy, std::uint32_t stream = 5) {
-    seg = pollux::testing::create_test_segment("logtest", log_size, fc, stream);
-    writer.init(seg.get(), fc);
-  }
-  ~Fixture() { seg->unlink(); }
-
-  // A reader with its own mapping and slot, as a subscriber process would have.
-  struct Reader {
-    std::unique_ptr<Segment> seg;
-    LogReader r;
-    SubscriberSlot* slot;
-  };
-  std::unique_ptr<Reader> reader(bool at_start = false) {
-    auto rd = std::make_unique<Reader>();
-    auto s = Segment::attach(seg->path(), seg->header()->layout.stream_id);
-    EXPECT_TRUE(s.ok()) << s.status();
-    rd->seg = std::move(*s);
-    rd->slot = rd->seg->slot(nslots++);
-    rd->slot->pid = getpid();
-    EXPECT_TRUE(rd->r.init(rd->seg.get(), rd->slot, at_start));
-    rd->slot->state.store(kSlotActive);
-    rd->seg->header()->writer.subscribers.fetch_add(1);
-    return rd;
-  }
-
-  bool write(std::uint64_t s, std::uint32_t len) {
-    LogWriter::Claim c;
-    if (!writer.try_claim(core::kFrameHeaderSize + len, &c)) return false;
-    fill_payload(c.frame + core::kFrameHeaderSize, len, s);
-    writer.commit(c, 0, static_cast<std::int64_t>(s));
-    return true;
-  }
-
-  std::unique_ptr<Segment> seg;
-  LogWriter writer;
-  std::uint32_t nslots = 0;
+struct Fixture : LogFixture {
+  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy, std::uint32_t stream = 5)
+      : LogFixture("logtest", log_size, fc, stream) {}
 };
 
 struct Drained {

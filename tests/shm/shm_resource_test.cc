@@ -22,8 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
-#include "tests/shm/process.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/process.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux {
@@ -58,9 +58,7 @@ std::string line(const std::string& key, const absl::Status& s) {
 
 // Runs body in a forked child; returns how it ended and what it wrote. A child killed by a
 // signal (SIGBUS before the fix) is reported as such.
-struct Outcome {
-  int status = 0;
-  std::string out;
+struct Outcome : pollux::testing::ForkResult {
   std::string get(const std::string& key) const {
     for (absl::string_view l : absl::StrSplit(out, '\n')) {
       if (absl::StartsWith(l, key + "\t")) return std::string(l.substr(key.size() + 1));
@@ -68,25 +66,7 @@ struct Outcome {
     return "<missing " + key + ">";
   }
 };
-Outcome in_child(const std::function<std::string()>& body) {
-  int p[2];
-  if (pipe(p) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    const std::string r = body();
-    (void)!write(p[1], r.data(), r.size());
-    _exit(0);
-  }
-  close(p[1]);
-  Outcome o;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) o.out.append(buf, static_cast<std::size_t>(n));
-  close(p[0]);
-  waitpid(pid, &o.status, 0);
-  return o;
-}
+Outcome in_child(const std::function<std::string()>& body) { return {pollux::testing::run_forked(body)}; }
 
 // In the child: a private mount namespace with a tmpfs of `size` on dir. "" or "SKIP reason".
 std::string mount_small_tmpfs(const std::string& dir, const char* size) {

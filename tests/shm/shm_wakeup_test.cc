@@ -24,6 +24,7 @@
 #include "core/wakeup.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/threads.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_transport.h"
@@ -34,6 +35,18 @@ namespace {
 using pollux::testing::unique_name;
 
 // ---- in one process: the arm protocol, step by step ------------------------------------------------
+
+// Waits for `done` to hold; false only when it never does (60 s: far above any delay a loaded
+// machine causes).
+template <typename F>
+bool eventually(F&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
 
 std::uint64_t counter_value(const std::string& path, const std::string& scope, const std::string& name) {
   auto snap = core::read_counters_file(path);
@@ -184,12 +197,16 @@ TEST_F(WakeFixture, ASleepingThreadIsWokenByTheWriter) {
     core::FutexWait w[8];
     ASSERT_EQ(source_->futex_waits({w, 8}), 1u);
     std::atomic<bool> woke{false};
+    std::atomic<pid_t> tid{0};
     std::thread sleeper([&] {
+      tid = ::gettid();
       // 10 s: a lost wake-up fails the test instead of hanging it.
       const int r = core::futex_wait_any({w, 1}, 10'000'000'000);
       woke.store(r == 0);
     });
-    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // usually asleep by now
+    if (round % 2 == 0) {  // every other round the writer finds the thread asleep in the futex
+      EXPECT_TRUE(eventually([&] { return tid != 0 && pollux::testing::thread_sleeping(tid); })) << "round " << round;
+    }
     publish(1);
     sleeper.join();
     EXPECT_TRUE(woke.load()) << "round " << round;
@@ -283,7 +300,7 @@ TEST_F(WakeFixture, APollerWithAnUnwakeableReaderNeverSleeps) {
     poller.add_source(source_);
     const absl::Status started = poller.start(core::IdleKind::kInterrupt, -1);
     ASSERT_TRUE(started.ok()) << started;
-    while (value("arm_refused") < 100) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(eventually([&] { return value("arm_refused") >= 100; }));
     EXPECT_EQ(value("sleeps"), 0u);
     poller.stop();
   }
@@ -293,7 +310,7 @@ TEST_F(WakeFixture, APollerWithAnUnwakeableReaderNeverSleeps) {
     poller.add_source(source_);
     const absl::Status started = poller.start(core::IdleKind::kInterrupt, -1);
     ASSERT_TRUE(started.ok()) << started;
-    while (value("sleeps") == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(eventually([&] { return value("sleeps") != 0; }));
     poller.stop();
   }
   EXPECT_GT(ep->unwakeable(), 0u);
@@ -382,16 +399,6 @@ std::string stress_config(const std::string& name, const char* threading) {
   return "[runtime]\nname = \"" + name + "\"\nthreading = \"" + threading +
          "\"\npollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\ncounters = true\n[shm]\nlog_size = \"256KiB\"\n"
          "flow_control = \"backpressure\"\n";
-}
-
-std::uint64_t counter(const std::string& path, const std::string& scope, const std::string& name) {
-  auto snap = core::read_counters_file(path);
-  if (!snap.ok()) return 0;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope == scope && c.name == name) v += c.value;
-  }
-  return v;
 }
 
 // late: delivered > 100 ms after its offer. A lost wake-up (with sleep_timer_ms = 0 nothing else
@@ -509,8 +516,8 @@ StressOutcome stress(const char* parent_threading, std::uint64_t rounds) {
         r.failed = 10;
       } else {
         r = run_side(**ctx, "pong", "ping", rounds, /*initiator=*/true);
-        r.sleeps =
-            counter((*ctx)->counters_path(), "shm sub stream " + std::to_string((*ctx)->stream_id("pong")), "sleeps");
+        r.sleeps = counter_value((*ctx)->counters_path(), "shm sub stream " + std::to_string((*ctx)->stream_id("pong")),
+                                 "sleeps");
       }
     }
     report(pipefd[1], r);
@@ -524,10 +531,10 @@ StressOutcome stress(const char* parent_threading, std::uint64_t rounds) {
     auto ctx = Context::from_string(cfg, "parent.toml");
     if (ctx.ok()) {
       o.parent = run_side(**ctx, "ping", "pong", rounds, /*initiator=*/false);
-      o.parent_sleeps =
-          counter((*ctx)->counters_path(), "shm sub stream " + std::to_string((*ctx)->stream_id("ping")), "sleeps");
-      o.poller_sleeps = counter((*ctx)->counters_path(), "poller 0", "sleeps");
-      o.poller_wakeups = counter((*ctx)->counters_path(), "poller 0", "wakeups");
+      o.parent_sleeps = counter_value((*ctx)->counters_path(),
+                                      "shm sub stream " + std::to_string((*ctx)->stream_id("ping")), "sleeps");
+      o.poller_sleeps = counter_value((*ctx)->counters_path(), "poller 0", "sleeps");
+      o.poller_wakeups = counter_value((*ctx)->counters_path(), "poller 0", "wakeups");
       Result c;
       if (read(pipefd[0], &c, sizeof c) == static_cast<ssize_t>(sizeof c)) o.child = c;
     } else {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "tests/support/payload.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux::testing {
@@ -32,7 +33,6 @@ inline core::Config shm_config(const std::string& name, std::uint64_t log_size, 
   return c;
 }
 
-// Deterministic payload for sequence s: length and contents derived from s.
 // A fresh stream segment under /dev/shm for log-level tests: 4 subscriber slots, session 0x1234.
 // Null (with a test failure) if it cannot be created; the caller unlinks it.
 inline std::unique_ptr<transport::shm::Segment> create_test_segment(const char* tag, std::uint64_t log_size,
@@ -47,23 +47,6 @@ inline std::unique_ptr<transport::shm::Segment> create_test_segment(const char* 
   auto s = transport::shm::Segment::create(o);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(*s) : nullptr;
-}
-
-inline std::uint32_t payload_len(std::uint64_t s, std::uint32_t max) {
-  return 8 + static_cast<std::uint32_t>((s * 37) % (max - 8));
-}
-inline void fill_payload(std::byte* p, std::uint32_t len, std::uint64_t s) {
-  std::memcpy(p, &s, 8);
-  for (std::uint32_t i = 8; i < len; ++i) p[i] = static_cast<std::byte>((s + i) & 0xff);
-}
-inline bool check_payload(const std::byte* p, std::uint32_t len, std::uint64_t s) {
-  std::uint64_t got;
-  std::memcpy(&got, p, 8);
-  if (got != s) return false;
-  for (std::uint32_t i = 8; i < len; ++i) {
-    if (p[i] != static_cast<std::byte>((s + i) & 0xff)) return false;
-  }
-  return true;
 }
 
 }  // namespace pollux::testing

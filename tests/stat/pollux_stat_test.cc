@@ -1,4 +1,4 @@
-// pollux-stat (tools/pollux_stat.cc) against running processes (pollux-test-stat-peer) in a
+// pollux-stat (tools/pollux_stat.cc) against running processes (pollux-test-peer stat) in a
 // shm directory of its own: its --json fields (topics, positions, lag, pollers, the error log,
 // timestamps, stream logs, CPU claims), --clean (a dead publisher's log, a dead process's
 // counters file, unheld claims - never what a live process uses), its refusals (unknown flags,
@@ -28,8 +28,8 @@
 #include "gtest/gtest.h"
 #include "pollux/pollux.h"
 #include "tests/latency/json_lite.h"
-#include "tests/shm/process.h"
-#include "tests/udp_ports.h"
+#include "tests/support/process.h"
+#include "tests/support/udp_ports.h"
 
 namespace pollux {
 namespace {
@@ -56,8 +56,9 @@ struct Peer {
     release();
     return testing::wait_child(c, 30);
   }
+  // SIGKILL, reaped at once.
   void kill9() {
-    ::kill(c.pid, SIGKILL);
+    c.kill_now();
     release();
   }
 };
@@ -71,12 +72,7 @@ class StatTest : public ::testing::Test {
     ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0) << dir;
   }
   void TearDown() override {
-    for (Peer& p : peers) {
-      if (p.c.pid > 0) {
-        ::kill(p.c.pid, SIGKILL);
-        ::waitpid(p.c.pid, nullptr, 0);
-      }
-    }
+    for (Peer& p : peers) p.c.kill_now();
     std::system(("rm -rf '" + dir + "'").c_str());
   }
 
@@ -84,24 +80,19 @@ class StatTest : public ::testing::Test {
   Peer& start(const std::string& role, const std::vector<std::string>& extra = {}) {
     int p[2];
     EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
-    std::vector<std::string> argv = {POLLUX_STAT_PEER, dir, role, "--hold-fd", std::to_string(p[0])};
+    std::vector<std::string> argv = {POLLUX_TEST_PEER, "stat", "--dir",     dir,
+                                     "--role",         role,   "--hold-fd", std::to_string(p[0])};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Peer peer;
     peer.c = testing::spawn(argv, {p[0]});
     ::close(p[0]);
     peer.hold = p[1];
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    std::string line;
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd pf{peer.c.out_fd, POLLIN, 0};
-      if (::poll(&pf, 1, 100) <= 0) continue;
-      char ch;
-      if (::read(peer.c.out_fd, &ch, 1) != 1) break;
-      line += ch;
-    }
-    EXPECT_EQ(line.rfind("ready", 0), 0u) << role << " peer: " << line;
+    peer.c.wait_for_output([](const std::string& o) { return o.find('\n') != std::string::npos; }, 60);
+    const std::string& out = peer.c.output;
+    const std::string line = out.substr(0, out.find('\n') == std::string::npos ? out.size() : out.find('\n') + 1);
+    EXPECT_EQ(line.rfind("ready", 0), 0u) << role << " peer: " << out;
     peer.ready = line;
-    peers.push_back(peer);
+    peers.push_back(std::move(peer));
     return peers.back();
   }
 
@@ -281,8 +272,7 @@ TEST_F(StatTest, CleanRemovesADeadPublishersLogOnceNobodyIsAttached) {
   const std::string pub_counters = pub.ready.substr(6, pub.ready.find('\n') - 6);
   ASSERT_TRUE(exists(log_path()));
   pub.kill9();
-  ASSERT_EQ(::waitpid(pub.c.pid, nullptr, 0), pub.c.pid);
-  pub.c.pid = -1;
+  ASSERT_TRUE(pub.c.exited());
   // The subscriber still maps the log: kept; the dead publisher's counters file goes.
   Value doc = stat_json({"--clean"});
   ASSERT_NE(doc.get("removed"), nullptr);
@@ -294,8 +284,7 @@ TEST_F(StatTest, CleanRemovesADeadPublishersLogOnceNobodyIsAttached) {
   EXPECT_FALSE(doc.get("shm_streams")->arr[0].get("publisher_alive")->b);
   // Once the subscriber is gone too, --clean removes the log.
   sub.kill9();
-  ASSERT_EQ(::waitpid(sub.c.pid, nullptr, 0), sub.c.pid);
-  sub.c.pid = -1;
+  ASSERT_TRUE(sub.c.exited());
   std::string out;
   ASSERT_EQ(stat({"--dir", dir, "--clean"}, &out), 0);
   EXPECT_NE(out.find("removed " + log_path()), std::string::npos) << out;

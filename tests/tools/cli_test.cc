@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cli_programs.h"
-#include "tests/run_command.h"
+#include "tests/support/process.h"
 #include "tools/common/cli.h"
 
 // Test names and messages show the program's name, not the struct's bytes.
@@ -121,26 +121,26 @@ TEST_P(ProgramCli, VersionIsTheProjectVersion) {
   EXPECT_LT(v.seconds, 2.0) << p.name;
 }
 
+// `p flag` exits 64 without starting (nothing on stdout), its error naming `named` and hinting
+// at --help.
+ProgramRun ExpectUnknownFlag(const ProgramUnderTest& p, const std::string& flag, const std::string& named) {
+  const ProgramRun u = RunProgram(p, flag);
+  EXPECT_EQ(u.status, 64) << p.name << " " << flag << "\n" << u.out << u.err;
+  EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
+  EXPECT_NE(u.err.find(named), std::string::npos) << p.name << ": " << u.err;
+  EXPECT_NE(u.err.find("--help"), std::string::npos) << p.name << ": " << u.err;
+  return u;
+}
+
 TEST_P(ProgramCli, UnknownFlagExits64WithAHintToHelp) {
   const ProgramUnderTest& p = GetParam();
-  const ProgramRun u = RunProgram(p, "--no-such-flag-xyz");
-  EXPECT_EQ(u.status, 64) << p.name << "\n" << u.out << u.err;
-  EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
-  EXPECT_NE(u.err.find("--no-such-flag-xyz"), std::string::npos) << p.name << ": " << u.err;
-  EXPECT_NE(u.err.find("--help"), std::string::npos) << p.name << ": " << u.err;
+  const ProgramRun u = ExpectUnknownFlag(p, "--no-such-flag-xyz", "--no-such-flag-xyz");
   EXPECT_LT(u.seconds, 2.0) << p.name;
 }
 
 // A short flag no program has ("-x") is an unknown flag too, worded the same everywhere (not
 // "unexpected argument", which is for a bare word).
-TEST_P(ProgramCli, UnknownShortFlagIsAnUnknownFlag) {
-  const ProgramUnderTest& p = GetParam();
-  const ProgramRun u = RunProgram(p, "-x");
-  EXPECT_EQ(u.status, 64) << p.name << " -x\n" << u.out << u.err;
-  EXPECT_EQ(u.out, "") << p.name << " printed to stdout (did it start?)";
-  EXPECT_NE(u.err.find("unknown flag '-x'"), std::string::npos) << p.name << ": " << u.err;
-  EXPECT_NE(u.err.find("--help"), std::string::npos) << p.name << ": " << u.err;
-}
+TEST_P(ProgramCli, UnknownShortFlagIsAnUnknownFlag) { ExpectUnknownFlag(GetParam(), "-x", "unknown flag '-x'"); }
 
 // The first option the help describes (not --help/--version/--machine), with two of its
 // letters swapped, must be answered with "did you mean" that option.

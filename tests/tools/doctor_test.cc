@@ -20,8 +20,7 @@
 
 #include "core/counters.h"
 #include "tests/latency/json_lite.h"
-#include "tests/run_command.h"
-#include "tests/shm/process.h"
+#include "tests/support/process.h"
 #include "tools/doctor/host_fs.h"
 
 namespace pollux::doctor {
@@ -208,9 +207,9 @@ TEST(DoctorHost, FindsRunningPollersSharingACpu) {
   // Publishers wait (up to --timeout) for a subscriber that never comes: they stay up, idle.
   std::vector<pollux::testing::Child> peers;
   for (const char* topic : {"doctor.a", "doctor.b"}) {
-    peers.push_back(pollux::testing::spawn(
-        {POLLUX_TEST_PEER, "pub", cfg, topic, "1", "--ready-fd", std::to_string(ready[1]), "--timeout", "120"},
-        {ready[1]}));
+    peers.push_back(pollux::testing::spawn({POLLUX_TEST_PEER, "pub", "--config", cfg, "--topic", topic, "--count", "1",
+                                            "--ready-fd", std::to_string(ready[1]), "--timeout", "120"},
+                                           {ready[1]}));
     ASSERT_GT(peers.back().pid, 0);
   }
   close(ready[1]);

@@ -19,14 +19,14 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "tests/itch_data.h"
-#include "tests/shm/process.h"
+#include "tests/support/itch_data.h"
+#include "tests/support/process.h"
 
 namespace {
 
 using pollux::testing::Child;
 
-const std::string kPeer = POLLUX_UDP_PEER;
+const std::string kPeer = POLLUX_TEST_PEER;
 const std::string kNetns = std::string("bash ") + POLLUX_NETNS_SH;
 constexpr const char* kGroup = "239.255.77.1";
 constexpr int kPort = 41777;
@@ -52,43 +52,33 @@ std::string sh_out(const std::string& cmd) {
   return out;
 }
 
-// A peer process with its stdout read incrementally.
+// A pollux-test-peer process in a namespace, its stdout read as it comes.
 class Peer {
  public:
   Peer(const std::string& host, const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"/usr/sbin/ip", "netns", "exec", ns(host), kPeer};
     if (access(argv[0].c_str(), X_OK) != 0) argv[0] = "/sbin/ip";
     argv.insert(argv.end(), args.begin(), args.end());
+    // 32-byte messages (what these tests' rates and loss figures were set for); each side's
+    // own counters follow its summary line.
+    for (const char* a : {"--size", "32", "--counters", args.at(0) == "pub" ? "udp pub" : "udp sub"}) argv.push_back(a);
     c_ = pollux::testing::spawn(argv);
-  }
-  ~Peer() {
-    if (!exited_ && c_.pid > 0) {
-      kill(c_.pid, SIGKILL);
-      waitpid(c_.pid, nullptr, 0);
-    }
-    if (c_.out_fd >= 0) close(c_.out_fd);
-  }
-  // Reads what is available within `ms`.
-  void pump(int ms) {
-    pollfd p{c_.out_fd, POLLIN, 0};
-    if (c_.out_fd < 0 || ::poll(&p, 1, ms) <= 0) return;
-    char buf[8192];
-    const ssize_t n = read(c_.out_fd, buf, sizeof buf);
-    if (n > 0) out_.append(buf, static_cast<std::size_t>(n));
   }
   // Reads everything the process has written so far.
   void drain() {
-    for (std::size_t before = out_.size() + 1; before != out_.size();) {
-      before = out_.size();
-      pump(10);
+    for (std::size_t before = c_.output.size() + 1; before != c_.output.size();) {
+      before = c_.output.size();
+      c_.read_some(10);
     }
   }
   bool wait_for(const std::function<bool(const std::string&)>& pred, int seconds) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!pred(out_)) {
-      if (std::chrono::steady_clock::now() > deadline || exited_) return pred(out_);
-      pump(20);
-      reap();
+    while (!pred(c_.output)) {
+      if (std::chrono::steady_clock::now() > deadline || c_.exited()) {
+        drain();
+        return pred(c_.output);
+      }
+      c_.read_some(20);
     }
     return true;
   }
@@ -97,34 +87,26 @@ class Peer {
   }
   // Last value of "key=<number>" printed so far (-1: none).
   long long last(const std::string& key) const {
+    const std::string& out = c_.output;
     const std::string k = key + "=";
-    std::size_t p = out_.rfind(k);
-    while (p != std::string::npos && p > 0 && out_[p - 1] != ' ' && out_[p - 1] != '\n') p = out_.rfind(k, p - 1);
-    return p == std::string::npos ? -1 : std::atoll(out_.c_str() + p + k.size());
+    std::size_t p = out.rfind(k);
+    while (p != std::string::npos && p > 0 && out[p - 1] != ' ' && out[p - 1] != '\n') p = out.rfind(k, p - 1);
+    return p == std::string::npos ? -1 : std::atoll(out.c_str() + p + k.size());
   }
   bool wait_value(const std::string& key, long long at_least, int seconds) {
     return wait_for([&](const std::string&) { return last(key) >= at_least; }, seconds);
   }
-  int wait_exit(int seconds) {
-    wait_for([&](const std::string&) { return exited_; }, seconds);
-    if (!exited_) {
-      kill(c_.pid, SIGKILL);
-      waitpid(c_.pid, nullptr, 0);
-      exited_ = true;
-      code_ = -1;
-    }
-    for (int i = 0; i < 50; ++i) pump(1);
-    return code_;
-  }
-  void signal(int sig) { kill(c_.pid, sig); }
-  const std::string& out() const { return out_; }
+  int wait_exit(int seconds) { return c_.wait(seconds); }
+  void signal(int sig) { c_.signal(sig); }
+  const std::string& out() const { return c_.output; }
   // The summary line ("sub done ..." / "pub done ...").
   std::string summary() const {
-    const std::size_t p = out_.rfind(" done ");
+    const std::string& out = c_.output;
+    const std::size_t p = out.rfind(" done ");
     if (p == std::string::npos) return "";
-    const std::size_t b = out_.rfind('\n', p);
-    const std::size_t e = out_.find('\n', p);
-    return out_.substr(b == std::string::npos ? 0 : b + 1, e == std::string::npos ? std::string::npos : e - b - 1);
+    const std::size_t b = out.rfind('\n', p);
+    const std::size_t e = out.find('\n', p);
+    return out.substr(b == std::string::npos ? 0 : b + 1, e == std::string::npos ? std::string::npos : e - b - 1);
   }
   long long summary_value(const std::string& key) const {
     // Appended piecewise: GCC 12's -Wrestrict misfires on `" " + str + " "` once inlined.
@@ -137,18 +119,7 @@ class Peer {
   }
 
  private:
-  void reap() {
-    int status;
-    if (!exited_ && waitpid(c_.pid, &status, WNOHANG) == c_.pid) {
-      exited_ = true;
-      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      for (int i = 0; i < 50; ++i) pump(1);
-    }
-  }
   Child c_;
-  std::string out_;
-  bool exited_ = false;
-  int code_ = -1;
 };
 
 // Config of a peer in namespace `host` (eth0 = 10.77.0.<index>).
@@ -237,8 +208,8 @@ TEST_F(UdpNetns, MillionMessagesWithLossDuplicationAndReordering) {
   const std::string s1_cfg = write_config("s1", "fault_reorder = 0.05\nfault_seed = 2");
   const std::string s2_cfg = write_config("s2", "fault_reorder = 0.05\nfault_seed = 3");
   constexpr long long kCount = 1'000'000;
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "120"});
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "120"});
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "120"});
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "120"});
   const std::string go = g_dir + "/go-million";
   Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "400000",
                    "--go-file", go});
@@ -299,8 +270,7 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   pub.drain();
   const long long at_kill = std::max(s1.last("progress"), pub.last("sent"));
   ASSERT_TRUE(pub.wait_value("sent", at_kill + 20000, 30)) << pub.out();  // ~0.2 s of traffic missed
-  Peer s1b("s1",
-           {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--expect", "30000", "--timeout", "60"});
+  Peer s1b("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--count", "30000", "--timeout", "60"});
   ASSERT_TRUE(s1b.wait_line("resume missed=", 20)) << s1b.out();
   EXPECT_EQ(s1b.wait_exit(60), 0) << s1b.out();
   pub.signal(SIGTERM);
@@ -384,8 +354,8 @@ TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCo
   const std::string s1_cfg = write_config("s1-u", "");
   const std::string s2_cfg = write_config("s2-u", "");
   constexpr long long kCount = 150000;  // 3 s at 50000/s: room for a slow harness before and after the cut
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--expect", std::to_string(kCount), "--timeout", "60"});
+  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "60"});
+  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "60"});
   const std::string go = g_dir + "/go-unrecoverable";
   Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "50000",
                    "--go-file", go});

@@ -16,8 +16,8 @@
 #include "core/frame.h"
 #include "core/trace.h"
 #include "pollux/pollux.h"
+#include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
-#include "tests/udp_ports.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
 
@@ -107,13 +107,20 @@ TEST(TxStampTracker, RepairsAndHeartbeatsAskForNothing) {
   EXPECT_EQ(t.stats().requested, 1u);
 }
 
-TEST(TxStampTracker, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) {
+// A tracker for 4 datagrams and two datagrams of one traced frame each: a (sequence 1) and b (2).
+class TxStampTrackerTwoDatagrams : public ::testing::Test {
+ protected:
+  TxStampTrackerTwoDatagrams() {
+    t.init(4);
+    a.add(1, true);
+    b.add(2, true);
+  }
   TxStampTracker t;
-  t.init(4);
   core::SendCompletionLog log;
   Datagram a, b;
-  a.add(1, true);
-  b.add(2, true);
+};
+
+TEST_F(TxStampTrackerTwoDatagrams, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) {
   // Only a went out (the socket would block): b was not numbered by us, maybe by the kernel.
   EXPECT_EQ(send(t, {&a, &b}, 1, 100), (std::vector<bool>{true, true}));
   EXPECT_EQ(t.outstanding(), 1u);
@@ -132,13 +139,7 @@ TEST(TxStampTracker, AnUnsentDatagramIsAskedForAgainButForcesANumberingRestart) 
   EXPECT_EQ(t.stats().resyncs, 1u);
 }
 
-TEST(TxStampTracker, ShiftedNumbersAreCaughtNotRecorded) {
-  TxStampTracker t;
-  t.init(4);
-  core::SendCompletionLog log;
-  Datagram a, b;
-  a.add(1, true);
-  b.add(2, true);
+TEST_F(TxStampTrackerTwoDatagrams, ShiftedNumbersAreCaughtNotRecorded) {
   EXPECT_EQ(send(t, {&a}, 1, 1000), std::vector<bool>{true});
   EXPECT_EQ(send(t, {&b}, 1, 5000), std::vector<bool>{true});
   // The kernel's count ran one ahead: a's stamp (time 1200) comes numbered 1, which is b's,
@@ -239,7 +240,7 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
 
 // ---- traced UDP streams over loopback -----------------------------------------------------------------
 
-// A block of 32 free ports below the ephemeral range, this process's own (tests/udp_ports.h).
+// A block of 32 free ports below the ephemeral range, this process's own (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
@@ -405,33 +406,31 @@ void expect_ordered_stages(const TracedRun& r, const std::string& threading, int
   for (std::int64_t sc : r.untraced_completions) EXPECT_EQ(sc, 0) << "an untraced stream has no send completions";
 }
 
-TEST(UdpKernelTimestamps, InlineUnicastEveryTracedMessageHasOrderedStages) {
+// Kernel timestamps on: every traced message has its stages in order, in each threading mode,
+// unicast and multicast.
+struct StagesCase {
+  const char* name;
+  const char* threading;
+  std::uint32_t port_offset;
+  bool unicast;
+  int messages;
+};
+class UdpKernelTimestampStages : public ::testing::TestWithParam<StagesCase> {};
+
+TEST_P(UdpKernelTimestampStages, EveryTracedMessageHasOrderedStages) {
+  const StagesCase& c = GetParam();
   TracedRun r;
-  run_traced("inline", 0, true, true, 100, &r);
+  run_traced(c.threading, c.port_offset, true, c.unicast, c.messages, &r);
   if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "inline", 100);
+  expect_ordered_stages(r, c.threading, c.messages);
 }
 
-TEST(UdpKernelTimestamps, InlineMulticastLoopback) {
-  TracedRun r;
-  run_traced("inline", 2, true, false, 50, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "inline", 50);
-}
-
-TEST(UdpKernelTimestamps, DedicatedUnicastEveryTracedMessageHasOrderedStages) {
-  TracedRun r;
-  run_traced("dedicated", 4, true, true, 100, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "dedicated", 100);
-}
-
-TEST(UdpKernelTimestamps, DedicatedMulticastLoopback) {
-  TracedRun r;
-  run_traced("dedicated", 6, true, false, 50, &r);
-  if (HasFatalFailure()) return;
-  expect_ordered_stages(r, "dedicated", 50);
-}
+INSTANTIATE_TEST_SUITE_P(Udp, UdpKernelTimestampStages,
+                         ::testing::Values(StagesCase{"InlineUnicast", "inline", 0, true, 100},
+                                           StagesCase{"InlineMulticastLoopback", "inline", 2, false, 50},
+                                           StagesCase{"DedicatedUnicast", "dedicated", 4, true, 100},
+                                           StagesCase{"DedicatedMulticastLoopback", "dedicated", 6, false, 50}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // udp.kernel_timestamps = false (the default): no kernel stamps either way, but UDP still stamps
 // receive at recvmmsg return (inline: distinct from delivery).

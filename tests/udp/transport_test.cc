@@ -23,16 +23,22 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
-#include "tests/udp_ports.h"
+#include "tests/udp/udp_test_util.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
 namespace {
 
+using testing::counter_sum;
+using testing::kWaitMs;
+using testing::open_fds;
+using testing::spin_until;
+
 // Ports and groups unique per test process, so parallel ctest runs do not cross: a block of 32
-// free ports below the ephemeral range (tests/udp_ports.h).
+// free ports below the ephemeral range (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
@@ -130,22 +136,6 @@ int drain(Subscriber& s, Received& r, int limit = 256) {
       limit);
 }
 
-// The bound of a wait for something that must happen: far above any delay a loaded host causes,
-// so that passing it means the thing never happened. A wait that ends sooner costs nothing.
-constexpr int kWaitMs = 60000;
-
-template <typename F>
-bool spin_until(
-    F&& done, int ms, const std::function<void()>& step = [] {}) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    step();
-    std::this_thread::yield();
-  }
-  return true;
-}
-
 // Offers one message, retrying a refused offer for up to kWaitMs while serving both sides (an
 // inline publisher only hears its subscribers' status in service(): without it a publisher
 // that lost them during a scheduler stall stays "not connected" forever). A test failure, not
@@ -203,12 +193,6 @@ TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
 }
 
 // ---- a port already in use ---------------------------------------------------------------------
-
-int open_fds() {
-  int n = 0;
-  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
-  return n;
-}
 
 // A unicast subscriber whose port another socket holds (bound without SO_REUSEADDR): a clear
 // error naming the address, the port and the key, and nothing left behind - no descriptor, no
@@ -909,16 +893,6 @@ std::string with_counters(std::string toml, const std::string& name) {
   return toml;
 }
 
-// Counter `name` in the first scope starting with `scope` of this context's counters file.
-std::uint64_t counter(const Context& ctx, const std::string& scope, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope.rfind(scope, 0) == 0 && c.name == name) return c.value;
-  }
-  return 0;
-}
-
 // A live multicast session on `lo` (inline publisher and subscriber driven by the test
 // thread) with an eavesdropper on the group: what each hostile test starts from. Every message
 // carries its own sequence in a 16-byte payload, so anything forged that is delivered shows.
@@ -1006,8 +980,8 @@ class HostileSession {
     std::memcpy(d + sizeof h, &oldest, 8);
     spoof(d, sizeof d);
   }
-  std::uint64_t sub_counter(const std::string& name) const { return counter(*sctx, "udp sub stream", name); }
-  std::uint64_t pub_counter(const std::string& name) const { return counter(*pctx, "udp pub stream", name); }
+  std::uint64_t sub_counter(const std::string& name) const { return counter_sum(*sctx, "udp sub stream", name); }
+  std::uint64_t pub_counter(const std::string& name) const { return counter_sum(*pctx, "udp pub stream", name); }
   Eavesdropper& eve() { return eve_; }
 
   std::unique_ptr<Context> sctx, pctx;
@@ -1269,15 +1243,15 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   };
   // From here on the real subscriber is not polled: it sends no NAK or status message, so every
   // repair the publisher sends is the attack's doing.
-  const std::uint64_t repair0 = counter(**pctx, "udp pub stream", "retransmitted_bytes");
-  const std::uint64_t control0 = counter(**pctx, "udp pub stream", "control_bytes_received");
+  const std::uint64_t repair0 = counter_sum(**pctx, "udp pub stream", "retransmitted_bytes");
+  const std::uint64_t control0 = counter_sum(**pctx, "udp pub stream", "control_bytes_received");
   std::uint64_t sent_bytes = 0;
   // Each message is sent once the publisher took the previous one (its counter shows it), so
   // none is lost to a full socket buffer however slow the machine.
   auto deliver = [&](const std::vector<std::byte>& m) {
     send(m);
     sent_bytes += m.size();
-    spin_until([&] { return counter(**pctx, "udp pub stream", "control_bytes_received") - control0 >= sent_bytes; },
+    spin_until([&] { return counter_sum(**pctx, "udp pub stream", "control_bytes_received") - control0 >= sent_bytes; },
                2000, [&] { pub->service(); });
   };
   const auto t0 = std::chrono::steady_clock::now();
@@ -1291,10 +1265,10 @@ NakAttackResult nak_attack(bool multicast, bool announce, std::uint32_t port_off
   res.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ::close(fd);
   pub->service();
-  res.repair_bytes = counter(**pctx, "udp pub stream", "retransmitted_bytes") - repair0;
-  res.control_bytes = counter(**pctx, "udp pub stream", "control_bytes_received") - control0;
-  res.unannounced = counter(**pctx, "udp pub stream", "naks_unannounced");
-  res.rate_limited = counter(**pctx, "udp pub stream", "repairs_rate_limited");
+  res.repair_bytes = counter_sum(**pctx, "udp pub stream", "retransmitted_bytes") - repair0;
+  res.control_bytes = counter_sum(**pctx, "udp pub stream", "control_bytes_received") - control0;
+  res.unannounced = counter_sum(**pctx, "udp pub stream", "naks_unannounced");
+  res.rate_limited = counter_sum(**pctx, "udp pub stream", "repairs_rate_limited");
   std::printf("%s, %s: %llu control bytes received -> %llu repair bytes in %.3f s (%.2fx)\n",
               multicast ? "multicast" : "unicast, spoofed source",
               announce ? "announced forger" : "made-up subscribers", static_cast<unsigned long long>(res.control_bytes),

@@ -32,11 +32,18 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
-#include "tests/udp_ports.h"
+#include "tests/support/udp_ports.h"
+#include "tests/udp/udp_test_util.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
 namespace {
+
+using testing::counter;
+using testing::counter_sum;
+using testing::kWaitMs;
+using testing::open_fds;
+using testing::spin_until;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
@@ -44,50 +51,8 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-// Ports unique per test process (as in transport_test.cc: tests/udp_ports.h), 127.0.0.1 only.
+// Ports unique per test process (as in transport_test.cc: tests/support/udp_ports.h), 127.0.0.1 only.
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
-
-// The bound of a wait for something that must happen: far above any delay a loaded host causes,
-// so that passing it means the thing never happened. A wait that ends sooner costs nothing.
-constexpr int kWaitMs = 60000;
-
-template <typename F>
-bool spin_until(
-    F&& done, int ms, const std::function<void()>& step = [] {}) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    step();
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-int open_fds() {
-  int n = 0;
-  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
-  return n;
-}
-
-std::uint64_t counter(const Context& ctx, const std::string& scope, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope == scope && c.name == name) return c.value;
-  }
-  return 0;
-}
-
-// Sum of counter `name` over the scopes starting with `prefix`.
-std::uint64_t counter_sum(const Context& ctx, const std::string& prefix, const std::string& name) {
-  auto snap = core::read_counters_file(ctx.counters_path());
-  if (!snap.ok()) return 0;
-  std::uint64_t v = 0;
-  for (const auto& c : snap->counters) {
-    if (c.scope.rfind(prefix, 0) == 0 && c.name == name) v += c.value;
-  }
-  return v;
-}
 
 // `n` streams (ids 1..n, topics s1..sn) on consecutive ports of 127.0.0.1.
 std::string streams_config(const std::string& runtime, std::uint32_t port0, int n, const std::string& udp_extra) {

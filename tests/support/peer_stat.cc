@@ -1,7 +1,7 @@
-// pollux-test-stat-peer: a process with known counters, positions and errors for the
+// pollux-test-peer's "stat" role: a process with known counters, positions and errors for the
 // pollux-stat tests (tests/stat/pollux_stat_test.cc).
 //
-//   pollux-test-stat-peer DIR ROLE [--hold-fd N] [--port P]
+//   pollux-test-peer stat --dir DIR --role ROLE [--hold-fd N] [--port P]
 //
 // ROLE
 //   demo  two contexts in DIR: A (inline shm, stream "quotes" id 7) offers 100 messages of 32
@@ -27,7 +27,9 @@
 #include "core/placement.h"
 #include "core/topology.h"
 #include "pollux/pollux.h"
+#include "tests/support/peer.h"
 
+namespace pollux::testing::peer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -48,18 +50,6 @@ id = 7
 %s
 )",
                          dir, threading, extra);
-}
-
-[[noreturn]] void fail(const std::string& what) {
-  std::printf("error: %s\n", what.c_str());
-  std::fflush(stdout);
-  std::exit(2);
-}
-
-template <typename T>
-T must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) fail(absl::StrFormat("%s: %s", what, v.status().message()));
-  return std::move(*v);
 }
 
 // Offers `offer` messages of 32 bytes once connected, then polls exactly `take` of them.
@@ -96,16 +86,11 @@ void exchange(pollux::Publisher& pub, pollux::Subscriber& sub, int offer, int ta
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 3) fail("usage: pollux-test-stat-peer DIR ROLE [--hold-fd N] [--port P]");
-  const std::string dir = argv[1], role = argv[2];
-  int hold_fd = -1;
-  unsigned port = 0;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--hold-fd") hold_fd = std::atoi(argv[i + 1]);
-    if (a == "--port") port = static_cast<unsigned>(std::atoi(argv[i + 1]));
-  }
+int run_stat(const Args& a) {
+  const std::string dir = a.str("dir"), role = a.str("role");
+  if (dir.empty()) fail("usage: pollux-test-peer stat --dir DIR --role ROLE [--hold-fd N] [--port P]");
+  const int hold_fd = static_cast<int>(a.num("hold-fd", -1));
+  const auto port = static_cast<unsigned>(a.num("port", 0));
   std::vector<std::unique_ptr<pollux::Context>> ctxs;
   std::vector<pollux::Publisher> pubs;
   std::vector<pollux::Subscriber> subs;
@@ -160,3 +145,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace pollux::testing::peer
