@@ -31,7 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
+#include "common/cli.h"
 #include "feed_handler/feed_config.h"
 #include "feed_handler/feed_publisher.h"
 #include "feed_handler/feed_subscriber.h"
@@ -39,7 +39,6 @@
 #include "feed_handler/summary.h"
 #include "itch/report.h"
 #include "pollux/pollux.h"
-#include "tools/common/cli.h"
 
 namespace pollux::feed {
 namespace {
@@ -167,7 +166,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (const int rc = cli::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
+    if (const int rc = examples::HandleStandardFlag(arg, "pollux-feed", kUsage); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" || arg == "--counts-out" ||
                arg == "--summary-json" || arg == "--role") {
@@ -205,7 +204,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     } else if (arg == "--report-fd") {
       s = take_int(&a.report_fd);
     } else {
-      return absl::InvalidArgumentError(cli::unknown_flag_message(argv[i], cli::flags_in(kUsage)));
+      return absl::InvalidArgumentError(examples::UnknownFlagMessage(argv[i], examples::FlagsIn(kUsage)));
     }
     if (!s.ok()) return s;
   }
@@ -439,7 +438,7 @@ SubscriberReport RunSubscriberHere(Context& ctx, const LoadedConfig& cfg, const 
   SubscriberReport rep;
   rep.index = index;
   rep.pid = getpid();
-  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.runtime.idle);
+  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.idle);
   if (!sub.ok()) {
     rep.error = std::string(sub.status().message());
     progress->state.store(RoleProgress::kFailed, std::memory_order_release);
@@ -478,8 +477,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     std::optional<Monitor> monitor;
     if (!child && !a.quiet) {
       std::fprintf(stderr, "pollux-feed: subscribing to %d stream(s) \"%s.*\" (%s, threading %s)\n", cfg.feed.streams,
-                   cfg.feed.topic.c_str(), std::string(core::transport_name(cfg.pollux.transport)).c_str(),
-                   std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+                   cfg.feed.topic.c_str(), cfg.pollux.transport.c_str(), cfg.pollux.threading.c_str());
       printer.emplace(nullptr, 0, progress, 1);
       monitor.emplace(&*printer, cfg.feed.progress_ms, [] {});
     }
@@ -515,7 +513,7 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     return 2;
   }
   (*src)->AttachCounters(**ctx);
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.runtime.idle);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.idle);
   if (!pub.ok()) {
     Fail(std::string(pub.status().message()));
     return 2;
@@ -567,7 +565,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   }
   (*src)->AttachCounters(**ctx);
   // Publishers first: their streams exist before any subscriber looks for them.
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.runtime.idle);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.idle);
   if (!pub.ok()) {
     Fail(std::string(pub.status().message()));
     return 2;
@@ -624,8 +622,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     std::fprintf(stderr, "pollux-feed: %s (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
                  (*src)->live() ? "live feed" : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
                  (*src)->description.c_str(), fc.streams, nsubs, processes ? "process(es)" : "thread(s)",
-                 std::string(core::transport_name(cfg.pollux.transport)).c_str(),
-                 std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+                 cfg.pollux.transport.c_str(), cfg.pollux.threading.c_str());
   }
   // Every subscriber connected on every stream before the first message: nothing is missed.
   if (status.ok()) {
@@ -726,7 +723,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
   if (!args.ok()) {
     Fail(std::string(args.status().message()));
-    return cli::kUsageExit;  // a bad command line: 64, as every Pollux program
+    return examples::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
@@ -739,7 +736,7 @@ int Main(int argc, char** argv) {
   }
   if (a.print_config) {
     std::printf("# pollux-feed effective configuration (source: %s)\n\n%s\n%s", cfg->pollux_source.c_str(),
-                cfg->feed.ToToml().c_str(), cfg->pollux.to_toml().c_str());
+                cfg->feed.ToToml().c_str(), cfg->pollux.effective_config.c_str());
     return 0;
   }
   int rc = 2;

@@ -49,6 +49,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/cli.h"
 #include "itch/endian.h"
 #include "itch/file_input.h"
 #include "itch/generator.h"
@@ -56,7 +57,6 @@
 #include "itch/moldudp64.h"
 #include "itch/random.h"
 #include "itch/reader.h"
-#include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, itch, "", "ITCH 5.0 BinaryFILE to send (or --generate); a regular file, read with pread.");
 ABSL_FLAG(uint64_t, generate, 0, "Send N generated messages instead of a file (itch/generator.h).");
@@ -194,13 +194,13 @@ void PrintHelp() {
   std::exit(kUsage);
 }
 
-// Worded as every Pollux program words it (tools/common/cli.h): "unknown flag '-x'" for anything
+// Worded as every Pollux program words it (examples/common/cli.h): "unknown flag '-x'" for anything
 // that starts with '-' and is not one of ours (short flags included), with a "did you mean" when
 // one is close; "unexpected argument" for a bare word.
 [[noreturn]] void RejectArgument(std::string_view arg) {
   std::vector<std::string> candidates{"--help", "--version"};
   for (const char* k : kFlags) candidates.push_back("--" + Dashed(k));
-  const std::string m = pollux::cli::unknown_flag_message(arg, candidates);
+  const std::string m = pollux::examples::UnknownFlagMessage(arg, candidates);
   UsageError(m.substr(0, m.rfind(" (see --help)")));
 }
 
@@ -997,7 +997,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a == "--version") {
-      std::printf("%s %s\n", kProg, pollux::cli::version());
+      std::printf("%s %s\n", kProg, pollux::examples::Version());
       return 0;
     }
   }
