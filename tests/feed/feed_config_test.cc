@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/feed_publisher.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/feed_publisher.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {

@@ -368,23 +368,7 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
     const int edits = 1 + static_cast<int>(rng.Below(4));
     for (int e = 0; e < edits && !buf.empty(); ++e) {
       const size_t at = rng.Below(buf.size());
-      switch (rng.Below(5)) {
-        case 0:
-          buf[at] = static_cast<uint8_t>(rng.Next());
-          break;
-        case 1:
-          buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
-          break;
-        case 2:
-          buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
-          break;
-        case 3:
-          buf.erase(buf.begin() + static_cast<ptrdiff_t>(at));
-          break;
-        case 4:
-          buf.resize(at);
-          break;
-      }
+      testing::EditBytes(buf, at, rng.Below(5), rng);
     }
     // Exact-size copy so ASan catches a read past the end.
     std::unique_ptr<uint8_t[]> exact(new uint8_t[buf.size() + 1]);

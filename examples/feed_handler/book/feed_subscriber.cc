@@ -1,4 +1,4 @@
-#include "feed_handler/feed_subscriber.h"
+#include "feed_handler/book/feed_subscriber.h"
 
 #include <pthread.h>
 
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/notice.h"
+#include "feed_handler/publish/notice.h"
 #include "itch/reader.h"
 #include "pollux/clock.h"
 

@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "feed_handler/common.h"
-#include "feed_handler/feed_config.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/role_progress.h"
 #include "itch/book_set.h"
 #include "pollux/histogram.h"
 #include "pollux/pollux.h"

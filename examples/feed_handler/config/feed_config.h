@@ -108,7 +108,7 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
                                         const std::vector<std::string>& overrides = {});
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides = {});
 
-// The built-in default (examples/feed_handler/feed.toml) and its source name.
+// The built-in default (examples/feed_handler/config/feed.toml) and its source name.
 std::string_view EmbeddedConfig();
 inline constexpr std::string_view kEmbeddedConfigName = "<embedded feed.toml>";
 

@@ -15,8 +15,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/notice.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/notice.h"
 #include "itch/file_input.h"
 #include "itch/reader.h"
 #include "pollux/idle.h"

@@ -1,4 +1,4 @@
-#include "feed_handler/feed_publisher.h"
+#include "feed_handler/publish/feed_publisher.h"
 
 #include <time.h>
 

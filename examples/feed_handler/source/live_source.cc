@@ -1,4 +1,4 @@
-#include "feed_handler/live_source.h"
+#include "feed_handler/source/live_source.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -20,9 +20,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/arbiter.h"
-#include "feed_handler/capture.h"
-#include "feed_handler/common.h"
+#include "feed_handler/arbiter/arbiter.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/capture.h"
 #include "pollux/clock.h"
 
 namespace pollux::feed {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/feed_publisher.h"
-#include "feed_handler/feed_subscriber.h"
+#include "feed_handler/book/feed_subscriber.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/feed_publisher.h"
 #include "pollux/config.h"
 
 namespace pollux::feed {

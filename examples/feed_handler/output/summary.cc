@@ -1,4 +1,4 @@
-#include "feed_handler/summary.h"
+#include "feed_handler/output/summary.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "feed_handler/pcap_source.h"
+#include "feed_handler/source/pcap_source.h"
 
 #include <arpa/inet.h>
 #include <pcap/pcap.h>
@@ -17,9 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/common.h"
-#include "feed_handler/live_source.h"
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/live_source.h"
+#include "feed_handler/source/pcap_format.h"
 #include "pollux/clock.h"
 
 namespace pollux::feed {

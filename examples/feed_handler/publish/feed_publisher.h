@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "feed_handler/common.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/source.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/source.h"
 #include "itch/book_set.h"
 #include "pollux/histogram.h"
 #include "pollux/pollux.h"

@@ -1,4 +1,4 @@
-#include "feed_handler/feed_config.h"
+#include "feed_handler/config/feed_config.h"
 
 #include <cstdint>
 #include <functional>
@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/embedded_config.h"
+#include "feed_handler/config/embedded_config.h"
 #include "itch/generator.h"
 #include "pollux/config.h"
 
