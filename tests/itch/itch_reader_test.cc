@@ -35,10 +35,7 @@ using testing::Hex;
 // The fixture in tests/data was written by
 //   pollux-itch-gen --symbols 3 --messages 5000 --seed 42 --out itch_gen_s3_m5000_seed42.itch
 GeneratorOptions FixtureOptions() {
-  GeneratorOptions o;
-  o.symbols = 3;
-  o.messages = 5000;
-  o.seed = 42;
+  GeneratorOptions o = testing::GenOptions(3, 5000, 42);
   return o;
 }
 
@@ -356,10 +353,7 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
 // every outcome is OK over the whole buffer or an error at an offset inside it. Messages
 // that do pass validation are fed to a BookSet, which must tolerate their nonsense.
 TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
-  GeneratorOptions o;
-  o.symbols = 4;
-  o.messages = 400;
-  o.seed = 7;
+  GeneratorOptions o = testing::GenOptions(4, 400, 7);
   const std::vector<uint8_t> base = *GenerateItch(o);
   Xoshiro256 rng(12345);
   int errors = 0;

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "itch/generator.h"
 #include "itch/random.h"
 
 namespace pollux::itch::testing {
@@ -96,6 +97,15 @@ inline void EditBytes(std::vector<uint8_t>& buf, std::size_t at, std::uint64_t k
       buf.resize(at);
       break;
   }
+}
+
+// Generator options for `symbols` symbols, `messages` messages and `seed` (the rest as default).
+inline GeneratorOptions GenOptions(uint32_t symbols, uint64_t messages, uint64_t seed) {
+  GeneratorOptions o;
+  o.symbols = symbols;
+  o.messages = messages;
+  o.seed = seed;
+  return o;
 }
 
 }  // namespace pollux::itch::testing
