@@ -20,12 +20,12 @@ struct AbslFlagsProgram {
 // --help/-h and --version anywhere print and exit 0; then every argument is set or refused
 // (exit 64). Either spelling of a name (dashes or underscores) is accepted; a bool flag takes no
 // value.
-void ParseAbslFlags(int argc, char** argv, const AbslFlagsProgram& p);
+void parse_absl_flags(int argc, char** argv, const AbslFlagsProgram& p);
 
 // "<program>: <message> (see --help)" on stderr, exit 64.
-[[noreturn]] void UsageError(std::string_view program, std::string_view message);
+[[noreturn]] void usage_error(std::string_view program, std::string_view message);
 
 // "line_a" -> "line-a".
-std::string Dashed(std::string name);
+std::string dashed(std::string name);
 
 }  // namespace pollux::examples

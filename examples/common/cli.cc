@@ -5,9 +5,9 @@
 
 namespace pollux::examples {
 
-const char* Version() { return POLLUX_EXAMPLES_VERSION; }
+const char* version() { return POLLUX_EXAMPLES_VERSION; }
 
-std::vector<std::string> FlagsIn(std::string_view help) {
+std::vector<std::string> flags_in(std::string_view help) {
   std::vector<std::string> out;
   const auto word = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -26,7 +26,7 @@ namespace {
 
 // Edits between two flag names, '_' and '-' taken as the same character; a swap of two
 // neighbours ("cuont") is one edit.
-std::size_t Edits(std::string_view a, std::string_view b) {
+std::size_t edits(std::string_view a, std::string_view b) {
   const auto same = [](char x, char y) { return x == y || ((x == '_' || x == '-') && (y == '_' || y == '-')); };
   std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
   for (std::size_t i = 0; i <= a.size(); ++i) {
@@ -46,7 +46,7 @@ std::size_t Edits(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-std::string UnknownFlagMessage(std::string_view arg, const std::vector<std::string>& candidates) {
+std::string unknown_flag_message(std::string_view arg, const std::vector<std::string>& candidates) {
   if (arg.size() < 2 || arg[0] != '-') return "unexpected argument '" + std::string(arg) + "' (see --help)";
   const std::string_view flag = arg.substr(0, arg.find('='));
   std::string_view bare = flag;
@@ -55,7 +55,7 @@ std::string UnknownFlagMessage(std::string_view arg, const std::vector<std::stri
   std::size_t best_edits = std::max<std::size_t>(2, bare.size() / 3) + 1;
   for (const std::string& c : candidates) {
     const std::string_view name = std::string_view(c).substr(c.find_first_not_of('-'));
-    std::size_t e = Edits(bare, name);
+    std::size_t e = edits(bare, name);
     if (bare.size() >= 3 && name.substr(0, bare.size()) == bare) e = std::min<std::size_t>(e, 1);  // "--cou"
     if (!bare.empty() && e < best_edits) {
       best_edits = e;
@@ -67,14 +67,14 @@ std::string UnknownFlagMessage(std::string_view arg, const std::vector<std::stri
   return m + " (see --help)";
 }
 
-int HandleStandardFlag(std::string_view arg, std::string_view program, std::string_view help) {
+int handle_standard_flag(std::string_view arg, std::string_view program, std::string_view help) {
   if (arg == "-h" || arg == "--help") {
     std::fwrite(help.data(), 1, help.size(), stdout);
     if (!help.empty() && help.back() != '\n') std::fputc('\n', stdout);
     return 0;
   }
   if (arg == "--version") {
-    std::printf("%.*s %s\n", static_cast<int>(program.size()), program.data(), Version());
+    std::printf("%.*s %s\n", static_cast<int>(program.size()), program.data(), version());
     return 0;
   }
   return -1;

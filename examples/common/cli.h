@@ -14,18 +14,18 @@ namespace pollux::examples {
 inline constexpr int kUsageExit = 64;  // EX_USAGE
 
 // The version the examples were built with (Pollux's project version).
-const char* Version();
+const char* version();
 
 // Every "--name" that `help` mentions, in order, without repeats: the candidates of a suggestion.
-std::vector<std::string> FlagsIn(std::string_view help);
+std::vector<std::string> flags_in(std::string_view help);
 
 // "unknown flag '--cuont'; did you mean '--count'? (see --help)" (the closest of `candidates`
 // within about a third of the flag's length; none: no suggestion). A bare word gets
 // "unexpected argument 'x' (see --help)".
-std::string UnknownFlagMessage(std::string_view arg, const std::vector<std::string>& candidates);
+std::string unknown_flag_message(std::string_view arg, const std::vector<std::string>& candidates);
 
 // -h/--help prints `help` to stdout and returns 0; --version prints "<program> <version>" and
 // returns 0; anything else returns -1 (go on parsing).
-int HandleStandardFlag(std::string_view arg, std::string_view program, std::string_view help);
+int handle_standard_flag(std::string_view arg, std::string_view program, std::string_view help);
 
 }  // namespace pollux::examples

@@ -166,7 +166,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (const int rc = examples::HandleStandardFlag(arg, "pollux-feed", kUsage); rc >= 0) {
+    if (const int rc = examples::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" || arg == "--counts-out" ||
                arg == "--summary-json" || arg == "--role") {
@@ -204,7 +204,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     } else if (arg == "--report-fd") {
       s = take_int(&a.report_fd);
     } else {
-      return absl::InvalidArgumentError(examples::UnknownFlagMessage(argv[i], examples::FlagsIn(kUsage)));
+      return absl::InvalidArgumentError(examples::unknown_flag_message(argv[i], examples::flags_in(kUsage)));
     }
     if (!s.ok()) return s;
   }

@@ -173,7 +173,7 @@ constexpr char kHelp[] =
     "A 20-byte request is answered with at most --reply-mtu bytes (single) or --max-reply-packets\n"
     "x --reply-mtu bytes (multi), and only to an allowed source address.\n\n";
 
-[[noreturn]] void UsageError(const std::string& msg) { pollux::examples::UsageError(kProg, msg); }
+[[noreturn]] void UsageError(const std::string& msg) { pollux::examples::usage_error(kProg, msg); }
 
 sockaddr_in ParseEndpoint(const std::string& flag, const std::string& s, bool multicast) {
   const size_t colon = s.rfind(':');
@@ -932,14 +932,14 @@ uint32_t DropPpm(const char* flag, double pct) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pollux::examples::ParseAbslFlags(argc, argv, {kProg, kHelp, {std::begin(kFlags), std::end(kFlags)}});
+  pollux::examples::parse_absl_flags(argc, argv, {kProg, kHelp, {std::begin(kFlags), std::end(kFlags)}});
 
   const std::string itch_path = absl::GetFlag(FLAGS_itch);
   const uint64_t generate = absl::GetFlag(FLAGS_generate);
   if (itch_path.empty() == (generate == 0)) UsageError("exactly one of --itch FILE or --generate N is required");
   for (const char* req : {"line_a", "line_b"}) {
     if (absl::FindCommandLineFlag(req)->CurrentValue().empty()) {
-      UsageError("--" + pollux::examples::Dashed(req) + " ADDR:PORT is required");
+      UsageError("--" + pollux::examples::dashed(req) + " ADDR:PORT is required");
     }
   }
   const uint32_t req_port = absl::GetFlag(FLAGS_rerequest_port);

@@ -22,7 +22,7 @@ ABSL_FLAG(std::uint32_t, orders_per_symbol, 64, "live orders per symbol the flow
 
 int main(int argc, char** argv) {
   constexpr const char* kProg = "pollux-itch-gen";
-  pollux::examples::ParseAbslFlags(
+  pollux::examples::parse_absl_flags(
       argc, argv,
       {kProg,
        "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n"
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
        {"out", "symbols", "messages", "seed", "zero_length_prefix", "orders_per_symbol"},
        /*dashed=*/false});
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) pollux::examples::UsageError(kProg, "--out FILE is required");
+  if (out.empty()) pollux::examples::usage_error(kProg, "--out FILE is required");
   pollux::itch::GeneratorOptions o;
   o.symbols = absl::GetFlag(FLAGS_symbols);
   o.messages = absl::GetFlag(FLAGS_messages);

@@ -121,7 +121,7 @@ int publisher(const std::string& cfg, std::uint64_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pollux::examples::ParseAbslFlags(
+  pollux::examples::parse_absl_flags(
       argc, argv,
       {"pollux-demo",
        "A publisher process and a subscriber process exchange N quotes over one Pollux stream\n"
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
        {"config", "count"}});
   const std::string cfg = absl::GetFlag(FLAGS_config);
   const std::uint64_t count = absl::GetFlag(FLAGS_count);
-  if (count == 0) pollux::examples::UsageError("pollux-demo", "--count must be at least 1");
+  if (count == 0) pollux::examples::usage_error("pollux-demo", "--count must be at least 1");
   int ready[2];
   if (pipe(ready) != 0) return 1;
   const pid_t child = fork();
