@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/config_values.h"
 
 namespace pollux::core {
 
@@ -48,45 +49,6 @@ std::string_view transport_name(TransportKind k) {
 }
 std::string_view flow_control_name(FlowControl f) { return f == FlowControl::kLossy ? "lossy" : "backpressure"; }
 std::string_view rdma_mode_name(RdmaMode m) { return m == RdmaMode::kRc ? "rc" : "ud_mcast"; }
-
-namespace {
-
-// ---- value helpers: each returns "" on success or the message after "key: " ----------------
-
-std::string describe(const toml::node& n) {
-  if (auto s = n.value<std::string>(); s && n.is_string()) return absl::StrFormat("\"%s\"", *s);
-  if (n.is_integer()) return absl::StrCat(*n.value<std::int64_t>());
-  if (n.is_floating_point()) return absl::StrCat(*n.value<double>());
-  if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
-  if (n.is_table()) return "a table";
-  if (n.is_array()) return "an array";
-  return "a date/time";
-}
-
-std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std::int64_t* out) {
-  if (!n.is_integer()) return absl::StrCat("expected an integer, got ", describe(n));
-  const std::int64_t v = *n.value<std::int64_t>();
-  if (v < lo || v > hi) return absl::StrFormat("expected %d..%d, got %d", lo, hi, v);
-  *out = v;
-  return "";
-}
-
-// Sizes accept integers (bytes) or strings with a binary suffix: "64KiB", "16MiB", "1GiB"
-// (parse_size() below).
-std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
-  if (n.is_integer()) {
-    const std::int64_t i = *n.value<std::int64_t>();
-    if (i < 0) return absl::StrCat("expected a size, got ", i);
-    const auto v = static_cast<std::uint64_t>(i);
-    if (v < lo || v > hi) return absl::StrFormat("expected %u..%u bytes, got %u", lo, hi, v);
-    *out = v;
-    return "";
-  }
-  if (n.is_string()) return parse_size(*n.value<std::string>(), lo, hi, out);
-  return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
-}
-
-}  // namespace
 
 // A string whose value does not fit in 64 bits (digits alone, or after the suffix's
 // multiplication) is an error of its own: it must never wrap into a small, valid size.
@@ -127,34 +89,6 @@ std::string format_size(std::uint64_t v) {
 }
 
 namespace {
-
-std::string want_bool(const toml::node& n, bool* out) {
-  if (!n.is_boolean()) return absl::StrCat("expected true|false, got ", describe(n));
-  *out = *n.value<bool>();
-  return "";
-}
-
-std::string want_string(const toml::node& n, std::string* out) {
-  if (!n.is_string()) return absl::StrCat("expected a string, got ", describe(n));
-  *out = *n.value<std::string>();
-  return "";
-}
-
-template <typename E>
-std::string want_enum(const toml::node& n, std::initializer_list<std::pair<const char*, E>> choices, E* out) {
-  std::vector<std::string> names;
-  for (auto& c : choices) names.emplace_back(c.first);
-  if (n.is_string()) {
-    const std::string s = *n.value<std::string>();
-    for (auto& c : choices) {
-      if (s == c.first) {
-        *out = c.second;
-        return "";
-      }
-    }
-  }
-  return absl::StrFormat("expected %s, got %s", absl::StrJoin(names, "|"), describe(n));
-}
 
 // Smallest frame on the wire (a bare 32-byte header): bounds the frames per datagram.
 constexpr std::uint32_t kFrameHeaderSizeForConfig = 32;
@@ -239,34 +173,6 @@ std::string want_udp_int(const toml::node& n, std::int64_t lo, std::int64_t hi, 
   auto e = want_int(n, lo, hi, &v);
   if (e.empty()) *out = static_cast<T>(v);
   return e;
-}
-
-// A TOML basic string: quotes, backslashes and control characters escaped, so that what
-// to_toml() prints parses back to the same value (found by tests/fuzz/config_fuzz.cc).
-std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20 || u == 0x7f) {
-      out += absl::StrFormat("\\u%04X", u);
-    } else {
-      out += ch;
-    }
-  }
-  out += '"';
-  return out;
-}
-
-// A size as a configuration writes it: the largest binary unit that divides it exactly, as the
-// string want_size() parses ("16MiB", "64KiB", "1GiB"); bytes when none does (2000, 0).
-std::string size_toml(std::uint64_t v) {
-  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
-    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat("\"", v >> shift, suffix, "\"");
-  }
-  return absl::StrCat(v);
 }
 
 // ---- the table ----------------------------------------------------------------------------------

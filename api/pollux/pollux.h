@@ -2,7 +2,11 @@
 #pragma once
 
 #include "pollux/clock.h"
+#include "pollux/config.h"
 #include "pollux/context.h"
+#include "pollux/cpu.h"
+#include "pollux/histogram.h"
+#include "pollux/idle.h"
 #include "pollux/publisher.h"
 #include "pollux/subscriber.h"
 #include "pollux/types.h"

@@ -14,7 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "feed_handler/capture.h"
+#include "feed_handler/source/capture.h"
 #include "tools/common/cli.h"
 
 int main(int argc, char** argv) {

@@ -31,15 +31,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/feed_publisher.h"
-#include "feed_handler/feed_subscriber.h"
-#include "feed_handler/source.h"
-#include "feed_handler/summary.h"
+#include "common/cli.h"
+#include "feed_handler/book/feed_subscriber.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/output/summary.h"
+#include "feed_handler/publish/feed_publisher.h"
+#include "feed_handler/source/source.h"
 #include "itch/report.h"
 #include "pollux/pollux.h"
-#include "tools/common/cli.h"
 
 namespace pollux::feed {
 namespace {
@@ -60,7 +59,7 @@ replays through the same arbiter and books with the live keys and:
   pollux-feed --set feed.source=pcap --set feed.pcap=PATH --set feed.line_a=... --set feed.line_b=...
               --set feed.rerequest=HOST:PORT [--set feed.replay=original|speed|max]
 
-  --config FILE        TOML configuration (default: the embedded examples/feed_handler/feed.toml)
+  --config FILE        TOML configuration (default: the embedded examples/feed_handler/config/feed.toml)
   --itch FILE          replay this ITCH 5.0 BinaryFILE (same as --set feed.source=file
                        --set feed.file=FILE)
   --set KEY=VALUE      override one key, e.g. --set feed.messages=1000000
@@ -167,7 +166,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (const int rc = cli::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
+    if (const int rc = examples::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" || arg == "--counts-out" ||
                arg == "--summary-json" || arg == "--role") {
@@ -205,7 +204,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     } else if (arg == "--report-fd") {
       s = take_int(&a.report_fd);
     } else {
-      return absl::InvalidArgumentError(cli::unknown_flag_message(argv[i], cli::flags_in(kUsage)));
+      return absl::InvalidArgumentError(examples::unknown_flag_message(argv[i], examples::flags_in(kUsage)));
     }
     if (!s.ok()) return s;
   }
@@ -439,7 +438,7 @@ SubscriberReport RunSubscriberHere(Context& ctx, const LoadedConfig& cfg, const 
   SubscriberReport rep;
   rep.index = index;
   rep.pid = getpid();
-  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.runtime.idle);
+  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.idle);
   if (!sub.ok()) {
     rep.error = std::string(sub.status().message());
     progress->state.store(RoleProgress::kFailed, std::memory_order_release);
@@ -478,8 +477,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     std::optional<Monitor> monitor;
     if (!child && !a.quiet) {
       std::fprintf(stderr, "pollux-feed: subscribing to %d stream(s) \"%s.*\" (%s, threading %s)\n", cfg.feed.streams,
-                   cfg.feed.topic.c_str(), std::string(core::transport_name(cfg.pollux.transport)).c_str(),
-                   std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+                   cfg.feed.topic.c_str(), cfg.pollux.transport.c_str(), cfg.pollux.threading.c_str());
       printer.emplace(nullptr, 0, progress, 1);
       monitor.emplace(&*printer, cfg.feed.progress_ms, [] {});
     }
@@ -503,49 +501,63 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
   return rep.error.empty() ? 0 : 1;
 }
 
-int RunPub(const Args& a, const LoadedConfig& cfg) {
+// The publishing side, opened in this order: the source first (a bad file fails before anything
+// is started), then the context, then the publisher (its streams exist before any subscriber
+// looks for them).
+struct PublisherSide {
+  std::unique_ptr<Source> src;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<FeedPublisher> pub;
+};
+
+absl::StatusOr<PublisherSide> OpenPublisherSide(const LoadedConfig& cfg) {
+  PublisherSide side;
   absl::StatusOr<std::unique_ptr<Source>> src = OpenSource(cfg.feed);
-  if (!src.ok()) {
-    Fail(std::string(src.status().message()));
-    return 2;
-  }
+  if (!src.ok()) return src.status();
+  side.src = *std::move(src);
   absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
-  if (!ctx.ok()) {
-    Fail(std::string(ctx.status().message()));
+  if (!ctx.ok()) return ctx.status();
+  side.ctx = *std::move(ctx);
+  side.src->AttachCounters(*side.ctx);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(*side.ctx, cfg.feed, cfg.pollux.idle);
+  if (!pub.ok()) return pub.status();
+  side.pub = *std::move(pub);
+  return side;
+}
+
+int RunPub(const Args& a, const LoadedConfig& cfg) {
+  absl::StatusOr<PublisherSide> side = OpenPublisherSide(cfg);
+  if (!side.ok()) {
+    Fail(std::string(side.status().message()));
     return 2;
   }
-  (*src)->AttachCounters(**ctx);
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, cfg.feed, cfg.pollux.runtime.idle);
-  if (!pub.ok()) {
-    Fail(std::string(pub.status().message()));
-    return 2;
-  }
+  std::unique_ptr<Source>& src = side->src;
+  std::unique_ptr<FeedPublisher>& pub = side->pub;
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
-                 (*src)->live() ? (*src)->name().c_str() : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
+                 src->live() ? src->name().c_str() : absl::StrCat(Commas(src->messages), " messages").c_str(),
                  cfg.feed.streams, cfg.feed.topic.c_str());
   }
-  if (absl::Status s = (*pub)->WaitConnected(g_stop); !s.ok()) {
+  if (absl::Status s = pub->WaitConnected(g_stop); !s.ok()) {
     Fail(std::string(s.message()));
     return 1;
   }
-  AnnounceLive(**src);
+  AnnounceLive(*src);
   RoleProgress progress;
-  ProgressPrinter printer(&progress, (*src)->messages, nullptr, 0);
+  ProgressPrinter printer(&progress, src->messages, nullptr, 0);
   std::optional<Monitor> monitor;
   if (!a.quiet) monitor.emplace(&printer, cfg.feed.progress_ms, [] {});
-  absl::StatusOr<ReplayResult> r = (*pub)->Replay(**src, &progress, g_stop);
-  (*pub)->Close();
+  absl::StatusOr<ReplayResult> r = pub->Replay(*src, &progress, g_stop);
+  pub->Close();
   if (monitor) monitor->Stop();
   if (!r.ok()) {
     Fail(std::string(r.status().message()));
     return 1;
   }
-  const LiveCounterValues live = (*src)->LiveCounters();
-  const LiveNoteValues notes = (*src)->LiveNotes();
-  std::printf(
-      "== pollux-feed summary (publisher) ==\n%s",
-      FormatPublisher(*r, (*src)->description, (*src)->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
+  const LiveCounterValues live = src->LiveCounters();
+  const LiveNoteValues notes = src->LiveNotes();
+  std::printf("== pollux-feed summary (publisher) ==\n%s",
+              FormatPublisher(*r, src->description, src->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
   if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
@@ -554,24 +566,14 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   const FeedConfig& fc = cfg.feed;
   const std::uint32_t nsubs = fc.subscribers;
   const bool processes = fc.subscriber_mode == SubscriberMode::kProcess;
-  // The source first: a bad file fails before anything is started.
-  absl::StatusOr<std::unique_ptr<Source>> src = OpenSource(fc);
-  if (!src.ok()) {
-    Fail(std::string(src.status().message()));
+  absl::StatusOr<PublisherSide> side = OpenPublisherSide(cfg);
+  if (!side.ok()) {
+    Fail(std::string(side.status().message()));
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
-  if (!ctx.ok()) {
-    Fail(std::string(ctx.status().message()));
-    return 2;
-  }
-  (*src)->AttachCounters(**ctx);
-  // Publishers first: their streams exist before any subscriber looks for them.
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, fc, cfg.pollux.runtime.idle);
-  if (!pub.ok()) {
-    Fail(std::string(pub.status().message()));
-    return 2;
-  }
+  std::unique_ptr<Source>& src = side->src;
+  std::unique_ptr<Context>& ctx = side->ctx;
+  std::unique_ptr<FeedPublisher>& pub = side->pub;
 
   std::vector<RoleProgress> thread_progress(processes ? 0 : nsubs);
   SharedProgress shared;
@@ -598,7 +600,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     }
   } else {
     for (std::uint32_t i = 0; i < nsubs; ++i) {
-      threads.emplace_back([&, i] { reports[i] = RunSubscriberHere(**ctx, cfg, a, i, &sub_progress[i]); });
+      threads.emplace_back([&, i] { reports[i] = RunSubscriberHere(*ctx, cfg, a, i, &sub_progress[i]); });
     }
   }
 
@@ -615,17 +617,16 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   };
 
   RoleProgress pub_progress;
-  ProgressPrinter printer(&pub_progress, (*src)->messages, sub_progress, nsubs);
+  ProgressPrinter printer(&pub_progress, src->messages, sub_progress, nsubs);
   std::optional<Monitor> monitor;
   monitor.emplace(a.quiet ? nullptr : &printer, fc.progress_ms, check);
 
   absl::Status status;
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
-                 (*src)->live() ? "live feed" : absl::StrCat(Commas((*src)->messages), " messages").c_str(),
-                 (*src)->description.c_str(), fc.streams, nsubs, processes ? "process(es)" : "thread(s)",
-                 std::string(core::transport_name(cfg.pollux.transport)).c_str(),
-                 std::string(core::threading_name(cfg.pollux.runtime.threading)).c_str());
+                 src->live() ? "live feed" : absl::StrCat(Commas(src->messages), " messages").c_str(),
+                 src->description.c_str(), fc.streams, nsubs, processes ? "process(es)" : "thread(s)",
+                 cfg.pollux.transport.c_str(), cfg.pollux.threading.c_str());
   }
   // Every subscriber connected on every stream before the first message: nothing is missed.
   if (status.ok()) {
@@ -647,15 +648,15 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
         break;
       }
       // Inline mode: heartbeats and subscriber status need the publishing thread.
-      if ((*pub)->Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (pub->Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  if (status.ok() && !sub_failed.load()) status = (*pub)->WaitConnected(g_stop);
-  if (status.ok() && !sub_failed.load()) AnnounceLive(**src);
+  if (status.ok() && !sub_failed.load()) status = pub->WaitConnected(g_stop);
+  if (status.ok() && !sub_failed.load()) AnnounceLive(*src);
 
   std::optional<ReplayResult> replay;
   if (status.ok() && !sub_failed.load()) {
-    absl::StatusOr<ReplayResult> r = (*pub)->Replay(**src, &pub_progress, g_stop);
+    absl::StatusOr<ReplayResult> r = pub->Replay(*src, &pub_progress, g_stop);
     if (r.ok()) {
       replay = std::move(*r);
     } else {
@@ -664,7 +665,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   }
   replay_over.store(true, std::memory_order_release);
   // End of stream for every subscriber (after they have read everything that was sent).
-  (*pub)->Close();
+  pub->Close();
   if (!status.ok()) g_stop.store(true);
 
   const auto deadline =
@@ -695,13 +696,12 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.Print();
 
   int rc = 0;
-  const LiveCounterValues live = (*src)->LiveCounters();
-  const LiveNoteValues notes = (*src)->LiveNotes();
+  const LiveCounterValues live = src->LiveCounters();
+  const LiveNoteValues notes = src->LiveNotes();
   std::printf("== pollux-feed summary ==\n");
   if (replay) {
-    std::printf(
-        "%s",
-        FormatPublisher(*replay, (*src)->description, (*src)->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
+    std::printf("%s",
+                FormatPublisher(*replay, src->description, src->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
@@ -726,7 +726,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
   if (!args.ok()) {
     Fail(std::string(args.status().message()));
-    return cli::kUsageExit;  // a bad command line: 64, as every Pollux program
+    return examples::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
@@ -739,7 +739,7 @@ int Main(int argc, char** argv) {
   }
   if (a.print_config) {
     std::printf("# pollux-feed effective configuration (source: %s)\n\n%s\n%s", cfg->pollux_source.c_str(),
-                cfg->feed.ToToml().c_str(), cfg->pollux.to_toml().c_str());
+                cfg->feed.ToToml().c_str(), cfg->pollux.effective_config.c_str());
     return 0;
   }
   int rc = 2;

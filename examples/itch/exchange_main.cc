@@ -49,6 +49,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/absl_flags_cli.h"
 #include "itch/endian.h"
 #include "itch/file_input.h"
 #include "itch/generator.h"
@@ -56,7 +57,6 @@
 #include "itch/moldudp64.h"
 #include "itch/random.h"
 #include "itch/reader.h"
-#include "tools/common/cli.h"
 
 ABSL_FLAG(std::string, itch, "", "ITCH 5.0 BinaryFILE to send (or --generate); a regular file, read with pread.");
 ABSL_FLAG(uint64_t, generate, 0, "Send N generated messages instead of a file (itch/generator.h).");
@@ -111,7 +111,6 @@ using pollux::itch::MessageView;
 namespace mold = pollux::itch::mold;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kUsage = 64;    // EX_USAGE
 constexpr int kDataErr = 65;  // EX_DATAERR
 constexpr const char* kProg = "pollux-exchange";
 constexpr const char* kFlags[] = {"itch",
@@ -157,81 +156,24 @@ int64_t RealtimeNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string Dashed(std::string s) {
-  for (char& c : s) c = c == '_' ? '-' : c;
-  return s;
-}
+constexpr char kHelp[] =
+    "usage: pollux-exchange (--itch FILE | --generate N) --line-a ADDR:PORT --line-b ADDR:PORT\n"
+    "                       --rerequest-port PORT [--interface IF] [--drop-a PCT] [--drop-b PCT]\n"
+    "                       [--seed N] [--rate MSG_PER_S | --rate max | --speed X] [--session NAME]\n"
+    "                       [--linger-ms MS] [--history N] [--reply-mode multi|single]\n"
+    "                       [--max-reply-packets N] [--dup-window-ms MS] [--allow LIST]\n"
+    "                       [--request-limit N] [--max-requesters N] [--delay-b-us US] [--no-rerequest]\n"
+    "                       [--serve-delay-ms MS]\n"
+    "                       [--heartbeat-ms MS] [--mtu BYTES] [--reply-mtu BYTES] [--summary-json FILE]\n"
+    "                       [--session-change-at N [--next-session NAME]] [--pause-at N [--pause-ms MS]]\n\n"
+    "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
+    "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
+    "with downstream packets unicast to the requester. Drops apply to data packets only.\n"
+    "MoldUDP64 has no authentication: --allow and the per-address budget are the controls.\n"
+    "A 20-byte request is answered with at most --reply-mtu bytes (single) or --max-reply-packets\n"
+    "x --reply-mtu bytes (multi), and only to an allowed source address.\n\n";
 
-void PrintHelp() {
-  std::printf(
-      "usage: pollux-exchange (--itch FILE | --generate N) --line-a ADDR:PORT --line-b ADDR:PORT\n"
-      "                       --rerequest-port PORT [--interface IF] [--drop-a PCT] [--drop-b PCT]\n"
-      "                       [--seed N] [--rate MSG_PER_S | --rate max | --speed X] [--session NAME]\n"
-      "                       [--linger-ms MS] [--history N] [--reply-mode multi|single]\n"
-      "                       [--max-reply-packets N] [--dup-window-ms MS] [--allow LIST]\n"
-      "                       [--request-limit N] [--max-requesters N] [--delay-b-us US] [--no-rerequest]\n"
-      "                       [--serve-delay-ms MS]\n"
-      "                       [--heartbeat-ms MS] [--mtu BYTES] [--reply-mtu BYTES] [--summary-json FILE]\n"
-      "                       [--session-change-at N [--next-session NAME]] [--pause-at N [--pause-ms MS]]\n\n"
-      "Sends an ITCH 5.0 stream as MoldUDP64 on two multicast lines, then end of session (x3),\n"
-      "and answers re-requests (Session, SequenceNumber, Count) from the last --history messages\n"
-      "with downstream packets unicast to the requester. Drops apply to data packets only.\n"
-      "MoldUDP64 has no authentication: --allow and the per-address budget are the controls.\n"
-      "A 20-byte request is answered with at most --reply-mtu bytes (single) or --max-reply-packets\n"
-      "x --reply-mtu bytes (multi), and only to an allowed source address.\n\n");
-  for (const char* name : kFlags) {
-    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-    if (f == nullptr) continue;
-    std::printf("  --%-18s %s (default: %s)\n", Dashed(name).c_str(), f->Help().c_str(),
-                f->DefaultValue().empty() ? "\"\"" : f->DefaultValue().c_str());
-  }
-  std::printf("  --%-18s %s\n  %-20s %s\n", "version", "print \"pollux-exchange <version>\" and exit", "-h, --help",
-              "this text");
-}
-
-[[noreturn]] void UsageError(const std::string& msg) {
-  std::fprintf(stderr, "%s: %s (see --help)\n", kProg, msg.c_str());
-  std::exit(kUsage);
-}
-
-// Worded as every Pollux program words it (tools/common/cli.h): "unknown flag '-x'" for anything
-// that starts with '-' and is not one of ours (short flags included), with a "did you mean" when
-// one is close; "unexpected argument" for a bare word.
-[[noreturn]] void RejectArgument(std::string_view arg) {
-  std::vector<std::string> candidates{"--help", "--version"};
-  for (const char* k : kFlags) candidates.push_back("--" + Dashed(k));
-  const std::string m = pollux::cli::unknown_flag_message(arg, candidates);
-  UsageError(m.substr(0, m.rfind(" (see --help)")));
-}
-
-// Abseil's ParseCommandLine exits 1 and wants underscores; the contract is dashes and 64.
-void ParseFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a.size() < 3 || a.substr(0, 2) != "--") RejectArgument(a);
-    a.remove_prefix(2);
-    std::string name(a.substr(0, a.find('=')));
-    const bool has_value = a.find('=') != std::string_view::npos;
-    for (char& c : name) c = c == '-' ? '_' : c;
-    bool known = false;
-    for (const char* k : kFlags) known = known || name == k;
-    absl::CommandLineFlag* f = known ? absl::FindCommandLineFlag(name) : nullptr;
-    if (f == nullptr) RejectArgument(argv[i]);
-    std::string value;
-    if (has_value) {
-      value = std::string(a.substr(a.find('=') + 1));
-    } else if (f->IsOfType<bool>()) {
-      value = "true";
-    } else {
-      if (i + 1 >= argc) UsageError("flag '--" + Dashed(name) + "' needs a value");
-      value = argv[++i];
-    }
-    std::string err;
-    if (!f->ParseFrom(value, &err)) {
-      UsageError("bad value '" + value + "' for --" + Dashed(name) + ": " + err);
-    }
-  }
-}
+[[noreturn]] void UsageError(const std::string& msg) { pollux::examples::usage_error(kProg, msg); }
 
 sockaddr_in ParseEndpoint(const std::string& flag, const std::string& s, bool multicast) {
   const size_t colon = s.rfind(':');
@@ -990,25 +932,14 @@ uint32_t DropPpm(const char* flag, double pct) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "-h" || a == "--help" || a == "-help") {
-      PrintHelp();
-      return 0;
-    }
-    if (a == "--version") {
-      std::printf("%s %s\n", kProg, pollux::cli::version());
-      return 0;
-    }
-  }
-  ParseFlags(argc, argv);
+  pollux::examples::parse_absl_flags(argc, argv, {kProg, kHelp, {std::begin(kFlags), std::end(kFlags)}});
 
   const std::string itch_path = absl::GetFlag(FLAGS_itch);
   const uint64_t generate = absl::GetFlag(FLAGS_generate);
   if (itch_path.empty() == (generate == 0)) UsageError("exactly one of --itch FILE or --generate N is required");
   for (const char* req : {"line_a", "line_b"}) {
     if (absl::FindCommandLineFlag(req)->CurrentValue().empty()) {
-      UsageError("--" + Dashed(req) + " ADDR:PORT is required");
+      UsageError("--" + pollux::examples::dashed(req) + " ADDR:PORT is required");
     }
   }
   const uint32_t req_port = absl::GetFlag(FLAGS_rerequest_port);

@@ -9,31 +9,35 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "common/absl_flags_cli.h"
 #include "itch/generator.h"
-#include "tools/common/cli.h"
+
+ABSL_FLAG(std::string, out, "", "output file (required)");
+ABSL_FLAG(std::uint32_t, symbols, 8, "number of symbols (stock locates 1..N), 1..65535");
+ABSL_FLAG(std::uint64_t, messages, 100000, "total messages, including S x 6 and one R and one H per symbol");
+ABSL_FLAG(std::uint64_t, seed, 1, "PRNG seed; the output is a pure function of the flags");
+ABSL_FLAG(bool, zero_length_prefix, false, "write every 2-byte length prefix as 0, like NASDAQ's sample files");
+ABSL_FLAG(std::uint32_t, orders_per_symbol, 64, "live orders per symbol the flow hovers around");
 
 int main(int argc, char** argv) {
-  std::uint64_t symbols = 8, messages = 100000, seed = 1, orders_per_symbol = 64;
-  std::string out;
-  bool zero_length_prefix = false;
-  pollux::cli::Parser cli("pollux-itch-gen",
-                          "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n"
-                          "  pollux-itch-gen --out FILE [--symbols N] [--messages M] [--seed S]");
-  cli.text("--out", &out, "FILE", "output file (required)")
-      .count("--symbols", &symbols, "number of symbols (stock locates 1..N), 1..65535", 0, UINT32_MAX)
-      .count("--messages", &messages, "total messages, including S x 6 and one R and one H per symbol", 0)
-      .count("--seed", &seed, "PRNG seed; the output is a pure function of the flags", 0)
-      .toggle("--zero_length_prefix", &zero_length_prefix,
-              "write every 2-byte length prefix as 0, like NASDAQ's sample files")
-      .count("--orders_per_symbol", &orders_per_symbol, "live orders per symbol the flow hovers around", 0, UINT32_MAX)
-      .parse(argc, argv);
-  if (out.empty()) cli.fail("--out FILE is required");
+  constexpr const char* kProg = "pollux-itch-gen";
+  pollux::examples::parse_absl_flags(
+      argc, argv,
+      {kProg,
+       "Writes a synthetic NASDAQ TotalView-ITCH 5.0 BinaryFILE (same flags, same bytes).\n"
+       "  pollux-itch-gen --out FILE [--symbols N] [--messages M] [--seed S]\n\n",
+       {"out", "symbols", "messages", "seed", "zero_length_prefix", "orders_per_symbol"},
+       /*dashed=*/false});
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) pollux::examples::usage_error(kProg, "--out FILE is required");
   pollux::itch::GeneratorOptions o;
-  o.symbols = static_cast<std::uint32_t>(symbols);
-  o.messages = messages;
-  o.seed = seed;
-  o.orders_per_symbol = static_cast<std::uint32_t>(orders_per_symbol);
-  o.framing = zero_length_prefix ? pollux::itch::Framing::kZeroLengthPrefix : pollux::itch::Framing::kLengthPrefix;
+  o.symbols = absl::GetFlag(FLAGS_symbols);
+  o.messages = absl::GetFlag(FLAGS_messages);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.orders_per_symbol = absl::GetFlag(FLAGS_orders_per_symbol);
+  o.framing = absl::GetFlag(FLAGS_zero_length_prefix) ? pollux::itch::Framing::kZeroLengthPrefix
+                                                      : pollux::itch::Framing::kLengthPrefix;
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<uint8_t>> bytes = pollux::itch::GenerateItch(o);
   if (!bytes.ok()) {

@@ -16,8 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "common/absl_flags_cli.h"
 #include "pollux/pollux.h"
-#include "tools/common/cli.h"
+
+ABSL_FLAG(std::string, config, "", "TOML configuration FILE (default: the embedded one: shared memory)");
+ABSL_FLAG(std::uint64_t, count, 1'000'000, "quotes to publish");
 
 namespace {
 
@@ -117,14 +121,16 @@ int publisher(const std::string& cfg, std::uint64_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cfg;
-  std::uint64_t count = 1'000'000;
-  pollux::cli::Parser("pollux-demo",
-                      "A publisher process and a subscriber process exchange N quotes over one Pollux stream\n"
-                      "and the subscriber prints what it received, lost, and the publish-to-handler latency.")
-      .text("--config", &cfg, "FILE", "TOML configuration (default: the embedded one: shared memory)")
-      .count("--count", &count, "quotes to publish")
-      .parse(argc, argv);
+  pollux::examples::parse_absl_flags(
+      argc, argv,
+      {"pollux-demo",
+       "A publisher process and a subscriber process exchange N quotes over one Pollux stream\n"
+       "and the subscriber prints what it received, lost, and the publish-to-handler latency.\n"
+       "  pollux-demo [--config FILE] [--count N]\n\n",
+       {"config", "count"}});
+  const std::string cfg = absl::GetFlag(FLAGS_config);
+  const std::uint64_t count = absl::GetFlag(FLAGS_count);
+  if (count == 0) pollux::examples::usage_error("pollux-demo", "--count must be at least 1");
   int ready[2];
   if (pipe(ready) != 0) return 1;
   const pid_t child = fork();

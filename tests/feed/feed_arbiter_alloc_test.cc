@@ -1,13 +1,13 @@
 // The live mode's per-packet path allocates nothing once it is running: arbitration, the
 // window, gap ranges, re-requests, notices and the output are all sized at construction
-// (examples/feed_handler/arbiter.h). The probe (tests/data_path_probe.h) counts malloc & co.
+// (examples/feed_handler/arbiter/arbiter.h). The probe (tests/data_path_probe.h) counts malloc & co.
 // made by this thread while a steady stream with losses on both lines, duplicates and
 // replies goes through.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "feed_handler/arbiter.h"
+#include "feed_handler/arbiter/arbiter.h"
 #include "itch/generator.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"

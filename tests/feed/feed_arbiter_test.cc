@@ -1,7 +1,7 @@
-// The live mode's arbitration and gap logic (examples/feed_handler/arbiter.h) without
+// The live mode's arbitration and gap logic (examples/feed_handler/arbiter/arbiter.h) without
 // sockets: packets are built here and handed over in any order, with duplicates, losses,
 // re-request replies, session changes and hostile bytes; time is a plain number.
-#include "feed_handler/arbiter.h"
+#include "feed_handler/arbiter/arbiter.h"
 
 #include <gtest/gtest.h>
 

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/feed_publisher.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/feed_publisher.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {
@@ -32,8 +32,8 @@ TEST(FeedConfig, EmbeddedDefaultLoads) {
   EXPECT_EQ(c->feed.source, SourceKind::kGenerator);
   EXPECT_EQ(c->feed.replay, ReplayMode::kMax);
   EXPECT_EQ(c->feed.streams, 4u);
-  EXPECT_EQ(c->pollux.transport, core::TransportKind::kShm);
-  EXPECT_EQ(c->pollux.shm.flow_control, core::FlowControl::kBackpressure);
+  EXPECT_EQ(c->pollux.transport, "shm");
+  EXPECT_EQ(c->pollux.flow_control, "backpressure");
   EXPECT_EQ(c->pollux_toml.find("\n[feed]"), std::string::npos);
   EXPECT_EQ(c->pollux_toml.find("\nsymbols"), std::string::npos);
   EXPECT_EQ(c->feed.Topic(3), "itch.3");
@@ -206,7 +206,7 @@ TEST(FeedConfig, InlineAndDottedFeedTables) {
       LoadConfig("feed = { symbols = 3, messages = 100 }\n[runtime]\nthreading = \"shared\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.symbols, 3u);
-  EXPECT_EQ(c->pollux.runtime.threading, core::ThreadingMode::kShared);
+  EXPECT_EQ(c->pollux.threading, "shared");
   c = LoadConfig("feed.symbols = 5\nfeed.messages = 500\n[runtime]\nthreading = \"inline\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.symbols, 5u);
@@ -228,8 +228,8 @@ TEST(FeedConfig, Overrides) {
   EXPECT_EQ(c->feed.replay, ReplayMode::kRate);
   EXPECT_EQ(c->feed.source, SourceKind::kFile);
   EXPECT_EQ(c->feed.file, "/a b");
-  EXPECT_EQ(c->pollux.runtime.threading, core::ThreadingMode::kShared);
-  EXPECT_EQ(c->pollux.shm.log_size, 1u << 20);
+  EXPECT_EQ(c->pollux.threading, "shared");
+  EXPECT_THAT(c->pollux.effective_config, HasSubstr("log_size = \"1MiB\""));
   EXPECT_EQ(c->feed.where.at("feed.messages"), "--set");
 
   EXPECT_EQ(ErrorOf("", {"feed.bogus=1"}), "--set: feed.bogus: unknown key");
@@ -258,7 +258,7 @@ TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<std::unique_ptr<Context>> ctx = Context::from_string(c->pollux_toml, c->pollux_source);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, c->feed, core::IdleKind::kYield);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, c->feed, IdleKind::kYield);
   ASSERT_FALSE(pub.ok());
   EXPECT_THAT(std::string(pub.status().message()),
               StartsWith("x.toml:10: feed.batch_bytes: 4000 does not fit one Pollux message"));

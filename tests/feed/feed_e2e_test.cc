@@ -23,6 +23,7 @@
 #include "itch/reader.h"
 #include "itch/report.h"
 #include "tests/feed/feed_process.h"
+#include "tests/itch/test_util.h"
 
 namespace pollux::feed {
 namespace {
@@ -155,10 +156,7 @@ class FeedReplay : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(FeedReplay, GeneratorBooksMatchInProcessReplay) {
-  itch::GeneratorOptions o;
-  o.symbols = 37;
-  o.messages = 150'000;
-  o.seed = 7;
+  itch::GeneratorOptions o = itch::testing::GenOptions(37, 150'000, 7);
   absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
   ASSERT_TRUE(g.ok());
   ReplayAndCompare("source = \"generator\"\nsymbols = 37\nmessages = 150_000\nseed = 7\n", {}, Reference(*g),
@@ -183,10 +181,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, FeedReplay,
 
 // Paced replays (fixed rate, scaled timestamps) and subscriber threads take the other paths.
 TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
-  itch::GeneratorOptions o;
-  o.symbols = 10;
-  o.messages = 30'000;
-  o.seed = 3;
+  itch::GeneratorOptions o = itch::testing::GenOptions(10, 30'000, 3);
   absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
   ASSERT_TRUE(g.ok());
   const Expected want = Reference(*g);
@@ -221,10 +216,7 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
 // A file replay spans many read windows (1 MiB each): records cut by a window's end, bare
 // views flushed before a window is replaced, the pacing schedule carried across windows.
 TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
-  itch::GeneratorOptions o;
-  o.symbols = 30;
-  o.messages = 150'000;
-  o.seed = 13;
+  itch::GeneratorOptions o = itch::testing::GenOptions(30, 150'000, 13);
   absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
   ASSERT_TRUE(g.ok());
   ASSERT_GT(g->size(), 4u << 20);
@@ -256,10 +248,7 @@ TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
 // The same binary over another transport: only the configuration changes (UDP multicast on
 // this host; a Pollux message must fit a datagram, hence the smaller batches).
 TEST(FeedReplayTransports, UdpBooksMatchInProcessReplay) {
-  itch::GeneratorOptions o;
-  o.symbols = 20;
-  o.messages = 60'000;
-  o.seed = 11;
+  itch::GeneratorOptions o = itch::testing::GenOptions(20, 60'000, 11);
   absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
   ASSERT_TRUE(g.ok());
   const Expected want = Reference(*g);

@@ -28,8 +28,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/capture.h"
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/source/capture.h"
+#include "feed_handler/source/pcap_format.h"
 #include "itch/generator.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"

@@ -26,6 +26,7 @@
 #include "itch/encoder.h"
 #include "itch/generator.h"
 #include "tests/feed/feed_process.h"
+#include "tests/itch/test_util.h"
 
 namespace pollux::feed {
 namespace {
@@ -241,10 +242,7 @@ TEST(FeedSignals, SigtermWhileWaitingForSubscribersEndsCleanly) {
 // The input shrinks to 4 KiB while a paced replay is in its first megabyte: the replay
 // stops with an error naming the file and the offset; no SIGBUS, nothing left behind.
 TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
-  itch::GeneratorOptions o;
-  o.symbols = 20;
-  o.messages = 400'000;
-  o.seed = 5;
+  itch::GeneratorOptions o = itch::testing::GenOptions(20, 400'000, 5);
   absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
   ASSERT_TRUE(g.ok());
   ASSERT_GT(g->size(), 4u << 20);

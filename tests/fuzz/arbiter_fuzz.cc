@@ -1,4 +1,4 @@
-// Fuzzes the live feed handler's A/B arbiter (examples/feed_handler/arbiter.h) with what two
+// Fuzzes the live feed handler's A/B arbiter (examples/feed_handler/arbiter/arbiter.h) with what two
 // lines, a re-request server and anyone else on the segment can send it: data packets at any
 // sequence (real bytes, altered bytes, other sessions), heartbeats and ends of session with any
 // sequence, raw bytes, replies to its requests cut anywhere, drained sockets and time steps.
@@ -23,7 +23,7 @@
 #include <span>
 #include <vector>
 
-#include "feed_handler/arbiter.h"
+#include "feed_handler/arbiter/arbiter.h"
 #include "itch/generator.h"
 #include "itch/moldudp64.h"
 #include "itch/reader.h"

@@ -20,7 +20,7 @@
 
 #include "core/config.h"
 #include "core/frame.h"
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/source/pcap_format.h"
 #include "itch/encoder.h"
 #include "itch/messages.h"
 #include "itch/reader.h"

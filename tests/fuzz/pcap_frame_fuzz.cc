@@ -1,4 +1,4 @@
-// Fuzzes the frame decoder of pollux-feed's capture replay (examples/feed_handler/pcap_format.h)
+// Fuzzes the frame decoder of pollux-feed's capture replay (examples/feed_handler/source/pcap_format.h)
 // with any bytes a capture file can hold as a frame: the first input byte picks the link type
 // (Ethernet, Linux cooked SLL, SLL2, raw IPv4), the rest is the frame.
 //
@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/source/pcap_format.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace pcap = pollux::feed::pcap;

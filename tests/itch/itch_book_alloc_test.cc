@@ -11,6 +11,7 @@
 #include "itch/book_set.h"
 #include "itch/generator.h"
 #include "itch/reader.h"
+#include "tests/itch/test_util.h"
 
 namespace {
 std::atomic<uint64_t> g_allocations{0};
@@ -32,10 +33,7 @@ namespace pollux::itch {
 namespace {
 
 TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
-  GeneratorOptions o;
-  o.symbols = 50;
-  o.messages = 300'000;
-  o.seed = 5;
+  GeneratorOptions o = testing::GenOptions(50, 300'000, 5);
   const std::vector<uint8_t> bytes = *GenerateItch(o);
   BookSetOptions bo;
   bo.expected_orders = 1024;  // deliberately small: the first pass grows the map
@@ -61,10 +59,7 @@ TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
 }
 
 TEST(BookAllocationTest, PresizedBookSetDoesNotAllocateOnFirstPass) {
-  GeneratorOptions o;
-  o.symbols = 10;
-  o.messages = 100'000;
-  o.seed = 6;
+  GeneratorOptions o = testing::GenOptions(10, 100'000, 6);
   const std::vector<uint8_t> bytes = *GenerateItch(o);
   BookSetOptions bo;
   bo.expected_orders = 4 * o.symbols * o.orders_per_symbol;

@@ -16,6 +16,7 @@
 #include "itch/random.h"
 #include "itch/reader.h"
 #include "itch/report.h"
+#include "tests/itch/test_util.h"
 
 namespace pollux::itch {
 namespace {
@@ -415,10 +416,7 @@ TEST(OrderBookTest, DifferentialAgainstStdMap) {
 // The generator only refers to live orders, so a replay has no anomalies, and the book
 // rebuilt from the stream matches the generator's own notion of live orders.
 TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
-  GeneratorOptions o;
-  o.symbols = 20;
-  o.messages = 200'000;
-  o.seed = 99;
+  GeneratorOptions o = testing::GenOptions(20, 200'000, 99);
   const std::vector<uint8_t> bytes = *GenerateItch(o);
   BookSet books;
   ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
@@ -448,10 +446,7 @@ TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
 // in the middle of a record (everything before it applied, the same error) and for buffers
 // shorter than the pipeline.
 TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
-  GeneratorOptions o;
-  o.symbols = 300;
-  o.messages = 100'000;
-  o.seed = 7;
+  GeneratorOptions o = testing::GenOptions(300, 100'000, 7);
   const std::vector<uint8_t> bytes = *GenerateItch(o);
   const auto same = [](const BookSet& a, const BookSet& b) {
     EXPECT_EQ(a.stats(), b.stats());
@@ -489,10 +484,7 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
 // Books built in partitions by stock locate (feed.book_threads) and merged with Absorb are the
 // books of one BookSet fed everything: levels, symbols, live orders, counts and stats.
 TEST(BookSetTest, AbsorbedPartitionsEqualOneSetFedEverything) {
-  GeneratorOptions o;
-  o.symbols = 200;
-  o.messages = 120'000;
-  o.seed = 5;
+  GeneratorOptions o = testing::GenOptions(200, 120'000, 5);
   const std::vector<uint8_t> bytes = *GenerateItch(o);
   for (const uint16_t parts : {uint16_t{2}, uint16_t{3}}) {
     SCOPED_TRACE(parts);

@@ -35,10 +35,7 @@ using testing::Hex;
 // The fixture in tests/data was written by
 //   pollux-itch-gen --symbols 3 --messages 5000 --seed 42 --out itch_gen_s3_m5000_seed42.itch
 GeneratorOptions FixtureOptions() {
-  GeneratorOptions o;
-  o.symbols = 3;
-  o.messages = 5000;
-  o.seed = 42;
+  GeneratorOptions o = testing::GenOptions(3, 5000, 42);
   return o;
 }
 
@@ -356,10 +353,7 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
 // every outcome is OK over the whole buffer or an error at an offset inside it. Messages
 // that do pass validation are fed to a BookSet, which must tolerate their nonsense.
 TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
-  GeneratorOptions o;
-  o.symbols = 4;
-  o.messages = 400;
-  o.seed = 7;
+  GeneratorOptions o = testing::GenOptions(4, 400, 7);
   const std::vector<uint8_t> base = *GenerateItch(o);
   Xoshiro256 rng(12345);
   int errors = 0;
@@ -368,23 +362,7 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
     const int edits = 1 + static_cast<int>(rng.Below(4));
     for (int e = 0; e < edits && !buf.empty(); ++e) {
       const size_t at = rng.Below(buf.size());
-      switch (rng.Below(5)) {
-        case 0:
-          buf[at] = static_cast<uint8_t>(rng.Next());
-          break;
-        case 1:
-          buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
-          break;
-        case 2:
-          buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
-          break;
-        case 3:
-          buf.erase(buf.begin() + static_cast<ptrdiff_t>(at));
-          break;
-        case 4:
-          buf.resize(at);
-          break;
-      }
+      testing::EditBytes(buf, at, rng.Below(5), rng);
     }
     // Exact-size copy so ASan catches a read past the end.
     std::unique_ptr<uint8_t[]> exact(new uint8_t[buf.size() + 1]);

@@ -575,21 +575,13 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
     const int edits = 1 + static_cast<int>(rng.Below(4));
     for (int e = 0; e < edits && !buf.empty(); ++e) {
       const size_t at = rng.Below(buf.size());
-      switch (rng.Below(7)) {
+      switch (const std::uint64_t kind = rng.Below(7)) {
         case 0:
-          buf[at] = static_cast<uint8_t>(rng.Next());
-          break;
         case 1:
-          buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
-          break;
         case 2:
-          buf.insert(buf.begin() + static_cast<ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
-          break;
         case 3:
-          buf.erase(buf.begin() + static_cast<ptrdiff_t>(at));
-          break;
         case 4:
-          buf.resize(at);
+          testing::EditBytes(buf, at, kind, rng);
           break;
         case 5: {  // the count or a length field: the fields that steer the walk
           const size_t field = rng.Chance(512) ? 18 : lengths[rng.Below(lengths.size())];

@@ -18,6 +18,9 @@
 
 #include <gtest/gtest.h>
 
+#include "itch/generator.h"
+#include "itch/random.h"
+
 namespace pollux::itch::testing {
 
 // One run of a program of ours through the shell: its exit code and what it printed (stdout
@@ -71,6 +74,38 @@ inline void Append(std::vector<uint8_t>& to, const std::vector<uint8_t>& bytes) 
   const size_t at = to.size();
   to.resize(at + bytes.size());
   std::copy(bytes.begin(), bytes.end(), to.begin() + static_cast<ptrdiff_t>(at));
+}
+
+// One random edit of `buf` at `at` (< buf.size()), of kind 0..4: overwrite the byte, flip one of
+// its bits, insert a byte before it, erase it, or cut the buffer there. For the tests that feed
+// a parser damaged input; `rng` supplies the new byte or bit.
+inline void EditBytes(std::vector<uint8_t>& buf, std::size_t at, std::uint64_t kind, Xoshiro256& rng) {
+  switch (kind) {
+    case 0:
+      buf[at] = static_cast<uint8_t>(rng.Next());
+      break;
+    case 1:
+      buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
+      break;
+    case 2:
+      buf.insert(buf.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
+      break;
+    case 3:
+      buf.erase(buf.begin() + static_cast<std::ptrdiff_t>(at));
+      break;
+    case 4:
+      buf.resize(at);
+      break;
+  }
+}
+
+// Generator options for `symbols` symbols, `messages` messages and `seed` (the rest as default).
+inline GeneratorOptions GenOptions(uint32_t symbols, uint64_t messages, uint64_t seed) {
+  GeneratorOptions o;
+  o.symbols = symbols;
+  o.messages = messages;
+  o.seed = seed;
+  return o;
 }
 
 }  // namespace pollux::itch::testing

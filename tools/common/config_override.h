@@ -1,34 +1,22 @@
-// Command-line overrides of TOML configuration keys ("--set section.key=value"), shared by the
-// programs that take a Pollux configuration file and --set (pollux-feed, pollux-latency).
-//
-// A value is TOML ("--set udp.port=40000", "--set 'udp.address=\"127.0.0.1\"'"), and one that
-// does not parse as TOML is taken as a bare string, so "--set runtime.threading=inline" works
-// without shell-quoted quotes.
+// Command-line overrides of TOML configuration keys ("--set section.key=value") for the tools:
+// core/config_override.h, under the tools' names.
 #pragma once
 
-#include <string>
 #include <string_view>
 
-#include <toml++/toml.h>
-
-#include "absl/status/statusor.h"
+#include "core/config_override.h"
 
 namespace pollux::tools {
 
-struct ConfigOverride {
-  std::string section;  // "runtime"
-  std::string key;      // "threading" (may itself be dotted: "adaptive.busy_us")
-  toml::table holder;   // holds the value under "v"
-  const toml::node& value() const { return *holder.get("v"); }
-};
+using ConfigOverride = core::ConfigOverride;
 
-// Parses "section.key=value". `flag` and `example` shape the error message:
-//   "--set nodot: expected section.key=value (e.g. runtime.threading=shared)".
-absl::StatusOr<ConfigOverride> ParseOverride(std::string_view text, std::string_view flag = "--set",
-                                             std::string_view example = "runtime.threading=shared");
+inline absl::StatusOr<ConfigOverride> ParseOverride(std::string_view text, std::string_view flag = "--set",
+                                                    std::string_view example = "runtime.threading=shared") {
+  return core::parse_override(text, flag, example);
+}
 
-// root[section][key] = value, creating [section] when absent. Fails (naming `flag` and the
-// section) when root[section] exists but is not a table (e.g. [[streams]]).
-absl::Status ApplyOverride(toml::table& root, const ConfigOverride& o, std::string_view flag = "--set");
+inline absl::Status ApplyOverride(toml::table& root, const ConfigOverride& o, std::string_view flag = "--set") {
+  return core::apply_override(root, o, flag);
+}
 
 }  // namespace pollux::tools

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "feed_handler/arbiter.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/source.h"
+#include "feed_handler/arbiter/arbiter.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/source/source.h"
 
 namespace pollux::feed {
 

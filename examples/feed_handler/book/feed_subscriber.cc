@@ -1,4 +1,4 @@
-#include "feed_handler/feed_subscriber.h"
+#include "feed_handler/book/feed_subscriber.h"
 
 #include <pthread.h>
 
@@ -10,16 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
-#include "feed_handler/notice.h"
+#include "feed_handler/publish/notice.h"
 #include "itch/reader.h"
+#include "pollux/clock.h"
 
 namespace pollux::feed {
 
-using core::Clock;
-
 absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::Open(Context& ctx, const FeedConfig& cfg,
-                                                                     core::IdleKind idle) {
+                                                                     IdleKind idle) {
   std::unique_ptr<FeedSubscriber> fs(new FeedSubscriber(cfg, idle));
   for (std::uint32_t p = 0; p < cfg.streams; ++p) {
     absl::StatusOr<Subscriber> sub = ctx.subscriber(cfg.Topic(p));
@@ -180,7 +178,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
             absl::StrFormat("stream %d sequence %d: %s", msg.stream_id, msg.sequence, pr.ToStatus().message());
       }
     }
-    const std::int64_t now = Clock::now_ns();
+    const std::int64_t now = now_ns();
     r.latency.record_n(now - msg.publisher_ns, applied);
     if (rx_ns != 0) r.wire_latency.record_n(now - rx_ns, applied);
     if (r.first_ns == 0) [[unlikely]] {

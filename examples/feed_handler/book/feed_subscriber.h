@@ -20,10 +20,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/histogram.h"
-#include "feed_handler/common.h"
-#include "feed_handler/feed_config.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/role_progress.h"
 #include "itch/book_set.h"
+#include "pollux/histogram.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {
@@ -44,10 +44,10 @@ struct SubscribeResult {
   // The polling thread's CPU time from the first frame to the end of the last stream (so it
   // includes idle polling while caught up, and until the end-of-stream notices arrive).
   std::int64_t cpu_ns = 0;
-  core::Histogram latency;  // publish-to-book, ns, one count per ITCH message
+  Histogram latency;  // publish-to-book, ns, one count per ITCH message
   // Live mode (notice.h): packet-in-to-book, ns (the handler's receive time of the oldest
   // packet behind each batch to the book update), one count per ITCH message.
-  core::Histogram wire_latency;
+  Histogram wire_latency;
   // Live-mode notices, counted on the first partition (every partition gets each one).
   std::uint64_t feed_gaps = 0;       // kGap notices
   std::uint64_t feed_lost = 0;       // ITCH messages they cover: lost for good upstream
@@ -59,7 +59,7 @@ struct SubscribeResult {
 
 class FeedSubscriber {
  public:
-  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg, core::IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
 
   // Polls every partition until each has ended (kEndOfStream or kPublisherDied) or `stop`.
   // `progress->state` turns kReady once every partition is connected to its publisher; it
@@ -83,14 +83,14 @@ class FeedSubscriber {
     std::atomic<std::uint32_t> ready{0};  // parts whose streams are all connected
   };
 
-  FeedSubscriber(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_kind_(idle) {}
+  FeedSubscriber(const FeedConfig& cfg, IdleKind idle) : cfg_(cfg), idle_kind_(idle) {}
 
   absl::Status RunPart(Part& part, Shared& shared);
   // Folds every part's result into result_ (books absorbed into part 0's).
   void Merge();
 
   FeedConfig cfg_;
-  core::IdleKind idle_kind_;
+  IdleKind idle_kind_;
   std::vector<Subscriber> subs_;
   std::vector<Part> parts_;
   SubscribeResult result_;

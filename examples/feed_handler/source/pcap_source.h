@@ -27,8 +27,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/source.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/source/source.h"
 
 namespace pollux::feed {
 

@@ -1,4 +1,4 @@
-#include "feed_handler/arbiter.h"
+#include "feed_handler/arbiter/arbiter.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,11 +1,11 @@
-#include "core/histogram.h"
+#include "pollux/histogram.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
 
-namespace pollux::core {
+namespace pollux {
 
 void Histogram::record_n(std::int64_t v, std::uint64_t n) noexcept {
   if (n == 0) return;
@@ -69,4 +69,4 @@ std::string Histogram::summary(double unit_ns, const char* unit) const {
                          unit, f(percentile(99.99)), unit, f(max()), unit, total_);
 }
 
-}  // namespace pollux::core
+}  // namespace pollux

@@ -1,10 +1,11 @@
 // pollux-feed configuration: one TOML file holds Pollux's own tables and a [feed] table.
 //
-// The file is split before Pollux sees it: [feed] is validated here (table-driven, like
-// core/config.cc: every key has a default and a help text, unknown keys are errors, and an
-// error names file:line:key), and Pollux gets the rest of the text with the [feed] lines
-// blanked, so its own errors keep their line numbers and its parser stays strict about
-// every other key. Command-line overrides (--set key=value) go through the same checks.
+// [feed] is an application table of Pollux's configuration machinery (pollux/config.h): every
+// key declared once with its type, bounds, default and help, checked and worded as Pollux's own
+// tables (file:line: feed.key: message, did-you-mean for unknown keys, sizes like "64MiB"), and
+// Pollux gets the rest of the text with the [feed] lines blanked, so its own errors keep their
+// line numbers. Command-line overrides (--set key=value) go through the same checks; the checks
+// across keys are here.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/config.h"
+#include "pollux/config.h"
 
 namespace pollux::feed {
 
@@ -85,7 +86,7 @@ struct LoadedConfig {
   FeedConfig feed;
   std::string pollux_toml;    // for pollux::Context::from_string
   std::string pollux_source;  // its source name (errors start with it)
-  core::Config pollux;        // what Pollux will make of pollux_toml (threading, idle, ...)
+  ContextInfo pollux;         // what Pollux will make of pollux_toml (threading, idle, ...)
 };
 
 // "ADDR:PORT" (IPv4 literal, port 1..65535; a multicast group when `multicast`) or
@@ -107,7 +108,7 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
                                         const std::vector<std::string>& overrides = {});
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides = {});
 
-// The built-in default (examples/feed_handler/feed.toml) and its source name.
+// The built-in default (examples/feed_handler/config/feed.toml) and its source name.
 std::string_view EmbeddedConfig();
 inline constexpr std::string_view kEmbeddedConfigName = "<embedded feed.toml>";
 

@@ -1,11 +1,11 @@
-#include "feed_handler/source.h"
+#include "feed_handler/source/source.h"
 
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "feed_handler/live_source.h"
-#include "feed_handler/pcap_source.h"
+#include "feed_handler/source/live_source.h"
+#include "feed_handler/source/pcap_source.h"
 #include "itch/generator.h"
 
 namespace pollux::feed {

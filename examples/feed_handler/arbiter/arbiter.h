@@ -73,7 +73,7 @@
 #include <string_view>
 #include <vector>
 
-#include "feed_handler/notice.h"
+#include "feed_handler/publish/notice.h"
 #include "itch/moldudp64.h"
 
 namespace pollux::feed {

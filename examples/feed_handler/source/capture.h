@@ -21,7 +21,7 @@
 
 #include <boost/lockfree/spsc_queue.hpp>
 
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/source/pcap_format.h"
 
 namespace pollux::feed {
 

@@ -15,11 +15,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "core/idle.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/notice.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/notice.h"
 #include "itch/file_input.h"
 #include "itch/reader.h"
+#include "pollux/idle.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {
@@ -62,7 +62,7 @@ class Source {
   // While Advance() waits: `hook(ctx)` runs the publishers' transport duties (inline mode),
   // `stop` ends the wait (the source then reports its last window), and `idle` says how to
   // wait: busy-spin and yield poll the sockets, the others sleep in poll() (1 ms at most).
-  void SetWaitHooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, core::IdleKind idle) noexcept {
+  void SetWaitHooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, IdleKind idle) noexcept {
     idle_hook_ = hook;
     idle_ctx_ = ctx;
     stop_ = stop;
@@ -81,7 +81,7 @@ class Source {
   int (*idle_hook_)(void*) = nullptr;
   void* idle_ctx_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;
-  core::IdleKind idle_kind_ = core::IdleKind::kYield;
+  IdleKind idle_kind_ = IdleKind::kYield;
 };
 
 // Generates or opens the source of `cfg` and validates every record (one pass over the

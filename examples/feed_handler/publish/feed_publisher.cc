@@ -1,4 +1,4 @@
-#include "feed_handler/feed_publisher.h"
+#include "feed_handler/publish/feed_publisher.h"
 
 #include <time.h>
 
@@ -10,14 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
 #include "itch/reader.h"
+#include "pollux/clock.h"
 
 namespace pollux::feed {
 
 namespace {
-
-using core::Clock;
 
 // Slack after each batch buffer: the packing loop copies a fixed 64 bytes per message (one
 // unrolled copy instead of a length-dependent memcpy call) and may write past the message.
@@ -65,8 +63,7 @@ void SleepNs(std::int64_t ns) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx, const FeedConfig& cfg,
-                                                                   core::IdleKind idle) {
+absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx, const FeedConfig& cfg, IdleKind idle) {
   std::unique_ptr<FeedPublisher> fp(new FeedPublisher(cfg, idle));
   for (std::uint32_t p = 0; p < cfg.streams; ++p) {
     absl::StatusOr<Publisher> pub = ctx.publisher(cfg.Topic(p));
@@ -130,7 +127,7 @@ bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_con
   } else if (r == kNotConnected) {
     // Every subscriber of this stream went away mid-replay (lossy shm reports this rather
     // than back-pressure): give them the connect timeout to come back.
-    const std::int64_t now = Clock::now_ns();
+    const std::int64_t now = now_ns();
     if (*not_connected_since == 0) *not_connected_since = now;
     if (now - *not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
       status_ = absl::UnavailableError(absl::StrFormat(
@@ -302,7 +299,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
     return true;
   };
 
-  result_.start_ns = Clock::now_ns();
+  result_.start_ns = now_ns();
   absl::Status scanned;
   if constexpr (!kPaced) {
     scanned = ScanSource(
@@ -342,7 +339,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
             first = false;
           }
           while (have) {
-            const std::int64_t elapsed = Clock::now_ns() - t0;
+            const std::int64_t elapsed = now_ns() - t0;
             if (due > elapsed) {
               if (stop_->load(std::memory_order_relaxed)) {
                 result_.stopped = true;
@@ -376,7 +373,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
               halted = true;
               return false;
             }
-            result_.lag.record_n(Clock::now_ns() - (t0 + oldest), n);
+            result_.lag.record_n(now_ns() - (t0 + oldest), n);
             idle_.reset();
           }
           *r = cur.result();
@@ -430,7 +427,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
       break;
     }
   }
-  result_.end_ns = Clock::now_ns();
+  result_.end_ns = now_ns();
   result_.cpu_ns = ThreadCpuNs() - cpu0;
   if (live_ && stop.load(std::memory_order_relaxed)) result_.stopped = true;
   Publish();

@@ -1,4 +1,4 @@
-#include "feed_handler/live_source.h"
+#include "feed_handler/source/live_source.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -20,16 +20,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
-#include "feed_handler/arbiter.h"
-#include "feed_handler/capture.h"
-#include "feed_handler/common.h"
+#include "feed_handler/arbiter/arbiter.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/capture.h"
+#include "pollux/clock.h"
 
 namespace pollux::feed {
 
 namespace {
 
-using core::Clock;
 namespace mold = itch::mold;
 
 constexpr std::size_t kBurst = 32;           // datagrams per recvmmsg
@@ -376,7 +375,7 @@ int LiveSource::Poll(std::int64_t now) {
 absl::Status LiveSource::Advance(std::size_t consumed) {
   BeginAdvance(consumed);
   AppIdle spin(idle_kind_);
-  const bool sleep = idle_kind_ != core::IdleKind::kBusySpin && idle_kind_ != core::IdleKind::kYield;
+  const bool sleep = spin.may_sleep();
   for (;;) {
     if (TakePiece()) return absl::OkStatus();
     if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
@@ -385,7 +384,7 @@ absl::Status LiveSource::Advance(std::size_t consumed) {
       Finish();
       return absl::OkStatus();
     }
-    const int work = Poll(Clock::now_ns());
+    const int work = Poll(now_ns());
     if (work != 0 || arb_.output_pending()) {
       spin.reset();
       continue;

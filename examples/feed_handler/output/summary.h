@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/config.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/feed_publisher.h"
-#include "feed_handler/feed_subscriber.h"
+#include "feed_handler/book/feed_subscriber.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/publish/feed_publisher.h"
+#include "pollux/config.h"
 
 namespace pollux::feed {
 
@@ -57,7 +57,7 @@ using LiveCounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
 using LiveNoteValues = std::vector<std::pair<std::string, std::string>>;
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live = {},
+                            const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live = {},
                             const LiveNoteValues& notes = {});
 // `as_fast_as_possible`: the replay was not paced, so the latency line is mostly time spent
 // queued behind the publisher, and says so.
@@ -72,7 +72,7 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc, const LiveCounterValues& live = {}, const LiveNoteValues& notes = {});
+                        const ContextInfo& pc, const LiveCounterValues& live = {}, const LiveNoteValues& notes = {});
 
 // 1234567 -> "1,234,567".
 std::string Commas(std::uint64_t v);

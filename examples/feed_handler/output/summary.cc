@@ -1,4 +1,4 @@
-#include "feed_handler/summary.h"
+#include "feed_handler/output/summary.h"
 
 #include <algorithm>
 #include <sstream>
@@ -370,7 +370,7 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
 }
 
 std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const core::Config& pc, const LiveCounterValues& live,
+                            const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live,
                             const LiveNoteValues& notes) {
   std::string out;
   const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
@@ -390,10 +390,9 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
       break;
   }
   absl::StrAppendFormat(&out, "source:     %s (ready in %.2f s)\n", source, prepare_seconds);
-  absl::StrAppendFormat(
-      &out, "pollux:     transport %s, threading %s, idle %s, %s flow control, %d stream(s) \"%s.*\"\n",
-      core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
-      core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control), cfg.streams, cfg.topic);
+  absl::StrAppendFormat(&out,
+                        "pollux:     transport %s, threading %s, idle %s, %s flow control, %d stream(s) \"%s.*\"\n",
+                        pc.transport, pc.threading, idle_kind_name(pc.idle), pc.flow_control, cfg.streams, cfg.topic);
   absl::StrAppendFormat(
       &out, "framing:    %s\n",
       cfg.batch_bytes == 0
@@ -516,15 +515,14 @@ std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<Subscriber
 }
 
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const core::Config& pc, const LiveCounterValues& live, const LiveNoteValues& notes) {
+                        const ContextInfo& pc, const LiveCounterValues& live, const LiveNoteValues& notes) {
   std::string out = "{\n";
   absl::StrAppendFormat(&out,
                         "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
                         "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
                         "\"rate\": %d, \"speed\": %g},\n",
-                        core::transport_name(pc.transport), core::threading_name(pc.runtime.threading),
-                        core::idle_kind_name(pc.runtime.idle), core::flow_control_name(pc.shm.flow_control),
-                        cfg.streams, cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
+                        pc.transport, pc.threading, idle_kind_name(pc.idle), pc.flow_control, cfg.streams,
+                        cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
   if (pub != nullptr) {
     const double secs = static_cast<double>(pub->end_ns - pub->start_ns) / 1e9;
     absl::StrAppendFormat(

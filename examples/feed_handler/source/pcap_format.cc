@@ -1,4 +1,4 @@
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/source/pcap_format.h"
 
 #include <cstring>
 

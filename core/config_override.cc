@@ -1,12 +1,12 @@
-#include "tools/common/config_override.h"
+#include "core/config_override.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace pollux::tools {
+namespace pollux::core {
 
 namespace {
-std::string Describe(const toml::node& n) {
+std::string kind_of(const toml::node& n) {
   if (n.is_table()) return "a table";
   if (n.is_array_of_tables()) return "an array of tables";
   if (n.is_array()) return "an array";
@@ -14,7 +14,7 @@ std::string Describe(const toml::node& n) {
 }
 }  // namespace
 
-absl::StatusOr<ConfigOverride> ParseOverride(std::string_view text, std::string_view flag, std::string_view example) {
+absl::StatusOr<ConfigOverride> parse_override(std::string_view text, std::string_view flag, std::string_view example) {
   const std::string o(text);
   const std::size_t eq = o.find('=');
   const std::string path = o.substr(0, eq);
@@ -35,7 +35,7 @@ absl::StatusOr<ConfigOverride> ParseOverride(std::string_view text, std::string_
   return out;
 }
 
-absl::Status ApplyOverride(toml::table& root, const ConfigOverride& o, std::string_view flag) {
+absl::Status apply_override(toml::table& root, const ConfigOverride& o, std::string_view flag) {
   toml::node* sec = root.get(o.section);
   if (sec == nullptr) {
     root.insert(o.section, toml::table{});
@@ -43,10 +43,10 @@ absl::Status ApplyOverride(toml::table& root, const ConfigOverride& o, std::stri
   }
   if (!sec->is_table()) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s: %s: cannot override keys of %s from the command line", flag, o.section, Describe(*sec)));
+        absl::StrFormat("%s: %s: cannot override keys of %s from the command line", flag, o.section, kind_of(*sec)));
   }
   sec->as_table()->insert_or_assign(o.key, o.value());
   return absl::OkStatus();
 }
 
-}  // namespace pollux::tools
+}  // namespace pollux::core

@@ -1,4 +1,4 @@
-#include "feed_handler/pcap_source.h"
+#include "feed_handler/source/pcap_source.h"
 
 #include <arpa/inet.h>
 #include <pcap/pcap.h>
@@ -17,16 +17,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/clock.h"
-#include "feed_handler/common.h"
-#include "feed_handler/live_source.h"
-#include "feed_handler/pcap_format.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/live_source.h"
+#include "feed_handler/source/pcap_format.h"
+#include "pollux/clock.h"
 
 namespace pollux::feed {
 
 namespace {
-
-using core::Clock;
 
 constexpr std::int64_t kRoundNs = 1'000'000;  // the live handler polls at least this often
 // A silence longer than this many rounds (100 s of capture time) is crossed in one step.
@@ -414,7 +412,7 @@ void PcapSource::Round(std::int64_t v) noexcept {
   arb_.LineDrained(Line::kReplay, v);
   arb_.Tick(v);
   arb_.ClearRequests();  // the capture holds the replies the live handler's requests brought
-  const std::int64_t now = Clock::now_ns();
+  const std::int64_t now = now_ns();
   if (now - counters_at_ >= kCountersEveryNs) {
     PublishCounters();
     counters_at_ = now;
@@ -424,7 +422,7 @@ void PcapSource::Round(std::int64_t v) noexcept {
 bool PcapSource::WaitUntil(std::int64_t due) {
   AppIdle spin(idle_kind_);
   for (;;) {
-    const std::int64_t now = Clock::now_ns();
+    const std::int64_t now = now_ns();
     if (now >= due) return true;
     if (stopped()) return false;
     if (idle_hook_ != nullptr && idle_hook_(idle_ctx_) != 0) continue;
@@ -463,7 +461,7 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       if (!started_) {
         started_ = true;
         vnow_ = vprev_ = next_ts_;
-        wall0_ = Clock::now_ns();
+        wall0_ = now_ns();
       }
       const std::int64_t t = std::max(next_ts_, vnow_);
       // A quiet stretch of the capture: the rounds the live handler ran through it.
@@ -479,7 +477,7 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
         if (!WaitUntil(wall0_ + woff_)) continue;  // stopped: the top of the loop ends
       }
       vnow_ = t;
-      round_wall_ = Clock::now_ns();
+      round_wall_ = now_ns();
       // This datagram and those of the same moment, then the round.
       std::size_t n = 0;
       do {

@@ -1,4 +1,4 @@
-#include "feed_handler/capture.h"
+#include "feed_handler/source/capture.h"
 
 #include <fcntl.h>
 #include <pthread.h>

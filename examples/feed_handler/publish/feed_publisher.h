@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/histogram.h"
-#include "feed_handler/common.h"
-#include "feed_handler/feed_config.h"
-#include "feed_handler/source.h"
+#include "feed_handler/config/feed_config.h"
+#include "feed_handler/role_progress.h"
+#include "feed_handler/source/source.h"
 #include "itch/book_set.h"
+#include "pollux/histogram.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {
@@ -46,14 +46,14 @@ struct ReplayResult {
   itch::MessageCounts counts;  // by type, as published
   // Paced modes: how late each message was offered against its schedule (upper bound: per
   // flush round, the round's oldest message). A publisher that cannot keep up shows here.
-  core::Histogram lag;
+  Histogram lag;
 };
 
 class FeedPublisher {
  public:
   // Opens one Pollux publisher per partition. Fails, naming feed.batch_bytes, when a batch
   // cannot fit one Pollux message (Publisher::max_payload()).
-  static absl::StatusOr<std::unique_ptr<FeedPublisher>> Open(Context& ctx, const FeedConfig& cfg, core::IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedPublisher>> Open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
 
   // Waits until every partition has a subscriber, up to feed.connect_timeout_ms (or `stop`).
   absl::Status WaitConnected(const std::atomic<bool>& stop);
@@ -85,7 +85,7 @@ class FeedPublisher {
   };
   static constexpr std::uint32_t kBareBatch = 64;
 
-  FeedPublisher(const FeedConfig& cfg, core::IdleKind idle) : cfg_(cfg), idle_(idle) {}
+  FeedPublisher(const FeedConfig& cfg, IdleKind idle) : cfg_(cfg), idle_(idle) {}
 
   template <bool kPacked, bool kPaced, class Schedule>
   absl::Status Run(Source& src, Schedule schedule);
@@ -106,8 +106,8 @@ class FeedPublisher {
   // Back-pressure waits park instead of idling with runtime.idle: the publisher is ahead of
   // the slowest subscriber by a whole log (milliseconds of feed), and spinning or yielding
   // there takes the CPU that subscriber needs whenever the two share a core.
-  core::BackoffIdle backpressure_idle_ = [] {
-    core::BackoffIdle b;
+  BackoffIdle backpressure_idle_ = [] {
+    BackoffIdle b;
     b.max_spins = 100;
     b.max_yields = 10;
     b.max_park_ns = 200'000;

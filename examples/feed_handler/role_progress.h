@@ -6,42 +6,10 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/cache.h"
-#include "core/idle.h"
+#include "pollux/cpu.h"
+#include "pollux/idle.h"
 
 namespace pollux::feed {
-
-// The feed handler's own loops (pacing, polling) idle like Pollux's pollers: the strategy is
-// runtime.idle, picked once here; one switch per idle call is noise next to a sched_yield.
-class AppIdle {
- public:
-  explicit AppIdle(core::IdleKind kind) noexcept : kind_(kind) {}
-  void idle(int work) noexcept {
-    switch (kind_) {
-      case core::IdleKind::kBusySpin:
-        spin_.idle(work);
-        break;
-      case core::IdleKind::kYield:
-        yield_.idle(work);
-        break;
-      // The application's own loops have no progress sources to arm: the sleeping strategies
-      // (the pollers') back off here.
-      case core::IdleKind::kBackoff:
-      case core::IdleKind::kInterrupt:
-      case core::IdleKind::kAdaptive:
-        backoff_.idle(work);
-        break;
-    }
-  }
-  void reset() noexcept { backoff_.reset(); }
-  core::IdleKind kind() const noexcept { return kind_; }
-
- private:
-  core::IdleKind kind_;
-  core::BusySpinIdle spin_;
-  core::YieldIdle yield_;
-  core::BackoffIdle backoff_;
-};
 
 // CPU time of the calling thread, ns: the load-independent half of a rate on a shared
 // machine (wall-clock rates drop when other processes take the cores).
@@ -54,7 +22,7 @@ inline std::int64_t ThreadCpuNs() noexcept {
 // Live counters of a role, written by its thread (relaxed stores, once per frame at most) and
 // read by the progress printer - possibly in another process, through a shared mapping - so
 // each sits on its own pair of cache lines.
-struct alignas(core::kFalseSharingRange) RoleProgress {
+struct alignas(kFalseSharingRange) RoleProgress {
   enum State : std::uint32_t { kStarting = 0, kReady = 1, kDone = 2, kFailed = 3 };
   std::atomic<std::uint64_t> messages{0};
   std::atomic<std::uint64_t> frames{0};

@@ -1,0 +1,248 @@
+// Configuration for an application beside Pollux's own: what a configuration sets up (checked
+// without starting it), and a table of the application's own in the same TOML file, read by
+// the machinery of Pollux's tables. An application's [feed] table then behaves as [runtime]
+// does: every key declared once with its type, bounds, default and help; unknown keys refused
+// with a suggestion; sizes written as 16777216 or "16MiB"; every error located the same way,
+//   feed.toml:12: feed.streams: expected 1..256, got 0
+// and the effective table printed as TOML with each key's help.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pollux/export.h"
+#include "pollux/idle.h"
+
+namespace pollux {
+
+// The whole text of the configuration file `path`, read as Context::from_file reads it: only a
+// regular file of reasonable size (a FIFO, a directory or a device is refused before it is
+// opened, so reading cannot block). Errors start with the path.
+POLLUX_API absl::StatusOr<std::string> read_config_file(const std::string& path);
+
+// What a Pollux configuration sets up, for an application that adapts to it (its own loops
+// idle as the pollers do) or reports it.
+struct ContextInfo {
+  std::string source;                   // the configuration's source name (a file, "<string>", ...)
+  std::string threading;                // runtime.threading: "dedicated", "shared" or "inline"
+  std::string transport;                // transport.kind: "shm", "udp" or "rdma"
+  IdleKind idle = IdleKind::kAdaptive;  // runtime.idle
+  std::string flow_control;             // shm.flow_control: "lossy" or "backpressure"
+  std::string effective_config;         // every key as TOML with its help (Context::effective_config())
+};
+
+// Checks `toml` exactly as Context::from_string would (the same errors) and says what it sets
+// up, starting nothing: no poller, no shared memory, no socket.
+POLLUX_API absl::StatusOr<ContextInfo> check_config(std::string_view toml, std::string_view source_name = "<string>");
+
+// A configuration file read for an application with a table of its own (ConfigTable::load).
+struct AppConfigFile {
+  // Pollux's part: the file with the application's table blanked line for line (so Pollux's
+  // errors name the lines as written), for Context::from_string(pollux_toml, pollux_source).
+  // With --set overrides of Pollux keys it is the file re-written with them, and the source
+  // says so ("feed.toml + --set").
+  std::string pollux_toml;
+  std::string pollux_source;
+  ContextInfo pollux;
+  // Where each key of the application's table was set ("table.key" -> "file:line", or "--set"),
+  // for errors found after loading (a check across keys, a resource that fails to open).
+  std::map<std::string, std::string> where;
+};
+
+// The untyped half of ConfigTable<T>: the keys and the machinery, on the object as void*.
+class POLLUX_API ConfigKeys {
+ public:
+  enum class Type { kInteger, kSize, kNumber, kText, kChoice };
+  // A key's value once its type and bounds are checked (the member of its type).
+  struct Value {
+    std::int64_t integer = 0;
+    std::uint64_t size = 0;
+    double number = 0;
+    std::string text;
+    std::size_t choice = 0;  // index into Key::choices
+  };
+  struct Key {
+    std::string name;
+    std::string help;
+    Type type = Type::kInteger;
+    std::int64_t int_min = 0, int_max = 0;
+    std::uint64_t size_min = 0, size_max = 0;
+    double number_min = 0, number_max = 0;
+    std::string expected;                                       // kText: what a value of another type is told to be
+    std::vector<std::string> choices;                           // kChoice
+    std::function<std::string(void* obj, const Value& v)> set;  // "" or why `v` is refused
+    std::function<Value(const void* obj)> get;
+  };
+
+  explicit ConfigKeys(std::string table) : table_(std::move(table)) {}
+  const std::string& table() const noexcept { return table_; }
+  const std::vector<Key>& keys() const noexcept { return keys_; }
+
+ protected:
+  absl::StatusOr<AppConfigFile> load_into(void* obj, std::string_view toml, std::string_view source,
+                                          const std::vector<std::string>& overrides) const;
+  std::string to_toml_of(const void* obj) const;
+  void add(Key k) { keys_.push_back(std::move(k)); }
+
+ private:
+  std::string table_;
+  std::vector<Key> keys_;
+};
+
+// An application's table [name] of a Pollux configuration file, read into a struct T whose
+// members hold the defaults. Declare each key once, in the order to print them:
+//   pollux::ConfigTable<FeedConfig> t("feed");
+//   t.integer("streams", &FeedConfig::streams, 1, 256, "partitions by stock locate")
+//    .choice("replay", &FeedConfig::replay, {{"max", Replay::kMax}, {"rate", Replay::kRate}}, "pacing")
+//    .size("capture_buffer", &FeedConfig::capture_buffer, 1 << 20, 4ull << 30, "bytes of the ring");
+// A key's optional `check` refuses a value its type and bounds allow ("" = fine, else the message
+// after "file:line: table.key: "). Control path: nothing here is meant for a hot loop.
+template <typename T>
+class ConfigTable : public ConfigKeys {
+ public:
+  using ConfigKeys::ConfigKeys;
+
+  // An integer in [min, max], stored in an integer member of any width.
+  template <typename F>
+  ConfigTable& integer(const char* name, F T::*field, std::int64_t min, std::int64_t max, const char* help,
+                       std::function<std::string(std::int64_t)> check = nullptr) {
+    Key k = base(name, help, Type::kInteger);
+    k.int_min = min;
+    k.int_max = max;
+    k.set = [field, check](void* o, const Value& v) {
+      if (check) {
+        if (std::string e = check(v.integer); !e.empty()) return e;
+      }
+      static_cast<T*>(o)->*field = static_cast<F>(v.integer);
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.integer = static_cast<std::int64_t>(static_cast<const T*>(o)->*field);
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // Bytes in [min, max]: 16777216 or "16MiB" ("KiB", "MiB", "GiB"); printed in the largest unit
+  // that divides it.
+  ConfigTable& size(const char* name, std::uint64_t T::*field, std::uint64_t min, std::uint64_t max, const char* help,
+                    std::function<std::string(std::uint64_t)> check = nullptr) {
+    Key k = base(name, help, Type::kSize);
+    k.size_min = min;
+    k.size_max = max;
+    k.set = [field, check](void* o, const Value& v) {
+      if (check) {
+        if (std::string e = check(v.size); !e.empty()) return e;
+      }
+      static_cast<T*>(o)->*field = v.size;
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.size = static_cast<const T*>(o)->*field;
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // A number in [min, max] (an integer is taken too).
+  ConfigTable& number(const char* name, double T::*field, double min, double max, const char* help) {
+    Key k = base(name, help, Type::kNumber);
+    k.number_min = min;
+    k.number_max = max;
+    k.set = [field](void* o, const Value& v) {
+      static_cast<T*>(o)->*field = v.number;
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.number = static_cast<const T*>(o)->*field;
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // A string. `expected` completes "expected ..., got 3" for a value that is not one ("a path",
+  // "\"ADDR:PORT\"").
+  ConfigTable& text(const char* name, std::string T::*field, const char* expected, const char* help,
+                    std::function<std::string(const std::string&)> check = nullptr) {
+    Key k = base(name, help, Type::kText);
+    k.expected = expected;
+    k.set = [field, check](void* o, const Value& v) {
+      if (check) {
+        if (std::string e = check(v.text); !e.empty()) return e;
+      }
+      static_cast<T*>(o)->*field = v.text;
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.text = static_cast<const T*>(o)->*field;
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // One of `choices`, each a name and the value it stands for (an enum, a bool).
+  template <typename E>
+  ConfigTable& choice(const char* name, E T::*field, std::initializer_list<std::pair<const char*, E>> choices,
+                      const char* help) {
+    Key k = base(name, help, Type::kChoice);
+    std::vector<E> values;
+    for (const auto& [n, e] : choices) {
+      k.choices.emplace_back(n);
+      values.push_back(e);
+    }
+    k.set = [field, values](void* o, const Value& v) {
+      static_cast<T*>(o)->*field = values[v.choice];
+      return std::string();
+    };
+    k.get = [field, values](const void* o) {
+      Value v;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (values[i] == static_cast<const T*>(o)->*field) v.choice = i;
+      }
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // Reads `toml` (source name `source` in errors): the table's keys into *out (which holds the
+  // defaults), the rest checked by Pollux (check_config), then `overrides` ("table.key=value" or
+  // any Pollux key, the value in TOML or a bare word taken as a string) applied in order.
+  // Errors: "<source>:<line>: <table>.<key>: <message>" (an override's: "--set: ..."), a TOML
+  // syntax error "<source>:<line>:<column>: TOML syntax error: ...", or Pollux's own.
+  absl::StatusOr<AppConfigFile> load(std::string_view toml, std::string_view source,
+                                     const std::vector<std::string>& overrides, T* out) const {
+    return load_into(out, toml, source, overrides);
+  }
+
+  // The table as TOML: "[name]" then every key "key = value  # help", in declaration order.
+  // What it prints, load() reads back to the same values.
+  std::string to_toml(const T& obj) const { return to_toml_of(&obj); }
+
+ private:
+  static Key base(const char* name, const char* help, Type type) {
+    Key k;
+    k.name = name;
+    k.help = help;
+    k.type = type;
+    return k;
+  }
+};
+
+}  // namespace pollux

@@ -1,0 +1,104 @@
+#include "core/config_values.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/config.h"
+
+namespace pollux::core {
+
+std::string describe(const toml::node& n) {
+  if (auto s = n.value<std::string>(); s && n.is_string()) return absl::StrFormat("\"%s\"", *s);
+  if (n.is_integer()) return absl::StrCat(*n.value<std::int64_t>());
+  if (n.is_floating_point()) return absl::StrCat(*n.value<double>());
+  if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
+  if (n.is_table()) return "a table";
+  if (n.is_array()) return "an array";
+  return "a date/time";
+}
+
+std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std::int64_t* out) {
+  if (!n.is_integer()) return absl::StrCat("expected an integer, got ", describe(n));
+  const std::int64_t v = *n.value<std::int64_t>();
+  if (v < lo || v > hi) return absl::StrFormat("expected %d..%d, got %d", lo, hi, v);
+  *out = v;
+  return "";
+}
+
+std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, std::uint64_t* out) {
+  if (n.is_integer()) {
+    const std::int64_t i = *n.value<std::int64_t>();
+    if (i < 0) return absl::StrCat("expected a size, got ", i);
+    const auto v = static_cast<std::uint64_t>(i);
+    if (v < lo || v > hi) return absl::StrFormat("expected %u..%u bytes, got %u", lo, hi, v);
+    *out = v;
+    return "";
+  }
+  if (n.is_string()) return parse_size(*n.value<std::string>(), lo, hi, out);
+  return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
+}
+
+std::string want_number(const toml::node& n, double lo, double hi, double* out) {
+  double v;
+  if (n.is_floating_point()) {
+    v = *n.value<double>();
+  } else if (n.is_integer()) {
+    v = static_cast<double>(*n.value<std::int64_t>());
+  } else {
+    return absl::StrCat("expected a number, got ", describe(n));
+  }
+  if (!(v >= lo && v <= hi)) return absl::StrFormat("expected %g..%g, got %s", lo, hi, describe(n));
+  *out = v;
+  return "";
+}
+
+std::string want_bool(const toml::node& n, bool* out) {
+  if (!n.is_boolean()) return absl::StrCat("expected true|false, got ", describe(n));
+  *out = *n.value<bool>();
+  return "";
+}
+
+std::string want_string(const toml::node& n, std::string* out) {
+  if (!n.is_string()) return absl::StrCat("expected a string, got ", describe(n));
+  *out = *n.value<std::string>();
+  return "";
+}
+
+std::string want_choice(const toml::node& n, const std::vector<std::string>& names, std::size_t* index) {
+  if (n.is_string()) {
+    const std::string s = *n.value<std::string>();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (s == names[i]) {
+        *index = i;
+        return "";
+      }
+    }
+  }
+  return absl::StrFormat("expected %s, got %s", absl::StrJoin(names, "|"), describe(n));
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      out += absl::StrFormat("\\u%04X", u);
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string size_toml(std::uint64_t v) {
+  for (auto [suffix, shift] : {std::pair{"GiB", 30}, {"MiB", 20}, {"KiB", 10}}) {
+    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat("\"", v >> shift, suffix, "\"");
+  }
+  return absl::StrCat(v);
+}
+
+}  // namespace pollux::core
