@@ -177,7 +177,7 @@ TEST(RdmaIpc, UdMulticastTwoSubscriberProcessesGetEveryMessage) {
   EXPECT_GT(field(r.pub.output, "control_received"), 0) << r.pub.output;  // status messages (and NAKs) arrived
 }
 
-// The test: 100,000 messages over UD multicast with the loss interceptor at the
+// 100,000 messages over UD multicast with the loss interceptor at the
 // subscriber dropping 5% of the datagrams, duplicating 1% and reordering 2%: none lost, in
 // order, each exactly once; the repairs are counted on both sides.
 TEST(RdmaIpc, UdMulticast100kWithInjectedLossAreAllRepairedInOrder) {

@@ -260,7 +260,7 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
   auto seg = Segment::create(o);
   ASSERT_TRUE(seg.ok()) << seg.status();
   const EndpointSpec spec{7, "t", nullptr, -1};
-  // log_size - 1 used to make the reader load headers up to 31 bytes past the end of the log.
+  // log_size - 1 must not make the reader load headers up to 31 bytes past the end of the log.
   for (std::uint64_t tail : {cfg.shm.log_size - 1, std::uint64_t{8}, kMaxLogPosition + 32}) {
     SCOPED_TRACE(tail);
     (*seg)->header()->writer.tail.store(tail);

@@ -354,11 +354,10 @@ TEST(ShmLogTest, ReadingPastATailNeverPublishedIsSeenAsTheEnd) {
   EXPECT_TRUE(rd->r.nothing_readable());
 }
 
-// Found by CI's fuzz stage (shm_reader: an input ran past the 10 s timeout; the committed
-// regressions/shm_reader/full_log_padding.bin hangs the same way): the first frame rewritten to a
-// padding frame as long as the whole log. plausible() accepted a padding of exactly the room left,
-// so poll() skipped it to the same offset one lap on - the same frame, carrying the expected
-// sequence - forever. Run in a child with an alarm: before the fix the poll never returned.
+// The fuzz input regressions/shm_reader/full_log_padding.bin: the first frame rewritten to a
+// padding frame as long as the whole log. A reader that accepted a padding of exactly the room
+// left would skip it to the same offset one lap on - the same frame, carrying the expected
+// sequence - forever. Run in a child with an alarm, so such a hang fails the test.
 TEST(ShmLogTest, PaddingAsLongAsTheLogIsMalformedNotSkippedForever) {
   constexpr std::uint64_t kLog = 64 << 10;
   Fixture f(kLog);

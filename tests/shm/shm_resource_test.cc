@@ -57,7 +57,7 @@ std::string line(const std::string& key, const absl::Status& s) {
 }
 
 // Runs body in a forked child; returns how it ended and what it wrote. A child killed by a
-// signal (SIGBUS before the fix) is reported as such.
+// signal (SIGBUS, say) is reported as such.
 struct Outcome : pollux::testing::ForkResult {
   std::string get(const std::string& key) const {
     for (absl::string_view l : absl::StrSplit(out, '\n')) {

@@ -1169,8 +1169,8 @@ Outcome survives(Forge&& forge) {
   return Outcome{a.rx.stats(), a.rx.window_stats()};
 }
 
-// The datagram: a heartbeat with sequence 2^63 (and oldest 2^63) used to declare a gap
-// of 9.2e18 and stop delivery for good. It is malformed now (beyond any real sequence).
+// A heartbeat with sequence 2^63 (and oldest 2^63) would declare a gap of 9.2e18 and stop
+// delivery for good: it is malformed (beyond any real sequence).
 TEST(ReliabilityForged, HeartbeatWithSequence2To63IsMalformed) {
   const Outcome o =
       survives([](Sub& a, std::int64_t now) { inject(a, forged_heartbeat(kSession, 1ull << 63, 1ull << 63), now); });

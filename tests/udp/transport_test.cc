@@ -220,7 +220,7 @@ TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
 }
 
 // Two unicast subscribers on one port: the kernel would give each datagram to one of them
-// only, so the second is refused (it used to bind with SO_REUSEADDR and silently take half).
+// only, so the second is refused (binding it with SO_REUSEADDR would silently take half).
 TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
   auto c1 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml");
   auto c2 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml");
