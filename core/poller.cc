@@ -34,23 +34,7 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
   counters_ = counters;
   owner_ = counters->new_owner();
   auto alloc = [&](std::string_view name) { return counters->allocate(scope, name, 0, CounterKind::kPoller, owner_); };
-  c_cycles_ = alloc("duty_cycles");
-  c_work_ = alloc("work_items");
-  c_idle_ = alloc("idle_cycles");
-  c_mode_switches_ = alloc("mode_switches");
-  c_sleeps_ = alloc("sleeps");
-  c_wakeups_ = alloc("wakeups");
-  c_timer_wakeups_ = alloc("timer_wakeups");
-  c_spurious_ = alloc("spurious_wakeups");
-  c_time_in_[0] = alloc("time_busy_ns");
-  c_time_in_[1] = alloc("time_spin_ns");
-  c_time_in_[2] = alloc("time_interrupt_ns");
-  c_spin_budget_ = alloc("spin_budget_ns");
-  c_arm_refused_ = alloc("arm_refused");
-  c_doorbells_ = alloc("doorbells");
-  c_mode_ = alloc("mode");                // 0 busy, 1 spin, 2 interrupt (PollMode)
-  c_tid_ = alloc("thread_id");            // the kernel tid of thread pollux-poll-N (top -H, perf -t)
-  c_idle_kind_ = alloc("idle_strategy");  // core::IdleKind
+  POLLUX_COUNTER_ALLOCATE(POLLUX_POLLER_COUNTERS, c_, alloc);
   init_membarrier();
   if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -107,11 +91,14 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
   });
   absl::Status s = fut.get();
   if (s.ok()) {
-    c_tid_.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
-    c_idle_kind_.set(static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
-    if (cpu >= 0) {                                      // present only when pinned
-      counters_->allocate(absl::StrFormat("poller %d", index_), "pinned_cpu", 0, CounterKind::kPoller, owner_)
-          .set(static_cast<std::uint64_t>(cpu));
+    c_.thread_id.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
+    c_.idle_strategy.set(
+        static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
+    if (cpu >= 0) {                         // present only when pinned
+      POLLUX_COUNTER_ALLOCATE(POLLUX_POLLER_PINNED_COUNTERS, c_, [&](std::string_view n) {
+        return counters_->allocate(absl::StrFormat("poller %d", index_), n, 0, CounterKind::kPoller, owner_);
+      });
+      c_.pinned_cpu.set(static_cast<std::uint64_t>(cpu));
     }
   }
   if (!s.ok()) {
@@ -183,11 +170,11 @@ int Poller::do_work() noexcept {
   int work = 0;
   for (ProgressSource* s : sources_) work += s->progress(now);
   work += timers(now);
-  c_cycles_.add();
+  c_.cycles.add();
   if (work > 0) {
-    c_work_.add(static_cast<std::uint64_t>(work));
+    c_.work.add(static_cast<std::uint64_t>(work));
   } else {
-    c_idle_.add();
+    c_.idle.add();
   }
   return work;
 }
@@ -249,19 +236,11 @@ void Poller::run_sleeping(IdleKind kind) noexcept {
 
 void Poller::publish_mode(const PollController& ctl, std::int64_t now) noexcept {
   const ControllerCounters& k = ctl.counters();
-  c_mode_.set(static_cast<std::uint64_t>(ctl.mode()));
-  c_mode_switches_.set(k.transitions);
-  c_wakeups_.set(k.wakeups);
-  c_timer_wakeups_.set(k.timer_wakeups);
-  c_spurious_.set(k.spurious_wakeups);
-  c_spin_budget_.set(static_cast<std::uint64_t>(ctl.spin_budget_ns()));
-  for (int m = 0; m < kPollModes; ++m) {
-    c_time_in_[m].set(static_cast<std::uint64_t>(ctl.time_in_mode_ns(static_cast<PollMode>(m), now)));
-  }
+  POLLUX_COUNTER_PUBLISH(POLLUX_POLLER_COUNTERS, c_);
 }
 
 void Poller::ring(std::uint32_t how) noexcept {
-  c_doorbells_.add_shared();
+  c_.doorbells.add_shared();
   if (how == kSleepFutex) {
     // Release pairs with the acquire snapshot in sleep(): the word changes after the work was
     // published, so a poller that has not yet blocked sees a different value and returns.
@@ -298,10 +277,10 @@ Poller::Slept Poller::sleep() noexcept {
   if (!ok) {
     for (std::size_t i = armed; i-- > 0;) sources_[i]->disarm();
     sleeping_.store(kAwake, std::memory_order_relaxed);
-    c_arm_refused_.add();
+    c_.arm_refused.add();
     return Slept::kRefused;
   }
-  c_sleeps_.add();
+  c_.sleeps.add();
   const std::int64_t timeout = sleep_timer_ns_ > 0 ? sleep_timer_ns_ : -1;
   bool by_event;
   bool bell_fd_ready = false;  // only then is there an eventfd count to consume

@@ -23,6 +23,7 @@
 #include "core/controller.h"
 #include "core/counters.h"
 #include "core/idle.h"
+#include "core/poller_counters.h"
 #include "core/progress.h"
 #include "core/wakeup.h"
 
@@ -115,8 +116,7 @@ class Poller {
   int epfd_ = -1;
   int fd_sources_ = 0;  // sources with a notify_fd() in the epoll set
 
-  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_, c_sleeps_, c_wakeups_, c_timer_wakeups_, c_spurious_,
-      c_arm_refused_, c_doorbells_, c_mode_, c_time_in_[kPollModes], c_spin_budget_, c_tid_, c_idle_kind_;
+  PollerCounters c_;
   CountersFile* counters_ = nullptr;
   std::uint16_t owner_ = 0;
 };

@@ -66,19 +66,8 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
       opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
                       : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
   g->errors_ = &counters->error_log();
-  g->c_cqes_ = counters->allocate(scope, "completions");
-  g->c_polls_ = counters->allocate(scope, "cq_polls_nonempty");
-  g->c_recv_posts_ = counters->allocate(scope, "recv_post_calls");
-  g->c_recv_buffers_ = counters->allocate(scope, "recv_buffers_posted");
-  g->c_stale_ = counters->allocate(scope, "stale_completions");
-  g->c_cq_errors_ = counters->allocate(scope, "cq_poll_errors");
-  g->c_arms_ = counters->allocate(scope, "cq_arms");
-  g->c_arm_races_ = counters->allocate(scope, "cq_arm_races");
-  g->c_cq_polls_ = counters->allocate(scope, "cq_polls");
-  g->c_cq_events_ = counters->allocate(scope, "cq_events");
-  g->c_arm_refused_ = counters->allocate(scope, "cq_arm_refused");
-  g->c_mod_unsupported_ = counters->allocate(scope, "cq_moderation_unsupported");
-  g->c_mod_changes_ = counters->allocate(scope, "cq_moderation_changes");
+  POLLUX_COUNTER_ALLOCATE(POLLUX_RDMA_GROUP_COUNTERS, *g,
+                          [&](std::string_view n) { return counters->allocate(scope, n); });
   // The owner's wake-up fd: completion events and control-plane announcements, as one fd.
   auto bell = core::EventFd::create();
   if (!bell.ok()) return bell.status();

@@ -122,16 +122,9 @@ absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, C
   }
   core::CountersFile& f = t_.counters();
   const std::string scope = absl::StrFormat("rdma tx stream %u %08x", stream_id_, session_id_);
-  c_.frames = f.allocate(scope, "frames_posted", stream_id_);
-  c_.post_calls = f.allocate(scope, "post_calls", stream_id_);
-  c_.inline_sends = f.allocate(scope, "inline_sends", stream_id_);
-  c_.signalled = f.allocate(scope, "signalled_sends", stream_id_);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UD_TX_COUNTERS, c_,
+                          [&](std::string_view n) { return f.allocate(scope, n, stream_id_); });
   c_.proto.allocate(f, scope, stream_id_);
-  c_.control_received = f.allocate(scope, "control_received", stream_id_);
-  c_.log_full = f.allocate(scope, "retransmit_buffer_full", stream_id_);
-  c_.send_queue_full = f.allocate(scope, "send_queue_full", stream_id_);
-  c_.oversized = f.allocate(scope, "frames_too_large", stream_id_);
-  c_.qp_errors = f.allocate(scope, "qp_errors", stream_id_);
   return absl::OkStatus();
 }
 
@@ -493,10 +486,9 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   ready_mask_ = ready_.size() - 1;
   core::CountersFile& f = t_.counters();
   const std::string scope = absl::StrFormat("rdma rx stream %u", stream_id_);
-  c_.messages = f.allocate(scope, "messages", stream_id_);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UD_RX_COUNTERS, c_,
+                          [&](std::string_view n) { return f.allocate(scope, n, stream_id_); });
   c_.proto.allocate(f, scope, stream_id_);
-  c_.control_dropped = f.allocate(scope, "control_send_dropped", stream_id_);
-  c_.control_errors = f.allocate(scope, "control_send_errors", stream_id_);
   return absl::OkStatus();
 }
 

@@ -21,11 +21,6 @@ std::uint32_t random_nonzero() {
   return v;
 }
 
-core::Counter make_counter(core::CountersFile* f, const std::string& scope, const char* name, std::uint32_t stream,
-                           std::atomic<std::uint64_t>* local) {
-  return f != nullptr ? f->allocate(scope, name, stream) : core::Counter(local);
-}
-
 // Keeps `old` mapped (as zero memory, its file released) for a while: another thread may still
 // be reading its header through a pointer it loaded before the switch.
 void retire(std::vector<std::unique_ptr<Segment>>& retired, std::unique_ptr<Segment> old) {
@@ -100,8 +95,7 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   ep->stream_id_ = spec.stream_id;
   ep->session_id_ = o.session_id;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
-  ep->truncated_counter_ = make_counter(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id),
-                                        "segment_truncated", spec.stream_id, &ep->truncated_local_);
+  ep->c_.allocate(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id), spec.stream_id);
   ep->writer_.heartbeat(core::Clock::now_ns());
   return ep;
 }
@@ -115,7 +109,7 @@ int ShmTxEndpoint::check_segment_st() noexcept {
     seg_->neutralize();
     broken_ = true;
     ++truncations_;
-    truncated_counter_.add();
+    c_.truncated.add();
     ws_pub_.store(nullptr, std::memory_order_release);  // offer() -> kNotConnected until replaced
   }
   return recreate_st() ? 1 : 0;
@@ -206,10 +200,7 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
   ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
-  ep->truncated_counter_ = make_counter(env.counters, scope, "segment_truncated", spec.stream_id, &ep->local_[0]);
-  ep->attach_errors_ = make_counter(env.counters, scope, "attach_errors", spec.stream_id, &ep->local_[1]);
-  ep->malformed_ = make_counter(env.counters, scope, "malformed_frames", spec.stream_id, &ep->local_[2]);
-  ep->sleeps_counter_ = make_counter(env.counters, scope, "sleeps", spec.stream_id, &ep->local_[3]);
+  ep->c_.allocate(env.counters, scope, spec.stream_id);
   // A sleeping reader may have to issue membarrier(GLOBAL_EXPEDITED) (when the writer relies on
   // it); core::global_sleeper_barrier() needs this process's registration attempt first.
   (void)core::init_membarrier();
@@ -227,7 +218,7 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   auto seg = Segment::attach(path_, stream_id_, access_);
   if (!seg.ok()) {
     // Counted once per distinct failure, not once per retry.
-    if (!absl::IsNotFound(seg.status()) && seg.status() != attach_status_) attach_errors_.add();
+    if (!absl::IsNotFound(seg.status()) && seg.status() != attach_status_) c_.attach_errors.add();
     attach_status_ = seg.status();
     return false;
   }
@@ -262,7 +253,7 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
         "shm segment %s: writer tail %u is not a frame position (32-byte aligned, below 2^62): corrupted; the "
         "publisher (pid %d) must recreate it",
         path_, tail, l.publisher_pid));
-    if (s != attach_status_) attach_errors_.add();
+    if (s != attach_status_) c_.attach_errors.add();
     attach_status_ = s;
     return false;
   }
@@ -351,7 +342,7 @@ int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
   if (now_ns < next_check_ns_) return 0;
   next_check_ns_ = now_ns + std::min<std::int64_t>(liveness_ns_ / 4, 50'000'000);
   if (seg_ == nullptr) return try_attach(ever_attached_) ? 1 : 0;
-  malformed_.set(reader_.malformed());
+  c_.malformed.set(reader_.malformed());
   SegmentHeader* h = seg_->header();
   struct stat st;
   const bool replaced = ::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != seg_->inode();
@@ -369,7 +360,7 @@ int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
     // and end the stream; a new segment at the path is a new session.
     seg_->neutralize();
     ++truncations_;
-    truncated_counter_.add();
+    c_.truncated.add();
     attach_status_ = absl::DataLossError(absl::StrFormat(
         "shm segment %s was truncated while in use (by another process: check who writes to %s); the stream ended, "
         "waiting for the publisher's new segment",
@@ -433,7 +424,7 @@ bool ShmRxEndpoint::arm(bool wakes_without_data) noexcept {
   armed_word_ = word;
   armed_expected_ = expected;
   ++sleeps_;
-  sleeps_counter_.add();
+  c_.sleeps.add();
   return true;
 }
 

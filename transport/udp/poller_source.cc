@@ -40,10 +40,8 @@ absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int pol
   }
   if (counters != nullptr) {
     const std::string scope = absl::StrFormat("udp poller %d", poller);
-    s->c_epoll_waits_ = counters->allocate(scope, "epoll_waits");
-    s->c_lingers_ = counters->allocate(scope, "lingering_closes");
-    s->c_linger_timeouts_ = counters->allocate(scope, "linger_timeouts");
-    s->c_arm_refused_ = counters->allocate(scope, "arm_refused");
+    POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_POLLER_COUNTERS, s->c_,
+                            [&](std::string_view n) { return counters->allocate(scope, n); });
   }
   return s;
 }
@@ -125,7 +123,7 @@ void UdpPollerSource::linger(const UdpTxEndpoint* ep, std::unique_ptr<TxCore> co
   m->linger_deadline_ns = deadline_ns;
   m->last_end_ns = now_ns;
   ++lingers_;
-  if (c_lingers_.valid()) c_lingers_.set(lingers_);
+  if (c_.lingers.valid()) c_.lingers.set(lingers_);
   add(std::move(m));
 }
 
@@ -143,7 +141,7 @@ bool UdpPollerSource::linger_step(Member& m, std::int64_t now_ns) noexcept {
   t.sender.send_end_of_stream(t, now_ns);
   if (!confirmed) {
     ++linger_timeouts_;
-    if (c_linger_timeouts_.valid()) c_linger_timeouts_.set(linger_timeouts_);
+    if (c_.linger_timeouts.valid()) c_.linger_timeouts.set(linger_timeouts_);
   }
   t.publish_counters();
   return true;
@@ -198,7 +196,7 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
     }
     next_sweep_ns_ = now_ns + kSweepNs;
   }
-  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  if (c_.epoll_waits.valid()) c_.epoll_waits.set(epoll_waits_);
   return work;
 }
 
@@ -228,7 +226,7 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
       ++work;
     }
   }
-  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  if (c_.epoll_waits.valid()) c_.epoll_waits.set(epoll_waits_);
   return work;
 }
 
@@ -277,7 +275,7 @@ bool UdpPollerSource::try_arm() noexcept {
     // The next progress() serves it - at most every kMinServiceNs, should it stay due (a repair
     // waiting for rate tokens, a socket that would block).
     if (deadline <= now) service_ns_ = std::max(deadline, last_service_ns_ + kMinServiceNs);
-    if (c_arm_refused_.valid()) c_arm_refused_.add();
+    if (c_.arm_refused.valid()) c_.arm_refused.add();
     return false;
   }
   arm_timer(deadline, now);

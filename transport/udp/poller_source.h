@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "core/progress.h"
 #include "transport/udp/tx_core.h"
@@ -16,6 +17,13 @@ namespace pollux::transport::udp {
 
 class UdpRxEndpoint;
 class UdpTxEndpoint;
+
+// The counters of one poller's UDP source (scope "udp poller N").
+#define POLLUX_UDP_POLLER_COUNTERS(X)                                                                      \
+  X(epoll_waits, "epoll_waits", "epoll_wait rounds over the poller's sockets")                             \
+  X(lingers, "lingering_closes", "publisher closes that lingered with the poller for end confirmations")   \
+  X(linger_timeouts, "linger_timeouts", "lingering closes that ended unconfirmed (udp.linger_ms ran out)") \
+  X(arm_refused, "arm_refused", "sleeps refused: frames queued in user space or a protocol deadline due")
 
 // The progress source of one poller (Transport::poller_source): one epoll set over the sockets
 // of every endpoint opened on that poller, lingering publisher sockets, and one timerfd.
@@ -101,7 +109,12 @@ class UdpPollerSource final : public core::ProgressSource {
   std::uint32_t nlinger_ = 0;
   std::int64_t next_sweep_ns_ = 0;
   std::uint64_t epoll_waits_ = 0, linger_timeouts_ = 0, lingers_ = 0;
-  core::Counter c_epoll_waits_, c_lingers_, c_linger_timeouts_, c_arm_refused_;
+  struct Counters {
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_POLLER_COUNTERS)
+    POLLUX_COUNTER_TABLE(POLLUX_UDP_POLLER_COUNTERS)
+  } c_;
+  static_assert(sizeof(Counters) == Counters::kCounterCount * sizeof(core::Counter),
+                "every counter of the set is in POLLUX_UDP_POLLER_COUNTERS");
 };
 
 }  // namespace pollux::transport::udp

@@ -115,15 +115,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
-    core::CountersFile& f = *env.counters;
-    Counters& c = ep->c_;
-    c.proto.allocate(f, scope, spec.stream_id);
-    c.recv_errors = f.allocate(scope, "recv_errors", spec.stream_id);
-    c.control_errors = f.allocate(scope, "control_send_errors", spec.stream_id);
-    if (ep->sock_.kernel_timestamps) {
-      c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
-      c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
-    }
+    ep->c_.allocate(*env.counters, scope, spec.stream_id, ep->sock_.kernel_timestamps);
   }
   // poll_direct()'s fixed conditions, checked once (none of them changes after open).
   ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
@@ -463,14 +455,21 @@ void UdpRxEndpoint::close_st() noexcept {
 
 void UdpRxEndpoint::publish_counters() noexcept {
   c_.proto.publish(receiver_, faults_, truncated_, evictions_);
-  if (c_.recv_errors.valid()) {
-    c_.recv_errors.set(recv_errors_);
-    c_.control_errors.set(control_errors_);
-  }
-  if (c_.rx_stamps.valid()) {
-    c_.rx_stamps.set(rx_stamps_);
-    c_.rx_stamps_missing.set(rx_stamps_missing_);
-  }
+  c_.publish(*this);
+}
+
+void UdpRxEndpoint::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream,
+                                       bool stamps) {
+  proto.allocate(f, scope, stream);
+  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_COUNTERS, *this, alloc);
+  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_STAMP_COUNTERS, *this, alloc);
+}
+
+void UdpRxEndpoint::Counters::publish(const UdpRxEndpoint& ep) noexcept {
+  if (!recv_errors.valid()) return;
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, *this);
+  if (rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, *this);
 }
 
 std::string UdpRxEndpoint::describe() const {

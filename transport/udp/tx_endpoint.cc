@@ -92,19 +92,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp pub stream %u session %08x", spec.stream_id, ep->session_id_);
-    core::CountersFile& f = *env.counters;
-    TxCore::Counters& c = t.c;
-    c.proto.allocate(f, scope, spec.stream_id);
-    c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
-    c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
-    c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
-    if (t.tx_stamps) {
-      c.tx_stamps = f.allocate(scope, "tx_timestamps", spec.stream_id);
-      c.tx_stamps_expired = f.allocate(scope, "tx_timestamps_expired", spec.stream_id);
-      c.tx_stamps_skipped = f.allocate(scope, "tx_timestamps_skipped", spec.stream_id);
-      c.tx_stamp_errors = f.allocate(scope, "tx_timestamp_errors", spec.stream_id);
-      c.tx_stamp_resyncs = f.allocate(scope, "tx_timestamp_resyncs", spec.stream_id);
-    }
+    t.c.allocate(*env.counters, scope, spec.stream_id, t.tx_stamps);
   }
   // No heartbeat here: the session is announced by its owner's first service (inline: the first
   // offer() or service(); poller mode: the poller, once it attached the endpoint). Announced at
