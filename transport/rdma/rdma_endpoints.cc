@@ -278,14 +278,8 @@ void RdmaTxEndpoint::fail_connections_for_test() noexcept {
 bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept {
   if (sq_room(*c) + kControlReserve == 0) return false;
   core::FrameHeader h{};
-  h.frame_length = core::kFrameHeaderSize;
-  h.magic = core::kFrameMagic;
-  h.version = core::kFrameVersion;
-  h.flags = flags;
-  h.stream_id = stream_id_;
-  h.session_id = session_id_;
+  core::write_frame_header(&h, core::kFrameHeaderSize, flags, stream_id_, session_id_, now_ns);
   h.sequence = next_seq_;  // the next data sequence: anything below it not seen is lost
-  h.timestamp_ns = now_ns;
   const bool inl = c->max_inline >= sizeof h;
   const void* src = &h;
   if (!inl) {
@@ -532,10 +526,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     }
     const std::byte* p = group_->slot_ptr(r.slot);
     const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
-    if (__builtin_expect(r.len < core::kFrameHeaderSize || h->magic != core::kFrameMagic ||
-                             h->version != core::kFrameVersion || h->frame_length < core::kFrameHeaderSize ||
-                             h->frame_length > r.len,
-                         0)) {
+    if (__builtin_expect(core::check_frame(p, r.len) != core::FrameCheck::kOk, 0)) {
       c_malformed_.add();
       group_->recycle(r.slot);
       RxDesc d{};
