@@ -475,14 +475,12 @@ bool CompletionGroup::try_arm() noexcept {
     // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep
     // (which also clears an expiration left from an earlier one); stopped once no QP is left.
     // The period, or sooner when an endpoint's protocol deadline comes first.
-    itimerspec ts{};
+    std::int64_t rel = 0;  // no QP left: stop it
     if (!routes_.empty()) {
-      std::int64_t rel = opt_.timer_ns;
+      rel = opt_.timer_ns;
       if (ud_deadline != INT64_MAX) rel = std::clamp<std::int64_t>(ud_deadline - core::Clock::now_ns(), 1'000, rel);
-      ts.it_value.tv_sec = static_cast<time_t>(rel / 1'000'000'000);
-      ts.it_value.tv_nsec = static_cast<long>(rel % 1'000'000'000);
     }
-    if (timerfd_settime(timer_fd_, 0, &ts, nullptr) != 0) {
+    if (!core::set_timer(timer_fd_, rel)) {
       c_arm_refused_.add();
       return false;  // no timer: sleeping would stop the heartbeats
     }

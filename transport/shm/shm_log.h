@@ -280,11 +280,7 @@ class LogWriter {
     // membarrier (kWakeWriterMembarrier), a compiler barrier suffices: the sleeper's
     // membarrier(GLOBAL_EXPEDITED) runs a full barrier on this CPU between its bit store and
     // its re-check. Otherwise a full fence, paired with the sleeper's seq_cst fence.
-    if (__builtin_expect(full_fence_, 0)) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    } else {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
+    core::cross_process_waker_barrier(full_fence_);
     // Relaxed: ordered by the barrier above. Nobody sleeps: one load of a line this core holds.
     return wake_->sleepers.load(std::memory_order_relaxed) != 0;
   }
@@ -714,15 +710,13 @@ class LogReader {
     w->sleepers.fetch_or(bit, std::memory_order_acq_rel);
     // The sleeper's half of the Dekker pair with LogWriter::publish_tail(): our bit store must
     // be ordered before the loads of the tail and the header slot below.
-    if ((seg_->layout().wake_flags & kWakeWriterMembarrier) != 0) {
-      // The writer issues only a compiler barrier: membarrier(GLOBAL_EXPEDITED) runs a full
-      // barrier on every CPU running its (registered) process. Unavailable here: cannot sleep.
-      if (!global_barrier()) {
-        disarm(slot_index);
-        return false;
-      }
-    } else {
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writer's seq_cst fence
+    // With kWakeWriterMembarrier the writer issues only a compiler barrier and we issue
+    // membarrier(GLOBAL_EXPEDITED), a full barrier on every CPU running its (registered)
+    // process; unavailable here: cannot sleep. Otherwise seq_cst fences on both sides.
+    if (!core::cross_process_sleeper_barrier((seg_->layout().wake_flags & kWakeWriterMembarrier) != 0,
+                                             global_barrier)) {
+      disarm(slot_index);
+      return false;
     }
     if (!idle_at_edge()) {
       disarm(slot_index);

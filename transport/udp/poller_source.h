@@ -11,6 +11,7 @@
 #include "core/counter_set.h"
 #include "core/counters.h"
 #include "core/progress.h"
+#include "core/wakeup.h"
 #include "transport/udp/tx_core.h"
 
 namespace pollux::transport::udp {
@@ -92,12 +93,10 @@ class UdpPollerSource final : public core::ProgressSource {
   // Returns true when the linger is over (the member must be removed).
   bool linger_step(Member& m, std::int64_t now_ns) noexcept;
   void remove_at(std::size_t i) noexcept;
-  void arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept;
   void recount() noexcept;
 
   int epfd_ = -1;
-  int timerfd_ = -1;
-  std::int64_t timer_ns_ = INT64_MAX;  // when the armed timer fires (INT64_MAX: not armed)
+  core::DeadlineTimer timer_;  // the earliest protocol deadline while the poller sleeps
   // progress() runs housekeeping() once now reaches this: the armed timer's deadline, or one
   // try_arm() found due. Pollers run timers only every ~1 ms and after a timer wakeup; a
   // deadline that woke us through the timerfd (an epoll event) is served here at once.
