@@ -196,7 +196,7 @@ void Poller::run_static(I idle) noexcept {
 
 void Poller::run_sleeping(IdleKind kind) noexcept {
   ControllerOptions o = ctl_opts_;
-  o.policy = kind == IdleKind::kInterrupt ? ControllerPolicy::kInterrupt : ControllerPolicy::kAdaptive;
+  o.policy = kind == IdleKind::kInterrupt ? IdleKind::kInterrupt : IdleKind::kAdaptive;
   PollController ctl(o, Clock::now_ns());
   std::uint32_t publish_countdown = 0;
   // Acquire pairs with stop()'s release store.
