@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/random_id.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/rdma_transport.h"
@@ -31,15 +31,7 @@ std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'0
 // A service that stays due (a repair waiting for rate tokens or send-queue room) runs at most
 // this often from post_st/poll_st.
 constexpr std::int64_t kMinServiceNs = 50'000;
-// A lingering close repeats its end-of-stream heartbeat this often.
-constexpr std::int64_t kEndResendNs = 5'000'000;
-
-std::uint64_t random_u64() {
-  std::random_device rd;
-  std::uint64_t v = 0;
-  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  return v;
-}
+using reliability::kEndResendNs;
 
 }  // namespace
 
@@ -468,7 +460,7 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   ro.max_sessions = cfg.max_sessions;
   ro.session_timeout_ns = ms(cfg.liveness_timeout_ms);
   ro.status_interval_ns = ms(cfg.status_interval_ms);
-  ro.receiver_id = random_u64();
+  ro.receiver_id = core::random_id64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status s = receiver_.init(ro); !s.ok()) {
     return absl::ResourceExhaustedError(
@@ -563,24 +555,9 @@ void UdRxEndpoint::admit(std::uint32_t slot, std::int64_t now_ns) noexcept {
     process(slot, 1, now_ns);
     return;
   }
-  std::uint32_t released[FaultInjector::kMaxDelayed];
-  const FaultInjector::Action a = faults_.decide();
-  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-  switch (a) {
-    case FaultInjector::Action::kDrop:
-      group_->recycle(slot);
-      break;
-    case FaultInjector::Action::kDuplicate:
-      process(slot, 2, now_ns);
-      break;
-    case FaultInjector::Action::kDelay:
-      faults_.delay(slot);
-      break;
-    case FaultInjector::Action::kPass:
-      process(slot, 1, now_ns);
-      break;
-  }
-  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+  faults_.admit(
+      slot, [&](std::uint32_t t, int times) { process(t, times, now_ns); },
+      [&](std::uint32_t t) { group_->recycle(t); });
 }
 
 void UdRxEndpoint::ingest(std::int64_t now_ns) noexcept {

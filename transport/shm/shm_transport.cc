@@ -4,22 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "core/wakeup.h"
 
 namespace pollux::transport::shm {
 namespace {
-
-std::uint32_t random_nonzero() {
-  std::random_device rd;
-  std::uint32_t v = 0;
-  while (v == 0) v = rd();
-  return v;
-}
 
 // Keeps `old` mapped (as zero memory, its file released) for a while: another thread may still
 // be reading its header through a pointer it loaded before the switch.
@@ -78,7 +71,7 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   Segment::Options o;
   o.path = segment_path(cfg, spec.stream_id);
   o.stream_id = spec.stream_id;
-  o.session_id = random_nonzero();
+  o.session_id = core::random_id32();
   o.log_size = cfg.shm.log_size;
   o.subscriber_slots = cfg.shm.max_subscribers;
   o.flow_control = cfg.shm.flow_control;
@@ -117,7 +110,7 @@ int ShmTxEndpoint::check_segment_st() noexcept {
 
 bool ShmTxEndpoint::recreate_st() noexcept {
   Segment::Options o = opt_;
-  o.session_id = random_nonzero();
+  o.session_id = core::random_id32();
   auto seg = Segment::create(o);
   if (!seg.ok()) return false;  // e.g. /dev/shm full: retried on the next check
   std::unique_ptr<Segment> old = std::move(seg_);
@@ -198,7 +191,7 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->access_ = *access;
   ep->stream_id_ = spec.stream_id;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
-  ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
+  ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | core::random_id32();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
   ep->c_.allocate(env.counters, scope, spec.stream_id);
   // A sleeping reader may have to issue membarrier(GLOBAL_EXPEDITED) (when the writer relies on

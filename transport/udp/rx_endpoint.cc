@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "transport/udp/poller_source.h"
 #include "transport/udp/udp_internal.h"
 
@@ -102,7 +103,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.max_sessions = u.max_sessions;
   ro.session_timeout_ns = ms(u.session_timeout_ms);
   ro.status_interval_ns = ms(u.status_interval_ms);
-  ro.receiver_id = random_u64();
+  ro.receiver_id = core::random_id64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
     return absl::ResourceExhaustedError(
@@ -293,24 +294,8 @@ void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
     process(b, 1, now_ns);
     return;
   }
-  std::uint32_t released[FaultInjector::kMaxDelayed];
-  const FaultInjector::Action a = faults_.decide();
-  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-  switch (a) {
-    case FaultInjector::Action::kDrop:
-      free_buffer(b);
-      break;
-    case FaultInjector::Action::kDuplicate:
-      process(b, 2, now_ns);
-      break;
-    case FaultInjector::Action::kDelay:
-      faults_.delay(b);
-      break;
-    case FaultInjector::Action::kPass:
-      process(b, 1, now_ns);
-      break;
-  }
-  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+  faults_.admit(
+      b, [&](std::uint32_t t, int times) { process(t, times, now_ns); }, [&](std::uint32_t t) { free_buffer(t); });
 }
 
 void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {

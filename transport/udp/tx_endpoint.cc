@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "transport/udp/poller_source.h"
 #include "transport/udp/udp_internal.h"
 
@@ -41,7 +42,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   t.sock = *sock;
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
-  ep->session_id_ = static_cast<std::uint32_t>(random_u64() | 1);
+  ep->session_id_ = static_cast<std::uint32_t>(core::random_id64() | 1);
   reliability::SenderOptions so;
   so.log.capacity = u.retransmit_buffer;
   so.log.max_datagram = u.mtu - 28;
