@@ -17,14 +17,9 @@ constexpr std::uint32_t kTraceBytes = sizeof(StageTrace);
 void format_header(std::byte* frame, std::uint32_t frame_len, std::uint16_t flags, std::uint32_t stream_id,
                    std::int64_t now) noexcept {
   auto* h = reinterpret_cast<FrameHeader*>(frame);
-  h->frame_length = frame_len;
-  h->magic = core::kFrameMagic;
-  h->version = core::kFrameVersion;
-  h->flags = flags;
-  h->stream_id = stream_id;
-  h->session_id = 0;  // the transport's writer owns sessions and sequences
+  // Session 0 and sequence 0: the transport's writer owns sessions and sequences.
+  core::write_frame_header(h, frame_len, flags, stream_id, 0, now);
   h->sequence = 0;
-  h->timestamp_ns = now;
 }
 
 void start_trace(std::byte* block, std::int64_t now, bool queued) noexcept {

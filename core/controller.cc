@@ -21,6 +21,8 @@ absl::Status bad(const std::string& field, const std::string& want, const std::s
 
 // The options with every value forced into its valid range (the constructor never fails).
 ControllerOptions clamped(ControllerOptions o) {
+  // The static policies are busy-spin and interrupt; every other idle strategy runs adaptive.
+  if (o.policy != IdleKind::kBusySpin && o.policy != IdleKind::kInterrupt) o.policy = IdleKind::kAdaptive;
   o.wakeup_cost_ns = std::clamp<std::int64_t>(o.wakeup_cost_ns, 1, PollController::kMaxGap);
   if (!(o.spin_factor > 0.0) || !std::isfinite(o.spin_factor)) o.spin_factor = 2.0;
   o.spin_factor = std::min(o.spin_factor, 1e6);
@@ -43,25 +45,6 @@ ControllerOptions clamped(ControllerOptions o) {
 }
 
 }  // namespace
-
-std::optional<ControllerPolicy> parse_controller_policy(std::string_view s) {
-  if (s == "adaptive") return ControllerPolicy::kAdaptive;
-  if (s == "busy-spin") return ControllerPolicy::kBusySpin;
-  if (s == "interrupt") return ControllerPolicy::kInterrupt;
-  return std::nullopt;
-}
-
-std::string_view controller_policy_name(ControllerPolicy p) {
-  switch (p) {
-    case ControllerPolicy::kAdaptive:
-      return "adaptive";
-    case ControllerPolicy::kBusySpin:
-      return "busy-spin";
-    case ControllerPolicy::kInterrupt:
-      return "interrupt";
-  }
-  return "?";
-}
 
 absl::Status ControllerOptions::validate() const {
   if (wakeup_cost_ns <= 0 || wakeup_cost_ns > PollController::kMaxGap)
@@ -146,7 +129,7 @@ void PollController::reset(std::int64_t now_ns) noexcept {
   for (auto& t : time_in_mode_) t = 0;
   c_ = ControllerCounters{};
   clear_histogram();
-  mode_ = opts_.policy == ControllerPolicy::kBusySpin ? PollMode::kBusy : PollMode::kInterrupt;
+  mode_ = opts_.policy == IdleKind::kBusySpin ? PollMode::kBusy : PollMode::kInterrupt;
   update_hold();
 }
 
@@ -163,13 +146,15 @@ void PollController::clear_histogram() noexcept {
 void PollController::update_hold() noexcept {
   load_trigger_ = 0;
   switch (opts_.policy) {
-    case ControllerPolicy::kBusySpin:
+    case IdleKind::kBusySpin:
       hold_ns_ = kForever;
       return;
-    case ControllerPolicy::kInterrupt:
+    case IdleKind::kInterrupt:
       hold_ns_ = -1;
       return;
-    case ControllerPolicy::kAdaptive:
+    case IdleKind::kAdaptive:
+    case IdleKind::kYield:  // not after clamped(): adaptive
+    case IdleKind::kBackoff:
       break;
   }
   switch (mode_) {
@@ -216,7 +201,7 @@ void PollController::on_run_start(std::int64_t now_ns, int work) noexcept {
   const std::int64_t gap = now_ns - last_work_ns_;
   const bool first_after_wake = after_wake_;
   after_wake_ = false;
-  if (opts_.policy != ControllerPolicy::kAdaptive) return;
+  if (opts_.policy != IdleKind::kAdaptive) return;
   if (mode_ == PollMode::kInterrupt) {
     if (gap >= opts_.idle_after_ns) exit_streak_ = 1;
     if (first_after_wake && opts_.load_batch > 0 && static_cast<std::uint32_t>(work) >= opts_.load_batch) {
@@ -296,7 +281,7 @@ void PollController::recompute(std::int64_t now_ns, std::int64_t last_gap_ns) no
 }
 
 PollAction PollController::on_silence(std::int64_t now_ns) noexcept {
-  if (opts_.policy == ControllerPolicy::kAdaptive) {
+  if (opts_.policy == IdleKind::kAdaptive) {
     const std::int64_t silence = now_ns - last_work_ns_;
     if (mode_ == PollMode::kBusy) {
       transition(PollMode::kSpin, now_ns);  // the traffic paused longer than busy_linger_ns
@@ -330,7 +315,7 @@ void PollController::on_wakeup(std::int64_t now_ns, bool by_event) noexcept {
   run_cycles_ = 0;
   retry_ns_ = 0;
   retry_at_ns_ = kNever;
-  if (opts_.policy != ControllerPolicy::kAdaptive || mode_ == PollMode::kInterrupt) return;
+  if (opts_.policy != IdleKind::kAdaptive || mode_ == PollMode::kInterrupt) return;
   if (now_ns - last_work_ns_ >= opts_.idle_after_ns) {
     enter_interrupt(last_work_ns_ + opts_.idle_after_ns, false);
   } else if (mode_ == PollMode::kSpin && budget_ns_ == 0 && sparse_wakes_ >= opts_.sparse_wakeups) {

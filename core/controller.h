@@ -90,6 +90,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "core/idle.h"
 
 namespace pollux::core {
 
@@ -101,18 +102,13 @@ enum class PollAction : std::uint8_t {
   kArm,   // arm every source and block until woken; then call on_wakeup()
 };
 
-// "busy-spin" and "interrupt" are the static strategies (fixed mode, no statistics);
-// "adaptive" moves between the modes.
-enum class ControllerPolicy : std::uint8_t { kAdaptive, kBusySpin, kInterrupt };
-
-std::optional<ControllerPolicy> parse_controller_policy(std::string_view s);
-std::string_view controller_policy_name(ControllerPolicy p);
-
 // Defaults chosen for this machine: a futex/epoll wakeup costs ~5-50 us; "dense" means
 // >= ~50k msg/s (gaps <= 20 us). Suggested config keys (the poller's config table owns them):
 // runtime.adaptive.<field name>, e.g. runtime.adaptive.wakeup_cost_ns.
 struct ControllerOptions {
-  ControllerPolicy policy = ControllerPolicy::kAdaptive;
+  // The poller's idle strategy (core/idle.h, runtime.idle): kBusySpin and kInterrupt are the
+  // static policies (fixed mode, no statistics); kAdaptive - and any other - moves between modes.
+  IdleKind policy = IdleKind::kAdaptive;
 
   // What one sleep/wakeup costs the next message (arm + block + wake + reschedule). The
   // spin threshold is wakeup_cost_ns * spin_factor. Underestimating it keeps traffic whose
@@ -163,12 +159,12 @@ struct ControllerOptions {
   // The static policies with default knobs.
   static ControllerOptions busy_spin() {
     ControllerOptions o;
-    o.policy = ControllerPolicy::kBusySpin;
+    o.policy = IdleKind::kBusySpin;
     return o;
   }
   static ControllerOptions interrupt() {
     ControllerOptions o;
-    o.policy = ControllerPolicy::kInterrupt;
+    o.policy = IdleKind::kInterrupt;
     return o;
   }
 
@@ -235,7 +231,7 @@ class PollController {
   void on_wakeup(std::int64_t now_ns, bool by_event) noexcept;
 
   PollMode mode() const noexcept { return mode_; }
-  ControllerPolicy policy() const noexcept { return opts_.policy; }
+  IdleKind policy() const noexcept { return opts_.policy; }
   // The budget kSpin applies after the last work (0: arm at the first empty cycle). Computed
   // in every adaptive mode, applied only in kSpin.
   std::int64_t spin_budget_ns() const noexcept { return budget_ns_; }

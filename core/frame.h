@@ -45,7 +45,83 @@ static_assert(offsetof(FrameHeader, sequence) == 16);
 static_assert(offsetof(FrameHeader, timestamp_ns) == 24);
 
 inline constexpr std::uint32_t kFrameHeaderSize = sizeof(FrameHeader);
+// The StageTrace block of a traced frame (core/trace.h): 64 bytes after the header.
+inline constexpr std::uint32_t kFrameTraceSize = 64;
 
 constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+// Shortest valid frame with these flags: the header, plus the trace block of a traced frame (a
+// shorter one would make the payload length after the block wrap around).
+constexpr std::uint32_t min_frame_length(std::uint16_t flags) noexcept {
+  return kFrameHeaderSize + ((flags & kFlagTraced) != 0 ? kFrameTraceSize : 0u);
+}
+
+// ---- the frame writer -------------------------------------------------------------------------
+// Every frame header is written here. Plain stores, inline: what writing the fields by hand
+// costs. The sequence is not written: each writer stores it itself, last - a plain store, or in
+// the shm log a release store that readers pair with an acquire load of the same word (the
+// fields written here are then visible to a reader that saw the sequence).
+
+// The fields a transport's writer owns when it takes over a frame (length, magic, version,
+// stream, session); the flags and the timestamp stay the publisher's.
+inline void write_frame_identity(FrameHeader* h, std::uint32_t frame_length, std::uint32_t stream_id,
+                                 std::uint32_t session_id) noexcept {
+  h->frame_length = frame_length;
+  h->magic = kFrameMagic;
+  h->version = kFrameVersion;
+  h->stream_id = stream_id;
+  h->session_id = session_id;
+}
+
+// Every field but the sequence.
+inline void write_frame_header(FrameHeader* h, std::uint32_t frame_length, std::uint16_t flags, std::uint32_t stream_id,
+                               std::uint32_t session_id, std::int64_t timestamp_ns) noexcept {
+  write_frame_identity(h, frame_length, stream_id, session_id);
+  h->flags = flags;
+  h->timestamp_ns = timestamp_ns;
+}
+
+// ---- the frame validator ----------------------------------------------------------------------
+// What a reader checks before it trusts a frame from another process or the network; a
+// transport adds what only it knows (its stream and session, its largest frame, its alignment).
+enum class FrameCheck : std::uint8_t {
+  kOk,
+  kShort,      // fewer bytes than a header
+  kMagic,      // not kFrameMagic
+  kVersion,    // not kFrameVersion
+  kLength,     // frame_length below min_frame_length(flags)
+  kTruncated,  // frame_length beyond the bytes there are
+};
+
+// `p` holds `avail` bytes (at least the header's alignment, 8). Inline: a handful of compares.
+inline FrameCheck check_frame(const void* p, std::size_t avail) noexcept {
+  if (avail < kFrameHeaderSize) return FrameCheck::kShort;
+  const auto* h = static_cast<const FrameHeader*>(p);
+  // One test of both bytes (a single 16-bit compare); which one is wrong only when one is.
+  if (__builtin_expect(h->magic != kFrameMagic || h->version != kFrameVersion, 0)) {
+    return h->magic != kFrameMagic ? FrameCheck::kMagic : FrameCheck::kVersion;
+  }
+  if (h->frame_length < min_frame_length(h->flags)) return FrameCheck::kLength;
+  if (h->frame_length > avail) return FrameCheck::kTruncated;
+  return FrameCheck::kOk;
+}
+
+inline const char* frame_check_name(FrameCheck c) noexcept {
+  switch (c) {
+    case FrameCheck::kOk:
+      return "ok";
+    case FrameCheck::kShort:
+      return "shorter than a frame header";
+    case FrameCheck::kMagic:
+      return "bad magic";
+    case FrameCheck::kVersion:
+      return "unknown frame version";
+    case FrameCheck::kLength:
+      return "frame_length below the header (and trace block)";
+    case FrameCheck::kTruncated:
+      return "frame_length beyond the bytes received";
+  }
+  return "?";
+}
 
 }  // namespace pollux::core

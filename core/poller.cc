@@ -34,31 +34,15 @@ Poller::Poller(int index, const Config& cfg, CountersFile* counters)
   counters_ = counters;
   owner_ = counters->new_owner();
   auto alloc = [&](std::string_view name) { return counters->allocate(scope, name, 0, CounterKind::kPoller, owner_); };
-  c_cycles_ = alloc("duty_cycles");
-  c_work_ = alloc("work_items");
-  c_idle_ = alloc("idle_cycles");
-  c_mode_switches_ = alloc("mode_switches");
-  c_sleeps_ = alloc("sleeps");
-  c_wakeups_ = alloc("wakeups");
-  c_timer_wakeups_ = alloc("timer_wakeups");
-  c_spurious_ = alloc("spurious_wakeups");
-  c_time_in_[0] = alloc("time_busy_ns");
-  c_time_in_[1] = alloc("time_spin_ns");
-  c_time_in_[2] = alloc("time_interrupt_ns");
-  c_spin_budget_ = alloc("spin_budget_ns");
-  c_arm_refused_ = alloc("arm_refused");
-  c_doorbells_ = alloc("doorbells");
-  c_mode_ = alloc("mode");                // 0 busy, 1 spin, 2 interrupt (PollMode)
-  c_tid_ = alloc("thread_id");            // the kernel tid of thread pollux-poll-N (top -H, perf -t)
-  c_idle_kind_ = alloc("idle_strategy");  // core::IdleKind
+  POLLUX_COUNTER_ALLOCATE(POLLUX_POLLER_COUNTERS, c_, alloc);
   init_membarrier();
-  if (auto e = EventFd::create(); e.ok()) doorbell_fd_ = std::move(*e);
+  (void)bell_.init();  // start() reports a missing eventfd
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epfd_ >= 0 && doorbell_fd_.fd() >= 0) {
+  if (epfd_ >= 0 && bell_.fd() >= 0) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;
-    (void)epoll_ctl(epfd_, EPOLL_CTL_ADD, doorbell_fd_.fd(), &ev);
+    (void)epoll_ctl(epfd_, EPOLL_CTL_ADD, bell_.fd(), &ev);
   }
 }
 
@@ -73,7 +57,7 @@ Poller::~Poller() {
 }
 
 absl::Status Poller::start(IdleKind idle, int cpu) {
-  if (epfd_ < 0 || doorbell_fd_.fd() < 0) {
+  if (epfd_ < 0 || bell_.fd() < 0) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("poller %d: cannot create its epoll set or eventfd: %s", index_, std::strerror(errno)));
   }
@@ -107,11 +91,14 @@ absl::Status Poller::start(IdleKind idle, int cpu) {
   });
   absl::Status s = fut.get();
   if (s.ok()) {
-    c_tid_.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
-    c_idle_kind_.set(static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
-    if (cpu >= 0) {                                      // present only when pinned
-      counters_->allocate(absl::StrFormat("poller %d", index_), "pinned_cpu", 0, CounterKind::kPoller, owner_)
-          .set(static_cast<std::uint64_t>(cpu));
+    c_.thread_id.set(static_cast<std::uint64_t>(tid_.load(std::memory_order_acquire)));  // stored before `started`
+    c_.idle_strategy.set(
+        static_cast<std::uint64_t>(idle));  // pollux-stat: a controller runs only for adaptive/interrupt
+    if (cpu >= 0) {                         // present only when pinned
+      POLLUX_COUNTER_ALLOCATE(POLLUX_POLLER_PINNED_COUNTERS, c_, [&](std::string_view n) {
+        return counters_->allocate(absl::StrFormat("poller %d", index_), n, 0, CounterKind::kPoller, owner_);
+      });
+      c_.pinned_cpu.set(static_cast<std::uint64_t>(cpu));
     }
   }
   if (!s.ok()) {
@@ -127,8 +114,8 @@ void Poller::stop() {
   wake();
   // A poller asleep on a futex of its own doorbell or in epoll is woken above; ring anyway in
   // case it announced its sleep after our check (it re-checks running_ before sleeping).
-  ring(kSleepEpoll);
-  ring(kSleepFutex);
+  bell_.ring_both_ways();
+  c_.doorbells.add_shared(2);
   thread_.join();
 }
 
@@ -183,11 +170,11 @@ int Poller::do_work() noexcept {
   int work = 0;
   for (ProgressSource* s : sources_) work += s->progress(now);
   work += timers(now);
-  c_cycles_.add();
+  c_.cycles.add();
   if (work > 0) {
-    c_work_.add(static_cast<std::uint64_t>(work));
+    c_.work.add(static_cast<std::uint64_t>(work));
   } else {
-    c_idle_.add();
+    c_.idle.add();
   }
   return work;
 }
@@ -209,7 +196,7 @@ void Poller::run_static(I idle) noexcept {
 
 void Poller::run_sleeping(IdleKind kind) noexcept {
   ControllerOptions o = ctl_opts_;
-  o.policy = kind == IdleKind::kInterrupt ? ControllerPolicy::kInterrupt : ControllerPolicy::kAdaptive;
+  o.policy = kind == IdleKind::kInterrupt ? IdleKind::kInterrupt : IdleKind::kAdaptive;
   PollController ctl(o, Clock::now_ns());
   std::uint32_t publish_countdown = 0;
   // Acquire pairs with stop()'s release store.
@@ -249,40 +236,19 @@ void Poller::run_sleeping(IdleKind kind) noexcept {
 
 void Poller::publish_mode(const PollController& ctl, std::int64_t now) noexcept {
   const ControllerCounters& k = ctl.counters();
-  c_mode_.set(static_cast<std::uint64_t>(ctl.mode()));
-  c_mode_switches_.set(k.transitions);
-  c_wakeups_.set(k.wakeups);
-  c_timer_wakeups_.set(k.timer_wakeups);
-  c_spurious_.set(k.spurious_wakeups);
-  c_spin_budget_.set(static_cast<std::uint64_t>(ctl.spin_budget_ns()));
-  for (int m = 0; m < kPollModes; ++m) {
-    c_time_in_[m].set(static_cast<std::uint64_t>(ctl.time_in_mode_ns(static_cast<PollMode>(m), now)));
-  }
-}
-
-void Poller::ring(std::uint32_t how) noexcept {
-  c_doorbells_.add_shared();
-  if (how == kSleepFutex) {
-    // Release pairs with the acquire snapshot in sleep(): the word changes after the work was
-    // published, so a poller that has not yet blocked sees a different value and returns.
-    doorbell_word_.fetch_add(1, std::memory_order_release);
-    (void)futex_wake(&doorbell_word_, 1, /*shared=*/false);
-  } else {
-    doorbell_fd_.signal();
-  }
+  POLLUX_COUNTER_PUBLISH(POLLUX_POLLER_COUNTERS, c_);
 }
 
 Poller::Slept Poller::sleep() noexcept {
   FutexWait waits[kMaxFutexWaits];
   std::uint32_t nwaits = 0;
-  // Snapshot the futex doorbell before announcing the sleep (see ring()).
-  const std::uint32_t bell = doorbell_word_.load(std::memory_order_acquire);
+  // Snapshot the futex doorbell before announcing the sleep (core::Doorbell).
+  const std::uint32_t bell = bell_.snapshot();
   // The announcement: the kind is fixed now (futex if any source needs futex words, else
   // epoll); a source's futex words are only known once armed, so announce epoll first when
   // there are fd sources, futex otherwise.
-  const std::uint32_t how = fd_sources_ > 0 ? kSleepEpoll : kSleepFutex;
-  sleeping_.store(how, std::memory_order_relaxed);
-  sleeper_barrier();  // pairs with wake()'s waker_barrier(): store sleeping_ -> load rings
+  const std::uint32_t how = fd_sources_ > 0 ? Doorbell::kFd : Doorbell::kFutex;
+  bell_.announce(how);  // pairs with wake()'s ring_if_asleep(): the announcement -> the re-checks below
   std::size_t armed = 0;
   bool ok = running_.load(std::memory_order_acquire) && ncmds_.load(std::memory_order_acquire) == 0;
   for (; ok && armed < sources_.size(); ++armed) {
@@ -294,20 +260,20 @@ Poller::Slept Poller::sleep() noexcept {
   }
   // Epoll and futex words cannot be waited on together: a poller has one transport, so this
   // only happens with a source that is misconfigured; keep polling rather than miss a wakeup.
-  if (ok && nwaits > 0 && how == kSleepEpoll) ok = false;
+  if (ok && nwaits > 0 && how == Doorbell::kFd) ok = false;
   if (!ok) {
     for (std::size_t i = armed; i-- > 0;) sources_[i]->disarm();
-    sleeping_.store(kAwake, std::memory_order_relaxed);
-    c_arm_refused_.add();
+    bell_.withdraw();
+    c_.arm_refused.add();
     return Slept::kRefused;
   }
-  c_sleeps_.add();
+  c_.sleeps.add();
   const std::int64_t timeout = sleep_timer_ns_ > 0 ? sleep_timer_ns_ : -1;
   bool by_event;
   bool bell_fd_ready = false;  // only then is there an eventfd count to consume
-  if (how == kSleepFutex) {
-    // ring() bumps the futex word, never the eventfd, while we announce kSleepFutex.
-    waits[nwaits++] = FutexWait{&doorbell_word_, bell, false};
+  if (how == Doorbell::kFutex) {
+    // A ring bumps the futex word, never the eventfd, while we announce kFutex.
+    waits[nwaits++] = FutexWait{bell_.word(), bell, false};
     by_event = futex_wait_any({waits, nwaits}, timeout) != ETIMEDOUT;
   } else {
     epoll_event evs[16];
@@ -319,10 +285,10 @@ Poller::Slept Poller::sleep() noexcept {
     for (int i = 0; i < n; ++i) bell_fd_ready |= evs[i].data.ptr == nullptr;
     bell_fd_ready |= n < 0;
   }
-  sleeping_.store(kAwake, std::memory_order_relaxed);
+  bell_.withdraw();
   for (std::size_t i = sources_.size(); i-- > 0;) sources_[i]->disarm();
   // Saves a read() syscall on every wakeup not caused by the doorbell (data, timers).
-  if (bell_fd_ready) (void)doorbell_fd_.drain();
+  if (bell_fd_ready) (void)bell_.drain_fd();
   next_timer_ns_ = 0;  // run the timers right after every wakeup (core/progress.h promises it)
   return by_event ? Slept::kEvent : Slept::kTimeout;
 }

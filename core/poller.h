@@ -23,6 +23,7 @@
 #include "core/controller.h"
 #include "core/counters.h"
 #include "core/idle.h"
+#include "core/poller_counters.h"
 #include "core/progress.h"
 #include "core/wakeup.h"
 
@@ -59,12 +60,10 @@ class Poller {
   void remove_source(ProgressSource* s);
 
   // Any thread, after making work for this poller visible (a release store into a ring the
-  // poller reads). Pairs with the sleeper_barrier() in sleep(): either the poller's re-check
-  // after announcing its sleep sees the work, or this call sees the announcement and rings.
+  // poller reads). Pairs with the announcement in sleep() (core::Doorbell): either the poller's
+  // re-check after announcing its sleep sees the work, or this call sees the announcement and rings.
   void wake() noexcept {
-    waker_barrier();
-    const std::uint32_t s = sleeping_.load(std::memory_order_relaxed);
-    if (__builtin_expect(s != kAwake, 0)) ring(s);
+    if (__builtin_expect(bell_.ring_if_asleep(), 0)) c_.doorbells.add_shared();
   }
 
   int index() const noexcept { return index_; }
@@ -74,7 +73,6 @@ class Poller {
   int tid() const noexcept { return tid_.load(std::memory_order_acquire); }
 
  private:
-  static constexpr std::uint32_t kAwake = 0, kSleepEpoll = 1, kSleepFutex = 2;
   template <typename I>
   void run_static(I idle) noexcept;
   void run_sleeping(IdleKind kind) noexcept;
@@ -83,7 +81,6 @@ class Poller {
   // or there was pending work.
   Slept sleep() noexcept;
   void publish_mode(const PollController& ctl, std::int64_t now) noexcept;
-  void ring(std::uint32_t how) noexcept;
   int timers(std::int64_t now) noexcept;
   void run_commands() noexcept;
 
@@ -109,14 +106,11 @@ class Poller {
   std::thread thread_;
 
   // Sleeping: what the poller waits on, and how wakers reach it.
-  std::atomic<std::uint32_t> sleeping_{kAwake};
-  std::atomic<std::uint32_t> doorbell_word_{0};
-  EventFd doorbell_fd_;
+  Doorbell bell_;  // the poller's sleep announcement and how wakers ring it (core/wakeup.h)
   int epfd_ = -1;
   int fd_sources_ = 0;  // sources with a notify_fd() in the epoll set
 
-  Counter c_cycles_, c_work_, c_idle_, c_mode_switches_, c_sleeps_, c_wakeups_, c_timer_wakeups_, c_spurious_,
-      c_arm_refused_, c_doorbells_, c_mode_, c_time_in_[kPollModes], c_spin_budget_, c_tid_, c_idle_kind_;
+  PollerCounters c_;
   CountersFile* counters_ = nullptr;
   std::uint16_t owner_ = 0;
 };

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/frame.h"
+
 namespace pollux::core {
 
 enum class Stage : std::uint8_t {
@@ -39,7 +41,7 @@ struct StageTrace {
   // from a frame in shared memory another process wrote.
   std::int64_t kernel_rx_ns;
 };
-static_assert(sizeof(StageTrace) == 64);
+static_assert(sizeof(StageTrace) == 64 && sizeof(StageTrace) == kFrameTraceSize);
 
 inline void stamp(StageTrace* t, Stage s, std::int64_t now_ns) { t->stamp_ns[static_cast<int>(s)] = now_ns; }
 

@@ -5,9 +5,12 @@
 #include <linux/membarrier.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +102,56 @@ void EventFd::signal() noexcept {
 bool EventFd::drain() noexcept {
   std::uint64_t v = 0;
   return read(fd_, &v, sizeof v) == static_cast<ssize_t>(sizeof v) && v != 0;
+}
+
+absl::Status Doorbell::init() {
+  auto e = EventFd::create();
+  if (!e.ok()) return e.status();
+  fd_ = std::move(*e);
+  return absl::OkStatus();
+}
+
+void Doorbell::ring(std::uint32_t how) noexcept {
+  if (how == kFutex) {
+    // Release pairs with the sleeper's acquire snapshot(): the word changes after the work was
+    // published, so a sleeper that has not blocked yet sees a different value and returns.
+    word_.fetch_add(1, std::memory_order_release);
+    (void)futex_wake(&word_, 1, /*shared=*/false);
+  } else {
+    fd_.signal();
+  }
+}
+
+bool set_timer(int fd, std::int64_t rel_ns) noexcept {
+  itimerspec t{};  // all zero: stops the timer
+  if (rel_ns > 0) {
+    t.it_value.tv_sec = static_cast<time_t>(rel_ns / 1'000'000'000);
+    t.it_value.tv_nsec = static_cast<long>(rel_ns % 1'000'000'000);
+  }
+  return timerfd_settime(fd, 0, &t, nullptr) == 0;
+}
+
+DeadlineTimer::~DeadlineTimer() {
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::Status DeadlineTimer::open() {
+  fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (fd_ < 0) return absl::ResourceExhaustedError(absl::StrCat("timerfd_create: ", std::strerror(errno)));
+  return absl::OkStatus();
+}
+
+void DeadlineTimer::arm(std::int64_t deadline_ns, std::int64_t now_ns, bool disarm) noexcept {
+  if (armed_ns_ > now_ns && armed_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
+  if (deadline_ns == INT64_MAX) {
+    if (!disarm || armed_ns_ == INT64_MAX) return;
+    armed_ns_ = INT64_MAX;
+    (void)set_timer(fd_, 0);
+    return;
+  }
+  const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
+  (void)set_timer(fd_, rel);  // re-arming also clears a pending expiry
+  armed_ns_ = now_ns + rel;
 }
 
 int futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, bool shared,

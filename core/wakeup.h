@@ -55,6 +55,27 @@ inline void waker_barrier() noexcept {
   }
 }
 
+// The waker's side across processes (the shm log's writer, whose readers sleep). The waker
+// picks its half at setup and tells its sleepers (the segment's wake flags): registered for
+// MEMBARRIER_CMD_GLOBAL_EXPEDITED (full_fence = false), a compiler barrier, and every sleeper
+// must run global_sleeper_barrier(); otherwise a seq_cst fence on both sides.
+inline void cross_process_waker_barrier(bool full_fence) noexcept {
+  if (__builtin_expect(full_fence, 0)) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+}
+// The sleeper's side across processes, paired with cross_process_waker_barrier(): `global`
+// issues the global expedited membarrier (core::global_sleeper_barrier, or a test's stand-in).
+// False: the waker relies on membarrier and this process cannot issue it - the sleeper must not
+// sleep (its re-check could miss the waker's store).
+inline bool cross_process_sleeper_barrier(bool waker_uses_membarrier, bool (*global)() noexcept) noexcept {
+  if (waker_uses_membarrier) return global();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return true;
+}
+
 // A non-blocking eventfd (EFD_NONBLOCK | EFD_CLOEXEC) used as a doorbell.
 class EventFd {
  public:
@@ -71,6 +92,96 @@ class EventFd {
  private:
   int fd_ = -1;
 };
+
+// The arm/sleep handshake of one sleeper in this process and the threads that make work for it
+// (a poller and whoever feeds its rings; an application thread and the poller filling its
+// delivery ring). The sleeper waits either on fd() (with other fds, epoll) or on word() (with
+// other futex words, futex_waitv):
+//   const std::uint32_t seen = bell.snapshot();  // before the announcement
+//   bell.announce(Doorbell::kFutex);             // or kFd
+//   if (work is visible, or a source refused to arm) { bell.withdraw(); poll again; }
+//   else { wait until word() != seen, or fd() is readable; bell.withdraw(); drain_fd() if it was }
+// A waker publishes its work (a release store), then calls ring_if_asleep(). announce() and
+// ring_if_asleep() are the two halves of the Dekker pair above: either the sleeper's re-check
+// sees the work, or the waker sees the announcement and rings the way it names.
+class Doorbell {
+ public:
+  static constexpr std::uint32_t kAwake = 0, kFd = 1, kFutex = 2;
+
+  // Control path: creates the eventfd; ResourceExhausted when it cannot.
+  absl::Status init();
+  int fd() const noexcept { return fd_.fd(); }
+  std::atomic<std::uint32_t>* word() noexcept { return &word_; }
+
+  // Sleeper. Acquire pairs with ring()'s release increment: a ring after this load changes the
+  // word, so a futex wait on (word(), snapshot()) returns at once instead of missing it.
+  std::uint32_t snapshot() const noexcept { return word_.load(std::memory_order_acquire); }
+  // Relaxed store, then sleeper_barrier(): the store is ordered before the re-check's loads.
+  // Pairs with ring_if_asleep()'s waker_barrier().
+  void announce(std::uint32_t how) noexcept {
+    sleeping_.store(how, std::memory_order_relaxed);
+    sleeper_barrier();
+  }
+  // Relaxed: a waker that still sees the announcement rings once more, harmlessly.
+  void withdraw() noexcept { sleeping_.store(kAwake, std::memory_order_relaxed); }
+  // After an fd wait that found fd() readable: resets the count (else the fd stays readable).
+  bool drain_fd() noexcept { return fd_.drain(); }
+
+  // Control path (stopping a sleeper): rings the fd and the futex word whether or not the
+  // sleeper announced itself - it may announce right after a ring_if_asleep() missed it.
+  void ring_both_ways() noexcept {
+    ring(kFd);
+    ring(kFutex);
+  }
+
+  // Waker, on the hot path (every offer that feeds a sleeping poller's ring): the waker's
+  // barrier orders the caller's publishing store before the load of the announcement. Returns
+  // whether it rang (the sleeper had announced itself).
+  bool ring_if_asleep() noexcept {
+    waker_barrier();
+    const std::uint32_t how = sleeping_.load(std::memory_order_relaxed);
+    if (__builtin_expect(how == kAwake, 1)) return false;
+    ring(how);
+    return true;
+  }
+
+ private:
+  [[gnu::cold, gnu::noinline]] void ring(std::uint32_t how) noexcept;
+
+  std::atomic<std::uint32_t> sleeping_{kAwake};
+  std::atomic<std::uint32_t> word_{0};
+  EventFd fd_;
+};
+
+// A timerfd armed for a sleeper's next deadline (a transport's protocol timers). Steady state
+// costs no syscall per arm: the timer is re-armed only when the deadline moves earlier or the
+// armed one has passed; a timer that fires early only costs an empty wake-up.
+class DeadlineTimer {
+ public:
+  DeadlineTimer() = default;
+  DeadlineTimer(const DeadlineTimer&) = delete;
+  DeadlineTimer& operator=(const DeadlineTimer&) = delete;
+  ~DeadlineTimer();
+  // Control path: creates the timerfd (CLOCK_MONOTONIC, non-blocking, close-on-exec).
+  absl::Status open();
+  int fd() const noexcept { return fd_; }
+  // When the armed timer fires (INT64_MAX: not armed).
+  std::int64_t armed_ns() const noexcept { return armed_ns_; }
+  // Arms for `deadline_ns` (core::Clock time; at least 1 us from now). INT64_MAX: no deadline -
+  // disarm = true stops a running timer (which also drops an expiry nobody read), false leaves
+  // it (it can only fire early).
+  void arm(std::int64_t deadline_ns, std::int64_t now_ns, bool disarm) noexcept;
+  // The owner read an expiry (or knows the timer fired): not armed any more.
+  void fired() noexcept { armed_ns_ = INT64_MAX; }
+
+ private:
+  int fd_ = -1;
+  std::int64_t armed_ns_ = INT64_MAX;
+};
+
+// Sets timerfd `fd` to fire once in `rel_ns` (> 0), or stops it (rel_ns <= 0); either way an
+// expiry not yet read is dropped. False when timerfd_settime failed.
+bool set_timer(int fd, std::int64_t rel_ns) noexcept;
 
 // futex(2) wrappers. timeout_ns < 0: wait forever; otherwise a relative timeout.
 // Returns 0 when woken or the value differed, ETIMEDOUT, or EINTR.

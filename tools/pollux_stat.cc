@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -32,7 +33,9 @@
 #include "core/counters.h"
 #include "core/idle.h"
 #include "core/placement.h"
+#include "core/poller_counters.h"
 #include "core/process.h"
+#include "core/stream_counters.h"
 #include "tools/common/cli.h"
 #include "tools/common/json_out.h"
 #include "tools/common/output.h"
@@ -45,6 +48,12 @@ using pollux::core::CountersFileSnapshot;
 using pollux::core::CounterSnapshot;
 using pollux::tools::JsonOut;
 namespace shm = pollux::transport::shm;
+// The names of the counters this tool reads, from the tables that declare them.
+using PollerNames = pollux::core::PollerCounters::names;
+using StreamNames = pollux::core::StreamCounters::names;
+// Every poller and stream counter is shown below (text and JSON): a new one must be added there.
+static_assert(pollux::core::PollerCounters::kCounterCount == 18);
+static_assert(pollux::core::StreamCounters::kCounterCount == 14);
 
 constexpr char kUsage[] =
     "usage: pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]\n";
@@ -102,12 +111,12 @@ struct Group {
   std::uint16_t owner = 0;
   std::uint32_t stream_id = 0;
   std::string scope;
-  std::map<std::string, std::uint64_t> v;
-  std::uint64_t get(const std::string& k) const {
+  std::map<std::string, std::uint64_t, std::less<>> v;
+  std::uint64_t get(std::string_view k) const {
     auto it = v.find(k);
     return it == v.end() ? 0 : it->second;
   }
-  bool has(const std::string& k) const { return v.count(k) != 0; }
+  bool has(std::string_view k) const { return v.find(k) != v.end(); }
   // "pub stream 7 quotes" -> "quotes" (a scope filled to its 55 characters was cut: marked).
   std::string topic() const {
     std::string_view s = scope;
@@ -174,7 +183,7 @@ Process make_process(CountersFileSnapshot snap) {
       g.v[c.name] = c.value;
       continue;
     }
-    if (c.kind == CounterKind::kPublisher && c.name == "position") {  // a transport's sequence
+    if (c.kind == CounterKind::kPublisher && c.name == StreamNames::position) {  // a transport's sequence
       std::uint64_t& pos = p.transport_pub_position[c.stream_id];
       pos = std::max(pos, c.value);
     }
@@ -269,8 +278,8 @@ Position subscriber_position(const Snapshot& s, const Process& p, const Group& g
       return pos;
     }
   }
-  if (g.has("position")) {
-    pos.value = g.get("position");
+  if (g.has(StreamNames::position)) {
+    pos.value = g.get(StreamNames::position);
     pos.unit = "sequence";
     // The publisher of the stream when it runs on this host (udp/rdma over loopback or a
     // local NIC); a remote publisher's position is not known here.
@@ -293,8 +302,8 @@ std::string mode_name(std::uint64_t m) {
 }
 
 std::string idle_name(const Group& g) {
-  if (!g.has("idle_strategy")) return "?";
-  const std::uint64_t k = g.get("idle_strategy");
+  if (!g.has(PollerNames::idle_strategy)) return "?";
+  const std::uint64_t k = g.get(PollerNames::idle_strategy);
   return k <= static_cast<std::uint64_t>(pollux::core::IdleKind::kAdaptive)
              ? std::string(pollux::core::idle_kind_name(static_cast<pollux::core::IdleKind>(k)))
              : "?";
@@ -305,11 +314,19 @@ bool has_controller(const Group& g) {
   return idle == "adaptive" || idle == "interrupt";
 }
 
-const char* const kBackPressureCauses[] = {"log_full", "ring_full", "no_slot", "transport"};
+// Back-pressure by cause: the cause as shown, and its counter.
+struct BackPressureCause {
+  const char* cause;
+  std::string_view counter;
+};
+constexpr BackPressureCause kBackPressureCauses[] = {{"log_full", StreamNames::bp_log_full},
+                                                     {"ring_full", StreamNames::bp_ring_full},
+                                                     {"no_slot", StreamNames::bp_no_slot},
+                                                     {"transport", StreamNames::bp_transport}};
 
 std::uint64_t back_pressure_total(const Group& g) {
   std::uint64_t n = 0;
-  for (const char* c : kBackPressureCauses) n += g.get(std::string("back_pressure_") + c);
+  for (const BackPressureCause& c : kBackPressureCauses) n += g.get(c.counter);
   return n;
 }
 
@@ -332,7 +349,7 @@ struct Rates {
   }
 };
 
-std::string key_of(const Process& p, const Group& g, const std::string& name) {
+std::string key_of(const Process& p, const Group& g, std::string_view name) {
   return absl::StrFormat("%s|%d|%u|%s", p.snap.path, static_cast<int>(g.kind), g.owner, name);
 }
 
@@ -373,7 +390,7 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
   for (const std::string& r : s.removed) absl::StrAppendFormat(&out, "removed %s\n", printable(r));
   if (s.procs.empty()) absl::StrAppendFormat(&out, "no pollux counters files in %s\n", printable(s.dir));
   for (const auto& [path, why] : s.unreadable) absl::StrAppendFormat(&out, "%s: %s\n", printable(path), printable(why));
-  auto rate = [&](const Process& p, const Group& g, const std::string& name) {
+  auto rate = [&](const Process& p, const Group& g, std::string_view name) {
     const std::string k = key_of(p, g, name);
     (*values)[k] = g.get(name);
     return rates.of(k, g.get(name));
@@ -390,47 +407,51 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
     for (const Group& g : p.pollers) {
       const int idx = g.poller_index();
       absl::StrAppendFormat(
-          &out, "  poller %d  thread pollux-poll-%d  tid %u  %s  idle %s", idx, idx, g.get("thread_id"),
-          g.has("pinned_cpu") ? absl::StrFormat("cpu %u", g.get("pinned_cpu")) : "unpinned", idle_name(g));
+          &out, "  poller %d  thread pollux-poll-%d  tid %u  %s  idle %s", idx, idx, g.get(PollerNames::thread_id),
+          g.has(PollerNames::pinned_cpu) ? absl::StrFormat("cpu %u", g.get(PollerNames::pinned_cpu)) : "unpinned",
+          idle_name(g));
       if (has_controller(g)) {
-        const double total =
-            static_cast<double>(g.get("time_busy_ns") + g.get("time_spin_ns") + g.get("time_interrupt_ns"));
-        auto pct = [&](const char* k) { return total > 0 ? 100.0 * static_cast<double>(g.get(k)) / total : 0.0; };
-        absl::StrAppendFormat(&out,
-                              ": mode %s (busy %.1f%%, spin %.1f%%, interrupt %.1f%% of %.1f s), spin budget %u ns, "
-                              "sleeps %u, wakeups %u (spurious %u, timer %u), arm refusals %u, mode switches %u",
-                              mode_name(g.get("mode")), pct("time_busy_ns"), pct("time_spin_ns"),
-                              pct("time_interrupt_ns"), total / 1e9, g.get("spin_budget_ns"), g.get("sleeps"),
-                              g.get("wakeups"), g.get("spurious_wakeups"), g.get("timer_wakeups"), g.get("arm_refused"),
-                              g.get("mode_switches"));
+        const double total = static_cast<double>(g.get(PollerNames::time_busy_ns) + g.get(PollerNames::time_spin_ns) +
+                                                 g.get(PollerNames::time_interrupt_ns));
+        auto pct = [&](std::string_view k) { return total > 0 ? 100.0 * static_cast<double>(g.get(k)) / total : 0.0; };
+        absl::StrAppendFormat(
+            &out,
+            ": mode %s (busy %.1f%%, spin %.1f%%, interrupt %.1f%% of %.1f s), spin budget %u ns, "
+            "sleeps %u, wakeups %u (spurious %u, timer %u), arm refusals %u, mode switches %u",
+            mode_name(g.get(PollerNames::mode)), pct(PollerNames::time_busy_ns), pct(PollerNames::time_spin_ns),
+            pct(PollerNames::time_interrupt_ns), total / 1e9, g.get(PollerNames::spin_budget_ns),
+            g.get(PollerNames::sleeps), g.get(PollerNames::wakeups), g.get(PollerNames::spurious_wakeups),
+            g.get(PollerNames::timer_wakeups), g.get(PollerNames::arm_refused), g.get(PollerNames::mode_switches));
       } else {
         absl::StrAppendFormat(&out, " (no controller: polls without sleeping)");
       }
-      absl::StrAppendFormat(&out, ", duty cycles %u%s\n", g.get("duty_cycles"), rate(p, g, "duty_cycles"));
+      absl::StrAppendFormat(&out, ", duty cycles %u%s\n", g.get(PollerNames::cycles), rate(p, g, PollerNames::cycles));
     }
     for (const Group& g : p.pubs) {
       const std::uint64_t bp = back_pressure_total(g);
       absl::StrAppendFormat(&out, "  pub %s (stream %u)  %s  messages %u%s  bytes %u%s  back-pressure %u",
                             printable(g.topic()), g.stream_id, position_text(publisher_position(s, p, g)),
-                            g.get("messages"), rate(p, g, "messages"), g.get("bytes"), rate(p, g, "bytes"), bp);
+                            g.get(StreamNames::messages), rate(p, g, StreamNames::messages), g.get(StreamNames::bytes),
+                            rate(p, g, StreamNames::bytes), bp);
       if (bp != 0) {
         std::string causes;
-        for (const char* c : kBackPressureCauses) {
-          const std::uint64_t n = g.get(std::string("back_pressure_") + c);
-          if (n != 0) absl::StrAppendFormat(&causes, "%s%s %u", causes.empty() ? "" : ", ", c, n);
+        for (const BackPressureCause& c : kBackPressureCauses) {
+          const std::uint64_t n = g.get(c.counter);
+          if (n != 0) absl::StrAppendFormat(&causes, "%s%s %u", causes.empty() ? "" : ", ", c.cause, n);
         }
         absl::StrAppendFormat(&out, " (%s)", causes);
       }
-      absl::StrAppendFormat(&out, "  not connected %u  too large %u\n", g.get("not_connected"), g.get("too_large"));
+      absl::StrAppendFormat(&out, "  not connected %u  too large %u\n", g.get(StreamNames::not_connected),
+                            g.get(StreamNames::too_large));
     }
     for (const Group& g : p.subs) {
       absl::StrAppendFormat(&out,
                             "  sub %s (stream %u)  %s  messages %u%s  bytes %u%s  gaps %u  lost %u  overruns %u  "
                             "stream events %u  malformed %u\n",
                             printable(g.topic()), g.stream_id, position_text(subscriber_position(s, p, g)),
-                            g.get("messages"), rate(p, g, "messages"), g.get("bytes"), rate(p, g, "bytes"),
-                            g.get("gaps"), g.get("messages_lost"), g.get("overruns"), g.get("stream_events"),
-                            g.get("malformed"));
+                            g.get(StreamNames::messages), rate(p, g, StreamNames::messages), g.get(StreamNames::bytes),
+                            rate(p, g, StreamNames::bytes), g.get(StreamNames::gaps), g.get(StreamNames::lost),
+                            g.get(StreamNames::overruns), g.get(StreamNames::events), g.get(StreamNames::malformed));
     }
     text_errors(out, p);
     bool header = false;
@@ -510,21 +531,23 @@ std::string render_json(const Snapshot& s) {
     for (const Group& g : p.pollers) {
       const int idx = g.poller_index();
       j.begin_object().field("index", idx).field("thread", absl::StrFormat("pollux-poll-%d", idx));
-      j.field("tid", g.get("thread_id")).key("cpu");
-      if (g.has("pinned_cpu")) {
-        j.num(g.get("pinned_cpu"));
+      j.field("tid", g.get(PollerNames::thread_id)).key("cpu");
+      if (g.has(PollerNames::pinned_cpu)) {
+        j.num(g.get(PollerNames::pinned_cpu));
       } else {
         j.null();
       }
       j.field("idle", idle_name(g)).field("controller", has_controller(g)).key("mode");
       if (has_controller(g)) {
-        j.str(mode_name(g.get("mode")));
+        j.str(mode_name(g.get(PollerNames::mode)));
       } else {
         j.null();
       }
-      for (const char* k : {"time_busy_ns", "time_spin_ns", "time_interrupt_ns", "spin_budget_ns", "sleeps", "wakeups",
-                            "spurious_wakeups", "timer_wakeups", "arm_refused", "mode_switches", "duty_cycles",
-                            "work_items", "idle_cycles", "doorbells"}) {
+      for (std::string_view k :
+           {PollerNames::time_busy_ns, PollerNames::time_spin_ns, PollerNames::time_interrupt_ns,
+            PollerNames::spin_budget_ns, PollerNames::sleeps, PollerNames::wakeups, PollerNames::spurious_wakeups,
+            PollerNames::timer_wakeups, PollerNames::arm_refused, PollerNames::mode_switches, PollerNames::cycles,
+            PollerNames::work, PollerNames::idle, PollerNames::doorbells}) {
         j.field(k, g.get(k));
       }
       j.end_object();
@@ -534,11 +557,13 @@ std::string render_json(const Snapshot& s) {
     for (const Group& g : p.pubs) {
       json_endpoint_begin(j, g);
       json_position(j, publisher_position(s, p, g));
-      j.field("messages", g.get("messages")).field("bytes", g.get("bytes"));
+      j.field(StreamNames::messages, g.get(StreamNames::messages)).field(StreamNames::bytes, g.get(StreamNames::bytes));
       j.key("back_pressure").begin_object().field("total", back_pressure_total(g));
-      for (const char* c : kBackPressureCauses) j.field(c, g.get(std::string("back_pressure_") + c));
+      for (const BackPressureCause& c : kBackPressureCauses) j.field(c.cause, g.get(c.counter));
       j.end_object();
-      j.field("not_connected", g.get("not_connected")).field("too_large", g.get("too_large")).end_object();
+      j.field(StreamNames::not_connected, g.get(StreamNames::not_connected))
+          .field(StreamNames::too_large, g.get(StreamNames::too_large))
+          .end_object();
     }
     j.end_array();
     j.key("subscriptions").begin_array();
@@ -552,7 +577,8 @@ std::string render_json(const Snapshot& s) {
       } else {
         j.null();
       }
-      for (const char* k : {"messages", "bytes", "gaps", "messages_lost", "overruns", "stream_events", "malformed"}) {
+      for (std::string_view k : {StreamNames::messages, StreamNames::bytes, StreamNames::gaps, StreamNames::lost,
+                                 StreamNames::overruns, StreamNames::events, StreamNames::malformed}) {
         j.field(k, g.get(k));
       }
       j.end_object();

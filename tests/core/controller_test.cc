@@ -486,10 +486,22 @@ TEST(PollControllerTest, InterruptPolicyArmsAfterEveryEmptyCycle) {
   expect_accounting(s);
 }
 
-TEST(PollControllerTest, PolicyNamesRoundTrip) {
-  for (auto p : {ControllerPolicy::kAdaptive, ControllerPolicy::kBusySpin, ControllerPolicy::kInterrupt})
-    EXPECT_EQ(parse_controller_policy(controller_policy_name(p)), p);
-  EXPECT_FALSE(parse_controller_policy("backoff").has_value());
+TEST(PollControllerTest, PolicyIsTheIdleStrategyAndNamesRoundTrip) {
+  // The policy is the poller's idle strategy (runtime.idle), under the same names.
+  for (auto p : {IdleKind::kAdaptive, IdleKind::kBusySpin, IdleKind::kInterrupt}) {
+    EXPECT_EQ(parse_idle_kind(idle_kind_name(p)), p);
+    ControllerOptions o;
+    o.policy = p;
+    const PollController c(o, 0);
+    EXPECT_EQ(c.policy(), p);
+    EXPECT_EQ(c.mode(), p == IdleKind::kBusySpin ? PollMode::kBusy : PollMode::kInterrupt) << idle_kind_name(p);
+  }
+  // The strategies without a controller run adaptive if one is made for them.
+  for (auto p : {IdleKind::kYield, IdleKind::kBackoff}) {
+    ControllerOptions o;
+    o.policy = p;
+    EXPECT_EQ(PollController(o, 0).policy(), IdleKind::kAdaptive) << idle_kind_name(p);
+  }
   EXPECT_EQ(PollController::mode_name(PollMode::kBusy), "busy");
   EXPECT_EQ(PollController::mode_name(PollMode::kSpin), "spin");
   EXPECT_EQ(PollController::mode_name(PollMode::kInterrupt), "interrupt");

@@ -584,6 +584,31 @@ void pcap_frame_seeds(const fs::path& dir) {
   seed("padded.bin", 0, {}, frame(false, 18));
 }
 
+// ---- frame -----------------------------------------------------------------------------------
+// Mode 0: a datagram as the reliability sender builds it (two data frames, a traced one, and a
+// heartbeat); mode 1|k<<1: k+1 described frames for the writer (length, flags, stream,
+// session, timestamp, how), the last one too short for its trace block.
+void frame_seeds(const fs::path& dir) {
+  auto header = [](Out& o, std::uint32_t len, std::uint16_t flags, std::uint64_t seq) {
+    o.u32(len).u8(core::kFrameMagic).u8(core::kFrameVersion).u16(flags).u32(7).u32(0x77).u64(seq).u64(1'000);
+  };
+  Out d;
+  d.u8(0);
+  header(d, core::kFrameHeaderSize + 5, core::kFlagNone, 1);
+  d.u8(1).u8(2).u8(3).u8(4).u8(5).u8(0).u8(0).u8(0);  // payload, padded to 8
+  header(d, core::min_frame_length(core::kFlagTraced), core::kFlagTraced, 2);
+  for (int i = 0; i < 64; ++i) d.u8(0);  // the trace block
+  header(d, rel::kHeartbeatFrameLength, core::kFlagHeartbeat, 3);
+  for (std::uint32_t i = core::kFrameHeaderSize; i < rel::wire_size(rel::kHeartbeatFrameLength); ++i) d.u8(0);
+  write(dir / "datagram.bin", d.bytes);
+  Out w;
+  w.u8(1 | (2 << 1));
+  w.u16(40).u16(core::kFlagNone).u32(7).u32(0x77).u64(5'000).u8(0);
+  w.u16(96).u16(core::kFlagTraced).u32(7).u32(0x77).u64(6'000).u8(1);
+  w.u16(64).u16(core::kFlagTraced).u32(7).u32(0x77).u64(7'000).u8(0);
+  write(dir / "written.bin", w.bytes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -602,5 +627,6 @@ int main(int argc, char** argv) {
   counters_seeds(root / "counters_reader");
   arbiter_seeds(root / "arbiter");
   pcap_frame_seeds(root / "pcap_frame");
+  frame_seeds(root / "frame");
   return 0;
 }

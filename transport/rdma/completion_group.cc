@@ -66,22 +66,8 @@ absl::StatusOr<std::unique_ptr<CompletionGroup>> CompletionGroup::create(Device&
       opt.poller >= 0 ? absl::StrFormat("rdma poller %d", opt.poller)
                       : absl::StrFormat("rdma inline %d", inline_groups.fetch_add(1, std::memory_order_relaxed));
   g->errors_ = &counters->error_log();
-  g->c_cqes_ = counters->allocate(scope, "completions");
-  g->c_polls_ = counters->allocate(scope, "cq_polls_nonempty");
-  g->c_recv_posts_ = counters->allocate(scope, "recv_post_calls");
-  g->c_recv_buffers_ = counters->allocate(scope, "recv_buffers_posted");
-  g->c_stale_ = counters->allocate(scope, "stale_completions");
-  g->c_cq_errors_ = counters->allocate(scope, "cq_poll_errors");
-  g->c_arms_ = counters->allocate(scope, "cq_arms");
-  g->c_arm_races_ = counters->allocate(scope, "cq_arm_races");
-  g->c_cq_polls_ = counters->allocate(scope, "cq_polls");
-  g->c_cq_events_ = counters->allocate(scope, "cq_events");
-  g->c_arm_refused_ = counters->allocate(scope, "cq_arm_refused");
-  g->c_mod_unsupported_ = counters->allocate(scope, "cq_moderation_unsupported");
-  g->c_mod_changes_ = counters->allocate(scope, "cq_moderation_changes");
-  // Closes that outlived close_st() (a lingering publisher), in total and running now.
-  g->c_lingering_closes_ = counters->allocate(scope, "lingering_closes");
-  g->c_closing_ = counters->allocate(scope, "closing_endpoints");
+  POLLUX_COUNTER_ALLOCATE(POLLUX_RDMA_GROUP_COUNTERS, *g,
+                          [&](std::string_view n) { return counters->allocate(scope, n); });
   // The owner's wake-up fd: completion events and control-plane announcements, as one fd.
   auto bell = core::EventFd::create();
   if (!bell.ok()) return bell.status();
@@ -489,14 +475,12 @@ bool CompletionGroup::try_arm() noexcept {
     // ud_mcast timers (heartbeats out, liveness in) while asleep: one shot, re-armed per sleep
     // (which also clears an expiration left from an earlier one); stopped once no QP is left.
     // The period, or sooner when an endpoint's protocol deadline comes first.
-    itimerspec ts{};
+    std::int64_t rel = 0;  // no QP left: stop it
     if (!routes_.empty()) {
-      std::int64_t rel = opt_.timer_ns;
+      rel = opt_.timer_ns;
       if (ud_deadline != INT64_MAX) rel = std::clamp<std::int64_t>(ud_deadline - core::Clock::now_ns(), 1'000, rel);
-      ts.it_value.tv_sec = static_cast<time_t>(rel / 1'000'000'000);
-      ts.it_value.tv_nsec = static_cast<long>(rel % 1'000'000'000);
     }
-    if (timerfd_settime(timer_fd_, 0, &ts, nullptr) != 0) {
+    if (!core::set_timer(timer_fd_, rel)) {
       c_arm_refused_.add();
       return false;  // no timer: sleeping would stop the heartbeats
     }

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
 #include "core/clock.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "core/wakeup.h"
 #include "transport/rdma/conn.h"
@@ -65,6 +66,24 @@ struct GroupOptions {
   // liveness is checked even with runtime.sleep_timer_ms = 0 (RC needs no timer). 0 = none.
   std::int64_t timer_ns = 0;
 };
+
+// A completion group's counters (scope "rdma poller N" or "rdma inline N").
+#define POLLUX_RDMA_GROUP_COUNTERS(X)                                                                      \
+  X(c_cqes_, "completions", "completions polled")                                                          \
+  X(c_polls_, "cq_polls_nonempty", "CQ polls that found completions")                                      \
+  X(c_recv_posts_, "recv_post_calls", "receive post calls")                                                \
+  X(c_recv_buffers_, "recv_buffers_posted", "receive buffers posted")                                      \
+  X(c_stale_, "stale_completions", "completions of queue pairs already gone (ignored)")                    \
+  X(c_cq_errors_, "cq_poll_errors", "CQ polls that failed")                                                \
+  X(c_arms_, "cq_arms", "CQ notification requests (arms)")                                                 \
+  X(c_arm_races_, "cq_arm_races", "arms after which the last poll still found completions (stayed awake)") \
+  X(c_cq_polls_, "cq_polls", "CQ polls")                                                                   \
+  X(c_cq_events_, "cq_events", "completion channel events")                                                \
+  X(c_arm_refused_, "cq_arm_refused", "sleeps refused: completions or work pending")                       \
+  X(c_mod_unsupported_, "cq_moderation_unsupported", "CQ moderation changes the device refused")           \
+  X(c_mod_changes_, "cq_moderation_changes", "CQ moderation changes applied")                              \
+  X(c_lingering_closes_, "lingering_closes", "closes that outlived close_st() (a lingering publisher)")    \
+  X(c_closing_, "closing_endpoints", "endpoints whose close is running now")
 
 class CompletionGroup {
  public:
@@ -244,8 +263,7 @@ class CompletionGroup {
   bool timer_set_ = false;
   bool moderation_unsupported_ = false;
   core::ErrorLog* errors_ = nullptr;  // control events (receive buffer carving)
-  core::Counter c_cqes_, c_polls_, c_recv_posts_, c_recv_buffers_, c_stale_, c_cq_errors_, c_arms_, c_arm_races_,
-      c_cq_polls_, c_cq_events_, c_arm_refused_, c_mod_unsupported_, c_mod_changes_, c_lingering_closes_, c_closing_;
+  POLLUX_COUNTER_FIELDS(POLLUX_RDMA_GROUP_COUNTERS)
 };
 
 }  // namespace pollux::transport::rdma

@@ -62,12 +62,7 @@ struct ConnectionManager::Event {
 ConnectionManager::ConnectionManager(RdmaTransport& t) : t_(t) {
   core::CountersFile& f = t.counters();
   const std::string scope = absl::StrFormat("rdma cm %s", t.device().name());
-  c_attempts_ = f.allocate(scope, "connect_attempts");
-  c_established_ = f.allocate(scope, "connections_established");
-  c_failures_ = f.allocate(scope, "connect_failures");
-  c_rejects_sent_ = f.allocate(scope, "connects_rejected");
-  c_accepted_ = f.allocate(scope, "connects_accepted");
-  c_disconnects_ = f.allocate(scope, "disconnects");
+  POLLUX_COUNTER_ALLOCATE(POLLUX_RDMA_CM_COUNTERS, *this, [&](std::string_view n) { return f.allocate(scope, n); });
 }
 
 ConnectionManager::~ConnectionManager() { stop(); }

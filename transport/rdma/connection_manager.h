@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "transport/rdma/conn.h"
 
@@ -45,6 +46,15 @@ struct PeerLink {
   std::string last_error;  // logged when it changes
   std::uint64_t failures = 0;
 };
+
+// The connection manager's counters (scope "rdma cm DEVICE").
+#define POLLUX_RDMA_CM_COUNTERS(X)                                                        \
+  X(c_attempts_, "connect_attempts", "connections asked for (subscribers to publishers)") \
+  X(c_established_, "connections_established", "connections established")                 \
+  X(c_failures_, "connect_failures", "connection attempts that failed")                   \
+  X(c_rejects_sent_, "connects_rejected", "connection requests this side rejected")       \
+  X(c_accepted_, "connects_accepted", "connection requests this side accepted")           \
+  X(c_disconnects_, "disconnects", "connections that ended")
 
 class ConnectionManager {
  public:
@@ -97,7 +107,7 @@ class ConnectionManager {
   // Retired QPs and when they may be destroyed: a short grace period, so an owner thread still
   // finishing the batch of announcements it was processing never touches a freed Conn.
   std::vector<std::pair<Conn*, std::int64_t>> graveyard_;
-  core::Counter c_attempts_, c_established_, c_failures_, c_rejects_sent_, c_accepted_, c_disconnects_;
+  POLLUX_COUNTER_FIELDS(POLLUX_RDMA_CM_COUNTERS)
 };
 
 }  // namespace pollux::transport::rdma

@@ -46,15 +46,8 @@ RdmaTxEndpoint::RdmaTxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
   mask_ = inflight_.size() - 1;
   core::CountersFile& f = t.counters();
   const std::string scope = absl::StrFormat("rdma tx stream %u %08x", spec.stream_id, session_id);
-  c_frames_ = f.allocate(scope, "frames_posted", spec.stream_id);
-  c_inline_ = f.allocate(scope, "inline_sends", spec.stream_id);
-  c_doorbells_ = f.allocate(scope, "post_calls", spec.stream_id);
-  c_signalled_ = f.allocate(scope, "signalled_sends", spec.stream_id);
-  c_dropped_ = f.allocate(scope, "dropped_no_subscriber", spec.stream_id);
-  c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
-  c_qp_errors_ = f.allocate(scope, "qp_errors", spec.stream_id);
-  c_back_pressure_ = f.allocate(scope, "send_queue_full", spec.stream_id);
-  c_unacked_at_close_ = f.allocate(scope, "unacknowledged_at_close", spec.stream_id);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_RDMA_TX_COUNTERS, *this,
+                          [&](std::string_view n) { return f.allocate(scope, n, spec.stream_id); });
   // The sequence the next frame gets (pollux-stat: the publisher's position), set by the timers.
   c_position_ = f.allocate(scope, "position", spec.stream_id, core::CounterKind::kPublisher);
 }
@@ -277,14 +270,8 @@ void RdmaTxEndpoint::fail_connections_for_test() noexcept {
 bool RdmaTxEndpoint::post_control(Conn* c, std::uint16_t flags, std::int64_t now_ns) noexcept {
   if (sq_room(*c) + kControlReserve == 0) return false;
   core::FrameHeader h{};
-  h.frame_length = core::kFrameHeaderSize;
-  h.magic = core::kFrameMagic;
-  h.version = core::kFrameVersion;
-  h.flags = flags;
-  h.stream_id = stream_id_;
-  h.session_id = session_id_;
+  core::write_frame_header(&h, core::kFrameHeaderSize, flags, stream_id_, session_id_, now_ns);
   h.sequence = next_seq_;  // the next data sequence: anything below it not seen is lost
-  h.timestamp_ns = now_ns;
   const bool inl = c->max_inline >= sizeof h;
   const void* src = &h;
   if (!inl) {
@@ -409,14 +396,8 @@ RdmaRxEndpoint::RdmaRxEndpoint(RdmaTransport& t, CompletionGroup* group, const E
   grow_ready(256);
   core::CountersFile& f = t.counters();
   const std::string scope = absl::StrFormat("rdma rx stream %u", spec.stream_id);
-  c_messages_ = f.allocate(scope, "messages", spec.stream_id);
-  c_gaps_ = f.allocate(scope, "gaps", spec.stream_id);
-  c_lost_ = f.allocate(scope, "messages_lost", spec.stream_id);
-  c_stale_ = f.allocate(scope, "stale_or_duplicate", spec.stream_id);
-  c_malformed_ = f.allocate(scope, "malformed", spec.stream_id);
-  c_foreign_ = f.allocate(scope, "other_stream", spec.stream_id);
-  c_heartbeats_ = f.allocate(scope, "control_frames", spec.stream_id);
-  c_ends_ = f.allocate(scope, "ends_of_stream", spec.stream_id);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_RDMA_RX_COUNTERS, *this,
+                          [&](std::string_view n) { return f.allocate(scope, n, spec.stream_id); });
 }
 
 RdmaRxEndpoint::~RdmaRxEndpoint() {
@@ -542,10 +523,7 @@ std::uint32_t RdmaRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
     }
     const std::byte* p = group_->slot_ptr(r.slot);
     const auto* h = reinterpret_cast<const core::FrameHeader*>(p);
-    if (__builtin_expect(r.len < core::kFrameHeaderSize || h->magic != core::kFrameMagic ||
-                             h->version != core::kFrameVersion || h->frame_length < core::kFrameHeaderSize ||
-                             h->frame_length > r.len,
-                         0)) {
+    if (__builtin_expect(core::check_frame(p, r.len) != core::FrameCheck::kOk, 0)) {
       c_malformed_.add();
       group_->recycle(r.slot);
       RxDesc d{};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/buffer_pool.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
@@ -29,6 +30,27 @@
 namespace pollux::transport::rdma {
 
 class RdmaTransport;
+
+// The RC endpoints' counters (scopes "rdma tx stream N SESSION", "rdma rx stream N").
+#define POLLUX_RDMA_TX_COUNTERS(X)                                                                    \
+  X(c_frames_, "frames_posted", "frames posted to subscribers' queue pairs")                          \
+  X(c_inline_, "inline_sends", "sends posted inline (payload in the work request)")                   \
+  X(c_doorbells_, "post_calls", "post calls (doorbells)")                                             \
+  X(c_signalled_, "signalled_sends", "sends that asked for a completion")                             \
+  X(c_dropped_, "dropped_no_subscriber", "frames posted while no subscriber was connected (dropped)") \
+  X(c_heartbeats_, "control_frames", "control frames sent (heartbeats, end of stream)")               \
+  X(c_qp_errors_, "qp_errors", "queue pairs that went to the error state")                            \
+  X(c_back_pressure_, "send_queue_full", "posts refused because a send queue was full")               \
+  X(c_unacked_at_close_, "unacknowledged_at_close", "frames not yet acknowledged when the stream closed")
+#define POLLUX_RDMA_RX_COUNTERS(X)                                                          \
+  X(c_messages_, "messages", "messages received")                                           \
+  X(c_gaps_, "gaps", "gaps in a publisher's sequences")                                     \
+  X(c_lost_, "messages_lost", "messages of those gaps")                                     \
+  X(c_stale_, "stale_or_duplicate", "frames of an older session or already delivered")      \
+  X(c_malformed_, "malformed", "frames that failed validation")                             \
+  X(c_foreign_, "other_stream", "frames of another stream")                                 \
+  X(c_heartbeats_, "control_frames", "control frames received (heartbeats, end of stream)") \
+  X(c_ends_, "ends_of_stream", "publisher sessions that ended")
 
 class RdmaTxEndpoint final : public TxEndpoint, public RdmaEndpointBase {
  public:
@@ -118,8 +140,9 @@ class RdmaTxEndpoint final : public TxEndpoint, public RdmaEndpointBase {
   mutable std::mutex status_mu_;  // control path only
   std::string status_;
 
-  core::Counter c_frames_, c_inline_, c_doorbells_, c_signalled_, c_dropped_, c_heartbeats_, c_qp_errors_,
-      c_back_pressure_, c_unacked_at_close_, c_position_;
+  POLLUX_COUNTER_FIELDS(POLLUX_RDMA_TX_COUNTERS)
+  // The sequence the next frame gets (pollux-stat: the publisher's position, kind kPublisher).
+  core::Counter c_position_;
 };
 
 class RdmaRxEndpoint final : public RxEndpoint, public RdmaEndpointBase {
@@ -189,7 +212,7 @@ class RdmaRxEndpoint final : public RxEndpoint, public RdmaEndpointBase {
   std::uint64_t messages_ = 0;
   bool closed_ = false;
 
-  core::Counter c_messages_, c_gaps_, c_lost_, c_stale_, c_malformed_, c_foreign_, c_heartbeats_, c_ends_;
+  POLLUX_COUNTER_FIELDS(POLLUX_RDMA_RX_COUNTERS)
 };
 
 }  // namespace pollux::transport::rdma

@@ -7,11 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "transport/rdma/qp.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/ud_endpoints.h"
@@ -19,16 +19,6 @@
 #include "transport/rdma/wire.h"
 
 namespace pollux::transport::rdma {
-namespace {
-
-std::uint32_t random_session() {
-  std::random_device rd;
-  std::uint32_t v = 0;
-  while (v == 0) v = rd();
-  return v;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> RdmaTransport::create(const TransportEnv& env) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport(env));
@@ -163,7 +153,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_tx(const Endpoin
   if (!control.ok()) return control.status();
   const core::Config& c = config();
   const std::uint32_t ring = c.rings.capacity + 2 * c.rings.burst;
-  auto ep = std::make_unique<RdmaTxEndpoint>(*this, *g, spec, random_session(), ring, control->first);
+  auto ep = std::make_unique<RdmaTxEndpoint>(*this, *g, spec, core::random_id32(), ring, control->first);
   ep->hold(std::make_shared<core::SlotLease>(env_.pool, *control));
   cm_->add_publisher(ep.get());
   return std::unique_ptr<TxEndpoint>(std::move(ep));
@@ -191,7 +181,7 @@ absl::StatusOr<std::unique_ptr<TxEndpoint>> RdmaTransport::open_ud_tx(const Endp
   }
   // Back to the pool if the endpoint fails to open (the lease dies here) or once it is gone.
   auto lease = std::make_shared<core::SlotLease>(env_.pool, *slots);
-  auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, random_session());
+  auto ep = std::make_unique<UdTxEndpoint>(*this, g, spec, core::random_id32());
   ep->hold(lease);
   std::uint32_t group = 0;
   Conn* conn = new_ud_conn(Conn::Kind::kTx, ep.get(), &group);

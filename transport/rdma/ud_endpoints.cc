@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/random_id.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/rdma_transport.h"
@@ -29,19 +29,11 @@ std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'0
 // A service that stays due (a repair waiting for rate tokens or send-queue room) runs at most
 // this often from post_st/poll_st.
 constexpr std::int64_t kMinServiceNs = 50'000;
-// A lingering close repeats its end-of-stream heartbeat this often.
-constexpr std::int64_t kEndResendNs = 5'000'000;
+using reliability::kEndResendNs;
 // A closing publisher's last sends get this long to complete before its QP goes, a closing
 // subscriber's "leaving" messages kLeaveFlushNs.
 constexpr std::int64_t kCloseFlushNs = 300'000'000;
 constexpr std::int64_t kLeaveFlushNs = 100'000'000;
-
-std::uint64_t random_u64() {
-  std::random_device rd;
-  std::uint64_t v = 0;
-  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  return v;
-}
 
 }  // namespace
 
@@ -122,16 +114,9 @@ absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, C
   }
   core::CountersFile& f = t_.counters();
   const std::string scope = absl::StrFormat("rdma tx stream %u %08x", stream_id_, session_id_);
-  c_.frames = f.allocate(scope, "frames_posted", stream_id_);
-  c_.post_calls = f.allocate(scope, "post_calls", stream_id_);
-  c_.inline_sends = f.allocate(scope, "inline_sends", stream_id_);
-  c_.signalled = f.allocate(scope, "signalled_sends", stream_id_);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UD_TX_COUNTERS, c_,
+                          [&](std::string_view n) { return f.allocate(scope, n, stream_id_); });
   c_.proto.allocate(f, scope, stream_id_);
-  c_.control_received = f.allocate(scope, "control_received", stream_id_);
-  c_.log_full = f.allocate(scope, "retransmit_buffer_full", stream_id_);
-  c_.send_queue_full = f.allocate(scope, "send_queue_full", stream_id_);
-  c_.oversized = f.allocate(scope, "frames_too_large", stream_id_);
-  c_.qp_errors = f.allocate(scope, "qp_errors", stream_id_);
   return absl::OkStatus();
 }
 
@@ -476,7 +461,7 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   ro.max_sessions = cfg.max_sessions;
   ro.session_timeout_ns = ms(cfg.liveness_timeout_ms);
   ro.status_interval_ns = ms(cfg.status_interval_ms);
-  ro.receiver_id = random_u64();
+  ro.receiver_id = core::random_id64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status s = receiver_.init(ro); !s.ok()) {
     return absl::ResourceExhaustedError(
@@ -494,10 +479,9 @@ absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   ready_mask_ = ready_.size() - 1;
   core::CountersFile& f = t_.counters();
   const std::string scope = absl::StrFormat("rdma rx stream %u", stream_id_);
-  c_.messages = f.allocate(scope, "messages", stream_id_);
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UD_RX_COUNTERS, c_,
+                          [&](std::string_view n) { return f.allocate(scope, n, stream_id_); });
   c_.proto.allocate(f, scope, stream_id_);
-  c_.control_dropped = f.allocate(scope, "control_send_dropped", stream_id_);
-  c_.control_errors = f.allocate(scope, "control_send_errors", stream_id_);
   return absl::OkStatus();
 }
 
@@ -572,24 +556,9 @@ void UdRxEndpoint::admit(std::uint32_t slot, std::int64_t now_ns) noexcept {
     process(slot, 1, now_ns);
     return;
   }
-  std::uint32_t released[FaultInjector::kMaxDelayed];
-  const FaultInjector::Action a = faults_.decide();
-  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-  switch (a) {
-    case FaultInjector::Action::kDrop:
-      group_->recycle(slot);
-      break;
-    case FaultInjector::Action::kDuplicate:
-      process(slot, 2, now_ns);
-      break;
-    case FaultInjector::Action::kDelay:
-      faults_.delay(slot);
-      break;
-    case FaultInjector::Action::kPass:
-      process(slot, 1, now_ns);
-      break;
-  }
-  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+  faults_.admit(
+      slot, [&](std::uint32_t t, int times) { process(t, times, now_ns); },
+      [&](std::uint32_t t) { group_->recycle(t); });
 }
 
 void UdRxEndpoint::ingest(std::int64_t now_ns) noexcept {

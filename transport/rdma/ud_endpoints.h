@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/buffer_pool.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
@@ -49,6 +50,22 @@
 namespace pollux::transport::rdma {
 
 class RdmaTransport;
+
+// The UD multicast endpoints' own counters, beside the protocol's (transport/reliability).
+#define POLLUX_UD_TX_COUNTERS(X)                                                          \
+  X(frames, "frames_posted", "frames posted")                                             \
+  X(post_calls, "post_calls", "post calls (doorbells)")                                   \
+  X(inline_sends, "inline_sends", "sends posted inline")                                  \
+  X(signalled, "signalled_sends", "sends that asked for a completion")                    \
+  X(control_received, "control_received", "control messages received (NAKs, status)")     \
+  X(log_full, "retransmit_buffer_full", "frames refused: the retransmit buffer was full") \
+  X(send_queue_full, "send_queue_full", "posts refused: the send queue was full")         \
+  X(oversized, "frames_too_large", "frames larger than a datagram (dropped)")             \
+  X(qp_errors, "qp_errors", "queue pair errors")
+#define POLLUX_UD_RX_COUNTERS(X)                                                                    \
+  X(messages, "messages", "messages delivered")                                                     \
+  X(control_dropped, "control_send_dropped", "NAKs and status messages dropped: no send slot free") \
+  X(control_errors, "control_send_errors", "NAKs and status messages that could not be posted")
 
 class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private reliability::DatagramSink {
  public:
@@ -144,8 +161,7 @@ class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private r
   std::uint64_t frames_ = 0, oversized_ = 0, log_full_ = 0, sq_full_ = 0, control_ = 0, qp_errors_ = 0;
   struct Counters {
     reliability::SenderCounters proto;  // the protocol's, named as the UDP transport's
-    core::Counter frames, post_calls, inline_sends, signalled, control_received, log_full, send_queue_full, oversized,
-        qp_errors;
+    POLLUX_COUNTER_FIELDS(POLLUX_UD_TX_COUNTERS)
   } c_;
 };
 
@@ -249,7 +265,7 @@ class UdRxEndpoint final : public RxEndpoint, public RdmaEndpointBase, private r
   std::uint64_t malformed_ = 0, overflow_ = 0, evictions_ = 0, control_dropped_ = 0, control_errors_ = 0;
   struct Counters {
     reliability::ReceiverCounters proto;  // the protocol's, named as the UDP transport's
-    core::Counter control_dropped, control_errors, messages;
+    POLLUX_COUNTER_FIELDS(POLLUX_UD_RX_COUNTERS)
   } c_;
   std::uint64_t messages_ = 0;
 };

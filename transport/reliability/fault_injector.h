@@ -78,6 +78,31 @@ class FaultInjector {
     return n;
   }
 
+  // One arrival (token) through the injector, for a receiver with the injector on:
+  // deliver(token, times) processes it (times 2: duplicated), drop(token) frees it, a delayed
+  // token is kept here; tokens whose delay ended are delivered after it.
+  template <class Deliver, class Drop>
+  void admit(std::uint32_t token, Deliver&& deliver, Drop&& drop) noexcept {
+    std::uint32_t released[kMaxDelayed];
+    const Action a = decide();
+    const std::uint32_t nrel = tick(released);  // datagrams delayed behind earlier arrivals
+    switch (a) {
+      case Action::kDrop:
+        drop(token);
+        break;
+      case Action::kDuplicate:
+        deliver(token, 2);
+        break;
+      case Action::kDelay:
+        delay(token);
+        break;
+      case Action::kPass:
+        deliver(token, 1);
+        break;
+    }
+    for (std::uint32_t j = 0; j < nrel; ++j) deliver(released[j], 1);
+  }
+
   // Releases every delayed datagram (traffic stopped).
   std::uint32_t flush(std::uint32_t* out) noexcept {
     const std::uint32_t n = ndelayed_;

@@ -1,12 +1,15 @@
 // The reliability protocol's counters in the counters file (pollux-stat), named once for every
 // transport that runs the protocol (UDP, RDMA UD multicast): the same statistic has the same
 // name whichever transport carries it. A transport allocates them under its own scope, adds its
-// own counters beside them, and publishes from its timers (never per message).
+// own counters beside them, and publishes from its timers (never per message). Each set is one
+// table (core/counter_set.h): field, name, help and the statistic publish() copies.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/receiver.h"
@@ -14,94 +17,97 @@
 
 namespace pollux::transport::reliability {
 
+// publish() names: `sender` (the ReliableSender), `s` (its SenderStats).
+#define POLLUX_SENDER_COUNTERS(X)                                                                                     \
+  X(position, "position", "the sequence the next frame gets (pollux-stat: the publisher's position)",                 \
+    sender.log().next())                                                                                              \
+  X(datagrams, "datagrams_sent", "datagrams sent: data, repairs and heartbeats", s.datagrams)                         \
+  X(bytes, "bytes_sent", "bytes of those datagrams", s.bytes)                                                         \
+  X(heartbeats, "heartbeats_sent", "heartbeats sent (session announcements, tails, end of stream)", s.heartbeats)     \
+  X(naks, "naks_received", "NAKs received from subscribers", s.naks)                                                  \
+  X(nak_ranges, "nak_ranges_received", "sequence ranges those NAKs asked for", s.nak_ranges)                          \
+  X(naks_suppressed, "naks_suppressed", "NAKed ranges (or parts) already being repaired", s.naks_suppressed)          \
+  X(naks_unavailable, "naks_unavailable", "NAKed ranges (or parts) older than the retransmit buffer holds",           \
+    s.naks_unavailable)                                                                                               \
+  X(retransmit_frames, "retransmitted_frames", "frames sent again as repairs", s.retransmit_frames)                   \
+  X(retransmit_datagrams, "retransmitted_datagrams", "repair datagrams sent", s.retransmit_datagrams)                 \
+  X(retransmit_bytes, "retransmitted_bytes", "bytes of repair datagrams sent", s.retransmit_bytes)                    \
+  X(receivers, "receivers", "subscribers known to the publisher now", sender.receivers())                             \
+  X(control_malformed, "control_malformed", "control datagrams not of this stream and session (dropped)",             \
+    s.control_malformed)                                                                                              \
+  X(control_bytes, "control_bytes_received", "bytes of every control datagram received", s.control_bytes)             \
+  X(naks_unannounced, "naks_unannounced", "NAKs from a subscriber not heard before (not served)", s.naks_unannounced) \
+  X(nak_ranges_capped, "nak_ranges_capped", "NAKed ranges cut to udp.nak_max_range", s.nak_ranges_capped)             \
+  X(repairs_rate_limited, "repairs_rate_limited", "NAKed ranges (or parts) refused for want of repair tokens",        \
+    s.repairs_rate_limited)                                                                                           \
+  X(repair_bytes_refused, "repair_bytes_refused", "bytes of those refused repairs", s.repair_bytes_refused)
+
 struct SenderCounters {
-  core::Counter datagrams, bytes, heartbeats, naks, nak_ranges, naks_suppressed, naks_unavailable, retransmit_frames,
-      retransmit_datagrams, retransmit_bytes, receivers, control_malformed, control_bytes, naks_unannounced,
-      nak_ranges_capped, repairs_rate_limited, repair_bytes_refused;
-  // The sequence the next frame gets: the publisher's position for pollux-stat (kind publisher).
-  core::Counter position;
+  POLLUX_COUNTER_FIELDS(POLLUX_SENDER_COUNTERS)
+  POLLUX_COUNTER_TABLE(POLLUX_SENDER_COUNTERS)
+  POLLUX_COUNTER_NAMES(POLLUX_SENDER_COUNTERS)
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
-    position = f.allocate(scope, "position", stream, core::CounterKind::kPublisher);
-    datagrams = f.allocate(scope, "datagrams_sent", stream);
-    bytes = f.allocate(scope, "bytes_sent", stream);
-    heartbeats = f.allocate(scope, "heartbeats_sent", stream);
-    naks = f.allocate(scope, "naks_received", stream);
-    nak_ranges = f.allocate(scope, "nak_ranges_received", stream);
-    naks_suppressed = f.allocate(scope, "naks_suppressed", stream);
-    naks_unavailable = f.allocate(scope, "naks_unavailable", stream);
-    retransmit_frames = f.allocate(scope, "retransmitted_frames", stream);
-    retransmit_datagrams = f.allocate(scope, "retransmitted_datagrams", stream);
-    retransmit_bytes = f.allocate(scope, "retransmitted_bytes", stream);
-    receivers = f.allocate(scope, "receivers", stream);
-    control_malformed = f.allocate(scope, "control_malformed", stream);
-    control_bytes = f.allocate(scope, "control_bytes_received", stream);
-    naks_unannounced = f.allocate(scope, "naks_unannounced", stream);
-    nak_ranges_capped = f.allocate(scope, "nak_ranges_capped", stream);
-    repairs_rate_limited = f.allocate(scope, "repairs_rate_limited", stream);
-    repair_bytes_refused = f.allocate(scope, "repair_bytes_refused", stream);
+    // The position is the publisher's (pollux-stat shows it as the publication's position).
+    POLLUX_COUNTER_ALLOCATE(POLLUX_SENDER_COUNTERS, *this, [&](std::string_view n) {
+      return f.allocate(scope, n, stream,
+                        n == names::position ? core::CounterKind::kPublisher : core::CounterKind::kOther);
+    });
   }
 
   // No-op when allocate() was never called (a transport opened without a counters file).
   void publish(const ReliableSender& sender) noexcept {
     if (!datagrams.valid()) return;
     const SenderStats& s = sender.stats();
-    datagrams.set(s.datagrams);
-    bytes.set(s.bytes);
-    heartbeats.set(s.heartbeats);
-    naks.set(s.naks);
-    nak_ranges.set(s.nak_ranges);
-    naks_suppressed.set(s.naks_suppressed);
-    naks_unavailable.set(s.naks_unavailable);
-    retransmit_frames.set(s.retransmit_frames);
-    retransmit_datagrams.set(s.retransmit_datagrams);
-    retransmit_bytes.set(s.retransmit_bytes);
-    receivers.set(sender.receivers());
-    control_malformed.set(s.control_malformed);
-    control_bytes.set(s.control_bytes);
-    naks_unannounced.set(s.naks_unannounced);
-    nak_ranges_capped.set(s.nak_ranges_capped);
-    repairs_rate_limited.set(s.repairs_rate_limited);
-    repair_bytes_refused.set(s.repair_bytes_refused);
-    position.set(sender.log().next());
+    POLLUX_COUNTER_PUBLISH(POLLUX_SENDER_COUNTERS, *this);
   }
 };
+static_assert(sizeof(SenderCounters) == SenderCounters::kCounterCount * sizeof(core::Counter),
+              "every counter of the set is in POLLUX_SENDER_COUNTERS");
+
+// publish() names: `s` (ReceiverStats), `w` (WindowStats), `f` (the fault injector's FaultStats),
+// `malformed_extra` and `evicted` (its arguments).
+#define POLLUX_RECEIVER_COUNTERS(X)                                                                                   \
+  X(datagrams, "datagrams_received", "datagrams received", s.datagrams)                                               \
+  X(frames, "frames_received", "frames stored for delivery", w.frames)                                                \
+  X(heartbeats, "heartbeats_received", "heartbeats received", s.heartbeats)                                           \
+  X(duplicates, "duplicates_dropped", "frames already delivered or held (dropped)", w.duplicates)                     \
+  X(beyond_window, "beyond_window_dropped", "frames too far ahead of delivery, the window full (dropped)", w.beyond)  \
+  X(fills, "gap_fills", "frames that filled a gap: repairs and late reordered frames", w.fills)                       \
+  X(gaps, "gaps_detected", "gaps detected in a session's sequences", w.gaps_opened)                                   \
+  X(nak_ranges, "nak_ranges_sent", "sequence ranges NAKed (first requests and retries)", w.nak_ranges)                \
+  X(naks, "naks_sent", "NAK messages sent", s.naks_sent)                                                              \
+  X(lost, "messages_unrecoverable", "sequences reported unrecoverable", w.lost)                                       \
+  X(loss_reports, "loss_reports", "gaps reported to the application", w.loss_reports)                                 \
+  X(sessions, "sessions_started", "publisher sessions joined", s.sessions_started)                                    \
+  X(sessions_ended, "sessions_ended", "sessions that ended cleanly", s.sessions_ended)                                \
+  X(status_sent, "status_sent", "status messages sent to publishers", s.status_sent)                                  \
+  X(malformed, "malformed", "datagrams (or their tails) that are not valid frames", s.malformed + malformed_extra)    \
+  X(other_stream, "other_stream", "datagrams of another stream on the same address", s.other_stream)                  \
+  X(wrong_source, "wrong_source", "datagrams of a session from another address than its heartbeats'", s.wrong_source) \
+  X(claims_refuted, "heartbeat_claims_refuted", "heartbeats whose next or oldest went back (claim dropped)",          \
+    w.claims_refuted)                                                                                                 \
+  X(ends_refuted, "ends_refuted", "end-of-stream claims contradicted by later datagrams", s.ends_refuted)             \
+  X(sessions_refused, "sessions_refused", "new sessions refused while udp.max_sessions were active",                  \
+    s.sessions_refused)                                                                                               \
+  X(sessions_timed_out, "sessions_timed_out", "sessions silent past the session timeout", s.sessions_timed_out)       \
+  X(sessions_resumed, "sessions_resumed", "sessions reported dead that were heard again", s.sessions_resumed)         \
+  X(dead_forgotten, "dead_sessions_forgotten", "dead sessions forgotten before they were heard again",                \
+    s.dead_forgotten)                                                                                                 \
+  X(stale_session, "stale_sessions", "datagrams of a session that already ended cleanly", s.stale_session)            \
+  X(evictions, "buffer_evictions", "receive buffers given back under pressure (their frames NAKed again)", evicted)   \
+  X(fault_dropped, "fault_dropped", "datagrams the fault injector dropped", f.dropped)                                \
+  X(fault_duplicated, "fault_duplicated", "datagrams the fault injector duplicated", f.duplicated)                    \
+  X(fault_reordered, "fault_reordered", "datagrams the fault injector delayed behind later ones", f.delayed)
 
 struct ReceiverCounters {
-  core::Counter datagrams, frames, heartbeats, duplicates, beyond_window, fills, gaps, nak_ranges, naks, lost,
-      loss_reports, sessions, sessions_ended, status_sent, malformed, other_stream, wrong_source, claims_refuted,
-      ends_refuted, sessions_refused, sessions_timed_out, sessions_resumed, dead_forgotten, stale_session, evictions,
-      fault_dropped, fault_duplicated, fault_reordered;
+  POLLUX_COUNTER_FIELDS(POLLUX_RECEIVER_COUNTERS)
+  POLLUX_COUNTER_TABLE(POLLUX_RECEIVER_COUNTERS)
+  POLLUX_COUNTER_NAMES(POLLUX_RECEIVER_COUNTERS)
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
-    datagrams = f.allocate(scope, "datagrams_received", stream);
-    frames = f.allocate(scope, "frames_received", stream);
-    heartbeats = f.allocate(scope, "heartbeats_received", stream);
-    duplicates = f.allocate(scope, "duplicates_dropped", stream);
-    beyond_window = f.allocate(scope, "beyond_window_dropped", stream);
-    fills = f.allocate(scope, "gap_fills", stream);
-    gaps = f.allocate(scope, "gaps_detected", stream);
-    nak_ranges = f.allocate(scope, "nak_ranges_sent", stream);
-    naks = f.allocate(scope, "naks_sent", stream);
-    lost = f.allocate(scope, "messages_unrecoverable", stream);
-    loss_reports = f.allocate(scope, "loss_reports", stream);
-    sessions = f.allocate(scope, "sessions_started", stream);
-    sessions_ended = f.allocate(scope, "sessions_ended", stream);
-    status_sent = f.allocate(scope, "status_sent", stream);
-    malformed = f.allocate(scope, "malformed", stream);
-    other_stream = f.allocate(scope, "other_stream", stream);
-    wrong_source = f.allocate(scope, "wrong_source", stream);
-    claims_refuted = f.allocate(scope, "heartbeat_claims_refuted", stream);
-    ends_refuted = f.allocate(scope, "ends_refuted", stream);
-    sessions_refused = f.allocate(scope, "sessions_refused", stream);
-    sessions_timed_out = f.allocate(scope, "sessions_timed_out", stream);
-    sessions_resumed = f.allocate(scope, "sessions_resumed", stream);
-    dead_forgotten = f.allocate(scope, "dead_sessions_forgotten", stream);
-    stale_session = f.allocate(scope, "stale_sessions", stream);
-    evictions = f.allocate(scope, "buffer_evictions", stream);
-    fault_dropped = f.allocate(scope, "fault_dropped", stream);
-    fault_duplicated = f.allocate(scope, "fault_duplicated", stream);
-    fault_reordered = f.allocate(scope, "fault_reordered", stream);
+    POLLUX_COUNTER_ALLOCATE(POLLUX_RECEIVER_COUNTERS, *this,
+                            [&](std::string_view n) { return f.allocate(scope, n, stream); });
   }
 
   // `malformed_extra`: datagrams the transport refused before the protocol saw them (truncated,
@@ -113,35 +119,10 @@ struct ReceiverCounters {
     const ReceiverStats& s = r.stats();
     const WindowStats w = r.window_stats();
     const FaultStats& f = faults.stats();
-    datagrams.set(s.datagrams);
-    frames.set(w.frames);
-    heartbeats.set(s.heartbeats);
-    duplicates.set(w.duplicates);
-    beyond_window.set(w.beyond);
-    fills.set(w.fills);
-    gaps.set(w.gaps_opened);
-    nak_ranges.set(w.nak_ranges);
-    naks.set(s.naks_sent);
-    lost.set(w.lost);
-    loss_reports.set(w.loss_reports);
-    sessions.set(s.sessions_started);
-    sessions_ended.set(s.sessions_ended);
-    status_sent.set(s.status_sent);
-    malformed.set(s.malformed + malformed_extra);
-    other_stream.set(s.other_stream);
-    wrong_source.set(s.wrong_source);
-    claims_refuted.set(w.claims_refuted);
-    ends_refuted.set(s.ends_refuted);
-    sessions_refused.set(s.sessions_refused);
-    sessions_timed_out.set(s.sessions_timed_out);
-    sessions_resumed.set(s.sessions_resumed);
-    dead_forgotten.set(s.dead_forgotten);
-    stale_session.set(s.stale_session);
-    evictions.set(evicted);
-    fault_dropped.set(f.dropped);
-    fault_duplicated.set(f.duplicated);
-    fault_reordered.set(f.delayed);
+    POLLUX_COUNTER_PUBLISH(POLLUX_RECEIVER_COUNTERS, *this);
   }
 };
+static_assert(sizeof(ReceiverCounters) == ReceiverCounters::kCounterCount * sizeof(core::Counter),
+              "every counter of the set is in POLLUX_RECEIVER_COUNTERS");
 
 }  // namespace pollux::transport::reliability

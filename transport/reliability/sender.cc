@@ -48,12 +48,8 @@ absl::Status ReliableSender::init(const SenderOptions& o) {
   opt_ = o;
   opt_.max_datagrams_per_call = std::clamp<std::uint32_t>(o.max_datagrams_per_call, 1, 1024);
   if (absl::Status s = log_.init(o.log); !s.ok()) return s;
-  auto* h = reinterpret_cast<core::FrameHeader*>(heartbeat_);
-  h->frame_length = kHeartbeatFrameLength;
-  h->magic = core::kFrameMagic;
-  h->version = core::kFrameVersion;
-  h->stream_id = o.log.stream_id;
-  h->session_id = o.log.session_id;
+  core::write_frame_identity(reinterpret_cast<core::FrameHeader*>(heartbeat_), kHeartbeatFrameLength, o.log.stream_id,
+                             o.log.session_id);
   opt_.nak_max_range = std::max<std::uint64_t>(o.nak_max_range, 1);
   total_ = TokenBucket{o.repair_burst_total, 0};
   return absl::OkStatus();

@@ -30,6 +30,10 @@ class DatagramSink {
   virtual std::uint32_t send_datagrams(std::span<const Datagram> d) noexcept = 0;
 };
 
+// A closing publisher that lingers for its subscribers' end confirmations repeats its
+// end-of-stream heartbeat this often (UDP and RDMA UD alike).
+inline constexpr std::int64_t kEndResendNs = 5'000'000;
+
 struct SenderOptions {
   SenderLog::Options log;
   std::int64_t heartbeat_interval_ns = 10'000'000;   // idle heartbeat period

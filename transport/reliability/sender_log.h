@@ -92,11 +92,7 @@ class SenderLog {
     std::byte* dst = data_ + (pos & mask_);
     if (wl != length) std::memset(dst + length, 0, wl - length);  // no stale bytes on the wire
     auto* h = reinterpret_cast<core::FrameHeader*>(dst);
-    h->frame_length = length;
-    h->magic = core::kFrameMagic;
-    h->version = core::kFrameVersion;
-    h->stream_id = stream_id_;
-    h->session_id = session_id_;
+    core::write_frame_identity(h, length, stream_id_, session_id_);  // flags and timestamp: the publisher's
     h->sequence = next_seq_;
     index_[next_seq_ & imask_] = pos;
     head_ = pos + wl;

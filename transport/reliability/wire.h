@@ -122,12 +122,6 @@ inline const NakRange* nak_ranges(const ControlHeader* h) noexcept {
   return reinterpret_cast<const NakRange*>(reinterpret_cast<const std::byte*>(h) + sizeof(ControlHeader));
 }
 
-// Shortest valid frame with these flags: the header, plus the StageTrace block of a traced frame.
-inline constexpr std::uint32_t min_frame_length(std::uint16_t flags) noexcept {
-  return core::kFrameHeaderSize +
-         ((flags & core::kFlagTraced) ? static_cast<std::uint32_t>(sizeof(core::StageTrace)) : 0u);
-}
-
 // Walks the frames of a data datagram. next() returns null at the end or at the first frame
 // that does not fit / does not look like a frame (the rest of the datagram is ignored and
 // counted as malformed by the caller: a valid publisher never produces it).
@@ -136,20 +130,15 @@ class FrameCursor {
   FrameCursor(const std::byte* data, std::uint32_t len) noexcept : p_(data), end_(data + len) {}
 
   const core::FrameHeader* next() noexcept {
-    if (end_ - p_ < static_cast<std::ptrdiff_t>(core::kFrameHeaderSize)) {
-      malformed_ = p_ != end_;
+    // A traced frame must hold its trace block (core::check_frame): the subscriber takes the
+    // payload after it. Bytes left that are too few for a header are malformed, none are the end.
+    const core::FrameCheck c = core::check_frame(p_, static_cast<std::size_t>(end_ - p_));
+    if (c != core::FrameCheck::kOk) {
+      malformed_ = c != core::FrameCheck::kShort || p_ != end_;
       return nullptr;
     }
     const auto* h = reinterpret_cast<const core::FrameHeader*>(p_);
-    const std::uint32_t len = h->frame_length;
-    // A traced frame must hold its trace block: the subscriber takes the payload after it, and a
-    // shorter frame would make that length wrap around (a 4 GiB view of a 32-byte frame).
-    if (h->magic != core::kFrameMagic || h->version != core::kFrameVersion || len < min_frame_length(h->flags) ||
-        static_cast<std::ptrdiff_t>(len) > end_ - p_) {
-      malformed_ = true;
-      return nullptr;
-    }
-    const std::ptrdiff_t step = wire_size(len);
+    const std::ptrdiff_t step = wire_size(h->frame_length);
     p_ = step > end_ - p_ ? end_ : p_ + step;
     return h;
   }

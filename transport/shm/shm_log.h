@@ -49,7 +49,7 @@ inline std::uint64_t margin_for(std::uint64_t log_size) noexcept { return 2 * (l
 
 // Smallest frame_length a frame with these flags can have: a traced frame carries its trace
 // block (a shorter one would make `length - header - trace` wrap to a 4 GiB payload).
-inline constexpr std::uint32_t kMinTracedFrame = core::kFrameHeaderSize + sizeof(core::StageTrace);
+inline constexpr std::uint32_t kMinTracedFrame = core::min_frame_length(core::kFlagTraced);
 // Sequences at or above this are corrupt (as the UDP protocol's kMaxSequence): a publisher at 1e9
 // messages/s needs 146 years to reach it, and resynchronising on such a value would let
 // `expected_` wrap past 2^64 and delivery go backwards.
@@ -248,14 +248,7 @@ class LogWriter {
 
   // Every header field but the sequence, which the caller stores last (release).
   void write_header(std::byte* frame, std::uint32_t length, std::uint16_t flags, std::int64_t ts) noexcept {
-    auto* h = reinterpret_cast<core::FrameHeader*>(frame);
-    h->frame_length = length;
-    h->magic = core::kFrameMagic;
-    h->version = core::kFrameVersion;
-    h->flags = flags;
-    h->stream_id = stream_id_;
-    h->session_id = session_id_;
-    h->timestamp_ns = ts;
+    core::write_frame_header(reinterpret_cast<core::FrameHeader*>(frame), length, flags, stream_id_, session_id_, ts);
   }
 
   // A padding frame carries the sequence the next message will have; readers skip it.
@@ -287,11 +280,7 @@ class LogWriter {
     // membarrier (kWakeWriterMembarrier), a compiler barrier suffices: the sleeper's
     // membarrier(GLOBAL_EXPEDITED) runs a full barrier on this CPU between its bit store and
     // its re-check. Otherwise a full fence, paired with the sleeper's seq_cst fence.
-    if (__builtin_expect(full_fence_, 0)) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    } else {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    }
+    core::cross_process_waker_barrier(full_fence_);
     // Relaxed: ordered by the barrier above. Nobody sleeps: one load of a line this core holds.
     return wake_->sleepers.load(std::memory_order_relaxed) != 0;
   }
@@ -721,15 +710,13 @@ class LogReader {
     w->sleepers.fetch_or(bit, std::memory_order_acq_rel);
     // The sleeper's half of the Dekker pair with LogWriter::publish_tail(): our bit store must
     // be ordered before the loads of the tail and the header slot below.
-    if ((seg_->layout().wake_flags & kWakeWriterMembarrier) != 0) {
-      // The writer issues only a compiler barrier: membarrier(GLOBAL_EXPEDITED) runs a full
-      // barrier on every CPU running its (registered) process. Unavailable here: cannot sleep.
-      if (!global_barrier()) {
-        disarm(slot_index);
-        return false;
-      }
-    } else {
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the writer's seq_cst fence
+    // With kWakeWriterMembarrier the writer issues only a compiler barrier and we issue
+    // membarrier(GLOBAL_EXPEDITED), a full barrier on every CPU running its (registered)
+    // process; unavailable here: cannot sleep. Otherwise seq_cst fences on both sides.
+    if (!core::cross_process_sleeper_barrier((seg_->layout().wake_flags & kWakeWriterMembarrier) != 0,
+                                             global_barrier)) {
+      disarm(slot_index);
+      return false;
     }
     if (!idle_at_edge()) {
       disarm(slot_index);
@@ -777,13 +764,12 @@ class LogReader {
   // forever (fuzz_shm_reader timeout).
   bool plausible(const core::FrameHeader* h, std::uint64_t pos) const noexcept {
     const std::uint64_t len = h->frame_length;
-    const std::uint64_t room = size_ - (pos & mask_);
+    // The room left before the end of the log, in whole frame slots: a frame fits when its
+    // aligned length does, i.e. when its length does not exceed that.
+    const std::uint64_t room = (size_ - (pos & mask_)) & ~std::uint64_t{core::kFrameAlignment - 1};
     const bool padding = (h->flags & core::kFlagPadding) != 0;
-    const std::uint64_t min_len = (h->flags & core::kFlagTraced) != 0 ? kMinTracedFrame : core::kFrameHeaderSize;
-    return h->magic == core::kFrameMagic && h->version == core::kFrameVersion && h->stream_id == stream_id_ &&
-           h->session_id == session_id_ && len >= core::kFrameHeaderSize &&
-           (padding ? len <= max_frame_ && len <= room && len % core::kFrameAlignment == 0
-                    : len >= min_len && len <= max_frame_ && core::align_up(len, core::kFrameAlignment) <= room);
+    return core::check_frame(h, room) == core::FrameCheck::kOk && h->stream_id == stream_id_ &&
+           h->session_id == session_id_ && len <= max_frame_ && (!padding || len % core::kFrameAlignment == 0);
   }
 
   // Read-ahead for a reader that is behind the writer (more than one frame in a poll; a reader

@@ -4,28 +4,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
 #include "core/copy.h"
+#include "core/random_id.h"
 #include "core/wakeup.h"
 
 namespace pollux::transport::shm {
 namespace {
-
-std::uint32_t random_nonzero() {
-  std::random_device rd;
-  std::uint32_t v = 0;
-  while (v == 0) v = rd();
-  return v;
-}
-
-core::Counter make_counter(core::CountersFile* f, const std::string& scope, const char* name, std::uint32_t stream,
-                           std::atomic<std::uint64_t>* local) {
-  return f != nullptr ? f->allocate(scope, name, stream) : core::Counter(local);
-}
 
 // Keeps `old` mapped (as zero memory, its file released) for a while: another thread may still
 // be reading its header through a pointer it loaded before the switch.
@@ -84,7 +72,7 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   Segment::Options o;
   o.path = segment_path(cfg, spec.stream_id);
   o.stream_id = spec.stream_id;
-  o.session_id = random_nonzero();
+  o.session_id = core::random_id32();
   o.log_size = cfg.shm.log_size;
   o.subscriber_slots = cfg.shm.max_subscribers;
   o.flow_control = cfg.shm.flow_control;
@@ -108,8 +96,7 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   ep->direct_.abort = &ShmTxEndpoint::direct_abort;
   ep->direct_.traced = true;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
-  ep->truncated_counter_ = make_counter(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id),
-                                        "segment_truncated", spec.stream_id, &ep->truncated_local_);
+  ep->c_.allocate(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id), spec.stream_id);
   ep->writer_.heartbeat(core::Clock::now_ns());
   return ep;
 }
@@ -123,7 +110,7 @@ int ShmTxEndpoint::check_segment_st() noexcept {
     seg_->neutralize();
     broken_ = true;
     ++truncations_;
-    truncated_counter_.add();
+    c_.truncated.add();
     ws_pub_.store(nullptr, std::memory_order_release);  // offer() -> kNotConnected until replaced
   }
   return recreate_st() ? 1 : 0;
@@ -131,7 +118,7 @@ int ShmTxEndpoint::check_segment_st() noexcept {
 
 bool ShmTxEndpoint::recreate_st() noexcept {
   Segment::Options o = opt_;
-  o.session_id = random_nonzero();
+  o.session_id = core::random_id32();
   auto seg = Segment::create(o);
   if (!seg.ok()) return false;  // e.g. /dev/shm full: retried on the next check
   std::unique_ptr<Segment> old = std::move(seg_);
@@ -213,12 +200,9 @@ absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const Transpo
   ep->stream_id_ = spec.stream_id;
   ep->direct_.poll = &ShmRxEndpoint::direct_poll;
   ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
-  ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | random_nonzero();
+  ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | core::random_id32();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
-  ep->truncated_counter_ = make_counter(env.counters, scope, "segment_truncated", spec.stream_id, &ep->local_[0]);
-  ep->attach_errors_ = make_counter(env.counters, scope, "attach_errors", spec.stream_id, &ep->local_[1]);
-  ep->malformed_ = make_counter(env.counters, scope, "malformed_frames", spec.stream_id, &ep->local_[2]);
-  ep->sleeps_counter_ = make_counter(env.counters, scope, "sleeps", spec.stream_id, &ep->local_[3]);
+  ep->c_.allocate(env.counters, scope, spec.stream_id);
   // A sleeping reader may have to issue membarrier(GLOBAL_EXPEDITED) (when the writer relies on
   // it); core::global_sleeper_barrier() needs this process's registration attempt first.
   (void)core::init_membarrier();
@@ -236,7 +220,7 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
   auto seg = Segment::attach(path_, stream_id_, access_);
   if (!seg.ok()) {
     // Counted once per distinct failure, not once per retry.
-    if (!absl::IsNotFound(seg.status()) && seg.status() != attach_status_) attach_errors_.add();
+    if (!absl::IsNotFound(seg.status()) && seg.status() != attach_status_) c_.attach_errors.add();
     attach_status_ = seg.status();
     return false;
   }
@@ -271,7 +255,7 @@ bool ShmRxEndpoint::try_attach(bool new_session) noexcept {
         "shm segment %s: writer tail %u is not a frame position (32-byte aligned, below 2^62): corrupted; the "
         "publisher (pid %d) must recreate it",
         path_, tail, l.publisher_pid));
-    if (s != attach_status_) attach_errors_.add();
+    if (s != attach_status_) c_.attach_errors.add();
     attach_status_ = s;
     return false;
   }
@@ -360,7 +344,7 @@ int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
   if (now_ns < next_check_ns_) return 0;
   next_check_ns_ = now_ns + std::min<std::int64_t>(liveness_ns_ / 4, 50'000'000);
   if (seg_ == nullptr) return try_attach(ever_attached_) ? 1 : 0;
-  malformed_.set(reader_.malformed());
+  c_.malformed.set(reader_.malformed());
   SegmentHeader* h = seg_->header();
   struct stat st;
   const bool replaced = ::stat(path_.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != seg_->inode();
@@ -378,7 +362,7 @@ int ShmRxEndpoint::housekeeping_body(std::int64_t now_ns) noexcept {
     // and end the stream; a new segment at the path is a new session.
     seg_->neutralize();
     ++truncations_;
-    truncated_counter_.add();
+    c_.truncated.add();
     attach_status_ = absl::DataLossError(absl::StrFormat(
         "shm segment %s was truncated while in use (by another process: check who writes to %s); the stream ended, "
         "waiting for the publisher's new segment",
@@ -442,7 +426,7 @@ bool ShmRxEndpoint::arm(bool wakes_without_data) noexcept {
   armed_word_ = word;
   armed_expected_ = expected;
   ++sleeps_;
-  sleeps_counter_.add();
+  c_.sleeps.add();
   return true;
 }
 

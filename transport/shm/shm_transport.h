@@ -6,8 +6,12 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/counter_set.h"
+#include "core/counters.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
@@ -25,6 +29,46 @@ inline constexpr std::size_t kRetiredSegments = 8;
 inline bool (*g_sleeper_global_barrier)() noexcept = core::global_sleeper_barrier;
 
 class ShmPollerSource;
+
+// The shm endpoints' counters (scopes "shm pub stream N", "shm sub stream N").
+#define POLLUX_SHM_TX_COUNTERS(X) \
+  X(truncated, "segment_truncated", "times the stream's segment file was found truncated (a new session follows)")
+#define POLLUX_SHM_RX_COUNTERS(X)                                                                             \
+  X(truncated, "segment_truncated", "times the stream's segment file was found truncated (the stream ended)") \
+  X(attach_errors, "attach_errors", "failed attaches to the stream's segment (each distinct failure once)")   \
+  X(malformed, "malformed_frames", "frames in the log that failed validation (skipped)")                      \
+  X(sleeps, "sleeps", "times the subscriber armed its wakeup to sleep (interrupt mode)")
+
+struct ShmTxCounterSet {
+  POLLUX_COUNTER_FIELDS(POLLUX_SHM_TX_COUNTERS)
+  POLLUX_COUNTER_TABLE(POLLUX_SHM_TX_COUNTERS)
+  template <class Alloc>
+  void allocate(Alloc&& alloc) {
+    POLLUX_COUNTER_ALLOCATE(POLLUX_SHM_TX_COUNTERS, *this, alloc);
+  }
+};
+struct ShmRxCounterSet {
+  POLLUX_COUNTER_FIELDS(POLLUX_SHM_RX_COUNTERS)
+  POLLUX_COUNTER_TABLE(POLLUX_SHM_RX_COUNTERS)
+  template <class Alloc>
+  void allocate(Alloc&& alloc) {
+    POLLUX_COUNTER_ALLOCATE(POLLUX_SHM_RX_COUNTERS, *this, alloc);
+  }
+};
+static_assert(sizeof(ShmTxCounterSet) == ShmTxCounterSet::kCounterCount * sizeof(core::Counter));
+static_assert(sizeof(ShmRxCounterSet) == ShmRxCounterSet::kCounterCount * sizeof(core::Counter));
+
+// A counter set that counts with or without a counters file: the endpoints read some back
+// (describe(), tests), so without a file each counter gets a cell of its own here.
+template <class Set>
+struct ShmCounters : Set {
+  std::atomic<std::uint64_t> local[Set::kCounterCount] = {};
+  void allocate(core::CountersFile* f, const std::string& scope, std::uint32_t stream) {
+    std::size_t i = 0;
+    Set::allocate(
+        [&](std::string_view n) { return f != nullptr ? f->allocate(scope, n, stream) : core::Counter(&local[i++]); });
+  }
+};
 
 class ShmTxEndpoint final : public TxEndpoint {
  public:
@@ -107,8 +151,7 @@ class ShmTxEndpoint final : public TxEndpoint {
   bool closed_ = false;
   bool broken_ = false;  // truncated and not yet replaced (create failed): retried
   std::uint64_t truncations_ = 0;
-  core::Counter truncated_counter_;
-  std::atomic<std::uint64_t> truncated_local_{0};  // backs the counter without a counters file
+  ShmCounters<ShmTxCounterSet> c_;
   // Slots copied into the log by post_st() and not yet handed back by reap_st().
   static constexpr std::uint32_t kMaxDone = 256;
   std::uint32_t done_[kMaxDone];
@@ -204,8 +247,7 @@ class ShmRxEndpoint final : public RxEndpoint {
   // segment, so an ended stream is unmapped only once this is 0 (queued modes release late).
   std::uint64_t held_ = 0;
   std::uint64_t truncations_ = 0;
-  core::Counter truncated_counter_, attach_errors_, malformed_, sleeps_counter_;
-  std::atomic<std::uint64_t> local_[4] = {};  // back the counters without a counters file
+  ShmCounters<ShmRxCounterSet> c_;
   // Interrupt mode.
   std::uint32_t slot_index_ = 0;  // our slot: our bit in WakeState::sleepers
   bool armed_ = false;

@@ -25,8 +25,8 @@ namespace pollux::transport::udp {
 absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int poller, core::CountersFile* counters) {
   std::unique_ptr<UdpPollerSource> s(new UdpPollerSource());
   s->epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  s->timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (s->epfd_ < 0 || s->timerfd_ < 0) {
+  const absl::Status timer = s->timer_.open();
+  if (s->epfd_ < 0 || !timer.ok()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "udp: poller %d: cannot create its epoll set or timerfd: %s (raise the open-files limit, ulimit -n)", poller,
         std::strerror(errno)));
@@ -34,23 +34,20 @@ absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int pol
   epoll_event ev{};
   ev.events = EPOLLIN;  // level-triggered: read (or re-armed, which resets it) once it fired
   ev.data.ptr = nullptr;
-  if (epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->timerfd_, &ev) != 0) {
+  if (epoll_ctl(s->epfd_, EPOLL_CTL_ADD, s->timer_.fd(), &ev) != 0) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("udp: poller %d: epoll_ctl(timerfd): %s", poller, std::strerror(errno)));
   }
   if (counters != nullptr) {
     const std::string scope = absl::StrFormat("udp poller %d", poller);
-    s->c_epoll_waits_ = counters->allocate(scope, "epoll_waits");
-    s->c_lingers_ = counters->allocate(scope, "lingering_closes");
-    s->c_linger_timeouts_ = counters->allocate(scope, "linger_timeouts");
-    s->c_arm_refused_ = counters->allocate(scope, "arm_refused");
+    POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_POLLER_COUNTERS, s->c_,
+                            [&](std::string_view n) { return counters->allocate(scope, n); });
   }
   return s;
 }
 
 UdpPollerSource::~UdpPollerSource() {
   members_.clear();  // lingering sockets close with their TxCore
-  if (timerfd_ >= 0) ::close(timerfd_);
   if (epfd_ >= 0) ::close(epfd_);
 }
 
@@ -125,7 +122,7 @@ void UdpPollerSource::linger(const UdpTxEndpoint* ep, std::unique_ptr<TxCore> co
   m->linger_deadline_ns = deadline_ns;
   m->last_end_ns = now_ns;
   ++lingers_;
-  if (c_lingers_.valid()) c_lingers_.set(lingers_);
+  if (c_.lingers.valid()) c_.lingers.set(lingers_);
   add(std::move(m));
 }
 
@@ -143,7 +140,7 @@ bool UdpPollerSource::linger_step(Member& m, std::int64_t now_ns) noexcept {
   t.sender.send_end_of_stream(t, now_ns);
   if (!confirmed) {
     ++linger_timeouts_;
-    if (c_linger_timeouts_.valid()) c_linger_timeouts_.set(linger_timeouts_);
+    if (c_.linger_timeouts.valid()) c_.linger_timeouts.set(linger_timeouts_);
   }
   t.publish_counters();
   return true;
@@ -154,8 +151,8 @@ int UdpPollerSource::dispatch(Member* m, std::int64_t now_ns) noexcept {
     // The timerfd fired: consume the expiry (else the level-triggered set stays readable). The
     // deadline it stood for is served by progress() (service_ns_ is due).
     std::uint64_t ticks;
-    (void)!::read(timerfd_, &ticks, sizeof ticks);
-    timer_ns_ = INT64_MAX;
+    (void)!::read(timer_.fd(), &ticks, sizeof ticks);
+    timer_.fired();
     return 0;
   }
   if (m->rx != nullptr) return static_cast<int>(m->rx->receive(now_ns));
@@ -198,7 +195,7 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
     }
     next_sweep_ns_ = now_ns + kSweepNs;
   }
-  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  if (c_.epoll_waits.valid()) c_.epoll_waits.set(epoll_waits_);
   return work;
 }
 
@@ -228,23 +225,8 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
       ++work;
     }
   }
-  if (c_epoll_waits_.valid()) c_epoll_waits_.set(epoll_waits_);
+  if (c_.epoll_waits.valid()) c_.epoll_waits.set(epoll_waits_);
   return work;
-}
-
-void UdpPollerSource::arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept {
-  if (timer_ns_ > now_ns && timer_ns_ <= deadline_ns) return;  // fires in time (maybe early: harmless)
-  itimerspec t{};                                              // all zero: disarms, and resets an expiry nobody read
-  if (deadline_ns != INT64_MAX) {
-    const std::int64_t rel = std::max<std::int64_t>(deadline_ns - now_ns, 1'000);
-    t.it_value.tv_sec = rel / 1'000'000'000;
-    t.it_value.tv_nsec = rel % 1'000'000'000;
-    timer_ns_ = now_ns + rel;
-  } else {
-    if (timer_ns_ == INT64_MAX) return;
-    timer_ns_ = INT64_MAX;
-  }
-  (void)timerfd_settime(timerfd_, 0, &t, nullptr);  // re-arming also clears a pending expiry
 }
 
 // Runs after the poller announced its sleep. Data in the sockets needs no re-check: they are
@@ -253,7 +235,7 @@ void UdpPollerSource::arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) n
 // already in user space, and the protocol's own deadlines.
 bool UdpPollerSource::try_arm() noexcept {
   if (members_.empty()) {
-    arm_timer(INT64_MAX, 0);
+    timer_.arm(INT64_MAX, 0, /*disarm=*/true);
     return true;
   }
   const std::int64_t now = core::Clock::now_ns();
@@ -277,11 +259,11 @@ bool UdpPollerSource::try_arm() noexcept {
     // The next progress() serves it - at most every kMinServiceNs, should it stay due (a repair
     // waiting for rate tokens, a socket that would block).
     if (deadline <= now) service_ns_ = std::max(deadline, last_service_ns_ + kMinServiceNs);
-    if (c_arm_refused_.valid()) c_arm_refused_.add();
+    if (c_.arm_refused.valid()) c_.arm_refused.add();
     return false;
   }
-  arm_timer(deadline, now);
-  service_ns_ = timer_ns_;
+  timer_.arm(deadline, now, /*disarm=*/true);
+  service_ns_ = timer_.armed_ns();
   return true;
 }
 

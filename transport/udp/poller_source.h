@@ -8,14 +8,23 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "core/progress.h"
+#include "core/wakeup.h"
 #include "transport/udp/tx_core.h"
 
 namespace pollux::transport::udp {
 
 class UdpRxEndpoint;
 class UdpTxEndpoint;
+
+// The counters of one poller's UDP source (scope "udp poller N").
+#define POLLUX_UDP_POLLER_COUNTERS(X)                                                                      \
+  X(epoll_waits, "epoll_waits", "epoll_wait rounds over the poller's sockets")                             \
+  X(lingers, "lingering_closes", "publisher closes that lingered with the poller for end confirmations")   \
+  X(linger_timeouts, "linger_timeouts", "lingering closes that ended unconfirmed (udp.linger_ms ran out)") \
+  X(arm_refused, "arm_refused", "sleeps refused: frames queued in user space or a protocol deadline due")
 
 // The progress source of one poller (Transport::poller_source): one epoll set over the sockets
 // of every endpoint opened on that poller, lingering publisher sockets, and one timerfd.
@@ -84,12 +93,10 @@ class UdpPollerSource final : public core::ProgressSource {
   // Returns true when the linger is over (the member must be removed).
   bool linger_step(Member& m, std::int64_t now_ns) noexcept;
   void remove_at(std::size_t i) noexcept;
-  void arm_timer(std::int64_t deadline_ns, std::int64_t now_ns) noexcept;
   void recount() noexcept;
 
   int epfd_ = -1;
-  int timerfd_ = -1;
-  std::int64_t timer_ns_ = INT64_MAX;  // when the armed timer fires (INT64_MAX: not armed)
+  core::DeadlineTimer timer_;  // the earliest protocol deadline while the poller sleeps
   // progress() runs housekeeping() once now reaches this: the armed timer's deadline, or one
   // try_arm() found due. Pollers run timers only every ~1 ms and after a timer wakeup; a
   // deadline that woke us through the timerfd (an epoll event) is served here at once.
@@ -101,7 +108,12 @@ class UdpPollerSource final : public core::ProgressSource {
   std::uint32_t nlinger_ = 0;
   std::int64_t next_sweep_ns_ = 0;
   std::uint64_t epoll_waits_ = 0, linger_timeouts_ = 0, lingers_ = 0;
-  core::Counter c_epoll_waits_, c_lingers_, c_linger_timeouts_, c_arm_refused_;
+  struct Counters {
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_POLLER_COUNTERS)
+    POLLUX_COUNTER_TABLE(POLLUX_UDP_POLLER_COUNTERS)
+  } c_;
+  static_assert(sizeof(Counters) == Counters::kCounterCount * sizeof(core::Counter),
+                "every counter of the set is in POLLUX_UDP_POLLER_COUNTERS");
 };
 
 }  // namespace pollux::transport::udp

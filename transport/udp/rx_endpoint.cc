@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "transport/udp/poller_source.h"
 #include "transport/udp/udp_internal.h"
 
@@ -103,7 +104,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ro.max_sessions = u.max_sessions;
   ro.session_timeout_ns = ms(u.session_timeout_ms);
   ro.status_interval_ns = ms(u.status_interval_ms);
-  ro.receiver_id = random_u64();
+  ro.receiver_id = core::random_id64();
   ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
   if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
     return absl::ResourceExhaustedError(
@@ -116,15 +117,7 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
-    core::CountersFile& f = *env.counters;
-    Counters& c = ep->c_;
-    c.proto.allocate(f, scope, spec.stream_id);
-    c.recv_errors = f.allocate(scope, "recv_errors", spec.stream_id);
-    c.control_errors = f.allocate(scope, "control_send_errors", spec.stream_id);
-    if (ep->sock_.kernel_timestamps) {
-      c.rx_stamps = f.allocate(scope, "rx_timestamps", spec.stream_id);
-      c.rx_stamps_missing = f.allocate(scope, "rx_timestamps_missing", spec.stream_id);
-    }
+    ep->c_.allocate(*env.counters, scope, spec.stream_id, ep->sock_.kernel_timestamps);
   }
   // poll_direct()'s fixed conditions, checked once (none of them changes after open).
   ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
@@ -302,24 +295,8 @@ void UdpRxEndpoint::admit(std::uint32_t b, std::int64_t now_ns) noexcept {
     process(b, 1, now_ns);
     return;
   }
-  std::uint32_t released[FaultInjector::kMaxDelayed];
-  const FaultInjector::Action a = faults_.decide();
-  const std::uint32_t nrel = faults_.tick(released);  // datagrams delayed behind earlier arrivals
-  switch (a) {
-    case FaultInjector::Action::kDrop:
-      free_buffer(b);
-      break;
-    case FaultInjector::Action::kDuplicate:
-      process(b, 2, now_ns);
-      break;
-    case FaultInjector::Action::kDelay:
-      faults_.delay(b);
-      break;
-    case FaultInjector::Action::kPass:
-      process(b, 1, now_ns);
-      break;
-  }
-  for (std::uint32_t j = 0; j < nrel; ++j) process(released[j], 1, now_ns);
+  faults_.admit(
+      b, [&](std::uint32_t t, int times) { process(t, times, now_ns); }, [&](std::uint32_t t) { free_buffer(t); });
 }
 
 void UdpRxEndpoint::evict(std::int64_t now_ns) noexcept {
@@ -464,14 +441,21 @@ void UdpRxEndpoint::close_st() noexcept {
 
 void UdpRxEndpoint::publish_counters() noexcept {
   c_.proto.publish(receiver_, faults_, truncated_, evictions_);
-  if (c_.recv_errors.valid()) {
-    c_.recv_errors.set(recv_errors_);
-    c_.control_errors.set(control_errors_);
-  }
-  if (c_.rx_stamps.valid()) {
-    c_.rx_stamps.set(rx_stamps_);
-    c_.rx_stamps_missing.set(rx_stamps_missing_);
-  }
+  c_.publish(*this);
+}
+
+void UdpRxEndpoint::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream,
+                                       bool stamps) {
+  proto.allocate(f, scope, stream);
+  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_COUNTERS, *this, alloc);
+  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_STAMP_COUNTERS, *this, alloc);
+}
+
+void UdpRxEndpoint::Counters::publish(const UdpRxEndpoint& ep) noexcept {
+  if (!recv_errors.valid()) return;
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, *this);
+  if (rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, *this);
 }
 
 std::string UdpRxEndpoint::describe() const {

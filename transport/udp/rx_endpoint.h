@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/clock.h"
+#include "core/counter_set.h"
 #include "transport/reliability/fault_injector.h"
 #include "transport/reliability/protocol_counters.h"
 #include "transport/reliability/receiver.h"
@@ -28,6 +29,17 @@ struct mmsghdr;
 namespace pollux::transport::udp {
 
 class UdpPollerSource;
+
+// The UDP subscriber's own counters, beside the protocol's (reliability::ReceiverCounters).
+// Counters::publish() names: `ep` (the endpoint).
+#define POLLUX_UDP_RX_COUNTERS(X)                                                                            \
+  X(recv_errors, "recv_errors", "socket reads that failed other than on an empty socket", ep.recv_errors_)   \
+  X(control_errors, "control_send_errors", "NAKs and status messages the socket refused (sent again later)", \
+    ep.control_errors_)
+#define POLLUX_UDP_RX_STAMP_COUNTERS(X)                                                                     \
+  X(rx_stamps, "rx_timestamps", "traced datagrams read with the kernel's receive timestamp", ep.rx_stamps_) \
+  X(rx_stamps_missing, "rx_timestamps_missing", "traced datagrams read without one", ep.rx_stamps_missing_)
+#define POLLUX_UDP_RX_ALL_COUNTERS(X) POLLUX_UDP_RX_COUNTERS(X) POLLUX_UDP_RX_STAMP_COUNTERS(X)
 
 class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
  public:
@@ -138,9 +150,17 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
   struct Counters {
     reliability::ReceiverCounters proto;  // the protocol's, shared with RDMA UD multicast
-    core::Counter rx_stamps, rx_stamps_missing;
-    core::Counter recv_errors, control_errors;  // failed reads (not EAGAIN); NAKs and status the socket refused
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_RX_COUNTERS)
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_RX_STAMP_COUNTERS)
+    POLLUX_COUNTER_TABLE(POLLUX_UDP_RX_ALL_COUNTERS)
+    // The kernel timestamp counters only with `stamps` (udp.kernel_timestamps on the socket).
+    void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps);
+    // No-op when allocate() was never called.
+    void publish(const UdpRxEndpoint& ep) noexcept;
   } c_;
+  static_assert(sizeof(Counters) ==
+                    sizeof(reliability::ReceiverCounters) + Counters::kCounterCount * sizeof(core::Counter),
+                "every counter of the set is in POLLUX_UDP_RX_ALL_COUNTERS");
 };
 
 template <class F>

@@ -216,19 +216,22 @@ int TxCore::receive_control(std::int64_t now_ns) noexcept {
   return work;
 }
 
-void TxCore::publish_counters() noexcept {
-  if (!c.send_blocked.valid()) return;
-  c.proto.publish(sender);
-  c.send_blocked.set(sender.stats().send_blocked);
-  c.send_errors.set(send_errors);
-  c.fault_dropped.set(tx_faults.stats().dropped);
-  if (c.tx_stamps.valid()) {
-    const TxStampStats& ts = stamps.stats();
-    c.tx_stamps.set(ts.stamped);
-    c.tx_stamps_expired.set(ts.expired);
-    c.tx_stamps_skipped.set(ts.skipped);
-    c.tx_stamp_errors.set(ts.unknown + ts.stale + ts.not_stamps);
-    c.tx_stamp_resyncs.set(ts.resyncs);
+void TxCore::publish_counters() noexcept { c.publish(*this); }
+
+void TxCore::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps) {
+  proto.allocate(f, scope, stream);
+  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
+  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_TX_COUNTERS, *this, alloc);
+  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_TX_STAMP_COUNTERS, *this, alloc);
+}
+
+void TxCore::Counters::publish(const TxCore& t) noexcept {
+  if (!send_blocked.valid()) return;
+  proto.publish(t.sender);
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_COUNTERS, *this);
+  if (tx_stamps.valid()) {
+    const TxStampStats& ts = t.stamps.stats();
+    POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_STAMP_COUNTERS, *this);
   }
 }
 

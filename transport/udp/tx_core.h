@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
+#include "core/counter_set.h"
 #include "core/counters.h"
 #include "core/trace.h"
 #include "transport/reliability/fault_injector.h"
@@ -18,6 +20,24 @@
 struct mmsghdr;
 
 namespace pollux::transport::udp {
+
+// The UDP publisher's own counters, beside the protocol's (reliability::SenderCounters).
+// Counters::publish() names: `t` (the TxCore), `ts` (its TX timestamp statistics).
+#define POLLUX_UDP_TX_COUNTERS(X)                                                                           \
+  X(send_blocked, "send_blocked", "flushes the socket took only part of (the rest retried)",                \
+    t.sender.stats().send_blocked)                                                                          \
+  X(send_errors, "send_errors", "sends that failed other than on a full socket (skipped; subscribers NAK)", \
+    t.send_errors)                                                                                          \
+  X(fault_dropped, "fault_tx_dropped", "datagrams the TX fault injector dropped (udp.fault_tx_loss)",       \
+    t.tx_faults.stats().dropped)
+#define POLLUX_UDP_TX_STAMP_COUNTERS(X)                                                                          \
+  X(tx_stamps, "tx_timestamps", "timestamp requests whose kernel TX stamp came back", ts.stamped)                \
+  X(tx_stamps_expired, "tx_timestamps_expired", "timestamp requests whose stamp never came", ts.expired)         \
+  X(tx_stamps_skipped, "tx_timestamps_skipped", "traced first transmissions sent without a request", ts.skipped) \
+  X(tx_stamp_errors, "tx_timestamp_errors", "error-queue entries not matching a request, stale or not stamps",   \
+    ts.unknown + ts.stale + ts.not_stamps)                                                                       \
+  X(tx_stamp_resyncs, "tx_timestamp_resyncs", "restarts of the kernel's timestamp numbering", ts.resyncs)
+#define POLLUX_UDP_TX_ALL_COUNTERS(X) POLLUX_UDP_TX_COUNTERS(X) POLLUX_UDP_TX_STAMP_COUNTERS(X)
 
 // A publisher's socket, protocol state and send path: what must outlive the endpoint when its
 // close lingers (UdpPollerSource keeps it until the subscribers confirmed the end).
@@ -57,9 +77,17 @@ struct TxCore final : reliability::DatagramSink {
   RealtimeToClock stamp_clock;
   struct Counters {
     reliability::SenderCounters proto;  // the protocol's, shared with RDMA UD multicast
-    core::Counter send_blocked, send_errors, fault_dropped, tx_stamps, tx_stamps_expired, tx_stamps_skipped,
-        tx_stamp_errors, tx_stamp_resyncs;
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_TX_COUNTERS)
+    POLLUX_COUNTER_FIELDS(POLLUX_UDP_TX_STAMP_COUNTERS)
+    POLLUX_COUNTER_TABLE(POLLUX_UDP_TX_ALL_COUNTERS)
+    // The TX timestamp counters only with `stamps` (a traced stream whose socket stamps).
+    void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps);
+    // No-op when allocate() was never called.
+    void publish(const TxCore& t) noexcept;
   } c;
 };
+static_assert(sizeof(TxCore::Counters) ==
+                  sizeof(reliability::SenderCounters) + TxCore::Counters::kCounterCount * sizeof(core::Counter),
+              "every counter of the set is in POLLUX_UDP_TX_ALL_COUNTERS");
 
 }  // namespace pollux::transport::udp

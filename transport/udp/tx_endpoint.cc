@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "core/random_id.h"
 #include "transport/udp/poller_source.h"
 #include "transport/udp/udp_internal.h"
 
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   ep->stream_id_ = spec.stream_id;
   ep->direct_.claim = &UdpTxEndpoint::direct_claim;
   ep->direct_.commit = &UdpTxEndpoint::direct_commit;
-  ep->session_id_ = static_cast<std::uint32_t>(random_u64() | 1);
+  ep->session_id_ = static_cast<std::uint32_t>(core::random_id64() | 1);
   reliability::SenderOptions so;
   so.log.capacity = u.retransmit_buffer;
   so.log.max_datagram = u.mtu - 28;
@@ -94,19 +95,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp pub stream %u session %08x", spec.stream_id, ep->session_id_);
-    core::CountersFile& f = *env.counters;
-    TxCore::Counters& c = t.c;
-    c.proto.allocate(f, scope, spec.stream_id);
-    c.send_blocked = f.allocate(scope, "send_blocked", spec.stream_id);
-    c.send_errors = f.allocate(scope, "send_errors", spec.stream_id);
-    c.fault_dropped = f.allocate(scope, "fault_tx_dropped", spec.stream_id);
-    if (t.tx_stamps) {
-      c.tx_stamps = f.allocate(scope, "tx_timestamps", spec.stream_id);
-      c.tx_stamps_expired = f.allocate(scope, "tx_timestamps_expired", spec.stream_id);
-      c.tx_stamps_skipped = f.allocate(scope, "tx_timestamps_skipped", spec.stream_id);
-      c.tx_stamp_errors = f.allocate(scope, "tx_timestamp_errors", spec.stream_id);
-      c.tx_stamp_resyncs = f.allocate(scope, "tx_timestamp_resyncs", spec.stream_id);
-    }
+    t.c.allocate(*env.counters, scope, spec.stream_id, t.tx_stamps);
   }
   // No heartbeat here: the session is announced by its owner's first service (inline: the first
   // offer() or service(); poller mode: the poller, once it attached the endpoint). Announced at
@@ -173,14 +162,9 @@ std::int64_t UdpTxEndpoint::direct_commit(TxEndpoint* ep, const TxClaim& c, std:
                                           bool /*deferred: each frame is sent as committed*/) noexcept {
   auto* const self = static_cast<UdpTxEndpoint*>(ep);
   auto* h = reinterpret_cast<core::FrameHeader*>(c.frame);
-  h->frame_length = c.frame_length;
-  h->magic = core::kFrameMagic;
-  h->version = core::kFrameVersion;
-  h->flags = flags;
-  h->stream_id = self->stream_id_;
-  h->session_id = 0;  // the sender owns sessions and sequences (set by commit)
+  // Session 0 and sequence 0: the sender owns sessions and sequences (commit sets them).
+  core::write_frame_header(h, c.frame_length, flags, self->stream_id_, 0, now);
   h->sequence = 0;
-  h->timestamp_ns = now;
   self->commit_direct(c.frame_length, now);
   return 0;
 }

@@ -2,22 +2,15 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
+
+#include "transport/reliability/sender.h"
 
 namespace pollux::transport::udp {
 
 // Publishers look for NAKs/status messages at least this often while posting (inline mode:
 // offer() is the only call the application makes); each look is one recvmmsg.
 inline constexpr std::int64_t kControlPollNs = 250'000;
-// A lingering publisher repeats its end-of-stream heartbeat this often.
-inline constexpr std::int64_t kEndResendNs = 5'000'000;
-
-inline std::uint64_t random_u64() {
-  std::random_device rd;
-  std::uint64_t v = 0;
-  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) | rd();
-  return v;
-}
+using reliability::kEndResendNs;
 
 inline std::int64_t us(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000; }
 inline std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'000; }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "core/wakeup.h"
 
 namespace pollux::transport::udp {
 
@@ -23,8 +24,7 @@ class Waiter {
 
  private:
   int epfd_ = -1;
-  int timerfd_ = -1;
-  std::int64_t armed_ns_ = INT64_MAX;  // when the timer fires (INT64_MAX: not armed)
+  core::DeadlineTimer timer_;
 };
 
 }  // namespace pollux::transport::udp
