@@ -32,30 +32,10 @@ bool wait_drained(const Ch& ch, std::chrono::milliseconds limit) {
 }  // namespace
 
 StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic) {
-  StreamCounters c;
   const std::string scope = absl::StrFormat("%s stream %u %s", publisher ? "pub" : "sub", stream_id, topic);
-  core::CountersFile& f = *counters;
-  const std::uint16_t owner = f.new_owner();
-  const core::CounterKind kind = publisher ? core::CounterKind::kPublisher : core::CounterKind::kSubscriber;
-  auto alloc = [&](std::string_view name) { return f.allocate(scope, name, stream_id, kind, owner); };
-  c.messages = alloc("messages");
-  c.bytes = alloc("bytes");
-  if (publisher) {
-    c.bp_log_full = alloc("back_pressure_log_full");
-    c.bp_ring_full = alloc("back_pressure_ring_full");
-    c.bp_no_slot = alloc("back_pressure_no_slot");
-    c.bp_transport = alloc("back_pressure_transport");
-    c.not_connected = alloc("not_connected");
-    c.too_large = alloc("too_large");
-  } else {
-    c.gaps = alloc("gaps");
-    c.lost = alloc("messages_lost");
-    c.overruns = alloc("overruns");
-    c.events = alloc("stream_events");
-    c.malformed = alloc("malformed");
-    if (cfg.transport != core::TransportKind::kShm) c.position = alloc("position");
-  }
-  return c;
+  if (publisher) return StreamCounters::publication(*counters, scope, stream_id);
+  // A shm subscriber's position is its slot in the segment (pollux-stat reads it there).
+  return StreamCounters::subscription(*counters, scope, stream_id, cfg.transport != core::TransportKind::kShm);
 }
 
 absl::Status ContextImpl::start() {

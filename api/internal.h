@@ -15,6 +15,7 @@
 #include "core/counters.h"
 #include "core/placement.h"
 #include "core/poller.h"
+#include "core/stream_counters.h"
 #include "core/trace.h"
 #include "pollux/publisher.h"
 #include "pollux/subscriber.h"
@@ -41,21 +42,9 @@ struct InlineDuties {
   int run(std::int64_t now_ns) noexcept;
 };
 
-// Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic", kind
-// kPublisher / kSubscriber, one owner id per handle).
-struct StreamCounters {
-  core::Counter messages, bytes;
-  // Publisher side. Back-pressure by cause (an offer returns kBackPressured once, counted once):
-  //   log_full  - shm direct: the log has no room before the slowest subscriber (backpressure flow control)
-  //   ring_full - queued: the ring to the poller is full (the poller or the transport is behind)
-  //   no_slot   - queued/inline post: every pool slot of this publisher is still in flight
-  //   transport - inline post: the transport refused the frame (send window, socket buffer)
-  core::Counter bp_log_full, bp_ring_full, bp_no_slot, bp_transport, not_connected, too_large;
-  // Subscriber side. `position`: the sequence of the next message expected (last delivered or
-  // skipped + 1), set once per poll chunk; only for transports without a shm log (a shm
-  // subscriber's position is its slot in the segment, which pollux-stat reads there).
-  core::Counter gaps, lost, overruns, events, malformed, position;
-};
+// Per-stream, per-direction counters (scope "pub stream N topic" / "sub stream N topic"),
+// declared once in core/stream_counters.h.
+using StreamCounters = core::StreamCounters;
 
 class PublisherImpl {
  public:
