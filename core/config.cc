@@ -142,13 +142,7 @@ std::string want_uint(const toml::node& n, std::int64_t lo, std::int64_t hi, T* 
 // A probability 0..1 (integers 0 and 1 accepted too).
 std::string want_probability(const toml::node& n, double* out) {
   double v;
-  if (n.is_floating_point()) {
-    v = *n.value<double>();
-  } else if (n.is_integer()) {
-    v = static_cast<double>(*n.value<std::int64_t>());
-  } else {
-    return absl::StrCat("expected a probability 0.0..1.0, got ", describe(n));
-  }
+  if (!node_number(n, &v)) return absl::StrCat("expected a probability 0.0..1.0, got ", describe(n));
   if (!(v >= 0 && v <= 1)) return absl::StrCat("expected a probability 0.0..1.0, got ", v);
   *out = v;
   return "";
@@ -164,15 +158,6 @@ std::string want_ipv4(const toml::node& n, std::string* out, bool* multicast = n
   if (multicast != nullptr) *multicast = (ntohl(a.s_addr) >> 28) == 0xE;
   *out = s;
   return "";
-}
-
-// An unsigned integer field of the [udp] table.
-template <typename T>
-std::string want_udp_int(const toml::node& n, std::int64_t lo, std::int64_t hi, T* out) {
-  std::int64_t v;
-  auto e = want_int(n, lo, hi, &v);
-  if (e.empty()) *out = static_cast<T>(v);
-  return e;
 }
 
 // ---- the table ----------------------------------------------------------------------------------
@@ -703,7 +688,7 @@ const std::vector<Field>& fields() {
       {"udp.port",
        "UDP port of the data (subscribers bind it; publishers send from an ephemeral port that receives NAKs); "
        "[[streams]] udp_port overrides it per stream",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 65535, &c.udp.port); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 65535, &c.udp.port); },
        [](const Config& c) { return absl::StrCat(c.udp.port); }},
       {"udp.interface",
        "local interface for multicast (sending and joining) and the address subscribers bind for unicast: a name "
@@ -711,7 +696,7 @@ const std::vector<Field>& fields() {
        [](Config& c, const toml::node& n) { return want_string(n, &c.udp.interface); },
        [](const Config& c) { return quote(c.udp.interface); }},
       {"udp.ttl", "multicast TTL (1 = never routed beyond the local subnet)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 255, &c.udp.ttl); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 255, &c.udp.ttl); },
        [](const Config& c) { return absl::StrCat(c.udp.ttl); }},
       {"udp.loopback", "deliver multicast to subscribers on the publishing host too (IP_MULTICAST_LOOP)",
        [](Config& c, const toml::node& n) { return want_bool(n, &c.udp.loopback); },
@@ -719,23 +704,23 @@ const std::vector<Field>& fields() {
       {"udp.mtu",
        "IP MTU of the path (576..65535): a datagram carries up to mtu - 28 bytes of frames; the largest message is mtu "
        "- 60 bytes (no fragmentation)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 576, 65535, &c.udp.mtu); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 576, 65535, &c.udp.mtu); },
        [](const Config& c) { return absl::StrCat(c.udp.mtu); }},
       {"udp.tx_batch", "most datagrams per sendmmsg call",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1024, &c.udp.tx_batch); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.udp.tx_batch); },
        [](const Config& c) { return absl::StrCat(c.udp.tx_batch); }},
       {"udp.rx_batch", "most datagrams per recvmmsg call (the batch adapts between 1 and this to the traffic)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1024, &c.udp.rx_batch); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.udp.rx_batch); },
        [](const Config& c) { return absl::StrCat(c.udp.rx_batch); }},
       {"udp.rx_buffers",
        "datagram buffers per subscriber (each mtu - 28 bytes, rounded up to 64): frames are delivered from them "
        "without a copy",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 16, 1 << 20, &c.udp.rx_buffers); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 16, 1 << 20, &c.udp.rx_buffers); },
        [](const Config& c) { return absl::StrCat(c.udp.rx_buffers); }},
       {"udp.busy_poll_us",
        "SO_BUSY_POLL on subscriber sockets in microseconds (0 = off; needs CAP_NET_ADMIN to raise above "
        "net.core.busy_read; refused is reported, not fatal)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.busy_poll_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.busy_poll_us); },
        [](const Config& c) { return absl::StrCat(c.udp.busy_poll_us); }},
       {"udp.kernel_timestamps",
        "stage tracing with the kernel's software timestamps (SO_TIMESTAMPING): publishers of traced streams ask for "
@@ -775,56 +760,56 @@ const std::vector<Field>& fields() {
        [](const Config& c) { return absl::StrCat(c.udp.reorder_window); }},
       {"udp.max_sessions",
        "publisher sessions (publishers, or restarts of one) a subscriber follows at once on one stream",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 64, &c.udp.max_sessions); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 64, &c.udp.max_sessions); },
        [](const Config& c) { return absl::StrCat(c.udp.max_sessions); }},
       {"udp.nak_delay_us",
        "a subscriber NAKs a new gap after a random delay in [0, this]: reordered datagrams fill it meanwhile, and many "
        "subscribers missing the same datagram spread their NAKs (the publisher repairs once)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.nak_delay_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.nak_delay_us); },
        [](const Config& c) { return absl::StrCat(c.udp.nak_delay_us); }},
       {"udp.nak_retry_us", "an unrepaired gap is NAKed again after this, doubling per attempt",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 10'000'000, &c.udp.nak_retry_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 10'000'000, &c.udp.nak_retry_us); },
        [](const Config& c) { return absl::StrCat(c.udp.nak_retry_us); }},
       {"udp.nak_retry_max_us", "longest interval between two NAKs of one gap",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 60'000'000, &c.udp.nak_retry_max_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 60'000'000, &c.udp.nak_retry_max_us); },
        [](const Config& c) { return absl::StrCat(c.udp.nak_retry_max_us); }},
       {"udp.nak_give_up_ms", "a gap still unrepaired after this (while the publisher is alive) is reported lost",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 3'600'000, &c.udp.nak_give_up_ms); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 3'600'000, &c.udp.nak_give_up_ms); },
        [](const Config& c) { return absl::StrCat(c.udp.nak_give_up_ms); }},
       {"udp.retransmit_linger_us",
        "after repairing a range the publisher ignores further NAKs for it this long (they were sent before the repair "
        "arrived)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 10'000'000, &c.udp.retransmit_linger_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 10'000'000, &c.udp.retransmit_linger_us); },
        [](const Config& c) { return absl::StrCat(c.udp.retransmit_linger_us); }},
       {"udp.heartbeat_interval_us",
        "an idle publisher sends a heartbeat (next sequence, oldest repairable) this often; one also follows 1 ms after "
        "the last data",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 100, 10'000'000, &c.udp.heartbeat_interval_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 100, 10'000'000, &c.udp.heartbeat_interval_us); },
        [](const Config& c) { return absl::StrCat(c.udp.heartbeat_interval_us); }},
       {"udp.status_interval_ms",
        "subscribers send a status message (position) to each publisher this often; publishers count subscribers by "
        "them",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 60'000, &c.udp.status_interval_ms); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.udp.status_interval_ms); },
        [](const Config& c) { return absl::StrCat(c.udp.status_interval_ms); }},
       {"udp.session_timeout_ms",
        "a publisher silent this long is reported dead (end of stream); a subscriber silent this long is forgotten by "
        "the publisher (offer() returns kNotConnected with none left)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 10, 3'600'000, &c.udp.session_timeout_ms); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 10, 3'600'000, &c.udp.session_timeout_ms); },
        [](const Config& c) { return absl::StrCat(c.udp.session_timeout_ms); }},
       {"udp.linger_ms",
        "Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of "
        "stream (0 = close at once)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 600'000, &c.udp.linger_ms); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.udp.linger_ms); },
        [](const Config& c) { return absl::StrCat(c.udp.linger_ms); }},
       {"udp.coalesce_us",
        "0: every post sends at once (lowest latency); > 0: a partly filled datagram waits up to this long for more "
        "frames (fewer, fuller datagrams; inline publishers must keep calling offer() or service())",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, 1'000'000, &c.udp.coalesce_us); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.coalesce_us); },
        [](const Config& c) { return absl::StrCat(c.udp.coalesce_us); }},
       {"udp.nak_max_range",
        "most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for the rest "
        "again)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 1, 1 << 24, &c.udp.nak_max_range); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1 << 24, &c.udp.nak_max_range); },
        [](const Config& c) { return absl::StrCat(c.udp.nak_max_range); }},
       {"udp.repair_rate",
        "repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds "
@@ -854,7 +839,7 @@ const std::vector<Field>& fields() {
        [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_tx_loss); },
        [](const Config& c) { return absl::StrCat(c.udp.fault_tx_loss); }},
       {"udp.fault_seed", "testing: seed of the fault injector (same seed, same faults)",
-       [](Config& c, const toml::node& n) { return want_udp_int(n, 0, INT64_MAX, &c.udp.fault_seed); },
+       [](Config& c, const toml::node& n) { return want_uint(n, 0, INT64_MAX, &c.udp.fault_seed); },
        [](const Config& c) { return absl::StrCat(c.udp.fault_seed); }},
   };
   return table;
@@ -907,7 +892,7 @@ const std::vector<StreamField>& stream_fields() {
        },
        [](const StreamConfig& s) { return quote(s.udp_address); }},
       {"udp_port", "udp: port of this stream (0 = udp.port)",
-       [](StreamConfig& s, const toml::node& n) { return want_udp_int(n, 0, 65535, &s.udp_port); },
+       [](StreamConfig& s, const toml::node& n) { return want_uint(n, 0, 65535, &s.udp_port); },
        [](const StreamConfig& s) { return absl::StrCat(s.udp_port); }},
       {"kernel_timestamps",
        "udp: the kernel's software TX/RX timestamps on this stream (true/false), or \"inherit\" = "

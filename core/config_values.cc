@@ -38,15 +38,20 @@ std::string want_size(const toml::node& n, std::uint64_t lo, std::uint64_t hi, s
   return absl::StrCat("expected a size like 16777216 or \"16MiB\", got ", describe(n));
 }
 
+bool node_number(const toml::node& n, double* out) {
+  if (n.is_floating_point()) {
+    *out = *n.value<double>();
+  } else if (n.is_integer()) {
+    *out = static_cast<double>(*n.value<std::int64_t>());
+  } else {
+    return false;
+  }
+  return true;
+}
+
 std::string want_number(const toml::node& n, double lo, double hi, double* out) {
   double v;
-  if (n.is_floating_point()) {
-    v = *n.value<double>();
-  } else if (n.is_integer()) {
-    v = static_cast<double>(*n.value<std::int64_t>());
-  } else {
-    return absl::StrCat("expected a number, got ", describe(n));
-  }
+  if (!node_number(n, &v)) return absl::StrCat("expected a number, got ", describe(n));
   if (!(v >= lo && v <= hi)) return absl::StrFormat("expected %g..%g, got %s", lo, hi, describe(n));
   *out = v;
   return "";

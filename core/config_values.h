@@ -25,6 +25,8 @@ std::string want_int(const toml::node& n, std::int64_t lo, std::int64_t hi, std:
 
 // A number in [lo, hi]: a float or an integer (converted here: toml++ gives no double for an
 // integer beyond 2^53).
+// A float or an integer as a double; false for any other type.
+bool node_number(const toml::node& n, double* out);
 std::string want_number(const toml::node& n, double lo, double hi, double* out);
 
 // Bytes in [lo, hi]: an integer or a string with a binary suffix ("64KiB", "16MiB", "1GiB";
