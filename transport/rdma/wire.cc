@@ -25,23 +25,18 @@ std::string_view reject_reason_name(std::uint16_t r) {
 }
 
 ConnectRequest make_request(std::uint32_t stream_id, std::uint32_t session_id, std::uint32_t max_frame) {
-  ConnectRequest r{};
-  r.magic = kCmMagic;
-  r.version = kProtocolVersion;
-  r.stream_id = stream_id;
-  r.session_id = session_id;
-  r.max_frame = max_frame;
-  return r;
+  return {.magic = kCmMagic,
+          .version = kProtocolVersion,
+          .flags = 0,
+          .stream_id = stream_id,
+          .session_id = session_id,
+          .max_frame = max_frame,
+          .reserved = 0};
 }
 
 ConnectReply make_reply(std::uint32_t stream_id, std::uint16_t status, std::uint32_t max_frame) {
-  ConnectReply r{};
-  r.magic = kCmMagic;
-  r.version = kProtocolVersion;
-  r.status = status;
-  r.stream_id = stream_id;
-  r.max_frame = max_frame;
-  return r;
+  return {
+      .magic = kCmMagic, .version = kProtocolVersion, .status = status, .stream_id = stream_id, .max_frame = max_frame};
 }
 
 std::uint16_t check_request(const void* data, std::size_t len, ConnectRequest* out, std::string* why) {

@@ -171,6 +171,8 @@ class ReliableReceiver {
   // where delivery stood.
   void resume(Session& s, std::int64_t now_ns) noexcept;
   void bury(const Session& s, std::int64_t now_ns) noexcept;
+  // A status or NAK message about session `s` (`length`: the whole message), flags and ranges 0.
+  ControlHeader control_header(const Session& s, std::uint16_t type, std::uint32_t length) const noexcept;
   void send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept;
   // A session that ended. A clean end is remembered for session_timeout_ns (its lingering
   // end-of-stream heartbeats and repairs for others are ignored: they start nothing); a death

@@ -61,7 +61,25 @@ inline bool valid_position(std::uint64_t p) noexcept {
   return (p & (core::kFrameAlignment - 1)) == 0 && p <= kMaxLogPosition;
 }
 
-class LogWriter {
+// The log of a segment as its writer and its readers address it: the first members of both,
+// in this order (the fields every access uses, at the start of the object).
+struct LogMapping {
+  Segment* seg_ = nullptr;
+  std::byte* log_ = nullptr;
+  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
+  std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
+
+  void map(Segment* seg) noexcept {
+    seg_ = seg;
+    log_ = seg->log();
+    size_ = seg->log_size();
+    mask_ = size_ - 1;
+    margin_ = margin_for(size_);
+    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+  }
+};
+
+class LogWriter : private LogMapping {
  public:
   struct Claim {
     std::byte* frame = nullptr;  // FrameHeader at frame, payload after it
@@ -71,12 +89,7 @@ class LogWriter {
   };
 
   void init(Segment* seg, core::FlowControl fc) noexcept {
-    seg_ = seg;
-    log_ = seg->log();
-    size_ = seg->log_size();
-    mask_ = size_ - 1;
-    margin_ = margin_for(size_);
-    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+    map(seg);
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     wake_ = &seg->header()->wake;
@@ -323,10 +336,6 @@ class LogWriter {
     limit_ = min_pos == ~std::uint64_t{0} ? pos_ + size_ - margin_ : min_pos + size_ - margin_;
   }
 
-  Segment* seg_ = nullptr;
-  std::byte* log_ = nullptr;
-  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
-  std::uint32_t block_shift_ = 0;
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   WakeState* wake_ = nullptr;
@@ -340,7 +349,7 @@ class LogWriter {
   std::int64_t seen_ns_[kMaxSubscriberSlots] = {};
 };
 
-class LogReader {
+class LogReader : private LogMapping {
  public:
   // join_at_start: read from the log's oldest intact frame (a new session after a publisher
   // restart); otherwise join at the live position. False (nothing set up) when the writer's
@@ -348,12 +357,7 @@ class LogReader {
   [[nodiscard]] bool init(Segment* seg, SubscriberSlot* slot, bool join_at_start) noexcept {
     const std::uint64_t tail = seg->header()->writer.tail.load(std::memory_order_acquire);
     if (!valid_position(tail)) return false;
-    seg_ = seg;
-    log_ = seg->log();
-    size_ = seg->log_size();
-    mask_ = size_ - 1;
-    margin_ = margin_for(size_);
-    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+    map(seg);
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
@@ -902,10 +906,6 @@ class LogReader {
     return d;
   }
 
-  Segment* seg_ = nullptr;
-  std::byte* log_ = nullptr;
-  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
-  std::uint32_t block_shift_ = 0;      // log_size / kCheckpoints = 1 << block_shift_
   std::uint64_t intact_off_ = 0;       // size_ - margin_ - max_frame_ (surely_intact)
   std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
   std::uint64_t want_word_ = 0;        // poll_direct(): magic, version, flags 0, stream_id of a plain frame
