@@ -444,18 +444,10 @@ void UdpRxEndpoint::publish_counters() noexcept {
   c_.publish(*this);
 }
 
-void UdpRxEndpoint::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream,
-                                       bool stamps) {
-  proto.allocate(f, scope, stream);
-  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
-  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_COUNTERS, *this, alloc);
-  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_STAMP_COUNTERS, *this, alloc);
-}
-
 void UdpRxEndpoint::Counters::publish(const UdpRxEndpoint& ep) noexcept {
-  if (!recv_errors.valid()) return;
-  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, *this);
-  if (rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, *this);
+  if (!own.recv_errors.valid()) return;
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, own);
+  if (stamped.rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, stamped);
 }
 
 std::string UdpRxEndpoint::describe() const {
