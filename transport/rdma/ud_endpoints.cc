@@ -415,11 +415,7 @@ bool UdTxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
 
 void UdTxEndpoint::publish_counters() noexcept {
   c_.proto.publish(sender_);
-  c_.control_received.set(control_);
-  c_.log_full.set(log_full_);
-  c_.send_queue_full.set(sq_full_);
-  c_.oversized.set(oversized_);
-  c_.qp_errors.set(qp_errors_);
+  POLLUX_COUNTER_PUBLISH(POLLUX_UD_TX_COUNTERS, c_);
 }
 
 std::string UdTxEndpoint::describe() const {
@@ -813,8 +809,7 @@ bool UdRxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
 
 void UdRxEndpoint::publish_counters() noexcept {
   c_.proto.publish(receiver_, faults_, malformed_, evictions_);
-  c_.control_dropped.set(control_dropped_);
-  c_.control_errors.set(control_errors_);
+  POLLUX_COUNTER_PUBLISH(POLLUX_UD_RX_COUNTERS, c_);
 }
 
 std::string UdRxEndpoint::describe() const {
