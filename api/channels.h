@@ -81,11 +81,12 @@ struct RxChannel {
 };
 
 // A poller's source over the application's channels of one direction (TxChannel or
-// RxChannel); the direction's class adds progress(), try_arm() and name().
+// RxChannel); the direction's class adds progress() and try_arm().
 template <class Channel>
 class AppSource : public core::ProgressSource {
  public:
-  explicit AppSource(std::uint32_t burst) : burst_(burst) {}
+  AppSource(std::uint32_t burst, std::string_view name) : burst_(burst), name_(name) {}
+  std::string_view name() const noexcept override { return name_; }
   void disarm() noexcept override {}
   void add(std::shared_ptr<Channel> ch) { channels_.push_back(std::move(ch)); }  // poller thread
   int housekeeping(std::int64_t now) noexcept override {
@@ -96,23 +97,22 @@ class AppSource : public core::ProgressSource {
 
  protected:
   const std::uint32_t burst_;
+  const std::string_view name_;
   std::vector<std::shared_ptr<Channel>> channels_;
 };
 
 class AppTxSource final : public AppSource<TxChannel> {
  public:
-  using AppSource::AppSource;
+  explicit AppTxSource(std::uint32_t burst) : AppSource(burst, "app-tx") {}
   int progress(std::int64_t now) noexcept override;
   bool try_arm() noexcept override;
-  std::string_view name() const noexcept override { return "app-tx"; }
 };
 
 class AppRxSource final : public AppSource<RxChannel> {
  public:
-  using AppSource::AppSource;
+  explicit AppRxSource(std::uint32_t burst) : AppSource(burst, "app-rx") {}
   int progress(std::int64_t now) noexcept override;
   bool try_arm() noexcept override;
-  std::string_view name() const noexcept override { return "app-rx"; }
 };
 
 // A poller with its three sources, as the context sets it up.
