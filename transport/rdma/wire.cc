@@ -3,25 +3,20 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "core/code_names.h"
 
 namespace pollux::transport::rdma {
 
 std::string_view reject_reason_name(std::uint16_t r) {
-  switch (r) {
-    case kAccepted:
-      return "accepted";
-    case kRejectBadMagic:
-      return "not a Pollux peer";
-    case kRejectBadVersion:
-      return "protocol version mismatch";
-    case kRejectNoSubscriber:
-      return "no subscriber for this stream";
-    case kRejectFrameTooLarge:
-      return "frames too large for the subscriber's buffers";
-    case kRejectNoResources:
-      return "subscriber out of resources";
-  }
-  return "unknown reason";
+  static constexpr core::CodeName<std::uint16_t> kNames[] = {
+      {kAccepted, "accepted"},
+      {kRejectBadMagic, "not a Pollux peer"},
+      {kRejectBadVersion, "protocol version mismatch"},
+      {kRejectNoSubscriber, "no subscriber for this stream"},
+      {kRejectFrameTooLarge, "frames too large for the subscriber's buffers"},
+      {kRejectNoResources, "subscriber out of resources"},
+  };
+  return core::name_of(r, kNames, "unknown reason");
 }
 
 ConnectRequest make_request(std::uint32_t stream_id, std::uint32_t session_id, std::uint32_t max_frame) {
