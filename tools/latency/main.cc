@@ -232,23 +232,8 @@ struct Options {
   bool print_config = false;
 };
 
-double ParseNumber(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end == s.c_str()) UsageError(flag + ": not a number: \"" + s + "\"");
-  const std::string suffix(end);
-  double mult = 1;
-  if (suffix == "k" || suffix == "K") {
-    mult = 1e3;
-  } else if (suffix == "M") {
-    mult = 1e6;
-  } else if (!suffix.empty()) {
-    UsageError(flag + ": unexpected \"" + suffix + "\" in \"" + s + "\"");
-  }
-  if (!std::isfinite(v) || v < 0) UsageError(flag + ": out of range: \"" + s + "\"");
-  return v * mult;
-}
+// "20k", "1M": a count or a rate.
+double ParseNumber(const std::string& flag, const std::string& s) { return cli::scaled_number(flag, s, UsageError); }
 
 std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uint64_t lo, std::uint64_t hi) {
   const double v = ParseNumber(flag, s);
@@ -260,22 +245,10 @@ std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uin
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool has_value = false;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto arg = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) UsageError(flag + " needs a value");
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (has_value) UsageError(flag + " takes no value");
-    };
+  for (cli::FlagReader args(argc, argv, UsageError); args.next();) {
+    const std::string& flag = args.flag();
+    auto arg = [&] { return args.value(); };
+    auto no_value = [&] { args.no_value(); };
     if (const int rc = cli::handle_standard_flag(flag, "pollux-latency", kHelp); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (flag == "--config") {
@@ -345,7 +318,7 @@ Options ParseArgs(int argc, char** argv) {
     } else if (flag == "--plot") {
       o.plot_dir = arg();
     } else {
-      std::exit(cli::unknown_flag("pollux-latency", argv[i], kHelp));
+      std::exit(cli::unknown_flag("pollux-latency", args.raw(), kHelp));
     }
   }
   if (o.burst > 1 && o.rate > 0) UsageError("--burst is a ping-pong load; it does not combine with --rate");
@@ -677,29 +650,8 @@ constexpr char kInterrupted[] = "interrupted";
 // Waits until the child reaches `state`; false with `err` if it failed, died or took 20 s, or
 // kInterrupted.
 bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
-  const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
-  for (;;) {
-    const int s = sh->child_state.load(std::memory_order_acquire);  // pairs with the child's release
-    if (s >= state) return true;
-    if (s == -1) {
-      *err = absl::StrCat("pong process: ", sh->error);
-      return false;
-    }
-    if (StopRequested()) {
-      *err = kInterrupted;
-      return false;
-    }
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      *err = absl::StrFormat("pong process exited early (status %d)", status);
-      return false;
-    }
-    if (Clock::monotonic_ns() > deadline) {
-      *err = "pong process did not get ready within 20 s";
-      return false;
-    }
-    usleep(200);
-  }
+  return host::wait_for_child(sh->child_state, state, sh->error, child,
+                              {"pong process", "get ready", StopRequested, kInterrupted}, err);
 }
 
 // Waits (pause, then yield) until `pred` or `timeout_ns`; false on timeout or a stop request.
