@@ -347,6 +347,35 @@ struct RunConfig {
   int variants() const noexcept { return library_only ? 3 : 2; }
 };
 
+// A UDP socket bound to `addr` (host order) port 0, the port the kernel picked in *port; -1 with
+// errno on failure, *bind_failed telling whether socket() or bind() failed.
+int BoundUdpSocket(std::uint32_t addr, int* port, bool* bind_failed) {
+  *bind_failed = false;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(addr);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    *bind_failed = true;
+    errno = err;
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A UDP socket on 127.0.0.1 (the floor's), as BoundUdpSocket.
+int BoundUdpSocket(int* port) {
+  bool bind_failed = false;
+  return BoundUdpSocket(INADDR_LOOPBACK, port, &bind_failed);
+}
+
 // UDP ports for the streams, one per stream (indexed like kTopics): each a socket bound to
 // INADDR_ANY port 0 without SO_REUSEADDR, so the kernel picks a port no socket holds on any
 // address, and holds it until the process that subscribes to the stream is about to bind it.
@@ -363,22 +392,17 @@ class PortReservation {
   absl::Status reserve(int n) {
     clear();
     for (int i = 0; i < n; ++i) {
-      const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return absl::UnavailableError(absl::StrCat("picking a UDP port: socket(): ", std::strerror(errno)));
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = 0;
-      socklen_t len = sizeof a;
-      if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-          getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      int port = 0;
+      bool bind_failed = false;
+      const int fd = BoundUdpSocket(INADDR_ANY, &port, &bind_failed);
+      if (fd < 0) {
         const int err = errno;
-        close(fd);
         clear();
-        return absl::UnavailableError(absl::StrCat("picking a UDP port: bind(0.0.0.0:0): ", std::strerror(err)));
+        return absl::UnavailableError(absl::StrCat("picking a UDP port: ", bind_failed ? "bind(0.0.0.0:0)" : "socket()",
+                                                   ": ", std::strerror(err)));
       }
       fds_.push_back(fd);
-      ports_.push_back(ntohs(a.sin_port));
+      ports_.push_back(port);
     }
     return absl::OkStatus();
   }
@@ -697,23 +721,6 @@ std::string FloorName(FloorKind k) {
       return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
   }
   return "?";
-}
-
-int BoundUdpSocket(int* port) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(a.sin_port);
-  return fd;
 }
 
 bool ConnectLoopback(int fd, int port) {
