@@ -287,48 +287,42 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
 // racing with try_attach()/poll_st().
 TEST(ShmEndpoint, ConnectedAndSafeFloorAreSafeWhileThePollerAttachesAndDetaches) {
   const std::string name = unique_name("race");
-  auto sub_ctx = Context::from_string(
-      absl::StrFormat("[runtime]\nname = \"%s\"\nthreading = \"dedicated\"\nidle = \"yield\"\ncounters = false\n"
-                      "[shm]\nlog_size = \"64KiB\"\nliveness_timeout_ms = 40\n",
-                      name),
-      "sub.toml");
+  const std::string sub_toml = absl::StrFormat(
+      "[runtime]\nname = \"%s\"\nthreading = \"dedicated\"\nidle = \"yield\"\ncounters = false\n"
+      "[shm]\nlog_size = \"64KiB\"\nliveness_timeout_ms = 40\n",
+      name);
+  const std::string pub_toml = absl::StrFormat(
+      "[runtime]\nname = \"%s\"\nthreading = \"inline\"\ncounters = false\n[shm]\nlog_size = \"64KiB\"\n", name);
+  auto sub_ctx = Context::from_string(sub_toml, "sub.toml");
   ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
   auto sub = (*sub_ctx)->subscriber("race");
   ASSERT_TRUE(sub.ok()) << sub.status();
   int ends = 0, sessions = 0;
   std::uint64_t received = 0, connected_polls = 0;
+  // One connected() question and one poll, counting messages, ends and sessions.
+  auto ask_and_poll = [&] {
+    connected_polls += sub->is_connected();
+    return sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
+                     [&](const StreamEvent& e) {
+                       ends += e.kind == StreamEventKind::kEndOfStream;
+                       sessions += e.kind == StreamEventKind::kNewSession;
+                     },
+                     64);
+  };
   for (int round = 0; round < 3; ++round) {
-    auto pub_ctx = Context::from_string(
-        absl::StrFormat("[runtime]\nname = \"%s\"\nthreading = \"inline\"\ncounters = false\n[shm]\n"
-                        "log_size = \"64KiB\"\n",
-                        name),
-        "pub.toml");
+    auto pub_ctx = Context::from_string(pub_toml, "pub.toml");
     ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
     auto pub = (*pub_ctx)->publisher("race");
     ASSERT_TRUE(pub.ok()) << pub.status();
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (std::uint64_t i = 0; i < 200 && std::chrono::steady_clock::now() < deadline;) {
       if (pub->offer(&i, sizeof i) >= 0) ++i;
-      connected_polls += sub->is_connected();
-      (void)sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
-                      [&](const StreamEvent& e) {
-                        ends += e.kind == StreamEventKind::kEndOfStream;
-                        sessions += e.kind == StreamEventKind::kNewSession;
-                      },
-                      64);
+      (void)ask_and_poll();
       std::this_thread::yield();
     }
     pub->close();
     while (ends <= round && std::chrono::steady_clock::now() < deadline) {
-      connected_polls += sub->is_connected();
-      if (sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
-                    [&](const StreamEvent& e) {
-                      ends += e.kind == StreamEventKind::kEndOfStream;
-                      sessions += e.kind == StreamEventKind::kNewSession;
-                    },
-                    64) == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
+      if (ask_and_poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
   EXPECT_EQ(ends, 3);
