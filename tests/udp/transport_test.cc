@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/support/status_assert.h"
 #include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
 #include "tests/udp/udp_test_util.h"
@@ -40,7 +41,7 @@ using testing::spin_until;
 // Ports and groups unique per test process, so parallel ctest runs do not cross: a block of 32
 // free ports below the ephemeral range (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
-std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
+std::string group() { return testing::UniqueGroup(); }
 
 // Session timeout of the tests that are not about it: far above any stall a loaded 2-core host
 // causes (a starved poller thread, a descheduled test thread), so that no such stall ends a
@@ -60,21 +61,8 @@ std::string udp_config_on_port(const std::string& threading, std::uint32_t port,
         {"linger_ms", "200"}}) {
     if (extra.find(std::string(key) + " =") == std::string::npos) keys += absl::StrFormat("%s = %s\n", key, value);
   }
-  return absl::StrFormat(R"(
-[runtime]
-threading = "%s"
-idle = "yield"
-counters = false
-[transport]
-kind = "udp"
-[udp]
-address = "%s"
-port = %u
-interface = "%s"
-ttl = 1
-%s%s
-)",
-                         threading, address.empty() ? group() : address, port, iface, keys, extra);
+  return testing::UdpTestConfigHead(threading, address.empty() ? group() : address, iface) +
+         absl::StrFormat("port = %u\n%s%s\n", port, keys, extra);
 }
 
 std::string udp_config(const std::string& threading, std::uint32_t port_offset, const std::string& extra = "",
@@ -154,9 +142,8 @@ bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& po
 // ---- config ---------------------------------------------------------------------------------
 
 TEST(UdpConfig, ParsesAndValidates) {
-  auto c =
-      core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(
+      c, core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml"));
   EXPECT_EQ(c->udp.mtu, 9000u);
   EXPECT_DOUBLE_EQ(c->udp.fault_loss, 0.05);
   EXPECT_NE(c->to_toml().find("[udp]"), std::string::npos);
@@ -173,19 +160,19 @@ TEST(UdpConfig, ParsesAndValidates) {
   bad = core::parse_config("[udp]\nretransmit_buffer = \"100KiB\"\n", "t.toml");
   ASSERT_FALSE(bad.ok()) << bad.status();
   EXPECT_NE(bad.status().message().find("power of two"), std::string::npos) << bad.status();
-  auto s = core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n",
-                              "t.toml");
-  ASSERT_TRUE(s.ok()) << s.status();
+  POLLUX_ASSERT_OK_DECL(
+      s, core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n",
+                            "t.toml"));
   EXPECT_EQ(s->streams[0].udp_port, 5000u);
 }
 
 TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
-  auto ctx = Context::from_string(udp_config("inline", 0, "") + "", "t.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto c2 = Context::from_string(
-      absl::StrFormat("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"),
-      "t.toml");
-  ASSERT_TRUE(c2.ok()) << c2.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config("inline", 0, "") + "", "t.toml"));
+  POLLUX_ASSERT_OK_DECL(
+      c2, Context::from_string(
+              absl::StrFormat(
+                  "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"),
+              "t.toml"));
   auto p = (*c2)->publisher("x");
   ASSERT_FALSE(p.ok()) << p.status();
   EXPECT_NE(p.status().message().find("udp.interface"), std::string::npos) << p.status();
@@ -202,8 +189,7 @@ TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
   std::uint32_t port = 0;
   const int holder = bind_any_port(htonl(INADDR_LOOPBACK), &port);
   ASSERT_GE(holder, 0) << "bind(127.0.0.1:0): " << std::strerror(errno);
-  auto ctx = Context::from_string(udp_config_on_port("inline", port, "", "127.0.0.1"), "sub.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config_on_port("inline", port, "", "127.0.0.1"), "sub.toml"));
   const int before = open_fds();
   auto sub = (*ctx)->subscriber("t");
   ASSERT_FALSE(sub.ok()) << sub.status();
@@ -222,21 +208,18 @@ TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
 // Two unicast subscribers on one port: the kernel would give each datagram to one of them
 // only, so the second is refused (binding it with SO_REUSEADDR would silently take half).
 TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
-  auto c1 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml");
-  auto c2 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml");
-  ASSERT_TRUE(c1.ok()) << c1.status();
-  ASSERT_TRUE(c2.ok()) << c2.status();
-  auto first = (*c1)->subscriber("t");
-  ASSERT_TRUE(first.ok()) << first.status();
+  POLLUX_ASSERT_OK_DECL(c1, Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml"));
+  POLLUX_ASSERT_OK_DECL(c2, Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml"));
+  POLLUX_ASSERT_OK_DECL(first, (*c1)->subscriber("t"));
   auto second = (*c2)->subscriber("t");
   ASSERT_FALSE(second.ok()) << second.status();
   EXPECT_NE(second.status().message().find("b.toml: udp.port"), std::string::npos) << second.status();
   // A [[streams]] override is named as such.
-  auto c3 =
+  POLLUX_ASSERT_OK_DECL(
+      c3,
       Context::from_string(udp_config("inline", 17, "", "127.0.0.1") +
                                absl::StrFormat("[[streams]]\ntopic = \"u\"\nid = 9\nudp_port = %u\n", base_port() + 17),
-                           "c.toml");
-  ASSERT_TRUE(c3.ok()) << c3.status();
+                           "c.toml"));
   auto third = (*c3)->subscriber("u");
   ASSERT_FALSE(third.ok()) << third.status();
   EXPECT_NE(third.status().message().find("c.toml: streams.udp_port"), std::string::npos) << third.status();
@@ -245,10 +228,8 @@ TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
 // Multicast subscribers share the port (each gets every datagram), but not with a socket that
 // holds it exclusively.
 TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
-  auto c1 = Context::from_string(udp_config("inline", 18), "a.toml");
-  auto c2 = Context::from_string(udp_config("inline", 18), "b.toml");
-  ASSERT_TRUE(c1.ok()) << c1.status();
-  ASSERT_TRUE(c2.ok()) << c2.status();
+  POLLUX_ASSERT_OK_DECL(c1, Context::from_string(udp_config("inline", 18), "a.toml"));
+  POLLUX_ASSERT_OK_DECL(c2, Context::from_string(udp_config("inline", 18), "b.toml"));
   auto s1 = (*c1)->subscriber("t");
   auto s2 = (*c2)->subscriber("t");
   EXPECT_TRUE(s1.ok()) << s1.status();
@@ -256,8 +237,7 @@ TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
   std::uint32_t port = 0;
   const int holder = bind_any_port(htonl(INADDR_ANY), &port);
   ASSERT_GE(holder, 0) << "bind(0.0.0.0:0): " << std::strerror(errno);
-  auto c3 = Context::from_string(udp_config_on_port("inline", port), "c.toml");
-  ASSERT_TRUE(c3.ok()) << c3.status();
+  POLLUX_ASSERT_OK_DECL(c3, Context::from_string(udp_config_on_port("inline", port), "c.toml"));
   const int before = open_fds();
   auto s3 = (*c3)->subscriber("t");
   ASSERT_FALSE(s3.ok()) << s3.status();
@@ -272,14 +252,10 @@ TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
 
 void publish_and_check(const std::string& threading, const std::string& extra, std::uint64_t count,
                        const std::string& address = "", const std::string& iface = "lo") {
-  auto pctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config(threading, 1, extra, address, iface), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config(threading, 1, extra, address, iface), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
   // Not connected until the subscriber heard the session and reported back.
   ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
@@ -376,10 +352,8 @@ TEST(UdpApi, InlinePublisherSideLossOneFramePerDatagram) {
 }
 
 TEST(UdpApi, MessageTooLargeForTheMtu) {
-  auto ctx = Context::from_string(udp_config("inline", 2, "mtu = 1500"), "t.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto pub = (*ctx)->publisher("t");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config("inline", 2, "mtu = 1500"), "t.toml"));
+  POLLUX_ASSERT_OK_DECL(pub, (*ctx)->publisher("t"));
   EXPECT_EQ(pub->max_payload(), 1472u - 32u);
   std::vector<std::byte> big(1500);
   EXPECT_EQ(pub->offer(big.data(), big.size()), kMessageTooLarge);
@@ -389,14 +363,10 @@ TEST(UdpApi, MessageTooLargeForTheMtu) {
 // About the session timeout: a short one (1 s), outlived three times over.
 TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
   const std::string timeout = "session_timeout_ms = 1000";
-  auto pctx = Context::from_string(udp_config("inline", 3, timeout), "pub.toml");
-  auto sctx = Context::from_string(udp_config("inline", 3, timeout), "sub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 3, timeout), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 3, timeout), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
   ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
                          [&] {
@@ -424,17 +394,13 @@ TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
 }
 
 TEST(UdpApi, PublisherRestartIsANewSession) {
-  auto sctx = Context::from_string(udp_config("inline", 4), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 4), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
   Received r;
   std::uint32_t sessions[2] = {};
   for (int round = 0; round < 2; ++round) {
-    auto pctx = Context::from_string(udp_config("inline", 4), "pub.toml");
-    ASSERT_TRUE(pctx.ok()) << pctx.status();
-    auto pub = (*pctx)->publisher("t");
-    ASSERT_TRUE(pub.ok()) << pub.status();
+    POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 4), "pub.toml"));
+    POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
     ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
                            [&] {
                              pub->service();
@@ -587,8 +553,7 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
   EXPECT_EQ(msgs, 10u);
   // An endpoint opened and serviced without data: housekeeping announces it just the same.
   transport::EndpointSpec spec{5, "t", nullptr};
-  auto idle = transport::udp::UdpTxEndpoint::open(e.env, spec);
-  ASSERT_TRUE(idle.ok()) << idle.status();
+  POLLUX_ASSERT_OK_DECL(idle, transport::udp::UdpTxEndpoint::open(e.env, spec));
   EXPECT_EQ((*idle)->sender().stats().datagrams, 0u);
   (void)(*idle)->housekeeping_st(core::Clock::now_ns());
   EXPECT_EQ((*idle)->sender().stats().heartbeats, 1u);
@@ -1019,8 +984,7 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
       << "the forged frame was not counted as malformed";
   // The subscriber's own I/O failures are published too (0 here): a failing recvmmsg or a
   // refused NAK shows in pollux-stat.
-  auto snap = core::read_counters_file(t.sctx->counters_path());
-  ASSERT_TRUE(snap.ok()) << snap.status();
+  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(t.sctx->counters_path()));
   std::set<std::string> names;
   for (const auto& c : snap->counters) {
     if (c.scope.rfind("udp sub stream", 0) == 0) names.insert(c.name);
@@ -1302,14 +1266,10 @@ TEST(UdpHostile, NakAmplificationMulticastMadeUpSubscribers) {
 // the subscriber rejoin, the status messages that reconnect the publisher).
 TEST(UdpInline, PublisherThatLostItsSubscriberReconnectsThroughOfferAlone) {
   const std::string timeout = "session_timeout_ms = 500";  // the test is about it
-  auto sctx = Context::from_string(udp_config("inline", 25, timeout), "sub.toml");
-  auto pctx = Context::from_string(udp_config("inline", 25, timeout), "pub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 25, timeout), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 25, timeout), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   std::uint64_t delivered = 0;
   auto poll = [&] { (void)sub->poll([&](const Message&) { ++delivered; }, 64); };
   ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
@@ -1358,8 +1318,7 @@ TEST(UdpHostile, NakAmplificationWithTheDefaults) {
 // reported as a one-message kMalformed gap. Driven through SubscriberImpl with an endpoint that
 // returns such descriptors (the UDP cursor above no longer lets one through).
 TEST(SubscriberDefence, FrameShorterThanItsTraceBlockIsAMalformedGapOnAnyTransport) {
-  auto counters = core::CountersFile::create("", "defence");
-  ASSERT_TRUE(counters.ok()) << counters.status();
+  POLLUX_ASSERT_OK_DECL(counters, core::CountersFile::create("", "defence"));
   detail::SubscriberImpl sub;
   auto& f = **counters;
   test::init_inline_subscriber(sub, f, 5);
