@@ -514,19 +514,11 @@ CpuPct cpu_between(const CpuSample& a, const CpuSample& b) {
 enum class AppIdleKind { kSpin, kYield, kBackoff, kWait, kSpinWait };
 
 std::string app_idle_name(AppIdleKind k) {
-  switch (k) {
-    case AppIdleKind::kSpin:
-      return "spin";
-    case AppIdleKind::kYield:
-      return "yield";
-    case AppIdleKind::kBackoff:
-      return "backoff";
-    case AppIdleKind::kWait:
-      return "wait";
-    case AppIdleKind::kSpinWait:
-      return "spin-wait";
-  }
-  return "?";
+  // Indexed by AppIdleKind, in its order.
+  static constexpr const char* kNames[] = {"spin", "yield", "backoff", "wait", "spin-wait"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(AppIdleKind::kSpinWait) + 1);
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 AppIdleKind app_idle_for(const Options& o, const std::string& mode, const std::string& strategy) {
