@@ -248,6 +248,16 @@ TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
   ::close(holder);
 }
 
+// Until `pub` is connected (at most kWaitMs): runs its duties and drains `sub` into `r` (the
+// subscriber reports back only when polled in inline mode).
+bool wait_connected(Publisher& pub, Subscriber& sub, Received& r) {
+  return spin_until([&] { return pub.is_connected(); }, kWaitMs,
+                    [&] {
+                      pub.service();
+                      drain(sub, r);
+                    });
+}
+
 // ---- public API, inline mode ------------------------------------------------------------------------
 
 void publish_and_check(const std::string& threading, const std::string& extra, std::uint64_t count,
@@ -258,12 +268,7 @@ void publish_and_check(const std::string& threading, const std::string& extra, s
   POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
   // Not connected until the subscriber heard the session and reported back.
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                         [&] {
-                           pub->service();
-                           drain(*sub, r);
-                         }))
-      << "publisher never saw the subscriber";
+  ASSERT_TRUE(wait_connected(*pub, *sub, r)) << "publisher never saw the subscriber";
   std::uint64_t sent = 0;
   const bool inline_mode = threading == "inline";
   // Queued modes: a consumer thread owns `r` until it is joined; the main thread only sees its
@@ -368,11 +373,7 @@ TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
   POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
   POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                         [&] {
-                           pub->service();
-                           drain(*sub, r);
-                         }));
+  ASSERT_TRUE(wait_connected(*pub, *sub, r));
   // 3 x the session timeout with no message: heartbeats from service() keep it up.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
   while (std::chrono::steady_clock::now() < until) {
@@ -401,11 +402,7 @@ TEST(UdpApi, PublisherRestartIsANewSession) {
   for (int round = 0; round < 2; ++round) {
     POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 4), "pub.toml"));
     POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
-    ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                           [&] {
-                             pub->service();
-                             drain(*sub, r);
-                           }));
+    ASSERT_TRUE(wait_connected(*pub, *sub, r));
     for (std::uint64_t i = 1; i <= 100; ++i) {
       std::uint64_t v[2] = {i, 0};
       while (pub->offer(v, sizeof v) < 0) drain(*sub, r);
@@ -429,19 +426,8 @@ TEST(UdpApi, PublisherRestartIsANewSession) {
 
 // ---- endpoints ---------------------------------------------------------------------------------
 
-struct Endpoints {
-  explicit Endpoints(const std::string& toml) {
-    auto c = core::parse_config(toml, "ep.toml");
-    EXPECT_TRUE(c.ok()) << c.status();
-    cfg = *c;
-    core::Clock::init();
-    core::PoolOptions po;
-    po.slots = 4096;
-    po.hugepages = core::HugePages::kOff;
-    pool = std::move(*core::BufferPool::create(po));
-    auto cf = core::CountersFile::create("", "udp-test");
-    counters = std::move(*cf);
-    env = transport::TransportEnv{&cfg, pool.get(), counters.get()};
+struct Endpoints : testing::EndpointEnv {
+  explicit Endpoints(const std::string& toml) : EndpointEnv(toml, 4096, "udp-test") {
     transport::EndpointSpec spec{5, "t", nullptr};
     auto rx_or = transport::udp::UdpRxEndpoint::open(env, spec);
     EXPECT_TRUE(rx_or.ok()) << rx_or.status();
@@ -451,20 +437,27 @@ struct Endpoints {
     tx = std::move(*tx_or);
     next_slot = 0;
   }
-  // Posts `n` frames with a 32-byte payload carrying their index.
-  // Both sides connected (the join handshake served by polls and the publisher's housekeeping),
-  // then what the handshake left drained. False: no connection within 3 s.
+  // Until `connected` (at most kWaitMs), serving the join handshake: polls and the publisher's
+  // housekeeping. False when it did not happen.
+  template <typename Pred>
+  bool handshake_until(Pred&& connected) {
+    return spin_until(connected, kWaitMs, [&] {
+      poll();
+      tx->housekeeping_st(core::Clock::now_ns());
+    });
+  }
+  // Until the publisher is connected (its callers assert it next).
+  void join() {
+    (void)handshake_until([&] { return tx->connected(); });
+  }
+  // Both sides connected, then what the handshake left drained. False: no connection in time.
   bool connect_and_drain() {
-    if (!spin_until([&] { return tx->connected() && rx->connected(); }, kWaitMs,
-                    [&] {
-                      poll();
-                      tx->housekeeping_st(core::Clock::now_ns());
-                    })) {
-      return false;
-    }
+    if (!handshake_until([&] { return tx->connected() && rx->connected(); })) return false;
     for (int i = 0; i < 20; ++i) poll();
     return true;
   }
+
+  // Posts `n` frames with a 32-byte payload carrying their index.
 
   std::uint32_t post(std::uint32_t n) {
     std::vector<transport::TxDesc> d;
@@ -492,10 +485,6 @@ struct Endpoints {
     rx->release_st({d, n}, true);
     return out;
   }
-  core::Config cfg;
-  std::unique_ptr<core::BufferPool> pool;
-  std::unique_ptr<core::CountersFile> counters;
-  transport::TransportEnv env;
   std::unique_ptr<transport::udp::UdpRxEndpoint> rx;
   std::unique_ptr<transport::udp::UdpTxEndpoint> tx;
   std::uint32_t next_slot = 0;
@@ -562,11 +551,7 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
 TEST(UdpEndpoint, NotifyFdWakesOnData) {
   Endpoints e(udp_config("inline", 6));
   // Let the join handshake settle.
-  spin_until([&] { return e.tx->connected(); }, kWaitMs,
-             [&] {
-               e.poll();
-               e.tx->housekeeping_st(core::Clock::now_ns());
-             });
+  e.join();
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 10; ++i) e.poll();
   ASSERT_TRUE(e.rx->try_arm_st());
@@ -720,11 +705,7 @@ TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRi
   // A tiny socket buffer drops most of a burst in the kernel; the publisher's 64 KiB log keeps
   // only the last ~1000 frames, so the rest is reported lost - with the exact count.
   Endpoints e(udp_config("inline", 7, "retransmit_buffer = \"64KiB\"\nsocket_rcvbuf = 4096\nmtu = 1500"));
-  spin_until([&] { return e.tx->connected(); }, kWaitMs,
-             [&] {
-               e.poll();
-               e.tx->housekeeping_st(core::Clock::now_ns());
-             });
+  e.join();
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 5; ++i) e.poll();
   const std::uint32_t total = 20000;
@@ -851,6 +832,12 @@ bool raw_sockets_allowed() {
   return true;
 }
 
+// Skips a test that forges `whose` source address ("publisher's") where raw sockets are not
+// allowed.
+#define POLLUX_REQUIRE_RAW_SOCKETS(whose) \
+  if (!raw_sockets_allowed())             \
+  GTEST_SKIP() << "needs CAP_NET_RAW to forge the " whose " source address (CI runs as root)"
+
 // `toml` (from udp_config) with the counters file on, named `name`.
 std::string with_counters(std::string toml, const std::string& name) {
   const std::string off = "counters = false";
@@ -964,8 +951,7 @@ class HostileSession {
 // spoofer with the live session's next sequence, it must be counted and dropped at decode;
 // the real message with that sequence is then delivered as usual.
 TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("publisher's");
   HostileSession t(8, "udp-hostile-trace");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1034,8 +1020,7 @@ TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
 // at the live position, each followed by more real traffic: every real message is delivered
 // in order, nothing is reported lost, the stream does not end, and each forgery is counted.
 TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("publisher's");
   HostileSession t(9, "udp-hostile-hb");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1295,8 +1280,7 @@ TEST(UdpHostile, NakAmplificationMulticastAnnouncedForger) {
 }
 
 TEST(UdpHostile, NakAmplificationUnicastSpoofedSource) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the subscriber's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("subscriber's");
   const NakAttackResult made_up = nak_attack(false, false, 12, kTestLimits);
   check_bounded(made_up);
   EXPECT_EQ(made_up.repair_bytes, 0u);

@@ -67,20 +67,11 @@ std::string streams_config(const std::string& runtime, std::uint32_t port0, int 
 
 // ---- the source, driven by the test as a poller would --------------------------------------
 
-struct SourceRig {
-  SourceRig(int n, std::uint32_t port0, const std::string& udp_extra = "") {
-    auto c = core::parse_config(streams_config("counters = false", port0, n,
-                                               "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n" + udp_extra),
-                                "src.toml");
-    EXPECT_TRUE(c.ok()) << c.status();
-    cfg = *c;
-    core::Clock::init();
-    core::PoolOptions po;
-    po.slots = 1024;
-    po.hugepages = core::HugePages::kOff;
-    pool = std::move(*core::BufferPool::create(po));
-    counters = std::move(*core::CountersFile::create("", "udp-src-test"));
-    env = transport::TransportEnv{&cfg, pool.get(), counters.get()};
+struct SourceRig : testing::EndpointEnv {
+  SourceRig(int n, std::uint32_t port0, const std::string& udp_extra = "")
+      : EndpointEnv(streams_config("counters = false", port0, n,
+                                   "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n" + udp_extra),
+                    1024, "udp-src-test") {
     transport = std::make_unique<transport::udp::UdpTransport>(env);
     auto s = transport->poller_source(0);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -125,10 +116,6 @@ struct SourceRig {
     }
     rx[i]->release_st({d, n}, false);
   }
-  core::Config cfg;
-  std::unique_ptr<core::BufferPool> pool;
-  std::unique_ptr<core::CountersFile> counters;
-  transport::TransportEnv env;
   std::unique_ptr<transport::udp::UdpTransport> transport;
   transport::udp::UdpPollerSource* source = nullptr;
   std::vector<std::unique_ptr<transport::RxEndpoint>> rx;
