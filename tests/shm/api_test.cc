@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -409,27 +410,50 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   EXPECT_EQ(seqs, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}));
 }
 
+// A publisher and a subscriber of `topic`, each in its own context of `mode` on a stream unique
+// to this test (`tag`), connected.
+struct ConnectedPair {
+  std::unique_ptr<Context> pub_ctx, sub_ctx;
+  std::optional<Publisher> pub;
+  std::optional<Subscriber> sub;
+};
+void open_connected(const char* tag, const char* mode, const char* topic, ConnectedPair* c) {
+  const std::string name = unique_name(tag);
+  c->pub_ctx = make(cfg(name, mode));
+  c->sub_ctx = make(cfg(name, mode));
+  ASSERT_TRUE(c->pub_ctx && c->sub_ctx);
+  POLLUX_ASSERT_OK_DECL(pub, c->pub_ctx->publisher(topic));
+  POLLUX_ASSERT_OK_DECL(sub, c->sub_ctx->subscriber(topic));
+  c->pub.emplace(std::move(*pub));
+  c->sub.emplace(std::move(*sub));
+  wait_connected(*c->pub, *c->sub);
+}
+
+// Polls `sub` (each message to `on_message`; 100 us of sleep after an empty poll) until its end
+// of stream or 10 s; returns the number of ends seen.
+template <typename F>
+int poll_until_end(Subscriber& sub, F&& on_message) {
+  int ended = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
+    if (sub.poll(
+            on_message, [](const Gap&) {},
+            [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64) == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return ended;
+}
+
 // Found by the feed handler (examples/feed_handler): a subscriber that joined a stream and
 // received nothing before the publisher closed it never saw kEndOfStream.
 TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
   for (const char* mode : {"inline", "shared", "dedicated"}) {
     SCOPED_TRACE(mode);
-    const std::string name = unique_name("eos-empty");
-    auto pub_ctx = make(cfg(name, mode));
-    auto sub_ctx = make(cfg(name, mode));
-    POLLUX_ASSERT_OK_DECL(pub, pub_ctx->publisher("empty"));
-    POLLUX_ASSERT_OK_DECL(sub, sub_ctx->subscriber("empty"));
-    wait_connected(*pub, *sub);
-    pub->close();
-    int ended = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
-      if (sub->poll([](const Message&) {}, [](const Gap&) {},
-                    [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64) == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
-    EXPECT_EQ(ended, 1);
+    ConnectedPair c;
+    ASSERT_NO_FATAL_FAILURE(open_connected("eos-empty", mode, "empty", &c));
+    c.pub->close();
+    EXPECT_EQ(poll_until_end(*c.sub, [](const Message&) {}), 1);
   }
 }
 
@@ -438,12 +462,9 @@ TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
 TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
   for (const char* mode : {"shared", "dedicated"}) {
     SCOPED_TRACE(mode);
-    const std::string name = unique_name("eos-views");
-    auto pub_ctx = make(cfg(name, mode));
-    auto sub_ctx = make(cfg(name, mode));
-    POLLUX_ASSERT_OK_DECL(pub, pub_ctx->publisher("views"));
-    POLLUX_ASSERT_OK_DECL(sub, sub_ctx->subscriber("views"));
-    wait_connected(*pub, *sub);
+    ConnectedPair c;
+    ASSERT_NO_FATAL_FAILURE(open_connected("eos-views", mode, "views", &c));
+    auto& pub = c.pub;
     std::byte buf[512];
     constexpr std::uint64_t kCount = 100;  // fewer than the poller hands out without releases
     for (std::uint64_t i = 1; i <= kCount; ++i) {
@@ -454,15 +475,9 @@ TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
     // The poller reads everything, sees the end and runs its housekeeping while we hold back.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::uint64_t good = 0;
-    int ended = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
-      (void)sub->poll(
-          [&](const Message& m) {
-            good += check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence);
-          },
-          [](const Gap&) {}, [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64);
-    }
+    const int ended = poll_until_end(*c.sub, [&](const Message& m) {
+      good += check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence);
+    });
     EXPECT_EQ(good, kCount);
     EXPECT_EQ(ended, 1);
   }
