@@ -1,5 +1,5 @@
 // The workload bench/callgrind/book.sh runs under callgrind with a simulated cache: a generated
-// ITCH feed (--symbols, --messages, seed 1) applied to a BookSet through BookSet::ApplyAll, in
+// ITCH feed (--symbols, --messages, seed 1) applied to a BookSet through BookSet::apply_all, in
 // two parts: the first --warm messages bring the market to its steady state (the books and the
 // order map fill up from empty), then MeasuredApply() applies the rest. The script collects
 // only inside MeasuredApply (--toggle-collect), so instructions and cache misses per message
@@ -19,7 +19,7 @@ namespace {
 // Out of line and named, so callgrind can switch collection on for exactly this call.
 [[gnu::noinline]] pollux::itch::ParseResult MeasuredApply(pollux::itch::BookSet& books,
                                                           std::span<const uint8_t> bytes) {
-  return books.ApplyAll(bytes);
+  return books.apply_all(bytes);
 }
 
 }  // namespace
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   g.symbols = static_cast<std::uint32_t>(symbols);
   g.messages = messages;
   g.seed = 1;
-  auto bytes = pollux::itch::GenerateItch(g);
+  auto bytes = pollux::itch::generate_itch(g);
   if (!bytes.ok()) {
     std::fprintf(stderr, "pollux-callgrind-book: %s\n", std::string(bytes.status().message()).c_str());
     return 1;
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   o.expected_symbols = g.symbols;
   pollux::itch::BookSet books(o);
   const std::span<const uint8_t> all(*bytes);
-  const auto r1 = books.ApplyAll(all.first(split));
+  const auto r1 = books.apply_all(all.first(split));
   const auto r2 = MeasuredApply(books, all.subspan(split));
   if (!r1.ok() || !r2.ok()) {
     std::fprintf(stderr, "pollux-callgrind-book: the feed did not parse\n");

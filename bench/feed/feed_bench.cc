@@ -181,10 +181,10 @@ std::string EnsureFeedFile(const Options& o) {
   g.messages = o.messages;
   g.seed = 1;
   const auto t0 = std::chrono::steady_clock::now();
-  auto bytes = pollux::itch::GenerateItch(g);
+  auto bytes = pollux::itch::generate_itch(g);
   if (!bytes.ok()) Die(std::string(bytes.status().message()));
   const std::string tmp = path + ".tmp";
-  if (auto s = pollux::itch::WriteBinaryFile(tmp, *bytes); !s.ok()) Die(std::string(s.message()));
+  if (auto s = pollux::itch::write_binary_file(tmp, *bytes); !s.ok()) Die(std::string(s.message()));
   rename(tmp.c_str(), path.c_str());
   std::printf("feed file: %s (generated in %.1f s, %.0f MB)\n", path.c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

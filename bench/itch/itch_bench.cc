@@ -42,7 +42,7 @@ const Stream& GetStream(uint32_t symbols) {
       o.symbols = symbols;
       o.messages = g_messages;
       o.seed = 1;
-      absl::StatusOr<std::vector<uint8_t>> b = GenerateItch(o);
+      absl::StatusOr<std::vector<uint8_t>> b = generate_itch(o);
       if (!b.ok()) {
         std::fprintf(stderr, "%s\n", b.status().ToString().c_str());
         std::abort();
@@ -66,7 +66,7 @@ void BM_Frame(benchmark::State& state) {
   const Stream& s = GetStream(100);
   std::array<uint64_t, 256> counts{};
   for (auto _ : state) {
-    ParseResult r = ForEachMessage(s.bytes, [&counts](MessageView m) { ++counts[m.type_byte()]; });
+    ParseResult r = for_each_message(s.bytes, [&counts](MessageView m) { ++counts[m.type_byte()]; });
     benchmark::DoNotOptimize(r);
     benchmark::DoNotOptimize(counts.data());
   }
@@ -118,7 +118,7 @@ void BM_ParseTyped(benchmark::State& state) {
   };
   for (auto _ : state) {
     Sum sum;
-    ParseResult r = VisitMessages(s.bytes, sum);
+    ParseResult r = visit_messages(s.bytes, sum);
     benchmark::DoNotOptimize(r);
     benchmark::DoNotOptimize(sum);
   }
@@ -150,27 +150,27 @@ void RunBooks(benchmark::State& state, Apply apply) {
 // One BookSet::Apply per framed message.
 void BM_ParseAndBook(benchmark::State& state) {
   RunBooks(state, [](BookSet& books, std::span<const uint8_t> bytes) {
-    return ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); });
+    return for_each_message(bytes, [&books](MessageView m) { books.Apply(m); });
   });
 }
 BENCHMARK(BM_ParseAndBook)->Arg(100)->Arg(1000)->Arg(8000)->Unit(benchmark::kMillisecond);
 
-// The same through BookSet::ApplyAll (order slots and levels prefetched a few messages ahead
+// The same through BookSet::apply_all (order slots and levels prefetched a few messages ahead
 // once the market is large).
 void BM_ApplyAll(benchmark::State& state) {
-  RunBooks(state, [](BookSet& books, std::span<const uint8_t> bytes) { return books.ApplyAll(bytes); });
+  RunBooks(state, [](BookSet& books, std::span<const uint8_t> bytes) { return books.apply_all(bytes); });
 }
 BENCHMARK(BM_ApplyAll)->Arg(100)->Arg(1000)->Arg(8000)->Unit(benchmark::kMillisecond);
 
-// Subscriber path: one payload per message (no prefix), validated by CheckMessage.
+// Subscriber path: one payload per message (no prefix), validated by check_message.
 void BM_DecodeSingle(benchmark::State& state) {
   const Stream& s = GetStream(100);
   std::vector<std::span<const uint8_t>> payloads;
   payloads.reserve(s.messages);
-  (void)ForEachMessage(s.bytes, [&](MessageView m) { payloads.push_back(m.bytes()); });
+  (void)for_each_message(s.bytes, [&](MessageView m) { payloads.push_back(m.bytes()); });
   for (auto _ : state) {
     uint64_t ok = 0;
-    for (const auto& p : payloads) ok += CheckMessage(p).ok();
+    for (const auto& p : payloads) ok += check_message(p).ok();
     benchmark::DoNotOptimize(ok);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * payloads.size()));
@@ -182,7 +182,7 @@ void BM_Generate(benchmark::State& state) {
   o.symbols = 100;
   o.messages = 1'000'000;
   for (auto _ : state) {
-    absl::StatusOr<std::vector<uint8_t>> b = GenerateItch(o);
+    absl::StatusOr<std::vector<uint8_t>> b = generate_itch(o);
     benchmark::DoNotOptimize(b);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * o.messages));

@@ -99,7 +99,7 @@ std::atomic<int> g_signal{0};  // the signal that set g_stop, for the closing me
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "set from a signal handler");
 
-extern "C" void OnSignal(int sig) {
+extern "C" void on_signal(int sig) {
   g_signal.store(sig, std::memory_order_relaxed);
   g_stop.store(true, std::memory_order_relaxed);
 }
@@ -110,10 +110,10 @@ extern "C" void OnSignal(int sig) {
 // no wait can swallow the request. SA_RESETHAND on SIGINT: a second Ctrl-C kills outright.
 // A subscriber process leaves Ctrl-C to its parent (it gets the terminal's SIGINT too) and
 // ends with the streams.
-void InstallSignalHandlers(bool subscriber_child) {
+void install_signal_handlers(bool subscriber_child) {
   struct sigaction sa {};
   sigemptyset(&sa.sa_mask);
-  sa.sa_handler = OnSignal;
+  sa.sa_handler = on_signal;
   sa.sa_flags = 0;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
@@ -129,7 +129,7 @@ void InstallSignalHandlers(bool subscriber_child) {
   sigaction(SIGPIPE, &ign, nullptr);
 }
 
-const char* SignalName(int sig) {
+const char* signal_name(int sig) {
   switch (sig) {
     case SIGINT:
       return "SIGINT";
@@ -143,7 +143,7 @@ const char* SignalName(int sig) {
 
 void Fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
 
-absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+absl::StatusOr<Args> parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -175,7 +175,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       if (arg == "--config") a.config = *v;
       if (arg == "--itch") {
         a.overrides.push_back("feed.source=\"file\"");
-        a.overrides.push_back("feed.file=" + TomlString(*v));
+        a.overrides.push_back("feed.file=" + toml_string(*v));
       }
       if (arg == "--set") a.overrides.push_back(*v);
       if (arg == "--book-out") a.book_out = *v;
@@ -306,7 +306,7 @@ struct SharedProgress {
   std::size_t size = 0;
 };
 
-absl::StatusOr<SharedProgress> CreateSharedProgress(std::uint32_t n) {
+absl::StatusOr<SharedProgress> create_shared_progress(std::uint32_t n) {
   SharedProgress sp;
   sp.fd = memfd_create("pollux-feed-progress", MFD_CLOEXEC);
   if (sp.fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
@@ -321,7 +321,7 @@ absl::StatusOr<SharedProgress> CreateSharedProgress(std::uint32_t n) {
   return sp;
 }
 
-absl::StatusOr<RoleProgress*> MapChildProgress(int fd, std::uint32_t index) {
+absl::StatusOr<RoleProgress*> map_child_progress(int fd, std::uint32_t index) {
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(RoleProgress) * (index + 1)) {
     return absl::InvalidArgumentError("--progress-fd: not a progress mapping of this run");
@@ -332,7 +332,7 @@ absl::StatusOr<RoleProgress*> MapChildProgress(int fd, std::uint32_t index) {
   return static_cast<RoleProgress*>(p) + index;
 }
 
-absl::StatusOr<ChildProc> SpawnSubscriber(int argc, char** argv, std::uint32_t index, int progress_fd) {
+absl::StatusOr<ChildProc> spawn_subscriber(int argc, char** argv, std::uint32_t index, int progress_fd) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   // Everything the child needs is built before fork(): after it, only async-signal-safe calls
@@ -366,13 +366,13 @@ absl::StatusOr<ChildProc> SpawnSubscriber(int argc, char** argv, std::uint32_t i
 }
 
 // True once the child has exited (collected without reaping it, so waitpid later still works).
-bool ChildExited(const ChildProc& c) {
+bool child_exited(const ChildProc& c) {
   siginfo_t info{};
   return waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == c.pid;
 }
 
 // Reads every child's report until EOF (or `deadline`), then reaps the children.
-void CollectChildren(std::vector<ChildProc>& children, std::chrono::steady_clock::time_point deadline) {
+void collect_children(std::vector<ChildProc>& children, std::chrono::steady_clock::time_point deadline) {
   for (ChildProc& c : children) {
     char buf[8192];
     for (;;) {
@@ -399,19 +399,19 @@ void CollectChildren(std::vector<ChildProc>& children, std::chrono::steady_clock
 
 // ---- roles -----------------------------------------------------------------------------------
 
-absl::Status WriteOutputs(const Args& a, const itch::BookSet& books) {
+absl::Status write_outputs(const Args& a, const itch::BookSet& books) {
   if (!a.book_out.empty()) {
-    if (absl::Status s = itch::WriteBooksJsonl(books, a.book_out); !s.ok()) return s;
+    if (absl::Status s = itch::write_books_jsonl(books, a.book_out); !s.ok()) return s;
   }
   if (!a.counts_out.empty()) {
-    if (absl::Status s = itch::WriteCountsJson(books.counts(), a.counts_out); !s.ok()) return s;
+    if (absl::Status s = itch::write_counts_json(books.counts(), a.counts_out); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
-                              const LoadedConfig& cfg, const LiveCounterValues& live = {},
-                              const LiveNoteValues& notes = {}) {
+absl::Status write_summary_json(const Args& a, const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
+                                const LoadedConfig& cfg, const LiveCounterValues& live = {},
+                                const LiveNoteValues& notes = {}) {
   if (a.summary_json.empty()) return absl::OkStatus();
   std::ofstream f(a.summary_json, std::ios::trunc);
   f << SummaryJson(pub, subs, cfg.feed, cfg.pollux, live, notes);
@@ -422,19 +422,19 @@ absl::Status WriteSummaryJson(const Args& a, const ReplayResult* pub, const std:
 
 // Live mode: every subscriber is connected and both lines are joined - the moment a script
 // may start the exchange. Printed even with --quiet (scripts wait for it).
-void AnnounceLive(const Source& src) {
+void announce_live(const Source& src) {
   if (!src.listens()) return;
   std::fprintf(stderr, "pollux-feed: live: ready, listening (%s)\n", src.description.c_str());
   std::fflush(stderr);
 }
 
-absl::StatusOr<std::unique_ptr<Context>> MakeContext(const LoadedConfig& cfg) {
+absl::StatusOr<std::unique_ptr<Context>> make_context(const LoadedConfig& cfg) {
   return Context::from_string(cfg.pollux_toml, cfg.pollux_source);
 }
 
 // One subscriber, in this process: runs it and reports (book and counts files for index 0).
-SubscriberReport RunSubscriberHere(Context& ctx, const LoadedConfig& cfg, const Args& a, std::uint32_t index,
-                                   RoleProgress* progress) {
+SubscriberReport run_subscriber_here(Context& ctx, const LoadedConfig& cfg, const Args& a, std::uint32_t index,
+                                     RoleProgress* progress) {
   SubscriberReport rep;
   rep.index = index;
   rep.pid = getpid();
@@ -445,10 +445,10 @@ SubscriberReport RunSubscriberHere(Context& ctx, const LoadedConfig& cfg, const 
     return rep;
   }
   const absl::Status s = (*sub)->Run(progress, g_stop);
-  rep = MakeReport(index, getpid(), (*sub)->result(), cfg.feed, index == 0);
+  rep = make_report(index, getpid(), (*sub)->result(), cfg.feed, index == 0);
   if (!s.ok()) rep.error = std::string(s.message());
   if (s.ok() && index == 0) {
-    if (absl::Status w = WriteOutputs(a, *(*sub)->result().books); !w.ok()) rep.error = std::string(w.message());
+    if (absl::Status w = write_outputs(a, *(*sub)->result().books); !w.ok()) rep.error = std::string(w.message());
   }
   return rep;
 }
@@ -458,14 +458,14 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
   RoleProgress local;
   RoleProgress* progress = &local;
   if (child && a.progress_fd >= 0) {
-    absl::StatusOr<RoleProgress*> p = MapChildProgress(a.progress_fd, a.sub_index);
+    absl::StatusOr<RoleProgress*> p = map_child_progress(a.progress_fd, a.sub_index);
     if (!p.ok()) {
       Fail(std::string(p.status().message()));
       return 2;
     }
     progress = *p;
   }
-  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
+  absl::StatusOr<std::unique_ptr<Context>> ctx = make_context(cfg);
   SubscriberReport rep;
   if (!ctx.ok()) {
     rep.index = a.sub_index;
@@ -481,11 +481,11 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
       printer.emplace(nullptr, 0, progress, 1);
       monitor.emplace(&*printer, cfg.feed.progress_ms, [] {});
     }
-    rep = RunSubscriberHere(**ctx, cfg, a, a.sub_index, progress);
+    rep = run_subscriber_here(**ctx, cfg, a, a.sub_index, progress);
     if (monitor) monitor->Stop();
   }
   if (child) {
-    const std::string text = Serialize(rep);
+    const std::string text = serialize(rep);
     for (std::size_t off = 0; off < text.size();) {
       const ssize_t n = write(a.report_fd, text.data() + off, text.size() - off);
       if (n < 0 && errno == EINTR) continue;  // a SIGTERM while the pipe is full
@@ -496,8 +496,8 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
     return rep.error.empty() ? 0 : 1;
   }
   std::printf("== pollux-feed summary (subscriber) ==\n%s",
-              FormatSubscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
-  if (absl::Status s = WriteSummaryJson(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
+              format_subscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
+  if (absl::Status s = write_summary_json(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
   return rep.error.empty() ? 0 : 1;
 }
 
@@ -510,15 +510,15 @@ struct PublisherSide {
   std::unique_ptr<FeedPublisher> pub;
 };
 
-absl::StatusOr<PublisherSide> OpenPublisherSide(const LoadedConfig& cfg) {
+absl::StatusOr<PublisherSide> open_publisher_side(const LoadedConfig& cfg) {
   PublisherSide side;
-  absl::StatusOr<std::unique_ptr<Source>> src = OpenSource(cfg.feed);
+  absl::StatusOr<std::unique_ptr<Source>> src = open_source(cfg.feed);
   if (!src.ok()) return src.status();
   side.src = *std::move(src);
-  absl::StatusOr<std::unique_ptr<Context>> ctx = MakeContext(cfg);
+  absl::StatusOr<std::unique_ptr<Context>> ctx = make_context(cfg);
   if (!ctx.ok()) return ctx.status();
   side.ctx = *std::move(ctx);
-  side.src->AttachCounters(*side.ctx);
+  side.src->attach_counters(*side.ctx);
   absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(*side.ctx, cfg.feed, cfg.pollux.idle);
   if (!pub.ok()) return pub.status();
   side.pub = *std::move(pub);
@@ -526,7 +526,7 @@ absl::StatusOr<PublisherSide> OpenPublisherSide(const LoadedConfig& cfg) {
 }
 
 int RunPub(const Args& a, const LoadedConfig& cfg) {
-  absl::StatusOr<PublisherSide> side = OpenPublisherSide(cfg);
+  absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
   if (!side.ok()) {
     Fail(std::string(side.status().message()));
     return 2;
@@ -542,7 +542,7 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(s.message()));
     return 1;
   }
-  AnnounceLive(*src);
+  announce_live(*src);
   RoleProgress progress;
   ProgressPrinter printer(&progress, src->messages, nullptr, 0);
   std::optional<Monitor> monitor;
@@ -554,19 +554,19 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
     Fail(std::string(r.status().message()));
     return 1;
   }
-  const LiveCounterValues live = src->LiveCounters();
-  const LiveNoteValues notes = src->LiveNotes();
+  const LiveCounterValues live = src->live_counters();
+  const LiveNoteValues notes = src->live_notes();
   std::printf("== pollux-feed summary (publisher) ==\n%s",
-              FormatPublisher(*r, src->description, src->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
-  if (absl::Status s = WriteSummaryJson(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
+              format_publisher(*r, src->description, src->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
+  if (absl::Status s = write_summary_json(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
 
-int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
+int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   const FeedConfig& fc = cfg.feed;
   const std::uint32_t nsubs = fc.subscribers;
   const bool processes = fc.subscriber_mode == SubscriberMode::kProcess;
-  absl::StatusOr<PublisherSide> side = OpenPublisherSide(cfg);
+  absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
   if (!side.ok()) {
     Fail(std::string(side.status().message()));
     return 2;
@@ -582,7 +582,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   std::vector<std::thread> threads;
   std::vector<SubscriberReport> reports(nsubs);
   if (processes) {
-    absl::StatusOr<SharedProgress> sp = CreateSharedProgress(nsubs);
+    absl::StatusOr<SharedProgress> sp = create_shared_progress(nsubs);
     if (!sp.ok()) {
       Fail(std::string(sp.status().message()));
       return 1;
@@ -590,7 +590,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     shared = *sp;
     sub_progress = shared.blocks;
     for (std::uint32_t i = 0; i < nsubs; ++i) {
-      absl::StatusOr<ChildProc> c = SpawnSubscriber(argc, argv, i, shared.fd);
+      absl::StatusOr<ChildProc> c = spawn_subscriber(argc, argv, i, shared.fd);
       if (!c.ok()) {
         Fail(std::string(c.status().message()));
         g_stop.store(true);
@@ -600,7 +600,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     }
   } else {
     for (std::uint32_t i = 0; i < nsubs; ++i) {
-      threads.emplace_back([&, i] { reports[i] = RunSubscriberHere(*ctx, cfg, a, i, &sub_progress[i]); });
+      threads.emplace_back([&, i] { reports[i] = run_subscriber_here(*ctx, cfg, a, i, &sub_progress[i]); });
     }
   }
 
@@ -611,7 +611,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     if (replay_over.load(std::memory_order_acquire)) return;
     for (std::uint32_t i = 0; i < nsubs; ++i) {
       const bool failed = sub_progress[i].state.load(std::memory_order_acquire) == RoleProgress::kFailed ||
-                          (processes && i < children.size() && ChildExited(children[i]));
+                          (processes && i < children.size() && child_exited(children[i]));
       if (failed && !sub_failed.exchange(true)) g_stop.store(true);
     }
   };
@@ -652,7 +652,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     }
   }
   if (status.ok() && !sub_failed.load()) status = pub->WaitConnected(g_stop);
-  if (status.ok() && !sub_failed.load()) AnnounceLive(*src);
+  if (status.ok() && !sub_failed.load()) announce_live(*src);
 
   std::optional<ReplayResult> replay;
   if (status.ok() && !sub_failed.load()) {
@@ -671,7 +671,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(fc.connect_timeout_ms) + std::chrono::seconds(10);
   if (processes) {
-    CollectChildren(children, deadline);
+    collect_children(children, deadline);
     for (std::uint32_t i = 0; i < nsubs; ++i) {
       reports[i].index = i;
       if (i >= children.size()) {
@@ -679,7 +679,7 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
         continue;
       }
       reports[i].pid = children[i].pid;
-      absl::StatusOr<SubscriberReport> rep = ParseReport(children[i].report);
+      absl::StatusOr<SubscriberReport> rep = parse_report(children[i].report);
       if (rep.ok()) {
         reports[i] = std::move(*rep);
       } else {
@@ -696,26 +696,26 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.Print();
 
   int rc = 0;
-  const LiveCounterValues live = src->LiveCounters();
-  const LiveNoteValues notes = src->LiveNotes();
+  const LiveCounterValues live = src->live_counters();
+  const LiveNoteValues notes = src->live_notes();
   std::printf("== pollux-feed summary ==\n");
   if (replay) {
     std::printf("%s",
-                FormatPublisher(*replay, src->description, src->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
+                format_publisher(*replay, src->description, src->prepare_seconds, fc, cfg.pollux, live, notes).c_str());
     if (replay->stopped) rc = 1;
   }
   for (const SubscriberReport& r : reports) {
-    std::printf("%s", FormatSubscriber(r, fc.replay == ReplayMode::kMax).c_str());
+    std::printf("%s", format_subscriber(r, fc.replay == ReplayMode::kMax).c_str());
     if (!r.error.empty()) rc = 1;
   }
-  std::printf("%s", FormatAgreement(reports).c_str());
-  if (replay) std::printf("%s", FormatEndToEnd(*replay, reports).c_str());
+  std::printf("%s", format_agreement(reports).c_str());
+  if (replay) std::printf("%s", format_end_to_end(*replay, reports).c_str());
   std::fflush(stdout);
   if (!status.ok()) {
     Fail(std::string(status.message()));
     rc = 1;
   }
-  if (absl::Status s = WriteSummaryJson(a, replay ? &*replay : nullptr, reports, cfg, live, notes); !s.ok()) {
+  if (absl::Status s = write_summary_json(a, replay ? &*replay : nullptr, reports, cfg, live, notes); !s.ok()) {
     Fail(std::string(s.message()));
     rc = 1;
   }
@@ -723,15 +723,15 @@ int RunAll(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  absl::StatusOr<Args> args = parse_args(argc, argv);
   if (!args.ok()) {
     Fail(std::string(args.status().message()));
     return examples::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
-  InstallSignalHandlers(a.report_fd >= 0);
-  absl::StatusOr<LoadedConfig> cfg = a.config.empty() ? LoadConfig(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
+  install_signal_handlers(a.report_fd >= 0);
+  absl::StatusOr<LoadedConfig> cfg = a.config.empty() ? load_config(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
                                                       : LoadConfigFile(a.config, a.overrides);
   if (!cfg.ok()) {
     Fail(std::string(cfg.status().message()));
@@ -745,7 +745,7 @@ int Main(int argc, char** argv) {
   int rc = 2;
   switch (a.role) {
     case Role::kAll:
-      rc = RunAll(argc, argv, a, *cfg);
+      rc = run_all(argc, argv, a, *cfg);
       break;
     case Role::kPub:
       rc = RunPub(a, *cfg);
@@ -755,7 +755,7 @@ int Main(int argc, char** argv) {
       break;
   }
   if (const int sig = g_signal.load(std::memory_order_relaxed); sig != 0 && a.report_fd < 0) {
-    Fail(absl::StrCat("stopped by ", SignalName(sig)));
+    Fail(absl::StrCat("stopped by ", signal_name(sig)));
     if (rc == 0) rc = 1;
   }
   return rc;

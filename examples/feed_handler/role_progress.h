@@ -13,7 +13,7 @@ namespace pollux::feed {
 
 // CPU time of the calling thread, ns: the load-independent half of a rate on a shared
 // machine (wall-clock rates drop when other processes take the cores).
-inline std::int64_t ThreadCpuNs() noexcept {
+inline std::int64_t thread_cpu_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;

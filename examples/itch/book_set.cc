@@ -15,11 +15,11 @@ BookSet::BookSet(const BookSetOptions& options)
   books_.reserve(size_t{1} << 16);
   present_.reserve(size_t{1} << 16);
   for (uint32_t i = 1; i <= options.expected_symbols && i <= 65535; ++i) {
-    BookFor(static_cast<uint16_t>(i));
+    book_for(static_cast<uint16_t>(i));
   }
 }
 
-OrderBook& BookSet::NewBook(uint16_t stock_locate) noexcept {
+OrderBook& BookSet::new_book(uint16_t stock_locate) noexcept {
   if (stock_locate >= books_.size()) {
     // Placeholders for skipped locates reserve no levels. No reallocation: see books_.
     books_.resize(stock_locate + 1u, OrderBook(0, 0));
@@ -39,8 +39,8 @@ OrderBook& BookSet::NewBook(uint16_t stock_locate) noexcept {
   return books_[stock_locate];
 }
 
-void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t shares, uint32_t price,
-                        std::string_view stock) noexcept {
+void BookSet::add_to_book(uint16_t locate, uint64_t ref, char side, uint32_t shares, uint32_t price,
+                          std::string_view stock) noexcept {
   if (side != 'B' && side != 'S') [[unlikely]] {
     ++stats_.bad_side;
     return;
@@ -56,7 +56,7 @@ void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t share
   o->stock_locate = locate;
   o->side = static_cast<uint8_t>(s);
   // `o` is not used past this point: a new book may grow (rehash) the order map.
-  OrderBook& b = BookFor(locate);
+  OrderBook& b = book_for(locate);
   // A symbol without a Stock Directory (a capture joined late) is named by its first add.
   if (b.symbol().empty()) [[unlikely]]
     b.set_symbol(stock);
@@ -64,13 +64,13 @@ void BookSet::AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t share
   ++stats_.adds;
 }
 
-void BookSet::TakeShares(Order* o, uint32_t shares) noexcept {
+void BookSet::take_shares(Order* o, uint32_t shares) noexcept {
   bool gone = shares >= o->shares;
   if (shares > o->shares) [[unlikely]] {
     ++stats_.overfill;
     shares = o->shares;
   }
-  if (!books_[o->stock_locate].Reduce(static_cast<Side>(o->side), o->price, shares, gone)) [[unlikely]] {
+  if (!books_[o->stock_locate].reduce(static_cast<Side>(o->side), o->price, shares, gone)) [[unlikely]] {
     ++stats_.level_mismatch;
   }
   if (gone) {
@@ -86,7 +86,7 @@ void BookSet::Execute(uint64_t ref, uint32_t shares) noexcept {
     ++stats_.unknown_execute;
     return;
   }
-  TakeShares(o, shares);
+  take_shares(o, shares);
   ++stats_.executions;
 }
 
@@ -96,7 +96,7 @@ void BookSet::Cancel(uint64_t ref, uint32_t shares) noexcept {
     ++stats_.unknown_cancel;
     return;
   }
-  TakeShares(o, shares);
+  take_shares(o, shares);
   ++stats_.cancels;
 }
 
@@ -106,7 +106,7 @@ void BookSet::Delete(uint64_t ref) noexcept {
     ++stats_.unknown_delete;
     return;
   }
-  TakeShares(o, o->shares);
+  take_shares(o, o->shares);
   ++stats_.deletes;
 }
 
@@ -123,7 +123,7 @@ void BookSet::Replace(const OrderReplace& m) noexcept {
     ++stats_.duplicate_add;
     return;
   }
-  TakeShares(o, old.shares);  // invalidates o
+  take_shares(o, old.shares);  // invalidates o
   auto [n, inserted] = orders_.Insert(new_ref);
   (void)inserted;  // checked above
   n->price = m.price();
@@ -134,19 +134,19 @@ void BookSet::Replace(const OrderReplace& m) noexcept {
   ++stats_.replaces;
 }
 
-void BookSet::Apply(MessageView m) noexcept { ApplyOne(m); }
+void BookSet::Apply(MessageView m) noexcept { apply_one(m); }
 
-void BookSet::ApplyOne(MessageView m) noexcept {
+void BookSet::apply_one(MessageView m) noexcept {
   counts_.Add(m.type_byte());
   switch (m.type()) {
     case 'A': {
       const auto a = m.As<AddOrder>();
-      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
+      add_to_book(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'F': {
       const auto a = m.As<AddOrderMpid>();
-      AddToBook(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
+      add_to_book(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'E': {
@@ -175,7 +175,7 @@ void BookSet::ApplyOne(MessageView m) noexcept {
       break;
     case 'R': {
       const auto r = m.As<StockDirectory>();
-      BookFor(r.stock_locate()).set_symbol(r.stock());
+      book_for(r.stock_locate()).set_symbol(r.stock());
       break;
     }
     default:
@@ -183,7 +183,7 @@ void BookSet::ApplyOne(MessageView m) noexcept {
   }
 }
 
-ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
+ParseResult BookSet::apply_all(std::span<const uint8_t> binary_file) noexcept {
   // A short software pipeline, so the cache misses of a large market (tens of MB of order
   // map and levels at thousands of symbols) overlap the work on the messages in between:
   // framed -> the order slot and the book object prefetched; kAhead / 2 messages later -> the
@@ -200,12 +200,12 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
   constexpr size_t kInputAhead = 512;  // ~16 messages
   MessageView ring[kAhead];
   uint32_t head = 0, held = 0;
-  // One inlined copy of the handlers below (ApplyOne), shared by both loops: no call, no
+  // One inlined copy of the handlers below (apply_one), shared by both loops: no call, no
   // prologue per message.
-  const ParseResult r = ForEachMessage(binary_file, [&](MessageView m) {
+  const ParseResult r = for_each_message(binary_file, [&](MessageView m) {
     if (!pipelined) {  // the ring is empty: switching is seamless
       if ((++plain & 4095) == 0) pipelined = orders_.size() >= kPipelineMinOrders;
-      ApplyOne(m);
+      apply_one(m);
       return;
     }
     // The input a few hundred bytes ahead: a subscriber's chunk was just written by the
@@ -219,7 +219,7 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
       case 'X':
       case 'D':
       case 'U':
-        orders_.Prefetch(LoadBe64(m.data() + 11));                   // every one of these holds a reference there
+        orders_.Prefetch(load_be64(m.data() + 11));                  // every one of these holds a reference there
         __builtin_prefetch(books_.data() + m.stock_locate(), 0, 3);  // reserved: a valid address
         break;
       default:
@@ -228,7 +228,7 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
     if (held >= kAhead / 2) {
       // A placeholder book (a locate never named) has empty sides: no present_ check needed.
       const uint16_t locate = ring[(head + kAhead - kAhead / 2) % kAhead].stock_locate();
-      if (locate < books_.size()) books_[locate].PrefetchTop();
+      if (locate < books_.size()) books_[locate].prefetch_top();
     }
     const MessageView due = ring[head];
     ring[head] = m;
@@ -237,7 +237,7 @@ ParseResult BookSet::ApplyAll(std::span<const uint8_t> binary_file) noexcept {
       ++held;
       return;
     }
-    ApplyOne(due);
+    apply_one(due);
   });
   for (uint32_t i = 0; i < held; ++i) Apply(ring[(head + kAhead - held + i) % kAhead]);
   return r;
@@ -263,7 +263,7 @@ BookStats& BookStats::operator+=(const BookStats& o) noexcept {
 }
 static_assert(sizeof(BookStats) == 15 * sizeof(uint64_t), "BookStats::operator+= adds every field");
 
-void BookSet::Absorb(std::unique_ptr<BookSet> other) {
+void BookSet::absorb(std::unique_ptr<BookSet> other) {
   if (other == nullptr || other.get() == this) return;
   BookSet& o = *other;
   for (size_t l = 0; l < o.books_.size(); ++l) {
@@ -283,7 +283,7 @@ void BookSet::Absorb(std::unique_ptr<BookSet> other) {
     ++books_present_;
   }
   orders_.Reserve(orders_.size() + o.orders_.size());
-  o.orders_.ForEach([&](const Order& order) {
+  o.orders_.for_each([&](const Order& order) {
     auto [slot, inserted] = orders_.Insert(order.ref);
     if (!inserted) {
       ++stats_.partition_conflicts;

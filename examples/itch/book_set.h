@@ -48,7 +48,7 @@ struct BookStats {
   uint64_t overfill = 0;         // E/C/X for more shares than left (clamped, order removed)
   uint64_t bad_side = 0;         // A/F with a side other than 'B'/'S' (ignored)
   uint64_t level_mismatch = 0;   // order map and level book disagreed (a bug if non-zero)
-  // Absorb(): a book both partitions held (the other's was dropped), or a live order reference
+  // absorb(): a book both partitions held (the other's was dropped), or a live order reference
   // both held (the other's was dropped). Zero when the input was partitioned by stock locate.
   uint64_t partition_conflicts = 0;
 
@@ -87,12 +87,12 @@ class BookSet {
  public:
   explicit BookSet(const BookSetOptions& options = {});
 
-  // Applies one validated message (from the reader or DecodeMessage).
+  // Applies one validated message (from the reader or decode_message).
   void Apply(MessageView m) noexcept;
 
   // Frames and applies a whole BinaryFILE buffer. Stops at the first malformed record
   // (every message before it is applied) and returns the reader's result.
-  ParseResult ApplyAll(std::span<const uint8_t> binary_file) noexcept;
+  ParseResult apply_all(std::span<const uint8_t> binary_file) noexcept;
 
   // The book of `stock_locate`, or nullptr if no R or add has named it. The pointer stays
   // valid for the BookSet's lifetime.
@@ -101,7 +101,7 @@ class BookSet {
   }
   // Calls f(const OrderBook&) for every book, in stock locate order.
   template <class F>
-  void ForEachBook(F&& f) const {
+  void for_each_book(F&& f) const {
     for (size_t i = 0; i < books_.size(); ++i) {
       if (present_[i]) f(books_[i]);
     }
@@ -124,7 +124,7 @@ class BookSet {
   // `other`'s order map). `other` is kept alive inside this set: the moved books' level arrays
   // stay in its arena. A locate or an order reference present on both sides (the partitions
   // were not disjoint) keeps this set's and is counted in stats().partition_conflicts.
-  void Absorb(std::unique_ptr<BookSet> other);
+  void absorb(std::unique_ptr<BookSet> other);
 
   // Forgets every order, level, count and stat, keeping books, names and capacity, so a
   // benchmark or a replay can start over without allocating.
@@ -132,30 +132,30 @@ class BookSet {
 
  private:
   // The book of `stock_locate`, created on first sight.
-  OrderBook& BookFor(uint16_t stock_locate) noexcept {
+  OrderBook& book_for(uint16_t stock_locate) noexcept {
     if (stock_locate < books_.size() && present_[stock_locate]) [[likely]] {
       return books_[stock_locate];
     }
-    return NewBook(stock_locate);
+    return new_book(stock_locate);
   }
-  OrderBook& NewBook(uint16_t stock_locate) noexcept;
+  OrderBook& new_book(uint16_t stock_locate) noexcept;
   // Apply's body, inlined into Apply and into ApplyAll's loop.
-  [[gnu::always_inline]] inline void ApplyOne(MessageView m) noexcept;
+  [[gnu::always_inline]] inline void apply_one(MessageView m) noexcept;
   // The per-message handlers are forced inline so Apply is one function with one
   // prologue: that cut ~15% of the instructions per message (callgrind).
-  [[gnu::always_inline]] inline void AddToBook(uint16_t locate, uint64_t ref, char side, uint32_t shares,
-                                               uint32_t price, std::string_view stock) noexcept;
+  [[gnu::always_inline]] inline void add_to_book(uint16_t locate, uint64_t ref, char side, uint32_t shares,
+                                                 uint32_t price, std::string_view stock) noexcept;
   [[gnu::always_inline]] inline void Execute(uint64_t ref, uint32_t shares) noexcept;
   [[gnu::always_inline]] inline void Cancel(uint64_t ref, uint32_t shares) noexcept;
   [[gnu::always_inline]] inline void Delete(uint64_t ref) noexcept;
   [[gnu::always_inline]] inline void Replace(const OrderReplace& m) noexcept;
   // Takes `shares` off live order `o` (removing it when none are left).
-  [[gnu::always_inline]] inline void TakeShares(Order* o, uint32_t shares) noexcept;
+  [[gnu::always_inline]] inline void take_shares(Order* o, uint32_t shares) noexcept;
 
   // Declared before books_, which return their level arrays to it when destroyed; behind a
   // pointer so the books' pointers to it survive a move of the BookSet.
   std::unique_ptr<LevelArena> arena_;
-  // Sets taken over by Absorb(), declared before books_ so they outlive the books that use
+  // Sets taken over by absorb(), declared before books_ so they outlive the books that use
   // their arenas.
   std::vector<std::unique_ptr<BookSet>> absorbed_;
   OrderMap orders_;

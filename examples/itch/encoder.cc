@@ -9,7 +9,7 @@
 namespace pollux::itch {
 namespace {
 
-void PutAlpha(uint8_t* p, std::string_view s, size_t width) {
+void put_alpha(uint8_t* p, std::string_view s, size_t width) {
   const size_t n = std::min(s.size(), width);
   std::memcpy(p, s.data(), n);
   std::memset(p + n, ' ', width - n);
@@ -18,130 +18,130 @@ void PutAlpha(uint8_t* p, std::string_view s, size_t width) {
 }  // namespace
 
 uint8_t* Encoder::Begin(char type, const Header& h) {
-  const size_t size = MessageSize(type);
+  const size_t size = message_size(type);
   const size_t prefix = framing_ == Framing::kNone ? 0 : 2;
   const size_t at = out_->size();
   out_->resize(at + prefix + size);
   uint8_t* p = out_->data() + at;
   if (prefix != 0) {
-    StoreBe16(p, framing_ == Framing::kLengthPrefix ? static_cast<uint16_t>(size) : 0);
+    store_be16(p, framing_ == Framing::kLengthPrefix ? static_cast<uint16_t>(size) : 0);
     p += prefix;
   }
   p[0] = static_cast<uint8_t>(type);
-  StoreBe16(p + 1, h.stock_locate);
-  StoreBe16(p + 3, h.tracking_number);
-  StoreBe48(p + 5, h.timestamp);
+  store_be16(p + 1, h.stock_locate);
+  store_be16(p + 3, h.tracking_number);
+  store_be48(p + 5, h.timestamp);
   return p;
 }
 
-void Encoder::AppendSystemEvent(const Header& h, char event_code) {
+void Encoder::append_system_event(const Header& h, char event_code) {
   uint8_t* p = Begin('S', h);
   p[11] = static_cast<uint8_t>(event_code);
 }
 
-void Encoder::AppendStockDirectory(const Header& h, std::string_view stock, const StockDirectoryFields& f) {
+void Encoder::append_stock_directory(const Header& h, std::string_view stock, const StockDirectoryFields& f) {
   uint8_t* p = Begin('R', h);
-  PutAlpha(p + 11, stock, 8);
+  put_alpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(f.market_category);
   p[20] = static_cast<uint8_t>(f.financial_status_indicator);
-  StoreBe32(p + 21, f.round_lot_size);
+  store_be32(p + 21, f.round_lot_size);
   p[25] = static_cast<uint8_t>(f.round_lots_only);
   p[26] = static_cast<uint8_t>(f.issue_classification);
-  PutAlpha(p + 27, f.issue_sub_type, 2);
+  put_alpha(p + 27, f.issue_sub_type, 2);
   p[29] = static_cast<uint8_t>(f.authenticity);
   p[30] = static_cast<uint8_t>(f.short_sale_threshold_indicator);
   p[31] = static_cast<uint8_t>(f.ipo_flag);
   p[32] = static_cast<uint8_t>(f.luld_reference_price_tier);
   p[33] = static_cast<uint8_t>(f.etp_flag);
-  StoreBe32(p + 34, f.etp_leverage_factor);
+  store_be32(p + 34, f.etp_leverage_factor);
   p[38] = static_cast<uint8_t>(f.inverse_indicator);
 }
 
-void Encoder::AppendStockTradingAction(const Header& h, std::string_view stock, char trading_state,
-                                       std::string_view reason) {
+void Encoder::append_stock_trading_action(const Header& h, std::string_view stock, char trading_state,
+                                          std::string_view reason) {
   uint8_t* p = Begin('H', h);
-  PutAlpha(p + 11, stock, 8);
+  put_alpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(trading_state);
   p[20] = ' ';
-  PutAlpha(p + 21, reason, 4);
+  put_alpha(p + 21, reason, 4);
 }
 
-void Encoder::AppendAddOrder(const Header& h, uint64_t order_reference, char side, uint32_t shares,
-                             std::string_view stock, uint32_t price) {
+void Encoder::append_add_order(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                               std::string_view stock, uint32_t price) {
   uint8_t* p = Begin('A', h);
-  StoreBe64(p + 11, order_reference);
+  store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
-  StoreBe32(p + 20, shares);
-  PutAlpha(p + 24, stock, 8);
-  StoreBe32(p + 32, price);
+  store_be32(p + 20, shares);
+  put_alpha(p + 24, stock, 8);
+  store_be32(p + 32, price);
 }
 
-void Encoder::AppendAddOrderMpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
-                                 std::string_view stock, uint32_t price, std::string_view attribution) {
+void Encoder::append_add_order_mpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                                    std::string_view stock, uint32_t price, std::string_view attribution) {
   uint8_t* p = Begin('F', h);
-  StoreBe64(p + 11, order_reference);
+  store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
-  StoreBe32(p + 20, shares);
-  PutAlpha(p + 24, stock, 8);
-  StoreBe32(p + 32, price);
-  PutAlpha(p + 36, attribution, 4);
+  store_be32(p + 20, shares);
+  put_alpha(p + 24, stock, 8);
+  store_be32(p + 32, price);
+  put_alpha(p + 36, attribution, 4);
 }
 
-void Encoder::AppendOrderExecuted(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
+void Encoder::append_order_executed(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
   uint8_t* p = Begin('E', h);
-  StoreBe64(p + 11, order_reference);
-  StoreBe32(p + 19, shares);
-  StoreBe64(p + 23, match_number);
+  store_be64(p + 11, order_reference);
+  store_be32(p + 19, shares);
+  store_be64(p + 23, match_number);
 }
 
-void Encoder::AppendOrderExecutedWithPrice(const Header& h, uint64_t order_reference, uint32_t shares,
-                                           uint64_t match_number, char printable, uint32_t price) {
+void Encoder::append_order_executed_with_price(const Header& h, uint64_t order_reference, uint32_t shares,
+                                               uint64_t match_number, char printable, uint32_t price) {
   uint8_t* p = Begin('C', h);
-  StoreBe64(p + 11, order_reference);
-  StoreBe32(p + 19, shares);
-  StoreBe64(p + 23, match_number);
+  store_be64(p + 11, order_reference);
+  store_be32(p + 19, shares);
+  store_be64(p + 23, match_number);
   p[31] = static_cast<uint8_t>(printable);
-  StoreBe32(p + 32, price);
+  store_be32(p + 32, price);
 }
 
-void Encoder::AppendOrderCancel(const Header& h, uint64_t order_reference, uint32_t shares) {
+void Encoder::append_order_cancel(const Header& h, uint64_t order_reference, uint32_t shares) {
   uint8_t* p = Begin('X', h);
-  StoreBe64(p + 11, order_reference);
-  StoreBe32(p + 19, shares);
+  store_be64(p + 11, order_reference);
+  store_be32(p + 19, shares);
 }
 
-void Encoder::AppendOrderDelete(const Header& h, uint64_t order_reference) {
+void Encoder::append_order_delete(const Header& h, uint64_t order_reference) {
   uint8_t* p = Begin('D', h);
-  StoreBe64(p + 11, order_reference);
+  store_be64(p + 11, order_reference);
 }
 
-void Encoder::AppendOrderReplace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
-                                 uint32_t shares, uint32_t price) {
+void Encoder::append_order_replace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
+                                   uint32_t shares, uint32_t price) {
   uint8_t* p = Begin('U', h);
-  StoreBe64(p + 11, original_order_reference);
-  StoreBe64(p + 19, new_order_reference);
-  StoreBe32(p + 27, shares);
-  StoreBe32(p + 31, price);
+  store_be64(p + 11, original_order_reference);
+  store_be64(p + 19, new_order_reference);
+  store_be32(p + 27, shares);
+  store_be32(p + 31, price);
 }
 
-void Encoder::AppendTrade(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
-                          uint32_t price, uint64_t match_number) {
+void Encoder::append_trade(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                           std::string_view stock, uint32_t price, uint64_t match_number) {
   uint8_t* p = Begin('P', h);
-  StoreBe64(p + 11, order_reference);
+  store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
-  StoreBe32(p + 20, shares);
-  PutAlpha(p + 24, stock, 8);
-  StoreBe32(p + 32, price);
-  StoreBe64(p + 36, match_number);
+  store_be32(p + 20, shares);
+  put_alpha(p + 24, stock, 8);
+  store_be32(p + 32, price);
+  store_be64(p + 36, match_number);
 }
 
-void Encoder::AppendRaw(std::span<const uint8_t> body) {
+void Encoder::append_raw(std::span<const uint8_t> body) {
   const size_t prefix = framing_ == Framing::kNone ? 0 : 2;
   const size_t at = out_->size();
   out_->resize(at + prefix + body.size());
   uint8_t* p = out_->data() + at;
   if (prefix != 0) {
-    StoreBe16(p, framing_ == Framing::kLengthPrefix ? static_cast<uint16_t>(body.size()) : 0);
+    store_be16(p, framing_ == Framing::kLengthPrefix ? static_cast<uint16_t>(body.size()) : 0);
   }
   if (!body.empty()) std::memcpy(p + prefix, body.data(), body.size());
 }

@@ -50,26 +50,26 @@ class Encoder {
   explicit Encoder(std::vector<uint8_t>* out, Framing framing = Framing::kLengthPrefix) noexcept
       : out_(out), framing_(framing) {}
 
-  void AppendSystemEvent(const Header& h, char event_code);
-  void AppendStockDirectory(const Header& h, std::string_view stock, const StockDirectoryFields& f = {});
-  void AppendStockTradingAction(const Header& h, std::string_view stock, char trading_state,
-                                std::string_view reason = "");
-  void AppendAddOrder(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
-                      uint32_t price);
-  void AppendAddOrderMpid(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
-                          uint32_t price, std::string_view attribution);
-  void AppendOrderExecuted(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number);
-  void AppendOrderExecutedWithPrice(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number,
-                                    char printable, uint32_t price);
-  void AppendOrderCancel(const Header& h, uint64_t order_reference, uint32_t shares);
-  void AppendOrderDelete(const Header& h, uint64_t order_reference);
-  void AppendOrderReplace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
-                          uint32_t shares, uint32_t price);
-  void AppendTrade(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
-                   uint32_t price, uint64_t match_number);
+  void append_system_event(const Header& h, char event_code);
+  void append_stock_directory(const Header& h, std::string_view stock, const StockDirectoryFields& f = {});
+  void append_stock_trading_action(const Header& h, std::string_view stock, char trading_state,
+                                   std::string_view reason = "");
+  void append_add_order(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
+                        uint32_t price);
+  void append_add_order_mpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
+                             std::string_view stock, uint32_t price, std::string_view attribution);
+  void append_order_executed(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number);
+  void append_order_executed_with_price(const Header& h, uint64_t order_reference, uint32_t shares,
+                                        uint64_t match_number, char printable, uint32_t price);
+  void append_order_cancel(const Header& h, uint64_t order_reference, uint32_t shares);
+  void append_order_delete(const Header& h, uint64_t order_reference);
+  void append_order_replace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
+                            uint32_t shares, uint32_t price);
+  void append_trade(const Header& h, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
+                    uint32_t price, uint64_t match_number);
   // Any message given as its bytes (type byte first), framed like the others; the length
   // prefix is body.size(), so this can also write deliberately inconsistent records.
-  void AppendRaw(std::span<const uint8_t> body);
+  void append_raw(std::span<const uint8_t> body);
 
   [[nodiscard]] Framing framing() const noexcept { return framing_; }
 

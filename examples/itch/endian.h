@@ -10,48 +10,48 @@
 
 namespace pollux::itch {
 
-[[nodiscard]] inline uint16_t LoadBe16(const uint8_t* p) noexcept {
+[[nodiscard]] inline uint16_t load_be16(const uint8_t* p) noexcept {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);
   return __builtin_bswap16(v);
 }
 
-[[nodiscard]] inline uint32_t LoadBe32(const uint8_t* p) noexcept {
+[[nodiscard]] inline uint32_t load_be32(const uint8_t* p) noexcept {
   uint32_t v;
   std::memcpy(&v, p, sizeof v);
   return __builtin_bswap32(v);
 }
 
-[[nodiscard]] inline uint64_t LoadBe64(const uint8_t* p) noexcept {
+[[nodiscard]] inline uint64_t load_be64(const uint8_t* p) noexcept {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
   return __builtin_bswap64(v);
 }
 
 // 6-byte unsigned integer (ITCH timestamps: nanoseconds since midnight).
-[[nodiscard]] inline uint64_t LoadBe48(const uint8_t* p) noexcept {
-  return (static_cast<uint64_t>(LoadBe16(p)) << 32) | LoadBe32(p + 2);
+[[nodiscard]] inline uint64_t load_be48(const uint8_t* p) noexcept {
+  return (static_cast<uint64_t>(load_be16(p)) << 32) | load_be32(p + 2);
 }
 
-inline void StoreBe16(uint8_t* p, uint16_t v) noexcept {
+inline void store_be16(uint8_t* p, uint16_t v) noexcept {
   v = __builtin_bswap16(v);
   std::memcpy(p, &v, sizeof v);
 }
 
-inline void StoreBe32(uint8_t* p, uint32_t v) noexcept {
+inline void store_be32(uint8_t* p, uint32_t v) noexcept {
   v = __builtin_bswap32(v);
   std::memcpy(p, &v, sizeof v);
 }
 
-inline void StoreBe64(uint8_t* p, uint64_t v) noexcept {
+inline void store_be64(uint8_t* p, uint64_t v) noexcept {
   v = __builtin_bswap64(v);
   std::memcpy(p, &v, sizeof v);
 }
 
 // Stores the low 48 bits of `v`.
-inline void StoreBe48(uint8_t* p, uint64_t v) noexcept {
-  StoreBe16(p, static_cast<uint16_t>(v >> 32));
-  StoreBe32(p + 2, static_cast<uint32_t>(v));
+inline void store_be48(uint8_t* p, uint64_t v) noexcept {
+  store_be16(p, static_cast<uint16_t>(v >> 32));
+  store_be32(p + 2, static_cast<uint32_t>(v));
 }
 
 }  // namespace pollux::itch

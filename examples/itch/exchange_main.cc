@@ -150,7 +150,7 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 // The clock of the kernel's receive timestamps (SO_TIMESTAMPNS).
-int64_t RealtimeNs() {
+int64_t realtime_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
@@ -175,7 +175,7 @@ constexpr char kHelp[] =
 
 [[noreturn]] void UsageError(const std::string& msg) { pollux::examples::usage_error(kProg, msg); }
 
-sockaddr_in ParseEndpoint(const std::string& flag, const std::string& s, bool multicast) {
+sockaddr_in parse_endpoint(const std::string& flag, const std::string& s, bool multicast) {
   const size_t colon = s.rfind(':');
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -191,7 +191,7 @@ sockaddr_in ParseEndpoint(const std::string& flag, const std::string& s, bool mu
   return a;
 }
 
-std::string AddrText(in_addr a) {
+std::string addr_text(in_addr a) {
   char buf[INET_ADDRSTRLEN] = "?";
   inet_ntop(AF_INET, &a, buf, sizeof buf);
   return buf;
@@ -208,7 +208,7 @@ class AllowList {
       if (item == "any") {
         l.any_ = true;
       } else if (item == "connected") {
-        l.AddConnected();
+        l.add_connected();
       } else {
         const size_t slash = item.find('/');
         in_addr a{};
@@ -239,7 +239,7 @@ class AllowList {
   };
   // The networks of this host's interfaces as they are at start (an address added later is
   // not in the list until a restart).
-  void AddConnected() {
+  void add_connected() {
     ifaddrs* ifs = nullptr;
     if (::getifaddrs(&ifs) != 0) {
       std::fprintf(stderr, "%s: --allow connected: getifaddrs: %s\n", kProg, std::strerror(errno));
@@ -262,7 +262,7 @@ class AllowList {
 };
 
 // The first IPv4 address of interface `name`, if it has one.
-std::optional<in_addr> InterfaceAddress(const std::string& name) {
+std::optional<in_addr> interface_address(const std::string& name) {
   ifaddrs* ifs = nullptr;
   if (::getifaddrs(&ifs) != 0) return std::nullopt;
   std::optional<in_addr> out;
@@ -299,9 +299,9 @@ class History {
     ++next_seq_;
   }
   // Every message of a packet PacketBuilder wrote (valid by construction: no checks).
-  void AppendPacket(std::span<const uint8_t> p) noexcept {
+  void append_packet(std::span<const uint8_t> p) noexcept {
     for (size_t off = mold::kPacketHeaderSize; off + mold::kBlockLengthSize <= p.size();) {
-      const size_t n = pollux::itch::LoadBe16(p.data() + off);
+      const size_t n = pollux::itch::load_be16(p.data() + off);
       Append(p.subspan(off + mold::kBlockLengthSize, n));
       off += mold::kBlockLengthSize + n;
     }
@@ -309,13 +309,13 @@ class History {
   [[nodiscard]] uint64_t oldest() const noexcept { return next_seq_ > depth_ ? next_seq_ - depth_ : 1; }
   [[nodiscard]] uint64_t next() const noexcept { return next_seq_; }
   // Size of message `seq` (oldest() <= seq < next()).
-  [[nodiscard]] size_t SizeOf(uint64_t seq) const noexcept {
-    return pollux::itch::MessageSize(bytes_[starts_[seq % depth_] % cap_]);
+  [[nodiscard]] size_t size_of(uint64_t seq) const noexcept {
+    return pollux::itch::message_size(bytes_[starts_[seq % depth_] % cap_]);
   }
-  // Copies message `seq` (oldest() <= seq < next()) to out (SizeOf(seq) bytes).
+  // Copies message `seq` (oldest() <= seq < next()) to out (size_of(seq) bytes).
   void Copy(uint64_t seq, uint8_t* out) const noexcept {
     const size_t at = starts_[seq % depth_] % cap_;
-    const size_t n = pollux::itch::MessageSize(bytes_[at]);
+    const size_t n = pollux::itch::message_size(bytes_[at]);
     const size_t first = std::min<size_t>(n, cap_ - at);
     std::memcpy(out, &bytes_[at], first);
     std::memcpy(out + first, &bytes_[0], n - first);
@@ -398,7 +398,7 @@ class Budgets {
       index_.emplace(addr, i);
     }
     nodes_[i].last_ns = now_ns;
-    PushFront(i);
+    push_front(i);
     return nodes_[i].tokens;
   }
 
@@ -416,7 +416,7 @@ class Budgets {
     (n.next == kNone ? tail_ : nodes_[n.next].prev) = n.prev;
     n.prev = n.next = kNone;
   }
-  void PushFront(uint32_t i) noexcept {
+  void push_front(uint32_t i) noexcept {
     nodes_[i].next = head_;
     nodes_[i].prev = kNone;
     if (head_ != kNone) nodes_[head_].prev = i;
@@ -567,7 +567,7 @@ class Server {
             arrived_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
           }
         }
-        if (arrived_ns == 0) arrived_ns = RealtimeNs();
+        if (arrived_ns == 0) arrived_ns = realtime_ns();
         Serve(std::span<const uint8_t>(in, std::min<size_t>(static_cast<size_t>(n), sizeof in)),
               static_cast<uint64_t>(n), from, have_local ? &local : nullptr, arrived_ns);
       }
@@ -576,7 +576,7 @@ class Server {
 
   // Sends one reply packet from the local address the request arrived on (`local`), so a
   // requester whose socket is connected to that address accepts it on a multi-homed host.
-  void SendReply(std::span<const uint8_t> p, const sockaddr_in& to, const in_pktinfo* local) {
+  void send_reply(std::span<const uint8_t> p, const sockaddr_in& to, const in_pktinfo* local) {
     iovec iov{const_cast<uint8_t*>(p.data()), p.size()};
     msghdr mh{};
     mh.msg_name = const_cast<sockaddr_in*>(&to);
@@ -621,7 +621,7 @@ class Server {
       oldest = sh_.history->oldest();
       next = sh_.history->next();
     }
-    const mold::Request r = mold::ParseRequest(in, &session);
+    const mold::Request r = mold::parse_request(in, &session);
     const bool valid = r.ok() && r.sequence < next && r.sequence >= oldest;
     if (valid) last_valid_ns_.store(now, std::memory_order_relaxed);
     if (valid && o_.serve_delay_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(o_.serve_delay_ns));
@@ -692,20 +692,20 @@ class Server {
           }
           (void)pb.Begin(session, seq);
           while (seq < last) {
-            uint8_t* at = pb.Reserve(sh_.history->SizeOf(seq));
+            uint8_t* at = pb.Reserve(sh_.history->size_of(seq));
             if (at == nullptr) break;
             sh_.history->Copy(seq, at);
             ++seq;
           }
         }
         const uint16_t k = pb.count();
-        SendReply(pb.Finish(), from, local);
+        send_reply(pb.Finish(), from, local);
         ++c_.reply_packets;
         c_.reply_messages += k;
         --packets;
       }
       if (seq > first) {
-        ring_.Add(addr, from.sin_port, generation, first, seq, RealtimeNs());
+        ring_.Add(addr, from.sin_port, generation, first, seq, realtime_ns());
         sent += seq - first;
         budget -= seq - first;
       }
@@ -749,7 +749,7 @@ class Lines {
   }
 
   // One data packet on both lines, each subject to its own drop draw; B may be delayed.
-  void SendData(std::span<const uint8_t> p, uint16_t n) {
+  void send_data(std::span<const uint8_t> p, uint16_t n) {
     last_send = Clock::now();
     const bool drop_a = drop_a_ppm != 0 && rng_a.Below(1000000) < drop_a_ppm;
     const bool drop_b = drop_b_ppm != 0 && rng_b.Below(1000000) < drop_b_ppm;
@@ -774,16 +774,16 @@ class Lines {
     }
     ++c.packets_b;
     c.messages_b += n;
-    SendB(p);
+    send_b(p);
   }
 
   void SendControl(std::span<const uint8_t> p) {
     last_send = Clock::now();
     Send(line_a, p);
-    SendB(p);
+    send_b(p);
   }
 
-  void FlushDelayed(bool all) {
+  void flush_delayed(bool all) {
     const auto now = Clock::now();
     while (delayed_head_ < delayed_.size() && (all || delayed_[delayed_head_].due <= now)) {
       Send(line_b, delayed_[delayed_head_].bytes);
@@ -794,14 +794,14 @@ class Lines {
       delayed_head_ = 0;
     }
   }
-  [[nodiscard]] bool DelayedPending() const { return delayed_head_ < delayed_.size(); }
+  [[nodiscard]] bool delayed_pending() const { return delayed_head_ < delayed_.size(); }
   // When the next delayed line B packet is due (max() if none).
-  [[nodiscard]] Clock::time_point NextDelayed() const {
-    return DelayedPending() ? delayed_[delayed_head_].due : Clock::time_point::max();
+  [[nodiscard]] Clock::time_point next_delayed() const {
+    return delayed_pending() ? delayed_[delayed_head_].due : Clock::time_point::max();
   }
 
  private:
-  void SendB(std::span<const uint8_t> p) {
+  void send_b(std::span<const uint8_t> p) {
     if (delay_b.count() == 0) {
       Send(line_b, p);
     } else {
@@ -841,17 +841,17 @@ class Input {
       }
       if (!r.ok()) {
         if (file_) r.offset += file_->window_offset();
-        const absl::Status s = r.ToStatus();
+        const absl::Status s = r.to_status();
         status_ = file_ ? absl::Status(s.code(), file_->path() + ": " + std::string(s.message())) : s;
       }
       return false;
     }
   }
   [[nodiscard]] const absl::Status& status() const { return status_; }
-  [[nodiscard]] absl::Status Rewind() {
+  [[nodiscard]] absl::Status rewind() {
     status_ = absl::OkStatus();
     if (file_) {
-      if (absl::Status s = file_->Rewind(); !s.ok()) return s;
+      if (absl::Status s = file_->rewind(); !s.ok()) return s;
       cur_ = pollux::itch::MessageCursor(file_->window());
     } else {
       cur_ = pollux::itch::MessageCursor(generated_);
@@ -881,8 +881,8 @@ std::string JsonString(std::string_view s) {
   return out + "\"";
 }
 
-bool WriteSummary(const std::string& path, const LineCounters& c, const ServerCounters& s, uint64_t end_seq,
-                  const char* reply_mode, const std::vector<SessionStat>& sessions) {
+bool write_summary(const std::string& path, const LineCounters& c, const ServerCounters& s, uint64_t end_seq,
+                   const char* reply_mode, const std::vector<SessionStat>& sessions) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return false;
   uint64_t total = 0;
@@ -924,7 +924,7 @@ bool WriteSummary(const std::string& path, const LineCounters& c, const ServerCo
   return std::fclose(f) == 0;
 }
 
-uint32_t DropPpm(const char* flag, double pct) {
+uint32_t drop_ppm(const char* flag, double pct) {
   if (!(pct >= 0 && pct <= 100)) UsageError(std::string("--") + flag + " must be 0..100");
   return static_cast<uint32_t>(std::lround(pct * 10000));
 }
@@ -945,10 +945,10 @@ int main(int argc, char** argv) {
   const uint32_t req_port = absl::GetFlag(FLAGS_rerequest_port);
   if (req_port == 0 || req_port > 65535) UsageError("--rerequest-port PORT (1..65535) is required");
   Lines lines;
-  lines.line_a = ParseEndpoint("line-a", absl::GetFlag(FLAGS_line_a), true);
-  lines.line_b = ParseEndpoint("line-b", absl::GetFlag(FLAGS_line_b), true);
-  lines.drop_a_ppm = DropPpm("drop-a", absl::GetFlag(FLAGS_drop_a));
-  lines.drop_b_ppm = DropPpm("drop-b", absl::GetFlag(FLAGS_drop_b));
+  lines.line_a = parse_endpoint("line-a", absl::GetFlag(FLAGS_line_a), true);
+  lines.line_b = parse_endpoint("line-b", absl::GetFlag(FLAGS_line_b), true);
+  lines.drop_a_ppm = drop_ppm("drop-a", absl::GetFlag(FLAGS_drop_a));
+  lines.drop_b_ppm = drop_ppm("drop-b", absl::GetFlag(FLAGS_drop_b));
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   // Distinct streams per line, so line B's drops do not mirror line A's.
   lines.rng_a = pollux::itch::Xoshiro256(seed * 2 + 1);
@@ -1011,7 +1011,7 @@ int main(int argc, char** argv) {
   if (!iface.empty()) {
     iface_index = static_cast<int>(if_nametoindex(iface.c_str()));
     if (iface_index == 0) UsageError("--interface '" + iface + "': no such interface");
-    iface_addr = InterfaceAddress(iface);
+    iface_addr = interface_address(iface);
     if (!iface_addr)
       UsageError("--interface '" + iface +
                  "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
@@ -1026,7 +1026,7 @@ int main(int argc, char** argv) {
     o.messages = generate;
     o.seed = seed;
     o.symbols = absl::GetFlag(FLAGS_symbols);
-    auto g = pollux::itch::GenerateItch(o);
+    auto g = pollux::itch::generate_itch(o);
     if (!g.ok()) UsageError("--generate/--symbols: " + std::string(g.status().message()));
     input.emplace(std::move(*g));
   } else {
@@ -1042,7 +1042,7 @@ int main(int argc, char** argv) {
     while (input->Next(&m)) {
     }
     absl::Status s = input->status();
-    if (s.ok()) s = input->Rewind();
+    if (s.ok()) s = input->rewind();
     if (!s.ok()) {
       std::fprintf(stderr, "%s: %s\n", kProg, s.ToString().c_str());
       return kDataErr;
@@ -1084,7 +1084,7 @@ int main(int argc, char** argv) {
     src.sin_family = AF_INET;
     src.sin_addr = *iface_addr;
     if (::bind(lines.fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
-      std::fprintf(stderr, "%s: bind the lines' socket to %s (%s): %s\n", kProg, AddrText(*iface_addr).c_str(),
+      std::fprintf(stderr, "%s: bind the lines' socket to %s (%s): %s\n", kProg, addr_text(*iface_addr).c_str(),
                    iface.c_str(), std::strerror(errno));
       return 71;
     }
@@ -1117,15 +1117,15 @@ int main(int argc, char** argv) {
   // sleep's granularity.
   auto wait_until = [&](Clock::time_point due, uint64_t next_seq) {
     for (;;) {
-      lines.FlushDelayed(false);
+      lines.flush_delayed(false);
       auto now = Clock::now();
       if (now >= due) return;
       if (now - lines.last_send >= hb) {
         uint8_t b[mold::kPacketHeaderSize];
-        lines.SendControl(mold::EncodeHeartbeat(b, session, next_seq));
+        lines.SendControl(mold::encode_heartbeat(b, session, next_seq));
         ++lines.c.heartbeats;
       }
-      const auto wake = std::min({due, lines.last_send + hb, lines.NextDelayed()});
+      const auto wake = std::min({due, lines.last_send + hb, lines.next_delayed()});
       now = Clock::now();
       if (wake - now > std::chrono::milliseconds(2)) {
         std::this_thread::sleep_until(wake - std::chrono::milliseconds(1));
@@ -1189,9 +1189,9 @@ int main(int argc, char** argv) {
     {
       // In the history before it is on a line: a gap a receiver sees is already servable.
       std::lock_guard<std::mutex> l(shared.mu);
-      shared.history->AppendPacket(packet);
+      shared.history->append_packet(packet);
     }
-    lines.SendData(packet, n);
+    lines.send_data(packet, n);
     sent += n;
     total += n;
     sessions.back().messages += n;
@@ -1199,7 +1199,7 @@ int main(int argc, char** argv) {
     if (total == change_at) {
       // End of this session on both lines, then the next one from sequence 1 with a history
       // of its own (requests for the old session are refused as another session's).
-      lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+      lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
       ++lines.c.end_of_session;
       session = next_session;
       {
@@ -1232,7 +1232,7 @@ int main(int argc, char** argv) {
 
   // End of session on both lines, a few times: a receiver that loses it would wait forever.
   for (int i = 0; i < 3; ++i) {
-    lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+    lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
     ++lines.c.end_of_session;
   }
   // Serving goes on until no valid request has come for --linger-ms: a requester still
@@ -1247,14 +1247,14 @@ int main(int argc, char** argv) {
                                 : std::max(ended, Clock::time_point(std::chrono::nanoseconds(lv)));
     const auto linger_end = last_valid + linger;
     auto now = Clock::now();
-    lines.FlushDelayed(now >= linger_end);
-    if (now >= linger_end && !lines.DelayedPending()) break;
+    lines.flush_delayed(now >= linger_end);
+    if (now >= linger_end && !lines.delayed_pending()) break;
     if (now - lines.last_send >= hb) {  // after the end, the end is the heartbeat
-      lines.SendControl(mold::EncodeEndOfSession(eos, session, sent + 1));
+      lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
       ++lines.c.end_of_session;
     }
     const auto wake =
-        std::min({linger_end, lines.last_send + hb, lines.NextDelayed(), now + std::chrono::milliseconds(50)});
+        std::min({linger_end, lines.last_send + hb, lines.next_delayed(), now + std::chrono::milliseconds(50)});
     std::this_thread::sleep_until(wake);
   }
   server.Stop();
@@ -1271,7 +1271,7 @@ int main(int argc, char** argv) {
                (unsigned long long)lc.packets_a, (unsigned long long)lc.dropped_a, (unsigned long long)lc.packets_b,
                (unsigned long long)lc.dropped_b, (unsigned long long)sc.requests, (unsigned long long)sc.served,
                (unsigned long long)sc.requests_duplicate, (unsigned long long)sc.refused());
-  if (!summary.empty() && !WriteSummary(summary, lc, sc, sent + 1, reply_mode.c_str(), sessions)) {
+  if (!summary.empty() && !write_summary(summary, lc, sc, sent + 1, reply_mode.c_str(), sessions)) {
     std::fprintf(stderr, "%s: cannot write %s: %s\n", kProg, summary.c_str(), std::strerror(errno));
     return 73;  // EX_CANTCREAT
   }

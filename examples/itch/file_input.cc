@@ -19,12 +19,12 @@ namespace {
 
 static_assert(kLengthPrefixSize + kMaxMessageSize <= 64, "ChunkReader::kCarryRoom holds one record");
 
-absl::Status ErrnoError(int err, const char* what, const std::string& path) {
+absl::Status errno_error(int err, const char* what, const std::string& path) {
   std::string msg = absl::StrCat("itch: ", what, " '", path, "': ", std::strerror(err));
   return err == ENOENT ? absl::NotFoundError(msg) : absl::UnavailableError(msg);
 }
 
-const char* FileKind(mode_t mode) {
+const char* file_kind(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -33,32 +33,32 @@ const char* FileKind(mode_t mode) {
   return "not a file";
 }
 
-absl::Status NotRegular(const std::string& path, mode_t mode) {
+absl::Status not_regular(const std::string& path, mode_t mode) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "itch: '", path, "' is ", FileKind(mode),
+      "itch: '", path, "' is ", file_kind(mode),
       ", not a regular file: ITCH input is read from a regular file (copy a capture or a pipe to disk first)"));
 }
 
 }  // namespace
 
-absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t* size) {
+absl::StatusOr<int> open_regular_file(const std::string& path, uint64_t* size) {
   // Refused before the open where possible: opening a FIFO (blocks until a writer comes) or a
   // device (may have side effects) is not something a reader of files should do.
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, "cannot open", path);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (::stat(path.c_str(), &st) != 0) return errno_error(errno, "cannot open", path);
+  if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
   // The path may have been replaced since: O_NONBLOCK keeps even that open from blocking,
   // and fstat checks what was opened.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  if (fd < 0) return errno_error(errno, "cannot open", path);
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return ErrnoError(err, "cannot stat", path);
+    return errno_error(err, "cannot stat", path);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return NotRegular(path, st.st_mode);
+    return not_regular(path, st.st_mode);
   }
   if (st.st_size == 0) {
     ::close(fd);
@@ -73,7 +73,7 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t* size) {
 absl::StatusOr<ChunkReader> ChunkReader::Open(const std::string& path, size_t window) {
   ChunkReader r;
   r.path_ = path;
-  absl::StatusOr<int> fd = OpenRegularFile(path, &r.size_);
+  absl::StatusOr<int> fd = open_regular_file(path, &r.size_);
   if (!fd.ok()) return fd.status();
   r.fd_ = *fd;
   // One sequential pass (or two): read ahead aggressively, as MADV_SEQUENTIAL does for a map.
@@ -122,7 +122,7 @@ absl::Status ChunkReader::Advance(size_t consumed) {
   return Fill();
 }
 
-absl::Status ChunkReader::Rewind() {
+absl::Status ChunkReader::rewind() {
   len_ = 0;
   offset_ = 0;
   return Fill();
@@ -144,7 +144,7 @@ absl::Status ChunkReader::Fill() {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError(errno, "cannot read", path_);
+    if (n < 0) return errno_error(errno, "cannot read", path_);
     // End of file before the size it had at Open: it was truncated (or replaced in place).
     struct stat st;
     const long long now = ::fstat(fd_, &st) == 0 ? static_cast<long long>(st.st_size) : -1;

@@ -27,7 +27,7 @@ namespace pollux::itch {
 //   itch: cannot open '<path>': No such file or directory              (NotFound)
 //   itch: '<path>' is a FIFO, not a regular file: ...                  (InvalidArgument)
 //   itch: offset 0: empty file '<path>'                                (InvalidArgument)
-[[nodiscard]] absl::StatusOr<int> OpenRegularFile(const std::string& path, uint64_t* size);
+[[nodiscard]] absl::StatusOr<int> open_regular_file(const std::string& path, uint64_t* size);
 
 // Sequential reader of a BinaryFILE in windows of whole bytes (not whole records): a scan
 // over window() stops at a record the window's end cuts (kTruncated with the window not
@@ -35,7 +35,7 @@ namespace pollux::itch {
 //
 //   absl::StatusOr<ChunkReader> in = ChunkReader::Open(path);
 //   for (;;) {
-//     ParseResult r = ForEachMessage(in->window(), f);
+//     ParseResult r = for_each_message(in->window(), f);
 //     if (!in->last() && (r.ok() || r.error == ParseError::kTruncated)) {
 //       if (absl::Status s = in->Advance(r.offset); !s.ok()) return s;  // views into window() die here
 //       continue;
@@ -51,7 +51,7 @@ class ChunkReader {
  public:
   static constexpr size_t kDefaultWindow = size_t{1} << 20;
 
-  // Opens `path` (OpenRegularFile) and reads the first window; `window` >= 4096 bytes.
+  // Opens `path` (open_regular_file) and reads the first window; `window` >= 4096 bytes.
   [[nodiscard]] static absl::StatusOr<ChunkReader> Open(const std::string& path, size_t window = kDefaultWindow);
 
   ChunkReader(ChunkReader&& other) noexcept;
@@ -73,7 +73,7 @@ class ChunkReader {
   // and fills the window from the file behind it. Views into the old window are invalid.
   [[nodiscard]] absl::Status Advance(size_t consumed);
   // Back to the start of the file, e.g. for a second pass after validating the first.
-  [[nodiscard]] absl::Status Rewind();
+  [[nodiscard]] absl::Status rewind();
 
  private:
   ChunkReader() = default;

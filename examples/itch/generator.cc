@@ -54,7 +54,7 @@ struct SymbolState {
 };
 
 // Separate stream for names so they depend only on (symbols, seed).
-std::vector<std::string> MakeNames(uint32_t symbols, uint64_t seed) {
+std::vector<std::string> make_names(uint32_t symbols, uint64_t seed) {
   Xoshiro256 rng(seed ^ 0x5eed5eed5eed5eedULL);
   absl::flat_hash_set<std::string> used;
   std::vector<std::string> names;
@@ -75,7 +75,7 @@ std::vector<std::string> MakeNames(uint32_t symbols, uint64_t seed) {
 class Flow {
  public:
   Flow(const GeneratorOptions& o, std::vector<uint8_t>* out) : o_(o), rng_(o.seed), enc_(out, o.framing) {
-    const std::vector<std::string> names = MakeNames(o.symbols, o.seed);
+    const std::vector<std::string> names = make_names(o.symbols, o.seed);
     symbols_.resize(o.symbols);
     for (size_t i = 0; i < names.size(); ++i) {
       symbols_[i].name = names[i];
@@ -89,16 +89,16 @@ class Flow {
 
   void Run() {
     const uint32_t n = o_.symbols;
-    enc_.AppendSystemEvent(Hdr(0, kStartOfMessages), 'O');
+    enc_.append_system_event(Hdr(0, kStartOfMessages), 'O');
     for (uint32_t i = 0; i < n; ++i) {
-      enc_.AppendStockDirectory(Hdr(i + 1, kStartOfMessages + 1000 * (i + 1)), symbols_[i].name);
+      enc_.append_stock_directory(Hdr(i + 1, kStartOfMessages + 1000 * (i + 1)), symbols_[i].name);
     }
     for (uint32_t i = 0; i < n; ++i) {
-      enc_.AppendStockTradingAction(Hdr(i + 1, kStartOfMessages + kHour / 2 + 1000 * i), symbols_[i].name, 'T');
+      enc_.append_stock_trading_action(Hdr(i + 1, kStartOfMessages + kHour / 2 + 1000 * i), symbols_[i].name, 'T');
     }
-    enc_.AppendSystemEvent(Hdr(0, kStartOfSystem), 'S');
-    enc_.AppendSystemEvent(Hdr(0, kMarketOpen), 'Q');
-    const uint64_t flow = o_.messages - MinMessages(n);
+    enc_.append_system_event(Hdr(0, kStartOfSystem), 'S');
+    enc_.append_system_event(Hdr(0, kMarketOpen), 'Q');
+    const uint64_t flow = o_.messages - min_messages(n);
     const uint64_t gap = std::max<uint64_t>(1, (kMarketClose - kMarketOpen) / std::max<uint64_t>(flow, 1));
     ts_ = kMarketOpen;
     for (uint64_t i = 0; i < flow; ++i) {
@@ -106,9 +106,9 @@ class Flow {
       Step();
     }
     const uint64_t close = std::max(ts_ + 1, kMarketClose);
-    enc_.AppendSystemEvent(Hdr(0, close), 'M');
-    enc_.AppendSystemEvent(Hdr(0, std::max(close + 1, kEndOfSystem)), 'E');
-    enc_.AppendSystemEvent(Hdr(0, std::max(close + 2, kEndOfSystem + 5 * 60 * kSecond)), 'C');
+    enc_.append_system_event(Hdr(0, close), 'M');
+    enc_.append_system_event(Hdr(0, std::max(close + 1, kEndOfSystem)), 'E');
+    enc_.append_system_event(Hdr(0, std::max(close + 2, kEndOfSystem + 5 * 60 * kSecond)), 'C');
   }
 
  private:
@@ -117,20 +117,20 @@ class Flow {
 
   static uint32_t Key(char side, uint32_t price) { return side == 'B' ? ~price : price; }
   SideOrders& Orders(uint16_t sym, char side) { return side == 'B' ? symbols_[sym].bids : symbols_[sym].asks; }
-  static uint32_t BestPrice(const SideOrders& s, char side) {
+  static uint32_t best_price(const SideOrders& s, char side) {
     return side == 'B' ? ~s.begin()->first : s.begin()->first;
   }
   // Mid of the book, or the last reference price when a side is empty.
   uint32_t Mid(uint16_t sym) {
     SymbolState& s = symbols_[sym];
     if (!s.bids.empty() && !s.asks.empty()) {
-      s.last = (BestPrice(s.bids, 'B') + BestPrice(s.asks, 'S')) / 2;
+      s.last = (best_price(s.bids, 'B') + best_price(s.asks, 'S')) / 2;
     }
     return s.last;
   }
 
   // Busy symbols trade more: min of two uniform draws gives a linearly falling weight.
-  uint16_t PickSymbol() { return static_cast<uint16_t>(std::min(rng_.Below(o_.symbols), rng_.Below(o_.symbols))); }
+  uint16_t pick_symbol() { return static_cast<uint16_t>(std::min(rng_.Below(o_.symbols), rng_.Below(o_.symbols))); }
 
   // Geometric(1/2) number of extra ticks, capped, so most orders rest near the inside.
   uint32_t Ticks() { return static_cast<uint32_t>(std::min(std::countr_zero(rng_.Next()), 12)); }
@@ -142,12 +142,12 @@ class Flow {
 
   // A price for a new `side` order: 1..~15 ticks behind the opposite best (or the last
   // price), so it never crosses the book. Bids stop at one cent.
-  uint32_t QuotePrice(uint16_t sym, char side) {
+  uint32_t quote_price(uint16_t sym, char side) {
     SymbolState& s = symbols_[sym];
     const SideOrders& opposite = side == 'B' ? s.asks : s.bids;
     const uint32_t away = kCent * (1 + Ticks() + static_cast<uint32_t>(rng_.Below(3)));
-    if (side == 'S') return (opposite.empty() ? s.last : BestPrice(opposite, 'B')) + away;
-    const uint32_t ref = opposite.empty() ? s.last : BestPrice(opposite, 'S');
+    if (side == 'S') return (opposite.empty() ? s.last : best_price(opposite, 'B')) + away;
+    const uint32_t ref = opposite.empty() ? s.last : best_price(opposite, 'S');
     return ref > away + kCent ? ref - away : kCent;
   }
 
@@ -163,31 +163,31 @@ class Flow {
     const uint64_t ref = refs_[rng_.Below(live)];
     if (r < kDelete) return Delete(ref);
     if (r < kDelete + kCancel) return Cancel(ref);
-    if (r < kDelete + kCancel + kExecute) return ExecuteBest(ref, false);
-    if (r < kDelete + kCancel + kExecute + kExecuteWithPrice) return ExecuteBest(ref, true);
+    if (r < kDelete + kCancel + kExecute) return execute_best(ref, false);
+    if (r < kDelete + kCancel + kExecute + kExecuteWithPrice) return execute_best(ref, true);
     if (r < kDelete + kCancel + kExecute + kExecuteWithPrice + kReplace) return Replace(ref);
-    return NonDisplayedTrade();
+    return non_displayed_trade();
   }
 
   void Add() {
-    const uint16_t sym = PickSymbol();
+    const uint16_t sym = pick_symbol();
     char side = rng_.Chance(512) ? 'B' : 'S';
     // Near one cent there is no room below the asks: quote the other side.
-    if (side == 'B' && QuotePrice(sym, 'B') <= kCent) side = 'S';
-    const uint32_t price = QuotePrice(sym, side);
+    if (side == 'B' && quote_price(sym, 'B') <= kCent) side = 'S';
+    const uint32_t price = quote_price(sym, side);
     const uint32_t shares = Lot();
     const uint64_t ref = NextRef();
     const std::string& name = symbols_[sym].name;
     if (rng_.Chance(31)) {
-      enc_.AppendAddOrderMpid(Hdr(sym), ref, side, shares, name, price, kMpids[rng_.Below(std::size(kMpids))]);
+      enc_.append_add_order_mpid(Hdr(sym), ref, side, shares, name, price, kMpids[rng_.Below(std::size(kMpids))]);
     } else {
-      enc_.AppendAddOrder(Hdr(sym), ref, side, shares, name, price);
+      enc_.append_add_order(Hdr(sym), ref, side, shares, name, price);
     }
     Insert(ref, LiveOrder{price, shares, 0, sym, side});
   }
 
   void Delete(uint64_t ref) {
-    enc_.AppendOrderDelete(Hdr(orders_[ref].symbol), ref);
+    enc_.append_order_delete(Hdr(orders_[ref].symbol), ref);
     Remove(ref);
   }
 
@@ -196,12 +196,12 @@ class Flow {
     LiveOrder& o = orders_[ref];
     if (o.shares < 2) return Delete(ref);
     const uint32_t n = 1 + static_cast<uint32_t>(rng_.Below(o.shares - 1));
-    enc_.AppendOrderCancel(Hdr(o.symbol), ref, n);
+    enc_.append_order_cancel(Hdr(o.symbol), ref, n);
     o.shares -= n;
   }
 
   // An aggressor takes the oldest order at the best price of the side `any` rests on.
-  void ExecuteBest(uint64_t any, bool with_price) {
+  void execute_best(uint64_t any, bool with_price) {
     const LiveOrder& a = orders_[any];
     const uint64_t ref = Orders(a.symbol, a.side).begin()->second;
     LiveOrder& o = orders_[ref];
@@ -210,9 +210,9 @@ class Flow {
       // Printed away from the displayed price (as in a cross): up to two ticks through.
       const uint32_t through = kCent * static_cast<uint32_t>(rng_.Below(3));
       const uint32_t px = o.side == 'B' ? o.price - std::min(through, o.price - kCent) : o.price + through;
-      enc_.AppendOrderExecutedWithPrice(Hdr(o.symbol), ref, n, ++match_, rng_.Chance(900) ? 'Y' : 'N', px);
+      enc_.append_order_executed_with_price(Hdr(o.symbol), ref, n, ++match_, rng_.Chance(900) ? 'Y' : 'N', px);
     } else {
-      enc_.AppendOrderExecuted(Hdr(o.symbol), ref, n, ++match_);
+      enc_.append_order_executed(Hdr(o.symbol), ref, n, ++match_);
     }
     symbols_[o.symbol].last = o.price;
     o.shares -= n;
@@ -226,19 +226,19 @@ class Flow {
     const uint32_t step = kCent * static_cast<uint32_t>(rng_.Below(3));
     uint32_t px = rng_.Chance(512) ? o.price + step : o.price - std::min(step, o.price - kCent);
     const SymbolState& s = symbols_[o.symbol];
-    if (o.side == 'B' && !s.asks.empty()) px = std::min(px, BestPrice(s.asks, 'S') - kCent);
-    if (o.side == 'S' && !s.bids.empty()) px = std::max(px, BestPrice(s.bids, 'B') + kCent);
+    if (o.side == 'B' && !s.asks.empty()) px = std::min(px, best_price(s.asks, 'S') - kCent);
+    if (o.side == 'S' && !s.bids.empty()) px = std::max(px, best_price(s.bids, 'B') + kCent);
     if (px < kCent) px = kCent;  // only reachable with asks at one cent: a lock, not a cross
     const uint32_t shares = Lot();
-    enc_.AppendOrderReplace(Hdr(o.symbol), ref, new_ref, shares, px);
+    enc_.append_order_replace(Hdr(o.symbol), ref, new_ref, shares, px);
     Remove(ref);
     Insert(new_ref, LiveOrder{px, shares, 0, o.symbol, o.side});
   }
 
-  void NonDisplayedTrade() {
-    const uint16_t sym = PickSymbol();
+  void non_displayed_trade() {
+    const uint16_t sym = pick_symbol();
     const char side = rng_.Chance(512) ? 'B' : 'S';
-    enc_.AppendTrade(Hdr(sym), 0, side, Lot(), symbols_[sym].name, Mid(sym), ++match_);
+    enc_.append_trade(Hdr(sym), 0, side, Lot(), symbols_[sym].name, Mid(sym), ++match_);
   }
 
   void Insert(uint64_t ref, LiveOrder o) {
@@ -280,14 +280,14 @@ class Flow {
 
 }  // namespace
 
-absl::Status ValidateOptions(const GeneratorOptions& o) {
+absl::Status validate_options(const GeneratorOptions& o) {
   if (o.symbols < 1 || o.symbols > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("itch generator: symbols must be 1..65535, got ", o.symbols));
   }
-  if (o.messages < MinMessages(o.symbols)) {
-    return absl::InvalidArgumentError(absl::StrCat("itch generator: messages must be at least ", MinMessages(o.symbols),
-                                                   " for ", o.symbols, " symbols (S x 6 + R and H per symbol), got ",
-                                                   o.messages));
+  if (o.messages < min_messages(o.symbols)) {
+    return absl::InvalidArgumentError(absl::StrCat("itch generator: messages must be at least ",
+                                                   min_messages(o.symbols), " for ", o.symbols,
+                                                   " symbols (S x 6 + R and H per symbol), got ", o.messages));
   }
   if (o.orders_per_symbol < 1) {
     return absl::InvalidArgumentError("itch generator: orders_per_symbol must be >= 1");
@@ -295,17 +295,17 @@ absl::Status ValidateOptions(const GeneratorOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<uint8_t>> GenerateItch(const GeneratorOptions& options) {
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+absl::StatusOr<std::vector<uint8_t>> generate_itch(const GeneratorOptions& options) {
+  if (absl::Status s = validate_options(options); !s.ok()) return s;
   std::vector<uint8_t> out;
   out.reserve(options.messages * 34);
   Flow(options, &out).Run();
   return out;
 }
 
-std::vector<std::string> GeneratedSymbols(uint32_t symbols, uint64_t seed) { return MakeNames(symbols, seed); }
+std::vector<std::string> generated_symbols(uint32_t symbols, uint64_t seed) { return make_names(symbols, seed); }
 
-absl::Status WriteBinaryFile(const std::string& path, std::span<const uint8_t> bytes) {
+absl::Status write_binary_file(const std::string& path, std::span<const uint8_t> bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
     return absl::UnavailableError(absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));

@@ -32,22 +32,22 @@ struct GeneratorOptions {
 };
 
 // The smallest `messages` value for `symbols`: S x 6 plus R and H per symbol.
-[[nodiscard]] constexpr uint64_t MinMessages(uint32_t symbols) noexcept {
+[[nodiscard]] constexpr uint64_t min_messages(uint32_t symbols) noexcept {
   return 6 + 2 * static_cast<uint64_t>(symbols);
 }
 
 // InvalidArgument naming the offending option, or OK.
-[[nodiscard]] absl::Status ValidateOptions(const GeneratorOptions& options);
+[[nodiscard]] absl::Status validate_options(const GeneratorOptions& options);
 
 // The whole stream, framed as options.framing says. Roughly 30 bytes per message; about
 // 50-100 ns per message on the project's 2-core VM.
-[[nodiscard]] absl::StatusOr<std::vector<uint8_t>> GenerateItch(const GeneratorOptions& options);
+[[nodiscard]] absl::StatusOr<std::vector<uint8_t>> generate_itch(const GeneratorOptions& options);
 
 // The symbol names the generator assigns (index i is stock locate i + 1); a pure function
 // of (symbols, seed).
-[[nodiscard]] std::vector<std::string> GeneratedSymbols(uint32_t symbols, uint64_t seed);
+[[nodiscard]] std::vector<std::string> generated_symbols(uint32_t symbols, uint64_t seed);
 
 // Writes `bytes` to `path` (truncating), reporting errno text on failure.
-[[nodiscard]] absl::Status WriteBinaryFile(const std::string& path, std::span<const uint8_t> bytes);
+[[nodiscard]] absl::Status write_binary_file(const std::string& path, std::span<const uint8_t> bytes);
 
 }  // namespace pollux::itch

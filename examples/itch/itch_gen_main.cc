@@ -39,13 +39,13 @@ int main(int argc, char** argv) {
   o.framing = absl::GetFlag(FLAGS_zero_length_prefix) ? pollux::itch::Framing::kZeroLengthPrefix
                                                       : pollux::itch::Framing::kLengthPrefix;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<uint8_t>> bytes = pollux::itch::GenerateItch(o);
+  absl::StatusOr<std::vector<uint8_t>> bytes = pollux::itch::generate_itch(o);
   if (!bytes.ok()) {
     std::fprintf(stderr, "pollux-itch-gen: %s\n", bytes.status().ToString().c_str());
     return 2;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (absl::Status s = pollux::itch::WriteBinaryFile(out, *bytes); !s.ok()) {
+  if (absl::Status s = pollux::itch::write_binary_file(out, *bytes); !s.ok()) {
     std::fprintf(stderr, "pollux-itch-gen: %s\n", s.ToString().c_str());
     return 1;
   }

@@ -14,7 +14,7 @@
 namespace pollux::itch {
 namespace {
 
-absl::Status ErrnoError(int err, const char* what, const std::string& path) {
+absl::Status errno_error(int err, const char* what, const std::string& path) {
   std::string msg = absl::StrCat("itch: ", what, " '", path, "': ", std::strerror(err));
   return err == ENOENT ? absl::NotFoundError(msg) : absl::UnavailableError(msg);
 }
@@ -26,16 +26,16 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    Unmap();
+    unmap();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
   return *this;
 }
 
-MappedFile::~MappedFile() { Unmap(); }
+MappedFile::~MappedFile() { unmap(); }
 
-void MappedFile::Unmap() noexcept {
+void MappedFile::unmap() noexcept {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
@@ -43,13 +43,13 @@ void MappedFile::Unmap() noexcept {
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   uint64_t size64 = 0;
-  absl::StatusOr<int> fd = OpenRegularFile(path, &size64);
+  absl::StatusOr<int> fd = open_regular_file(path, &size64);
   if (!fd.ok()) return fd.status();
   const size_t size = static_cast<size_t>(size64);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, *fd, 0);
   const int err = errno;
   ::close(*fd);  // the mapping keeps its own reference to the file
-  if (p == MAP_FAILED) return ErrnoError(err, "cannot mmap", path);
+  if (p == MAP_FAILED) return errno_error(err, "cannot mmap", path);
   ::madvise(p, size, MADV_SEQUENTIAL);
   return MappedFile(static_cast<const uint8_t*>(p), size);
 }

@@ -20,7 +20,7 @@ class MappedFile {
   ~MappedFile();
 
   // Maps `path` with PROT_READ/MAP_PRIVATE and advises sequential access (the readers
-  // stream through it once). The file must be regular and non-empty (OpenRegularFile in
+  // stream through it once). The file must be regular and non-empty (open_regular_file in
   // file_input.h: a FIFO or a device is refused without blocking; mmap cannot map zero
   // bytes, and an empty capture is never what the caller meant: "itch: offset 0: empty file
   // '<path>'"). A mapping is only as stable as the file: if another process truncates it,
@@ -33,7 +33,7 @@ class MappedFile {
 
  private:
   MappedFile(const uint8_t* data, size_t size) noexcept : data_(data), size_(size) {}
-  void Unmap() noexcept;
+  void unmap() noexcept;
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;

@@ -7,7 +7,7 @@
 //
 // Conventions (from the spec): prices are uint32 with 4 implied decimals (price() ==
 // 1234500 means $123.45), except the MWCB levels (V), which are uint64 with 8 decimals;
-// stock symbols are 8 bytes, left-justified and space-padded (TrimPadding() strips them);
+// stock symbols are 8 bytes, left-justified and space-padded (trim_padding() strips them);
 // timestamps are nanoseconds since midnight.
 #pragma once
 
@@ -63,11 +63,11 @@ inline constexpr std::array<uint8_t, 256> kMessageSizes = [] {
 
 // Size of a message of type `type` without the BinaryFILE length prefix; 0 if `type` is
 // not an ITCH 5.0 message type. A table lookup, so it is cheap on the framing hot path.
-[[nodiscard]] constexpr size_t MessageSize(uint8_t type) noexcept { return detail::kMessageSizes[type]; }
-[[nodiscard]] constexpr size_t MessageSize(char type) noexcept { return MessageSize(static_cast<uint8_t>(type)); }
+[[nodiscard]] constexpr size_t message_size(uint8_t type) noexcept { return detail::kMessageSizes[type]; }
+[[nodiscard]] constexpr size_t message_size(char type) noexcept { return message_size(static_cast<uint8_t>(type)); }
 
 // Strips the trailing spaces ITCH uses to pad alpha fields such as the stock symbol.
-[[nodiscard]] constexpr std::string_view TrimPadding(std::string_view s) noexcept {
+[[nodiscard]] constexpr std::string_view trim_padding(std::string_view s) noexcept {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.remove_suffix(1);
   return s;
 }
@@ -86,9 +86,9 @@ class MessageView {
   [[nodiscard]] std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }
 
   // Every ITCH 5.0 message starts with these three fields.
-  [[nodiscard]] uint16_t stock_locate() const noexcept { return LoadBe16(data_ + 1); }
-  [[nodiscard]] uint16_t tracking_number() const noexcept { return LoadBe16(data_ + 3); }
-  [[nodiscard]] uint64_t timestamp() const noexcept { return LoadBe48(data_ + 5); }
+  [[nodiscard]] uint16_t stock_locate() const noexcept { return load_be16(data_ + 1); }
+  [[nodiscard]] uint16_t tracking_number() const noexcept { return load_be16(data_ + 3); }
+  [[nodiscard]] uint64_t timestamp() const noexcept { return load_be48(data_ + 5); }
 
   // The typed view. Precondition: type() == T::kType (not checked: this is the hot path).
   template <class T>
@@ -110,15 +110,15 @@ class ViewBase {
 
   [[nodiscard]] const uint8_t* data() const noexcept { return data_; }
   [[nodiscard]] char type() const noexcept { return static_cast<char>(data_[0]); }
-  [[nodiscard]] uint16_t stock_locate() const noexcept { return LoadBe16(data_ + 1); }
-  [[nodiscard]] uint16_t tracking_number() const noexcept { return LoadBe16(data_ + 3); }
-  [[nodiscard]] uint64_t timestamp() const noexcept { return LoadBe48(data_ + 5); }
+  [[nodiscard]] uint16_t stock_locate() const noexcept { return load_be16(data_ + 1); }
+  [[nodiscard]] uint16_t tracking_number() const noexcept { return load_be16(data_ + 3); }
+  [[nodiscard]] uint64_t timestamp() const noexcept { return load_be48(data_ + 5); }
 
  protected:
   [[nodiscard]] char Char(size_t off) const noexcept { return static_cast<char>(data_[off]); }
-  [[nodiscard]] uint16_t U16(size_t off) const noexcept { return LoadBe16(data_ + off); }
-  [[nodiscard]] uint32_t U32(size_t off) const noexcept { return LoadBe32(data_ + off); }
-  [[nodiscard]] uint64_t U64(size_t off) const noexcept { return LoadBe64(data_ + off); }
+  [[nodiscard]] uint16_t U16(size_t off) const noexcept { return load_be16(data_ + off); }
+  [[nodiscard]] uint32_t U32(size_t off) const noexcept { return load_be32(data_ + off); }
+  [[nodiscard]] uint64_t U64(size_t off) const noexcept { return load_be64(data_ + off); }
   [[nodiscard]] std::string_view Alpha(size_t off, size_t n) const noexcept {
     return {reinterpret_cast<const char*>(data_ + off), n};
   }
@@ -391,14 +391,14 @@ using AllViews =
 
 namespace detail {
 template <class... T>
-constexpr bool ViewsMatchTable(ViewList<T...>) {
+constexpr bool views_match_table(ViewList<T...>) {
   return ((sizeof...(T) == kMessageTypes.size()) && ... &&
-          (MessageSize(T::kType) == T::kSize && sizeof(T) == sizeof(const uint8_t*)));
+          (message_size(T::kType) == T::kSize && sizeof(T) == sizeof(const uint8_t*)));
 }
-static_assert(ViewsMatchTable(AllViews{}), "view kSize disagrees with the size table");
+static_assert(views_match_table(AllViews{}), "view kSize disagrees with the size table");
 
 template <class T, class V>
-inline void CallIfInvocable(V& v, const uint8_t* p) {
+inline void call_if_invocable(V& v, const uint8_t* p) {
   if constexpr (std::is_invocable_v<V&, T>) v(T(p));
 }
 }  // namespace detail
@@ -420,73 +420,73 @@ inline void Dispatch(MessageView m, Visitor&& v) {
   const uint8_t* p = m.data();
   switch (m.type()) {
     case 'S':
-      detail::CallIfInvocable<SystemEvent>(v, p);
+      detail::call_if_invocable<SystemEvent>(v, p);
       break;
     case 'R':
-      detail::CallIfInvocable<StockDirectory>(v, p);
+      detail::call_if_invocable<StockDirectory>(v, p);
       break;
     case 'H':
-      detail::CallIfInvocable<StockTradingAction>(v, p);
+      detail::call_if_invocable<StockTradingAction>(v, p);
       break;
     case 'Y':
-      detail::CallIfInvocable<RegShoRestriction>(v, p);
+      detail::call_if_invocable<RegShoRestriction>(v, p);
       break;
     case 'L':
-      detail::CallIfInvocable<MarketParticipantPosition>(v, p);
+      detail::call_if_invocable<MarketParticipantPosition>(v, p);
       break;
     case 'V':
-      detail::CallIfInvocable<MwcbDeclineLevel>(v, p);
+      detail::call_if_invocable<MwcbDeclineLevel>(v, p);
       break;
     case 'W':
-      detail::CallIfInvocable<MwcbStatus>(v, p);
+      detail::call_if_invocable<MwcbStatus>(v, p);
       break;
     case 'K':
-      detail::CallIfInvocable<IpoQuotingPeriodUpdate>(v, p);
+      detail::call_if_invocable<IpoQuotingPeriodUpdate>(v, p);
       break;
     case 'J':
-      detail::CallIfInvocable<LuldAuctionCollar>(v, p);
+      detail::call_if_invocable<LuldAuctionCollar>(v, p);
       break;
     case 'h':
-      detail::CallIfInvocable<OperationalHalt>(v, p);
+      detail::call_if_invocable<OperationalHalt>(v, p);
       break;
     case 'A':
-      detail::CallIfInvocable<AddOrder>(v, p);
+      detail::call_if_invocable<AddOrder>(v, p);
       break;
     case 'F':
-      detail::CallIfInvocable<AddOrderMpid>(v, p);
+      detail::call_if_invocable<AddOrderMpid>(v, p);
       break;
     case 'E':
-      detail::CallIfInvocable<OrderExecuted>(v, p);
+      detail::call_if_invocable<OrderExecuted>(v, p);
       break;
     case 'C':
-      detail::CallIfInvocable<OrderExecutedWithPrice>(v, p);
+      detail::call_if_invocable<OrderExecutedWithPrice>(v, p);
       break;
     case 'X':
-      detail::CallIfInvocable<OrderCancel>(v, p);
+      detail::call_if_invocable<OrderCancel>(v, p);
       break;
     case 'D':
-      detail::CallIfInvocable<OrderDelete>(v, p);
+      detail::call_if_invocable<OrderDelete>(v, p);
       break;
     case 'U':
-      detail::CallIfInvocable<OrderReplace>(v, p);
+      detail::call_if_invocable<OrderReplace>(v, p);
       break;
     case 'P':
-      detail::CallIfInvocable<Trade>(v, p);
+      detail::call_if_invocable<Trade>(v, p);
       break;
     case 'Q':
-      detail::CallIfInvocable<CrossTrade>(v, p);
+      detail::call_if_invocable<CrossTrade>(v, p);
       break;
     case 'B':
-      detail::CallIfInvocable<BrokenTrade>(v, p);
+      detail::call_if_invocable<BrokenTrade>(v, p);
       break;
     case 'I':
-      detail::CallIfInvocable<Noii>(v, p);
+      detail::call_if_invocable<Noii>(v, p);
       break;
     case 'N':
-      detail::CallIfInvocable<RetailPriceImprovement>(v, p);
+      detail::call_if_invocable<RetailPriceImprovement>(v, p);
       break;
     case 'O':
-      detail::CallIfInvocable<DirectListingPriceDiscovery>(v, p);
+      detail::call_if_invocable<DirectListingPriceDiscovery>(v, p);
       break;
     default:
       break;  // unreachable for validated messages

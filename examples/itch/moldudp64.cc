@@ -24,7 +24,7 @@ std::string Printable(const Session& s) {
 
 }  // namespace
 
-std::string_view ErrorName(Error e) noexcept {
+std::string_view error_name(Error e) noexcept {
   switch (e) {
     case Error::kNone:
       return "ok";
@@ -48,7 +48,7 @@ std::string_view ErrorName(Error e) noexcept {
   return "unknown error";
 }
 
-absl::Status Packet::ToStatus() const {
+absl::Status Packet::to_status() const {
   const std::string where = absl::StrCat("moldudp64: offset ", offset, ": ");
   const uint32_t left = size - offset;
   switch (error) {
@@ -79,10 +79,10 @@ absl::Status Packet::ToStatus() const {
     case Error::kBadRequestCount:
       break;
   }
-  return absl::InternalError(absl::StrCat(where, std::string(ErrorName(error))));
+  return absl::InternalError(absl::StrCat(where, std::string(error_name(error))));
 }
 
-absl::Status Request::ToStatus() const {
+absl::Status Request::to_status() const {
   switch (error) {
     case Error::kNone:
       return absl::OkStatus();
@@ -101,7 +101,7 @@ absl::Status Request::ToStatus() const {
     case Error::kEmptyBlock:
       break;
   }
-  return absl::InternalError(absl::StrCat("moldudp64: request: ", std::string(ErrorName(error))));
+  return absl::InternalError(absl::StrCat("moldudp64: request: ", std::string(error_name(error))));
 }
 
 }  // namespace pollux::itch::mold

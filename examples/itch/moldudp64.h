@@ -24,7 +24,7 @@
 // The encoder never writes a packet the decoder would reject.
 //
 // Hot path: Parse(), PacketBuilder and the block iterator are inline, noexcept and never
-// allocate; ToStatus() (error path only) builds the message text.
+// allocate; to_status() (error path only) builds the message text.
 #pragma once
 
 #include <algorithm>
@@ -87,12 +87,12 @@ struct Session {
     for (size_t i = 0; i < kSessionSize && i < name.size(); ++i) s.bytes[i] = name[i];
     return s;
   }
-  [[nodiscard]] static Session FromWire(const char* p) noexcept {
+  [[nodiscard]] static Session from_wire(const char* p) noexcept {
     Session s;
     std::memcpy(s.bytes.data(), p, kSessionSize);
     return s;
   }
-  // All 10 bytes; TrimPadding() (messages.h) strips the spaces.
+  // All 10 bytes; trim_padding() (messages.h) strips the spaces.
   [[nodiscard]] constexpr std::string_view view() const noexcept { return {bytes.data(), bytes.size()}; }
   friend constexpr bool operator==(const Session&, const Session&) = default;
 };
@@ -116,7 +116,7 @@ enum class Error : uint8_t {
 };
 
 // "count overruns packet" etc.; stable text for logs and counters.
-[[nodiscard]] std::string_view ErrorName(Error e) noexcept;
+[[nodiscard]] std::string_view error_name(Error e) noexcept;
 
 // Iterates the message blocks of a validated packet; each element is one message's bytes.
 // Only Packet hands these out, after Parse() checked every length, so the walk needs no
@@ -129,9 +129,9 @@ class BlockIterator {
 
   BlockIterator() = default;
 
-  [[nodiscard]] value_type operator*() const noexcept { return {p_ + kBlockLengthSize, LoadBe16(p_)}; }
+  [[nodiscard]] value_type operator*() const noexcept { return {p_ + kBlockLengthSize, load_be16(p_)}; }
   BlockIterator& operator++() noexcept {
-    p_ += kBlockLengthSize + LoadBe16(p_);
+    p_ += kBlockLengthSize + load_be16(p_);
     --left_;
     return *this;
   }
@@ -181,13 +181,13 @@ class Packet {
 
   // Calls f(std::span<const uint8_t>) for every message, in order; nothing unless ok().
   template <class F>
-  void ForEach(F&& f) const {
+  void for_each(F&& f) const {
     for (BlockIterator it = begin(); it != end(); ++it) f(*it);
   }
 
   // OkStatus(), or InvalidArgument/DataLoss naming the offset, e.g.
   //   moldudp64: offset 64: block 2: length 300 overruns the packet (11 bytes left)
-  [[nodiscard]] absl::Status ToStatus() const;
+  [[nodiscard]] absl::Status to_status() const;
 
  private:
   friend Packet Parse(std::span<const uint8_t> packet, const Session* expected) noexcept;
@@ -206,9 +206,9 @@ class Packet {
     return r;
   }
   const uint8_t* const p = packet.data();
-  r.session = Session::FromWire(reinterpret_cast<const char*>(p));
-  r.sequence = LoadBe64(p + offsetof(PacketHeaderWire, sequence_number));
-  r.count = LoadBe16(p + offsetof(PacketHeaderWire, message_count));
+  r.session = Session::from_wire(reinterpret_cast<const char*>(p));
+  r.sequence = load_be64(p + offsetof(PacketHeaderWire, sequence_number));
+  r.count = load_be16(p + offsetof(PacketHeaderWire, message_count));
   r.kind = r.count == kHeartbeatCount      ? Kind::kHeartbeat
            : r.count == kEndOfSessionCount ? Kind::kEndOfSession
                                            : Kind::kData;
@@ -233,7 +233,7 @@ class Packet {
     } else if (left < kBlockLengthSize) {
       e = Error::kTruncatedBlock;
     } else {
-      len = LoadBe16(p + off);
+      len = load_be16(p + off);
       if (len == 0) {
         e = Error::kEmptyBlock;
       } else if (len > left - kBlockLengthSize) {
@@ -274,7 +274,7 @@ class Packet {
 
 // True if `packet` has a complete header naming `expected` (nothing else is checked): a
 // cheap filter before Parse() on a socket shared by several sessions.
-[[nodiscard]] inline bool IsSession(std::span<const uint8_t> packet, const Session& expected) noexcept {
+[[nodiscard]] inline bool is_session(std::span<const uint8_t> packet, const Session& expected) noexcept {
   return packet.size() >= kPacketHeaderSize && std::memcmp(packet.data(), expected.bytes.data(), kSessionSize) == 0;
 }
 
@@ -287,12 +287,13 @@ struct Request {
   uint32_t size = 0;
 
   [[nodiscard]] bool ok() const noexcept { return error == Error::kNone; }
-  [[nodiscard]] absl::Status ToStatus() const;
+  [[nodiscard]] absl::Status to_status() const;
 };
 
 // A request must be exactly 20 bytes, ask for at least one message, start at sequence 1 or
 // later and not wrap. With `expected`, another session is kWrongSession.
-[[nodiscard]] inline Request ParseRequest(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
+[[nodiscard]] inline Request parse_request(std::span<const uint8_t> packet,
+                                           const Session* expected = nullptr) noexcept {
   Request r;
   const size_t size = packet.size();
   r.size = static_cast<uint32_t>(std::min<size_t>(size, std::numeric_limits<uint32_t>::max()));
@@ -301,9 +302,9 @@ struct Request {
     return r;
   }
   const uint8_t* const p = packet.data();
-  r.session = Session::FromWire(reinterpret_cast<const char*>(p));
-  r.sequence = LoadBe64(p + offsetof(RequestWire, sequence_number));
-  r.count = LoadBe16(p + offsetof(RequestWire, requested_message_count));
+  r.session = Session::from_wire(reinterpret_cast<const char*>(p));
+  r.sequence = load_be64(p + offsetof(RequestWire, sequence_number));
+  r.count = load_be16(p + offsetof(RequestWire, requested_message_count));
   if (size != kRequestSize) {
     r.error = Error::kTrailingBytes;
   } else if (expected != nullptr && r.session != *expected) {
@@ -315,9 +316,9 @@ struct Request {
   }
   return r;
 }
-[[nodiscard]] inline Request ParseRequest(std::span<const std::byte> packet,
-                                          const Session* expected = nullptr) noexcept {
-  return ParseRequest({reinterpret_cast<const uint8_t*>(packet.data()), packet.size()}, expected);
+[[nodiscard]] inline Request parse_request(std::span<const std::byte> packet,
+                                           const Session* expected = nullptr) noexcept {
+  return parse_request({reinterpret_cast<const uint8_t*>(packet.data()), packet.size()}, expected);
 }
 
 // Builds one downstream packet in a caller's buffer; buffer.size() is the budget (the MTU
@@ -337,12 +338,12 @@ class PacketBuilder {
     started_ = false;
     if (buf_.size() < kPacketHeaderSize || first_sequence == 0) return false;
     std::memcpy(buf_.data(), session.bytes.data(), kSessionSize);
-    StoreBe64(buf_.data() + offsetof(PacketHeaderWire, sequence_number), first_sequence);
+    store_be64(buf_.data() + offsetof(PacketHeaderWire, sequence_number), first_sequence);
     first_ = first_sequence;
     count_ = 0;
     size_ = kPacketHeaderSize;
     started_ = true;
-    StoreCount();
+    store_count();
     return true;
   }
 
@@ -355,10 +356,10 @@ class PacketBuilder {
       return nullptr;
     }
     uint8_t* const at = buf_.data() + size_;
-    StoreBe16(at, static_cast<uint16_t>(length));
+    store_be16(at, static_cast<uint16_t>(length));
     size_ += kBlockLengthSize + length;
     ++count_;
-    StoreCount();
+    store_count();
     return at + kBlockLengthSize;
   }
 
@@ -390,7 +391,7 @@ class PacketBuilder {
   [[nodiscard]] uint64_t next_sequence() const noexcept { return first_ + count_; }
 
  private:
-  void StoreCount() noexcept { StoreBe16(buf_.data() + offsetof(PacketHeaderWire, message_count), count_); }
+  void store_count() noexcept { store_be16(buf_.data() + offsetof(PacketHeaderWire, message_count), count_); }
 
   std::span<uint8_t> buf_;
   uint64_t first_ = 0;
@@ -400,34 +401,34 @@ class PacketBuilder {
 };
 
 namespace detail {
-[[nodiscard]] inline std::span<const uint8_t> Write20(std::span<uint8_t> out, const Session& session, uint64_t seq,
+[[nodiscard]] inline std::span<const uint8_t> write20(std::span<uint8_t> out, const Session& session, uint64_t seq,
                                                       uint16_t count) noexcept {
   if (out.size() < kPacketHeaderSize) return {};
   std::memcpy(out.data(), session.bytes.data(), kSessionSize);
-  StoreBe64(out.data() + offsetof(PacketHeaderWire, sequence_number), seq);
-  StoreBe16(out.data() + offsetof(PacketHeaderWire, message_count), count);
+  store_be64(out.data() + offsetof(PacketHeaderWire, sequence_number), seq);
+  store_be16(out.data() + offsetof(PacketHeaderWire, message_count), count);
   return {out.data(), kPacketHeaderSize};
 }
 }  // namespace detail
 
 // Each writes a 20-byte packet at the start of `out` and returns it; empty if `out` is
 // shorter than 20 bytes or the packet would be invalid (sequence 0, wrapping, count 0).
-[[nodiscard]] inline std::span<const uint8_t> EncodeHeartbeat(std::span<uint8_t> out, const Session& session,
-                                                              uint64_t next_sequence) noexcept {
+[[nodiscard]] inline std::span<const uint8_t> encode_heartbeat(std::span<uint8_t> out, const Session& session,
+                                                               uint64_t next_sequence) noexcept {
   if (next_sequence == 0) return {};
-  return detail::Write20(out, session, next_sequence, kHeartbeatCount);
+  return detail::write20(out, session, next_sequence, kHeartbeatCount);
 }
-[[nodiscard]] inline std::span<const uint8_t> EncodeEndOfSession(std::span<uint8_t> out, const Session& session,
-                                                                 uint64_t next_sequence) noexcept {
+[[nodiscard]] inline std::span<const uint8_t> encode_end_of_session(std::span<uint8_t> out, const Session& session,
+                                                                    uint64_t next_sequence) noexcept {
   if (next_sequence == 0) return {};
-  return detail::Write20(out, session, next_sequence, kEndOfSessionCount);
+  return detail::write20(out, session, next_sequence, kEndOfSessionCount);
 }
-[[nodiscard]] inline std::span<const uint8_t> EncodeRequest(std::span<uint8_t> out, const Session& session,
-                                                            uint64_t sequence, uint16_t count) noexcept {
+[[nodiscard]] inline std::span<const uint8_t> encode_request(std::span<uint8_t> out, const Session& session,
+                                                             uint64_t sequence, uint16_t count) noexcept {
   if (sequence == 0 || count == 0 || sequence > std::numeric_limits<uint64_t>::max() - count) {
     return {};
   }
-  return detail::Write20(out, session, sequence, count);
+  return detail::write20(out, session, sequence, count);
 }
 
 }  // namespace pollux::itch::mold

@@ -52,7 +52,7 @@ OrderBook::~OrderBook() {
 
 OrderBook::OrderBook(const OrderBook& o)
     : arena_(o.arena_), symbol_(o.symbol_), symbol_size_(o.symbol_size_), stock_locate_(o.stock_locate_) {
-  CopyFrom(o);
+  copy_from(o);
 }
 
 OrderBook& OrderBook::operator=(const OrderBook& o) {
@@ -63,7 +63,7 @@ OrderBook& OrderBook::operator=(const OrderBook& o) {
     symbol_ = o.symbol_;
     symbol_size_ = o.symbol_size_;
     stock_locate_ = o.stock_locate_;
-    CopyFrom(o);
+    copy_from(o);
   }
   return *this;
 }
@@ -90,7 +90,7 @@ OrderBook& OrderBook::operator=(OrderBook&& o) noexcept {
   return *this;
 }
 
-void OrderBook::CopyFrom(const OrderBook& o) {
+void OrderBook::copy_from(const OrderBook& o) {
   for (Side side : {Side::kBuy, Side::kSell}) {
     const Levels_& from = o.Levels(side);
     Levels_& to = Levels(side);
@@ -125,7 +125,7 @@ void OrderBook::Release(Levels_& levels) noexcept {
   levels = {};
 }
 
-void OrderBook::InsertLevel(Levels_& levels, size_t at, Level level) noexcept {
+void OrderBook::insert_level(Levels_& levels, size_t at, Level level) noexcept {
   // Allocates only when the side is deeper than it has ever been. Like std::vector's growth
   // (and the vectors this replaced), an allocation failure here ends the process.
   if (levels.size == levels.capacity) [[unlikely]]
@@ -137,7 +137,7 @@ void OrderBook::InsertLevel(Levels_& levels, size_t at, Level level) noexcept {
 }
 
 void OrderBook::set_symbol(std::string_view padded) noexcept {
-  const std::string_view s = TrimPadding(padded.substr(0, symbol_.size()));
+  const std::string_view s = trim_padding(padded.substr(0, symbol_.size()));
   std::copy(s.begin(), s.end(), symbol_.begin());
   symbol_size_ = static_cast<uint8_t>(s.size());
 }

@@ -105,7 +105,7 @@ class alignas(64) OrderBook {
   // drops the level's order count. A level with no orders left is removed. Returns false
   // (and changes nothing) if there is no level at `price`: the caller's order map and the
   // book disagree, which BookSet counts.
-  bool Reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept;
+  bool reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept;
 
   // Best level of a side, or nullopt if the side is empty.
   [[nodiscard]] std::optional<PriceLevel> best_bid() const noexcept;
@@ -131,7 +131,7 @@ class alignas(64) OrderBook {
   void Clear() noexcept;
 
   // Starts loading the best levels of both sides (where most updates land) into the cache.
-  void PrefetchTop() const noexcept {
+  void prefetch_top() const noexcept {
     if (bids_.size != 0) __builtin_prefetch(bids_.data + bids_.size - 1, 1, 3);
     if (asks_.size != 0) __builtin_prefetch(asks_.data + asks_.size - 1, 1, 3);
   }
@@ -158,11 +158,11 @@ class alignas(64) OrderBook {
   // Index one past the last level whose key is <= key (where `key` is, or would go).
   static size_t UpperBound(const Levels_& levels, uint32_t key) noexcept;
   // Inserts at `at`, growing the array (allocates) only past the deepest the side has been.
-  void InsertLevel(Levels_& levels, size_t at, Level level) noexcept;
-  static void EraseLevel(Levels_& levels, size_t at) noexcept;
+  void insert_level(Levels_& levels, size_t at, Level level) noexcept;
+  static void erase_level(Levels_& levels, size_t at) noexcept;
   void Reserve(Levels_& levels, size_t capacity);
   void Release(Levels_& levels) noexcept;
-  void CopyFrom(const OrderBook& o);
+  void copy_from(const OrderBook& o);
 
   // One cache line (alignas), so BookSet keeps every book in one contiguous array indexed
   // by locate and a book's hot fields never straddle two lines.
@@ -191,7 +191,7 @@ inline size_t OrderBook::UpperBound(const Levels_& levels, uint32_t key) noexcep
   return static_cast<size_t>(base - levels.data) + (base->key <= key);
 }
 
-inline void OrderBook::EraseLevel(Levels_& levels, size_t at) noexcept {
+inline void OrderBook::erase_level(Levels_& levels, size_t at) noexcept {
   Level* d = levels.data;
   for (size_t i = at + 1; i < levels.size; ++i) d[i - 1] = d[i];  // the few better levels
   --levels.size;
@@ -207,10 +207,10 @@ inline void OrderBook::Add(Side side, uint32_t price, uint32_t shares) noexcept 
     l.shares += shares;
     return;
   }
-  InsertLevel(levels, i, Level{key, 1, shares});
+  insert_level(levels, i, Level{key, 1, shares});
 }
 
-inline bool OrderBook::Reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept {
+inline bool OrderBook::reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept {
   Levels_& levels = Levels(side);
   const uint32_t key = Key(side, price);
   const size_t i = UpperBound(levels, key);
@@ -219,7 +219,7 @@ inline bool OrderBook::Reduce(Side side, uint32_t price, uint32_t shares, bool o
   Level& l = levels.data[i - 1];
   l.shares -= shares < l.shares ? shares : l.shares;
   l.orders -= order_gone;
-  if (l.orders == 0) EraseLevel(levels, i - 1);
+  if (l.orders == 0) erase_level(levels, i - 1);
   return true;
 }
 

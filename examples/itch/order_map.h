@@ -32,7 +32,7 @@ static_assert(sizeof(Order) == 24);
 class OrderMap {
  public:
   // Room for `expected` live orders before the first growth.
-  explicit OrderMap(size_t expected = 1 << 16) { Rehash(CapacityFor(expected)); }
+  explicit OrderMap(size_t expected = 1 << 16) { Rehash(capacity_for(expected)); }
 
   OrderMap(OrderMap&&) noexcept = default;
   OrderMap& operator=(OrderMap&&) noexcept = default;
@@ -94,7 +94,7 @@ class OrderMap {
 
   // Grows now so that `n` live orders fit without a later rehash.
   void Reserve(size_t n) {
-    if (CapacityFor(n) > capacity_) Rehash(CapacityFor(n));
+    if (capacity_for(n) > capacity_) Rehash(capacity_for(n));
   }
 
   [[nodiscard]] size_t size() const noexcept { return size_; }
@@ -102,7 +102,7 @@ class OrderMap {
 
   // Calls f(const Order&) for every live order, in slot order (not a hot path).
   template <class F>
-  void ForEach(F&& f) const {
+  void for_each(F&& f) const {
     for (size_t i = 0; i < capacity_; ++i) {
       if (slots()[i].used) f(slots()[i]);
     }
@@ -112,7 +112,7 @@ class OrderMap {
   void Prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots()[Home(ref)], 1, 3); }
 
  private:
-  static size_t CapacityFor(size_t n) {
+  static size_t capacity_for(size_t n) {
     size_t c = 16;
     while (c < 2 * n) c *= 2;
     return c;

@@ -34,14 +34,14 @@ class Xoshiro256 {
   }
 
   constexpr uint64_t Next() noexcept {
-    const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;
     s_[2] ^= s_[0];
     s_[3] ^= s_[1];
     s_[1] ^= s_[2];
     s_[0] ^= s_[3];
     s_[2] ^= t;
-    s_[3] = Rotl(s_[3], 45);
+    s_[3] = rotl(s_[3], 45);
     return result;
   }
 
@@ -55,7 +55,7 @@ class Xoshiro256 {
   constexpr bool Chance(uint32_t num) noexcept { return (Next() >> 54) < num; }
 
  private:
-  static constexpr uint64_t Rotl(uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
+  static constexpr uint64_t rotl(uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4]{};
 };
 

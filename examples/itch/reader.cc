@@ -17,7 +17,7 @@ std::string TypeByte(uint8_t t) {
 
 }  // namespace
 
-absl::Status ParseResult::ToStatus() const {
+absl::Status ParseResult::to_status() const {
   const std::string where = absl::StrCat("itch: offset ", offset, ": ");
   switch (error) {
     case ParseError::kNone:
@@ -27,7 +27,7 @@ absl::Status ParseResult::ToStatus() const {
     case ParseError::kLengthMismatch:
       return absl::InvalidArgumentError(absl::StrCat(
           where, framed ? "length prefix " : "payload of ", length, framed ? "" : " bytes", " disagrees with the size ",
-          MessageSize(type), " of message type '", std::string(1, static_cast<char>(type)), "'"));
+          message_size(type), " of message type '", std::string(1, static_cast<char>(type)), "'"));
     case ParseError::kTruncated:
       if (framed && available < kLengthPrefixSize) {
         return absl::DataLossError(absl::StrCat(where, "truncated length prefix: ", available, " byte(s) left"));
@@ -36,7 +36,7 @@ absl::Status ParseResult::ToStatus() const {
         return absl::DataLossError(absl::StrCat(where, "truncated record: length prefix without a message type"));
       }
       return absl::DataLossError(absl::StrCat(where, "truncated message type '",
-                                              std::string(1, static_cast<char>(type)), "': needs ", MessageSize(type),
+                                              std::string(1, static_cast<char>(type)), "': needs ", message_size(type),
                                               " bytes", framed ? " after the prefix" : "", ", ",
                                               framed ? available - kLengthPrefixSize : available, " left"));
     case ParseError::kEmpty:
@@ -49,7 +49,7 @@ bool MessageCursor::Next(MessageView* out) noexcept {
   if (!result_.ok()) return false;
   bool got = false;
   const uint64_t start = result_.offset;
-  ParseResult r = ForEachMessage(buf_.subspan(start), [&](MessageView m) {
+  ParseResult r = for_each_message(buf_.subspan(start), [&](MessageView m) {
     *out = m;
     got = true;
     return false;  // one message per call
@@ -65,7 +65,7 @@ bool MessageCursor::Next(MessageView* out) noexcept {
   return got;
 }
 
-ParseResult CheckMessage(std::span<const uint8_t> msg) noexcept {
+ParseResult check_message(std::span<const uint8_t> msg) noexcept {
   ParseResult r;
   r.framed = false;
   if (msg.empty()) {
@@ -73,7 +73,7 @@ ParseResult CheckMessage(std::span<const uint8_t> msg) noexcept {
     return r;
   }
   const uint8_t type = msg[0];
-  const size_t want = MessageSize(type);
+  const size_t want = message_size(type);
   r.type = type;
   r.length = static_cast<uint32_t>(msg.size());
   r.available = msg.size();
@@ -90,13 +90,13 @@ ParseResult CheckMessage(std::span<const uint8_t> msg) noexcept {
   return r;
 }
 
-absl::StatusOr<MessageView> DecodeMessage(std::span<const uint8_t> msg) {
-  const ParseResult r = CheckMessage(msg);
-  if (!r.ok()) return r.ToStatus();
+absl::StatusOr<MessageView> decode_message(std::span<const uint8_t> msg) {
+  const ParseResult r = check_message(msg);
+  if (!r.ok()) return r.to_status();
   return MessageView(msg.data(), msg.size());
 }
 
-absl::Status WrongTypeError(char got, char want) {
+absl::Status wrong_type_error(char got, char want) {
   return absl::InvalidArgumentError(absl::StrCat("itch: offset 0: message type '", std::string(1, got), "' where '",
                                                  std::string(1, want), "' was expected"));
 }

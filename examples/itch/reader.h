@@ -15,9 +15,9 @@
 //   itch: offset 465047: truncated length prefix: 1 byte(s) left
 // Nothing is ever skipped silently and malformed input never reads out of bounds.
 //
-// Hot path: ForEachMessage/VisitMessages are templates that inline the caller's callback;
+// Hot path: for_each_message/visit_messages are templates that inline the caller's callback;
 // the per-message work is one table lookup, three compares and the callback. Errors are
-// returned as a plain ParseResult (no allocation); ToStatus() builds the message.
+// returned as a plain ParseResult (no allocation); to_status() builds the message.
 #pragma once
 
 #include <cstddef>
@@ -59,7 +59,7 @@ struct ParseResult {
 
   [[nodiscard]] bool ok() const noexcept { return error == ParseError::kNone; }
   // OkStatus() or InvalidArgument / DataLoss with the message documented above.
-  [[nodiscard]] absl::Status ToStatus() const;
+  [[nodiscard]] absl::Status to_status() const;
 };
 
 namespace detail {
@@ -87,7 +87,7 @@ namespace detail {
 // `offset` is where the next record starts, whatever the bytes there hold). An empty buffer
 // holds no messages and is ok. On an error, `f` has seen every message before it.
 template <class F>
-[[nodiscard]] inline ParseResult ForEachMessage(std::span<const uint8_t> buf, F&& f) {
+[[nodiscard]] inline ParseResult for_each_message(std::span<const uint8_t> buf, F&& f) {
   const uint8_t* const data = buf.data();
   const uint64_t size = buf.size();
   uint64_t off = 0;
@@ -95,9 +95,9 @@ template <class F>
   // Three bytes (prefix + type) are needed to learn the record size; the body is checked
   // against what is left once the size is known.
   while (size - off >= kLengthPrefixSize + 1) {
-    const uint16_t len = LoadBe16(data + off);
+    const uint16_t len = load_be16(data + off);
     const uint8_t type = data[off + kLengthPrefixSize];
-    const uint32_t want = static_cast<uint32_t>(MessageSize(type));
+    const uint32_t want = static_cast<uint32_t>(message_size(type));
     if (want == 0) [[unlikely]] {
       return detail::Fail(ParseError::kUnknownType, off, n, type, len, size - off);
     }
@@ -126,18 +126,18 @@ template <class F>
   return detail::Done(off, n);
 }
 
-// ForEachMessage with typed dispatch: calls `v(TypedView)` for every message whose view
+// for_each_message with typed dispatch: calls `v(TypedView)` for every message whose view
 // type `v` accepts (see Dispatch in messages.h).
 template <class Visitor>
-[[nodiscard]] inline ParseResult VisitMessages(std::span<const uint8_t> buf, Visitor&& v) {
-  return ForEachMessage(buf, [&v](MessageView m) { Dispatch(m, v); });
+[[nodiscard]] inline ParseResult visit_messages(std::span<const uint8_t> buf, Visitor&& v) {
+  return for_each_message(buf, [&v](MessageView m) { Dispatch(m, v); });
 }
 
 // Pull-style iteration over BinaryFILE records, for callers that cannot hand over a
 // callback (e.g. a feed handler that publishes one message per poller duty cycle).
 //   MessageCursor c(buf);
 //   for (MessageView m; c.Next(&m);) { ... }
-//   if (!c.result().ok()) return c.result().ToStatus();
+//   if (!c.result().ok()) return c.result().to_status();
 class MessageCursor {
  public:
   MessageCursor() = default;
@@ -158,21 +158,21 @@ class MessageCursor {
 
 // Validates one message without a length prefix (a pub/sub payload): the first byte must be
 // a known type and the payload exactly that type's size. Never allocates.
-[[nodiscard]] ParseResult CheckMessage(std::span<const uint8_t> msg) noexcept;
+[[nodiscard]] ParseResult check_message(std::span<const uint8_t> msg) noexcept;
 
-// CheckMessage, then the view. Errors name offset 0, e.g.
+// check_message, then the view. Errors name offset 0, e.g.
 //   itch: offset 0: payload of 30 bytes disagrees with the size 36 of message type 'A'
-[[nodiscard]] absl::StatusOr<MessageView> DecodeMessage(std::span<const uint8_t> msg);
+[[nodiscard]] absl::StatusOr<MessageView> decode_message(std::span<const uint8_t> msg);
 
-// The status DecodeAs returns when a payload holds another (valid) type.
-[[nodiscard]] absl::Status WrongTypeError(char got, char want);
+// The status decode_as returns when a payload holds another (valid) type.
+[[nodiscard]] absl::Status wrong_type_error(char got, char want);
 
 // Decodes a payload that must hold a message of type T::kType.
 template <class T>
-[[nodiscard]] absl::StatusOr<T> DecodeAs(std::span<const uint8_t> msg) {
-  absl::StatusOr<MessageView> m = DecodeMessage(msg);
+[[nodiscard]] absl::StatusOr<T> decode_as(std::span<const uint8_t> msg) {
+  absl::StatusOr<MessageView> m = decode_message(msg);
   if (!m.ok()) return m.status();
-  if (m->type() != T::kType) return WrongTypeError(m->type(), T::kType);
+  if (m->type() != T::kType) return wrong_type_error(m->type(), T::kType);
   return T(m->data());
 }
 
@@ -189,14 +189,14 @@ class Reader {
 
   [[nodiscard]] std::span<const uint8_t> data() const noexcept { return data_; }
 
-  // See ForEachMessage / VisitMessages; these return the status form.
+  // See for_each_message / visit_messages; these return the status form.
   template <class F>
-  [[nodiscard]] absl::Status ForEach(F&& f) const {
-    return ForEachMessage(data_, std::forward<F>(f)).ToStatus();
+  [[nodiscard]] absl::Status for_each(F&& f) const {
+    return for_each_message(data_, std::forward<F>(f)).to_status();
   }
   template <class Visitor>
-  [[nodiscard]] absl::Status Visit(Visitor&& v) const {
-    return VisitMessages(data_, std::forward<Visitor>(v)).ToStatus();
+  [[nodiscard]] absl::Status visit(Visitor&& v) const {
+    return visit_messages(data_, std::forward<Visitor>(v)).to_status();
   }
   [[nodiscard]] MessageCursor Cursor() const noexcept { return MessageCursor(data_); }
 

@@ -11,9 +11,9 @@
 namespace pollux::itch {
 namespace {
 
-void WriteJsonString(std::string_view s, std::ostream& out) { out << '"' << EscapeText(s) << '"'; }
+void write_json_string(std::string_view s, std::ostream& out) { out << '"' << escape_text(s) << '"'; }
 
-void WriteSide(const OrderBook& book, Side side, std::ostream& out) {
+void write_side(const OrderBook& book, Side side, std::ostream& out) {
   out << '[';
   bool first = true;
   for (const PriceLevel& l : book.Depth(side)) {
@@ -25,7 +25,7 @@ void WriteSide(const OrderBook& book, Side side, std::ostream& out) {
 }
 
 template <class Fn>
-absl::Status WriteToPath(const std::string& path, Fn&& fn) {
+absl::Status write_to_path(const std::string& path, Fn&& fn) {
   std::ofstream f(path, std::ios::out | std::ios::trunc);
   if (!f) {
     return absl::UnavailableError(absl::StrCat("itch: cannot create '", path, "': ", std::strerror(errno)));
@@ -40,7 +40,7 @@ absl::Status WriteToPath(const std::string& path, Fn&& fn) {
 
 }  // namespace
 
-std::string EscapeText(std::string_view s) {
+std::string escape_text(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (const char c : s) {
@@ -56,23 +56,23 @@ std::string EscapeText(std::string_view s) {
   return out;
 }
 
-void WriteBooksJsonl(const BookSet& books, std::ostream& out) {
-  books.ForEachBook([&out](const OrderBook& book) {
+void write_books_jsonl(const BookSet& books, std::ostream& out) {
+  books.for_each_book([&out](const OrderBook& book) {
     out << "{\"symbol\": ";
-    WriteJsonString(book.symbol(), out);
+    write_json_string(book.symbol(), out);
     out << ", \"bids\": ";
-    WriteSide(book, Side::kBuy, out);
+    write_side(book, Side::kBuy, out);
     out << ", \"asks\": ";
-    WriteSide(book, Side::kSell, out);
+    write_side(book, Side::kSell, out);
     out << "}\n";
   });
 }
 
-absl::Status WriteBooksJsonl(const BookSet& books, const std::string& path) {
-  return WriteToPath(path, [&books](std::ostream& out) { WriteBooksJsonl(books, out); });
+absl::Status write_books_jsonl(const BookSet& books, const std::string& path) {
+  return write_to_path(path, [&books](std::ostream& out) { write_books_jsonl(books, out); });
 }
 
-void WriteCountsJson(const MessageCounts& counts, std::ostream& out) {
+void write_counts_json(const MessageCounts& counts, std::ostream& out) {
   out << '{';
   bool first = true;
   for (int t = 0; t < 256; ++t) {
@@ -80,14 +80,14 @@ void WriteCountsJson(const MessageCounts& counts, std::ostream& out) {
     if (counts[c] == 0) continue;
     if (!first) out << ", ";
     first = false;
-    WriteJsonString(std::string_view(&c, 1), out);
+    write_json_string(std::string_view(&c, 1), out);
     out << ": " << counts[c];
   }
   out << "}\n";
 }
 
-absl::Status WriteCountsJson(const MessageCounts& counts, const std::string& path) {
-  return WriteToPath(path, [&counts](std::ostream& out) { WriteCountsJson(counts, out); });
+absl::Status write_counts_json(const MessageCounts& counts, const std::string& path) {
+  return write_to_path(path, [&counts](std::ostream& out) { write_counts_json(counts, out); });
 }
 
 }  // namespace pollux::itch

@@ -15,19 +15,19 @@ namespace pollux::itch {
 // as \u00XX: the inside of a JSON string, and printable on a terminal (no control
 // character or stray UTF-8 byte gets through). Symbols are printable ASCII in practice;
 // --book-out and the feed handler's summary write them with this.
-std::string EscapeText(std::string_view s);
+std::string escape_text(std::string_view s);
 
 // One JSON object per line per book, in stock locate order:
 //   {"symbol": "ALC", "bids": [[price, shares], ...], "asks": [[price, shares], ...]}
 // Levels best first (bids descending, asks ascending), prices as raw ITCH integers (4
 // implied decimals), symbols trimmed of padding. Books named by R but never traded appear
 // with empty sides.
-void WriteBooksJsonl(const BookSet& books, std::ostream& out);
-[[nodiscard]] absl::Status WriteBooksJsonl(const BookSet& books, const std::string& path);
+void write_books_jsonl(const BookSet& books, std::ostream& out);
+[[nodiscard]] absl::Status write_books_jsonl(const BookSet& books, const std::string& path);
 
 // One JSON object of the message counts by type letter, in ASCII order of the letter,
 // types never seen left out, e.g. {"A": 4997, "D": 1745, "E": 198}. Ends with a newline.
-void WriteCountsJson(const MessageCounts& counts, std::ostream& out);
-[[nodiscard]] absl::Status WriteCountsJson(const MessageCounts& counts, const std::string& path);
+void write_counts_json(const MessageCounts& counts, std::ostream& out);
+[[nodiscard]] absl::Status write_counts_json(const MessageCounts& counts, const std::string& path);
 
 }  // namespace pollux::itch

@@ -22,9 +22,9 @@ TEST(ArbiterAlloc, SteadyStateWithLossesDuplicatesAndRepliesAllocatesNothing) {
   itch::GeneratorOptions g;
   g.messages = 60'000;
   g.symbols = 8;
-  const std::vector<std::uint8_t> feed = *itch::GenerateItch(g);
+  const std::vector<std::uint8_t> feed = *itch::generate_itch(g);
   std::vector<std::span<const std::uint8_t>> msgs;
-  (void)itch::ForEachMessage(feed, [&](itch::MessageView m) { msgs.push_back(m.bytes()); });
+  (void)itch::for_each_message(feed, [&](itch::MessageView m) { msgs.push_back(m.bytes()); });
   const mold::Session s = mold::Session::From("ALLOC");
   // Every packet built before counting: 10 messages each.
   std::vector<std::vector<std::uint8_t>> packets;
@@ -44,23 +44,23 @@ TEST(ArbiterAlloc, SteadyStateWithLossesDuplicatesAndRepliesAllocatesNothing) {
   std::uint64_t delivered = 0;
   auto step = [&](std::size_t i, std::int64_t now) {
     // Line A loses every 7th packet, line B every 11th: every 77th is lost on both.
-    if (i % 7 != 3) (void)a.OnPacket(Line::kA, packets[i], now);
-    if (i % 11 != 3) (void)a.OnPacket(Line::kB, packets[i], now);
-    a.LineDrained(Line::kA, now);
-    a.LineDrained(Line::kB, now);
+    if (i % 7 != 3) (void)a.on_packet(Line::kA, packets[i], now);
+    if (i % 11 != 3) (void)a.on_packet(Line::kB, packets[i], now);
+    a.line_drained(Line::kA, now);
+    a.line_drained(Line::kB, now);
     a.Tick(now);
     for (const RerequestOut& r : a.requests()) pending.push_back(r);
-    a.ClearRequests();
+    a.clear_requests();
     for (const RerequestOut& r : pending) {
       const std::size_t k = (r.sequence - 1) / 10;  // the original packet answers it
-      (void)a.OnPacket(Line::kReplay, packets[k], now);
+      (void)a.on_packet(Line::kReplay, packets[k], now);
     }
     pending.clear();
     Arbiter::Piece p;
     while (a.Next(&p)) {
-      if (p.notice == nullptr) delivered += itch::ForEachMessage(p.bytes, [](itch::MessageView) {}).messages;
+      if (p.notice == nullptr) delivered += itch::for_each_message(p.bytes, [](itch::MessageView) {}).messages;
     }
-    a.ResetOutput();
+    a.reset_output();
   };
   const std::size_t warm = packets.size() / 4;
   for (std::size_t i = 0; i < warm; ++i) step(i, static_cast<std::int64_t>(i) * 1000);

@@ -33,8 +33,8 @@ struct Feed {
     o.messages = n;
     o.symbols = 4;
     o.seed = seed;
-    bytes = *itch::GenerateItch(o);
-    (void)itch::ForEachMessage(bytes, [&](itch::MessageView m) { msgs.push_back(m.bytes()); });
+    bytes = *itch::generate_itch(o);
+    (void)itch::for_each_message(bytes, [&](itch::MessageView m) { msgs.push_back(m.bytes()); });
   }
   // BinaryFILE records of sequences [from, to).
   std::vector<std::uint8_t> Records(std::uint64_t from, std::uint64_t to) const {
@@ -59,12 +59,12 @@ std::vector<std::uint8_t> Data(const Feed& f, const mold::Session& s, std::uint6
 }
 std::vector<std::uint8_t> Heartbeat(const mold::Session& s, std::uint64_t next) {
   std::uint8_t b[20];
-  const auto p = mold::EncodeHeartbeat(b, s, next);
+  const auto p = mold::encode_heartbeat(b, s, next);
   return {p.begin(), p.end()};
 }
 std::vector<std::uint8_t> End(const mold::Session& s, std::uint64_t next) {
   std::uint8_t b[20];
-  const auto p = mold::EncodeEndOfSession(b, s, next);
+  const auto p = mold::encode_end_of_session(b, s, next);
   return {p.begin(), p.end()};
 }
 
@@ -99,12 +99,12 @@ void Drain(Arbiter& a, Out* out) {
       out->notices.push_back({*p.notice, out->records});
       continue;
     }
-    const itch::ParseResult r = itch::ForEachMessage(p.bytes, [](itch::MessageView) {});
+    const itch::ParseResult r = itch::for_each_message(p.bytes, [](itch::MessageView) {});
     ASSERT_TRUE(r.ok()) << "delivered bytes are not BinaryFILE records";
     out->records += r.messages;
     out->bytes.insert(out->bytes.end(), p.bytes.begin(), p.bytes.end());
   }
-  a.ResetOutput();
+  a.reset_output();
 }
 
 ArbiterOptions Opts() {
@@ -123,7 +123,7 @@ ArbiterOptions Opts() {
 
 // Hands a packet over and drains the output.
 V Put(Arbiter& a, Line l, const std::vector<std::uint8_t>& p, std::int64_t now, Out* out) {
-  const V v = a.OnPacket(l, p, now);
+  const V v = a.on_packet(l, p, now);
   Drain(a, out);
   return v;
 }
@@ -140,7 +140,7 @@ void TickAt(Arbiter& a, std::int64_t now, Out* out) {
 // Sends the replies the server would: every message of every queued request.
 int Answer(Arbiter& a, const Feed& f, std::int64_t now, Out* out) {
   std::vector<RerequestOut> reqs(a.requests().begin(), a.requests().end());
-  a.ClearRequests();
+  a.clear_requests();
   for (const RerequestOut& r : reqs) (void)Put(a, Line::kReplay, Data(f, r.session, r.sequence, r.count), now, out);
   return static_cast<int>(reqs.size());
 }
@@ -152,7 +152,7 @@ struct QueuedRequests {
   void Collect(Arbiter& a, std::int64_t t, Out* out) {
     TickAt(a, t, out);
     for (const RerequestOut& r : a.requests()) q.push_back(r);
-    a.ClearRequests();
+    a.clear_requests();
   }
   // The oldest request, taken off the queue (false when there is none).
   bool Take(RerequestOut* r) {
@@ -199,8 +199,8 @@ TEST(Arbiter, LossOnOneLineIsFilledByTheOtherWithoutARequest) {
     if (s % 30 != 11) (void)Put(a, Line::kA, Data(f, kS1, s, 10), t, &out);  // A loses every third
     TickAt(a, t, &out);
     (void)Put(a, Line::kB, Data(f, kS1, s, 10), t, &out);
-    a.LineDrained(Line::kA, t);
-    a.LineDrained(Line::kB, t);
+    a.line_drained(Line::kA, t);
+    a.line_drained(Line::kB, t);
     TickAt(a, t, &out);
   }
   EXPECT_EQ(out.bytes, f.Records(1, 301));
@@ -219,7 +219,7 @@ TEST(Arbiter, AGapSeenOnALeadingLineWaitsForTheOtherLine) {
   EXPECT_EQ(C(a, LiveCounter::kUnconfirmed), 1u);
   EXPECT_EQ(C(a, LiveCounter::kGapsDetected), 0u);
   EXPECT_EQ(a.frontier(), 11u);
-  a.LineDrained(Line::kB, 0);
+  a.line_drained(Line::kB, 0);
   TickAt(a, 500'000, &out);  // before the wait: nothing
   EXPECT_TRUE(a.requests().empty());
   // B's socket still had data: read empty only before the wait ended, so still no request.
@@ -243,7 +243,7 @@ TEST(Arbiter, ASilentLineDoesNotHoldRecoveryUp) {
   Out out;
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   (void)Put(a, Line::kA, Data(f, kS1, 21, 10), 0, &out);
-  a.LineDrained(Line::kB, 2 * kMs);  // read empty after the 1 ms wait
+  a.line_drained(Line::kB, 2 * kMs);  // read empty after the 1 ms wait
   TickAt(a, 2 * kMs, &out);
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].sequence, 11u);
@@ -295,7 +295,7 @@ TEST(Arbiter, UnansweredRequestsBackOffThenTheExactRangeIsReportedWhereItWas) {
       EXPECT_EQ(a.requests()[0].sequence, 11u);
       EXPECT_EQ(a.requests()[0].count, 7u);
       sent_at.push_back(t);
-      a.ClearRequests();
+      a.clear_requests();
     }
   }
   // 0, then after 10, 20 and 40 ms more; lost after the last 80 ms timeout.
@@ -386,7 +386,7 @@ TEST(Arbiter, SessionChangeAfterEndOfSessionHoldsTheNewSessionUntilTheOldIsCompl
   EXPECT_EQ(Put(a, Line::kA, End(kS1, 21), 0, &out), V::kHeld);  // A lost 11..20; B lags
   // The next session's first packet on A (its messages 21.. of the feed are 1.. there).
   std::vector<std::uint8_t> s2p = Data(f, kS1, 21, 10);
-  (void)mold::detail::Write20(s2p, kS2, 1, 10);
+  (void)mold::detail::write20(s2p, kS2, 1, 10);
   EXPECT_EQ(Put(a, Line::kA, s2p, 0, &out), V::kHeld);
   EXPECT_TRUE(a.moved(Line::kA));
   TickAt(a, 0, &out);
@@ -418,7 +418,7 @@ TEST(Arbiter, SessionChangeWithoutEndOfSessionSwitchesOnceBothLinesMoved) {
   Arbiter a(Opts());
   Out out;
   std::vector<std::uint8_t> s2 = Data(f, kS1, 11, 10);
-  (void)mold::detail::Write20(s2, kS2, 1, 10);
+  (void)mold::detail::write20(s2, kS2, 1, 10);
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   (void)Put(a, Line::kB, Data(f, kS1, 1, 10), 0, &out);
   EXPECT_EQ(Put(a, Line::kA, s2, 0, &out), V::kHeld);
@@ -531,14 +531,14 @@ TEST(Arbiter, SilentServerAndAFullWindowReportExactlyTheDoubleLosses) {
     if (!lose_b) (void)Put(a, Line::kB, p, now, &out);
     now += kMs / 10;  // 100 messages per ms: retries (10, 20, 40, 80 ms) outlast the window
     TickAt(a, now, &out);
-    a.ClearRequests();  // never answered
+    a.clear_requests();  // never answered
   }
   (void)Put(a, Line::kA, End(kS1, 4801), now, &out);
   (void)Put(a, Line::kB, End(kS1, 4801), now, &out);
   for (int i = 0; i < 200 && !a.done(); ++i) {
     now += 10 * kMs;
     TickAt(a, now, &out);
-    a.ClearRequests();
+    a.clear_requests();
   }
   ASSERT_GT(runs, 5u);
   EXPECT_TRUE(a.done());
@@ -603,34 +603,34 @@ TEST(Arbiter, APartialReplyIsFollowedAtOnceByARequestForTheRest) {
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].sequence, 11u);
   EXPECT_EQ(a.requests()[0].count, 100u);
-  a.ClearRequests();
+  a.clear_requests();
   const Server one{f, 30};
   (void)Put(a, Line::kReplay, one.Reply({kS1, 11, 100})[0], kMs, &out);  // 11..40
-  a.LineDrained(Line::kReplay, kMs);
+  a.line_drained(Line::kReplay, kMs);
   TickAt(a, kMs + 100'000, &out);  // the reply may not be over yet
   EXPECT_TRUE(a.requests().empty());
-  a.LineDrained(Line::kReplay, kMs + 300'000);
+  a.line_drained(Line::kReplay, kMs + 300'000);
   TickAt(a, kMs + 300'000, &out);  // over: the rest at once, long before the 10 ms timeout
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].sequence, 41u);
   EXPECT_EQ(a.requests()[0].count, 70u);
-  a.ClearRequests();
+  a.clear_requests();
   EXPECT_EQ(C(a, LiveCounter::kRerequestFollowups), 1u);
   EXPECT_EQ(C(a, LiveCounter::kRerequestRetries), 0u);
   // This one brings nothing: after its timeout it is sent again, a retry.
   TickAt(a, kMs + 300'000 + 10 * kMs, &out);
   ASSERT_EQ(a.requests().size(), 1u);
   EXPECT_EQ(a.requests()[0].sequence, 41u);
-  a.ClearRequests();
+  a.clear_requests();
   EXPECT_EQ(C(a, LiveCounter::kRerequestRetries), 1u);
   EXPECT_EQ(C(a, LiveCounter::kRerequestsTimedOut), 1u);
   // Progress again resets the count: 3 retries allowed after each answered request.
   std::int64_t t = 20 * kMs;
   for (std::uint64_t from = 41; from <= 110; from += 30) {
     (void)Put(a, Line::kReplay, one.Reply({kS1, from, static_cast<std::uint16_t>(111 - from)})[0], t, &out);
-    a.LineDrained(Line::kReplay, t + 300'000);
+    a.line_drained(Line::kReplay, t + 300'000);
     TickAt(a, t + 300'000, &out);
-    a.ClearRequests();
+    a.clear_requests();
     t += kMs;
   }
   EXPECT_EQ(out.bytes, f.Records(1, 201));
@@ -664,8 +664,8 @@ void LossyLinesBehind(const Server& server, std::uint64_t seed) {
   std::int64_t t = 0;
   auto step = [&](std::int64_t dt) {
     t += dt;
-    a.LineDrained(Line::kA, t);
-    a.LineDrained(Line::kB, t);
+    a.line_drained(Line::kA, t);
+    a.line_drained(Line::kB, t);
     for (std::size_t i = 0; i < pending.size();) {
       if (pending[i].due > t) {
         ++i;
@@ -674,10 +674,10 @@ void LossyLinesBehind(const Server& server, std::uint64_t seed) {
       for (const auto& p : server.Reply(pending[i].r)) (void)Put(a, Line::kReplay, p, t, &out);
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     }
-    a.LineDrained(Line::kReplay, t);
+    a.line_drained(Line::kReplay, t);
     TickAt(a, t, &out);
     for (const RerequestOut& r : a.requests()) pending.push_back({t + 200'000, r});  // 200 us round trip
-    a.ClearRequests();
+    a.clear_requests();
   };
   for (std::uint64_t s = 1; s <= n; s += 50) {
     const std::uint64_t c = std::min<std::uint64_t>(50, n - s + 1);
@@ -742,12 +742,12 @@ void BothLines(Arbiter& a, const Feed& f, std::uint64_t from, std::uint64_t to, 
 // Ticks every ms from `from` to `to`, with both sockets read empty, answering nothing.
 void Quiet(Arbiter& a, std::int64_t from, std::int64_t to, Out* out, std::uint64_t* requests = nullptr) {
   for (std::int64_t t = from; t <= to; t += kMs) {
-    a.LineDrained(Line::kA, t);
-    a.LineDrained(Line::kB, t);
-    a.LineDrained(Line::kReplay, t);
+    a.line_drained(Line::kA, t);
+    a.line_drained(Line::kB, t);
+    a.line_drained(Line::kReplay, t);
     TickAt(a, t, out);
     if (requests != nullptr) *requests += a.requests().size();
-    a.ClearRequests();
+    a.clear_requests();
   }
 }
 
@@ -785,7 +785,7 @@ TEST(Arbiter, AForgedSequenceFarAheadNeverMovesTheCursor) {
       std::vector<std::uint8_t> forged = kind == 0   ? Heartbeat(kS1, ahead)
                                          : kind == 1 ? End(kS1, ahead)
                                                      : Data(other, kS1, 1, 5);
-      if (kind == 2) (void)mold::detail::Write20(forged, kS1, ahead, 5);
+      if (kind == 2) (void)mold::detail::write20(forged, kS1, ahead, 5);
       EXPECT_EQ(Put(a, Line::kA, forged, kMs, &out), V::kHeld);
       std::uint64_t requests = 0;
       Quiet(a, kMs, 100 * kMs, &out, &requests);  // a pause: B quiet, the server asked
@@ -870,7 +870,7 @@ TEST(Arbiter, ConflictingCopiesAreCountedAndNoticed) {
   Out out;
   BothLines(a, f, 1, 51, 0, &out);
   std::vector<std::uint8_t> forged = Data(other, kS1, 1, 1);
-  (void)mold::detail::Write20(forged, kS1, 51, 1);
+  (void)mold::detail::write20(forged, kS1, 51, 1);
   EXPECT_EQ(Put(a, Line::kA, forged, kMs, &out), V::kAccepted);
   BothLines(a, f, 51, 61, kMs, &out);
   EXPECT_EQ(C(a, LiveCounter::kConflictingCopies), 2u);  // line A's real copy and line B's
@@ -884,7 +884,7 @@ TEST(Arbiter, ConflictingCopiesAreCountedAndNoticed) {
   (void)Put(a, Line::kA, Data(f, kS1, 71, 10), 2 * kMs, &out);
   (void)Put(a, Line::kB, Data(f, kS1, 71, 4), 2 * kMs, &out);
   std::vector<std::uint8_t> odd = Data(other, kS1, 5, 6);
-  (void)mold::detail::Write20(odd, kS1, 75, 6);
+  (void)mold::detail::write20(odd, kS1, 75, 6);
   (void)Put(a, Line::kB, odd, 2 * kMs, &out);
   EXPECT_EQ(C(a, LiveCounter::kConflictingCopies), 2u + 6u);
   TickAt(a, 2 * kMs, &out);
@@ -979,12 +979,12 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
           case 2: {
             const std::uint64_t s = 1 + rng() % (n - 5);
             p = Data(f, kS1, s, 5);
-            (void)mold::detail::Write20(p, kS1, at + n, 5);  // real bytes, made-up place ahead
+            (void)mold::detail::write20(p, kS1, at + n, 5);  // real bytes, made-up place ahead
             break;
           }
           default:
             p = Data(f, kS1, 1, 3);
-            (void)mold::detail::Write20(p, kS2, at, 3);
+            (void)mold::detail::write20(p, kS2, at, 3);
             break;
         }
         (void)Put(a, line, p, t, &out);
@@ -994,10 +994,10 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
         (void)Put(a, line, lines[l][pos[l]++], t, &out);
         if (l == 0) just_forged = false;
       } else {
-        a.LineDrained(line, t);
+        a.line_drained(line, t);
       }
       if (rng() % 4 == 0) {
-        a.LineDrained(Line::kReplay, t);
+        a.line_drained(Line::kReplay, t);
         pending.Collect(a, t, &out);
       }
       RerequestOut r;
@@ -1064,7 +1064,7 @@ TEST(Arbiter, AnyOrderOfTwoLossyLinesAndRepliesRebuildsTheFeedExactly) {
       if (pos[l] < lines[l].size()) {
         (void)Put(a, l == 0 ? Line::kA : Line::kB, lines[l][pos[l]++], t, &out);
       } else {
-        a.LineDrained(l == 0 ? Line::kA : Line::kB, t);
+        a.line_drained(l == 0 ? Line::kA : Line::kB, t);
       }
       if (rng() % 4 == 0) pending.Collect(a, t, &out);
       RerequestOut r;
@@ -1122,16 +1122,16 @@ TEST(Arbiter, HostileDatagramsAreCountedAndNeverBreakTheStream) {
                         : End(kS1, 1 + rng() % (n + 10));
           break;
         case 4:  // another session
-          (void)mold::detail::Write20(p, rng() % 2 ? kS2 : mold::Session::From("X"), s, static_cast<std::uint16_t>(c));
+          (void)mold::detail::write20(p, rng() % 2 ? kS2 : mold::Session::From("X"), s, static_cast<std::uint16_t>(c));
           break;
         default:
           break;
       }
-      (void)a.OnPacket(line, p, t, rng() % 50 == 0);
+      (void)a.on_packet(line, p, t, rng() % 50 == 0);
       Drain(a, &out);
-      if (rng() % 3 == 0) a.LineDrained(static_cast<Line>(rng() % 2), t);
+      if (rng() % 3 == 0) a.line_drained(static_cast<Line>(rng() % 2), t);
       TickAt(a, t, &out);
-      a.ClearRequests();
+      a.clear_requests();
       ASSERT_LE(a.outstanding(), o.max_outstanding);
       ASSERT_LE(a.open_gaps(), o.max_gaps + 2 * o.max_outstanding + 16);
     }

@@ -21,13 +21,13 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overrides = {}) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(toml, "x.toml", overrides);
+  absl::StatusOr<LoadedConfig> c = load_config(toml, "x.toml", overrides);
   EXPECT_FALSE(c.ok()) << "accepted:\n" << toml;
   return c.ok() ? "" : std::string(c.status().message());
 }
 
 TEST(FeedConfig, EmbeddedDefaultLoads) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(EmbeddedConfig(), kEmbeddedConfigName);
+  absl::StatusOr<LoadedConfig> c = load_config(EmbeddedConfig(), kEmbeddedConfigName);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.source, SourceKind::kGenerator);
   EXPECT_EQ(c->feed.replay, ReplayMode::kMax);
@@ -40,7 +40,7 @@ TEST(FeedConfig, EmbeddedDefaultLoads) {
 }
 
 TEST(FeedConfig, ValuesAndWhere) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(R"([feed]
+  absl::StatusOr<LoadedConfig> c = load_config(R"([feed]
 source = "file"
 file = "/data/day.itch"
 replay = "speed"
@@ -51,7 +51,7 @@ batch_bytes = 0
 subscribers = 3
 subscriber_mode = "thread"
 )",
-                                              "x.toml");
+                                               "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.source, SourceKind::kFile);
   EXPECT_EQ(c->feed.file, "/data/day.itch");
@@ -95,7 +95,7 @@ TEST(FeedConfig, NumberKeysTakeAnyIntegerWithoutUndefinedConversions) {
   EXPECT_EQ(ErrorOf("[feed]\nmessages = 1099511627777\n"),
             "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777");
   EXPECT_EQ(ErrorOf("[feed]\nrate = 4294967297\n"), "x.toml:2: feed.rate: expected 1..1000000000, got 4294967297");
-  absl::StatusOr<LoadedConfig> c = LoadConfig("[feed]\nreplay = \"speed\"\nspeed = 1_000_000_000_000\n", "x.toml");
+  absl::StatusOr<LoadedConfig> c = load_config("[feed]\nreplay = \"speed\"\nspeed = 1_000_000_000_000\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->feed.speed, 1e12);
 }
@@ -114,7 +114,7 @@ TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
 // Live mode keys (feed.source = "moldudp64"): each value checked where it is set, naming the
 // file, line and key; the lines are required together and must differ.
 TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(
+  absl::StatusOr<LoadedConfig> c = load_config(
       "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26401\"\n"
       "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n",
       "x.toml");
@@ -145,7 +145,7 @@ TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
 // The expected senders of the lines (feed.source_a/source_b): an IPv4 unicast address or "",
 // each set only with its line.
 TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(
+  absl::StatusOr<LoadedConfig> c = load_config(
       "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26400\"\n"
       "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n",
       "x.toml");
@@ -155,7 +155,7 @@ TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
   EXPECT_EQ(c->feed.where.at("feed.source_b"), "x.toml:6");
   EXPECT_THAT(c->feed.ToToml(), HasSubstr("source_a = \"10.0.0.1\"  # moldudp64: the IPv4 address line A's"));
   // Unset by default: any sender.
-  c = LoadConfig("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.2:1\"\n", "x.toml");
+  c = load_config("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.2:1\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.source_a, "");
   EXPECT_EQ(c->feed.source_b, "");
@@ -203,11 +203,11 @@ threading = "dedicted"
 
 TEST(FeedConfig, InlineAndDottedFeedTables) {
   absl::StatusOr<LoadedConfig> c =
-      LoadConfig("feed = { symbols = 3, messages = 100 }\n[runtime]\nthreading = \"shared\"\n", "x.toml");
+      load_config("feed = { symbols = 3, messages = 100 }\n[runtime]\nthreading = \"shared\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.symbols, 3u);
   EXPECT_EQ(c->pollux.threading, "shared");
-  c = LoadConfig("feed.symbols = 5\nfeed.messages = 500\n[runtime]\nthreading = \"inline\"\n", "x.toml");
+  c = load_config("feed.symbols = 5\nfeed.messages = 500\n[runtime]\nthreading = \"inline\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.symbols, 5u);
   EXPECT_EQ(ErrorOf("feed.symbols = 5\nfeed.sybmols = 5\n"),
@@ -220,9 +220,9 @@ TEST(FeedConfig, SyntaxErrorNamesLineAndColumn) {
 }
 
 TEST(FeedConfig, Overrides) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig("[feed]\nsymbols = 3\n", "x.toml",
-                                              {"feed.messages=1000", "feed.replay=rate", "runtime.threading=shared",
-                                               "shm.log_size=\"1MiB\"", "feed.file=\"/a b\"", "feed.source=file"});
+  absl::StatusOr<LoadedConfig> c = load_config("[feed]\nsymbols = 3\n", "x.toml",
+                                               {"feed.messages=1000", "feed.replay=rate", "runtime.threading=shared",
+                                                "shm.log_size=\"1MiB\"", "feed.file=\"/a b\"", "feed.source=file"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.messages, 1000u);
   EXPECT_EQ(c->feed.replay, ReplayMode::kRate);
@@ -241,10 +241,10 @@ TEST(FeedConfig, Overrides) {
 }
 
 TEST(FeedConfig, PrintedFeedTableParsesBack) {
-  absl::StatusOr<LoadedConfig> c = LoadConfig(EmbeddedConfig(), kEmbeddedConfigName);
+  absl::StatusOr<LoadedConfig> c = load_config(EmbeddedConfig(), kEmbeddedConfigName);
   ASSERT_TRUE(c.ok());
   const std::string printed = c->feed.ToToml();
-  absl::StatusOr<LoadedConfig> again = LoadConfig(printed, "printed");
+  absl::StatusOr<LoadedConfig> again = load_config(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << printed;
   EXPECT_EQ(again->feed.ToToml(), printed);
 }
@@ -254,7 +254,7 @@ TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
   const std::string toml = "[runtime]\nname = \"" + name +
                            "\"\nthreading = \"shared\"\nidle = \"yield\"\n[pool]\nslot_size = 2048\n\n[feed]\n"
                            "streams = 1\nbatch_bytes = 4000\n";
-  absl::StatusOr<LoadedConfig> c = LoadConfig(toml, "x.toml");
+  absl::StatusOr<LoadedConfig> c = load_config(toml, "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<std::unique_ptr<Context>> ctx = Context::from_string(c->pollux_toml, c->pollux_source);
   ASSERT_TRUE(ctx.ok()) << ctx.status();

@@ -76,11 +76,11 @@ struct Expected {
 // The in-process replay: a BookSet fed straight from the reader.
 Expected Reference(std::span<const std::uint8_t> data) {
   itch::BookSet books;
-  const itch::ParseResult r = books.ApplyAll(data);
-  EXPECT_TRUE(r.ok()) << r.ToStatus();
+  const itch::ParseResult r = books.apply_all(data);
+  EXPECT_TRUE(r.ok()) << r.to_status();
   std::ostringstream b, c;
-  itch::WriteBooksJsonl(books, b);
-  itch::WriteCountsJson(books.counts(), c);
+  itch::write_books_jsonl(books, b);
+  itch::write_counts_json(books.counts(), c);
   return {b.str(), c.str()};
 }
 
@@ -157,7 +157,7 @@ class FeedReplay : public ::testing::TestWithParam<Case> {
 
 TEST_P(FeedReplay, GeneratorBooksMatchInProcessReplay) {
   itch::GeneratorOptions o = itch::testing::GenOptions(37, 150'000, 7);
-  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
   ASSERT_TRUE(g.ok());
   ReplayAndCompare("source = \"generator\"\nsymbols = 37\nmessages = 150_000\nseed = 7\n", {}, Reference(*g),
                    o.messages);
@@ -182,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, FeedReplay,
 // Paced replays (fixed rate, scaled timestamps) and subscriber threads take the other paths.
 TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
   itch::GeneratorOptions o = itch::testing::GenOptions(10, 30'000, 3);
-  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
   ASSERT_TRUE(g.ok());
   const Expected want = Reference(*g);
   const std::string gen = "symbols = 10\nmessages = 30_000\nseed = 3\n";
@@ -217,7 +217,7 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
 // views flushed before a window is replaced, the pacing schedule carried across windows.
 TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
   itch::GeneratorOptions o = itch::testing::GenOptions(30, 150'000, 13);
-  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
   ASSERT_TRUE(g.ok());
   ASSERT_GT(g->size(), 4u << 20);
   const Expected want = Reference(*g);
@@ -249,7 +249,7 @@ TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
 // this host; a Pollux message must fit a datagram, hence the smaller batches).
 TEST(FeedReplayTransports, UdpBooksMatchInProcessReplay) {
   itch::GeneratorOptions o = itch::testing::GenOptions(20, 60'000, 11);
-  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
   ASSERT_TRUE(g.ok());
   const Expected want = Reference(*g);
   for (const std::string threading : {"inline", "shared"}) {

@@ -80,7 +80,7 @@ TEST(PcapFrame, ARebuiltFrameDecodesToTheSameDatagramWithAValidChecksumAndTheGro
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i * 7);
   std::vector<std::uint8_t> rec(pcap::kRecordOverhead + payload.size());
   const pcap::Endpoint src = Ep("10.1.2.3", 40000), dst = Ep("239.255.129.7", 26400);
-  pcap::WriteRecordHeaders(rec.data(), 1'700'000'000'123'456'789, src, dst, payload.size(), 42);
+  pcap::write_record_headers(rec.data(), 1'700'000'000'123'456'789, src, dst, payload.size(), 42);
   std::memcpy(rec.data() + pcap::kRecordOverhead, payload.data(), payload.size());
   std::uint32_t sec, nsec, incl, orig;
   std::memcpy(&sec, rec.data(), 4);
@@ -95,9 +95,9 @@ TEST(PcapFrame, ARebuiltFrameDecodesToTheSameDatagramWithAValidChecksumAndTheGro
   const std::uint8_t mac[6] = {0x01, 0x00, 0x5e, 0x7f, 129 - 128 + 128, 7};  // 239.255.129.7 -> 01:00:5e:7f:81:07
   EXPECT_EQ(std::memcmp(eth, mac, 6), 0);
   // The header checksum verifies: the sum over the header with it is 0xffff (inverted: 0).
-  EXPECT_EQ(pcap::Ipv4Checksum({eth + 14, 20}), 0);
+  EXPECT_EQ(pcap::ipv4_checksum({eth + 14, 20}), 0);
   pcap::Datagram d;
-  ASSERT_EQ(pcap::DecodeFrame(pcap::LinkType::kEthernet, {eth, incl}, &d), pcap::FrameKind::kUdp);
+  ASSERT_EQ(pcap::decode_frame(pcap::LinkType::kEthernet, {eth, incl}, &d), pcap::FrameKind::kUdp);
   EXPECT_EQ(d.src.addr, src.addr);
   EXPECT_EQ(d.src.port, src.port);
   EXPECT_EQ(d.dst.addr, dst.addr);
@@ -105,7 +105,7 @@ TEST(PcapFrame, ARebuiltFrameDecodesToTheSameDatagramWithAValidChecksumAndTheGro
   ASSERT_EQ(d.payload.size(), payload.size());
   EXPECT_EQ(std::memcmp(d.payload.data(), payload.data(), payload.size()), 0);
   // A unicast destination has no known MAC: zeros.
-  pcap::WriteRecordHeaders(rec.data(), 0, src, Ep("10.1.2.4", 5), payload.size(), 1);
+  pcap::write_record_headers(rec.data(), 0, src, Ep("10.1.2.4", 5), payload.size(), 1);
   EXPECT_EQ(std::memcmp(rec.data() + pcap::kRecordHeaderSize, std::string(6, '\0').data(), 6), 0);
 }
 
@@ -113,7 +113,7 @@ TEST(PcapFrame, ARebuiltFrameDecodesToTheSameDatagramWithAValidChecksumAndTheGro
 std::vector<std::uint8_t> Frame(pcap::LinkType link, const pcap::Endpoint& src, const pcap::Endpoint& dst,
                                 std::span<const std::uint8_t> payload, bool vlan = false) {
   std::vector<std::uint8_t> eth_ip(pcap::kRecordOverhead);
-  pcap::WriteRecordHeaders(eth_ip.data(), 0, src, dst, payload.size(), 9);
+  pcap::write_record_headers(eth_ip.data(), 0, src, dst, payload.size(), 9);
   eth_ip.insert(eth_ip.end(), payload.begin(), payload.end());
   const std::span<const std::uint8_t> ip(eth_ip.data() + pcap::kRecordHeaderSize + 14,
                                          eth_ip.size() - pcap::kRecordHeaderSize - 14);
@@ -157,18 +157,18 @@ TEST(PcapFrame, EveryLinkLayerAReplayReadsGivesTheDatagramAndEveryPrefixIsRefuse
                                    {pcap::LinkType::kRawIpv4, false}}) {
     const std::vector<std::uint8_t> f = Frame(link, src, dst, payload, vlan);
     pcap::Datagram d;
-    ASSERT_EQ(pcap::DecodeFrame(link, f, &d), pcap::FrameKind::kUdp) << static_cast<int>(link) << vlan;
+    ASSERT_EQ(pcap::decode_frame(link, f, &d), pcap::FrameKind::kUdp) << static_cast<int>(link) << vlan;
     EXPECT_EQ(d.payload.size(), payload.size());
     EXPECT_EQ(d.dst.port, dst.port);
     // Ethernet pads a short frame: trailing bytes beyond the IP length are not payload.
     std::vector<std::uint8_t> padded = f;
     padded.insert(padded.end(), 18, 0);
-    ASSERT_EQ(pcap::DecodeFrame(link, padded, &d), pcap::FrameKind::kUdp);
+    ASSERT_EQ(pcap::decode_frame(link, padded, &d), pcap::FrameKind::kUdp);
     EXPECT_EQ(d.payload.size(), payload.size());
     // Every strict prefix is refused (cut inside a header, or shorter than the IP length says).
     for (std::size_t n = 0; n < f.size(); ++n) {
       const std::vector<std::uint8_t> cut(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(n));
-      EXPECT_EQ(pcap::DecodeFrame(link, cut, &d), pcap::FrameKind::kMalformed) << n;
+      EXPECT_EQ(pcap::decode_frame(link, cut, &d), pcap::FrameKind::kMalformed) << n;
     }
   }
 }
@@ -179,34 +179,34 @@ TEST(PcapFrame, FragmentsOtherProtocolsAndLyingLengthsAreToldApart) {
   pcap::Datagram d;
   std::vector<std::uint8_t> g = f;
   g[6] = 0x20;  // more fragments
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kFragment);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kFragment);
   g = f;
   g[7] = 0x10;  // an offset
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kFragment);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kFragment);
   g = f;
   g[9] = 6;  // TCP
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kOther);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kOther);
   g = f;
   g[0] = 0x60;  // IPv6
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kOther);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kOther);
   g = f;
   g[0] = 0x44;  // IHL 4 (16 bytes): below the minimum
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
   g = f;
   g[0] = 0x4f;  // IHL 15 (60 bytes): options past the UDP header, UDP header then cut
-  EXPECT_NE(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kUdp);
+  EXPECT_NE(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kUdp);
   g = f;
   g[20 + 4] = 0xff;  // UDP length beyond the packet
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
   g = f;
   g[20 + 4] = 0;
   g[20 + 5] = 7;  // UDP length below its header
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
   g = f;
   g[2] = 0xff;  // IP total length beyond the frame
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kRawIpv4, g, &d), pcap::FrameKind::kMalformed);
   const std::vector<std::uint8_t> arp = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x08, 0x06, 0, 1};
-  EXPECT_EQ(pcap::DecodeFrame(pcap::LinkType::kEthernet, arp, &d), pcap::FrameKind::kOther);
+  EXPECT_EQ(pcap::decode_frame(pcap::LinkType::kEthernet, arp, &d), pcap::FrameKind::kOther);
 }
 
 // ---- the writer ------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ ReadBack ReadWithLibpcap(const std::string& path) {
   int rc;
   while ((rc = pcap_next_ex(p, &h, &data)) == 1) {
     pcap::Datagram d;
-    if (pcap::DecodeFrame(pcap::LinkType::kEthernet, {data, h->caplen}, &d) != pcap::FrameKind::kUdp) {
+    if (pcap::decode_frame(pcap::LinkType::kEthernet, {data, h->caplen}, &d) != pcap::FrameKind::kUdp) {
       r.error = "a frame does not decode";
       break;
     }
@@ -443,7 +443,7 @@ const Feed& TheFeed() {
     o.symbols = 40;
     o.messages = 300'000;  // ~9 MB of output: a max-pace replay hands out many batches of it
     o.seed = 11;
-    absl::StatusOr<std::vector<std::uint8_t>> g = pollux::itch::GenerateItch(o);
+    absl::StatusOr<std::vector<std::uint8_t>> g = pollux::itch::generate_itch(o);
     EXPECT_TRUE(g.ok());
     out.itch_path = g_dir + "/feed.itch";
     std::ofstream(out.itch_path, std::ios::binary)
@@ -460,7 +460,7 @@ const Feed& TheFeed() {
       seq += b.count();
       open = false;
     };
-    (void)pollux::itch::ForEachMessage(*g, [&](pollux::itch::MessageView m) {
+    (void)pollux::itch::for_each_message(*g, [&](pollux::itch::MessageView m) {
       if (!open) {
         (void)b.Begin(session, seq);
         open = true;
@@ -478,7 +478,7 @@ const Feed& TheFeed() {
     if (open) flush();
     // The end of session carries the next sequence.
     std::vector<std::uint8_t> end(20);
-    (void)mold::EncodeEndOfSession(end, session, seq);
+    (void)mold::encode_end_of_session(end, session, seq);
     out.packets.push_back(end);
     out.first_seq.push_back(seq);
     return out;
@@ -560,7 +560,7 @@ Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_reco
     if (miss_a && miss_b) {
       // The handler asks (its request is in the capture: skipped), the server answers.
       std::vector<std::uint8_t> req(20);
-      (void)mold::EncodeRequest(req, mold::Session::From("TEST000001"), f.first_seq[i], 1);
+      (void)mold::encode_request(req, mold::Session::From("TEST000001"), f.first_seq[i], 1);
       dump(Frame(s.link, handler, server, req, s.vlan));
       ++b.other;
       pending_replies.push_back(i);
@@ -668,7 +668,7 @@ TEST(PcapReplay, AHandlersOwnCaptureFormatAndARotatedSetReplayWhole) {
     const u_char* data;
     while (pcap_next_ex(p, &h, &data) == 1) {
       pcap::Datagram d;
-      if (pcap::DecodeFrame(pcap::LinkType::kEthernet, {data, h->caplen}, &d) != pcap::FrameKind::kUdp) continue;
+      if (pcap::decode_frame(pcap::LinkType::kEthernet, {data, h->caplen}, &d) != pcap::FrameKind::kUdp) continue;
       w.Record(std::int64_t{h->ts.tv_sec} * 1'000'000'000 + h->ts.tv_usec, d.src, d.dst, d.payload);
     }
     pcap_close(p);

@@ -167,17 +167,17 @@ TEST(FeedInput, ControlCharactersInASymbolAreEscapedInTheSummary) {
   itch::Encoder e(&bytes);
   itch::Header h;
   h.timestamp = 1;
-  e.AppendSystemEvent(h, 'O');
+  e.append_system_event(h, 'O');
   const std::string hostile = std::string("A\x1b[2J\n\x7f") + "\xc3";  // 8 bytes: the whole field
   h.stock_locate = 1;
-  e.AppendStockDirectory(h, hostile);
+  e.append_stock_directory(h, hostile);
   h.stock_locate = 2;
-  e.AppendStockDirectory(h, "PLAIN");
-  e.AppendAddOrder(h, 1, 'B', 100, "PLAIN", 1'000'000);
+  e.append_stock_directory(h, "PLAIN");
+  e.append_add_order(h, 1, 'B', 100, "PLAIN", 1'000'000);
   h.stock_locate = 1;
-  e.AppendAddOrder(h, 2, 'S', 200, hostile, 2'000'000);
+  e.append_add_order(h, 2, 'S', 200, hostile, 2'000'000);
   h.stock_locate = 0;
-  e.AppendSystemEvent(h, 'C');
+  e.append_system_event(h, 'C');
   TempDir dir;
   const std::string file = dir / "hostile.itch";
   std::ofstream(file, std::ios::binary)
@@ -243,7 +243,7 @@ TEST(FeedSignals, SigtermWhileWaitingForSubscribersEndsCleanly) {
 // stops with an error naming the file and the offset; no SIGBUS, nothing left behind.
 TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
   itch::GeneratorOptions o = itch::testing::GenOptions(20, 400'000, 5);
-  absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+  absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
   ASSERT_TRUE(g.ok());
   ASSERT_GT(g->size(), 4u << 20);
   TempDir dir;

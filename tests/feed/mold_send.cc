@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::uint8_t> buf(65536);
   std::span<const std::uint8_t> packet;
-  if (kind == kHeartbeat) packet = mold::EncodeHeartbeat(buf, s, seq);
-  if (kind == kEnd) packet = mold::EncodeEndOfSession(buf, s, seq);
+  if (kind == kHeartbeat) packet = mold::encode_heartbeat(buf, s, seq);
+  if (kind == kEnd) packet = mold::encode_end_of_session(buf, s, seq);
   if (kind == kData) {
     if (itch.empty() || from == 0 || count == 0) Usage("--data needs --itch FILE and --from K (>= 1)");
     std::ifstream in(itch, std::ios::binary);
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::vector<std::vector<std::uint8_t>> msgs;
     std::uint64_t k = 0;
-    (void)pollux::itch::ForEachMessage(bytes, [&](pollux::itch::MessageView m) {
+    (void)pollux::itch::for_each_message(bytes, [&](pollux::itch::MessageView m) {
       ++k;
       if (k >= from && k < from + count) msgs.emplace_back(m.bytes().begin(), m.bytes().end());
     });

@@ -41,9 +41,9 @@ const std::vector<std::vector<std::uint8_t>>& Messages() {
     g.messages = 1500;
     g.symbols = 5;
     g.seed = 3;
-    const std::vector<std::uint8_t> bytes = *pollux::itch::GenerateItch(g);
+    const std::vector<std::uint8_t> bytes = *pollux::itch::generate_itch(g);
     std::vector<std::vector<std::uint8_t>> out;
-    (void)pollux::itch::ForEachMessage(
+    (void)pollux::itch::for_each_message(
         bytes, [&](pollux::itch::MessageView m) { out.emplace_back(m.bytes().begin(), m.bytes().end()); });
     return out;
   }();
@@ -89,12 +89,12 @@ struct Checker {
         }
         continue;
       }
-      const pollux::itch::ParseResult r = pollux::itch::ForEachMessage(p.bytes, [](pollux::itch::MessageView) {});
+      const pollux::itch::ParseResult r = pollux::itch::for_each_message(p.bytes, [](pollux::itch::MessageView) {});
       FUZZ_CHECK(r.ok(), "delivered bytes are not BinaryFILE records (%zu bytes)", p.bytes.size());
       records += r.messages;
       (void)pollux::fuzz::touch(p.bytes.data(), p.bytes.size());
     }
-    a.ResetOutput();
+    a.reset_output();
     if (a.has_session()) {
       FUZZ_CHECK(records + lost == a.next_sequence() - 1, "delivered %llu + reported %llu != cursor %llu - 1",
                  static_cast<unsigned long long>(records), static_cast<unsigned long long>(lost),
@@ -163,12 +163,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_TRACE("data line %d seq %llu count %llu flags %u", op, static_cast<unsigned long long>(seq),
                    static_cast<unsigned long long>(count), flags);
         if (p.empty()) break;
-        (void)a.OnPacket(line, p, now, (flags & 0x40) != 0);
+        (void)a.on_packet(line, p, now, (flags & 0x40) != 0);
         if (line == feed::Line::kA) {
           const u64 before = solo.frontier();
           const bool quiet = solo.has_session() && solo.unconfirmed() == 0;
           const mold::Packet parsed = mold::Parse(p);
-          (void)solo.OnPacket(line, p, now, (flags & 0x40) != 0);
+          (void)solo.on_packet(line, p, now, (flags & 0x40) != 0);
           if (quiet && parsed.ok() && parsed.session == solo.session() && parsed.sequence > before) {
             FUZZ_CHECK(solo.frontier() == before, "one data packet at %llu moved the frontier %llu -> %llu",
                        static_cast<unsigned long long>(parsed.sequence), static_cast<unsigned long long>(before),
@@ -185,15 +185,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::uint8_t b[mold::kPacketHeaderSize];
         const mold::Session& s = kSessions[flags % 3];
         const std::span<const std::uint8_t> p =
-            op == 3 ? mold::EncodeHeartbeat(b, s, seq) : mold::EncodeEndOfSession(b, s, seq);
+            op == 3 ? mold::encode_heartbeat(b, s, seq) : mold::encode_end_of_session(b, s, seq);
         FUZZ_TRACE("%s line %d seq %llu", op == 3 ? "heartbeat" : "end", static_cast<int>(line),
                    static_cast<unsigned long long>(seq));
         if (p.empty()) break;
-        (void)a.OnPacket(line, p, now);
+        (void)a.on_packet(line, p, now);
         if (line == feed::Line::kA) {
           const u64 before = solo.frontier();
           const bool quiet = solo.has_session() && solo.unconfirmed() == 0;
-          (void)solo.OnPacket(line, p, now);
+          (void)solo.on_packet(line, p, now);
           if (op == 3 && quiet && s == solo.session()) {
             FUZZ_CHECK(solo.frontier() == before, "one heartbeat at %llu moved the frontier %llu -> %llu",
                        static_cast<unsigned long long>(seq), static_cast<unsigned long long>(before),
@@ -206,13 +206,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const feed::Line line = static_cast<feed::Line>(in.u8() % 3);
         std::size_t got = 0;
         const std::uint8_t* raw = in.bytes(in.u8(), &got);
-        (void)a.OnPacket(line, {raw, got}, now);
+        (void)a.on_packet(line, {raw, got}, now);
         break;
       }
       case 6: {  // a socket read empty
         const feed::Line line = static_cast<feed::Line>(in.u8() % 3);
-        a.LineDrained(line, now);
-        if (line == feed::Line::kA) solo.LineDrained(line, now);
+        a.line_drained(line, now);
+        if (line == feed::Line::kA) solo.line_drained(line, now);
         break;
       }
       case 7: {  // time passes, timers run
@@ -226,9 +226,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                      static_cast<unsigned long long>(r.sequence), static_cast<unsigned long long>(a.next_sequence()));
           if (pending.size() < 64) pending.push_back(r);
         }
-        a.ClearRequests();
+        a.clear_requests();
         FUZZ_CHECK(solo.requests().empty(), "a handler without a server asked one");
-        solo.ClearRequests();
+        solo.clear_requests();
         break;
       }
       case 8: {  // the server answers the oldest request, one packet of at most k messages
@@ -240,16 +240,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if ((flags & 3) == 0) break;  // lost
         const std::vector<std::uint8_t> p =
             DataPacket(r.session, r.sequence, std::min<u64>(k, r.count), (flags & 4) != 0);
-        if (!p.empty()) (void)a.OnPacket(feed::Line::kReplay, p, now);
-        a.LineDrained(feed::Line::kReplay, now);
+        if (!p.empty()) (void)a.on_packet(feed::Line::kReplay, p, now);
+        a.line_drained(feed::Line::kReplay, now);
         break;
       }
       default: {  // both arbiters' timers at once, far ahead
         now += static_cast<std::int64_t>(in.u8()) * 10'000'000;
         a.Tick(now);
         solo.Tick(now);
-        a.ClearRequests();
-        solo.ClearRequests();
+        a.clear_requests();
+        solo.clear_requests();
         break;
       }
     }

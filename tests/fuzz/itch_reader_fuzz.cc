@@ -1,13 +1,13 @@
 // Fuzzes the ITCH 5.0 BinaryFILE reader (examples/itch/reader.h) and what the feed handler
-// builds on it: ForEachMessage, the pull-style MessageCursor, typed dispatch (VisitMessages),
-// single-message decoding (CheckMessage / DecodeMessage / DecodeAs) and the order books
-// (BookSet::ApplyAll). The input is the file's bytes.
+// builds on it: for_each_message, the pull-style MessageCursor, typed dispatch (visit_messages),
+// single-message decoding (check_message / decode_message / decode_as) and the order books
+// (BookSet::apply_all). The input is the file's bytes.
 //
 // Invariants (besides "no crash, no out-of-bounds read, no UB"):
 //  - every view lies inside the input, has its type's size and follows the previous record;
 //  - ok means the whole buffer was consumed; an error names the offset after the last good
 //    record, and its Status says so ("itch: offset N: ...");
-//  - the cursor yields exactly the messages ForEachMessage does and ends with the same result;
+//  - the cursor yields exactly the messages for_each_message does and ends with the same result;
 //  - stopping early (callback returns false) is ok and ends right after that message;
 //  - BookSet applies the same records and its level books agree with its order map.
 #include <cstddef>
@@ -35,16 +35,16 @@ bool same_result(const itch::ParseResult& a, const itch::ParseResult& b) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> buf(data, size);
 
-  // 1. ForEachMessage: record every view and check it against the framing.
+  // 1. for_each_message: record every view and check it against the framing.
   std::vector<itch::MessageView> seen;
   std::uint64_t off = 0;
-  const itch::ParseResult r = itch::ForEachMessage(buf, [&](itch::MessageView m) {
+  const itch::ParseResult r = itch::for_each_message(buf, [&](itch::MessageView m) {
     FUZZ_CHECK(m.data() == data + off + itch::kLengthPrefixSize, "view at %p, expected record at offset %llu",
                static_cast<const void*>(m.data()), static_cast<unsigned long long>(off));
-    FUZZ_CHECK(m.size() != 0 && m.size() == itch::MessageSize(m.type_byte()), "view of %zu bytes for type 0x%02x",
+    FUZZ_CHECK(m.size() != 0 && m.size() == itch::message_size(m.type_byte()), "view of %zu bytes for type 0x%02x",
                m.size(), m.type_byte());
     FUZZ_CHECK(off + itch::kLengthPrefixSize + m.size() <= size, "view ends past the buffer");
-    const std::uint16_t prefix = itch::LoadBe16(data + off);
+    const std::uint16_t prefix = itch::load_be16(data + off);
     FUZZ_CHECK(prefix == 0 || prefix == m.size(), "prefix %u accepted for a %zu-byte message", prefix, m.size());
     (void)touch(m.data(), m.size());
     off += itch::kLengthPrefixSize + m.size();
@@ -58,13 +58,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(off == size, "ok, but %llu of %zu bytes consumed", static_cast<unsigned long long>(off), size);
   } else {
     FUZZ_CHECK(off < size, "error at offset %llu with nothing left", static_cast<unsigned long long>(off));
-    const absl::Status s = r.ToStatus();
+    const absl::Status s = r.to_status();
     const std::string want = "itch: offset " + std::to_string(r.offset) + ": ";
     FUZZ_CHECK(!s.ok() && s.message().substr(0, want.size()) == want, "status \"%s\" does not start with \"%s\"",
                std::string(s.message()).c_str(), want.c_str());
   }
 
-  // 2. The cursor agrees with ForEachMessage, message for message.
+  // 2. The cursor agrees with for_each_message, message for message.
   itch::MessageCursor cur(buf);
   std::size_t k = 0;
   for (itch::MessageView m; cur.Next(&m); ++k) {
@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!seen.empty()) {
     const std::size_t stop = seen.size() / 2;
     std::size_t calls = 0;
-    const itch::ParseResult e = itch::ForEachMessage(buf, [&](itch::MessageView) { return calls++ < stop; });
+    const itch::ParseResult e = itch::for_each_message(buf, [&](itch::MessageView) { return calls++ < stop; });
     const std::uint64_t end = static_cast<std::uint64_t>(seen[stop].data() - data) + seen[stop].size();
     FUZZ_CHECK(e.ok() && e.offset == end && e.messages == stop + 1,
                "stop after message #%zu: (error %d, offset %llu, messages %llu), expected ok at %llu", stop,
@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // 4. Typed dispatch hands out a view of the right type for every message.
   std::size_t visited = 0;
-  const itch::ParseResult v = itch::VisitMessages(buf, [&](auto view) {
+  const itch::ParseResult v = itch::visit_messages(buf, [&](auto view) {
     using View = decltype(view);
     FUZZ_CHECK(view.type() == View::kType, "dispatch gave a '%c' view for a '%c' message", View::kType, view.type());
     (void)touch(view.data(), View::kSize);
@@ -102,16 +102,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(same_result(v, r) && visited == seen.size(), "VisitMessages disagrees with ForEachMessage");
 
   // 5. The whole input as one unframed payload.
-  const itch::ParseResult one = itch::CheckMessage(buf);
-  const absl::StatusOr<itch::MessageView> dm = itch::DecodeMessage(buf);
+  const itch::ParseResult one = itch::check_message(buf);
+  const absl::StatusOr<itch::MessageView> dm = itch::decode_message(buf);
   FUZZ_CHECK(one.ok() == dm.ok(), "CheckMessage and DecodeMessage disagree");
   if (one.ok()) {
-    FUZZ_CHECK(size == itch::MessageSize(data[0]), "payload of %zu bytes accepted as '%c'", size, data[0]);
+    FUZZ_CHECK(size == itch::message_size(data[0]), "payload of %zu bytes accepted as '%c'", size, data[0]);
     FUZZ_CHECK(dm->data() == data && dm->size() == size, "DecodeMessage view differs from the payload");
   } else {
-    FUZZ_CHECK(!one.ToStatus().ok() && !dm.status().ok(), "a rejected payload with an ok status");
+    FUZZ_CHECK(!one.to_status().ok() && !dm.status().ok(), "a rejected payload with an ok status");
   }
-  const absl::StatusOr<itch::AddOrder> add = itch::DecodeAs<itch::AddOrder>(buf);
+  const absl::StatusOr<itch::AddOrder> add = itch::decode_as<itch::AddOrder>(buf);
   FUZZ_CHECK(add.ok() == (one.ok() && data[0] == 'A'), "DecodeAs<AddOrder> accepted the wrong payload");
   if (add.ok()) (void)add->price();
 
@@ -120,14 +120,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bo.expected_orders = 8;
   bo.levels_per_side = 2;
   itch::BookSet books(bo);
-  const itch::ParseResult b = books.ApplyAll(buf);
+  const itch::ParseResult b = books.apply_all(buf);
   FUZZ_CHECK(same_result(b, r), "BookSet::ApplyAll disagrees with ForEachMessage");
   FUZZ_CHECK(books.counts().total() == seen.size(), "BookSet counted %llu messages of %zu",
              static_cast<unsigned long long>(books.counts().total()), seen.size());
   FUZZ_CHECK(books.stats().level_mismatch == 0, "order map and level books disagreed %llu time(s)",
              static_cast<unsigned long long>(books.stats().level_mismatch));
   std::uint64_t resting = 0;
-  books.ForEachBook([&](const itch::OrderBook& book) {
+  books.for_each_book([&](const itch::OrderBook& book) {
     for (const itch::Side side : {itch::Side::kBuy, itch::Side::kSell}) {
       for (const itch::PriceLevel& l : book.Depth(side)) {
         FUZZ_CHECK(l.orders > 0, "empty level kept at price %u", l.price);

@@ -83,11 +83,11 @@ void itch_seeds(const fs::path& dir, const std::string& fixture) {
   auto r = itch::Reader::Open(fixture);
   if (!r.ok()) die(r.status().ToString());
   std::vector<itch::MessageView> all;
-  if (absl::Status s = r->ForEach([&](itch::MessageView m) { all.push_back(m); }); !s.ok()) die(s.ToString());
+  if (absl::Status s = r->for_each([&](itch::MessageView m) { all.push_back(m); }); !s.ok()) die(s.ToString());
   auto frame = [](std::span<const itch::MessageView> ms) {
     std::vector<std::uint8_t> v;
     itch::Encoder e(&v);
-    for (const itch::MessageView& m : ms) e.AppendRaw(m.bytes());
+    for (const itch::MessageView& m : ms) e.append_raw(m.bytes());
     return v;
   };
   write(dir / "fixture_head.itch", frame(std::span(all).first(std::min<std::size_t>(all.size(), 10))));
@@ -104,24 +104,24 @@ void itch_seeds(const fs::path& dir, const std::string& fixture) {
     std::vector<std::uint8_t> v;
     itch::Encoder e(&v, framing);
     itch::Header h{7, 0, 34'200'000'000'000};
-    e.AppendSystemEvent(h, 'O');
-    e.AppendStockDirectory(h, "ACME");
-    e.AppendStockTradingAction(h, "ACME", 'T');
-    e.AppendAddOrder(h, 1, 'B', 100, "ACME", 1'234'500);
-    e.AppendAddOrderMpid(h, 2, 'S', 200, "ACME", 1'235'000, "MPID");
-    e.AppendOrderExecuted(h, 1, 40, 900);
-    e.AppendOrderExecutedWithPrice(h, 2, 50, 901, 'Y', 1'234'900);
-    e.AppendOrderCancel(h, 1, 10);
-    e.AppendOrderReplace(h, 2, 3, 120, 1'236'000);
-    e.AppendOrderDelete(h, 1);
-    e.AppendTrade(h, 4, 'B', 300, "ACME", 1'235'500, 902);
-    e.AppendOrderDelete(h, 3);
+    e.append_system_event(h, 'O');
+    e.append_stock_directory(h, "ACME");
+    e.append_stock_trading_action(h, "ACME", 'T');
+    e.append_add_order(h, 1, 'B', 100, "ACME", 1'234'500);
+    e.append_add_order_mpid(h, 2, 'S', 200, "ACME", 1'235'000, "MPID");
+    e.append_order_executed(h, 1, 40, 900);
+    e.append_order_executed_with_price(h, 2, 50, 901, 'Y', 1'234'900);
+    e.append_order_cancel(h, 1, 10);
+    e.append_order_replace(h, 2, 3, 120, 1'236'000);
+    e.append_order_delete(h, 1);
+    e.append_trade(h, 4, 'B', 300, "ACME", 1'235'500, 902);
+    e.append_order_delete(h, 3);
     write(dir / (framing == itch::Framing::kLengthPrefix ? "encoder_order_life.itch"
                                                          : "encoder_order_life_zero_prefix.itch"),
           v);
   }
   std::vector<std::uint8_t> bare;
-  itch::Encoder(&bare, itch::Framing::kNone).AppendAddOrder(itch::Header{1, 2, 3}, 42, 'S', 10, "XYZ", 99);
+  itch::Encoder(&bare, itch::Framing::kNone).append_add_order(itch::Header{1, 2, 3}, 42, 'S', 10, "XYZ", 99);
   write(dir / "payload_add_order.bin", bare);
 }
 
@@ -554,8 +554,8 @@ void pcap_frame_seeds(const fs::path& dir) {
   mold[22] = 'S';
   auto frame = [&](bool fragment, std::size_t pad) {
     std::vector<std::uint8_t> r(pcap::kRecordOverhead + mold.size());
-    pcap::WriteRecordHeaders(r.data(), 1, {htonl(0x0a000001), htons(40000)}, {htonl(0xefff0001), htons(26400)},
-                             mold.size(), 1);
+    pcap::write_record_headers(r.data(), 1, {htonl(0x0a000001), htons(40000)}, {htonl(0xefff0001), htons(26400)},
+                               mold.size(), 1);
     std::memcpy(r.data() + pcap::kRecordOverhead, mold.data(), mold.size());
     std::vector<std::uint8_t> f(r.begin() + pcap::kRecordHeaderSize, r.end());
     if (fragment) f[pcap::kEthernetHeaderSize + 6] = 0x20;

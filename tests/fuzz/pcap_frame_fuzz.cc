@@ -4,7 +4,7 @@
 //
 // Invariants:
 //  - a datagram found lies inside the frame, and its UDP length field says its size;
-//  - rebuilt by the capture writer (WriteRecordHeaders) and decoded again as Ethernet, it comes
+//  - rebuilt by the capture writer (write_record_headers) and decoded again as Ethernet, it comes
 //    back with the same endpoints and payload, and the rebuilt IPv4 header's checksum verifies.
 #include <cstddef>
 #include <cstdint>
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // A copy of exactly the frame's bytes: a read past it is a sanitizer report.
   const std::vector<std::uint8_t> frame(data + 1, data + size);
   pcap::Datagram d;
-  if (pcap::DecodeFrame(link, frame, &d) != pcap::FrameKind::kUdp) return 0;
+  if (pcap::decode_frame(link, frame, &d) != pcap::FrameKind::kUdp) return 0;
   const std::uint8_t* begin = frame.data();
   const std::uint8_t* end = frame.data() + frame.size();
   FUZZ_CHECK(
@@ -37,14 +37,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
              d.payload.size());
 
   std::vector<std::uint8_t> rec(pcap::kRecordOverhead + d.payload.size());
-  pcap::WriteRecordHeaders(rec.data(), 123, d.src, d.dst, d.payload.size(), 7);
+  pcap::write_record_headers(rec.data(), 123, d.src, d.dst, d.payload.size(), 7);
   std::memcpy(rec.data() + pcap::kRecordOverhead, d.payload.data(), d.payload.size());
   const std::span<const std::uint8_t> rebuilt(rec.data() + pcap::kRecordHeaderSize,
                                               rec.size() - pcap::kRecordHeaderSize);
-  FUZZ_CHECK(pcap::Ipv4Checksum(rebuilt.subspan(pcap::kEthernetHeaderSize, pcap::kIpv4HeaderSize)) == 0,
+  FUZZ_CHECK(pcap::ipv4_checksum(rebuilt.subspan(pcap::kEthernetHeaderSize, pcap::kIpv4HeaderSize)) == 0,
              "rebuilt IPv4 checksum does not verify");
   pcap::Datagram again;
-  FUZZ_CHECK(pcap::DecodeFrame(pcap::LinkType::kEthernet, rebuilt, &again) == pcap::FrameKind::kUdp,
+  FUZZ_CHECK(pcap::decode_frame(pcap::LinkType::kEthernet, rebuilt, &again) == pcap::FrameKind::kUdp,
              "rebuilt frame refused");
   FUZZ_CHECK(again.src.addr == d.src.addr && again.src.port == d.src.port && again.dst.addr == d.dst.addr &&
                  again.dst.port == d.dst.port,

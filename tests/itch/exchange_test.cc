@@ -124,7 +124,7 @@ TEST(ExchangeCliTest, HelpUnknownFlagsMissingAndBadValues) {
   EXPECT_NE(stray.out.find("unexpected argument 'extra'"), std::string::npos) << stray.out;
 }
 
-int JoinLine(const std::string& grp, uint32_t port) {
+int join_line(const std::string& grp, uint32_t port) {
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   const int one = 1, big = 8 << 20;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -232,7 +232,7 @@ void Receive(int fd, Line& l, const mold::Session& s) {
 
 void SendRequest(int fd, uint32_t port, const mold::Session& s, uint64_t seq, uint16_t count) {
   uint8_t req[mold::kRequestSize];
-  const auto r = mold::EncodeRequest(req, s, seq, count);
+  const auto r = mold::encode_request(req, s, seq, count);
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<uint16_t>(port));
@@ -259,7 +259,7 @@ struct Run2 {
 Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0,
                  const mold::Session& s = mold::Session::From("POLLUX0001")) {
   const uint32_t pa = port0, pb = port0 + 1, pr = port0 + 2;
-  const int fa = JoinLine(group(0), pa), fb = JoinLine(group(1), pb);
+  const int fa = join_line(group(0), pa), fb = join_line(group(1), pb);
   std::vector<std::string> args = {"--line-a",         absl::StrFormat("%s:%u", group(0), pa),
                                    "--line-b",         absl::StrFormat("%s:%u", group(1), pb),
                                    "--rerequest-port", std::to_string(pr),
@@ -383,12 +383,12 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   GeneratorOptions o;
   o.messages = 3000;
   o.seed = 9;
-  auto gen = GenerateItch(o);
+  auto gen = generate_itch(o);
   ASSERT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);  // index = sequence
   const ParseResult parsed =
-      ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
-  ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
+      for_each_message(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  ASSERT_TRUE(parsed.ok()) << parsed.to_status();
   ASSERT_EQ(msgs.size(), 3001u);
   uint64_t next = 2901;
   uint8_t reply[65536];
@@ -397,7 +397,7 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
     ASSERT_EQ(::poll(&p, 1, 3000), 1) << "reply stopped at " << next;
     const ssize_t n = ::recv(rq, reply, sizeof reply, 0);
     const mold::Packet pk = mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s);
-    ASSERT_TRUE(pk.ok()) << pk.ToStatus();
+    ASSERT_TRUE(pk.ok()) << pk.to_status();
     ASSERT_EQ(pk.sequence, next);
     for (std::span<const uint8_t> m : pk) {
       ASSERT_LT(next, msgs.size());
@@ -436,8 +436,8 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<std::vector<uint8_t>> want;
   const ParseResult parsed =
-      ForEachMessage(file->bytes(), [&](MessageView m) { want.emplace_back(m.bytes().begin(), m.bytes().end()); });
-  ASSERT_TRUE(parsed.ok()) << parsed.ToStatus();
+      for_each_message(file->bytes(), [&](MessageView m) { want.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  ASSERT_TRUE(parsed.ok()) << parsed.to_status();
   const mold::Session s = mold::Session::From("FILE");
   Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000", "--session",
                         "FILE", "--linger-ms", "100", "--mtu", "600"},
@@ -451,7 +451,7 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
   size_t i = 0;
   for (uint64_t first : r.a.order) {
     const mold::Packet p = mold::Parse(r.a.data[first], s);
-    ASSERT_TRUE(p.ok()) << p.ToStatus();
+    ASSERT_TRUE(p.ok()) << p.to_status();
     EXPECT_LE(p.size, 600u);
     ASSERT_EQ(p.sequence, i + 1);
     for (std::span<const uint8_t> m : p) {
@@ -516,13 +516,13 @@ std::vector<std::vector<uint8_t>> Generated(uint64_t n, uint64_t seed) {
   GeneratorOptions o;
   o.messages = n;
   o.seed = seed;
-  auto gen = GenerateItch(o);
+  auto gen = generate_itch(o);
   EXPECT_TRUE(gen.ok()) << gen.status();
   std::vector<std::vector<uint8_t>> msgs(1);
   if (!gen.ok()) return msgs;
   const ParseResult parsed =
-      ForEachMessage(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
-  EXPECT_TRUE(parsed.ok()) << parsed.ToStatus();
+      for_each_message(*gen, [&](MessageView m) { msgs.emplace_back(m.bytes().begin(), m.bytes().end()); });
+  EXPECT_TRUE(parsed.ok()) << parsed.to_status();
   return msgs;
 }
 
@@ -560,7 +560,7 @@ TEST(ExchangeServerTest, SingleModeAnswersWithExactlyOnePacket) {
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_LE(replies[0].size(), 1400u);
   const mold::Packet p = mold::Parse(replies[0], s);
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.sequence, 101u);
   EXPECT_GT(p.count, 10u);
   EXPECT_LT(p.count, 500u);
@@ -603,7 +603,7 @@ TEST(ExchangeServerTest, MultiModeIsBoundedByMaxReplyPackets) {
   for (const auto& bytes : replies) {
     EXPECT_LE(bytes.size(), 1400u);
     const mold::Packet p = mold::Parse(bytes, s);
-    ASSERT_TRUE(p.ok()) << p.ToStatus();
+    ASSERT_TRUE(p.ok()) << p.to_status();
     ASSERT_EQ(p.sequence, seq);
     for (std::span<const uint8_t> m : p) {
       EXPECT_TRUE(std::equal(m.begin(), m.end(), line[seq].begin(), line[seq].end())) << seq;
@@ -727,7 +727,7 @@ TEST_P(SpecClientTest, RecoversEverythingWithoutAmplification) {
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
   constexpr uint64_t kTotal = 50000;
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
   // Packets as full as --mtu allows (--rate max), so a run of lost packets is a gap of several
@@ -779,7 +779,7 @@ TEST_P(SpecClientTest, LateJoinerRecoversTheStartWithoutAmplification) {
                            "--linger-ms", "1000", "--summary-json", json});
   if (mode != "default") args.insert(args.end(), {"--reply-mode", mode});
   // Line B (no loss) shows how far the exchange is: line A is joined once 5,000 messages went.
-  const int fb = JoinLine(group(1), port0 + 1);
+  const int fb = join_line(group(1), port0 + 1);
   const pid_t pid = Spawn(args);
   uint64_t seen = 0;
   uint8_t buf[65536];
@@ -792,7 +792,7 @@ TEST_P(SpecClientTest, LateJoinerRecoversTheStartWithoutAmplification) {
     }
   }
   ::close(fb);
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   SpecClient c(kTotal);
   const bool done = c.Run(fa, rq, port0 + 2, s, Clock::now() + std::chrono::seconds(30));
   const int rc = WaitExit(pid, std::chrono::seconds(10));
@@ -985,7 +985,7 @@ TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
   ASSERT_EQ(::poll(&p, 1, 3000), 1) << "the requester was locked out";
   const ssize_t n = ::recv(real, buf, sizeof buf, 0);
   const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
-  EXPECT_TRUE(pk.ok()) << pk.ToStatus();
+  EXPECT_TRUE(pk.ok()) << pk.to_status();
   EXPECT_EQ(pk.sequence, 2u);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
   ::close(real);
@@ -1104,13 +1104,13 @@ TEST(ExchangeInputTest, FileTruncatedWhileSentIsAnErrorNotACrash) {
   GeneratorOptions o;
   o.messages = 200000;  // ~6 MB: several 1 MiB read windows
   o.seed = 3;
-  auto gen = GenerateItch(o);
+  auto gen = generate_itch(o);
   ASSERT_TRUE(gen.ok()) << gen.status();
-  const absl::Status written = WriteBinaryFile(file, *gen);
+  const absl::Status written = write_binary_file(file, *gen);
   ASSERT_TRUE(written.ok()) << written;
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   std::vector<std::string> args = LineArgs(port0);
   args.insert(args.end(), {"--itch", file, "--rate", "50000", "--linger-ms", "100"});
   const pid_t pid = Spawn(args, log);
@@ -1179,7 +1179,7 @@ TEST(ExchangeInputTest, FifoAndDirectoryAreRefusedAtOnce) {
 TEST(ExchangeServerTest, LineSourceIsTheInterfaceAndRepliesComeFromTheRequestedAddress) {
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   sockaddr_in server{};
   server.sin_family = AF_INET;
@@ -1199,7 +1199,7 @@ TEST(ExchangeServerTest, LineSourceIsTheInterfaceAndRepliesComeFromTheRequestedA
   inet_ntop(AF_INET, &from.sin_addr, text, sizeof text);
   EXPECT_STREQ(text, "127.0.0.1");
   uint8_t req[mold::kRequestSize];
-  const auto r = mold::EncodeRequest(req, s, 1, 1);
+  const auto r = mold::encode_request(req, s, 1, 1);
   ASSERT_EQ(::send(rq, r.data(), r.size(), 0), static_cast<ssize_t>(r.size()));
   pollfd q{rq, POLLIN, 0};
   EXPECT_EQ(::poll(&q, 1, 3000), 1) << "no reply on a socket connected to 127.0.0.5";
@@ -1224,7 +1224,7 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
   const std::string json = JsonPath("silence");
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   std::vector<int> fds;
   for (int i = 0; i < 150; ++i) fds.push_back(RequestSocket());
   std::vector<std::string> args = LineArgs(port0);
@@ -1292,7 +1292,7 @@ TEST(ExchangeServerTest, LinesGoOnWhileTheServerIsSlow) {
   const std::string json = JsonPath("slow_server");
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
   args.insert(args.end(), {"--generate", "100000", "--rate", "100000", "--serve-delay-ms", "300", "--linger-ms", "300",
@@ -1344,7 +1344,7 @@ TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
   const std::string log = json + ".log";
   const uint32_t port0 = base_port();
   const mold::Session s1 = mold::Session::From("POLLUX0001"), s2 = mold::Session::From("POLLUX0002");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   const int rq[2] = {RequestSocket(), RequestSocket()};
   std::vector<std::string> args = LineArgs(port0);
   args.insert(args.end(), {"--generate", "3000", "--rate", "20000", "--session-change-at", "1000", "--linger-ms", "500",
@@ -1358,7 +1358,7 @@ TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
     ::poll(&p, 1, 10);
     for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
       const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
-      ASSERT_TRUE(pk.ok()) << pk.ToStatus();
+      ASSERT_TRUE(pk.ok()) << pk.to_status();
       const int which = pk.session == s1 ? 0 : 1;
       ASSERT_TRUE(pk.session == s1 || pk.session == s2);
       if (pk.kind == mold::Kind::kEndOfSession && which == 1) eos2 = pk.sequence;
@@ -1408,7 +1408,7 @@ TEST(ExchangeTest, PauseIsAnnouncedAtOnceAndRequestsAreServedDuringIt) {
   const std::string log = JsonPath("pause") + ".log";
   const uint32_t port0 = base_port();
   const mold::Session s = mold::Session::From("POLLUX0001");
-  const int fa = JoinLine(group(0), port0);
+  const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
   args.insert(args.end(), {"--generate", "2000", "--rate", "20000", "--pause-at", "1000", "--pause-ms", "3000",

@@ -34,11 +34,11 @@ namespace {
 
 TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
   GeneratorOptions o = testing::GenOptions(50, 300'000, 5);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
   BookSetOptions bo;
   bo.expected_orders = 1024;  // deliberately small: the first pass grows the map
   BookSet books(bo);
-  ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   const uint64_t first_pass = g_allocations.load();
   // The order map and the level arrays are mapped memory (huge_buffer.h), which operator new
   // does not see: their footprints must not grow either.
@@ -46,12 +46,12 @@ TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
   const size_t level_bytes = books.level_bytes_mapped();
   EXPECT_GT(level_bytes, 0u);
   books.Clear();
-  ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - first_pass, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
   EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
   books.Clear();
-  ASSERT_TRUE(books.ApplyAll(bytes).ok());  // the prefetching path too
+  ASSERT_TRUE(books.apply_all(bytes).ok());  // the prefetching path too
   EXPECT_EQ(g_allocations.load() - first_pass, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
   EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
@@ -60,7 +60,7 @@ TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
 
 TEST(BookAllocationTest, PresizedBookSetDoesNotAllocateOnFirstPass) {
   GeneratorOptions o = testing::GenOptions(10, 100'000, 6);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
   BookSetOptions bo;
   bo.expected_orders = 4 * o.symbols * o.orders_per_symbol;
   bo.expected_symbols = o.symbols;
@@ -69,7 +69,7 @@ TEST(BookAllocationTest, PresizedBookSetDoesNotAllocateOnFirstPass) {
   const uint64_t before = g_allocations.load();
   const size_t map_capacity = books.order_capacity();
   const size_t level_bytes = books.level_bytes_mapped();
-  ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - before, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
   EXPECT_EQ(books.level_bytes_mapped(), level_bytes);

@@ -2,7 +2,7 @@
 // differential test of BookSet against a simple reference model over a hostile random
 // stream: unknown references, deletes of absent orders, duplicate adds, bad sides, price
 // extremes, executions and cancels beyond the shares, replaces onto live references, locates
-// from 0 to 65535; applied per message and through ApplyAll (whose prefetch pipeline only
+// from 0 to 65535; applied per message and through apply_all (whose prefetch pipeline only
 // runs past 16k live orders, which the stream reaches).
 #include <gtest/gtest.h>
 
@@ -97,8 +97,8 @@ TEST(OrderBookStorageTest, ArenaAndHeapBooksAgreeThroughGrowthCopyAndMove) {
       ++l.first;
       l.second += 10;
     } else {
-      ASSERT_TRUE(heap.Reduce(Side::kBuy, price, 10, true));
-      ASSERT_TRUE(pooled.Reduce(Side::kBuy, price, 10, true));
+      ASSERT_TRUE(heap.reduce(Side::kBuy, price, 10, true));
+      ASSERT_TRUE(pooled.reduce(Side::kBuy, price, 10, true));
       auto& l = model[price];
       l.second -= 10;
       if (--l.first == 0) model.erase(price);
@@ -279,9 +279,9 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       const char side = rng.Below(200) == 0 ? 'X' : (rng.Below(2) ? 'B' : 'S');
       const uint32_t px = price(), n = shares();
       if (kind < 42) {
-        enc.AppendAddOrder(h, r, side, n, "HOST", px);
+        enc.append_add_order(h, r, side, n, "HOST", px);
       } else {
-        enc.AppendAddOrderMpid(h, r, side, n, "HOST", px, "GSCO");
+        enc.append_add_order_mpid(h, r, side, n, "HOST", px, "GSCO");
       }
       model->Add(h.stock_locate, r, side, n, px);
       live.push_back(r);
@@ -289,32 +289,32 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       const uint64_t r = ref();
       const uint32_t n = rng.Below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.Below(200));
       if (kind < 52) {
-        enc.AppendOrderExecuted(h, r, n, i);
+        enc.append_order_executed(h, r, n, i);
       } else {
-        enc.AppendOrderExecutedWithPrice(h, r, n, i, 'Y', price());
+        enc.append_order_executed_with_price(h, r, n, i, 'Y', price());
       }
       if (model->Take(r, n, &model->stats.unknown_execute)) ++model->stats.executions;
     } else if (kind < 65) {
       const uint64_t r = ref();
       const uint32_t n = rng.Below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.Below(200));
-      enc.AppendOrderCancel(h, r, n);
+      enc.append_order_cancel(h, r, n);
       if (model->Take(r, n, &model->stats.unknown_cancel)) ++model->stats.cancels;
     } else if (kind < 85) {
       const uint64_t r = ref();
-      enc.AppendOrderDelete(h, r);
+      enc.append_order_delete(h, r);
       model->Delete(r);
     } else if (kind < 95) {
       const uint64_t r = ref();
       const uint64_t nr = rng.Below(20) == 0 ? ref() : (rng.Below(50) == 0 ? r : (next_ref += 1 + rng.Below(3)));
       const uint32_t px = price(), n = shares();
-      enc.AppendOrderReplace(h, r, nr, n, px);
+      enc.append_order_replace(h, r, nr, n, px);
       model->Replace(r, nr, n, px);
       live.push_back(nr);
     } else if (kind < 98) {
-      enc.AppendTrade(h, 0, 'B', shares(), "HOST", price(), i);
+      enc.append_trade(h, 0, 'B', shares(), "HOST", price(), i);
       ++model->stats.trades;
     } else {
-      enc.AppendStockDirectory(h, "HOST");
+      enc.append_stock_directory(h, "HOST");
       model->books.insert(h.stock_locate);
     }
   }
@@ -334,7 +334,7 @@ void ExpectSameAsModel(const BookSet& books, const Model& model) {
   }
   const auto want = model.Levels();
   size_t books_seen = 0;
-  books.ForEachBook([&](const OrderBook& b) {
+  books.for_each_book([&](const OrderBook& b) {
     ++books_seen;
     for (int side = 0; side < 2; ++side) {
       const auto it = want.find({b.stock_locate(), side});
@@ -361,11 +361,11 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
   EXPECT_GT(s.duplicate_add, 0u);
   EXPECT_GT(s.overfill, 0u);
   EXPECT_GT(s.bad_side, 0u);
-  EXPECT_GT(model.orders.size(), 16384u);  // ApplyAll's pipeline ran for the later part
+  EXPECT_GT(model.orders.size(), 16384u);  // apply_all's pipeline ran for the later part
   {
     SCOPED_TRACE("Apply per message");
     BookSet one;
-    ASSERT_TRUE(ForEachMessage(bytes, [&one](MessageView m) { one.Apply(m); }).ok());
+    ASSERT_TRUE(for_each_message(bytes, [&one](MessageView m) { one.Apply(m); }).ok());
     ExpectSameAsModel(one, model);
     EXPECT_EQ(one.stats().level_mismatch, 0u);
   }
@@ -376,7 +376,7 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
     o.orders_per_book = 8;
     o.levels_per_side = 1;  // level arrays grow from 4
     BookSet all(o);
-    ASSERT_TRUE(all.ApplyAll(bytes).ok());
+    ASSERT_TRUE(all.apply_all(bytes).ok());
     ExpectSameAsModel(all, model);
   }
   {
@@ -389,7 +389,7 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
       size_t end = off;
       const size_t budget = 1 + rng.Below(3000);
       while (end < bytes.size() && end - off < budget) end += 2 + ((size_t{bytes[end]} << 8) | bytes[end + 1]);
-      ASSERT_TRUE(pieces.ApplyAll({bytes.data() + off, end - off}).ok());
+      ASSERT_TRUE(pieces.apply_all({bytes.data() + off, end - off}).ok());
       off = end;
     }
     ExpectSameAsModel(pieces, model);
@@ -400,19 +400,19 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
 TEST(BookSetModelTest, DirectoryReservesTheOrderMap) {
   std::vector<uint8_t> bytes;
   Encoder enc(&bytes, Framing::kLengthPrefix);
-  for (uint16_t i = 1; i <= 1000; ++i) enc.AppendStockDirectory(Header{i, 0, i}, "DIR");
+  for (uint16_t i = 1; i <= 1000; ++i) enc.append_stock_directory(Header{i, 0, i}, "DIR");
   BookSetOptions o;
   o.expected_orders = 16;
   o.orders_per_book = 64;
   BookSet books(o);
-  ASSERT_TRUE(books.ApplyAll(bytes).ok());
+  ASSERT_TRUE(books.apply_all(bytes).ok());
   const size_t cap = books.order_capacity();
   EXPECT_GE(cap, 2u * 1000 * 64 * 3 / 2);  // load <= 1/2 at 1.5 x 64 orders a book
   bytes.clear();
   for (uint64_t r = 1; r <= 1000 * 64 * 3 / 2; ++r) {
-    enc.AppendAddOrder(Header{static_cast<uint16_t>(1 + r % 1000), 0, 2000 + r}, r, 'B', 100, "DIR", 10'0000);
+    enc.append_add_order(Header{static_cast<uint16_t>(1 + r % 1000), 0, 2000 + r}, r, 'B', 100, "DIR", 10'0000);
   }
-  ASSERT_TRUE(books.ApplyAll(bytes).ok());
+  ASSERT_TRUE(books.apply_all(bytes).ok());
   EXPECT_EQ(books.live_orders(), 96'000u);
   EXPECT_EQ(books.order_capacity(), cap);
   // Without the option the same market grows the map as the orders come.

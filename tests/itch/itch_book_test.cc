@@ -27,7 +27,7 @@ using L = PriceLevel;
 class BookTest : public ::testing::Test {
  protected:
   void Apply() {
-    absl::StatusOr<MessageView> m = DecodeMessage(buf_);
+    absl::StatusOr<MessageView> m = decode_message(buf_);
     ASSERT_TRUE(m.ok()) << m.status();
     books_.Apply(*m);
     buf_.clear();
@@ -35,39 +35,39 @@ class BookTest : public ::testing::Test {
   Header H(uint16_t locate = 1) { return Header{locate, 0, ++ts_}; }
 
   void Directory(uint16_t locate, std::string_view stock) {
-    enc_.AppendStockDirectory(H(locate), stock);
+    enc_.append_stock_directory(H(locate), stock);
     Apply();
   }
   void Add(uint64_t ref, char side, uint32_t shares, uint32_t price, uint16_t locate = 1) {
-    enc_.AppendAddOrder(H(locate), ref, side, shares, "ALC", price);
+    enc_.append_add_order(H(locate), ref, side, shares, "ALC", price);
     Apply();
   }
   void AddF(uint64_t ref, char side, uint32_t shares, uint32_t price, uint16_t locate = 1) {
-    enc_.AppendAddOrderMpid(H(locate), ref, side, shares, "ALC", price, "GSCO");
+    enc_.append_add_order_mpid(H(locate), ref, side, shares, "ALC", price, "GSCO");
     Apply();
   }
   void Exec(uint64_t ref, uint32_t shares) {
-    enc_.AppendOrderExecuted(H(), ref, shares, ++match_);
+    enc_.append_order_executed(H(), ref, shares, ++match_);
     Apply();
   }
   void ExecAt(uint64_t ref, uint32_t shares, uint32_t price) {
-    enc_.AppendOrderExecutedWithPrice(H(), ref, shares, ++match_, 'Y', price);
+    enc_.append_order_executed_with_price(H(), ref, shares, ++match_, 'Y', price);
     Apply();
   }
   void Cancel(uint64_t ref, uint32_t shares) {
-    enc_.AppendOrderCancel(H(), ref, shares);
+    enc_.append_order_cancel(H(), ref, shares);
     Apply();
   }
   void Delete(uint64_t ref) {
-    enc_.AppendOrderDelete(H(), ref);
+    enc_.append_order_delete(H(), ref);
     Apply();
   }
   void Replace(uint64_t ref, uint64_t new_ref, uint32_t shares, uint32_t price) {
-    enc_.AppendOrderReplace(H(), ref, new_ref, shares, price);
+    enc_.append_order_replace(H(), ref, new_ref, shares, price);
     Apply();
   }
   void TradeP(uint32_t shares, uint32_t price) {
-    enc_.AppendTrade(H(), 0, 'B', shares, "ALC", price, ++match_);
+    enc_.append_trade(H(), 0, 'B', shares, "ALC", price, ++match_);
     Apply();
   }
 
@@ -305,18 +305,18 @@ TEST_F(BookTest, JsonReports) {
   Add(4, 'S', 50, 10'0200, 1);
   Add(5, 'S', 10, 3'0000, 3);
   std::ostringstream books;
-  WriteBooksJsonl(books_, books);
+  write_books_jsonl(books_, books);
   EXPECT_EQ(books.str(),
             "{\"symbol\": \"ALC\", \"bids\": [[100100, 200], [100000, 100]], \"asks\": [[100200, 350]]}\n"
             "{\"symbol\": \"BOB\", \"bids\": [], \"asks\": []}\n"
             "{\"symbol\": \"CHAR\", \"bids\": [], \"asks\": [[30000, 10]]}\n");
   std::ostringstream counts;
-  WriteCountsJson(books_.counts(), counts);
+  write_counts_json(books_.counts(), counts);
   EXPECT_EQ(counts.str(), "{\"A\": 5, \"R\": 3}\n");
 
   const std::string path = ::testing::TempDir() + "/books.jsonl";
-  ASSERT_TRUE(WriteBooksJsonl(books_, path).ok());
-  EXPECT_FALSE(WriteCountsJson(books_.counts(), "/nonexistent-dir/x.json").ok());
+  ASSERT_TRUE(write_books_jsonl(books_, path).ok());
+  EXPECT_FALSE(write_counts_json(books_.counts(), "/nonexistent-dir/x.json").ok());
 }
 
 TEST(OrderMapTest, MatchesAHashMapThroughGrowthAndChurn) {
@@ -388,7 +388,7 @@ TEST(OrderBookTest, DifferentialAgainstStdMap) {
       Live& o = live[at];
       const uint32_t n = 1 + static_cast<uint32_t>(rng.Below(o.shares));
       const bool gone = n == o.shares;
-      ASSERT_TRUE(book.Reduce(o.side, o.price, n, gone));
+      ASSERT_TRUE(book.reduce(o.side, o.price, n, gone));
       auto& side_model = model[static_cast<int>(o.side)];
       auto& l = side_model[o.price];
       l.second -= n;
@@ -410,16 +410,16 @@ TEST(OrderBookTest, DifferentialAgainstStdMap) {
       ASSERT_EQ(book.Depth(Side::kSell), want_asks) << "step " << i;
     }
   }
-  EXPECT_FALSE(book.Reduce(Side::kBuy, 1, 1, true));  // no such level
+  EXPECT_FALSE(book.reduce(Side::kBuy, 1, 1, true));  // no such level
 }
 
 // The generator only refers to live orders, so a replay has no anomalies, and the book
 // rebuilt from the stream matches the generator's own notion of live orders.
 TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
   GeneratorOptions o = testing::GenOptions(20, 200'000, 99);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
   BookSet books;
-  ASSERT_TRUE(ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
   const BookStats& s = books.stats();
   EXPECT_EQ(s.unknown_execute + s.unknown_cancel + s.unknown_delete + s.unknown_replace, 0u);
   EXPECT_EQ(s.duplicate_add + s.overfill + s.bad_side + s.level_mismatch, 0u);
@@ -431,7 +431,7 @@ TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
   EXPECT_GT(books.counts()['F'], 0u);
   EXPECT_GT(books.counts()['C'], 0u);
   uint64_t levels = 0;
-  books.ForEachBook([&](const OrderBook& b) {
+  books.for_each_book([&](const OrderBook& b) {
     EXPECT_FALSE(b.symbol().empty());
     levels += b.levels(Side::kBuy) + b.levels(Side::kSell);
   });
@@ -441,23 +441,23 @@ TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
   EXPECT_LT(books.live_orders(), o.symbols * o.orders_per_symbol * 2);
 }
 
-// ApplyAll prefetches a few messages ahead and applies them later: the books, counts and
+// apply_all prefetches a few messages ahead and applies them later: the books, counts and
 // stats must be those of applying every message as it is framed, also when the buffer ends
 // in the middle of a record (everything before it applied, the same error) and for buffers
 // shorter than the pipeline.
 TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
   GeneratorOptions o = testing::GenOptions(300, 100'000, 7);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
   const auto same = [](const BookSet& a, const BookSet& b) {
     EXPECT_EQ(a.stats(), b.stats());
     EXPECT_EQ(a.counts().total(), b.counts().total());
     EXPECT_EQ(a.live_orders(), b.live_orders());
     std::vector<std::vector<PriceLevel>> la, lb;
-    a.ForEachBook([&](const OrderBook& k) {
+    a.for_each_book([&](const OrderBook& k) {
       la.push_back(k.Depth(Side::kBuy));
       la.push_back(k.Depth(Side::kSell));
     });
-    b.ForEachBook([&](const OrderBook& k) {
+    b.for_each_book([&](const OrderBook& k) {
       lb.push_back(k.Depth(Side::kBuy));
       lb.push_back(k.Depth(Side::kSell));
     });
@@ -467,47 +467,47 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     SCOPED_TRACE(cut);
     const std::span<const uint8_t> part(bytes.data(), cut);
     BookSet one, all;
-    const ParseResult r1 = ForEachMessage(part, [&one](MessageView m) { one.Apply(m); });
-    const ParseResult r2 = all.ApplyAll(part);
+    const ParseResult r1 = for_each_message(part, [&one](MessageView m) { one.Apply(m); });
+    const ParseResult r2 = all.apply_all(part);
     EXPECT_EQ(r1.ok(), r2.ok());
     EXPECT_EQ(r1.messages, r2.messages);
-    EXPECT_EQ(r1.ToStatus().ToString(), r2.ToStatus().ToString());
+    EXPECT_EQ(r1.to_status().ToString(), r2.to_status().ToString());
     same(one, all);
     if (cut == bytes.size()) {
       EXPECT_EQ(all.counts().total(), o.messages);
-      // Past ApplyAll's threshold (16k live orders): the plain loop and the pipeline both ran.
+      // Past apply_all's threshold (16k live orders): the plain loop and the pipeline both ran.
       EXPECT_GT(all.live_orders(), 16384u);
     }
   }
 }
 
-// Books built in partitions by stock locate (feed.book_threads) and merged with Absorb are the
+// Books built in partitions by stock locate (feed.book_threads) and merged with absorb are the
 // books of one BookSet fed everything: levels, symbols, live orders, counts and stats.
 TEST(BookSetTest, AbsorbedPartitionsEqualOneSetFedEverything) {
   GeneratorOptions o = testing::GenOptions(200, 120'000, 5);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
   for (const uint16_t parts : {uint16_t{2}, uint16_t{3}}) {
     SCOPED_TRACE(parts);
     BookSet whole;
     std::vector<std::unique_ptr<BookSet>> part;
     for (uint16_t p = 0; p < parts; ++p) part.push_back(std::make_unique<BookSet>());
-    ASSERT_TRUE(ForEachMessage(bytes, [&](MessageView m) {
+    ASSERT_TRUE(for_each_message(bytes, [&](MessageView m) {
                   whole.Apply(m);
                   part[m.stock_locate() % parts]->Apply(m);
                 }).ok());
     for (uint16_t p = 1; p < parts; ++p) {
       EXPECT_GT(part[p]->counts().total(), 0u);
-      part[0]->Absorb(std::move(part[p]));
+      part[0]->absorb(std::move(part[p]));
     }
     const BookSet& merged = *part[0];
     EXPECT_EQ(merged.stats(), whole.stats());
     EXPECT_EQ(merged.stats().partition_conflicts, 0u);
     EXPECT_EQ(merged.live_orders(), whole.live_orders());
     std::ostringstream a, b, ca, cb;
-    WriteBooksJsonl(merged, a);
-    WriteBooksJsonl(whole, b);
-    WriteCountsJson(merged.counts(), ca);
-    WriteCountsJson(whole.counts(), cb);
+    write_books_jsonl(merged, a);
+    write_books_jsonl(whole, b);
+    write_counts_json(merged.counts(), ca);
+    write_counts_json(whole.counts(), cb);
     EXPECT_EQ(a.str(), b.str());
     EXPECT_EQ(ca.str(), cb.str());
     // The merged set keeps working: every live order of the whole set is found with its
@@ -527,12 +527,12 @@ TEST(BookSetTest, AbsorbedPartitionsEqualOneSetFedEverything) {
     ASSERT_NE(ref, 0u);
     std::vector<uint8_t> del;
     Encoder enc(&del, Framing::kNone);
-    enc.AppendOrderDelete(Header{whole.order(ref)->stock_locate, 0, 1}, ref);
-    whole.Apply(*DecodeMessage(del));
-    part[0]->Apply(*DecodeMessage(del));
+    enc.append_order_delete(Header{whole.order(ref)->stock_locate, 0, 1}, ref);
+    whole.Apply(*decode_message(del));
+    part[0]->Apply(*decode_message(del));
     std::ostringstream a2, b2;
-    WriteBooksJsonl(*part[0], a2);
-    WriteBooksJsonl(whole, b2);
+    write_books_jsonl(*part[0], a2);
+    write_books_jsonl(whole, b2);
     EXPECT_EQ(a2.str(), b2.str());
   }
 }
@@ -546,19 +546,19 @@ TEST_F(BookTest, AbsorbCountsBooksAndOrdersBothSidesHeld) {
   {
     std::vector<uint8_t> buf;
     Encoder enc(&buf, Framing::kNone);
-    enc.AppendStockDirectory(Header{1, 0, 1}, "AAA");
-    other->Apply(*DecodeMessage(buf));
+    enc.append_stock_directory(Header{1, 0, 1}, "AAA");
+    other->Apply(*decode_message(buf));
     buf.clear();
-    enc.AppendAddOrder(Header{1, 0, 2}, 10, 'S', 7, "AAA", 6000);  // same reference
-    other->Apply(*DecodeMessage(buf));
+    enc.append_add_order(Header{1, 0, 2}, 10, 'S', 7, "AAA", 6000);  // same reference
+    other->Apply(*decode_message(buf));
     buf.clear();
-    enc.AppendStockDirectory(Header{2, 0, 3}, "BBB");
-    other->Apply(*DecodeMessage(buf));
+    enc.append_stock_directory(Header{2, 0, 3}, "BBB");
+    other->Apply(*decode_message(buf));
     buf.clear();
-    enc.AppendAddOrder(Header{2, 0, 4}, 11, 'S', 9, "BBB", 7000);
-    other->Apply(*DecodeMessage(buf));
+    enc.append_add_order(Header{2, 0, 4}, 11, 'S', 9, "BBB", 7000);
+    other->Apply(*decode_message(buf));
   }
-  books_.Absorb(std::move(other));
+  books_.absorb(std::move(other));
   EXPECT_EQ(books_.stats().partition_conflicts, 2u);  // book 1 and order 10
   EXPECT_EQ(books_.stats().adds, 3u);
   EXPECT_EQ(Bids(1), (std::vector<L>{{5000, 1, 100}}));

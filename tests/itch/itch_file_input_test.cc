@@ -49,7 +49,7 @@ Scan ScanWindows(ChunkReader& in) {
   for (;;) {
     const uint8_t* base = in.window().data();
     const uint64_t at = in.window_offset();
-    ParseResult r = ForEachMessage(in.window(), [&](MessageView m) {
+    ParseResult r = for_each_message(in.window(), [&](MessageView m) {
       s.offsets.push_back(at + static_cast<uint64_t>(m.data() - base));
       s.types.push_back(m.type());
     });
@@ -69,7 +69,7 @@ Scan ScanWindows(ChunkReader& in) {
 
 Scan ScanBuffer(std::span<const uint8_t> buf) {
   Scan s;
-  s.result = ForEachMessage(buf, [&](MessageView m) {
+  s.result = for_each_message(buf, [&](MessageView m) {
     s.offsets.push_back(static_cast<uint64_t>(m.data() - buf.data()));
     s.types.push_back(m.type());
   });
@@ -89,12 +89,12 @@ TEST(ItchFileInputTest, WindowsGiveWhatOnePassGives) {
     EXPECT_EQ(in->size(), bytes.size());
     const Scan got = ScanWindows(*in);
     ASSERT_TRUE(got.io.ok()) << got.io;
-    EXPECT_TRUE(got.result.ok()) << got.result.ToStatus();
+    EXPECT_TRUE(got.result.ok()) << got.result.to_status();
     EXPECT_EQ(got.result.messages, want.offsets.size());
     EXPECT_EQ(got.offsets, want.offsets);
     EXPECT_EQ(got.types, want.types);
-    // A second pass after Rewind reads the same.
-    ASSERT_TRUE(in->Rewind().ok());
+    // A second pass after rewind reads the same.
+    ASSERT_TRUE(in->rewind().ok());
     EXPECT_EQ(ScanWindows(*in).offsets, want.offsets);
   }
 }
@@ -111,7 +111,7 @@ TEST(ItchFileInputTest, StrayTrailingBytesAreReportedLikeOnePass) {
     EXPECT_EQ(got.result.error, ParseError::kTruncated);
     EXPECT_EQ(got.result.offset, want.result.offset);
     EXPECT_EQ(got.result.messages, 7u);
-    EXPECT_EQ(got.result.ToStatus(), want.result.ToStatus());
+    EXPECT_EQ(got.result.to_status(), want.result.to_status());
   }
 }
 
@@ -130,7 +130,7 @@ TEST(ItchFileInputTest, TruncatedLastRecordAcrossAWindowIsAtItsFileOffset) {
   ASSERT_TRUE(in.ok()) << in.status();
   const Scan got = ScanWindows(*in);
   EXPECT_EQ(got.offsets, want.offsets);
-  EXPECT_EQ(got.result.ToStatus(), want.result.ToStatus());
+  EXPECT_EQ(got.result.to_status(), want.result.to_status());
   std::remove(path.c_str());
 }
 
@@ -166,7 +166,7 @@ TEST(ItchFileInputTest, FileThatGrowsIsReadAsItWasOpened) {
   std::ofstream(path, std::ios::binary | std::ios::app) << "garbage appended later";
   const Scan got = ScanWindows(*in);
   EXPECT_TRUE(got.io.ok()) << got.io;
-  EXPECT_TRUE(got.result.ok()) << got.result.ToStatus();
+  EXPECT_TRUE(got.result.ok()) << got.result.to_status();
   EXPECT_EQ(got.offsets, ScanBuffer(bytes).offsets);
   std::remove(path.c_str());
 }
@@ -188,7 +188,7 @@ TEST(ItchFileInputTest, NonRegularFilesAreRefusedWithoutBlocking) {
         "itch: '", c.path, "' is ", c.kind,
         ", not a regular file: ITCH input is read from a regular file (copy a capture or a pipe to disk first)");
     uint64_t size = 0;
-    absl::StatusOr<int> fd = OpenRegularFile(c.path, &size);
+    absl::StatusOr<int> fd = open_regular_file(c.path, &size);
     ASSERT_FALSE(fd.ok());
     EXPECT_EQ(fd.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(fd.status().message(), want);

@@ -24,23 +24,24 @@ namespace {
 using testing::GenOptions;
 
 TEST(ItchGeneratorTest, SameSeedSameBytesOtherSeedOtherBytes) {
-  const std::vector<uint8_t> a = *GenerateItch(GenOptions(5, 20'000, 1));
-  const std::vector<uint8_t> b = *GenerateItch(GenOptions(5, 20'000, 1));
-  const std::vector<uint8_t> c = *GenerateItch(GenOptions(5, 20'000, 2));
+  const std::vector<uint8_t> a = *generate_itch(GenOptions(5, 20'000, 1));
+  const std::vector<uint8_t> b = *generate_itch(GenOptions(5, 20'000, 1));
+  const std::vector<uint8_t> c = *generate_itch(GenOptions(5, 20'000, 2));
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
 }
 
 TEST(ItchGeneratorTest, ZeroLengthFramingCarriesTheSameMessages) {
   GeneratorOptions o = GenOptions(4, 10'000, 3);
-  const std::vector<uint8_t> real = *GenerateItch(o);
+  const std::vector<uint8_t> real = *generate_itch(o);
   o.framing = Framing::kZeroLengthPrefix;
-  const std::vector<uint8_t> zero = *GenerateItch(o);
+  const std::vector<uint8_t> zero = *generate_itch(o);
   ASSERT_EQ(real.size(), zero.size());
   std::vector<std::vector<uint8_t>> msgs[2];
   int i = 0;
   for (const auto* buf : {&real, &zero}) {
-    ASSERT_TRUE(ForEachMessage(*buf, [&](MessageView m) { msgs[i].emplace_back(m.data(), m.data() + m.size()); }).ok());
+    ASSERT_TRUE(
+        for_each_message(*buf, [&](MessageView m) { msgs[i].emplace_back(m.data(), m.data() + m.size()); }).ok());
     ++i;
   }
   EXPECT_EQ(msgs[0], msgs[1]);
@@ -51,21 +52,21 @@ TEST(ItchGeneratorTest, ZeroLengthFramingCarriesTheSameMessages) {
 }
 
 TEST(ItchGeneratorTest, RejectsBadOptions) {
-  EXPECT_FALSE(GenerateItch(GenOptions(0, 100, 1)).ok());
-  EXPECT_FALSE(GenerateItch(GenOptions(70'000, 1'000'000, 1)).ok());
-  absl::StatusOr<std::vector<uint8_t>> r = GenerateItch(GenOptions(8, 21, 1));
+  EXPECT_FALSE(generate_itch(GenOptions(0, 100, 1)).ok());
+  EXPECT_FALSE(generate_itch(GenOptions(70'000, 1'000'000, 1)).ok());
+  absl::StatusOr<std::vector<uint8_t>> r = generate_itch(GenOptions(8, 21, 1));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "itch generator: messages must be at least 22 for 8 symbols (S x 6 + R and H per "
             "symbol), got 21");
-  EXPECT_EQ(GenerateItch(GenOptions(8, 22, 1))->size(), 6u * 14 + 8u * (41 + 27));
+  EXPECT_EQ(generate_itch(GenOptions(8, 22, 1))->size(), 6u * 14 + 8u * (41 + 27));
 }
 
 // Replays a stream and checks, message by message, what the generator promises.
 TEST(ItchGeneratorTest, FlowInvariantsHold) {
   const GeneratorOptions o = GenOptions(12, 150'000, 77);
-  const std::vector<uint8_t> bytes = *GenerateItch(o);
-  const std::vector<std::string> names = GeneratedSymbols(o.symbols, o.seed);
+  const std::vector<uint8_t> bytes = *generate_itch(o);
+  const std::vector<std::string> names = generated_symbols(o.symbols, o.seed);
   ASSERT_EQ(names.size(), o.symbols);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
 
@@ -75,7 +76,7 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
   uint64_t last_match = 0;
   uint64_t decreasing_ts = 0, non_increasing_ref = 0, crossed = 0, bad_locate = 0;
   std::string system_events;
-  ParseResult r = ForEachMessage(bytes, [&](MessageView m) {
+  ParseResult r = for_each_message(bytes, [&](MessageView m) {
     if (m.timestamp() < last_ts) ++decreasing_ts;
     last_ts = m.timestamp();
     uint64_t new_ref = 0;
@@ -86,7 +87,7 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
         break;
       case 'R': {
         const auto d = m.As<StockDirectory>();
-        if (TrimPadding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
+        if (trim_padding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
         break;
       }
       case 'A':
@@ -122,7 +123,7 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
     books.Apply(m);
     if (const OrderBook* b = books.book(m.stock_locate()); b != nullptr && b->crossed()) ++crossed;
   });
-  ASSERT_TRUE(r.ok()) << r.ToStatus();
+  ASSERT_TRUE(r.ok()) << r.to_status();
   EXPECT_EQ(r.messages, o.messages);
   EXPECT_EQ(system_events, "OSQMEC");
   EXPECT_EQ(decreasing_ts, 0u);
@@ -148,13 +149,13 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
 }
 
 TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
-  const std::vector<uint8_t> bytes = *GenerateItch(GenOptions(2, 1000, 9));
+  const std::vector<uint8_t> bytes = *generate_itch(GenOptions(2, 1000, 9));
   const std::string path = ::testing::TempDir() + "/gen.itch";
-  ASSERT_TRUE(WriteBinaryFile(path, bytes).ok());
+  ASSERT_TRUE(write_binary_file(path, bytes).ok());
   absl::StatusOr<Reader> r = Reader::Open(path);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r->data().begin(), r->data().end()));
-  EXPECT_FALSE(WriteBinaryFile("/nonexistent-dir/gen.itch", bytes).ok());
+  EXPECT_FALSE(write_binary_file("/nonexistent-dir/gen.itch", bytes).ok());
 }
 
 // pollux-itch-gen's command line (examples/common/absl_flags_cli.h): --help exits 0 and lists the flags,

@@ -23,7 +23,7 @@ T Decode(std::vector<uint8_t> bytes) {
   static std::deque<std::vector<uint8_t>> keep;
   const std::vector<uint8_t>& kept = keep.emplace_back(std::move(bytes));
   EXPECT_EQ(kept.size(), T::kSize);
-  absl::StatusOr<T> v = DecodeAs<T>(kept);
+  absl::StatusOr<T> v = decode_as<T>(kept);
   EXPECT_TRUE(v.ok()) << v.status();
   return *v;
 }
@@ -36,23 +36,23 @@ TEST(ItchMessagesTest, SizeTableMatchesSpecForAll23Types) {
   ASSERT_EQ(std::size(spec), kMessageTypes.size());
   int known = 0;
   for (int t = 0; t < 256; ++t) {
-    if (MessageSize(static_cast<uint8_t>(t)) != 0) ++known;
+    if (message_size(static_cast<uint8_t>(t)) != 0) ++known;
   }
   EXPECT_EQ(known, 23);
   for (const auto& [type, size] : spec) {
-    EXPECT_EQ(MessageSize(type), size) << type;
+    EXPECT_EQ(message_size(type), size) << type;
     EXPECT_NE(kMessageTypes.find(type), std::string_view::npos) << type;
     // A payload of exactly that size with that type decodes; one byte less or more fails.
     std::vector<uint8_t> msg(size, 0);
     msg[0] = static_cast<uint8_t>(type);
-    EXPECT_TRUE(DecodeMessage(msg).ok()) << type;
+    EXPECT_TRUE(decode_message(msg).ok()) << type;
     msg.push_back(0);
-    EXPECT_FALSE(DecodeMessage(msg).ok()) << type;
+    EXPECT_FALSE(decode_message(msg).ok()) << type;
     msg.resize(size - 1);
-    EXPECT_FALSE(DecodeMessage(msg).ok()) << type;
+    EXPECT_FALSE(decode_message(msg).ok()) << type;
   }
-  EXPECT_EQ(MessageSize('Z'), 0u);
-  EXPECT_EQ(MessageSize('a'), 0u);
+  EXPECT_EQ(message_size('Z'), 0u);
+  EXPECT_EQ(message_size('a'), 0u);
 }
 
 TEST(ItchMessagesTest, SystemEventFromSample) {
@@ -71,7 +71,7 @@ TEST(ItchMessagesTest, StockDirectoryFromSample) {
   EXPECT_EQ(m.stock_locate(), 1);
   EXPECT_EQ(m.timestamp(), 0x0a66a2943614u);
   EXPECT_EQ(m.stock(), "ALC     ");
-  EXPECT_EQ(TrimPadding(m.stock()), "ALC");
+  EXPECT_EQ(trim_padding(m.stock()), "ALC");
   EXPECT_EQ(m.market_category(), 'N');
   EXPECT_EQ(m.financial_status_indicator(), 'N');
   EXPECT_EQ(m.round_lot_size(), 100u);
@@ -308,10 +308,10 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
       Hex("41 0002 0003 0a1b2c3d4e5f 0000000000bc614e 42 000003e8 424f422020202020 0000cfaf");
   const std::vector<uint8_t> del = Hex("44 0003 0000 000000000011 0000000000000007");
   const std::vector<uint8_t> sys = Hex("53 0000 0000 0a30478f8f96 4f");
-  Dispatch(*DecodeMessage(add), v);
+  Dispatch(*decode_message(add), v);
   EXPECT_EQ(v.last_ref, 12345678u);
-  Dispatch(*DecodeMessage(del), v);
-  Dispatch(*DecodeMessage(sys), v);  // no overload: ignored
+  Dispatch(*decode_message(del), v);
+  Dispatch(*decode_message(sys), v);  // no overload: ignored
   EXPECT_EQ(v.adds, 1);
   EXPECT_EQ(v.deletes, 1);
   EXPECT_EQ(v.last_ref, 7u);
@@ -319,31 +319,31 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
   // Lambdas combined with Overloaded.
   int adds = 0, deletes = 0;
   const auto lambdas = Overloaded{[&](const AddOrder&) { ++adds; }, [&](const OrderDelete&) { ++deletes; }};
-  Dispatch(*DecodeMessage(add), lambdas);
-  Dispatch(*DecodeMessage(sys), lambdas);
+  Dispatch(*decode_message(add), lambdas);
+  Dispatch(*decode_message(sys), lambdas);
   EXPECT_EQ(adds, 1);
   EXPECT_EQ(deletes, 0);
 
   // A generic lambda sees every type.
   std::string seen;
   auto all = [&seen](auto m) { seen.push_back(m.type()); };
-  Dispatch(*DecodeMessage(add), all);
-  Dispatch(*DecodeMessage(sys), all);
+  Dispatch(*decode_message(add), all);
+  Dispatch(*decode_message(sys), all);
   EXPECT_EQ(seen, "AS");
 }
 
 TEST(ItchMessagesTest, DecodeAsRejectsOtherType) {
   const std::vector<uint8_t> del = Hex("44 0003 0000 000000000011 0000000000000007");
-  absl::StatusOr<AddOrder> a = DecodeAs<AddOrder>(del);
+  absl::StatusOr<AddOrder> a = decode_as<AddOrder>(del);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().message(), "itch: offset 0: message type 'D' where 'A' was expected");
 }
 
 TEST(ItchMessagesTest, TrimPadding) {
-  EXPECT_EQ(TrimPadding("ALC     "), "ALC");
-  EXPECT_EQ(TrimPadding("ABCDEFGH"), "ABCDEFGH");
-  EXPECT_EQ(TrimPadding("        "), "");
-  EXPECT_EQ(TrimPadding(""), "");
+  EXPECT_EQ(trim_padding("ALC     "), "ALC");
+  EXPECT_EQ(trim_padding("ABCDEFGH"), "ABCDEFGH");
+  EXPECT_EQ(trim_padding("        "), "");
+  EXPECT_EQ(trim_padding(""), "");
 }
 
 }  // namespace

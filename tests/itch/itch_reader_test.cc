@@ -45,8 +45,8 @@ const std::vector<uint8_t> kDelete = Hex("44 0002 0000 0a1b2c3d4e60 0000000000bc
 
 std::string CountsString(std::span<const uint8_t> bytes) {
   BookSet books;
-  ParseResult r = ForEachMessage(bytes, [&books](MessageView m) { books.Apply(m); });
-  EXPECT_TRUE(r.ok()) << r.ToStatus();
+  ParseResult r = for_each_message(bytes, [&books](MessageView m) { books.Apply(m); });
+  EXPECT_TRUE(r.ok()) << r.to_status();
   std::string out;
   for (const char t : kMessageTypes) {
     if (books.counts()[t] != 0) absl::StrAppend(&out, std::string(1, t), books.counts()[t], " ");
@@ -56,7 +56,7 @@ std::string CountsString(std::span<const uint8_t> bytes) {
 
 std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& bytes) {
   const std::string path = ::testing::TempDir() + "/" + name;
-  EXPECT_TRUE(WriteBinaryFile(path, bytes).ok());
+  EXPECT_TRUE(write_binary_file(path, bytes).ok());
   return path;
 }
 
@@ -68,11 +68,11 @@ TEST(ItchReaderTest, ZeroAndRealLengthPrefixesReadTheSame) {
   for (const auto* buf : {&real, &zero}) {
     std::string types;
     std::vector<size_t> sizes;
-    ParseResult r = ForEachMessage(*buf, [&](MessageView m) {
+    ParseResult r = for_each_message(*buf, [&](MessageView m) {
       types.push_back(m.type());
       sizes.push_back(m.size());
     });
-    ASSERT_TRUE(r.ok()) << r.ToStatus();
+    ASSERT_TRUE(r.ok()) << r.to_status();
     EXPECT_EQ(types, "AD");
     EXPECT_EQ(sizes, (std::vector<size_t>{36, 19}));
     EXPECT_EQ(r.messages, 2u);
@@ -82,7 +82,7 @@ TEST(ItchReaderTest, ZeroAndRealLengthPrefixesReadTheSame) {
 
 TEST(ItchReaderTest, ViewsPointIntoTheBufferWithoutCopies) {
   const std::vector<uint8_t> buf = Framed(kAdd);
-  ParseResult r = ForEachMessage(buf, [&](MessageView m) {
+  ParseResult r = for_each_message(buf, [&](MessageView m) {
     EXPECT_EQ(m.data(), buf.data() + 2);
     EXPECT_EQ(m.As<AddOrder>().order_reference(), 12345678u);
   });
@@ -91,7 +91,7 @@ TEST(ItchReaderTest, ViewsPointIntoTheBufferWithoutCopies) {
 
 TEST(ItchReaderTest, EmptyBufferHasNoMessages) {
   int calls = 0;
-  ParseResult r = ForEachMessage(std::span<const uint8_t>(), [&](MessageView) { ++calls; });
+  ParseResult r = for_each_message(std::span<const uint8_t>(), [&](MessageView) { ++calls; });
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(r.messages, 0u);
@@ -103,17 +103,18 @@ TEST(ItchReaderTest, UnknownTypeNamesOffsetAndByte) {
   bad[0] = 'Z';
   Append(buf, Framed(bad));
   int calls = 0;
-  ParseResult r = ForEachMessage(buf, [&](MessageView) { ++calls; });
+  ParseResult r = for_each_message(buf, [&](MessageView) { ++calls; });
   EXPECT_EQ(calls, 1);  // the good message before the bad one is delivered
   EXPECT_EQ(r.error, ParseError::kUnknownType);
   EXPECT_EQ(r.offset, 38u);
   EXPECT_EQ(r.messages, 1u);
-  EXPECT_EQ(r.ToStatus().message(), "itch: offset 38: unknown message type 0x5a ('Z')");
-  EXPECT_EQ(r.ToStatus().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.to_status().message(), "itch: offset 38: unknown message type 0x5a ('Z')");
+  EXPECT_EQ(r.to_status().code(), absl::StatusCode::kInvalidArgument);
 
   bad[0] = 0x00;  // non-printable bytes are shown in hex only
   std::vector<uint8_t> buf2 = Framed(bad, 0);
-  EXPECT_EQ(ForEachMessage(buf2, [](MessageView) {}).ToStatus().message(), "itch: offset 0: unknown message type 0x00");
+  EXPECT_EQ(for_each_message(buf2, [](MessageView) {}).to_status().message(),
+            "itch: offset 0: unknown message type 0x00");
 }
 
 TEST(ItchReaderTest, UnknownTypeIsAnErrorEvenWithALengthPrefix) {
@@ -122,43 +123,44 @@ TEST(ItchReaderTest, UnknownTypeIsAnErrorEvenWithALengthPrefix) {
   std::vector<uint8_t> body(20, 0);
   body[0] = 'Z';
   std::vector<uint8_t> buf = Framed(body);
-  EXPECT_EQ(ForEachMessage(buf, [](MessageView) {}).error, ParseError::kUnknownType);
+  EXPECT_EQ(for_each_message(buf, [](MessageView) {}).error, ParseError::kUnknownType);
 }
 
 TEST(ItchReaderTest, InconsistentNonZeroLength) {
   std::vector<uint8_t> buf = Framed(kDelete);  // 21 bytes
   Append(buf, Framed(kAdd, 30));
-  ParseResult r = ForEachMessage(buf, [](MessageView) {});
+  ParseResult r = for_each_message(buf, [](MessageView) {});
   EXPECT_EQ(r.error, ParseError::kLengthMismatch);
   EXPECT_EQ(r.offset, 21u);
-  EXPECT_EQ(r.ToStatus().message(), "itch: offset 21: length prefix 30 disagrees with the size 36 of message type 'A'");
+  EXPECT_EQ(r.to_status().message(),
+            "itch: offset 21: length prefix 30 disagrees with the size 36 of message type 'A'");
 }
 
 TEST(ItchReaderTest, TruncatedBody) {
   std::vector<uint8_t> buf = Framed(kAdd);
   std::vector<uint8_t> cut(kAdd.begin(), kAdd.begin() + 10);
   Append(buf, Framed(cut, 0));
-  ParseResult r = ForEachMessage(buf, [](MessageView) {});
+  ParseResult r = for_each_message(buf, [](MessageView) {});
   EXPECT_EQ(r.error, ParseError::kTruncated);
   EXPECT_EQ(r.offset, 38u);
   EXPECT_EQ(r.messages, 1u);
-  EXPECT_EQ(r.ToStatus().message(),
+  EXPECT_EQ(r.to_status().message(),
             "itch: offset 38: truncated message type 'A': needs 36 bytes after the prefix, 10 left");
-  EXPECT_EQ(r.ToStatus().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(r.to_status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(ItchReaderTest, TruncatedPrefix) {
   std::vector<uint8_t> buf = Framed(kAdd);
   buf.push_back(0);
-  ParseResult r = ForEachMessage(buf, [](MessageView) {});
+  ParseResult r = for_each_message(buf, [](MessageView) {});
   EXPECT_EQ(r.error, ParseError::kTruncated);
   EXPECT_EQ(r.offset, 38u);
-  EXPECT_EQ(r.ToStatus().message(), "itch: offset 38: truncated length prefix: 1 byte(s) left");
+  EXPECT_EQ(r.to_status().message(), "itch: offset 38: truncated length prefix: 1 byte(s) left");
 
   buf.push_back(0);
-  r = ForEachMessage(buf, [](MessageView) {});
+  r = for_each_message(buf, [](MessageView) {});
   EXPECT_EQ(r.offset, 38u);
-  EXPECT_EQ(r.ToStatus().message(), "itch: offset 38: truncated record: length prefix without a message type");
+  EXPECT_EQ(r.to_status().message(), "itch: offset 38: truncated record: length prefix without a message type");
 }
 
 TEST(ItchReaderTest, CallbackReturningFalseStopsEarly) {
@@ -166,7 +168,7 @@ TEST(ItchReaderTest, CallbackReturningFalseStopsEarly) {
   Append(buf, Framed(kDelete));
   Append(buf, Framed(kAdd));
   int calls = 0;
-  ParseResult r = ForEachMessage(buf, [&](MessageView) { return ++calls < 2; });
+  ParseResult r = for_each_message(buf, [&](MessageView) { return ++calls < 2; });
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(r.messages, 2u);
@@ -219,10 +221,10 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
     ASSERT_EQ(buf.size(), 218 + v.stray);
 
     std::string plain;
-    const ParseResult all = ForEachMessage(buf, [&](MessageView m) { plain.push_back(m.type()); });
+    const ParseResult all = for_each_message(buf, [&](MessageView m) { plain.push_back(m.type()); });
     EXPECT_EQ(plain, "SRRRHHH");
     EXPECT_EQ(all.messages, 7u);
-    EXPECT_EQ(all.ToStatus().message(), v.error);
+    EXPECT_EQ(all.to_status().message(), v.error);
     if (v.stray != 0) {
       EXPECT_EQ(all.error, ParseError::kTruncated);
       EXPECT_EQ(all.offset, 218u);
@@ -230,7 +232,7 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
     }
 
     std::string until_true;
-    const ParseResult r_true = ForEachMessage(buf, [&](MessageView m) {
+    const ParseResult r_true = for_each_message(buf, [&](MessageView m) {
       until_true.push_back(m.type());
       return true;
     });
@@ -241,8 +243,8 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
 
     // Stopping at the seventh message: ok, and the offset is where the next record starts.
     int calls = 0;
-    const ParseResult stopped = ForEachMessage(buf, [&](MessageView) { return ++calls < 7; });
-    EXPECT_TRUE(stopped.ok()) << stopped.ToStatus();
+    const ParseResult stopped = for_each_message(buf, [&](MessageView) { return ++calls < 7; });
+    EXPECT_TRUE(stopped.ok()) << stopped.to_status();
     EXPECT_EQ(calls, 7);
     EXPECT_EQ(stopped.messages, 7u);
     EXPECT_EQ(stopped.offset, 218u);
@@ -255,29 +257,29 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
     EXPECT_EQ(c.result().offset, all.offset);
     EXPECT_EQ(c.result().messages, all.messages);
     EXPECT_EQ(c.result().available, all.available);
-    EXPECT_EQ(c.result().ToStatus().message(), v.error);
+    EXPECT_EQ(c.result().to_status().message(), v.error);
   }
 }
 
 TEST(ItchReaderTest, DecodeSingleMessageErrors) {
-  EXPECT_EQ(DecodeMessage(std::span<const uint8_t>()).status().message(), "itch: offset 0: empty message");
+  EXPECT_EQ(decode_message(std::span<const uint8_t>()).status().message(), "itch: offset 0: empty message");
   std::vector<uint8_t> z = kAdd;
   z[0] = 'Z';
-  EXPECT_EQ(DecodeMessage(z).status().message(), "itch: offset 0: unknown message type 0x5a ('Z')");
+  EXPECT_EQ(decode_message(z).status().message(), "itch: offset 0: unknown message type 0x5a ('Z')");
   std::vector<uint8_t> longer = kAdd;
   longer.push_back(0);
-  EXPECT_EQ(DecodeMessage(longer).status().message(),
+  EXPECT_EQ(decode_message(longer).status().message(),
             "itch: offset 0: payload of 37 bytes disagrees with the size 36 of message type 'A'");
   std::vector<uint8_t> shorter(kAdd.begin(), kAdd.begin() + 10);
-  EXPECT_EQ(DecodeMessage(shorter).status().message(),
+  EXPECT_EQ(decode_message(shorter).status().message(),
             "itch: offset 0: truncated message type 'A': needs 36 bytes, 10 left");
-  absl::StatusOr<MessageView> ok = DecodeMessage(kAdd);
+  absl::StatusOr<MessageView> ok = decode_message(kAdd);
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->type(), 'A');
   EXPECT_EQ(ok->stock_locate(), 2);
   EXPECT_EQ(ok->tracking_number(), 3);
   EXPECT_EQ(ok->timestamp(), 0x0a1b2c3d4e5fu);
-  EXPECT_TRUE(CheckMessage(kAdd).ok());
+  EXPECT_TRUE(check_message(kAdd).ok());
 }
 
 TEST(ItchReaderTest, OpenReportsMissingAndEmptyFiles) {
@@ -300,20 +302,20 @@ TEST(ItchReaderTest, OpenMapsAFileAndReportsItsErrors) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->data().size(), bytes.size());
   int calls = 0;
-  absl::Status s = r->ForEach([&](MessageView) { ++calls; });
+  absl::Status s = r->for_each([&](MessageView) { ++calls; });
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(s.message(), "itch: offset 59: truncated length prefix: 1 byte(s) left");
 
   Reader moved = *std::move(r);  // views survive a move of the Reader
   int adds = 0;
-  EXPECT_FALSE(moved.Visit([&](const AddOrder& a) { adds += a.shares() == 1000; }).ok());
+  EXPECT_FALSE(moved.visit([&](const AddOrder& a) { adds += a.shares() == 1000; }).ok());
   EXPECT_EQ(adds, 1);
 }
 
 TEST(ItchReaderTest, FixtureStillMatchesTheGenerator) {
   absl::StatusOr<Reader> r = Reader::Open(POLLUX_ITCH_FIXTURE_FILE);
   ASSERT_TRUE(r.ok()) << r.status();
-  absl::StatusOr<std::vector<uint8_t>> gen = GenerateItch(FixtureOptions());
+  absl::StatusOr<std::vector<uint8_t>> gen = generate_itch(FixtureOptions());
   ASSERT_TRUE(gen.ok());
   ASSERT_EQ(r->data().size(), gen->size());
   EXPECT_TRUE(std::equal(gen->begin(), gen->end(), r->data().begin()))
@@ -333,7 +335,7 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->data().size(), 465'048u);
   BookSet books;
-  ASSERT_TRUE(r->ForEach([&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(r->for_each([&books](MessageView m) { books.Apply(m); }).ok());
   const MessageCounts& c = books.counts();
   EXPECT_EQ(c['S'], 6u);
   EXPECT_EQ(c['R'], 3u);
@@ -354,7 +356,7 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
 // that do pass validation are fed to a BookSet, which must tolerate their nonsense.
 TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
   GeneratorOptions o = testing::GenOptions(4, 400, 7);
-  const std::vector<uint8_t> base = *GenerateItch(o);
+  const std::vector<uint8_t> base = *generate_itch(o);
   Xoshiro256 rng(12345);
   int errors = 0;
   for (int iter = 0; iter < 4000; ++iter) {
@@ -370,8 +372,8 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
     std::span<const uint8_t> span(exact.get(), buf.size());
     BookSet books;
     uint64_t seen = 0;
-    ParseResult r = ForEachMessage(span, [&](MessageView m) {
-      ASSERT_EQ(m.size(), MessageSize(m.type_byte()));
+    ParseResult r = for_each_message(span, [&](MessageView m) {
+      ASSERT_EQ(m.size(), message_size(m.type_byte()));
       ASSERT_GE(m.data(), span.data());
       ASSERT_LE(m.data() + m.size(), span.data() + span.size());
       books.Apply(m);
@@ -383,13 +385,13 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
     } else {
       ++errors;
       EXPECT_LT(r.offset, span.size()) << "iteration " << iter;
-      const std::string msg(r.ToStatus().message());
+      const std::string msg(r.to_status().message());
       EXPECT_EQ(msg.rfind(absl::StrCat("itch: offset ", r.offset, ": "), 0), 0u) << msg;
     }
     // Single-message decoding of an arbitrary slice never crashes either.
     const size_t from = span.empty() ? 0 : rng.Below(span.size());
     const size_t len = rng.Below(kMaxMessageSize + 2);
-    const ParseResult one = CheckMessage(span.subspan(from, std::min(len, span.size() - from)));
+    const ParseResult one = check_message(span.subspan(from, std::min(len, span.size() - from)));
     if (!one.ok()) {
       EXPECT_EQ(one.offset, 0u);
     }

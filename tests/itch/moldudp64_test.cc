@@ -48,16 +48,16 @@ std::vector<std::vector<uint8_t>> ItchMessages(int n) {
     const Header h{static_cast<uint16_t>(1 + i % 7), 0, 34200000000000ULL + static_cast<uint64_t>(i)};
     switch (i % 4) {
       case 0:
-        e.AppendAddOrder(h, 1000 + static_cast<uint64_t>(i), 'B', 100, "AAPL", 1234500);
+        e.append_add_order(h, 1000 + static_cast<uint64_t>(i), 'B', 100, "AAPL", 1234500);
         break;
       case 1:
-        e.AppendOrderExecuted(h, 1000, 50, 77 + static_cast<uint64_t>(i));
+        e.append_order_executed(h, 1000, 50, 77 + static_cast<uint64_t>(i));
         break;
       case 2:
-        e.AppendOrderDelete(h, 1000 + static_cast<uint64_t>(i));
+        e.append_order_delete(h, 1000 + static_cast<uint64_t>(i));
         break;
       case 3:
-        e.AppendSystemEvent(h, 'O');
+        e.append_system_event(h, 'O');
         break;
     }
     out.push_back(std::move(m));
@@ -69,8 +69,8 @@ std::vector<std::vector<uint8_t>> ItchMessages(int n) {
 std::vector<uint8_t> Raw(uint64_t sequence, uint16_t count, const std::vector<uint8_t>& body = {}) {
   std::vector<uint8_t> out(kPacketHeaderSize);
   std::copy(kSession.bytes.begin(), kSession.bytes.end(), out.begin());
-  StoreBe64(out.data() + 10, sequence);
-  StoreBe16(out.data() + 18, count);
+  store_be64(out.data() + 10, sequence);
+  store_be16(out.data() + 18, count);
   testing::Append(out, body);
   return out;
 }
@@ -118,9 +118,9 @@ Reference Decode(std::span<const uint8_t> b) {
 void CheckAgainstReference(std::span<const uint8_t> b) {
   const Packet p = Parse(b);
   const Reference want = Decode(b);
-  ASSERT_EQ(p.error, want.error) << p.ToStatus();
+  ASSERT_EQ(p.error, want.error) << p.to_status();
   if (!p.ok()) {
-    EXPECT_FALSE(p.ToStatus().ok());
+    EXPECT_FALSE(p.to_status().ok());
     EXPECT_EQ(p.begin(), p.end());
     if (p.error != Error::kTooShort && p.error != Error::kBadSequence) {
       EXPECT_EQ(p.block, want.block);
@@ -148,7 +148,7 @@ TEST(MoldUdp64Test, DecodesHandWrittenBytes) {
   testing::Append(wire, delete_msg);
   testing::Append(wire, Hex("0001 5a"));
   const Packet p = Parse(wire);
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kData);
   EXPECT_EQ(p.session, kSession);
   EXPECT_EQ(p.session.view(), "SESSION01 ");
@@ -156,7 +156,7 @@ TEST(MoldUdp64Test, DecodesHandWrittenBytes) {
   EXPECT_EQ(p.count, 2);
   EXPECT_EQ(p.next_sequence(), 0x010203040506070aULL);
   EXPECT_EQ(Messages(p), (std::vector<std::vector<uint8_t>>{delete_msg, Hex("5a")}));
-  EXPECT_TRUE(CheckMessage(*p.begin()).ok());
+  EXPECT_TRUE(check_message(*p.begin()).ok());
 
   // The builder writes the same bytes.
   std::vector<uint8_t> buf(1400);
@@ -171,7 +171,7 @@ TEST(MoldUdp64Test, SessionIsSpacePaddedOrCut) {
   EXPECT_EQ(Session::From("AB").view(), "AB        ");
   EXPECT_EQ(Session::From("").view(), "          ");
   EXPECT_EQ(Session::From("0123456789XYZ").view(), "0123456789");
-  EXPECT_EQ(TrimPadding(Session::From("AB").view()), "AB");
+  EXPECT_EQ(trim_padding(Session::From("AB").view()), "AB");
 }
 
 TEST(MoldUdp64Test, DataPacketsRoundTrip) {
@@ -185,7 +185,7 @@ TEST(MoldUdp64Test, DataPacketsRoundTrip) {
     EXPECT_EQ(b.next_sequence(), 1000 + 2 * n);
     const Exact packet(b.Finish());
     const Packet p = Parse(packet.span(), kSession);
-    ASSERT_TRUE(p.ok()) << p.ToStatus();
+    ASSERT_TRUE(p.ok()) << p.to_status();
     EXPECT_EQ(p.kind, Kind::kData);
     EXPECT_EQ(p.sequence, 1000 + n);
     EXPECT_EQ(p.messages(), n);
@@ -195,10 +195,10 @@ TEST(MoldUdp64Test, DataPacketsRoundTrip) {
     ASSERT_EQ(got.size(), n);
     for (size_t i = 0; i < n; ++i) {
       EXPECT_EQ(got[i], msgs[i]);
-      EXPECT_TRUE(CheckMessage(got[i]).ok());
+      EXPECT_TRUE(check_message(got[i]).ok());
     }
     size_t seen = 0;
-    p.ForEach([&](std::span<const uint8_t> m) { EXPECT_EQ(Bytes(m), msgs[seen++]); });
+    p.for_each([&](std::span<const uint8_t> m) { EXPECT_EQ(Bytes(m), msgs[seen++]); });
     EXPECT_EQ(seen, n);
     CheckAgainstReference(packet.span());
   }
@@ -212,21 +212,21 @@ TEST(MoldUdp64Test, StdByteOverloadsParseTheSame) {
   const std::span<const uint8_t> packet = b.Finish();
   const std::span<const std::byte> bytes = std::as_bytes(packet);
   const Packet p = Parse(bytes, kSession);
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 1);
   EXPECT_EQ(Parse(bytes, Session::From("OTHER")).error, Error::kWrongSession);
 
   std::vector<uint8_t> req(kRequestSize);
-  const std::span<const uint8_t> r = EncodeRequest(req, kSession, 5, 1);
-  EXPECT_TRUE(ParseRequest(std::as_bytes(r)).ok());
+  const std::span<const uint8_t> r = encode_request(req, kSession, 5, 1);
+  EXPECT_TRUE(parse_request(std::as_bytes(r)).ok());
 }
 
 TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
   std::vector<uint8_t> buf(kPacketHeaderSize);
-  const Exact hb(EncodeHeartbeat(buf, kSession, 4711));
+  const Exact hb(encode_heartbeat(buf, kSession, 4711));
   EXPECT_EQ(Bytes(hb.span()), Hex(std::string(kSessionHex) + "0000000000001267 0000"));
   Packet p = Parse(hb.span(), kSession);
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kHeartbeat);
   EXPECT_EQ(p.sequence, 4711u);
   EXPECT_EQ(p.count, 0);
@@ -234,10 +234,10 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
   EXPECT_EQ(p.next_sequence(), 4711u);
   EXPECT_EQ(p.begin(), p.end());
 
-  const Exact eos(EncodeEndOfSession(buf, kSession, 4711));
+  const Exact eos(encode_end_of_session(buf, kSession, 4711));
   EXPECT_EQ(Bytes(eos.span()), Hex(std::string(kSessionHex) + "0000000000001267 ffff"));
   p = Parse(eos.span(), kSession);
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kEndOfSession);
   EXPECT_EQ(p.count, 0xFFFF);
   EXPECT_EQ(p.messages(), 0);  // 0xFFFF is a marker, not a message count
@@ -252,12 +252,12 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
 
   // Too small a buffer or sequence 0: nothing written.
   std::vector<uint8_t> small(kPacketHeaderSize - 1);
-  EXPECT_TRUE(EncodeHeartbeat(small, kSession, 1).empty());
-  EXPECT_TRUE(EncodeEndOfSession(small, kSession, 1).empty());
-  EXPECT_TRUE(EncodeHeartbeat(buf, kSession, 0).empty());
-  EXPECT_TRUE(EncodeEndOfSession(buf, kSession, 0).empty());
+  EXPECT_TRUE(encode_heartbeat(small, kSession, 1).empty());
+  EXPECT_TRUE(encode_end_of_session(small, kSession, 1).empty());
+  EXPECT_TRUE(encode_heartbeat(buf, kSession, 0).empty());
+  EXPECT_TRUE(encode_end_of_session(buf, kSession, 0).empty());
   // The largest sequence is fine for a packet without messages.
-  EXPECT_TRUE(Parse(EncodeHeartbeat(buf, kSession, std::numeric_limits<uint64_t>::max())).ok());
+  EXPECT_TRUE(Parse(encode_heartbeat(buf, kSession, std::numeric_limits<uint64_t>::max())).ok());
 }
 
 TEST(MoldUdp64Test, EndOfSessionAndHeartbeatCarryNoBlocks) {
@@ -271,36 +271,36 @@ TEST(MoldUdp64Test, EndOfSessionAndHeartbeatCarryNoBlocks) {
 
 TEST(MoldUdp64Test, RequestRoundTrip) {
   std::vector<uint8_t> buf(64);
-  const Exact req(EncodeRequest(buf, kSession, 0x1122334455667788ULL, 300));
+  const Exact req(encode_request(buf, kSession, 0x1122334455667788ULL, 300));
   EXPECT_EQ(Bytes(req.span()), Hex(std::string(kSessionHex) + "1122334455667788 012c"));
-  Request r = ParseRequest(req.span(), &kSession);
-  ASSERT_TRUE(r.ok()) << r.ToStatus();
+  Request r = parse_request(req.span(), &kSession);
+  ASSERT_TRUE(r.ok()) << r.to_status();
   EXPECT_EQ(r.session, kSession);
   EXPECT_EQ(r.sequence, 0x1122334455667788ULL);
   EXPECT_EQ(r.count, 300);
 
   const Session other = Session::From("OTHER");
-  EXPECT_EQ(ParseRequest(req.span(), &other).error, Error::kWrongSession);
+  EXPECT_EQ(parse_request(req.span(), &other).error, Error::kWrongSession);
   std::vector<uint8_t> bytes = Bytes(req.span());
   for (size_t n = 0; n < kRequestSize; ++n) {
-    EXPECT_EQ(ParseRequest(Exact({bytes.data(), n}).span()).error, Error::kTooShort) << n;
+    EXPECT_EQ(parse_request(Exact({bytes.data(), n}).span()).error, Error::kTooShort) << n;
   }
   bytes.push_back(0);
-  r = ParseRequest(Exact(bytes).span());
+  r = parse_request(Exact(bytes).span());
   EXPECT_EQ(r.error, Error::kTrailingBytes);
-  EXPECT_EQ(r.ToStatus().message(), "moldudp64: request of 21 bytes (must be 20)");
+  EXPECT_EQ(r.to_status().message(), "moldudp64: request of 21 bytes (must be 20)");
 
   // Hand-written requests the encoder refuses to write.
-  EXPECT_EQ(ParseRequest(Raw(5, 0)).error, Error::kBadRequestCount);
-  EXPECT_EQ(ParseRequest(Raw(0, 1)).error, Error::kBadSequence);
-  EXPECT_EQ(ParseRequest(Raw(std::numeric_limits<uint64_t>::max(), 1)).error, Error::kBadSequence);
-  EXPECT_TRUE(EncodeRequest(buf, kSession, 5, 0).empty());
-  EXPECT_TRUE(EncodeRequest(buf, kSession, 0, 1).empty());
-  EXPECT_TRUE(EncodeRequest(buf, kSession, std::numeric_limits<uint64_t>::max(), 1).empty());
+  EXPECT_EQ(parse_request(Raw(5, 0)).error, Error::kBadRequestCount);
+  EXPECT_EQ(parse_request(Raw(0, 1)).error, Error::kBadSequence);
+  EXPECT_EQ(parse_request(Raw(std::numeric_limits<uint64_t>::max(), 1)).error, Error::kBadSequence);
+  EXPECT_TRUE(encode_request(buf, kSession, 5, 0).empty());
+  EXPECT_TRUE(encode_request(buf, kSession, 0, 1).empty());
+  EXPECT_TRUE(encode_request(buf, kSession, std::numeric_limits<uint64_t>::max(), 1).empty());
   std::vector<uint8_t> small(kRequestSize - 1);
-  EXPECT_TRUE(EncodeRequest(small, kSession, 5, 1).empty());
+  EXPECT_TRUE(encode_request(small, kSession, 5, 1).empty());
   // The largest request that does not wrap.
-  EXPECT_TRUE(ParseRequest(EncodeRequest(buf, kSession, std::numeric_limits<uint64_t>::max() - 0xFFFF, 0xFFFF)).ok());
+  EXPECT_TRUE(parse_request(encode_request(buf, kSession, std::numeric_limits<uint64_t>::max() - 0xFFFF, 0xFFFF)).ok());
 }
 
 TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
@@ -316,7 +316,7 @@ TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
   EXPECT_LT(b.room(), add.size());
   // Parse the buffer as it stands after the refused Add(), then Finish().
   Packet p = Parse({buf.data(), b.size()});
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 36);
   // A smaller message still fits in what is left (1400 - 1388 = 12 bytes: 10 of data).
   EXPECT_EQ(b.room(), 10u);
@@ -327,7 +327,7 @@ TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
   const Exact packet(b.Finish());
   EXPECT_EQ(packet.size, 1400u);
   p = Parse(packet.span());
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 37);
   EXPECT_EQ(p.next_sequence(), 38u);
 }
@@ -347,7 +347,7 @@ TEST(MoldUdp64Test, BuilderRefusesWhatTheDecoderWouldReject) {
   ASSERT_TRUE(b.Add(std::vector<uint8_t>(kMaxBlockSize, 'y')));
   const Exact packet(b.Finish());
   const Packet p = Parse(packet.span());
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   ASSERT_EQ(p.messages(), 1);
   EXPECT_EQ((*p.begin()).size(), kMaxBlockSize);
 
@@ -384,7 +384,7 @@ TEST(MoldUdp64Test, BuilderCapsTheCountBelowTheEndOfSessionMarker) {
   for (int i = 0; i < kMaxMessageCount; ++i) ASSERT_TRUE(b.Add(one)) << i;
   EXPECT_FALSE(b.Add(one));  // room for it, but 0xFFFF would read as end of session
   const Packet p = Parse(b.Finish());
-  ASSERT_TRUE(p.ok()) << p.ToStatus();
+  ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kData);
   EXPECT_EQ(p.messages(), kMaxMessageCount);
 }
@@ -405,7 +405,7 @@ TEST(MoldUdp64Test, EveryStrictPrefixIsRejected) {
     const Exact prefix({whole.data(), n});
     const Packet p = Parse(prefix.span(), kSession);
     ASSERT_FALSE(p.ok()) << n;
-    EXPECT_FALSE(p.ToStatus().ok());
+    EXPECT_FALSE(p.to_status().ok());
     EXPECT_EQ(p.begin(), p.end());
     if (n < kPacketHeaderSize) {
       EXPECT_EQ(p.error, Error::kTooShort) << n;
@@ -419,7 +419,7 @@ TEST(MoldUdp64Test, EveryStrictPrefixIsRejected) {
   }
   // The same for a heartbeat: 20 bytes or nothing.
   std::vector<uint8_t> hb(kPacketHeaderSize);
-  ASSERT_FALSE(EncodeHeartbeat(hb, kSession, 1).empty());
+  ASSERT_FALSE(encode_heartbeat(hb, kSession, 1).empty());
   for (size_t n = 0; n < hb.size(); ++n) {
     EXPECT_EQ(Parse(Exact({hb.data(), n}).span()).error, Error::kTooShort) << n;
   }
@@ -434,13 +434,13 @@ TEST(MoldUdp64Test, CountsLargerThanTheBlocksPresentOverrun) {
     EXPECT_EQ(p.block, 3u);
     EXPECT_EQ(p.offset, 20u + body.size());
   }
-  EXPECT_EQ(Parse(Raw(1, 4, body)).ToStatus().message(),
+  EXPECT_EQ(Parse(Raw(1, 4, body)).to_status().message(),
             "moldudp64: offset 32: message count 4 overruns the packet: it ends after 3 block(s)");
   // Fewer counted than present: the rest is trailing, not ignored.
   const Packet p = Parse(Raw(1, 2, body));
   EXPECT_EQ(p.error, Error::kTrailingBytes);
   EXPECT_EQ(p.offset, 27u);
-  EXPECT_EQ(p.ToStatus().message(), "moldudp64: offset 27: 5 byte(s) after the last of 2 message block(s)");
+  EXPECT_EQ(p.to_status().message(), "moldudp64: offset 27: 5 byte(s) after the last of 2 message block(s)");
 }
 
 TEST(MoldUdp64Test, ZeroLengthBlockIsRejected) {
@@ -452,7 +452,7 @@ TEST(MoldUdp64Test, ZeroLengthBlockIsRejected) {
     EXPECT_EQ(p.offset, body.size() == 2 ? 20u : 23u);
     EXPECT_EQ(p.begin(), p.end());
   }
-  EXPECT_EQ(Parse(Raw(1, 1, Hex("0000"))).ToStatus().message(), "moldudp64: offset 20: block 0: length 0");
+  EXPECT_EQ(Parse(Raw(1, 1, Hex("0000"))).to_status().message(), "moldudp64: offset 20: block 0: length 0");
 }
 
 TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
@@ -460,7 +460,7 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   EXPECT_EQ(p.error, Error::kTruncatedBlock);
   EXPECT_EQ(p.length, 0xFFFF);
   EXPECT_EQ(p.block, 0u);
-  EXPECT_EQ(p.ToStatus().message(), "moldudp64: offset 20: block 0: length 65535 overruns the packet (4 bytes left)");
+  EXPECT_EQ(p.to_status().message(), "moldudp64: offset 20: block 0: length 65535 overruns the packet (4 bytes left)");
   // One byte short of 0xFFFF, and a lone byte where a length prefix should be.
   std::vector<uint8_t> body = Hex("ffff");
   body.resize(2 + kMaxBlockSize - 1, 'z');
@@ -471,7 +471,7 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   EXPECT_EQ(q.error, Error::kTruncatedBlock);
   EXPECT_EQ(q.block, 1u);
   EXPECT_EQ(q.length, 0);  // no prefix to report
-  EXPECT_EQ(q.ToStatus().message(), "moldudp64: offset 23: block 1: truncated length prefix (1 byte left)");
+  EXPECT_EQ(q.to_status().message(), "moldudp64: offset 23: block 1: truncated length prefix (1 byte left)");
 }
 
 TEST(MoldUdp64Test, WrongSessionIsReported) {
@@ -481,17 +481,17 @@ TEST(MoldUdp64Test, WrongSessionIsReported) {
   EXPECT_EQ(p.error, Error::kWrongSession);
   EXPECT_EQ(p.session, kSession);  // the session it did name
   EXPECT_EQ(p.begin(), p.end());
-  EXPECT_EQ(p.ToStatus().message(), "moldudp64: offset 0: packet of session 'SESSION01 '");
+  EXPECT_EQ(p.to_status().message(), "moldudp64: offset 0: packet of session 'SESSION01 '");
   EXPECT_TRUE(Parse(packet, kSession).ok());
   EXPECT_TRUE(Parse(packet).ok());  // no session given: not checked
-  EXPECT_TRUE(IsSession(packet, kSession));
-  EXPECT_FALSE(IsSession(packet, other));
-  EXPECT_FALSE(IsSession({packet.data(), 19}, kSession));
+  EXPECT_TRUE(is_session(packet, kSession));
+  EXPECT_FALSE(is_session(packet, other));
+  EXPECT_FALSE(is_session({packet.data(), 19}, kSession));
   // Padding counts: "SESSION01" padded with NUL is another session.
   std::vector<uint8_t> nul = packet;
   nul[9] = 0;
   EXPECT_EQ(Parse(nul, kSession).error, Error::kWrongSession);
-  EXPECT_EQ(Parse(nul, kSession).ToStatus().message(), "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
+  EXPECT_EQ(Parse(nul, kSession).to_status().message(), "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
 }
 
 TEST(MoldUdp64Test, BadSequenceNumbersAreRejected) {
@@ -508,11 +508,11 @@ TEST(MoldUdp64Test, BadSequenceNumbersAreRejected) {
 TEST(MoldUdp64Test, ErrorNamesAreDistinct) {
   std::vector<std::string_view> names;
   for (int e = 0; e <= static_cast<int>(Error::kBadRequestCount); ++e) {
-    names.push_back(ErrorName(static_cast<Error>(e)));
+    names.push_back(error_name(static_cast<Error>(e)));
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
-  EXPECT_EQ(ErrorName(Error::kCountOverrun), "count overruns packet");
+  EXPECT_EQ(error_name(Error::kCountOverrun), "count overruns packet");
 }
 
 // Random bytes: mostly rejected at the header or the first block, so half get a planted
@@ -526,8 +526,8 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
     for (uint8_t& c : buf) c = static_cast<uint8_t>(rng.Next());
     if (buf.size() >= kPacketHeaderSize && rng.Chance(512)) {
       std::copy(kSession.bytes.begin(), kSession.bytes.end(), buf.begin());
-      StoreBe64(buf.data() + 10, 1 + rng.Below(1000));
-      StoreBe16(buf.data() + 18, static_cast<uint16_t>(rng.Below(8)));
+      store_be64(buf.data() + 10, 1 + rng.Below(1000));
+      store_be16(buf.data() + 18, static_cast<uint16_t>(rng.Below(8)));
       // Small block lengths so some packets walk several blocks; half of these are then
       // cut at a block boundary with the count set to match (mostly valid packets).
       size_t end = 20;
@@ -542,7 +542,7 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
       }
       if (rng.Chance(512)) {
         buf.resize(end);
-        StoreBe16(buf.data() + 18, blocks);
+        store_be16(buf.data() + 18, blocks);
       }
     }
     const Exact exact(buf);
@@ -553,7 +553,7 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
   // Every outcome of the block walk was reached, valid packets included.
   for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
                         Error::kEmptyBlock, Error::kTrailingBytes}) {
-    EXPECT_GT(seen[static_cast<size_t>(e)], 100) << ErrorName(e);
+    EXPECT_GT(seen[static_cast<size_t>(e)], 100) << error_name(e);
   }
 }
 
@@ -585,12 +585,12 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
           break;
         case 5: {  // the count or a length field: the fields that steer the walk
           const size_t field = rng.Chance(512) ? 18 : lengths[rng.Below(lengths.size())];
-          if (field + 1 < buf.size()) StoreBe16(buf.data() + field, static_cast<uint16_t>(rng.Next()));
+          if (field + 1 < buf.size()) store_be16(buf.data() + field, static_cast<uint16_t>(rng.Next()));
           break;
         }
         case 6:  // a sequence number at the edges: 0, or close enough to 2^64 to wrap
           if (buf.size() >= 18) {
-            StoreBe64(buf.data() + 10, rng.Chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.Below(16));
+            store_be64(buf.data() + 10, rng.Chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.Below(16));
           }
           break;
       }
@@ -602,7 +602,7 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
   }
   for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
                         Error::kEmptyBlock, Error::kTrailingBytes, Error::kBadSequence}) {
-    EXPECT_GT(seen[static_cast<size_t>(e)], 10) << ErrorName(e);
+    EXPECT_GT(seen[static_cast<size_t>(e)], 10) << error_name(e);
   }
 }
 

@@ -58,7 +58,7 @@ struct Checks {
 
 // Parses --json output and checks its layout: every check has the five string members with
 // known areas and verdicts, (area, name) is unique, and the summary counts them.
-Checks ParseReport(const Out& o) {
+Checks parse_report(const Out& o) {
   Checks c;
   std::string err;
   std::optional<jsonlite::Value> v = jsonlite::Parse(o.text, &err);
@@ -150,7 +150,7 @@ TEST(DoctorCli, BadConfigExits2NamingTheKey) {
 TEST(DoctorHost, JsonReportOfThisHost) {
   const Out o = Doctor("--json --no-probe");
   ASSERT_TRUE(o.status == 0 || o.status == 1) << o.status;
-  const Checks c = ParseReport(o);
+  const Checks c = parse_report(o);
   // CPUs usable by this process: what nproc counts.
   const std::string nproc = Trim(RunCommand("nproc").text);
   ASSERT_FALSE(nproc.empty());
@@ -228,7 +228,7 @@ TEST(DoctorHost, FindsRunningPollersSharingACpu) {
   }
   fs::remove_all(dir);
   ASSERT_EQ(got, 2u) << "a peer did not start: " << peers[0].output << peers[1].output;
-  const Checks c = ParseReport(o);
+  const Checks c = parse_report(o);
   for (const pollux::testing::Child& p : peers) {
     const std::string key = "process/pid " + std::to_string(p.pid);
     EXPECT_NE(c.value(key).find("doctor-live: pollux-poll-0 pinned to CPU " + std::to_string(cpu)), std::string::npos)
@@ -388,7 +388,7 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
   std::remove(cfg.c_str());
   counters->reset();
   fs::remove_all(shm);
-  const Checks c = ParseReport(o);
+  const Checks c = parse_report(o);
   EXPECT_EQ(o.status, 0) << "nothing here stops Pollux from starting\n" << o.text;
 
   // hwloc read the tree: 2 cores x 2 threads; automatic placement takes the highest core's first thread.
@@ -472,7 +472,7 @@ TEST(DoctorRoot, TunedHostIsOk) {
   const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
   std::remove(cfg.c_str());
   fs::remove_all(shm);
-  const Checks c = ParseReport(o);
+  const Checks c = parse_report(o);
   EXPECT_EQ(o.status, 0);
   for (const char* key : {"cpu/pollers", "cpu/isolcpus", "cpu/nohz_full", "cpu/governor", "net/eth9", "net/eth9 irqs",
                           "net/rmem_max", "net/wmem_max", "net/busy_poll", "memory/hugepages", "memory/thp"}) {
@@ -494,7 +494,7 @@ TEST(DoctorRoot, WhatCannotStartFails) {
   const std::string cfg2 = WriteConfig("empty", "");
   const Out o = Doctor("--json --root " + t.root() + " --config " + cfg);
   std::remove(cfg.c_str());
-  const Checks c = ParseReport(o);
+  const Checks c = parse_report(o);
   EXPECT_EQ(o.status, 1);
   EXPECT_EQ(c.verdict("cpu/pollers"), "fail");
   EXPECT_NE(c.hint("cpu/pollers").find("CPU 7 is not online (online: 0-3)"), std::string::npos)

@@ -105,7 +105,7 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-const char* SignalName(int sig) {
+const char* signal_name(int sig) {
   switch (sig) {
     case SIGINT:
       return "SIGINT";
@@ -243,7 +243,7 @@ std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uin
   return static_cast<std::uint64_t>(v);
 }
 
-Options ParseArgs(int argc, char** argv) {
+Options parse_args(int argc, char** argv) {
   Options o;
   for (cli::FlagReader args(argc, argv, UsageError); args.next();) {
     const std::string& flag = args.flag();
@@ -452,7 +452,7 @@ toml::table& TableOf(toml::table& root, const char* name) {
   return *root.get(name)->as_table();
 }
 
-std::string Serialize(const toml::table& t) {
+std::string serialize(const toml::table& t) {
   std::ostringstream os;
   os << toml::toml_formatter(t);
   return os.str();
@@ -485,7 +485,7 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     if (absl::Status st = tools::ApplyOverride(root, *ov); !st.ok()) return st;
   }
   rc.source = all.empty() ? source : absl::StrCat(source, " + --set");
-  absl::StatusOr<core::Config> user = core::parse_config(Serialize(root), rc.source);
+  absl::StatusOr<core::Config> user = core::parse_config(serialize(root), rc.source);
   if (!user.ok()) return user.status();
   for (const core::StreamConfig& s : user->streams) {
     for (int i = 0; i < kTopicCount; ++i) {
@@ -571,7 +571,7 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
       rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(rdma_port + self));
       rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, rdma_port + 1 - self)});
     }
-    std::string s = Serialize(root);
+    std::string s = serialize(root);
     if (absl::StatusOr<core::Config> c = core::parse_config(s, rc.source); !c.ok()) return c.status();
     return s;
   };
@@ -1037,7 +1037,7 @@ bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppId
 
 // The pong process's own stop (SIGTERM: sent to it, or its parent died): reported as its error.
 int PongStopped(Shared* sh) {
-  if (g_stop_signal != 0) SetError(sh, absl::StrCat("pong side: stopped by ", SignalName(g_stop_signal)));
+  if (g_stop_signal != 0) SetError(sh, absl::StrCat("pong side: stopped by ", signal_name(g_stop_signal)));
   return 3;
 }
 
@@ -1163,7 +1163,7 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh,
     }
   }
   if (g_stop_signal != 0) {
-    std::snprintf(sh->error, sizeof sh->error, "pong side: stopped by %s", SignalName(g_stop_signal));
+    std::snprintf(sh->error, sizeof sh->error, "pong side: stopped by %s", signal_name(g_stop_signal));
   } else if (!err.empty() && err != kInterrupted) {
     std::snprintf(sh->error, sizeof sh->error, "pong side: %s", err.c_str());
   }
@@ -1806,7 +1806,7 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                         r.send_completion_missing);
   if (r.interrupted) {
     absl::StrAppendFormat(&out, ", \"interrupted\": {\"signal\": %s, \"completed\": %u, \"planned\": %u}",
-                          json_string(SignalName(g_stop_signal)), r.completed, r.planned);
+                          json_string(signal_name(g_stop_signal)), r.completed, r.planned);
   }
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received,
@@ -1857,7 +1857,7 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
     absl::StrAppendFormat(&out,
                           "interrupted by %s after %u of the %u %s planned (warm-up included): the figures above "
                           "are those measured until then\n",
-                          SignalName(g_stop_signal), r.completed, r.planned, o.rate > 0 ? "messages" : "round trips");
+                          signal_name(g_stop_signal), r.completed, r.planned, o.rate > 0 ? "messages" : "round trips");
   }
   return out;
 }
@@ -2181,7 +2181,7 @@ std::vector<std::string> AddSeedExperiments(Options& o, const core::Config& cfg)
 }
 
 int Main(int argc, char** argv) {
-  Options o = ParseArgs(argc, argv);
+  Options o = parse_args(argc, argv);
   absl::StatusOr<RunConfig> base = Compose(o, {}, 0);
   if (!base.ok()) {
     std::fprintf(stderr, "pollux-latency: %s\n", std::string(base.status().message()).c_str());
@@ -2220,7 +2220,7 @@ int Main(int argc, char** argv) {
   auto stopped = [](const std::string& what) {
     std::fflush(stdout);
     std::fprintf(stderr, "pollux-latency: stopped by %s%s; the pong process was reaped and the run's files removed\n",
-                 SignalName(g_stop_signal), what.c_str());
+                 signal_name(g_stop_signal), what.c_str());
     return 128 + g_stop_signal;
   };
   // One calibration for both processes of every run: made here, inherited by fork.
@@ -2393,8 +2393,8 @@ int Main(int argc, char** argv) {
     json += "]";
     if (interrupted) {
       absl::PrintF("\ninterrupted by %s: the A/B tables above hold the pairs complete by then\n",
-                   SignalName(g_stop_signal));
-      absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(SignalName(g_stop_signal)));
+                   signal_name(g_stop_signal));
+      absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(signal_name(g_stop_signal)));
     }
     json += "}\n";
     if (!interrupted && !o.plot_dir.empty() && !WritePlots(o, title, plots)) rc = 1;

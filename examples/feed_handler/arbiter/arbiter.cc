@@ -59,7 +59,7 @@ constexpr std::size_t kHeldEntries = 4096;
 constexpr std::size_t kReservedNotices = 16;
 
 // Bytes of the BinaryFILE record (length prefix included) at `p`; the caller knows it is whole.
-inline std::size_t RecordSize(const std::uint8_t* p) noexcept { return 2u + itch::LoadBe16(p); }
+inline std::size_t record_size(const std::uint8_t* p) noexcept { return 2u + itch::load_be16(p); }
 }  // namespace
 
 // ---- delivered log -------------------------------------------------------------------------
@@ -140,7 +140,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
   while (off < n) {
     const std::int64_t ri = Find(cur);
     if (ri < 0) {  // not held (older than the log, or never delivered): not compared
-      off += RecordSize(recs + off);
+      off += record_size(recs + off);
       ++cur;
       continue;
     }
@@ -151,7 +151,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
     std::size_t o2 = off;
     std::uint64_t c2 = cur;
     while (o2 < n && c2 < r.seq + r.count) {
-      o2 += RecordSize(recs + o2);
+      o2 += record_size(recs + o2);
       ++c2;
     }
     if (pos + (o2 - off) <= r.pos + r.len && equal(pos, recs + off, o2 - off)) {
@@ -161,7 +161,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
     }
     // Something differs: message by message.
     for (; cur < c2; ++cur) {
-      const std::size_t ml = RecordSize(recs + off);
+      const std::size_t ml = record_size(recs + off);
       const std::size_t dl = 2u + ((std::size_t{At(pos)} << 8) | At(pos + 1));
       if (ml != dl || !equal(pos, recs + off, ml)) {
         if (differ++ == 0) *first = cur;
@@ -201,7 +201,7 @@ Arbiter::Arbiter(const ArbiterOptions& o) : o_(o), delivered_(o.delivered_bytes,
   }
 }
 
-bool Arbiter::Emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept {
+bool Arbiter::emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept {
   if (out_.size() - out_len_ < n) return false;
   std::memcpy(out_.data() + out_len_, rec, n);
   out_len_ += n;
@@ -209,7 +209,7 @@ bool Arbiter::Emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) n
   return true;
 }
 
-bool Arbiter::PushNotice(const Notice& n) noexcept {
+bool Arbiter::push_notice(const Notice& n) noexcept {
   if (nnotices_ == notices_.size()) return false;
   notices_[nnotices_++] = {n, out_len_};
   return true;
@@ -233,7 +233,7 @@ bool Arbiter::Next(Piece* p) noexcept {
   return false;
 }
 
-void Arbiter::ResetOutput() noexcept {
+void Arbiter::reset_output() noexcept {
   out_len_ = out_taken_ = 0;
   nnotices_ = notice_taken_ = 0;
   out_rx_ns_ = 0;
@@ -241,7 +241,7 @@ void Arbiter::ResetOutput() noexcept {
 
 // ---- sessions ------------------------------------------------------------------------------
 
-void Arbiter::StartSession(const mold::Session& s) noexcept {
+void Arbiter::start_session(const mold::Session& s) noexcept {
   if (buffered_ != 0) {  // never with a finished session; kept safe all the same
     for (Slot& sl : window_) sl.seq = 0;
     buffered_ = 0;
@@ -267,7 +267,7 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   probe_misses_ = 0;
   for (int l = 0; l < 2; ++l) {
     for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
-      if (claims_[l][i].active) DropClaim(l, i);
+      if (claims_[l][i].active) drop_claim(l, i);
     }
   }
   moved_ = {};
@@ -276,11 +276,11 @@ void Arbiter::StartSession(const mold::Session& s) noexcept {
   Notice n;
   n.kind = Notice::kSession;
   n.session = s;
-  (void)PushNotice(n);
+  (void)push_notice(n);
 }
 
-Arbiter::Verdict Arbiter::HoldNextSession(Line line, const mold::Session& s, std::span<const std::uint8_t> datagram,
-                                          std::int64_t now_ns) noexcept {
+Arbiter::Verdict Arbiter::hold_next_session(Line line, const mold::Session& s, std::span<const std::uint8_t> datagram,
+                                            std::int64_t now_ns) noexcept {
   const int li = static_cast<int>(line);
   moved_[li] = true;
   moved_to_[li] = s;
@@ -298,7 +298,7 @@ Arbiter::Verdict Arbiter::HoldNextSession(Line line, const mold::Session& s, std
   return Verdict::kHeld;
 }
 
-void Arbiter::DropHeldOf(int l) noexcept {
+void Arbiter::drop_held_of(int l) noexcept {
   bool live = false;
   for (std::size_t i = held_pos_; i < nheld_; ++i) {
     Held& h = held_[i];
@@ -311,7 +311,7 @@ void Arbiter::DropHeldOf(int l) noexcept {
   if (!live && !replaying_) nheld_ = hold_used_ = held_pos_ = 0;
 }
 
-void Arbiter::ReplayHeld(std::int64_t now_ns) noexcept {
+void Arbiter::replay_held(std::int64_t now_ns) noexcept {
   (void)now_ns;
   replaying_ = true;
   for (; held_pos_ < nheld_; ++held_pos_) {
@@ -323,7 +323,7 @@ void Arbiter::ReplayHeld(std::int64_t now_ns) noexcept {
   replaying_ = false;
 }
 
-void Arbiter::SwitchSession(std::int64_t now_ns) noexcept {
+void Arbiter::switch_session(std::int64_t now_ns) noexcept {
   if (nretired_ < retired_.size()) {
     retired_[nretired_++] = session_;
   } else {
@@ -332,14 +332,14 @@ void Arbiter::SwitchSession(std::int64_t now_ns) noexcept {
   }
   const mold::Session next = next_session_;
   Count(LiveCounter::kSessionChanges);
-  StartSession(next);
-  ReplayHeld(now_ns);
+  start_session(next);
+  replay_held(now_ns);
 }
 
 // ---- packets -------------------------------------------------------------------------------
 
-Arbiter::Verdict Arbiter::OnPacket(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
-                                   bool truncated) noexcept {
+Arbiter::Verdict Arbiter::on_packet(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
+                                    bool truncated) noexcept {
   if (line == Line::kReplay) {
     Count(LiveCounter::kReplayPackets);
   } else {
@@ -370,7 +370,7 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
   if (p.kind == mold::Kind::kData && !copy) {
     // Every block must be one valid ITCH message: the blocks are BinaryFILE records.
     const itch::ParseResult r =
-        itch::ForEachMessage(datagram.subspan(mold::kPacketHeaderSize), [](itch::MessageView) {});
+        itch::for_each_message(datagram.subspan(mold::kPacketHeaderSize), [](itch::MessageView) {});
     if (!r.ok() || r.messages != p.count) {
       Count(LiveCounter::kMalformed);
       return Verdict::kRejected;
@@ -387,8 +387,8 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
       Count(LiveCounter::kWrongSession);
       return Verdict::kRejected;
     }
-    if (have_session_) return HoldNextSession(line, p.session, datagram, now_ns);
-    StartSession(p.session);
+    if (have_session_) return hold_next_session(line, p.session, datagram, now_ns);
+    start_session(p.session);
   }
 
   // The current session.
@@ -404,13 +404,13 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
       Notice n;
       n.kind = Notice::kFresh;
       n.session = session_;
-      (void)PushNotice(n);
+      (void)push_notice(n);
     }
     // Data or a heartbeat of this session: the line did not move to another one after all.
     // (An end of session is what a line sends before it moves.)
     if (moved_[li] && p.kind != mold::Kind::kEndOfSession) {
       moved_[li] = false;
-      DropHeldOf(li);
+      drop_held_of(li);
     }
   }
   return Dispatch(line, p, datagram, now_ns, copy);
@@ -423,19 +423,19 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
     case mold::Kind::kHeartbeat:
       if (line == Line::kReplay) return Verdict::kDuplicate;
       Count(LiveCounter::kHeartbeats);
-      if (NoteLinePacket(li, mold::Kind::kHeartbeat, p.sequence, p.sequence)) ResolveClaims(now_ns);
-      if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
+      if (note_line_packet(li, mold::Kind::kHeartbeat, p.sequence, p.sequence)) resolve_claims(now_ns);
+      if (p.sequence > hi_) return hold_claim(line, p, datagram, now_ns);
       line_end_[li] = std::max(line_end_[li], p.sequence);
-      if (nclaims_ != 0) ResolveClaims(now_ns);
+      if (nclaims_ != 0) resolve_claims(now_ns);
       return Verdict::kAccepted;
     case mold::Kind::kEndOfSession:
-      return OnEnd(line, p, now_ns);
+      return on_end(line, p, now_ns);
     case mold::Kind::kData:
       break;
   }
   if (line != Line::kReplay) {
-    if (NoteLinePacket(li, mold::Kind::kData, p.sequence, p.next_sequence())) ResolveClaims(now_ns);
-    if (p.sequence > hi_) return HoldClaim(line, p, datagram, now_ns);
+    if (note_line_packet(li, mold::Kind::kData, p.sequence, p.next_sequence())) resolve_claims(now_ns);
+    if (p.sequence > hi_) return hold_claim(line, p, datagram, now_ns);
   }
   if (copy) {
     if (line != Line::kReplay) line_end_[li] = std::max(line_end_[li], p.next_sequence());
@@ -447,15 +447,15 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
   const bool took = Take(line, p, now_ns);
   Pump();
   // More known to exist, or this line's position grew: what the lines hold may now be confirmed.
-  if (nclaims_ != 0 && (hi_ != hi_before || line != Line::kReplay)) ResolveClaims(now_ns);
+  if (nclaims_ != 0 && (hi_ != hi_before || line != Line::kReplay)) resolve_claims(now_ns);
   return took ? Verdict::kAccepted : Verdict::kDuplicate;
 }
 
-Arbiter::Verdict Arbiter::OnEnd(Line line, const mold::Packet& p, std::int64_t now_ns) noexcept {
+Arbiter::Verdict Arbiter::on_end(Line line, const mold::Packet& p, std::int64_t now_ns) noexcept {
   if (line == Line::kReplay) return Verdict::kDuplicate;
   const int li = static_cast<int>(line);
   Count(LiveCounter::kEndOfSession);
-  (void)NoteLinePacket(li, mold::Kind::kEndOfSession, p.sequence, p.sequence);
+  (void)note_line_packet(li, mold::Kind::kEndOfSession, p.sequence, p.sequence);
   if (end_seq_ != 0) {  // established: repeats agree, anything else is refused
     if (p.sequence != end_seq_) {
       Count(LiveCounter::kEndsRefused);
@@ -470,14 +470,14 @@ Arbiter::Verdict Arbiter::OnEnd(Line line, const mold::Packet& p, std::int64_t n
     return Verdict::kRejected;
   }
   line_eos_[li] = p.sequence;
-  EvaluateEnd();
+  evaluate_end();
   if (end_seq_ == 0) return Verdict::kHeld;
-  ResolveClaims(now_ns);
+  resolve_claims(now_ns);
   Pump();
   return Verdict::kAccepted;
 }
 
-void Arbiter::EvaluateEnd() noexcept {
+void Arbiter::evaluate_end() noexcept {
   if (end_seq_ != 0) return;
   for (int l = 0; l < 2; ++l) {
     const std::uint64_t e = line_eos_[l];
@@ -490,13 +490,13 @@ void Arbiter::EvaluateEnd() noexcept {
     // Both lines end at the same sequence, or the other line is dead (quiet for the stale
     // interval) without having ended elsewhere.
     if (line_eos_[l ^ 1] == e || (line_eos_[l ^ 1] == 0 && line_stale_[l ^ 1])) {
-      EstablishEnd(e, line_rx_ns_[l]);
+      establish_end(e, line_rx_ns_[l]);
       return;
     }
   }
 }
 
-void Arbiter::EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept {
+void Arbiter::establish_end(std::uint64_t end, std::int64_t now_ns) noexcept {
   end_seq_ = end;
   for (int l = 0; l < 2; ++l) {
     if (line_eos_[l] == end) line_end_[l] = std::max(line_end_[l], end);
@@ -505,14 +505,14 @@ void Arbiter::EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept {
   for (int l = 0; l < 2; ++l) {
     for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
       const Claim& c = claims_[l][i];
-      if (c.active && (c.data ? c.end : c.seq) > end) DropClaim(l, i);
+      if (c.active && (c.data ? c.end : c.seq) > end) drop_claim(l, i);
     }
   }
   // A loss at the tail: the range before the end is missing (and confirmed by the end).
   if (end > hi_) Advance(Line::kReplay, end, now_ns);
 }
 
-bool Arbiter::NoteLinePacket(int l, mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept {
+bool Arbiter::note_line_packet(int l, mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept {
   bool continued = false;
   // The line's very next packet is data going on exactly where a packet it held left off:
   // its own sender vouches for it (a forger would have to send that data too; a heartbeat or
@@ -527,10 +527,10 @@ bool Arbiter::NoteLinePacket(int l, mold::Kind kind, std::uint64_t seq, std::uin
   }
   if (kind == mold::Kind::kEndOfSession) return continued;
   // After an established end nothing of the session is news: packets beyond it are refused
-  // (HoldClaim), whatever one datagram says.
+  // (hold_claim), whatever one datagram says.
   if (end_seq_ != 0) return continued;
   // An end of session is contradicted by more from its own line (a line sends nothing of a
-  // session after its end), or by data taken beyond it (EvaluateEnd()); a held packet of the
+  // session after its end), or by data taken beyond it (evaluate_end()); a held packet of the
   // other line is no evidence against it.
   (void)end;
   if (line_eos_[l] != 0) {
@@ -552,8 +552,8 @@ std::uint64_t Arbiter::Claimed(int l) const noexcept {
   return e;
 }
 
-Arbiter::Verdict Arbiter::HoldClaim(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
-                                    std::int64_t now_ns) noexcept {
+Arbiter::Verdict Arbiter::hold_claim(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
+                                     std::int64_t now_ns) noexcept {
   const int li = static_cast<int>(line);
   const bool data = p.kind == mold::Kind::kData;
   if (end_seq_ != 0 && (data ? p.next_sequence() : p.sequence) > end_seq_) {  // beyond the established end
@@ -569,7 +569,7 @@ Arbiter::Verdict Arbiter::HoldClaim(Line line, const mold::Packet& p, std::span<
       took = Take(line, p, now_ns);
       Pump();
     }
-    if (nclaims_ != 0 && hi_ != hi_before) ResolveClaims(now_ns);
+    if (nclaims_ != 0 && hi_ != hi_before) resolve_claims(now_ns);
     return took ? Verdict::kAccepted : Verdict::kDuplicate;
   }
   Count(LiveCounter::kUnconfirmed);
@@ -589,13 +589,13 @@ Arbiter::Verdict Arbiter::HoldClaim(Line line, const mold::Packet& p, std::span<
       Count(LiveCounter::kUnconfirmedDropped);
       return Verdict::kRejected;
     }
-    DropClaim(li, slot);
+    drop_claim(li, slot);
   }
   Claim& c = claims_[li][slot];
   c = Claim{true, data, false, false, 0, 0, p.sequence, data ? p.next_sequence() : p.sequence, now_ns};
   if (data) {
     c.len = static_cast<std::uint32_t>(datagram.size());
-    std::memcpy(ClaimBytes(li, slot), datagram.data(), datagram.size());
+    std::memcpy(claim_bytes(li, slot), datagram.data(), datagram.size());
   }
   ++nclaims_;
   ++line_claims_[li];
@@ -603,14 +603,14 @@ Arbiter::Verdict Arbiter::HoldClaim(Line line, const mold::Packet& p, std::span<
   return Verdict::kHeld;
 }
 
-void Arbiter::DropClaim(int l, std::size_t i) noexcept {
+void Arbiter::drop_claim(int l, std::size_t i) noexcept {
   claims_[l][i].active = false;
   --nclaims_;
   --line_claims_[l];
   Count(LiveCounter::kUnconfirmedDropped);
 }
 
-void Arbiter::ResolveClaims(std::int64_t now_ns) noexcept {
+void Arbiter::resolve_claims(std::int64_t now_ns) noexcept {
   (void)now_ns;
   // Each pass takes at least one claim or stops; at most 2 x kClaimsPerLine are held.
   for (bool progress = true; progress && nclaims_ != 0;) {
@@ -642,7 +642,7 @@ void Arbiter::ResolveClaims(std::int64_t now_ns) noexcept {
         }
         const bool take = confirmed || c.seq == hi_;
         if (!take && c.end > hi_) Count(LiveCounter::kUnconfirmedDropped);
-        const mold::Packet p = mold::Parse({ClaimBytes(l, i), c.len});
+        const mold::Packet p = mold::Parse({claim_bytes(l, i), c.len});
         (void)Take(static_cast<Line>(l), p, c.rx_ns, take);
         Pump();
       }
@@ -650,14 +650,14 @@ void Arbiter::ResolveClaims(std::int64_t now_ns) noexcept {
   }
 }
 
-void Arbiter::ProbeAnswered(std::int64_t now_ns) noexcept {
+void Arbiter::probe_answered(std::int64_t now_ns) noexcept {
   if (probe_.active && !probe_.answered) Count(LiveCounter::kRerequestsAnswered);
   probe_.answered = true;
   probe_.last_reply_ns = now_ns;
   probe_misses_ = 0;
 }
 
-void Arbiter::ProbeClaims(std::int64_t now_ns) noexcept {
+void Arbiter::probe_claims(std::int64_t now_ns) noexcept {
   if (!o_.rerequest) return;
   const std::int64_t quiet = o_.rerequest_wait_ns / 4;
   if (probe_.active) {
@@ -728,7 +728,7 @@ void Arbiter::Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcep
   hi_ = end;
 }
 
-void Arbiter::Conflict(std::uint64_t first, std::uint32_t n) noexcept {
+void Arbiter::conflict(std::uint64_t first, std::uint32_t n) noexcept {
   Count(LiveCounter::kConflictingCopies, n);
   Notice note;
   note.kind = Notice::kConflict;
@@ -737,15 +737,15 @@ void Arbiter::Conflict(std::uint64_t first, std::uint32_t n) noexcept {
   note.count = n;
   // Best effort: the count is kept, and the last slots of the notice queue stay free for the
   // notices that must not be lost (gaps, sessions, staleness).
-  if (nnotices_ + kReservedNotices < notices_.size()) (void)PushNotice(note);
+  if (nnotices_ + kReservedNotices < notices_.size()) (void)push_notice(note);
 }
 
-void Arbiter::CompareDelivered(const mold::Packet& p) noexcept {
+void Arbiter::compare_delivered(const mold::Packet& p) noexcept {
   if (p.begin() == p.end()) return;
   const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
   std::uint64_t first = 0;
   const std::uint32_t n = delivered_.Compare(p.sequence, blocks, p.size - mold::kPacketHeaderSize, &first);
-  if (n != 0) Conflict(first, n);
+  if (n != 0) conflict(first, n);
 }
 
 bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool extend) noexcept {
@@ -757,7 +757,7 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
     le = std::max(le, end);
   }
   if (end <= next_) {
-    CompareDelivered(p);
+    compare_delivered(p);
     Count(LiveCounter::kDuplicatePackets);
     Count(LiveCounter::kDuplicateMessages, p.count);
     return false;
@@ -767,13 +767,13 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   if (seq == next_ && hi_ == next_ && extend && (line != Line::kReplay || end <= probe_limit_)) {
     const std::uint8_t* blocks = p.begin() == p.end() ? nullptr : (*p.begin()).data() - mold::kBlockLengthSize;
     const std::size_t n = p.size - mold::kPacketHeaderSize;
-    if (blocks != nullptr && Emit(blocks, n, now_ns)) {
+    if (blocks != nullptr && emit(blocks, n, now_ns)) {
       delivered_.Append(seq, p.count, blocks, n, true);
       next_ = hi_ = end;
       Count(LiveCounter::kMessages, p.count);
       if (line == Line::kReplay) {
         Count(LiveCounter::kMessagesRecovered, p.count);
-        ProbeAnswered(now_ns);
+        probe_answered(now_ns);
       }
       return true;
     }
@@ -794,7 +794,7 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   }
   // Live data that does not fit the window is kept; the oldest ranges in front of it are
   // given up instead (a reply beyond the window could not be kept anyway).
-  if (line != Line::kReplay && end > next_ + o_.window) MakeRoom(seq, end);
+  if (line != Line::kReplay && end > next_ + o_.window) make_room(seq, end);
   const std::uint64_t old_hi = hi_;
   const std::uint64_t limit = next_ + o_.window;  // first sequence beyond the window
   // A reply extends what is known only as far as a confirmation request asked.
@@ -858,9 +858,9 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
     std::uint64_t first = 0;
     const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
     const std::uint32_t n = delivered_.Compare(seq, blocks, delivered_bytes, &first);
-    if (n != 0) Conflict(first, n);
+    if (n != 0) conflict(first, n);
   }
-  if (conflicts != 0) Conflict(first_conflict, static_cast<std::uint32_t>(conflicts));
+  if (conflicts != 0) conflict(first_conflict, static_cast<std::uint32_t>(conflicts));
   // The stored messages inside ranges form one run: packets carry consecutive messages and a
   // run only breaks at a range's end, where the next message is present already.
   if (fill_to > fill_from) Fill(fill_from, fill_to, line == Line::kReplay, now_ns);
@@ -872,7 +872,7 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   }
   if (line == Line::kReplay) {
     Count(LiveCounter::kMessagesRecovered, stored);
-    if (hi_ > old_hi) ProbeAnswered(now_ns);  // a confirmation request was answered
+    if (hi_ > old_hi) probe_answered(now_ns);  // a confirmation request was answered
   }
   // Buffered unless it is about to be delivered: the first message at the cursor with no
   // range in front of it.
@@ -883,7 +883,7 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   return true;
 }
 
-void Arbiter::MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept {
+void Arbiter::make_room(std::uint64_t seq, std::uint64_t end) noexcept {
   while (end > next_ + o_.window && !gaps_.empty() && gaps_.front().to <= seq) {
     Gap& g = gaps_.front();
     if (!g.lost) {
@@ -896,7 +896,7 @@ void Arbiter::MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept {
   }
 }
 
-void Arbiter::DropRequestRef(std::int32_t req) noexcept {
+void Arbiter::drop_request_ref(std::int32_t req) noexcept {
   if (req < 0) return;
   Request& r = reqs_[static_cast<std::size_t>(req)];
   if (r.refs > 0 && --r.refs == 0 && r.active) {
@@ -918,7 +918,7 @@ void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int6
       // Progress: a request that brings something is not a retry, whenever it comes back.
       g.attempts = 0;
       // A range established after the confirmation request asked for it.
-      if (probe_.active && g.from < probe_.to && g.to > probe_.from) ProbeAnswered(now_ns);
+      if (probe_.active && g.from < probe_.to && g.to > probe_.from) probe_answered(now_ns);
       if (g.req >= 0) {
         Request& r = reqs_[static_cast<std::size_t>(g.req)];
         if (r.active && !r.answered) {
@@ -929,7 +929,7 @@ void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int6
       }
     }
     if (a <= g.from && b >= g.to) {
-      DropRequestRef(g.req);
+      drop_request_ref(g.req);
       gaps_.erase(gaps_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
@@ -961,7 +961,7 @@ void Arbiter::Pump() noexcept {
       n.session = session_;
       n.from = g.from;
       n.count = g.to - g.from;
-      if (!PushNotice(n)) return;  // the caller takes the output first
+      if (!push_notice(n)) return;  // the caller takes the output first
       Count(LiveCounter::kGapsUnrecoverable);
       Count(LiveCounter::kMessagesUnrecoverable, n.count);
       // Anything stored inside it (a range that could not be split) goes with it.
@@ -973,7 +973,7 @@ void Arbiter::Pump() noexcept {
           --buffered_;
         }
       }
-      DropRequestRef(g.req);
+      drop_request_ref(g.req);
       next_ = g.to;
       gaps_.erase(gaps_.begin());
       continue;
@@ -993,7 +993,7 @@ void Arbiter::Pump() noexcept {
         n.session = session_;
         n.from = next_;
         n.count = 1;
-        if (!PushNotice(n)) break;
+        if (!push_notice(n)) break;
         Count(LiveCounter::kGapsUnrecoverable);
         Count(LiveCounter::kMessagesUnrecoverable);
         ++next_;
@@ -1003,7 +1003,7 @@ void Arbiter::Pump() noexcept {
       rec[0] = 0;
       rec[1] = sl.len;
       std::memcpy(rec + 2, sl.data, sl.len);
-      (void)Emit(rec, 2u + sl.len, buffered_rx_ns_);
+      (void)emit(rec, 2u + sl.len, buffered_rx_ns_);
       delivered_.Append(next_, 1, rec, 2u + sl.len, false);
       sl.seq = 0;
       --buffered_;
@@ -1017,7 +1017,7 @@ void Arbiter::Pump() noexcept {
 
 // ---- timers --------------------------------------------------------------------------------
 
-void Arbiter::LineDrained(Line line, std::int64_t now_ns) noexcept {
+void Arbiter::line_drained(Line line, std::int64_t now_ns) noexcept {
   line_drained_ns_[static_cast<int>(line)] = now_ns;
 }
 
@@ -1036,7 +1036,7 @@ bool Arbiter::Finished() const noexcept {
   return have_session_ && end_seq_ != 0 && gaps_.empty() && next_ == hi_ && next_ >= end_seq_;
 }
 
-void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
+void Arbiter::check_stale(std::int64_t now_ns) noexcept {
   if (!have_rx_ || end_seq_ != 0) return;  // no feed yet, or the session is over
   const std::int64_t quiet = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
   for (int l = 0; l < 2; ++l) {
@@ -1049,7 +1049,7 @@ void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
     Notice n;
     n.kind = Notice::kStale;
     n.session = session_;
-    if (PushNotice(n)) {
+    if (push_notice(n)) {
       stale_ = true;
       Count(LiveCounter::kStale);
     }
@@ -1058,24 +1058,24 @@ void Arbiter::CheckStale(std::int64_t now_ns) noexcept {
 
 void Arbiter::Tick(std::int64_t now_ns) noexcept {
   if (!have_session_) return;
-  CheckStale(now_ns);
-  EvaluateEnd();
+  check_stale(now_ns);
+  evaluate_end();
   // Held packets not confirmed within the stale interval are dropped: a line that skipped
   // ahead for real goes on from there, and the other line or the server shows it long before.
   if (nclaims_ != 0) {
     const std::int64_t life = o_.heartbeat_ns * static_cast<std::int64_t>(o_.stale_heartbeats);
     for (int l = 0; l < 2; ++l) {
       for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
-        if (claims_[l][i].active && now_ns - claims_[l][i].rx_ns > life) DropClaim(l, i);
+        if (claims_[l][i].active && now_ns - claims_[l][i].rx_ns > life) drop_claim(l, i);
       }
     }
-    ResolveClaims(now_ns);
+    resolve_claims(now_ns);
   }
   // Messages a line delivered but the window could not take (or a range the gap list had no
   // room for): missing, like a loss, once there is room to record them.
   if (const std::uint64_t seen = std::max(line_end_[0], line_end_[1]); seen > hi_) {
     Advance(Line::kReplay, seen, now_ns);
-    if (nclaims_ != 0) ResolveClaims(now_ns);
+    if (nclaims_ != 0) resolve_claims(now_ns);
   }
   // Requests: an expired one makes its ranges eligible again (unrecoverable once the
   // consecutive requests that brought nothing exceed the retries); one the server answered
@@ -1140,7 +1140,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     requests_[nrequests_++] = RerequestOut{session_, h.from, static_cast<std::uint16_t>(n)};
     Count(LiveCounter::kRerequestsSent);
   }
-  ProbeClaims(now_ns);
+  probe_claims(now_ns);
   Pump();
 
   // The next session: one both lines moved to, or one line with the other dead (quiet for
@@ -1167,7 +1167,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
       if (end_seq_ == 0) {
         for (int l = 0; l < 2; ++l) {
           for (std::size_t i = 0; i < kClaimsPerLine; ++i) {
-            if (claims_[l][i].active) DropClaim(l, i);
+            if (claims_[l][i].active) drop_claim(l, i);
           }
         }
         end_seq_ = std::max<std::uint64_t>(hi_, 1);
@@ -1176,7 +1176,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
   }
   if (!Finished()) return;
   if (have_next_session_) {
-    SwitchSession(now_ns);
+    switch_session(now_ns);
     return;
   }
   if (finished_ns_ == 0) finished_ns_ = now_ns;

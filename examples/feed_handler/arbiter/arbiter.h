@@ -204,7 +204,7 @@ class DeliveredLog {
 
 class Arbiter {
  public:
-  // What OnPacket() did with a datagram.
+  // What on_packet() did with a datagram.
   enum class Verdict : std::uint8_t {
     kAccepted,   // something new was taken (delivered or buffered), or a heartbeat / end agreed
     kDuplicate,  // nothing new
@@ -220,25 +220,25 @@ class Arbiter {
   explicit Arbiter(const ArbiterOptions& o);
 
   // One datagram. `truncated`: the socket cut it (counted malformed).
-  Verdict OnPacket(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
-                   bool truncated = false) noexcept;
+  Verdict on_packet(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
+                    bool truncated = false) noexcept;
   // The caller read `line`'s socket until it was empty at `now_ns`.
-  void LineDrained(Line line, std::int64_t now_ns) noexcept;
+  void line_drained(Line line, std::int64_t now_ns) noexcept;
   // Timers: re-requests and their timeouts, confirmations, stale detection, session switch
   // and the end.
   void Tick(std::int64_t now_ns) noexcept;
 
-  // Re-requests queued by Tick(); the caller sends them and calls ClearRequests().
+  // Re-requests queued by Tick(); the caller sends them and calls clear_requests().
   std::span<const RerequestOut> requests() const noexcept { return {requests_.data(), nrequests_}; }
   // The caller could not send one of them.
-  void CountSendError() noexcept { Count(LiveCounter::kRerequestSendErrors); }
+  void count_send_error() noexcept { Count(LiveCounter::kRerequestSendErrors); }
   // The caller dropped a line datagram from an unexpected sender without handing it over.
-  void CountWrongSource() noexcept { Count(LiveCounter::kWrongSource); }
-  void ClearRequests() noexcept { nrequests_ = 0; }
+  void count_wrong_source() noexcept { Count(LiveCounter::kWrongSource); }
+  void clear_requests() noexcept { nrequests_ = 0; }
 
   // Delivered output: BinaryFILE bytes, split by notices. Next() gives the next piece: a
   // notice (bytes empty) or bytes up to the next notice; false when nothing is pending.
-  // Pieces stay valid until ResetOutput().
+  // Pieces stay valid until reset_output().
   struct Piece {
     std::span<const std::uint8_t> bytes;
     const Notice* notice = nullptr;
@@ -248,7 +248,7 @@ class Arbiter {
   };
   bool Next(Piece* p) noexcept;
   // Everything handed out by Next() is done with: the output buffer starts over.
-  void ResetOutput() noexcept;
+  void reset_output() noexcept;
   bool output_pending() const noexcept { return out_taken_ < out_len_ || notice_taken_ < nnotices_; }
   // Delivered bytes not taken yet.
   std::size_t output_bytes_pending() const noexcept { return out_len_ - out_taken_; }
@@ -321,57 +321,57 @@ class Arbiter {
   };
 
   void Count(LiveCounter c, std::uint64_t n = 1) noexcept { c_[static_cast<std::size_t>(c)] += n; }
-  void StartSession(const itch::mold::Session& s) noexcept;
+  void start_session(const itch::mold::Session& s) noexcept;
   // A datagram already counted: validation, session, then Dispatch().
   Verdict Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
   // A validated packet of the current session (from a socket, a held claim or the hold).
   // `copy`: a data packet identical to one delivered (a duplicate, not validated again).
   Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
                    bool copy = false) noexcept;
-  Verdict OnEnd(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
+  Verdict on_end(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
   void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
   // Takes the messages [seq, seq + n) of a validated packet. With `extend` false, messages
   // beyond the highest one known to exist are left out (a held packet never confirmed).
   bool Take(Line line, const itch::mold::Packet& p, std::int64_t now_ns, bool extend = true) noexcept;
   void Fill(std::uint64_t from, std::uint64_t to, bool from_replay, std::int64_t now_ns) noexcept;
-  void CompareDelivered(const itch::mold::Packet& p) noexcept;
-  void Conflict(std::uint64_t first, std::uint32_t n) noexcept;
+  void compare_delivered(const itch::mold::Packet& p) noexcept;
+  void conflict(std::uint64_t first, std::uint32_t n) noexcept;
   // A packet ending at `end` does not fit the window: gives up the oldest ranges wholly
   // before `seq` until it does (or none is left, or the output is full).
-  void MakeRoom(std::uint64_t seq, std::uint64_t end) noexcept;
-  void DropRequestRef(std::int32_t req) noexcept;
+  void make_room(std::uint64_t seq, std::uint64_t end) noexcept;
+  void drop_request_ref(std::int32_t req) noexcept;
   void Pump() noexcept;  // delivers from the window while possible
-  bool Emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept;
-  bool PushNotice(const Notice& n) noexcept;
+  bool emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept;
+  bool push_notice(const Notice& n) noexcept;
   bool Confirmed(const Gap& g, std::int64_t now_ns) const noexcept;
   bool Finished() const noexcept;
-  void CheckStale(std::int64_t now_ns) noexcept;
+  void check_stale(std::int64_t now_ns) noexcept;
 
   // Claims: packets that skip ahead.
-  Verdict HoldClaim(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
-                    std::int64_t now_ns) noexcept;
+  Verdict hold_claim(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
+                     std::int64_t now_ns) noexcept;
   // One past the highest sequence line `l`'s held packets claim (0: none held).
   std::uint64_t Claimed(int l) const noexcept;
   // Continuation of held packets (true: one was) and contradiction of an end of session.
   // A packet of the current session on line `l`: continues (true) or seals the line's held
   // packets, and contradicts its end of session (not an end itself).
-  bool NoteLinePacket(int l, itch::mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept;
-  void ResolveClaims(std::int64_t now_ns) noexcept;
-  void DropClaim(int l, std::size_t i) noexcept;
-  std::uint8_t* ClaimBytes(int l, std::size_t i) noexcept {
+  bool note_line_packet(int l, itch::mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept;
+  void resolve_claims(std::int64_t now_ns) noexcept;
+  void drop_claim(int l, std::size_t i) noexcept;
+  std::uint8_t* claim_bytes(int l, std::size_t i) noexcept {
     return claim_bytes_.data() + (static_cast<std::size_t>(l) * kClaimsPerLine + i) * kMaxDatagram;
   }
-  void ProbeClaims(std::int64_t now_ns) noexcept;
-  void ProbeAnswered(std::int64_t now_ns) noexcept;  // a reply reached the confirmation request's range
-  void EvaluateEnd() noexcept;
-  void EstablishEnd(std::uint64_t end, std::int64_t now_ns) noexcept;
+  void probe_claims(std::int64_t now_ns) noexcept;
+  void probe_answered(std::int64_t now_ns) noexcept;  // a reply reached the confirmation request's range
+  void evaluate_end() noexcept;
+  void establish_end(std::uint64_t end, std::int64_t now_ns) noexcept;
 
   // Next-session hold.
-  Verdict HoldNextSession(Line line, const itch::mold::Session& s, std::span<const std::uint8_t> datagram,
-                          std::int64_t now_ns) noexcept;
-  void DropHeldOf(int l) noexcept;
-  void ReplayHeld(std::int64_t now_ns) noexcept;
-  void SwitchSession(std::int64_t now_ns) noexcept;
+  Verdict hold_next_session(Line line, const itch::mold::Session& s, std::span<const std::uint8_t> datagram,
+                            std::int64_t now_ns) noexcept;
+  void drop_held_of(int l) noexcept;
+  void replay_held(std::int64_t now_ns) noexcept;
+  void switch_session(std::int64_t now_ns) noexcept;
 
   ArbiterOptions o_;
   itch::mold::Session wanted_;

@@ -47,7 +47,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
   shared.stop = &stop;
   absl::Status status = absl::OkStatus();
   if (parts_.size() == 1) {
-    status = RunPart(parts_[0], shared);
+    status = run_part(parts_[0], shared);
   } else {
     std::vector<absl::Status> st(parts_.size());
     std::vector<std::thread> threads;
@@ -56,10 +56,10 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
       threads.emplace_back([&, t] {
         const std::string name = absl::StrCat("pollux-books-", t);
         pthread_setname_np(pthread_self(), name.c_str());
-        st[t] = RunPart(parts_[t], shared);
+        st[t] = run_part(parts_[t], shared);
       });
     }
-    st[0] = RunPart(parts_[0], shared);
+    st[0] = run_part(parts_[0], shared);
     for (std::thread& th : threads) th.join();
     for (const absl::Status& s : st) {
       if (!s.ok()) {
@@ -98,11 +98,11 @@ void FeedSubscriber::Merge() {
     r.latency.merge(p.latency);
     r.wire_latency.merge(p.wire_latency);
     // Live notices are counted on the first stream only, which part 0 owns.
-    r.books->Absorb(std::move(p.books));
+    r.books->absorb(std::move(p.books));
   }
 }
 
-absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
+absl::Status FeedSubscriber::run_part(Part& part, Shared& shared) {
   SubscribeResult& r = part.result;
   itch::BookSet& books = *r.books;
   AppIdle idle(idle_kind_);
@@ -135,15 +135,15 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
     itch::ParseResult pr;
     if (p[0] == 0) {
       // A BinaryFILE chunk (the first byte is a length prefix's high byte).
-      pr = books.ApplyAll({p, len});  // its order slots and levels prefetched a few messages ahead
+      pr = books.apply_all({p, len});  // its order slots and levels prefetched a few messages ahead
       applied = pr.messages;
     } else if (p[0] == kLiveChunkMarker && len >= kLiveChunkHeader) {
       std::memcpy(&rx_ns, p + 1, sizeof rx_ns);
-      pr = books.ApplyAll({p + kLiveChunkHeader, len - kLiveChunkHeader});
+      pr = books.apply_all({p + kLiveChunkHeader, len - kLiveChunkHeader});
       applied = pr.messages;
     } else if (p[0] == kNoticeMarker) {
       Notice n;
-      if (!DecodeNotice({p, len}, &n)) {
+      if (!decode_notice({p, len}, &n)) {
         pr.error = itch::ParseError::kUnknownType;
         pr.type = p[0];
       } else if (msg.stream_id == first_stream) {
@@ -166,7 +166,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
         }
       }
     } else {
-      pr = itch::CheckMessage({p, len});
+      pr = itch::check_message({p, len});
       if (pr.ok()) {
         books.Apply(itch::MessageView(p, len));
         applied = 1;
@@ -175,7 +175,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
     if (!pr.ok()) [[unlikely]] {
       if (r.malformed++ == 0) {
         r.first_malformed =
-            absl::StrFormat("stream %d sequence %d: %s", msg.stream_id, msg.sequence, pr.ToStatus().message());
+            absl::StrFormat("stream %d sequence %d: %s", msg.stream_id, msg.sequence, pr.to_status().message());
       }
     }
     const std::int64_t now = now_ns();
@@ -183,7 +183,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
     if (rx_ns != 0) r.wire_latency.record_n(now - rx_ns, applied);
     if (r.first_ns == 0) [[unlikely]] {
       r.first_ns = now;
-      cpu0 = ThreadCpuNs();
+      cpu0 = thread_cpu_ns();
     }
     r.last_ns = now;
     r.messages += applied;
@@ -254,7 +254,7 @@ absl::Status FeedSubscriber::RunPart(Part& part, Shared& shared) {
     }
     idle.idle(0);
   }
-  if (cpu0 != 0) r.cpu_ns = ThreadCpuNs() - cpu0;
+  if (cpu0 != 0) r.cpu_ns = thread_cpu_ns() - cpu0;
   publish_progress();
   return absl::OkStatus();
 }

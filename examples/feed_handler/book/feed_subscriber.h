@@ -85,7 +85,7 @@ class FeedSubscriber {
 
   FeedSubscriber(const FeedConfig& cfg, IdleKind idle) : cfg_(cfg), idle_kind_(idle) {}
 
-  absl::Status RunPart(Part& part, Shared& shared);
+  absl::Status run_part(Part& part, Shared& shared);
   // Folds every part's result into result_ (books absorbed into part 0's).
   void Merge();
 

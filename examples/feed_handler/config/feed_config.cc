@@ -16,7 +16,7 @@
 
 namespace pollux::feed {
 
-std::string_view SourceName(SourceKind s) {
+std::string_view source_name(SourceKind s) {
   switch (s) {
     case SourceKind::kGenerator:
       return "generator";
@@ -30,7 +30,7 @@ std::string_view SourceName(SourceKind s) {
   return "?";
 }
 
-std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name) {
+std::string check_endpoint(std::string_view s, bool multicast, bool host_name) {
   const std::size_t colon = s.rfind(':');
   std::uint32_t port = 0;
   if (colon == std::string_view::npos || colon == 0 || !absl::SimpleAtoi(std::string(s.substr(colon + 1)), &port) ||
@@ -49,7 +49,7 @@ std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name) {
   return "";
 }
 
-std::string CheckSender(std::string_view s) {
+std::string check_sender(std::string_view s) {
   if (s.empty()) return "";
   in_addr a{};
   if (inet_pton(AF_INET, std::string(s).c_str(), &a) != 1) {
@@ -62,7 +62,7 @@ std::string CheckSender(std::string_view s) {
   return "";
 }
 
-std::string_view ReplayName(ReplayMode r) {
+std::string_view replay_name(ReplayMode r) {
   switch (r) {
     case ReplayMode::kOriginal:
       return "original";
@@ -78,7 +78,7 @@ std::string_view ReplayName(ReplayMode r) {
 
 std::string_view EmbeddedConfig() { return kEmbeddedFeedToml; }
 
-std::string TomlString(std::string_view s) {
+std::string toml_string(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
     if (ch == '"' || ch == '\\') out.push_back('\\');
@@ -92,14 +92,14 @@ std::string FeedConfig::Topic(std::uint32_t i) const { return absl::StrCat(topic
 
 namespace {
 
-absl::Status KeyError(std::string_view where, std::string_view key, std::string_view msg) {
+absl::Status key_error(std::string_view where, std::string_view key, std::string_view msg) {
   return absl::InvalidArgumentError(absl::StrFormat("%s: %s: %s", where, key, msg));
 }
 
 // An endpoint key: "" (unset; source = "moldudp64" checks that the lines are set) or a valid one.
-std::function<std::string(const std::string&)> EndpointCheck(bool multicast, bool host_name) {
+std::function<std::string(const std::string&)> endpoint_check(bool multicast, bool host_name) {
   return
-      [multicast, host_name](const std::string& v) { return v.empty() ? "" : CheckEndpoint(v, multicast, host_name); };
+      [multicast, host_name](const std::string& v) { return v.empty() ? "" : check_endpoint(v, multicast, host_name); };
 }
 
 // The [feed] table: every key once, with its type, bounds, help and (in FeedConfig) default.
@@ -166,18 +166,18 @@ const ConfigTable<FeedConfig>& Table() {
         .integer("connect_timeout_ms", &C::connect_timeout_ms, 10, 3'600'000,
                  "how long publisher and subscribers wait for each other before giving up")
         .text("line_a", &C::line_a, "\"ADDR:PORT\"", "moldudp64: line A, the multicast group ADDR:PORT to join",
-              EndpointCheck(true, false))
+              endpoint_check(true, false))
         .text("line_b", &C::line_b, "\"ADDR:PORT\"",
               "moldudp64: line B, the multicast group ADDR:PORT to join (the same stream as A)",
-              EndpointCheck(true, false))
+              endpoint_check(true, false))
         .text("source_a", &C::source_a, "an IPv4 address (the exchange's sender)",
               "moldudp64: the IPv4 address line A's datagrams must come from (\"\" = any sender); joined "
               "source-specific where the kernel can, and every datagram from another address is dropped and counted "
               "(wrong_source)",
-              CheckSender)
+              check_sender)
         .text("source_b", &C::source_b, "an IPv4 address (the exchange's sender)",
               "moldudp64: the IPv4 address line B's datagrams must come from (\"\" = any sender), as feed.source_a",
-              CheckSender)
+              check_sender)
         .text("interface", &C::interface, "an interface name",
               "moldudp64: network interface both lines are joined on (\"\" = the one the route picks)",
               [](const std::string& v) {
@@ -187,7 +187,7 @@ const ConfigTable<FeedConfig>& Table() {
               })
         .text("rerequest", &C::rerequest, "\"HOST:PORT\"",
               "moldudp64: re-request server HOST:PORT; \"\" = none (a gap missing on both lines is reported at once)",
-              EndpointCheck(false, true))
+              endpoint_check(false, true))
         .text("session", &C::session, "0-10 characters",
               "moldudp64: the session to follow (1-10 characters); \"\" = the first one seen, then each that follows "
               "it on both lines (docs/FEED.md: what the handler corroborates)",
@@ -253,45 +253,45 @@ const ConfigTable<FeedConfig>& Table() {
 }
 
 // Checks that involve several keys; errors point at the key most likely to be wrong.
-absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
+absl::Status validate_feed(const FeedConfig& c, std::string_view source) {
   auto at = [&](const std::string& key) {
     auto it = c.where.find(key);
     return it == c.where.end() ? std::string(source) : it->second;
   };
   if (c.source == SourceKind::kFile && c.file.empty()) {
-    return KeyError(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
+    return key_error(at("feed.source"), "feed.file", "missing: source = \"file\" needs feed.file (or --itch FILE)");
   }
   if (c.source == SourceKind::kPcap) {
     if (c.pcap.empty())
-      return KeyError(at("feed.source"), "feed.pcap", "missing: source = \"pcap\" needs feed.pcap (the capture)");
+      return key_error(at("feed.source"), "feed.pcap", "missing: source = \"pcap\" needs feed.pcap (the capture)");
     if (c.replay == ReplayMode::kRate) {
-      return KeyError(at("feed.replay"), "feed.replay",
-                      "rate does not apply to a capture: its packets carry their own times (original, speed or max)");
+      return key_error(at("feed.replay"), "feed.replay",
+                       "rate does not apply to a capture: its packets carry their own times (original, speed or max)");
     }
   }
   if (!c.capture.empty() && c.source != SourceKind::kMoldUdp64) {
-    return KeyError(at("feed.capture"), "feed.capture",
-                    absl::StrFormat("only live mode captures (feed.source = \"moldudp64\"), not source = \"%s\"",
-                                    SourceName(c.source)));
+    return key_error(at("feed.capture"), "feed.capture",
+                     absl::StrFormat("only live mode captures (feed.source = \"moldudp64\"), not source = \"%s\"",
+                                     source_name(c.source)));
   }
   if (c.source == SourceKind::kMoldUdp64 || c.source == SourceKind::kPcap) {
     for (const auto& [key, value] :
          {std::pair<const char*, const std::string*>{"feed.line_a", &c.line_a}, {"feed.line_b", &c.line_b}}) {
       if (value->empty()) {
-        return KeyError(
+        return key_error(
             at("feed.source"), key,
-            absl::StrFormat("missing: source = \"%s\" needs both feed.line_a and feed.line_b%s", SourceName(c.source),
+            absl::StrFormat("missing: source = \"%s\" needs both feed.line_a and feed.line_b%s", source_name(c.source),
                             c.source == SourceKind::kPcap ? " (their ports tell the capture's lines apart)" : ""));
       }
     }
     if (c.line_a == c.line_b) {
-      return KeyError(at("feed.line_b"), "feed.line_b",
-                      absl::StrFormat("\"%s\" is line A too: the lines must differ", c.line_b));
+      return key_error(at("feed.line_b"), "feed.line_b",
+                       absl::StrFormat("\"%s\" is line A too: the lines must differ", c.line_b));
     }
     if (c.rerequest_timeout_max_ms < c.rerequest_timeout_ms) {
-      return KeyError(at("feed.rerequest_timeout_max_ms"), "feed.rerequest_timeout_max_ms",
-                      absl::StrFormat("%d is below feed.rerequest_timeout_ms (%d)", c.rerequest_timeout_max_ms,
-                                      c.rerequest_timeout_ms));
+      return key_error(at("feed.rerequest_timeout_max_ms"), "feed.rerequest_timeout_max_ms",
+                       absl::StrFormat("%d is below feed.rerequest_timeout_ms (%d)", c.rerequest_timeout_max_ms,
+                                       c.rerequest_timeout_ms));
     }
   }
   // An expected sender without its line is a mistake in the other key (or a line left out).
@@ -300,22 +300,22 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
                                                                                      "feed.line_a", &c.line_a},
         {"feed.source_b", &c.source_b, "feed.line_b", &c.line_b}}) {
     if (!sender->empty() && line->empty()) {
-      return KeyError(
+      return key_error(
           at(key), key,
           absl::StrFormat("\"%s\" is set but %s is not: the expected sender belongs to a line", *sender, line_key));
     }
   }
   if (c.book_threads > c.streams) {
-    return KeyError(
+    return key_error(
         at("feed.book_threads"), "feed.book_threads",
         absl::StrFormat("%d threads for %d streams: a thread owns whole streams, so at most feed.streams (%d)",
                         c.book_threads, c.streams, c.streams));
   }
-  if (c.source == SourceKind::kGenerator && c.messages < itch::MinMessages(c.symbols)) {
-    return KeyError(at("feed.messages"), "feed.messages",
-                    absl::StrFormat("%d is too few for %d symbols: the generator needs at least %d (6 system events, "
-                                    "R and H per symbol)",
-                                    c.messages, c.symbols, itch::MinMessages(c.symbols)));
+  if (c.source == SourceKind::kGenerator && c.messages < itch::min_messages(c.symbols)) {
+    return key_error(at("feed.messages"), "feed.messages",
+                     absl::StrFormat("%d is too few for %d symbols: the generator needs at least %d (6 system events, "
+                                     "R and H per symbol)",
+                                     c.messages, c.symbols, itch::min_messages(c.symbols)));
   }
   return absl::OkStatus();
 }
@@ -324,13 +324,13 @@ absl::Status ValidateFeed(const FeedConfig& c, std::string_view source) {
 
 std::string FeedConfig::ToToml() const { return Table().to_toml(*this); }
 
-absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view source,
-                                        const std::vector<std::string>& overrides) {
+absl::StatusOr<LoadedConfig> load_config(std::string_view text, std::string_view source,
+                                         const std::vector<std::string>& overrides) {
   LoadedConfig out;
   absl::StatusOr<AppConfigFile> file = Table().load(text, source, overrides, &out.feed);
   if (!file.ok()) return file.status();
   out.feed.where = std::move(file->where);
-  if (absl::Status s = ValidateFeed(out.feed, source); !s.ok()) return s;
+  if (absl::Status s = validate_feed(out.feed, source); !s.ok()) return s;
   out.pollux_toml = std::move(file->pollux_toml);
   out.pollux_source = std::move(file->pollux_source);
   out.pollux = std::move(file->pollux);
@@ -340,7 +340,7 @@ absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view 
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
   absl::StatusOr<std::string> text = read_config_file(path);
   if (!text.ok()) return text.status();
-  return LoadConfig(*text, path, overrides);
+  return load_config(*text, path, overrides);
 }
 
 }  // namespace pollux::feed

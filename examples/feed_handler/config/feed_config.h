@@ -23,8 +23,8 @@ enum class SourceKind { kGenerator, kFile, kMoldUdp64, kPcap };
 enum class ReplayMode { kOriginal, kSpeed, kRate, kMax };
 enum class SubscriberMode { kProcess, kThread };
 
-std::string_view SourceName(SourceKind s);
-std::string_view ReplayName(ReplayMode r);
+std::string_view source_name(SourceKind s);
+std::string_view replay_name(ReplayMode r);
 
 struct FeedConfig {
   SourceKind source = SourceKind::kGenerator;
@@ -91,21 +91,21 @@ struct LoadedConfig {
 
 // "ADDR:PORT" (IPv4 literal, port 1..65535; a multicast group when `multicast`) or
 // "HOST:PORT" (any host name): "" when it parses, else what is wrong with it.
-std::string CheckEndpoint(std::string_view s, bool multicast, bool host_name);
+std::string check_endpoint(std::string_view s, bool multicast, bool host_name);
 
 // An expected sender (feed.source_a/source_b): "" when `s` is empty or an IPv4 unicast
 // address, else what is wrong with it.
-std::string CheckSender(std::string_view s);
+std::string check_sender(std::string_view s);
 
 // `s` as a TOML basic string (quoted, escaped), for building overrides such as --itch.
-std::string TomlString(std::string_view s);
+std::string toml_string(std::string_view s);
 
 // Splits and validates `text` (source name `source` in errors), then applies `overrides`
 // ("section.key=value", value in TOML syntax or a bare word taken as a string). Pollux's
 // part is checked by Pollux's own parser here too, so every configuration error surfaces
 // before anything starts.
-absl::StatusOr<LoadedConfig> LoadConfig(std::string_view text, std::string_view source,
-                                        const std::vector<std::string>& overrides = {});
+absl::StatusOr<LoadedConfig> load_config(std::string_view text, std::string_view source,
+                                         const std::vector<std::string>& overrides = {});
 absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The built-in default (examples/feed_handler/config/feed.toml) and its source name.

@@ -15,7 +15,7 @@ namespace pollux::feed {
 
 namespace {
 
-std::string_view TypeName(char t) {
+std::string_view type_name(char t) {
   switch (t) {
     case 'S':
       return "system event";
@@ -77,7 +77,7 @@ std::string Rate(double per_s) {
   return absl::StrFormat("%.0f ", per_s);
 }
 
-std::string OneLine(std::string s) {
+std::string one_line(std::string s) {
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
@@ -107,7 +107,7 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
   absl::StrAppend(&out, "  messages by type:\n");
   for (char t : itch::kMessageTypes) {
     if (c[t] == 0) continue;
-    absl::StrAppendFormat(&out, "    %c  %-34s %14s  %5.1f%%\n", t, TypeName(t), Commas(c[t]),
+    absl::StrAppendFormat(&out, "    %c  %-34s %14s  %5.1f%%\n", t, type_name(t), Commas(c[t]),
                           100.0 * static_cast<double>(c[t]) / static_cast<double>(total ? total : 1));
   }
   absl::StrAppendFormat(&out, "       %-34s %14s\n", "total", Commas(total));
@@ -130,7 +130,7 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
                   anomalies.empty() ? "none" : absl::StrJoin(anomalies, ", "), "\n");
 
   std::uint64_t nbooks = 0;
-  books.ForEachBook([&](const itch::OrderBook&) { ++nbooks; });
+  books.for_each_book([&](const itch::OrderBook&) { ++nbooks; });
   const std::uint64_t shown = std::min<std::uint64_t>(nbooks, cfg.top);
   if (shown == 0) return out;
   absl::StrAppendFormat(&out, "  top of book, %s of %s books in stock locate order%s:\n", Commas(shown), Commas(nbooks),
@@ -138,14 +138,14 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
   absl::StrAppendFormat(&out, "    %6s  %-8s %12s %12s %12s %12s  %s\n", "locate", "symbol", "bid shares", "bid", "ask",
                         "ask shares", "levels bid/ask");
   std::uint64_t i = 0;
-  books.ForEachBook([&](const itch::OrderBook& b) {
+  books.for_each_book([&](const itch::OrderBook& b) {
     if (i++ >= shown) return;
     const auto bid = b.best_bid();
     const auto ask = b.best_ask();
     // Escaped as --book-out writes it: a symbol comes off the wire, and raw control bytes
     // would reach the terminal that shows the summary.
     absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(),
-                          itch::EscapeText(b.symbol()), bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-",
+                          itch::escape_text(b.symbol()), bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-",
                           ask ? Price(ask->price) : "-", ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy),
                           b.levels(itch::Side::kSell), b.crossed() ? "  crossed" : "");
   });
@@ -165,10 +165,10 @@ std::string Commas(std::uint64_t v) {
   return out;
 }
 
-std::uint64_t BooksDigest(const itch::BookSet& books) {
+std::uint64_t books_digest(const itch::BookSet& books) {
   std::ostringstream os;
-  itch::WriteBooksJsonl(books, os);
-  itch::WriteCountsJson(books.counts(), os);
+  itch::write_books_jsonl(books, os);
+  itch::write_counts_json(books.counts(), os);
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : os.str()) {
     h ^= ch;
@@ -177,8 +177,8 @@ std::uint64_t BooksDigest(const itch::BookSet& books) {
   return h;
 }
 
-SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
-                            bool detail) {
+SubscriberReport make_report(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
+                             bool detail) {
   SubscriberReport s;
   s.index = index;
   s.pid = pid;
@@ -216,20 +216,20 @@ SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const Subscri
   s.feed_stale = r.feed_stale;
   s.feed_sessions = r.feed_sessions;
   s.feed_conflicts = r.feed_conflicts;
-  s.digest = BooksDigest(*r.books);
-  r.books->ForEachBook([&](const itch::OrderBook&) { ++s.books; });
+  s.digest = books_digest(*r.books);
+  r.books->for_each_book([&](const itch::OrderBook&) { ++s.books; });
   s.live_orders = r.books->live_orders();
   if (detail) s.detail = Detail(r, cfg);
   return s;
 }
 
 // One "key=value" line per field, then "detail:" and the detail text up to the end.
-std::string Serialize(const SubscriberReport& r) {
+std::string serialize(const SubscriberReport& r) {
   std::string out;
   auto kv = [&](const char* k, const auto& v) { absl::StrAppend(&out, k, "=", v, "\n"); };
   kv("index", r.index);
   kv("pid", r.pid);
-  kv("error", OneLine(r.error));
+  kv("error", one_line(r.error));
   kv("messages", r.messages);
   kv("frames", r.frames);
   kv("bytes", r.bytes);
@@ -237,7 +237,7 @@ std::string Serialize(const SubscriberReport& r) {
   kv("lost", r.lost);
   kv("overruns", r.overruns);
   kv("malformed", r.malformed);
-  kv("first_malformed", OneLine(r.first_malformed));
+  kv("first_malformed", one_line(r.first_malformed));
   kv("ended", r.ended);
   kv("died", r.died);
   kv("stopped", r.stopped ? 1 : 0);
@@ -271,7 +271,7 @@ std::string Serialize(const SubscriberReport& r) {
   return out;
 }
 
-absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
+absl::StatusOr<SubscriberReport> parse_report(std::string_view text) {
   SubscriberReport r;
   const std::size_t d = text.find("detail:\n");
   if (d == std::string_view::npos) return absl::DataLossError("subscriber report is incomplete (no detail section)");
@@ -369,9 +369,9 @@ absl::StatusOr<SubscriberReport> ParseReport(std::string_view text) {
   return r;
 }
 
-std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live,
-                            const LiveNoteValues& notes) {
+std::string format_publisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
+                             const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live,
+                             const LiveNoteValues& notes) {
   std::string out;
   const double secs = static_cast<double>(r.end_ns - r.start_ns) / 1e9;
   std::string pace;
@@ -433,7 +433,7 @@ std::string FormatPublisher(const ReplayResult& r, std::string_view source, doub
   return out;
 }
 
-std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible) {
+std::string format_subscriber(const SubscriberReport& r, bool as_fast_as_possible) {
   std::string out;
   if (!r.error.empty()) {
     absl::StrAppendFormat(&out, "subscriber %d (pid %d): FAILED: %s\n", r.index, r.pid, r.error);
@@ -486,7 +486,7 @@ std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible
   return out;
 }
 
-std::string FormatAgreement(const std::vector<SubscriberReport>& subs) {
+std::string format_agreement(const std::vector<SubscriberReport>& subs) {
   if (subs.size() < 2) return "";
   std::vector<std::uint32_t> differ;
   for (const SubscriberReport& s : subs) {
@@ -496,7 +496,7 @@ std::string FormatAgreement(const std::vector<SubscriberReport>& subs) {
   return absl::StrFormat("BOOKS DIFFER: subscriber(s) %s disagree with subscriber 0\n", absl::StrJoin(differ, ", "));
 }
 
-double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
+double end_to_end_seconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
   std::int64_t last = 0;
   for (const SubscriberReport& s : subs) {
     if (!s.error.empty() || s.messages == 0) return 0;
@@ -505,8 +505,8 @@ double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberRepo
   return last > pub.start_ns ? static_cast<double>(last - pub.start_ns) / 1e9 : 0;
 }
 
-std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
-  const double secs = EndToEndSeconds(pub, subs);
+std::string format_end_to_end(const ReplayResult& pub, const std::vector<SubscriberReport>& subs) {
+  const double secs = end_to_end_seconds(pub, subs);
   if (secs <= 0) return "";
   return absl::StrFormat(
       "end to end: %s messages in %.3f s = %smsg/s (first offer to the last subscriber's last "
@@ -522,7 +522,7 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
                         "\"flow_control\": \"%s\", \"streams\": %d, \"batch_bytes\": %d, \"replay\": \"%s\", "
                         "\"rate\": %d, \"speed\": %g},\n",
                         pc.transport, pc.threading, idle_kind_name(pc.idle), pc.flow_control, cfg.streams,
-                        cfg.batch_bytes, ReplayName(cfg.replay), cfg.rate, cfg.speed);
+                        cfg.batch_bytes, replay_name(cfg.replay), cfg.rate, cfg.speed);
   if (pub != nullptr) {
     const double secs = static_cast<double>(pub->end_ns - pub->start_ns) / 1e9;
     absl::StrAppendFormat(
@@ -544,7 +544,7 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
     absl::StrAppendFormat(&out, ", \"notices\": %d},\n", pub != nullptr ? pub->notices : 0);
   }
   if (pub != nullptr) {
-    const double e2e = EndToEndSeconds(*pub, subs);
+    const double e2e = end_to_end_seconds(*pub, subs);
     absl::StrAppendFormat(&out, "  \"end_to_end\": {\"seconds\": %.6f, \"messages_per_s\": %.0f},\n", e2e,
                           e2e > 0 ? static_cast<double>(pub->messages) / e2e : 0.0);
   }

@@ -17,7 +17,7 @@
 namespace pollux::feed {
 
 // A subscriber's outcome, reduced to what the summary needs; plain data so a subscriber
-// process can send it to its parent as text (Serialize / ParseReport).
+// process can send it to its parent as text (serialize / parse_report).
 struct SubscriberReport {
   std::uint32_t index = 0;
   std::int64_t pid = 0;
@@ -43,32 +43,32 @@ struct SubscriberReport {
 };
 
 // Fills a report from a finished subscriber; `detail` adds the by-type table and top of book.
-SubscriberReport MakeReport(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
-                            bool detail);
-std::string Serialize(const SubscriberReport& r);
-absl::StatusOr<SubscriberReport> ParseReport(std::string_view text);
+SubscriberReport make_report(std::uint32_t index, std::int64_t pid, const SubscribeResult& r, const FeedConfig& cfg,
+                             bool detail);
+std::string serialize(const SubscriberReport& r);
+absl::StatusOr<SubscriberReport> parse_report(std::string_view text);
 
 // FNV-1a over exactly what --book-out and --counts-out would write.
-std::uint64_t BooksDigest(const itch::BookSet& books);
+std::uint64_t books_digest(const itch::BookSet& books);
 
-// The live source's counters (Source::LiveCounters()): empty for a replay.
+// The live source's counters (Source::live_counters()): empty for a replay.
 using LiveCounterValues = std::vector<std::pair<std::string, std::uint64_t>>;
-// What it says besides them (Source::LiveNotes()): (key, text), e.g. the capture's files.
+// What it says besides them (Source::live_notes()): (key, text), e.g. the capture's files.
 using LiveNoteValues = std::vector<std::pair<std::string, std::string>>;
 
-std::string FormatPublisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
-                            const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live = {},
-                            const LiveNoteValues& notes = {});
+std::string format_publisher(const ReplayResult& r, std::string_view source, double prepare_seconds,
+                             const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live = {},
+                             const LiveNoteValues& notes = {});
 // `as_fast_as_possible`: the replay was not paced, so the latency line is mostly time spent
 // queued behind the publisher, and says so.
-std::string FormatSubscriber(const SubscriberReport& r, bool as_fast_as_possible);
+std::string format_subscriber(const SubscriberReport& r, bool as_fast_as_possible);
 // "subscribers agree" line (or the disagreement) when there is more than one.
-std::string FormatAgreement(const std::vector<SubscriberReport>& subs);
+std::string format_agreement(const std::vector<SubscriberReport>& subs);
 
 // From the publisher's first offer to the last book update of the slowest subscriber that
 // finished; 0 when unknown (the clock is host-wide, so this only holds on one host).
-double EndToEndSeconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
-std::string FormatEndToEnd(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
+double end_to_end_seconds(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
+std::string format_end_to_end(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
 std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,

@@ -169,7 +169,7 @@ bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32
   }
 }
 
-bool FeedPublisher::OfferBare(std::uint32_t p) noexcept {
+bool FeedPublisher::offer_bare(std::uint32_t p) noexcept {
   Batch& b = batches_[p];
   std::int64_t not_connected_since = 0;
   std::uint32_t done = 0;
@@ -208,7 +208,7 @@ bool FeedPublisher::Flush(std::uint32_t p) noexcept {
       std::memcpy(b.data + 1, &window_rx_ns_, sizeof window_rx_ns_);  // little-endian (x86)
     }
     if (!Offer(p, b.data, b.len)) return false;
-  } else if (!OfferBare(p)) {
+  } else if (!offer_bare(p)) {
     return false;
   }
   b.len = base_len_;
@@ -217,16 +217,16 @@ bool FeedPublisher::Flush(std::uint32_t p) noexcept {
   return true;
 }
 
-bool FeedPublisher::FlushAll() noexcept {
+bool FeedPublisher::flush_all() noexcept {
   for (std::uint32_t p = 0; p < batches_.size(); ++p) {
     if (!Flush(p)) return false;
   }
   return true;
 }
 
-bool FeedPublisher::OfferNotice(const Notice& n) noexcept {
+bool FeedPublisher::offer_notice(const Notice& n) noexcept {
   std::uint8_t wire[sizeof(NoticeWire)];
-  EncodeNotice(n, wire);
+  encode_notice(n, wire);
   for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
     if (!Offer(p, wire, sizeof wire)) return false;
   }
@@ -291,7 +291,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
     // Bare batches point into the window; live batches go out with what the network had.
     if (!kPacked || live_) {
       result_.messages = messages;
-      if (!FlushAll()) {
+      if (!flush_all()) {
         halted = true;
         return false;
       }
@@ -302,14 +302,14 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
   result_.start_ns = now_ns();
   absl::Status scanned;
   if constexpr (!kPaced) {
-    scanned = ScanSource(
+    scanned = scan_source(
         src,
         [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
           if (live_) {
             // A notice goes out where it happened: after everything before it.
             if (const Notice* n = src.notice(); n != nullptr) {
               result_.messages = messages;
-              if (!FlushAll() || !OfferNotice(*n)) {
+              if (!flush_all() || !offer_notice(*n)) {
                 halted = true;
                 return false;
               }
@@ -318,7 +318,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
           }
           end = w.data() + w.size();
           bool ok = true;
-          *r = itch::ForEachMessage(w, [&](itch::MessageView m) { return ok = route(m); });
+          *r = itch::for_each_message(w, [&](itch::MessageView m) { return ok = route(m); });
           if (!ok) halted = true;
           return ok;
         },
@@ -327,7 +327,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
     const std::int64_t t0 = result_.start_ns;
     bool first = true;
     std::int64_t due = 0;
-    scanned = ScanSource(
+    scanned = scan_source(
         src,
         [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
           end = w.data() + w.size();
@@ -369,7 +369,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
               if (have) due = schedule.next(m);
             }
             result_.messages = messages;
-            if (!FlushAll()) {
+            if (!flush_all()) {
               halted = true;
               return false;
             }
@@ -387,7 +387,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
   }
   if (!scanned.ok()) return scanned;
   result_.messages = messages;
-  if (!FlushAll()) {
+  if (!flush_all()) {
     result_.messages = messages - unsent();
     return status_;
   }
@@ -406,10 +406,10 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   base_len_ = live_ && packed ? static_cast<std::uint32_t>(kLiveChunkHeader) : 0;
   for (Batch& b : batches_) b.len = base_len_;
   if (live_) {
-    src.SetWaitHooks([](void* self) { return static_cast<FeedPublisher*>(self)->Service(); }, this, &stop,
-                     idle_.kind());
+    src.set_wait_hooks([](void* self) { return static_cast<FeedPublisher*>(self)->Service(); }, this, &stop,
+                       idle_.kind());
   }
-  const std::int64_t cpu0 = ThreadCpuNs();
+  const std::int64_t cpu0 = thread_cpu_ns();
   absl::Status s;
   // Live: the network sets the pace.
   switch (live_ ? ReplayMode::kMax : cfg_.replay) {
@@ -428,7 +428,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
     }
   }
   result_.end_ns = now_ns();
-  result_.cpu_ns = ThreadCpuNs() - cpu0;
+  result_.cpu_ns = thread_cpu_ns() - cpu0;
   if (live_ && stop.load(std::memory_order_relaxed)) result_.stopped = true;
   Publish();
   if (progress_ != nullptr) {

@@ -93,12 +93,12 @@ class FeedPublisher {
   // Offers what partition `p` has pending, retrying while back-pressured. False on a fatal
   // result or a stop request (status_ says which).
   bool Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept;
-  bool OfferBare(std::uint32_t p) noexcept;
+  bool offer_bare(std::uint32_t p) noexcept;
   // After a failed attempt: true to retry (after idling), false to give up.
   bool Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept;
   bool Flush(std::uint32_t p) noexcept;
-  bool FlushAll() noexcept;
-  bool OfferNotice(const Notice& n) noexcept;
+  bool flush_all() noexcept;
+  bool offer_notice(const Notice& n) noexcept;
   void Publish() noexcept;  // progress counters
 
   FeedConfig cfg_;

@@ -46,23 +46,23 @@ static_assert(std::is_trivially_copyable_v<NoticeWire> && alignof(NoticeWire) ==
 static_assert(sizeof(NoticeWire) == 28 && offsetof(NoticeWire, session) == 2 && offsetof(NoticeWire, from) == 12 &&
               offsetof(NoticeWire, count) == 20);
 
-inline void EncodeNotice(const Notice& n, std::uint8_t* out) noexcept {
+inline void encode_notice(const Notice& n, std::uint8_t* out) noexcept {
   out[0] = kNoticeMarker;
   out[1] = n.kind;
   std::memcpy(out + offsetof(NoticeWire, session), n.session.bytes.data(), itch::mold::kSessionSize);
-  itch::StoreBe64(out + offsetof(NoticeWire, from), n.from);
-  itch::StoreBe64(out + offsetof(NoticeWire, count), n.count);
+  itch::store_be64(out + offsetof(NoticeWire, from), n.from);
+  itch::store_be64(out + offsetof(NoticeWire, count), n.count);
 }
 
 // False unless `p` is a whole notice of a known kind.
-[[nodiscard]] inline bool DecodeNotice(std::span<const std::uint8_t> p, Notice* n) noexcept {
+[[nodiscard]] inline bool decode_notice(std::span<const std::uint8_t> p, Notice* n) noexcept {
   if (p.size() != sizeof(NoticeWire) || p[0] != kNoticeMarker || p[1] < Notice::kGap || p[1] > Notice::kConflict) {
     return false;
   }
   n->kind = static_cast<Notice::Kind>(p[1]);
-  n->session = itch::mold::Session::FromWire(reinterpret_cast<const char*>(p.data() + offsetof(NoticeWire, session)));
-  n->from = itch::LoadBe64(p.data() + offsetof(NoticeWire, from));
-  n->count = itch::LoadBe64(p.data() + offsetof(NoticeWire, count));
+  n->session = itch::mold::Session::from_wire(reinterpret_cast<const char*>(p.data() + offsetof(NoticeWire, session)));
+  n->from = itch::load_be64(p.data() + offsetof(NoticeWire, from));
+  n->count = itch::load_be64(p.data() + offsetof(NoticeWire, count));
   return true;
 }
 

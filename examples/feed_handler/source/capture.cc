@@ -25,7 +25,7 @@ static_assert(kBatchBytes >= pcap::kRecordOverhead + pcap::kMaxUdpPayload);
 // The writer sleeps this long when the ring is empty: at 10 Gb/s that is 1.25 MB of ring.
 constexpr auto kIdleSleep = std::chrono::milliseconds(1);
 
-std::int64_t RealtimeNs() noexcept {
+std::int64_t realtime_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
@@ -46,9 +46,9 @@ CaptureWriter::CaptureWriter(Options o)
     }
   }
   // An earlier capture to the same path leaves its rotated files: they are not this one's.
-  for (std::uint64_t k = 1; ::unlink(pcap::RotatedName(o_.path, k).c_str()) == 0; ++k) {
+  for (std::uint64_t k = 1; ::unlink(pcap::rotated_name(o_.path, k).c_str()) == 0; ++k) {
   }
-  if (!OpenFile(0)) return;
+  if (!open_file(0)) return;
   writer_ = std::thread([this] { Run(); });
 }
 
@@ -62,18 +62,18 @@ void CaptureWriter::Fail(std::string what) {
   std::fprintf(stderr, "pollux-feed: capture stopped: %s (the feed goes on)\n", error_.c_str());
 }
 
-bool CaptureWriter::CloseFile() {
+bool CaptureWriter::close_file() {
   if (fd_ < 0) return true;
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc == 0) return true;
-  Fail(absl::StrFormat("%s: close: %s", pcap::RotatedName(o_.path, file_index_), std::strerror(errno)));
+  Fail(absl::StrFormat("%s: close: %s", pcap::rotated_name(o_.path, file_index_), std::strerror(errno)));
   return false;
 }
 
-bool CaptureWriter::OpenFile(std::uint64_t index) {
-  if (!CloseFile()) return false;
-  const std::string name = pcap::RotatedName(o_.path, index);
+bool CaptureWriter::open_file(std::uint64_t index) {
+  if (!close_file()) return false;
+  const std::string name = pcap::rotated_name(o_.path, index);
   // O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO) rather than hold
   // the handler's start; writes then block the writer thread alone, as a slow disk would.
   const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
@@ -89,17 +89,17 @@ bool CaptureWriter::OpenFile(std::uint64_t index) {
   file_bytes_ = 0;
   files_.fetch_add(1, std::memory_order_relaxed);
   std::uint8_t header[pcap::kFileHeaderSize];
-  pcap::WriteFileHeader(header);
-  return WriteAll(header, sizeof header);
+  pcap::write_file_header(header);
+  return write_all(header, sizeof header);
 }
 
-bool CaptureWriter::WriteAll(const std::uint8_t* p, std::size_t n) {
+bool CaptureWriter::write_all(const std::uint8_t* p, std::size_t n) {
   while (n != 0) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       const int err = w < 0 ? errno : EIO;
-      Fail(absl::StrFormat("%s: write failed after %d bytes: %s", pcap::RotatedName(o_.path, file_index_), file_bytes_,
+      Fail(absl::StrFormat("%s: write failed after %d bytes: %s", pcap::rotated_name(o_.path, file_index_), file_bytes_,
                            std::strerror(err)));
       return false;
     }
@@ -120,11 +120,11 @@ void CaptureWriter::Record(std::int64_t ts_ns, const pcap::Endpoint& src, const 
     return;
   }
   if (ts_ns < 0) {
-    ts_ns = RealtimeNs();
+    ts_ns = realtime_ns();
     no_kernel_time_.fetch_add(1, std::memory_order_relaxed);
   }
   std::uint8_t headers[pcap::kRecordOverhead];
-  pcap::WriteRecordHeaders(headers, ts_ns, src, dst, payload.size(), ip_id_++);
+  pcap::write_record_headers(headers, ts_ns, src, dst, payload.size(), ip_id_++);
   // Two pushes of one record: the writer takes only whole records (it reads the length from
   // the record header and waits for the rest), so it may see the first push alone.
   ring_.push(headers, sizeof headers);
@@ -146,7 +146,7 @@ void CaptureWriter::Run() {
     have += n;
     std::size_t off = 0, run = 0, run_records = 0;  // [run, off): whole records not written yet
     auto flush = [&] {
-      if (off > run && !failed_.load(std::memory_order_relaxed) && WriteAll(buf_.data() + run, off - run)) {
+      if (off > run && !failed_.load(std::memory_order_relaxed) && write_all(buf_.data() + run, off - run)) {
         records_.fetch_add(run_records, std::memory_order_relaxed);
       }
       run = off;
@@ -162,7 +162,7 @@ void CaptureWriter::Run() {
       if (o_.rotate_bytes != 0 && pending + rec > o_.rotate_bytes && pending > pcap::kFileHeaderSize &&
           !failed_.load(std::memory_order_relaxed)) {
         flush();
-        if (!failed_.load(std::memory_order_relaxed)) (void)OpenFile(file_index_ + 1);
+        if (!failed_.load(std::memory_order_relaxed)) (void)open_file(file_index_ + 1);
       }
       off += rec;
       ++run_records;
@@ -175,7 +175,7 @@ void CaptureWriter::Run() {
       std::this_thread::sleep_for(kIdleSleep);
     }
   }
-  (void)CloseFile();
+  (void)close_file();
 }
 
 void CaptureWriter::Stop() {

@@ -66,9 +66,9 @@ class CaptureWriter {
 
  private:
   void Run();
-  bool OpenFile(std::uint64_t index);                   // false: error_ set
-  bool CloseFile();                                     // false: error_ set
-  bool WriteAll(const std::uint8_t* p, std::size_t n);  // false: error_ set
+  bool open_file(std::uint64_t index);                   // false: error_ set
+  bool close_file();                                     // false: error_ set
+  bool write_all(const std::uint8_t* p, std::size_t n);  // false: error_ set
   void Fail(std::string what);
 
   Options o_;

@@ -63,7 +63,7 @@ struct RxBatch {
     }
   }
   // Before each recvmmsg: the room for a receive time (in-out, as msg_namelen).
-  void ResetControl() noexcept {
+  void reset_control() noexcept {
     for (mmsghdr& m : msgs) m.msg_hdr.msg_controllen = kControlBytes;
   }
   // The kernel's receive time of datagram i (ns since the epoch), or -1 when none came.
@@ -89,7 +89,7 @@ struct RxBatch {
 
   // Keeps the datagrams of the burst just read that `sender` sent, in their order, and puts
   // the others behind them, out of the batch. Returns how many it put out.
-  std::size_t KeepFrom(in_addr_t sender) noexcept {
+  std::size_t keep_from(in_addr_t sender) noexcept {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < n; ++i) {
       msghdr& h = msgs[i].msg_hdr;
@@ -118,7 +118,7 @@ class LiveSource final : public ArbiterSource {
 
   absl::Status Open();
   absl::Status Advance(std::size_t consumed) override;
-  std::vector<std::pair<std::string, std::string>> LiveNotes() const override;
+  std::vector<std::pair<std::string, std::string>> live_notes() const override;
 
  private:
   // Room for a full burst of the largest datagrams on every socket, so the in-order path
@@ -126,11 +126,11 @@ class LiveSource final : public ArbiterSource {
   static constexpr std::size_t kOutputBytes = 3 * kBurst * kMaxDatagram;
   static constexpr std::array<const char*, 5> kCaptureNames = {"capture_records", "capture_bytes", "capture_dropped",
                                                                "capture_files", "capture_no_kernel_time"};
-  std::span<const char* const> ExtraNames() const noexcept override {
+  std::span<const char* const> extra_names() const noexcept override {
     if (!capture_) return {};
     return kCaptureNames;
   }
-  void ExtraValues(std::uint64_t* out) const noexcept override {
+  void extra_values(std::uint64_t* out) const noexcept override {
     if (!capture_) return;
     const CaptureWriter::Stats st = capture_->stats();
     out[0] = st.records;
@@ -142,25 +142,25 @@ class LiveSource final : public ArbiterSource {
   // Joins `group` (feed.line_a/b) for datagrams of `sender` (feed.source_a/b; "" = any);
   // `how` says which join the kernel took, for the description.
   // `*local` gets the group's address and port (where the line's datagrams are sent).
-  absl::StatusOr<int> JoinLine(const std::string& key, const std::string& group, std::optional<in_addr_t> sender,
-                               std::string* how, pcap::Endpoint* local);
+  absl::StatusOr<int> join_line(const std::string& key, const std::string& group, std::optional<in_addr_t> sender,
+                                std::string* how, pcap::Endpoint* local);
   // The filter step after each read of a line: datagrams from another sender than the
   // expected one are counted (wrong_source) and never reach the arbiter. Returns how many.
-  int DropWrongSenders(Line line, RxBatch& b) noexcept {
+  int drop_wrong_senders(Line line, RxBatch& b) noexcept {
     const auto li = static_cast<std::size_t>(line);
     if (li >= sender_.size() || !sender_[li].has_value() || b.n == 0) return 0;
-    const std::size_t dropped = b.KeepFrom(*sender_[li]);
-    for (std::size_t i = 0; i < dropped; ++i) arb_.CountWrongSource();
+    const std::size_t dropped = b.keep_from(*sender_[li]);
+    for (std::size_t i = 0; i < dropped; ++i) arb_.count_wrong_source();
     return static_cast<int>(dropped);
   }
   // Every datagram just read on `li`, in the order read, to the capture.
-  void CaptureBurst(std::size_t li, const RxBatch& b) noexcept {
+  void capture_burst(std::size_t li, const RxBatch& b) noexcept {
     for (std::size_t i = 0; i < b.n; ++i) capture_->Record(b.rx_time(i), b.sender(i), local_[li], b.datagram(i));
   }
-  void StartCapture();
-  int PollLine(Line line, std::int64_t now);
+  void start_capture();
+  int poll_line(Line line, std::int64_t now);
   int Poll(std::int64_t now);
-  void SendRequests();
+  void send_requests();
 
   std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
   std::array<RxBatch, 3> rx_;
@@ -170,9 +170,9 @@ class LiveSource final : public ArbiterSource {
   std::int64_t counters_at_ = 0;
 };
 
-absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::string& group,
-                                         std::optional<in_addr_t> sender, std::string* how, pcap::Endpoint* local) {
-  absl::StatusOr<sockaddr_in> ga = ParseEndpoint(key, group);
+absl::StatusOr<int> LiveSource::join_line(const std::string& key, const std::string& group,
+                                          std::optional<in_addr_t> sender, std::string* how, pcap::Endpoint* local) {
+  absl::StatusOr<sockaddr_in> ga = parse_endpoint(key, group);
   if (!ga.ok()) return ga.status();
   *local = {ga->sin_addr.s_addr, ga->sin_port};
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -232,7 +232,7 @@ absl::StatusOr<int> LiveSource::JoinLine(const std::string& key, const std::stri
       return fail(absl::StrCat("source-specific join (sender ", text, ")", on));
     }
     // This kernel cannot filter by sender: any-source join; the handler checks every
-    // datagram's sender itself (DropWrongSenders), so the guarantee is the same.
+    // datagram's sender itself (drop_wrong_senders), so the guarantee is the same.
     *how = absl::StrFormat(
         "any-source join: the kernel refused a source-specific one (%s); other senders "
         "dropped by the handler",
@@ -249,7 +249,7 @@ absl::Status LiveSource::Open() {
   for (std::size_t i = 0; i < 2; ++i) {
     const std::string& sender = i == 0 ? cfg_.source_a : cfg_.source_b;
     if (sender.empty()) continue;
-    if (std::string e = CheckSender(sender); !e.empty()) {
+    if (std::string e = check_sender(sender); !e.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: %s", i == 0 ? "feed.source_a" : "feed.source_b", e));
     }
     in_addr addr{};
@@ -257,10 +257,10 @@ absl::Status LiveSource::Open() {
     sender_[i] = addr.s_addr;
   }
   std::string how_a, how_b;
-  absl::StatusOr<int> a = JoinLine("feed.line_a", cfg_.line_a, sender_[0], &how_a, &local_[0]);
+  absl::StatusOr<int> a = join_line("feed.line_a", cfg_.line_a, sender_[0], &how_a, &local_[0]);
   if (!a.ok()) return a.status();
   fds_[0] = *a;
-  absl::StatusOr<int> b = JoinLine("feed.line_b", cfg_.line_b, sender_[1], &how_b, &local_[1]);
+  absl::StatusOr<int> b = join_line("feed.line_b", cfg_.line_b, sender_[1], &how_b, &local_[1]);
   if (!b.ok()) return b.status();
   fds_[1] = *b;
   auto from = [](const std::string& sender, const std::string& how) {
@@ -271,7 +271,7 @@ absl::Status LiveSource::Open() {
       cfg_.line_b, from(cfg_.source_b, how_b), cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
       cfg_.rerequest.empty() ? "off" : cfg_.rerequest, cfg_.session.empty() ? "first seen" : cfg_.session);
   if (!cfg_.rerequest.empty()) {
-    absl::StatusOr<sockaddr_in> server = ParseEndpoint("feed.rerequest", cfg_.rerequest);
+    absl::StatusOr<sockaddr_in> server = parse_endpoint("feed.rerequest", cfg_.rerequest);
     if (!server.ok()) return server.status();
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return absl::InternalError(absl::StrCat("feed.rerequest: socket: ", std::strerror(errno)));
@@ -290,11 +290,11 @@ absl::Status LiveSource::Open() {
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0)
       local_[2] = {self.sin_addr.s_addr, self.sin_port};
   }
-  if (!cfg_.capture.empty()) StartCapture();
+  if (!cfg_.capture.empty()) start_capture();
   return absl::OkStatus();
 }
 
-void LiveSource::StartCapture() {
+void LiveSource::start_capture() {
   // The kernel stamps each datagram when it arrives (software receive time, CLOCK_REALTIME):
   // the capture's times are the wire's, not the moment the handler read the socket.
   const int on = 1;
@@ -307,7 +307,7 @@ void LiveSource::StartCapture() {
                   cfg_.capture_rotate != 0 ? absl::StrCat(" (a new file every ", cfg_.capture_rotate, " bytes)") : "");
 }
 
-std::vector<std::pair<std::string, std::string>> LiveSource::LiveNotes() const {
+std::vector<std::pair<std::string, std::string>> LiveSource::live_notes() const {
   std::vector<std::pair<std::string, std::string>> out;
   if (!capture_) return out;
   const CaptureWriter::Stats st = capture_->stats();
@@ -321,7 +321,7 @@ std::vector<std::pair<std::string, std::string>> LiveSource::LiveNotes() const {
   return out;
 }
 
-int LiveSource::PollLine(Line line, std::int64_t now) {
+int LiveSource::poll_line(Line line, std::int64_t now) {
   const int li = static_cast<int>(line);
   RxBatch& b = rx_[static_cast<std::size_t>(li)];
   int work = 0;
@@ -329,55 +329,55 @@ int LiveSource::PollLine(Line line, std::int64_t now) {
     // Every datagram goes to the arbiter, which copies what it holds (a packet to confirm, a
     // next session's): a line is always read, whatever it carries.
     while (b.pos < b.n) {
-      (void)arb_.OnPacket(line, b.datagram(b.pos), now, b.truncated(b.pos));
+      (void)arb_.on_packet(line, b.datagram(b.pos), now, b.truncated(b.pos));
       ++b.pos;
       ++work;
     }
     if (work >= static_cast<int>(kBurst)) return work;  // one burst per socket per round
-    if (capture_) b.ResetControl();
+    if (capture_) b.reset_control();
     const int n = ::recvmmsg(fds_[static_cast<std::size_t>(li)], b.msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
     b.pos = 0;
     b.n = n > 0 ? static_cast<std::size_t>(n) : 0;
     // The capture keeps what the socket gave, other senders' datagrams included (a replay
     // of it filters them as this does).
-    if (capture_) CaptureBurst(static_cast<std::size_t>(li), b);
-    work += DropWrongSenders(line, b);
-    if (n < static_cast<int>(kBurst)) arb_.LineDrained(line, now);  // read until empty
+    if (capture_) capture_burst(static_cast<std::size_t>(li), b);
+    work += drop_wrong_senders(line, b);
+    if (n < static_cast<int>(kBurst)) arb_.line_drained(line, now);  // read until empty
     if (n <= 0) return work;
   }
 }
 
-void LiveSource::SendRequests() {
+void LiveSource::send_requests() {
   for (const RerequestOut& r : arb_.requests()) {
     std::uint8_t buf[mold::kRequestSize];
-    const std::span<const std::uint8_t> p = mold::EncodeRequest(buf, r.session, r.sequence, r.count);
+    const std::span<const std::uint8_t> p = mold::encode_request(buf, r.session, r.sequence, r.count);
     // A failed send is an unanswered request: it times out and is sent again.
-    if (!p.empty() && ::send(fds_[2], p.data(), p.size(), MSG_DONTWAIT) < 0) arb_.CountSendError();
+    if (!p.empty() && ::send(fds_[2], p.data(), p.size(), MSG_DONTWAIT) < 0) arb_.count_send_error();
   }
-  arb_.ClearRequests();
+  arb_.clear_requests();
 }
 
 int LiveSource::Poll(std::int64_t now) {
-  int work = PollLine(Line::kA, now) + PollLine(Line::kB, now);
-  if (fds_[2] >= 0) work += PollLine(Line::kReplay, now);
+  int work = poll_line(Line::kA, now) + poll_line(Line::kB, now);
+  if (fds_[2] >= 0) work += poll_line(Line::kReplay, now);
   arb_.Tick(now);
   if (!arb_.requests().empty()) {
-    if (fds_[2] >= 0) SendRequests();
-    arb_.ClearRequests();
+    if (fds_[2] >= 0) send_requests();
+    arb_.clear_requests();
   }
   if (work != 0 || now - counters_at_ >= kCountersEveryNs) {
-    PublishCounters();
+    publish_counters();
     counters_at_ = now;
   }
   return work;
 }
 
 absl::Status LiveSource::Advance(std::size_t consumed) {
-  BeginAdvance(consumed);
+  begin_advance(consumed);
   AppIdle spin(idle_kind_);
   const bool sleep = spin.may_sleep();
   for (;;) {
-    if (TakePiece()) return absl::OkStatus();
+    if (take_piece()) return absl::OkStatus();
     if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
       // The capture's last records are on disk before the summary counts them.
       if (capture_) capture_->Stop();
@@ -406,7 +406,7 @@ absl::Status LiveSource::Advance(std::size_t consumed) {
 
 }  // namespace
 
-absl::StatusOr<sockaddr_in> ParseEndpoint(const std::string& key, const std::string& s) {
+absl::StatusOr<sockaddr_in> parse_endpoint(const std::string& key, const std::string& s) {
   const std::size_t colon = s.rfind(':');
   std::uint32_t port = 0;
   sockaddr_in a{};
@@ -429,7 +429,7 @@ absl::StatusOr<sockaddr_in> ParseEndpoint(const std::string& key, const std::str
   return a;
 }
 
-ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes) {
+ArbiterOptions live_arbiter_options(const FeedConfig& c, std::size_t output_bytes) {
   ArbiterOptions o;
   o.session = c.session;
   o.window = c.window;
@@ -447,37 +447,37 @@ ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes)
 }
 
 ArbiterSource::ArbiterSource(const FeedConfig& cfg, std::size_t output_bytes)
-    : cfg_(cfg), arb_(LiveArbiterOptions(cfg, output_bytes)) {}
+    : cfg_(cfg), arb_(live_arbiter_options(cfg, output_bytes)) {}
 
-void ArbiterSource::AttachCounters(Context& ctx) {
+void ArbiterSource::attach_counters(Context& ctx) {
   for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i] = ctx.counter("feed live", kLiveCounters[i].name);
-  const std::span<const char* const> extra = ExtraNames();
+  const std::span<const char* const> extra = extra_names();
   for (std::size_t i = 0; i < extra.size() && i < kMaxExtra; ++i) extra_cells_[i] = ctx.counter("feed live", extra[i]);
   attached_ = true;
-  PublishCounters();
+  publish_counters();
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> ArbiterSource::LiveCounters() const {
+std::vector<std::pair<std::string, std::uint64_t>> ArbiterSource::live_counters() const {
   std::vector<std::pair<std::string, std::uint64_t>> out;
   for (std::size_t i = 0; i < kLiveCounterCount; ++i) out.emplace_back(kLiveCounters[i].name, arb_.counters()[i]);
-  const std::span<const char* const> extra = ExtraNames();
+  const std::span<const char* const> extra = extra_names();
   std::array<std::uint64_t, kMaxExtra> v{};
-  ExtraValues(v.data());
+  extra_values(v.data());
   for (std::size_t i = 0; i < extra.size() && i < kMaxExtra; ++i) out.emplace_back(extra[i], v[i]);
   return out;
 }
 
-void ArbiterSource::PublishCounters() noexcept {
+void ArbiterSource::publish_counters() noexcept {
   if (!attached_) return;
   for (std::size_t i = 0; i < kLiveCounterCount; ++i) cells_[i].set(arb_.counters()[i]);
-  const std::size_t n = std::min(ExtraNames().size(), kMaxExtra);
+  const std::size_t n = std::min(extra_names().size(), kMaxExtra);
   if (n == 0) return;
   std::array<std::uint64_t, kMaxExtra> v{};
-  ExtraValues(v.data());
+  extra_values(v.data());
   for (std::size_t i = 0; i < n; ++i) extra_cells_[i].set(v[i]);
 }
 
-bool ArbiterSource::TakePiece(std::int64_t rx_ns) noexcept {
+bool ArbiterSource::take_piece(std::int64_t rx_ns) noexcept {
   Arbiter::Piece piece;
   if (arb_.Next(&piece)) {
     window_ = piece.bytes;
@@ -485,10 +485,10 @@ bool ArbiterSource::TakePiece(std::int64_t rx_ns) noexcept {
     rx_ns_ = rx_ns != 0 ? rx_ns : piece.rx_ns;
     return true;
   }
-  arb_.ResetOutput();
+  arb_.reset_output();
   return false;
 }
 
-absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg) { return OpenTimed<LiveSource>(cfg); }
+absl::StatusOr<std::unique_ptr<Source>> open_live_source(const FeedConfig& cfg) { return open_timed<LiveSource>(cfg); }
 
 }  // namespace pollux::feed

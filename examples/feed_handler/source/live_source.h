@@ -26,13 +26,13 @@ namespace pollux::feed {
 
 // "HOST:PORT" of a [feed] key (an IPv4 literal, or a name resolved with getaddrinfo); errors
 // name `key`.
-absl::StatusOr<sockaddr_in> ParseEndpoint(const std::string& key, const std::string& s);
+absl::StatusOr<sockaddr_in> parse_endpoint(const std::string& key, const std::string& s);
 
 // The arbiter's settings from [feed]; `output_bytes` is what a polling round may deliver.
-ArbiterOptions LiveArbiterOptions(const FeedConfig& c, std::size_t output_bytes);
+ArbiterOptions live_arbiter_options(const FeedConfig& c, std::size_t output_bytes);
 
 // What the two arbitrated sources share: the arbiter, its output handed out as windows and
-// notices, and its counters (plus the source's own, ExtraNames()/ExtraValues()) in the
+// notices, and its counters (plus the source's own, extra_names()/extra_values()) in the
 // Pollux counters file (scope "feed live") and the summary.
 class ArbiterSource : public Source {
  public:
@@ -44,30 +44,30 @@ class ArbiterSource : public Source {
   bool live() const noexcept override { return true; }
   const Notice* notice() const noexcept override { return notice_; }
   std::int64_t window_rx_ns() const noexcept override { return rx_ns_; }
-  void AttachCounters(Context& ctx) override;
-  std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const override;
+  void attach_counters(Context& ctx) override;
+  std::vector<std::pair<std::string, std::uint64_t>> live_counters() const override;
 
  protected:
   static constexpr std::size_t kMaxExtra = 8;
   // The source's own counters, after the arbiter's (names live as long as the program).
-  virtual std::span<const char* const> ExtraNames() const noexcept { return {}; }
-  virtual void ExtraValues(std::uint64_t* /*out: ExtraNames().size()*/) const noexcept {}
+  virtual std::span<const char* const> extra_names() const noexcept { return {}; }
+  virtual void extra_values(std::uint64_t* /*out: extra_names().size()*/) const noexcept {}
 
   // Starts Advance(): the previous window is consumed.
-  void BeginAdvance(std::size_t consumed) noexcept {
+  void begin_advance(std::size_t consumed) noexcept {
     offset_ += consumed;
     window_ = {};
     notice_ = nullptr;
   }
   // The next piece of output as the window (true), or false with the output buffer reset.
   // `rx_ns` overrides the piece's receive time when not 0.
-  bool TakePiece(std::int64_t rx_ns = 0) noexcept;
+  bool take_piece(std::int64_t rx_ns = 0) noexcept;
   // The last window: nothing more comes.
   void Finish() noexcept {
-    PublishCounters();
+    publish_counters();
     last_ = true;
   }
-  void PublishCounters() noexcept;
+  void publish_counters() noexcept;
 
   FeedConfig cfg_;
   Arbiter arb_;
@@ -85,7 +85,7 @@ class ArbiterSource : public Source {
 
 // Makes an S (an ArbiterSource) for `cfg` and opens it (S::Open()), timing it for the summary.
 template <class S>
-absl::StatusOr<std::unique_ptr<Source>> OpenTimed(const FeedConfig& cfg) {
+absl::StatusOr<std::unique_ptr<Source>> open_timed(const FeedConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   auto src = std::make_unique<S>(cfg);
   if (absl::Status s = src->Open(); !s.ok()) return s;
@@ -96,6 +96,6 @@ absl::StatusOr<std::unique_ptr<Source>> OpenTimed(const FeedConfig& cfg) {
 // Opens the sockets (joins both groups on feed.interface, resolves feed.rerequest) and, with
 // feed.capture, starts the capture. Errors name the key: "feed.line_a: join 239.1.1.1 on
 // eth0: No such device".
-absl::StatusOr<std::unique_ptr<Source>> OpenLiveSource(const FeedConfig& cfg);
+absl::StatusOr<std::unique_ptr<Source>> open_live_source(const FeedConfig& cfg);
 
 }  // namespace pollux::feed

@@ -42,9 +42,9 @@ struct Endpoint {
 
 // The files of a rotated capture: PATH, then PATH.1, PATH.2, ... (what the capture writes and
 // the replay reads on).
-std::string RotatedName(const std::string& path, std::uint64_t index);
+std::string rotated_name(const std::string& path, std::uint64_t index);
 
-void WriteFileHeader(std::uint8_t (&out)[kFileHeaderSize]) noexcept;
+void write_file_header(std::uint8_t (&out)[kFileHeaderSize]) noexcept;
 
 // Writes into `out` (kRecordOverhead bytes) the record header (timestamp `ts_ns`, ns since
 // the epoch; both lengths those of the whole frame) and the frame's Ethernet, IPv4 and UDP
@@ -52,8 +52,8 @@ void WriteFileHeader(std::uint8_t (&out)[kFileHeaderSize]) noexcept;
 // Ethernet: destination 01:00:5e + the low 23 bits of a multicast group, else zeros (the
 // capture never saw the link layer); source zeros. IPv4: no options, DF, TTL 64, `ip_id`,
 // header checksum computed. UDP: checksum 0 ("none", valid over IPv4).
-void WriteRecordHeaders(std::uint8_t* out, std::int64_t ts_ns, const Endpoint& src, const Endpoint& dst,
-                        std::size_t payload_len, std::uint16_t ip_id) noexcept;
+void write_record_headers(std::uint8_t* out, std::int64_t ts_ns, const Endpoint& src, const Endpoint& dst,
+                          std::size_t payload_len, std::uint16_t ip_id) noexcept;
 
 // The link layers a replay reads.
 enum class LinkType : std::uint8_t {
@@ -78,9 +78,9 @@ enum class FrameKind : std::uint8_t {
 
 // Takes a frame apart. A frame longer than its IPv4 total length (Ethernet padding) is
 // trimmed to it.
-FrameKind DecodeFrame(LinkType link, std::span<const std::uint8_t> frame, Datagram* out) noexcept;
+FrameKind decode_frame(LinkType link, std::span<const std::uint8_t> frame, Datagram* out) noexcept;
 
 // The one's-complement sum of RFC 791 over `bytes` (even length), folded and inverted.
-std::uint16_t Ipv4Checksum(std::span<const std::uint8_t> bytes) noexcept;
+std::uint16_t ipv4_checksum(std::span<const std::uint8_t> bytes) noexcept;
 
 }  // namespace pollux::feed::pcap

@@ -39,7 +39,7 @@ constexpr std::size_t kHandOutBytes = 1u << 20;
 constexpr std::size_t kOutputBytes = kHandOutBytes + kPacketsPerRound * Arbiter::kMaxDatagram;
 constexpr std::int64_t kCountersEveryNs = 1'000'000;
 
-bool RegularFile(const std::string& path) {
+bool regular_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
@@ -152,7 +152,7 @@ class PcapSource final : public ArbiterSource {
   absl::Status Open();
   absl::Status Advance(std::size_t consumed) override;
   bool listens() const noexcept override { return false; }
-  std::vector<std::pair<std::string, std::string>> LiveNotes() const override { return notes_; }
+  std::vector<std::pair<std::string, std::string>> live_notes() const override { return notes_; }
 
  private:
   static constexpr std::array<const char*, 6> kNames = {"pcap_files", "pcap_records",   "pcap_skipped",
@@ -162,8 +162,8 @@ class PcapSource final : public ArbiterSource {
     std::uint64_t a = 0, b = 0, replies = 0;  // for the description
     std::uint64_t other_group = 0;            // to a line's port, another group (in skipped)
   };
-  std::span<const char* const> ExtraNames() const noexcept override { return kNames; }
-  void ExtraValues(std::uint64_t* out) const noexcept override {
+  std::span<const char* const> extra_names() const noexcept override { return kNames; }
+  void extra_values(std::uint64_t* out) const noexcept override {
     out[0] = counts_.files;
     out[1] = counts_.records;
     out[2] = counts_.skipped;
@@ -175,9 +175,9 @@ class PcapSource final : public ArbiterSource {
   // Reads the next record of the set into *line/*d/*ts if it is a datagram of the feed,
   // counting the others; true when one was found, false at the end of the last file or on an
   // error (status_). *d points into libpcap's buffer until the next call.
-  bool NextDatagram(Line* line, pcap::Datagram* d, std::int64_t* ts);
+  bool next_datagram(Line* line, pcap::Datagram* d, std::int64_t* ts);
   // Takes one record apart and counts it in `c`; the feed's datagrams come back in *line/*d.
-  static bool Classify(const Classifier& k, pcap::LinkType link, const pcap_pkthdr& h, const std::uint8_t* data,
+  static bool classify(const Classifier& k, pcap::LinkType link, const pcap_pkthdr& h, const std::uint8_t* data,
                        Counts* c, Line* line, pcap::Datagram* d, Arbiter* arb);
   // A polling round at capture time `v`: every line read empty, the arbiter's timers.
   void Round(std::int64_t v) noexcept;
@@ -215,14 +215,14 @@ class PcapSource final : public ArbiterSource {
   std::int64_t wall0_ = 0, woff_ = 0, vprev_ = 0;
 };
 
-bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_pkthdr& h, const std::uint8_t* data,
+bool PcapSource::classify(const Classifier& k, pcap::LinkType link, const pcap_pkthdr& h, const std::uint8_t* data,
                           Counts* c, Line* line, pcap::Datagram* d, Arbiter* arb) {
   ++c->records;
   if (h.caplen < h.len) {  // cut by the snaplen: what is missing cannot be told
     ++c->cut;
     return false;
   }
-  switch (pcap::DecodeFrame(link, {data, h.caplen}, d)) {
+  switch (pcap::decode_frame(link, {data, h.caplen}, d)) {
     case pcap::FrameKind::kUdp:
       break;
     case pcap::FrameKind::kOther:
@@ -249,7 +249,7 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
       ++c->replies;
       return true;
     case Classifier::kWrongSource:
-      if (arb != nullptr) arb->CountWrongSource();
+      if (arb != nullptr) arb->count_wrong_source();
       return false;
     case Classifier::kOtherGroup:
       ++c->other_group;
@@ -264,9 +264,9 @@ bool PcapSource::Classify(const Classifier& k, pcap::LinkType link, const pcap_p
 
 absl::Status PcapSource::Open() {
   name_ = cfg_.pcap;
-  absl::StatusOr<sockaddr_in> a = ParseEndpoint("feed.line_a", cfg_.line_a);
+  absl::StatusOr<sockaddr_in> a = parse_endpoint("feed.line_a", cfg_.line_a);
   if (!a.ok()) return a.status();
-  absl::StatusOr<sockaddr_in> b = ParseEndpoint("feed.line_b", cfg_.line_b);
+  absl::StatusOr<sockaddr_in> b = parse_endpoint("feed.line_b", cfg_.line_b);
   if (!b.ok()) return b.status();
   k_.a = {a->sin_addr.s_addr, a->sin_port};
   k_.b = {b->sin_addr.s_addr, b->sin_port};
@@ -290,9 +290,9 @@ absl::Status PcapSource::Open() {
   }
 
   // The set: PATH, then PATH.1, PATH.2, ... as long as they exist (feed.capture_rotate's names).
-  files_.push_back(pcap::RotatedName(cfg_.pcap, 0));
-  for (std::uint64_t i = 1; RegularFile(pcap::RotatedName(cfg_.pcap, i)); ++i)
-    files_.push_back(pcap::RotatedName(cfg_.pcap, i));
+  files_.push_back(pcap::rotated_name(cfg_.pcap, 0));
+  for (std::uint64_t i = 1; regular_file(pcap::rotated_name(cfg_.pcap, i)); ++i)
+    files_.push_back(pcap::rotated_name(cfg_.pcap, i));
 
   // The whole set once: every error before anything is published, and the totals.
   Counts all;
@@ -325,7 +325,7 @@ absl::Status PcapSource::Open() {
       Line line;
       pcap::Datagram d;
       const std::uint64_t cut = all.cut;
-      (void)Classify(k_, (*f)->link(), *h, data, &all, &line, &d, nullptr);
+      (void)classify(k_, (*f)->link(), *h, data, &all, &line, &d, nullptr);
       if (all.cut != cut && first_cut.empty()) {
         first_cut = absl::StrFormat("%s record %d (%d of %d bytes)", path, (*f)->record(), h->caplen, h->len);
       }
@@ -371,7 +371,7 @@ absl::Status PcapSource::Open() {
   return absl::OkStatus();
 }
 
-bool PcapSource::NextDatagram(Line* line, pcap::Datagram* d, std::int64_t* ts) {
+bool PcapSource::next_datagram(Line* line, pcap::Datagram* d, std::int64_t* ts) {
   for (;;) {
     const pcap_pkthdr* h = nullptr;
     const std::uint8_t* data = nullptr;
@@ -397,7 +397,7 @@ bool PcapSource::NextDatagram(Line* line, pcap::Datagram* d, std::int64_t* ts) {
       ++counts_.files;
       continue;
     }
-    if (Classify(k_, file_->link(), *h, data, &counts_, line, d, &arb_)) {
+    if (classify(k_, file_->link(), *h, data, &counts_, line, d, &arb_)) {
       // Nanosecond precision asked at open: tv_usec holds nanoseconds.
       *ts = std::int64_t{h->ts.tv_sec} * 1'000'000'000 + h->ts.tv_usec;
       return true;
@@ -407,14 +407,14 @@ bool PcapSource::NextDatagram(Line* line, pcap::Datagram* d, std::int64_t* ts) {
 
 void PcapSource::Round(std::int64_t v) noexcept {
   vnow_ = v;
-  arb_.LineDrained(Line::kA, v);
-  arb_.LineDrained(Line::kB, v);
-  arb_.LineDrained(Line::kReplay, v);
+  arb_.line_drained(Line::kA, v);
+  arb_.line_drained(Line::kB, v);
+  arb_.line_drained(Line::kReplay, v);
   arb_.Tick(v);
-  arb_.ClearRequests();  // the capture holds the replies the live handler's requests brought
+  arb_.clear_requests();  // the capture holds the replies the live handler's requests brought
   const std::int64_t now = now_ns();
   if (now - counters_at_ >= kCountersEveryNs) {
-    PublishCounters();
+    publish_counters();
     counters_at_ = now;
   }
 }
@@ -435,13 +435,13 @@ bool PcapSource::WaitUntil(std::int64_t due) {
 }
 
 absl::Status PcapSource::Advance(std::size_t consumed) {
-  BeginAdvance(consumed);
+  begin_advance(consumed);
   for (;;) {
     // Once handing out has begun it goes on until the output is empty and starts over (the
     // arbiter reuses its output buffer only then).
     draining_ = draining_ || paced_ || eof_ || arb_.output_bytes_pending() >= kHandOutBytes || arb_.done() || stopped();
     if (draining_) {
-      if (TakePiece(round_wall_)) return absl::OkStatus();
+      if (take_piece(round_wall_)) return absl::OkStatus();
       draining_ = false;
     }
     if (arb_.done() || stopped()) {
@@ -449,7 +449,7 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       return absl::OkStatus();
     }
     if (!have_next_ && !eof_) {
-      have_next_ = NextDatagram(&next_line_, &next_, &next_ts_);
+      have_next_ = next_datagram(&next_line_, &next_, &next_ts_);
       if (!status_.ok()) return status_;
       if (!have_next_) {
         eof_ = true;
@@ -481,8 +481,8 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       // This datagram and those of the same moment, then the round.
       std::size_t n = 0;
       do {
-        (void)arb_.OnPacket(next_line_, next_.payload, vnow_);
-        have_next_ = NextDatagram(&next_line_, &next_, &next_ts_);
+        (void)arb_.on_packet(next_line_, next_.payload, vnow_);
+        have_next_ = next_datagram(&next_line_, &next_, &next_ts_);
       } while (have_next_ && next_ts_ <= vnow_ && ++n < kPacketsPerRound);
       if (!status_.ok()) return status_;
       if (!have_next_) {
@@ -506,6 +506,6 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Source>> OpenPcapSource(const FeedConfig& cfg) { return OpenTimed<PcapSource>(cfg); }
+absl::StatusOr<std::unique_ptr<Source>> open_pcap_source(const FeedConfig& cfg) { return open_timed<PcapSource>(cfg); }
 
 }  // namespace pollux::feed

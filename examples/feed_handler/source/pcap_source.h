@@ -32,6 +32,6 @@
 
 namespace pollux::feed {
 
-absl::StatusOr<std::unique_ptr<Source>> OpenPcapSource(const FeedConfig& cfg);
+absl::StatusOr<std::unique_ptr<Source>> open_pcap_source(const FeedConfig& cfg);
 
 }  // namespace pollux::feed

@@ -19,7 +19,7 @@ class ReplaySource final : public Source {
   std::uint64_t window_offset() const noexcept override { return file_ ? file_->window_offset() : 0; }
   bool last_window() const noexcept override { return !file_ || file_->last(); }
   absl::Status Advance(std::size_t consumed) override { return file_ ? file_->Advance(consumed) : absl::OkStatus(); }
-  absl::Status Rewind() override { return file_ ? file_->Rewind() : absl::OkStatus(); }
+  absl::Status rewind() override { return file_ ? file_->rewind() : absl::OkStatus(); }
 
   std::vector<std::uint8_t> generated_;
   std::optional<itch::ChunkReader> file_;
@@ -28,9 +28,9 @@ class ReplaySource final : public Source {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
-  if (cfg.source == SourceKind::kMoldUdp64) return OpenLiveSource(cfg);
-  if (cfg.source == SourceKind::kPcap) return OpenPcapSource(cfg);
+absl::StatusOr<std::unique_ptr<Source>> open_source(const FeedConfig& cfg) {
+  if (cfg.source == SourceKind::kMoldUdp64) return open_live_source(cfg);
+  if (cfg.source == SourceKind::kPcap) return open_pcap_source(cfg);
   const auto t0 = std::chrono::steady_clock::now();
   auto src = std::make_unique<ReplaySource>();
   if (cfg.source == SourceKind::kGenerator) {
@@ -39,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
     o.messages = cfg.messages;
     o.seed = cfg.seed;
     o.orders_per_symbol = cfg.orders_per_symbol;
-    absl::StatusOr<std::vector<std::uint8_t>> g = itch::GenerateItch(o);
+    absl::StatusOr<std::vector<std::uint8_t>> g = itch::generate_itch(o);
     if (!g.ok()) return g.status();
     src->generated_ = std::move(*g);
     src->set_name("generated feed");
@@ -56,15 +56,15 @@ absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg) {
   // hold (it checks it again: a file can change between the passes), and the progress line
   // knows the total.
   std::uint64_t messages = 0;
-  absl::Status s = ScanSource(
+  absl::Status s = scan_source(
       *src,
       [&](std::span<const std::uint8_t> w, itch::ParseResult* r) {
-        *r = itch::ForEachMessage(w, [](itch::MessageView) {});
+        *r = itch::for_each_message(w, [](itch::MessageView) {});
         messages += r->messages;
         return true;
       },
       [] { return true; });
-  if (s.ok()) s = src->Rewind();
+  if (s.ok()) s = src->rewind();
   if (!s.ok()) return s;
   src->messages = messages;
   src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -47,7 +47,7 @@ class Source {
   // A live source waits here for the network (running the idle hook) until it has a window
   // or a notice, the session is over (last_window()), or the stop flag is set.
   virtual absl::Status Advance(std::size_t consumed) = 0;
-  virtual absl::Status Rewind() { return absl::OkStatus(); }
+  virtual absl::Status rewind() { return absl::OkStatus(); }
   // "<path>", "generated feed" or "moldudp64 A ... B ...": how errors name the input.
   const std::string& name() const noexcept { return name_; }
 
@@ -62,19 +62,19 @@ class Source {
   // While Advance() waits: `hook(ctx)` runs the publishers' transport duties (inline mode),
   // `stop` ends the wait (the source then reports its last window), and `idle` says how to
   // wait: busy-spin and yield poll the sockets, the others sleep in poll() (1 ms at most).
-  void SetWaitHooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, IdleKind idle) noexcept {
+  void set_wait_hooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, IdleKind idle) noexcept {
     idle_hook_ = hook;
     idle_ctx_ = ctx;
     stop_ = stop;
     idle_kind_ = idle;
   }
   // Live sources export their counters to `ctx`'s counters file (pollux-stat shows them).
-  virtual void AttachCounters(Context&) {}
+  virtual void attach_counters(Context&) {}
   // Live sources: the counters for the summary (name, value), empty otherwise.
-  virtual std::vector<std::pair<std::string, std::uint64_t>> LiveCounters() const { return {}; }
+  virtual std::vector<std::pair<std::string, std::uint64_t>> live_counters() const { return {}; }
   // Live sources: what the summary says beside the counters, as (key, text): the capture's
   // files and why it stopped, what a replayed capture held besides the feed.
-  virtual std::vector<std::pair<std::string, std::string>> LiveNotes() const { return {}; }
+  virtual std::vector<std::pair<std::string, std::string>> live_notes() const { return {}; }
 
  protected:
   std::string name_;
@@ -88,16 +88,16 @@ class Source {
 // windows), so a malformed file fails before anything is published; the source is then at
 // its first window. Errors name the input: "<path>: itch: offset N: ...". A live source
 // (feed.source = "moldudp64") joins its lines here; its first window is empty.
-absl::StatusOr<std::unique_ptr<Source>> OpenSource(const FeedConfig& cfg);
+absl::StatusOr<std::unique_ptr<Source>> open_source(const FeedConfig& cfg);
 
 // Runs `scan(window, &result)` over every window of `src`, in order, from the current one:
-// `scan` frames the window (ForEachMessage, a MessageCursor) and returns false to stop (the
-// caller knows why; ScanSource then returns OK). A record cut by a window's end is carried
+// `scan` frames the window (for_each_message, a MessageCursor) and returns false to stop (the
+// caller knows why; scan_source then returns OK). A record cut by a window's end is carried
 // into the next window; `before_advance()` runs before a window is replaced (views into it
 // die then) and may stop the scan too by returning false. The first framing error comes
 // back with its file offset and the input's name, an I/O error (truncation) as it is.
 template <class Scan, class BeforeAdvance>
-absl::Status ScanSource(Source& src, Scan&& scan, BeforeAdvance&& before_advance) {
+absl::Status scan_source(Source& src, Scan&& scan, BeforeAdvance&& before_advance) {
   for (;;) {
     itch::ParseResult r;
     if (!scan(src.window(), &r)) return absl::OkStatus();
@@ -108,7 +108,7 @@ absl::Status ScanSource(Source& src, Scan&& scan, BeforeAdvance&& before_advance
     }
     if (r.ok()) return absl::OkStatus();
     r.offset += src.window_offset();
-    const absl::Status s = r.ToStatus();
+    const absl::Status s = r.to_status();
     return absl::Status(s.code(), absl::StrCat(src.name(), ": ", s.message()));
   }
 }
