@@ -20,6 +20,7 @@
 #include "tests/udp/scripted_subscriber.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux {
 namespace {
@@ -482,7 +483,7 @@ TEST(UdpKernelTimestamps, PerStreamKeyRejectsOtherValues) {
   EXPECT_NE(std::string(c.status().message()).find("kernel_timestamps"), std::string::npos) << c.status();
   auto inherit = core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml");
   ASSERT_TRUE(inherit.ok()) << inherit.status();
-  EXPECT_TRUE(core::udp_kernel_timestamps(*inherit, inherit->find_stream(1)));
+  EXPECT_TRUE(transport::udp::kernel_timestamps(*inherit, inherit->find_stream(1)));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "tests/udp/scripted_subscriber.h"
 #include "tests/udp/udp_test_util.h"
 #include "transport/reliability/wire.h"
+#include "transport/udp/udp_config.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -157,8 +158,8 @@ TEST(UdpConfig, ParsesAndValidates) {
   auto c =
       core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->udp.mtu, 9000u);
-  EXPECT_DOUBLE_EQ(c->udp.fault_loss, 0.05);
+  EXPECT_EQ(transport::udp::config(*c).mtu, 9000u);
+  EXPECT_DOUBLE_EQ(transport::udp::config(*c).fault_loss, 0.05);
   EXPECT_NE(c->to_toml().find("[udp]"), std::string::npos);
 
   auto bad = core::parse_config("[udp]\naddress = \"239.255.0\"\n", "t.toml");
@@ -552,7 +553,7 @@ TEST(UdpEndpoint, PacksManyFramesPerDatagram) {
   EXPECT_EQ(msgs, 1000u);
   // 64-byte frames, 8972-byte datagrams: 140 per datagram.
   EXPECT_LE(e.tx->sender().stats().data_datagrams, 1000u / 140 + 2);
-  EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // all released
+  EXPECT_EQ(e.rx->free_buffers(), transport::udp::config(e.cfg).rx_buffers);  // all released
 }
 
 // udp_netns_test's FeedHandlerOverMulticast lost a stream on a loaded host: pollux-feed opens
@@ -720,7 +721,7 @@ TEST(UdpEndpoint, DirectPathDeliversPlainInOrderDatagramsFromTheReceiveBuffer) {
   m.expect_in_order(first_tag);
   EXPECT_EQ(m.gaps, 0u);
   EXPECT_GT(m.direct, 0u) << "no datagram took the direct path";
-  EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // direct buffers are free on return
+  EXPECT_EQ(e.rx->free_buffers(), transport::udp::config(e.cfg).rx_buffers);  // direct buffers are free on return
 }
 
 // Datagrams the publisher loses (its fault injector): the first one past a gap, and every one

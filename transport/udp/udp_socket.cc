@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::transport::udp {
 namespace {
@@ -54,14 +55,14 @@ std::string to_string(const sockaddr_in& a) {
 }
 
 absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::StreamConfig* stream) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   Channel ch;
   const std::string address = stream != nullptr && !stream->udp_address.empty() ? stream->udp_address : u.address;
   const std::uint32_t port = stream != nullptr && stream->udp_port != 0 ? stream->udp_port : u.port;
   const char* addr_key = stream != nullptr && !stream->udp_address.empty() ? "streams.udp_address" : "udp.address";
   ch.address_key = addr_key;
   ch.port_key = stream != nullptr && stream->udp_port != 0 ? "streams.udp_port" : "udp.port";
-  ch.kernel_timestamps = core::udp_kernel_timestamps(cfg, stream);
+  ch.kernel_timestamps = udp::kernel_timestamps(cfg, stream);
   ch.dest.sin_family = AF_INET;
   ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
@@ -111,7 +112,7 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
 }
 
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
   si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
@@ -181,7 +182,7 @@ bool restart_tx_timestamp_ids(int fd) {
 }
 
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
   si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
