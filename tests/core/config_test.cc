@@ -33,7 +33,7 @@ TEST(ConfigTest, EmptyIsAllDefaults) {
   EXPECT_EQ(c->runtime.idle, IdleKind::kAdaptive);
   EXPECT_EQ(c->transport, TransportKind::kShm);
   EXPECT_EQ(transport::shm::config(*c).log_size, 16u << 20);
-  EXPECT_EQ(transport::shm::config(*c).flow_control, FlowControl::kLossy);
+  EXPECT_EQ(transport::shm::config(*c).flow_control, transport::shm::FlowControl::kLossy);
   EXPECT_EQ(c->rings.capacity, 1024u);
   EXPECT_TRUE(c->streams.empty());
 }
@@ -71,7 +71,7 @@ trace_every = 100
   EXPECT_EQ(c->pool.hugepages, HugePages::kOff);
   EXPECT_EQ(c->rings.capacity, 256u);
   EXPECT_EQ(transport::shm::config(*c).log_size, 1u << 20);
-  EXPECT_EQ(transport::shm::config(*c).flow_control, FlowControl::kBackpressure);
+  EXPECT_EQ(transport::shm::config(*c).flow_control, transport::shm::FlowControl::kBackpressure);
   ASSERT_EQ(c->streams.size(), 1u);
   EXPECT_EQ(c->streams[0].topic, "itch.0");
   EXPECT_EQ(c->stream_id("itch.0"), 7u);
