@@ -436,7 +436,7 @@ INSTANTIATE_TEST_SUITE_P(Udp, UdpKernelTimestampStages,
 // udp.kernel_timestamps = false (the default): no kernel stamps either way, but UDP still stamps
 // receive at recvmmsg return (inline: distinct from delivery).
 TEST(UdpKernelTimestamps, OffByDefaultButReceiveIsStillItsOwnStamp) {
-  EXPECT_FALSE(core::Config{}.udp.kernel_timestamps);
+  EXPECT_FALSE(transport::udp::config(core::Config{}).kernel_timestamps);
   for (const char* mode : {"inline", "dedicated"}) {
     SCOPED_TRACE(mode);
     TracedRun r;
