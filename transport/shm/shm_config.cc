@@ -15,20 +15,17 @@ const ConfigTable<ShmConfig>& table() {
           .size("log_size", &ShmConfig::log_size, 64u << 10, 4ull << 30,
                 "bytes of each stream's broadcast log (power of two, 64KiB..4GiB); the largest message is log_size/32",
                 core::check_pow2)
-          .choice(
-              "flow_control", &ShmConfig::flow_control,
-              {{"lossy", FlowControl::kLossy}, {"backpressure", FlowControl::kBackpressure}},
-              "lossy: the publisher never waits, a lapped subscriber gets a gap report; backpressure: offer() returns "
-              "kBackPressured while the slowest live subscriber is a whole log behind")
+          .choice("flow_control", &ShmConfig::flow_control,
+                  {{"lossy", FlowControl::kLossy}, {"backpressure", FlowControl::kBackpressure}},
+                  "lossy: the publisher never waits, a lapped subscriber gets a gap report; backpressure: offer() "
+                  "returns kBackPressured while the slowest live subscriber is a whole log behind")
           .integer("max_subscribers", &ShmConfig::max_subscribers, 1, 64, "subscriber slots per stream log")
           .integer("liveness_timeout_ms", &ShmConfig::liveness_timeout_ms, 10, 3'600'000,
                    "a publisher or subscriber silent (no heartbeat, process gone) this long is considered dead")
           .text("group", &ShmConfig::group, "a string",
                 "\"\": segments are 0600 and only files of this user are attached; a group name (or gid): segments are "
-                "created "
-                "0660 with that group and files of that group (any owner, group-writable) are attached too; never "
-                "files others "
-                "may write");
+                "created 0660 with that group and files of that group (any owner, group-writable) are attached too; "
+                "never files others may write");
   return t;
 }
 
