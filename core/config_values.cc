@@ -128,8 +128,8 @@ std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, Confi
     case ConfigKeys::Type::kNumber: {
       if (k.expected.empty()) return want_number(n, k.number_min, k.number_max, &v->number);
       double d;
-      if (!node_number(n, &d) || !(d >= k.number_min && d <= k.number_max))
-        return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+      if (!node_number(n, &d)) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+      if (!(d >= k.number_min && d <= k.number_max)) return absl::StrCat("expected ", k.expected, ", got ", d);
       v->number = d;
       return "";
     }
