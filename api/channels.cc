@@ -12,8 +12,8 @@ using core::Clock;
 int AppTxSource::progress(std::int64_t /*now*/) noexcept {
   int work = 0;
   std::uint32_t freed[kMaxBurst];
-  for (std::size_t i = 0; i < tx_.size(); ++i) {
-    TxChannel& ch = *tx_[i];
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    TxChannel& ch = *channels_[i];
     if (ch.pending_n == ch.pending_off) {
       ch.pending_off = 0;
       ch.pending_n = ch.submit.pop_burst(ch.pending, burst_);
@@ -46,23 +46,17 @@ int AppTxSource::progress(std::int64_t /*now*/) noexcept {
     if (__builtin_expect(ch.closing.load(std::memory_order_acquire), 0) && ch.pending_n == ch.pending_off &&
         ch.submit.empty_approx()) {
       ch.drained.store(true, std::memory_order_release);  // pairs with the closing thread's acquire
-      tx_.erase(tx_.begin() + static_cast<std::ptrdiff_t>(i));
+      channels_.erase(channels_.begin() + static_cast<std::ptrdiff_t>(i));
       --i;
     }
   }
   return work;
 }
 
-int AppTxSource::housekeeping(std::int64_t now) noexcept {
-  int work = 0;
-  for (auto& ch : tx_) work += ch->ep->housekeeping_st(now);
-  return work;
-}
-
 // Runs after the poller announced its sleep (sleeper_barrier): a publisher that pushed before
 // that is seen here; one that pushes after sees the announcement and rings (Poller::wake).
 bool AppTxSource::try_arm() noexcept {
-  for (auto& ch : tx_) {
+  for (auto& ch : channels_) {
     if (ch->pending_n != ch->pending_off) return false;  // back-pressured frames: keep posting
     if (!ch->submit.empty_approx()) return false;
     if (ch->closing.load(std::memory_order_acquire)) return false;
@@ -73,8 +67,8 @@ bool AppTxSource::try_arm() noexcept {
 int AppRxSource::progress(std::int64_t /*now*/) noexcept {
   int work = 0;
   transport::RxDesc buf[kMaxBurst];
-  for (std::size_t i = 0; i < rx_.size(); ++i) {
-    RxChannel& ch = *rx_[i];
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    RxChannel& ch = *channels_[i];
     const std::uint32_t nr = ch.release.pop_burst(buf, burst_);
     if (nr > 0) {
       ch.ep->release_st({buf, nr}, /*validate=*/false);  // the subscriber validated
@@ -83,7 +77,7 @@ int AppRxSource::progress(std::int64_t /*now*/) noexcept {
     }
     if (__builtin_expect(ch.closing.load(std::memory_order_acquire), 0)) {
       ch.drained.store(true, std::memory_order_release);
-      rx_.erase(rx_.begin() + static_cast<std::ptrdiff_t>(i));
+      channels_.erase(channels_.begin() + static_cast<std::ptrdiff_t>(i));
       --i;
       continue;
     }
@@ -113,14 +107,8 @@ int AppRxSource::progress(std::int64_t /*now*/) noexcept {
   return work;
 }
 
-int AppRxSource::housekeeping(std::int64_t now) noexcept {
-  int work = 0;
-  for (auto& ch : rx_) work += ch->ep->housekeeping_st(now);
-  return work;
-}
-
 bool AppRxSource::try_arm() noexcept {
-  for (auto& ch : rx_) {
+  for (auto& ch : channels_) {
     if (!ch->release.empty_approx()) return false;
     if (ch->closing.load(std::memory_order_acquire)) return false;
     // A full deliver ring: nothing to do until the subscriber releases (which wakes us).

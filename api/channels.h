@@ -80,34 +80,39 @@ struct RxChannel {
   }
 };
 
-class AppTxSource final : public core::ProgressSource {
+// A poller's source over the application's channels of one direction (TxChannel or
+// RxChannel); the direction's class adds progress() and try_arm().
+template <class Channel>
+class AppSource : public core::ProgressSource {
  public:
-  explicit AppTxSource(std::uint32_t burst) : burst_(burst) {}
-  int progress(std::int64_t now) noexcept override;
-  bool try_arm() noexcept override;
+  AppSource(std::uint32_t burst, std::string_view name) : burst_(burst), name_(name) {}
+  std::string_view name() const noexcept override { return name_; }
   void disarm() noexcept override {}
-  std::string_view name() const noexcept override { return "app-tx"; }
-  void add(std::shared_ptr<TxChannel> ch) { tx_.push_back(std::move(ch)); }  // poller thread
-  int housekeeping(std::int64_t now) noexcept override;
+  void add(std::shared_ptr<Channel> ch) { channels_.push_back(std::move(ch)); }  // poller thread
+  int housekeeping(std::int64_t now) noexcept override {
+    int work = 0;
+    for (auto& ch : channels_) work += ch->ep->housekeeping_st(now);
+    return work;
+  }
 
- private:
+ protected:
   const std::uint32_t burst_;
-  std::vector<std::shared_ptr<TxChannel>> tx_;
+  const std::string_view name_;
+  std::vector<std::shared_ptr<Channel>> channels_;
 };
 
-class AppRxSource final : public core::ProgressSource {
+class AppTxSource final : public AppSource<TxChannel> {
  public:
-  explicit AppRxSource(std::uint32_t burst) : burst_(burst) {}
+  explicit AppTxSource(std::uint32_t burst) : AppSource(burst, "app-tx") {}
   int progress(std::int64_t now) noexcept override;
   bool try_arm() noexcept override;
-  void disarm() noexcept override {}
-  std::string_view name() const noexcept override { return "app-rx"; }
-  void add(std::shared_ptr<RxChannel> ch) { rx_.push_back(std::move(ch)); }  // poller thread
-  int housekeeping(std::int64_t now) noexcept override;
+};
 
- private:
-  const std::uint32_t burst_;
-  std::vector<std::shared_ptr<RxChannel>> rx_;
+class AppRxSource final : public AppSource<RxChannel> {
+ public:
+  explicit AppRxSource(std::uint32_t burst) : AppSource(burst, "app-rx") {}
+  int progress(std::int64_t now) noexcept override;
+  bool try_arm() noexcept override;
 };
 
 // A poller with its three sources, as the context sets it up.

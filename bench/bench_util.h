@@ -36,6 +36,20 @@ using host::fork_on;
 using host::machine_description;
 using host::pin;
 
+// Forks the second process of a two-process benchmark onto CPU 1, pinned there, to run
+// `child_main` (its result is the child's exit status); the parent pins itself to CPU 0.
+// Returns the child's pid.
+template <class F>
+pid_t fork_pair(F&& child_main) {
+  const pid_t child = fork_on(1);
+  if (child == 0) {
+    pin(1);
+    _exit(child_main());
+  }
+  pin(0);
+  return child;
+}
+
 inline void print_hist(const char* label, const core::Histogram& h) {
   std::printf("%-34s p50 %8.3f  p90 %8.3f  p99 %8.3f  p99.9 %8.3f  p99.99 %8.3f  max %9.3f us  (n=%llu)\n", label,
               h.percentile(50) / 1e3, h.percentile(90) / 1e3, h.percentile(99) / 1e3, h.percentile(99.9) / 1e3,
@@ -186,5 +200,17 @@ class JsonLines {
   }
   std::string lines_;
 };
+
+// Writes `text` to `path` (nothing when `path` is empty); false, with "<program>: cannot write
+// PATH" on stderr, when it cannot.
+inline bool write_text(const std::string& path, const std::string& text, const char* program) {
+  if (path.empty()) return true;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0) {
+    std::fprintf(stderr, "%s: cannot write %s\n", program, path.c_str());
+    return false;
+  }
+  return true;
+}
 
 }  // namespace pollux::bench

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "bench/open_context.h"
 #include "core/cache.h"
 #include "pollux/pollux.h"
 
@@ -99,16 +100,13 @@ Histogram floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
   new (&lines[0]) Line();
   new (&lines[1]) Line();
   const std::uint64_t total = count + warmup;
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
+  const pid_t child = pollux::bench::fork_pair([&] {
     for (std::uint64_t i = 1; i <= total; ++i) {
       while (lines[0].v.load(std::memory_order_acquire) != i) pollux::core::cpu_relax();
       lines[1].v.store(i, std::memory_order_release);
     }
-    _exit(0);
-  }
-  pollux::bench::pin(0);
+    return 0;
+  });
   Histogram h;
   for (std::uint64_t i = 1; i <= total; ++i) {
     const std::int64_t t0 = T::now();
@@ -161,16 +159,13 @@ Histogram log_floor_pingpong(std::uint64_t count, std::uint64_t warmup) {
     f.len = len;
     f.seq.store(i, std::memory_order_release);  // after the payload and length: pairs with await
   };
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
+  const pid_t child = pollux::bench::fork_pair([&] {
     for (std::uint64_t i = 1; i <= total; ++i) {
       LogFrame& f = await(ping, i);
       publish(pong, i, f.payload, f.len);
     }
-    _exit(0);
-  }
-  pollux::bench::pin(0);
+    return 0;
+  });
   std::byte msg[32] = {};
   std::uint64_t sum = 0;
   Histogram h;
@@ -239,19 +234,10 @@ Histogram pollux_pingpong(const std::string& threading, std::size_t size, std::u
   const std::uint64_t total = count + warmup;
   int sync[2];
   if (pipe(sync) != 0) std::abort();
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
-    _exit(pong_child(name, threading, idle, dedicated, total, sync, stamp));
-  }
-  pollux::bench::pin(0);
+  const pid_t child =
+      pollux::bench::fork_pair([&] { return pong_child(name, threading, idle, dedicated, total, sync, stamp); });
   auto ctx =
-      pollux::Context::from_string(config(name, threading, idle, dedicated ? 0 : -1, g_pingpong_flow, stamp), "bench");
-
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
-    std::exit(2);
-  }
+      pollux::bench::open_context(config(name, threading, idle, dedicated ? 0 : -1, g_pingpong_flow, stamp), "bench");
   auto pub = (*ctx)->publisher("ping");
   auto sub = (*ctx)->subscriber("pong");
   char c;
@@ -293,12 +279,7 @@ double pollux_throughput(std::uint64_t count, std::uint32_t batch, bool stamp) {
   const std::string name = "tput" + std::to_string(getpid());
   int ready[2], result[2];
   if (pipe(ready) != 0 || pipe(result) != 0) std::abort();
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
-    _exit(tput_child(name, count, ready, result, stamp));
-  }
-  pollux::bench::pin(0);
+  const pid_t child = pollux::bench::fork_pair([&] { return tput_child(name, count, ready, result, stamp); });
   auto ctx = pollux::Context::from_string(config(name, "inline", "busy-spin", -1, "backpressure", stamp), "bench");
   auto pub = (*ctx)->publisher("tput");
   char c;

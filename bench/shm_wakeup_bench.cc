@@ -65,17 +65,14 @@ Histogram futex_pingpong(std::uint64_t count, std::uint64_t warmup) {
   auto wait_for = [](std::atomic<std::uint32_t>* a, std::uint32_t want) {
     for (std::uint32_t cur; (cur = a->load(std::memory_order_acquire)) != want;) (void)futex(a, FUTEX_WAIT, cur);
   };
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
+  const pid_t child = pollux::bench::fork_pair([&] {
     for (std::uint32_t i = 1; i <= total; ++i) {
       wait_for(&w[0].v, i);
       w[1].v.store(i, std::memory_order_release);
       (void)futex(&w[1].v, FUTEX_WAKE, 1);
     }
-    _exit(0);
-  }
-  pollux::bench::pin(0);
+    return 0;
+  });
   Histogram h;
   for (std::uint32_t i = 1; i <= total; ++i) {
     const std::int64_t t0 = Clock::now_ns();
@@ -106,16 +103,13 @@ Histogram futex_chain(std::uint64_t count, std::uint64_t warmup) {
     a->store(v, std::memory_order_release);  // pairs with wait_for()'s acquire
     (void)futex(a, FUTEX_WAKE, 1);
   };
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
+  const pid_t child = pollux::bench::fork_pair([&] {
     for (std::uint32_t i = 1; i <= total; ++i) {
       wait_for(&w[1].v, i);
       post(&w[2].v, i);
     }
-    _exit(0);
-  }
-  pollux::bench::pin(0);
+    return 0;
+  });
   std::thread relay([&] {
     pollux::bench::pin(0);
     for (std::uint32_t i = 1; i <= total; ++i) {
@@ -175,12 +169,7 @@ Histogram pollux_pingpong(const std::string& threading, std::uint64_t count, std
   static int run = 0;
   const std::string name = "wakebench-" + std::to_string(getpid()) + "-" + std::to_string(run++);
   const std::uint64_t total = count + warmup;
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
-    _exit(pong_child(name, total));
-  }
-  pollux::bench::pin(0);
+  const pid_t child = pollux::bench::fork_pair([&] { return pong_child(name, total); });
   Histogram h;
   {
     auto ctx =
@@ -316,26 +305,20 @@ int main(int argc, char** argv) {
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   std::string json;
   Histogram futex_h, inline_h, chain_h, ded_h;
-  if (want("futex")) {
-    futex_h = futex_pingpong(count, warmup);
-    pollux::bench::print_hist("bare futex wake (RTT/2)", futex_h);
-    json += json_case("futex", futex_h) + "\n";
-  }
-  if (want("inline")) {
-    inline_h = pollux_pingpong("inline", count, warmup);
-    pollux::bench::print_hist("shm inline interrupt (RTT/2)", inline_h);
-    json += json_case("inline", inline_h) + "\n";
-  }
-  if (want("futex-chain")) {
-    chain_h = futex_chain(count, warmup);
-    pollux::bench::print_hist("bare futex chain, 4 hops (RTT/2)", chain_h);
-    json += json_case("futex-chain", chain_h) + "\n";
-  }
-  if (want("dedicated")) {
-    ded_h = pollux_pingpong("dedicated", count, warmup);
-    pollux::bench::print_hist("shm dedicated interrupt (RTT/2)", ded_h);
-    json += json_case("dedicated", ded_h) + "\n";
-  }
+  // Runs case `name` when it was asked for: its histogram into *h, printed as `label` and added
+  // to the JSON.
+  auto run_case = [&](const char* name, const char* label, Histogram* h, auto&& measure) {
+    if (!want(name)) return;
+    *h = measure();
+    pollux::bench::print_hist(label, *h);
+    json += json_case(name, *h) + "\n";
+  };
+  run_case("futex", "bare futex wake (RTT/2)", &futex_h, [&] { return futex_pingpong(count, warmup); });
+  run_case("inline", "shm inline interrupt (RTT/2)", &inline_h,
+           [&] { return pollux_pingpong("inline", count, warmup); });
+  run_case("futex-chain", "bare futex chain, 4 hops (RTT/2)", &chain_h, [&] { return futex_chain(count, warmup); });
+  run_case("dedicated", "shm dedicated interrupt (RTT/2)", &ded_h,
+           [&] { return pollux_pingpong("dedicated", count, warmup); });
   auto ratio = [&](const char* what, const Histogram& a, const Histogram& b) {
     if (a.count() == 0 || b.count() == 0 || b.percentile(50) == 0) return;
     const double r = static_cast<double>(a.percentile(50)) / static_cast<double>(b.percentile(50));
@@ -357,12 +340,5 @@ int main(int argc, char** argv) {
                   h.percentile(50) / 1e3, h.percentile(99) / 1e3);
     json += std::string(buf) + "\n";
   }
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
-      std::fprintf(stderr, "pollux-bench-shm-wakeup: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return pollux::bench::write_text(json_path, json, "pollux-bench-shm-wakeup") ? 0 : 1;
 }

@@ -11,6 +11,12 @@
 //                                        so a reader (pollux-stat) spells a name through the table
 //   POLLUX_COUNTER_ALLOCATE(LIST, obj, alloc)  obj.field = alloc("name") for each entry, in table order
 //   POLLUX_COUNTER_PUBLISH(LIST, obj)    obj.field.set(value) for each entry of the second form
+// A set is usually a struct of its own, declared with
+//   POLLUX_COUNTER_SET(Name, LIST)       struct Name { POLLUX_COUNTER_MEMBERS(LIST) }, checked to hold
+//                                        nothing but the set's counters
+//   POLLUX_COUNTER_MEMBERS(LIST)         the fields, table and names above and allocate(alloc), which
+//                                        allocates them all (for a struct that adds its own methods;
+//                                        POLLUX_COUNTER_SET_CHECK(Name, LIST) after it)
 // Names are what pollux-stat, tests and scripts read: changing one is an interface change.
 #pragma once
 
@@ -58,3 +64,19 @@ struct CounterInfo {
     auto& pollux_counter_obj_ = (obj);    \
     LIST(POLLUX_COUNTER_SET_)             \
   } while (0)
+#define POLLUX_COUNTER_MEMBERS(LIST)             \
+  POLLUX_COUNTER_FIELDS(LIST)                    \
+  POLLUX_COUNTER_TABLE(LIST)                     \
+  POLLUX_COUNTER_NAMES(LIST)                     \
+  template <class PolluxCounterAlloc>            \
+  void allocate(PolluxCounterAlloc&& alloc) {    \
+    POLLUX_COUNTER_ALLOCATE(LIST, *this, alloc); \
+  }
+#define POLLUX_COUNTER_SET_CHECK(Name, LIST)                                           \
+  static_assert(sizeof(Name) == Name::kCounterCount * sizeof(::pollux::core::Counter), \
+                "every counter of " #Name " is in " #LIST)
+#define POLLUX_COUNTER_SET(Name, LIST) \
+  struct Name {                        \
+    POLLUX_COUNTER_MEMBERS(LIST)       \
+  };                                   \
+  POLLUX_COUNTER_SET_CHECK(Name, LIST)

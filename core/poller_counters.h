@@ -39,12 +39,6 @@ namespace pollux::core {
 #define POLLUX_POLLER_PINNED_COUNTERS(X) X(pinned_cpu, "pinned_cpu", "the core the poller thread is pinned to")
 #define POLLUX_POLLER_ALL_COUNTERS(X) POLLUX_POLLER_COUNTERS(X) POLLUX_POLLER_PINNED_COUNTERS(X)
 
-struct PollerCounters {
-  POLLUX_COUNTER_FIELDS(POLLUX_POLLER_ALL_COUNTERS)
-  POLLUX_COUNTER_TABLE(POLLUX_POLLER_ALL_COUNTERS)
-  POLLUX_COUNTER_NAMES(POLLUX_POLLER_ALL_COUNTERS)
-};
-static_assert(sizeof(PollerCounters) == PollerCounters::kCounterCount * sizeof(Counter),
-              "every counter of the set is in POLLUX_POLLER_ALL_COUNTERS");
+POLLUX_COUNTER_SET(PollerCounters, POLLUX_POLLER_ALL_COUNTERS);
 
 }  // namespace pollux::core

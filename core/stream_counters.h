@@ -65,7 +65,6 @@ struct StreamCounters {
     return c;
   }
 };
-static_assert(sizeof(StreamCounters) == StreamCounters::kCounterCount * sizeof(Counter),
-              "every counter of the set is in POLLUX_STREAM_ALL_COUNTERS");
+POLLUX_COUNTER_SET_CHECK(StreamCounters, POLLUX_STREAM_ALL_COUNTERS);
 
 }  // namespace pollux::core

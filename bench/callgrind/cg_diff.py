@@ -4,7 +4,9 @@ Each function's self Ir at count B minus at count A, divided by B - A: set-up an
 cancel. Clones of one function ("[clone .part.0]", ".cold") and template/argument lists are
 folded under one short name.
 """
+import json
 import re
+import time
 
 
 def short(name):
@@ -45,3 +47,19 @@ def per_message(path_a, path_b, a, b, top):
     rows = sorted(((fb.get(k, 0) - fa.get(k, 0)) / d, k) for k in set(fa) | set(fb))
     rows = [r for r in reversed(rows) if r[0] >= 0.5][:top]
     return rows, (tb - ta) / d
+
+
+def print_rows(heading, rows, total, total_note):
+    """The per-message table: `heading`, a row per function, then the TOTAL row."""
+    print(heading)
+    for v, k in rows:
+        print(f"  {v:8.1f}  {k}")
+    print(f"  {total:8.1f}  TOTAL ({total_note})")
+
+
+def open_json(path, program, machine, argv):
+    """The JSON-lines file at `path`, its first line (program, machine, argv, date) written."""
+    f = open(path, "w")
+    f.write(json.dumps({"program": program, "machine": machine, "argv": argv,
+                        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    return f

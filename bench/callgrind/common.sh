@@ -1,6 +1,7 @@
-# What the callgrind scripts of bench/callgrind share, sourced after they set SCRIPT (their name,
-# for messages) and VALUE_FLAGS (their options that take a value), and defined usage() and
-# option FLAG [VALUE] (applies one option; returns 1 for a flag it does not know).
+# What the callgrind scripts of bench/callgrind share. Before calling these functions a script
+# sets SCRIPT (its name, for messages) and VALUE_FLAGS (its options that take a value), and
+# defines usage() and option FLAG [VALUE] (applies one option; returns 1 for a flag it does not
+# know).
 # shellcheck shell=bash
 
 die() { echo "$SCRIPT: $* (see --help)" >&2; exit 64; }
@@ -29,3 +30,17 @@ need() { command -v "$1" >/dev/null || { echo "$SCRIPT: $1 missing ($2)" >&2; ex
 need_program() { [ -x "$1" ] || { echo "$SCRIPT: $1: no such program (cmake --build build --target $2)" >&2; exit 1; }; }
 # work_dir: a temporary folder in T, removed at exit.
 work_dir() { T=$(mktemp -d); trap 'rm -rf "$T"' EXIT; }
+# need_callgrind: valgrind and its callgrind_annotate on PATH, or a message and exit 1.
+need_callgrind() {
+  need valgrind "scripts/install-deps.sh installs it"
+  need callgrind_annotate "package valgrind"
+}
+# inline_start "$@": the start of an inline script (shm-inline.sh, udp-inline.sh): ARGV (the
+# command line, for the JSON), the options, --b above --a (their difference is what the
+# per-message cost is taken over), callgrind present.
+inline_start() {
+  ARGV="$0 $*"
+  parse_options "$@"
+  [ "$B" -gt "$A" ] || die "--b ($B) must be larger than --a ($A)"
+  need_callgrind
+}

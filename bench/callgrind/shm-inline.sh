@@ -10,6 +10,7 @@
 #                                 [--counters true|false] [--top N] [--json FILE] [--keep DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 BIN="$here/../../build/bin/pollux-callgrind-shm-inline"
 A=20000 B=120000 SIZE=32 FLOW=backpressure COUNTERS=true TOP=10 JSON="" KEEP=""
 usage() {
@@ -47,12 +48,7 @@ option() {
     *) return 1 ;;
   esac
 }
-. "$here/common.sh"
-ARGV="$0 $*"
-parse_options "$@"
-[ "$B" -gt "$A" ] || die "--b ($B) must be larger than --a ($A)"
-need valgrind "scripts/install-deps.sh installs it"
-need callgrind_annotate "package valgrind"
+inline_start "$@"
 need_program "$BIN" pollux-callgrind-shm-inline
 
 work_dir
@@ -70,23 +66,18 @@ if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$T/cg.$A" "$T/cg.$B" "$KEEP/"; f
 MACHINE=$("$BIN" --machine 2>/dev/null || echo "?")
 
 CG_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T/ann.$A" "$T/ann.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$FLOW" "$COUNTERS" <<'PY'
-import json, os, re, sys, time
+import json, os, sys
 sys.path.insert(0, os.environ["CG_DIR"])
-from cg_diff import per_message  # bench/callgrind/cg_diff.py
+from cg_diff import open_json, per_message, print_rows  # bench/callgrind/cg_diff.py
 fa, fb, a, b, top, jpath, argv, machine, size, flow, counters = sys.argv[1:]
 a, b, top = int(a), int(b), int(top)
 
 rows, total = per_message(fa, fb, a, b, top)
-d = b - a
-print(f"instructions per message (offer + poll, {size} B, {flow}, counters {counters}; "
-      f"runs of {a} and {b} iterations, self Ir difference / {d}):")
-for v, k in rows:
-    print(f"  {v:8.1f}  {k}")
-print(f"  {total:8.1f}  TOTAL (whole program, loop included)")
+print_rows(f"instructions per message (offer + poll, {size} B, {flow}, counters {counters}; "
+           f"runs of {a} and {b} iterations, self Ir difference / {b - a}):",
+           rows, total, "whole program, loop included")
 if jpath:
-    with open(jpath, "w") as f:
-        f.write(json.dumps({"program": "bench/callgrind/shm-inline.sh", "machine": machine, "argv": argv,
-                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    with open_json(jpath, "bench/callgrind/shm-inline.sh", machine, argv) as f:
         for v, k in rows + [(total, "TOTAL")]:
             f.write(json.dumps({"case": "shm-inline", "function": k, "ir_per_msg": round(v, 2), "size": int(size),
                                 "flow": flow, "counters": counters == "true", "count_a": a, "count_b": b}) + "\n")

@@ -12,6 +12,7 @@
 #                                 [--top N] [--no-strace] [--json FILE] [--keep DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 BIN="$here/../../build/bin/pollux-callgrind-udp-inline"
 A=10000 B=60000 SIZE=32 EMPTY=1 BARE=false COUNTERS=true TOP=12 JSON="" KEEP="" STRACE=true
 usage() {
@@ -63,12 +64,7 @@ option() {
     *) return 1 ;;
   esac
 }
-. "$here/common.sh"
-ARGV="$0 $*"
-parse_options "$@"
-[ "$B" -gt "$A" ] || die "--b ($B) must be larger than --a ($A)"
-need valgrind "scripts/install-deps.sh installs it"
-need callgrind_annotate "package valgrind"
+inline_start "$@"
 if $STRACE; then need strace "scripts/install-deps.sh installs it; or --no-strace"; fi
 need_program "$BIN" pollux-callgrind-udp-inline
 
@@ -99,9 +95,9 @@ if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$T/cg.$A" "$T/cg.$B" "$T/st.$A" 
 MACHINE=$("$BIN" --machine 2>/dev/null || echo "?")
 
 CG_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T/ann.$A" "$T/ann.$B" "$T/st.$A" "$T/st.$B" "$A" "$B" "$TOP" "$JSON" "$ARGV" "$MACHINE" "$SIZE" "$COUNTERS" "$STRACE" "$EMPTY" "$RETRIES" "$BARE" <<'PY'
-import json, os, re, sys, time
+import json, os, re, sys
 sys.path.insert(0, os.environ["CG_DIR"])
-from cg_diff import per_message  # bench/callgrind/cg_diff.py
+from cg_diff import open_json, per_message, print_rows  # bench/callgrind/cg_diff.py
 fa, fb, sa, sb, a, b, top, jpath, argv, machine, size, counters, strace, empty, retries, bare = sys.argv[1:]
 case = "udp-bare" if bare == "true" else "udp-inline"
 a, b, top = int(a), int(b), int(top)
@@ -121,11 +117,9 @@ def load_strace(path):
 rows, total = per_message(fa, fb, a, b, top)
 d = b - a
 what = "bare sockets: recv + send + recv" if bare == "true" else f"offer + poll, counters {counters}"
-print(f"instructions per message ({case}, {empty} empty poll(s) + {what}, {size} B, unicast 127.0.0.1; "
-      f"runs of {a} and {b} iterations, self Ir difference / {d}):")
-for v, k in rows:
-    print(f"  {v:8.1f}  {k}")
-print(f"  {total:8.1f}  TOTAL (whole program, loop included; user space only)")
+print_rows(f"instructions per message ({case}, {empty} empty poll(s) + {what}, {size} B, unicast 127.0.0.1; "
+           f"runs of {a} and {b} iterations, self Ir difference / {d}):",
+           rows, total, "whole program, loop included; user space only")
 sys_rows = []
 if strace == "true":
     xa, xb = load_strace(sa), load_strace(sb)
@@ -141,9 +135,7 @@ if strace == "true":
     print(f"system calls per message (strace -f -c, same two counts): {tot:.3f} total: {parts}")
 print(f"polls or offers repeated (run@count:retries):{retries}")
 if jpath:
-    with open(jpath, "w") as f:
-        f.write(json.dumps({"program": "bench/callgrind/udp-inline.sh", "machine": machine, "argv": argv,
-                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    with open_json(jpath, "bench/callgrind/udp-inline.sh", machine, argv) as f:
         for v, k in rows + [(total, "TOTAL")]:
             f.write(json.dumps({"case": case, "function": k, "ir_per_msg": round(v, 2), "size": int(size),
                                 "counters": counters == "true", "empty_polls": int(empty), "count_a": a, "count_b": b}) + "\n")

@@ -17,6 +17,7 @@
 #                         [--bin DIR] [--json FILE]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 BIN="$here/../../build/bin"
 MESSAGES=2000000 SYMBOLS=8000 RATE=max REPS=3 REPLAY_REPS=3 JSON=""
 usage() {
@@ -32,23 +33,10 @@ bench/feed/capture.sh - capture overhead, drops at the highest rate, replay spee
   --json FILE      append one JSON object per run
 U
 }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --messages) MESSAGES=$2; shift 2 ;;
-    --symbols) SYMBOLS=$2; shift 2 ;;
-    --rate) RATE=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --replay-reps) REPLAY_REPS=$2; shift 2 ;;
-    --bin) BIN=$2; shift 2 ;;
-    --json) JSON=$2; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "capture.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
-  esac
-done
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-FILE="${TMPDIR:-/tmp}/pollux-capture-bench-${MESSAGES}-${SYMBOLS}.itch"
-[ -s "$FILE" ] || "$BIN/pollux-itch-gen" --out "$FILE" --messages "$MESSAGES" --symbols "$SYMBOLS" --seed 1 >/dev/null 2>&1
+SCRIPT=capture.sh
+FLAGS="--messages=MESSAGES --symbols=SYMBOLS --rate=RATE --reps=REPS --replay-reps=REPLAY_REPS --bin=BIN --json=JSON"
+parse_flags "$@"
+itch_file pollux-capture-bench
 port=$((30000 + (RANDOM % 2000) * 4))
 lines=(--set "feed.line_a=239.255.14.1:$port" --set "feed.line_b=239.255.14.2:$((port + 1))"
        --set "feed.rerequest=127.0.0.1:$((port + 2))")
@@ -63,13 +51,15 @@ live() {
     --set feed.expected_orders=4194304 --set runtime.idle=backoff "${extra[@]}" --book-out "$T/$label.books" --summary-json "$T/$label.json" \
     >"$T/$label.out" 2>&1 &
   local fh=$!
-  for _ in $(seq 1 300); do grep -q "live: ready" "$T/$label.out" && break; sleep 0.1; done
+  wait_ready "$T/$label.out"
   "$BIN/pollux-exchange" --itch "$FILE" --line-a "239.255.14.1:$port" --line-b "239.255.14.2:$((port + 1))" \
     --rerequest-port $((port + 2)) --interface lo --rate "$rate" --linger-ms 1000 --summary-json "$T/$label.ex.json" \
     2>"$T/$label.ex.err"
   wait "$fh" || { echo "capture.sh: pollux-feed failed ($label):" >&2; tail -5 "$T/$label.out" >&2; exit 1; }
-  python3 - "$T/$label.json" "$label" "$rate" "$cap" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
-import json, sys
+  FEED_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T/$label.json" "$label" "$rate" "$cap" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.environ["FEED_DIR"])
+from feed_row import emit  # bench/feed/feed_row.py
 path, label, rate, cap, out, load = sys.argv[1:7]
 h = json.load(open(path)); L, p = h["live"], h["publisher"]
 n = p["messages"]
@@ -79,14 +69,11 @@ r = {"run": label, "rate": rate, "capture": bool(cap), "loadavg": load, "message
      "handler_cpu_ns_per_datagram": p["cpu_seconds"] / max(1, L["packets_a"] + L["packets_b"] + L["replay_packets"]) * 1e9,
      "capture_records": L.get("capture_records", 0), "capture_dropped": L.get("capture_dropped", 0),
      "capture_bytes": L.get("capture_bytes", 0), "messages_unrecoverable": L["messages_unrecoverable"]}
-print(f"{label:>10}: rate {rate}, capture {'on ' if cap else 'off'}: handler cpu {r['handler_cpu_ns_per_msg']:.1f} ns/msg "
-      f"{r['handler_cpu_ns_per_datagram']:.0f} ns/datagram, "
-      f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end, {r['datagrams']} datagrams, captured "
-      f"{r['capture_records']} ({r['capture_bytes'] / 1e6:.0f} MB), dropped {r['capture_dropped']}, "
-      f"unrecoverable {r['messages_unrecoverable']}, load {load}")
-if out:
-    with open(out, "a") as f:
-        f.write(json.dumps(r) + "\n")
+emit(r, out, f"{label:>10}: rate {rate}, capture {'on ' if cap else 'off'}: handler cpu "
+     f"{r['handler_cpu_ns_per_msg']:.1f} ns/msg {r['handler_cpu_ns_per_datagram']:.0f} ns/datagram, "
+     f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end, {r['datagrams']} datagrams, captured "
+     f"{r['capture_records']} ({r['capture_bytes'] / 1e6:.0f} MB), dropped {r['capture_dropped']}, "
+     f"unrecoverable {r['messages_unrecoverable']}, load {load}")
 PY
 }
 
@@ -109,20 +96,19 @@ replay() {
     --book-out "$T/$label.books" --summary-json "$T/$label.json" >"$T/$label.out" 2>&1 || { tail -5 "$T/$label.out" >&2; exit 1; }
   same=no
   cmp -s "$T/$label.books" "$T/max.books" && same=yes
-  python3 - "$T/$label.json" "$label" "$same" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
-import json, sys
+  FEED_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T/$label.json" "$label" "$same" "$JSON" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.environ["FEED_DIR"])
+from feed_row import emit  # bench/feed/feed_row.py
 path, label, same, out, load = sys.argv[1:6]
 h = json.load(open(path)); p = h["publisher"]; L = h.get("live", {})
 r = {"run": label, "messages": p["messages"], "end_to_end_msg_per_s": h["end_to_end"]["messages_per_s"],
      "publisher_msg_per_s": p["messages_per_s"], "publisher_cpu_ns_per_msg": p["cpu_seconds"] / p["messages"] * 1e9,
      "subscriber_cpu_ns_per_msg": h["subscribers"][0]["cpu_seconds"] / p["messages"] * 1e9,
      "pcap_records": L.get("pcap_records", 0), "books_equal_live": same == "yes", "loadavg": load}
-print(f"{label:>10}: {r['messages']} msgs{' from %d records' % r['pcap_records'] if r['pcap_records'] else ''}: "
-      f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end; cpu ns/msg publisher {r['publisher_cpu_ns_per_msg']:.1f} "
-      f"subscriber {r['subscriber_cpu_ns_per_msg']:.1f}; books equal the live run's: {same}; load {load}")
-if out:
-    with open(out, "a") as f:
-        f.write(json.dumps(r) + "\n")
+emit(r, out, f"{label:>10}: {r['messages']} msgs{' from %d records' % r['pcap_records'] if r['pcap_records'] else ''}: "
+     f"{r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end; cpu ns/msg publisher {r['publisher_cpu_ns_per_msg']:.1f} "
+     f"subscriber {r['subscriber_cpu_ns_per_msg']:.1f}; books equal the live run's: {same}; load {load}")
 PY
 }
 for rep in $(seq 1 "$REPLAY_REPS"); do

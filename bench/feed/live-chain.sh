@@ -9,6 +9,7 @@
 #                            [--idle yield|busy-spin|backoff] [--bin DIR] [--json FILE]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
 BIN="$here/../../build/bin"
 MESSAGES=5000000 SYMBOLS=100 MTU=1400 RATE=max REPS=3 IDLE=yield JSON=""
 usage() {
@@ -25,24 +26,10 @@ bench/feed/live-chain.sh - pollux-exchange -> pollux-feed live mode -> shm subsc
   --json FILE    append one JSON object per repetition
 U
 }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --messages) MESSAGES=$2; shift 2 ;;
-    --symbols) SYMBOLS=$2; shift 2 ;;
-    --mtu) MTU=$2; shift 2 ;;
-    --rate) RATE=$2; shift 2 ;;
-    --reps) REPS=$2; shift 2 ;;
-    --idle) IDLE=$2; shift 2 ;;
-    --bin) BIN=$2; shift 2 ;;
-    --json) JSON=$2; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "live-chain.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
-  esac
-done
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-FILE="${TMPDIR:-/tmp}/pollux-live-chain-${MESSAGES}-${SYMBOLS}.itch"
-[ -s "$FILE" ] || "$BIN/pollux-itch-gen" --out "$FILE" --messages "$MESSAGES" --symbols "$SYMBOLS" --seed 1 >/dev/null 2>&1
+SCRIPT=live-chain.sh
+FLAGS="--messages=MESSAGES --symbols=SYMBOLS --mtu=MTU --rate=RATE --reps=REPS --idle=IDLE --bin=BIN --json=JSON"
+parse_flags "$@"
+itch_file pollux-live-chain
 for rep in $(seq 1 "$REPS"); do
   port=$((30000 + (RANDOM % 2000) * 4))
   "$BIN/pollux-feed" --quiet --set feed.source=moldudp64 --set "feed.line_a=239.255.13.1:$port" \
@@ -50,13 +37,15 @@ for rep in $(seq 1 "$REPS"); do
     --set feed.interface=lo --set "runtime.name=live-chain-$$" --set feed.subscriber_mode=thread \
     --set feed.rcvbuf=67108864 --set "runtime.idle=$IDLE" --summary-json "$T/h.json" >"$T/h.out" 2>&1 &
   fh=$!
-  for _ in $(seq 1 300); do grep -q "live: ready" "$T/h.out" && break; sleep 0.1; done
+  wait_ready "$T/h.out"
   /usr/bin/time -f "%U %S" -o "$T/ex.time" "$BIN/pollux-exchange" --itch "$FILE" --line-a "239.255.13.1:$port" \
     --line-b "239.255.13.2:$((port + 1))" --rerequest-port $((port + 2)) --interface lo --rate "$RATE" \
     --mtu "$MTU" --linger-ms 1000 --summary-json "$T/ex.json" 2>"$T/ex.err"
   wait "$fh"
-  python3 - "$T" "$rep" "$MTU" "$RATE" "$(cut -d' ' -f1-3 /proc/loadavg)" "$JSON" <<'PY'
-import json, sys
+  FEED_DIR="$here" PYTHONDONTWRITEBYTECODE=1 python3 - "$T" "$rep" "$MTU" "$RATE" "$(cut -d' ' -f1-3 /proc/loadavg)" "$JSON" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.environ["FEED_DIR"])
+from feed_row import emit  # bench/feed/feed_row.py
 d, rep, mtu, rate, load, out = sys.argv[1:7]
 h = json.load(open(f"{d}/h.json")); e = json.load(open(f"{d}/ex.json"))
 u, s = map(float, open(f"{d}/ex.time").read().split())
@@ -71,12 +60,10 @@ r = {"rep": int(rep), "mtu": int(mtu), "rate": rate, "loadavg": load, "messages"
      "rerequests_sent": L["rerequests_sent"], "messages_recovered": L["messages_recovered"],
      "messages_unrecoverable": L["messages_unrecoverable"], "out_of_order_packets": L["out_of_order_packets"]}
 c = r["cpu_ns_per_msg"]; w = r["packet_in_to_book_ns"]
-print(f"rep {rep}: load {load}; {n} msgs, {r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end; cpu ns/msg "
-      f"exchange {c['exchange']:.0f} handler {c['handler']:.0f} subscriber {c['subscriber']:.0f}; packet-in-to-book "
-      f"p50 {w['p50'] / 1e3:.1f} p99 {w['p99'] / 1e3:.1f} us; line A {r['packets_a']}/{r['exchange_packets_a'] + 3} "
-      f"datagrams, re-requests {r['rerequests_sent']}, unrecoverable {r['messages_unrecoverable']}")
-if out:
-    with open(out, "a") as f:
-        f.write(json.dumps(r) + "\n")
+emit(r, out, f"rep {rep}: load {load}; {n} msgs, {r['end_to_end_msg_per_s'] / 1e6:.2f} M msg/s end to end; "
+     f"cpu ns/msg exchange {c['exchange']:.0f} handler {c['handler']:.0f} subscriber {c['subscriber']:.0f}; "
+     f"packet-in-to-book p50 {w['p50'] / 1e3:.1f} p99 {w['p99'] / 1e3:.1f} us; line A "
+     f"{r['packets_a']}/{r['exchange_packets_a'] + 3} datagrams, re-requests {r['rerequests_sent']}, "
+     f"unrecoverable {r['messages_unrecoverable']}")
 PY
 done

@@ -194,22 +194,9 @@ Output:
   std::exit(64);  // EX_USAGE, like every other bench program
 }
 
+// "10k", "1M" (or "1m"): a count or a rate.
 double parse_number(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end == s.c_str()) usage_error(flag + ": not a number: \"" + s + "\"");
-  double mult = 1;
-  const std::string suffix(end);
-  if (suffix == "k" || suffix == "K") {
-    mult = 1e3;
-  } else if (suffix == "M" || suffix == "m") {
-    mult = 1e6;
-  } else if (!suffix.empty()) {
-    usage_error(flag + ": unexpected \"" + suffix + "\" in \"" + s + "\"");
-  }
-  if (!std::isfinite(v) || v < 0) usage_error(flag + ": out of range: \"" + s + "\"");
-  return v * mult;
+  return pollux::cli::scaled_number(flag, s, usage_error, /*lower_m_is_mega=*/true);
 }
 
 std::vector<std::string> parse_list(const std::string& flag, const std::string& s) {
@@ -239,22 +226,10 @@ Options parse_options(int argc, char** argv) {
   Options o;
   std::string rates = "1k,10k,100k,1M,burst";
   bool duration_given = false, warmup_given = false, drain_given = false, rtt_duration_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool has_value = false;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto arg = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) usage_error(flag + " needs a value");
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (has_value) usage_error(flag + " takes no value");
-    };
+  for (pollux::cli::FlagReader args(argc, argv, usage_error); args.next();) {
+    const std::string& flag = args.flag();
+    auto arg = [&] { return args.value(); };
+    auto no_value = [&] { args.no_value(); };
     if (const int rc = pollux::cli::handle_standard_flag(flag, "pollux-bench-rate", kHelp); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (flag == "--transports") {
@@ -362,7 +337,7 @@ Options parse_options(int argc, char** argv) {
       o.rtt_duration_s = parse_number(flag, arg());
       rtt_duration_given = true;
     } else {
-      std::exit(pollux::cli::unknown_flag("pollux-bench-rate", argv[i], kHelp));
+      std::exit(pollux::cli::unknown_flag("pollux-bench-rate", args.raw(), kHelp));
     }
   }
   if (o.quick) {
@@ -539,19 +514,11 @@ CpuPct cpu_between(const CpuSample& a, const CpuSample& b) {
 enum class AppIdleKind { kSpin, kYield, kBackoff, kWait, kSpinWait };
 
 std::string app_idle_name(AppIdleKind k) {
-  switch (k) {
-    case AppIdleKind::kSpin:
-      return "spin";
-    case AppIdleKind::kYield:
-      return "yield";
-    case AppIdleKind::kBackoff:
-      return "backoff";
-    case AppIdleKind::kWait:
-      return "wait";
-    case AppIdleKind::kSpinWait:
-      return "spin-wait";
-  }
-  return "?";
+  // Indexed by AppIdleKind, in its order.
+  static constexpr const char* kNames[] = {"spin", "yield", "backoff", "wait", "spin-wait"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(AppIdleKind::kSpinWait) + 1);
+  const auto i = static_cast<std::size_t>(k);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 AppIdleKind app_idle_for(const Options& o, const std::string& mode, const std::string& strategy) {
@@ -795,25 +762,8 @@ bool wait_connected(pollux::Publisher& pub, pollux::Subscriber* sub) {
 
 // Waits for the child to open its side; false (with `err`) if it failed or died.
 bool wait_child_state(Shared* sh, pid_t child, std::string* err) {
-  const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
-  for (;;) {
-    const int s = sh->child_state.load(std::memory_order_acquire);  // pairs with the child's release
-    if (s == 1) return true;
-    if (s == -1) {
-      *err = absl::StrCat("subscriber process: ", sh->error);
-      return false;
-    }
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      *err = absl::StrFormat("subscriber process exited early (status %d)", status);
-      return false;
-    }
-    if (Clock::monotonic_ns() > deadline) {
-      *err = "subscriber process did not open its side within 20 s";
-      return false;
-    }
-    usleep(200);
-  }
+  return pollux::host::wait_for_child(sh->child_state, 1, sh->error, child,
+                                      {"subscriber process", "open its side", nullptr, ""}, err);
 }
 
 // 1-minute load average: other processes on a 2-CPU machine move every figure.

@@ -45,10 +45,12 @@
 
 #include "absl/strings/str_format.h"
 #include "bench/bench_util.h"
+#include "bench/open_context.h"
 #include "core/buffer_pool.h"
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tools/common/loopback_udp.h"
 #include "transport/udp/udp_transport.h"
 
 namespace {
@@ -107,9 +109,7 @@ Histogram bare_pingpong(Wait w, std::uint64_t count, std::uint64_t warmup) {
   const std::uint64_t total = count + warmup;
   int sync[2];
   if (pipe(sync) != 0) std::abort();
-  const pid_t child = pollux::bench::fork_on(1);
-  if (child == 0) {
-    pollux::bench::pin(1);
+  const pid_t child = pollux::bench::fork_pair([&] {
     const int fd = bound_socket(pb, pa, busy);
     const int ep = epoll_for(fd);
     (void)!write(sync[1], "x", 1);
@@ -118,9 +118,8 @@ Histogram bare_pingpong(Wait w, std::uint64_t count, std::uint64_t warmup) {
       recv_one(fd, ep, buf, w);
       (void)!::send(fd, buf, kPayload, 0);
     }
-    _exit(0);
-  }
-  pollux::bench::pin(0);
+    return 0;
+  });
   const int fd = bound_socket(pa, pb, busy);
   const int ep = epoll_for(fd);
   char c;
@@ -150,17 +149,7 @@ name = "%s"
 threading = "inline"
 idle = "%s"
 counters = false
-[pool]
-slots = 1024
-hugepages = "off"
-[transport]
-kind = "udp"
-[udp]
-address = "127.0.0.1"
-interface = "lo"
-retransmit_buffer = "1MiB"
-rx_buffers = 256
-[[streams]]
+%s[[streams]]
 topic = "ping"
 id = 1
 udp_port = %d
@@ -169,7 +158,7 @@ topic = "pong"
 id = 2
 udp_port = %d
 )",
-                         name, idle, base_port() + 2, base_port() + 3);
+                         name, idle, pollux::tools::loopback_udp_tables(1024), base_port() + 2, base_port() + 3);
 }
 
 // ---- Pollux API ping-pong (inline, busy) -----------------------------------------------------
@@ -207,11 +196,7 @@ Histogram api_pingpong(std::uint64_t count, std::uint64_t warmup) {
   const pid_t child = pollux::bench::fork_on(1);
   if (child == 0) _exit(api_pong(total, sync));
   pollux::bench::pin(0);
-  auto ctx = pollux::Context::from_string(pingpong_config("udpbench-ping", "busy-spin"), "bench");
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
-    std::exit(2);
-  }
+  auto ctx = pollux::bench::open_context(pingpong_config("udpbench-ping", "busy-spin"), "bench");
   auto pub = (*ctx)->publisher("ping");
   auto sub = (*ctx)->subscriber("pong");
   char c;
@@ -469,11 +454,7 @@ TputResult throughput(bool dedicated, std::uint64_t count) {
   pollux::bench::pin(0);
   char c;
   if (read(ready[0], &c, 1) != 1) std::abort();
-  auto ctx = pollux::Context::from_string(tput_config("udpbench-pub", dedicated, 0), "bench");
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(ctx.status().message()).c_str());
-    std::exit(2);
-  }
+  auto ctx = pollux::bench::open_context(tput_config("udpbench-pub", dedicated, 0), "bench");
   auto pub = (*ctx)->publisher("tput");
   while (!pub->is_connected()) {
     pub->service();

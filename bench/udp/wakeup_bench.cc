@@ -40,6 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "pollux/pollux.h"
+#include "tools/common/loopback_udp.h"
 
 namespace {
 
@@ -122,17 +123,7 @@ poller_cores = [1]
 idle = "%s"
 sleep_timer_ms = 0
 counters = false
-[pool]
-slots = 8192
-hugepages = "off"
-[transport]
-kind = "udp"
-[udp]
-address = "127.0.0.1"
-interface = "lo"
-retransmit_buffer = "1MiB"
-rx_buffers = 256
-heartbeat_interval_us = 1000000
+%sheartbeat_interval_us = 1000000
 status_interval_ms = 1000
 [[streams]]
 topic = "w"
@@ -140,7 +131,7 @@ id = 1
 udp_port = %d
 trace = true
 )",
-                         name, threading, idle, g_port + 1);
+                         name, threading, idle, pollux::tools::loopback_udp_tables(8192), g_port + 1);
 }
 
 Histogram poller(const std::string& idle, std::uint64_t count, int gap_us) {
@@ -278,12 +269,5 @@ int main(int argc, char** argv) {
                           "\n",
                           r);
   }
-  if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
-      std::fprintf(stderr, "pollux-bench-udp-wakeup: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return pollux::bench::write_text(json_path, json, "pollux-bench-udp-wakeup") ? 0 : 1;
 }

@@ -74,6 +74,24 @@ TEST(CounterSet, AllocatesEveryEntryUnderItsNameAndPublishCopiesTheValuedOnes) {
   EXPECT_EQ(v.at("sum").value, 7u);
 }
 
+// The same list declared as a whole set: allocate() asks for every entry, in table order.
+POLLUX_COUNTER_SET(DeclaredSet, TEST_COUNTERS);
+static_assert(DeclaredSet::kCounterCount == 3 && DeclaredSet::names::both == "sum");
+
+TEST(CounterSet, ADeclaredSetAllocatesEveryEntryInTableOrder) {
+  auto f = CountersFile::create(::testing::TempDir(), "declared-set");
+  ASSERT_TRUE(f.ok()) << f.status();
+  DeclaredSet c;
+  std::vector<std::string> asked;
+  c.allocate([&](std::string_view n) {
+    asked.emplace_back(n);
+    return (*f)->allocate("declared", n, 1);
+  });
+  EXPECT_EQ(asked, (std::vector<std::string>{"hits", "datagrams_sent", "sum"}));
+  c.sent.add(4);
+  EXPECT_EQ(read_scope(**f, "declared").at("datagrams_sent").value, 4u);
+}
+
 TEST(CounterSet, StreamCountersOfEachDirectionGetTheirOwnNamesKindAndOwner) {
   auto f = CountersFile::create(::testing::TempDir(), "stream-counters");
   ASSERT_TRUE(f.ok()) << f.status();

@@ -31,6 +31,7 @@
 
 #include "core/frame.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/rx_names.h"
 #include "transport/rdma/ud_address.h"
 #include "transport/reliability/receiver.h"
 #include "transport/reliability/wire.h"
@@ -38,12 +39,8 @@
 
 namespace {
 
-namespace rel = pollux::transport::reliability;
+using namespace pollux::fuzz::rx_names;  // NOLINT(google-build-using-namespace)
 namespace rdma = pollux::transport::rdma;
-namespace core = pollux::core;
-using pollux::fuzz::FuzzInput;
-using pollux::transport::RxDesc;
-using pollux::transport::RxKind;
 
 constexpr std::uint32_t kStream = 7;
 constexpr std::uint32_t kGrh = 40;

@@ -32,17 +32,14 @@
 #include "core/frame.h"
 #include "tests/fuzz/formats.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/rx_names.h"
 #include "transport/reliability/receive_window.h"
 #include "transport/transport.h"
 
 namespace {
 
-namespace rel = pollux::transport::reliability;
-namespace core = pollux::core;
-using pollux::transport::RxDesc;
-using pollux::transport::RxKind;
+using namespace pollux::fuzz::rx_names;  // NOLINT(google-build-using-namespace)
 
-using u64 = std::uint64_t;
 constexpr std::uint32_t kSession = 0x5e55;
 
 // The receiver's plausibility bound (ReliableReceiver::kMaxSequence).

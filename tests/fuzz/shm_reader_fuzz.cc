@@ -34,6 +34,7 @@
 #include "core/trace.h"
 #include "tests/fuzz/formats.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/rx_names.h"
 #include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
@@ -41,11 +42,8 @@
 
 namespace {
 
+using namespace pollux::fuzz::rx_names;  // NOLINT(google-build-using-namespace)
 namespace shm = pollux::transport::shm;
-namespace core = pollux::core;
-using pollux::fuzz::FuzzInput;
-using pollux::transport::RxDesc;
-using pollux::transport::RxKind;
 
 constexpr std::uint32_t kStream = 9;
 constexpr std::uint32_t kSession = 0xabcd;

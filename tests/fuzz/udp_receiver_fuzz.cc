@@ -41,18 +41,14 @@
 #include "core/trace.h"
 #include "tests/fuzz/formats.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/rx_names.h"
 #include "transport/reliability/receiver.h"
 #include "transport/reliability/wire.h"
 #include "transport/transport.h"
 
 namespace {
 
-namespace rel = pollux::transport::reliability;
-namespace core = pollux::core;
-using pollux::fuzz::FuzzInput;
-using pollux::transport::RxDesc;
-using pollux::transport::RxKind;
-using u64 = std::uint64_t;
+using namespace pollux::fuzz::rx_names;  // NOLINT(google-build-using-namespace)
 
 constexpr std::uint32_t kStream = 7;
 constexpr std::uint32_t kSessions[] = {0x51, 0x52, 0x53};

@@ -129,99 +129,64 @@ class Parser {
       }
       if (i_ >= s_.size()) break;
       const char e = s_[i_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          if (i_ + 4 > s_.size()) return bad("short \\u escape");
-          for (int k = 0; k < 4; ++k) {
-            if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return bad("bad \\u escape");
-          }
-          const long cp = std::strtol(std::string(s_.substr(i_, 4)).c_str(), nullptr, 16);
-          i_ += 4;
-          out->push_back(cp < 0x80 ? static_cast<char>(cp) : '?');
-          break;
+      // The one-character escapes, and the characters they stand for at the same index.
+      static constexpr std::string_view kEscapes = "\"\\/bfnrt", kMeanings = "\"\\/\b\f\n\r\t";
+      if (const std::size_t k = kEscapes.find(e); k != std::string_view::npos) {
+        out->push_back(kMeanings[k]);
+      } else if (e == 'u') {
+        if (i_ + 4 > s_.size()) return bad("short \\u escape");
+        for (int d = 0; d < 4; ++d) {
+          if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + d]))) return bad("bad \\u escape");
         }
-        default:
-          return bad("bad escape");
+        const long cp = std::strtol(std::string(s_.substr(i_, 4)).c_str(), nullptr, 16);
+        i_ += 4;
+        out->push_back(cp < 0x80 ? static_cast<char>(cp) : '?');
+      } else {
+        return bad("bad escape");
       }
     }
     return bad("unterminated string");
   }
-  bool array(Value* v, int depth) {
-    v->type = Value::Type::kArray;
+  // Consumes `c` when it is the next character.
+  bool eat(char c) {
+    if (i_ >= s_.size() || s_[i_] != c) return false;
+    ++i_;
+    return true;
+  }
+  // Starts a container of `type` at its opening bracket; true when `close` follows at once (empty).
+  bool opens_empty(Value* v, Value::Type type, char close) {
+    v->type = type;
     ++i_;
     ws();
-    if (i_ < s_.size() && s_[i_] == ']') {
-      ++i_;
-      return true;
-    }
+    return eat(close);
+  }
+  bool array(Value* v, int depth) {
+    if (opens_empty(v, Value::Type::kArray, ']')) return true;
     for (;;) {
       Value e;
       if (!value(&e, depth + 1)) return false;
       v->arr.push_back(std::move(e));
       ws();
-      if (i_ < s_.size() && s_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < s_.size() && s_[i_] == ']') {
-        ++i_;
-        return true;
-      }
+      if (eat(',')) continue;
+      if (eat(']')) return true;
       return bad("expected , or ]");
     }
   }
   bool object(Value* v, int depth) {
-    v->type = Value::Type::kObject;
-    ++i_;
-    ws();
-    if (i_ < s_.size() && s_[i_] == '}') {
-      ++i_;
-      return true;
-    }
+    if (opens_empty(v, Value::Type::kObject, '}')) return true;
     for (;;) {
       ws();
       if (i_ >= s_.size() || s_[i_] != '"') return bad("expected a member name");
       std::string k;
       if (!string(&k)) return false;
       ws();
-      if (i_ >= s_.size() || s_[i_] != ':') return bad("expected :");
-      ++i_;
+      if (!eat(':')) return bad("expected :");
       Value e;
       if (!value(&e, depth + 1)) return false;
       v->obj.emplace_back(std::move(k), std::move(e));
       ws();
-      if (i_ < s_.size() && s_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < s_.size() && s_[i_] == '}') {
-        ++i_;
-        return true;
-      }
+      if (eat(',')) continue;
+      if (eat('}')) return true;
       return bad("expected , or }");
     }
   }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <utility>
@@ -80,17 +81,29 @@ void expect_both_succeed(Child& pub, Child& sub, int seconds) {
   EXPECT_EQ(src, 0);
 }
 
+// A subscriber process (`sub_args` after "sub FILE") and a publisher process (`pub_args` after
+// "pub FILE") of an RC pair, both expected to succeed within `seconds`; returns the subscriber.
+Child run_rc_pair(std::vector<std::string> sub_args, std::vector<std::string> pub_args, int seconds) {
+  const auto [sc, pc] = rc_files();
+  sub_args.insert(sub_args.begin(), {"sub", sc});
+  pub_args.insert(pub_args.begin(), {"pub", pc});
+  Child sub = spawn(peer(sub_args));
+  Child pub = spawn(peer(pub_args));
+  expect_both_succeed(pub, sub, seconds);
+  return sub;
+}
+
+// Expects each named "key value" field of a peer process's output to have its value.
+void expect_fields(const Child& c, std::initializer_list<std::pair<const char*, long long>> want) {
+  for (const auto& [key, value] : want) EXPECT_EQ(field(c.output, key), value) << key;
+}
+
 // RC pub/sub between two processes, rxe0 -> rxe1: 100,000 messages, in order, none lost.
 TEST(RdmaIpc, RcTwoProcesses100kInOrderNoLoss) {
   POLLUX_REQUIRE_RXE();
-  const auto [sc, pc] = rc_files();
-  Child sub = spawn(peer({"sub", sc, "md", "100000", "--no-loss", "--require-complete", "--timeout", "600"}));
-  Child pub = spawn(peer({"pub", pc, "md", "100000", "--timeout", "600"}));
-  expect_both_succeed(pub, sub, 700);
-  EXPECT_EQ(field(sub.output, "received"), 100000);
-  EXPECT_EQ(field(sub.output, "lost"), 0);
-  EXPECT_EQ(field(sub.output, "out_of_order"), 0);
-  EXPECT_EQ(field(sub.output, "bad"), 0);
+  const Child sub = run_rc_pair({"md", "100000", "--no-loss", "--require-complete", "--timeout", "600"},
+                                {"md", "100000", "--timeout", "600"}, 700);
+  expect_fields(sub, {{"received", 100000}, {"lost", 0}, {"out_of_order", 0}, {"bad", 0}});
   EXPECT_EQ(field(sub.output, "died"), 0) << "a clean close must not look like a death";
 }
 
@@ -98,13 +111,9 @@ TEST(RdmaIpc, RcTwoProcesses100kInOrderNoLoss) {
 // QP and session, posted without a lock - to a subscriber process.
 TEST(RdmaIpc, RcTwoPublishingThreadsOwnQps) {
   POLLUX_REQUIRE_RXE();
-  const auto [sc, pc] = rc_files();
-  Child sub = spawn(peer({"sub", sc, "md", "20000", "--sessions", "2", "--no-loss", "--require-complete"}));
-  Child pub = spawn(peer({"pub", pc, "md", "20000", "--threads", "2"}));
-  expect_both_succeed(pub, sub, 600);
-  EXPECT_EQ(field(sub.output, "sessions"), 2);
-  EXPECT_EQ(field(sub.output, "complete"), 2);
-  EXPECT_EQ(field(sub.output, "received"), 40000);
+  const Child sub = run_rc_pair({"md", "20000", "--sessions", "2", "--no-loss", "--require-complete"},
+                                {"md", "20000", "--threads", "2"}, 600);
+  expect_fields(sub, {{"sessions", 2}, {"complete", 2}, {"received", 40000}});
 }
 
 // A multicast group unique to this process and test (concurrent runs never share one).

@@ -25,13 +25,7 @@
 namespace pollux {
 namespace {
 
-using rdmatest::make;
-using rdmatest::next_port;
-using rdmatest::open_pair;
-using rdmatest::pub_config;
-using rdmatest::RawPair;
-using rdmatest::sub_config;
-using rdmatest::wait_for;
+using namespace rdmatest;  // NOLINT(google-build-using-namespace): the helpers of rdma_test_util.h
 
 // Two streams on each context: "t" traced (every message), "u" not.
 constexpr char kStreams[] =

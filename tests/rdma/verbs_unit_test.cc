@@ -551,6 +551,13 @@ TEST(RdmaErrorsText, DevicesPortsAndGids) {
             "(::ffff:10.0.0.2, RoCE v2). Use -1 to pick the RoCEv2 IPv4 GID, and make sure the Ethernet interface "
             "under the device has an IPv4 address");
   EXPECT_NE(std::string(wc_status_hint(IBV_WC_RETRY_EXC_ERR)).find("peer stopped acknowledging"), std::string::npos);
+  EXPECT_EQ(std::string(wc_status_hint(IBV_WC_GENERAL_ERR)), ibv_wc_status_str(IBV_WC_GENERAL_ERR))
+      << "no hint: verbs' own";
+  EXPECT_EQ(port_state_name(IBV_PORT_ACTIVE), "ACTIVE");
+  EXPECT_EQ(port_state_name(99), "UNKNOWN");
+  EXPECT_EQ(gid_type_name(IBV_GID_TYPE_ROCE_V2), "RoCE v2");
+  EXPECT_EQ(reject_reason_name(kRejectBadVersion), "protocol version mismatch");
+  EXPECT_EQ(reject_reason_name(999), "unknown reason");
   std::uint32_t ip;
   std::uint16_t port;
   EXPECT_TRUE(parse_ip_port("10.0.0.2:7471", &ip, &port));

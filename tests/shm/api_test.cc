@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/counters.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/status_assert.h"
 
 namespace pollux {
 namespace {
@@ -142,10 +144,8 @@ TEST(ApiTest, SubscriberWaitDeliversEveryMessage) {
                          "\"\nsleep_timer_ms = 0\n[shm]\nflow_control = \"backpressure\"\nlog_size = \"256KiB\"\n";
       auto pub_ctx = make(toml);
       auto sub_ctx = make(toml);
-      auto pub = pub_ctx->publisher("orders");
-      auto sub = sub_ctx->subscriber("orders");
-      ASSERT_TRUE(pub.ok()) << pub.status();
-      ASSERT_TRUE(sub.ok()) << sub.status();
+      POLLUX_ASSERT_OK_DECL(pub, pub_ctx->publisher("orders"));
+      POLLUX_ASSERT_OK_DECL(sub, sub_ctx->subscriber("orders"));
       wait_connected(*pub, *sub);
       constexpr int kCount = 500;
       std::thread producer([&] {
@@ -210,10 +210,8 @@ TEST(ApiTest, IdleAdaptivePollersSleep) {
   const std::string toml = "[runtime]\nname = \"" + name + "\"\nthreading = \"dedicated\"\nidle = \"adaptive\"\n";
   auto pub_ctx = make(toml);
   auto sub_ctx = make(toml);
-  auto pub = pub_ctx->publisher("orders");
-  auto sub = sub_ctx->subscriber("orders");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(pub, pub_ctx->publisher("orders"));
+  POLLUX_ASSERT_OK_DECL(sub, sub_ctx->subscriber("orders"));
   wait_connected(*pub, *sub);
   std::uint64_t v = 1;
   while (pub->offer(&v, sizeof v) < 0) std::this_thread::yield();
@@ -229,12 +227,10 @@ TEST(ApiTest, IdleAdaptivePollersSleep) {
 TEST(ApiTest, ResultCodes) {
   const std::string name = unique_name("codes");
   auto ctx = make(cfg(name, "inline"));
-  auto pub = ctx->publisher("codes");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pub, ctx->publisher("codes"));
   const char msg[] = "hello";
   EXPECT_EQ(pub->offer(msg, sizeof msg), kNotConnected);
-  auto sub = ctx->subscriber("codes");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("codes"));
   wait_connected(*pub, *sub);
   EXPECT_GE(pub->offer(msg, sizeof msg), 0);
   std::vector<std::byte> big(pub->max_payload() + 1);
@@ -277,8 +273,7 @@ TEST(ApiTest, BackPressureIsReportedNotBlocking) {
 
 TEST(ApiTest, InlineModeRefusesASecondPublisherOnOneStream) {
   auto ctx = make(cfg(unique_name("two"), "inline"));
-  auto a = ctx->publisher("x");
-  ASSERT_TRUE(a.ok()) << a.status();
+  POLLUX_ASSERT_OK_DECL(a, ctx->publisher("x"));
   auto b = ctx->publisher("x");
   ASSERT_FALSE(b.ok()) << b.status();
   EXPECT_NE(b.status().message().find("already has a publisher in this process"), absl::string_view::npos);
@@ -287,8 +282,7 @@ TEST(ApiTest, InlineModeRefusesASecondPublisherOnOneStream) {
 TEST(ApiTest, DedicatedModeTakesSeveralPublishingThreadsOnOneStream) {
   const std::string name = unique_name("multi");
   auto ctx = make(cfg(name, "dedicated"));
-  auto sub = ctx->subscriber("multi");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("multi"));
   constexpr int kThreads = 3, kEach = 5000;
   std::vector<std::thread> threads;
   std::atomic<int> done{0};
@@ -381,8 +375,7 @@ TEST(ApiTest, TracedMessagesCarryOrderedStageTimes) {
 TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   const std::string name = unique_name("eos");
   auto sub_ctx = make(cfg(name, "inline", "", "liveness_timeout_ms = 40\n"));
-  auto sub = sub_ctx->subscriber("eos");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sub, sub_ctx->subscriber("eos"));
   std::vector<StreamEventKind> events;
   std::vector<std::uint64_t> seqs;
   auto drain = [&](int seconds, std::size_t want_events) {
@@ -396,8 +389,7 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   };
   for (int round = 0; round < 2; ++round) {
     auto pub_ctx = make(cfg(name, "inline"));
-    auto pub = pub_ctx->publisher("eos");
-    ASSERT_TRUE(pub.ok()) << pub.status();
+    POLLUX_ASSERT_OK_DECL(pub, pub_ctx->publisher("eos"));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!pub->is_connected()) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
@@ -418,29 +410,50 @@ TEST(ApiTest, EndOfStreamAndNewSessionAreReported) {
   EXPECT_EQ(seqs, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 1, 2, 3, 4, 5}));
 }
 
+// A publisher and a subscriber of `topic`, each in its own context of `mode` on a stream unique
+// to this test (`tag`), connected.
+struct ConnectedPair {
+  std::unique_ptr<Context> pub_ctx, sub_ctx;
+  std::optional<Publisher> pub;
+  std::optional<Subscriber> sub;
+};
+void open_connected(const char* tag, const char* mode, const char* topic, ConnectedPair* c) {
+  const std::string name = unique_name(tag);
+  c->pub_ctx = make(cfg(name, mode));
+  c->sub_ctx = make(cfg(name, mode));
+  ASSERT_TRUE(c->pub_ctx && c->sub_ctx);
+  POLLUX_ASSERT_OK_DECL(pub, c->pub_ctx->publisher(topic));
+  POLLUX_ASSERT_OK_DECL(sub, c->sub_ctx->subscriber(topic));
+  c->pub.emplace(std::move(*pub));
+  c->sub.emplace(std::move(*sub));
+  wait_connected(*c->pub, *c->sub);
+}
+
+// Polls `sub` (each message to `on_message`; 100 us of sleep after an empty poll) until its end
+// of stream or 10 s; returns the number of ends seen.
+template <typename F>
+int poll_until_end(Subscriber& sub, F&& on_message) {
+  int ended = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
+    if (sub.poll(
+            on_message, [](const Gap&) {},
+            [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64) == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return ended;
+}
+
 // Found by the feed handler (examples/feed_handler): a subscriber that joined a stream and
 // received nothing before the publisher closed it never saw kEndOfStream.
 TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
   for (const char* mode : {"inline", "shared", "dedicated"}) {
     SCOPED_TRACE(mode);
-    const std::string name = unique_name("eos-empty");
-    auto pub_ctx = make(cfg(name, mode));
-    auto sub_ctx = make(cfg(name, mode));
-    auto pub = pub_ctx->publisher("empty");
-    auto sub = sub_ctx->subscriber("empty");
-    ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(sub.ok()) << sub.status();
-    wait_connected(*pub, *sub);
-    pub->close();
-    int ended = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
-      if (sub->poll([](const Message&) {}, [](const Gap&) {},
-                    [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64) == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
-    EXPECT_EQ(ended, 1);
+    ConnectedPair c;
+    ASSERT_NO_FATAL_FAILURE(open_connected("eos-empty", mode, "empty", &c));
+    c.pub->close();
+    EXPECT_EQ(poll_until_end(*c.sub, [](const Message&) {}), 1);
   }
 }
 
@@ -449,14 +462,9 @@ TEST(ApiTest, EndOfStreamReachesASubscriberThatReceivedNothing) {
 TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
   for (const char* mode : {"shared", "dedicated"}) {
     SCOPED_TRACE(mode);
-    const std::string name = unique_name("eos-views");
-    auto pub_ctx = make(cfg(name, mode));
-    auto sub_ctx = make(cfg(name, mode));
-    auto pub = pub_ctx->publisher("views");
-    auto sub = sub_ctx->subscriber("views");
-    ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(sub.ok()) << sub.status();
-    wait_connected(*pub, *sub);
+    ConnectedPair c;
+    ASSERT_NO_FATAL_FAILURE(open_connected("eos-views", mode, "views", &c));
+    auto& pub = c.pub;
     std::byte buf[512];
     constexpr std::uint64_t kCount = 100;  // fewer than the poller hands out without releases
     for (std::uint64_t i = 1; i <= kCount; ++i) {
@@ -467,15 +475,9 @@ TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
     // The poller reads everything, sees the end and runs its housekeeping while we hold back.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::uint64_t good = 0;
-    int ended = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (ended == 0 && std::chrono::steady_clock::now() < deadline) {
-      (void)sub->poll(
-          [&](const Message& m) {
-            good += check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence);
-          },
-          [](const Gap&) {}, [&](const StreamEvent& e) { ended += e.kind == StreamEventKind::kEndOfStream; }, 64);
-    }
+    const int ended = poll_until_end(*c.sub, [&](const Message& m) {
+      good += check_payload(m.payload.data(), static_cast<std::uint32_t>(m.payload.size()), m.sequence);
+    });
     EXPECT_EQ(good, kCount);
     EXPECT_EQ(ended, 1);
   }
@@ -486,10 +488,8 @@ TEST(ApiTest, OfferBatchDeliversEveryMessageInOrder) {
     SCOPED_TRACE(mode);
     const std::string name = unique_name("batch");
     auto ctx = make(cfg(name, mode));
-    auto pub = ctx->publisher("batch");
-    auto sub = ctx->subscriber("batch");
-    ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(sub.ok()) << sub.status();
+    POLLUX_ASSERT_OK_DECL(pub, ctx->publisher("batch"));
+    POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("batch"));
     wait_connected(*pub, *sub);
     constexpr std::uint64_t kCount = 50000;  // several laps of the 256 KiB log, in batches of 100
     std::vector<std::vector<std::byte>> bufs(100);
@@ -562,8 +562,7 @@ TEST(ApiTest, CountersAreReadableFromTheFile) {
   for (std::uint64_t i = 0; i < 10; ++i) ASSERT_GE(pub->offer(&i, sizeof i), 0);
   int n = 0;  // messages (poll() also counts the session's announcement)
   while (n < 10) (void)sub->poll([&](const Message&) { ++n; }, 10);
-  auto snap = core::read_counters_file(ctx->counters_path());
-  ASSERT_TRUE(snap.ok()) << snap.status();
+  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(ctx->counters_path()));
   std::uint64_t pub_msgs = 0, sub_msgs = 0, pub_bytes = 0;
   for (const auto& c : snap->counters) {
     if (c.scope.rfind("pub stream", 0) == 0 && c.name == "messages") pub_msgs = c.value;
@@ -587,8 +586,7 @@ TEST(ApiTest, ApplicationCountersAreReadableFromTheFile) {
   AppCounter none;  // default-constructed: counts nothing, reads 0
   none.add(5);
   EXPECT_EQ(none.get(), 0u);
-  auto snap = core::read_counters_file(ctx->counters_path());
-  ASSERT_TRUE(snap.ok()) << snap.status();
+  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(ctx->counters_path()));
   std::uint64_t va = 0, vb = 0;
   for (const auto& c : snap->counters) {
     if (c.scope == "feed live" && c.name == "packets_a") va = c.value;
@@ -600,10 +598,8 @@ TEST(ApiTest, ApplicationCountersAreReadableFromTheFile) {
 
 TEST(ApiTest, HandlesOutliveTheContext) {
   auto ctx = make(cfg(unique_name("life"), "dedicated"));
-  auto pub = ctx->publisher("life");
-  auto sub = ctx->subscriber("life");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(pub, ctx->publisher("life"));
+  POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("life"));
   ctx.reset();
   const int v = 1;
   EXPECT_EQ(pub->offer(&v, sizeof v), kClosed);
@@ -632,10 +628,8 @@ TEST(ApiTest, PublicNowNsIsTheClockOfPublisherNs) {
     ASSERT_GE(now, before - kSlack);
     ASSERT_LE(now, after + kSlack);
   }
-  auto pub = ctx->publisher("now");
-  auto sub = ctx->subscriber("now");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(pub, ctx->publisher("now"));
+  POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("now"));
   wait_connected(*pub, *sub);
   const std::int64_t before = pollux::now_ns();
   const int v = 7;
@@ -658,10 +652,8 @@ TEST(ApiTest, DescribeNamesTheTransportAndWhatIdles) {
   {
     auto c = make(cfg(name, "inline"));
     ASSERT_NE(c, nullptr);
-    auto pub = c->publisher("quotes");
-    ASSERT_TRUE(pub.ok()) << pub.status();
-    auto sub = c->subscriber("quotes");
-    ASSERT_TRUE(sub.ok()) << sub.status();
+    POLLUX_ASSERT_OK_DECL(pub, c->publisher("quotes"));
+    POLLUX_ASSERT_OK_DECL(sub, c->subscriber("quotes"));
     const std::string d = c->describe();
     EXPECT_NE(d.find("threading: inline: no poller thread"), std::string::npos) << d;
     EXPECT_NE(d.find("runtime.idle = \"yield\" is not used"), std::string::npos) << d;

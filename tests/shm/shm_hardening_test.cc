@@ -21,6 +21,7 @@
 #include "core/mapping_guard.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/status_assert.h"
 #include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
@@ -45,12 +46,10 @@ TEST_P(TruncateLog, WriterAndReaderSurvive) {
   o.session_id = 5;
   o.log_size = kLog;
   o.subscriber_slots = 2;
-  auto pub = Segment::create(o);
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pub, Segment::create(o));
   LogWriter w;
   w.init(pub->get(), shm::FlowControl::kLossy);
-  auto sub = Segment::attach(o.path, 1);
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sub, Segment::attach(o.path, 1));
   LogReader r;
   SubscriberSlot* slot = (*sub)->slot(0);
   slot->pid = getpid();
@@ -105,14 +104,10 @@ TEST_P(TruncateStream, SubscriberSeesTruncationThenTheNewSession) {
       "[runtime]\nname = \"%s\"\nthreading = \"%s\"\nidle = \"yield\"\n[shm]\nlog_size = \"256KiB\"\n"
       "liveness_timeout_ms = 200\n",
       name, mode);
-  auto pub_ctx = Context::from_string(toml, "pub.toml");
-  auto sub_ctx = Context::from_string(toml, "sub.toml");
-  ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
-  ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
-  auto pub = (*pub_ctx)->publisher("t");
-  auto sub = (*sub_ctx)->subscriber("t");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(pub_ctx, Context::from_string(toml, "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub_ctx, Context::from_string(toml, "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pub_ctx)->publisher("t"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sub_ctx)->subscriber("t"));
   std::vector<StreamEventKind> events;
   std::uint64_t before = 0, after_new_session = 0;
   auto poll = [&] {
@@ -146,8 +141,7 @@ TEST_P(TruncateStream, SubscriberSeesTruncationThenTheNewSession) {
   std::uint64_t pub_truncated = 0, sub_truncated = 0;
   for (const std::string& f : core::list_counters_files("/dev/shm")) {
     if (f.find("/pollux-" + name + "-") == std::string::npos) continue;
-    auto snap = core::read_counters_file(f);
-    ASSERT_TRUE(snap.ok()) << snap.status();
+    POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(f));
     for (const auto& c : snap->counters) {
       if (c.name != "segment_truncated") continue;
       (c.scope.rfind("shm pub", 0) == 0 ? pub_truncated : sub_truncated) += c.value;
@@ -258,8 +252,7 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
   o.session_id = 9;
   o.log_size = shm::config(cfg).log_size;
   o.subscriber_slots = 4;
-  auto seg = Segment::create(o);
-  ASSERT_TRUE(seg.ok()) << seg.status();
+  POLLUX_ASSERT_OK_DECL(seg, Segment::create(o));
   const EndpointSpec spec{7, "t", nullptr, -1};
   // log_size - 1 must not make the reader load headers up to 31 bytes past the end of the log.
   for (std::uint64_t tail : {shm::config(cfg).log_size - 1, std::uint64_t{8}, kMaxLogPosition + 32}) {
@@ -275,8 +268,7 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
   for (std::uint32_t i = 0; i < 4; ++i)
     EXPECT_EQ((*seg)->slot(i)->state.load(), kSlotFree) << "slot " << i << " leaked";
   (*seg)->header()->writer.tail.store(0);
-  auto ep = ShmRxEndpoint::open(env, spec);
-  ASSERT_TRUE(ep.ok()) << ep.status();
+  POLLUX_ASSERT_OK_DECL(ep, ShmRxEndpoint::open(env, spec));
   EXPECT_TRUE((*ep)->connected());
   (*seg)->unlink();
 }
@@ -288,48 +280,38 @@ TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
 // racing with try_attach()/poll_st().
 TEST(ShmEndpoint, ConnectedAndSafeFloorAreSafeWhileThePollerAttachesAndDetaches) {
   const std::string name = unique_name("race");
-  auto sub_ctx = Context::from_string(
-      absl::StrFormat("[runtime]\nname = \"%s\"\nthreading = \"dedicated\"\nidle = \"yield\"\ncounters = false\n"
-                      "[shm]\nlog_size = \"64KiB\"\nliveness_timeout_ms = 40\n",
-                      name),
-      "sub.toml");
-  ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
-  auto sub = (*sub_ctx)->subscriber("race");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  const std::string sub_toml = absl::StrFormat(
+      "[runtime]\nname = \"%s\"\nthreading = \"dedicated\"\nidle = \"yield\"\ncounters = false\n"
+      "[shm]\nlog_size = \"64KiB\"\nliveness_timeout_ms = 40\n",
+      name);
+  const std::string pub_toml = absl::StrFormat(
+      "[runtime]\nname = \"%s\"\nthreading = \"inline\"\ncounters = false\n[shm]\nlog_size = \"64KiB\"\n", name);
+  POLLUX_ASSERT_OK_DECL(sub_ctx, Context::from_string(sub_toml, "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sub_ctx)->subscriber("race"));
   int ends = 0, sessions = 0;
   std::uint64_t received = 0, connected_polls = 0;
+  // One connected() question and one poll, counting messages, ends and sessions.
+  auto ask_and_poll = [&] {
+    connected_polls += sub->is_connected();
+    return sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
+                     [&](const StreamEvent& e) {
+                       ends += e.kind == StreamEventKind::kEndOfStream;
+                       sessions += e.kind == StreamEventKind::kNewSession;
+                     },
+                     64);
+  };
   for (int round = 0; round < 3; ++round) {
-    auto pub_ctx = Context::from_string(
-        absl::StrFormat("[runtime]\nname = \"%s\"\nthreading = \"inline\"\ncounters = false\n[shm]\n"
-                        "log_size = \"64KiB\"\n",
-                        name),
-        "pub.toml");
-    ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
-    auto pub = (*pub_ctx)->publisher("race");
-    ASSERT_TRUE(pub.ok()) << pub.status();
+    POLLUX_ASSERT_OK_DECL(pub_ctx, Context::from_string(pub_toml, "pub.toml"));
+    POLLUX_ASSERT_OK_DECL(pub, (*pub_ctx)->publisher("race"));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (std::uint64_t i = 0; i < 200 && std::chrono::steady_clock::now() < deadline;) {
       if (pub->offer(&i, sizeof i) >= 0) ++i;
-      connected_polls += sub->is_connected();
-      (void)sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
-                      [&](const StreamEvent& e) {
-                        ends += e.kind == StreamEventKind::kEndOfStream;
-                        sessions += e.kind == StreamEventKind::kNewSession;
-                      },
-                      64);
+      (void)ask_and_poll();
       std::this_thread::yield();
     }
     pub->close();
     while (ends <= round && std::chrono::steady_clock::now() < deadline) {
-      connected_polls += sub->is_connected();
-      if (sub->poll([&](const Message&) { ++received; }, [](const Gap&) {},
-                    [&](const StreamEvent& e) {
-                      ends += e.kind == StreamEventKind::kEndOfStream;
-                      sessions += e.kind == StreamEventKind::kNewSession;
-                    },
-                    64) == 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
+      if (ask_and_poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
   EXPECT_EQ(ends, 3);

@@ -63,6 +63,12 @@ Drained drain(LogReader& r, std::uint32_t batch = 16) {
   return d;
 }
 
+// Writes messages 1..n of `len` bytes, then drains `r`: all n must be read.
+void write_and_read(Fixture& f, LogReader& r, std::uint64_t n, std::uint32_t len) {
+  for (std::uint64_t s = 1; s <= n; ++s) ASSERT_TRUE(f.write(s, len));
+  ASSERT_EQ(drain(r).seqs.size(), n);
+}
+
 TEST(ShmLogTest, DeliversEverythingInOrderAcrossManyWraps) {
   Fixture f(64 << 10);
   auto rd = f.reader();
@@ -94,9 +100,7 @@ TEST(ShmLogTest, LappedReaderGetsExactGapCountThenContinuesInOrder) {
   Fixture f(64 << 10);
   auto rd = f.reader();
   // 100 messages read normally...
-  for (std::uint64_t s = 1; s <= 100; ++s) ASSERT_TRUE(f.write(s, 200));
-  Drained a = drain(rd->r);
-  ASSERT_EQ(a.seqs.size(), 100u);
+  ASSERT_NO_FATAL_FAILURE(write_and_read(f, rd->r, 100, 200));
   // ...then the reader stalls while the writer laps it several times.
   for (std::uint64_t s = 101; s <= 3000; ++s) ASSERT_TRUE(f.write(s, payload_len(s, 500)));
   Drained b = drain(rd->r);
@@ -219,9 +223,7 @@ TEST(ShmLogTest, CheckpointFastPathAgreesWithTheTail) {
 TEST(ShmLogTest, CorruptFrameIsCountedAndSkippedNotDelivered) {
   Fixture f(64 << 10);
   auto rd = f.reader();
-  for (std::uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(f.write(s, 100));
-  Drained a = drain(rd->r);
-  ASSERT_EQ(a.seqs.size(), 5u);
+  ASSERT_NO_FATAL_FAILURE(write_and_read(f, rd->r, 5, 100));
   // Next frame is written, then its header is scribbled over (a rogue writer).
   ASSERT_TRUE(f.write(6, 100));
   auto* h = reinterpret_cast<core::FrameHeader*>(f.seg->log() + (rd->r.position() & ((64 << 10) - 1)));

@@ -1,5 +1,6 @@
 // UDP ports for tests whose configuration must name them (a subscriber binds the port its
-// publisher sends to, so the transport cannot be given port 0).
+// publisher sends to, so the transport cannot be given port 0), and the multicast group and the
+// head of the UDP configuration those tests share (UniqueGroup, UdpTestConfigHead).
 //
 // A test process takes a block of consecutive ports below the kernel's ephemeral range
 // (net.ipv4.ip_local_port_range, 32768-60999 by default): the kernel never hands one of them to
@@ -128,5 +129,21 @@ class UdpPortBlock {
     return fd;
   }
 };
+
+// A multicast group unique to this test process (239.255.x.y from its pid), so parallel test
+// processes never share one.
+inline std::string UniqueGroup() {
+  return "239.255." + std::to_string(1 + getpid() % 200) + "." + std::to_string(1 + (getpid() / 200) % 200);
+}
+
+// The head of a test's UDP configuration on `iface` of this host: [runtime] with `threading`,
+// idle = "yield" and no counters file; [transport] udp; [udp] with `address` and ttl 1. The caller
+// appends its other [udp] keys, then its [[streams]].
+inline std::string UdpTestConfigHead(const std::string& threading, const std::string& address,
+                                     const std::string& iface = "lo") {
+  return "\n[runtime]\nthreading = \"" + threading +
+         "\"\nidle = \"yield\"\ncounters = false\n[transport]\nkind = \"udp\"\n" + "[udp]\naddress = \"" + address +
+         "\"\ninterface = \"" + iface + "\"\nttl = 1\n";
+}
 
 }  // namespace pollux::testing

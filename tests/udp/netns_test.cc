@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -136,6 +137,33 @@ std::string write_config(const std::string& name, const std::string& extra) {
   return path;
 }
 
+// The configuration files of a test's publisher and its two subscribers, named "pub" `tag`,
+// "s1" `tag` and "s2" `tag`, each with its extra [udp] keys.
+struct Configs {
+  std::string pub, s1, s2;
+};
+Configs write_configs(const std::string& tag, const std::string& pub_extra, const std::string& s1_extra,
+                      const std::string& s2_extra) {
+  return {write_config("pub" + tag, pub_extra), write_config("s1" + tag, s1_extra), write_config("s2" + tag, s2_extra)};
+}
+
+// A peer's command line on stream "md": ROLE --config CFG --topic md, then `more`.
+std::vector<std::string> md_args(const char* role, const std::string& cfg, std::initializer_list<std::string> more) {
+  std::vector<std::string> v{role, "--config", cfg, "--topic", "md"};
+  v.insert(v.end(), more.begin(), more.end());
+  return v;
+}
+
+// Creates the file a publisher started with --go-file waits for: it starts publishing.
+void open_gate(const std::string& go) { std::fclose(std::fopen(go.c_str(), "w")); }
+
+// Opens the gate `go` once both subscribers have joined the session (within 20 s each).
+void open_gate_after_join(Peer& s1, Peer& s2, const std::string& go) {
+  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
+  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
+  open_gate(go);
+}
+
 class UdpNetns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -204,19 +232,15 @@ TEST_F(UdpNetns, MillionMessagesWithLossDuplicationAndReordering) {
   // The retransmit buffer holds the whole run (1M frames, ~64 MB), so however long the
   // machine starves a subscriber, everything it missed is still repairable: the test does not
   // depend on timing. (Smaller buffers and their unrecoverable gaps are tested below.)
-  const std::string pub_cfg = write_config("pub", "retransmit_buffer = \"128MiB\"\ncoalesce_us = 20");
-  const std::string s1_cfg = write_config("s1", "fault_reorder = 0.05\nfault_seed = 2");
-  const std::string s2_cfg = write_config("s2", "fault_reorder = 0.05\nfault_seed = 3");
+  const Configs cfg = write_configs("", "retransmit_buffer = \"128MiB\"\ncoalesce_us = 20",
+                                    "fault_reorder = 0.05\nfault_seed = 2", "fault_reorder = 0.05\nfault_seed = 3");
   constexpr long long kCount = 1'000'000;
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "120"});
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "120"});
+  Peer s1("s1", md_args("sub", cfg.s1, {"--count", std::to_string(kCount), "--timeout", "120"}));
+  Peer s2("s2", md_args("sub", cfg.s2, {"--count", std::to_string(kCount), "--timeout", "120"}));
   const std::string go = g_dir + "/go-million";
-  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "400000",
-                   "--go-file", go});
+  Peer pub("pub", md_args("pub", cfg.pub, {"--count", std::to_string(kCount), "--rate", "400000", "--go-file", go}));
   // Both subscribers joined the session before the first message: nothing is "before join".
-  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
-  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
-  std::fclose(std::fopen(go.c_str(), "w"));
+  ASSERT_NO_FATAL_FAILURE(open_gate_after_join(s1, s2, go));
   EXPECT_EQ(pub.wait_exit(120), 0) << pub.out();
   EXPECT_EQ(s1.wait_exit(60), 0) << s1.out();
   EXPECT_EQ(s2.wait_exit(60), 0) << s2.out();
@@ -249,19 +273,15 @@ TEST_F(UdpNetns, MillionMessagesWithLossDuplicationAndReordering) {
 TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   loss("s1", 2);
   loss("s2", 2);
-  const std::string pub_cfg = write_config("pub-k", "coalesce_us = 20");
-  const std::string s1_cfg = write_config("s1-k", "");
-  const std::string s2_cfg = write_config("s2-k", "");
+  const Configs cfg = write_configs("-k", "coalesce_us = 20", "", "");
   const std::string state = g_dir + "/s1.state";
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--timeout", "60"});
+  Peer s2("s2", md_args("sub", cfg.s2, {"--until-end", "--timeout", "60"}));
+  Peer s1("s1", md_args("sub", cfg.s1, {"--state", state, "--timeout", "60"}));
   const std::string go = g_dir + "/go-killed";
-  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000", "--go-file", go});
+  Peer pub("pub", md_args("pub", cfg.pub, {"--count", "0", "--rate", "100000", "--go-file", go}));
   // Both joined before the first message (a subscriber joins on a heartbeat; one lost to the
   // 2% loss would make it join a little later, and s2 must see the whole session).
-  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
-  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
-  std::fclose(std::fopen(go.c_str(), "w"));
+  ASSERT_NO_FATAL_FAILURE(open_gate_after_join(s1, s2, go));
   ASSERT_TRUE(s1.wait_value("progress", 20000, 30)) << s1.out();
   s1.signal(SIGKILL);
   s1.wait_exit(5);
@@ -270,7 +290,7 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
   pub.drain();
   const long long at_kill = std::max(s1.last("progress"), pub.last("sent"));
   ASSERT_TRUE(pub.wait_value("sent", at_kill + 20000, 30)) << pub.out();  // ~0.2 s of traffic missed
-  Peer s1b("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--state", state, "--count", "30000", "--timeout", "60"});
+  Peer s1b("s1", md_args("sub", cfg.s1, {"--state", state, "--count", "30000", "--timeout", "60"}));
   ASSERT_TRUE(s1b.wait_line("resume missed=", 20)) << s1b.out();
   EXPECT_EQ(s1b.wait_exit(60), 0) << s1b.out();
   pub.signal(SIGTERM);
@@ -295,11 +315,9 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
 TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
   loss("s1", 2);
   loss("s2", 2);
-  const std::string pub_cfg = write_config("pub-r", "coalesce_us = 20");
-  const std::string s1_cfg = write_config("s1-r", "max_sessions = 2");
-  const std::string s2_cfg = write_config("s2-r", "max_sessions = 2");
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--until-end", "--timeout", "60"});
+  const Configs cfg = write_configs("-r", "coalesce_us = 20", "max_sessions = 2", "max_sessions = 2");
+  Peer s1("s1", md_args("sub", cfg.s1, {"--until-end", "--timeout", "60"}));
+  Peer s2("s2", md_args("sub", cfg.s2, {"--until-end", "--timeout", "60"}));
   auto joined = [](int n) {
     return [n](const std::string& o) {
       int k = 0;
@@ -309,10 +327,10 @@ TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
   };
   {
     const std::string go = g_dir + "/go-restart-a";
-    Peer a("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", "0", "--rate", "100000", "--go-file", go});
+    Peer a("pub", md_args("pub", cfg.pub, {"--count", "0", "--rate", "100000", "--go-file", go}));
     ASSERT_TRUE(s1.wait_for(joined(1), 20)) << s1.out();
     ASSERT_TRUE(s2.wait_for(joined(1), 20)) << s2.out();
-    std::fclose(std::fopen(go.c_str(), "w"));
+    open_gate(go);
     ASSERT_TRUE(s1.wait_value("progress", 10000, 30)) << s1.out();
     ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
     a.signal(SIGKILL);
@@ -320,12 +338,11 @@ TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
   }
   constexpr long long kSecond = 200000;  // 2 s: longer than the 1 s session timeout that reports the first one dead
   const std::string go_b = g_dir + "/go-restart-b";
-  Peer b("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kSecond), "--rate", "100000",
-                 "--go-file", go_b});
+  Peer b("pub", md_args("pub", cfg.pub, {"--count", std::to_string(kSecond), "--rate", "100000", "--go-file", go_b}));
   // Both follow the new session (they join it on its first heartbeat they hear) before it sends.
   ASSERT_TRUE(s1.wait_for(joined(2), 20)) << s1.out();
   ASSERT_TRUE(s2.wait_for(joined(2), 20)) << s2.out();
-  std::fclose(std::fopen(go_b.c_str(), "w"));
+  open_gate(go_b);
   EXPECT_EQ(b.wait_exit(60), 0) << b.out();
   EXPECT_EQ(s1.wait_exit(30), 0) << s1.out();
   EXPECT_EQ(s2.wait_exit(30), 0) << s2.out();
@@ -350,18 +367,13 @@ TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
 // what it did not get, then continues in order. The subscriber that was not cut off loses
 // nothing.
 TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCount) {
-  const std::string pub_cfg = write_config("pub-u", "retransmit_buffer = \"64KiB\"\ncoalesce_us = 20");
-  const std::string s1_cfg = write_config("s1-u", "");
-  const std::string s2_cfg = write_config("s2-u", "");
+  const Configs cfg = write_configs("-u", "retransmit_buffer = \"64KiB\"\ncoalesce_us = 20", "", "");
   constexpr long long kCount = 150000;  // 3 s at 50000/s: room for a slow harness before and after the cut
-  Peer s1("s1", {"sub", "--config", s1_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "60"});
-  Peer s2("s2", {"sub", "--config", s2_cfg, "--topic", "md", "--count", std::to_string(kCount), "--timeout", "60"});
+  Peer s1("s1", md_args("sub", cfg.s1, {"--count", std::to_string(kCount), "--timeout", "60"}));
+  Peer s2("s2", md_args("sub", cfg.s2, {"--count", std::to_string(kCount), "--timeout", "60"}));
   const std::string go = g_dir + "/go-unrecoverable";
-  Peer pub("pub", {"pub", "--config", pub_cfg, "--topic", "md", "--count", std::to_string(kCount), "--rate", "50000",
-                   "--go-file", go});
-  ASSERT_TRUE(s1.wait_line("joined", 20)) << s1.out();
-  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
-  std::fclose(std::fopen(go.c_str(), "w"));
+  Peer pub("pub", md_args("pub", cfg.pub, {"--count", std::to_string(kCount), "--rate", "50000", "--go-file", go}));
+  ASSERT_NO_FATAL_FAILURE(open_gate_after_join(s1, s2, go));
   ASSERT_TRUE(s2.wait_value("progress", 10000, 30)) << s2.out();
   loss("s2", 100);  // partition
   pub.drain();

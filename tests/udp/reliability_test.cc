@@ -501,6 +501,14 @@ class ReliabilityWindowFullGapList : public ReliabilityWindow {
     const std::uint32_t n = w.collect_naks(1'000'000, r, ReceiveWindow::kMaxGaps);
     return {r, r + n};
   }
+  // Delivery stands at 300 and the one range NAKed is the rest of the widened gap, [301, 310).
+  void expect_delivered_through_300_then_one_nak() {
+    ASSERT_EQ(w.expected(), 301u);
+    const std::vector<NakRange> r = naks();
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].from, 301u);
+    EXPECT_EQ(r[0].count, 9u);
+  }
 };
 
 TEST_F(ReliabilityWindowFullGapList, SplittingAWidenedGapNeverNaksWhatWasDelivered) {
@@ -509,11 +517,7 @@ TEST_F(ReliabilityWindowFullGapList, SplittingAWidenedGapNeverNaksWhatWasDeliver
   std::vector<std::int64_t> want;
   for (std::int64_t s = 1; s <= 300; ++s) want.push_back(s);
   EXPECT_EQ(drain(), want);
-  ASSERT_EQ(w.expected(), 301u);
-  const std::vector<NakRange> r = naks();
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].from, 301u);
-  EXPECT_EQ(r[0].count, 9u);
+  expect_delivered_through_300_then_one_nak();
 }
 
 TEST_F(ReliabilityWindowFullGapList, LossCutAtAHeldFrameNeverNaksWhatWasDelivered) {
@@ -521,11 +525,7 @@ TEST_F(ReliabilityWindowFullGapList, LossCutAtAHeldFrameNeverNaksWhatWasDelivere
   const std::vector<std::int64_t> got = drain();
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(got.back(), 300);
-  ASSERT_EQ(w.expected(), 301u);
-  const std::vector<NakRange> r = naks();
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].from, 301u);
-  EXPECT_EQ(r[0].count, 9u);
+  expect_delivered_through_300_then_one_nak();
 }
 
 TEST_F(ReliabilityWindow, DrainStopsAtTheEndOfStream) {
@@ -703,6 +703,13 @@ struct Sub {
     }
   }
 };
+
+// `a` delivered `n` messages with nothing lost and no gap reported.
+void expect_no_loss(const Sub& a, std::uint64_t n) {
+  EXPECT_EQ(a.messages, n);
+  EXPECT_EQ(a.lost, 0u);
+  EXPECT_EQ(a.gaps, 0u);
+}
 
 Wire g_wire;
 
@@ -972,9 +979,7 @@ TEST(ReliabilitySessionDeath, PublisherBackAfterItsOwnerStalledResumesTheSession
   sim.now += 1'500'000'000;
   for (int i = 0; i < 100; ++i) sim.step(10);  // 1000 messages
   sim.drain();
-  EXPECT_EQ(a.messages, 1000u);
-  EXPECT_EQ(a.lost, 0u);
-  EXPECT_EQ(a.gaps, 0u);
+  expect_no_loss(a, 1000u);
   EXPECT_EQ(a.next, 1001u);
   // The silence was reported (the publisher really said nothing for three timeouts), and the
   // session came back exactly where delivery stood.
@@ -1070,9 +1075,7 @@ TEST(ReliabilitySessionDeath, SubscriberBehindItsSocketNeverGivesUpAGapWhoseRepa
   a.read_backlog(t);
   a.rx.drained(t);
   a.consume();
-  EXPECT_EQ(a.messages, 600u);
-  EXPECT_EQ(a.lost, 0u);
-  EXPECT_EQ(a.gaps, 0u);
+  expect_no_loss(a, 600u);
   EXPECT_EQ(a.ends, 0u);
   EXPECT_EQ(a.next, 601u);
 }
@@ -1160,9 +1163,7 @@ Outcome survives(Forge&& forge) {
   forge(a, sim.now);
   while (sim.tx.log().next() <= 2000) sim.step(10);
   sim.drain();
-  EXPECT_EQ(a.messages, 2000u);
-  EXPECT_EQ(a.lost, 0u);
-  EXPECT_EQ(a.gaps, 0u);
+  expect_no_loss(a, 2000u);
   EXPECT_EQ(a.ends, 0u);
   EXPECT_EQ(a.sessions, 1u);
   EXPECT_EQ(a.next, 2001u);

@@ -16,6 +16,7 @@
 #include "core/frame.h"
 #include "core/trace.h"
 #include "pollux/pollux.h"
+#include "tests/support/status_assert.h"
 #include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
 #include "transport/reliability/wire.h"
@@ -196,8 +197,7 @@ TEST(KernelTimestamps, TracedFrameFoundOnlyInWellFormedDatagrams) {
 // ---- the subscriber trusts the kernel RX stamp only when the transport flagged it -------------------
 
 TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedIt) {
-  auto counters = core::CountersFile::create("", "kts");
-  ASSERT_TRUE(counters.ok()) << counters.status();
+  POLLUX_ASSERT_OK_DECL(counters, core::CountersFile::create("", "kts"));
   detail::SubscriberImpl sub;
   auto& f = **counters;
   test::init_inline_subscriber(sub, f, 1);
@@ -243,24 +243,13 @@ TEST(KernelTimestamps, SubscriberReadsTheKernelStampOnlyWhenTheTransportFlaggedI
 
 // A block of 32 free ports below the ephemeral range, this process's own (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
-std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
 
 // Streams "t" (traced, every message) and "u" (untraced) on ports base + offset, + 1.
 // `t_kts`: stream t's own [[streams]] kernel_timestamps line ("" = none: it inherits).
 std::string config(const std::string& threading, std::uint32_t offset, bool kernel_timestamps, bool unicast,
                    const std::string& t_kts = "") {
-  return absl::StrFormat(R"(
-[runtime]
-threading = "%s"
-idle = "yield"
-counters = false
-[transport]
-kind = "udp"
-[udp]
-address = "%s"
-interface = "lo"
-ttl = 1
-kernel_timestamps = %s
+  return testing::UdpTestConfigHead(threading, unicast ? "127.0.0.1" : testing::UniqueGroup()) +
+         absl::StrFormat(R"(kernel_timestamps = %s
 session_timeout_ms = 60000
 status_interval_ms = 20
 heartbeat_interval_us = 2000
@@ -276,9 +265,8 @@ topic = "u"
 id = 2
 udp_port = %u
 )",
-                         threading, unicast ? "127.0.0.1" : group(), kernel_timestamps ? "true" : "false",
-                         base_port() + offset, t_kts.empty() ? "" : "kernel_timestamps = " + t_kts,
-                         base_port() + offset + 1);
+                         kernel_timestamps ? "true" : "false", base_port() + offset,
+                         t_kts.empty() ? "" : "kernel_timestamps = " + t_kts, base_port() + offset + 1);
 }
 
 struct Seen {
@@ -301,18 +289,12 @@ constexpr auto kWait = std::chrono::seconds(60);
 // completion: bounded, 30 s per message and 60 s in all) before the next.
 void run_traced(const std::string& threading, std::uint32_t offset, bool kts, bool unicast, int n, TracedRun* out,
                 const std::string& t_kts = "") {
-  auto sctx = Context::from_string(config(threading, offset, kts, unicast, t_kts), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto pctx = Context::from_string(config(threading, offset, kts, unicast, t_kts), "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto st = (*sctx)->subscriber("t");
-  auto su = (*sctx)->subscriber("u");
-  ASSERT_TRUE(st.ok()) << st.status();
-  ASSERT_TRUE(su.ok()) << su.status();
-  auto pt = (*pctx)->publisher("t");
-  auto pu = (*pctx)->publisher("u");
-  ASSERT_TRUE(pt.ok()) << pt.status();
-  ASSERT_TRUE(pu.ok()) << pu.status();
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(config(threading, offset, kts, unicast, t_kts), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(config(threading, offset, kts, unicast, t_kts), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(st, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(su, (*sctx)->subscriber("u"));
+  POLLUX_ASSERT_OK_DECL(pt, (*pctx)->publisher("t"));
+  POLLUX_ASSERT_OK_DECL(pu, (*pctx)->publisher("u"));
   const bool inline_mode = threading == "inline";
   auto step = [&] {
     (void)pt->service();
@@ -481,8 +463,7 @@ TEST(UdpKernelTimestamps, PerStreamKeyRejectsOtherValues) {
   auto c = core::parse_config(config("inline", 16, false, true, "\"sometimes\""), "x.toml");
   ASSERT_FALSE(c.ok()) << c.status();
   EXPECT_NE(std::string(c.status().message()).find("kernel_timestamps"), std::string::npos) << c.status();
-  auto inherit = core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml");
-  ASSERT_TRUE(inherit.ok()) << inherit.status();
+  POLLUX_ASSERT_OK_DECL(inherit, core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml"));
   EXPECT_TRUE(transport::udp::kernel_timestamps(*inherit, inherit->find_stream(1)));
 }
 

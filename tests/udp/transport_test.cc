@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/support/status_assert.h"
 #include "tests/support/udp_ports.h"
 #include "tests/udp/scripted_subscriber.h"
 #include "tests/udp/udp_test_util.h"
@@ -41,7 +42,7 @@ using testing::spin_until;
 // Ports and groups unique per test process, so parallel ctest runs do not cross: a block of 32
 // free ports below the ephemeral range (tests/support/udp_ports.h).
 std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
-std::string group() { return absl::StrFormat("239.255.%d.%d", 1 + getpid() % 200, 1 + (getpid() / 200) % 200); }
+std::string group() { return testing::UniqueGroup(); }
 
 // Session timeout of the tests that are not about it: far above any stall a loaded 2-core host
 // causes (a starved poller thread, a descheduled test thread), so that no such stall ends a
@@ -61,21 +62,8 @@ std::string udp_config_on_port(const std::string& threading, std::uint32_t port,
         {"linger_ms", "200"}}) {
     if (extra.find(std::string(key) + " =") == std::string::npos) keys += absl::StrFormat("%s = %s\n", key, value);
   }
-  return absl::StrFormat(R"(
-[runtime]
-threading = "%s"
-idle = "yield"
-counters = false
-[transport]
-kind = "udp"
-[udp]
-address = "%s"
-port = %u
-interface = "%s"
-ttl = 1
-%s%s
-)",
-                         threading, address.empty() ? group() : address, port, iface, keys, extra);
+  return testing::UdpTestConfigHead(threading, address.empty() ? group() : address, iface) +
+         absl::StrFormat("port = %u\n%s%s\n", port, keys, extra);
 }
 
 std::string udp_config(const std::string& threading, std::uint32_t port_offset, const std::string& extra = "",
@@ -155,9 +143,8 @@ bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& po
 // ---- config ---------------------------------------------------------------------------------
 
 TEST(UdpConfig, ParsesAndValidates) {
-  auto c =
-      core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(
+      c, core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml"));
   EXPECT_EQ(transport::udp::config(*c).mtu, 9000u);
   EXPECT_DOUBLE_EQ(transport::udp::config(*c).fault_loss, 0.05);
   EXPECT_NE(c->to_toml().find("[udp]"), std::string::npos);
@@ -174,19 +161,19 @@ TEST(UdpConfig, ParsesAndValidates) {
   bad = core::parse_config("[udp]\nretransmit_buffer = \"100KiB\"\n", "t.toml");
   ASSERT_FALSE(bad.ok()) << bad.status();
   EXPECT_NE(bad.status().message().find("power of two"), std::string::npos) << bad.status();
-  auto s = core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n",
-                              "t.toml");
-  ASSERT_TRUE(s.ok()) << s.status();
+  POLLUX_ASSERT_OK_DECL(
+      s, core::parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 5000\nudp_address = \"127.0.0.1\"\n",
+                            "t.toml"));
   EXPECT_EQ(s->streams[0].udp_port, 5000u);
 }
 
 TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
-  auto ctx = Context::from_string(udp_config("inline", 0, "") + "", "t.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto c2 = Context::from_string(
-      absl::StrFormat("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"),
-      "t.toml");
-  ASSERT_TRUE(c2.ok()) << c2.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config("inline", 0, "") + "", "t.toml"));
+  POLLUX_ASSERT_OK_DECL(
+      c2, Context::from_string(
+              absl::StrFormat(
+                  "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"nosuchif0\"\n[runtime]\ncounters = false\n"),
+              "t.toml"));
   auto p = (*c2)->publisher("x");
   ASSERT_FALSE(p.ok()) << p.status();
   EXPECT_NE(p.status().message().find("udp.interface"), std::string::npos) << p.status();
@@ -203,8 +190,7 @@ TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
   std::uint32_t port = 0;
   const int holder = bind_any_port(htonl(INADDR_LOOPBACK), &port);
   ASSERT_GE(holder, 0) << "bind(127.0.0.1:0): " << std::strerror(errno);
-  auto ctx = Context::from_string(udp_config_on_port("inline", port, "", "127.0.0.1"), "sub.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config_on_port("inline", port, "", "127.0.0.1"), "sub.toml"));
   const int before = open_fds();
   auto sub = (*ctx)->subscriber("t");
   ASSERT_FALSE(sub.ok()) << sub.status();
@@ -223,21 +209,18 @@ TEST(UdpPortInUse, UnicastPortHeldByAnotherSocketIsAClearError) {
 // Two unicast subscribers on one port: the kernel would give each datagram to one of them
 // only, so the second is refused (binding it with SO_REUSEADDR would silently take half).
 TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
-  auto c1 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml");
-  auto c2 = Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml");
-  ASSERT_TRUE(c1.ok()) << c1.status();
-  ASSERT_TRUE(c2.ok()) << c2.status();
-  auto first = (*c1)->subscriber("t");
-  ASSERT_TRUE(first.ok()) << first.status();
+  POLLUX_ASSERT_OK_DECL(c1, Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "a.toml"));
+  POLLUX_ASSERT_OK_DECL(c2, Context::from_string(udp_config("inline", 17, "", "127.0.0.1"), "b.toml"));
+  POLLUX_ASSERT_OK_DECL(first, (*c1)->subscriber("t"));
   auto second = (*c2)->subscriber("t");
   ASSERT_FALSE(second.ok()) << second.status();
   EXPECT_NE(second.status().message().find("b.toml: udp.port"), std::string::npos) << second.status();
   // A [[streams]] override is named as such.
-  auto c3 =
+  POLLUX_ASSERT_OK_DECL(
+      c3,
       Context::from_string(udp_config("inline", 17, "", "127.0.0.1") +
                                absl::StrFormat("[[streams]]\ntopic = \"u\"\nid = 9\nudp_port = %u\n", base_port() + 17),
-                           "c.toml");
-  ASSERT_TRUE(c3.ok()) << c3.status();
+                           "c.toml"));
   auto third = (*c3)->subscriber("u");
   ASSERT_FALSE(third.ok()) << third.status();
   EXPECT_NE(third.status().message().find("c.toml: streams.udp_port"), std::string::npos) << third.status();
@@ -246,10 +229,8 @@ TEST(UdpPortInUse, SecondUnicastSubscriberOnTheSamePortIsRefused) {
 // Multicast subscribers share the port (each gets every datagram), but not with a socket that
 // holds it exclusively.
 TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
-  auto c1 = Context::from_string(udp_config("inline", 18), "a.toml");
-  auto c2 = Context::from_string(udp_config("inline", 18), "b.toml");
-  ASSERT_TRUE(c1.ok()) << c1.status();
-  ASSERT_TRUE(c2.ok()) << c2.status();
+  POLLUX_ASSERT_OK_DECL(c1, Context::from_string(udp_config("inline", 18), "a.toml"));
+  POLLUX_ASSERT_OK_DECL(c2, Context::from_string(udp_config("inline", 18), "b.toml"));
   auto s1 = (*c1)->subscriber("t");
   auto s2 = (*c2)->subscriber("t");
   EXPECT_TRUE(s1.ok()) << s1.status();
@@ -257,8 +238,7 @@ TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
   std::uint32_t port = 0;
   const int holder = bind_any_port(htonl(INADDR_ANY), &port);
   ASSERT_GE(holder, 0) << "bind(0.0.0.0:0): " << std::strerror(errno);
-  auto c3 = Context::from_string(udp_config_on_port("inline", port), "c.toml");
-  ASSERT_TRUE(c3.ok()) << c3.status();
+  POLLUX_ASSERT_OK_DECL(c3, Context::from_string(udp_config_on_port("inline", port), "c.toml"));
   const int before = open_fds();
   auto s3 = (*c3)->subscriber("t");
   ASSERT_FALSE(s3.ok()) << s3.status();
@@ -269,26 +249,27 @@ TEST(UdpPortInUse, MulticastPortHeldExclusivelyIsAClearError) {
   ::close(holder);
 }
 
+// Until `pub` is connected (at most kWaitMs): runs its duties and drains `sub` into `r` (the
+// subscriber reports back only when polled in inline mode).
+bool wait_connected(Publisher& pub, Subscriber& sub, Received& r) {
+  return spin_until([&] { return pub.is_connected(); }, kWaitMs,
+                    [&] {
+                      pub.service();
+                      drain(sub, r);
+                    });
+}
+
 // ---- public API, inline mode ------------------------------------------------------------------------
 
 void publish_and_check(const std::string& threading, const std::string& extra, std::uint64_t count,
                        const std::string& address = "", const std::string& iface = "lo") {
-  auto pctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(udp_config(threading, 1, extra, address, iface), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config(threading, 1, extra, address, iface), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config(threading, 1, extra, address, iface), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
   // Not connected until the subscriber heard the session and reported back.
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                         [&] {
-                           pub->service();
-                           drain(*sub, r);
-                         }))
-      << "publisher never saw the subscriber";
+  ASSERT_TRUE(wait_connected(*pub, *sub, r)) << "publisher never saw the subscriber";
   std::uint64_t sent = 0;
   const bool inline_mode = threading == "inline";
   // Queued modes: a consumer thread owns `r` until it is joined; the main thread only sees its
@@ -377,10 +358,8 @@ TEST(UdpApi, InlinePublisherSideLossOneFramePerDatagram) {
 }
 
 TEST(UdpApi, MessageTooLargeForTheMtu) {
-  auto ctx = Context::from_string(udp_config("inline", 2, "mtu = 1500"), "t.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  auto pub = (*ctx)->publisher("t");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(udp_config("inline", 2, "mtu = 1500"), "t.toml"));
+  POLLUX_ASSERT_OK_DECL(pub, (*ctx)->publisher("t"));
   EXPECT_EQ(pub->max_payload(), 1472u - 32u);
   std::vector<std::byte> big(1500);
   EXPECT_EQ(pub->offer(big.data(), big.size()), kMessageTooLarge);
@@ -390,20 +369,12 @@ TEST(UdpApi, MessageTooLargeForTheMtu) {
 // About the session timeout: a short one (1 s), outlived three times over.
 TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
   const std::string timeout = "session_timeout_ms = 1000";
-  auto pctx = Context::from_string(udp_config("inline", 3, timeout), "pub.toml");
-  auto sctx = Context::from_string(udp_config("inline", 3, timeout), "sub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 3, timeout), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 3, timeout), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   Received r;
-  ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                         [&] {
-                           pub->service();
-                           drain(*sub, r);
-                         }));
+  ASSERT_TRUE(wait_connected(*pub, *sub, r));
   // 3 x the session timeout with no message: heartbeats from service() keep it up.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
   while (std::chrono::steady_clock::now() < until) {
@@ -425,22 +396,14 @@ TEST(UdpApi, IdlePublisherKeepsTheSessionAliveThroughService) {
 }
 
 TEST(UdpApi, PublisherRestartIsANewSession) {
-  auto sctx = Context::from_string(udp_config("inline", 4), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 4), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
   Received r;
   std::uint32_t sessions[2] = {};
   for (int round = 0; round < 2; ++round) {
-    auto pctx = Context::from_string(udp_config("inline", 4), "pub.toml");
-    ASSERT_TRUE(pctx.ok()) << pctx.status();
-    auto pub = (*pctx)->publisher("t");
-    ASSERT_TRUE(pub.ok()) << pub.status();
-    ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
-                           [&] {
-                             pub->service();
-                             drain(*sub, r);
-                           }));
+    POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 4), "pub.toml"));
+    POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
+    ASSERT_TRUE(wait_connected(*pub, *sub, r));
     for (std::uint64_t i = 1; i <= 100; ++i) {
       std::uint64_t v[2] = {i, 0};
       while (pub->offer(v, sizeof v) < 0) drain(*sub, r);
@@ -464,19 +427,8 @@ TEST(UdpApi, PublisherRestartIsANewSession) {
 
 // ---- endpoints ---------------------------------------------------------------------------------
 
-struct Endpoints {
-  explicit Endpoints(const std::string& toml) {
-    auto c = core::parse_config(toml, "ep.toml");
-    EXPECT_TRUE(c.ok()) << c.status();
-    cfg = *c;
-    core::Clock::init();
-    core::PoolOptions po;
-    po.slots = 4096;
-    po.hugepages = core::HugePages::kOff;
-    pool = std::move(*core::BufferPool::create(po));
-    auto cf = core::CountersFile::create("", "udp-test");
-    counters = std::move(*cf);
-    env = transport::TransportEnv{&cfg, pool.get(), counters.get()};
+struct Endpoints : testing::EndpointEnv {
+  explicit Endpoints(const std::string& toml) : EndpointEnv(toml, 4096, "udp-test") {
     transport::EndpointSpec spec{5, "t", nullptr};
     auto rx_or = transport::udp::UdpRxEndpoint::open(env, spec);
     EXPECT_TRUE(rx_or.ok()) << rx_or.status();
@@ -486,20 +438,27 @@ struct Endpoints {
     tx = std::move(*tx_or);
     next_slot = 0;
   }
-  // Posts `n` frames with a 32-byte payload carrying their index.
-  // Both sides connected (the join handshake served by polls and the publisher's housekeeping),
-  // then what the handshake left drained. False: no connection within 3 s.
+  // Until `connected` (at most kWaitMs), serving the join handshake: polls and the publisher's
+  // housekeeping. False when it did not happen.
+  template <typename Pred>
+  bool handshake_until(Pred&& connected) {
+    return spin_until(connected, kWaitMs, [&] {
+      poll();
+      tx->housekeeping_st(core::Clock::now_ns());
+    });
+  }
+  // Until the publisher is connected (its callers assert it next).
+  void join() {
+    (void)handshake_until([&] { return tx->connected(); });
+  }
+  // Both sides connected, then what the handshake left drained. False: no connection in time.
   bool connect_and_drain() {
-    if (!spin_until([&] { return tx->connected() && rx->connected(); }, kWaitMs,
-                    [&] {
-                      poll();
-                      tx->housekeeping_st(core::Clock::now_ns());
-                    })) {
-      return false;
-    }
+    if (!handshake_until([&] { return tx->connected() && rx->connected(); })) return false;
     for (int i = 0; i < 20; ++i) poll();
     return true;
   }
+
+  // Posts `n` frames with a 32-byte payload carrying their index.
 
   std::uint32_t post(std::uint32_t n) {
     std::vector<transport::TxDesc> d;
@@ -527,10 +486,6 @@ struct Endpoints {
     rx->release_st({d, n}, true);
     return out;
   }
-  core::Config cfg;
-  std::unique_ptr<core::BufferPool> pool;
-  std::unique_ptr<core::CountersFile> counters;
-  transport::TransportEnv env;
   std::unique_ptr<transport::udp::UdpRxEndpoint> rx;
   std::unique_ptr<transport::udp::UdpTxEndpoint> tx;
   std::uint32_t next_slot = 0;
@@ -588,8 +543,7 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
   EXPECT_EQ(msgs, 10u);
   // An endpoint opened and serviced without data: housekeeping announces it just the same.
   transport::EndpointSpec spec{5, "t", nullptr};
-  auto idle = transport::udp::UdpTxEndpoint::open(e.env, spec);
-  ASSERT_TRUE(idle.ok()) << idle.status();
+  POLLUX_ASSERT_OK_DECL(idle, transport::udp::UdpTxEndpoint::open(e.env, spec));
   EXPECT_EQ((*idle)->sender().stats().datagrams, 0u);
   (void)(*idle)->housekeeping_st(core::Clock::now_ns());
   EXPECT_EQ((*idle)->sender().stats().heartbeats, 1u);
@@ -598,11 +552,7 @@ TEST(UdpEndpoint, SessionIsAnnouncedByItsOwnersFirstServiceNotAtOpen) {
 TEST(UdpEndpoint, NotifyFdWakesOnData) {
   Endpoints e(udp_config("inline", 6));
   // Let the join handshake settle.
-  spin_until([&] { return e.tx->connected(); }, kWaitMs,
-             [&] {
-               e.poll();
-               e.tx->housekeeping_st(core::Clock::now_ns());
-             });
+  e.join();
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 10; ++i) e.poll();
   ASSERT_TRUE(e.rx->try_arm_st());
@@ -756,11 +706,7 @@ TEST(UdpEndpoint, OverflowBeyondTheRetransmitBufferIsAnUnrecoverableGapWithTheRi
   // A tiny socket buffer drops most of a burst in the kernel; the publisher's 64 KiB log keeps
   // only the last ~1000 frames, so the rest is reported lost - with the exact count.
   Endpoints e(udp_config("inline", 7, "retransmit_buffer = \"64KiB\"\nsocket_rcvbuf = 4096\nmtu = 1500"));
-  spin_until([&] { return e.tx->connected(); }, kWaitMs,
-             [&] {
-               e.poll();
-               e.tx->housekeeping_st(core::Clock::now_ns());
-             });
+  e.join();
   ASSERT_TRUE(e.tx->connected());
   for (int i = 0; i < 5; ++i) e.poll();
   const std::uint32_t total = 20000;
@@ -887,6 +833,12 @@ bool raw_sockets_allowed() {
   return true;
 }
 
+// Skips a test that forges `whose` source address ("publisher's") where raw sockets are not
+// allowed.
+#define POLLUX_REQUIRE_RAW_SOCKETS(whose) \
+  if (!raw_sockets_allowed())             \
+  GTEST_SKIP() << "needs CAP_NET_RAW to forge the " whose " source address (CI runs as root)"
+
 // `toml` (from udp_config) with the counters file on, named `name`.
 std::string with_counters(std::string toml, const std::string& name) {
   const std::string off = "counters = false";
@@ -1000,8 +952,7 @@ class HostileSession {
 // spoofer with the live session's next sequence, it must be counted and dropped at decode;
 // the real message with that sequence is then delivered as usual.
 TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("publisher's");
   HostileSession t(8, "udp-hostile-trace");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1020,8 +971,7 @@ TEST(UdpHostile, TracedFrameShorterThanItsTraceBlockIsDroppedNotDelivered) {
       << "the forged frame was not counted as malformed";
   // The subscriber's own I/O failures are published too (0 here): a failing recvmmsg or a
   // refused NAK shows in pollux-stat.
-  auto snap = core::read_counters_file(t.sctx->counters_path());
-  ASSERT_TRUE(snap.ok()) << snap.status();
+  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(t.sctx->counters_path()));
   std::set<std::string> names;
   for (const auto& c : snap->counters) {
     if (c.scope.rfind("udp sub stream", 0) == 0) names.insert(c.name);
@@ -1071,8 +1021,7 @@ TEST(UdpHostile, OversizedDatagramIsCountedAndDroppedByTheSingleReadPath) {
 // at the live position, each followed by more real traffic: every real message is delivered
 // in order, nothing is reported lost, the stream does not end, and each forgery is counted.
 TEST(UdpHostile, ForgedHeartbeatsAndEndOfStreamDoNotStopTheStream) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the publisher's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("publisher's");
   HostileSession t(9, "udp-hostile-hb");
   ASSERT_TRUE(t.ok());
   t.publish(1, 10);
@@ -1303,14 +1252,10 @@ TEST(UdpHostile, NakAmplificationMulticastMadeUpSubscribers) {
 // the subscriber rejoin, the status messages that reconnect the publisher).
 TEST(UdpInline, PublisherThatLostItsSubscriberReconnectsThroughOfferAlone) {
   const std::string timeout = "session_timeout_ms = 500";  // the test is about it
-  auto sctx = Context::from_string(udp_config("inline", 25, timeout), "sub.toml");
-  auto pctx = Context::from_string(udp_config("inline", 25, timeout), "pub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sub = (*sctx)->subscriber("t");
-  auto pub = (*pctx)->publisher("t");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  POLLUX_ASSERT_OK_DECL(sctx, Context::from_string(udp_config("inline", 25, timeout), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(pctx, Context::from_string(udp_config("inline", 25, timeout), "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(sub, (*sctx)->subscriber("t"));
+  POLLUX_ASSERT_OK_DECL(pub, (*pctx)->publisher("t"));
   std::uint64_t delivered = 0;
   auto poll = [&] { (void)sub->poll([&](const Message&) { ++delivered; }, 64); };
   ASSERT_TRUE(spin_until([&] { return pub->is_connected(); }, kWaitMs,
@@ -1336,8 +1281,7 @@ TEST(UdpHostile, NakAmplificationMulticastAnnouncedForger) {
 }
 
 TEST(UdpHostile, NakAmplificationUnicastSpoofedSource) {
-  if (!raw_sockets_allowed())
-    GTEST_SKIP() << "needs CAP_NET_RAW to forge the subscriber's source address (CI runs as root)";
+  POLLUX_REQUIRE_RAW_SOCKETS("subscriber's");
   const NakAttackResult made_up = nak_attack(false, false, 12, kTestLimits);
   check_bounded(made_up);
   EXPECT_EQ(made_up.repair_bytes, 0u);
@@ -1359,8 +1303,7 @@ TEST(UdpHostile, NakAmplificationWithTheDefaults) {
 // reported as a one-message kMalformed gap. Driven through SubscriberImpl with an endpoint that
 // returns such descriptors (the UDP cursor above no longer lets one through).
 TEST(SubscriberDefence, FrameShorterThanItsTraceBlockIsAMalformedGapOnAnyTransport) {
-  auto counters = core::CountersFile::create("", "defence");
-  ASSERT_TRUE(counters.ok()) << counters.status();
+  POLLUX_ASSERT_OK_DECL(counters, core::CountersFile::create("", "defence"));
   detail::SubscriberImpl sub;
   auto& f = **counters;
   test::init_inline_subscriber(sub, f, 5);

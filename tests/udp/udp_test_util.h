@@ -1,5 +1,5 @@
-// Helpers of the UDP tests that run real endpoints (transport_test, wakeup_test): bounded waits
-// and the counters of a context.
+// Helpers of the UDP tests that run real endpoints (transport_test, wakeup_test): bounded waits,
+// the counters of a context, and the environment endpoints are opened in without a context.
 #pragma once
 
 #include <fcntl.h>
@@ -10,8 +10,14 @@
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
+
+#include "core/buffer_pool.h"
+#include "core/clock.h"
+#include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "transport/transport.h"
 
 namespace pollux::testing {
 
@@ -57,5 +63,28 @@ inline std::uint64_t counter(const Context& ctx, const std::string& scope, const
 inline std::uint64_t counter_sum(const Context& ctx, const std::string& prefix, const std::string& name) {
   return counter_matching(ctx, prefix, name, true);
 }
+
+// What a test opens transport endpoints in without a Context: the configuration parsed from
+// `toml` (a parse error fails the test), the clock, a pool of `slots` slots without huge pages, an
+// anonymous counters file `counters_name`, and the environment over them.
+struct EndpointEnv {
+  EndpointEnv(const std::string& toml, std::uint32_t slots, const char* counters_name) {
+    auto c = core::parse_config(toml, "ep.toml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (c.ok()) cfg = *c;
+    core::Clock::init();
+    core::PoolOptions po;
+    po.slots = slots;
+    po.hugepages = core::HugePages::kOff;
+    pool = std::move(*core::BufferPool::create(po));
+    counters = std::move(*core::CountersFile::create("", counters_name));
+    env = transport::TransportEnv{&cfg, pool.get(), counters.get()};
+  }
+
+  core::Config cfg;
+  std::unique_ptr<core::BufferPool> pool;
+  std::unique_ptr<core::CountersFile> counters;
+  transport::TransportEnv env;
+};
 
 }  // namespace pollux::testing

@@ -32,8 +32,10 @@
 #include "core/config.h"
 #include "core/counters.h"
 #include "pollux/pollux.h"
+#include "tests/support/status_assert.h"
 #include "tests/support/udp_ports.h"
 #include "tests/udp/udp_test_util.h"
+#include "tools/common/loopback_udp.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -56,22 +58,7 @@ std::uint32_t base_port() { return testing::UdpPortBlock::Base(); }
 
 // `n` streams (ids 1..n, topics s1..sn) on consecutive ports of 127.0.0.1.
 std::string streams_config(const std::string& runtime, std::uint32_t port0, int n, const std::string& udp_extra) {
-  std::string s = absl::StrFormat(R"(
-[runtime]
-%s
-[pool]
-slots = 8192
-hugepages = "off"
-[transport]
-kind = "udp"
-[udp]
-address = "127.0.0.1"
-interface = "lo"
-rx_buffers = 256
-retransmit_buffer = "1MiB"
-%s
-)",
-                                  runtime, udp_extra);
+  std::string s = "\n[runtime]\n" + runtime + "\n" + pollux::tools::loopback_udp_tables(8192) + udp_extra + "\n";
   for (int i = 1; i <= n; ++i) {
     absl::StrAppendFormat(&s, "[[streams]]\ntopic = \"s%d\"\nid = %d\nudp_port = %u\n", i, i, port0 + i - 1);
   }
@@ -80,20 +67,11 @@ retransmit_buffer = "1MiB"
 
 // ---- the source, driven by the test as a poller would --------------------------------------
 
-struct SourceRig {
-  SourceRig(int n, std::uint32_t port0, const std::string& udp_extra = "") {
-    auto c = core::parse_config(streams_config("counters = false", port0, n,
-                                               "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n" + udp_extra),
-                                "src.toml");
-    EXPECT_TRUE(c.ok()) << c.status();
-    cfg = *c;
-    core::Clock::init();
-    core::PoolOptions po;
-    po.slots = 1024;
-    po.hugepages = core::HugePages::kOff;
-    pool = std::move(*core::BufferPool::create(po));
-    counters = std::move(*core::CountersFile::create("", "udp-src-test"));
-    env = transport::TransportEnv{&cfg, pool.get(), counters.get()};
+struct SourceRig : testing::EndpointEnv {
+  SourceRig(int n, std::uint32_t port0, const std::string& udp_extra = "")
+      : EndpointEnv(streams_config("counters = false", port0, n,
+                                   "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\n" + udp_extra),
+                    1024, "udp-src-test") {
     transport = std::make_unique<transport::udp::UdpTransport>(env);
     auto s = transport->poller_source(0);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -138,10 +116,6 @@ struct SourceRig {
     }
     rx[i]->release_st({d, n}, false);
   }
-  core::Config cfg;
-  std::unique_ptr<core::BufferPool> pool;
-  std::unique_ptr<core::CountersFile> counters;
-  transport::TransportEnv env;
   std::unique_ptr<transport::udp::UdpTransport> transport;
   transport::udp::UdpPollerSource* source = nullptr;
   std::vector<std::unique_ptr<transport::RxEndpoint>> rx;
@@ -261,23 +235,19 @@ TEST(UdpLinger, LingeringCloseDoesNotStallThePollersOtherStreams) {
   const std::uint32_t port0 = base_port() + 8;
   const std::string udp =
       "heartbeat_interval_us = 2000\nstatus_interval_ms = 20\nsession_timeout_ms = 10000\nlinger_ms = 2000\n";
-  auto pctx = Context::from_string(
-      streams_config("threading = \"dedicated\"\npollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\n"
-                     "counters = true\nname = \"udp-linger-pub\"",
-                     port0, 2, udp),
-      "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx =
-      Context::from_string(streams_config("threading = \"inline\"\ncounters = false", port0, 2, udp), "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sa = (*sctx)->subscriber("s1");
-  auto sb = (*sctx)->subscriber("s2");
-  ASSERT_TRUE(sa.ok()) << sa.status();
-  ASSERT_TRUE(sb.ok()) << sb.status();
-  auto pa = (*pctx)->publisher("s1");
-  auto pb = (*pctx)->publisher("s2");
-  ASSERT_TRUE(pa.ok()) << pa.status();
-  ASSERT_TRUE(pb.ok()) << pb.status();
+  POLLUX_ASSERT_OK_DECL(
+      pctx, Context::from_string(
+                streams_config("threading = \"dedicated\"\npollers = 1\nidle = \"interrupt\"\nsleep_timer_ms = 0\n"
+                               "counters = true\nname = \"udp-linger-pub\"",
+                               port0, 2, udp),
+                "pub.toml"));
+  POLLUX_ASSERT_OK_DECL(
+      sctx,
+      Context::from_string(streams_config("threading = \"inline\"\ncounters = false", port0, 2, udp), "sub.toml"));
+  POLLUX_ASSERT_OK_DECL(sa, (*sctx)->subscriber("s1"));
+  POLLUX_ASSERT_OK_DECL(sb, (*sctx)->subscriber("s2"));
+  POLLUX_ASSERT_OK_DECL(pa, (*pctx)->publisher("s1"));
+  POLLUX_ASSERT_OK_DECL(pb, (*pctx)->publisher("s2"));
   std::uint64_t got_a = 0, got_b = 0;
   auto drain_a = [&] { return sa->poll([&](const Message&) { ++got_a; }, 64); };
   ASSERT_TRUE(spin_until([&] { return pa->is_connected() && pb->is_connected(); }, kWaitMs,
@@ -446,18 +416,14 @@ TEST(UdpWakeupStress, PingPongWithSleepingPollersLosesNoWakeup) {
         cpu, name);
   };
   const int ncpu = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto actx = Context::from_string(streams_config(runtime("udp-stress-a", 0), port0, 2, udp), "a.toml");
-  ASSERT_TRUE(actx.ok()) << actx.status();
-  auto bctx = Context::from_string(streams_config(runtime("udp-stress-b", 1 % ncpu), port0, 2, udp), "b.toml");
-  ASSERT_TRUE(bctx.ok()) << bctx.status();
-  auto a_sub = (*actx)->subscriber("s2");
-  auto b_sub = (*bctx)->subscriber("s1");
-  ASSERT_TRUE(a_sub.ok()) << a_sub.status();
-  ASSERT_TRUE(b_sub.ok()) << b_sub.status();
-  auto a_pub = (*actx)->publisher("s1");
-  auto b_pub = (*bctx)->publisher("s2");
-  ASSERT_TRUE(a_pub.ok()) << a_pub.status();
-  ASSERT_TRUE(b_pub.ok()) << b_pub.status();
+  POLLUX_ASSERT_OK_DECL(actx,
+                        Context::from_string(streams_config(runtime("udp-stress-a", 0), port0, 2, udp), "a.toml"));
+  POLLUX_ASSERT_OK_DECL(
+      bctx, Context::from_string(streams_config(runtime("udp-stress-b", 1 % ncpu), port0, 2, udp), "b.toml"));
+  POLLUX_ASSERT_OK_DECL(a_sub, (*actx)->subscriber("s2"));
+  POLLUX_ASSERT_OK_DECL(b_sub, (*bctx)->subscriber("s1"));
+  POLLUX_ASSERT_OK_DECL(a_pub, (*actx)->publisher("s1"));
+  POLLUX_ASSERT_OK_DECL(b_pub, (*bctx)->publisher("s2"));
   ASSERT_TRUE(spin_until([&] { return a_pub->is_connected() && b_pub->is_connected(); }, kWaitMs,
                          [&] {
                            a_sub->poll([](const Message&) {}, 64);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace pollux::cli {
 
@@ -122,6 +123,54 @@ int handle_standard_flags(int argc, char** argv, std::string_view program, std::
     if (const int rc = handle_standard_flag(argv[i], program, help); rc >= 0) return rc;
   }
   return -1;
+}
+
+double scaled_number(const std::string& flag, const std::string& s, Fail fail, bool lower_m_is_mega) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || errno != 0 || end == s.c_str()) fail(flag + ": not a number: \"" + s + "\"");
+  const std::string suffix(end);
+  double mult = 1;
+  if (suffix == "k" || suffix == "K") {
+    mult = 1e3;
+  } else if (suffix == "M" || (lower_m_is_mega && suffix == "m")) {
+    mult = 1e6;
+  } else if (!suffix.empty()) {
+    fail(flag + ": unexpected \"" + suffix + "\" in \"" + s + "\"");
+  }
+  if (!std::isfinite(v) || v < 0) fail(flag + ": out of range: \"" + s + "\"");
+  return v * mult;
+}
+
+// ---- FlagReader ---------------------------------------------------------------------------------
+
+bool FlagReader::next() {
+  if (++i_ >= argc_) return false;
+  flag_ = argv_[i_];
+  value_.clear();
+  has_value_ = false;
+  if (const auto eq = flag_.find('='); flag_.rfind("--", 0) == 0 && eq != std::string::npos) {
+    value_ = flag_.substr(eq + 1);
+    flag_.resize(eq);
+    has_value_ = true;
+  }
+  return true;
+}
+
+std::string FlagReader::value() {
+  if (has_value_) return value_;
+  if (i_ + 1 >= argc_) fail(flag_ + " needs a value");
+  return argv_[++i_];
+}
+
+void FlagReader::no_value() const {
+  if (has_value_) fail(flag_ + " takes no value");
+}
+
+void FlagReader::fail(const std::string& message) const {
+  fail_(message);
+  std::exit(kUsageExit);  // fail_ should not have returned
 }
 
 // ---- Parser -------------------------------------------------------------------------------------

@@ -61,6 +61,43 @@ int handle_standard_flag(std::string_view arg, std::string_view program, std::st
 // `prog --count x --help` prints the help, not an error). Stops at "--".
 int handle_standard_flags(int argc, char** argv, std::string_view program, std::string_view help);
 
+// ---- Hand-written parsers -------------------------------------------------------------------------
+//
+// `fail` is the program's usage error ("<program>: <message> (see --help)", exit 64); it must not
+// return.
+using Fail = void (*)(const std::string& message);
+
+// `s`, the value of `flag`, read as a non-negative number with an optional suffix k/K (x1e3) or M
+// (x1e6; also m where `lower_m_is_mega`): "10k" -> 10000.
+double scaled_number(const std::string& flag, const std::string& s, Fail fail, bool lower_m_is_mega = false);
+
+// Each argument in turn, with its value given as "--flag value" or "--flag=value".
+class FlagReader {
+ public:
+  FlagReader(int argc, char** argv, Fail fail) : argc_(argc), argv_(argv), fail_(fail) {}
+
+  // Moves to the next argument; false after the last.
+  bool next();
+  // The flag without its "=value" ("--count" of "--count=5").
+  const std::string& flag() const { return flag_; }
+  // The argument as it was given, for an unknown-flag message.
+  const char* raw() const { return argv_[i_]; }
+  // The flag's value: after '=', else the next argument ("<flag> needs a value" when none).
+  std::string value();
+  // Refuses "--flag=value" for a flag that takes none ("<flag> takes no value").
+  void no_value() const;
+
+ private:
+  [[noreturn]] void fail(const std::string& message) const;
+
+  int argc_;
+  char** argv_;
+  Fail fail_;
+  int i_ = 0;
+  std::string flag_, value_;
+  bool has_value_ = false;
+};
+
 // ---- Parser -------------------------------------------------------------------------------------
 //
 // "--flag value" and "--flag=value" both work. On a usage error parse() prints the message and

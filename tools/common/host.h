@@ -1,12 +1,14 @@
 // What a measuring program says about and does to its host: the machine's description, the
-// cost of a clock read, pinning a thread and forking onto a CPU. Shared by the benchmarks
+// cost of a clock read, pinning a thread, forking onto a CPU and waiting for that child. Shared by the benchmarks
 // (bench/bench_util.h) and the tools (pollux-latency), so neither includes from the other.
 #pragma once
 
 #include <sched.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -66,6 +68,46 @@ inline pid_t fork_on(int child_cpu) {
     if (sched_setaffinity(child, sizeof set, &set) != 0) std::perror("warning: sched_setaffinity(child)");
   }
   return child;
+}
+
+// How a parent names its forked child in a failed wait_for_child ("subscriber process", "open its
+// side") and what ends the wait early (`stop`, may be null; then *err = `stopped`).
+struct ChildWait {
+  const char* who;
+  const char* ready;
+  bool (*stop)() = nullptr;
+  const char* stopped = "";
+};
+
+// Waits (every 200 us, at most 20 s) until the forked `child` has stored a state of at least
+// `want` in `state`; the acquire load pairs with the child's release store. A state of -1 means
+// the child failed, `error` (written before that store) saying why. False with *err: "<who>:
+// <error>", "<who> exited early (status N)" or "<who> did not <ready> within 20 s".
+inline bool wait_for_child(const std::atomic<int>& state, int want, const char* error, pid_t child, const ChildWait& w,
+                           std::string* err) {
+  const std::int64_t deadline = core::Clock::monotonic_ns() + 20'000'000'000;
+  for (;;) {
+    const int s = state.load(std::memory_order_acquire);  // pairs with the child's release
+    if (s >= want) return true;
+    if (s == -1) {
+      *err = std::string(w.who) + ": " + error;
+      return false;
+    }
+    if (w.stop != nullptr && w.stop()) {
+      *err = w.stopped;
+      return false;
+    }
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child) {
+      *err = std::string(w.who) + " exited early (status " + std::to_string(status) + ")";
+      return false;
+    }
+    if (core::Clock::monotonic_ns() > deadline) {
+      *err = std::string(w.who) + " did not " + w.ready + " within 20 s";
+      return false;
+    }
+    usleep(200);
+  }
 }
 
 }  // namespace pollux::host

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/common/output.h"
@@ -9,17 +11,11 @@
 namespace pollux::doctor {
 
 std::string_view verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return "ok";
-    case Verdict::kInfo:
-      return "info";
-    case Verdict::kWarn:
-      return "warn";
-    case Verdict::kFail:
-      return "fail";
-  }
-  return "?";
+  // Indexed by Verdict, in its order.
+  static constexpr std::string_view kNames[] = {"ok", "info", "warn", "fail"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(Verdict::kFail) + 1);
+  const auto i = static_cast<std::size_t>(v);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 void Report::add(std::string area, std::string name, Verdict v, std::string value, std::string hint) {

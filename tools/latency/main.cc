@@ -234,23 +234,8 @@ struct Options {
   bool print_config = false;
 };
 
-double ParseNumber(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end == s.c_str()) UsageError(flag + ": not a number: \"" + s + "\"");
-  const std::string suffix(end);
-  double mult = 1;
-  if (suffix == "k" || suffix == "K") {
-    mult = 1e3;
-  } else if (suffix == "M") {
-    mult = 1e6;
-  } else if (!suffix.empty()) {
-    UsageError(flag + ": unexpected \"" + suffix + "\" in \"" + s + "\"");
-  }
-  if (!std::isfinite(v) || v < 0) UsageError(flag + ": out of range: \"" + s + "\"");
-  return v * mult;
-}
+// "20k", "1M": a count or a rate.
+double ParseNumber(const std::string& flag, const std::string& s) { return cli::scaled_number(flag, s, UsageError); }
 
 std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uint64_t lo, std::uint64_t hi) {
   const double v = ParseNumber(flag, s);
@@ -262,22 +247,10 @@ std::uint64_t ParseCount(const std::string& flag, const std::string& s, std::uin
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool has_value = false;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto arg = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) UsageError(flag + " needs a value");
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (has_value) UsageError(flag + " takes no value");
-    };
+  for (cli::FlagReader args(argc, argv, UsageError); args.next();) {
+    const std::string& flag = args.flag();
+    auto arg = [&] { return args.value(); };
+    auto no_value = [&] { args.no_value(); };
     if (const int rc = cli::handle_standard_flag(flag, "pollux-latency", kHelp); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (flag == "--config") {
@@ -347,7 +320,7 @@ Options ParseArgs(int argc, char** argv) {
     } else if (flag == "--plot") {
       o.plot_dir = arg();
     } else {
-      std::exit(cli::unknown_flag("pollux-latency", argv[i], kHelp));
+      std::exit(cli::unknown_flag("pollux-latency", args.raw(), kHelp));
     }
   }
   if (o.burst > 1 && o.rate > 0) UsageError("--burst is a ping-pong load; it does not combine with --rate");
@@ -376,6 +349,35 @@ struct RunConfig {
   int variants() const noexcept { return library_only ? 3 : 2; }
 };
 
+// A UDP socket bound to `addr` (host order) port 0, the port the kernel picked in *port; -1 with
+// errno on failure, *bind_failed telling whether socket() or bind() failed.
+int BoundUdpSocket(std::uint32_t addr, int* port, bool* bind_failed) {
+  *bind_failed = false;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(addr);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    *bind_failed = true;
+    errno = err;
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A UDP socket on 127.0.0.1 (the floor's), as BoundUdpSocket.
+int BoundUdpSocket(int* port) {
+  bool bind_failed = false;
+  return BoundUdpSocket(INADDR_LOOPBACK, port, &bind_failed);
+}
+
 // UDP ports for the streams, one per stream (indexed like kTopics): each a socket bound to
 // INADDR_ANY port 0 without SO_REUSEADDR, so the kernel picks a port no socket holds on any
 // address, and holds it until the process that subscribes to the stream is about to bind it.
@@ -392,22 +394,17 @@ class PortReservation {
   absl::Status reserve(int n) {
     clear();
     for (int i = 0; i < n; ++i) {
-      const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return absl::UnavailableError(absl::StrCat("picking a UDP port: socket(): ", std::strerror(errno)));
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = 0;
-      socklen_t len = sizeof a;
-      if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-          getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      int port = 0;
+      bool bind_failed = false;
+      const int fd = BoundUdpSocket(INADDR_ANY, &port, &bind_failed);
+      if (fd < 0) {
         const int err = errno;
-        close(fd);
         clear();
-        return absl::UnavailableError(absl::StrCat("picking a UDP port: bind(0.0.0.0:0): ", std::strerror(err)));
+        return absl::UnavailableError(absl::StrCat("picking a UDP port: ", bind_failed ? "bind(0.0.0.0:0)" : "socket()",
+                                                   ": ", std::strerror(err)));
       }
       fds_.push_back(fd);
-      ports_.push_back(ntohs(a.sin_port));
+      ports_.push_back(port);
     }
     return absl::OkStatus();
   }
@@ -680,29 +677,8 @@ constexpr char kInterrupted[] = "interrupted";
 // Waits until the child reaches `state`; false with `err` if it failed, died or took 20 s, or
 // kInterrupted.
 bool WaitChild(Shared* sh, pid_t child, int state, std::string* err) {
-  const std::int64_t deadline = Clock::monotonic_ns() + 20'000'000'000;
-  for (;;) {
-    const int s = sh->child_state.load(std::memory_order_acquire);  // pairs with the child's release
-    if (s >= state) return true;
-    if (s == -1) {
-      *err = absl::StrCat("pong process: ", sh->error);
-      return false;
-    }
-    if (StopRequested()) {
-      *err = kInterrupted;
-      return false;
-    }
-    int status = 0;
-    if (waitpid(child, &status, WNOHANG) == child) {
-      *err = absl::StrFormat("pong process exited early (status %d)", status);
-      return false;
-    }
-    if (Clock::monotonic_ns() > deadline) {
-      *err = "pong process did not get ready within 20 s";
-      return false;
-    }
-    usleep(200);
-  }
+  return host::wait_for_child(sh->child_state, state, sh->error, child,
+                              {"pong process", "get ready", StopRequested, kInterrupted}, err);
 }
 
 // Waits (pause, then yield) until `pred` or `timeout_ns`; false on timeout or a stop request.
@@ -748,23 +724,6 @@ std::string FloorName(FloorKind k) {
       return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
   }
   return "?";
-}
-
-int BoundUdpSocket(int* port) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(a.sin_port);
-  return fd;
 }
 
 bool ConnectLoopback(int fd, int port) {

@@ -67,4 +67,13 @@ void RdmaEndpointBase::await_close() noexcept {
   }
 }
 
+bool RdmaEndpointBase::can_adopt(const Conn& c, bool closed, std::uint32_t n, std::uint32_t max,
+                                 std::uint32_t stream_id, const char* peers) noexcept {
+  if (n == max) {
+    t_.counters().error_log().recordf(absl::StatusCode::kResourceExhausted,
+                                      "rdma: stream %u: more than %u %s; dropping %s", stream_id, max, peers, c.peer);
+  }
+  return !closed && n != max;
+}
+
 }  // namespace pollux::transport::rdma

@@ -32,6 +32,7 @@ class BufferPool;
 namespace pollux::transport::rdma {
 
 class CompletionGroup;
+struct Conn;
 class RdmaTransport;
 
 class RdmaEndpointBase {
@@ -53,6 +54,10 @@ class RdmaEndpointBase {
   void begin_close(std::int64_t now_ns) noexcept;
   // From the derived destructor: returns once the close has finished (see above).
   void await_close() noexcept;
+  // adopt() of an RC endpoint with `n` of its `max` connections: false when it cannot take `c`
+  // (it closed, or it is full: logged, `peers` naming what it connects to); the caller retires it.
+  bool can_adopt(const Conn& c, bool closed, std::uint32_t n, std::uint32_t max, std::uint32_t stream_id,
+                 const char* peers) noexcept;
 
   RdmaTransport& t_;
   CompletionGroup* const group_;

@@ -68,12 +68,7 @@ std::string RdmaTxEndpoint::status() const {
 }
 
 void RdmaTxEndpoint::adopt(Conn* c) noexcept {
-  if (closed_ || nconns_ == kMaxConns) {
-    if (nconns_ == kMaxConns) {
-      t_.counters().error_log().recordf(absl::StatusCode::kResourceExhausted,
-                                        "rdma: stream %u: more than %u subscribers; dropping %s", stream_id_, kMaxConns,
-                                        c->peer);
-    }
+  if (!can_adopt(*c, closed_, nconns_, kMaxConns, stream_id_, "subscribers")) {
     add_ready(-1);
     group_->retire(c);
     return;
@@ -418,12 +413,7 @@ void RdmaRxEndpoint::grow_ready(std::uint32_t need) noexcept {
 }
 
 void RdmaRxEndpoint::adopt(Conn* c) noexcept {
-  if (closed_ || nconns_ == kMaxConns) {
-    if (nconns_ == kMaxConns) {
-      t_.counters().error_log().recordf(absl::StatusCode::kResourceExhausted,
-                                        "rdma: stream %u: more than %u publishers; dropping %s", stream_id_, kMaxConns,
-                                        c->peer);
-    }
+  if (!can_adopt(*c, closed_, nconns_, kMaxConns, stream_id_, "publishers")) {
     group_->retire(c);
     return;
   }

@@ -24,7 +24,6 @@ namespace {
 using reliability::FaultInjector;
 using reliability::PeerAddress;
 
-std::int64_t us(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000; }
 std::int64_t ms(std::uint32_t v) { return static_cast<std::int64_t>(v) * 1'000'000; }
 
 // A service that stays due (a repair waiting for rate tokens or send-queue room) runs at most
@@ -417,11 +416,7 @@ bool UdTxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
 
 void UdTxEndpoint::publish_counters() noexcept {
   c_.proto.publish(sender_);
-  c_.control_received.set(control_);
-  c_.log_full.set(log_full_);
-  c_.send_queue_full.set(sq_full_);
-  c_.oversized.set(oversized_);
-  c_.qp_errors.set(qp_errors_);
+  POLLUX_COUNTER_PUBLISH(POLLUX_UD_TX_COUNTERS, c_);
 }
 
 std::string UdTxEndpoint::describe() const {
@@ -449,21 +444,8 @@ UdRxEndpoint::~UdRxEndpoint() {
 
 absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
   const rdma::RdmaConfig& cfg = t_.cfg();
-  reliability::ReceiverOptions ro;
-  ro.window.window = cfg.reorder_window;
-  ro.window.nak_delay_ns = us(cfg.nak_delay_us);
-  ro.window.nak_retry_ns = us(cfg.nak_retry_us);
-  ro.window.nak_retry_max_ns = us(cfg.nak_retry_max_us);
-  ro.window.give_up_ns = ms(cfg.nak_give_up_ms);
-  // Publishers heartbeat at least this often (same key on both sides): a forged claim is
-  // refuted by a real heartbeat before it can be confirmed.
-  ro.window.confirm_ns = 2 * ms(cfg.heartbeat_ms);
-  ro.stream_id = stream_id_;
-  ro.max_sessions = cfg.max_sessions;
-  ro.session_timeout_ns = ms(cfg.liveness_timeout_ms);
-  ro.status_interval_ns = ms(cfg.status_interval_ms);
-  ro.receiver_id = core::random_id64();
-  ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
+  const reliability::ReceiverOptions ro =
+      reliability::receiver_options(cfg, stream_id_, ms(cfg.heartbeat_ms), ms(cfg.liveness_timeout_ms));
   if (absl::Status s = receiver_.init(ro); !s.ok()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(t_.config().source, ": rdma.reorder_window / rdma.max_sessions: ", s.message()));
@@ -658,13 +640,8 @@ void UdRxEndpoint::evict(std::int64_t now_ns) noexcept {
 
 int UdRxEndpoint::service(std::int64_t now_ns) noexcept {
   int work = receiver_.service(now_ns, *this);
-  if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {
-    // Traffic stopped: let the reordered datagrams in rather than hold them forever.
-    std::uint32_t released[FaultInjector::kMaxDelayed];
-    const std::uint32_t n = faults_.flush(released);
-    for (std::uint32_t j = 0; j < n; ++j) process(released[j], 1, now_ns);
-    work += static_cast<int>(n);
-  }
+  work += static_cast<int>(
+      faults_.flush_if_idle(now_ns - last_rx_ns_, [&](std::uint32_t t, int times) { process(t, times, now_ns); }));
   // Receive buffers nearly gone while frames wait behind a gap: make room for the repair.
   const std::uint32_t posted = group_->uses_srq() ? group_->srq_posted() : (qp_ != nullptr ? qp_->rq_posted : 0);
   if (posted < std::max<std::uint32_t>(t_.cfg().recv_batch, group_->recv_buffers() / 16) && receiver_.held() > 0 &&
@@ -833,8 +810,7 @@ bool UdRxEndpoint::close_step_st(std::int64_t now_ns, bool give_up) noexcept {
 
 void UdRxEndpoint::publish_counters() noexcept {
   c_.proto.publish(receiver_, faults_, malformed_, evictions_);
-  c_.control_dropped.set(control_dropped_);
-  c_.control_errors.set(control_errors_);
+  POLLUX_COUNTER_PUBLISH(POLLUX_UD_RX_COUNTERS, c_);
 }
 
 std::string UdRxEndpoint::describe() const {

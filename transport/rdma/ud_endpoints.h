@@ -53,20 +53,21 @@ namespace pollux::transport::rdma {
 class RdmaTransport;
 
 // The UD multicast endpoints' own counters, beside the protocol's (transport/reliability).
-#define POLLUX_UD_TX_COUNTERS(X)                                                          \
-  X(frames, "frames_posted", "frames posted")                                             \
-  X(post_calls, "post_calls", "post calls (doorbells)")                                   \
-  X(inline_sends, "inline_sends", "sends posted inline")                                  \
-  X(signalled, "signalled_sends", "sends that asked for a completion")                    \
-  X(control_received, "control_received", "control messages received (NAKs, status)")     \
-  X(log_full, "retransmit_buffer_full", "frames refused: the retransmit buffer was full") \
-  X(send_queue_full, "send_queue_full", "posts refused: the send queue was full")         \
-  X(oversized, "frames_too_large", "frames larger than a datagram (dropped)")             \
-  X(qp_errors, "qp_errors", "queue pair errors")
-#define POLLUX_UD_RX_COUNTERS(X)                                                                    \
-  X(messages, "messages", "messages delivered")                                                     \
-  X(control_dropped, "control_send_dropped", "NAKs and status messages dropped: no send slot free") \
-  X(control_errors, "control_send_errors", "NAKs and status messages that could not be posted")
+// Entries with a value are copied from the endpoint's fields by its publish_counters().
+#define POLLUX_UD_TX_COUNTERS(X)                                                                     \
+  X(frames, "frames_posted", "frames posted")                                                        \
+  X(post_calls, "post_calls", "post calls (doorbells)")                                              \
+  X(inline_sends, "inline_sends", "sends posted inline")                                             \
+  X(signalled, "signalled_sends", "sends that asked for a completion")                               \
+  X(control_received, "control_received", "control messages received (NAKs, status)", control_)      \
+  X(log_full, "retransmit_buffer_full", "frames refused: the retransmit buffer was full", log_full_) \
+  X(send_queue_full, "send_queue_full", "posts refused: the send queue was full", sq_full_)          \
+  X(oversized, "frames_too_large", "frames larger than a datagram (dropped)", oversized_)            \
+  X(qp_errors, "qp_errors", "queue pair errors", qp_errors_)
+#define POLLUX_UD_RX_COUNTERS(X)                                                                                      \
+  X(messages, "messages", "messages delivered")                                                                       \
+  X(control_dropped, "control_send_dropped", "NAKs and status messages dropped: no send slot free", control_dropped_) \
+  X(control_errors, "control_send_errors", "NAKs and status messages that could not be posted", control_errors_)
 
 class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private reliability::DatagramSink {
  public:

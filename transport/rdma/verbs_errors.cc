@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/code_names.h"
 
 namespace pollux::transport::rdma {
 namespace {
@@ -115,21 +116,11 @@ absl::Status no_device_error(std::string_view wanted, const std::vector<std::str
 }
 
 std::string_view port_state_name(int state) {
-  switch (state) {
-    case IBV_PORT_NOP:
-      return "NOP";
-    case IBV_PORT_DOWN:
-      return "DOWN";
-    case IBV_PORT_INIT:
-      return "INIT";
-    case IBV_PORT_ARMED:
-      return "ARMED";
-    case IBV_PORT_ACTIVE:
-      return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER:
-      return "ACTIVE_DEFER";
-  }
-  return "UNKNOWN";
+  static constexpr core::CodeName<int> kNames[] = {
+      {IBV_PORT_NOP, "NOP"},     {IBV_PORT_DOWN, "DOWN"},     {IBV_PORT_INIT, "INIT"},
+      {IBV_PORT_ARMED, "ARMED"}, {IBV_PORT_ACTIVE, "ACTIVE"}, {IBV_PORT_ACTIVE_DEFER, "ACTIVE_DEFER"},
+  };
+  return core::name_of(state, kNames, "UNKNOWN");
 }
 
 absl::Status port_down_error(std::string_view device, std::uint32_t port, int state, int phys_state) {
@@ -184,15 +175,12 @@ absl::Status bad_gid_error(std::string_view device, std::uint32_t port, int inde
 }
 
 std::string_view gid_type_name(std::uint32_t type) {
-  switch (type) {
-    case IBV_GID_TYPE_IB:
-      return "IB";
-    case IBV_GID_TYPE_ROCE_V1:
-      return "RoCE v1";
-    case IBV_GID_TYPE_ROCE_V2:
-      return "RoCE v2";
-  }
-  return "unknown";
+  static constexpr core::CodeName<std::uint32_t> kNames[] = {
+      {IBV_GID_TYPE_IB, "IB"},
+      {IBV_GID_TYPE_ROCE_V1, "RoCE v1"},
+      {IBV_GID_TYPE_ROCE_V2, "RoCE v2"},
+  };
+  return core::name_of(type, kNames, "unknown");
 }
 
 int pick_roce_v2_ipv4(const std::vector<GidEntry>& entries) {
@@ -203,28 +191,19 @@ int pick_roce_v2_ipv4(const std::vector<GidEntry>& entries) {
 }
 
 std::string_view wc_status_hint(ibv_wc_status status) {
-  switch (status) {
-    case IBV_WC_SUCCESS:
-      return "success";
-    case IBV_WC_RETRY_EXC_ERR:
-      return "the peer stopped acknowledging (it died, or the path to it is down)";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return "the receiver had no receive buffers posted for too long";
-    case IBV_WC_WR_FLUSH_ERR:
-      return "flushed: the queue pair was already in the error state";
-    case IBV_WC_LOC_LEN_ERR:
-      return "a frame was larger than the receive buffer (pool.slot_size differs between ends?)";
-    case IBV_WC_LOC_PROT_ERR:
-      return "local protection error (buffer outside the registered pool: a bug)";
-    case IBV_WC_REM_INV_REQ_ERR:
-      return "the peer rejected the request (message too large for its buffers?)";
-    case IBV_WC_REM_ACCESS_ERR:
-      return "remote access error";
-    case IBV_WC_REM_OP_ERR:
-      return "the peer failed to process the request";
-    default:
-      return ibv_wc_status_str(status);
-  }
+  static constexpr core::CodeName<ibv_wc_status> kNames[] = {
+      {IBV_WC_SUCCESS, "success"},
+      {IBV_WC_RETRY_EXC_ERR, "the peer stopped acknowledging (it died, or the path to it is down)"},
+      {IBV_WC_RNR_RETRY_EXC_ERR, "the receiver had no receive buffers posted for too long"},
+      {IBV_WC_WR_FLUSH_ERR, "flushed: the queue pair was already in the error state"},
+      {IBV_WC_LOC_LEN_ERR, "a frame was larger than the receive buffer (pool.slot_size differs between ends?)"},
+      {IBV_WC_LOC_PROT_ERR, "local protection error (buffer outside the registered pool: a bug)"},
+      {IBV_WC_REM_INV_REQ_ERR, "the peer rejected the request (message too large for its buffers?)"},
+      {IBV_WC_REM_ACCESS_ERR, "remote access error"},
+      {IBV_WC_REM_OP_ERR, "the peer failed to process the request"},
+  };
+  const std::string_view hint = core::name_of(status, kNames, {});
+  return hint.empty() ? std::string_view(ibv_wc_status_str(status)) : hint;
 }
 
 bool parse_ipv4(std::string_view s, std::uint32_t* ip) {

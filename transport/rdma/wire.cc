@@ -3,45 +3,35 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "core/code_names.h"
 
 namespace pollux::transport::rdma {
 
 std::string_view reject_reason_name(std::uint16_t r) {
-  switch (r) {
-    case kAccepted:
-      return "accepted";
-    case kRejectBadMagic:
-      return "not a Pollux peer";
-    case kRejectBadVersion:
-      return "protocol version mismatch";
-    case kRejectNoSubscriber:
-      return "no subscriber for this stream";
-    case kRejectFrameTooLarge:
-      return "frames too large for the subscriber's buffers";
-    case kRejectNoResources:
-      return "subscriber out of resources";
-  }
-  return "unknown reason";
+  static constexpr core::CodeName<std::uint16_t> kNames[] = {
+      {kAccepted, "accepted"},
+      {kRejectBadMagic, "not a Pollux peer"},
+      {kRejectBadVersion, "protocol version mismatch"},
+      {kRejectNoSubscriber, "no subscriber for this stream"},
+      {kRejectFrameTooLarge, "frames too large for the subscriber's buffers"},
+      {kRejectNoResources, "subscriber out of resources"},
+  };
+  return core::name_of(r, kNames, "unknown reason");
 }
 
 ConnectRequest make_request(std::uint32_t stream_id, std::uint32_t session_id, std::uint32_t max_frame) {
-  ConnectRequest r{};
-  r.magic = kCmMagic;
-  r.version = kProtocolVersion;
-  r.stream_id = stream_id;
-  r.session_id = session_id;
-  r.max_frame = max_frame;
-  return r;
+  return {.magic = kCmMagic,
+          .version = kProtocolVersion,
+          .flags = 0,
+          .stream_id = stream_id,
+          .session_id = session_id,
+          .max_frame = max_frame,
+          .reserved = 0};
 }
 
 ConnectReply make_reply(std::uint32_t stream_id, std::uint16_t status, std::uint32_t max_frame) {
-  ConnectReply r{};
-  r.magic = kCmMagic;
-  r.version = kProtocolVersion;
-  r.status = status;
-  r.stream_id = stream_id;
-  r.max_frame = max_frame;
-  return r;
+  return {
+      .magic = kCmMagic, .version = kProtocolVersion, .status = status, .stream_id = stream_id, .max_frame = max_frame};
 }
 
 std::uint16_t check_request(const void* data, std::size_t len, ConnectRequest* out, std::string* why) {

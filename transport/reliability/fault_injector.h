@@ -86,19 +86,12 @@ class FaultInjector {
     std::uint32_t released[kMaxDelayed];
     const Action a = decide();
     const std::uint32_t nrel = tick(released);  // datagrams delayed behind earlier arrivals
-    switch (a) {
-      case Action::kDrop:
-        drop(token);
-        break;
-      case Action::kDuplicate:
-        deliver(token, 2);
-        break;
-      case Action::kDelay:
-        delay(token);
-        break;
-      case Action::kPass:
-        deliver(token, 1);
-        break;
+    if (a == Action::kDrop) {
+      drop(token);
+    } else if (a == Action::kDelay) {
+      delay(token);
+    } else {
+      deliver(token, a == Action::kDuplicate ? 2 : 1);
     }
     for (std::uint32_t j = 0; j < nrel; ++j) deliver(released[j], 1);
   }
@@ -108,6 +101,18 @@ class FaultInjector {
     const std::uint32_t n = ndelayed_;
     for (std::uint32_t i = 0; i < n; ++i) out[i] = delayed_[i].handle;
     ndelayed_ = 0;
+    return n;
+  }
+
+  // The receiver's timers: once traffic stopped (`idle_ns`, since the last arrival, above a
+  // millisecond) the delayed datagrams go in through deliver(token, 1) rather than wait forever.
+  // Returns how many.
+  template <class Deliver>
+  std::uint32_t flush_if_idle(std::int64_t idle_ns, Deliver&& deliver) noexcept {
+    if (ndelayed_ == 0 || idle_ns <= 1'000'000) return 0;
+    std::uint32_t released[kMaxDelayed];
+    const std::uint32_t n = flush(released);
+    for (std::uint32_t j = 0; j < n; ++j) deliver(released[j], 1);
     return n;
   }
 

@@ -43,13 +43,11 @@ namespace pollux::transport::reliability {
   X(repair_bytes_refused, "repair_bytes_refused", "bytes of those refused repairs", s.repair_bytes_refused)
 
 struct SenderCounters {
-  POLLUX_COUNTER_FIELDS(POLLUX_SENDER_COUNTERS)
-  POLLUX_COUNTER_TABLE(POLLUX_SENDER_COUNTERS)
-  POLLUX_COUNTER_NAMES(POLLUX_SENDER_COUNTERS)
+  POLLUX_COUNTER_MEMBERS(POLLUX_SENDER_COUNTERS)
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
     // The position is the publisher's (pollux-stat shows it as the publication's position).
-    POLLUX_COUNTER_ALLOCATE(POLLUX_SENDER_COUNTERS, *this, [&](std::string_view n) {
+    allocate([&](std::string_view n) {
       return f.allocate(scope, n, stream,
                         n == names::position ? core::CounterKind::kPublisher : core::CounterKind::kOther);
     });
@@ -62,8 +60,7 @@ struct SenderCounters {
     POLLUX_COUNTER_PUBLISH(POLLUX_SENDER_COUNTERS, *this);
   }
 };
-static_assert(sizeof(SenderCounters) == SenderCounters::kCounterCount * sizeof(core::Counter),
-              "every counter of the set is in POLLUX_SENDER_COUNTERS");
+POLLUX_COUNTER_SET_CHECK(SenderCounters, POLLUX_SENDER_COUNTERS);
 
 // publish() names: `s` (ReceiverStats), `w` (WindowStats), `f` (the fault injector's FaultStats),
 // `malformed_extra` and `evicted` (its arguments).
@@ -101,13 +98,10 @@ static_assert(sizeof(SenderCounters) == SenderCounters::kCounterCount * sizeof(c
   X(fault_reordered, "fault_reordered", "datagrams the fault injector delayed behind later ones", f.delayed)
 
 struct ReceiverCounters {
-  POLLUX_COUNTER_FIELDS(POLLUX_RECEIVER_COUNTERS)
-  POLLUX_COUNTER_TABLE(POLLUX_RECEIVER_COUNTERS)
-  POLLUX_COUNTER_NAMES(POLLUX_RECEIVER_COUNTERS)
+  POLLUX_COUNTER_MEMBERS(POLLUX_RECEIVER_COUNTERS)
 
   void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream) {
-    POLLUX_COUNTER_ALLOCATE(POLLUX_RECEIVER_COUNTERS, *this,
-                            [&](std::string_view n) { return f.allocate(scope, n, stream); });
+    allocate([&](std::string_view n) { return f.allocate(scope, n, stream); });
   }
 
   // `malformed_extra`: datagrams the transport refused before the protocol saw them (truncated,
@@ -122,7 +116,24 @@ struct ReceiverCounters {
     POLLUX_COUNTER_PUBLISH(POLLUX_RECEIVER_COUNTERS, *this);
   }
 };
-static_assert(sizeof(ReceiverCounters) == ReceiverCounters::kCounterCount * sizeof(core::Counter),
-              "every counter of the set is in POLLUX_RECEIVER_COUNTERS");
+POLLUX_COUNTER_SET_CHECK(ReceiverCounters, POLLUX_RECEIVER_COUNTERS);
+
+// One endpoint's counters under one scope, in a transport that runs the protocol: the protocol's
+// (`Proto`: SenderCounters or ReceiverCounters), the transport's own (`Own`) and, only on a
+// socket that stamps, its kernel timestamp counters (`Stamps`), allocated in that order. The
+// transport adds publish().
+template <class Proto, class Own, class Stamps>
+struct EndpointCounters {
+  Proto proto;
+  Own own;
+  Stamps stamped;
+
+  void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps) {
+    proto.allocate(f, scope, stream);
+    auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
+    own.allocate(alloc);
+    if (stamps) stamped.allocate(alloc);
+  }
+};
 
 }  // namespace pollux::transport::reliability

@@ -272,17 +272,23 @@ std::uint32_t ReliableReceiver::poll(RxDesc* out, std::uint32_t max) noexcept {
   return n;
 }
 
-void ReliableReceiver::send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept {
+ControlHeader ReliableReceiver::control_header(const Session& s, std::uint16_t type,
+                                               std::uint32_t length) const noexcept {
   ControlHeader c{};
-  c.length = sizeof c;
+  c.length = length;
   c.magic = kControlMagic;
   c.version = kControlVersion;
-  c.type = kControlStatus;
+  c.type = type;
   c.stream_id = opt_.stream_id;
   c.session_id = s.session_id;
   c.receiver_id = opt_.receiver_id;
   c.position = s.win.expected();
   c.highest = s.win.hwm();
+  return c;
+}
+
+void ReliableReceiver::send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept {
+  ControlHeader c = control_header(s, kControlStatus, sizeof(ControlHeader));
   c.flags = flags;
   if (s.end_seq != UINT64_MAX && s.win.expected() >= s.end_seq) c.flags |= kControlFlagEndSeen;
   sink.send_control(s.peer, reinterpret_cast<const std::byte*>(&c), sizeof c);
@@ -338,16 +344,8 @@ int ReliableReceiver::service(std::int64_t now_ns, ControlSink& sink) noexcept {
       // Gaps age in read traffic only, as sessions do (a repair may wait in the socket).
       const std::uint32_t k = s.win.collect_naks(now_ns, ranges, kMaxNakRanges, drained_ns_);
       if (k > 0) {
-        ControlHeader c{};
-        c.length = static_cast<std::uint32_t>(sizeof c + k * sizeof(NakRange));
-        c.magic = kControlMagic;
-        c.version = kControlVersion;
-        c.type = kControlNak;
-        c.stream_id = opt_.stream_id;
-        c.session_id = s.session_id;
-        c.receiver_id = opt_.receiver_id;
-        c.position = s.win.expected();
-        c.highest = s.win.hwm();
+        ControlHeader c =
+            control_header(s, kControlNak, static_cast<std::uint32_t>(sizeof(ControlHeader) + k * sizeof(NakRange)));
         c.range_count = static_cast<std::uint16_t>(k);
         std::memcpy(buf, &c, sizeof c);
         sink.send_control(s.peer, buf, c.length);

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "core/random_id.h"
 
 #include "transport/reliability/receive_window.h"
 #include "transport/reliability/wire.h"
@@ -45,6 +46,31 @@ struct ReceiverOptions {
   std::uint64_t receiver_id = 0;                    // must be unique per subscriber endpoint
   std::uint64_t seed = 1;                           // NAK jitter
 };
+
+// A subscriber's options from its transport's config, which names the protocol's keys alike
+// under [udp] and [rdma] (reorder_window, nak_*, max_sessions, status_interval_ms). The two
+// named differently come in ns: `heartbeat_ns` (publishers heartbeat at least this often) and
+// `session_timeout_ns`. Each subscriber gets a random receiver id, which also seeds its NAK jitter.
+template <class TransportConfig>
+ReceiverOptions receiver_options(const TransportConfig& cfg, std::uint32_t stream_id, std::int64_t heartbeat_ns,
+                                 std::int64_t session_timeout_ns) {
+  constexpr std::int64_t kUs = 1'000, kMs = 1'000'000;
+  ReceiverOptions ro;
+  ro.window.window = cfg.reorder_window;
+  ro.window.nak_delay_ns = cfg.nak_delay_us * kUs;
+  ro.window.nak_retry_ns = cfg.nak_retry_us * kUs;
+  ro.window.nak_retry_max_ns = cfg.nak_retry_max_us * kUs;
+  ro.window.give_up_ns = cfg.nak_give_up_ms * kMs;
+  // Same key on both sides: a forged claim is refuted by a real heartbeat before it can be confirmed.
+  ro.window.confirm_ns = 2 * heartbeat_ns;
+  ro.stream_id = stream_id;
+  ro.max_sessions = cfg.max_sessions;
+  ro.session_timeout_ns = session_timeout_ns;
+  ro.status_interval_ns = cfg.status_interval_ms * kMs;
+  ro.receiver_id = core::random_id64();
+  ro.seed = ro.receiver_id;
+  return ro;
+}
 
 struct ReceiverStats {
   std::uint64_t datagrams = 0;
@@ -171,6 +197,8 @@ class ReliableReceiver {
   // where delivery stood.
   void resume(Session& s, std::int64_t now_ns) noexcept;
   void bury(const Session& s, std::int64_t now_ns) noexcept;
+  // A status or NAK message about session `s` (`length`: the whole message), flags and ranges 0.
+  ControlHeader control_header(const Session& s, std::uint16_t type, std::uint32_t length) const noexcept;
   void send_status(Session& s, std::int64_t now_ns, ControlSink& sink, std::uint16_t flags) noexcept;
   // A session that ended. A clean end is remembered for session_timeout_ns (its lingering
   // end-of-stream heartbeats and repairs for others are ignored: they start nothing); a death

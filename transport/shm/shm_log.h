@@ -62,7 +62,25 @@ inline bool valid_position(std::uint64_t p) noexcept {
   return (p & (core::kFrameAlignment - 1)) == 0 && p <= kMaxLogPosition;
 }
 
-class LogWriter {
+// The log of a segment as its writer and its readers address it: the first members of both,
+// in this order (the fields every access uses, at the start of the object).
+struct LogMapping {
+  Segment* seg_ = nullptr;
+  std::byte* log_ = nullptr;
+  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
+  std::uint32_t block_shift_ = 0;  // log_size / kCheckpoints = 1 << block_shift_
+
+  void map(Segment* seg) noexcept {
+    seg_ = seg;
+    log_ = seg->log();
+    size_ = seg->log_size();
+    mask_ = size_ - 1;
+    margin_ = margin_for(size_);
+    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+  }
+};
+
+class LogWriter : private LogMapping {
  public:
   struct Claim {
     std::byte* frame = nullptr;  // FrameHeader at frame, payload after it
@@ -72,12 +90,7 @@ class LogWriter {
   };
 
   void init(Segment* seg, shm::FlowControl fc) noexcept {
-    seg_ = seg;
-    log_ = seg->log();
-    size_ = seg->log_size();
-    mask_ = size_ - 1;
-    margin_ = margin_for(size_);
-    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+    map(seg);
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     wake_ = &seg->header()->wake;
@@ -135,13 +148,7 @@ class LogWriter {
       pos += pad;  // == pos_ now, at the start of the ring
       idx = 0;
     }
-    prefetch_ahead(log + ((pos + kPrefetchAhead) & mask));
-    // Zero-ahead: the header slot after this frame must read 0 until its frame is published.
-    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
-    c->frame = log + idx;
-    c->position = pos;
-    c->length = frame_length;
-    c->aligned = aligned;
+    claimed(log, mask, pos, idx, frame_length, aligned, c);
     return true;
   }
 
@@ -162,13 +169,7 @@ class LogWriter {
     const std::uint32_t aligned = static_cast<std::uint32_t>(core::align_up(frame_length, core::kFrameAlignment));
     const std::uint64_t idx = pos & mask;
     if (__builtin_expect(idx + aligned > size_ || pos + aligned > limit_, 0)) return false;
-    prefetch_ahead(log + ((pos + kPrefetchAhead) & mask));
-    // Zero-ahead, as try_claim().
-    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
-    c->frame = log + idx;
-    c->position = pos;
-    c->length = frame_length;
-    c->aligned = aligned;
+    claimed(log, mask, pos, idx, frame_length, aligned, c);
     return true;
   }
 
@@ -239,6 +240,19 @@ class LogWriter {
   // 293 -> 188 ns (SMT siblings), p50 unchanged. One instruction; no fault: a prefetch of an
   // address in the mapped log never faults (the log is a power of two, masked).
   static constexpr std::uint64_t kPrefetchAhead = 512;
+  // The end of both claims, over the caller's locals (`idx`: pos & mask, or 0 after padding):
+  // zero-ahead - the header slot after this frame must read 0 until its frame is published -
+  // and the claim.
+  [[gnu::always_inline]] static void claimed(std::byte* log, std::uint64_t mask, std::uint64_t pos, std::uint64_t idx,
+                                             std::uint32_t frame_length, std::uint32_t aligned, Claim* c) noexcept {
+    prefetch_ahead(log + ((pos + kPrefetchAhead) & mask));
+    seq_word(log + ((pos + aligned) & mask)).store(0, std::memory_order_relaxed);
+    c->frame = log + idx;
+    c->position = pos;
+    c->length = frame_length;
+    c->aligned = aligned;
+  }
+
   static void prefetch_ahead(const std::byte* p) noexcept {
 #if defined(__x86_64__)
     asm volatile("prefetchw %0" ::"m"(*p));  // a NOP on CPUs without PREFETCHW
@@ -324,10 +338,6 @@ class LogWriter {
     limit_ = min_pos == ~std::uint64_t{0} ? pos_ + size_ - margin_ : min_pos + size_ - margin_;
   }
 
-  Segment* seg_ = nullptr;
-  std::byte* log_ = nullptr;
-  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
-  std::uint32_t block_shift_ = 0;
   WriterState* ws_ = nullptr;
   Checkpoints* cps_ = nullptr;
   WakeState* wake_ = nullptr;
@@ -341,7 +351,7 @@ class LogWriter {
   std::int64_t seen_ns_[kMaxSubscriberSlots] = {};
 };
 
-class LogReader {
+class LogReader : private LogMapping {
  public:
   // join_at_start: read from the log's oldest intact frame (a new session after a publisher
   // restart); otherwise join at the live position. False (nothing set up) when the writer's
@@ -349,12 +359,7 @@ class LogReader {
   [[nodiscard]] bool init(Segment* seg, SubscriberSlot* slot, bool join_at_start) noexcept {
     const std::uint64_t tail = seg->header()->writer.tail.load(std::memory_order_acquire);
     if (!valid_position(tail)) return false;
-    seg_ = seg;
-    log_ = seg->log();
-    size_ = seg->log_size();
-    mask_ = size_ - 1;
-    margin_ = margin_for(size_);
-    block_shift_ = static_cast<std::uint32_t>(__builtin_ctzll(size_ / kCheckpoints));
+    map(seg);
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
     slot_ = slot;
@@ -903,10 +908,6 @@ class LogReader {
     return d;
   }
 
-  Segment* seg_ = nullptr;
-  std::byte* log_ = nullptr;
-  std::uint64_t size_ = 0, mask_ = 0, margin_ = 0;
-  std::uint32_t block_shift_ = 0;      // log_size / kCheckpoints = 1 << block_shift_
   std::uint64_t intact_off_ = 0;       // size_ - margin_ - max_frame_ (surely_intact)
   std::uint64_t block_base_mask_ = 0;  // ~(block - 1): x & mask == (x >> block_shift_) << block_shift_
   std::uint64_t want_word_ = 0;        // poll_direct(): magic, version, flags 0, stream_id of a plain frame

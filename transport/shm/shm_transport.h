@@ -39,24 +39,8 @@ class ShmPollerSource;
   X(malformed, "malformed_frames", "frames in the log that failed validation (skipped)")                      \
   X(sleeps, "sleeps", "times the subscriber armed its wakeup to sleep (interrupt mode)")
 
-struct ShmTxCounterSet {
-  POLLUX_COUNTER_FIELDS(POLLUX_SHM_TX_COUNTERS)
-  POLLUX_COUNTER_TABLE(POLLUX_SHM_TX_COUNTERS)
-  template <class Alloc>
-  void allocate(Alloc&& alloc) {
-    POLLUX_COUNTER_ALLOCATE(POLLUX_SHM_TX_COUNTERS, *this, alloc);
-  }
-};
-struct ShmRxCounterSet {
-  POLLUX_COUNTER_FIELDS(POLLUX_SHM_RX_COUNTERS)
-  POLLUX_COUNTER_TABLE(POLLUX_SHM_RX_COUNTERS)
-  template <class Alloc>
-  void allocate(Alloc&& alloc) {
-    POLLUX_COUNTER_ALLOCATE(POLLUX_SHM_RX_COUNTERS, *this, alloc);
-  }
-};
-static_assert(sizeof(ShmTxCounterSet) == ShmTxCounterSet::kCounterCount * sizeof(core::Counter));
-static_assert(sizeof(ShmRxCounterSet) == ShmRxCounterSet::kCounterCount * sizeof(core::Counter));
+POLLUX_COUNTER_SET(ShmTxCounterSet, POLLUX_SHM_TX_COUNTERS);
+POLLUX_COUNTER_SET(ShmRxCounterSet, POLLUX_SHM_RX_COUNTERS);
 
 // A counter set that counts with or without a counters file: the endpoints read some back
 // (describe(), tests), so without a file each counter gets a cell of its own here.

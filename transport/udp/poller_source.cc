@@ -40,8 +40,7 @@ absl::StatusOr<std::unique_ptr<UdpPollerSource>> UdpPollerSource::create(int pol
   }
   if (counters != nullptr) {
     const std::string scope = absl::StrFormat("udp poller %d", poller);
-    POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_POLLER_COUNTERS, s->c_,
-                            [&](std::string_view n) { return counters->allocate(scope, n); });
+    s->c_.allocate([&](std::string_view n) { return counters->allocate(scope, n); });
   }
   return s;
 }

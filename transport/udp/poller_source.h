@@ -108,12 +108,8 @@ class UdpPollerSource final : public core::ProgressSource {
   std::uint32_t nlinger_ = 0;
   std::int64_t next_sweep_ns_ = 0;
   std::uint64_t epoll_waits_ = 0, linger_timeouts_ = 0, lingers_ = 0;
-  struct Counters {
-    POLLUX_COUNTER_FIELDS(POLLUX_UDP_POLLER_COUNTERS)
-    POLLUX_COUNTER_TABLE(POLLUX_UDP_POLLER_COUNTERS)
-  } c_;
-  static_assert(sizeof(Counters) == Counters::kCounterCount * sizeof(core::Counter),
-                "every counter of the set is in POLLUX_UDP_POLLER_COUNTERS");
+  POLLUX_COUNTER_SET(Counters, POLLUX_UDP_POLLER_COUNTERS);
+  Counters c_;
 };
 
 }  // namespace pollux::transport::udp

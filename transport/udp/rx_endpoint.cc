@@ -92,21 +92,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   ep->frames_per_dgram_ = std::max<std::uint32_t>(1, datagram / core::kFrameHeaderSize);
   // At most half a window of frames per read (in datagrams full of minimal frames), at least one.
   ep->max_read_ = std::max<std::uint32_t>(1, (u.reorder_window / 2) / ep->frames_per_dgram_);
-  reliability::ReceiverOptions ro;
-  ro.window.window = u.reorder_window;
-  ro.window.nak_delay_ns = us(u.nak_delay_us);
-  ro.window.nak_retry_ns = us(u.nak_retry_us);
-  ro.window.nak_retry_max_ns = us(u.nak_retry_max_us);
-  ro.window.give_up_ns = ms(u.nak_give_up_ms);
-  // Publishers heartbeat at least this often (same key on both sides): a forged claim is
-  // refuted by a real heartbeat before it can be confirmed.
-  ro.window.confirm_ns = 2 * us(u.heartbeat_interval_us);
-  ro.stream_id = spec.stream_id;
-  ro.max_sessions = u.max_sessions;
-  ro.session_timeout_ns = ms(u.session_timeout_ms);
-  ro.status_interval_ns = ms(u.status_interval_ms);
-  ro.receiver_id = core::random_id64();
-  ro.seed = ro.receiver_id;  // independent NAK jitter per subscriber
+  const reliability::ReceiverOptions ro =
+      reliability::receiver_options(u, spec.stream_id, us(u.heartbeat_interval_us), ms(u.session_timeout_ms));
   if (absl::Status st = ep->receiver_.init(ro); !st.ok()) {
     return absl::ResourceExhaustedError(
         absl::StrCat(cfg.source, ": udp.reorder_window / udp.max_sessions: ", st.message()));
@@ -406,13 +393,8 @@ int UdpRxEndpoint::duty_st(std::int64_t now_ns) noexcept {
 
 int UdpRxEndpoint::service(std::int64_t now_ns) noexcept {
   int work = receiver_.service(now_ns, *this);
-  if (faults_.delayed() > 0 && now_ns - last_rx_ns_ > 1'000'000) {
-    // Traffic stopped: let the reordered datagrams in rather than hold them forever.
-    std::uint32_t released[FaultInjector::kMaxDelayed];
-    const std::uint32_t n = faults_.flush(released);
-    for (std::uint32_t j = 0; j < n; ++j) process(released[j], 1, now_ns);
-    work += static_cast<int>(n);
-  }
+  work += static_cast<int>(
+      faults_.flush_if_idle(now_ns - last_rx_ns_, [&](std::uint32_t t, int times) { process(t, times, now_ns); }));
   next_service_ns_ = std::min(receiver_.next_deadline(), now_ns + 1'000'000);
   if (faults_.delayed() > 0) next_service_ns_ = std::min(next_service_ns_, now_ns + 1'000'000);
   connected_.store(receiver_.connected(), std::memory_order_relaxed);
@@ -445,18 +427,10 @@ void UdpRxEndpoint::publish_counters() noexcept {
   c_.publish(*this);
 }
 
-void UdpRxEndpoint::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream,
-                                       bool stamps) {
-  proto.allocate(f, scope, stream);
-  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
-  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_COUNTERS, *this, alloc);
-  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_RX_STAMP_COUNTERS, *this, alloc);
-}
-
 void UdpRxEndpoint::Counters::publish(const UdpRxEndpoint& ep) noexcept {
-  if (!recv_errors.valid()) return;
-  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, *this);
-  if (rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, *this);
+  if (!own.recv_errors.valid()) return;
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_COUNTERS, own);
+  if (stamped.rx_stamps.valid()) POLLUX_COUNTER_PUBLISH(POLLUX_UDP_RX_STAMP_COUNTERS, stamped);
 }
 
 std::string UdpRxEndpoint::describe() const {

@@ -39,7 +39,8 @@ class UdpPollerSource;
 #define POLLUX_UDP_RX_STAMP_COUNTERS(X)                                                                     \
   X(rx_stamps, "rx_timestamps", "traced datagrams read with the kernel's receive timestamp", ep.rx_stamps_) \
   X(rx_stamps_missing, "rx_timestamps_missing", "traced datagrams read without one", ep.rx_stamps_missing_)
-#define POLLUX_UDP_RX_ALL_COUNTERS(X) POLLUX_UDP_RX_COUNTERS(X) POLLUX_UDP_RX_STAMP_COUNTERS(X)
+POLLUX_COUNTER_SET(RxOwnCounters, POLLUX_UDP_RX_COUNTERS);
+POLLUX_COUNTER_SET(RxStampCounters, POLLUX_UDP_RX_STAMP_COUNTERS);
 
 class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink {
  public:
@@ -148,19 +149,12 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   std::uint64_t truncated_ = 0, evictions_ = 0, recv_errors_ = 0, control_errors_ = 0;
   bool closed_ = false;
   std::atomic<bool> connected_{false};  // receiver_.connected(), refreshed by the owner thread
-  struct Counters {
-    reliability::ReceiverCounters proto;  // the protocol's, shared with RDMA UD multicast
-    POLLUX_COUNTER_FIELDS(POLLUX_UDP_RX_COUNTERS)
-    POLLUX_COUNTER_FIELDS(POLLUX_UDP_RX_STAMP_COUNTERS)
-    POLLUX_COUNTER_TABLE(POLLUX_UDP_RX_ALL_COUNTERS)
-    // The kernel timestamp counters only with `stamps` (udp.kernel_timestamps on the socket).
-    void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps);
+  // The protocol's counters are shared with RDMA UD multicast. allocate(): the kernel timestamp
+  // counters only with `stamps` (udp.kernel_timestamps on the socket).
+  struct Counters : reliability::EndpointCounters<reliability::ReceiverCounters, RxOwnCounters, RxStampCounters> {
     // No-op when allocate() was never called.
     void publish(const UdpRxEndpoint& ep) noexcept;
   } c_;
-  static_assert(sizeof(Counters) ==
-                    sizeof(reliability::ReceiverCounters) + Counters::kCounterCount * sizeof(core::Counter),
-                "every counter of the set is in POLLUX_UDP_RX_ALL_COUNTERS");
 };
 
 template <class F>

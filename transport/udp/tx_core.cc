@@ -218,20 +218,13 @@ int TxCore::receive_control(std::int64_t now_ns) noexcept {
 
 void TxCore::publish_counters() noexcept { c.publish(*this); }
 
-void TxCore::Counters::allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps) {
-  proto.allocate(f, scope, stream);
-  auto alloc = [&](std::string_view n) { return f.allocate(scope, n, stream); };
-  POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_TX_COUNTERS, *this, alloc);
-  if (stamps) POLLUX_COUNTER_ALLOCATE(POLLUX_UDP_TX_STAMP_COUNTERS, *this, alloc);
-}
-
 void TxCore::Counters::publish(const TxCore& t) noexcept {
-  if (!send_blocked.valid()) return;
+  if (!own.send_blocked.valid()) return;
   proto.publish(t.sender);
-  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_COUNTERS, *this);
-  if (tx_stamps.valid()) {
+  POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_COUNTERS, own);
+  if (stamped.tx_stamps.valid()) {
     const TxStampStats& ts = t.stamps.stats();
-    POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_STAMP_COUNTERS, *this);
+    POLLUX_COUNTER_PUBLISH(POLLUX_UDP_TX_STAMP_COUNTERS, stamped);
   }
 }
 

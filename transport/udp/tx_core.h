@@ -37,7 +37,8 @@ namespace pollux::transport::udp {
   X(tx_stamp_errors, "tx_timestamp_errors", "error-queue entries not matching a request, stale or not stamps",   \
     ts.unknown + ts.stale + ts.not_stamps)                                                                       \
   X(tx_stamp_resyncs, "tx_timestamp_resyncs", "restarts of the kernel's timestamp numbering", ts.resyncs)
-#define POLLUX_UDP_TX_ALL_COUNTERS(X) POLLUX_UDP_TX_COUNTERS(X) POLLUX_UDP_TX_STAMP_COUNTERS(X)
+POLLUX_COUNTER_SET(TxOwnCounters, POLLUX_UDP_TX_COUNTERS);
+POLLUX_COUNTER_SET(TxStampCounters, POLLUX_UDP_TX_STAMP_COUNTERS);
 
 // A publisher's socket, protocol state and send path: what must outlive the endpoint when its
 // close lingers (UdpPollerSource keeps it until the subscribers confirmed the end).
@@ -75,19 +76,12 @@ struct TxCore final : reliability::DatagramSink {
   core::SendCompletionLog* send_log = nullptr;
   TxStampTracker stamps;
   RealtimeToClock stamp_clock;
-  struct Counters {
-    reliability::SenderCounters proto;  // the protocol's, shared with RDMA UD multicast
-    POLLUX_COUNTER_FIELDS(POLLUX_UDP_TX_COUNTERS)
-    POLLUX_COUNTER_FIELDS(POLLUX_UDP_TX_STAMP_COUNTERS)
-    POLLUX_COUNTER_TABLE(POLLUX_UDP_TX_ALL_COUNTERS)
-    // The TX timestamp counters only with `stamps` (a traced stream whose socket stamps).
-    void allocate(core::CountersFile& f, const std::string& scope, std::uint32_t stream, bool stamps);
+  // The protocol's counters are shared with RDMA UD multicast. allocate(): the TX timestamp
+  // counters only with `stamps` (a traced stream whose socket stamps).
+  struct Counters : reliability::EndpointCounters<reliability::SenderCounters, TxOwnCounters, TxStampCounters> {
     // No-op when allocate() was never called.
     void publish(const TxCore& t) noexcept;
   } c;
 };
-static_assert(sizeof(TxCore::Counters) ==
-                  sizeof(reliability::SenderCounters) + TxCore::Counters::kCounterCount * sizeof(core::Counter),
-              "every counter of the set is in POLLUX_UDP_TX_ALL_COUNTERS");
 
 }  // namespace pollux::transport::udp

@@ -46,6 +46,28 @@ absl::Status sys_error(const core::Config& cfg, std::string_view key, std::strin
   return absl::UnavailableError(absl::StrFormat("%s: %s: %s: %s", cfg.source, key, what, std::strerror(err)));
 }
 
+// A new non-blocking UDP socket in si.fd.
+absl::Status new_socket(const core::Config& cfg, SocketInfo& si) {
+  si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  return si.fd < 0 ? sys_error(cfg, "udp", "socket()", errno) : absl::OkStatus();
+}
+
+// A step of an open failed (errno): the error names the key that governs it; the socket is closed.
+absl::Status close_failed(const core::Config& cfg, int fd, std::string_view key, std::string_view what) {
+  const int err = errno;
+  ::close(fd);
+  return sys_error(cfg, key, what, err);
+}
+
+// Asks for a socket buffer of `bytes`: the privileged option `forced` (beyond net.core.[rw]mem_max),
+// else `capped` (up to that limit). `granted`: the size the kernel gave.
+void set_buffer(int fd, int forced, int capped, std::uint64_t bytes, int& granted) {
+  const int v = static_cast<int>(std::min<std::uint64_t>(bytes, INT32_MAX));
+  if (setsockopt(fd, SOL_SOCKET, forced, &v, sizeof v) != 0) (void)setsockopt(fd, SOL_SOCKET, capped, &v, sizeof v);
+  socklen_t len = sizeof granted;
+  getsockopt(fd, SOL_SOCKET, capped, &granted, &len);
+}
+
 }  // namespace
 
 std::string to_string(const sockaddr_in& a) {
@@ -114,19 +136,9 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch) {
   const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
-  si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
-  auto fail = [&](std::string_view key, std::string_view what) {
-    const int err = errno;
-    ::close(si.fd);
-    return sys_error(cfg, key, what, err);
-  };
-  int v = static_cast<int>(std::min<std::uint64_t>(u.socket_sndbuf, INT32_MAX));
-  if (setsockopt(si.fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0) {
-    (void)setsockopt(si.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);  // capped at net.core.wmem_max
-  }
-  socklen_t len = sizeof si.sndbuf;
-  getsockopt(si.fd, SOL_SOCKET, SO_SNDBUF, &si.sndbuf, &len);
+  if (absl::Status s = new_socket(cfg, si); !s.ok()) return s;
+  auto fail = [&](std::string_view key, std::string_view what) { return close_failed(cfg, si.fd, key, what); };
+  set_buffer(si.fd, SO_SNDBUFFORCE, SO_SNDBUF, u.socket_sndbuf, si.sndbuf);
   sockaddr_in local{};
   local.sin_family = AF_INET;
   local.sin_port = 0;  // ephemeral: subscribers learn it from the datagrams and NAK to it
@@ -184,25 +196,15 @@ bool restart_tx_timestamp_ids(int fd) {
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch) {
   const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
-  si.fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (si.fd < 0) return sys_error(cfg, "udp", "socket()", errno);
-  auto fail = [&](std::string_view key, std::string_view what) {
-    const int err = errno;
-    ::close(si.fd);
-    return sys_error(cfg, key, what, err);
-  };
+  if (absl::Status s = new_socket(cfg, si); !s.ok()) return s;
+  auto fail = [&](std::string_view key, std::string_view what) { return close_failed(cfg, si.fd, key, what); };
   const int one = 1;
   // Several subscribers of one group on a host each bind the port (each gets every datagram).
   // Not for unicast: two sockets on one unicast port would split the datagrams between them.
   if (ch.multicast && setsockopt(si.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
     return fail(ch.port_key, "SO_REUSEADDR");
   }
-  int v = static_cast<int>(std::min<std::uint64_t>(u.socket_rcvbuf, INT32_MAX));
-  if (setsockopt(si.fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v) != 0) {
-    (void)setsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);  // capped at net.core.rmem_max
-  }
-  socklen_t len = sizeof si.rcvbuf;
-  getsockopt(si.fd, SOL_SOCKET, SO_RCVBUF, &si.rcvbuf, &len);
+  set_buffer(si.fd, SO_RCVBUFFORCE, SO_RCVBUF, u.socket_rcvbuf, si.rcvbuf);
   if (static_cast<std::uint64_t>(si.rcvbuf) < u.socket_rcvbuf) {
     absl::StrAppendFormat(&si.notes, "SO_RCVBUF capped at %d (raise net.core.rmem_max); ", si.rcvbuf);
   }

@@ -82,17 +82,13 @@ absl::StatusOr<UdpPollerSource*> UdpTransport::source_for(const EndpointSpec& sp
 absl::StatusOr<std::unique_ptr<TxEndpoint>> UdpTransport::open_tx(const EndpointSpec& spec) {
   auto src = source_for(spec);
   if (!src.ok()) return src.status();
-  auto ep = UdpTxEndpoint::open(env_, spec, *src);
-  if (!ep.ok()) return ep.status();
-  return std::unique_ptr<TxEndpoint>(std::move(*ep));
+  return UdpTxEndpoint::open(env_, spec, *src);  // the StatusOr converts to the interface's
 }
 
 absl::StatusOr<std::unique_ptr<RxEndpoint>> UdpTransport::open_rx(const EndpointSpec& spec) {
   auto src = source_for(spec);
   if (!src.ok()) return src.status();
-  auto ep = UdpRxEndpoint::open(env_, spec, *src);
-  if (!ep.ok()) return ep.status();
-  return std::unique_ptr<RxEndpoint>(std::move(*ep));
+  return UdpRxEndpoint::open(env_, spec, *src);
 }
 
 void UdpTransport::close() {
