@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/config_override.h"
 #include "core/config_values.h"
+#include "transport/transport.h"
 
 namespace pollux {
 
@@ -23,7 +24,7 @@ absl::StatusOr<ContextInfo> check_config(std::string_view toml, std::string_view
   info.threading = std::string(core::threading_name(c->runtime.threading));
   info.transport = std::string(core::transport_name(c->transport));
   info.idle = c->runtime.idle;
-  info.flow_control = std::string(core::flow_control_name(c->shm.flow_control));
+  info.flow_control = std::string(transport::flow_control_name(*c));
   info.effective_config = c->to_toml();
   return info;
 }
@@ -36,42 +37,6 @@ absl::Status key_error(std::string_view where, std::string_view key, std::string
 
 std::string line_of(std::string_view source, const toml::source_region& r) {
   return absl::StrFormat("%s:%d", source, r.begin.line);
-}
-
-// The checks of the key's type and bounds (core/config_values.h, as Pollux's own keys), then
-// the key's own.
-std::string check_value(const ConfigKeys::Key& k, const toml::node& n, ConfigKeys::Value* v) {
-  switch (k.type) {
-    case ConfigKeys::Type::kInteger:
-      return core::want_int(n, k.int_min, k.int_max, &v->integer);
-    case ConfigKeys::Type::kSize:
-      return core::want_size(n, k.size_min, k.size_max, &v->size);
-    case ConfigKeys::Type::kNumber:
-      return core::want_number(n, k.number_min, k.number_max, &v->number);
-    case ConfigKeys::Type::kText:
-      if (!n.is_string()) return absl::StrCat("expected ", k.expected, ", got ", core::describe(n));
-      v->text = *n.value<std::string>();
-      return "";
-    case ConfigKeys::Type::kChoice:
-      return core::want_choice(n, k.choices, &v->choice);
-  }
-  return "unknown key type";
-}
-
-std::string value_toml(const ConfigKeys::Key& k, const ConfigKeys::Value& v) {
-  switch (k.type) {
-    case ConfigKeys::Type::kInteger:
-      return absl::StrCat(v.integer);
-    case ConfigKeys::Type::kSize:
-      return core::size_toml(v.size);
-    case ConfigKeys::Type::kNumber:
-      return absl::StrFormat("%g", v.number);
-    case ConfigKeys::Type::kText:
-      return core::quote(v.text);
-    case ConfigKeys::Type::kChoice:
-      return core::quote(k.choices[v.choice]);
-  }
-  return "";
 }
 
 absl::StatusOr<toml::table> parse_toml(std::string_view text, std::string_view source) {
@@ -95,7 +60,7 @@ absl::Status set_key(const ConfigKeys& table, void* obj, std::string_view name, 
   }
   if (key == nullptr) return key_error(where, full, absl::StrCat("unknown key", core::did_you_mean(full, known)));
   ConfigKeys::Value v;
-  std::string e = check_value(*key, n, &v);
+  std::string e = core::check_key_value(*key, n, &v);
   if (e.empty()) e = key->set(obj, v);
   if (!e.empty()) return key_error(where, full, e);
   (*wheres)[full] = where;
@@ -106,7 +71,8 @@ absl::Status set_key(const ConfigKeys& table, void* obj, std::string_view name, 
 
 std::string ConfigKeys::to_toml_of(const void* obj) const {
   std::string out = absl::StrCat("[", table_, "]\n");
-  for (const Key& k : keys_) absl::StrAppend(&out, k.name, " = ", value_toml(k, k.get(obj)), "  # ", k.help, "\n");
+  for (const Key& k : keys_)
+    absl::StrAppend(&out, k.name, " = ", core::key_value_toml(k, k.get(obj)), "  # ", k.help, "\n");
   return out;
 }
 

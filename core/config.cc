@@ -1,6 +1,5 @@
 #include "core/config.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,8 +46,6 @@ std::string_view transport_name(TransportKind k) {
   }
   return "?";
 }
-std::string_view flow_control_name(FlowControl f) { return f == FlowControl::kLossy ? "lossy" : "backpressure"; }
-std::string_view rdma_mode_name(RdmaMode m) { return m == RdmaMode::kRc ? "rc" : "ud_mcast"; }
 
 // A string whose value does not fit in 64 bits (digits alone, or after the suffix's
 // multiplication) is an error of its own: it must never wrap into a small, valid size.
@@ -90,47 +87,6 @@ std::string format_size(std::uint64_t v) {
 
 namespace {
 
-// Smallest frame on the wire (a bare 32-byte header): bounds the frames per datagram.
-constexpr std::uint32_t kFrameHeaderSizeForConfig = 32;
-
-bool is_pow2(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
-// Dotted-quad IPv4 ("10.0.0.2"); returns false on anything else.
-bool parse_ipv4(std::string_view s, std::uint32_t* host_order) {
-  std::uint32_t v = 0;
-  int parts = 0;
-  std::size_t i = 0;
-  while (parts < 4) {
-    std::size_t j = i;
-    std::uint32_t octet = 0;
-    while (j < s.size() && s[j] >= '0' && s[j] <= '9' && j - i < 3)
-      octet = octet * 10 + static_cast<std::uint32_t>(s[j++] - '0');
-    if (j == i || octet > 255) return false;
-    v = (v << 8) | octet;
-    ++parts;
-    i = j;
-    if (parts < 4) {
-      if (i >= s.size() || s[i] != '.') return false;
-      ++i;
-    }
-  }
-  if (i != s.size()) return false;
-  *host_order = v;
-  return true;
-}
-
-// "ip:port" with a dotted-quad IPv4 address (rdma_cm peers).
-std::string check_ip_port(const std::string& s) {
-  const std::size_t colon = s.rfind(':');
-  std::uint32_t ip;
-  std::uint32_t port = 0;
-  if (colon == std::string::npos || !parse_ipv4(std::string_view(s).substr(0, colon), &ip) ||
-      !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
-    return absl::StrFormat("expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got \"%s\"", s);
-  }
-  return "";
-}
-
 template <typename T>
 std::string want_uint(const toml::node& n, std::int64_t lo, std::int64_t hi, T* out) {
   std::int64_t v;
@@ -139,23 +95,11 @@ std::string want_uint(const toml::node& n, std::int64_t lo, std::int64_t hi, T* 
   return e;
 }
 
-// A probability 0..1 (integers 0 and 1 accepted too).
-std::string want_probability(const toml::node& n, double* out) {
-  double v;
-  if (!node_number(n, &v)) return absl::StrCat("expected a probability 0.0..1.0, got ", describe(n));
-  if (!(v >= 0 && v <= 1)) return absl::StrCat("expected a probability 0.0..1.0, got ", v);
-  *out = v;
-  return "";
-}
-
-// A dotted-quad IPv4 address; sets *multicast when it is in 224.0.0.0/4.
-std::string want_ipv4(const toml::node& n, std::string* out, bool* multicast = nullptr) {
+// A dotted-quad IPv4 address (core::check_ipv4).
+std::string want_ipv4(const toml::node& n, std::string* out) {
   std::string s;
   if (auto e = want_string(n, &s); !e.empty()) return e;
-  in_addr a{};
-  if (inet_pton(AF_INET, s.c_str(), &a) != 1)
-    return absl::StrFormat("expected an IPv4 address like \"239.255.0.1\", got \"%s\"", s);
-  if (multicast != nullptr) *multicast = (ntohl(a.s_addr) >> 28) == 0xE;
+  if (auto e = check_ipv4(s); !e.empty()) return e;
   *out = s;
   return "";
 }
@@ -163,14 +107,15 @@ std::string want_ipv4(const toml::node& n, std::string* out, bool* multicast = n
 // ---- the table ----------------------------------------------------------------------------------
 
 struct Field {
-  const char* key;
-  const char* help;
+  std::string key;
+  std::string help;
   std::function<std::string(Config&, const toml::node&)> set;
   std::function<std::string(const Config&)> get;
 };
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = {
+// The generic tables, then every transport's (core/config_registry.h), each key as a Field.
+std::vector<Field> make_fields() {
+  std::vector<Field> table = {
       // [runtime]
       {"runtime.threading",
        "dedicated: pollers on their own (pinned) cores own the transports; shared: one poller for "
@@ -384,7 +329,7 @@ const std::vector<Field>& fields() {
        [](Config& c, const toml::node& n) -> std::string {
          std::int64_t v;
          if (auto e = want_int(n, 2, 1 << 20, &v); !e.empty()) return e;
-         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
+         if (auto e = check_pow2(static_cast<std::uint64_t>(v)); !e.empty()) return e;
          c.rings.capacity = static_cast<std::uint32_t>(v);
          return "";
        },
@@ -412,436 +357,24 @@ const std::vector<Field>& fields() {
              &c.transport);
        },
        [](const Config& c) { return quote(transport_name(c.transport)); }},
-      // [shm]
-      {"shm.log_size",
-       "bytes of each stream's broadcast log (power of two, 64KiB..4GiB); the largest message is log_size/32",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::uint64_t v;
-         if (auto e = want_size(n, 64u << 10, 4ull << 30, &v); !e.empty()) return e;
-         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
-         c.shm.log_size = v;
-         return "";
-       },
-       [](const Config& c) { return size_toml(c.shm.log_size); }},
-      {"shm.flow_control",
-       "lossy: the publisher never waits, a lapped subscriber gets a gap report; backpressure: offer() returns "
-       "kBackPressured while the slowest live subscriber is a whole log behind",
-       [](Config& c, const toml::node& n) {
-         return want_enum<FlowControl>(
-             n, {{"lossy", FlowControl::kLossy}, {"backpressure", FlowControl::kBackpressure}}, &c.shm.flow_control);
-       },
-       [](const Config& c) { return quote(flow_control_name(c.shm.flow_control)); }},
-      {"shm.max_subscribers", "subscriber slots per stream log",
-       [](Config& c, const toml::node& n) {
-         std::int64_t v;
-         auto e = want_int(n, 1, 64, &v);
-         if (e.empty()) c.shm.max_subscribers = static_cast<std::uint32_t>(v);
-         return e;
-       },
-       [](const Config& c) { return absl::StrCat(c.shm.max_subscribers); }},
-      {"shm.liveness_timeout_ms",
-       "a publisher or subscriber silent (no heartbeat, process gone) this long is considered dead",
-       [](Config& c, const toml::node& n) {
-         std::int64_t v;
-         auto e = want_int(n, 10, 3'600'000, &v);
-         if (e.empty()) c.shm.liveness_timeout_ms = static_cast<std::uint32_t>(v);
-         return e;
-       },
-       [](const Config& c) { return absl::StrCat(c.shm.liveness_timeout_ms); }},
-      {"shm.group",
-       "\"\": segments are 0600 and only files of this user are attached; a group name (or gid): segments are created "
-       "0660 with that group and files of that group (any owner, group-writable) are attached too; never files others "
-       "may write",
-       [](Config& c, const toml::node& n) { return want_string(n, &c.shm.group); },
-       [](const Config& c) { return quote(c.shm.group); }},
-      // [rdma]
-      {"rdma.device",
-       "RDMA device (e.g. \"mlx5_0\", \"rxe0\"), or \"auto\": runtime.device if it names one, else the first device "
-       "with an active port; its NUMA node gets the pollers and the pool",
-       [](Config& c, const toml::node& n) -> std::string {
-         if (auto e = want_string(n, &c.rdma.device); !e.empty()) return e;
-         if (c.rdma.device.empty()) return "expected a device name or \"auto\", got \"\"";
-         return "";
-       },
-       [](const Config& c) { return quote(c.rdma.device); }},
-      {"rdma.port", "device port number (1-based)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 255, &c.rdma.port); },
-       [](const Config& c) { return absl::StrCat(c.rdma.port); }},
-      {"rdma.gid_index", "GID table index (ibv_devinfo -v, `show_gids`); -1 = the port's RoCEv2 IPv4-mapped GID",
-       [](Config& c, const toml::node& n) { return want_uint(n, -1, 4095, &c.rdma.gid_index); },
-       [](const Config& c) { return absl::StrCat(c.rdma.gid_index); }},
-      {"rdma.mode",
-       "rc: reliable connection per (publisher thread, subscriber) via rdma_cm; ud_mcast: datagrams to "
-       "rdma.multicast_group, lost ones repaired by NAK over unicast UD (loss beyond rdma.retransmit_buffer reported "
-       "as exact gaps)",
-       [](Config& c, const toml::node& n) {
-         return want_enum<RdmaMode>(n, {{"rc", RdmaMode::kRc}, {"ud_mcast", RdmaMode::kUdMulticast}}, &c.rdma.mode);
-       },
-       [](const Config& c) { return quote(rdma_mode_name(c.rdma.mode)); }},
-      {"rdma.listen_port",
-       "rc: port (rdma_cm, TCP port space) on the device's IPv4 address where subscribers accept publishers",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 65535, &c.rdma.listen_port); },
-       [](const Config& c) { return absl::StrCat(c.rdma.listen_port); }},
-      {"rdma.peers",
-       "rc: subscribers every publisher connects to, as [\"a.b.c.d:port\", ...] (their device address and "
-       "rdma.listen_port)",
-       [](Config& c, const toml::node& n) -> std::string {
-         const toml::array* a = n.as_array();
-         if (a == nullptr) return absl::StrCat("expected an array of \"a.b.c.d:port\" strings, got ", describe(n));
-         if (a->size() > 64) return absl::StrCat("at most 64 peers, got ", a->size());
-         c.rdma.peers.clear();
-         for (std::size_t i = 0; i < a->size(); ++i) {
-           std::string s;
-           if (auto err = want_string(*a->get(i), &s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
-           if (auto err = check_ip_port(s); !err.empty()) return absl::StrCat("element ", i, ": ", err);
-           c.rdma.peers.push_back(s);
-         }
-         return "";
-       },
-       [](const Config& c) {
-         std::vector<std::string> q;
-         for (const std::string& p : c.rdma.peers) q.push_back(quote(p));
-         return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
-       }},
-      {"rdma.multicast_group",
-       "ud_mcast: IPv4 multicast group (224.0.0.0/4) all streams are sent to; subscribers filter by stream id",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::string s;
-         if (auto e = want_string(n, &s); !e.empty()) return e;
-         std::uint32_t ip;
-         if (!parse_ipv4(s, &ip) || (ip >> 28) != 0xE)
-           return absl::StrFormat("expected an IPv4 multicast address (224.0.0.0 - 239.255.255.255), got \"%s\"", s);
-         c.rdma.multicast_group = s;
-         return "";
-       },
-       [](const Config& c) { return quote(c.rdma.multicast_group); }},
-      {"rdma.inline_threshold",
-       "frames up to this many bytes are copied into the work request (inline: no DMA read of the buffer); capped by "
-       "the QP's max_inline_data; 0 = never",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 4096, &c.rdma.inline_threshold); },
-       [](const Config& c) { return absl::StrCat(c.rdma.inline_threshold); }},
-      {"rdma.send_queue_depth", "work requests per send queue (one QP per publisher and subscriber)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 16, 32768, &c.rdma.send_queue_depth); },
-       [](const Config& c) { return absl::StrCat(c.rdma.send_queue_depth); }},
-      {"rdma.recv_queue_depth",
-       "receive buffers (pool slots) per poller's shared receive queue, or per QP without an SRQ; keep it above "
-       "rings.capacity, or a subscriber holding a full ring leaves none posted (RC then stalls on RNR retries, UD "
-       "drops)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 16, 65536, &c.rdma.recv_queue_depth); },
-       [](const Config& c) { return absl::StrCat(c.rdma.recv_queue_depth); }},
-      {"rdma.cq_depth", "completion queue entries per poller (inline mode: per endpoint); grown when QPs need more",
-       [](Config& c, const toml::node& n) { return want_uint(n, 64, 1 << 22, &c.rdma.cq_depth); },
-       [](const Config& c) { return absl::StrCat(c.rdma.cq_depth); }},
-      {"rdma.signal_every", "request a completion for one send in N (selective signalling); the rest complete silently",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 4096, &c.rdma.signal_every); },
-       [](const Config& c) { return absl::StrCat(c.rdma.signal_every); }},
-      {"rdma.post_batch",
-       "most send work requests chained into one ibv_post_send, i.e. one doorbell (per QP); a burst of more frames "
-       "takes several; 1 = one doorbell per message (for A/B measurements); 64 = every burst (up to 64 frames per post "
-       "call) in one",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 64, &c.rdma.post_batch); },
-       [](const Config& c) { return absl::StrCat(c.rdma.post_batch); }},
-      {"rdma.recv_batch", "released receive buffers are re-posted in batches of this many (one post call each)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.rdma.recv_batch); },
-       [](const Config& c) { return absl::StrCat(c.rdma.recv_batch); }},
-      {"rdma.srq",
-       "shared receive queue per poller: auto (when the device has SRQs), on (fail without), off (a receive queue per "
-       "QP)",
-       [](Config& c, const toml::node& n) {
-         return want_enum<RdmaSrq>(n, {{"auto", RdmaSrq::kAuto}, {"on", RdmaSrq::kOn}, {"off", RdmaSrq::kOff}},
-                                   &c.rdma.srq);
-       },
-       [](const Config& c) {
-         return quote(c.rdma.srq == RdmaSrq::kAuto ? "auto" : c.rdma.srq == RdmaSrq::kOn ? "on" : "off");
-       }},
-      {"rdma.mlx5dv",
-       "auto: mlx5 direct-verbs send path (BlueFlame, pre-built WQEs) when mlx5dv_is_supported(); off: plain verbs "
-       "everywhere",
-       [](Config& c, const toml::node& n) {
-         return want_enum<RdmaMlx5>(n, {{"auto", RdmaMlx5::kAuto}, {"off", RdmaMlx5::kOff}}, &c.rdma.mlx5dv);
-       },
-       [](const Config& c) { return quote(c.rdma.mlx5dv == RdmaMlx5::kAuto ? "auto" : "off"); }},
-      {"rdma.cq_moderation_count",
-       "interrupt moderation (ibv_modify_cq): raise a completion event after this many CQEs; 0 with cq_moderation_usec "
-       "0 = off",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 65535, &c.rdma.cq_moderation_count); },
-       [](const Config& c) { return absl::StrCat(c.rdma.cq_moderation_count); }},
-      {"rdma.cq_moderation_usec", "interrupt moderation: or after this many microseconds",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 65535, &c.rdma.cq_moderation_usec); },
-       [](const Config& c) { return absl::StrCat(c.rdma.cq_moderation_usec); }},
-      {"rdma.heartbeat_ms",
-       "ud_mcast: publishers send a heartbeat (with the next sequence, so tail loss shows as a gap) this often when "
-       "idle",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.rdma.heartbeat_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.heartbeat_ms); }},
-      {"rdma.liveness_timeout_ms", "ud_mcast: a publisher silent this long is reported dead (end of stream)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 3'600'000, &c.rdma.liveness_timeout_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.liveness_timeout_ms); }},
-      {"rdma.reconnect_ms", "rc: a publisher retries an unreachable, rejecting or lost subscriber this often",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.reconnect_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.reconnect_ms); }},
-      {"rdma.connect_timeout_ms", "rc: rdma_cm address and route resolution timeout",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 600'000, &c.rdma.connect_timeout_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.connect_timeout_ms); }},
-      {"rdma.rnr_timeout_us",
-       "rc: when a subscriber has no receive buffer posted (it is not polling yet, or holds them all), the publisher's "
-       "NIC sends again after this long (the subscriber QP's RNR timer, rounded up to the next of the 32 values "
-       "InfiniBand can encode, 10 us .. 655360 us); publishers retry forever, so this is how long a stalled stream "
-       "waits once buffers are back",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 655'360, &c.rdma.rnr_timeout_us); },
-       [](const Config& c) { return absl::StrCat(c.rdma.rnr_timeout_us); }},
-      {"rdma.retransmit_buffer",
-       "ud_mcast: bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..1GiB), carved from the "
-       "registered buffer pool (ceil(bytes / pool.slot_size) slots per publisher); a subscriber that falls further "
-       "behind gets an exact, unrecoverable gap",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::uint64_t v;
-         if (auto e = want_size(n, 64u << 10, 1ull << 30, &v); !e.empty()) return e;
-         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
-         c.rdma.retransmit_buffer = v;
-         return "";
-       },
-       [](const Config& c) { return size_toml(c.rdma.retransmit_buffer); }},
-      {"rdma.reorder_window",
-       "ud_mcast: sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each "
-       "per session; frames held also hold their receive buffers (rdma.recv_queue_depth)",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::int64_t v;
-         if (auto e = want_int(n, 256, 1 << 24, &v); !e.empty()) return e;
-         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
-         c.rdma.reorder_window = static_cast<std::uint32_t>(v);
-         return "";
-       },
-       [](const Config& c) { return absl::StrCat(c.rdma.reorder_window); }},
-      {"rdma.max_sessions",
-       "ud_mcast: publisher sessions (publishers, or restarts of one) a subscriber follows at once on one stream",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 64, &c.rdma.max_sessions); },
-       [](const Config& c) { return absl::StrCat(c.rdma.max_sessions); }},
-      {"rdma.nak_delay_us",
-       "ud_mcast: a subscriber NAKs a new gap after a random delay in [0, this] (reordered datagrams fill it "
-       "meanwhile; subscribers missing the same datagram spread their NAKs and the publisher repairs once)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.rdma.nak_delay_us); },
-       [](const Config& c) { return absl::StrCat(c.rdma.nak_delay_us); }},
-      {"rdma.nak_retry_us", "ud_mcast: an unrepaired gap is NAKed again after this, doubling per attempt",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 10'000'000, &c.rdma.nak_retry_us); },
-       [](const Config& c) { return absl::StrCat(c.rdma.nak_retry_us); }},
-      {"rdma.nak_retry_max_us", "ud_mcast: longest interval between two NAKs of one gap",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 60'000'000, &c.rdma.nak_retry_max_us); },
-       [](const Config& c) { return absl::StrCat(c.rdma.nak_retry_max_us); }},
-      {"rdma.nak_give_up_ms",
-       "ud_mcast: a gap still unrepaired after this (while the publisher is alive) is reported lost",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 3'600'000, &c.rdma.nak_give_up_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.nak_give_up_ms); }},
-      {"rdma.status_interval_ms",
-       "ud_mcast: subscribers send a status message (position) to each publisher this often, unicast to its UD QP; a "
-       "publisher is connected while it hears one within rdma.liveness_timeout_ms",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.rdma.status_interval_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.status_interval_ms); }},
-      {"rdma.nak_max_range",
-       "ud_mcast: most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for "
-       "the rest again)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1 << 24, &c.rdma.nak_max_range); },
-       [](const Config& c) { return absl::StrCat(c.rdma.nak_max_range); }},
-      {"rdma.repair_rate",
-       "ud_mcast: repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): "
-       "bounds what forged NAKs can make it send. Keep it above twice the stream's rate, or a subscriber that fell "
-       "behind cannot catch up while the stream runs",
-       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate); },
-       [](const Config& c) { return size_toml(c.rdma.repair_rate); }},
-      {"rdma.repair_burst",
-       "ud_mcast: repair bytes a publisher sends for one subscriber at once (the bucket of rdma.repair_rate, at least "
-       "one 4 KiB datagram; the bucket of rdma.repair_rate_total holds 4x this)",
-       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 36, &c.rdma.repair_burst); },
-       [](const Config& c) { return size_toml(c.rdma.repair_burst); }},
-      {"rdma.repair_rate_total",
-       "ud_mcast: repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
-       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.rdma.repair_rate_total); },
-       [](const Config& c) { return size_toml(c.rdma.repair_rate_total); }},
-      {"rdma.linger_ms",
-       "Publisher::close() waits up to this long for its subscribers to have everything (0 = close at once). rc: until "
-       "every frame and the end of stream are acknowledged; ud_mcast: repairing until every known subscriber confirmed "
-       "the end of stream. Frames still unacknowledged then are lost and logged. It runs on the endpoint's thread (its "
-       "poller, which meanwhile serves nothing else)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.rdma.linger_ms); },
-       [](const Config& c) { return absl::StrCat(c.rdma.linger_ms); }},
-      {"rdma.fault_loss",
-       "ud_mcast testing: probability that a datagram a subscriber received is dropped before the protocol sees it "
-       "(the loss interceptor)",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_loss); },
-       [](const Config& c) { return absl::StrCat(c.rdma.fault_loss); }},
-      {"rdma.fault_duplicate", "ud_mcast testing: probability that a received datagram is delivered twice",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_duplicate); },
-       [](const Config& c) { return absl::StrCat(c.rdma.fault_duplicate); }},
-      {"rdma.fault_reorder",
-       "ud_mcast testing: probability that a received datagram is held back behind 1..8 later ones",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.rdma.fault_reorder); },
-       [](const Config& c) { return absl::StrCat(c.rdma.fault_reorder); }},
-      {"rdma.fault_seed", "ud_mcast testing: seed of the loss interceptor (same seed, same faults)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, INT64_MAX, &c.rdma.fault_seed); },
-       [](const Config& c) { return absl::StrCat(c.rdma.fault_seed); }},
-      // [udp]
-      {"udp.address",
-       "multicast group (224.0.0.0/4: every subscriber joins it) or unicast IPv4 address (the subscriber's) the "
-       "publishers send to; [[streams]] udp_address overrides it per stream",
-       [](Config& c, const toml::node& n) { return want_ipv4(n, &c.udp.address); },
-       [](const Config& c) { return quote(c.udp.address); }},
-      {"udp.port",
-       "UDP port of the data (subscribers bind it; publishers send from an ephemeral port that receives NAKs); "
-       "[[streams]] udp_port overrides it per stream",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 65535, &c.udp.port); },
-       [](const Config& c) { return absl::StrCat(c.udp.port); }},
-      {"udp.interface",
-       "local interface for multicast (sending and joining) and the address subscribers bind for unicast: a name "
-       "(\"eth0\") or an IPv4 address; \"\" = the kernel's routing choice. The default keeps traffic on this host",
-       [](Config& c, const toml::node& n) { return want_string(n, &c.udp.interface); },
-       [](const Config& c) { return quote(c.udp.interface); }},
-      {"udp.ttl", "multicast TTL (1 = never routed beyond the local subnet)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 255, &c.udp.ttl); },
-       [](const Config& c) { return absl::StrCat(c.udp.ttl); }},
-      {"udp.loopback", "deliver multicast to subscribers on the publishing host too (IP_MULTICAST_LOOP)",
-       [](Config& c, const toml::node& n) { return want_bool(n, &c.udp.loopback); },
-       [](const Config& c) { return std::string(c.udp.loopback ? "true" : "false"); }},
-      {"udp.mtu",
-       "IP MTU of the path (576..65535): a datagram carries up to mtu - 28 bytes of frames; the largest message is mtu "
-       "- 60 bytes (no fragmentation)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 576, 65535, &c.udp.mtu); },
-       [](const Config& c) { return absl::StrCat(c.udp.mtu); }},
-      {"udp.tx_batch", "most datagrams per sendmmsg call",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.udp.tx_batch); },
-       [](const Config& c) { return absl::StrCat(c.udp.tx_batch); }},
-      {"udp.rx_batch", "most datagrams per recvmmsg call (the batch adapts between 1 and this to the traffic)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1024, &c.udp.rx_batch); },
-       [](const Config& c) { return absl::StrCat(c.udp.rx_batch); }},
-      {"udp.rx_buffers",
-       "datagram buffers per subscriber (each mtu - 28 bytes, rounded up to 64): frames are delivered from them "
-       "without a copy",
-       [](Config& c, const toml::node& n) { return want_uint(n, 16, 1 << 20, &c.udp.rx_buffers); },
-       [](const Config& c) { return absl::StrCat(c.udp.rx_buffers); }},
-      {"udp.busy_poll_us",
-       "SO_BUSY_POLL on subscriber sockets in microseconds (0 = off; needs CAP_NET_ADMIN to raise above "
-       "net.core.busy_read; refused is reported, not fatal)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.busy_poll_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.busy_poll_us); }},
-      {"udp.kernel_timestamps",
-       "stage tracing with the kernel's software timestamps (SO_TIMESTAMPING): publishers of traced streams ask for "
-       "the TX timestamp of each datagram carrying a traced frame (Publisher::send_completion_ns), subscriber sockets "
-       "take every datagram's receive timestamp (StageTimes::kKernelRx). Costs: the kernel's TX timestamp work on the "
-       "traced message's path (~1 us per send on loopback here), a control buffer per received datagram and the host's "
-       "global packet timestamping",
-       [](Config& c, const toml::node& n) { return want_bool(n, &c.udp.kernel_timestamps); },
-       [](const Config& c) { return std::string(c.udp.kernel_timestamps ? "true" : "false"); }},
-      {"udp.socket_rcvbuf",
-       "SO_RCVBUF of subscriber sockets (the kernel caps it at net.core.rmem_max; the effective size is in describe())",
-       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_rcvbuf); },
-       [](const Config& c) { return size_toml(c.udp.socket_rcvbuf); }},
-      {"udp.socket_sndbuf", "SO_SNDBUF of publisher sockets (capped at net.core.wmem_max)",
-       [](Config& c, const toml::node& n) { return want_size(n, 4096, 1ull << 31, &c.udp.socket_sndbuf); },
-       [](const Config& c) { return size_toml(c.udp.socket_sndbuf); }},
-      {"udp.retransmit_buffer",
-       "bytes of sent frames each publisher keeps for repairs (power of two, 64KiB..4GiB); a subscriber that falls "
-       "further behind gets an unrecoverable gap",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::uint64_t v;
-         if (auto e = want_size(n, 64u << 10, 4ull << 30, &v); !e.empty()) return e;
-         if (!is_pow2(v)) return absl::StrCat("expected a power of two, got ", v);
-         c.udp.retransmit_buffer = v;
-         return "";
-       },
-       [](const Config& c) { return size_toml(c.udp.retransmit_buffer); }},
-      {"udp.reorder_window",
-       "sequences a subscriber can hold ahead of a gap while it is repaired (power of two); 16 bytes each per session",
-       [](Config& c, const toml::node& n) -> std::string {
-         std::int64_t v;
-         if (auto e = want_int(n, 256, 1 << 24, &v); !e.empty()) return e;
-         if (!is_pow2(static_cast<std::uint64_t>(v))) return absl::StrCat("expected a power of two, got ", v);
-         c.udp.reorder_window = static_cast<std::uint32_t>(v);
-         return "";
-       },
-       [](const Config& c) { return absl::StrCat(c.udp.reorder_window); }},
-      {"udp.max_sessions",
-       "publisher sessions (publishers, or restarts of one) a subscriber follows at once on one stream",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 64, &c.udp.max_sessions); },
-       [](const Config& c) { return absl::StrCat(c.udp.max_sessions); }},
-      {"udp.nak_delay_us",
-       "a subscriber NAKs a new gap after a random delay in [0, this]: reordered datagrams fill it meanwhile, and many "
-       "subscribers missing the same datagram spread their NAKs (the publisher repairs once)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.nak_delay_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.nak_delay_us); }},
-      {"udp.nak_retry_us", "an unrepaired gap is NAKed again after this, doubling per attempt",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 10'000'000, &c.udp.nak_retry_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.nak_retry_us); }},
-      {"udp.nak_retry_max_us", "longest interval between two NAKs of one gap",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 60'000'000, &c.udp.nak_retry_max_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.nak_retry_max_us); }},
-      {"udp.nak_give_up_ms", "a gap still unrepaired after this (while the publisher is alive) is reported lost",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 3'600'000, &c.udp.nak_give_up_ms); },
-       [](const Config& c) { return absl::StrCat(c.udp.nak_give_up_ms); }},
-      {"udp.retransmit_linger_us",
-       "after repairing a range the publisher ignores further NAKs for it this long (they were sent before the repair "
-       "arrived)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 10'000'000, &c.udp.retransmit_linger_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.retransmit_linger_us); }},
-      {"udp.heartbeat_interval_us",
-       "an idle publisher sends a heartbeat (next sequence, oldest repairable) this often; one also follows 1 ms after "
-       "the last data",
-       [](Config& c, const toml::node& n) { return want_uint(n, 100, 10'000'000, &c.udp.heartbeat_interval_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.heartbeat_interval_us); }},
-      {"udp.status_interval_ms",
-       "subscribers send a status message (position) to each publisher this often; publishers count subscribers by "
-       "them",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 60'000, &c.udp.status_interval_ms); },
-       [](const Config& c) { return absl::StrCat(c.udp.status_interval_ms); }},
-      {"udp.session_timeout_ms",
-       "a publisher silent this long is reported dead (end of stream); a subscriber silent this long is forgotten by "
-       "the publisher (offer() returns kNotConnected with none left)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 10, 3'600'000, &c.udp.session_timeout_ms); },
-       [](const Config& c) { return absl::StrCat(c.udp.session_timeout_ms); }},
-      {"udp.linger_ms",
-       "Publisher::close() keeps repairing for up to this long until every known subscriber confirmed the end of "
-       "stream (0 = close at once)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 600'000, &c.udp.linger_ms); },
-       [](const Config& c) { return absl::StrCat(c.udp.linger_ms); }},
-      {"udp.coalesce_us",
-       "0: every post sends at once (lowest latency); > 0: a partly filled datagram waits up to this long for more "
-       "frames (fewer, fuller datagrams; inline publishers must keep calling offer() or service())",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, 1'000'000, &c.udp.coalesce_us); },
-       [](const Config& c) { return absl::StrCat(c.udp.coalesce_us); }},
-      {"udp.nak_max_range",
-       "most sequences one NAK range may ask a publisher for (a larger range is cut; the subscriber asks for the rest "
-       "again)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 1, 1 << 24, &c.udp.nak_max_range); },
-       [](const Config& c) { return absl::StrCat(c.udp.nak_max_range); }},
-      {"udp.repair_rate",
-       "repair bytes per second a publisher sends on behalf of one subscriber (token bucket; 0 = unlimited): bounds "
-       "what forged NAKs can make it send. Keep it above the stream's rate, or a subscriber that fell behind cannot "
-       "catch up while the stream runs",
-       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate); },
-       [](const Config& c) { return size_toml(c.udp.repair_rate); }},
-      {"udp.repair_burst",
-       "repair bytes a publisher sends for one subscriber at once (the bucket of udp.repair_rate; the bucket of "
-       "udp.repair_rate_total holds 4x this)",
-       [](Config& c, const toml::node& n) { return want_size(n, 1024, 1ull << 36, &c.udp.repair_burst); },
-       [](const Config& c) { return size_toml(c.udp.repair_burst); }},
-      {"udp.repair_rate_total",
-       "repair bytes per second a publisher sends in all, whoever asks (token bucket; 0 = unlimited)",
-       [](Config& c, const toml::node& n) { return want_size(n, 0, 1ull << 40, &c.udp.repair_rate_total); },
-       [](const Config& c) { return size_toml(c.udp.repair_rate_total); }},
-      {"udp.fault_loss", "testing: probability that a received datagram is dropped before the protocol sees it",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_loss); },
-       [](const Config& c) { return absl::StrCat(c.udp.fault_loss); }},
-      {"udp.fault_duplicate", "testing: probability that a received datagram is delivered twice",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_duplicate); },
-       [](const Config& c) { return absl::StrCat(c.udp.fault_duplicate); }},
-      {"udp.fault_reorder", "testing: probability that a received datagram is held back behind 1..8 later ones",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_reorder); },
-       [](const Config& c) { return absl::StrCat(c.udp.fault_reorder); }},
-      {"udp.fault_tx_loss", "testing: probability that a datagram is not sent (loss every subscriber sees)",
-       [](Config& c, const toml::node& n) { return want_probability(n, &c.udp.fault_tx_loss); },
-       [](const Config& c) { return absl::StrCat(c.udp.fault_tx_loss); }},
-      {"udp.fault_seed", "testing: seed of the fault injector (same seed, same faults)",
-       [](Config& c, const toml::node& n) { return want_uint(n, 0, INT64_MAX, &c.udp.fault_seed); },
-       [](const Config& c) { return absl::StrCat(c.udp.fault_seed); }},
   };
+  for (const RegisteredTable& t : config_registry().tables()) {
+    const std::size_t slot = &t - config_registry().tables().data();
+    for (const ConfigKeys::Key& k : t.keys->keys()) {
+      table.push_back({absl::StrCat(t.keys->table(), ".", k.name), k.help,
+                       [slot, &k](Config& c, const toml::node& n) {
+                         ConfigKeys::Value v;
+                         std::string e = check_key_value(k, n, &v);
+                         return e.empty() ? k.set(c.tables.get(slot), v) : e;
+                       },
+                       [slot, &k](const Config& c) { return key_value_toml(k, k.get(c.tables.get(slot))); }});
+    }
+  }
+  return table;
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = make_fields();
   return table;
 }
 
@@ -1082,70 +615,9 @@ class Parser {
   }
 
   absl::Status validate(const Config& c) const {
-    if (c.shm.log_size / 32 < c.pool.slot_size && c.transport == TransportKind::kShm) {
-      return at("pool.slot_size",
-                absl::StrFormat(
-                    "%u is larger than shm.log_size/32 = %u: frames that big do not fit the log; raise shm.log_size",
-                    c.pool.slot_size, c.shm.log_size / 32));
-    }
-    if (c.rdma.signal_every > c.rdma.send_queue_depth / 2) {
-      return at("rdma.signal_every",
-                absl::StrFormat("%u is more than half of rdma.send_queue_depth (%u): the send queue "
-                                "would fill before a completion frees it; lower it or raise the depth",
-                                c.rdma.signal_every, c.rdma.send_queue_depth));
-    }
-    if (c.rdma.recv_batch > c.rdma.recv_queue_depth / 2) {
-      return at("rdma.recv_batch",
-                absl::StrFormat("%u is more than half of rdma.recv_queue_depth (%u): too few buffers "
-                                "would stay posted; lower it or raise the depth",
-                                c.rdma.recv_batch, c.rdma.recv_queue_depth));
-    }
-    if (c.transport == TransportKind::kRdma && c.rdma.mode == RdmaMode::kUdMulticast) {
-      if (c.rdma.nak_retry_us > c.rdma.nak_retry_max_us) {
-        return at("rdma.nak_retry_us", absl::StrFormat("%u is above rdma.nak_retry_max_us (%u)", c.rdma.nak_retry_us,
-                                                       c.rdma.nak_retry_max_us));
-      }
-      if (c.rdma.fault_loss + c.rdma.fault_duplicate + c.rdma.fault_reorder > 1.0) {
-        return at("rdma.fault_loss", "rdma.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
-      }
-      if (c.rdma.retransmit_buffer / c.pool.slot_size > c.pool.slots / 2) {
-        return at("rdma.retransmit_buffer",
-                  absl::StrFormat(
-                      "%u bytes take %u of the pool's %u slots of %u bytes: a publisher's retransmit buffer "
-                      "is carved from the pool and leaves too little for its rings; raise pool.slots or "
-                      "lower rdma.retransmit_buffer",
-                      c.rdma.retransmit_buffer, (c.rdma.retransmit_buffer + c.pool.slot_size - 1) / c.pool.slot_size,
-                      c.pool.slots, c.pool.slot_size));
-      }
-    }
-    if (c.transport == TransportKind::kUdp) {
-      const std::uint32_t datagram = c.udp.mtu - 28;
-      if (c.udp.reorder_window < 2 * (datagram / kFrameHeaderSizeForConfig)) {
-        return at("udp.reorder_window",
-                  absl::StrFormat("%u cannot hold two datagrams of %u bytes (up to %u frames each); raise it to at "
-                                  "least %u or lower udp.mtu",
-                                  c.udp.reorder_window, datagram, datagram / kFrameHeaderSizeForConfig,
-                                  2 * (datagram / kFrameHeaderSizeForConfig)));
-      }
-      if (c.udp.retransmit_buffer < 4ull * datagram) {
-        return at("udp.retransmit_buffer",
-                  absl::StrFormat("%u bytes hold fewer than 4 datagrams of %u bytes (udp.mtu %u); raise it",
-                                  c.udp.retransmit_buffer, datagram, c.udp.mtu));
-      }
-      if (c.udp.repair_burst < datagram) {
-        return at(
-            "udp.repair_burst",
-            absl::StrFormat(
-                "%u bytes are less than one datagram of %u bytes (udp.mtu %u): no repair could ever be sent; raise it",
-                c.udp.repair_burst, datagram, c.udp.mtu));
-      }
-      if (c.udp.nak_retry_us > c.udp.nak_retry_max_us) {
-        return at("udp.nak_retry_us",
-                  absl::StrFormat("%u is above udp.nak_retry_max_us (%u)", c.udp.nak_retry_us, c.udp.nak_retry_max_us));
-      }
-      if (c.udp.fault_loss + c.udp.fault_duplicate + c.udp.fault_reorder > 1.0) {
-        return at("udp.fault_loss", "udp.fault_loss + fault_duplicate + fault_reorder must not exceed 1");
-      }
+    for (const RegisteredTable& t : config_registry().tables()) {
+      if (!t.validate) continue;
+      if (ConfigIssue i = t.validate(c); !i.key.empty()) return at(i.key, i.message);
     }
     if (absl::Status a = c.runtime.adaptive.validate(); !a.ok()) {
       // The message names the field as runtime.adaptive.<field>; point at that key's line.

@@ -1,5 +1,7 @@
 // One frozen configuration struct, built from TOML by a table of (key, default, help, type)
-// entries (core/config.cc). Every key has a documented default; unknown keys are errors; an
+// entries: the generic [runtime], [pool], [rings], [transport] and [[streams]] here
+// (core/config.cc), each transport's own table in its folder (transport/<name>/<name>_config.h),
+// added through core/config_registry.h. Every key has a documented default; unknown keys are errors; an
 // error names the file, line and key:
 //   feed.toml:12: runtime.threading: expected dedicated|shared|inline, got "dedicted"
 #pragma once
@@ -11,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
+#include "core/config_registry.h"
 #include "core/controller.h"
 #include "core/idle.h"
 #include "core/ring.h"
@@ -19,11 +22,9 @@ namespace pollux::core {
 
 enum class ThreadingMode { kDedicated, kShared, kInline };
 enum class TransportKind { kShm, kUdp, kRdma };
-enum class FlowControl { kLossy, kBackpressure };
 
 std::string_view threading_name(ThreadingMode m);
 std::string_view transport_name(TransportKind k);
-std::string_view flow_control_name(FlowControl f);
 
 struct StreamConfig {
   std::string topic;
@@ -65,118 +66,25 @@ struct RingsConfig {
   RingKind kind = RingKind::kSpsc;  // spsc (ours) or boost (boost::lockfree::spsc_queue)
 };
 
-struct ShmConfig {
-  std::uint64_t log_size = 16u << 20;  // bytes per stream log (power of two, >= 64 KiB)
-  FlowControl flow_control = FlowControl::kLossy;
-  std::uint32_t max_subscribers = 32;
-  std::uint32_t liveness_timeout_ms = 2000;  // publisher considered dead after this silence
-  std::string group;                         // "" : segments 0600, same uid only; else 0660 with this group
-};
-
-enum class RdmaMode { kRc, kUdMulticast };
-enum class RdmaSrq { kAuto, kOn, kOff };
-enum class RdmaMlx5 { kAuto, kOff };
-std::string_view rdma_mode_name(RdmaMode m);
-
-// [rdma]: the verbs transport (transport/rdma/, docs/RDMA.md).
-struct RdmaConfig {
-  std::string device = "auto";  // RDMA device name, or "auto": first with an active port
-  std::uint32_t port = 1;       // device port
-  int gid_index = -1;           // -1: the port's RoCEv2 IPv4-mapped GID
-  RdmaMode mode = RdmaMode::kRc;
-  std::uint32_t listen_port = 7471;              // rc: subscribers accept publishers here (rdma_cm, TCP port space)
-  std::vector<std::string> peers;                // rc: "ip:port" of the subscribers a publisher connects to
-  std::string multicast_group = "239.255.77.1";  // ud_mcast: IPv4 group shared by every stream
-  std::uint32_t inline_threshold = 256;          // send frames up to this many bytes inline (capped by the QP)
-  std::uint32_t send_queue_depth = 256;          // work requests per QP send queue
-  std::uint32_t recv_queue_depth = 2048;         // receive buffers per poller (SRQ) or per QP (no SRQ)
-  std::uint32_t cq_depth = 8192;                 // completions per poller CQ
-  std::uint32_t signal_every = 16;               // one signalled send in N
-  std::uint32_t post_batch = 64;                 // most send WRs chained per ibv_post_send (per doorbell)
-  std::uint32_t recv_batch = 16;                 // receive buffers re-posted per post call
-  RdmaSrq srq = RdmaSrq::kAuto;
-  RdmaMlx5 mlx5dv = RdmaMlx5::kAuto;
-  std::uint32_t cq_moderation_count = 0;  // 0/0: no interrupt moderation
-  std::uint32_t cq_moderation_usec = 0;
-  std::uint32_t heartbeat_ms = 100;          // ud_mcast: publisher heartbeat period (carries the next sequence)
-  std::uint32_t liveness_timeout_ms = 2000;  // ud_mcast: publisher silent this long = died
-  std::uint32_t reconnect_ms = 250;          // rc: a publisher retries an unreachable/lost subscriber this often
-  std::uint32_t connect_timeout_ms = 2000;   // rc: address/route resolution timeout
-  std::uint32_t rnr_timeout_us =
-      160;  // rc: a subscriber without a posted receive buffer asks the publisher to retry after this
-  // ud_mcast loss repair: the NAK protocol of transport/reliability/ (docs/RDMA.md section 4,
-  // docs/PROTOCOL.md). Same meaning as the udp.* keys of the same name.
-  std::uint64_t retransmit_buffer =
-      1u << 20;                          // bytes of sent frames a publisher keeps, carved from the pool (power of two)
-  std::uint32_t reorder_window = 16384;  // sequences a subscriber holds ahead of a gap (power of two)
-  std::uint32_t max_sessions = 4;        // publisher sessions a subscriber follows at once per stream
-  std::uint32_t nak_delay_us = 100;      // first NAK of a gap after a random delay in [0, this]
-  std::uint32_t nak_retry_us = 2000;     // NAK retry interval, doubling per attempt ...
-  std::uint32_t nak_retry_max_us = 50000;        // ... up to this
-  std::uint32_t nak_give_up_ms = 5000;           // a gap unrepaired this long is reported lost
-  std::uint32_t status_interval_ms = 100;        // subscriber status messages to each publisher
-  std::uint32_t nak_max_range = 16384;           // sequences one NAK range may ask for
-  std::uint64_t repair_rate = 64u << 20;         // repair bytes/s per subscriber (0 = unlimited)
-  std::uint64_t repair_burst = 1u << 20;         // ... at most this many at once (all subscribers: 4x)
-  std::uint64_t repair_rate_total = 256u << 20;  // repair bytes/s in all (0 = unlimited)
-  std::uint32_t linger_ms =
-      500;  // publisher close waits (rc) / repairs (ud_mcast) until subscribers have everything, at most this long
-  double fault_loss = 0;       // testing: received datagrams dropped ...
-  double fault_duplicate = 0;  // ... duplicated ...
-  double fault_reorder = 0;    // ... reordered (probabilities 0..1), at the subscriber
-  std::uint64_t fault_seed = 1;
-};
-
-// [udp]: the UDP unicast/multicast transport with NAK-based recovery (transport/udp/,
-// docs/PROTOCOL.md). Durations are in the unit their name says.
-struct UdpConfig {
-  std::string address = "239.255.0.1";  // multicast group (224.0.0.0/4) or unicast IPv4 address
-  std::uint32_t port = 40456;
-  std::string interface = "lo";                  // name or IPv4 address; "" = the kernel's choice
-  std::uint32_t ttl = 1;                         // multicast TTL (1: never leaves the subnet)
-  bool loopback = true;                          // IP_MULTICAST_LOOP: subscribers on this host receive
-  std::uint32_t mtu = 1500;                      // IP MTU of the path: datagrams carry up to mtu - 28 bytes
-  std::uint32_t tx_batch = 32;                   // datagrams per sendmmsg
-  std::uint32_t rx_batch = 32;                   // datagrams per recvmmsg (adaptive below this)
-  std::uint32_t rx_buffers = 4096;               // datagram buffers per subscriber endpoint
-  std::uint32_t busy_poll_us = 0;                // SO_BUSY_POLL on subscriber sockets (0 = off)
-  bool kernel_timestamps = false;                // SO_TIMESTAMPING RX software stamps on subscriber sockets (tracing)
-  std::uint64_t socket_rcvbuf = 4u << 20;        // SO_RCVBUF
-  std::uint64_t socket_sndbuf = 4u << 20;        // SO_SNDBUF
-  std::uint64_t retransmit_buffer = 16u << 20;   // bytes of sent frames kept for repairs (power of two)
-  std::uint32_t reorder_window = 65536;          // sequences a subscriber holds ahead of a gap (power of two)
-  std::uint32_t max_sessions = 4;                // publisher sessions a subscriber follows at once
-  std::uint32_t nak_delay_us = 100;              // first NAK after a random delay in [0, this]
-  std::uint32_t nak_retry_us = 2000;             // NAK retry interval, doubling per attempt ...
-  std::uint32_t nak_retry_max_us = 50000;        // ... up to this
-  std::uint32_t nak_give_up_ms = 5000;           // a gap unrepaired this long is reported lost
-  std::uint32_t retransmit_linger_us = 1000;     // NAKs for data repaired this recently are ignored
-  std::uint32_t heartbeat_interval_us = 50000;   // idle publisher heartbeat
-  std::uint32_t status_interval_ms = 100;        // subscriber status messages
-  std::uint32_t session_timeout_ms = 2000;       // silent publisher/subscriber considered gone
-  std::uint32_t linger_ms = 500;                 // publisher close waits this long for subscribers to catch up
-  std::uint32_t coalesce_us = 0;                 // hold a partly filled datagram this long for more frames
-  std::uint32_t nak_max_range = 16384;           // sequences one NAK range may ask a publisher for
-  std::uint64_t repair_rate = 64u << 20;         // repair bytes/s a publisher sends per subscriber (0 = unlimited)
-  std::uint64_t repair_burst = 1u << 20;         // ... at most this many at once (all subscribers: 4x)
-  std::uint64_t repair_rate_total = 256u << 20;  // repair bytes/s a publisher sends in all (0 = unlimited)
-  double fault_loss = 0;                         // fault injection on received datagrams: drop ...
-  double fault_duplicate = 0;                    // ... duplicate ...
-  double fault_reorder = 0;                      // ... reorder (probabilities 0..1)
-  double fault_tx_loss = 0;                      // drop sent datagrams
-  std::uint64_t fault_seed = 1;
-};
-
 struct Config {
   std::string source = "<defaults>";  // file path or "<string>"
   RuntimeConfig runtime;
   PoolConfig pool;
   RingsConfig rings;
   TransportKind transport = TransportKind::kShm;
-  ShmConfig shm;
-  UdpConfig udp;
-  RdmaConfig rdma;
   std::vector<StreamConfig> streams;
+  // The transports' tables ([shm], [udp], [rdma]; core/config_registry.h), by their type:
+  // cfg.table<transport::udp::UdpConfig>() (each transport's header also has config(cfg)).
+  TableValues tables;
+
+  template <class T>
+  const T& table() const {
+    return *static_cast<const T*>(tables.get(TableSlot<T>::index));
+  }
+  template <class T>
+  T& table() {
+    return *static_cast<T*>(tables.get(TableSlot<T>::index));
+  }
 
   // Stream id for a topic: the configured one, else a stable id derived from the topic name
   // (FNV-1a, high bit set so it never collides with configured ids, which must be < 2^31).
@@ -186,12 +94,6 @@ struct Config {
   // The effective configuration as TOML, every key with its help text.
   std::string to_toml() const;
 };
-
-// udp: whether the stream takes the kernel's software timestamps ([[streams]] kernel_timestamps,
-// else udp.kernel_timestamps). `s` may be null (an unconfigured topic).
-inline bool udp_kernel_timestamps(const Config& c, const StreamConfig* s) {
-  return s != nullptr && s->kernel_timestamps >= 0 ? s->kernel_timestamps != 0 : c.udp.kernel_timestamps;
-}
 
 // `source_name` is used in error messages (the file name, or "<string>").
 // Why `topic` cannot name a stream ("" when it can): a topic is 1 to kMaxTopicBytes bytes

@@ -1,5 +1,7 @@
 #include "core/config_values.h"
 
+#include <arpa/inet.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -104,6 +106,80 @@ std::string size_toml(std::uint64_t v) {
     if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return absl::StrCat("\"", v >> shift, suffix, "\"");
   }
   return absl::StrCat(v);
+}
+
+std::string check_pow2(std::uint64_t v) {
+  if (v != 0 && (v & (v - 1)) == 0) return "";
+  return absl::StrCat("expected a power of two, got ", v);
+}
+
+std::string check_ipv4(const std::string& s) {
+  in_addr a{};
+  if (inet_pton(AF_INET, s.c_str(), &a) == 1) return "";
+  return absl::StrFormat("expected an IPv4 address like \"239.255.0.1\", got \"%s\"", s);
+}
+
+std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, ConfigKeys::Value* v) {
+  switch (k.type) {
+    case ConfigKeys::Type::kInteger:
+      return want_int(n, k.int_min, k.int_max, &v->integer);
+    case ConfigKeys::Type::kSize:
+      return want_size(n, k.size_min, k.size_max, &v->size);
+    case ConfigKeys::Type::kNumber: {
+      if (k.expected.empty()) return want_number(n, k.number_min, k.number_max, &v->number);
+      double d;
+      if (!node_number(n, &d)) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+      if (!(d >= k.number_min && d <= k.number_max)) return absl::StrCat("expected ", k.expected, ", got ", d);
+      v->number = d;
+      return "";
+    }
+    case ConfigKeys::Type::kText:
+      if (!n.is_string()) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+      v->text = *n.value<std::string>();
+      return "";
+    case ConfigKeys::Type::kChoice:
+      return want_choice(n, k.choices, &v->choice);
+    case ConfigKeys::Type::kBool:
+      return want_bool(n, &v->boolean);
+    case ConfigKeys::Type::kTextList: {
+      const toml::array* a = n.as_array();
+      if (a == nullptr) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+      if (a->size() > k.max_items) return absl::StrCat("at most ", k.max_items, " ", k.items, ", got ", a->size());
+      v->texts.clear();
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        std::string s;
+        std::string e = want_string(*a->get(i), &s);
+        if (e.empty() && k.item_check) e = k.item_check(s);
+        if (!e.empty()) return absl::StrCat("element ", i, ": ", e);
+        v->texts.push_back(std::move(s));
+      }
+      return "";
+    }
+  }
+  return "unknown key type";
+}
+
+std::string key_value_toml(const ConfigKeys::Key& k, const ConfigKeys::Value& v) {
+  switch (k.type) {
+    case ConfigKeys::Type::kInteger:
+      return absl::StrCat(v.integer);
+    case ConfigKeys::Type::kSize:
+      return size_toml(v.size);
+    case ConfigKeys::Type::kNumber:
+      return absl::StrFormat("%g", v.number);
+    case ConfigKeys::Type::kText:
+      return quote(v.text);
+    case ConfigKeys::Type::kChoice:
+      return quote(k.choices[v.choice]);
+    case ConfigKeys::Type::kBool:
+      return v.boolean ? "true" : "false";
+    case ConfigKeys::Type::kTextList: {
+      std::vector<std::string> q;
+      for (const std::string& t : v.texts) q.push_back(quote(t));
+      return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
+    }
+  }
+  return "";
 }
 
 }  // namespace pollux::core

@@ -15,6 +15,8 @@
 
 #include <toml++/toml.h>
 
+#include "pollux/config.h"
+
 namespace pollux::core {
 
 // A value as an error message shows it: "\"text\"", 42, 2.5, true, "a table", ...
@@ -57,5 +59,15 @@ std::string quote(std::string_view s);
 // A size as a configuration writes it: the largest binary unit that divides it exactly, as the
 // string want_size() parses ("16MiB", "64KiB", "1GiB"); bytes when none does (2000, 0).
 std::string size_toml(std::uint64_t v);
+
+// "" when `v` is a power of two, else "expected a power of two, got <v>".
+std::string check_pow2(std::uint64_t v);
+// "" when `s` is a dotted-quad IPv4 address, else "expected an IPv4 address like ..., got ...".
+std::string check_ipv4(const std::string& s);
+
+// A key of a ConfigKeys table (pollux/config.h: an application's, or a transport's): the checks
+// of its type and bounds into *v ("" or the message), and its value as TOML.
+std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, ConfigKeys::Value* v);
+std::string key_value_toml(const ConfigKeys::Key& k, const ConfigKeys::Value& v);
 
 }  // namespace pollux::core

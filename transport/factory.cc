@@ -3,12 +3,26 @@
 #include "transport/transport.h"
 
 #include "absl/strings/str_format.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_transport.h"
 #if POLLUX_HAVE_RDMA
 #include "transport/rdma/device.h"
 #include "transport/rdma/rdma_transport.h"
 #endif
+#include "transport/udp/udp_config.h"
 #include "transport/udp/udp_transport.h"
+
+namespace pollux::core {
+
+// The order of the tables in Config::to_toml().
+void register_transport_tables(ConfigRegistry& r) {
+  transport::shm::register_config(r);
+  transport::rdma::register_config(r);
+  transport::udp::register_config(r);
+}
+
+}  // namespace pollux::core
 
 namespace pollux::transport {
 
@@ -34,11 +48,15 @@ std::string placement_device(const core::Config& config) {
   if (!config.runtime.device.empty()) return config.runtime.device;
 #if POLLUX_HAVE_RDMA
   if (config.transport == core::TransportKind::kRdma) {
-    auto name = rdma::resolve_device_name(config.rdma, "");
+    auto name = rdma::resolve_device_name(rdma::config(config), "");
     if (name.ok()) return *name;
   }
 #endif
   return "";
+}
+
+std::string_view flow_control_name(const core::Config& config) {
+  return shm::flow_control_name(shm::config(config).flow_control);
 }
 
 }  // namespace pollux::transport

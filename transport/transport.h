@@ -328,4 +328,7 @@ absl::StatusOr<std::unique_ptr<Transport>> make_transport(const TransportEnv& en
 // device the transport will open (rdma: rdma.device, "auto" resolved), else "".
 std::string placement_device(const core::Config& config);
 
+// The flow control of shared-memory streams (shm.flow_control): "lossy" or "backpressure".
+std::string_view flow_control_name(const core::Config& config);
+
 }  // namespace pollux::transport

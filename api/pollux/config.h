@@ -60,7 +60,7 @@ struct AppConfigFile {
 // The untyped half of ConfigTable<T>: the keys and the machinery, on the object as void*.
 class POLLUX_API ConfigKeys {
  public:
-  enum class Type { kInteger, kSize, kNumber, kText, kChoice };
+  enum class Type { kInteger, kSize, kNumber, kText, kChoice, kBool, kTextList };
   // A key's value once its type and bounds are checked (the member of its type).
   struct Value {
     std::int64_t integer = 0;
@@ -68,6 +68,8 @@ class POLLUX_API ConfigKeys {
     double number = 0;
     std::string text;
     std::size_t choice = 0;  // index into Key::choices
+    bool boolean = false;
+    std::vector<std::string> texts;  // kTextList
   };
   struct Key {
     std::string name;
@@ -76,8 +78,12 @@ class POLLUX_API ConfigKeys {
     std::int64_t int_min = 0, int_max = 0;
     std::uint64_t size_min = 0, size_max = 0;
     double number_min = 0, number_max = 0;
-    std::string expected;                                       // kText: what a value of another type is told to be
-    std::vector<std::string> choices;                           // kChoice
+    // kText, kTextList, kNumber (optional): what a value of another type (or out of bounds) is told to be
+    std::string expected;
+    std::vector<std::string> choices;  // kChoice
+    std::size_t max_items = 0;         // kTextList: most elements
+    std::string items;                 // kTextList: what the elements are called ("peers") when too many
+    std::function<std::string(const std::string&)> item_check;  // kTextList: "" or why an element is refused
     std::function<std::string(void* obj, const Value& v)> set;  // "" or why `v` is refused
     std::function<Value(const void* obj)> get;
   };
@@ -156,11 +162,14 @@ class ConfigTable : public ConfigKeys {
     return *this;
   }
 
-  // A number in [min, max] (an integer is taken too).
-  ConfigTable& number(const char* name, double T::*field, double min, double max, const char* help) {
+  // A number in [min, max] (an integer is taken too). `expected` (optional) words the error of
+  // a value that is not one or is out of bounds: "expected <expected>, got 2".
+  ConfigTable& number(const char* name, double T::*field, double min, double max, const char* help,
+                      const char* expected = "") {
     Key k = base(name, help, Type::kNumber);
     k.number_min = min;
     k.number_max = max;
+    k.expected = expected;
     k.set = [field](void* o, const Value& v) {
       static_cast<T*>(o)->*field = v.number;
       return std::string();
@@ -190,6 +199,45 @@ class ConfigTable : public ConfigKeys {
     k.get = [field](const void* o) {
       Value v;
       v.text = static_cast<const T*>(o)->*field;
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // true or false.
+  ConfigTable& boolean(const char* name, bool T::*field, const char* help) {
+    Key k = base(name, help, Type::kBool);
+    k.set = [field](void* o, const Value& v) {
+      static_cast<T*>(o)->*field = v.boolean;
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.boolean = static_cast<const T*>(o)->*field;
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
+  // An array of at most `max_items` strings, each passing `check` ("" = fine); `expected` words
+  // what a value of another type is told to be, `items` what the elements are called.
+  ConfigTable& text_list(const char* name, std::vector<std::string> T::*field, const char* expected,
+                         std::size_t max_items, const char* items, const char* help,
+                         std::function<std::string(const std::string&)> check = nullptr) {
+    Key k = base(name, help, Type::kTextList);
+    k.expected = expected;
+    k.max_items = max_items;
+    k.items = items;
+    k.item_check = std::move(check);
+    k.set = [field](void* o, const Value& v) {
+      static_cast<T*>(o)->*field = v.texts;
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      v.texts = static_cast<const T*>(o)->*field;
       return v;
     };
     add(std::move(k));

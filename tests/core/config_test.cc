@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "transport/shm/shm_config.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::core {
 namespace {
@@ -30,8 +32,8 @@ TEST(ConfigTest, EmptyIsAllDefaults) {
   EXPECT_EQ(c->runtime.threading, ThreadingMode::kDedicated);
   EXPECT_EQ(c->runtime.idle, IdleKind::kAdaptive);
   EXPECT_EQ(c->transport, TransportKind::kShm);
-  EXPECT_EQ(c->shm.log_size, 16u << 20);
-  EXPECT_EQ(c->shm.flow_control, FlowControl::kLossy);
+  EXPECT_EQ(transport::shm::config(*c).log_size, 16u << 20);
+  EXPECT_EQ(transport::shm::config(*c).flow_control, transport::shm::FlowControl::kLossy);
   EXPECT_EQ(c->rings.capacity, 1024u);
   EXPECT_TRUE(c->streams.empty());
 }
@@ -68,8 +70,8 @@ trace_every = 100
   EXPECT_EQ(c->pool.slot_size, 4096u);
   EXPECT_EQ(c->pool.hugepages, HugePages::kOff);
   EXPECT_EQ(c->rings.capacity, 256u);
-  EXPECT_EQ(c->shm.log_size, 1u << 20);
-  EXPECT_EQ(c->shm.flow_control, FlowControl::kBackpressure);
+  EXPECT_EQ(transport::shm::config(*c).log_size, 1u << 20);
+  EXPECT_EQ(transport::shm::config(*c).flow_control, transport::shm::FlowControl::kBackpressure);
   ASSERT_EQ(c->streams.size(), 1u);
   EXPECT_EQ(c->streams[0].topic, "itch.0");
   EXPECT_EQ(c->stream_id("itch.0"), 7u);
@@ -172,8 +174,8 @@ TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
   // Suffixes still work, in any case, with spaces.
   auto c = parse_config("[shm]\nlog_size = \"4GiB\"\n[udp]\nretransmit_buffer = \" 64 kib\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->shm.log_size, 4ull << 30);
-  EXPECT_EQ(c->udp.retransmit_buffer, 64u << 10);
+  EXPECT_EQ(transport::shm::config(*c).log_size, 4ull << 30);
+  EXPECT_EQ(transport::udp::config(*c).retransmit_buffer, 64u << 10);
 }
 
 // The other numeric conversions: integers beyond int64 are TOML errors with line and column;

@@ -35,6 +35,7 @@
 #include "tests/fuzz/formats.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/rx_names.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
@@ -70,7 +71,7 @@ Template make_template(int frames, bool close) {
   auto seg = shm::Segment::create(o);
   FUZZ_CHECK(seg.ok(), "cannot create the template segment: %s", seg.status().ToString().c_str());
   shm::LogWriter w;
-  w.init(seg->get(), core::FlowControl::kLossy);
+  w.init(seg->get(), shm::FlowControl::kLossy);
   for (int i = 0; i < frames; ++i) {
     const bool traced = i % 5 == 4;
     const std::uint32_t payload = 8 + static_cast<std::uint32_t>((i * 37) % 700);

@@ -15,6 +15,7 @@
 #include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/mlx5_dv.h"
 #include "transport/rdma/qp.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/send_pins.h"
 #include "transport/rdma/sequence.h"
 #include "transport/rdma/ud_address.h"
@@ -74,14 +75,14 @@ TEST(RdmaModeration, TunerPolicyPassesTotalsAndStopsWhenUnsupported) {
 TEST(RdmaConfig, Defaults) {
   auto c = core::parse_config("", "x.toml");
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->rdma.device, "auto");
-  EXPECT_EQ(c->rdma.gid_index, -1);
-  EXPECT_EQ(c->rdma.mode, core::RdmaMode::kRc);
-  EXPECT_EQ(c->rdma.srq, core::RdmaSrq::kAuto);
-  EXPECT_EQ(c->rdma.mlx5dv, core::RdmaMlx5::kAuto);
-  EXPECT_TRUE(c->rdma.peers.empty());
-  EXPECT_LE(c->rdma.signal_every, c->rdma.send_queue_depth / 2);
-  EXPECT_GT(c->rdma.recv_queue_depth, c->rings.capacity);
+  EXPECT_EQ(rdma::config(*c).device, "auto");
+  EXPECT_EQ(rdma::config(*c).gid_index, -1);
+  EXPECT_EQ(rdma::config(*c).mode, rdma::RdmaMode::kRc);
+  EXPECT_EQ(rdma::config(*c).srq, rdma::RdmaSrq::kAuto);
+  EXPECT_EQ(rdma::config(*c).mlx5dv, rdma::RdmaMlx5::kAuto);
+  EXPECT_TRUE(rdma::config(*c).peers.empty());
+  EXPECT_LE(rdma::config(*c).signal_every, rdma::config(*c).send_queue_depth / 2);
+  EXPECT_GT(rdma::config(*c).recv_queue_depth, c->rings.capacity);
 }
 
 TEST(RdmaConfig, ParsesEveryKey) {
@@ -113,12 +114,12 @@ connect_timeout_ms = 1000
 )",
                               "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  const core::RdmaConfig& r = c->rdma;
+  const rdma::RdmaConfig& r = rdma::config(*c);
   EXPECT_EQ(c->transport, core::TransportKind::kRdma);
   EXPECT_EQ(r.device, "mlx5_0");
   EXPECT_EQ(r.port, 2u);
   EXPECT_EQ(r.gid_index, 3);
-  EXPECT_EQ(r.mode, core::RdmaMode::kUdMulticast);
+  EXPECT_EQ(r.mode, rdma::RdmaMode::kUdMulticast);
   EXPECT_EQ(r.listen_port, 9000u);
   ASSERT_EQ(r.peers.size(), 2u);
   EXPECT_EQ(r.peers[1], "10.0.0.3:9001");
@@ -129,8 +130,8 @@ connect_timeout_ms = 1000
   EXPECT_EQ(r.cq_depth, 16384u);
   EXPECT_EQ(r.signal_every, 32u);
   EXPECT_EQ(r.recv_batch, 8u);
-  EXPECT_EQ(r.srq, core::RdmaSrq::kOff);
-  EXPECT_EQ(r.mlx5dv, core::RdmaMlx5::kOff);
+  EXPECT_EQ(r.srq, rdma::RdmaSrq::kOff);
+  EXPECT_EQ(r.mlx5dv, rdma::RdmaMlx5::kOff);
   EXPECT_EQ(r.cq_moderation_count, 16u);
   EXPECT_EQ(r.cq_moderation_usec, 8u);
   EXPECT_EQ(r.heartbeat_ms, 10u);
@@ -152,8 +153,8 @@ connect_timeout_ms = 1000
   }
   auto again = core::parse_config(stripped, "again.toml");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << stripped;
-  EXPECT_EQ(again->rdma.peers, r.peers);
-  EXPECT_EQ(again->rdma.mode, r.mode);
+  EXPECT_EQ(rdma::config(*again).peers, r.peers);
+  EXPECT_EQ(rdma::config(*again).mode, r.mode);
 }
 
 TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
@@ -183,10 +184,10 @@ TEST(RdmaConfig, ErrorsNameFileLineAndKey) {
 TEST(RdmaConfig, RnrTimeoutKeyAndEncoding) {
   auto d = core::parse_config("", "x.toml");
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->rdma.rnr_timeout_us, 160u);
+  EXPECT_EQ(rdma::config(*d).rnr_timeout_us, 160u);
   auto c = core::parse_config("[rdma]\nrnr_timeout_us = 1000\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->rdma.rnr_timeout_us, 1000u);
+  EXPECT_EQ(rdma::config(*c).rnr_timeout_us, 1000u);
   EXPECT_NE(config_error("[rdma]\nrnr_timeout_us = 5\n").find("feed.toml:2: rdma.rnr_timeout_us"), std::string::npos);
   EXPECT_NE(config_error("[rdma]\nrnr_timeout_us = 700000\n").find("feed.toml:2: rdma.rnr_timeout_us"),
             std::string::npos);
@@ -216,14 +217,14 @@ TEST(RdmaConfig, RnrTimeoutKeyAndEncoding) {
 TEST(RdmaConfig, UdRepairKeys) {
   auto d = core::parse_config("", "x.toml");
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->rdma.retransmit_buffer, 1u << 20);
-  EXPECT_EQ(d->rdma.reorder_window, 16384u);
-  EXPECT_EQ(d->rdma.max_sessions, 4u);
-  EXPECT_EQ(d->rdma.repair_rate, 64u << 20);
-  EXPECT_EQ(d->rdma.repair_burst, 1u << 20);
-  EXPECT_EQ(d->rdma.repair_rate_total, 256u << 20);
-  EXPECT_EQ(d->rdma.linger_ms, 500u);
-  EXPECT_EQ(d->rdma.fault_loss, 0.0);
+  EXPECT_EQ(rdma::config(*d).retransmit_buffer, 1u << 20);
+  EXPECT_EQ(rdma::config(*d).reorder_window, 16384u);
+  EXPECT_EQ(rdma::config(*d).max_sessions, 4u);
+  EXPECT_EQ(rdma::config(*d).repair_rate, 64u << 20);
+  EXPECT_EQ(rdma::config(*d).repair_burst, 1u << 20);
+  EXPECT_EQ(rdma::config(*d).repair_rate_total, 256u << 20);
+  EXPECT_EQ(rdma::config(*d).linger_ms, 500u);
+  EXPECT_EQ(rdma::config(*d).fault_loss, 0.0);
   auto c = core::parse_config(R"(
 [transport]
 kind = "rdma"
@@ -249,7 +250,7 @@ fault_seed = 9
 )",
                               "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
-  const core::RdmaConfig& r = c->rdma;
+  const rdma::RdmaConfig& r = rdma::config(*c);
   EXPECT_EQ(r.retransmit_buffer, 256u << 10);
   EXPECT_EQ(r.reorder_window, 4096u);
   EXPECT_EQ(r.max_sessions, 8u);

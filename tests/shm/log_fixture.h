@@ -13,13 +13,14 @@
 
 #include "core/frame.h"
 #include "tests/shm/test_util.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux::transport::shm {
 
 struct LogFixture {
-  LogFixture(const char* tag, std::uint64_t log_size, core::FlowControl fc, std::uint32_t stream) {
+  LogFixture(const char* tag, std::uint64_t log_size, shm::FlowControl fc, std::uint32_t stream) {
     seg = pollux::testing::create_test_segment(tag, log_size, fc, stream);
     writer.init(seg.get(), fc);
   }

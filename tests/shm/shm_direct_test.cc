@@ -13,6 +13,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/log_fixture.h"
 #include "tests/shm/test_util.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 
@@ -24,7 +25,7 @@ using pollux::testing::payload_len;
 
 // One reader (slot 0) at the newest message.
 struct Fixture : LogFixture {
-  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy)
+  explicit Fixture(std::uint64_t log_size, shm::FlowControl fc = shm::FlowControl::kLossy)
       : LogFixture("directtest", log_size, fc, 5), rd(reader()), r(rd->r), slot(rd->slot) {}
 
   std::unique_ptr<Reader> rd;
@@ -82,7 +83,7 @@ Out drain(Fixture& f, std::uint32_t batch = 16) {
 }
 
 TEST(ShmDirectTest, DeliversEverythingInOrderAcrossWrapsWithTracedFramesMixedIn) {
-  for (const auto fc : {core::FlowControl::kLossy, core::FlowControl::kBackpressure}) {
+  for (const auto fc : {shm::FlowControl::kLossy, shm::FlowControl::kBackpressure}) {
     Fixture f(64 << 10, fc);
     Out o;
     std::uint64_t next = 1;
@@ -162,7 +163,7 @@ TEST(ShmDirectTest, LossyOverrunDuringDirectDeliveryIsReported) {
 // Backpressure: the writer cannot lap an active subscriber; once it evicts this one (a stall)
 // it may, and views held during delivery are then checked before the position is published.
 TEST(ShmDirectTest, BackpressureEvictionDuringDirectDeliveryIsReported) {
-  Fixture f(64 << 10, core::FlowControl::kBackpressure);
+  Fixture f(64 << 10, shm::FlowControl::kBackpressure);
   Out d;
   // Evicted as LogWriter::reap_subscribers does, so the writer may lap it.
   ASSERT_NO_FATAL_FAILURE(DeliverTenWhileLapped(
@@ -177,7 +178,7 @@ TEST(ShmDirectTest, BackpressureEvictionDuringDirectDeliveryIsReported) {
 
 // Without an eviction the same delivery reports nothing and hands the space back.
 TEST(ShmDirectTest, BackpressureReleasesByPosition) {
-  Fixture f(64 << 10, core::FlowControl::kBackpressure);
+  Fixture f(64 << 10, shm::FlowControl::kBackpressure);
   ASSERT_TRUE(f.write(1, 480));
   ASSERT_EQ(drain(f).seqs.size(), 1u);  // the joining resync (poll())
   std::uint64_t s = 2;

@@ -22,6 +22,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/status_assert.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_transport.h"
@@ -47,7 +48,7 @@ TEST_P(TruncateLog, WriterAndReaderSurvive) {
   o.subscriber_slots = 2;
   POLLUX_ASSERT_OK_DECL(pub, Segment::create(o));
   LogWriter w;
-  w.init(pub->get(), core::FlowControl::kLossy);
+  w.init(pub->get(), shm::FlowControl::kLossy);
   POLLUX_ASSERT_OK_DECL(sub, Segment::attach(o.path, 1));
   LogReader r;
   SubscriberSlot* slot = (*sub)->slot(0);
@@ -243,18 +244,18 @@ TEST(SigbusGuard, ForeignFaultsStillKillWithTheDefaultAction) {
 // ---- forged writer state ----------------------------------------------------
 
 TEST(ShmEndpoint, SubscriberRefusesAWriterTailThatIsNotAFramePosition) {
-  core::Config cfg = pollux::testing::shm_config(unique_name("badtail"), 64 << 10, core::FlowControl::kLossy);
+  core::Config cfg = pollux::testing::shm_config(unique_name("badtail"), 64 << 10, shm::FlowControl::kLossy);
   TransportEnv env{&cfg, nullptr, nullptr};
   Segment::Options o;
   o.path = segment_path(cfg, 7);
   o.stream_id = 7;
   o.session_id = 9;
-  o.log_size = cfg.shm.log_size;
+  o.log_size = shm::config(cfg).log_size;
   o.subscriber_slots = 4;
   POLLUX_ASSERT_OK_DECL(seg, Segment::create(o));
   const EndpointSpec spec{7, "t", nullptr, -1};
   // log_size - 1 must not make the reader load headers up to 31 bytes past the end of the log.
-  for (std::uint64_t tail : {cfg.shm.log_size - 1, std::uint64_t{8}, kMaxLogPosition + 32}) {
+  for (std::uint64_t tail : {shm::config(cfg).log_size - 1, std::uint64_t{8}, kMaxLogPosition + 32}) {
     SCOPED_TRACE(tail);
     (*seg)->header()->writer.tail.store(tail);
     auto ep = ShmRxEndpoint::open(env, spec);

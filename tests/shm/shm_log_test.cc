@@ -13,6 +13,7 @@
 
 #include "tests/shm/log_fixture.h"
 #include "tests/shm/test_util.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 
@@ -24,7 +25,7 @@ using pollux::testing::fill_payload;
 using pollux::testing::payload_len;
 
 struct Fixture : LogFixture {
-  explicit Fixture(std::uint64_t log_size, core::FlowControl fc = core::FlowControl::kLossy, std::uint32_t stream = 5)
+  explicit Fixture(std::uint64_t log_size, shm::FlowControl fc = shm::FlowControl::kLossy, std::uint32_t stream = 5)
       : LogFixture("logtest", log_size, fc, stream) {}
 };
 
@@ -143,7 +144,7 @@ TEST(ShmLogTest, JoinAtStartReadsTheWholeFirstLap) {
 }
 
 TEST(ShmLogTest, BackpressureStopsTheWriterInsteadOfLapping) {
-  Fixture f(64 << 10, core::FlowControl::kBackpressure);
+  Fixture f(64 << 10, shm::FlowControl::kBackpressure);
   auto rd = f.reader();
   std::uint64_t s = 1;
   while (f.write(s, 480)) ++s;  // until back-pressured

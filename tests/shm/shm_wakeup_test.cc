@@ -25,6 +25,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/threads.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_log.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_transport.h"
@@ -70,8 +71,8 @@ class WakeFixture : public ::testing::Test {
   }
 
   void open(std::uint32_t sleep_timer_ms) {
-    cfg_ = pollux::testing::shm_config(unique_name("wake"), 64 << 10, core::FlowControl::kLossy);
-    cfg_.shm.max_subscribers = 64;
+    cfg_ = pollux::testing::shm_config(unique_name("wake"), 64 << 10, shm::FlowControl::kLossy);
+    shm::config(cfg_).max_subscribers = 64;
     cfg_.runtime.sleep_timer_ms = sleep_timer_ms;
     env_ = TransportEnv{&cfg_, nullptr, nullptr};
     transport_ = std::make_unique<ShmTransport>(env_);
@@ -327,7 +328,7 @@ TEST_F(WakeFixture, NoPublisherMeansNoSleepWithoutATimer) {
 }
 
 TEST(ShmWakeSource, NoPublisherWithATimerMaySleep) {
-  core::Config cfg = pollux::testing::shm_config(unique_name("waketimer"), 64 << 10, core::FlowControl::kLossy);
+  core::Config cfg = pollux::testing::shm_config(unique_name("waketimer"), 64 << 10, shm::FlowControl::kLossy);
   cfg.runtime.sleep_timer_ms = 10;
   TransportEnv env{&cfg, nullptr, nullptr};
   ShmTransport t(env);

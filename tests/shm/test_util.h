@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "tests/support/payload.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux::testing {
@@ -23,20 +24,21 @@ inline std::string unique_name(const char* tag) {
   return std::string(tag) + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
 }
 
-inline core::Config shm_config(const std::string& name, std::uint64_t log_size, core::FlowControl fc) {
+inline core::Config shm_config(const std::string& name, std::uint64_t log_size, transport::shm::FlowControl fc) {
   core::Config c;
   c.runtime.name = name;
   c.runtime.shm_dir = "/dev/shm";
-  c.shm.log_size = log_size;
-  c.shm.flow_control = fc;
-  c.shm.max_subscribers = 8;
+  transport::shm::config(c).log_size = log_size;
+  transport::shm::config(c).flow_control = fc;
+  transport::shm::config(c).max_subscribers = 8;
   return c;
 }
 
 // A fresh stream segment under /dev/shm for log-level tests: 4 subscriber slots, session 0x1234.
 // Null (with a test failure) if it cannot be created; the caller unlinks it.
 inline std::unique_ptr<transport::shm::Segment> create_test_segment(const char* tag, std::uint64_t log_size,
-                                                                    core::FlowControl fc, std::uint32_t stream) {
+                                                                    transport::shm::FlowControl fc,
+                                                                    std::uint32_t stream) {
   transport::shm::Segment::Options o;
   o.path = "/dev/shm/pollux-" + unique_name(tag) + ".log";
   o.stream_id = stream;

@@ -21,6 +21,7 @@
 #include "tests/udp/scripted_subscriber.h"
 #include "transport/reliability/wire.h"
 #include "transport/udp/kernel_timestamps.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux {
 namespace {
@@ -417,7 +418,7 @@ INSTANTIATE_TEST_SUITE_P(Udp, UdpKernelTimestampStages,
 // udp.kernel_timestamps = false (the default): no kernel stamps either way, but UDP still stamps
 // receive at recvmmsg return (inline: distinct from delivery).
 TEST(UdpKernelTimestamps, OffByDefaultButReceiveIsStillItsOwnStamp) {
-  EXPECT_FALSE(core::Config{}.udp.kernel_timestamps);
+  EXPECT_FALSE(transport::udp::config(core::Config{}).kernel_timestamps);
   for (const char* mode : {"inline", "dedicated"}) {
     SCOPED_TRACE(mode);
     TracedRun r;
@@ -463,7 +464,7 @@ TEST(UdpKernelTimestamps, PerStreamKeyRejectsOtherValues) {
   ASSERT_FALSE(c.ok()) << c.status();
   EXPECT_NE(std::string(c.status().message()).find("kernel_timestamps"), std::string::npos) << c.status();
   POLLUX_ASSERT_OK_DECL(inherit, core::parse_config(config("inline", 16, true, true, "\"inherit\""), "x.toml"));
-  EXPECT_TRUE(core::udp_kernel_timestamps(*inherit, inherit->find_stream(1)));
+  EXPECT_TRUE(transport::udp::kernel_timestamps(*inherit, inherit->find_stream(1)));
 }
 
 }  // namespace

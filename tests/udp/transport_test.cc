@@ -28,6 +28,7 @@
 #include "tests/udp/scripted_subscriber.h"
 #include "tests/udp/udp_test_util.h"
 #include "transport/reliability/wire.h"
+#include "transport/udp/udp_config.h"
 #include "transport/udp/udp_transport.h"
 
 namespace pollux {
@@ -144,8 +145,8 @@ bool offer_retrying(Publisher& pub, const void* data, std::size_t len, Poll&& po
 TEST(UdpConfig, ParsesAndValidates) {
   POLLUX_ASSERT_OK_DECL(
       c, core::parse_config(udp_config("inline", 0, "mtu = 9000\nreorder_window = 4096\nfault_loss = 0.05"), "t.toml"));
-  EXPECT_EQ(c->udp.mtu, 9000u);
-  EXPECT_DOUBLE_EQ(c->udp.fault_loss, 0.05);
+  EXPECT_EQ(transport::udp::config(*c).mtu, 9000u);
+  EXPECT_DOUBLE_EQ(transport::udp::config(*c).fault_loss, 0.05);
   EXPECT_NE(c->to_toml().find("[udp]"), std::string::npos);
 
   auto bad = core::parse_config("[udp]\naddress = \"239.255.0\"\n", "t.toml");
@@ -507,7 +508,7 @@ TEST(UdpEndpoint, PacksManyFramesPerDatagram) {
   EXPECT_EQ(msgs, 1000u);
   // 64-byte frames, 8972-byte datagrams: 140 per datagram.
   EXPECT_LE(e.tx->sender().stats().data_datagrams, 1000u / 140 + 2);
-  EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // all released
+  EXPECT_EQ(e.rx->free_buffers(), transport::udp::config(e.cfg).rx_buffers);  // all released
 }
 
 // udp_netns_test's FeedHandlerOverMulticast lost a stream on a loaded host: pollux-feed opens
@@ -670,7 +671,7 @@ TEST(UdpEndpoint, DirectPathDeliversPlainInOrderDatagramsFromTheReceiveBuffer) {
   m.expect_in_order(first_tag);
   EXPECT_EQ(m.gaps, 0u);
   EXPECT_GT(m.direct, 0u) << "no datagram took the direct path";
-  EXPECT_EQ(e.rx->free_buffers(), e.cfg.udp.rx_buffers);  // direct buffers are free on return
+  EXPECT_EQ(e.rx->free_buffers(), transport::udp::config(e.cfg).rx_buffers);  // direct buffers are free on return
 }
 
 // Datagrams the publisher loses (its fault injector): the first one past a gap, and every one

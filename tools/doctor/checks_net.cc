@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "tools/doctor/checks.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::doctor {
 namespace {
@@ -64,7 +65,7 @@ bool has_cap(int cap) {
 
 // The interface udp.interface names: itself, or the one holding that IPv4 address (this host only).
 std::string udp_interface_name(const Host& h) {
-  const std::string& want = h.cfg.udp.interface;
+  const std::string& want = transport::udp::config(h.cfg).interface;
   in_addr a{};
   if (want.empty() || inet_pton(AF_INET, want.c_str(), &a) != 1) return want;
   std::string name;
@@ -244,23 +245,26 @@ void check_network(const Host& h, Report& r) {
   }
   if (!udp_if.empty() && std::find(ifaces.begin(), ifaces.end(), udp_if) == ifaces.end()) {
     r.add("net", "udp.interface", h.judged(core::TransportKind::kUdp) ? V::kFail : V::kInfo,
-          absl::StrFormat("udp.interface = \"%s\": no such interface", h.cfg.udp.interface),
+          absl::StrFormat("udp.interface = \"%s\": no such interface", transport::udp::config(h.cfg).interface),
           absl::StrFormat("name one of: %s (or its IPv4 address)", absl::StrJoin(ifaces, ", ")));
-  } else if (udp_if.empty() && !h.cfg.udp.interface.empty()) {
+  } else if (udp_if.empty() && !transport::udp::config(h.cfg).interface.empty()) {
     r.add("net", "udp.interface", h.judged(core::TransportKind::kUdp) ? V::kWarn : V::kInfo,
-          absl::StrFormat("udp.interface = \"%s\": no interface holds that address here", h.cfg.udp.interface),
+          absl::StrFormat("udp.interface = \"%s\": no interface holds that address here",
+                          transport::udp::config(h.cfg).interface),
           "check `ip -4 addr`");
   }
 
-  check_buffer_sysctl(h, r, "rmem_max", "udp.socket_rcvbuf", h.cfg.udp.socket_rcvbuf, "SO_RCVBUFFORCE");
-  check_buffer_sysctl(h, r, "wmem_max", "udp.socket_sndbuf", h.cfg.udp.socket_sndbuf, "SO_SNDBUFFORCE");
+  check_buffer_sysctl(h, r, "rmem_max", "udp.socket_rcvbuf", transport::udp::config(h.cfg).socket_rcvbuf,
+                      "SO_RCVBUFFORCE");
+  check_buffer_sysctl(h, r, "wmem_max", "udp.socket_sndbuf", transport::udp::config(h.cfg).socket_sndbuf,
+                      "SO_SNDBUFFORCE");
 
   // Busy polling in the kernel: SO_BUSY_POLL (udp.busy_poll_us) on subscriber sockets spins on
   // the NIC queue inside recvmmsg; a value above net.core.busy_read needs CAP_NET_ADMIN.
   {
     const long long busy_read = h.fs.integer("/proc/sys/net/core/busy_read").value_or(-1);
     const long long busy_poll = h.fs.integer("/proc/sys/net/core/busy_poll").value_or(-1);
-    const std::uint32_t want = h.cfg.udp.busy_poll_us;
+    const std::uint32_t want = transport::udp::config(h.cfg).busy_poll_us;
     const std::string value = absl::StrFormat("net.core.busy_read %lld, net.core.busy_poll %lld; udp.busy_poll_us %u",
                                               busy_read, busy_poll, want);
     if (want == 0) {

@@ -15,6 +15,7 @@
 #if defined(POLLUX_HAVE_RDMA)
 #include "transport/rdma/device.h"
 #include "transport/rdma/device_info.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/verbs_errors.h"
 #endif
 
@@ -49,7 +50,7 @@ void check_memlock(const Host& h, Report& r) {
                       kib(lim.soft_bytes), lim.soft_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB",
                       kib(lim.hard_bytes), lim.hard_bytes == std::numeric_limits<std::uint64_t>::max() ? "" : " KiB",
                       lim.cap_ipc_lock ? "yes" : "no", static_cast<double>(pool) / (1 << 20));
-  const absl::Status s = rdma::check_memlock(pool, lim, h.cfg.rdma.device);
+  const absl::Status s = rdma::check_memlock(pool, lim, transport::rdma::config(h.cfg).device);
   const bool devices = !h.fs.list("/sys/class/infiniband").empty();
   if (s.ok()) {
     r.add("memory", "memlock", V::kOk, value);
@@ -102,23 +103,27 @@ void check_rdma(const Host& h, Report& r) {
   }
   // The device a context would open (rdma.device, "auto" resolved as the transport does).
   std::string chosen;
-  if (absl::StatusOr<std::string> n = rdma::resolve_device_name(h.cfg.rdma, h.cfg.runtime.device); n.ok()) {
+  if (absl::StatusOr<std::string> n = rdma::resolve_device_name(transport::rdma::config(h.cfg), h.cfg.runtime.device);
+      n.ok()) {
     chosen = *n;
   } else if (configured) {
     r.add("rdma", "rdma.device", V::kFail, std::string(n.status().message()));
   }
   r.add("rdma", "devices", V::kInfo,
-        absl::StrFormat(
-            "%s%s", absl::StrJoin(names, ", "),
-            chosen.empty() ? "" : absl::StrFormat("; rdma.device = \"%s\" opens %s", h.cfg.rdma.device, chosen)));
+        absl::StrFormat("%s%s", absl::StrJoin(names, ", "),
+                        chosen.empty() ? ""
+                                       : absl::StrFormat("; rdma.device = \"%s\" opens %s",
+                                                         transport::rdma::config(h.cfg).device, chosen)));
   const std::vector<int> pinned = h.pinned_cpus();
-  const ibv_qp_type qpt = h.cfg.rdma.mode == core::RdmaMode::kUdMulticast ? IBV_QPT_UD : IBV_QPT_RC;
+  const ibv_qp_type qpt =
+      transport::rdma::config(h.cfg).mode == transport::rdma::RdmaMode::kUdMulticast ? IBV_QPT_UD : IBV_QPT_RC;
   for (const std::string& name : names) {
     // Findings about the device a context of this configuration opens are judged; the others' are facts.
     const bool mine = judged && name == chosen;
     const V bad = mine ? (configured ? V::kFail : V::kWarn) : V::kInfo;
-    absl::StatusOr<rdma::DeviceInfo> d = rdma::query_device_info(
-        name, h.probe_qps ? std::optional<ibv_qp_type>(qpt) : std::nullopt, h.cfg.rdma.inline_threshold);
+    absl::StatusOr<rdma::DeviceInfo> d =
+        rdma::query_device_info(name, h.probe_qps ? std::optional<ibv_qp_type>(qpt) : std::nullopt,
+                                transport::rdma::config(h.cfg).inline_threshold);
     if (!d.ok()) {
       r.add("rdma", name, bad, std::string(d.status().message()));
       continue;
@@ -138,7 +143,7 @@ void check_rdma(const Host& h, Report& r) {
                           d->max_qp_wr, d->max_cqe, d->max_srq > 0 ? "yes" : "no", d->mlx5dv ? "yes" : "no",
                           name == chosen ? "; the device this configuration opens" : ""));
     for (const rdma::PortInfo& p : d->ports) {
-      const bool the_port = p.port == h.cfg.rdma.port;
+      const bool the_port = p.port == transport::rdma::config(h.cfg).port;
       const V pbad = the_port ? bad : V::kInfo;
       const bool eth = p.link_layer == IBV_LINK_LAYER_ETHERNET;
       const std::string pname = absl::StrFormat("%s port %u", name, p.port);
@@ -193,7 +198,8 @@ void check_rdma(const Host& h, Report& r) {
             absl::StrFormat("%u (%s QP); rdma.inline_threshold = %u is granted", ip.max, qps, ip.asked));
     }
     // CQ moderation and completion timestamps (ibv_query_device_ex).
-    const bool wants_mod = h.cfg.rdma.cq_moderation_count != 0 || h.cfg.rdma.cq_moderation_usec != 0;
+    const bool wants_mod = transport::rdma::config(h.cfg).cq_moderation_count != 0 ||
+                           transport::rdma::config(h.cfg).cq_moderation_usec != 0;
     if (!d->attr_ex) {
       r.add("rdma", absl::StrCat(name, " cq moderation"), V::kInfo, d->attr_ex_error);
     } else if (d->max_cq_moderation_count == 0) {

@@ -71,6 +71,8 @@
 #include "tools/common/host.h"
 #include "tools/latency/decomposition.h"
 #include "tools/latency/rdma_caps.h"
+#include "transport/rdma/rdma_config.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::latency {
 namespace {
@@ -517,7 +519,7 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   if (udp) {
     const toml::node* configured = TableOf(root, "udp").get("port");
     if (configured != nullptr) {
-      udp_base = static_cast<int>(user->udp.port);
+      udp_base = static_cast<int>(transport::udp::config(*user).port);
       if (udp_base + kTopicCount - 1 > 65535) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: udp.port = %d: pollux-latency gives its streams udp.port .. udp.port + %d, past 65535; pick a lower "
@@ -552,15 +554,16 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   // RDMA RC on one host: each side listens on its own port and lists the other as its peer
   // (the host part comes from the configuration's first rdma.peers entry: the device's IPv4).
   std::string rdma_host;
-  if (user->transport == core::TransportKind::kRdma && user->rdma.mode == core::RdmaMode::kRc) {
-    if (user->rdma.peers.empty()) {
+  if (user->transport == core::TransportKind::kRdma &&
+      transport::rdma::config(*user).mode == transport::rdma::RdmaMode::kRc) {
+    if (transport::rdma::config(*user).peers.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: rdma.peers is empty: pollux-latency runs both RC sides on this host and needs its RDMA device's IPv4 "
           "address, given as rdma.peers = [\"<address>:<any port>\"] (each side then listens on its own port and "
           "lists the other)",
           rc.source));
     }
-    rdma_host = user->rdma.peers[0].substr(0, user->rdma.peers[0].rfind(':'));
+    rdma_host = transport::rdma::config(*user).peers[0].substr(0, transport::rdma::config(*user).peers[0].rfind(':'));
   }
   const bool pin_pollers = o.pin_split && user->runtime.threading != core::ThreadingMode::kInline &&
                            user->runtime.poller_cores.empty() && user->runtime.pollers == 1;
@@ -1246,7 +1249,8 @@ void AnnounceMeasuring() {
 RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
   RunResult r;
   r.transport = TransportName(rc.cfg);
-  r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
+  r.kernel_tx_stamps =
+      rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   r.dec = std::make_unique<Decomposer>(clock_cost);
@@ -1578,7 +1582,8 @@ RunResult RunIsolatedOnce(const Options& o, const RunConfig& rc, double clock_co
   if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost, ports);
   RunResult r;
   r.transport = TransportName(rc.cfg);
-  r.kernel_tx_stamps = rc.cfg.transport == core::TransportKind::kUdp && rc.cfg.udp.kernel_timestamps;
+  r.kernel_tx_stamps =
+      rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   void* p = mmap(nullptr, sizeof(RunShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

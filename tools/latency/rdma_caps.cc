@@ -11,6 +11,7 @@
 #if defined(POLLUX_HAVE_RDMA)
 #include "transport/rdma/device.h"
 #include "transport/rdma/device_info.h"
+#include "transport/rdma/rdma_config.h"
 #endif
 
 namespace pollux::latency {
@@ -21,7 +22,8 @@ std::string rdma_completion_timestamp_note(const core::Config& cfg) {
   return "not measured by this version (built without the RDMA transport: no device to ask about completion "
          "timestamps)";
 #else
-  absl::StatusOr<std::string> name = transport::rdma::resolve_device_name(cfg.rdma, cfg.runtime.device);
+  absl::StatusOr<std::string> name =
+      transport::rdma::resolve_device_name(transport::rdma::config(cfg), cfg.runtime.device);
   if (!name.ok()) {
     return absl::StrFormat("not measured by this version (no RDMA device to ask about completion timestamps: %s)",
                            std::string(name.status().message()));
@@ -66,7 +68,8 @@ std::string rdma_mlx5dv_note(const core::Config& cfg, bool* present) {
   (void)cfg;
   return "mlx5dv: not present (built without the RDMA transport)";
 #else
-  absl::StatusOr<std::string> name = transport::rdma::resolve_device_name(cfg.rdma, cfg.runtime.device);
+  absl::StatusOr<std::string> name =
+      transport::rdma::resolve_device_name(transport::rdma::config(cfg), cfg.runtime.device);
   if (!name.ok()) {
     return absl::StrFormat("mlx5dv: not present (no RDMA device: %s)", std::string(name.status().message()));
   }
@@ -103,7 +106,8 @@ NumaPlan numa_plan(const core::Config& cfg) {
   std::string dev = "the first node (the transport's device has no node in sysfs)";
 #if defined(POLLUX_HAVE_RDMA)
   if (cfg.transport == core::TransportKind::kRdma) {
-    if (absl::StatusOr<std::string> name = transport::rdma::resolve_device_name(cfg.rdma, cfg.runtime.device);
+    if (absl::StatusOr<std::string> name =
+            transport::rdma::resolve_device_name(transport::rdma::config(cfg), cfg.runtime.device);
         name.ok()) {
       const std::string v = ReadLine("/sys/class/infiniband/" + *name + "/device/numa_node");
       if (!v.empty()) p.device_node = std::atoi(v.c_str());

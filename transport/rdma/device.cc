@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/verbs_errors.h"
 
 namespace pollux::transport::rdma {
@@ -58,7 +59,7 @@ std::vector<std::string> rdma_device_names() {
   return names;
 }
 
-absl::StatusOr<std::string> resolve_device_name(const core::RdmaConfig& cfg, std::string_view runtime_device) {
+absl::StatusOr<std::string> resolve_device_name(const rdma::RdmaConfig& cfg, std::string_view runtime_device) {
   const std::vector<std::string> names = rdma_device_names();
   if (cfg.device != "auto") {
     if (std::find(names.begin(), names.end(), cfg.device) == names.end()) return no_device_error(cfg.device, names);
@@ -89,7 +90,7 @@ absl::StatusOr<std::string> resolve_device_name(const core::RdmaConfig& cfg, std
   return pick.empty() ? names.front() : pick;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> Device::open(const core::RdmaConfig& cfg, std::string_view runtime_device) {
+absl::StatusOr<std::unique_ptr<Device>> Device::open(const rdma::RdmaConfig& cfg, std::string_view runtime_device) {
   auto name = resolve_device_name(cfg, runtime_device);
   if (!name.ok()) return name.status();
   std::unique_ptr<Device> d(new Device());
@@ -160,7 +161,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::open(const core::RdmaConfig& cfg
   d->pd_ = ibv_alloc_pd(d->ctx_);
   if (d->pd_ == nullptr) return open_device_error(errno, d->name_);
 #if POLLUX_HAVE_MLX5DV
-  d->mlx5dv_ = cfg.mlx5dv == core::RdmaMlx5::kAuto && mlx5dv_is_supported(d->ctx_->device);
+  d->mlx5dv_ = cfg.mlx5dv == rdma::RdmaMlx5::kAuto && mlx5dv_is_supported(d->ctx_->device);
 #endif
   return d;
 }

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/buffer_pool.h"
 #include "core/config.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/verbs_errors.h"
 
 namespace pollux::transport::rdma {
@@ -25,7 +26,7 @@ std::vector<std::string> rdma_device_names();
 // The device rdma.device = "auto" resolves to: runtime.device if it names an RDMA device, else
 // the first device whose rdma.port is ACTIVE with a RoCEv2 IPv4 GID, else the first device.
 // NotFound (with the remedy) when there is none.
-absl::StatusOr<std::string> resolve_device_name(const core::RdmaConfig& cfg, std::string_view runtime_device);
+absl::StatusOr<std::string> resolve_device_name(const rdma::RdmaConfig& cfg, std::string_view runtime_device);
 
 // The GID table of one port (ibv_query_gid_table; per index on kernels without it): index,
 // GID, type and Ethernet interface of every valid entry.
@@ -33,7 +34,7 @@ std::vector<GidEntry> query_gid_table(ibv_context* ctx, std::uint8_t port, int t
 
 class Device {
  public:
-  static absl::StatusOr<std::unique_ptr<Device>> open(const core::RdmaConfig& cfg, std::string_view runtime_device);
+  static absl::StatusOr<std::unique_ptr<Device>> open(const rdma::RdmaConfig& cfg, std::string_view runtime_device);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

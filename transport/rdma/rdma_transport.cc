@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/random_id.h"
 #include "transport/rdma/qp.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/ud_endpoints.h"
 #include "transport/rdma/verbs_errors.h"
@@ -22,7 +23,7 @@ namespace pollux::transport::rdma {
 
 absl::StatusOr<std::unique_ptr<Transport>> RdmaTransport::create(const TransportEnv& env) {
   std::unique_ptr<RdmaTransport> t(new RdmaTransport(env));
-  auto dev = Device::open(env.config->rdma, env.config->runtime.device);
+  auto dev = Device::open(rdma::config(*env.config), env.config->runtime.device);
   if (!dev.ok()) {
     return absl::Status(dev.status().code(), absl::StrFormat("%s: %s", env.config->source, dev.status().message()));
   }
@@ -33,9 +34,9 @@ absl::StatusOr<std::unique_ptr<Transport>> RdmaTransport::create(const Transport
     if (absl::Status s = t->cm_->start(); !s.ok()) return s;
   } else {
     std::uint32_t group;
-    if (!parse_ipv4(env.config->rdma.multicast_group, &group)) {
+    if (!parse_ipv4(rdma::config(*env.config).multicast_group, &group)) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: rdma.multicast_group: \"%s\" is not an IPv4 address",
-                                                        env.config->source, env.config->rdma.multicast_group));
+                                                        env.config->source, rdma::config(*env.config).multicast_group));
     }
   }
   return std::unique_ptr<Transport>(std::move(t));
@@ -63,12 +64,12 @@ absl::StatusOr<CompletionGroup*> RdmaTransport::group_for(int poller) {
   GroupOptions o;
   o.poller = poller;
   o.ud = ud();
-  const core::RdmaConfig& c = cfg();
-  if (c.srq == core::RdmaSrq::kOn && !dev_->srq_supported()) {
+  const rdma::RdmaConfig& c = cfg();
+  if (c.srq == rdma::RdmaSrq::kOn && !dev_->srq_supported()) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "rdma.srq = \"on\" but %s has no shared receive queues; set rdma.srq = \"auto\" or \"off\"", dev_->name()));
   }
-  o.srq = c.srq == core::RdmaSrq::kOn || (c.srq == core::RdmaSrq::kAuto && dev_->srq_supported());
+  o.srq = c.srq == rdma::RdmaSrq::kOn || (c.srq == rdma::RdmaSrq::kAuto && dev_->srq_supported());
   o.recv_depth = c.recv_queue_depth;
   o.recv_batch = c.recv_batch;
   o.cq_depth = c.cq_depth;
@@ -314,12 +315,12 @@ void RdmaTransport::close() {
 }
 
 std::string RdmaTransport::describe() const {
-  return absl::StrFormat("rdma (every stream): %s on device %s port %u", core::rdma_mode_name(cfg().mode), cfg().device,
+  return absl::StrFormat("rdma (every stream): %s on device %s port %u", rdma::rdma_mode_name(cfg().mode), cfg().device,
                          cfg().port);
 }
 
 std::string RdmaTransport::stream_route(std::uint32_t) const {
-  return absl::StrCat("rdma ", std::string(core::rdma_mode_name(cfg().mode)));
+  return absl::StrCat("rdma ", std::string(rdma::rdma_mode_name(cfg().mode)));
 }
 
 }  // namespace pollux::transport::rdma

@@ -15,6 +15,7 @@
 #include "transport/rdma/connection_manager.h"
 #include "transport/rdma/cq_moderation.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/transport.h"
 
 namespace pollux::transport::rdma {
@@ -83,13 +84,13 @@ class RdmaTransport final : public Transport, public ConnRetirer {
   std::atomic<std::uint32_t>& closes_finished() noexcept { return closes_finished_; }
 
   // Internal, for endpoints and the connection manager.
-  const core::RdmaConfig& cfg() const noexcept { return env_.config->rdma; }
+  const rdma::RdmaConfig& cfg() const noexcept { return rdma::config(*env_.config); }
   const core::Config& config() const noexcept { return *env_.config; }
   Device& device() noexcept { return *dev_; }
   core::BufferPool& pool() noexcept { return *env_.pool; }
   core::CountersFile& counters() noexcept { return *env_.counters; }
   ConnectionManager* cm() noexcept { return cm_.get(); }
-  bool ud() const noexcept { return cfg().mode == core::RdmaMode::kUdMulticast; }
+  bool ud() const noexcept { return cfg().mode == rdma::RdmaMode::kUdMulticast; }
   std::string describe() const override;
   std::string stream_route(std::uint32_t stream_id) const override;
 

@@ -12,6 +12,7 @@
 #include "core/random_id.h"
 #include "transport/rdma/device.h"
 #include "transport/rdma/mlx5_dv.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/rdma_transport.h"
 #include "transport/rdma/ud_address.h"
 #include "transport/rdma/verbs_errors.h"
@@ -56,7 +57,7 @@ UdTxEndpoint::~UdTxEndpoint() {
 }
 
 absl::Status UdTxEndpoint::init(core::SlotRange slots, std::uint32_t path_mtu, Conn* qp) {
-  const core::RdmaConfig& cfg = t_.cfg();
+  const rdma::RdmaConfig& cfg = t_.cfg();
   const std::uint32_t slot_size = pool_->slot_size();
   const std::uint32_t log_slots = static_cast<std::uint32_t>((cfg.retransmit_buffer + slot_size - 1) / slot_size);
   if (slot_size < kGrhBytes + reliability::kMaxControlLength) {
@@ -442,7 +443,7 @@ UdRxEndpoint::~UdRxEndpoint() {
 }
 
 absl::Status UdRxEndpoint::init(core::SlotRange ctl) {
-  const core::RdmaConfig& cfg = t_.cfg();
+  const rdma::RdmaConfig& cfg = t_.cfg();
   const reliability::ReceiverOptions ro =
       reliability::receiver_options(cfg, stream_id_, ms(cfg.heartbeat_ms), ms(cfg.liveness_timeout_ms));
   if (absl::Status s = receiver_.init(ro); !s.ok()) {

@@ -39,6 +39,7 @@
 #include "transport/rdma/completion_group.h"
 #include "transport/rdma/conn.h"
 #include "transport/rdma/endpoint_base.h"
+#include "transport/rdma/rdma_config.h"
 #include "transport/rdma/send_pins.h"
 #include "transport/rdma/traced_sends.h"
 #include "transport/reliability/fault_injector.h"
@@ -75,7 +76,7 @@ class UdTxEndpoint final : public TxEndpoint, public RdmaEndpointBase, private r
 
   // Pool slots the endpoint needs besides the publisher's ring: the retransmit buffer, the
   // control receive buffers and one slot for a heartbeat on a QP without inline sends.
-  static std::uint32_t slots_needed(const core::RdmaConfig& cfg, std::uint32_t slot_size) noexcept {
+  static std::uint32_t slots_needed(const rdma::RdmaConfig& cfg, std::uint32_t slot_size) noexcept {
     return static_cast<std::uint32_t>((cfg.retransmit_buffer + slot_size - 1) / slot_size) + kControlRecvBuffers + 1;
   }
 

@@ -36,6 +36,7 @@
 #include "core/frame.h"
 #include "core/trace.h"
 #include "core/wakeup.h"
+#include "transport/shm/shm_config.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
@@ -88,7 +89,7 @@ class LogWriter : private LogMapping {
     std::uint32_t aligned = 0;
   };
 
-  void init(Segment* seg, core::FlowControl fc) noexcept {
+  void init(Segment* seg, shm::FlowControl fc) noexcept {
     map(seg);
     ws_ = &seg->header()->writer;
     cps_ = &seg->header()->checkpoints;
@@ -100,7 +101,7 @@ class LogWriter : private LogMapping {
     // Written by this process at create (Segment::create): registered for the global expedited
     // membarrier, or not - then every tail store is followed by a full fence.
     full_fence_ = (seg->layout().wake_flags & kWakeWriterMembarrier) == 0;
-    backpressure_ = fc == core::FlowControl::kBackpressure;
+    backpressure_ = fc == shm::FlowControl::kBackpressure;
     pos_ = 0;
     seq_ = 1;
     next_checkpoint_ = 0;
@@ -373,7 +374,7 @@ class LogReader : private LogMapping {
     block_base_mask_ = ~((std::uint64_t{1} << block_shift_) - 1);
     want_word_ = std::uint64_t{core::kFrameMagic} | std::uint64_t{core::kFrameVersion} << 8 |
                  std::uint64_t{stream_id_} << 32;  // flags (bits 16..31) 0
-    backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(core::FlowControl::kBackpressure);
+    backpressure_ = seg->layout().flow_control == static_cast<std::uint32_t>(shm::FlowControl::kBackpressure);
     pending_n_ = 0;
     pending_seq0_ = 0;
     expected_ = 0;

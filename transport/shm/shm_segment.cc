@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "core/mapping_guard.h"
 #include "core/wakeup.h"
+#include "transport/shm/shm_config.h"
 
 namespace pollux::transport::shm {
 
@@ -212,7 +213,7 @@ absl::Status validate_layout(const SegmentLayout& l, std::size_t size, const std
       l.subscriber_slots == 0 || l.subscriber_slots > kMaxSubscriberSlots ||
       l.header_size != Segment::header_bytes(l.subscriber_slots) || l.max_frame != l.log_size / 32 ||
       l.checkpoint_count != kCheckpoints ||
-      l.flow_control > static_cast<std::uint32_t>(core::FlowControl::kBackpressure) || l.publisher_pid <= 0 ||
+      l.flow_control > static_cast<std::uint32_t>(shm::FlowControl::kBackpressure) || l.publisher_pid <= 0 ||
       static_cast<std::uint64_t>(size) != l.header_size + l.log_size) {
     return absl::DataLossError(absl::StrFormat(
         "shm segment %s: inconsistent layout (frame header %u, alignment %u, log %u, header %u, slots %u x %u, flow "

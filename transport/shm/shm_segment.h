@@ -30,6 +30,7 @@
 #include "core/frame.h"
 #include "core/process.h"
 #include "core/shm_file.h"
+#include "transport/shm/shm_config.h"
 
 namespace pollux::transport::shm {
 
@@ -62,7 +63,7 @@ struct alignas(core::kFalseSharingRange) SegmentLayout {
   std::uint32_t stream_id;
   std::uint32_t session_id;
   std::int32_t publisher_pid;
-  std::uint32_t flow_control;      // core::FlowControl
+  std::uint32_t flow_control;      // shm::FlowControl
   std::uint32_t checkpoint_count;  // kCheckpoints
   std::int64_t created_ns;         // CLOCK_REALTIME
   // Identity of the publisher process beyond its pid, which the kernel reuses: its start time
@@ -150,7 +151,7 @@ class Segment {
     std::uint32_t session_id = 0;
     std::uint64_t log_size = 1u << 24;
     std::uint32_t subscriber_slots = 32;
-    core::FlowControl flow_control = core::FlowControl::kLossy;
+    shm::FlowControl flow_control = shm::FlowControl::kLossy;
     core::FileAccess access;  // shm.group
   };
   // Publisher side: creates the file (replacing a segment of ours whose publisher is dead or

@@ -11,6 +11,7 @@
 #include "core/copy.h"
 #include "core/random_id.h"
 #include "core/wakeup.h"
+#include "transport/shm/shm_config.h"
 
 namespace pollux::transport::shm {
 namespace {
@@ -67,22 +68,22 @@ int LogWriter::reap_subscribers(std::int64_t now_ns, std::int64_t stall_ns) noex
 
 absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
   const core::Config& cfg = *env.config;
-  auto access = core::resolve_file_access(cfg.shm.group);
+  auto access = core::resolve_file_access(shm::config(cfg).group);
   if (!access.ok()) return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": ", access.status().message()));
   Segment::Options o;
   o.path = segment_path(cfg, spec.stream_id);
   o.stream_id = spec.stream_id;
   o.session_id = core::random_id32();
-  o.log_size = cfg.shm.log_size;
-  o.subscriber_slots = cfg.shm.max_subscribers;
-  o.flow_control = cfg.shm.flow_control;
+  o.log_size = shm::config(cfg).log_size;
+  o.subscriber_slots = shm::config(cfg).max_subscribers;
+  o.flow_control = shm::config(cfg).flow_control;
   o.access = *access;
   auto seg = Segment::create(o);
   if (!seg.ok()) return seg.status();
   std::unique_ptr<ShmTxEndpoint> ep(new ShmTxEndpoint());
   ep->opt_ = o;
   ep->seg_ = std::move(*seg);
-  ep->writer_.init(ep->seg_.get(), cfg.shm.flow_control);
+  ep->writer_.init(ep->seg_.get(), shm::config(cfg).flow_control);
   // Release pairs with connected()'s acquire.
   ep->ws_pub_.store(&ep->seg_->header()->writer, std::memory_order_release);
   ep->pool_ = env.pool;
@@ -95,7 +96,7 @@ absl::StatusOr<std::unique_ptr<ShmTxEndpoint>> ShmTxEndpoint::open(const Transpo
   ep->direct_.flush = &ShmTxEndpoint::direct_flush;
   ep->direct_.abort = &ShmTxEndpoint::direct_abort;
   ep->direct_.traced = true;
-  ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
+  ep->liveness_ns_ = static_cast<std::int64_t>(shm::config(cfg).liveness_timeout_ms) * 1'000'000;
   ep->c_.allocate(env.counters, absl::StrFormat("shm pub stream %u", spec.stream_id), spec.stream_id);
   ep->writer_.heartbeat(core::Clock::now_ns());
   return ep;
@@ -192,14 +193,14 @@ std::string ShmTxEndpoint::describe() const {
 
 absl::StatusOr<std::unique_ptr<ShmRxEndpoint>> ShmRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec) {
   const core::Config& cfg = *env.config;
-  auto access = core::resolve_file_access(cfg.shm.group);
+  auto access = core::resolve_file_access(shm::config(cfg).group);
   if (!access.ok()) return absl::InvalidArgumentError(absl::StrCat(cfg.source, ": ", access.status().message()));
   std::unique_ptr<ShmRxEndpoint> ep(new ShmRxEndpoint());
   ep->path_ = segment_path(cfg, spec.stream_id);
   ep->access_ = *access;
   ep->stream_id_ = spec.stream_id;
   ep->direct_.poll = &ShmRxEndpoint::direct_poll;
-  ep->liveness_ns_ = static_cast<std::int64_t>(cfg.shm.liveness_timeout_ms) * 1'000'000;
+  ep->liveness_ns_ = static_cast<std::int64_t>(shm::config(cfg).liveness_timeout_ms) * 1'000'000;
   ep->subscriber_id_ = (static_cast<std::uint64_t>(getpid()) << 32) | core::random_id32();
   const std::string scope = absl::StrFormat("shm sub stream %u", spec.stream_id);
   ep->c_.allocate(env.counters, scope, spec.stream_id);
@@ -607,8 +608,8 @@ int ShmRxEndpoint::direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, cons
 std::string ShmTransport::describe() const {
   const core::Config& c = *env_.config;
   return absl::StrFormat("shm (every stream): a %s log per stream in %s, flow control %s",
-                         core::format_size(c.shm.log_size), c.runtime.shm_dir,
-                         core::flow_control_name(c.shm.flow_control));
+                         core::format_size(shm::config(c).log_size), c.runtime.shm_dir,
+                         shm::flow_control_name(shm::config(c).flow_control));
 }
 
 ShmPollerSource* ShmTransport::source(int poller) {

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/random_id.h"
 #include "transport/udp/poller_source.h"
+#include "transport/udp/udp_config.h"
 #include "transport/udp/udp_internal.h"
 
 namespace pollux::transport::udp {
@@ -46,7 +47,7 @@ bool software_stamp(msghdr& h, timespec* out) noexcept {
 absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec,
                                                                    UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   auto ch = resolve_channel(cfg, spec.stream);
   if (!ch.ok()) return ch.status();
   auto sock = open_rx_socket(cfg, *ch);

@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/random_id.h"
 #include "transport/udp/poller_source.h"
+#include "transport/udp/udp_config.h"
 #include "transport/udp/udp_internal.h"
 
 namespace pollux::transport::udp {
@@ -30,7 +31,7 @@ using reliability::FaultInjector;
 absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const TransportEnv& env, const EndpointSpec& spec,
                                                                    UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   auto ch = resolve_channel(cfg, spec.stream);
   if (!ch.ok()) return ch.status();
   auto sock = open_tx_socket(cfg, *ch);
@@ -72,7 +73,7 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
   ep->linger_ns_ = ms(u.linger_ms);
   ep->done_cap_ = env.pool != nullptr ? env.pool->slots() : 4096;
   ep->done_.reset(new std::uint32_t[ep->done_cap_]);
-  if (spec.send_log != nullptr && core::udp_kernel_timestamps(cfg, spec.stream)) {
+  if (spec.send_log != nullptr && udp::kernel_timestamps(cfg, spec.stream)) {
     // A traced stream with udp.kernel_timestamps: its traced datagrams ask for the kernel's TX
     // timestamp. Opt-in like the RX stamps: the kernel's TX timestamp path costs ~1 us per
     // stamped send on this VM (docs/BENCHMARKS.md), far more than tracing's clock reads.

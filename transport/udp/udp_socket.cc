@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::transport::udp {
 namespace {
@@ -76,14 +77,14 @@ std::string to_string(const sockaddr_in& a) {
 }
 
 absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::StreamConfig* stream) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   Channel ch;
   const std::string address = stream != nullptr && !stream->udp_address.empty() ? stream->udp_address : u.address;
   const std::uint32_t port = stream != nullptr && stream->udp_port != 0 ? stream->udp_port : u.port;
   const char* addr_key = stream != nullptr && !stream->udp_address.empty() ? "streams.udp_address" : "udp.address";
   ch.address_key = addr_key;
   ch.port_key = stream != nullptr && stream->udp_port != 0 ? "streams.udp_port" : "udp.port";
-  ch.kernel_timestamps = core::udp_kernel_timestamps(cfg, stream);
+  ch.kernel_timestamps = udp::kernel_timestamps(cfg, stream);
   ch.dest.sin_family = AF_INET;
   ch.dest.sin_port = htons(static_cast<std::uint16_t>(port));
   if (inet_pton(AF_INET, address.c_str(), &ch.dest.sin_addr) != 1) {
@@ -133,7 +134,7 @@ absl::StatusOr<Channel> resolve_channel(const core::Config& cfg, const core::Str
 }
 
 absl::StatusOr<SocketInfo> open_tx_socket(const core::Config& cfg, const Channel& ch) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
   if (absl::Status s = new_socket(cfg, si); !s.ok()) return s;
   auto fail = [&](std::string_view key, std::string_view what) { return close_failed(cfg, si.fd, key, what); };
@@ -193,7 +194,7 @@ bool restart_tx_timestamp_ids(int fd) {
 }
 
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch) {
-  const core::UdpConfig& u = cfg.udp;
+  const udp::UdpConfig& u = udp::config(cfg);
   SocketInfo si;
   if (absl::Status s = new_socket(cfg, si); !s.ok()) return s;
   auto fail = [&](std::string_view key, std::string_view what) { return close_failed(cfg, si.fd, key, what); };

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/config.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::transport::udp {
 
@@ -23,7 +24,7 @@ struct Channel {
   std::string text;                         // "239.255.0.1:40456 via lo (127.0.0.1)"
   const char* address_key = "udp.address";  // the config keys that chose dest ([[streams]] overrides)
   const char* port_key = "udp.port";
-  bool kernel_timestamps = false;  // SO_TIMESTAMPING for this stream (core::udp_kernel_timestamps)
+  bool kernel_timestamps = false;  // SO_TIMESTAMPING for this stream (udp::kernel_timestamps)
 };
 
 // Resolves [udp] + the stream's [[streams]] overrides. Errors name the key

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/clock.h"
+#include "transport/udp/udp_config.h"
 
 namespace pollux::transport::udp {
 
@@ -33,7 +34,7 @@ long long read_sysctl(const char* path) {
 }  // namespace
 
 std::string UdpTransport::describe() const {
-  const core::UdpConfig& u = env_.config->udp;
+  const udp::UdpConfig& u = udp::config(*env_.config);
   std::string rcvbuf = absl::StrCat("socket_rcvbuf ", core::format_size(u.socket_rcvbuf));
   // The kernel silently caps SO_RCVBUF at net.core.rmem_max: say what a socket really gets.
   if (const long long max = read_sysctl("/proc/sys/net/core/rmem_max");
@@ -52,8 +53,8 @@ std::string UdpTransport::describe() const {
 std::string UdpTransport::stream_route(std::uint32_t stream_id) const {
   const core::Config& c = *env_.config;
   const core::StreamConfig* sc = c.find_stream(stream_id);
-  const std::string addr = sc != nullptr && !sc->udp_address.empty() ? sc->udp_address : c.udp.address;
-  const std::uint32_t port = sc != nullptr && sc->udp_port != 0 ? sc->udp_port : c.udp.port;
+  const std::string addr = sc != nullptr && !sc->udp_address.empty() ? sc->udp_address : udp::config(c).address;
+  const std::uint32_t port = sc != nullptr && sc->udp_port != 0 ? sc->udp_port : udp::config(c).port;
   return absl::StrFormat("udp %s:%u", addr, port);
 }
 
