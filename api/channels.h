@@ -45,9 +45,9 @@ struct TxChannel {
 
 // Subscriber side: the poller polls the endpoint and pushes events into `deliver`; the app
 // hands delivered messages back on `release` so the transport can recycle them.
-// An application thread that waits announces it in `app_waiting` and sleeps: Subscriber::wait()
-// on the futex word `ready_word` (kWaitFutex), a caller of arm() + notify_fd() on the eventfd
-// `ready` (kWaitFd); the poller wakes it after a delivery only when someone waits (the same
+// An application thread that waits sleeps on the channel's doorbell (core::Doorbell, the one
+// arm/sleep handshake): Subscriber::wait() on its futex word, a caller of arm() + notify_fd()
+// on its eventfd; the poller rings it after a delivery only when someone sleeps (the same
 // protocol as Poller::wake(), with the roles swapped). The futex saves wait() the read() an
 // eventfd needs after every wakeup.
 struct RxChannel {
@@ -58,26 +58,12 @@ struct RxChannel {
   std::uint32_t stream_id = 0;
   std::atomic<bool> closing{false};
   std::atomic<bool> drained{false};
-  static constexpr std::uint32_t kWaitNone = 0, kWaitFd = 1, kWaitFutex = 2;
-  std::atomic<std::uint32_t> app_waiting{kWaitNone};
-  core::EventFd ready;
-  std::atomic<std::uint32_t> ready_word{0};
+  core::Doorbell app_bell;
   std::uint32_t outstanding = 0;  // poller-private: pushed to deliver, not yet released
 
-  // Poller thread, after pushing to `deliver`. Pairs with the waiter's sleeper_barrier().
-  void notify_app() noexcept {
-    core::waker_barrier();
-    const std::uint32_t w = app_waiting.load(std::memory_order_relaxed);
-    if (__builtin_expect(w == kWaitNone, 1)) return;
-    if (w == kWaitFutex) {
-      // Release pairs with the waiter's acquire snapshot taken before it announced itself: a
-      // changed word makes its futex_wait return at once if it has not blocked yet.
-      ready_word.fetch_add(1, std::memory_order_release);
-      (void)core::futex_wake(&ready_word, 1, /*shared=*/false);
-    } else {
-      ready.signal();
-    }
-  }
+  // Poller thread, after pushing to `deliver` (ring_if_asleep's barrier pairs with the
+  // sleeper's announce()).
+  void notify_app() noexcept { (void)app_bell.ring_if_asleep(); }
 };
 
 // A poller's source over the application's channels of one direction (TxChannel or

@@ -271,9 +271,7 @@ absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std
     s->mode = SubscriberImpl::Mode::kQueued;
     core::Poller* poller = slot->poller.get();
     auto ch = std::make_shared<RxChannel>(cfg.rings.capacity, cfg.rings.kind);
-    auto ready = core::EventFd::create();
-    if (!ready.ok()) return ready.status();
-    ch->ready = std::move(*ready);
+    if (absl::Status st = ch->app_bell.init(); !st.ok()) return st;
     ch->ep = std::move(*ep);
     ch->stream_id = s->stream_id;
     s->channel = ch;

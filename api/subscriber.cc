@@ -265,10 +265,8 @@ bool SubscriberImpl::arm() noexcept {
   take_drive();
   if (mode == Mode::kQueued) {
     if (pending_gap.count != 0) return false;
-    channel->app_waiting.store(RxChannel::kWaitFd, std::memory_order_relaxed);
-    // Pairs with RxChannel::notify_app()'s waker_barrier(): store app_waiting -> load the
-    // ring's tail; the poller stores the tail -> loads app_waiting.
-    core::sleeper_barrier();
+    // announce() -> load the ring's tail; the poller stores the tail -> ring_if_asleep().
+    channel->app_bell.announce(core::Doorbell::kFd);
     if (!channel->deliver.empty_approx()) {
       disarm();
       return false;
@@ -281,17 +279,16 @@ bool SubscriberImpl::arm() noexcept {
 void SubscriberImpl::disarm() noexcept {
   take_drive();
   if (mode == Mode::kQueued) {
-    // Only the eventfd needs draining; a futex waiter (wait()) leaves nothing behind.
-    if (channel->app_waiting.exchange(RxChannel::kWaitNone, std::memory_order_relaxed) == RxChannel::kWaitFd) {
-      (void)channel->ready.drain();
-    }
+    // After arm(): the eventfd may have been rung (a wait() leaves nothing behind to drain).
+    channel->app_bell.withdraw();
+    (void)channel->app_bell.drain_fd();
     return;
   }
   ep->disarm_st();
 }
 
 int SubscriberImpl::notify_fd() const noexcept {
-  if (mode == Mode::kQueued) return channel->ready.fd();
+  if (mode == Mode::kQueued) return channel->app_bell.fd();
   return ep->notify_fd();
 }
 
@@ -300,16 +297,16 @@ bool SubscriberImpl::wait(std::int64_t timeout_ns) noexcept {
   take_drive();
   if (mode == Mode::kQueued) {
     if (pending_gap.count != 0) return true;
-    // Snapshot the word before announcing (see RxChannel::notify_app): a delivery after the
-    // re-check below bumps it, and futex_wait then returns at once instead of sleeping.
-    const std::uint32_t seen = channel->ready_word.load(std::memory_order_acquire);
-    channel->app_waiting.store(RxChannel::kWaitFutex, std::memory_order_relaxed);
-    core::sleeper_barrier();  // pairs with notify_app()'s waker_barrier(), as in arm()
+    // Snapshot before announcing: a delivery after the re-check below changes the word, and
+    // futex_wait then returns at once instead of sleeping.
+    core::Doorbell& bell = channel->app_bell;
+    const std::uint32_t seen = bell.snapshot();
+    bell.announce(core::Doorbell::kFutex);
     bool woken = true;
     if (channel->deliver.empty_approx() && !closed.load(std::memory_order_relaxed)) {
-      woken = core::futex_wait(&channel->ready_word, seen, /*shared=*/false, timeout_ns) != ETIMEDOUT;
+      woken = core::futex_wait(bell.word(), seen, /*shared=*/false, timeout_ns) != ETIMEDOUT;
     }
-    channel->app_waiting.store(RxChannel::kWaitNone, std::memory_order_relaxed);
+    bell.withdraw();
     return woken;
   }
   // Inline from here on (queued mode returned above).
