@@ -34,8 +34,7 @@ bool wait_drained(const Ch& ch, std::chrono::milliseconds limit) {
 StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic) {
   const std::string scope = absl::StrFormat("%s stream %u %s", publisher ? "pub" : "sub", stream_id, topic);
   if (publisher) return StreamCounters::publication(*counters, scope, stream_id);
-  // A shm subscriber's position is its slot in the segment (pollux-stat reads it there).
-  return StreamCounters::subscription(*counters, scope, stream_id, cfg.transport != core::TransportKind::kShm);
+  return StreamCounters::subscription(*counters, scope, stream_id, transport::position_in_stream_counters(cfg));
 }
 
 absl::Status ContextImpl::start() {
@@ -55,9 +54,7 @@ absl::Status ContextImpl::start() {
   }
   if (cfg.pool.numa_node < 0) cfg.pool.numa_node = device_node;
 
-  // The pool is needed whenever frames are built in slots (every mode but inline shm) or a
-  // transport must register it.
-  if (cfg.runtime.threading != core::ThreadingMode::kInline || cfg.transport != core::TransportKind::kShm) {
+  if (transport::needs_pool(cfg)) {
     if (absl::Status s = ensure_pool(); !s.ok()) return s;
   }
   transport::TransportEnv env{&cfg, pool_.get(), counters.get()};

@@ -59,4 +59,10 @@ std::string_view flow_control_name(const core::Config& config) {
   return shm::flow_control_name(shm::config(config).flow_control);
 }
 
+bool needs_pool(const core::Config& config) {
+  return config.runtime.threading != core::ThreadingMode::kInline || config.transport != core::TransportKind::kShm;
+}
+
+bool position_in_stream_counters(const core::Config& config) { return config.transport != core::TransportKind::kShm; }
+
 }  // namespace pollux::transport

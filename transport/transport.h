@@ -331,4 +331,12 @@ std::string placement_device(const core::Config& config);
 // The flow control of shared-memory streams (shm.flow_control): "lossy" or "backpressure".
 std::string_view flow_control_name(const core::Config& config);
 
+// Whether the context needs the buffer pool: frames are built in pool slots in every mode but
+// inline threading on shm (whose frames are written straight into the stream's log).
+bool needs_pool(const core::Config& config);
+
+// Whether a subscription's position (the sequence it expects next) lives in the stream
+// counters. On shm it is the subscriber's slot in the segment, where pollux-stat reads it.
+bool position_in_stream_counters(const core::Config& config);
+
 }  // namespace pollux::transport
