@@ -418,7 +418,8 @@ INSTANTIATE_TEST_SUITE_P(Udp, UdpKernelTimestampStages,
 // udp.kernel_timestamps = false (the default): no kernel stamps either way, but UDP still stamps
 // receive at recvmmsg return (inline: distinct from delivery).
 TEST(UdpKernelTimestamps, OffByDefaultButReceiveIsStillItsOwnStamp) {
-  EXPECT_FALSE(transport::udp::config(core::Config{}).kernel_timestamps);
+  const core::Config defaults;
+  EXPECT_FALSE(transport::udp::config(defaults).kernel_timestamps);
   for (const char* mode : {"inline", "dedicated"}) {
     SCOPED_TRACE(mode);
     TracedRun r;
