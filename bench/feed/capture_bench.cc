@@ -56,12 +56,12 @@ int main(int argc, char** argv) {
       // A burst of 32, as a recvmmsg hands the handler.
       const auto c0 = std::chrono::steady_clock::now();
       for (int i = 0; i < 32; ++i)
-        w.Record(1'765'000'000'000'000'000 + static_cast<std::int64_t>(offered + i), src, dst, payload);
+        w.record(1'765'000'000'000'000'000 + static_cast<std::int64_t>(offered + i), src, dst, payload);
       caller_ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - c0).count();
       offered += 32;
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    w.Stop();
+    w.stop();
     const auto st = w.stats();
     std::printf("%-10s %12llu %12llu %12llu %10.1f %12.1f %10.2f%s\n", r.c_str(),
                 static_cast<unsigned long long>(offered), static_cast<unsigned long long>(st.records),

@@ -138,7 +138,7 @@ void RunBooks(benchmark::State& state, Apply apply) {
   BookSet books(o);
   for (auto _ : state) {
     state.PauseTiming();
-    books.Clear();
+    books.clear();
     state.ResumeTiming();
     ParseResult r = apply(books, s.bytes);
     benchmark::DoNotOptimize(r);
@@ -147,10 +147,10 @@ void RunBooks(benchmark::State& state, Apply apply) {
   Report(state, s);
 }
 
-// One BookSet::Apply per framed message.
+// One BookSet::apply per framed message.
 void BM_ParseAndBook(benchmark::State& state) {
   RunBooks(state, [](BookSet& books, std::span<const uint8_t> bytes) {
-    return for_each_message(bytes, [&books](MessageView m) { books.Apply(m); });
+    return for_each_message(bytes, [&books](MessageView m) { books.apply(m); });
   });
 }
 BENCHMARK(BM_ParseAndBook)->Arg(100)->Arg(1000)->Arg(8000)->Unit(benchmark::kMillisecond);

@@ -141,7 +141,7 @@ const char* signal_name(int sig) {
   return "a signal";
 }
 
-void Fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
+void fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
 
 absl::StatusOr<Args> parse_args(int argc, char** argv) {
   Args a;
@@ -223,7 +223,7 @@ class ProgressPrinter {
     prev_ = start_;
   }
 
-  void Print() {
+  void print() {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - prev_).count();
     prev_ = now;
@@ -236,19 +236,19 @@ class ProgressPrinter {
     };
     if (pub_ != nullptr) {
       const std::uint64_t m = pub_->messages.load(std::memory_order_relaxed);
-      absl::StrAppendFormat(&line, " pub %s", Commas(m));
+      absl::StrAppendFormat(&line, " pub %s", commas(m));
       if (total_ != 0)
-        absl::StrAppendFormat(&line, "/%s (%.0f%%)", Commas(total_),
+        absl::StrAppendFormat(&line, "/%s (%.0f%%)", commas(total_),
                               100.0 * static_cast<double>(m) / static_cast<double>(total_));
       absl::StrAppendFormat(&line, " %s", rate(m, &last_[0]));
     }
     for (std::uint32_t i = 0; i < nsubs_; ++i) {
       const RoleProgress& s = subs_[i];
       const std::uint64_t m = s.messages.load(std::memory_order_relaxed);
-      absl::StrAppendFormat(&line, " | sub%d %s %s gaps %s", i, Commas(m), rate(m, &last_[1 + i]),
-                            Commas(s.gaps.load(std::memory_order_relaxed)));
+      absl::StrAppendFormat(&line, " | sub%d %s %s gaps %s", i, commas(m), rate(m, &last_[1 + i]),
+                            commas(s.gaps.load(std::memory_order_relaxed)));
       const std::uint64_t lost = s.lost.load(std::memory_order_relaxed);
-      if (lost != 0) absl::StrAppendFormat(&line, " lost %s", Commas(lost));
+      if (lost != 0) absl::StrAppendFormat(&line, " lost %s", commas(lost));
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }
@@ -273,13 +273,13 @@ class Monitor {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             check();
             if (printer != nullptr && interval_ms != 0 && std::chrono::steady_clock::now() >= next) {
-              printer->Print();
+              printer->print();
               next += std::chrono::milliseconds(interval_ms);
             }
           }
         }) {}
-  ~Monitor() { Stop(); }
-  void Stop() {
+  ~Monitor() { stop(); }
+  void stop() {
     done_.store(true, std::memory_order_release);
     if (thread_.joinable()) thread_.join();
   }
@@ -414,7 +414,7 @@ absl::Status write_summary_json(const Args& a, const ReplayResult* pub, const st
                                 const LiveNoteValues& notes = {}) {
   if (a.summary_json.empty()) return absl::OkStatus();
   std::ofstream f(a.summary_json, std::ios::trunc);
-  f << SummaryJson(pub, subs, cfg.feed, cfg.pollux, live, notes);
+  f << format_summary_json(pub, subs, cfg.feed, cfg.pollux, live, notes);
   f.flush();
   if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", a.summary_json, ": ", std::strerror(errno)));
   return absl::OkStatus();
@@ -438,13 +438,13 @@ SubscriberReport run_subscriber_here(Context& ctx, const LoadedConfig& cfg, cons
   SubscriberReport rep;
   rep.index = index;
   rep.pid = getpid();
-  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::Open(ctx, cfg.feed, cfg.pollux.idle);
+  absl::StatusOr<std::unique_ptr<FeedSubscriber>> sub = FeedSubscriber::open(ctx, cfg.feed, cfg.pollux.idle);
   if (!sub.ok()) {
     rep.error = std::string(sub.status().message());
     progress->state.store(RoleProgress::kFailed, std::memory_order_release);
     return rep;
   }
-  const absl::Status s = (*sub)->Run(progress, g_stop);
+  const absl::Status s = (*sub)->run(progress, g_stop);
   rep = make_report(index, getpid(), (*sub)->result(), cfg.feed, index == 0);
   if (!s.ok()) rep.error = std::string(s.message());
   if (s.ok() && index == 0) {
@@ -453,14 +453,14 @@ SubscriberReport run_subscriber_here(Context& ctx, const LoadedConfig& cfg, cons
   return rep;
 }
 
-int RunSub(const Args& a, const LoadedConfig& cfg) {
+int run_sub(const Args& a, const LoadedConfig& cfg) {
   const bool child = a.report_fd >= 0;
   RoleProgress local;
   RoleProgress* progress = &local;
   if (child && a.progress_fd >= 0) {
     absl::StatusOr<RoleProgress*> p = map_child_progress(a.progress_fd, a.sub_index);
     if (!p.ok()) {
-      Fail(std::string(p.status().message()));
+      fail(std::string(p.status().message()));
       return 2;
     }
     progress = *p;
@@ -482,7 +482,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
       monitor.emplace(&*printer, cfg.feed.progress_ms, [] {});
     }
     rep = run_subscriber_here(**ctx, cfg, a, a.sub_index, progress);
-    if (monitor) monitor->Stop();
+    if (monitor) monitor->stop();
   }
   if (child) {
     const std::string text = serialize(rep);
@@ -497,7 +497,7 @@ int RunSub(const Args& a, const LoadedConfig& cfg) {
   }
   std::printf("== pollux-feed summary (subscriber) ==\n%s",
               format_subscriber(rep, cfg.feed.replay == ReplayMode::kMax).c_str());
-  if (absl::Status s = write_summary_json(a, nullptr, {rep}, cfg); !s.ok()) Fail(std::string(s.message()));
+  if (absl::Status s = write_summary_json(a, nullptr, {rep}, cfg); !s.ok()) fail(std::string(s.message()));
   return rep.error.empty() ? 0 : 1;
 }
 
@@ -519,27 +519,27 @@ absl::StatusOr<PublisherSide> open_publisher_side(const LoadedConfig& cfg) {
   if (!ctx.ok()) return ctx.status();
   side.ctx = *std::move(ctx);
   side.src->attach_counters(*side.ctx);
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(*side.ctx, cfg.feed, cfg.pollux.idle);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::open(*side.ctx, cfg.feed, cfg.pollux.idle);
   if (!pub.ok()) return pub.status();
   side.pub = *std::move(pub);
   return side;
 }
 
-int RunPub(const Args& a, const LoadedConfig& cfg) {
+int run_pub(const Args& a, const LoadedConfig& cfg) {
   absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
   if (!side.ok()) {
-    Fail(std::string(side.status().message()));
+    fail(std::string(side.status().message()));
     return 2;
   }
   std::unique_ptr<Source>& src = side->src;
   std::unique_ptr<FeedPublisher>& pub = side->pub;
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
-                 src->live() ? src->name().c_str() : absl::StrCat(Commas(src->messages), " messages").c_str(),
+                 src->live() ? src->name().c_str() : absl::StrCat(commas(src->messages), " messages").c_str(),
                  cfg.feed.streams, cfg.feed.topic.c_str());
   }
-  if (absl::Status s = pub->WaitConnected(g_stop); !s.ok()) {
-    Fail(std::string(s.message()));
+  if (absl::Status s = pub->wait_connected(g_stop); !s.ok()) {
+    fail(std::string(s.message()));
     return 1;
   }
   announce_live(*src);
@@ -547,18 +547,18 @@ int RunPub(const Args& a, const LoadedConfig& cfg) {
   ProgressPrinter printer(&progress, src->messages, nullptr, 0);
   std::optional<Monitor> monitor;
   if (!a.quiet) monitor.emplace(&printer, cfg.feed.progress_ms, [] {});
-  absl::StatusOr<ReplayResult> r = pub->Replay(*src, &progress, g_stop);
-  pub->Close();
-  if (monitor) monitor->Stop();
+  absl::StatusOr<ReplayResult> r = pub->replay(*src, &progress, g_stop);
+  pub->close();
+  if (monitor) monitor->stop();
   if (!r.ok()) {
-    Fail(std::string(r.status().message()));
+    fail(std::string(r.status().message()));
     return 1;
   }
   const LiveCounterValues live = src->live_counters();
   const LiveNoteValues notes = src->live_notes();
   std::printf("== pollux-feed summary (publisher) ==\n%s",
               format_publisher(*r, src->description, src->prepare_seconds, cfg.feed, cfg.pollux, live, notes).c_str());
-  if (absl::Status s = write_summary_json(a, &*r, {}, cfg, live, notes); !s.ok()) Fail(std::string(s.message()));
+  if (absl::Status s = write_summary_json(a, &*r, {}, cfg, live, notes); !s.ok()) fail(std::string(s.message()));
   return r->stopped ? 1 : 0;
 }
 
@@ -568,7 +568,7 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   const bool processes = fc.subscriber_mode == SubscriberMode::kProcess;
   absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
   if (!side.ok()) {
-    Fail(std::string(side.status().message()));
+    fail(std::string(side.status().message()));
     return 2;
   }
   std::unique_ptr<Source>& src = side->src;
@@ -584,7 +584,7 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (processes) {
     absl::StatusOr<SharedProgress> sp = create_shared_progress(nsubs);
     if (!sp.ok()) {
-      Fail(std::string(sp.status().message()));
+      fail(std::string(sp.status().message()));
       return 1;
     }
     shared = *sp;
@@ -592,7 +592,7 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
     for (std::uint32_t i = 0; i < nsubs; ++i) {
       absl::StatusOr<ChildProc> c = spawn_subscriber(argc, argv, i, shared.fd);
       if (!c.ok()) {
-        Fail(std::string(c.status().message()));
+        fail(std::string(c.status().message()));
         g_stop.store(true);
         break;
       }
@@ -624,7 +624,7 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   absl::Status status;
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s (%s) -> %d stream(s) -> %d subscriber %s over %s (threading %s)\n",
-                 src->live() ? "live feed" : absl::StrCat(Commas(src->messages), " messages").c_str(),
+                 src->live() ? "live feed" : absl::StrCat(commas(src->messages), " messages").c_str(),
                  src->description.c_str(), fc.streams, nsubs, processes ? "process(es)" : "thread(s)",
                  cfg.pollux.transport.c_str(), cfg.pollux.threading.c_str());
   }
@@ -648,15 +648,15 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
         break;
       }
       // Inline mode: heartbeats and subscriber status need the publishing thread.
-      if (pub->Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (pub->service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  if (status.ok() && !sub_failed.load()) status = pub->WaitConnected(g_stop);
+  if (status.ok() && !sub_failed.load()) status = pub->wait_connected(g_stop);
   if (status.ok() && !sub_failed.load()) announce_live(*src);
 
   std::optional<ReplayResult> replay;
   if (status.ok() && !sub_failed.load()) {
-    absl::StatusOr<ReplayResult> r = pub->Replay(*src, &pub_progress, g_stop);
+    absl::StatusOr<ReplayResult> r = pub->replay(*src, &pub_progress, g_stop);
     if (r.ok()) {
       replay = std::move(*r);
     } else {
@@ -665,7 +665,7 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   }
   replay_over.store(true, std::memory_order_release);
   // End of stream for every subscriber (after they have read everything that was sent).
-  pub->Close();
+  pub->close();
   if (!status.ok()) g_stop.store(true);
 
   const auto deadline =
@@ -692,8 +692,8 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   } else {
     for (std::thread& t : threads) t.join();
   }
-  monitor->Stop();
-  if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.Print();
+  monitor->stop();
+  if (monitor && !a.quiet && fc.progress_ms != 0 && replay) printer.print();
 
   int rc = 0;
   const LiveCounterValues live = src->live_counters();
@@ -712,34 +712,34 @@ int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
   if (replay) std::printf("%s", format_end_to_end(*replay, reports).c_str());
   std::fflush(stdout);
   if (!status.ok()) {
-    Fail(std::string(status.message()));
+    fail(std::string(status.message()));
     rc = 1;
   }
   if (absl::Status s = write_summary_json(a, replay ? &*replay : nullptr, reports, cfg, live, notes); !s.ok()) {
-    Fail(std::string(s.message()));
+    fail(std::string(s.message()));
     rc = 1;
   }
   return rc;
 }
 
-int Main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   absl::StatusOr<Args> args = parse_args(argc, argv);
   if (!args.ok()) {
-    Fail(std::string(args.status().message()));
+    fail(std::string(args.status().message()));
     return examples::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
   install_signal_handlers(a.report_fd >= 0);
-  absl::StatusOr<LoadedConfig> cfg = a.config.empty() ? load_config(EmbeddedConfig(), kEmbeddedConfigName, a.overrides)
-                                                      : LoadConfigFile(a.config, a.overrides);
+  absl::StatusOr<LoadedConfig> cfg = a.config.empty() ? load_config(embedded_config(), kEmbeddedConfigName, a.overrides)
+                                                      : load_config_file(a.config, a.overrides);
   if (!cfg.ok()) {
-    Fail(std::string(cfg.status().message()));
+    fail(std::string(cfg.status().message()));
     return 2;
   }
   if (a.print_config) {
     std::printf("# pollux-feed effective configuration (source: %s)\n\n%s\n%s", cfg->pollux_source.c_str(),
-                cfg->feed.ToToml().c_str(), cfg->pollux.effective_config.c_str());
+                cfg->feed.to_toml().c_str(), cfg->pollux.effective_config.c_str());
     return 0;
   }
   int rc = 2;
@@ -748,14 +748,14 @@ int Main(int argc, char** argv) {
       rc = run_all(argc, argv, a, *cfg);
       break;
     case Role::kPub:
-      rc = RunPub(a, *cfg);
+      rc = run_pub(a, *cfg);
       break;
     case Role::kSub:
-      rc = RunSub(a, *cfg);
+      rc = run_sub(a, *cfg);
       break;
   }
   if (const int sig = g_signal.load(std::memory_order_relaxed); sig != 0 && a.report_fd < 0) {
-    Fail(absl::StrCat("stopped by ", signal_name(sig)));
+    fail(absl::StrCat("stopped by ", signal_name(sig)));
     if (rc == 0) rc = 1;
   }
   return rc;
@@ -764,4 +764,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace pollux::feed
 
-int main(int argc, char** argv) { return pollux::feed::Main(argc, argv); }
+int main(int argc, char** argv) { return pollux::feed::run_main(argc, argv); }

@@ -33,7 +33,7 @@ OrderBook& BookSet::new_book(uint16_t stock_locate) noexcept {
     if (orders_per_book_ != 0) {
       // Grows (rehashes) at most once per doubling of the market; with the directory at the
       // start of the day, while the map is still nearly empty.
-      orders_.Reserve(std::min(BookSetOptions::kMaxDirectoryReserve, books_present_ * orders_per_book_ * 3 / 2));
+      orders_.reserve(std::min(BookSetOptions::kMaxDirectoryReserve, books_present_ * orders_per_book_ * 3 / 2));
     }
   }
   return books_[stock_locate];
@@ -45,7 +45,7 @@ void BookSet::add_to_book(uint16_t locate, uint64_t ref, char side, uint32_t sha
     ++stats_.bad_side;
     return;
   }
-  auto [o, inserted] = orders_.Insert(ref);
+  auto [o, inserted] = orders_.insert(ref);
   if (!inserted) [[unlikely]] {
     ++stats_.duplicate_add;
     return;
@@ -60,7 +60,7 @@ void BookSet::add_to_book(uint16_t locate, uint64_t ref, char side, uint32_t sha
   // A symbol without a Stock Directory (a capture joined late) is named by its first add.
   if (b.symbol().empty()) [[unlikely]]
     b.set_symbol(stock);
-  b.Add(s, price, shares);
+  b.add(s, price, shares);
   ++stats_.adds;
 }
 
@@ -74,14 +74,14 @@ void BookSet::take_shares(Order* o, uint32_t shares) noexcept {
     ++stats_.level_mismatch;
   }
   if (gone) {
-    orders_.Erase(o);
+    orders_.erase(o);
   } else {
     o->shares -= shares;
   }
 }
 
-void BookSet::Execute(uint64_t ref, uint32_t shares) noexcept {
-  Order* o = orders_.Find(ref);
+void BookSet::execute(uint64_t ref, uint32_t shares) noexcept {
+  Order* o = orders_.find(ref);
   if (o == nullptr) [[unlikely]] {
     ++stats_.unknown_execute;
     return;
@@ -90,8 +90,8 @@ void BookSet::Execute(uint64_t ref, uint32_t shares) noexcept {
   ++stats_.executions;
 }
 
-void BookSet::Cancel(uint64_t ref, uint32_t shares) noexcept {
-  Order* o = orders_.Find(ref);
+void BookSet::cancel(uint64_t ref, uint32_t shares) noexcept {
+  Order* o = orders_.find(ref);
   if (o == nullptr) [[unlikely]] {
     ++stats_.unknown_cancel;
     return;
@@ -100,8 +100,8 @@ void BookSet::Cancel(uint64_t ref, uint32_t shares) noexcept {
   ++stats_.cancels;
 }
 
-void BookSet::Delete(uint64_t ref) noexcept {
-  Order* o = orders_.Find(ref);
+void BookSet::delete_order(uint64_t ref) noexcept {
+  Order* o = orders_.find(ref);
   if (o == nullptr) [[unlikely]] {
     ++stats_.unknown_delete;
     return;
@@ -110,71 +110,71 @@ void BookSet::Delete(uint64_t ref) noexcept {
   ++stats_.deletes;
 }
 
-void BookSet::Replace(const OrderReplace& m) noexcept {
-  Order* o = orders_.Find(m.original_order_reference());
+void BookSet::replace(const OrderReplace& m) noexcept {
+  Order* o = orders_.find(m.original_order_reference());
   if (o == nullptr) [[unlikely]] {
     ++stats_.unknown_replace;
     return;
   }
   const Order old = *o;
   const uint64_t new_ref = m.new_order_reference();
-  if (new_ref != old.ref && orders_.Find(new_ref) != nullptr) [[unlikely]] {
+  if (new_ref != old.ref && orders_.find(new_ref) != nullptr) [[unlikely]] {
     // The new reference is taken: keep the book as it is rather than lose either order.
     ++stats_.duplicate_add;
     return;
   }
   take_shares(o, old.shares);  // invalidates o
-  auto [n, inserted] = orders_.Insert(new_ref);
+  auto [n, inserted] = orders_.insert(new_ref);
   (void)inserted;  // checked above
   n->price = m.price();
   n->shares = m.shares();
   n->stock_locate = old.stock_locate;
   n->side = old.side;
-  books_[old.stock_locate].Add(static_cast<Side>(old.side), n->price, n->shares);
+  books_[old.stock_locate].add(static_cast<Side>(old.side), n->price, n->shares);
   ++stats_.replaces;
 }
 
-void BookSet::Apply(MessageView m) noexcept { apply_one(m); }
+void BookSet::apply(MessageView m) noexcept { apply_one(m); }
 
 void BookSet::apply_one(MessageView m) noexcept {
-  counts_.Add(m.type_byte());
+  counts_.add(m.type_byte());
   switch (m.type()) {
     case 'A': {
-      const auto a = m.As<AddOrder>();
+      const auto a = m.as<AddOrder>();
       add_to_book(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'F': {
-      const auto a = m.As<AddOrderMpid>();
+      const auto a = m.as<AddOrderMpid>();
       add_to_book(a.stock_locate(), a.order_reference(), a.side(), a.shares(), a.price(), a.stock());
       break;
     }
     case 'E': {
-      const auto e = m.As<OrderExecuted>();
-      Execute(e.order_reference(), e.executed_shares());
+      const auto e = m.as<OrderExecuted>();
+      execute(e.order_reference(), e.executed_shares());
       break;
     }
     case 'C': {
-      const auto e = m.As<OrderExecutedWithPrice>();
-      Execute(e.order_reference(), e.executed_shares());
+      const auto e = m.as<OrderExecutedWithPrice>();
+      execute(e.order_reference(), e.executed_shares());
       break;
     }
     case 'X': {
-      const auto x = m.As<OrderCancel>();
-      Cancel(x.order_reference(), x.cancelled_shares());
+      const auto x = m.as<OrderCancel>();
+      cancel(x.order_reference(), x.cancelled_shares());
       break;
     }
     case 'D':
-      Delete(m.As<OrderDelete>().order_reference());
+      delete_order(m.as<OrderDelete>().order_reference());
       break;
     case 'U':
-      Replace(m.As<OrderReplace>());
+      replace(m.as<OrderReplace>());
       break;
     case 'P':
       ++stats_.trades;
       break;
     case 'R': {
-      const auto r = m.As<StockDirectory>();
+      const auto r = m.as<StockDirectory>();
       book_for(r.stock_locate()).set_symbol(r.stock());
       break;
     }
@@ -219,7 +219,7 @@ ParseResult BookSet::apply_all(std::span<const uint8_t> binary_file) noexcept {
       case 'X':
       case 'D':
       case 'U':
-        orders_.Prefetch(load_be64(m.data() + 11));                  // every one of these holds a reference there
+        orders_.prefetch(load_be64(m.data() + 11));                  // every one of these holds a reference there
         __builtin_prefetch(books_.data() + m.stock_locate(), 0, 3);  // reserved: a valid address
         break;
       default:
@@ -239,7 +239,7 @@ ParseResult BookSet::apply_all(std::span<const uint8_t> binary_file) noexcept {
     }
     apply_one(due);
   });
-  for (uint32_t i = 0; i < held; ++i) Apply(ring[(head + kAhead - held + i) % kAhead]);
+  for (uint32_t i = 0; i < held; ++i) apply(ring[(head + kAhead - held + i) % kAhead]);
   return r;
 }
 
@@ -282,9 +282,9 @@ void BookSet::absorb(std::unique_ptr<BookSet> other) {
     o.present_[locate] = 0;
     ++books_present_;
   }
-  orders_.Reserve(orders_.size() + o.orders_.size());
+  orders_.reserve(orders_.size() + o.orders_.size());
   o.orders_.for_each([&](const Order& order) {
-    auto [slot, inserted] = orders_.Insert(order.ref);
+    auto [slot, inserted] = orders_.insert(order.ref);
     if (!inserted) {
       ++stats_.partition_conflicts;
       return;
@@ -292,15 +292,15 @@ void BookSet::absorb(std::unique_ptr<BookSet> other) {
     *slot = order;
   });
   o.orders_ = OrderMap(1);  // its memory back now
-  counts_.Add(o.counts_);
+  counts_.add(o.counts_);
   stats_ += o.stats_;
   absorbed_.push_back(std::move(other));
 }
 
-void BookSet::Clear() noexcept {
-  orders_.Clear();
-  for (OrderBook& b : books_) b.Clear();
-  counts_.Clear();
+void BookSet::clear() noexcept {
+  orders_.clear();
+  for (OrderBook& b : books_) b.clear();
+  counts_.clear();
   stats_ = BookStats{};
 }
 

@@ -18,11 +18,11 @@ namespace pollux::itch {
 // Messages seen, by type byte.
 class MessageCounts {
  public:
-  void Add(uint8_t type) noexcept { ++n_[type]; }
+  void add(uint8_t type) noexcept { ++n_[type]; }
   [[nodiscard]] uint64_t operator[](char type) const noexcept { return n_[static_cast<uint8_t>(type)]; }
   [[nodiscard]] uint64_t total() const noexcept;
-  void Clear() noexcept { n_.fill(0); }
-  void Add(const MessageCounts& o) noexcept {
+  void clear() noexcept { n_.fill(0); }
+  void add(const MessageCounts& o) noexcept {
     for (size_t i = 0; i < n_.size(); ++i) n_[i] += o.n_[i];
   }
 
@@ -88,7 +88,7 @@ class BookSet {
   explicit BookSet(const BookSetOptions& options = {});
 
   // Applies one validated message (from the reader or decode_message).
-  void Apply(MessageView m) noexcept;
+  void apply(MessageView m) noexcept;
 
   // Frames and applies a whole BinaryFILE buffer. Stops at the first malformed record
   // (every message before it is applied) and returns the reader's result.
@@ -108,7 +108,7 @@ class BookSet {
   }
 
   // The live order with reference `ref`, or nullptr.
-  [[nodiscard]] const Order* order(uint64_t ref) const noexcept { return orders_.Find(ref); }
+  [[nodiscard]] const Order* order(uint64_t ref) const noexcept { return orders_.find(ref); }
   [[nodiscard]] size_t live_orders() const noexcept { return orders_.size(); }
   // Capacity of the order map (slots) and bytes mapped for level arrays: both only grow, and
   // only while the market is bigger or deeper than it has been (tests check steady state).
@@ -128,7 +128,7 @@ class BookSet {
 
   // Forgets every order, level, count and stat, keeping books, names and capacity, so a
   // benchmark or a replay can start over without allocating.
-  void Clear() noexcept;
+  void clear() noexcept;
 
  private:
   // The book of `stock_locate`, created on first sight.
@@ -145,10 +145,10 @@ class BookSet {
   // prologue: that cut ~15% of the instructions per message (callgrind).
   [[gnu::always_inline]] inline void add_to_book(uint16_t locate, uint64_t ref, char side, uint32_t shares,
                                                  uint32_t price, std::string_view stock) noexcept;
-  [[gnu::always_inline]] inline void Execute(uint64_t ref, uint32_t shares) noexcept;
-  [[gnu::always_inline]] inline void Cancel(uint64_t ref, uint32_t shares) noexcept;
-  [[gnu::always_inline]] inline void Delete(uint64_t ref) noexcept;
-  [[gnu::always_inline]] inline void Replace(const OrderReplace& m) noexcept;
+  [[gnu::always_inline]] inline void execute(uint64_t ref, uint32_t shares) noexcept;
+  [[gnu::always_inline]] inline void cancel(uint64_t ref, uint32_t shares) noexcept;
+  [[gnu::always_inline]] inline void delete_order(uint64_t ref) noexcept;
+  [[gnu::always_inline]] inline void replace(const OrderReplace& m) noexcept;
   // Takes `shares` off live order `o` (removing it when none are left).
   [[gnu::always_inline]] inline void take_shares(Order* o, uint32_t shares) noexcept;
 

@@ -17,7 +17,7 @@ void put_alpha(uint8_t* p, std::string_view s, size_t width) {
 
 }  // namespace
 
-uint8_t* Encoder::Begin(char type, const Header& h) {
+uint8_t* Encoder::begin(char type, const Header& h) {
   const size_t size = message_size(type);
   const size_t prefix = framing_ == Framing::kNone ? 0 : 2;
   const size_t at = out_->size();
@@ -35,12 +35,12 @@ uint8_t* Encoder::Begin(char type, const Header& h) {
 }
 
 void Encoder::append_system_event(const Header& h, char event_code) {
-  uint8_t* p = Begin('S', h);
+  uint8_t* p = begin('S', h);
   p[11] = static_cast<uint8_t>(event_code);
 }
 
 void Encoder::append_stock_directory(const Header& h, std::string_view stock, const StockDirectoryFields& f) {
-  uint8_t* p = Begin('R', h);
+  uint8_t* p = begin('R', h);
   put_alpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(f.market_category);
   p[20] = static_cast<uint8_t>(f.financial_status_indicator);
@@ -59,7 +59,7 @@ void Encoder::append_stock_directory(const Header& h, std::string_view stock, co
 
 void Encoder::append_stock_trading_action(const Header& h, std::string_view stock, char trading_state,
                                           std::string_view reason) {
-  uint8_t* p = Begin('H', h);
+  uint8_t* p = begin('H', h);
   put_alpha(p + 11, stock, 8);
   p[19] = static_cast<uint8_t>(trading_state);
   p[20] = ' ';
@@ -68,7 +68,7 @@ void Encoder::append_stock_trading_action(const Header& h, std::string_view stoc
 
 void Encoder::append_add_order(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                                std::string_view stock, uint32_t price) {
-  uint8_t* p = Begin('A', h);
+  uint8_t* p = begin('A', h);
   store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
   store_be32(p + 20, shares);
@@ -78,7 +78,7 @@ void Encoder::append_add_order(const Header& h, uint64_t order_reference, char s
 
 void Encoder::append_add_order_mpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                                     std::string_view stock, uint32_t price, std::string_view attribution) {
-  uint8_t* p = Begin('F', h);
+  uint8_t* p = begin('F', h);
   store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
   store_be32(p + 20, shares);
@@ -88,7 +88,7 @@ void Encoder::append_add_order_mpid(const Header& h, uint64_t order_reference, c
 }
 
 void Encoder::append_order_executed(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
-  uint8_t* p = Begin('E', h);
+  uint8_t* p = begin('E', h);
   store_be64(p + 11, order_reference);
   store_be32(p + 19, shares);
   store_be64(p + 23, match_number);
@@ -96,7 +96,7 @@ void Encoder::append_order_executed(const Header& h, uint64_t order_reference, u
 
 void Encoder::append_order_executed_with_price(const Header& h, uint64_t order_reference, uint32_t shares,
                                                uint64_t match_number, char printable, uint32_t price) {
-  uint8_t* p = Begin('C', h);
+  uint8_t* p = begin('C', h);
   store_be64(p + 11, order_reference);
   store_be32(p + 19, shares);
   store_be64(p + 23, match_number);
@@ -105,19 +105,19 @@ void Encoder::append_order_executed_with_price(const Header& h, uint64_t order_r
 }
 
 void Encoder::append_order_cancel(const Header& h, uint64_t order_reference, uint32_t shares) {
-  uint8_t* p = Begin('X', h);
+  uint8_t* p = begin('X', h);
   store_be64(p + 11, order_reference);
   store_be32(p + 19, shares);
 }
 
 void Encoder::append_order_delete(const Header& h, uint64_t order_reference) {
-  uint8_t* p = Begin('D', h);
+  uint8_t* p = begin('D', h);
   store_be64(p + 11, order_reference);
 }
 
 void Encoder::append_order_replace(const Header& h, uint64_t original_order_reference, uint64_t new_order_reference,
                                    uint32_t shares, uint32_t price) {
-  uint8_t* p = Begin('U', h);
+  uint8_t* p = begin('U', h);
   store_be64(p + 11, original_order_reference);
   store_be64(p + 19, new_order_reference);
   store_be32(p + 27, shares);
@@ -126,7 +126,7 @@ void Encoder::append_order_replace(const Header& h, uint64_t original_order_refe
 
 void Encoder::append_trade(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                            std::string_view stock, uint32_t price, uint64_t match_number) {
-  uint8_t* p = Begin('P', h);
+  uint8_t* p = begin('P', h);
   store_be64(p + 11, order_reference);
   p[19] = static_cast<uint8_t>(side);
   store_be32(p + 20, shares);

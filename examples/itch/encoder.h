@@ -76,7 +76,7 @@ class Encoder {
  private:
   // Grows the output by the framed size of `type`, writes the prefix and the header, and
   // returns a pointer to the message's first byte (the type).
-  uint8_t* Begin(char type, const Header& h);
+  uint8_t* begin(char type, const Header& h);
 
   std::vector<uint8_t>* out_;
   Framing framing_;

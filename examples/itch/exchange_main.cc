@@ -146,7 +146,7 @@ constexpr const char* kFlags[] = {"itch",
                                   "pause_at",
                                   "pause_ms"};
 
-int64_t NowNs() {
+int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 // The clock of the kernel's receive timestamps (SO_TIMESTAMPNS).
@@ -173,7 +173,7 @@ constexpr char kHelp[] =
     "A 20-byte request is answered with at most --reply-mtu bytes (single) or --max-reply-packets\n"
     "x --reply-mtu bytes (multi), and only to an allowed source address.\n\n";
 
-[[noreturn]] void UsageError(const std::string& msg) { pollux::examples::usage_error(kProg, msg); }
+[[noreturn]] void bad_usage(const std::string& msg) { pollux::examples::usage_error(kProg, msg); }
 
 sockaddr_in parse_endpoint(const std::string& flag, const std::string& s, bool multicast) {
   const size_t colon = s.rfind(':');
@@ -182,10 +182,10 @@ sockaddr_in parse_endpoint(const std::string& flag, const std::string& s, bool m
   uint32_t port = 0;
   if (colon == std::string::npos || inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1 ||
       !absl::SimpleAtoi(s.substr(colon + 1), &port) || port == 0 || port > 65535) {
-    UsageError("--" + flag + " '" + s + "' is not ADDR:PORT (IPv4, port 1..65535)");
+    bad_usage("--" + flag + " '" + s + "' is not ADDR:PORT (IPv4, port 1..65535)");
   }
   if (multicast && !IN_MULTICAST(ntohl(a.sin_addr.s_addr))) {
-    UsageError("--" + flag + " '" + s + "' is not a multicast address (224.0.0.0/4)");
+    bad_usage("--" + flag + " '" + s + "' is not a multicast address (224.0.0.0/4)");
   }
   a.sin_port = htons(static_cast<uint16_t>(port));
   return a;
@@ -201,7 +201,7 @@ std::string addr_text(in_addr a) {
 class AllowList {
  public:
   // "connected", "any", "10.0.0.0/8", "192.168.1.7", ... comma-separated.
-  static AllowList Parse(const std::string& spec) {
+  static AllowList parse(const std::string& spec) {
     AllowList l;
     for (absl::string_view raw : absl::StrSplit(spec, ',')) {
       const std::string item(absl::StripAsciiWhitespace(raw));
@@ -215,16 +215,16 @@ class AllowList {
         uint32_t bits = 32;
         if (item.empty() || inet_pton(AF_INET, item.substr(0, slash).c_str(), &a) != 1 ||
             (slash != std::string::npos && (!absl::SimpleAtoi(item.substr(slash + 1), &bits) || bits > 32))) {
-          UsageError("--allow: '" + item + "' is not an IPv4 CIDR (ADDR/BITS), an address, 'connected' or 'any'");
+          bad_usage("--allow: '" + item + "' is not an IPv4 CIDR (ADDR/BITS), an address, 'connected' or 'any'");
         }
         const uint32_t mask = bits == 0 ? 0 : ~uint32_t{0} << (32 - bits);
         l.nets_.push_back({ntohl(a.s_addr) & mask, mask});
       }
     }
-    if (!l.any_ && l.nets_.empty()) UsageError("--allow '" + spec + "' allows nobody");
+    if (!l.any_ && l.nets_.empty()) bad_usage("--allow '" + spec + "' allows nobody");
     return l;
   }
-  [[nodiscard]] bool Allows(in_addr a) const noexcept {
+  [[nodiscard]] bool allows(in_addr a) const noexcept {
     if (any_) return true;
     const uint32_t h = ntohl(a.s_addr);
     for (const Net& n : nets_) {
@@ -286,11 +286,11 @@ class History {
         starts_(new uint64_t[depth]) {}
 
   // Empty again, from sequence 1 (a new session).
-  void Reset() noexcept {
+  void reset() noexcept {
     pos_ = 0;
     next_seq_ = 1;
   }
-  void Append(std::span<const uint8_t> m) noexcept {
+  void append(std::span<const uint8_t> m) noexcept {
     starts_[next_seq_ % depth_] = pos_;
     const size_t at = pos_ % cap_, first = std::min<size_t>(m.size(), cap_ - at);
     std::memcpy(&bytes_[at], m.data(), first);
@@ -302,7 +302,7 @@ class History {
   void append_packet(std::span<const uint8_t> p) noexcept {
     for (size_t off = mold::kPacketHeaderSize; off + mold::kBlockLengthSize <= p.size();) {
       const size_t n = pollux::itch::load_be16(p.data() + off);
-      Append(p.subspan(off + mold::kBlockLengthSize, n));
+      append(p.subspan(off + mold::kBlockLengthSize, n));
       off += mold::kBlockLengthSize + n;
     }
   }
@@ -313,7 +313,7 @@ class History {
     return pollux::itch::message_size(bytes_[starts_[seq % depth_] % cap_]);
   }
   // Copies message `seq` (oldest() <= seq < next()) to out (size_of(seq) bytes).
-  void Copy(uint64_t seq, uint8_t* out) const noexcept {
+  void copy(uint64_t seq, uint8_t* out) const noexcept {
     const size_t at = starts_[seq % depth_] % cap_;
     const size_t n = pollux::itch::message_size(bytes_[at]);
     const size_t first = std::min<size_t>(n, cap_ - at);
@@ -376,20 +376,20 @@ class Budgets {
 
   // The tokens of `addr` refilled up to `now_ns`; the address becomes the most recently
   // active. `*evicted` is set when another address was forgotten to make room.
-  double& Tokens(uint32_t addr, int64_t now_ns, bool* evicted) {
+  double& tokens_for(uint32_t addr, int64_t now_ns, bool* evicted) {
     *evicted = false;
     uint32_t i;
     if (const auto it = index_.find(addr); it != index_.end()) {
       i = it->second;
       Node& n = nodes_[i];
       n.tokens = std::min(limit_, n.tokens + limit_ * static_cast<double>(now_ns - n.last_ns) * 1e-9);
-      Unlink(i);
+      unlink(i);
     } else {
       if (used_ < nodes_.size()) {
         i = static_cast<uint32_t>(used_++);
       } else {
         i = tail_;
-        Unlink(i);
+        unlink(i);
         index_.erase(nodes_[i].addr);
         *evicted = true;
       }
@@ -410,7 +410,7 @@ class Budgets {
     double tokens = 0;
     int64_t last_ns = 0;
   };
-  void Unlink(uint32_t i) noexcept {
+  void unlink(uint32_t i) noexcept {
     Node& n = nodes_[i];
     (n.prev == kNone ? head_ : nodes_[n.prev].next) = n.next;
     (n.next == kNone ? tail_ : nodes_[n.next].prev) = n.prev;
@@ -446,14 +446,14 @@ class SentRing {
 
   SentRing() : entries_(kCapacity), hits_(kCapacity) {}
 
-  void Add(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t now_ns) {
+  void add(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t now_ns) {
     entries_[next_ % kCapacity] = Entry{now_ns, from, to, generation, addr, port};
     ++next_;
   }
 
   // Writes to `out` (room for kCapacity + 1) the parts of [from, to) not sent to
   // (addr, port) in `generation` at or after `since_ns`, in order; returns how many.
-  size_t Unsent(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t since_ns,
+  size_t unsent(uint32_t addr, uint16_t port, uint64_t generation, uint64_t from, uint64_t to, int64_t since_ns,
                 Range* out) {
     size_t nh = 0;
     for (uint64_t k = next_; k > 0 && next_ - k < kCapacity; --k) {
@@ -483,7 +483,7 @@ class SentRing {
     uint16_t port = 0;
   };
   std::vector<Entry> entries_;
-  std::vector<Range> hits_;  // scratch of Unsent()
+  std::vector<Range> hits_;  // scratch of unsent()
   uint64_t next_ = 0;        // entries ever added
 };
 
@@ -510,15 +510,15 @@ class Server {
         reply_(o_.mtu),
         pieces_(SentRing::kCapacity + 1) {}
 
-  [[nodiscard]] bool Start() {
+  [[nodiscard]] bool start() {
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0) return false;
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] { run(); });
     return true;
   }
   // Stops the thread (requests still queued are not answered) and joins it; counters() may be
   // read afterwards.
-  void Stop() {
+  void stop() {
     if (!thread_.joinable()) return;
     const uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof one);
@@ -533,7 +533,7 @@ class Server {
   }
 
  private:
-  void Run() {
+  void run() {
     pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     for (;;) {
       if (::poll(p, 2, -1) < 0 && errno != EINTR) break;
@@ -568,7 +568,7 @@ class Server {
           }
         }
         if (arrived_ns == 0) arrived_ns = realtime_ns();
-        Serve(std::span<const uint8_t>(in, std::min<size_t>(static_cast<size_t>(n), sizeof in)),
+        serve(std::span<const uint8_t>(in, std::min<size_t>(static_cast<size_t>(n), sizeof in)),
               static_cast<uint64_t>(n), from, have_local ? &local : nullptr, arrived_ns);
       }
     }
@@ -603,15 +603,15 @@ class Server {
   }
 
   // `arrived_ns`: when the kernel received the request (CLOCK_REALTIME).
-  void Serve(std::span<const uint8_t> in, uint64_t size, const sockaddr_in& from, const in_pktinfo* local,
+  void serve(std::span<const uint8_t> in, uint64_t size, const sockaddr_in& from, const in_pktinfo* local,
              int64_t arrived_ns) {
     ++c_.requests;
     c_.request_bytes_in += size;
-    if (!o_.allow.Allows(from.sin_addr)) {  // no reply, nothing else looked at
+    if (!o_.allow.allows(from.sin_addr)) {  // no reply, nothing else looked at
       ++c_.refused_not_allowed;
       return;
     }
-    const int64_t now = NowNs();
+    const int64_t now = steady_ns();
     mold::Session session;
     uint64_t generation, oldest, next;
     {
@@ -654,7 +654,7 @@ class Server {
     pieces_[0] = {r.sequence, end};
     if (o_.dup_window_ns > 0) {
       np =
-          ring_.Unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns, pieces_.data());
+          ring_.unsent(addr, from.sin_port, generation, r.sequence, end, arrived_ns - o_.dup_window_ns, pieces_.data());
     }
     uint64_t unsent = 0;
     for (size_t i = 0; i < np; ++i) unsent += pieces_[i].to - pieces_[i].from;
@@ -666,7 +666,7 @@ class Server {
     if (np == 0) return;  // all of it was just sent: not answered
     // One budget per source address, whatever its ports.
     bool evicted = false;
-    double& tokens = budgets_.Tokens(ntohl(addr), now, &evicted);
+    double& tokens = budgets_.tokens_for(ntohl(addr), now, &evicted);
     if (evicted) ++c_.requesters_evicted;
     if (tokens < 1) {
       ++c_.refused_rate_limited;
@@ -690,22 +690,22 @@ class Server {
             stop = true;
             break;
           }
-          (void)pb.Begin(session, seq);
+          (void)pb.begin(session, seq);
           while (seq < last) {
-            uint8_t* at = pb.Reserve(sh_.history->size_of(seq));
+            uint8_t* at = pb.reserve(sh_.history->size_of(seq));
             if (at == nullptr) break;
-            sh_.history->Copy(seq, at);
+            sh_.history->copy(seq, at);
             ++seq;
           }
         }
         const uint16_t k = pb.count();
-        send_reply(pb.Finish(), from, local);
+        send_reply(pb.finish(), from, local);
         ++c_.reply_packets;
         c_.reply_messages += k;
         --packets;
       }
       if (seq > first) {
-        ring_.Add(addr, from.sin_port, generation, first, seq, realtime_ns());
+        ring_.add(addr, from.sin_port, generation, first, seq, realtime_ns());
         sent += seq - first;
         budget -= seq - first;
       }
@@ -744,15 +744,15 @@ class Lines {
   Clock::time_point last_send = Clock::now();
   bool last_double = false;  // the previous data packet was dropped on both lines
 
-  void Send(const sockaddr_in& to, std::span<const uint8_t> p) {
+  void send(const sockaddr_in& to, std::span<const uint8_t> p) {
     if (::sendto(fd, p.data(), p.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) < 0) ++c.send_errors;
   }
 
   // One data packet on both lines, each subject to its own drop draw; B may be delayed.
   void send_data(std::span<const uint8_t> p, uint16_t n) {
     last_send = Clock::now();
-    const bool drop_a = drop_a_ppm != 0 && rng_a.Below(1000000) < drop_a_ppm;
-    const bool drop_b = drop_b_ppm != 0 && rng_b.Below(1000000) < drop_b_ppm;
+    const bool drop_a = drop_a_ppm != 0 && rng_a.below(1000000) < drop_a_ppm;
+    const bool drop_b = drop_b_ppm != 0 && rng_b.below(1000000) < drop_b_ppm;
     if (drop_a && drop_b) {
       ++c.dropped_both;
       c.messages_dropped_both += n;
@@ -763,7 +763,7 @@ class Lines {
       ++c.dropped_a;
       c.messages_dropped_a += n;
     } else {
-      Send(line_a, p);
+      send(line_a, p);
       ++c.packets_a;
       c.messages_a += n;
     }
@@ -777,16 +777,16 @@ class Lines {
     send_b(p);
   }
 
-  void SendControl(std::span<const uint8_t> p) {
+  void send_control(std::span<const uint8_t> p) {
     last_send = Clock::now();
-    Send(line_a, p);
+    send(line_a, p);
     send_b(p);
   }
 
   void flush_delayed(bool all) {
     const auto now = Clock::now();
     while (delayed_head_ < delayed_.size() && (all || delayed_[delayed_head_].due <= now)) {
-      Send(line_b, delayed_[delayed_head_].bytes);
+      send(line_b, delayed_[delayed_head_].bytes);
       ++delayed_head_;
     }
     if (delayed_head_ == delayed_.size()) {
@@ -803,7 +803,7 @@ class Lines {
  private:
   void send_b(std::span<const uint8_t> p) {
     if (delay_b.count() == 0) {
-      Send(line_b, p);
+      send(line_b, p);
     } else {
       delayed_.push_back({last_send + delay_b, std::vector<uint8_t>(p.begin(), p.end())});
     }
@@ -826,13 +826,13 @@ class Input {
 
   // The next message (valid until the next call), or false at the end or on an error
   // (status() then says which).
-  bool Next(MessageView* m) {
+  bool next(MessageView* m) {
     for (;;) {
-      if (cur_.Next(m)) return true;
+      if (cur_.next(m)) return true;
       pollux::itch::ParseResult r = cur_.result();
       if (file_ && !file_->last() && (r.ok() || r.error == pollux::itch::ParseError::kTruncated)) {
         // The window ends inside a record (or exactly at one): read on behind what was used.
-        if (absl::Status s = file_->Advance(static_cast<size_t>(r.offset)); !s.ok()) {
+        if (absl::Status s = file_->advance(static_cast<size_t>(r.offset)); !s.ok()) {
           status_ = s;
           return false;
         }
@@ -871,7 +871,7 @@ struct SessionStat {
   uint64_t messages = 0;
 };
 
-std::string JsonString(std::string_view s) {
+std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (const char ch : s) {
     if (ch == '"' || ch == '\\') out += '\\';
@@ -918,14 +918,14 @@ bool write_summary(const std::string& path, const LineCounters& c, const ServerC
   // Last, so that a reader looking for the first "messages" key finds the total.
   for (size_t i = 0; i < sessions.size(); ++i) {
     std::fprintf(f, "%s\n    {\"name\": %s, \"messages\": %llu}", i == 0 ? "" : ",",
-                 JsonString(sessions[i].name).c_str(), (ull)sessions[i].messages);
+                 json_string(sessions[i].name).c_str(), (ull)sessions[i].messages);
   }
   std::fprintf(f, "\n  ]\n}\n");
   return std::fclose(f) == 0;
 }
 
 uint32_t drop_ppm(const char* flag, double pct) {
-  if (!(pct >= 0 && pct <= 100)) UsageError(std::string("--") + flag + " must be 0..100");
+  if (!(pct >= 0 && pct <= 100)) bad_usage(std::string("--") + flag + " must be 0..100");
   return static_cast<uint32_t>(std::lround(pct * 10000));
 }
 
@@ -936,14 +936,14 @@ int main(int argc, char** argv) {
 
   const std::string itch_path = absl::GetFlag(FLAGS_itch);
   const uint64_t generate = absl::GetFlag(FLAGS_generate);
-  if (itch_path.empty() == (generate == 0)) UsageError("exactly one of --itch FILE or --generate N is required");
+  if (itch_path.empty() == (generate == 0)) bad_usage("exactly one of --itch FILE or --generate N is required");
   for (const char* req : {"line_a", "line_b"}) {
     if (absl::FindCommandLineFlag(req)->CurrentValue().empty()) {
-      UsageError("--" + pollux::examples::dashed(req) + " ADDR:PORT is required");
+      bad_usage("--" + pollux::examples::dashed(req) + " ADDR:PORT is required");
     }
   }
   const uint32_t req_port = absl::GetFlag(FLAGS_rerequest_port);
-  if (req_port == 0 || req_port > 65535) UsageError("--rerequest-port PORT (1..65535) is required");
+  if (req_port == 0 || req_port > 65535) bad_usage("--rerequest-port PORT (1..65535) is required");
   Lines lines;
   lines.line_a = parse_endpoint("line-a", absl::GetFlag(FLAGS_line_a), true);
   lines.line_b = parse_endpoint("line-b", absl::GetFlag(FLAGS_line_b), true);
@@ -957,50 +957,50 @@ int main(int argc, char** argv) {
   const double speed = absl::GetFlag(FLAGS_speed);
   double rate = 0;  // 0 = as fast as possible
   if (!rate_s.empty() && rate_s != "max" && (!absl::SimpleAtod(rate_s, &rate) || !(rate > 0))) {
-    UsageError("--rate '" + rate_s + "' is not a positive number of messages per second or 'max'");
+    bad_usage("--rate '" + rate_s + "' is not a positive number of messages per second or 'max'");
   }
-  if (!(speed >= 0) || std::isinf(speed)) UsageError("--speed must be a positive factor");
-  if (speed > 0 && !rate_s.empty()) UsageError("--speed and --rate exclude each other");
+  if (!(speed >= 0) || std::isinf(speed)) bad_usage("--speed must be a positive factor");
+  if (speed > 0 && !rate_s.empty()) bad_usage("--speed and --rate exclude each other");
   const std::string session_name = absl::GetFlag(FLAGS_session);
   if (session_name.empty() || session_name.size() > mold::kSessionSize) {
-    UsageError("--session '" + session_name + "' must be 1..10 characters");
+    bad_usage("--session '" + session_name + "' must be 1..10 characters");
   }
   const std::string next_name = absl::GetFlag(FLAGS_next_session);
   if (next_name.empty() || next_name.size() > mold::kSessionSize || next_name == session_name) {
-    UsageError("--next-session '" + next_name + "' must be 1..10 characters and differ from --session");
+    bad_usage("--next-session '" + next_name + "' must be 1..10 characters and differ from --session");
   }
-  const mold::Session next_session = mold::Session::From(next_name);
+  const mold::Session next_session = mold::Session::from(next_name);
   const uint64_t history = absl::GetFlag(FLAGS_history);
-  if (history == 0 || history > (uint64_t{1} << 28)) UsageError("--history must be 1..268435456 messages");
+  if (history == 0 || history > (uint64_t{1} << 28)) bad_usage("--history must be 1..268435456 messages");
   ServerOptions so;
   const uint64_t limit = absl::GetFlag(FLAGS_request_limit);
-  if (limit == 0) UsageError("--request-limit must be >= 1");
+  if (limit == 0) bad_usage("--request-limit must be >= 1");
   so.request_limit = static_cast<double>(limit);
   so.max_requesters = absl::GetFlag(FLAGS_max_requesters);
-  if (so.max_requesters == 0 || so.max_requesters > (1u << 20)) UsageError("--max-requesters must be 1..1048576");
+  if (so.max_requesters == 0 || so.max_requesters > (1u << 20)) bad_usage("--max-requesters must be 1..1048576");
   const std::string reply_mode = absl::GetFlag(FLAGS_reply_mode);
   if (reply_mode != "multi" && reply_mode != "single") {
-    UsageError("--reply-mode '" + reply_mode + "' is neither 'multi' nor 'single'");
+    bad_usage("--reply-mode '" + reply_mode + "' is neither 'multi' nor 'single'");
   }
   so.single = reply_mode == "single";
   so.max_packets = absl::GetFlag(FLAGS_max_reply_packets);
-  if (so.max_packets == 0 || so.max_packets > 65535) UsageError("--max-reply-packets must be 1..65535");
+  if (so.max_packets == 0 || so.max_packets > 65535) bad_usage("--max-reply-packets must be 1..65535");
   const uint32_t dup_ms = absl::GetFlag(FLAGS_dup_window_ms);
-  if (dup_ms > 60000) UsageError("--dup-window-ms must be 0..60000");
+  if (dup_ms > 60000) bad_usage("--dup-window-ms must be 0..60000");
   so.dup_window_ns = int64_t{dup_ms} * 1'000'000;
-  so.allow = AllowList::Parse(absl::GetFlag(FLAGS_allow));
+  so.allow = AllowList::parse(absl::GetFlag(FLAGS_allow));
   const uint32_t mtu = absl::GetFlag(FLAGS_mtu);
   if (mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize || mtu > 65507) {
-    UsageError("--mtu must be 72..65507");
+    bad_usage("--mtu must be 72..65507");
   }
   const uint32_t reply_mtu = absl::GetFlag(FLAGS_reply_mtu);
   if (reply_mtu != 0 && (reply_mtu < mold::kPacketHeaderSize + mold::kBlockLengthSize + pollux::itch::kMaxMessageSize ||
                          reply_mtu > 65507)) {
-    UsageError("--reply-mtu must be 0 (= --mtu) or 72..65507");
+    bad_usage("--reply-mtu must be 0 (= --mtu) or 72..65507");
   }
   so.mtu = reply_mtu != 0 ? reply_mtu : mtu;
   const uint32_t hb_ms = absl::GetFlag(FLAGS_heartbeat_ms);
-  if (hb_ms == 0) UsageError("--heartbeat-ms must be >= 1");
+  if (hb_ms == 0) bad_usage("--heartbeat-ms must be >= 1");
   lines.delay_b = std::chrono::microseconds(absl::GetFlag(FLAGS_delay_b_us));
   so.answer = !absl::GetFlag(FLAGS_no_rerequest);
   so.serve_delay_ns = int64_t{absl::GetFlag(FLAGS_serve_delay_ms)} * 1'000'000;
@@ -1010,12 +1010,12 @@ int main(int argc, char** argv) {
   int iface_index = 0;
   if (!iface.empty()) {
     iface_index = static_cast<int>(if_nametoindex(iface.c_str()));
-    if (iface_index == 0) UsageError("--interface '" + iface + "': no such interface");
+    if (iface_index == 0) bad_usage("--interface '" + iface + "': no such interface");
     iface_addr = interface_address(iface);
     if (!iface_addr)
-      UsageError("--interface '" + iface +
-                 "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
-                 "(the route's interface)");
+      bad_usage("--interface '" + iface +
+                "' has no IPv4 address to send the lines from: assign one, or leave --interface out "
+                "(the route's interface)");
   }
 
   // The stream: the generator's bytes, or a regular file read with pread (a FIFO, a directory
@@ -1027,10 +1027,10 @@ int main(int argc, char** argv) {
     o.seed = seed;
     o.symbols = absl::GetFlag(FLAGS_symbols);
     auto g = pollux::itch::generate_itch(o);
-    if (!g.ok()) UsageError("--generate/--symbols: " + std::string(g.status().message()));
+    if (!g.ok()) bad_usage("--generate/--symbols: " + std::string(g.status().message()));
     input.emplace(std::move(*g));
   } else {
-    auto f = pollux::itch::ChunkReader::Open(itch_path);
+    auto f = pollux::itch::ChunkReader::open(itch_path);
     if (!f.ok()) {
       std::fprintf(stderr, "%s: %s\n", kProg, f.status().ToString().c_str());
       return f.status().code() == absl::StatusCode::kDataLoss ? kDataErr : 66;  // EX_NOINPUT
@@ -1039,7 +1039,7 @@ int main(int argc, char** argv) {
   }
   {
     MessageView m;
-    while (input->Next(&m)) {
+    while (input->next(&m)) {
     }
     absl::Status s = input->status();
     if (s.ok()) s = input->rewind();
@@ -1100,13 +1100,13 @@ int main(int argc, char** argv) {
 
   Shared shared;
   shared.history = std::make_unique<History>(history);
-  shared.session = mold::Session::From(session_name);
+  shared.session = mold::Session::from(session_name);
   mold::Session session = shared.session;  // the line sender's copy (it is the only writer)
   std::vector<SessionStat> sessions;
   sessions.reserve(2);
   sessions.push_back({session_name, 0});
   Server server(req_fd, shared, std::move(so));
-  if (!server.Start()) {
+  if (!server.start()) {
     std::fprintf(stderr, "%s: eventfd: %s\n", kProg, std::strerror(errno));
     return 71;
   }
@@ -1122,7 +1122,7 @@ int main(int argc, char** argv) {
       if (now >= due) return;
       if (now - lines.last_send >= hb) {
         uint8_t b[mold::kPacketHeaderSize];
-        lines.SendControl(mold::encode_heartbeat(b, session, next_seq));
+        lines.send_control(mold::encode_heartbeat(b, session, next_seq));
         ++lines.c.heartbeats;
       }
       const auto wake = std::min({due, lines.last_send + hb, lines.next_delayed()});
@@ -1141,7 +1141,7 @@ int main(int argc, char** argv) {
   bool have_ts0 = false;
   std::vector<uint8_t> buf(mtu);
   MessageView m;
-  bool have = input->Next(&m);
+  bool have = input->next(&m);
   uint64_t sent = 0;   // messages sent in this session (the next is sent + 1)
   uint64_t total = 0;  // messages sent in all sessions (pacing, --session-change-at, --pause-at)
   auto t0 = t_start;
@@ -1165,14 +1165,14 @@ int main(int argc, char** argv) {
     }
     wait_until(due, sent + 1);
     mold::PacketBuilder pb(buf);
-    (void)pb.Begin(session, sent + 1);
+    (void)pb.begin(session, sent + 1);
     // A packet holds consecutive messages up to the MTU; with a fixed rate only those due; it
     // ends at a session change or a pause.
     const uint64_t cut = std::min(change_at > total ? change_at : UINT64_MAX, pause_at > total ? pause_at : UINT64_MAX);
     const auto now = Clock::now();
     do {
-      if (!pb.Add(m.bytes())) break;
-      have = input->Next(&m);  // the bytes are in the packet: the view may die
+      if (!pb.add(m.bytes())) break;
+      have = input->next(&m);  // the bytes are in the packet: the view may die
       if (total + pb.count() == cut) break;
       if (rate > 0 && have &&
           t0 + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(total + pb.count()) * 1e9 / rate)) >
@@ -1185,7 +1185,7 @@ int main(int argc, char** argv) {
       }
     } while (have);
     const uint16_t n = pb.count();
-    const std::span<const uint8_t> packet = pb.Finish();
+    const std::span<const uint8_t> packet = pb.finish();
     {
       // In the history before it is on a line: a gap a receiver sees is already servable.
       std::lock_guard<std::mutex> l(shared.mu);
@@ -1199,13 +1199,13 @@ int main(int argc, char** argv) {
     if (total == change_at) {
       // End of this session on both lines, then the next one from sequence 1 with a history
       // of its own (requests for the old session are refused as another session's).
-      lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
+      lines.send_control(mold::encode_end_of_session(eos, session, sent + 1));
       ++lines.c.end_of_session;
       session = next_session;
       {
         std::lock_guard<std::mutex> l(shared.mu);
         shared.session = next_session;
-        shared.history->Reset();
+        shared.history->reset();
         ++shared.generation;
       }
       sessions.push_back({next_name, 0});
@@ -1232,7 +1232,7 @@ int main(int argc, char** argv) {
 
   // End of session on both lines, a few times: a receiver that loses it would wait forever.
   for (int i = 0; i < 3; ++i) {
-    lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
+    lines.send_control(mold::encode_end_of_session(eos, session, sent + 1));
     ++lines.c.end_of_session;
   }
   // Serving goes on until no valid request has come for --linger-ms: a requester still
@@ -1250,14 +1250,14 @@ int main(int argc, char** argv) {
     lines.flush_delayed(now >= linger_end);
     if (now >= linger_end && !lines.delayed_pending()) break;
     if (now - lines.last_send >= hb) {  // after the end, the end is the heartbeat
-      lines.SendControl(mold::encode_end_of_session(eos, session, sent + 1));
+      lines.send_control(mold::encode_end_of_session(eos, session, sent + 1));
       ++lines.c.end_of_session;
     }
     const auto wake =
         std::min({linger_end, lines.last_send + hb, lines.next_delayed(), now + std::chrono::milliseconds(50)});
     std::this_thread::sleep_until(wake);
   }
-  server.Stop();
+  server.stop();
   const ServerCounters& sc = server.counters();
   const LineCounters& lc = lines.c;
   std::string per_session;

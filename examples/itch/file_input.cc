@@ -70,7 +70,7 @@ absl::StatusOr<int> open_regular_file(const std::string& path, uint64_t* size) {
   return fd;
 }
 
-absl::StatusOr<ChunkReader> ChunkReader::Open(const std::string& path, size_t window) {
+absl::StatusOr<ChunkReader> ChunkReader::open(const std::string& path, size_t window) {
   ChunkReader r;
   r.path_ = path;
   absl::StatusOr<int> fd = open_regular_file(path, &r.size_);
@@ -80,7 +80,7 @@ absl::StatusOr<ChunkReader> ChunkReader::Open(const std::string& path, size_t wi
   (void)::posix_fadvise(r.fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   r.cap_ = std::max<size_t>(window, 4096) + kCarryRoom;
   r.buf_ = std::make_unique<uint8_t[]>(r.cap_);
-  if (absl::Status s = r.Fill(); !s.ok()) return s;
+  if (absl::Status s = r.fill(); !s.ok()) return s;
   return r;
 }
 
@@ -95,7 +95,7 @@ ChunkReader::ChunkReader(ChunkReader&& other) noexcept
 
 ChunkReader& ChunkReader::operator=(ChunkReader&& other) noexcept {
   if (this != &other) {
-    Close();
+    close();
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     size_ = other.size_;
@@ -107,28 +107,28 @@ ChunkReader& ChunkReader::operator=(ChunkReader&& other) noexcept {
   return *this;
 }
 
-ChunkReader::~ChunkReader() { Close(); }
+ChunkReader::~ChunkReader() { close(); }
 
-void ChunkReader::Close() noexcept {
+void ChunkReader::close() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
-absl::Status ChunkReader::Advance(size_t consumed) {
+absl::Status ChunkReader::advance(size_t consumed) {
   consumed = std::min(consumed, len_);
   std::memmove(buf_.get(), buf_.get() + consumed, len_ - consumed);
   len_ -= consumed;
   offset_ += consumed;
-  return Fill();
+  return fill();
 }
 
 absl::Status ChunkReader::rewind() {
   len_ = 0;
   offset_ = 0;
-  return Fill();
+  return fill();
 }
 
-absl::Status ChunkReader::Fill() {
+absl::Status ChunkReader::fill() {
   const uint64_t at = offset_ + len_;
   const size_t want = static_cast<size_t>(std::min<uint64_t>(cap_ - len_, size_ - at));
   if (want == 0 && at < size_) {

@@ -31,13 +31,13 @@ namespace pollux::itch {
 
 // Sequential reader of a BinaryFILE in windows of whole bytes (not whole records): a scan
 // over window() stops at a record the window's end cuts (kTruncated with the window not
-// last()); Advance(offset of that record) keeps its bytes and reads on behind them.
+// last()); advance(offset of that record) keeps its bytes and reads on behind them.
 //
-//   absl::StatusOr<ChunkReader> in = ChunkReader::Open(path);
+//   absl::StatusOr<ChunkReader> in = ChunkReader::open(path);
 //   for (;;) {
 //     ParseResult r = for_each_message(in->window(), f);
 //     if (!in->last() && (r.ok() || r.error == ParseError::kTruncated)) {
-//       if (absl::Status s = in->Advance(r.offset); !s.ok()) return s;  // views into window() die here
+//       if (absl::Status s = in->advance(r.offset); !s.ok()) return s;  // views into window() die here
 //       continue;
 //     }
 //     r.offset += in->window_offset();  // a file offset
@@ -52,7 +52,7 @@ class ChunkReader {
   static constexpr size_t kDefaultWindow = size_t{1} << 20;
 
   // Opens `path` (open_regular_file) and reads the first window; `window` >= 4096 bytes.
-  [[nodiscard]] static absl::StatusOr<ChunkReader> Open(const std::string& path, size_t window = kDefaultWindow);
+  [[nodiscard]] static absl::StatusOr<ChunkReader> open(const std::string& path, size_t window = kDefaultWindow);
 
   ChunkReader(ChunkReader&& other) noexcept;
   ChunkReader& operator=(ChunkReader&& other) noexcept;
@@ -71,7 +71,7 @@ class ChunkReader {
 
   // Drops window()[0, consumed) (consumed <= window().size()), keeps the rest at the front
   // and fills the window from the file behind it. Views into the old window are invalid.
-  [[nodiscard]] absl::Status Advance(size_t consumed);
+  [[nodiscard]] absl::Status advance(size_t consumed);
   // Back to the start of the file, e.g. for a second pass after validating the first.
   [[nodiscard]] absl::Status rewind();
 
@@ -81,8 +81,8 @@ class ChunkReader {
   // an Advance past every whole record reads a full window_.
   static constexpr size_t kCarryRoom = 64;
 
-  absl::Status Fill();  // fills buf_ from the file behind the len_ bytes already there
-  void Close() noexcept;
+  absl::Status fill();  // fills buf_ from the file behind the len_ bytes already there
+  void close() noexcept;
 
   std::string path_;
   int fd_ = -1;

@@ -26,7 +26,7 @@ constexpr uint64_t kEndOfSystem = 20 * kHour;
 constexpr uint32_t kCent = 100;  // prices have 4 implied decimals
 
 // Action weights per 1024 for the non-add share of the flow; adds get their own
-// probability, steered by how many orders are live (see Flow::Step).
+// probability, steered by how many orders are live (see Flow::step).
 constexpr uint32_t kDelete = 560;
 constexpr uint32_t kCancel = 130;
 constexpr uint32_t kExecute = 140;
@@ -60,8 +60,8 @@ std::vector<std::string> make_names(uint32_t symbols, uint64_t seed) {
   std::vector<std::string> names;
   names.reserve(symbols);
   while (names.size() < symbols) {
-    std::string s(3 + rng.Below(2), 'A');
-    for (char& c : s) c = static_cast<char>('A' + rng.Below(26));
+    std::string s(3 + rng.below(2), 'A');
+    for (char& c : s) c = static_cast<char>('A' + rng.below(26));
     if (used.insert(s).second) names.push_back(std::move(s));
   }
   return names;
@@ -80,48 +80,48 @@ class Flow {
     for (size_t i = 0; i < names.size(); ++i) {
       symbols_[i].name = names[i];
       // $5 .. $300 in whole cents.
-      symbols_[i].last = static_cast<uint32_t>(500 + rng_.Below(29'500)) * kCent;
+      symbols_[i].last = static_cast<uint32_t>(500 + rng_.below(29'500)) * kCent;
     }
     target_live_ = static_cast<uint64_t>(o.symbols) * o.orders_per_symbol;
     refs_.reserve(target_live_ * 2);
     orders_.reserve(target_live_ * 2);
   }
 
-  void Run() {
+  void run() {
     const uint32_t n = o_.symbols;
-    enc_.append_system_event(Hdr(0, kStartOfMessages), 'O');
+    enc_.append_system_event(header(0, kStartOfMessages), 'O');
     for (uint32_t i = 0; i < n; ++i) {
-      enc_.append_stock_directory(Hdr(i + 1, kStartOfMessages + 1000 * (i + 1)), symbols_[i].name);
+      enc_.append_stock_directory(header(i + 1, kStartOfMessages + 1000 * (i + 1)), symbols_[i].name);
     }
     for (uint32_t i = 0; i < n; ++i) {
-      enc_.append_stock_trading_action(Hdr(i + 1, kStartOfMessages + kHour / 2 + 1000 * i), symbols_[i].name, 'T');
+      enc_.append_stock_trading_action(header(i + 1, kStartOfMessages + kHour / 2 + 1000 * i), symbols_[i].name, 'T');
     }
-    enc_.append_system_event(Hdr(0, kStartOfSystem), 'S');
-    enc_.append_system_event(Hdr(0, kMarketOpen), 'Q');
+    enc_.append_system_event(header(0, kStartOfSystem), 'S');
+    enc_.append_system_event(header(0, kMarketOpen), 'Q');
     const uint64_t flow = o_.messages - min_messages(n);
     const uint64_t gap = std::max<uint64_t>(1, (kMarketClose - kMarketOpen) / std::max<uint64_t>(flow, 1));
     ts_ = kMarketOpen;
     for (uint64_t i = 0; i < flow; ++i) {
-      ts_ += 1 + rng_.Below(2 * gap - 1);
-      Step();
+      ts_ += 1 + rng_.below(2 * gap - 1);
+      step();
     }
     const uint64_t close = std::max(ts_ + 1, kMarketClose);
-    enc_.append_system_event(Hdr(0, close), 'M');
-    enc_.append_system_event(Hdr(0, std::max(close + 1, kEndOfSystem)), 'E');
-    enc_.append_system_event(Hdr(0, std::max(close + 2, kEndOfSystem + 5 * 60 * kSecond)), 'C');
+    enc_.append_system_event(header(0, close), 'M');
+    enc_.append_system_event(header(0, std::max(close + 1, kEndOfSystem)), 'E');
+    enc_.append_system_event(header(0, std::max(close + 2, kEndOfSystem + 5 * 60 * kSecond)), 'C');
   }
 
  private:
-  static Header Hdr(uint32_t locate, uint64_t ts) { return Header{static_cast<uint16_t>(locate), 0, ts}; }
-  Header Hdr(uint16_t symbol) const { return Hdr(symbol + 1u, ts_); }
+  static Header header(uint32_t locate, uint64_t ts) { return Header{static_cast<uint16_t>(locate), 0, ts}; }
+  Header header(uint16_t symbol) const { return header(symbol + 1u, ts_); }
 
-  static uint32_t Key(char side, uint32_t price) { return side == 'B' ? ~price : price; }
-  SideOrders& Orders(uint16_t sym, char side) { return side == 'B' ? symbols_[sym].bids : symbols_[sym].asks; }
+  static uint32_t key_of(char side, uint32_t price) { return side == 'B' ? ~price : price; }
+  SideOrders& orders_of(uint16_t sym, char side) { return side == 'B' ? symbols_[sym].bids : symbols_[sym].asks; }
   static uint32_t best_price(const SideOrders& s, char side) {
     return side == 'B' ? ~s.begin()->first : s.begin()->first;
   }
   // Mid of the book, or the last reference price when a side is empty.
-  uint32_t Mid(uint16_t sym) {
+  uint32_t mid(uint16_t sym) {
     SymbolState& s = symbols_[sym];
     if (!s.bids.empty() && !s.asks.empty()) {
       s.last = (best_price(s.bids, 'B') + best_price(s.asks, 'S')) / 2;
@@ -130,14 +130,14 @@ class Flow {
   }
 
   // Busy symbols trade more: min of two uniform draws gives a linearly falling weight.
-  uint16_t pick_symbol() { return static_cast<uint16_t>(std::min(rng_.Below(o_.symbols), rng_.Below(o_.symbols))); }
+  uint16_t pick_symbol() { return static_cast<uint16_t>(std::min(rng_.below(o_.symbols), rng_.below(o_.symbols))); }
 
   // Geometric(1/2) number of extra ticks, capped, so most orders rest near the inside.
-  uint32_t Ticks() { return static_cast<uint32_t>(std::min(std::countr_zero(rng_.Next()), 12)); }
+  uint32_t ticks() { return static_cast<uint32_t>(std::min(std::countr_zero(rng_.next()), 12)); }
 
-  uint32_t Lot() {
-    if (rng_.Chance(100)) return 1 + static_cast<uint32_t>(rng_.Below(99));  // odd lot
-    return 100 * (1 + Ticks() + static_cast<uint32_t>(rng_.Below(5)));
+  uint32_t lot() {
+    if (rng_.chance(100)) return 1 + static_cast<uint32_t>(rng_.below(99));  // odd lot
+    return 100 * (1 + ticks() + static_cast<uint32_t>(rng_.below(5)));
   }
 
   // A price for a new `side` order: 1..~15 ticks behind the opposite best (or the last
@@ -145,122 +145,122 @@ class Flow {
   uint32_t quote_price(uint16_t sym, char side) {
     SymbolState& s = symbols_[sym];
     const SideOrders& opposite = side == 'B' ? s.asks : s.bids;
-    const uint32_t away = kCent * (1 + Ticks() + static_cast<uint32_t>(rng_.Below(3)));
+    const uint32_t away = kCent * (1 + ticks() + static_cast<uint32_t>(rng_.below(3)));
     if (side == 'S') return (opposite.empty() ? s.last : best_price(opposite, 'B')) + away;
     const uint32_t ref = opposite.empty() ? s.last : best_price(opposite, 'S');
     return ref > away + kCent ? ref - away : kCent;
   }
 
-  void Step() {
+  void step() {
     const uint64_t live = refs_.size();
     // ~395/1024 adds balance the deletes and full executions below; steer towards the
     // target so book depth neither drains nor piles up over a long stream.
     uint32_t add_chance = 395;
     if (live < target_live_) add_chance = 600;
     if (live > target_live_ + target_live_ / 2) add_chance = 250;
-    if (live == 0 || rng_.Chance(add_chance)) return Add();
-    const uint32_t r = static_cast<uint32_t>(rng_.Below(1024));
-    const uint64_t ref = refs_[rng_.Below(live)];
-    if (r < kDelete) return Delete(ref);
-    if (r < kDelete + kCancel) return Cancel(ref);
+    if (live == 0 || rng_.chance(add_chance)) return add_order();
+    const uint32_t r = static_cast<uint32_t>(rng_.below(1024));
+    const uint64_t ref = refs_[rng_.below(live)];
+    if (r < kDelete) return delete_order(ref);
+    if (r < kDelete + kCancel) return cancel(ref);
     if (r < kDelete + kCancel + kExecute) return execute_best(ref, false);
     if (r < kDelete + kCancel + kExecute + kExecuteWithPrice) return execute_best(ref, true);
-    if (r < kDelete + kCancel + kExecute + kExecuteWithPrice + kReplace) return Replace(ref);
+    if (r < kDelete + kCancel + kExecute + kExecuteWithPrice + kReplace) return replace(ref);
     return non_displayed_trade();
   }
 
-  void Add() {
+  void add_order() {
     const uint16_t sym = pick_symbol();
-    char side = rng_.Chance(512) ? 'B' : 'S';
+    char side = rng_.chance(512) ? 'B' : 'S';
     // Near one cent there is no room below the asks: quote the other side.
     if (side == 'B' && quote_price(sym, 'B') <= kCent) side = 'S';
     const uint32_t price = quote_price(sym, side);
-    const uint32_t shares = Lot();
-    const uint64_t ref = NextRef();
+    const uint32_t shares = lot();
+    const uint64_t ref = next_ref();
     const std::string& name = symbols_[sym].name;
-    if (rng_.Chance(31)) {
-      enc_.append_add_order_mpid(Hdr(sym), ref, side, shares, name, price, kMpids[rng_.Below(std::size(kMpids))]);
+    if (rng_.chance(31)) {
+      enc_.append_add_order_mpid(header(sym), ref, side, shares, name, price, kMpids[rng_.below(std::size(kMpids))]);
     } else {
-      enc_.append_add_order(Hdr(sym), ref, side, shares, name, price);
+      enc_.append_add_order(header(sym), ref, side, shares, name, price);
     }
-    Insert(ref, LiveOrder{price, shares, 0, sym, side});
+    insert(ref, LiveOrder{price, shares, 0, sym, side});
   }
 
-  void Delete(uint64_t ref) {
-    enc_.append_order_delete(Hdr(orders_[ref].symbol), ref);
-    Remove(ref);
+  void delete_order(uint64_t ref) {
+    enc_.append_order_delete(header(orders_[ref].symbol), ref);
+    remove(ref);
   }
 
   // Partial only: a cancel of everything is sent as a delete, as NASDAQ does.
-  void Cancel(uint64_t ref) {
+  void cancel(uint64_t ref) {
     LiveOrder& o = orders_[ref];
-    if (o.shares < 2) return Delete(ref);
-    const uint32_t n = 1 + static_cast<uint32_t>(rng_.Below(o.shares - 1));
-    enc_.append_order_cancel(Hdr(o.symbol), ref, n);
+    if (o.shares < 2) return delete_order(ref);
+    const uint32_t n = 1 + static_cast<uint32_t>(rng_.below(o.shares - 1));
+    enc_.append_order_cancel(header(o.symbol), ref, n);
     o.shares -= n;
   }
 
   // An aggressor takes the oldest order at the best price of the side `any` rests on.
   void execute_best(uint64_t any, bool with_price) {
     const LiveOrder& a = orders_[any];
-    const uint64_t ref = Orders(a.symbol, a.side).begin()->second;
+    const uint64_t ref = orders_of(a.symbol, a.side).begin()->second;
     LiveOrder& o = orders_[ref];
-    const uint32_t n = rng_.Chance(512) ? o.shares : 1 + static_cast<uint32_t>(rng_.Below(o.shares));
+    const uint32_t n = rng_.chance(512) ? o.shares : 1 + static_cast<uint32_t>(rng_.below(o.shares));
     if (with_price) {
       // Printed away from the displayed price (as in a cross): up to two ticks through.
-      const uint32_t through = kCent * static_cast<uint32_t>(rng_.Below(3));
+      const uint32_t through = kCent * static_cast<uint32_t>(rng_.below(3));
       const uint32_t px = o.side == 'B' ? o.price - std::min(through, o.price - kCent) : o.price + through;
-      enc_.append_order_executed_with_price(Hdr(o.symbol), ref, n, ++match_, rng_.Chance(900) ? 'Y' : 'N', px);
+      enc_.append_order_executed_with_price(header(o.symbol), ref, n, ++match_, rng_.chance(900) ? 'Y' : 'N', px);
     } else {
-      enc_.append_order_executed(Hdr(o.symbol), ref, n, ++match_);
+      enc_.append_order_executed(header(o.symbol), ref, n, ++match_);
     }
     symbols_[o.symbol].last = o.price;
     o.shares -= n;
-    if (o.shares == 0) Remove(ref);
+    if (o.shares == 0) remove(ref);
   }
 
   // New reference, new size, and a price up to two ticks away that still does not cross.
-  void Replace(uint64_t ref) {
+  void replace(uint64_t ref) {
     const LiveOrder o = orders_[ref];
-    const uint64_t new_ref = NextRef();
-    const uint32_t step = kCent * static_cast<uint32_t>(rng_.Below(3));
-    uint32_t px = rng_.Chance(512) ? o.price + step : o.price - std::min(step, o.price - kCent);
+    const uint64_t new_ref = next_ref();
+    const uint32_t step = kCent * static_cast<uint32_t>(rng_.below(3));
+    uint32_t px = rng_.chance(512) ? o.price + step : o.price - std::min(step, o.price - kCent);
     const SymbolState& s = symbols_[o.symbol];
     if (o.side == 'B' && !s.asks.empty()) px = std::min(px, best_price(s.asks, 'S') - kCent);
     if (o.side == 'S' && !s.bids.empty()) px = std::max(px, best_price(s.bids, 'B') + kCent);
     if (px < kCent) px = kCent;  // only reachable with asks at one cent: a lock, not a cross
-    const uint32_t shares = Lot();
-    enc_.append_order_replace(Hdr(o.symbol), ref, new_ref, shares, px);
-    Remove(ref);
-    Insert(new_ref, LiveOrder{px, shares, 0, o.symbol, o.side});
+    const uint32_t shares = lot();
+    enc_.append_order_replace(header(o.symbol), ref, new_ref, shares, px);
+    remove(ref);
+    insert(new_ref, LiveOrder{px, shares, 0, o.symbol, o.side});
   }
 
   void non_displayed_trade() {
     const uint16_t sym = pick_symbol();
-    const char side = rng_.Chance(512) ? 'B' : 'S';
-    enc_.append_trade(Hdr(sym), 0, side, Lot(), symbols_[sym].name, Mid(sym), ++match_);
+    const char side = rng_.chance(512) ? 'B' : 'S';
+    enc_.append_trade(header(sym), 0, side, lot(), symbols_[sym].name, mid(sym), ++match_);
   }
 
-  void Insert(uint64_t ref, LiveOrder o) {
+  void insert(uint64_t ref, LiveOrder o) {
     o.index = static_cast<uint32_t>(refs_.size());
     refs_.push_back(ref);
-    Orders(o.symbol, o.side).insert({Key(o.side, o.price), ref});
+    orders_of(o.symbol, o.side).insert({key_of(o.side, o.price), ref});
     orders_.emplace(ref, o);
   }
 
-  void Remove(uint64_t ref) {
+  void remove(uint64_t ref) {
     const auto it = orders_.find(ref);
     const LiveOrder o = it->second;
     orders_.erase(it);
-    Orders(o.symbol, o.side).erase({Key(o.side, o.price), ref});
+    orders_of(o.symbol, o.side).erase({key_of(o.side, o.price), ref});
     const uint64_t moved = refs_.back();
     refs_[o.index] = moved;
     refs_.pop_back();
     if (moved != ref) orders_[moved].index = o.index;
   }
 
-  uint64_t NextRef() {
-    next_ref_ += 1 + rng_.Below(4);
+  uint64_t next_ref() {
+    next_ref_ += 1 + rng_.below(4);
     return next_ref_;
   }
 
@@ -299,7 +299,7 @@ absl::StatusOr<std::vector<uint8_t>> generate_itch(const GeneratorOptions& optio
   if (absl::Status s = validate_options(options); !s.ok()) return s;
   std::vector<uint8_t> out;
   out.reserve(options.messages * 34);
-  Flow(options, &out).Run();
+  Flow(options, &out).run();
   return out;
 }
 

@@ -41,7 +41,7 @@ void MappedFile::unmap() noexcept {
   size_ = 0;
 }
 
-absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+absl::StatusOr<MappedFile> MappedFile::open(const std::string& path) {
   uint64_t size64 = 0;
   absl::StatusOr<int> fd = open_regular_file(path, &size64);
   if (!fd.ok()) return fd.status();

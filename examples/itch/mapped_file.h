@@ -26,7 +26,7 @@ class MappedFile {
   // '<path>'"). A mapping is only as stable as the file: if another process truncates it,
   // touching the removed pages raises SIGBUS, and its writes show through. Input that others
   // may modify is read with ChunkReader (file_input.h) instead.
-  [[nodiscard]] static absl::StatusOr<MappedFile> Open(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<MappedFile> open(const std::string& path);
 
   [[nodiscard]] std::span<const uint8_t> bytes() const noexcept { return {data_, size_}; }
   [[nodiscard]] size_t size() const noexcept { return size_; }

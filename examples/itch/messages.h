@@ -73,7 +73,7 @@ inline constexpr std::array<uint8_t, 256> kMessageSizes = [] {
 }
 
 // A validated message of any type: what the framing layer hands out. Switch on type() and
-// convert with As<T>(), or let Dispatch() (below) do the switch.
+// convert with As<T>(), or let dispatch() (below) do the switch.
 class MessageView {
  public:
   constexpr MessageView() noexcept = default;
@@ -92,7 +92,7 @@ class MessageView {
 
   // The typed view. Precondition: type() == T::kType (not checked: this is the hot path).
   template <class T>
-  [[nodiscard]] T As() const noexcept {
+  [[nodiscard]] T as() const noexcept {
     return T(data_);
   }
 
@@ -115,11 +115,11 @@ class ViewBase {
   [[nodiscard]] uint64_t timestamp() const noexcept { return load_be48(data_ + 5); }
 
  protected:
-  [[nodiscard]] char Char(size_t off) const noexcept { return static_cast<char>(data_[off]); }
-  [[nodiscard]] uint16_t U16(size_t off) const noexcept { return load_be16(data_ + off); }
-  [[nodiscard]] uint32_t U32(size_t off) const noexcept { return load_be32(data_ + off); }
-  [[nodiscard]] uint64_t U64(size_t off) const noexcept { return load_be64(data_ + off); }
-  [[nodiscard]] std::string_view Alpha(size_t off, size_t n) const noexcept {
+  [[nodiscard]] char char_at(size_t off) const noexcept { return static_cast<char>(data_[off]); }
+  [[nodiscard]] uint16_t u16(size_t off) const noexcept { return load_be16(data_ + off); }
+  [[nodiscard]] uint32_t u32(size_t off) const noexcept { return load_be32(data_ + off); }
+  [[nodiscard]] uint64_t u64(size_t off) const noexcept { return load_be64(data_ + off); }
+  [[nodiscard]] std::string_view alpha(size_t off, size_t n) const noexcept {
     return {reinterpret_cast<const char*>(data_ + off), n};
   }
 
@@ -142,240 +142,240 @@ class SystemEvent : public detail::ViewBase {
   POLLUX_ITCH_VIEW(SystemEvent, 'S', 12)
   // 'O' start of messages, 'S' start of system hours, 'Q' start of market hours,
   // 'M' end of market hours, 'E' end of system hours, 'C' end of messages.
-  [[nodiscard]] char event_code() const noexcept { return Char(11); }
+  [[nodiscard]] char event_code() const noexcept { return char_at(11); }
 };
 
 // 'R' Stock Directory (4.2.1).
 class StockDirectory : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(StockDirectory, 'R', 39)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] char market_category() const noexcept { return Char(19); }
-  [[nodiscard]] char financial_status_indicator() const noexcept { return Char(20); }
-  [[nodiscard]] uint32_t round_lot_size() const noexcept { return U32(21); }
-  [[nodiscard]] char round_lots_only() const noexcept { return Char(25); }
-  [[nodiscard]] char issue_classification() const noexcept { return Char(26); }
-  [[nodiscard]] std::string_view issue_sub_type() const noexcept { return Alpha(27, 2); }
-  [[nodiscard]] char authenticity() const noexcept { return Char(29); }
-  [[nodiscard]] char short_sale_threshold_indicator() const noexcept { return Char(30); }
-  [[nodiscard]] char ipo_flag() const noexcept { return Char(31); }
-  [[nodiscard]] char luld_reference_price_tier() const noexcept { return Char(32); }
-  [[nodiscard]] char etp_flag() const noexcept { return Char(33); }
-  [[nodiscard]] uint32_t etp_leverage_factor() const noexcept { return U32(34); }
-  [[nodiscard]] char inverse_indicator() const noexcept { return Char(38); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] char market_category() const noexcept { return char_at(19); }
+  [[nodiscard]] char financial_status_indicator() const noexcept { return char_at(20); }
+  [[nodiscard]] uint32_t round_lot_size() const noexcept { return u32(21); }
+  [[nodiscard]] char round_lots_only() const noexcept { return char_at(25); }
+  [[nodiscard]] char issue_classification() const noexcept { return char_at(26); }
+  [[nodiscard]] std::string_view issue_sub_type() const noexcept { return alpha(27, 2); }
+  [[nodiscard]] char authenticity() const noexcept { return char_at(29); }
+  [[nodiscard]] char short_sale_threshold_indicator() const noexcept { return char_at(30); }
+  [[nodiscard]] char ipo_flag() const noexcept { return char_at(31); }
+  [[nodiscard]] char luld_reference_price_tier() const noexcept { return char_at(32); }
+  [[nodiscard]] char etp_flag() const noexcept { return char_at(33); }
+  [[nodiscard]] uint32_t etp_leverage_factor() const noexcept { return u32(34); }
+  [[nodiscard]] char inverse_indicator() const noexcept { return char_at(38); }
 };
 
 // 'H' Stock Trading Action (4.2.2).
 class StockTradingAction : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(StockTradingAction, 'H', 25)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
   // 'H' halted, 'P' paused, 'Q' quotation only, 'T' trading.
-  [[nodiscard]] char trading_state() const noexcept { return Char(19); }
-  [[nodiscard]] char reserved() const noexcept { return Char(20); }
-  [[nodiscard]] std::string_view reason() const noexcept { return Alpha(21, 4); }
+  [[nodiscard]] char trading_state() const noexcept { return char_at(19); }
+  [[nodiscard]] char reserved() const noexcept { return char_at(20); }
+  [[nodiscard]] std::string_view reason() const noexcept { return alpha(21, 4); }
 };
 
 // 'Y' Reg SHO Short Sale Price Test Restricted Indicator (4.2.3).
 class RegShoRestriction : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(RegShoRestriction, 'Y', 20)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] char reg_sho_action() const noexcept { return Char(19); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] char reg_sho_action() const noexcept { return char_at(19); }
 };
 
 // 'L' Market Participant Position (4.2.4).
 class MarketParticipantPosition : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(MarketParticipantPosition, 'L', 26)
-  [[nodiscard]] std::string_view mpid() const noexcept { return Alpha(11, 4); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(15, 8); }
-  [[nodiscard]] char primary_market_maker() const noexcept { return Char(23); }
-  [[nodiscard]] char market_maker_mode() const noexcept { return Char(24); }
-  [[nodiscard]] char market_participant_state() const noexcept { return Char(25); }
+  [[nodiscard]] std::string_view mpid() const noexcept { return alpha(11, 4); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(15, 8); }
+  [[nodiscard]] char primary_market_maker() const noexcept { return char_at(23); }
+  [[nodiscard]] char market_maker_mode() const noexcept { return char_at(24); }
+  [[nodiscard]] char market_participant_state() const noexcept { return char_at(25); }
 };
 
 // 'V' MWCB Decline Level (4.2.5.1). Levels are uint64 with 8 implied decimals.
 class MwcbDeclineLevel : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(MwcbDeclineLevel, 'V', 35)
-  [[nodiscard]] uint64_t level1() const noexcept { return U64(11); }
-  [[nodiscard]] uint64_t level2() const noexcept { return U64(19); }
-  [[nodiscard]] uint64_t level3() const noexcept { return U64(27); }
+  [[nodiscard]] uint64_t level1() const noexcept { return u64(11); }
+  [[nodiscard]] uint64_t level2() const noexcept { return u64(19); }
+  [[nodiscard]] uint64_t level3() const noexcept { return u64(27); }
 };
 
 // 'W' MWCB Status (4.2.5.2).
 class MwcbStatus : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(MwcbStatus, 'W', 12)
-  [[nodiscard]] char breached_level() const noexcept { return Char(11); }
+  [[nodiscard]] char breached_level() const noexcept { return char_at(11); }
 };
 
 // 'K' IPO Quoting Period Update (4.2.6).
 class IpoQuotingPeriodUpdate : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(IpoQuotingPeriodUpdate, 'K', 28)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
   // Seconds since midnight.
-  [[nodiscard]] uint32_t ipo_quotation_release_time() const noexcept { return U32(19); }
-  [[nodiscard]] char ipo_quotation_release_qualifier() const noexcept { return Char(23); }
-  [[nodiscard]] uint32_t ipo_price() const noexcept { return U32(24); }
+  [[nodiscard]] uint32_t ipo_quotation_release_time() const noexcept { return u32(19); }
+  [[nodiscard]] char ipo_quotation_release_qualifier() const noexcept { return char_at(23); }
+  [[nodiscard]] uint32_t ipo_price() const noexcept { return u32(24); }
 };
 
 // 'J' LULD Auction Collar (4.2.7).
 class LuldAuctionCollar : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(LuldAuctionCollar, 'J', 35)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] uint32_t auction_collar_reference_price() const noexcept { return U32(19); }
-  [[nodiscard]] uint32_t upper_auction_collar_price() const noexcept { return U32(23); }
-  [[nodiscard]] uint32_t lower_auction_collar_price() const noexcept { return U32(27); }
-  [[nodiscard]] uint32_t auction_collar_extension() const noexcept { return U32(31); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] uint32_t auction_collar_reference_price() const noexcept { return u32(19); }
+  [[nodiscard]] uint32_t upper_auction_collar_price() const noexcept { return u32(23); }
+  [[nodiscard]] uint32_t lower_auction_collar_price() const noexcept { return u32(27); }
+  [[nodiscard]] uint32_t auction_collar_extension() const noexcept { return u32(31); }
 };
 
 // 'h' Operational Halt (4.2.8).
 class OperationalHalt : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OperationalHalt, 'h', 21)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] char market_code() const noexcept { return Char(19); }
-  [[nodiscard]] char operational_halt_action() const noexcept { return Char(20); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] char market_code() const noexcept { return char_at(19); }
+  [[nodiscard]] char operational_halt_action() const noexcept { return char_at(20); }
 };
 
 // 'A' Add Order, no MPID attribution (4.3.1).
 class AddOrder : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(AddOrder, 'A', 36)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
   // 'B' buy, 'S' sell.
-  [[nodiscard]] char side() const noexcept { return Char(19); }
-  [[nodiscard]] uint32_t shares() const noexcept { return U32(20); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(24, 8); }
-  [[nodiscard]] uint32_t price() const noexcept { return U32(32); }
+  [[nodiscard]] char side() const noexcept { return char_at(19); }
+  [[nodiscard]] uint32_t shares() const noexcept { return u32(20); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(24, 8); }
+  [[nodiscard]] uint32_t price() const noexcept { return u32(32); }
 };
 
 // 'F' Add Order with MPID attribution (4.3.2): an 'A' plus the attribution.
 class AddOrderMpid : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(AddOrderMpid, 'F', 40)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] char side() const noexcept { return Char(19); }
-  [[nodiscard]] uint32_t shares() const noexcept { return U32(20); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(24, 8); }
-  [[nodiscard]] uint32_t price() const noexcept { return U32(32); }
-  [[nodiscard]] std::string_view attribution() const noexcept { return Alpha(36, 4); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] char side() const noexcept { return char_at(19); }
+  [[nodiscard]] uint32_t shares() const noexcept { return u32(20); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(24, 8); }
+  [[nodiscard]] uint32_t price() const noexcept { return u32(32); }
+  [[nodiscard]] std::string_view attribution() const noexcept { return alpha(36, 4); }
 };
 
 // 'E' Order Executed (4.4.1): executed at the order's displayed price.
 class OrderExecuted : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OrderExecuted, 'E', 31)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] uint32_t executed_shares() const noexcept { return U32(19); }
-  [[nodiscard]] uint64_t match_number() const noexcept { return U64(23); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] uint32_t executed_shares() const noexcept { return u32(19); }
+  [[nodiscard]] uint64_t match_number() const noexcept { return u64(23); }
 };
 
 // 'C' Order Executed With Price (4.4.2): executed at a price other than the displayed one.
 class OrderExecutedWithPrice : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OrderExecutedWithPrice, 'C', 36)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] uint32_t executed_shares() const noexcept { return U32(19); }
-  [[nodiscard]] uint64_t match_number() const noexcept { return U64(23); }
-  [[nodiscard]] char printable() const noexcept { return Char(31); }
-  [[nodiscard]] uint32_t execution_price() const noexcept { return U32(32); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] uint32_t executed_shares() const noexcept { return u32(19); }
+  [[nodiscard]] uint64_t match_number() const noexcept { return u64(23); }
+  [[nodiscard]] char printable() const noexcept { return char_at(31); }
+  [[nodiscard]] uint32_t execution_price() const noexcept { return u32(32); }
 };
 
 // 'X' Order Cancel (4.4.3): partial cancellation.
 class OrderCancel : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OrderCancel, 'X', 23)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] uint32_t cancelled_shares() const noexcept { return U32(19); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] uint32_t cancelled_shares() const noexcept { return u32(19); }
 };
 
 // 'D' Order Delete (4.4.4).
 class OrderDelete : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OrderDelete, 'D', 19)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
 };
 
 // 'U' Order Replace (4.4.5): cancel-replace under a new reference, same side.
 class OrderReplace : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(OrderReplace, 'U', 35)
-  [[nodiscard]] uint64_t original_order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] uint64_t new_order_reference() const noexcept { return U64(19); }
-  [[nodiscard]] uint32_t shares() const noexcept { return U32(27); }
-  [[nodiscard]] uint32_t price() const noexcept { return U32(31); }
+  [[nodiscard]] uint64_t original_order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] uint64_t new_order_reference() const noexcept { return u64(19); }
+  [[nodiscard]] uint32_t shares() const noexcept { return u32(27); }
+  [[nodiscard]] uint32_t price() const noexcept { return u32(31); }
 };
 
 // 'P' Trade, non-cross (4.5.1): execution of a non-displayed order.
 class Trade : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(Trade, 'P', 44)
-  [[nodiscard]] uint64_t order_reference() const noexcept { return U64(11); }
-  [[nodiscard]] char side() const noexcept { return Char(19); }
-  [[nodiscard]] uint32_t shares() const noexcept { return U32(20); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(24, 8); }
-  [[nodiscard]] uint32_t price() const noexcept { return U32(32); }
-  [[nodiscard]] uint64_t match_number() const noexcept { return U64(36); }
+  [[nodiscard]] uint64_t order_reference() const noexcept { return u64(11); }
+  [[nodiscard]] char side() const noexcept { return char_at(19); }
+  [[nodiscard]] uint32_t shares() const noexcept { return u32(20); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(24, 8); }
+  [[nodiscard]] uint32_t price() const noexcept { return u32(32); }
+  [[nodiscard]] uint64_t match_number() const noexcept { return u64(36); }
 };
 
 // 'Q' Cross Trade (4.5.2).
 class CrossTrade : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(CrossTrade, 'Q', 40)
-  [[nodiscard]] uint64_t shares() const noexcept { return U64(11); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(19, 8); }
-  [[nodiscard]] uint32_t cross_price() const noexcept { return U32(27); }
-  [[nodiscard]] uint64_t match_number() const noexcept { return U64(31); }
-  [[nodiscard]] char cross_type() const noexcept { return Char(39); }
+  [[nodiscard]] uint64_t shares() const noexcept { return u64(11); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(19, 8); }
+  [[nodiscard]] uint32_t cross_price() const noexcept { return u32(27); }
+  [[nodiscard]] uint64_t match_number() const noexcept { return u64(31); }
+  [[nodiscard]] char cross_type() const noexcept { return char_at(39); }
 };
 
 // 'B' Broken Trade / Order Execution (4.5.3).
 class BrokenTrade : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(BrokenTrade, 'B', 19)
-  [[nodiscard]] uint64_t match_number() const noexcept { return U64(11); }
+  [[nodiscard]] uint64_t match_number() const noexcept { return u64(11); }
 };
 
 // 'I' Net Order Imbalance Indicator (4.6).
 class Noii : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(Noii, 'I', 50)
-  [[nodiscard]] uint64_t paired_shares() const noexcept { return U64(11); }
-  [[nodiscard]] uint64_t imbalance_shares() const noexcept { return U64(19); }
-  [[nodiscard]] char imbalance_direction() const noexcept { return Char(27); }
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(28, 8); }
-  [[nodiscard]] uint32_t far_price() const noexcept { return U32(36); }
-  [[nodiscard]] uint32_t near_price() const noexcept { return U32(40); }
-  [[nodiscard]] uint32_t current_reference_price() const noexcept { return U32(44); }
-  [[nodiscard]] char cross_type() const noexcept { return Char(48); }
-  [[nodiscard]] char price_variation_indicator() const noexcept { return Char(49); }
+  [[nodiscard]] uint64_t paired_shares() const noexcept { return u64(11); }
+  [[nodiscard]] uint64_t imbalance_shares() const noexcept { return u64(19); }
+  [[nodiscard]] char imbalance_direction() const noexcept { return char_at(27); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(28, 8); }
+  [[nodiscard]] uint32_t far_price() const noexcept { return u32(36); }
+  [[nodiscard]] uint32_t near_price() const noexcept { return u32(40); }
+  [[nodiscard]] uint32_t current_reference_price() const noexcept { return u32(44); }
+  [[nodiscard]] char cross_type() const noexcept { return char_at(48); }
+  [[nodiscard]] char price_variation_indicator() const noexcept { return char_at(49); }
 };
 
 // 'N' Retail Price Improvement Indicator (4.7).
 class RetailPriceImprovement : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(RetailPriceImprovement, 'N', 20)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] char interest_flag() const noexcept { return Char(19); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] char interest_flag() const noexcept { return char_at(19); }
 };
 
 // 'O' Direct Listing with Capital Raise Price Discovery (4.8).
 class DirectListingPriceDiscovery : public detail::ViewBase {
  public:
   POLLUX_ITCH_VIEW(DirectListingPriceDiscovery, 'O', 48)
-  [[nodiscard]] std::string_view stock() const noexcept { return Alpha(11, 8); }
-  [[nodiscard]] char open_eligibility_status() const noexcept { return Char(19); }
-  [[nodiscard]] uint32_t minimum_allowable_price() const noexcept { return U32(20); }
-  [[nodiscard]] uint32_t maximum_allowable_price() const noexcept { return U32(24); }
-  [[nodiscard]] uint32_t near_execution_price() const noexcept { return U32(28); }
-  [[nodiscard]] uint64_t near_execution_time() const noexcept { return U64(32); }
-  [[nodiscard]] uint32_t lower_price_range_collar() const noexcept { return U32(40); }
-  [[nodiscard]] uint32_t upper_price_range_collar() const noexcept { return U32(44); }
+  [[nodiscard]] std::string_view stock() const noexcept { return alpha(11, 8); }
+  [[nodiscard]] char open_eligibility_status() const noexcept { return char_at(19); }
+  [[nodiscard]] uint32_t minimum_allowable_price() const noexcept { return u32(20); }
+  [[nodiscard]] uint32_t maximum_allowable_price() const noexcept { return u32(24); }
+  [[nodiscard]] uint32_t near_execution_price() const noexcept { return u32(28); }
+  [[nodiscard]] uint64_t near_execution_time() const noexcept { return u64(32); }
+  [[nodiscard]] uint32_t lower_price_range_collar() const noexcept { return u32(40); }
+  [[nodiscard]] uint32_t upper_price_range_collar() const noexcept { return u32(44); }
 };
 
 #undef POLLUX_ITCH_VIEW
@@ -403,7 +403,7 @@ inline void call_if_invocable(V& v, const uint8_t* p) {
 }
 }  // namespace detail
 
-// Builds a visitor from lambdas: Dispatch(m, Overloaded{[](const AddOrder&) {...}, ...}).
+// Builds a visitor from lambdas: dispatch(m, Overloaded{[](const AddOrder&) {...}, ...}).
 template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
@@ -416,7 +416,7 @@ Overloaded(F...) -> Overloaded<F...>;
 // (an overload set of lambdas, or a class with operator() overloads). Precondition: `m`
 // came from the reader, i.e. its type is valid.
 template <class Visitor>
-inline void Dispatch(MessageView m, Visitor&& v) {
+inline void dispatch(MessageView m, Visitor&& v) {
   const uint8_t* p = m.data();
   switch (m.type()) {
     case 'S':

@@ -9,7 +9,7 @@ namespace {
 
 // The session with other bytes than printable ASCII escaped, so a hostile header cannot
 // put control characters into a log line.
-std::string Printable(const Session& s) {
+std::string printable(const Session& s) {
   std::string out;
   for (const char c : s.bytes) {
     const auto u = static_cast<unsigned char>(c);
@@ -57,7 +57,7 @@ absl::Status Packet::to_status() const {
     case Error::kTooShort:
       return absl::DataLossError(absl::StrCat(where, "packet of ", size, " bytes is shorter than the 20-byte header"));
     case Error::kWrongSession:
-      return absl::InvalidArgumentError(absl::StrCat(where, "packet of session '", Printable(session), "'"));
+      return absl::InvalidArgumentError(absl::StrCat(where, "packet of session '", printable(session), "'"));
     case Error::kBadSequence:
       return absl::InvalidArgumentError(
           absl::StrCat(where, "sequence number ", sequence, " with ", messages(), " message(s) is invalid"));
@@ -90,7 +90,7 @@ absl::Status Request::to_status() const {
     case Error::kTrailingBytes:
       return absl::InvalidArgumentError(absl::StrCat("moldudp64: request of ", size, " bytes (must be 20)"));
     case Error::kWrongSession:
-      return absl::InvalidArgumentError(absl::StrCat("moldudp64: request for session '", Printable(session), "'"));
+      return absl::InvalidArgumentError(absl::StrCat("moldudp64: request for session '", printable(session), "'"));
     case Error::kBadRequestCount:
       return absl::InvalidArgumentError("moldudp64: request for 0 messages");
     case Error::kBadSequence:

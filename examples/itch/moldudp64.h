@@ -10,7 +10,7 @@
 //   request packet (unicast to the re-request server) = Session[10] | SequenceNumber u64 |
 //     RequestedMessageCount u16, exactly 20 bytes; the reply is ordinary downstream packets.
 //
-// Every byte is hostile. Parse() checks the header, then walks every block against the
+// Every byte is hostile. parse_packet() checks the header, then walks every block against the
 // bytes actually present before anything is handed out, so a packet is accepted whole or
 // not at all (a receiver that applied half of a damaged packet would lose its place in the
 // sequence). Rules beyond the spec's layout, each with its own error:
@@ -23,7 +23,7 @@
 //   - bytes after the last counted block are an error, not padding.
 // The encoder never writes a packet the decoder would reject.
 //
-// Hot path: Parse(), PacketBuilder and the block iterator are inline, noexcept and never
+// Hot path: parse_packet(), PacketBuilder and the block iterator are inline, noexcept and never
 // allocate; to_status() (error path only) builds the message text.
 #pragma once
 
@@ -82,7 +82,7 @@ struct Session {
   std::array<char, kSessionSize> bytes{' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
   // Left-justified and space-padded, or cut to 10 characters (like encoder.h's text fields).
-  [[nodiscard]] static constexpr Session From(std::string_view name) noexcept {
+  [[nodiscard]] static constexpr Session from(std::string_view name) noexcept {
     Session s;
     for (size_t i = 0; i < kSessionSize && i < name.size(); ++i) s.bytes[i] = name[i];
     return s;
@@ -119,7 +119,7 @@ enum class Error : uint8_t {
 [[nodiscard]] std::string_view error_name(Error e) noexcept;
 
 // Iterates the message blocks of a validated packet; each element is one message's bytes.
-// Only Packet hands these out, after Parse() checked every length, so the walk needs no
+// Only Packet hands these out, after parse_packet() checked every length, so the walk needs no
 // checks of its own.
 class BlockIterator {
  public:
@@ -166,7 +166,7 @@ class Packet {
   uint32_t offset = 0;    // error position; on success the packet size
   uint32_t block = 0;     // error: index of the offending block
   uint16_t length = 0;    // error: that block's length prefix (0 if it has none)
-  uint32_t size = 0;      // bytes given to Parse()
+  uint32_t size = 0;      // bytes given to parse_packet()
 
   [[nodiscard]] bool ok() const noexcept { return error == Error::kNone; }
   // Messages carried: `count` for data packets, 0 for heartbeats and end of session.
@@ -190,13 +190,13 @@ class Packet {
   [[nodiscard]] absl::Status to_status() const;
 
  private:
-  friend Packet Parse(std::span<const uint8_t> packet, const Session* expected) noexcept;
+  friend Packet parse_packet(std::span<const uint8_t> packet, const Session* expected) noexcept;
   const uint8_t* blocks_ = nullptr;
 };
 
 // Parses and validates one downstream packet (the whole datagram). With `expected`, a
 // header naming another session is kWrongSession (the body is then not looked at).
-[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
+[[nodiscard]] inline Packet parse_packet(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
   Packet r;
   // A datagram is far below 4 GiB; clamp so a huge span cannot wrap the 32-bit offsets.
   const size_t size = packet.size();
@@ -260,20 +260,21 @@ class Packet {
   return r;
 }
 
-[[nodiscard]] inline Packet Parse(std::span<const uint8_t> packet, const Session& expected) noexcept {
-  return Parse(packet, &expected);
+[[nodiscard]] inline Packet parse_packet(std::span<const uint8_t> packet, const Session& expected) noexcept {
+  return parse_packet(packet, &expected);
 }
 
 // Pollux payloads are std::byte.
-[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet, const Session* expected = nullptr) noexcept {
-  return Parse({reinterpret_cast<const uint8_t*>(packet.data()), packet.size()}, expected);
+[[nodiscard]] inline Packet parse_packet(std::span<const std::byte> packet,
+                                         const Session* expected = nullptr) noexcept {
+  return parse_packet({reinterpret_cast<const uint8_t*>(packet.data()), packet.size()}, expected);
 }
-[[nodiscard]] inline Packet Parse(std::span<const std::byte> packet, const Session& expected) noexcept {
-  return Parse(packet, &expected);
+[[nodiscard]] inline Packet parse_packet(std::span<const std::byte> packet, const Session& expected) noexcept {
+  return parse_packet(packet, &expected);
 }
 
 // True if `packet` has a complete header naming `expected` (nothing else is checked): a
-// cheap filter before Parse() on a socket shared by several sessions.
+// cheap filter before parse_packet() on a socket shared by several sessions.
 [[nodiscard]] inline bool is_session(std::span<const uint8_t> packet, const Session& expected) noexcept {
   return packet.size() >= kPacketHeaderSize && std::memcmp(packet.data(), expected.bytes.data(), kSessionSize) == 0;
 }
@@ -322,19 +323,19 @@ struct Request {
 }
 
 // Builds one downstream packet in a caller's buffer; buffer.size() is the budget (the MTU
-// payload, e.g. 1400). The header's count is rewritten on every Add(), so the bytes in the
-// buffer are a valid packet after any call, including a refused Add().
+// payload, e.g. 1400). The header's count is rewritten on every add(), so the bytes in the
+// buffer are a valid packet after any call, including a refused add().
 //   PacketBuilder b(buf);
-//   if (!b.Begin(session, next_seq)) ...;
-//   while (have_message && b.Add(msg)) ...;
-//   send(b.Finish());
+//   if (!b.begin(session, next_seq)) ...;
+//   while (have_message && b.add(msg)) ...;
+//   send(b.finish());
 class PacketBuilder {
  public:
   explicit PacketBuilder(std::span<uint8_t> buffer) noexcept : buf_(buffer) {}
 
   // Starts a packet whose first message is `first_sequence`. False (nothing written) if the
   // buffer cannot hold a header or first_sequence is 0.
-  [[nodiscard]] bool Begin(const Session& session, uint64_t first_sequence) noexcept {
+  [[nodiscard]] bool begin(const Session& session, uint64_t first_sequence) noexcept {
     started_ = false;
     if (buf_.size() < kPacketHeaderSize || first_sequence == 0) return false;
     std::memcpy(buf_.data(), session.bytes.data(), kSessionSize);
@@ -349,8 +350,8 @@ class PacketBuilder {
 
   // Reserves a block of `length` bytes and returns where to write the message, or nullptr
   // (packet unchanged) if it would not fit, length is 0, the packet already holds
-  // kMaxMessageCount messages, the sequence would wrap, or Begin() has not succeeded.
-  [[nodiscard]] uint8_t* Reserve(size_t length) noexcept {
+  // kMaxMessageCount messages, the sequence would wrap, or begin() has not succeeded.
+  [[nodiscard]] uint8_t* reserve(size_t length) noexcept {
     if (!started_ || length == 0 || length > kMaxBlockSize || count_ >= kMaxMessageCount ||
         count_ >= std::numeric_limits<uint64_t>::max() - first_ || kBlockLengthSize + length > buf_.size() - size_) {
       return nullptr;
@@ -363,17 +364,17 @@ class PacketBuilder {
     return at + kBlockLengthSize;
   }
 
-  // Copies one message into the packet; false (packet unchanged) as for Reserve().
-  [[nodiscard]] bool Add(std::span<const uint8_t> message) noexcept {
-    uint8_t* const at = Reserve(message.size());
+  // Copies one message into the packet; false (packet unchanged) as for reserve().
+  [[nodiscard]] bool add(std::span<const uint8_t> message) noexcept {
+    uint8_t* const at = reserve(message.size());
     if (at == nullptr) return false;
     std::memcpy(at, message.data(), message.size());
     return true;
   }
 
   // The packet so far (a heartbeat for `first_sequence` if nothing was added); empty if
-  // Begin() has not succeeded. The builder can Begin() again afterwards.
-  [[nodiscard]] std::span<const uint8_t> Finish() noexcept {
+  // begin() has not succeeded. The builder can begin() again afterwards.
+  [[nodiscard]] std::span<const uint8_t> finish() noexcept {
     if (!started_) return {};
     started_ = false;
     return {buf_.data(), size_};
@@ -382,7 +383,7 @@ class PacketBuilder {
   [[nodiscard]] uint16_t count() const noexcept { return count_; }
   [[nodiscard]] size_t size() const noexcept { return size_; }
   [[nodiscard]] size_t capacity() const noexcept { return buf_.size(); }
-  // The largest message the next Add() can take (0 if none fits).
+  // The largest message the next add() can take (0 if none fits).
   [[nodiscard]] size_t room() const noexcept {
     if (!started_ || buf_.size() - size_ <= kBlockLengthSize) return 0;
     return std::min(buf_.size() - size_ - kBlockLengthSize, kMaxBlockSize);

@@ -50,9 +50,9 @@ class LevelArena {
   // A 64-byte aligned block of `bytes`, which must be a power of two >= 64. Maps a new chunk
   // (std::bad_alloc if that fails) only when no freed block of that size is left and the
   // current chunk is used up.
-  void* Allocate(size_t bytes);
-  // Returns a block from Allocate(bytes) for reuse.
-  void Free(void* p, size_t bytes) noexcept;
+  void* allocate(size_t bytes);
+  // Returns a block from allocate(bytes) for reuse.
+  void deallocate(void* p, size_t bytes) noexcept;
 
   // Bytes mapped for chunks so far (a growth check for tests and reports).
   [[nodiscard]] size_t mapped_bytes() const noexcept { return mapped_; }
@@ -60,7 +60,7 @@ class LevelArena {
  private:
   static constexpr size_t kChunkBytes = size_t{4} << 20;
   static constexpr size_t kColorBytes = 64;
-  static size_t Class(size_t bytes) noexcept { return static_cast<size_t>(__builtin_ctzll(bytes)); }
+  static size_t size_class(size_t bytes) noexcept { return static_cast<size_t>(__builtin_ctzll(bytes)); }
 
   std::array<void*, 64> free_{};  // by log2(bytes): singly linked through the blocks' first word
   std::vector<HugeBuffer> chunks_;
@@ -99,7 +99,7 @@ class alignas(64) OrderBook {
   OrderBook& operator=(OrderBook&& o) noexcept;
 
   // A new order of `shares` at `price` joins its level (created if needed).
-  void Add(Side side, uint32_t price, uint32_t shares) noexcept;
+  void add(Side side, uint32_t price, uint32_t shares) noexcept;
 
   // `shares` leave the level at `price`; `order_gone` says the order left the book, which
   // drops the level's order count. A level with no orders left is removed. Returns false
@@ -112,11 +112,11 @@ class alignas(64) OrderBook {
   [[nodiscard]] std::optional<PriceLevel> best_ask() const noexcept;
 
   // Copies up to out.size() levels of `side`, best first; returns how many were copied.
-  size_t Depth(Side side, std::span<PriceLevel> out) const noexcept;
+  size_t depth(Side side, std::span<PriceLevel> out) const noexcept;
   // The best `n` levels of `side` (all of them by default), best first.
-  [[nodiscard]] std::vector<PriceLevel> Depth(Side side, size_t n = SIZE_MAX) const;
+  [[nodiscard]] std::vector<PriceLevel> depth(Side side, size_t n = SIZE_MAX) const;
 
-  [[nodiscard]] size_t levels(Side side) const noexcept { return Levels(side).size; }
+  [[nodiscard]] size_t levels(Side side) const noexcept { return side_levels(side).size; }
   [[nodiscard]] bool empty() const noexcept { return bids_.size == 0 && asks_.size == 0; }
   // Best bid >= best ask (locked or crossed), as the feed can report.
   [[nodiscard]] bool crossed() const noexcept;
@@ -128,7 +128,7 @@ class alignas(64) OrderBook {
   void set_symbol(std::string_view padded) noexcept;
 
   // Removes every level, keeping capacity and the symbol.
-  void Clear() noexcept;
+  void clear() noexcept;
 
   // Starts loading the best levels of both sides (where most updates land) into the cache.
   void prefetch_top() const noexcept {
@@ -145,29 +145,29 @@ class alignas(64) OrderBook {
   };
   static_assert(sizeof(Level) == 16);
   // One side: levels [0, size) in ascending key order, best at size - 1.
-  struct Levels_ {
+  struct Levels {
     Level* data = nullptr;
     uint32_t size = 0;
     uint32_t capacity = 0;
   };
 
-  static uint32_t Key(Side side, uint32_t price) noexcept { return side == Side::kBuy ? price : ~price; }
-  static uint32_t Price(Side side, uint32_t key) noexcept { return side == Side::kBuy ? key : ~key; }
-  [[nodiscard]] Levels_& Levels(Side side) noexcept { return side == Side::kBuy ? bids_ : asks_; }
-  [[nodiscard]] const Levels_& Levels(Side side) const noexcept { return side == Side::kBuy ? bids_ : asks_; }
+  static uint32_t key_of(Side side, uint32_t price) noexcept { return side == Side::kBuy ? price : ~price; }
+  static uint32_t price_of(Side side, uint32_t key) noexcept { return side == Side::kBuy ? key : ~key; }
+  [[nodiscard]] Levels& side_levels(Side side) noexcept { return side == Side::kBuy ? bids_ : asks_; }
+  [[nodiscard]] const Levels& side_levels(Side side) const noexcept { return side == Side::kBuy ? bids_ : asks_; }
   // Index one past the last level whose key is <= key (where `key` is, or would go).
-  static size_t UpperBound(const Levels_& levels, uint32_t key) noexcept;
+  static size_t upper_bound(const Levels& levels, uint32_t key) noexcept;
   // Inserts at `at`, growing the array (allocates) only past the deepest the side has been.
-  void insert_level(Levels_& levels, size_t at, Level level) noexcept;
-  static void erase_level(Levels_& levels, size_t at) noexcept;
-  void Reserve(Levels_& levels, size_t capacity);
-  void Release(Levels_& levels) noexcept;
+  void insert_level(Levels& levels, size_t at, Level level) noexcept;
+  static void erase_level(Levels& levels, size_t at) noexcept;
+  void reserve(Levels& levels, size_t capacity);
+  void release(Levels& levels) noexcept;
   void copy_from(const OrderBook& o);
 
   // One cache line (alignas), so BookSet keeps every book in one contiguous array indexed
   // by locate and a book's hot fields never straddle two lines.
-  Levels_ bids_;
-  Levels_ asks_;
+  Levels bids_;
+  Levels asks_;
   LevelArena* arena_ = nullptr;
   std::array<char, 8> symbol_{};
   uint8_t symbol_size_ = 0;
@@ -176,7 +176,7 @@ class alignas(64) OrderBook {
 
 // The update path is inline so BookSet's per-message code compiles into one function.
 
-inline size_t OrderBook::UpperBound(const Levels_& levels, uint32_t key) noexcept {
+inline size_t OrderBook::upper_bound(const Levels& levels, uint32_t key) noexcept {
   // Branch-free binary search: how deep an update lands is random, so a scan that exits
   // early (or a search that branches on the comparison) mispredicts on most messages.
   // The loop count depends only on the side's size, which the predictor learns.
@@ -191,16 +191,16 @@ inline size_t OrderBook::UpperBound(const Levels_& levels, uint32_t key) noexcep
   return static_cast<size_t>(base - levels.data) + (base->key <= key);
 }
 
-inline void OrderBook::erase_level(Levels_& levels, size_t at) noexcept {
+inline void OrderBook::erase_level(Levels& levels, size_t at) noexcept {
   Level* d = levels.data;
   for (size_t i = at + 1; i < levels.size; ++i) d[i - 1] = d[i];  // the few better levels
   --levels.size;
 }
 
-inline void OrderBook::Add(Side side, uint32_t price, uint32_t shares) noexcept {
-  Levels_& levels = Levels(side);
-  const uint32_t key = Key(side, price);
-  const size_t i = UpperBound(levels, key);
+inline void OrderBook::add(Side side, uint32_t price, uint32_t shares) noexcept {
+  Levels& levels = side_levels(side);
+  const uint32_t key = key_of(side, price);
+  const size_t i = upper_bound(levels, key);
   if (i > 0 && levels.data[i - 1].key == key) {
     Level& l = levels.data[i - 1];
     ++l.orders;
@@ -211,9 +211,9 @@ inline void OrderBook::Add(Side side, uint32_t price, uint32_t shares) noexcept 
 }
 
 inline bool OrderBook::reduce(Side side, uint32_t price, uint32_t shares, bool order_gone) noexcept {
-  Levels_& levels = Levels(side);
-  const uint32_t key = Key(side, price);
-  const size_t i = UpperBound(levels, key);
+  Levels& levels = side_levels(side);
+  const uint32_t key = key_of(side, price);
+  const size_t i = upper_bound(levels, key);
   if (i == 0 || levels.data[i - 1].key != key) [[unlikely]]
     return false;
   Level& l = levels.data[i - 1];

@@ -32,29 +32,29 @@ static_assert(sizeof(Order) == 24);
 class OrderMap {
  public:
   // Room for `expected` live orders before the first growth.
-  explicit OrderMap(size_t expected = 1 << 16) { Rehash(capacity_for(expected)); }
+  explicit OrderMap(size_t expected = 1 << 16) { rehash(capacity_for(expected)); }
 
   OrderMap(OrderMap&&) noexcept = default;
   OrderMap& operator=(OrderMap&&) noexcept = default;
 
   // The live order with reference `ref`, or nullptr. Pointers stay valid until the next
   // Insert or Erase.
-  [[nodiscard]] Order* Find(uint64_t ref) noexcept {
-    for (size_t i = Home(ref);; i = (i + 1) & mask_) {
+  [[nodiscard]] Order* find(uint64_t ref) noexcept {
+    for (size_t i = home_slot(ref);; i = (i + 1) & mask_) {
       Order& s = slots()[i];
       if (!s.used) return nullptr;
       if (s.ref == ref) return &s;
     }
   }
-  [[nodiscard]] const Order* Find(uint64_t ref) const noexcept { return const_cast<OrderMap*>(this)->Find(ref); }
+  [[nodiscard]] const Order* find(uint64_t ref) const noexcept { return const_cast<OrderMap*>(this)->find(ref); }
 
   // The slot for `ref`: {slot, true} if it was inserted (fields other than ref and used are
   // zero), {existing, false} if `ref` is already live. Grows (allocates) only when the
   // table would pass half full.
-  std::pair<Order*, bool> Insert(uint64_t ref) {
+  std::pair<Order*, bool> insert(uint64_t ref) {
     if ((size_ + 1) * 2 > capacity_) [[unlikely]]
-      Rehash(capacity_ * 2);
-    for (size_t i = Home(ref);; i = (i + 1) & mask_) {
+      rehash(capacity_ * 2);
+    for (size_t i = home_slot(ref);; i = (i + 1) & mask_) {
       Order& s = slots()[i];
       if (!s.used) {
         s = Order{};
@@ -69,12 +69,12 @@ class OrderMap {
 
   // Removes the order `o` points at (from Find/Insert). Shifts later members of the probe
   // run back so lookups never need tombstones; other pointers into the map are invalidated.
-  void Erase(Order* o) noexcept {
+  void erase(Order* o) noexcept {
     size_t hole = static_cast<size_t>(o - slots());
     for (size_t j = (hole + 1) & mask_;; j = (j + 1) & mask_) {
       Order& s = slots()[j];
       if (!s.used) break;
-      const size_t home = Home(s.ref);
+      const size_t home = home_slot(s.ref);
       // s may move into the hole only if its home is not inside (hole, j], cyclically.
       const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
       if (!stays) {
@@ -87,14 +87,14 @@ class OrderMap {
   }
 
   // Empties the map, keeping its capacity.
-  void Clear() noexcept {
+  void clear() noexcept {
     for (size_t i = 0; i < capacity_; ++i) slots()[i].used = 0;
     size_ = 0;
   }
 
   // Grows now so that `n` live orders fit without a later rehash.
-  void Reserve(size_t n) {
-    if (capacity_for(n) > capacity_) Rehash(capacity_for(n));
+  void reserve(size_t n) {
+    if (capacity_for(n) > capacity_) rehash(capacity_for(n));
   }
 
   [[nodiscard]] size_t size() const noexcept { return size_; }
@@ -109,7 +109,7 @@ class OrderMap {
   }
 
   // Starts loading the home slot of `ref` into the cache (no effect on the contents).
-  void Prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots()[Home(ref)], 1, 3); }
+  void prefetch(uint64_t ref) const noexcept { __builtin_prefetch(&slots()[home_slot(ref)], 1, 3); }
 
  private:
   static size_t capacity_for(size_t n) {
@@ -120,12 +120,12 @@ class OrderMap {
 
   [[nodiscard]] Order* slots() const noexcept { return static_cast<Order*>(mem_.data()); }
 
-  [[nodiscard]] size_t Home(uint64_t ref) const noexcept {
+  [[nodiscard]] size_t home_slot(uint64_t ref) const noexcept {
     return static_cast<size_t>((ref * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
 
   // Out of line and cold, so Insert stays small enough to inline into the per-message code.
-  [[gnu::noinline, gnu::cold]] void Rehash(size_t capacity) {
+  [[gnu::noinline, gnu::cold]] void rehash(size_t capacity) {
     const HugeBuffer old_mem = std::move(mem_);
     const Order* old = static_cast<const Order*>(old_mem.data());
     const size_t old_capacity = capacity_;
@@ -135,7 +135,7 @@ class OrderMap {
     shift_ = 64 - static_cast<unsigned>(__builtin_ctzll(capacity));
     size_ = 0;
     for (size_t i = 0; i < old_capacity; ++i) {
-      if (old[i].used) *Insert(old[i].ref).first = old[i];
+      if (old[i].used) *insert(old[i].ref).first = old[i];
     }
   }
 

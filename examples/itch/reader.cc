@@ -10,7 +10,7 @@ namespace {
 
 // "0x5a ('Z')" for printable bytes, "0x00" otherwise, so a binary type byte never puts
 // control characters into a log line.
-std::string TypeByte(uint8_t t) {
+std::string type_byte_text(uint8_t t) {
   if (t >= 0x20 && t < 0x7f) return absl::StrFormat("0x%02x ('%c')", t, t);
   return absl::StrFormat("0x%02x", t);
 }
@@ -23,7 +23,7 @@ absl::Status ParseResult::to_status() const {
     case ParseError::kNone:
       return absl::OkStatus();
     case ParseError::kUnknownType:
-      return absl::InvalidArgumentError(absl::StrCat(where, "unknown message type ", TypeByte(type)));
+      return absl::InvalidArgumentError(absl::StrCat(where, "unknown message type ", type_byte_text(type)));
     case ParseError::kLengthMismatch:
       return absl::InvalidArgumentError(absl::StrCat(
           where, framed ? "length prefix " : "payload of ", length, framed ? "" : " bytes", " disagrees with the size ",
@@ -45,7 +45,7 @@ absl::Status ParseResult::to_status() const {
   return absl::InternalError(absl::StrCat(where, "unknown parse error"));
 }
 
-bool MessageCursor::Next(MessageView* out) noexcept {
+bool MessageCursor::next(MessageView* out) noexcept {
   if (!result_.ok()) return false;
   bool got = false;
   const uint64_t start = result_.offset;
@@ -101,8 +101,8 @@ absl::Status wrong_type_error(char got, char want) {
                                                  std::string(1, want), "' was expected"));
 }
 
-absl::StatusOr<Reader> Reader::Open(const std::string& path) {
-  absl::StatusOr<MappedFile> f = MappedFile::Open(path);
+absl::StatusOr<Reader> Reader::open(const std::string& path) {
+  absl::StatusOr<MappedFile> f = MappedFile::open(path);
   if (!f.ok()) return f.status();
   return Reader(*std::move(f));
 }

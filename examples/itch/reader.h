@@ -63,7 +63,7 @@ struct ParseResult {
 };
 
 namespace detail {
-[[nodiscard]] inline ParseResult Fail(ParseError e, uint64_t offset, uint64_t messages, uint8_t type, uint32_t length,
+[[nodiscard]] inline ParseResult fail(ParseError e, uint64_t offset, uint64_t messages, uint8_t type, uint32_t length,
                                       uint64_t available) {
   ParseResult r;
   r.error = e;
@@ -74,7 +74,7 @@ namespace detail {
   r.available = available;
   return r;
 }
-[[nodiscard]] inline ParseResult Done(uint64_t offset, uint64_t messages) {
+[[nodiscard]] inline ParseResult done(uint64_t offset, uint64_t messages) {
   ParseResult r;
   r.offset = offset;
   r.messages = messages;
@@ -99,13 +99,13 @@ template <class F>
     const uint8_t type = data[off + kLengthPrefixSize];
     const uint32_t want = static_cast<uint32_t>(message_size(type));
     if (want == 0) [[unlikely]] {
-      return detail::Fail(ParseError::kUnknownType, off, n, type, len, size - off);
+      return detail::fail(ParseError::kUnknownType, off, n, type, len, size - off);
     }
     if (len != 0 && len != want) [[unlikely]] {
-      return detail::Fail(ParseError::kLengthMismatch, off, n, type, len, size - off);
+      return detail::fail(ParseError::kLengthMismatch, off, n, type, len, size - off);
     }
     if (want > size - off - kLengthPrefixSize) [[unlikely]] {
-      return detail::Fail(ParseError::kTruncated, off, n, type, len, size - off);
+      return detail::fail(ParseError::kTruncated, off, n, type, len, size - off);
     }
     const MessageView m(data + off + kLengthPrefixSize, want);
     off += kLengthPrefixSize + want;
@@ -114,29 +114,29 @@ template <class F>
       // A stop is ok whatever follows: the bytes after this record are not looked at (a
       // cursor resumes there and reports them then), so a message before a damaged tail
       // is never dropped.
-      if (!f(m)) return detail::Done(off, n);
+      if (!f(m)) return detail::done(off, n);
     } else {
       f(m);
     }
   }
   if (off < size) [[unlikely]] {
     // 1 or 2 stray bytes: a cut-off length prefix, or a prefix with no type byte.
-    return detail::Fail(ParseError::kTruncated, off, n, 0, 0, size - off);
+    return detail::fail(ParseError::kTruncated, off, n, 0, 0, size - off);
   }
-  return detail::Done(off, n);
+  return detail::done(off, n);
 }
 
 // for_each_message with typed dispatch: calls `v(TypedView)` for every message whose view
 // type `v` accepts (see Dispatch in messages.h).
 template <class Visitor>
 [[nodiscard]] inline ParseResult visit_messages(std::span<const uint8_t> buf, Visitor&& v) {
-  return for_each_message(buf, [&v](MessageView m) { Dispatch(m, v); });
+  return for_each_message(buf, [&v](MessageView m) { dispatch(m, v); });
 }
 
 // Pull-style iteration over BinaryFILE records, for callers that cannot hand over a
 // callback (e.g. a feed handler that publishes one message per poller duty cycle).
 //   MessageCursor c(buf);
-//   for (MessageView m; c.Next(&m);) { ... }
+//   for (MessageView m; c.next(&m);) { ... }
 //   if (!c.result().ok()) return c.result().to_status();
 class MessageCursor {
  public:
@@ -145,7 +145,7 @@ class MessageCursor {
 
   // Stores the next valid message in `*out` and returns true; returns false at the end
   // of the buffer or at the first malformed record (then result() names it).
-  [[nodiscard]] bool Next(MessageView* out) noexcept;
+  [[nodiscard]] bool next(MessageView* out) noexcept;
 
   // Bytes consumed and messages returned so far, or the error that stopped the cursor.
   [[nodiscard]] const ParseResult& result() const noexcept { return result_; }
@@ -182,7 +182,7 @@ class Reader {
  public:
   // Maps `path` read-only. Errors: the file cannot be opened or mapped (errno text), or it
   // is empty ("itch: offset 0: empty file '<path>'").
-  [[nodiscard]] static absl::StatusOr<Reader> Open(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<Reader> open(const std::string& path);
 
   // Reads `buf` in place; the caller keeps it alive.
   explicit Reader(std::span<const uint8_t> buf) noexcept : data_(buf) {}
@@ -198,7 +198,7 @@ class Reader {
   [[nodiscard]] absl::Status visit(Visitor&& v) const {
     return visit_messages(data_, std::forward<Visitor>(v)).to_status();
   }
-  [[nodiscard]] MessageCursor Cursor() const noexcept { return MessageCursor(data_); }
+  [[nodiscard]] MessageCursor cursor() const noexcept { return MessageCursor(data_); }
 
  private:
   explicit Reader(MappedFile file) noexcept : file_(std::move(file)), data_(file_.bytes()) {}

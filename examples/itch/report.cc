@@ -16,7 +16,7 @@ void write_json_string(std::string_view s, std::ostream& out) { out << '"' << es
 void write_side(const OrderBook& book, Side side, std::ostream& out) {
   out << '[';
   bool first = true;
-  for (const PriceLevel& l : book.Depth(side)) {
+  for (const PriceLevel& l : book.depth(side)) {
     if (!first) out << ", ";
     first = false;
     out << '[' << l.price << ", " << l.shares << ']';

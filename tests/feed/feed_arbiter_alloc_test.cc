@@ -25,15 +25,15 @@ TEST(ArbiterAlloc, SteadyStateWithLossesDuplicatesAndRepliesAllocatesNothing) {
   const std::vector<std::uint8_t> feed = *itch::generate_itch(g);
   std::vector<std::span<const std::uint8_t>> msgs;
   (void)itch::for_each_message(feed, [&](itch::MessageView m) { msgs.push_back(m.bytes()); });
-  const mold::Session s = mold::Session::From("ALLOC");
+  const mold::Session s = mold::Session::from("ALLOC");
   // Every packet built before counting: 10 messages each.
   std::vector<std::vector<std::uint8_t>> packets;
   for (std::uint64_t seq = 1; seq + 10 <= msgs.size(); seq += 10) {
     std::vector<std::uint8_t> buf(1400);
     mold::PacketBuilder b(buf);
-    EXPECT_TRUE(b.Begin(s, seq));
-    for (std::uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(b.Add(msgs[seq + i - 1]));
-    buf.resize(b.Finish().size());
+    EXPECT_TRUE(b.begin(s, seq));
+    for (std::uint64_t i = 0; i < 10; ++i) EXPECT_TRUE(b.add(msgs[seq + i - 1]));
+    buf.resize(b.finish().size());
     packets.push_back(std::move(buf));
   }
   ArbiterOptions o;
@@ -48,7 +48,7 @@ TEST(ArbiterAlloc, SteadyStateWithLossesDuplicatesAndRepliesAllocatesNothing) {
     if (i % 11 != 3) (void)a.on_packet(Line::kB, packets[i], now);
     a.line_drained(Line::kA, now);
     a.line_drained(Line::kB, now);
-    a.Tick(now);
+    a.tick(now);
     for (const RerequestOut& r : a.requests()) pending.push_back(r);
     a.clear_requests();
     for (const RerequestOut& r : pending) {
@@ -57,7 +57,7 @@ TEST(ArbiterAlloc, SteadyStateWithLossesDuplicatesAndRepliesAllocatesNothing) {
     }
     pending.clear();
     Arbiter::Piece p;
-    while (a.Next(&p)) {
+    while (a.next(&p)) {
       if (p.notice == nullptr) delivered += itch::for_each_message(p.bytes, [](itch::MessageView) {}).messages;
     }
     a.reset_output();

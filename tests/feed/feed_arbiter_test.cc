@@ -52,9 +52,9 @@ struct Feed {
 std::vector<std::uint8_t> Data(const Feed& f, const mold::Session& s, std::uint64_t seq, std::uint64_t count) {
   std::vector<std::uint8_t> buf(65536);
   mold::PacketBuilder b(buf);
-  EXPECT_TRUE(b.Begin(s, seq));
-  for (std::uint64_t i = 0; i < count; ++i) EXPECT_TRUE(b.Add(f.msgs[seq + i - 1]));
-  const auto p = b.Finish();
+  EXPECT_TRUE(b.begin(s, seq));
+  for (std::uint64_t i = 0; i < count; ++i) EXPECT_TRUE(b.add(f.msgs[seq + i - 1]));
+  const auto p = b.finish();
   return {p.begin(), p.end()};
 }
 std::vector<std::uint8_t> Heartbeat(const mold::Session& s, std::uint64_t next) {
@@ -68,8 +68,8 @@ std::vector<std::uint8_t> End(const mold::Session& s, std::uint64_t next) {
   return {p.begin(), p.end()};
 }
 
-const mold::Session kS1 = mold::Session::From("SESSION1");
-const mold::Session kS2 = mold::Session::From("SESSION2");
+const mold::Session kS1 = mold::Session::from("SESSION1");
+const mold::Session kS2 = mold::Session::from("SESSION2");
 
 // What came out: the records and the notices with the record count before each.
 struct Out {
@@ -94,7 +94,7 @@ struct Out {
 
 void Drain(Arbiter& a, Out* out) {
   Arbiter::Piece p;
-  while (a.Next(&p)) {
+  while (a.next(&p)) {
     if (p.notice != nullptr) {
       out->notices.push_back({*p.notice, out->records});
       continue;
@@ -134,7 +134,7 @@ void Both(Arbiter& a, const std::vector<std::vector<std::uint8_t>>& packets, std
   }
 }
 void TickAt(Arbiter& a, std::int64_t now, Out* out) {
-  a.Tick(now);
+  a.tick(now);
   Drain(a, out);
 }
 // Sends the replies the server would: every message of every queued request.
@@ -1122,7 +1122,7 @@ TEST(Arbiter, HostileDatagramsAreCountedAndNeverBreakTheStream) {
                         : End(kS1, 1 + rng() % (n + 10));
           break;
         case 4:  // another session
-          (void)mold::detail::write20(p, rng() % 2 ? kS2 : mold::Session::From("X"), s, static_cast<std::uint16_t>(c));
+          (void)mold::detail::write20(p, rng() % 2 ? kS2 : mold::Session::from("X"), s, static_cast<std::uint16_t>(c));
           break;
         default:
           break;

@@ -27,7 +27,7 @@ std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overr
 }
 
 TEST(FeedConfig, EmbeddedDefaultLoads) {
-  absl::StatusOr<LoadedConfig> c = load_config(EmbeddedConfig(), kEmbeddedConfigName);
+  absl::StatusOr<LoadedConfig> c = load_config(embedded_config(), kEmbeddedConfigName);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->feed.source, SourceKind::kGenerator);
   EXPECT_EQ(c->feed.replay, ReplayMode::kMax);
@@ -36,7 +36,7 @@ TEST(FeedConfig, EmbeddedDefaultLoads) {
   EXPECT_EQ(c->pollux.flow_control, "backpressure");
   EXPECT_EQ(c->pollux_toml.find("\n[feed]"), std::string::npos);
   EXPECT_EQ(c->pollux_toml.find("\nsymbols"), std::string::npos);
-  EXPECT_EQ(c->feed.Topic(3), "itch.3");
+  EXPECT_EQ(c->feed.partition_topic(3), "itch.3");
 }
 
 TEST(FeedConfig, ValuesAndWhere) {
@@ -153,7 +153,7 @@ TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
   EXPECT_EQ(c->feed.source_a, "10.0.0.1");
   EXPECT_EQ(c->feed.source_b, "10.0.0.2");
   EXPECT_EQ(c->feed.where.at("feed.source_b"), "x.toml:6");
-  EXPECT_THAT(c->feed.ToToml(), HasSubstr("source_a = \"10.0.0.1\"  # moldudp64: the IPv4 address line A's"));
+  EXPECT_THAT(c->feed.to_toml(), HasSubstr("source_a = \"10.0.0.1\"  # moldudp64: the IPv4 address line A's"));
   // Unset by default: any sender.
   c = load_config("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.2:1\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -241,12 +241,12 @@ TEST(FeedConfig, Overrides) {
 }
 
 TEST(FeedConfig, PrintedFeedTableParsesBack) {
-  absl::StatusOr<LoadedConfig> c = load_config(EmbeddedConfig(), kEmbeddedConfigName);
+  absl::StatusOr<LoadedConfig> c = load_config(embedded_config(), kEmbeddedConfigName);
   ASSERT_TRUE(c.ok());
-  const std::string printed = c->feed.ToToml();
+  const std::string printed = c->feed.to_toml();
   absl::StatusOr<LoadedConfig> again = load_config(printed, "printed");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << printed;
-  EXPECT_EQ(again->feed.ToToml(), printed);
+  EXPECT_EQ(again->feed.to_toml(), printed);
 }
 
 TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
@@ -258,7 +258,7 @@ TEST(FeedConfig, BatchThatDoesNotFitAPolluxMessageNamesTheKey) {
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<std::unique_ptr<Context>> ctx = Context::from_string(c->pollux_toml, c->pollux_source);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::Open(**ctx, c->feed, IdleKind::kYield);
+  absl::StatusOr<std::unique_ptr<FeedPublisher>> pub = FeedPublisher::open(**ctx, c->feed, IdleKind::kYield);
   ASSERT_FALSE(pub.ok());
   EXPECT_THAT(std::string(pub.status().message()),
               StartsWith("x.toml:10: feed.batch_bytes: 4000 does not fit one Pollux message"));

@@ -165,7 +165,7 @@ TEST_P(FeedReplay, GeneratorBooksMatchInProcessReplay) {
 
 TEST_P(FeedReplay, SharedSampleBooksMatchInProcessReplay) {
   if (!HaveSample()) GTEST_SKIP() << POLLUX_ITCH_SAMPLE_FILE << " is absent";
-  absl::StatusOr<itch::Reader> reader = itch::Reader::Open(POLLUX_ITCH_SAMPLE_FILE);
+  absl::StatusOr<itch::Reader> reader = itch::Reader::open(POLLUX_ITCH_SAMPLE_FILE);
   ASSERT_TRUE(reader.ok()) << reader.status();
   ReplayAndCompare("", {"--itch", POLLUX_ITCH_SAMPLE_FILE}, Reference(reader->data()), 12'012);
 }

@@ -255,10 +255,10 @@ TEST(CaptureWriter, EveryRecordIsReadBackByLibpcapWithItsTimeAndBytes) {
   constexpr std::size_t kN = 5000;
   for (std::size_t i = 0; i < kN; ++i) {
     const std::vector<std::uint8_t> p = Payload(i);
-    w.Record(1'000'000'000'000 + static_cast<std::int64_t>(i) * 1001, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
+    w.record(1'000'000'000'000 + static_cast<std::int64_t>(i) * 1001, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
     if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // the writer keeps up
   }
-  w.Stop();
+  w.stop();
   EXPECT_EQ(w.error(), "");
   const CaptureWriter::Stats st = w.stats();
   EXPECT_EQ(st.records + st.dropped, kN);
@@ -288,10 +288,10 @@ TEST(CaptureWriter, RotationWritesWholePcapFilesNoLargerThanTheLimitAndRemovesAn
   EXPECT_NE(access((path + ".1").c_str(), F_OK), 0) << "an earlier set's files are not this capture's";
   constexpr std::size_t kN = 600;
   for (std::size_t i = 0; i < kN; ++i) {
-    w.Record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(i));
+    w.record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(i));
     if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
-  w.Stop();
+  w.stop();
   const CaptureWriter::Stats st = w.stats();
   ASSERT_EQ(st.dropped, 0u);
   ASSERT_GT(st.files, 3u);
@@ -324,7 +324,7 @@ TEST(CaptureWriter, AWriterThatCannotKeepUpDropsRecordsAndCountsThemNeverBlocksT
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::uint8_t> p(1000, 7);
   for (std::size_t i = 0; i < kN; ++i)
-    w.Record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
+    w.record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), p);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const CaptureWriter::Stats mid = w.stats();
   std::printf("%zu records offered in %.3f s with the writer stuck: %llu dropped\n", kN, secs,
@@ -341,7 +341,7 @@ TEST(CaptureWriter, AWriterThatCannotKeepUpDropsRecordsAndCountsThemNeverBlocksT
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
-  w.Stop();
+  w.stop();
   stopped.store(true);
   drain.join();
   close(hold);
@@ -353,8 +353,8 @@ TEST(CaptureWriter, AWriterThatCannotKeepUpDropsRecordsAndCountsThemNeverBlocksT
 TEST(CaptureWriter, AFileThatCannotBeOpenedOrWrittenStopsTheCaptureWithAClearError) {
   {
     CaptureWriter w({g_dir + "/no/such/dir/x.pcap", 0, 1u << 20});
-    w.Record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
-    w.Stop();
+    w.record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
+    w.stop();
     EXPECT_NE(w.error().find("cannot open " + g_dir + "/no/such/dir/x.pcap for writing: No such file or directory"),
               std::string::npos)
         << w.error();
@@ -365,7 +365,7 @@ TEST(CaptureWriter, AFileThatCannotBeOpenedOrWrittenStopsTheCaptureWithAClearErr
     const std::string fifo = g_dir + "/noreader.fifo";
     ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
     CaptureWriter w({fifo, 0, 1u << 20});
-    w.Stop();
+    w.stop();
     EXPECT_NE(w.error().find("cannot open " + fifo + " for writing: No such device or address (a FIFO with no reader)"),
               std::string::npos)
         << w.error();
@@ -379,17 +379,17 @@ TEST(CaptureWriter, AFileThatCannotBeOpenedOrWrittenStopsTheCaptureWithAClearErr
     CaptureWriter w({fifo, 0, 1u << 20});
     close(reader);
     for (int i = 0; i < 100 && w.error().empty(); ++i) {
-      w.Record(i, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
+      w.record(i, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    w.Stop();
+    w.stop();
     EXPECT_NE(w.error().find("Broken pipe"), std::string::npos) << w.error();
   }
   {
     // A full disk: /dev/full refuses every write with ENOSPC.
     CaptureWriter w({"/dev/full", 0, 1u << 20});
-    w.Record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
-    w.Stop();
+    w.record(1, Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(1));
+    w.stop();
     EXPECT_NE(w.error().find("/dev/full: write failed after 0 bytes: No space left on device"), std::string::npos)
         << w.error();
   }
@@ -407,10 +407,10 @@ TEST(CaptureWriter, ADiskThatFillsUpMidCaptureStopsItTheFileHoldsWholeRecords) {
   {
     CaptureWriter w({path, 0, 1u << 20});
     for (std::size_t i = 0; i < 2000; ++i) {
-      w.Record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(i));
+      w.record(static_cast<std::int64_t>(i), Ep("10.0.0.1", 9), Ep("239.0.0.1", 10), Payload(i));
       if (i % 20 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
-    w.Stop();
+    w.stop();
     error = w.error();
     records = w.stats().records;
   }
@@ -448,13 +448,13 @@ const Feed& TheFeed() {
     out.itch_path = g_dir + "/feed.itch";
     std::ofstream(out.itch_path, std::ios::binary)
         .write(reinterpret_cast<const char*>(g->data()), static_cast<std::streamsize>(g->size()));
-    const mold::Session session = mold::Session::From("TEST000001");
+    const mold::Session session = mold::Session::from("TEST000001");
     std::vector<std::uint8_t> buf(1400);
     mold::PacketBuilder b(buf);
     std::uint64_t seq = 1;
     bool open = false;
     auto flush = [&] {
-      const std::span<const std::uint8_t> p = b.Finish();
+      const std::span<const std::uint8_t> p = b.finish();
       out.packets.emplace_back(p.begin(), p.end());
       out.first_seq.push_back(seq);
       seq += b.count();
@@ -462,16 +462,16 @@ const Feed& TheFeed() {
     };
     (void)pollux::itch::for_each_message(*g, [&](pollux::itch::MessageView m) {
       if (!open) {
-        (void)b.Begin(session, seq);
+        (void)b.begin(session, seq);
         open = true;
       }
-      if (!b.Add(m.bytes())) {
+      if (!b.add(m.bytes())) {
         const std::uint16_t n = b.count();
         flush();
-        (void)b.Begin(session, seq);
+        (void)b.begin(session, seq);
         open = true;
         (void)n;
-        (void)b.Add(m.bytes());
+        (void)b.add(m.bytes());
       }
       ++out.messages;
     });
@@ -560,7 +560,7 @@ Built WriteCapture(const std::string& path, const Style& s, std::size_t cut_reco
     if (miss_a && miss_b) {
       // The handler asks (its request is in the capture: skipped), the server answers.
       std::vector<std::uint8_t> req(20);
-      (void)mold::encode_request(req, mold::Session::From("TEST000001"), f.first_seq[i], 1);
+      (void)mold::encode_request(req, mold::Session::from("TEST000001"), f.first_seq[i], 1);
       dump(Frame(s.link, handler, server, req, s.vlan));
       ++b.other;
       pending_replies.push_back(i);
@@ -669,10 +669,10 @@ TEST(PcapReplay, AHandlersOwnCaptureFormatAndARotatedSetReplayWhole) {
     while (pcap_next_ex(p, &h, &data) == 1) {
       pcap::Datagram d;
       if (pcap::decode_frame(pcap::LinkType::kEthernet, {data, h->caplen}, &d) != pcap::FrameKind::kUdp) continue;
-      w.Record(std::int64_t{h->ts.tv_sec} * 1'000'000'000 + h->ts.tv_usec, d.src, d.dst, d.payload);
+      w.record(std::int64_t{h->ts.tv_sec} * 1'000'000'000 + h->ts.tv_usec, d.src, d.dst, d.payload);
     }
     pcap_close(p);
-    w.Stop();
+    w.stop();
     ASSERT_EQ(w.stats().dropped, 0u);
     files = w.stats().files;
   }

@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     Usage("--to ADDR:PORT is required (IPv4)");
   }
   dst.sin_port = htons(static_cast<std::uint16_t>(port));
-  const mold::Session s = mold::Session::From(session);
+  const mold::Session s = mold::Session::from(session);
 
   std::vector<std::uint8_t> buf(65536);
   std::span<const std::uint8_t> packet;
@@ -135,12 +135,12 @@ int main(int argc, char** argv) {
     if (msgs.size() != count)
       Usage("--itch FILE has no messages " + std::to_string(from) + ".." + std::to_string(from + count - 1));
     mold::PacketBuilder b(buf);
-    if (!b.Begin(s, seq)) Usage("--data: bad sequence");
+    if (!b.begin(s, seq)) Usage("--data: bad sequence");
     for (std::vector<std::uint8_t>& m : msgs) {
       if (alter) m.back() ^= 0x01;
-      if (!b.Add(m)) Usage("--count: the messages do not fit one datagram");
+      if (!b.add(m)) Usage("--count: the messages do not fit one datagram");
     }
-    packet = b.Finish();
+    packet = b.finish();
   }
   if (packet.empty()) Usage("the packet could not be encoded (sequence 0?)");
 

@@ -50,8 +50,8 @@ const std::vector<std::vector<std::uint8_t>>& Messages() {
   return msgs;
 }
 
-const mold::Session kSessions[3] = {mold::Session::From("FUZZ0001"), mold::Session::From("FUZZ0002"),
-                                    mold::Session::From("FORGED")};
+const mold::Session kSessions[3] = {mold::Session::from("FUZZ0001"), mold::Session::from("FUZZ0002"),
+                                    mold::Session::from("FORGED")};
 
 feed::ArbiterOptions Options(bool rerequest) {
   feed::ArbiterOptions o;
@@ -78,7 +78,7 @@ struct Checker {
 
   void Drain() {
     feed::Arbiter::Piece p;
-    while (a.Next(&p)) {
+    while (a.next(&p)) {
       if (p.notice != nullptr) {
         const feed::Notice& n = *p.notice;
         FUZZ_CHECK(n.kind >= feed::Notice::kGap && n.kind <= feed::Notice::kConflict, "notice kind %d", n.kind);
@@ -111,13 +111,13 @@ std::vector<std::uint8_t> DataPacket(const mold::Session& s, u64 seq, u64 count,
   const auto& msgs = Messages();
   std::vector<std::uint8_t> buf(65536);
   mold::PacketBuilder b(buf);
-  if (!b.Begin(s, seq)) return {};
+  if (!b.begin(s, seq)) return {};
   for (u64 i = 0; i < count && seq + i != 0; ++i) {
     std::vector<std::uint8_t> m = msgs[(seq + i - 1) % msgs.size()];
     if (alter && !m.empty()) m.back() ^= 0x5a;
-    if (!b.Add(m)) break;
+    if (!b.add(m)) break;
   }
-  const std::span<const std::uint8_t> p = b.Finish();
+  const std::span<const std::uint8_t> p = b.finish();
   return {p.begin(), p.end()};
 }
 
@@ -167,7 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (line == feed::Line::kA) {
           const u64 before = solo.frontier();
           const bool quiet = solo.has_session() && solo.unconfirmed() == 0;
-          const mold::Packet parsed = mold::Parse(p);
+          const mold::Packet parsed = mold::parse_packet(p);
           (void)solo.on_packet(line, p, now, (flags & 0x40) != 0);
           if (quiet && parsed.ok() && parsed.session == solo.session() && parsed.sequence > before) {
             FUZZ_CHECK(solo.frontier() == before, "one data packet at %llu moved the frontier %llu -> %llu",
@@ -217,8 +217,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 7: {  // time passes, timers run
         now += static_cast<std::int64_t>(in.u16()) * 1000;
-        a.Tick(now);
-        solo.Tick(now);
+        a.tick(now);
+        solo.tick(now);
         for (const feed::RerequestOut& r : a.requests()) {
           FUZZ_CHECK(r.count >= 1, "a request for 0 messages");
           FUZZ_CHECK(r.session == a.session(), "a request for another session");
@@ -246,8 +246,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       default: {  // both arbiters' timers at once, far ahead
         now += static_cast<std::int64_t>(in.u8()) * 10'000'000;
-        a.Tick(now);
-        solo.Tick(now);
+        a.tick(now);
+        solo.tick(now);
         a.clear_requests();
         solo.clear_requests();
         break;

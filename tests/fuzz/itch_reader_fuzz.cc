@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // 2. The cursor agrees with for_each_message, message for message.
   itch::MessageCursor cur(buf);
   std::size_t k = 0;
-  for (itch::MessageView m; cur.Next(&m); ++k) {
+  for (itch::MessageView m; cur.next(&m); ++k) {
     FUZZ_CHECK(k < seen.size(), "cursor yields a message #%zu that ForEachMessage did not", k);
     FUZZ_CHECK(m.data() == seen[k].data() && m.size() == seen[k].size(), "cursor message #%zu differs", k);
   }
@@ -129,7 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint64_t resting = 0;
   books.for_each_book([&](const itch::OrderBook& book) {
     for (const itch::Side side : {itch::Side::kBuy, itch::Side::kSell}) {
-      for (const itch::PriceLevel& l : book.Depth(side)) {
+      for (const itch::PriceLevel& l : book.depth(side)) {
         FUZZ_CHECK(l.orders > 0, "empty level kept at price %u", l.price);
         resting += l.orders;
       }

@@ -80,7 +80,7 @@ void write(const fs::path& p, const std::string& s) {
 // ---- itch_reader -------------------------------------------------------------------------------
 
 void itch_seeds(const fs::path& dir, const std::string& fixture) {
-  auto r = itch::Reader::Open(fixture);
+  auto r = itch::Reader::open(fixture);
   if (!r.ok()) die(r.status().ToString());
   std::vector<itch::MessageView> all;
   if (absl::Status s = r->for_each([&](itch::MessageView m) { all.push_back(m); }); !s.ok()) die(s.ToString());

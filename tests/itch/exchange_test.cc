@@ -215,7 +215,7 @@ void Receive(int fd, Line& l, const mold::Session& s) {
   for (;;) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0) return;
-    const mold::Packet p = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+    const mold::Packet p = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
     if (!p.ok()) {
       ++l.bad;
     } else if (p.kind == mold::Kind::kEndOfSession) {
@@ -257,7 +257,7 @@ struct Run2 {
   bool ended = false;
 };
 Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0,
-                 const mold::Session& s = mold::Session::From("POLLUX0001")) {
+                 const mold::Session& s = mold::Session::from("POLLUX0001")) {
   const uint32_t pa = port0, pb = port0 + 1, pr = port0 + 2;
   const int fa = join_line(group(0), pa), fb = join_line(group(1), pb);
   std::vector<std::string> args = {"--line-a",         absl::StrFormat("%s:%u", group(0), pa),
@@ -287,7 +287,7 @@ Run2 RunExchange(const std::vector<std::string>& extra, uint32_t port0,
 TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   const std::string json = ::testing::TempDir() + "/exchange_" + std::to_string(getpid()) + ".json";
   const uint32_t pr = base_port() + 2;
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int rq = RequestSocket();
   Run2 r = RunExchange({"--generate", "20000", "--rate", "200000", "--linger-ms", "1500", "--drop-b", "30", "--seed",
                         "5", "--history", "15000", "--summary-json", json},
@@ -300,7 +300,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   // Line A: every message 1..20000, in order, exactly once.
   uint64_t next = 1;
   for (uint64_t first : r.a.order) {
-    const mold::Packet p = mold::Parse(r.a.data[first], s);
+    const mold::Packet p = mold::parse_packet(r.a.data[first], s);
     ASSERT_EQ(p.sequence, next) << "line A out of order or missing";
     next = p.next_sequence();
   }
@@ -323,7 +323,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   }
   ASSERT_GT(missed, 5001u);
   const std::vector<uint8_t>& want = r.a.data[missed];
-  const mold::Packet wp = mold::Parse(want, s);
+  const mold::Packet wp = mold::parse_packet(want, s);
   SendRequest(rq, pr, s, missed, wp.count);
   pollfd p{rq, POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 3000), 1) << "no reply to the re-request";
@@ -333,7 +333,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
   EXPECT_EQ(std::vector<uint8_t>(reply, reply + n), want);
 
   // Refused: another session, older than the history, beyond what was sent.
-  SendRequest(rq, pr, mold::Session::From("OTHER"), missed, 1);
+  SendRequest(rq, pr, mold::Session::from("OTHER"), missed, 1);
   SendRequest(rq, pr, s, 1, 10);
   SendRequest(rq, pr, s, 20001, 1);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
@@ -358,7 +358,7 @@ TEST(ExchangeTest, LinesRerequestsAndRefusals) {
 TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   const std::string json = ::testing::TempDir() + "/exchange_nr_" + std::to_string(getpid()) + ".json";
   const uint32_t port0 = base_port() + 3;
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const std::vector<std::string> common = {"--generate", "3000", "--rate", "max", "--drop-a",    "20",
                                            "--drop-b",   "20",   "--seed", "9",   "--linger-ms", "1000"};
   std::vector<std::string> first = common;
@@ -396,7 +396,7 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
     pollfd p{rq, POLLIN, 0};
     ASSERT_EQ(::poll(&p, 1, 3000), 1) << "reply stopped at " << next;
     const ssize_t n = ::recv(rq, reply, sizeof reply, 0);
-    const mold::Packet pk = mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s);
+    const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s);
     ASSERT_TRUE(pk.ok()) << pk.to_status();
     ASSERT_EQ(pk.sequence, next);
     for (std::span<const uint8_t> m : pk) {
@@ -409,7 +409,7 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
   EXPECT_EQ(WaitExit(r2.pid, std::chrono::seconds(8)), 0);
   uint64_t late = 0;  // messages in the clamped reply
   for (ssize_t n; (n = ::recv(rq, reply, sizeof reply, MSG_DONTWAIT)) > 0;) {
-    late += mold::Parse(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s).messages();
+    late += mold::parse_packet(std::span<const uint8_t>(reply, static_cast<size_t>(n)), s).messages();
   }
   ::close(rq);
   const std::string j2 = ReadAndRemove(json2);
@@ -432,13 +432,13 @@ TEST(ExchangeTest, SeedReproducesDropsAndNoRerequestIsCounted) {
 // A file at a scaled pace with line B delayed: both lines carry the file's messages, byte for
 // byte and in order (B drops nothing here).
 TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
-  auto file = MappedFile::Open(POLLUX_ITCH_FIXTURE_FILE);
+  auto file = MappedFile::open(POLLUX_ITCH_FIXTURE_FILE);
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<std::vector<uint8_t>> want;
   const ParseResult parsed =
       for_each_message(file->bytes(), [&](MessageView m) { want.emplace_back(m.bytes().begin(), m.bytes().end()); });
   ASSERT_TRUE(parsed.ok()) << parsed.to_status();
-  const mold::Session s = mold::Session::From("FILE");
+  const mold::Session s = mold::Session::from("FILE");
   Run2 r = RunExchange({"--itch", POLLUX_ITCH_FIXTURE_FILE, "--speed", "1e9", "--delay-b-us", "20000", "--session",
                         "FILE", "--linger-ms", "100", "--mtu", "600"},
                        base_port(), s);
@@ -450,7 +450,7 @@ TEST(ExchangeTest, FileAtSpeedWithDelayedLineB) {
   EXPECT_EQ(r.a.order, r.b.order);
   size_t i = 0;
   for (uint64_t first : r.a.order) {
-    const mold::Packet p = mold::Parse(r.a.data[first], s);
+    const mold::Packet p = mold::parse_packet(r.a.data[first], s);
     ASSERT_TRUE(p.ok()) << p.to_status();
     EXPECT_LE(p.size, 600u);
     ASSERT_EQ(p.sequence, i + 1);
@@ -504,7 +504,7 @@ std::vector<std::vector<uint8_t>> Drain(int fd) {
 std::vector<std::vector<uint8_t>> LineMessages(Line& l, const mold::Session& s) {
   std::vector<std::vector<uint8_t>> out(1);
   for (const uint64_t first : l.order) {
-    const mold::Packet p = mold::Parse(l.data[first], s);
+    const mold::Packet p = mold::parse_packet(l.data[first], s);
     EXPECT_EQ(p.sequence, out.size());
     for (std::span<const uint8_t> m : p) out.emplace_back(m.begin(), m.end());
   }
@@ -545,7 +545,7 @@ std::string JsonPath(const std::string& tag) {
 TEST(ExchangeServerTest, SingleModeAnswersWithExactlyOnePacket) {
   const std::string json = JsonPath("single");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int rq = RequestSocket();
   Run2 r = RunExchange(
       {"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--reply-mode", "single", "--summary-json", json},
@@ -559,7 +559,7 @@ TEST(ExchangeServerTest, SingleModeAnswersWithExactlyOnePacket) {
   ::close(rq);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_LE(replies[0].size(), 1400u);
-  const mold::Packet p = mold::Parse(replies[0], s);
+  const mold::Packet p = mold::parse_packet(replies[0], s);
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.sequence, 101u);
   EXPECT_GT(p.count, 10u);
@@ -586,7 +586,7 @@ TEST(ExchangeServerTest, SingleModeAnswersWithExactlyOnePacket) {
 TEST(ExchangeServerTest, MultiModeIsBoundedByMaxReplyPackets) {
   const std::string json = JsonPath("multi");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int rq = RequestSocket();
   Run2 r = RunExchange(
       {"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--max-reply-packets", "3", "--summary-json", json},
@@ -602,7 +602,7 @@ TEST(ExchangeServerTest, MultiModeIsBoundedByMaxReplyPackets) {
   uint64_t seq = 1;
   for (const auto& bytes : replies) {
     EXPECT_LE(bytes.size(), 1400u);
-    const mold::Packet p = mold::Parse(bytes, s);
+    const mold::Packet p = mold::parse_packet(bytes, s);
     ASSERT_TRUE(p.ok()) << p.to_status();
     ASSERT_EQ(p.sequence, seq);
     for (std::span<const uint8_t> m : p) {
@@ -675,7 +675,7 @@ struct SpecClient {
       pollfd p[2] = {{line_fd, POLLIN, 0}, {req_fd, POLLIN, 0}};
       ::poll(p, 2, 10);
       for (ssize_t n; (n = ::recv(line_fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-        const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+        const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
         if (!pk.ok()) continue;
         SeeNext(req_fd, port, s, pk.sequence);
         if (pk.kind == mold::Kind::kData) {
@@ -686,7 +686,7 @@ struct SpecClient {
         }
       }
       for (ssize_t n; (n = ::recv(req_fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-        const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+        const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
         if (!pk.ok() || pk.kind != mold::Kind::kData) continue;
         ++reply_packets;
         Store(pk, true);
@@ -725,7 +725,7 @@ TEST_P(SpecClientTest, RecoversEverythingWithoutAmplification) {
   const std::string mode = GetParam();
   const std::string json = JsonPath("spec_" + mode);
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   constexpr uint64_t kTotal = 50000;
   const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
@@ -771,7 +771,7 @@ TEST_P(SpecClientTest, LateJoinerRecoversTheStartWithoutAmplification) {
   const std::string mode = GetParam();
   const std::string json = JsonPath("late_" + mode);
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   constexpr uint64_t kTotal = 40000;
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
@@ -788,7 +788,7 @@ TEST_P(SpecClientTest, LateJoinerRecoversTheStartWithoutAmplification) {
     pollfd p{fb, POLLIN, 0};
     ::poll(&p, 1, 10);
     for (ssize_t n; (n = ::recv(fb, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-      seen = std::max(seen, mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s).sequence);
+      seen = std::max(seen, mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s).sequence);
     }
   }
   ::close(fb);
@@ -832,7 +832,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, SpecClientTest, ::testing::Values("default", "si
 // 20-byte request. From a source outside --allow: nothing at all, counted.
 TEST(ExchangeServerTest, AmplificationIsBoundedAndUnallowedSourcesGetNothing) {
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   struct Case {
     const char* mode;
     double bound;  // bytes out per byte in
@@ -893,7 +893,7 @@ TEST(ExchangeServerTest, AmplificationIsBoundedAndUnallowedSourcesGetNothing) {
 TEST(ExchangeServerTest, DuplicatesWithinTheWindowAreNotResent) {
   const std::string json = JsonPath("dup");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int rq = RequestSocket(), other = RequestSocket();
   // A window far longer than the test's steps, so "within" does not depend on the machine.
   Run2 r = RunExchange({"--generate", "3000", "--rate", "max", "--linger-ms", "300", "--reply-mode", "single",
@@ -905,7 +905,7 @@ TEST(ExchangeServerTest, DuplicatesWithinTheWindowAreNotResent) {
     EXPECT_EQ(::poll(&p, 1, 3000), 1) << "no reply";
     static uint8_t buf[65536];
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    return mold::Parse(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
+    return mold::parse_packet(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
   };
   SendRequest(rq, port0 + 2, s, 10, 5);  // [10, 15)
   const mold::Packet a = one_reply(rq);
@@ -964,7 +964,7 @@ TEST(ExchangeServerTest, DuplicatesWithinTheWindowAreNotResent) {
 TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
   const std::string json = JsonPath("many");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int real = RequestSocket();
   Run2 r = RunExchange(
       {"--generate", "2000", "--rate", "max", "--linger-ms", "500", "--max-requesters", "64", "--summary-json", json},
@@ -984,7 +984,7 @@ TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
   SendRequest(real, port0 + 2, s, 2, 1);
   ASSERT_EQ(::poll(&p, 1, 3000), 1) << "the requester was locked out";
   const ssize_t n = ::recv(real, buf, sizeof buf, 0);
-  const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
+  const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, n > 0 ? static_cast<size_t>(n) : 0), s);
   EXPECT_TRUE(pk.ok()) << pk.to_status();
   EXPECT_EQ(pk.sequence, 2u);
   EXPECT_EQ(WaitExit(r.pid, std::chrono::seconds(8)), 0);
@@ -1003,7 +1003,7 @@ TEST(ExchangeServerTest, ManySourcesDoNotLockOutARequester) {
 TEST(ExchangeServerTest, PortsOfOneAddressShareOneBudget) {
   const std::string json = JsonPath("budget");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   constexpr uint64_t kLimit = 500;
   std::vector<int> fds;
   for (int i = 0; i < 100; ++i) fds.push_back(RequestSocket());
@@ -1025,7 +1025,7 @@ TEST(ExchangeServerTest, PortsOfOneAddressShareOneBudget) {
     ::poll(p.data(), p.size(), 10);
     for (const int fd : fds) {
       for (const auto& d : Drain(fd)) {
-        got += mold::Parse(d, s).messages();
+        got += mold::parse_packet(d, s).messages();
         last = Clock::now();
       }
     }
@@ -1038,7 +1038,7 @@ TEST(ExchangeServerTest, PortsOfOneAddressShareOneBudget) {
   ASSERT_TRUE(exited);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   for (const int fd : fds) {
-    for (const auto& d : Drain(fd)) got += mold::Parse(d, s).messages();
+    for (const auto& d : Drain(fd)) got += mold::parse_packet(d, s).messages();
     ::close(fd);
   }
   const double seconds = std::chrono::duration<double>(last - t0).count();
@@ -1109,7 +1109,7 @@ TEST(ExchangeInputTest, FileTruncatedWhileSentIsAnErrorNotACrash) {
   const absl::Status written = write_binary_file(file, *gen);
   ASSERT_TRUE(written.ok()) << written;
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int fa = join_line(group(0), port0);
   std::vector<std::string> args = LineArgs(port0);
   args.insert(args.end(), {"--itch", file, "--rate", "50000", "--linger-ms", "100"});
@@ -1178,7 +1178,7 @@ TEST(ExchangeInputTest, FifoAndDirectoryAreRefusedAtOnce) {
 // local address of lo) gets its reply.
 TEST(ExchangeServerTest, LineSourceIsTheInterfaceAndRepliesComeFromTheRequestedAddress) {
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   sockaddr_in server{};
@@ -1206,7 +1206,7 @@ TEST(ExchangeServerTest, LineSourceIsTheInterfaceAndRepliesComeFromTheRequestedA
   const ssize_t n = ::recv(rq, buf, sizeof buf, MSG_DONTWAIT);
   EXPECT_GT(n, 0);
   if (n > 0) {
-    EXPECT_EQ(mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s).sequence, 1u);
+    EXPECT_EQ(mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s).sequence, 1u);
   }
   EXPECT_EQ(WaitExit(pid, std::chrono::seconds(10)), 0);
   ::close(fa);
@@ -1223,7 +1223,7 @@ TEST(ExchangeServerTest, LineSourceIsTheInterfaceAndRepliesComeFromTheRequestedA
 TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
   const std::string json = JsonPath("silence");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int fa = join_line(group(0), port0);
   std::vector<int> fds;
   for (int i = 0; i < 150; ++i) fds.push_back(RequestSocket());
@@ -1242,7 +1242,7 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
     ::poll(&p, 1, 5);
     for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
       const auto now = Clock::now();
-      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
       if (!pk.ok()) continue;
       if (pk.kind == mold::Kind::kEndOfSession) {
         eos = pk.sequence;
@@ -1291,7 +1291,7 @@ TEST(ExchangeServerTest, LinesDoNotWaitForTheServer) {
 TEST(ExchangeServerTest, LinesGoOnWhileTheServerIsSlow) {
   const std::string json = JsonPath("slow_server");
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
@@ -1306,7 +1306,7 @@ TEST(ExchangeServerTest, LinesGoOnWhileTheServerIsSlow) {
     pollfd p[2] = {{fa, POLLIN, 0}, {rq, POLLIN, 0}};
     ::poll(p, 2, 5);
     for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
       if (!pk.ok()) continue;
       if (pk.kind == mold::Kind::kEndOfSession) {
         eos = pk.sequence;
@@ -1343,7 +1343,7 @@ TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
   const std::string json = JsonPath("sessions");
   const std::string log = json + ".log";
   const uint32_t port0 = base_port();
-  const mold::Session s1 = mold::Session::From("POLLUX0001"), s2 = mold::Session::From("POLLUX0002");
+  const mold::Session s1 = mold::Session::from("POLLUX0001"), s2 = mold::Session::from("POLLUX0002");
   const int fa = join_line(group(0), port0);
   const int rq[2] = {RequestSocket(), RequestSocket()};
   std::vector<std::string> args = LineArgs(port0);
@@ -1357,7 +1357,7 @@ TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
     pollfd p{fa, POLLIN, 0};
     ::poll(&p, 1, 10);
     for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
+      const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)));
       ASSERT_TRUE(pk.ok()) << pk.to_status();
       const int which = pk.session == s1 ? 0 : 1;
       ASSERT_TRUE(pk.session == s1 || pk.session == s2);
@@ -1407,7 +1407,7 @@ TEST(ExchangeTest, EverySessionIsCountedAndTheServerFollowsTheChange) {
 TEST(ExchangeTest, PauseIsAnnouncedAtOnceAndRequestsAreServedDuringIt) {
   const std::string log = JsonPath("pause") + ".log";
   const uint32_t port0 = base_port();
-  const mold::Session s = mold::Session::From("POLLUX0001");
+  const mold::Session s = mold::Session::from("POLLUX0001");
   const int fa = join_line(group(0), port0);
   const int rq = RequestSocket();
   std::vector<std::string> args = LineArgs(port0);
@@ -1422,7 +1422,7 @@ TEST(ExchangeTest, PauseIsAnnouncedAtOnceAndRequestsAreServedDuringIt) {
     pollfd p[2] = {{fa, POLLIN, 0}, {rq, POLLIN, 0}};
     ::poll(p, 2, 10);
     for (ssize_t n; (n = ::recv(fa, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
       if (!pk.ok()) continue;
       if (pk.kind == mold::Kind::kEndOfSession) eos = pk.sequence;
       if (pk.kind != mold::Kind::kData) continue;
@@ -1430,7 +1430,7 @@ TEST(ExchangeTest, PauseIsAnnouncedAtOnceAndRequestsAreServedDuringIt) {
       next = pk.next_sequence();
     }
     for (ssize_t n; (n = ::recv(rq, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) {
-      const mold::Packet pk = mold::Parse(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
+      const mold::Packet pk = mold::parse_packet(std::span<const uint8_t>(buf, static_cast<size_t>(n)), s);
       EXPECT_TRUE(pk.ok() && pk.sequence == 990 && pk.count == 5);
       if (!resumed) answered = true;
     }

@@ -38,19 +38,19 @@ TEST(BookAllocationTest, SteadyStateReplayDoesNotAllocate) {
   BookSetOptions bo;
   bo.expected_orders = 1024;  // deliberately small: the first pass grows the map
   BookSet books(bo);
-  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.apply(m); }).ok());
   const uint64_t first_pass = g_allocations.load();
   // The order map and the level arrays are mapped memory (huge_buffer.h), which operator new
   // does not see: their footprints must not grow either.
   const size_t map_capacity = books.order_capacity();
   const size_t level_bytes = books.level_bytes_mapped();
   EXPECT_GT(level_bytes, 0u);
-  books.Clear();
-  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  books.clear();
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - first_pass, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
   EXPECT_EQ(books.level_bytes_mapped(), level_bytes);
-  books.Clear();
+  books.clear();
   ASSERT_TRUE(books.apply_all(bytes).ok());  // the prefetching path too
   EXPECT_EQ(g_allocations.load() - first_pass, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
@@ -69,7 +69,7 @@ TEST(BookAllocationTest, PresizedBookSetDoesNotAllocateOnFirstPass) {
   const uint64_t before = g_allocations.load();
   const size_t map_capacity = books.order_capacity();
   const size_t level_bytes = books.level_bytes_mapped();
-  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.apply(m); }).ok());
   EXPECT_EQ(g_allocations.load() - before, 0u);
   EXPECT_EQ(books.order_capacity(), map_capacity);
   EXPECT_EQ(books.level_bytes_mapped(), level_bytes);

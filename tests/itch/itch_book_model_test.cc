@@ -54,7 +54,7 @@ TEST(LevelArenaTest, AlignedDisjointBlocksReusedBySize) {
   EXPECT_EQ(arena.mapped_bytes(), 0u);
   std::vector<std::pair<char*, size_t>> blocks;
   for (size_t bytes : {64, 128, 1024, 64, 4096, 256, 1024}) {
-    auto* p = static_cast<char*>(arena.Allocate(bytes));
+    auto* p = static_cast<char*>(arena.allocate(bytes));
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
     std::memset(p, static_cast<int>(blocks.size() + 1), bytes);
@@ -67,15 +67,15 @@ TEST(LevelArenaTest, AlignedDisjointBlocksReusedBySize) {
   const size_t mapped = arena.mapped_bytes();
   EXPECT_GT(mapped, 0u);
   // A freed block comes back for the same size (last freed first), not for another size.
-  arena.Free(blocks[2].first, 1024);
-  arena.Free(blocks[6].first, 1024);
-  EXPECT_EQ(arena.Allocate(1024), blocks[6].first);
-  EXPECT_EQ(arena.Allocate(1024), blocks[2].first);
-  arena.Free(blocks[0].first, 64);
-  EXPECT_NE(arena.Allocate(128), blocks[0].first);
+  arena.deallocate(blocks[2].first, 1024);
+  arena.deallocate(blocks[6].first, 1024);
+  EXPECT_EQ(arena.allocate(1024), blocks[6].first);
+  EXPECT_EQ(arena.allocate(1024), blocks[2].first);
+  arena.deallocate(blocks[0].first, 64);
+  EXPECT_NE(arena.allocate(128), blocks[0].first);
   EXPECT_EQ(arena.mapped_bytes(), mapped);
   // A block larger than a chunk gets a chunk of its own.
-  void* huge = arena.Allocate(size_t{8} << 20);
+  void* huge = arena.allocate(size_t{8} << 20);
   ASSERT_NE(huge, nullptr);
   static_cast<char*>(huge)[(size_t{8} << 20) - 1] = 1;
   EXPECT_GE(arena.mapped_bytes(), mapped + (size_t{8} << 20));
@@ -89,10 +89,10 @@ TEST(OrderBookStorageTest, ArenaAndHeapBooksAgreeThroughGrowthCopyAndMove) {
   std::map<uint32_t, std::pair<uint32_t, uint64_t>> model;  // bids only: price -> (orders, shares)
   Xoshiro256 rng(21);
   for (int i = 0; i < 20'000; ++i) {
-    const uint32_t price = 1000 + static_cast<uint32_t>(rng.Below(300));
-    if (rng.Below(100) < 60 || !model.contains(price)) {
-      heap.Add(Side::kBuy, price, 10);
-      pooled.Add(Side::kBuy, price, 10);
+    const uint32_t price = 1000 + static_cast<uint32_t>(rng.below(300));
+    if (rng.below(100) < 60 || !model.contains(price)) {
+      heap.add(Side::kBuy, price, 10);
+      pooled.add(Side::kBuy, price, 10);
       auto& l = model[price];
       ++l.first;
       l.second += 10;
@@ -108,25 +108,25 @@ TEST(OrderBookStorageTest, ArenaAndHeapBooksAgreeThroughGrowthCopyAndMove) {
   for (auto it = model.rbegin(); it != model.rend(); ++it)
     want.push_back({it->first, it->second.first, it->second.second});
   ASSERT_GT(want.size(), 200u);  // grew far past the first array
-  EXPECT_EQ(heap.Depth(Side::kBuy), want);
-  EXPECT_EQ(pooled.Depth(Side::kBuy), want);
+  EXPECT_EQ(heap.depth(Side::kBuy), want);
+  EXPECT_EQ(pooled.depth(Side::kBuy), want);
 
   OrderBook copy = pooled;  // deep copy from the same arena
-  pooled.Add(Side::kBuy, 5, 1);
-  EXPECT_EQ(copy.Depth(Side::kBuy), want);
+  pooled.add(Side::kBuy, 5, 1);
+  EXPECT_EQ(copy.depth(Side::kBuy), want);
   EXPECT_EQ(pooled.levels(Side::kBuy), want.size() + 1);
   OrderBook moved = std::move(copy);
-  EXPECT_EQ(moved.Depth(Side::kBuy), want);
+  EXPECT_EQ(moved.depth(Side::kBuy), want);
   EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty
   copy = heap;                // heap -> copy assignment takes the source's storage kind
-  EXPECT_EQ(copy.Depth(Side::kBuy), want);
+  EXPECT_EQ(copy.depth(Side::kBuy), want);
   moved = std::move(copy);
-  EXPECT_EQ(moved.Depth(Side::kBuy), want);
+  EXPECT_EQ(moved.depth(Side::kBuy), want);
   EXPECT_EQ(moved.stock_locate(), 7);
-  moved.Clear();
+  moved.clear();
   EXPECT_TRUE(moved.empty());
-  moved.Add(Side::kSell, 99, 3);
-  EXPECT_EQ(moved.Depth(Side::kSell), (std::vector<L>{{99, 1, 3}}));
+  moved.add(Side::kSell, 99, 3);
+  EXPECT_EQ(moved.depth(Side::kSell), (std::vector<L>{{99, 1, 3}}));
 }
 
 // ---- BookSet against a reference model ----
@@ -224,14 +224,14 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
   uint64_t next_ref = 1;
   uint64_t ts = 1;
   const auto locate = [&]() -> uint16_t {
-    const uint64_t r = rng.Below(100);
+    const uint64_t r = rng.below(100);
     if (r == 0) return 0;
     if (r == 1) return 65535;
-    if (r == 2) return static_cast<uint16_t>(rng.Below(65536));
-    return static_cast<uint16_t>(1 + rng.Below(300));
+    if (r == 2) return static_cast<uint16_t>(rng.below(65536));
+    return static_cast<uint16_t>(1 + rng.below(300));
   };
   const auto price = [&]() -> uint32_t {
-    switch (rng.Below(50)) {
+    switch (rng.below(50)) {
       case 0:
         return 0;
       case 1:
@@ -243,28 +243,28 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       case 4:
         return 0x7FFFFFFFu;
       default:
-        return 100'0000 + static_cast<uint32_t>(rng.Below(40)) * 100;
+        return 100'0000 + static_cast<uint32_t>(rng.below(40)) * 100;
     }
   };
   const auto shares = [&]() -> uint32_t {
-    switch (rng.Below(40)) {
+    switch (rng.below(40)) {
       case 0:
         return 0;
       case 1:
         return 0xFFFFFFFFu;
       default:
-        return 1 + static_cast<uint32_t>(rng.Below(1000));
+        return 1 + static_cast<uint32_t>(rng.below(1000));
     }
   };
   // A live reference (pruning dead ones), an unknown one, or an extreme one.
   const auto ref = [&]() -> uint64_t {
-    const uint64_t r = rng.Below(100);
-    if (r < 3) return rng.Next();
+    const uint64_t r = rng.below(100);
+    if (r < 3) return rng.next();
     if (r < 4) return 0;
     if (r < 5) return UINT64_MAX;
-    if (r < 6) return uint64_t{1} << (rng.Below(64));  // powers of two: a weak hash's worst case
+    if (r < 6) return uint64_t{1} << (rng.below(64));  // powers of two: a weak hash's worst case
     while (!live.empty()) {
-      const size_t at = rng.Below(live.size());
+      const size_t at = rng.below(live.size());
       if (model->orders.contains(live[at])) return live[at];
       live[at] = live.back();
       live.pop_back();
@@ -273,10 +273,10 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
   };
   for (int i = 0; i < messages; ++i) {
     const Header h{locate(), 0, ++ts};
-    const uint64_t kind = rng.Below(100);
+    const uint64_t kind = rng.below(100);
     if (kind < 45) {  // add: a new reference, now and then a live one or a bad side
-      const uint64_t r = rng.Below(100) < 97 ? (next_ref += 1 + rng.Below(3)) : ref();
-      const char side = rng.Below(200) == 0 ? 'X' : (rng.Below(2) ? 'B' : 'S');
+      const uint64_t r = rng.below(100) < 97 ? (next_ref += 1 + rng.below(3)) : ref();
+      const char side = rng.below(200) == 0 ? 'X' : (rng.below(2) ? 'B' : 'S');
       const uint32_t px = price(), n = shares();
       if (kind < 42) {
         enc.append_add_order(h, r, side, n, "HOST", px);
@@ -287,7 +287,7 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       live.push_back(r);
     } else if (kind < 55) {
       const uint64_t r = ref();
-      const uint32_t n = rng.Below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.Below(200));
+      const uint32_t n = rng.below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.below(200));
       if (kind < 52) {
         enc.append_order_executed(h, r, n, i);
       } else {
@@ -296,7 +296,7 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       if (model->Take(r, n, &model->stats.unknown_execute)) ++model->stats.executions;
     } else if (kind < 65) {
       const uint64_t r = ref();
-      const uint32_t n = rng.Below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.Below(200));
+      const uint32_t n = rng.below(4) == 0 ? shares() : 1 + static_cast<uint32_t>(rng.below(200));
       enc.append_order_cancel(h, r, n);
       if (model->Take(r, n, &model->stats.unknown_cancel)) ++model->stats.cancels;
     } else if (kind < 85) {
@@ -305,7 +305,7 @@ std::vector<uint8_t> HostileStream(uint64_t seed, int messages, Model* model) {
       model->Delete(r);
     } else if (kind < 95) {
       const uint64_t r = ref();
-      const uint64_t nr = rng.Below(20) == 0 ? ref() : (rng.Below(50) == 0 ? r : (next_ref += 1 + rng.Below(3)));
+      const uint64_t nr = rng.below(20) == 0 ? ref() : (rng.below(50) == 0 ? r : (next_ref += 1 + rng.below(3)));
       const uint32_t px = price(), n = shares();
       enc.append_order_replace(h, r, nr, n, px);
       model->Replace(r, nr, n, px);
@@ -339,7 +339,7 @@ void ExpectSameAsModel(const BookSet& books, const Model& model) {
     for (int side = 0; side < 2; ++side) {
       const auto it = want.find({b.stock_locate(), side});
       const std::vector<L> expect = it == want.end() ? std::vector<L>{} : it->second;
-      ASSERT_EQ(b.Depth(side == 0 ? Side::kBuy : Side::kSell), expect)
+      ASSERT_EQ(b.depth(side == 0 ? Side::kBuy : Side::kSell), expect)
           << "locate " << b.stock_locate() << " side " << side;
     }
   });
@@ -365,7 +365,7 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
   {
     SCOPED_TRACE("Apply per message");
     BookSet one;
-    ASSERT_TRUE(for_each_message(bytes, [&one](MessageView m) { one.Apply(m); }).ok());
+    ASSERT_TRUE(for_each_message(bytes, [&one](MessageView m) { one.apply(m); }).ok());
     ExpectSameAsModel(one, model);
     EXPECT_EQ(one.stats().level_mismatch, 0u);
   }
@@ -387,7 +387,7 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
     while (off < bytes.size()) {
       // Whole records only: walk records up to a random byte budget.
       size_t end = off;
-      const size_t budget = 1 + rng.Below(3000);
+      const size_t budget = 1 + rng.below(3000);
       while (end < bytes.size() && end - off < budget) end += 2 + ((size_t{bytes[end]} << 8) | bytes[end + 1]);
       ASSERT_TRUE(pieces.apply_all({bytes.data() + off, end - off}).ok());
       off = end;

@@ -29,7 +29,7 @@ class BookTest : public ::testing::Test {
   void Apply() {
     absl::StatusOr<MessageView> m = decode_message(buf_);
     ASSERT_TRUE(m.ok()) << m.status();
-    books_.Apply(*m);
+    books_.apply(*m);
     buf_.clear();
   }
   Header H(uint16_t locate = 1) { return Header{locate, 0, ++ts_}; }
@@ -76,8 +76,8 @@ class BookTest : public ::testing::Test {
     EXPECT_NE(b, nullptr);
     return *b;
   }
-  std::vector<L> Bids(uint16_t locate = 1) { return Book(locate).Depth(Side::kBuy); }
-  std::vector<L> Asks(uint16_t locate = 1) { return Book(locate).Depth(Side::kSell); }
+  std::vector<L> Bids(uint16_t locate = 1) { return Book(locate).depth(Side::kBuy); }
+  std::vector<L> Asks(uint16_t locate = 1) { return Book(locate).depth(Side::kSell); }
 
   BookSet books_;
   std::vector<uint8_t> buf_;
@@ -98,9 +98,9 @@ TEST_F(BookTest, AddsAggregateIntoSortedLevels) {
   EXPECT_EQ(Asks(), (std::vector<L>{{10'0200, 1, 100}, {10'0300, 1, 100}, {10'0500, 1, 400}}));
   EXPECT_EQ(Book().best_bid(), (L{10'0100, 2, 250}));
   EXPECT_EQ(Book().best_ask(), (L{10'0200, 1, 100}));
-  EXPECT_EQ(Book().Depth(Side::kBuy, 2), (std::vector<L>{{10'0100, 2, 250}, {10'0000, 1, 100}}));
+  EXPECT_EQ(Book().depth(Side::kBuy, 2), (std::vector<L>{{10'0100, 2, 250}, {10'0000, 1, 100}}));
   L out[2];
-  EXPECT_EQ(Book().Depth(Side::kSell, out), 2u);
+  EXPECT_EQ(Book().depth(Side::kSell, out), 2u);
   EXPECT_EQ(out[1], (L{10'0300, 1, 100}));
   EXPECT_EQ(Book().levels(Side::kBuy), 3u);
   EXPECT_FALSE(Book().crossed());
@@ -117,7 +117,7 @@ TEST_F(BookTest, EmptyBookHasNoTop) {
   Directory(1, "ALC");
   EXPECT_EQ(Book().best_bid(), std::nullopt);
   EXPECT_EQ(Book().best_ask(), std::nullopt);
-  EXPECT_TRUE(Book().Depth(Side::kBuy).empty());
+  EXPECT_TRUE(Book().depth(Side::kBuy).empty());
   EXPECT_TRUE(Book().empty());
   EXPECT_EQ(books_.book(2), nullptr);
 }
@@ -287,7 +287,7 @@ TEST_F(BookTest, DeepLevelsUseTheBinarySearchPath) {
 TEST_F(BookTest, ClearForgetsOrdersButKeepsNames) {
   Directory(1, "ALC");
   Add(1, 'B', 100, 5000);
-  books_.Clear();
+  books_.clear();
   EXPECT_EQ(books_.live_orders(), 0u);
   EXPECT_TRUE(Book().empty());
   EXPECT_EQ(Book().symbol(), "ALC");
@@ -325,11 +325,11 @@ TEST(OrderMapTest, MatchesAHashMapThroughGrowthAndChurn) {
   Xoshiro256 rng(3);
   std::vector<uint64_t> keys;
   for (int i = 0; i < 200'000; ++i) {
-    const uint64_t r = rng.Below(100);
+    const uint64_t r = rng.below(100);
     if (r < 55 || keys.empty()) {
       // Sequential-ish keys like ITCH, some random ones, and 0.
-      const uint64_t k = i % 7 == 0 ? rng.Next() : (i % 1000 == 0 ? 0 : 1000 + i);
-      auto [o, inserted] = map.Insert(k);
+      const uint64_t k = i % 7 == 0 ? rng.next() : (i % 1000 == 0 ? 0 : 1000 + i);
+      auto [o, inserted] = map.insert(k);
       EXPECT_EQ(inserted, !ref.contains(k));
       if (inserted) {
         o->shares = static_cast<uint32_t>(i);
@@ -337,29 +337,29 @@ TEST(OrderMapTest, MatchesAHashMapThroughGrowthAndChurn) {
         keys.push_back(k);
       }
     } else {
-      const size_t at = rng.Below(keys.size());
+      const size_t at = rng.below(keys.size());
       const uint64_t k = keys[at];
-      Order* o = map.Find(k);
+      Order* o = map.find(k);
       ASSERT_NE(o, nullptr);
       EXPECT_EQ(o->shares, ref[k]);
-      map.Erase(o);
+      map.erase(o);
       ref.erase(k);
       keys[at] = keys.back();
       keys.pop_back();
-      EXPECT_EQ(map.Find(k), nullptr);
+      EXPECT_EQ(map.find(k), nullptr);
     }
   }
   EXPECT_EQ(map.size(), ref.size());
   for (const auto& [k, v] : ref) {
-    const Order* o = map.Find(k);
+    const Order* o = map.find(k);
     ASSERT_NE(o, nullptr);
     EXPECT_EQ(o->shares, v);
   }
   const size_t cap = map.capacity();
-  map.Clear();
+  map.clear();
   EXPECT_EQ(map.size(), 0u);
   EXPECT_EQ(map.capacity(), cap);
-  EXPECT_EQ(map.Find(keys.empty() ? 1 : keys[0]), nullptr);
+  EXPECT_EQ(map.find(keys.empty() ? 1 : keys[0]), nullptr);
 }
 
 // Random book operations checked against a std::map model after every step.
@@ -374,19 +374,19 @@ TEST(OrderBookTest, DifferentialAgainstStdMap) {
   std::vector<Live> live;
   Xoshiro256 rng(11);
   for (int i = 0; i < 50'000; ++i) {
-    if (live.empty() || rng.Below(100) < 50) {
-      const Side side = rng.Below(2) ? Side::kBuy : Side::kSell;
-      const uint32_t price = 9000 + static_cast<uint32_t>(rng.Below(60)) * 50;
-      const uint32_t shares = 1 + static_cast<uint32_t>(rng.Below(500));
-      book.Add(side, price, shares);
+    if (live.empty() || rng.below(100) < 50) {
+      const Side side = rng.below(2) ? Side::kBuy : Side::kSell;
+      const uint32_t price = 9000 + static_cast<uint32_t>(rng.below(60)) * 50;
+      const uint32_t shares = 1 + static_cast<uint32_t>(rng.below(500));
+      book.add(side, price, shares);
       auto& l = model[static_cast<int>(side)][price];
       ++l.first;
       l.second += shares;
       live.push_back({side, price, shares});
     } else {
-      const size_t at = rng.Below(live.size());
+      const size_t at = rng.below(live.size());
       Live& o = live[at];
-      const uint32_t n = 1 + static_cast<uint32_t>(rng.Below(o.shares));
+      const uint32_t n = 1 + static_cast<uint32_t>(rng.below(o.shares));
       const bool gone = n == o.shares;
       ASSERT_TRUE(book.reduce(o.side, o.price, n, gone));
       auto& side_model = model[static_cast<int>(o.side)];
@@ -406,8 +406,8 @@ TEST(OrderBookTest, DifferentialAgainstStdMap) {
         want_bids.push_back({it->first, it->second.first, it->second.second});
       }
       for (const auto& [p, l] : model[1]) want_asks.push_back({p, l.first, l.second});
-      ASSERT_EQ(book.Depth(Side::kBuy), want_bids) << "step " << i;
-      ASSERT_EQ(book.Depth(Side::kSell), want_asks) << "step " << i;
+      ASSERT_EQ(book.depth(Side::kBuy), want_bids) << "step " << i;
+      ASSERT_EQ(book.depth(Side::kSell), want_asks) << "step " << i;
     }
   }
   EXPECT_FALSE(book.reduce(Side::kBuy, 1, 1, true));  // no such level
@@ -419,7 +419,7 @@ TEST(BookSetTest, GeneratedStreamReplaysCleanly) {
   GeneratorOptions o = testing::GenOptions(20, 200'000, 99);
   const std::vector<uint8_t> bytes = *generate_itch(o);
   BookSet books;
-  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(for_each_message(bytes, [&books](MessageView m) { books.apply(m); }).ok());
   const BookStats& s = books.stats();
   EXPECT_EQ(s.unknown_execute + s.unknown_cancel + s.unknown_delete + s.unknown_replace, 0u);
   EXPECT_EQ(s.duplicate_add + s.overfill + s.bad_side + s.level_mismatch, 0u);
@@ -454,12 +454,12 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     EXPECT_EQ(a.live_orders(), b.live_orders());
     std::vector<std::vector<PriceLevel>> la, lb;
     a.for_each_book([&](const OrderBook& k) {
-      la.push_back(k.Depth(Side::kBuy));
-      la.push_back(k.Depth(Side::kSell));
+      la.push_back(k.depth(Side::kBuy));
+      la.push_back(k.depth(Side::kSell));
     });
     b.for_each_book([&](const OrderBook& k) {
-      lb.push_back(k.Depth(Side::kBuy));
-      lb.push_back(k.Depth(Side::kSell));
+      lb.push_back(k.depth(Side::kBuy));
+      lb.push_back(k.depth(Side::kSell));
     });
     EXPECT_EQ(la, lb);
   };
@@ -467,7 +467,7 @@ TEST(BookSetTest, ApplyAllEqualsApplyingEachMessageInOrder) {
     SCOPED_TRACE(cut);
     const std::span<const uint8_t> part(bytes.data(), cut);
     BookSet one, all;
-    const ParseResult r1 = for_each_message(part, [&one](MessageView m) { one.Apply(m); });
+    const ParseResult r1 = for_each_message(part, [&one](MessageView m) { one.apply(m); });
     const ParseResult r2 = all.apply_all(part);
     EXPECT_EQ(r1.ok(), r2.ok());
     EXPECT_EQ(r1.messages, r2.messages);
@@ -492,8 +492,8 @@ TEST(BookSetTest, AbsorbedPartitionsEqualOneSetFedEverything) {
     std::vector<std::unique_ptr<BookSet>> part;
     for (uint16_t p = 0; p < parts; ++p) part.push_back(std::make_unique<BookSet>());
     ASSERT_TRUE(for_each_message(bytes, [&](MessageView m) {
-                  whole.Apply(m);
-                  part[m.stock_locate() % parts]->Apply(m);
+                  whole.apply(m);
+                  part[m.stock_locate() % parts]->apply(m);
                 }).ok());
     for (uint16_t p = 1; p < parts; ++p) {
       EXPECT_GT(part[p]->counts().total(), 0u);
@@ -528,8 +528,8 @@ TEST(BookSetTest, AbsorbedPartitionsEqualOneSetFedEverything) {
     std::vector<uint8_t> del;
     Encoder enc(&del, Framing::kNone);
     enc.append_order_delete(Header{whole.order(ref)->stock_locate, 0, 1}, ref);
-    whole.Apply(*decode_message(del));
-    part[0]->Apply(*decode_message(del));
+    whole.apply(*decode_message(del));
+    part[0]->apply(*decode_message(del));
     std::ostringstream a2, b2;
     write_books_jsonl(*part[0], a2);
     write_books_jsonl(whole, b2);
@@ -547,16 +547,16 @@ TEST_F(BookTest, AbsorbCountsBooksAndOrdersBothSidesHeld) {
     std::vector<uint8_t> buf;
     Encoder enc(&buf, Framing::kNone);
     enc.append_stock_directory(Header{1, 0, 1}, "AAA");
-    other->Apply(*decode_message(buf));
+    other->apply(*decode_message(buf));
     buf.clear();
     enc.append_add_order(Header{1, 0, 2}, 10, 'S', 7, "AAA", 6000);  // same reference
-    other->Apply(*decode_message(buf));
+    other->apply(*decode_message(buf));
     buf.clear();
     enc.append_stock_directory(Header{2, 0, 3}, "BBB");
-    other->Apply(*decode_message(buf));
+    other->apply(*decode_message(buf));
     buf.clear();
     enc.append_add_order(Header{2, 0, 4}, 11, 'S', 9, "BBB", 7000);
-    other->Apply(*decode_message(buf));
+    other->apply(*decode_message(buf));
   }
   books_.absorb(std::move(other));
   EXPECT_EQ(books_.stats().partition_conflicts, 2u);  // book 1 and order 10

@@ -55,7 +55,7 @@ Scan ScanWindows(ChunkReader& in) {
     });
     s.result.messages += r.messages;
     if (!in.last() && (r.ok() || r.error == ParseError::kTruncated)) {
-      s.io = in.Advance(r.offset);
+      s.io = in.advance(r.offset);
       if (!s.io.ok()) return s;
       continue;
     }
@@ -84,7 +84,7 @@ TEST(ItchFileInputTest, WindowsGiveWhatOnePassGives) {
   ASSERT_TRUE(want.result.ok());
   for (const size_t window : {size_t{4096}, size_t{4097}, size_t{65536}, ChunkReader::kDefaultWindow}) {
     SCOPED_TRACE(window);
-    absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, window);
+    absl::StatusOr<ChunkReader> in = ChunkReader::open(path, window);
     ASSERT_TRUE(in.ok()) << in.status();
     EXPECT_EQ(in->size(), bytes.size());
     const Scan got = ScanWindows(*in);
@@ -104,7 +104,7 @@ TEST(ItchFileInputTest, StrayTrailingBytesAreReportedLikeOnePass) {
     SCOPED_TRACE(name);
     const std::string path = std::string(POLLUX_ITCH_VECTORS_DIR) + "/" + name;
     const Scan want = ScanBuffer(ReadAll(path));
-    absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, 4096);
+    absl::StatusOr<ChunkReader> in = ChunkReader::open(path, 4096);
     ASSERT_TRUE(in.ok()) << in.status();
     const Scan got = ScanWindows(*in);
     EXPECT_EQ(got.types, "SRRRHHH");
@@ -126,7 +126,7 @@ TEST(ItchFileInputTest, TruncatedLastRecordAcrossAWindowIsAtItsFileOffset) {
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   const Scan want = ScanBuffer(bytes);
   ASSERT_EQ(want.result.error, ParseError::kTruncated);
-  absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, 4096);
+  absl::StatusOr<ChunkReader> in = ChunkReader::open(path, 4096);
   ASSERT_TRUE(in.ok()) << in.status();
   const Scan got = ScanWindows(*in);
   EXPECT_EQ(got.offsets, want.offsets);
@@ -138,7 +138,7 @@ TEST(ItchFileInputTest, FileThatShrinksWhileReadIsAnError) {
   const std::string path = CopyToTemp(POLLUX_ITCH_FIXTURE_FILE, "shrinks.itch");
   const std::vector<uint8_t> bytes = ReadAll(path);
   const Scan whole = ScanBuffer(bytes);
-  absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, 4096);
+  absl::StatusOr<ChunkReader> in = ChunkReader::open(path, 4096);
   ASSERT_TRUE(in.ok()) << in.status();
   ASSERT_EQ(truncate(path.c_str(), 10'000), 0);  // the first window (4160 bytes) is already read
   const Scan got = ScanWindows(*in);
@@ -161,7 +161,7 @@ TEST(ItchFileInputTest, FileThatShrinksWhileReadIsAnError) {
 TEST(ItchFileInputTest, FileThatGrowsIsReadAsItWasOpened) {
   const std::string path = CopyToTemp(POLLUX_ITCH_FIXTURE_FILE, "grows.itch");
   const std::vector<uint8_t> bytes = ReadAll(path);
-  absl::StatusOr<ChunkReader> in = ChunkReader::Open(path, 4096);
+  absl::StatusOr<ChunkReader> in = ChunkReader::open(path, 4096);
   ASSERT_TRUE(in.ok()) << in.status();
   std::ofstream(path, std::ios::binary | std::ios::app) << "garbage appended later";
   const Scan got = ScanWindows(*in);
@@ -192,10 +192,10 @@ TEST(ItchFileInputTest, NonRegularFilesAreRefusedWithoutBlocking) {
     ASSERT_FALSE(fd.ok());
     EXPECT_EQ(fd.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(fd.status().message(), want);
-    absl::StatusOr<ChunkReader> cr = ChunkReader::Open(c.path);
+    absl::StatusOr<ChunkReader> cr = ChunkReader::open(c.path);
     ASSERT_FALSE(cr.ok());
     EXPECT_EQ(cr.status().message(), want);
-    absl::StatusOr<Reader> mr = Reader::Open(c.path);
+    absl::StatusOr<Reader> mr = Reader::open(c.path);
     ASSERT_FALSE(mr.ok());
     EXPECT_EQ(mr.status().message(), want);
   }
@@ -204,13 +204,13 @@ TEST(ItchFileInputTest, NonRegularFilesAreRefusedWithoutBlocking) {
 }
 
 TEST(ItchFileInputTest, MissingAndEmptyFiles) {
-  absl::StatusOr<ChunkReader> missing = ChunkReader::Open(TempPath("no_such.itch"));
+  absl::StatusOr<ChunkReader> missing = ChunkReader::open(TempPath("no_such.itch"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("No such file or directory"), absl::string_view::npos);
   const std::string empty = TempPath("empty.itch");
   std::ofstream(empty).close();
-  absl::StatusOr<ChunkReader> e = ChunkReader::Open(empty);
+  absl::StatusOr<ChunkReader> e = ChunkReader::open(empty);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().message(), absl::StrCat("itch: offset 0: empty file '", empty, "'"));
   std::remove(empty.c_str());

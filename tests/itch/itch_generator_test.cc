@@ -83,30 +83,30 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
     uint64_t match = 0;
     switch (m.type()) {
       case 'S':
-        system_events.push_back(m.As<SystemEvent>().event_code());
+        system_events.push_back(m.as<SystemEvent>().event_code());
         break;
       case 'R': {
-        const auto d = m.As<StockDirectory>();
+        const auto d = m.as<StockDirectory>();
         if (trim_padding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
         break;
       }
       case 'A':
-        new_ref = m.As<AddOrder>().order_reference();
+        new_ref = m.as<AddOrder>().order_reference();
         break;
       case 'F':
-        new_ref = m.As<AddOrderMpid>().order_reference();
+        new_ref = m.as<AddOrderMpid>().order_reference();
         break;
       case 'U':
-        new_ref = m.As<OrderReplace>().new_order_reference();
+        new_ref = m.as<OrderReplace>().new_order_reference();
         break;
       case 'E':
-        match = m.As<OrderExecuted>().match_number();
+        match = m.as<OrderExecuted>().match_number();
         break;
       case 'C':
-        match = m.As<OrderExecutedWithPrice>().match_number();
+        match = m.as<OrderExecutedWithPrice>().match_number();
         break;
       case 'P':
-        match = m.As<Trade>().match_number();
+        match = m.as<Trade>().match_number();
         break;
       default:
         break;
@@ -120,7 +120,7 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
       last_match = match;
     }
     if (m.stock_locate() > o.symbols) ++bad_locate;
-    books.Apply(m);
+    books.apply(m);
     if (const OrderBook* b = books.book(m.stock_locate()); b != nullptr && b->crossed()) ++crossed;
   });
   ASSERT_TRUE(r.ok()) << r.to_status();
@@ -152,7 +152,7 @@ TEST(ItchGeneratorTest, WriteBinaryFileRoundTrips) {
   const std::vector<uint8_t> bytes = *generate_itch(GenOptions(2, 1000, 9));
   const std::string path = ::testing::TempDir() + "/gen.itch";
   ASSERT_TRUE(write_binary_file(path, bytes).ok());
-  absl::StatusOr<Reader> r = Reader::Open(path);
+  absl::StatusOr<Reader> r = Reader::open(path);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), r->data().begin(), r->data().end()));
   EXPECT_FALSE(write_binary_file("/nonexistent-dir/gen.itch", bytes).ok());

@@ -308,10 +308,10 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
       Hex("41 0002 0003 0a1b2c3d4e5f 0000000000bc614e 42 000003e8 424f422020202020 0000cfaf");
   const std::vector<uint8_t> del = Hex("44 0003 0000 000000000011 0000000000000007");
   const std::vector<uint8_t> sys = Hex("53 0000 0000 0a30478f8f96 4f");
-  Dispatch(*decode_message(add), v);
+  dispatch(*decode_message(add), v);
   EXPECT_EQ(v.last_ref, 12345678u);
-  Dispatch(*decode_message(del), v);
-  Dispatch(*decode_message(sys), v);  // no overload: ignored
+  dispatch(*decode_message(del), v);
+  dispatch(*decode_message(sys), v);  // no overload: ignored
   EXPECT_EQ(v.adds, 1);
   EXPECT_EQ(v.deletes, 1);
   EXPECT_EQ(v.last_ref, 7u);
@@ -319,16 +319,16 @@ TEST(ItchMessagesTest, DispatchCallsOnlyTheMatchingOverload) {
   // Lambdas combined with Overloaded.
   int adds = 0, deletes = 0;
   const auto lambdas = Overloaded{[&](const AddOrder&) { ++adds; }, [&](const OrderDelete&) { ++deletes; }};
-  Dispatch(*decode_message(add), lambdas);
-  Dispatch(*decode_message(sys), lambdas);
+  dispatch(*decode_message(add), lambdas);
+  dispatch(*decode_message(sys), lambdas);
   EXPECT_EQ(adds, 1);
   EXPECT_EQ(deletes, 0);
 
   // A generic lambda sees every type.
   std::string seen;
   auto all = [&seen](auto m) { seen.push_back(m.type()); };
-  Dispatch(*decode_message(add), all);
-  Dispatch(*decode_message(sys), all);
+  dispatch(*decode_message(add), all);
+  dispatch(*decode_message(sys), all);
   EXPECT_EQ(seen, "AS");
 }
 

@@ -45,7 +45,7 @@ const std::vector<uint8_t> kDelete = Hex("44 0002 0000 0a1b2c3d4e60 0000000000bc
 
 std::string CountsString(std::span<const uint8_t> bytes) {
   BookSet books;
-  ParseResult r = for_each_message(bytes, [&books](MessageView m) { books.Apply(m); });
+  ParseResult r = for_each_message(bytes, [&books](MessageView m) { books.apply(m); });
   EXPECT_TRUE(r.ok()) << r.to_status();
   std::string out;
   for (const char t : kMessageTypes) {
@@ -84,7 +84,7 @@ TEST(ItchReaderTest, ViewsPointIntoTheBufferWithoutCopies) {
   const std::vector<uint8_t> buf = Framed(kAdd);
   ParseResult r = for_each_message(buf, [&](MessageView m) {
     EXPECT_EQ(m.data(), buf.data() + 2);
-    EXPECT_EQ(m.As<AddOrder>().order_reference(), 12345678u);
+    EXPECT_EQ(m.as<AddOrder>().order_reference(), 12345678u);
   });
   EXPECT_TRUE(r.ok());
 }
@@ -181,17 +181,17 @@ TEST(ItchReaderTest, CursorMatchesForEachAndStopsAtTheError) {
   Append(buf, Framed(kAdd, 35));  // bad length at offset 59
   MessageCursor c(buf);
   std::string types;
-  for (MessageView m; c.Next(&m);) types.push_back(m.type());
+  for (MessageView m; c.next(&m);) types.push_back(m.type());
   EXPECT_EQ(types, "AD");
   EXPECT_EQ(c.result().error, ParseError::kLengthMismatch);
   EXPECT_EQ(c.result().offset, 59u);
   EXPECT_EQ(c.result().messages, 2u);
   MessageView m;
-  EXPECT_FALSE(c.Next(&m));  // stays stopped
+  EXPECT_FALSE(c.next(&m));  // stays stopped
 
   MessageCursor good(std::span<const uint8_t>(buf.data(), 59));
   int n = 0;
-  while (good.Next(&m)) ++n;
+  while (good.next(&m)) ++n;
   EXPECT_EQ(n, 2);
   EXPECT_TRUE(good.result().ok());
   EXPECT_EQ(good.offset(), 59u);
@@ -251,7 +251,7 @@ TEST(ItchReaderTest, StrayTrailingBytesNeverCostTheLastGoodMessage) {
 
     MessageCursor c(buf);
     std::string pulled;
-    for (MessageView m; c.Next(&m);) pulled.push_back(m.type());
+    for (MessageView m; c.next(&m);) pulled.push_back(m.type());
     EXPECT_EQ(pulled, "SRRRHHH");
     EXPECT_EQ(c.result().error, all.error);
     EXPECT_EQ(c.result().offset, all.offset);
@@ -283,12 +283,12 @@ TEST(ItchReaderTest, DecodeSingleMessageErrors) {
 }
 
 TEST(ItchReaderTest, OpenReportsMissingAndEmptyFiles) {
-  absl::StatusOr<Reader> missing = Reader::Open(::testing::TempDir() + "/no_such_file.itch");
+  absl::StatusOr<Reader> missing = Reader::open(::testing::TempDir() + "/no_such_file.itch");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 
   const std::string empty = WriteTemp("empty.itch", {});
-  absl::StatusOr<Reader> r = Reader::Open(empty);
+  absl::StatusOr<Reader> r = Reader::open(empty);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), absl::StrCat("itch: offset 0: empty file '", empty, "'"));
 }
@@ -298,7 +298,7 @@ TEST(ItchReaderTest, OpenMapsAFileAndReportsItsErrors) {
   Append(bytes, Framed(kDelete));
   bytes.push_back(0x00);
   const std::string path = WriteTemp("tail.itch", bytes);
-  absl::StatusOr<Reader> r = Reader::Open(path);
+  absl::StatusOr<Reader> r = Reader::open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->data().size(), bytes.size());
   int calls = 0;
@@ -313,7 +313,7 @@ TEST(ItchReaderTest, OpenMapsAFileAndReportsItsErrors) {
 }
 
 TEST(ItchReaderTest, FixtureStillMatchesTheGenerator) {
-  absl::StatusOr<Reader> r = Reader::Open(POLLUX_ITCH_FIXTURE_FILE);
+  absl::StatusOr<Reader> r = Reader::open(POLLUX_ITCH_FIXTURE_FILE);
   ASSERT_TRUE(r.ok()) << r.status();
   absl::StatusOr<std::vector<uint8_t>> gen = generate_itch(FixtureOptions());
   ASSERT_TRUE(gen.ok());
@@ -331,11 +331,11 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
   if (path.empty() || !std::filesystem::exists(path)) {
     GTEST_SKIP() << "RITCH sample not present at '" << path << "'";
   }
-  absl::StatusOr<Reader> r = Reader::Open(path);
+  absl::StatusOr<Reader> r = Reader::open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->data().size(), 465'048u);
   BookSet books;
-  ASSERT_TRUE(r->for_each([&books](MessageView m) { books.Apply(m); }).ok());
+  ASSERT_TRUE(r->for_each([&books](MessageView m) { books.apply(m); }).ok());
   const MessageCounts& c = books.counts();
   EXPECT_EQ(c['S'], 6u);
   EXPECT_EQ(c['R'], 3u);
@@ -361,10 +361,10 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
   int errors = 0;
   for (int iter = 0; iter < 4000; ++iter) {
     std::vector<uint8_t> buf = base;
-    const int edits = 1 + static_cast<int>(rng.Below(4));
+    const int edits = 1 + static_cast<int>(rng.below(4));
     for (int e = 0; e < edits && !buf.empty(); ++e) {
-      const size_t at = rng.Below(buf.size());
-      testing::EditBytes(buf, at, rng.Below(5), rng);
+      const size_t at = rng.below(buf.size());
+      testing::EditBytes(buf, at, rng.below(5), rng);
     }
     // Exact-size copy so ASan catches a read past the end.
     std::unique_ptr<uint8_t[]> exact(new uint8_t[buf.size() + 1]);
@@ -376,7 +376,7 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
       ASSERT_EQ(m.size(), message_size(m.type_byte()));
       ASSERT_GE(m.data(), span.data());
       ASSERT_LE(m.data() + m.size(), span.data() + span.size());
-      books.Apply(m);
+      books.apply(m);
       ++seen;
     });
     EXPECT_EQ(r.messages, seen);
@@ -389,8 +389,8 @@ TEST(ItchReaderTest, FuzzMutationsNeverCrashAndErrorsStayInBounds) {
       EXPECT_EQ(msg.rfind(absl::StrCat("itch: offset ", r.offset, ": "), 0), 0u) << msg;
     }
     // Single-message decoding of an arbitrary slice never crashes either.
-    const size_t from = span.empty() ? 0 : rng.Below(span.size());
-    const size_t len = rng.Below(kMaxMessageSize + 2);
+    const size_t from = span.empty() ? 0 : rng.below(span.size());
+    const size_t len = rng.below(kMaxMessageSize + 2);
     const ParseResult one = check_message(span.subspan(from, std::min(len, span.size() - from)));
     if (!one.ok()) {
       EXPECT_EQ(one.offset, 0u);

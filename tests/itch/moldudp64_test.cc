@@ -26,7 +26,7 @@ namespace {
 
 using testing::Hex;
 
-const Session kSession = Session::From("SESSION01");
+const Session kSession = Session::from("SESSION01");
 
 // "SESSION01 " in hex, as the header holds it.
 constexpr const char* kSessionHex = "53455353494f4e303120";
@@ -114,9 +114,9 @@ Reference Decode(std::span<const uint8_t> b) {
   return r;
 }
 
-// Parse() agrees with the reference and every span it hands out lies inside the packet.
+// parse_packet() agrees with the reference and every span it hands out lies inside the packet.
 void CheckAgainstReference(std::span<const uint8_t> b) {
-  const Packet p = Parse(b);
+  const Packet p = parse_packet(b);
   const Reference want = Decode(b);
   ASSERT_EQ(p.error, want.error) << p.to_status();
   if (!p.ok()) {
@@ -147,7 +147,7 @@ TEST(MoldUdp64Test, DecodesHandWrittenBytes) {
   std::vector<uint8_t> wire = Hex(std::string(kSessionHex) + "0102030405060708 0002 0013");
   testing::Append(wire, delete_msg);
   testing::Append(wire, Hex("0001 5a"));
-  const Packet p = Parse(wire);
+  const Packet p = parse_packet(wire);
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kData);
   EXPECT_EQ(p.session, kSession);
@@ -161,17 +161,17 @@ TEST(MoldUdp64Test, DecodesHandWrittenBytes) {
   // The builder writes the same bytes.
   std::vector<uint8_t> buf(1400);
   PacketBuilder b(buf);
-  ASSERT_TRUE(b.Begin(kSession, 0x0102030405060708ULL));
-  ASSERT_TRUE(b.Add(delete_msg));
-  ASSERT_TRUE(b.Add(Hex("5a")));
-  EXPECT_EQ(Bytes(b.Finish()), wire);
+  ASSERT_TRUE(b.begin(kSession, 0x0102030405060708ULL));
+  ASSERT_TRUE(b.add(delete_msg));
+  ASSERT_TRUE(b.add(Hex("5a")));
+  EXPECT_EQ(Bytes(b.finish()), wire);
 }
 
 TEST(MoldUdp64Test, SessionIsSpacePaddedOrCut) {
-  EXPECT_EQ(Session::From("AB").view(), "AB        ");
-  EXPECT_EQ(Session::From("").view(), "          ");
-  EXPECT_EQ(Session::From("0123456789XYZ").view(), "0123456789");
-  EXPECT_EQ(trim_padding(Session::From("AB").view()), "AB");
+  EXPECT_EQ(Session::from("AB").view(), "AB        ");
+  EXPECT_EQ(Session::from("").view(), "          ");
+  EXPECT_EQ(Session::from("0123456789XYZ").view(), "0123456789");
+  EXPECT_EQ(trim_padding(Session::from("AB").view()), "AB");
 }
 
 TEST(MoldUdp64Test, DataPacketsRoundTrip) {
@@ -179,12 +179,12 @@ TEST(MoldUdp64Test, DataPacketsRoundTrip) {
   std::vector<uint8_t> buf(1400);
   for (size_t n = 1; n <= msgs.size(); ++n) {
     PacketBuilder b(buf);
-    ASSERT_TRUE(b.Begin(kSession, 1000 + n));
-    for (size_t i = 0; i < n; ++i) ASSERT_TRUE(b.Add(msgs[i])) << n << " " << i;
+    ASSERT_TRUE(b.begin(kSession, 1000 + n));
+    for (size_t i = 0; i < n; ++i) ASSERT_TRUE(b.add(msgs[i])) << n << " " << i;
     EXPECT_EQ(b.count(), n);
     EXPECT_EQ(b.next_sequence(), 1000 + 2 * n);
-    const Exact packet(b.Finish());
-    const Packet p = Parse(packet.span(), kSession);
+    const Exact packet(b.finish());
+    const Packet p = parse_packet(packet.span(), kSession);
     ASSERT_TRUE(p.ok()) << p.to_status();
     EXPECT_EQ(p.kind, Kind::kData);
     EXPECT_EQ(p.sequence, 1000 + n);
@@ -207,14 +207,14 @@ TEST(MoldUdp64Test, DataPacketsRoundTrip) {
 TEST(MoldUdp64Test, StdByteOverloadsParseTheSame) {
   std::vector<uint8_t> buf(64);
   PacketBuilder b(buf);
-  ASSERT_TRUE(b.Begin(kSession, 5));
-  ASSERT_TRUE(b.Add(Hex("53 0000 0000 000000000001 4f")));
-  const std::span<const uint8_t> packet = b.Finish();
+  ASSERT_TRUE(b.begin(kSession, 5));
+  ASSERT_TRUE(b.add(Hex("53 0000 0000 000000000001 4f")));
+  const std::span<const uint8_t> packet = b.finish();
   const std::span<const std::byte> bytes = std::as_bytes(packet);
-  const Packet p = Parse(bytes, kSession);
+  const Packet p = parse_packet(bytes, kSession);
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 1);
-  EXPECT_EQ(Parse(bytes, Session::From("OTHER")).error, Error::kWrongSession);
+  EXPECT_EQ(parse_packet(bytes, Session::from("OTHER")).error, Error::kWrongSession);
 
   std::vector<uint8_t> req(kRequestSize);
   const std::span<const uint8_t> r = encode_request(req, kSession, 5, 1);
@@ -225,7 +225,7 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
   std::vector<uint8_t> buf(kPacketHeaderSize);
   const Exact hb(encode_heartbeat(buf, kSession, 4711));
   EXPECT_EQ(Bytes(hb.span()), Hex(std::string(kSessionHex) + "0000000000001267 0000"));
-  Packet p = Parse(hb.span(), kSession);
+  Packet p = parse_packet(hb.span(), kSession);
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kHeartbeat);
   EXPECT_EQ(p.sequence, 4711u);
@@ -236,7 +236,7 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
 
   const Exact eos(encode_end_of_session(buf, kSession, 4711));
   EXPECT_EQ(Bytes(eos.span()), Hex(std::string(kSessionHex) + "0000000000001267 ffff"));
-  p = Parse(eos.span(), kSession);
+  p = parse_packet(eos.span(), kSession);
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kEndOfSession);
   EXPECT_EQ(p.count, 0xFFFF);
@@ -247,8 +247,8 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
   // An empty builder packet is a heartbeat for its first sequence.
   std::vector<uint8_t> big(1400);
   PacketBuilder b(big);
-  ASSERT_TRUE(b.Begin(kSession, 4711));
-  EXPECT_EQ(Bytes(b.Finish()), Bytes(hb.span()));
+  ASSERT_TRUE(b.begin(kSession, 4711));
+  EXPECT_EQ(Bytes(b.finish()), Bytes(hb.span()));
 
   // Too small a buffer or sequence 0: nothing written.
   std::vector<uint8_t> small(kPacketHeaderSize - 1);
@@ -257,12 +257,12 @@ TEST(MoldUdp64Test, HeartbeatAndEndOfSessionRoundTrip) {
   EXPECT_TRUE(encode_heartbeat(buf, kSession, 0).empty());
   EXPECT_TRUE(encode_end_of_session(buf, kSession, 0).empty());
   // The largest sequence is fine for a packet without messages.
-  EXPECT_TRUE(Parse(encode_heartbeat(buf, kSession, std::numeric_limits<uint64_t>::max())).ok());
+  EXPECT_TRUE(parse_packet(encode_heartbeat(buf, kSession, std::numeric_limits<uint64_t>::max())).ok());
 }
 
 TEST(MoldUdp64Test, EndOfSessionAndHeartbeatCarryNoBlocks) {
   for (const uint16_t count : {kHeartbeatCount, kEndOfSessionCount}) {
-    const Packet p = Parse(Raw(9, count, Hex("0001 41")));
+    const Packet p = parse_packet(Raw(9, count, Hex("0001 41")));
     EXPECT_EQ(p.error, Error::kTrailingBytes) << count;
     EXPECT_EQ(p.offset, 20u);
     EXPECT_EQ(p.begin(), p.end());
@@ -279,7 +279,7 @@ TEST(MoldUdp64Test, RequestRoundTrip) {
   EXPECT_EQ(r.sequence, 0x1122334455667788ULL);
   EXPECT_EQ(r.count, 300);
 
-  const Session other = Session::From("OTHER");
+  const Session other = Session::from("OTHER");
   EXPECT_EQ(parse_request(req.span(), &other).error, Error::kWrongSession);
   std::vector<uint8_t> bytes = Bytes(req.span());
   for (size_t n = 0; n < kRequestSize; ++n) {
@@ -308,25 +308,25 @@ TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
   ASSERT_EQ(add.size(), 36u);
   std::vector<uint8_t> buf(1400);
   PacketBuilder b(buf);
-  ASSERT_TRUE(b.Begin(kSession, 1));
+  ASSERT_TRUE(b.begin(kSession, 1));
   int added = 0;
-  while (b.Add(add)) ++added;
+  while (b.add(add)) ++added;
   EXPECT_EQ(added, (1400 - 20) / 38);  // 36
   EXPECT_EQ(b.size(), 20u + 36u * 38u);
   EXPECT_LT(b.room(), add.size());
   // Parse the buffer as it stands after the refused Add(), then Finish().
-  Packet p = Parse({buf.data(), b.size()});
+  Packet p = parse_packet({buf.data(), b.size()});
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 36);
   // A smaller message still fits in what is left (1400 - 1388 = 12 bytes: 10 of data).
   EXPECT_EQ(b.room(), 10u);
-  EXPECT_FALSE(b.Add(std::vector<uint8_t>(11, 'x')));
-  EXPECT_TRUE(b.Add(std::vector<uint8_t>(10, 'x')));
+  EXPECT_FALSE(b.add(std::vector<uint8_t>(11, 'x')));
+  EXPECT_TRUE(b.add(std::vector<uint8_t>(10, 'x')));
   EXPECT_EQ(b.room(), 0u);
-  EXPECT_FALSE(b.Add(std::vector<uint8_t>(1, 'x')));
-  const Exact packet(b.Finish());
+  EXPECT_FALSE(b.add(std::vector<uint8_t>(1, 'x')));
+  const Exact packet(b.finish());
   EXPECT_EQ(packet.size, 1400u);
-  p = Parse(packet.span());
+  p = parse_packet(packet.span());
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.messages(), 37);
   EXPECT_EQ(p.next_sequence(), 38u);
@@ -335,18 +335,18 @@ TEST(MoldUdp64Test, BuilderStopsAtTheBudgetAndThePacketStaysValid) {
 TEST(MoldUdp64Test, BuilderRefusesWhatTheDecoderWouldReject) {
   std::vector<uint8_t> buf(2 * kMaxBlockSize);
   PacketBuilder b(buf);
-  EXPECT_FALSE(b.Add(Hex("41")));  // no Begin()
-  EXPECT_TRUE(b.Finish().empty());
-  EXPECT_FALSE(b.Begin(kSession, 0));  // sequences start at 1
-  ASSERT_TRUE(b.Begin(kSession, 1));
-  EXPECT_FALSE(b.Add({}));  // an empty block is malformed
-  EXPECT_EQ(b.Reserve(0), nullptr);
-  EXPECT_FALSE(b.Add(std::vector<uint8_t>(kMaxBlockSize + 1, 'x')));
+  EXPECT_FALSE(b.add(Hex("41")));  // no Begin()
+  EXPECT_TRUE(b.finish().empty());
+  EXPECT_FALSE(b.begin(kSession, 0));  // sequences start at 1
+  ASSERT_TRUE(b.begin(kSession, 1));
+  EXPECT_FALSE(b.add({}));  // an empty block is malformed
+  EXPECT_EQ(b.reserve(0), nullptr);
+  EXPECT_FALSE(b.add(std::vector<uint8_t>(kMaxBlockSize + 1, 'x')));
   EXPECT_EQ(b.count(), 0);
   // A 0xFFFF-byte block is valid when its bytes are there.
-  ASSERT_TRUE(b.Add(std::vector<uint8_t>(kMaxBlockSize, 'y')));
-  const Exact packet(b.Finish());
-  const Packet p = Parse(packet.span());
+  ASSERT_TRUE(b.add(std::vector<uint8_t>(kMaxBlockSize, 'y')));
+  const Exact packet(b.finish());
+  const Packet p = parse_packet(packet.span());
   ASSERT_TRUE(p.ok()) << p.to_status();
   ASSERT_EQ(p.messages(), 1);
   EXPECT_EQ((*p.begin()).size(), kMaxBlockSize);
@@ -354,23 +354,23 @@ TEST(MoldUdp64Test, BuilderRefusesWhatTheDecoderWouldReject) {
   // A header needs 20 bytes.
   std::vector<uint8_t> tiny(19);
   PacketBuilder t(tiny);
-  EXPECT_FALSE(t.Begin(kSession, 1));
-  EXPECT_TRUE(t.Finish().empty());
+  EXPECT_FALSE(t.begin(kSession, 1));
+  EXPECT_TRUE(t.finish().empty());
 
   // The last sequence number a packet can end on: 2^64 - 1.
-  ASSERT_TRUE(b.Begin(kSession, std::numeric_limits<uint64_t>::max() - 1));
-  EXPECT_TRUE(b.Add(Hex("41")));
-  EXPECT_FALSE(b.Add(Hex("41")));
-  EXPECT_TRUE(Parse(b.Finish()).ok());
+  ASSERT_TRUE(b.begin(kSession, std::numeric_limits<uint64_t>::max() - 1));
+  EXPECT_TRUE(b.add(Hex("41")));
+  EXPECT_FALSE(b.add(Hex("41")));
+  EXPECT_TRUE(parse_packet(b.finish()).ok());
 
   // Reserve() writes in place.
-  ASSERT_TRUE(b.Begin(kSession, 3));
-  uint8_t* at = b.Reserve(3);
+  ASSERT_TRUE(b.begin(kSession, 3));
+  uint8_t* at = b.reserve(3);
   ASSERT_NE(at, nullptr);
   at[0] = 'S';
   at[1] = 'O';
   at[2] = 'K';
-  const Packet q = Parse(b.Finish());
+  const Packet q = parse_packet(b.finish());
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(Bytes(*q.begin()), Hex("534f4b"));
 }
@@ -379,11 +379,11 @@ TEST(MoldUdp64Test, BuilderCapsTheCountBelowTheEndOfSessionMarker) {
   // 0xFFFE one-byte blocks: 20 + 3 * 65534 bytes.
   std::vector<uint8_t> buf(20 + 3 * (size_t{kMaxMessageCount} + 1));
   PacketBuilder b(buf);
-  ASSERT_TRUE(b.Begin(kSession, 1));
+  ASSERT_TRUE(b.begin(kSession, 1));
   const std::vector<uint8_t> one = Hex("41");
-  for (int i = 0; i < kMaxMessageCount; ++i) ASSERT_TRUE(b.Add(one)) << i;
-  EXPECT_FALSE(b.Add(one));  // room for it, but 0xFFFF would read as end of session
-  const Packet p = Parse(b.Finish());
+  for (int i = 0; i < kMaxMessageCount; ++i) ASSERT_TRUE(b.add(one)) << i;
+  EXPECT_FALSE(b.add(one));  // room for it, but 0xFFFF would read as end of session
+  const Packet p = parse_packet(b.finish());
   ASSERT_TRUE(p.ok()) << p.to_status();
   EXPECT_EQ(p.kind, Kind::kData);
   EXPECT_EQ(p.messages(), kMaxMessageCount);
@@ -393,17 +393,17 @@ TEST(MoldUdp64Test, EveryStrictPrefixIsRejected) {
   const std::vector<std::vector<uint8_t>> msgs = ItchMessages(6);
   std::vector<uint8_t> buf(1400);
   PacketBuilder b(buf);
-  ASSERT_TRUE(b.Begin(kSession, 77));
+  ASSERT_TRUE(b.begin(kSession, 77));
   std::vector<size_t> boundaries = {kPacketHeaderSize};  // where each block starts
   for (const auto& m : msgs) {
-    ASSERT_TRUE(b.Add(m));
+    ASSERT_TRUE(b.add(m));
     boundaries.push_back(b.size());
   }
-  const std::vector<uint8_t> whole = Bytes(b.Finish());
-  ASSERT_TRUE(Parse(whole).ok());
+  const std::vector<uint8_t> whole = Bytes(b.finish());
+  ASSERT_TRUE(parse_packet(whole).ok());
   for (size_t n = 0; n < whole.size(); ++n) {
     const Exact prefix({whole.data(), n});
-    const Packet p = Parse(prefix.span(), kSession);
+    const Packet p = parse_packet(prefix.span(), kSession);
     ASSERT_FALSE(p.ok()) << n;
     EXPECT_FALSE(p.to_status().ok());
     EXPECT_EQ(p.begin(), p.end());
@@ -421,23 +421,23 @@ TEST(MoldUdp64Test, EveryStrictPrefixIsRejected) {
   std::vector<uint8_t> hb(kPacketHeaderSize);
   ASSERT_FALSE(encode_heartbeat(hb, kSession, 1).empty());
   for (size_t n = 0; n < hb.size(); ++n) {
-    EXPECT_EQ(Parse(Exact({hb.data(), n}).span()).error, Error::kTooShort) << n;
+    EXPECT_EQ(parse_packet(Exact({hb.data(), n}).span()).error, Error::kTooShort) << n;
   }
 }
 
 TEST(MoldUdp64Test, CountsLargerThanTheBlocksPresentOverrun) {
   const std::vector<uint8_t> body = Hex("0001 41 0002 4142 0003 414243");  // three blocks
-  ASSERT_TRUE(Parse(Raw(1, 3, body)).ok());
+  ASSERT_TRUE(parse_packet(Raw(1, 3, body)).ok());
   for (const uint16_t count : {uint16_t{4}, uint16_t{100}, kMaxMessageCount}) {
-    const Packet p = Parse(Raw(1, count, body));
+    const Packet p = parse_packet(Raw(1, count, body));
     EXPECT_EQ(p.error, Error::kCountOverrun) << count;
     EXPECT_EQ(p.block, 3u);
     EXPECT_EQ(p.offset, 20u + body.size());
   }
-  EXPECT_EQ(Parse(Raw(1, 4, body)).to_status().message(),
+  EXPECT_EQ(parse_packet(Raw(1, 4, body)).to_status().message(),
             "moldudp64: offset 32: message count 4 overruns the packet: it ends after 3 block(s)");
   // Fewer counted than present: the rest is trailing, not ignored.
-  const Packet p = Parse(Raw(1, 2, body));
+  const Packet p = parse_packet(Raw(1, 2, body));
   EXPECT_EQ(p.error, Error::kTrailingBytes);
   EXPECT_EQ(p.offset, 27u);
   EXPECT_EQ(p.to_status().message(), "moldudp64: offset 27: 5 byte(s) after the last of 2 message block(s)");
@@ -446,17 +446,17 @@ TEST(MoldUdp64Test, CountsLargerThanTheBlocksPresentOverrun) {
 TEST(MoldUdp64Test, ZeroLengthBlockIsRejected) {
   for (const auto& body : {Hex("0000"), Hex("0001 41 0000 0001 41")}) {
     const uint16_t count = body.size() == 2 ? 1 : 3;
-    const Packet p = Parse(Raw(1, count, body));
+    const Packet p = parse_packet(Raw(1, count, body));
     EXPECT_EQ(p.error, Error::kEmptyBlock);
     EXPECT_EQ(p.block, body.size() == 2 ? 0u : 1u);
     EXPECT_EQ(p.offset, body.size() == 2 ? 20u : 23u);
     EXPECT_EQ(p.begin(), p.end());
   }
-  EXPECT_EQ(Parse(Raw(1, 1, Hex("0000"))).to_status().message(), "moldudp64: offset 20: block 0: length 0");
+  EXPECT_EQ(parse_packet(Raw(1, 1, Hex("0000"))).to_status().message(), "moldudp64: offset 20: block 0: length 0");
 }
 
 TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
-  const Packet p = Parse(Raw(1, 1, Hex("ffff 41424344")));
+  const Packet p = parse_packet(Raw(1, 1, Hex("ffff 41424344")));
   EXPECT_EQ(p.error, Error::kTruncatedBlock);
   EXPECT_EQ(p.length, 0xFFFF);
   EXPECT_EQ(p.block, 0u);
@@ -464,10 +464,10 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
   // One byte short of 0xFFFF, and a lone byte where a length prefix should be.
   std::vector<uint8_t> body = Hex("ffff");
   body.resize(2 + kMaxBlockSize - 1, 'z');
-  EXPECT_EQ(Parse(Raw(1, 1, body)).error, Error::kTruncatedBlock);
+  EXPECT_EQ(parse_packet(Raw(1, 1, body)).error, Error::kTruncatedBlock);
   body.push_back('z');
-  EXPECT_TRUE(Parse(Raw(1, 1, body)).ok());
-  const Packet q = Parse(Raw(1, 2, Hex("0001 41 00")));
+  EXPECT_TRUE(parse_packet(Raw(1, 1, body)).ok());
+  const Packet q = parse_packet(Raw(1, 2, Hex("0001 41 00")));
   EXPECT_EQ(q.error, Error::kTruncatedBlock);
   EXPECT_EQ(q.block, 1u);
   EXPECT_EQ(q.length, 0);  // no prefix to report
@@ -476,33 +476,34 @@ TEST(MoldUdp64Test, MaxLengthBlockWithoutItsBytesIsRejected) {
 
 TEST(MoldUdp64Test, WrongSessionIsReported) {
   const std::vector<uint8_t> packet = Raw(1, 1, Hex("0001 41"));
-  const Session other = Session::From("SESSION02");
-  Packet p = Parse(packet, other);
+  const Session other = Session::from("SESSION02");
+  Packet p = parse_packet(packet, other);
   EXPECT_EQ(p.error, Error::kWrongSession);
   EXPECT_EQ(p.session, kSession);  // the session it did name
   EXPECT_EQ(p.begin(), p.end());
   EXPECT_EQ(p.to_status().message(), "moldudp64: offset 0: packet of session 'SESSION01 '");
-  EXPECT_TRUE(Parse(packet, kSession).ok());
-  EXPECT_TRUE(Parse(packet).ok());  // no session given: not checked
+  EXPECT_TRUE(parse_packet(packet, kSession).ok());
+  EXPECT_TRUE(parse_packet(packet).ok());  // no session given: not checked
   EXPECT_TRUE(is_session(packet, kSession));
   EXPECT_FALSE(is_session(packet, other));
   EXPECT_FALSE(is_session({packet.data(), 19}, kSession));
   // Padding counts: "SESSION01" padded with NUL is another session.
   std::vector<uint8_t> nul = packet;
   nul[9] = 0;
-  EXPECT_EQ(Parse(nul, kSession).error, Error::kWrongSession);
-  EXPECT_EQ(Parse(nul, kSession).to_status().message(), "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
+  EXPECT_EQ(parse_packet(nul, kSession).error, Error::kWrongSession);
+  EXPECT_EQ(parse_packet(nul, kSession).to_status().message(),
+            "moldudp64: offset 0: packet of session 'SESSION01\\x00'");
 }
 
 TEST(MoldUdp64Test, BadSequenceNumbersAreRejected) {
-  EXPECT_EQ(Parse(Raw(0, 1, Hex("0001 41"))).error, Error::kBadSequence);
-  EXPECT_EQ(Parse(Raw(0, 0)).error, Error::kBadSequence);
-  EXPECT_EQ(Parse(Raw(0, kEndOfSessionCount)).error, Error::kBadSequence);
+  EXPECT_EQ(parse_packet(Raw(0, 1, Hex("0001 41"))).error, Error::kBadSequence);
+  EXPECT_EQ(parse_packet(Raw(0, 0)).error, Error::kBadSequence);
+  EXPECT_EQ(parse_packet(Raw(0, kEndOfSessionCount)).error, Error::kBadSequence);
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  EXPECT_EQ(Parse(Raw(kMax, 1, Hex("0001 41"))).error, Error::kBadSequence);
-  EXPECT_EQ(Parse(Raw(kMax - 1, 2, Hex("0001 41 0001 41"))).error, Error::kBadSequence);
-  EXPECT_TRUE(Parse(Raw(kMax - 1, 1, Hex("0001 41"))).ok());
-  EXPECT_TRUE(Parse(Raw(kMax, kEndOfSessionCount)).ok());
+  EXPECT_EQ(parse_packet(Raw(kMax, 1, Hex("0001 41"))).error, Error::kBadSequence);
+  EXPECT_EQ(parse_packet(Raw(kMax - 1, 2, Hex("0001 41 0001 41"))).error, Error::kBadSequence);
+  EXPECT_TRUE(parse_packet(Raw(kMax - 1, 1, Hex("0001 41"))).ok());
+  EXPECT_TRUE(parse_packet(Raw(kMax, kEndOfSessionCount)).ok());
 }
 
 TEST(MoldUdp64Test, ErrorNamesAreDistinct) {
@@ -522,25 +523,25 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
   std::array<int, 16> seen{};
   std::vector<uint8_t> buf;
   for (int iter = 0; iter < 200000; ++iter) {
-    buf.resize(rng.Below(1501));
-    for (uint8_t& c : buf) c = static_cast<uint8_t>(rng.Next());
-    if (buf.size() >= kPacketHeaderSize && rng.Chance(512)) {
+    buf.resize(rng.below(1501));
+    for (uint8_t& c : buf) c = static_cast<uint8_t>(rng.next());
+    if (buf.size() >= kPacketHeaderSize && rng.chance(512)) {
       std::copy(kSession.bytes.begin(), kSession.bytes.end(), buf.begin());
-      store_be64(buf.data() + 10, 1 + rng.Below(1000));
-      store_be16(buf.data() + 18, static_cast<uint16_t>(rng.Below(8)));
+      store_be64(buf.data() + 10, 1 + rng.below(1000));
+      store_be16(buf.data() + 18, static_cast<uint16_t>(rng.below(8)));
       // Small block lengths so some packets walk several blocks; half of these are then
       // cut at a block boundary with the count set to match (mostly valid packets).
       size_t end = 20;
       uint16_t blocks = 0;
       for (size_t at = 20; at + 1 < buf.size(); at += 2 + buf[at + 1]) {
         buf[at] = 0;
-        if (rng.Chance(16)) buf[at + 1] = 0;
+        if (rng.chance(16)) buf[at + 1] = 0;
         if (at + 2 + buf[at + 1] <= buf.size()) {
           end = at + 2 + buf[at + 1];
           ++blocks;
         }
       }
-      if (rng.Chance(512)) {
+      if (rng.chance(512)) {
         buf.resize(end);
         store_be16(buf.data() + 18, blocks);
       }
@@ -548,7 +549,7 @@ TEST(MoldUdp64Test, RandomPacketsNeverReadOutOfBounds) {
     const Exact exact(buf);
     CheckAgainstReference(exact.span());
     if (::testing::Test::HasFatalFailure()) return;
-    ++seen[static_cast<size_t>(Parse(exact.span()).error)];
+    ++seen[static_cast<size_t>(parse_packet(exact.span()).error)];
   }
   // Every outcome of the block walk was reached, valid packets included.
   for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
@@ -561,21 +562,21 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
   const std::vector<std::vector<uint8_t>> msgs = ItchMessages(12);
   std::vector<uint8_t> out(1400);
   PacketBuilder b(out);
-  ASSERT_TRUE(b.Begin(kSession, 123456));
+  ASSERT_TRUE(b.begin(kSession, 123456));
   std::vector<size_t> lengths;  // where each block's length prefix is
   for (const auto& m : msgs) {
     lengths.push_back(b.size());
-    ASSERT_TRUE(b.Add(m));
+    ASSERT_TRUE(b.add(m));
   }
-  const std::vector<uint8_t> base = Bytes(b.Finish());
+  const std::vector<uint8_t> base = Bytes(b.finish());
   Xoshiro256 rng(4242);
   std::array<int, 16> seen{};
   for (int iter = 0; iter < 50000; ++iter) {
     std::vector<uint8_t> buf = base;
-    const int edits = 1 + static_cast<int>(rng.Below(4));
+    const int edits = 1 + static_cast<int>(rng.below(4));
     for (int e = 0; e < edits && !buf.empty(); ++e) {
-      const size_t at = rng.Below(buf.size());
-      switch (const std::uint64_t kind = rng.Below(7)) {
+      const size_t at = rng.below(buf.size());
+      switch (const std::uint64_t kind = rng.below(7)) {
         case 0:
         case 1:
         case 2:
@@ -584,13 +585,13 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
           testing::EditBytes(buf, at, kind, rng);
           break;
         case 5: {  // the count or a length field: the fields that steer the walk
-          const size_t field = rng.Chance(512) ? 18 : lengths[rng.Below(lengths.size())];
-          if (field + 1 < buf.size()) store_be16(buf.data() + field, static_cast<uint16_t>(rng.Next()));
+          const size_t field = rng.chance(512) ? 18 : lengths[rng.below(lengths.size())];
+          if (field + 1 < buf.size()) store_be16(buf.data() + field, static_cast<uint16_t>(rng.next()));
           break;
         }
         case 6:  // a sequence number at the edges: 0, or close enough to 2^64 to wrap
           if (buf.size() >= 18) {
-            store_be64(buf.data() + 10, rng.Chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.Below(16));
+            store_be64(buf.data() + 10, rng.chance(256) ? 0 : std::numeric_limits<uint64_t>::max() - rng.below(16));
           }
           break;
       }
@@ -598,7 +599,7 @@ TEST(MoldUdp64Test, MutatedPacketsNeverReadOutOfBounds) {
     const Exact exact(buf);
     CheckAgainstReference(exact.span());
     if (::testing::Test::HasFatalFailure()) return;
-    ++seen[static_cast<size_t>(Parse(exact.span()).error)];
+    ++seen[static_cast<size_t>(parse_packet(exact.span()).error)];
   }
   for (const Error e : {Error::kNone, Error::kTooShort, Error::kCountOverrun, Error::kTruncatedBlock,
                         Error::kEmptyBlock, Error::kTrailingBytes, Error::kBadSequence}) {

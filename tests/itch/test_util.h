@@ -82,13 +82,13 @@ inline void Append(std::vector<uint8_t>& to, const std::vector<uint8_t>& bytes) 
 inline void EditBytes(std::vector<uint8_t>& buf, std::size_t at, std::uint64_t kind, Xoshiro256& rng) {
   switch (kind) {
     case 0:
-      buf[at] = static_cast<uint8_t>(rng.Next());
+      buf[at] = static_cast<uint8_t>(rng.next());
       break;
     case 1:
-      buf[at] ^= static_cast<uint8_t>(1u << rng.Below(8));
+      buf[at] ^= static_cast<uint8_t>(1u << rng.below(8));
       break;
     case 2:
-      buf.insert(buf.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng.Next()));
+      buf.insert(buf.begin() + static_cast<std::ptrdiff_t>(at), static_cast<uint8_t>(rng.next()));
       break;
     case 3:
       buf.erase(buf.begin() + static_cast<std::ptrdiff_t>(at));

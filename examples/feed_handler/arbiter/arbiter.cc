@@ -72,9 +72,9 @@ DeliveredLog::DeliveredLog(std::size_t bytes, std::size_t runs)
       runs_(std::bit_ceil(std::max<std::size_t>(runs, 64)), Run{0, 0, 0, 0, false}),
       rmask_(runs_.size() - 1) {}
 
-void DeliveredLog::Clear() noexcept { rtail_ = rhead_; }
+void DeliveredLog::clear() noexcept { rtail_ = rhead_; }
 
-void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n,
+void DeliveredLog::append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n,
                           bool packet) noexcept {
   if (count == 0 || n == 0 || n > bytes_.size()) return;
   const std::size_t at = wpos_ & bmask_;
@@ -96,10 +96,10 @@ void DeliveredLog::Append(std::uint64_t seq, std::uint32_t count, const std::uin
     runs_[rhead_++ & rmask_] = Run{seq, wpos_, count, static_cast<std::uint32_t>(n), packet};
   }
   wpos_ += n;
-  while (rtail_ != rhead_ && !Held(runs_[rtail_ & rmask_])) ++rtail_;
+  while (rtail_ != rhead_ && !held(runs_[rtail_ & rmask_])) ++rtail_;
 }
 
-std::int64_t DeliveredLog::Find(std::uint64_t seq) const noexcept {
+std::int64_t DeliveredLog::find(std::uint64_t seq) const noexcept {
   // Runs are in sequence order: the last one starting at or before `seq`.
   std::uint64_t lo = rtail_, hi = rhead_;
   while (lo < hi) {
@@ -112,13 +112,13 @@ std::int64_t DeliveredLog::Find(std::uint64_t seq) const noexcept {
   }
   if (lo == rtail_) return -1;
   const Run& r = runs_[(lo - 1) & rmask_];
-  if (seq >= r.seq + r.count || !Held(r)) return -1;
+  if (seq >= r.seq + r.count || !held(r)) return -1;
   return static_cast<std::int64_t>(lo - 1);
 }
 
-bool DeliveredLog::Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs,
+bool DeliveredLog::same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs,
                         std::size_t n) const noexcept {
-  const std::int64_t ri = Find(seq);
+  const std::int64_t ri = find(seq);
   if (ri < 0) return false;
   const Run& r = runs_[static_cast<std::uint64_t>(ri) & rmask_];
   if (r.seq != seq || r.count != count || r.len != n) return false;
@@ -127,7 +127,7 @@ bool DeliveredLog::Same(std::uint64_t seq, std::uint32_t count, const std::uint8
   return std::memcmp(&bytes_[at], recs, a) == 0 && std::memcmp(&bytes_[0], recs + a, n - a) == 0;
 }
 
-std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
+std::uint32_t DeliveredLog::compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
                                     std::uint64_t* first) const noexcept {
   std::uint32_t differ = 0;
   std::size_t off = 0;
@@ -138,7 +138,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
     return std::memcmp(&bytes_[at], p, a) == 0 && std::memcmp(&bytes_[0], p + a, len - a) == 0;
   };
   while (off < n) {
-    const std::int64_t ri = Find(cur);
+    const std::int64_t ri = find(cur);
     if (ri < 0) {  // not held (older than the log, or never delivered): not compared
       off += record_size(recs + off);
       ++cur;
@@ -146,7 +146,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
     }
     const Run& r = runs_[static_cast<std::uint64_t>(ri) & rmask_];
     std::uint64_t pos = r.pos;
-    for (std::uint64_t s = r.seq; s < cur; ++s) pos += 2u + ((std::size_t{At(pos)} << 8) | At(pos + 1));
+    for (std::uint64_t s = r.seq; s < cur; ++s) pos += 2u + ((std::size_t{byte_at(pos)} << 8) | byte_at(pos + 1));
     // The incoming records of the messages this run holds, compared in one go.
     std::size_t o2 = off;
     std::uint64_t c2 = cur;
@@ -162,7 +162,7 @@ std::uint32_t DeliveredLog::Compare(std::uint64_t seq, const std::uint8_t* recs,
     // Something differs: message by message.
     for (; cur < c2; ++cur) {
       const std::size_t ml = record_size(recs + off);
-      const std::size_t dl = 2u + ((std::size_t{At(pos)} << 8) | At(pos + 1));
+      const std::size_t dl = 2u + ((std::size_t{byte_at(pos)} << 8) | byte_at(pos + 1));
       if (ml != dl || !equal(pos, recs + off, ml)) {
         if (differ++ == 0) *first = cur;
       }
@@ -196,7 +196,7 @@ Arbiter::Arbiter(const ArbiterOptions& o) : o_(o), delivered_(o.delivered_bytes,
   hold_.assign(std::max<std::size_t>(o_.hold_bytes, kMaxDatagram), 0);
   held_.resize(kHeldEntries);
   if (!o_.session.empty()) {
-    wanted_ = mold::Session::From(o_.session);
+    wanted_ = mold::Session::from(o_.session);
     have_wanted_ = true;
   }
 }
@@ -215,7 +215,7 @@ bool Arbiter::push_notice(const Notice& n) noexcept {
   return true;
 }
 
-bool Arbiter::Next(Piece* p) noexcept {
+bool Arbiter::next(Piece* p) noexcept {
   if (notice_taken_ < nnotices_ && notices_[notice_taken_].at == out_taken_) {
     p->bytes = {};
     p->notice = &notices_[notice_taken_++].n;
@@ -272,7 +272,7 @@ void Arbiter::start_session(const mold::Session& s) noexcept {
   }
   moved_ = {};
   have_next_session_ = false;
-  delivered_.Clear();
+  delivered_.clear();
   Notice n;
   n.kind = Notice::kSession;
   n.session = s;
@@ -287,14 +287,14 @@ Arbiter::Verdict Arbiter::hold_next_session(Line line, const mold::Session& s, s
   // While the hold is being taken after a switch, a third session's datagram is not held
   // again (it would come round forever).
   if (replaying_ || nheld_ == held_.size() || hold_.size() - hold_used_ < datagram.size()) {
-    Count(LiveCounter::kNextSessionDropped);
+    add_count(LiveCounter::kNextSessionDropped);
     return Verdict::kRejected;
   }
   std::memcpy(hold_.data() + hold_used_, datagram.data(), datagram.size());
   held_[nheld_++] =
       Held{now_ns, static_cast<std::uint32_t>(hold_used_), static_cast<std::uint32_t>(datagram.size()), line, false};
   hold_used_ += datagram.size();
-  Count(LiveCounter::kNextSessionHeld);
+  add_count(LiveCounter::kNextSessionHeld);
   return Verdict::kHeld;
 }
 
@@ -304,7 +304,7 @@ void Arbiter::drop_held_of(int l) noexcept {
     Held& h = held_[i];
     if (!h.dead && static_cast<int>(h.line) == l) {
       h.dead = true;
-      Count(LiveCounter::kNextSessionDropped);
+      add_count(LiveCounter::kNextSessionDropped);
     }
     live = live || !h.dead;
   }
@@ -317,7 +317,7 @@ void Arbiter::replay_held(std::int64_t now_ns) noexcept {
   for (; held_pos_ < nheld_; ++held_pos_) {
     const Held h = held_[held_pos_];
     if (h.dead) continue;
-    (void)Process(h.line, {hold_.data() + h.off, h.len}, h.rx_ns);
+    (void)process(h.line, {hold_.data() + h.off, h.len}, h.rx_ns);
   }
   nheld_ = hold_used_ = held_pos_ = 0;
   replaying_ = false;
@@ -331,7 +331,7 @@ void Arbiter::switch_session(std::int64_t now_ns) noexcept {
     retired_.back() = session_;
   }
   const mold::Session next = next_session_;
-  Count(LiveCounter::kSessionChanges);
+  add_count(LiveCounter::kSessionChanges);
   start_session(next);
   replay_held(now_ns);
 }
@@ -341,50 +341,50 @@ void Arbiter::switch_session(std::int64_t now_ns) noexcept {
 Arbiter::Verdict Arbiter::on_packet(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
                                     bool truncated) noexcept {
   if (line == Line::kReplay) {
-    Count(LiveCounter::kReplayPackets);
+    add_count(LiveCounter::kReplayPackets);
   } else {
-    Count(line == Line::kA ? LiveCounter::kPacketsA : LiveCounter::kPacketsB);
+    add_count(line == Line::kA ? LiveCounter::kPacketsA : LiveCounter::kPacketsB);
   }
   if (truncated || datagram.size() > kMaxDatagram) {
-    Count(LiveCounter::kMalformed);
+    add_count(LiveCounter::kMalformed);
     return Verdict::kRejected;
   }
-  return Process(line, datagram, now_ns);
+  return process(line, datagram, now_ns);
 }
 
-Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept {
+Arbiter::Verdict Arbiter::process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept {
   const int li = static_cast<int>(line);
-  const mold::Packet p = mold::Parse(datagram);
+  const mold::Packet p = mold::parse_packet(datagram);
   // Beyond 2^62 a sequence is not a feed's (decades at 10^9 messages/s) but a hostile or
   // corrupt one, and the window arithmetic (next + window) must not wrap.
   if (!p.ok() || p.sequence > kMaxSequence) {
-    Count(LiveCounter::kMalformed);
+    add_count(LiveCounter::kMalformed);
     return Verdict::kRejected;
   }
   // The other line's copy of a packet already delivered, byte for byte (most of what a second
   // line brings): equal to bytes that were validated, so nothing to check or take.
   const bool copy = p.kind == mold::Kind::kData && have_session_ && p.session == session_ &&
                     p.next_sequence() <= next_ &&
-                    delivered_.Same(p.sequence, p.count, datagram.data() + mold::kPacketHeaderSize,
+                    delivered_.same(p.sequence, p.count, datagram.data() + mold::kPacketHeaderSize,
                                     datagram.size() - mold::kPacketHeaderSize);
   if (p.kind == mold::Kind::kData && !copy) {
     // Every block must be one valid ITCH message: the blocks are BinaryFILE records.
     const itch::ParseResult r =
         itch::for_each_message(datagram.subspan(mold::kPacketHeaderSize), [](itch::MessageView) {});
     if (!r.ok() || r.messages != p.count) {
-      Count(LiveCounter::kMalformed);
+      add_count(LiveCounter::kMalformed);
       return Verdict::kRejected;
     }
   }
   if (!have_session_ || p.session != session_) {
     for (std::uint32_t i = 0; i < nretired_ && i < retired_.size(); ++i) {
       if (retired_[i] == p.session) {
-        Count(LiveCounter::kOldSession);
+        add_count(LiveCounter::kOldSession);
         return Verdict::kRejected;
       }
     }
     if (line == Line::kReplay || (have_wanted_ && p.session != wanted_)) {
-      Count(LiveCounter::kWrongSession);
+      add_count(LiveCounter::kWrongSession);
       return Verdict::kRejected;
     }
     if (have_session_) return hold_next_session(line, p.session, datagram, now_ns);
@@ -413,16 +413,16 @@ Arbiter::Verdict Arbiter::Process(Line line, std::span<const std::uint8_t> datag
       drop_held_of(li);
     }
   }
-  return Dispatch(line, p, datagram, now_ns, copy);
+  return dispatch(line, p, datagram, now_ns, copy);
 }
 
-Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
+Arbiter::Verdict Arbiter::dispatch(Line line, const mold::Packet& p, std::span<const std::uint8_t> datagram,
                                    std::int64_t now_ns, bool copy) noexcept {
   const int li = static_cast<int>(line);
   switch (p.kind) {
     case mold::Kind::kHeartbeat:
       if (line == Line::kReplay) return Verdict::kDuplicate;
-      Count(LiveCounter::kHeartbeats);
+      add_count(LiveCounter::kHeartbeats);
       if (note_line_packet(li, mold::Kind::kHeartbeat, p.sequence, p.sequence)) resolve_claims(now_ns);
       if (p.sequence > hi_) return hold_claim(line, p, datagram, now_ns);
       line_end_[li] = std::max(line_end_[li], p.sequence);
@@ -439,13 +439,13 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
   }
   if (copy) {
     if (line != Line::kReplay) line_end_[li] = std::max(line_end_[li], p.next_sequence());
-    Count(LiveCounter::kDuplicatePackets);
-    Count(LiveCounter::kDuplicateMessages, p.count);
+    add_count(LiveCounter::kDuplicatePackets);
+    add_count(LiveCounter::kDuplicateMessages, p.count);
     return Verdict::kDuplicate;
   }
   const std::uint64_t hi_before = hi_;
-  const bool took = Take(line, p, now_ns);
-  Pump();
+  const bool took = take_packet(line, p, now_ns);
+  pump();
   // More known to exist, or this line's position grew: what the lines hold may now be confirmed.
   if (nclaims_ != 0 && (hi_ != hi_before || line != Line::kReplay)) resolve_claims(now_ns);
   return took ? Verdict::kAccepted : Verdict::kDuplicate;
@@ -454,11 +454,11 @@ Arbiter::Verdict Arbiter::Dispatch(Line line, const mold::Packet& p, std::span<c
 Arbiter::Verdict Arbiter::on_end(Line line, const mold::Packet& p, std::int64_t now_ns) noexcept {
   if (line == Line::kReplay) return Verdict::kDuplicate;
   const int li = static_cast<int>(line);
-  Count(LiveCounter::kEndOfSession);
+  add_count(LiveCounter::kEndOfSession);
   (void)note_line_packet(li, mold::Kind::kEndOfSession, p.sequence, p.sequence);
   if (end_seq_ != 0) {  // established: repeats agree, anything else is refused
     if (p.sequence != end_seq_) {
-      Count(LiveCounter::kEndsRefused);
+      add_count(LiveCounter::kEndsRefused);
       return Verdict::kRejected;
     }
     line_end_[li] = std::max(line_end_[li], p.sequence);
@@ -466,14 +466,14 @@ Arbiter::Verdict Arbiter::on_end(Line line, const mold::Packet& p, std::int64_t 
   }
   // Messages at or beyond it exist already: not this session's end.
   if (p.sequence < hi_) {
-    Count(LiveCounter::kEndsRefused);
+    add_count(LiveCounter::kEndsRefused);
     return Verdict::kRejected;
   }
   line_eos_[li] = p.sequence;
   evaluate_end();
   if (end_seq_ == 0) return Verdict::kHeld;
   resolve_claims(now_ns);
-  Pump();
+  pump();
   return Verdict::kAccepted;
 }
 
@@ -484,7 +484,7 @@ void Arbiter::evaluate_end() noexcept {
     if (e == 0) continue;
     if (e < hi_) {  // data was taken beyond it
       line_eos_[l] = 0;
-      Count(LiveCounter::kEndsRefused);
+      add_count(LiveCounter::kEndsRefused);
       continue;
     }
     // Both lines end at the same sequence, or the other line is dead (quiet for the stale
@@ -509,7 +509,7 @@ void Arbiter::establish_end(std::uint64_t end, std::int64_t now_ns) noexcept {
     }
   }
   // A loss at the tail: the range before the end is missing (and confirmed by the end).
-  if (end > hi_) Advance(Line::kReplay, end, now_ns);
+  if (end > hi_) advance(Line::kReplay, end, now_ns);
 }
 
 bool Arbiter::note_line_packet(int l, mold::Kind kind, std::uint64_t seq, std::uint64_t end) noexcept {
@@ -535,14 +535,14 @@ bool Arbiter::note_line_packet(int l, mold::Kind kind, std::uint64_t seq, std::u
   (void)end;
   if (line_eos_[l] != 0) {
     line_eos_[l] = 0;
-    Count(LiveCounter::kEndsRefused);
+    add_count(LiveCounter::kEndsRefused);
   }
   return continued;
 }
 
 // ---- claims: packets that skip ahead -------------------------------------------------------
 
-std::uint64_t Arbiter::Claimed(int l) const noexcept {
+std::uint64_t Arbiter::claimed(int l) const noexcept {
   std::uint64_t e = 0;
   if (line_claims_[l] != 0) {
     for (const Claim& c : claims_[l]) {
@@ -557,22 +557,22 @@ Arbiter::Verdict Arbiter::hold_claim(Line line, const mold::Packet& p, std::span
   const int li = static_cast<int>(line);
   const bool data = p.kind == mold::Kind::kData;
   if (end_seq_ != 0 && (data ? p.next_sequence() : p.sequence) > end_seq_) {  // beyond the established end
-    Count(LiveCounter::kUnconfirmedDropped);
+    add_count(LiveCounter::kUnconfirmedDropped);
     return Verdict::kRejected;
   }
   // The other line already delivered this far: confirmed at once.
   if (line_end_[li ^ 1] >= p.sequence) {
     const std::uint64_t hi_before = hi_;
-    Advance(line, p.sequence, now_ns);
+    advance(line, p.sequence, now_ns);
     bool took = true;
     if (data) {
-      took = Take(line, p, now_ns);
-      Pump();
+      took = take_packet(line, p, now_ns);
+      pump();
     }
     if (nclaims_ != 0 && hi_ != hi_before) resolve_claims(now_ns);
     return took ? Verdict::kAccepted : Verdict::kDuplicate;
   }
-  Count(LiveCounter::kUnconfirmed);
+  add_count(LiveCounter::kUnconfirmed);
   // A free slot, else the one furthest ahead gives way (this one, if it is): the nearest are
   // the first needed, and what a dropped one held is recovered as part of a range later.
   std::size_t slot = kClaimsPerLine;
@@ -586,7 +586,7 @@ Arbiter::Verdict Arbiter::hold_claim(Line line, const mold::Packet& p, std::span
   }
   if (claims_[li][slot].active) {
     if (claims_[li][slot].seq < p.sequence) {
-      Count(LiveCounter::kUnconfirmedDropped);
+      add_count(LiveCounter::kUnconfirmedDropped);
       return Verdict::kRejected;
     }
     drop_claim(li, slot);
@@ -607,7 +607,7 @@ void Arbiter::drop_claim(int l, std::size_t i) noexcept {
   claims_[l][i].active = false;
   --nclaims_;
   --line_claims_[l];
-  Count(LiveCounter::kUnconfirmedDropped);
+  add_count(LiveCounter::kUnconfirmedDropped);
 }
 
 void Arbiter::resolve_claims(std::int64_t now_ns) noexcept {
@@ -626,7 +626,7 @@ void Arbiter::resolve_claims(std::int64_t now_ns) noexcept {
         if (c.seq > hi_) {
           if (!confirmed) continue;
           // Confirmed: the range up to it is missing (a gap), then it is an ordinary packet.
-          Advance(static_cast<Line>(l), c.seq, c.rx_ns);
+          advance(static_cast<Line>(l), c.seq, c.rx_ns);
           if (c.seq > hi_) continue;  // no room to record the range yet (Tick retries)
         }
         // It no longer skips anything. Right at the frontier (the other line brought what it
@@ -641,17 +641,17 @@ void Arbiter::resolve_claims(std::int64_t now_ns) noexcept {
           continue;
         }
         const bool take = confirmed || c.seq == hi_;
-        if (!take && c.end > hi_) Count(LiveCounter::kUnconfirmedDropped);
-        const mold::Packet p = mold::Parse({claim_bytes(l, i), c.len});
-        (void)Take(static_cast<Line>(l), p, c.rx_ns, take);
-        Pump();
+        if (!take && c.end > hi_) add_count(LiveCounter::kUnconfirmedDropped);
+        const mold::Packet p = mold::parse_packet({claim_bytes(l, i), c.len});
+        (void)take_packet(static_cast<Line>(l), p, c.rx_ns, take);
+        pump();
       }
     }
   }
 }
 
 void Arbiter::probe_answered(std::int64_t now_ns) noexcept {
-  if (probe_.active && !probe_.answered) Count(LiveCounter::kRerequestsAnswered);
+  if (probe_.active && !probe_.answered) add_count(LiveCounter::kRerequestsAnswered);
   probe_.answered = true;
   probe_.last_reply_ns = now_ns;
   probe_misses_ = 0;
@@ -665,7 +665,7 @@ void Arbiter::probe_claims(std::int64_t now_ns) noexcept {
       probe_.active = false;
       if (!probe_.answered) {
         ++probe_misses_;
-        Count(LiveCounter::kRerequestsTimedOut);
+        add_count(LiveCounter::kRerequestsTimedOut);
         // Ranges established inside it meanwhile were asked for once, in vain.
         for (Gap& g : gaps_) {
           if (g.from >= probe_.from && g.to <= probe_.to && g.req < 0) {
@@ -689,7 +689,7 @@ void Arbiter::probe_claims(std::int64_t now_ns) noexcept {
   // before it: ask at once), or whose other line stayed quiet past the wait.
   const Claim* best = nullptr;
   for (int l = 0; l < 2; ++l) {
-    const std::uint64_t other = Claimed(l ^ 1);
+    const std::uint64_t other = claimed(l ^ 1);
     for (const Claim& c : claims_[l]) {
       if (!c.active || c.seq <= hi_) continue;
       const std::int64_t due = c.rx_ns + o_.rerequest_wait_ns;
@@ -705,12 +705,12 @@ void Arbiter::probe_claims(std::int64_t now_ns) noexcept {
       Probe{true, false, hi_, to, now_ns + std::min(o_.rerequest_timeout_ns << shift, o_.rerequest_timeout_max_ns), 0};
   probe_limit_ = std::max(probe_limit_, to);
   requests_[nrequests_++] = RerequestOut{session_, hi_, static_cast<std::uint16_t>(to - hi_)};
-  Count(LiveCounter::kConfirmRequests);
+  add_count(LiveCounter::kConfirmRequests);
 }
 
 // ---- confirmed data ------------------------------------------------------------------------
 
-void Arbiter::Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept {
+void Arbiter::advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept {
   if (line != Line::kReplay) {
     std::uint64_t& le = line_end_[static_cast<int>(line)];
     le = std::max(le, end);
@@ -724,12 +724,12 @@ void Arbiter::Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcep
   // A range longer than the window cannot be recovered: what arrives behind it would have to
   // be dropped meanwhile. It is reported when the cursor reaches it.
   gaps_.push_back(Gap{hi_, end, now_ns, 0, -1, end - hi_ > o_.window, false});
-  Count(LiveCounter::kGapsDetected);
+  add_count(LiveCounter::kGapsDetected);
   hi_ = end;
 }
 
 void Arbiter::conflict(std::uint64_t first, std::uint32_t n) noexcept {
-  Count(LiveCounter::kConflictingCopies, n);
+  add_count(LiveCounter::kConflictingCopies, n);
   Notice note;
   note.kind = Notice::kConflict;
   note.session = session_;
@@ -744,11 +744,11 @@ void Arbiter::compare_delivered(const mold::Packet& p) noexcept {
   if (p.begin() == p.end()) return;
   const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
   std::uint64_t first = 0;
-  const std::uint32_t n = delivered_.Compare(p.sequence, blocks, p.size - mold::kPacketHeaderSize, &first);
+  const std::uint32_t n = delivered_.compare(p.sequence, blocks, p.size - mold::kPacketHeaderSize, &first);
   if (n != 0) conflict(first, n);
 }
 
-bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool extend) noexcept {
+bool Arbiter::take_packet(Line line, const mold::Packet& p, std::int64_t now_ns, bool extend) noexcept {
   const std::uint64_t seq = p.sequence;
   const std::uint64_t end = p.next_sequence();
   // The line's confirmed position (what a held packet never confirmed claims is not).
@@ -758,8 +758,8 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   }
   if (end <= next_) {
     compare_delivered(p);
-    Count(LiveCounter::kDuplicatePackets);
-    Count(LiveCounter::kDuplicateMessages, p.count);
+    add_count(LiveCounter::kDuplicatePackets);
+    add_count(LiveCounter::kDuplicateMessages, p.count);
     return false;
   }
   // Fast path: the next packet in order with nothing waiting - its blocks are the output. (A
@@ -768,11 +768,11 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
     const std::uint8_t* blocks = p.begin() == p.end() ? nullptr : (*p.begin()).data() - mold::kBlockLengthSize;
     const std::size_t n = p.size - mold::kPacketHeaderSize;
     if (blocks != nullptr && emit(blocks, n, now_ns)) {
-      delivered_.Append(seq, p.count, blocks, n, true);
+      delivered_.append(seq, p.count, blocks, n, true);
       next_ = hi_ = end;
-      Count(LiveCounter::kMessages, p.count);
+      add_count(LiveCounter::kMessages, p.count);
       if (line == Line::kReplay) {
-        Count(LiveCounter::kMessagesRecovered, p.count);
+        add_count(LiveCounter::kMessagesRecovered, p.count);
         probe_answered(now_ns);
       }
       return true;
@@ -781,14 +781,14 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   if (seq > hi_) {
     if (line == Line::kReplay) {
       // Replies answer requests, which start at or below hi_: this one is not ours.
-      Count(LiveCounter::kDuplicatePackets);
-      Count(LiveCounter::kDuplicateMessages, p.count);
+      add_count(LiveCounter::kDuplicatePackets);
+      add_count(LiveCounter::kDuplicateMessages, p.count);
       return false;
     }
     const std::uint64_t before = gaps_.size();
-    Advance(line, seq, now_ns);
+    advance(line, seq, now_ns);
     if (gaps_.size() == before && hi_ < seq) {
-      Count(LiveCounter::kWindowOverflow, p.count);  // no room to record the range
+      add_count(LiveCounter::kWindowOverflow, p.count);  // no room to record the range
       return false;
     }
   }
@@ -857,28 +857,28 @@ bool Arbiter::Take(Line line, const mold::Packet& p, std::int64_t now_ns, bool e
   if (delivered_bytes != 0) {
     std::uint64_t first = 0;
     const std::uint8_t* blocks = (*p.begin()).data() - mold::kBlockLengthSize;
-    const std::uint32_t n = delivered_.Compare(seq, blocks, delivered_bytes, &first);
+    const std::uint32_t n = delivered_.compare(seq, blocks, delivered_bytes, &first);
     if (n != 0) conflict(first, n);
   }
   if (conflicts != 0) conflict(first_conflict, static_cast<std::uint32_t>(conflicts));
   // The stored messages inside ranges form one run: packets carry consecutive messages and a
   // run only breaks at a range's end, where the next message is present already.
-  if (fill_to > fill_from) Fill(fill_from, fill_to, line == Line::kReplay, now_ns);
-  if (overflow != 0) Count(LiveCounter::kWindowOverflow, overflow);
-  if (dups != 0) Count(LiveCounter::kDuplicateMessages, dups);
+  if (fill_to > fill_from) fill(fill_from, fill_to, line == Line::kReplay, now_ns);
+  if (overflow != 0) add_count(LiveCounter::kWindowOverflow, overflow);
+  if (dups != 0) add_count(LiveCounter::kDuplicateMessages, dups);
   if (stored == 0) {
-    if (overflow == 0) Count(LiveCounter::kDuplicatePackets);
+    if (overflow == 0) add_count(LiveCounter::kDuplicatePackets);
     return false;
   }
   if (line == Line::kReplay) {
-    Count(LiveCounter::kMessagesRecovered, stored);
+    add_count(LiveCounter::kMessagesRecovered, stored);
     if (hi_ > old_hi) probe_answered(now_ns);  // a confirmation request was answered
   }
   // Buffered unless it is about to be delivered: the first message at the cursor with no
   // range in front of it.
   if (!(seq <= next_ && (gaps_.empty() || gaps_.front().from > next_))) {
-    Count(LiveCounter::kOutOfOrderPackets);
-    Count(LiveCounter::kOutOfOrderMessages, stored);
+    add_count(LiveCounter::kOutOfOrderPackets);
+    add_count(LiveCounter::kOutOfOrderMessages, stored);
   }
   return true;
 }
@@ -887,11 +887,11 @@ void Arbiter::make_room(std::uint64_t seq, std::uint64_t end) noexcept {
   while (end > next_ + o_.window && !gaps_.empty() && gaps_.front().to <= seq) {
     Gap& g = gaps_.front();
     if (!g.lost) {
-      g.lost = true;  // Pump() reports it and delivers what waited behind it
-      Count(LiveCounter::kGapsGivenUp);
+      g.lost = true;  // pump() reports it and delivers what waited behind it
+      add_count(LiveCounter::kGapsGivenUp);
     }
     const std::uint64_t before = next_;
-    Pump();
+    pump();
     if (next_ == before) return;  // the output is full: the caller takes it first
   }
 }
@@ -905,7 +905,7 @@ void Arbiter::drop_request_ref(std::int32_t req) noexcept {
   }
 }
 
-void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int64_t now_ns) noexcept {
+void Arbiter::fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int64_t now_ns) noexcept {
   auto it = std::lower_bound(gaps_.begin(), gaps_.end(), a, [](const Gap& g, std::uint64_t s) { return g.to <= s; });
   std::size_t i = static_cast<std::size_t>(it - gaps_.begin());
   while (i < gaps_.size() && gaps_[i].from < b) {
@@ -923,7 +923,7 @@ void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int6
         Request& r = reqs_[static_cast<std::size_t>(g.req)];
         if (r.active && !r.answered) {
           r.answered = true;
-          Count(LiveCounter::kRerequestsAnswered);
+          add_count(LiveCounter::kRerequestsAnswered);
         }
         r.last_reply_ns = now_ns;
       }
@@ -951,7 +951,7 @@ void Arbiter::Fill(std::uint64_t a, std::uint64_t b, bool from_replay, std::int6
   }
 }
 
-void Arbiter::Pump() noexcept {
+void Arbiter::pump() noexcept {
   for (;;) {
     if (!gaps_.empty() && gaps_.front().from <= next_) {
       Gap& g = gaps_.front();
@@ -962,8 +962,8 @@ void Arbiter::Pump() noexcept {
       n.from = g.from;
       n.count = g.to - g.from;
       if (!push_notice(n)) return;  // the caller takes the output first
-      Count(LiveCounter::kGapsUnrecoverable);
-      Count(LiveCounter::kMessagesUnrecoverable, n.count);
+      add_count(LiveCounter::kGapsUnrecoverable);
+      add_count(LiveCounter::kMessagesUnrecoverable, n.count);
       // Anything stored inside it (a range that could not be split) goes with it.
       const std::uint64_t stop = std::min(g.to, g.from + o_.window);
       for (std::uint64_t s = g.from; s < stop && buffered_ != 0; ++s) {
@@ -994,8 +994,8 @@ void Arbiter::Pump() noexcept {
         n.from = next_;
         n.count = 1;
         if (!push_notice(n)) break;
-        Count(LiveCounter::kGapsUnrecoverable);
-        Count(LiveCounter::kMessagesUnrecoverable);
+        add_count(LiveCounter::kGapsUnrecoverable);
+        add_count(LiveCounter::kMessagesUnrecoverable);
         ++next_;
         continue;
       }
@@ -1004,13 +1004,13 @@ void Arbiter::Pump() noexcept {
       rec[1] = sl.len;
       std::memcpy(rec + 2, sl.data, sl.len);
       (void)emit(rec, 2u + sl.len, buffered_rx_ns_);
-      delivered_.Append(next_, 1, rec, 2u + sl.len, false);
+      delivered_.append(next_, 1, rec, 2u + sl.len, false);
       sl.seq = 0;
       --buffered_;
       ++next_;
       ++delivered;
     }
-    Count(LiveCounter::kMessages, delivered);
+    add_count(LiveCounter::kMessages, delivered);
     if (next_ < limit) return;  // output full
   }
 }
@@ -1021,7 +1021,7 @@ void Arbiter::line_drained(Line line, std::int64_t now_ns) noexcept {
   line_drained_ns_[static_cast<int>(line)] = now_ns;
 }
 
-bool Arbiter::Confirmed(const Gap& g, std::int64_t now_ns) const noexcept {
+bool Arbiter::confirmed(const Gap& g, std::int64_t now_ns) const noexcept {
   if (g.requested) return true;  // asked for before: missing on both lines
   for (int l = 0; l < 2; ++l) {
     if (line_end_[l] >= g.to) continue;  // this line went past it: missing there too
@@ -1032,7 +1032,7 @@ bool Arbiter::Confirmed(const Gap& g, std::int64_t now_ns) const noexcept {
   return true;
 }
 
-bool Arbiter::Finished() const noexcept {
+bool Arbiter::finished() const noexcept {
   return have_session_ && end_seq_ != 0 && gaps_.empty() && next_ == hi_ && next_ >= end_seq_;
 }
 
@@ -1042,7 +1042,7 @@ void Arbiter::check_stale(std::int64_t now_ns) noexcept {
   for (int l = 0; l < 2; ++l) {
     if (!line_stale_[l] && now_ns - std::max(line_rx_ns_[l], first_rx_ns_) > quiet) {
       line_stale_[l] = true;
-      Count(l == 0 ? LiveCounter::kStaleA : LiveCounter::kStaleB);
+      add_count(l == 0 ? LiveCounter::kStaleA : LiveCounter::kStaleB);
     }
   }
   if (line_stale_[0] && line_stale_[1] && !stale_) {
@@ -1051,12 +1051,12 @@ void Arbiter::check_stale(std::int64_t now_ns) noexcept {
     n.session = session_;
     if (push_notice(n)) {
       stale_ = true;
-      Count(LiveCounter::kStale);
+      add_count(LiveCounter::kStale);
     }
   }
 }
 
-void Arbiter::Tick(std::int64_t now_ns) noexcept {
+void Arbiter::tick(std::int64_t now_ns) noexcept {
   if (!have_session_) return;
   check_stale(now_ns);
   evaluate_end();
@@ -1074,7 +1074,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
   // Messages a line delivered but the window could not take (or a range the gap list had no
   // room for): missing, like a loss, once there is room to record them.
   if (const std::uint64_t seen = std::max(line_end_[0], line_end_[1]); seen > hi_) {
-    Advance(Line::kReplay, seen, now_ns);
+    advance(Line::kReplay, seen, now_ns);
     if (nclaims_ != 0) resolve_claims(now_ns);
   }
   // Requests: an expired one makes its ranges eligible again (unrecoverable once the
@@ -1088,7 +1088,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     const bool reply_over =
         r.answered && now_ns - r.last_reply_ns >= quiet && line_drained_ns_[2] >= r.last_reply_ns + quiet;
     if (!expired && !reply_over) continue;
-    if (!r.answered) Count(LiveCounter::kRerequestsTimedOut);
+    if (!r.answered) add_count(LiveCounter::kRerequestsTimedOut);
     r.active = false;
     r.refs = 0;
     --outstanding_;
@@ -1110,7 +1110,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     if (g.lost || g.req >= 0) continue;
     if (g.from >= limit) break;
     if (probe_.active && g.from >= probe_.from && g.to <= probe_.to) continue;  // asked for already
-    if (!Confirmed(g, now_ns)) continue;
+    if (!confirmed(g, now_ns)) continue;
     if (!o_.rerequest) {
       g.lost = true;
       continue;
@@ -1132,16 +1132,16 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
     ++outstanding_;
     h.req = static_cast<std::int32_t>(k);
     if (h.attempts++ > 0) {
-      Count(LiveCounter::kRerequestRetries);
+      add_count(LiveCounter::kRerequestRetries);
     } else if (h.requested) {
-      Count(LiveCounter::kRerequestFollowups);
+      add_count(LiveCounter::kRerequestFollowups);
     }
     h.requested = true;
     requests_[nrequests_++] = RerequestOut{session_, h.from, static_cast<std::uint16_t>(n)};
-    Count(LiveCounter::kRerequestsSent);
+    add_count(LiveCounter::kRerequestsSent);
   }
   probe_claims(now_ns);
-  Pump();
+  pump();
 
   // The next session: one both lines moved to, or one line with the other dead (quiet for
   // the stale interval while the session ran, without ending it: lines go quiet after an end
@@ -1174,7 +1174,7 @@ void Arbiter::Tick(std::int64_t now_ns) noexcept {
       }
     }
   }
-  if (!Finished()) return;
+  if (!finished()) return;
   if (have_next_session_) {
     switch_session(now_ns);
     return;

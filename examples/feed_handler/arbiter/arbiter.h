@@ -2,7 +2,7 @@
 // no clock of its own, so every rule can be tested by handing it packets in any order.
 //
 // The caller (live_source.cc, or a test) hands it every datagram it reads - from line A,
-// line B or the re-request socket - with the time, calls Tick() once per polling round, and
+// line B or the re-request socket - with the time, calls tick() once per polling round, and
 // sends the re-requests it queues. The arbiter hands back, in sequence order, the ITCH
 // messages of the session as BinaryFILE records (2-byte big-endian length + message: a
 // MoldUDP64 block is exactly that) and notices (a gap that cannot be recovered, a stale or
@@ -164,18 +164,18 @@ namespace detail {
 class DeliveredLog {
  public:
   DeliveredLog(std::size_t bytes, std::size_t runs);
-  void Clear() noexcept;
+  void clear() noexcept;
   // Records of [seq, seq + count) (consecutive, in delivery order), `n` bytes: a packet's
   // blocks (`packet`: kept as one run, so the other line's copy is compared in one go), or
   // messages delivered one by one (runs of up to kRunMessages).
-  void Append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n, bool packet) noexcept;
+  void append(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n, bool packet) noexcept;
   // True when `recs` (`n` bytes, `count` messages from `seq`) are exactly a packet delivered
   // and still held.
-  bool Same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) const noexcept;
+  bool same(std::uint64_t seq, std::uint32_t count, const std::uint8_t* recs, std::size_t n) const noexcept;
   // Compares `n` bytes of records of consecutive messages from `seq` (a MoldUDP64 packet's
   // blocks) with the delivered copies still held; messages no longer held (or never
   // delivered) are not compared. Returns how many differ, the first in *first.
-  std::uint32_t Compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
+  std::uint32_t compare(std::uint64_t seq, const std::uint8_t* recs, std::size_t n,
                         std::uint64_t* first) const noexcept;
 
  private:
@@ -188,9 +188,9 @@ class DeliveredLog {
     bool packet;          // one packet's blocks as delivered
   };
   // Index of the run holding `seq`, or -1.
-  std::int64_t Find(std::uint64_t seq) const noexcept;
-  bool Held(const Run& r) const noexcept { return wpos_ - r.pos <= bytes_.size(); }
-  std::uint8_t At(std::uint64_t pos) const noexcept { return bytes_[pos & bmask_]; }
+  std::int64_t find(std::uint64_t seq) const noexcept;
+  bool held(const Run& r) const noexcept { return wpos_ - r.pos <= bytes_.size(); }
+  std::uint8_t byte_at(std::uint64_t pos) const noexcept { return bytes_[pos & bmask_]; }
 
   std::vector<std::uint8_t> bytes_;
   std::uint64_t bmask_;
@@ -226,17 +226,17 @@ class Arbiter {
   void line_drained(Line line, std::int64_t now_ns) noexcept;
   // Timers: re-requests and their timeouts, confirmations, stale detection, session switch
   // and the end.
-  void Tick(std::int64_t now_ns) noexcept;
+  void tick(std::int64_t now_ns) noexcept;
 
-  // Re-requests queued by Tick(); the caller sends them and calls clear_requests().
+  // Re-requests queued by tick(); the caller sends them and calls clear_requests().
   std::span<const RerequestOut> requests() const noexcept { return {requests_.data(), nrequests_}; }
   // The caller could not send one of them.
-  void count_send_error() noexcept { Count(LiveCounter::kRerequestSendErrors); }
+  void count_send_error() noexcept { add_count(LiveCounter::kRerequestSendErrors); }
   // The caller dropped a line datagram from an unexpected sender without handing it over.
-  void count_wrong_source() noexcept { Count(LiveCounter::kWrongSource); }
+  void count_wrong_source() noexcept { add_count(LiveCounter::kWrongSource); }
   void clear_requests() noexcept { nrequests_ = 0; }
 
-  // Delivered output: BinaryFILE bytes, split by notices. Next() gives the next piece: a
+  // Delivered output: BinaryFILE bytes, split by notices. next() gives the next piece: a
   // notice (bytes empty) or bytes up to the next notice; false when nothing is pending.
   // Pieces stay valid until reset_output().
   struct Piece {
@@ -246,8 +246,8 @@ class Arbiter {
     // a gap: the time the gap was seen, earlier still), for packet-in-to-book latency.
     std::int64_t rx_ns = 0;
   };
-  bool Next(Piece* p) noexcept;
-  // Everything handed out by Next() is done with: the output buffer starts over.
+  bool next(Piece* p) noexcept;
+  // Everything handed out by next() is done with: the output buffer starts over.
   void reset_output() noexcept;
   bool output_pending() const noexcept { return out_taken_ < out_len_ || notice_taken_ < nnotices_; }
   // Delivered bytes not taken yet.
@@ -320,38 +320,38 @@ class Arbiter {
     bool dead;
   };
 
-  void Count(LiveCounter c, std::uint64_t n = 1) noexcept { c_[static_cast<std::size_t>(c)] += n; }
+  void add_count(LiveCounter c, std::uint64_t n = 1) noexcept { c_[static_cast<std::size_t>(c)] += n; }
   void start_session(const itch::mold::Session& s) noexcept;
-  // A datagram already counted: validation, session, then Dispatch().
-  Verdict Process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
+  // A datagram already counted: validation, session, then dispatch().
+  Verdict process(Line line, std::span<const std::uint8_t> datagram, std::int64_t now_ns) noexcept;
   // A validated packet of the current session (from a socket, a held claim or the hold).
   // `copy`: a data packet identical to one delivered (a duplicate, not validated again).
-  Verdict Dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
+  Verdict dispatch(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram, std::int64_t now_ns,
                    bool copy = false) noexcept;
   Verdict on_end(Line line, const itch::mold::Packet& p, std::int64_t now_ns) noexcept;
-  void Advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
+  void advance(Line line, std::uint64_t end, std::int64_t now_ns) noexcept;  // a confirmed position
   // Takes the messages [seq, seq + n) of a validated packet. With `extend` false, messages
   // beyond the highest one known to exist are left out (a held packet never confirmed).
-  bool Take(Line line, const itch::mold::Packet& p, std::int64_t now_ns, bool extend = true) noexcept;
-  void Fill(std::uint64_t from, std::uint64_t to, bool from_replay, std::int64_t now_ns) noexcept;
+  bool take_packet(Line line, const itch::mold::Packet& p, std::int64_t now_ns, bool extend = true) noexcept;
+  void fill(std::uint64_t from, std::uint64_t to, bool from_replay, std::int64_t now_ns) noexcept;
   void compare_delivered(const itch::mold::Packet& p) noexcept;
   void conflict(std::uint64_t first, std::uint32_t n) noexcept;
   // A packet ending at `end` does not fit the window: gives up the oldest ranges wholly
   // before `seq` until it does (or none is left, or the output is full).
   void make_room(std::uint64_t seq, std::uint64_t end) noexcept;
   void drop_request_ref(std::int32_t req) noexcept;
-  void Pump() noexcept;  // delivers from the window while possible
+  void pump() noexcept;  // delivers from the window while possible
   bool emit(const std::uint8_t* rec, std::size_t n, std::int64_t rx_ns) noexcept;
   bool push_notice(const Notice& n) noexcept;
-  bool Confirmed(const Gap& g, std::int64_t now_ns) const noexcept;
-  bool Finished() const noexcept;
+  bool confirmed(const Gap& g, std::int64_t now_ns) const noexcept;
+  bool finished() const noexcept;
   void check_stale(std::int64_t now_ns) noexcept;
 
   // Claims: packets that skip ahead.
   Verdict hold_claim(Line line, const itch::mold::Packet& p, std::span<const std::uint8_t> datagram,
                      std::int64_t now_ns) noexcept;
   // One past the highest sequence line `l`'s held packets claim (0: none held).
-  std::uint64_t Claimed(int l) const noexcept;
+  std::uint64_t claimed(int l) const noexcept;
   // Continuation of held packets (true: one was) and contradiction of an end of session.
   // A packet of the current session on line `l`: continues (true) or seals the line's held
   // packets, and contradicts its end of session (not an end itself).
@@ -392,7 +392,7 @@ class Arbiter {
   std::int64_t first_rx_ns_ = 0;                 // first packet of the session (stale checks start then)
   bool have_rx_ = false;
   bool stale_ = false;
-  std::int64_t finished_ns_ = 0;  // when Finished() first held (linger)
+  std::int64_t finished_ns_ = 0;  // when finished() first held (linger)
   bool done_ = false;
 
   std::vector<Slot> window_;

@@ -16,11 +16,11 @@
 
 namespace pollux::feed {
 
-absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::Open(Context& ctx, const FeedConfig& cfg,
+absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::open(Context& ctx, const FeedConfig& cfg,
                                                                      IdleKind idle) {
   std::unique_ptr<FeedSubscriber> fs(new FeedSubscriber(cfg, idle));
   for (std::uint32_t p = 0; p < cfg.streams; ++p) {
-    absl::StatusOr<Subscriber> sub = ctx.subscriber(cfg.Topic(p));
+    absl::StatusOr<Subscriber> sub = ctx.subscriber(cfg.partition_topic(p));
     if (!sub.ok()) return sub.status();
     fs->subs_.push_back(std::move(*sub));
   }
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::Open(Context& ct
   return fs;
 }
 
-absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>& stop) {
+absl::Status FeedSubscriber::run(RoleProgress* progress, const std::atomic<bool>& stop) {
   Shared shared;
   shared.progress = progress;
   shared.stop = &stop;
@@ -68,7 +68,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
       }
     }
   }
-  Merge();
+  merge();
   if (progress != nullptr) {
     progress->state.store(status.ok() ? RoleProgress::kDone : RoleProgress::kFailed, std::memory_order_release);
   }
@@ -76,7 +76,7 @@ absl::Status FeedSubscriber::Run(RoleProgress* progress, const std::atomic<bool>
   return status;
 }
 
-void FeedSubscriber::Merge() {
+void FeedSubscriber::merge() {
   SubscribeResult& r = result_;
   r = std::move(parts_[0].result);
   for (std::size_t t = 1; t < parts_.size(); ++t) {
@@ -168,7 +168,7 @@ absl::Status FeedSubscriber::run_part(Part& part, Shared& shared) {
     } else {
       pr = itch::check_message({p, len});
       if (pr.ok()) {
-        books.Apply(itch::MessageView(p, len));
+        books.apply(itch::MessageView(p, len));
         applied = 1;
       }
     }
@@ -242,7 +242,7 @@ absl::Status FeedSubscriber::run_part(Part& part, Shared& shared) {
           for (std::size_t i = 0; i < n; ++i) {
             if (!ended[i] && !subs_[part.subs[i]].is_connected()) {
               absl::StrAppend(&missing, missing.empty() ? "" : ", ",
-                              cfg_.Topic(static_cast<std::uint32_t>(part.subs[i])));
+                              cfg_.partition_topic(static_cast<std::uint32_t>(part.subs[i])));
             }
           }
           shared.abort.store(true, std::memory_order_relaxed);

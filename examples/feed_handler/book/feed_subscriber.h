@@ -59,12 +59,12 @@ struct SubscribeResult {
 
 class FeedSubscriber {
  public:
-  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> Open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedSubscriber>> open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
 
   // Polls every partition until each has ended (kEndOfStream or kPublisherDied) or `stop`.
   // `progress->state` turns kReady once every partition is connected to its publisher; it
   // is an error if that takes longer than feed.connect_timeout_ms.
-  absl::Status Run(RoleProgress* progress, const std::atomic<bool>& stop);
+  absl::Status run(RoleProgress* progress, const std::atomic<bool>& stop);
 
   SubscribeResult& result() noexcept { return result_; }
 
@@ -87,7 +87,7 @@ class FeedSubscriber {
 
   absl::Status run_part(Part& part, Shared& shared);
   // Folds every part's result into result_ (books absorbed into part 0's).
-  void Merge();
+  void merge();
 
   FeedConfig cfg_;
   IdleKind idle_kind_;

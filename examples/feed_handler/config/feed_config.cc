@@ -76,7 +76,7 @@ std::string_view replay_name(ReplayMode r) {
   return "?";
 }
 
-std::string_view EmbeddedConfig() { return kEmbeddedFeedToml; }
+std::string_view embedded_config() { return kEmbeddedFeedToml; }
 
 std::string toml_string(std::string_view s) {
   std::string out = "\"";
@@ -88,7 +88,7 @@ std::string toml_string(std::string_view s) {
   return out;
 }
 
-std::string FeedConfig::Topic(std::uint32_t i) const { return absl::StrCat(topic, ".", i); }
+std::string FeedConfig::partition_topic(std::uint32_t i) const { return absl::StrCat(topic, ".", i); }
 
 namespace {
 
@@ -103,7 +103,7 @@ std::function<std::string(const std::string&)> endpoint_check(bool multicast, bo
 }
 
 // The [feed] table: every key once, with its type, bounds, help and (in FeedConfig) default.
-const ConfigTable<FeedConfig>& Table() {
+const ConfigTable<FeedConfig>& config_table() {
   static const ConfigTable<FeedConfig>* const table = [] {
     auto* t = new ConfigTable<FeedConfig>("feed");
     using C = FeedConfig;
@@ -322,12 +322,12 @@ absl::Status validate_feed(const FeedConfig& c, std::string_view source) {
 
 }  // namespace
 
-std::string FeedConfig::ToToml() const { return Table().to_toml(*this); }
+std::string FeedConfig::to_toml() const { return config_table().to_toml(*this); }
 
 absl::StatusOr<LoadedConfig> load_config(std::string_view text, std::string_view source,
                                          const std::vector<std::string>& overrides) {
   LoadedConfig out;
-  absl::StatusOr<AppConfigFile> file = Table().load(text, source, overrides, &out.feed);
+  absl::StatusOr<AppConfigFile> file = config_table().load(text, source, overrides, &out.feed);
   if (!file.ok()) return file.status();
   out.feed.where = std::move(file->where);
   if (absl::Status s = validate_feed(out.feed, source); !s.ok()) return s;
@@ -337,7 +337,7 @@ absl::StatusOr<LoadedConfig> load_config(std::string_view text, std::string_view
   return out;
 }
 
-absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+absl::StatusOr<LoadedConfig> load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
   absl::StatusOr<std::string> text = read_config_file(path);
   if (!text.ok()) return text.status();
   return load_config(*text, path, overrides);

@@ -77,9 +77,9 @@ struct FeedConfig {
   std::map<std::string, std::string> where;
 
   // Topic of partition `i` (0 <= i < streams).
-  std::string Topic(std::uint32_t i) const;
+  std::string partition_topic(std::uint32_t i) const;
   // The [feed] table as TOML, every key with its help text.
-  std::string ToToml() const;
+  std::string to_toml() const;
 };
 
 struct LoadedConfig {
@@ -106,10 +106,10 @@ std::string toml_string(std::string_view s);
 // before anything starts.
 absl::StatusOr<LoadedConfig> load_config(std::string_view text, std::string_view source,
                                          const std::vector<std::string>& overrides = {});
-absl::StatusOr<LoadedConfig> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides = {});
+absl::StatusOr<LoadedConfig> load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The built-in default (examples/feed_handler/config/feed.toml) and its source name.
-std::string_view EmbeddedConfig();
+std::string_view embedded_config();
 inline constexpr std::string_view kEmbeddedConfigName = "<embedded feed.toml>";
 
 }  // namespace pollux::feed

@@ -67,11 +67,11 @@ std::string_view type_name(char t) {
   return "?";
 }
 
-std::string Price(std::uint32_t p) { return absl::StrFormat("%d.%04d", p / 10000, p % 10000); }
+std::string price_text(std::uint32_t p) { return absl::StrFormat("%d.%04d", p / 10000, p % 10000); }
 
-std::string Us(std::int64_t ns) { return absl::StrFormat("%.2f", static_cast<double>(ns) / 1e3); }
+std::string usec_text(std::int64_t ns) { return absl::StrFormat("%.2f", static_cast<double>(ns) / 1e3); }
 
-std::string Rate(double per_s) {
+std::string rate_text(double per_s) {
   if (per_s >= 1e6) return absl::StrFormat("%.2f M", per_s / 1e6);
   if (per_s >= 1e3) return absl::StrFormat("%.1f k", per_s / 1e3);
   return absl::StrFormat("%.0f ", per_s);
@@ -84,7 +84,7 @@ std::string one_line(std::string s) {
   return s;
 }
 
-std::string JsonString(std::string_view s) {
+std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') {
@@ -99,7 +99,7 @@ std::string JsonString(std::string_view s) {
   return out + "\"";
 }
 
-std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
+std::string detail_text(const SubscribeResult& r, const FeedConfig& cfg) {
   const itch::BookSet& books = *r.books;
   std::string out;
   const itch::MessageCounts& c = books.counts();
@@ -107,15 +107,15 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
   absl::StrAppend(&out, "  messages by type:\n");
   for (char t : itch::kMessageTypes) {
     if (c[t] == 0) continue;
-    absl::StrAppendFormat(&out, "    %c  %-34s %14s  %5.1f%%\n", t, type_name(t), Commas(c[t]),
+    absl::StrAppendFormat(&out, "    %c  %-34s %14s  %5.1f%%\n", t, type_name(t), commas(c[t]),
                           100.0 * static_cast<double>(c[t]) / static_cast<double>(total ? total : 1));
   }
-  absl::StrAppendFormat(&out, "       %-34s %14s\n", "total", Commas(total));
+  absl::StrAppendFormat(&out, "       %-34s %14s\n", "total", commas(total));
 
   const itch::BookStats& s = books.stats();
   std::vector<std::string> anomalies;
   auto note = [&](const char* what, std::uint64_t v) {
-    if (v != 0) anomalies.push_back(absl::StrCat(what, " ", Commas(v)));
+    if (v != 0) anomalies.push_back(absl::StrCat(what, " ", commas(v)));
   };
   note("unknown-reference executes", s.unknown_execute);
   note("cancels", s.unknown_cancel);
@@ -133,7 +133,7 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
   books.for_each_book([&](const itch::OrderBook&) { ++nbooks; });
   const std::uint64_t shown = std::min<std::uint64_t>(nbooks, cfg.top);
   if (shown == 0) return out;
-  absl::StrAppendFormat(&out, "  top of book, %s of %s books in stock locate order%s:\n", Commas(shown), Commas(nbooks),
+  absl::StrAppendFormat(&out, "  top of book, %s of %s books in stock locate order%s:\n", commas(shown), commas(nbooks),
                         shown < nbooks ? " (--book-out FILE writes every book, every level)" : "");
   absl::StrAppendFormat(&out, "    %6s  %-8s %12s %12s %12s %12s  %s\n", "locate", "symbol", "bid shares", "bid", "ask",
                         "ask shares", "levels bid/ask");
@@ -145,16 +145,17 @@ std::string Detail(const SubscribeResult& r, const FeedConfig& cfg) {
     // Escaped as --book-out writes it: a symbol comes off the wire, and raw control bytes
     // would reach the terminal that shows the summary.
     absl::StrAppendFormat(&out, "    %6d  %-8s %12s %12s %12s %12s  %d/%d%s\n", b.stock_locate(),
-                          itch::escape_text(b.symbol()), bid ? Commas(bid->shares) : "-", bid ? Price(bid->price) : "-",
-                          ask ? Price(ask->price) : "-", ask ? Commas(ask->shares) : "-", b.levels(itch::Side::kBuy),
-                          b.levels(itch::Side::kSell), b.crossed() ? "  crossed" : "");
+                          itch::escape_text(b.symbol()), bid ? commas(bid->shares) : "-",
+                          bid ? price_text(bid->price) : "-", ask ? price_text(ask->price) : "-",
+                          ask ? commas(ask->shares) : "-", b.levels(itch::Side::kBuy), b.levels(itch::Side::kSell),
+                          b.crossed() ? "  crossed" : "");
   });
   return out;
 }
 
 }  // namespace
 
-std::string Commas(std::uint64_t v) {
+std::string commas(std::uint64_t v) {
   const std::string digits = absl::StrCat(v);
   std::string out;
   out.reserve(digits.size() + digits.size() / 3);
@@ -219,7 +220,7 @@ SubscriberReport make_report(std::uint32_t index, std::int64_t pid, const Subscr
   s.digest = books_digest(*r.books);
   r.books->for_each_book([&](const itch::OrderBook&) { ++s.books; });
   s.live_orders = r.books->live_orders();
-  if (detail) s.detail = Detail(r, cfg);
+  if (detail) s.detail = detail_text(r, cfg);
   return s;
 }
 
@@ -380,7 +381,7 @@ std::string format_publisher(const ReplayResult& r, std::string_view source, dou
       pace = "as fast as possible";
       break;
     case ReplayMode::kRate:
-      pace = absl::StrCat("fixed rate ", Commas(cfg.rate), " msg/s");
+      pace = absl::StrCat("fixed rate ", commas(cfg.rate), " msg/s");
       break;
     case ReplayMode::kOriginal:
       pace = absl::StrFormat("original timestamps (pauses cut to %d ms)", cfg.max_gap_ms);
@@ -401,19 +402,19 @@ std::string format_publisher(const ReplayResult& r, std::string_view source, dou
   absl::StrAppendFormat(&out,
                         "publisher:  %s messages in %.3f s = %smsg/s (%.1f MB/s), %s Pollux messages (%.1f per), "
                         "%s back-pressured offers, %s%s\n",
-                        Commas(r.messages), secs, Rate(secs > 0 ? static_cast<double>(r.messages) / secs : 0),
-                        secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0, Commas(r.frames),
+                        commas(r.messages), secs, rate_text(secs > 0 ? static_cast<double>(r.messages) / secs : 0),
+                        secs > 0 ? static_cast<double>(r.bytes) / secs / 1e6 : 0.0, commas(r.frames),
                         r.frames ? static_cast<double>(r.messages) / static_cast<double>(r.frames) : 0.0,
-                        Commas(r.back_pressured), pace, r.stopped ? " - STOPPED EARLY" : "");
+                        commas(r.back_pressured), pace, r.stopped ? " - STOPPED EARLY" : "");
   absl::StrAppendFormat(
       &out, "  cpu %.3f s in the replaying thread (%.0f%% of the replay; %smsg per cpu-second)\n",
       static_cast<double>(r.cpu_ns) / 1e9, secs > 0 ? 100.0 * static_cast<double>(r.cpu_ns) / 1e9 / secs : 0.0,
-      Rate(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
+      rate_text(r.cpu_ns > 0 ? static_cast<double>(r.messages) / (static_cast<double>(r.cpu_ns) / 1e9) : 0));
   if (!live.empty()) {
     absl::StrAppend(&out, "live:       ");
     std::size_t col = 12;
     for (std::size_t i = 0; i < live.size(); ++i) {
-      std::string item = absl::StrCat(live[i].first, " ", Commas(live[i].second), i + 1 < live.size() ? ", " : "");
+      std::string item = absl::StrCat(live[i].first, " ", commas(live[i].second), i + 1 < live.size() ? ", " : "");
       if (col + item.size() > 110) {
         absl::StrAppend(&out, "\n            ");
         col = 12;
@@ -421,14 +422,14 @@ std::string format_publisher(const ReplayResult& r, std::string_view source, dou
       absl::StrAppend(&out, item);
       col += item.size();
     }
-    absl::StrAppendFormat(&out, "\n  %s notice(s) published\n", Commas(r.notices));
+    absl::StrAppendFormat(&out, "\n  %s notice(s) published\n", commas(r.notices));
   }
   for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, "%-11s %s\n", absl::StrCat(key, ":"), text);
   if (r.lag.count() != 0 && live.empty()) {
-    absl::StrAppendFormat(&out,
-                          "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
-                          Us(r.lag.percentile(50)), Us(r.lag.percentile(90)), Us(r.lag.percentile(99)),
-                          Us(r.lag.percentile(99.9)), Us(r.lag.percentile(99.99)), Us(r.lag.max()));
+    absl::StrAppendFormat(
+        &out, "  send lag behind schedule (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s\n",
+        usec_text(r.lag.percentile(50)), usec_text(r.lag.percentile(90)), usec_text(r.lag.percentile(99)),
+        usec_text(r.lag.percentile(99.9)), usec_text(r.lag.percentile(99.99)), usec_text(r.lag.max()));
   }
   return out;
 }
@@ -443,7 +444,7 @@ std::string format_subscriber(const SubscriberReport& r, bool as_fast_as_possibl
   absl::StrAppendFormat(&out,
                         "subscriber %d (pid %d): %s messages in %.3f s = %smsg/s, %s Pollux messages, "
                         "streams ended %d%s%s\n",
-                        r.index, r.pid, Commas(r.messages), r.seconds, Rate(rate), Commas(r.frames), r.ended,
+                        r.index, r.pid, commas(r.messages), r.seconds, rate_text(rate), commas(r.frames), r.ended,
                         r.died ? absl::StrFormat(", publisher died on %d", r.died) : "",
                         r.stopped ? " - STOPPED EARLY" : "");
   if (r.cpu_seconds > 0) {
@@ -451,27 +452,27 @@ std::string format_subscriber(const SubscriberReport& r, bool as_fast_as_possibl
                           "  cpu %.3f s in the polling thread, first message to end of stream (%.0f%% of it; "
                           "%smsg per cpu-second)\n",
                           r.cpu_seconds, r.seconds > 0 ? 100.0 * r.cpu_seconds / r.seconds : 0.0,
-                          Rate(static_cast<double>(r.messages) / r.cpu_seconds));
+                          rate_text(static_cast<double>(r.messages) / r.cpu_seconds));
   }
-  absl::StrAppendFormat(&out, "  gaps %s (%s Pollux messages lost), overruns %s, malformed %s%s\n", Commas(r.gaps),
-                        Commas(r.lost), Commas(r.overruns), Commas(r.malformed),
+  absl::StrAppendFormat(&out, "  gaps %s (%s Pollux messages lost), overruns %s, malformed %s%s\n", commas(r.gaps),
+                        commas(r.lost), commas(r.overruns), commas(r.malformed),
                         r.first_malformed.empty() ? "" : absl::StrCat(" (first: ", r.first_malformed, ")"));
   absl::StrAppendFormat(&out,
                         "  publish-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  p99.99 %s  max %s  "
                         "(mean %s, n=%s)\n",
-                        Us(r.p50), Us(r.p90), Us(r.p99), Us(r.p999), Us(r.p9999), Us(r.max),
-                        Us(static_cast<std::int64_t>(r.mean)), Commas(r.latency_count));
+                        usec_text(r.p50), usec_text(r.p90), usec_text(r.p99), usec_text(r.p999), usec_text(r.p9999),
+                        usec_text(r.max), usec_text(static_cast<std::int64_t>(r.mean)), commas(r.latency_count));
   if (r.wire_count != 0) {
     absl::StrAppendFormat(&out, "  packet-in-to-book latency (us): p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (n=%s)\n",
-                          Us(r.wire_p50), Us(r.wire_p90), Us(r.wire_p99), Us(r.wire_p999), Us(r.wire_max),
-                          Commas(r.wire_count));
+                          usec_text(r.wire_p50), usec_text(r.wire_p90), usec_text(r.wire_p99), usec_text(r.wire_p999),
+                          usec_text(r.wire_max), commas(r.wire_count));
   }
   if (r.feed_sessions != 0 || r.feed_gaps != 0 || r.feed_stale != 0 || r.feed_conflicts != 0) {
     absl::StrAppendFormat(&out,
                           "  live feed: %s unrecoverable gap(s) (%s messages lost upstream), stale %s, sessions %s",
-                          Commas(r.feed_gaps), Commas(r.feed_lost), Commas(r.feed_stale), Commas(r.feed_sessions));
+                          commas(r.feed_gaps), commas(r.feed_lost), commas(r.feed_stale), commas(r.feed_sessions));
     if (r.feed_conflicts != 0) {
-      absl::StrAppendFormat(&out, ", %s message(s) contradicted by a later copy", Commas(r.feed_conflicts));
+      absl::StrAppendFormat(&out, ", %s message(s) contradicted by a later copy", commas(r.feed_conflicts));
     }
     absl::StrAppend(&out, "\n");
   }
@@ -480,7 +481,7 @@ std::string format_subscriber(const SubscriberReport& r, bool as_fast_as_possibl
                     "    (replay = \"max\": mostly time queued behind the publisher in the transport; "
                     "replay = \"rate\" measures the pipeline)\n");
   }
-  absl::StrAppendFormat(&out, "  books: %s, %s live orders, digest %016x\n", Commas(r.books), Commas(r.live_orders),
+  absl::StrAppendFormat(&out, "  books: %s, %s live orders, digest %016x\n", commas(r.books), commas(r.live_orders),
                         r.digest);
   out += r.detail;
   return out;
@@ -511,11 +512,12 @@ std::string format_end_to_end(const ReplayResult& pub, const std::vector<Subscri
   return absl::StrFormat(
       "end to end: %s messages in %.3f s = %smsg/s (first offer to the last subscriber's last "
       "book update)\n",
-      Commas(pub.messages), secs, Rate(static_cast<double>(pub.messages) / secs));
+      commas(pub.messages), secs, rate_text(static_cast<double>(pub.messages) / secs));
 }
 
-std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const ContextInfo& pc, const LiveCounterValues& live, const LiveNoteValues& notes) {
+std::string format_summary_json(const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
+                                const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live,
+                                const LiveNoteValues& notes) {
   std::string out = "{\n";
   absl::StrAppendFormat(&out,
                         "  \"config\": {\"transport\": \"%s\", \"threading\": \"%s\", \"idle\": \"%s\", "
@@ -540,7 +542,7 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
     for (std::size_t i = 0; i < live.size(); ++i) {
       absl::StrAppendFormat(&out, "%s\"%s\": %d", i ? ", " : "", live[i].first, live[i].second);
     }
-    for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, ", \"%s\": %s", key, JsonString(text));
+    for (const auto& [key, text] : notes) absl::StrAppendFormat(&out, ", \"%s\": %s", key, json_string(text));
     absl::StrAppendFormat(&out, ", \"notices\": %d},\n", pub != nullptr ? pub->notices : 0);
   }
   if (pub != nullptr) {
@@ -561,7 +563,7 @@ std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberRep
         "\"digest\": \"%016x\", \"wire_latency_ns\": {\"p50\": %d, \"p90\": %d, \"p99\": %d, "
         "\"p99.9\": %d, \"max\": %d, \"count\": %d}, \"feed_gaps\": %d, \"feed_lost\": %d, "
         "\"feed_stale\": %d, \"feed_sessions\": %d, \"feed_conflicts\": %d}",
-        i ? "," : "", s.index, s.pid, JsonString(s.error), s.messages, s.frames, s.seconds,
+        i ? "," : "", s.index, s.pid, json_string(s.error), s.messages, s.frames, s.seconds,
         s.seconds > 0 ? static_cast<double>(s.messages) / s.seconds : 0.0, s.cpu_seconds, s.gaps, s.lost, s.overruns,
         s.malformed, s.ended, s.died, s.p50, s.p90, s.p99, s.p999, s.p9999, s.max, s.mean, s.latency_count, s.books,
         s.live_orders, s.digest, s.wire_p50, s.wire_p90, s.wire_p99, s.wire_p999, s.wire_max, s.wire_count, s.feed_gaps,

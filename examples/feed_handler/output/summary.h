@@ -71,10 +71,11 @@ double end_to_end_seconds(const ReplayResult& pub, const std::vector<SubscriberR
 std::string format_end_to_end(const ReplayResult& pub, const std::vector<SubscriberReport>& subs);
 
 // Machine-readable summary (--summary-json): the publisher's and every subscriber's figures.
-std::string SummaryJson(const ReplayResult* pub, const std::vector<SubscriberReport>& subs, const FeedConfig& cfg,
-                        const ContextInfo& pc, const LiveCounterValues& live = {}, const LiveNoteValues& notes = {});
+std::string format_summary_json(const ReplayResult* pub, const std::vector<SubscriberReport>& subs,
+                                const FeedConfig& cfg, const ContextInfo& pc, const LiveCounterValues& live = {},
+                                const LiveNoteValues& notes = {});
 
 // 1234567 -> "1,234,567".
-std::string Commas(std::uint64_t v);
+std::string commas(std::uint64_t v);
 
 }  // namespace pollux::feed

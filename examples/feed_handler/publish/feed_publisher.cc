@@ -56,17 +56,17 @@ struct TimestampSchedule {
 
 struct NoSchedule {};
 
-void SleepNs(std::int64_t ns) {
+void sleep_ns(std::int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   nanosleep(&ts, nullptr);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx, const FeedConfig& cfg, IdleKind idle) {
+absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::open(Context& ctx, const FeedConfig& cfg, IdleKind idle) {
   std::unique_ptr<FeedPublisher> fp(new FeedPublisher(cfg, idle));
   for (std::uint32_t p = 0; p < cfg.streams; ++p) {
-    absl::StatusOr<Publisher> pub = ctx.publisher(cfg.Topic(p));
+    absl::StatusOr<Publisher> pub = ctx.publisher(cfg.partition_topic(p));
     if (!pub.ok()) return pub.status();
     if (cfg.batch_bytes > pub->max_payload()) {
       auto it = cfg.where.find("feed.batch_bytes");
@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<FeedPublisher>> FeedPublisher::Open(Context& ctx,
   return fp;
 }
 
-absl::Status FeedPublisher::WaitConnected(const std::atomic<bool>& stop) {
+absl::Status FeedPublisher::wait_connected(const std::atomic<bool>& stop) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg_.connect_timeout_ms);
   for (;;) {
     std::uint32_t missing = 0, first = 0;
@@ -103,25 +103,25 @@ absl::Status FeedPublisher::WaitConnected(const std::atomic<bool>& stop) {
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "no subscriber on %d of %d stream(s) (first: topic \"%s\") after %d ms (feed.connect_timeout_ms)", missing,
-          pubs_.size(), cfg_.Topic(first), cfg_.connect_timeout_ms));
+          pubs_.size(), cfg_.partition_topic(first), cfg_.connect_timeout_ms));
     }
-    if (Service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (service() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-void FeedPublisher::Publish() noexcept {
+void FeedPublisher::publish() noexcept {
   if (progress_ == nullptr) return;
   progress_->messages.store(result_.messages, std::memory_order_relaxed);
   progress_->frames.store(result_.frames, std::memory_order_relaxed);
 }
 
-int FeedPublisher::Service() noexcept {
+int FeedPublisher::service() noexcept {
   int work = 0;
   for (Publisher& p : pubs_) work += p.service();
   return work;
 }
 
-bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept {
+bool FeedPublisher::retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept {
   if (r == kBackPressured) {
     ++result_.back_pressured;
   } else if (r == kNotConnected) {
@@ -130,13 +130,14 @@ bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_con
     const std::int64_t now = now_ns();
     if (*not_connected_since == 0) *not_connected_since = now;
     if (now - *not_connected_since > static_cast<std::int64_t>(cfg_.connect_timeout_ms) * 1'000'000) {
-      status_ = absl::UnavailableError(absl::StrFormat(
-          "topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)", cfg_.Topic(p), cfg_.connect_timeout_ms));
+      status_ =
+          absl::UnavailableError(absl::StrFormat("topic \"%s\": no subscriber for %d ms (feed.connect_timeout_ms)",
+                                                 cfg_.partition_topic(p), cfg_.connect_timeout_ms));
       return false;
     }
   } else {
     status_ = absl::InternalError(
-        absl::StrFormat("topic \"%s\": offer failed: %s", cfg_.Topic(p), std::string(result_name(r))));
+        absl::StrFormat("topic \"%s\": offer failed: %s", cfg_.partition_topic(p), std::string(result_name(r))));
     return false;
   }
   if (stop_->load(std::memory_order_relaxed)) {
@@ -152,7 +153,7 @@ bool FeedPublisher::Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_con
   return true;
 }
 
-bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept {
+bool FeedPublisher::offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept {
   std::int64_t not_connected_since = 0;
   for (;;) {
     const std::int64_t r = pubs_[p].offer(data, len);
@@ -165,7 +166,7 @@ bool FeedPublisher::Offer(std::uint32_t p, const std::uint8_t* data, std::uint32
       }
       return true;
     }
-    if (!Retry(p, r, &not_connected_since)) return false;
+    if (!retry(p, r, &not_connected_since)) return false;
   }
 }
 
@@ -185,7 +186,7 @@ bool FeedPublisher::offer_bare(std::uint32_t p) noexcept {
       }
       continue;
     }
-    if (!Retry(p, r == 0 ? kBackPressured : r, &not_connected_since)) {
+    if (!retry(p, r == 0 ? kBackPressured : r, &not_connected_since)) {
       // Keep what was not offered at the front, so the caller's count of unsent messages holds.
       std::copy(b.bare + done, b.bare + b.messages, b.bare);
       b.messages -= done;
@@ -195,7 +196,7 @@ bool FeedPublisher::offer_bare(std::uint32_t p) noexcept {
   return true;
 }
 
-bool FeedPublisher::Flush(std::uint32_t p) noexcept {
+bool FeedPublisher::flush(std::uint32_t p) noexcept {
   Batch& b = batches_[p];
   if (b.messages == 0) return true;
   if (stop_->load(std::memory_order_relaxed)) [[unlikely]] {
@@ -207,19 +208,19 @@ bool FeedPublisher::Flush(std::uint32_t p) noexcept {
       b.data[0] = kLiveChunkMarker;
       std::memcpy(b.data + 1, &window_rx_ns_, sizeof window_rx_ns_);  // little-endian (x86)
     }
-    if (!Offer(p, b.data, b.len)) return false;
+    if (!offer(p, b.data, b.len)) return false;
   } else if (!offer_bare(p)) {
     return false;
   }
   b.len = base_len_;
   b.messages = 0;
-  Publish();
+  publish();
   return true;
 }
 
 bool FeedPublisher::flush_all() noexcept {
   for (std::uint32_t p = 0; p < batches_.size(); ++p) {
-    if (!Flush(p)) return false;
+    if (!flush(p)) return false;
   }
   return true;
 }
@@ -228,14 +229,14 @@ bool FeedPublisher::offer_notice(const Notice& n) noexcept {
   std::uint8_t wire[sizeof(NoticeWire)];
   encode_notice(n, wire);
   for (std::uint32_t p = 0; p < pubs_.size(); ++p) {
-    if (!Offer(p, wire, sizeof wire)) return false;
+    if (!offer(p, wire, sizeof wire)) return false;
   }
   ++result_.notices;
   return true;
 }
 
 template <bool kPacked, bool kPaced, class Schedule>
-absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
+absl::Status FeedPublisher::run(Source& src, Schedule schedule) {
   const std::uint32_t streams = static_cast<std::uint32_t>(pubs_.size());
   const std::uint8_t* end = nullptr;  // of the current window: the packing copy never reads past it
   const std::uint32_t limit = batch_bytes_;
@@ -250,7 +251,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
       Batch* b = &batches_[p];
       if (b->len + 2 + size > limit) [[unlikely]] {
         result_.messages = messages;
-        if (!Flush(p)) return false;
+        if (!flush(p)) return false;
       }
       std::uint8_t* d = b->data + b->len;
       d[0] = 0;
@@ -267,15 +268,15 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
       // before the window is replaced).
       Batch* b = &batches_[p];
       b->bare[b->messages++] = {reinterpret_cast<const std::byte*>(m.data()), size};
-      counts.Add(m.type_byte());
+      counts.add(m.type_byte());
       ++messages;
       if (b->messages == kBareBatch) [[unlikely]] {
         result_.messages = messages;
-        return Flush(p);
+        return flush(p);
       }
       return true;
     }
-    counts.Add(m.type_byte());
+    counts.add(m.type_byte());
     ++messages;
     return true;
   };
@@ -333,7 +334,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
           end = w.data() + w.size();
           itch::MessageCursor cur(w);
           itch::MessageView m;
-          bool have = cur.Next(&m);
+          bool have = cur.next(&m);
           if (have) {
             due = first ? schedule.first(m) : schedule.next(m);
             first = false;
@@ -347,9 +348,9 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
               }
               // Far from the next message: sleep most of the way, then let the idle strategy
               // (busy-spin for the tightest schedule) cover the last millisecond.
-              if (Service() != 0) continue;
+              if (service() != 0) continue;
               if (due - elapsed > 2'000'000) {
-                SleepNs(std::min<std::int64_t>(due - elapsed - 1'000'000, 10'000'000));
+                sleep_ns(std::min<std::int64_t>(due - elapsed - 1'000'000, 10'000'000));
               } else {
                 idle_.idle(0);
               }
@@ -365,7 +366,7 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
                 return false;
               }
               ++n;
-              have = cur.Next(&m);
+              have = cur.next(&m);
               if (have) due = schedule.next(m);
             }
             result_.messages = messages;
@@ -391,11 +392,11 @@ absl::Status FeedPublisher::Run(Source& src, Schedule schedule) {
     result_.messages = messages - unsent();
     return status_;
   }
-  Publish();
+  publish();
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop) {
+absl::StatusOr<ReplayResult> FeedPublisher::replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop) {
   result_ = ReplayResult{};
   progress_ = progress;
   stop_ = &stop;
@@ -406,7 +407,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   base_len_ = live_ && packed ? static_cast<std::uint32_t>(kLiveChunkHeader) : 0;
   for (Batch& b : batches_) b.len = base_len_;
   if (live_) {
-    src.set_wait_hooks([](void* self) { return static_cast<FeedPublisher*>(self)->Service(); }, this, &stop,
+    src.set_wait_hooks([](void* self) { return static_cast<FeedPublisher*>(self)->service(); }, this, &stop,
                        idle_.kind());
   }
   const std::int64_t cpu0 = thread_cpu_ns();
@@ -414,23 +415,23 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   // Live: the network sets the pace.
   switch (live_ ? ReplayMode::kMax : cfg_.replay) {
     case ReplayMode::kMax:
-      s = packed ? Run<true, false>(src, NoSchedule{}) : Run<false, false>(src, NoSchedule{});
+      s = packed ? run<true, false>(src, NoSchedule{}) : run<false, false>(src, NoSchedule{});
       break;
     case ReplayMode::kRate:
-      s = packed ? Run<true, true>(src, RateSchedule{cfg_.rate}) : Run<false, true>(src, RateSchedule{cfg_.rate});
+      s = packed ? run<true, true>(src, RateSchedule{cfg_.rate}) : run<false, true>(src, RateSchedule{cfg_.rate});
       break;
     case ReplayMode::kOriginal:
     case ReplayMode::kSpeed: {
       const TimestampSchedule ts{cfg_.replay == ReplayMode::kOriginal ? 1.0 : cfg_.speed,
                                  static_cast<std::int64_t>(cfg_.max_gap_ms) * 1'000'000};
-      s = packed ? Run<true, true>(src, ts) : Run<false, true>(src, ts);
+      s = packed ? run<true, true>(src, ts) : run<false, true>(src, ts);
       break;
     }
   }
   result_.end_ns = now_ns();
   result_.cpu_ns = thread_cpu_ns() - cpu0;
   if (live_ && stop.load(std::memory_order_relaxed)) result_.stopped = true;
-  Publish();
+  publish();
   if (progress_ != nullptr) {
     progress_->state.store(s.ok() ? RoleProgress::kDone : RoleProgress::kFailed, std::memory_order_relaxed);
   }
@@ -438,7 +439,7 @@ absl::StatusOr<ReplayResult> FeedPublisher::Replay(Source& src, RoleProgress* pr
   return std::move(result_);
 }
 
-void FeedPublisher::Close() {
+void FeedPublisher::close() {
   // Streams close together: a closing publisher may linger to repair its subscribers' last
   // gaps (UDP), and closing them one after another would leave the later streams silent -
   // no heartbeats - for that time. The replay is over, so no other thread uses them.

@@ -53,24 +53,24 @@ class FeedPublisher {
  public:
   // Opens one Pollux publisher per partition. Fails, naming feed.batch_bytes, when a batch
   // cannot fit one Pollux message (Publisher::max_payload()).
-  static absl::StatusOr<std::unique_ptr<FeedPublisher>> Open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
+  static absl::StatusOr<std::unique_ptr<FeedPublisher>> open(Context& ctx, const FeedConfig& cfg, IdleKind idle);
 
   // Waits until every partition has a subscriber, up to feed.connect_timeout_ms (or `stop`).
-  absl::Status WaitConnected(const std::atomic<bool>& stop);
+  absl::Status wait_connected(const std::atomic<bool>& stop);
 
   // Replays `src` (validated, at its first window) at the configured pace. `progress` gets
   // the running totals; `stop` (set by another thread) ends the replay early, with the result
   // so far. Errors: an offer that failed, or the source's (a file truncated while it is
   // replayed: "<path>: input truncated at offset N: ...", framing that changed since the
   // validating pass).
-  absl::StatusOr<ReplayResult> Replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop);
+  absl::StatusOr<ReplayResult> replay(Source& src, RoleProgress* progress, const std::atomic<bool>& stop);
 
   // Runs the publishers' transport duties while this thread has nothing to offer (inline
   // mode: heartbeats, status from subscribers, repairs; see Publisher::service()).
-  int Service() noexcept;
+  int service() noexcept;
 
   // Ends every stream (subscribers get kEndOfStream once they have read everything).
-  void Close();
+  void close();
 
   std::uint32_t streams() const noexcept { return static_cast<std::uint32_t>(pubs_.size()); }
 
@@ -88,18 +88,18 @@ class FeedPublisher {
   FeedPublisher(const FeedConfig& cfg, IdleKind idle) : cfg_(cfg), idle_(idle) {}
 
   template <bool kPacked, bool kPaced, class Schedule>
-  absl::Status Run(Source& src, Schedule schedule);
+  absl::Status run(Source& src, Schedule schedule);
 
   // Offers what partition `p` has pending, retrying while back-pressured. False on a fatal
   // result or a stop request (status_ says which).
-  bool Offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept;
+  bool offer(std::uint32_t p, const std::uint8_t* data, std::uint32_t len) noexcept;
   bool offer_bare(std::uint32_t p) noexcept;
   // After a failed attempt: true to retry (after idling), false to give up.
-  bool Retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept;
-  bool Flush(std::uint32_t p) noexcept;
+  bool retry(std::uint32_t p, std::int64_t r, std::int64_t* not_connected_since) noexcept;
+  bool flush(std::uint32_t p) noexcept;
   bool flush_all() noexcept;
   bool offer_notice(const Notice& n) noexcept;
-  void Publish() noexcept;  // progress counters
+  void publish() noexcept;  // progress counters
 
   FeedConfig cfg_;
   AppIdle idle_;

@@ -49,14 +49,14 @@ CaptureWriter::CaptureWriter(Options o)
   for (std::uint64_t k = 1; ::unlink(pcap::rotated_name(o_.path, k).c_str()) == 0; ++k) {
   }
   if (!open_file(0)) return;
-  writer_ = std::thread([this] { Run(); });
+  writer_ = std::thread([this] { run(); });
 }
 
-CaptureWriter::~CaptureWriter() { Stop(); }
+CaptureWriter::~CaptureWriter() { stop(); }
 
-void CaptureWriter::Fail(std::string what) {
+void CaptureWriter::fail(std::string what) {
   error_ = std::move(what);
-  failed_.store(true, std::memory_order_release);  // pairs with the acquire in Stop()'s reader
+  failed_.store(true, std::memory_order_release);  // pairs with the acquire in stop()'s reader
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   std::fprintf(stderr, "pollux-feed: capture stopped: %s (the feed goes on)\n", error_.c_str());
@@ -67,7 +67,7 @@ bool CaptureWriter::close_file() {
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc == 0) return true;
-  Fail(absl::StrFormat("%s: close: %s", pcap::rotated_name(o_.path, file_index_), std::strerror(errno)));
+  fail(absl::StrFormat("%s: close: %s", pcap::rotated_name(o_.path, file_index_), std::strerror(errno)));
   return false;
 }
 
@@ -79,7 +79,7 @@ bool CaptureWriter::open_file(std::uint64_t index) {
   const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) {
     const int err = errno;
-    Fail(absl::StrFormat("feed.capture: cannot open %s for writing: %s%s", name, std::strerror(err),
+    fail(absl::StrFormat("feed.capture: cannot open %s for writing: %s%s", name, std::strerror(err),
                          err == ENXIO ? " (a FIFO with no reader)" : ""));
     return false;
   }
@@ -99,7 +99,7 @@ bool CaptureWriter::write_all(const std::uint8_t* p, std::size_t n) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       const int err = w < 0 ? errno : EIO;
-      Fail(absl::StrFormat("%s: write failed after %d bytes: %s", pcap::rotated_name(o_.path, file_index_), file_bytes_,
+      fail(absl::StrFormat("%s: write failed after %d bytes: %s", pcap::rotated_name(o_.path, file_index_), file_bytes_,
                            std::strerror(err)));
       return false;
     }
@@ -111,7 +111,7 @@ bool CaptureWriter::write_all(const std::uint8_t* p, std::size_t n) {
   return true;
 }
 
-void CaptureWriter::Record(std::int64_t ts_ns, const pcap::Endpoint& src, const pcap::Endpoint& dst,
+void CaptureWriter::record(std::int64_t ts_ns, const pcap::Endpoint& src, const pcap::Endpoint& dst,
                            std::span<const std::uint8_t> payload) noexcept {
   if (failed_.load(std::memory_order_relaxed)) return;  // stopped: nothing more is kept
   if (payload.size() > pcap::kMaxUdpPayload) payload = payload.first(pcap::kMaxUdpPayload);
@@ -131,7 +131,7 @@ void CaptureWriter::Record(std::int64_t ts_ns, const pcap::Endpoint& src, const 
   ring_.push(payload.data(), payload.size());
 }
 
-void CaptureWriter::Run() {
+void CaptureWriter::run() {
   // A FIFO whose reader went away: write() fails with EPIPE and the capture stops, rather than
   // SIGPIPE ending the process (the signal goes to the writing thread, where it is blocked).
   sigset_t pipe;
@@ -140,7 +140,7 @@ void CaptureWriter::Run() {
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::size_t have = 0;
   for (;;) {
-    // Read before popping: everything pushed before Stop() is in this round's pop or an earlier one.
+    // Read before popping: everything pushed before stop() is in this round's pop or an earlier one.
     const bool stopping = stopping_.load(std::memory_order_acquire);
     const std::size_t n = ring_.pop(buf_.data() + have, buf_.size() - have);
     have += n;
@@ -178,10 +178,10 @@ void CaptureWriter::Run() {
   (void)close_file();
 }
 
-void CaptureWriter::Stop() {
+void CaptureWriter::stop() {
   if (stopped_) return;
   stopped_ = true;
-  stopping_.store(true, std::memory_order_release);  // pairs with the acquire in Run()
+  stopping_.store(true, std::memory_order_release);  // pairs with the acquire in run()
   if (writer_.joinable()) writer_.join();
 }
 

@@ -51,11 +51,11 @@ class CaptureWriter {
   // Handler thread only. `ts_ns`: receive time, ns since the epoch (-1: none came; the
   // handler's realtime clock is used and counted). Copies the datagram into the ring or
   // counts it dropped; never blocks, never allocates.
-  void Record(std::int64_t ts_ns, const pcap::Endpoint& src, const pcap::Endpoint& dst,
+  void record(std::int64_t ts_ns, const pcap::Endpoint& src, const pcap::Endpoint& dst,
               std::span<const std::uint8_t> payload) noexcept;
 
   // Writes what the ring holds, stops the writer and closes the file. Idempotent.
-  void Stop();
+  void stop();
 
   // Safe from any thread while running (counters are relaxed atomics).
   Stats stats() const noexcept;
@@ -65,11 +65,11 @@ class CaptureWriter {
   const std::string& path() const noexcept { return o_.path; }
 
  private:
-  void Run();
+  void run();
   bool open_file(std::uint64_t index);                   // false: error_ set
   bool close_file();                                     // false: error_ set
   bool write_all(const std::uint8_t* p, std::size_t n);  // false: error_ set
-  void Fail(std::string what);
+  void fail(std::string what);
 
   Options o_;
   boost::lockfree::spsc_queue<std::uint8_t> ring_;
@@ -79,9 +79,9 @@ class CaptureWriter {
   std::uint16_t ip_id_ = 0;
   std::string error_;
   // failed_: set by whichever thread found the error, after error_ (release); the handler
-  // reads it relaxed (it only stops recording) and Stop() after the join.
+  // reads it relaxed (it only stops recording) and stop() after the join.
   std::atomic<bool> failed_{false};
-  std::atomic<bool> stopping_{false};  // Stop() -> writer: drain and end (release/acquire)
+  std::atomic<bool> stopping_{false};  // stop() -> writer: drain and end (release/acquire)
   std::atomic<std::uint64_t> records_{0}, bytes_{0}, dropped_{0}, files_{0}, no_kernel_time_{0};
   std::thread writer_;
   bool stopped_ = false;

@@ -110,14 +110,14 @@ class LiveSource final : public ArbiterSource {
  public:
   explicit LiveSource(const FeedConfig& cfg) : ArbiterSource(cfg, kOutputBytes) {}
   ~LiveSource() override {
-    if (capture_) capture_->Stop();
+    if (capture_) capture_->stop();
     for (int fd : fds_) {
       if (fd >= 0) ::close(fd);
     }
   }
 
-  absl::Status Open();
-  absl::Status Advance(std::size_t consumed) override;
+  absl::Status open();
+  absl::Status advance(std::size_t consumed) override;
   std::vector<std::pair<std::string, std::string>> live_notes() const override;
 
  private:
@@ -155,11 +155,11 @@ class LiveSource final : public ArbiterSource {
   }
   // Every datagram just read on `li`, in the order read, to the capture.
   void capture_burst(std::size_t li, const RxBatch& b) noexcept {
-    for (std::size_t i = 0; i < b.n; ++i) capture_->Record(b.rx_time(i), b.sender(i), local_[li], b.datagram(i));
+    for (std::size_t i = 0; i < b.n; ++i) capture_->record(b.rx_time(i), b.sender(i), local_[li], b.datagram(i));
   }
   void start_capture();
   int poll_line(Line line, std::int64_t now);
-  int Poll(std::int64_t now);
+  int poll(std::int64_t now);
   void send_requests();
 
   std::array<int, 3> fds_{-1, -1, -1};  // line A, line B, re-requests
@@ -244,7 +244,7 @@ absl::StatusOr<int> LiveSource::join_line(const std::string& key, const std::str
   return fd;
 }
 
-absl::Status LiveSource::Open() {
+absl::Status LiveSource::open() {
   name_ = absl::StrFormat("moldudp64 A %s B %s", cfg_.line_a, cfg_.line_b);
   for (std::size_t i = 0; i < 2; ++i) {
     const std::string& sender = i == 0 ? cfg_.source_a : cfg_.source_b;
@@ -357,10 +357,10 @@ void LiveSource::send_requests() {
   arb_.clear_requests();
 }
 
-int LiveSource::Poll(std::int64_t now) {
+int LiveSource::poll(std::int64_t now) {
   int work = poll_line(Line::kA, now) + poll_line(Line::kB, now);
   if (fds_[2] >= 0) work += poll_line(Line::kReplay, now);
-  arb_.Tick(now);
+  arb_.tick(now);
   if (!arb_.requests().empty()) {
     if (fds_[2] >= 0) send_requests();
     arb_.clear_requests();
@@ -372,7 +372,7 @@ int LiveSource::Poll(std::int64_t now) {
   return work;
 }
 
-absl::Status LiveSource::Advance(std::size_t consumed) {
+absl::Status LiveSource::advance(std::size_t consumed) {
   begin_advance(consumed);
   AppIdle spin(idle_kind_);
   const bool sleep = spin.may_sleep();
@@ -380,11 +380,11 @@ absl::Status LiveSource::Advance(std::size_t consumed) {
     if (take_piece()) return absl::OkStatus();
     if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
       // The capture's last records are on disk before the summary counts them.
-      if (capture_) capture_->Stop();
-      Finish();
+      if (capture_) capture_->stop();
+      finish();
       return absl::OkStatus();
     }
-    const int work = Poll(now_ns());
+    const int work = poll(now_ns());
     if (work != 0 || arb_.output_pending()) {
       spin.reset();
       continue;
@@ -479,7 +479,7 @@ void ArbiterSource::publish_counters() noexcept {
 
 bool ArbiterSource::take_piece(std::int64_t rx_ns) noexcept {
   Arbiter::Piece piece;
-  if (arb_.Next(&piece)) {
+  if (arb_.next(&piece)) {
     window_ = piece.bytes;
     notice_ = piece.notice;
     rx_ns_ = rx_ns != 0 ? rx_ns : piece.rx_ns;

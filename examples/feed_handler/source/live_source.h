@@ -53,7 +53,7 @@ class ArbiterSource : public Source {
   virtual std::span<const char* const> extra_names() const noexcept { return {}; }
   virtual void extra_values(std::uint64_t* /*out: extra_names().size()*/) const noexcept {}
 
-  // Starts Advance(): the previous window is consumed.
+  // Starts advance(): the previous window is consumed.
   void begin_advance(std::size_t consumed) noexcept {
     offset_ += consumed;
     window_ = {};
@@ -63,7 +63,7 @@ class ArbiterSource : public Source {
   // `rx_ns` overrides the piece's receive time when not 0.
   bool take_piece(std::int64_t rx_ns = 0) noexcept;
   // The last window: nothing more comes.
-  void Finish() noexcept {
+  void finish() noexcept {
     publish_counters();
     last_ = true;
   }
@@ -83,12 +83,12 @@ class ArbiterSource : public Source {
   bool last_ = false;
 };
 
-// Makes an S (an ArbiterSource) for `cfg` and opens it (S::Open()), timing it for the summary.
+// Makes an S (an ArbiterSource) for `cfg` and opens it (S::open()), timing it for the summary.
 template <class S>
 absl::StatusOr<std::unique_ptr<Source>> open_timed(const FeedConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   auto src = std::make_unique<S>(cfg);
-  if (absl::Status s = src->Open(); !s.ok()) return s;
+  if (absl::Status s = src->open(); !s.ok()) return s;
   src->prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::unique_ptr<Source>(std::move(src));
 }

@@ -47,7 +47,7 @@ bool regular_file(const std::string& path) {
 // One capture file, opened with nanosecond timestamps whatever precision it was written in.
 class CaptureFile {
  public:
-  static absl::StatusOr<std::unique_ptr<CaptureFile>> Open(const std::string& path) {
+  static absl::StatusOr<std::unique_ptr<CaptureFile>> open(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       return absl::NotFoundError(absl::StrFormat("feed.pcap: cannot open %s: %s", path, std::strerror(errno)));
@@ -92,7 +92,7 @@ class CaptureFile {
 
   // The next record: 1 (hdr, data set; valid until the next call), 0 at the end, -1 on an
   // error (*error names the file and the record).
-  int Next(const pcap_pkthdr** hdr, const std::uint8_t** data, std::string* error) {
+  int next(const pcap_pkthdr** hdr, const std::uint8_t** data, std::string* error) {
     const int rc = pcap_next_ex(p_, const_cast<pcap_pkthdr**>(hdr), data);
     if (rc == 1) {
       ++record_;
@@ -125,7 +125,7 @@ struct Classifier {
   std::optional<std::uint32_t> reply_addr;  // feed.rerequest's address when it is an IPv4 literal
 
   enum Kind { kA, kB, kReply, kOther, kWrongSource, kOtherGroup };
-  Kind Of(const pcap::Datagram& d) const noexcept {
+  Kind kind_of(const pcap::Datagram& d) const noexcept {
     int line = -1;
     if (d.dst.port == a.port && d.dst.addr == a.addr) {
       line = 0;
@@ -149,8 +149,8 @@ class PcapSource final : public ArbiterSource {
  public:
   explicit PcapSource(const FeedConfig& cfg) : ArbiterSource(cfg, kOutputBytes) {}
 
-  absl::Status Open();
-  absl::Status Advance(std::size_t consumed) override;
+  absl::Status open();
+  absl::Status advance(std::size_t consumed) override;
   bool listens() const noexcept override { return false; }
   std::vector<std::pair<std::string, std::string>> live_notes() const override { return notes_; }
 
@@ -180,9 +180,9 @@ class PcapSource final : public ArbiterSource {
   static bool classify(const Classifier& k, pcap::LinkType link, const pcap_pkthdr& h, const std::uint8_t* data,
                        Counts* c, Line* line, pcap::Datagram* d, Arbiter* arb);
   // A polling round at capture time `v`: every line read empty, the arbiter's timers.
-  void Round(std::int64_t v) noexcept;
+  void poll_round(std::int64_t v) noexcept;
   // Waits (running the publisher's duties) until the wall clock reaches `due`; false if stopped.
-  bool WaitUntil(std::int64_t due);
+  bool wait_until(std::int64_t due);
   bool stopped() const noexcept { return stop_ != nullptr && stop_->load(std::memory_order_relaxed); }
 
   Classifier k_;
@@ -235,7 +235,7 @@ bool PcapSource::classify(const Classifier& k, pcap::LinkType link, const pcap_p
       ++c->malformed;
       return false;
   }
-  switch (k.Of(*d)) {
+  switch (k.kind_of(*d)) {
     case Classifier::kA:
       *line = Line::kA;
       ++c->a;
@@ -262,7 +262,7 @@ bool PcapSource::classify(const Classifier& k, pcap::LinkType link, const pcap_p
   return false;
 }
 
-absl::Status PcapSource::Open() {
+absl::Status PcapSource::open() {
   name_ = cfg_.pcap;
   absl::StatusOr<sockaddr_in> a = parse_endpoint("feed.line_a", cfg_.line_a);
   if (!a.ok()) return a.status();
@@ -298,14 +298,14 @@ absl::Status PcapSource::Open() {
   Counts all;
   std::string first_cut;
   for (const std::string& path : files_) {
-    absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::Open(path);
+    absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::open(path);
     if (!f.ok()) return f.status();
     ++all.files;
     for (;;) {
       const pcap_pkthdr* h = nullptr;
       const std::uint8_t* data = nullptr;
       std::string error;
-      const int rc = (*f)->Next(&h, &data, &error);
+      const int rc = (*f)->next(&h, &data, &error);
       if (rc < 0) {
         // Cut inside its last record (a writer killed mid-write): with pcap_truncated = stop
         // the replay ends before it, as it ends at the end of the set.
@@ -355,7 +355,7 @@ absl::Status PcapSource::Open() {
       all.records - all.a - all.b - all.replies, cfg_.line_a, cfg_.line_b,
       k_.reply_port_set ? absl::StrCat(ntohs(k_.reply_port)) : std::string("(none: feed.rerequest unset)"));
 
-  absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::Open(files_[0]);
+  absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::open(files_[0]);
   if (!f.ok()) return f.status();
   file_ = std::move(*f);
   counts_.files = 1;
@@ -376,7 +376,7 @@ bool PcapSource::next_datagram(Line* line, pcap::Datagram* d, std::int64_t* ts) 
     const pcap_pkthdr* h = nullptr;
     const std::uint8_t* data = nullptr;
     std::string error;
-    const int rc = file_->Next(&h, &data, &error);
+    const int rc = file_->next(&h, &data, &error);
     if (rc < 0) {
       // The cut end the first pass accepted (feed.pcap_truncated = stop): the end of the set.
       if (cfg_.pcap_truncated_stop && file_index_ + 1 == files_.size() &&
@@ -388,7 +388,7 @@ bool PcapSource::next_datagram(Line* line, pcap::Datagram* d, std::int64_t* ts) 
     }
     if (rc == 0) {
       if (file_index_ + 1 >= files_.size()) return false;
-      absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::Open(files_[++file_index_]);
+      absl::StatusOr<std::unique_ptr<CaptureFile>> f = CaptureFile::open(files_[++file_index_]);
       if (!f.ok()) {
         status_ = f.status();
         return false;
@@ -405,12 +405,12 @@ bool PcapSource::next_datagram(Line* line, pcap::Datagram* d, std::int64_t* ts) 
   }
 }
 
-void PcapSource::Round(std::int64_t v) noexcept {
+void PcapSource::poll_round(std::int64_t v) noexcept {
   vnow_ = v;
   arb_.line_drained(Line::kA, v);
   arb_.line_drained(Line::kB, v);
   arb_.line_drained(Line::kReplay, v);
-  arb_.Tick(v);
+  arb_.tick(v);
   arb_.clear_requests();  // the capture holds the replies the live handler's requests brought
   const std::int64_t now = now_ns();
   if (now - counters_at_ >= kCountersEveryNs) {
@@ -419,7 +419,7 @@ void PcapSource::Round(std::int64_t v) noexcept {
   }
 }
 
-bool PcapSource::WaitUntil(std::int64_t due) {
+bool PcapSource::wait_until(std::int64_t due) {
   AppIdle spin(idle_kind_);
   for (;;) {
     const std::int64_t now = now_ns();
@@ -434,7 +434,7 @@ bool PcapSource::WaitUntil(std::int64_t due) {
   }
 }
 
-absl::Status PcapSource::Advance(std::size_t consumed) {
+absl::Status PcapSource::advance(std::size_t consumed) {
   begin_advance(consumed);
   for (;;) {
     // Once handing out has begun it goes on until the output is empty and starts over (the
@@ -445,7 +445,7 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       draining_ = false;
     }
     if (arb_.done() || stopped()) {
-      Finish();
+      finish();
       return absl::OkStatus();
     }
     if (!have_next_ && !eof_) {
@@ -467,14 +467,14 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       // A quiet stretch of the capture: the rounds the live handler ran through it.
       if (t > vnow_ + kRoundNs && silent_rounds_ < kMaxSilentRounds) {
         ++silent_rounds_;
-        Round(vnow_ + kRoundNs);
+        poll_round(vnow_ + kRoundNs);
         continue;
       }
       silent_rounds_ = 0;
       if (paced_) {
         woff_ += std::min(static_cast<std::int64_t>(static_cast<double>(t - vprev_) / speed_), max_gap_ns_);
         vprev_ = t;
-        if (!WaitUntil(wall0_ + woff_)) continue;  // stopped: the top of the loop ends
+        if (!wait_until(wall0_ + woff_)) continue;  // stopped: the top of the loop ends
       }
       vnow_ = t;
       round_wall_ = now_ns();
@@ -489,7 +489,7 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
         eof_ = true;
         eof_at_ = vnow_;
       }
-      Round(vnow_);
+      poll_round(vnow_);
       continue;
     }
     // The capture is over: the clock runs on until the session ends, or gives up.
@@ -497,10 +497,10 @@ absl::Status PcapSource::Advance(std::size_t consumed) {
       notes_.emplace_back("pcap_warning",
                           absl::StrFormat("the capture ends before the session: next sequence %d, %d range(s) open",
                                           arb_.next_sequence(), arb_.open_gaps()));
-      Finish();
+      finish();
       return absl::OkStatus();
     }
-    Round(vnow_ + kRoundNs);
+    poll_round(vnow_ + kRoundNs);
   }
 }
 

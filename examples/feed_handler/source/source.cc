@@ -18,7 +18,7 @@ class ReplaySource final : public Source {
   std::span<const std::uint8_t> window() const noexcept override { return file_ ? file_->window() : generated_; }
   std::uint64_t window_offset() const noexcept override { return file_ ? file_->window_offset() : 0; }
   bool last_window() const noexcept override { return !file_ || file_->last(); }
-  absl::Status Advance(std::size_t consumed) override { return file_ ? file_->Advance(consumed) : absl::OkStatus(); }
+  absl::Status advance(std::size_t consumed) override { return file_ ? file_->advance(consumed) : absl::OkStatus(); }
   absl::Status rewind() override { return file_ ? file_->rewind() : absl::OkStatus(); }
 
   std::vector<std::uint8_t> generated_;
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Source>> open_source(const FeedConfig& cfg) {
     src->description = absl::StrFormat("generator: %d symbols, seed %d, %d orders per symbol", cfg.symbols, cfg.seed,
                                        cfg.orders_per_symbol);
   } else {
-    absl::StatusOr<itch::ChunkReader> f = itch::ChunkReader::Open(cfg.file);
+    absl::StatusOr<itch::ChunkReader> f = itch::ChunkReader::open(cfg.file);
     if (!f.ok()) return f.status();  // already names the path
     src->description = absl::StrFormat("file %s (%d bytes)", cfg.file, f->size());
     src->file_.emplace(std::move(*f));

@@ -46,7 +46,7 @@ class Source {
   // current window die. An error names the file ("<path>: input truncated at offset N: ...").
   // A live source waits here for the network (running the idle hook) until it has a window
   // or a notice, the session is over (last_window()), or the stop flag is set.
-  virtual absl::Status Advance(std::size_t consumed) = 0;
+  virtual absl::Status advance(std::size_t consumed) = 0;
   virtual absl::Status rewind() { return absl::OkStatus(); }
   // "<path>", "generated feed" or "moldudp64 A ... B ...": how errors name the input.
   const std::string& name() const noexcept { return name_; }
@@ -59,7 +59,7 @@ class Source {
   virtual const Notice* notice() const noexcept { return nullptr; }
   // Receive time (Pollux Clock) of the oldest packet behind window(); 0 when not live.
   virtual std::int64_t window_rx_ns() const noexcept { return 0; }
-  // While Advance() waits: `hook(ctx)` runs the publishers' transport duties (inline mode),
+  // While advance() waits: `hook(ctx)` runs the publishers' transport duties (inline mode),
   // `stop` ends the wait (the source then reports its last window), and `idle` says how to
   // wait: busy-spin and yield poll the sockets, the others sleep in poll() (1 ms at most).
   void set_wait_hooks(int (*hook)(void*), void* ctx, const std::atomic<bool>* stop, IdleKind idle) noexcept {
@@ -103,7 +103,7 @@ absl::Status scan_source(Source& src, Scan&& scan, BeforeAdvance&& before_advanc
     if (!scan(src.window(), &r)) return absl::OkStatus();
     if (!src.last_window() && (r.ok() || r.error == itch::ParseError::kTruncated)) {
       if (!before_advance()) return absl::OkStatus();
-      if (absl::Status s = src.Advance(static_cast<std::size_t>(r.offset)); !s.ok()) return s;
+      if (absl::Status s = src.advance(static_cast<std::size_t>(r.offset)); !s.ok()) return s;
       continue;
     }
     if (r.ok()) return absl::OkStatus();
