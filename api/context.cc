@@ -29,6 +29,25 @@ bool wait_drained(const Ch& ch, std::chrono::milliseconds limit) {
   }
   return true;
 }
+// A new endpoint (`what`: "publisher", "subscriber") on `topic`, its stream id and topic set;
+// refused while the context is closed, or if the topic cannot name a stream (quoted escaped,
+// cut at 64 bytes).
+template <typename Impl>
+absl::StatusOr<std::shared_ptr<Impl>> new_endpoint(bool closed, const char* what, std::string_view topic,
+                                                   const core::Config& cfg) {
+  if (closed) return absl::FailedPreconditionError("context is closed");
+  if (const std::string e = core::topic_error(topic); !e.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " on topic \"",
+                     absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))),
+                     topic.size() > 64 ? "...\": " : "\": ", e));
+  }
+  auto impl = std::make_shared<Impl>();
+  impl->stream_id = cfg.stream_id(topic);
+  impl->topic = std::string(topic);
+  return impl;
+}
+
 }  // namespace
 
 StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_id, std::string_view topic) {
@@ -128,16 +147,9 @@ PollerSlot* ContextImpl::poller_for(std::uint32_t stream_id) {
 
 absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::string_view topic) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return absl::FailedPreconditionError("context is closed");
-  if (const std::string e = core::topic_error(topic); !e.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("publisher on topic \"",
-                     absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))),
-                     topic.size() > 64 ? "...\": " : "\": ", e));
-  }
-  auto p = std::make_shared<PublisherImpl>();
-  p->stream_id = cfg.stream_id(topic);
-  p->topic = std::string(topic);
+  auto made = new_endpoint<PublisherImpl>(closed_, "publisher", topic, cfg);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<PublisherImpl> p = *std::move(made);
   const core::StreamConfig* sc = cfg.find_stream(p->stream_id);
   p->trace = sc != nullptr && sc->trace;
   p->trace_every = sc != nullptr ? sc->trace_every : 1;
@@ -232,16 +244,9 @@ absl::StatusOr<std::shared_ptr<PublisherImpl>> ContextImpl::open_publisher(std::
 
 absl::StatusOr<std::shared_ptr<SubscriberImpl>> ContextImpl::open_subscriber(std::string_view topic) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return absl::FailedPreconditionError("context is closed");
-  if (const std::string e = core::topic_error(topic); !e.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("subscriber on topic \"",
-                     absl::CHexEscape(absl::string_view(topic.data(), std::min<std::size_t>(topic.size(), 64))),
-                     topic.size() > 64 ? "...\": " : "\": ", e));
-  }
-  auto s = std::make_shared<SubscriberImpl>();
-  s->stream_id = cfg.stream_id(topic);
-  s->topic = std::string(topic);
+  auto made = new_endpoint<SubscriberImpl>(closed_, "subscriber", topic, cfg);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<SubscriberImpl> s = *std::move(made);
   PollerSlot* slot = cfg.runtime.threading == core::ThreadingMode::kInline ? nullptr : poller_for(s->stream_id);
   const transport::EndpointSpec spec{s->stream_id, s->topic, cfg.find_stream(s->stream_id),
                                      slot != nullptr ? slot->poller->index() : -1};

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/config_values.h"
+#include "core/shm_file.h"
 
 namespace pollux::core {
 
@@ -743,15 +744,6 @@ absl::StatusOr<Config> parse_config(std::string_view toml_text, std::string_view
 }
 
 namespace {
-
-const char* file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a file";
-}
 
 absl::Status not_regular(const std::string& path, mode_t mode) {
   return absl::InvalidArgumentError(absl::StrFormat(

@@ -25,16 +25,6 @@ std::string dir_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
-const char* file_type(mode_t m) {
-  if (S_ISDIR(m)) return "directory";
-  if (S_ISFIFO(m)) return "FIFO";
-  if (S_ISSOCK(m)) return "socket";
-  if (S_ISCHR(m)) return "character device";
-  if (S_ISBLK(m)) return "block device";
-  if (S_ISLNK(m)) return "symbolic link";
-  return "special file";
-}
-
 std::string human(unsigned long long bytes) {
   if (bytes >= (1ull << 30)) return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
   if (bytes >= (1ull << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1ull << 20));
@@ -54,11 +44,21 @@ std::string random_suffix() {
 std::string owner_note(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return "";
-  return absl::StrFormat(" (%s owned by uid %u, mode %04o)", S_ISREG(st.st_mode) ? "a file" : file_type(st.st_mode),
+  return absl::StrFormat(" (%s owned by uid %u, mode %04o)", S_ISREG(st.st_mode) ? "a file" : file_kind(st.st_mode),
                          st.st_uid, st.st_mode & 07777);
 }
 
 }  // namespace
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISLNK(m)) return "a symbolic link";
+  return "a special file";
+}
 
 absl::StatusOr<FileAccess> resolve_file_access(std::string_view group_name) {
   FileAccess a;
@@ -88,8 +88,8 @@ absl::Status check_shared_file(const struct stat& st, const std::string& path, c
                                std::string_view what) {
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%s %s is a %s, not a regular file: refused (remove it; Pollux only maps files it created)",
-                        what, path, file_type(st.st_mode)));
+        absl::StrFormat("%s %s is %s, not a regular file: refused (remove it; Pollux only maps files it created)", what,
+                        path, file_kind(st.st_mode)));
   }
   const uid_t me = geteuid();
   const bool group_ok = access.group != FileAccess::kNoGroup && st.st_gid == access.group;

@@ -33,6 +33,10 @@ struct FileAccess {
 // Resolves shm.group ("" = none). InvalidArgument naming the key when the group does not exist.
 absl::StatusOr<FileAccess> resolve_file_access(std::string_view group_name);
 
+// What a file of mode `m` is, with its article ("a FIFO", "a directory", "a socket", ...), for
+// an error that refuses a file that is not a regular one.
+const char* file_kind(mode_t m);
+
 // Checks an open file's fstat against the policy; the error names `what`, the path, the owner
 // uid or the mode, and what to do.
 absl::Status check_shared_file(const struct stat& st, const std::string& path, const FileAccess& access,

@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -123,19 +124,7 @@ class ConfigTable : public ConfigKeys {
     Key k = base(name, help, Type::kInteger);
     k.int_min = min;
     k.int_max = max;
-    k.set = [field, check](void* o, const Value& v) {
-      if (check) {
-        if (std::string e = check(v.integer); !e.empty()) return e;
-      }
-      static_cast<T*>(o)->*field = static_cast<F>(v.integer);
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.integer = static_cast<std::int64_t>(static_cast<const T*>(o)->*field);
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::integer, std::move(check));
     return *this;
   }
 
@@ -146,19 +135,7 @@ class ConfigTable : public ConfigKeys {
     Key k = base(name, help, Type::kSize);
     k.size_min = min;
     k.size_max = max;
-    k.set = [field, check](void* o, const Value& v) {
-      if (check) {
-        if (std::string e = check(v.size); !e.empty()) return e;
-      }
-      static_cast<T*>(o)->*field = v.size;
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.size = static_cast<const T*>(o)->*field;
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::size, std::move(check));
     return *this;
   }
 
@@ -170,16 +147,7 @@ class ConfigTable : public ConfigKeys {
     k.number_min = min;
     k.number_max = max;
     k.expected = expected;
-    k.set = [field](void* o, const Value& v) {
-      static_cast<T*>(o)->*field = v.number;
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.number = static_cast<const T*>(o)->*field;
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::number, nullptr);
     return *this;
   }
 
@@ -189,35 +157,14 @@ class ConfigTable : public ConfigKeys {
                     std::function<std::string(const std::string&)> check = nullptr) {
     Key k = base(name, help, Type::kText);
     k.expected = expected;
-    k.set = [field, check](void* o, const Value& v) {
-      if (check) {
-        if (std::string e = check(v.text); !e.empty()) return e;
-      }
-      static_cast<T*>(o)->*field = v.text;
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.text = static_cast<const T*>(o)->*field;
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::text, std::move(check));
     return *this;
   }
 
   // true or false.
   ConfigTable& boolean(const char* name, bool T::*field, const char* help) {
     Key k = base(name, help, Type::kBool);
-    k.set = [field](void* o, const Value& v) {
-      static_cast<T*>(o)->*field = v.boolean;
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.boolean = static_cast<const T*>(o)->*field;
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::boolean, nullptr);
     return *this;
   }
 
@@ -231,16 +178,7 @@ class ConfigTable : public ConfigKeys {
     k.max_items = max_items;
     k.items = items;
     k.item_check = std::move(check);
-    k.set = [field](void* o, const Value& v) {
-      static_cast<T*>(o)->*field = v.texts;
-      return std::string();
-    };
-    k.get = [field](const void* o) {
-      Value v;
-      v.texts = static_cast<const T*>(o)->*field;
-      return v;
-    };
-    add(std::move(k));
+    bind(k, field, &Value::texts, nullptr);
     return *this;
   }
 
@@ -290,6 +228,28 @@ class ConfigTable : public ConfigKeys {
     k.help = help;
     k.type = type;
     return k;
+  }
+
+  // Adds `k` with its accessors: the member `field` of T read from and written to the member
+  // `slot` of Value (converted when their types differ), after `check` (a std::function taking
+  // the value, or nullptr for none) accepts it.
+  template <typename F, typename M, typename C>
+  void bind(Key& k, F T::*field, M Value::*slot, C check) {
+    k.set = [field, slot, check = std::move(check)](void* o, const Value& v) {
+      if constexpr (!std::is_null_pointer_v<C>) {
+        if (check) {
+          if (std::string e = check(v.*slot); !e.empty()) return e;
+        }
+      }
+      static_cast<T*>(o)->*field = static_cast<F>(v.*slot);
+      return std::string();
+    };
+    k.get = [field, slot](const void* o) {
+      Value v;
+      v.*slot = static_cast<M>(static_cast<const T*>(o)->*field);
+      return v;
+    };
+    add(std::move(k));
   }
 };
 

@@ -781,6 +781,107 @@ void sleep_ns(std::int64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
+// The CPU time of a side over the measurement window: sampled when the window opens
+// (t_measure) and when it closes (t_end, or a full window after a late start).
+struct CpuWindow {
+  CpuSample s0, s1;
+  bool have0 = false, have1 = false;
+  std::int64_t t_close = 0;
+
+  void tick(const CpuSampler& cpu, std::int64_t now, std::int64_t t_measure, std::int64_t t_end) {
+    if (!have0 && now >= t_measure) {
+      s0 = cpu.sample();
+      t_close = std::max(t_end, now + (t_end - t_measure));
+      have0 = true;
+    } else if (have0 && !have1 && now >= t_close) {
+      s1 = cpu.sample();
+      have1 = true;
+    }
+  }
+  // A child's tick: the window is the one the parent publishes in `sh` (t_measure 0 until then).
+  void tick(const CpuSampler& cpu, std::int64_t now, const Shared* sh) {
+    const std::int64_t tm =
+        have0 ? 0 : sh->t_measure.load(std::memory_order_acquire);  // pairs with the parent's release
+    if (have0 || tm != 0) tick(cpu, now, tm, sh->t_end.load(std::memory_order_relaxed));
+  }
+  bool open() const { return have0 && !have1; }
+  // Closes a window still open now.
+  void close(const CpuSampler& cpu) {
+    if (open()) {
+      s1 = cpu.sample();
+      have1 = true;
+    }
+  }
+  CpuPct pct() const { return cpu_between(s0, s1); }
+};
+
+// A child's Context from `cfg` (`source` in its errors) with its own threads captured in `cpu`
+// first; on an error the parent is told (child_failed) and the result is not ok.
+absl::StatusOr<std::unique_ptr<pollux::Context>> open_child(const std::string& cfg, const char* source, CpuSampler* cpu,
+                                                            Shared* sh) {
+  cpu->capture_own();
+  auto ctx = pollux::Context::from_string(cfg, source);
+  if (!ctx.ok()) (void)child_failed(sh, ctx.status());
+  return ctx;
+}
+
+// A child's end: hands its poller counters to the parent, says it is done, then runs linger()
+// until the parent has closed (at most 5 s: a UDP publisher's close lingers for confirmations).
+template <typename F>
+int end_child_side(Shared* sh, const pollux::Context& ctx, F&& linger) {
+  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(ctx).c_str());
+  sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
+  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
+  while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) linger();
+  return 0;
+}
+
+// The parent's side of a point: the shared page, the child process and the parent's Context.
+struct Parent {
+  Shared* sh = nullptr;
+  pid_t child = -1;
+  CpuSampler cpu;  // the parent's own threads, captured before its Context starts any
+  std::unique_ptr<pollux::Context> ctx;
+
+  // Ends the point (end_child) with `err` recorded in r.error; returns r.
+  template <typename R>
+  R finish(R& r, const std::string& err) {
+    end_child(sh, child, err, &r.error);
+    return r;
+  }
+};
+
+// Starts a point of result `r`: both sides' configurations (resources named after `prefix`),
+// the child forked to run child_main(its configuration) and waited for until its side is open,
+// then the parent's Context (`source`; `who` names it in errors). false: r->error says why and
+// the child is gone.
+template <typename R, typename F>
+bool start_point(const Options& o, const PointSpec& p, const char* prefix, const std::vector<std::string>& topics,
+                 const char* source, const char* who, R* r, Parent* out, F&& child_main) {
+  r->spec = p;
+  r->load = loadavg();
+  const bool split = o.pin == "split";
+  const std::string name = absl::StrFormat("%s%dp%d", prefix, getpid(), p.index);
+  const std::string child_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
+  const std::string parent_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
+  out->sh = map_shared();
+  out->child = fork_child(o, out->sh, &r->error, [&] { return child_main(child_cfg); });
+  if (out->child < 0) return false;
+  std::string err;
+  if (!wait_child_state(out->sh, out->child, &err)) {
+    out->finish(*r, err);
+    return false;
+  }
+  out->cpu.capture_own();
+  auto ctx = pollux::Context::from_string(parent_cfg, source);
+  if (!ctx.ok()) {
+    out->finish(*r, absl::StrCat(who, " process: ", ctx.status().message()));
+    return false;
+  }
+  out->ctx = std::move(*ctx);
+  return true;
+}
+
 // ---- one point of the sweep -------------------------------------------------------------------
 
 struct PointResult {
@@ -800,9 +901,8 @@ struct PointResult {
 
 int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, std::uint64_t warm_n, Shared* sh) {
   CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate (subscriber)");
-  if (!ctx.ok()) return child_failed(sh, ctx.status());
+  auto ctx = open_child(cfg, "pollux-bench-rate (subscriber)", &cpu, sh);
+  if (!ctx.ok()) return 2;
   auto sub = (*ctx)->subscriber("rate");
   if (!sub.ok()) return child_failed(sh, sub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
@@ -810,10 +910,8 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
   Histogram& h = sh->hist;
   Histogram& ho = sh->hist_offer;
   std::uint64_t received = 0, measured = 0, gap_lost = 0, gaps = 0, malformed = 0;
-  std::int64_t t_measure = 0, t_end = 0, drain_deadline = 0;
-  CpuSample s0, s1;
-  bool have0 = false, have1 = false;
-  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
+  std::int64_t drain_deadline = 0;
+  CpuWindow w;
   const std::int64_t drain_ns = static_cast<std::int64_t>(o.drain_s * 1e9);
   for (;;) {
     const int n = sub->poll(
@@ -841,18 +939,7 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
         256);
     idle.idle(n);
     const std::int64_t now = Clock::now_ns();
-    if (!have0) {
-      t_measure = sh->t_measure.load(std::memory_order_acquire);  // pairs with the sender's release
-      if (t_measure != 0 && now >= t_measure) {
-        t_end = sh->t_end.load(std::memory_order_relaxed);
-        s0 = cpu.sample();
-        t_close = std::max(t_end, now + (t_end - t_measure));
-        have0 = true;
-      }
-    } else if (!have1 && now >= t_close) {
-      s1 = cpu.sample();
-      have1 = true;
-    }
+    w.tick(cpu, now, sh);
     if (sh->sender_done.load(std::memory_order_acquire) != 0) {  // pairs with the sender's release
       const std::uint64_t sent = sh->sent.load(std::memory_order_relaxed);
       if (received + gap_lost >= sent) break;
@@ -860,53 +947,37 @@ int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, 
       if (now > drain_deadline) break;
     }
   }
-  if (have0 && !have1) s1 = cpu.sample();
+  w.close(cpu);
   sh->received = received;
   sh->measured = measured;
   sh->gap_lost = gap_lost;
   sh->gaps = gaps;
   sh->malformed = malformed;
-  if (have0) sh->cpu = cpu_between(s0, s1);
-  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
-  sh->child_done.store(1, std::memory_order_release);  // pairs with the sender's acquire
-  // Stay until the publisher has closed: a UDP publisher's close lingers for our confirmation.
-  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
-  while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) {
+  if (w.have0) sh->cpu = w.pct();
+  return end_child_side(sh, **ctx, [&] {
     (void)sub->poll([](const pollux::Message&) {}, 256);
     sched_yield();
-  }
-  return 0;
+  });
 }
 
 PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp) {
   PointResult r;
-  r.spec = p;
   r.rate = rp;
   r.app_idle = app_idle_name(app_idle_for(o, p.mode, p.strategy));
-  r.load = loadavg();
   const Schedule sched = Schedule::make(o, rp);
   const std::uint64_t warm_n = o.warmup_s > 0 ? sched.count_for(o.warmup_s) : 0;
   const std::uint64_t meas_n = sched.count_for(o.duration_s);
   const std::uint64_t total = warm_n + meas_n;
   r.scheduled = meas_n;
-  const bool split = o.pin == "split";
-  const std::string name = absl::StrFormat("rate%dp%d", getpid(), p.index);
-  const std::string sub_cfg = make_config(o, p, name, split ? o.cpu_b : -1, {"rate"});
-  const std::string pub_cfg = make_config(o, p, name, split ? o.cpu_a : -1, {"rate"});
-  Shared* sh = map_shared();
-  const pid_t child = fork_child(o, sh, &r.error, [&] { return receiver_main(o, p, sub_cfg, warm_n, sh); });
-  if (child < 0) return r;
-  auto finish = [&](const std::string& err) {
-    end_child(sh, child, err, &r.error);
+  Parent pp;
+  if (!start_point(o, p, "rate", {"rate"}, "pollux-bench-rate (publisher)", "publisher", &r, &pp,
+                   [&](const std::string& cfg) { return receiver_main(o, p, cfg, warm_n, pp.sh); })) {
     return r;
-  };
+  }
+  Shared* sh = pp.sh;
+  auto finish = [&](const std::string& err) { return pp.finish(r, err); };
   std::string err;
-  if (!wait_child_state(sh, child, &err)) return finish(err);
-  CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(pub_cfg, "pollux-bench-rate (publisher)");
-  if (!ctx.ok()) return finish(absl::StrCat("publisher process: ", ctx.status().message()));
-  auto pub_or = (*ctx)->publisher("rate");
+  auto pub_or = pp.ctx->publisher("rate");
   if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
   pollux::Publisher& pub = *pub_or;
   const bool inline_mode = p.mode == "inline";
@@ -920,23 +991,14 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
   // A sender that cannot keep up stops this long after the window; what it had not offered by
   // then is reported as unsent (its latency would be at least the time it waited).
   const std::int64_t cap = t_end + std::max<std::int64_t>(250'000'000, static_cast<std::int64_t>(o.duration_s * 1e9));
-  CpuSample s0, s1;
-  bool have0 = false, have1 = false;
-  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
+  CpuWindow w;
   std::uint64_t sent = 0, retries = 0;
   bool fatal = false;
   for (std::uint64_t k = 0; k < total && !fatal; ++k) {
     const std::int64_t tk = t0 + sched.offset(k);
     for (;;) {
       const std::int64_t now = Clock::now_ns();
-      if (!have0 && now >= t_measure) {
-        s0 = cpu.sample();
-        t_close = std::max(t_end, now + (t_end - t_measure));
-        have0 = true;
-      } else if (have0 && !have1 && now >= t_close) {
-        s1 = cpu.sample();
-        have1 = true;
-      }
+      w.tick(pp.cpu, now, t_measure, t_end);
       const std::int64_t rem = tk - now;
       if (rem <= 0) break;
       if (rem > o.sleep_above_ns) {
@@ -983,10 +1045,9 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
     }
   }
   // Close the window on the wall clock if the last message was offered before its end.
-  while (have0 && !have1) {
-    if (Clock::now_ns() >= t_close) {
-      s1 = cpu.sample();
-      have1 = true;
+  while (w.open()) {
+    if (Clock::now_ns() >= w.t_close) {
+      w.close(pp.cpu);
     } else {
       if (inline_mode) pub.service();
       sched_yield();
@@ -1006,12 +1067,12 @@ PointResult run_point(const Options& o, const PointSpec& p, const RatePoint& rp)
     }
   }
   pub.close();
-  r.pub_counters = poller_counters_json(**ctx);
+  r.pub_counters = poller_counters_json(*pp.ctx);
   r.sub_counters = sh->counters;
-  ctx->reset();
+  pp.ctx.reset();
   r.sent = sent;
   r.retries = retries;
-  if (have0) r.pub_cpu = cpu_between(s0, s1);
+  if (w.have0) r.pub_cpu = w.pct();
   r.lat = sh->hist;
   r.lat_offer = sh->hist_offer;
   r.received = sh->received;
@@ -1046,18 +1107,14 @@ void yield_poll(pollux::Subscriber& sub, pollux::Publisher& pub, bool inline_mod
 
 int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
   CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate --rtt (ponger)");
-  if (!ctx.ok()) return child_failed(sh, ctx.status());
+  auto ctx = open_child(cfg, "pollux-bench-rate --rtt (ponger)", &cpu, sh);
+  if (!ctx.ok()) return 2;
   auto sub = (*ctx)->subscriber("ping");
   auto pub = (*ctx)->publisher("pong");
   if (!sub.ok() || !pub.ok()) return child_failed(sh, !sub.ok() ? sub.status() : pub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
   const bool inline_mode = p.mode == "inline";
-  CpuSample s0, s1;
-  bool have0 = false, have1 = false;
-  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
-  std::int64_t t_end = 0;
+  CpuWindow w;
   while (sh->sender_done.load(std::memory_order_acquire) == 0) {  // pairs with the pinger's release
     yield_poll(*sub, *pub, inline_mode, [&](const pollux::Message& m) {
       while (pub->offer(m.payload) < 0) {
@@ -1067,56 +1124,26 @@ int ponger_main(const PointSpec& p, const std::string& cfg, Shared* sh) {
           sched_yield();
       }
     });
-    const std::int64_t now = Clock::now_ns();
-    if (!have0) {
-      const std::int64_t tm = sh->t_measure.load(std::memory_order_acquire);  // pairs with the pinger's release
-      if (tm != 0 && now >= tm) {
-        t_end = sh->t_end.load(std::memory_order_relaxed);
-        s0 = cpu.sample();
-        t_close = std::max(t_end, now + (t_end - tm));
-        have0 = true;
-      }
-    } else if (!have1 && now >= t_close) {
-      s1 = cpu.sample();
-      have1 = true;
-    }
+    w.tick(cpu, Clock::now_ns(), sh);
   }
-  if (have0 && !have1) s1 = cpu.sample();
-  if (have0) sh->cpu = cpu_between(s0, s1);
-  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
-  sh->child_done.store(1, std::memory_order_release);  // pairs with the pinger's acquire
-  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
-  while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) {
-    yield_poll(*sub, *pub, inline_mode, [](const pollux::Message&) {});
-  }
+  w.close(cpu);
+  if (w.have0) sh->cpu = w.pct();
+  end_child_side(sh, **ctx, [&] { yield_poll(*sub, *pub, inline_mode, [](const pollux::Message&) {}); });
   pub->close();
   return 0;
 }
 
 RttResult run_rtt(const Options& o, const PointSpec& p) {
   RttResult r;
-  r.spec = p;
-  r.load = loadavg();
-  const bool split = o.pin == "split";
-  const std::string name = absl::StrFormat("rtt%dp%d", getpid(), p.index);
-  const std::vector<std::string> topics{"ping", "pong"};
-  const std::string pong_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
-  const std::string ping_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
-  Shared* sh = map_shared();
-  const pid_t child = fork_child(o, sh, &r.error, [&] { return ponger_main(p, pong_cfg, sh); });
-  if (child < 0) return r;
-  auto finish = [&](const std::string& err) {
-    end_child(sh, child, err, &r.error);
+  Parent pp;
+  if (!start_point(o, p, "rtt", {"ping", "pong"}, "pollux-bench-rate --rtt (pinger)", "pinger", &r, &pp,
+                   [&](const std::string& cfg) { return ponger_main(p, cfg, pp.sh); })) {
     return r;
-  };
-  std::string err;
-  if (!wait_child_state(sh, child, &err)) return finish(err);
-  CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(ping_cfg, "pollux-bench-rate --rtt (pinger)");
-  if (!ctx.ok()) return finish(absl::StrCat("pinger process: ", ctx.status().message()));
-  auto pub_or = (*ctx)->publisher("ping");
-  auto sub_or = (*ctx)->subscriber("pong");
+  }
+  Shared* sh = pp.sh;
+  auto finish = [&](const std::string& err) { return pp.finish(r, err); };
+  auto pub_or = pp.ctx->publisher("ping");
+  auto sub_or = pp.ctx->subscriber("pong");
   if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
   if (!sub_or.ok()) return finish(absl::StrCat("subscriber: ", sub_or.status().message()));
   pollux::Publisher& pub = *pub_or;
@@ -1134,19 +1161,8 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   sh->t_end.store(t_end, std::memory_order_relaxed);
   sh->t_measure.store(t_measure, std::memory_order_release);  // pairs with the ponger's acquire
   std::vector<std::byte> payload(o.payload, std::byte{0x5a});
-  CpuSample s0, s1;
-  bool have0 = false, have1 = false;
-  std::int64_t t_close = 0;  // end of the CPU window: t_end, or a full window after a late start
-  auto tick = [&](std::int64_t now) {
-    if (!have0 && now >= t_measure) {
-      s0 = cpu.sample();
-      t_close = std::max(t_end, now + (t_end - t_measure));
-      have0 = true;
-    } else if (have0 && !have1 && now >= t_close) {
-      s1 = cpu.sample();
-      have1 = true;
-    }
-  };
+  CpuWindow w;
+  auto tick = [&](std::int64_t now) { w.tick(pp.cpu, now, t_measure, t_end); };
   // A pinger that fell this far behind (starved application threads) stops; the rest is skipped.
   const std::int64_t cap =
       t_end + std::max<std::int64_t>(2'000'000'000, static_cast<std::int64_t>(o.rtt_duration_s * 1e9));
@@ -1196,8 +1212,8 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
     }
     if (got) ++r.replies;
   }
-  while (have0 && !have1) tick(Clock::now_ns());
-  if (have0) r.ping_cpu = cpu_between(s0, s1);
+  while (w.open()) tick(Clock::now_ns());
+  if (w.have0) r.ping_cpu = w.pct();
   sh->sender_done.store(1, std::memory_order_release);  // pairs with the ponger's acquire
   const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
   while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the ponger's release
@@ -1206,9 +1222,9 @@ RttResult run_rtt(const Options& o, const PointSpec& p) {
   }
   r.pong_cpu = sh->cpu;
   pub.close();
-  r.ping_counters = poller_counters_json(**ctx);
+  r.ping_counters = poller_counters_json(*pp.ctx);
   r.pong_counters = sh->counters;
-  ctx->reset();
+  pp.ctx.reset();
   return finish("");
 }
 
@@ -1227,9 +1243,8 @@ struct IdleResult {
 // (anything delivered meanwhile is counted in `stray`), sampling its CPU over [t_measure, t_end].
 int idle_child(const std::string& cfg, Shared* sh) {
   CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(cfg, "pollux-bench-rate --idle (subscriber)");
-  if (!ctx.ok()) return child_failed(sh, ctx.status());
+  auto ctx = open_child(cfg, "pollux-bench-rate --idle (subscriber)", &cpu, sh);
+  if (!ctx.ok()) return 2;
   auto sub = (*ctx)->subscriber("idle");
   if (!sub.ok()) return child_failed(sh, sub.status());
   sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
@@ -1255,38 +1270,19 @@ int idle_child(const std::string& cfg, Shared* sh) {
   const CpuSample s1 = cpu.sample();
   sh->cpu = cpu_between(s0, s1);
   sh->measured = stray;
-  std::snprintf(sh->counters, sizeof sh->counters, "%s", poller_counters_json(**ctx).c_str());
-  sh->child_done.store(1, std::memory_order_release);  // pairs with the parent's acquire
-  const std::int64_t until = Clock::monotonic_ns() + 5'000'000'000;
-  while (sh->parent_closed.load(std::memory_order_acquire) == 0 && Clock::monotonic_ns() < until) {
-    (void)sub->wait(1'000);
-  }
-  return 0;
+  return end_child_side(sh, **ctx, [&] { (void)sub->wait(1'000); });
 }
 
 IdleResult run_idle(const Options& o, const PointSpec& p) {
   IdleResult r;
-  r.spec = p;
-  r.load = loadavg();
-  const bool split = o.pin == "split";
-  const std::string name = absl::StrFormat("idle%dp%d", getpid(), p.index);
-  const std::vector<std::string> topics{"idle"};
-  const std::string sub_cfg = make_config(o, p, name, split ? o.cpu_b : -1, topics);
-  const std::string pub_cfg = make_config(o, p, name, split ? o.cpu_a : -1, topics);
-  Shared* sh = map_shared();
-  const pid_t child = fork_child(o, sh, &r.error, [&] { return idle_child(sub_cfg, sh); });
-  if (child < 0) return r;
-  auto finish = [&](const std::string& err) {
-    end_child(sh, child, err, &r.error);
+  Parent pp;
+  if (!start_point(o, p, "idle", {"idle"}, "pollux-bench-rate --idle (publisher)", "publisher", &r, &pp,
+                   [&](const std::string& cfg) { return idle_child(cfg, pp.sh); })) {
     return r;
-  };
-  std::string err;
-  if (!wait_child_state(sh, child, &err)) return finish(err);
-  CpuSampler cpu;
-  cpu.capture_own();
-  auto ctx = pollux::Context::from_string(pub_cfg, "pollux-bench-rate --idle (publisher)");
-  if (!ctx.ok()) return finish(absl::StrCat("publisher process: ", ctx.status().message()));
-  auto pub_or = (*ctx)->publisher("idle");
+  }
+  Shared* sh = pp.sh;
+  auto finish = [&](const std::string& err) { return pp.finish(r, err); };
+  auto pub_or = pp.ctx->publisher("idle");
   if (!pub_or.ok()) return finish(absl::StrCat("publisher: ", pub_or.status().message()));
   pollux::Publisher& pub = *pub_or;
   if (!wait_connected(pub, nullptr)) return finish("stream not connected after 10 s");
@@ -1298,9 +1294,9 @@ IdleResult run_idle(const Options& o, const PointSpec& p) {
   sh->t_end.store(t_end, std::memory_order_relaxed);
   sh->t_measure.store(t_measure, std::memory_order_release);  // pairs with the child's acquire
   while (Clock::now_ns() < t_measure) sleep_ns(std::min<std::int64_t>(t_measure - Clock::now_ns(), 100'000'000));
-  const CpuSample s0 = cpu.sample();
+  const CpuSample s0 = pp.cpu.sample();
   while (Clock::now_ns() < t_end) sleep_ns(std::min<std::int64_t>(t_end - Clock::now_ns(), 100'000'000));
-  const CpuSample s1 = cpu.sample();
+  const CpuSample s1 = pp.cpu.sample();
   r.pub_cpu = cpu_between(s0, s1);
   const std::int64_t deadline = Clock::monotonic_ns() + 10'000'000'000;
   while (sh->child_done.load(std::memory_order_acquire) == 0) {  // pairs with the child's release
@@ -1310,10 +1306,10 @@ IdleResult run_idle(const Options& o, const PointSpec& p) {
   if (sh->received == 0) return finish("the subscriber never received the first message");
   r.sub_cpu = sh->cpu;
   r.stray = sh->measured;
-  r.pub_counters = poller_counters_json(**ctx);
+  r.pub_counters = poller_counters_json(*pp.ctx);
   r.sub_counters = sh->counters;
   pub.close();
-  ctx->reset();
+  pp.ctx.reset();
   return finish("");
 }
 
@@ -1551,6 +1547,23 @@ bool write_plots(const Options& o, const std::vector<PointResult>& results) {
 
 }  // namespace
 
+// Every spec, o.rounds times over, measured by run(o, spec): its row printed, its JSON line
+// added to *json, *failed set by an error.
+template <typename Run, typename Print, typename Json>
+void run_rounds(const Options& o, const std::vector<PointSpec>& specs, int* index, bool* failed, std::string* json,
+                Run run, Print print_row, Json to_json) {
+  for (int round = 1; round <= o.rounds; ++round) {
+    for (PointSpec p : specs) {
+      p.index = (*index)++;
+      p.round = round;
+      const auto r = run(o, p);
+      print_row(r);
+      if (!r.error.empty()) *failed = true;
+      *json += to_json(o, r) + "\n";
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   // Accurate short sleeps for the sender (default slack is 50 us).
@@ -1595,15 +1608,7 @@ int main(int argc, char** argv) {
     std::printf("idle: one message, then %.1f s without traffic per point; apps asleep; pollers' CPU over the window\n",
                 o.idle_s);
     print_idle_header();
-    for (int round = 1; round <= o.rounds; ++round)
-      for (auto p : specs) {
-        p.index = index++;
-        p.round = round;
-        const IdleResult r = run_idle(o, p);
-        print_idle_row(r);
-        if (!r.error.empty()) failed = true;
-        json += json_idle(o, r) + "\n";
-      }
+    run_rounds(o, specs, &index, &failed, &json, run_idle, print_idle_row, json_idle);
   } else if (o.rtt) {
     std::printf(
         "rtt: one round trip every %.3f ms, %.1f s measured after %.1f s warm-up, apps sched_yield between "
@@ -1615,15 +1620,7 @@ int main(int argc, char** argv) {
         "P%% = pollers' CPU, A%% = application thread's CPU (%% of one core) per process; oth%% = other "
         "processes' CPU meanwhile (of 200)\n");
     print_rtt_header();
-    for (int round = 1; round <= o.rounds; ++round)
-      for (auto p : specs) {
-        p.index = index++;
-        p.round = round;
-        const RttResult r = run_rtt(o, p);
-        print_rtt_row(r);
-        if (!r.error.empty()) failed = true;
-        json += json_rtt(o, r) + "\n";
-      }
+    run_rounds(o, specs, &index, &failed, &json, run_rtt, print_rtt_row, json_rtt);
   } else {
     std::printf(
         "sweep: %.2f s measured after %.2f s warm-up per point; burst = %u messages at %.0f msg/s, average "

@@ -64,6 +64,15 @@ struct Extra {
   std::uint32_t pool_slots = 0;  // [pool] slots (0: the default; RDMA: 4096)
 };
 
+// Every transport's liveness time at 1 s (shm.liveness_timeout_ms, udp.session_timeout_ms,
+// rdma.liveness_timeout_ms), and `shm` besides.
+Extra OneSecondLiveness(const std::string& shm = "") {
+  return {.shm = shm + (shm.empty() ? "" : "\n") + "liveness_timeout_ms = 1000",
+          .udp = "session_timeout_ms = 1000",
+          .rdma = "liveness_timeout_ms = 1000",
+          .pool_slots = 0};
+}
+
 // A case's configurations. One host runs both sides of shm and UDP with one configuration;
 // RDMA (the Soft-RoCE VM: rxe0 = 10.0.0.1, rxe1 = 10.0.0.2) has publishers on rxe0 and
 // subscribers on rxe1, and an RC subscriber's context listens where the publisher's connects.
@@ -185,6 +194,23 @@ struct Pair {
   std::optional<Subscriber> sub;
   Seen seen;
   std::uint64_t next = 1;
+
+  // One turn of both sides: the publisher's duties, then what the subscriber has.
+  void Pump() {
+    (void)pub->service();
+    Drain(*sub, seen);
+  }
+  // Offers `next`; true if taken. A refusal must be kBackPressured (the publisher is serviced).
+  bool OfferNext() {
+    const std::int64_t r = pub->offer(&next, sizeof next);
+    if (r >= 0) {
+      ++next;
+      return true;
+    }
+    EXPECT_EQ(r, kBackPressured) << result_name(r);
+    (void)pub->service();
+    return false;
+  }
 };
 
 // Runs `step` until `done` or `seconds` pass; true when done.
@@ -198,36 +224,50 @@ bool Until(const std::function<bool()>& done, const std::function<void()>& step,
   return true;
 }
 
+// `made` into `out`, asserting it was made (a context, a publisher, a subscriber).
+template <typename T, typename Out>
+void Keep(absl::StatusOr<T> made, Out& out) {
+  ASSERT_TRUE(made.ok()) << made.status();
+  out = std::move(*made);
+}
+
 // The publisher's and the subscriber's context (no stream yet).
 void OpenContexts(const Configs& cfg, Pair& p) {
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  p.pctx = std::move(*pctx);
-  p.sctx = std::move(*sctx);
+  ASSERT_NO_FATAL_FAILURE(Keep(Context::from_string(cfg.pub, "pub.toml"), p.pctx));
+  ASSERT_NO_FATAL_FAILURE(Keep(Context::from_string(cfg.sub, "sub.toml"), p.sctx));
+}
+
+// One side alone: the publisher's context (cfg.pub) and a publisher on `topic`.
+void OpenPublisherSide(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(Keep(Context::from_string(cfg.pub, "pub.toml"), p.pctx));
+  ASSERT_NO_FATAL_FAILURE(Keep(p.pctx->publisher(topic), p.pub));
+}
+
+// One side alone: the subscriber's context (cfg.sub) and a subscriber on `topic`.
+void OpenSubscriberSide(const Configs& cfg, const std::string& topic, Pair& p) {
+  ASSERT_NO_FATAL_FAILURE(Keep(Context::from_string(cfg.sub, "sub.toml"), p.sctx));
+  ASSERT_NO_FATAL_FAILURE(Keep(p.sctx->subscriber(topic), p.sub));
 }
 
 // Both contexts, then a subscriber and a publisher on `topic` (nothing offered).
 void OpenEndpoints(const Configs& cfg, const std::string& topic, Pair& p) {
   ASSERT_NO_FATAL_FAILURE(OpenContexts(cfg, p));
-  auto sub = p.sctx->subscriber(topic);
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  auto pub = p.pctx->publisher(topic);
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  p.sub.emplace(std::move(*sub));
-  p.pub.emplace(std::move(*pub));
+  ASSERT_NO_FATAL_FAILURE(Keep(p.sctx->subscriber(topic), p.sub));
+  ASSERT_NO_FATAL_FAILURE(Keep(p.pctx->publisher(topic), p.pub));
+}
+
+// A subscriber that stopped reading reads again: until every message sent (values 1..sent) was
+// received or reported lost.
+void ReadAgain(Pair& p, std::uint64_t sent) {
+  ASSERT_TRUE(Until([&] { return p.seen.values.size() + p.seen.lost >= sent; }, [&] { p.Pump(); }))
+      << "received " << p.seen.values.size() << " lost " << p.seen.lost << " of " << sent << ": " << p.seen.trace;
 }
 
 // OpenEndpoints, then until the publisher is connected (what the subscriber sees meanwhile is
 // in p.seen).
 void OpenConnected(const Configs& cfg, const std::string& topic, Pair& p) {
   ASSERT_NO_FATAL_FAILURE(OpenEndpoints(cfg, topic, p));
-  ASSERT_TRUE(Until([&] { return p.pub->is_connected(); },
-                    [&] {
-                      (void)p.pub->service();
-                      Drain(*p.sub, p.seen);
-                    }))
+  ASSERT_TRUE(Until([&] { return p.pub->is_connected(); }, [&] { p.Pump(); }))
       << "never connected; the subscriber saw " << p.seen.trace;
 }
 
@@ -236,8 +276,7 @@ void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
   ASSERT_TRUE(Until([&] { return !p.seen.values.empty(); },
                     [&] {
                       if (p.pub->offer(&p.next, sizeof p.next) >= 0) ++p.next;
-                      (void)p.pub->service();
-                      Drain(*p.sub, p.seen);
+                      p.Pump();
                     }));
 }
 
@@ -450,31 +489,14 @@ TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
                                  .pool_slots = 0});
   Pair pair;
   ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "l", pair));
-  auto& pub = pair.pub;
-  auto& sub = pair.sub;
-  Seen& seen = pair.seen;
-  std::uint64_t& v = pair.next;
+  const Seen& seen = pair.seen;
   // The subscriber stops reading; 20,000 more messages (a 64 KiB log laps ~30 times).
   std::uint64_t back_pressured = 0;
-  const std::uint64_t last = v + 20'000;
-  ASSERT_TRUE(Until([&] { return v >= last; },
-                    [&] {
-                      const std::int64_t r = pub->offer(&v, sizeof v);
-                      if (r >= 0) ++v;
-                      if (r < 0) {
-                        EXPECT_EQ(r, kBackPressured) << result_name(r);
-                        ++back_pressured;
-                        (void)pub->service();
-                      }
-                    }))
-      << "held back at " << v;
-  const std::uint64_t sent = v - 1;
-  ASSERT_TRUE(Until([&] { return seen.values.size() + seen.lost >= sent; },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }))
-      << "received " << seen.values.size() << " lost " << seen.lost << " of " << sent << ": " << seen.trace;
+  const std::uint64_t last = pair.next + 20'000;
+  ASSERT_TRUE(Until([&] { return pair.next >= last; }, [&] { back_pressured += pair.OfferNext() ? 0 : 1; }))
+      << "held back at " << pair.next;
+  const std::uint64_t sent = pair.next - 1;
+  ASSERT_NO_FATAL_FAILURE(ReadAgain(pair, sent));
   std::printf(
       "%s/%s: %llu sent while the subscriber did not read (%llu offers back-pressured), %zu received, %llu "
       "reported lost\n",
@@ -507,34 +529,15 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
                  .pool_slots = 0});
   Pair pair;
   ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "h", pair));
-  auto& pub = pair.pub;
-  auto& sub = pair.sub;
-  Seen& seen = pair.seen;
-  std::uint64_t& v = pair.next;
+  const Seen& seen = pair.seen;
   // The subscriber stops reading: offers until 20,000 in a row are refused (with service()
   // between them), so whatever sits between the two - rings, pollers, queues - is full.
   std::uint64_t refused_in_a_row = 0;
   ASSERT_TRUE(Until([&] { return refused_in_a_row >= 20'000; },
-                    [&] {
-                      const std::int64_t r = pub->offer(&v, sizeof v);
-                      if (r >= 0) {
-                        ++v;
-                        refused_in_a_row = 0;
-                      } else {
-                        EXPECT_EQ(r, kBackPressured) << result_name(r);
-                        ++refused_in_a_row;
-                        (void)pub->service();
-                      }
-                    },
-                    120))
-      << "never held back: " << v - 1 << " offers taken";
-  const std::uint64_t sent = v - 1;
-  ASSERT_TRUE(Until([&] { return seen.values.size() >= sent; },
-                    [&] {
-                      (void)pub->service();
-                      Drain(*sub, seen);
-                    }))
-      << "received " << seen.values.size() << " of " << sent << ": " << seen.trace;
+                    [&] { refused_in_a_row = pair.OfferNext() ? 0 : refused_in_a_row + 1; }, 120))
+      << "never held back: " << pair.next - 1 << " offers taken";
+  const std::uint64_t sent = pair.next - 1;
+  ASSERT_NO_FATAL_FAILURE(ReadAgain(pair, sent));
   std::printf("%s/%s: held back after %llu messages the subscriber did not read; all received\n", GetParam().transport,
               GetParam().threading, static_cast<unsigned long long>(sent));
   EXPECT_EQ(seen.lost, 0u);
@@ -569,15 +572,11 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // in every threading mode, inline included, where the publisher's own thread does it - and
 // the stream goes on: a backpressure publisher is not held back by it, a new subscriber receives.
 TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGoesOn) {
-  const Configs cfg = Config(6, {.shm = "flow_control = \"backpressure\"\nliveness_timeout_ms = 1000",
-                                 .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000",
-                                 .pool_slots = 0});
+  const Configs cfg = Config(6, OneSecondLiveness("flow_control = \"backpressure\""));
   const std::string file = ConfigFile(cfg.sub);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto pub = (*pctx)->publisher("d");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenPublisherSide(cfg, "d", pair));
+  auto& pub = pair.pub;
   Peer child("sub", file, "d");
   ASSERT_GT(child.c.pid, 0);
   std::uint64_t v = 1;
@@ -593,15 +592,12 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
   std::printf("%s/%s: subscriber killed, forgotten by its publisher after %.2f s (liveness 1 s)\n",
               GetParam().transport, GetParam().threading, forgotten);
   EXPECT_LT(forgotten, 1.0 + 5.0) << "the liveness time, with slack for a loaded host";
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("d");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  Seen seen;
+  ASSERT_NO_FATAL_FAILURE(OpenSubscriberSide(cfg, "d", pair));
+  const Seen& seen = pair.seen;
   ASSERT_TRUE(Until([&] { return seen.values.size() >= 10; },
                     [&] {
                       offer();
-                      Drain(*sub, seen);
+                      Drain(*pair.sub, pair.seen);
                     }))
       << "a new subscriber received " << seen.values.size() << ": " << seen.trace;
 }
@@ -609,16 +605,12 @@ TEST_P(Contract, AKilledSubscriberIsForgottenWithinTheLivenessTimeAndTheStreamGo
 // A publisher process killed is reported to its subscribers as kPublisherDied within the
 // liveness time, and a publisher that starts again is a new session, announced.
 TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
-  const Configs cfg = Config(7, {.shm = "liveness_timeout_ms = 1000",
-                                 .udp = "session_timeout_ms = 1000",
-                                 .rdma = "liveness_timeout_ms = 1000",
-                                 .pool_slots = 0});
+  const Configs cfg = Config(7, OneSecondLiveness());
   const std::string file = ConfigFile(cfg.pub);
-  auto sctx = Context::from_string(cfg.sub, "sub.toml");
-  ASSERT_TRUE(sctx.ok()) << sctx.status();
-  auto sub = (*sctx)->subscriber("p");
-  ASSERT_TRUE(sub.ok()) << sub.status();
-  Seen seen;
+  Pair pair;
+  ASSERT_NO_FATAL_FAILURE(OpenSubscriberSide(cfg, "p", pair));
+  auto& sub = pair.sub;
+  Seen& seen = pair.seen;
   Clock::time_point killed;
   {
     Peer child("pub", file, "p");
@@ -634,17 +626,13 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
   std::printf("%s/%s: publisher killed, reported after %.2f s (liveness 1 s)\n", GetParam().transport,
               GetParam().threading, reported);
   EXPECT_LT(reported, 1.0 + 5.0);
-  auto pctx = Context::from_string(cfg.pub, "pub.toml");
-  ASSERT_TRUE(pctx.ok()) << pctx.status();
-  auto pub = (*pctx)->publisher("p");
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  std::uint64_t v = 1000;
+  ASSERT_NO_FATAL_FAILURE(OpenPublisherSide(cfg, "p", pair));
+  pair.next = 1000;
   const std::size_t before = seen.values.size();
   ASSERT_TRUE(Until([&] { return seen.values.size() > before; },
                     [&] {
-                      if (pub->offer(&v, sizeof v) >= 0) ++v;
-                      (void)pub->service();
-                      Drain(*sub, seen);
+                      if (pair.pub->offer(&pair.next, sizeof pair.next) >= 0) ++pair.next;
+                      pair.Pump();
                     }))
       << seen.trace;
   EXPECT_EQ(seen.trace, "NMDNM") << "a session, its death, the next session";

@@ -59,6 +59,23 @@ void wait_connected(Publisher& p, Subscriber& s) {
   }
 }
 
+// One context (cfg(), a fresh name) with a publisher and a subscriber on `topic`, connected.
+struct Connected {
+  std::unique_ptr<Context> ctx;
+  std::optional<Publisher> pub;
+  std::optional<Subscriber> sub;
+};
+
+void open_connected(const std::string& topic, const std::string& threading, Connected& c) {
+  c.ctx = make(cfg(unique_name(topic.c_str()), threading));
+  ASSERT_TRUE(c.ctx != nullptr);
+  POLLUX_ASSERT_OK_DECL(pub, c.ctx->publisher(topic));
+  POLLUX_ASSERT_OK_DECL(sub, c.ctx->subscriber(topic));
+  c.pub.emplace(std::move(*pub));
+  c.sub.emplace(std::move(*sub));
+  ASSERT_NO_FATAL_FAILURE(wait_connected(*c.pub, *c.sub));
+}
+
 // What a subscriber saw, reduced to something comparable across runs.
 struct Record {
   std::uint64_t seq;
@@ -253,11 +270,10 @@ TEST(ApiTest, ResultCodes) {
 }
 
 TEST(ApiTest, BackPressureIsReportedNotBlocking) {
-  const std::string name = unique_name("bp");
-  auto ctx = make(cfg(name, "inline"));
-  auto pub = ctx->publisher("bp");
-  auto sub = ctx->subscriber("bp");
-  wait_connected(*pub, *sub);
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(open_connected("bp", "inline", c));
+  auto& pub = c.pub;
+  auto& sub = c.sub;
   std::byte buf[1000] = {};
   int ok = 0;
   std::int64_t r;
@@ -486,11 +502,10 @@ TEST(ApiTest, EndedStreamStaysMappedUntilItsViewsAreReleased) {
 TEST(ApiTest, OfferBatchDeliversEveryMessageInOrder) {
   for (const char* mode : {"inline", "dedicated"}) {
     SCOPED_TRACE(mode);
-    const std::string name = unique_name("batch");
-    auto ctx = make(cfg(name, mode));
-    POLLUX_ASSERT_OK_DECL(pub, ctx->publisher("batch"));
-    POLLUX_ASSERT_OK_DECL(sub, ctx->subscriber("batch"));
-    wait_connected(*pub, *sub);
+    Connected c;
+    ASSERT_NO_FATAL_FAILURE(open_connected("batch", mode, c));
+    auto& pub = c.pub;
+    auto& sub = c.sub;
     constexpr std::uint64_t kCount = 50000;  // several laps of the 256 KiB log, in batches of 100
     std::vector<std::vector<std::byte>> bufs(100);
     std::vector<std::span<const std::byte>> views(100);
@@ -554,15 +569,14 @@ TEST(ApiTest, ConfigErrorsSurfaceFromTheContext) {
 }
 
 TEST(ApiTest, CountersAreReadableFromTheFile) {
-  const std::string name = unique_name("ctr");
-  auto ctx = make(cfg(name, "inline"));
-  auto pub = ctx->publisher("ctr");
-  auto sub = ctx->subscriber("ctr");
-  wait_connected(*pub, *sub);
+  Connected c;
+  ASSERT_NO_FATAL_FAILURE(open_connected("ctr", "inline", c));
+  auto& pub = c.pub;
+  auto& sub = c.sub;
   for (std::uint64_t i = 0; i < 10; ++i) ASSERT_GE(pub->offer(&i, sizeof i), 0);
   int n = 0;  // messages (poll() also counts the session's announcement)
   while (n < 10) (void)sub->poll([&](const Message&) { ++n; }, 10);
-  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(ctx->counters_path()));
+  POLLUX_ASSERT_OK_DECL(snap, core::read_counters_file(c.ctx->counters_path()));
   std::uint64_t pub_msgs = 0, sub_msgs = 0, pub_bytes = 0;
   for (const auto& c : snap->counters) {
     if (c.scope.rfind("pub stream", 0) == 0 && c.name == "messages") pub_msgs = c.value;

@@ -1245,14 +1245,20 @@ void AnnounceMeasuring() {
   std::fflush(stdout);
 }
 
-// `ports` (UDP, picked by the tool; else empty): released to each side just before it binds them.
-RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
+// A run's result before it runs: what `rc` measures (transport, threading, idle strategy).
+RunResult StartResult(const RunConfig& rc) {
   RunResult r;
   r.transport = TransportName(rc.cfg);
   r.kernel_tx_stamps =
       rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
+  return r;
+}
+
+// `ports` (UDP, picked by the tool; else empty): released to each side just before it binds them.
+RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
+  RunResult r = StartResult(rc);
   r.dec = std::make_unique<Decomposer>(clock_cost);
   r.dec_library = std::make_unique<Decomposer>(clock_cost);
   r.library_only = rc.library_only;
@@ -1580,12 +1586,7 @@ void RemoveRunFiles(const core::Config& cfg) {
 
 RunResult RunIsolatedOnce(const Options& o, const RunConfig& rc, double clock_cost, PortReservation& ports) {
   if (rc.cfg.transport != core::TransportKind::kRdma) return RunOnce(o, rc, clock_cost, ports);
-  RunResult r;
-  r.transport = TransportName(rc.cfg);
-  r.kernel_tx_stamps =
-      rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps;
-  r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
-  r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
+  RunResult r = StartResult(rc);
   void* p = mmap(nullptr, sizeof(RunShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     r.error = absl::StrCat("mmap: ", std::strerror(errno));

@@ -48,13 +48,11 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
                                                                    UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
   const udp::UdpConfig& u = udp::config(cfg);
-  auto ch = resolve_channel(cfg, spec.stream);
-  if (!ch.ok()) return ch.status();
-  auto sock = open_rx_socket(cfg, *ch);
-  if (!sock.ok()) return sock.status();
+  auto opened = open_channel(cfg, spec.stream, /*rx=*/true);
+  if (!opened.ok()) return opened.status();
   std::unique_ptr<UdpRxEndpoint> ep(new UdpRxEndpoint());
-  ep->ch_ = *ch;
-  ep->sock_ = *sock;
+  ep->ch_ = opened->ch;
+  ep->sock_ = std::move(opened->sock);
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
   ep->direct_.poll = &UdpRxEndpoint::direct_poll;

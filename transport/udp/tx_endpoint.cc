@@ -32,15 +32,13 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
                                                                    UdpPollerSource* source) {
   const core::Config& cfg = *env.config;
   const udp::UdpConfig& u = udp::config(cfg);
-  auto ch = resolve_channel(cfg, spec.stream);
-  if (!ch.ok()) return ch.status();
-  auto sock = open_tx_socket(cfg, *ch);
-  if (!sock.ok()) return sock.status();
+  auto opened = open_channel(cfg, spec.stream, /*rx=*/false);
+  if (!opened.ok()) return opened.status();
   std::unique_ptr<UdpTxEndpoint> ep(new UdpTxEndpoint());
   ep->core_ = std::make_unique<TxCore>();
   TxCore& t = *ep->core_;
-  t.ch = *ch;
-  t.sock = *sock;
+  t.ch = opened->ch;
+  t.sock = std::move(opened->sock);
   ep->source_ = source;
   ep->stream_id_ = spec.stream_id;
   ep->direct_.claim = &UdpTxEndpoint::direct_claim;

@@ -70,6 +70,14 @@ void set_buffer(int fd, int forced, int capped, std::uint64_t bytes, int& grante
 
 }  // namespace
 
+absl::StatusOr<OpenChannel> open_channel(const core::Config& cfg, const core::StreamConfig* stream, bool rx) {
+  auto ch = resolve_channel(cfg, stream);
+  if (!ch.ok()) return ch.status();
+  auto sock = rx ? open_rx_socket(cfg, *ch) : open_tx_socket(cfg, *ch);
+  if (!sock.ok()) return sock.status();
+  return OpenChannel{*ch, std::move(*sock)};
+}
+
 std::string to_string(const sockaddr_in& a) {
   char buf[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);

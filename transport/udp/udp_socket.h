@@ -61,6 +61,14 @@ bool restart_tx_timestamp_ids(int fd);
 // use is an error naming the address, the port and its key.
 absl::StatusOr<SocketInfo> open_rx_socket(const core::Config& cfg, const Channel& ch);
 
+// A stream's channel (resolve_channel) and an endpoint's socket on it: open_rx_socket for a
+// subscriber (`rx`), open_tx_socket for a publisher.
+struct OpenChannel {
+  Channel ch;
+  SocketInfo sock;
+};
+absl::StatusOr<OpenChannel> open_channel(const core::Config& cfg, const core::StreamConfig* stream, bool rx);
+
 std::string to_string(const sockaddr_in& a);
 
 }  // namespace pollux::transport::udp
