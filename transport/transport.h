@@ -185,18 +185,7 @@ struct RxDirect {
   int (*poll)(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept = nullptr;
 };
 
-// What an endpoint keeps alive until it is destroyed - after the final class's destructor, so
-// after its queues are gone (e.g. the core::SlotLease of pool slots it is handed: they may be
-// in flight until then). Control path.
-class HeldResources {
- public:
-  void hold(std::shared_ptr<void> h) { held_.push_back(std::move(h)); }
-
- private:
-  std::vector<std::shared_ptr<void>> held_;
-};
-
-class TxEndpoint : public HeldResources {
+class TxEndpoint {
  public:
   virtual ~TxEndpoint() = default;
   // Posts up to frames.size() frames in order; returns how many were accepted (the rest stay
@@ -230,15 +219,22 @@ class TxEndpoint : public HeldResources {
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
   std::uint32_t session_id() const noexcept { return session_id_; }
+  // Control path: keeps `h` alive until this endpoint is destroyed - after the derived class's
+  // destructor, so after its queues are gone (e.g. the core::SlotLease of pool slots it is
+  // handed: they may be in flight until then).
+  void hold(std::shared_ptr<void> h) { held_.push_back(std::move(h)); }
 
  protected:
   std::uint32_t stream_id_ = 0;
   std::uint32_t session_id_ = 0;
   TxDirect direct_;    // set by the final class when it opens, if it offers a direct path
   TxBinding binding_;  // bind_direct()
+
+ private:
+  std::vector<std::shared_ptr<void>> held_;
 };
 
-class RxEndpoint : public HeldResources {
+class RxEndpoint {
  public:
   virtual ~RxEndpoint() = default;
   // Fills up to out.size() events; returns their number.
@@ -268,11 +264,16 @@ class RxEndpoint : public HeldResources {
   void bind_direct(const RxBinding& b) noexcept { binding_ = b; }
 
   std::uint32_t stream_id() const noexcept { return stream_id_; }
+  // As TxEndpoint::hold().
+  void hold(std::shared_ptr<void> h) { held_.push_back(std::move(h)); }
 
  protected:
   std::uint32_t stream_id_ = 0;
   RxDirect direct_;    // set by the final class when it opens, if it offers a direct path
   RxBinding binding_;  // bind_direct()
+
+ private:
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 struct EndpointSpec {
