@@ -560,16 +560,19 @@ void check(const StressOutcome& o, std::uint64_t rounds, std::uint64_t transitio
   EXPECT_EQ(o.parent.bad + o.child.bad, 0u) << "out of order or gaps";
   EXPECT_EQ(o.parent.late_lost + o.child.late_lost, 0u)
       << "messages delivered > 100 ms after their offer, found after a wait timed out: lost wake-ups";
-  EXPECT_EQ(o.parent.waits_timed_out + o.child.waits_timed_out, 0u) << "a wait of 2 s ended by its timeout";
+  // A wait that ended by its timeout is not a failure by itself: the peer may not have run for
+  // 2 s on an overloaded host. A lost wake-up shows as a message that was waiting while the
+  // reader slept (late_lost, above) or, for good, as a stall (failed).
   std::printf(
       "rounds %llu in %.1f s (%.1f us/round): sleep/wake transitions %llu (child waits %llu, parent waits %llu, "
       "parent poller sleeps %llu wakeups %llu); max delay parent %.1f us child %.1f us; late (> 100 ms) after a "
-      "wake-up (scheduling) %llu\n",
+      "wake-up (scheduling) %llu; waits ended by their 2 s timeout %llu\n",
       static_cast<unsigned long long>(rounds), o.seconds, o.seconds * 1e6 / static_cast<double>(rounds),
       static_cast<unsigned long long>(transitions), static_cast<unsigned long long>(o.child_sleeps),
       static_cast<unsigned long long>(o.parent_sleeps), static_cast<unsigned long long>(o.poller_sleeps),
       static_cast<unsigned long long>(o.poller_wakeups), o.parent.max_delay_ns / 1e3, o.child.max_delay_ns / 1e3,
-      static_cast<unsigned long long>(o.parent.late_sched + o.child.late_sched));
+      static_cast<unsigned long long>(o.parent.late_sched + o.child.late_sched),
+      static_cast<unsigned long long>(o.parent.waits_timed_out + o.child.waits_timed_out));
   // Nearly every message must have found its reader asleep, or the test proves little.
   EXPECT_GE(transitions, rounds) << "too few sleeps: the test did not exercise the wake-up path";
 }
