@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tests/feed/feed_process.h"
+#include "tests/support/netns.h"
 
 namespace {
 
@@ -57,10 +58,7 @@ std::string g_dir;
 std::string g_skip;
 std::string g_ip = "/usr/sbin/ip";
 
-int Sh(const std::string& cmd) {
-  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int Sh(const std::string& cmd) { return pollux::testing::shell_status(cmd); }
 
 std::string Slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -170,19 +168,9 @@ struct ChainRun {
 class FeedLive : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    if (geteuid() != 0) {
-      g_skip = "needs root to create network namespaces (CI runs as root)";
-      return;
-    }
     if (access(g_ip.c_str(), X_OK) != 0) g_ip = "/sbin/ip";
-    if (Sh(g_ip + " netns list") != 0) {
-      g_skip = "`ip netns` is unavailable (install iproute2)";
-      return;
-    }
-    if (Sh("command -v nft") != 0) {
-      g_skip = "nft is unavailable (install nftables)";
-      return;
-    }
+    g_skip = pollux::testing::netns_unavailable(g_ip);
+    if (!g_skip.empty()) return;
     g_prefix = absl::StrFormat("pxl%d", getpid() % 100000);
     Sh(kNetns + " down " + g_prefix);
     if (Sh(absl::StrFormat("%s up %s %d ex fh sub x", kNetns, g_prefix, kNet)) != 0 ||
@@ -191,7 +179,7 @@ class FeedLive : public ::testing::Test {
         Sh(absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("x"), kLinkOtherIp)) != 0 ||
         Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("fh"))) != 0 ||
         Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("x"))) != 0) {
-      g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
+      g_skip = pollux::testing::kNetnsSetupFailed;
       Sh(kNetns + " down " + g_prefix);
       return;
     }
@@ -603,13 +591,28 @@ void ExpectOtherHandlerOnlyItsOwnExchange(const ChainRun& r, const std::string& 
   EXPECT_TRUE(r.other_counts == ref.counts) << r.other_counts << "\nvs\n" << ref.counts;
 }
 
-// A second exchange on host "x": `input` as session OTHER00001 on `line_a`/`line_b`.
-std::vector<std::string> OtherExchange(const std::string& input, const std::string& line_a, const std::string& line_b,
-                                       int rerequest_port, const std::string& interface) {
-  return {"--itch",      input,     "--line-a",         line_a,
-          "--line-b",    line_b,    "--rerequest-port", std::to_string(rerequest_port),
-          "--interface", interface, "--session",        "OTHER00001",
-          "--rate",      "100000",  "--linger-ms",      "300"};
+// A second feed: an exchange on host "x" sends `input` as session OTHER00001 on `line_a`/`line_b`
+// out of its `interface` and answers re-requests at `rerequest_ip`:`port` + 4; a second handler
+// in the handler's namespace follows it on the same lines and interface and waits 500 ms after
+// the end.
+void SetOtherFeed(ChainOptions& o, const std::string& input, const std::string& line_a, const std::string& line_b,
+                  int port, const std::string& interface, const char* rerequest_ip) {
+  o.other_exchange = {"--itch",      input,     "--line-a",         line_a,
+                      "--line-b",    line_b,    "--rerequest-port", std::to_string(port + 4),
+                      "--interface", interface, "--session",        "OTHER00001",
+                      "--rate",      "100000",  "--linger-ms",      "300"};
+  o.other_handler_sets = {"feed.line_a=" + line_a, "feed.line_b=" + line_b, "feed.interface=" + interface,
+                          absl::StrFormat("feed.rerequest=%s:%d", rerequest_ip, port + 4), "feed.end_linger_ms=500"};
+}
+
+// The datagrams each handler counted on each line, and what each exchange sent there.
+void PrintBothHandlers(const ChainRun& r, const char* handler, const char* other_handler) {
+  std::printf(
+      "%s: A %lld, B %lld datagrams (exchange sent %lld, %lld); %s: A %lld, B %lld (other exchange sent %lld, "
+      "%lld)\n",
+      handler, r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+      LineDatagrams(r.exchange_json, "b"), other_handler, r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
 }
 
 // Exchanges at 100k msg/s that linger 300 ms after the end (below their 1 s heartbeat: no end
@@ -632,16 +635,9 @@ TEST_F(FeedLive, TwoFeedsOnOnePortInOneNamespaceDoNotMix) {
   ChainOptions o;
   o.same_port = true;
   const std::string g3 = absl::StrFormat("239.255.78.3:%d", port), g4 = absl::StrFormat("239.255.78.4:%d", port);
-  o.other_exchange = OtherExchange(other, g3, g4, port + 4, "eth0");
-  o.other_handler_sets = {"feed.line_a=" + g3, "feed.line_b=" + g4, "feed.interface=eth0",
-                          absl::StrFormat("feed.rerequest=%s:%d", kOtherIp, port + 4), "feed.end_linger_ms=500"};
+  SetOtherFeed(o, other, g3, g4, port, "eth0", kOtherIp);
   const ChainRun r = Chain("same_port", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf(
-      "handler: A %lld, B %lld datagrams (exchange sent %lld, %lld); other handler: A %lld, B %lld (other "
-      "exchange sent %lld, %lld)\n",
-      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  PrintBothHandlers(r, "handler", "other handler");
   EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat(
                                  "line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0", port, port)));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
@@ -661,16 +657,9 @@ TEST_F(FeedLive, TheSameGroupsOnAnotherInterfaceDoNotMix) {
   const std::string other = Generated(20'000, 12, 34);
   ChainOptions o;
   const std::string g1 = absl::StrFormat("239.255.78.1:%d", port), g2 = absl::StrFormat("239.255.78.2:%d", port + 1);
-  o.other_exchange = OtherExchange(other, g1, g2, port + 4, "eth1");
-  o.other_handler_sets = {"feed.line_a=" + g1, "feed.line_b=" + g2, "feed.interface=eth1",
-                          absl::StrFormat("feed.rerequest=%s:%d", kLinkOtherIp, port + 4), "feed.end_linger_ms=500"};
+  SetOtherFeed(o, other, g1, g2, port, "eth1", kLinkOtherIp);
   const ChainRun r = Chain("two_links", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf(
-      "handler (eth0): A %lld, B %lld datagrams (exchange sent %lld, %lld); handler (eth1): A %lld, B %lld "
-      "(other exchange sent %lld, %lld)\n",
-      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  PrintBothHandlers(r, "handler (eth0)", "handler (eth1)");
   ExpectOnlyItsOwnExchange(r, input, 20'000);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
 }
