@@ -14,6 +14,7 @@
 #include "feed_handler/publish/feed_publisher.h"
 #include "pollux/pollux.h"
 #include "tests/support/config_errors.h"
+#include "tests/support/status_assert.h"
 
 namespace pollux::feed {
 namespace {
@@ -25,6 +26,14 @@ std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overr
   absl::StatusOr<LoadedConfig> c = load_config(toml, "x.toml", overrides);
   EXPECT_FALSE(c.ok()) << "accepted:\n" << toml;
   return c.ok() ? "" : std::string(c.status().message());
+}
+
+// A live-mode [feed] table (source = "moldudp64") on lines 239.1.1.1:26400 and
+// 239.1.1.2:`line_b_port`, its lines 1 to 4, then `more` keys from line 5.
+absl::StatusOr<LoadedConfig> LoadLive(const std::string& line_b_port, const std::string& more) {
+  return load_config("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:" +
+                         line_b_port + "\"\n" + more,
+                     "x.toml");
 }
 
 void ExpectErrors(std::initializer_list<testing::ConfigErrorCase> cases) {
@@ -121,11 +130,8 @@ TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
 // Live mode keys (feed.source = "moldudp64"): each value checked where it is set, naming the
 // file, line and key; the lines are required together and must differ.
 TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
-  absl::StatusOr<LoadedConfig> c = load_config(
-      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26401\"\n"
-      "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n",
-      "x.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(
+      c, LoadLive("26401", "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n"));
   EXPECT_EQ(c->feed.source, SourceKind::kMoldUdp64);
   EXPECT_EQ(c->feed.rerequest, "exchange.example:26402");
   EXPECT_EQ(c->feed.window, 4096u);
@@ -153,11 +159,7 @@ TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
 // The expected senders of the lines (feed.source_a/source_b): an IPv4 unicast address or "",
 // each set only with its line.
 TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
-  absl::StatusOr<LoadedConfig> c = load_config(
-      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26400\"\n"
-      "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n",
-      "x.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(c, LoadLive("26400", "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n"));
   EXPECT_EQ(c->feed.source_a, "10.0.0.1");
   EXPECT_EQ(c->feed.source_b, "10.0.0.2");
   EXPECT_EQ(c->feed.where.at("feed.source_b"), "x.toml:6");

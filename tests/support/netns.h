@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace pollux::testing {
 
@@ -25,8 +26,17 @@ inline std::string netns_unavailable(const std::string& ip) {
   return "";
 }
 
-// The reason given when netns.sh (or a link added after it) could not set the namespaces up.
-inline constexpr const char* kNetnsSetupFailed =
-    "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
+// Sets up the namespaces named `prefix`... with netns.sh (`netns`: the command that runs it): takes
+// down what a previous run left, brings them up with `up_args`, then runs `more` commands in
+// order (each must succeed). On a failure takes them down again and returns why; "" when up.
+inline std::string netns_up(const std::string& netns, const std::string& prefix, const std::string& up_args,
+                            const std::vector<std::string>& more = {}) {
+  shell_status(netns + " down " + prefix);
+  bool up = shell_status(netns + " up " + prefix + " " + up_args) == 0;
+  for (const std::string& cmd : more) up = up && shell_status(cmd) == 0;
+  if (up) return "";
+  shell_status(netns + " down " + prefix);
+  return "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
+}
 
 }  // namespace pollux::testing

@@ -168,12 +168,8 @@ class UdpNetns : public ::testing::Test {
     g_skip = pollux::testing::netns_unavailable("ip");
     if (!g_skip.empty()) return;
     g_prefix = absl::StrFormat("pxu%d", getpid() % 100000);
-    sh(kNetns + " down " + g_prefix);
-    if (sh(absl::StrFormat("%s up %s 77 pub s1 s2", kNetns, g_prefix)) != 0) {
-      g_skip = pollux::testing::kNetnsSetupFailed;
-      sh(kNetns + " down " + g_prefix);
-      return;
-    }
+    g_skip = pollux::testing::netns_up(kNetns, g_prefix, "77 pub s1 s2");
+    if (!g_skip.empty()) return;
     char tmpl[] = "/tmp/pollux-udp-netns-XXXXXX";
     g_dir = mkdtemp(tmpl);
   }
