@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pollux/config.h"
+#include "tests/support/config_errors.h"
 
 namespace pollux {
 namespace {
@@ -50,6 +51,10 @@ std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overr
   return f.ok() ? "" : std::string(f.status().message());
 }
 
+void ExpectErrors(std::initializer_list<testing::ConfigErrorCase> cases) {
+  testing::expect_config_errors([](std::string_view toml) { return ErrorOf(toml); }, cases);
+}
+
 TEST(AppConfig, ReadsEveryTypeAndRecordsWhere) {
   App app;
   absl::StatusOr<AppConfigFile> f = Table().load(
@@ -70,18 +75,19 @@ TEST(AppConfig, ReadsEveryTypeAndRecordsWhere) {
 }
 
 TEST(AppConfig, ErrorsAreWordedAsPolluxTables) {
-  EXPECT_EQ(ErrorOf("[app]\nworkerz = 3\n"), "a.toml:2: app.workerz: unknown key (did you mean app.workers?)");
-  EXPECT_EQ(ErrorOf("[app]\n\nworkers = 0\n"), "a.toml:3: app.workers: expected 1..64, got 0");
-  EXPECT_EQ(ErrorOf("[app]\nworkers = \"2\"\n"), "a.toml:2: app.workers: expected an integer, got \"2\"");
-  EXPECT_EQ(ErrorOf("[app]\nbuffer = \"1MB\"\n"),
-            "a.toml:2: app.buffer: expected a size like 16777216 or \"16MiB\", got \"1MB\"");
-  EXPECT_EQ(ErrorOf("[app]\nbuffer = 100\n"), "a.toml:2: app.buffer: expected 4096..1073741824 bytes, got 100");
-  EXPECT_EQ(ErrorOf("[app]\nbuffer = 5000\n"), "a.toml:2: app.buffer: expected a multiple of 4096");
-  EXPECT_EQ(ErrorOf("[app]\nratio = 2.5\n"), "a.toml:2: app.ratio: expected 0..1, got 2.5");
-  EXPECT_EQ(ErrorOf("[app]\nname = 3\n"), "a.toml:2: app.name: expected a name, got 3");
-  EXPECT_EQ(ErrorOf("[app]\nname = \"\"\n"), "a.toml:2: app.name: expected 1 or more characters");
-  EXPECT_EQ(ErrorOf("[app]\nmode = \"quick\"\n"), "a.toml:2: app.mode: expected fast|safe, got \"quick\"");
-  EXPECT_EQ(ErrorOf("app = 3\n"), "a.toml:1: app: expected a table [app], got 3");
+  ExpectErrors({
+      {"[app]\nworkerz = 3\n", "a.toml:2: app.workerz: unknown key (did you mean app.workers?)"},
+      {"[app]\n\nworkers = 0\n", "a.toml:3: app.workers: expected 1..64, got 0"},
+      {"[app]\nworkers = \"2\"\n", "a.toml:2: app.workers: expected an integer, got \"2\""},
+      {"[app]\nbuffer = \"1MB\"\n", "a.toml:2: app.buffer: expected a size like 16777216 or \"16MiB\", got \"1MB\""},
+      {"[app]\nbuffer = 100\n", "a.toml:2: app.buffer: expected 4096..1073741824 bytes, got 100"},
+      {"[app]\nbuffer = 5000\n", "a.toml:2: app.buffer: expected a multiple of 4096"},
+      {"[app]\nratio = 2.5\n", "a.toml:2: app.ratio: expected 0..1, got 2.5"},
+      {"[app]\nname = 3\n", "a.toml:2: app.name: expected a name, got 3"},
+      {"[app]\nname = \"\"\n", "a.toml:2: app.name: expected 1 or more characters"},
+      {"[app]\nmode = \"quick\"\n", "a.toml:2: app.mode: expected fast|safe, got \"quick\""},
+      {"app = 3\n", "a.toml:1: app: expected a table [app], got 3"},
+  });
   EXPECT_THAT(ErrorOf("[app]\nworkers = = 3\n"), StartsWith("a.toml:2:"));
   // Pollux's own keys, by Pollux, with their lines as written.
   EXPECT_EQ(ErrorOf("[app]\nworkers = 3\n[runtime]\nthreading = \"dedicted\"\n"),

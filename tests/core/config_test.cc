@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "core/config.h"
+#include "tests/support/config_errors.h"
 #include "transport/shm/shm_config.h"
 #include "transport/udp/udp_config.h"
 
@@ -24,6 +25,10 @@ std::string error_of(std::string_view toml, std::string_view source = "feed.toml
   auto c = parse_config(toml, source);
   EXPECT_FALSE(c.ok()) << "expected an error for:\n" << toml;
   return c.ok() ? "" : std::string(c.status().message());
+}
+
+void ExpectErrors(std::initializer_list<testing::ConfigErrorCase> cases) {
+  testing::expect_config_errors([](std::string_view toml) { return error_of(toml); }, cases);
 }
 
 TEST(ConfigTest, EmptyIsAllDefaults) {
@@ -85,92 +90,89 @@ TEST(ConfigTest, BadEnumNamesFileLineKeyAndChoices) {
 }
 
 TEST(ConfigTest, UnknownKeyIsAnErrorWithSuggestion) {
-  EXPECT_EQ(error_of("[runtime]\ntreading = \"inline\"\n"),
-            "feed.toml:2: runtime.treading: unknown key (did you mean runtime.threading?)");
-  EXPECT_EQ(error_of("[runtim]\nthreading = \"inline\"\n"), "feed.toml:1: runtim: unknown key (did you mean runtime?)");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\ntrase = true\n"),
-            "feed.toml:4: streams[0].trase: unknown key (did you mean trace?)");
+  ExpectErrors({
+      {"[runtime]\ntreading = \"inline\"\n",
+       "feed.toml:2: runtime.treading: unknown key (did you mean runtime.threading?)"},
+      {"[runtim]\nthreading = \"inline\"\n", "feed.toml:1: runtim: unknown key (did you mean runtime?)"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\ntrase = true\n",
+       "feed.toml:4: streams[0].trase: unknown key (did you mean trace?)"},
+  });
 }
 
 // A key written in the wrong table is answered with the table it belongs in, not with the
 // nearest spelling: `kind = "udp"` at the top level is transport.kind (rings.kind is the closer
 // string and also a "kind", but it does not take "udp").
 TEST(ConfigTest, KeyInTheWrongTableSuggestsTheTableThatHasIt) {
-  EXPECT_EQ(error_of("kind = \"udp\"\n"),
-            "feed.toml:1: kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
-  EXPECT_EQ(
-      error_of("[runtime]\nthreading = \"inline\"\nkind = \"udp\"\n"),
-      "feed.toml:3: runtime.kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)");
-  EXPECT_EQ(error_of("[transport]\nkind = \"shm\"\n[shm]\nkind = \"boost\"\n"),
-            "feed.toml:4: shm.kind: unknown key (did you mean rings.kind? kind belongs in the [rings] table)");
-  // A value neither takes: both tables are named.
-  EXPECT_EQ(error_of("[shm]\nkind = 5\n"),
-            "feed.toml:2: shm.kind: unknown key (did you mean rings.kind or transport.kind?)");
-  EXPECT_EQ(
-      error_of("[rdma]\ninterface = \"eth0\"\n"),
-      "feed.toml:2: rdma.interface: unknown key (did you mean udp.interface? interface belongs in the [udp] table)");
-  EXPECT_EQ(error_of("[runtime]\nspin_factor = 2.0\n"),
-            "feed.toml:2: runtime.spin_factor: unknown key (did you mean runtime.adaptive.spin_factor? spin_factor "
-            "belongs in the [runtime.adaptive] table)");
-  EXPECT_EQ(error_of("[adaptive]\nspin_factor = 2.0\n"),
-            "feed.toml:1: adaptive: unknown key (did you mean [runtime.adaptive]?)");
-  EXPECT_EQ(
-      error_of("[[streams]]\ntopic = \"a\"\nid = 1\ninterface = \"lo\"\n"),
-      "feed.toml:4: streams[0].interface: unknown key (did you mean udp.interface? interface belongs in the [udp] "
-      "table)");
-  EXPECT_EQ(error_of("[udp]\ntopic = \"a\"\n"),
-            "feed.toml:2: udp.topic: unknown key (did you mean [[streams]] topic? topic is a key of each [[streams]] "
-            "entry)");
-  // A plain misspelling still gets the nearest key of its own table.
-  EXPECT_EQ(error_of("[runtime]\nthreding = \"inline\"\n"),
-            "feed.toml:2: runtime.threding: unknown key (did you mean runtime.threading?)");
+  ExpectErrors({
+      {"kind = \"udp\"\n",
+       "feed.toml:1: kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)"},
+      {"[runtime]\nthreading = \"inline\"\nkind = \"udp\"\n",
+       "feed.toml:3: runtime.kind: unknown key (did you mean transport.kind? kind belongs in the [transport] table)"},
+      {"[transport]\nkind = \"shm\"\n[shm]\nkind = \"boost\"\n",
+       "feed.toml:4: shm.kind: unknown key (did you mean rings.kind? kind belongs in the [rings] table)"},
+      // A value neither takes: both tables are named.
+      {"[shm]\nkind = 5\n", "feed.toml:2: shm.kind: unknown key (did you mean rings.kind or transport.kind?)"},
+      {"[rdma]\ninterface = \"eth0\"\n",
+       "feed.toml:2: rdma.interface: unknown key (did you mean udp.interface? interface belongs in the [udp] table)"},
+      {"[runtime]\nspin_factor = 2.0\n",
+       "feed.toml:2: runtime.spin_factor: unknown key (did you mean runtime.adaptive.spin_factor? spin_factor "
+       "belongs in the [runtime.adaptive] table)"},
+      {"[adaptive]\nspin_factor = 2.0\n", "feed.toml:1: adaptive: unknown key (did you mean [runtime.adaptive]?)"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\ninterface = \"lo\"\n",
+       "feed.toml:4: streams[0].interface: unknown key (did you mean udp.interface? interface belongs in the [udp] "
+       "table)"},
+      {"[udp]\ntopic = \"a\"\n",
+       "feed.toml:2: udp.topic: unknown key (did you mean [[streams]] topic? topic is a key of each [[streams]] "
+       "entry)"},
+      // A plain misspelling still gets the nearest key of its own table.
+      {"[runtime]\nthreding = \"inline\"\n",
+       "feed.toml:2: runtime.threding: unknown key (did you mean runtime.threading?)"},
+  });
 }
 
 TEST(ConfigTest, WrongTypeAndRange) {
-  EXPECT_EQ(error_of("[runtime]\npollers = \"two\"\n"),
-            "feed.toml:2: runtime.pollers: expected an integer, got \"two\"");
-  EXPECT_EQ(error_of("[runtime]\npollers = 0\n"), "feed.toml:2: runtime.pollers: expected 1..64, got 0");
-  EXPECT_EQ(error_of("[runtime]\ncounters = 1\n"), "feed.toml:2: runtime.counters: expected true|false, got 1");
-  EXPECT_EQ(error_of("[runtime]\npoller_cores = 3\n"),
-            "feed.toml:2: runtime.poller_cores: expected an array of CPU numbers, got 3");
-  EXPECT_EQ(error_of("[runtime]\nname = \"a b\"\n"),
-            "feed.toml:2: runtime.name: expected 1-40 characters from [A-Za-z0-9_.-], got \"a b\"");
-  EXPECT_EQ(error_of("runtime = 5\n"), "feed.toml:1: runtime: expected a table [runtime], got 5");
+  ExpectErrors({
+      {"[runtime]\npollers = \"two\"\n", "feed.toml:2: runtime.pollers: expected an integer, got \"two\""},
+      {"[runtime]\npollers = 0\n", "feed.toml:2: runtime.pollers: expected 1..64, got 0"},
+      {"[runtime]\ncounters = 1\n", "feed.toml:2: runtime.counters: expected true|false, got 1"},
+      {"[runtime]\npoller_cores = 3\n", "feed.toml:2: runtime.poller_cores: expected an array of CPU numbers, got 3"},
+      {"[runtime]\nname = \"a b\"\n",
+       "feed.toml:2: runtime.name: expected 1-40 characters from [A-Za-z0-9_.-], got \"a b\""},
+      {"runtime = 5\n", "feed.toml:1: runtime: expected a table [runtime], got 5"},
+  });
 }
 
 TEST(ConfigTest, SizesAndPowersOfTwo) {
-  EXPECT_EQ(error_of("[rings]\ncapacity = 1000\n"), "feed.toml:2: rings.capacity: expected a power of two, got 1000");
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"3MiB\"\n"),
-            "feed.toml:2: shm.log_size: expected a power of two, got 3145728");
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"lots\"\n"),
-            "feed.toml:2: shm.log_size: expected a size like 16777216 or \"16MiB\", got \"lots\"");
-  EXPECT_EQ(error_of("[shm]\nlog_size = 1024\n"),
-            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024");
+  ExpectErrors({
+      {"[rings]\ncapacity = 1000\n", "feed.toml:2: rings.capacity: expected a power of two, got 1000"},
+      {"[shm]\nlog_size = \"3MiB\"\n", "feed.toml:2: shm.log_size: expected a power of two, got 3145728"},
+      {"[shm]\nlog_size = \"lots\"\n",
+       "feed.toml:2: shm.log_size: expected a size like 16777216 or \"16MiB\", got \"lots\""},
+      {"[shm]\nlog_size = 1024\n", "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 1024"},
+  });
 }
 
 // A size whose suffix multiplication overflows 64 bits must not wrap around
 // ("17592186044432MiB" = 2^64 + 16 MiB is not 16 MiB). Every size key goes through
 // the same conversion; each overflow is an error naming file:line:key.
 TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
-  EXPECT_EQ(
-      error_of("[shm]\nlog_size = \"17592186044432MiB\"\n"),
-      "feed.toml:2: shm.log_size: \"17592186044432MiB\" does not fit in 64 bits; expected 65536..4294967296 bytes");
-  EXPECT_EQ(
-      error_of("[udp]\nretransmit_buffer = \"17179869185GiB\"\n"),
-      "feed.toml:2: udp.retransmit_buffer: \"17179869185GiB\" does not fit in 64 bits; expected 65536..4294967296 "
-      "bytes");
-  EXPECT_EQ(
-      error_of("\n[pool]\nslot_size = \"18014398509481985KiB\"\n"),
-      "feed.toml:3: pool.slot_size: \"18014398509481985KiB\" does not fit in 64 bits; expected 128..16777216 bytes");
-  EXPECT_EQ(
-      error_of("[udp]\nsocket_rcvbuf = \"18446744073709551616\"\n"),
-      "feed.toml:2: udp.socket_rcvbuf: \"18446744073709551616\" does not fit in 64 bits; expected 4096..2147483648 "
-      "bytes");
-  // The largest sizes that do fit are range errors, not overflows.
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"17592186044415MiB\"\n"),
-            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073708503040");
-  EXPECT_EQ(error_of("[shm]\nlog_size = \"18446744073709551615B\"\n"),
-            "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073709551615");
+  ExpectErrors({
+      {"[shm]\nlog_size = \"17592186044432MiB\"\n",
+       "feed.toml:2: shm.log_size: \"17592186044432MiB\" does not fit in 64 bits; expected 65536..4294967296 bytes"},
+      {"[udp]\nretransmit_buffer = \"17179869185GiB\"\n",
+       "feed.toml:2: udp.retransmit_buffer: \"17179869185GiB\" does not fit in 64 bits; expected 65536..4294967296 "
+       "bytes"},
+      {"\n[pool]\nslot_size = \"18014398509481985KiB\"\n",
+       "feed.toml:3: pool.slot_size: \"18014398509481985KiB\" does not fit in 64 bits; expected 128..16777216 bytes"},
+      {"[udp]\nsocket_rcvbuf = \"18446744073709551616\"\n",
+       "feed.toml:2: udp.socket_rcvbuf: \"18446744073709551616\" does not fit in 64 bits; expected 4096..2147483648 "
+       "bytes"},
+      // The largest sizes that do fit are range errors, not overflows.
+      {"[shm]\nlog_size = \"17592186044415MiB\"\n",
+       "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073708503040"},
+      {"[shm]\nlog_size = \"18446744073709551615B\"\n",
+       "feed.toml:2: shm.log_size: expected 65536..4294967296 bytes, got 18446744073709551615"},
+  });
   // Suffixes still work, in any case, with spaces.
   auto c = parse_config("[shm]\nlog_size = \"4GiB\"\n[udp]\nretransmit_buffer = \" 64 kib\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -183,38 +185,34 @@ TEST(ConfigTest, SizeOverflowIsAnErrorNotAWrap) {
 TEST(ConfigTest, IntegerConversionsNeverWrap) {
   const std::string big = error_of("[runtime]\npollers = 9223372036854775808\n");
   EXPECT_EQ(big.rfind("feed.toml:2:", 0), 0u) << big;
-  EXPECT_EQ(error_of("[runtime]\npollers = 4294967297\n"),
-            "feed.toml:2: runtime.pollers: expected 1..64, got 4294967297");
-  EXPECT_EQ(error_of("[udp]\nport = 4294967297\n"), "feed.toml:2: udp.port: expected 1..65535, got 4294967297");
-  EXPECT_EQ(error_of("[udp]\nnak_retry_max_us = -1\n"),
-            "feed.toml:2: udp.nak_retry_max_us: expected 10..60000000, got -1");
-  EXPECT_EQ(error_of("[rdma]\ngid_index = -2\n"), "feed.toml:2: rdma.gid_index: expected -1..4095, got -2");
-  EXPECT_EQ(error_of("[udp]\nfault_seed = -1\n"),
-            "feed.toml:2: udp.fault_seed: expected 0..9223372036854775807, got -1");
-  EXPECT_EQ(error_of("[shm]\nlog_size = -65536\n"), "feed.toml:2: shm.log_size: expected a size, got -65536");
-  EXPECT_EQ(error_of("[shm]\nliveness_timeout_ms = 1e3\n"),
-            "feed.toml:2: shm.liveness_timeout_ms: expected an integer, got 1000");
-  EXPECT_EQ(error_of("[udp]\nfault_loss = nan\n"),
-            "feed.toml:2: udp.fault_loss: expected a probability 0.0..1.0, got nan");
-  EXPECT_EQ(error_of("[runtime]\npoller_cores = [0, 4096]\n"),
-            "feed.toml:2: runtime.poller_cores: element 1: expected 0..4095, got 4096");
-  EXPECT_EQ(error_of("[rdma]\npeers = [\"10.0.0.1:7471\", \"10.0.0.2:4294967297\"]\n"),
-            "feed.toml:2: rdma.peers: element 1: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
-            "\"10.0.0.2:4294967297\"");
+  ExpectErrors({
+      {"[runtime]\npollers = 4294967297\n", "feed.toml:2: runtime.pollers: expected 1..64, got 4294967297"},
+      {"[udp]\nport = 4294967297\n", "feed.toml:2: udp.port: expected 1..65535, got 4294967297"},
+      {"[udp]\nnak_retry_max_us = -1\n", "feed.toml:2: udp.nak_retry_max_us: expected 10..60000000, got -1"},
+      {"[rdma]\ngid_index = -2\n", "feed.toml:2: rdma.gid_index: expected -1..4095, got -2"},
+      {"[udp]\nfault_seed = -1\n", "feed.toml:2: udp.fault_seed: expected 0..9223372036854775807, got -1"},
+      {"[shm]\nlog_size = -65536\n", "feed.toml:2: shm.log_size: expected a size, got -65536"},
+      {"[shm]\nliveness_timeout_ms = 1e3\n", "feed.toml:2: shm.liveness_timeout_ms: expected an integer, got 1000"},
+      {"[udp]\nfault_loss = nan\n", "feed.toml:2: udp.fault_loss: expected a probability 0.0..1.0, got nan"},
+      {"[runtime]\npoller_cores = [0, 4096]\n",
+       "feed.toml:2: runtime.poller_cores: element 1: expected 0..4095, got 4096"},
+      {"[rdma]\npeers = [\"10.0.0.1:7471\", \"10.0.0.2:4294967297\"]\n",
+       "feed.toml:2: rdma.peers: element 1: expected \"a.b.c.d:port\" (IPv4 address and port 1..65535), got "
+       "\"10.0.0.2:4294967297\""},
+  });
 }
 
 TEST(ConfigTest, StreamsAreValidated) {
-  EXPECT_EQ(error_of("[[streams]]\nid = 1\n"),
-            "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\n"),
-            "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"b\"\nid = 1\n"),
-            "feed.toml:4: streams[1].id: duplicate stream id 1");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"a\"\nid = 2\n"),
-            "feed.toml:4: streams[1].topic: duplicate topic \"a\"");
-  EXPECT_EQ(error_of("[[streams]]\ntopic = \"a\"\nid = 0\n"),
-            "feed.toml:3: streams[0].id: expected 1..2147483647, got 0");
-  EXPECT_EQ(error_of("streams = 3\n"), "feed.toml:1: streams: expected an array of tables ([[streams]]), got 3");
+  ExpectErrors({
+      {"[[streams]]\nid = 1\n", "feed.toml:1: streams[0].topic: missing (every [[streams]] entry needs a topic)"},
+      {"[[streams]]\ntopic = \"a\"\n", "feed.toml:1: streams[0].id: missing (every [[streams]] entry needs an id)"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"b\"\nid = 1\n",
+       "feed.toml:4: streams[1].id: duplicate stream id 1"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\n[[streams]]\ntopic = \"a\"\nid = 2\n",
+       "feed.toml:4: streams[1].topic: duplicate topic \"a\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 0\n", "feed.toml:3: streams[0].id: expected 1..2147483647, got 0"},
+      {"streams = 3\n", "feed.toml:1: streams: expected an array of tables ([[streams]]), got 3"},
+  });
 }
 
 TEST(ConfigTest, CrossFieldChecksPointAtTheKey) {

@@ -121,6 +121,36 @@ ArbiterOptions Opts() {
   return o;
 }
 
+// Opts() without a re-request server.
+ArbiterOptions NoServerOpts() {
+  ArbiterOptions o = Opts();
+  o.rerequest = false;
+  return o;
+}
+// Opts() with a window of `messages`.
+ArbiterOptions WindowOpts(std::uint32_t messages) {
+  ArbiterOptions o = Opts();
+  o.window = messages;
+  return o;
+}
+
+// The random tests of lossy lines: a window of 4096 messages and retries enough that nothing
+// is given up.
+ArbiterOptions LossyLinesOpts() {
+  ArbiterOptions o = WindowOpts(1u << 12);
+  o.rerequest_retries = 50;
+  return o;
+}
+
+// What most tests start from: a generated feed of `n` messages, an arbiter with `o`, and what
+// it delivered. A test binds them: auto [f, a, out] = Rig(100);
+struct Rig {
+  const Feed f;
+  Arbiter a;
+  Out out;
+  explicit Rig(std::uint64_t n, const ArbiterOptions& o = Opts()) : f(n), a(o) {}
+};
+
 // Hands a packet over and drains the output.
 V Put(Arbiter& a, Line l, const std::vector<std::uint8_t>& p, std::int64_t now, Out* out) {
   const V v = a.on_packet(l, p, now);
@@ -170,9 +200,7 @@ std::uint64_t Asked(const Arbiter& a) {
 }
 
 TEST(Arbiter, InOrderOnBothLinesDeliversOnceAndCountsEveryDuplicate) {
-  const Feed f(400);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(400);
   std::uint64_t packets = 0;
   for (std::uint64_t s = 1; s <= 400; s += 10, ++packets) {
     EXPECT_EQ(Put(a, Line::kA, Data(f, kS1, s, 10), 0, &out), V::kAccepted);
@@ -191,9 +219,7 @@ TEST(Arbiter, InOrderOnBothLinesDeliversOnceAndCountsEveryDuplicate) {
 }
 
 TEST(Arbiter, LossOnOneLineIsFilledByTheOtherWithoutARequest) {
-  const Feed f(300);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(300);
   std::int64_t t = 0;
   for (std::uint64_t s = 1; s <= 300; s += 10, t += kMs) {
     if (s % 30 != 11) (void)Put(a, Line::kA, Data(f, kS1, s, 10), t, &out);  // A loses every third
@@ -210,9 +236,7 @@ TEST(Arbiter, LossOnOneLineIsFilledByTheOtherWithoutARequest) {
 }
 
 TEST(Arbiter, AGapSeenOnALeadingLineWaitsForTheOtherLine) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   // A lost 11..20: its next packet skips ahead, which one line alone does not establish.
   EXPECT_EQ(Put(a, Line::kA, Data(f, kS1, 21, 10), 0, &out), V::kHeld);
@@ -238,9 +262,7 @@ TEST(Arbiter, AGapSeenOnALeadingLineWaitsForTheOtherLine) {
 
 // B silent past the wait: A's skip is confirmed by the server, whose reply fills the range.
 TEST(Arbiter, ASilentLineDoesNotHoldRecoveryUp) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   (void)Put(a, Line::kA, Data(f, kS1, 21, 10), 0, &out);
   a.line_drained(Line::kB, 2 * kMs);  // read empty after the 1 ms wait
@@ -256,9 +278,7 @@ TEST(Arbiter, ASilentLineDoesNotHoldRecoveryUp) {
 }
 
 TEST(Arbiter, ALossOnBothLinesIsRequestedOnceBothWentPastIt) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   // Both lines skip 11..20: the server is asked at once (to confirm the skip and fill it).
   Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 21, 10)}, 0, &out);
   TickAt(a, 0, &out);  // no wait needed: missing on both
@@ -317,11 +337,7 @@ TEST(Arbiter, UnansweredRequestsBackOffThenTheExactRangeIsReportedWhereItWas) {
 }
 
 TEST(Arbiter, WithoutAServerAGapMissingOnBothLinesIsReportedAtOnce) {
-  const Feed f(100);
-  ArbiterOptions o = Opts();
-  o.rerequest = false;
-  Arbiter a(o);
-  Out out;
+  auto [f, a, out] = Rig(100, NoServerOpts());
   Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 16, 5), Data(f, kS1, 21, 5)}, 0, &out);
   TickAt(a, 0, &out);
   EXPECT_TRUE(a.requests().empty());
@@ -356,9 +372,7 @@ TEST(Arbiter, OutstandingRequestsAreCapped) {
 }
 
 TEST(Arbiter, HeartbeatAndEndOfSessionRevealALossAtTheTail) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   Both(a, {Data(f, kS1, 1, 10)}, 0, &out);
   Both(a, {Heartbeat(kS1, 16)}, kMs, &out);  // 11..15 lost
   EXPECT_EQ(C(a, LiveCounter::kHeartbeats), 2u);
@@ -379,9 +393,7 @@ TEST(Arbiter, HeartbeatAndEndOfSessionRevealALossAtTheTail) {
 }
 
 TEST(Arbiter, SessionChangeAfterEndOfSessionHoldsTheNewSessionUntilTheOldIsComplete) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   EXPECT_EQ(Put(a, Line::kA, End(kS1, 21), 0, &out), V::kHeld);  // A lost 11..20; B lags
   // The next session's first packet on A (its messages 21.. of the feed are 1.. there).
@@ -414,9 +426,7 @@ TEST(Arbiter, SessionChangeAfterEndOfSessionHoldsTheNewSessionUntilTheOldIsCompl
 }
 
 TEST(Arbiter, SessionChangeWithoutEndOfSessionSwitchesOnceBothLinesMoved) {
-  const Feed f(100);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(100);
   std::vector<std::uint8_t> s2 = Data(f, kS1, 11, 10);
   (void)mold::detail::write20(s2, kS2, 1, 10);
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
@@ -473,11 +483,7 @@ TEST(Arbiter, StaleAfterMissedHeartbeatsThenFresh) {
 // is reported lost where it was, nothing that arrived is dropped, and a late reply for the
 // range is only a duplicate.
 TEST(Arbiter, AFullWindowGivesUpTheOldestRangeAndKeepsTheLiveData) {
-  const Feed f(400);
-  ArbiterOptions o = Opts();
-  o.window = 64;
-  Arbiter a(o);
-  Out out;
+  auto [f, a, out] = Rig(400, WindowOpts(64));
   for (Line l : {Line::kA, Line::kB}) {
     (void)Put(a, l, Data(f, kS1, 1, 10), 0, &out);  // 11..20 lost on both lines
     for (std::uint64_t s = 21; s <= 200; s += 10) (void)Put(a, l, Data(f, kS1, s, 10), 0, &out);
@@ -553,11 +559,7 @@ TEST(Arbiter, SilentServerAndAFullWindowReportExactlyTheDoubleLosses) {
 }
 
 TEST(Arbiter, AGapLongerThanTheWindowIsReportedWithoutRequests) {
-  const Feed f(400);
-  ArbiterOptions o = Opts();
-  o.window = 64;
-  Arbiter a(o);
-  Out out;
+  auto [f, a, out] = Rig(400, WindowOpts(64));
   Both(a, {Data(f, kS1, 1, 10), Data(f, kS1, 111, 10), Data(f, kS1, 121, 10)}, 0, &out);  // 100 missing > 64
   TickAt(a, 0, &out);
   EXPECT_TRUE(a.requests().empty());
@@ -813,9 +815,7 @@ TEST(Arbiter, AForgedSequenceFarAheadNeverMovesTheCursor) {
 // over, however long line B is quiet (short of dead), and line A is still read: losses on
 // both lines meanwhile are recovered.
 TEST(Arbiter, AHeartbeatOfAnotherSessionDoesNotTakeTheFeedOver) {
-  const Feed f(400);
-  Arbiter a(Opts());
-  Out out;
+  auto [f, a, out] = Rig(400);
   BothLines(a, f, 1, 101, 0, &out);
   EXPECT_EQ(Put(a, Line::kA, Heartbeat(kS2, 1), kMs, &out), V::kHeld);
   EXPECT_TRUE(a.moved(Line::kA));
@@ -911,11 +911,7 @@ TEST(Arbiter, WithOneLineDeadItsPartnersEndOfSessionEndsAfterTheStaleInterval) {
 // Line B dead, no server: a loss on line A is established when A goes on from its next
 // packet (its own sender vouches for it), then reported where it was.
 TEST(Arbiter, WithOneLineDeadASkipIsConfirmedByItsLineGoingOn) {
-  const Feed f(100);
-  ArbiterOptions o = Opts();
-  o.rerequest = false;
-  Arbiter a(o);
-  Out out;
+  auto [f, a, out] = Rig(100, NoServerOpts());
   (void)Put(a, Line::kA, Data(f, kS1, 1, 10), 0, &out);
   EXPECT_EQ(Put(a, Line::kA, Data(f, kS1, 21, 10), 0, &out), V::kHeld);  // 11..20 lost
   Quiet(a, kMs, 5 * kMs, &out);
@@ -942,10 +938,7 @@ TEST(Arbiter, SingleForgedDatagramsAmongLossyLinesNeverChangeTheOutput) {
   const std::uint64_t n = f.msgs.size();
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     std::mt19937_64 rng(seed * 31);
-    ArbiterOptions o = Opts();
-    o.window = 1u << 12;
-    o.rerequest_retries = 50;
-    Arbiter a(o);
+    Arbiter a(LossyLinesOpts());
     Out out;
     std::vector<std::vector<std::uint8_t>> lines[2];
     for (int l = 0; l < 2; ++l) {
@@ -1033,9 +1026,7 @@ TEST(Arbiter, AnyOrderOfTwoLossyLinesAndRepliesRebuildsTheFeedExactly) {
   const std::uint64_t n = f.msgs.size();
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
-    ArbiterOptions o = Opts();
-    o.window = 1u << 12;
-    o.rerequest_retries = 50;
+    ArbiterOptions o = LossyLinesOpts();
     o.max_outstanding = 2 + seed % 5;
     Arbiter a(o);
     Out out;

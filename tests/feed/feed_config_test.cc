@@ -13,6 +13,8 @@
 #include "feed_handler/config/feed_config.h"
 #include "feed_handler/publish/feed_publisher.h"
 #include "pollux/pollux.h"
+#include "tests/support/config_errors.h"
+#include "tests/support/status_assert.h"
 
 namespace pollux::feed {
 namespace {
@@ -24,6 +26,18 @@ std::string ErrorOf(std::string_view toml, const std::vector<std::string>& overr
   absl::StatusOr<LoadedConfig> c = load_config(toml, "x.toml", overrides);
   EXPECT_FALSE(c.ok()) << "accepted:\n" << toml;
   return c.ok() ? "" : std::string(c.status().message());
+}
+
+// A live-mode [feed] table (source = "moldudp64") on lines 239.1.1.1:26400 and
+// 239.1.1.2:`line_b_port`, its lines 1 to 4, then `more` keys from line 5.
+absl::StatusOr<LoadedConfig> LoadLive(const std::string& line_b_port, const std::string& more) {
+  return load_config("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:" +
+                         line_b_port + "\"\n" + more,
+                     "x.toml");
+}
+
+void ExpectErrors(std::initializer_list<testing::ConfigErrorCase> cases) {
+  testing::expect_config_errors([](std::string_view toml) { return ErrorOf(toml); }, cases);
 }
 
 TEST(FeedConfig, EmbeddedDefaultLoads) {
@@ -71,30 +85,30 @@ TEST(FeedConfig, UnknownKeyNamesFileLineKeyWithSuggestion) {
 }
 
 TEST(FeedConfig, TypeRangeAndEnumErrors) {
-  EXPECT_EQ(ErrorOf("[feed]\nmessages = \"many\"\n"), "x.toml:2: feed.messages: expected an integer, got \"many\"");
-  EXPECT_EQ(ErrorOf("[feed]\n\nstreams = 0\n"), "x.toml:3: feed.streams: expected 1..256, got 0");
-  EXPECT_EQ(ErrorOf("[feed]\nreplay = \"fast\"\n"),
-            "x.toml:2: feed.replay: expected original|speed|rate|max, got \"fast\"");
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = -1.0\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got -1");
-  EXPECT_EQ(ErrorOf("[feed]\nbatch_bytes = 10\n"), "x.toml:2: feed.batch_bytes: expected 0 or 64..16777216, got 10");
-  EXPECT_EQ(ErrorOf("[feed]\nsubscriber_mode = true\n"),
-            "x.toml:2: feed.subscriber_mode: expected process|thread, got true");
-  EXPECT_EQ(ErrorOf("feed = 3\n"), "x.toml:1: feed: expected a table [feed], got 3");
+  ExpectErrors({
+      {"[feed]\nmessages = \"many\"\n", "x.toml:2: feed.messages: expected an integer, got \"many\""},
+      {"[feed]\n\nstreams = 0\n", "x.toml:3: feed.streams: expected 1..256, got 0"},
+      {"[feed]\nreplay = \"fast\"\n", "x.toml:2: feed.replay: expected original|speed|rate|max, got \"fast\""},
+      {"[feed]\nspeed = -1.0\n", "x.toml:2: feed.speed: expected 1e-06..1e+12, got -1"},
+      {"[feed]\nbatch_bytes = 10\n", "x.toml:2: feed.batch_bytes: expected 0 or 64..16777216, got 10"},
+      {"[feed]\nsubscriber_mode = true\n", "x.toml:2: feed.subscriber_mode: expected process|thread, got true"},
+      {"feed = 3\n", "x.toml:1: feed: expected a table [feed], got 3"},
+  });
 }
 
 // An integer for a number key is converted exactly or refused: toml++ gives no double for an
 // integer beyond 2^53, and dereferencing that empty optional would read garbage (the
 // class of bug: a numeric conversion that does not check).
 TEST(FeedConfig, NumberKeysTakeAnyIntegerWithoutUndefinedConversions) {
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = 9007199254740993\n"),
-            "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993");
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = -9223372036854775808\n"),
-            "x.toml:2: feed.speed: expected 1e-06..1e+12, got -9223372036854775808");
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = 0\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got 0");
-  EXPECT_EQ(ErrorOf("[feed]\nspeed = nan\n"), "x.toml:2: feed.speed: expected 1e-06..1e+12, got nan");
-  EXPECT_EQ(ErrorOf("[feed]\nmessages = 1099511627777\n"),
-            "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777");
-  EXPECT_EQ(ErrorOf("[feed]\nrate = 4294967297\n"), "x.toml:2: feed.rate: expected 1..1000000000, got 4294967297");
+  ExpectErrors({
+      {"[feed]\nspeed = 9007199254740993\n", "x.toml:2: feed.speed: expected 1e-06..1e+12, got 9007199254740993"},
+      {"[feed]\nspeed = -9223372036854775808\n",
+       "x.toml:2: feed.speed: expected 1e-06..1e+12, got -9223372036854775808"},
+      {"[feed]\nspeed = 0\n", "x.toml:2: feed.speed: expected 1e-06..1e+12, got 0"},
+      {"[feed]\nspeed = nan\n", "x.toml:2: feed.speed: expected 1e-06..1e+12, got nan"},
+      {"[feed]\nmessages = 1099511627777\n", "x.toml:2: feed.messages: expected 8..1099511627776, got 1099511627777"},
+      {"[feed]\nrate = 4294967297\n", "x.toml:2: feed.rate: expected 1..1000000000, got 4294967297"},
+  });
   absl::StatusOr<LoadedConfig> c = load_config("[feed]\nreplay = \"speed\"\nspeed = 1_000_000_000_000\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_DOUBLE_EQ(c->feed.speed, 1e12);
@@ -105,38 +119,38 @@ TEST(FeedConfig, CrossKeyErrorsPointAtTheKey) {
             "x.toml:3: feed.file: missing: source = \"file\" needs feed.file (or --itch FILE)");
   EXPECT_THAT(ErrorOf("[feed]\nsymbols = 100\nmessages = 50\n"),
               StartsWith("x.toml:3: feed.messages: 50 is too few for 100 symbols"));
-  EXPECT_EQ(ErrorOf("[feed]\nstreams = 2\nbook_threads = 3\n"),
-            "x.toml:3: feed.book_threads: 3 threads for 2 streams: a thread owns whole streams, so at most "
-            "feed.streams (2)");
-  EXPECT_EQ(ErrorOf("[feed]\nexpected_orders = 0\n"), "x.toml:2: feed.expected_orders: expected 1..268435456, got 0");
+  ExpectErrors({
+      {"[feed]\nstreams = 2\nbook_threads = 3\n",
+       "x.toml:3: feed.book_threads: 3 threads for 2 streams: a thread owns whole streams, so at most "
+       "feed.streams (2)"},
+      {"[feed]\nexpected_orders = 0\n", "x.toml:2: feed.expected_orders: expected 1..268435456, got 0"},
+  });
 }
 
 // Live mode keys (feed.source = "moldudp64"): each value checked where it is set, naming the
 // file, line and key; the lines are required together and must differ.
 TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
-  absl::StatusOr<LoadedConfig> c = load_config(
-      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26401\"\n"
-      "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n",
-      "x.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(
+      c, LoadLive("26401", "rerequest = \"exchange.example:26402\"\ninterface = \"eth0\"\nwindow = 4096\n"));
   EXPECT_EQ(c->feed.source, SourceKind::kMoldUdp64);
   EXPECT_EQ(c->feed.rerequest, "exchange.example:26402");
   EXPECT_EQ(c->feed.window, 4096u);
-  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"10.0.0.1:26400\"\n"),
-            "x.toml:3: feed.line_a: \"10.0.0.1:26400\" is not a multicast group (224.0.0.0/4)");
-  EXPECT_EQ(ErrorOf("[feed]\n\nline_b = \"239.1.1.2\"\n"),
-            "x.toml:3: feed.line_b: expected ADDR:PORT (port 1..65535), got \"239.1.1.2\"");
-  EXPECT_EQ(ErrorOf("[feed]\nline_a = \"host:1\"\n"),
-            "x.toml:2: feed.line_a: expected an IPv4 address before the port, got \"host:1\"");
-  EXPECT_EQ(ErrorOf("[feed]\nrerequest = \"exchange:0\"\n"),
-            "x.toml:2: feed.rerequest: expected HOST:PORT (port 1..65535), got \"exchange:0\"");
-  EXPECT_EQ(ErrorOf("[feed]\nwindow = 5000\n"), "x.toml:2: feed.window: expected a power of two, got 5000");
-  EXPECT_EQ(ErrorOf("[feed]\nsession = \"ELEVENCHARS\"\n"),
-            "x.toml:2: feed.session: expected 0-10 characters, got \"ELEVENCHARS\"");
-  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\n"),
-            "x.toml:2: feed.line_b: missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b");
-  EXPECT_EQ(ErrorOf("[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.1:1\"\n"),
-            "x.toml:4: feed.line_b: \"239.1.1.1:1\" is line A too: the lines must differ");
+  ExpectErrors({
+      {"[feed]\nsource = \"moldudp64\"\nline_a = \"10.0.0.1:26400\"\n",
+       "x.toml:3: feed.line_a: \"10.0.0.1:26400\" is not a multicast group (224.0.0.0/4)"},
+      {"[feed]\n\nline_b = \"239.1.1.2\"\n",
+       "x.toml:3: feed.line_b: expected ADDR:PORT (port 1..65535), got \"239.1.1.2\""},
+      {"[feed]\nline_a = \"host:1\"\n",
+       "x.toml:2: feed.line_a: expected an IPv4 address before the port, got \"host:1\""},
+      {"[feed]\nrerequest = \"exchange:0\"\n",
+       "x.toml:2: feed.rerequest: expected HOST:PORT (port 1..65535), got \"exchange:0\""},
+      {"[feed]\nwindow = 5000\n", "x.toml:2: feed.window: expected a power of two, got 5000"},
+      {"[feed]\nsession = \"ELEVENCHARS\"\n", "x.toml:2: feed.session: expected 0-10 characters, got \"ELEVENCHARS\""},
+      {"[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\n",
+       "x.toml:2: feed.line_b: missing: source = \"moldudp64\" needs both feed.line_a and feed.line_b"},
+      {"[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.1:1\"\n",
+       "x.toml:4: feed.line_b: \"239.1.1.1:1\" is line A too: the lines must differ"},
+  });
   EXPECT_EQ(ErrorOf("", {"feed.source=moldudp64", "feed.line_a=239.1.1.1:1", "feed.line_b=239.1.1.2:1",
                          "feed.rerequest_timeout_ms=100", "feed.rerequest_timeout_max_ms=50"}),
             "--set: feed.rerequest_timeout_max_ms: 50 is below feed.rerequest_timeout_ms (100)");
@@ -145,11 +159,7 @@ TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
 // The expected senders of the lines (feed.source_a/source_b): an IPv4 unicast address or "",
 // each set only with its line.
 TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
-  absl::StatusOr<LoadedConfig> c = load_config(
-      "[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:26400\"\nline_b = \"239.1.1.2:26400\"\n"
-      "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n",
-      "x.toml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  POLLUX_ASSERT_OK_DECL(c, LoadLive("26400", "source_a = \"10.0.0.1\"\nsource_b = \"10.0.0.2\"\n"));
   EXPECT_EQ(c->feed.source_a, "10.0.0.1");
   EXPECT_EQ(c->feed.source_b, "10.0.0.2");
   EXPECT_EQ(c->feed.where.at("feed.source_b"), "x.toml:6");
@@ -160,14 +170,15 @@ TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {
   EXPECT_EQ(c->feed.source_a, "");
   EXPECT_EQ(c->feed.source_b, "");
 
-  EXPECT_EQ(ErrorOf("[feed]\nline_a = \"239.1.1.1:1\"\nsource_a = \"exchange.example\"\n"),
-            "x.toml:3: feed.source_a: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
-            "\"exchange.example\"");
-  EXPECT_EQ(ErrorOf("[feed]\nline_b = \"239.1.1.2:1\"\nsource_b = \"10.0.0.1:26400\"\n"),
-            "x.toml:3: feed.source_b: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
-            "\"10.0.0.1:26400\"");
-  EXPECT_EQ(ErrorOf("[feed]\nsource_a = 10\n"),
-            "x.toml:2: feed.source_a: expected an IPv4 address (the exchange's sender), got 10");
+  ExpectErrors({
+      {"[feed]\nline_a = \"239.1.1.1:1\"\nsource_a = \"exchange.example\"\n",
+       "x.toml:3: feed.source_a: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
+       "\"exchange.example\""},
+      {"[feed]\nline_b = \"239.1.1.2:1\"\nsource_b = \"10.0.0.1:26400\"\n",
+       "x.toml:3: feed.source_b: expected an IPv4 address (the exchange's sender, e.g. \"10.0.0.1\"), got "
+       "\"10.0.0.1:26400\""},
+      {"[feed]\nsource_a = 10\n", "x.toml:2: feed.source_a: expected an IPv4 address (the exchange's sender), got 10"},
+  });
   for (const char* bad : {"239.1.1.1", "0.0.0.0", "255.255.255.255"}) {
     EXPECT_EQ(ErrorOf(absl::StrFormat("[feed]\nline_a = \"239.1.1.1:1\"\nsource_a = \"%s\"\n", bad)),
               absl::StrFormat("x.toml:3: feed.source_a: \"%s\" cannot send a datagram: expected the unicast address "

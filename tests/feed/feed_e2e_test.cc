@@ -100,6 +100,22 @@ std::string Config(const std::string& threading, const std::string& feed_extra, 
          "\nsubscribers = " + std::to_string(subscribers) + "\nprogress_ms = 0\n" + feed_extra;
 }
 
+// Runs pollux-feed on `config` (written to dir/feed.toml) with its books and counts written to
+// dir, then `extra_args`; checks that it ended with 0 (a fatal failure otherwise: callers wrap
+// it in ASSERT_NO_FATAL_FAILURE) and wrote `want`'s books and counts. The run's output is left in r.
+void RunAndCompare(const TempDir& dir, const std::string& config, const std::vector<std::string>& extra_args,
+                   const Expected& want, RunOutput& r) {
+  const std::string cfg = dir / "feed.toml";
+  WriteFile(cfg, config);
+  std::vector<std::string> args = {"--config",         cfg, "--book-out", dir / "books.jsonl", "--counts-out",
+                                   dir / "counts.json"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  r = RunFeed(args);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
+  EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+}
+
 bool HaveSample() { return access(POLLUX_ITCH_SAMPLE_FILE, R_OK) == 0; }
 
 struct Case {
@@ -128,19 +144,14 @@ class FeedReplay : public ::testing::TestWithParam<Case> {
                         std::uint64_t messages) {
     const Case& c = GetParam();
     TempDir dir;
-    const std::string cfg = dir / "feed.toml";
-    WriteFile(cfg, Config(c.threading, "book_threads = " + std::to_string(c.book_threads) + "\n" + feed_keys,
-                          c.batch_bytes, c.streams, c.subscribers));
-    std::vector<std::string> args = {"--config",       cfg,
-                                     "--book-out",     dir / "books.jsonl",
-                                     "--counts-out",   dir / "counts.json",
-                                     "--summary-json", dir / "summary.json",
-                                     "--quiet"};
+    std::vector<std::string> args = {"--summary-json", dir / "summary.json", "--quiet"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    const RunOutput r = RunFeed(args);
-    ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
-    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    RunOutput r;
+    ASSERT_NO_FATAL_FAILURE(
+        RunAndCompare(dir,
+                      Config(c.threading, "book_threads = " + std::to_string(c.book_threads) + "\n" + feed_keys,
+                             c.batch_bytes, c.streams, c.subscribers),
+                      args, want, r));
     const std::string json = ReadFile(dir / "summary.json");
     EXPECT_THAT(json, HasSubstr("\"messages\": " + std::to_string(messages) + ", \"frames\""));
     for (std::uint32_t i = 0; i < c.subscribers; ++i) {
@@ -199,13 +210,8 @@ TEST(FeedReplayPaced, RateSpeedAndThreadSubscribers) {
         Variant{"dedicated", gen + "subscriber_mode = \"thread\"\nreplay = \"rate\"\nrate = 200_000\n", 1000}}) {
     SCOPED_TRACE(v.threading + "\n" + v.feed);
     TempDir dir;
-    const std::string cfg = dir / "feed.toml";
-    WriteFile(cfg, Config(v.threading, v.feed, v.batch, 2, 2));
-    const RunOutput r =
-        RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
-    ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
-    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    RunOutput r;
+    ASSERT_NO_FATAL_FAILURE(RunAndCompare(dir, Config(v.threading, v.feed, v.batch, 2, 2), {}, want, r));
     EXPECT_THAT(r.out, HasSubstr("all 2 subscribers built identical books")) << r.out;
     if (v.feed.find("replay") != std::string::npos) {
       EXPECT_THAT(r.out, HasSubstr("send lag behind schedule"));
@@ -234,13 +240,9 @@ TEST(FeedReplayFile, MultiWindowFileBooksMatchInProcessReplay) {
                            Variant{"shared", "replay = \"rate\"\nrate = 500_000\n", 0}}) {
     SCOPED_TRACE(v.threading + " batch " + std::to_string(v.batch) + "\n" + v.feed);
     TempDir dir;
-    const std::string cfg = dir / "feed.toml";
-    WriteFile(cfg, Config(v.threading, v.feed, v.batch, 3, 1));
-    const RunOutput r = RunFeed({"--config", cfg, "--itch", day, "--book-out", dir / "books.jsonl", "--counts-out",
-                                 dir / "counts.json", "--summary-json", dir / "summary.json", "--quiet"});
-    ASSERT_EQ(r.rc, 0) << r.out;
-    EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
-    EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+    RunOutput r;
+    ASSERT_NO_FATAL_FAILURE(RunAndCompare(dir, Config(v.threading, v.feed, v.batch, 3, 1),
+                                          {"--itch", day, "--summary-json", dir / "summary.json", "--quiet"}, want, r));
     EXPECT_THAT(ReadFile(dir / "summary.json"), HasSubstr("\"messages\": 150000, \"frames\""));
   }
 }
@@ -256,14 +258,12 @@ TEST(FeedReplayTransports, UdpBooksMatchInProcessReplay) {
     for (const std::uint32_t batch : {0u, 1400u}) {
       SCOPED_TRACE(threading + " batch " + std::to_string(batch));
       TempDir dir;
-      const std::string cfg = dir / "feed.toml";
-      WriteFile(cfg, "[transport]\nkind = \"udp\"\n" +
-                         Config(threading, "symbols = 20\nmessages = 60_000\nseed = 11\n", batch, 3, 1));
-      const RunOutput r =
-          RunFeed({"--config", cfg, "--book-out", dir / "books.jsonl", "--counts-out", dir / "counts.json"});
-      ASSERT_EQ(r.rc, 0) << r.out;
-      EXPECT_EQ(ReadFile(dir / "books.jsonl"), want.books) << r.out;
-      EXPECT_EQ(ReadFile(dir / "counts.json"), want.counts) << r.out;
+      RunOutput r;
+      ASSERT_NO_FATAL_FAILURE(
+          RunAndCompare(dir,
+                        "[transport]\nkind = \"udp\"\n" +
+                            Config(threading, "symbols = 20\nmessages = 60_000\nseed = 11\n", batch, 3, 1),
+                        {}, want, r));
       EXPECT_THAT(r.out, HasSubstr("transport udp")) << r.out;
     }
   }

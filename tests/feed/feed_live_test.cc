@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tests/feed/feed_process.h"
+#include "tests/support/netns.h"
 
 namespace {
 
@@ -57,10 +58,7 @@ std::string g_dir;
 std::string g_skip;
 std::string g_ip = "/usr/sbin/ip";
 
-int Sh(const std::string& cmd) {
-  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int Sh(const std::string& cmd) { return pollux::testing::shell_status(cmd); }
 
 std::string Slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -170,31 +168,18 @@ struct ChainRun {
 class FeedLive : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    if (geteuid() != 0) {
-      g_skip = "needs root to create network namespaces (CI runs as root)";
-      return;
-    }
     if (access(g_ip.c_str(), X_OK) != 0) g_ip = "/sbin/ip";
-    if (Sh(g_ip + " netns list") != 0) {
-      g_skip = "`ip netns` is unavailable (install iproute2)";
-      return;
-    }
-    if (Sh("command -v nft") != 0) {
-      g_skip = "nft is unavailable (install nftables)";
-      return;
-    }
+    g_skip = pollux::testing::netns_unavailable(g_ip);
+    if (!g_skip.empty()) return;
     g_prefix = absl::StrFormat("pxl%d", getpid() % 100000);
-    Sh(kNetns + " down " + g_prefix);
-    if (Sh(absl::StrFormat("%s up %s %d ex fh sub x", kNetns, g_prefix, kNet)) != 0 ||
-        Sh(absl::StrFormat("%s -n %s link add eth1 type veth peer name eth1 netns %s", g_ip, Ns("fh"), Ns("x"))) != 0 ||
-        Sh(absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("fh"), kLinkHandlerIp)) != 0 ||
-        Sh(absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("x"), kLinkOtherIp)) != 0 ||
-        Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("fh"))) != 0 ||
-        Sh(absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("x"))) != 0) {
-      g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
-      Sh(kNetns + " down " + g_prefix);
-      return;
-    }
+    g_skip = pollux::testing::netns_up(
+        kNetns, g_prefix, absl::StrFormat("%d ex fh sub x", kNet),
+        {absl::StrFormat("%s -n %s link add eth1 type veth peer name eth1 netns %s", g_ip, Ns("fh"), Ns("x")),
+         absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("fh"), kLinkHandlerIp),
+         absl::StrFormat("%s -n %s addr add %s/24 dev eth1", g_ip, Ns("x"), kLinkOtherIp),
+         absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("fh")),
+         absl::StrFormat("%s -n %s link set eth1 up", g_ip, Ns("x"))});
+    if (!g_skip.empty()) return;
     char tmpl[] = "/tmp/pollux-feed-live-XXXXXX";
     g_dir = mkdtemp(tmpl);
   }
@@ -416,6 +401,16 @@ class FeedLive : public ::testing::Test {
     EXPECT_TRUE(r.books == ref.books) << "books differ from the file replay's\n" << r.Logs();
     EXPECT_TRUE(r.counts == ref.counts) << r.counts << "\nvs\n" << ref.counts;
   }
+  // A run of the chain (Chain's arguments) that must end cleanly with the file replay's books.
+  static ChainRun CheckedChain(const std::string& tag, const std::string& input, int port,
+                               const std::vector<std::string>& exchange_args,
+                               const std::vector<std::string>& handler_sets, int loss_a_pct = 0,
+                               const ChainOptions& opt = {}) {
+    ChainRun r = Chain(tag, input, port, exchange_args, handler_sets, loss_a_pct, opt);
+    ExpectClean(r);
+    ExpectSameBooks(r, input);
+    return r;
+  }
 };
 
 // Generous re-request timing: nothing is retried because the machine was slow.
@@ -424,9 +419,7 @@ const std::vector<std::string> kPatient = {"feed.rerequest_timeout_ms=5000", "fe
 
 TEST_F(FeedLive, TwoPercentLossOnLineAOnlyIsFilledByLineBWithoutARequest) {
   const std::string input = Generated(200'000, 50, 5);
-  const ChainRun r = Chain("a_only", input, 27600, {"--rate", "200000", "--linger-ms", "500"}, kPatient, 2);
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain("a_only", input, 27600, {"--rate", "200000", "--linger-ms", "500"}, kPatient, 2);
   std::printf("line A: %lld packets read, line B: %lld, out of order %lld, gaps seen %lld\n", r.Live("packets_a"),
               r.Live("packets_b"), r.Live("out_of_order_packets"), r.Live("gaps_detected"));
   EXPECT_LT(r.Live("packets_a"), r.Live("packets_b"));  // nftables did drop on A
@@ -437,11 +430,9 @@ TEST_F(FeedLive, TwoPercentLossOnLineAOnlyIsFilledByLineBWithoutARequest) {
 
 TEST_F(FeedLive, TwoPercentLossOnBothLinesEveryDoubleLossIsRerequestedOnce) {
   const std::string input = Generated(200'000, 50, 6);
-  const ChainRun r =
-      Chain("both", input, 27610,
-            {"--rate", "200000", "--drop-a", "2", "--drop-b", "2", "--seed", "13", "--linger-ms", "1000"}, kPatient);
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain(
+      "both", input, 27610,
+      {"--rate", "200000", "--drop-a", "2", "--drop-b", "2", "--seed", "13", "--linger-ms", "1000"}, kPatient);
   std::printf(
       "exchange: %lld data packets lost on both lines (%lld messages, %lld runs); handler: %lld re-requests, "
       "%lld messages recovered\n",
@@ -490,13 +481,11 @@ TEST_F(FeedLive, SilentServerWithDefaultTimingAndAFullWindowReportsExactlyTheDou
 
 TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
   const std::string input = Generated(100'000, 20, 8);
-  const ChainRun r =
-      Chain("session", input, 27630,
-            {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a", "2",
-             "--seed", "4", "--linger-ms", "300"},
-            {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain(
+      "session", input, 27630,
+      {"--rate", "200000", "--session-change-at", "40000", "--next-session", "NEXT000002", "--drop-a", "2", "--seed",
+       "4", "--linger-ms", "300"},
+      {"feed.rerequest_timeout_ms=5000", "feed.rerequest_timeout_max_ms=10000", "feed.end_linger_ms=2000"});
   EXPECT_EQ(r.Ex("session_changes"), 1);
   EXPECT_EQ(r.Live("session_changes"), 1) << r.handler_json;
   EXPECT_EQ(r.Sub("feed_sessions"), 2) << r.sub_json;  // the first session and the next
@@ -510,12 +499,10 @@ TEST_F(FeedLive, SessionChangeMidFeedIsFollowedAndTheBooksStayWhole) {
 // `heartbeat_ms`; the handler expects one every 20 ms and calls the feed stale after 25 missed.
 ChainRun QuietStretch(const std::string& tag, int port, int heartbeat_ms) {
   const std::string input = Generated(30'000, 10, 9);
-  ChainRun r = FeedLive::Chain(tag, input, port,
-                               {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500", "--heartbeat-ms",
-                                std::to_string(heartbeat_ms), "--linger-ms", "200"},
-                               {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
-  FeedLive::ExpectClean(r);
-  FeedLive::ExpectSameBooks(r, input);
+  ChainRun r = FeedLive::CheckedChain(tag, input, port,
+                                      {"--rate", "100000", "--pause-at", "15000", "--pause-ms", "1500",
+                                       "--heartbeat-ms", std::to_string(heartbeat_ms), "--linger-ms", "200"},
+                                      {"feed.heartbeat_ms=20", "feed.stale_heartbeats=25"});
   EXPECT_EQ(r.Ex("pauses"), 1);
   return r;
 }
@@ -543,12 +530,10 @@ TEST_F(FeedLive, ItchSampleWithLossOnBothLines) {
   const std::string input = POLLUX_ITCH_SAMPLE_FILE;
   if (access(input.c_str(), R_OK) != 0) GTEST_SKIP() << "the RITCH sample is absent: " << input;
   // Small packets (--mtu 200: ~5 messages each) so 3% loss on both lines hits some.
-  const ChainRun r =
-      Chain("sample", input, 27660,
-            {"--rate", "50000", "--mtu", "200", "--drop-a", "3", "--drop-b", "3", "--seed", "2", "--linger-ms", "1000"},
-            kPatient);
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain(
+      "sample", input, 27660,
+      {"--rate", "50000", "--mtu", "200", "--drop-a", "3", "--drop-b", "3", "--seed", "2", "--linger-ms", "1000"},
+      kPatient);
   ExpectEveryDoubleLossRecoveredOnce(r);
 }
 
@@ -557,11 +542,9 @@ TEST_F(FeedLive, ItchSampleWithLossOnBothLines) {
 // machine may also lose datagrams in its own socket buffers, which it recovers the same way.)
 TEST_F(FeedLive, MillionMessagesWithLossOnBothLines) {
   const std::string input = Generated(1'000'000, 100, 10);
-  const ChainRun r =
-      Chain("million", input, 27670,
-            {"--rate", "400000", "--drop-a", "1", "--drop-b", "1", "--seed", "3", "--linger-ms", "1500"}, kPatient);
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain(
+      "million", input, 27670,
+      {"--rate", "400000", "--drop-a", "1", "--drop-b", "1", "--seed", "3", "--linger-ms", "1500"}, kPatient);
   EXPECT_EQ(r.Live("messages"), 1'000'000);
   EXPECT_EQ(r.Live("messages_unrecoverable"), 0);
   EXPECT_GE(r.Live("messages_recovered"), r.Ex("messages_dropped_both"));
@@ -603,13 +586,28 @@ void ExpectOtherHandlerOnlyItsOwnExchange(const ChainRun& r, const std::string& 
   EXPECT_TRUE(r.other_counts == ref.counts) << r.other_counts << "\nvs\n" << ref.counts;
 }
 
-// A second exchange on host "x": `input` as session OTHER00001 on `line_a`/`line_b`.
-std::vector<std::string> OtherExchange(const std::string& input, const std::string& line_a, const std::string& line_b,
-                                       int rerequest_port, const std::string& interface) {
-  return {"--itch",      input,     "--line-a",         line_a,
-          "--line-b",    line_b,    "--rerequest-port", std::to_string(rerequest_port),
-          "--interface", interface, "--session",        "OTHER00001",
-          "--rate",      "100000",  "--linger-ms",      "300"};
+// A second feed: an exchange on host "x" sends `input` as session OTHER00001 on `line_a`/`line_b`
+// out of its `interface` and answers re-requests at `rerequest_ip`:`port` + 4; a second handler
+// in the handler's namespace follows it on the same lines and interface and waits 500 ms after
+// the end.
+void SetOtherFeed(ChainOptions& o, const std::string& input, const std::string& line_a, const std::string& line_b,
+                  int port, const std::string& interface, const char* rerequest_ip) {
+  o.other_exchange = {"--itch",      input,     "--line-a",         line_a,
+                      "--line-b",    line_b,    "--rerequest-port", std::to_string(port + 4),
+                      "--interface", interface, "--session",        "OTHER00001",
+                      "--rate",      "100000",  "--linger-ms",      "300"};
+  o.other_handler_sets = {"feed.line_a=" + line_a, "feed.line_b=" + line_b, "feed.interface=" + interface,
+                          absl::StrFormat("feed.rerequest=%s:%d", rerequest_ip, port + 4), "feed.end_linger_ms=500"};
+}
+
+// The datagrams each handler counted on each line, and what each exchange sent there.
+void PrintBothHandlers(const ChainRun& r, const char* handler, const char* other_handler) {
+  std::printf(
+      "%s: A %lld, B %lld datagrams (exchange sent %lld, %lld); %s: A %lld, B %lld (other exchange sent %lld, "
+      "%lld)\n",
+      handler, r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
+      LineDatagrams(r.exchange_json, "b"), other_handler, r.OtherLive("packets_a"), r.OtherLive("packets_b"),
+      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
 }
 
 // Exchanges at 100k msg/s that linger 300 ms after the end (below their 1 s heartbeat: no end
@@ -632,16 +630,9 @@ TEST_F(FeedLive, TwoFeedsOnOnePortInOneNamespaceDoNotMix) {
   ChainOptions o;
   o.same_port = true;
   const std::string g3 = absl::StrFormat("239.255.78.3:%d", port), g4 = absl::StrFormat("239.255.78.4:%d", port);
-  o.other_exchange = OtherExchange(other, g3, g4, port + 4, "eth0");
-  o.other_handler_sets = {"feed.line_a=" + g3, "feed.line_b=" + g4, "feed.interface=eth0",
-                          absl::StrFormat("feed.rerequest=%s:%d", kOtherIp, port + 4), "feed.end_linger_ms=500"};
+  SetOtherFeed(o, other, g3, g4, port, "eth0", kOtherIp);
   const ChainRun r = Chain("same_port", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf(
-      "handler: A %lld, B %lld datagrams (exchange sent %lld, %lld); other handler: A %lld, B %lld (other "
-      "exchange sent %lld, %lld)\n",
-      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  PrintBothHandlers(r, "handler", "other handler");
   EXPECT_THAT(r.handler_out, ::testing::HasSubstr(absl::StrFormat(
                                  "line A 239.255.78.1:%d, line B 239.255.78.2:%d on eth0", port, port)));
   ExpectOnlyItsOwnExchange(r, input, 20'000);
@@ -661,16 +652,9 @@ TEST_F(FeedLive, TheSameGroupsOnAnotherInterfaceDoNotMix) {
   const std::string other = Generated(20'000, 12, 34);
   ChainOptions o;
   const std::string g1 = absl::StrFormat("239.255.78.1:%d", port), g2 = absl::StrFormat("239.255.78.2:%d", port + 1);
-  o.other_exchange = OtherExchange(other, g1, g2, port + 4, "eth1");
-  o.other_handler_sets = {"feed.line_a=" + g1, "feed.line_b=" + g2, "feed.interface=eth1",
-                          absl::StrFormat("feed.rerequest=%s:%d", kLinkOtherIp, port + 4), "feed.end_linger_ms=500"};
+  SetOtherFeed(o, other, g1, g2, port, "eth1", kLinkOtherIp);
   const ChainRun r = Chain("two_links", input, port, kShortExchange, kLingeringHandler, 0, o);
-  std::printf(
-      "handler (eth0): A %lld, B %lld datagrams (exchange sent %lld, %lld); handler (eth1): A %lld, B %lld "
-      "(other exchange sent %lld, %lld)\n",
-      r.Live("packets_a"), r.Live("packets_b"), LineDatagrams(r.exchange_json, "a"),
-      LineDatagrams(r.exchange_json, "b"), r.OtherLive("packets_a"), r.OtherLive("packets_b"),
-      LineDatagrams(r.other_exchange_json, "a"), LineDatagrams(r.other_exchange_json, "b"));
+  PrintBothHandlers(r, "handler (eth0)", "handler (eth1)");
   ExpectOnlyItsOwnExchange(r, input, 20'000);
   ExpectOtherHandlerOnlyItsOwnExchange(r, other, 20'000);
 }
@@ -761,12 +745,11 @@ TEST_F(FeedLive, ForgedDatagramsFromAnotherHostNeverReachTheArbiterHandlerFilter
 // and the books must be the file's.
 void LossyLinesBehindServer(const std::string& tag, int port, const std::string& mode) {
   const std::string input = Generated(100'000, 30, 17);
-  const ChainRun r = FeedLive::Chain(tag, input, port,
-                                     {"--rate", "max", "--mtu", "2800", "--reply-mtu", "400", "--reply-mode", mode,
-                                      "--drop-a", "30", "--drop-b", "30", "--seed", "5", "--linger-ms", "2000"},
-                                     {});
-  FeedLive::ExpectClean(r);
-  FeedLive::ExpectSameBooks(r, input);
+  const ChainRun r =
+      FeedLive::CheckedChain(tag, input, port,
+                             {"--rate", "max", "--mtu", "2800", "--reply-mtu", "400", "--reply-mode", mode, "--drop-a",
+                              "30", "--drop-b", "30", "--seed", "5", "--linger-ms", "2000"},
+                             {});
   std::printf(
       "%s server: %lld messages lost on both lines in %lld ranges; handler: %lld requests (%lld confirm, %lld "
       "follow-ups, %lld retries), %lld recovered, %lld reported lost; server: %lld reply packets, %lld reply "
@@ -976,9 +959,7 @@ TEST_F(FeedLive, ALiveCaptureIsWhatWiresharksDissectorSeesAndReplaysToTheLiveBoo
   const std::string pcap = absl::StrCat(g_dir, "/capture_clean.pcap");
   std::vector<std::string> sets = kPatient;
   sets.push_back("feed.capture=" + pcap);
-  const ChainRun r = Chain("capture_clean", input, kPort, {"--rate", "200000", "--linger-ms", "500"}, sets);
-  ExpectClean(r);
-  ExpectSameBooks(r, input);
+  const ChainRun r = CheckedChain("capture_clean", input, kPort, {"--rate", "200000", "--linger-ms", "500"}, sets);
   const long long records = r.Live("capture_records");
   EXPECT_EQ(r.Live("capture_dropped"), 0) << r.handler_json;
   EXPECT_EQ(r.Live("capture_no_kernel_time"), 0) << r.handler_json;

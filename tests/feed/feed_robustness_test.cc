@@ -9,8 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +25,7 @@
 #include "itch/generator.h"
 #include "tests/feed/feed_process.h"
 #include "tests/itch/test_util.h"
+#include "tests/support/shm_dir.h"
 
 namespace pollux::feed {
 namespace {
@@ -49,21 +48,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// The files a run leaves in the shm directory, less the clock calibration: `pollux-clock` is the
-// host-wide TSC calibration every Pollux process shares through runtime.shm_dir (core/clock.h), kept
-// on purpose so later processes agree on the conversion; it belongs to no stream or process.
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != ".." && n != "pollux-clock") names.push_back(n);
-    }
-    closedir(d);
-  }
-  return names;
-}
 
 std::string UniqueName() {
   static int n = 0;
@@ -210,7 +194,7 @@ TEST(FeedSignals, SigtermDuringAPacedReplayEndsCleanly) {
   WriteFile(cfg, Config(shm.path(), "messages = 400_000\nsymbols = 20\nreplay = \"rate\"\nrate = 20_000\n"));
   FeedProcess p({"--config", cfg});
   ASSERT_TRUE(p.WaitForOutput(Publishing, 60)) << p.output();
-  EXPECT_THAT(ListDir(shm.path()), ::testing::Not(::testing::IsEmpty()));
+  EXPECT_THAT(testing::shm_dir_files(shm.path()), ::testing::Not(::testing::IsEmpty()));
   p.Signal(SIGTERM);
   const int rc = p.Wait(60);
   EXPECT_FALSE(p.killed_after_timeout()) << p.output();
@@ -218,7 +202,7 @@ TEST(FeedSignals, SigtermDuringAPacedReplayEndsCleanly) {
   EXPECT_THAT(p.output(), HasSubstr("stopped by SIGTERM")) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("STOPPED EARLY")) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("all 2 subscribers built identical books")) << p.output();
-  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+  EXPECT_THAT(testing::shm_dir_files(shm.path()), ::testing::IsEmpty());
   ExpectSubscribersGone(p.output());
 }
 
@@ -236,7 +220,7 @@ TEST(FeedSignals, SigtermWhileWaitingForSubscribersEndsCleanly) {
   EXPECT_FALSE(p.killed_after_timeout()) << p.output();
   EXPECT_EQ(rc, 1) << p.output();
   EXPECT_THAT(p.output(), HasSubstr("stopped while waiting for subscribers")) << p.output();
-  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+  EXPECT_THAT(testing::shm_dir_files(shm.path()), ::testing::IsEmpty());
 }
 
 // The input shrinks to 4 KiB while a paced replay is in its first megabyte: the replay
@@ -263,7 +247,7 @@ TEST(FeedInput, TruncatedWhileReplayingIsAnErrorNotASigbus) {
   EXPECT_THAT(p.output(),
               HasSubstr("the file has 4096 bytes now, " + std::to_string(g->size()) + " when it was opened"))
       << p.output();
-  EXPECT_THAT(ListDir(shm.path()), ::testing::IsEmpty());
+  EXPECT_THAT(testing::shm_dir_files(shm.path()), ::testing::IsEmpty());
   ExpectSubscribersGone(p.output());
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -354,13 +355,14 @@ TEST(BookSetModelTest, HostileStreamMatchesTheReferenceModel) {
   const std::vector<uint8_t> bytes = HostileStream(77, 120'000, &model);
   // Every anomaly the stream is meant to carry did occur.
   const BookStats& s = model.stats;
-  EXPECT_GT(s.unknown_execute, 0u);
-  EXPECT_GT(s.unknown_cancel, 0u);
-  EXPECT_GT(s.unknown_delete, 0u);
-  EXPECT_GT(s.unknown_replace, 0u);
-  EXPECT_GT(s.duplicate_add, 0u);
-  EXPECT_GT(s.overfill, 0u);
-  EXPECT_GT(s.bad_side, 0u);
+  const std::pair<const char*, uint64_t> anomalies[] = {{"unknown_execute", s.unknown_execute},
+                                                        {"unknown_cancel", s.unknown_cancel},
+                                                        {"unknown_delete", s.unknown_delete},
+                                                        {"unknown_replace", s.unknown_replace},
+                                                        {"duplicate_add", s.duplicate_add},
+                                                        {"overfill", s.overfill},
+                                                        {"bad_side", s.bad_side}};
+  for (const auto& [name, count] : anomalies) EXPECT_GT(count, 0u) << name;
   EXPECT_GT(model.orders.size(), 16384u);  // apply_all's pipeline ran for the later part
   {
     SCOPED_TRACE("Apply per message");

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "itch/book_set.h"
@@ -81,36 +82,21 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
     last_ts = m.timestamp();
     uint64_t new_ref = 0;
     uint64_t match = 0;
-    switch (m.type()) {
-      case 'S':
-        system_events.push_back(m.as<SystemEvent>().event_code());
-        break;
-      case 'R': {
-        const auto d = m.as<StockDirectory>();
-        if (trim_padding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
-        break;
-      }
-      case 'A':
-        new_ref = m.as<AddOrder>().order_reference();
-        break;
-      case 'F':
-        new_ref = m.as<AddOrderMpid>().order_reference();
-        break;
-      case 'U':
-        new_ref = m.as<OrderReplace>().new_order_reference();
-        break;
-      case 'E':
-        match = m.as<OrderExecuted>().match_number();
-        break;
-      case 'C':
-        match = m.as<OrderExecutedWithPrice>().match_number();
-        break;
-      case 'P':
-        match = m.as<Trade>().match_number();
-        break;
-      default:
-        break;
-    }
+    dispatch(m, Overloaded{[&](const SystemEvent& e) { system_events.push_back(e.event_code()); },
+                           [&](const StockDirectory& d) {
+                             if (trim_padding(d.stock()) != names[d.stock_locate() - 1]) ++bad_locate;
+                           },
+                           [&](const OrderReplace& u) { new_ref = u.new_order_reference(); },
+                           // The other adds' new reference, and the executions' and trades' match number.
+                           [&]<class T>([[maybe_unused]] const T& v) {
+                             if constexpr (std::is_same_v<T, AddOrder> || std::is_same_v<T, AddOrderMpid>) {
+                               new_ref = v.order_reference();
+                             } else if constexpr (std::is_same_v<T, OrderExecuted> ||
+                                                  std::is_same_v<T, OrderExecutedWithPrice> ||
+                                                  std::is_same_v<T, Trade>) {
+                               match = v.match_number();
+                             }
+                           }});
     if (new_ref != 0) {
       if (new_ref <= last_ref) ++non_increasing_ref;
       last_ref = new_ref;
@@ -138,12 +124,7 @@ TEST(ItchGeneratorTest, FlowInvariantsHold) {
   const double n = static_cast<double>(o.messages);
   EXPECT_NEAR((c['A'] + c['F']) / n, 0.42, 0.05);
   EXPECT_NEAR(c['D'] / n, 0.32, 0.05);
-  EXPECT_GT(c['E'], 0u);
-  EXPECT_GT(c['C'], 0u);
-  EXPECT_GT(c['X'], 0u);
-  EXPECT_GT(c['U'], 0u);
-  EXPECT_GT(c['P'], 0u);
-  EXPECT_GT(c['F'], 0u);
+  for (const char type : {'E', 'C', 'X', 'U', 'P', 'F'}) EXPECT_GT(c[type], 0u) << type;
   EXPECT_EQ(c['R'], o.symbols);
   EXPECT_EQ(c['H'], o.symbols);
 }

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -337,16 +338,9 @@ TEST(ItchReaderTest, SharedSampleMatchesItsReadme) {
   BookSet books;
   ASSERT_TRUE(r->for_each([&books](MessageView m) { books.apply(m); }).ok());
   const MessageCounts& c = books.counts();
-  EXPECT_EQ(c['S'], 6u);
-  EXPECT_EQ(c['R'], 3u);
-  EXPECT_EQ(c['H'], 3u);
-  EXPECT_EQ(c['A'], 4997u);
-  EXPECT_EQ(c['F'], 3u);
-  EXPECT_EQ(c['E'], 198u);
-  EXPECT_EQ(c['X'], 45u);
-  EXPECT_EQ(c['D'], 1745u);
-  EXPECT_EQ(c['P'], 5000u);
-  EXPECT_EQ(c['U'], 12u);
+  const std::pair<char, uint64_t> want[] = {{'S', 6},   {'R', 3},  {'H', 3},    {'A', 4997}, {'F', 3},
+                                            {'E', 198}, {'X', 45}, {'D', 1745}, {'P', 5000}, {'U', 12}};
+  for (const auto& [type, count] : want) EXPECT_EQ(c[type], count) << type;
   EXPECT_EQ(c.total(), 12'012u);
 }
 

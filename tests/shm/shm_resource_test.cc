@@ -24,6 +24,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/process.h"
+#include "tests/support/shm_dir.h"
 #include "transport/shm/shm_segment.h"
 
 namespace pollux {
@@ -31,14 +32,7 @@ namespace {
 
 // Files in dir, without the clock calibration (shared by every process, not what is tested).
 std::string listing(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != ".." && n != "pollux-clock") names.push_back(n);
-    }
-    closedir(d);
-  }
+  std::vector<std::string> names = testing::shm_dir_files(dir);
   std::sort(names.begin(), names.end());
   return absl::StrJoin(names, ",");
 }

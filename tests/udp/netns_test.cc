@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_format.h"
 #include "tests/support/itch_data.h"
+#include "tests/support/netns.h"
 #include "tests/support/process.h"
 
 namespace {
@@ -38,10 +39,7 @@ std::string g_skip;    // why the suite is skipped ("" = it runs)
 
 std::string ns(const std::string& host) { return g_prefix + host; }
 
-int sh(const std::string& cmd) {
-  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int sh(const std::string& cmd) { return pollux::testing::shell_status(cmd); }
 
 std::string sh_out(const std::string& cmd) {
   std::string out;
@@ -167,25 +165,11 @@ void open_gate_after_join(Peer& s1, Peer& s2, const std::string& go) {
 class UdpNetns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (geteuid() != 0) {
-      g_skip = "needs root to create network namespaces (CI runs as root)";
-      return;
-    }
-    if (sh("ip netns list") != 0) {
-      g_skip = "`ip netns` is unavailable (install iproute2)";
-      return;
-    }
-    if (sh("command -v nft") != 0) {
-      g_skip = "nft is unavailable (install nftables)";
-      return;
-    }
+    g_skip = pollux::testing::netns_unavailable("ip");
+    if (!g_skip.empty()) return;
     g_prefix = absl::StrFormat("pxu%d", getpid() % 100000);
-    sh(kNetns + " down " + g_prefix);
-    if (sh(absl::StrFormat("%s up %s 77 pub s1 s2", kNetns, g_prefix)) != 0) {
-      g_skip = "could not create namespaces/veth/bridge (kernel without veth or bridge support?)";
-      sh(kNetns + " down " + g_prefix);
-      return;
-    }
+    g_skip = pollux::testing::netns_up(kNetns, g_prefix, "77 pub s1 s2");
+    if (!g_skip.empty()) return;
     char tmpl[] = "/tmp/pollux-udp-netns-XXXXXX";
     g_dir = mkdtemp(tmpl);
   }
