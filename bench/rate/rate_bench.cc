@@ -56,6 +56,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "core/config.h"
@@ -1504,14 +1505,7 @@ bool write_file(const std::string& path, const std::string& text) {
 }
 
 std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
 // One data file per (transport, mode, strategy), fixed rates only (the burst pattern has no
