@@ -74,48 +74,42 @@ void BM_Frame(benchmark::State& state) {
 }
 BENCHMARK(BM_Frame)->Unit(benchmark::kMillisecond);
 
+// BM_ParseTyped's visitor: sums of the fields a book needs, so that no load is optimized away.
+struct Sum {
+  uint64_t refs = 0, shares = 0, prices = 0, other = 0;
+  // A message about one order: its reference, its share count and, where `Price` names one, its
+  // price (the accessors are members of M).
+  template <auto Shares, auto Price = nullptr, class M>
+  void order(const M& m) {
+    refs += m.order_reference();
+    shares += (m.*Shares)();
+    if constexpr (Price != nullptr) prices += (m.*Price)();
+  }
+  void operator()(const AddOrder& m) { order<&AddOrder::shares, &AddOrder::price>(m); }
+  void operator()(const AddOrderMpid& m) { order<&AddOrderMpid::shares, &AddOrderMpid::price>(m); }
+  void operator()(const OrderExecuted& m) { order<&OrderExecuted::executed_shares>(m); }
+  void operator()(const OrderExecutedWithPrice& m) {
+    order<&OrderExecutedWithPrice::executed_shares, &OrderExecutedWithPrice::execution_price>(m);
+  }
+  void operator()(const OrderCancel& m) { order<&OrderCancel::cancelled_shares>(m); }
+  void operator()(const OrderDelete& m) { refs += m.order_reference(); }
+  void operator()(const OrderReplace& m) {
+    refs += m.original_order_reference() ^ m.new_order_reference();
+    shares += m.shares();
+    prices += m.price();
+  }
+  void operator()(const Trade& m) {
+    shares += m.shares();
+    prices += m.price();
+  }
+  void operator()(const SystemEvent& m) { other += m.timestamp(); }
+  void operator()(const StockDirectory& m) { other += m.round_lot_size(); }
+  void operator()(const StockTradingAction& m) { other += static_cast<uint8_t>(m.trading_state()); }
+};
+
 // Framing + typed dispatch + the big-endian loads a book needs from every order message.
 void BM_ParseTyped(benchmark::State& state) {
   const Stream& s = GetStream(100);
-  struct Sum {
-    uint64_t refs = 0, shares = 0, prices = 0, other = 0;
-    void operator()(const AddOrder& m) {
-      refs += m.order_reference();
-      shares += m.shares();
-      prices += m.price();
-    }
-    void operator()(const AddOrderMpid& m) {
-      refs += m.order_reference();
-      shares += m.shares();
-      prices += m.price();
-    }
-    void operator()(const OrderExecuted& m) {
-      refs += m.order_reference();
-      shares += m.executed_shares();
-    }
-    void operator()(const OrderExecutedWithPrice& m) {
-      refs += m.order_reference();
-      shares += m.executed_shares();
-      prices += m.execution_price();
-    }
-    void operator()(const OrderCancel& m) {
-      refs += m.order_reference();
-      shares += m.cancelled_shares();
-    }
-    void operator()(const OrderDelete& m) { refs += m.order_reference(); }
-    void operator()(const OrderReplace& m) {
-      refs += m.original_order_reference() ^ m.new_order_reference();
-      shares += m.shares();
-      prices += m.price();
-    }
-    void operator()(const Trade& m) {
-      shares += m.shares();
-      prices += m.price();
-    }
-    void operator()(const SystemEvent& m) { other += m.timestamp(); }
-    void operator()(const StockDirectory& m) { other += m.round_lot_size(); }
-    void operator()(const StockTradingAction& m) { other += static_cast<uint8_t>(m.trading_state()); }
-  };
   for (auto _ : state) {
     Sum sum;
     ParseResult r = visit_messages(s.bytes, sum);

@@ -49,11 +49,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "core/config.h"
@@ -222,6 +225,21 @@ bool udp_address_allowed(const std::string& a) {
   return std::sscanf(a.c_str(), "239.255.%u.%u%c", &x, &y, &tail) == 2 && x <= 255 && y <= 255;
 }
 
+// The flags that only store their value, and the switches that only turn an option on.
+constexpr std::pair<std::string_view, std::string Options::*> kValueFlags[] = {
+    {"--json", &Options::json}, {"--plot", &Options::plot_dir}, {"--plot-script", &Options::plot_script}};
+constexpr std::pair<std::string_view, bool Options::*> kSwitches[] = {
+    {"--quick", &Options::quick}, {"--allow-missing", &Options::allow_missing}, {"--rtt", &Options::rtt}};
+
+// The option `flag` names in `table`, or nullptr.
+template <typename T, std::size_t N>
+T Options::*find_flag(const std::pair<std::string_view, T Options::*> (&table)[N], const std::string& flag) {
+  for (const auto& [name, field] : table) {
+    if (name == flag) return field;
+  }
+  return nullptr;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   std::string rates = "1k,10k,100k,1M,burst";
@@ -232,6 +250,11 @@ Options parse_options(int argc, char** argv) {
     auto no_value = [&] { args.no_value(); };
     if (const int rc = pollux::cli::handle_standard_flag(flag, "pollux-bench-rate", kHelp); rc >= 0) {
       std::exit(rc);  // --help, --version
+    } else if (std::string Options::*value = find_flag(kValueFlags, flag)) {
+      o.*value = arg();
+    } else if (bool Options::*on = find_flag(kSwitches, flag)) {
+      no_value();
+      o.*on = true;
     } else if (flag == "--transports") {
       o.transports = parse_list(flag, arg());
       for (const auto& t : o.transports) {
@@ -264,9 +287,6 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--drain") {
       o.drain_s = parse_number(flag, arg());
       drain_given = true;
-    } else if (flag == "--quick") {
-      no_value();
-      o.quick = true;
     } else if (flag == "--payload") {
       o.payload = static_cast<std::size_t>(parse_number(flag, arg()));
       if (o.payload < 16) usage_error("--payload must be >= 16 (t_k and k are 16 bytes)");
@@ -309,18 +329,6 @@ Options parse_options(int argc, char** argv) {
           pollux::tools::ParseOverride(arg(), "--set", "runtime.sleep_timer_ms=50");
       if (!ov.ok()) usage_error(std::string(ov.status().message()));
       o.sets.push_back(*std::move(ov));
-    } else if (flag == "--json") {
-      o.json = arg();
-    } else if (flag == "--plot") {
-      o.plot_dir = arg();
-    } else if (flag == "--plot-script") {
-      o.plot_script = arg();
-    } else if (flag == "--allow-missing") {
-      no_value();
-      o.allow_missing = true;
-    } else if (flag == "--rtt") {
-      no_value();
-      o.rtt = true;
     } else if (flag == "--rtt-interval-ms") {
       o.rtt_interval_ms = parse_number(flag, arg());
       if (o.rtt_interval_ms <= 0) usage_error("--rtt-interval-ms must be > 0");
@@ -527,11 +535,12 @@ AppIdleKind app_idle_for(const Options& o, const std::string& mode, const std::s
   if (m == "spin") return AppIdleKind::kSpin;
   if (m == "yield") return AppIdleKind::kYield;
   if (m == "wait") return AppIdleKind::kWait;
-  if (strategy == "busy-spin") return AppIdleKind::kSpin;
-  if (strategy == "backoff") return AppIdleKind::kBackoff;
-  if (strategy == "interrupt") return AppIdleKind::kWait;
-  if (strategy == "adaptive") return AppIdleKind::kSpinWait;
-  return AppIdleKind::kYield;
+  // "mirror": the application side of the pollers' strategy, indexed by pollux::IdleKind in its
+  // order (yield for a strategy it does not know).
+  constexpr AppIdleKind kMirror[] = {AppIdleKind::kSpin, AppIdleKind::kYield, AppIdleKind::kBackoff, AppIdleKind::kWait,
+                                     AppIdleKind::kSpinWait};
+  static_assert(std::size(kMirror) == static_cast<std::size_t>(pollux::IdleKind::kAdaptive) + 1);
+  return kMirror[static_cast<std::size_t>(pollux::parse_idle_kind(strategy).value_or(pollux::IdleKind::kYield))];
 }
 
 inline void cpu_pause() noexcept {
@@ -825,6 +834,31 @@ absl::StatusOr<std::unique_ptr<pollux::Context>> open_child(const std::string& c
   return ctx;
 }
 
+// A subscriber child's start: its Context (open_child) and the subscriber of `stream`; then the
+// parent is told the child is ready. `exit_code` is not 0 when that failed (the parent was told).
+struct SubscriberChild {
+  absl::StatusOr<std::unique_ptr<pollux::Context>> ctx;
+  absl::StatusOr<pollux::Subscriber> sub;
+  int exit_code = 0;
+};
+
+SubscriberChild open_subscriber_child(const std::string& cfg, const char* source, const char* stream, CpuSampler* cpu,
+                                      Shared* sh) {
+  SubscriberChild c;
+  c.ctx = open_child(cfg, source, cpu, sh);
+  if (!c.ctx.ok()) {
+    c.exit_code = 2;
+    return c;
+  }
+  c.sub = (*c.ctx)->subscriber(stream);
+  if (!c.sub.ok()) {
+    c.exit_code = child_failed(sh, c.sub.status());
+    return c;
+  }
+  sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+  return c;
+}
+
 // A child's end: hands its poller counters to the parent, says it is done, then runs linger()
 // until the parent has closed (at most 5 s: a UDP publisher's close lingers for confirmations).
 template <typename F>
@@ -901,11 +935,10 @@ struct PointResult {
 
 int receiver_main(const Options& o, const PointSpec& p, const std::string& cfg, std::uint64_t warm_n, Shared* sh) {
   CpuSampler cpu;
-  auto ctx = open_child(cfg, "pollux-bench-rate (subscriber)", &cpu, sh);
-  if (!ctx.ok()) return 2;
-  auto sub = (*ctx)->subscriber("rate");
-  if (!sub.ok()) return child_failed(sh, sub.status());
-  sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+  SubscriberChild child = open_subscriber_child(cfg, "pollux-bench-rate (subscriber)", "rate", &cpu, sh);
+  if (child.exit_code != 0) return child.exit_code;
+  auto& ctx = child.ctx;
+  auto& sub = child.sub;
   AppIdle idle{app_idle_for(o, p.mode, p.strategy), &*sub};
   Histogram& h = sh->hist;
   Histogram& ho = sh->hist_offer;
@@ -1243,11 +1276,10 @@ struct IdleResult {
 // (anything delivered meanwhile is counted in `stray`), sampling its CPU over [t_measure, t_end].
 int idle_child(const std::string& cfg, Shared* sh) {
   CpuSampler cpu;
-  auto ctx = open_child(cfg, "pollux-bench-rate --idle (subscriber)", &cpu, sh);
-  if (!ctx.ok()) return 2;
-  auto sub = (*ctx)->subscriber("idle");
-  if (!sub.ok()) return child_failed(sh, sub.status());
-  sh->child_state.store(1, std::memory_order_release);  // pairs with wait_child_state()'s acquire
+  SubscriberChild child = open_subscriber_child(cfg, "pollux-bench-rate --idle (subscriber)", "idle", &cpu, sh);
+  if (child.exit_code != 0) return child.exit_code;
+  auto& ctx = child.ctx;
+  auto& sub = child.sub;
   std::uint64_t got = 0;
   const std::int64_t give_up = Clock::monotonic_ns() + 20'000'000'000;
   while (got == 0 && Clock::monotonic_ns() < give_up) {
@@ -1473,14 +1505,7 @@ bool write_file(const std::string& path, const std::string& text) {
 }
 
 std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
 // One data file per (transport, mode, strategy), fixed rates only (the burst pattern has no

@@ -280,6 +280,35 @@ void OpenAndDeliverOne(const Configs& cfg, const std::string& topic, Pair& p) {
                     }));
 }
 
+// A pair whose subscriber stops reading after the first message (OpenAndDeliverOne) while the
+// publisher offers the next values, then reads again (ReadAgain).
+struct StoppedReader {
+  Pair pair;
+  std::uint64_t refused = 0;           // offers refused (kBackPressured) while it did not read
+  std::uint64_t refused_in_a_row = 0;  // ... the last ones in a row
+  std::uint64_t sent = 0;              // messages sent in all: values 1..sent
+
+  const Seen& seen() const { return pair.seen; }
+
+  // Offers until `enough` or `seconds` pass; `enough` is given the messages sent while the
+  // subscriber did not read.
+  void Run(const Configs& cfg, const std::string& topic, const std::function<bool(std::uint64_t unread)>& enough,
+           int seconds = 60) {
+    ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, topic, pair));
+    const std::uint64_t first_unread = pair.next;
+    ASSERT_TRUE(Until([&] { return enough(pair.next - first_unread); },
+                      [&] {
+                        const bool taken = pair.OfferNext();
+                        refused += taken ? 0 : 1;
+                        refused_in_a_row = taken ? 0 : refused_in_a_row + 1;
+                      },
+                      seconds))
+        << "still offering after " << pair.next - 1 << " messages sent, " << refused << " offers refused";
+    sent = pair.next - 1;
+    ASSERT_NO_FATAL_FAILURE(ReadAgain(pair, sent));
+  }
+};
+
 // ---- connection, order, payloads --------------------------------------------------------------
 
 // Either side may start first; once connected every message arrives once, in order, after
@@ -357,11 +386,9 @@ TEST_P(Contract, EitherStartOrderConnectsAndDeliversInOrderAfterOneNewSession) {
 // max_payload() bytes go through; one byte more is refused with kMessageTooLarge, not sent;
 // an empty payload is delivered as an empty message.
 TEST_P(Contract, MaxPayloadGoesThroughOneByteMoreIsRefusedAndEmptyIsAMessage) {
-  const Configs cfg = Config(2);
   Pair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "big", pair));
-  auto& pub = pair.pub;
-  auto& sub = pair.sub;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(Config(2), "big", pair));
+  auto& [pctx, sctx, pub, sub, seen, next] = pair;
   const std::size_t max = pub->max_payload();
   ASSERT_GT(max, 8u);
   std::vector<std::byte> big(max + 1, std::byte{0x5a});
@@ -434,12 +461,9 @@ TEST_P(Contract, CloseEndsTheStreamAndAReopenIsANewSession) {
 // wait() returns true once a message is there to poll (every mode: an eventfd, a socket or
 // the shm futex), however long the publisher took.
 TEST_P(Contract, WaitWakesWhenAMessageArrives) {
-  const Configs cfg = Config(4);
   Pair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "w", pair));
-  auto& pub = pair.pub;
-  auto& sub = pair.sub;
-  Seen& seen = pair.seen;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(Config(4), "w", pair));
+  auto& [pctx, sctx, pub, sub, seen, next] = pair;
   Drain(*sub, seen);
   std::atomic<bool> woke{false};
   std::atomic<pid_t> waiter_tid{0};
@@ -487,27 +511,21 @@ TEST_P(Contract, ASubscriberThatStopsReadingNeverHoldsALossyPublisherBack) {
                                  .udp = "session_timeout_ms = 600000",
                                  .rdma = "liveness_timeout_ms = 600000",
                                  .pool_slots = 0});
-  Pair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "l", pair));
-  const Seen& seen = pair.seen;
   // The subscriber stops reading; 20,000 more messages (a 64 KiB log laps ~30 times).
-  std::uint64_t back_pressured = 0;
-  const std::uint64_t last = pair.next + 20'000;
-  ASSERT_TRUE(Until([&] { return pair.next >= last; }, [&] { back_pressured += pair.OfferNext() ? 0 : 1; }))
-      << "held back at " << pair.next;
-  const std::uint64_t sent = pair.next - 1;
-  ASSERT_NO_FATAL_FAILURE(ReadAgain(pair, sent));
+  StoppedReader r;
+  ASSERT_NO_FATAL_FAILURE(r.Run(cfg, "l", [](std::uint64_t unread) { return unread >= 20'000; }));
   std::printf(
       "%s/%s: %llu sent while the subscriber did not read (%llu offers back-pressured), %zu received, %llu "
       "reported lost\n",
-      GetParam().transport, GetParam().threading, static_cast<unsigned long long>(sent),
-      static_cast<unsigned long long>(back_pressured), seen.values.size(), static_cast<unsigned long long>(seen.lost));
-  EXPECT_EQ(seen.values.size() + seen.lost, sent);
-  for (std::size_t i = 1; i < seen.values.size(); ++i) {
-    ASSERT_LT(seen.values[i - 1], seen.values[i]) << "order";
+      GetParam().transport, GetParam().threading, static_cast<unsigned long long>(r.sent),
+      static_cast<unsigned long long>(r.refused), r.seen().values.size(),
+      static_cast<unsigned long long>(r.seen().lost));
+  EXPECT_EQ(r.seen().values.size() + r.seen().lost, r.sent);
+  for (std::size_t i = 1; i < r.seen().values.size(); ++i) {
+    ASSERT_LT(r.seen().values[i - 1], r.seen().values[i]) << "order";
   }
   if (shm() && inline_mode()) {
-    EXPECT_EQ(back_pressured, 0u) << "inline lossy shm writes the log itself: it never waits";
+    EXPECT_EQ(r.refused, 0u) << "inline lossy shm writes the log itself: it never waits";
   }
 }
 
@@ -527,23 +545,17 @@ TEST_P(Contract, ASubscriberThatStopsReadingHoldsABackpressurePublisherAndLosesN
                  .udp = "",
                  .rdma = "",
                  .pool_slots = 0});
-  Pair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenAndDeliverOne(cfg, "h", pair));
-  const Seen& seen = pair.seen;
   // The subscriber stops reading: offers until 20,000 in a row are refused (with service()
   // between them), so whatever sits between the two - rings, pollers, queues - is full.
-  std::uint64_t refused_in_a_row = 0;
-  ASSERT_TRUE(Until([&] { return refused_in_a_row >= 20'000; },
-                    [&] { refused_in_a_row = pair.OfferNext() ? 0 : refused_in_a_row + 1; }, 120))
-      << "never held back: " << pair.next - 1 << " offers taken";
-  const std::uint64_t sent = pair.next - 1;
-  ASSERT_NO_FATAL_FAILURE(ReadAgain(pair, sent));
+  StoppedReader r;
+  ASSERT_NO_FATAL_FAILURE(r.Run(
+      cfg, "h", [&r](std::uint64_t) { return r.refused_in_a_row >= 20'000; }, 120));
   std::printf("%s/%s: held back after %llu messages the subscriber did not read; all received\n", GetParam().transport,
-              GetParam().threading, static_cast<unsigned long long>(sent));
-  EXPECT_EQ(seen.lost, 0u);
-  EXPECT_EQ(seen.trace, "NM");
-  ASSERT_EQ(seen.values.size(), sent);
-  for (std::uint64_t i = 0; i < sent; ++i) ASSERT_EQ(seen.values[i], i + 1) << "at " << i;
+              GetParam().threading, static_cast<unsigned long long>(r.sent));
+  EXPECT_EQ(r.seen().lost, 0u);
+  EXPECT_EQ(r.seen().trace, "NM");
+  ASSERT_EQ(r.seen().values.size(), r.sent);
+  for (std::uint64_t i = 0; i < r.sent; ++i) ASSERT_EQ(r.seen().values[i], i + 1) << "at " << i;
 }
 
 // ---- another process dies ----------------------------------------------------------------------
@@ -644,14 +656,9 @@ TEST_P(Contract, AKilledPublisherIsReportedAndARestartIsANewSession) {
 // InvalidArgument naming it; a closed publisher answers kClosed to every call, a closed
 // subscriber polls nothing and does not wait; the same once their context is destroyed.
 TEST_P(Contract, MistakesGetAClearAnswer) {
-  const Configs cfg = Config(10);
   Pair pair;
-  ASSERT_NO_FATAL_FAILURE(OpenConnected(cfg, "e", pair));
-  auto& pub = pair.pub;
-  auto& sub = pair.sub;
-  Seen& seen = pair.seen;
-  std::unique_ptr<Context>& pctx = pair.pctx;
-  std::unique_ptr<Context>& sctx = pair.sctx;
+  ASSERT_NO_FATAL_FAILURE(OpenConnected(Config(10), "e", pair));
+  auto& [pctx, sctx, pub, sub, seen, next] = pair;
   for (const std::string& bad : {std::string(), std::string("a\nb"), std::string("a\0b", 3), std::string(256, 't')}) {
     auto p = pctx->publisher(bad);
     ASSERT_FALSE(p.ok()) << "publisher on a topic of " << bad.size() << " bytes";

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -23,11 +24,17 @@
 namespace pollux::core {
 namespace {
 
-TEST(BufferPoolTest, SlotsAreContiguousAlignedAndDistinct) {
+// The options these tests vary (the rest at their defaults).
+PoolOptions pool_options(std::uint32_t slot_size, std::uint32_t slots, HugePages hugepages) {
   PoolOptions o;
-  o.slot_size = 1000;  // rounded up to 1024
-  o.slots = 256;
-  o.hugepages = HugePages::kAuto;
+  o.slot_size = slot_size;
+  o.slots = slots;
+  o.hugepages = hugepages;
+  return o;
+}
+
+TEST(BufferPoolTest, SlotsAreContiguousAlignedAndDistinct) {
+  PoolOptions o = pool_options(1000, 256, HugePages::kAuto);  // slot size rounded up to 1024
   auto pool = BufferPool::create(o);
   ASSERT_TRUE(pool.ok()) << pool.status();
   BufferPool& p = **pool;
@@ -51,11 +58,7 @@ TEST(BufferPoolTest, SlotsAreContiguousAlignedAndDistinct) {
 }
 
 TEST(BufferPoolTest, CarveHandsOutDisjointRangesAndReportsExhaustion) {
-  PoolOptions o;
-  o.slot_size = 128;
-  o.slots = 100;
-  o.hugepages = HugePages::kOff;
-  auto pool = BufferPool::create(o);
+  auto pool = BufferPool::create(pool_options(128, 100, HugePages::kOff));
   ASSERT_TRUE(pool.ok());
   auto a = (*pool)->carve(60);
   auto b = (*pool)->carve(40);
@@ -69,23 +72,35 @@ TEST(BufferPoolTest, CarveHandsOutDisjointRangesAndReportsExhaustion) {
 }
 
 std::shared_ptr<BufferPool> SmallPool(std::uint32_t slots) {
-  PoolOptions o;
-  o.slot_size = 64;
-  o.slots = slots;
-  o.hugepages = HugePages::kOff;
-  auto pool = BufferPool::create(o);
+  auto pool = BufferPool::create(pool_options(64, slots, HugePages::kOff));
   EXPECT_TRUE(pool.ok()) << pool.status();
   return pool.ok() ? std::shared_ptr<BufferPool>(std::move(*pool)) : nullptr;
 }
 
+// A SmallPool and the ranges carved from it, in the order asked for.
+struct CarvedPool {
+  std::shared_ptr<BufferPool> pool;
+  std::vector<SlotRange> ranges;  // empty when the pool or a carve failed (reported)
+};
+
+CarvedPool small_pool_carved(std::uint32_t slots, std::initializer_list<std::uint32_t> counts) {
+  CarvedPool c{SmallPool(slots), {}};
+  if (c.pool == nullptr) return c;
+  for (const std::uint32_t count : counts) {
+    auto r = c.pool->carve(count);
+    EXPECT_TRUE(r.ok()) << "carve(" << count << "): " << r.status();
+    if (!r.ok()) return {c.pool, {}};
+    c.ranges.push_back(*r);
+  }
+  return c;
+}
+
 TEST(BufferPoolTest, GivenBackRangesCoalesceAndAreCarvedAgain) {
-  auto p = SmallPool(100);
-  ASSERT_NE(p, nullptr);
-  auto a = p->carve(30), b = p->carve(30), c = p->carve(40);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  auto [p, r] = small_pool_carved(100, {30, 30, 40});
+  ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(p->slots_free(), 0u);
-  p->give_back(*a);
-  p->give_back(*c);
+  p->give_back(r[0]);
+  p->give_back(r[2]);
   EXPECT_EQ(p->slots_free(), 70u);
   EXPECT_EQ(p->largest_free_run(), 40u);
   // 50 slots are free but not in one piece: refused, and the message says so.
@@ -94,7 +109,7 @@ TEST(BufferPoolTest, GivenBackRangesCoalesceAndAreCarvedAgain) {
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(big.status().message().find("longest free run is 40"), absl::string_view::npos) << big.status();
   // Giving back the middle joins all three runs into one.
-  p->give_back(*b);
+  p->give_back(r[1]);
   EXPECT_EQ(p->largest_free_run(), 100u);
   auto all = p->carve(100);
   ASSERT_TRUE(all.ok()) << all.status();
@@ -103,12 +118,10 @@ TEST(BufferPoolTest, GivenBackRangesCoalesceAndAreCarvedAgain) {
 }
 
 TEST(BufferPoolTest, FirstFitTakesTheLowestRunThatFits) {
-  auto p = SmallPool(100);
-  ASSERT_NE(p, nullptr);
-  auto a = p->carve(10), b = p->carve(10), c = p->carve(10), d = p->carve(70);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok());
-  p->give_back(*a);  // [0,10)
-  p->give_back(*c);  // [20,30)
+  auto [p, r] = small_pool_carved(100, {10, 10, 10, 70});
+  ASSERT_EQ(r.size(), 4u);
+  p->give_back(r[0]);  // [0,10)
+  p->give_back(r[2]);  // [20,30)
   auto e = p->carve(10);
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->first, 0u);
@@ -119,12 +132,10 @@ TEST(BufferPoolTest, FirstFitTakesTheLowestRunThatFits) {
 }
 
 TEST(BufferPoolTest, GivingBackTwiceOrOutsideThePoolIsRefusedAndCounted) {
-  auto p = SmallPool(100);
-  ASSERT_NE(p, nullptr);
-  auto a = p->carve(20);
-  ASSERT_TRUE(a.ok());
-  p->give_back(*a);
-  p->give_back(*a);                 // twice
+  auto [p, r] = small_pool_carved(100, {20});
+  ASSERT_EQ(r.size(), 1u);
+  p->give_back(r[0]);
+  p->give_back(r[0]);               // twice
   p->give_back(SlotRange{95, 10});  // past the end
   p->give_back(SlotRange{10, 5});   // never carved (free already)
   EXPECT_EQ(p->bad_give_backs(), 3u);
@@ -148,11 +159,9 @@ TEST(BufferPoolTest, AnEndpointOpenedAndClosedForeverNeverUsesThePoolUp) {
 }
 
 TEST(BufferPoolTest, ALeaseOutlivingItsPoolGivesBackNothing) {
-  auto p = SmallPool(16);
-  ASSERT_NE(p, nullptr);
-  auto r = p->carve(8);
-  ASSERT_TRUE(r.ok());
-  SlotLease lease(p.get(), *r);
+  auto [p, r] = small_pool_carved(16, {8});
+  ASSERT_EQ(r.size(), 1u);
+  SlotLease lease(p.get(), r[0]);
   SlotLease moved(std::move(lease));
   EXPECT_EQ(lease.range().count, 0u);
   EXPECT_EQ(moved.range().count, 8u);
@@ -162,11 +171,7 @@ TEST(BufferPoolTest, ALeaseOutlivingItsPoolGivesBackNothing) {
 }
 
 TEST(BufferPoolTest, HugepagesOnFailsClearlyWithoutReservedPages) {
-  PoolOptions o;
-  o.slot_size = 2048;
-  o.slots = 16;
-  o.hugepages = HugePages::kOn;
-  auto pool = BufferPool::create(o);
+  auto pool = BufferPool::create(pool_options(2048, 16, HugePages::kOn));
   if (pool.ok()) {
     EXPECT_TRUE((*pool)->hugepages());  // this host has reserved hugepages
   } else {
@@ -213,11 +218,7 @@ std::string RunWithLowMemlock() {
   if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) return absl::StrCat("setrlimit: ", std::strerror(errno));
   std::string out;
   for (const HugePages h : {HugePages::kOff, HugePages::kAuto}) {
-    PoolOptions o;
-    o.slot_size = 2048;
-    o.slots = 8192;  // 16 MiB, 256 times the limit
-    o.hugepages = h;
-    auto pool = BufferPool::create(o);
+    auto pool = BufferPool::create(pool_options(2048, 8192, h));  // 16 MiB, 256 times the limit
     if (!pool.ok()) return absl::StrCat("pool: ", pool.status().message());
     if ((*pool)->bytes() < (16u << 20)) return "pool smaller than asked";
     absl::StrAppend(&out, "pool ok ", (*pool)->describe(), "; ", VmLckLine(), "; ");

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -77,14 +78,20 @@ class ClockFileTest : public ::testing::Test {
   void write(const CalibrationFile& f) const {
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(&f), sizeof f);
   }
-  // A good calibration file in dir, made by a process of our own.
-  void make_good_file() {
+  // Runs `check` in a child process (a death test) that first starts the clock on `dir`; the
+  // child exits with what `check` returns, which must be 0 (otherwise the number of the check
+  // that failed).
+  void expect_clock_child(const std::function<int()>& check) {
     EXPECT_EXIT(
         {
           Clock::init(dir);
-          _exit(Clock::using_tsc() ? 0 : 1);
+          _exit(check());
         },
         ::testing::ExitedWithCode(0), "");
+  }
+  // A good calibration file in dir, made by a process of our own.
+  void make_good_file() {
+    expect_clock_child([&] { return Clock::using_tsc() ? 0 : 1; });
     ASSERT_EQ(::access(path.c_str(), F_OK), 0) << "no calibration written in " << dir;
   }
   std::string dir, path;
@@ -170,15 +177,12 @@ TEST_F(ClockFileTest, ADriftedPageIsSteppedBackOntoMonotonic) {
     CalibrationFile f = read();
     f.base_ns += off;
     write(f);
-    EXPECT_EXIT(
-        {
-          Clock::init(dir);
-          const std::int64_t err = clock_error_ns();
-          std::fprintf(stderr, "describe: %s, error %lld ns\n", Clock::describe().c_str(), static_cast<long long>(err));
-          if (std::llabs(err) > 200'000) _exit(1);
-          _exit(Clock::describe().find("corrected in place") != std::string::npos ? 0 : 2);
-        },
-        ::testing::ExitedWithCode(0), "");
+    expect_clock_child([&] {
+      const std::int64_t err = clock_error_ns();
+      std::fprintf(stderr, "describe: %s, error %lld ns\n", Clock::describe().c_str(), static_cast<long long>(err));
+      if (std::llabs(err) > 200'000) return 1;
+      return Clock::describe().find("corrected in place") != std::string::npos ? 0 : 2;
+    });
   }
 }
 
@@ -191,28 +195,25 @@ TEST_F(ClockFileTest, ASmallLeadIsSlewedAwayWithoutSteppingBack) {
   const std::uint64_t good_mult = f.mult;
   f.base_ns += 500'000;  // 0.5 ms ahead
   write(f);
-  EXPECT_EXIT(
-      {
-        Clock::init(dir);
-        if (Clock::describe().find("shared calibration") == std::string::npos) _exit(1);
-        // Slewed by ~lead / 1 s: 500 ppm.
-        const double slew = 1 - static_cast<double>(Clock::calibration().mult) / static_cast<double>(good_mult);
-        std::fprintf(stderr, "slew %.6f\n", slew);
-        if (slew < 3e-4 || slew > 7e-4) _exit(2);
-        std::int64_t prev = Clock::now_ns();
-        for (int i = 0; i < 100; ++i) {  // up to 5 s; ~1 s expected
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          const std::int64_t t = Clock::now_ns();
-          if (t < prev) _exit(3);
-          prev = t;
-          Clock::maintain(t);
-          const std::int64_t err = clock_error_ns();
-          const double rate = static_cast<double>(Clock::calibration().mult) / static_cast<double>(good_mult);
-          if (std::llabs(err) < 50'000 && std::fabs(rate - 1) < 1e-4) _exit(0);
-        }
-        _exit(4);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_clock_child([&] {
+    if (Clock::describe().find("shared calibration") == std::string::npos) return 1;
+    // Slewed by ~lead / 1 s: 500 ppm.
+    const double slew = 1 - static_cast<double>(Clock::calibration().mult) / static_cast<double>(good_mult);
+    std::fprintf(stderr, "slew %.6f\n", slew);
+    if (slew < 3e-4 || slew > 7e-4) return 2;
+    std::int64_t prev = Clock::now_ns();
+    for (int i = 0; i < 100; ++i) {  // up to 5 s; ~1 s expected
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const std::int64_t t = Clock::now_ns();
+      if (t < prev) return 3;
+      prev = t;
+      Clock::maintain(t);
+      const std::int64_t err = clock_error_ns();
+      const double rate = static_cast<double>(Clock::calibration().mult) / static_cast<double>(good_mult);
+      if (std::llabs(err) < 50'000 && std::fabs(rate - 1) < 1e-4) return 0;
+    }
+    return 4;
+  });
 }
 
 // Maps the file a second time, as another process would, to rewrite the page under its
@@ -230,67 +231,58 @@ struct SecondMapping {
 
 TEST_F(ClockFileTest, EveryProcessSeesAReanchoringAtOnce) {
   make_good_file();
-  EXPECT_EXIT(
-      {
-        Clock::init(dir);
-        SecondMapping other(path);
-        if (other.page == nullptr) _exit(1);
-        // "Another process" moves the conversion 7 ms ahead.
-        const std::uint32_t s = other.page->seq.load();
-        other.page->seq.store(s + 1);
-        other.page->base_ns.fetch_add(7'000'000);
-        other.page->seq.store(s + 2);
-        const std::int64_t err = clock_error_ns();
-        std::fprintf(stderr, "after the other's write: %lld ns\n", static_cast<long long>(err));
-        if (err < 6'000'000 || err > 8'000'000) _exit(2);
-        // This one corrects it, and the other sees that.
-        if (!Clock::reanchor()) _exit(3);
-        if (std::llabs(clock_error_ns()) > 200'000) _exit(4);
-        if (other.page->base_ns.load() != Clock::calibration().base_ns) _exit(5);
-        _exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_clock_child([&] {
+    SecondMapping other(path);
+    if (other.page == nullptr) return 1;
+    // "Another process" moves the conversion 7 ms ahead.
+    const std::uint32_t s = other.page->seq.load();
+    other.page->seq.store(s + 1);
+    other.page->base_ns.fetch_add(7'000'000);
+    other.page->seq.store(s + 2);
+    const std::int64_t err = clock_error_ns();
+    std::fprintf(stderr, "after the other's write: %lld ns\n", static_cast<long long>(err));
+    if (err < 6'000'000 || err > 8'000'000) return 2;
+    // This one corrects it, and the other sees that.
+    if (!Clock::reanchor()) return 3;
+    if (std::llabs(clock_error_ns()) > 200'000) return 4;
+    if (other.page->base_ns.load() != Clock::calibration().base_ns) return 5;
+    return 0;
+  });
 }
 
 // A writer that died with the sequence lock held: readers fall back to clock_gettime at once
 // (bounded retries, no spin), and the page is taken over once the lock has been held a second.
 TEST_F(ClockFileTest, AWriterThatDiedHalfWayNeitherHangsNorStopsTheClock) {
   make_good_file();
-  EXPECT_EXIT(
-      {
-        Clock::init(dir);
-        SecondMapping other(path);
-        if (other.page == nullptr) _exit(1);
-        other.page->seq.fetch_add(1);  // odd, forever
-        for (int i = 0; i < 1000; ++i) {
-          if (std::llabs(clock_error_ns()) > 200'000) _exit(2);
-        }
-        if (Clock::reanchor()) _exit(3);  // held a moment ago: maybe a live writer
-        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-        if (!Clock::reanchor()) _exit(4);
-        if (other.page->seq.load() % 2 != 0) _exit(5);
-        if (!Clock::using_tsc() || std::llabs(clock_error_ns()) > 200'000) _exit(6);
-        _exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_clock_child([&] {
+    SecondMapping other(path);
+    if (other.page == nullptr) return 1;
+    other.page->seq.fetch_add(1);  // odd, forever
+    for (int i = 0; i < 1000; ++i) {
+      if (std::llabs(clock_error_ns()) > 200'000) return 2;
+    }
+    if (Clock::reanchor()) return 3;  // held a moment ago: maybe a live writer
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    if (!Clock::reanchor()) return 4;
+    if (other.page->seq.load() % 2 != 0) return 5;
+    if (!Clock::using_tsc() || std::llabs(clock_error_ns()) > 200'000) return 6;
+    return 0;
+  });
 }
 
 // Another process truncates the file: the page turns to zeros (no SIGBUS), the clock falls back
 // to clock_gettime, and the next check gives this process a conversion of its own.
 TEST_F(ClockFileTest, ATruncatedPageFallsBackToClockGettime) {
   make_good_file();
-  EXPECT_EXIT(
-      {
-        Clock::init(dir);
-        if (!Clock::using_tsc()) _exit(1);
-        if (::truncate(path.c_str(), 0) != 0) _exit(2);
-        if (std::llabs(clock_error_ns()) > 200'000) _exit(3);
-        if (Clock::using_tsc()) _exit(4);
-        if (!Clock::reanchor() || !Clock::using_tsc()) _exit(5);
-        if (std::llabs(clock_error_ns()) > 200'000) _exit(6);
-        _exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  expect_clock_child([&] {
+    if (!Clock::using_tsc()) return 1;
+    if (::truncate(path.c_str(), 0) != 0) return 2;
+    if (std::llabs(clock_error_ns()) > 200'000) return 3;
+    if (Clock::using_tsc()) return 4;
+    if (!Clock::reanchor() || !Clock::using_tsc()) return 5;
+    if (std::llabs(clock_error_ns()) > 200'000) return 6;
+    return 0;
+  });
 }
 
 // Files of another user, files others may write and links are not trusted at all (and not

@@ -95,17 +95,23 @@ void expect_clean(const Probe& p, const char* what) {
   EXPECT_EQ(p.mutex_locks, 0);
 }
 
-std::string shm_toml(const char* threading) {
-  return absl::StrFormat(R"([runtime]
-name = "%s"
-threading = "%s"
+// The [runtime] table of this file's contexts: `threading`, idle "yield", counters on, and
+// `name` when one is given.
+std::string runtime_toml(const char* threading, const std::string& name = "") {
+  std::string t = "[runtime]\n";
+  if (!name.empty()) t += "name = \"" + name + "\"\n";
+  return t + absl::StrFormat(R"(threading = "%s"
 idle = "yield"
 counters = true
-[shm]
+)",
+                             threading);
+}
+
+std::string shm_toml(const char* threading) {
+  return runtime_toml(threading, testing::unique_name("dp")) + R"([shm]
 log_size = "1MiB"
 flow_control = "backpressure"
-)",
-                         testing::unique_name("dp"), threading);
+)";
 }
 
 // The probes see what they must (otherwise the zeros below would prove nothing).
@@ -158,18 +164,14 @@ TEST(DataPath, ShmDedicatedNoAllocationNoLockOnTheApplicationThread) {
 
 TEST(DataPath, UdpInlineNoAllocationNoLock) {
   const int port = static_cast<int>(testing::UdpPortBlock::Base());  // free, below the ephemeral range
-  auto ctx = make(absl::StrFormat(R"([runtime]
-threading = "inline"
-idle = "yield"
-counters = true
-[transport]
+  auto ctx = make(runtime_toml("inline") + absl::StrFormat(R"([transport]
 kind = "udp"
 [udp]
 address = "127.0.0.1"
 port = %d
 interface = "lo"
 )",
-                                  port));
+                                                           port));
   ASSERT_NE(ctx, nullptr);
   expect_clean(run(*ctx, false), "udp inline");
 }

@@ -300,13 +300,15 @@ class Tree {
     Dir("/proc/irq/51/eth9-tx-0");
   }
 
-  // What the doctor judges, as the kernel shows it (eth9's IRQs 50 and 51: Nic()).
+  // What the doctor judges, as the kernel shows it (eth9's IRQs 50 and 51: Nic()). The defaults
+  // are a host tuned for one poller on CPU 2: isolated nohz_full CPUs, performance governor, IRQs
+  // elsewhere, buffers and hugepages enough.
   struct Tuning {
-    std::string isolated, nohz_full, cmdline, governor;
-    std::string irq50_allowed, irq50_effective, irq51_allowed;
-    long long rmem_max = 0, wmem_max = 0, busy_read = 0, busy_poll = 0;
-    int hugepages_total = 0, hugepages_free = 0;
-    std::string thp;
+    std::string isolated = "2-3", nohz_full = "2-3", cmdline = "isolcpus=2-3 nohz_full=2-3", governor = "performance";
+    std::string irq50_allowed = "0-1", irq50_effective = "0", irq51_allowed = "0-1";
+    long long rmem_max = 4194304, wmem_max = 4194304, busy_read = 50, busy_poll = 50;
+    int hugepages_total = 64, hugepages_free = 64;
+    std::string thp = "always [madvise] never";
   };
   void Tune(const Tuning& k) {
     File("/sys/devices/system/cpu/isolated", k.isolated + "\n");
@@ -339,6 +341,15 @@ std::string WriteConfig(const std::string& name, const std::string& text) {
   return path;
 }
 
+// pollux-doctor --json on the tree `t`, with `shm` as its shm directory and the configuration
+// `text` (in a file named after `name`, removed after the run).
+Out DoctorJsonOnTree(const Tree& t, const std::string& shm, const std::string& name, const std::string& text) {
+  const std::string cfg = WriteConfig(name, text);
+  const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
+  std::remove(cfg.c_str());
+  return o;
+}
+
 // A badly tuned host: isolated and nohz_full CPUs that are not where the pollers go, SMT,
 // powersave, the NIC's receive IRQ on the poller's CPU, rmem_max below udp.socket_rcvbuf, too
 // few hugepages and THP off; a running process whose two pollers share a CPU.
@@ -355,6 +366,8 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
           .irq51_allowed = "0",
           .rmem_max = 212992,
           .wmem_max = 8388608,
+          .busy_read = 0,
+          .busy_poll = 0,
           .hugepages_total = 16,
           .hugepages_free = 4,
           .thp = "always madvise [never]"});
@@ -381,11 +394,9 @@ TEST(DoctorRoot, BadlyTunedHostGetsWarningsWithHints) {
          "900005 (feedapp) R 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 4 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 "
          "0 0 0 0 0 17 0 0 0 0 0 0\n");  // field 39 (processor) = 0
 
-  const std::string cfg = WriteConfig("bad",
-                                      "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
-                                      "[runtime]\npollers = 1\n");
-  const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
-  std::remove(cfg.c_str());
+  const Out o = DoctorJsonOnTree(t, shm, "bad",
+                                 "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
+                                 "[runtime]\npollers = 1\n");
   counters->reset();
   fs::remove_all(shm);
   const Checks c = parse_report(o);
@@ -450,27 +461,12 @@ TEST(DoctorRoot, TunedHostIsOk) {
   Tree t;
   t.Cpus();
   t.Nic();
-  t.Tune({.isolated = "2-3",
-          .nohz_full = "2-3",
-          .cmdline = "isolcpus=2-3 nohz_full=2-3",
-          .governor = "performance",
-          .irq50_allowed = "0-1",
-          .irq50_effective = "0",
-          .irq51_allowed = "0-1",
-          .rmem_max = 4194304,
-          .wmem_max = 4194304,
-          .busy_read = 50,
-          .busy_poll = 50,
-          .hugepages_total = 64,
-          .hugepages_free = 64,
-          .thp = "always [madvise] never"});
+  t.Tune({});  // the defaults: tuned
   const std::string shm = ::testing::TempDir() + "/doctor_shm_empty_" + std::to_string(getpid());
   fs::create_directories(shm);
-  const std::string cfg = WriteConfig("tuned",
-                                      "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
-                                      "busy_poll_us = 50\n[runtime]\npoller_cores = [2]\n");
-  const Out o = Doctor("--json --root " + t.root() + " --shm-dir " + shm + " --config " + cfg);
-  std::remove(cfg.c_str());
+  const Out o = DoctorJsonOnTree(t, shm, "tuned",
+                                 "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\n"
+                                 "busy_poll_us = 50\n[runtime]\npoller_cores = [2]\n");
   fs::remove_all(shm);
   const Checks c = parse_report(o);
   EXPECT_EQ(o.status, 0);
