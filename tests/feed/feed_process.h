@@ -1,21 +1,17 @@
-// build/bin/pollux-feed (or another program) as a child process of a test: its stdout and stderr (interleaved) are
-// collected through a pipe, every wait is bounded (the process is killed when the bound
-// passes, and the test then fails on killed_after_timeout()), and signals can be sent while
-// it runs. Nothing here sleeps for a fixed time: waits poll the pipe until a condition holds.
+// build/bin/pollux-feed (or another program) as a child process of a test, run by
+// testing::spawn (tests/support/process.h): its stdout and stderr (interleaved) are collected
+// through a pipe, every wait is bounded (the process is killed when the bound passes, and the
+// test then fails on killed_after_timeout()), and signals can be sent while it runs. Nothing
+// here sleeps for a fixed time: waits poll the pipe until a condition holds.
 #pragma once
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
-#include <cerrno>
-#include <chrono>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/support/process.h"
 
 namespace pollux::feedtest {
 
@@ -26,110 +22,46 @@ class FeedProcess {
   // holding a port computed from the pid, say) is in place before the program starts.
   explicit FeedProcess(const std::vector<std::string>& args, const std::string& bin = POLLUX_FEED_BIN,
                        const std::function<void(pid_t)>& before_exec = {}) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    int gate[2] = {-1, -1};
-    if (before_exec && pipe(gate) != 0) return;
     std::vector<std::string> argv = {bin};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> av;
-    for (std::string& s : argv) av.push_back(s.data());
-    av.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      if (gate[0] >= 0) {
-        close(gate[1]);
-        char c;
-        while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
-        }
-        close(gate[0]);
-      }
-      execv(av[0], av.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    fd_ = fds[0];
-    if (gate[0] >= 0) {
-      close(gate[0]);
-      if (pid_ > 0) before_exec(pid_);
-      close(gate[1]);  // the child's read returns (0 bytes): it execs
-    }
+    testing::SpawnOptions o;
+    o.merge_stderr = true;
+    o.before_exec = before_exec;
+    child_ = testing::spawn(argv, o);
   }
   FeedProcess(const FeedProcess&) = delete;
   FeedProcess& operator=(const FeedProcess&) = delete;
-  ~FeedProcess() {
-    if (pid_ > 0 && !reaped_) {
-      kill(pid_, SIGKILL);
-      Reap();
-    }
-    if (fd_ >= 0) close(fd_);
-  }
 
   // Reads output until `done(output())` holds (true), or the process closed its output or
   // `seconds` passed (false).
   bool WaitForOutput(const std::function<bool(const std::string&)>& done, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!done(out_)) {
-      if (eof_ || std::chrono::steady_clock::now() > deadline) return done(out_);
-      ReadSome(100);
-    }
-    return true;
+    return child_.wait_for_output(done, seconds);
   }
 
-  void Signal(int sig) const {
-    if (pid_ > 0 && !reaped_) kill(pid_, sig);
-  }
+  void Signal(int sig) const { child_.signal(sig); }
 
-  // Reads the rest of the output and reaps the process, killing it after `seconds`.
-  // Returns the exit status, or 128 + the signal that ended it.
+  // Reads the rest of the output (until the process closes it) and reaps the process, killing
+  // it after `seconds` (the output then ends with a line saying so). Returns the exit status,
+  // or 128 + the signal that ended it (SIGKILL after a timeout).
   int Wait(int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!eof_) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid_, SIGKILL);
-        killed_ = true;
-        out_ += "\n[test: killed after timeout]\n";
-        break;
-      }
-      ReadSome(100);
+    child_.wait_for_output([](const std::string&) { return false; }, seconds);
+    if (child_.read_some(0)) {  // the output is still open: the bound passed
+      child_.kill_now();
+      killed_ = true;
+      child_.output += "\n[test: killed after timeout]\n";
+      return child_.exit_code();
     }
-    Reap();
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+    // Closed: the process is exiting (bounded all the same, should it linger).
+    return child_.wait(seconds);
   }
 
-  const std::string& output() const { return out_; }
-  bool killed_after_timeout() const { return killed_; }
-  pid_t pid() const { return pid_; }
+  const std::string& output() const { return child_.output; }
+  bool killed_after_timeout() const { return killed_ || child_.killed_after_timeout(); }
+  pid_t pid() const { return child_.pid; }
 
  private:
-  void ReadSome(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return;
-    char buf[4096];
-    const ssize_t n = read(fd_, buf, sizeof buf);
-    if (n > 0) {
-      out_.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0) {
-      eof_ = true;
-    }
-  }
-  void Reap() {
-    if (reaped_ || pid_ <= 0) return;
-    waitpid(pid_, &status_, 0);
-    reaped_ = true;
-  }
-
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string out_;
-  bool eof_ = false;
+  testing::Child child_;
   bool killed_ = false;
-  bool reaped_ = false;
-  int status_ = 0;
 };
 
 // pollux-feed replaying the capture `pcap` (feed.source = "pcap", one subscriber thread) with
@@ -159,14 +91,8 @@ inline PcapReplay RunPcapReplay(const std::string& pcap, const std::string& out,
   PcapReplay r;
   r.rc = p.Wait(300);
   r.out = p.output();
-  auto slurp = [](const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  r.json = slurp(out + ".json");
-  r.books = slurp(out + ".books");
+  r.json = testing::read_file(out + ".json");
+  r.books = testing::read_file(out + ".books");
   return r;
 }
 
