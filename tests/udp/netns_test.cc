@@ -121,16 +121,21 @@ class Peer {
   Child c_;
 };
 
+// A session timeout no starved process reaches on a loaded host, for the tests that are not about
+// a dead peer: with the short one, a publisher descheduled for a second is reported dead and
+// its subscribers lose the rest of the session.
+constexpr int kLongSessionTimeoutMs = 60'000;
+
 // Config of a peer in namespace `host` (eth0 = 10.77.0.<index>).
-std::string write_config(const std::string& name, const std::string& extra) {
+std::string write_config(const std::string& name, const std::string& extra, int session_timeout_ms) {
   const std::string path = g_dir + "/" + name + ".toml";
   std::FILE* f = std::fopen(path.c_str(), "w");
   std::fprintf(f,
                "[runtime]\nthreading = \"inline\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
                "[transport]\nkind = \"udp\"\n"
                "[udp]\naddress = \"%s\"\nport = %d\ninterface = \"eth0\"\nttl = 1\n"
-               "session_timeout_ms = 1000\nlinger_ms = 1000\n%s\n",
-               name.c_str(), kGroup, kPort, extra.c_str());
+               "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
+               name.c_str(), kGroup, kPort, session_timeout_ms, extra.c_str());
   std::fclose(f);
   return path;
 }
@@ -141,8 +146,10 @@ struct Configs {
   std::string pub, s1, s2;
 };
 Configs write_configs(const std::string& tag, const std::string& pub_extra, const std::string& s1_extra,
-                      const std::string& s2_extra) {
-  return {write_config("pub" + tag, pub_extra), write_config("s1" + tag, s1_extra), write_config("s2" + tag, s2_extra)};
+                      const std::string& s2_extra, int session_timeout_ms = kLongSessionTimeoutMs) {
+  return {write_config("pub" + tag, pub_extra, session_timeout_ms),
+          write_config("s1" + tag, s1_extra, session_timeout_ms),
+          write_config("s2" + tag, s2_extra, session_timeout_ms)};
 }
 
 // A peer's command line on stream "md": ROLE --config CFG --topic md, then `more`.
@@ -299,7 +306,8 @@ TEST_F(UdpNetns, SubscriberKilledAndRestartedJoinsLiveAndReportsWhatItMissed) {
 TEST_F(UdpNetns, PublisherRestartedSubscribersFollowTheNewSession) {
   loss("s1", 2);
   loss("s2", 2);
-  const Configs cfg = write_configs("-r", "coalesce_us = 20", "max_sessions = 2", "max_sessions = 2");
+  // A 1 s session timeout: the killed publisher's session is reported dead within the test.
+  const Configs cfg = write_configs("-r", "coalesce_us = 20", "max_sessions = 2", "max_sessions = 2", 1000);
   Peer s1("s1", md_args("sub", cfg.s1, {"--until-end", "--timeout", "60"}));
   Peer s2("s2", md_args("sub", cfg.s2, {"--until-end", "--timeout", "60"}));
   auto joined = [](int n) {
