@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "absl/flags/reflection.h"
-#include "common/cli.h"
+#include "pollux/cli.h"
 
 namespace pollux::examples {
 
@@ -17,7 +17,7 @@ std::string dashed(std::string name) {
 void usage_error(std::string_view program, std::string_view message) {
   std::fprintf(stderr, "%.*s: %.*s (see --help)\n", static_cast<int>(program.size()), program.data(),
                static_cast<int>(message.size()), message.data());
-  std::exit(kUsageExit);
+  std::exit(cli::kUsageExit);
 }
 
 namespace {
@@ -44,7 +44,7 @@ void print_help(const AbslFlagsProgram& p) {
 [[noreturn]] void reject_argument(const AbslFlagsProgram& p, std::string_view arg) {
   std::vector<std::string> candidates{"--help", "--version"};
   for (const char* k : p.flags) candidates.push_back("--" + shown_name(p, k));
-  const std::string m = unknown_flag_message(arg, candidates);
+  const std::string m = cli::unknown_flag_message(arg, candidates);
   usage_error(p.name, m.substr(0, m.rfind(" (see --help)")));
 }
 
@@ -58,7 +58,7 @@ void parse_absl_flags(int argc, char** argv, const AbslFlagsProgram& p) {
       std::exit(0);
     }
     if (a == "--version") {
-      std::printf("%s %s\n", p.name, version());
+      std::printf("%s %s\n", p.name, cli::version());
       std::exit(0);
     }
   }

@@ -1,7 +1,7 @@
-// The examples' command-line conventions (common/cli.h) for a program whose flags are
-// absl::flags: Abseil's own ParseCommandLine exits 1 and knows only underscored names, while
-// every Pollux program takes "--flag value" and "--flag=value", exits 64 on a usage error and
-// answers a typo with a suggestion.
+// Pollux's command-line conventions (pollux/cli.h) for a program whose flags are absl::flags:
+// Abseil's own ParseCommandLine exits 1 and knows only underscored names, while every Pollux
+// program takes "--flag value" and "--flag=value", exits 64 on a usage error and answers a typo
+// with a suggestion.
 #pragma once
 
 #include <string>

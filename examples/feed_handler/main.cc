@@ -31,13 +31,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/cli.h"
 #include "feed_handler/book/feed_subscriber.h"
 #include "feed_handler/config/feed_config.h"
 #include "feed_handler/output/summary.h"
 #include "feed_handler/publish/feed_publisher.h"
 #include "feed_handler/source/source.h"
 #include "itch/report.h"
+#include "pollux/cli.h"
 #include "pollux/pollux.h"
 
 namespace pollux::feed {
@@ -129,18 +129,6 @@ void install_signal_handlers(bool subscriber_child) {
   sigaction(SIGPIPE, &ign, nullptr);
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-  }
-  return "a signal";
-}
-
 void fail(const std::string& msg) { std::fprintf(stderr, "pollux-feed: %s\n", msg.c_str()); }
 
 absl::StatusOr<Args> parse_args(int argc, char** argv) {
@@ -166,7 +154,7 @@ absl::StatusOr<Args> parse_args(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (const int rc = examples::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
+    if (const int rc = cli::handle_standard_flag(arg, "pollux-feed", kUsage); rc >= 0) {
       std::exit(rc);  // --help, --version
     } else if (arg == "--config" || arg == "--itch" || arg == "--set" || arg == "--book-out" || arg == "--counts-out" ||
                arg == "--summary-json" || arg == "--role") {
@@ -204,7 +192,7 @@ absl::StatusOr<Args> parse_args(int argc, char** argv) {
     } else if (arg == "--report-fd") {
       s = take_int(&a.report_fd);
     } else {
-      return absl::InvalidArgumentError(examples::unknown_flag_message(argv[i], examples::flags_in(kUsage)));
+      return absl::InvalidArgumentError(cli::unknown_flag_message(argv[i], cli::flags_in(kUsage)));
     }
     if (!s.ok()) return s;
   }
@@ -525,14 +513,9 @@ absl::StatusOr<PublisherSide> open_publisher_side(const LoadedConfig& cfg) {
   return side;
 }
 
-int run_pub(const Args& a, const LoadedConfig& cfg) {
-  absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
-  if (!side.ok()) {
-    fail(std::string(side.status().message()));
-    return 2;
-  }
-  std::unique_ptr<Source>& src = side->src;
-  std::unique_ptr<FeedPublisher>& pub = side->pub;
+int run_pub(const Args& a, const LoadedConfig& cfg, PublisherSide& side) {
+  std::unique_ptr<Source>& src = side.src;
+  std::unique_ptr<FeedPublisher>& pub = side.pub;
   if (!a.quiet) {
     std::fprintf(stderr, "pollux-feed: %s ready; waiting for subscribers on %d stream(s) \"%s.*\"\n",
                  src->live() ? src->name().c_str() : absl::StrCat(commas(src->messages), " messages").c_str(),
@@ -562,18 +545,13 @@ int run_pub(const Args& a, const LoadedConfig& cfg) {
   return r->stopped ? 1 : 0;
 }
 
-int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg) {
+int run_all(int argc, char** argv, const Args& a, const LoadedConfig& cfg, PublisherSide& side) {
   const FeedConfig& fc = cfg.feed;
   const std::uint32_t nsubs = fc.subscribers;
   const bool processes = fc.subscriber_mode == SubscriberMode::kProcess;
-  absl::StatusOr<PublisherSide> side = open_publisher_side(cfg);
-  if (!side.ok()) {
-    fail(std::string(side.status().message()));
-    return 2;
-  }
-  std::unique_ptr<Source>& src = side->src;
-  std::unique_ptr<Context>& ctx = side->ctx;
-  std::unique_ptr<FeedPublisher>& pub = side->pub;
+  std::unique_ptr<Source>& src = side.src;
+  std::unique_ptr<Context>& ctx = side.ctx;
+  std::unique_ptr<FeedPublisher>& pub = side.pub;
 
   std::vector<RoleProgress> thread_progress(processes ? 0 : nsubs);
   SharedProgress shared;
@@ -726,7 +704,7 @@ int run_main(int argc, char** argv) {
   absl::StatusOr<Args> args = parse_args(argc, argv);
   if (!args.ok()) {
     fail(std::string(args.status().message()));
-    return examples::kUsageExit;  // a bad command line: 64, as every Pollux program
+    return cli::kUsageExit;  // a bad command line: 64, as every Pollux program
   }
   const Args& a = *args;
   // First: reading a configuration may block (a FIFO), and a signal must end that too.
@@ -743,19 +721,20 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   int rc = 2;
-  switch (a.role) {
-    case Role::kAll:
-      rc = run_all(argc, argv, a, *cfg);
-      break;
-    case Role::kPub:
-      rc = run_pub(a, *cfg);
-      break;
-    case Role::kSub:
-      rc = run_sub(a, *cfg);
-      break;
+  if (a.role == Role::kSub) {
+    rc = run_sub(a, *cfg);
+  } else {
+    // The publishing roles (pub, all) open the same side first: the source, the context, the
+    // publisher; a failure there is a configuration error (2).
+    absl::StatusOr<PublisherSide> side = open_publisher_side(*cfg);
+    if (!side.ok()) {
+      fail(std::string(side.status().message()));
+    } else {
+      rc = a.role == Role::kAll ? run_all(argc, argv, a, *cfg, *side) : run_pub(a, *cfg, *side);
+    }
   }
   if (const int sig = g_signal.load(std::memory_order_relaxed); sig != 0 && a.report_fd < 0) {
-    fail(absl::StrCat("stopped by ", signal_name(sig)));
+    fail(absl::StrCat("stopped by ", cli::signal_name(sig)));
     if (rc == 0) rc = 1;
   }
   return rc;

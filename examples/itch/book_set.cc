@@ -80,34 +80,27 @@ void BookSet::take_shares(Order* o, uint32_t shares) noexcept {
   }
 }
 
-void BookSet::execute(uint64_t ref, uint32_t shares) noexcept {
+void BookSet::reduce(uint64_t ref, uint32_t shares, bool whole, uint64_t BookStats::*unknown,
+                     uint64_t BookStats::*applied) noexcept {
   Order* o = orders_.find(ref);
   if (o == nullptr) [[unlikely]] {
-    ++stats_.unknown_execute;
+    ++(stats_.*unknown);
     return;
   }
-  take_shares(o, shares);
-  ++stats_.executions;
+  take_shares(o, whole ? o->shares : shares);
+  ++(stats_.*applied);
+}
+
+void BookSet::execute(uint64_t ref, uint32_t shares) noexcept {
+  reduce(ref, shares, false, &BookStats::unknown_execute, &BookStats::executions);
 }
 
 void BookSet::cancel(uint64_t ref, uint32_t shares) noexcept {
-  Order* o = orders_.find(ref);
-  if (o == nullptr) [[unlikely]] {
-    ++stats_.unknown_cancel;
-    return;
-  }
-  take_shares(o, shares);
-  ++stats_.cancels;
+  reduce(ref, shares, false, &BookStats::unknown_cancel, &BookStats::cancels);
 }
 
 void BookSet::delete_order(uint64_t ref) noexcept {
-  Order* o = orders_.find(ref);
-  if (o == nullptr) [[unlikely]] {
-    ++stats_.unknown_delete;
-    return;
-  }
-  take_shares(o, o->shares);
-  ++stats_.deletes;
+  reduce(ref, 0, true, &BookStats::unknown_delete, &BookStats::deletes);
 }
 
 void BookSet::replace(const OrderReplace& m) noexcept {

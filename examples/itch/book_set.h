@@ -149,6 +149,10 @@ class BookSet {
   [[gnu::always_inline]] inline void cancel(uint64_t ref, uint32_t shares) noexcept;
   [[gnu::always_inline]] inline void delete_order(uint64_t ref) noexcept;
   [[gnu::always_inline]] inline void replace(const OrderReplace& m) noexcept;
+  // Takes `shares` (every share left when `whole`) off order `ref` and counts the message in
+  // stats_.*applied; an order that is not live is counted in stats_.*unknown instead.
+  [[gnu::always_inline]] inline void reduce(uint64_t ref, uint32_t shares, bool whole, uint64_t BookStats::*unknown,
+                                            uint64_t BookStats::*applied) noexcept;
   // Takes `shares` off live order `o` (removing it when none are left).
   [[gnu::always_inline]] inline void take_shares(Order* o, uint32_t shares) noexcept;
 

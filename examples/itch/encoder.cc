@@ -15,6 +15,24 @@ void put_alpha(uint8_t* p, std::string_view s, size_t width) {
   std::memset(p + n, ' ', width - n);
 }
 
+// Bytes 11-35 of an Add Order ('A'), an Add Order with MPID ('F') and a Trade ('P'): the three
+// lay out the order the same way.
+void put_order(uint8_t* p, uint64_t order_reference, char side, uint32_t shares, std::string_view stock,
+               uint32_t price) {
+  store_be64(p + 11, order_reference);
+  p[19] = static_cast<uint8_t>(side);
+  store_be32(p + 20, shares);
+  put_alpha(p + 24, stock, 8);
+  store_be32(p + 32, price);
+}
+
+// Bytes 11-30 of an Order Executed ('E') and an Order Executed With Price ('C').
+void put_execution(uint8_t* p, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
+  store_be64(p + 11, order_reference);
+  store_be32(p + 19, shares);
+  store_be64(p + 23, match_number);
+}
+
 }  // namespace
 
 uint8_t* Encoder::begin(char type, const Header& h) {
@@ -69,37 +87,25 @@ void Encoder::append_stock_trading_action(const Header& h, std::string_view stoc
 void Encoder::append_add_order(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                                std::string_view stock, uint32_t price) {
   uint8_t* p = begin('A', h);
-  store_be64(p + 11, order_reference);
-  p[19] = static_cast<uint8_t>(side);
-  store_be32(p + 20, shares);
-  put_alpha(p + 24, stock, 8);
-  store_be32(p + 32, price);
+  put_order(p, order_reference, side, shares, stock, price);
 }
 
 void Encoder::append_add_order_mpid(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                                     std::string_view stock, uint32_t price, std::string_view attribution) {
   uint8_t* p = begin('F', h);
-  store_be64(p + 11, order_reference);
-  p[19] = static_cast<uint8_t>(side);
-  store_be32(p + 20, shares);
-  put_alpha(p + 24, stock, 8);
-  store_be32(p + 32, price);
+  put_order(p, order_reference, side, shares, stock, price);
   put_alpha(p + 36, attribution, 4);
 }
 
 void Encoder::append_order_executed(const Header& h, uint64_t order_reference, uint32_t shares, uint64_t match_number) {
   uint8_t* p = begin('E', h);
-  store_be64(p + 11, order_reference);
-  store_be32(p + 19, shares);
-  store_be64(p + 23, match_number);
+  put_execution(p, order_reference, shares, match_number);
 }
 
 void Encoder::append_order_executed_with_price(const Header& h, uint64_t order_reference, uint32_t shares,
                                                uint64_t match_number, char printable, uint32_t price) {
   uint8_t* p = begin('C', h);
-  store_be64(p + 11, order_reference);
-  store_be32(p + 19, shares);
-  store_be64(p + 23, match_number);
+  put_execution(p, order_reference, shares, match_number);
   p[31] = static_cast<uint8_t>(printable);
   store_be32(p + 32, price);
 }
@@ -127,11 +133,7 @@ void Encoder::append_order_replace(const Header& h, uint64_t original_order_refe
 void Encoder::append_trade(const Header& h, uint64_t order_reference, char side, uint32_t shares,
                            std::string_view stock, uint32_t price, uint64_t match_number) {
   uint8_t* p = begin('P', h);
-  store_be64(p + 11, order_reference);
-  p[19] = static_cast<uint8_t>(side);
-  store_be32(p + 20, shares);
-  put_alpha(p + 24, stock, 8);
-  store_be32(p + 32, price);
+  put_order(p, order_reference, side, shares, stock, price);
   store_be64(p + 36, match_number);
 }
 

@@ -194,21 +194,35 @@ class Packet {
   const uint8_t* blocks_ = nullptr;
 };
 
-// Parses and validates one downstream packet (the whole datagram). With `expected`, a
-// header naming another session is kWrongSession (the body is then not looked at).
-[[nodiscard]] inline Packet parse_packet(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
-  Packet r;
-  // A datagram is far below 4 GiB; clamp so a huge span cannot wrap the 32-bit offsets.
+namespace detail {
+// The 20 bytes a downstream packet and a request both start with (session, sequence number, a
+// count: PacketHeaderWire and RequestWire lay them out alike) into a Packet or a Request `r`.
+// Sets r.size to packet.size() (clamped: a datagram is far below 4 GiB, so a huge span cannot
+// wrap the 32-bit offsets); a packet shorter than kMinSize is kTooShort and nothing is read.
+template <size_t kMinSize, typename Parsed>
+[[nodiscard]] inline bool read20(std::span<const uint8_t> packet, Parsed& r) noexcept {
+  static_assert(kMinSize >= kPacketHeaderSize, "the 20 bytes are read once the size is checked");
   const size_t size = packet.size();
   r.size = static_cast<uint32_t>(std::min<size_t>(size, std::numeric_limits<uint32_t>::max()));
-  if (size < kPacketHeaderSize) {
+  if (size < kMinSize) {
     r.error = Error::kTooShort;
-    return r;
+    return false;
   }
   const uint8_t* const p = packet.data();
   r.session = Session::from_wire(reinterpret_cast<const char*>(p));
   r.sequence = load_be64(p + offsetof(PacketHeaderWire, sequence_number));
   r.count = load_be16(p + offsetof(PacketHeaderWire, message_count));
+  return true;
+}
+}  // namespace detail
+
+// Parses and validates one downstream packet (the whole datagram). With `expected`, a
+// header naming another session is kWrongSession (the body is then not looked at).
+[[nodiscard]] inline Packet parse_packet(std::span<const uint8_t> packet, const Session* expected = nullptr) noexcept {
+  Packet r;
+  if (!detail::read20<kPacketHeaderSize>(packet, r)) return r;
+  const size_t size = packet.size();
+  const uint8_t* const p = packet.data();
   r.kind = r.count == kHeartbeatCount      ? Kind::kHeartbeat
            : r.count == kEndOfSessionCount ? Kind::kEndOfSession
                                            : Kind::kData;
@@ -296,17 +310,8 @@ struct Request {
 [[nodiscard]] inline Request parse_request(std::span<const uint8_t> packet,
                                            const Session* expected = nullptr) noexcept {
   Request r;
-  const size_t size = packet.size();
-  r.size = static_cast<uint32_t>(std::min<size_t>(size, std::numeric_limits<uint32_t>::max()));
-  if (size < kRequestSize) {
-    r.error = Error::kTooShort;
-    return r;
-  }
-  const uint8_t* const p = packet.data();
-  r.session = Session::from_wire(reinterpret_cast<const char*>(p));
-  r.sequence = load_be64(p + offsetof(RequestWire, sequence_number));
-  r.count = load_be16(p + offsetof(RequestWire, requested_message_count));
-  if (size != kRequestSize) {
+  if (!detail::read20<kRequestSize>(packet, r)) return r;
+  if (packet.size() != kRequestSize) {
     r.error = Error::kTrailingBytes;
   } else if (expected != nullptr && r.session != *expected) {
     r.error = Error::kWrongSession;

@@ -65,14 +65,13 @@ struct ParseResult {
 namespace detail {
 [[nodiscard]] inline ParseResult fail(ParseError e, uint64_t offset, uint64_t messages, uint8_t type, uint32_t length,
                                       uint64_t available) {
-  ParseResult r;
-  r.error = e;
-  r.offset = offset;
-  r.messages = messages;
-  r.type = type;
-  r.length = length;
-  r.available = available;
-  return r;
+  return ParseResult{.error = e,
+                     .offset = offset,
+                     .messages = messages,
+                     .type = type,
+                     .length = length,
+                     .available = available,
+                     .framed = true};
 }
 [[nodiscard]] inline ParseResult done(uint64_t offset, uint64_t messages) {
   ParseResult r;

@@ -10,8 +10,10 @@
 // the variables; the programs that keep a hand-written parser use the free functions below
 // (handle_standard_flag, unknown_flag) so their messages and exit statuses are the same.
 //
-// This is a tools library: it depends on Abseil and the standard library only (no Pollux layer,
-// no transport), so a program links it without pulling anything else in.
+// The conventions themselves (kUsageExit, version, flags_in, closest, unknown_flag_message,
+// handle_standard_flag, signal_name) are public, pollux/cli.h, so an application - the examples
+// among them - follows them too; this tools library adds the parsers on top, over the standard
+// library and that header only (no Pollux layer, no transport).
 #pragma once
 
 #include <cerrno>
@@ -25,24 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "pollux/cli.h"
+
 namespace pollux::cli {
-
-inline constexpr int kUsageExit = 64;  // EX_USAGE
-
-// The project version the binaries were built from (CMake's PROJECT_VERSION, e.g. "0.1.0").
-const char* version();
-
-// Every "--name" (letters, digits, '-', '_') that `help` mentions, in order, without repeats:
-// the candidates for a "did you mean" hint of a program whose help text lists its flags.
-std::vector<std::string> flags_in(std::string_view help);
-
-// The candidate closest to `flag` (edit distance, at most about a third of its length), or ""
-// when none is close. "--cuont" -> "--count".
-std::string closest(std::string_view flag, const std::vector<std::string>& candidates);
-
-// "unknown flag '--cuont'; did you mean '--count'? (see --help)" ("=value" is not repeated;
-// without a close candidate the hint is left out). A bare word gets "unexpected argument".
-std::string unknown_flag_message(std::string_view arg, const std::vector<std::string>& candidates);
 
 // Prints "<program>: <message>" to stderr and returns kUsageExit. `message` should end with
 // "(see --help)"; unknown_flag_message's does.
@@ -52,13 +39,9 @@ int usage_error(std::string_view program, std::string_view message);
 // `help`) and returns kUsageExit.
 int unknown_flag(std::string_view program, std::string_view arg, std::string_view help);
 
-// For a program with its own parser, called with each argument: -h/--help prints `help` to
-// stdout and returns 0; --version prints "<program> <version>" and returns 0; anything else
-// returns -1 (go on parsing).
-int handle_standard_flag(std::string_view arg, std::string_view program, std::string_view help);
-
-// The same over the whole command line before parsing: --help or --version anywhere wins (so
-// `prog --count x --help` prints the help, not an error). Stops at "--".
+// handle_standard_flag (pollux/cli.h) over the whole command line before parsing: --help or
+// --version anywhere wins (so `prog --count x --help` prints the help, not an error). Stops at
+// "--".
 int handle_standard_flags(int argc, char** argv, std::string_view program, std::string_view help);
 
 // ---- Hand-written parsers -------------------------------------------------------------------------

@@ -107,16 +107,6 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-  }
-  return "a signal";
-}
-
 constexpr char kHelp[] = R"(usage: pollux-latency [options]
 
 Measures where the time of a message goes: a traced ping-pong (or, with --rate, a fixed-rate
@@ -1040,7 +1030,7 @@ bool OfferRetry(pollux::Publisher& pub, const void* data, std::size_t len, AppId
 
 // The pong process's own stop (SIGTERM: sent to it, or its parent died): reported as its error.
 int PongStopped(Shared* sh) {
-  if (g_stop_signal != 0) SetError(sh, absl::StrCat("pong side: stopped by ", signal_name(g_stop_signal)));
+  if (g_stop_signal != 0) SetError(sh, absl::StrCat("pong side: stopped by ", cli::signal_name(g_stop_signal)));
   return 3;
 }
 
@@ -1166,7 +1156,7 @@ int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh,
     }
   }
   if (g_stop_signal != 0) {
-    std::snprintf(sh->error, sizeof sh->error, "pong side: stopped by %s", signal_name(g_stop_signal));
+    std::snprintf(sh->error, sizeof sh->error, "pong side: stopped by %s", cli::signal_name(g_stop_signal));
   } else if (!err.empty() && err != kInterrupted) {
     std::snprintf(sh->error, sizeof sh->error, "pong side: %s", err.c_str());
   }
@@ -1812,7 +1802,7 @@ std::string RunJson(const Options& o, const RunResult& r, const PointNotes& note
                         r.send_completion_missing);
   if (r.interrupted) {
     absl::StrAppendFormat(&out, ", \"interrupted\": {\"signal\": %s, \"completed\": %u, \"planned\": %u}",
-                          json_string(signal_name(g_stop_signal)), r.completed, r.planned);
+                          json_string(cli::signal_name(g_stop_signal)), r.completed, r.planned);
   }
   if (o.rate > 0) {
     absl::StrAppendFormat(&out, ", \"sent\": %u, \"received\": %u, \"lost\": %u, \"gaps\": %u", r.sent, r.received,
@@ -1863,7 +1853,8 @@ std::string RunTable(const Options& o, const RunResult& r, const PointNotes& not
     absl::StrAppendFormat(&out,
                           "interrupted by %s after %u of the %u %s planned (warm-up included): the figures above "
                           "are those measured until then\n",
-                          signal_name(g_stop_signal), r.completed, r.planned, o.rate > 0 ? "messages" : "round trips");
+                          cli::signal_name(g_stop_signal), r.completed, r.planned,
+                          o.rate > 0 ? "messages" : "round trips");
   }
   return out;
 }
@@ -2226,7 +2217,7 @@ int Main(int argc, char** argv) {
   auto stopped = [](const std::string& what) {
     std::fflush(stdout);
     std::fprintf(stderr, "pollux-latency: stopped by %s%s; the pong process was reaped and the run's files removed\n",
-                 signal_name(g_stop_signal), what.c_str());
+                 cli::signal_name(g_stop_signal), what.c_str());
     return 128 + g_stop_signal;
   };
   // One calibration for both processes of every run: made here, inherited by fork.
@@ -2399,8 +2390,8 @@ int Main(int argc, char** argv) {
     json += "]";
     if (interrupted) {
       absl::PrintF("\ninterrupted by %s: the A/B tables above hold the pairs complete by then\n",
-                   signal_name(g_stop_signal));
-      absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(signal_name(g_stop_signal)));
+                   cli::signal_name(g_stop_signal));
+      absl::StrAppendFormat(&json, ", \"interrupted\": {\"signal\": %s}", json_string(cli::signal_name(g_stop_signal)));
     }
     json += "}\n";
     if (!interrupted && !o.plot_dir.empty() && !WritePlots(o, title, plots)) rc = 1;

@@ -77,16 +77,15 @@ absl::Status FeedSubscriber::run(RoleProgress* progress, const std::atomic<bool>
 }
 
 void FeedSubscriber::merge() {
+  // The counters of the whole are the sums of the parts'.
+  static constexpr std::uint64_t SubscribeResult::*kSummed[] = {&SubscribeResult::messages, &SubscribeResult::frames,
+                                                                &SubscribeResult::bytes,    &SubscribeResult::gaps,
+                                                                &SubscribeResult::lost,     &SubscribeResult::overruns};
   SubscribeResult& r = result_;
   r = std::move(parts_[0].result);
   for (std::size_t t = 1; t < parts_.size(); ++t) {
     SubscribeResult& p = parts_[t].result;
-    r.messages += p.messages;
-    r.frames += p.frames;
-    r.bytes += p.bytes;
-    r.gaps += p.gaps;
-    r.lost += p.lost;
-    r.overruns += p.overruns;
+    for (std::uint64_t SubscribeResult::*m : kSummed) r.*m += p.*m;
     if (r.malformed == 0) r.first_malformed = p.first_malformed;
     r.malformed += p.malformed;
     r.ended += p.ended;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -224,50 +226,85 @@ SubscriberReport make_report(std::uint32_t index, std::int64_t pid, const Subscr
   return s;
 }
 
-// One "key=value" line per field, then "detail:" and the detail text up to the end.
+namespace {
+
+// One field of a subscriber report, as serialize() writes it ("key=value") and parse_report()
+// reads it back; `decimals`: a double's digits after the point.
+struct ReportField {
+  const char* key;
+  std::variant<std::uint32_t SubscriberReport::*, std::int64_t SubscriberReport::*, std::uint64_t SubscriberReport::*,
+               double SubscriberReport::*, bool SubscriberReport::*, std::string SubscriberReport::*>
+      member;
+  int decimals = 0;
+};
+
+// In the order serialize() writes them; a field's key is its member's name.
+#define POLLUX_REPORT_FIELD(name, ...) \
+  ReportField { #name, &SubscriberReport::name __VA_OPT__(, ) __VA_ARGS__ }
+const ReportField kReportFields[] = {POLLUX_REPORT_FIELD(index),
+                                     POLLUX_REPORT_FIELD(pid),
+                                     POLLUX_REPORT_FIELD(error),
+                                     POLLUX_REPORT_FIELD(messages),
+                                     POLLUX_REPORT_FIELD(frames),
+                                     POLLUX_REPORT_FIELD(bytes),
+                                     POLLUX_REPORT_FIELD(gaps),
+                                     POLLUX_REPORT_FIELD(lost),
+                                     POLLUX_REPORT_FIELD(overruns),
+                                     POLLUX_REPORT_FIELD(malformed),
+                                     POLLUX_REPORT_FIELD(first_malformed),
+                                     POLLUX_REPORT_FIELD(ended),
+                                     POLLUX_REPORT_FIELD(died),
+                                     POLLUX_REPORT_FIELD(stopped),
+                                     POLLUX_REPORT_FIELD(seconds, 9),
+                                     POLLUX_REPORT_FIELD(cpu_seconds, 6),
+                                     POLLUX_REPORT_FIELD(first_ns),
+                                     POLLUX_REPORT_FIELD(last_ns),
+                                     POLLUX_REPORT_FIELD(latency_count),
+                                     POLLUX_REPORT_FIELD(p50),
+                                     POLLUX_REPORT_FIELD(p90),
+                                     POLLUX_REPORT_FIELD(p99),
+                                     POLLUX_REPORT_FIELD(p999),
+                                     POLLUX_REPORT_FIELD(p9999),
+                                     POLLUX_REPORT_FIELD(max),
+                                     POLLUX_REPORT_FIELD(mean, 3),
+                                     POLLUX_REPORT_FIELD(wire_count),
+                                     POLLUX_REPORT_FIELD(wire_p50),
+                                     POLLUX_REPORT_FIELD(wire_p90),
+                                     POLLUX_REPORT_FIELD(wire_p99),
+                                     POLLUX_REPORT_FIELD(wire_p999),
+                                     POLLUX_REPORT_FIELD(wire_max),
+                                     POLLUX_REPORT_FIELD(feed_gaps),
+                                     POLLUX_REPORT_FIELD(feed_lost),
+                                     POLLUX_REPORT_FIELD(feed_stale),
+                                     POLLUX_REPORT_FIELD(feed_sessions),
+                                     POLLUX_REPORT_FIELD(feed_conflicts),
+                                     POLLUX_REPORT_FIELD(digest),
+                                     POLLUX_REPORT_FIELD(books),
+                                     POLLUX_REPORT_FIELD(live_orders)};
+#undef POLLUX_REPORT_FIELD
+
+}  // namespace
+
+// One "key=value" line per field, then "detail:" and the detail text up to the end. Text is kept
+// to one line; a bool is 1 or 0.
 std::string serialize(const SubscriberReport& r) {
   std::string out;
-  auto kv = [&](const char* k, const auto& v) { absl::StrAppend(&out, k, "=", v, "\n"); };
-  kv("index", r.index);
-  kv("pid", r.pid);
-  kv("error", one_line(r.error));
-  kv("messages", r.messages);
-  kv("frames", r.frames);
-  kv("bytes", r.bytes);
-  kv("gaps", r.gaps);
-  kv("lost", r.lost);
-  kv("overruns", r.overruns);
-  kv("malformed", r.malformed);
-  kv("first_malformed", one_line(r.first_malformed));
-  kv("ended", r.ended);
-  kv("died", r.died);
-  kv("stopped", r.stopped ? 1 : 0);
-  kv("seconds", absl::StrFormat("%.9f", r.seconds));
-  kv("cpu_seconds", absl::StrFormat("%.6f", r.cpu_seconds));
-  kv("first_ns", r.first_ns);
-  kv("last_ns", r.last_ns);
-  kv("latency_count", r.latency_count);
-  kv("p50", r.p50);
-  kv("p90", r.p90);
-  kv("p99", r.p99);
-  kv("p999", r.p999);
-  kv("p9999", r.p9999);
-  kv("max", r.max);
-  kv("mean", absl::StrFormat("%.3f", r.mean));
-  kv("wire_count", r.wire_count);
-  kv("wire_p50", r.wire_p50);
-  kv("wire_p90", r.wire_p90);
-  kv("wire_p99", r.wire_p99);
-  kv("wire_p999", r.wire_p999);
-  kv("wire_max", r.wire_max);
-  kv("feed_gaps", r.feed_gaps);
-  kv("feed_lost", r.feed_lost);
-  kv("feed_stale", r.feed_stale);
-  kv("feed_sessions", r.feed_sessions);
-  kv("feed_conflicts", r.feed_conflicts);
-  kv("digest", r.digest);
-  kv("books", r.books);
-  kv("live_orders", r.live_orders);
+  for (const ReportField& f : kReportFields) {
+    std::visit(
+        [&](auto m) {
+          using T = std::remove_cvref_t<decltype(r.*m)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            absl::StrAppend(&out, f.key, "=", one_line(r.*m), "\n");
+          } else if constexpr (std::is_same_v<T, bool>) {
+            absl::StrAppend(&out, f.key, "=", r.*m ? 1 : 0, "\n");
+          } else if constexpr (std::is_same_v<T, double>) {
+            absl::StrAppend(&out, f.key, "=", absl::StrFormat("%.*f", f.decimals, r.*m), "\n");
+          } else {
+            absl::StrAppend(&out, f.key, "=", r.*m, "\n");
+          }
+        },
+        f.member);
+  }
   absl::StrAppend(&out, "detail:\n", r.detail);
   return out;
 }
@@ -277,94 +314,29 @@ absl::StatusOr<SubscriberReport> parse_report(std::string_view text) {
   const std::size_t d = text.find("detail:\n");
   if (d == std::string_view::npos) return absl::DataLossError("subscriber report is incomplete (no detail section)");
   r.detail = std::string(text.substr(d + 8));
-  bool ok = true;
   for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), d), '\n', absl::SkipEmpty())) {
     const std::size_t eq = line.find('=');
     if (eq == absl::string_view::npos) return absl::DataLossError(absl::StrCat("bad subscriber report line: ", line));
     const absl::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
-    auto u64 = [&](std::uint64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
-    auto i64 = [&](std::int64_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
-    auto u32 = [&](std::uint32_t* out) { ok = ok && absl::SimpleAtoi(v, out); };
-    if (k == "index")
-      u32(&r.index);
-    else if (k == "pid")
-      i64(&r.pid);
-    else if (k == "error")
-      r.error = std::string(v);
-    else if (k == "messages")
-      u64(&r.messages);
-    else if (k == "frames")
-      u64(&r.frames);
-    else if (k == "bytes")
-      u64(&r.bytes);
-    else if (k == "gaps")
-      u64(&r.gaps);
-    else if (k == "lost")
-      u64(&r.lost);
-    else if (k == "overruns")
-      u64(&r.overruns);
-    else if (k == "malformed")
-      u64(&r.malformed);
-    else if (k == "first_malformed")
-      r.first_malformed = std::string(v);
-    else if (k == "ended")
-      u32(&r.ended);
-    else if (k == "died")
-      u32(&r.died);
-    else if (k == "stopped")
-      r.stopped = v == "1";
-    else if (k == "seconds")
-      ok = ok && absl::SimpleAtod(v, &r.seconds);
-    else if (k == "cpu_seconds")
-      ok = ok && absl::SimpleAtod(v, &r.cpu_seconds);
-    else if (k == "first_ns")
-      i64(&r.first_ns);
-    else if (k == "last_ns")
-      i64(&r.last_ns);
-    else if (k == "latency_count")
-      u64(&r.latency_count);
-    else if (k == "p50")
-      i64(&r.p50);
-    else if (k == "p90")
-      i64(&r.p90);
-    else if (k == "p99")
-      i64(&r.p99);
-    else if (k == "p999")
-      i64(&r.p999);
-    else if (k == "p9999")
-      i64(&r.p9999);
-    else if (k == "max")
-      i64(&r.max);
-    else if (k == "mean")
-      ok = ok && absl::SimpleAtod(v, &r.mean);
-    else if (k == "wire_count")
-      u64(&r.wire_count);
-    else if (k == "wire_p50")
-      i64(&r.wire_p50);
-    else if (k == "wire_p90")
-      i64(&r.wire_p90);
-    else if (k == "wire_p99")
-      i64(&r.wire_p99);
-    else if (k == "wire_p999")
-      i64(&r.wire_p999);
-    else if (k == "wire_max")
-      i64(&r.wire_max);
-    else if (k == "feed_gaps")
-      u64(&r.feed_gaps);
-    else if (k == "feed_lost")
-      u64(&r.feed_lost);
-    else if (k == "feed_stale")
-      u64(&r.feed_stale);
-    else if (k == "feed_sessions")
-      u64(&r.feed_sessions);
-    else if (k == "feed_conflicts")
-      u64(&r.feed_conflicts);
-    else if (k == "digest")
-      u64(&r.digest);
-    else if (k == "books")
-      u64(&r.books);
-    else if (k == "live_orders")
-      u64(&r.live_orders);
+    const auto f = std::find_if(std::begin(kReportFields), std::end(kReportFields),
+                                [&](const ReportField& x) { return k == x.key; });
+    if (f == std::end(kReportFields)) continue;  // a key this build does not know
+    const bool ok = std::visit(
+        [&](auto m) {
+          using T = std::remove_cvref_t<decltype(r.*m)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            r.*m = std::string(v);
+            return true;
+          } else if constexpr (std::is_same_v<T, bool>) {
+            r.*m = v == "1";
+            return true;
+          } else if constexpr (std::is_same_v<T, double>) {
+            return absl::SimpleAtod(v, &(r.*m));
+          } else {
+            return absl::SimpleAtoi(v, &(r.*m));
+          }
+        },
+        f->member);
     if (!ok) return absl::DataLossError(absl::StrCat("bad subscriber report value: ", line));
   }
   return r;
