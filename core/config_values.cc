@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -119,15 +121,38 @@ std::string check_ipv4(const std::string& s) {
   return absl::StrFormat("expected an IPv4 address like \"239.255.0.1\", got \"%s\"", s);
 }
 
+namespace {
+
+// A kTextList or kIntegerList value: an array of at most k.max_items elements, each read by
+// `element` ("" or why it is refused, told with the element's index).
+template <typename Element>
+std::string check_list(const ConfigKeys::Key& k, const toml::node& n, Element element) {
+  const toml::array* a = n.as_array();
+  if (a == nullptr) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
+  if (a->size() > k.max_items) return absl::StrCat("at most ", k.max_items, " ", k.items, ", got ", a->size());
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    if (std::string e = element(*a->get(i)); !e.empty()) return absl::StrCat("element ", i, ": ", e);
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, ConfigKeys::Value* v) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   switch (k.type) {
     case ConfigKeys::Type::kInteger:
       return want_int(n, k.int_min, k.int_max, &v->integer);
     case ConfigKeys::Type::kSize:
       return want_size(n, k.size_min, k.size_max, &v->size);
     case ConfigKeys::Type::kNumber: {
-      if (k.expected.empty()) return want_number(n, k.number_min, k.number_max, &v->number);
       double d;
+      if (k.number_min == -kInf && k.number_max == kInf) {  // any number, NaN included
+        if (!node_number(n, &d)) return absl::StrCat("expected a number, got ", describe(n));
+        v->number = d;
+        return "";
+      }
+      if (k.expected.empty()) return want_number(n, k.number_min, k.number_max, &v->number);
       if (!node_number(n, &d)) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
       if (!(d >= k.number_min && d <= k.number_max)) return absl::StrCat("expected ", k.expected, ", got ", d);
       v->number = d;
@@ -140,21 +165,25 @@ std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, Confi
     case ConfigKeys::Type::kChoice:
       return want_choice(n, k.choices, &v->choice);
     case ConfigKeys::Type::kBool:
+      if (!k.expected.empty() && !n.is_boolean()) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
       return want_bool(n, &v->boolean);
-    case ConfigKeys::Type::kTextList: {
-      const toml::array* a = n.as_array();
-      if (a == nullptr) return absl::StrCat("expected ", k.expected, ", got ", describe(n));
-      if (a->size() > k.max_items) return absl::StrCat("at most ", k.max_items, " ", k.items, ", got ", a->size());
+    case ConfigKeys::Type::kTextList:
       v->texts.clear();
-      for (std::size_t i = 0; i < a->size(); ++i) {
+      return check_list(k, n, [&](const toml::node& e) {
         std::string s;
-        std::string e = want_string(*a->get(i), &s);
-        if (e.empty() && k.item_check) e = k.item_check(s);
-        if (!e.empty()) return absl::StrCat("element ", i, ": ", e);
-        v->texts.push_back(std::move(s));
-      }
-      return "";
-    }
+        std::string err = want_string(e, &s);
+        if (err.empty() && k.item_check) err = k.item_check(s);
+        if (err.empty()) v->texts.push_back(std::move(s));
+        return err;
+      });
+    case ConfigKeys::Type::kIntegerList:
+      v->integers.clear();
+      return check_list(k, n, [&](const toml::node& e) {
+        std::int64_t i;
+        std::string err = want_int(e, k.int_min, k.int_max, &i);
+        if (err.empty()) v->integers.push_back(i);
+        return err;
+      });
   }
   return "unknown key type";
 }
@@ -178,6 +207,8 @@ std::string key_value_toml(const ConfigKeys::Key& k, const ConfigKeys::Value& v)
       for (const std::string& t : v.texts) q.push_back(quote(t));
       return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
     }
+    case ConfigKeys::Type::kIntegerList:
+      return absl::StrCat("[", absl::StrJoin(v.integers, ", "), "]");
   }
   return "";
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -61,7 +62,7 @@ struct AppConfigFile {
 // The untyped half of ConfigTable<T>: the keys and the machinery, on the object as void*.
 class POLLUX_API ConfigKeys {
  public:
-  enum class Type { kInteger, kSize, kNumber, kText, kChoice, kBool, kTextList };
+  enum class Type { kInteger, kSize, kNumber, kText, kChoice, kBool, kTextList, kIntegerList };
   // A key's value once its type and bounds are checked (the member of its type).
   struct Value {
     std::int64_t integer = 0;
@@ -70,19 +71,21 @@ class POLLUX_API ConfigKeys {
     std::string text;
     std::size_t choice = 0;  // index into Key::choices
     bool boolean = false;
-    std::vector<std::string> texts;  // kTextList
+    std::vector<std::string> texts;      // kTextList
+    std::vector<std::int64_t> integers;  // kIntegerList
   };
   struct Key {
     std::string name;
     std::string help;
     Type type = Type::kInteger;
-    std::int64_t int_min = 0, int_max = 0;
+    std::int64_t int_min = 0, int_max = 0;  // kInteger, and each element of a kIntegerList
     std::uint64_t size_min = 0, size_max = 0;
     double number_min = 0, number_max = 0;
-    // kText, kTextList, kNumber (optional): what a value of another type (or out of bounds) is told to be
+    // kText, kTextList, kIntegerList, kNumber and kBool (optional): what a value of another type (or
+    // out of bounds) is told to be
     std::string expected;
     std::vector<std::string> choices;  // kChoice
-    std::size_t max_items = 0;         // kTextList: most elements
+    std::size_t max_items = 0;         // kTextList, kIntegerList: most elements
     std::string items;                 // kTextList: what the elements are called ("peers") when too many
     std::function<std::string(const std::string&)> item_check;  // kTextList: "" or why an element is refused
     std::function<std::string(void* obj, const Value& v)> set;  // "" or why `v` is refused
@@ -104,6 +107,21 @@ class POLLUX_API ConfigKeys {
   std::vector<Key> keys_;
 };
 
+// A choice key's names and the values they stand for: declared once, as an array, for the key
+// (ConfigTable::choice) and for whatever prints the value (choice_name):
+//   constexpr pollux::ConfigChoice<Replay> kReplayNames[] = {{"max", Replay::kMax}, {"rate", Replay::kRate}};
+template <typename E>
+using ConfigChoice = std::pair<const char*, E>;
+
+// The name of `value` in `choices`; "?" when none stands for it.
+template <typename E, std::size_t N>
+constexpr std::string_view choice_name(const ConfigChoice<E> (&choices)[N], E value) {
+  for (const auto& [name, e] : choices) {
+    if (e == value) return name;
+  }
+  return "?";
+}
+
 // An application's table [name] of a Pollux configuration file, read into a struct T whose
 // members hold the defaults. Declare each key once, in the order to print them:
 //   pollux::ConfigTable<FeedConfig> t("feed");
@@ -121,34 +139,32 @@ class ConfigTable : public ConfigKeys {
   template <typename F>
   ConfigTable& integer(const char* name, F T::*field, std::int64_t min, std::int64_t max, const char* help,
                        std::function<std::string(std::int64_t)> check = nullptr) {
-    Key k = base(name, help, Type::kInteger);
-    k.int_min = min;
-    k.int_max = max;
-    bind(k, field, &Value::integer, std::move(check));
-    return *this;
+    return bind(bounded(name, help, Type::kInteger, &Key::int_min, &Key::int_max, min, max), field, &Value::integer,
+                std::move(check));
   }
 
   // Bytes in [min, max]: 16777216 or "16MiB" ("KiB", "MiB", "GiB"); printed in the largest unit
-  // that divides it.
-  ConfigTable& size(const char* name, std::uint64_t T::*field, std::uint64_t min, std::uint64_t max, const char* help,
+  // that divides it. Stored in an unsigned member of any width that holds `max`.
+  template <typename F>
+  ConfigTable& size(const char* name, F T::*field, std::uint64_t min, std::uint64_t max, const char* help,
                     std::function<std::string(std::uint64_t)> check = nullptr) {
-    Key k = base(name, help, Type::kSize);
-    k.size_min = min;
-    k.size_max = max;
-    bind(k, field, &Value::size, std::move(check));
-    return *this;
+    return bind(bounded(name, help, Type::kSize, &Key::size_min, &Key::size_max, min, max), field, &Value::size,
+                std::move(check));
   }
 
   // A number in [min, max] (an integer is taken too). `expected` (optional) words the error of
   // a value that is not one or is out of bounds: "expected <expected>, got 2".
   ConfigTable& number(const char* name, double T::*field, double min, double max, const char* help,
                       const char* expected = "") {
-    Key k = base(name, help, Type::kNumber);
-    k.number_min = min;
-    k.number_max = max;
+    Key k = bounded(name, help, Type::kNumber, &Key::number_min, &Key::number_max, min, max);
     k.expected = expected;
-    bind(k, field, &Value::number, nullptr);
-    return *this;
+    return bind(std::move(k), field, &Value::number, nullptr);
+  }
+
+  // Any number (an integer is taken too), NaN and the infinities included: for a key whose bounds
+  // a check across keys enforces with its own message.
+  ConfigTable& number(const char* name, double T::*field, const char* help) {
+    return number(name, field, -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), help);
   }
 
   // A string. `expected` completes "expected ..., got 3" for a value that is not one ("a path",
@@ -157,15 +173,15 @@ class ConfigTable : public ConfigKeys {
                     std::function<std::string(const std::string&)> check = nullptr) {
     Key k = base(name, help, Type::kText);
     k.expected = expected;
-    bind(k, field, &Value::text, std::move(check));
-    return *this;
+    return bind(std::move(k), field, &Value::text, std::move(check));
   }
 
-  // true or false.
-  ConfigTable& boolean(const char* name, bool T::*field, const char* help) {
+  // true or false. `expected` (optional) words the error of another value: "expected <expected>,
+  // got 1" (by default "expected true|false, got 1").
+  ConfigTable& boolean(const char* name, bool T::*field, const char* help, const char* expected = "") {
     Key k = base(name, help, Type::kBool);
-    bind(k, field, &Value::boolean, nullptr);
-    return *this;
+    k.expected = expected;
+    return bind(std::move(k), field, &Value::boolean, nullptr);
   }
 
   // An array of at most `max_items` strings, each passing `check` ("" = fine); `expected` words
@@ -178,32 +194,58 @@ class ConfigTable : public ConfigKeys {
     k.max_items = max_items;
     k.items = items;
     k.item_check = std::move(check);
-    bind(k, field, &Value::texts, nullptr);
+    return bind(std::move(k), field, &Value::texts, nullptr);
+  }
+
+  // An array of integers, each in [min, max], stored in a vector of any integer type; `expected`
+  // words what a value of another type is told to be. Printed as [1, 2, 3].
+  template <typename F>
+  ConfigTable& integer_list(const char* name, std::vector<F> T::*field, const char* expected, std::int64_t min,
+                            std::int64_t max, const char* help) {
+    Key k = bounded(name, help, Type::kIntegerList, &Key::int_min, &Key::int_max, min, max);
+    k.expected = expected;
+    k.max_items = static_cast<std::size_t>(-1);
+    k.set = [field](void* o, const Value& v) {
+      std::vector<F>& out = static_cast<T*>(o)->*field;
+      out.clear();
+      for (const std::int64_t i : v.integers) out.push_back(static_cast<F>(i));
+      return std::string();
+    };
+    k.get = [field](const void* o) {
+      Value v;
+      for (const F i : static_cast<const T*>(o)->*field) v.integers.push_back(static_cast<std::int64_t>(i));
+      return v;
+    };
+    add(std::move(k));
     return *this;
   }
 
   // One of `choices`, each a name and the value it stands for (an enum, a bool).
   template <typename E>
-  ConfigTable& choice(const char* name, E T::*field, std::initializer_list<std::pair<const char*, E>> choices,
-                      const char* help) {
-    Key k = base(name, help, Type::kChoice);
-    std::vector<E> values;
-    for (const auto& [n, e] : choices) {
-      k.choices.emplace_back(n);
-      values.push_back(e);
+  ConfigTable& choice(const char* name, E T::*field, std::initializer_list<ConfigChoice<E>> choices, const char* help) {
+    return choice_of(name, field, choices.begin(), choices.end(), help);
+  }
+  // The same, from choices declared once as an array (ConfigChoice).
+  template <typename E, std::size_t N>
+  ConfigTable& choice(const char* name, E T::*field, const ConfigChoice<E> (&choices)[N], const char* help) {
+    return choice_of(name, field, choices, choices + N, help);
+  }
+
+  // Every key of `sub`, a table of the member `member`, as keys of this one named
+  // "<sub's name>.<key>", in sub's order: e.g. [runtime.adaptive] inside the runtime table,
+  //   runtime.nested(&RuntimeConfig::adaptive, adaptive)   // adaptive.wakeup_cost_ns, ...
+  // which a file sets as adaptive.x = 1 under [runtime], or under [runtime.adaptive]. The keys
+  // are copied: `sub` need not outlive this table.
+  template <typename S>
+  ConfigTable& nested(S T::*member, const ConfigTable<S>& sub) {
+    for (Key k : sub.keys()) {
+      k.name = sub.table() + "." + k.name;
+      k.set = [member, set = std::move(k.set)](void* o, const Value& v) {
+        return set(&(static_cast<T*>(o)->*member), v);
+      };
+      k.get = [member, get = std::move(k.get)](const void* o) { return get(&(static_cast<const T*>(o)->*member)); };
+      add(std::move(k));
     }
-    k.set = [field, values](void* o, const Value& v) {
-      static_cast<T*>(o)->*field = values[v.choice];
-      return std::string();
-    };
-    k.get = [field, values](const void* o) {
-      Value v;
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        if (values[i] == static_cast<const T*>(o)->*field) v.choice = i;
-      }
-      return v;
-    };
-    add(std::move(k));
     return *this;
   }
 
@@ -230,11 +272,43 @@ class ConfigTable : public ConfigKeys {
     return k;
   }
 
+  // A key whose value lies in [min, max], the bounds kept in the Key members `lo` and `hi`.
+  template <typename B>
+  static Key bounded(const char* name, const char* help, Type type, B Key::*lo, B Key::*hi, B min, B max) {
+    Key k = base(name, help, type);
+    k.*lo = min;
+    k.*hi = max;
+    return k;
+  }
+
+  template <typename E, typename It>
+  ConfigTable& choice_of(const char* name, E T::*field, It first, It last, const char* help) {
+    Key k = base(name, help, Type::kChoice);
+    std::vector<E> values;
+    for (It c = first; c != last; ++c) {
+      k.choices.emplace_back(c->first);
+      values.push_back(c->second);
+    }
+    k.set = [field, values](void* o, const Value& v) {
+      static_cast<T*>(o)->*field = values[v.choice];
+      return std::string();
+    };
+    k.get = [field, values](const void* o) {
+      Value v;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (values[i] == static_cast<const T*>(o)->*field) v.choice = i;
+      }
+      return v;
+    };
+    add(std::move(k));
+    return *this;
+  }
+
   // Adds `k` with its accessors: the member `field` of T read from and written to the member
   // `slot` of Value (converted when their types differ), after `check` (a std::function taking
   // the value, or nullptr for none) accepts it.
   template <typename F, typename M, typename C>
-  void bind(Key& k, F T::*field, M Value::*slot, C check) {
+  ConfigTable& bind(Key k, F T::*field, M Value::*slot, C check) {
     k.set = [field, slot, check = std::move(check)](void* o, const Value& v) {
       if constexpr (!std::is_null_pointer_v<C>) {
         if (check) {
@@ -250,6 +324,7 @@ class ConfigTable : public ConfigKeys {
       return v;
     };
     add(std::move(k));
+    return *this;
   }
 };
 

@@ -692,26 +692,28 @@ bool SpinUntil(Pred&& pred, std::int64_t timeout_ns) {
 
 enum class FloorKind { kNone, kShm, kUdp };
 
+// Each transport's floor, and how the report names it: one row per transport.
+struct Floor {
+  core::TransportKind transport;
+  FloorKind kind;
+  const char* name;
+};
+constexpr Floor kFloors[] = {
+    {core::TransportKind::kShm, FloorKind::kShm, "bare cache-line ping-pong between the two processes"},
+    {core::TransportKind::kUdp, FloorKind::kUdp, "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)"},
+    {core::TransportKind::kRdma, FloorKind::kNone, "not measured by this tool (RDMA: perftest ib_send_lat in the VM)"},
+};
+
 FloorKind FloorFor(const core::Config& c) {
-  switch (c.transport) {
-    case core::TransportKind::kShm:
-      return FloorKind::kShm;
-    case core::TransportKind::kUdp:
-      return FloorKind::kUdp;
-    case core::TransportKind::kRdma:
-      return FloorKind::kNone;
+  for (const Floor& f : kFloors) {
+    if (f.transport == c.transport) return f.kind;
   }
   return FloorKind::kNone;
 }
 
 std::string FloorName(FloorKind k) {
-  switch (k) {
-    case FloorKind::kShm:
-      return "bare cache-line ping-pong between the two processes";
-    case FloorKind::kUdp:
-      return "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)";
-    case FloorKind::kNone:
-      return "not measured by this tool (RDMA: perftest ib_send_lat in the VM)";
+  for (const Floor& f : kFloors) {
+    if (f.kind == k) return f.name;
   }
   return "?";
 }

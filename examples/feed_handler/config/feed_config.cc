@@ -16,19 +16,22 @@
 
 namespace pollux::feed {
 
-std::string_view source_name(SourceKind s) {
-  switch (s) {
-    case SourceKind::kGenerator:
-      return "generator";
-    case SourceKind::kFile:
-      return "file";
-    case SourceKind::kMoldUdp64:
-      return "moldudp64";
-    case SourceKind::kPcap:
-      return "pcap";
-  }
-  return "?";
-}
+namespace {
+
+// The names of feed.source and feed.replay, for their keys and for source_name() / replay_name().
+constexpr ConfigChoice<SourceKind> kSourceNames[] = {{"generator", SourceKind::kGenerator},
+                                                     {"file", SourceKind::kFile},
+                                                     {"moldudp64", SourceKind::kMoldUdp64},
+                                                     {"pcap", SourceKind::kPcap}};
+constexpr ConfigChoice<ReplayMode> kReplayNames[] = {{"original", ReplayMode::kOriginal},
+                                                     {"speed", ReplayMode::kSpeed},
+                                                     {"rate", ReplayMode::kRate},
+                                                     {"max", ReplayMode::kMax}};
+
+}  // namespace
+
+std::string_view source_name(SourceKind s) { return choice_name(kSourceNames, s); }
+std::string_view replay_name(ReplayMode r) { return choice_name(kReplayNames, r); }
 
 std::string check_endpoint(std::string_view s, bool multicast, bool host_name) {
   const std::size_t colon = s.rfind(':');
@@ -62,20 +65,6 @@ std::string check_sender(std::string_view s) {
   return "";
 }
 
-std::string_view replay_name(ReplayMode r) {
-  switch (r) {
-    case ReplayMode::kOriginal:
-      return "original";
-    case ReplayMode::kSpeed:
-      return "speed";
-    case ReplayMode::kRate:
-      return "rate";
-    case ReplayMode::kMax:
-      return "max";
-  }
-  return "?";
-}
-
 std::string_view embedded_config() { return kEmbeddedFeedToml; }
 
 std::string toml_string(std::string_view s) {
@@ -107,11 +96,7 @@ const ConfigTable<FeedConfig>& config_table() {
   static const ConfigTable<FeedConfig>* const table = [] {
     auto* t = new ConfigTable<FeedConfig>("feed");
     using C = FeedConfig;
-    (*t).choice("source", &C::source,
-                {{"generator", SourceKind::kGenerator},
-                 {"file", SourceKind::kFile},
-                 {"moldudp64", SourceKind::kMoldUdp64},
-                 {"pcap", SourceKind::kPcap}},
+    (*t).choice("source", &C::source, kSourceNames,
                 "what to publish: generator (synthetic, seeded), file (a BinaryFILE; --itch FILE selects it), "
                 "moldudp64 (live: an exchange's lines A and B, feed.line_a/line_b) or pcap (a capture of them, "
                 "feed.pcap, replayed through the same arbiter)")
@@ -122,11 +107,7 @@ const ConfigTable<FeedConfig>& config_table() {
         .integer("seed", &C::seed, 0, INT64_MAX, "generator: seed (same seed and options, same bytes)")
         .integer("orders_per_symbol", &C::orders_per_symbol, 1, 1 << 20,
                  "generator: live orders per symbol the order flow hovers around")
-        .choice("replay", &C::replay,
-                {{"original", ReplayMode::kOriginal},
-                 {"speed", ReplayMode::kSpeed},
-                 {"rate", ReplayMode::kRate},
-                 {"max", ReplayMode::kMax}},
+        .choice("replay", &C::replay, kReplayNames,
                 "pacing: original (the messages' own timestamps), speed (timestamps / speed), rate (fixed "
                 "messages/s), max (as fast as possible)")
         .number("speed", &C::speed, 1e-6, 1e12,
