@@ -19,6 +19,9 @@ BUILD_PKGS=(
   strace                      # bench/callgrind/udp-inline.sh (system calls per message)
   python3                     # bench/run-all.sh's summary.md, bench_cli_smoke's JSON checks
   libpcap-dev                 # pollux-feed: replay of packet captures (feed.source = "pcap")
+  # AF_XDP datapath of the UDP transport (docs/XDP.md): libxdp/libbpf, and clang (+ llvm) to
+  # compile the XDP program with -target bpf; libelf/zlib are libbpf's static link needs
+  libxdp-dev libbpf-dev libelf-dev zlib1g-dev clang llvm
 )
 TEST_PKGS=(
   # Soft-RoCE VM for the RDMA tests (tests/rdma/run-in-vm.sh)

@@ -1,0 +1,407 @@
+// AF_XDP pieces of the UDP transport (transport/udp/xdp): the XDP program, the socket wrapper and
+// the frame builder, over a veth pair between two network namespaces the test creates (A and B,
+// named after the test process, deleted at the end). A normal UDP socket in A sends to B, where
+// the XSK must receive exactly the datagrams to its destination while others still reach B's
+// stack; the XSK sends frames a normal socket in A must receive byte-exact. Needs root and
+// `ip netns`; skipped with the reason otherwise. Every wait is bounded and no verdict is a time.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/netns.h"
+#include "transport/udp/xdp/frame.h"
+#include "transport/udp/xdp/xsk.h"
+
+namespace {
+
+namespace xdp = pollux::transport::udp::xdp;
+using pollux::testing::shell_status;
+
+constexpr const char* kAddrA = "10.231.0.1";
+constexpr const char* kAddrB = "10.231.0.2";
+constexpr const char* kIfA = "xa0";
+constexpr const char* kIfB = "xb0";
+constexpr std::uint16_t kXskPort = 42001;              // B: redirected to the XSK
+constexpr std::uint16_t kStackPort = 42002;            // B: not in the filter, a normal socket
+constexpr std::uint16_t kPeerPort = 42003;             // A: receives the XSK's transmissions
+constexpr auto kWaitLimit = std::chrono::seconds(10);  // bound of every wait (never a verdict)
+
+std::string g_ns_a;
+std::string g_ns_b;
+std::string g_skip;
+int g_fd_a = -1;
+int g_fd_b = -1;
+int g_fd_home = -1;
+std::uint8_t g_mac_a[6];
+
+std::uint32_t ip4(const char* text) {
+  in_addr a{};
+  inet_pton(AF_INET, text, &a);
+  return a.s_addr;
+}
+
+// Runs `fn` with the calling thread in the network namespace `fd`, then comes back to B (where
+// the tests live: the XSK, its interface and libxdp's netlink calls belong there).
+template <typename Fn>
+auto in_netns(int fd, Fn fn) {
+  setns(fd, CLONE_NEWNET);
+  struct Back {
+    ~Back() { setns(g_fd_b, CLONE_NEWNET); }
+  } back;
+  return fn();
+}
+
+bool read_mac(const char* ifname, std::uint8_t mac[6]) {
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const bool ok = s >= 0 && ioctl(s, SIOCGIFHWADDR, &ifr) == 0;
+  if (s >= 0) close(s);
+  if (ok) std::memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+  return ok;
+}
+
+std::string mac_text(const std::uint8_t m[6]) {
+  char buf[18];
+  std::snprintf(buf, sizeof(buf), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
+
+// A file descriptor closed at the end of its scope (a failed assertion leaves no bound port).
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  operator int() const { return fd; }
+};
+
+// A UDP socket bound to addr:port, with a receive timeout (the bound of a blocking receive).
+int udp_socket(const char* addr, std::uint16_t port) {
+  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = ip4(addr);
+  timeval tv{};
+  tv.tv_sec = std::chrono::duration_cast<std::chrono::seconds>(kWaitLimit).count();
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+bool send_to(int s, const char* addr, std::uint16_t port, const std::string& payload) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = ip4(addr);
+  return sendto(s, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) ==
+         static_cast<ssize_t>(payload.size());
+}
+
+std::string payload(const char* what, int i) {
+  // Lengths vary (1..~300 bytes) so that a length error shows.
+  return absl::StrCat(what, "-", i, "-", std::string(static_cast<std::size_t>(i * 37 % 300), 'a' + i % 26));
+}
+
+std::string setup_namespaces() {
+  if (geteuid() != 0) return "needs root (network namespaces, XDP programs, AF_XDP sockets)";
+  if (shell_status("ip netns list") != 0) return "`ip netns` is unavailable (install iproute2)";
+  const int probe = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (probe < 0) return absl::StrCat("AF_XDP sockets are unavailable: ", std::strerror(errno));
+  close(probe);
+  g_ns_a = absl::StrCat("pxdpa", getpid());
+  g_ns_b = absl::StrCat("pxdpb", getpid());
+  const std::vector<std::string> cmds = {
+      "ip netns add " + g_ns_a,
+      "ip netns add " + g_ns_b,
+      // Both ends are created inside the namespaces: nothing appears in the host's.
+      absl::StrCat("ip -n ", g_ns_a, " link add ", kIfA, " type veth peer name ", kIfB, " netns ", g_ns_b),
+      absl::StrCat("ip -n ", g_ns_a, " addr add ", kAddrA, "/24 dev ", kIfA),
+      absl::StrCat("ip -n ", g_ns_b, " addr add ", kAddrB, "/24 dev ", kIfB),
+      absl::StrCat("ip -n ", g_ns_a, " link set ", kIfA, " up"),
+      absl::StrCat("ip -n ", g_ns_b, " link set ", kIfB, " up"),
+  };
+  for (const std::string& cmd : cmds) {
+    if (shell_status(cmd) != 0) return "could not create the namespaces and veth pair: `" + cmd + "` failed";
+  }
+  g_fd_home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  g_fd_a = open(("/run/netns/" + g_ns_a).c_str(), O_RDONLY | O_CLOEXEC);
+  g_fd_b = open(("/run/netns/" + g_ns_b).c_str(), O_RDONLY | O_CLOEXEC);
+  if (g_fd_home < 0 || g_fd_a < 0 || g_fd_b < 0) return "could not open the namespaces' files";
+  // Permanent neighbour entries both ways: no ARP round trip in front of the first datagrams.
+  std::uint8_t mac_b[6];
+  if (setns(g_fd_a, CLONE_NEWNET) != 0 || !read_mac(kIfA, g_mac_a) || setns(g_fd_b, CLONE_NEWNET) != 0 ||
+      !read_mac(kIfB, mac_b)) {
+    return "could not enter the namespaces or read the veth MAC addresses";
+  }
+  if (shell_status(absl::StrCat("ip -n ", g_ns_a, " neigh replace ", kAddrB, " lladdr ", mac_text(mac_b), " dev ", kIfA,
+                                " nud permanent")) != 0 ||
+      shell_status(absl::StrCat("ip -n ", g_ns_b, " neigh replace ", kAddrA, " lladdr ", mac_text(g_mac_a), " dev ",
+                                kIfB, " nud permanent")) != 0) {
+    return "could not add the neighbour entries";
+  }
+  return "";
+}
+
+class XdpEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { g_skip = setup_namespaces(); }
+  void TearDown() override {
+    if (g_fd_home >= 0) setns(g_fd_home, CLONE_NEWNET);
+    for (int* fd : {&g_fd_a, &g_fd_b, &g_fd_home}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+    if (!g_ns_a.empty()) shell_status("ip netns del " + g_ns_a);
+    if (!g_ns_b.empty()) shell_status("ip netns del " + g_ns_b);
+  }
+};
+
+const ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(new XdpEnvironment);
+
+#define SKIP_UNLESS_READY()                      \
+  do {                                           \
+    if (!g_skip.empty()) GTEST_SKIP() << g_skip; \
+  } while (0)
+
+absl::StatusOr<std::unique_ptr<xdp::Xsk>> open_b(xdp::XskMode mode) {
+  xdp::XskOptions options;
+  options.ifname = kIfB;
+  options.queue = 0;
+  options.mode = mode;
+  options.frame_count = 256;
+  options.frame_size = 2048;
+  return xdp::Xsk::open(options);
+}
+
+// Receives frames on `xsk` until `want` arrived or the wait limit passed; their UDP views (the
+// payload copied).
+struct Received {
+  xdp::Udp4View view;
+  std::string payload;
+};
+std::vector<Received> receive(xdp::Xsk& xsk, std::size_t want) {
+  std::vector<Received> got;
+  const auto end = std::chrono::steady_clock::now() + kWaitLimit;
+  xdp::RxFrame frames[32];
+  while (got.size() < want && std::chrono::steady_clock::now() < end) {
+    xsk.rx_wait(100);
+    const std::uint32_t n = xsk.rx_peek(frames, 32);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Received r{};
+      if (xdp::parse_udp4_frame(frames[i].data, frames[i].len, &r.view)) {
+        r.payload.assign(reinterpret_cast<const char*>(r.view.payload), r.view.len);
+      }
+      got.push_back(r);
+    }
+    xsk.rx_release();
+  }
+  return got;
+}
+
+const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }
+
+// Copy mode, attached natively (kCopy) or generically (kGeneric).
+class XdpCopyTest : public ::testing::TestWithParam<xdp::XskMode> {};
+
+TEST_P(XdpCopyTest, ReceivesExactlyTheDatagramsToItsDestination) {
+  SKIP_UNLESS_READY();
+  auto xsk = open_b(GetParam());
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
+  EXPECT_EQ((*xsk)->info().native, GetParam() != xdp::XskMode::kGeneric);
+  EXPECT_FALSE((*xsk)->info().zero_copy);
+  ASSERT_TRUE((*xsk)->add_destination(ip4(kAddrB), htons(kXskPort)).ok());
+  const Fd stack(udp_socket(kAddrB, kStackPort));
+  ASSERT_GE(stack, 0);
+  const Fd sender(in_netns(g_fd_a, [] { return udp_socket(kAddrA, 0); }));
+  ASSERT_GE(sender, 0);
+
+  constexpr int kCount = 40;
+  for (int i = 0; i < kCount; ++i) ASSERT_TRUE(send_to(sender, kAddrB, kXskPort, payload("to-xsk", i)));
+  const std::vector<Received> got = receive(**xsk, kCount);
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kCount));
+  for (int i = 0; i < kCount; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(got[i].view.dst_addr, ip4(kAddrB));
+    EXPECT_EQ(got[i].view.dst_port, htons(kXskPort));
+    EXPECT_EQ(got[i].view.src_addr, ip4(kAddrA));
+    EXPECT_EQ(got[i].payload, payload("to-xsk", i));
+  }
+
+  // Another port is not redirected: B's stack gets it (XDP_PASS), and the XSK nothing more.
+  ASSERT_TRUE(send_to(sender, kAddrB, kStackPort, "to-the-stack"));
+  char buf[64];
+  const ssize_t n = recv(stack, buf, sizeof(buf), 0);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), "to-the-stack");
+  xdp::RxFrame frame;
+  EXPECT_EQ((*xsk)->rx_peek(&frame, 1), 0u);
+  (*xsk)->rx_release();
+  EXPECT_EQ((*xsk)->stats().rx_frames, static_cast<std::uint64_t>(kCount));
+
+  // Removed from the filter: the same destination goes to the stack again.
+  ASSERT_TRUE((*xsk)->remove_destination(ip4(kAddrB), htons(kXskPort)).ok());
+  const Fd late(udp_socket(kAddrB, kXskPort));
+  ASSERT_GE(late, 0);
+  ASSERT_TRUE(send_to(sender, kAddrB, kXskPort, "after-remove"));
+  const ssize_t m = recv(late, buf, sizeof(buf), 0);
+  EXPECT_EQ(std::string(buf, m > 0 ? static_cast<std::size_t>(m) : 0), "after-remove");
+}
+
+TEST_P(XdpCopyTest, TransmitsFramesAPeerSocketReceivesByteExact) {
+  SKIP_UNLESS_READY();
+  auto xsk = open_b(GetParam());
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
+  const Fd peer(in_netns(g_fd_a, [] { return udp_socket(kAddrA, kPeerPort); }));
+  ASSERT_GE(peer, 0);
+
+  xdp::Udp4Addressing addressing{};
+  std::memcpy(addressing.src_mac, (*xsk)->mac(), 6);
+  std::memcpy(addressing.dst_mac, g_mac_a, 6);
+  addressing.src_addr = ip4(kAddrB);
+  addressing.dst_addr = ip4(kAddrA);
+  addressing.src_port = htons(kXskPort);
+  addressing.dst_port = htons(kPeerPort);
+  // More than the 128 TX frames (256 frames, half transmit): completions must be reaped. Sent
+  // in batches, each received before the next is sent, so the peer's socket buffer never fills.
+  constexpr int kCount = 300;
+  constexpr std::uint32_t kBatch = 16;
+  std::vector<std::string> sent;
+  for (int i = 0; i < kCount; ++i) sent.push_back(payload("from-xsk", i));
+  int done = 0;
+  while (done < kCount) {
+    xdp::TxPayload batch[kBatch];
+    std::uint32_t k = 0;
+    for (; k < kBatch && done + static_cast<int>(k) < kCount; ++k) {
+      const std::string& p = sent[static_cast<std::size_t>(done) + k];
+      batch[k] = xdp::TxPayload{p.data(), static_cast<std::uint32_t>(p.size())};
+    }
+    (*xsk)->reap_completions();
+    const std::uint32_t queued = (*xsk)->send_udp4(addressing, 64, batch, k);
+    ASSERT_GT(queued, 0u) << "no TX frame or ring slot free at datagram " << done;
+    for (std::uint32_t j = 0; j < queued; ++j, ++done) {
+      SCOPED_TRACE(done);
+      char buf[2048];
+      sockaddr_in from{};
+      socklen_t from_len = sizeof(from);
+      const ssize_t n = recvfrom(peer, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      ASSERT_GT(n, 0) << "nothing within the wait limit";
+      EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), sent[static_cast<std::size_t>(done)]);
+      EXPECT_EQ(from.sin_addr.s_addr, ip4(kAddrB));
+      EXPECT_EQ(from.sin_port, htons(kXskPort));
+    }
+  }
+  // Every frame comes back through the completion ring.
+  const auto reap_end = std::chrono::steady_clock::now() + kWaitLimit;
+  while ((*xsk)->tx_in_flight() > 0 && std::chrono::steady_clock::now() < reap_end) {
+    if ((*xsk)->reap_completions() == 0) usleep(1000);
+  }
+  EXPECT_EQ((*xsk)->tx_in_flight(), 0u);
+  EXPECT_EQ((*xsk)->stats().tx_completions, static_cast<std::uint64_t>(kCount));
+  EXPECT_EQ((*xsk)->stats().tx_kick_errors, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Attach, XdpCopyTest, ::testing::Values(xdp::XskMode::kCopy, xdp::XskMode::kGeneric),
+                         [](const ::testing::TestParamInfo<xdp::XskMode>& p) { return mode_name(p.param); });
+
+TEST(XdpModeTest, ZeroCopyOnVethIsAClearErrorAndAutoFallsBackToCopy) {
+  SKIP_UNLESS_READY();
+  auto zc = open_b(xdp::XskMode::kZeroCopy);
+  const bool zero_copy_works = zc.ok();
+  if (zc.ok()) {
+    // A kernel whose veth does zero-copy: then the socket must say so.
+    EXPECT_TRUE((*zc)->info().zero_copy);
+  } else {
+    EXPECT_EQ(zc.status().code(), absl::StatusCode::kUnimplemented) << zc.status();
+    const std::string message(zc.status().message());
+    EXPECT_NE(message.find(kIfB), std::string::npos) << message;
+    EXPECT_NE(message.find("zero-copy"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::strerror(EOPNOTSUPP)), std::string::npos) << message;
+    // The failed open left nothing attached.
+    auto attached = xdp::attached_pollux_program(static_cast<int>(if_nametoindex(kIfB)));
+    ASSERT_TRUE(attached.ok()) << attached.status();
+    EXPECT_EQ(*attached, 0u);
+  }
+  zc = absl::UnknownError("closed");
+  auto automatic = open_b(xdp::XskMode::kAuto);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_TRUE((*automatic)->info().native);
+  EXPECT_EQ((*automatic)->info().zero_copy, zero_copy_works);
+}
+
+TEST(XdpStaleTest, AProgramLeftByAKilledProcessIsRemovedByTheNextOpen) {
+  SKIP_UNLESS_READY();
+  const int ifindex = static_cast<int>(if_nametoindex(kIfB));
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // In B (the forking thread's namespace): attach, report the program's id, wait to be killed.
+    close(ready[0]);
+    auto xsk = open_b(xdp::XskMode::kCopy);
+    const std::uint32_t id = xsk.ok() ? (*xsk)->info().prog_id : 0;
+    if (write(ready[1], &id, sizeof(id)) != sizeof(id)) _exit(1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  std::uint32_t child_prog = 0;
+  const bool reported = read(ready[0], &child_prog, sizeof(child_prog)) == sizeof(child_prog);
+  close(ready[0]);
+  if (!reported || child_prog == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    FAIL() << "the child could not open the XSK";
+  }
+
+  // While the owner lives, its program is refused, not taken over.
+  auto refused = open_b(xdp::XskMode::kCopy);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find(absl::StrCat("live process ", child)), std::string::npos)
+      << refused.status();
+
+  kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  // The kernel keeps a program attached through netlink after its process died.
+  auto attached = xdp::attached_pollux_program(ifindex);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  EXPECT_EQ(*attached, child_prog);
+
+  {
+    auto xsk = open_b(xdp::XskMode::kCopy);
+    ASSERT_TRUE(xsk.ok()) << xsk.status();
+    EXPECT_TRUE((*xsk)->info().removed_stale);
+    EXPECT_EQ((*xsk)->info().stale_pid, static_cast<std::uint32_t>(child));
+    EXPECT_NE((*xsk)->info().prog_id, child_prog);
+    attached = xdp::attached_pollux_program(ifindex);
+    ASSERT_TRUE(attached.ok()) << attached.status();
+    EXPECT_EQ(*attached, (*xsk)->info().prog_id);
+  }
+  // Closed: nothing left on the interface.
+  attached = xdp::attached_pollux_program(ifindex);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  EXPECT_EQ(*attached, 0u);
+}
+
+}  // namespace

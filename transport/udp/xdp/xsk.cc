@@ -1,0 +1,480 @@
+#include "transport/udp/xdp/xsk.h"
+
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "transport/udp/xdp/xdp_maps.h"
+
+extern "C" {
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <xdp/libxdp.h>
+#include <xdp/xsk.h>
+}
+
+namespace pollux::transport::udp::xdp {
+
+// The compiled XDP program (build/transport/pollux_xdp_bpf_object.cc, cmake/embed_bytes.cmake).
+extern const unsigned char kBpfObject[];
+extern const std::size_t kBpfObject_size;
+
+namespace {
+
+std::string errno_text(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
+
+// A libbpf/libxdp error (negative errno) as a Status naming the interface and the step.
+absl::Status step_error(const std::string& ifname, absl::string_view step, int neg_errno, absl::string_view hint = "") {
+  const int e = neg_errno < 0 ? -neg_errno : neg_errno;
+  return absl::Status(absl::ErrnoToStatusCode(e),
+                      absl::StrCat("AF_XDP on interface ", ifname, ": ", step, ": ", errno_text(e), hint));
+}
+
+// /proc/<pid>/stat's starttime (field 22), 0 when the process does not exist.
+std::uint64_t process_start_time(std::uint32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  // The command name (field 2) may hold spaces and parentheses: count fields after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  int field = 2;
+  for (; *p != '\0' && field < 22; ++p) {
+    if (*p == ' ') ++field;
+  }
+  return field == 22 ? std::strtoull(p, nullptr, 10) : 0;
+}
+
+// The fd of the map named `name` among the program `prog_fd` uses; -errno when none.
+int program_map_fd(int prog_fd, const char* name) {
+  std::uint32_t map_ids[16] = {};
+  bpf_prog_info info{};
+  info.nr_map_ids = 16;
+  info.map_ids = reinterpret_cast<std::uint64_t>(map_ids);
+  std::uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0) return -errno;
+  for (std::uint32_t i = 0; i < info.nr_map_ids && i < 16; ++i) {
+    const int fd = bpf_map_get_fd_by_id(map_ids[i]);
+    if (fd < 0) continue;
+    bpf_map_info map_info{};
+    std::uint32_t map_len = sizeof(map_info);
+    if (bpf_obj_get_info_by_fd(fd, &map_info, &map_len) == 0 && std::strcmp(map_info.name, name) == 0) return fd;
+    ::close(fd);
+  }
+  return -ENOENT;
+}
+
+// The attached programs of `ifindex` (nullptr when none; an error other than "none" as Status).
+absl::StatusOr<xdp_multiprog*> attached_programs(const std::string& ifname, int ifindex) {
+  xdp_multiprog* mp = xdp_multiprog__get_from_ifindex(ifindex);
+  const long err = libxdp_get_error(mp);
+  if (err == -ENOENT) return nullptr;
+  if (err != 0) return step_error(ifname, "listing attached XDP programs", static_cast<int>(err));
+  if (mp == nullptr) return nullptr;
+  return mp;
+}
+
+// Pollux's program among those attached (nullptr when absent).
+xdp_program* find_pollux_program(xdp_multiprog* mp) {
+  if (xdp_multiprog__is_legacy(mp)) {
+    xdp_program* main = xdp_multiprog__main_prog(mp);
+    if (main != nullptr && std::strncmp(xdp_program__name(main), POLLUX_XDP_PROG_KERNEL_NAME,
+                                        std::strlen(POLLUX_XDP_PROG_KERNEL_NAME)) == 0) {
+      return main;
+    }
+    return nullptr;
+  }
+  for (xdp_program* p = xdp_multiprog__next_prog(nullptr, mp); p != nullptr; p = xdp_multiprog__next_prog(p, mp)) {
+    if (std::strncmp(xdp_program__name(p), POLLUX_XDP_PROG_KERNEL_NAME, std::strlen(POLLUX_XDP_PROG_KERNEL_NAME)) ==
+        0) {
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+struct Xsk::Impl {
+  bpf_object* obj = nullptr;
+  xdp_program* prog = nullptr;
+  xdp_attach_mode attach_mode = XDP_MODE_UNSPEC;
+  bool attached = false;
+  int dests_fd = -1;
+  int xsks_fd = -1;
+  int owner_fd = -1;
+  void* area = nullptr;
+  std::size_t area_size = 0;
+  xsk_umem* umem = nullptr;
+  xsk_socket* socket = nullptr;
+  xsk_ring_prod fill{};
+  xsk_ring_cons comp{};
+  xsk_ring_cons rx{};
+  xsk_ring_prod tx{};
+  std::vector<std::uint64_t> tx_free;
+};
+
+absl::StatusOr<std::uint32_t> attached_pollux_program(int ifindex) {
+  absl::StatusOr<xdp_multiprog*> mp = attached_programs(absl::StrCat("#", ifindex), ifindex);
+  if (!mp.ok()) return mp.status();
+  if (*mp == nullptr) return 0u;
+  xdp_program* p = find_pollux_program(*mp);
+  const std::uint32_t id = p != nullptr ? xdp_program__id(p) : 0;
+  xdp_multiprog__close(*mp);
+  return id;
+}
+
+// Detaches a Pollux program whose owner is gone; refuses one whose owner lives. Sets `info`.
+static absl::Status remove_stale_program(const std::string& ifname, int ifindex, XskInfo* info) {
+  absl::StatusOr<xdp_multiprog*> mp = attached_programs(ifname, ifindex);
+  if (!mp.ok()) return mp.status();
+  if (*mp == nullptr) return absl::OkStatus();
+  xdp_program* p = find_pollux_program(*mp);
+  if (p == nullptr) {
+    // Another program: attach decides (libxdp's dispatcher can run both where the kernel allows).
+    xdp_multiprog__close(*mp);
+    return absl::OkStatus();
+  }
+  pollux_xdp_owner owner{};
+  const int owner_fd = program_map_fd(xdp_program__fd(p), POLLUX_XDP_OWNER_MAP);
+  if (owner_fd >= 0) {
+    std::uint32_t key = 0;
+    bpf_map_lookup_elem(owner_fd, &key, &owner);
+    ::close(owner_fd);
+  }
+  if (owner.pid != 0 && owner.start_time != 0 && process_start_time(owner.pid) == owner.start_time) {
+    const std::uint32_t id = xdp_program__id(p);
+    xdp_multiprog__close(*mp);
+    return absl::FailedPreconditionError(absl::StrCat("AF_XDP on interface ", ifname, ": Pollux's XDP program (id ", id,
+                                                      ") is attached by the live process ", owner.pid,
+                                                      "; one process per interface"));
+  }
+  int err = 0;
+  if (xdp_multiprog__is_legacy(*mp)) {
+    err = xdp_multiprog__detach(*mp);
+  } else {
+    err = xdp_program__detach(p, ifindex, xdp_multiprog__attach_mode(*mp), 0);
+  }
+  xdp_multiprog__close(*mp);
+  if (err != 0) {
+    return step_error(ifname, absl::StrCat("detaching the XDP program left by process ", owner.pid), err);
+  }
+  info->removed_stale = true;
+  info->stale_pid = owner.pid;
+  return absl::OkStatus();
+}
+
+// xsk_socket__create, retried for a bounded time while the queue is busy: the kernel releases a
+// closed socket's hold on its queue (its buffer pool) from a work queue, after close() returned,
+// so a socket opened right after another one on the same queue, or after its process died, can
+// find the queue still taken for a moment. A queue a live socket holds stays busy: EBUSY then.
+static int create_socket(const std::string& ifname, std::uint32_t queue, xsk_umem* umem, xsk_socket** socket,
+                         xsk_ring_cons* rx, xsk_ring_prod* tx, const xsk_socket_config* config) {
+  constexpr int kBusyRetries = 2000;  // x 1 ms
+  int err = 0;
+  for (int attempt = 0; attempt <= kBusyRetries; ++attempt) {
+    err = xsk_socket__create(socket, ifname.c_str(), queue, umem, rx, tx, config);
+    if (err != -EBUSY) break;
+    *socket = nullptr;
+    usleep(1000);
+  }
+  return err;
+}
+
+Xsk::Xsk(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Xsk::~Xsk() { close(); }
+
+int Xsk::fd() const { return xsk_socket__fd(impl_->socket); }
+
+absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
+  const std::string& ifname = options.ifname;
+  const std::uint32_t frames = options.frame_count;
+  if (frames < 16 || (frames & (frames - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AF_XDP on interface ", ifname, ": frame_count ", frames, " is not a power of two >= 16"));
+  }
+  if (options.frame_size != 2048 && options.frame_size != 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AF_XDP on interface ", ifname, ": frame_size ", options.frame_size, " is not 2048 or 4096"));
+  }
+  if (options.queue >= POLLUX_XDP_MAX_QUEUES) {
+    return absl::InvalidArgumentError(absl::StrCat("AF_XDP on interface ", ifname, ": queue ", options.queue,
+                                                   " is beyond the program's ", POLLUX_XDP_MAX_QUEUES, " queues"));
+  }
+  const unsigned ifindex = if_nametoindex(ifname.c_str());
+  if (ifindex == 0) {
+    return step_error(ifname, "looking up the interface (in this network namespace)", errno);
+  }
+  std::unique_ptr<Xsk> x(new Xsk(std::make_unique<Impl>()));
+  Impl& m = *x->impl_;
+  x->ifname_ = ifname;
+  x->ifindex_ = static_cast<int>(ifindex);
+  x->frame_size_ = options.frame_size;
+  {
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname.c_str());
+    const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    const int rc = s >= 0 ? ioctl(s, SIOCGIFHWADDR, &ifr) : -1;
+    const int e = errno;
+    if (s >= 0) ::close(s);
+    if (rc != 0) return step_error(ifname, "reading the MAC address (SIOCGIFHWADDR)", e);
+    std::memcpy(x->mac_, ifr.ifr_hwaddr.sa_data, 6);
+  }
+
+  if (absl::Status s = remove_stale_program(ifname, x->ifindex_, &x->info_); !s.ok()) return s;
+
+  // The program, from the bytes embedded in the library.
+  LIBBPF_OPTS(bpf_object_open_opts, open_opts, .object_name = "pollux_xdp");
+  m.obj = bpf_object__open_mem(kBpfObject, kBpfObject_size, &open_opts);
+  if (const long err = libbpf_get_error(m.obj); err != 0) {
+    m.obj = nullptr;
+    return step_error(ifname, "opening the embedded XDP object", static_cast<int>(err));
+  }
+  m.prog = xdp_program__from_bpf_obj(m.obj, "xdp");
+  if (const long err = libxdp_get_error(m.prog); err != 0) {
+    m.prog = nullptr;
+    return step_error(ifname, "creating the XDP program", static_cast<int>(err));
+  }
+  const bool native_first = options.mode != XskMode::kGeneric;
+  int err = xdp_program__attach(m.prog, x->ifindex_, native_first ? XDP_MODE_NATIVE : XDP_MODE_SKB, 0);
+  m.attach_mode = native_first ? XDP_MODE_NATIVE : XDP_MODE_SKB;
+  if (err != 0 && options.mode == XskMode::kAuto) {
+    err = xdp_program__attach(m.prog, x->ifindex_, XDP_MODE_SKB, 0);
+    m.attach_mode = XDP_MODE_SKB;
+  }
+  if (err != 0) {
+    return step_error(
+        ifname,
+        absl::StrCat("attaching the XDP program (", m.attach_mode == XDP_MODE_NATIVE ? "native" : "generic", ")"), err,
+        err == -EBUSY ? " (another XDP program is attached and libxdp's dispatcher is unavailable)" : "");
+  }
+  m.attached = true;
+  x->info_.native = m.attach_mode == XDP_MODE_NATIVE;
+  x->info_.prog_id = xdp_program__id(m.prog);
+  m.dests_fd = bpf_object__find_map_fd_by_name(m.obj, POLLUX_XDP_DESTS_MAP);
+  m.xsks_fd = bpf_object__find_map_fd_by_name(m.obj, POLLUX_XDP_XSKS_MAP);
+  m.owner_fd = bpf_object__find_map_fd_by_name(m.obj, POLLUX_XDP_OWNER_MAP);
+  if (m.dests_fd < 0 || m.xsks_fd < 0 || m.owner_fd < 0) {
+    return step_error(ifname, "finding the program's maps", ENOENT);
+  }
+  {
+    pollux_xdp_owner owner{};
+    owner.pid = static_cast<std::uint32_t>(getpid());
+    owner.start_time = process_start_time(owner.pid);
+    std::uint32_t key = 0;
+    if (bpf_map_update_elem(m.owner_fd, &key, &owner, BPF_ANY) != 0) {
+      return step_error(ifname, "recording the owner process", errno);
+    }
+  }
+
+  // The UMEM: the first half of the frames receive, the second half transmit.
+  const std::uint32_t half = frames / 2;
+  m.area_size = static_cast<std::size_t>(frames) * options.frame_size;
+  m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (m.area == MAP_FAILED) {
+    m.area = nullptr;
+    return step_error(ifname, absl::StrCat("mapping the UMEM (", m.area_size, " bytes)"), errno);
+  }
+  x->umem_area_ = static_cast<std::uint8_t*>(m.area);
+  xsk_umem_config umem_config{};
+  umem_config.fill_size = half;
+  umem_config.comp_size = half;
+  umem_config.frame_size = options.frame_size;
+  umem_config.frame_headroom = 0;
+  umem_config.flags = 0;
+  err = xsk_umem__create(&m.umem, m.area, m.area_size, &m.fill, &m.comp, &umem_config);
+  if (err != 0) {
+    m.umem = nullptr;
+    return step_error(ifname, absl::StrCat("registering the UMEM (", frames, " frames)"), err,
+                      err == -ENOBUFS ? " (RLIMIT_MEMLOCK too low without CAP_IPC_LOCK)" : "");
+  }
+
+  // The socket: zero-copy first in auto mode, copy when the driver cannot.
+  xsk_socket_config config{};
+  config.rx_size = half;
+  config.tx_size = half;
+  config.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
+  config.xdp_flags = m.attach_mode == XDP_MODE_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
+  const bool try_zero_copy = options.mode == XskMode::kAuto || options.mode == XskMode::kZeroCopy;
+  config.bind_flags = XDP_USE_NEED_WAKEUP | (try_zero_copy ? XDP_ZEROCOPY : XDP_COPY);
+  err = create_socket(ifname, options.queue, m.umem, &m.socket, &m.rx, &m.tx, &config);
+  if (err == -EOPNOTSUPP && options.mode == XskMode::kAuto) {
+    config.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
+    err = create_socket(ifname, options.queue, m.umem, &m.socket, &m.rx, &m.tx, &config);
+  }
+  if (err != 0) {
+    m.socket = nullptr;
+    const bool zc = (config.bind_flags & XDP_ZEROCOPY) != 0;
+    return step_error(
+        ifname,
+        absl::StrCat("binding the AF_XDP socket to queue ", options.queue, zc ? " in zero-copy mode" : " in copy mode"),
+        err,
+        err == -EOPNOTSUPP && zc ? " (the driver has no zero-copy AF_XDP; use copy or auto)"
+        : err == -EBUSY          ? " (another AF_XDP socket is bound to this queue)"
+                                 : "");
+  }
+  xdp_options xdp_opts{};
+  socklen_t opts_len = sizeof(xdp_opts);
+  if (getsockopt(xsk_socket__fd(m.socket), SOL_XDP, XDP_OPTIONS, &xdp_opts, &opts_len) == 0) {
+    x->info_.zero_copy = (xdp_opts.flags & XDP_OPTIONS_ZEROCOPY) != 0;
+  }
+  err = xsk_socket__update_xskmap(m.socket, m.xsks_fd);
+  if (err != 0)
+    return step_error(ifname, absl::StrCat("adding the socket to the XSK map (queue ", options.queue, ")"), err);
+
+  // Every receive frame to the fill ring; every transmit frame free.
+  std::uint32_t idx = 0;
+  if (xsk_ring_prod__reserve(&m.fill, half, &idx) != half) {
+    return step_error(ifname, "filling the fill ring", ENOSPC);
+  }
+  for (std::uint32_t i = 0; i < half; ++i) {
+    *xsk_ring_prod__fill_addr(&m.fill, idx + i) = static_cast<std::uint64_t>(i) * options.frame_size;
+  }
+  xsk_ring_prod__submit(&m.fill, half);
+  m.tx_free.resize(half);
+  for (std::uint32_t i = 0; i < half; ++i) {
+    m.tx_free[i] = static_cast<std::uint64_t>(half + i) * options.frame_size;
+  }
+  x->tx_free_ = m.tx_free.data();
+  x->tx_free_count_ = half;
+  x->tx_frames_ = half;
+  return x;
+}
+
+void Xsk::close() {
+  if (!impl_) return;
+  Impl& m = *impl_;
+  if (m.socket != nullptr) xsk_socket__delete(m.socket);
+  if (m.umem != nullptr) xsk_umem__delete(m.umem);
+  if (m.area != nullptr) munmap(m.area, m.area_size);
+  if (m.attached) xdp_program__detach(m.prog, ifindex_, m.attach_mode, 0);
+  if (m.prog != nullptr) xdp_program__close(m.prog);
+  if (m.obj != nullptr) bpf_object__close(m.obj);
+  impl_.reset();
+}
+
+absl::Status Xsk::add_destination(std::uint32_t addr, std::uint16_t port) {
+  const pollux_xdp_dest key{addr, port, 0};
+  const std::uint32_t one = 1;
+  if (bpf_map_update_elem(impl_->dests_fd, &key, &one, BPF_ANY) != 0) {
+    return step_error(ifname_, "adding a UDP destination to the filter map", errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Xsk::remove_destination(std::uint32_t addr, std::uint16_t port) {
+  const pollux_xdp_dest key{addr, port, 0};
+  if (bpf_map_delete_elem(impl_->dests_fd, &key) != 0) {
+    return step_error(ifname_, "removing a UDP destination from the filter map", errno);
+  }
+  return absl::OkStatus();
+}
+
+std::uint32_t Xsk::rx_peek(RxFrame* out, std::uint32_t max) {
+  Impl& m = *impl_;
+  std::uint32_t idx = 0;
+  const std::uint32_t n = xsk_ring_cons__peek(&m.rx, max, &idx);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const xdp_desc* d = xsk_ring_cons__rx_desc(&m.rx, idx + i);
+    out[i] = RxFrame{static_cast<const std::uint8_t*>(xsk_umem__get_data(m.area, d->addr)), d->len};
+  }
+  rx_peek_index_ = idx;
+  rx_peeked_ = n;
+  stats_.rx_frames += n;
+  return n;
+}
+
+void Xsk::rx_release() {
+  Impl& m = *impl_;
+  const std::uint32_t n = rx_peeked_;
+  if (n == 0) return;
+  // The fill ring holds every receive frame, so the frames just received always fit.
+  std::uint32_t fill_idx = 0;
+  const std::uint32_t reserved = xsk_ring_prod__reserve(&m.fill, n, &fill_idx);
+  const std::uint64_t mask = ~static_cast<std::uint64_t>(frame_size_ - 1);
+  for (std::uint32_t i = 0; i < reserved; ++i) {
+    const std::uint64_t addr = xsk_ring_cons__rx_desc(&m.rx, rx_peek_index_ + i)->addr;
+    *xsk_ring_prod__fill_addr(&m.fill, fill_idx + i) = addr & mask;
+  }
+  xsk_ring_prod__submit(&m.fill, reserved);
+  xsk_ring_cons__release(&m.rx, n);
+  rx_peeked_ = 0;
+}
+
+bool Xsk::rx_wait(int timeout_ms) {
+  Impl& m = *impl_;
+  if (xsk_ring_prod__needs_wakeup(&m.fill)) {
+    ++stats_.rx_wakeups;
+    recvfrom(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+  }
+  pollfd p{xsk_socket__fd(m.socket), POLLIN, 0};
+  return poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN) != 0;
+}
+
+std::uint32_t Xsk::send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl, const TxPayload* payloads,
+                             std::uint32_t n) {
+  Impl& m = *impl_;
+  if (n > tx_free_count_) n = tx_free_count_;
+  // Stop before the first payload that does not fit in a frame.
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (payloads[i].len > frame_size_ - kUdp4HeadersSize) {
+      n = i;
+      break;
+    }
+  }
+  if (n == 0) return 0;
+  std::uint32_t idx = 0;
+  const std::uint32_t built = xsk_ring_prod__reserve(&m.tx, n, &idx);
+  if (built == 0) return 0;
+  for (std::uint32_t i = 0; i < built; ++i) {
+    const std::uint64_t addr = tx_free_[--tx_free_count_];
+    const std::size_t len =
+        build_udp4_frame(umem_area_ + addr, frame_size_, addressing, ttl, payloads[i].data, payloads[i].len);
+    xdp_desc* d = xsk_ring_prod__tx_desc(&m.tx, idx + i);
+    d->addr = addr;
+    d->len = static_cast<std::uint32_t>(len);
+    d->options = 0;
+  }
+  xsk_ring_prod__submit(&m.tx, built);
+  stats_.tx_frames += built;
+  // Copy mode transmits inside sendto(); zero-copy drivers only when they ask (need_wakeup).
+  if (!info_.zero_copy || xsk_ring_prod__needs_wakeup(&m.tx)) {
+    ++stats_.tx_kicks;
+    if (sendto(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN &&
+        errno != EBUSY && errno != ENOBUFS) {
+      ++stats_.tx_kick_errors;
+    }
+  }
+  return built;
+}
+
+std::uint32_t Xsk::reap_completions() {
+  Impl& m = *impl_;
+  std::uint32_t idx = 0;
+  const std::uint32_t n = xsk_ring_cons__peek(&m.comp, tx_frames_, &idx);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    tx_free_[tx_free_count_++] = *xsk_ring_cons__comp_addr(&m.comp, idx + i);
+  }
+  if (n) xsk_ring_cons__release(&m.comp, n);
+  stats_.tx_completions += n;
+  return n;
+}
+
+}  // namespace pollux::transport::udp::xdp

@@ -1,0 +1,142 @@
+// One AF_XDP socket (XSK) on one (interface, rx queue), with its UMEM and Pollux's XDP program
+// (pollux_xdp.bpf.c, embedded in the library) attached to the interface. docs/XDP.md.
+//
+// Control path (open, add/remove_destination, close): may allocate, returns absl::Status.
+// Data path (rx_peek/rx_release, send_udp4, reap_completions): no allocation, no exception, no
+// lock; one thread at a time (the poller that owns the socket).
+//
+// Not yet: several sockets sharing one program (one Xsk per interface per process for now), the
+// neighbour lookup for the destination MAC, the UDP transport's use of it (udp.datapath).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transport/udp/xdp/frame.h"
+
+namespace pollux::transport::udp::xdp {
+
+// How the program is attached and the socket bound.
+//   kAuto      native (driver) attach, generic when native fails; zero-copy bind, copy when the
+//              driver has no zero-copy support (EOPNOTSUPP)
+//   kCopy      native attach, copy bind
+//   kZeroCopy  native attach, zero-copy bind (an error where the driver cannot)
+//   kGeneric   generic (skb) attach, copy bind: any interface, slowest
+enum class XskMode { kAuto, kCopy, kZeroCopy, kGeneric };
+
+struct XskOptions {
+  std::string ifname;
+  std::uint32_t queue = 0;
+  XskMode mode = XskMode::kAuto;
+  // UMEM frames (a power of two, >= 16): half receive (they go to the fill ring), half transmit.
+  std::uint32_t frame_count = 4096;
+  // Bytes per frame: 2048 or 4096 (aligned chunk mode needs a power of two).
+  std::uint32_t frame_size = 4096;
+};
+
+// What open() ended up with.
+struct XskInfo {
+  bool native = false;          // native (driver) attach; false: generic (skb)
+  bool zero_copy = false;       // the kernel reports XDP_OPTIONS_ZEROCOPY
+  bool removed_stale = false;   // a program left by a dead process was detached first
+  std::uint32_t stale_pid = 0;  // that process (0 when none)
+  std::uint32_t prog_id = 0;    // the attached program's kernel id
+};
+
+// A received frame: the Ethernet frame in the UMEM, valid until rx_release().
+struct RxFrame {
+  const std::uint8_t* data;
+  std::uint32_t len;
+};
+
+// A datagram to send: its payload (copied into a UMEM frame by send_udp4).
+struct TxPayload {
+  const void* data;
+  std::uint32_t len;
+};
+
+// Counters of the data path (plain integers: one thread).
+struct XskStats {
+  std::uint64_t rx_frames = 0;
+  std::uint64_t tx_frames = 0;
+  std::uint64_t tx_completions = 0;
+  std::uint64_t tx_kicks = 0;
+  std::uint64_t tx_kick_errors = 0;  // sendto() failures other than EAGAIN/EBUSY/ENOBUFS
+  std::uint64_t rx_wakeups = 0;
+};
+
+class Xsk {
+ public:
+  // Attaches the program to `options.ifname` (in the calling thread's network namespace), creates
+  // the UMEM and the socket on `options.queue`, and fills the fill ring. A Pollux program left on
+  // the interface by a process that no longer exists is detached first; one a live process owns
+  // is an error (FailedPrecondition). Errors name the interface and the step that failed.
+  static absl::StatusOr<std::unique_ptr<Xsk>> open(const XskOptions& options);
+
+  // Detaches the program, closes the socket, frees the UMEM.
+  ~Xsk();
+  Xsk(const Xsk&) = delete;
+  Xsk& operator=(const Xsk&) = delete;
+
+  // Redirects IPv4/UDP datagrams to (addr, port) (network byte order; addr 0: any address) to
+  // the sockets of the interface's queues.
+  absl::Status add_destination(std::uint32_t addr, std::uint16_t port);
+  absl::Status remove_destination(std::uint32_t addr, std::uint16_t port);
+
+  // Receive: up to `max` frames into `out`; returns how many. They stay valid (and the ring
+  // entries taken) until rx_release(), which gives them all back to the fill ring in one batch.
+  // Call rx_release() before the next rx_peek().
+  std::uint32_t rx_peek(RxFrame* out, std::uint32_t max);
+  void rx_release();
+  // Blocks up to `timeout_ms` for received frames (poll); false on timeout. Kicks the kernel
+  // first when the fill ring asks for a wakeup.
+  bool rx_wait(int timeout_ms);
+
+  // Transmit: builds one frame per payload (headers from `addressing`, TTL `ttl`) in free UMEM
+  // frames, submits them to the TX ring and kicks the kernel when it asks for it (always in copy
+  // mode). Returns how many were queued: fewer than `n` when frames or ring slots run out
+  // (reap_completions() frees them) or a payload does not fit in a frame (that one and the rest
+  // are not sent).
+  std::uint32_t send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl, const TxPayload* payloads,
+                          std::uint32_t n);
+  // Takes completed transmissions off the completion ring, freeing their frames; returns how many.
+  std::uint32_t reap_completions();
+  // Frames sent and not yet completed.
+  std::uint32_t tx_in_flight() const { return tx_frames_ - tx_free_count_; }
+
+  const XskInfo& info() const { return info_; }
+  const XskStats& stats() const { return stats_; }
+  int fd() const;
+  int ifindex() const { return ifindex_; }
+  const std::string& ifname() const { return ifname_; }
+  // The interface's MAC address (the source of frames sent).
+  const std::uint8_t* mac() const { return mac_; }
+
+ private:
+  struct Impl;
+  explicit Xsk(std::unique_ptr<Impl> impl);
+  void close();
+
+  std::unique_ptr<Impl> impl_;
+  std::string ifname_;
+  int ifindex_ = 0;
+  std::uint8_t mac_[6] = {};
+  XskInfo info_;
+  XskStats stats_;
+  std::uint8_t* umem_area_ = nullptr;
+  std::uint32_t frame_size_ = 0;
+  std::uint32_t tx_frames_ = 0;
+  std::uint64_t* tx_free_ = nullptr;  // stack of free TX frame addresses (owned by impl_)
+  std::uint32_t tx_free_count_ = 0;
+  std::uint32_t rx_peeked_ = 0;
+  std::uint32_t rx_peek_index_ = 0;
+};
+
+// Whether Pollux's program (by name) is attached to `ifindex`, and its kernel id (0: none).
+absl::StatusOr<std::uint32_t> attached_pollux_program(int ifindex);
+
+}  // namespace pollux::transport::udp::xdp
