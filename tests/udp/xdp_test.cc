@@ -221,6 +221,72 @@ std::vector<Received> receive(xdp::Xsk& xsk, std::size_t want) {
   return got;
 }
 
+// Frames: no root, no namespace.
+TEST(XdpFrameTest, Ipv4HeaderChecksumOfAKnownHeader) {
+  // The example header of the IPv4 checksum's usual worked example: checksum 0xb861.
+  const std::uint8_t header[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
+                                   0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
+  EXPECT_EQ(xdp::internet_checksum(header, sizeof(header)), 0xb861);
+}
+
+TEST(XdpFrameTest, BuiltFramesParseBackWithValidChecksums) {
+  xdp::Udp4Addressing a{{0x02, 0, 0, 0, 0, 1}, {0x02, 0, 0, 0, 0, 2}, ip4("10.1.2.3"),
+                        ip4("10.4.5.6"),       htons(1234),           htons(5678)};
+  for (const std::size_t len : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1400}}) {
+    SCOPED_TRACE(len);
+    std::string body;
+    for (std::size_t i = 0; i < len; ++i) body.push_back(static_cast<char>('a' + i % 26));
+    std::uint8_t frame[2048];
+    const std::size_t n = xdp::build_udp4_frame(frame, sizeof(frame), a, 64, body.data(), len);
+    ASSERT_EQ(n, xdp::kUdp4HeadersSize + len);
+    EXPECT_EQ(std::memcmp(frame, a.dst_mac, 6), 0);
+    EXPECT_EQ(std::memcmp(frame + 6, a.src_mac, 6), 0);
+    const std::uint8_t* ip = frame + xdp::kEthHeaderSize;
+    EXPECT_EQ(ip[8], 64);  // TTL
+    // A header with its checksum in place sums to 0.
+    EXPECT_EQ(xdp::internet_checksum(ip, xdp::kIpv4HeaderSize), 0);
+    // UDP: pseudo header + UDP header + payload sums to 0 as well.
+    std::vector<std::uint8_t> pseudo(ip + 12, ip + 20);
+    pseudo.insert(pseudo.end(), {0, 17, static_cast<std::uint8_t>((8 + len) >> 8), static_cast<std::uint8_t>(8 + len)});
+    pseudo.insert(pseudo.end(), ip + 20, ip + 20 + 8 + len);
+    EXPECT_EQ(xdp::internet_checksum(pseudo.data(), pseudo.size()), 0);
+    xdp::Udp4View v{};
+    ASSERT_TRUE(xdp::parse_udp4_frame(frame, n, &v));
+    EXPECT_EQ(v.src_addr, a.src_addr);
+    EXPECT_EQ(v.dst_addr, a.dst_addr);
+    EXPECT_EQ(v.src_port, a.src_port);
+    EXPECT_EQ(v.dst_port, a.dst_port);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(v.payload), v.len), body);
+    // Truncated by one byte: not a datagram.
+    EXPECT_FALSE(xdp::parse_udp4_frame(frame, n - 1, &v));
+  }
+}
+
+TEST(XdpFrameTest, ParseRejectsFragmentsAndHonoursIpOptions) {
+  xdp::Udp4Addressing a{{0x02, 0, 0, 0, 0, 1}, {0x02, 0, 0, 0, 0, 2}, ip4("10.1.2.3"),
+                        ip4("10.4.5.6"),       htons(1234),           htons(5678)};
+  std::uint8_t frame[256];
+  const std::size_t n = xdp::build_udp4_frame(frame, sizeof(frame), a, 64, "abcd", 4);
+  xdp::Udp4View v{};
+  std::uint8_t fragment[256];
+  std::memcpy(fragment, frame, n);
+  fragment[xdp::kEthHeaderSize + 6] |= 0x20;  // more fragments
+  EXPECT_FALSE(xdp::parse_udp4_frame(fragment, n, &v));
+  // The same datagram with 4 bytes of IP options (ihl 6): the UDP header moves.
+  std::uint8_t with_options[256];
+  std::memcpy(with_options, frame, xdp::kEthHeaderSize + xdp::kIpv4HeaderSize);
+  std::memset(with_options + xdp::kEthHeaderSize + xdp::kIpv4HeaderSize, 1, 4);  // NOPs
+  std::memcpy(with_options + xdp::kEthHeaderSize + xdp::kIpv4HeaderSize + 4,
+              frame + xdp::kEthHeaderSize + xdp::kIpv4HeaderSize, n - xdp::kEthHeaderSize - xdp::kIpv4HeaderSize);
+  with_options[xdp::kEthHeaderSize] = 0x46;
+  with_options[xdp::kEthHeaderSize + 3] += 4;  // total length (< 256: no carry)
+  ASSERT_TRUE(xdp::parse_udp4_frame(with_options, n + 4, &v));
+  EXPECT_EQ(v.dst_port, a.dst_port);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(v.payload), v.len), "abcd");
+  // Does not fit: 0, nothing claimed written.
+  EXPECT_EQ(xdp::build_udp4_frame(frame, xdp::kUdp4HeadersSize + 3, a, 64, "abcd", 4), 0u);
+}
+
 const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }
 
 // Copy mode, attached natively (kCopy) or generically (kGeneric).
