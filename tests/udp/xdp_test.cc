@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/support/netns.h"
 #include "transport/udp/xdp/frame.h"
+#include "transport/udp/xdp/neighbour.h"
 #include "transport/udp/xdp/xsk.h"
 
 namespace {
@@ -285,6 +286,23 @@ TEST(XdpFrameTest, ParseRejectsFragmentsAndHonoursIpOptions) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(v.payload), v.len), "abcd");
   // Does not fit: 0, nothing claimed written.
   EXPECT_EQ(xdp::build_udp4_frame(frame, xdp::kUdp4HeadersSize + 3, a, 64, "abcd", 4), 0u);
+}
+
+TEST(XdpFrameTest, MulticastMacKeepsTheLow23BitsOfTheGroup) {
+  const std::uint8_t want[6] = {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  EXPECT_EQ(std::memcmp(xdp::multicast_mac(ip4("239.1.2.3")).bytes, want, 6), 0);
+  // The group's 24th bit from the bottom does not reach the MAC.
+  EXPECT_EQ(std::memcmp(xdp::multicast_mac(ip4("239.129.2.3")).bytes, want, 6), 0);
+}
+
+TEST(XdpNeighbourTest, FindsThePeersEntryAndReportsAMissingOne) {
+  SKIP_UNLESS_READY();
+  const int ifindex = static_cast<int>(if_nametoindex(kIfB));
+  auto mac = xdp::lookup_neighbour(ifindex, ip4(kAddrA));
+  ASSERT_TRUE(mac.ok()) << mac.status();
+  EXPECT_EQ(mac_text(mac->bytes), mac_text(g_mac_a));
+  auto missing = xdp::lookup_neighbour(ifindex, ip4("10.231.0.99"));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
 }
 
 const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }

@@ -1,0 +1,81 @@
+#include "transport/udp/xdp/neighbour.h"
+
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pollux::transport::udp::xdp {
+
+MacAddress multicast_mac(std::uint32_t group) {
+  const std::uint8_t* g = reinterpret_cast<const std::uint8_t*>(&group);
+  return MacAddress{{0x01, 0x00, 0x5e, static_cast<std::uint8_t>(g[1] & 0x7f), g[2], g[3]}};
+}
+
+absl::StatusOr<MacAddress> lookup_neighbour(int ifindex, std::uint32_t addr) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) {
+    return absl::Status(absl::ErrnoToStatusCode(errno),
+                        absl::StrCat("neighbour lookup: netlink socket: ", std::strerror(errno)));
+  }
+  struct {
+    nlmsghdr header;
+    ndmsg body;
+  } request{};
+  request.header.nlmsg_len = sizeof(request);
+  request.header.nlmsg_type = RTM_GETNEIGH;
+  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  request.header.nlmsg_seq = 1;
+  request.body.ndm_family = AF_INET;
+  request.body.ndm_ifindex = ifindex;
+  if (send(fd, &request, sizeof(request), 0) < 0) {
+    const int e = errno;
+    close(fd);
+    return absl::Status(absl::ErrnoToStatusCode(e), absl::StrCat("neighbour lookup: netlink send: ", std::strerror(e)));
+  }
+  alignas(nlmsghdr) char buf[16384];
+  bool found = false;
+  MacAddress mac{};
+  for (bool done = false; !done;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    int left = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+        done = true;
+        break;
+      }
+      if (h->nlmsg_type != RTM_NEWNEIGH) continue;
+      const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(h));
+      if (nd->ndm_ifindex != ifindex || (nd->ndm_state & (NUD_INCOMPLETE | NUD_FAILED)) != 0) continue;
+      int attr_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*nd)));
+      bool same_addr = false;
+      const std::uint8_t* lladdr = nullptr;
+      for (auto* a =
+               reinterpret_cast<rtattr*>(reinterpret_cast<char*>(const_cast<ndmsg*>(nd)) + NLMSG_ALIGN(sizeof(*nd)));
+           RTA_OK(a, attr_len); a = RTA_NEXT(a, attr_len)) {
+        if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == 4 && std::memcmp(RTA_DATA(a), &addr, 4) == 0) same_addr = true;
+        if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6) lladdr = static_cast<const std::uint8_t*>(RTA_DATA(a));
+      }
+      if (same_addr && lladdr != nullptr) {
+        std::memcpy(mac.bytes, lladdr, 6);
+        found = true;
+      }
+    }
+  }
+  close(fd);
+  if (!found) {
+    const std::uint8_t* a = reinterpret_cast<const std::uint8_t*>(&addr);
+    return absl::NotFoundError(absl::StrCat("neighbour lookup: no link-layer address for ", a[0], ".", a[1], ".", a[2],
+                                            ".", a[3], " on interface #", ifindex));
+  }
+  return mac;
+}
+
+}  // namespace pollux::transport::udp::xdp
