@@ -255,15 +255,15 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   const bool native_first = options.mode != XskMode::kGeneric;
   int err = xdp_program__attach(m.prog, x->ifindex_, native_first ? XDP_MODE_NATIVE : XDP_MODE_SKB, 0);
   m.attach_mode = native_first ? XDP_MODE_NATIVE : XDP_MODE_SKB;
+  std::string attach_step = native_first ? "attaching the XDP program (native)" : "attaching the XDP program (generic)";
   if (err != 0 && options.mode == XskMode::kAuto) {
+    attach_step = absl::StrCat("attaching the XDP program (generic, after native failed with ", errno_text(-err), ")");
     err = xdp_program__attach(m.prog, x->ifindex_, XDP_MODE_SKB, 0);
     m.attach_mode = XDP_MODE_SKB;
   }
   if (err != 0) {
-    return step_error(
-        ifname,
-        absl::StrCat("attaching the XDP program (", m.attach_mode == XDP_MODE_NATIVE ? "native" : "generic", ")"), err,
-        err == -EBUSY ? " (another XDP program is attached and libxdp's dispatcher is unavailable)" : "");
+    return step_error(ifname, attach_step, err,
+                      err == -EBUSY ? " (another XDP program is attached and libxdp's dispatcher is unavailable)" : "");
   }
   m.attached = true;
   x->info_.native = m.attach_mode == XDP_MODE_NATIVE;
