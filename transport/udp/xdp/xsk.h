@@ -5,8 +5,9 @@
 // Data path (rx_peek/rx_release, send_udp4, reap_completions): no allocation, no exception, no
 // lock; one thread at a time (the poller that owns the socket).
 //
-// Not yet: several sockets sharing one program (one Xsk per interface per process for now), the
-// neighbour lookup for the destination MAC, the UDP transport's use of it (udp.datapath).
+// Not yet: several sockets sharing one program (one Xsk per interface per process for now), and
+// the UDP transport's use of it (udp.datapath). The destination MAC is the caller's
+// (neighbour.h looks it up).
 #pragma once
 
 #include <cstddef>
