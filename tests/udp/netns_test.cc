@@ -135,15 +135,16 @@ class Peer {
 constexpr int kLongSessionTimeoutMs = 60'000;
 
 // Config of a peer in namespace `host` (eth0 = 10.77.0.<index>).
-std::string write_config(const std::string& name, const std::string& extra, int session_timeout_ms) {
+std::string write_config(const std::string& name, const std::string& extra, int session_timeout_ms,
+                         const char* threading = "inline") {
   const std::string path = g_dir + "/" + name + ".toml";
   std::FILE* f = std::fopen(path.c_str(), "w");
   std::fprintf(f,
-               "[runtime]\nthreading = \"inline\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
+               "[runtime]\nthreading = \"%s\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
                "[transport]\nkind = \"udp\"\n"
                "[udp]\n%sport = %d\ninterface = \"eth0\"\nttl = 1\n"
                "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
-               name.c_str(),
+               threading, name.c_str(),
                // The group, unless `extra` names another address (a unicast test).
                extra.find("address =") == std::string::npos ? absl::StrFormat("address = \"%s\"\n", kGroup).c_str()
                                                              : "",
@@ -158,10 +159,11 @@ struct Configs {
   std::string pub, s1, s2;
 };
 Configs write_configs(const std::string& tag, const std::string& pub_extra, const std::string& s1_extra,
-                      const std::string& s2_extra, int session_timeout_ms = kLongSessionTimeoutMs) {
-  return {write_config("pub" + tag, pub_extra, session_timeout_ms),
-          write_config("s1" + tag, s1_extra, session_timeout_ms),
-          write_config("s2" + tag, s2_extra, session_timeout_ms)};
+                      const std::string& s2_extra, int session_timeout_ms = kLongSessionTimeoutMs,
+                      const char* threading = "inline") {
+  return {write_config("pub" + tag, pub_extra, session_timeout_ms, threading),
+          write_config("s1" + tag, s1_extra, session_timeout_ms, threading),
+          write_config("s2" + tag, s2_extra, session_timeout_ms, threading)};
 }
 
 // A peer's command line on stream "md": ROLE --config CFG --topic md, then `more`.
@@ -223,7 +225,8 @@ class UdpNetns : public ::testing::Test {
   struct XdpRun {
     bool pub_xdp = false, s1_xdp = false, s2_xdp = false;
     bool two_subscribers = true;
-    std::string extra;  // [udp] keys of all three
+    std::string extra;                // [udp] keys of all three
+    const char* threading = "inline";  // [runtime] threading of all three
   };
   static void xdp_run(const std::string& tag, const XdpRun& r);
   // pollux-feed over multicast with 2% wire loss vs the same replay over shm (below).
@@ -428,7 +431,7 @@ void UdpNetns::xdp_run(const std::string& tag, const XdpRun& r) {
   ASSERT_NO_FATAL_FAILURE(bridge_loss(5));
   const auto keys = [&](bool xdp) { return std::string(xdp ? kXdp : "") + r.extra; };
   const Configs cfg = write_configs(tag, keys(r.pub_xdp) + "coalesce_us = 20\nretransmit_buffer = \"64MiB\"",
-                                    keys(r.s1_xdp), keys(r.s2_xdp));
+                                    keys(r.s1_xdp), keys(r.s2_xdp), kLongSessionTimeoutMs, r.threading);
   constexpr long long kCount = 200'000;
   const std::initializer_list<std::string> sub_args = {"--count", std::to_string(kCount), "--timeout", "120"};
   Peer s1("s1", md_args("sub", cfg.s1, sub_args));
@@ -485,13 +488,20 @@ void UdpNetns::xdp_run(const std::string& tag, const XdpRun& r) {
 // An XDP publisher to an XDP subscriber (s1) and a socket subscriber (s2), multicast.
 TEST_F(UdpNetns, XdpMulticastPublisherToXdpAndSocketSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xm", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = ""}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xm", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = "", .threading = "inline"}));
+}
+
+// The same with the endpoints on dedicated pollers: each poller's UDP source reads its port's ring.
+TEST_F(UdpNetns, XdpOnDedicatedPollersRepairsWireLoss) {
+  if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xp", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true,
+                                          .extra = "", .threading = "dedicated"}));
 }
 
 // A socket publisher to two XDP subscribers, multicast.
 TEST_F(UdpNetns, SocketPublisherToXdpSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xs", {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = ""}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xs", {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = "", .threading = "inline"}));
 }
 
 // Unicast both ways through XDP: the publisher finds the subscriber's MAC in the neighbour table
@@ -499,7 +509,7 @@ TEST_F(UdpNetns, SocketPublisherToXdpSubscribersRepairsWireLoss) {
 TEST_F(UdpNetns, XdpUnicastPublisherToXdpSubscriberRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
   ASSERT_NO_FATAL_FAILURE(xdp_run(
-      "-xu", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = false, .extra = "address = \"10.77.0.2\"\n"}));
+      "-xu", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = false, .extra = "address = \"10.77.0.2\"\n", .threading = "inline"}));
 }
 
 // Whether Pollux's XDP program is attached to `host`'s eth0 (`ip link` shows "prog/xdp id N").
