@@ -139,16 +139,16 @@ std::string write_config(const std::string& name, const std::string& extra, int 
                          const char* threading = "inline") {
   const std::string path = g_dir + "/" + name + ".toml";
   std::FILE* f = std::fopen(path.c_str(), "w");
-  std::fprintf(f,
-               "[runtime]\nthreading = \"%s\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
-               "[transport]\nkind = \"udp\"\n"
-               "[udp]\n%sport = %d\ninterface = \"eth0\"\nttl = 1\n"
-               "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
-               threading, name.c_str(),
-               // The group, unless `extra` names another address (a unicast test).
-               extra.find("address =") == std::string::npos ? absl::StrFormat("address = \"%s\"\n", kGroup).c_str()
-                                                             : "",
-               kPort, session_timeout_ms, extra.c_str());
+  std::fprintf(
+      f,
+      "[runtime]\nthreading = \"%s\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
+      "[transport]\nkind = \"udp\"\n"
+      "[udp]\n%sport = %d\ninterface = \"eth0\"\nttl = 1\n"
+      "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
+      threading, name.c_str(),
+      // The group, unless `extra` names another address (a unicast test).
+      extra.find("address =") == std::string::npos ? absl::StrFormat("address = \"%s\"\n", kGroup).c_str() : "", kPort,
+      session_timeout_ms, extra.c_str());
   std::fclose(f);
   return path;
 }
@@ -225,7 +225,7 @@ class UdpNetns : public ::testing::Test {
   struct XdpRun {
     bool pub_xdp = false, s1_xdp = false, s2_xdp = false;
     bool two_subscribers = true;
-    std::string extra;                // [udp] keys of all three
+    std::string extra;                 // [udp] keys of all three
     const char* threading = "inline";  // [runtime] threading of all three
   };
   static void xdp_run(const std::string& tag, const XdpRun& r);
@@ -488,28 +488,40 @@ void UdpNetns::xdp_run(const std::string& tag, const XdpRun& r) {
 // An XDP publisher to an XDP subscriber (s1) and a socket subscriber (s2), multicast.
 TEST_F(UdpNetns, XdpMulticastPublisherToXdpAndSocketSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xm", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = "", .threading = "inline"}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run(
+      "-xm",
+      {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = "", .threading = "inline"}));
 }
 
 // The same with the endpoints on dedicated pollers: each poller's UDP source reads its port's ring.
 TEST_F(UdpNetns, XdpOnDedicatedPollersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xp", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true,
-                                          .extra = "", .threading = "dedicated"}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xp", {.pub_xdp = true,
+                                          .s1_xdp = true,
+                                          .s2_xdp = false,
+                                          .two_subscribers = true,
+                                          .extra = "",
+                                          .threading = "dedicated"}));
 }
 
 // A socket publisher to two XDP subscribers, multicast.
 TEST_F(UdpNetns, SocketPublisherToXdpSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xs", {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = "", .threading = "inline"}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run(
+      "-xs",
+      {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = "", .threading = "inline"}));
 }
 
 // Unicast both ways through XDP: the publisher finds the subscriber's MAC in the neighbour table
 // (its first datagrams go through its socket, which makes the kernel resolve it).
 TEST_F(UdpNetns, XdpUnicastPublisherToXdpSubscriberRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run(
-      "-xu", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = false, .extra = "address = \"10.77.0.2\"\n", .threading = "inline"}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xu", {.pub_xdp = true,
+                                          .s1_xdp = true,
+                                          .s2_xdp = false,
+                                          .two_subscribers = false,
+                                          .extra = "address = \"10.77.0.2\"\n",
+                                          .threading = "inline"}));
 }
 
 // Whether Pollux's XDP program is attached to `host`'s eth0 (`ip link` shows "prog/xdp id N").

@@ -117,8 +117,8 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     ep->c_.allocate(*env.counters, scope, spec.stream_id, ep->sock_.kernel_timestamps);
   }
   // poll_direct()'s fixed conditions, checked once (none of them changes after open).
-  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps &&
-                  ep->max_read_ > 0 && ep->xdp_ == nullptr;
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0 &&
+                   ep->xdp_ == nullptr;
   return ep;
 }
 
@@ -492,7 +492,8 @@ std::string UdpRxEndpoint::describe() const {
     absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,
                           si.gaps, si.held);
   }
-  if (xdp_ != nullptr) absl::StrAppend(&out, "; datapath ", xdp_->describe(), ", receive times from the poller's clock");
+  if (xdp_ != nullptr)
+    absl::StrAppend(&out, "; datapath ", xdp_->describe(), ", receive times from the poller's clock");
   if (!sock_.notes.empty()) absl::StrAppend(&out, "; ", sock_.notes);
   return out;
 }

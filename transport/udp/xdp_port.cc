@@ -43,7 +43,7 @@ std::map<std::string, std::weak_ptr<XdpPort>>& registry() {
 // The calling thread's network namespace (its inode), so that the same ifindex in two namespaces
 // of one process (tests) are two ports.
 std::string netns_key() {
-  struct stat st{};
+  struct stat st {};
   if (::stat("/proc/thread-self/ns/net", &st) != 0) return "?";
   return absl::StrCat(st.st_dev, ":", st.st_ino);
 }
@@ -127,8 +127,8 @@ xdp::XskMode xsk_mode(UdpXdpMode m) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cfg, const Channel& ch,
-                                                          const void* owner, core::CountersFile* counters) {
+absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cfg, const Channel& ch, const void* owner,
+                                                          core::CountersFile* counters) {
   const UdpConfig& u = config(cfg);
   if (ch.ifindex == 0 || ch.iface_name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -196,6 +196,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
   p->queue_ = queue;
   p->src_addr_ = ch.iface.s_addr;
   p->rx_batch_ = std::min(u.rx_batch, kMaxBatch);
+  p->busy_poll_ = p->xsk_->info().busy_poll;
   p->owner_ = owner;
   p->inline_ = owner == nullptr;
   p->key_ = key;
@@ -317,7 +318,12 @@ std::uint32_t XdpPort::poll(std::int64_t now_ns) noexcept {
     }
   }
   xsk_->rx_release(consumed);
-  if (consumed == n && n < rx_batch_) drained_all(now_ns);  // the ring was emptied
+  if (consumed == n && n < rx_batch_) {
+    drained_all(now_ns);  // the ring was emptied
+    // A zero-copy driver that asked for a wakeup, or preferred busy polling (these calls run the
+    // driver's receive processing): one non-blocking recvfrom. Copy mode never asks.
+    if (n == 0) (void)xsk_->rx_kick(busy_poll_);
+  }
   return consumed;
 }
 
