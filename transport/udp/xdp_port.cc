@@ -327,6 +327,54 @@ std::uint32_t XdpPort::poll(std::int64_t now_ns) noexcept {
   return consumed;
 }
 
+XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint* ep, std::int64_t now_ns, DirectFrame* out) noexcept {
+  if (__builtin_expect(!on_owner_thread(), 0)) return Direct::kEmpty;
+  const std::uint32_t nsinks = nsinks_.load(std::memory_order_acquire);
+  // Bounded: a burst of junk is left to the next call (or to poll()).
+  for (int skipped = 0; skipped < 8; ++skipped) {
+    xdp::RxFrame f;
+    if (xsk_->rx_peek(&f, 1) == 0) {
+      xsk_->rx_release(0);
+      drained_all(now_ns);
+      return Direct::kEmpty;
+    }
+    xdp::Udp4View v;
+    if (__builtin_expect(
+            !xdp::parse_udp4_frame(f.data, f.len, &v) || xdp::check_udp4_checksums(f.data, v) == xdp::Checksums::kBad,
+            0)) {
+      ++rx_malformed_;
+      xsk_->rx_release(1);
+      continue;
+    }
+    std::uint32_t matched = 0;
+    bool mine = false;
+    for (std::uint32_t i = 0; i < nsinks; ++i) {
+      const UdpRxEndpoint* s = sinks_[i].ep.load(std::memory_order_acquire);  // pairs with add_rx()'s release
+      if (s == nullptr || sinks_[i].port != v.dst_port || (sinks_[i].addr != 0 && sinks_[i].addr != v.dst_addr)) {
+        continue;
+      }
+      ++matched;
+      mine |= s == ep;
+    }
+    if (__builtin_expect(matched == 0, 0)) {
+      ++rx_unmatched_;
+      xsk_->rx_release(1);
+      continue;
+    }
+    if (matched != 1 || !mine || xdp::check_udp4_checksums(f.data, v) != xdp::Checksums::kOk) {
+      xsk_->rx_release(0);  // poll() hands it out
+      return Direct::kSlow;
+    }
+    *out = DirectFrame{v.payload, static_cast<std::uint32_t>(v.len), v.src_addr, v.src_port};
+    return Direct::kFrame;
+  }
+  return Direct::kSlow;
+}
+
+void XdpPort::direct_done() noexcept { xsk_->rx_release(1); }
+
+void XdpPort::direct_keep() noexcept { xsk_->rx_release(0); }
+
 std::uint32_t XdpPort::send(const sockaddr_in& dest, const std::uint8_t dst_mac[6], std::uint16_t src_port,
                             std::uint8_t ttl, std::span<const reliability::DatagramSink::Datagram> d) noexcept {
   if (__builtin_expect(!on_owner_thread(), 0)) return 0;

@@ -89,6 +89,24 @@ class XdpPort {
   // subscribers; returns the frames taken off the ring. When it leaves the ring empty, every
   // subscriber is told it drained (ReliableReceiver::drained).
   std::uint32_t poll(std::int64_t now_ns) noexcept;
+  // Inline direct path (UdpRxEndpoint::poll_direct): the next frame in the ring when it is a
+  // valid datagram for `ep` alone (kFrame), left in the ring (its payload is valid until
+  // direct_done()). Malformed and unmatched frames before it are counted and given back. When the ring is
+  // empty (kEmpty; the subscribers are told they drained) or the next frame needs poll() (kSlow: another
+  // subscriber's, or a partial checksum): nothing is taken then.
+  enum class Direct : std::uint8_t { kEmpty, kFrame, kSlow };
+  struct DirectFrame {
+    const std::uint8_t* payload;
+    std::uint32_t len;
+    std::uint32_t src_addr;  // network byte order
+    std::uint16_t src_port;
+  };
+  Direct direct_peek(const UdpRxEndpoint* ep, std::int64_t now_ns, DirectFrame* out) noexcept;
+  // Gives the frame direct_peek() returned back to the fill ring (done), or leaves it first in
+  // the RX ring (keep: the subscriber had no room for it).
+  void direct_done() noexcept;
+  void direct_keep() noexcept;
+
   // Sends `d` to `dest` (a MAC known: see resolve()); returns how many went out (fewer: UMEM
   // frames or ring slots ran out; retry after completions come back).
   std::uint32_t send(const sockaddr_in& dest, const std::uint8_t dst_mac[6], std::uint16_t src_port, std::uint8_t ttl,
