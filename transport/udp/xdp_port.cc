@@ -136,18 +136,20 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
         u.interface, "\", the kernel's choice): the AF_XDP socket is bound to one interface"));
   }
   const std::string key = absl::StrCat(netns_key(), "/", ch.ifindex);
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::unique_lock<std::mutex> lock(g_mu);
   auto& reg = registry();
   if (auto it = reg.find(key); it != reg.end()) {
     if (std::shared_ptr<XdpPort> p = it->second.lock()) {
-      if (p->owner_ != owner) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            cfg.source, ": udp.datapath: interface ", ch.iface_name,
-            " already has this process's AF_XDP socket, driven by ", p->inline_ ? "inline endpoints" : "another poller",
-            ", and a queue takes one socket: open every XDP stream on ", ch.iface_name,
-            " on the same poller (or all inline on one thread)"));
-      }
-      return p;
+      if (p->owner_ == owner) return p;
+      const std::string msg = absl::StrCat(cfg.source, ": udp.datapath: interface ", ch.iface_name,
+                                           " already has this process's AF_XDP socket, driven by ",
+                                           p->inline_ ? "inline endpoints" : "another poller",
+                                           ", and a queue takes one socket: open every XDP stream on ", ch.iface_name,
+                                           " on the same poller (or all inline on one thread)");
+      // The last reference may go with `p` (its owner closed meanwhile): its destructor takes
+      // the registry's lock.
+      lock.unlock();
+      return absl::FailedPreconditionError(msg);
     }
   }
   const std::uint32_t queues = rx_queue_count(ch.iface_name);
