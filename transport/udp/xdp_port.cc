@@ -411,7 +411,9 @@ bool XdpPort::resolve(const sockaddr_in& dest, std::uint8_t out[6]) const noexce
     std::memcpy(out, m.bytes, 6);
     return true;
   }
-  absl::StatusOr<xdp::MacAddress> m = xdp::lookup_neighbour(xsk_->ifindex(), addr);
+  // The route's next hop: the destination on the link, or its gateway.
+  absl::StatusOr<std::uint32_t> hop = xdp::next_hop(xsk_->ifindex(), addr);
+  absl::StatusOr<xdp::MacAddress> m = xdp::lookup_neighbour(xsk_->ifindex(), hop.ok() ? *hop : addr);
   if (!m.ok()) return false;
   std::memcpy(out, m->bytes, 6);
   return true;
