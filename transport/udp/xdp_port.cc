@@ -193,7 +193,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
     return absl::Status(xsk.status().code(), absl::StrCat(cfg.source, ": udp.datapath: ", xsk.status().message()));
   }
   std::shared_ptr<XdpPort> p(new XdpPort());
-  p->xsk_ = std::move(*xsk);
+  p->xsk_.reset(xsk->release());
   p->ifname_ = ch.iface_name;
   p->queue_ = queue;
   p->src_addr_ = ch.iface.s_addr;
@@ -210,6 +210,8 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
   reg[key] = p;
   return p;
 }
+
+void XdpPort::XskDeleter::operator()(xdp::Xsk* x) const noexcept { delete x; }
 
 XdpPort::~XdpPort() {
   std::lock_guard<std::mutex> lock(g_mu);

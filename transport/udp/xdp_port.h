@@ -144,7 +144,11 @@ class XdpPort {
   };
   Sink sinks_[kMaxSinks];
   std::atomic<std::uint32_t> nsinks_{0};  // entries [0, nsinks_) may be in use (release/acquire as ep)
-  std::unique_ptr<xdp::Xsk> xsk_;
+  // Deleted where the socket's class is defined (a build without AF_XDP has none to delete).
+  struct XskDeleter {
+    void operator()(xdp::Xsk* x) const noexcept;
+  };
+  std::unique_ptr<xdp::Xsk, XskDeleter> xsk_;
   std::string ifname_;
   std::uint32_t queue_ = 0;
   std::uint32_t src_addr_ = 0;  // the interface's IPv4 address (network byte order)

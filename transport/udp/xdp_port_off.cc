@@ -14,6 +14,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
                                                "(libxdp-dev, libbpf-dev and clang at build time)"));
 }
 XdpPort::~XdpPort() = default;
+void XdpPort::XskDeleter::operator()(xdp::Xsk*) const noexcept {}  // no port is ever made
 absl::Status XdpPort::add_rx(std::uint32_t, std::uint16_t, UdpRxEndpoint*) { return absl::UnimplementedError("xdp"); }
 void XdpPort::remove_rx(UdpRxEndpoint*) noexcept {}
 std::uint32_t XdpPort::poll(std::int64_t) noexcept { return 0; }
