@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   doctor::check_cpu(h, report);
   doctor::check_memory(h, report);
   doctor::check_network(h, report);
+  doctor::check_xdp(h, report);
   doctor::check_rdma(h, report);
   doctor::check_processes(h, report);
 
