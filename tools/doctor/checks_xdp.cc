@@ -323,7 +323,9 @@ void check_programs(Report& r, const std::string& ifc, bool judged, V bad, int d
   const bool pollux = owner.ok() && owner->prog_id != 0;
   const bool stale = pollux && (owner->pid == 0 || !owner->alive);
   if (stale) {
-    r.add("xdp", name, V::kWarn, absl::StrCat(value, ": a Pollux process that died left it attached"),
+    r.add("xdp", name, V::kWarn,
+          absl::StrCat(value, owner->pid == 0 ? ": no process owns it (another Pollux version, or attached by hand)"
+                                              : ": a Pollux process that died left it attached"),
           absl::StrFormat("the next Pollux start on %s removes it; to remove it now: ip link set dev %s %s", ifc, ifc,
                           ip_link_off(mode)));
   } else if (foreign && judged && (legacy || dispatcher != 1) && !pollux) {
