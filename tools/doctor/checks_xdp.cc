@@ -242,30 +242,23 @@ bool ethtool(const std::string& ifname, void* cmd) {
   return ok;
 }
 
-std::string mode_name(xdp_attach_mode m) {
+// An attach mode's name, and the `ip link` keyword that detaches a program attached in it.
+struct ModeNames {
+  const char* name;
+  const char* ip_link_off;
+};
+ModeNames mode_names(xdp_attach_mode m) {
   switch (m) {
     case XDP_MODE_NATIVE:
-      return "native";
+      return {"native", "xdp off"};
     case XDP_MODE_SKB:
-      return "generic";
+      return {"generic", "xdpgeneric off"};
     case XDP_MODE_HW:
-      return "offload";
+      return {"offload", "xdpoffload off"};
     case XDP_MODE_UNSPEC:
       break;
   }
-  return "unknown mode";
-}
-
-// `ip link` keyword that detaches a program of mode `m`.
-std::string ip_link_off(xdp_attach_mode m) {
-  switch (m) {
-    case XDP_MODE_SKB:
-      return "xdpgeneric off";
-    case XDP_MODE_HW:
-      return "xdpoffload off";
-    default:
-      return "xdp off";
-  }
+  return {"unknown mode", "xdp off"};
 }
 
 // The XDP programs attached to `ifc`, judged: Pollux's with its owner (alive, or dead: stale),
@@ -305,11 +298,11 @@ void check_programs(Report& r, const std::string& ifc, bool judged, V bad, int d
     progs.push_back(std::move(s));
   };
   if (legacy) {
-    if (xdp_program* p = xdp_multiprog__main_prog(mp)) describe(p, mode_name(mode));
+    if (xdp_program* p = xdp_multiprog__main_prog(mp)) describe(p, mode_names(mode).name);
   } else {
     if (xdp_program* d = xdp_multiprog__main_prog(mp)) {
-      progs.push_back(
-          absl::StrFormat("libxdp dispatcher %s id %u %s", xdp_program__name(d), xdp_program__id(d), mode_name(mode)));
+      progs.push_back(absl::StrFormat("libxdp dispatcher %s id %u %s", xdp_program__name(d), xdp_program__id(d),
+                                      mode_names(mode).name));
     }
     for (xdp_program* p = xdp_multiprog__next_prog(nullptr, mp); p != nullptr; p = xdp_multiprog__next_prog(p, mp)) {
       describe(p, absl::StrFormat("in the dispatcher (priority %u)", xdp_program__run_prio(p)));
@@ -327,14 +320,14 @@ void check_programs(Report& r, const std::string& ifc, bool judged, V bad, int d
           absl::StrCat(value, owner->pid == 0 ? ": no process owns it (another Pollux version, or attached by hand)"
                                               : ": a Pollux process that died left it attached"),
           absl::StrFormat("the next Pollux start on %s removes it; to remove it now: ip link set dev %s %s", ifc, ifc,
-                          ip_link_off(mode)));
+                          mode_names(mode).ip_link_off));
   } else if (foreign && judged && (legacy || dispatcher != 1) && !pollux) {
     r.add("xdp", name, bad,
           absl::StrCat(value,
                        ": another XDP program holds the interface and libxdp's dispatcher cannot run both: "
                        "Pollux's attach gets EBUSY"),
           absl::StrFormat("detach it (ip link set dev %s %s, or xdp-loader unload %s --all) or use another interface",
-                          ifc, ip_link_off(mode), ifc));
+                          ifc, mode_names(mode).ip_link_off, ifc));
   } else {
     r.add("xdp", name, V::kInfo, value);
   }
