@@ -621,6 +621,31 @@ TEST(DoctorRoot, XdpFindingsOfAFabricatedHost) {
   }
 }
 
+// An unprivileged process (uid nobody, no capabilities; the test must be root to switch): every
+// capability the datapath needs is named as missing with the setcap fix, the AF_XDP socket is
+// refused for CAP_NET_RAW, and the dispatcher is not judged from a probe that cannot load.
+TEST(DoctorHost, XdpUnprivilegedProcessIsToldWhatItLacks) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the doctor as another user";
+  if (pollux::testing::shell_status("command -v setpriv") != 0) GTEST_SKIP() << "setpriv is unavailable";
+  const int probe = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (probe < 0) GTEST_SKIP() << "AF_XDP sockets are unavailable: " << std::strerror(errno);
+  close(probe);
+  const Checks c = parse_report(RunCommand(std::string("setpriv --reuid=65534 --regid=65534 --clear-groups ") +
+                                           POLLUX_DOCTOR_BIN + " --json --no-probe --shm-dir " + ::testing::TempDir()));
+  EXPECT_EQ(c.verdict("xdp/capabilities"), "warn");
+  EXPECT_EQ(c.value("xdp/capabilities")
+                .rfind("CapEff 0000000000000000: missing cap_net_admin (to attach the XDP "
+                       "program), cap_bpf",
+                       0),
+            0u)
+      << c.value("xdp/capabilities");
+  EXPECT_NE(c.hint("xdp/capabilities").find("setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep"),
+            std::string::npos);
+  EXPECT_EQ(c.verdict("xdp/af_xdp socket"), "warn");
+  EXPECT_NE(c.value("xdp/af_xdp socket").find("lacks CAP_NET_RAW"), std::string::npos) << c.value("xdp/af_xdp socket");
+  EXPECT_NE(c.value("xdp/dispatcher").find("not probed"), std::string::npos) << c.value("xdp/dispatcher");
+}
+
 // A veth pair in a network namespace of the test's own, the doctor run inside it (`ip netns
 // exec`: /sys/class/net shows the namespace's interfaces). Pollux's program attached by a child
 // process (xdp::Xsk::open) is listed with its live owner; after the child is killed with SIGKILL

@@ -225,8 +225,8 @@ void check_dispatcher(Report& r, int probe) {
           "per interface; Pollux's cannot share an interface with another (its attach gets EBUSY)");
   } else {
     r.add("xdp", "dispatcher", V::kInfo,
-          absl::StrCat("could not probe BPF_PROG_TYPE_EXT: ", std::strerror(-probe),
-                       -probe == EPERM ? " (needs CAP_BPF or CAP_SYS_ADMIN)" : ""));
+          absl::StrCat("not probed (BPF_PROG_TYPE_EXT, libxdp's dispatcher): ", std::strerror(-probe),
+                       -probe == EPERM ? " (loading a program needs CAP_BPF or CAP_SYS_ADMIN)" : ""));
   }
 }
 
@@ -402,7 +402,8 @@ void check_xdp(const Host& h, Report& r) {
   int dispatcher = 0;
   if (h.fs.real()) {
     check_socket(r, bad);
-    dispatcher = dispatcher_probe();
+    // Unprivileged, the kernel refuses every program load: the probe would say "unsupported".
+    dispatcher = caps && (has(*caps, CAP_BPF) || has(*caps, CAP_SYS_ADMIN)) ? dispatcher_probe() : -EPERM;
     check_dispatcher(r, dispatcher);
   } else {
     r.add("xdp", "kernel", V::kInfo, "AF_XDP socket, BPF_PROG_TYPE_EXT and attached programs not probed under --root");
