@@ -207,7 +207,7 @@ TEST(DoctorHost, JsonReportOfThisHost) {
   EXPECT_EQ(c.value("xdp/capabilities").rfind("CapEff " + cap_eff + ": ", 0), 0u) << c.value("xdp/capabilities");
   EXPECT_EQ(c.value("xdp/memlock").rfind(ulimit == "unlimited" ? ulimit : ulimit + " KiB", 0), 0u)
       << c.value("xdp/memlock");
-  EXPECT_NE(c.value("xdp/memlock").find("16384 KiB UMEM per AF_XDP socket (4096 frames x 4096 bytes"),
+  EXPECT_NE(c.value("xdp/memlock").find("16384 KiB UMEM per AF_XDP socket (udp.xdp_frames 4096 x 4096 bytes)"),
             std::string::npos)
       << c.value("xdp/memlock");
   EXPECT_EQ(c.get("xdp/support"), nullptr);
@@ -549,9 +549,10 @@ TEST(DoctorRoot, WhatCannotStartFails) {
 #if defined(POLLUX_HAVE_XDP)
 // ---- AF_XDP (area xdp) --------------------------------------------------------------------------
 
-// A fabricated host: eth9 with four rx queues behind the ixgbe driver, a process with only
-// CAP_NET_ADMIN and CAP_NET_RAW under an 8 MiB memlock limit, bpffs mounted, udp.mtu 9000. For
-// a UDP configuration each shortfall is a warning with its fix; for another transport a fact.
+// A fabricated host: eth9 (mtu 1500) with four rx queues behind the ixgbe driver, a process with
+// only CAP_NET_ADMIN and CAP_NET_RAW under an 8 MiB memlock limit, bpffs mounted. With
+// udp.datapath = "xdp" what stops the transport is a fail with its fix; the same host is a warning
+// without --config and a fact for the socket datapath.
 TEST(DoctorRoot, XdpFindingsOfAFabricatedHost) {
   Tree t;
   t.Cpus();
@@ -574,10 +575,11 @@ TEST(DoctorRoot, XdpFindingsOfAFabricatedHost) {
   t.File("/proc/self/mounts", "sysfs /sys sysfs rw 0 0\nbpf /sys/fs/bpf bpf rw,relatime 0 0\n");
   const std::string shm = ::testing::TempDir() + "/doctor_shm_xdp_" + std::to_string(getpid());
   fs::create_directories(shm);
-  const std::string udp = "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\nmtu = 9000\n";
-  Checks c = parse_report(DoctorJsonOnTree(t, shm, "xdp", udp));
-
-  EXPECT_EQ(c.verdict("xdp/capabilities"), "warn");
+  const std::string xdp = "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\ndatapath = \"xdp\"\n";
+  Out o = DoctorJsonOnTree(t, shm, "xdp", xdp);
+  Checks c = parse_report(o);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(c.verdict("xdp/capabilities"), "fail");
   EXPECT_EQ(
       c.value("xdp/capabilities"),
       "CapEff 0000000000003000: missing cap_bpf (to load the XDP program (or cap_sys_admin)), cap_ipc_lock (to pin "
@@ -585,40 +587,68 @@ TEST(DoctorRoot, XdpFindingsOfAFabricatedHost) {
   EXPECT_NE(c.hint("xdp/capabilities").find("setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep BINARY"),
             std::string::npos)
       << c.hint("xdp/capabilities");
-  EXPECT_EQ(c.verdict("xdp/memlock"), "warn");
+  EXPECT_EQ(c.verdict("xdp/memlock"), "fail");
   EXPECT_NE(c.value("xdp/memlock").find("8192 KiB (`ulimit -l`) against a 16384 KiB UMEM"), std::string::npos)
       << c.value("xdp/memlock");
   EXPECT_NE(c.hint("xdp/memlock").find("ulimit -l 16384"), std::string::npos) << c.hint("xdp/memlock");
   EXPECT_NE(c.hint("xdp/memlock").find("LimitMEMLOCK=16777216"), std::string::npos) << c.hint("xdp/memlock");
-  EXPECT_EQ(c.verdict("xdp/frame size"), "warn");
-  EXPECT_NE(c.value("xdp/frame size").find("= 9014 bytes against a 4096-byte UMEM frame"), std::string::npos)
-      << c.value("xdp/frame size");
-  EXPECT_EQ(c.hint("xdp/frame size"), "udp.mtu <= 4082");
+  EXPECT_EQ(c.verdict("xdp/frame size"), "ok");
   EXPECT_EQ(c.verdict("xdp/bpffs"), "ok");
-  EXPECT_EQ(c.verdict("xdp/eth9"), "warn");
-  EXPECT_NE(c.value("xdp/eth9").find("driver ixgbe, 4 rx queues, mtu 1500, used by udp.interface"), std::string::npos)
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9")
+                .find("driver ixgbe, 4 rx queues, mtu 1500, used by udp.interface: one AF_XDP socket "
+                      "binds one queue and udp.xdp_queues names none"),
+            std::string::npos)
       << c.value("xdp/eth9");
-  EXPECT_NE(c.hint("xdp/eth9").find("ethtool -L eth9 combined 1"), std::string::npos) << c.hint("xdp/eth9");
-  EXPECT_NE(c.hint("xdp/eth9").find("ethtool -N eth9 flow-type udp4 dst-ip 239.255.0.1 dst-port 40456 action 0"),
+  EXPECT_NE(c.hint("xdp/eth9")
+                .find("ethtool -N eth9 flow-type udp4 dst-ip 239.255.0.1 dst-port 40456 action Q) and "
+                      "set udp.xdp_queues = [Q]"),
             std::string::npos)
       << c.hint("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("ethtool -L eth9 combined 1"), std::string::npos) << c.hint("xdp/eth9");
   EXPECT_NE(c.value("xdp/kernel").find("not probed under --root"), std::string::npos);
   EXPECT_EQ(c.get("xdp/eth9 programs"), nullptr) << "the tree's interfaces are not this kernel's";
 
-  // CAP_IPC_LOCK: the UMEM is not charged to the limit.
+  // CAP_BPF and CAP_IPC_LOCK (the UMEM is not charged to the limit); a queue eth9 does not have.
   process("0000008000007000");  // + cap_ipc_lock (14), cap_bpf (39)
-  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_caps", udp));
+  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_q7", xdp + "xdp_queues = [7]\n"));
   EXPECT_EQ(c.verdict("xdp/capabilities"), "ok") << c.value("xdp/capabilities");
   EXPECT_EQ(c.verdict("xdp/memlock"), "ok") << c.value("xdp/memlock");
   EXPECT_NE(c.value("xdp/memlock").find("CAP_IPC_LOCK"), std::string::npos) << c.value("xdp/memlock");
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9").find("udp.xdp_queues names queue 7, which eth9 does not have"), std::string::npos)
+      << c.value("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("Q in 0..3"), std::string::npos) << c.hint("xdp/eth9");
+  // udp.mtu above the interface's.
+  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_mtu", xdp + "xdp_queues = [2]\nmtu = 2000\n"));
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9").find("udp.mtu 2000 is larger than the interface's"), std::string::npos)
+      << c.value("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("udp.mtu = 1500"), std::string::npos) << c.hint("xdp/eth9");
+  // A queue it has: ok, with the steering rule for that queue.
+  o = DoctorJsonOnTree(t, shm, "xdp_q2", xdp + "xdp_queues = [2]\n");
+  c = parse_report(o);
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_EQ(c.verdict("xdp/eth9"), "ok") << c.value("xdp/eth9");
+  EXPECT_NE(c.value("xdp/eth9").find("binds queue 2 (udp.xdp_queues)"), std::string::npos) << c.value("xdp/eth9");
+  EXPECT_NE(c.value("xdp/eth9").find("dst-port 40456 action 2"), std::string::npos) << c.value("xdp/eth9");
 
-  // Another transport: the same findings are facts.
+  // Without --config: warnings. The socket datapath: facts (the frame size too).
   process("0000000000003000");
-  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_shm", "[transport]\nkind = \"shm\"\n[udp]\ninterface = \"eth9\"\n"));
+  o = Doctor("--json --root " + t.root() + " --shm-dir " + shm);
+  c = parse_report(o);
+  for (const char* key : {"xdp/capabilities", "xdp/memlock"}) {
+    EXPECT_EQ(c.verdict(key), "warn") << key << ": " << c.value(key);
+  }
+  c = parse_report(
+      DoctorJsonOnTree(t, shm, "xdp_socket", "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\nmtu = 9000\n"));
   fs::remove_all(shm);
-  for (const char* key : {"xdp/capabilities", "xdp/memlock", "xdp/eth9"}) {
+  for (const char* key : {"xdp/capabilities", "xdp/memlock", "xdp/eth9", "xdp/frame size"}) {
     EXPECT_EQ(c.verdict(key), "info") << key << ": " << c.value(key);
   }
+  EXPECT_NE(c.value("xdp/frame size").find("= 9014 bytes against a 4096-byte UMEM frame"), std::string::npos)
+      << c.value("xdp/frame size");
+  EXPECT_EQ(c.hint("xdp/frame size"), "udp.mtu <= 4082");
 }
 
 // An unprivileged process (uid nobody, no capabilities; the test must be root to switch): every
@@ -667,7 +697,9 @@ class DoctorXdpNetns : public ::testing::Test {
           "ip -n " + ns_ + " link set " + kPeer + " up", "ip -n " + ns_ + " link set " + kIf + " up"}) {
       ASSERT_EQ(pollux::testing::shell_status(cmd), 0) << cmd;
     }
-    cfg_ = WriteConfig("xdp_netns", std::string("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"") + kIf + "\"\n");
+    cfg_ =
+        WriteConfig("xdp_netns", std::string("[transport]\nkind = \"udp\"\n[udp]\ndatapath = \"xdp\"\ninterface = \"") +
+                                     kIf + "\"\n");
   }
   void TearDown() override {
     if (child_ > 0) {
@@ -795,13 +827,14 @@ TEST_F(DoctorXdpNetns, ListsPolluxsProgramWithItsOwnerAliveThenStaleThenNone) {
 }
 
 // Another XDP program on udp.interface, attached without libxdp's dispatcher: Pollux's attach
-// would get EBUSY, and the doctor says so with the command that frees the interface.
-TEST_F(DoctorXdpNetns, WarnsThatAForeignProgramBlocksPolluxsAttach) {
+// would get EBUSY, so with udp.datapath = "xdp" the doctor fails, with the command that frees the
+// interface.
+TEST_F(DoctorXdpNetns, FailsWhenAForeignProgramBlocksPolluxsAttach) {
   const std::uint32_t id = AttachForeignInChild();
   ASSERT_NE(id, 0u) << "could not load and attach the test's XDP program";
   const std::string progs = std::string("xdp/") + kIf + " programs";
   Checks c = DoctorInNs();
-  EXPECT_EQ(c.verdict(progs), "warn") << c.value(progs);
+  EXPECT_EQ(c.verdict(progs), "fail") << c.value(progs);
   EXPECT_EQ(c.value(progs).rfind("doctor_foreign id " + std::to_string(id) + " generic: another XDP program holds", 0),
             0u)
       << c.value(progs);

@@ -3,9 +3,12 @@
 // dispatcher, and per interface its driver, rx queues, MTU and the XDP programs attached to it
 // (Pollux's with its owner process: alive, or dead and so stale).
 //
-// No configuration key selects the datapath yet: the UMEM is the socket's defaults (XskOptions)
-// and findings are judged like every UDP finding (warn without --config or with transport udp,
-// info otherwise); none is a fail.
+// What stops the transport from opening its AF_XDP socket is a fail when the configuration
+// selects the datapath (transport udp, udp.datapath = "xdp"), a warning without --config (every
+// transport judged), and a fact for a configuration that does not use it. The checks follow what
+// transport/udp/xdp_port.cc asks at open: its capabilities, memlock against udp.xdp_frames frames
+// of 4 KiB, the queue udp.xdp_queues names (or a single-queue interface), udp.mtu against the
+// interface's MTU.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +28,7 @@
 #include <optional>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "transport/udp/udp_config.h"
@@ -100,8 +104,8 @@ std::optional<std::uint64_t> memlock_soft_limit(const HostFs& fs) {
 
 std::string kib(std::uint64_t bytes) { return bytes == UINT64_MAX ? "unlimited" : absl::StrCat(bytes >> 10, " KiB"); }
 
-// Where the UMEM's size comes from, said once in each check that uses it.
-constexpr char kDefaultsNote[] = "the socket's defaults: the configuration has no udp.datapath / UMEM keys yet";
+// Bytes per UMEM frame: the transport's (xdp_port.cc), the socket's default.
+constexpr std::uint32_t kFrameSize = xdp::XskOptions{}.frame_size;
 
 void check_capabilities(Report& r, std::optional<std::uint64_t> caps, V bad) {
   if (!caps) {
@@ -109,13 +113,18 @@ void check_capabilities(Report& r, std::optional<std::uint64_t> caps, V bad) {
     return;
   }
   std::vector<std::string> present, missing;
+  bool required_missing = false;  // all but cap_ipc_lock (xdp memlock judges that one)
   for (const CapNeed& c : kCaps) {
     const bool ok = has(*caps, c.cap) || (c.cap == CAP_BPF && has(*caps, CAP_SYS_ADMIN));
     (ok ? present : missing).push_back(absl::StrCat(c.name, ok ? "" : absl::StrCat(" (to ", c.why, ")")));
+    required_missing |= !ok && c.cap != CAP_IPC_LOCK;
   }
   const std::string value = absl::StrFormat("CapEff %016x", *caps);
-  if (missing.empty()) {
-    r.add("xdp", "capabilities", V::kOk, absl::StrCat(value, ": ", absl::StrJoin(present, ", ")));
+  if (!required_missing) {
+    r.add(
+        "xdp", "capabilities", V::kOk,
+        absl::StrCat(value, ": ", absl::StrJoin(present, ", "),
+                     missing.empty() ? "" : "; no cap_ipc_lock: the UMEM counts against RLIMIT_MEMLOCK (xdp memlock)"));
     return;
   }
   r.add("xdp", "capabilities", bad,
@@ -126,13 +135,12 @@ void check_capabilities(Report& r, std::optional<std::uint64_t> caps, V bad) {
 }
 
 void check_umem_memlock(const Host& h, Report& r, std::optional<std::uint64_t> caps, V bad) {
-  const xdp::XskOptions defaults;
-  const std::uint64_t umem = static_cast<std::uint64_t>(defaults.frame_count) * defaults.frame_size;
+  const std::uint32_t frames = transport::udp::config(h.cfg).xdp_frames;
+  const std::uint64_t umem = static_cast<std::uint64_t>(frames) * kFrameSize;
   const std::optional<std::uint64_t> limit = memlock_soft_limit(h.fs);
-  const std::string value =
-      absl::StrFormat("%s (`ulimit -l`) against a %s UMEM per AF_XDP socket (%u frames x %u bytes, %s)",
-                      limit ? kib(*limit) : std::string("unreadable (/proc/self/limits)"), kib(umem),
-                      defaults.frame_count, defaults.frame_size, kDefaultsNote);
+  const std::string value = absl::StrFormat(
+      "%s (`ulimit -l`) against a %s UMEM per AF_XDP socket (udp.xdp_frames %u x %u bytes)",
+      limit ? kib(*limit) : std::string("unreadable (/proc/self/limits)"), kib(umem), frames, kFrameSize);
   if (caps && has(*caps, CAP_IPC_LOCK)) {
     r.add("xdp", "memlock", V::kOk, absl::StrCat(value, "; CAP_IPC_LOCK: the UMEM is not charged to the limit"));
   } else if (limit && *limit >= umem) {
@@ -141,24 +149,23 @@ void check_umem_memlock(const Host& h, Report& r, std::optional<std::uint64_t> c
   } else {
     r.add("xdp", "memlock", bad, absl::StrCat(value, ": without CAP_IPC_LOCK registering the UMEM fails (ENOBUFS)"),
           absl::StrFormat("raise the limit to at least %u KiB per socket: ulimit -l %u (shell), LimitMEMLOCK=%u "
-                          "(systemd unit), memlock in /etc/security/limits.conf; or give the process CAP_IPC_LOCK",
+                          "(systemd unit), memlock in /etc/security/limits.conf; or give the process CAP_IPC_LOCK; "
+                          "or lower udp.xdp_frames",
                           umem >> 10, umem >> 10, umem));
   }
 }
 
 void check_frame_size(const Host& h, Report& r, V bad) {
-  const xdp::XskOptions defaults;
   const std::uint32_t mtu = transport::udp::config(h.cfg).mtu;
   const std::uint64_t frame = static_cast<std::uint64_t>(mtu) + xdp::kEthHeaderSize;
-  const std::string value = absl::StrFormat(
-      "udp.mtu %u + %u bytes of Ethernet header = %u bytes against a %u-byte "
-      "UMEM frame (%s)",
-      mtu, xdp::kEthHeaderSize, frame, defaults.frame_size, kDefaultsNote);
-  if (frame <= defaults.frame_size) {
+  const std::string value =
+      absl::StrFormat("udp.mtu %u + %u bytes of Ethernet header = %u bytes against a %u-byte UMEM frame", mtu,
+                      xdp::kEthHeaderSize, frame, kFrameSize);
+  if (frame <= kFrameSize) {
     r.add("xdp", "frame size", V::kOk, value);
   } else {
     r.add("xdp", "frame size", bad, absl::StrCat(value, ": the largest datagrams do not fit a frame"),
-          absl::StrFormat("udp.mtu <= %u", defaults.frame_size - xdp::kEthHeaderSize));
+          absl::StrFormat("udp.mtu <= %u", kFrameSize - xdp::kEthHeaderSize));
   }
 }
 
@@ -333,12 +340,12 @@ void check_programs(Report& r, const std::string& ifc, bool judged, V bad, int d
   }
 }
 
-// One interface: driver, rx queues (one socket binds one queue), MTU; then its programs. `used`:
-// udp.interface names it.
+// One interface: driver, rx queues, MTU; then its programs. `used`: udp.interface names it. The
+// transport binds one queue of it (udp.xdp_queues, else queue 0 of a single-queue interface).
 void check_interface(const Host& h, Report& r, const std::string& ifc, bool used, V bad, int dispatcher) {
   const bool judged = used && h.judged(core::TransportKind::kUdp);
+  const transport::udp::UdpConfig& u = transport::udp::config(h.cfg);
   const std::string base = "/sys/class/net/" + ifc;
-  const xdp::XskOptions defaults;
   std::vector<std::string> parts;
   // The driver: ETHTOOL_GDRVINFO (answers for virtual devices too), else the device's driver link.
   std::string driver;
@@ -351,9 +358,9 @@ void check_interface(const Host& h, Report& r, const std::string& ifc, bool used
     if (std::optional<std::string> d = h.fs.resolve(base + "/device/driver")) driver = d->substr(d->rfind('/') + 1);
   }
   parts.push_back(driver.empty() ? std::string("driver unknown") : absl::StrCat("driver ", driver));
-  int rx_queues = 0;
+  std::uint32_t rx_queues = 0;
   for (const std::string& q : h.fs.list(base + "/queues")) rx_queues += q.rfind("rx-", 0) == 0 ? 1 : 0;
-  std::string queues = absl::StrFormat("%d rx queue%s", rx_queues, rx_queues == 1 ? "" : "s");
+  std::string queues = absl::StrFormat("%u rx queue%s", rx_queues, rx_queues == 1 ? "" : "s");
   if (h.fs.real()) {
     ethtool_channels ch{};
     ch.cmd = ETHTOOL_GCHANNELS;
@@ -363,27 +370,47 @@ void check_interface(const Host& h, Report& r, const std::string& ifc, bool used
     }
   }
   parts.push_back(queues);
-  if (std::optional<long long> mtu = h.fs.integer(base + "/mtu")) {
+  const std::optional<long long> mtu = h.fs.integer(base + "/mtu");
+  if (mtu) {
     const long long frame = *mtu + xdp::kEthHeaderSize;
-    parts.push_back(frame <= defaults.frame_size
-                        ? absl::StrFormat("mtu %lld", *mtu)
-                        : absl::StrFormat("mtu %lld (frames up to %lld bytes exceed a %u-byte UMEM frame: many "
-                                          "drivers refuse native XDP at this MTU, and only datagrams of udp.mtu "
-                                          "or less reach the socket)",
-                                          *mtu, frame, defaults.frame_size));
+    parts.push_back(frame <= kFrameSize ? absl::StrFormat("mtu %lld", *mtu)
+                                        : absl::StrFormat("mtu %lld (frames up to %lld bytes exceed a %u-byte UMEM "
+                                                          "frame: many drivers refuse native XDP at this MTU)",
+                                                          *mtu, frame, kFrameSize));
   }
   if (used) parts.push_back("used by udp.interface");
   const std::string value = absl::StrJoin(parts, ", ");
-  if (rx_queues > 1) {
-    const transport::udp::UdpConfig& u = transport::udp::config(h.cfg);
-    const std::string spread = absl::StrFormat(
-        ": the AF_XDP socket binds queue %u (%s), so datagrams the NIC hashes to the other queues reach the kernel's "
-        "stack, not Pollux",
-        defaults.queue, kDefaultsNote);
-    r.add("xdp", ifc, judged ? bad : V::kInfo, absl::StrCat(value, spread),
-          absl::StrFormat("one queue: ethtool -L %s combined 1; or steer Pollux's datagrams to queue %u: ethtool -K %s "
-                          "ntuple on && ethtool -N %s flow-type udp4 dst-ip %s dst-port %u action %u",
-                          ifc, defaults.queue, ifc, ifc, u.address, u.port, defaults.queue));
+  const V v = judged ? bad : V::kInfo;
+  const std::string steer =
+      absl::StrFormat("ethtool -K %s ntuple on && ethtool -N %s flow-type udp4 dst-ip %s dst-port %u action Q", ifc,
+                      ifc, u.address, u.port);
+  if (!used) {
+    r.add("xdp", ifc, V::kInfo, value);  // the transport's keys say nothing about it
+  } else if (!u.xdp_queues.empty() && rx_queues > 0 && u.xdp_queues[0] >= rx_queues) {
+    r.add("xdp", ifc, v,
+          absl::StrFormat("%s: udp.xdp_queues names queue %u, which %s does not have", value, u.xdp_queues[0], ifc),
+          absl::StrFormat("udp.xdp_queues = [Q] with Q in 0..%u, the queue the streams are steered to (%s)",
+                          rx_queues - 1, steer));
+  } else if (u.xdp_queues.empty() && rx_queues > 1) {
+    r.add("xdp", ifc, v,
+          absl::StrCat(value,
+                       ": one AF_XDP socket binds one queue and udp.xdp_queues names none, so the transport "
+                       "refuses the interface"),
+          absl::StrFormat("steer the streams to one queue (%s) and set udp.xdp_queues = [Q]; or one queue: ethtool "
+                          "-L %s combined 1",
+                          steer, ifc));
+  } else if (mtu && u.mtu > *mtu) {
+    r.add("xdp", ifc, v,
+          absl::StrFormat("%s: udp.mtu %u is larger than the interface's: such frames are dropped (no fragmentation "
+                          "on this path), and the transport refuses it",
+                          value, u.mtu),
+          absl::StrFormat("udp.mtu = %lld, or raise the interface's: ip link set dev %s mtu %u", *mtu, ifc, u.mtu));
+  } else if (!u.xdp_queues.empty() && rx_queues > 1) {
+    r.add("xdp", ifc, judged ? V::kOk : V::kInfo,
+          absl::StrFormat("%s; the AF_XDP socket binds queue %u (udp.xdp_queues): datagrams the NIC puts on other "
+                          "queues reach the kernel's stack, so steer the streams there (%s)",
+                          value, u.xdp_queues[0],
+                          absl::StrReplaceAll(steer, {{"action Q", absl::StrCat("action ", u.xdp_queues[0])}})));
   } else {
     r.add("xdp", ifc, judged ? V::kOk : V::kInfo, value);
   }
@@ -393,7 +420,11 @@ void check_interface(const Host& h, Report& r, const std::string& ifc, bool used
 }  // namespace
 
 void check_xdp(const Host& h, Report& r) {
-  const V bad = h.judged(core::TransportKind::kUdp) ? V::kWarn : V::kInfo;
+  // fail: the configuration's transport will not start; warn: without --config; info: unused.
+  const V bad = !h.judged(core::TransportKind::kUdp)                                          ? V::kInfo
+                : !h.config_given                                                             ? V::kWarn
+                : transport::udp::config(h.cfg).datapath == transport::udp::UdpDatapath::kXdp ? V::kFail
+                                                                                              : V::kInfo;
   const std::optional<std::uint64_t> caps = effective_caps(h.fs);
   check_capabilities(r, caps, bad);
   check_umem_memlock(h, r, caps, bad);
