@@ -1,14 +1,17 @@
 // pollux-doctor on this host and on fabricated /sys + /proc trees (--root): the command-line
 // contract, the JSON layout, the facts that are deterministic here (CPU count = nproc, memlock
 // = ulimit -l), and the verdicts and hints of a badly tuned and a well tuned host.
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,8 +23,20 @@
 
 #include "core/counters.h"
 #include "tests/latency/json_lite.h"
+#include "tests/support/netns.h"
 #include "tests/support/process.h"
 #include "tools/doctor/host_fs.h"
+#if defined(POLLUX_HAVE_XDP)
+#include <linux/if_link.h>
+#include <net/if.h>
+
+#include "transport/udp/xdp/xsk.h"
+
+extern "C" {
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+}
+#endif
 
 namespace pollux::doctor {
 namespace {
@@ -71,7 +86,7 @@ Checks parse_report(const Out& o) {
   EXPECT_TRUE(summary != nullptr && summary->is_object()) << o.text;
   if (checks == nullptr || summary == nullptr) return c;
   std::map<std::string, int> counts;
-  const std::set<std::string> areas = {"cpu", "memory", "net", "rdma", "process"};
+  const std::set<std::string> areas = {"cpu", "memory", "net", "xdp", "rdma", "process"};
   const std::set<std::string> verdicts = {"ok", "info", "warn", "fail"};
   for (const jsonlite::Value& ch : checks->arr) {
     for (const char* k : {"area", "name", "verdict", "value", "hint"}) {
@@ -176,6 +191,29 @@ TEST(DoctorHost, JsonReportOfThisHost) {
       EXPECT_FALSE(ch->get("hint")->str.empty()) << key << " has no hint";
     }
   }
+  // AF_XDP: the process's own capabilities, as /proc/self/status shows them to this test (the
+  // doctor inherits them), and the kernel probes; a build without it says so in one line.
+#if defined(POLLUX_HAVE_XDP)
+  for (const char* key :
+       {"xdp/capabilities", "xdp/memlock", "xdp/frame size", "xdp/bpffs", "xdp/af_xdp socket", "xdp/dispatcher"}) {
+    EXPECT_NE(c.get(key), nullptr) << key;
+  }
+  std::ifstream status("/proc/self/status");
+  std::string line, cap_eff;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) == 0) cap_eff = line.substr(line.find_first_not_of(" \t", 7));
+  }
+  ASSERT_FALSE(cap_eff.empty());
+  EXPECT_EQ(c.value("xdp/capabilities").rfind("CapEff " + cap_eff + ": ", 0), 0u) << c.value("xdp/capabilities");
+  EXPECT_EQ(c.value("xdp/memlock").rfind(ulimit == "unlimited" ? ulimit : ulimit + " KiB", 0), 0u)
+      << c.value("xdp/memlock");
+  EXPECT_NE(c.value("xdp/memlock").find("16384 KiB UMEM per AF_XDP socket (udp.xdp_frames 4096 x 4096 bytes)"),
+            std::string::npos)
+      << c.value("xdp/memlock");
+  EXPECT_EQ(c.get("xdp/support"), nullptr);
+#else
+  EXPECT_NE(c.value("xdp/support").find("AF_XDP support was not built"), std::string::npos);
+#endif
   // Without --config the defaults are judged, and the summary says so.
   EXPECT_EQ(c.doc.get("summary")->get("config")->str, "<defaults>");
   // The text form carries the same checks.
@@ -507,6 +545,307 @@ TEST(DoctorRoot, WhatCannotStartFails) {
   EXPECT_NE(text.text.find("  -> the pool falls back to 4 KiB pages"), std::string::npos) << text.text;
   EXPECT_NE(text.text.find(" 0 fail\n"), std::string::npos) << text.text;
 }
+
+#if defined(POLLUX_HAVE_XDP)
+// ---- AF_XDP (area xdp) --------------------------------------------------------------------------
+
+// A fabricated host: eth9 (mtu 1500) with four rx queues behind the ixgbe driver, a process with
+// only CAP_NET_ADMIN and CAP_NET_RAW under an 8 MiB memlock limit, bpffs mounted. With
+// udp.datapath = "xdp" what stops the transport is a fail with its fix; the same host is a warning
+// without --config and a fact for the socket datapath.
+TEST(DoctorRoot, XdpFindingsOfAFabricatedHost) {
+  Tree t;
+  t.Cpus();
+  t.Nic();
+  t.Tune({});
+  const std::string pci = "/sys/devices/pci0000:00/0000:00:05.0";
+  for (int q = 0; q < 4; ++q) t.Dir(pci + "/net/eth9/queues/rx-" + std::to_string(q));
+  t.Dir(pci + "/net/eth9/queues/tx-0");
+  t.Dir("/sys/bus/pci/drivers/ixgbe");
+  t.Link(pci + "/driver", "../../../bus/pci/drivers/ixgbe");
+  const auto process = [&](const char* cap_eff) {
+    t.File("/proc/self/status", std::string("Name:\tpollux-doctor\nCapInh:\t0000000000000000\nCapEff:\t") + cap_eff +
+                                    "\nCapBnd:\t000001ffffffffff\n");
+    t.File("/proc/self/limits",
+           "Limit                     Soft Limit           Hard Limit           Units     \n"
+           "Max open files            1024                 4096                 files     \n"
+           "Max locked memory         8388608              8388608              bytes     \n");
+  };
+  process("0000000000003000");  // cap_net_admin (12), cap_net_raw (13)
+  t.File("/proc/self/mounts", "sysfs /sys sysfs rw 0 0\nbpf /sys/fs/bpf bpf rw,relatime 0 0\n");
+  const std::string shm = ::testing::TempDir() + "/doctor_shm_xdp_" + std::to_string(getpid());
+  fs::create_directories(shm);
+  const std::string xdp = "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\ndatapath = \"xdp\"\n";
+  Out o = DoctorJsonOnTree(t, shm, "xdp", xdp);
+  Checks c = parse_report(o);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(c.verdict("xdp/capabilities"), "fail");
+  EXPECT_EQ(
+      c.value("xdp/capabilities"),
+      "CapEff 0000000000003000: missing cap_bpf (to load the XDP program (or cap_sys_admin)), cap_ipc_lock (to pin "
+      "a UMEM above RLIMIT_MEMLOCK); has cap_net_admin, cap_net_raw");
+  EXPECT_NE(c.hint("xdp/capabilities").find("setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep BINARY"),
+            std::string::npos)
+      << c.hint("xdp/capabilities");
+  EXPECT_EQ(c.verdict("xdp/memlock"), "fail");
+  EXPECT_NE(c.value("xdp/memlock").find("8192 KiB (`ulimit -l`) against a 16384 KiB UMEM"), std::string::npos)
+      << c.value("xdp/memlock");
+  EXPECT_NE(c.hint("xdp/memlock").find("ulimit -l 16384"), std::string::npos) << c.hint("xdp/memlock");
+  EXPECT_NE(c.hint("xdp/memlock").find("LimitMEMLOCK=16777216"), std::string::npos) << c.hint("xdp/memlock");
+  EXPECT_EQ(c.verdict("xdp/frame size"), "ok");
+  EXPECT_EQ(c.verdict("xdp/bpffs"), "ok");
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9")
+                .find("driver ixgbe, 4 rx queues, mtu 1500, used by udp.interface: one AF_XDP socket "
+                      "binds one queue and udp.xdp_queues names none"),
+            std::string::npos)
+      << c.value("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9")
+                .find("ethtool -N eth9 flow-type udp4 dst-ip 239.255.0.1 dst-port 40456 action Q) and "
+                      "set udp.xdp_queues = [Q]"),
+            std::string::npos)
+      << c.hint("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("ethtool -L eth9 combined 1"), std::string::npos) << c.hint("xdp/eth9");
+  EXPECT_NE(c.value("xdp/kernel").find("not probed under --root"), std::string::npos);
+  EXPECT_EQ(c.get("xdp/eth9 programs"), nullptr) << "the tree's interfaces are not this kernel's";
+
+  // CAP_BPF and CAP_IPC_LOCK (the UMEM is not charged to the limit); a queue eth9 does not have.
+  process("0000008000007000");  // + cap_ipc_lock (14), cap_bpf (39)
+  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_q7", xdp + "xdp_queues = [7]\n"));
+  EXPECT_EQ(c.verdict("xdp/capabilities"), "ok") << c.value("xdp/capabilities");
+  EXPECT_EQ(c.verdict("xdp/memlock"), "ok") << c.value("xdp/memlock");
+  EXPECT_NE(c.value("xdp/memlock").find("CAP_IPC_LOCK"), std::string::npos) << c.value("xdp/memlock");
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9").find("udp.xdp_queues names queue 7, which eth9 does not have"), std::string::npos)
+      << c.value("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("Q in 0..3"), std::string::npos) << c.hint("xdp/eth9");
+  // udp.mtu above the interface's.
+  c = parse_report(DoctorJsonOnTree(t, shm, "xdp_mtu", xdp + "xdp_queues = [2]\nmtu = 2000\n"));
+  EXPECT_EQ(c.verdict("xdp/eth9"), "fail");
+  EXPECT_NE(c.value("xdp/eth9").find("udp.mtu 2000 is larger than the interface's"), std::string::npos)
+      << c.value("xdp/eth9");
+  EXPECT_NE(c.hint("xdp/eth9").find("udp.mtu = 1500"), std::string::npos) << c.hint("xdp/eth9");
+  // A queue it has: ok, with the steering rule for that queue.
+  o = DoctorJsonOnTree(t, shm, "xdp_q2", xdp + "xdp_queues = [2]\n");
+  c = parse_report(o);
+  EXPECT_EQ(o.status, 0) << o.text;
+  EXPECT_EQ(c.verdict("xdp/eth9"), "ok") << c.value("xdp/eth9");
+  EXPECT_NE(c.value("xdp/eth9").find("binds queue 2 (udp.xdp_queues)"), std::string::npos) << c.value("xdp/eth9");
+  EXPECT_NE(c.value("xdp/eth9").find("dst-port 40456 action 2"), std::string::npos) << c.value("xdp/eth9");
+
+  // Without --config: warnings. The socket datapath: facts (the frame size too).
+  process("0000000000003000");
+  o = Doctor("--json --root " + t.root() + " --shm-dir " + shm);
+  c = parse_report(o);
+  for (const char* key : {"xdp/capabilities", "xdp/memlock"}) {
+    EXPECT_EQ(c.verdict(key), "warn") << key << ": " << c.value(key);
+  }
+  c = parse_report(
+      DoctorJsonOnTree(t, shm, "xdp_socket", "[transport]\nkind = \"udp\"\n[udp]\ninterface = \"eth9\"\nmtu = 9000\n"));
+  fs::remove_all(shm);
+  for (const char* key : {"xdp/capabilities", "xdp/memlock", "xdp/eth9", "xdp/frame size"}) {
+    EXPECT_EQ(c.verdict(key), "info") << key << ": " << c.value(key);
+  }
+  EXPECT_NE(c.value("xdp/frame size").find("= 9014 bytes against a 4096-byte UMEM frame"), std::string::npos)
+      << c.value("xdp/frame size");
+  EXPECT_EQ(c.hint("xdp/frame size"), "udp.mtu <= 4082");
+}
+
+// An unprivileged process (uid nobody, no capabilities; the test must be root to switch): every
+// capability the datapath needs is named as missing with the setcap fix, the AF_XDP socket is
+// refused for CAP_NET_RAW, and the dispatcher is not judged from a probe that cannot load.
+TEST(DoctorHost, XdpUnprivilegedProcessIsToldWhatItLacks) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the doctor as another user";
+  if (pollux::testing::shell_status("command -v setpriv") != 0) GTEST_SKIP() << "setpriv is unavailable";
+  const int probe = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (probe < 0) GTEST_SKIP() << "AF_XDP sockets are unavailable: " << std::strerror(errno);
+  close(probe);
+  const Checks c = parse_report(RunCommand(std::string("setpriv --reuid=65534 --regid=65534 --clear-groups ") +
+                                           POLLUX_DOCTOR_BIN + " --json --no-probe --shm-dir " + ::testing::TempDir()));
+  EXPECT_EQ(c.verdict("xdp/capabilities"), "warn");
+  EXPECT_EQ(c.value("xdp/capabilities")
+                .rfind("CapEff 0000000000000000: missing cap_net_admin (to attach the XDP "
+                       "program), cap_bpf",
+                       0),
+            0u)
+      << c.value("xdp/capabilities");
+  EXPECT_NE(c.hint("xdp/capabilities").find("setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep"),
+            std::string::npos);
+  EXPECT_EQ(c.verdict("xdp/af_xdp socket"), "warn");
+  EXPECT_NE(c.value("xdp/af_xdp socket").find("lacks CAP_NET_RAW"), std::string::npos) << c.value("xdp/af_xdp socket");
+  EXPECT_NE(c.value("xdp/dispatcher").find("not probed"), std::string::npos) << c.value("xdp/dispatcher");
+}
+
+// A veth pair in a network namespace of the test's own, the doctor run inside it (`ip netns
+// exec`: /sys/class/net shows the namespace's interfaces). Pollux's program attached by a child
+// process (xdp::Xsk::open) is listed with its live owner; after the child is killed with SIGKILL
+// the program stays and is reported stale with the dead pid; detached, none is listed.
+class DoctorXdpNetns : public ::testing::Test {
+ protected:
+  static constexpr const char* kIf = "dxb0";
+  static constexpr const char* kPeer = "dxa0";
+
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespace, XDP program, AF_XDP socket)";
+    if (pollux::testing::shell_status("ip netns list") != 0) GTEST_SKIP() << "`ip netns` is unavailable";
+    const int probe = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (probe < 0) GTEST_SKIP() << "AF_XDP sockets are unavailable: " << std::strerror(errno);
+    close(probe);
+    ns_ = "pdoctorxdp" + std::to_string(getpid());
+    for (const std::string& cmd :
+         {"ip netns add " + ns_, "ip -n " + ns_ + " link add " + kPeer + " type veth peer name " + kIf,
+          "ip -n " + ns_ + " link set " + kPeer + " up", "ip -n " + ns_ + " link set " + kIf + " up"}) {
+      ASSERT_EQ(pollux::testing::shell_status(cmd), 0) << cmd;
+    }
+    cfg_ =
+        WriteConfig("xdp_netns", std::string("[transport]\nkind = \"udp\"\n[udp]\ndatapath = \"xdp\"\ninterface = \"") +
+                                     kIf + "\"\n");
+  }
+  void TearDown() override {
+    if (child_ > 0) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+    if (!ns_.empty()) pollux::testing::shell_status("ip netns del " + ns_);
+    if (!cfg_.empty()) std::remove(cfg_.c_str());
+  }
+
+  Checks DoctorInNs() {
+    const Out o = RunCommand("ip netns exec " + ns_ + " " + POLLUX_DOCTOR_BIN + " --json --no-probe --config " + cfg_);
+    EXPECT_TRUE(o.status == 0 || o.status == 1) << o.status << "\n" << o.text;
+    return parse_report(o);
+  }
+
+  // Forks a child that enters the namespace, opens an XSK on kIf (attaching Pollux's program)
+  // and waits to be killed; returns the program's id (0: the child could not open it).
+  std::uint32_t AttachInChild() {
+    int ready[2];
+    if (pipe(ready) != 0) return 0;
+    child_ = fork();
+    if (child_ == 0) {
+      close(ready[0]);
+      const int fd = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+      std::uint32_t id = 0;
+      if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0) {
+        transport::udp::xdp::XskOptions options;
+        options.ifname = kIf;
+        options.mode = transport::udp::xdp::XskMode::kCopy;
+        options.frame_count = 256;
+        options.frame_size = 2048;
+        auto xsk = transport::udp::xdp::Xsk::open(options);
+        if (xsk.ok()) {
+          id = (*xsk)->info().prog_id;
+          if (write(ready[1], &id, sizeof(id)) != sizeof(id)) _exit(1);
+          for (;;) pause();
+        }
+      }
+      _exit(1);
+    }
+    close(ready[1]);
+    std::uint32_t id = 0;
+    if (read(ready[0], &id, sizeof(id)) != sizeof(id)) id = 0;
+    close(ready[0]);
+    return id;
+  }
+
+  // Loads a one-instruction XDP program (XDP_PASS) named doctor_foreign and attaches it to kIf in
+  // generic mode through netlink, from a child in the namespace; returns its id (0: failed).
+  std::uint32_t AttachForeignInChild() {
+    int ready[2];
+    if (pipe(ready) != 0) return 0;
+    const pid_t child = fork();
+    if (child == 0) {
+      close(ready[0]);
+      const int ns = open(("/run/netns/" + ns_).c_str(), O_RDONLY | O_CLOEXEC);
+      std::uint32_t id = 0;
+      if (ns >= 0 && setns(ns, CLONE_NEWNET) == 0) {
+        const bpf_insn pass[] = {
+            {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
+            {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+        };
+        const int prog = bpf_prog_load(BPF_PROG_TYPE_XDP, "doctor_foreign", "GPL", pass, 2, nullptr);
+        bpf_prog_info info{};
+        std::uint32_t len = sizeof(info);
+        if (prog >= 0 &&
+            bpf_xdp_attach(static_cast<int>(if_nametoindex(kIf)), prog, XDP_FLAGS_SKB_MODE, nullptr) == 0 &&
+            bpf_obj_get_info_by_fd(prog, &info, &len) == 0) {
+          id = info.id;
+        }
+      }
+      _exit(write(ready[1], &id, sizeof(id)) == sizeof(id) ? 0 : 1);
+    }
+    close(ready[1]);
+    std::uint32_t id = 0;
+    if (child < 0 || read(ready[0], &id, sizeof(id)) != sizeof(id)) id = 0;
+    close(ready[0]);
+    if (child > 0) waitpid(child, nullptr, 0);
+    return id;
+  }
+
+  std::string ns_;
+  std::string cfg_;
+  pid_t child_ = -1;
+};
+
+TEST_F(DoctorXdpNetns, ListsPolluxsProgramWithItsOwnerAliveThenStaleThenNone) {
+  // Nothing attached yet: the veth's driver and queue, no program.
+  Checks c = DoctorInNs();
+  const std::string ifc = std::string("xdp/") + kIf, progs = ifc + " programs";
+  EXPECT_NE(c.value(ifc).find("driver veth, 1 rx queue"), std::string::npos) << c.value(ifc);
+  EXPECT_NE(c.value(ifc).find("used by udp.interface"), std::string::npos) << c.value(ifc);
+  EXPECT_EQ(c.verdict(progs), "ok");
+  EXPECT_EQ(c.value(progs), "no XDP program attached");
+  EXPECT_EQ(c.value(std::string("xdp/") + kPeer + " programs"), "no XDP program attached");
+
+  const std::uint32_t id = AttachInChild();
+  ASSERT_NE(id, 0u) << "the child could not open the XSK";
+  const std::string pid = std::to_string(child_);
+  c = DoctorInNs();
+  EXPECT_EQ(c.verdict(progs), "info") << c.value(progs);
+  // The kernel keeps 15 characters of the name; libxdp completes it from BTF where it can.
+  EXPECT_EQ(c.value(progs).rfind("pollux_xsk_filt", 0), 0u) << c.value(progs);
+  EXPECT_NE(c.value(progs).find(" id " + std::to_string(id) + " native: Pollux's, owner pid " + pid + " alive"),
+            std::string::npos)
+      << c.value(progs);
+
+  kill(child_, SIGKILL);
+  ASSERT_EQ(waitpid(child_, nullptr, 0), child_);
+  child_ = -1;
+  c = DoctorInNs();
+  EXPECT_EQ(c.verdict(progs), "warn") << c.value(progs);
+  EXPECT_NE(c.value(progs).find(" id " + std::to_string(id) + " native: Pollux's, owner pid " + pid + " dead: stale"),
+            std::string::npos)
+      << c.value(progs);
+  EXPECT_NE(c.hint(progs).find(std::string("ip link set dev ") + kIf + " xdp off"), std::string::npos) << c.hint(progs);
+  EXPECT_EQ(c.value(std::string("xdp/") + kPeer + " programs"), "no XDP program attached");
+
+  // The hint's command removes it.
+  ASSERT_EQ(pollux::testing::shell_status("ip -n " + ns_ + " link set dev " + kIf + " xdp off"), 0);
+  c = DoctorInNs();
+  EXPECT_EQ(c.verdict(progs), "ok");
+  EXPECT_EQ(c.value(progs), "no XDP program attached");
+}
+
+// Another XDP program on udp.interface, attached without libxdp's dispatcher: Pollux's attach
+// would get EBUSY, so with udp.datapath = "xdp" the doctor fails, with the command that frees the
+// interface.
+TEST_F(DoctorXdpNetns, FailsWhenAForeignProgramBlocksPolluxsAttach) {
+  const std::uint32_t id = AttachForeignInChild();
+  ASSERT_NE(id, 0u) << "could not load and attach the test's XDP program";
+  const std::string progs = std::string("xdp/") + kIf + " programs";
+  Checks c = DoctorInNs();
+  EXPECT_EQ(c.verdict(progs), "fail") << c.value(progs);
+  EXPECT_EQ(c.value(progs).rfind("doctor_foreign id " + std::to_string(id) + " generic: another XDP program holds", 0),
+            0u)
+      << c.value(progs);
+  EXPECT_NE(c.value(progs).find("Pollux's attach gets EBUSY"), std::string::npos) << c.value(progs);
+  EXPECT_NE(c.hint(progs).find(std::string("ip link set dev ") + kIf + " xdpgeneric off"), std::string::npos)
+      << c.hint(progs);
+  // On an interface udp.interface does not name it is a fact.
+  c = parse_report(RunCommand("ip netns exec " + ns_ + " " + POLLUX_DOCTOR_BIN + " --json --no-probe"));
+  EXPECT_EQ(c.verdict(progs), "info") << c.value(progs);
+}
+#endif  // POLLUX_HAVE_XDP
 
 // ---- parsers ------------------------------------------------------------------------------------
 

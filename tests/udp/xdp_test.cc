@@ -474,6 +474,13 @@ TEST(XdpStaleTest, AProgramLeftByAKilledProcessIsRemovedByTheNextOpen) {
     FAIL() << "the child could not open the XSK";
   }
 
+  // The owner record names the child, alive.
+  auto owner = xdp::pollux_program_owner(ifindex);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(owner->prog_id, child_prog);
+  EXPECT_EQ(owner->pid, static_cast<std::uint32_t>(child));
+  EXPECT_TRUE(owner->alive);
+
   // While the owner lives, its program is refused, not taken over.
   auto refused = open_b(xdp::XskMode::kCopy);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
@@ -486,6 +493,11 @@ TEST(XdpStaleTest, AProgramLeftByAKilledProcessIsRemovedByTheNextOpen) {
   auto attached = xdp::attached_pollux_program(ifindex);
   ASSERT_TRUE(attached.ok()) << attached.status();
   EXPECT_EQ(*attached, child_prog);
+  owner = xdp::pollux_program_owner(ifindex);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(owner->prog_id, child_prog);
+  EXPECT_EQ(owner->pid, static_cast<std::uint32_t>(child));
+  EXPECT_FALSE(owner->alive);
 
   {
     auto xsk = open_b(xdp::XskMode::kCopy);
@@ -501,6 +513,9 @@ TEST(XdpStaleTest, AProgramLeftByAKilledProcessIsRemovedByTheNextOpen) {
   attached = xdp::attached_pollux_program(ifindex);
   ASSERT_TRUE(attached.ok()) << attached.status();
   EXPECT_EQ(*attached, 0u);
+  owner = xdp::pollux_program_owner(ifindex);
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_EQ(owner->prog_id, 0u);
 }
 
 }  // namespace

@@ -52,6 +52,11 @@ void check_network(const Host& h, Report& r);
 void check_memlock(const Host& h, Report& r);  // (checks_rdma.cc: only RDMA pins memory)
 void check_rdma(const Host& h, Report& r);
 void check_processes(const Host& h, Report& r);
+void check_xdp(const Host& h, Report& r);  // AF_XDP (udp.datapath = "xdp"): caps, limits, kernel, interfaces
+
+// The interface udp.interface names: itself, or the one holding that IPv4 address (this host
+// only; "" when none does).
+std::string udp_interface_name(const Host& h);
 
 // NUMA node of a device under /sys/class/{net,infiniband}/NAME (-1: none), walking up its
 // device path; and the MSI IRQs of the PCI function behind it.

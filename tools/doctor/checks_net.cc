@@ -63,26 +63,6 @@ bool has_cap(int cap) {
   return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
 }
 
-// The interface udp.interface names: itself, or the one holding that IPv4 address (this host only).
-std::string udp_interface_name(const Host& h) {
-  const std::string& want = transport::udp::config(h.cfg).interface;
-  in_addr a{};
-  if (want.empty() || inet_pton(AF_INET, want.c_str(), &a) != 1) return want;
-  std::string name;
-  ifaddrs* list = nullptr;
-  if (h.fs.real() && getifaddrs(&list) == 0) {
-    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
-          reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr) {
-        name = i->ifa_name;
-        break;
-      }
-    }
-    freeifaddrs(list);
-  }
-  return name;
-}
-
 void check_buffer_sysctl(const Host& h, Report& r, const char* sysctl, const char* key, std::uint64_t want,
                          const char* force) {
   const std::string path = absl::StrCat("/proc/sys/net/core/", sysctl);
@@ -108,6 +88,25 @@ void check_buffer_sysctl(const Host& h, Report& r, const char* sysctl, const cha
 }
 
 }  // namespace
+
+std::string udp_interface_name(const Host& h) {
+  const std::string& want = transport::udp::config(h.cfg).interface;
+  in_addr a{};
+  if (want.empty() || inet_pton(AF_INET, want.c_str(), &a) != 1) return want;
+  std::string name;
+  ifaddrs* list = nullptr;
+  if (h.fs.real() && getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+          reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == a.s_addr) {
+        name = i->ifa_name;
+        break;
+      }
+    }
+    freeifaddrs(list);
+  }
+  return name;
+}
 
 int sysfs_device_node(const HostFs& fs, const std::string& class_dir) {
   for (const std::string& d : device_chain(fs, class_dir)) {

@@ -1,6 +1,6 @@
 // pollux-doctor: checks this host for what Pollux needs and what costs it latency (docs/OPERATIONS.md,
 // "Tuning a host"): CPU topology and isolation, frequency governor, memory limits and hugepages,
-// NIC and RDMA devices, socket sysctls, interrupt placement, running Pollux processes. Each
+// NIC and RDMA devices, socket sysctls, interrupt placement, AF_XDP, running Pollux processes. Each
 // finding is one line with a verdict (ok / info / warn / fail) and a hint.
 //
 // Hidden, for tests: --root DIR (or POLLUX_DOCTOR_ROOT=DIR) reads /sys and /proc under DIR, a
@@ -26,8 +26,11 @@ Areas: cpu (NUMA nodes, cores, SMT siblings, where the pollers would run, isolcp
 frequency governor, idle states), memory (memlock against the pool an RDMA context registers,
 hugepages, transparent hugepages), net (interfaces with NUMA node and IRQs, net.core.rmem_max /
 wmem_max against udp.socket_rcvbuf / sndbuf, busy_poll sysctls, NIC interrupts on the pollers'
-CPUs), rdma (devices, ports, link layer, GIDs, max_inline_data probed with a throw-away QP, CQ
-moderation, completion timestamps), process (running Pollux processes found by their counters
+CPUs), xdp (what the AF_XDP datapath needs: capabilities, memlock against the UMEM, udp.mtu
+against the UMEM frame, AF_XDP sockets, bpffs, libxdp's dispatcher, and per interface the
+driver, rx queues, MTU and attached XDP programs, Pollux's with its owner alive or stale), rdma
+(devices, ports, link layer, GIDs, max_inline_data probed with a throw-away QP, CQ moderation,
+completion timestamps), process (running Pollux processes found by their counters
 files, poller threads pinned to the same CPU). docs/OPERATIONS.md explains each check and its fix.
 
 Options:
@@ -38,7 +41,7 @@ Options:
                                 "value":"what was found","hint":"what to do, or empty"},...],
                      "summary":{"ok":N,"info":N,"warn":N,"fail":N,"exit_status":0|1,
                                 "config":"<defaults> or FILE","version":"X.Y.Z"}}
-                  area is cpu|memory|net|rdma|process; verdict is ok|info|warn|fail
+                  area is cpu|memory|net|xdp|rdma|process; verdict is ok|info|warn|fail
   --shm-dir DIR   where running processes keep their counters files (default: the
                   configuration's runtime.shm_dir, /dev/shm)
   --no-probe      do not create throw-away RDMA QPs (max_inline_data is then not reported)
@@ -108,6 +111,7 @@ int main(int argc, char** argv) {
   doctor::check_cpu(h, report);
   doctor::check_memory(h, report);
   doctor::check_network(h, report);
+  doctor::check_xdp(h, report);
   doctor::check_rdma(h, report);
   doctor::check_processes(h, report);
 

@@ -111,6 +111,23 @@ xdp_program* find_pollux_program(xdp_multiprog* mp) {
   return nullptr;
 }
 
+// The owner record of Pollux's program `p` (zeros when it cannot be read), and whether the
+// process it names still exists: same pid and same start time (a reused pid has another).
+pollux_xdp_owner read_owner(xdp_program* p) {
+  pollux_xdp_owner owner{};
+  const int owner_fd = program_map_fd(xdp_program__fd(p), POLLUX_XDP_OWNER_MAP);
+  if (owner_fd >= 0) {
+    std::uint32_t key = 0;
+    bpf_map_lookup_elem(owner_fd, &key, &owner);
+    ::close(owner_fd);
+  }
+  return owner;
+}
+
+bool owner_alive(const pollux_xdp_owner& owner) {
+  return owner.pid != 0 && owner.start_time != 0 && process_start_time(owner.pid) == owner.start_time;
+}
+
 }  // namespace
 
 struct Xsk::Impl {
@@ -142,6 +159,21 @@ absl::StatusOr<std::uint32_t> attached_pollux_program(int ifindex) {
   return id;
 }
 
+absl::StatusOr<PolluxProgramOwner> pollux_program_owner(int ifindex) {
+  absl::StatusOr<xdp_multiprog*> mp = attached_programs(absl::StrCat("#", ifindex), ifindex);
+  if (!mp.ok()) return mp.status();
+  PolluxProgramOwner out;
+  if (*mp == nullptr) return out;
+  if (xdp_program* p = find_pollux_program(*mp)) {
+    const pollux_xdp_owner owner = read_owner(p);
+    out.prog_id = xdp_program__id(p);
+    out.pid = owner.pid;
+    out.alive = owner_alive(owner);
+  }
+  xdp_multiprog__close(*mp);
+  return out;
+}
+
 // Detaches a Pollux program whose owner is gone; refuses one whose owner lives. Sets `info`.
 static absl::Status remove_stale_program(const std::string& ifname, int ifindex, XskInfo* info) {
   absl::StatusOr<xdp_multiprog*> mp = attached_programs(ifname, ifindex);
@@ -153,14 +185,8 @@ static absl::Status remove_stale_program(const std::string& ifname, int ifindex,
     xdp_multiprog__close(*mp);
     return absl::OkStatus();
   }
-  pollux_xdp_owner owner{};
-  const int owner_fd = program_map_fd(xdp_program__fd(p), POLLUX_XDP_OWNER_MAP);
-  if (owner_fd >= 0) {
-    std::uint32_t key = 0;
-    bpf_map_lookup_elem(owner_fd, &key, &owner);
-    ::close(owner_fd);
-  }
-  if (owner.pid != 0 && owner.start_time != 0 && process_start_time(owner.pid) == owner.start_time) {
+  const pollux_xdp_owner owner = read_owner(p);
+  if (owner_alive(owner)) {
     const std::uint32_t id = xdp_program__id(p);
     xdp_multiprog__close(*mp);
     return absl::FailedPreconditionError(absl::StrCat("AF_XDP on interface ", ifname, ": Pollux's XDP program (id ", id,

@@ -158,4 +158,13 @@ class Xsk {
 // Whether Pollux's program (by name) is attached to `ifindex`, and its kernel id (0: none).
 absl::StatusOr<std::uint32_t> attached_pollux_program(int ifindex);
 
+// Pollux's program on `ifindex` and the process its owner map records (what open() reads to
+// tell a stale program from a live one; pollux-doctor reports it).
+struct PolluxProgramOwner {
+  std::uint32_t prog_id = 0;  // 0: no Pollux program attached
+  std::uint32_t pid = 0;      // 0: the program has no readable owner record
+  bool alive = false;         // that process (pid and /proc start time) still exists
+};
+absl::StatusOr<PolluxProgramOwner> pollux_program_owner(int ifindex);
+
 }  // namespace pollux::transport::udp::xdp
