@@ -90,8 +90,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ip netns add "$NS_A"
-ip netns add "$NS_B"
+if ! { ip netns add "$NS_A" && ip netns add "$NS_B"; } 2>"$WORK/netns.err"; then
+  echo "$SCRIPT: cannot create network namespaces: $(cat "$WORK/netns.err")" >&2
+  exit 1
+fi
 ip -n "$NS_A" link add "$IF_A" type veth peer name "$IF_B" netns "$NS_B"
 ip -n "$NS_A" addr add "$ADDR_A/24" dev "$IF_A"
 ip -n "$NS_B" addr add "$ADDR_B/24" dev "$IF_B"
