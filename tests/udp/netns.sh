@@ -10,6 +10,11 @@
 #                                            datagrams to (dport) or from (sport) <port> on their
 #                                            way into that namespace (nftables); 100 = partition
 #   netns.sh unloss <prefix><host>           removes that namespace's loss rules
+#   netns.sh bridgeloss <prefix> <port> <percent>   drops <percent>% of the UDP datagrams to or
+#                                            from <port> crossing the bridge (nftables, bridge
+#                                            family): the wire loss AF_XDP peers see, since XDP
+#                                            takes frames before nftables in their namespaces
+#                                            (remove with `unloss <prefix>br`)
 #   netns.sh dup  <prefix><host> <port> <percent> <group>  duplicates <percent>% of UDP datagrams
 #                                            that namespace sends to <group>:<port>
 #   netns.sh down <prefix>                   deletes every namespace named <prefix>*
@@ -54,8 +59,21 @@ table ip pollux_loss {
 }
 NFT
     ;;
+  bridgeloss)
+    prefix=$2 port=$3 pct=$4
+    ip netns exec "${prefix}br" nft -f - <<NFT
+table bridge pollux_loss {
+  chain lossy {
+    type filter hook forward priority 0; policy accept;
+    ether type ip udp dport ${port} numgen random mod 100 < ${pct} counter drop
+    ether type ip udp sport ${port} numgen random mod 100 < ${pct} counter drop
+  }
+}
+NFT
+    ;;
   unloss)
     ip netns exec "$2" nft delete table ip pollux_loss 2>/dev/null || true
+    ip netns exec "$2" nft delete table bridge pollux_loss 2>/dev/null || true
     ;;
   counters)
     # Packets matched by the loss/dup rules: "<drops> <dups>".
@@ -81,7 +99,7 @@ NFT
     done
     ;;
   *)
-    echo "usage: $0 up|loss|unloss|dup|counters|down ..." >&2
+    echo "usage: $0 up|loss|bridgeloss|unloss|dup|counters|down ..." >&2
     exit 2
     ;;
 esac

@@ -52,26 +52,32 @@ UdpPollerSource::~UdpPollerSource() {
 
 void UdpPollerSource::recount() noexcept {
   nlinger_ = 0;
-  std::uint32_t nrx = 0;
+  std::uint32_t nrx = 0, nxdp = 0;
   UdpRxEndpoint* rx = nullptr;
   for (const auto& m : members_) {
     if (m->linger != nullptr) ++nlinger_;
     if (m->rx != nullptr) {
       ++nrx;
       rx = m->rx;
+      if (m->rx->xdp_ != nullptr) ++nxdp;
     }
   }
   // One subscriber: read its socket directly every cycle (no epoll_wait), as an inline
   // endpoint does; publishers' control sockets (and the timerfd) are swept every kSweepNs.
-  // Several: one epoll_wait round per cycle finds the ready ones.
+  // Several: one epoll_wait round per cycle finds the ready ones. Subscribers that all receive
+  // through AF_XDP ports: each port's ring is read directly every cycle (no syscall).
   single_rx_ = nrx == 1 ? rx : nullptr;
+  xdp_rx_only_ = nrx > 1 && nxdp == nrx;
 }
 
 void UdpPollerSource::add(std::unique_ptr<Member> m) noexcept {
   epoll_event ev{};
   ev.events = EPOLLIN;  // level-triggered: see try_arm()
   ev.data.ptr = m.get();
-  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
+  if (m->fd == -1) {
+    // An AF_XDP subscriber whose port another member registered: that one's readiness stands
+    // for both (remove_at hands the registration over).
+  } else if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
     // Cannot happen for a valid socket short of ENOMEM; the member is still swept through its
     // own reads in housekeeping (rx: poll on each sweep), but cannot wake a sleeping poller:
     // say so by never letting it sleep.
@@ -86,6 +92,14 @@ void UdpPollerSource::attach(UdpRxEndpoint* ep) noexcept {
   auto m = std::make_unique<Member>();
   m->rx = ep;
   m->fd = ep->sock_.fd;
+  if (ep->xdp_ != nullptr) {
+    // Data arrives in the port's ring (its fd is readable while the ring holds frames); the
+    // socket only sends. One registration per port.
+    m->fd = ep->xdp_->fd();
+    for (const auto& o : members_) {
+      if (o->rx != nullptr && o->rx->xdp_ == ep->xdp_ && o->fd >= 0) m->fd = -1;
+    }
+  }
   add(std::move(m));
 }
 
@@ -99,7 +113,21 @@ void UdpPollerSource::attach(UdpTxEndpoint* ep) noexcept {
 void UdpPollerSource::remove_at(std::size_t i) noexcept {
   Member& m = *members_[i];
   if (m.fd >= 0) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
+  std::unique_ptr<Member> gone = std::move(members_[i]);
   members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(i));
+  if (gone->fd >= 0 && gone->rx != nullptr && gone->rx->xdp_ != nullptr) {
+    // Another subscriber of the same AF_XDP port takes its registration over.
+    for (auto& o : members_) {
+      if (o->rx != nullptr && o->rx->xdp_ == gone->rx->xdp_ && o->fd == -1) {
+        std::unique_ptr<Member> heir = std::move(o);
+        heir->fd = gone->fd;
+        o = nullptr;
+        members_.erase(std::find(members_.begin(), members_.end(), nullptr));
+        add(std::move(heir));
+        return;
+      }
+    }
+  }
   recount();
 }
 
@@ -127,6 +155,7 @@ void UdpPollerSource::linger(const UdpTxEndpoint* ep, std::unique_ptr<TxCore> co
 
 bool UdpPollerSource::linger_step(Member& m, std::int64_t now_ns) noexcept {
   TxCore& t = *m.linger;
+  t.service_xdp(now_ns);
   t.sender.service(t, now_ns);
   const bool confirmed = t.sender.all_caught_up();
   if (!confirmed && now_ns < m.linger_deadline_ns) {
@@ -185,6 +214,15 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
     return housekeeping(now_ns);  // one sweep (it reads the timerfd) + every member's timers
   }
   if (single_rx_ != nullptr && now_ns < next_sweep_ns_) return static_cast<int>(single_rx_->receive(now_ns));
+  if (xdp_rx_only_ && now_ns < next_sweep_ns_) {
+    // Every subscriber receives through an AF_XDP port: read each port's ring (through the
+    // member that registered it), no epoll_wait.
+    int work = 0;
+    for (const auto& m : members_) {
+      if (m->rx != nullptr && m->fd >= 0) work += static_cast<int>(m->rx->receive(now_ns));
+    }
+    return work;
+  }
   // Several subscriber sockets (or a sweep is due): one epoll_wait round for all of them.
   int work = sweep(now_ns);
   if (now_ns >= next_sweep_ns_) {
@@ -209,6 +247,8 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
     if (m.rx != nullptr) {
       if (m.fd < -1) {
         work += static_cast<int>(m.rx->receive(now_ns));  // not in the epoll set
+      } else if (m.rx->xdp_ != nullptr) {
+        // AF_XDP: the port says when its ring emptied (XdpPort::poll).
       } else if (complete && m.ready_sweep != epoll_waits_) {
         // Its socket was empty: what it read is all its publishers sent (session time-outs
         // count silence in read traffic only, ReliableReceiver::drained). A readable one was

@@ -105,6 +105,7 @@ class UdpPollerSource final : public core::ProgressSource {
   static constexpr std::int64_t kMinServiceNs = 50'000;
   std::vector<std::unique_ptr<Member>> members_;
   UdpRxEndpoint* single_rx_ = nullptr;  // the only member, a subscriber: read directly
+  bool xdp_rx_only_ = false;            // several subscribers, all on AF_XDP ports: read the rings directly
   std::uint32_t nlinger_ = 0;
   std::int64_t next_sweep_ns_ = 0;
   std::uint64_t epoll_waits_ = 0, linger_timeouts_ = 0, lingers_ = 0;

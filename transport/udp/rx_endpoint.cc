@@ -98,15 +98,27 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
   }
   ep->faults_ =
       FaultInjector(reliability::FaultOptions{u.fault_loss, u.fault_duplicate, u.fault_reorder, 8, u.fault_seed});
+  if (u.datapath == UdpDatapath::kXdp) {
+    auto port = XdpPort::acquire(cfg, ep->ch_, source, env.counters);
+    if (!port.ok()) return port.status();
+    ep->xdp_ = std::move(*port);
+    // The datagrams' receive time is the poller's clock: the kernel never sees them.
+    ep->sock_.kernel_timestamps = false;
+    // Unicast: what the socket binds (the subscriber's address, or any); multicast: the group.
+    if (absl::Status st = ep->xdp_->add_rx(ep->ch_.dest.sin_addr.s_addr, ep->ch_.dest.sin_port, ep.get()); !st.ok()) {
+      return st;
+    }
+  }
   if (source == nullptr) {
-    if (absl::Status s = ep->waiter_.open(ep->sock_.fd); !s.ok()) return s;
+    if (absl::Status s = ep->waiter_.open(ep->xdp_ ? ep->xdp_->fd() : ep->sock_.fd); !s.ok()) return s;
   }
   if (env.counters != nullptr) {
     const std::string scope = absl::StrFormat("udp sub stream %u", spec.stream_id);
     ep->c_.allocate(*env.counters, scope, spec.stream_id, ep->sock_.kernel_timestamps);
   }
   // poll_direct()'s fixed conditions, checked once (none of them changes after open).
-  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps &&
+                  ep->max_read_ > 0 && ep->xdp_ == nullptr;
   return ep;
 }
 
@@ -141,6 +153,13 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
   // walk over the sessions that says so.
   if (!none_ready && receiver_.held() > receiver_.window() / 2 && receiver_.ready()) return 0;
   if (__builtin_expect(free_n_ == 0, 0) && receiver_.held() > 0 && (none_ready || !receiver_.ready())) evict(now_ns);
+  if (xdp_ != nullptr) {
+    // The port's ring: what it hands this endpoint arrives through xdp_datagram(), and what it
+    // hands the other subscribers of the port waits in theirs.
+    const std::uint32_t before = xdp_taken_;
+    (void)xdp_->poll(now_ns);
+    return xdp_taken_ - before;
+  }
   const std::uint32_t k = std::min({cur_batch_, free_n_, max_read_});
   if (k == 0) return 0;
   const bool kts = sock_.kernel_timestamps;
@@ -221,6 +240,29 @@ std::uint32_t UdpRxEndpoint::receive(std::int64_t now_ns, bool none_ready) noexc
     admit(b, now_ns);
   }
   return got;
+}
+
+std::uint32_t UdpRxEndpoint::xdp_datagram(const std::uint8_t* payload, std::uint32_t len, std::uint32_t src_addr,
+                                          std::uint16_t src_port, std::int64_t now_ns) noexcept {
+  if (__builtin_expect(free_n_ == 0, 0)) return 0;
+  // receive()'s gate: half the window deliverable and not yet polled.
+  if (__builtin_expect(receiver_.held() > receiver_.window() / 2, 0) && receiver_.ready()) return 0;
+  if (__builtin_expect(len > buf_size_, 0)) {
+    ++truncated_;  // larger than udp.mtu - 28: a misconfigured publisher
+    return 1;
+  }
+  const std::uint32_t b = free_[--free_n_];
+  std::memcpy(buffer(b), payload, len);
+  len_[b] = len;
+  sockaddr_in& from = src_[b];
+  from = sockaddr_in{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = src_addr;
+  from.sin_port = src_port;
+  last_rx_ns_ = now_ns;
+  ++xdp_taken_;
+  admit_read(b, now_ns);
+  return 1;
 }
 
 // MSG_TRUNC makes recvfrom() return the real length, so truncation is still seen. The same
@@ -397,6 +439,7 @@ int UdpRxEndpoint::service(std::int64_t now_ns) noexcept {
   if (faults_.delayed() > 0) next_service_ns_ = std::min(next_service_ns_, now_ns + 1'000'000);
   connected_.store(receiver_.connected(), std::memory_order_relaxed);
   publish_counters();
+  if (xdp_ != nullptr) xdp_->publish_counters(now_ns);
   return work;
 }
 
@@ -418,6 +461,7 @@ void UdpRxEndpoint::close_st() noexcept {
   publish_counters();
   if (attached_) source_->detach(this);  // poller mode: on the poller thread (context.cc)
   attached_ = false;
+  if (xdp_ != nullptr) xdp_->remove_rx(this);  // the thread that drives the port (see XdpPort)
 }
 
 void UdpRxEndpoint::publish_counters() noexcept {
@@ -448,6 +492,7 @@ std::string UdpRxEndpoint::describe() const {
     absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,
                           si.gaps, si.held);
   }
+  if (xdp_ != nullptr) absl::StrAppend(&out, "; datapath ", xdp_->describe(), ", receive times from the poller's clock");
   if (!sock_.notes.empty()) absl::StrAppend(&out, "; ", sock_.notes);
   return out;
 }

@@ -23,6 +23,7 @@
 #include "transport/udp/kernel_timestamps.h"
 #include "transport/udp/udp_socket.h"
 #include "transport/udp/waiter.h"
+#include "transport/udp/xdp_port.h"
 
 struct mmsghdr;
 
@@ -85,7 +86,14 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
  private:
   friend class UdpPollerSource;
+  friend class XdpPort;
   UdpRxEndpoint() = default;
+  // udp.datapath = "xdp": a datagram for this subscriber that the port took off its ring (payload
+  // and source in network byte order); copied into a free buffer and handled as receive() handles
+  // a datagram it read. Returns 1 when taken, 0 when there is no room (no free buffer, or half the
+  // window deliverable and not yet polled): the port then leaves it in the ring.
+  std::uint32_t xdp_datagram(const std::uint8_t* payload, std::uint32_t len, std::uint32_t src_addr,
+                             std::uint16_t src_port, std::int64_t now_ns) noexcept;
   static int direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
@@ -114,6 +122,10 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
 
   Channel ch_;
   SocketInfo sock_;
+  // udp.datapath = "xdp": the AF_XDP port data arrives through (the socket then only sends NAKs
+  // and status messages, and holds the multicast group's membership).
+  std::shared_ptr<XdpPort> xdp_;
+  std::uint32_t xdp_taken_ = 0;        // datagrams xdp_datagram() took (receive()'s count)
   UdpPollerSource* source_ = nullptr;  // poller mode; null inline
   bool attached_ = false;              // poller mode: in the source's epoll set
   Waiter waiter_;                      // inline mode

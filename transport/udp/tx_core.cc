@@ -59,6 +59,37 @@ TxCore::~TxCore() {
 }
 
 std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) noexcept {
+  if (xdp != nullptr) {
+    if (__builtin_expect(xdp_resolved, 1)) return send_xdp(d);
+    const std::uint32_t n = send_socket(d);  // until the MAC is known: the kernel resolves it
+    xdp_socket_sends += n;
+    return n;
+  }
+  return send_socket(d);
+}
+
+std::uint32_t TxCore::send_xdp(std::span<const DatagramSink::Datagram> d) noexcept {
+  if (__builtin_expect(!(tx_loss > 0), 1)) return xdp->send(ch.dest, xdp_mac, xdp_src_port, xdp_ttl, d);
+  // Fault injection: the datagrams it drops count as sent; the rest go out one by one.
+  std::uint32_t total = 0;
+  for (; total < d.size(); ++total) {
+    if (tx_faults.decide() == FaultInjector::Action::kDrop) continue;
+    if (xdp->send(ch.dest, xdp_mac, xdp_src_port, xdp_ttl, d.subspan(total, 1)) == 0) break;
+  }
+  return total;
+}
+
+void TxCore::service_xdp(std::int64_t now_ns) noexcept {
+  if (xdp == nullptr || now_ns < xdp_next_resolve_ns) return;
+  std::uint8_t mac[6];
+  const bool ok = xdp->resolve(ch.dest, mac);
+  if (ok) std::memcpy(xdp_mac, mac, 6);
+  xdp_resolved = ok;
+  // A multicast MAC never changes; a neighbour's may (a new host, a failover).
+  xdp_next_resolve_ns = ch.multicast && ok ? INT64_MAX : now_ns + (ok ? 1'000'000'000 : 20'000'000);
+}
+
+std::uint32_t TxCore::send_socket(std::span<const DatagramSink::Datagram> d) noexcept {
   if (__builtin_expect(sock.fd < 0, 0)) return static_cast<std::uint32_t>(d.size());
   if (d.size() == 1 && !tx_stamps && !(tx_loss > 0)) {
     // One datagram, no timestamp request, no fault injection (a latency-bound publisher, a
@@ -216,7 +247,10 @@ int TxCore::receive_control(std::int64_t now_ns) noexcept {
   return work;
 }
 
-void TxCore::publish_counters() noexcept { c.publish(*this); }
+void TxCore::publish_counters() noexcept {
+  c.publish(*this);
+  if (xdp != nullptr) xdp->publish_counters(core::Clock::now_ns());
+}
 
 void TxCore::Counters::publish(const TxCore& t) noexcept {
   if (!own.send_blocked.valid()) return;

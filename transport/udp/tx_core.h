@@ -16,6 +16,7 @@
 #include "transport/reliability/sender.h"
 #include "transport/udp/kernel_timestamps.h"
 #include "transport/udp/udp_socket.h"
+#include "transport/udp/xdp_port.h"
 
 struct mmsghdr;
 
@@ -29,7 +30,10 @@ namespace pollux::transport::udp {
   X(send_errors, "send_errors", "sends that failed other than on a full socket (skipped; subscribers NAK)", \
     t.send_errors)                                                                                          \
   X(fault_dropped, "fault_tx_dropped", "datagrams the TX fault injector dropped (udp.fault_tx_loss)",       \
-    t.tx_faults.stats().dropped)
+    t.tx_faults.stats().dropped)                                                                            \
+  X(xdp_socket_sends, "xdp_socket_sends",                                                                   \
+    "udp.datapath = xdp: datagrams sent through the kernel socket while the destination's MAC was unknown", \
+    t.xdp_socket_sends)
 #define POLLUX_UDP_TX_STAMP_COUNTERS(X)                                                                          \
   X(tx_stamps, "tx_timestamps", "timestamp requests whose kernel TX stamp came back", ts.stamped)                \
   X(tx_stamps_expired, "tx_timestamps_expired", "timestamp requests whose stamp never came", ts.expired)         \
@@ -45,6 +49,10 @@ POLLUX_COUNTER_SET(TxStampCounters, POLLUX_UDP_TX_STAMP_COUNTERS);
 struct TxCore final : reliability::DatagramSink {
   ~TxCore() override;
   std::uint32_t send_datagrams(std::span<const reliability::DatagramSink::Datagram> d) noexcept override;
+  // udp.datapath = "xdp": looks the destination's MAC up again (every second once known, every
+  // 20 ms until then; the sends meanwhile go through the socket, which makes the kernel resolve
+  // it). Cheap when not due; a netlink dump when it is.
+  void service_xdp(std::int64_t now_ns) noexcept;
   // Reads NAKs / status messages (a few recvmmsg of kControlBatch), and the error queue when TX
   // timestamps are on; returns how many control messages.
   int receive_control(std::int64_t now_ns) noexcept;
@@ -55,6 +63,9 @@ struct TxCore final : reliability::DatagramSink {
   // otherwise (unreachable network, filtered, ...) counted in send_errors and false: the
   // caller moves on rather than spin on the same datagrams (subscribers NAK what they missed).
   bool send_failure_is_transient() noexcept;
+  // The two datapaths of send_datagrams().
+  std::uint32_t send_socket(std::span<const reliability::DatagramSink::Datagram> d) noexcept;
+  std::uint32_t send_xdp(std::span<const reliability::DatagramSink::Datagram> d) noexcept;
   // Timers of the TX timestamps: expiry, restarting the numbering. Cheap when off.
   void service_tx_stamps(std::int64_t now_ns) noexcept;
   bool tx_stamps_outstanding() const noexcept { return tx_stamps && stamps.outstanding() != 0; }
@@ -62,6 +73,16 @@ struct TxCore final : reliability::DatagramSink {
 
   Channel ch;
   SocketInfo sock;
+  // udp.datapath = "xdp": the port data goes out through, the destination's MAC (once resolved),
+  // the socket's port (the frames' source: NAKs and status messages come back to the socket) and
+  // the TTL.
+  std::shared_ptr<XdpPort> xdp;
+  std::uint8_t xdp_mac[6] = {};
+  bool xdp_resolved = false;
+  std::uint16_t xdp_src_port = 0;
+  std::uint8_t xdp_ttl = 64;
+  std::int64_t xdp_next_resolve_ns = 0;
+  std::uint64_t xdp_socket_sends = 0;
   reliability::ReliableSender sender;
   reliability::FaultInjector tx_faults;
   double tx_loss = 0;

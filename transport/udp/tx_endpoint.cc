@@ -89,6 +89,21 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     h.msg_iov = &t.iov[i];
     h.msg_iovlen = 1;
   }
+  if (u.datapath == UdpDatapath::kXdp) {
+    auto port = XdpPort::acquire(cfg, t.ch, source, env.counters);
+    if (!port.ok()) return port.status();
+    t.xdp = std::move(*port);
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    if (::getsockname(t.sock.fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
+      return absl::InternalError(absl::StrCat("udp: getsockname on the publisher's socket: ", std::strerror(errno)));
+    }
+    t.xdp_src_port = local.sin_port;
+    t.xdp_ttl = t.ch.multicast ? static_cast<std::uint8_t>(u.ttl) : 64;
+    // Traced streams' TX timestamps come from the kernel's socket path, which the data skips.
+    t.tx_stamps = false;
+    t.service_xdp(core::Clock::now_ns());
+  }
   if (source == nullptr) {
     if (absl::Status s = ep->waiter_.open(t.sock.fd); !s.ok()) return s;
   }
@@ -199,6 +214,7 @@ int UdpTxEndpoint::service(std::int64_t now_ns) noexcept {
   TxCore& t = *core_;
   const int work = t.sender.service(t, now_ns);
   t.service_tx_stamps(now_ns);
+  t.service_xdp(now_ns);
   next_service_ns_ = now_ns + kControlPollNs;
   connected_.store(t.sender.connected(), std::memory_order_relaxed);
   t.publish_counters();

@@ -8,6 +8,13 @@ namespace pollux::transport::udp {
 
 namespace {
 
+constexpr pollux::ConfigChoice<UdpDatapath> kDatapathNames[] = {{"socket", UdpDatapath::kSocket},
+                                                                 {"xdp", UdpDatapath::kXdp}};
+constexpr pollux::ConfigChoice<UdpXdpMode> kXdpModeNames[] = {{"auto", UdpXdpMode::kAuto},
+                                                              {"zerocopy", UdpXdpMode::kZeroCopy},
+                                                              {"copy", UdpXdpMode::kCopy},
+                                                              {"generic", UdpXdpMode::kGeneric}};
+
 // Smallest frame on the wire (a bare 32-byte header): bounds the frames per datagram.
 constexpr std::uint32_t kSmallestFrame = 32;
 
@@ -40,6 +47,25 @@ const ConfigTable<UdpConfig>& table() {
         .integer("busy_poll_us", &UdpConfig::busy_poll_us, 0, 1'000'000,
                  "SO_BUSY_POLL on subscriber sockets in microseconds (0 = off; needs CAP_NET_ADMIN to raise above "
                  "net.core.busy_read; refused is reported, not fatal)")
+        .choice("datapath", &UdpConfig::datapath, kDatapathNames,
+                "how datagrams enter and leave the host: \"socket\" (the kernel's UDP sockets) or \"xdp\" (an "
+                "AF_XDP socket per interface fed by Pollux's XDP program: needs root or CAP_NET_ADMIN, CAP_BPF and "
+                "CAP_NET_RAW, a named udp.interface, and one Pollux process per interface queue; docs/XDP.md)")
+        .choice("xdp_mode", &UdpConfig::xdp_mode, kXdpModeNames,
+                "AF_XDP mode: \"auto\" (zero-copy where the driver has it, else copy; generic (skb) attach when "
+                "the driver has no native XDP), or force \"zerocopy\", \"copy\" or \"generic\"")
+        .integer_list("xdp_queues", &UdpConfig::xdp_queues, "a list of RX queue numbers", 0, 63,
+                      "RX queues the AF_XDP socket binds; [] = all of the interface's. Steer the streams' traffic to "
+                      "one queue with ethtool (ethtool -N IF flow-type udp4 dst-ip GROUP dst-port PORT action Q) and "
+                      "name it here; one queue per interface today")
+        .integer("xdp_frames", &UdpConfig::xdp_frames, 64, 1 << 20,
+                 "UMEM frames (4 KiB each, power of two) of an AF_XDP socket: half receive, half transmit; the "
+                 "UMEM is locked memory (RLIMIT_MEMLOCK, ulimit -l, unless CAP_IPC_LOCK)",
+                 core::check_pow2)
+        .boolean("xdp_busy_poll", &UdpConfig::xdp_busy_poll,
+                 "SO_PREFER_BUSY_POLL on the AF_XDP socket (with SO_BUSY_POLL = udp.busy_poll_us or 50, budget "
+                 "udp.rx_batch): the driver's NAPI runs in the poller's syscalls instead of interrupts, where "
+                 "the driver supports it")
         .boolean(
             "kernel_timestamps", &UdpConfig::kernel_timestamps,
             "stage tracing with the kernel's software timestamps (SO_TIMESTAMPING): publishers of traced streams ask "
@@ -113,6 +139,22 @@ core::ConfigIssue validate(const core::Config& c) {
             absl::StrFormat(
                 "%u bytes are less than one datagram of %u bytes (udp.mtu %u): no repair could ever be sent; raise it",
                 u.repair_burst, datagram, u.mtu)};
+  }
+  if (u.datapath == UdpDatapath::kXdp) {
+#if !POLLUX_HAVE_XDP
+    return {"udp.datapath",
+            "\"xdp\" needs a libpollux built with AF_XDP (libxdp-dev, libbpf-dev and clang at build time; "
+            "POLLUX_WITH_XDP): this one was built without it"};
+#endif
+    if (u.xdp_queues.size() > 1) {
+      return {"udp.xdp_queues", "one queue per interface is supported: steer the streams to one queue (ethtool -N) "
+                                "and name only that one"};
+    }
+    if (u.mtu + 14 > 4096) {
+      return {"udp.mtu", absl::StrFormat("%u: a frame of mtu + 14 bytes does not fit an AF_XDP frame of 4096 bytes "
+                                         "(no fragmentation): lower udp.mtu to 4082 or use udp.datapath = \"socket\"",
+                                         u.mtu)};
+    }
   }
   return reliability::check_keys(u, "udp");
 }

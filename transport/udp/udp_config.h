@@ -5,10 +5,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
 namespace pollux::transport::udp {
+
+// How datagrams enter and leave the host (docs/XDP.md): the kernel's UDP sockets, or an AF_XDP
+// socket fed by Pollux's XDP program.
+enum class UdpDatapath : std::uint8_t { kSocket, kXdp };
+// The AF_XDP attach/bind mode (xdp::XskMode): auto = zero-copy, then copy, then generic.
+enum class UdpXdpMode : std::uint8_t { kAuto, kZeroCopy, kCopy, kGeneric };
 
 struct UdpConfig {
   std::string address = "239.255.0.1";  // multicast group (224.0.0.0/4) or unicast IPv4 address
@@ -21,6 +28,11 @@ struct UdpConfig {
   std::uint32_t rx_batch = 32;                   // datagrams per recvmmsg (adaptive below this)
   std::uint32_t rx_buffers = 4096;               // datagram buffers per subscriber endpoint
   std::uint32_t busy_poll_us = 0;                // SO_BUSY_POLL on subscriber sockets (0 = off)
+  UdpDatapath datapath = UdpDatapath::kSocket;
+  UdpXdpMode xdp_mode = UdpXdpMode::kAuto;
+  std::vector<std::uint32_t> xdp_queues;  // RX queues to bind (empty: all of the interface's)
+  std::uint32_t xdp_frames = 4096;        // UMEM frames of 4 KiB per AF_XDP socket (half RX, half TX)
+  bool xdp_busy_poll = false;             // SO_PREFER_BUSY_POLL on the AF_XDP socket (budget udp.rx_batch)
   bool kernel_timestamps = false;                // SO_TIMESTAMPING RX software stamps on subscriber sockets (tracing)
   std::uint64_t socket_rcvbuf = 4u << 20;        // SO_RCVBUF
   std::uint64_t socket_sndbuf = 4u << 20;        // SO_SNDBUF

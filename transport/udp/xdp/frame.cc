@@ -1,5 +1,6 @@
 #include "transport/udp/xdp/frame.h"
 
+#include <bit>
 #include <cstring>
 
 namespace pollux::transport::udp::xdp {
@@ -15,11 +16,40 @@ void put16(std::uint8_t* p, std::uint16_t host) {
 
 std::uint16_t get16(const std::uint8_t* p) { return static_cast<std::uint16_t>((p[0] << 8) | p[1]); }
 
-// One's-complement sum of 16-bit big-endian words, not folded.
+// One's-complement sum of 16-bit big-endian words, not folded. The sum is computed on 32-bit
+// native-order words into a 64-bit accumulator and byte-swapped at the end: the one's-complement
+// sum does not depend on the byte order it is computed in (RFC 1071, 2.B), and this is ~8x fewer
+// additions than word by word (it runs over every datagram sent, and received when checked).
 std::uint32_t sum16(std::uint32_t sum, const std::uint8_t* p, std::size_t len) {
-  for (; len >= 2; p += 2, len -= 2) sum += get16(p);
-  if (len) sum += static_cast<std::uint32_t>(p[0]) << 8;
-  return sum;
+  std::uint64_t acc = 0;
+  for (; len >= 8; p += 8, len -= 8) {
+    std::uint32_t a, b;
+    std::memcpy(&a, p, 4);
+    std::memcpy(&b, p + 4, 4);
+    acc += static_cast<std::uint64_t>(a) + b;
+  }
+  for (; len >= 2; p += 2, len -= 2) {
+    std::uint16_t w;
+    std::memcpy(&w, p, 2);
+    acc += w;
+  }
+  if (len) {
+    const std::uint8_t last[2] = {p[0], 0};
+    std::uint16_t w;
+    std::memcpy(&w, last, 2);
+    acc += w;
+  }
+  while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+  const std::uint16_t native = static_cast<std::uint16_t>(acc);
+  std::uint16_t be;
+  const std::uint8_t bytes[2] = {static_cast<std::uint8_t>(native), static_cast<std::uint8_t>(native >> 8)};
+  // The native-order sum read as big-endian: on a little-endian host its bytes swap.
+  if constexpr (std::endian::native == std::endian::little) {
+    be = static_cast<std::uint16_t>((bytes[0] << 8) | bytes[1]);
+  } else {
+    be = native;
+  }
+  return sum + be;
 }
 
 std::uint16_t fold(std::uint32_t sum) {
@@ -88,6 +118,21 @@ bool parse_udp4_frame(const std::uint8_t* frame, std::size_t len, Udp4View* out)
   out->payload = udp + kUdpHeaderSize;
   out->len = udp_len - kUdpHeaderSize;
   return true;
+}
+
+Checksums check_udp4_checksums(const std::uint8_t* frame, const Udp4View& v) {
+  const std::uint8_t* ip = frame + kEthHeaderSize;
+  const std::size_t ihl = static_cast<std::size_t>(ip[0] & 0x0f) * 4;
+  if (fold(sum16(0, ip, ihl)) != 0) return Checksums::kBad;
+  const std::uint8_t* udp = v.payload - kUdpHeaderSize;
+  const std::uint16_t field = get16(udp + 6);
+  if (field == 0) return Checksums::kOk;  // sent without a checksum (RFC 768)
+  std::uint32_t pseudo = sum16(0, ip + 12, 8);
+  pseudo += kProtoUdp;
+  pseudo += static_cast<std::uint32_t>(kUdpHeaderSize + v.len);
+  if (fold(sum16(pseudo, udp, kUdpHeaderSize + v.len)) == 0) return Checksums::kOk;
+  // Offloaded and never computed: the field is the pseudo-header's folded sum, not complemented.
+  return field == static_cast<std::uint16_t>(~fold(pseudo)) ? Checksums::kPartial : Checksums::kBad;
 }
 
 }  // namespace pollux::transport::udp::xdp

@@ -44,6 +44,16 @@ struct Udp4View {
 // datagram, IPv4 options allowed. False when it is not one or its lengths do not fit the frame.
 bool parse_udp4_frame(const std::uint8_t* frame, std::size_t len, Udp4View* out);
 
+// The checksums of a frame parse_udp4_frame accepted as `v`: the kernel checks them before a socket
+// sees a datagram; an XSK gets the frame as it came.
+//   kOk       the IPv4 header checksum is right, and the UDP checksum is right or absent (0)
+//   kPartial  the UDP checksum field holds only the pseudo-header's sum: the sender left it to a
+//             device that never computed it (a virtual link: veth, tap, loopback; the kernel
+//             trusts such packets, CHECKSUM_PARTIAL). A real NIC computes it before the wire.
+//   kBad      anything else
+enum class Checksums : std::uint8_t { kOk, kPartial, kBad };
+Checksums check_udp4_checksums(const std::uint8_t* frame, const Udp4View& v);
+
 // The Internet checksum (RFC 1071) of `len` bytes, folded and complemented.
 std::uint16_t internet_checksum(const void* data, std::size_t len);
 

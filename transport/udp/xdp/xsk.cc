@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdarg>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -184,6 +186,20 @@ static absl::Status remove_stale_program(const std::string& ifname, int ifindex,
 // closed socket's hold on its queue (its buffer pool) from a work queue, after close() returned,
 // so a socket opened right after another one on the same queue, or after its process died, can
 // find the queue still taken for a moment. A queue a live socket holds stays busy: EBUSY then.
+// libbpf and libxdp print informational lines at every load ("skipping unrecognized data
+// section", "falling back to loading single prog without dispatcher"). They are process-wide
+// settings; Pollux keeps warnings and errors (on stderr, where those libraries put them: open()
+// runs on the control path) and drops the rest, which open()'s Status and XskInfo already say.
+static int quiet_libbpf(enum libbpf_print_level level, const char* format, va_list args) {
+  return level == LIBBPF_WARN ? std::vfprintf(stderr, format, args) : 0;
+}
+// libxdp warns when bpffs is missing and it loads the program without its dispatcher; open()
+// handles that case (XskInfo, docs/XDP.md), so those two are dropped too.
+static int quiet_libxdp(enum libxdp_print_level level, const char* format, va_list args) {
+  if (level != LIBXDP_WARN || std::strstr(format, "bpffs") != nullptr) return 0;
+  return std::vfprintf(stderr, format, args);
+}
+
 static int create_socket(const std::string& ifname, std::uint32_t queue, xsk_umem* umem, xsk_socket** socket,
                          xsk_ring_cons* rx, xsk_ring_prod* tx, const xsk_socket_config* config) {
   constexpr int kBusyRetries = 2000;  // x 1 ms
@@ -238,6 +254,11 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
     std::memcpy(x->mac_, ifr.ifr_hwaddr.sa_data, 6);
   }
 
+  static std::once_flag quiet_once;
+  std::call_once(quiet_once, [] {
+    libbpf_set_print(quiet_libbpf);
+    libxdp_set_print(quiet_libxdp);
+  });
   if (absl::Status s = remove_stale_program(ifname, x->ifindex_, &x->info_); !s.ok()) return s;
 
   // The program, from the bytes embedded in the library.
@@ -287,7 +308,17 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   // The UMEM: the first half of the frames receive, the second half transmit.
   const std::uint32_t half = frames / 2;
   m.area_size = static_cast<std::size_t>(frames) * options.frame_size;
-  m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  // 2 MiB pages where the host has them reserved (vm.nr_hugepages): fewer TLB misses on the
+  // frames; 4 KiB pages otherwise.
+  m.area = MAP_FAILED;
+  if (m.area_size % (2u << 20) == 0) {
+    m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB,
+                  -1, 0);
+    x->info_.huge_pages = m.area != MAP_FAILED;
+  }
+  if (m.area == MAP_FAILED) {
+    m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  }
   if (m.area == MAP_FAILED) {
     m.area = nullptr;
     return step_error(ifname, absl::StrCat("mapping the UMEM (", m.area_size, " bytes)"), errno);
@@ -329,6 +360,19 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
         err == -EOPNOTSUPP && zc ? " (the driver has no zero-copy AF_XDP; use copy or auto)"
         : err == -EBUSY          ? " (another AF_XDP socket is bound to this queue)"
                                  : "");
+  }
+  if (options.busy_poll_us > 0) {
+    const int sfd = xsk_socket__fd(m.socket);
+    const int one = 1;
+    const int us = static_cast<int>(options.busy_poll_us);
+    const int budget = static_cast<int>(options.busy_poll_budget > 0 ? options.busy_poll_budget : 64);
+    x->info_.busy_poll = setsockopt(sfd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof one) == 0 &&
+                         setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof us) == 0 &&
+                         setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof budget) == 0;
+    if (!x->info_.busy_poll) {
+      absl::StrAppend(&x->info_.notes, "busy polling refused: ", errno_text(errno),
+                      " (SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN)");
+    }
   }
   xdp_options xdp_opts{};
   socklen_t opts_len = sizeof(xdp_opts);
@@ -401,9 +445,15 @@ std::uint32_t Xsk::rx_peek(RxFrame* out, std::uint32_t max) {
   return n;
 }
 
-void Xsk::rx_release() {
+void Xsk::rx_release(std::uint32_t consumed) {
   Impl& m = *impl_;
-  const std::uint32_t n = rx_peeked_;
+  if (consumed > rx_peeked_) consumed = rx_peeked_;
+  if (consumed < rx_peeked_) {
+    xsk_ring_cons__cancel(&m.rx, rx_peeked_ - consumed);  // peeked again next time
+    stats_.rx_frames -= rx_peeked_ - consumed;
+  }
+  const std::uint32_t n = consumed;
+  rx_peeked_ = 0;
   if (n == 0) return;
   // The fill ring holds every receive frame, so the frames just received always fit.
   std::uint32_t fill_idx = 0;
@@ -415,8 +465,9 @@ void Xsk::rx_release() {
   }
   xsk_ring_prod__submit(&m.fill, reserved);
   xsk_ring_cons__release(&m.rx, n);
-  rx_peeked_ = 0;
 }
+
+bool Xsk::rx_available() const { return xsk_cons_nb_avail(&impl_->rx, 1) > 0; }
 
 bool Xsk::rx_wait(int timeout_ms) {
   Impl& m = *impl_;
@@ -454,8 +505,9 @@ std::uint32_t Xsk::send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl,
   }
   xsk_ring_prod__submit(&m.tx, built);
   stats_.tx_frames += built;
-  // Copy mode transmits inside sendto(); zero-copy drivers only when they ask (need_wakeup).
-  if (!info_.zero_copy || xsk_ring_prod__needs_wakeup(&m.tx)) {
+  // The kernel asks for a kick through need_wakeup: always in copy mode (it transmits inside
+  // sendto), only when its driver sleeps in zero-copy mode.
+  if (xsk_ring_prod__needs_wakeup(&m.tx)) {
     ++stats_.tx_kicks;
     if (sendto(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN &&
         errno != EBUSY && errno != ENOBUFS) {

@@ -37,6 +37,11 @@ struct XskOptions {
   std::uint32_t frame_count = 4096;
   // Bytes per frame: 2048 or 4096 (aligned chunk mode needs a power of two).
   std::uint32_t frame_size = 4096;
+  // SO_PREFER_BUSY_POLL with SO_BUSY_POLL = busy_poll_us and SO_BUSY_POLL_BUDGET = busy_poll_budget
+  // on the socket (0: not set). Drivers without NAPI busy polling ignore them; refused is noted in
+  // XskInfo::notes, not an error.
+  std::uint32_t busy_poll_us = 0;
+  std::uint32_t busy_poll_budget = 0;
 };
 
 // What open() ended up with.
@@ -46,6 +51,9 @@ struct XskInfo {
   bool removed_stale = false;   // a program left by a dead process was detached first
   std::uint32_t stale_pid = 0;  // that process (0 when none)
   std::uint32_t prog_id = 0;    // the attached program's kernel id
+  bool huge_pages = false;      // the UMEM is backed by 2 MiB pages
+  bool busy_poll = false;       // the busy-poll options were accepted
+  std::string notes;            // what was refused, not fatal
 };
 
 // A received frame: the Ethernet frame in the UMEM, valid until rx_release().
@@ -92,14 +100,20 @@ class Xsk {
   // entries taken) until rx_release(), which gives them all back to the fill ring in one batch.
   // Call rx_release() before the next rx_peek().
   std::uint32_t rx_peek(RxFrame* out, std::uint32_t max);
-  void rx_release();
+  void rx_release() { rx_release(rx_peeked_); }
+  // Whether frames wait in the RX ring (reads the kernel's producer index; no syscall).
+  bool rx_available() const;
+  // Gives back the first `consumed` frames of the last rx_peek(); the others stay in the RX ring
+  // and come first in the next rx_peek().
+  void rx_release(std::uint32_t consumed);
   // Blocks up to `timeout_ms` for received frames (poll); false on timeout. Kicks the kernel
   // first when the fill ring asks for a wakeup.
   bool rx_wait(int timeout_ms);
 
   // Transmit: builds one frame per payload (headers from `addressing`, TTL `ttl`) in free UMEM
-  // frames, submits them to the TX ring and kicks the kernel when it asks for it (always in copy
-  // mode). Returns how many were queued: fewer than `n` when frames or ring slots run out
+  // frames, submits them to the TX ring and kicks the kernel (sendto) only when the ring's
+  // need_wakeup flag asks for it; in copy mode the kernel transmits inside that call, so it sets
+  // the flag every time. Returns how many were queued: fewer than `n` when frames or ring slots run out
   // (reap_completions() frees them) or a payload does not fit in a frame (that one and the rest
   // are not sent).
   std::uint32_t send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl, const TxPayload* payloads,
