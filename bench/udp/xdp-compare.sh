@@ -3,10 +3,12 @@
 # namespaces (pollux-bench-xdp-floor, one process per namespace), in interleaved rounds:
 #   socket-pingpong, xdp-pingpong         RTT of 32-byte datagrams (p50/p99 per round)
 #   socket-tput, xdp-tput                 one-way 64-byte datagrams, batches of 32: msgs/s at the sink
-#   pollux-socket, pollux-xdp             pollux-latency over UDP, udp.datapath = socket / xdp, when it can
-#                                         run across the namespaces (pollux_latency_round below)
+#   pollux-socket, pollux-xdp             pollux-latency over UDP (pong side in B by --peer-netns),
+#   pollux-socket-poller, pollux-xdp-poller  udp.datapath = socket / xdp, inline busy-spin and with a
+#                                         dedicated poller (pollux_latency_round below)
 # Output: one JSON line per run (stdout and --out FILE), then a summary table: the median over
-# the rounds of p50, p99 and msgs/s, and the ratios xdp/socket.
+# the rounds of p50, p99 and msgs/s, and the ratios: bare xdp/socket, pollux-xdp/pollux-socket
+# (targets p50 <= 0.7, p99 <= 0.8) and pollux-xdp/bare-xdp (target p50 <= 1.15).
 #
 # Needs root (namespaces, XDP). The namespaces and the veth pair get names unique to this run
 # and are deleted on exit. With 2 or more CPUs the two sides are pinned to CPUs 0 and 1.
@@ -27,7 +29,7 @@ OUT=""
 CASES="pingpong,tput,pollux"
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   cat <<EOF
 
 Flags:
@@ -148,37 +150,58 @@ pair() {
 
 # ---- pollux-latency across the namespaces ------------------------------------------------------
 #
-# Kept apart for the UDP transport's udp.datapath = "socket" | "xdp". Not runnable today:
-# pollux-latency forks its pong side (no exec) in its own network namespace and gives every
-# stream one udp.address, so both processes share one host address (127.0.0.1 by default) and
-# never cross the veth. To finish it: let the pong process enter another namespace (e.g. a flag
-# naming /run/netns/NAME, setns(CLONE_NEWNET) in the child before it opens its Context) and
-# give the two directions their addresses (ping -> ADDR_B on IF_B, pong -> ADDR_A on IF_A);
-# pollux_latency_round below is written against such a flag (named --peer-netns here, a
-# proposal: pollux_latency_check skips the case while pollux-latency has no such flag).
+# pollux-latency in namespace A (ping side), its pong process in B (--peer-netns), over the
+# multicast group POLLUX_GROUP: each side's udp.interface is its end of the veth pair (--set for
+# A, --peer-set for B). Four cases per round, socket and xdp alternating:
+#   pollux-socket, pollux-xdp                runtime.threading = inline, runtime.idle = busy-spin
+#   pollux-socket-poller, pollux-xdp-poller  a dedicated poller per process next to its application
+#                                            thread on the same CPU (idle = yield: two spinning
+#                                            threads on one CPU would take turns by the scheduler's tick)
+# udp.xdp_mode = copy: native attach, copy bind, the same as pollux-bench-xdp-floor's default, so
+# pollux-xdp and xdp-pingpong run the same XDP mode. The figures are the untraced stream's RTT/2
+# percentiles doubled (round trips, comparable with the bare ones; Pollux's echo carries 72 bytes
+# against the bare 32).
+POLLUX_GROUP=239.255.213.1
 POLLUX_SKIP=""
 pollux_latency_check() {
   if [ ! -x "$LATENCY" ]; then
     POLLUX_SKIP="$LATENCY not found"
   elif ! "$LATENCY" --help 2>/dev/null | grep -q -- '--peer-netns'; then
-    POLLUX_SKIP="pollux-latency runs both sides in one network namespace (no --peer-netns): it cannot cross the veth pair yet"
-  elif ! "$LATENCY" --set udp.datapath=xdp --print-config >/dev/null 2>&1; then
-    POLLUX_SKIP="pollux-latency does not accept --set udp.datapath=xdp yet"
+    POLLUX_SKIP="this pollux-latency has no --peer-netns: it cannot cross the veth pair"
+  elif ! "$LATENCY" --set transport.kind=udp --set udp.datapath=xdp --print-config >/dev/null 2>"$WORK/lat.err"; then
+    POLLUX_SKIP="pollux-latency refuses --set udp.datapath=xdp: $(head -1 "$WORK/lat.err")"
   fi
 }
-pollux_latency_round() {
-  local round=$1 d
-  for d in socket xdp; do
-    ip netns exec "$NS_A" "$LATENCY" --peer-netns "$NS_B" --set transport.kind=udp --set udp.datapath="$d" \
-      --set udp.interface="$IF_A" --set udp.address="$ADDR_B" --count "$COUNT" --json "$WORK/lat.json" \
-      >"$WORK/lat.out" 2>&1 || { echo "$SCRIPT: pollux-$d round $round failed: $(cat "$WORK/lat.out")" >&2; return 1; }
-    # The untraced streams' RTT/2 percentiles, doubled: round trips comparable with the bare ones.
-    emit "pollux-$d" "$round" "$(python3 -c '
+# pollux_latency_run CASE ROUND DATAPATH THREADING IDLE
+pollux_latency_run() {
+  local name=$1 round=$2 d=$3 threading=$4 idle=$5
+  rm -f "$WORK/lat.json"
+  if ! ip netns exec "$NS_A" "$LATENCY" --peer-netns "$NS_B" --cpus 0,1 --count "$COUNT" --warmup "$WARMUP" \
+    --set transport.kind=udp --set udp.address="$POLLUX_GROUP" --set udp.datapath="$d" --set udp.xdp_mode=copy \
+    --set runtime.threading="$threading" --set runtime.idle="$idle" \
+    --set udp.interface="$IF_A" --peer-set udp.interface="$IF_B" --json "$WORK/lat.json" >"$WORK/lat.out" 2>&1; then
+    echo "$SCRIPT: $name round $round failed: $(tail -5 "$WORK/lat.out")" >&2
+    return 1
+  fi
+  cp "$WORK/lat.out" "$WORK/$name-$round.txt"
+  emit "$name" "$round" "$(python3 -c '
 import json, sys
-u = json.load(open(sys.argv[1]))["untraced"]
-print(json.dumps({"datapath": sys.argv[2], "count": u["count"], "p50_ns": 2 * u["p50_ns"], "p99_ns": 2 * u["p99_ns"],
-                  "rtt_from": "2 x untraced RTT/2"}))' "$WORK/lat.json" "$d")"
-  done
+r = json.load(open(sys.argv[1]))
+u = r["untraced"]
+f = r.get("floor") or {}
+absent = {s["name"]: s.get("note") for s in r["stages"] if s.get("note")}
+print(json.dumps({"datapath": sys.argv[2], "threading": r["threading"], "idle": r["idle"], "count": u["count"],
+                  "p50_ns": 2 * u["p50_ns"], "p99_ns": 2 * u["p99_ns"], "rtt_from": "2 x untraced RTT/2",
+                  "floor_p50_ns": 2 * f["rtt_half_p50_ns"] if f else None, "timeouts": r.get("timeouts"),
+                  "kernel_rx_note": absent.get("kernel_rx")}))' "$WORK/lat.json" "$d")"
+}
+pollux_latency_round() {
+  local round=$1 failed=0
+  pollux_latency_run pollux-socket "$round" socket inline busy-spin || failed=1
+  pollux_latency_run pollux-xdp "$round" xdp inline busy-spin || failed=1
+  pollux_latency_run pollux-socket-poller "$round" socket dedicated yield || failed=1
+  pollux_latency_run pollux-xdp-poller "$round" xdp dedicated yield || failed=1
+  return $failed
 }
 
 # ---- rounds ----------------------------------------------------------------------------------
@@ -218,18 +241,37 @@ def fmt(v, digits=0):
 def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 print()
-print(f"{'case':<18}{'rounds':>7}{'p50 ns':>12}{'p99 ns':>12}{'msgs/s':>14}{'lost':>10}")
-for case in ["socket-pingpong", "xdp-pingpong", "pollux-socket", "pollux-xdp", "socket-tput", "xdp-tput"]:
+print(f"{'case':<22}{'rounds':>7}{'p50 ns':>12}{'p99 ns':>12}{'msgs/s':>14}{'lost':>10}")
+cases = ["socket-pingpong", "xdp-pingpong", "pollux-socket", "pollux-xdp", "pollux-socket-poller", "pollux-xdp-poller",
+         "socket-tput", "xdp-tput"]
+for case in cases:
     if case not in runs:
         continue
-    print(f"{case:<18}{len(runs[case]):>7}{fmt(med(case, 'p50_ns')):>12}{fmt(med(case, 'p99_ns')):>12}"
+    print(f"{case:<22}{len(runs[case]):>7}{fmt(med(case, 'p50_ns')):>12}{fmt(med(case, 'p99_ns')):>12}"
           f"{fmt(med(case, 'msgs_per_s')):>14}{fmt(med(case, 'lost')):>10}")
 print()
-for x, s, what in [("xdp-pingpong", "socket-pingpong", "bare ping-pong"), ("pollux-xdp", "pollux-socket", "pollux-latency")]:
-    if x in runs and s in runs:
-        print(f"xdp/socket {what}: p50 {fmt(ratio(med(x, 'p50_ns'), med(s, 'p50_ns')), 3)}"
-              f"  p99 {fmt(ratio(med(x, 'p99_ns'), med(s, 'p99_ns')), 3)}")
+for case in ["xdp-pingpong", "pollux-xdp"]:
+    if case in runs and runs[case][0].get("datapath"):
+        print(f"{case} datapath: {runs[case][0]['datapath']}")
+def ratio_line(what, x, s, key, target=None):
+    if x not in runs or s not in runs:
+        return
+    v = ratio(med(x, key), med(s, key))
+    verdict = "" if target is None or v is None else f"  (target <= {target}: {'met' if v <= target else 'missed'})"
+    print(f"{what} {key[:3]}: {fmt(v, 3)}{verdict}")
+ratio_line("bare xdp/socket ping-pong", "xdp-pingpong", "socket-pingpong", "p50_ns")
+ratio_line("bare xdp/socket ping-pong", "xdp-pingpong", "socket-pingpong", "p99_ns")
+for sfx, what in [("", "inline busy-spin"), ("-poller", "dedicated poller")]:
+    ratio_line(f"pollux-xdp/pollux-socket ({what})", "pollux-xdp" + sfx, "pollux-socket" + sfx, "p50_ns", 0.7)
+    ratio_line(f"pollux-xdp/pollux-socket ({what})", "pollux-xdp" + sfx, "pollux-socket" + sfx, "p99_ns", 0.8)
+    ratio_line(f"pollux-xdp/bare-xdp ({what})", "pollux-xdp" + sfx, "xdp-pingpong", "p50_ns", 1.15)
+    ratio_line(f"pollux-xdp/bare-xdp ({what})", "pollux-xdp" + sfx, "xdp-pingpong", "p99_ns")
+    ratio_line(f"pollux-socket/bare-socket ({what})", "pollux-socket" + sfx, "socket-pingpong", "p50_ns")
 if "xdp-tput" in runs and "socket-tput" in runs:
-    print(f"xdp/socket one-way 64-byte throughput: {fmt(ratio(med('xdp-tput', 'msgs_per_s'), med('socket-tput', 'msgs_per_s')), 3)}")
+    print(f"xdp/socket one-way 64-byte throughput (bare): "
+          f"{fmt(ratio(med('xdp-tput', 'msgs_per_s'), med('socket-tput', 'msgs_per_s')), 3)}")
+if any(c.startswith("pollux-") for c in runs):
+    print("one-way 64-byte throughput through Pollux across the namespaces: not measured (pollux-latency's --rate is "
+          "open loop at a fixed rate, and pollux-bench-udp's throughput cases run on loopback in one namespace)")
 EOF
 exit $failed
