@@ -6,7 +6,10 @@
 // --cpus, child + its poller on the second). Both read core::Clock with the calibration the
 // parent made before forking, so every stamp of both processes is one TSC on one host and a
 // ping's stamps (offer ... delivery, taken in both processes) subtract directly. Across hosts
-// only the RTT/2 would be meaningful; this tool does not run across hosts.
+// only the RTT/2 would be meaningful; this tool does not run across hosts. It runs across network
+// namespaces of the host: --peer-netns makes the pong process enter another one (setns) right
+// after the fork, and --peer-set gives it its own overrides (its udp.interface, say), so UDP can
+// cross a veth pair with either datapath.
 //
 // Ping-pong (default): round trips alternate between a traced pair of streams (lat.ping.t ->
 // lat.pong.t, `trace = true`, `trace_every` = --trace-every) and an untraced pair (lat.ping.u
