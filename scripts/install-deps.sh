@@ -29,6 +29,7 @@ TEST_PKGS=(
   kmod cpio xz-utils binutils file
   # multi-host tests in network namespaces, wire loss with nftables
   iproute2 nftables
+  libcap2-bin           # capsh: the AF_XDP tests' run without capabilities
   # libFuzzer harnesses (scripts/fuzz.sh): Debian's clang and its sanitizer/fuzzer runtimes
   clang libclang-rt-14-dev
   clang-format          # scripts/check-format.sh (the test command's format stage)

@@ -135,19 +135,20 @@ class Peer {
 constexpr int kLongSessionTimeoutMs = 60'000;
 
 // Config of a peer in namespace `host` (eth0 = 10.77.0.<index>).
-std::string write_config(const std::string& name, const std::string& extra, int session_timeout_ms) {
+std::string write_config(const std::string& name, const std::string& extra, int session_timeout_ms,
+                         const char* threading = "inline") {
   const std::string path = g_dir + "/" + name + ".toml";
   std::FILE* f = std::fopen(path.c_str(), "w");
-  std::fprintf(f,
-               "[runtime]\nthreading = \"inline\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
-               "[transport]\nkind = \"udp\"\n"
-               "[udp]\n%sport = %d\ninterface = \"eth0\"\nttl = 1\n"
-               "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
-               name.c_str(),
-               // The group, unless `extra` names another address (a unicast test).
-               extra.find("address =") == std::string::npos ? absl::StrFormat("address = \"%s\"\n", kGroup).c_str()
-                                                             : "",
-               kPort, session_timeout_ms, extra.c_str());
+  std::fprintf(
+      f,
+      "[runtime]\nthreading = \"%s\"\nidle = \"yield\"\nname = \"pxu-%s\"\n"
+      "[transport]\nkind = \"udp\"\n"
+      "[udp]\n%sport = %d\ninterface = \"eth0\"\nttl = 1\n"
+      "session_timeout_ms = %d\nlinger_ms = 1000\n%s\n",
+      threading, name.c_str(),
+      // The group, unless `extra` names another address (a unicast test).
+      extra.find("address =") == std::string::npos ? absl::StrFormat("address = \"%s\"\n", kGroup).c_str() : "", kPort,
+      session_timeout_ms, extra.c_str());
   std::fclose(f);
   return path;
 }
@@ -158,10 +159,11 @@ struct Configs {
   std::string pub, s1, s2;
 };
 Configs write_configs(const std::string& tag, const std::string& pub_extra, const std::string& s1_extra,
-                      const std::string& s2_extra, int session_timeout_ms = kLongSessionTimeoutMs) {
-  return {write_config("pub" + tag, pub_extra, session_timeout_ms),
-          write_config("s1" + tag, s1_extra, session_timeout_ms),
-          write_config("s2" + tag, s2_extra, session_timeout_ms)};
+                      const std::string& s2_extra, int session_timeout_ms = kLongSessionTimeoutMs,
+                      const char* threading = "inline") {
+  return {write_config("pub" + tag, pub_extra, session_timeout_ms, threading),
+          write_config("s1" + tag, s1_extra, session_timeout_ms, threading),
+          write_config("s2" + tag, s2_extra, session_timeout_ms, threading)};
 }
 
 // A peer's command line on stream "md": ROLE --config CFG --topic md, then `more`.
@@ -223,7 +225,8 @@ class UdpNetns : public ::testing::Test {
   struct XdpRun {
     bool pub_xdp = false, s1_xdp = false, s2_xdp = false;
     bool two_subscribers = true;
-    std::string extra;  // [udp] keys of all three
+    std::string extra;                 // [udp] keys of all three
+    const char* threading = "inline";  // [runtime] threading of all three
   };
   static void xdp_run(const std::string& tag, const XdpRun& r);
   // pollux-feed over multicast with 2% wire loss vs the same replay over shm (below).
@@ -428,7 +431,7 @@ void UdpNetns::xdp_run(const std::string& tag, const XdpRun& r) {
   ASSERT_NO_FATAL_FAILURE(bridge_loss(5));
   const auto keys = [&](bool xdp) { return std::string(xdp ? kXdp : "") + r.extra; };
   const Configs cfg = write_configs(tag, keys(r.pub_xdp) + "coalesce_us = 20\nretransmit_buffer = \"64MiB\"",
-                                    keys(r.s1_xdp), keys(r.s2_xdp));
+                                    keys(r.s1_xdp), keys(r.s2_xdp), kLongSessionTimeoutMs, r.threading);
   constexpr long long kCount = 200'000;
   const std::initializer_list<std::string> sub_args = {"--count", std::to_string(kCount), "--timeout", "120"};
   Peer s1("s1", md_args("sub", cfg.s1, sub_args));
@@ -485,21 +488,156 @@ void UdpNetns::xdp_run(const std::string& tag, const XdpRun& r) {
 // An XDP publisher to an XDP subscriber (s1) and a socket subscriber (s2), multicast.
 TEST_F(UdpNetns, XdpMulticastPublisherToXdpAndSocketSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xm", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = ""}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run(
+      "-xm",
+      {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = true, .extra = "", .threading = "inline"}));
+}
+
+// The same with the endpoints on dedicated pollers: each poller's UDP source reads its port's ring.
+TEST_F(UdpNetns, XdpOnDedicatedPollersRepairsWireLoss) {
+  if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xp", {.pub_xdp = true,
+                                          .s1_xdp = true,
+                                          .s2_xdp = false,
+                                          .two_subscribers = true,
+                                          .extra = "",
+                                          .threading = "dedicated"}));
 }
 
 // A socket publisher to two XDP subscribers, multicast.
 TEST_F(UdpNetns, SocketPublisherToXdpSubscribersRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run("-xs", {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = ""}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run(
+      "-xs",
+      {.pub_xdp = false, .s1_xdp = true, .s2_xdp = true, .two_subscribers = true, .extra = "", .threading = "inline"}));
 }
 
 // Unicast both ways through XDP: the publisher finds the subscriber's MAC in the neighbour table
 // (its first datagrams go through its socket, which makes the kernel resolve it).
 TEST_F(UdpNetns, XdpUnicastPublisherToXdpSubscriberRepairsWireLoss) {
   if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
-  ASSERT_NO_FATAL_FAILURE(xdp_run(
-      "-xu", {.pub_xdp = true, .s1_xdp = true, .s2_xdp = false, .two_subscribers = false, .extra = "address = \"10.77.0.2\"\n"}));
+  ASSERT_NO_FATAL_FAILURE(xdp_run("-xu", {.pub_xdp = true,
+                                          .s1_xdp = true,
+                                          .s2_xdp = false,
+                                          .two_subscribers = false,
+                                          .extra = "address = \"10.77.0.2\"\n",
+                                          .threading = "inline"}));
+}
+
+// Whether Pollux's XDP program is attached to `host`'s eth0 (`ip link` shows "prog/xdp id N").
+bool xdp_attached(const std::string& host) {
+  return sh_out(absl::StrFormat("ip -n %s link show dev eth0", ns(host))).find("prog/xdp") != std::string::npos;
+}
+
+// With an XDP subscriber on s1's eth0 (group kGroup, port kPort), the rest of the host's traffic
+// still goes to the kernel: a UDP datagram to another port, one to s1's own address on the
+// subscriber's port (the program matches the destination address too), and an ICMP echo (its
+// reply comes back). Python's sockets stand for any other program on the host.
+TEST_F(UdpNetns, XdpSubscriberLeavesOtherTrafficToTheKernel) {
+  if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
+  const Configs cfg = write_configs("-xo", "", kXdp, "");
+  Peer s1("s1", md_args("sub", cfg.s1, {"--count", "1", "--timeout", "30"}));
+  ASSERT_TRUE(s1.wait_line("ready", 20)) << s1.out();
+  ASSERT_TRUE(xdp_attached("s1")) << sh_out("ip -n " + ns("s1") + " link show dev eth0");
+  const std::string listen = g_dir + "/listen.py", send = g_dir + "/send.py";
+  {
+    std::FILE* f = std::fopen(listen.c_str(), "w");
+    std::fprintf(f,
+                 "import socket, sys\n"
+                 "got = []\n"
+                 "for port in (%d, %d):\n"
+                 "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 "    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                 "    s.bind(('10.77.0.2', port))\n"
+                 "    s.settimeout(20)\n"
+                 "    print('listening', port, flush=True)\n"
+                 "    got.append(s)\n"
+                 "for s in got:\n"
+                 "    data, src = s.recvfrom(100)\n"
+                 "    print('got', data.decode(), flush=True)\n",
+                 kPort + 1, kPort);
+    std::fclose(f);
+    f = std::fopen(send.c_str(), "w");
+    std::fprintf(f,
+                 "import socket, struct, time\n"
+                 "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 "u.sendto(b'other-port', ('10.77.0.2', %d))\n"
+                 "u.sendto(b'same-port-other-address', ('10.77.0.2', %d))\n"
+                 "def csum(b):\n"
+                 "    s = sum(struct.unpack('!%%dH' %% (len(b) // 2), b))\n"
+                 "    s = (s >> 16) + (s & 0xffff); s += s >> 16\n"
+                 "    return ~s & 0xffff\n"
+                 "i = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n"
+                 "i.settimeout(10)\n"
+                 "hdr = struct.pack('!BBHHH', 8, 0, 0, 0x4242, 1) + b'pollux!!'\n"
+                 "hdr = hdr[:2] + struct.pack('!H', csum(hdr)) + hdr[4:]\n"
+                 "i.sendto(hdr, ('10.77.0.2', 0))\n"
+                 "while True:\n"
+                 "    data, src = i.recvfrom(200)\n"
+                 "    if src[0] == '10.77.0.2' and data[20] == 0:\n"
+                 "        print('echo reply', flush=True)\n"
+                 "        break\n",
+                 kPort + 1, kPort);
+    std::fclose(f);
+  }
+  Peer listener({"/usr/sbin/ip", "netns", "exec", ns("s1"), "python3", listen});
+  ASSERT_TRUE(listener.wait_line("listening " + std::to_string(kPort), 20)) << listener.out();
+  const std::string sent = sh_out(absl::StrFormat("ip netns exec %s python3 %s 2>&1", ns("pub"), send));
+  EXPECT_NE(sent.find("echo reply"), std::string::npos) << sent;
+  EXPECT_EQ(listener.wait_exit(30), 0) << listener.out();
+  EXPECT_NE(listener.out().find("got other-port"), std::string::npos) << listener.out();
+  EXPECT_NE(listener.out().find("got same-port-other-address"), std::string::npos) << listener.out();
+  s1.signal(SIGTERM);
+  s1.wait_exit(10);
+  EXPECT_FALSE(xdp_attached("s1")) << "the subscriber's close leaves its program behind";
+}
+
+// An XDP subscriber killed with SIGKILL leaves its program on the interface (the kernel keeps a
+// netlink-attached program); the next start finds it stale (its owner is dead), removes it, and
+// receives.
+TEST_F(UdpNetns, XdpSubscriberKilledTheNextStartTakesTheInterfaceBack) {
+  if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
+  const Configs cfg = write_configs("-xk", kXdp, kXdp, "");
+  {
+    Peer first("s1", md_args("sub", cfg.s1, {"--count", "1", "--timeout", "30"}));
+    ASSERT_TRUE(first.wait_line("ready", 20)) << first.out();
+    // A second process on the same interface is refused while the first lives.
+    Peer second("s1", md_args("sub", cfg.s1, {"--count", "1", "--timeout", "30"}));
+    EXPECT_NE(second.wait_exit(20), 0) << second.out();
+    EXPECT_NE(second.out().find("live process"), std::string::npos) << second.out();
+    first.signal(SIGKILL);
+    first.wait_exit(10);
+  }
+  ASSERT_TRUE(xdp_attached("s1")) << "a killed process's program is expected to stay attached";
+  Peer s1("s1", md_args("sub", cfg.s1, {"--count", "20000", "--timeout", "60"}));
+  Peer pub("pub", md_args("pub", cfg.pub, {"--count", "20000", "--rate", "100000"}));
+  EXPECT_EQ(pub.wait_exit(60), 0) << pub.out();
+  EXPECT_EQ(s1.wait_exit(60), 0) << s1.out();
+  EXPECT_EQ(s1.summary_value("received"), 20000) << s1.out();
+  EXPECT_GT(s1.summary_value("xdp_rx_frames"), 0) << s1.summary();
+  EXPECT_FALSE(xdp_attached("s1"));
+}
+
+// Without the capabilities AF_XDP needs, opening fails with an error that names them and the
+// fix, and leaves nothing attached.
+TEST_F(UdpNetns, XdpWithoutCapabilitiesTheErrorNamesThemAndNothingIsLeft) {
+  if (xdp_skip()) GTEST_SKIP() << "AF_XDP is not part of this build";
+  if (access("/usr/sbin/capsh", X_OK) != 0 && access("/sbin/capsh", X_OK) != 0) {
+    GTEST_SKIP() << "capsh (libcap2-bin) is not installed";
+  }
+  const Configs cfg = write_configs("-xc", kXdp, kXdp, "");
+  for (const char* role : {"sub", "pub"}) {
+    const std::string& file = std::string(role) == "sub" ? cfg.s1 : cfg.pub;
+    Peer p({"/usr/sbin/ip", "netns", "exec", ns(std::string(role) == "sub" ? "s1" : "pub"), "capsh",
+            "--drop=cap_net_admin,cap_bpf,cap_net_raw,cap_sys_admin,cap_ipc_lock,cap_perfmon", "--", "-c",
+            absl::StrFormat("exec %s %s --config %s --topic md --count 1 --timeout 5", kPeer, role, file)});
+    EXPECT_NE(p.wait_exit(30), 0) << p.out();
+    for (const char* word : {"CAP_NET_ADMIN", "CAP_BPF", "CAP_NET_RAW", "setcap", "udp.datapath"}) {
+      EXPECT_NE(p.out().find(word), std::string::npos) << role << ": no \"" << word << "\" in\n" << p.out();
+    }
+  }
+  EXPECT_FALSE(xdp_attached("s1"));
+  EXPECT_FALSE(xdp_attached("pub"));
 }
 
 // pollux-feed (examples/feed_handler) replays an ITCH feed over UDP multicast from one

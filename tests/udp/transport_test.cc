@@ -180,6 +180,56 @@ TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
   EXPECT_NE(p.status().message().find("nosuchif0"), std::string::npos) << p.status();
 }
 
+// udp.datapath and the AF_XDP keys: parsed, printed back, and refused with the key and the fix
+// where they cannot work (no AF_XDP socket is opened here: the namespace tests do that).
+TEST(UdpConfig, XdpDatapathKeys) {
+  POLLUX_ASSERT_OK_DECL(c, core::parse_config(udp_config("inline", 0,
+                                                         "datapath = \"xdp\"\nxdp_mode = \"copy\"\nxdp_queues = [2]\n"
+                                                         "xdp_frames = 8192\nxdp_busy_poll = true"),
+                                              "t.toml"));
+  const transport::udp::UdpConfig& u = transport::udp::config(*c);
+  EXPECT_EQ(u.datapath, transport::udp::UdpDatapath::kXdp);
+  EXPECT_EQ(u.xdp_mode, transport::udp::UdpXdpMode::kCopy);
+  ASSERT_EQ(u.xdp_queues.size(), 1u);
+  EXPECT_EQ(u.xdp_queues[0], 2u);
+  EXPECT_EQ(u.xdp_frames, 8192u);
+  EXPECT_TRUE(u.xdp_busy_poll);
+  const std::string printed = c->to_toml();
+  EXPECT_NE(printed.find("datapath = \"xdp\""), std::string::npos) << printed;
+  EXPECT_NE(printed.find("xdp_mode = \"copy\""), std::string::npos) << printed;
+  POLLUX_ASSERT_OK_DECL(d, core::parse_config(udp_config("inline", 0, ""), "t.toml"));
+  EXPECT_EQ(transport::udp::config(*d).datapath, transport::udp::UdpDatapath::kSocket);  // the default
+
+  struct Case {
+    const char* keys;
+    const char* want;  // in the message
+  };
+  for (const Case& k : {
+           Case{"datapath = \"dpdk\"", "udp.datapath: expected socket|xdp, got \"dpdk\""},
+           Case{"xdp_mode = \"fast\"", "udp.xdp_mode: expected auto|zerocopy|copy|generic"},
+           Case{"xdp_frames = 1000", "power of two"},
+           Case{"datapath = \"xdp\"\nxdp_queues = [0, 1]", "udp.xdp_queues: one queue per interface"},
+           Case{"datapath = \"xdp\"\nmtu = 9000\nreorder_window = 4096", "lower udp.mtu to 4082"},
+       }) {
+    auto bad = core::parse_config(udp_config("inline", 0, k.keys), "t.toml");
+    ASSERT_FALSE(bad.ok()) << k.keys;
+    EXPECT_NE(bad.status().message().find(k.want), std::string::npos) << k.keys << "\n" << bad.status();
+  }
+}
+
+// An AF_XDP socket is bound to one interface: udp.interface = "" (the kernel's choice) is refused
+// when an endpoint opens, naming the key.
+TEST(UdpConfig, XdpDatapathNeedsANamedInterface) {
+  POLLUX_ASSERT_OK_DECL(
+      ctx, Context::from_string("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"\"\ndatapath = \"xdp\"\n"
+                                "[runtime]\ncounters = false\n",
+                                "t.toml"));
+  auto p = (*ctx)->publisher("x");
+  ASSERT_FALSE(p.ok()) << "opened";
+  EXPECT_NE(p.status().message().find("udp.interface"), std::string::npos) << p.status();
+  EXPECT_NE(p.status().message().find("needs an interface"), std::string::npos) << p.status();
+}
+
 // ---- a port already in use ---------------------------------------------------------------------
 
 // A unicast subscriber whose port another socket holds (bound without SO_REUSEADDR): a clear

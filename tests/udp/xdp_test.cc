@@ -305,6 +305,21 @@ TEST(XdpNeighbourTest, FindsThePeersEntryAndReportsAMissingOne) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
 }
 
+// A routed destination's next hop is its gateway (whose neighbour entry gives the MAC); one on the
+// link is itself.
+TEST(XdpNeighbourTest, NextHopIsTheGatewayOfARoutedDestination) {
+  SKIP_UNLESS_READY();
+  ASSERT_EQ(shell_status(absl::StrCat("ip -n ", g_ns_b, " route replace 192.0.2.0/24 via ", kAddrA, " dev ", kIfB)), 0);
+  const int ifindex = static_cast<int>(if_nametoindex(kIfB));
+  auto routed = xdp::next_hop(ifindex, ip4("192.0.2.7"));
+  ASSERT_TRUE(routed.ok()) << routed.status();
+  EXPECT_EQ(*routed, ip4(kAddrA));
+  auto on_link = xdp::next_hop(ifindex, ip4("10.231.0.99"));
+  ASSERT_TRUE(on_link.ok()) << on_link.status();
+  EXPECT_EQ(*on_link, ip4("10.231.0.99"));
+  (void)shell_status(absl::StrCat("ip -n ", g_ns_b, " route del 192.0.2.0/24"));
+}
+
 const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }
 
 // Copy mode, attached natively (kCopy) or generically (kGeneric).

@@ -104,10 +104,6 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     ep->xdp_ = std::move(*port);
     // The datagrams' receive time is the poller's clock: the kernel never sees them.
     ep->sock_.kernel_timestamps = false;
-    // Unicast: what the socket binds (the subscriber's address, or any); multicast: the group.
-    if (absl::Status st = ep->xdp_->add_rx(ep->ch_.dest.sin_addr.s_addr, ep->ch_.dest.sin_port, ep.get()); !st.ok()) {
-      return st;
-    }
   }
   if (source == nullptr) {
     if (absl::Status s = ep->waiter_.open(ep->xdp_ ? ep->xdp_->fd() : ep->sock_.fd); !s.ok()) return s;
@@ -117,8 +113,14 @@ absl::StatusOr<std::unique_ptr<UdpRxEndpoint>> UdpRxEndpoint::open(const Transpo
     ep->c_.allocate(*env.counters, scope, spec.stream_id, ep->sock_.kernel_timestamps);
   }
   // poll_direct()'s fixed conditions, checked once (none of them changes after open).
-  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps &&
-                  ep->max_read_ > 0 && ep->xdp_ == nullptr;
+  ep->direct_ok_ = source == nullptr && !ep->faults_.enabled() && !ep->sock_.kernel_timestamps && ep->max_read_ > 0;
+  if (ep->xdp_ != nullptr) {
+    // Last: from here the port's thread hands this endpoint datagrams. Unicast: what the socket
+    // binds (the subscriber's address, or any); multicast: the group.
+    if (absl::Status st = ep->xdp_->add_rx(ep->ch_.dest.sin_addr.s_addr, ep->ch_.dest.sin_port, ep.get()); !st.ok()) {
+      return st;
+    }
+  }
   return ep;
 }
 
@@ -492,7 +494,8 @@ std::string UdpRxEndpoint::describe() const {
     absl::StrAppendFormat(&out, "; session %08x next %u seen %u gaps %u held %u", si.session_id, si.expected, si.hwm,
                           si.gaps, si.held);
   }
-  if (xdp_ != nullptr) absl::StrAppend(&out, "; datapath ", xdp_->describe(), ", receive times from the poller's clock");
+  if (xdp_ != nullptr)
+    absl::StrAppend(&out, "; datapath ", xdp_->describe(), ", receive times from the poller's clock");
   if (!sock_.notes.empty()) absl::StrAppend(&out, "; ", sock_.notes);
   return out;
 }

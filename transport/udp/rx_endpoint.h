@@ -94,6 +94,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // window deliverable and not yet polled): the port then leaves it in the ring.
   std::uint32_t xdp_datagram(const std::uint8_t* payload, std::uint32_t len, std::uint32_t src_addr,
                              std::uint16_t src_port, std::int64_t now_ns) noexcept;
+  // poll_direct() on the AF_XDP port: frames delivered from the UMEM frame itself.
+  template <class F>
+  std::uint32_t poll_direct_xdp(std::uint32_t max, F&& deliver, bool* slow, std::int64_t now) noexcept;
   static int direct_poll(RxEndpoint* ep, FrameFn on_frame, void* ctx, const void* handlers, int limit) noexcept;
   void send_control(const reliability::PeerAddress& to, const std::byte* msg, std::uint32_t len) noexcept override;
   void attach() noexcept;
@@ -181,6 +184,7 @@ std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* s
     *slow = true;
     return 0;
   }
+  if (xdp_ != nullptr) return poll_direct_xdp(max, deliver, slow, now);
   std::uint32_t n = 0;
   while (n < max) {
     if (__builtin_expect(free_n_ == 0 || cur_batch_ != 1, 0)) {
@@ -210,6 +214,53 @@ std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* s
       off += reliability::wire_size(f->frame_length);
     }
     free_buffer(b);
+    n += k;
+  }
+  return n;
+}
+
+template <class F>
+std::uint32_t UdpRxEndpoint::poll_direct_xdp(std::uint32_t max, F&& deliver, bool* slow, std::int64_t now) noexcept {
+  std::uint32_t n = 0;
+  XdpPort::DirectFrame d;
+  while (n < max) {
+    const XdpPort::Direct r = xdp_->direct_peek(this, now, &d);
+    if (r != XdpPort::Direct::kFrame) {
+      *slow |= r == XdpPort::Direct::kSlow;  // another subscriber's frame, ...: poll_st() hands it out
+      break;
+    }
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = d.src_addr;
+    sa.sin_port = d.src_port;
+    reliability::PeerAddress from;
+    std::memcpy(from.bytes, &sa, sizeof sa);
+    from.length = sizeof sa;
+    const auto* data = reinterpret_cast<const std::byte*>(d.payload);
+    const std::uint32_t k = d.len <= buf_size_ ? receiver_.take_in_order(data, d.len, from, max - n, now) : 0;
+    if (__builtin_expect(k == 0, 0)) {
+      // The receiver's general path (a gap, a heartbeat, ...): copied into a buffer like poll()
+      // does, or left in the ring when there is no room.
+      if (xdp_datagram(d.payload, d.len, d.src_addr, d.src_port, now) != 0) {
+        xdp_->direct_done();
+      } else {
+        xdp_->direct_keep();
+      }
+      next_service_ns_ = std::min(next_service_ns_, receiver_.take_new_deadline());
+      *slow = true;
+      break;
+    }
+    // take_in_order() walked and checked these frames: plain data, consecutive, in the datagram,
+    // which stays in the UMEM until direct_done().
+    std::uint32_t off = 0;
+    for (std::uint32_t i = 0; i < k; ++i) {
+      const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
+      deliver(f, f->frame_length);
+      off += reliability::wire_size(f->frame_length);
+    }
+    xdp_->direct_done();
+    last_rx_ns_ = now;
+    ++xdp_taken_;
     n += k;
   }
   return n;

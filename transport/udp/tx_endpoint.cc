@@ -322,6 +322,11 @@ std::string UdpTxEndpoint::describe() const {
   if (t.send_errors != 0) {
     absl::StrAppendFormat(&out, "; %u send errors (last: %s)", t.send_errors, std::strerror(t.last_errno));
   }
+  if (t.xdp != nullptr) {
+    absl::StrAppendFormat(&out, "; datapath %s, %s, %u datagrams through the socket before the MAC was known",
+                          t.xdp->describe(), t.xdp_resolved ? "destination MAC resolved" : "destination MAC unresolved",
+                          t.xdp_socket_sends);
+  }
   if (t.tx_stamps) {
     const TxStampStats& ts = t.stamps.stats();
     absl::StrAppendFormat(&out,

@@ -9,7 +9,7 @@ namespace pollux::transport::udp {
 namespace {
 
 constexpr pollux::ConfigChoice<UdpDatapath> kDatapathNames[] = {{"socket", UdpDatapath::kSocket},
-                                                                 {"xdp", UdpDatapath::kXdp}};
+                                                                {"xdp", UdpDatapath::kXdp}};
 constexpr pollux::ConfigChoice<UdpXdpMode> kXdpModeNames[] = {{"auto", UdpXdpMode::kAuto},
                                                               {"zerocopy", UdpXdpMode::kZeroCopy},
                                                               {"copy", UdpXdpMode::kCopy},
@@ -147,8 +147,9 @@ core::ConfigIssue validate(const core::Config& c) {
             "POLLUX_WITH_XDP): this one was built without it"};
 #endif
     if (u.xdp_queues.size() > 1) {
-      return {"udp.xdp_queues", "one queue per interface is supported: steer the streams to one queue (ethtool -N) "
-                                "and name only that one"};
+      return {"udp.xdp_queues",
+              "one queue per interface is supported: steer the streams to one queue (ethtool -N) "
+              "and name only that one"};
     }
     if (u.mtu + 14 > 4096) {
       return {"udp.mtu", absl::StrFormat("%u: a frame of mtu + 14 bytes does not fit an AF_XDP frame of 4096 bytes "

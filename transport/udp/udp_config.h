@@ -20,19 +20,19 @@ enum class UdpXdpMode : std::uint8_t { kAuto, kZeroCopy, kCopy, kGeneric };
 struct UdpConfig {
   std::string address = "239.255.0.1";  // multicast group (224.0.0.0/4) or unicast IPv4 address
   std::uint32_t port = 40456;
-  std::string interface = "lo";                  // name or IPv4 address; "" = the kernel's choice
-  std::uint32_t ttl = 1;                         // multicast TTL (1: never leaves the subnet)
-  bool loopback = true;                          // IP_MULTICAST_LOOP: subscribers on this host receive
-  std::uint32_t mtu = 1500;                      // IP MTU of the path: datagrams carry up to mtu - 28 bytes
-  std::uint32_t tx_batch = 32;                   // datagrams per sendmmsg
-  std::uint32_t rx_batch = 32;                   // datagrams per recvmmsg (adaptive below this)
-  std::uint32_t rx_buffers = 4096;               // datagram buffers per subscriber endpoint
-  std::uint32_t busy_poll_us = 0;                // SO_BUSY_POLL on subscriber sockets (0 = off)
+  std::string interface = "lo";     // name or IPv4 address; "" = the kernel's choice
+  std::uint32_t ttl = 1;            // multicast TTL (1: never leaves the subnet)
+  bool loopback = true;             // IP_MULTICAST_LOOP: subscribers on this host receive
+  std::uint32_t mtu = 1500;         // IP MTU of the path: datagrams carry up to mtu - 28 bytes
+  std::uint32_t tx_batch = 32;      // datagrams per sendmmsg
+  std::uint32_t rx_batch = 32;      // datagrams per recvmmsg (adaptive below this)
+  std::uint32_t rx_buffers = 4096;  // datagram buffers per subscriber endpoint
+  std::uint32_t busy_poll_us = 0;   // SO_BUSY_POLL on subscriber sockets (0 = off)
   UdpDatapath datapath = UdpDatapath::kSocket;
   UdpXdpMode xdp_mode = UdpXdpMode::kAuto;
-  std::vector<std::uint32_t> xdp_queues;  // RX queues to bind (empty: all of the interface's)
-  std::uint32_t xdp_frames = 4096;        // UMEM frames of 4 KiB per AF_XDP socket (half RX, half TX)
-  bool xdp_busy_poll = false;             // SO_PREFER_BUSY_POLL on the AF_XDP socket (budget udp.rx_batch)
+  std::vector<std::uint32_t> xdp_queues;         // RX queues to bind (empty: all of the interface's)
+  std::uint32_t xdp_frames = 4096;               // UMEM frames of 4 KiB per AF_XDP socket (half RX, half TX)
+  bool xdp_busy_poll = false;                    // SO_PREFER_BUSY_POLL on the AF_XDP socket (budget udp.rx_batch)
   bool kernel_timestamps = false;                // SO_TIMESTAMPING RX software stamps on subscriber sockets (tracing)
   std::uint64_t socket_rcvbuf = 4u << 20;        // SO_RCVBUF
   std::uint64_t socket_sndbuf = 4u << 20;        // SO_SNDBUF

@@ -43,7 +43,7 @@ std::map<std::string, std::weak_ptr<XdpPort>>& registry() {
 // The calling thread's network namespace (its inode), so that the same ifindex in two namespaces
 // of one process (tests) are two ports.
 std::string netns_key() {
-  struct stat st{};
+  struct stat st {};
   if (::stat("/proc/thread-self/ns/net", &st) != 0) return "?";
   return absl::StrCat(st.st_dev, ":", st.st_ino);
 }
@@ -127,8 +127,8 @@ xdp::XskMode xsk_mode(UdpXdpMode m) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cfg, const Channel& ch,
-                                                          const void* owner, core::CountersFile* counters) {
+absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cfg, const Channel& ch, const void* owner,
+                                                          core::CountersFile* counters) {
   const UdpConfig& u = config(cfg);
   if (ch.ifindex == 0 || ch.iface_name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -136,18 +136,20 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
         u.interface, "\", the kernel's choice): the AF_XDP socket is bound to one interface"));
   }
   const std::string key = absl::StrCat(netns_key(), "/", ch.ifindex);
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::unique_lock<std::mutex> lock(g_mu);
   auto& reg = registry();
   if (auto it = reg.find(key); it != reg.end()) {
     if (std::shared_ptr<XdpPort> p = it->second.lock()) {
-      if (p->owner_ != owner) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            cfg.source, ": udp.datapath: interface ", ch.iface_name,
-            " already has this process's AF_XDP socket, driven by ", p->inline_ ? "inline endpoints" : "another poller",
-            ", and a queue takes one socket: open every XDP stream on ", ch.iface_name,
-            " on the same poller (or all inline on one thread)"));
-      }
-      return p;
+      if (p->owner_ == owner) return p;
+      const std::string msg = absl::StrCat(cfg.source, ": udp.datapath: interface ", ch.iface_name,
+                                           " already has this process's AF_XDP socket, driven by ",
+                                           p->inline_ ? "inline endpoints" : "another poller",
+                                           ", and a queue takes one socket: open every XDP stream on ", ch.iface_name,
+                                           " on the same poller (or all inline on one thread)");
+      // The last reference may go with `p` (its owner closed meanwhile): its destructor takes
+      // the registry's lock.
+      lock.unlock();
+      return absl::FailedPreconditionError(msg);
     }
   }
   const std::uint32_t queues = rx_queue_count(ch.iface_name);
@@ -196,6 +198,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
   p->queue_ = queue;
   p->src_addr_ = ch.iface.s_addr;
   p->rx_batch_ = std::min(u.rx_batch, kMaxBatch);
+  p->busy_poll_ = p->xsk_->info().busy_poll;
   p->owner_ = owner;
   p->inline_ = owner == nullptr;
   p->key_ = key;
@@ -317,9 +320,62 @@ std::uint32_t XdpPort::poll(std::int64_t now_ns) noexcept {
     }
   }
   xsk_->rx_release(consumed);
-  if (consumed == n && n < rx_batch_) drained_all(now_ns);  // the ring was emptied
+  if (consumed == n && n < rx_batch_) {
+    drained_all(now_ns);  // the ring was emptied
+    // A zero-copy driver that asked for a wakeup, or preferred busy polling (these calls run the
+    // driver's receive processing): one non-blocking recvfrom. Copy mode never asks.
+    if (n == 0) (void)xsk_->rx_kick(busy_poll_);
+  }
   return consumed;
 }
+
+XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint* ep, std::int64_t now_ns, DirectFrame* out) noexcept {
+  if (__builtin_expect(!on_owner_thread(), 0)) return Direct::kEmpty;
+  const std::uint32_t nsinks = nsinks_.load(std::memory_order_acquire);
+  // Bounded: a burst of junk is left to the next call (or to poll()).
+  for (int skipped = 0; skipped < 8; ++skipped) {
+    xdp::RxFrame f;
+    if (xsk_->rx_peek(&f, 1) == 0) {
+      xsk_->rx_release(0);
+      drained_all(now_ns);
+      return Direct::kEmpty;
+    }
+    xdp::Udp4View v;
+    if (__builtin_expect(
+            !xdp::parse_udp4_frame(f.data, f.len, &v) || xdp::check_udp4_checksums(f.data, v) == xdp::Checksums::kBad,
+            0)) {
+      ++rx_malformed_;
+      xsk_->rx_release(1);
+      continue;
+    }
+    std::uint32_t matched = 0;
+    bool mine = false;
+    for (std::uint32_t i = 0; i < nsinks; ++i) {
+      const UdpRxEndpoint* s = sinks_[i].ep.load(std::memory_order_acquire);  // pairs with add_rx()'s release
+      if (s == nullptr || sinks_[i].port != v.dst_port || (sinks_[i].addr != 0 && sinks_[i].addr != v.dst_addr)) {
+        continue;
+      }
+      ++matched;
+      mine |= s == ep;
+    }
+    if (__builtin_expect(matched == 0, 0)) {
+      ++rx_unmatched_;
+      xsk_->rx_release(1);
+      continue;
+    }
+    if (matched != 1 || !mine || xdp::check_udp4_checksums(f.data, v) != xdp::Checksums::kOk) {
+      xsk_->rx_release(0);  // poll() hands it out
+      return Direct::kSlow;
+    }
+    *out = DirectFrame{v.payload, static_cast<std::uint32_t>(v.len), v.src_addr, v.src_port};
+    return Direct::kFrame;
+  }
+  return Direct::kSlow;
+}
+
+void XdpPort::direct_done() noexcept { xsk_->rx_release(1); }
+
+void XdpPort::direct_keep() noexcept { xsk_->rx_release(0); }
 
 std::uint32_t XdpPort::send(const sockaddr_in& dest, const std::uint8_t dst_mac[6], std::uint16_t src_port,
                             std::uint8_t ttl, std::span<const reliability::DatagramSink::Datagram> d) noexcept {
@@ -355,7 +411,9 @@ bool XdpPort::resolve(const sockaddr_in& dest, std::uint8_t out[6]) const noexce
     std::memcpy(out, m.bytes, 6);
     return true;
   }
-  absl::StatusOr<xdp::MacAddress> m = xdp::lookup_neighbour(xsk_->ifindex(), addr);
+  // The route's next hop: the destination on the link, or its gateway.
+  absl::StatusOr<std::uint32_t> hop = xdp::next_hop(xsk_->ifindex(), addr);
+  absl::StatusOr<xdp::MacAddress> m = xdp::lookup_neighbour(xsk_->ifindex(), hop.ok() ? *hop : addr);
   if (!m.ok()) return false;
   std::memcpy(out, m->bytes, 6);
   return true;

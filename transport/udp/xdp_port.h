@@ -45,27 +45,29 @@ class Xsk;
 
 // What one port counts (scope "udp xdp IFNAME"). Publish names: `p` (the port), `x` (its Xsk
 // statistics).
-#define POLLUX_UDP_XDP_COUNTERS(X)                                                                                    \
-  X(mode, "xdp_mode", "AF_XDP mode in use: 1 zero-copy, 2 copy (native XDP), 3 generic (skb) XDP", p.mode_code())     \
-  X(rx_frames, "xdp_rx_frames", "frames taken off the AF_XDP RX ring", x.rx_frames)                                   \
-  X(rx_malformed, "xdp_rx_malformed",                                                                                 \
+#define POLLUX_UDP_XDP_COUNTERS(X)                                                                                     \
+  X(mode, "xdp_mode", "AF_XDP mode in use: 1 zero-copy, 2 copy (native XDP), 3 generic (skb) XDP", p.mode_code())      \
+  X(rx_frames, "xdp_rx_frames", "frames taken off the AF_XDP RX ring", x.rx_frames)                                    \
+  X(rx_malformed, "xdp_rx_malformed",                                                                                  \
     "frames dropped: not an unfragmented IPv4/UDP datagram whose lengths fit the frame, or a wrong IPv4/UDP checksum", \
-    p.rx_malformed_)                                                                                                  \
-  X(rx_partial_checksums, "xdp_rx_partial_checksums",                                                                 \
+    p.rx_malformed_)                                                                                                   \
+  X(rx_partial_checksums, "xdp_rx_partial_checksums",                                                                  \
     "datagrams whose UDP checksum a virtual link left to a device that never computed it (taken, as the kernel does)", \
-    p.rx_partial_checksums_)                                                                                          \
-  X(rx_unmatched, "xdp_rx_unmatched", "datagrams for a destination no subscriber of this process has (dropped)",      \
-    p.rx_unmatched_)                                                                                                  \
-  X(rx_overflow, "xdp_rx_overflow",                                                                                   \
-    "datagrams dropped for a subscriber with no free buffer while another subscriber took them (repaired by NAK)",    \
-    p.rx_overflow_)                                                                                                   \
-  X(rx_kernel_dropped, "xdp_rx_kernel_dropped",                                                                       \
-    "frames the kernel dropped: RX ring full, no fill-ring frame, or invalid (XDP_STATISTICS)", p.kernel_dropped_)    \
-  X(tx_frames, "xdp_tx_frames", "frames put on the AF_XDP TX ring", x.tx_frames)                                      \
-  X(tx_kicks, "xdp_tx_kicks", "sendto() kicks the TX ring's need_wakeup flag asked for", x.tx_kicks)                  \
-  X(tx_full, "xdp_tx_full", "sends that found no free UMEM frame or TX ring slot (the rest retried later)",           \
-    p.tx_full_)                                                                                                       \
-  X(wrong_thread, "xdp_wrong_thread", "data-path calls refused: a second thread drove inline endpoints of one port",  \
+    p.rx_partial_checksums_)                                                                                           \
+  X(rx_unmatched, "xdp_rx_unmatched", "datagrams for a destination no subscriber of this process has (dropped)",       \
+    p.rx_unmatched_)                                                                                                   \
+  X(rx_overflow, "xdp_rx_overflow",                                                                                    \
+    "datagrams dropped for a subscriber with no free buffer while another subscriber took them (repaired by NAK)",     \
+    p.rx_overflow_)                                                                                                    \
+  X(rx_kernel_dropped, "xdp_rx_kernel_dropped",                                                                        \
+    "frames the kernel dropped: RX ring full, no fill-ring frame, or invalid (XDP_STATISTICS)", p.kernel_dropped_)     \
+  X(tx_frames, "xdp_tx_frames", "frames put on the AF_XDP TX ring", x.tx_frames)                                       \
+  X(tx_kicks, "xdp_tx_kicks", "sendto() kicks the TX ring's need_wakeup flag asked for", x.tx_kicks)                   \
+  X(rx_kicks, "xdp_rx_kicks", "recvfrom() kicks: the fill ring's need_wakeup, or preferred busy polling",              \
+    x.rx_wakeups)                                                                                                      \
+  X(tx_full, "xdp_tx_full", "sends that found no free UMEM frame or TX ring slot (the rest retried later)",            \
+    p.tx_full_)                                                                                                        \
+  X(wrong_thread, "xdp_wrong_thread", "data-path calls refused: a second thread drove inline endpoints of one port",   \
     p.wrong_thread_)
 
 class XdpPort {
@@ -73,8 +75,8 @@ class XdpPort {
   // The port of `ch`'s interface for `owner` (a UdpPollerSource, or null: inline), opened on first
   // use in the calling thread's network namespace. Errors name the interface, the cause and the
   // fix (capabilities, ulimit -l, ethtool -L / udp.xdp_queues, another owner).
-  static absl::StatusOr<std::shared_ptr<XdpPort>> acquire(const core::Config& cfg, const Channel& ch,
-                                                          const void* owner, core::CountersFile* counters);
+  static absl::StatusOr<std::shared_ptr<XdpPort>> acquire(const core::Config& cfg, const Channel& ch, const void* owner,
+                                                          core::CountersFile* counters);
   ~XdpPort();
   XdpPort(const XdpPort&) = delete;
   XdpPort& operator=(const XdpPort&) = delete;
@@ -87,10 +89,28 @@ class XdpPort {
   // subscribers; returns the frames taken off the ring. When it leaves the ring empty, every
   // subscriber is told it drained (ReliableReceiver::drained).
   std::uint32_t poll(std::int64_t now_ns) noexcept;
+  // Inline direct path (UdpRxEndpoint::poll_direct): the next frame in the ring when it is a
+  // valid datagram for `ep` alone (kFrame), left in the ring (its payload is valid until
+  // direct_done()). Malformed and unmatched frames before it are counted and given back. When the ring is
+  // empty (kEmpty; the subscribers are told they drained) or the next frame needs poll() (kSlow: another
+  // subscriber's, or a partial checksum): nothing is taken then.
+  enum class Direct : std::uint8_t { kEmpty, kFrame, kSlow };
+  struct DirectFrame {
+    const std::uint8_t* payload;
+    std::uint32_t len;
+    std::uint32_t src_addr;  // network byte order
+    std::uint16_t src_port;
+  };
+  Direct direct_peek(const UdpRxEndpoint* ep, std::int64_t now_ns, DirectFrame* out) noexcept;
+  // Gives the frame direct_peek() returned back to the fill ring (done), or leaves it first in
+  // the RX ring (keep: the subscriber had no room for it).
+  void direct_done() noexcept;
+  void direct_keep() noexcept;
+
   // Sends `d` to `dest` (a MAC known: see resolve()); returns how many went out (fewer: UMEM
   // frames or ring slots ran out; retry after completions come back).
-  std::uint32_t send(const sockaddr_in& dest, const std::uint8_t dst_mac[6], std::uint16_t src_port,
-                     std::uint8_t ttl, std::span<const reliability::DatagramSink::Datagram> d) noexcept;
+  std::uint32_t send(const sockaddr_in& dest, const std::uint8_t dst_mac[6], std::uint16_t src_port, std::uint8_t ttl,
+                     std::span<const reliability::DatagramSink::Datagram> d) noexcept;
   // The MAC frames to `dest` go to: the multicast mapping, or the kernel's neighbour table entry
   // (false: none yet; send through the kernel socket, which resolves it, and ask again later).
   // Control path cost (a netlink dump for unicast): call it at open and from timers, not per send.
@@ -129,6 +149,7 @@ class XdpPort {
   std::uint32_t queue_ = 0;
   std::uint32_t src_addr_ = 0;  // the interface's IPv4 address (network byte order)
   std::uint32_t rx_batch_ = 32;
+  bool busy_poll_ = false;  // preferred busy polling accepted: empty polls kick the driver
   const void* owner_ = nullptr;
   bool inline_ = false;
   unsigned long owner_thread_ = 0;  // inline: the thread that drives it (pthread_t; 0 = not yet)

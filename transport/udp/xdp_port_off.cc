@@ -21,6 +21,11 @@ std::uint32_t XdpPort::send(const sockaddr_in&, const std::uint8_t*, std::uint16
                             std::span<const reliability::DatagramSink::Datagram>) noexcept {
   return 0;
 }
+XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint*, std::int64_t, DirectFrame*) noexcept {
+  return Direct::kEmpty;
+}
+void XdpPort::direct_done() noexcept {}
+void XdpPort::direct_keep() noexcept {}
 bool XdpPort::resolve(const sockaddr_in&, std::uint8_t*) const noexcept { return false; }
 int XdpPort::fd() const noexcept { return -1; }
 bool XdpPort::rx_pending() const noexcept { return false; }

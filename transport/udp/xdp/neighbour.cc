@@ -18,6 +18,66 @@ MacAddress multicast_mac(std::uint32_t group) {
   return MacAddress{{0x01, 0x00, 0x5e, static_cast<std::uint8_t>(g[1] & 0x7f), g[2], g[3]}};
 }
 
+absl::StatusOr<std::uint32_t> next_hop(int ifindex, std::uint32_t addr) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) {
+    return absl::Status(absl::ErrnoToStatusCode(errno),
+                        absl::StrCat("route lookup: netlink socket: ", std::strerror(errno)));
+  }
+  struct {
+    nlmsghdr header;
+    rtmsg body;
+    char attrs[64];
+  } request{};
+  request.header.nlmsg_type = RTM_GETROUTE;
+  request.header.nlmsg_flags = NLM_F_REQUEST;
+  request.header.nlmsg_seq = 1;
+  request.body.rtm_family = AF_INET;
+  request.body.rtm_dst_len = 32;
+  int len = static_cast<int>(NLMSG_LENGTH(sizeof(rtmsg)));
+  auto add_attr = [&](unsigned short type, const void* data, std::size_t size) {
+    auto* a = reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&request) + NLMSG_ALIGN(len));
+    a->rta_type = type;
+    a->rta_len = static_cast<unsigned short>(RTA_LENGTH(size));
+    std::memcpy(RTA_DATA(a), data, size);
+    len = static_cast<int>(NLMSG_ALIGN(len) + RTA_ALIGN(a->rta_len));
+  };
+  add_attr(RTA_DST, &addr, 4);
+  add_attr(RTA_OIF, &ifindex, 4);
+  request.header.nlmsg_len = static_cast<std::uint32_t>(len);
+  if (send(fd, &request, request.header.nlmsg_len, 0) < 0) {
+    const int e = errno;
+    close(fd);
+    return absl::Status(absl::ErrnoToStatusCode(e), absl::StrCat("route lookup: netlink send: ", std::strerror(e)));
+  }
+  alignas(nlmsghdr) char buf[4096];
+  // The answer is queued during send(): no wait.
+  const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+  close(fd);
+  int left = static_cast<int>(n);
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+      return absl::Status(absl::ErrnoToStatusCode(-err->error),
+                          absl::StrCat("route lookup: ", std::strerror(-err->error)));
+    }
+    if (h->nlmsg_type != RTM_NEWROUTE) continue;
+    const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(h));
+    int attr_len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(*rt)));
+    for (auto* a =
+             reinterpret_cast<rtattr*>(reinterpret_cast<char*>(const_cast<rtmsg*>(rt)) + NLMSG_ALIGN(sizeof(*rt)));
+         RTA_OK(a, attr_len); a = RTA_NEXT(a, attr_len)) {
+      if (a->rta_type == RTA_GATEWAY && RTA_PAYLOAD(a) == 4) {
+        std::uint32_t gw;
+        std::memcpy(&gw, RTA_DATA(a), 4);
+        return gw;
+      }
+    }
+    return addr;  // on the link
+  }
+  return absl::NotFoundError("route lookup: no answer");
+}
+
 absl::StatusOr<MacAddress> lookup_neighbour(int ifindex, std::uint32_t addr) {
   const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) {
@@ -43,7 +103,10 @@ absl::StatusOr<MacAddress> lookup_neighbour(int ifindex, std::uint32_t addr) {
   bool found = false;
   MacAddress mac{};
   for (bool done = false; !done;) {
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    // Non-blocking: the kernel queues the dump's first part during send() and each next part
+    // inside the recv() that takes the previous one, so there is always something to read until
+    // NLMSG_DONE; never wait on a poller's thread.
+    const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n <= 0) break;
     int left = static_cast<int>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {

@@ -11,9 +11,9 @@
 
 #include <cerrno>
 #include <cstdarg>
-#include <mutex>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -312,8 +312,8 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   // frames; 4 KiB pages otherwise.
   m.area = MAP_FAILED;
   if (m.area_size % (2u << 20) == 0) {
-    m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB,
-                  -1, 0);
+    m.area = mmap(nullptr, m.area_size, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | MAP_HUGETLB, -1, 0);
     x->info_.huge_pages = m.area != MAP_FAILED;
   }
   if (m.area == MAP_FAILED) {
@@ -468,6 +468,14 @@ void Xsk::rx_release(std::uint32_t consumed) {
 }
 
 bool Xsk::rx_available() const { return xsk_cons_nb_avail(&impl_->rx, 1) > 0; }
+
+bool Xsk::rx_kick(bool always) {
+  Impl& m = *impl_;
+  if (!always && !xsk_ring_prod__needs_wakeup(&m.fill)) return false;
+  ++stats_.rx_wakeups;
+  (void)recvfrom(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+  return true;
+}
 
 bool Xsk::rx_wait(int timeout_ms) {
   Impl& m = *impl_;

@@ -103,6 +103,10 @@ class Xsk {
   void rx_release() { rx_release(rx_peeked_); }
   // Whether frames wait in the RX ring (reads the kernel's producer index; no syscall).
   bool rx_available() const;
+  // Kicks the kernel's receive side (recvfrom, non-blocking) when the fill ring asks for it
+  // (need_wakeup: a zero-copy driver that went to sleep), or always with `always` (preferred busy
+  // polling: these calls are what run the driver's NAPI). Returns whether it kicked.
+  bool rx_kick(bool always);
   // Gives back the first `consumed` frames of the last rx_peek(); the others stay in the RX ring
   // and come first in the next rx_peek().
   void rx_release(std::uint32_t consumed);
