@@ -166,7 +166,9 @@ POLLUX_SKIP=""
 pollux_latency_check() {
   if [ ! -x "$LATENCY" ]; then
     POLLUX_SKIP="$LATENCY not found"
-  elif ! "$LATENCY" --help 2>/dev/null | grep -q -- '--peer-netns'; then
+  # The help is read whole first: grep -q in a pipe would stop reading at its match, and
+  # pollux-latency's SIGPIPE would fail the pipeline (pipefail).
+  elif ! [[ $("$LATENCY" --help 2>/dev/null) == *--peer-netns* ]]; then
     POLLUX_SKIP="this pollux-latency has no --peer-netns: it cannot cross the veth pair"
   elif ! "$LATENCY" --set transport.kind=udp --set udp.datapath=xdp --print-config >/dev/null 2>"$WORK/lat.err"; then
     POLLUX_SKIP="pollux-latency refuses --set udp.datapath=xdp: $(head -1 "$WORK/lat.err")"
