@@ -8,8 +8,11 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -171,6 +174,100 @@ TEST_F(LatencySmoke, HelpAndUnknownFlags) {
   EXPECT_THAT(bad_key.out, HasSubstr("runtime.no_such_key"));
   ToolRun few_pairs = RunTool({"--ab", "runtime.idle=yield,backoff", "--pairs", "2"});
   EXPECT_EQ(few_pairs.status, 64) << few_pairs.out;
+}
+
+// --peer-netns / --peer-set: the errors a user meets first (no root needed for these).
+TEST_F(LatencySmoke, PeerNetnsErrorsAreClear) {
+  ToolRun h = RunTool({"--help"});
+  EXPECT_THAT(h.out, HasSubstr("--peer-netns NAME"));
+  EXPECT_THAT(h.out, HasSubstr("--peer-set KEY=VALUE"));
+  const std::string missing = "pollux-latency-no-such-ns-" + std::to_string(getpid());
+  ToolRun m = RunTool({"--peer-netns", missing, "--set", "transport.kind=udp"});
+  EXPECT_EQ(m.status, 1) << m.out;
+  EXPECT_THAT(m.out, HasSubstr("no such network namespace"));
+  EXPECT_THAT(m.out, HasSubstr("ip netns add " + missing));
+  ToolRun path = RunTool({"--peer-netns", "a/b"});
+  EXPECT_EQ(path.status, 64) << path.out;
+  ToolRun kind = RunTool({"--set", "transport.kind=udp", "--peer-set", "transport.kind=shm", "--print-config"});
+  EXPECT_EQ(kind.status, 64) << kind.out;
+  EXPECT_THAT(kind.out, HasSubstr("both sides must use one transport"));
+  ToolRun key = RunTool({"--peer-set", "udp.no_such_key=1"});
+  EXPECT_EQ(key.status, 64) << key.out;
+  EXPECT_THAT(key.out, HasSubstr("udp.no_such_key"));
+}
+
+// Two network namespaces joined by a veth pair (root only): the ping side in A (this test enters
+// it around the spawn), the pong side in B by --peer-netns, a multicast group on each side's end
+// of the pair; with udp.datapath = socket the kernel stages are present, with xdp (where built)
+// they are absent and say why, and no library-only pair runs.
+TEST_F(LatencySmoke, UdpAcrossNetworkNamespacesBothDatapaths) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
+  const std::string tag = "plat" + std::to_string(getpid());
+  const std::string ns_a = tag + "a", ns_b = tag + "b", if_a = tag + "x", if_b = tag + "y";
+  auto sh = [](const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); };
+  struct Cleanup {
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    sh("ip netns del " + ns_a);
+    sh("ip netns del " + ns_b);
+  }};
+  for (const std::string& cmd :
+       {"ip netns add " + ns_a, "ip netns add " + ns_b,
+        "ip -n " + ns_a + " link add " + if_a + " type veth peer name " + if_b + " netns " + ns_b,
+        "ip -n " + ns_a + " addr add 10.215.0.1/24 dev " + if_a,
+        "ip -n " + ns_b + " addr add 10.215.0.2/24 dev " + if_b, "ip -n " + ns_a + " link set " + if_a + " up",
+        "ip -n " + ns_b + " link set " + if_b + " up"}) {
+    if (sh(cmd) != 0) GTEST_SKIP() << "could not create the namespaces and veth pair: `" << cmd << "` failed";
+  }
+  const bool xdp = RunTool({"--set", "transport.kind=udp", "--set", "udp.datapath=xdp", "--print-config"}).status == 0;
+  for (const char* datapath : {"socket", "xdp"}) {
+    SCOPED_TRACE(datapath);
+    if (std::string(datapath) == "xdp" && !xdp) {
+      std::printf("udp.datapath = xdp skipped: this libpollux is built without AF_XDP\n");
+      continue;
+    }
+    const fs::path json = dir_ / (std::string("netns-") + datapath + ".json");
+    const int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    const int a = open(("/var/run/netns/" + ns_a).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_TRUE(home >= 0 && a >= 0);
+    ASSERT_EQ(setns(a, CLONE_NEWNET), 0);
+    testing::Child p = Latency({"--peer-netns", ns_b,
+                                "--set",        "transport.kind=udp",
+                                "--set",        "udp.address=239.255.215.1",
+                                "--set",        std::string("udp.datapath=") + datapath,
+                                "--set",        "runtime.threading=inline",
+                                "--set",        "udp.interface=" + if_a,
+                                "--peer-set",   "udp.interface=" + if_b,
+                                "--count",      "200",
+                                "--warmup",     "20",
+                                "--json",       json});
+    ASSERT_EQ(setns(home, CLONE_NEWNET), 0);
+    close(a);
+    close(home);
+    const int st = p.wait(120);
+    const Value v = CheckRun({st, p.output}, "udp", json);
+    EXPECT_THAT(p.output, HasSubstr("pong side in " + ns_b));
+    const Value* floor = v.get("floor");
+    ASSERT_TRUE(floor != nullptr && floor->is_object()) << p.output;
+    EXPECT_THAT(floor->get("kind")->str, HasSubstr("across the network namespaces"));
+    const Value* stages = v.get("stages");
+    ASSERT_TRUE(stages != nullptr && stages->arr.size() == static_cast<std::size_t>(kStageCount)) << p.output;
+    const Value& kernel_rx = stages->arr[kKernelRx - 1];
+    const Value& send_completion = stages->arr[kSendCompletion - 1];
+    if (std::string(datapath) == "socket") {
+      EXPECT_FALSE(kernel_rx.get("absent")->b) << p.output;
+      EXPECT_FALSE(send_completion.get("absent")->b) << p.output;
+      EXPECT_TRUE(v.get("library_only")->is_object()) << p.output;
+    } else {
+      EXPECT_TRUE(kernel_rx.get("absent")->b) << p.output;
+      EXPECT_TRUE(send_completion.get("absent")->b) << p.output;
+      EXPECT_THAT(kernel_rx.get("note")->str, HasSubstr("udp.datapath = \"xdp\"")) << p.output;
+      EXPECT_THAT(send_completion.get("note")->str, HasSubstr("udp.datapath = \"xdp\"")) << p.output;
+      EXPECT_TRUE(v.get("library_only")->is_null()) << p.output;
+      EXPECT_FALSE(stages->arr[kReceive - 1].get("absent")->b) << p.output;
+    }
+  }
 }
 
 // The VM runs RDMA; here only the configuration is checked: an RC config gets a listener and

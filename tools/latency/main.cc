@@ -6,7 +6,10 @@
 // --cpus, child + its poller on the second). Both read core::Clock with the calibration the
 // parent made before forking, so every stamp of both processes is one TSC on one host and a
 // ping's stamps (offer ... delivery, taken in both processes) subtract directly. Across hosts
-// only the RTT/2 would be meaningful; this tool does not run across hosts.
+// only the RTT/2 would be meaningful; this tool does not run across hosts. It runs across network
+// namespaces of the host: --peer-netns makes the pong process enter another one (setns) right
+// after the fork, and --peer-set gives it its own overrides (its udp.interface, say), so UDP can
+// cross a veth pair with either datapath.
 //
 // Ping-pong (default): round trips alternate between a traced pair of streams (lat.ping.t ->
 // lat.pong.t, `trace = true`, `trace_every` = --trace-every) and an untraced pair (lat.ping.u
@@ -27,11 +30,13 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -55,6 +60,7 @@
 
 #include <toml++/toml.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -127,6 +133,20 @@ Configuration:
                        --set runtime.threading=inline (repeatable; VALUE in TOML syntax or a
                        bare word taken as a string)
   --print-config       print the effective configuration of the ping side and exit
+
+Two network namespaces (UDP across a veth pair, either udp.datapath; needs root):
+  --peer-netns NAME    the pong process enters the network namespace /var/run/netns/NAME
+                       (setns) before it opens anything; the ping process stays in the
+                       caller's (choose it with `ip netns exec`). Both still run on this host
+                       (one TSC: the stage decomposition holds). The UDP floor then runs
+                       between each side's udp.interface IPv4 address. Use a multicast
+                       udp.address (the default group) and give each side the interface of
+                       its own namespace, e.g.
+                         ip netns exec A pollux-latency --peer-netns B --set transport.kind=udp
+                           --set udp.interface=vethA --peer-set udp.interface=vethB
+  --peer-set KEY=VALUE override one key on the pong side only, after --set (repeatable)
+  On udp.datapath = "xdp" there are no kernel timestamps: the send completion and kernel RX
+  stages print as absent with the reason, and no library-only pair runs.
 
 Measurement:
   --count N            measured round trips (ping-pong) or messages (--rate) per variant:
@@ -222,6 +242,11 @@ struct Options {
   bool seed = false, seed_plan = false;
   std::string json, hgrm, plot_dir;
   bool print_config = false;
+  // --peer-netns: the pong process's network namespace (a name under kNetnsDir) and the
+  // descriptor of it opened before the first fork; --peer-set: overrides of the pong side only.
+  std::string peer_netns;
+  int peer_netns_fd = -1;
+  std::vector<std::string> peer_sets;
 };
 
 // "20k", "1M": a count or a rate.
@@ -251,6 +276,21 @@ Options parse_args(int argc, char** argv) {
         UsageError(std::string(ov.status().message()));
       }
       o.sets.push_back(kv);
+    } else if (flag == "--peer-set") {
+      const std::string kv = arg();
+      if (absl::StatusOr<tools::ConfigOverride> ov = tools::ParseOverride(kv, "--peer-set"); !ov.ok()) {
+        UsageError(std::string(ov.status().message()));
+      }
+      o.peer_sets.push_back(kv);
+    } else if (flag == "--peer-netns") {
+      o.peer_netns = arg();
+      if (o.peer_netns.empty() || o.peer_netns.find('/') != std::string::npos || o.peer_netns == "." ||
+          o.peer_netns == "..") {
+        UsageError(
+            "--peer-netns: expected the name of a namespace in /var/run/netns (as `ip netns list` prints it), "
+            "got \"" +
+            o.peer_netns + "\"");
+      }
     } else if (flag == "--print-config") {
       no_value();
       o.print_config = true;
@@ -336,6 +376,11 @@ struct RunConfig {
   bool library_only = false;
   // UDP: the tool picks the streams' ports (PortReservation); false when udp.port is configured.
   bool picks_udp_ports = false;
+  // UDP: each side's udp.datapath is "xdp" (the ping side's sends then carry no kernel TX
+  // timestamp, the pong side's receives no kernel RX timestamp), and each side's udp.interface
+  // (the floor's addresses with --peer-netns).
+  bool ping_xdp = false, pong_xdp = false;
+  std::string ping_interface, pong_interface;
   int variants() const noexcept { return library_only ? 3 : 2; }
 };
 
@@ -360,12 +405,6 @@ int BoundUdpSocket(std::uint32_t addr, int* port, bool* bind_failed) {
   }
   *port = ntohs(a.sin_port);
   return fd;
-}
-
-// A UDP socket on 127.0.0.1 (the floor's), as BoundUdpSocket.
-int BoundUdpSocket(int* port) {
-  bool bind_failed = false;
-  return BoundUdpSocket(INADDR_LOOPBACK, port, &bind_failed);
 }
 
 // UDP ports for the streams, one per stream (indexed like kTopics): each a socket bound to
@@ -479,6 +518,27 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
   rc.source = all.empty() ? source : absl::StrCat(source, " + --set");
   absl::StatusOr<core::Config> user = core::parse_config(serialize(root), rc.source);
   if (!user.ok()) return user.status();
+  // The pong side: the same configuration with --peer-set on top (applied again to its final
+  // text below, after the tool's own keys).
+  const std::string peer_source = absl::StrCat(rc.source, " + --peer-set");
+  auto with_peer_sets = [&](toml::table t) -> absl::StatusOr<toml::table> {
+    for (const std::string& s : o.peer_sets) {
+      absl::StatusOr<tools::ConfigOverride> ov = tools::ParseOverride(s, "--peer-set");
+      if (!ov.ok()) return ov.status();
+      if (absl::Status st = tools::ApplyOverride(t, *ov); !st.ok()) return st;
+    }
+    return t;
+  };
+  absl::StatusOr<toml::table> peer_root = with_peer_sets(root);
+  if (!peer_root.ok()) return peer_root.status();
+  absl::StatusOr<core::Config> peer = core::parse_config(serialize(*peer_root), peer_source);
+  if (!peer.ok()) return peer.status();
+  if (peer->transport != user->transport) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: --peer-set changes transport.kind (%s on the ping side, %s on the pong side): both sides "
+                        "must use one transport",
+                        peer_source, core::transport_name(user->transport), core::transport_name(peer->transport)));
+  }
   for (const core::StreamConfig& s : user->streams) {
     for (int i = 0; i < kTopicCount; ++i) {
       if (s.topic == kTopics[i] || s.id == kStreamIdBase + static_cast<std::uint32_t>(i)) {
@@ -498,10 +558,16 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
     // --set or --ab says otherwise. When on, they are on for the decomposed traced pair only;
     // the untraced pair and the library-only pair (kLibraryOnly) turn them off per stream, so
     // perturbation_pct is the library's own tracing and the kernel's cost is a line of its own.
+    // On the XDP datapath there are no kernel timestamps (the frames skip the kernel's socket
+    // path), so a side on it takes no library-only pair: there is no kernel cost to separate.
+    rc.ping_xdp = transport::udp::config(*user).datapath == transport::udp::UdpDatapath::kXdp;
+    rc.pong_xdp = transport::udp::config(*peer).datapath == transport::udp::UdpDatapath::kXdp;
+    rc.ping_interface = transport::udp::config(*user).interface;
+    rc.pong_interface = transport::udp::config(*peer).interface;
     toml::table& u = TableOf(root, "udp");
     if (u.get("kernel_timestamps") == nullptr) u.insert("kernel_timestamps", true);
     const toml::node* k = u.get("kernel_timestamps");
-    rc.library_only = k->is_boolean() && k->as_boolean()->get();
+    rc.library_only = k->is_boolean() && k->as_boolean()->get() && !rc.ping_xdp && !rc.pong_xdp;
   }
   // UDP: a configured udp.port is kept (the streams take it and the next five); otherwise the
   // caller's picks.
@@ -564,8 +630,17 @@ absl::StatusOr<RunConfig> Compose(const Options& o, const std::vector<std::strin
       rdma.insert_or_assign("listen_port", static_cast<std::int64_t>(rdma_port + self));
       rdma.insert_or_assign("peers", toml::array{absl::StrFormat("%s:%d", rdma_host, rdma_port + 1 - self)});
     }
-    std::string s = serialize(root);
-    if (absl::StatusOr<core::Config> c = core::parse_config(s, rc.source); !c.ok()) return c.status();
+    std::string s;
+    if (self == 1 && !o.peer_sets.empty()) {
+      absl::StatusOr<toml::table> t = with_peer_sets(root);
+      if (!t.ok()) return t.status();
+      s = serialize(*t);
+    } else {
+      s = serialize(root);
+    }
+    if (absl::StatusOr<core::Config> c = core::parse_config(s, self == 1 ? peer_source : rc.source); !c.ok()) {
+      return c.status();
+    }
     return s;
   };
   absl::StatusOr<std::string> a = side(o.cpu_a, 0);
@@ -603,6 +678,10 @@ struct Shared {
   // before its store to udp_ready, release; the child acquires).
   std::atomic<int> child_port{0};
   std::atomic<int> parent_port{0};
+  // ... and their IPv4 addresses (host order; 127.0.0.1, or with --peer-netns each side's
+  // udp.interface address), published with the ports.
+  std::atomic<std::uint32_t> child_addr{0};
+  std::atomic<std::uint32_t> parent_addr{0};
   std::atomic<int> udp_ready{0};
   // Child -> parent: the pong publishers are connected (release; the parent acquires before
   // its first ping, so the first echo does not wait for a UDP status message).
@@ -661,6 +740,66 @@ inline void CpuPause() noexcept {
 #endif
 }
 
+// ---- --peer-netns ------------------------------------------------------------------------------
+
+constexpr char kNetnsDir[] = "/var/run/netns/";
+
+// Whether this process has CAP_SYS_ADMIN (setns needs it), from /proc/self/status.
+bool HasCapSysAdmin() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    std::uint64_t caps = 0;
+    return absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line.substr(7)), &caps) && (caps >> 21 & 1) != 0;
+  }
+  return false;
+}
+
+// Opens the namespace of --peer-netns into o->peer_netns_fd (kept for every run's pong process);
+// "" or why it cannot be entered.
+std::string OpenPeerNetns(Options* o) {
+  const std::string path = kNetnsDir + o->peer_netns;
+  o->peer_netns_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (o->peer_netns_fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::StrFormat(
+          "--peer-netns %s: no such network namespace (%s does not exist; create it with `ip netns add %s`, list "
+          "them with `ip netns list`)",
+          o->peer_netns, path, o->peer_netns);
+    }
+    return absl::StrFormat("--peer-netns %s: cannot open %s: %s%s", o->peer_netns, path, std::strerror(err),
+                           err == EACCES ? " (entering a network namespace needs root)" : "");
+  }
+  if (!HasCapSysAdmin()) {
+    return absl::StrFormat(
+        "--peer-netns %s: entering a network namespace needs CAP_SYS_ADMIN, which this process lacks: run "
+        "pollux-latency as root",
+        o->peer_netns);
+  }
+  return "";
+}
+
+// In the pong process, before anything opens a socket: enters the --peer-netns namespace, then
+// (best effort, as `ip netns exec` does) mounts a sysfs of that namespace in a mount namespace of
+// its own, so that /sys/class/net lists its interfaces (the XDP datapath counts an interface's RX
+// queues there; without it the count is unknown and not checked). "" or the error.
+std::string EnterPeerNetns(const Options& o) {
+  if (setns(o.peer_netns_fd, CLONE_NEWNET) != 0) {
+    const int err = errno;
+    return absl::StrFormat("pong side: setns(%s%s, CLONE_NEWNET): %s%s", kNetnsDir, o.peer_netns, std::strerror(err),
+                           err == EINVAL  ? " (not a network namespace)"
+                           : err == EPERM ? " (needs CAP_SYS_ADMIN: run as root)"
+                                          : "");
+  }
+  if (unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) == 0 &&
+      umount2("/sys", MNT_DETACH) == 0) {
+    (void)mount(o.peer_netns.c_str(), "/sys", "sysfs", 0, nullptr);
+  }
+  return "";
+}
+
 // What a step of a run returns in place of an error when a signal stopped it.
 constexpr char kInterrupted[] = "interrupted";
 
@@ -690,7 +829,9 @@ bool SpinUntil(Pred&& pred, std::int64_t timeout_ns) {
 
 // ---- floors ---------------------------------------------------------------------------------------
 
-enum class FloorKind { kNone, kShm, kUdp };
+// kUdpNetns: the UDP floor across network namespaces (--peer-netns), each socket on its side's
+// udp.interface address.
+enum class FloorKind { kNone, kShm, kUdp, kUdpNetns };
 
 // Each transport's floor, and how the report names it: one row per transport.
 struct Floor {
@@ -701,12 +842,16 @@ struct Floor {
 constexpr Floor kFloors[] = {
     {core::TransportKind::kShm, FloorKind::kShm, "bare cache-line ping-pong between the two processes"},
     {core::TransportKind::kUdp, FloorKind::kUdp, "two bare UDP sockets on 127.0.0.1, busy recv(MSG_DONTWAIT)"},
+    {core::TransportKind::kUdp, FloorKind::kUdpNetns,
+     "two bare UDP sockets across the network namespaces (--peer-netns), each on its side's udp.interface address, "
+     "busy recv(MSG_DONTWAIT)"},
     {core::TransportKind::kRdma, FloorKind::kNone, "not measured by this tool (RDMA: perftest ib_send_lat in the VM)"},
 };
 
-FloorKind FloorFor(const core::Config& c) {
+// `cross_netns`: the pong side runs in another network namespace (--peer-netns).
+FloorKind FloorFor(const core::Config& c, bool cross_netns) {
   for (const Floor& f : kFloors) {
-    if (f.transport == c.transport) return f.kind;
+    if (f.transport == c.transport) return f.kind == FloorKind::kUdp && cross_netns ? FloorKind::kUdpNetns : f.kind;
   }
   return FloorKind::kNone;
 }
@@ -718,16 +863,50 @@ std::string FloorName(FloorKind k) {
   return "?";
 }
 
-bool ConnectLoopback(int fd, int port) {
+bool ConnectUdp(int fd, std::uint32_t addr, int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(addr);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   return connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
 }
 
-// Child side of the floor: echoes until the parent moves to phase 1.
-void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
+// The address a side's floor socket binds (host order): 127.0.0.1, or for kUdpNetns the IPv4
+// address of `interface` (a name, or an address as udp.interface allows) in the calling
+// process's network namespace; 0 with *err when there is none.
+std::uint32_t FloorAddress(FloorKind kind, const std::string& interface, std::string* err) {
+  if (kind != FloorKind::kUdpNetns) return INADDR_LOOPBACK;
+  in_addr a{};
+  if (inet_pton(AF_INET, interface.c_str(), &a) == 1) return ntohl(a.s_addr);
+  std::uint32_t found = 0;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    *err = absl::StrCat("floor: getifaddrs: ", std::strerror(errno));
+    return 0;
+  }
+  for (const ifaddrs* i = list; i != nullptr && found == 0; i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET && interface == i->ifa_name) {
+      found = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    }
+  }
+  freeifaddrs(list);
+  if (found == 0) {
+    *err = absl::StrFormat(
+        "floor: udp.interface \"%s\" has no IPv4 address in this network namespace (with --peer-netns each side's "
+        "udp.interface must be an interface of its own namespace: --set for the ping side, --peer-set for the pong "
+        "side)",
+        interface);
+  }
+  return found;
+}
+
+std::string AddressText(std::uint32_t addr) {
+  return absl::StrFormat("%d.%d.%d.%d", addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255);
+}
+
+// Child side of the floor: echoes until the parent moves to phase 1. `interface`: the pong
+// side's udp.interface (kUdpNetns).
+void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload, const std::string& interface) {
   auto over = [&] {
     return sh->phase.load(std::memory_order_acquire) >= 1 || StopRequested();
   };  // pairs with the parent's release
@@ -747,17 +926,27 @@ void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
     }
     return;
   }
-  if (kind == FloorKind::kUdp) {
-    int port = 0;
-    const int fd = BoundUdpSocket(&port);
-    if (fd < 0) {
-      SetError(sh, absl::StrCat("floor: UDP socket on 127.0.0.1: ", std::strerror(errno)));
+  if (kind == FloorKind::kUdp || kind == FloorKind::kUdpNetns) {
+    std::string err;
+    const std::uint32_t addr = FloorAddress(kind, interface, &err);
+    if (addr == 0) {
+      SetError(sh, err);
       return;
     }
+    int port = 0;
+    bool bind_failed = false;
+    const int fd = BoundUdpSocket(addr, &port, &bind_failed);
+    if (fd < 0) {
+      SetError(sh, absl::StrCat("floor: UDP socket on ", AddressText(addr), ": ", std::strerror(errno)));
+      return;
+    }
+    sh->child_addr.store(addr, std::memory_order_relaxed);
     sh->child_port.store(port, std::memory_order_relaxed);
     sh->child_state.store(1, std::memory_order_release);  // pairs with WaitChild's acquire
     if (!SpinUntil([&] { return sh->udp_ready.load(std::memory_order_acquire) != 0 || over(); }, 20'000'000'000) ||
-        over() || !ConnectLoopback(fd, sh->parent_port.load(std::memory_order_relaxed))) {
+        over() ||
+        !ConnectUdp(fd, sh->parent_addr.load(std::memory_order_relaxed),
+                    sh->parent_port.load(std::memory_order_relaxed))) {
       close(fd);
       return;
     }
@@ -777,9 +966,10 @@ void FloorEchoChild(Shared* sh, FloorKind kind, std::size_t payload) {
 }
 
 // Parent side: `warm` + `count` round trips; RTT/2 (one clock read subtracted) into `out`.
-// Returns "" or what went wrong.
-std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std::uint64_t count, std::size_t payload,
-                            double clock_cost, std::int64_t timeout_ns, Dist* out) {
+// `interface`: the ping side's udp.interface (kUdpNetns). Returns "" or what went wrong.
+std::string FloorPingParent(Shared* sh, FloorKind kind, const std::string& interface, std::uint64_t warm,
+                            std::uint64_t count, std::size_t payload, double clock_cost, std::int64_t timeout_ns,
+                            Dist* out) {
   if (kind == FloorKind::kShm) {
     for (std::uint64_t i = 1; i <= warm + count; ++i) {
       const std::int64_t t0 = Clock::now_ns();
@@ -793,14 +983,20 @@ std::string FloorPingParent(Shared* sh, FloorKind kind, std::uint64_t warm, std:
     }
     return "";
   }
-  if (kind == FloorKind::kUdp) {
+  if (kind == FloorKind::kUdp || kind == FloorKind::kUdpNetns) {
+    std::string addr_err;
+    const std::uint32_t addr = FloorAddress(kind, interface, &addr_err);
+    if (addr == 0) return addr_err;
     int port = 0;
-    const int fd = BoundUdpSocket(&port);
-    if (fd < 0) return absl::StrCat("floor: UDP socket on 127.0.0.1: ", std::strerror(errno));
-    if (!ConnectLoopback(fd, sh->child_port.load(std::memory_order_relaxed))) {
+    bool bind_failed = false;
+    const int fd = BoundUdpSocket(addr, &port, &bind_failed);
+    if (fd < 0) return absl::StrCat("floor: UDP socket on ", AddressText(addr), ": ", std::strerror(errno));
+    if (!ConnectUdp(fd, sh->child_addr.load(std::memory_order_relaxed),
+                    sh->child_port.load(std::memory_order_relaxed))) {
       close(fd);
       return absl::StrCat("floor: connect: ", std::strerror(errno));
     }
+    sh->parent_addr.store(addr, std::memory_order_relaxed);
     sh->parent_port.store(port, std::memory_order_relaxed);
     sh->udp_ready.store(1, std::memory_order_release);  // pairs with the child's acquire
     std::vector<char> buf(std::max<std::size_t>(payload, 64), 0);
@@ -1039,7 +1235,7 @@ int PongStopped(Shared* sh) {
 // `ports`: the reservation the parent made (UDP; empty otherwise), this process's copies.
 int PongMain(const Options& o, const RunConfig& rc, FloorKind floor, Shared* sh, PortReservation& ports) {
   ports.release({kPongT, kPongU, kPongL});  // the ping side's to bind
-  FloorEchoChild(sh, floor, o.payload);
+  FloorEchoChild(sh, floor, o.payload, rc.pong_interface);
   if (sh->child_state.load(std::memory_order_relaxed) == -1) return 2;
   if (StopRequested()) return PongStopped(sh);
   auto ctx = pollux::Context::from_string(rc.pong_toml, "pollux-latency (pong side)");
@@ -1242,7 +1438,7 @@ RunResult StartResult(const RunConfig& rc) {
   RunResult r;
   r.transport = TransportName(rc.cfg);
   r.kernel_tx_stamps =
-      rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps;
+      rc.cfg.transport == core::TransportKind::kUdp && transport::udp::config(rc.cfg).kernel_timestamps && !rc.ping_xdp;
   r.threading = std::string(core::threading_name(rc.cfg.runtime.threading));
   r.idle = std::string(core::idle_kind_name(rc.cfg.runtime.idle));
   return r;
@@ -1255,7 +1451,7 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
   r.dec_library = std::make_unique<Decomposer>(clock_cost);
   r.library_only = rc.library_only;
   const bool rate = o.rate > 0;
-  r.floor_kind = rate ? FloorKind::kNone : FloorFor(rc.cfg);
+  r.floor_kind = rate ? FloorKind::kNone : FloorFor(rc.cfg, !o.peer_netns.empty());
   Shared* sh = MapShared(clock_cost);
   if (sh == nullptr) {
     r.error = absl::StrCat("mmap: ", std::strerror(errno));
@@ -1284,6 +1480,12 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
     ign.sa_handler = SIG_IGN;
     sigaction(SIGINT, &ign, nullptr);  // Ctrl-C reaches the whole group: the parent coordinates the stop
     g_pong_shared = sh;
+    if (o.peer_netns_fd >= 0) {
+      if (std::string e = EnterPeerNetns(o); !e.empty()) {
+        SetError(sh, e);
+        _exit(2);
+      }
+    }
     if (o.pin_split) host::pin(o.cpu_b);
     _exit(PongMain(o, rc, r.floor_kind, sh, ports));
   }
@@ -1313,8 +1515,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
   if (!WaitChild(sh, child, 1, &err)) return finish(err);
   if (r.floor_kind != FloorKind::kNone) {
     const std::uint64_t n = std::min<std::uint64_t>(o.count, 100000);
-    err = FloorPingParent(sh, r.floor_kind, std::min<std::uint64_t>(o.warmup, 10000), n, o.payload, clock_cost,
-                          timeout_ns, &r.floor);
+    err = FloorPingParent(sh, r.floor_kind, rc.ping_interface, std::min<std::uint64_t>(o.warmup, 10000), n, o.payload,
+                          clock_cost, timeout_ns, &r.floor);
     if (!err.empty()) return finish(err);
   }
   sh->phase.store(1, std::memory_order_release);  // pairs with the child's acquire
@@ -1356,7 +1558,8 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
     std::uint64_t consecutive_timeouts = 0;
     // UDP's kernel TX timestamp is on the path (between post and the kernel RX stamp); RDMA's
     // send CQE is not (AddSendCompletion below); shm has none.
-    SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp);
+    // The XDP datapath's sends carry no TX timestamp.
+    SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp && !rc.ping_xdp);
     r.planned = total;
     bool announced = false;
     for (std::uint64_t i = 0; i < total && err.empty() && !StopRequested(); r.completed = ++i) {
@@ -2195,6 +2398,12 @@ int Main(int argc, char** argv) {
     std::fputs(base->cfg.to_toml().c_str(), stdout);
     return 0;
   }
+  if (!o.peer_netns.empty()) {
+    if (std::string e = OpenPeerNetns(&o); !e.empty()) {
+      std::fprintf(stderr, "pollux-latency: %s\n", e.c_str());
+      return 1;
+    }
+  }
   std::vector<std::string> seed_lines;
   if (o.seed) {
     if (o.rate > 0) UsageError("--seed runs ping-pong experiments; drop --rate");
@@ -2231,6 +2440,16 @@ int Main(int argc, char** argv) {
   if (o.rate > 0 && base->cfg.transport == core::TransportKind::kUdp) {
     notes[kSendCompletion] = "not joined in --rate mode (the kernel's TX timestamp stays in the sending process)";
   }
+  if (base->ping_xdp) {
+    notes[kSendCompletion] =
+        "absent: udp.datapath = \"xdp\" on the sending side (frames go out on the AF_XDP TX ring, past the kernel's "
+        "socket path: no SO_TIMESTAMPING TX timestamp exists)";
+  }
+  if (base->pong_xdp) {
+    notes[kKernelRx] =
+        "absent: udp.datapath = \"xdp\" on the receiving side (frames come off the AF_XDP RX ring, past the kernel's "
+        "UDP stack: no SO_TIMESTAMPING RX timestamp exists; receive is stamped from the poller's clock)";
+  }
   if (base->cfg.transport == core::TransportKind::kRdma) {
     // Asked once, of the ping side's device (both sides use the same configuration).
     const std::string ts = rdma_completion_timestamp_note(base->cfg);
@@ -2256,6 +2475,15 @@ int Main(int argc, char** argv) {
   }
   absl::PrintF("config: %s; pinning: %s\n", base->source,
                o.pin_split ? absl::StrFormat("ping side on CPU %d, pong side on CPU %d", o.cpu_a, o.cpu_b) : "none");
+  if (!o.peer_netns.empty()) {
+    absl::PrintF(
+        "network namespaces: ping side in this process's, pong side in %s%s\n", o.peer_netns,
+        o.peer_sets.empty() ? "" : absl::StrCat(" (pong side: --peer-set ", absl::StrJoin(o.peer_sets, " "), ")"));
+  }
+  if (base->cfg.transport == core::TransportKind::kUdp) {
+    absl::PrintF("udp datapath: ping side %s, pong side %s\n", base->ping_xdp ? "xdp" : "socket",
+                 base->pong_xdp ? "xdp" : "socket");
+  }
   absl::PrintF("machine: %s\n", host::machine_description());
   absl::PrintF(
       "clock: Clock::now_ns() costs %.1f ns (measured now; subtracted once per stamp). One host, one %s: "
