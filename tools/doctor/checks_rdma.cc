@@ -24,7 +24,8 @@ namespace {
 
 using V = Verdict;
 
-std::string kib(std::uint64_t bytes) {
+// Used only where the verbs libraries are built in.
+[[maybe_unused]] std::string kib(std::uint64_t bytes) {
   if (bytes == std::numeric_limits<std::uint64_t>::max()) return "unlimited";
   return absl::StrCat(bytes >> 10);
 }
