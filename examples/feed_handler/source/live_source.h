@@ -48,7 +48,7 @@ class ArbiterSource : public Source {
   std::vector<std::pair<std::string, std::uint64_t>> live_counters() const override;
 
  protected:
-  static constexpr std::size_t kMaxExtra = 8;
+  static constexpr std::size_t kMaxExtra = 10;
   // The source's own counters, after the arbiter's (names live as long as the program).
   virtual std::span<const char* const> extra_names() const noexcept { return {}; }
   virtual void extra_values(std::uint64_t* /*out: extra_names().size()*/) const noexcept {}
