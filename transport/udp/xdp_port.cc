@@ -46,6 +46,8 @@ std::string netns_key() {
   return absl::StrCat(st.st_dev, ":", st.st_ino);
 }
 
+using xdp::rx_queue_count;
+
 // The interface's MTU (SIOCGIFMTU), -1 when unknown.
 int interface_mtu(const std::string& ifname) {
   ifreq ifr{};
@@ -96,7 +98,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
       return p;
     }
   }
-  const std::uint32_t queues = xdp::rx_queue_count(ch.iface_name);
+  const std::uint32_t queues = rx_queue_count(ch.iface_name);
   std::uint32_t queue = 0;
   if (!u.xdp_queues.empty()) {
     queue = u.xdp_queues[0];
