@@ -72,6 +72,8 @@ class XdpDatagramSource final : public DatagramSource {
   std::uint32_t peek(RawDatagram* out, std::uint32_t max) noexcept override {
     udp::xdp::RxFrame frames[kMaxBatch];
     const std::uint32_t n = xsk_->rx_peek(frames, max < kMaxBatch ? max : kMaxBatch);
+    // An empty ring: a zero-copy driver that went to sleep asks for a wakeup (copy mode never does).
+    if (n == 0) (void)xsk_->rx_kick(false);
     std::uint32_t k = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
       udp::xdp::Udp4View v;

@@ -1,7 +1,8 @@
 // The sources of pollux-feed that go through the Arbiter (arbiter.h: arbitration, gaps,
 // re-requests, sessions, staleness): the live one (feed.source = "moldudp64"), which joins
-// an exchange's MoldUDP64 lines A and B and reads them and the re-request socket with
-// recvmmsg, and the replay of a packet capture (feed.source = "pcap", pcap_source.h), which
+// an exchange's MoldUDP64 lines A and B and reads them with recvmmsg (feed.datapath =
+// "socket") or through an AF_XDP socket (pollux::DatagramReceiver, feed.datapath = "xdp"), and
+// the re-request socket with recvmmsg, and the replay of a packet capture (feed.source = "pcap", pcap_source.h), which
 // hands the arbiter the same datagrams from a file. Both give the publisher what comes out,
 // window by window.
 #pragma once
