@@ -339,4 +339,52 @@ bool needs_pool(const core::Config& config);
 // counters. On shm it is the subscriber's slot in the segment, where pollux-stat reads it.
 bool position_in_stream_counters(const core::Config& config);
 
+// UDP datagrams received as they are, outside Pollux's streams, through an AF_XDP socket (the
+// public pollux::DatagramReceiver, pollux/datagram.h): a multicast group's or a unicast port's
+// frames go to the socket instead of the kernel's stack. Control path: add(); data path: peek()
+// a batch, hand it out, release() it (one virtual call each per batch).
+struct RawDatagram {
+  const std::uint8_t* data;  // the payload, valid until release()
+  std::uint32_t len;
+  std::uint32_t line;      // what add() returned for its destination
+  std::uint32_t src_addr;  // network byte order
+  std::uint16_t src_port;  // network byte order
+};
+
+struct DatagramSourceOptions {
+  std::string ifname;
+  std::string xdp_mode = "auto";  // "auto", "copy", "zerocopy", "generic"
+  int queue = -1;                 // -1: the interface's only RX queue
+  std::uint32_t frames = 4096;    // UMEM frames (4096 bytes each)
+};
+
+struct DatagramSourceStats {
+  std::uint64_t frames = 0;             // taken off the RX ring
+  std::uint64_t malformed = 0;          // not IPv4/UDP, lengths wrong, or a wrong checksum (dropped)
+  std::uint64_t partial_checksums = 0;  // UDP checksum left to a virtual link's device (taken)
+  std::uint64_t unmatched = 0;          // for no destination added (dropped)
+  std::uint64_t kernel_dropped = 0;     // the kernel's XDP_STATISTICS drops
+};
+
+class DatagramSource {
+ public:
+  virtual ~DatagramSource() = default;
+  // Joins `addr` (multicast: through a kernel socket, which sends IGMP and never reads; `source`
+  // != 0: a source-specific join) and sends its datagrams to `port` to the socket. Network byte
+  // order. Returns the line id datagrams to it carry.
+  virtual absl::StatusOr<std::uint32_t> add(std::uint32_t addr, std::uint16_t port, std::uint32_t source) = 0;
+  virtual std::uint32_t peek(RawDatagram* out, std::uint32_t max) noexcept = 0;
+  virtual void release() noexcept = 0;
+  virtual int fd() const noexcept = 0;
+  // Frames wait in the ring (no syscall).
+  virtual bool pending() const noexcept = 0;
+  // Reads the kernel's drop statistics (a syscall).
+  virtual DatagramSourceStats stats() noexcept = 0;
+  virtual std::string describe() const = 0;
+};
+
+// An AF_XDP datagram source on `options.ifname` (the UDP transport's library); errors name the
+// cause and the fix (capabilities, locked memory, queues, a build without AF_XDP).
+absl::StatusOr<std::unique_ptr<DatagramSource>> make_xdp_datagram_source(const DatagramSourceOptions& options);
+
 }  // namespace pollux::transport

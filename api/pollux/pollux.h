@@ -5,6 +5,7 @@
 #include "pollux/config.h"
 #include "pollux/context.h"
 #include "pollux/cpu.h"
+#include "pollux/datagram.h"
 #include "pollux/histogram.h"
 #include "pollux/idle.h"
 #include "pollux/publisher.h"

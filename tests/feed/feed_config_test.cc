@@ -156,6 +156,27 @@ TEST(FeedConfig, LiveKeysAreCheckedWithFileLineAndKey) {
             "--set: feed.rerequest_timeout_max_ms: 50 is below feed.rerequest_timeout_ms (100)");
 }
 
+// feed.datapath: "socket" by default; "xdp" (with feed.xdp_mode) for live lines on a named
+// interface only.
+TEST(FeedConfig, DatapathXdpNeedsLiveLinesOnANamedInterface) {
+  POLLUX_ASSERT_OK_DECL(c, LoadLive("26401", ""));
+  EXPECT_EQ(c->feed.datapath, Datapath::kSocket);
+  POLLUX_ASSERT_OK_DECL(x, LoadLive("26401", "interface = \"eth1\"\ndatapath = \"xdp\"\nxdp_mode = \"generic\"\n"));
+  EXPECT_EQ(x->feed.datapath, Datapath::kXdp);
+  EXPECT_EQ(x->feed.xdp_mode, "generic");
+  EXPECT_THAT(x->feed.to_toml(), HasSubstr("datapath = \"xdp\"  # moldudp64: how lines A and B are read"));
+  ExpectErrors({
+      {"[feed]\ndatapath = \"af_xdp\"\n", "x.toml:2: feed.datapath: expected socket|xdp, got \"af_xdp\""},
+      {"[feed]\nxdp_mode = \"fast\"\n",
+       "x.toml:2: feed.xdp_mode: expected \"auto\", \"copy\", \"zerocopy\" or \"generic\", got \"fast\""},
+      {"[feed]\nsource = \"moldudp64\"\nline_a = \"239.1.1.1:1\"\nline_b = \"239.1.1.2:1\"\ndatapath = \"xdp\"\n",
+       "x.toml:5: feed.interface: missing: datapath = \"xdp\" needs the interface by name (the AF_XDP socket binds "
+       "one)"},
+      {"[feed]\ndatapath = \"xdp\"\ninterface = \"eth0\"\n",
+       "x.toml:2: feed.datapath: xdp reads live lines only (feed.source = \"moldudp64\"), not source = \"generator\""},
+  });
+}
+
 // The expected senders of the lines (feed.source_a/source_b): an IPv4 unicast address or "",
 // each set only with its line.
 TEST(FeedConfig, ExpectedSendersAreAddressesOfALine) {

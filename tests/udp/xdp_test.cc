@@ -7,7 +7,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pollux/datagram.h"
 #include "tests/support/netns.h"
 #include "transport/udp/xdp/frame.h"
 #include "transport/udp/xdp/neighbour.h"
@@ -519,3 +522,90 @@ TEST(XdpStaleTest, AProgramLeftByAKilledProcessIsRemovedByTheNextOpen) {
 }
 
 }  // namespace
+
+// pollux::DatagramReceiver (the public API over the same socket): datagrams of its two lines, a
+// unicast destination and a multicast group joined on B, come out with their line, sender and
+// bytes; a frame with a wrong UDP checksum (written raw on A's link) is counted and never handed
+// out, as the kernel would drop it before a socket.
+TEST(XdpDatagramReceiverTest, HandsOutItsLinesDatagramsAndDropsABadChecksum) {
+  SKIP_UNLESS_READY();
+  constexpr const char* kGroup = "239.255.231.1";
+  constexpr std::uint16_t kGroupPort = 42004;
+  pollux::DatagramReceiverOptions o;
+  o.interface = kIfB;
+  o.xdp_mode = "copy";
+  o.frames = 256;
+  auto rx = pollux::DatagramReceiver::open(o);
+  ASSERT_TRUE(rx.ok()) << rx.status();
+  EXPECT_NE((*rx)->describe().find("copy mode (native XDP)"), std::string::npos) << (*rx)->describe();
+  auto unicast = (*rx)->add(absl::StrCat(kAddrB, ":", kXskPort));
+  ASSERT_TRUE(unicast.ok()) << unicast.status();
+  auto group = (*rx)->add(absl::StrCat(kGroup, ":", kGroupPort), kAddrA);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_NE(*unicast, *group);
+  EXPECT_FALSE((*rx)->add("239.255.231.1").ok());
+
+  const Fd sender(in_netns(g_fd_a, [] { return udp_socket(kAddrA, 0); }));
+  ASSERT_GE(sender, 0);
+  in_addr ifaddr{ip4(kAddrA)};
+  ASSERT_EQ(setsockopt(sender, IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof ifaddr), 0);
+  constexpr int kCount = 20;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(send_to(sender, kAddrB, kXskPort, payload("unicast", i)));
+    ASSERT_TRUE(send_to(sender, kGroup, kGroupPort, payload("group", i)));
+  }
+  // A frame to the unicast line whose UDP checksum is wrong: built right, one payload byte changed.
+  std::uint8_t mac_b[6];
+  ASSERT_TRUE(read_mac(kIfB, mac_b));
+  xdp::Udp4Addressing a{};
+  std::memcpy(a.src_mac, g_mac_a, 6);
+  std::memcpy(a.dst_mac, mac_b, 6);
+  a.src_addr = ip4(kAddrA);
+  a.dst_addr = ip4(kAddrB);
+  a.src_port = htons(kPeerPort);
+  a.dst_port = htons(kXskPort);
+  std::uint8_t frame[256];
+  const std::string bad = "corrupted-on-the-way";
+  const std::size_t len = xdp::build_udp4_frame(frame, sizeof frame, a, 64, bad.data(), bad.size());
+  ASSERT_GT(len, 0u);
+  frame[len - 1] ^= 0x20;
+  const bool sent_raw = in_netns(g_fd_a, [&] {
+    const int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    sockaddr_ll to{};
+    to.sll_family = AF_PACKET;
+    to.sll_ifindex = static_cast<int>(if_nametoindex(kIfA));
+    to.sll_halen = 6;
+    std::memcpy(to.sll_addr, mac_b, 6);
+    const bool ok =
+        s >= 0 && sendto(s, frame, len, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) == static_cast<ssize_t>(len);
+    if (s >= 0) close(s);
+    return ok;
+  });
+  ASSERT_TRUE(sent_raw);
+
+  std::vector<std::string> by_line[2];
+  std::uint64_t wrong_sender = 0, kernel_time = 0;
+  const auto end = std::chrono::steady_clock::now() + kWaitLimit;
+  while (by_line[0].size() + by_line[1].size() < 2 * kCount || (*rx)->stats().frames < 2 * kCount + 1) {
+    if (std::chrono::steady_clock::now() >= end) break;
+    pollfd p{(*rx)->fd(), POLLIN, 0};
+    ::poll(&p, 1, 100);
+    (*rx)->poll([&](const pollux::Datagram& d) {
+      wrong_sender += d.src_addr != ip4(kAddrA);
+      kernel_time += d.kernel_time;
+      if (d.line < 2) by_line[d.line].emplace_back(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
+    });
+  }
+  ASSERT_EQ(by_line[*unicast].size(), static_cast<std::size_t>(kCount));
+  ASSERT_EQ(by_line[*group].size(), static_cast<std::size_t>(kCount));
+  for (int i = 0; i < kCount; ++i) {
+    EXPECT_EQ(by_line[*unicast][i], payload("unicast", i));
+    EXPECT_EQ(by_line[*group][i], payload("group", i));
+  }
+  EXPECT_EQ(wrong_sender, 0u);
+  EXPECT_EQ(kernel_time, 0u);  // AF_XDP frames carry no kernel receive time
+  const pollux::DatagramReceiverStats st = (*rx)->stats();
+  EXPECT_EQ(st.frames, static_cast<std::uint64_t>(2 * kCount + 1));
+  EXPECT_EQ(st.malformed, 1u);
+  EXPECT_EQ(st.unmatched, 0u);
+}

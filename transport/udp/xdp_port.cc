@@ -1,13 +1,10 @@
 #include "transport/udp/xdp_port.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <linux/capability.h>
 #include <linux/if_xdp.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +22,7 @@
 #include "transport/udp/rx_endpoint.h"
 #include "transport/udp/xdp/frame.h"
 #include "transport/udp/xdp/neighbour.h"
+#include "transport/udp/xdp/preflight.h"
 #include "transport/udp/xdp/xsk.h"
 
 namespace pollux::transport::udp {
@@ -48,17 +46,7 @@ std::string netns_key() {
   return absl::StrCat(st.st_dev, ":", st.st_ino);
 }
 
-std::uint32_t rx_queue_count(const std::string& ifname) {
-  const std::string dir = absl::StrCat("/sys/class/net/", ifname, "/queues");
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;  // sysfs not mounted for this namespace: unknown
-  std::uint32_t n = 0;
-  while (const dirent* e = ::readdir(d)) {
-    if (std::strncmp(e->d_name, "rx-", 3) == 0) ++n;
-  }
-  ::closedir(d);
-  return n;
-}
+using xdp::rx_queue_count;
 
 // The interface's MTU (SIOCGIFMTU), -1 when unknown.
 int interface_mtu(const std::string& ifname) {
@@ -69,46 +57,6 @@ int interface_mtu(const std::string& ifname) {
   const int rc = ::ioctl(s, SIOCGIFMTU, &ifr);
   ::close(s);
   return rc == 0 ? ifr.ifr_mtu : -1;
-}
-
-// CapEff bits of this process.
-std::uint64_t effective_caps() {
-  std::FILE* f = std::fopen("/proc/self/status", "re");
-  if (f == nullptr) return 0;
-  char line[256];
-  std::uint64_t caps = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "CapEff:", 7) == 0) caps = std::strtoull(line + 7, nullptr, 16);
-  }
-  std::fclose(f);
-  return caps;
-}
-
-// Why opening an AF_XDP socket will fail, before anything is attached: the capabilities and the
-// locked-memory limit. "" = nothing known against it.
-std::string preflight(const std::string& ifname, std::uint64_t umem_bytes) {
-  const std::uint64_t caps = effective_caps();
-  auto has = [&](int cap) { return (caps >> cap) & 1u; };
-  std::string missing;
-  if (!has(CAP_NET_ADMIN)) absl::StrAppend(&missing, missing.empty() ? "" : ", ", "CAP_NET_ADMIN (attach)");
-  if (!has(CAP_BPF) && !has(CAP_SYS_ADMIN)) {
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", "CAP_BPF (load the program)");
-  }
-  if (!has(CAP_NET_RAW)) absl::StrAppend(&missing, missing.empty() ? "" : ", ", "CAP_NET_RAW (AF_XDP socket)");
-  if (!missing.empty()) {
-    return absl::StrCat("AF_XDP on interface ", ifname, ": this process lacks ", missing,
-                        ": run it as root, or grant them: setcap cap_net_admin,cap_bpf,cap_net_raw,cap_ipc_lock+ep "
-                        "BINARY (or use udp.datapath = \"socket\")");
-  }
-  rlimit rl{};
-  if (!has(CAP_IPC_LOCK) && ::getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-      rl.rlim_cur < umem_bytes) {
-    return absl::StrFormat(
-        "AF_XDP on interface %s: the UMEM needs %u bytes of locked memory but RLIMIT_MEMLOCK is %u: raise it "
-        "(ulimit -l %u, or LimitMEMLOCK= in a systemd unit), grant CAP_IPC_LOCK, or lower udp.xdp_frames",
-        ifname, umem_bytes, static_cast<std::uint64_t>(rl.rlim_cur), (umem_bytes + 1023) / 1024);
-  }
-  return "";
 }
 
 xdp::XskMode xsk_mode(UdpXdpMode m) {
@@ -175,7 +123,8 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
         cfg.source, u.mtu, ch.iface_name, mtu, mtu));
   }
   const std::uint64_t umem = static_cast<std::uint64_t>(u.xdp_frames) * kFrameSize;
-  if (std::string why = preflight(ch.iface_name, umem); !why.empty()) {
+  if (std::string why = xdp::preflight(ch.iface_name, umem, "udp.datapath = \"socket\"", "udp.xdp_frames");
+      !why.empty()) {
     return absl::PermissionDeniedError(absl::StrCat(cfg.source, ": udp.datapath: ", why));
   }
   xdp::XskOptions o;

@@ -204,6 +204,19 @@ const ConfigTable<FeedConfig>& config_table() {
         .integer("rcvbuf", &C::rcvbuf, 65536, 1 << 30,
                  "moldudp64: receive buffer of each line's socket, bytes (what absorbs a burst while the handler is "
                  "busy)")
+        .choice("datapath", &C::datapath, {{"socket", Datapath::kSocket}, {"xdp", Datapath::kXdp}},
+                "moldudp64: how lines A and B are read: socket (kernel sockets, recvmmsg) or xdp (an AF_XDP socket "
+                "on feed.interface, Pollux's XDP program taking the lines' frames before the kernel's stack; needs "
+                "CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW and locked memory, docs/FEED.md); re-requests use a kernel "
+                "socket either way")
+        .text("xdp_mode", &C::xdp_mode, "\"auto\", \"copy\", \"zerocopy\" or \"generic\"",
+              "moldudp64 with datapath = \"xdp\": auto (native XDP and zero-copy where the driver can, else the "
+              "fallbacks), copy, zerocopy (an error where the driver cannot) or generic (skb mode, any interface)",
+              [](const std::string& v) {
+                return v == "auto" || v == "copy" || v == "zerocopy" || v == "generic"
+                           ? std::string()
+                           : absl::StrFormat("expected \"auto\", \"copy\", \"zerocopy\" or \"generic\", got \"%s\"", v);
+              })
         .text("capture", &C::capture, "a path",
               "moldudp64: write every datagram read on line A, line B and from the re-request server to this pcap "
               "file (nanosecond, Ethernet/IPv4/UDP, the kernel's receive time); \"\" = no capture")
@@ -273,6 +286,17 @@ absl::Status validate_feed(const FeedConfig& c, std::string_view source) {
       return key_error(at("feed.rerequest_timeout_max_ms"), "feed.rerequest_timeout_max_ms",
                        absl::StrFormat("%d is below feed.rerequest_timeout_ms (%d)", c.rerequest_timeout_max_ms,
                                        c.rerequest_timeout_ms));
+    }
+  }
+  if (c.datapath == Datapath::kXdp) {
+    if (c.source != SourceKind::kMoldUdp64) {
+      return key_error(at("feed.datapath"), "feed.datapath",
+                       absl::StrFormat("xdp reads live lines only (feed.source = \"moldudp64\"), not source = \"%s\"",
+                                       source_name(c.source)));
+    }
+    if (c.interface.empty()) {
+      return key_error(at("feed.datapath"), "feed.interface",
+                       "missing: datapath = \"xdp\" needs the interface by name (the AF_XDP socket binds one)");
     }
   }
   // An expected sender without its line is a mistake in the other key (or a line left out).

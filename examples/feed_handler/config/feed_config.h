@@ -22,6 +22,7 @@ namespace pollux::feed {
 enum class SourceKind { kGenerator, kFile, kMoldUdp64, kPcap };
 enum class ReplayMode { kOriginal, kSpeed, kRate, kMax };
 enum class SubscriberMode { kProcess, kThread };
+enum class Datapath { kSocket, kXdp };
 
 std::string_view source_name(SourceKind s);
 std::string_view replay_name(ReplayMode r);
@@ -64,6 +65,8 @@ struct FeedConfig {
   std::uint32_t stale_heartbeats = 3;
   std::uint32_t end_linger_ms = 100;
   std::uint32_t rcvbuf = 16u << 20;          // SO_RCVBUF of each line's socket, bytes
+  Datapath datapath = Datapath::kSocket;     // how lines A and B are read: kernel sockets or AF_XDP
+  std::string xdp_mode = "auto";             // datapath = "xdp": "auto", "copy", "zerocopy", "generic"
   std::string capture;                       // live: pcap file of every datagram read ("" = none)
   std::uint64_t capture_rotate = 0;          // live: a new capture file past this many bytes (0 = one file)
   std::uint64_t capture_buffer = 64u << 20;  // live: the ring between the handler and the capture's writer

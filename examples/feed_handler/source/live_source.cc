@@ -24,6 +24,7 @@
 #include "feed_handler/role_progress.h"
 #include "feed_handler/source/capture.h"
 #include "pollux/clock.h"
+#include "pollux/datagram.h"
 
 namespace pollux::feed {
 
@@ -124,20 +125,32 @@ class LiveSource final : public ArbiterSource {
   // Room for a full burst of the largest datagrams on every socket, so the in-order path
   // never has to fall back to the window for lack of output space.
   static constexpr std::size_t kOutputBytes = 3 * kBurst * kMaxDatagram;
-  static constexpr std::array<const char*, 5> kCaptureNames = {"capture_records", "capture_bytes", "capture_dropped",
-                                                               "capture_files", "capture_no_kernel_time"};
+  // The capture's counters, then (datapath = "xdp") the AF_XDP receiver's.
+  static constexpr std::array<const char*, 9> kExtraNames = {
+      "capture_records", "capture_bytes",         "capture_dropped", "capture_files",     "capture_no_kernel_time",
+      "xdp_malformed",   "xdp_partial_checksums", "xdp_unmatched",   "xdp_kernel_dropped"};
+  static constexpr std::size_t kCaptureCount = 5, kXdpCount = 4;
   std::span<const char* const> extra_names() const noexcept override {
-    if (!capture_) return {};
-    return kCaptureNames;
+    if (capture_) return std::span<const char* const>(kExtraNames).first(kCaptureCount + (xdp_ ? kXdpCount : 0));
+    if (xdp_) return std::span<const char* const>(kExtraNames).subspan(kCaptureCount);
+    return {};
   }
   void extra_values(std::uint64_t* out) const noexcept override {
-    if (!capture_) return;
-    const CaptureWriter::Stats st = capture_->stats();
-    out[0] = st.records;
-    out[1] = st.bytes;
-    out[2] = st.dropped;
-    out[3] = st.files;
-    out[4] = st.no_kernel_time;
+    if (capture_) {
+      const CaptureWriter::Stats st = capture_->stats();
+      out[0] = st.records;
+      out[1] = st.bytes;
+      out[2] = st.dropped;
+      out[3] = st.files;
+      out[4] = st.no_kernel_time;
+      out += kCaptureCount;
+    }
+    if (xdp_) {
+      out[0] = xdp_stats_.malformed;
+      out[1] = xdp_stats_.partial_checksums;
+      out[2] = xdp_stats_.unmatched;
+      out[3] = xdp_stats_.kernel_dropped;
+    }
   }
   // Joins `group` (feed.line_a/b) for datagrams of `sender` (feed.source_a/b; "" = any);
   // `how` says which join the kernel took, for the description.
@@ -158,6 +171,9 @@ class LiveSource final : public ArbiterSource {
     for (std::size_t i = 0; i < b.n; ++i) capture_->record(b.rx_time(i), b.sender(i), local_[li], b.datagram(i));
   }
   void start_capture();
+  // datapath = "xdp": lines A and B through one AF_XDP socket (pollux::DatagramReceiver).
+  absl::Status open_xdp();
+  int poll_xdp(std::int64_t now);
   int poll_line(Line line, std::int64_t now);
   int poll(std::int64_t now);
   void send_requests();
@@ -167,6 +183,8 @@ class LiveSource final : public ArbiterSource {
   std::array<std::optional<in_addr_t>, 2> sender_;  // expected sender of line A and B, if set
   std::array<pcap::Endpoint, 3> local_{};  // where each socket's datagrams are sent (the capture's destination)
   std::unique_ptr<CaptureWriter> capture_;
+  std::unique_ptr<DatagramReceiver> xdp_;
+  DatagramReceiverStats xdp_stats_;
   std::int64_t counters_at_ = 0;
 };
 
@@ -257,12 +275,16 @@ absl::Status LiveSource::open() {
     sender_[i] = addr.s_addr;
   }
   std::string how_a, how_b;
-  absl::StatusOr<int> a = join_line("feed.line_a", cfg_.line_a, sender_[0], &how_a, &local_[0]);
-  if (!a.ok()) return a.status();
-  fds_[0] = *a;
-  absl::StatusOr<int> b = join_line("feed.line_b", cfg_.line_b, sender_[1], &how_b, &local_[1]);
-  if (!b.ok()) return b.status();
-  fds_[1] = *b;
+  if (cfg_.datapath == Datapath::kXdp) {
+    if (absl::Status s = open_xdp(); !s.ok()) return s;
+  } else {
+    absl::StatusOr<int> a = join_line("feed.line_a", cfg_.line_a, sender_[0], &how_a, &local_[0]);
+    if (!a.ok()) return a.status();
+    fds_[0] = *a;
+    absl::StatusOr<int> b = join_line("feed.line_b", cfg_.line_b, sender_[1], &how_b, &local_[1]);
+    if (!b.ok()) return b.status();
+    fds_[1] = *b;
+  }
   auto from = [](const std::string& sender, const std::string& how) {
     return sender.empty() ? std::string() : absl::StrFormat(" from %s only (%s)", sender, how);
   };
@@ -270,6 +292,7 @@ absl::Status LiveSource::open() {
       "live MoldUDP64: line A %s%s, line B %s%s%s, re-requests %s, session %s", cfg_.line_a, from(cfg_.source_a, how_a),
       cfg_.line_b, from(cfg_.source_b, how_b), cfg_.interface.empty() ? "" : absl::StrCat(" on ", cfg_.interface),
       cfg_.rerequest.empty() ? "off" : cfg_.rerequest, cfg_.session.empty() ? "first seen" : cfg_.session);
+  if (xdp_) absl::StrAppend(&description, ", lines through ", xdp_->describe());
   if (!cfg_.rerequest.empty()) {
     absl::StatusOr<sockaddr_in> server = parse_endpoint("feed.rerequest", cfg_.rerequest);
     if (!server.ok()) return server.status();
@@ -294,6 +317,49 @@ absl::Status LiveSource::open() {
   return absl::OkStatus();
 }
 
+absl::Status LiveSource::open_xdp() {
+  DatagramReceiverOptions o;
+  o.interface = cfg_.interface;
+  o.xdp_mode = cfg_.xdp_mode;
+  absl::StatusOr<std::unique_ptr<DatagramReceiver>> rx = DatagramReceiver::open(o);
+  if (!rx.ok()) return absl::Status(rx.status().code(), absl::StrCat("feed.datapath: ", rx.status().message()));
+  xdp_ = std::move(*rx);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const char* key = i == 0 ? "feed.line_a" : "feed.line_b";
+    absl::StatusOr<sockaddr_in> ga = parse_endpoint(key, i == 0 ? cfg_.line_a : cfg_.line_b);
+    if (!ga.ok()) return ga.status();
+    local_[i] = {ga->sin_addr.s_addr, ga->sin_port};
+    char host[INET_ADDRSTRLEN] = "";
+    inet_ntop(AF_INET, &ga->sin_addr, host, sizeof host);
+    const std::string& sender = i == 0 ? cfg_.source_a : cfg_.source_b;
+    // The receiver's line ids are the order of add(): 0 is line A, 1 line B.
+    absl::StatusOr<std::uint32_t> id = xdp_->add(absl::StrFormat("%s:%u", host, ntohs(ga->sin_port)), sender);
+    if (!id.ok()) return absl::Status(id.status().code(), absl::StrCat(key, ": ", id.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+int LiveSource::poll_xdp(std::int64_t now) {
+  const auto n = xdp_->poll(
+      [&](const Datagram& d) {
+        const std::size_t li = d.line;
+        const Line line = li == 0 ? Line::kA : Line::kB;
+        // As from a socket: the capture keeps every datagram, other senders' included.
+        if (capture_) capture_->record(d.kernel_time ? d.rx_ns : -1, {d.src_addr, d.src_port}, local_[li], d.bytes);
+        if (sender_[li].has_value() && d.src_addr != *sender_[li]) {
+          arb_.count_wrong_source();
+          return;
+        }
+        (void)arb_.on_packet(line, d.bytes, now, false);
+      },
+      static_cast<std::uint32_t>(kBurst));
+  if (n < kBurst) {  // the ring was read empty: both lines are drained
+    arb_.line_drained(Line::kA, now);
+    arb_.line_drained(Line::kB, now);
+  }
+  return static_cast<int>(n);
+}
+
 void LiveSource::start_capture() {
   // The kernel stamps each datagram when it arrives (software receive time, CLOCK_REALTIME):
   // the capture's times are the wire's, not the moment the handler read the socket.
@@ -304,11 +370,19 @@ void LiveSource::start_capture() {
   capture_ =
       std::make_unique<CaptureWriter>(CaptureWriter::Options{cfg_.capture, cfg_.capture_rotate, cfg_.capture_buffer});
   absl::StrAppend(&description, ", capture to ", cfg_.capture,
-                  cfg_.capture_rotate != 0 ? absl::StrCat(" (a new file every ", cfg_.capture_rotate, " bytes)") : "");
+                  cfg_.capture_rotate != 0 ? absl::StrCat(" (a new file every ", cfg_.capture_rotate, " bytes)") : "",
+                  xdp_ ? " (lines A and B stamped with the handler's clock: AF_XDP frames carry no kernel time)" : "");
 }
 
 std::vector<std::pair<std::string, std::string>> LiveSource::live_notes() const {
   std::vector<std::pair<std::string, std::string>> out;
+  if (xdp_) {
+    out.emplace_back("datapath",
+                     absl::StrFormat("%s: %d frame(s), %d malformed (dropped), %d unmatched (dropped), %d dropped by "
+                                     "the kernel, %d with a partial checksum",
+                                     xdp_->describe(), xdp_stats_.frames, xdp_stats_.malformed, xdp_stats_.unmatched,
+                                     xdp_stats_.kernel_dropped, xdp_stats_.partial_checksums));
+  }
   if (!capture_) return out;
   const CaptureWriter::Stats st = capture_->stats();
   out.emplace_back(
@@ -358,7 +432,7 @@ void LiveSource::send_requests() {
 }
 
 int LiveSource::poll(std::int64_t now) {
-  int work = poll_line(Line::kA, now) + poll_line(Line::kB, now);
+  int work = xdp_ ? poll_xdp(now) : poll_line(Line::kA, now) + poll_line(Line::kB, now);
   if (fds_[2] >= 0) work += poll_line(Line::kReplay, now);
   arb_.tick(now);
   if (!arb_.requests().empty()) {
@@ -366,6 +440,8 @@ int LiveSource::poll(std::int64_t now) {
     arb_.clear_requests();
   }
   if (work != 0 || now - counters_at_ >= kCountersEveryNs) {
+    // The receiver's counters read the kernel's (a system call): once per counters interval.
+    if (xdp_ && now - counters_at_ >= kCountersEveryNs) xdp_stats_ = xdp_->stats();
     publish_counters();
     counters_at_ = now;
   }
@@ -381,6 +457,7 @@ absl::Status LiveSource::advance(std::size_t consumed) {
     if (arb_.done() || (stop_ != nullptr && stop_->load(std::memory_order_relaxed))) {
       // The capture's last records are on disk before the summary counts them.
       if (capture_) capture_->stop();
+      if (xdp_) xdp_stats_ = xdp_->stats();
       finish();
       return absl::OkStatus();
     }
@@ -392,8 +469,9 @@ absl::Status LiveSource::advance(std::size_t consumed) {
     if (idle_hook_ != nullptr && idle_hook_(idle_ctx_) != 0) continue;
     if (sleep) {
       // Timers (re-request timeouts, the wait, staleness) are checked at least every 1 ms.
-      std::array<pollfd, 3> p{};
+      std::array<pollfd, 4> p{};
       nfds_t np = 0;
+      if (xdp_) p[np++] = pollfd{xdp_->fd(), POLLIN, 0};
       for (int fd : fds_) {
         if (fd >= 0) p[np++] = pollfd{fd, POLLIN, 0};
       }

@@ -1,7 +1,8 @@
 // The sources of pollux-feed that go through the Arbiter (arbiter.h: arbitration, gaps,
 // re-requests, sessions, staleness): the live one (feed.source = "moldudp64"), which joins
-// an exchange's MoldUDP64 lines A and B and reads them and the re-request socket with
-// recvmmsg, and the replay of a packet capture (feed.source = "pcap", pcap_source.h), which
+// an exchange's MoldUDP64 lines A and B and reads them with recvmmsg (feed.datapath =
+// "socket") or through an AF_XDP socket (pollux::DatagramReceiver, feed.datapath = "xdp"), and
+// the re-request socket with recvmmsg, and the replay of a packet capture (feed.source = "pcap", pcap_source.h), which
 // hands the arbiter the same datagrams from a file. Both give the publisher what comes out,
 // window by window.
 #pragma once
@@ -48,7 +49,7 @@ class ArbiterSource : public Source {
   std::vector<std::pair<std::string, std::uint64_t>> live_counters() const override;
 
  protected:
-  static constexpr std::size_t kMaxExtra = 8;
+  static constexpr std::size_t kMaxExtra = 10;
   // The source's own counters, after the arbiter's (names live as long as the program).
   virtual std::span<const char* const> extra_names() const noexcept { return {}; }
   virtual void extra_values(std::uint64_t* /*out: extra_names().size()*/) const noexcept {}
