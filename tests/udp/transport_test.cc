@@ -183,6 +183,14 @@ TEST(UdpConfig, UnknownInterfaceIsAnActionableError) {
 // udp.datapath and the AF_XDP keys: parsed, printed back, and refused with the key and the fix
 // where they cannot work (no AF_XDP socket is opened here: the namespace tests do that).
 TEST(UdpConfig, XdpDatapathKeys) {
+  if (!POLLUX_TEST_XDP) {
+    // A build without AF_XDP refuses the datapath with the configuration, saying why.
+    auto refused = core::parse_config(udp_config("inline", 0, "datapath = \"xdp\""), "t.toml");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("needs a libpollux built with AF_XDP"), std::string::npos)
+        << refused.status();
+    return;
+  }
   POLLUX_ASSERT_OK_DECL(c, core::parse_config(udp_config("inline", 0,
                                                          "datapath = \"xdp\"\nxdp_mode = \"copy\"\nxdp_queues = [2]\n"
                                                          "xdp_frames = 8192\nxdp_busy_poll = true"),
@@ -220,6 +228,7 @@ TEST(UdpConfig, XdpDatapathKeys) {
 // An AF_XDP socket is bound to one interface: udp.interface = "" (the kernel's choice) is refused
 // when an endpoint opens, naming the key.
 TEST(UdpConfig, XdpDatapathNeedsANamedInterface) {
+  if (!POLLUX_TEST_XDP) GTEST_SKIP() << "AF_XDP is not part of this build (XdpDatapathKeys checks the refusal)";
   POLLUX_ASSERT_OK_DECL(
       ctx, Context::from_string("[transport]\nkind = \"udp\"\n[udp]\ninterface = \"\"\ndatapath = \"xdp\"\n"
                                 "[runtime]\ncounters = false\n",
