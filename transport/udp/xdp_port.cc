@@ -314,7 +314,10 @@ XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint* ep, std::int64_t now_n
       xsk_->rx_release(1);
       continue;
     }
-    if (matched != 1 || !mine || xdp::check_udp4_checksums(f.data, v) != xdp::Checksums::kOk) {
+    // Read in place only where the frames are aligned as in a receive buffer (IP options or a
+    // driver's own headroom can move them): otherwise the general path copies.
+    const bool aligned = reinterpret_cast<std::uintptr_t>(v.payload) % xdp::Xsk::kRxPayloadAlign == 0;
+    if (matched != 1 || !mine || !aligned || xdp::check_udp4_checksums(f.data, v) != xdp::Checksums::kOk) {
       xsk_->rx_release(0);  // poll() hands it out
       return Direct::kSlow;
     }

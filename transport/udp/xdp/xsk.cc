@@ -354,7 +354,10 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   umem_config.fill_size = half;
   umem_config.comp_size = half;
   umem_config.frame_size = options.frame_size;
-  umem_config.frame_headroom = 0;
+  // The kernel puts a received frame XDP_PACKET_HEADROOM (256) + this many bytes into its chunk:
+  // 6 puts an IPv4/UDP payload without IP options (42 bytes of headers in) on an 8-byte boundary,
+  // so a protocol's frames in it can be read in place (kRxPayloadAlign).
+  umem_config.frame_headroom = kRxHeadroom;
   umem_config.flags = 0;
   err = xsk_umem__create(&m.umem, m.area, m.area_size, &m.fill, &m.comp, &umem_config);
   if (err != 0) {

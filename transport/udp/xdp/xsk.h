@@ -80,6 +80,11 @@ struct XskStats {
 
 class Xsk {
  public:
+  // UMEM headroom of received frames: see open(). With it, the payload of an IPv4/UDP datagram
+  // without IP options starts on a kRxPayloadAlign boundary (anything else may not: check).
+  static constexpr std::uint32_t kRxHeadroom = 6;
+  static constexpr std::uint32_t kRxPayloadAlign = 8;
+
   // Attaches the program to `options.ifname` (in the calling thread's network namespace), creates
   // the UMEM and the socket on `options.queue`, and fills the fill ring. A Pollux program left on
   // the interface by a process that no longer exists is detached first; one a live process owns
