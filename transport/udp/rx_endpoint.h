@@ -94,6 +94,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // window deliverable and not yet polled): the port then leaves it in the ring.
   std::uint32_t xdp_datagram(const std::uint8_t* payload, std::uint32_t len, std::uint32_t src_addr,
                              std::uint16_t src_port, std::int64_t now_ns) noexcept;
+  template <class F>
+  static void deliver_taken(const std::byte* data, std::uint32_t k, F& deliver) noexcept;
   // poll_direct() on the AF_XDP port: frames delivered from the UMEM frame itself.
   template <class F>
   std::uint32_t poll_direct_xdp(std::uint32_t max, F&& deliver, bool* slow, std::int64_t now) noexcept;
@@ -206,17 +208,23 @@ std::uint32_t UdpRxEndpoint::poll_direct(std::uint32_t max, F&& deliver, bool* s
       *slow = true;
       break;
     }
-    // take_in_order() walked and checked these frames: plain data, consecutive, in the datagram.
-    std::uint32_t off = 0;
-    for (std::uint32_t i = 0; i < k; ++i) {
-      const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
-      deliver(f, f->frame_length);
-      off += reliability::wire_size(f->frame_length);
-    }
+    deliver_taken(data, k, deliver);
     free_buffer(b);
     n += k;
   }
   return n;
+}
+
+// The k frames take_in_order() walked and checked at the start of a datagram (plain data,
+// consecutive), each handed to deliver(frame, length) in place.
+template <class F>
+void UdpRxEndpoint::deliver_taken(const std::byte* data, std::uint32_t k, F& deliver) noexcept {
+  std::uint32_t off = 0;
+  for (std::uint32_t i = 0; i < k; ++i) {
+    const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
+    deliver(f, f->frame_length);
+    off += reliability::wire_size(f->frame_length);
+  }
 }
 
 template <class F>
@@ -250,14 +258,7 @@ std::uint32_t UdpRxEndpoint::poll_direct_xdp(std::uint32_t max, F&& deliver, boo
       *slow = true;
       break;
     }
-    // take_in_order() walked and checked these frames: plain data, consecutive, in the datagram,
-    // which stays in the UMEM until direct_done().
-    std::uint32_t off = 0;
-    for (std::uint32_t i = 0; i < k; ++i) {
-      const auto* f = reinterpret_cast<const core::FrameHeader*>(data + off);
-      deliver(f, f->frame_length);
-      off += reliability::wire_size(f->frame_length);
-    }
+    deliver_taken(data, k, deliver);  // from the UMEM frame, given back after
     xdp_->direct_done();
     last_rx_ns_ = now;
     ++xdp_taken_;
