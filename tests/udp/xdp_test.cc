@@ -22,10 +22,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pollux/context.h"
 #include "pollux/datagram.h"
+#include "pollux/publisher.h"
+#include "pollux/subscriber.h"
 #include "tests/support/netns.h"
 #include "transport/udp/xdp/frame.h"
 #include "transport/udp/xdp/neighbour.h"
@@ -321,6 +325,104 @@ TEST(XdpNeighbourTest, NextHopIsTheGatewayOfARoutedDestination) {
   ASSERT_TRUE(on_link.ok()) << on_link.status();
   EXPECT_EQ(*on_link, ip4("10.231.0.99"));
   (void)shell_status(absl::StrCat("ip -n ", g_ns_b, " route del 192.0.2.0/24"));
+}
+
+// The UDP transport with udp.datapath = "xdp": two subscribers (two ports of one group) on one
+// poller share its AF_XDP port on xb0; a publisher in A sends through a socket. Both receive every
+// message in order; after the first closes (it had registered the port's fd in the poller's epoll
+// set: the second takes it over), the second keeps receiving, with the poller sleeping between
+// bursts (idle "adaptive", no timer wakeups: sleep_timer_ms = 0 and status messages once a
+// minute, so only that fd wakes it in time).
+TEST(XdpTransportTest, SubscribersShareOnePortOnAPollerAndTheLastKeepsItAfterTheFirstCloses) {
+  SKIP_UNLESS_READY();
+  const auto toml = [](const char* iface, const char* threading, const char* extra) {
+    return absl::StrCat(
+        "[runtime]\nthreading = \"", threading,
+        "\"\npollers = 1\nidle = \"adaptive\"\nsleep_timer_ms = 0\ncounters = false\nname = \"xdp-share\"\n"
+        "[transport]\nkind = \"udp\"\n[udp]\naddress = \"239.255.91.1\"\nport = 42101\n"
+        "interface = \"",
+        iface, "\"\nsession_timeout_ms = 60000\nstatus_interval_ms = 60000\nlinger_ms = 0\n", extra,
+        "\n[[streams]]\ntopic = \"a\"\nid = 1\nudp_port = 42101\n"
+        "[[streams]]\ntopic = \"b\"\nid = 2\nudp_port = 42102\n");
+  };
+  auto sctx = pollux::Context::from_string(toml(kIfB, "dedicated", "datapath = \"xdp\"\nxdp_frames = 256"), "sub.toml");
+  ASSERT_TRUE(sctx.ok()) << sctx.status();
+  auto sub_a = (*sctx)->subscriber("a");
+  ASSERT_TRUE(sub_a.ok()) << sub_a.status();
+  auto sub_b = (*sctx)->subscriber("b");
+  ASSERT_TRUE(sub_b.ok()) << sub_b.status();
+  // The publisher's context in A.
+  auto pctx = in_netns(g_fd_a, [&] { return pollux::Context::from_string(toml(kIfA, "inline", ""), "pub.toml"); });
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  // Its sockets are made in A too (a socket keeps the namespace it was made in).
+  auto pub_a = in_netns(g_fd_a, [&] { return (*pctx)->publisher("a"); });
+  ASSERT_TRUE(pub_a.ok()) << pub_a.status();
+  auto pub_b = in_netns(g_fd_a, [&] { return (*pctx)->publisher("b"); });
+  ASSERT_TRUE(pub_b.ok()) << pub_b.status();
+
+  struct Got {
+    std::uint64_t messages = 0, next = 1;
+    bool in_order = true;
+  };
+  Got got_a, got_b;
+  const auto drain = [](pollux::Subscriber& s, Got& g) {
+    return s.poll(
+        [&](const pollux::Message& m) {
+          std::uint64_t v;
+          std::memcpy(&v, m.payload.data(), 8);
+          g.in_order &= v == g.next && m.sequence == g.next;
+          g.next = v + 1;
+          ++g.messages;
+        },
+        256);
+  };
+  const auto until = [](const std::function<bool()>& done, const std::function<void()>& step) {
+    const auto end = std::chrono::steady_clock::now() + kWaitLimit;
+    while (!done() && std::chrono::steady_clock::now() < end) {
+      step();
+      std::this_thread::yield();
+    }
+    return done();
+  };
+  ASSERT_TRUE(until([&] { return pub_a->is_connected() && pub_b->is_connected(); },
+                    [&] {
+                      pub_a->service();
+                      pub_b->service();
+                      drain(*sub_a, got_a);
+                      drain(*sub_b, got_b);
+                    }))
+      << "the publishers never heard the XDP subscribers";
+  std::uint64_t sent_a = 0, sent_b = 0;
+  const auto send = [&](pollux::Publisher& p, std::uint64_t& sent, std::uint64_t n) {
+    for (const std::uint64_t end = sent + n; sent < end;) {
+      const std::uint64_t v[4] = {sent + 1, 0, 0, 0};
+      if (p.offer(v, sizeof v) >= 0) ++sent;
+    }
+  };
+  send(*pub_a, sent_a, 2000);
+  send(*pub_b, sent_b, 2000);
+  EXPECT_TRUE(until([&] { return got_a.messages == sent_a && got_b.messages == sent_b; },
+                    [&] {
+                      pub_a->service();
+                      pub_b->service();
+                      drain(*sub_a, got_a);
+                      drain(*sub_b, got_b);
+                    }))
+      << "a " << got_a.messages << " of " << sent_a << ", b " << got_b.messages << " of " << sent_b;
+  EXPECT_TRUE(got_a.in_order);
+  sub_a->close();  // on the poller: the port's registration moves to b if a had it
+  for (int burst = 0; burst < 5; ++burst) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the adaptive poller goes to sleep
+    send(*pub_b, sent_b, 400);
+    EXPECT_TRUE(until([&] { return got_b.messages == sent_b; },
+                      [&] {
+                        pub_b->service();
+                        drain(*sub_b, got_b);
+                      }))
+        << "burst " << burst << ": b " << got_b.messages << " of " << sent_b;
+  }
+  EXPECT_EQ(got_b.messages, 4000u);
+  EXPECT_TRUE(got_b.in_order);
 }
 
 const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }
