@@ -54,7 +54,7 @@ absl::StatusOr<std::uint32_t> next_hop(int ifindex, std::uint32_t addr) {
   // The answer is queued during send(): no wait.
   const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
   close(fd);
-  int left = static_cast<int>(n);
+  auto left = static_cast<unsigned>(n > 0 ? n : 0);
   for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
     if (h->nlmsg_type == NLMSG_ERROR) {
       const auto* err = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
@@ -108,7 +108,7 @@ absl::StatusOr<MacAddress> lookup_neighbour(int ifindex, std::uint32_t addr) {
     // NLMSG_DONE; never wait on a poller's thread.
     const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n <= 0) break;
-    int left = static_cast<int>(n);
+    auto left = static_cast<unsigned>(n);
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
       if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
         done = true;
