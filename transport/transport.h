@@ -354,7 +354,7 @@ struct RawDatagram {
 struct DatagramSourceOptions {
   std::string ifname;
   std::string xdp_mode = "auto";  // "auto", "copy", "zerocopy", "generic"
-  int queue = -1;                 // -1: the interface's only RX queue
+  int queue = -1;                 // -1: every RX queue of the interface
   std::uint32_t frames = 4096;    // UMEM frames (4096 bytes each)
 };
 

@@ -28,7 +28,7 @@ class DatagramReceiverImpl;
 struct DatagramReceiverOptions {
   std::string interface;          // the interface by name (required: the socket binds one)
   std::string xdp_mode = "auto";  // "auto", "copy", "zerocopy" (an error where the driver cannot), "generic"
-  int queue = -1;                 // the RX queue; -1: the interface's only one (an error with several)
+  int queue = -1;                 // the RX queue the lines are steered to; -1: every RX queue
   std::uint32_t frames = 4096;    // UMEM frames of 4096 bytes (locked memory: frames * 4096)
 };
 

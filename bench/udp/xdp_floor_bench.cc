@@ -236,7 +236,7 @@ class XdpPath {
     if (auto caps = check_xdp_capabilities(); !caps.ok()) return caps;
     xdp::XskOptions xo;
     xo.ifname = o.interface;
-    xo.queue = 0;
+    xo.queues = {0};
     xo.mode = o.xsk_mode == "auto"        ? xdp::XskMode::kAuto
               : o.xsk_mode == "copy"      ? xdp::XskMode::kCopy
               : o.xsk_mode == "zero-copy" ? xdp::XskMode::kZeroCopy

@@ -216,7 +216,7 @@ TEST(UdpConfig, XdpDatapathKeys) {
            Case{"datapath = \"dpdk\"", "udp.datapath: expected socket|xdp, got \"dpdk\""},
            Case{"xdp_mode = \"fast\"", "udp.xdp_mode: expected auto|zerocopy|copy|generic"},
            Case{"xdp_frames = 1000", "power of two"},
-           Case{"datapath = \"xdp\"\nxdp_queues = [0, 1]", "udp.xdp_queues: one queue per interface"},
+           Case{"datapath = \"xdp\"\nxdp_queues = [1, 1]", "udp.xdp_queues: queue 1 is listed twice"},
            Case{"datapath = \"xdp\"\nmtu = 9000\nreorder_window = 4096", "lower udp.mtu to 4082"},
        }) {
     auto bad = core::parse_config(udp_config("inline", 0, k.keys), "t.toml");

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -33,6 +34,7 @@
 #include "tests/support/netns.h"
 #include "transport/udp/xdp/frame.h"
 #include "transport/udp/xdp/neighbour.h"
+#include "transport/udp/xdp/preflight.h"
 #include "transport/udp/xdp/xsk.h"
 
 namespace {
@@ -44,6 +46,13 @@ constexpr const char* kAddrA = "10.231.0.1";
 constexpr const char* kAddrB = "10.231.0.2";
 constexpr const char* kIfA = "xa0";
 constexpr const char* kIfB = "xb0";
+// A second pair with four queues each way (veth spreads a sender's flows over its TX queues, and
+// each TX queue feeds the peer's RX queue of the same number).
+constexpr const char* kAddrA4 = "10.231.4.1";
+constexpr const char* kAddrB4 = "10.231.4.2";
+constexpr const char* kIfA4 = "xa4";
+constexpr const char* kIfB4 = "xb4";
+constexpr int kQueues4 = 4;
 constexpr std::uint16_t kXskPort = 42001;              // B: redirected to the XSK
 constexpr std::uint16_t kStackPort = 42002;            // B: not in the filter, a normal socket
 constexpr std::uint16_t kPeerPort = 42003;             // A: receives the XSK's transmissions
@@ -94,6 +103,7 @@ std::string mac_text(const std::uint8_t m[6]) {
 struct Fd {
   int fd = -1;
   explicit Fd(int f) : fd(f) {}
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() {
@@ -150,6 +160,13 @@ std::string setup_namespaces() {
       absl::StrCat("ip -n ", g_ns_b, " addr add ", kAddrB, "/24 dev ", kIfB),
       absl::StrCat("ip -n ", g_ns_a, " link set ", kIfA, " up"),
       absl::StrCat("ip -n ", g_ns_b, " link set ", kIfB, " up"),
+      absl::StrCat("ip -n ", g_ns_a, " link add ", kIfA4, " numtxqueues ", kQueues4, " numrxqueues ", kQueues4,
+                   " type veth peer name ", kIfB4, " numtxqueues ", kQueues4, " numrxqueues ", kQueues4, " netns ",
+                   g_ns_b),
+      absl::StrCat("ip -n ", g_ns_a, " addr add ", kAddrA4, "/24 dev ", kIfA4),
+      absl::StrCat("ip -n ", g_ns_b, " addr add ", kAddrB4, "/24 dev ", kIfB4),
+      absl::StrCat("ip -n ", g_ns_a, " link set ", kIfA4, " up"),
+      absl::StrCat("ip -n ", g_ns_b, " link set ", kIfB4, " up"),
   };
   for (const std::string& cmd : cmds) {
     if (shell_status(cmd) != 0) return "could not create the namespaces and veth pair: `" + cmd + "` failed";
@@ -163,6 +180,17 @@ std::string setup_namespaces() {
   if (setns(g_fd_a, CLONE_NEWNET) != 0 || !read_mac(kIfA, g_mac_a) || setns(g_fd_b, CLONE_NEWNET) != 0 ||
       !read_mac(kIfB, mac_b)) {
     return "could not enter the namespaces or read the veth MAC addresses";
+  }
+  std::uint8_t mac_a4[6], mac_b4[6];
+  if (!read_mac(kIfB4, mac_b4) || setns(g_fd_a, CLONE_NEWNET) != 0 || !read_mac(kIfA4, mac_a4) ||
+      setns(g_fd_b, CLONE_NEWNET) != 0) {
+    return "could not read the four-queue veth MAC addresses";
+  }
+  if (shell_status(absl::StrCat("ip -n ", g_ns_a, " neigh replace ", kAddrB4, " lladdr ", mac_text(mac_b4), " dev ",
+                                kIfA4, " nud permanent")) != 0 ||
+      shell_status(absl::StrCat("ip -n ", g_ns_b, " neigh replace ", kAddrA4, " lladdr ", mac_text(mac_a4), " dev ",
+                                kIfB4, " nud permanent")) != 0) {
+    return "could not add the four-queue pair's neighbour entries";
   }
   if (shell_status(absl::StrCat("ip -n ", g_ns_a, " neigh replace ", kAddrB, " lladdr ", mac_text(mac_b), " dev ", kIfA,
                                 " nud permanent")) != 0 ||
@@ -197,7 +225,7 @@ const ::testing::Environment* const g_env = ::testing::AddGlobalTestEnvironment(
 absl::StatusOr<std::unique_ptr<xdp::Xsk>> open_b(xdp::XskMode mode) {
   xdp::XskOptions options;
   options.ifname = kIfB;
-  options.queue = 0;
+  options.queues = {0};
   options.mode = mode;
   options.frame_count = 256;
   options.frame_size = 2048;
@@ -425,6 +453,87 @@ TEST(XdpTransportTest, SubscribersShareOnePortOnAPollerAndTheLastKeepsItAfterThe
   EXPECT_TRUE(got_b.in_order);
 }
 
+TEST(XdpTransportTest, EveryQueueByDefaultAndAQueueLeftOutOfXdpQueuesIsReadFromTheSocket) {
+  SKIP_UNLESS_READY();
+  // Eight streams, each its own publisher socket (its own flow, so its own TX queue in A and RX
+  // queue in B): with four queues, some land off queue 0.
+  constexpr int kStreams = 8;
+  constexpr std::uint64_t kCount = 500;
+  const auto toml = [](const char* iface, const char* threading, const char* extra) {
+    std::string t =
+        absl::StrCat("[runtime]\nthreading = \"", threading,
+                     "\"\npollers = 1\nidle = \"adaptive\"\ncounters = false\nname = \"xdp-queues\"\n"
+                     "[transport]\nkind = \"udp\"\n[udp]\naddress = \"239.255.91.4\"\nport = 42201\ninterface = \"",
+                     iface, "\"\nsession_timeout_ms = 60000\nlinger_ms = 0\n", extra, "\n");
+    for (int i = 0; i < kStreams; ++i) {
+      absl::StrAppend(&t, "[[streams]]\ntopic = \"s", i, "\"\nid = ", i + 1, "\nudp_port = ", 42201 + i, "\n");
+    }
+    return t;
+  };
+  for (const char* queues : {"", "xdp_queues = [0]"}) {
+    SCOPED_TRACE(*queues ? queues : "every queue");
+    auto sctx = pollux::Context::from_string(
+        toml(kIfB4, "dedicated", absl::StrCat("datapath = \"xdp\"\nxdp_frames = 512\n", queues).c_str()), "sub.toml");
+    ASSERT_TRUE(sctx.ok()) << sctx.status();
+    auto pctx = in_netns(g_fd_a, [&] { return pollux::Context::from_string(toml(kIfA4, "inline", ""), "pub.toml"); });
+    ASSERT_TRUE(pctx.ok()) << pctx.status();
+    std::vector<pollux::Subscriber> subs;
+    std::vector<pollux::Publisher> pubs;
+    for (int i = 0; i < kStreams; ++i) {
+      const std::string topic = absl::StrCat("s", i);
+      auto sub = (*sctx)->subscriber(topic);
+      ASSERT_TRUE(sub.ok()) << sub.status();
+      subs.push_back(std::move(*sub));
+      auto pub = in_netns(g_fd_a, [&] { return (*pctx)->publisher(topic); });
+      ASSERT_TRUE(pub.ok()) << pub.status();
+      pubs.push_back(std::move(*pub));
+    }
+    std::vector<std::uint64_t> got(kStreams, 0);
+    bool in_order = true;
+    const auto step = [&] {
+      for (int i = 0; i < kStreams; ++i) {
+        pubs[static_cast<std::size_t>(i)].service();
+        subs[static_cast<std::size_t>(i)].poll(
+            [&](const pollux::Message& m) {
+              in_order &= m.sequence == got[static_cast<std::size_t>(i)] + 1;
+              ++got[static_cast<std::size_t>(i)];
+            },
+            256);
+      }
+    };
+    const auto until = [&](const std::function<bool()>& done) {
+      const auto end = std::chrono::steady_clock::now() + kWaitLimit;
+      while (!done() && std::chrono::steady_clock::now() < end) {
+        step();
+        std::this_thread::yield();
+      }
+      return done();
+    };
+    ASSERT_TRUE(until([&] {
+      for (const auto& p : pubs) {
+        if (!p.is_connected()) return false;
+      }
+      return true;
+    })) << "the publishers never heard the XDP subscribers";
+    for (std::uint64_t k = 0; k < kCount; ++k) {
+      for (auto& p : pubs) {
+        const std::uint64_t v[2] = {k, 0};
+        while (p.offer(v, sizeof v) < 0) step();
+      }
+    }
+    const bool all = until([&] {
+      for (const std::uint64_t g : got) {
+        if (g != kCount) return false;
+      }
+      return true;
+    });
+    std::string counts;
+    for (const std::uint64_t g : got) absl::StrAppend(&counts, " ", g);
+    EXPECT_TRUE(all) << "received per stream:" << counts << " of " << kCount;
+    EXPECT_TRUE(in_order);
+  }
+}
+
 const char* mode_name(xdp::XskMode mode) { return mode == xdp::XskMode::kGeneric ? "generic" : "native"; }
 
 // Copy mode, attached natively (kCopy) or generically (kGeneric).
@@ -526,8 +635,110 @@ TEST_P(XdpCopyTest, TransmitsFramesAPeerSocketReceivesByteExact) {
   EXPECT_EQ((*xsk)->stats().tx_kick_errors, 0u);
 }
 
+TEST_P(XdpCopyTest, OneSendOfMoreFramesThanTheKernelTakesPerKickSendsThemAll) {
+  SKIP_UNLESS_READY();
+  auto xsk = open_b(GetParam());
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
+  const Fd peer(in_netns(g_fd_a, [] { return udp_socket(kAddrA, kPeerPort); }));
+  ASSERT_GE(peer, 0);
+  const int rcvbuf = 4 << 20;
+  setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+
+  xdp::Udp4Addressing addressing{};
+  std::memcpy(addressing.src_mac, (*xsk)->mac(), 6);
+  std::memcpy(addressing.dst_mac, g_mac_a, 6);
+  addressing.src_addr = ip4(kAddrB);
+  addressing.dst_addr = ip4(kAddrA);
+  addressing.src_port = htons(kXskPort);
+  addressing.dst_port = htons(kPeerPort);
+  // The kernel transmits at most 32 frames per kick in copy mode: 100 in one call, and no call
+  // after it, must all reach the peer.
+  constexpr std::uint32_t kCount = 100;
+  std::vector<std::string> sent;
+  std::vector<xdp::TxPayload> batch;
+  for (std::uint32_t i = 0; i < kCount; ++i) sent.push_back(absl::StrCat("burst-", i));
+  for (const std::string& p : sent) batch.push_back(xdp::TxPayload{p.data(), static_cast<std::uint32_t>(p.size())});
+  ASSERT_EQ((*xsk)->send_udp4(addressing, 64, batch.data(), kCount), kCount);
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    char buf[256];
+    const ssize_t n = recv(peer, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << "datagram " << i << " of " << kCount << " never came (" << (*xsk)->stats().tx_kicks << " kicks)";
+    EXPECT_EQ(std::string(buf, static_cast<std::size_t>(n)), sent[i]);
+  }
+  EXPECT_EQ((*xsk)->stats().tx_kick_errors, 0u);
+  EXPECT_GE((*xsk)->stats().tx_kicks, 4u) << "one kick per 32 frames at least";
+}
+
 INSTANTIATE_TEST_SUITE_P(Attach, XdpCopyTest, ::testing::Values(xdp::XskMode::kCopy, xdp::XskMode::kGeneric),
                          [](const ::testing::TestParamInfo<xdp::XskMode>& p) { return mode_name(p.param); });
+
+TEST(XdpQueuesTest, EveryRxQueueHasASocketAndTheFramesOfEachAreReceived) {
+  SKIP_UNLESS_READY();
+  // The interface's queue count comes from the driver in this thread's namespace (sysfs shows
+  // the host's here: no `ip netns exec`).
+  EXPECT_EQ(xdp::rx_queue_count(kIfB4), static_cast<std::uint32_t>(kQueues4));
+  absl::StatusOr<std::vector<std::uint32_t>> queues = xdp::select_queues(kIfB4, {}, "test");
+  ASSERT_TRUE(queues.ok()) << queues.status();
+  ASSERT_EQ(*queues, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  const auto wrong = xdp::select_queues(kIfB4, {4}, "udp.xdp_queues");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("udp.xdp_queues: interface xb4 has 4 RX queues (0..3), not queue 4"),
+            std::string::npos)
+      << wrong.status();
+  EXPECT_FALSE(xdp::select_queues(kIfB4, {1, 1}, "udp.xdp_queues").ok());
+
+  xdp::XskOptions options;
+  options.ifname = kIfB4;
+  options.queues = *queues;
+  options.mode = xdp::XskMode::kCopy;
+  options.frame_count = 512;
+  options.frame_size = 2048;
+  auto xsk = xdp::Xsk::open(options);
+  ASSERT_TRUE(xsk.ok()) << xsk.status();
+  EXPECT_NE((*xsk)->describe().find("AF_XDP xb4 queues 0-3, copy mode (native XDP)"), std::string::npos)
+      << (*xsk)->describe();
+  ASSERT_TRUE((*xsk)->add_destination(0, htons(kXskPort)).ok());
+
+  // Sixteen senders (sixteen flows, spread over A's four TX queues), eight datagrams each.
+  constexpr int kSenders = 16, kEach = 8;
+  std::vector<std::string> want;
+  {
+    std::vector<Fd> senders;
+    for (int i = 0; i < kSenders; ++i) {
+      senders.emplace_back(in_netns(g_fd_a, [] { return udp_socket(kAddrA4, 0); }));
+      ASSERT_GE(senders.back(), 0);
+    }
+    for (int j = 0; j < kEach; ++j) {
+      for (int i = 0; i < kSenders; ++i) {
+        want.push_back(absl::StrCat("q-", i, "-", j));
+        ASSERT_TRUE(send_to(senders[static_cast<std::size_t>(i)], kAddrB4, kXskPort, want.back()));
+      }
+    }
+  }
+  std::vector<std::string> got;
+  std::vector<int> per_queue(kQueues4, 0);
+  const auto end = std::chrono::steady_clock::now() + kWaitLimit;
+  xdp::RxFrame frames[32];
+  while (got.size() < want.size() && std::chrono::steady_clock::now() < end) {
+    (*xsk)->rx_wait(100);
+    const std::uint32_t n = (*xsk)->rx_peek(frames, 32);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      xdp::Udp4View v{};
+      ASSERT_TRUE(xdp::parse_udp4_frame(frames[i].data, frames[i].len, &v));
+      got.emplace_back(reinterpret_cast<const char*>(v.payload), v.len);
+      ++per_queue[(*xsk)->last_rx_queue()];
+    }
+    (*xsk)->rx_release();
+  }
+  std::sort(want.begin(), want.end());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
+  int queues_used = 0;
+  for (const int n : per_queue) queues_used += n > 0 ? 1 : 0;
+  EXPECT_GE(queues_used, 2) << "frames per queue: " << per_queue[0] << " " << per_queue[1] << " " << per_queue[2] << " "
+                            << per_queue[3];
+  EXPECT_EQ((*xsk)->kernel_dropped(), 0u);
+}
 
 TEST(XdpModeTest, ZeroCopyOnVethIsAClearErrorAndAutoFallsBackToCopy) {
   SKIP_UNLESS_READY();

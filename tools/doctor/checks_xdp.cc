@@ -7,7 +7,7 @@
 // selects the datapath (transport udp, udp.datapath = "xdp"), a warning without --config (every
 // transport judged), and a fact for a configuration that does not use it. The checks follow what
 // transport/udp/xdp_port.cc asks at open: its capabilities, memlock against udp.xdp_frames frames
-// of 4 KiB, the queue udp.xdp_queues names (or a single-queue interface), udp.mtu against the
+// of 4 KiB, the queues udp.xdp_queues names (or all), udp.mtu against the
 // interface's MTU.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -105,7 +105,7 @@ std::optional<std::uint64_t> memlock_soft_limit(const HostFs& fs) {
 std::string kib(std::uint64_t bytes) { return bytes == UINT64_MAX ? "unlimited" : absl::StrCat(bytes >> 10, " KiB"); }
 
 // Bytes per UMEM frame: the transport's (xdp_port.cc), the socket's default.
-constexpr std::uint32_t kFrameSize = xdp::XskOptions{}.frame_size;
+constexpr std::uint32_t kFrameSize = xdp::kDefaultFrameSize;
 
 void check_capabilities(Report& r, std::optional<std::uint64_t> caps, V bad) {
   if (!caps) {
@@ -341,7 +341,7 @@ void check_programs(Report& r, const std::string& ifc, bool judged, V bad, int d
 }
 
 // One interface: driver, rx queues, MTU; then its programs. `used`: udp.interface names it. The
-// transport binds one queue of it (udp.xdp_queues, else queue 0 of a single-queue interface).
+// transport binds the queues udp.xdp_queues lists, else all of them.
 void check_interface(const Host& h, Report& r, const std::string& ifc, bool used, V bad, int dispatcher) {
   const bool judged = used && h.judged(core::TransportKind::kUdp);
   const transport::udp::UdpConfig& u = transport::udp::config(h.cfg);
@@ -384,33 +384,34 @@ void check_interface(const Host& h, Report& r, const std::string& ifc, bool used
   const std::string steer =
       absl::StrFormat("ethtool -K %s ntuple on && ethtool -N %s flow-type udp4 dst-ip %s dst-port %u action Q", ifc,
                       ifc, u.address, u.port);
+  int missing_queue = -1;  // the first queue udp.xdp_queues lists that the interface lacks
+  for (const std::uint32_t q : u.xdp_queues) {
+    if (rx_queues > 0 && q >= rx_queues && missing_queue < 0) missing_queue = static_cast<int>(q);
+  }
   if (!used) {
     r.add("xdp", ifc, V::kInfo, value);  // the transport's keys say nothing about it
-  } else if (!u.xdp_queues.empty() && rx_queues > 0 && u.xdp_queues[0] >= rx_queues) {
+  } else if (missing_queue >= 0) {
     r.add("xdp", ifc, v,
-          absl::StrFormat("%s: udp.xdp_queues names queue %u, which %s does not have", value, u.xdp_queues[0], ifc),
-          absl::StrFormat("udp.xdp_queues = [Q] with Q in 0..%u, the queue the streams are steered to (%s)",
+          absl::StrFormat("%s: udp.xdp_queues names queue %d, which %s does not have", value, missing_queue, ifc),
+          absl::StrFormat("udp.xdp_queues = [] (every queue), or queues in 0..%u that the streams are steered to (%s)",
                           rx_queues - 1, steer));
-  } else if (u.xdp_queues.empty() && rx_queues > 1) {
-    r.add("xdp", ifc, v,
-          absl::StrCat(value,
-                       ": one AF_XDP socket binds one queue and udp.xdp_queues names none, so the transport "
-                       "refuses the interface"),
-          absl::StrFormat("steer the streams to one queue (%s) and set udp.xdp_queues = [Q]; or one queue: ethtool "
-                          "-L %s combined 1",
-                          steer, ifc));
   } else if (mtu && u.mtu > *mtu) {
     r.add("xdp", ifc, v,
           absl::StrFormat("%s: udp.mtu %u is larger than the interface's: such frames are dropped (no fragmentation "
                           "on this path), and the transport refuses it",
                           value, u.mtu),
           absl::StrFormat("udp.mtu = %lld, or raise the interface's: ip link set dev %s mtu %u", *mtu, ifc, u.mtu));
-  } else if (!u.xdp_queues.empty() && rx_queues > 1) {
+  } else if (!u.xdp_queues.empty() && u.xdp_queues.size() < rx_queues) {
+    const std::string listed = absl::StrJoin(u.xdp_queues, ",");
     r.add("xdp", ifc, judged ? V::kOk : V::kInfo,
-          absl::StrFormat("%s; the AF_XDP socket binds queue %u (udp.xdp_queues): datagrams the NIC puts on other "
-                          "queues reach the kernel's stack, so steer the streams there (%s)",
-                          value, u.xdp_queues[0],
+          absl::StrFormat("%s; AF_XDP sockets bind queue%s %s of %u (udp.xdp_queues): datagrams the NIC puts on "
+                          "other queues reach the kernel's stack, where the subscriber reads them from its socket "
+                          "(later, counted in xdp_socket_receives), so steer the streams there (%s)",
+                          value, u.xdp_queues.size() == 1 ? "" : "s", listed, rx_queues,
                           absl::StrReplaceAll(steer, {{"action Q", absl::StrCat("action ", u.xdp_queues[0])}})));
+  } else if (u.xdp_queues.empty() && rx_queues > 1) {
+    r.add("xdp", ifc, judged ? V::kOk : V::kInfo,
+          absl::StrFormat("%s; AF_XDP sockets bind all %u rx queues (one socket each, one UMEM)", value, rx_queues));
   } else {
     r.add("xdp", ifc, judged ? V::kOk : V::kInfo, value);
   }

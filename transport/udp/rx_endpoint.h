@@ -33,9 +33,13 @@ class UdpPollerSource;
 
 // The UDP subscriber's own counters, beside the protocol's (reliability::ReceiverCounters).
 // Counters::publish() names: `ep` (the endpoint).
-#define POLLUX_UDP_RX_COUNTERS(X)                                                                            \
-  X(recv_errors, "recv_errors", "socket reads that failed other than on an empty socket", ep.recv_errors_)   \
-  X(control_errors, "control_send_errors", "NAKs and status messages the socket refused (sent again later)", \
+#define POLLUX_UDP_RX_COUNTERS(X)                                                                              \
+  X(recv_errors, "recv_errors", "socket reads that failed other than on an empty socket", ep.recv_errors_)     \
+  X(xdp_socket_receives, "xdp_socket_receives",                                                                \
+    "udp.datapath = xdp: datagrams read from the kernel socket, having arrived on an RX queue udp.xdp_queues " \
+    "leaves out (steer them to a listed queue: ethtool -N)",                                                   \
+    ep.xdp_socket_receives_)                                                                                   \
+  X(control_errors, "control_send_errors", "NAKs and status messages the socket refused (sent again later)",   \
     ep.control_errors_)
 #define POLLUX_UDP_RX_STAMP_COUNTERS(X)                                                                     \
   X(rx_stamps, "rx_timestamps", "traced datagrams read with the kernel's receive timestamp", ep.rx_stamps_) \
@@ -105,6 +109,9 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
   // deliverable frame (receiver_.ready() is false).
   std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
+  // The socket read itself (receive() without the AF_XDP port); report_drained: an empty socket
+  // means every datagram sent before now was read (false when a port's ring may hold more).
+  std::uint32_t receive_socket(std::int64_t now_ns, bool report_drained) noexcept;
   // One recvfrom into a free buffer (*b): kGot (length in len_[*b]), kDropped (truncated; the
   // buffer is free again) or kEmpty (nothing to read: the receiver is told it drained).
   enum class ReadOne : std::uint8_t { kEmpty, kDropped, kGot };
@@ -130,7 +137,11 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // udp.datapath = "xdp": the AF_XDP port data arrives through (the socket then only sends NAKs
   // and status messages, and holds the multicast group's membership).
   std::shared_ptr<XdpPort> xdp_;
-  std::uint32_t xdp_taken_ = 0;        // datagrams xdp_datagram() took (receive()'s count)
+  std::uint32_t xdp_taken_ = 0;  // datagrams xdp_datagram() took (receive()'s count)
+  // The port binds some of the interface's RX queues: the socket is read every kXdpSocketReadNs.
+  static constexpr std::int64_t kXdpSocketReadNs = 50'000;
+  std::int64_t next_socket_read_ns_ = 0;
+  std::uint64_t xdp_socket_receives_ = 0;
   UdpPollerSource* source_ = nullptr;  // poller mode; null inline
   bool attached_ = false;              // poller mode: in the source's epoll set
   Waiter waiter_;                      // inline mode

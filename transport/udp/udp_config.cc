@@ -55,9 +55,9 @@ const ConfigTable<UdpConfig>& table() {
                 "AF_XDP mode: \"auto\" (zero-copy where the driver has it, else copy; generic (skb) attach when "
                 "the driver has no native XDP), or force \"zerocopy\", \"copy\" or \"generic\"")
         .integer_list("xdp_queues", &UdpConfig::xdp_queues, "a list of RX queue numbers", 0, 63,
-                      "RX queues the AF_XDP socket binds; [] = all of the interface's. Steer the streams' traffic to "
-                      "one queue with ethtool (ethtool -N IF flow-type udp4 dst-ip GROUP dst-port PORT action Q) and "
-                      "name it here; one queue per interface today")
+                      "RX queues AF_XDP sockets bind (one socket per queue, one UMEM); [] = every RX queue of the "
+                      "interface. To leave the other queues to other programs, steer the streams' traffic with "
+                      "ethtool (ethtool -N IF flow-type udp4 dst-ip GROUP dst-port PORT action Q) and name Q here")
         .integer("xdp_frames", &UdpConfig::xdp_frames, 64, 1 << 20,
                  "UMEM frames (4 KiB each, power of two) of an AF_XDP socket: half receive, half transmit; the "
                  "UMEM is locked memory (RLIMIT_MEMLOCK, ulimit -l, unless CAP_IPC_LOCK)",
@@ -146,10 +146,12 @@ core::ConfigIssue validate(const core::Config& c) {
             "\"xdp\" needs a libpollux built with AF_XDP (libxdp-dev, libbpf-dev and clang at build time; "
             "POLLUX_WITH_XDP): this one was built without it"};
 #endif
-    if (u.xdp_queues.size() > 1) {
-      return {"udp.xdp_queues",
-              "one queue per interface is supported: steer the streams to one queue (ethtool -N) "
-              "and name only that one"};
+    for (std::size_t i = 0; i < u.xdp_queues.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (u.xdp_queues[i] == u.xdp_queues[j]) {
+          return {"udp.xdp_queues", absl::StrFormat("queue %u is listed twice", u.xdp_queues[i])};
+        }
+      }
     }
     if (u.mtu + 14 > 4096) {
       return {"udp.mtu", absl::StrFormat("%u: a frame of mtu + 14 bytes does not fit an AF_XDP frame of 4096 bytes "

@@ -1,5 +1,5 @@
 // The AF_XDP datagram source (transport.h: DatagramSource), behind pollux::DatagramReceiver: one
-// xdp::Xsk on one interface queue, the destinations added in its program's map, and one kernel
+// xdp::Xsk on the interface's RX queues (or one), the destinations added in its program's map, and one kernel
 // socket per multicast destination for the IGMP membership (the XDP program takes the frames
 // before that socket could read any).
 #include <arpa/inet.h>
@@ -39,8 +39,7 @@ std::string addr_text(std::uint32_t addr) {
 
 class XdpDatagramSource final : public DatagramSource {
  public:
-  XdpDatagramSource(std::unique_ptr<udp::xdp::Xsk> xsk, int ifindex, std::uint32_t queue)
-      : xsk_(std::move(xsk)), ifindex_(ifindex), queue_(queue) {}
+  XdpDatagramSource(std::unique_ptr<udp::xdp::Xsk> xsk, int ifindex) : xsk_(std::move(xsk)), ifindex_(ifindex) {}
   ~XdpDatagramSource() override {
     for (const Dest& d : dests_) {
       (void)xsk_->remove_destination(d.addr, d.port);
@@ -108,21 +107,13 @@ class XdpDatagramSource final : public DatagramSource {
   bool pending() const noexcept override { return xsk_->rx_available(); }
 
   DatagramSourceStats stats() noexcept override {
-    xdp_statistics st{};
-    socklen_t len = sizeof st;
-    if (::getsockopt(xsk_->fd(), SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
-      stats_.kernel_dropped = st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs + st.rx_invalid_descs;
-    }
+    stats_.kernel_dropped = xsk_->kernel_dropped();
     return stats_;
   }
 
   std::string describe() const override {
-    const udp::xdp::XskInfo& i = xsk_->info();
-    return absl::StrFormat("AF_XDP %s queue %u, %s, program id %u%s", xsk_->ifname(), queue_,
-                           i.zero_copy ? "zero-copy (native XDP)"
-                           : i.native  ? "copy mode (native XDP)"
-                                       : "copy mode (generic XDP)",
-                           i.prog_id, i.notes.empty() ? "" : absl::StrCat(" (", i.notes, ")"));
+    const std::string& notes = xsk_->info().notes;
+    return absl::StrCat(xsk_->describe(), notes.empty() ? "" : absl::StrCat(" (", notes, ")"));
   }
 
  private:
@@ -174,7 +165,6 @@ class XdpDatagramSource final : public DatagramSource {
 
   std::unique_ptr<udp::xdp::Xsk> xsk_;
   int ifindex_;
-  std::uint32_t queue_;
   std::vector<Dest> dests_;
   DatagramSourceStats stats_;
 };
@@ -200,21 +190,11 @@ absl::StatusOr<std::unique_ptr<DatagramSource>> make_xdp_datagram_source(const D
   }
   const int ifindex = static_cast<int>(if_nametoindex(o.ifname.c_str()));
   if (ifindex == 0) return absl::NotFoundError(absl::StrFormat("AF_XDP: no interface \"%s\"", o.ifname));
-  const std::uint32_t queues = udp::xdp::rx_queue_count(o.ifname);
-  std::uint32_t queue = 0;
-  if (o.queue >= 0) {
-    queue = static_cast<std::uint32_t>(o.queue);
-    if (queues != 0 && queue >= queues) {
-      return absl::InvalidArgumentError(absl::StrFormat("AF_XDP: interface %s has %u RX queues (0..%u), not queue %u",
-                                                        o.ifname, queues, queues - 1, queue));
-    }
-  } else if (queues > 1) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "AF_XDP: interface %s has %u RX queues and one AF_XDP socket binds one: steer the lines to one queue "
-        "(ethtool -N %s flow-type udp4 dst-port PORT action Q) and give that queue, or use one queue (ethtool -L %s "
-        "combined 1)",
-        o.ifname, queues, o.ifname, o.ifname));
-  }
+  // Every RX queue, or the one the lines are steered to.
+  std::vector<std::uint32_t> requested;
+  if (o.queue >= 0) requested.push_back(static_cast<std::uint32_t>(o.queue));
+  absl::StatusOr<std::vector<std::uint32_t>> queues = udp::xdp::select_queues(o.ifname, requested, "AF_XDP");
+  if (!queues.ok()) return queues.status();
   const std::uint64_t umem = static_cast<std::uint64_t>(o.frames) * kFrameSize;
   if (std::string why = udp::xdp::preflight(o.ifname, umem, "the kernel sockets' datapath", "the UMEM's frames");
       !why.empty()) {
@@ -222,13 +202,13 @@ absl::StatusOr<std::unique_ptr<DatagramSource>> make_xdp_datagram_source(const D
   }
   udp::xdp::XskOptions xo;
   xo.ifname = o.ifname;
-  xo.queue = queue;
+  xo.queues = *queues;
   xo.mode = mode;
   xo.frame_count = o.frames;
   xo.frame_size = kFrameSize;
   auto xsk = udp::xdp::Xsk::open(xo);
   if (!xsk.ok()) return xsk.status();
-  return std::unique_ptr<DatagramSource>(new XdpDatagramSource(std::move(*xsk), ifindex, queue));
+  return std::unique_ptr<DatagramSource>(new XdpDatagramSource(std::move(*xsk), ifindex));
 }
 
 #else

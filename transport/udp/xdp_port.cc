@@ -46,8 +46,6 @@ std::string netns_key() {
   return absl::StrCat(st.st_dev, ":", st.st_ino);
 }
 
-using xdp::rx_queue_count;
-
 // The interface's MTU (SIOCGIFMTU), -1 when unknown.
 int interface_mtu(const std::string& ifname) {
   ifreq ifr{};
@@ -100,22 +98,11 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
       return absl::FailedPreconditionError(msg);
     }
   }
-  const std::uint32_t queues = rx_queue_count(ch.iface_name);
-  std::uint32_t queue = 0;
-  if (!u.xdp_queues.empty()) {
-    queue = u.xdp_queues[0];
-    if (queues != 0 && queue >= queues) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s: udp.xdp_queues: interface %s has %u RX queues (0..%u)",
-                                                        cfg.source, ch.iface_name, queues, queues - 1));
-    }
-  } else if (queues > 1) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: udp.xdp_queues: interface %s has %u RX queues and one AF_XDP socket binds one: steer the streams to one "
-        "queue (ethtool -N %s flow-type udp4 dst-ip %s dst-port %u action Q) and set udp.xdp_queues = [Q], or use "
-        "one queue (ethtool -L %s combined 1)",
-        cfg.source, ch.iface_name, queues, ch.iface_name, inet_ntoa(ch.dest.sin_addr), ntohs(ch.dest.sin_port),
-        ch.iface_name));
-  }
+  // Every RX queue unless udp.xdp_queues names the ones the streams are steered to: the
+  // kernel hands a frame to the socket of the queue it arrived on.
+  absl::StatusOr<std::vector<std::uint32_t>> queues = xdp::select_queues(ch.iface_name, u.xdp_queues, "udp.xdp_queues");
+  if (!queues.ok())
+    return absl::Status(queues.status().code(), absl::StrCat(cfg.source, ": ", queues.status().message()));
   if (const int mtu = interface_mtu(ch.iface_name); mtu > 0 && u.mtu > static_cast<std::uint32_t>(mtu)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: udp.mtu: %u is larger than interface %s's MTU %d: an AF_XDP frame that large would be dropped (no "
@@ -129,7 +116,7 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
   }
   xdp::XskOptions o;
   o.ifname = ch.iface_name;
-  o.queue = queue;
+  o.queues = *queues;
   o.mode = xsk_mode(u.xdp_mode);
   o.frame_count = u.xdp_frames;
   o.frame_size = kFrameSize;
@@ -144,9 +131,9 @@ absl::StatusOr<std::shared_ptr<XdpPort>> XdpPort::acquire(const core::Config& cf
   std::shared_ptr<XdpPort> p(new XdpPort());
   p->xsk_.reset(xsk->release());
   p->ifname_ = ch.iface_name;
-  p->queue_ = queue;
   p->src_addr_ = ch.iface.s_addr;
   p->rx_batch_ = std::min(u.rx_batch, kMaxBatch);
+  p->partial_queues_ = queues->size() < xdp::rx_queue_count(ch.iface_name);
   p->busy_poll_ = p->xsk_->info().busy_poll;
   p->owner_ = owner;
   p->inline_ = owner == nullptr;
@@ -388,24 +375,16 @@ int XdpPort::mode_code() const noexcept {
 
 std::string XdpPort::describe() const {
   const xdp::XskInfo& i = xsk_->info();
-  return absl::StrFormat("AF_XDP %s queue %u, %s, program id %u%s%s%s%s", ifname_, queue_,
-                         i.zero_copy ? "zero-copy (native XDP)"
-                         : i.native  ? "copy mode (native XDP)"
-                                     : "copy mode (generic XDP)",
-                         i.prog_id, i.huge_pages ? ", UMEM on 2 MiB pages" : "",
-                         i.busy_poll ? ", preferred busy polling" : "",
-                         i.removed_stale ? absl::StrFormat(", removed a stale program of pid %u", i.stale_pid) : "",
-                         i.notes.empty() ? "" : absl::StrCat(" (", i.notes, ")"));
+  return absl::StrCat(xsk_->describe(), i.huge_pages ? ", UMEM on 2 MiB pages" : "",
+                      i.busy_poll ? ", preferred busy polling" : "",
+                      i.removed_stale ? absl::StrFormat(", removed a stale program of pid %u", i.stale_pid) : "",
+                      i.notes.empty() ? "" : absl::StrCat(" (", i.notes, ")"));
 }
 
 void XdpPort::publish_counters(std::int64_t now_ns) noexcept {
   if (now_ns >= next_stats_ns_) {
     next_stats_ns_ = now_ns + 100'000'000;
-    xdp_statistics st{};
-    socklen_t len = sizeof st;
-    if (::getsockopt(xsk_->fd(), SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
-      kernel_dropped_ = st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs + st.rx_invalid_descs;
-    }
+    kernel_dropped_ = xsk_->kernel_dropped();
   }
   if (!counters_) return;
   const XdpPort& p = *this;

@@ -117,11 +117,14 @@ class XdpPort {
   bool resolve(const sockaddr_in& dest, std::uint8_t out[6]) const noexcept;
 
   int fd() const noexcept;
+  // Some RX queues of the interface have no AF_XDP socket (udp.xdp_queues lists fewer): the
+  // stream's frames that arrive there reach the kernel's socket.
+  bool partial_queues() const noexcept { return partial_queues_; }
   // Frames waiting in the RX ring (a sleep must not be armed on them).
   bool rx_pending() const noexcept;
   std::uint32_t max_payload() const noexcept;
   const std::string& ifname() const noexcept { return ifname_; }
-  // "AF_XDP eth0 queue 0, copy mode (native XDP), program id 42, 4096 frames ..."
+  // "AF_XDP eth0 queues 0-3, copy mode (native XDP), program id 42, 4096 frames ..."
   std::string describe() const;
   // Publishes the counters; reads the kernel's drop statistics (a syscall) at most every 100 ms.
   void publish_counters(std::int64_t now_ns) noexcept;
@@ -150,9 +153,9 @@ class XdpPort {
   };
   std::unique_ptr<xdp::Xsk, XskDeleter> xsk_;
   std::string ifname_;
-  std::uint32_t queue_ = 0;
   std::uint32_t src_addr_ = 0;  // the interface's IPv4 address (network byte order)
   std::uint32_t rx_batch_ = 32;
+  bool partial_queues_ = false;
   bool busy_poll_ = false;  // preferred busy polling accepted: empty polls kick the driver
   const void* owner_ = nullptr;
   bool inline_ = false;

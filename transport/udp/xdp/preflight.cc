@@ -2,7 +2,13 @@
 
 #include <dirent.h>
 #include <linux/capability.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +36,19 @@ std::uint64_t effective_caps() {
 }  // namespace
 
 std::uint32_t rx_queue_count(const std::string& ifname) {
+  // The driver's channels (ETHTOOL_GCHANNELS on a socket of the calling thread's network
+  // namespace): receive queues are the combined channels plus the receive-only ones.
+  ethtool_channels ch{};
+  ch.cmd = ETHTOOL_GCHANNELS;
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname.c_str());
+  ifr.ifr_data = reinterpret_cast<char*>(&ch);
+  const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  const bool answered = s >= 0 && ::ioctl(s, SIOCETHTOOL, &ifr) == 0;
+  if (s >= 0) ::close(s);
+  if (answered && ch.combined_count + ch.rx_count > 0) return ch.combined_count + ch.rx_count;
+  // A driver without the call: sysfs, which shows the network namespace it was mounted in (the
+  // caller's under `ip netns exec`).
   const std::string dir = absl::StrCat("/sys/class/net/", ifname, "/queues");
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;  // sysfs not mounted for this namespace: unknown
@@ -39,6 +58,29 @@ std::uint32_t rx_queue_count(const std::string& ifname) {
   }
   ::closedir(d);
   return n;
+}
+
+absl::StatusOr<std::vector<std::uint32_t>> select_queues(const std::string& ifname,
+                                                         const std::vector<std::uint32_t>& requested,
+                                                         const std::string& key) {
+  const std::uint32_t queues = rx_queue_count(ifname);
+  if (requested.empty()) {
+    std::vector<std::uint32_t> all(queues == 0 ? 1 : queues);
+    for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+    return all;
+  }
+  for (std::size_t i = 0; i < requested.size(); ++i) {
+    if (queues != 0 && requested[i] >= queues) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: interface %s has %u RX queues (0..%u), not queue %u", key,
+                                                        ifname, queues, queues - 1, requested[i]));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (requested[j] == requested[i]) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s: queue %u is named twice", key, requested[i]));
+      }
+    }
+  }
+  return requested;
 }
 
 std::string preflight(const std::string& ifname, std::uint64_t umem_bytes, const std::string& instead,

@@ -4,6 +4,7 @@
 #include <linux/if_xdp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "transport/udp/xdp/xdp_maps.h"
 
 extern "C" {
@@ -130,6 +132,16 @@ bool owner_alive(const pollux_xdp_owner& owner) {
 
 }  // namespace
 
+// One bound queue: its socket and rings. Their addresses are held by libxdp from creation to
+// deletion, so the queues live in a fixed array.
+struct XskQueue {
+  xsk_socket* socket = nullptr;
+  xsk_ring_prod fill{};
+  xsk_ring_cons comp{};
+  xsk_ring_cons rx{};
+  xsk_ring_prod tx{};  // the first queue's only
+};
+
 struct Xsk::Impl {
   bpf_object* obj = nullptr;
   xdp_program* prog = nullptr;
@@ -138,14 +150,12 @@ struct Xsk::Impl {
   int dests_fd = -1;
   int xsks_fd = -1;
   int owner_fd = -1;
+  int epoll_fd = -1;  // the sockets' readiness, with several queues
   void* area = nullptr;
   std::size_t area_size = 0;
   xsk_umem* umem = nullptr;
-  xsk_socket* socket = nullptr;
-  xsk_ring_prod fill{};
-  xsk_ring_cons comp{};
-  xsk_ring_cons rx{};
-  xsk_ring_prod tx{};
+  std::unique_ptr<XskQueue[]> q;
+  std::uint32_t nq = 0;
   std::vector<std::uint64_t> tx_free;
 };
 
@@ -226,16 +236,21 @@ static int quiet_libxdp(enum libxdp_print_level level, const char* format, va_li
   return std::vfprintf(stderr, format, args);
 }
 
-static int create_socket(const std::string& ifname, std::uint32_t queue, xsk_umem* umem, xsk_socket** socket,
-                         xsk_ring_cons* rx, xsk_ring_prod* tx, const xsk_socket_config* config) {
+static int create_socket(const std::string& ifname, std::uint32_t queue, xsk_umem* umem, XskQueue* q, bool first,
+                         const xsk_socket_config* config) {
   constexpr int kBusyRetries = 2000;  // x 1 ms
   int err = 0;
   for (int attempt = 0; attempt <= kBusyRetries; ++attempt) {
-    err = xsk_socket__create(socket, ifname.c_str(), queue, umem, rx, tx, config);
+    // The first socket uses the UMEM's own fill and completion rings and transmits; the others
+    // receive only, each with fill and completion rings of its own (a UMEM shared across queues).
+    err = first ? xsk_socket__create(&q->socket, ifname.c_str(), queue, umem, &q->rx, &q->tx, config)
+                : xsk_socket__create_shared(&q->socket, ifname.c_str(), queue, umem, &q->rx, nullptr, &q->fill,
+                                            &q->comp, config);
     if (err != -EBUSY) break;
-    *socket = nullptr;
+    q->socket = nullptr;
     usleep(1000);
   }
+  if (err != 0) q->socket = nullptr;
   return err;
 }
 
@@ -243,7 +258,35 @@ Xsk::Xsk(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Xsk::~Xsk() { close(); }
 
-int Xsk::fd() const { return xsk_socket__fd(impl_->socket); }
+int Xsk::fd() const { return impl_->nq == 1 ? xsk_socket__fd(impl_->q[0].socket) : impl_->epoll_fd; }
+
+std::string Xsk::queues_label() const {
+  if (queues_.size() == 1) return absl::StrCat("queue ", queues_[0]);
+  bool run = true;
+  for (std::size_t i = 1; i < queues_.size(); ++i) run &= queues_[i] == queues_[i - 1] + 1;
+  if (run) return absl::StrCat("queues ", queues_.front(), "-", queues_.back());
+  return absl::StrCat("queues ", absl::StrJoin(queues_, ","));
+}
+
+std::string Xsk::describe() const {
+  return absl::StrCat("AF_XDP ", ifname_, " ", queues_label(), ", ",
+                      info_.zero_copy ? "zero-copy (native XDP)"
+                      : info_.native  ? "copy mode (native XDP)"
+                                      : "copy mode (generic XDP)",
+                      ", program id ", info_.prog_id);
+}
+
+std::uint64_t Xsk::kernel_dropped() const {
+  std::uint64_t total = 0;
+  for (std::uint32_t i = 0; i < impl_->nq; ++i) {
+    xdp_statistics st{};
+    socklen_t len = sizeof st;
+    if (getsockopt(xsk_socket__fd(impl_->q[i].socket), SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
+      total += st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs + st.rx_invalid_descs;
+    }
+  }
+  return total;
+}
 
 absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   const std::string& ifname = options.ifname;
@@ -256,9 +299,24 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("AF_XDP on interface ", ifname, ": frame_size ", options.frame_size, " is not 2048 or 4096"));
   }
-  if (options.queue >= POLLUX_XDP_MAX_QUEUES) {
-    return absl::InvalidArgumentError(absl::StrCat("AF_XDP on interface ", ifname, ": queue ", options.queue,
-                                                   " is beyond the program's ", POLLUX_XDP_MAX_QUEUES, " queues"));
+  const std::vector<std::uint32_t>& queues = options.queues;
+  if (queues.empty()) return absl::InvalidArgumentError(absl::StrCat("AF_XDP on interface ", ifname, ": no queue"));
+  for (std::size_t i = 0; i < queues.size(); ++i) {
+    if (queues[i] >= POLLUX_XDP_MAX_QUEUES) {
+      return absl::InvalidArgumentError(absl::StrCat("AF_XDP on interface ", ifname, ": queue ", queues[i],
+                                                     " is beyond the program's ", POLLUX_XDP_MAX_QUEUES, " queues"));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (queues[j] == queues[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("AF_XDP on interface ", ifname, ": queue ", queues[i], " is named twice"));
+      }
+    }
+  }
+  const std::uint32_t nq = static_cast<std::uint32_t>(queues.size());
+  if (frames / 2 / nq < 8) {
+    return absl::InvalidArgumentError(absl::StrCat("AF_XDP on interface ", ifname, ": ", frames, " frames give ", nq,
+                                                   " queues fewer than 8 receive frames each: raise the frame count"));
   }
   const unsigned ifindex = if_nametoindex(ifname.c_str());
   if (ifindex == 0) {
@@ -269,6 +327,9 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   x->ifname_ = ifname;
   x->ifindex_ = static_cast<int>(ifindex);
   x->frame_size_ = options.frame_size;
+  x->queues_ = queues;
+  m.q.reset(new XskQueue[nq]);
+  m.nq = nq;
   {
     ifreq ifr{};
     std::snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname.c_str());
@@ -359,14 +420,15 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   // so a protocol's frames in it can be read in place (kRxPayloadAlign).
   umem_config.frame_headroom = kRxHeadroom;
   umem_config.flags = 0;
-  err = xsk_umem__create(&m.umem, m.area, m.area_size, &m.fill, &m.comp, &umem_config);
+  err = xsk_umem__create(&m.umem, m.area, m.area_size, &m.q[0].fill, &m.q[0].comp, &umem_config);
   if (err != 0) {
     m.umem = nullptr;
     return step_error(ifname, absl::StrCat("registering the UMEM (", frames, " frames)"), err,
                       err == -ENOBUFS ? " (RLIMIT_MEMLOCK too low without CAP_IPC_LOCK)" : "");
   }
 
-  // The socket: zero-copy first in auto mode, copy when the driver cannot.
+  // The sockets: zero-copy first in auto mode, copy when the driver cannot (decided on the first
+  // queue; the others bind as it did).
   xsk_socket_config config{};
   config.rx_size = half;
   config.tx_size = half;
@@ -374,53 +436,76 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
   config.xdp_flags = m.attach_mode == XDP_MODE_NATIVE ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE;
   const bool try_zero_copy = options.mode == XskMode::kAuto || options.mode == XskMode::kZeroCopy;
   config.bind_flags = XDP_USE_NEED_WAKEUP | (try_zero_copy ? XDP_ZEROCOPY : XDP_COPY);
-  err = create_socket(ifname, options.queue, m.umem, &m.socket, &m.rx, &m.tx, &config);
-  if (err == -EOPNOTSUPP && options.mode == XskMode::kAuto) {
-    config.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
-    err = create_socket(ifname, options.queue, m.umem, &m.socket, &m.rx, &m.tx, &config);
-  }
-  if (err != 0) {
-    m.socket = nullptr;
-    const bool zc = (config.bind_flags & XDP_ZEROCOPY) != 0;
-    return step_error(
-        ifname,
-        absl::StrCat("binding the AF_XDP socket to queue ", options.queue, zc ? " in zero-copy mode" : " in copy mode"),
-        err,
-        err == -EOPNOTSUPP && zc ? " (the driver has no zero-copy AF_XDP; use copy or auto)"
-        : err == -EBUSY          ? " (another AF_XDP socket is bound to this queue)"
-                                 : "");
-  }
-  if (options.busy_poll_us > 0) {
-    const int sfd = xsk_socket__fd(m.socket);
-    const int one = 1;
-    const int us = static_cast<int>(options.busy_poll_us);
-    const int budget = static_cast<int>(options.busy_poll_budget > 0 ? options.busy_poll_budget : 64);
-    x->info_.busy_poll = setsockopt(sfd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof one) == 0 &&
-                         setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof us) == 0 &&
-                         setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof budget) == 0;
-    if (!x->info_.busy_poll) {
-      absl::StrAppend(&x->info_.notes, "busy polling refused: ", errno_text(errno),
-                      " (SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN)");
+  for (std::uint32_t i = 0; i < nq; ++i) {
+    err = create_socket(ifname, queues[i], m.umem, &m.q[i], i == 0, &config);
+    if (i == 0 && err == -EOPNOTSUPP && options.mode == XskMode::kAuto) {
+      config.bind_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
+      err = create_socket(ifname, queues[i], m.umem, &m.q[i], true, &config);
+    }
+    if (err != 0) {
+      const bool zc = (config.bind_flags & XDP_ZEROCOPY) != 0;
+      return step_error(
+          ifname,
+          absl::StrCat("binding the AF_XDP socket to queue ", queues[i], zc ? " in zero-copy mode" : " in copy mode"),
+          err,
+          err == -EOPNOTSUPP && zc ? " (the driver has no zero-copy AF_XDP; use copy or auto)"
+          : err == -EBUSY          ? " (another AF_XDP socket is bound to this queue)"
+          : err == -EINVAL         ? " (the interface has no such queue: ethtool -l)"
+                                   : "");
+    }
+    const int sfd = xsk_socket__fd(m.q[i].socket);
+    if (options.busy_poll_us > 0) {
+      const int one = 1;
+      const int us = static_cast<int>(options.busy_poll_us);
+      const int budget = static_cast<int>(options.busy_poll_budget > 0 ? options.busy_poll_budget : 64);
+      const bool ok = setsockopt(sfd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof one) == 0 &&
+                      setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof us) == 0 &&
+                      setsockopt(sfd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof budget) == 0;
+      if (i == 0) x->info_.busy_poll = ok;
+      if (!ok && i == 0) {
+        absl::StrAppend(&x->info_.notes, "busy polling refused: ", errno_text(errno),
+                        " (SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN)");
+      }
+    }
+    if (i == 0) {
+      xdp_options xdp_opts{};
+      socklen_t opts_len = sizeof(xdp_opts);
+      if (getsockopt(sfd, SOL_XDP, XDP_OPTIONS, &xdp_opts, &opts_len) == 0) {
+        x->info_.zero_copy = (xdp_opts.flags & XDP_OPTIONS_ZEROCOPY) != 0;
+      }
+    }
+    err = xsk_socket__update_xskmap(m.q[i].socket, m.xsks_fd);
+    if (err != 0) {
+      return step_error(ifname, absl::StrCat("adding the socket to the XSK map (queue ", queues[i], ")"), err);
     }
   }
-  xdp_options xdp_opts{};
-  socklen_t opts_len = sizeof(xdp_opts);
-  if (getsockopt(xsk_socket__fd(m.socket), SOL_XDP, XDP_OPTIONS, &xdp_opts, &opts_len) == 0) {
-    x->info_.zero_copy = (xdp_opts.flags & XDP_OPTIONS_ZEROCOPY) != 0;
+  if (nq > 1) {
+    // One fd for the owner's poll set: level-triggered, readable while any RX ring holds a frame.
+    m.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (m.epoll_fd < 0) return step_error(ifname, "creating the sockets' epoll set", errno);
+    for (std::uint32_t i = 0; i < nq; ++i) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = i;
+      if (epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, xsk_socket__fd(m.q[i].socket), &ev) != 0) {
+        return step_error(ifname, "adding a socket to the sockets' epoll set", errno);
+      }
+    }
   }
-  err = xsk_socket__update_xskmap(m.socket, m.xsks_fd);
-  if (err != 0)
-    return step_error(ifname, absl::StrCat("adding the socket to the XSK map (queue ", options.queue, ")"), err);
 
-  // Every receive frame to the fill ring; every transmit frame free.
-  std::uint32_t idx = 0;
-  if (xsk_ring_prod__reserve(&m.fill, half, &idx) != half) {
-    return step_error(ifname, "filling the fill ring", ENOSPC);
+  // The receive frames shared out among the queues' fill rings; every transmit frame free.
+  const std::uint32_t per_queue = half / nq;
+  for (std::uint32_t i = 0; i < nq; ++i) {
+    std::uint32_t idx = 0;
+    if (xsk_ring_prod__reserve(&m.q[i].fill, per_queue, &idx) != per_queue) {
+      return step_error(ifname, absl::StrCat("filling the fill ring of queue ", queues[i]), ENOSPC);
+    }
+    for (std::uint32_t k = 0; k < per_queue; ++k) {
+      *xsk_ring_prod__fill_addr(&m.q[i].fill, idx + k) =
+          static_cast<std::uint64_t>(i * per_queue + k) * options.frame_size;
+    }
+    xsk_ring_prod__submit(&m.q[i].fill, per_queue);
   }
-  for (std::uint32_t i = 0; i < half; ++i) {
-    *xsk_ring_prod__fill_addr(&m.fill, idx + i) = static_cast<std::uint64_t>(i) * options.frame_size;
-  }
-  xsk_ring_prod__submit(&m.fill, half);
   m.tx_free.resize(half);
   for (std::uint32_t i = 0; i < half; ++i) {
     m.tx_free[i] = static_cast<std::uint64_t>(half + i) * options.frame_size;
@@ -434,7 +519,11 @@ absl::StatusOr<std::unique_ptr<Xsk>> Xsk::open(const XskOptions& options) {
 void Xsk::close() {
   if (!impl_) return;
   Impl& m = *impl_;
-  if (m.socket != nullptr) xsk_socket__delete(m.socket);
+  if (m.epoll_fd >= 0) ::close(m.epoll_fd);
+  // The shared sockets first: the UMEM goes with the last one.
+  for (std::uint32_t i = m.nq; i-- > 0;) {
+    if (m.q[i].socket != nullptr) xsk_socket__delete(m.q[i].socket);
+  }
   if (m.umem != nullptr) xsk_umem__delete(m.umem);
   if (m.area != nullptr) munmap(m.area, m.area_size);
   if (m.attached) xdp_program__detach(m.prog, ifindex_, m.attach_mode, 0);
@@ -462,12 +551,23 @@ absl::Status Xsk::remove_destination(std::uint32_t addr, std::uint16_t port) {
 
 std::uint32_t Xsk::rx_peek(RxFrame* out, std::uint32_t max) {
   Impl& m = *impl_;
-  std::uint32_t idx = 0;
-  const std::uint32_t n = xsk_ring_cons__peek(&m.rx, max, &idx);
+  std::uint32_t idx = 0, n = 0, qi = rx_next_;
+  // The queues take turns: the first one with frames from where the last peek left off.
+  for (std::uint32_t k = 0; k < m.nq; ++k, qi = qi + 1 == m.nq ? 0 : qi + 1) {
+    n = xsk_ring_cons__peek(&m.q[qi].rx, max, &idx);
+    if (n > 0) break;
+  }
+  if (n == 0) {
+    rx_peeked_ = 0;
+    return 0;
+  }
+  const xsk_ring_cons& rx = m.q[qi].rx;
   for (std::uint32_t i = 0; i < n; ++i) {
-    const xdp_desc* d = xsk_ring_cons__rx_desc(&m.rx, idx + i);
+    const xdp_desc* d = xsk_ring_cons__rx_desc(&rx, idx + i);
     out[i] = RxFrame{static_cast<const std::uint8_t*>(xsk_umem__get_data(m.area, d->addr)), d->len};
   }
+  rx_queue_ = qi;
+  rx_next_ = qi + 1 == m.nq ? 0 : qi + 1;
   rx_peek_index_ = idx;
   rx_peeked_ = n;
   stats_.rx_frames += n;
@@ -476,49 +576,60 @@ std::uint32_t Xsk::rx_peek(RxFrame* out, std::uint32_t max) {
 
 void Xsk::rx_release(std::uint32_t consumed) {
   Impl& m = *impl_;
+  if (rx_peeked_ == 0) return;
+  XskQueue& q = m.q[rx_queue_];
   if (consumed > rx_peeked_) consumed = rx_peeked_;
   if (consumed < rx_peeked_) {
-    xsk_ring_cons__cancel(&m.rx, rx_peeked_ - consumed);  // peeked again next time
+    xsk_ring_cons__cancel(&q.rx, rx_peeked_ - consumed);  // peeked again next time, first
     stats_.rx_frames -= rx_peeked_ - consumed;
+    rx_next_ = rx_queue_;
   }
   const std::uint32_t n = consumed;
   rx_peeked_ = 0;
   if (n == 0) return;
-  // The fill ring holds every receive frame, so the frames just received always fit.
+  // The queue's fill ring holds every receive frame of the queue, so the frames just received
+  // always fit.
   std::uint32_t fill_idx = 0;
-  const std::uint32_t reserved = xsk_ring_prod__reserve(&m.fill, n, &fill_idx);
+  const std::uint32_t reserved = xsk_ring_prod__reserve(&q.fill, n, &fill_idx);
   const std::uint64_t mask = ~static_cast<std::uint64_t>(frame_size_ - 1);
   for (std::uint32_t i = 0; i < reserved; ++i) {
-    const std::uint64_t addr = xsk_ring_cons__rx_desc(&m.rx, rx_peek_index_ + i)->addr;
-    *xsk_ring_prod__fill_addr(&m.fill, fill_idx + i) = addr & mask;
+    const std::uint64_t addr = xsk_ring_cons__rx_desc(&q.rx, rx_peek_index_ + i)->addr;
+    *xsk_ring_prod__fill_addr(&q.fill, fill_idx + i) = addr & mask;
   }
-  xsk_ring_prod__submit(&m.fill, reserved);
-  xsk_ring_cons__release(&m.rx, n);
+  xsk_ring_prod__submit(&q.fill, reserved);
+  xsk_ring_cons__release(&q.rx, n);
 }
 
-bool Xsk::rx_available() const { return xsk_cons_nb_avail(&impl_->rx, 1) > 0; }
+bool Xsk::rx_available() const {
+  for (std::uint32_t i = 0; i < impl_->nq; ++i) {
+    if (xsk_cons_nb_avail(&impl_->q[i].rx, 1) > 0) return true;
+  }
+  return false;
+}
 
 bool Xsk::rx_kick(bool always) {
   Impl& m = *impl_;
-  if (!always && !xsk_ring_prod__needs_wakeup(&m.fill)) return false;
-  ++stats_.rx_wakeups;
-  (void)recvfrom(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
-  return true;
+  bool kicked = false;
+  for (std::uint32_t i = 0; i < m.nq; ++i) {
+    if (!always && !xsk_ring_prod__needs_wakeup(&m.q[i].fill)) continue;
+    ++stats_.rx_wakeups;
+    (void)recvfrom(xsk_socket__fd(m.q[i].socket), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+    kicked = true;
+  }
+  return kicked;
 }
 
 bool Xsk::rx_wait(int timeout_ms) {
-  Impl& m = *impl_;
-  if (xsk_ring_prod__needs_wakeup(&m.fill)) {
-    ++stats_.rx_wakeups;
-    recvfrom(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
-  }
-  pollfd p{xsk_socket__fd(m.socket), POLLIN, 0};
+  (void)rx_kick(false);
+  pollfd p{fd(), POLLIN, 0};
   return poll(&p, 1, timeout_ms) > 0 && (p.revents & POLLIN) != 0;
 }
 
 std::uint32_t Xsk::send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl, const TxPayload* payloads,
                              std::uint32_t n) {
-  Impl& m = *impl_;
+  // What the kernel transmits per sendto() in copy mode (TX_BATCH_SIZE in net/xdp/xsk.c).
+  constexpr std::uint32_t kKernelTxBatch = 32;
+  XskQueue& q = impl_->q[0];
   if (n > tx_free_count_) n = tx_free_count_;
   // Stop before the first payload that does not fit in a frame.
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -527,41 +638,49 @@ std::uint32_t Xsk::send_udp4(const Udp4Addressing& addressing, std::uint8_t ttl,
       break;
     }
   }
-  if (n == 0) return 0;
-  std::uint32_t idx = 0;
-  const std::uint32_t built = xsk_ring_prod__reserve(&m.tx, n, &idx);
-  if (built == 0) return 0;
-  for (std::uint32_t i = 0; i < built; ++i) {
-    const std::uint64_t addr = tx_free_[--tx_free_count_];
-    const std::size_t len =
-        build_udp4_frame(umem_area_ + addr, frame_size_, addressing, ttl, payloads[i].data, payloads[i].len);
-    xdp_desc* d = xsk_ring_prod__tx_desc(&m.tx, idx + i);
-    d->addr = addr;
-    d->len = static_cast<std::uint32_t>(len);
-    d->options = 0;
-  }
-  xsk_ring_prod__submit(&m.tx, built);
-  stats_.tx_frames += built;
-  // The kernel asks for a kick through need_wakeup: always in copy mode (it transmits inside
-  // sendto), only when its driver sleeps in zero-copy mode.
-  if (xsk_ring_prod__needs_wakeup(&m.tx)) {
-    ++stats_.tx_kicks;
-    if (sendto(xsk_socket__fd(m.socket), nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN &&
-        errno != EBUSY && errno != ENOBUFS) {
-      ++stats_.tx_kick_errors;
+  std::uint32_t total = 0;
+  while (total < n) {
+    std::uint32_t idx = 0;
+    const std::uint32_t want = n - total < kKernelTxBatch ? n - total : kKernelTxBatch;
+    const std::uint32_t built = xsk_ring_prod__reserve(&q.tx, want, &idx);
+    if (built == 0) break;
+    for (std::uint32_t i = 0; i < built; ++i) {
+      const std::uint64_t addr = tx_free_[--tx_free_count_];
+      const TxPayload& p = payloads[total + i];
+      const std::size_t len = build_udp4_frame(umem_area_ + addr, frame_size_, addressing, ttl, p.data, p.len);
+      xdp_desc* d = xsk_ring_prod__tx_desc(&q.tx, idx + i);
+      d->addr = addr;
+      d->len = static_cast<std::uint32_t>(len);
+      d->options = 0;
+    }
+    xsk_ring_prod__submit(&q.tx, built);
+    stats_.tx_frames += built;
+    total += built;
+    // The kernel asks for a kick through need_wakeup: always in copy mode (it transmits inside
+    // sendto), only when its driver sleeps in zero-copy mode. EAGAIN: it stopped at its batch
+    // limit with frames left in the ring (an earlier chunk's, when a kick was refused for
+    // buffer space), so once more; EBUSY/ENOBUFS: the device is busy, the next send kicks.
+    for (int attempt = 0; attempt < 4 && xsk_ring_prod__needs_wakeup(&q.tx); ++attempt) {
+      ++stats_.tx_kicks;
+      if (sendto(xsk_socket__fd(q.socket), nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) break;
+      if (errno != EAGAIN) {
+        if (errno != EBUSY && errno != ENOBUFS) ++stats_.tx_kick_errors;
+        break;
+      }
+      ++stats_.tx_kick_retries;
     }
   }
-  return built;
+  return total;
 }
 
 std::uint32_t Xsk::reap_completions() {
-  Impl& m = *impl_;
+  xsk_ring_cons& comp = impl_->q[0].comp;
   std::uint32_t idx = 0;
-  const std::uint32_t n = xsk_ring_cons__peek(&m.comp, tx_frames_, &idx);
+  const std::uint32_t n = xsk_ring_cons__peek(&comp, tx_frames_, &idx);
   for (std::uint32_t i = 0; i < n; ++i) {
-    tx_free_[tx_free_count_++] = *xsk_ring_cons__comp_addr(&m.comp, idx + i);
+    tx_free_[tx_free_count_++] = *xsk_ring_cons__comp_addr(&comp, idx + i);
   }
-  if (n) xsk_ring_cons__release(&m.comp, n);
+  if (n) xsk_ring_cons__release(&comp, n);
   stats_.tx_completions += n;
   return n;
 }
