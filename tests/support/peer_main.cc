@@ -352,12 +352,69 @@ std::int64_t Args::num(const std::string& key, std::int64_t otherwise) const {
 
 }  // namespace pollux::testing::peer
 
+namespace {
+
+constexpr const char* kUsage =
+    "pollux-test-peer: the other process of Pollux's multi-process tests, on the public API.\n"
+    "\n"
+    "  pollux-test-peer pub --config F --topic T [--count N] [--size N | --max-size N] [--claim]\n"
+    "                       [--rate MSGS_PER_S] [--go-file PATH] [--ready-fd F] [--counters SCOPE] [--timeout S]\n"
+    "      Waits for a subscriber, offers N messages (0: until SIGTERM) at most RATE a second, prints\n"
+    "      \"pub done sent=N back_pressured=B seconds=S\" and the counters whose scope starts with SCOPE.\n"
+    "  pollux-test-peer sub --config F --topic T [--count N] [--until-end] [--no-loss] [--size N |\n"
+    "                       --max-size N] [--ready-fd F] [--start-fd F] [--state PATH] [--counters SCOPE]\n"
+    "                       [--timeout S]\n"
+    "      Checks every message (payload, order, gaps accounted for) and prints \"sub done received=...\".\n"
+    "  pollux-test-peer stat --dir D --role demo|udp|pub|sub [--hold-fd F] [--port P]\n"
+    "      A process with known counters, positions and errors for pollux-stat.\n"
+    "\n"
+    "Output is line-oriented key=value text; tests/support/peer_main.cc describes every line.\n";
+
+// The options each role takes: anything else is a typo the run would silently ignore.
+bool known_options(const std::string& role, int argc, char** argv) {
+  static const char* const kPub[] = {"config", "topic",   "count",    "size",     "max-size", "claim",
+                                     "rate",   "go-file", "ready-fd", "counters", "timeout"};
+  static const char* const kSub[] = {"config",   "topic",    "count",    "until-end", "no-loss",  "size",
+                                     "max-size", "ready-fd", "start-fd", "state",     "counters", "timeout"};
+  static const char* const kStat[] = {"dir", "role", "hold-fd", "port"};
+  for (int i = 2; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--", 2) != 0) continue;
+    const std::string k(argv[i] + 2);
+    bool ok = false;
+    if (role == "pub") {
+      for (const char* o : kPub) ok |= k == o;
+    } else if (role == "sub") {
+      for (const char* o : kSub) ok |= k == o;
+    } else {
+      for (const char* o : kStat) ok |= k == o;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "pollux-test-peer %s: unknown option --%s (--help lists them)\n", role.c_str(), k.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using pollux::testing::peer::Args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s pub|sub|stat --key value ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s pub|sub|stat --key value ... (--help)\n", argv[0]);
     return 64;
   }
+  if (std::strcmp(argv[1], "pub") != 0 && std::strcmp(argv[1], "sub") != 0 && std::strcmp(argv[1], "stat") != 0) {
+    std::fprintf(stderr, "unknown role %s (pub, sub or stat; --help)\n", argv[1]);
+    return 64;
+  }
+  if (!known_options(argv[1], argc, argv)) return 64;
   ::signal(SIGTERM, pollux::testing::peer::on_term);
   ::signal(SIGINT, pollux::testing::peer::on_term);
   ::setvbuf(stdout, nullptr, _IOLBF, 0);  // the tests read the lines as they come
