@@ -6,6 +6,9 @@
 #   pollux-socket, pollux-xdp             pollux-latency over UDP (pong side in B by --peer-netns),
 #   pollux-socket-poller, pollux-xdp-poller  udp.datapath = socket / xdp, inline busy-spin and with a
 #                                         dedicated poller (pollux_latency_round below)
+#   pollux-{socket,xdp}-tput[-poller]     one-way 64-byte messages through Pollux (pollux-test-peer
+#                                         pub in A, sub in B, every message checked, none lost):
+#                                         msgs/s over the publisher's offer loop (pollux_tput_round)
 # Output: one JSON line per run (stdout and --out FILE), then a summary table: the median over
 # the rounds of p50, p99 and msgs/s, and the ratios: bare xdp/socket, pollux-xdp/pollux-socket
 # (targets p50 <= 0.7, p99 <= 0.8) and pollux-xdp/bare-xdp (target p50 <= 1.15).
@@ -15,7 +18,8 @@
 # `ip netns exec` hides bpffs: harmless, libxdp works without it.
 #
 #   bench/udp/xdp-compare.sh [--rounds 5] [--count 100000] [--warmup 10000] [--seconds 3]
-#                            [--bin build/bin] [--out FILE] [--cases pingpong,tput,pollux]
+#                            [--bin build/bin] [--out FILE] [--cases pingpong,tput,pollux,pollux-tput]
+#                            [--messages 1000000] [--coalesce-us 0]
 set -euo pipefail
 
 SCRIPT=xdp-compare.sh
@@ -26,7 +30,9 @@ WARMUP=10000
 SECONDS_TPUT=3
 BIN="$HERE/../../build/bin"
 OUT=""
-CASES="pingpong,tput,pollux"
+CASES="pingpong,tput,pollux,pollux-tput"
+MESSAGES=1000000
+COALESCE_US=0
 
 usage() {
   sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
@@ -39,33 +45,38 @@ Flags:
   --seconds S    length of each throughput run (default $SECONDS_TPUT)
   --bin DIR      where pollux-bench-xdp-floor and pollux-latency are (default build/bin)
   --out FILE     also write the JSON lines to FILE
-  --cases LIST   comma-separated subset of pingpong,tput,pollux (default all)
+  --cases LIST   comma-separated subset of pingpong,tput,pollux,pollux-tput (default all)
+  --messages N   messages per pollux-tput run (default $MESSAGES)
+  --coalesce-us U  udp.coalesce_us of the pollux-tput publishers (default $COALESCE_US: a datagram per message)
 EOF
 }
 
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --rounds|--count|--warmup|--seconds|--bin|--out|--cases)
+    --rounds|--count|--warmup|--seconds|--bin|--out|--cases|--messages|--coalesce-us)
       [ $# -ge 2 ] || { echo "$SCRIPT: $1 needs a value (see --help)" >&2; exit 64; }
       case "$1" in
         --rounds) ROUNDS=$2 ;; --count) COUNT=$2 ;; --warmup) WARMUP=$2 ;; --seconds) SECONDS_TPUT=$2 ;;
-        --bin) BIN=$2 ;; --out) OUT=$2 ;; --cases) CASES=$2 ;;
+        --bin) BIN=$2 ;; --out) OUT=$2 ;; --cases) CASES=$2 ;; --messages) MESSAGES=$2 ;;
+        --coalesce-us) COALESCE_US=$2 ;;
       esac
       shift 2 ;;
     *) echo "$SCRIPT: unknown argument '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
-for v in ROUNDS COUNT WARMUP SECONDS_TPUT; do
+[[ $COALESCE_US =~ ^[0-9]+$ ]] || { echo "$SCRIPT: --coalesce-us must be a non-negative integer" >&2; exit 64; }
+for v in ROUNDS COUNT WARMUP SECONDS_TPUT MESSAGES; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "$SCRIPT: ${v,,} must be a positive integer" >&2; exit 64; }
 done
 for c in ${CASES//,/ }; do
-  case "$c" in pingpong|tput|pollux) ;; *) echo "$SCRIPT: --cases: unknown case '$c'" >&2; exit 64 ;; esac
+  case "$c" in pingpong|tput|pollux|pollux-tput) ;; *) echo "$SCRIPT: --cases: unknown case '$c'" >&2; exit 64 ;; esac
 done
 has_case() { [[ ",$CASES," == *",$1,"* ]]; }
 
 FLOOR="$BIN/pollux-bench-xdp-floor"
 LATENCY="$BIN/pollux-latency"
+PEER="$BIN/pollux-test-peer"
 [ -x "$FLOOR" ] || { echo "$SCRIPT: $FLOOR not found (build it: cmake --build build --target pollux-bench-xdp-floor; needs POLLUX_HAVE_XDP)" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "$SCRIPT: needs root (CAP_SYS_ADMIN for network namespaces, CAP_NET_ADMIN/CAP_BPF for XDP)" >&2; exit 1; }
 command -v ip >/dev/null || { echo "$SCRIPT: needs iproute2 (ip)" >&2; exit 1; }
@@ -206,6 +217,55 @@ pollux_latency_round() {
   return $failed
 }
 
+# ---- one-way throughput through Pollux across the namespaces ---------------------------------
+#
+# pollux-test-peer sub in B (pinned to CPU 1) and pub in A (CPU 0), one stream over the multicast
+# group, MESSAGES messages of 64 bytes, backpressure flow control (the publisher's rate is what the
+# subscriber takes). msgs/s = sent / the publisher's offer-loop seconds; the subscriber checks
+# every message and must lose none. Inline busy-spin (the offer() and poll() calls drive the
+# sockets), and a dedicated poller per process on its application thread's CPU (idle yield).
+pollux_tput_config() {  # DATAPATH THREADING IDLE IFACE
+  printf '%s\n' "[runtime]" "threading = \"$2\"" "idle = \"$3\"" "pollers = 1" "poller_cores = []" \
+    "counters = false" "[transport]" "kind = \"udp\"" "[udp]" "address = \"$POLLUX_GROUP\"" "port = 47100" \
+    "interface = \"$4\"" "datapath = \"$1\"" "xdp_mode = \"copy\"" "coalesce_us = $COALESCE_US" \
+    "linger_ms = 2000" "[[streams]]" "topic = \"tput\"" "id = 1"
+}
+pollux_tput_run() {  # CASE ROUND DATAPATH THREADING IDLE
+  local name=$1 round=$2 d=$3 threading=$4 idle=$5
+  pollux_tput_config "$d" "$threading" "$idle" "$IF_A" >"$WORK/pub.toml"
+  pollux_tput_config "$d" "$threading" "$idle" "$IF_B" >"$WORK/sub.toml"
+  ip netns exec "$NS_B" "${PIN_B[@]}" "$PEER" sub --config "$WORK/sub.toml" --topic tput --count "$MESSAGES" \
+    --size 64 --no-loss --timeout 60 >"$WORK/sub.out" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  local rc=0 rrc=0
+  ip netns exec "$NS_A" "${PIN_A[@]}" "$PEER" pub --config "$WORK/pub.toml" --topic tput --count "$MESSAGES" \
+    --size 64 --timeout 60 >"$WORK/pub.out" 2>&1 || rc=$?
+  wait "$pid" || rrc=$?
+  PIDS=("${PIDS[@]/$pid}")
+  if [ $rc -ne 0 ] || [ $rrc -ne 0 ]; then
+    echo "$SCRIPT: $name round $round failed (pub $rc, sub $rrc): $(tail -3 "$WORK/pub.out" "$WORK/sub.out")" >&2
+    return 1
+  fi
+  emit "$name" "$round" "$(python3 -c '
+import json, re, sys
+pub = open(sys.argv[1]).read(); sub = open(sys.argv[2]).read()
+p = re.search(r"pub done sent=(\d+) back_pressured=(\d+) seconds=([\d.]+)", pub)
+s = re.search(r"sub done received=(\d+) lost=(\d+)", sub)
+print(json.dumps({"datapath": sys.argv[3], "threading": sys.argv[4], "coalesce_us": int(sys.argv[5]),
+                  "messages": int(p.group(1)), "seconds": float(p.group(3)),
+                  "msgs_per_s": int(p.group(1)) / float(p.group(3)), "received": int(s.group(1)),
+                  "lost": int(s.group(2))}))' "$WORK/pub.out" "$WORK/sub.out" "$d" "$threading" "$COALESCE_US")"
+}
+pollux_tput_round() {
+  local round=$1 failed=0
+  pollux_tput_run pollux-socket-tput "$round" socket inline busy-spin || failed=1
+  pollux_tput_run pollux-xdp-tput "$round" xdp inline busy-spin || failed=1
+  pollux_tput_run pollux-socket-tput-poller "$round" socket dedicated yield || failed=1
+  pollux_tput_run pollux-xdp-tput-poller "$round" xdp dedicated yield || failed=1
+  return $failed
+}
+
 # ---- rounds ----------------------------------------------------------------------------------
 echo "# $SCRIPT: $ROUNDS rounds, $NS_A/$IF_A ($ADDR_A) <-> $NS_B/$IF_B ($ADDR_B), pinned: ${PIN_A[*]:-no} / ${PIN_B[*]:-no}" >&2
 if has_case pollux; then
@@ -224,6 +284,13 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   if has_case pollux && [ -z "$POLLUX_SKIP" ]; then
     pollux_latency_round "$round" || failed=1
+  fi
+  if has_case pollux-tput; then
+    if [ -x "$PEER" ]; then
+      pollux_tput_round "$round" || failed=1
+    elif [ "$round" = 1 ]; then
+      echo "# pollux-tput skipped: $PEER not found" >&2
+    fi
   fi
 done
 
@@ -245,7 +312,8 @@ def ratio(a, b):
 print()
 print(f"{'case':<22}{'rounds':>7}{'p50 ns':>12}{'p99 ns':>12}{'msgs/s':>14}{'lost':>10}")
 cases = ["socket-pingpong", "xdp-pingpong", "pollux-socket", "pollux-xdp", "pollux-socket-poller", "pollux-xdp-poller",
-         "socket-tput", "xdp-tput"]
+         "socket-tput", "xdp-tput", "pollux-socket-tput", "pollux-xdp-tput", "pollux-socket-tput-poller",
+         "pollux-xdp-tput-poller"]
 for case in cases:
     if case not in runs:
         continue
@@ -272,8 +340,13 @@ for sfx, what in [("", "inline busy-spin"), ("-poller", "dedicated poller")]:
 if "xdp-tput" in runs and "socket-tput" in runs:
     print(f"xdp/socket one-way 64-byte throughput (bare): "
           f"{fmt(ratio(med('xdp-tput', 'msgs_per_s'), med('socket-tput', 'msgs_per_s')), 3)}")
-if any(c.startswith("pollux-") for c in runs):
-    print("one-way 64-byte throughput through Pollux across the namespaces: not measured (pollux-latency's --rate is "
-          "open loop at a fixed rate, and pollux-bench-udp's throughput cases run on loopback in one namespace)")
+for sfx, what in [("", "inline busy-spin"), ("-poller", "dedicated poller")]:
+    x, s = "pollux-xdp-tput" + sfx, "pollux-socket-tput" + sfx
+    if x in runs and s in runs:
+        v = ratio(med(x, "msgs_per_s"), med(s, "msgs_per_s"))
+        same = [a["msgs_per_s"] / b["msgs_per_s"] for a, b in zip(runs[x], runs[s])]
+        print(f"pollux xdp/socket one-way 64-byte throughput ({what}, coalesce_us {runs[x][0]['coalesce_us']}): "
+              f"{fmt(v, 3)} (per round: {', '.join(f'{r:.2f}' for r in same)}; target >= 2: "
+              f"{'met' if v is not None and v >= 2 else 'missed'})")
 EOF
 exit $failed

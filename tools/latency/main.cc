@@ -145,8 +145,10 @@ Two network namespaces (UDP across a veth pair, either udp.datapath; needs root)
                          ip netns exec A pollux-latency --peer-netns B --set transport.kind=udp
                            --set udp.interface=vethA --peer-set udp.interface=vethB
   --peer-set KEY=VALUE override one key on the pong side only, after --set (repeatable)
-  On udp.datapath = "xdp" there are no kernel timestamps: the send completion and kernel RX
-  stages print as absent with the reason, and no library-only pair runs.
+  On udp.datapath = "xdp" there are no kernel timestamps: the kernel RX stage prints as
+  absent with the reason, no library-only pair runs, and the send completion is where the
+  library hands the datagram to its AF_XDP port (with udp.kernel_timestamps = true, the
+  default here): the TX kick, the wire and the RX ring are the transport stage after it.
 
 Measurement:
   --count N            measured round trips (ping-pong) or messages (--rate) per variant:
@@ -1558,8 +1560,9 @@ RunResult RunOnce(const Options& o, const RunConfig& rc, double clock_cost, Port
     std::uint64_t consecutive_timeouts = 0;
     // UDP's kernel TX timestamp is on the path (between post and the kernel RX stamp); RDMA's
     // send CQE is not (AddSendCompletion below); shm has none.
-    // The XDP datapath's sends carry no TX timestamp.
-    SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp && !rc.ping_xdp);
+    // The XDP datapath's sends carry no kernel TX timestamp: with udp.kernel_timestamps the
+    // library records the hand-over to its AF_XDP port in its place.
+    SendCompletionWait send_completions(rc.cfg.transport == core::TransportKind::kUdp);
     r.planned = total;
     bool announced = false;
     for (std::uint64_t i = 0; i < total && err.empty() && !StopRequested(); r.completed = ++i) {
@@ -2440,10 +2443,11 @@ int Main(int argc, char** argv) {
   if (o.rate > 0 && base->cfg.transport == core::TransportKind::kUdp) {
     notes[kSendCompletion] = "not joined in --rate mode (the kernel's TX timestamp stays in the sending process)";
   }
-  if (base->ping_xdp) {
+  const bool xdp_kick_stamp = base->ping_xdp && transport::udp::config(base->cfg).kernel_timestamps;
+  if (base->ping_xdp && !xdp_kick_stamp) {
     notes[kSendCompletion] =
-        "absent: udp.datapath = \"xdp\" on the sending side (frames go out on the AF_XDP TX ring, past the kernel's "
-        "socket path: no SO_TIMESTAMPING TX timestamp exists)";
+        "absent: udp.datapath = \"xdp\" on the sending side and udp.kernel_timestamps = false (with it, the stage "
+        "ends where the library hands the datagram to its AF_XDP port)";
   }
   if (base->pong_xdp) {
     notes[kKernelRx] =
@@ -2483,6 +2487,14 @@ int Main(int argc, char** argv) {
   if (base->cfg.transport == core::TransportKind::kUdp) {
     absl::PrintF("udp datapath: ping side %s, pong side %s\n", base->ping_xdp ? "xdp" : "socket",
                  base->pong_xdp ? "xdp" : "socket");
+    if (xdp_kick_stamp) {
+      absl::PrintF(
+          "send_completion on the XDP datapath: the clock read as the library hands the datagram to its AF_XDP "
+          "port (not a kernel stamp); from there the frame is built in the UMEM, posted on the TX ring and the kernel "
+          "kicked (sendto: in copy mode it transmits inside that call, and on veth also runs the peer's XDP program "
+          "and fills its RX ring), so send_completion -> receive holds the TX kick, the wire and the receiver "
+          "noticing the frame in its ring\n");
+    }
   }
   absl::PrintF("machine: %s\n", host::machine_description());
   absl::PrintF(
@@ -2500,6 +2512,15 @@ int Main(int argc, char** argv) {
       o.rate > 0 ? json_number(o.rate) : "null", o.count, o.warmup, o.trace_every,
       json_string(host::machine_description()), json_string(Clock::describe()));
   absl::StrAppendFormat(&json, ", \"burst\": %d", o.burst);
+  if (base->cfg.transport == core::TransportKind::kUdp) {
+    // What the send_completion stage ends on (null: nothing stamps it).
+    absl::StrAppendFormat(&json, ", \"udp_datapath\": {\"ping\": %s, \"pong\": %s}, \"send_completion_source\": %s",
+                          json_string(base->ping_xdp ? "xdp" : "socket"),
+                          json_string(base->pong_xdp ? "xdp" : "socket"),
+                          !transport::udp::config(base->cfg).kernel_timestamps ? "null"
+                          : xdp_kick_stamp                                     ? "\"xdp_port_handover\""
+                                                                               : "\"kernel_tx_timestamp\"");
+  }
   if (!seed_lines.empty()) {
     json += ", \"seed_notes\": [";
     for (std::size_t i = 0; i < seed_lines.size(); ++i) json += (i ? ", " : "") + json_string(seed_lines[i]);

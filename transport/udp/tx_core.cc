@@ -69,7 +69,14 @@ std::uint32_t TxCore::send_datagrams(std::span<const DatagramSink::Datagram> d) 
 }
 
 std::uint32_t TxCore::send_xdp(std::span<const DatagramSink::Datagram> d) noexcept {
-  if (__builtin_expect(!(tx_loss > 0), 1)) return xdp->send(ch.dest, xdp_mac, xdp_src_port, xdp_ttl, d);
+  if (__builtin_expect(!(tx_loss > 0), 1)) {
+    // Read before the call: on veth the kick runs the peer's XDP program inside it, so a peer
+    // polling its ring can see the frame before the call returns.
+    const std::int64_t t = __builtin_expect(xdp_tx_stamps, 0) ? core::Clock::now_ns() : 0;
+    const std::uint32_t n = xdp->send(ch.dest, xdp_mac, xdp_src_port, xdp_ttl, d);
+    if (__builtin_expect(xdp_tx_stamps, 0)) stamp_xdp_sends(d.first(n), t);
+    return n;
+  }
   // Fault injection: the datagrams it drops count as sent; the rest go out one by one.
   std::uint32_t total = 0;
   for (; total < d.size(); ++total) {
@@ -77,6 +84,19 @@ std::uint32_t TxCore::send_xdp(std::span<const DatagramSink::Datagram> d) noexce
     if (xdp->send(ch.dest, xdp_mac, xdp_src_port, xdp_ttl, d.subspan(total, 1)) == 0) break;
   }
   return total;
+}
+
+void TxCore::stamp_xdp_sends(std::span<const DatagramSink::Datagram> d, std::int64_t at_ns) noexcept {
+  if (send_log == nullptr) return;
+  for (const DatagramSink::Datagram& g : d) {
+    reliability::FrameCursor cur(g.data, g.bytes);
+    for (const core::FrameHeader* f = cur.next(); f != nullptr; f = cur.next()) {
+      if (!(f->flags & core::kFlagTraced) || (f->flags & (core::kFlagHeartbeat | core::kFlagPadding))) continue;
+      if (f->sequence <= xdp_stamp_hwm) continue;  // a repair
+      send_log->record(f->sequence, at_ns);
+      xdp_stamp_hwm = f->sequence;
+    }
+  }
 }
 
 void TxCore::service_xdp(std::int64_t now_ns) noexcept {

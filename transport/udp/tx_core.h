@@ -83,6 +83,13 @@ struct TxCore final : reliability::DatagramSink {
   std::uint8_t xdp_ttl = 64;
   std::int64_t xdp_next_resolve_ns = 0;
   std::uint64_t xdp_socket_sends = 0;
+  // A traced stream with udp.kernel_timestamps on the XDP datapath: no kernel TX timestamp
+  // exists there, so the send log gets the clock read just before the datagrams were handed to
+  // the AF_XDP port (frame build, TX ring and kick follow) for the traced first transmissions
+  // (sequence above xdp_stamp_hwm) of what it sent.
+  bool xdp_tx_stamps = false;
+  std::uint64_t xdp_stamp_hwm = 0;
+  void stamp_xdp_sends(std::span<const reliability::DatagramSink::Datagram> d, std::int64_t at_ns) noexcept;
   reliability::ReliableSender sender;
   reliability::FaultInjector tx_faults;
   double tx_loss = 0;

@@ -100,7 +100,9 @@ absl::StatusOr<std::unique_ptr<UdpTxEndpoint>> UdpTxEndpoint::open(const Transpo
     }
     t.xdp_src_port = local.sin_port;
     t.xdp_ttl = t.ch.multicast ? static_cast<std::uint8_t>(u.ttl) : 64;
-    // Traced streams' TX timestamps come from the kernel's socket path, which the data skips.
+    // Traced streams' TX timestamps come from the kernel's socket path, which the data skips:
+    // their send completion is the hand-over to the AF_XDP port instead (stamp_xdp_sends).
+    t.xdp_tx_stamps = t.send_log != nullptr;
     t.tx_stamps = false;
     t.service_xdp(core::Clock::now_ns());
   }
