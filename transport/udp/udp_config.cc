@@ -50,7 +50,7 @@ const ConfigTable<UdpConfig>& table() {
         .choice("datapath", &UdpConfig::datapath, kDatapathNames,
                 "how datagrams enter and leave the host: \"socket\" (the kernel's UDP sockets) or \"xdp\" (an "
                 "AF_XDP socket per interface fed by Pollux's XDP program: needs root or CAP_NET_ADMIN, CAP_BPF and "
-                "CAP_NET_RAW, a named udp.interface, and one Pollux process per interface queue; docs/XDP.md)")
+                "CAP_NET_RAW, a named udp.interface, and one Pollux process per interface; docs/XDP.md)")
         .choice("xdp_mode", &UdpConfig::xdp_mode, kXdpModeNames,
                 "AF_XDP mode: \"auto\" (zero-copy where the driver has it, else copy; generic (skb) attach when "
                 "the driver has no native XDP), or force \"zerocopy\", \"copy\" or \"generic\"")
