@@ -691,7 +691,9 @@ TEST(XdpQueuesTest, EveryRxQueueHasASocketAndTheFramesOfEachAreReceived) {
   options.ifname = kIfB4;
   options.queues = *queues;
   options.mode = xdp::XskMode::kCopy;
-  options.frame_count = 512;
+  // 256 receive frames per queue: room for all 128 datagrams should the flows' hashes put them
+  // on one queue (they are read only after all were sent).
+  options.frame_count = 2048;
   options.frame_size = 2048;
   auto xsk = xdp::Xsk::open(options);
   ASSERT_TRUE(xsk.ok()) << xsk.status();
