@@ -1,0 +1,564 @@
+#include "core/archive/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/archive/crc32c.h"
+#include "core/clock.h"
+
+namespace pollux::core::archive {
+namespace {
+
+std::string errno_text(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
+
+absl::Status io_error(int e, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(e), absl::StrCat(what, ": ", errno_text(e)));
+}
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::uint32_t header_crc(SegmentHeader h) {
+  h.header_crc = 0;
+  return crc32c(&h, sizeof h);
+}
+
+// The record crc: the length field, then the body.
+std::uint32_t record_crc(std::uint32_t length, const void* body) {
+  return crc32c(body, length, crc32c(&length, sizeof length));
+}
+
+constexpr char kIndexMagic[8] = {'P', 'L', 'X', 'I', 'D', 'X', '0', '1'};
+struct IndexFileHeader {
+  char magic[8];
+  std::uint32_t count;
+  std::uint32_t crc;  // crc32c of the entries
+};
+static_assert(sizeof(IndexFileHeader) == 16);
+
+// pwrite of the whole range, retried on EINTR and short writes.
+bool pwrite_all(int fd, const void* data, std::size_t n, std::uint64_t off, int* err) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+    off += static_cast<std::uint64_t>(w);
+  }
+  return true;
+}
+
+void free_aligned(std::byte* p) { std::free(p); }
+
+}  // namespace
+
+std::string segment_path(const std::string& dir, std::uint64_t recording_id, std::uint32_t index) {
+  return absl::StrFormat("%s/%016x-%08u.seg", dir, recording_id, index);
+}
+
+std::string index_path(const std::string& dir, std::uint64_t recording_id, std::uint32_t index) {
+  return absl::StrFormat("%s/%016x-%08u.idx", dir, recording_id, index);
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std::uint64_t offset,
+                                 SegmentReader::Record* out, const char** why) noexcept {
+  if (offset < kSegmentHeaderSize || offset % kRecordAlign != 0) {
+    *why = "offset is not a record boundary";
+    return SegmentReader::Next::kInvalid;
+  }
+  if (offset + sizeof(RecordHeader) > size) return SegmentReader::Next::kEnd;  // the segment is full
+  RecordHeader rh;
+  std::memcpy(&rh, data + offset, sizeof rh);
+  if (rh.length == 0) {
+    if (rh.crc != 0) {
+      *why = "a record of length 0 with a non-zero crc";
+      return SegmentReader::Next::kInvalid;
+    }
+    return SegmentReader::Next::kEnd;
+  }
+  if (rh.length > kMaxBodySize || rh.length > size - offset - sizeof(RecordHeader)) {
+    *why = "record length beyond the segment";
+    return SegmentReader::Next::kInvalid;
+  }
+  const std::byte* body = data + offset + sizeof(RecordHeader);
+  // Both bodies start with a length and a magic byte.
+  if (rh.length < 5) {
+    *why = "record shorter than any body";
+    return SegmentReader::Next::kInvalid;
+  }
+  std::uint32_t inner_length;
+  std::memcpy(&inner_length, body, 4);
+  const auto magic = static_cast<std::uint8_t>(body[4]);
+  bool marker = false;
+  if (magic == kFrameMagic) {
+    if (rh.length < kFrameHeaderSize) {
+      *why = "frame record shorter than a frame header";
+      return SegmentReader::Next::kInvalid;
+    }
+  } else if (magic == kMarkerMagic) {
+    if (rh.length != sizeof(Marker)) {
+      *why = "marker record of the wrong length";
+      return SegmentReader::Next::kInvalid;
+    }
+    marker = true;
+  } else {
+    *why = "record body with an unknown magic";
+    return SegmentReader::Next::kInvalid;
+  }
+  if (inner_length != rh.length) {
+    *why = "record length differs from its body's";
+    return SegmentReader::Next::kInvalid;
+  }
+  if (record_crc(rh.length, body) != rh.crc) {
+    *why = "crc mismatch";
+    return SegmentReader::Next::kInvalid;
+  }
+  *out = SegmentReader::Record{body, rh.length, offset, marker};
+  return SegmentReader::Next::kRecord;
+}
+
+absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return io_error(errno, absl::StrCat("recording segment ", path));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int e = errno;
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("recording segment ", path, ": not a regular file",
+                                                      e ? absl::StrCat(" (", errno_text(e), ")") : ""));
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size < kSegmentHeaderSize) {
+    ::close(fd);
+    return absl::DataLossError(absl::StrCat("recording segment ", path, ": ", size, " bytes, shorter than its header"));
+  }
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int e = errno;
+  ::close(fd);
+  if (m == MAP_FAILED) return io_error(e, absl::StrCat("recording segment ", path, ": mmap"));
+  SegmentReader r;
+  r.path_ = path;
+  r.data_ = static_cast<const std::byte*>(m);
+  r.size_ = size;
+  std::memcpy(&r.header_, r.data_, sizeof r.header_);
+  const SegmentHeader& h = r.header_;
+  if (std::memcmp(h.magic, kSegmentMagic, sizeof h.magic) != 0) {
+    return absl::DataLossError(absl::StrCat("recording segment ", path, ": not a Pollux segment (bad magic)"));
+  }
+  if (h.version != kSegmentVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("recording segment ", path, ": version ", h.version, ", this build reads ", kSegmentVersion));
+  }
+  if (header_crc(h) != h.header_crc) {
+    return absl::DataLossError(absl::StrCat("recording segment ", path, ": header crc mismatch at offset 0"));
+  }
+  if (h.segment_size != size) {
+    return absl::DataLossError(
+        absl::StrCat("recording segment ", path, ": ", size, " bytes, its header says ", h.segment_size));
+  }
+  return r;
+}
+
+SegmentReader::SegmentReader(SegmentReader&& o) noexcept { *this = std::move(o); }
+
+SegmentReader& SegmentReader::operator=(SegmentReader&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    pos_ = o.pos_;
+    header_ = o.header_;
+    why_ = o.why_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+SegmentReader::~SegmentReader() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+SegmentReader::Next SegmentReader::next(Record* out) noexcept {
+  const Next n = check_record(data_, size_, pos_, out, &why_);
+  if (n == Next::kRecord) pos_ += record_size(out->length);
+  return n;
+}
+
+absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return io_error(errno, absl::StrCat("segment index ", path));
+  IndexFileHeader h{};
+  std::vector<IndexEntry> out;
+  struct stat st {};
+  bool ok =
+      ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) >= sizeof h &&
+      ::pread(fd, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+      std::memcmp(h.magic, kIndexMagic, sizeof h.magic) == 0 &&
+      static_cast<std::uint64_t>(st.st_size) == sizeof h + static_cast<std::uint64_t>(h.count) * sizeof(IndexEntry);
+  if (ok) {
+    out.resize(h.count);
+    const std::size_t bytes = out.size() * sizeof(IndexEntry);
+    ok = ::pread(fd, out.data(), bytes, sizeof h) == static_cast<ssize_t>(bytes) && crc32c(out.data(), bytes) == h.crc;
+  }
+  ::close(fd);
+  if (!ok) return absl::DataLossError(absl::StrCat("segment index ", path, ": damaged (header, size or crc)"));
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    if (out[i].offset <= out[i - 1].offset) {
+      return absl::DataLossError(absl::StrCat("segment index ", path, ": entry ", i, " is out of offset order"));
+    }
+  }
+  return out;
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<RecordingWriter>> RecordingWriter::open(const WriterOptions& options) {
+  if (options.segment_size < kMinSegmentSize || options.segment_size > kMaxSegmentSize ||
+      options.segment_size % kMinSegmentSize != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "recording segment size %u: expected a multiple of 1 MiB from 1 MiB to 16 GiB", options.segment_size));
+  }
+  if (options.buffer_bytes < 64 * 1024 || options.buffer_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "recording write buffer %u bytes: expected a multiple of 4 KiB, at least 64 KiB", options.buffer_bytes));
+  }
+  std::unique_ptr<RecordingWriter> w(new RecordingWriter());
+  w->o_ = options;
+  void* b = nullptr;
+  if (posix_memalign(&b, 4096, options.buffer_bytes) != 0) {
+    return absl::ResourceExhaustedError("recording write buffer: out of memory");
+  }
+  w->buf_ = std::unique_ptr<std::byte[], void (*)(std::byte*)>(static_cast<std::byte*>(b), free_aligned);
+  w->index_.reserve(options.segment_size / kIndexEveryBytes + 1);
+  absl::Status s = options.resume ? w->resume(options.resume_segment) : w->create_segment(0);
+  if (!s.ok()) return s;
+  return w;
+}
+
+RecordingWriter::~RecordingWriter() {
+  if (!closed_) (void)close();
+}
+
+absl::Status RecordingWriter::create_segment(std::uint32_t index) {
+  const std::string path = segment_path(o_.directory, o_.recording_id, index);
+  // Made complete under a temporary name (preallocated, header written and synced), then
+  // renamed into place without replacing anything: a crash mid-creation leaves at most a
+  // ".tmp" file, never a segment without its header, and a segment already there (this
+  // recording's earlier run, or another's) is never overwritten.
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());  // a leftover of a creation that crashed
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) {
+    return io_error(errno, absl::StrCat("recording ", o_.recording_id, ": creating segment ", path,
+                                        errno == EACCES || errno == EROFS ? " (is the directory writable?)" : ""));
+  }
+  const auto discard = [&](int e, const std::string& step) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return io_error(e, absl::StrCat("recording ", o_.recording_id, ": ", step, " segment ", path));
+  };
+  if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(o_.segment_size)); e != 0) {
+    return discard(e, absl::StrCat("preallocating ", o_.segment_size, " bytes for"));
+  }
+  SegmentHeader h{};
+  std::memcpy(h.magic, kSegmentMagic, sizeof h.magic);
+  h.version = kSegmentVersion;
+  h.recording_id = o_.recording_id;
+  h.stream_id = o_.stream_id;
+  h.segment_index = index;
+  h.segment_size = o_.segment_size;
+  h.created_ns = realtime_ns();
+  h.created_clock_ns = Clock::now_ns();
+  h.header_crc = header_crc(h);
+  int err = 0;
+  if (!pwrite_all(fd, &h, sizeof h, 0, &err)) return discard(err, "writing the header of");
+  if (::fdatasync(fd) != 0) return discard(errno, "syncing");
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+    return discard(errno, "naming");
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  segment_ = index;
+  file_pos_ = kSegmentHeaderSize;
+  next_index_at_ = kSegmentHeaderSize;
+  index_.clear();
+  dirty_ = true;
+  ++stats_.segments;
+  return absl::OkStatus();
+}
+
+absl::Status RecordingWriter::resume(std::uint32_t index) {
+  const std::string path = segment_path(o_.directory, o_.recording_id, index);
+  absl::StatusOr<SegmentReader> r = SegmentReader::open(path);
+  if (!r.ok()) return r.status();
+  if (r->header().recording_id != o_.recording_id || r->header().stream_id != o_.stream_id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("recording %u: segment %s belongs to recording %u of stream %u", o_.recording_id, path,
+                        r->header().recording_id, r->header().stream_id));
+  }
+  // The valid records, the index rebuilt from them, and where they end.
+  index_.clear();
+  next_index_at_ = kSegmentHeaderSize;
+  SegmentReader::Record rec;
+  SegmentReader::Next n;
+  while ((n = r->next(&rec)) == SegmentReader::Next::kRecord) {
+    if (!rec.is_marker) {
+      const auto* f = reinterpret_cast<const FrameHeader*>(rec.body);
+      if (rec.offset >= next_index_at_ && index_.size() < index_.capacity()) {
+        index_.push_back(IndexEntry{f->sequence, f->timestamp_ns, rec.offset});
+        next_index_at_ = rec.offset + kIndexEveryBytes;
+      }
+    }
+  }
+  const std::uint64_t end = r->offset();
+  // Whatever follows the last valid record is a torn write (or zeros): find the last non-zero
+  // byte and zero everything from `end`, so that no older record behind the tear can be read as
+  // one written after the resume.
+  std::uint64_t last_nonzero = end;
+  for (std::uint64_t p = r->size(); p > end;) {
+    const std::uint64_t chunk = std::min<std::uint64_t>(p - end, 1u << 20);
+    const std::byte* base = r->data() + (p - chunk);
+    std::uint64_t k = chunk;
+    while (k > 0 && base[k - 1] == std::byte{0}) --k;
+    if (k > 0) {
+      last_nonzero = p - chunk + k;
+      break;
+    }
+    p -= chunk;
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return io_error(errno, absl::StrCat("recording ", o_.recording_id, ": reopening segment ", path));
+  if (last_nonzero > end) {
+    // Punch the range out (reads as zeros), then allocate it again so a later write cannot fail
+    // for space it had before.
+    const auto len = static_cast<off_t>(last_nonzero - end);
+    int e = 0;
+    if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(end), len) != 0) {
+      // A file system without hole punching: write the zeros.
+      std::vector<std::byte> zeros(std::min<std::uint64_t>(last_nonzero - end, 1u << 20));
+      for (std::uint64_t p = end; p < last_nonzero && e == 0; p += zeros.size()) {
+        const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), last_nonzero - p));
+        if (!pwrite_all(fd, zeros.data(), k, p, &e)) break;
+      }
+    } else {
+      e = ::posix_fallocate(fd, static_cast<off_t>(end), len);
+    }
+    if (e != 0 || ::fdatasync(fd) != 0) {
+      const int err = e != 0 ? e : errno;
+      ::close(fd);
+      return io_error(err, absl::StrCat("recording ", o_.recording_id, ": zeroing the torn tail of ", path));
+    }
+    stats_.torn_bytes = last_nonzero - end;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  segment_ = index;
+  file_pos_ = end;
+  ++stats_.segments;
+  // The marker of the restart (in the next segment when this one is full).
+  Marker m{};
+  m.length = sizeof m;
+  m.magic = kMarkerMagic;
+  m.version = kMarkerVersion;
+  m.kind = static_cast<std::uint16_t>(MarkerKind::kResume);
+  m.stream_id = o_.stream_id;
+  m.time_ns = realtime_ns();
+  m.count = stats_.torn_bytes;
+  if (!put(&m, sizeof m, false) || !flush(Clock::now_ns())) return error_;
+  ++stats_.markers;
+  return absl::OkStatus();
+}
+
+bool RecordingWriter::fail(absl::Status s) noexcept {
+  if (error_.ok()) error_ = std::move(s);
+  return false;
+}
+
+bool RecordingWriter::append(const void* frame, std::uint32_t length) noexcept {
+  if (__builtin_expect(!error_.ok() || closed_, 0)) {
+    ++stats_.dropped;
+    return false;
+  }
+  if (__builtin_expect(length < kFrameHeaderSize || length > kMaxBodySize, 0)) return false;
+  FrameHeader h;
+  std::memcpy(&h, frame, sizeof h);
+  if (__builtin_expect(h.frame_length != length || h.magic != kFrameMagic, 0)) return false;
+  if (!put(frame, length, true)) return false;
+  ++stats_.frames;
+  if (stats_.first_sequence == 0) {
+    stats_.first_sequence = h.sequence;
+    stats_.first_time_ns = h.timestamp_ns;
+  }
+  stats_.last_sequence = h.sequence;
+  stats_.last_time_ns = h.timestamp_ns;
+  return true;
+}
+
+bool RecordingWriter::append_gap(std::uint32_t session_id, std::uint64_t from_seq, std::uint64_t to_seq) noexcept {
+  if (!error_.ok() || closed_) return false;
+  Marker m{};
+  m.length = sizeof m;
+  m.magic = kMarkerMagic;
+  m.version = kMarkerVersion;
+  m.kind = static_cast<std::uint16_t>(MarkerKind::kGap);
+  m.stream_id = o_.stream_id;
+  m.session_id = session_id;
+  m.from_seq = from_seq;
+  m.to_seq = to_seq;
+  m.time_ns = realtime_ns();
+  m.count = to_seq >= from_seq ? to_seq - from_seq + 1 : 0;
+  if (!put(&m, sizeof m, false)) return false;
+  ++stats_.markers;
+  return true;
+}
+
+bool RecordingWriter::put(const void* body, std::uint32_t length, bool is_frame) noexcept {
+  const std::uint64_t need = record_size(length);
+  // The segment's last 8 bytes stay zero: a reader always finds an end record or the end.
+  if (position() + need > o_.segment_size - sizeof(RecordHeader)) {
+    if (need > o_.segment_size - kSegmentHeaderSize - sizeof(RecordHeader)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrFormat("recording %u: a record of %u bytes does not fit a segment of %u bytes", o_.recording_id,
+                          need, o_.segment_size)));
+    }
+    if (!roll()) return false;
+  }
+  if (buf_len_ + need > o_.buffer_bytes) {
+    if (!write_buffer()) return false;
+    if (need > o_.buffer_bytes) {
+      // Larger than the buffer: written directly (header, body, padding).
+      RecordHeader rh{record_crc(length, body), length};
+      int e = 0;
+      const std::uint64_t at = file_pos_;
+      const std::uint64_t pad = need - sizeof rh - length;
+      const std::byte zeros[kRecordAlign] = {};
+      if (!pwrite_all(fd_, &rh, sizeof rh, at, &e) || !pwrite_all(fd_, body, length, at + sizeof rh, &e) ||
+          !pwrite_all(fd_, zeros, pad, at + sizeof rh + length, &e)) {
+        return fail(io_error(e, absl::StrFormat("recording %u: writing segment %u", o_.recording_id, segment_)));
+      }
+      file_pos_ += need;
+      stats_.bytes += need;
+      dirty_ = true;
+      return true;
+    }
+  }
+  const std::uint64_t offset = position();
+  if (is_frame && offset >= next_index_at_ && index_.size() < index_.capacity()) {
+    FrameHeader h;
+    std::memcpy(&h, body, sizeof h);
+    index_.push_back(IndexEntry{h.sequence, h.timestamp_ns, offset});
+    next_index_at_ = offset + kIndexEveryBytes;
+  }
+  std::byte* p = buf_.get() + buf_len_;
+  const RecordHeader rh{record_crc(length, body), length};
+  std::memcpy(p, &rh, sizeof rh);
+  std::memcpy(p + sizeof rh, body, length);
+  std::memset(p + sizeof rh + length, 0, need - sizeof rh - length);
+  buf_len_ += static_cast<std::uint32_t>(need);
+  stats_.bytes += need;
+  return true;
+}
+
+bool RecordingWriter::write_buffer() noexcept {
+  if (buf_len_ == 0) return true;
+  int e = 0;
+  if (!pwrite_all(fd_, buf_.get(), buf_len_, file_pos_, &e)) {
+    // What did not go out is lost with the writer: the error says so, the frames count as dropped.
+    return fail(io_error(e, absl::StrFormat("recording %u: writing segment %s", o_.recording_id,
+                                            segment_path(o_.directory, o_.recording_id, segment_))));
+  }
+  file_pos_ += buf_len_;
+  buf_len_ = 0;
+  ++stats_.writes;
+  dirty_ = true;
+  return true;
+}
+
+bool RecordingWriter::flush(std::int64_t now_ns) noexcept {
+  if (!error_.ok()) return false;
+  if (!write_buffer()) return false;
+  const bool sync =
+      dirty_ && (o_.fsync == FsyncPolicy::kEvery || (o_.fsync == FsyncPolicy::kInterval && now_ns >= next_sync_ns_));
+  if (sync) {
+    if (::fdatasync(fd_) != 0) {
+      return fail(io_error(errno, absl::StrFormat("recording %u: fdatasync of segment %u", o_.recording_id, segment_)));
+    }
+    ++stats_.syncs;
+    dirty_ = false;
+    next_sync_ns_ = now_ns + o_.fsync_interval_ns;
+  }
+  return true;
+}
+
+bool RecordingWriter::roll() noexcept {
+  if (!write_buffer()) return false;
+  // The sealed segment: synced (whatever the policy: its successor's creation is ordered after
+  // it) and indexed.
+  if (::fdatasync(fd_) != 0) {
+    return fail(io_error(errno, absl::StrFormat("recording %u: fdatasync of segment %u", o_.recording_id, segment_)));
+  }
+  if (absl::Status s = write_index(); !s.ok()) return fail(std::move(s));
+  if (absl::Status s = create_segment(segment_ + 1); !s.ok()) return fail(std::move(s));
+  return true;
+}
+
+absl::Status RecordingWriter::write_index() {
+  const std::string path = index_path(o_.directory, o_.recording_id, segment_);
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+  if (fd < 0) return io_error(errno, absl::StrCat("segment index ", tmp));
+  IndexFileHeader h{};
+  std::memcpy(h.magic, kIndexMagic, sizeof h.magic);
+  h.count = static_cast<std::uint32_t>(index_.size());
+  h.crc = crc32c(index_.data(), index_.size() * sizeof(IndexEntry));
+  int e = 0;
+  const bool ok = pwrite_all(fd, &h, sizeof h, 0, &e) &&
+                  pwrite_all(fd, index_.data(), index_.size() * sizeof(IndexEntry), sizeof h, &e) &&
+                  (::fdatasync(fd) == 0 || ((e = errno), false));
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = e != 0 ? e : errno;
+    ::unlink(tmp.c_str());
+    return io_error(err, absl::StrCat("segment index ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecordingWriter::close() {
+  if (closed_) return error_;
+  if (fd_ >= 0 && error_.ok()) {
+    if (write_buffer() && ::fdatasync(fd_) != 0) fail(io_error(errno, "recording: fdatasync at close"));
+    if (error_.ok()) {
+      if (absl::Status s = write_index(); !s.ok()) fail(std::move(s));
+    }
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  closed_ = true;
+  return error_;
+}
+
+}  // namespace pollux::core::archive

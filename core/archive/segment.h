@@ -1,0 +1,175 @@
+// Reading and writing one recording's segment files (format.h, docs/ARCHIVE.md).
+//
+// SegmentReader validates every record it hands out (bounds, magic, length, crc32c) and stops at
+// the first one that fails: the end of the written data, a record being written (a live
+// segment), or damage - it says which and where. Bytes in a segment are treated as hostile:
+// another process wrote them, and a disk may have torn them.
+//
+// RecordingWriter appends records to a recording's segments through a write buffer (one pwrite
+// per flush), preallocates each segment (posix_fallocate), rolls to the next when one is full,
+// writes each sealed segment's sparse index, and syncs per its FsyncPolicy. Opened on a
+// recording that already has segments, it resumes: the last segment's torn tail is zeroed and
+// a kResume marker written. An I/O error (a full disk) stops it: append() returns false from
+// then on and error() says why; nothing is thrown, nothing blocks longer than the write.
+//
+// Data path (append, append_gap, flush): no allocation, no exception; one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/archive/format.h"
+
+namespace pollux::core::archive {
+
+// "<dir>/<id:016x>-<index:08>.seg" and its index "....idx".
+std::string segment_path(const std::string& dir, std::uint64_t recording_id, std::uint32_t index);
+std::string index_path(const std::string& dir, std::uint64_t recording_id, std::uint32_t index);
+
+class SegmentReader {
+ public:
+  // Maps `path` read-only and checks its header (magic, version, crc, size). Errors name the file.
+  static absl::StatusOr<SegmentReader> open(const std::string& path);
+  SegmentReader(SegmentReader&& o) noexcept;
+  SegmentReader& operator=(SegmentReader&& o) noexcept;
+  SegmentReader(const SegmentReader&) = delete;
+  SegmentReader& operator=(const SegmentReader&) = delete;
+  ~SegmentReader();
+
+  struct Record {
+    const std::byte* body;  // a FrameHeader or a Marker (is_marker), valid while the reader lives
+    std::uint32_t length;
+    std::uint64_t offset;  // the record's offset in the segment
+    bool is_marker;
+  };
+  enum class Next : std::uint8_t {
+    kRecord,   // *out is the next record
+    kEnd,      // no record here (zeros): the end of the written data, or of the segment
+    kInvalid,  // a record that fails its checks starts here (offset(), why())
+  };
+  // The record at offset(), checked; advances past it. kEnd and kInvalid do not advance, so a
+  // reader following a live segment calls again later.
+  Next next(Record* out) noexcept;
+  // Where the next record is looked for.
+  std::uint64_t offset() const noexcept { return pos_; }
+  // Moves to `offset` (a record boundary from an index entry or an earlier offset(); checked
+  // by the next next()).
+  void seek(std::uint64_t offset) noexcept { pos_ = offset; }
+  // Why the last next() returned kInvalid ("crc mismatch", "length 12345678 beyond the
+  // segment", ...).
+  const char* why() const noexcept { return why_; }
+  const SegmentHeader& header() const noexcept { return header_; }
+  const std::string& path() const noexcept { return path_; }
+  std::uint64_t size() const noexcept { return size_; }
+  const std::byte* data() const noexcept { return data_; }
+
+ private:
+  SegmentReader() = default;
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::uint64_t pos_ = kSegmentHeaderSize;
+  SegmentHeader header_{};
+  const char* why_ = "";
+};
+
+// Checks one record at `offset` of a segment's bytes [data, data + size): kRecord with *out, kEnd
+// or kInvalid with *why. What SegmentReader::next() and the fuzz harness run.
+SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std::uint64_t offset,
+                                 SegmentReader::Record* out, const char** why) noexcept;
+
+enum class FsyncPolicy : std::uint8_t {
+  kNone,      // the kernel writes back when it likes: a power failure loses what it had not
+  kInterval,  // fdatasync at the first flush after fsync_interval_ns: loses at most that much
+  kEvery,     // fdatasync after every flush that wrote: loses only the flush in flight
+};
+
+struct WriterOptions {
+  std::string directory;
+  std::uint64_t recording_id = 0;
+  std::uint32_t stream_id = 0;
+  std::uint64_t segment_size = kDefaultSegmentSize;
+  FsyncPolicy fsync = FsyncPolicy::kNone;
+  std::int64_t fsync_interval_ns = 1'000'000'000;
+  // Write buffer: records are gathered here and written with one pwrite per flush (or when full).
+  std::uint32_t buffer_bytes = 1u << 20;
+  // Resume at segment `resume_segment` (the catalog's last one) instead of creating segment 0.
+  bool resume = false;
+  std::uint32_t resume_segment = 0;
+};
+
+// What a writer has done (plain integers: one thread).
+struct WriterStats {
+  std::uint64_t frames = 0;
+  std::uint64_t markers = 0;
+  std::uint64_t bytes = 0;  // record bytes written, headers and padding included
+  std::uint64_t writes = 0;
+  std::uint64_t syncs = 0;
+  std::uint64_t segments = 0;                           // created (or resumed) this run
+  std::uint64_t dropped = 0;                            // frames refused after an error stopped the writer
+  std::uint64_t first_sequence = 0, last_sequence = 0;  // of the frames recorded (0: none yet)
+  std::int64_t first_time_ns = 0, last_time_ns = 0;     // their publish times
+  std::uint64_t torn_bytes = 0;                         // resume: the torn tail zeroed
+};
+
+class RecordingWriter {
+ public:
+  // Creates segment 0 (or resumes, see WriterOptions). Errors name the directory or file and
+  // the cause (an unwritable directory, no space, an existing segment where a new one should go).
+  static absl::StatusOr<std::unique_ptr<RecordingWriter>> open(const WriterOptions& options);
+  ~RecordingWriter();
+  RecordingWriter(const RecordingWriter&) = delete;
+  RecordingWriter& operator=(const RecordingWriter&) = delete;
+
+  // Appends `frame` (length bytes, FrameHeader first) verbatim. False when the writer has
+  // stopped on an error (counted in dropped) or the frame is malformed (shorter than its
+  // header, its length field not `length`, or larger than kMaxBodySize: refused, not counted).
+  bool append(const void* frame, std::uint32_t length) noexcept;
+  // Appends a kGap marker.
+  bool append_gap(std::uint32_t session_id, std::uint64_t from_seq, std::uint64_t to_seq) noexcept;
+  // Writes what is buffered (one pwrite) and syncs per the policy at `now_ns` (core::Clock).
+  bool flush(std::int64_t now_ns) noexcept;
+  // Flushes, syncs and writes the open segment's index. The writer accepts nothing after.
+  absl::Status close();
+
+  // OK, or why the writer stopped (it accepts nothing more; what was written before stays).
+  const absl::Status& error() const noexcept { return error_; }
+  const WriterStats& stats() const noexcept { return stats_; }
+  std::uint32_t segment_index() const noexcept { return segment_; }
+  // Where the next record goes in the open segment (after what is buffered).
+  std::uint64_t position() const noexcept { return file_pos_ + buf_len_; }
+
+ private:
+  RecordingWriter() = default;
+  bool put(const void* body, std::uint32_t length, bool is_frame) noexcept;
+  bool write_buffer() noexcept;
+  bool roll() noexcept;
+  bool fail(absl::Status s) noexcept;
+  absl::Status create_segment(std::uint32_t index);
+  absl::Status resume(std::uint32_t index);
+  absl::Status write_index();
+
+  WriterOptions o_;
+  int fd_ = -1;
+  std::uint32_t segment_ = 0;
+  std::uint64_t file_pos_ = 0;  // where the buffer's bytes go in the segment
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> buf_{nullptr, nullptr};
+  std::uint32_t buf_len_ = 0;
+  std::vector<IndexEntry> index_;
+  std::uint64_t next_index_at_ = 0;  // record offset at which the next index entry is due
+  std::int64_t next_sync_ns_ = 0;
+  bool dirty_ = false;  // written since the last sync
+  bool closed_ = false;
+  absl::Status error_;
+  WriterStats stats_;
+};
+
+// A segment's index sidecar: read and checked (header, crc, entries in offset order).
+absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path);
+
+}  // namespace pollux::core::archive
