@@ -266,6 +266,35 @@ const ConfigTable<StreamConfig>& stream_table() {
   return table;
 }
 
+constexpr pollux::ConfigChoice<RecordingFsync> kFsyncNames[] = {
+    {"none", RecordingFsync::kNone}, {"interval", RecordingFsync::kInterval}, {"every", RecordingFsync::kEvery}};
+
+// Each [[recordings]] entry's keys.
+const std::vector<FieldOf<RecordingConfig>>& recording_fields() {
+  static const ConfigTable<RecordingConfig> table = [] {
+    using R = RecordingConfig;
+    ConfigTable<R> t("recordings");
+    t.text("topic", &R::topic, "a string", "the stream recorded (its topic)", topic_error)
+        .text("directory", &R::directory, "a path",
+              "directory of the recording's segment files and of the catalog (created if missing)")
+        .size("segment_size", &R::segment_size, 1ull << 20, 16ull << 30,
+              "bytes per segment file, preallocated (a multiple of 1 MiB)")
+        .choice("fsync", &R::fsync, kFsyncNames,
+                "none: the kernel writes back when it likes (a power failure loses what it had not); interval: "
+                "fdatasync every fsync_interval_ms (loses at most that much); every: fdatasync after every write "
+                "batch (loses only the batch in flight)")
+        .integer("fsync_interval_ms", &R::fsync_interval_ms, 1, 3'600'000, "fsync = \"interval\": how often");
+    return t;
+  }();
+  static const std::vector<FieldOf<RecordingConfig>> fields = [] {
+    std::vector<FieldOf<RecordingConfig>> f;
+    for (const ConfigKeys::Key& k : table.keys())
+      f.push_back(key_field<RecordingConfig>(k.name, k, itself<RecordingConfig>));
+    return f;
+  }();
+  return fields;
+}
+
 // kernel_timestamps: true, false or "inherit", which no ConfigTable key type takes.
 StreamField kernel_timestamps_field() {
   return {"kernel_timestamps",
@@ -366,10 +395,15 @@ class Parser {
       sections.insert(k.substr(0, k.find('.')));
     }
     known.emplace_back("streams");
+    known.emplace_back("recordings");
     for (auto&& [k, v] : root) {
       const std::string section(k.str());
       if (section == "streams") {
         if (absl::Status s = parse_streams(v, cfg); !s.ok()) return s;
+        continue;
+      }
+      if (section == "recordings") {
+        if (absl::Status s = parse_recordings(v, cfg); !s.ok()) return s;
         continue;
       }
       if (sections.count(section) == 0 || !v.is_table()) {
@@ -377,6 +411,7 @@ class Parser {
           return error(v.source(), section, absl::StrCat("expected a table [", section, "], got ", describe(v)));
         std::vector<std::string> secs(sections.begin(), sections.end());
         secs.emplace_back("streams");
+        secs.emplace_back("recordings");
         std::string hint = same_name_elsewhere(section, section, v);
         if (hint.empty()) hint = did_you_mean(section, secs);
         return error(k.source(), section, absl::StrCat("unknown key", hint));
@@ -449,6 +484,50 @@ class Parser {
       if (!topics.insert(sc.topic).second)
         return error(e.source(), prefix + ".topic", absl::StrCat("duplicate topic ", quote(sc.topic)));
       cfg->streams.push_back(std::move(sc));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status parse_recordings(const toml::node& v, Config* cfg) {
+    const toml::array* arr = v.as_array();
+    if (arr == nullptr) {
+      return error(v.source(), "recordings", "expected an array of tables ([[recordings]]), got " + describe(v));
+    }
+    std::vector<std::string> known;
+    for (const auto& f : recording_fields()) known.emplace_back(f.key);
+    std::set<std::string> topics;
+    for (std::size_t i = 0; i < arr->size(); ++i) {
+      const toml::node& e = *arr->get(i);
+      const std::string prefix = absl::StrFormat("recordings[%d]", i);
+      const toml::table* t = e.as_table();
+      if (t == nullptr) return error(e.source(), prefix, "expected a table, got " + describe(e));
+      RecordingConfig rc;
+      rc.line = static_cast<int>(e.source().begin.line);
+      for (auto&& [k, fv] : *t) {
+        const std::string name(k.str());
+        const FieldOf<RecordingConfig>* f = nullptr;
+        for (const auto& rf : recording_fields()) {
+          if (name == rf.key) f = &rf;
+        }
+        if (f == nullptr) {
+          return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", did_you_mean(name, known)));
+        }
+        if (std::string err = f->set(rc, fv); !err.empty()) return error(fv.source(), prefix + "." + name, err);
+      }
+      if (rc.topic.empty()) {
+        return error(e.source(), prefix + ".topic", "missing (every [[recordings]] entry names the stream's topic)");
+      }
+      if (rc.directory.empty()) {
+        return error(e.source(), prefix + ".directory", "missing (where the recording's files go)");
+      }
+      if (rc.segment_size % (1ull << 20) != 0) {
+        return error(e.source(), prefix + ".segment_size",
+                     absl::StrCat(format_size(rc.segment_size), " is not a multiple of 1MiB"));
+      }
+      if (!topics.insert(rc.topic).second) {
+        return error(e.source(), prefix + ".topic", absl::StrCat("the stream ", quote(rc.topic), " is recorded twice"));
+      }
+      cfg->recordings.push_back(std::move(rc));
     }
     return absl::OkStatus();
   }
@@ -569,6 +648,10 @@ std::string Config::to_toml() const {
   for (const StreamConfig& s : streams) {
     out << "\n[[streams]]\n";
     for (const StreamField& f : stream_fields()) out << f.key << " = " << f.get(s) << "  # " << f.help << "\n";
+  }
+  for (const RecordingConfig& r : recordings) {
+    out << "\n[[recordings]]\n";
+    for (const auto& f : recording_fields()) out << f.key << " = " << f.get(r) << "  # " << f.help << "\n";
   }
   return out.str();
 }

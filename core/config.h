@@ -1,5 +1,5 @@
 // One frozen configuration struct, built from TOML by a table of (key, default, help, type)
-// entries: the generic [runtime], [pool], [rings], [transport] and [[streams]] here
+// entries: the generic [runtime], [pool], [rings], [transport], [[streams]] and [[recordings]] here
 // (core/config.cc), each transport's own table in its folder (transport/<name>/<name>_config.h),
 // added through core/config_registry.h. Every key has a documented default; unknown keys are errors; an
 // error names the file, line and key:
@@ -39,6 +39,17 @@ struct StreamConfig {
   int line = 0;  // where it was defined (for later diagnostics)
 };
 
+// A [[recordings]] entry: a stream the context records to disk (docs/ARCHIVE.md).
+enum class RecordingFsync : std::uint8_t { kNone, kInterval, kEvery };
+struct RecordingConfig {
+  std::string topic;                          // the stream recorded
+  std::string directory;                      // where its segments and the catalog go
+  std::uint64_t segment_size = 128ull << 20;  // bytes per segment file (1 MiB .. 16 GiB, MiB multiples)
+  RecordingFsync fsync = RecordingFsync::kNone;
+  std::uint32_t fsync_interval_ms = 1000;  // fsync = "interval"
+  int line = 0;
+};
+
 struct RuntimeConfig {
   ThreadingMode threading = ThreadingMode::kDedicated;
   std::uint32_t pollers = 1;
@@ -73,6 +84,7 @@ struct Config {
   RingsConfig rings;
   TransportKind transport = TransportKind::kShm;
   std::vector<StreamConfig> streams;
+  std::vector<RecordingConfig> recordings;
   // The transports' tables ([shm], [udp], [rdma]; core/config_registry.h), by their type:
   // cfg.table<transport::udp::UdpConfig>() (each transport's header also has config(cfg)).
   TableValues tables;
