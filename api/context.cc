@@ -455,6 +455,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::adopt(absl::StatusOr<std::uniq
   if (!impl.ok()) return impl.status();
   std::unique_ptr<Context> c(new Context());
   c->impl_ = std::move(*impl);
+  auto rec = detail::start_recordings(*c, c->impl_->cfg);
+  if (!rec.ok()) return rec.status();
+  c->impl_->recordings = std::move(*rec);
   return c;
 }
 
@@ -466,7 +469,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::from_file(const std::string& p
   return adopt(make_impl(core::load_config_file(path)));
 }
 
-Context::~Context() = default;
+Context::~Context() {
+  if (impl_ != nullptr) detail::stop_recordings(impl_->recordings);
+}
 
 absl::StatusOr<Publisher> Context::publisher(std::string_view topic) {
   auto p = impl_->open_publisher(topic);

@@ -21,6 +21,10 @@
 #include "pollux/subscriber.h"
 #include "transport/transport.h"
 
+namespace pollux {
+class Context;
+}
+
 namespace pollux::detail {
 
 class ContextImpl;
@@ -197,6 +201,18 @@ class SubscriberImpl {
   void take_drive() noexcept;
 };
 
+// The [[recordings]] of a context: one pollux::Recorder per entry, polled by a thread of their
+// own (api/recording.cc).
+class RecordingRunner;
+struct RecordingRunnerDeleter {
+  void operator()(RecordingRunner* r) const noexcept;  // stops it first (stop_recordings)
+};
+using RecordingRunnerPtr = std::unique_ptr<RecordingRunner, RecordingRunnerDeleter>;
+// Starts them on `ctx` (nullptr when the configuration has none); errors name the entry.
+absl::StatusOr<RecordingRunnerPtr> start_recordings(Context& ctx, const core::Config& cfg);
+// Stops the thread and every recorder (what their subscribers hold is recorded first).
+void stop_recordings(RecordingRunnerPtr& r) noexcept;
+
 class ContextImpl {
  public:
   ~ContextImpl();
@@ -211,6 +227,7 @@ class ContextImpl {
   std::string stream_route(std::uint32_t stream_id) const;  // "udp 239.255.0.1:40456"
 
   core::Config cfg;
+  RecordingRunnerPtr recordings;  // [[recordings]]; stopped before anything else closes
   std::unique_ptr<core::CountersFile> counters;
   std::unique_ptr<transport::Transport> transport;
   std::vector<PollerSlot> pollers;

@@ -9,5 +9,6 @@
 #include "pollux/histogram.h"
 #include "pollux/idle.h"
 #include "pollux/publisher.h"
+#include "pollux/recording.h"
 #include "pollux/subscriber.h"
 #include "pollux/types.h"

@@ -46,9 +46,10 @@ constexpr char kIndexMagic[8] = {'P', 'L', 'X', 'I', 'D', 'X', '0', '1'};
 struct IndexFileHeader {
   char magic[8];
   std::uint32_t count;
-  std::uint32_t crc;  // crc32c of the entries
+  std::uint32_t crc;  // crc32c of `totals`, then of the entries
+  SegmentTotals totals;
 };
-static_assert(sizeof(IndexFileHeader) == 16);
+static_assert(sizeof(IndexFileHeader) == 16 + sizeof(SegmentTotals));
 
 // pwrite of the whole range, retried on EINTR and short writes.
 bool pwrite_all(int fd, const void* data, std::size_t n, std::uint64_t off, int* err) {
@@ -207,11 +208,11 @@ SegmentReader::Next SegmentReader::next(Record* out) noexcept {
   return n;
 }
 
-absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path) {
+absl::StatusOr<SegmentIndex> read_segment_index(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return io_error(errno, absl::StrCat("segment index ", path));
   IndexFileHeader h{};
-  std::vector<IndexEntry> out;
+  SegmentIndex out;
   struct stat st {};
   bool ok =
       ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) >= sizeof h &&
@@ -219,18 +220,68 @@ absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path) {
       std::memcmp(h.magic, kIndexMagic, sizeof h.magic) == 0 &&
       static_cast<std::uint64_t>(st.st_size) == sizeof h + static_cast<std::uint64_t>(h.count) * sizeof(IndexEntry);
   if (ok) {
-    out.resize(h.count);
-    const std::size_t bytes = out.size() * sizeof(IndexEntry);
-    ok = ::pread(fd, out.data(), bytes, sizeof h) == static_cast<ssize_t>(bytes) && crc32c(out.data(), bytes) == h.crc;
+    out.entries.resize(h.count);
+    const std::size_t bytes = out.entries.size() * sizeof(IndexEntry);
+    ok = ::pread(fd, out.entries.data(), bytes, sizeof h) == static_cast<ssize_t>(bytes) &&
+         crc32c(out.entries.data(), bytes, crc32c(&h.totals, sizeof h.totals)) == h.crc;
   }
   ::close(fd);
   if (!ok) return absl::DataLossError(absl::StrCat("segment index ", path, ": damaged (header, size or crc)"));
-  for (std::size_t i = 1; i < out.size(); ++i) {
-    if (out[i].offset <= out[i - 1].offset) {
+  for (std::size_t i = 1; i < out.entries.size(); ++i) {
+    if (out.entries[i].offset <= out.entries[i - 1].offset) {
       return absl::DataLossError(absl::StrCat("segment index ", path, ": entry ", i, " is out of offset order"));
     }
   }
+  out.totals = h.totals;
   return out;
+}
+
+absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path) {
+  absl::StatusOr<SegmentIndex> i = read_segment_index(path);
+  if (!i.ok()) return i.status();
+  return std::move(i->entries);
+}
+
+SegmentTotals scan_totals(SegmentReader& r, std::vector<IndexEntry>* index) {
+  SegmentTotals t;
+  SegmentReader::Record rec;
+  std::uint64_t next_index_at = kSegmentHeaderSize;
+  r.seek(kSegmentHeaderSize);
+  while (r.next(&rec) == SegmentReader::Next::kRecord) {
+    t.bytes += record_size(rec.length);
+    if (rec.is_marker) {
+      ++t.markers;
+      continue;
+    }
+    FrameHeader f;
+    std::memcpy(&f, rec.body, sizeof f);
+    ++t.frames;
+    if (t.first_sequence == 0) {
+      t.first_sequence = f.sequence;
+      t.first_time_ns = f.timestamp_ns;
+    }
+    t.last_sequence = f.sequence;
+    t.last_time_ns = f.timestamp_ns;
+    if (index != nullptr && rec.offset >= next_index_at && index->size() < index->capacity()) {
+      index->push_back(IndexEntry{f.sequence, f.timestamp_ns, rec.offset});
+      next_index_at = rec.offset + kIndexEveryBytes;
+    }
+  }
+  return t;
+}
+
+static void add_totals(SegmentTotals* to, const SegmentTotals& t) {
+  to->frames += t.frames;
+  to->markers += t.markers;
+  to->bytes += t.bytes;
+  if (t.first_sequence != 0 && to->first_sequence == 0) {
+    to->first_sequence = t.first_sequence;
+    to->first_time_ns = t.first_time_ns;
+  }
+  if (t.last_sequence != 0) {
+    to->last_sequence = t.last_sequence;
+    to->last_time_ns = t.last_time_ns;
+  }
 }
 
 // ---- writing ----------------------------------------------------------------------------------
@@ -305,6 +356,7 @@ absl::Status RecordingWriter::create_segment(std::uint32_t index) {
   file_pos_ = kSegmentHeaderSize;
   next_index_at_ = kSegmentHeaderSize;
   index_.clear();
+  seg_ = SegmentTotals{};
   dirty_ = true;
   ++stats_.segments;
   return absl::OkStatus();
@@ -319,20 +371,21 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
         absl::StrFormat("recording %u: segment %s belongs to recording %u of stream %u", o_.recording_id, path,
                         r->header().recording_id, r->header().stream_id));
   }
-  // The valid records, the index rebuilt from them, and where they end.
-  index_.clear();
-  next_index_at_ = kSegmentHeaderSize;
-  SegmentReader::Record rec;
-  SegmentReader::Next n;
-  while ((n = r->next(&rec)) == SegmentReader::Next::kRecord) {
-    if (!rec.is_marker) {
-      const auto* f = reinterpret_cast<const FrameHeader*>(rec.body);
-      if (rec.offset >= next_index_at_ && index_.size() < index_.capacity()) {
-        index_.push_back(IndexEntry{f->sequence, f->timestamp_ns, rec.offset});
-        next_index_at_ = rec.offset + kIndexEveryBytes;
-      }
+  // What the sealed segments before it hold (their index files, else a scan), then this one's
+  // valid records, with its index rebuilt from them, and where they end.
+  for (std::uint32_t i = 0; i < index; ++i) {
+    absl::StatusOr<SegmentIndex> si = read_segment_index(index_path(o_.directory, o_.recording_id, i));
+    if (si.ok()) {
+      add_totals(&stats_.prior, si->totals);
+      continue;
     }
+    absl::StatusOr<SegmentReader> sealed = SegmentReader::open(segment_path(o_.directory, o_.recording_id, i));
+    if (sealed.ok()) add_totals(&stats_.prior, scan_totals(*sealed, nullptr));  // purged or damaged: skipped
   }
+  index_.clear();
+  seg_ = scan_totals(*r, &index_);
+  next_index_at_ = index_.empty() ? kSegmentHeaderSize : index_.back().offset + kIndexEveryBytes;
+  add_totals(&stats_.prior, seg_);
   const std::uint64_t end = r->offset();
   // Whatever follows the last valid record is a torn write (or zeros): find the last non-zero
   // byte and zero everything from `end`, so that no older record behind the tear can be read as
@@ -387,8 +440,9 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
   m.stream_id = o_.stream_id;
   m.time_ns = realtime_ns();
   m.count = stats_.torn_bytes;
-  if (!put(&m, sizeof m, false) || !flush(Clock::now_ns())) return error_;
+  if (!put(&m, sizeof m, nullptr, 0, false) || !flush(Clock::now_ns())) return error_;
   ++stats_.markers;
+  ++seg_.markers;
   return absl::OkStatus();
 }
 
@@ -406,7 +460,32 @@ bool RecordingWriter::append(const void* frame, std::uint32_t length) noexcept {
   FrameHeader h;
   std::memcpy(&h, frame, sizeof h);
   if (__builtin_expect(h.frame_length != length || h.magic != kFrameMagic, 0)) return false;
-  if (!put(frame, length, true)) return false;
+  if (!put(frame, length, nullptr, 0, true)) return false;
+  return note_frame(h);
+}
+
+bool RecordingWriter::append_frame(const FrameHeader& header, const void* payload, std::uint32_t payload_len) noexcept {
+  if (__builtin_expect(!error_.ok() || closed_, 0)) {
+    ++stats_.dropped;
+    return false;
+  }
+  if (__builtin_expect(payload_len > kMaxBodySize - kFrameHeaderSize ||
+                           header.frame_length != kFrameHeaderSize + payload_len || header.magic != kFrameMagic,
+                       0)) {
+    return false;
+  }
+  if (!put(&header, kFrameHeaderSize, payload, payload_len, true)) return false;
+  return note_frame(header);
+}
+
+bool RecordingWriter::note_frame(const FrameHeader& h) noexcept {
+  ++seg_.frames;
+  if (seg_.first_sequence == 0) {
+    seg_.first_sequence = h.sequence;
+    seg_.first_time_ns = h.timestamp_ns;
+  }
+  seg_.last_sequence = h.sequence;
+  seg_.last_time_ns = h.timestamp_ns;
   ++stats_.frames;
   if (stats_.first_sequence == 0) {
     stats_.first_sequence = h.sequence;
@@ -430,12 +509,15 @@ bool RecordingWriter::append_gap(std::uint32_t session_id, std::uint64_t from_se
   m.to_seq = to_seq;
   m.time_ns = realtime_ns();
   m.count = to_seq >= from_seq ? to_seq - from_seq + 1 : 0;
-  if (!put(&m, sizeof m, false)) return false;
+  if (!put(&m, sizeof m, nullptr, 0, false)) return false;
   ++stats_.markers;
+  ++seg_.markers;
   return true;
 }
 
-bool RecordingWriter::put(const void* body, std::uint32_t length, bool is_frame) noexcept {
+bool RecordingWriter::put(const void* a, std::uint32_t a_len, const void* b, std::uint32_t b_len,
+                          bool is_frame) noexcept {
+  const std::uint32_t length = a_len + b_len;
   const std::uint64_t need = record_size(length);
   // The segment's last 8 bytes stay zero: a reader always finds an end record or the end.
   if (position() + need > o_.segment_size - sizeof(RecordHeader)) {
@@ -446,21 +528,24 @@ bool RecordingWriter::put(const void* body, std::uint32_t length, bool is_frame)
     }
     if (!roll()) return false;
   }
+  const std::uint32_t crc = crc32c(b, b_len, crc32c(a, a_len, crc32c(&length, sizeof length)));
+  const RecordHeader rh{crc, length};
   if (buf_len_ + need > o_.buffer_bytes) {
     if (!write_buffer()) return false;
     if (need > o_.buffer_bytes) {
       // Larger than the buffer: written directly (header, body, padding).
-      RecordHeader rh{record_crc(length, body), length};
       int e = 0;
       const std::uint64_t at = file_pos_;
       const std::uint64_t pad = need - sizeof rh - length;
       const std::byte zeros[kRecordAlign] = {};
-      if (!pwrite_all(fd_, &rh, sizeof rh, at, &e) || !pwrite_all(fd_, body, length, at + sizeof rh, &e) ||
+      if (!pwrite_all(fd_, &rh, sizeof rh, at, &e) || !pwrite_all(fd_, a, a_len, at + sizeof rh, &e) ||
+          !pwrite_all(fd_, b, b_len, at + sizeof rh + a_len, &e) ||
           !pwrite_all(fd_, zeros, pad, at + sizeof rh + length, &e)) {
         return fail(io_error(e, absl::StrFormat("recording %u: writing segment %u", o_.recording_id, segment_)));
       }
       file_pos_ += need;
       stats_.bytes += need;
+      seg_.bytes += need;
       dirty_ = true;
       return true;
     }
@@ -468,17 +553,18 @@ bool RecordingWriter::put(const void* body, std::uint32_t length, bool is_frame)
   const std::uint64_t offset = position();
   if (is_frame && offset >= next_index_at_ && index_.size() < index_.capacity()) {
     FrameHeader h;
-    std::memcpy(&h, body, sizeof h);
+    std::memcpy(&h, a, sizeof h);
     index_.push_back(IndexEntry{h.sequence, h.timestamp_ns, offset});
     next_index_at_ = offset + kIndexEveryBytes;
   }
   std::byte* p = buf_.get() + buf_len_;
-  const RecordHeader rh{record_crc(length, body), length};
   std::memcpy(p, &rh, sizeof rh);
-  std::memcpy(p + sizeof rh, body, length);
+  std::memcpy(p + sizeof rh, a, a_len);
+  if (b_len > 0) std::memcpy(p + sizeof rh + a_len, b, b_len);
   std::memset(p + sizeof rh + length, 0, need - sizeof rh - length);
   buf_len_ += static_cast<std::uint32_t>(need);
   stats_.bytes += need;
+  seg_.bytes += need;
   return true;
 }
 
@@ -533,7 +619,8 @@ absl::Status RecordingWriter::write_index() {
   IndexFileHeader h{};
   std::memcpy(h.magic, kIndexMagic, sizeof h.magic);
   h.count = static_cast<std::uint32_t>(index_.size());
-  h.crc = crc32c(index_.data(), index_.size() * sizeof(IndexEntry));
+  h.totals = seg_;
+  h.crc = crc32c(index_.data(), index_.size() * sizeof(IndexEntry), crc32c(&h.totals, sizeof h.totals));
   int e = 0;
   const bool ok = pwrite_all(fd, &h, sizeof h, 0, &e) &&
                   pwrite_all(fd, index_.data(), index_.size() * sizeof(IndexEntry), sizeof h, &e) &&

@@ -103,6 +103,26 @@ struct WriterOptions {
   std::uint32_t resume_segment = 0;
 };
 
+// What a segment holds: its records' counts and the first and last frame's sequence and time.
+struct SegmentTotals {
+  std::uint64_t frames = 0, markers = 0, bytes = 0;
+  std::uint64_t first_sequence = 0, last_sequence = 0;
+  std::int64_t first_time_ns = 0, last_time_ns = 0;
+};
+static_assert(sizeof(SegmentTotals) == 56);
+
+// A sealed segment's index file: its totals and sparse entries (checked: header, crc, entries in
+// offset order).
+struct SegmentIndex {
+  SegmentTotals totals;
+  std::vector<IndexEntry> entries;
+};
+absl::StatusOr<SegmentIndex> read_segment_index(const std::string& path);
+
+// The totals of the valid records of `r` from its first record (it is left after the last valid
+// one); with `index`, the sparse index rebuilt into it (up to its capacity).
+SegmentTotals scan_totals(SegmentReader& r, std::vector<IndexEntry>* index);
+
 // What a writer has done (plain integers: one thread).
 struct WriterStats {
   std::uint64_t frames = 0;
@@ -115,6 +135,9 @@ struct WriterStats {
   std::uint64_t first_sequence = 0, last_sequence = 0;  // of the frames recorded (0: none yet)
   std::int64_t first_time_ns = 0, last_time_ns = 0;     // their publish times
   std::uint64_t torn_bytes = 0;                         // resume: the torn tail zeroed
+  // Resume: what the recording held before this run (its earlier segments' index totals, and
+  // the resumed segment's valid records).
+  SegmentTotals prior;
 };
 
 class RecordingWriter {
@@ -130,6 +153,9 @@ class RecordingWriter {
   // stopped on an error (counted in dropped) or the frame is malformed (shorter than its
   // header, its length field not `length`, or larger than kMaxBodySize: refused, not counted).
   bool append(const void* frame, std::uint32_t length) noexcept;
+  // Appends the frame made of `header` (its frame_length = sizeof(FrameHeader) + payload_len)
+  // and `payload`, without assembling it first.
+  bool append_frame(const FrameHeader& header, const void* payload, std::uint32_t payload_len) noexcept;
   // Appends a kGap marker.
   bool append_gap(std::uint32_t session_id, std::uint64_t from_seq, std::uint64_t to_seq) noexcept;
   // Writes what is buffered (one pwrite) and syncs per the policy at `now_ns` (core::Clock).
@@ -146,7 +172,9 @@ class RecordingWriter {
 
  private:
   RecordingWriter() = default;
-  bool put(const void* body, std::uint32_t length, bool is_frame) noexcept;
+  // Writes one record whose body is `a` then `b` (b may be empty).
+  bool put(const void* a, std::uint32_t a_len, const void* b, std::uint32_t b_len, bool is_frame) noexcept;
+  bool note_frame(const FrameHeader& h) noexcept;
   bool write_buffer() noexcept;
   bool roll() noexcept;
   bool fail(absl::Status s) noexcept;
@@ -161,6 +189,7 @@ class RecordingWriter {
   std::unique_ptr<std::byte[], void (*)(std::byte*)> buf_{nullptr, nullptr};
   std::uint32_t buf_len_ = 0;
   std::vector<IndexEntry> index_;
+  SegmentTotals seg_;                // the open segment's records (its index file's totals)
   std::uint64_t next_index_at_ = 0;  // record offset at which the next index entry is due
   std::int64_t next_sync_ns_ = 0;
   bool dirty_ = false;  // written since the last sync
@@ -169,7 +198,7 @@ class RecordingWriter {
   WriterStats stats_;
 };
 
-// A segment's index sidecar: read and checked (header, crc, entries in offset order).
+// A segment's index sidecar's entries (read_segment_index without the totals).
 absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path);
 
 }  // namespace pollux::core::archive

@@ -145,7 +145,7 @@ TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirInde
 
   const ReadBack rb = read_all(d.path(), 3);
   EXPECT_EQ(rb.invalid, "");
-  ASSERT_EQ(rb.sequences.size(), kFrames);
+  ASSERT_EQ(rb.sequences.size(), kFrames);  // (read before the resume below adds its marker)
   for (std::uint64_t i = 0; i < kFrames; ++i) ASSERT_EQ(rb.sequences[i], i + 1);
   EXPECT_TRUE(rb.frames_intact);
   ASSERT_EQ(rb.markers.size(), 1u);
@@ -154,6 +154,36 @@ TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirInde
   EXPECT_EQ(rb.markers[0].to_seq, 5003u);
   EXPECT_EQ(rb.markers[0].count, 3u);
 
+  // Each sealed segment's index file: its totals add up to the recording, and a resume counts
+  // the same from the files.
+  SegmentTotals sum;
+  for (std::uint32_t i = 0; i <= last; ++i) {
+    auto si = read_segment_index(index_path(d.path(), 3, i));
+    ASSERT_TRUE(si.ok()) << si.status();
+    sum.frames += si->totals.frames;
+    sum.markers += si->totals.markers;
+    sum.bytes += si->totals.bytes;
+    if (i == 0) {
+      EXPECT_EQ(si->totals.first_sequence, 1u);
+    }
+    if (i == last) {
+      EXPECT_EQ(si->totals.last_sequence, kFrames);
+    }
+  }
+  EXPECT_EQ(sum.frames, kFrames);
+  EXPECT_EQ(sum.markers, 1u);
+  EXPECT_EQ(sum.bytes, (*w)->stats().bytes);
+  {
+    WriterOptions o = options(d.path(), 3);
+    o.resume = true;
+    o.resume_segment = last;
+    auto again = RecordingWriter::open(o);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)->stats().prior.frames, kFrames);
+    EXPECT_EQ((*again)->stats().prior.first_sequence, 1u);
+    EXPECT_EQ((*again)->stats().prior.last_sequence, kFrames);
+    ASSERT_TRUE((*again)->close().ok());
+  }
   // Each segment's index: entries in order, each at a frame whose sequence and time it holds.
   for (std::uint32_t i = 0; i <= last; ++i) {
     auto idx = read_index(index_path(d.path(), 3, i));
