@@ -470,8 +470,10 @@ absl::StatusOr<std::unique_ptr<Context>> Context::from_file(const std::string& p
 }
 
 Context::~Context() {
-  if (impl_ != nullptr) detail::stop_recordings(impl_->recordings);
+  if (impl_ != nullptr) (void)detail::stop_recordings(impl_->recordings);
 }
+
+std::vector<RecordingStatus> Context::stop_recordings() { return detail::stop_recordings(impl_->recordings); }
 
 absl::StatusOr<Publisher> Context::publisher(std::string_view topic) {
   auto p = impl_->open_publisher(topic);

@@ -18,6 +18,7 @@
 #include "core/stream_counters.h"
 #include "core/trace.h"
 #include "pollux/publisher.h"
+#include "pollux/recording.h"
 #include "pollux/subscriber.h"
 #include "transport/transport.h"
 
@@ -210,8 +211,9 @@ struct RecordingRunnerDeleter {
 using RecordingRunnerPtr = std::unique_ptr<RecordingRunner, RecordingRunnerDeleter>;
 // Starts them on `ctx` (nullptr when the configuration has none); errors name the entry.
 absl::StatusOr<RecordingRunnerPtr> start_recordings(Context& ctx, const core::Config& cfg);
-// Stops the thread and every recorder (what their subscribers hold is recorded first).
-void stop_recordings(RecordingRunnerPtr& r) noexcept;
+// Stops the thread and every recorder (what their subscribers hold is recorded first), and
+// returns their final status; `r` is empty after.
+std::vector<RecordingStatus> stop_recordings(RecordingRunnerPtr& r) noexcept;
 
 class ContextImpl {
  public:

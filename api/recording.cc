@@ -368,7 +368,18 @@ void RecordingRunnerDeleter::operator()(RecordingRunner* r) const noexcept {
   delete r;
 }
 
-void stop_recordings(RecordingRunnerPtr& r) noexcept { r.reset(); }
+std::vector<RecordingStatus> stop_recordings(RecordingRunnerPtr& r) noexcept {
+  std::vector<RecordingStatus> out;
+  if (r == nullptr) return out;
+  r->stop.store(true, std::memory_order_release);
+  if (r->thread.joinable()) r->thread.join();
+  for (auto& rec : r->recorders) {
+    (void)rec->stop();
+    out.push_back(rec->status());
+  }
+  r.reset();
+  return out;
+}
 
 }  // namespace detail
 

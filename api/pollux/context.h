@@ -6,10 +6,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "pollux/export.h"
 #include "pollux/publisher.h"
+#include "pollux/recording.h"
 #include "pollux/subscriber.h"
 
 namespace pollux {
@@ -56,6 +58,11 @@ class POLLUX_API Context {
   absl::StatusOr<Subscriber> subscriber(std::string_view topic);
 
   std::uint32_t stream_id(std::string_view topic) const;
+  // Stops the recordings the configuration's [[recordings]] started (what their subscribers
+  // hold is recorded first; the catalog marks them stopped, or failed with their error) and
+  // returns their final status, in configuration order. The destructor does the same when this
+  // was not called; a second call returns nothing.
+  std::vector<RecordingStatus> stop_recordings();
   // The effective configuration as TOML (every key, with its help text).
   std::string effective_config() const;
   // What this context runs, one fact per line: the configuration's source; the threading mode
