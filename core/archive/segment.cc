@@ -88,7 +88,9 @@ SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std:
     *why = "offset is not a record boundary";
     return SegmentReader::Next::kInvalid;
   }
-  if (offset + sizeof(RecordHeader) > size) return SegmentReader::Next::kEnd;  // the segment is full
+  // The segment is full (written so that offset + 8 cannot wrap: an offset from an index file
+  // may be anything).
+  if (offset > size || size - offset < sizeof(RecordHeader)) return SegmentReader::Next::kEnd;
   RecordHeader rh;
   std::memcpy(&rh, data + offset, sizeof rh);
   if (rh.length == 0) {
