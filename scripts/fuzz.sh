@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(itch_reader config udp_receiver reliability_control receive_window shm_reader rdma_ud_source counters_reader arbiter pcap_frame frame)
+ALL=(itch_reader config udp_receiver reliability_control receive_window shm_reader rdma_ud_source counters_reader arbiter pcap_frame frame archive_segment)
 
 usage() {
   cat <<EOF

@@ -64,4 +64,19 @@ enum Template : std::uint8_t { kShort = 0, kWrapped = 1, kClosed = 2, kTemplates
 inline constexpr std::uint8_t kPollStep = 32;
 }  // namespace shm
 
+// archive_segment: u8 mode. Bit 0 clear (raw): bits 1-2 a seek (kNoSeek; kNearHeader: i16,
+// offset kSegmentHeaderSize + i16; kRawOffset: u64; kFromEnd: u8, offset size - u8), bits 3-7
+// trailing zero bytes / 3, then the bytes after the segment header. Bit 0 set (built): bits
+// 1-4 records - 1, bit 5 flip one byte, bits 6-7 zero words after the records; then per record
+// u8 kind (bit 0: a marker: u16 kind, u32 stream, u32 session, u64 from, u64 to, u64 time,
+// u64 count; else a frame: u16 payload (modulo kMaxPayload), u16 flags, u32 stream,
+// u32 session, u64 sequence, u64 timestamp, u8 payload fill); then, flipping, u32 position
+// (modulo the bytes after the header) and u8 xor (0: 0xff).
+namespace archive {
+enum Seek : std::uint8_t { kNoSeek = 0, kNearHeader = 1, kRawOffset = 2, kFromEnd = 3 };
+inline constexpr std::uint8_t kBuilt = 1;
+inline constexpr std::uint8_t kFlip = 1 << 5;
+inline constexpr std::uint16_t kMaxPayload = 2048;
+}  // namespace archive
+
 }  // namespace pollux::fuzz

@@ -1,7 +1,8 @@
 // Writes the seed corpora of tests/fuzz/corpus/ from the product's own encoders: ITCH records
 // cut from the project's fixture and written by itch::Encoder, configurations checked by
 // parse_config (and the printed defaults), datagrams sent by a real ReliableSender, control
-// messages sent by a real ReliableReceiver, wrapped in the harnesses' input formats (formats.h).
+// messages sent by a real ReliableReceiver, recording segment records laid out as
+// core/archive/format.h describes, wrapped in the harnesses' input formats (formats.h).
 //
 //   fuzz_make_seeds CORPUS_DIR ITCH_FIXTURE     (scripts/fuzz.sh --make-seeds runs it)
 // Deterministic: running it again rewrites the same bytes. Also writes CORPUS_DIR/../config.dict.
@@ -18,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/archive/crc32c.h"
+#include "core/archive/format.h"
 #include "core/config.h"
 #include "core/frame.h"
 #include "feed_handler/source/pcap_format.h"
@@ -609,6 +612,86 @@ void frame_seeds(const fs::path& dir) {
   write(dir / "written.bin", w.bytes);
 }
 
+// ---- archive_segment ---------------------------------------------------------------------------
+// Raw mode: the records after a segment header (a frame, a kGap marker, a traced frame, the
+// zero header that ends them), the same walked again from a seek to the marker, a frame then
+// a torn record (its header written, its body cut short by zeros), and a kResume marker seen
+// from the end; built mode: three described records, unflipped and with a byte of the
+// marker's body flipped.
+namespace ar = pollux::core::archive;
+
+void archive_record(Out& o, const std::vector<std::uint8_t>& body) {
+  const auto length = static_cast<std::uint32_t>(body.size());
+  o.u32(ar::crc32c(body.data(), length, ar::crc32c(&length, sizeof length))).u32(length).raw(body.data(), length);
+  while (o.bytes.size() % ar::kRecordAlign != 0) o.u8(0);
+}
+
+std::vector<std::uint8_t> archive_frame(std::uint32_t payload, std::uint16_t flags, std::uint64_t seq) {
+  Out f;
+  const std::uint32_t length = core::kFrameHeaderSize + payload;
+  f.u32(length).u8(core::kFrameMagic).u8(core::kFrameVersion).u16(flags).u32(7).u32(0x77).u64(seq).u64(1'000 * seq);
+  for (std::uint32_t i = 0; i < payload; ++i) f.u8(i * 7 + 1);
+  return f.bytes;
+}
+
+std::vector<std::uint8_t> archive_marker(ar::MarkerKind kind, std::uint64_t from, std::uint64_t to) {
+  Out m;
+  m.u32(sizeof(ar::Marker)).u8(ar::kMarkerMagic).u8(ar::kMarkerVersion).u16(static_cast<std::uint16_t>(kind));
+  m.u32(7).u32(kind == ar::MarkerKind::kGap ? 0x77 : 0).u64(from).u64(to).u64(1'700'000'000'000'000'000);
+  m.u64(kind == ar::MarkerKind::kGap ? to - from + 1 : 24);
+  return m.bytes;
+}
+
+void archive_seeds(const fs::path& dir) {
+  // Records are laid out after the mode byte (and seek field): written at offset 0 of their own
+  // Out so that the padding is relative to the record area.
+  Out recs;
+  archive_record(recs, archive_frame(5, core::kFlagNone, 1));
+  archive_record(recs, archive_marker(ar::MarkerKind::kGap, 2, 4));
+  archive_record(recs, archive_frame(core::kFrameTraceSize + 3, core::kFlagTraced, 5));
+  recs.u64(0);
+  Out a;
+  a.u8(fz::archive::kNoSeek).raw(recs.bytes.data(), recs.bytes.size());
+  write(dir / "records.bin", a.bytes);
+  Out b;  // seek to the marker: the second record
+  b.u8(fz::archive::kNearHeader << 1).u16(ar::record_size(core::kFrameHeaderSize + 5));
+  b.raw(recs.bytes.data(), recs.bytes.size());
+  write(dir / "marker.bin", b.bytes);
+
+  Out torn;
+  archive_record(torn, archive_frame(9, core::kFlagNone, 1));
+  Out cut;
+  archive_record(cut, archive_frame(40, core::kFlagNone, 2));
+  cut.bytes.resize(8 + 20);                 // the header and 20 bytes of the body made it to the disk
+  cut.bytes.resize(cut.bytes.size() + 64);  // zeros where the rest should be
+  torn.raw(cut.bytes.data(), cut.bytes.size());
+  Out c;
+  c.u8(fz::archive::kNoSeek | (4 << 3)).raw(torn.bytes.data(), torn.bytes.size());
+  write(dir / "torn.bin", c.bytes);
+
+  Out resume;
+  archive_record(resume, archive_marker(ar::MarkerKind::kResume, 0, 0));
+  resume.u64(0);
+  Out e;  // seek to the last 8 bytes: the zero header after the marker
+  e.u8(fz::archive::kFromEnd << 1).u8(8).raw(resume.bytes.data(), resume.bytes.size());
+  write(dir / "resume_from_end.bin", e.bytes);
+
+  auto built = [](Out& o, std::uint8_t mode) {
+    o.u8(fz::archive::kBuilt | (2 << 1) | mode | (1 << 6));
+    o.u8(0).u16(5).u16(core::kFlagNone).u32(7).u32(0x77).u64(1).u64(1'000).u8(3);
+    o.u8(1).u16(static_cast<std::uint16_t>(ar::MarkerKind::kGap)).u32(7).u32(0x77).u64(2).u64(4).u64(5'000).u64(3);
+    o.u8(0).u16(67).u16(core::kFlagTraced).u32(7).u32(0x77).u64(5).u64(6'000).u8(9);
+  };
+  Out f;
+  built(f, 0);
+  write(dir / "built.bin", f.bytes);
+  Out g;
+  built(g, fz::archive::kFlip);
+  // The flip: byte 20 of the marker's body (after the first record: 8 + 37 bytes padded to 48).
+  g.u32(48 + 8 + 20).u8(0x40);
+  write(dir / "built_flip.bin", g.bytes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -628,5 +711,6 @@ int main(int argc, char** argv) {
   arbiter_seeds(root / "arbiter");
   pcap_frame_seeds(root / "pcap_frame");
   frame_seeds(root / "frame");
+  archive_seeds(root / "archive_segment");
   return 0;
 }
