@@ -394,6 +394,12 @@ TEST_F(ArchiveToolTest, CommandLine) {
   EXPECT_NE(no_id.err.find("give its ID"), std::string::npos) << no_id.err;
   EXPECT_EQ(run("verify x1" + d()).status, 64);
 
+  // A recording that is not there: said so, and nothing is written in the directory.
+  const ToolRun no_such = run("purge 9" + d());
+  EXPECT_EQ(no_such.status, 1);
+  EXPECT_NE(no_such.err.find("no recording 9"), std::string::npos) << no_such.err;
+  EXPECT_TRUE(fs::is_empty(dir_));
+
   // A damaged catalog: Catalog::load's message, exit 1.
   record(5, RecordingState::kStopped);
   const std::string cat = Catalog::path(dir_);

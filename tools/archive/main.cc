@@ -784,15 +784,18 @@ int run_export(const Args& a) {
 // ---- purge -------------------------------------------------------------------------------------
 
 int run_purge(const Args& a) {
+  // Read first, so that a wrong id or directory changes nothing there (not even the lock file).
+  {
+    const std::optional<ar::Catalog> cat = load_catalog(a.dir);
+    if (!cat || find_recording(*cat, a) == nullptr) return 1;
+  }
   ar::RecordingInfo purged;
   // The check and the removal under the catalog's lock: a recorder cannot start this recording
   // in between.
   absl::StatusOr<ar::Catalog> cat = ar::Catalog::update(a.dir, [&](ar::Catalog& c) -> absl::Status {
     const ar::RecordingInfo* r = c.find(a.id);
-    if (r == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no recording ", a.id, " in the catalog of ", a.dir, " (`", kProgram,
-                                              " list --dir ", a.dir, "` shows the recordings there)"));
-    }
+    if (r == nullptr)
+      return absl::NotFoundError(absl::StrCat("recording ", a.id, " was just removed by another purge"));
     if (r->state == ar::RecordingState::kRecording && !a.force) {
       return absl::FailedPreconditionError(
           absl::StrCat("recording ", a.id, " is in state \"recording\": a recorder writes it (or died writing it and ",
