@@ -188,7 +188,8 @@ TEST_F(ArchiveToolTest, ListAndInfoShowTheCatalogAndTheSegmentFiles) {
         absl::StrCat("\"size\":", kMinSegmentSize), absl::StrCat("\"valid_end\":", a_end),
         std::string("\"invalid\":false"), std::string("\"records\":101,\"frames\":100,\"markers\":1"),
         std::string("\"first_sequence\":1,\"last_sequence\":100"),
-        std::string("\"index_file\":{\"exists\":true,\"valid\":true,\"entries\":")}) {
+        std::string("\"index_file\":{\"exists\":true,\"valid\":true,\"entries\":"),
+        std::string("\"totals\":{\"frames\":100,\"markers\":1,")}) {
     EXPECT_NE(info.out.find(want), std::string::npos) << want << " not in " << info.out;
   }
   const ToolRun info_text = run(absl::StrCat("info ", b, d()));
@@ -271,6 +272,11 @@ TEST_F(ArchiveToolTest, VerifyFindsAMissingIndexAndSequencesGoingBack) {
   EXPECT_NE(back.out.find(absl::StrCat(seg, " at offset ", end_, ": frame sequence 5 of session 7 after 20")),
             std::string::npos)
       << back.out;
+  // The index written at close counted 20 frames: its totals no longer match the segment.
+  EXPECT_NE(back.out.find(absl::StrCat(index_path(dir_, id2, 0), " at offset 0: its totals say 20 frames, 0 markers")),
+            std::string::npos)
+      << back.out;
+  EXPECT_NE(back.out.find("the segment's valid records hold 21 frames, 0 markers"), std::string::npos) << back.out;
 }
 
 TEST_F(ArchiveToolTest, ATornTailWarnsWhileRecordingAndFailsOnceStopped) {

@@ -97,8 +97,9 @@ constexpr char kVerifyHelp[] = R"(pollux-archive verify ID --dir DIR [--json]
 Reads every segment of recording ID (from the catalog's first segment to the last one there is)
 and checks: every record (bounds, magic, length, crc), every frame's header and stream, that
 frame sequences per session never go backwards (a resume marker allows it), that every index
-entry points at a record boundary holding a frame with its sequence and time, and that every
-sealed segment (all but the last) has a valid index. Each problem is reported as
+entry points at a record boundary holding a frame with its sequence and time, that every sealed
+segment (all but the last) has a valid index, and that an index's totals (frames, markers, bytes,
+first and last sequence and time) are what its segment holds. Each problem is reported as
 "<file> at offset N: what is wrong".
 
 An invalid record in the last segment of a recording still in state "recording" is the live
@@ -382,10 +383,10 @@ struct SegmentSummary {
   std::uint64_t valid_end = 0;  // where the valid records end
   std::string end;              // "end of the written data" or the invalid record's why
   bool invalid = false;
-  std::uint64_t records = 0, frames = 0, markers = 0;
-  std::uint64_t first_sequence = 0, last_sequence = 0;
+  ar::SegmentTotals totals;  // of the valid records
   bool index_exists = false, index_valid = false;
   std::uint64_t index_entries = 0;
+  ar::SegmentTotals index_totals;  // what the index file says the segment holds
   std::string index_error;
 };
 
@@ -397,10 +398,11 @@ SegmentSummary summarize_segment(const std::string& dir, const ar::RecordingInfo
   const std::string ip = ar::index_path(dir, r.id, i);
   s.index_exists = fs::exists(ip);
   if (s.index_exists) {
-    absl::StatusOr<std::vector<ar::IndexEntry>> idx = ar::read_index(ip);
+    absl::StatusOr<ar::SegmentIndex> idx = ar::read_segment_index(ip);
     s.index_valid = idx.ok();
     if (idx.ok()) {
-      s.index_entries = idx->size();
+      s.index_entries = idx->entries.size();
+      s.index_totals = idx->totals;
     } else {
       s.index_error = std::string(idx.status().message());
     }
@@ -413,24 +415,23 @@ SegmentSummary summarize_segment(const std::string& dir, const ar::RecordingInfo
   }
   s.size = rd->size();
   s.created_ns = rd->header().created_ns;
-  ar::SegmentReader::Record rec;
-  ar::SegmentReader::Next n;
-  while ((n = rd->next(&rec)) == ar::SegmentReader::Next::kRecord) {
-    ++s.records;
-    if (rec.is_marker) {
-      ++s.markers;
-      continue;
-    }
-    ++s.frames;
-    pollux::core::FrameHeader h;
-    std::memcpy(&h, rec.body, sizeof h);
-    if (s.first_sequence == 0) s.first_sequence = h.sequence;
-    s.last_sequence = h.sequence;
-  }
+  s.totals = ar::scan_totals(*rd, nullptr);
   s.valid_end = rd->offset();
-  s.invalid = n == ar::SegmentReader::Next::kInvalid;
+  // The reader stays at the first record it did not hand out: asked again, it says why.
+  ar::SegmentReader::Record rec;
+  s.invalid = rd->next(&rec) == ar::SegmentReader::Next::kInvalid;
   s.end = s.invalid ? rd->why() : "end of the written data";
   return s;
+}
+
+void totals_fields(JsonOut& j, const ar::SegmentTotals& t) {
+  j.field("frames", t.frames)
+      .field("markers", t.markers)
+      .field("bytes", t.bytes)
+      .field("first_sequence", t.first_sequence)
+      .field("last_sequence", t.last_sequence)
+      .field("first_time_ns", t.first_time_ns)
+      .field("last_time_ns", t.last_time_ns);
 }
 
 int run_info(const Args& a) {
@@ -457,14 +458,15 @@ int run_info(const Args& a) {
             .field("valid_end", s.valid_end)
             .field("invalid", s.invalid)
             .field("end", s.end)
-            .field("records", s.records)
-            .field("frames", s.frames)
-            .field("markers", s.markers)
-            .field("first_sequence", s.first_sequence)
-            .field("last_sequence", s.last_sequence);
+            .field("records", s.totals.frames + s.totals.markers);
+        totals_fields(j, s.totals);
       }
       j.key("index_file").begin_object().field("exists", s.index_exists).field("valid", s.index_valid);
-      if (s.index_valid) j.field("entries", s.index_entries);
+      if (s.index_valid) {
+        j.field("entries", s.index_entries).key("totals").begin_object();
+        totals_fields(j, s.index_totals);
+        j.end_object();
+      }
       if (!s.index_error.empty()) j.field("error", s.index_error);
       j.end_object().end_object();
     }
@@ -493,14 +495,18 @@ int run_info(const Args& a) {
       std::printf("    size %" PRIu64 ", created %s\n", s.size, iso_utc(s.created_ns).c_str());
       std::printf("    %" PRIu64 " records (%" PRIu64 " frames, %" PRIu64 " markers), sequences %" PRIu64 "..%" PRIu64
                   "\n",
-                  s.records, s.frames, s.markers, s.first_sequence, s.last_sequence);
+                  s.totals.frames + s.totals.markers, s.totals.frames, s.totals.markers, s.totals.first_sequence,
+                  s.totals.last_sequence);
       std::printf("    valid records end at offset %" PRIu64 ": %s%s\n", s.valid_end,
                   s.invalid ? "invalid record, " : "", s.end.c_str());
     }
     if (!s.index_exists) {
       std::printf("    index: none\n");
     } else if (s.index_valid) {
-      std::printf("    index: valid, %" PRIu64 " entries\n", s.index_entries);
+      std::printf("    index: valid, %" PRIu64 " entries; says %" PRIu64 " frames, %" PRIu64
+                  " markers, sequences %" PRIu64 "..%" PRIu64 "\n",
+                  s.index_entries, s.index_totals.frames, s.index_totals.markers, s.index_totals.first_sequence,
+                  s.index_totals.last_sequence);
     } else {
       std::printf("    index: invalid: %s\n", s.index_error.c_str());
     }
@@ -528,6 +534,16 @@ struct IndexCheck {
   std::vector<ar::IndexEntry> entries;
   std::size_t next = 0;
 };
+
+bool same_totals(const ar::SegmentTotals& a, const ar::SegmentTotals& b) {
+  return a.frames == b.frames && a.markers == b.markers && a.bytes == b.bytes && a.first_sequence == b.first_sequence &&
+         a.last_sequence == b.last_sequence && a.first_time_ns == b.first_time_ns && a.last_time_ns == b.last_time_ns;
+}
+
+std::string describe(const ar::SegmentTotals& t) {
+  return absl::StrCat(t.frames, " frames, ", t.markers, " markers, ", t.bytes, " bytes, sequences ", t.first_sequence,
+                      "..", t.last_sequence, ", times ", t.first_time_ns, "..", t.last_time_ns, " ns");
+}
 
 void verify_frame(const ar::RecordingInfo& r, const std::string& path, const ar::SegmentReader::Record& rec,
                   IndexCheck& idx, bool at_index, Verification& v) {
@@ -582,10 +598,12 @@ void verify_segment(const std::string& dir, const ar::RecordingInfo& r, std::uin
   }
   IndexCheck idx;
   idx.path = ar::index_path(dir, r.id, i);
+  std::optional<ar::SegmentTotals> index_totals;
   if (fs::exists(idx.path)) {
-    absl::StatusOr<std::vector<ar::IndexEntry>> e = ar::read_index(idx.path);
+    absl::StatusOr<ar::SegmentIndex> e = ar::read_segment_index(idx.path);
     if (e.ok()) {
-      idx.entries = std::move(*e);
+      idx.entries = std::move(e->entries);
+      index_totals = e->totals;
     } else {
       v.problems.push_back({idx.path, 0, std::string(e.status().message())});
     }
@@ -631,6 +649,13 @@ void verify_segment(const std::string& dir, const ar::RecordingInfo& r, std::uin
         {idx.path, e.offset,
          absl::StrCat("index entry ", idx.next, " (sequence ", e.sequence,
                       ") points past the segment's valid records (they end at offset ", rd->offset(), ")")});
+  }
+  // What the valid records hold, counted as the writer counts them for its index (a second pass).
+  const ar::SegmentTotals seen = index_totals ? ar::scan_totals(*rd, nullptr) : ar::SegmentTotals{};
+  if (index_totals && !same_totals(*index_totals, seen)) {
+    v.problems.push_back({idx.path, 0,
+                          absl::StrCat("its totals say ", describe(*index_totals),
+                                       "; the segment's valid records hold ", describe(seen))});
   }
 }
 
