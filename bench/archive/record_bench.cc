@@ -15,8 +15,10 @@
 //   record-1k   the same with 1 KiB payloads, --large-count frames.
 //   disk-seq    the floor of record-1k: a file of the same size written in the same directory
 //               with 1 MiB sequential pwrites, then fdatasync; MB/s without and with the sync.
-//               record-1k is held against it synced to synced (both durable on disk) and, for
-//               reference, unsynced to unsynced (mostly the page cache's copy speed).
+//               Twice: a plain file, and one preallocated first (posix_fallocate, timed) as the
+//               writer preallocates its segments. record-1k is held against the faster of the
+//               two synced to synced (both durable on disk) and, for reference, unsynced to
+//               unsynced (mostly the page cache's copy speed).
 //   replay      SegmentReader::next over every segment record-32 wrote (each record's bounds,
 //               magic and crc32c checked), from the page cache: the read side of a replay alone,
 //               nothing delivered to a subscriber.
@@ -61,11 +63,20 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The calling thread's CPU time (user and system), s: on a shared machine the wall time also
+// counts the time other processes held the CPU.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 struct RecordResult {
   std::uint64_t frames = 0, bytes = 0, segments = 0, writes = 0, rolls = 0;
   double append_s = 0;  // appends and flushes, the rolls among them
   double roll_s = 0;    // the appends that rolled to a new segment
   double close_s = 0;   // close(): the last flush, its fdatasync, the index
+  double cpu_s = 0;     // this thread's CPU time over append_s
   std::string error;
 };
 
@@ -97,6 +108,7 @@ RecordResult record(const std::string& dir, std::uint64_t id, std::uint64_t coun
   const std::uint64_t need = archive::record_size(kFrameHeaderSize + payload);
   const std::uint64_t roll_at = segment_size - sizeof(archive::RecordHeader);
   bool ok = true;
+  const double c0 = thread_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < count && ok; ++i) {
     h.sequence = i + 1;
@@ -114,6 +126,7 @@ RecordResult record(const std::string& dir, std::uint64_t id, std::uint64_t coun
   }
   ok = ok && w.flush(Clock::now_ns());
   r.append_s = seconds_since(t0);
+  r.cpu_s = thread_cpu_s() - c0;
   const auto tc = std::chrono::steady_clock::now();
   const absl::Status closed = w.close();
   r.close_s = seconds_since(tc);
@@ -128,13 +141,14 @@ RecordResult record(const std::string& dir, std::uint64_t id, std::uint64_t coun
 
 struct DiskResult {
   std::uint64_t bytes = 0;
-  double write_s = 0, sync_s = 0;
+  double write_s = 0, sync_s = 0, cpu_s = 0;  // cpu_s: this thread's, over write_s
   std::string error;
 };
 
-// Writes `bytes` (rounded up to whole chunks) to a new file in `dir` with `chunk`-byte sequential
-// pwrites, then fdatasync; the file is removed.
-DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t chunk) {
+// Writes `bytes` to a new file in `dir` with `chunk`-byte sequential
+// pwrites, then fdatasync; the file is removed. With `prealloc` the file is first given its size
+// with posix_fallocate (timed), as the writer does each segment.
+DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t chunk, bool prealloc) {
   DiskResult r;
   const std::string path = dir + "/disk-seq.dat";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
@@ -151,10 +165,18 @@ DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t c
   }
   std::unique_ptr<void, void (*)(void*)> buf(mem, std::free);
   std::memset(buf.get(), 0x5a, chunk);
+  const double c0 = thread_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t off = 0;
+  if (prealloc) {
+    if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+      r.error = path + ": posix_fallocate: " + std::strerror(e);
+      off = bytes;
+    }
+  }
   while (off < bytes) {
-    const ssize_t w = ::pwrite(fd, buf.get(), chunk, static_cast<off_t>(off));
+    const ssize_t w =
+        ::pwrite(fd, buf.get(), static_cast<std::size_t>(std::min(chunk, bytes - off)), static_cast<off_t>(off));
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
       r.error = path + ": pwrite: " + std::strerror(errno);
@@ -163,6 +185,7 @@ DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t c
     off += static_cast<std::uint64_t>(w);
   }
   r.write_s = seconds_since(t0);
+  r.cpu_s = thread_cpu_s() - c0;
   const auto ts = std::chrono::steady_clock::now();
   if (r.error.empty() && ::fdatasync(fd) != 0) r.error = path + ": fdatasync: " + std::strerror(errno);
   r.sync_s = seconds_since(ts);
@@ -174,7 +197,7 @@ DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t c
 
 struct ReplayResult {
   std::uint64_t frames = 0, bytes = 0;
-  double seconds = 0;
+  double seconds = 0, cpu_s = 0;
   std::string error;
 };
 
@@ -183,6 +206,7 @@ struct ReplayResult {
 ReplayResult replay(const std::string& dir, std::uint64_t id, std::uint64_t segments, std::uint64_t expect) {
   ReplayResult r;
   std::uint64_t next_seq = 1;
+  const double c0 = thread_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint32_t s = 0; s < segments && r.error.empty(); ++s) {
     absl::StatusOr<archive::SegmentReader> reader = archive::SegmentReader::open(archive::segment_path(dir, id, s));
@@ -208,6 +232,7 @@ ReplayResult replay(const std::string& dir, std::uint64_t id, std::uint64_t segm
     }
   }
   r.seconds = seconds_since(t0);
+  r.cpu_s = thread_cpu_s() - c0;
   r.frames = next_seq - 1;
   if (r.error.empty() && r.frames != expect) {
     r.error = std::to_string(r.frames) + " frames read, " + std::to_string(expect) + " written";
@@ -260,8 +285,9 @@ constexpr char kCases[] = R"(Cases (one thread; MB = 10^6 bytes, a record's byte
               whatever the policy: those appends are timed apart (roll_s). Target >= 10M msg/s.
   record-1k   the same with 1 KiB payloads and --large-count frames. Target >= 80% of disk-seq.
   disk-seq    a file of record-1k's size in the same directory, 1 MiB sequential pwrites, then
-              fdatasync: MB/s without and with the sync. Compared synced to synced (both
-              durable), unsynced to unsynced for reference.
+              fdatasync: MB/s without and with the sync; a plain file, then a preallocated one
+              (posix_fallocate, timed, as the writer's segments). record-1k is compared with the
+              faster synced to synced (both durable), unsynced to unsynced for reference.
   replay      SegmentReader::next over record-32's segments (each record checked: bounds, magic,
               length, crc32c), page cache warm: the read side of a replay alone, nothing
               delivered to a subscriber (the issue's >= 20M msg/s is for replay into a shm
@@ -330,11 +356,12 @@ int main(int argc, char** argv) {
     std::printf(
         "%-9s run %llu: %llu frames, %.1f MB in %llu segments (%llu pwrites)\n"
         "    unsynced %7.2f M msg/s %8.1f MB/s (%.3f s; %llu rolls %.3f s; without them %.2f M msg/s)\n"
-        "    synced   %7.2f M msg/s %8.1f MB/s (close %.3f s)\n",
+        "    synced   %7.2f M msg/s %8.1f MB/s (close %.3f s)\n"
+        "    cpu      %7.2f M msg/s per CPU-second (%.3f s of this thread's CPU time over the unsynced part)\n",
         name, static_cast<unsigned long long>(run), static_cast<unsigned long long>(r.frames), mb,
         static_cast<unsigned long long>(r.segments), static_cast<unsigned long long>(r.writes),
         frames / r.append_s / 1e6, mb / r.append_s, r.append_s, static_cast<unsigned long long>(r.rolls), r.roll_s,
-        frames / unrolled_s / 1e6, frames / synced_s / 1e6, mb / synced_s, r.close_s);
+        frames / unrolled_s / 1e6, frames / synced_s / 1e6, mb / synced_s, r.close_s, frames / r.cpu_s / 1e6, r.cpu_s);
     json.add(pollux::bench::JsonObject()
                  .str("case", name)
                  .num("run", run)
@@ -349,6 +376,8 @@ int main(int argc, char** argv) {
                  .num("append_s", r.append_s)
                  .num("roll_s", r.roll_s)
                  .num("close_s", r.close_s)
+                 .num("cpu_s", r.cpu_s)
+                 .num("msgs_per_cpu_s", frames / r.cpu_s)
                  .num("msgs_per_s", frames / r.append_s)
                  .num("mb_per_s", mb / r.append_s)
                  .num("msgs_per_s_without_rolls", frames / unrolled_s)
@@ -379,9 +408,11 @@ int main(int argc, char** argv) {
           failed("replay", p.error);
         } else {
           const double rate = static_cast<double>(p.frames) / p.seconds;
-          std::printf("replay    run %llu: %llu frames in %.3f s: %7.2f M msg/s %8.1f MB/s (read side alone)\n",
-                      static_cast<unsigned long long>(run), static_cast<unsigned long long>(p.frames), p.seconds,
-                      rate / 1e6, static_cast<double>(p.bytes) / p.seconds / 1e6);
+          std::printf(
+              "replay    run %llu: %llu frames in %.3f s: %7.2f M msg/s %8.1f MB/s (read side alone)\n"
+              "    cpu      %7.2f M msg/s per CPU-second (%.3f s)\n",
+              static_cast<unsigned long long>(run), static_cast<unsigned long long>(p.frames), p.seconds, rate / 1e6,
+              static_cast<double>(p.bytes) / p.seconds / 1e6, static_cast<double>(p.frames) / p.cpu_s / 1e6, p.cpu_s);
           json.add(pollux::bench::JsonObject()
                        .str("case", "replay")
                        .num("run", run)
@@ -389,6 +420,8 @@ int main(int argc, char** argv) {
                        .num("payload_bytes", 32)
                        .num("record_bytes", p.bytes)
                        .num("seconds", p.seconds)
+                       .num("cpu_s", p.cpu_s)
+                       .num("msgs_per_cpu_s", static_cast<double>(p.frames) / p.cpu_s)
                        .num("msgs_per_s", rate)
                        .num("mb_per_s", static_cast<double>(p.bytes) / p.seconds / 1e6)
                        .num("target_msgs_per_s", kTargetReplayMsgsPerS)
@@ -402,34 +435,42 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // record-1k and its floor, interleaved: the floor first when the run is odd.
+    // record-1k and its floor, interleaved: the floor first when the run is odd. The floor is
+    // measured twice, into a plain file and into a preallocated one (as the writer's segments
+    // are); record-1k is held against the faster of the two (synced).
     RecordResult big;
-    DiskResult disk;
+    DiskResult disk[2];
     bool have_big = false;
     const std::uint64_t big_bytes = large_count * archive::record_size(kFrameHeaderSize + 1024);
     auto run_disk = [&] {
-      disk =
-          disk_seq(work, std::max<std::uint64_t>(have_big ? big.bytes : big_bytes, chunk_kib << 10), chunk_kib << 10);
-      if (!disk.error.empty()) {
-        failed("disk-seq", disk.error);
-        return;
+      for (int prealloc = 0; prealloc < 2; ++prealloc) {
+        DiskResult& d = disk[prealloc];
+        d = disk_seq(work, std::max<std::uint64_t>(have_big ? big.bytes : big_bytes, chunk_kib << 10), chunk_kib << 10,
+                     prealloc != 0);
+        if (!d.error.empty()) {
+          failed("disk-seq", d.error);
+          return;
+        }
+        const double mb = static_cast<double>(d.bytes) / 1e6;
+        std::printf(
+            "disk-seq  run %llu: %.1f MB, %llu KiB pwrites%s\n"
+            "    unsynced %8.1f MB/s (%.3f s; %.3f s of this thread's CPU time)\n"
+            "    synced   %8.1f MB/s (fdatasync %.3f s)\n",
+            static_cast<unsigned long long>(run), mb, static_cast<unsigned long long>(chunk_kib),
+            prealloc != 0 ? ", file preallocated (posix_fallocate, timed)" : "", mb / d.write_s, d.write_s, d.cpu_s,
+            mb / (d.write_s + d.sync_s), d.sync_s);
+        json.add(pollux::bench::JsonObject()
+                     .str("case", "disk-seq")
+                     .num("run", run)
+                     .flag("preallocated", prealloc != 0)
+                     .num("bytes", d.bytes)
+                     .num("chunk_bytes", chunk_kib << 10)
+                     .num("write_s", d.write_s)
+                     .num("sync_s", d.sync_s)
+                     .num("cpu_s", d.cpu_s)
+                     .num("mb_per_s", mb / d.write_s)
+                     .num("mb_per_s_synced", mb / (d.write_s + d.sync_s)));
       }
-      const double mb = static_cast<double>(disk.bytes) / 1e6;
-      std::printf(
-          "disk-seq  run %llu: %.1f MB, %llu KiB pwrites\n"
-          "    unsynced %8.1f MB/s (%.3f s)\n"
-          "    synced   %8.1f MB/s (fdatasync %.3f s)\n",
-          static_cast<unsigned long long>(run), mb, static_cast<unsigned long long>(chunk_kib), mb / disk.write_s,
-          disk.write_s, mb / (disk.write_s + disk.sync_s), disk.sync_s);
-      json.add(pollux::bench::JsonObject()
-                   .str("case", "disk-seq")
-                   .num("run", run)
-                   .num("bytes", disk.bytes)
-                   .num("chunk_bytes", chunk_kib << 10)
-                   .num("write_s", disk.write_s)
-                   .num("sync_s", disk.sync_s)
-                   .num("mb_per_s", mb / disk.write_s)
-                   .num("mb_per_s_synced", mb / (disk.write_s + disk.sync_s)));
     };
     if (want("disk-seq") && run % 2 == 1) run_disk();
     if (want("record-1k")) {
@@ -443,16 +484,20 @@ int main(int argc, char** argv) {
       }
     }
     if (want("disk-seq") && run % 2 == 0) run_disk();
-    if (have_big && want("disk-seq") && disk.error.empty() && disk.bytes > 0) {
-      const auto mb_big = static_cast<double>(big.bytes) / 1e6, mb_disk = static_cast<double>(disk.bytes) / 1e6;
-      const double synced = (mb_big / (big.append_s + big.close_s)) / (mb_disk / (disk.write_s + disk.sync_s));
-      const double unsynced = (mb_big / big.append_s) / (mb_disk / disk.write_s);
+    if (have_big && want("disk-seq") && disk[0].bytes > 0 && disk[1].bytes > 0) {
+      auto synced_mb_s = [](const DiskResult& d) { return static_cast<double>(d.bytes) / (d.write_s + d.sync_s); };
+      const DiskResult& d = synced_mb_s(disk[1]) > synced_mb_s(disk[0]) ? disk[1] : disk[0];
+      const auto mb_big = static_cast<double>(big.bytes) / 1e6, mb_disk = static_cast<double>(d.bytes) / 1e6;
+      const double synced = (mb_big / (big.append_s + big.close_s)) / (mb_disk / (d.write_s + d.sync_s));
+      const double unsynced = (mb_big / big.append_s) / (mb_disk / d.write_s);
       const bool met = synced >= kTargetDiskFraction;
-      std::printf("record-1k / disk-seq: synced %.3f (target >= %.2f: %s), unsynced %.3f\n", synced,
-                  kTargetDiskFraction, met ? "met" : "MISSED", unsynced);
+      const char* which = &d == &disk[1] ? "preallocated" : "plain";
+      std::printf("record-1k / disk-seq (%s, the faster synced): synced %.3f (target >= %.2f: %s), unsynced %.3f\n",
+                  which, synced, kTargetDiskFraction, met ? "met" : "MISSED", unsynced);
       json.add(pollux::bench::JsonObject()
                    .str("ratio", "record-1k / disk-seq")
                    .num("run", run)
+                   .str("floor", which)
                    .num("synced", synced)
                    .num("unsynced", unsynced)
                    .num("target", kTargetDiskFraction)
