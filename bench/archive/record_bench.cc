@@ -307,7 +307,7 @@ int main(int argc, char** argv) {
   pollux::bench::Cli cli("pollux-bench-record",
                          "pollux-bench-record: recording throughput (RecordingWriter) and replay read rate\n"
                          "(SegmentReader), next to the disk's sequential write bandwidth and crc32c's speed\n"
-                         "measured in the same run. The default run writes about 3 GB and takes 10-30 s.");
+                         "measured in the same run. The default run writes about 4.6 GB and takes 10-30 s.");
   cli.text("--dir", &dir, "DIR", "file system to measure: a fresh directory is made in DIR and removed at the end")
       .count("--count", &count, "frames of record-32 (and read back by replay)")
       .count("--large-count", &large_count, "frames of record-1k (disk-seq writes as many bytes)")
