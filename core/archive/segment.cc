@@ -356,6 +356,7 @@ absl::Status RecordingWriter::create_segment(std::uint32_t index) {
   fd_ = fd;
   segment_ = index;
   file_pos_ = kSegmentHeaderSize;
+  writeback_from_ = kSegmentHeaderSize;
   next_index_at_ = kSegmentHeaderSize;
   index_.clear();
   seg_ = SegmentTotals{};
@@ -432,6 +433,7 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
   fd_ = fd;
   segment_ = index;
   file_pos_ = end;
+  writeback_from_ = end;
   ++stats_.segments;
   // The marker of the restart (in the next segment when this one is full).
   Marker m{};
@@ -582,6 +584,13 @@ bool RecordingWriter::write_buffer() noexcept {
   buf_len_ = 0;
   ++stats_.writes;
   dirty_ = true;
+  // Start the kernel's writeback of every kWritebackBytes written (no wait): the disk works while
+  // the recording goes on, instead of a whole segment's dirty pages at its seal or sync.
+  if (file_pos_ - writeback_from_ >= kWritebackBytes) {
+    (void)::sync_file_range(fd_, static_cast<off64_t>(writeback_from_),
+                            static_cast<off64_t>(file_pos_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+    writeback_from_ = file_pos_;
+  }
   return true;
 }
 
@@ -603,9 +612,9 @@ bool RecordingWriter::flush(std::int64_t now_ns) noexcept {
 
 bool RecordingWriter::roll() noexcept {
   if (!write_buffer()) return false;
-  // The sealed segment: synced (whatever the policy: its successor's creation is ordered after
-  // it) and indexed.
-  if (::fdatasync(fd_) != 0) {
+  // The sealed segment: synced under interval and every (its successor is then created after it
+  // is on disk; with none the kernel writes it back, started above) and indexed.
+  if (o_.fsync != FsyncPolicy::kNone && ::fdatasync(fd_) != 0) {
     return fail(io_error(errno, absl::StrFormat("recording %u: fdatasync of segment %u", o_.recording_id, segment_)));
   }
   if (absl::Status s = write_index(); !s.ok()) return fail(std::move(s));

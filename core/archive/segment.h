@@ -186,6 +186,9 @@ class RecordingWriter {
   int fd_ = -1;
   std::uint32_t segment_ = 0;
   std::uint64_t file_pos_ = 0;  // where the buffer's bytes go in the segment
+  // Written bytes from here on have not been handed to the kernel's writeback yet.
+  static constexpr std::uint64_t kWritebackBytes = 8u << 20;
+  std::uint64_t writeback_from_ = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> buf_{nullptr, nullptr};
   std::uint32_t buf_len_ = 0;
   std::vector<IndexEntry> index_;
