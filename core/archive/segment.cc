@@ -244,6 +244,17 @@ absl::StatusOr<std::vector<IndexEntry>> read_index(const std::string& path) {
   return std::move(i->entries);
 }
 
+// One more frame in `t`.
+static void count_frame(SegmentTotals* t, const FrameHeader& f) noexcept {
+  ++t->frames;
+  if (t->first_sequence == 0) {
+    t->first_sequence = f.sequence;
+    t->first_time_ns = f.timestamp_ns;
+  }
+  t->last_sequence = f.sequence;
+  t->last_time_ns = f.timestamp_ns;
+}
+
 SegmentTotals scan_totals(SegmentReader& r, std::vector<IndexEntry>* index) {
   SegmentTotals t;
   SegmentReader::Record rec;
@@ -257,13 +268,7 @@ SegmentTotals scan_totals(SegmentReader& r, std::vector<IndexEntry>* index) {
     }
     FrameHeader f;
     std::memcpy(&f, rec.body, sizeof f);
-    ++t.frames;
-    if (t.first_sequence == 0) {
-      t.first_sequence = f.sequence;
-      t.first_time_ns = f.timestamp_ns;
-    }
-    t.last_sequence = f.sequence;
-    t.last_time_ns = f.timestamp_ns;
+    count_frame(&t, f);
     if (index != nullptr && rec.offset >= next_index_at && index->size() < index->capacity()) {
       index->push_back(IndexEntry{f.sequence, f.timestamp_ns, rec.offset});
       next_index_at = rec.offset + kIndexEveryBytes;
@@ -483,13 +488,7 @@ bool RecordingWriter::append_frame(const FrameHeader& header, const void* payloa
 }
 
 bool RecordingWriter::note_frame(const FrameHeader& h) noexcept {
-  ++seg_.frames;
-  if (seg_.first_sequence == 0) {
-    seg_.first_sequence = h.sequence;
-    seg_.first_time_ns = h.timestamp_ns;
-  }
-  seg_.last_sequence = h.sequence;
-  seg_.last_time_ns = h.timestamp_ns;
+  count_frame(&seg_, h);
   ++stats_.frames;
   if (stats_.first_sequence == 0) {
     stats_.first_sequence = h.sequence;

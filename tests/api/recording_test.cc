@@ -19,6 +19,7 @@
 #include "core/archive/segment.h"
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
+#include "tests/support/temp_dir.h"
 
 namespace pollux {
 namespace {
@@ -26,22 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace archive = core::archive;
 using testing::unique_name;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/pollux-rec-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string config(const std::string& name, const std::string& extra = "") {
   return absl::StrCat("[runtime]\nname = \"", name,
@@ -114,7 +99,7 @@ void publish(Publisher& pub, std::uint64_t from, std::uint64_t to, const std::fu
 }
 
 TEST(Recording, WhatIsRecordedIsWhatWasPublishedAndTheCatalogSaysSo) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-rec");
   auto ctx = Context::from_string(config(unique_name("rec")), "rec.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   RecordingOptions o;
@@ -161,7 +146,7 @@ TEST(Recording, WhatIsRecordedIsWhatWasPublishedAndTheCatalogSaysSo) {
 }
 
 TEST(Recording, ContextRecordingsRunOnTheirOwnThreadAndStopWithTheContext) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-rec");
   const std::string toml =
       config(unique_name("recctx"), absl::StrCat("[[recordings]]\ntopic = \"trades\"\ndirectory = \"", d.path(),
                                                  "\"\nsegment_size = \"1MiB\"\n"
@@ -196,7 +181,7 @@ TEST(Recording, ContextRecordingsRunOnTheirOwnThreadAndStopWithTheContext) {
 }
 
 TEST(Recording, ADeadRecordersRecordingIsResumedPastItsTornTail) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-rec");
   auto ctx = Context::from_string(config(unique_name("recres")), "rec.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   auto pub = (*ctx)->publisher("q");
@@ -268,7 +253,7 @@ TEST(Recording, ADeadRecordersRecordingIsResumedPastItsTornTail) {
 
 TEST(Recording, AFullDiskStopsTheRecordingWithItsErrorAndTheLiveSubscriberGetsEverything) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (mounts a 4 MiB tmpfs)";
-  TempDir d;
+  pollux::testing::TempDir d("pollux-rec");
   if (::mount("tmpfs", d.path().c_str(), "tmpfs", 0, "size=4m") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
   }

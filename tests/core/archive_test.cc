@@ -23,28 +23,13 @@
 #include "core/archive/format.h"
 #include "core/archive/segment.h"
 #include "core/frame.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace pollux::core;
 using namespace pollux::core::archive;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/pollux-archive-XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Frame `seq` of session 7: its payload's length and bytes follow from seq.
 std::vector<std::byte> make_frame(std::uint64_t seq) {
@@ -122,7 +107,7 @@ TEST(ArchiveCrc, KnownValueAndTheInstructionAgreesWithTheTable) {
 }
 
 TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirIndexes) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   auto w = RecordingWriter::open(options(d.path(), 3));
   ASSERT_TRUE(w.ok()) << w.status();
   constexpr std::uint64_t kFrames = 20000;  // ~4 MiB of records: several 1 MiB segments
@@ -204,7 +189,7 @@ TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirInde
 }
 
 TEST(ArchiveSegments, AFlippedByteIsFoundAtItsRecordAndNothingAfterItIsHandedOut) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   auto w = RecordingWriter::open(options(d.path(), 1));
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<std::uint64_t> offsets;
@@ -244,7 +229,7 @@ TEST(ArchiveSegments, AFlippedByteIsFoundAtItsRecordAndNothingAfterItIsHandedOut
 }
 
 TEST(ArchiveSegments, ResumeZeroesATornTailSoNoOlderRecordBehindItReappears) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   std::uint64_t end = 0;
   std::vector<std::byte> old_record;
   {
@@ -303,7 +288,7 @@ TEST(ArchiveSegments, ResumeZeroesATornTailSoNoOlderRecordBehindItReappears) {
 }
 
 TEST(ArchiveCatalog, UpdatesAreAtomicAndADamagedCatalogIsRefusedNamingTheFile) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   auto c = Catalog::update(d.path(), [](Catalog& cat) {
     RecordingInfo& r = cat.add(5, "quotes", kDefaultSegmentSize);
     r.first_sequence = 1;
@@ -355,7 +340,7 @@ TEST(ArchiveCatalog, UpdatesAreAtomicAndADamagedCatalogIsRefusedNamingTheFile) {
 
 TEST(ArchiveSegments, AFullDiskStopsTheWriterWithTheErrorAndKeepsWhatWasWritten) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (mounts a 3 MiB tmpfs)";
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   if (::mount("tmpfs", d.path().c_str(), "tmpfs", 0, "size=3m") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs: " << std::strerror(errno);
   }
@@ -389,7 +374,7 @@ TEST(ArchiveSegments, AFullDiskStopsTheWriterWithTheErrorAndKeepsWhatWasWritten)
 // then resumes the recording as a restarted recorder would: every frame up to the last one
 // reported must be there, in order, the rest of the segment clean.
 TEST(ArchiveCrash, KilledMidWriteTwentyTimesEveryRestartRecoversAndLosesNothingSynced) {
-  TempDir d;
+  pollux::testing::TempDir d("pollux-archive");
   std::mt19937 rng(20261207);
   std::uint64_t resumes = 0, checked = 0;
   // The last segment on disk, and the first sequence not yet in the recording.

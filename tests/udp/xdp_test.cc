@@ -257,6 +257,18 @@ std::vector<Received> receive(xdp::Xsk& xsk, std::size_t want) {
   return got;
 }
 
+// Frames from B's XSK port kXskPort to A's socket on kPeerPort.
+xdp::Udp4Addressing to_peer(const xdp::Xsk& xsk) {
+  xdp::Udp4Addressing a{};
+  std::memcpy(a.src_mac, xsk.mac(), 6);
+  std::memcpy(a.dst_mac, g_mac_a, 6);
+  a.src_addr = ip4(kAddrB);
+  a.dst_addr = ip4(kAddrA);
+  a.src_port = htons(kXskPort);
+  a.dst_port = htons(kPeerPort);
+  return a;
+}
+
 // Frames: no root, no namespace.
 TEST(XdpFrameTest, Ipv4HeaderChecksumOfAKnownHeader) {
   // The example header of the IPv4 checksum's usual worked example: checksum 0xb861.
@@ -589,13 +601,7 @@ TEST_P(XdpCopyTest, TransmitsFramesAPeerSocketReceivesByteExact) {
   const Fd peer(in_netns(g_fd_a, [] { return udp_socket(kAddrA, kPeerPort); }));
   ASSERT_GE(peer, 0);
 
-  xdp::Udp4Addressing addressing{};
-  std::memcpy(addressing.src_mac, (*xsk)->mac(), 6);
-  std::memcpy(addressing.dst_mac, g_mac_a, 6);
-  addressing.src_addr = ip4(kAddrB);
-  addressing.dst_addr = ip4(kAddrA);
-  addressing.src_port = htons(kXskPort);
-  addressing.dst_port = htons(kPeerPort);
+  const xdp::Udp4Addressing addressing = to_peer(**xsk);
   // More than the 128 TX frames (256 frames, half transmit): completions must be reaped. Sent
   // in batches, each received before the next is sent, so the peer's socket buffer never fills.
   constexpr int kCount = 300;
@@ -644,13 +650,7 @@ TEST_P(XdpCopyTest, OneSendOfMoreFramesThanTheKernelTakesPerKickSendsThemAll) {
   const int rcvbuf = 4 << 20;
   setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
 
-  xdp::Udp4Addressing addressing{};
-  std::memcpy(addressing.src_mac, (*xsk)->mac(), 6);
-  std::memcpy(addressing.dst_mac, g_mac_a, 6);
-  addressing.src_addr = ip4(kAddrB);
-  addressing.dst_addr = ip4(kAddrA);
-  addressing.src_port = htons(kXskPort);
-  addressing.dst_port = htons(kPeerPort);
+  const xdp::Udp4Addressing addressing = to_peer(**xsk);
   // The kernel transmits at most 32 frames per kick in copy mode: 100 in one call, and no call
   // after it, must all reach the peer.
   constexpr std::uint32_t kCount = 100;
