@@ -70,6 +70,18 @@ bool pwrite_all(int fd, const void* data, std::size_t n, std::uint64_t off, int*
 
 void free_aligned(std::byte* p) { std::free(p); }
 
+// A marker of `kind` on `stream`, stamped now; the kind's own fields are the caller's.
+Marker make_marker(MarkerKind kind, std::uint32_t stream_id) {
+  Marker m{};
+  m.length = sizeof m;
+  m.magic = kMarkerMagic;
+  m.version = kMarkerVersion;
+  m.kind = static_cast<std::uint16_t>(kind);
+  m.stream_id = stream_id;
+  m.time_ns = realtime_ns();
+  return m;
+}
+
 }  // namespace
 
 std::string segment_path(const std::string& dir, std::uint64_t recording_id, std::uint32_t index) {
@@ -441,13 +453,7 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
   writeback_from_ = end;
   ++stats_.segments;
   // The marker of the restart (in the next segment when this one is full).
-  Marker m{};
-  m.length = sizeof m;
-  m.magic = kMarkerMagic;
-  m.version = kMarkerVersion;
-  m.kind = static_cast<std::uint16_t>(MarkerKind::kResume);
-  m.stream_id = o_.stream_id;
-  m.time_ns = realtime_ns();
+  Marker m = make_marker(MarkerKind::kResume, o_.stream_id);
   m.count = stats_.torn_bytes;
   if (!put(&m, sizeof m, nullptr, 0, false) || !flush(Clock::now_ns())) return error_;
   ++stats_.markers;
@@ -501,16 +507,10 @@ bool RecordingWriter::note_frame(const FrameHeader& h) noexcept {
 
 bool RecordingWriter::append_gap(std::uint32_t session_id, std::uint64_t from_seq, std::uint64_t to_seq) noexcept {
   if (!error_.ok() || closed_) return false;
-  Marker m{};
-  m.length = sizeof m;
-  m.magic = kMarkerMagic;
-  m.version = kMarkerVersion;
-  m.kind = static_cast<std::uint16_t>(MarkerKind::kGap);
-  m.stream_id = o_.stream_id;
+  Marker m = make_marker(MarkerKind::kGap, o_.stream_id);
   m.session_id = session_id;
   m.from_seq = from_seq;
   m.to_seq = to_seq;
-  m.time_ns = realtime_ns();
   m.count = to_seq >= from_seq ? to_seq - from_seq + 1 : 0;
   if (!put(&m, sizeof m, nullptr, 0, false)) return false;
   ++stats_.markers;
