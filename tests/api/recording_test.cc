@@ -20,6 +20,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/udp_ports.h"
 
 namespace pollux {
 namespace {
@@ -143,6 +144,51 @@ TEST(Recording, WhatIsRecordedIsWhatWasPublishedAndTheCatalogSaysSo) {
   for (std::uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(r.sequences[i], i + 1);
   EXPECT_TRUE(r.payloads_match);
   EXPECT_EQ(r.markers, 0u);
+}
+
+// The recorder subscribes on the context's transport, whatever it is: here UDP multicast over
+// loopback, with the publisher in its own context.
+TEST(Recording, RecordsAUdpStreamLikeAnyOtherSubscriber) {
+  pollux::testing::TempDir d("pollux-rec");
+  const std::string head = testing::UdpTestConfigHead("inline", testing::UniqueGroup());
+  const std::string streams =
+      absl::StrCat("port = ", testing::UdpPortBlock::Base(),
+                   "\n[[streams]]\ntopic = \"u\"\nid = 7\nudp_port = ", testing::UdpPortBlock::Base() + 1, "\n");
+  auto sub_ctx = Context::from_string(head + streams, "sub.toml");
+  ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
+  auto pub_ctx = Context::from_string(head + streams, "pub.toml");
+  ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
+  RecordingOptions o;
+  o.topic = "u";
+  o.directory = d.path();
+  o.segment_size = 1 << 20;
+  auto rec = Recorder::start(**sub_ctx, o);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  auto pub = (*pub_ctx)->publisher("u");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!pub->is_connected() && std::chrono::steady_clock::now() < end) {
+    pub->service();
+    (*rec)->poll();
+  }
+  ASSERT_TRUE(pub->is_connected()) << "the publisher never heard the recorder's subscriber";
+  constexpr std::uint64_t kCount = 5000;
+  publish(*pub, 1, kCount, [&] {
+    pub->service();
+    (*rec)->poll();
+  });
+  while ((*rec)->status().messages < kCount && std::chrono::steady_clock::now() < end + std::chrono::seconds(30)) {
+    pub->service();
+    if ((*rec)->poll() == 0) std::this_thread::yield();
+  }
+  ASSERT_EQ((*rec)->status().messages, kCount);
+  EXPECT_EQ((*rec)->status().stream_id, 7u);
+  ASSERT_TRUE((*rec)->stop().ok());
+  const Recorded r = read_recording(d.path(), (*rec)->status().recording_id);
+  EXPECT_EQ(r.invalid, "");
+  ASSERT_EQ(r.sequences.size(), kCount);
+  for (std::uint64_t i = 0; i < kCount; ++i) ASSERT_EQ(r.sequences[i], i + 1);
+  EXPECT_TRUE(r.payloads_match);
 }
 
 TEST(Recording, ContextRecordingsRunOnTheirOwnThreadAndStopWithTheContext) {
