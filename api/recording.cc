@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "core/archive/segment.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/process.h"
 #include "pollux/context.h"
 #include "pollux/subscriber.h"
 
@@ -29,12 +29,6 @@ namespace pollux {
 namespace detail {
 
 namespace archive = core::archive;
-
-inline std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // How often the catalog entry is brought up to date while recording.
 constexpr std::int64_t kCatalogEveryNs = 1'000'000'000;
@@ -82,7 +76,7 @@ class RecorderImpl {
       r->frames = base_frames + st.frames;
       r->gaps = base_gaps + gaps;
       r->bytes = base_bytes + st.bytes;
-      if (state != archive::RecordingState::kRecording) r->stopped_ns = realtime_ns();
+      if (state != archive::RecordingState::kRecording) r->stopped_ns = core::wall_clock_ns();
       r->error = err;
       return absl::OkStatus();
     });
@@ -102,7 +96,6 @@ namespace {
 
 namespace archive = core::archive;
 using detail::kCatalogEveryNs;
-using detail::realtime_ns;
 
 archive::FsyncPolicy fsync_policy(RecordingOptions::Fsync f) {
   switch (f) {
@@ -181,7 +174,7 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::start(Context& ctx, const Re
     }
     archive::RecordingInfo& r = c.add(impl->stream_id, options.topic, options.segment_size);
     r.state = archive::RecordingState::kRecording;
-    r.started_ns = realtime_ns();
+    r.started_ns = core::wall_clock_ns();
     const int fd = try_lock(options.directory, r.id);
     if (fd < 0) {
       return absl::PermissionDeniedError(absl::StrCat("recording ", r.id, ": lock file ",
@@ -222,7 +215,7 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::start(Context& ctx, const Re
       if (archive::RecordingInfo* r = c.find(chosen.id)) {
         r->state = archive::RecordingState::kFailed;
         r->error = why;
-        r->stopped_ns = realtime_ns();
+        r->stopped_ns = core::wall_clock_ns();
       }
       return absl::OkStatus();
     });

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/archive/crc32c.h"
+#include "core/archive/io_error.h"
 
 namespace pollux::core::archive {
 namespace {
@@ -46,12 +47,6 @@ struct Entry {
 };
 static_assert(std::is_trivially_copyable_v<Entry>);
 static_assert(sizeof(Entry) % 8 == 0);
-
-std::string errno_text(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
-
-absl::Status io_error(int e, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(e), absl::StrCat(what, ": ", errno_text(e)));
-}
 
 void copy_text(char* dst, std::size_t cap, const std::string& src) {
   std::memset(dst, 0, cap);

@@ -10,27 +10,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/archive/crc32c.h"
+#include "core/archive/io_error.h"
 #include "core/clock.h"
+#include "core/process.h"
 
 namespace pollux::core::archive {
 namespace {
-
-std::string errno_text(int e) { return absl::StrCat(std::strerror(e), " (errno ", e, ")"); }
-
-absl::Status io_error(int e, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(e), absl::StrCat(what, ": ", errno_text(e)));
-}
-
-std::int64_t realtime_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 std::uint32_t header_crc(SegmentHeader h) {
   h.header_crc = 0;
@@ -78,7 +67,7 @@ Marker make_marker(MarkerKind kind, std::uint32_t stream_id) {
   m.version = kMarkerVersion;
   m.kind = static_cast<std::uint16_t>(kind);
   m.stream_id = stream_id;
-  m.time_ns = realtime_ns();
+  m.time_ns = wall_clock_ns();
   return m;
 }
 
@@ -360,7 +349,7 @@ absl::Status RecordingWriter::create_segment(std::uint32_t index) {
   h.stream_id = o_.stream_id;
   h.segment_index = index;
   h.segment_size = o_.segment_size;
-  h.created_ns = realtime_ns();
+  h.created_ns = wall_clock_ns();
   h.created_clock_ns = Clock::now_ns();
   h.header_crc = header_crc(h);
   int err = 0;

@@ -88,6 +88,15 @@ Recorded read_recording(const std::string& dir, std::uint64_t id) {
   return out;
 }
 
+// A recording of `topic` in `dir` with 1 MiB segments (several per test).
+RecordingOptions options(const std::string& topic, const std::string& dir) {
+  RecordingOptions o;
+  o.topic = topic;
+  o.directory = dir;
+  o.segment_size = 1 << 20;
+  return o;
+}
+
 void publish(Publisher& pub, std::uint64_t from, std::uint64_t to, const std::function<void()>& between) {
   for (std::uint64_t i = from; i <= to;) {
     const auto p = payload(i);
@@ -158,10 +167,7 @@ TEST(Recording, RecordsAUdpStreamLikeAnyOtherSubscriber) {
   ASSERT_TRUE(sub_ctx.ok()) << sub_ctx.status();
   auto pub_ctx = Context::from_string(head + streams, "pub.toml");
   ASSERT_TRUE(pub_ctx.ok()) << pub_ctx.status();
-  RecordingOptions o;
-  o.topic = "u";
-  o.directory = d.path();
-  o.segment_size = 1 << 20;
+  const RecordingOptions o = options("u", d.path());
   auto rec = Recorder::start(**sub_ctx, o);
   ASSERT_TRUE(rec.ok()) << rec.status();
   auto pub = (*pub_ctx)->publisher("u");
@@ -232,10 +238,7 @@ TEST(Recording, ADeadRecordersRecordingIsResumedPastItsTornTail) {
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   auto pub = (*ctx)->publisher("q");
   ASSERT_TRUE(pub.ok());
-  RecordingOptions o;
-  o.topic = "q";
-  o.directory = d.path();
-  o.segment_size = 1 << 20;
+  const RecordingOptions o = options("q", d.path());
   std::uint64_t id = 0, end = 0;
   {
     auto rec = Recorder::start(**ctx, o);
@@ -309,10 +312,7 @@ TEST(Recording, AFullDiskStopsTheRecordingWithItsErrorAndTheLiveSubscriberGetsEv
   } unmount{d.path()};
   auto ctx = Context::from_string(config(unique_name("recfull")), "rec.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();
-  RecordingOptions o;
-  o.topic = "big";
-  o.directory = d.path();
-  o.segment_size = 1 << 20;
+  const RecordingOptions o = options("big", d.path());
   auto rec = Recorder::start(**ctx, o);
   ASSERT_TRUE(rec.ok()) << rec.status();
   auto live = (*ctx)->subscriber("big");
