@@ -10,5 +10,6 @@
 #include "pollux/idle.h"
 #include "pollux/publisher.h"
 #include "pollux/recording.h"
+#include "pollux/replay.h"
 #include "pollux/subscriber.h"
 #include "pollux/types.h"

@@ -1,0 +1,227 @@
+// pollux::Replay (pollux/replay.h): a RecordingReader (core/archive) whose frames' payloads go to
+// a publisher, paced by their recorded publish times.
+#include "pollux/replay.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/archive/reader.h"
+#include "core/clock.h"
+#include "core/frame.h"
+#include "pollux/publisher.h"
+#include "pollux/types.h"
+
+namespace pollux {
+namespace detail {
+
+namespace archive = core::archive;
+
+class ReplayImpl {
+ public:
+  ReplayImpl(Publisher& p, const ReplayOptions& o, archive::RecordingReader r)
+      : pub(&p), opt(o), reader(std::move(r)) {}
+
+  Publisher* pub;
+  ReplayOptions opt;
+  archive::RecordingReader reader;
+  // The range's end on the frames' clock (kTime), and the pace's factor (ns of replay per
+  // recorded ns; 0 = no pacing).
+  std::int64_t to_clock_ns = 0;
+  double factor = 0;
+  // The frame read but not yet published (due later, or refused by back-pressure): its body lies
+  // in the reader's current segment, which stays mapped until the reader reads past it.
+  bool pending = false;
+  const std::byte* payload = nullptr;
+  std::uint32_t payload_len = 0;
+  std::uint64_t pending_seq = 0;
+  std::int64_t due_ns = 0;
+  // Pace origin: the first published frame's recorded time and when it was published.
+  bool origin_set = false;
+  std::int64_t origin_ts = 0, origin_now = 0;
+  bool done = false;
+  absl::Status error;
+  ReplayStatus st;
+
+  void finish() {
+    done = true;
+    if (std::string_view(st.state) == "replaying") st.state = "done";
+  }
+  void fail(const absl::Status& s) {
+    done = true;
+    st.state = "failed";
+    st.error = std::string(s.message());
+    error = s;
+  }
+  bool past_end(const core::FrameHeader& h) const {
+    switch (opt.to.kind) {
+      case ReplayPosition::Kind::kNone:
+        return false;
+      case ReplayPosition::Kind::kSequence:
+        return h.sequence > opt.to.sequence;
+      case ReplayPosition::Kind::kTime:
+        return h.timestamp_ns > to_clock_ns;
+    }
+    return false;
+  }
+  // Reads the next frame into `pending`; false when there is none to publish now (the end, a
+  // live recording's end for now, or an error).
+  bool read_next(std::int64_t now) noexcept {
+    archive::SegmentReader::Record rec;
+    // Markers are counted and skipped; a run of them is bounded by what the recording holds,
+    // and each pass consumes one record.
+    for (;;) {
+      switch (reader.next(&rec)) {
+        case archive::RecordingReader::Next::kInvalid:
+          fail(reader.error());
+          return false;
+        case archive::RecordingReader::Next::kEnd:
+          if (reader.finished() || !opt.follow) finish();
+          return false;
+        case archive::RecordingReader::Next::kRecord:
+          break;
+      }
+      if (rec.is_marker) {
+        archive::Marker m;
+        std::memcpy(&m, rec.body, sizeof m);
+        if (m.kind == static_cast<std::uint16_t>(archive::MarkerKind::kGap)) {
+          ++st.gap_markers;
+          st.missing += m.count;
+        } else {
+          ++st.resume_markers;
+        }
+        continue;
+      }
+      core::FrameHeader h;
+      std::memcpy(&h, rec.body, sizeof h);
+      if (past_end(h)) {
+        finish();
+        return false;
+      }
+      const std::uint32_t skip = core::min_frame_length(h.flags);
+      payload = rec.body + skip;
+      payload_len = h.frame_length - skip;
+      pending_seq = h.sequence;
+      if (factor == 0 || h.timestamp_ns == 0) {
+        due_ns = now;
+      } else {
+        if (!origin_set) {
+          origin_set = true;
+          origin_ts = h.timestamp_ns;
+          origin_now = now;
+        }
+        due_ns = origin_now + static_cast<std::int64_t>(static_cast<double>(h.timestamp_ns - origin_ts) * factor);
+      }
+      pending = true;
+      return true;
+    }
+  }
+};
+
+}  // namespace detail
+
+Replay::Replay(std::unique_ptr<detail::ReplayImpl> impl) : impl_(std::move(impl)) {}
+Replay::~Replay() = default;
+
+absl::StatusOr<std::unique_ptr<Replay>> Replay::start(Publisher& publisher, const ReplayOptions& o) {
+  if (o.directory.empty()) return absl::InvalidArgumentError("replay: no recording directory given");
+  if (o.pace == ReplayOptions::Pace::kSpeed && !(o.speed > 0 && std::isfinite(o.speed))) {
+    return absl::InvalidArgumentError(absl::StrCat("replay: speed ", o.speed, " must be a positive number"));
+  }
+  if (o.from.kind != ReplayPosition::Kind::kNone && o.to.kind == o.from.kind &&
+      (o.from.kind == ReplayPosition::Kind::kSequence ? o.to.sequence < o.from.sequence
+                                                      : o.to.wall_ns < o.from.wall_ns)) {
+    return absl::InvalidArgumentError("replay: the range ends before it starts (to < from)");
+  }
+  absl::StatusOr<core::archive::RecordingReader> r = core::archive::RecordingReader::open(o.directory, o.recording_id);
+  if (!r.ok()) return r.status();
+  auto impl = std::make_unique<detail::ReplayImpl>(publisher, o, std::move(*r));
+  core::archive::RecordingReader& rd = impl->reader;
+  const std::int64_t offset = rd.wall_minus_clock_ns();
+  if (o.to.kind == ReplayPosition::Kind::kTime) impl->to_clock_ns = o.to.wall_ns - offset;
+  absl::Status s;
+  if (o.from.kind == ReplayPosition::Kind::kSequence) {
+    s = rd.seek(core::archive::RecordingReader::Key::kSequence, o.from.sequence);
+  } else if (o.from.kind == ReplayPosition::Kind::kTime) {
+    s = rd.seek(core::archive::RecordingReader::Key::kTime, static_cast<std::uint64_t>(o.from.wall_ns - offset));
+  }
+  if (!s.ok()) return s;
+  switch (o.pace) {
+    case ReplayOptions::Pace::kMax:
+      impl->factor = 0;
+      break;
+    case ReplayOptions::Pace::kOriginal:
+      impl->factor = 1;
+      break;
+    case ReplayOptions::Pace::kSpeed:
+      impl->factor = 1.0 / o.speed;
+      break;
+  }
+  return std::unique_ptr<Replay>(new Replay(std::move(impl)));
+}
+
+int Replay::poll(int limit) noexcept {
+  detail::ReplayImpl& m = *impl_;
+  if (m.done) return 0;
+  const std::int64_t now = core::Clock::now_ns();
+  int n = 0;
+  while (n < limit) {
+    if (!m.pending && !m.read_next(now)) break;
+    if (m.due_ns > now) break;
+    const std::int64_t r = m.pub->offer(m.payload, m.payload_len);
+    if (r == kBackPressured || r == kNotConnected) {
+      ++m.st.back_pressured;
+      break;
+    }
+    if (r < 0) {
+      m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ", m.pending_seq,
+                                                        " of the recording (", std::string(result_name(r)), ")")));
+      break;
+    }
+    m.pending = false;
+    if (m.st.messages == 0) m.st.first_sequence = m.pending_seq;
+    m.st.last_sequence = m.pending_seq;
+    ++m.st.messages;
+    m.st.bytes += m.payload_len;
+    ++n;
+  }
+  return n;
+}
+
+bool Replay::done() const noexcept { return impl_->done; }
+
+std::int64_t Replay::next_due_in_ns() const noexcept {
+  const detail::ReplayImpl& m = *impl_;
+  if (m.done) return -1;
+  if (!m.pending) return 0;
+  const std::int64_t d = m.due_ns - core::Clock::now_ns();
+  return d > 0 ? d : 0;
+}
+
+absl::Status Replay::run() {
+  int idle = 0;
+  while (!done()) {
+    if (poll() > 0) {
+      idle = 0;
+      continue;
+    }
+    impl_->pub->service();
+    const std::int64_t due = next_due_in_ns();
+    if (due > 100'000) {
+      // Paced: sleep most of the wait, spin the last 50 us.
+      std::this_thread::sleep_for(std::chrono::nanoseconds(due - 50'000));
+    } else if (++idle > 64) {
+      // Back-pressure or a live recording's end: let the consumer (or the recorder) run.
+      std::this_thread::sleep_for(std::chrono::microseconds(idle > 1024 ? 200 : 20));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  return impl_->error;
+}
+
+ReplayStatus Replay::status() const { return impl_->st; }
+
+}  // namespace pollux

@@ -1,0 +1,87 @@
+// Reading one recording in order, across its segments (docs/ARCHIVE.md): what replay and late
+// join read. Every record is checked (SegmentReader); a frame also passes core::check_frame and
+// must belong to the recording's stream.
+//
+// A recording a recorder still writes is followed: at the end of the written data of the last
+// segment, next() says kEnd and the caller asks again later; when the recorder has rolled to the
+// next segment, the reader moves on. A record that fails its checks in a segment the recorder has
+// left (a later segment exists, or the recording is no longer being written) is damage: kInvalid,
+// and error() names the file and offset. In the segment being written the same bytes may be a
+// write in flight, so there it is kEnd until the segment is left.
+//
+// Positions: a sequence (the first frame whose sequence is at least it) or a publish time (the
+// first frame published at or after it, on the publisher's core::Clock). Sealed segments' index
+// files let seek() skip whole segments and jump inside one, when their sequences and times only
+// rise (a recording of one publisher session); otherwise it scans.
+//
+// next(): no allocation on the way through a segment; opening the next segment maps it (a
+// syscall or two per segment).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/archive/catalog.h"
+#include "core/archive/segment.h"
+
+namespace pollux::core::archive {
+
+class RecordingReader {
+ public:
+  // Recording `id` of the catalog in `dir`, positioned at its first record. Errors name the
+  // directory, the id, or the segment file that cannot be opened.
+  static absl::StatusOr<RecordingReader> open(const std::string& dir, std::uint64_t id);
+
+  RecordingReader(RecordingReader&&) noexcept = default;
+  RecordingReader& operator=(RecordingReader&&) noexcept = default;
+
+  // Moves to the first frame whose sequence is >= `sequence` (kSequence) or whose publish time is
+  // >= `time_ns` (kTime); at the end when there is none yet. Records before it are skipped, not
+  // returned. A damaged record met on the way is the error (file and offset).
+  enum class Key : std::uint8_t { kSequence, kTime };
+  absl::Status seek(Key key, std::uint64_t value);
+
+  enum class Next : std::uint8_t { kRecord, kEnd, kInvalid };
+  // The next checked record (a frame or a marker); kEnd: nothing more has been written yet (a
+  // live recording) or ever (a finished one: finished() says which); kInvalid: error().
+  Next next(SegmentReader::Record* out) noexcept;
+
+  // Whether the recording can grow (its catalog state is "recording"): read again after kEnd.
+  // Refreshed from the catalog at most once per `refresh_ns` by next() at kEnd.
+  bool live() const noexcept { return live_; }
+  // kEnd and the recording is not being written: nothing more will come.
+  bool finished() const noexcept { return at_end_ && !live_; }
+  // The damage next() returned kInvalid for: "<file> at offset N: why".
+  const absl::Status& error() const noexcept { return error_; }
+
+  const RecordingInfo& info() const noexcept { return info_; }
+  std::uint32_t segment() const noexcept { return segment_; }
+  std::uint64_t offset() const noexcept { return seg_ ? seg_->offset() : 0; }
+  const std::string& path() const noexcept;
+  // CLOCK_REALTIME minus core::Clock, as the first segment's creation recorded them: converts a
+  // wall-clock time to the clock frames are stamped with (exact when the publisher and the
+  // recorder share a host; across hosts their clocks are not comparable).
+  std::int64_t wall_minus_clock_ns() const noexcept { return wall_minus_clock_ns_; }
+
+ private:
+  RecordingReader() = default;
+  absl::Status open_segment(std::uint32_t index);
+  bool next_segment_exists() const;
+  absl::Status invalid_at_current();
+  void refresh_live() noexcept;
+
+  std::string dir_;
+  RecordingInfo info_;
+  std::optional<SegmentReader> seg_;
+  std::uint32_t segment_ = 0;
+  bool live_ = false;
+  bool at_end_ = false;
+  std::int64_t next_refresh_ns_ = 0;
+  std::int64_t wall_minus_clock_ns_ = 0;
+  absl::Status error_;
+};
+
+}  // namespace pollux::core::archive
