@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,13 @@ class ReplayImpl {
   // Pace origin: the first published frame's recorded time and when it was published.
   bool origin_set = false;
   std::int64_t origin_ts = 0, origin_now = 0;
+  // Pace::kMax: frames read ahead and offered together (offer_batch), [head, count) not yet
+  // taken by the publisher. Their bytes lie in the reader's segments; a batch ends after the
+  // reader moves to another segment, so it never spans more than the two it keeps mapped.
+  static constexpr int kBatch = 64;
+  std::span<const std::byte> batch[kBatch];
+  std::uint64_t batch_seq[kBatch];
+  int head = 0, count = 0;
   bool done = false;
   absl::Status error;
   ReplayStatus st;
@@ -164,9 +172,49 @@ absl::StatusOr<std::unique_ptr<Replay>> Replay::start(Publisher& publisher, cons
 
 int Replay::poll(int limit) noexcept {
   detail::ReplayImpl& m = *impl_;
-  if (m.done) return 0;
   const std::int64_t now = core::Clock::now_ns();
   int n = 0;
+  if (m.factor == 0) {
+    // As fast as the publisher takes them: batches.
+    while (n < limit) {
+      if (m.head == m.count) {
+        if (m.done) break;
+        m.head = m.count = 0;
+        const std::uint32_t seg = m.reader.segment();
+        while (m.count < detail::ReplayImpl::kBatch && m.count < limit - n && m.read_next(now)) {
+          m.batch[m.count] = {m.payload, m.payload_len};
+          m.batch_seq[m.count++] = m.pending_seq;
+          m.pending = false;
+          if (m.reader.segment() != seg) break;
+        }
+        if (m.count == 0) break;
+      }
+      const std::int64_t r = m.pub->offer_batch({m.batch + m.head, static_cast<std::size_t>(m.count - m.head)});
+      if (r == kBackPressured || r == kNotConnected || r == 0) {
+        ++m.st.back_pressured;
+        break;
+      }
+      if (r < 0) {
+        m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ",
+                                                          m.batch_seq[m.head], " of the recording (",
+                                                          std::string(result_name(r)), ")")));
+        m.head = m.count;
+        break;
+      }
+      if (m.st.messages == 0) m.st.first_sequence = m.batch_seq[m.head];
+      for (int i = m.head; i < m.head + static_cast<int>(r); ++i) m.st.bytes += m.batch[i].size();
+      m.head += static_cast<int>(r);
+      m.st.last_sequence = m.batch_seq[m.head - 1];
+      m.st.messages += static_cast<std::uint64_t>(r);
+      n += static_cast<int>(r);
+      if (m.head < m.count) {
+        ++m.st.back_pressured;
+        break;
+      }
+    }
+    return n;
+  }
+  if (m.done) return 0;
   while (n < limit) {
     if (!m.pending && !m.read_next(now)) break;
     if (m.due_ns > now) break;
@@ -190,11 +238,11 @@ int Replay::poll(int limit) noexcept {
   return n;
 }
 
-bool Replay::done() const noexcept { return impl_->done; }
+bool Replay::done() const noexcept { return impl_->done && impl_->head == impl_->count; }
 
 std::int64_t Replay::next_due_in_ns() const noexcept {
   const detail::ReplayImpl& m = *impl_;
-  if (m.done) return -1;
+  if (m.done && m.head == m.count) return -1;
   if (!m.pending) return 0;
   const std::int64_t d = m.due_ns - core::Clock::now_ns();
   return d > 0 ? d : 0;

@@ -32,6 +32,13 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const void* data, s
     c = _mm_crc32_u64(c, v);
   }
   auto c32 = static_cast<std::uint32_t>(c);
+  if (n >= 4) {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    c32 = _mm_crc32_u32(c32, v);
+    n -= 4;
+    p += 4;
+  }
   for (; n > 0; --n, ++p) c32 = _mm_crc32_u8(c32, *p);
   return c32 ^ 0xFFFFFFFFu;
 }

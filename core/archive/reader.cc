@@ -75,6 +75,7 @@ absl::Status RecordingReader::open_segment(std::uint32_t index) {
                                             ", not recording ", info_.id, " segment ", index, " stream ",
                                             info_.stream_id, " (a file copied or renamed into place)"));
   }
+  prev_ = std::move(seg_);
   seg_.emplace(std::move(*s));
   segment_ = index;
   return absl::OkStatus();

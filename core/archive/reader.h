@@ -15,7 +15,9 @@
 // rise (a recording of one publisher session); otherwise it scans.
 //
 // next(): no allocation on the way through a segment; opening the next segment maps it (a
-// syscall or two per segment).
+// syscall or two per segment). A record's bytes stay valid until the reader has moved on by two
+// segments: the segment it left stays mapped until it leaves the next one, so a caller may hold
+// the records of one batch across one move.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +78,7 @@ class RecordingReader {
   std::string dir_;
   RecordingInfo info_;
   std::optional<SegmentReader> seg_;
+  std::optional<SegmentReader> prev_;  // the segment left last, still mapped
   std::uint32_t segment_ = 0;
   bool live_ = false;
   bool at_end_ = false;

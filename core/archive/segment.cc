@@ -157,7 +157,7 @@ absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
     ::close(fd);
     return absl::DataLossError(absl::StrCat("recording segment ", path, ": ", size, " bytes, shorter than its header"));
   }
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int e = errno;
   ::close(fd);
   if (m == MAP_FAILED) return io_error(e, absl::StrCat("recording segment ", path, ": mmap"));
