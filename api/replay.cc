@@ -195,9 +195,8 @@ int Replay::poll(int limit) noexcept {
         break;
       }
       if (r < 0) {
-        m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ",
-                                                          m.batch_seq[m.head], " of the recording (",
-                                                          std::string(result_name(r)), ")")));
+        m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ", m.batch_seq[m.head],
+                                                          " of the recording (", std::string(result_name(r)), ")")));
         m.head = m.count;
         break;
       }

@@ -77,6 +77,7 @@ class POLLUX_API Context {
   AppCounter counter(std::string_view scope, std::string_view name);
 
  private:
+  friend class LateJoinSubscriber;  // writes to the context's error log
   Context() = default;
   static absl::StatusOr<std::unique_ptr<Context>> adopt(absl::StatusOr<std::unique_ptr<detail::ContextImpl>> impl);
   std::unique_ptr<detail::ContextImpl> impl_;

@@ -11,5 +11,6 @@
 #include "pollux/publisher.h"
 #include "pollux/recording.h"
 #include "pollux/replay.h"
+#include "pollux/late_join.h"
 #include "pollux/subscriber.h"
 #include "pollux/types.h"
