@@ -98,7 +98,27 @@ void RecordingReader::refresh_live() noexcept {
   if (info == nullptr || info->state != RecordingState::kRecording) live_ = false;
 }
 
+bool RecordingReader::before_target(const SegmentReader::Record& rec) const noexcept {
+  if (rec.is_marker) return true;
+  const auto* h = reinterpret_cast<const FrameHeader*>(rec.body);
+  return seek_key_ == Key::kSequence ? h->sequence < seek_value_
+                                     : h->timestamp_ns < static_cast<std::int64_t>(seek_value_);
+}
+
 RecordingReader::Next RecordingReader::next(SegmentReader::Record* out) noexcept {
+  if (!seeking_) return next_record(out);
+  // A position not reached yet: skip what lies before it (up to the written end, like seek()).
+  for (;;) {
+    const Next n = next_record(out);
+    if (n != Next::kRecord) return n;
+    if (!before_target(*out)) {
+      seeking_ = false;
+      return n;
+    }
+  }
+}
+
+RecordingReader::Next RecordingReader::next_record(SegmentReader::Record* out) noexcept {
   // Each pass either returns or moves to the next segment; a recording cannot have more
   // segments than it has index values, and each move opens an existing file.
   for (;;) {
@@ -172,10 +192,14 @@ absl::Status RecordingReader::seek(Key key, std::uint64_t value) {
     }
     break;
   }
+  seek_key_ = key;
+  seek_value_ = value;
+  seeking_ = false;
   SegmentReader::Record rec;
   for (;;) {
-    switch (next(&rec)) {
+    switch (next_record(&rec)) {
       case Next::kEnd:
+        seeking_ = true;  // next() goes on from here
         return absl::OkStatus();
       case Next::kInvalid:
         return error_;

@@ -41,8 +41,9 @@ class RecordingReader {
   RecordingReader& operator=(RecordingReader&&) noexcept = default;
 
   // Moves to the first frame whose sequence is >= `sequence` (kSequence) or whose publish time is
-  // >= `time_ns` (kTime); at the end when there is none yet. Records before it are skipped, not
-  // returned. A damaged record met on the way is the error (file and offset).
+  // >= `time_ns` (kTime). Records before it are skipped, not returned. When a live recording has
+  // none yet, the reader stays at its end and next() goes on skipping what comes before the
+  // position as it is written. A damaged record met on the way is the error (file and offset).
   enum class Key : std::uint8_t { kSequence, kTime };
   absl::Status seek(Key key, std::uint64_t value);
 
@@ -85,6 +86,13 @@ class RecordingReader {
   std::int64_t next_refresh_ns_ = 0;
   std::int64_t wall_minus_clock_ns_ = 0;
   absl::Status error_;
+  // A seek() that reached the end before its position: next() skips records until a frame at or
+  // past it.
+  bool seeking_ = false;
+  Key seek_key_ = Key::kSequence;
+  std::uint64_t seek_value_ = 0;
+  bool before_target(const SegmentReader::Record& rec) const noexcept;
+  Next next_record(SegmentReader::Record* out) noexcept;
 };
 
 }  // namespace pollux::core::archive

@@ -344,6 +344,35 @@ TEST(Replay, ALiveRecordingIsFollowedAcrossSegmentsUntilTheRangeEnds) {
   ASSERT_TRUE(w->close().ok());
 }
 
+TEST(Replay, ARangeStartingBeyondWhatIsRecordedYetBeginsThereOnceItIsWritten) {
+  pollux::testing::TempDir d("pollux-replay");
+  std::unique_ptr<archive::RecordingWriter> w;
+  const std::uint64_t id =
+      make_recording(d.path(), range(1, 1000), default_time, archive::RecordingState::kRecording, &w);
+  Rig rig;
+  ReplayOptions o;
+  o.directory = d.path();
+  o.recording_id = id;
+  o.follow = true;
+  o.from = ReplayPosition::at_sequence(1500);
+  o.to = ReplayPosition::at_sequence(1600);
+  auto r = Replay::start(rig.pub, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->poll(), 0);
+  for (std::uint64_t s = 1001; s <= 2000; ++s) {
+    core::FrameHeader h;
+    const std::vector<std::byte> p = payload(s);
+    core::write_frame_header(&h, static_cast<std::uint32_t>(core::kFrameHeaderSize + p.size()), 0, kStream, 3,
+                             default_time(s));
+    h.sequence = s;
+    ASSERT_TRUE(w->append_frame(h, p.data(), static_cast<std::uint32_t>(p.size())));
+  }
+  ASSERT_TRUE(w->flush(0));
+  rig.run(**r);
+  EXPECT_EQ(rig.got, range(1500, 1600)) << "nothing before the range's start, though it was written after the seek";
+  ASSERT_TRUE(w->close().ok());
+}
+
 TEST(Replay, BadOptionsAndAMissingRecordingAreClearErrors) {
   pollux::testing::TempDir d("pollux-replay");
   const std::uint64_t id = make_recording(d.path(), range(1, 10));
