@@ -395,7 +395,8 @@ int main(int argc, char** argv) {
       .count("--chunk-kib", &chunk_kib, "disk-seq's pwrite size, KiB", 4, 1u << 20)
       .count("--runs", &runs, "rounds of every case, interleaved", 1, 100)
       .real("--crc-seconds", &crc_seconds, "S", "seconds per crc measurement", 0.01, 60)
-      .list("--cases", &cases, {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "crc"}, "cases to run, comma-separated")
+      .list("--cases", &cases, {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "crc"},
+            "cases to run, comma-separated")
       .toggle("--keep", &keep, "keep the directory and its recordings (its path is printed)")
       .text("--json", &json_path, "FILE",
             "also write JSON lines: one object per case and run (msgs_per_s, mb_per_s, ...), one\n"
