@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -57,18 +58,41 @@ struct Check {
   }
 };
 
+// A shm context whose topic "quotes" a Recorder records into a directory of its own (segments of
+// `segment_size`), and a publisher of it.
+struct RecordedStream {
+  pollux::testing::TempDir d{"pollux-latejoin"};
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Recorder> rec;
+  std::optional<Publisher> pub;
+
+  explicit RecordedStream(std::uint64_t segment_size) {
+    auto c = Context::from_string(config(unique_name("lj")), "lj.toml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return;
+    ctx = std::move(*c);
+    RecordingOptions ro;
+    ro.topic = "quotes";
+    ro.directory = d.path();
+    ro.segment_size = segment_size;
+    auto r = Recorder::start(*ctx, ro);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return;
+    rec = std::move(*r);
+    auto p = ctx->publisher("quotes");
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) pub.emplace(std::move(*p));
+  }
+  bool ok() const { return pub.has_value(); }
+};
+
 TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyOnce) {
-  pollux::testing::TempDir d("pollux-latejoin");
-  auto ctx = Context::from_string(config(unique_name("lj")), "lj.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  RecordingOptions ro;
-  ro.topic = "quotes";
-  ro.directory = d.path();
-  ro.segment_size = 1 << 20;
-  auto rec = Recorder::start(**ctx, ro);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  auto pub = (*ctx)->publisher("quotes");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  RecordedStream rs(1 << 20);
+  ASSERT_TRUE(rs.ok());
+  auto& ctx = rs.ctx;
+  auto& rec = rs.rec;
+  auto& pub = rs.pub;
+  auto& d = rs.d;
 
   // The publisher runs until every joiner has switched to the live stream (so each one merges
   // while it publishes), then stops; joiners then read up to its last message.
@@ -80,7 +104,7 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
   std::atomic<bool> stop_recorder{false};
   std::thread recorder([&] {
     while (!stop_recorder.load(std::memory_order_acquire)) {
-      if ((*rec)->poll(4096) == 0) std::this_thread::yield();
+      if (rec->poll(4096) == 0) std::this_thread::yield();
     }
   });
   // The publisher as fast as the stream takes it (back-pressure from the recorder and the
@@ -148,7 +172,7 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
         o.from = ReplayPosition::at_sequence(j.check.start);
       }
       j.check.next = j.check.start;
-      auto s = LateJoinSubscriber::open(**ctx, "quotes", o);
+      auto s = LateJoinSubscriber::open(*ctx, "quotes", o);
       ASSERT_TRUE(s.ok()) << s.status();
       j.sub = std::move(*s);
       joiners.push_back(std::move(j));
@@ -185,36 +209,32 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
     EXPECT_EQ(st.missing, 0u);
     EXPECT_EQ(st.error, "");
   }
-  ASSERT_TRUE((*rec)->stop().ok());
+  ASSERT_TRUE(rec->stop().ok());
 }
 
 TEST(LateJoin, ALiveStreamRunningAheadOfTheBufferIsReportedAndMemoryStaysBounded) {
-  pollux::testing::TempDir d("pollux-latejoin");
-  auto ctx = Context::from_string(config(unique_name("lj")), "lj.toml");
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  RecordingOptions ro;
-  ro.topic = "quotes";
-  ro.directory = d.path();
-  auto rec = Recorder::start(**ctx, ro);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  auto pub = (*ctx)->publisher("quotes");
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  RecordedStream rs(128ull << 20);
+  ASSERT_TRUE(rs.ok());
+  auto& ctx = rs.ctx;
+  auto& rec = rs.rec;
+  auto& pub = rs.pub;
+  auto& d = rs.d;
   std::uint64_t seq = 0;
   auto publish = [&](int n) {
     for (int i = 0; i < n; ++i) {
       const std::vector<std::byte> p = payload(++seq);
-      while (pub->offer(p.data(), p.size()) < 0) (*rec)->poll();
+      while (pub->offer(p.data(), p.size()) < 0) rec->poll();
     }
   };
   auto record_all = [&] {
-    while ((*rec)->status().messages < seq) (*rec)->poll();
+    while (rec->status().messages < seq) rec->poll();
   };
   publish(100);
   record_all();
   LateJoinOptions o;
   o.directory = d.path();
   o.max_buffered_bytes = 4096;
-  auto j = LateJoinSubscriber::open(**ctx, "quotes", o);
+  auto j = LateJoinSubscriber::open(*ctx, "quotes", o);
   ASSERT_TRUE(j.ok()) << j.status();
   Check check;
   for (int i = 0; i < 100 && std::string((*j)->state()) != "catching_up"; ++i) (*j)->poll(check, 64);
@@ -230,7 +250,7 @@ TEST(LateJoin, ALiveStreamRunningAheadOfTheBufferIsReportedAndMemoryStaysBounded
   EXPECT_EQ(st.fell_behind, 1u);
   EXPECT_LE(st.buffered, 4096u / 32);
   EXPECT_EQ(check.next, 101u);
-  const std::string described = (*ctx)->describe();  // its latest errors among the rest
+  const std::string described = ctx->describe();  // its latest errors among the rest
   EXPECT_NE(described.find("late join of quotes: the live stream ran more than 4096 bytes ahead"), std::string::npos)
       << described;
 
@@ -244,7 +264,7 @@ TEST(LateJoin, ALiveStreamRunningAheadOfTheBufferIsReportedAndMemoryStaysBounded
   EXPECT_EQ(check.problem, "");
   EXPECT_EQ(check.next, seq + 1);
   EXPECT_STREQ((*j)->state(), "live");
-  ASSERT_TRUE((*rec)->stop().ok());
+  ASSERT_TRUE(rec->stop().ok());
 }
 
 TEST(LateJoin, NoRecordingOfTheTopicIsAClearError) {

@@ -39,6 +39,15 @@ std::vector<std::byte> payload(std::uint64_t seq) {
 
 std::int64_t default_time(std::uint64_t seq) { return kBaseNs + static_cast<std::int64_t>(seq) * 1000; }
 
+// Message `seq` of session 3, published at `time_ns`, appended to `w`.
+bool append(archive::RecordingWriter& w, std::uint64_t seq, std::int64_t time_ns) {
+  core::FrameHeader h;
+  const std::vector<std::byte> p = payload(seq);
+  core::write_frame_header(&h, static_cast<std::uint32_t>(core::kFrameHeaderSize + p.size()), 0, kStream, 3, time_ns);
+  h.sequence = seq;
+  return w.append_frame(h, p.data(), static_cast<std::uint32_t>(p.size()));
+}
+
 // A recording of `sequences` (gaps between non-consecutive ones recorded as gap markers) with
 // 1 MiB segments; its catalog entry says `state`. Returns its id.
 std::uint64_t make_recording(const std::string& dir, const std::vector<std::uint64_t>& sequences,
@@ -67,12 +76,7 @@ std::uint64_t make_recording(const std::string& dir, const std::vector<std::uint
       EXPECT_TRUE((*w)->append_gap(3, prev + 1, s - 1));
     }
     prev = s;
-    core::FrameHeader h;
-    const std::vector<std::byte> p = payload(s);
-    core::write_frame_header(&h, static_cast<std::uint32_t>(core::kFrameHeaderSize + p.size()), 0, kStream, 3,
-                             time_of(s));
-    h.sequence = s;
-    EXPECT_TRUE((*w)->append_frame(h, p.data(), static_cast<std::uint32_t>(p.size())));
+    EXPECT_TRUE(append(**w, s, time_of(s)));
   }
   EXPECT_TRUE((*w)->flush(0));
   if (keep_open != nullptr) {
@@ -323,12 +327,7 @@ TEST(Replay, ALiveRecordingIsFollowedAcrossSegmentsUntilTheRangeEnds) {
   EXPECT_FALSE((*r)->done()) << "a live recording's end is not the range's";
   // The recorder goes on, rolling to later segments.
   for (std::uint64_t s = 1001; s <= 25000; ++s) {
-    core::FrameHeader h;
-    const std::vector<std::byte> p = payload(s);
-    core::write_frame_header(&h, static_cast<std::uint32_t>(core::kFrameHeaderSize + p.size()), 0, kStream, 3,
-                             default_time(s));
-    h.sequence = s;
-    ASSERT_TRUE(w->append_frame(h, p.data(), static_cast<std::uint32_t>(p.size())));
+    ASSERT_TRUE(append(*w, s, default_time(s)));
     if (s % 500 == 0) {
       ASSERT_TRUE(w->flush(0));
       (*r)->poll();
@@ -360,12 +359,7 @@ TEST(Replay, ARangeStartingBeyondWhatIsRecordedYetBeginsThereOnceItIsWritten) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)->poll(), 0);
   for (std::uint64_t s = 1001; s <= 2000; ++s) {
-    core::FrameHeader h;
-    const std::vector<std::byte> p = payload(s);
-    core::write_frame_header(&h, static_cast<std::uint32_t>(core::kFrameHeaderSize + p.size()), 0, kStream, 3,
-                             default_time(s));
-    h.sequence = s;
-    ASSERT_TRUE(w->append_frame(h, p.data(), static_cast<std::uint32_t>(p.size())));
+    ASSERT_TRUE(append(*w, s, default_time(s)));
   }
   ASSERT_TRUE(w->flush(0));
   rig.run(**r);
