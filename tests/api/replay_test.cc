@@ -87,6 +87,13 @@ std::uint64_t make_recording(const std::string& dir, const std::vector<std::uint
   return id;
 }
 
+ReplayOptions options_for(const std::string& dir, std::uint64_t id) {
+  ReplayOptions o;
+  o.directory = dir;
+  o.recording_id = id;
+  return o;
+}
+
 std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
   std::vector<std::uint64_t> v;
   for (std::uint64_t s = from; s <= to; ++s) v.push_back(s);
@@ -153,9 +160,7 @@ TEST(Replay, AtMaxEveryRecordedPayloadArrivesInOrderAndGapsAreCounted) {
   seqs.insert(seqs.end(), rest.begin(), rest.end());
   const std::uint64_t id = make_recording(d.path(), seqs);
   Rig rig;
-  ReplayOptions o;
-  o.directory = d.path();
-  o.recording_id = id;
+  ReplayOptions o = options_for(d.path(), id);
   auto r = Replay::start(rig.pub, o);
   ASSERT_TRUE(r.ok()) << r.status();
   rig.run(**r);
@@ -196,9 +201,7 @@ TEST(Replay, RangesBySequenceAndByTimeStartAndEndWhereAsked) {
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat("expect ", c.first, "..", c.last));
     Rig rig;
-    ReplayOptions o;
-    o.directory = d.path();
-    o.recording_id = id;
+    ReplayOptions o = options_for(d.path(), id);
     o.from = c.from;
     o.to = c.to;
     auto r = Replay::start(rig.pub, o);
@@ -237,9 +240,7 @@ TEST(Replay, ADamagedRecordStopsItAtTheLastGoodMessageNamingTheFileAndOffset) {
     ::close(fd);
   }
   Rig rig;
-  ReplayOptions o;
-  o.directory = d.path();
-  o.recording_id = id;
+  ReplayOptions o = options_for(d.path(), id);
   auto r = Replay::start(rig.pub, o);
   ASSERT_TRUE(r.ok()) << r.status();
   rig.run(**r);
@@ -273,9 +274,7 @@ TEST(Replay, OriginalPaceHoldsEachMessageUntilItsRecordedSpacingHasPassed) {
   pollux::testing::TempDir d("pollux-replay");
   const std::uint64_t id = make_recording(d.path(), range(1, 3), minute_apart);
   Rig rig;
-  ReplayOptions o;
-  o.directory = d.path();
-  o.recording_id = id;
+  ReplayOptions o = options_for(d.path(), id);
   o.pace = ReplayOptions::Pace::kOriginal;
   auto r = Replay::start(rig.pub, o);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -304,18 +303,14 @@ TEST(Replay, ALiveRecordingIsFollowedAcrossSegmentsUntilTheRangeEnds) {
   // Without follow: what is written when the replay gets there.
   {
     Rig rig;
-    ReplayOptions o;
-    o.directory = d.path();
-    o.recording_id = id;
+    ReplayOptions o = options_for(d.path(), id);
     auto r = Replay::start(rig.pub, o);
     ASSERT_TRUE(r.ok()) << r.status();
     rig.run(**r);
     EXPECT_EQ(rig.got, range(1, 1000));
   }
   Rig rig;
-  ReplayOptions o;
-  o.directory = d.path();
-  o.recording_id = id;
+  ReplayOptions o = options_for(d.path(), id);
   o.follow = true;
   o.to = ReplayPosition::at_sequence(20000);
   auto r = Replay::start(rig.pub, o);
@@ -349,9 +344,7 @@ TEST(Replay, ARangeStartingBeyondWhatIsRecordedYetBeginsThereOnceItIsWritten) {
   const std::uint64_t id =
       make_recording(d.path(), range(1, 1000), default_time, archive::RecordingState::kRecording, &w);
   Rig rig;
-  ReplayOptions o;
-  o.directory = d.path();
-  o.recording_id = id;
+  ReplayOptions o = options_for(d.path(), id);
   o.follow = true;
   o.from = ReplayPosition::at_sequence(1500);
   o.to = ReplayPosition::at_sequence(1600);
