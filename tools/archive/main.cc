@@ -7,6 +7,9 @@
 // Segment files are read through SegmentReader, which checks every record (bounds, magic, length,
 // crc32c) before handing it out: their bytes are treated as hostile. Names from the catalog are
 // printed with control characters escaped.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pcap/pcap.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -18,11 +21,13 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/archive/catalog.h"
@@ -117,20 +122,32 @@ Exit status: 0 everything holds (warnings allowed), 1 a problem found or an erro
 command line.
 )";
 
-constexpr char kExportHelp[] = R"(pollux-archive export ID --dir DIR [--format jsonl] [--out FILE] [--json]
+constexpr char kExportHelp[] = R"(pollux-archive export ID --dir DIR [--format jsonl|pcap|itch] [--out FILE]
+                      [--dst ADDR:PORT] [--json]
 
-Writes recording ID's records in order, one JSON object per line:
-  {"type":"frame","stream":S,"session":X,"sequence":N,"time_ns":T,"flags":F,"payload_hex":".."}
-      (the payload: the bytes after the frame header and, for a traced frame, its trace block)
-  {"type":"gap","stream":S,"session":X,"from":A,"to":B,"count":N,"time_ns":T}
-  {"type":"resume","stream":S,"torn_bytes":N,"time_ns":T}
+Writes recording ID's records in order.
+  jsonl  one JSON object per record:
+    {"type":"frame","stream":S,"session":X,"sequence":N,"time_ns":T,"flags":F,"payload_hex":".."}
+        (the payload: the bytes after the frame header and, for a traced frame, its trace block)
+    {"type":"gap","stream":S,"session":X,"from":A,"to":B,"count":N,"time_ns":T}
+    {"type":"resume","stream":S,"torn_bytes":N,"time_ns":T}
+  pcap   a packet capture (libpcap format, nanosecond timestamps, Ethernet) with one IPv4/UDP
+         datagram per frame, from 192.0.2.1:40000 to --dst: the frame verbatim, which is a
+         Pollux data datagram (docs/PROTOCOL.md) - what the publisher would have sent over UDP.
+         Each packet's time is the frame's publish time, converted to wall-clock time with the
+         clocks the segment recorded at its creation. Markers are not packets (counted).
+  itch   the payloads as an ITCH 5.0 BinaryFILE: each one behind a 2-byte big-endian length, as
+         NASDAQ's files are (for a stream whose messages are ITCH messages, such as the sample
+         feed handler's). Markers are skipped (counted).
 An invalid record stops the export with an error naming its file and offset (exit 1); what
-precedes it has been written.
+precedes it has been written. So does a frame the format cannot carry (larger than a UDP
+datagram, or than ITCH's 2-byte length), naming its sequence.
 
 Options:
   --dir DIR      the recording directory (required)
-  --format FMT   jsonl (the default; pcap and itch are not supported yet)
+  --format FMT   jsonl (the default), pcap or itch
   --out FILE     write to FILE instead of stdout
+  --dst A:P      pcap: the datagrams' IPv4 destination (default 239.255.0.1:40456)
   --json         with --out: the summary on stdout as JSON
   --version      print the version
   -h, --help     this text
@@ -169,6 +186,8 @@ struct Args {
   bool force = false;
   std::string format = "jsonl";
   std::string out;
+  std::uint32_t dst_addr = 0;  // network byte order
+  std::uint16_t dst_port = 0;  // host byte order
   bool has_id = false;
   std::uint64_t id = 0;
 };
@@ -216,6 +235,17 @@ Args parse_command(const Command& c, int argc, char** argv) {
       a.force = true;
     } else if (flag == "--format" && c.export_flags) {
       a.format = f.value();
+    } else if (flag == "--dst" && c.export_flags) {
+      const std::string v = f.value();
+      const std::size_t colon = v.rfind(':');
+      std::uint32_t port = 0;
+      in_addr addr{};
+      if (colon == std::string::npos || ::inet_pton(AF_INET, v.substr(0, colon).c_str(), &addr) != 1 ||
+          !absl::SimpleAtoi(v.substr(colon + 1), &port) || port == 0 || port > 65535) {
+        usage_fail(absl::StrCat("--dst: \"", printable(v), "\" is not an IPv4 ADDRESS:PORT (e.g. 239.255.0.1:40456)"));
+      }
+      a.dst_addr = addr.s_addr;
+      a.dst_port = static_cast<std::uint16_t>(port);
     } else if (flag == "--out" && c.export_flags) {
       a.out = f.value();
       if (a.out.empty()) usage_fail("--out: empty value");
@@ -236,10 +266,15 @@ Args parse_command(const Command& c, int argc, char** argv) {
     usage_fail(absl::StrCat("which recording? give its ID (`", kProgram, " list --dir ", a.dir, "` shows them)"));
   }
   if (c.export_flags) {
-    if (a.format == "pcap" || a.format == "itch") {
-      usage_fail(absl::StrCat("--format ", a.format, " is not supported yet (jsonl is)"));
+    if (a.format != "jsonl" && a.format != "pcap" && a.format != "itch") {
+      usage_fail(absl::StrCat("--format: \"", printable(a.format), "\" is not one of jsonl, pcap, itch"));
     }
-    if (a.format != "jsonl") usage_fail(absl::StrCat("--format: \"", printable(a.format), "\" is not one of jsonl"));
+    if (a.dst_addr == 0) {
+      in_addr addr{};
+      ::inet_pton(AF_INET, "239.255.0.1", &addr);
+      a.dst_addr = addr.s_addr;
+    }
+    if (a.dst_port == 0) a.dst_port = 40456;
   }
   return a;
 }
@@ -744,21 +779,191 @@ void record_json(const ar::SegmentReader::Record& rec, std::string& line) {
   line += "\"}\n";
 }
 
+// Where export writes records: one format each. Not a hot path (a file's worth of records, once).
+class ExportSink {
+ public:
+  virtual ~ExportSink() = default;
+  // False stops the export; error() says why.
+  virtual bool record(const ar::SegmentReader::Record& rec, std::int64_t wall_minus_clock_ns) = 0;
+  // Flushes and closes; false when a write failed.
+  virtual bool finish() = 0;
+  const std::string& error() const { return error_; }
+
+ protected:
+  std::string error_;
+};
+
+// jsonl and itch: a stdio stream.
+class FileSink : public ExportSink {
+ public:
+  FileSink(std::FILE* out, bool owned, bool itch) : out_(out), owned_(owned), itch_(itch) {}
+  bool record(const ar::SegmentReader::Record& rec, std::int64_t) override {
+    if (!itch_) {
+      record_json(rec, line_);
+      return std::fwrite(line_.data(), 1, line_.size(), out_) == line_.size() || write_failed();
+    }
+    if (rec.is_marker) return true;
+    pollux::core::FrameHeader h;
+    std::memcpy(&h, rec.body, sizeof h);
+    const std::uint32_t skip = std::min(rec.length, pollux::core::min_frame_length(h.flags));
+    const std::uint32_t len = rec.length - skip;
+    if (len > 0xffff) {
+      error_ = absl::StrCat("message ", h.sequence, ": a payload of ", len,
+                            " bytes does not fit ITCH's 2-byte length; the export stops here");
+      return false;
+    }
+    const unsigned char be[2] = {static_cast<unsigned char>(len >> 8), static_cast<unsigned char>(len & 0xff)};
+    return (std::fwrite(be, 1, 2, out_) == 2 && std::fwrite(rec.body + skip, 1, len, out_) == len) || write_failed();
+  }
+  bool finish() override {
+    const bool failed = std::ferror(out_) != 0;
+    const bool closed = owned_ ? std::fclose(out_) == 0 : std::fflush(out_) == 0;
+    return !failed && closed;
+  }
+
+ private:
+  bool write_failed() {
+    error_ = absl::StrCat("write failed: ", std::strerror(errno));
+    return false;
+  }
+  std::FILE* out_;
+  bool owned_;
+  bool itch_;
+  std::string line_;
+};
+
+// pcap: libpcap's dump file with nanosecond timestamps, one Ethernet/IPv4/UDP packet per frame.
+class PcapSink : public ExportSink {
+ public:
+  static constexpr std::uint32_t kMaxUdpPayload = 65535 - 20 - 8;
+
+  PcapSink(pcap_t* p, pcap_dumper_t* d, std::uint32_t dst_addr, std::uint16_t dst_port)
+      : p_(p), d_(d), dst_addr_(dst_addr), dst_port_(dst_port) {}
+  ~PcapSink() override {
+    if (d_ != nullptr) pcap_dump_close(d_);
+    pcap_close(p_);
+  }
+  bool record(const ar::SegmentReader::Record& rec, std::int64_t wall_minus_clock_ns) override {
+    if (rec.is_marker) return true;
+    pollux::core::FrameHeader h;
+    std::memcpy(&h, rec.body, sizeof h);
+    if (rec.length > kMaxUdpPayload) {
+      error_ = absl::StrCat("message ", h.sequence, ": a frame of ", rec.length,
+                            " bytes is larger than a UDP datagram (", kMaxUdpPayload, "); the export stops here");
+      return false;
+    }
+    constexpr std::size_t kHeaders = 14 + 20 + 8;
+    packet_.assign(kHeaders + rec.length, 0);
+    std::uint8_t* e = packet_.data();
+    // Ethernet: a multicast group's MAC (01:00:5e + its low 23 bits), else a locally administered
+    // one; source 02:00:00:00:00:01; IPv4.
+    const auto* dst = reinterpret_cast<const std::uint8_t*>(&dst_addr_);
+    if ((dst[0] & 0xf0) == 0xe0) {
+      const std::uint8_t mac[6] = {0x01, 0x00, 0x5e, static_cast<std::uint8_t>(dst[1] & 0x7f), dst[2], dst[3]};
+      std::memcpy(e, mac, 6);
+    } else {
+      const std::uint8_t mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+      std::memcpy(e, mac, 6);
+    }
+    const std::uint8_t src_mac[6] = {0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+    std::memcpy(e + 6, src_mac, 6);
+    e[12] = 0x08;
+    e[13] = 0x00;
+    std::uint8_t* ip = e + 14;
+    const std::uint16_t total = static_cast<std::uint16_t>(20 + 8 + rec.length);
+    ip[0] = 0x45;
+    ip[2] = static_cast<std::uint8_t>(total >> 8);
+    ip[3] = static_cast<std::uint8_t>(total);
+    ip[4] = static_cast<std::uint8_t>(h.sequence >> 8);  // identification
+    ip[5] = static_cast<std::uint8_t>(h.sequence);
+    ip[6] = 0x40;  // DF
+    ip[8] = 64;    // TTL
+    ip[9] = 17;    // UDP
+    const std::uint8_t src_ip[4] = {192, 0, 2, 1};
+    std::memcpy(ip + 12, src_ip, 4);
+    std::memcpy(ip + 16, &dst_addr_, 4);
+    std::uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += static_cast<std::uint32_t>(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    ip[10] = static_cast<std::uint8_t>(~sum >> 8);
+    ip[11] = static_cast<std::uint8_t>(~sum);
+    std::uint8_t* udp = ip + 20;
+    udp[0] = 40000 >> 8;
+    udp[1] = 40000 & 0xff;
+    udp[2] = static_cast<std::uint8_t>(dst_port_ >> 8);
+    udp[3] = static_cast<std::uint8_t>(dst_port_);
+    const std::uint16_t ulen = static_cast<std::uint16_t>(8 + rec.length);
+    udp[4] = static_cast<std::uint8_t>(ulen >> 8);
+    udp[5] = static_cast<std::uint8_t>(ulen);
+    // UDP checksum 0: none (valid over IPv4).
+    std::memcpy(udp + 8, rec.body, rec.length);
+    const std::int64_t wall = h.timestamp_ns + wall_minus_clock_ns;
+    pcap_pkthdr ph{};
+    ph.ts.tv_sec = wall / 1'000'000'000;
+    ph.ts.tv_usec = wall % 1'000'000'000;  // nanoseconds: the dump is opened with nanosecond precision
+    ph.caplen = ph.len = static_cast<bpf_u_int32>(packet_.size());
+    pcap_dump(reinterpret_cast<u_char*>(d_), &ph, packet_.data());
+    if (std::ferror(pcap_dump_file(d_)) != 0) {
+      error_ = absl::StrCat("write failed: ", std::strerror(errno));
+      return false;
+    }
+    return true;
+  }
+  bool finish() override {
+    const bool ok = pcap_dump_flush(d_) == 0 && std::ferror(pcap_dump_file(d_)) == 0;
+    pcap_dump_close(d_);
+    d_ = nullptr;
+    return ok;
+  }
+
+ private:
+  pcap_t* p_;
+  pcap_dumper_t* d_;
+  std::uint32_t dst_addr_;
+  std::uint16_t dst_port_;
+  std::vector<std::uint8_t> packet_;
+};
+
+// The sink for `a.format`, writing to --out or stdout; nullptr after printing why not.
+std::unique_ptr<ExportSink> open_sink(const Args& a) {
+  const std::string where = a.out.empty() ? "stdout" : a.out;
+  if (a.format == "pcap") {
+    pcap_t* p = pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 262144, PCAP_TSTAMP_PRECISION_NANO);
+    if (p == nullptr) {
+      error("pcap: libpcap could not make a capture handle");
+      return nullptr;
+    }
+    pcap_dumper_t* d = a.out.empty() ? pcap_dump_fopen(p, stdout) : pcap_dump_open(p, a.out.c_str());
+    if (d == nullptr) {
+      error(absl::StrCat(where, ": ", pcap_geterr(p), " (check the path)"));
+      pcap_close(p);
+      return nullptr;
+    }
+    return std::make_unique<PcapSink>(p, d, a.dst_addr, a.dst_port);
+  }
+  std::FILE* out = stdout;
+  if (!a.out.empty()) {
+    out = std::fopen(a.out.c_str(), a.format == "itch" ? "wb" : "w");
+    if (out == nullptr) {
+      error(absl::StrCat(a.out, ": ", std::strerror(errno), " (check the path)"));
+      return nullptr;
+    }
+  }
+  return std::make_unique<FileSink>(out, !a.out.empty(), a.format == "itch");
+}
+
 int run_export(const Args& a) {
   const std::optional<ar::Catalog> cat = load_catalog(a.dir);
   if (!cat) return 1;
   const ar::RecordingInfo* r = find_recording(*cat, a);
   if (r == nullptr) return 1;
-  std::FILE* out = stdout;
-  if (!a.out.empty()) {
-    out = std::fopen(a.out.c_str(), "w");
-    if (out == nullptr) return error(absl::StrCat(a.out, ": ", std::strerror(errno), " (check the path)"));
-  }
+  std::unique_ptr<ExportSink> sink = open_sink(a);
+  if (sink == nullptr) return 1;
   std::uint64_t frames = 0, markers = 0;
-  std::string line;
   int status = 0;
+  bool write_failed = false;
   const std::uint32_t last = last_segment(a.dir, *r);
-  for (std::uint32_t i = r->first_segment; i <= last && status == 0; ++i) {
+  for (std::uint32_t i = r->first_segment; i <= last && status == 0 && !write_failed; ++i) {
     const std::string path = ar::segment_path(a.dir, r->id, i);
     if (!fs::exists(path)) {
       status = error(absl::StrCat(path, ": ", missing_segment(*r), "; the records before it were exported"));
@@ -769,22 +974,24 @@ int run_export(const Args& a) {
       status = error(absl::StrCat(rd.status().message(), "; the records before it were exported"));
       break;
     }
+    const std::int64_t wall_minus_clock = rd->header().created_ns - rd->header().created_clock_ns;
     ar::SegmentReader::Record rec;
     ar::SegmentReader::Next n;
     while ((n = rd->next(&rec)) == ar::SegmentReader::Next::kRecord) {
-      record_json(rec, line);
+      if (!sink->record(rec, wall_minus_clock)) {
+        write_failed = sink->error().rfind("write failed", 0) == 0;
+        if (!write_failed) status = error(sink->error());
+        break;
+      }
       ++(rec.is_marker ? markers : frames);
-      if (std::fwrite(line.data(), 1, line.size(), out) != line.size()) break;
     }
     if (n == ar::SegmentReader::Next::kInvalid) {
       status = error(absl::StrCat(path, " at offset ", rd->offset(), ": ", rd->why(),
                                   "; the export stops here (the records before it were exported; `", kProgram,
                                   " verify ", r->id, " --dir ", a.dir, "` checks the whole recording)"));
     }
-    if (std::ferror(out)) break;
   }
-  const bool write_failed = std::ferror(out) != 0 || (out != stdout ? std::fclose(out) : std::fflush(out)) != 0;
-  if (write_failed) {
+  if (!sink->finish() || write_failed) {
     return error(absl::StrCat(a.out.empty() ? "stdout" : a.out, ": write failed: ", std::strerror(errno)));
   }
   if (!a.out.empty()) {
@@ -793,14 +1000,15 @@ int run_export(const Args& a) {
       j.begin_object()
           .field("recording", r->id)
           .field("ok", status == 0)
+          .field("format", a.format)
           .field("frames", frames)
           .field("markers", markers)
           .field("out", a.out)
           .end_object();
       std::printf("%s\n", j.text().c_str());
     } else {
-      std::printf("recording %" PRIu64 ": %" PRIu64 " frames and %" PRIu64 " markers written to %s\n", r->id, frames,
-                  markers, a.out.c_str());
+      std::printf("recording %" PRIu64 ": %" PRIu64 " frames and %" PRIu64 " markers read, written to %s as %s\n",
+                  r->id, frames, markers, a.out.c_str(), a.format.c_str());
     }
   }
   return status;
