@@ -408,6 +408,45 @@ TEST_F(ArchiveToolTest, ExportAsPcapIsWhatThePublisherSendsOverUdpAndAsItchABina
   EXPECT_NE(dst.err.find("is not an IPv4 ADDRESS:PORT"), std::string::npos) << dst.err;
 }
 
+TEST_F(ArchiveToolTest, TruncateCutsAStoppedRecordingAfterASequenceAndVerifyStillPasses) {
+  const std::uint64_t id = record(40000, RecordingState::kStopped, 5000);
+  const std::uint64_t live = record(10, RecordingState::kRecording);
+  ASSERT_TRUE(fs::exists(segment_path(dir_, id, 3)));
+
+  const ToolRun t = run(absl::StrCat("truncate ", id, d(), " --after 12345 --json"));
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("\"frames_removed\":27655,"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("\"frames\":12345,\"last_sequence\":12345"), std::string::npos) << t.out;
+  EXPECT_FALSE(fs::exists(segment_path(dir_, id, 3))) << "later segments deleted";
+  const RecordingInfo* info = Catalog::load(dir_)->find(id);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->last_sequence, 12345u);
+  EXPECT_EQ(info->frames, 12345u);
+  EXPECT_EQ(info->gaps, 1u);
+  EXPECT_EQ(info->last_time_ns, 12345 * 1000);
+
+  const ToolRun v = run(absl::StrCat("verify ", id, d()));
+  EXPECT_EQ(v.status, 0) << v.out << v.err;
+  const ToolRun e = run(absl::StrCat("export ", id, d()));
+  ASSERT_EQ(e.status, 0) << e.err;
+  std::vector<std::string> lines;
+  std::istringstream in(e.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 12346u);  // 12,345 frames and the gap marker
+  EXPECT_EQ(lines.back().rfind("{\"type\":\"frame\",\"stream\":5,\"session\":7,\"sequence\":12345,", 0), 0u)
+      << lines.back();
+
+  // Again at the same place: nothing more to cut.
+  const ToolRun again = run(absl::StrCat("truncate ", id, d(), " --after 12345"));
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("nothing cut"), std::string::npos) << again.out;
+  // A live recording is refused; --after is required.
+  const ToolRun refused = run(absl::StrCat("truncate ", live, d(), " --after 3"));
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("stop the recorder first"), std::string::npos) << refused.err;
+  EXPECT_EQ(run(absl::StrCat("truncate ", id, d())).status, 64);
+}
+
 TEST_F(ArchiveToolTest, PurgeDeletesTheFilesAndTheEntryAndRefusesALiveRecordingWithoutForce) {
   const std::uint64_t stopped = record(15000, RecordingState::kStopped);
   const std::uint64_t live = record(10, RecordingState::kRecording);

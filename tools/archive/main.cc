@@ -8,6 +8,8 @@
 // crc32c) before handing it out: their bytes are treated as hostile. Names from the catalog are
 // printed with control characters escaped.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <netinet/in.h>
 #include <pcap/pcap.h>
 #include <sys/stat.h>
@@ -58,7 +60,8 @@ Commands (each has its own --help):
   list      one line per recording of the catalog
   info      a recording's catalog entry and what each of its segment files holds
   verify    checks every record, frame sequence and index entry of a recording
-  export    writes a recording's records as JSON lines
+  export    writes a recording's records as JSON lines, a packet capture or an ITCH file
+  truncate  cuts a stopped recording after a sequence
   purge     deletes a recording's files and its catalog entry
 
 Options:
@@ -153,6 +156,28 @@ Options:
   -h, --help     this text
 )";
 
+constexpr char kTruncateHelp[] = R"(pollux-archive truncate ID --dir DIR --after SEQ [--json]
+
+Cuts recording ID after its frame of sequence SEQ: from the first frame whose sequence is above
+SEQ (in recording order), every record is removed - the segment holding it is zeroed from there
+and the later segments are deleted - and the catalog entry is brought up to date (last sequence
+and time, frames, gaps, bytes, last segment). A recording in state "recording" (a recorder
+writes it, or died writing it) is refused: stop the recorder first. The records are read and
+checked up to the cut before anything changes; damage before it is an error and nothing is cut.
+
+Crash safety: the later segments are deleted first, last one first, then the cut segment is
+zeroed and synced, then the catalog replaced. Interrupted at any point, the recording reads as a
+prefix of what it was (possibly longer than asked), and the catalog is brought up to date by
+running the same command again.
+
+Options:
+  --dir DIR      the recording directory (required)
+  --after SEQ    the last sequence to keep (required)
+  --json         the result as one JSON object
+  --version      print the version
+  -h, --help     this text
+)";
+
 constexpr char kPurgeHelp[] = R"(pollux-archive purge ID --dir DIR [--force] [--json]
 
 Removes recording ID's catalog entry and deletes its segment and index files. A recording in
@@ -172,11 +197,12 @@ struct Command {
   bool takes_id;
   bool export_flags;
   bool force_flag;
+  bool after_flag = false;
 };
 constexpr Command kCommands[] = {
     {"list", kListHelp, false, false, false},    {"info", kInfoHelp, true, false, false},
     {"verify", kVerifyHelp, true, false, false}, {"export", kExportHelp, true, true, false},
-    {"purge", kPurgeHelp, true, false, true},
+    {"purge", kPurgeHelp, true, false, true},    {"truncate", kTruncateHelp, true, false, false, true},
 };
 
 struct Args {
@@ -188,6 +214,8 @@ struct Args {
   std::string out;
   std::uint32_t dst_addr = 0;  // network byte order
   std::uint16_t dst_port = 0;  // host byte order
+  bool has_after = false;
+  std::uint64_t after = 0;
   bool has_id = false;
   std::uint64_t id = 0;
 };
@@ -235,6 +263,10 @@ Args parse_command(const Command& c, int argc, char** argv) {
       a.force = true;
     } else if (flag == "--format" && c.export_flags) {
       a.format = f.value();
+    } else if (flag == "--after" && c.after_flag) {
+      const std::string v = f.value();
+      if (!absl::SimpleAtoi(v, &a.after)) usage_fail(absl::StrCat("--after: \"", printable(v), "\" is not a sequence"));
+      a.has_after = true;
     } else if (flag == "--dst" && c.export_flags) {
       const std::string v = f.value();
       const std::size_t colon = v.rfind(':');
@@ -265,6 +297,7 @@ Args parse_command(const Command& c, int argc, char** argv) {
   if (c.takes_id && !a.has_id) {
     usage_fail(absl::StrCat("which recording? give its ID (`", kProgram, " list --dir ", a.dir, "` shows them)"));
   }
+  if (c.after_flag && !a.has_after) usage_fail("--after SEQ is required: the last sequence to keep");
   if (c.export_flags) {
     if (a.format != "jsonl" && a.format != "pcap" && a.format != "itch") {
       usage_fail(absl::StrCat("--format: \"", printable(a.format), "\" is not one of jsonl, pcap, itch"));
@@ -1014,6 +1047,163 @@ int run_export(const Args& a) {
   return status;
 }
 
+// ---- truncate ----------------------------------------------------------------------------------
+
+// What a recording's segments first..last hold: counted from the records (each checked).
+struct Recount {
+  std::uint64_t frames = 0, gaps = 0, bytes = 0, last_sequence = 0;
+  std::int64_t last_time_ns = 0;
+  std::string invalid;  // "<file> at offset N: why"
+};
+
+Recount recount(const std::string& dir, const ar::RecordingInfo& r, std::uint32_t last) {
+  Recount c;
+  for (std::uint32_t i = r.first_segment; i <= last; ++i) {
+    absl::StatusOr<ar::SegmentReader> rd = ar::SegmentReader::open(ar::segment_path(dir, r.id, i));
+    if (!rd.ok()) {
+      c.invalid = std::string(rd.status().message());
+      return c;
+    }
+    ar::SegmentReader::Record rec;
+    ar::SegmentReader::Next n;
+    while ((n = rd->next(&rec)) == ar::SegmentReader::Next::kRecord) {
+      c.bytes += ar::record_size(rec.length);
+      if (rec.is_marker) {
+        ar::Marker m;
+        std::memcpy(&m, rec.body, sizeof m);
+        c.gaps += m.kind == static_cast<std::uint16_t>(ar::MarkerKind::kGap);
+        continue;
+      }
+      pollux::core::FrameHeader h;
+      std::memcpy(&h, rec.body, sizeof h);
+      ++c.frames;
+      c.last_sequence = h.sequence;
+      c.last_time_ns = h.timestamp_ns;
+    }
+    if (n == ar::SegmentReader::Next::kInvalid) {
+      c.invalid = absl::StrCat(rd->path(), " at offset ", rd->offset(), ": ", rd->why());
+      return c;
+    }
+  }
+  return c;
+}
+
+// Zeroes [from, size) of `path` (a hole where the file system has them, else written zeros) and
+// syncs it.
+absl::Status zero_tail(const std::string& path, std::uint64_t from, std::uint64_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
+  int rc = from < size ? ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                                     static_cast<off_t>(size - from))
+                       : 0;
+  if (rc != 0) {
+    static const std::vector<char> zeros(1 << 20, 0);
+    rc = 0;
+    for (std::uint64_t at = from; at < size && rc == 0;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
+      const ssize_t w = ::pwrite(fd, zeros.data(), n, static_cast<off_t>(at));
+      if (w <= 0) rc = -1;
+      at += w > 0 ? static_cast<std::uint64_t>(w) : 0;
+    }
+  }
+  if (rc == 0) rc = ::fdatasync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat(path, ": zeroing from offset ", from, ": ", std::strerror(e)));
+  return absl::OkStatus();
+}
+
+int run_truncate(const Args& a) {
+  const std::optional<ar::Catalog> cat = load_catalog(a.dir);
+  if (!cat) return 1;
+  const ar::RecordingInfo* found = find_recording(*cat, a);
+  if (found == nullptr) return 1;
+  const ar::RecordingInfo r = *found;
+  if (r.state == ar::RecordingState::kRecording) {
+    return error(absl::StrCat("recording ", a.id,
+                              " is in state \"recording\": a recorder writes it (or died writing it ",
+                              "and resumes it at its next start); stop the recorder first"));
+  }
+  // The cut: the first frame above --after, every record before it checked.
+  const std::uint32_t last = last_segment(a.dir, r);
+  std::optional<std::pair<std::uint32_t, std::uint64_t>> cut;
+  std::uint64_t removed = 0;
+  for (std::uint32_t i = r.first_segment; i <= last; ++i) {
+    const std::string path = ar::segment_path(a.dir, r.id, i);
+    absl::StatusOr<ar::SegmentReader> rd = ar::SegmentReader::open(path);
+    if (!rd.ok()) return error(absl::StrCat(rd.status().message(), "; nothing was cut"));
+    ar::SegmentReader::Record rec;
+    ar::SegmentReader::Next n;
+    while ((n = rd->next(&rec)) == ar::SegmentReader::Next::kRecord) {
+      if (rec.is_marker) continue;
+      pollux::core::FrameHeader h;
+      std::memcpy(&h, rec.body, sizeof h);
+      if (!cut && h.sequence > a.after) cut.emplace(i, rec.offset);
+      if (cut) ++removed;
+    }
+    if (n == ar::SegmentReader::Next::kInvalid && !cut) {
+      return error(absl::StrCat(path, " at offset ", rd->offset(), ": ", rd->why(), "; nothing was cut (`", kProgram,
+                                " verify ", r.id, " --dir ", a.dir, "` reports the recording's damage)"));
+    }
+  }
+  std::uint64_t deleted = 0;
+  if (cut) {
+    for (std::uint32_t i = last; i > cut->first; --i) {
+      for (const std::string& f : {ar::segment_path(a.dir, r.id, i), ar::index_path(a.dir, r.id, i)}) {
+        std::error_code ec;
+        if (fs::remove(f, ec)) {
+          deleted += f.ends_with(".seg");
+        } else if (ec) {
+          return error(absl::StrCat("could not delete ", f, ": ", ec.message(), "; the recording now ends in it"));
+        }
+      }
+    }
+    const std::string path = ar::segment_path(a.dir, r.id, cut->first);
+    std::error_code ec;
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (ec) return error(absl::StrCat(path, ": ", ec.message()));
+    if (absl::Status s = zero_tail(path, cut->second, size); !s.ok()) return error(std::string(s.message()));
+    // Its index described what was cut: the last segment needs none.
+    fs::remove(ar::index_path(a.dir, r.id, cut->first), ec);
+  }
+  const std::uint32_t new_last = cut ? cut->first : last;
+  const Recount c = recount(a.dir, r, new_last);
+  if (!c.invalid.empty()) return error(absl::StrCat(c.invalid, " (after the cut)"));
+  absl::StatusOr<ar::Catalog> updated = ar::Catalog::update(a.dir, [&](ar::Catalog& cc) -> absl::Status {
+    ar::RecordingInfo* e = cc.find(a.id);
+    if (e == nullptr) return absl::NotFoundError(absl::StrCat("recording ", a.id, " was removed meanwhile"));
+    e->last_segment = new_last;
+    e->frames = c.frames;
+    e->gaps = c.gaps;
+    e->bytes = c.bytes;
+    e->last_sequence = c.last_sequence;
+    e->last_time_ns = c.last_time_ns;
+    if (c.frames == 0) e->first_sequence = e->first_time_ns = 0;
+    return absl::OkStatus();
+  });
+  if (!updated.ok()) return error(std::string(updated.status().message()));
+  if (a.json) {
+    JsonOut j;
+    j.begin_object()
+        .field("recording", a.id)
+        .field("ok", true)
+        .field("frames_removed", removed)
+        .field("segments_deleted", deleted)
+        .field("frames", c.frames)
+        .field("last_sequence", c.last_sequence)
+        .end_object();
+    std::printf("%s\n", j.text().c_str());
+  } else if (!cut) {
+    std::printf("recording %" PRIu64 ": no frame after sequence %" PRIu64 ", nothing cut (%" PRIu64 " frames)\n", a.id,
+                a.after, c.frames);
+  } else {
+    std::printf("recording %" PRIu64 " cut after sequence %" PRIu64 ": %" PRIu64 " frames removed, %" PRIu64
+                " segments deleted; %" PRIu64 " frames remain, the last %" PRIu64 "\n",
+                a.id, a.after, removed, deleted, c.frames, c.last_sequence);
+  }
+  return 0;
+}
+
 // ---- purge -------------------------------------------------------------------------------------
 
 int run_purge(const Args& a) {
@@ -1117,5 +1307,6 @@ int main(int argc, char** argv) {
   if (name == "info") return run_info(a);
   if (name == "verify") return run_verify(a);
   if (name == "export") return run_export(a);
+  if (name == "truncate") return run_truncate(a);
   return run_purge(a);
 }
