@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "core/archive/catalog.h"
 #include "core/archive/crc32c.h"
@@ -317,6 +319,95 @@ ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t 
   return r;
 }
 
+// Live latency over shm (inline threading, back-pressure), with the stream recorded or not. When
+// `attached`, a pollux::Recorder runs on a thread of its own the way a context's [[recordings]]
+// thread runs it (poll 4096; when idle, yield, then 50 us sleeps); it subscribes before the
+// publisher exists, so it has every message. A publisher on this thread offers `count` 32-byte
+// messages at `rate` per second (open loop, busy-waiting for each one's time). A subscriber on a
+// second thread busy-polls and records now_ns() - publisher_ns of each.
+struct LatencyResult {
+  pollux::Histogram h;
+  std::uint64_t recorded = 0;
+  std::string error;
+};
+LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uint64_t rate, bool attached,
+                           std::uint64_t run) {
+  LatencyResult r;
+  const std::string name = absl::StrCat("bench-live-", ::getpid(), "-", run, attached ? "-rec" : "");
+  auto ctx =
+      pollux::Context::from_string(absl::StrCat("[runtime]\nname = \"", name,
+                                                "\"\nthreading = \"inline\"\nidle = \"busy-spin\"\n"
+                                                "[shm]\nflow_control = \"backpressure\"\nlog_size = \"16MiB\"\n"),
+                                   "live-latency.toml");
+  if (!ctx.ok()) {
+    r.error = std::string(ctx.status().message());
+    return r;
+  }
+  std::unique_ptr<pollux::Recorder> rec;
+  const std::string rec_dir = absl::StrCat(dir, "/live-", run);
+  if (attached) {
+    pollux::RecordingOptions o;
+    o.topic = "live";
+    o.directory = rec_dir;
+    auto started = pollux::Recorder::start(**ctx, o);
+    if (!started.ok()) {
+      r.error = std::string(started.status().message());
+      return r;
+    }
+    rec = std::move(*started);
+  }
+  auto sub = (*ctx)->subscriber("live");
+  auto pub = (*ctx)->publisher("live");
+  if (!sub.ok() || !pub.ok()) {
+    r.error = std::string((sub.ok() ? pub.status() : sub.status()).message());
+    return r;
+  }
+  while (!pub->is_connected()) pub->service();
+  std::atomic<bool> stop{false};
+  std::thread recorder;
+  if (rec) {
+    recorder = std::thread([&] {
+      int idle = 0;
+      while (!stop.load(std::memory_order_acquire)) {
+        if (rec->poll(4096) > 0) {
+          idle = 0;
+        } else if (++idle > 64) {
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+  }
+  std::thread consumer([&] {
+    std::uint64_t n = 0;
+    while (n < count) {
+      n += static_cast<std::uint64_t>(
+          sub->poll([&](const pollux::Message& m) { r.h.record(pollux::now_ns() - m.publisher_ns); }, 256));
+    }
+  });
+  const std::byte payload[32] = {};
+  const std::int64_t gap = 1'000'000'000 / static_cast<std::int64_t>(rate);
+  std::int64_t due = pollux::now_ns();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    due += gap;
+    while (pollux::now_ns() < due) {
+    }
+    while (pub->offer(payload, sizeof payload) < 0) {
+    }
+  }
+  consumer.join();
+  if (rec) {
+    stop.store(true, std::memory_order_release);
+    recorder.join();
+    (void)rec->stop();
+    r.recorded = rec->status().messages;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(rec_dir, ec);
+  return r;
+}
+
 // Bytes/s of `crc` over a 64 KiB buffer, for at least `seconds`.
 template <class F>
 double crc_rate(F crc, double seconds) {
@@ -371,6 +462,10 @@ constexpr char kCases[] = R"(Cases (one thread; MB = 10^6 bytes, a record's byte
   replay-shm  pollux::Replay (Pace::kMax) of record-32's recording into a shm subscriber on a
               second thread (inline threading, back-pressure): until the subscriber has every
               message. Target >= 20M msg/s.
+  live-latency  shm (inline, back-pressure) one-way latency of --latency-count 32-byte messages at
+              --latency-rate per second, with a Recorder of the stream on its own thread (as a
+              context's [[recordings]] runs it) and without, interleaved --runs times. Targets:
+              p50 within 5%, p99 within 20%.
   crc         crc32c bytes/s over a 64 KiB buffer, hardware instruction and portable table;
               records/s of the writer's crc calls for a 32-byte frame.
 Files go to a fresh directory made under --dir (default /tmp), removed at the end (--keep keeps it).)";
@@ -379,7 +474,7 @@ Files go to a fresh directory made under --dir (default /tmp), removed at the en
 
 int main(int argc, char** argv) {
   std::uint64_t count = 20'000'000, large_count = 1'000'000, flush_every = 256, segment_mib = 128, runs = 1;
-  std::uint64_t chunk_kib = 1024;
+  std::uint64_t chunk_kib = 1024, latency_count = 200'000, latency_rate = 100'000;
   double crc_seconds = 0.5;
   std::string dir = "/tmp", cases = "record-32,replay,replay-shm,record-1k,disk-seq,crc", json_path;
   bool keep = false;
@@ -395,7 +490,9 @@ int main(int argc, char** argv) {
       .count("--chunk-kib", &chunk_kib, "disk-seq's pwrite size, KiB", 4, 1u << 20)
       .count("--runs", &runs, "rounds of every case, interleaved", 1, 100)
       .real("--crc-seconds", &crc_seconds, "S", "seconds per crc measurement", 0.01, 60)
-      .list("--cases", &cases, {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "crc"},
+      .count("--latency-count", &latency_count, "live-latency: messages per run")
+      .count("--latency-rate", &latency_rate, "live-latency: messages per second (open loop)", 1, 10'000'000)
+      .list("--cases", &cases, {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "live-latency", "crc"},
             "cases to run, comma-separated")
       .toggle("--keep", &keep, "keep the directory and its recordings (its path is printed)")
       .text("--json", &json_path, "FILE",
@@ -622,6 +719,53 @@ int main(int argc, char** argv) {
                    .num("target", kTargetDiskFraction)
                    .str("compared", "synced")
                    .flag("met", met));
+    }
+  }
+  if (want("live-latency") && status == 0) {
+    // Detached and attached interleaved, `runs` times each.
+    pollux::Histogram all[2];
+    for (std::uint64_t run = 1; run <= runs && status == 0; ++run) {
+      for (int k = 0; k < 2; ++k) {
+        const bool attached = (run % 2 == 1) ? k == 1 : k == 0;
+        LatencyResult l = live_latency(work, latency_count, latency_rate, attached, run);
+        if (!l.error.empty()) {
+          failed("live-latency", l.error);
+          break;
+        }
+        if (attached && l.recorded != latency_count) {
+          failed("live-latency", absl::StrCat("the recorder recorded ", l.recorded, " of ", latency_count));
+        }
+        std::printf("live-latency run %llu %-9s p50 %6lld ns  p99 %7lld ns  p99.9 %7lld ns  max %8lld ns%s\n",
+                    static_cast<unsigned long long>(run), attached ? "attached" : "detached",
+                    static_cast<long long>(l.h.percentile(50)), static_cast<long long>(l.h.percentile(99)),
+                    static_cast<long long>(l.h.percentile(99.9)), static_cast<long long>(l.h.max()),
+                    attached ? absl::StrCat(" (", l.recorded, " recorded)").c_str() : "");
+        json.add(pollux::bench::JsonObject()
+                     .str("case", "live-latency")
+                     .num("run", run)
+                     .flag("recorder_attached", attached)
+                     .num("count", latency_count)
+                     .num("rate", latency_rate)
+                     .num("p50_ns", l.h.percentile(50))
+                     .num("p99_ns", l.h.percentile(99))
+                     .num("p999_ns", l.h.percentile(99.9))
+                     .num("max_ns", l.h.max()));
+        all[attached ? 1 : 0].merge(l.h);
+      }
+    }
+    if (all[0].count() > 0 && all[1].count() > 0) {
+      const double p50 = static_cast<double>(all[1].percentile(50)) / static_cast<double>(all[0].percentile(50));
+      const double p99 = static_cast<double>(all[1].percentile(99)) / static_cast<double>(all[0].percentile(99));
+      std::printf(
+          "live-latency attached / detached (all runs): p50 %.3f (target <= 1.05: %s), p99 %.3f (target <= "
+          "1.20: %s)\n",
+          p50, p50 <= 1.05 ? "met" : "MISSED", p99, p99 <= 1.20 ? "met" : "MISSED");
+      json.add(pollux::bench::JsonObject()
+                   .str("ratio", "live-latency attached / detached")
+                   .num("p50", p50)
+                   .num("p99", p99)
+                   .flag("p50_met", p50 <= 1.05)
+                   .flag("p99_met", p99 <= 1.20));
     }
   }
   if (want("crc") && status == 0) {
