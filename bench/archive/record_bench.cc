@@ -408,6 +408,130 @@ LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uin
   return r;
 }
 
+// Late-join catch-up: a recording of `history` 32-byte messages (written with RecordingWriter, left
+// in state "recording" so that a Recorder resumes it), a Recorder on its own thread, a publisher
+// thread publishing at `rate` messages/s (1 ms batches) into the same stream, and a
+// LateJoinSubscriber from the earliest message on this thread: how long until it is live, and
+// its delivery rate while replaying.
+struct CatchUpResult {
+  double seconds = 0;  // open to live
+  std::uint64_t replayed = 0, live = 0, published = 0;
+  std::string error;
+};
+CatchUpResult catch_up(const std::string& dir, std::uint64_t history, std::uint64_t rate, std::uint64_t run) {
+  CatchUpResult r;
+  auto ctx =
+      pollux::Context::from_string(absl::StrCat("[runtime]\nname = \"bench-catchup-", ::getpid(), "-", run,
+                                                "\"\nthreading = \"inline\"\nidle = \"yield\"\n"
+                                                "[shm]\nflow_control = \"backpressure\"\nlog_size = \"16MiB\"\n"),
+                                   "catch-up.toml");
+  if (!ctx.ok()) {
+    r.error = std::string(ctx.status().message());
+    return r;
+  }
+  const std::string rec_dir = absl::StrCat(dir, "/catchup-", run);
+  std::filesystem::create_directories(rec_dir);
+  const std::uint32_t stream = (*ctx)->stream_id("catchup");
+  std::uint64_t id = 0;
+  auto added = archive::Catalog::update(rec_dir, [&](archive::Catalog& c) {
+    archive::RecordingInfo& info = c.add(stream, "catchup", 128ull << 20);
+    info.state = archive::RecordingState::kRecording;
+    id = info.id;
+    return absl::OkStatus();
+  });
+  if (!added.ok()) {
+    r.error = std::string(added.status().message());
+    return r;
+  }
+  {
+    archive::WriterOptions o;
+    o.directory = rec_dir;
+    o.recording_id = id;
+    o.stream_id = stream;
+    auto w = archive::RecordingWriter::open(o);
+    if (!w.ok()) {
+      r.error = std::string(w.status().message());
+      return r;
+    }
+    const std::byte body[32] = {};
+    FrameHeader h{};
+    const std::int64_t t0 = Clock::now_ns() - static_cast<std::int64_t>(history) * 1000;
+    for (std::uint64_t i = 1; i <= history; ++i) {
+      pollux::core::write_frame_header(&h, kFrameHeaderSize + 32, 0, stream, 0x5eed, t0 + static_cast<std::int64_t>(i));
+      h.sequence = i;
+      (*w)->append_frame(h, body, 32);
+      if (i % 4096 == 0) (*w)->flush(Clock::now_ns());
+    }
+    const std::uint32_t last = (*w)->segment_index();
+    if (absl::Status s = (*w)->close(); !s.ok()) {
+      r.error = std::string(s.message());
+      return r;
+    }
+    (void)archive::Catalog::update(rec_dir, [&](archive::Catalog& c) {
+      c.find(id)->last_segment = last;
+      return absl::OkStatus();
+    });
+  }
+  pollux::RecordingOptions ro;
+  ro.topic = "catchup";
+  ro.directory = rec_dir;
+  auto rec = pollux::Recorder::start(**ctx, ro);
+  if (!rec.ok()) {
+    r.error = std::string(rec.status().message());
+    return r;
+  }
+  auto pub = (*ctx)->publisher("catchup");
+  if (!pub.ok()) {
+    r.error = std::string(pub.status().message());
+    return r;
+  }
+  while (!pub->is_connected()) pub->service();
+  std::atomic<bool> stop{false};
+  std::thread recorder([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      if ((*rec)->poll(4096) == 0) std::this_thread::yield();
+    }
+  });
+  std::atomic<std::uint64_t> published{0};
+  std::thread publisher([&] {
+    const std::byte body[32] = {};
+    const std::uint64_t per_ms = std::max<std::uint64_t>(1, rate / 1000);
+    auto next = std::chrono::steady_clock::now();
+    while (!stop.load(std::memory_order_acquire)) {
+      for (std::uint64_t k = 0; k < per_ms; ++k) {
+        while (pub->offer(body, sizeof body) < 0 && !stop.load(std::memory_order_acquire)) std::this_thread::yield();
+      }
+      published.fetch_add(per_ms, std::memory_order_relaxed);
+      next += std::chrono::milliseconds(1);
+      std::this_thread::sleep_until(next);
+    }
+  });
+  pollux::LateJoinOptions lo;
+  lo.directory = rec_dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto join = pollux::LateJoinSubscriber::open(**ctx, "catchup", lo);
+  if (!join.ok()) {
+    r.error = std::string(join.status().message());
+  } else {
+    std::uint64_t n = 0;
+    while (std::string_view((*join)->state()) != "live") {
+      if ((*join)->poll([&](const pollux::Message&) { ++n; }, 4096) == 0) std::this_thread::yield();
+    }
+    r.seconds = seconds_since(t0);
+    const pollux::LateJoinStatus st = (*join)->status();
+    r.replayed = st.replayed;
+    r.live = st.live;
+  }
+  r.published = published.load();
+  stop.store(true, std::memory_order_release);
+  publisher.join();
+  recorder.join();
+  (void)(*rec)->stop();
+  std::error_code ec;
+  std::filesystem::remove_all(rec_dir, ec);
+  return r;
+}
+
 // Bytes/s of `crc` over a 64 KiB buffer, for at least `seconds`.
 template <class F>
 double crc_rate(F crc, double seconds) {
@@ -466,6 +590,9 @@ constexpr char kCases[] = R"(Cases (one thread; MB = 10^6 bytes, a record's byte
               --latency-rate per second, with a Recorder of the stream on its own thread (as a
               context's [[recordings]] runs it) and without, interleaved --runs times. Targets:
               p50 within 5%, p99 within 20%.
+  catch-up    a LateJoinSubscriber from the earliest of --catchup-history recorded messages while a
+              publisher adds --catchup-rate per second (a Recorder records them into the same
+              recording): seconds until it is live, and its rate while replaying.
   crc         crc32c bytes/s over a 64 KiB buffer, hardware instruction and portable table;
               records/s of the writer's crc calls for a 32-byte frame.
 Files go to a fresh directory made under --dir (default /tmp), removed at the end (--keep keeps it).)";
@@ -475,6 +602,7 @@ Files go to a fresh directory made under --dir (default /tmp), removed at the en
 int main(int argc, char** argv) {
   std::uint64_t count = 20'000'000, large_count = 1'000'000, flush_every = 256, segment_mib = 128, runs = 1;
   std::uint64_t chunk_kib = 1024, latency_count = 200'000, latency_rate = 100'000;
+  std::uint64_t catchup_history = 10'000'000, catchup_rate = 1'000'000;
   double crc_seconds = 0.5;
   std::string dir = "/tmp", cases = "record-32,replay,replay-shm,record-1k,disk-seq,crc", json_path;
   bool keep = false;
@@ -492,7 +620,10 @@ int main(int argc, char** argv) {
       .real("--crc-seconds", &crc_seconds, "S", "seconds per crc measurement", 0.01, 60)
       .count("--latency-count", &latency_count, "live-latency: messages per run")
       .count("--latency-rate", &latency_rate, "live-latency: messages per second (open loop)", 1, 10'000'000)
-      .list("--cases", &cases, {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "live-latency", "crc"},
+      .count("--catchup-history", &catchup_history, "catch-up: messages recorded before the late joiner opens")
+      .count("--catchup-rate", &catchup_rate, "catch-up: the live publisher's messages per second", 1000, 10'000'000)
+      .list("--cases", &cases,
+            {"record-32", "replay", "replay-shm", "record-1k", "disk-seq", "live-latency", "catch-up", "crc"},
             "cases to run, comma-separated")
       .toggle("--keep", &keep, "keep the directory and its recordings (its path is printed)")
       .text("--json", &json_path, "FILE",
@@ -719,6 +850,31 @@ int main(int argc, char** argv) {
                    .num("target", kTargetDiskFraction)
                    .str("compared", "synced")
                    .flag("met", met));
+    }
+  }
+  if (want("catch-up") && status == 0) {
+    for (std::uint64_t run = 1; run <= runs && status == 0; ++run) {
+      const CatchUpResult c = catch_up(work, catchup_history, catchup_rate, run);
+      if (!c.error.empty()) {
+        failed("catch-up", c.error);
+        break;
+      }
+      std::printf(
+          "catch-up  run %llu: %llu recorded + live at %llu/s: live after %.3f s (%llu replayed, %llu live "
+          "before the switch; %.2f M msg/s while replaying; %llu published meanwhile)\n",
+          static_cast<unsigned long long>(run), static_cast<unsigned long long>(catchup_history),
+          static_cast<unsigned long long>(catchup_rate), c.seconds, static_cast<unsigned long long>(c.replayed),
+          static_cast<unsigned long long>(c.live), static_cast<double>(c.replayed) / c.seconds / 1e6,
+          static_cast<unsigned long long>(c.published));
+      json.add(pollux::bench::JsonObject()
+                   .str("case", "catch-up")
+                   .num("run", run)
+                   .num("history", catchup_history)
+                   .num("rate", catchup_rate)
+                   .num("seconds_to_live", c.seconds)
+                   .num("replayed", c.replayed)
+                   .num("published", c.published)
+                   .num("replay_msgs_per_s", static_cast<double>(c.replayed) / c.seconds));
     }
   }
   if (want("live-latency") && status == 0) {
