@@ -418,7 +418,9 @@ TEST_F(ArchiveToolTest, TruncateCutsAStoppedRecordingAfterASequenceAndVerifyStil
   EXPECT_NE(t.out.find("\"frames_removed\":27655,"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("\"frames\":12345,\"last_sequence\":12345"), std::string::npos) << t.out;
   EXPECT_FALSE(fs::exists(segment_path(dir_, id, 3))) << "later segments deleted";
-  const RecordingInfo* info = Catalog::load(dir_)->find(id);
+  const absl::StatusOr<Catalog> catalog = Catalog::load(dir_);
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  const RecordingInfo* info = catalog->find(id);
   ASSERT_NE(info, nullptr);
   EXPECT_EQ(info->last_sequence, 12345u);
   EXPECT_EQ(info->frames, 12345u);
