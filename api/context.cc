@@ -13,6 +13,7 @@
 #include "core/process.h"
 #include "core/topology.h"
 #include "pollux/context.h"
+#include "pollux/late_join.h"
 
 namespace pollux {
 namespace detail {
@@ -482,6 +483,33 @@ absl::StatusOr<Publisher> Context::publisher(std::string_view topic) {
 }
 
 absl::StatusOr<Subscriber> Context::subscriber(std::string_view topic) {
+  const core::Config& cfg = impl_->cfg;
+  const core::StreamConfig* sc = cfg.find_stream(cfg.stream_id(topic));
+  if (sc == nullptr || sc->start == core::StreamConfig::Start::kLive) return live_subscriber(topic);
+  LateJoinOptions o;
+  o.directory = sc->recording_directory;
+  for (const core::RecordingConfig& r : cfg.recordings) {
+    if (o.directory.empty() && r.topic == sc->topic) o.directory = r.directory;
+  }
+  switch (sc->start) {
+    case core::StreamConfig::Start::kSequence:
+      o.start = LateJoinOptions::Start::kPosition;
+      o.from = ReplayPosition::at_sequence(sc->start_sequence);
+      break;
+    case core::StreamConfig::Start::kTime:
+      o.start = LateJoinOptions::Start::kPosition;
+      o.from = ReplayPosition::at_time(sc->start_time_ns);
+      break;
+    default:
+      o.start = LateJoinOptions::Start::kEarliest;
+  }
+  o.max_buffered_bytes = sc->max_catchup_bytes;
+  absl::StatusOr<std::unique_ptr<LateJoinSubscriber>> late = LateJoinSubscriber::open(*this, topic, o);
+  if (!late.ok()) return late.status();
+  return Subscriber(std::move(*late));
+}
+
+absl::StatusOr<Subscriber> Context::live_subscriber(std::string_view topic) {
   auto s = impl_->open_subscriber(topic);
   if (!s.ok()) return s.status();
   return Subscriber(std::move(*s));

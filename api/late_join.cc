@@ -2,8 +2,11 @@
 // live Subscriber, merged by (session, sequence).
 #include "pollux/late_join.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -83,7 +86,10 @@ class LateJoinImpl {
         ++st.duplicates;
         return false;
       }
-      st.missing += m.sequence - last_seq - 1;
+      if (m.sequence != last_seq + 1) {
+        st.missing += m.sequence - last_seq - 1;
+        ++st.gaps;
+      }
     }
     have_last = true;
     last_session = m.session_id;
@@ -95,7 +101,7 @@ class LateJoinImpl {
   }
 
   absl::Status subscribe_live() {
-    absl::StatusOr<Subscriber> s = ctx->subscriber(topic);
+    absl::StatusOr<Subscriber> s = ctx->live_subscriber(topic);
     if (!s.ok()) return s.status();
     sub.emplace(std::move(*s));
     return absl::OkStatus();
@@ -155,10 +161,14 @@ class LateJoinImpl {
     return n;
   }
   int poll_once(void (*fn)(void*, const Message&), void* c, int limit) noexcept;
+
+  std::uint32_t stream_id = 0;
+  bool closed = false;
 };
 
 int LateJoinImpl::poll_once(void (*fn)(void*, const Message&), void* c, int limit) noexcept {
   int n = 0;
+  if (closed) return 0;
   if (state == State::kLive) {
     return sub->poll(
         [&](const Message& m) {
@@ -285,6 +295,7 @@ absl::StatusOr<std::unique_ptr<LateJoinSubscriber>> LateJoinSubscriber::open(Con
   }
   auto impl = std::make_unique<detail::LateJoinImpl>(ctx, std::string(topic), o, std::move(reader));
   impl->st.recording_id = id;
+  impl->stream_id = ctx.stream_id(topic);
   impl->errors = &core::error_log_of(ctx.impl_->counters.get());
   impl->make_counters();
   if (o.start == LateJoinOptions::Start::kLive) {
@@ -292,6 +303,34 @@ absl::StatusOr<std::unique_ptr<LateJoinSubscriber>> LateJoinSubscriber::open(Con
     impl->state = detail::LateJoinImpl::State::kLive;
   }
   return std::unique_ptr<LateJoinSubscriber>(new LateJoinSubscriber(std::move(impl)));
+}
+
+bool LateJoinSubscriber::wait(std::int64_t timeout_us) noexcept {
+  if (impl_->closed) return false;
+  if (impl_->state == detail::LateJoinImpl::State::kLive) return impl_->sub->wait(timeout_us);
+  if (timeout_us == 0) return true;
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(timeout_us < 0 ? 1000 : std::min<std::int64_t>(timeout_us, 1000)));
+  return true;
+}
+bool LateJoinSubscriber::arm() noexcept {
+  return impl_->state == detail::LateJoinImpl::State::kLive && !impl_->closed && impl_->sub->arm();
+}
+void LateJoinSubscriber::disarm() noexcept {
+  if (impl_->state == detail::LateJoinImpl::State::kLive) impl_->sub->disarm();
+}
+int LateJoinSubscriber::notify_fd() const noexcept {
+  return impl_->state == detail::LateJoinImpl::State::kLive ? impl_->sub->notify_fd() : -1;
+}
+bool LateJoinSubscriber::is_connected() const noexcept {
+  if (impl_->closed) return false;
+  return impl_->sub.has_value() ? impl_->sub->is_connected() : true;
+}
+std::uint32_t LateJoinSubscriber::stream_id() const noexcept { return impl_->stream_id; }
+std::string_view LateJoinSubscriber::topic() const noexcept { return impl_->topic; }
+void LateJoinSubscriber::close() noexcept {
+  impl_->closed = true;
+  if (impl_->sub.has_value()) impl_->sub->close();
 }
 
 int LateJoinSubscriber::poll_impl(void (*fn)(void*, const Message&), void* ctx, int limit) noexcept {

@@ -148,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Recorder>> Recorder::start(Context& ctx, const Re
   impl->o = options;
   impl->stream_id = ctx.stream_id(options.topic);
   // Subscribe first: what is published from here on is delivered to us and so recorded.
-  absl::StatusOr<Subscriber> sub = ctx.subscriber(options.topic);
+  absl::StatusOr<Subscriber> sub = ctx.live_subscriber(options.topic);
   if (!sub.ok()) return sub.status();
   impl->sub = std::make_unique<Subscriber>(std::move(*sub));
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "api/internal.h"
+#include "pollux/late_join.h"
 
 namespace pollux {
 namespace detail {
@@ -351,35 +352,71 @@ void SubscriberImpl::close() noexcept {
 }  // namespace detail
 
 Subscriber::Subscriber(std::shared_ptr<detail::SubscriberImpl> impl) : impl_(std::move(impl)) {}
+Subscriber::Subscriber(std::unique_ptr<LateJoinSubscriber> late) : late_(std::move(late)) {}
 Subscriber::Subscriber(Subscriber&& o) noexcept = default;
 Subscriber& Subscriber::operator=(Subscriber&& o) noexcept {
   if (this != &o) {
     close();
     impl_ = std::move(o.impl_);
+    late_ = std::move(o.late_);
   }
   return *this;
 }
 Subscriber::~Subscriber() { close(); }
 
+// A subscriber is either a live one (impl_) or a late joiner (late_), never both; the live one is
+// tested first so its poll pays nothing for the other.
 int Subscriber::poll_impl(const detail::Handlers& h, int limit) noexcept {
-  return impl_ != nullptr ? impl_->poll(h, limit) : 0;
+  if (impl_ != nullptr) [[likely]]
+    return impl_->poll(h, limit);
+  return late_ != nullptr ? late_->poll_impl(h.on_message, h.ctx, limit) : 0;
 }
 bool Subscriber::wait(std::int64_t timeout_us) noexcept {
+  if (late_ != nullptr) return late_->wait(timeout_us);
   return impl_ != nullptr && impl_->wait(timeout_us < 0 ? -1 : timeout_us * 1000);
 }
-bool Subscriber::arm() noexcept { return impl_ != nullptr && impl_->arm(); }
+bool Subscriber::arm() noexcept {
+  if (late_ != nullptr) return late_->arm();
+  return impl_ != nullptr && impl_->arm();
+}
 void Subscriber::disarm() noexcept {
   if (impl_ != nullptr) impl_->disarm();
+  if (late_ != nullptr) late_->disarm();
 }
-int Subscriber::notify_fd() const noexcept { return impl_ != nullptr ? impl_->notify_fd() : -1; }
-bool Subscriber::is_connected() const noexcept { return impl_ != nullptr && impl_->connected(); }
-std::uint32_t Subscriber::stream_id() const noexcept { return impl_ != nullptr ? impl_->stream_id : 0; }
-std::string_view Subscriber::topic() const noexcept { return impl_ != nullptr ? std::string_view(impl_->topic) : ""; }
-std::uint64_t Subscriber::messages_received() const noexcept { return impl_ != nullptr ? impl_->received : 0; }
-std::uint64_t Subscriber::messages_lost() const noexcept { return impl_ != nullptr ? impl_->lost : 0; }
-std::uint64_t Subscriber::gaps_reported() const noexcept { return impl_ != nullptr ? impl_->gaps : 0; }
+int Subscriber::notify_fd() const noexcept {
+  if (late_ != nullptr) return late_->notify_fd();
+  return impl_ != nullptr ? impl_->notify_fd() : -1;
+}
+bool Subscriber::is_connected() const noexcept {
+  if (late_ != nullptr) return late_->is_connected();
+  return impl_ != nullptr && impl_->connected();
+}
+std::uint32_t Subscriber::stream_id() const noexcept {
+  if (late_ != nullptr) return late_->stream_id();
+  return impl_ != nullptr ? impl_->stream_id : 0;
+}
+std::string_view Subscriber::topic() const noexcept {
+  if (late_ != nullptr) return late_->topic();
+  return impl_ != nullptr ? std::string_view(impl_->topic) : "";
+}
+std::uint64_t Subscriber::messages_received() const noexcept {
+  if (late_ != nullptr) {
+    const LateJoinStatus s = late_->status();
+    return s.replayed + s.live;
+  }
+  return impl_ != nullptr ? impl_->received : 0;
+}
+std::uint64_t Subscriber::messages_lost() const noexcept {
+  if (late_ != nullptr) return late_->status().missing;
+  return impl_ != nullptr ? impl_->lost : 0;
+}
+std::uint64_t Subscriber::gaps_reported() const noexcept {
+  if (late_ != nullptr) return late_->status().gaps;
+  return impl_ != nullptr ? impl_->gaps : 0;
+}
 void Subscriber::close() noexcept {
   if (impl_ != nullptr) impl_->close();
+  if (late_ != nullptr) late_->close();
 }
 
 }  // namespace pollux

@@ -260,7 +260,13 @@ const ConfigTable<StreamConfig>& stream_table() {
         .boolean("publisher_timestamp", &S::publisher_timestamp,
                  "stamp each message with the publisher's clock at offer (Message::publisher_ns); false: "
                  "publisher_ns is 0 and offer() reads no clock (one TSC read, ~10-15 ns, off every offer; traced "
-                 "messages still stamp)");
+                 "messages still stamp)")
+        .text("recording_directory", &S::recording_directory, "a path",
+              "late join (start other than \"live\"): the directory whose recording of this topic a subscriber "
+              "reads first (\"\" = this configuration's [[recordings]] entry of the topic)")
+        .size("max_catchup_bytes", &S::max_catchup_bytes, 1ull << 16, 1ull << 40,
+              "late join: live messages a subscriber keeps while its replay catches up, at most (payload + 32 B "
+              "each); beyond it the catch-up is abandoned, counted (fell_behind) and retried");
     return t;
   }();
   return table;
@@ -315,12 +321,74 @@ StreamField kernel_timestamps_field() {
           }};
 }
 
+// start: "live", "earliest", { sequence = N } or { time = "RFC 3339" }, which no ConfigTable key
+// type takes.
+StreamField start_field() {
+  using Start = StreamConfig::Start;
+  return {"start",
+          "where a subscriber of this stream starts: \"live\" (now), \"earliest\" (the recording's first message), "
+          "{ sequence = N } or { time = \"2026-12-07T09:30:00Z\" } (the recording from there); anything but live "
+          "reads the stream's recording, then switches to the live stream, every sequence once (docs/ARCHIVE.md)",
+          [](StreamConfig& s, const toml::node& n) -> std::string {
+            constexpr const char* kWant =
+                "expected \"live\", \"earliest\", { sequence = N } or { time = \"RFC 3339 time\" }";
+            if (n.is_string()) {
+              const std::string v = *n.value<std::string>();
+              if (v == "live" || v == "earliest") {
+                s.start = v == "live" ? Start::kLive : Start::kEarliest;
+                return "";
+              }
+              return absl::StrCat(kWant, ", got ", quote(v));
+            }
+            const toml::table* t = n.as_table();
+            if (t == nullptr || t->size() != 1) return absl::StrCat(kWant, ", got ", describe(n));
+            const auto entry = t->begin();
+            const std::string k(entry->first.str());
+            const toml::node& v = entry->second;
+            if (k == "sequence") {
+              const std::optional<std::int64_t> q = v.value_exact<std::int64_t>();
+              if (!v.is_integer() || !q || *q < 1)
+                return absl::StrCat("sequence: expected an integer >= 1, got ", describe(v));
+              s.start = Start::kSequence;
+              s.start_sequence = static_cast<std::uint64_t>(*q);
+              return "";
+            }
+            if (k == "time") {
+              std::int64_t ns = 0;
+              const std::optional<std::string> text = v.value_exact<std::string>();
+              if (!text || !parse_rfc3339(*text, &ns)) {
+                return absl::StrCat("time: expected an RFC 3339 time such as \"2026-12-07T09:30:00Z\", got ",
+                                    describe(v));
+              }
+              s.start = Start::kTime;
+              s.start_time_ns = ns;
+              s.start_time = *text;
+              return "";
+            }
+            return absl::StrCat(kWant, ", got a table with ", quote(k));
+          },
+          [](const StreamConfig& s) -> std::string {
+            switch (s.start) {
+              case Start::kLive:
+                return quote("live");
+              case Start::kEarliest:
+                return quote("earliest");
+              case Start::kSequence:
+                return absl::StrCat("{ sequence = ", s.start_sequence, " }");
+              case Start::kTime:
+                return absl::StrCat("{ time = ", quote(s.start_time), " }");
+            }
+            return quote("live");
+          }};
+}
+
 const std::vector<StreamField>& stream_fields() {
   static const std::vector<StreamField> table = [] {
     std::vector<StreamField> t;
     for (const ConfigKeys::Key& k : stream_table().keys()) {
       t.push_back(key_field<StreamConfig>(k.name, k, itself<StreamConfig>));
       if (k.name == "udp_port") t.push_back(kernel_timestamps_field());  // printed in this place
+      if (k.name == "publisher_timestamp") t.push_back(start_field());
     }
     return t;
   }();
@@ -540,6 +608,19 @@ class Parser {
   }
 
   absl::Status validate(const Config& c) const {
+    for (std::size_t i = 0; i < c.streams.size(); ++i) {
+      const StreamConfig& sc = c.streams[i];
+      if (sc.start == StreamConfig::Start::kLive || !sc.recording_directory.empty()) continue;
+      bool recorded = false;
+      for (const RecordingConfig& r : c.recordings) recorded = recorded || r.topic == sc.topic;
+      if (!recorded) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s:%d: streams[%d].start: a start other than \"live\" reads the stream's recording: set "
+            "recording_directory in this entry (the recorder's directory), or record the topic %s here with a "
+            "[[recordings]] entry",
+            source_, sc.line, i, quote(sc.topic)));
+      }
+    }
     for (const RegisteredTable& t : config_registry().tables()) {
       if (!t.validate) continue;
       if (ConfigIssue i = t.validate(c); !i.key.empty()) return at(i.key, i.message);
@@ -566,6 +647,68 @@ class Parser {
   std::string source_;
   std::map<std::string, int> lines_;
 };
+
+}  // namespace
+
+bool parse_rfc3339(std::string_view text, std::int64_t* ns) {
+  // YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)
+  std::size_t i = 0;
+  auto digits = [&](int n, int* out) {
+    int v = 0;
+    for (int k = 0; k < n; ++k, ++i) {
+      if (i >= text.size() || !absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) return false;
+      v = v * 10 + (text[i] - '0');
+    }
+    *out = v;
+    return true;
+  };
+  auto lit = [&](auto pred) { return i < text.size() && pred(text[i]) ? (++i, true) : false; };
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (!digits(4, &year) || !lit([](char c) { return c == '-'; }) || !digits(2, &month) ||
+      !lit([](char c) { return c == '-'; }) || !digits(2, &day) ||
+      !lit([](char c) { return c == 'T' || c == 't' || c == ' '; }) || !digits(2, &hour) ||
+      !lit([](char c) { return c == ':'; }) || !digits(2, &minute) || !lit([](char c) { return c == ':'; }) ||
+      !digits(2, &second)) {
+    return false;
+  }
+  std::int64_t frac = 0;
+  if (lit([](char c) { return c == '.'; })) {
+    int n = 0;
+    for (; i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i])); ++i, ++n) {
+      if (n < 9) frac = frac * 10 + (text[i] - '0');
+    }
+    if (n == 0) return false;
+    for (; n < 9; ++n) frac *= 10;
+  }
+  std::int64_t offset_s = 0;
+  if (lit([](char c) { return c == 'Z' || c == 'z'; })) {
+  } else if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    const int sign = text[i++] == '-' ? -1 : 1;
+    int oh = 0, om = 0;
+    if (!digits(2, &oh) || !lit([](char c) { return c == ':'; }) || !digits(2, &om) || oh > 23 || om > 59) {
+      return false;
+    }
+    offset_s = sign * (oh * 3600 + om * 60);
+  } else {
+    return false;
+  }
+  if (i != text.size() || month < 1 || month > 12 || hour > 23 || minute > 59 || second > 60) return false;
+  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (day < 1 || day > kDays[month - 1] || (month == 2 && day == 29 && !leap)) return false;
+  // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
+  const int y = year - (month <= 2 ? 1 : 0);
+  const int era = y / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const std::int64_t days = static_cast<std::int64_t>(era) * 146097 + doe - 719468;
+  const std::int64_t secs = days * 86400 + hour * 3600 + minute * 60 + std::min(second, 59) - offset_s;
+  *ns = secs * 1'000'000'000 + frac;
+  return true;
+}
+
+namespace {
 
 std::uint32_t fnv1a(std::string_view s) {
   std::uint32_t h = 2166136261u;

@@ -36,8 +36,21 @@ struct StreamConfig {
   int kernel_timestamps = -1;     // udp: SO_TIMESTAMPING on this stream (1/0), -1 = udp.kernel_timestamps
   bool publisher_timestamp =
       true;  // frames carry the publisher's clock at offer (Message::publisher_ns); false: 0, no clock read per offer
-  int line = 0;  // where it was defined (for later diagnostics)
+  // Late join (docs/ARCHIVE.md): where a subscriber of this stream starts. kLive: now; otherwise it
+  // reads the stream's recording from there, then switches to the live stream.
+  enum class Start : std::uint8_t { kLive, kEarliest, kSequence, kTime };
+  Start start = Start::kLive;
+  std::uint64_t start_sequence = 0;  // start = { sequence = N }
+  std::int64_t start_time_ns = 0;    // start = { time = "RFC 3339" }: CLOCK_REALTIME nanoseconds
+  std::string start_time;            // ... as written
+  std::string recording_directory;   // the recording read ("" = this context's [[recordings]] entry of the topic)
+  std::uint64_t max_catchup_bytes = 64ull << 20;  // live messages kept while catching up, at most
+  int line = 0;                                   // where it was defined (for later diagnostics)
 };
+
+// "2026-12-07T09:30:00Z", "2026-12-07T09:30:00.123456789+01:00" (RFC 3339; 't', 'z' and a space
+// for 'T' accepted) -> CLOCK_REALTIME nanoseconds. False when it is not one.
+bool parse_rfc3339(std::string_view text, std::int64_t* ns);
 
 // A [[recordings]] entry: a stream the context records to disk (docs/ARCHIVE.md).
 enum class RecordingFsync : std::uint8_t { kNone, kInterval, kEvery };

@@ -13,7 +13,7 @@
 #   asan     build-asan/  ASan+UBSan build, every test except the VM suite, the install tests
 #                         and the malloc-interposing data-path probe (reasons in their CMakeLists)
 #   tsan     build-tsan/  TSan build of the threaded programs: rings, pool, shm, API, UDP, the exchange,
-#                         the feed handler's capture writer, the recorder's thread
+#                         the feed handler's capture writer, the recorder's thread, late join
 #   fuzz     build-fuzz/  clang libFuzzer harnesses (tests/fuzz), N seconds each (default 30)
 # A sanitizer report aborts the test that triggered it, so the stage fails.
 set -euo pipefail
@@ -52,7 +52,7 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
 # Programs the TSan stage builds and runs (their ctest label is the program name).
 TSAN_PROGRAMS=(ring_test pool_test poller_test controller_test clock_topology_test shm_log_test shm_segment_test shm_ipc_test
                shm_hardening_test api_test udp_transport_test udp_reliability_test exchange_test contract_test
-               feed_pcap_test recording_test)
+               feed_pcap_test recording_test late_join_test)
 
 failed=()
 stage_time() { printf '[test] stage %s: %s in %d s\n' "$1" "$2" "$(( $(date +%s) - $3 ))"; }

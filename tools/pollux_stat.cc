@@ -137,9 +137,27 @@ struct Position {
   std::optional<std::uint64_t> lag;  // subscribers: publisher position - this one
 };
 
+// A late-joining subscriber's counters (scope "late join <topic>", api/late_join.cc).
+struct LateJoin {
+  std::string topic;
+  std::map<std::string, std::uint64_t, std::less<>> v;
+  std::uint64_t get(std::string_view k) const {
+    auto it = v.find(k);
+    return it == v.end() ? 0 : it->second;
+  }
+  const char* state() const {
+    static constexpr const char* kNames[] = {"replaying", "catching_up", "merged", "live"};
+    const std::uint64_t s = get("state");
+    return s < 4 ? kNames[s] : "unknown";
+  }
+};
+constexpr std::string_view kLateJoinScope = "late join ";
+constexpr std::string_view kLateJoinCounts[] = {"replayed", "buffered", "live", "duplicates", "missing", "fell_behind"};
+
 struct Process {
   CountersFileSnapshot snap;
   std::vector<Group> pollers, pubs, subs;
+  std::vector<LateJoin> late_joins;
   std::vector<CounterSnapshot> other;
   std::map<std::uint32_t, std::uint64_t> transport_pub_position;  // stream -> next sequence (udp/rdma)
   std::uint64_t errors = 0;
@@ -188,6 +206,14 @@ Process make_process(CountersFileSnapshot snap) {
       pos = std::max(pos, c.value);
     }
     if (c.kind == CounterKind::kProcess && c.name == "errors") p.errors = c.value;
+    if (std::string_view(c.scope).rfind(kLateJoinScope, 0) == 0) {
+      const std::string topic = c.scope.substr(kLateJoinScope.size());
+      auto it =
+          std::find_if(p.late_joins.begin(), p.late_joins.end(), [&](const LateJoin& l) { return l.topic == topic; });
+      if (it == p.late_joins.end()) it = p.late_joins.insert(p.late_joins.end(), LateJoin{topic, {}});
+      it->v[c.name] = c.value;
+      continue;
+    }
     p.other.push_back(c);
   }
   for (auto& [key, g] : groups) {  // in owner order: the order they were opened
@@ -453,6 +479,11 @@ std::string render_text(const Snapshot& s, const Rates& rates, bool all, bool er
                             rate(p, g, StreamNames::bytes), g.get(StreamNames::gaps), g.get(StreamNames::lost),
                             g.get(StreamNames::overruns), g.get(StreamNames::events), g.get(StreamNames::malformed));
     }
+    for (const LateJoin& l : p.late_joins) {
+      absl::StrAppendFormat(&out, "  late join %s  state %s", printable(l.topic), l.state());
+      for (std::string_view k : kLateJoinCounts) absl::StrAppendFormat(&out, "  %s %u", k, l.get(k));
+      out += "\n";
+    }
     text_errors(out, p);
     bool header = false;
     for (const CounterSnapshot& c : p.other) {
@@ -581,6 +612,13 @@ std::string render_json(const Snapshot& s) {
                                  StreamNames::overruns, StreamNames::events, StreamNames::malformed}) {
         j.field(k, g.get(k));
       }
+      j.end_object();
+    }
+    j.end_array();
+    j.key("late_joins").begin_array();
+    for (const LateJoin& l : p.late_joins) {
+      j.begin_object().field("topic", l.topic).field("state", l.state());
+      for (std::string_view k : kLateJoinCounts) j.field(k, l.get(k));
       j.end_object();
     }
     j.end_array();

@@ -18,7 +18,8 @@ namespace pollux {
 
 namespace detail {
 class ContextImpl;
-}
+class LateJoinImpl;
+}  // namespace detail
 
 // A counter of the application's own, kept in the context's counters file beside Pollux's
 // (pollux-stat shows it under its scope). One thread writes it (add/set: a relaxed load and
@@ -53,7 +54,9 @@ class POLLUX_API Context {
   ~Context();
 
   // Opens a publisher / subscriber on a topic. Topics listed in [[streams]] use their
-  // configured stream id; others get a stable id derived from the name.
+  // configured stream id; others get a stable id derived from the name. A [[streams]] entry's
+  // `start` other than "live" makes subscriber() a late joiner (pollux/late_join.h): it reads
+  // the stream's recording first, then the live stream.
   absl::StatusOr<Publisher> publisher(std::string_view topic);
   absl::StatusOr<Subscriber> subscriber(std::string_view topic);
 
@@ -77,7 +80,11 @@ class POLLUX_API Context {
   AppCounter counter(std::string_view scope, std::string_view name);
 
  private:
-  friend class LateJoinSubscriber;  // writes to the context's error log
+  friend class LateJoinSubscriber;    // writes to the context's error log
+  friend class detail::LateJoinImpl;  // subscribes to the live stream (live_subscriber)
+  friend class Recorder;              // records the live stream
+  // A subscriber of the live stream, whatever the stream's `start` says.
+  absl::StatusOr<Subscriber> live_subscriber(std::string_view topic);
   Context() = default;
   static absl::StatusOr<std::unique_ptr<Context>> adopt(absl::StatusOr<std::unique_ptr<detail::ContextImpl>> impl);
   std::unique_ptr<detail::ContextImpl> impl_;

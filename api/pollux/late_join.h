@@ -55,6 +55,7 @@ struct LateJoinStatus {
   std::uint64_t live = 0;         // live messages delivered (kept ones included)
   std::uint64_t duplicates = 0;   // live messages already delivered from the recording, skipped
   std::uint64_t missing = 0;      // sequences neither side had
+  std::uint64_t gaps = 0;         // places where sequences were missing
   std::uint64_t fell_behind = 0;  // catch-ups abandoned: the live stream ran ahead of max_buffered_bytes
   std::uint64_t last_sequence = 0;
   std::string error;  // the recording failed its checks (file and offset); the subscriber stops
@@ -85,7 +86,22 @@ class POLLUX_API LateJoinSubscriber {
   LateJoinStatus status() const;
   const char* state() const noexcept;
 
+  // Waiting (as Subscriber's): once live, the live subscriber's. Before, the recording is a file
+  // with nothing to wait on, so wait() sleeps at most 1 ms and returns true, arm() returns false
+  // (poll now) and notify_fd() is -1.
+  bool wait(std::int64_t timeout_us) noexcept;
+  [[nodiscard]] bool arm() noexcept;
+  void disarm() noexcept;
+  int notify_fd() const noexcept;
+  // True while history is delivered; once the live stream is subscribed, its publisher's.
+  bool is_connected() const noexcept;
+  std::uint32_t stream_id() const noexcept;
+  std::string_view topic() const noexcept;
+  // Closes the live subscription and stops reading; poll() then returns 0.
+  void close() noexcept;
+
  private:
+  friend class Subscriber;
   explicit LateJoinSubscriber(std::unique_ptr<detail::LateJoinImpl> impl);
   int poll_impl(void (*fn)(void*, const Message&), void* ctx, int limit) noexcept;
   std::unique_ptr<detail::LateJoinImpl> impl_;

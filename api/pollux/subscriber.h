@@ -17,6 +17,8 @@
 
 namespace pollux {
 
+class LateJoinSubscriber;
+
 namespace detail {
 class SubscriberImpl;
 
@@ -114,11 +116,18 @@ class POLLUX_API Subscriber {
 
   void close() noexcept;
 
+  // A late joiner's (a [[streams]] `start` other than "live"): its state and counts; nullptr for
+  // a subscriber of the live stream only. While it replays the recording there is no file
+  // descriptor to wait on: wait() then sleeps at most 1 ms, arm() returns false, notify_fd() -1.
+  const LateJoinSubscriber* late_join() const noexcept { return late_.get(); }
+
  private:
   friend class Context;
   explicit Subscriber(std::shared_ptr<detail::SubscriberImpl> impl);
+  explicit Subscriber(std::unique_ptr<LateJoinSubscriber> late);
   int poll_impl(const detail::Handlers& h, int limit) noexcept;
   std::shared_ptr<detail::SubscriberImpl> impl_;
+  std::unique_ptr<LateJoinSubscriber> late_;  // set instead of impl_ for a late joiner
 };
 
 }  // namespace pollux

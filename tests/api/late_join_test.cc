@@ -99,6 +99,7 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
   constexpr std::uint64_t kCount = 200000;  // joins happen within the first kCount messages
   constexpr std::uint64_t kWindow = 100000;
   std::atomic<std::uint64_t> slowest{0};  // the lowest sequence a joiner is due (0: none yet)
+  std::atomic<bool> replaying{false};     // a joiner has not reached the recording's end yet
   std::atomic<std::uint64_t> published{0};
   std::atomic<bool> stop_publisher{false};
   std::atomic<bool> stop_recorder{false};
@@ -117,11 +118,12 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
         // The joiners share one thread and each reads the recording with a tenth of it, so a
         // publisher on a core of its own outruns them (by far under a sanitizer). It goes on as
         // fast as it can until it is kWindow messages ahead of the slowest joiner, then waits
-        // until that joiner is within 1,000 (it has read the recording to its end): every
-        // joiner then reaches the live stream whatever the machine's speed.
+        // until no joiner is still reading the recording without having reached its end: with
+        // the publisher paused the recording stops growing, so each one gets there, subscribes
+        // the live stream (which back-pressure then paces by it) and merges, whatever the
+        // machine's speed.
         if (i > slowest.load(std::memory_order_acquire) + kWindow) {
-          while (i > slowest.load(std::memory_order_acquire) + 1000 &&
-                 !stop_publisher.load(std::memory_order_acquire)) {
+          while (replaying.load(std::memory_order_acquire) && !stop_publisher.load(std::memory_order_acquire)) {
             std::this_thread::yield();
           }
         }
@@ -180,10 +182,17 @@ TEST(LateJoin, TenJoinersAtRandomTimesEachGetEverySequenceFromTheirStartExactlyO
     }
     int work = 0;
     std::uint64_t low = next_join < join_at.size() ? join_at[next_join] : ~0ull;
+    bool any_replaying = false;
     for (Joiner& j : joiners) {
-      work += j.sub->poll(j.check, 1024);
-      if (j.check.problem.empty()) low = std::min(low, j.check.next);  // a failed one is done
+      // The live joiners pace the publisher (back-pressure), 1,024 messages a round each; one
+      // still reading the recording with the same budget would only keep pace, never catch up.
+      const bool is_live = std::string_view(j.sub->state()) == "live";
+      work += j.sub->poll(j.check, is_live ? 1024 : 4096);
+      if (!j.check.problem.empty()) continue;  // a failed one is done
+      low = std::min(low, j.check.next);
+      any_replaying = any_replaying || std::string_view(j.sub->state()) == "replaying";
     }
+    replaying.store(any_replaying, std::memory_order_release);
     slowest.store(low, std::memory_order_release);
     if (work == 0) std::this_thread::yield();
   }
@@ -265,6 +274,80 @@ TEST(LateJoin, ALiveStreamRunningAheadOfTheBufferIsReportedAndMemoryStaysBounded
   EXPECT_EQ(check.next, seq + 1);
   EXPECT_STREQ((*j)->state(), "live");
   ASSERT_TRUE(rec->stop().ok());
+}
+
+// The configuration alone makes ctx->subscriber() a late joiner: [[streams]] start, with the
+// context's own [[recordings]] entry of the topic as the recording.
+TEST(LateJoin, AStartInTheStreamsConfigurationMakesSubscriberALateJoiner) {
+  pollux::testing::TempDir d("pollux-latejoin");
+  const std::string toml = absl::StrCat(config(unique_name("ljc")),
+                                        "[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = { sequence = 50 }\n"
+                                        "[[recordings]]\ntopic = \"quotes\"\ndirectory = \"",
+                                        d.path(), "\"\nsegment_size = \"1MiB\"\n");
+  auto ctx = Context::from_string(toml, "ljc.toml");
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto pub = (*ctx)->publisher("quotes");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::uint64_t seq = 0;
+  auto publish = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::vector<std::byte> p = payload(++seq);
+      while (pub->offer(p.data(), p.size()) < 0) std::this_thread::yield();  // the recorder's thread drains
+    }
+  };
+  publish(100);
+  auto sub = (*ctx)->subscriber("quotes");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_NE(sub->late_join(), nullptr);
+  EXPECT_EQ(sub->stream_id(), 7u);
+  EXPECT_EQ(sub->topic(), "quotes");
+  EXPECT_TRUE(sub->is_connected());
+  Check check;
+  check.start = check.next = 50;
+  // More published while it replays, in rounds (the stream's log is 1 MiB: back-pressure from this
+  // subscriber once it is live is released by polling it).
+  for (int round = 0; round < 20; ++round) {
+    publish(500);
+    for (int i = 0; i < 50 && check.next <= seq; ++i) {
+      if (sub->poll(check, 256) == 0) sub->wait(100);
+    }
+  }
+  while (check.next <= seq && check.problem.empty()) {
+    if (sub->poll(check, 256) == 0) sub->wait(1000);
+  }
+  const LateJoinStatus st = sub->late_join()->status();
+  EXPECT_EQ(check.problem, "");
+  EXPECT_EQ(check.received, seq - 49);
+  EXPECT_EQ(sub->messages_received(), seq - 49);
+  EXPECT_EQ(sub->messages_lost(), 0u);
+  EXPECT_STREQ(st.state, "live") << st.replayed << " replayed, " << st.live << " live";
+  EXPECT_GT(st.replayed, 0u);
+  // Another subscriber of the same stream is a late joiner too (every subscriber of the topic).
+  auto again = (*ctx)->subscriber("quotes");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->late_join(), nullptr);
+  again->close();
+  sub->close();
+  EXPECT_EQ(sub->poll(check, 10), 0);
+}
+
+TEST(LateJoin, AStartWithoutARecordingIsAConfigurationError) {
+  const std::string base = config(unique_name("ljc"));
+  auto ctx = Context::from_string(base + "[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n", "ljc.toml");
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_NE(ctx.status().message().find("ljc.toml:8: streams[0].start: a start other than \"live\" reads the "
+                                        "stream's recording: set recording_directory"),
+            std::string::npos)
+      << ctx.status();
+  // A directory without a recording of the topic: the subscriber says so when it opens.
+  pollux::testing::TempDir d("pollux-latejoin");
+  auto ctx2 = Context::from_string(absl::StrCat(base, "[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n",
+                                                "recording_directory = \"", d.path(), "\"\n"),
+                                   "ljc.toml");
+  ASSERT_TRUE(ctx2.ok()) << ctx2.status();
+  auto sub = (*ctx2)->subscriber("quotes");
+  ASSERT_FALSE(sub.ok());
+  EXPECT_NE(sub.status().message().find("has no recording of quotes"), std::string::npos) << sub.status();
 }
 
 TEST(LateJoin, NoRecordingOfTheTopicIsAClearError) {

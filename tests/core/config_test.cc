@@ -215,6 +215,71 @@ TEST(ConfigTest, StreamsAreValidated) {
   });
 }
 
+TEST(ConfigTest, StreamStartTakesLiveEarliestASequenceOrATime) {
+  const std::string head =
+      "[[recordings]]\ntopic = \"a\"\ndirectory = \"/tmp/r\"\n[[streams]]\ntopic = \"a\"\nid = 1\n";
+  auto c = parse_config(head + "start = \"earliest\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->streams[0].start, StreamConfig::Start::kEarliest);
+  c = parse_config(head + "start = { sequence = 1234 }\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->streams[0].start, StreamConfig::Start::kSequence);
+  EXPECT_EQ(c->streams[0].start_sequence, 1234u);
+  c = parse_config(head + "start = { time = \"2026-12-07T09:30:00.5+01:00\" }\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->streams[0].start, StreamConfig::Start::kTime);
+  EXPECT_EQ(c->streams[0].start_time_ns,
+            1796635800'500'000'000 - 3600'000'000'000);  // date -u -d 2026-12-07T09:30:00Z +%s
+  // The effective configuration prints it back as written.
+  EXPECT_NE(c->to_toml().find("start = { time = \"2026-12-07T09:30:00.5+01:00\" }"), std::string::npos);
+  c = parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"live\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->streams[0].start, StreamConfig::Start::kLive);
+  c = parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"earliest\"\nrecording_directory = \"/r\"\n",
+                   "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+
+  const std::string want = "expected \"live\", \"earliest\", { sequence = N } or { time = \"RFC 3339 time\" }";
+  ExpectErrors({
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"later\"\n",
+       "feed.toml:4: streams[0].start: " + want + ", got \"later\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = 5\n", "feed.toml:4: streams[0].start: " + want + ", got 5"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = { sequence = 0 }\n",
+       "feed.toml:4: streams[0].start: sequence: expected an integer >= 1, got 0"},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = { sequence = \"5\" }\n",
+       "feed.toml:4: streams[0].start: sequence: expected an integer >= 1, got \"5\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = { time = \"yesterday\" }\n",
+       "feed.toml:4: streams[0].start: time: expected an RFC 3339 time such as \"2026-12-07T09:30:00Z\", got "
+       "\"yesterday\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = { time = \"2026-02-29T09:30:00Z\" }\n",
+       "feed.toml:4: streams[0].start: time: expected an RFC 3339 time such as \"2026-12-07T09:30:00Z\", got "
+       "\"2026-02-29T09:30:00Z\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = { offset = 3 }\n",
+       "feed.toml:4: streams[0].start: " + want + ", got a table with \"offset\""},
+      {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"earliest\"\n",
+       "feed.toml:1: streams[0].start: a start other than \"live\" reads the stream's recording: set "
+       "recording_directory in this entry (the recorder's directory), or record the topic \"a\" here with a "
+       "[[recordings]] entry"},
+  });
+}
+
+TEST(ConfigTest, Rfc3339) {
+  std::int64_t ns = 0;
+  ASSERT_TRUE(parse_rfc3339("1970-01-01T00:00:00Z", &ns));
+  EXPECT_EQ(ns, 0);
+  ASSERT_TRUE(parse_rfc3339("2000-03-01t00:00:00.000000001z", &ns));
+  EXPECT_EQ(ns, 951868800'000'000'001);
+  ASSERT_TRUE(parse_rfc3339("1969-12-31 23:59:59-00:30", &ns));
+  EXPECT_EQ(ns, 1799'000'000'000);
+  ASSERT_TRUE(parse_rfc3339("2024-02-29T12:00:00+00:00", &ns));
+  EXPECT_EQ(ns, 1709208000'000'000'000);
+  for (const char* bad :
+       {"", "2026-12-07", "2026-12-07T09:30:00", "2026-13-01T00:00:00Z", "2026-12-32T00:00:00Z", "2026-12-07T24:00:00Z",
+        "2026-12-07T09:30:00.Z", "2026-12-07T09:30:00Z ", "2026-12-07T09:30:00+1:00", "+2026-12-07T09:30:00Z"}) {
+    EXPECT_FALSE(parse_rfc3339(bad, &ns)) << bad;
+  }
+}
+
 TEST(ConfigTest, CrossFieldChecksPointAtTheKey) {
   EXPECT_EQ(error_of("[pool]\nslot_size = 8192\n[shm]\nlog_size = \"128KiB\"\n"),
             "feed.toml:2: pool.slot_size: 8192 is larger than shm.log_size/32 = 4096: frames that big do not fit the "

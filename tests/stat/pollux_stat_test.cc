@@ -488,6 +488,62 @@ TEST_F(StatTest, WatchClearsTheScreenOnlyOnATerminal) {
 // Automatic placement across contexts on this machine's real topology: each context's poller
 // gets a core of its own while unclaimed cores remain, the next one runs unpinned and says so
 // (describe() and its error log).
+// A late joiner (a [[streams]] start) shows its state and counts as a line of its own and in
+// --json's late_joins.
+TEST_F(StatTest, ALateJoinersStateAndCountsAreShown) {
+  const std::string rec_dir = dir + "/recording";
+  const std::string cfg = absl::StrFormat(
+      "[runtime]\nname = \"lj\"\nshm_dir = \"%s\"\nthreading = \"inline\"\nidle = \"yield\"\n"
+      "[shm]\nflow_control = \"backpressure\"\n[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n"
+      "recording_directory = \"%s\"\n",
+      dir, rec_dir);
+  auto ctx = Context::from_string(cfg, "lj.toml");
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  // The recorder on this thread: it has recorded what the test says, no more, no less.
+  RecordingOptions ro;
+  ro.topic = "quotes";
+  ro.directory = rec_dir;
+  ro.segment_size = 1 << 20;
+  auto rec = Recorder::start(**ctx, ro);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  auto pub = (*ctx)->publisher("quotes");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const char payload[16] = "0123456789abcde";
+  std::uint64_t published = 0;
+  auto publish = [&] {
+    while (pub->offer(payload, sizeof payload) < 0) (*rec)->poll();
+    ++published;
+    while ((*rec)->status().messages < published) (*rec)->poll();
+  };
+  for (int i = 0; i < 100; ++i) publish();
+  auto sub = (*ctx)->subscriber("quotes");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  int got = 0;
+  // Replay only what it can before the recording's end: at most 100 messages.
+  while (got < 40) got += sub->poll([](const Message&) {}, 40 - got);
+
+  std::string out;
+  ASSERT_EQ(stat({"--dir", dir}, &out), 0) << out;
+  EXPECT_NE(out.find("late join quotes  state replaying  replayed 40  buffered 0  live 0  duplicates 0  missing 0  "
+                     "fell_behind 0"),
+            std::string::npos)
+      << out;
+  for (int i = 0; i < 1000 && std::string(sub->late_join()->state()) != "live"; ++i) {
+    if (sub->poll([](const Message&) {}, 64) == 0) publish();
+  }
+  ASSERT_STREQ(sub->late_join()->state(), "live");
+  const Value doc = stat_json();
+  const Value* proc = find_process(doc, (*ctx)->counters_path());
+  ASSERT_NE(proc, nullptr);
+  const Value* lj = proc->get("late_joins");
+  ASSERT_NE(lj, nullptr);
+  ASSERT_EQ(lj->arr.size(), 1u);
+  EXPECT_EQ(str(lj->arr[0].get("topic")), "quotes");
+  EXPECT_EQ(str(lj->arr[0].get("state")), "live");
+  EXPECT_GE(num(lj->arr[0].get("replayed")), 100);
+  EXPECT_EQ(num(lj->arr[0].get("missing")), 0);
+}
+
 TEST_F(StatTest, ContextsOnTheRealTopologyDoNotShareCores) {
   const std::size_t cores = core::topology().cpus_on_node(-1).size();
   const std::size_t n = std::min<std::size_t>(cores, 4);
