@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/counters.h"
 #include "tests/support/itch_data.h"
 #include "tests/support/netns.h"
+#include "tests/support/payload.h"
 #include "tests/support/process.h"
 
 namespace {
@@ -418,6 +420,117 @@ TEST_F(UdpNetns, RetransmitBufferTooSmallReportsAnUnrecoverableGapWithTheRightCo
   EXPECT_EQ(s2.summary_value("order_errors"), 0) << s2.summary();  // every gap starts where delivery stopped
   EXPECT_GE(s2.summary_value("gaps"), 1) << s2.summary();
   EXPECT_NE(s2.out().find("reason=2"), std::string::npos);  // GapReason::kLost
+}
+
+// pollux-recorder (docs/ARCHIVE.md) in one namespace and a live subscriber in another, 1,000,000
+// messages over multicast, 5% of the datagrams into the recorder's namespace dropped and, for a
+// while, all of them (the recorder cut off for longer than the 1 MiB retransmit buffer can
+// repair). The recording holds what the publisher sent, byte for byte - the same messages the
+// live subscriber received and checked - and every sequence the recorder did not get is inside
+// a gap marker: its own loss recorded, never silent. `verify` passes on the result.
+TEST_F(UdpNetns, RecorderWithWireLossRecordsWhatTheLiveSubscriberGotAndMarksItsOwnGaps) {
+  const std::string rec_dir = g_dir + "/rec-udp";
+  const Configs cfg = write_configs(
+      "-r", "retransmit_buffer = \"1MiB\"\ncoalesce_us = 20",
+      absl::StrFormat("coalesce_us = 20\n[[recordings]]\ntopic = \"md\"\ndirectory = \"%s\"\nsegment_size = "
+                      "\"16MiB\"\n",
+                      rec_dir),
+      "");
+  constexpr long long kCount = 1'000'000;
+  loss("s1", 5);
+  std::vector<std::string> argv = {"/usr/sbin/ip",  "netns",    "exec", ns("s1"),
+                                   POLLUX_RECORDER, "--config", cfg.s1, "--json"};
+  if (access(argv[0].c_str(), X_OK) != 0) argv[0] = "/sbin/ip";
+  Peer recorder(argv);
+  Peer s2("s2", md_args("sub", cfg.s2, {"--count", std::to_string(kCount), "--timeout", "120"}));
+  const std::string go = g_dir + "/go-recorder";
+  Peer pub("pub", md_args("pub", cfg.pub, {"--count", std::to_string(kCount), "--rate", "200000", "--go-file", go}));
+  ASSERT_TRUE(s2.wait_line("joined", 20)) << s2.out();
+  // The recorder has joined the session when its subscriber counted the join event (its counters
+  // file, runtime.name "pxu-s1-r").
+  auto recorder_joined = [] {
+    for (const std::string& path : pollux::core::list_counters_files("/dev/shm")) {
+      if (path.find("/pollux-pxu-s1-r-") == std::string::npos) continue;
+      auto snap = pollux::core::read_counters_file(path);
+      if (!snap.ok()) continue;
+      for (const auto& c : snap->counters) {
+        if (c.scope.rfind("sub stream", 0) == 0 && c.name == "stream_events" && c.value > 0) return true;
+      }
+    }
+    return false;
+  };
+  bool joined = false;
+  for (int i = 0; i < 400 && !(joined = recorder_joined()); ++i) usleep(50'000);
+  ASSERT_TRUE(joined) << "the recorder did not join within 20 s\n" << recorder.out();
+  open_gate(go);
+  ASSERT_TRUE(pub.wait_value("sent", 300000, 60)) << pub.out();
+  unloss("s1");
+  loss("s1", 100);  // cut off: 100,000 messages, far more than the retransmit buffer holds
+  const bool cut = pub.wait_value("sent", 400000, 60);
+  unloss("s1");
+  loss("s1", 5);
+  ASSERT_TRUE(cut) << pub.out();
+  EXPECT_EQ(pub.wait_exit(120), 0) << pub.out();
+  EXPECT_EQ(s2.wait_exit(60), 0) << s2.out();
+  // The recorder stops on SIGTERM once it had time for the last repairs (the linger).
+  usleep(1'500'000);
+  recorder.signal(SIGTERM);
+  EXPECT_EQ(recorder.wait_exit(60), 0) << recorder.out();
+  std::printf("%s\n%s\nrecorder: %s\n", pub.summary().c_str(), s2.summary().c_str(), recorder.out().c_str());
+  EXPECT_EQ(s2.summary_value("received") + s2.summary_value("lost"), kCount) << s2.summary();
+  EXPECT_EQ(s2.summary_value("bad"), 0) << s2.summary();
+  EXPECT_EQ(s2.summary_value("order_errors"), 0) << s2.summary();
+
+  // The recording, exported: each frame the publisher's message of its sequence (checked as the
+  // live subscriber checks it), in order; each gap marker right where frames stop.
+  const std::string recording = sh_out(absl::StrFormat("%s export 1 --dir %s", POLLUX_ARCHIVE, rec_dir));
+  std::istringstream lines(recording);
+  std::string line;
+  long long next = 1, frames = 0, gaps = 0, gap_messages = 0, bad = 0;
+  std::string problem;
+  auto field = [&](const std::string& l, const std::string& key) -> std::string {
+    const std::string k = "\"" + key + "\":";
+    const std::size_t p = l.find(k);
+    if (p == std::string::npos) return "";
+    std::size_t b = p + k.size(), e = b;
+    if (l[b] == '"') {
+      e = l.find('"', b + 1);
+      return l.substr(b + 1, e - b - 1);
+    }
+    while (e < l.size() && l[e] != ',' && l[e] != '}') ++e;
+    return l.substr(b, e - b);
+  };
+  while (std::getline(lines, line)) {
+    const std::string type = field(line, "type");
+    if (type == "frame") {
+      const long long seq = std::atoll(field(line, "sequence").c_str());
+      if (seq != next && problem.empty()) problem = absl::StrFormat("frame %d where %d was due", seq, next);
+      next = seq + 1;
+      ++frames;
+      const std::string hex = field(line, "payload_hex");
+      std::vector<std::byte> p(hex.size() / 2);
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        p[i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+      }
+      if (p.size() != 32 || !pollux::testing::check_payload(p.data(), 32, static_cast<std::uint64_t>(seq))) ++bad;
+    } else if (type == "gap") {
+      const long long from = std::atoll(field(line, "from").c_str()), to = std::atoll(field(line, "to").c_str());
+      if (from != next && problem.empty()) problem = absl::StrFormat("gap from %d where %d was due", from, next);
+      next = to + 1;
+      ++gaps;
+      gap_messages += to - from + 1;
+    }
+  }
+  std::printf("recording: %lld frames, %lld gap markers covering %lld messages\n", frames, gaps, gap_messages);
+  EXPECT_EQ(problem, "");
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(frames + gap_messages, kCount);
+  EXPECT_EQ(next, kCount + 1);
+  EXPECT_GE(gap_messages, 50000) << "the cut is recorded as lost";
+  EXPECT_GE(gaps, 1);
+  EXPECT_GT(frames, 0);
+  EXPECT_NE(recorder.out().find("\"gaps\": " + std::to_string(gaps)), std::string::npos) << recorder.out();
+  EXPECT_EQ(sh(absl::StrFormat("%s verify 1 --dir %s", POLLUX_ARCHIVE, rec_dir)), 0);
 }
 
 // ---- udp.datapath = "xdp" (docs/XDP.md): AF_XDP on each namespace's eth0 (veth, native XDP,
