@@ -287,16 +287,16 @@ absl::Status Recorder::stop() {
 // a core from the threads that are (a spinning or yielding recorder thread on a machine whose
 // cores the publisher and subscribers busy-poll preempts them: p99 x25 measured on 2 vCPUs,
 // docs/BENCHMARKS.md). So it drains in batches: a round in which some recorder filled its batch
-// goes on at once; any other round ends in a kIdleSleep sleep, so the thread wakes at most 5,000
-// times a second and the recording lags the stream by about kIdleSleep. kIdleSleep is bounded by
-// the transports: an inline UDP subscriber is served only by these polls (datagrams read, NAKs
-// sent), and with 1 ms between rounds a recorder behind 5% wire loss lost 63% of 1M messages
-// (repairs came too late for a 1 MiB retransmit buffer); with 200 us it lost none
-// (udp_netns_test). While a recorder waits for its publisher, rounds are kAttachSleep apart:
-// attaching takes polls, and what is published before it is not recorded.
+// goes on at once; any other round ends in a kIdleSleep sleep, so the thread wakes at most 1,000
+// times a second and the recording lags the stream by about kIdleSleep (below kBatch /
+// kIdleSleep = 4M messages/s; above, it never sleeps). An inline UDP subscriber is served only
+// by these polls (datagrams read, NAKs sent): 1M messages behind 5% wire loss, drained every
+// 1 ms, are recorded without a loss (udp_netns_test). While a recorder waits for its publisher,
+// rounds are kAttachSleep apart: attaching takes polls, and what is published before it is not
+// recorded.
 void Recorder::run(std::span<Recorder* const> recorders, const std::atomic<bool>& stop) {
   constexpr int kBatch = 4096;
-  constexpr std::chrono::microseconds kIdleSleep{200};  // see above
+  constexpr std::chrono::microseconds kIdleSleep{1000};  // see above
   constexpr std::chrono::microseconds kAttachSleep{50};
   while (!stop.load(std::memory_order_acquire)) {
     bool full = false, attaching = false;

@@ -80,9 +80,9 @@ class POLLUX_API Recorder {
   bool connected() const noexcept;
 
   // Drives `recorders` until `stop` is set, the way a context's [[recordings]] thread does: in
-  // batches of 4,096, a round that filled no batch followed by a 200 us sleep (50 us while one
+  // batches of 4,096, a round that filled no batch followed by a 1 ms sleep (50 us while one
   // waits for its publisher), so the thread does not compete for a core with the live path; the
-  // recordings lag the stream by about 200 us. Call it on a thread of its own.
+  // recordings lag the stream by about 1 ms. Call it on a thread of its own.
   static void run(std::span<Recorder* const> recorders, const std::atomic<bool>& stop);
 
  private:

@@ -330,7 +330,7 @@ struct LatencyResult {
   std::uint64_t recorded = 0;
   std::string error;
 };
-// `waker` (not attached): a thread that only sleeps 200 us at a time, as Recorder::run does between
+// `waker` (not attached): a thread that only sleeps 1 ms at a time, as Recorder::run does between
 // rounds - what the recorder's thread costs the live path by being scheduled, without its work.
 constexpr std::int64_t kSleepSlackNs = 60'000;  // a sleep's wakeup comes up to ~60 us late here
 LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uint64_t rate, bool attached, bool waker,
@@ -376,7 +376,7 @@ LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uin
     });
   } else if (waker) {
     recorder = std::thread([&] {
-      while (!stop.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      while (!stop.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
   }
   std::thread consumer([&] {
@@ -594,7 +594,7 @@ constexpr char kCases[] = R"(Cases (one thread; MB = 10^6 bytes, a record's byte
   live-latency  shm (inline, back-pressure) one-way latency of --latency-count 32-byte messages at
               --latency-rate per second, with a Recorder of the stream on its own thread (as a
               context's [[recordings]] runs it: Recorder::run), without, and with a thread that only
-              sleeps 200 us at a time ("waker": the recorder thread's scheduling cost without its
+              sleeps 1 ms at a time ("waker": the recorder thread's scheduling cost without its
               work), interleaved --runs times. Targets (attached / detached): p50 within 5%, p99
               within 20%.
   catch-up    a LateJoinSubscriber from the earliest of --catchup-history recorded messages while a

@@ -409,7 +409,17 @@ std::uint32_t UdpRxEndpoint::poll_st(std::span<RxDesc> out) noexcept {
   }
   const std::int64_t now = core::Clock::now_ns();  // once per call
   std::uint32_t n = receiver_.poll(out.data(), max);
-  if (n < max && receive(now, true) > 0) n += receiver_.poll(out.data() + n, max - n);
+  // One socket read per call while frames are delivered (the caller polls again). While a gap
+  // holds every frame back, a read delivers nothing; reading only once per call would then take
+  // one batch off the socket per call, as slow as the traffic arrives for a caller that polls
+  // less often than every batch's worth of it (a recorder draining every 200 us): the backlog and
+  // the NAKs fall further behind until the repairs are out of the publisher's buffer. So the
+  // datagrams behind a gap (and its repair) are read on, up to kBlockedReads batches a call.
+  for (int round = 0; n < max && round < kBlockedReads; ++round) {
+    if (receive(now, true) == 0) break;
+    n += receiver_.poll(out.data() + n, max - n);
+    if (n > 0) break;
+  }
   stamp_traced(out.data(), n);
   // What the datagrams just read (a gap to NAK, a new session or an end to confirm), an
   // eviction or the poll (an end delivered) made due: service() recomputes the rest.

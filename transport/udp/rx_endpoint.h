@@ -109,6 +109,8 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   // Reads the socket (one recvfrom/recvmmsg). none_ready: the caller's poll just drained every
   // deliverable frame (receiver_.ready() is false).
   std::uint32_t receive(std::int64_t now_ns, bool none_ready = false) noexcept;
+  // Socket reads per poll_st() call while a gap holds back everything read (see poll_st()).
+  static constexpr int kBlockedReads = 16;
   // The socket read itself (receive() without the AF_XDP port); report_drained: an empty socket
   // means every datagram sent before now was read (false when a port's ring may hold more).
   std::uint32_t receive_socket(std::int64_t now_ns, bool report_drained) noexcept;
