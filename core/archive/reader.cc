@@ -15,6 +15,9 @@ namespace {
 // How often a follower at the end of a live recording re-reads the catalog to learn that the
 // recording stopped.
 constexpr std::int64_t kRefreshNs = 100'000'000;
+// How often a follower at the end of a live segment looks for the next one: what a segment roll
+// can add to a follower's latency.
+constexpr std::int64_t kRollCheckNs = 20'000;
 
 bool file_exists(const std::string& path) {
   struct stat st;
@@ -83,6 +86,15 @@ absl::Status RecordingReader::open_segment(std::uint32_t index) {
 
 bool RecordingReader::next_segment_exists() const { return file_exists(segment_path(dir_, info_.id, segment_ + 1)); }
 
+bool RecordingReader::next_segment_appeared() noexcept {
+  // The first time at a segment's end it looks at once (a sealed segment is followed by the
+  // next without delay); asked again at the same end, at most once per kRollCheckNs.
+  const std::int64_t now = Clock::now_ns();
+  if (at_end_ && now < next_roll_check_ns_) return false;
+  next_roll_check_ns_ = now + kRollCheckNs;
+  return next_segment_exists();
+}
+
 absl::Status RecordingReader::invalid_at_current() {
   return absl::DataLossError(absl::StrCat(seg_->path(), " at offset ", seg_->offset(), ": ", seg_->why()));
 }
@@ -127,7 +139,7 @@ RecordingReader::Next RecordingReader::next_record(SegmentReader::Record* out) n
       // Left by its writer (a later segment, or the recording ended): what it wrote here is all
       // visible now, so one more read decides. Still being written: wait.
       refresh_live();
-      const bool left = next_segment_exists() || !live_;
+      const bool left = next_segment_appeared() || !live_;
       if (!left) {
         at_end_ = true;
         return Next::kEnd;

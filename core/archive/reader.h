@@ -73,6 +73,10 @@ class RecordingReader {
   RecordingReader() = default;
   absl::Status open_segment(std::uint32_t index);
   bool next_segment_exists() const;
+  // next_segment_exists(), asked again at the same written end (at_end_) at most once per
+  // kRollCheckNs (false in between): a follower there asks on every poll, each answer a stat().
+  bool next_segment_appeared() noexcept;
+  std::int64_t next_roll_check_ns_ = 0;
   absl::Status invalid_at_current();
   void refresh_live() noexcept;
 
