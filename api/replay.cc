@@ -2,6 +2,7 @@
 // a publisher, paced by their recorded publish times.
 #include "pollux/replay.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -62,6 +63,24 @@ class ReplayImpl {
     st.state = "failed";
     st.error = std::string(s.message());
     error = s;
+  }
+  // `count` messages, recorded sequences first..last, `bytes` of payload, were published.
+  void published(std::uint64_t first, std::uint64_t last, std::uint64_t count, std::uint64_t bytes) noexcept {
+    if (st.messages == 0) st.first_sequence = first;
+    st.last_sequence = last;
+    st.messages += count;
+    st.bytes += bytes;
+  }
+  // The publisher's answer `r` < 0 to the message of recorded sequence `seq`: back-pressure (try
+  // again later; false) or a refusal that ends the replay (true).
+  bool refused(std::int64_t r, std::uint64_t seq) {
+    if (r == kBackPressured || r == kNotConnected || r == 0) {
+      ++st.back_pressured;
+      return false;
+    }
+    fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ", seq,
+                                                    " of the recording (", std::string(result_name(r)), ")")));
+    return true;
   }
   bool past_end(const core::FrameHeader& h) const {
     switch (opt.to.kind) {
@@ -190,21 +209,15 @@ int Replay::poll(int limit) noexcept {
         if (m.count == 0) break;
       }
       const std::int64_t r = m.pub->offer_batch({m.batch + m.head, static_cast<std::size_t>(m.count - m.head)});
-      if (r == kBackPressured || r == kNotConnected || r == 0) {
-        ++m.st.back_pressured;
+      if (r <= 0) {
+        if (m.refused(r, m.batch_seq[m.head])) m.head = m.count;
         break;
       }
-      if (r < 0) {
-        m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ", m.batch_seq[m.head],
-                                                          " of the recording (", std::string(result_name(r)), ")")));
-        m.head = m.count;
-        break;
-      }
-      if (m.st.messages == 0) m.st.first_sequence = m.batch_seq[m.head];
-      for (int i = m.head; i < m.head + static_cast<int>(r); ++i) m.st.bytes += m.batch[i].size();
+      std::uint64_t bytes = 0;
+      for (int i = m.head; i < m.head + static_cast<int>(r); ++i) bytes += m.batch[i].size();
+      m.published(m.batch_seq[m.head], m.batch_seq[m.head + static_cast<int>(r) - 1], static_cast<std::uint64_t>(r),
+                  bytes);
       m.head += static_cast<int>(r);
-      m.st.last_sequence = m.batch_seq[m.head - 1];
-      m.st.messages += static_cast<std::uint64_t>(r);
       n += static_cast<int>(r);
       if (m.head < m.count) {
         ++m.st.back_pressured;
@@ -218,20 +231,12 @@ int Replay::poll(int limit) noexcept {
     if (!m.pending && !m.read_next(now)) break;
     if (m.due_ns > now) break;
     const std::int64_t r = m.pub->offer(m.payload, m.payload_len);
-    if (r == kBackPressured || r == kNotConnected) {
-      ++m.st.back_pressured;
-      break;
-    }
     if (r < 0) {
-      m.fail(absl::FailedPreconditionError(absl::StrCat("replay: the publisher refused message ", m.pending_seq,
-                                                        " of the recording (", std::string(result_name(r)), ")")));
+      (void)m.refused(r, m.pending_seq);
       break;
     }
     m.pending = false;
-    if (m.st.messages == 0) m.st.first_sequence = m.pending_seq;
-    m.st.last_sequence = m.pending_seq;
-    ++m.st.messages;
-    m.st.bytes += m.payload_len;
+    m.published(m.pending_seq, m.pending_seq, 1, m.payload_len);
     ++n;
   }
   return n;
@@ -247,9 +252,10 @@ std::int64_t Replay::next_due_in_ns() const noexcept {
   return d > 0 ? d : 0;
 }
 
-absl::Status Replay::run() {
+absl::Status Replay::run(const std::function<bool()>& keep_going) {
   int idle = 0;
   while (!done()) {
+    if (keep_going && !keep_going()) break;
     if (poll() > 0) {
       idle = 0;
       continue;
@@ -257,8 +263,9 @@ absl::Status Replay::run() {
     impl_->pub->service();
     const std::int64_t due = next_due_in_ns();
     if (due > 100'000) {
-      // Paced: sleep most of the wait, spin the last 50 us.
-      std::this_thread::sleep_for(std::chrono::nanoseconds(due - 50'000));
+      // Paced: sleep most of the wait (100 ms at most, so that keep_going is asked), spin the
+      // last 50 us.
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(due - 50'000, 100'000'000)));
     } else if (++idle > 64) {
       // Back-pressure or a live recording's end: let the consumer (or the recorder) run.
       std::this_thread::sleep_for(std::chrono::microseconds(idle > 1024 ? 200 : 20));

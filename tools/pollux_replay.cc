@@ -171,28 +171,15 @@ int main(int argc, char** argv) {
   pollux::Replay& r = **replay;
   const auto t0 = std::chrono::steady_clock::now();
   auto last_progress = t0;
-  int idle = 0;
-  while (!r.done() && !g_stop) {
-    if (r.poll(256) > 0) {
-      idle = 0;
-    } else {
-      pub->service();
-      const std::int64_t due = r.next_due_in_ns();
-      if (due > 100'000) {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(due - 50'000, 100'000'000)));
-      } else if (++idle > 64) {
-        std::this_thread::sleep_for(std::chrono::microseconds(idle > 1024 ? 200 : 20));
-      } else {
-        std::this_thread::yield();
-      }
-    }
+  (void)r.run([&] {
     if (progress && std::chrono::steady_clock::now() - last_progress >= std::chrono::seconds(1)) {
       last_progress = std::chrono::steady_clock::now();
       const pollux::ReplayStatus s = r.status();
       std::fprintf(stderr, "%s: %llu messages published, last recorded sequence %llu\n", kProgram,
                    static_cast<unsigned long long>(s.messages), static_cast<unsigned long long>(s.last_sequence));
     }
-  }
+    return !g_stop;
+  });  // its error is in status()
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pub->close();  // flushes what the poller still holds
   pollux::ReplayStatus s = r.status();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -91,9 +92,11 @@ class POLLUX_API Replay {
   int poll(int limit = 256) noexcept;
   // The range is published (or the replay failed).
   bool done() const noexcept;
-  // poll() until done(), idling between polls: sleeps until the next message is due (paced) or
-  // yields (back-pressure, a live recording's end). Returns the error of a failed replay.
-  absl::Status run();
+  // poll() until done(), idling between polls: sleeps until the next message is due (paced,
+  // 100 ms at most at a time) or yields (back-pressure, a live recording's end). `keep_going`,
+  // when given, is asked after every poll and every sleep; false stops the run (done() stays
+  // false). Returns the error of a failed replay.
+  absl::Status run(const std::function<bool()>& keep_going = nullptr);
   // How long, at most, until poll() can publish (0: now, < 0: done).
   std::int64_t next_due_in_ns() const noexcept;
   ReplayStatus status() const;
