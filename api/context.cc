@@ -487,7 +487,7 @@ absl::StatusOr<Subscriber> Context::subscriber(std::string_view topic) {
   const core::StreamConfig* sc = cfg.find_stream(cfg.stream_id(topic));
   if (sc == nullptr || sc->start == core::StreamConfig::Start::kLive) return live_subscriber(topic);
   LateJoinOptions o;
-  o.directory = sc->recording_directory;
+  o.directory = sc->archive_dir;
   for (const core::RecordingConfig& r : cfg.recordings) {
     if (o.directory.empty() && r.topic == sc->topic) o.directory = r.directory;
   }

@@ -261,7 +261,7 @@ const ConfigTable<StreamConfig>& stream_table() {
                  "stamp each message with the publisher's clock at offer (Message::publisher_ns); false: "
                  "publisher_ns is 0 and offer() reads no clock (one TSC read, ~10-15 ns, off every offer; traced "
                  "messages still stamp)")
-        .text("recording_directory", &S::recording_directory, "a path",
+        .text("archive_dir", &S::archive_dir, "a path",
               "late join (start other than \"live\"): the directory whose recording of this topic a subscriber "
               "reads first (\"\" = this configuration's [[recordings]] entry of the topic)")
         .size("max_catchup_bytes", &S::max_catchup_bytes, 1ull << 16, 1ull << 40,
@@ -280,9 +280,11 @@ const std::vector<FieldOf<RecordingConfig>>& recording_fields() {
   static const ConfigTable<RecordingConfig> table = [] {
     using R = RecordingConfig;
     ConfigTable<R> t("recordings");
-    t.text("topic", &R::topic, "a string", "the stream recorded (its topic)", topic_error)
+    t.text("topic", &R::topic, "a string", "the stream recorded (its topic; `stream` is another name of this key)",
+           topic_error)
         .text("directory", &R::directory, "a path",
-              "directory of the recording's segment files and of the catalog (created if missing)")
+              "directory of the recording's segment files and of the catalog, created if missing (`dir` is another "
+              "name of this key)")
         .size("segment_size", &R::segment_size, 1ull << 20, 16ull << 30,
               "bytes per segment file, preallocated (a multiple of 1 MiB)")
         .choice("fsync", &R::fsync, kFsyncNames,
@@ -561,7 +563,7 @@ class Parser {
     if (arr == nullptr) {
       return error(v.source(), "recordings", "expected an array of tables ([[recordings]]), got " + describe(v));
     }
-    std::vector<std::string> known;
+    std::vector<std::string> known = {"stream", "dir"};
     for (const auto& f : recording_fields()) known.emplace_back(f.key);
     std::set<std::string> topics;
     for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -571,22 +573,34 @@ class Parser {
       if (t == nullptr) return error(e.source(), prefix, "expected a table, got " + describe(e));
       RecordingConfig rc;
       rc.line = static_cast<int>(e.source().begin.line);
+      std::map<std::string, std::string> given;  // canonical key -> the name it was given as
       for (auto&& [k, fv] : *t) {
         const std::string name(k.str());
+        // `stream` and `dir` are other names of `topic` and `directory`.
+        const std::string key = name == "stream" ? "topic" : name == "dir" ? "directory" : name;
         const FieldOf<RecordingConfig>* f = nullptr;
         for (const auto& rf : recording_fields()) {
-          if (name == rf.key) f = &rf;
+          if (key == rf.key) f = &rf;
         }
         if (f == nullptr) {
           return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", did_you_mean(name, known)));
         }
+        if (auto [it, fresh] = given.emplace(key, name); !fresh) {
+          const char* alias = key == "topic" ? "stream" : "dir";
+          return error(k.source(), prefix + "." + name,
+                       absl::StrCat("given twice, as ", it->second, " and as ", name, " (", alias,
+                                    " is another name of ", key, "): give one of them"));
+        }
         if (std::string err = f->set(rc, fv); !err.empty()) return error(fv.source(), prefix + "." + name, err);
       }
       if (rc.topic.empty()) {
-        return error(e.source(), prefix + ".topic", "missing (every [[recordings]] entry names the stream's topic)");
+        return error(e.source(), prefix + ".topic",
+                     "missing (every [[recordings]] entry names the stream's topic: topic = \"...\" or stream = "
+                     "\"...\")");
       }
       if (rc.directory.empty()) {
-        return error(e.source(), prefix + ".directory", "missing (where the recording's files go)");
+        return error(e.source(), prefix + ".directory",
+                     "missing (where the recording's files go: directory = \"...\" or dir = \"...\")");
       }
       if (rc.segment_size % (1ull << 20) != 0) {
         return error(e.source(), prefix + ".segment_size",
@@ -610,15 +624,15 @@ class Parser {
   absl::Status validate(const Config& c) const {
     for (std::size_t i = 0; i < c.streams.size(); ++i) {
       const StreamConfig& sc = c.streams[i];
-      if (sc.start == StreamConfig::Start::kLive || !sc.recording_directory.empty()) continue;
+      if (sc.start == StreamConfig::Start::kLive || !sc.archive_dir.empty()) continue;
       bool recorded = false;
       for (const RecordingConfig& r : c.recordings) recorded = recorded || r.topic == sc.topic;
       if (!recorded) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s:%d: streams[%d].start: a start other than \"live\" reads the stream's recording: set "
-            "recording_directory in this entry (the recorder's directory), or record the topic %s here with a "
-            "[[recordings]] entry",
-            source_, sc.line, i, quote(sc.topic)));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s:%d: streams[%d].start: a start other than \"live\" reads the stream's recording: set "
+                            "archive_dir in this entry (the recorder's directory), or record the topic %s here with a "
+                            "[[recordings]] entry",
+                            source_, sc.line, i, quote(sc.topic)));
       }
     }
     for (const RegisteredTable& t : config_registry().tables()) {

@@ -43,7 +43,7 @@ struct StreamConfig {
   std::uint64_t start_sequence = 0;  // start = { sequence = N }
   std::int64_t start_time_ns = 0;    // start = { time = "RFC 3339" }: CLOCK_REALTIME nanoseconds
   std::string start_time;            // ... as written
-  std::string recording_directory;   // the recording read ("" = this context's [[recordings]] entry of the topic)
+  std::string archive_dir;           // the recording read ("" = this context's [[recordings]] entry of the topic)
   std::uint64_t max_catchup_bytes = 64ull << 20;  // live messages kept while catching up, at most
   int line = 0;                                   // where it was defined (for later diagnostics)
 };

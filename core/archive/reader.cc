@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/process.h"
 
 namespace pollux::core::archive {
 
@@ -56,10 +57,36 @@ absl::StatusOr<RecordingReader> RecordingReader::open(const std::string& dir, st
   r.dir_ = dir;
   r.info_ = *info;
   r.live_ = info->state == RecordingState::kRecording;
+  r.segment_ = info->first_segment;
+  if (r.live_ && !file_exists(segment_path(dir, id, info->first_segment))) {
+    // The recorder enters a recording in the catalog (which gives it its id) before it creates
+    // its first segment: an empty live recording until the file is there. This host's clocks
+    // stand in for the segment's, which the recorder on this host will take.
+    r.first_pending_ = true;
+    r.wall_minus_clock_ns_ = wall_clock_ns() - Clock::now_ns();
+    return r;
+  }
   if (absl::Status s = r.open_segment(info->first_segment); !s.ok()) return s;
   const SegmentHeader& h = r.seg_->header();
   r.wall_minus_clock_ns_ = h.created_ns - h.created_clock_ns;
   return r;
+}
+
+bool RecordingReader::open_first() noexcept {
+  // Looked for at most once per kRollCheckNs; a file that does not open yet (its header still
+  // being written) is looked at again, until the recording is no longer being written.
+  const std::int64_t now = Clock::now_ns();
+  if (now < next_roll_check_ns_) return false;
+  next_roll_check_ns_ = now + kRollCheckNs;
+  if (!file_exists(segment_path(dir_, info_.id, info_.first_segment))) return false;
+  absl::Status s = open_segment(info_.first_segment);
+  if (!s.ok()) {
+    refresh_live();
+    if (!live_) error_ = s;
+    return false;
+  }
+  first_pending_ = false;
+  return true;
 }
 
 const std::string& RecordingReader::path() const noexcept {
@@ -131,6 +158,12 @@ RecordingReader::Next RecordingReader::next(SegmentReader::Record* out) noexcept
 }
 
 RecordingReader::Next RecordingReader::next_record(SegmentReader::Record* out) noexcept {
+  if (first_pending_ && !open_first()) {
+    if (!error_.ok()) return Next::kInvalid;
+    refresh_live();
+    at_end_ = true;
+    return Next::kEnd;
+  }
   // Each pass either returns or moves to the next segment; a recording cannot have more
   // segments than it has index values, and each move opens an existing file.
   for (;;) {
@@ -183,6 +216,12 @@ RecordingReader::Next RecordingReader::next_record(SegmentReader::Record* out) n
 }
 
 absl::Status RecordingReader::seek(Key key, std::uint64_t value) {
+  if (first_pending_) {  // nothing written yet: skip to the position as it is
+    seeking_ = true;
+    seek_key_ = key;
+    seek_value_ = value;
+    return absl::OkStatus();
+  }
   const bool by_seq = key == Key::kSequence;
   const auto before = [&](std::uint64_t seq, std::int64_t t) {
     return by_seq ? seq < value : t < static_cast<std::int64_t>(value);

@@ -34,7 +34,9 @@ namespace pollux::core::archive {
 class RecordingReader {
  public:
   // Recording `id` of the catalog in `dir`, positioned at its first record. Errors name the
-  // directory, the id, or the segment file that cannot be opened.
+  // directory, the id, or the segment file that cannot be opened. A recording being written
+  // whose first segment is not there yet (the recorder has just entered it in the catalog) opens
+  // as an empty live recording.
   static absl::StatusOr<RecordingReader> open(const std::string& dir, std::uint64_t id);
 
   RecordingReader(RecordingReader&&) noexcept = default;
@@ -76,6 +78,10 @@ class RecordingReader {
   // next_segment_exists(), asked again at the same written end (at_end_) at most once per
   // kRollCheckNs (false in between): a follower there asks on every poll, each answer a stat().
   bool next_segment_appeared() noexcept;
+  // A live recording whose first segment the recorder has not created yet (first_pending_):
+  // opens it once it is there; false until then.
+  bool open_first() noexcept;
+  bool first_pending_ = false;
   std::int64_t next_roll_check_ns_ = 0;
   absl::Status invalid_at_current();
   void refresh_live() noexcept;

@@ -336,13 +336,13 @@ TEST(LateJoin, AStartWithoutARecordingIsAConfigurationError) {
   auto ctx = Context::from_string(base + "[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n", "ljc.toml");
   ASSERT_FALSE(ctx.ok());
   EXPECT_NE(ctx.status().message().find("ljc.toml:8: streams[0].start: a start other than \"live\" reads the "
-                                        "stream's recording: set recording_directory"),
+                                        "stream's recording: set archive_dir"),
             std::string::npos)
       << ctx.status();
   // A directory without a recording of the topic: the subscriber says so when it opens.
   pollux::testing::TempDir d("pollux-latejoin");
   auto ctx2 = Context::from_string(absl::StrCat(base, "[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n",
-                                                "recording_directory = \"", d.path(), "\"\n"),
+                                                "archive_dir = \"", d.path(), "\"\n"),
                                    "ljc.toml");
   ASSERT_TRUE(ctx2.ok()) << ctx2.status();
   auto sub = (*ctx2)->subscriber("quotes");

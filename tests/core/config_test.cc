@@ -235,8 +235,7 @@ TEST(ConfigTest, StreamStartTakesLiveEarliestASequenceOrATime) {
   c = parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"live\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->streams[0].start, StreamConfig::Start::kLive);
-  c = parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"earliest\"\nrecording_directory = \"/r\"\n",
-                   "x.toml");
+  c = parse_config("[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"earliest\"\narchive_dir = \"/r\"\n", "x.toml");
   ASSERT_TRUE(c.ok()) << c.status();
 
   const std::string want = "expected \"live\", \"earliest\", { sequence = N } or { time = \"RFC 3339 time\" }";
@@ -258,8 +257,30 @@ TEST(ConfigTest, StreamStartTakesLiveEarliestASequenceOrATime) {
        "feed.toml:4: streams[0].start: " + want + ", got a table with \"offset\""},
       {"[[streams]]\ntopic = \"a\"\nid = 1\nstart = \"earliest\"\n",
        "feed.toml:1: streams[0].start: a start other than \"live\" reads the stream's recording: set "
-       "recording_directory in this entry (the recorder's directory), or record the topic \"a\" here with a "
+       "archive_dir in this entry (the recorder's directory), or record the topic \"a\" here with a "
        "[[recordings]] entry"},
+  });
+}
+
+TEST(ConfigTest, RecordingsTakeStreamAndDirAsOtherNamesOfTopicAndDirectory) {
+  auto c = parse_config("[[recordings]]\nstream = \"a\"\ndir = \"/tmp/r\"\n", "x.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->recordings.size(), 1u);
+  EXPECT_EQ(c->recordings[0].topic, "a");
+  EXPECT_EQ(c->recordings[0].directory, "/tmp/r");
+  ExpectErrors({
+      {"[[recordings]]\nstream = \"a\"\ntopic = \"b\"\ndir = \"/r\"\n",
+       "feed.toml:3: recordings[0].topic: given twice, as stream and as topic (stream is another name of topic): give "
+       "one of them"},
+      {"[[recordings]]\nstream = \"a\"\ndirectory = \"/r\"\ndir = \"/s\"\n",
+       "feed.toml:3: recordings[0].directory: given twice, as dir and as directory (dir is another name of "
+       "directory): give one of them"},
+      {"[[recordings]]\ndir = \"/r\"\n",
+       "feed.toml:1: recordings[0].topic: missing (every [[recordings]] entry names the stream's topic: topic = "
+       "\"...\" or stream = \"...\")"},
+      {"[[recordings]]\nstream = \"a\"\n",
+       "feed.toml:1: recordings[0].directory: missing (where the recording's files go: directory = \"...\" or dir = "
+       "\"...\")"},
   });
 }
 

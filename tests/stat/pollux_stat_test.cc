@@ -495,7 +495,7 @@ TEST_F(StatTest, ALateJoinersStateAndCountsAreShown) {
   const std::string cfg = absl::StrFormat(
       "[runtime]\nname = \"lj\"\nshm_dir = \"%s\"\nthreading = \"inline\"\nidle = \"yield\"\n"
       "[shm]\nflow_control = \"backpressure\"\n[[streams]]\ntopic = \"quotes\"\nid = 7\nstart = \"earliest\"\n"
-      "recording_directory = \"%s\"\n",
+      "archive_dir = \"%s\"\n",
       dir, rec_dir);
   auto ctx = Context::from_string(cfg, "lj.toml");
   ASSERT_TRUE(ctx.ok()) << ctx.status();

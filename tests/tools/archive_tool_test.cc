@@ -170,7 +170,7 @@ TEST_F(ArchiveToolTest, ListAndInfoShowTheCatalogAndTheSegmentFiles) {
   const ToolRun list = run("list" + d() + " --json");
   ASSERT_EQ(list.status, 0) << list.err;
   EXPECT_EQ(list.out.rfind("[{\"id\":1,\"stream\":5,\"topic\":\"quotes\",\"state\":\"stopped\"", 0), 0u) << list.out;
-  for (const char* want : {"\"first_sequence\":1,\"last_sequence\":100", "\"frames\":100,\"gaps\":1",
+  for (const char* want : {"\"first_sequence\":1,\"last_sequence\":100", "\"frames\":100,\"messages\":100,\"gaps\":1",
                            "\"start_time\":\"2023-11-14T22:13:20.000Z\"", "\"stop_time\":\"2023-11-14T22:14:20.000Z\"",
                            "{\"id\":2,", "\"state\":\"recording\"", "\"stop_time\":null", "\"segments\":1"}) {
     EXPECT_NE(list.out.find(want), std::string::npos) << want << " not in " << list.out;
@@ -595,6 +595,113 @@ TEST_F(ArchiveToolTest, ReplayPublishesTheRangeToAnotherProcessAndSaysWhatItDid)
   const auto from = replay(absl::StrCat("--recording ", id, " --stream replayed --from yesterday"));
   EXPECT_EQ(from.status, 64) << from.text;
   EXPECT_NE(from.text.find("RFC 3339"), std::string::npos) << from.text;
+}
+
+// The documented service contract, from outside: pollux-recorder records the [[recordings]]
+// entries of a file that names them with `stream` and `dir`; a subscriber in another process whose
+// configuration says `start = "earliest"` with `archive_dir` gets the history, then the live
+// stream, with no code of its own for it; SIGTERM stops the recorder with exit 0; `list --json`
+// and `verify` describe the result.
+TEST_F(ArchiveToolTest, RecorderServiceAndAConfiguredLateJoinerAsAUserRunsThem) {
+  const std::string arch = dir_ + "/arch";
+  const std::string common = absl::StrCat(
+      "threading = \"inline\"\nidle = \"yield\"\n[shm]\nflow_control = \"backpressure\"\nlog_size = \"1MiB\"\n"
+      "[[streams]]\ntopic = \"quotes\"\nid = 7\n");
+  // One runtime.name: shm streams are shared by the processes of the same name.
+  auto write = [&](const std::string& name, const std::string& body) {
+    const std::string path = absl::StrCat(dir_, "/", name, ".toml");
+    std::ofstream(path) << "[runtime]\nname = \"archive-contract-" << ::getpid() << "\"\n" << body;
+    return path;
+  };
+  const std::string rec_cfg =
+      write("rec", absl::StrCat(common, "[[recordings]]\nstream = \"quotes\"\ndir = \"", arch, "\"\n"));
+  const std::string pub_cfg = write("pub", common);
+  const std::string lj_cfg = write("lj", absl::StrCat(common, "start = \"earliest\"\narchive_dir = \"", arch, "\"\n"));
+
+  testing::Child recorder = testing::spawn({POLLUX_RECORDER_BIN, "--config", rec_cfg, "--json"});
+  auto pctx = Context::from_file(pub_cfg);
+  ASSERT_TRUE(pctx.ok()) << pctx.status();
+  auto pub = (*pctx)->publisher("quotes");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  while (!pub->is_connected() && !recorder.exited()) {  // the recorder's subscriber
+    pub->service();
+    recorder.read_some(1);
+  }
+  ASSERT_FALSE(recorder.exited()) << recorder.output;
+  // Its recording is in the catalog once Recorder::start is through (it subscribes first).
+  for (int i = 0; i < 2000; ++i) {
+    auto cat = Catalog::load(arch);
+    if (cat.ok() && !cat->recordings().empty()) break;
+    ::usleep(5000);
+  }
+  std::uint64_t published = 0;
+  auto publish = [&](std::uint64_t n) {
+    for (const std::uint64_t end = published + n; published < end;) {
+      const std::uint64_t v = published + 1;
+      if (pub->offer(&v, sizeof v) >= 0) {
+        ++published;
+      } else {
+        pub->service();
+      }
+    }
+  };
+  publish(1000);
+
+  auto lctx = Context::from_file(lj_cfg);
+  ASSERT_TRUE(lctx.ok()) << lctx.status();
+  auto sub = (*lctx)->subscriber("quotes");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_NE(sub->late_join(), nullptr);
+  std::uint64_t next = 1, bad = 0;
+  auto drain = [&](std::uint64_t until) {
+    for (int idle = 0; next <= until && idle < 200000;) {
+      const int n = sub->poll(
+          [&](const Message& m) {
+            std::uint64_t v = 0;
+            if (m.payload.size() == sizeof v) std::memcpy(&v, m.payload.data(), sizeof v);
+            bad += m.sequence != next || v != next;
+            next = m.sequence + 1;
+          },
+          256);
+      if (n == 0) {
+        ++idle;
+        sub->wait(100);
+        pub->service();
+      } else {
+        idle = 0;
+      }
+    }
+  };
+  drain(500);  // history first
+  publish(1000);
+  drain(2000);
+  // Live once a live message follows what the recording gave (until one comes, it cannot know
+  // where the live stream begins: catching_up).
+  publish(10);
+  drain(2010);
+  EXPECT_EQ(next, 2011u);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_STREQ(sub->late_join()->state(), "live");
+  EXPECT_GT(sub->late_join()->status().replayed, 0u);
+
+  // The recorder has every message once the publisher is gone and it has drained.
+  pub->close();
+  for (int i = 0; i < 2000; ++i) {
+    auto cat = Catalog::load(arch);
+    if (cat.ok() && !cat->recordings().empty() && cat->recordings()[0].frames == 2010) break;
+    ::usleep(5000);
+  }
+  recorder.signal(SIGTERM);
+  ASSERT_EQ(recorder.wait(60), 0) << recorder.output;
+  EXPECT_NE(recorder.output.find("\"messages\": 2010"), std::string::npos) << recorder.output;
+  const ToolRun list = run(" list --dir " + arch + " --json");
+  ASSERT_EQ(list.status, 0) << list.err;
+  for (const char* want : {"[{\"id\":1,\"stream\":7,", "\"state\":\"stopped\"", "\"first_sequence\":1,",
+                           "\"last_sequence\":2010,", "\"messages\":2010,"}) {
+    EXPECT_NE(list.out.find(want), std::string::npos) << want << " not in " << list.out;
+  }
+  const ToolRun verify = run(" verify 1 --dir " + arch);
+  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
 }
 
 }  // namespace

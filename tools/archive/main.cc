@@ -81,7 +81,10 @@ sequence, frames, gap markers, bytes, start and stop time (ISO-8601 UTC).
 
 Options:
   --dir DIR      the recording directory (required)
-  --json         an array of objects, one per recording
+  --json         an array of objects, one per recording: id, stream (its id), topic, state,
+                 segment_size, first_segment, last_segment, segments, first_sequence,
+                 last_sequence, first_time_ns, last_time_ns, frames (= messages), messages,
+                 gaps, bytes, start_time, stop_time, started_ns, stopped_ns, error
   --version      print the version
   -h, --help     this text
 )";
@@ -396,6 +399,7 @@ void recording_fields(JsonOut& j, const ar::RecordingInfo& r) {
       .field("first_time_ns", r.first_time_ns)
       .field("last_time_ns", r.last_time_ns)
       .field("frames", r.frames)
+      .field("messages", r.frames)  // the same count under the name a subscriber's counters use
       .field("gaps", r.gaps)
       .field("bytes", r.bytes);
   time_field(j, "start_time", r.started_ns);
