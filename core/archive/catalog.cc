@@ -113,8 +113,10 @@ absl::StatusOr<Catalog> Catalog::load(const std::string& dir) {
   ::close(fd);
   if (!what.empty()) {
     return absl::DataLossError(absl::StrCat("recording catalog ", p, ": ", what,
-                                            "; the segments are intact: move it aside and run pollux-archive to "
-                                            "rebuild it"));
+                                            ". The segment files beside it are separate and keep their records, each "
+                                            "with its checksum, but Pollux does not rebuild a catalog from them: "
+                                            "restore the catalog from a copy, or move the directory aside and record "
+                                            "into a new one"));
   }
   c.next_id_ = h.next_id;
   for (const Entry& e : entries) {
