@@ -487,10 +487,7 @@ absl::StatusOr<Subscriber> Context::subscriber(std::string_view topic) {
   const core::StreamConfig* sc = cfg.find_stream(cfg.stream_id(topic));
   if (sc == nullptr || sc->start == core::StreamConfig::Start::kLive) return live_subscriber(topic);
   LateJoinOptions o;
-  o.directory = sc->archive_dir;
-  for (const core::RecordingConfig& r : cfg.recordings) {
-    if (o.directory.empty() && r.topic == sc->topic) o.directory = r.directory;
-  }
+  o.directory = cfg.archive_dir_of(*sc);
   switch (sc->start) {
     case core::StreamConfig::Start::kSequence:
       o.start = LateJoinOptions::Start::kPosition;

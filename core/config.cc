@@ -275,6 +275,12 @@ const ConfigTable<StreamConfig>& stream_table() {
 constexpr pollux::ConfigChoice<RecordingFsync> kFsyncNames[] = {
     {"none", RecordingFsync::kNone}, {"interval", RecordingFsync::kInterval}, {"every", RecordingFsync::kEvery}};
 
+// Other names a [[recordings]] entry's keys are known by.
+struct RecordingAlias {
+  std::string_view alias, key;
+};
+constexpr RecordingAlias kRecordingAliases[] = {{"stream", "topic"}, {"dir", "directory"}};
+
 // Each [[recordings]] entry's keys.
 const std::vector<FieldOf<RecordingConfig>>& recording_fields() {
   static const ConfigTable<RecordingConfig> table = [] {
@@ -563,7 +569,8 @@ class Parser {
     if (arr == nullptr) {
       return error(v.source(), "recordings", "expected an array of tables ([[recordings]]), got " + describe(v));
     }
-    std::vector<std::string> known = {"stream", "dir"};
+    std::vector<std::string> known;
+    for (const RecordingAlias& a : kRecordingAliases) known.emplace_back(a.alias);
     for (const auto& f : recording_fields()) known.emplace_back(f.key);
     std::set<std::string> topics;
     for (std::size_t i = 0; i < arr->size(); ++i) {
@@ -576,8 +583,11 @@ class Parser {
       std::map<std::string, std::string> given;  // canonical key -> the name it was given as
       for (auto&& [k, fv] : *t) {
         const std::string name(k.str());
-        // `stream` and `dir` are other names of `topic` and `directory`.
-        const std::string key = name == "stream" ? "topic" : name == "dir" ? "directory" : name;
+        const RecordingAlias* alias = nullptr;
+        for (const RecordingAlias& a : kRecordingAliases) {
+          if (name == a.alias || name == a.key) alias = &a;
+        }
+        const std::string key = alias != nullptr ? std::string(alias->key) : name;
         const FieldOf<RecordingConfig>* f = nullptr;
         for (const auto& rf : recording_fields()) {
           if (key == rf.key) f = &rf;
@@ -586,9 +596,8 @@ class Parser {
           return error(k.source(), prefix + "." + name, absl::StrCat("unknown key", did_you_mean(name, known)));
         }
         if (auto [it, fresh] = given.emplace(key, name); !fresh) {
-          const char* alias = key == "topic" ? "stream" : "dir";
           return error(k.source(), prefix + "." + name,
-                       absl::StrCat("given twice, as ", it->second, " and as ", name, " (", alias,
+                       absl::StrCat("given twice, as ", it->second, " and as ", name, " (", std::string(alias->alias),
                                     " is another name of ", key, "): give one of them"));
         }
         if (std::string err = f->set(rc, fv); !err.empty()) return error(fv.source(), prefix + "." + name, err);
@@ -624,10 +633,7 @@ class Parser {
   absl::Status validate(const Config& c) const {
     for (std::size_t i = 0; i < c.streams.size(); ++i) {
       const StreamConfig& sc = c.streams[i];
-      if (sc.start == StreamConfig::Start::kLive || !sc.archive_dir.empty()) continue;
-      bool recorded = false;
-      for (const RecordingConfig& r : c.recordings) recorded = recorded || r.topic == sc.topic;
-      if (!recorded) {
+      if (sc.start != StreamConfig::Start::kLive && c.archive_dir_of(sc).empty()) {
         return absl::InvalidArgumentError(
             absl::StrFormat("%s:%d: streams[%d].start: a start other than \"live\" reads the stream's recording: set "
                             "archive_dir in this entry (the recorder's directory), or record the topic %s here with a "
@@ -787,6 +793,14 @@ const StreamConfig* Config::find_stream(std::uint32_t id) const {
     if (s.id == id) return &s;
   }
   return nullptr;
+}
+
+std::string Config::archive_dir_of(const StreamConfig& s) const {
+  if (!s.archive_dir.empty()) return s.archive_dir;
+  for (const RecordingConfig& r : recordings) {
+    if (r.topic == s.topic) return r.directory;
+  }
+  return "";
 }
 
 std::string Config::to_toml() const {

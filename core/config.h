@@ -115,6 +115,9 @@ struct Config {
   // (FNV-1a, high bit set so it never collides with configured ids, which must be < 2^31).
   std::uint32_t stream_id(std::string_view topic) const;
   const StreamConfig* find_stream(std::uint32_t id) const;
+  // Where a late joiner of `s` reads the recording: its archive_dir, else the directory of this
+  // configuration's [[recordings]] entry of its topic; "" when neither.
+  std::string archive_dir_of(const StreamConfig& s) const;
 
   // The effective configuration as TOML, every key with its help text.
   std::string to_toml() const;

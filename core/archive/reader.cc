@@ -72,12 +72,17 @@ absl::StatusOr<RecordingReader> RecordingReader::open(const std::string& dir, st
   return r;
 }
 
+bool RecordingReader::look_due(bool first_look) noexcept {
+  const std::int64_t now = Clock::now_ns();
+  if (!first_look && now < next_roll_check_ns_) return false;
+  next_roll_check_ns_ = now + kRollCheckNs;
+  return true;
+}
+
 bool RecordingReader::open_first() noexcept {
   // Looked for at most once per kRollCheckNs; a file that does not open yet (its header still
   // being written) is looked at again, until the recording is no longer being written.
-  const std::int64_t now = Clock::now_ns();
-  if (now < next_roll_check_ns_) return false;
-  next_roll_check_ns_ = now + kRollCheckNs;
+  if (!look_due(false)) return false;
   if (!file_exists(segment_path(dir_, info_.id, info_.first_segment))) return false;
   absl::Status s = open_segment(info_.first_segment);
   if (!s.ok()) {
@@ -116,10 +121,7 @@ bool RecordingReader::next_segment_exists() const { return file_exists(segment_p
 bool RecordingReader::next_segment_appeared() noexcept {
   // The first time at a segment's end it looks at once (a sealed segment is followed by the
   // next without delay); asked again at the same end, at most once per kRollCheckNs.
-  const std::int64_t now = Clock::now_ns();
-  if (at_end_ && now < next_roll_check_ns_) return false;
-  next_roll_check_ns_ = now + kRollCheckNs;
-  return next_segment_exists();
+  return look_due(!at_end_) && next_segment_exists();
 }
 
 absl::Status RecordingReader::invalid_at_current() {

@@ -82,6 +82,9 @@ class RecordingReader {
   // opens it once it is there; false until then.
   bool open_first() noexcept;
   bool first_pending_ = false;
+  // Whether to look at the files again now: a first look always, a repeated one at most once per
+  // kRollCheckNs (each look is a stat()).
+  bool look_due(bool first_look) noexcept;
   std::int64_t next_roll_check_ns_ = 0;
   absl::Status invalid_at_current();
   void refresh_live() noexcept;
