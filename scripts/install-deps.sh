@@ -18,6 +18,7 @@ BUILD_PKGS=(
   valgrind                    # bench/callgrind/{shm,udp}-inline.sh (instruction counts per message)
   strace                      # bench/callgrind/udp-inline.sh (system calls per message)
   python3                     # bench/run-all.sh's summary.md, bench_cli_smoke's JSON checks
+  pybind11-dev python3-dev    # the `pollux` Python module (api/python), built by default when found
   libpcap-dev                 # pollux-feed: replay of packet captures (feed.source = "pcap")
   # AF_XDP datapath of the UDP transport (docs/XDP.md): libxdp/libbpf, and clang (+ llvm) to
   # compile the XDP program with -target bpf; libelf/zlib are libbpf's static link needs
@@ -33,6 +34,7 @@ TEST_PKGS=(
   # libFuzzer harnesses (scripts/fuzz.sh): Debian's clang and its sanitizer/fuzzer runtimes
   clang libclang-rt-14-dev
   clang-format          # scripts/check-format.sh (the test command's format stage)
+  python3-pytest python3-setuptools python3-venv python3-pip   # tests/python; `pip install .` (setup.py) checked in a venv
   # a packet analyser nobody here wrote: Wireshark's moldudp64 dissector over pollux-feed's
   # captures, and tcpdump's captures replayed through the handler
   tshark tcpdump
