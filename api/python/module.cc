@@ -81,7 +81,8 @@ class Exclusive {
  public:
   Exclusive(std::atomic<bool>& busy, const char* what) : busy_(busy) {
     if (busy_.exchange(true, std::memory_order_acquire)) {
-      throw Error(std::string(what) + " is in use by another thread (handles are single-threaded)");
+      throw Error(std::string(what) +
+                  " is in use by another thread, or re-entered from its own handler (handles are single-threaded)");
     }
   }
   ~Exclusive() { busy_.store(false, std::memory_order_release); }
