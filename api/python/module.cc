@@ -208,12 +208,37 @@ class Batch {
 
 // ---- handles -----------------------------------------------------------------------------------
 
-class SubscriberHandle {
+// What a Publisher and a Subscriber handle share: the C++ handle, its context's state, and the
+// checks every call makes.
+template <typename T>
+class Handle {
  public:
-  SubscriberHandle(std::shared_ptr<ContextState> st, Subscriber sub) : st_(std::move(st)), sub_(std::move(sub)) {
-    topic_ = std::string(sub_.topic());
-    stream_id_ = sub_.stream_id();
+  Handle(std::shared_ptr<ContextState> st, T h, const char* what)
+      : st_(std::move(st)), h_(std::move(h)), what_(what), topic_(h_.topic()), stream_id_(h_.stream_id()) {}
+
+  // f(handle) while the handle and its context are open (else raises).
+  template <typename F>
+  auto read(F f) {
+    Use use(*st_, closed_, what_);
+    return f(h_);
   }
+  const std::string& topic() const { return topic_; }
+  std::uint32_t stream_id() const { return stream_id_; }
+
+ protected:
+  std::shared_ptr<ContextState> st_;  // before h_: the C++ handle is destroyed first
+  T h_;
+  const char* what_;  // "publisher" | "subscriber", for error messages
+  std::string topic_;
+  std::uint32_t stream_id_;
+  bool closed_ = false;
+  std::atomic<bool> busy_{false};
+};
+
+class SubscriberHandle : public Handle<Subscriber> {
+ public:
+  SubscriberHandle(std::shared_ptr<ContextState> st, Subscriber sub)
+      : Handle(std::move(st), std::move(sub), "subscriber") {}
 
   // Messages delivered to the handler. A handler exception stops the delivery; the messages
   // after it stay pending and come first from the next poll()/poll_batch().
@@ -271,7 +296,7 @@ class SubscriberHandle {
       {
         py::gil_scoped_release nogil;
         Use use(*st_, closed_, "subscriber");
-        woken = sub_.wait(slice);
+        woken = h_.wait(slice);
       }
       if (woken) return true;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -283,18 +308,10 @@ class SubscriberHandle {
     Exclusive ex(busy_, "subscriber");
     py::gil_scoped_release nogil;
     std::shared_lock lock(st_->mu);
-    sub_.close();
+    h_.close();
     closed_ = true;
     pending_.reset();
   }
-
-  template <typename F>
-  auto read(F f) {
-    Use use(*st_, closed_, "subscriber");
-    return f(sub_);
-  }
-  const std::string& topic() const { return topic_; }
-  std::uint32_t stream_id() const { return stream_id_; }
 
  private:
   // A Storage nothing else references (no Batch, view or pending tail): reused, so a steady
@@ -318,17 +335,11 @@ class SubscriberHandle {
     py::gil_scoped_release nogil;
     Use use(*st_, closed_, "subscriber");
     Storage* out = s.get();
-    (void)sub_.poll([out](const Message& m) { out->add(m); }, limit);
+    (void)h_.poll([out](const Message& m) { out->add(m); }, limit);
     return s;
   }
 
   static constexpr std::size_t kPoolMax = 4;
-  std::shared_ptr<ContextState> st_;  // before sub_: the subscriber is destroyed first
-  Subscriber sub_;
-  std::string topic_;
-  std::uint32_t stream_id_ = 0;
-  bool closed_ = false;
-  std::atomic<bool> busy_{false};
   std::vector<std::shared_ptr<Storage>> pool_;
   std::shared_ptr<Storage> pending_;
   std::size_t pending_at_ = 0;
@@ -350,19 +361,17 @@ class ReadBuffer {
   Py_buffer view_{};
 };
 
-class PublisherHandle {
+class PublisherHandle : public Handle<Publisher> {
  public:
-  PublisherHandle(std::shared_ptr<ContextState> st, Publisher pub) : st_(std::move(st)), pub_(std::move(pub)) {
-    topic_ = std::string(pub_.topic());
-    stream_id_ = pub_.stream_id();
-  }
+  PublisherHandle(std::shared_ptr<ContextState> st, Publisher pub)
+      : Handle(std::move(st), std::move(pub), "publisher") {}
 
   std::int64_t offer(const py::object& payload) {
     Exclusive ex(busy_, "publisher");
     ReadBuffer b(payload);
     Use use(*st_, closed_, "publisher");
     no_open_claim();
-    return pub_.offer(b.data(), b.size());
+    return h_.offer(b.data(), b.size());
   }
 
   // A writable memoryview of n bytes, or None when back-pressured or not connected.
@@ -370,7 +379,7 @@ class PublisherHandle {
     Exclusive ex(busy_, "publisher");
     Use use(*st_, closed_, "publisher");
     no_open_claim();
-    const std::int64_t r = pub_.claim(n, claim_);
+    const std::int64_t r = h_.claim(n, claim_);
     if (r == kBackPressured || r == kNotConnected) return py::none();
     if (r < 0) throw Error("try_claim(" + std::to_string(n) + "): " + std::string(result_name(r)));
     const auto buf = claim_.buffer();
@@ -382,42 +391,34 @@ class PublisherHandle {
     Exclusive ex(busy_, "publisher");
     Use use(*st_, closed_, "publisher");
     end_claim();
-    return pub_.commit(claim_);
+    return h_.commit(claim_);
   }
 
   void abort() {
     Exclusive ex(busy_, "publisher");
     Use use(*st_, closed_, "publisher");
     end_claim();
-    pub_.abort(claim_);
+    h_.abort(claim_);
   }
 
   int service() {
     Exclusive ex(busy_, "publisher");
     py::gil_scoped_release nogil;
     Use use(*st_, closed_, "publisher");
-    return pub_.service();
+    return h_.service();
   }
 
   void close() {
     Exclusive ex(busy_, "publisher");
     if (!claim_view_.is_none()) {
       end_claim();
-      pub_.abort(claim_);
+      h_.abort(claim_);
     }
     py::gil_scoped_release nogil;
     std::shared_lock lock(st_->mu);
-    pub_.close();  // lingers for the subscribers where the transport does
+    h_.close();  // lingers for the subscribers where the transport does
     closed_ = true;
   }
-
-  template <typename F>
-  auto read(F f) {
-    Use use(*st_, closed_, "publisher");
-    return f(pub_);
-  }
-  const std::string& topic() const { return topic_; }
-  std::uint32_t stream_id() const { return stream_id_; }
 
  private:
   void no_open_claim() const {
@@ -436,12 +437,6 @@ class PublisherHandle {
     }
   }
 
-  std::shared_ptr<ContextState> st_;
-  Publisher pub_;
-  std::string topic_;
-  std::uint32_t stream_id_ = 0;
-  bool closed_ = false;
-  std::atomic<bool> busy_{false};
   Claim claim_;
   py::object claim_view_ = py::none();
 };
@@ -493,6 +488,26 @@ class ContextHandle {
  private:
   std::shared_ptr<ContextState> st_;
 };
+
+// A read of the C++ object behind handle H (Publisher, Subscriber, Context) through H::read,
+// which raises once the handle or its context is closed.
+template <typename H, typename T, typename R>
+auto reader(R (T::*get)() const) {
+  return [get](H& h) { return h.read([get](T& x) { return (x.*get)(); }); };
+}
+template <typename H, typename T, typename R>
+auto reader(R (T::*get)() const noexcept) {
+  return [get](H& h) { return h.read([get](T& x) { return (x.*get)(); }); };
+}
+
+// `with handle:` closes it at the end of the block.
+template <typename H>
+void closes_on_exit(py::class_<H>& cls) {
+  cls.def(
+         "__enter__", [](py::object self) { return self; }, "Returns the handle itself.")
+      .def(
+          "__exit__", [](H& h, py::args) { h.close(); }, "Closes the handle.");
+}
 
 }  // namespace
 }  // namespace pollux::python
@@ -569,7 +584,9 @@ PYBIND11_MODULE(pollux, m) {
           "publisher_ns", [](const Batch& b) { return b.column(Column::kPublisherNs); },
           "Publisher timestamp of each message: memoryview of int64 (format 'q').");
 
-  py::class_<PublisherHandle>(m, "Publisher", "One thread's handle on a stream (Context.publisher()).")
+  py::class_<PublisherHandle> publisher_cls(m, "Publisher", "One thread's handle on a stream (Context.publisher()).");
+  closes_on_exit(publisher_cls);
+  publisher_cls
       .def("offer", &PublisherHandle::offer, py::arg("payload"),
            "Copies a bytes-like payload into the stream. Returns its position (>= 0) or BACK_PRESSURED, "
            "NOT_CONNECTED, CLOSED, MESSAGE_TOO_LARGE. Never blocks (runs with the GIL held).")
@@ -582,19 +599,18 @@ PYBIND11_MODULE(pollux, m) {
       .def("service", &PublisherHandle::service,
            "Inline mode: runs the publisher's transport duties (connect, heartbeats, repairs); call it "
            "when there is nothing to offer. Returns work done (GIL released).")
-      .def_property_readonly(
-          "is_connected", [](PublisherHandle& p) { return p.read([](Publisher& x) { return x.is_connected(); }); },
-          "True when at least one subscriber can receive.")
-      .def_property_readonly(
-          "max_payload", [](PublisherHandle& p) { return p.read([](Publisher& x) { return x.max_payload(); }); },
-          "Largest payload offer() accepts.")
+      .def_property_readonly("is_connected", reader<PublisherHandle>(&Publisher::is_connected),
+                             "True when at least one subscriber can receive.")
+      .def_property_readonly("max_payload", reader<PublisherHandle>(&Publisher::max_payload),
+                             "Largest payload offer() accepts.")
       .def_property_readonly("stream_id", &PublisherHandle::stream_id, "The stream id.")
       .def_property_readonly("topic", &PublisherHandle::topic, "The topic.")
-      .def("close", &PublisherHandle::close, "Flushes and releases the stream; further use raises pollux.Error.")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PublisherHandle& p, py::args) { p.close(); });
+      .def("close", &PublisherHandle::close, "Flushes and releases the stream; further use raises pollux.Error.");
 
-  py::class_<SubscriberHandle>(m, "Subscriber", "One thread's handle on a stream (Context.subscriber()).")
+  py::class_<SubscriberHandle> subscriber_cls(m, "Subscriber",
+                                              "One thread's handle on a stream (Context.subscriber()).");
+  closes_on_exit(subscriber_cls);
+  subscriber_cls
       .def("poll", &SubscriberHandle::poll, py::arg("handler"), py::arg("limit") = 256,
            "Polls up to `limit` messages (GIL released), then calls handler(msg: Message) for each with "
            "the GIL held. Returns the number handled. A handler exception propagates; the messages after "
@@ -604,30 +620,26 @@ PYBIND11_MODULE(pollux, m) {
       .def("wait", &SubscriberHandle::wait, py::arg("timeout_us") = -1,
            "Blocks (GIL released) until poll would find something or `timeout_us` passes (< 0: no "
            "limit). True when woken by data (spurious wake-ups possible), False on timeout.")
-      .def_property_readonly(
-          "messages_received",
-          [](SubscriberHandle& s) { return s.read([](Subscriber& x) { return x.messages_received(); }); },
-          "Messages received since creation.")
-      .def_property_readonly(
-          "messages_lost", [](SubscriberHandle& s) { return s.read([](Subscriber& x) { return x.messages_lost(); }); },
-          "Messages reported lost (gaps).")
-      .def_property_readonly(
-          "gaps_reported", [](SubscriberHandle& s) { return s.read([](Subscriber& x) { return x.gaps_reported(); }); },
-          "Number of gap notifications.")
-      .def_property_readonly(
-          "is_connected", [](SubscriberHandle& s) { return s.read([](Subscriber& x) { return x.is_connected(); }); },
-          "True while a publisher is attached and the stream has not ended.")
+      .def_property_readonly("messages_received", reader<SubscriberHandle>(&Subscriber::messages_received),
+                             "Messages received since creation.")
+      .def_property_readonly("messages_lost", reader<SubscriberHandle>(&Subscriber::messages_lost),
+                             "Messages reported lost (gaps).")
+      .def_property_readonly("gaps_reported", reader<SubscriberHandle>(&Subscriber::gaps_reported),
+                             "Number of gap notifications.")
+      .def_property_readonly("is_connected", reader<SubscriberHandle>(&Subscriber::is_connected),
+                             "True while a publisher is attached and the stream has not ended.")
       .def_property_readonly("stream_id", &SubscriberHandle::stream_id, "The stream id.")
       .def_property_readonly("topic", &SubscriberHandle::topic, "The topic.")
-      .def("close", &SubscriberHandle::close, "Releases the stream; further use raises pollux.Error.")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](SubscriberHandle& s, py::args) { s.close(); });
+      .def("close", &SubscriberHandle::close, "Releases the stream; further use raises pollux.Error.");
 
-  py::class_<ContextHandle>(m, "Context",
-                            "One configured Pollux instance. `config` is a TOML file (str or os.PathLike) or TOML "
-                            "text: a str is read as a path when such a file exists or when it holds neither a "
-                            "newline nor '='; '' is the all-defaults configuration. Errors raise pollux.Error "
-                            "naming file:line and key.")
+  py::class_<ContextHandle> context_cls(
+      m, "Context",
+      "One configured Pollux instance. `config` is a TOML file (str or os.PathLike) or TOML "
+      "text: a str is read as a path when such a file exists or when it holds neither a "
+      "newline nor '='; '' is the all-defaults configuration. Errors raise pollux.Error "
+      "naming file:line and key.");
+  closes_on_exit(context_cls);
+  context_cls
       .def(py::init<const py::object&, const std::string&>(), py::arg("config"), py::arg("source_name") = "<string>",
            "Loads and validates the configuration and starts the pollers (GIL released).")
       .def("publisher", &ContextHandle::publisher, py::arg("topic"), "Opens a Publisher on `topic`.")
@@ -636,21 +648,15 @@ PYBIND11_MODULE(pollux, m) {
           "stream_id",
           [](ContextHandle& c, const std::string& t) { return c.read([&](Context& x) { return x.stream_id(t); }); },
           py::arg("topic"), "The stream id of `topic` ([[streams]] id, else derived from the name).")
-      .def(
-          "describe", [](ContextHandle& c) { return c.read([](Context& x) { return x.describe(); }); },
-          "What this context runs, one fact per line.")
-      .def(
-          "effective_config", [](ContextHandle& c) { return c.read([](Context& x) { return x.effective_config(); }); },
-          "The effective configuration as TOML.")
-      .def(
-          "counters_path", [](ContextHandle& c) { return c.read([](Context& x) { return x.counters_path(); }); },
-          "Path of the shared-memory counters file ('' when runtime.counters = false).")
+      .def("describe", reader<ContextHandle>(&Context::describe), "What this context runs, one fact per line.")
+      .def("effective_config", reader<ContextHandle>(&Context::effective_config),
+           "The effective configuration as TOML.")
+      .def("counters_path", reader<ContextHandle>(&Context::counters_path),
+           "Path of the shared-memory counters file ('' when runtime.counters = false).")
       .def("close", &ContextHandle::close,
            "Stops the pollers and closes every publisher and subscriber of this context (their use then "
            "raises pollux.Error). Idempotent.")
-      .def_property_readonly("closed", &ContextHandle::closed, "True after close().")
-      .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](ContextHandle& c, py::args) { c.close(); });
+      .def_property_readonly("closed", &ContextHandle::closed, "True after close().");
 
   // pollux.feed: pure Python, compiled into the module so one file is the whole package.
   py::module_ types = py::module_::import("types");
