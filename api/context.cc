@@ -62,6 +62,18 @@ absl::Status ContextImpl::start() {
   auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name);
   if (!cf.ok()) return cf.status();
   counters = std::move(*cf);
+  if (!cfg.metrics.listen.empty()) {
+    metrics::ServerOptions mo{cfg.metrics.listen, cfg.metrics.max_connections, cfg.metrics.timeout_ms};
+    auto server = metrics::Server::start(mo, [path = counters->path()] {
+      std::vector<core::CountersFileSnapshot> procs;
+      if (auto s = core::read_counters_file(path); s.ok()) procs.push_back(std::move(*s));
+      return procs;
+    });
+    if (!server.ok())
+      return absl::Status(server.status().code(),
+                          absl::StrCat(cfg.source, ": metrics.listen: ", server.status().message()));
+    metrics_server = std::move(*server);
+  }
 
   int device_node = -1;
   if (!cfg.runtime.device.empty()) {
@@ -422,6 +434,10 @@ std::string ContextImpl::describe() const {
   for (const std::string& w : placement.warnings) absl::StrAppendFormat(&s, "placement: %s\n", w);
   absl::StrAppendFormat(&s, "counters:  %s\n",
                         counters->path().empty() ? "private (runtime.counters = false)" : counters->path());
+  if (metrics_server != nullptr) {
+    absl::StrAppendFormat(&s, "metrics:   %smetrics (Prometheus/OpenMetrics), %s (live page)\n", metrics_server->url(),
+                          metrics_server->url());
+  }
   const std::vector<core::ErrorRecord> errors = counters->error_log().entries();
   std::uint64_t total = 0;
   for (const auto& e : errors) total += e.count;
@@ -519,6 +535,23 @@ std::string Context::counters_path() const { return impl_->counters->path(); }
 
 AppCounter Context::counter(std::string_view scope, std::string_view name) {
   return AppCounter(impl_->counters->allocate(scope, name).cell());
+}
+
+AppHistogram Context::histogram(std::string_view scope, std::string_view name) {
+  core::CountersFile& f = *impl_->counters;
+  const std::string base(name.substr(0, 40));
+  const std::uint16_t owner = f.new_owner();
+  auto cell = [&](const std::string& n) {
+    return f.allocate(scope, absl::StrCat(base, " ", n), 0, core::CounterKind::kHistogram, owner).cell();
+  };
+  AppHistogram h;
+  for (std::size_t i = 0; i + 1 < AppHistogram::kBuckets; ++i) {
+    h.buckets_[i] = cell(absl::StrCat("le ", AppHistogram::kBoundsNs[i]));
+  }
+  h.buckets_[AppHistogram::kBuckets - 1] = cell("le inf");
+  h.sum_ns_ = cell("sum_ns");
+  h.count_ = cell("count");
+  return h;
 }
 
 }  // namespace pollux

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/channels.h"
+#include "api/metrics.h"
 #include "core/buffer_pool.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -231,6 +232,8 @@ class ContextImpl {
   core::Config cfg;
   RecordingRunnerPtr recordings;  // [[recordings]]; stopped before anything else closes
   std::unique_ptr<core::CountersFile> counters;
+  // [metrics] listen: serves this process's counters file (destroyed before it).
+  std::unique_ptr<metrics::Server> metrics_server;
   std::unique_ptr<transport::Transport> transport;
   std::vector<PollerSlot> pollers;
   // Where the dedicated pollers run, the CPU claims that keep other processes off their cores

@@ -212,6 +212,22 @@ ConfigTable<RingsConfig> rings_table() {
   return t;
 }
 
+ConfigTable<MetricsConfig> metrics_table() {
+  using M = MetricsConfig;
+  ConfigTable<M> t("metrics");
+  t.text("listen", &M::listen, "a string",
+         "serve this process's metrics over HTTP at HOST:PORT (GET /metrics: Prometheus text or OpenMetrics; "
+         "GET /: a live page; GET /api/snapshot: JSON), from a thread of its own that reads the counters file; "
+         "\"\" = off. Only the address written is bound: \"127.0.0.1:9464\" or \":9464\" is loopback, \"0.0.0.0:9464\" "
+         "every interface (needs runtime.counters = true)",
+         check_listen_address)
+      .integer("max_connections", &M::max_connections, 1, 1024,
+               "open HTTP connections at most; one more is closed at once (a client cannot exhaust the server)")
+      .integer("timeout_ms", &M::timeout_ms, 100, 600'000,
+               "a request must arrive within this, and an idle keep-alive connection is closed after it");
+  return t;
+}
+
 // The generic tables as one, every key named "table.key": [runtime] (with [runtime.adaptive]),
 // [pool], [rings], then [transport], whose one key is a member of Config itself.
 const ConfigTable<Config>& generic_table() {
@@ -220,6 +236,7 @@ const ConfigTable<Config>& generic_table() {
     t.nested(&Config::runtime, runtime_table())
         .nested(&Config::pool, pool_table())
         .nested(&Config::rings, rings_table())
+        .nested(&Config::metrics, metrics_table())
         .choice("transport.kind", &Config::transport, kTransportNames, "shm (processes on one host), udp, rdma");
     return t;
   }();
@@ -660,6 +677,9 @@ class Parser {
         c.runtime.poller_cores.size() < c.runtime.pollers) {
       return at("runtime.poller_cores",
                 absl::StrFormat("lists %d core(s) for %d pollers", c.runtime.poller_cores.size(), c.runtime.pollers));
+    }
+    if (!c.metrics.listen.empty() && !c.runtime.counters) {
+      return at("metrics.listen", "the endpoint serves the counters file: it needs runtime.counters = true");
     }
     return absl::OkStatus();
   }

@@ -90,9 +90,17 @@ struct RingsConfig {
   RingKind kind = RingKind::kSpsc;  // spsc (ours) or boost (boost::lockfree::spsc_queue)
 };
 
+// [metrics]: the context serves its own process's metrics over HTTP (docs/OBSERVABILITY.md).
+struct MetricsConfig {
+  std::string listen;                  // "HOST:PORT"; "" = no endpoint
+  std::uint32_t max_connections = 16;  // more are closed at once
+  std::uint32_t timeout_ms = 5000;     // a request must arrive within this; idle keep-alive ends after it
+};
+
 struct Config {
   std::string source = "<defaults>";  // file path or "<string>"
   RuntimeConfig runtime;
+  MetricsConfig metrics;
   PoolConfig pool;
   RingsConfig rings;
   TransportKind transport = TransportKind::kShm;

@@ -115,6 +115,47 @@ std::string check_pow2(std::uint64_t v) {
   return absl::StrCat("expected a power of two, got ", v);
 }
 
+ListenAddress parse_listen_address(std::string_view s, std::string* error) {
+  ListenAddress a;
+  const auto colon = s.rfind(':');
+  if (colon == std::string_view::npos) {
+    *error = absl::StrCat("expected HOST:PORT (e.g. \"127.0.0.1:9464\"), got ", quote(s));
+    return a;
+  }
+  std::string_view host = s.substr(0, colon);
+  const std::string_view port = s.substr(colon + 1);
+  unsigned long p = 0;
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+      (p = std::stoul(std::string(port))) > 65535) {
+    *error = absl::StrCat("expected a port 0-65535 after the last ':' (0: a free port), got ", quote(s));
+    return a;
+  }
+  a.port = static_cast<std::uint16_t>(p);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "localhost") host = "127.0.0.1";
+  a.host = std::string(host);
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, a.host.c_str(), &v4) == 1) {
+    a.loopback = (ntohl(v4.s_addr) >> 24) == 127;
+  } else if (inet_pton(AF_INET6, a.host.c_str(), &v6) == 1) {
+    a.loopback = IN6_IS_ADDR_LOOPBACK(&v6);
+  } else {
+    *error = absl::StrCat("expected a numeric IPv4 address, [IPv6 address], localhost or nothing before the port, got ",
+                          quote(s));
+    return a;
+  }
+  error->clear();
+  return a;
+}
+
+std::string check_listen_address(const std::string& s) {
+  if (s.empty()) return "";
+  std::string e;
+  (void)parse_listen_address(s, &e);
+  return e;
+}
+
 std::string check_ipv4(const std::string& s) {
   in_addr a{};
   if (inet_pton(AF_INET, s.c_str(), &a) == 1) return "";

@@ -65,6 +65,19 @@ std::string check_pow2(std::uint64_t v);
 // "" when `s` is a dotted-quad IPv4 address, else "expected an IPv4 address like ..., got ...".
 std::string check_ipv4(const std::string& s);
 
+// A listening address written "HOST:PORT": HOST an IPv4 address, "[IPv6]", "localhost" or empty
+// (= 127.0.0.1, loopback); PORT 0-65535 (0: a free port, which the server reports). Only the address written is bound:
+// a non-loopback HOST (0.0.0.0, an interface's address) is the user's explicit choice.
+struct ListenAddress {
+  std::string host;  // numeric: "127.0.0.1", "::1", "0.0.0.0"
+  std::uint16_t port = 0;
+  bool loopback = false;
+};
+// The address, or "" in *error with what is wrong.
+ListenAddress parse_listen_address(std::string_view s, std::string* error);
+// "" when parse_listen_address accepts `s` (or `s` is empty: off), else the message.
+std::string check_listen_address(const std::string& s);
+
 // A key of a ConfigKeys table (pollux/config.h: an application's, or a transport's): the checks
 // of its type and bounds into *v ("" or the message), and its value as TOML.
 std::string check_key_value(const ConfigKeys::Key& k, const toml::node& n, ConfigKeys::Value* v);

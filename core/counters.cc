@@ -221,7 +221,7 @@ absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base,
     std::memcpy(&label, base + kHeaderRegion + kSlot * i, sizeof label);
     std::uint64_t value;
     std::memcpy(&value, base + kHeaderRegion + kSlot * h.capacity + kSlot * i, sizeof value);
-    const auto kind = label.kind <= static_cast<std::uint16_t>(CounterKind::kPollerStream)
+    const auto kind = label.kind <= static_cast<std::uint16_t>(CounterKind::kHistogram)
                           ? static_cast<CounterKind>(label.kind)
                           : CounterKind::kOther;
     out.counters.push_back({std::string(label.scope, strnlen(label.scope, sizeof label.scope)),

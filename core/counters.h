@@ -61,6 +61,8 @@ enum class CounterKind : std::uint16_t {
   kSubscriber = 3,    // "sub stream N topic": one subscriber handle
   kPoller = 4,        // "poller N": one poller thread and its controller
   kPollerStream = 5,  // "poller N stream S": a publisher's channel on its poller
+  kHistogram = 6,     // one bucket, the sum or the count of an application's latency histogram
+                      // (pollux::AppHistogram): name "<histogram> le <bound_ns>|le inf|sum_ns|count"
 };
 
 struct CounterLabel {

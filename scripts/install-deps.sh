@@ -38,6 +38,9 @@ TEST_PKGS=(
   # a packet analyser nobody here wrote: Wireshark's moldudp64 dissector over pollux-feed's
   # captures, and tcpdump's captures replayed through the handler
   tshark tcpdump
+  # the metrics endpoint checked by the real things (tests/stat/metrics_test.cc): promtool and a
+  # Prometheus server scraping pollux-stat --serve; headless Chromium rendering the live page
+  prometheus chromium
 )
 
 want=("${BUILD_PKGS[@]}")

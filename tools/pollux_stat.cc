@@ -6,11 +6,13 @@
 // claims of automatic poller placement.
 //
 //   pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]
+//   pollux-stat [--dir DIR] --serve HOST:PORT [--max-connections N] [--timeout-ms N] [--json]
 //
 // Inputs are files any local user can leave in a shared directory: they are copied, never
 // mapped (no SIGBUS if one is truncated while read), links and FIFOs are refused, every size
 // and index is validated, and names from the files are printed with control characters escaped.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/metrics.h"
+#include "core/config_values.h"
 #include "core/controller.h"
 #include "core/counters.h"
 #include "core/idle.h"
@@ -56,7 +60,8 @@ static_assert(pollux::core::PollerCounters::kCounterCount == 18);
 static_assert(pollux::core::StreamCounters::kCounterCount == 14);
 
 constexpr char kUsage[] =
-    "usage: pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]\n";
+    "usage: pollux-stat [--dir DIR] [--watch SECONDS [--count N]] [--clean] [--all] [--json] [--errors]\n"
+    "       pollux-stat [--dir DIR] --serve HOST:PORT [--max-connections N] [--timeout-ms N] [--json]\n";
 
 constexpr int kNoInput = 66;  // EX_NOINPUT: DIR does not exist or cannot be read
 
@@ -81,6 +86,15 @@ constexpr char kHelp[] =
     "                     start_ns, start_time, uptime_s, errors, pollers:[...], publications:[...],\n"
     "                     subscriptions:[...], error_log:{...}, counters:[...]}], shm_streams:[...],\n"
     "                     cpu_claims:[...], unreadable:[...], removed:[...]} (README, Tools)\n"
+    "  --serve HOST:PORT  serve the counters of every process in DIR over HTTP until SIGINT/SIGTERM:\n"
+    "                     GET /metrics (Prometheus text format; OpenMetrics when Accept asks for\n"
+    "                     application/openmetrics-text), GET / (a live page: rates, gaps, NAKs,\n"
+    "                     controller state, latency percentiles), GET /api/snapshot (its JSON).\n"
+    "                     Only the address given is bound: 127.0.0.1:9464 or :9464 is loopback,\n"
+    "                     0.0.0.0:9464 every interface; port 0 takes a free port. Prints\n"
+    "                     \"serving URL\" (with --json: {\"url\":...,\"dir\":...}) once listening\n"
+    "  --max-connections N  with --serve: open connections at most (default 16); more are closed\n"
+    "  --timeout-ms N     with --serve: a request must arrive within N ms (default 5000)\n"
     "  --version          print \"pollux-stat <version>\" and exit\n"
     "  -h, --help         this text\n"
     "\n"
@@ -92,7 +106,8 @@ constexpr char kHelp[] =
     "position and lag behind the publisher (shm: bytes; udp/rdma: messages, when the publisher runs\n"
     "on this host), gaps, messages lost, overruns; the error log.\n"
     "\n"
-    "Exit status: 0; 64 usage error; 66 DIR does not exist, is not a directory or cannot be read.\n";
+    "Exit status: 0; 64 usage error; 66 DIR does not exist, is not a directory or cannot be read;\n"
+    "69 --serve cannot listen on the address (in use, not this host's).\n";
 
 using pollux::tools::printable;  // names from files anyone may have written: no terminal escapes
 
@@ -695,6 +710,40 @@ std::string dir_problem(const std::string& dir) {
   return "";
 }
 
+// --serve: the endpoint over every counters file of `dir`, until SIGINT or SIGTERM.
+int serve(const std::string& dir, const pollux::detail::metrics::ServerOptions& options, bool json) {
+  // Blocked here, before the server's thread starts (it inherits the mask): sigwait takes them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  auto server = pollux::detail::metrics::Server::start(options, [dir] {
+    std::vector<CountersFileSnapshot> procs;
+    for (const std::string& path : pollux::core::list_counters_files(dir)) {
+      if (auto snap = pollux::core::read_counters_file(path); snap.ok()) procs.push_back(std::move(*snap));
+    }
+    return procs;
+  });
+  if (!server.ok()) {
+    std::fprintf(stderr, "pollux-stat: %s\n", printable(std::string(server.status().message())).c_str());
+    return server.status().code() == absl::StatusCode::kInvalidArgument ? 64 : 69;
+  }
+  if (json) {
+    JsonOut j;
+    j.begin_object().field("url", (*server)->url()).field("port", static_cast<int>((*server)->port()));
+    j.field("dir", dir).end_object();
+    std::printf("%s\n", j.text().c_str());
+  } else {
+    std::printf("serving %s (metrics: %smetrics) for %s; Ctrl-C or SIGTERM ends\n", (*server)->url().c_str(),
+                (*server)->url().c_str(), printable(dir).c_str());
+  }
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  return 0;
+}
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "pollux-stat: %s\n%s(see pollux-stat --help)\n", printable(msg).c_str(), kUsage);
   return 64;
@@ -707,6 +756,14 @@ int main(int argc, char** argv) {
   double watch = 0;
   std::uint64_t count = 0;  // --watch snapshots; 0 = until interrupted
   bool clean = false, all = false, json = false, errors_only = false;
+  pollux::detail::metrics::ServerOptions serve_options;
+  auto positive = [](const char* v, std::uint32_t lo, std::uint32_t hi, std::uint32_t* out) {
+    char* end = nullptr;
+    const unsigned long long n = v != nullptr ? std::strtoull(v, &end, 10) : 0;
+    if (v == nullptr || end == v || *end != '\0' || v[0] == '-' || n < lo || n > hi) return false;
+    *out = static_cast<std::uint32_t>(n);
+    return true;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -740,17 +797,40 @@ int main(int argc, char** argv) {
       json = true;
     } else if (a == "--errors") {
       errors_only = true;
+    } else if (a == "--serve") {
+      const char* v = value();
+      if (v == nullptr) return usage_error("--serve needs HOST:PORT, e.g. 127.0.0.1:9464");
+      std::string e;
+      (void)pollux::core::parse_listen_address(v, &e);
+      if (!e.empty()) return usage_error(absl::StrCat("--serve: ", e));
+      serve_options.listen = v;
+    } else if (a == "--max-connections") {
+      if (!positive(value(), 1, 1024, &serve_options.max_connections)) {
+        return usage_error("--max-connections needs a number in [1, 1024]");
+      }
+    } else if (a == "--timeout-ms") {
+      if (!positive(value(), 100, 600'000, &serve_options.timeout_ms)) {
+        return usage_error("--timeout-ms needs a number of milliseconds in [100, 600000]");
+      }
     } else {
       return pollux::cli::unknown_flag("pollux-stat", printable(a), kHelp);
     }
   }
   if (json && watch > 0) return usage_error("--json prints one document: it cannot be combined with --watch");
+  const bool serving = !serve_options.listen.empty();
+  if (serving && (watch > 0 || clean || all || errors_only)) {
+    return usage_error("--serve serves every counter: it cannot be combined with --watch, --clean, --all or --errors");
+  }
+  if (!serving && (serve_options.max_connections != 16 || serve_options.timeout_ms != 5000)) {
+    return usage_error("--max-connections and --timeout-ms set up --serve: give --serve HOST:PORT too");
+  }
   if (count != 0 && watch <= 0) return usage_error("--count counts --watch snapshots: give --watch SECONDS too");
   if (const std::string why = dir_problem(dir); !why.empty()) {
     std::fprintf(stderr, "pollux-stat: %s (--dir is the runtime.shm_dir of the processes to show; default /dev/shm)\n",
                  printable(why).c_str());
     return kNoInput;
   }
+  if (serving) return serve(dir, serve_options, json);
   if (json) {
     std::fputs(render_json(take_snapshot(dir, clean)).c_str(), stdout);
     return 0;

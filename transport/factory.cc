@@ -3,13 +3,20 @@
 #include "transport/transport.h"
 
 #include "absl/strings/str_format.h"
+#include "core/counter_help.h"
 #include "transport/rdma/rdma_config.h"
 #include "transport/shm/shm_config.h"
 #include "transport/shm/shm_transport.h"
 #if POLLUX_HAVE_RDMA
+#include "transport/rdma/connection_manager.h"
 #include "transport/rdma/device.h"
+#include "transport/rdma/rdma_endpoints.h"
 #include "transport/rdma/rdma_transport.h"
+#include "transport/rdma/ud_endpoints.h"
 #endif
+#include "transport/udp/poller_source.h"
+#include "transport/udp/rx_endpoint.h"
+#include "transport/udp/tx_core.h"
 #include "transport/udp/udp_config.h"
 #include "transport/udp/udp_transport.h"
 
@@ -21,6 +28,24 @@ void register_transport_tables(ConfigRegistry& r) {
   transport::rdma::register_config(r);
   transport::udp::register_config(r);
 }
+
+#define POLLUX_HELP_ENTRY_(field, name, help, ...) CounterInfo{name, help},
+std::span<const CounterInfo> transport_counter_help() noexcept {
+  static constexpr CounterInfo kHelp[] = {
+    POLLUX_SHM_TX_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_SHM_RX_COUNTERS(POLLUX_HELP_ENTRY_)
+        POLLUX_SENDER_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_RECEIVER_COUNTERS(POLLUX_HELP_ENTRY_)
+            POLLUX_UDP_TX_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_UDP_TX_STAMP_COUNTERS(POLLUX_HELP_ENTRY_)
+                POLLUX_UDP_RX_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_UDP_RX_STAMP_COUNTERS(POLLUX_HELP_ENTRY_)
+                    POLLUX_UDP_POLLER_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_UDP_XDP_COUNTERS(POLLUX_HELP_ENTRY_)
+#if POLLUX_HAVE_RDMA
+                        POLLUX_RDMA_GROUP_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_RDMA_CM_COUNTERS(POLLUX_HELP_ENTRY_)
+                            POLLUX_RDMA_TX_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_RDMA_RX_COUNTERS(POLLUX_HELP_ENTRY_)
+                                POLLUX_UD_TX_COUNTERS(POLLUX_HELP_ENTRY_) POLLUX_UD_RX_COUNTERS(POLLUX_HELP_ENTRY_)
+#endif
+  };
+  return kHelp;
+}
+#undef POLLUX_HELP_ENTRY_
 
 }  // namespace pollux::core
 

@@ -42,6 +42,44 @@ class AppCounter {
   std::atomic<std::uint64_t>* v_ = nullptr;
 };
 
+// A latency histogram of the application's own, kept in the context's counters file (kind
+// "histogram"): fixed bucket bounds (kBoundsNs, in nanoseconds, plus +Inf), a sum and a count,
+// each a counter cell. The metrics endpoint (docs/OBSERVABILITY.md) exports it as a Prometheus
+// histogram in seconds; pollux-stat lists its non-zero cells. One thread records (a bucket
+// search over 22 bounds and three relaxed load+store pairs, no locked instruction); any thread
+// or process reads. Valid until the Context is destroyed; a default-constructed one records
+// nothing. For reports inside one process, pollux::Histogram (pollux/histogram.h) is finer.
+class AppHistogram {
+ public:
+  static constexpr std::int64_t kBoundsNs[] = {
+      100,        250,        500,         1'000,       2'500,       5'000,        10'000,    25'000,
+      50'000,     100'000,    250'000,     500'000,     1'000'000,   2'500'000,    5'000'000, 10'000'000,
+      25'000'000, 50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000};
+  static constexpr std::size_t kBuckets = sizeof(kBoundsNs) / sizeof(kBoundsNs[0]) + 1;  // + Inf
+
+  AppHistogram() = default;
+  // Records one value in nanoseconds (negative values count as 0).
+  void record(std::int64_t ns) noexcept {
+    if (count_ == nullptr) return;
+    if (ns < 0) ns = 0;
+    std::size_t i = 0;
+    while (i < kBuckets - 1 && ns > kBoundsNs[i]) ++i;  // bounded: 22 compares at most
+    bump(buckets_[i], 1);
+    bump(sum_ns_, static_cast<std::uint64_t>(ns));
+    bump(count_, 1);
+  }
+  std::uint64_t count() const noexcept { return count_ != nullptr ? count_->load(std::memory_order_relaxed) : 0; }
+
+ private:
+  friend class Context;
+  static void bump(std::atomic<std::uint64_t>* v, std::uint64_t n) noexcept {
+    v->store(v->load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::atomic<std::uint64_t>* buckets_[kBuckets] = {};
+  std::atomic<std::uint64_t>* sum_ns_ = nullptr;
+  std::atomic<std::uint64_t>* count_ = nullptr;
+};
+
 class POLLUX_API Context {
  public:
   // Loads and validates a TOML configuration (errors name file:line and key) and starts the
@@ -78,6 +116,10 @@ class POLLUX_API Context {
   // Allocates a counter of the application's in that file, e.g. counter("feed live",
   // "packets_a"); names longer than the file's fields (55 and 63 bytes) are cut. Control path.
   AppCounter counter(std::string_view scope, std::string_view name);
+  // Allocates a latency histogram of the application's in that file, e.g. histogram("feed book",
+  // "publish_to_book"); `name` is cut to 40 bytes (its cells are named "<name> le <bound_ns>",
+  // "<name> le inf", "<name> sum_ns", "<name> count"). Control path.
+  AppHistogram histogram(std::string_view scope, std::string_view name);
 
  private:
   friend class LateJoinSubscriber;    // writes to the context's error log

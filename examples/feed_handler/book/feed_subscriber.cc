@@ -27,6 +27,9 @@ absl::StatusOr<std::unique_ptr<FeedSubscriber>> FeedSubscriber::open(Context& ct
   const std::uint32_t threads = std::clamp<std::uint32_t>(cfg.book_threads, 1, std::max<std::uint32_t>(cfg.streams, 1));
   fs->parts_.resize(threads);
   for (std::size_t i = 0; i < fs->subs_.size(); ++i) fs->parts_[i % threads].subs.push_back(i);
+  for (std::size_t t = 0; t < threads; ++t) {
+    fs->parts_[t].published_to_book = ctx.histogram(absl::StrCat("feed book ", t), "publish_to_book");
+  }
   itch::BookSetOptions o;
   // Sized up front (and touched, see HugeBuffer) for feed.expected_orders, or the generator's
   // steady state (symbols x orders_per_symbol) with room to spare, so the order map does not
@@ -179,6 +182,7 @@ absl::Status FeedSubscriber::run_part(Part& part, Shared& shared) {
     }
     const std::int64_t now = now_ns();
     r.latency.record_n(now - msg.publisher_ns, applied);
+    part.published_to_book.record(now - msg.publisher_ns);
     if (rx_ns != 0) r.wire_latency.record_n(now - rx_ns, applied);
     if (r.first_ns == 0) [[unlikely]] {
       r.first_ns = now;

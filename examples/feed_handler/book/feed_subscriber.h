@@ -74,6 +74,9 @@ class FeedSubscriber {
   struct Part {
     std::vector<std::size_t> subs;  // indexes into subs_
     SubscribeResult result;
+    // Publish-to-book per Pollux message, in the counters file for the metrics endpoint
+    // (scope "feed book T": pollux_app_publish_to_book_seconds).
+    AppHistogram published_to_book;
   };
   // What the parts share while they run.
   struct Shared {
