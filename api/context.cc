@@ -59,7 +59,8 @@ StreamCounters ContextImpl::make_counters(bool publisher, std::uint32_t stream_i
 
 absl::Status ContextImpl::start() {
   core::Clock::init(cfg.runtime.shm_dir);
-  auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name);
+  auto cf = core::CountersFile::create(cfg.runtime.counters ? cfg.runtime.shm_dir : "", cfg.runtime.name,
+                                       cfg.runtime.counters_capacity);
   if (!cf.ok()) return cf.status();
   counters = std::move(*cf);
   if (!cfg.metrics.listen.empty()) {

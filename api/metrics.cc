@@ -4,9 +4,11 @@
 #include "api/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -64,62 +66,64 @@ std::string ns_as_seconds(std::uint64_t ns) {
 
 enum class Type { kCounter, kGauge, kHistogram, kInfo };
 
-struct Series {
-  std::string labels;     // without braces: a="b",c="d"
-  std::uint64_t raw = 0;  // the value as counted
-  std::string text;       // as written: the integer, or seconds from nanoseconds exactly
-};
-
-// One family: every series of one metric name, in first-seen order, equal labels merged.
+// One family: its type, help and series, written as they come (callers merge equal label sets
+// before: each series appears once).
 struct Family {
+  std::string name;
   Type type = Type::kCounter;
   std::string help;
-  std::vector<Series> series;
-  std::map<std::string, std::size_t> index;
-  // Histograms: their lines, already written (one histogram per label set).
-  std::vector<std::string> lines;
+  std::string body;
 };
 
 class Builder {
  public:
-  // A counter or gauge sample. Counters with equal labels add; gauges keep the larger.
-  void sample(const std::string& family, Type type, std::string_view help, const std::string& labels,
-              std::uint64_t value, bool seconds_from_ns = false) {
-    Family& f = get(family, type, help);
-    auto [it, fresh] = f.index.emplace(labels, f.series.size());
-    if (fresh) f.series.push_back(Series{labels, 0, {}});
-    Series& s = f.series[it->second];
-    std::uint64_t v = value;
-    if (!fresh) {
-      const std::uint64_t old = s.raw;
-      v = type == Type::kCounter ? old + value : std::max(old, value);
-    }
-    s.raw = v;
-    s.text = seconds_from_ns ? ns_as_seconds(v) : absl::StrCat(v);
-  }
   Family& get(const std::string& family, Type type, std::string_view help) {
-    auto [it, fresh] = families_.emplace(family, Family{});
+    auto [it, fresh] = families_.try_emplace(family);
     if (fresh) {
+      it->second.name = family;
       it->second.type = type;
       it->second.help = std::string(help);
-      order_.push_back(family);
+      order_.push_back(&it->second);
     }
     return it->second;
   }
+  // One series: `labels` without braces (a="b",c="d"; empty: none).
+  static void sample(Family& f, std::string_view labels, std::uint64_t value, bool seconds_from_ns = false) {
+    f.body += f.name;
+    if (!labels.empty()) {
+      f.body += '{';
+      f.body += labels;
+      f.body += '}';
+    }
+    f.body += ' ';
+    if (seconds_from_ns) {
+      f.body += ns_as_seconds(value);
+    } else {
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+      f.body.append(digits, end);
+    }
+    f.body += '\n';
+  }
+  void sample(const std::string& family, Type type, std::string_view help, std::string_view labels, std::uint64_t value,
+              bool seconds_from_ns = false) {
+    sample(get(family, type, help), labels, value, seconds_from_ns);
+  }
 
   std::string write(Format fmt) const {
-    std::string out;
-    out.reserve(64 * 1024);
     const bool om = fmt == Format::kOpenMetrics;
-    for (const std::string& name : order_) {
-      const Family& f = families_.at(name);
+    std::size_t size = 16;
+    for (const Family* f : order_) size += f->body.size() + 2 * f->name.size() + f->help.size() + 32;
+    std::string out;
+    out.reserve(size);
+    for (const Family* f : order_) {
       // OpenMetrics names a counter family without _total and an info family without _info.
-      std::string meta = name;
+      std::string_view meta = f->name;
       const char* type = "gauge";
-      switch (f.type) {
+      switch (f->type) {
         case Type::kCounter:
           type = "counter";
-          if (om) meta = name.substr(0, name.size() - 6);
+          if (om) meta.remove_suffix(6);
           break;
         case Type::kGauge:
           break;
@@ -129,16 +133,13 @@ class Builder {
         case Type::kInfo:
           if (om) {
             type = "info";
-            meta = name.substr(0, name.size() - 5);
+            meta.remove_suffix(5);
           }
           break;
       }
-      absl::StrAppend(&out, "# HELP ", meta, " ", help_text(f.help, om), "\n# TYPE ", meta, " ", type, "\n");
-      for (const Series& s : f.series) {
-        absl::StrAppend(&out, name, s.labels.empty() ? "" : "{", s.labels, s.labels.empty() ? "" : "}", " ", s.text,
-                        "\n");
-      }
-      for (const std::string& l : f.lines) out += l;
+      out.append("# HELP ").append(meta).append(" ").append(help_text(f->help, om));
+      out.append("\n# TYPE ").append(meta).append(" ").append(type).append("\n");
+      out += f->body;
     }
     if (om) out += "# EOF\n";
     return out;
@@ -160,8 +161,25 @@ class Builder {
     }
     return out;
   }
-  std::map<std::string, Family> families_;
-  std::vector<std::string> order_;
+  std::map<std::string, Family, std::less<>> families_;
+  std::vector<const Family*> order_;
+};
+
+// Families by a counter's own name within one category (stream, poller, transport), so that a
+// family name is composed once per render, not once per series.
+class FamilyCache {
+ public:
+  template <class MakeFamily>
+  Family& get(std::string_view counter, MakeFamily&& make) {
+    auto it = cache_.find(counter);
+    if (it != cache_.end()) return *it->second;
+    Family& f = make();
+    cache_.emplace(std::string(counter), &f);
+    return f;
+  }
+
+ private:
+  std::map<std::string, Family*, std::less<>> cache_;
 };
 
 std::string_view first_word(std::string_view s) { return s.substr(0, s.find(' ')); }
@@ -197,30 +215,63 @@ std::pair<std::string, bool> unit_name(std::string_view name) {
   return {name_part(name), false};
 }
 
-// One process's counters, grouped.
+// One process's counters, grouped: the handles of one topic and direction together (stream,
+// scope), a poller's by its scope, a histogram's by its owner; the rest merged by (scope, name,
+// stream) - equal label sets are one series.
 struct Grouped {
-  std::map<std::uint32_t, std::string> transport_of_stream;                   // first word of a transport scope
-  std::map<std::pair<int, int>, std::vector<const CounterSnapshot*>> groups;  // (kind, owner)
-  std::vector<const CounterSnapshot*> other;
+  std::map<std::uint32_t, std::string> transport_of_stream;      // first word of a transport scope
+  std::map<std::uint32_t, std::string> topic_of_stream;          // from the handles' scopes
+  using Key = std::tuple<int, std::uint32_t, std::string_view>;  // kind, stream or owner, scope
+  std::map<Key, std::vector<const CounterSnapshot*>> groups;
+  std::vector<std::pair<const CounterSnapshot*, std::uint64_t>> other;  // merged value
 };
 
 Grouped group(const CountersFileSnapshot& p) {
   Grouped g;
+  std::vector<const CounterSnapshot*> other;
+  other.reserve(p.counters.size());
   for (const CounterSnapshot& c : p.counters) {
-    const bool grouped = c.owner != 0 && (c.kind == CounterKind::kPublisher || c.kind == CounterKind::kSubscriber ||
-                                          c.kind == CounterKind::kPoller || c.kind == CounterKind::kHistogram);
-    if (grouped) {
-      g.groups[{static_cast<int>(c.kind), c.owner}].push_back(&c);
+    const bool handle = c.kind == CounterKind::kPublisher || c.kind == CounterKind::kSubscriber;
+    if (c.owner != 0 && (handle || c.kind == CounterKind::kPoller || c.kind == CounterKind::kHistogram)) {
+      const std::uint32_t id = c.kind == CounterKind::kHistogram ? c.owner : handle ? c.stream_id : 0;
+      g.groups[{static_cast<int>(c.kind), id, c.scope}].push_back(&c);
+      if (handle) g.topic_of_stream.try_emplace(c.stream_id, topic_of(c.scope));
       continue;
     }
     if (c.kind == CounterKind::kOther && c.stream_id != 0) {
       const std::string_view w = first_word(c.scope);
       if (is_transport_word(w)) g.transport_of_stream.emplace(c.stream_id, std::string(w));
     }
-    g.other.push_back(&c);
+    other.push_back(&c);
+  }
+  auto key = [](const CounterSnapshot* c) { return std::tie(c->scope, c->name, c->stream_id); };
+  std::stable_sort(other.begin(), other.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
+  for (const CounterSnapshot* c : other) {
+    if (!g.other.empty() && key(g.other.back().first) == key(c)) {
+      g.other.back().second += c->value;
+    } else {
+      g.other.emplace_back(c, c->value);
+    }
   }
   return g;
 }
+
+// A group's counters by name, the handles' values merged: summed, or the larger for `gauge`.
+std::vector<std::pair<std::string_view, std::uint64_t>> merged(const std::vector<const CounterSnapshot*>& cells,
+                                                               bool (*gauge)(std::string_view)) {
+  std::vector<std::pair<std::string_view, std::uint64_t>> out;
+  for (const CounterSnapshot* c : cells) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == c->name; });
+    if (it == out.end()) {
+      out.emplace_back(c->name, c->value);
+    } else {
+      it->second = gauge(c->name) ? std::max(it->second, c->value) : it->second + c->value;
+    }
+  }
+  return out;
+}
+
+bool stream_gauge(std::string_view name) { return name == core::StreamCounters::names::position; }
 
 // A histogram's cells: buckets in bound order (+Inf last), sum and count.
 struct HistogramCells {
@@ -314,6 +365,7 @@ Format negotiate(std::string_view accept) noexcept {
 std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
   Builder b;
   const auto transport_help = core::transport_counter_help();
+  FamilyCache stream_families, poller_families, transport_families;
   std::uint64_t live = 0;
   for (const CountersFileSnapshot& p : procs) {
     if (!p.alive) continue;
@@ -326,28 +378,29 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
     b.sample("pollux_error_log_distinct_errors", Type::kGauge,
              "distinct errors in the process's error log (pollux-stat --errors lists them)", proc,
              p.errors.entries.size());
+    std::map<std::pair<std::string, std::string>, HistogramCells> histograms;  // (scope, name): merged
+    std::string labels;
     for (const auto& [key, cells] : g.groups) {
-      const auto kind = static_cast<CounterKind>(key.first);
+      const auto kind = static_cast<CounterKind>(std::get<0>(key));
       const CounterSnapshot& head = *cells.front();
       if (kind == CounterKind::kPublisher || kind == CounterKind::kSubscriber) {
         const bool pub = kind == CounterKind::kPublisher;
         auto t = g.transport_of_stream.find(head.stream_id);
-        const std::string labels =
-            absl::StrCat(proc, ",stream=\"", head.stream_id, "\",topic=\"", label_value(topic_of(head.scope)),
-                         "\",direction=\"", pub ? "publication" : "subscription", "\",transport=\"",
-                         t == g.transport_of_stream.end() ? "unknown" : t->second, "\"");
-        for (const CounterSnapshot* c : cells) {
-          const std::string_view help = help_of(core::StreamCounters::kCounterTable, c->name);
-          if (c->name == core::StreamCounters::names::position) {
-            b.sample("pollux_stream_position", Type::kGauge, help, labels, c->value);
-          } else {
-            b.sample(absl::StrCat("pollux_stream_", name_part(c->name), "_total"), Type::kCounter, help, labels,
-                     c->value);
-          }
+        labels = absl::StrCat(proc, ",stream=\"", head.stream_id, "\",topic=\"", label_value(topic_of(head.scope)),
+                              "\",direction=\"", pub ? "publication" : "subscription", "\",transport=\"",
+                              t == g.transport_of_stream.end() ? "unknown" : t->second, "\"");
+        for (const auto& [name, value] : merged(cells, stream_gauge)) {
+          Family& f = stream_families.get(name, [&, name = name]() -> Family& {
+            const std::string_view help = help_of(core::StreamCounters::kCounterTable, name);
+            return stream_gauge(name)
+                       ? b.get("pollux_stream_position", Type::kGauge, help)
+                       : b.get(absl::StrCat("pollux_stream_", name_part(name), "_total"), Type::kCounter, help);
+          });
+          Builder::sample(f, labels, value);
         }
       } else if (kind == CounterKind::kPoller) {
         const std::string poller = head.scope.size() > 7 ? head.scope.substr(7) : head.scope;
-        const std::string labels = absl::StrCat(proc, ",poller=\"", label_value(poller), "\"");
+        labels = absl::StrCat(proc, ",poller=\"", label_value(poller), "\"");
         std::uint64_t tid = 0, idle = 0;
         std::string cpu = "";
         for (const CounterSnapshot* c : cells) {
@@ -370,7 +423,10 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
             b.sample("pollux_poller_spin_budget_seconds", Type::kGauge, help, labels, c->value, true);
           } else {
             const auto [n, ns] = unit_name(c->name);
-            b.sample(absl::StrCat("pollux_poller_", n, "_total"), Type::kCounter, help, labels, c->value, ns);
+            Family& f = poller_families.get(c->name, [&, n = n]() -> Family& {
+              return b.get(absl::StrCat("pollux_poller_", n, "_total"), Type::kCounter, help);
+            });
+            Builder::sample(f, labels, c->value, ns);
           }
         }
         static constexpr const char* kIdle[] = {"busy-spin", "yield", "backoff", "interrupt", "adaptive"};
@@ -382,66 +438,73 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
       } else if (kind == CounterKind::kHistogram) {
         HistogramCells h;
         if (!read_histogram(cells, &h)) continue;
-        const std::string family = absl::StrCat("pollux_app_", name_part(h.name), "_seconds");
-        Family& f = b.get(family, Type::kHistogram,
-                          absl::StrCat("the application's latency histogram \"", h.name, "\" (pollux::AppHistogram)"));
-        const std::string labels = absl::StrCat(proc, ",scope=\"", label_value(h.scope), "\"");
-        std::uint64_t cum = 0;
-        std::string lines;
-        for (std::size_t i = 0; i < AppHistogram::kBuckets; ++i) {
-          cum += h.buckets[i];
-          const std::string le = i + 1 < AppHistogram::kBuckets
-                                     ? absl::StrFormat("%g", static_cast<double>(AppHistogram::kBoundsNs[i]) / 1e9)
-                                     : std::string("+Inf");
-          absl::StrAppend(&lines, family, "_bucket{", labels, ",le=\"", le, "\"} ", cum, "\n");
+        auto [it, fresh] = histograms.try_emplace({h.scope, h.name}, h);
+        if (!fresh) {
+          for (std::size_t i = 0; i < AppHistogram::kBuckets; ++i) it->second.buckets[i] += h.buckets[i];
+          it->second.sum_ns += h.sum_ns;
         }
-        absl::StrAppend(&lines, family, "_sum{", labels, "} ", ns_as_seconds(h.sum_ns), "\n", family, "_count{", labels,
-                        "} ", cum, "\n");
-        f.lines.push_back(std::move(lines));
       }
     }
-    for (const CounterSnapshot* c : g.other) {
+    for (const auto& [id, h] : histograms) {
+      const std::string family = absl::StrCat("pollux_app_", name_part(h.name), "_seconds");
+      Family& f = b.get(family, Type::kHistogram,
+                        absl::StrCat("the application's latency histogram \"", h.name, "\" (pollux::AppHistogram)"));
+      labels = absl::StrCat(proc, ",scope=\"", label_value(h.scope), "\"");
+      std::uint64_t cum = 0;
+      for (std::size_t i = 0; i < AppHistogram::kBuckets; ++i) {
+        cum += h.buckets[i];
+        const std::string le = i + 1 < AppHistogram::kBuckets
+                                   ? absl::StrFormat("%g", static_cast<double>(AppHistogram::kBoundsNs[i]) / 1e9)
+                                   : std::string("+Inf");
+        absl::StrAppend(&f.body, family, "_bucket{", labels, ",le=\"", le, "\"} ", cum, "\n");
+      }
+      absl::StrAppend(&f.body, family, "_sum{", labels, "} ", ns_as_seconds(h.sum_ns), "\n", family, "_count{", labels,
+                      "} ", cum, "\n");
+    }
+    for (const auto& [c, value] : g.other) {
       if (c->kind == CounterKind::kProcess) {
         if (c->name == "errors") {
           b.sample("pollux_errors_total", Type::kCounter,
-                   "errors the process recorded in its error log (each occurrence)", proc, c->value);
+                   "errors the process recorded in its error log (each occurrence)", proc, value);
         }
         continue;
       }
       const std::string_view scope = c->scope;
       if (scope.substr(0, kLateJoinScope.size()) == kLateJoinScope) {
-        const std::string labels =
-            absl::StrCat(proc, ",topic=\"", label_value(scope.substr(kLateJoinScope.size())), "\"");
+        labels = absl::StrCat(proc, ",topic=\"", label_value(scope.substr(kLateJoinScope.size())), "\"");
         if (c->name == "state") {
           for (std::uint64_t s = 0; s < 4; ++s) {
             b.sample("pollux_late_join_state", Type::kGauge,
                      "1 for the late joiner's state now (replaying, catching_up, merged, live), 0 for the others",
-                     absl::StrCat(labels, ",state=\"", kLateJoinStates[s], "\""), c->value == s ? 1 : 0);
+                     absl::StrCat(labels, ",state=\"", kLateJoinStates[s], "\""), value == s ? 1 : 0);
           }
         } else {
           b.sample(absl::StrCat("pollux_late_join_", name_part(c->name), "_total"), Type::kCounter,
-                   absl::StrCat("late joiner: messages ", c->name, " (docs/ARCHIVE.md, late join)"), labels, c->value);
+                   absl::StrCat("late joiner: messages ", c->name, " (docs/ARCHIVE.md, late join)"), labels, value);
         }
         continue;
       }
       const std::string_view word = first_word(scope);
       const std::string_view help = help_of(transport_help, c->name);
       if (is_transport_word(word) && !help.empty()) {
-        std::string labels =
-            absl::StrCat(proc, ",transport=\"", std::string(word), "\",scope=\"", label_value(scope), "\"");
-        if (c->stream_id != 0) absl::StrAppend(&labels, ",stream=\"", c->stream_id, "\"");
-        if (transport_gauge(c->name)) {
-          b.sample(absl::StrCat("pollux_transport_", name_part(c->name)), Type::kGauge, help, labels, c->value);
-        } else {
-          b.sample(absl::StrCat("pollux_transport_", name_part(c->name), "_total"), Type::kCounter, help, labels,
-                   c->value);
+        labels = absl::StrCat(proc, ",transport=\"", std::string(word), "\",scope=\"", label_value(scope), "\"");
+        if (c->stream_id != 0) {
+          absl::StrAppend(&labels, ",stream=\"", c->stream_id, "\"");
+          auto t = g.topic_of_stream.find(c->stream_id);
+          if (t != g.topic_of_stream.end()) absl::StrAppend(&labels, ",topic=\"", label_value(t->second), "\"");
         }
+        Family& f = transport_families.get(c->name, [&]() -> Family& {
+          return transport_gauge(c->name)
+                     ? b.get(absl::StrCat("pollux_transport_", name_part(c->name)), Type::kGauge, help)
+                     : b.get(absl::StrCat("pollux_transport_", name_part(c->name), "_total"), Type::kCounter, help);
+        });
+        Builder::sample(f, labels, value);
         continue;
       }
       // The application's own counters (Context::counter): their meaning is the application's.
       b.sample("pollux_app_value", Type::kGauge,
                "a counter of the application's own (Context::counter), by its scope and name",
-               absl::StrCat(proc, ",scope=\"", label_value(scope), "\",name=\"", label_value(c->name), "\""), c->value);
+               absl::StrCat(proc, ",scope=\"", label_value(scope), "\",name=\"", label_value(c->name), "\""), value);
     }
   }
   b.sample("pollux_metrics_processes", Type::kGauge, "running Pollux processes whose counters this endpoint serves", "",
@@ -462,14 +525,14 @@ std::string render_json(const std::vector<CountersFileSnapshot>& procs) {
     const Grouped g = group(p);
     std::uint64_t errors = 0;
     std::map<std::uint32_t, std::uint64_t> naks;  // stream -> NAKs sent and received
-    for (const CounterSnapshot* c : g.other) {
-      if (c->kind == CounterKind::kProcess && c->name == "errors") errors = c->value;
-      if (c->stream_id != 0 && (c->name == "naks_sent" || c->name == "naks_received")) naks[c->stream_id] += c->value;
+    for (const auto& [c, value] : g.other) {
+      if (c->kind == CounterKind::kProcess && c->name == "errors") errors = value;
+      if (c->stream_id != 0 && (c->name == "naks_sent" || c->name == "naks_received")) naks[c->stream_id] += value;
     }
     absl::StrAppend(&out, ",\"errors\":", errors);
     std::string streams, pollers, histograms;
     for (const auto& [key, cells] : g.groups) {
-      const auto kind = static_cast<CounterKind>(key.first);
+      const auto kind = static_cast<CounterKind>(std::get<0>(key));
       const CounterSnapshot& head = *cells.front();
       if (kind == CounterKind::kPublisher || kind == CounterKind::kSubscriber) {
         auto t = g.transport_of_stream.find(head.stream_id);
@@ -480,8 +543,8 @@ std::string render_json(const std::vector<CountersFileSnapshot>& procs) {
                         t == g.transport_of_stream.end() ? "unknown" : t->second,
                         "\",\"naks\":", n == naks.end() ? 0 : n->second, ",\"counters\":{");
         bool first = true;
-        for (const CounterSnapshot* c : cells) {
-          absl::StrAppend(&streams, first ? "" : ",", json_string(c->name), ":", c->value);
+        for (const auto& [name, value] : merged(cells, stream_gauge)) {
+          absl::StrAppend(&streams, first ? "" : ",", json_string(name), ":", value);
           first = false;
         }
         streams += "}}";

@@ -180,6 +180,10 @@ ConfigTable<RuntimeConfig> runtime_table() {
       .text("name", &R::name, "a string", "instance name, used in shared-memory file names", check_instance_name)
       .text("shm_dir", &R::shm_dir, "a string", "directory for shared-memory files (a tmpfs)")
       .boolean("counters", &R::counters, "publish counters in <shm_dir>/pollux-<name>-<pid>.counters for pollux-stat")
+      .integer("counters_capacity", &R::counters_capacity, 64, 1 << 19,
+               "counter slots in that file (256 bytes each): a publication takes 8, a subscription 7 to 8 plus its "
+               "transport's (shm 4, udp about 40), a poller 18; past the capacity counters still count but are not "
+               "in the file (one error says so), so pollux-stat and the metrics endpoint miss them")
       .text("device", &R::device, "a string",
             "network or RDMA device (e.g. \"mlx5_0\", \"eth0\") whose NUMA node gets the pollers and the pool; \"\" "
             "= none");

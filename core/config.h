@@ -73,8 +73,9 @@ struct RuntimeConfig {
   bool poll_yield = true;             // adaptive/interrupt: sched_yield (true) or cpu_relax on an empty polling cycle
   std::string name = "pollux";        // instance name: prefixes shm files
   std::string shm_dir = "/dev/shm";
-  bool counters = true;  // publish counters in <shm_dir>/pollux-<name>-<pid>.counters
-  std::string device;    // network/RDMA device whose NUMA node hosts pollers and memory
+  bool counters = true;                    // publish counters in <shm_dir>/pollux-<name>-<pid>.counters
+  std::uint32_t counters_capacity = 2048;  // counter slots in that file (256 bytes each)
+  std::string device;                      // network/RDMA device whose NUMA node hosts pollers and memory
 };
 
 struct PoolConfig {

@@ -121,7 +121,8 @@ Counter CountersFile::allocate(std::string_view scope, std::string_view name, st
     if (first) {
       error_log_.recordf(
           absl::StatusCode::kResourceExhausted,
-          "counters file %s is full (%u counters): further counters are private (not shown by pollux-stat)",
+          "counters file %s is full (%u counters): further counters are private (not shown by pollux-stat "
+          "or the metrics endpoint); raise runtime.counters_capacity",
           path_.empty() ? "<private>" : path_, capacity_);
     }
     return c;
@@ -165,17 +166,60 @@ absl::StatusOr<CountersFileSnapshot> read_counters_file(const std::string& path)
     return absl::DataLossError(absl::StrFormat("%s: not a regular file of %u..%u bytes: not a counters file", path,
                                                kHeaderRegion, kMaxCountersFile));
   }
-  std::vector<std::uint64_t> copy((static_cast<std::size_t>(st.st_size) + 7) / 8);
-  std::size_t len = 0;
-  while (len < static_cast<std::size_t>(st.st_size)) {
-    const ssize_t r = ::pread(fd, reinterpret_cast<char*>(copy.data()) + len,
-                              static_cast<std::size_t>(st.st_size) - len, static_cast<off_t>(len));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;  // shrank while we read: parse what we have
-    len += static_cast<std::size_t>(r);
+  // Only what the decoder reads is copied - the header, the labels and values of the allocated
+  // slots, the error log - into a buffer laid out as the file (the rest is never touched, so a
+  // file sized for many more counters than it holds costs what it holds). Not zeroed: every
+  // byte the decoder reads was written by a read() here.
+  const auto size = static_cast<std::size_t>(st.st_size);
+  auto copy = std::make_unique_for_overwrite<std::uint64_t[]>((size + 7) / 8);
+  auto* buf = reinterpret_cast<char*>(copy.get());
+  auto read_at = [&](std::size_t off, std::size_t n) {  // false when the file gave less
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, buf + off + got, n - got, static_cast<off_t>(off + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      got += static_cast<std::size_t>(r);
+    }
+    return true;
+  };
+  std::size_t len = size;
+  bool whole = false;
+  if (!read_at(0, kHeaderRegion)) {
+    whole = true;
+  } else {
+    auto field = [&](auto* v, std::size_t offset) { std::memcpy(v, buf + offset, sizeof *v); };
+    std::uint32_t header_size, label_size, value_size, capacity, allocated;
+    std::uint64_t log_offset, log_size;
+    field(&header_size, offsetof(CountersHeader, header_size));
+    field(&label_size, offsetof(CountersHeader, label_size));
+    field(&value_size, offsetof(CountersHeader, value_size));
+    field(&capacity, offsetof(CountersHeader, capacity));
+    field(&allocated, offsetof(CountersHeader, allocated));
+    field(&log_offset, offsetof(CountersHeader, error_log_offset));
+    field(&log_size, offsetof(CountersHeader, error_log_size));
+    const std::uint64_t cap = capacity, n = std::min<std::uint64_t>(allocated, cap);
+    const std::uint64_t slots_end = kHeaderRegion + 2 * kSlot * cap;
+    if (header_size != kHeaderRegion || label_size != kSlot || value_size != kSlot || slots_end > size ||
+        log_offset < slots_end || log_offset > size || log_size > size - log_offset) {
+      whole = true;  // the decoder says what is wrong
+    } else if (!read_at(kHeaderRegion, n * kSlot) || !read_at(kHeaderRegion + cap * kSlot, n * kSlot) ||
+               !read_at(log_offset, log_size)) {
+      ::close(fd);
+      return absl::DataLossError(absl::StrFormat("%s: shrank while it was read (its process may be exiting)", path));
+    }
+  }
+  if (whole) {
+    len = 0;
+    while (len < size) {
+      const ssize_t r = ::pread(fd, buf + len, size - len, static_cast<off_t>(len));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;  // shrank while we read: parse what we have
+      len += static_cast<std::size_t>(r);
+    }
   }
   ::close(fd);
-  return decode_counters_file(reinterpret_cast<const std::byte*>(copy.data()), len, path);
+  return decode_counters_file(reinterpret_cast<const std::byte*>(copy.get()), len, path);
 }
 
 absl::StatusOr<CountersFileSnapshot> decode_counters_file(const std::byte* base, std::size_t len,

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -108,13 +109,38 @@ int main(int argc, char** argv) {
     std::printf("counters file: %u counters for %llu publications and %llu subscriptions\n", f.allocated(),
                 static_cast<unsigned long long>(streams), static_cast<unsigned long long>(streams));
 
-    auto server = metrics::Server::start({"127.0.0.1:0", 4, 5000}, [&dir] {
+    auto collect = [&dir] {
       std::vector<pollux::core::CountersFileSnapshot> procs;
       for (const std::string& p : pollux::core::list_counters_files(dir)) {
         if (auto s = pollux::core::read_counters_file(p); s.ok()) procs.push_back(std::move(*s));
       }
       return procs;
-    });
+    };
+    // The server's own work, without HTTP: reading the file, and rendering what was read.
+    std::printf("%-20s %10s %10s %10s\n", "in process", "p50 ms", "p99 ms", "max ms");
+    for (const char* what : {"read-file", "render-text"}) {
+      std::vector<double> ms;
+      const auto procs = collect();
+      for (std::uint64_t i = 0; i < requests; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (what[0] == 'r' && what[2] == 'a') {
+          if (collect().empty()) status = 1;
+        } else if (metrics::render(procs, metrics::Format::kPrometheus).empty()) {
+          status = 1;
+        }
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      const double p50 = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+      std::printf("%-20s %10.3f %10.3f %10.3f\n", what, p50, p99, ms.back());
+      json.add(pollux::bench::JsonObject()
+                   .str("case", what)
+                   .num("streams", streams)
+                   .num("p50_ms", p50)
+                   .num("p99_ms", p99)
+                   .num("max_ms", ms.back()));
+    }
+    auto server = metrics::Server::start({"127.0.0.1:0", 4, 5000}, collect);
     if (!server.ok()) {
       std::fprintf(stderr, "pollux-bench-metrics: %s\n", std::string(server.status().message()).c_str());
       return 1;

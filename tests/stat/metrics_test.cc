@@ -222,11 +222,16 @@ TEST_F(MetricsTest, ContextEndpointCountsWhatWasSentAndReceived) {
     EXPECT_TRUE(e.help.count(family)) << family << " has no HELP";
     EXPECT_EQ(type == "counter", family.size() > 6 && family.substr(family.size() - 6) == "_total") << family;
   }
+  int stream_series = 0, transport_series = 0;
   for (const auto& [series, v] : e.samples) {
-    if (series.rfind("pollux_stream_", 0) == 0) {
+    if (series.rfind("pollux_stream_", 0) == 0 || series.find("stream=\"") != std::string::npos) {
+      ++stream_series;
+      transport_series += series.rfind("pollux_transport_", 0) == 0;
       EXPECT_NE(series.find("topic=\"quotes\""), std::string::npos) << series;
     }
   }
+  EXPECT_GE(stream_series, 15);    // a publication's 8 and a subscription's 7, at least
+  EXPECT_GE(transport_series, 1);  // the shm transport's, with the topic of their stream
   // The poller-less inline context still shows its process counters.
   EXPECT_EQ(sample(e, "pollux_errors_total", {"process=\"mtest\""}, &found), 0.0);
   EXPECT_EQ(found, 1);
