@@ -174,10 +174,39 @@ int endpoint_port(Context& ctx) {
   return at == std::string::npos ? -1 : std::atoi(describe.c_str() + at + head.size());
 }
 
+struct Serve {
+  testing::Child c;
+  int port = 0;
+};
+
+Serve start_serve(const std::string& dir) {
+  Serve s;
+  s.c = testing::spawn({POLLUX_STAT, "--dir", dir, "--serve", "127.0.0.1:0", "--json"});
+  s.c.wait_for_output([](const std::string& o) { return o.find('\n') != std::string::npos; }, 60);
+  const auto p = s.c.output.find("\"port\":");
+  if (p != std::string::npos) s.port = std::atoi(s.c.output.c_str() + p + 7);
+  return s;
+}
+
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_FALSE(tmp.path().empty()); }
+  // A context publishing and subscribing "quotes" in tmp, and pollux-stat --serve over tmp.
+  void open_and_serve() {
+    POLLUX_ASSERT_OK_DECL(c, Context::from_string(config(tmp.path(), "")));
+    ctx = std::move(*c);
+    POLLUX_ASSERT_OK_DECL(s, ctx->subscriber("quotes"));
+    POLLUX_ASSERT_OK_DECL(p, ctx->publisher("quotes"));
+    sub = std::move(*s);
+    pub = std::move(*p);
+    serve = start_serve(tmp.path());
+    ASSERT_GT(serve.port, 0) << serve.c.output;
+  }
   testing::TempDir tmp{"pollux-metrics"};
+  std::unique_ptr<Context> ctx;
+  Subscriber sub;
+  Publisher pub;
+  Serve serve;
 };
 
 TEST_F(MetricsTest, ContextEndpointCountsWhatWasSentAndReceived) {
@@ -319,34 +348,17 @@ TEST_F(MetricsTest, StalledClientIsClosedAfterTheTimeout) {
 
 // ---- pollux-stat --serve ---------------------------------------------------------------------------------
 
-struct Serve {
-  testing::Child c;
-  int port = 0;
-};
-
-Serve start_serve(const std::string& dir) {
-  Serve s;
-  s.c = testing::spawn({POLLUX_STAT, "--dir", dir, "--serve", "127.0.0.1:0", "--json"});
-  s.c.wait_for_output([](const std::string& o) { return o.find('\n') != std::string::npos; }, 60);
-  const auto p = s.c.output.find("\"port\":");
-  if (p != std::string::npos) s.port = std::atoi(s.c.output.c_str() + p + 7);
-  return s;
-}
-
 TEST_F(MetricsTest, PolluxStatServesEveryProcessOfTheDirectoryUntilSigterm) {
-  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(config(tmp.path(), "")));
-  POLLUX_ASSERT_OK_DECL(sub, (*ctx)->subscriber("quotes"));
-  POLLUX_ASSERT_OK_DECL(pub, (*ctx)->publisher("quotes"));
+  ASSERT_NO_FATAL_FAILURE(open_and_serve());
+  Serve& s = serve;
   std::uint64_t received = 0;
-  pump(*pub, *sub, 777, &received);
-  Serve s = start_serve(tmp.path());
-  ASSERT_GT(s.port, 0) << s.c.output;
+  pump(pub, sub, 777, &received);
   const Response r = get(s.port, "/metrics");
   ASSERT_EQ(r.status, 200);
   const Exposition e = parse_exposition(r.body);
   int found = 0;
   EXPECT_EQ(sample(e, "pollux_stream_messages_total", {"topic=\"quotes\"", "direction=\"subscription\""}, &found),
-            static_cast<double>(sub->messages_received()))
+            static_cast<double>(sub.messages_received()))
       << r.body;
   EXPECT_EQ(found, 1);
   EXPECT_NE(r.body.find("\npollux_metrics_processes 1\n"), std::string::npos) << r.body;
@@ -412,11 +424,8 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCounterRisingByWhatWasSent) {
   if (::access("/usr/bin/prometheus", X_OK) != 0) {
     GTEST_SKIP() << "prometheus is not installed (Debian package prometheus; scripts/install-deps.sh --test)";
   }
-  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(config(tmp.path(), "")));
-  POLLUX_ASSERT_OK_DECL(sub, (*ctx)->subscriber("quotes"));
-  POLLUX_ASSERT_OK_DECL(pub, (*ctx)->publisher("quotes"));
-  Serve s = start_serve(tmp.path());
-  ASSERT_GT(s.port, 0) << s.c.output;
+  ASSERT_NO_FATAL_FAILURE(open_and_serve());
+  Serve& s = serve;
   const int web = free_tcp_port();
   ASSERT_GT(web, 0);
   testing::write_file(tmp.path() + "/prometheus.yml",
@@ -443,10 +452,10 @@ TEST_F(MetricsTest, RealPrometheusScrapesTheCounterRisingByWhatWasSent) {
     }
     return v;
   };
-  pump(*pub, *sub, 500, &received);
+  pump(pub, sub, 500, &received);
   const double before = wait_for(500);
   ASSERT_EQ(before, 500) << raw << "\nprometheus:\n" << prom.output;
-  pump(*pub, *sub, 4321, &received);
+  pump(pub, sub, 4321, &received);
   const double after = wait_for(500 + 4321);
   EXPECT_EQ(after - before, 4321) << raw << "\nprometheus:\n" << prom.output;
   // Prometheus scraped every target line without complaint.
@@ -464,17 +473,14 @@ TEST_F(MetricsTest, HeadlessChromiumRendersTheStreamWithItsRate) {
   if (::access("/usr/bin/chromium", X_OK) != 0) {
     GTEST_SKIP() << "chromium is not installed (Debian package chromium; scripts/install-deps.sh --test)";
   }
-  POLLUX_ASSERT_OK_DECL(ctx, Context::from_string(config(tmp.path(), "")));
-  POLLUX_ASSERT_OK_DECL(sub, (*ctx)->subscriber("quotes"));
-  POLLUX_ASSERT_OK_DECL(pub, (*ctx)->publisher("quotes"));
-  Serve s = start_serve(tmp.path());
-  ASSERT_GT(s.port, 0) << s.c.output;
+  ASSERT_NO_FATAL_FAILURE(open_and_serve());
+  Serve& s = serve;
   // Messages keep flowing while the page samples its rate (inline: this thread drives both).
   std::atomic<bool> stop{false};
   std::thread flow([&] {
     std::uint64_t received = 0;
     while (!stop.load()) {
-      pump(*pub, *sub, 200, &received);
+      pump(pub, sub, 200, &received);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
