@@ -230,14 +230,22 @@ Grouped group(const CountersFileSnapshot& p) {
   Grouped g;
   std::vector<const CounterSnapshot*> other;
   other.reserve(p.counters.size());
+  // A group's counters are allocated one after the other: the map is looked up once per run.
+  std::vector<const CounterSnapshot*>* run = nullptr;
+  const CounterSnapshot* run_head = nullptr;
   for (const CounterSnapshot& c : p.counters) {
     const bool handle = c.kind == CounterKind::kPublisher || c.kind == CounterKind::kSubscriber;
     if (c.owner != 0 && (handle || c.kind == CounterKind::kPoller || c.kind == CounterKind::kHistogram)) {
-      const std::uint32_t id = c.kind == CounterKind::kHistogram ? c.owner : handle ? c.stream_id : 0;
-      g.groups[{static_cast<int>(c.kind), id, c.scope}].push_back(&c);
-      if (handle) g.topic_of_stream.try_emplace(c.stream_id, topic_of(c.scope));
+      if (run == nullptr || run_head->kind != c.kind || run_head->owner != c.owner || run_head->scope != c.scope) {
+        const std::uint32_t id = c.kind == CounterKind::kHistogram ? c.owner : handle ? c.stream_id : 0;
+        run = &g.groups[{static_cast<int>(c.kind), id, c.scope}];
+        run_head = &c;
+        if (handle) g.topic_of_stream.try_emplace(c.stream_id, topic_of(c.scope));
+      }
+      run->push_back(&c);
       continue;
     }
+    run = nullptr;
     if (c.kind == CounterKind::kOther && c.stream_id != 0) {
       const std::string_view w = first_word(c.scope);
       if (is_transport_word(w)) g.transport_of_stream.emplace(c.stream_id, std::string(w));
