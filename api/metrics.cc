@@ -401,7 +401,7 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
           Family& f = stream_families.get(name, [&, name = name]() -> Family& {
             const std::string_view help = help_of(core::StreamCounters::kCounterTable, name);
             return stream_gauge(name)
-                       ? b.get("pollux_stream_position", Type::kGauge, help)
+                       ? b.get("pollux_subscription_position", Type::kGauge, help)
                        : b.get(absl::StrCat("pollux_stream_", name_part(name), "_total"), Type::kCounter, help);
           });
           Builder::sample(f, labels, value);

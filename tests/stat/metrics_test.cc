@@ -248,6 +248,9 @@ TEST_F(MetricsTest, ContextEndpointCountsWhatWasSentAndReceived) {
   // stream family carries the topic label.
   for (const auto& [family, type] : e.type) {
     EXPECT_EQ(family.rfind("pollux_", 0), 0u) << family;
+    if (family.rfind("pollux_stream_", 0) == 0) {
+      EXPECT_EQ(type, "counter") << family;  // every stream family counts
+    }
     EXPECT_TRUE(e.help.count(family)) << family << " has no HELP";
     EXPECT_EQ(type == "counter", family.size() > 6 && family.substr(family.size() - 6) == "_total") << family;
   }
