@@ -47,7 +47,8 @@ struct ServerOptions {
 // connection is asynchronous, so a slow or stalled client holds nothing but its own socket until
 // its timeout). GET/HEAD /metrics, / and /api/snapshot; 404 for any other path, 405 for other
 // methods; request headers are limited to 8 KiB and a request body is refused; connections past
-// max_connections are closed at once.
+// max_connections the oldest connection is closed to make room (a client holding connections
+// open without finishing requests loses them to newer ones).
 class Server {
  public:
   using Collect = std::function<std::vector<core::CountersFileSnapshot>()>;

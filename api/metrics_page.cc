@@ -1,6 +1,7 @@
 // The live page of the metrics endpoint: one HTML document with its style and script inline (no
 // CDN, no build step, nothing fetched but /api/snapshot from the same endpoint). Every second it
-// fetches the snapshot and shows per stream the message rate (with a 2-minute chart), gaps,
+// fetches the snapshot and shows per stream the message rate (over the last 10 snapshots, with a
+// 2-minute chart of each second's), gaps,
 // losses and NAKs; per poller the controller's state over the same 2 minutes; and the
 // percentiles of the application's latency histograms. Hand-written for Pollux (its license).
 // Stable hooks for tests and scripts: tr.stream[data-topic][data-direction] > td.rate holds the
@@ -25,7 +26,7 @@ canvas{vertical-align:middle;background:#fff;border:1px solid #e2e5ea}
 <h1>Pollux</h1><div id="status">loading...</div>
 <h2>Streams</h2>
 <table id="streams"><thead><tr><th class="l">process</th><th class="l">topic</th><th>stream</th><th class="l">direction</th>
-<th class="l">transport</th><th>msg/s</th><th>last 2 min</th><th>messages</th><th>gaps</th><th>lost</th><th>NAKs</th>
+<th class="l">transport</th><th>msg/s (10 s)</th><th>last 2 min</th><th>messages</th><th>gaps</th><th>lost</th><th>NAKs</th>
 <th>back-pressure</th></tr></thead><tbody></tbody></table>
 <h2>Pollers (controller state, last 2 min)</h2>
 <div class="legend"><span class="busy">&#9632; busy</span><span class="spin">&#9632; spin</span><span class="interrupt">&#9632; interrupt (asleep)</span></div>
@@ -36,7 +37,7 @@ canvas{vertical-align:middle;background:#fff;border:1px solid #e2e5ea}
 <th>p99</th><th>p99.9</th></tr></thead><tbody></tbody></table>
 <script>
 "use strict";
-const HISTORY = 120, MODES = ["busy", "spin", "interrupt"], COLORS = {busy: "#c0392b", spin: "#d68910", interrupt: "#1e8449"};
+const HISTORY = 120, WINDOW = 10, MODES = ["busy", "spin", "interrupt"], COLORS = {busy: "#c0392b", spin: "#d68910", interrupt: "#1e8449"};
 const prev = new Map(), rates = new Map(), states = new Map();
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
 function fmtRate(r) { return r >= 1e6 ? (r / 1e6).toFixed(2) + "M" : r >= 1e3 ? (r / 1e3).toFixed(1) + "k" : r.toFixed(0); }
@@ -61,17 +62,21 @@ function render(snap) {
     const pname = p.name + " (" + p.pid + ")";
     for (const s of p.streams) {
       const key = p.pid + "/" + s.direction + "/" + s.stream + "/" + s.topic, c = s.counters, msgs = c.messages || 0;
-      const before = prev.get(key);
-      let rate = 0;
-      if (before && p.snapshot_ns > before.t) rate = Math.max(0, msgs - before.m) * 1e9 / (p.snapshot_ns - before.t);
-      if (!before || p.snapshot_ns > before.t) { prev.set(key, {t: p.snapshot_ns, m: msgs}); if (before) push(rates, key, rate); }
+      // The rate shown is over the last WINDOW snapshots (up to 10 s), the chart's per snapshot.
+      const seen = prev.get(key) || [], last = seen[seen.length - 1];
+      if (!last || p.snapshot_ns > last.t) {
+        if (last) push(rates, key, Math.max(0, msgs - last.m) * 1e9 / (p.snapshot_ns - last.t));
+        seen.push({t: p.snapshot_ns, m: msgs}); if (seen.length > WINDOW + 1) seen.shift(); prev.set(key, seen);
+      }
+      const first = seen[0], newest = seen[seen.length - 1];
+      const rate = newest.t > first.t ? Math.max(0, newest.m - first.m) * 1e9 / (newest.t - first.t) : 0;
       const shown = (rates.get(key) || []);
       const bp = (c.back_pressure_log_full || 0) + (c.back_pressure_ring_full || 0) + (c.back_pressure_no_slot || 0) + (c.back_pressure_transport || 0);
       const tr = row([["l", pname], ["l", s.topic], ["", s.stream], ["l", s.direction], ["l", s.transport],
-                      ["rate", fmtRate(shown.length ? shown[shown.length - 1] : 0)], ["", spark(shown)], ["", msgs],
+                      ["rate", fmtRate(rate)], ["", spark(shown)], ["", msgs],
                       ["", c.gaps || 0], ["", c.messages_lost || 0], ["", s.naks], ["", bp]]);
       tr.className = "stream"; tr.dataset.topic = s.topic; tr.dataset.direction = s.direction;
-      tr.querySelector(".rate").dataset.value = String(shown.length ? shown[shown.length - 1] : 0);
+      tr.querySelector(".rate").dataset.value = String(rate);
       srows.push(tr);
     }
     for (const q of p.pollers) {

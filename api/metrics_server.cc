@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <list>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -23,14 +24,21 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-// Declared so that what sessions touch (open) outlives the io_context, whose destruction
+namespace {
+class Session;
+}
+
+// Declared so that what sessions touch (sessions) outlives the io_context, whose destruction
 // destroys the sessions still pending.
 struct Server::Impl {
   ServerOptions options;
   Collect collect;
   std::string url;
   std::uint16_t port = 0;
-  std::uint32_t open = 0;  // connections now; touched on the io thread only
+  // Open connections, oldest first (io thread only). At max_connections the oldest is closed to
+  // make room: a client that holds connections open without finishing requests (slowloris) loses
+  // them to newer ones, while a scrape, answered in milliseconds, is never the oldest for long.
+  std::list<Session*> sessions;
   asio::io_context ioc{1};
   tcp::acceptor acceptor{ioc};
   std::thread thread;
@@ -43,8 +51,17 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket s, Server::Impl* srv) : stream_(std::move(s)), srv_(srv) { ++srv_->open; }
-  ~Session() { --srv_->open; }
+  Session(tcp::socket s, Server::Impl* srv) : stream_(std::move(s)), srv_(srv) {
+    at_ = srv_->sessions.insert(srv_->sessions.end(), this);
+  }
+  ~Session() { srv_->sessions.erase(at_); }
+
+  // Closed to make room for a newer connection: its pending read or write ends (aborted).
+  void evict() {
+    evicted_ = true;
+    close();
+  }
+  bool evicted() const noexcept { return evicted_; }
 
   void read() {
     parser_.emplace();
@@ -109,6 +126,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::empty_body>> parser_;
   http::response<http::string_body> res_;
   bool head_ = false;
+  bool evicted_ = false;
+  std::list<Session*>::iterator at_;
 };
 
 }  // namespace
@@ -117,12 +136,15 @@ void Server::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted) return;  // closing
     if (!ec) {
-      if (open >= options.max_connections) {
-        beast::error_code ignored;
-        s.close(ignored);  // over the limit: closed at once, nothing read
-      } else {
-        std::make_shared<Session>(std::move(s), this)->read();
+      std::size_t live = 0;
+      Session* oldest = nullptr;
+      for (Session* x : sessions) {
+        if (x->evicted()) continue;
+        if (oldest == nullptr) oldest = x;
+        ++live;
       }
+      if (live >= options.max_connections && oldest != nullptr) oldest->evict();
+      std::make_shared<Session>(std::move(s), this)->read();
     }
     accept();
   });

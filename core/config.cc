@@ -226,7 +226,8 @@ ConfigTable<MetricsConfig> metrics_table() {
          "every interface (needs runtime.counters = true)",
          check_listen_address)
       .integer("max_connections", &M::max_connections, 1, 1024,
-               "open HTTP connections at most; one more is closed at once (a client cannot exhaust the server)")
+               "open HTTP connections at most; at the limit a new connection closes the oldest (a client that holds "
+               "connections open without finishing requests loses them to newer ones)")
       .integer("timeout_ms", &M::timeout_ms, 100, 600'000,
                "a request must arrive within this, and an idle keep-alive connection is closed after it");
   return t;

@@ -94,7 +94,7 @@ struct RingsConfig {
 // [metrics]: the context serves its own process's metrics over HTTP (docs/OBSERVABILITY.md).
 struct MetricsConfig {
   std::string listen;                  // "HOST:PORT"; "" = no endpoint
-  std::uint32_t max_connections = 16;  // more are closed at once
+  std::uint32_t max_connections = 16;  // at the limit a new connection closes the oldest
   std::uint32_t timeout_ms = 5000;     // a request must arrive within this; idle keep-alive ends after it
 };
 
