@@ -155,6 +155,8 @@ class Builder {
         out += "\\n";
       } else if (c == '"' && om) {
         out += "\\\"";
+      } else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+        absl::StrAppendFormat(&out, "\\\\x%02x", static_cast<unsigned char>(c));  // names from files
       } else {
         out += c;
       }

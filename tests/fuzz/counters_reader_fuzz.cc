@@ -1,7 +1,8 @@
-// Fuzzes what pollux-stat does with a counters file another local process wrote:
-// core::decode_counters_file (core/counters.cc) and, inside it, core::decode_error_log
-// (core/error_log.cc). Any local user can leave a file named pollux-*.counters in the shm
-// directory, so every byte is hostile.
+// Fuzzes what pollux-stat and the metrics endpoint do with a counters file another local process
+// wrote: core::decode_counters_file (core/counters.cc) and, inside it, core::decode_error_log
+// (core/error_log.cc), then the endpoint's renderings of what was accepted (api/metrics.cc:
+// Prometheus text, OpenMetrics, the page's JSON). Any local user can leave a file named
+// pollux-*.counters in the shm directory, so every byte is hostile.
 //
 // Setup (once per process): the product's own writer (CountersFile::create, 16 counter slots)
 // builds a file with counters of every kind and an error log with entries; its bytes are the
@@ -13,7 +14,10 @@
 //    every scope and name within its field;
 //  - an accepted error log has at most as many entries as fit in the bytes given, each with a
 //    message of at most kErrorMessageMax bytes and a count of at least 1;
-//  - the unpatched template decodes with everything the writer put in it.
+//  - the unpatched template decodes with everything the writer put in it;
+//  - every rendered exposition line is a comment or a pollux_ sample ending in a number, label
+//    values never hold a raw quote, backslash or control byte; OpenMetrics ends with # EOF; the
+//    JSON holds no control byte.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "api/metrics.h"
 #include "core/counters.h"
 #include "core/error_log.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -54,6 +59,11 @@ const Template& the_template() {
     c.allocate("sub stream 7 quotes", "position", 7, core::CounterKind::kSubscriber, sub).set(61);
     c.allocate("poller 0", "mode", 0, core::CounterKind::kPoller, poller).set(2);
     c.allocate("udp pub stream 7 session 1", "position", 7, core::CounterKind::kPublisher).set(101);
+    const std::uint16_t hist = c.new_owner();
+    for (const char* cell : {"lat le 100", "lat le 1000000000", "lat le inf", "lat sum_ns", "lat count"}) {
+      c.allocate("feed book 0", cell, 0, core::CounterKind::kHistogram, hist).set(3);
+    }
+    c.allocate("late join quotes", "state", 0).set(1);
     c.error_log().record(absl::StatusCode::kUnavailable, "rdma: stream 7: subscriber 10.0.0.2 disconnected");
     c.error_log().record(absl::StatusCode::kUnavailable, "rdma: stream 7: subscriber 10.0.0.2 disconnected");
     c.error_log().record(absl::StatusCode::kResourceExhausted, "placement: poller 0 runs unpinned");
@@ -64,7 +74,7 @@ const Template& the_template() {
     std::memcpy(t.bytes.data(), s.data(), s.size());
     std::memcpy(&t.log_offset, t.bytes.data() + offsetof(core::CountersHeader, error_log_offset), sizeof t.log_offset);
     auto snap = core::decode_counters_file(t.bytes.data(), t.bytes.size(), "template");
-    FUZZ_CHECK(snap.ok() && snap->counters.size() == 5 && snap->errors.entries.size() == 2 &&
+    FUZZ_CHECK(snap.ok() && snap->counters.size() == 11 && snap->errors.entries.size() == 2 &&
                    snap->errors.entries[0].count == 2 && snap->error_log_status.ok(),
                "the template does not decode as written: %s", snap.status().ToString().c_str());
     return t;  // the file is removed with `f`
@@ -128,5 +138,45 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {
     FUZZ_CHECK(snap->errors.entries.empty(), "entries reported from a refused log");
   }
+  // The endpoint renders live processes only: this one is taken as running.
+  snap->alive = true;
+  namespace metrics = pollux::detail::metrics;
+  const std::vector<core::CountersFileSnapshot> procs{std::move(*snap)};
+  for (const metrics::Format f : {metrics::Format::kPrometheus, metrics::Format::kOpenMetrics}) {
+    const std::string text = metrics::render(procs, f);
+    std::size_t at = 0;
+    while (at < text.size()) {
+      const std::size_t end = text.find('\n', at);
+      FUZZ_CHECK(end != std::string::npos, "exposition does not end with a newline");
+      const std::string_view line(text.data() + at, end - at);
+      at = end + 1;
+      if (line.substr(0, 2) == "# ") {
+        for (unsigned char ch : line) FUZZ_CHECK(ch >= 0x20 && ch < 0x7f, "byte 0x%02x in a comment line", ch);
+        continue;
+      }
+      FUZZ_CHECK(line.substr(0, 7) == "pollux_", "sample line: %.*s", static_cast<int>(line.size()), line.data());
+      const std::size_t sp = line.rfind(' ');
+      FUZZ_CHECK(sp != std::string_view::npos && sp + 1 < line.size() &&
+                     line.find_first_not_of("0123456789.e+-Inf", sp + 1) == std::string_view::npos,
+                 "sample value: %.*s", static_cast<int>(line.size()), line.data());
+      // Inside the braces: label="value" pairs, values with every quote and backslash escaped.
+      const std::size_t open = line.find('{');
+      if (open == std::string_view::npos || open > sp) continue;
+      bool in_value = false;
+      for (std::size_t i = open + 1; i < line.size(); ++i) {
+        const unsigned char ch = static_cast<unsigned char>(line[i]);
+        FUZZ_CHECK(ch >= 0x20 && ch < 0x7f, "control or non-ASCII byte 0x%02x in a sample", ch);
+        if (!in_value && ch == '}') break;
+        if (ch == '"') in_value = !in_value;
+        if (in_value && ch == '\\') ++i;  // an escape: the next byte is part of it
+      }
+      FUZZ_CHECK(!in_value, "unterminated label value: %.*s", static_cast<int>(line.size()), line.data());
+    }
+    if (f == metrics::Format::kOpenMetrics) {
+      FUZZ_CHECK(text.size() >= 6 && text.compare(text.size() - 6, 6, "# EOF\n") == 0, "OpenMetrics without # EOF");
+    }
+  }
+  const std::string json = metrics::render_json(procs);
+  for (unsigned char ch : json) FUZZ_CHECK(ch >= 0x20 || ch == '\n', "control byte 0x%02x in the JSON", ch);
   return 0;
 }
