@@ -522,7 +522,33 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
   return b.write(fmt);
 }
 
-std::string render_json(const std::vector<CountersFileSnapshot>& procs) {
+double RateHistory::rate(const std::string& key, std::int64_t t_ns, std::uint64_t messages) {
+  Series& s = series_[key];
+  s.seen = true;
+  if (!s.samples.empty() && t_ns <= s.samples.back().t_ns) return 0;                  // not later: nothing new
+  if (!s.samples.empty() && messages < s.samples.back().messages) s.samples.clear();  // a new handle
+  s.samples.push_back({t_ns, messages});
+  // Older than the window, as long as two samples stay.
+  std::size_t drop = 0;
+  while (s.samples.size() - drop > 2 && t_ns - s.samples[drop].t_ns > kWindowNs) ++drop;
+  s.samples.erase(s.samples.begin(), s.samples.begin() + static_cast<std::ptrdiff_t>(drop));
+  if (s.samples.size() < 2) return 0;
+  const Sample& first = s.samples.front();
+  return static_cast<double>(messages - first.messages) * 1e9 / static_cast<double>(t_ns - first.t_ns);
+}
+
+void RateHistory::end_round() {
+  for (auto it = series_.begin(); it != series_.end();) {
+    if (!it->second.seen) {
+      it = series_.erase(it);
+    } else {
+      it->second.seen = false;
+      ++it;
+    }
+  }
+}
+
+std::string render_json(const std::vector<CountersFileSnapshot>& procs, RateHistory* rates) {
   std::int64_t now = 0;
   for (const CountersFileSnapshot& p : procs) now = std::max(now, p.snapshot_ns);
   std::string out = absl::StrCat("{\"snapshot_ns\":", now, ",\"processes\":[");
@@ -547,17 +573,25 @@ std::string render_json(const std::vector<CountersFileSnapshot>& procs) {
       if (kind == CounterKind::kPublisher || kind == CounterKind::kSubscriber) {
         auto t = g.transport_of_stream.find(head.stream_id);
         auto n = naks.find(head.stream_id);
+        const char* direction = kind == CounterKind::kPublisher ? "publication" : "subscription";
         absl::StrAppend(&streams, streams.empty() ? "" : ",", "{\"topic\":", json_string(topic_of(head.scope)),
-                        ",\"stream\":", head.stream_id, ",\"direction\":\"",
-                        kind == CounterKind::kPublisher ? "publication" : "subscription", "\",\"transport\":\"",
+                        ",\"stream\":", head.stream_id, ",\"direction\":\"", direction, "\",\"transport\":\"",
                         t == g.transport_of_stream.end() ? "unknown" : t->second,
                         "\",\"naks\":", n == naks.end() ? 0 : n->second, ",\"counters\":{");
         bool first = true;
+        std::uint64_t messages = 0;
         for (const auto& [name, value] : merged(cells, stream_gauge)) {
           absl::StrAppend(&streams, first ? "" : ",", json_string(name), ":", value);
+          if (name == core::StreamCounters::names::messages) messages = value;
           first = false;
         }
-        streams += "}}";
+        streams += "}";
+        if (rates != nullptr) {
+          const std::string key =
+              absl::StrCat(p.path, "|", p.pid, "|", direction, "|", head.stream_id, "|", head.scope);
+          absl::StrAppendFormat(&streams, ",\"rate\":%.1f", rates->rate(key, p.snapshot_ns, messages));
+        }
+        streams += "}";
       } else if (kind == CounterKind::kPoller) {
         absl::StrAppend(&pollers, pollers.empty() ? "" : ",",
                         "{\"poller\":", json_string(head.scope.size() > 7 ? head.scope.substr(7) : head.scope),
@@ -583,6 +617,7 @@ std::string render_json(const std::vector<CountersFileSnapshot>& procs) {
                     "]}");
   }
   out += "]}\n";
+  if (rates != nullptr) rates->end_round();
   return out;
 }
 

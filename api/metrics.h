@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,9 +32,34 @@ Format negotiate(std::string_view accept) noexcept;
 // Series with equal labels (two handles of one topic in a process) are summed (counters) or
 // maxed (gauges), so every series appears once.
 std::string render(const std::vector<core::CountersFileSnapshot>& procs, Format f);
-// The live page's data: per process its streams (counters and NAKs), pollers (controller state,
-// time per mode) and histograms (percentiles), with the snapshot's wall-clock time.
-std::string render_json(const std::vector<core::CountersFileSnapshot>& procs);
+// Message rates from the snapshots an endpoint took: per stream handle group, its (time, messages)
+// of the last kWindowNs, so a rate is known from the first request of a client that arrives
+// while others (or earlier requests) sampled. One thread uses it (the server's).
+class RateHistory {
+ public:
+  static constexpr std::int64_t kWindowNs = 10'000'000'000;
+  // Records (t_ns, messages) for `key` and returns messages per second over the window (the two
+  // latest samples at least); 0 until two samples apart in time.
+  double rate(const std::string& key, std::int64_t t_ns, std::uint64_t messages);
+  // Forgets the keys no sample was recorded for since the last call.
+  void end_round();
+
+ private:
+  struct Sample {
+    std::int64_t t_ns;
+    std::uint64_t messages;
+  };
+  struct Series {
+    std::vector<Sample> samples;  // oldest first
+    bool seen = false;
+  };
+  std::map<std::string, Series, std::less<>> series_;
+};
+
+// The live page's data: per process its streams (counters, NAKs and, with `rates`, "rate": the
+// messages per second over the last 10 s of snapshots), pollers (controller state, time per
+// mode) and histograms (percentiles), with the snapshot's wall-clock time.
+std::string render_json(const std::vector<core::CountersFileSnapshot>& procs, RateHistory* rates = nullptr);
 // The live page (one self-contained HTML document: no external script, style or font).
 std::string_view page_html() noexcept;
 

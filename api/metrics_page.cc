@@ -68,8 +68,11 @@ function render(snap) {
         if (last) push(rates, key, Math.max(0, msgs - last.m) * 1e9 / (p.snapshot_ns - last.t));
         seen.push({t: p.snapshot_ns, m: msgs}); if (seen.length > WINDOW + 1) seen.shift(); prev.set(key, seen);
       }
+      // The endpoint's own rate when it gives one (it samples at every client's request, so it
+      // is known at the first fetch), else this page's.
       const first = seen[0], newest = seen[seen.length - 1];
-      const rate = newest.t > first.t ? Math.max(0, newest.m - first.m) * 1e9 / (newest.t - first.t) : 0;
+      const rate = s.rate !== undefined ? s.rate
+                 : newest.t > first.t ? Math.max(0, newest.m - first.m) * 1e9 / (newest.t - first.t) : 0;
       const shown = (rates.get(key) || []);
       const bp = (c.back_pressure_log_full || 0) + (c.back_pressure_ring_full || 0) + (c.back_pressure_no_slot || 0) + (c.back_pressure_transport || 0);
       const tr = row([["l", pname], ["l", s.topic], ["", s.stream], ["l", s.direction], ["l", s.transport],

@@ -39,6 +39,7 @@ struct Server::Impl {
   // make room: a client that holds connections open without finishing requests (slowloris) loses
   // them to newer ones, while a scrape, answered in milliseconds, is never the oldest for long.
   std::list<Session*> sessions;
+  RateHistory rates;  // from the /api/snapshot requests
   asio::io_context ioc{1};
   tcp::acceptor acceptor{ioc};
   std::thread thread;
@@ -173,7 +174,7 @@ http::response<http::string_body> Server::Impl::answer(const http::request<http:
     res.body() = render(collect(), f);
   } else if (target == "/api/snapshot") {
     res.set(http::field::content_type, "application/json");
-    res.body() = render_json(collect());
+    res.body() = render_json(collect(), &rates);
   } else if (target == "/" || target == "/index.html") {
     res.set(http::field::content_type, "text/html; charset=utf-8");
     res.body() = std::string(page_html());

@@ -176,7 +176,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(text.size() >= 6 && text.compare(text.size() - 6, 6, "# EOF\n") == 0, "OpenMetrics without # EOF");
     }
   }
-  const std::string json = metrics::render_json(procs);
+  metrics::RateHistory rates;
+  (void)metrics::render_json(procs, &rates);
+  const std::string json = metrics::render_json(procs, &rates);
   for (unsigned char ch : json) FUZZ_CHECK(ch >= 0x20 || ch == '\n', "control byte 0x%02x in the JSON", ch);
   return 0;
 }

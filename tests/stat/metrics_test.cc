@@ -375,6 +375,14 @@ TEST_F(MetricsTest, PolluxStatServesEveryProcessOfTheDirectoryUntilSigterm) {
       << r.body;
   EXPECT_EQ(found, 1);
   EXPECT_NE(r.body.find("\npollux_metrics_processes 1\n"), std::string::npos) << r.body;
+  // /api/snapshot's rate: the endpoint's samples at each request, 0 until two differ in time.
+  ASSERT_EQ(get(s.port, "/api/snapshot").status, 200);
+  pump(pub, sub, 300, &received);
+  const Response snap = get(s.port, "/api/snapshot");
+  const std::regex rate_re(R"re("direction":"subscription".*?"rate":([0-9.]+))re");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(snap.body, m, rate_re)) << snap.body;
+  EXPECT_GT(std::strtod(m[1].str().c_str(), nullptr), 0.0) << snap.body;
 
   // promtool, the Prometheus project's own checker, on the text format.
   if (::access("/usr/bin/promtool", X_OK) == 0) {
@@ -488,7 +496,11 @@ TEST_F(MetricsTest, HeadlessChromiumRendersTheStreamWithItsRate) {
   }
   ASSERT_NO_FATAL_FAILURE(open_and_serve());
   Serve& s = serve;
-  // Messages keep flowing while the page samples its rate (inline: this thread drives both).
+  // The endpoint samples the counters at every /api/snapshot request: one now, messages, then
+  // the page's first fetch sees them move (the rate needs no timing), and more keep flowing.
+  ASSERT_EQ(get(s.port, "/api/snapshot").status, 200);
+  std::uint64_t before = 0;
+  pump(pub, sub, 500, &before);
   std::atomic<bool> stop{false};
   std::thread flow([&] {
     std::uint64_t received = 0;
@@ -496,7 +508,7 @@ TEST_F(MetricsTest, HeadlessChromiumRendersTheStreamWithItsRate) {
   });
   const std::string cmd = absl::StrCat(
       "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=", tmp.path(),
-      "/chromium --virtual-time-budget=8000 --dump-dom http://127.0.0.1:", s.port, "/ 2>/dev/null");
+      "/chromium --virtual-time-budget=3000 --dump-dom http://127.0.0.1:", s.port, "/ 2>/dev/null");
   const auto dom = testing::RunCommand(cmd);
   stop = true;
   flow.join();
