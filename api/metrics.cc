@@ -503,10 +503,11 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
           auto t = g.topic_of_stream.find(c->stream_id);
           if (t != g.topic_of_stream.end()) absl::StrAppend(&labels, ",topic=\"", label_value(t->second), "\"");
         }
-        Family& f = transport_families.get(c->name, [&]() -> Family& {
-          return transport_gauge(c->name)
-                     ? b.get(absl::StrCat("pollux_transport_", name_part(c->name)), Type::kGauge, help)
-                     : b.get(absl::StrCat("pollux_transport_", name_part(c->name), "_total"), Type::kCounter, help);
+        // (A structured binding is not captured: clang 14, the fuzz build's compiler, refuses it.)
+        Family& f = transport_families.get(c->name, [&, name = std::string_view(c->name)]() -> Family& {
+          return transport_gauge(name)
+                     ? b.get(absl::StrCat("pollux_transport_", name_part(name)), Type::kGauge, help)
+                     : b.get(absl::StrCat("pollux_transport_", name_part(name), "_total"), Type::kCounter, help);
         });
         Builder::sample(f, labels, value);
         continue;
