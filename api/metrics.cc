@@ -439,12 +439,13 @@ std::string render(const std::vector<CountersFileSnapshot>& procs, Format fmt) {
             Builder::sample(f, labels, c->value, ns);
           }
         }
-        static constexpr const char* kIdle[] = {"busy-spin", "yield", "backoff", "interrupt", "adaptive"};
+        // The counter holds an IdleKind; a value no build writes (a hostile file) reads "unknown".
+        const std::string idle_name = idle <= static_cast<std::uint64_t>(IdleKind::kAdaptive)
+                                          ? std::string(idle_kind_name(static_cast<IdleKind>(idle)))
+                                          : std::string("unknown");
         b.sample("pollux_poller_info", Type::kInfo,
                  "the poller thread: kernel tid, pinned core (\"\" when not pinned) and idle strategy",
-                 absl::StrCat(labels, ",thread_id=\"", tid, "\",cpu=\"", cpu, "\",idle=\"",
-                              idle < 5 ? kIdle[idle] : "unknown", "\""),
-                 1);
+                 absl::StrCat(labels, ",thread_id=\"", tid, "\",cpu=\"", cpu, "\",idle=\"", idle_name, "\""), 1);
       } else if (kind == CounterKind::kHistogram) {
         HistogramCells h;
         if (!read_histogram(cells, &h)) continue;

@@ -444,8 +444,6 @@ double prometheus_value(int port, const std::string& query, std::string* raw) {
   *raw = r.body;
   // {"status":"success","data":{"resultType":"vector","result":[{"metric":{...},"value":[T,"V"]}]}}
   if (r.status != 200) return -1;
-  const auto v = r.body.find("\"value\":[");
-  if (v == std::string::npos) return -1;
   return number_after(r.body, "\"value\":[", ",\"");
 }
 
