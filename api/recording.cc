@@ -3,6 +3,7 @@
 #include "pollux/recording.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "core/clock.h"
 #include "core/frame.h"
 #include "core/process.h"
+#include "core/topology.h"
 #include "pollux/context.h"
 #include "pollux/subscriber.h"
 
@@ -366,7 +369,22 @@ absl::StatusOr<RecordingRunnerPtr> start_recordings(Context& ctx, const core::Co
     }
     runner->recorders.push_back(std::move(*r));
   }
-  runner->thread = std::thread([p = runner.get()] { p->run(); });
+  // The thread binds itself to runtime.recording_cores before it records anything, and says
+  // whether it could: a core outside this process's cpuset is an error at start, not a thread
+  // left running where it was not wanted.
+  std::promise<absl::Status> bound;
+  std::future<absl::Status> bound_result = bound.get_future();
+  runner->thread = std::thread([p = runner.get(), cores = cfg.runtime.recording_cores, &bound] {
+    pthread_setname_np(pthread_self(), "pollux-record");
+    absl::Status s = core::topology().pin_current_thread(cores);
+    const bool ok = s.ok();
+    bound.set_value(std::move(s));
+    if (ok) p->run();
+  });
+  if (absl::Status s = bound_result.get(); !s.ok()) {
+    runner.reset();  // joins the thread (it returned) and stops the recorders
+    return absl::Status(s.code(), absl::StrCat(cfg.source, ": runtime.recording_cores: ", s.message()));
+  }
   return runner;
 }
 

@@ -156,6 +156,9 @@ ConfigTable<RuntimeConfig> runtime_table() {
       .integer_list("poller_cores", &R::poller_cores, "an array of CPU numbers", 0, 4095,
                     "OS CPU numbers for the pollers, in order; [] = automatic (unclaimed cores on the device's NUMA "
                     "node, highest first, claimed in shm_dir so processes do not collide)")
+      .integer_list("recording_cores", &R::recording_cores, "an array of CPU numbers", 0, 4095,
+                    "OS CPUs the thread that runs this context's [[recordings]] may run on; [] = any. Keep it off a "
+                    "busy-polling subscriber's core: on a housekeeping core, or next to a publisher")
       .choice("idle", &R::idle,
               {{"adaptive", IdleKind::kAdaptive},
                {"interrupt", IdleKind::kInterrupt},

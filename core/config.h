@@ -66,7 +66,8 @@ struct RecordingConfig {
 struct RuntimeConfig {
   ThreadingMode threading = ThreadingMode::kDedicated;
   std::uint32_t pollers = 1;
-  std::vector<int> poller_cores;  // empty: chosen automatically (NUMA node of `device`)
+  std::vector<int> poller_cores;     // empty: chosen automatically (NUMA node of `device`)
+  std::vector<int> recording_cores;  // the [[recordings]] thread may run on these; empty: any
   IdleKind idle = IdleKind::kAdaptive;
   std::uint32_t sleep_timer_ms = 50;  // a sleeping poller runs its timers at least this often (0: only when woken)
   ControllerOptions adaptive;         // runtime.adaptive.*: the controller's knobs (core/controller.h)

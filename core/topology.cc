@@ -137,6 +137,22 @@ absl::Status Topology::pin_current_thread(int os_cpu) const {
   return absl::OkStatus();
 }
 
+absl::Status Topology::pin_current_thread(const std::vector<int>& os_cpus) const {
+  if (os_cpus.empty()) return absl::OkStatus();
+  if (os_cpus.size() == 1) return pin_current_thread(os_cpus.front());
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (const int c : os_cpus) hwloc_bitmap_set(set, static_cast<unsigned>(c));
+  const int rc = hwloc_set_cpubind(impl_->topo, set, HWLOC_CPUBIND_THREAD);
+  const int err = errno;
+  hwloc_bitmap_free(set);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("cannot bind thread to CPUs %s: %s (are they in this process's cpuset?)",
+                        absl::StrJoin(os_cpus, ","), std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Topology::bind_memory(void* addr, std::size_t len, int numa_node) const {
   if (numa_node < 0 || numa_nodes_ <= 1) return absl::OkStatus();  // nothing to choose from
   hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(impl_->topo, static_cast<unsigned>(numa_node));

@@ -45,6 +45,8 @@ class Topology {
 
   // Pins the calling thread to one OS CPU.
   absl::Status pin_current_thread(int os_cpu) const;
+  // Lets the calling thread run on any of `os_cpus` (none: leaves it as it is).
+  absl::Status pin_current_thread(const std::vector<int>& os_cpus) const;
 
   // Binds [addr, addr+len) to a NUMA node (-1 = leave it to the kernel's first-touch policy).
   absl::Status bind_memory(void* addr, std::size_t len, int numa_node) const;

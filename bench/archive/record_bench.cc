@@ -28,6 +28,7 @@
 //               the per-record pattern of a 32-byte frame (length field, header, payload).
 // MB are 10^6 bytes; a record's bytes are its header, body and padding as written to the file.
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,7 +45,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/bench_util.h"
 #include "core/archive/catalog.h"
 #include "core/archive/crc32c.h"
@@ -52,6 +55,7 @@
 #include "core/archive/segment.h"
 #include "core/clock.h"
 #include "core/frame.h"
+#include "core/topology.h"
 #include "pollux/pollux.h"
 
 namespace {
@@ -333,9 +337,33 @@ struct LatencyResult {
 // `waker` (not attached): a thread that only sleeps 1 ms at a time, as Recorder::run does between
 // rounds - what the recorder's thread costs the live path by being scheduled, without its work.
 constexpr std::int64_t kSleepSlackNs = 60'000;  // a sleep's wakeup comes up to ~60 us late here
+// Where live_latency's threads run: OS CPUs, -1 = unpinned.
+struct LatencyCores {
+  int publisher = -1, subscriber = -1, recorder = -1;
+};
+
+// Pins the calling thread to `cpu` (-1: leaves it); a failure becomes the run's error.
+void pin_to(int cpu, std::string* error) {
+  if (cpu < 0) return;
+  absl::Status s = pollux::core::topology().pin_current_thread(cpu);
+  if (!s.ok() && error->empty()) *error = std::string(s.message());
+}
+
 LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uint64_t rate, bool attached, bool waker,
-                           bool sleep_publisher, std::uint64_t run) {
+                           bool sleep_publisher, const LatencyCores& cores, std::uint64_t run) {
   LatencyResult r;
+  // The publisher is this thread: its affinity is given back at the end.
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  const bool have_saved = ::sched_getaffinity(0, sizeof saved, &saved) == 0;
+  struct Restore {
+    const cpu_set_t* set;
+    bool ok;
+    ~Restore() {
+      if (ok) (void)::sched_setaffinity(0, sizeof *set, set);
+    }
+  } restore{&saved, have_saved};
+  std::string pin_error;
   const std::string name = absl::StrCat("bench-live-", ::getpid(), "-", run, attached ? "-rec" : "");
   const std::string rec_dir = absl::StrCat(dir, "/live-", run);
   auto ctx =
@@ -371,21 +399,25 @@ LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uin
   if (rec) {
     while (!rec->connected()) rec->poll();
     recorder = std::thread([&] {
+      pin_to(cores.recorder, &pin_error);
       pollux::Recorder* const all[] = {rec.get()};
       pollux::Recorder::run(all, stop);
     });
   } else if (waker) {
     recorder = std::thread([&] {
+      pin_to(cores.recorder, &pin_error);
       while (!stop.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     });
   }
   std::thread consumer([&] {
+    pin_to(cores.subscriber, &pin_error);
     std::uint64_t n = 0;
     while (n < count) {
       n += static_cast<std::uint64_t>(
           sub->poll([&](const pollux::Message& m) { r.h.record(pollux::now_ns() - m.publisher_ns); }, 256));
     }
   });
+  pin_to(cores.publisher, &pin_error);
   const std::byte payload[32] = {};
   const std::int64_t gap = 1'000'000'000 / static_cast<std::int64_t>(rate);
   std::int64_t due = pollux::now_ns();
@@ -410,6 +442,7 @@ LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uin
   }
   std::error_code ec;
   std::filesystem::remove_all(rec_dir, ec);
+  if (!pin_error.empty() && r.error.empty()) r.error = "--latency-cores: " + pin_error;
   return r;
 }
 
@@ -613,6 +646,8 @@ int main(int argc, char** argv) {
   double crc_seconds = 0.5;
   std::string dir = "/tmp", cases = "record-32,replay,replay-shm,record-1k,disk-seq,crc", json_path;
   bool keep = false, latency_sleep = false;
+  std::string latency_cores_text;
+  LatencyCores latency_cores;
   pollux::bench::Cli cli("pollux-bench-record",
                          "pollux-bench-record: recording throughput (RecordingWriter) and replay read rate\n"
                          "(SegmentReader), next to the disk's sequential write bandwidth and crc32c's speed\n"
@@ -630,6 +665,10 @@ int main(int argc, char** argv) {
       .toggle("--latency-sleep", &latency_sleep,
               "live-latency: the publisher sleeps until 60 us before each message's time instead of spinning "
               "(use with a rate below ~10,000/s)")
+      .text("--latency-cores", &latency_cores_text, "P,S,R",
+            "live-latency: OS CPUs of the publisher, the subscriber and the recorder (or waker) threads, e.g. 0,1,0 "
+            "(the recorder on the publisher's core, where runtime.recording_cores would put it; -1 = unpinned); "
+            "default: all unpinned")
       .count("--catchup-history", &catchup_history, "catch-up: messages recorded before the late joiner opens")
       .count("--catchup-rate", &catchup_rate, "catch-up: the live publisher's messages per second", 1000, 10'000'000)
       .list("--cases", &cases,
@@ -642,6 +681,21 @@ int main(int argc, char** argv) {
       .epilog(kCases)
       .parse(argc, argv);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
+  if (!latency_cores_text.empty()) {
+    int* const slots[] = {&latency_cores.publisher, &latency_cores.subscriber, &latency_cores.recorder};
+    int k = 0;
+    bool ok = true;
+    for (absl::string_view part : absl::StrSplit(latency_cores_text, ',')) {
+      ok = ok && k < 3 && absl::SimpleAtoi(part, slots[k]) && *slots[k] >= -1 && *slots[k] < CPU_SETSIZE;
+      ++k;
+    }
+    if (!ok || k != 3) {
+      std::fprintf(stderr,
+                   "pollux-bench-record: --latency-cores wants three CPU numbers P,S,R (-1 = unpinned), not '%s'\n",
+                   latency_cores_text.c_str());
+      return 2;
+    }
+  }
   Clock::init();
   std::printf("machine: %s\n", pollux::bench::machine_description().c_str());
   pollux::bench::JsonLines json(cli.program(), argc, argv);
@@ -895,7 +949,8 @@ int main(int argc, char** argv) {
       for (int k = 0; k < 3 && status == 0; ++k) {
         const int mode = static_cast<int>((run + static_cast<std::uint64_t>(k)) % 3);
         const bool attached = mode == 2;
-        LatencyResult l = live_latency(work, latency_count, latency_rate, attached, mode == 1, latency_sleep, run);
+        LatencyResult l =
+            live_latency(work, latency_count, latency_rate, attached, mode == 1, latency_sleep, latency_cores, run);
         if (!l.error.empty()) {
           failed("live-latency", l.error);
           break;

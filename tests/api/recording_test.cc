@@ -4,16 +4,19 @@
 // live subscribers keep every message.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/archive/catalog.h"
 #include "core/archive/segment.h"
@@ -251,6 +254,47 @@ TEST(Recording, ContextRecordingsRunOnTheirOwnThreadAndStopWithTheContext) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("bad.toml:"), std::string::npos) << bad.status();
   EXPECT_NE(bad.status().message().find("[[recordings]] t"), std::string::npos) << bad.status();
+}
+
+// The OS CPUs thread `comm` of this process may run on ("" when no thread has that name).
+std::string allowed_cpus_of_thread(const std::string& comm) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream c(task.path() / "comm");
+    std::string name;
+    std::getline(c, name);
+    if (name != comm) continue;
+    std::ifstream st(task.path() / "status");
+    for (std::string line; std::getline(st, line);) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) return std::string(absl::StripAsciiWhitespace(line.substr(18)));
+    }
+  }
+  return "";
+}
+
+TEST(Recording, TheRecordingThreadRunsOnRuntimeRecordingCoresAndACoreItCannotHaveFailsTheStart) {
+  pollux::testing::TempDir d("pollux-rec");
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof mine, &mine), 0) << std::strerror(errno);
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mine)) last = c;
+  }
+  ASSERT_GE(last, 0);
+  auto toml = [&](const std::string& name, const std::string& cores) {
+    return absl::StrCat("[runtime]\nname = \"", name,
+                        "\"\nthreading = \"inline\"\ncounters = false\nrecording_cores = ", cores,
+                        "\n[[recordings]]\ntopic = \"t\"\ndirectory = \"", d.path(), "\"\nsegment_size = \"1MiB\"\n");
+  };
+  {
+    auto ctx = Context::from_string(toml(unique_name("reccpu"), absl::StrCat("[", last, "]")), "rec.toml");
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    EXPECT_EQ(allowed_cpus_of_thread("pollux-record"), std::to_string(last));
+  }
+  // A CPU this machine does not have: the context does not start, and says which key.
+  auto bad = Context::from_string(toml(unique_name("reccpu"), "[4095]"), "bad.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.toml: runtime.recording_cores"), std::string::npos) << bad.status();
+  EXPECT_EQ(allowed_cpus_of_thread("pollux-record"), "") << "the refused context's recording thread is still running";
 }
 
 TEST(Recording, ADeadRecordersRecordingIsResumedPastItsTornTail) {

@@ -104,6 +104,32 @@ TEST(ArchiveCrc, KnownValueAndTheInstructionAgreesWithTheTable) {
   }
   // Continuation: crc(a + b) from crc(a).
   EXPECT_EQ(crc32c(data.data() + 100, 3999, crc32c(data.data(), 100)), crc32c(data.data(), 4099));
+  // The table continues a crc as the instruction does (a recording written on one machine reads
+  // on the other).
+  EXPECT_EQ(crc32c_portable(data.data() + 100, 3999, crc32c_portable(data.data(), 100)), crc32c(data.data(), 4099));
+}
+
+TEST(ArchiveCrc, RecordCrcsComputedTogetherEqualEachRecordsOwn) {
+  std::mt19937_64 rng(2);
+  std::vector<std::byte> data(64 * 1024);
+  for (auto& b : data) b = static_cast<std::byte>(rng());
+  // Runs of 1 to 11 records (whole groups of four and the rest), bodies of 0 to 300 bytes at
+  // any alignment, lengths equal and unequal within a group.
+  for (int run = 0; run < 200; ++run) {
+    const int n = 1 + run % 11;
+    std::uint32_t lengths[11], got[11];
+    const std::byte* bodies[11];
+    for (int i = 0; i < n; ++i) {
+      lengths[i] = run % 3 == 0 ? 64 : static_cast<std::uint32_t>(rng() % 301);
+      bodies[i] = data.data() + rng() % (data.size() - 301);
+    }
+    record_crcs(lengths, bodies, n, got);
+    for (int i = 0; i < n; ++i) {
+      const std::uint32_t want = crc32c(bodies[i], lengths[i], crc32c(&lengths[i], sizeof lengths[i]));
+      ASSERT_EQ(got[i], want) << "run " << run << " record " << i << " of " << n << ", length " << lengths[i];
+      ASSERT_EQ(want, crc32c_portable(bodies[i], lengths[i], crc32c_portable(&lengths[i], sizeof lengths[i])));
+    }
+  }
 }
 
 TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirIndexes) {

@@ -23,6 +23,8 @@
 //  - a kRecord names that offset, the body right after the header and its length, is_marker
 //    per the magic; every byte of the body is read (inside the buffer);
 //  - a walk advances by record_size(length), stays 8-aligned, and ends in kEnd or kInvalid;
+//  - check_records (the batched check, crcs computed several at a time) returns the walk's
+//    records, in runs of any size, each run ending where the walk's next record is not valid;
 //    a walk from a seek offset that the first walk passed through yields the same records.
 // Built segments, besides:
 //  - unflipped: the walk returns every record written (offset, length, kind, body bytes) and
@@ -183,7 +185,7 @@ struct Walk {
   std::uint64_t end;  // where the last check was
 };
 
-Walk walk(const Segment& s, std::uint64_t from) {
+Walk walk_single(const Segment& s, std::uint64_t from) {
   Walk w{{}, Next::kEnd, from};
   std::uint64_t off = from;
   ar::SegmentReader::Record rec{};
@@ -200,6 +202,39 @@ Walk walk(const Segment& s, std::uint64_t from) {
                static_cast<unsigned long long>(off), rec.length, static_cast<unsigned long long>(next));
     off = next;
   }
+}
+
+// check_records (the batched check SegmentReader::next runs) from `from`, in runs of at most
+// `max`: the records of the single-record walk `w`, each run ending where a record is not valid.
+void batches_agree(const Segment& s, std::uint64_t from, const Walk& w) {
+  std::vector<ar::SegmentReader::Record> out(w.records.size() + 20);
+  for (const int max : {1, 3, 16, 17, static_cast<int>(out.size())}) {
+    std::uint64_t off = from;
+    std::size_t i = 0;
+    for (;;) {
+      const int n = ar::check_records(s.data(), s.size(), off, out.data(), max);
+      FUZZ_CHECK(n >= 0 && n <= max && i + static_cast<std::size_t>(n) <= w.records.size(),
+                 "check_records(max %d) at %llu: %d records, %zu of the walk's %zu seen before", max,
+                 static_cast<unsigned long long>(off), n, i, w.records.size());
+      for (int k = 0; k < n; ++k, ++i) {
+        const Seen got{out[k].offset, out[k].length, out[k].is_marker};
+        FUZZ_CHECK(got == w.records[i] && out[k].body == s.data() + got.offset + sizeof(ar::RecordHeader),
+                   "check_records(max %d): record %zu is {%llu, %u, %d}, the walk's {%llu, %u, %d}", max, i,
+                   static_cast<unsigned long long>(got.offset), got.length, got.is_marker,
+                   static_cast<unsigned long long>(w.records[i].offset), w.records[i].length, w.records[i].is_marker);
+      }
+      if (n == 0) break;
+      off = out[n - 1].offset + ar::record_size(out[n - 1].length);
+    }
+    FUZZ_CHECK(i == w.records.size(), "check_records(max %d) from %llu: %zu records, the walk %zu", max,
+               static_cast<unsigned long long>(from), i, w.records.size());
+  }
+}
+
+Walk walk(const Segment& s, std::uint64_t from) {
+  Walk w = walk_single(s, from);
+  batches_agree(s, from, w);
+  return w;
 }
 
 void raw_segment(std::uint8_t mode, FuzzInput& in) {
