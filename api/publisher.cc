@@ -185,12 +185,18 @@ std::int64_t PublisherImpl::offer_batch(std::span<const std::span<const std::byt
     return n;
   }
   if (msgs.empty()) return 0;
+  // Open and connected: asked once for the batch (a direct endpoint is this thread's, so neither
+  // changes while the batch is written); only the lengths are per message.
+  if (__builtin_expect(closed.load(std::memory_order_relaxed) || !tx->connected(), 0)) {
+    return check_state(msgs.front().size(), false);
+  }
   const std::int64_t now = offer_clock(trace);  // one read for the batch (traced streams: the traces' stamp)
   std::int64_t n = 0;
   std::uint64_t bytes = 0;
   for (const auto& m : msgs) {
     const bool traced = take_trace();
-    if (std::int64_t r = check_state(m.size(), traced); r != 0) {
+    if (__builtin_expect(m.size() > max_payload, 0)) {
+      const std::int64_t r = check_state(m.size(), traced);
       if (n == 0) return r;
       break;
     }

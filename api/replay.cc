@@ -34,7 +34,7 @@ class ReplayImpl {
   std::int64_t to_clock_ns = 0;
   double factor = 0;
   // The frame read but not yet published (due later, or refused by back-pressure): its body lies
-  // in the reader's current segment, which stays mapped until the reader reads past it.
+  // in the reader's read window, which stays as it is until the reader reads again.
   bool pending = false;
   const std::byte* payload = nullptr;
   std::uint32_t payload_len = 0;
@@ -44,8 +44,9 @@ class ReplayImpl {
   bool origin_set = false;
   std::int64_t origin_ts = 0, origin_now = 0;
   // Pace::kMax: frames read ahead and offered together (offer_batch), [head, count) not yet
-  // taken by the publisher. Their bytes lie in the reader's segments; a batch ends after the
-  // reader moves to another segment, so it never spans more than the two it keeps mapped.
+  // taken by the publisher. Their bytes lie in the reader's read windows; a batch ends after the
+  // reader moves to another segment or reads its file again, so every frame of it stays where
+  // it is until the batch is taken (RecordingReader::loads()).
   static constexpr int kBatch = 64;
   std::span<const std::byte> batch[kBatch];
   std::uint64_t batch_seq[kBatch];
@@ -200,11 +201,12 @@ int Replay::poll(int limit) noexcept {
         if (m.done) break;
         m.head = m.count = 0;
         const std::uint32_t seg = m.reader.segment();
+        const std::uint64_t loads = m.reader.loads();
         while (m.count < detail::ReplayImpl::kBatch && m.count < limit - n && m.read_next(now)) {
           m.batch[m.count] = {m.payload, m.payload_len};
           m.batch_seq[m.count++] = m.pending_seq;
           m.pending = false;
-          if (m.reader.segment() != seg) break;
+          if (m.reader.segment() != seg || m.reader.loads() != loads) break;
         }
         if (m.count == 0) break;
       }

@@ -208,6 +208,8 @@ DiskResult disk_seq(const std::string& dir, std::uint64_t bytes, std::uint64_t c
 
 struct ReplayResult {
   std::uint64_t frames = 0, bytes = 0;
+  std::uint64_t back_pressured = 0;  // replay-shm: offers the full log refused (the subscriber was behind)
+  std::uint64_t empty_polls = 0;     // replay-shm: the subscriber's polls that found nothing (it waited)
   double seconds = 0, cpu_s = 0;
   std::string error;
 };
@@ -251,12 +253,23 @@ ReplayResult replay(const std::string& dir, std::uint64_t id, std::uint64_t segm
   return r;
 }
 
+// Pins the calling thread to `cpu` (-1: leaves it); a failure becomes the run's error.
+void pin_to(int cpu, std::string* error) {
+  if (cpu < 0) return;
+  absl::Status s = pollux::core::topology().pin_current_thread(cpu);
+  if (!s.ok() && error->empty()) *error = std::string(s.message());
+}
+
 // pollux::Replay at Pace::kMax of recording `id` into a shm subscriber on another thread (inline
 // threading, back-pressure flow control): the time until the subscriber has every message. The
 // subscriber checks that every payload has the recorded length.
 ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t expect, std::uint32_t payload,
-                        std::uint64_t run) {
+                        int replay_cpu, int subscriber_cpu, std::uint64_t run) {
   ReplayResult r;
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  const bool have_saved = ::sched_getaffinity(0, sizeof saved, &saved) == 0;
+  std::string pin_error;
   const std::string name = "bench-replay-" + std::to_string(::getpid()) + "-" + std::to_string(run);
   auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
                                               "\"\nthreading = \"inline\"\nidle = \"yield\"\n"
@@ -283,6 +296,7 @@ ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t 
   }
   std::uint64_t got = 0, bad = 0;
   std::thread consumer([&] {
+    pin_to(subscriber_cpu, &pin_error);
     int idle = 0;
     while (got < expect) {
       const int n = sub->poll(
@@ -293,11 +307,13 @@ ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t 
           4096);
       if (n > 0) {
         idle = 0;
-      } else if (++idle > 64) {
-        std::this_thread::yield();
+      } else {
+        ++r.empty_polls;
+        if (++idle > 64) std::this_thread::yield();
       }
     }
   });
+  pin_to(replay_cpu, &pin_error);
   const double c0 = thread_cpu_s();
   const auto t0 = std::chrono::steady_clock::now();
   int idle = 0;
@@ -311,9 +327,15 @@ ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t 
   r.cpu_s = thread_cpu_s() - c0;
   consumer.join();
   r.seconds = seconds_since(t0);
+  if (have_saved) (void)::sched_setaffinity(0, sizeof saved, &saved);
+  if (!pin_error.empty()) {
+    r.error = "--replay-cores: " + pin_error;
+    return r;
+  }
   const pollux::ReplayStatus st = (*replay)->status();
   r.frames = st.messages;
   r.bytes = st.bytes;
+  r.back_pressured = st.back_pressured;
   if (!st.error.empty()) {
     r.error = st.error;
   } else if (st.messages != expect || bad != 0) {
@@ -341,13 +363,6 @@ constexpr std::int64_t kSleepSlackNs = 60'000;  // a sleep's wakeup comes up to 
 struct LatencyCores {
   int publisher = -1, subscriber = -1, recorder = -1;
 };
-
-// Pins the calling thread to `cpu` (-1: leaves it); a failure becomes the run's error.
-void pin_to(int cpu, std::string* error) {
-  if (cpu < 0) return;
-  absl::Status s = pollux::core::topology().pin_current_thread(cpu);
-  if (!s.ok() && error->empty()) *error = std::string(s.message());
-}
 
 LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uint64_t rate, bool attached, bool waker,
                            bool sleep_publisher, const LatencyCores& cores, std::uint64_t run) {
@@ -646,7 +661,7 @@ int main(int argc, char** argv) {
   double crc_seconds = 0.5;
   std::string dir = "/tmp", cases = "record-32,replay,replay-shm,record-1k,disk-seq,crc", json_path;
   bool keep = false, latency_sleep = false;
-  std::string latency_cores_text;
+  std::string latency_cores_text, replay_cores_text;
   LatencyCores latency_cores;
   pollux::bench::Cli cli("pollux-bench-record",
                          "pollux-bench-record: recording throughput (RecordingWriter) and replay read rate\n"
@@ -665,6 +680,9 @@ int main(int argc, char** argv) {
       .toggle("--latency-sleep", &latency_sleep,
               "live-latency: the publisher sleeps until 60 us before each message's time instead of spinning "
               "(use with a rate below ~10,000/s)")
+      .text("--replay-cores", &replay_cores_text, "R,S",
+            "replay-shm: OS CPUs of the replaying thread and of the subscriber (-1 = unpinned); default 0,1 on "
+            "a machine with two CPUs or more (as pollux-bench-shm pins its two processes), else unpinned")
       .text("--latency-cores", &latency_cores_text, "P,S,R",
             "live-latency: OS CPUs of the publisher, the subscriber and the recorder (or waker) threads, e.g. 0,1,0 "
             "(the recorder on the publisher's core, where runtime.recording_cores would put it; -1 = unpinned); "
@@ -681,6 +699,22 @@ int main(int argc, char** argv) {
       .epilog(kCases)
       .parse(argc, argv);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
+  int replay_cores[2] = {-1, -1};
+  if (replay_cores_text.empty() && std::thread::hardware_concurrency() >= 2) replay_cores_text = "0,1";
+  if (!replay_cores_text.empty()) {
+    int k = 0;
+    bool ok = true;
+    for (absl::string_view part : absl::StrSplit(replay_cores_text, ',')) {
+      ok = ok && k < 2 && absl::SimpleAtoi(part, &replay_cores[k]) && replay_cores[k] >= -1 &&
+           replay_cores[k] < CPU_SETSIZE;
+      ++k;
+    }
+    if (!ok || k != 2) {
+      std::fprintf(stderr, "pollux-bench-record: --replay-cores wants two CPU numbers R,S (-1 = unpinned), not '%s'\n",
+                   replay_cores_text.c_str());
+      return 2;
+    }
+  }
   if (!latency_cores_text.empty()) {
     int* const slots[] = {&latency_cores.publisher, &latency_cores.subscriber, &latency_cores.recorder};
     int k = 0;
@@ -816,17 +850,19 @@ int main(int argc, char** argv) {
         }
       }
       if (id != 0 && want("replay-shm")) {
-        const ReplayResult p = replay_shm(work, id, r.frames, 32, run);
+        const ReplayResult p = replay_shm(work, id, r.frames, 32, replay_cores[0], replay_cores[1], run);
         if (!p.error.empty()) {
           failed("replay-shm", p.error);
         } else {
           const double rate = static_cast<double>(p.frames) / p.seconds;
           std::printf(
               "replay-shm run %llu: %llu messages in %.3f s: %7.2f M msg/s into a shm subscriber (target >= %.0fM: "
-              "%s)\n    cpu      %7.2f M msg/s per CPU-second of the replaying thread (%.3f s)\n",
+              "%s)\n    cpu      %7.2f M msg/s per CPU-second of the replaying thread (%.3f s); the log was full %llu "
+              "times, the subscriber found it empty %llu times\n",
               static_cast<unsigned long long>(run), static_cast<unsigned long long>(p.frames), p.seconds, rate / 1e6,
               kTargetReplayMsgsPerS / 1e6, rate >= kTargetReplayMsgsPerS ? "met" : "MISSED",
-              static_cast<double>(p.frames) / p.cpu_s / 1e6, p.cpu_s);
+              static_cast<double>(p.frames) / p.cpu_s / 1e6, p.cpu_s, static_cast<unsigned long long>(p.back_pressured),
+              static_cast<unsigned long long>(p.empty_polls));
           json.add(pollux::bench::JsonObject()
                        .str("case", "replay-shm")
                        .num("run", run)
@@ -835,6 +871,8 @@ int main(int argc, char** argv) {
                        .num("seconds", p.seconds)
                        .num("cpu_s", p.cpu_s)
                        .num("msgs_per_s", rate)
+                       .num("log_full", p.back_pressured)
+                       .num("subscriber_empty_polls", p.empty_polls)
                        .num("target_msgs_per_s", kTargetReplayMsgsPerS)
                        .flag("target_met", rate >= kTargetReplayMsgsPerS));
         }

@@ -14,10 +14,12 @@
 // files let seek() skip whole segments and jump inside one, when their sequences and times only
 // rise (a recording of one publisher session); otherwise it scans.
 //
-// next(): no allocation on the way through a segment; opening the next segment maps it (a
-// syscall or two per segment). A record's bytes stay valid until the reader has moved on by two
-// segments: the segment it left stays mapped until it leaves the next one, so a caller may hold
-// the records of one batch across one move.
+// next(): no allocation on the way through a segment (records larger than the read window
+// excepted, once per size); a segment is read with pread in 256 KiB windows, and opening the
+// next one is a few syscalls. A record's bytes stay valid until loads() has gone up by 2 since
+// it was returned and across one move to the next segment (the one left stays open until the
+// reader leaves the next one): a caller may hold the records of a batch that ends when loads()
+// or segment() changes.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +55,11 @@ class RecordingReader {
   // The next checked record (a frame or a marker); kEnd: nothing more has been written yet (a
   // live recording) or ever (a finished one: finished() says which); kInvalid: error().
   Next next(SegmentReader::Record* out) noexcept;
+
+  // A record's body stays valid until loads() has gone up by 2 since next() returned it (the
+  // current segment's reads, SegmentReader::Record), and across one move to the next segment
+  // (the segment left last is kept open).
+  std::uint64_t loads() const noexcept { return seg_ ? seg_->loads() : 0; }
 
   // Whether the recording can grow (its catalog state is "recording"): read again after kEnd.
   // Refreshed from the catalog at most once per `refresh_ns` by next() at kEnd.
@@ -92,7 +99,7 @@ class RecordingReader {
   std::string dir_;
   RecordingInfo info_;
   std::optional<SegmentReader> seg_;
-  std::optional<SegmentReader> prev_;  // the segment left last, still mapped
+  std::optional<SegmentReader> prev_;  // the segment left last, its read windows kept
   std::uint32_t segment_ = 0;
   bool live_ = false;
   bool at_end_ = false;

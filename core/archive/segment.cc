@@ -1,7 +1,6 @@
 #include "core/archive/segment.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,34 +84,50 @@ std::string index_path(const std::string& dir, std::uint64_t recording_id, std::
 
 namespace {
 
-// Everything check_record checks but the crc, which it leaves in *crc for the caller.
-SegmentReader::Next check_shape(const std::byte* data, std::uint64_t size, std::uint64_t offset,
-                                SegmentReader::Record* out, std::uint32_t* crc, const char** why) noexcept {
+// What check_shape found at an offset: a record's shape, the end, damage, or a record that runs
+// past the bytes at hand (the window holds less than the segment).
+enum class Shape : std::uint8_t { kRecord, kEnd, kInvalid, kNeedMore };
+
+// Everything check_record checks but the crc, which it leaves in *crc for the caller. The
+// segment is `size` bytes; its bytes [origin, origin + avail) are at `data` (origin 0 and avail
+// `size`: the whole segment). kNeedMore sets *need to the bytes from `offset` the check needs.
+Shape check_shape(const std::byte* data, std::uint64_t origin, std::uint64_t avail, std::uint64_t size,
+                  std::uint64_t offset, SegmentReader::Record* out, std::uint32_t* crc, const char** why,
+                  std::uint64_t* need) noexcept {
   if (offset < kSegmentHeaderSize || offset % kRecordAlign != 0) {
     *why = "offset is not a record boundary";
-    return SegmentReader::Next::kInvalid;
+    return Shape::kInvalid;
   }
   // The segment is full (written so that offset + 8 cannot wrap: an offset from an index file
   // may be anything).
-  if (offset > size || size - offset < sizeof(RecordHeader)) return SegmentReader::Next::kEnd;
+  if (offset > size || size - offset < sizeof(RecordHeader)) return Shape::kEnd;
+  if (offset < origin || offset - origin > avail || avail - (offset - origin) < sizeof(RecordHeader)) {
+    *need = sizeof(RecordHeader);
+    return Shape::kNeedMore;
+  }
+  const std::byte* at = data + (offset - origin);
   RecordHeader rh;
-  std::memcpy(&rh, data + offset, sizeof rh);
+  std::memcpy(&rh, at, sizeof rh);
   if (rh.length == 0) {
     if (rh.crc != 0) {
       *why = "a record of length 0 with a non-zero crc";
-      return SegmentReader::Next::kInvalid;
+      return Shape::kInvalid;
     }
-    return SegmentReader::Next::kEnd;
+    return Shape::kEnd;
   }
   if (rh.length > kMaxBodySize || rh.length > size - offset - sizeof(RecordHeader)) {
     *why = "record length beyond the segment";
-    return SegmentReader::Next::kInvalid;
+    return Shape::kInvalid;
   }
-  const std::byte* body = data + offset + sizeof(RecordHeader);
+  if (avail - (offset - origin) - sizeof(RecordHeader) < rh.length) {
+    *need = sizeof(RecordHeader) + rh.length;
+    return Shape::kNeedMore;
+  }
+  const std::byte* body = at + sizeof(RecordHeader);
   // Both bodies start with a length and a magic byte.
   if (rh.length < 5) {
     *why = "record shorter than any body";
-    return SegmentReader::Next::kInvalid;
+    return Shape::kInvalid;
   }
   std::uint32_t inner_length;
   std::memcpy(&inner_length, body, 4);
@@ -121,25 +136,77 @@ SegmentReader::Next check_shape(const std::byte* data, std::uint64_t size, std::
   if (magic == kFrameMagic) {
     if (rh.length < kFrameHeaderSize) {
       *why = "frame record shorter than a frame header";
-      return SegmentReader::Next::kInvalid;
+      return Shape::kInvalid;
     }
   } else if (magic == kMarkerMagic) {
     if (rh.length != sizeof(Marker)) {
       *why = "marker record of the wrong length";
-      return SegmentReader::Next::kInvalid;
+      return Shape::kInvalid;
     }
     marker = true;
   } else {
     *why = "record body with an unknown magic";
-    return SegmentReader::Next::kInvalid;
+    return Shape::kInvalid;
   }
   if (inner_length != rh.length) {
     *why = "record length differs from its body's";
-    return SegmentReader::Next::kInvalid;
+    return Shape::kInvalid;
   }
   *crc = rh.crc;
   *out = SegmentReader::Record{body, rh.length, offset, marker};
-  return SegmentReader::Next::kRecord;
+  return Shape::kRecord;
+}
+
+SegmentReader::Next next_of(Shape s) noexcept {
+  return s == Shape::kEnd ? SegmentReader::Next::kEnd : SegmentReader::Next::kInvalid;
+}
+
+// Up to `max` consecutive valid records from `offset` in bytes held as check_shape's, into
+// out[0..n): the shape of each record first (which finds where the next one starts), then their
+// crcs together, in chunks. *stop and *why say what ended the run when it ended before `max`
+// (kNeedMore with *need; kInvalid "crc mismatch" for a crc).
+int scan_records(const std::byte* data, std::uint64_t origin, std::uint64_t avail, std::uint64_t size,
+                 std::uint64_t offset, SegmentReader::Record* out, int max, Shape* stop, const char** why,
+                 std::uint64_t* need) noexcept {
+  constexpr int kChunk = 16;
+  // The walk is a chain of dependent loads (each record's length says where the next one is),
+  // so a line not in cache stalls it whole: ask for the lines kPrefetchAhead on, two per record
+  // (every line, for records up to 128 bytes).
+  constexpr std::uint64_t kPrefetchAhead = 1536;
+  std::uint32_t want[kChunk], got[kChunk], lengths[kChunk];
+  const std::byte* bodies[kChunk];
+  int total = 0;
+  *stop = Shape::kRecord;
+  while (total < max) {
+    const int want_n = std::min(kChunk, max - total);
+    SegmentReader::Record* const chunk = out + total;
+    int n = 0;
+    for (; n < want_n; ++n) {
+      if (offset >= origin && offset - origin + kPrefetchAhead + 64 < avail) {
+        __builtin_prefetch(data + (offset - origin) + kPrefetchAhead);
+        __builtin_prefetch(data + (offset - origin) + kPrefetchAhead + 64);
+      }
+      const Shape sh = check_shape(data, origin, avail, size, offset, &chunk[n], &want[n], why, need);
+      if (sh != Shape::kRecord) {
+        *stop = sh;
+        break;
+      }
+      lengths[n] = chunk[n].length;
+      bodies[n] = chunk[n].body;
+      offset += record_size(chunk[n].length);
+    }
+    if (n > 0) record_crcs(lengths, bodies, n, got);
+    int ok = 0;
+    while (ok < n && got[ok] == want[ok]) ++ok;
+    total += ok;
+    if (ok < n) {
+      *stop = Shape::kInvalid;
+      *why = "crc mismatch";
+      break;
+    }
+    if (n < want_n) break;
+  }
+  return total;
 }
 
 }  // namespace
@@ -148,8 +215,9 @@ SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std:
                                  SegmentReader::Record* out, const char** why) noexcept {
   SegmentReader::Record r;
   std::uint32_t crc = 0;
-  const SegmentReader::Next n = check_shape(data, size, offset, &r, &crc, why);
-  if (n != SegmentReader::Next::kRecord) return n;
+  std::uint64_t need = 0;
+  const Shape sh = check_shape(data, 0, size, size, offset, &r, &crc, why, &need);
+  if (sh != Shape::kRecord) return next_of(sh);
   if (record_crc(r.length, r.body) != crc) {
     *why = "crc mismatch";
     return SegmentReader::Next::kInvalid;
@@ -158,30 +226,34 @@ SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std:
   return SegmentReader::Next::kRecord;
 }
 
+int check_records(const std::byte* data, std::uint64_t size, std::uint64_t offset, SegmentReader::Record* out,
+                  int max) noexcept {
+  Shape stop;
+  const char* why = nullptr;
+  std::uint64_t need = 0;
+  return scan_records(data, 0, size, size, offset, out, max, &stop, &why, &need);
+}
+
 absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return io_error(errno, absl::StrCat("recording segment ", path));
+  SegmentReader r;
+  r.fd_ = fd;  // closed by r from here on
+  r.path_ = path;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int e = errno;
-    ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat("recording segment ", path, ": not a regular file",
                                                       e ? absl::StrCat(" (", errno_text(e), ")") : ""));
   }
   const auto size = static_cast<std::uint64_t>(st.st_size);
   if (size < kSegmentHeaderSize) {
-    ::close(fd);
     return absl::DataLossError(absl::StrCat("recording segment ", path, ": ", size, " bytes, shorter than its header"));
   }
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-  const int e = errno;
-  ::close(fd);
-  if (m == MAP_FAILED) return io_error(e, absl::StrCat("recording segment ", path, ": mmap"));
-  SegmentReader r;
-  r.path_ = path;
-  r.data_ = static_cast<const std::byte*>(m);
   r.size_ = size;
-  std::memcpy(&r.header_, r.data_, sizeof r.header_);
+  if (::pread(fd, &r.header_, sizeof r.header_, 0) != static_cast<ssize_t>(sizeof r.header_)) {
+    return io_error(errno, absl::StrCat("recording segment ", path, ": reading its header"));
+  }
   const SegmentHeader& h = r.header_;
   if (std::memcmp(h.magic, kSegmentMagic, sizeof h.magic) != 0) {
     return absl::DataLossError(absl::StrCat("recording segment ", path, ": not a Pollux segment (bad magic)"));
@@ -197,6 +269,11 @@ absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
     return absl::DataLossError(
         absl::StrCat("recording segment ", path, ": ", size, " bytes, its header says ", h.segment_size));
   }
+  for (Window& w : r.win_) {
+    w.buf.reset(static_cast<std::byte*>(std::aligned_alloc(64, kWindowBytes)));
+    if (w.buf == nullptr) return absl::ResourceExhaustedError(absl::StrCat("recording segment ", path, ": no memory"));
+    w.capacity = kWindowBytes;
+  }
   return r;
 }
 
@@ -204,79 +281,115 @@ SegmentReader::SegmentReader(SegmentReader&& o) noexcept { *this = std::move(o);
 
 SegmentReader& SegmentReader::operator=(SegmentReader&& o) noexcept {
   if (this != &o) {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
-    data_ = o.data_;
+    fd_ = o.fd_;
     size_ = o.size_;
     pos_ = o.pos_;
     header_ = o.header_;
     why_ = o.why_;
-    ahead_head_ = ahead_count_ = 0;  // the records held point into o's mapping: read again
-    o.data_ = nullptr;
+    // The windows' buffers move with their records' pointers into them: those stay valid.
+    for (int i = 0; i < 2; ++i) win_[i] = std::move(o.win_[i]);
+    cur_ = o.cur_;
+    last_handed_ = o.last_handed_;
+    loads_ = o.loads_;
+    end_probe_at_ = o.end_probe_at_;
+    for (int i = o.ahead_head_; i < o.ahead_count_; ++i) ahead_[i] = o.ahead_[i];
+    ahead_head_ = o.ahead_head_;
+    ahead_count_ = o.ahead_count_;
+    o.fd_ = -1;
     o.size_ = 0;
+    o.ahead_head_ = o.ahead_count_ = 0;
   }
   return *this;
 }
 
 SegmentReader::~SegmentReader() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SegmentReader::free_window(std::byte* p) noexcept { std::free(p); }
+
+bool SegmentReader::load(std::uint64_t need) noexcept {
+  // Into the buffer that does not hold the record handed out last, so the records handed out
+  // since the previous load stay where they are.
+  const int t = last_handed_ == 0 ? 1 : 0;
+  Window& w = win_[t];
+  // At a position that ended in kEnd before (a follower waiting at a live segment's end), a
+  // small read: whether anything was written since. Otherwise a whole window.
+  std::uint64_t want = pos_ == end_probe_at_ ? kProbeBytes : kWindowBytes;
+  want = std::min(std::max(want, need), size_ - std::min(pos_, size_));
+  if (want > w.capacity) {
+    // A record larger than the window (bodies may be up to kMaxBodySize): the one allocation on
+    // this path, once per size reached.
+    std::byte* grown = static_cast<std::byte*>(std::aligned_alloc(64, align_up(want, 64)));
+    if (grown == nullptr) {
+      why_ = "no memory for a record larger than the read window";
+      return false;
+    }
+    w.buf.reset(grown);
+    w.capacity = align_up(want, 64);
+  }
+  std::uint64_t got = 0;
+  while (got < want) {
+    const ssize_t r = ::pread(fd_, w.buf.get() + got, want - got, static_cast<off_t>(pos_ + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      why_ = "the segment file could not be read";
+      return false;
+    }
+    if (r == 0) break;  // shorter than its header says: what is there is checked as such
+    got += static_cast<std::uint64_t>(r);
+  }
+  w.start = pos_;
+  w.len = got;
+  cur_ = t;
+  ++loads_;
+  return true;
 }
 
 SegmentReader::Next SegmentReader::next(Record* out) noexcept {
-  if (ahead_head_ == ahead_count_ && fill_ahead() == 0) {
-    // Not even one record passed in a batch: the single check says why (the end, or what fails).
-    const Next n = check_record(data_, size_, pos_, out, &why_);
-    if (n == Next::kRecord) pos_ += record_size(out->length);
-    return n;
+  if (ahead_head_ < ahead_count_) {
+    *out = ahead_[ahead_head_++];
+    pos_ = out->offset + record_size(out->length);
+    last_handed_ = cur_;
+    return Next::kRecord;
   }
-  *out = ahead_[ahead_head_++];
-  pos_ = out->offset + record_size(out->length);
-  return Next::kRecord;
-}
-
-int check_records(const std::byte* data, std::uint64_t size, std::uint64_t offset, SegmentReader::Record* out,
-                  int max) noexcept {
-  constexpr int kChunk = 16;
-  constexpr std::uint64_t kPrefetchAhead = 1536;
-  std::uint32_t want[kChunk], got[kChunk], lengths[kChunk];
-  const std::byte* bodies[kChunk];
-  const char* why = nullptr;
-  int total = 0;
-  // Chunks of up to kChunk: the shape of each record first (which finds where the next one
-  // starts), then their crcs together. The records before the first mismatch count; the first
-  // that fails anything ends the run.
-  while (total < max) {
-    const int want_n = std::min(kChunk, max - total);
-    SegmentReader::Record* const chunk = out + total;
-    int n = 0;
-    for (; n < want_n; ++n) {
-      // The walk is a chain of dependent loads (each record's length says where the next one
-      // is), so a line not in cache stalls it whole: ask for the lines kPrefetchAhead on, two
-      // per record (every line, for records up to 128 bytes; the hardware's stream prefetcher
-      // does not cross the segment's 4 KiB pages).
-      if (offset + kPrefetchAhead + 64 < size) {
-        __builtin_prefetch(data + offset + kPrefetchAhead);
-        __builtin_prefetch(data + offset + kPrefetchAhead + 64);
-      }
-      if (check_shape(data, size, offset, &chunk[n], &want[n], &why) != SegmentReader::Next::kRecord) break;
-      lengths[n] = chunk[n].length;
-      bodies[n] = chunk[n].body;
-      offset += record_size(chunk[n].length);
+  // A window read earlier may end before records written since: one fresh read decides.
+  for (bool fresh = false;;) {
+    const Window& w = win_[cur_];
+    Shape stop = Shape::kNeedMore;
+    const char* why = nullptr;
+    std::uint64_t need = sizeof(RecordHeader);
+    const int n = scan_records(w.buf.get(), w.start, w.len, size_, pos_, ahead_, kAhead, &stop, &why, &need);
+    if (n > 0) {
+      ahead_head_ = 1;
+      ahead_count_ = n;
+      *out = ahead_[0];
+      pos_ = out->offset + record_size(out->length);
+      last_handed_ = cur_;
+      return Next::kRecord;
     }
-    if (n == 0) break;
-    record_crcs(lengths, bodies, n, got);
-    int ok = 0;
-    while (ok < n && got[ok] == want[ok]) ++ok;
-    total += ok;
-    if (ok < want_n) break;
+    if (stop == Shape::kInvalid && (pos_ < kSegmentHeaderSize || pos_ % kRecordAlign != 0)) {
+      why_ = why;  // not a place any read could make valid
+      return Next::kInvalid;
+    }
+    if (!fresh) {
+      if (!load(need)) return Next::kInvalid;
+      fresh = true;
+      continue;
+    }
+    if (stop == Shape::kNeedMore) {
+      why_ = "the segment file is shorter than its header says";
+      return Next::kInvalid;
+    }
+    if (stop == Shape::kEnd) {
+      end_probe_at_ = pos_;
+      return Next::kEnd;
+    }
+    why_ = why;
+    return Next::kInvalid;
   }
-  return total;
-}
-
-int SegmentReader::fill_ahead() noexcept {
-  ahead_head_ = 0;
-  ahead_count_ = check_records(data_, size_, pos_, ahead_, kAhead);
-  return ahead_count_;
 }
 
 absl::StatusOr<SegmentIndex> read_segment_index(const std::string& path) {
@@ -467,20 +580,26 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
   // Whatever follows the last valid record is a torn write (or zeros): find the last non-zero
   // byte and zero everything from `end`, so that no older record behind the tear can be read as
   // one written after the resume.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return io_error(errno, absl::StrCat("recording ", o_.recording_id, ": reopening segment ", path));
   std::uint64_t last_nonzero = end;
+  std::vector<std::byte> buf(1u << 20);
   for (std::uint64_t p = r->size(); p > end;) {
-    const std::uint64_t chunk = std::min<std::uint64_t>(p - end, 1u << 20);
-    const std::byte* base = r->data() + (p - chunk);
+    const std::uint64_t chunk = std::min<std::uint64_t>(p - end, buf.size());
+    const ssize_t got = ::pread(fd, buf.data(), chunk, static_cast<off_t>(p - chunk));
+    if (got != static_cast<ssize_t>(chunk)) {
+      const int e = got < 0 ? errno : EIO;
+      ::close(fd);
+      return io_error(e, absl::StrCat("recording ", o_.recording_id, ": reading segment ", path));
+    }
     std::uint64_t k = chunk;
-    while (k > 0 && base[k - 1] == std::byte{0}) --k;
+    while (k > 0 && buf[k - 1] == std::byte{0}) --k;
     if (k > 0) {
       last_nonzero = p - chunk + k;
       break;
     }
     p -= chunk;
   }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return io_error(errno, absl::StrCat("recording ", o_.recording_id, ": reopening segment ", path));
   if (last_nonzero > end) {
     // Punch the range out (reads as zeros), then allocate it again so a later write cannot fail
     // for space it had before.

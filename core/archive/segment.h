@@ -33,7 +33,7 @@ std::string index_path(const std::string& dir, std::uint64_t recording_id, std::
 
 class SegmentReader {
  public:
-  // Maps `path` read-only and checks its header (magic, version, crc, size). Errors name the file.
+  // Opens `path` and checks its header (magic, version, crc, size). Errors name the file.
   static absl::StatusOr<SegmentReader> open(const std::string& path);
   SegmentReader(SegmentReader&& o) noexcept;
   SegmentReader& operator=(SegmentReader&& o) noexcept;
@@ -42,7 +42,10 @@ class SegmentReader {
   ~SegmentReader();
 
   struct Record {
-    const std::byte* body;  // a FrameHeader or a Marker (is_marker), valid while the reader lives
+    // A FrameHeader or a Marker (is_marker), in the reader's read window: valid until loads()
+    // has gone up by 2 since the record was returned (a load fills the one of the reader's two
+    // windows that does not hold the record returned last), and across moves of the reader.
+    const std::byte* body;
     std::uint32_t length;
     std::uint64_t offset;  // the record's offset in the segment
     bool is_marker;
@@ -53,7 +56,7 @@ class SegmentReader {
     kInvalid,  // a record that fails its checks starts here (offset(), why())
   };
   // The record at offset(), checked; advances past it. kEnd and kInvalid do not advance, so a
-  // reader following a live segment calls again later.
+  // reader following a live segment calls again later (each such call reads the file once).
   Next next(Record* out) noexcept;
   // Where the next record is looked for.
   std::uint64_t offset() const noexcept { return pos_; }
@@ -62,6 +65,7 @@ class SegmentReader {
   void seek(std::uint64_t offset) noexcept {
     pos_ = offset;
     ahead_head_ = ahead_count_ = 0;
+    end_probe_at_ = ~std::uint64_t{0};
   }
   // Why the last next() returned kInvalid ("crc mismatch", "length 12345678 beyond the
   // segment", ...).
@@ -69,27 +73,49 @@ class SegmentReader {
   const SegmentHeader& header() const noexcept { return header_; }
   const std::string& path() const noexcept { return path_; }
   std::uint64_t size() const noexcept { return size_; }
-  const std::byte* data() const noexcept { return data_; }
+  // Reads of the file into a window so far (see Record::body).
+  std::uint64_t loads() const noexcept { return loads_; }
 
  private:
   SegmentReader() = default;
+  // Reads the file from offset() into a window: kWindowBytes, or kProbeBytes where the last
+  // next() found the end, and at least `need` bytes. False on a read error (why_).
+  bool load(std::uint64_t need) noexcept;
+  static void free_window(std::byte* p) noexcept;
+
+  // The segment is read with pread into two windows used in turn, not mapped: the records are
+  // checked in memory that stays in cache and in the page tables, where a mapping of the file
+  // takes a page fault per 4 KiB on first touch - on a virtual machine with shadow paging about
+  // as much time as the records' checks (docs/BENCHMARKS.md, "Replay").
+  static constexpr std::uint64_t kWindowBytes = 256 * 1024;
+  static constexpr std::uint64_t kProbeBytes = 4096;
+  struct Window {
+    std::unique_ptr<std::byte, void (*)(std::byte*)> buf{nullptr, free_window};
+    std::uint64_t capacity = 0;
+    std::uint64_t start = 0, len = 0;  // the file's bytes [start, start + len) are in buf
+  };
   std::string path_;
-  const std::byte* data_ = nullptr;
+  int fd_ = -1;
   std::uint64_t size_ = 0;
   std::uint64_t pos_ = kSegmentHeaderSize;
   SegmentHeader header_{};
   const char* why_ = "";
-  // Records checked ahead of next() by check_records, [ahead_head_, ahead_count_): their crcs
-  // are computed together, several times faster than one record at a time. A record
-  // stays valid once written (a writer only appends), so checking it early changes nothing.
+  Window win_[2];
+  int cur_ = 0;           // the window records are scanned in
+  int last_handed_ = -1;  // the window of the record next() returned last
+  std::uint64_t loads_ = 0;
+  std::uint64_t end_probe_at_ = ~std::uint64_t{0};  // where next() last returned kEnd
+  // Records checked ahead of next(), [ahead_head_, ahead_count_): their crcs are computed
+  // together, several times faster than one record at a time. A record stays valid once written
+  // (a writer only appends), so checking it early changes nothing.
   static constexpr int kAhead = 16;
-  int fill_ahead() noexcept;
   Record ahead_[kAhead];
   int ahead_head_ = 0, ahead_count_ = 0;
 };
 
 // Checks one record at `offset` of a segment's bytes [data, data + size): kRecord with *out, kEnd
-// or kInvalid with *why. What SegmentReader::next() and the fuzz harness run.
+// or kInvalid with *why. What the fuzz harness runs; SegmentReader::next() runs the same checks
+// (check_records) over its read window.
 SegmentReader::Next check_record(const std::byte* data, std::uint64_t size, std::uint64_t offset,
                                  SegmentReader::Record* out, const char** why) noexcept;
 

@@ -214,6 +214,64 @@ TEST(ArchiveSegments, FramesAndMarkersComeBackInOrderAcrossSegmentsWithTheirInde
   }
 }
 
+// The reader reads a segment through 256 KiB windows: records larger than a window, records
+// across a window's end, and records written after the reader found the end (a live segment:
+// it reads the file again at each next()) all come back as written.
+TEST(ArchiveSegments, RecordsLargerThanTheReadWindowAndRecordsWrittenWhileReadingComeBackAsWritten) {
+  pollux::testing::TempDir d("pollux-archive");
+  WriterOptions o = options(d.path(), 4);
+  o.segment_size = 8ull << 20;
+  o.buffer_bytes = 1u << 20;
+  auto frame = [](std::uint64_t seq) {
+    // Every seventh frame 300 KiB (more than a window), the others 8-1,000 bytes.
+    const std::uint32_t payload = seq % 7 == 0 ? 300u * 1024 : static_cast<std::uint32_t>(8 + (seq * 131) % 993);
+    std::vector<std::byte> f(kFrameHeaderSize + payload);
+    FrameHeader h{};
+    write_frame_header(&h, static_cast<std::uint32_t>(f.size()), 0, 5, 7, static_cast<std::int64_t>(seq));
+    h.sequence = seq;
+    std::memcpy(f.data(), &h, sizeof h);
+    for (std::uint32_t i = 0; i < payload; ++i) f[kFrameHeaderSize + i] = static_cast<std::byte>((seq * 3 + i) & 0xff);
+    return f;
+  };
+  auto w = RecordingWriter::open(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::uint64_t written = 0;
+  auto write = [&](std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto f = frame(++written);
+      ASSERT_TRUE((*w)->append(f.data(), static_cast<std::uint32_t>(f.size()))) << (*w)->error();
+    }
+    ASSERT_TRUE((*w)->flush(0)) << (*w)->error();
+    ASSERT_EQ((*w)->segment_index(), 0u) << "the test wants one segment";
+  };
+  auto r = SegmentReader::open(segment_path(d.path(), 4, 0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::uint64_t read = 0;
+  auto read_to_end = [&] {
+    SegmentReader::Record rec;
+    SegmentReader::Next n;
+    while ((n = r->next(&rec)) == SegmentReader::Next::kRecord) {
+      const auto want = frame(++read);
+      ASSERT_FALSE(rec.is_marker);
+      ASSERT_EQ(rec.length, want.size()) << "frame " << read;
+      ASSERT_EQ(std::memcmp(rec.body, want.data(), want.size()), 0) << "frame " << read;
+    }
+    ASSERT_EQ(n, SegmentReader::Next::kEnd) << r->why() << " at " << r->offset();
+  };
+  // Nothing yet, then batches written while the reader waits at the end (small ones: the reader
+  // reads a little at the end, and then a whole window, or a record's size, when more is there).
+  read_to_end();
+  EXPECT_EQ(read, 0u);
+  for (const std::uint64_t batch : {1ull, 6ull, 1ull, 20ull, 3ull}) {
+    write(batch);
+    read_to_end();
+    ASSERT_EQ(read, written);
+  }
+  read_to_end();  // at the end again: still the end
+  EXPECT_EQ(read, written);
+  EXPECT_GT(r->loads(), 5u);
+}
+
 TEST(ArchiveSegments, AFlippedByteIsFoundAtItsRecordAndNothingAfterItIsHandedOut) {
   pollux::testing::TempDir d("pollux-archive");
   auto w = RecordingWriter::open(options(d.path(), 1));
@@ -276,7 +334,10 @@ TEST(ArchiveSegments, ResumeZeroesATornTailSoNoOlderRecordBehindItReappears) {
     ASSERT_TRUE(r.ok());
     SegmentReader::Record rec;
     ASSERT_EQ(r->next(&rec), SegmentReader::Next::kRecord);
-    old_record.assign(r->data() + rec.offset, r->data() + rec.offset + record_size(rec.length));
+    // The whole record: its header (just before the body) and its padding.
+    const std::byte* start = rec.body - sizeof(RecordHeader);
+    old_record.assign(start, start + sizeof(RecordHeader) + rec.length);
+    old_record.resize(record_size(rec.length));
   }
   {
     const int fd = ::open(p.c_str(), O_RDWR);

@@ -271,6 +271,41 @@ TEST(ShmDirectTest, EveryPayloadSizeArrivesIntactThroughTheApi) {
   }
 }
 
+// offer_batch() checks the stream's state once and each message's length: before anything
+// subscribes it is not connected; an oversized message ends the batch after the ones before it
+// (published, counted), and a batch starting with one is refused whole.
+TEST(ShmDirectTest, OfferBatchStopsAtAnOversizedMessageAndIsRefusedWhileNotConnected) {
+  const std::string name = pollux::testing::unique_name("directbatch");
+  auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
+                                              "\"\nthreading = \"inline\"\n[shm]\nlog_size = \"64KiB\"\n"
+                                              "flow_control = \"backpressure\"\n",
+                                          "test.toml");
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto pub = (*ctx)->publisher("batch");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const std::uint64_t v = 7;
+  const std::span<const std::byte> small{reinterpret_cast<const std::byte*>(&v), sizeof v};
+  const std::vector<std::byte> big(64 * 1024);  // larger than a 64 KiB log's largest message
+  const std::span<const std::byte> three[3] = {small, small, std::span<const std::byte>(big)};
+  EXPECT_EQ(pub->offer_batch(three), pollux::kNotConnected);
+  auto sub = (*ctx)->subscriber("batch");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  for (int i = 0; i < 100000 && !pub->is_connected(); ++i) (void)sub->poll([](const pollux::Message&) {}, 1);
+  ASSERT_TRUE(pub->is_connected());
+  EXPECT_EQ(pub->offer_batch(three), 2);
+  EXPECT_EQ(pub->offer_batch(std::span(three + 2, 1)), pollux::kMessageTooLarge);
+  int got = 0;
+  for (int spins = 0; spins < 10000 && got < 3; ++spins) {
+    (void)sub->poll(
+        [&](const pollux::Message& m) {
+          ++got;
+          EXPECT_EQ(m.payload.size(), sizeof v);
+        },
+        8);
+  }
+  EXPECT_EQ(got, 2);
+}
+
 // [[streams]] publisher_timestamp = false: offer() reads no clock and the message carries 0;
 // the default stream next to it is stamped; a traced unstamped stream still carries its
 // stages (and its offer stamp as publisher_ns). Through offer(), offer_batch() and claim().
