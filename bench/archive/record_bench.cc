@@ -681,8 +681,8 @@ int main(int argc, char** argv) {
               "live-latency: the publisher sleeps until 60 us before each message's time instead of spinning "
               "(use with a rate below ~10,000/s)")
       .text("--replay-cores", &replay_cores_text, "R,S",
-            "replay-shm: OS CPUs of the replaying thread and of the subscriber (-1 = unpinned); default 0,1 on "
-            "a machine with two CPUs or more (as pollux-bench-shm pins its two processes), else unpinned")
+            "replay-shm: OS CPUs of the replaying thread and of the subscriber (-1 = unpinned); default: both "
+            "unpinned")
       .text("--latency-cores", &latency_cores_text, "P,S,R",
             "live-latency: OS CPUs of the publisher, the subscriber and the recorder (or waker) threads, e.g. 0,1,0 "
             "(the recorder on the publisher's core, where runtime.recording_cores would put it; -1 = unpinned); "
@@ -700,7 +700,6 @@ int main(int argc, char** argv) {
       .parse(argc, argv);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   int replay_cores[2] = {-1, -1};
-  if (replay_cores_text.empty() && std::thread::hardware_concurrency() >= 2) replay_cores_text = "0,1";
   if (!replay_cores_text.empty()) {
     int k = 0;
     bool ok = true;

@@ -348,13 +348,7 @@ bool SegmentReader::load(std::uint64_t need) noexcept {
   return true;
 }
 
-SegmentReader::Next SegmentReader::next(Record* out) noexcept {
-  if (ahead_head_ < ahead_count_) {
-    *out = ahead_[ahead_head_++];
-    pos_ = out->offset + record_size(out->length);
-    last_handed_ = cur_;
-    return Next::kRecord;
-  }
+SegmentReader::Next SegmentReader::next_slow(Record* out) noexcept {
   // A window read earlier may end before records written since: one fresh read decides.
   for (bool fresh = false;;) {
     const Window& w = win_[cur_];

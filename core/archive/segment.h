@@ -57,7 +57,15 @@ class SegmentReader {
   };
   // The record at offset(), checked; advances past it. kEnd and kInvalid do not advance, so a
   // reader following a live segment calls again later (each such call reads the file once).
-  Next next(Record* out) noexcept;
+  Next next(Record* out) noexcept {
+    if (__builtin_expect(ahead_head_ < ahead_count_, 1)) {
+      *out = ahead_[ahead_head_++];
+      pos_ = out->offset + record_size(out->length);
+      last_handed_ = cur_;
+      return Next::kRecord;
+    }
+    return next_slow(out);
+  }
   // Where the next record is looked for.
   std::uint64_t offset() const noexcept { return pos_; }
   // Moves to `offset` (a record boundary from an index entry or an earlier offset(); checked
@@ -78,6 +86,9 @@ class SegmentReader {
 
  private:
   SegmentReader() = default;
+  // next() when no record checked ahead is left: checks the next ones (reading the file when the
+  // window has none).
+  Next next_slow(Record* out) noexcept;
   // Reads the file from offset() into a window: kWindowBytes, or kProbeBytes where the last
   // next() found the end, and at least `need` bytes. False on a read error (why_).
   bool load(std::uint64_t need) noexcept;
