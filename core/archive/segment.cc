@@ -119,16 +119,19 @@ Shape check_shape(const std::byte* data, std::uint64_t origin, std::uint64_t ava
     *why = "record length beyond the segment";
     return Shape::kInvalid;
   }
-  if (avail - (offset - origin) - sizeof(RecordHeader) < rh.length) {
-    *need = sizeof(RecordHeader) + rh.length;
-    return Shape::kNeedMore;
-  }
-  const std::byte* body = at + sizeof(RecordHeader);
-  // Both bodies start with a length and a magic byte.
+  // Both bodies start with a length and a magic byte: checked before the whole body is asked
+  // for, so that only a record whose first bytes agree makes the reader read (or make room for)
+  // a large body.
   if (rh.length < 5) {
     *why = "record shorter than any body";
     return Shape::kInvalid;
   }
+  const std::uint64_t have = avail - (offset - origin) - sizeof(RecordHeader);
+  if (have < 5) {
+    *need = sizeof(RecordHeader) + 5;
+    return Shape::kNeedMore;
+  }
+  const std::byte* body = at + sizeof(RecordHeader);
   std::uint32_t inner_length;
   std::memcpy(&inner_length, body, 4);
   const auto magic = static_cast<std::uint8_t>(body[4]);
@@ -151,6 +154,10 @@ Shape check_shape(const std::byte* data, std::uint64_t origin, std::uint64_t ava
   if (inner_length != rh.length) {
     *why = "record length differs from its body's";
     return Shape::kInvalid;
+  }
+  if (have < rh.length) {
+    *need = sizeof(RecordHeader) + rh.length;
+    return Shape::kNeedMore;
   }
   *crc = rh.crc;
   *out = SegmentReader::Record{body, rh.length, offset, marker};
