@@ -700,34 +700,28 @@ int main(int argc, char** argv) {
       .parse(argc, argv);
   auto want = [&](const char* c) { return ("," + cases + ",").find(std::string(",") + c + ",") != std::string::npos; };
   int replay_cores[2] = {-1, -1};
-  if (!replay_cores_text.empty()) {
-    int k = 0;
+  // --replay-cores R,S and --latency-cores P,S,R: CPU numbers, -1 = unpinned.
+  auto parse_cpus = [](const std::string& text, std::initializer_list<int*> slots) {
+    std::size_t k = 0;
     bool ok = true;
-    for (absl::string_view part : absl::StrSplit(replay_cores_text, ',')) {
-      ok = ok && k < 2 && absl::SimpleAtoi(part, &replay_cores[k]) && replay_cores[k] >= -1 &&
-           replay_cores[k] < CPU_SETSIZE;
+    for (absl::string_view part : absl::StrSplit(text, ',')) {
+      int* const slot = k < slots.size() ? slots.begin()[k] : nullptr;
+      ok = ok && slot != nullptr && absl::SimpleAtoi(part, slot) && *slot >= -1 && *slot < CPU_SETSIZE;
       ++k;
     }
-    if (!ok || k != 2) {
-      std::fprintf(stderr, "pollux-bench-record: --replay-cores wants two CPU numbers R,S (-1 = unpinned), not '%s'\n",
-                   replay_cores_text.c_str());
-      return 2;
-    }
+    return ok && k == slots.size();
+  };
+  if (!replay_cores_text.empty() && !parse_cpus(replay_cores_text, {&replay_cores[0], &replay_cores[1]})) {
+    std::fprintf(stderr, "pollux-bench-record: --replay-cores wants two CPU numbers R,S (-1 = unpinned), not '%s'\n",
+                 replay_cores_text.c_str());
+    return 2;
   }
-  if (!latency_cores_text.empty()) {
-    int* const slots[] = {&latency_cores.publisher, &latency_cores.subscriber, &latency_cores.recorder};
-    int k = 0;
-    bool ok = true;
-    for (absl::string_view part : absl::StrSplit(latency_cores_text, ',')) {
-      ok = ok && k < 3 && absl::SimpleAtoi(part, slots[k]) && *slots[k] >= -1 && *slots[k] < CPU_SETSIZE;
-      ++k;
-    }
-    if (!ok || k != 3) {
-      std::fprintf(stderr,
-                   "pollux-bench-record: --latency-cores wants three CPU numbers P,S,R (-1 = unpinned), not '%s'\n",
-                   latency_cores_text.c_str());
-      return 2;
-    }
+  if (!latency_cores_text.empty() &&
+      !parse_cpus(latency_cores_text, {&latency_cores.publisher, &latency_cores.subscriber, &latency_cores.recorder})) {
+    std::fprintf(stderr,
+                 "pollux-bench-record: --latency-cores wants three CPU numbers P,S,R (-1 = unpinned), not '%s'\n",
+                 latency_cores_text.c_str());
+    return 2;
   }
   Clock::init();
   std::printf("machine: %s\n", pollux::bench::machine_description().c_str());
