@@ -189,7 +189,8 @@ int scan_records(const std::byte* data, std::uint64_t origin, std::uint64_t avai
     SegmentReader::Record* const chunk = out + total;
     int n = 0;
     for (; n < want_n; ++n) {
-      if (offset >= origin && offset - origin + kPrefetchAhead + 64 < avail) {
+      // (Compared without a sum that could wrap: `offset` may be anything a caller seeks to.)
+      if (offset >= origin && offset - origin < avail && avail - (offset - origin) > kPrefetchAhead + 64) {
         __builtin_prefetch(data + (offset - origin) + kPrefetchAhead);
         __builtin_prefetch(data + (offset - origin) + kPrefetchAhead + 64);
       }
