@@ -56,6 +56,21 @@ bool pwrite_all(int fd, const void* data, std::size_t n, std::uint64_t off, int*
   return true;
 }
 
+// pread of up to `n` bytes, retried on EINTR and short reads: the bytes read (fewer only at the
+// end of the file), or -1 with errno.
+ssize_t pread_all(int fd, void* data, std::size_t n, std::uint64_t off) {
+  auto* p = static_cast<unsigned char*>(data);
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, p + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return static_cast<ssize_t>(got);
+}
+
 void free_aligned(std::byte* p) { std::free(p); }
 
 // A marker of `kind` on `stream`, stamped now; the kind's own fields are the caller's.
@@ -259,7 +274,7 @@ absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
     return absl::DataLossError(absl::StrCat("recording segment ", path, ": ", size, " bytes, shorter than its header"));
   }
   r.size_ = size;
-  if (::pread(fd, &r.header_, sizeof r.header_, 0) != static_cast<ssize_t>(sizeof r.header_)) {
+  if (pread_all(fd, &r.header_, sizeof r.header_, 0) != static_cast<ssize_t>(sizeof r.header_)) {
     return io_error(errno, absl::StrCat("recording segment ", path, ": reading its header"));
   }
   const SegmentHeader& h = r.header_;
@@ -278,7 +293,7 @@ absl::StatusOr<SegmentReader> SegmentReader::open(const std::string& path) {
         absl::StrCat("recording segment ", path, ": ", size, " bytes, its header says ", h.segment_size));
   }
   for (Window& w : r.win_) {
-    w.buf.reset(static_cast<std::byte*>(std::aligned_alloc(64, kWindowBytes)));
+    w.buf = {static_cast<std::byte*>(std::aligned_alloc(64, kWindowBytes)), free_aligned};
     if (w.buf == nullptr) return absl::ResourceExhaustedError(absl::StrCat("recording segment ", path, ": no memory"));
     w.capacity = kWindowBytes;
   }
@@ -316,8 +331,6 @@ SegmentReader::~SegmentReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void SegmentReader::free_window(std::byte* p) noexcept { std::free(p); }
-
 bool SegmentReader::load(std::uint64_t need) noexcept {
   // Into the buffer that does not hold the record handed out last, so the records handed out
   // since the previous load stay where they are.
@@ -335,22 +348,18 @@ bool SegmentReader::load(std::uint64_t need) noexcept {
       why_ = "no memory for a record larger than the read window";
       return false;
     }
-    w.buf.reset(grown);
+    w.buf = {grown, free_aligned};
     w.capacity = align_up(want, 64);
   }
-  std::uint64_t got = 0;
-  while (got < want) {
-    const ssize_t r = ::pread(fd_, w.buf.get() + got, want - got, static_cast<off_t>(pos_ + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      why_ = "the segment file could not be read";
-      return false;
-    }
-    if (r == 0) break;  // shorter than its header says: what is there is checked as such
-    got += static_cast<std::uint64_t>(r);
+  // Fewer bytes than asked: the file is shorter than its header says, and what is there is
+  // checked as such.
+  const ssize_t got = pread_all(fd_, w.buf.get(), want, pos_);
+  if (got < 0) {
+    why_ = "the segment file could not be read";
+    return false;
   }
   w.start = pos_;
-  w.len = got;
+  w.len = static_cast<std::uint64_t>(got);
   cur_ = t;
   ++loads_;
   return true;
@@ -365,16 +374,9 @@ SegmentReader::Next SegmentReader::next_slow(Record* out) noexcept {
     std::uint64_t need = sizeof(RecordHeader);
     const int n = scan_records(w.buf.get(), w.start, w.len, size_, pos_, ahead_, kAhead, &stop, &why, &need);
     if (n > 0) {
-      ahead_head_ = 1;
+      ahead_head_ = 0;
       ahead_count_ = n;
-      *out = ahead_[0];
-      pos_ = out->offset + record_size(out->length);
-      last_handed_ = cur_;
-      return Next::kRecord;
-    }
-    if (stop == Shape::kInvalid && (pos_ < kSegmentHeaderSize || pos_ % kRecordAlign != 0)) {
-      why_ = why;  // not a place any read could make valid
-      return Next::kInvalid;
+      return pop(out);
     }
     if (!fresh) {
       if (!load(need)) return Next::kInvalid;
@@ -588,7 +590,7 @@ absl::Status RecordingWriter::resume(std::uint32_t index) {
   std::vector<std::byte> buf(1u << 20);
   for (std::uint64_t p = r->size(); p > end;) {
     const std::uint64_t chunk = std::min<std::uint64_t>(p - end, buf.size());
-    const ssize_t got = ::pread(fd, buf.data(), chunk, static_cast<off_t>(p - chunk));
+    const ssize_t got = pread_all(fd, buf.data(), chunk, p - chunk);
     if (got != static_cast<ssize_t>(chunk)) {
       const int e = got < 0 ? errno : EIO;
       ::close(fd);

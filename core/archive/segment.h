@@ -58,12 +58,7 @@ class SegmentReader {
   // The record at offset(), checked; advances past it. kEnd and kInvalid do not advance, so a
   // reader following a live segment calls again later (each such call reads the file once).
   Next next(Record* out) noexcept {
-    if (__builtin_expect(ahead_head_ < ahead_count_, 1)) {
-      *out = ahead_[ahead_head_++];
-      pos_ = out->offset + record_size(out->length);
-      last_handed_ = cur_;
-      return Next::kRecord;
-    }
+    if (__builtin_expect(ahead_head_ < ahead_count_, 1)) return pop(out);
     return next_slow(out);
   }
   // Where the next record is looked for.
@@ -92,7 +87,13 @@ class SegmentReader {
   // Reads the file from offset() into a window: kWindowBytes, or kProbeBytes where the last
   // next() found the end, and at least `need` bytes. False on a read error (why_).
   bool load(std::uint64_t need) noexcept;
-  static void free_window(std::byte* p) noexcept;
+  // Hands out the next record checked ahead (one is there).
+  Next pop(Record* out) noexcept {
+    *out = ahead_[ahead_head_++];
+    pos_ = out->offset + record_size(out->length);
+    last_handed_ = cur_;
+    return Next::kRecord;
+  }
 
   // The segment is read with pread into two windows used in turn, not mapped: the records are
   // checked in memory that stays in cache and in the page tables, where a mapping of the file
@@ -101,7 +102,7 @@ class SegmentReader {
   static constexpr std::uint64_t kWindowBytes = 256 * 1024;
   static constexpr std::uint64_t kProbeBytes = 4096;
   struct Window {
-    std::unique_ptr<std::byte, void (*)(std::byte*)> buf{nullptr, free_window};
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> buf{nullptr, nullptr};  // as RecordingWriter's buffer
     std::uint64_t capacity = 0;
     std::uint64_t start = 0, len = 0;  // the file's bytes [start, start + len) are in buf
   };
