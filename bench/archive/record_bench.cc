@@ -253,6 +253,25 @@ ReplayResult replay(const std::string& dir, std::uint64_t id, std::uint64_t segm
   return r;
 }
 
+// The calling thread's CPU affinity, given back when this goes out of scope (a case pins the
+// main thread; the cases after it run where it ran before).
+class AffinityRestore {
+ public:
+  AffinityRestore() {
+    CPU_ZERO(&saved_);
+    ok_ = ::sched_getaffinity(0, sizeof saved_, &saved_) == 0;
+  }
+  ~AffinityRestore() {
+    if (ok_) (void)::sched_setaffinity(0, sizeof saved_, &saved_);
+  }
+  AffinityRestore(const AffinityRestore&) = delete;
+  AffinityRestore& operator=(const AffinityRestore&) = delete;
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+};
+
 // Pins the calling thread to `cpu` (-1: leaves it); a failure becomes the run's error.
 void pin_to(int cpu, std::string* error) {
   if (cpu < 0) return;
@@ -266,9 +285,7 @@ void pin_to(int cpu, std::string* error) {
 ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t expect, std::uint32_t payload,
                         int replay_cpu, int subscriber_cpu, std::uint64_t run) {
   ReplayResult r;
-  cpu_set_t saved;
-  CPU_ZERO(&saved);
-  const bool have_saved = ::sched_getaffinity(0, sizeof saved, &saved) == 0;
+  const AffinityRestore restore;  // this thread replays, maybe pinned
   std::string pin_error;
   const std::string name = "bench-replay-" + std::to_string(::getpid()) + "-" + std::to_string(run);
   auto ctx = pollux::Context::from_string("[runtime]\nname = \"" + name +
@@ -327,7 +344,6 @@ ReplayResult replay_shm(const std::string& dir, std::uint64_t id, std::uint64_t 
   r.cpu_s = thread_cpu_s() - c0;
   consumer.join();
   r.seconds = seconds_since(t0);
-  if (have_saved) (void)::sched_setaffinity(0, sizeof saved, &saved);
   if (!pin_error.empty()) {
     r.error = "--replay-cores: " + pin_error;
     return r;
@@ -367,17 +383,7 @@ struct LatencyCores {
 LatencyResult live_latency(const std::string& dir, std::uint64_t count, std::uint64_t rate, bool attached, bool waker,
                            bool sleep_publisher, const LatencyCores& cores, std::uint64_t run) {
   LatencyResult r;
-  // The publisher is this thread: its affinity is given back at the end.
-  cpu_set_t saved;
-  CPU_ZERO(&saved);
-  const bool have_saved = ::sched_getaffinity(0, sizeof saved, &saved) == 0;
-  struct Restore {
-    const cpu_set_t* set;
-    bool ok;
-    ~Restore() {
-      if (ok) (void)::sched_setaffinity(0, sizeof *set, set);
-    }
-  } restore{&saved, have_saved};
+  const AffinityRestore restore;  // this thread publishes, maybe pinned
   std::string pin_error;
   const std::string name = absl::StrCat("bench-live-", ::getpid(), "-", run, attached ? "-rec" : "");
   const std::string rec_dir = absl::StrCat(dir, "/live-", run);
