@@ -23,6 +23,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/threads.h"
 #include "tests/support/udp_ports.h"
 
 namespace pollux {
@@ -258,12 +259,8 @@ TEST(Recording, ContextRecordingsRunOnTheirOwnThreadAndStopWithTheContext) {
 
 // The OS CPUs thread `comm` of this process may run on ("" when no thread has that name).
 std::string allowed_cpus_of_thread(const std::string& comm) {
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream c(task.path() / "comm");
-    std::string name;
-    std::getline(c, name);
-    if (name != comm) continue;
-    std::ifstream st(task.path() / "status");
+  for (const std::filesystem::path& task : pollux::testing::threads_named(comm)) {
+    std::ifstream st(task / "status");
     for (std::string line; std::getline(st, line);) {
       if (line.rfind("Cpus_allowed_list:", 0) == 0) return std::string(absl::StripAsciiWhitespace(line.substr(18)));
     }

@@ -19,6 +19,7 @@
 #include "pollux/pollux.h"
 #include "tests/shm/test_util.h"
 #include "tests/support/status_assert.h"
+#include "tests/support/threads.h"
 
 namespace pollux {
 namespace {
@@ -200,12 +201,8 @@ TEST(ApiTest, SubscriberWaitDeliversEveryMessage) {
 // CPU seconds (utime + stime) of this process's threads named `comm`, from /proc.
 double threads_cpu_seconds(const std::string& comm) {
   double total = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream c(e.path() / "comm");
-    std::string name;
-    std::getline(c, name);
-    if (name != comm) continue;
-    std::ifstream st(e.path() / "stat");
+  for (const std::filesystem::path& task : pollux::testing::threads_named(comm)) {
+    std::ifstream st(task / "stat");
     std::string all((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
     std::istringstream rest(all.substr(all.rfind(')') + 2));
     std::string f;
