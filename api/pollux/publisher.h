@@ -53,7 +53,8 @@ class POLLUX_API Publisher {
   }
 
   // Offers several messages with one clock read (they share a timestamp) and, on shm, one
-  // publication of the log tail. Returns how many were offered (fewer than msgs.size() when
+  // publication of the log tail: subscribers see the batch's messages together, once the call
+  // returns, never a part of it. Returns how many were offered (fewer than msgs.size() when
   // back-pressured part-way), or an error code when none was.
   [[nodiscard]] std::int64_t offer_batch(std::span<const std::span<const std::byte>> msgs) noexcept;
 

@@ -45,14 +45,19 @@ struct LogFixture {
     return rd;
   }
 
-  // Message s with payload.h's payload of `len` bytes (after a zeroed trace block if traced).
-  bool write(std::uint64_t s, std::uint32_t len, std::uint16_t flags = 0) {
+  // Message s with payload.h's payload of `len` bytes (after a zeroed trace block if traced);
+  // `deferred`: committed as part of a batch (commit_deferred; flush_tail() ends the batch).
+  bool write(std::uint64_t s, std::uint32_t len, std::uint16_t flags = 0, bool deferred = false) {
     LogWriter::Claim c;
     const std::uint32_t extra = (flags & core::kFlagTraced) ? sizeof(core::StageTrace) : 0;
     if (!writer.try_claim(core::kFrameHeaderSize + extra + len, &c)) return false;
     std::memset(c.frame + core::kFrameHeaderSize, 0, extra);
     pollux::testing::fill_payload(c.frame + core::kFrameHeaderSize + extra, len, s);
-    writer.commit(c, flags, static_cast<std::int64_t>(s));
+    if (deferred) {
+      writer.commit_deferred(c, flags, static_cast<std::int64_t>(s));
+    } else {
+      writer.commit(c, flags, static_cast<std::int64_t>(s));
+    }
     return true;
   }
 

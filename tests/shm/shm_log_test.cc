@@ -337,20 +337,72 @@ TEST(ShmLogTest, AbortedClaimBecomesPadding) {
   EXPECT_TRUE(d.gaps.empty());
 }
 
-// A writer killed between committing frames and publishing the tail (a batch publishes it
-// later): the reader reads them, then stands past a tail that never moves. caught_up() stays
-// false; nothing_readable() says it read everything committed (the endpoint ends the stream
-// there once the writer's process is gone). A claim never committed is not readable either.
+// A writer killed in the middle of a batch (commit_deferred, no flush_tail): the batch's first
+// frame holds its sequence back until the flush, so the reader sees none of the batch and stands
+// at the published tail.
+TEST(ShmLogTest, AnUnfinishedBatchIsNotReadable) {
+  Fixture f(64 << 10);
+  auto rd = f.reader();
+  ASSERT_TRUE(f.write(1, 64));
+  LogWriter::Claim c;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(f.writer.try_claim(core::kFrameHeaderSize + 16, &c));
+    f.writer.commit_deferred(c, core::kFlagNone, 0);  // no flush_tail(): the writer "dies" here
+  }
+  Drained d = drain(rd->r);
+  EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{1}));
+  EXPECT_TRUE(d.gaps.empty());
+  EXPECT_TRUE(rd->r.caught_up());
+  EXPECT_TRUE(rd->r.nothing_readable());
+  // Finished, the batch comes out whole and in order.
+  f.writer.flush_tail();
+  d = drain(rd->r);
+  EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{2, 3, 4}));
+  EXPECT_TRUE(rd->r.caught_up());
+}
+
+// Batches of every size, across the ring's end (a padding frame inside the batch) and longer
+// than max_frame (the tail is published inside the batch): every frame comes out once, in
+// order, intact, with no gap; a plain commit inside a batch publishes what came before it.
+TEST(ShmLogTest, BatchesAcrossTheRingEndComeOutWhole) {
+  Fixture f(64 << 10);
+  auto rd = f.reader();
+  std::vector<std::uint64_t> want, got;
+  std::uint64_t s = 1;
+  for (std::uint32_t batch = 1; batch <= 300; batch += 7) {
+    for (std::uint32_t i = 0; i < batch; ++i, ++s) {
+      ASSERT_TRUE(f.write(s, 8 + static_cast<std::uint32_t>(s % 97), 0, /*deferred=*/i != batch / 2 || batch % 3 != 0));
+      want.push_back(s);
+    }
+    f.writer.flush_tail();
+    const Drained d = drain(rd->r);
+    EXPECT_TRUE(d.gaps.empty()) << "batch of " << batch;
+    EXPECT_TRUE(d.payload_ok) << "batch of " << batch;
+    got.insert(got.end(), d.seqs.begin(), d.seqs.end());
+    EXPECT_TRUE(rd->r.caught_up()) << "batch of " << batch;
+  }
+  EXPECT_GT(s * 64, std::uint64_t{4} * (64 << 10)) << "the batches went round the ring a few times";
+  EXPECT_EQ(got, want);
+}
+
+// Frames committed past a tail never published (a writer that published each frame's sequence
+// at once and was killed before its batch's tail): the reader reads them, then stands past a
+// tail that never moves. caught_up() stays false; nothing_readable() says it read everything
+// committed (the endpoint ends the stream there once the writer's process is gone). A claim
+// never committed is not readable either.
 TEST(ShmLogTest, ReadingPastATailNeverPublishedIsSeenAsTheEnd) {
   Fixture f(64 << 10);
   auto rd = f.reader();
   ASSERT_TRUE(f.write(1, 64));
   LogWriter::Claim c;
+  std::byte* head = nullptr;
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(f.writer.try_claim(core::kFrameHeaderSize + 16, &c));
+    if (head == nullptr) head = c.frame;
     f.writer.commit_deferred(c, core::kFlagNone, 0);  // no flush_tail(): the writer "dies" here
   }
-  ASSERT_TRUE(f.writer.try_claim(200, &c));  // and a claim it never committed
+  seq_word(head).store(2, std::memory_order_release);  // the sequence this writer holds back
+  ASSERT_TRUE(f.writer.try_claim(200, &c));            // and a claim it never committed
   Drained d = drain(rd->r);
   EXPECT_EQ(d.seqs, (std::vector<std::uint64_t>{1, 2, 3}));
   EXPECT_FALSE(rd->r.caught_up());

@@ -156,12 +156,16 @@ TEST_F(WakeFixture, SourceArmsOnAnIdleLogAndRefusesWithDataPending) {
   EXPECT_TRUE(source_->try_arm());
   source_->disarm();
 
-  // A frame whose tail is not published yet (a batch in progress): its sequence word is
-  // already visible, and the arm must see it.
-  publish(1, /*flush=*/false);
-  EXPECT_FALSE(source_->try_arm());
+  // A batch in progress: none of its frames is readable before its flush (the first holds its
+  // sequence back), so the reader may sleep, and the flush must wake it.
+  publish(2, /*flush=*/false);
+  EXPECT_TRUE(source_->try_arm()) << "nothing of an unfinished batch is readable";
+  const std::uint32_t word = wake().word.load();
   tx_->writer().flush_tail();
-  EXPECT_EQ(drain(ep), 1u);
+  EXPECT_NE(wake().word.load(), word) << "the batch's flush woke the armed reader";
+  EXPECT_EQ(wake().sleepers.load(), 0u);
+  source_->disarm();
+  EXPECT_EQ(drain(ep), 2u);
   EXPECT_TRUE(source_->try_arm());
   source_->disarm();
 

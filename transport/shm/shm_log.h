@@ -9,6 +9,8 @@
 //      reader that acquire-loads a sequence equal to the one it expects sees the whole frame.
 //   3. store `tail` (position after the frame) and issue a release fence, so every store of
 //      the NEXT frame is ordered after this tail value (the seqlock pattern).
+//   A batch (commit_deferred ... flush_tail) publishes the tail once, and its first frame's
+//   sequence only then, just before that tail: readers see the batch whole or not at all.
 // Reader: at position p it expects sequence s. It acquire-loads the sequence word at p:
 //   == s -> frame complete; 0 -> nothing yet (live edge); anything else -> possibly lapped.
 // Lapping is decided against `tail`: bytes the writer may be overwriting right now belong to
@@ -156,6 +158,7 @@ class LogWriter : private LogMapping {
   // commit_deferred() + publish_tail(), without the deferred-tail bookkeeping (the tail is
   // published here; publish_tail() clears what earlier deferred commits left).
   void commit(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
+    release_batch_head();
     unpublished_ = 0;  // as publish_tail(): this tail covers every deferred commit before it
     if (__builtin_expect(commit_no_wake(c, flags, timestamp_ns), 0)) wake_sleepers();
   }
@@ -191,11 +194,23 @@ class LogWriter : private LogMapping {
 
   // As commit(), but the tail is published later (flush_tail(), or automatically once the
   // unpublished frames reach max_frame bytes, which keeps every in-progress write inside the
-  // readers' safety margin). Readers see each frame as soon as its sequence is stored; only
-  // joiners, lap checks and back-pressure use the tail. For batches.
+  // readers' safety margin). For batches.
+  //
+  // The first frame of a batch holds its sequence back until the tail is published: readers
+  // walk in order, so none sees any frame of the batch before it sees them all. A reader at the
+  // live edge spins on the header line of the next frame; published one by one, every frame's
+  // line would be pulled to the reader's core between the writer's two stores into it (the
+  // zero-ahead and the commit), and the writer would wait for it back each time. Held back, only
+  // the batch's first line goes back and forth; the others are written while the reader still
+  // spins on it. Measured: docs/BENCHMARKS.md, "Replay into a subscriber on another core".
   void commit_deferred(const Claim& c, std::uint16_t flags, std::int64_t timestamp_ns) noexcept {
     write_header(c.frame, c.length, flags, timestamp_ns);
-    seq_word(c.frame).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
+    if (batch_head_ == nullptr) {
+      batch_head_ = c.frame;
+      batch_head_seq_ = seq_;
+    } else {
+      seq_word(c.frame).store(seq_, std::memory_order_release);  // pairs with LogReader's acquire
+    }
     checkpoint(c.position);
     ++seq_;
     pos_ = c.position + c.aligned;
@@ -278,11 +293,21 @@ class LogWriter : private LogMapping {
   void publish_tail() noexcept { publish_tail(pos_); }
   // `pos` == pos_ (passed by callers that hold it in a register).
   void publish_tail(std::uint64_t pos) noexcept {
+    release_batch_head();
     unpublished_ = 0;
     if (__builtin_expect(publish_tail_no_wake(pos), 0)) wake_sleepers();
   }
+  // Stores the sequence commit_deferred() held back, before any tail that covers its frame (a
+  // reader at or past a tail finds every frame before it committed). Release: the frames after
+  // it in the batch were written before, so a reader that acquires it sees them all.
+  void release_batch_head() noexcept {
+    if (batch_head_ != nullptr) {
+      seq_word(batch_head_).store(batch_head_seq_, std::memory_order_release);  // pairs with LogReader's acquire
+      batch_head_ = nullptr;
+    }
+  }
   // publish_tail() but the wake-up, which the caller makes when this returns true; leaves
-  // unpublished_ alone (callers outside a batch: it is 0).
+  // unpublished_ and a held-back batch head alone (callers outside a batch: neither is set).
   bool publish_tail_no_wake(std::uint64_t pos) noexcept {
     // Release store pairs with readers' acquire loads of tail (joiners, lap checks); the
     // release fence then orders this tail before every store of the next frame, which is what
@@ -345,6 +370,8 @@ class LogWriter : private LogMapping {
   bool backpressure_ = false;
   bool full_fence_ = true;
   std::uint64_t pos_ = 0, seq_ = 1, next_checkpoint_ = 0, limit_ = 0, unpublished_ = 0;
+  std::byte* batch_head_ = nullptr;  // a deferred batch's first frame, its sequence not stored yet
+  std::uint64_t batch_head_seq_ = 0;
   std::uint64_t bp_events_ = 0, evictions_ = 0, seen_bp_events_ = 0, wakes_ = 0;
   // Publisher-private progress tracking for eviction.
   std::uint64_t seen_pos_[kMaxSubscriberSlots] = {};
