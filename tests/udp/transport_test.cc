@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -620,6 +621,52 @@ TEST(UdpEndpoint, NotifyFdWakesOnData) {
   const int r = epoll_wait(e.rx->notify_fd(), &ev, 1, kWaitMs);
   EXPECT_EQ(r, 1);
   e.rx->disarm_st();
+  bool got = false;
+  spin_until([&] { return got; }, kWaitMs,
+             [&] {
+               for (const auto& d : e.poll()) got |= d.kind == transport::RxKind::kMessage;
+             });
+  EXPECT_TRUE(got);
+}
+
+// Descriptors in the epoll set `epfd` (its /proc/self/fdinfo lines "tfd: N ...").
+std::vector<int> epoll_members(int epfd) {
+  std::vector<int> fds;
+  std::ifstream in("/proc/self/fdinfo/" + std::to_string(epfd));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("tfd:", 0) == 0) fds.push_back(std::stoi(line.substr(4)));
+  }
+  return fds;
+}
+
+// The socket is in the endpoint's epoll set only between arm and disarm: while the thread polls,
+// a datagram's arrival runs no epoll wake-up callback in the kernel. A datagram that arrived
+// before the arm still makes notify_fd() readable at once (level-triggered when added).
+TEST(UdpEndpoint, NotifyFdHoldsTheSocketOnlyWhileArmed) {
+  Endpoints e(udp_config("inline", 27));
+  e.join();
+  ASSERT_TRUE(e.tx->connected());
+  for (int i = 0; i < 10; ++i) e.poll();
+  const int epfd = e.rx->notify_fd();
+  ASSERT_GE(epfd, 0);
+  const std::vector<int> idle = epoll_members(epfd);
+  ASSERT_EQ(idle.size(), 1u) << "only the timer while polling";
+  ASSERT_TRUE(e.rx->try_arm_st());
+  std::vector<int> armed = epoll_members(epfd);
+  ASSERT_EQ(armed.size(), 2u) << "the socket joins the set while armed";
+  const int sock = armed[0] == idle[0] ? armed[1] : armed[0];
+  e.rx->disarm_st();
+  EXPECT_EQ(epoll_members(epfd), idle);
+  // A datagram that is in the socket before the arm.
+  ASSERT_EQ(e.post(1), 1u);
+  pollfd p{sock, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, kWaitMs), 1) << "the datagram never reached the socket";
+  ASSERT_TRUE(e.rx->try_arm_st());
+  epoll_event ev;
+  EXPECT_EQ(epoll_wait(epfd, &ev, 1, 0), 1) << "a datagram that arrived before the arm wakes at once";
+  e.rx->disarm_st();
+  e.rx->disarm_st();  // idempotent
+  EXPECT_EQ(epoll_members(epfd), idle);
   bool got = false;
   spin_until([&] { return got; }, kWaitMs,
              [&] {

@@ -484,8 +484,8 @@ bool UdpRxEndpoint::try_arm_st() noexcept {
   const std::int64_t now = core::Clock::now_ns();
   const std::int64_t deadline = receiver_.next_deadline();
   if (deadline <= now) return false;
-  waiter_.arm(deadline, now);
-  return true;  // a datagram already queued keeps the (level-triggered) socket readable
+  // A datagram already queued makes the (level-triggered) descriptor readable as it is added.
+  return waiter_.arm(deadline, now);
 }
 
 void UdpRxEndpoint::close_st() noexcept {

@@ -74,7 +74,7 @@ class UdpRxEndpoint final : public RxEndpoint, private reliability::ControlSink 
   int duty_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
   bool try_arm_st() noexcept override;
-  void disarm_st() noexcept override {}  // see Waiter: nothing to undo
+  void disarm_st() noexcept override { waiter_.disarm(); }
   int notify_fd() const noexcept override { return waiter_.fd(); }
   // Any thread (Subscriber::is_connected()): see UdpTxEndpoint::connected().
   bool connected() const noexcept override { return connected_.load(std::memory_order_relaxed); }

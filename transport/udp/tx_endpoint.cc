@@ -255,8 +255,8 @@ bool UdpTxEndpoint::try_arm_st() noexcept {
   const std::int64_t now = core::Clock::now_ns();
   const std::int64_t deadline = core_->sender.next_deadline(now);
   if (deadline <= now) return false;
-  waiter_.arm(deadline, now);
-  return true;  // a NAK already queued keeps the (level-triggered) socket readable
+  // A NAK already queued makes the (level-triggered) socket readable as it is added.
+  return waiter_.arm(deadline, now);
 }
 
 void UdpTxEndpoint::close_st() noexcept {

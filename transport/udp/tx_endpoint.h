@@ -39,7 +39,7 @@ class UdpTxEndpoint final : public TxEndpoint {
   int housekeeping_st(std::int64_t now_ns) noexcept override;
   // Inline mode only (poller mode: false / -1, the poller's source arms instead).
   bool try_arm_st() noexcept override;
-  void disarm_st() noexcept override {}  // see Waiter: nothing to undo
+  void disarm_st() noexcept override { waiter_.disarm(); }
   int notify_fd() const noexcept override { return waiter_.fd(); }
   // Any thread (Publisher::is_connected() / offer() on the application thread in queued
   // modes): a relaxed flag the owner thread refreshes; nothing is published through it.

@@ -279,9 +279,9 @@ XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint* ep, std::int64_t now_n
       return Direct::kEmpty;
     }
     xdp::Udp4View v;
-    if (__builtin_expect(
-            !xdp::parse_udp4_frame(f.data, f.len, &v) || xdp::check_udp4_checksums(f.data, v) == xdp::Checksums::kBad,
-            0)) {
+    const xdp::Checksums sums =
+        xdp::parse_udp4_frame(f.data, f.len, &v) ? xdp::check_udp4_checksums(f.data, v) : xdp::Checksums::kBad;
+    if (__builtin_expect(sums == xdp::Checksums::kBad, 0)) {
       ++rx_malformed_;
       xsk_->rx_release(1);
       continue;
@@ -304,7 +304,7 @@ XdpPort::Direct XdpPort::direct_peek(const UdpRxEndpoint* ep, std::int64_t now_n
     // Read in place only where the frames are aligned as in a receive buffer (IP options or a
     // driver's own headroom can move them): otherwise the general path copies.
     const bool aligned = reinterpret_cast<std::uintptr_t>(v.payload) % xdp::Xsk::kRxPayloadAlign == 0;
-    if (matched != 1 || !mine || !aligned || xdp::check_udp4_checksums(f.data, v) != xdp::Checksums::kOk) {
+    if (matched != 1 || !mine || !aligned || sums != xdp::Checksums::kOk) {
       xsk_->rx_release(0);  // poll() hands it out
       return Direct::kSlow;
     }
