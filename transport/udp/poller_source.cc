@@ -77,6 +77,8 @@ void UdpPollerSource::add(std::unique_ptr<Member> m) noexcept {
   if (m->fd == -1) {
     // An AF_XDP subscriber whose port another member registered: that one's readiness stands
     // for both (remove_at hands the registration over).
+  } else if (m->rx != nullptr && m->rx->xdp_ != nullptr) {
+    m->armed_only = true;  // read directly every cycle; in the set only while armed
   } else if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
     // Cannot happen for a valid socket short of ENOMEM; the member is still swept through its
     // own reads in housekeeping (rx: poll on each sweep), but cannot wake a sleeping poller:
@@ -112,7 +114,7 @@ void UdpPollerSource::attach(UdpTxEndpoint* ep) noexcept {
 
 void UdpPollerSource::remove_at(std::size_t i) noexcept {
   Member& m = *members_[i];
-  if (m.fd >= 0) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
+  if (m.fd >= 0 && (!m.armed_only || m.in_set)) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
   std::unique_ptr<Member> gone = std::move(members_[i]);
   members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(i));
   if (gone->fd >= 0 && gone->rx != nullptr && gone->rx->xdp_ != nullptr) {
@@ -121,6 +123,7 @@ void UdpPollerSource::remove_at(std::size_t i) noexcept {
       if (o->rx != nullptr && o->rx->xdp_ == gone->rx->xdp_ && o->fd == -1) {
         std::unique_ptr<Member> heir = std::move(o);
         heir->fd = gone->fd;
+        heir->armed_only = heir->in_set = false;  // add() decides again
         o = nullptr;
         members_.erase(std::find(members_.begin(), members_.end(), nullptr));
         add(std::move(heir));
@@ -223,8 +226,12 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
     }
     return work;
   }
-  // Several subscriber sockets (or a sweep is due): one epoll_wait round for all of them.
+  // Several subscriber sockets (or a sweep is due): one epoll_wait round for all of them, and
+  // the AF_XDP ports' rings, which are not in the set while polling.
   int work = sweep(now_ns);
+  for (const auto& m : members_) {
+    if (m->armed_only) work += static_cast<int>(m->rx->receive(now_ns));
+  }
   if (now_ns >= next_sweep_ns_) {
     // Publishers' own deadlines between the poller's 1 ms timers (repairs, coalesced tails).
     for (const auto& m : members_) {
@@ -248,7 +255,9 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
       if (m.fd < -1) {
         work += static_cast<int>(m.rx->receive(now_ns));  // not in the epoll set
       } else if (m.rx->xdp_ != nullptr) {
-        // AF_XDP: the port says when its ring emptied (XdpPort::poll).
+        // AF_XDP: read here (not in the set while polling); the port says when its ring emptied
+        // (XdpPort::poll). A subscriber sharing another's port is read through that one.
+        if (m.armed_only) work += static_cast<int>(m.rx->receive(now_ns));
       } else if (complete && m.ready_sweep != epoll_waits_) {
         // Its socket was empty: what it read is all its publishers sent (session time-outs
         // count silence in read traffic only, ReliableReceiver::drained). A readable one was
@@ -301,9 +310,38 @@ bool UdpPollerSource::try_arm() noexcept {
     if (c_.arm_refused.valid()) c_.arm_refused.add();
     return false;
   }
+  if (!add_armed_only()) {
+    if (c_.arm_refused.valid()) c_.arm_refused.add();
+    return false;
+  }
   timer_.arm(deadline, now, /*disarm=*/true);
   service_ns_ = timer_.armed_ns();
   return true;
+}
+
+bool UdpPollerSource::add_armed_only() noexcept {
+  for (const auto& m : members_) {
+    if (!m->armed_only || m->in_set) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;  // level-triggered: frames already in the ring make the set readable at once
+    ev.data.ptr = m.get();
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
+      disarm();  // cannot wake us through this port: keep polling
+      return false;
+    }
+    m->in_set = true;
+  }
+  return true;
+}
+
+void UdpPollerSource::disarm() noexcept {
+  next_sweep_ns_ = 0;
+  for (const auto& m : members_) {
+    if (m->in_set) {
+      (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m->fd, nullptr);
+      m->in_set = false;
+    }
+  }
 }
 
 void UdpPollerSource::finish_lingers() noexcept {

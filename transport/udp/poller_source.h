@@ -35,6 +35,9 @@ class UdpTxEndpoint;
 // cycle, as an inline endpoint does); otherwise one epoll_wait(0) round over the whole set and
 // a burst read of each ready socket. Publisher sockets (NAKs, status messages) and the timerfd
 // are also swept at least every kSweepNs and in every housekeeping().
+// AF_XDP ports are read directly every cycle and join the set only from try_arm() to disarm():
+// a descriptor in an epoll set runs the set's wake-up callback in the kernel for every frame the
+// ring takes and every transmit completion (see Waiter), which a polling thread need not pay.
 // try_arm(): the sockets are level-triggered in the set, so a datagram that arrives at any
 // time keeps notify_fd() readable and nothing needs re-checking after the arm; the source
 // refuses when frames are queued in user space (deliverable but not yet polled, delayed by the
@@ -48,10 +51,10 @@ class UdpPollerSource final : public core::ProgressSource {
   int progress(std::int64_t now_ns) noexcept override;
   int housekeeping(std::int64_t now_ns) noexcept override;
   bool try_arm() noexcept override;
-  // Nothing to undo (level-triggered sockets; an early timer only costs an empty cycle), but
-  // the poller may have slept: the next progress() sweeps every socket (a publisher's NAK may
-  // be what woke it), not just the subscriber it reads directly.
-  void disarm() noexcept override { next_sweep_ns_ = 0; }
+  // Takes the AF_XDP ports out of the set again (level-triggered sockets stay; an early timer
+  // only costs an empty cycle); the poller may have slept: the next progress() sweeps every
+  // socket (a publisher's NAK may be what woke it), not just the subscriber it reads directly.
+  void disarm() noexcept override;
   int notify_fd() const noexcept override { return epfd_; }
   std::string_view name() const noexcept override { return "udp"; }
 
@@ -84,6 +87,8 @@ class UdpPollerSource final : public core::ProgressSource {
     std::int64_t linger_deadline_ns = 0, last_end_ns = 0;
     std::uint64_t ready_sweep = 0;  // the last sweep (epoll_waits_) that found its socket readable
     int fd = -1;
+    bool armed_only = false;  // an AF_XDP port's registration: in the set only while armed
+    bool in_set = false;      // armed_only: added by try_arm(), not yet removed by disarm()
   };
   UdpPollerSource() = default;
   void add(std::unique_ptr<Member> m) noexcept;
@@ -93,6 +98,8 @@ class UdpPollerSource final : public core::ProgressSource {
   // Returns true when the linger is over (the member must be removed).
   bool linger_step(Member& m, std::int64_t now_ns) noexcept;
   void remove_at(std::size_t i) noexcept;
+  // try_arm(): adds the armed-only registrations; false if one could not be added (none is left).
+  bool add_armed_only() noexcept;
   void recount() noexcept;
 
   int epfd_ = -1;
