@@ -220,10 +220,13 @@ pollux_latency_round() {
 # ---- one-way throughput through Pollux across the namespaces ---------------------------------
 #
 # pollux-test-peer sub in B (pinned to CPU 1) and pub in A (CPU 0), one stream over the multicast
-# group, MESSAGES messages of 64 bytes, backpressure flow control (the publisher's rate is what the
-# subscriber takes). msgs/s = sent / the publisher's offer-loop seconds; the subscriber checks
-# every message and must lose none. Inline busy-spin (the offer() and poll() calls drive the
-# sockets), and a dedicated poller per process on its application thread's CPU (idle yield).
+# group, MESSAGES messages of 64 bytes. msgs/s = sent / the publisher's offer-loop seconds; the
+# subscriber checks every message and must lose none. Inline busy-spin (the offer() and poll()
+# calls drive the sockets), and a dedicated poller per process on its application thread's CPU
+# (idle yield). The UDP protocol has no flow control (docs/PROTOCOL.md, section 5): a publisher
+# faster than its subscriber loses what the retransmit buffer cannot repair, and that run is
+# reported as failed with the subscriber's counts (with dedicated pollers on 2 vCPUs the
+# publisher's poller can outrun the subscriber's).
 pollux_tput_config() {  # DATAPATH THREADING IDLE IFACE
   printf '%s\n' "[runtime]" "threading = \"$2\"" "idle = \"$3\"" "pollers = 1" "poller_cores = []" \
     "counters = false" "[transport]" "kind = \"udp\"" "[udp]" "address = \"$POLLUX_GROUP\"" "port = 47100" \
@@ -244,7 +247,7 @@ pollux_tput_run() {  # CASE ROUND DATAPATH THREADING IDLE
   wait "$pid" || rrc=$?
   PIDS=("${PIDS[@]/$pid}")
   if [ $rc -ne 0 ] || [ $rrc -ne 0 ]; then
-    echo "$SCRIPT: $name round $round failed (pub $rc, sub $rrc): $(tail -3 "$WORK/pub.out" "$WORK/sub.out")" >&2
+    echo "$SCRIPT: $name round $round failed (pub $rc, sub $rrc): $(tail -n 3 "$WORK/pub.out" "$WORK/sub.out")" >&2
     return 1
   fi
   emit "$name" "$round" "$(python3 -c '
