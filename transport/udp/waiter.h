@@ -19,8 +19,8 @@ namespace pollux::transport::udp {
 // The data descriptor is in the set only between arm() and disarm(). While a descriptor is in
 // an epoll set, every datagram (every frame an AF_XDP ring takes, and every transmit completion
 // of the port's sends) runs the set's wake-up callback under a lock with interrupts off: 11% of
-// a busy-polling AF_XDP pong's CPU time, 0.8 us of each one-way trip (docs/BENCHMARKS.md, "UDP
-// across two namespaces"). A thread that polls never pays it; one that sleeps pays two
+// a busy-polling AF_XDP pong's CPU time, 0.4 us of each one-way trip (docs/BENCHMARKS.md, "The
+// epoll registration"). A thread that polls never pays it; one that sleeps pays two
 // epoll_ctl calls per sleep. Adding a descriptor that is already readable makes the set
 // readable at once, so nothing that arrived before arm() is missed.
 class Waiter {
