@@ -7,8 +7,9 @@
 #   pollux-socket-poller, pollux-xdp-poller  udp.datapath = socket / xdp, inline busy-spin and with a
 #                                         dedicated poller (pollux_latency_round below)
 #   pollux-{socket,xdp}-tput[-poller]     one-way 64-byte messages through Pollux (pollux-test-peer
-#                                         pub in A, sub in B, every message checked, none lost):
-#                                         msgs/s over the publisher's offer loop (pollux_tput_round)
+#                                         pub in A, sub in B, every message checked; inline: none
+#                                         lost, poller rows report their loss):
+#                                         msgs delivered per second of the publisher's offer loop (pollux_tput_round)
 # Output: one JSON line per run (stdout and --out FILE), then a summary table: the median over
 # the rounds of p50, p99 and msgs/s, and the ratios: bare xdp/socket, pollux-xdp/pollux-socket
 # (targets p50 <= 0.7, p99 <= 0.8) and pollux-xdp/bare-xdp (target p50 <= 1.15).
@@ -19,7 +20,7 @@
 #
 #   bench/udp/xdp-compare.sh [--rounds 5] [--count 100000] [--warmup 10000] [--seconds 3]
 #                            [--bin build/bin] [--out FILE] [--cases pingpong,tput,pollux,pollux-tput]
-#                            [--messages 1000000] [--coalesce-us 0]
+#                            [--messages 1000000] [--coalesce-us 0] [--allow-loss]
 set -euo pipefail
 
 SCRIPT=xdp-compare.sh
@@ -33,9 +34,10 @@ OUT=""
 CASES="pingpong,tput,pollux,pollux-tput"
 MESSAGES=1000000
 COALESCE_US=0
+ALLOW_LOSS=0
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   cat <<EOF
 
 Flags:
@@ -48,12 +50,16 @@ Flags:
   --cases LIST   comma-separated subset of pingpong,tput,pollux,pollux-tput (default all)
   --messages N   messages per pollux-tput run (default $MESSAGES)
   --coalesce-us U  udp.coalesce_us of the pollux-tput publishers (default $COALESCE_US: a datagram per message)
+  --allow-loss   the inline pollux-tput rows report a loss instead of failing on it (the smoke
+                 test: on a busy machine an inline subscriber can be preempted long enough to
+                 lose what the retransmit buffer cannot repair)
 EOF
 }
 
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    --allow-loss) ALLOW_LOSS=1; shift ;;
     --rounds|--count|--warmup|--seconds|--bin|--out|--cases|--messages|--coalesce-us)
       [ $# -ge 2 ] || { echo "$SCRIPT: $1 needs a value (see --help)" >&2; exit 64; }
       case "$1" in
@@ -220,13 +226,13 @@ pollux_latency_round() {
 # ---- one-way throughput through Pollux across the namespaces ---------------------------------
 #
 # pollux-test-peer sub in B (pinned to CPU 1) and pub in A (CPU 0), one stream over the multicast
-# group, MESSAGES messages of 64 bytes. msgs/s = sent / the publisher's offer-loop seconds; the
-# subscriber checks every message and must lose none. Inline busy-spin (the offer() and poll()
-# calls drive the sockets), and a dedicated poller per process on its application thread's CPU
-# (idle yield). The UDP protocol has no flow control (docs/PROTOCOL.md, section 5): a publisher
-# faster than its subscriber loses what the retransmit buffer cannot repair, and that run is
-# reported as failed with the subscriber's counts (with dedicated pollers on 2 vCPUs the
-# publisher's poller can outrun the subscriber's).
+# group, MESSAGES messages of 64 bytes. msgs/s = messages delivered / the publisher's offer-loop
+# seconds; the subscriber checks every message (payload, order, every hole reported as a gap).
+# Inline busy-spin (the offer() and poll() calls drive the sockets; the subscriber must lose
+# nothing), and a dedicated poller per process on its application thread's CPU (idle yield).
+# The UDP protocol has no flow control (docs/PROTOCOL.md, section 5): a publisher's poller can
+# outrun the subscriber's on 2 vCPUs, and what the retransmit buffer cannot repair is lost - the
+# poller rows report that loss (the "lost" column) instead of failing on it.
 pollux_tput_config() {  # DATAPATH THREADING IDLE IFACE
   printf '%s\n' "[runtime]" "threading = \"$2\"" "idle = \"$3\"" "pollers = 1" "poller_cores = []" \
     "counters = false" "[transport]" "kind = \"udp\"" "[udp]" "address = \"$POLLUX_GROUP\"" "port = 47100" \
@@ -234,11 +240,12 @@ pollux_tput_config() {  # DATAPATH THREADING IDLE IFACE
     "linger_ms = 2000" "[[streams]]" "topic = \"tput\"" "id = 1"
 }
 pollux_tput_run() {  # CASE ROUND DATAPATH THREADING IDLE
-  local name=$1 round=$2 d=$3 threading=$4 idle=$5
+  local name=$1 round=$2 d=$3 threading=$4 idle=$5 no_loss=()
+  [ "$threading" = dedicated ] || [ "$ALLOW_LOSS" = 1 ] || no_loss=(--no-loss)
   pollux_tput_config "$d" "$threading" "$idle" "$IF_A" >"$WORK/pub.toml"
   pollux_tput_config "$d" "$threading" "$idle" "$IF_B" >"$WORK/sub.toml"
   ip netns exec "$NS_B" "${PIN_B[@]}" "$PEER" sub --config "$WORK/sub.toml" --topic tput --count "$MESSAGES" \
-    --size 64 --no-loss --timeout 60 >"$WORK/sub.out" 2>&1 &
+    --size 64 "${no_loss[@]}" --timeout 60 >"$WORK/sub.out" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   local rc=0 rrc=0
@@ -257,7 +264,7 @@ p = re.search(r"pub done sent=(\d+) back_pressured=(\d+) seconds=([\d.]+)", pub)
 s = re.search(r"sub done received=(\d+) lost=(\d+)", sub)
 print(json.dumps({"datapath": sys.argv[3], "threading": sys.argv[4], "coalesce_us": int(sys.argv[5]),
                   "messages": int(p.group(1)), "seconds": float(p.group(3)),
-                  "msgs_per_s": int(p.group(1)) / float(p.group(3)), "received": int(s.group(1)),
+                  "msgs_per_s": int(s.group(1)) / float(p.group(3)), "received": int(s.group(1)),
                   "lost": int(s.group(2))}))' "$WORK/pub.out" "$WORK/sub.out" "$d" "$threading" "$COALESCE_US")"
 }
 pollux_tput_round() {
