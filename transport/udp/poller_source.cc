@@ -70,6 +70,8 @@ void UdpPollerSource::recount() noexcept {
   xdp_rx_only_ = nrx > 1 && nxdp == nrx;
 }
 
+bool UdpPollerSource::Member::armed_only() const noexcept { return rx != nullptr && rx->xdp_ != nullptr && fd >= 0; }
+
 void UdpPollerSource::add(std::unique_ptr<Member> m) noexcept {
   epoll_event ev{};
   ev.events = EPOLLIN;  // level-triggered: see try_arm()
@@ -77,8 +79,8 @@ void UdpPollerSource::add(std::unique_ptr<Member> m) noexcept {
   if (m->fd == -1) {
     // An AF_XDP subscriber whose port another member registered: that one's readiness stands
     // for both (remove_at hands the registration over).
-  } else if (m->rx != nullptr && m->rx->xdp_ != nullptr) {
-    m->armed_only = true;  // read directly every cycle; in the set only while armed
+  } else if (m->armed_only()) {
+    // Read directly every cycle; in the set only while armed (add_armed_only).
   } else if (epoll_ctl(epfd_, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
     // Cannot happen for a valid socket short of ENOMEM; the member is still swept through its
     // own reads in housekeeping (rx: poll on each sweep), but cannot wake a sleeping poller:
@@ -114,7 +116,7 @@ void UdpPollerSource::attach(UdpTxEndpoint* ep) noexcept {
 
 void UdpPollerSource::remove_at(std::size_t i) noexcept {
   Member& m = *members_[i];
-  if (m.fd >= 0 && (!m.armed_only || m.in_set)) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
+  if (m.fd >= 0 && (!m.armed_only() || m.in_set)) (void)epoll_ctl(epfd_, EPOLL_CTL_DEL, m.fd, nullptr);
   std::unique_ptr<Member> gone = std::move(members_[i]);
   members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(i));
   if (gone->fd >= 0 && gone->rx != nullptr && gone->rx->xdp_ != nullptr) {
@@ -123,7 +125,6 @@ void UdpPollerSource::remove_at(std::size_t i) noexcept {
       if (o->rx != nullptr && o->rx->xdp_ == gone->rx->xdp_ && o->fd == -1) {
         std::unique_ptr<Member> heir = std::move(o);
         heir->fd = gone->fd;
-        heir->armed_only = heir->in_set = false;  // add() decides again
         o = nullptr;
         members_.erase(std::find(members_.begin(), members_.end(), nullptr));
         add(std::move(heir));
@@ -230,7 +231,7 @@ int UdpPollerSource::progress(std::int64_t now_ns) noexcept {
   // the AF_XDP ports' rings, which are not in the set while polling.
   int work = sweep(now_ns);
   for (const auto& m : members_) {
-    if (m->armed_only) work += static_cast<int>(m->rx->receive(now_ns));
+    if (m->armed_only()) work += static_cast<int>(m->rx->receive(now_ns));
   }
   if (now_ns >= next_sweep_ns_) {
     // Publishers' own deadlines between the poller's 1 ms timers (repairs, coalesced tails).
@@ -257,7 +258,7 @@ int UdpPollerSource::housekeeping(std::int64_t now_ns) noexcept {
       } else if (m.rx->xdp_ != nullptr) {
         // AF_XDP: read here (not in the set while polling); the port says when its ring emptied
         // (XdpPort::poll). A subscriber sharing another's port is read through that one.
-        if (m.armed_only) work += static_cast<int>(m.rx->receive(now_ns));
+        if (m.armed_only()) work += static_cast<int>(m.rx->receive(now_ns));
       } else if (complete && m.ready_sweep != epoll_waits_) {
         // Its socket was empty: what it read is all its publishers sent (session time-outs
         // count silence in read traffic only, ReliableReceiver::drained). A readable one was
@@ -321,7 +322,7 @@ bool UdpPollerSource::try_arm() noexcept {
 
 bool UdpPollerSource::add_armed_only() noexcept {
   for (const auto& m : members_) {
-    if (!m->armed_only || m->in_set) continue;
+    if (!m->armed_only() || m->in_set) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;  // level-triggered: frames already in the ring make the set readable at once
     ev.data.ptr = m.get();

@@ -87,8 +87,9 @@ class UdpPollerSource final : public core::ProgressSource {
     std::int64_t linger_deadline_ns = 0, last_end_ns = 0;
     std::uint64_t ready_sweep = 0;  // the last sweep (epoll_waits_) that found its socket readable
     int fd = -1;
-    bool armed_only = false;  // an AF_XDP port's registration: in the set only while armed
-    bool in_set = false;      // armed_only: added by try_arm(), not yet removed by disarm()
+    bool in_set = false;  // armed_only(): added by try_arm(), not yet removed by disarm()
+    // An AF_XDP port's registration (the member that holds it): in the set only while armed.
+    bool armed_only() const noexcept;
   };
   UdpPollerSource() = default;
   void add(std::unique_ptr<Member> m) noexcept;
